@@ -1,0 +1,86 @@
+package idlegrid
+
+// The agent protocol: what an agent and the server say to each other under
+// /v1/agent. Every request is signed with the node's ed25519 key (see
+// internal/nodekey); the agent opens every connection, so a node behind NAT
+// needs no inbound port.
+
+// ProtocolVersion is the agent protocol version. The server refuses agents
+// that speak a version it does not know, with a message saying to upgrade.
+const ProtocolVersion = 1
+
+// JoinRequest asks to join a provider's fleet as a new node.
+type JoinRequest struct {
+	Token        string `json:"token"`
+	PublicKey    string `json:"public_key"` // base64 ed25519; the request is signed with its private half
+	Offer        Offer  `json:"offer"`
+	AgentVersion string `json:"agent_version"`
+}
+
+// JoinResponse tells a new node who it is.
+type JoinResponse struct {
+	NodeID           string `json:"node_id"`
+	ProviderID       string `json:"provider_id"`
+	HeartbeatSeconds int    `json:"heartbeat_seconds"`
+}
+
+// OfferRequest replaces what a node offers.
+type OfferRequest struct {
+	Offer        Offer  `json:"offer"`
+	AgentVersion string `json:"agent_version"`
+}
+
+// HeartbeatRequest says the node is alive, with progress of its leases.
+type HeartbeatRequest struct {
+	Leases []LeaseProgress `json:"leases,omitempty"`
+}
+
+// LeaseProgress is a running lease's progress as the agent sees it.
+type LeaseProgress struct {
+	LeaseID  string  `json:"lease_id"`
+	Progress float64 `json:"progress"`
+}
+
+// HeartbeatResponse tells the agent how often to heartbeat.
+type HeartbeatResponse struct {
+	HeartbeatSeconds int `json:"heartbeat_seconds"`
+}
+
+// CommandKind is what the server asks an agent to do.
+type CommandKind string
+
+const (
+	CommandStart CommandKind = "start" // run the lease
+	CommandStop  CommandKind = "stop"  // stop the lease; Reason says why
+)
+
+// Command is one instruction to an agent. Commands are derived from lease
+// state, so they repeat until the agent's reports make them moot: an agent
+// must treat them idempotently.
+type Command struct {
+	Kind   CommandKind `json:"kind"`
+	Lease  *Lease      `json:"lease"`
+	Job    *JobSpec    `json:"job,omitempty"` // for start
+	Reason string      `json:"reason,omitempty"`
+}
+
+// CommandsResponse is the answer to a long poll for commands.
+type CommandsResponse struct {
+	Commands []Command `json:"commands"`
+}
+
+// LeaseReport is the agent's account of a lease.
+type LeaseReport struct {
+	State    LeaseState `json:"state"` // running, succeeded, failed or cancelled
+	Progress float64    `json:"progress"`
+	ExitCode *int       `json:"exit_code,omitempty"`
+	Message  string     `json:"message,omitempty"`
+	// Fault is provider when the node, not the workload, failed (e.g. the
+	// image could not be started).
+	Fault Fault `json:"fault,omitempty"`
+}
+
+// LogBatch carries lines of a lease's output.
+type LogBatch struct {
+	Lines []LogLine `json:"lines"`
+}

@@ -1,0 +1,104 @@
+// Package nodekey is a node's ed25519 identity: creating and keeping the key,
+// and signing and checking agent requests with it.
+//
+// A signed request carries four headers: the node ID (or, for a join, the
+// public key), the protocol version, the time in Unix milliseconds, and an
+// ed25519 signature over
+//
+//	"idlegrid-agent-v1\n" + METHOD + "\n" + PATH?QUERY + "\n" + TIME + "\n" + hex(sha256(BODY))
+//
+// The server refuses signatures older or newer than MaxSkew.
+package nodekey
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Header names of a signed agent request.
+const (
+	HeaderNode      = "X-Idlegrid-Node"
+	HeaderPublicKey = "X-Idlegrid-Public-Key"
+	HeaderTime      = "X-Idlegrid-Time"
+	HeaderSignature = "X-Idlegrid-Signature"
+	HeaderProtocol  = "X-Idlegrid-Protocol"
+)
+
+// MaxSkew is how far a request's signed time may be from the server's clock.
+const MaxSkew = 2 * time.Minute
+
+// LoadOrCreate reads the private key at path, creating it (mode 0600, and
+// its directory) when it does not exist yet.
+func LoadOrCreate(path string) (ed25519.PrivateKey, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		_, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("create key directory: %w", err)
+		}
+		enc := base64.StdEncoding.EncodeToString(priv.Seed()) + "\n"
+		if err := os.WriteFile(path, []byte(enc), 0o600); err != nil {
+			return nil, fmt.Errorf("write node key: %w", err)
+		}
+		return priv, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("read node key: %w", err)
+	}
+	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("node key %s is corrupt; move it away to create a new identity", path)
+	}
+	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+// PublicString encodes a public key for the wire.
+func PublicString(pub ed25519.PublicKey) string { return base64.StdEncoding.EncodeToString(pub) }
+
+// ParsePublic decodes a public key from the wire.
+func ParsePublic(s string) (ed25519.PublicKey, error) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(b) != ed25519.PublicKeySize {
+		return nil, errors.New("not a base64 ed25519 public key")
+	}
+	return ed25519.PublicKey(b), nil
+}
+
+func message(method, pathAndQuery string, unixMillis int64, body []byte) []byte {
+	sum := sha256.Sum256(body)
+	return []byte("idlegrid-agent-v1\n" + method + "\n" + pathAndQuery + "\n" +
+		strconv.FormatInt(unixMillis, 10) + "\n" + hex.EncodeToString(sum[:]))
+}
+
+// Sign returns the base64 signature of a request.
+func Sign(priv ed25519.PrivateKey, method, pathAndQuery string, unixMillis int64, body []byte) string {
+	return base64.StdEncoding.EncodeToString(ed25519.Sign(priv, message(method, pathAndQuery, unixMillis, body)))
+}
+
+// Verify checks a request's signature and that its time is within MaxSkew of now.
+func Verify(pub ed25519.PublicKey, method, pathAndQuery, unixMillis string, body []byte, sig string, now time.Time) error {
+	ms, err := strconv.ParseInt(unixMillis, 10, 64)
+	if err != nil {
+		return errors.New("missing or malformed " + HeaderTime)
+	}
+	if d := now.Sub(time.UnixMilli(ms)); d > MaxSkew || d < -MaxSkew {
+		return fmt.Errorf("request time is %s off the server's clock; check the node's clock (NTP)", d.Round(time.Second))
+	}
+	raw, err := base64.StdEncoding.DecodeString(sig)
+	if err != nil || !ed25519.Verify(pub, message(method, pathAndQuery, ms, body), raw) {
+		return errors.New("bad node signature")
+	}
+	return nil
+}

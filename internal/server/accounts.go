@@ -1,0 +1,177 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// CreateAccount creates an account and its first API key. Admins only.
+func (s *Server) CreateAccount(ctx context.Context, name string, role idlegrid.Role) (*idlegrid.Account, *idlegrid.APIKey, string, error) {
+	if _, err := requireRole(ctx, idlegrid.RoleAdmin); err != nil {
+		return nil, nil, "", err
+	}
+	return s.Bootstrap(ctx, name, role)
+}
+
+// Bootstrap creates an account and its first key without a caller. It is for
+// the operator's first admin account; the HTTP API never reaches it.
+func (s *Server) Bootstrap(ctx context.Context, name string, role idlegrid.Role) (*idlegrid.Account, *idlegrid.APIKey, string, error) {
+	a := &idlegrid.Account{ID: idlegrid.NewID("acct"), Name: name, Role: role, CreatedAt: s.Now()}
+	if err := a.Validate(); err != nil {
+		return nil, nil, "", err
+	}
+	if err := s.store.CreateAccount(ctx, a); err != nil {
+		return nil, nil, "", err
+	}
+	key, secret, err := s.newAPIKey(ctx, a.ID, "default")
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return a, key, secret, nil
+}
+
+// ListAccounts lists every account. Admins only.
+func (s *Server) ListAccounts(ctx context.Context) ([]*idlegrid.Account, error) {
+	if _, err := requireRole(ctx, idlegrid.RoleAdmin); err != nil {
+		return nil, err
+	}
+	return s.store.ListAccounts(ctx)
+}
+
+// Me returns the caller's account.
+func (s *Server) Me(ctx context.Context) (*idlegrid.Account, error) {
+	c, err := account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.store.FindAccount(ctx, c.AccountID)
+}
+
+// CreateAPIKey makes a new key for the caller's own account. The secret is
+// returned once and never stored.
+func (s *Server) CreateAPIKey(ctx context.Context, name string) (*idlegrid.APIKey, string, error) {
+	c, err := account(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	return s.newAPIKey(ctx, c.AccountID, name)
+}
+
+func (s *Server) newAPIKey(ctx context.Context, accountID, name string) (*idlegrid.APIKey, string, error) {
+	if name == "" || len(name) > 100 {
+		return nil, "", idlegrid.Invalid("key.name", "must be 1-100 characters")
+	}
+	secret := idlegrid.NewSecret("igk")
+	k := &idlegrid.APIKey{
+		ID: idlegrid.NewID("key"), AccountID: accountID, Name: name,
+		Prefix: secret[:12], Hash: hashSecret(secret), CreatedAt: s.Now(),
+	}
+	if err := s.store.CreateAPIKey(ctx, k); err != nil {
+		return nil, "", err
+	}
+	return k, secret, nil
+}
+
+// ListAPIKeys lists the caller's keys.
+func (s *Server) ListAPIKeys(ctx context.Context) ([]*idlegrid.APIKey, error) {
+	c, err := account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.store.ListAPIKeys(ctx, c.AccountID)
+}
+
+// RevokeAPIKey revokes one of the caller's keys.
+func (s *Server) RevokeAPIKey(ctx context.Context, keyID string) error {
+	c, err := account(ctx)
+	if err != nil {
+		return err
+	}
+	return s.store.RevokeAPIKey(ctx, c.AccountID, keyID, s.Now())
+}
+
+// Join token limits.
+const (
+	defaultJoinTTL = 24 * time.Hour
+	maxJoinTTL     = 30 * 24 * time.Hour
+)
+
+// CreateJoinToken makes a token that lets agents join the caller's fleet.
+// maxUses 0 means one use; ttl 0 means a day.
+func (s *Server) CreateJoinToken(ctx context.Context, name string, maxUses int, ttl time.Duration) (*idlegrid.JoinToken, string, error) {
+	c, err := requireRole(ctx, idlegrid.RoleProvider)
+	if err != nil {
+		return nil, "", err
+	}
+	if maxUses == 0 {
+		maxUses = 1
+	}
+	if ttl == 0 {
+		ttl = defaultJoinTTL
+	}
+	switch {
+	case name == "" || len(name) > 100:
+		return nil, "", idlegrid.Invalid("join_token.name", "must be 1-100 characters")
+	case maxUses < 0 || maxUses > 10000:
+		return nil, "", idlegrid.Invalid("join_token.max_uses", "must be between 1 and 10000")
+	case ttl < time.Minute || ttl > maxJoinTTL:
+		return nil, "", idlegrid.Invalid("join_token.ttl_seconds", "must be between 60 seconds and 30 days")
+	}
+	now := s.Now()
+	secret := idlegrid.NewSecret("igj")
+	t := &idlegrid.JoinToken{
+		ID: idlegrid.NewID("jt"), ProviderID: c.AccountID, Name: name,
+		Prefix: secret[:12], Hash: hashSecret(secret), MaxUses: maxUses,
+		ExpiresAt: now.Add(ttl), CreatedAt: now,
+	}
+	if err := s.store.CreateJoinToken(ctx, t); err != nil {
+		return nil, "", err
+	}
+	return t, secret, nil
+}
+
+// ListJoinTokens lists the caller's join tokens.
+func (s *Server) ListJoinTokens(ctx context.Context) ([]*idlegrid.JoinToken, error) {
+	c, err := requireRole(ctx, idlegrid.RoleProvider)
+	if err != nil {
+		return nil, err
+	}
+	return s.store.ListJoinTokens(ctx, c.AccountID)
+}
+
+// RevokeJoinToken revokes one of the caller's join tokens.
+func (s *Server) RevokeJoinToken(ctx context.Context, tokenID string) error {
+	c, err := requireRole(ctx, idlegrid.RoleProvider)
+	if err != nil {
+		return err
+	}
+	return s.store.RevokeJoinToken(ctx, c.AccountID, tokenID, s.Now())
+}
+
+// ListNodes lists the caller's nodes; admins see every node.
+func (s *Server) ListNodes(ctx context.Context) ([]*idlegrid.Node, error) {
+	c, err := requireRole(ctx, idlegrid.RoleProvider, idlegrid.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	f := idlegrid.NodeFilter{}
+	if c.Role == idlegrid.RoleProvider {
+		f.ProviderID = c.AccountID
+	}
+	return s.store.ListNodes(ctx, f)
+}
+
+// FindNode returns one of the caller's nodes.
+func (s *Server) FindNode(ctx context.Context, id string) (*idlegrid.Node, error) {
+	c, err := requireRole(ctx, idlegrid.RoleProvider, idlegrid.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.store.FindNode(ctx, id)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND || (err == nil && !c.IsAdmin() && n.ProviderID != c.AccountID) {
+		return nil, notFound("node", id)
+	}
+	return n, err
+}

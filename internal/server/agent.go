@@ -1,0 +1,232 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
+)
+
+// Join registers a new node under the provider whose join token it presents.
+// The HTTP layer has checked that the request is signed by req.PublicKey.
+func (s *Server) Join(ctx context.Context, req idlegrid.JoinRequest) (*idlegrid.JoinResponse, error) {
+	if req.Token == "" {
+		return nil, idlegrid.Invalid("join.token", "required; ask the provider for a join token (idlegrid token create)")
+	}
+	if _, err := nodekey.ParsePublic(req.PublicKey); err != nil {
+		return nil, idlegrid.Invalid("join.public_key", "%v", err)
+	}
+	if err := req.Offer.Validate(); err != nil {
+		return nil, err
+	}
+	now := s.Now()
+	n := &idlegrid.Node{
+		ID: idlegrid.NewID("node"), PublicKey: req.PublicKey, Offer: req.Offer,
+		State: idlegrid.NodeOffline, AgentVersion: req.AgentVersion, CreatedAt: now,
+	}
+	err := s.store.JoinNode(ctx, hashSecret(req.Token), n)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "unknown join token; ask the provider for a new one")
+	} else if err != nil {
+		return nil, err
+	}
+	s.log.Info("node joined", "node", n.ID, "provider", n.ProviderID, "name", n.Name)
+	return &idlegrid.JoinResponse{NodeID: n.ID, ProviderID: n.ProviderID, HeartbeatSeconds: s.heartbeatSeconds()}, nil
+}
+
+func (s *Server) heartbeatSeconds() int {
+	return int((s.cfg.HeartbeatInterval + time.Second - 1) / time.Second)
+}
+
+// UpdateOffer replaces what the calling node offers and marks it online.
+func (s *Server) UpdateOffer(ctx context.Context, req idlegrid.OfferRequest) error {
+	c, err := node(ctx)
+	if err != nil {
+		return err
+	}
+	if err := req.Offer.Validate(); err != nil {
+		return err
+	}
+	if err := s.store.UpdateOffer(ctx, c.NodeID, req.Offer, req.AgentVersion, s.Now()); err != nil {
+		return err
+	}
+	s.Kick()
+	return nil
+}
+
+// Heartbeat marks the calling node alive and records its leases' progress.
+func (s *Server) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (*idlegrid.HeartbeatResponse, error) {
+	c, err := node(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.Heartbeat(ctx, c.NodeID, s.Now()); err != nil {
+		return nil, err
+	}
+	for _, p := range req.Leases {
+		if err := s.setProgress(ctx, c.NodeID, p.LeaseID, p.Progress); err != nil &&
+			idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
+			return nil, err
+		}
+	}
+	return &idlegrid.HeartbeatResponse{HeartbeatSeconds: s.heartbeatSeconds()}, nil
+}
+
+func (s *Server) setProgress(ctx context.Context, nodeID, leaseID string, progress float64) error {
+	if progress < 0 || progress > 1 {
+		return idlegrid.Invalid("progress", "must be between 0 and 1")
+	}
+	if _, err := s.nodeLease(ctx, nodeID, leaseID); err != nil {
+		return err
+	}
+	return s.store.SetLeaseProgress(ctx, leaseID, progress, s.Now())
+}
+
+// nodeLease returns a lease that runs on the calling node.
+func (s *Server) nodeLease(ctx context.Context, nodeID, leaseID string) (*idlegrid.Lease, error) {
+	l, err := s.store.FindLease(ctx, leaseID)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND || (err == nil && l.NodeID != nodeID) {
+		return nil, notFound("lease", leaseID)
+	}
+	return l, err
+}
+
+// Commands returns what the calling node should do now. With nothing to do,
+// it waits up to wait for something to change.
+func (s *Server) Commands(ctx context.Context, wait time.Duration) ([]idlegrid.Command, error) {
+	c, err := node(ctx)
+	if err != nil {
+		return nil, err
+	}
+	changed := s.waiters.wait(c.NodeID) // before reading, so no change is missed
+	cmds, err := s.commandsFor(ctx, c.NodeID)
+	if err != nil || len(cmds) > 0 || wait <= 0 {
+		return cmds, err
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-changed:
+	case <-timer.C:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, nil
+	}
+	return s.commandsFor(ctx, c.NodeID)
+}
+
+// commandsFor derives a node's commands from its live leases: start what
+// is assigned, stop what the server asked to stop.
+func (s *Server) commandsFor(ctx context.Context, nodeID string) ([]idlegrid.Command, error) {
+	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{NodeID: nodeID, States: liveLeaseStates})
+	if err != nil {
+		return nil, err
+	}
+	var cmds []idlegrid.Command
+	for _, l := range leases {
+		switch {
+		case l.StopRequested != "":
+			cmds = append(cmds, idlegrid.Command{Kind: idlegrid.CommandStop, Lease: l, Reason: l.StopRequested})
+		case l.State == idlegrid.LeaseAssigned:
+			j, err := s.store.FindJob(ctx, l.JobID)
+			if err != nil {
+				return nil, err
+			}
+			cmds = append(cmds, idlegrid.Command{Kind: idlegrid.CommandStart, Lease: l, Job: &j.JobSpec})
+		}
+	}
+	return cmds, nil
+}
+
+// ReportLease takes the calling node's account of one of its leases.
+func (s *Server) ReportLease(ctx context.Context, leaseID string, r idlegrid.LeaseReport) error {
+	c, err := node(ctx)
+	if err != nil {
+		return err
+	}
+	l, err := s.nodeLease(ctx, c.NodeID, leaseID)
+	if err != nil {
+		return err
+	}
+	if l.State.Terminal() {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s already %s: %s", l.ID, l.State, l.Reason)
+	}
+	switch r.State {
+	case idlegrid.LeaseRunning:
+		return s.leaseStarted(ctx, l, r.Progress)
+	case idlegrid.LeaseSucceeded:
+		return s.endLease(ctx, l, idlegrid.LeaseSucceeded, orDefault(r.Message, "exited 0"), idlegrid.FaultNone, r.ExitCode)
+	case idlegrid.LeaseFailed:
+		return s.endLease(ctx, l, idlegrid.LeaseFailed, failedReason(r), failedFault(r.Fault), r.ExitCode)
+	case idlegrid.LeaseCancelled:
+		if l.StopRequested == "" { // the node stopped work nobody asked it to stop
+			return s.endLease(ctx, l, idlegrid.LeaseFailed, "stopped by the node: "+orDefault(r.Message, "no reason given"), idlegrid.FaultProvider, r.ExitCode)
+		}
+		return s.endLease(ctx, l, idlegrid.LeaseCancelled, l.StopRequested, idlegrid.FaultNone, r.ExitCode)
+	}
+	return idlegrid.Invalid("report.state", "must be running, succeeded, failed or cancelled, got %q", r.State)
+}
+
+func (s *Server) leaseStarted(ctx context.Context, l *idlegrid.Lease, progress float64) error {
+	if l.State == idlegrid.LeaseRunning {
+		return s.setProgress(ctx, l.NodeID, l.ID, progress)
+	}
+	err := s.store.TransitionLease(ctx, &idlegrid.LeaseTransition{
+		LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseAssigned}, To: idlegrid.LeaseRunning,
+		Reason: "started by the agent", At: s.Now(),
+	}, nil)
+	return err
+}
+
+func failedReason(r idlegrid.LeaseReport) string {
+	msg := r.Message
+	if msg == "" && r.ExitCode != nil {
+		msg = fmt.Sprintf("exited %d", *r.ExitCode)
+	}
+	return orDefault(msg, "failed")
+}
+
+func failedFault(f idlegrid.Fault) idlegrid.Fault {
+	if f == idlegrid.FaultProvider {
+		return f
+	}
+	return idlegrid.FaultWorkload
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// Log limits per request.
+const (
+	maxLogLinesPerBatch = 1000
+	maxLogLineBytes     = 4096
+)
+
+// AppendLogs stores lines of a lease's output sent by its node.
+func (s *Server) AppendLogs(ctx context.Context, leaseID string, b idlegrid.LogBatch) error {
+	c, err := node(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := s.nodeLease(ctx, c.NodeID, leaseID); err != nil {
+		return err
+	}
+	if len(b.Lines) > maxLogLinesPerBatch {
+		return idlegrid.Invalid("logs.lines", "at most %d lines per batch", maxLogLinesPerBatch)
+	}
+	for i := range b.Lines {
+		if len(b.Lines[i].Text) > maxLogLineBytes {
+			b.Lines[i].Text = b.Lines[i].Text[:maxLogLineBytes] // keep the line, drop the excess
+		}
+		if b.Lines[i].Stream != "stderr" {
+			b.Lines[i].Stream = "stdout"
+		}
+	}
+	return s.store.AppendLogs(ctx, leaseID, b.Lines)
+}

@@ -1,0 +1,87 @@
+package server
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
+)
+
+// hashSecret is how API keys and join tokens are stored. The secrets are 256
+// random bits, so a plain SHA-256 is enough; no salt or stretching is needed.
+func hashSecret(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// AuthenticateKey returns the caller that secret identifies.
+func (s *Server) AuthenticateKey(ctx context.Context, secret string) (*idlegrid.Caller, error) {
+	if secret == "" {
+		return nil, idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "missing API key; pass --key or set IDLEGRID_KEY")
+	}
+	key, acct, err := s.store.FindAPIKey(ctx, hashSecret(secret))
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "invalid or revoked API key")
+	} else if err != nil {
+		return nil, err
+	}
+	return &idlegrid.Caller{AccountID: acct.ID, Role: acct.Role, KeyID: key.ID}, nil
+}
+
+// NodePublicKey returns the identity key of a node, to check its signatures.
+func (s *Server) NodePublicKey(ctx context.Context, nodeID string) (ed25519.PublicKey, error) {
+	n, err := s.store.FindNode(ctx, nodeID)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "unknown node %q; join again with a new join token", nodeID)
+	} else if err != nil {
+		return nil, err
+	}
+	pub, err := nodekey.ParsePublic(n.PublicKey)
+	if err != nil {
+		return nil, idlegrid.Errorf(idlegrid.EINTERNAL, "node %s has a corrupt public key", nodeID)
+	}
+	return pub, nil
+}
+
+// account returns the API-key caller in ctx, refusing agents and anonymous calls.
+func account(ctx context.Context) (*idlegrid.Caller, error) {
+	c := idlegrid.CallerFromContext(ctx)
+	if c == nil || c.AccountID == "" {
+		return nil, idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "authentication required")
+	} else if c.NodeID != "" {
+		return nil, idlegrid.Errorf(idlegrid.EFORBIDDEN, "node keys may only use the agent API")
+	}
+	return c, nil
+}
+
+// requireRole returns the caller if it has one of roles.
+func requireRole(ctx context.Context, roles ...idlegrid.Role) (*idlegrid.Caller, error) {
+	c, err := account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range roles {
+		if c.Role == r {
+			return c, nil
+		}
+	}
+	return nil, idlegrid.Errorf(idlegrid.EFORBIDDEN, "a %s account may not do this", c.Role)
+}
+
+// node returns the agent caller in ctx.
+func node(ctx context.Context) (*idlegrid.Caller, error) {
+	c := idlegrid.CallerFromContext(ctx)
+	if c == nil || c.NodeID == "" {
+		return nil, idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "a signed node request is required")
+	}
+	return c, nil
+}
+
+// notFound is what a caller sees for an object it may not see, so that it
+// cannot tell whether the object exists.
+func notFound(kind, id string) error {
+	return idlegrid.Errorf(idlegrid.ENOTFOUND, "%s %q not found", kind, id)
+}

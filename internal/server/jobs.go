@@ -1,0 +1,190 @@
+package server
+
+import (
+	"context"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// SubmitJob queues a renter's job. It is placed by the scheduler, which the
+// submission wakes.
+func (s *Server) SubmitJob(ctx context.Context, spec idlegrid.JobSpec) (*idlegrid.Job, error) {
+	c, err := requireRole(ctx, idlegrid.RoleRenter)
+	if err != nil {
+		return nil, err
+	}
+	now := s.Now()
+	spec.Normalize()
+	if err := spec.Validate(now); err != nil {
+		return nil, err
+	}
+	j := &idlegrid.Job{
+		ID: idlegrid.NewID("job"), RenterID: c.AccountID, JobSpec: spec,
+		State: idlegrid.JobQueued, Reason: "waiting for the matcher",
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if err := s.store.CreateJob(ctx, j); err != nil {
+		return nil, err
+	}
+	s.Kick()
+	return j, nil
+}
+
+// ListJobs lists the caller's jobs; admins may list anyone's.
+func (s *Server) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegrid.Job, error) {
+	c, err := requireRole(ctx, idlegrid.RoleRenter, idlegrid.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	if c.Role == idlegrid.RoleRenter {
+		f.RenterID = c.AccountID
+	}
+	if f.Limit < 0 || f.Limit > 10000 {
+		return nil, idlegrid.Invalid("limit", "must be between 0 and 10000")
+	}
+	return s.store.ListJobs(ctx, f)
+}
+
+// FindJob returns one of the caller's jobs.
+func (s *Server) FindJob(ctx context.Context, id string) (*idlegrid.Job, error) {
+	c, err := requireRole(ctx, idlegrid.RoleRenter, idlegrid.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	j, err := s.store.FindJob(ctx, id)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND || (err == nil && !c.IsAdmin() && j.RenterID != c.AccountID) {
+		return nil, notFound("job", id)
+	}
+	return j, err
+}
+
+// CancelJob cancels a job. A queued job is cancelled at once; a running one
+// has its leases stopped and is cancelled when the agents report, paying for
+// what ran.
+func (s *Server) CancelJob(ctx context.Context, id string) (*idlegrid.Job, error) {
+	j, err := s.FindJob(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	const reason = "cancelled by the renter"
+	for attempt := 0; attempt < 3; attempt++ {
+		switch {
+		case j.State.Terminal():
+			return nil, idlegrid.Errorf(idlegrid.ECONFLICT, "job %s already %s", j.ID, j.State)
+		case j.State == idlegrid.JobQueued:
+			err = s.store.CancelQueuedJob(ctx, j.ID, reason, s.Now())
+		default:
+			err = s.stopJobLeases(ctx, j, reason)
+		}
+		if idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
+			break
+		}
+		if j, err = s.store.FindJob(ctx, id); err != nil { // it moved on under us; look again
+			return nil, err
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.store.FindJob(ctx, id)
+}
+
+// stopJobLeases ends a job's live leases: those not started yet end at
+// once; running ones are asked to stop, and end when their agent reports.
+func (s *Server) stopJobLeases(ctx context.Context, j *idlegrid.Job, reason string) error {
+	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{JobID: j.ID, States: liveLeaseStates})
+	if err != nil {
+		return err
+	}
+	for _, l := range leases {
+		if err := s.stopLease(ctx, l, reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stopLease ends an unstarted lease at once or asks its agent to stop.
+func (s *Server) stopLease(ctx context.Context, l *idlegrid.Lease, reason string) error {
+	if l.State == idlegrid.LeaseAssigned {
+		err := s.endLease(ctx, l, idlegrid.LeaseCancelled, reason, idlegrid.FaultNone, nil)
+		if idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
+			return err
+		}
+		// The agent started it meanwhile: ask it to stop like any running lease.
+	}
+	if l.StopRequested != "" {
+		return nil
+	}
+	err := s.store.RequestLeaseStop(ctx, l.ID, reason, s.Now())
+	if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
+		return nil // it ended on its own
+	}
+	s.waiters.notify(l.NodeID)
+	return err
+}
+
+var liveLeaseStates = []idlegrid.LeaseState{idlegrid.LeaseAssigned, idlegrid.LeaseRunning}
+
+// ListLeases lists leases the caller may see: a renter's own, a provider's
+// nodes', or any for admins.
+func (s *Server) ListLeases(ctx context.Context, f idlegrid.LeaseFilter) ([]*idlegrid.Lease, error) {
+	c, err := account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch c.Role {
+	case idlegrid.RoleRenter:
+		f.RenterID = c.AccountID
+	case idlegrid.RoleProvider:
+		f.ProviderID = c.AccountID
+	}
+	if f.Limit < 0 || f.Limit > 10000 {
+		return nil, idlegrid.Invalid("limit", "must be between 0 and 10000")
+	}
+	return s.store.ListLeases(ctx, f)
+}
+
+// FindLease returns a lease the caller may see, with its history.
+func (s *Server) FindLease(ctx context.Context, id string) (*idlegrid.Lease, []*idlegrid.LeaseEvent, error) {
+	l, err := s.visibleLease(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	events, err := s.store.ListLeaseEvents(ctx, id)
+	return l, events, err
+}
+
+func (s *Server) visibleLease(ctx context.Context, id string) (*idlegrid.Lease, error) {
+	c, err := account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.store.FindLease(ctx, id)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, notFound("lease", id)
+	} else if err != nil {
+		return nil, err
+	}
+	if c.IsAdmin() || (c.Role == idlegrid.RoleRenter && l.RenterID == c.AccountID) ||
+		(c.Role == idlegrid.RoleProvider && l.ProviderID == c.AccountID) {
+		return l, nil
+	}
+	return nil, notFound("lease", id)
+}
+
+// LeaseLogs returns a lease's output after line afterSeq.
+func (s *Server) LeaseLogs(ctx context.Context, leaseID string, afterSeq int64, limit int) ([]idlegrid.LogLine, error) {
+	if _, err := s.visibleLease(ctx, leaseID); err != nil {
+		return nil, err
+	}
+	if limit == 0 {
+		limit = 1000
+	} else if limit < 0 || limit > 10000 {
+		return nil, idlegrid.Invalid("limit", "must be between 1 and 10000")
+	}
+	if afterSeq < 0 {
+		return nil, idlegrid.Invalid("after", "must not be negative")
+	}
+	return s.store.ListLogs(ctx, leaseID, afterSeq, limit)
+}

@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/ledger"
+)
+
+// TopUp credits a renter's available balance. Admins only. A repeated
+// idempotency key for the same account does not credit twice.
+func (s *Server) TopUp(ctx context.Context, accountID string, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Balance, error) {
+	if _, err := requireRole(ctx, idlegrid.RoleAdmin); err != nil {
+		return nil, err
+	}
+	if idempotencyKey == "" || len(idempotencyKey) > 200 {
+		return nil, idlegrid.Invalid("idempotency_key", "required, 1-200 characters; a retry with the same key is not applied twice")
+	}
+	a, err := s.store.FindAccount(ctx, accountID)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, notFound("account", accountID)
+	} else if err != nil {
+		return nil, err
+	} else if a.Role != idlegrid.RoleRenter {
+		return nil, idlegrid.Invalid("topup.account_id", "only renter accounts hold a spendable balance; %s is a %s", a.ID, a.Role)
+	}
+	t, err := ledger.TopUp(a.ID, amount, "topup:"+a.ID+":"+idempotencyKey, s.Now())
+	if err != nil {
+		return nil, err
+	}
+	t.ID = idlegrid.NewID("tx")
+	if _, err := s.store.PostTransfer(ctx, t); err != nil {
+		return nil, err
+	}
+	s.Kick() // jobs waiting for funds may now place
+	return s.store.Balance(ctx, a.ID)
+}
+
+// ownAccount resolves "" to the caller's account and refuses other people's
+// accounts to everyone but admins.
+func ownAccount(ctx context.Context, accountID string) (string, error) {
+	c, err := account(ctx)
+	if err != nil {
+		return "", err
+	}
+	if accountID == "" || accountID == c.AccountID {
+		return c.AccountID, nil
+	} else if !c.IsAdmin() {
+		return "", notFound("account", accountID)
+	}
+	return accountID, nil
+}
+
+// Balance returns an account's money: the caller's own, or any for admins.
+func (s *Server) Balance(ctx context.Context, accountID string) (*idlegrid.Balance, error) {
+	id, err := ownAccount(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.store.FindAccount(ctx, id); idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, notFound("account", id)
+	} else if err != nil {
+		return nil, err
+	}
+	return s.store.Balance(ctx, id)
+}
+
+// ListTransfers lists the transfers that touch an account.
+func (s *Server) ListTransfers(ctx context.Context, accountID string, limit int) ([]*idlegrid.Transfer, error) {
+	id, err := ownAccount(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	if limit < 0 || limit > 10000 {
+		return nil, idlegrid.Invalid("limit", "must be between 0 and 10000")
+	}
+	return s.store.ListTransfers(ctx, idlegrid.TransferFilter{AccountID: id, Limit: limit})
+}
+
+// Summary counts the market at a glance. Admins only.
+func (s *Server) Summary(ctx context.Context) (*idlegrid.Summary, error) {
+	if _, err := requireRole(ctx, idlegrid.RoleAdmin); err != nil {
+		return nil, err
+	}
+	return s.store.Summary(ctx)
+}

@@ -1,0 +1,147 @@
+// Package server is the idlegrid coordinator: it owns the store, runs the
+// engine on every event that could change a placement, settles leases
+// through the ledger rules, and reaps nodes that go silent. It authorises
+// every call by role and owner; the HTTP layer only authenticates.
+//
+// A Server is embeddable: tests and `idlegrid dev` open one in-process.
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/ledger"
+	"github.com/idlegrid/idlegrid/internal/market"
+)
+
+// Config configures a Server. Zero values take the documented defaults.
+type Config struct {
+	Store             idlegrid.Store
+	Matcher           market.Matcher // nil: market.NewFirstMatcher()
+	Clock             idlegrid.Clock // nil: idlegrid.SystemClock{}
+	FeeBasisPoints    int64          // platform share of each charge; default 1000 (10%)
+	HeartbeatInterval time.Duration  // told to agents; default 10s
+	MissedHeartbeats  int            // a node is lost after this many; default 3
+	StartTimeout      time.Duration  // an assigned lease not started by then is lost; default 2m
+	// SchedulePeriod is how often the engine runs when no event wakes it,
+	// so that windows opening and deadlines passing are noticed; default 2s.
+	SchedulePeriod time.Duration
+	Logger         *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Matcher == nil {
+		c.Matcher = market.NewFirstMatcher()
+	}
+	if c.Clock == nil {
+		c.Clock = idlegrid.SystemClock{}
+	}
+	if c.FeeBasisPoints == 0 {
+		c.FeeBasisPoints = 1000
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = 10 * time.Second
+	}
+	if c.MissedHeartbeats == 0 {
+		c.MissedHeartbeats = 3
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 2 * time.Minute
+	}
+	if c.SchedulePeriod == 0 {
+		c.SchedulePeriod = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Server is the coordinator. Its goroutines (the scheduler and the reaper)
+// start in Open and stop in Close.
+type Server struct {
+	store   idlegrid.Store
+	matcher market.Matcher
+	clock   idlegrid.Clock
+	rules   ledger.Rules
+	cfg     Config
+	log     *slog.Logger
+
+	kick    chan struct{} // wakes the scheduler; buffered, never blocks
+	waiters nodeWaiters   // wakes agents' long polls
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Open validates cfg and starts the coordinator's loops.
+func Open(cfg Config) (*Server, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("server: Config.Store is required")
+	}
+	cfg.setDefaults()
+	rules := ledger.Rules{FeeBasisPoints: cfg.FeeBasisPoints}
+	if cfg.FeeBasisPoints < 0 || cfg.FeeBasisPoints > 10000 {
+		return nil, idlegrid.Invalid("fee_bps", "must be between 0 and 10000")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		store: cfg.Store, matcher: cfg.Matcher, clock: cfg.Clock, rules: rules,
+		cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), cancel: cancel,
+	}
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); s.runScheduler(ctx) }()
+	go func() { defer s.wg.Done(); s.runReaper(ctx) }()
+	return s, nil
+}
+
+// Close stops the loops and waits for them. It does not close the store.
+func (s *Server) Close() error {
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// Now is the coordinator's clock.
+func (s *Server) Now() time.Time { return s.clock.Now() }
+
+// Kick asks the scheduler to run a pass soon. It never blocks.
+func (s *Server) Kick() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// nodeWaiters wakes the long polls of agents when their commands change.
+type nodeWaiters struct {
+	mu sync.Mutex
+	ch map[string]chan struct{}
+}
+
+// wait returns a channel closed at the next notify for nodeID.
+func (w *nodeWaiters) wait(nodeID string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = map[string]chan struct{}{}
+	}
+	c, ok := w.ch[nodeID]
+	if !ok {
+		c = make(chan struct{})
+		w.ch[nodeID] = c
+	}
+	return c
+}
+
+func (w *nodeWaiters) notify(nodeID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c, ok := w.ch[nodeID]; ok {
+		close(c)
+		delete(w.ch, nodeID)
+	}
+}

@@ -1,0 +1,365 @@
+package server_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/server"
+	"github.com/idlegrid/idlegrid/internal/sqlstore"
+)
+
+// market is a coordinator with an admin, a renter with money, a provider
+// and one joined node, all inside a synctest bubble.
+type market struct {
+	srv      *server.Server
+	store    idlegrid.Store
+	admin    context.Context
+	renter   context.Context
+	renterID string
+	provider context.Context
+	node     context.Context
+	nodeID   string
+}
+
+func as(a *idlegrid.Account) context.Context {
+	return idlegrid.NewContextWithCaller(context.Background(), &idlegrid.Caller{AccountID: a.ID, Role: a.Role})
+}
+
+func mustMarket(t *testing.T) *market {
+	t.Helper()
+	ctx := context.Background()
+	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Open(server.Config{Store: store, HeartbeatInterval: 10 * time.Second, FeeBasisPoints: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close(); store.Close() })
+
+	m := &market{srv: srv, store: store}
+	admin, _, _, err := srv.Bootstrap(ctx, "ops", idlegrid.RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.admin = as(admin)
+	renter, _, _, err := srv.CreateAccount(m.admin, "acme", idlegrid.RoleRenter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.renter, m.renterID = as(renter), renter.ID
+	if _, err := srv.TopUp(m.admin, renter.ID, 100*idlegrid.MicrosPerUnit, "first"); err != nil {
+		t.Fatal(err)
+	}
+	provider, _, _, err := srv.CreateAccount(m.admin, "gpu-barn", idlegrid.RoleProvider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.provider = as(provider)
+	m.nodeID = mustJoin(t, m, "barn-1")
+	m.node = idlegrid.NewContextWithCaller(ctx, &idlegrid.Caller{NodeID: m.nodeID, AccountID: provider.ID, Role: idlegrid.RoleProvider})
+	if err := srv.UpdateOffer(m.node, idlegrid.OfferRequest{Offer: testOffer("barn-1")}); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func mustJoin(t *testing.T, m *market, name string) string {
+	t.Helper()
+	_, secret, err := m.srv.CreateJoinToken(m.provider, "rack", 1, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := m.srv.Join(context.Background(), idlegrid.JoinRequest{
+		Token: secret, PublicKey: "MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=", Offer: testOffer(name),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.NodeID
+}
+
+func testOffer(name string) idlegrid.Offer {
+	return idlegrid.Offer{
+		Name: name, Region: "eu-west", Residency: "EU", CPUCores: 32, RAMMB: 256000,
+		GPUs: []idlegrid.GPU{
+			{UUID: "GPU-" + name + "-0", Model: "RTX4090", VRAMMB: 24564},
+			{UUID: "GPU-" + name + "-1", Model: "RTX4090", VRAMMB: 24564},
+		},
+		Schedule: idlegrid.Schedule{Mode: idlegrid.ScheduleAlways},
+		Ask: idlegrid.Ask{FloorMicrosPerGPUHour: map[idlegrid.Tier]idlegrid.Micros{
+			idlegrid.TierGold: 500_000, idlegrid.TierSilver: 400_000, idlegrid.TierBronze: 300_000,
+		}},
+	}
+}
+
+func testSpec() idlegrid.JobSpec {
+	return idlegrid.JobSpec{
+		Kind: idlegrid.KindTraining, Image: "example/trainer:1", GPUs: 2, Tier: idlegrid.TierSilver,
+		MaxPriceMicrosPerGPUHour: 1_000_000, DurationSeconds: 3600,
+	}
+}
+
+// advance lets d of bubble time pass while the node keeps heartbeating.
+func (m *market) advance(t *testing.T, d time.Duration) {
+	t.Helper()
+	for step := 5 * time.Second; d > 0; d -= step {
+		if _, err := m.srv.Heartbeat(m.node, idlegrid.HeartbeatRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(min(step, d))
+	}
+	synctest.Wait()
+}
+
+func mustLedgerBalanced(t *testing.T, s idlegrid.Store) {
+	t.Helper()
+	sum, err := s.LedgerSum(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	} else if sum != 0 {
+		t.Fatalf("ledger sums to %d, want 0", sum)
+	}
+}
+
+// mustStart submits a job, lets the scheduler place it and has the node start it.
+func mustStart(t *testing.T, m *market) (*idlegrid.Job, *idlegrid.Lease) {
+	t.Helper()
+	j, err := m.srv.SubmitJob(m.renter, testSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	cmds, err := m.srv.Commands(m.node, 0)
+	if err != nil {
+		t.Fatal(err)
+	} else if len(cmds) != 1 || cmds[0].Kind != idlegrid.CommandStart || cmds[0].Lease.JobID != j.ID {
+		t.Fatalf("commands = %+v, want one start for %s", cmds, j.ID)
+	}
+	if err := m.srv.ReportLease(m.node, cmds[0].Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+		t.Fatal(err)
+	}
+	mustLedgerBalanced(t, m.store)
+	return j, cmds[0].Lease
+}
+
+func TestServer_JobLifecycle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		j, l := mustStart(t, m)
+		if got, want := l.PriceMicrosPerGPUHour, idlegrid.Micros(400_000); got != want {
+			t.Fatalf("price = %d, want the silver ask %d", got, want)
+		}
+		if got, want := l.HoldMicros, idlegrid.Micros(800_000); got != want {
+			t.Fatalf("hold = %d, want %d (2 GPUs for an hour)", got, want)
+		}
+
+		m.advance(t, 90*time.Second) // the workload runs for 90 s of bubble time
+		code := 0
+		if err := m.srv.ReportLease(m.node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseSucceeded, ExitCode: &code}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := m.srv.FindJob(m.renter, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCharge := idlegrid.CostOf(400_000, 2*90) // 20,000 micros
+		if got.State != idlegrid.JobSucceeded || got.ChargedMicros != wantCharge {
+			t.Fatalf("job = %s charged %d, want succeeded charged %d", got.State, got.ChargedMicros, wantCharge)
+		}
+		b, err := m.srv.Balance(m.renter, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := 100*idlegrid.MicrosPerUnit - wantCharge; b.Available != want || b.Held != 0 {
+			t.Fatalf("renter balance = %d held %d, want %d held 0", b.Available, b.Held, want)
+		}
+		pb, err := m.srv.Balance(m.provider, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := wantCharge - wantCharge/10; pb.Earned != want {
+			t.Fatalf("provider earned %d, want %d (charge less the 10%% fee)", pb.Earned, want)
+		}
+		mustLedgerBalanced(t, m.store)
+
+		// A second report of the same end moves no more money.
+		err = m.srv.ReportLease(m.node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseSucceeded, ExitCode: &code})
+		if idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
+			t.Fatalf("repeated report: err = %v, want conflict", err)
+		}
+		_, events, err := m.srv.FindLease(m.renter, l.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(events) != 2 || events[1].To != idlegrid.LeaseSucceeded {
+			t.Fatalf("events = %+v, want assigned→running→succeeded", events)
+		}
+	})
+}
+
+func TestServer_NodeLostRequeuesAndRefunds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		j, l := mustStart(t, m)
+		time.Sleep(45 * time.Second) // three heartbeats missed; the reaper runs every 10 s
+		synctest.Wait()
+
+		got, err := m.srv.FindJob(m.renter, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != idlegrid.JobQueued || got.ChargedMicros != 0 {
+			t.Fatalf("job = %s charged %d (%s), want queued again, charged nothing", got.State, got.ChargedMicros, got.Reason)
+		}
+		lease, _, err := m.srv.FindLease(m.renter, l.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lease.State != idlegrid.LeaseLost || lease.Fault != idlegrid.FaultProvider {
+			t.Fatalf("lease = %s fault %q, want lost by the provider", lease.State, lease.Fault)
+		}
+		b, err := m.srv.Balance(m.renter, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Available != 100*idlegrid.MicrosPerUnit || b.Held != 0 {
+			t.Fatalf("renter balance = %d held %d, want a full refund", b.Available, b.Held)
+		}
+		n, err := m.srv.FindNode(m.provider, m.nodeID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.State != idlegrid.NodeLost || n.LeasesFailed != 1 {
+			t.Fatalf("node = %s failed %d, want lost with one failure on record", n.State, n.LeasesFailed)
+		}
+		mustLedgerBalanced(t, m.store)
+	})
+}
+
+func TestServer_CancelJob(t *testing.T) {
+	t.Run("Queued", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m := mustMarket(t)
+			spec := testSpec()
+			spec.MaxPriceMicrosPerGPUHour = 1 // below every ask: stays queued
+			j, err := m.srv.SubmitJob(m.renter, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			if got, _ := m.srv.FindJob(m.renter, j.ID); got.State != idlegrid.JobQueued || got.Reason == "waiting for the matcher" {
+				t.Fatalf("job = %s (%q), want queued with the engine's reason", got.State, got.Reason)
+			}
+			got, err := m.srv.CancelJob(m.renter, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != idlegrid.JobCancelled {
+				t.Fatalf("state = %s, want cancelled", got.State)
+			}
+		})
+	})
+	t.Run("Running", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m := mustMarket(t)
+			j, l := mustStart(t, m)
+			m.advance(t, 60*time.Second)
+			if _, err := m.srv.CancelJob(m.renter, j.ID); err != nil {
+				t.Fatal(err)
+			}
+			cmds, err := m.srv.Commands(m.node, 0)
+			if err != nil {
+				t.Fatal(err)
+			} else if len(cmds) != 1 || cmds[0].Kind != idlegrid.CommandStop {
+				t.Fatalf("commands = %+v, want one stop", cmds)
+			}
+			if err := m.srv.ReportLease(m.node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := m.srv.FindJob(m.renter, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := idlegrid.CostOf(400_000, 2*60); got.State != idlegrid.JobCancelled || got.ChargedMicros != want {
+				t.Fatalf("job = %s charged %d, want cancelled charged %d for what ran", got.State, got.ChargedMicros, want)
+			}
+			mustLedgerBalanced(t, m.store)
+		})
+	})
+}
+
+func TestServer_WaitsForFunds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		poor, _, _, err := m.srv.CreateAccount(m.admin, "poor", idlegrid.RoleRenter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := m.srv.SubmitJob(as(poor), testSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		got, _ := m.srv.FindJob(as(poor), j.ID)
+		if got.State != idlegrid.JobQueued || got.Reason == "waiting for the matcher" {
+			t.Fatalf("job = %s (%q), want queued waiting for funds", got.State, got.Reason)
+		}
+		if _, err := m.srv.TopUp(m.admin, poor.ID, idlegrid.MicrosPerUnit, "k1"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got, _ := m.srv.FindJob(as(poor), j.ID); got.State != idlegrid.JobRunning {
+			t.Fatalf("after top-up job = %s (%q), want running", got.State, got.Reason)
+		}
+		mustLedgerBalanced(t, m.store)
+	})
+}
+
+func TestServer_Authorization(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		j, _ := mustStart(t, m)
+		other, _, _, err := m.srv.CreateAccount(m.admin, "rival", idlegrid.RoleRenter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		otherProvider, _, _, err := m.srv.CreateAccount(m.admin, "rival-gpus", idlegrid.RoleProvider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tests := []struct {
+			name string
+			call func() error
+			want string
+		}{
+			{"RenterSeesOtherJob", func() error { _, err := m.srv.FindJob(as(other), j.ID); return err }, idlegrid.ENOTFOUND},
+			{"RenterCancelsOtherJob", func() error { _, err := m.srv.CancelJob(as(other), j.ID); return err }, idlegrid.ENOTFOUND},
+			{"ProviderSeesOtherNode", func() error { _, err := m.srv.FindNode(as(otherProvider), m.nodeID); return err }, idlegrid.ENOTFOUND},
+			{"RenterListsNodes", func() error { _, err := m.srv.ListNodes(m.renter); return err }, idlegrid.EFORBIDDEN},
+			{"RenterTopsUp", func() error { _, err := m.srv.TopUp(m.renter, m.renterID, 1, "x"); return err }, idlegrid.EFORBIDDEN},
+			{"ProviderSubmitsJob", func() error { _, err := m.srv.SubmitJob(m.provider, testSpec()); return err }, idlegrid.EFORBIDDEN},
+			{"RenterMakesJoinToken", func() error { _, _, err := m.srv.CreateJoinToken(m.renter, "x", 1, time.Hour); return err }, idlegrid.EFORBIDDEN},
+			{"RenterReadsOtherBalance", func() error { _, err := m.srv.Balance(as(other), m.renterID); return err }, idlegrid.ENOTFOUND},
+			{"NodeUsesAccountAPI", func() error { _, err := m.srv.ListJobs(m.node, idlegrid.JobFilter{}); return err }, idlegrid.EFORBIDDEN},
+			{"AnonymousListsJobs", func() error { _, err := m.srv.ListJobs(context.Background(), idlegrid.JobFilter{}); return err }, idlegrid.EUNAUTHORIZED},
+			{"AccountUsesAgentAPI", func() error { _, err := m.srv.Commands(m.provider, 0); return err }, idlegrid.EUNAUTHORIZED},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				if got := idlegrid.ErrorCode(tt.call()); got != tt.want {
+					t.Fatalf("code = %q, want %q", got, tt.want)
+				}
+			})
+		}
+		jobs, err := m.srv.ListJobs(as(other), idlegrid.JobFilter{})
+		if err != nil || len(jobs) != 0 {
+			t.Fatalf("other renter lists %d jobs (err %v), want none", len(jobs), err)
+		}
+	})
+}

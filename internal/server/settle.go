@@ -1,0 +1,53 @@
+package server
+
+import (
+	"context"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// endLease moves a live lease to a terminal state and settles it in the same
+// transaction: the renter pays for the GPU-seconds that ran at the locked
+// price (nothing when the provider is at fault), the provider is credited,
+// the platform takes its fee and the rest of the hold goes back. A lease that
+// already ended is an ECONFLICT and moves no money.
+func (s *Server) endLease(ctx context.Context, l *idlegrid.Lease, to idlegrid.LeaseState, reason string, fault idlegrid.Fault, exitCode *int) error {
+	now := s.Now()
+	charge, transfer := s.rules.Settle(l, l.GPUSeconds(now), fault, now)
+	var transfers []*idlegrid.Transfer
+	if transfer != nil {
+		transfer.ID = idlegrid.NewID("tx")
+		transfers = append(transfers, transfer)
+	}
+	t := &idlegrid.LeaseTransition{
+		LeaseID: l.ID, From: []idlegrid.LeaseState{l.State}, To: to, Reason: reason,
+		Fault: fault, ExitCode: exitCode, ChargedMicros: charge, At: now,
+	}
+	if err := s.store.TransitionLease(ctx, t, transfers); err != nil {
+		return err
+	}
+	s.log.Info("lease ended", "lease", l.ID, "job", l.JobID, "node", l.NodeID, "state", to,
+		"reason", reason, "charged", charge.String())
+	s.afterLeaseEnded(ctx, l, to)
+	return nil
+}
+
+// afterLeaseEnded frees capacity for the scheduler and, when one lease of a
+// multi-node job ends badly, stops the rest of its gang.
+func (s *Server) afterLeaseEnded(ctx context.Context, l *idlegrid.Lease, to idlegrid.LeaseState) {
+	s.Kick()
+	s.waiters.notify(l.NodeID)
+	if to == idlegrid.LeaseSucceeded {
+		return
+	}
+	siblings, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{JobID: l.JobID, States: liveLeaseStates})
+	if err != nil {
+		s.log.Error("list gang leases", "job", l.JobID, "err", err)
+		return
+	}
+	for _, sib := range siblings {
+		if err := s.stopLease(ctx, sib, "another lease of the job ended: "+string(to)); err != nil {
+			s.log.Error("stop gang lease", "lease", sib.ID, "err", err)
+		}
+	}
+}

@@ -1,0 +1,200 @@
+package idlegrid
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Tier is a job's service level.
+type Tier string
+
+const (
+	TierGold   Tier = "gold"   // guaranteed, never preempted
+	TierSilver Tier = "silver" // on demand
+	TierBronze Tier = "bronze" // interruptible with notice, cheapest
+)
+
+// Tiers lists the tiers from highest to lowest priority.
+var Tiers = []Tier{TierGold, TierSilver, TierBronze}
+
+// Valid reports whether t is a known tier.
+func (t Tier) Valid() bool { return t == TierGold || t == TierSilver || t == TierBronze }
+
+// Rank orders tiers for placement: gold 0, silver 1, bronze 2.
+func (t Tier) Rank() int {
+	switch t {
+	case TierGold:
+		return 0
+	case TierSilver:
+		return 1
+	}
+	return 2
+}
+
+// JobState is where a job is in its life.
+type JobState string
+
+const (
+	JobQueued    JobState = "queued"    // waiting for a placement; Reason says why
+	JobRunning   JobState = "running"   // has live leases
+	JobSucceeded JobState = "succeeded" // every lease exited 0
+	JobFailed    JobState = "failed"    // the workload failed
+	JobCancelled JobState = "cancelled" // the renter cancelled it
+)
+
+// Terminal reports whether the job can change no more.
+func (s JobState) Terminal() bool {
+	return s == JobSucceeded || s == JobFailed || s == JobCancelled
+}
+
+// JobSpec is what a renter asks for.
+type JobSpec struct {
+	Name    string            `json:"name,omitempty"`
+	Kind    WorkloadKind      `json:"kind"`
+	Image   string            `json:"image"`
+	Command []string          `json:"command,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+
+	GPUs      int      `json:"gpus"`                 // GPUs on each node
+	Nodes     int      `json:"nodes"`                // nodes, all placed at once
+	GPUModels []string `json:"gpu_models,omitempty"` // empty: any model
+	MinVRAMMB int      `json:"min_vram_mb,omitempty"`
+	CPUCores  int      `json:"cpu_cores,omitempty"`
+	RAMMB     int      `json:"ram_mb,omitempty"`
+
+	Tier                     Tier   `json:"tier"`
+	MaxPriceMicrosPerGPUHour Micros `json:"max_price_micros_per_gpu_hour"`
+	Interruptible            bool   `json:"interruptible"`
+
+	Region          string `json:"region,omitempty"`
+	RegionPreferred bool   `json:"region_preferred,omitempty"` // Region is a preference, not a requirement
+	Residency       string `json:"residency,omitempty"`        // required data jurisdiction, e.g. "EU"
+
+	// DurationSeconds is the expected run time. It must fit the node's
+	// window, and it is the lease's time limit: the escrow hold covers it.
+	DurationSeconds int64      `json:"duration_seconds"`
+	Deadline        *time.Time `json:"deadline,omitempty"`
+}
+
+// Limits on a job spec.
+const (
+	MaxGPUsPerNode  = 16
+	MaxNodesPerJob  = 64
+	MaxJobSeconds   = 30 * 24 * 3600
+	MaxEnvEntries   = 128
+	MaxCommandWords = 256
+)
+
+var (
+	imageRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:@-]{0,254}$`)
+	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// Normalize fills defaults: one node, silver, any kind "other",
+// bronze jobs interruptible.
+func (s *JobSpec) Normalize() {
+	if s.Nodes == 0 {
+		s.Nodes = 1
+	}
+	if s.Tier == "" {
+		s.Tier = TierSilver
+	}
+	if s.Kind == "" {
+		s.Kind = KindOther
+	}
+	if s.Tier == TierBronze {
+		s.Interruptible = true
+	}
+}
+
+// Validate checks a normalized spec against now, naming the field at fault.
+func (s *JobSpec) Validate(now time.Time) error {
+	switch {
+	case len(s.Name) > 100:
+		return Invalid("job.name", "at most 100 characters")
+	case !s.Kind.Valid():
+		return Invalid("job.kind", "unknown workload kind %q; use one of %s", s.Kind, kindList())
+	case !imageRE.MatchString(s.Image):
+		return Invalid("job.image", "must be an image reference such as ghcr.io/org/trainer:1.2")
+	case len(s.Command) > MaxCommandWords:
+		return Invalid("job.command", "at most %d words", MaxCommandWords)
+	case len(s.Env) > MaxEnvEntries:
+		return Invalid("job.env", "at most %d variables", MaxEnvEntries)
+	case s.GPUs < 1 || s.GPUs > MaxGPUsPerNode:
+		return Invalid("job.gpus", "must be between 1 and %d", MaxGPUsPerNode)
+	case s.Nodes < 1 || s.Nodes > MaxNodesPerJob:
+		return Invalid("job.nodes", "must be between 1 and %d", MaxNodesPerJob)
+	case s.MinVRAMMB < 0:
+		return Invalid("job.min_vram_mb", "must not be negative")
+	case s.CPUCores < 0:
+		return Invalid("job.cpu_cores", "must not be negative")
+	case s.RAMMB < 0:
+		return Invalid("job.ram_mb", "must not be negative")
+	case !s.Tier.Valid():
+		return Invalid("job.tier", "must be gold, silver or bronze, got %q", s.Tier)
+	case s.MaxPriceMicrosPerGPUHour <= 0 || s.MaxPriceMicrosPerGPUHour > 1000*MicrosPerUnit:
+		return Invalid("job.max_price_micros_per_gpu_hour", "must be between 1 micro and 1000 per GPU-hour")
+	case s.Tier == TierGold && s.Interruptible:
+		return Invalid("job.interruptible", "gold jobs are never interrupted")
+	case s.Tier == TierBronze && !s.Interruptible:
+		return Invalid("job.interruptible", "bronze jobs are always interruptible")
+	case s.Region != "" && !regionRE.MatchString(s.Region):
+		return Invalid("job.region", "must be lower-case letters, digits and '-', e.g. eu-west")
+	case s.RegionPreferred && s.Region == "":
+		return Invalid("job.region_preferred", "needs job.region")
+	case s.DurationSeconds < 1 || s.DurationSeconds > MaxJobSeconds:
+		return Invalid("job.duration_seconds", "must be between 1 and %d (30 days)", MaxJobSeconds)
+	case s.Deadline != nil && !s.Deadline.After(now):
+		return Invalid("job.deadline", "must be in the future")
+	}
+	for k := range s.Env {
+		if !envKeyRE.MatchString(k) {
+			return Invalid("job.env", "bad variable name %q", k)
+		}
+	}
+	for _, m := range s.GPUModels {
+		if m == "" || len(m) > 64 {
+			return Invalid("job.gpu_models", "model names must be 1-64 characters")
+		}
+	}
+	return nil
+}
+
+func kindList() string {
+	var names []string
+	for _, k := range WorkloadKinds {
+		names = append(names, string(k))
+	}
+	return strings.Join(names, ", ")
+}
+
+// Job is a renter's request for GPUs and what became of it.
+type Job struct {
+	ID       string `json:"id"`
+	RenterID string `json:"renter_id"`
+	JobSpec
+	State JobState `json:"state"`
+	// Reason says why the job is in its state: why it waits, why it failed.
+	Reason    string     `json:"reason"`
+	Attempts  int        `json:"attempts"` // placements so far, including requeues
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	// ChargedMicros is the total charged across all leases so far.
+	ChargedMicros Micros `json:"charged_micros"`
+}
+
+// JobFilter selects jobs. RenterID empty means every renter (admins only).
+type JobFilter struct {
+	RenterID string
+	States   []JobState
+	Limit    int
+}
+
+// String is a short description for logs, e.g. "job_x (silver 2xGPU)".
+func (j *Job) String() string {
+	return fmt.Sprintf("%s (%s %dx%dGPU)", j.ID, j.Tier, j.Nodes, j.GPUs)
+}

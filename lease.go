@@ -1,0 +1,156 @@
+package idlegrid
+
+import "time"
+
+// LeaseState is where a lease is in its life.
+type LeaseState string
+
+const (
+	LeaseAssigned  LeaseState = "assigned"  // placed; the agent has not started it yet
+	LeaseRunning   LeaseState = "running"   // the agent reported it started
+	LeaseSucceeded LeaseState = "succeeded" // the workload exited 0
+	LeaseFailed    LeaseState = "failed"    // the workload or the node failed; Fault says whose
+	LeaseCancelled LeaseState = "cancelled" // stopped at the renter's request
+	LeaseLost      LeaseState = "lost"      // the node went silent or never started it
+)
+
+// Terminal reports whether the lease can change no more.
+func (s LeaseState) Terminal() bool {
+	return s == LeaseSucceeded || s == LeaseFailed || s == LeaseCancelled || s == LeaseLost
+}
+
+// Fault says who caused a lease to end badly. It decides who pays.
+type Fault string
+
+const (
+	FaultNone     Fault = ""
+	FaultWorkload Fault = "workload" // the renter's code failed: the renter pays for what ran
+	FaultProvider Fault = "provider" // the node failed: the renter pays nothing, the node's record suffers
+)
+
+// Lease is one node's share of a job: which GPUs, at what locked price,
+// and what became of it. Every state change is recorded with a reason.
+type Lease struct {
+	ID         string   `json:"id"`
+	JobID      string   `json:"job_id"`
+	RenterID   string   `json:"renter_id"`
+	NodeID     string   `json:"node_id"`
+	ProviderID string   `json:"provider_id"`
+	Attempt    int      `json:"attempt"` // the job's placement number this lease belongs to
+	GPUUUIDs   []string `json:"gpu_uuids"`
+	Tier       Tier     `json:"tier"`
+
+	// PriceMicrosPerGPUHour is locked at placement and never changes.
+	PriceMicrosPerGPUHour Micros `json:"price_micros_per_gpu_hour"`
+	// PriceNote says how the price was set, for the renter and the provider.
+	PriceNote    string `json:"price_note"`
+	LimitSeconds int64  `json:"limit_seconds"` // the run time the hold covers
+	HoldMicros   Micros `json:"hold_micros"`   // escrowed at placement
+	// ChargedMicros is what the renter paid when the lease ended.
+	ChargedMicros Micros `json:"charged_micros"`
+
+	State         LeaseState `json:"state"`
+	Reason        string     `json:"reason"`
+	Fault         Fault      `json:"fault,omitempty"`
+	StopRequested string     `json:"stop_requested,omitempty"` // why the server asked the agent to stop
+	ExitCode      *int       `json:"exit_code,omitempty"`
+	Progress      float64    `json:"progress"` // 0..1, as last reported by the agent
+
+	CreatedAt time.Time  `json:"created_at"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+}
+
+// GPUSeconds is the number of GPU-seconds the lease ran up to end, capped at
+// its limit.
+func (l *Lease) GPUSeconds(end time.Time) int64 {
+	if l.StartedAt == nil || !end.After(*l.StartedAt) {
+		return 0
+	}
+	secs := int64(end.Sub(*l.StartedAt) / time.Second)
+	if secs > l.LimitSeconds {
+		secs = l.LimitSeconds
+	}
+	return secs * int64(len(l.GPUUUIDs))
+}
+
+// LeaseTransition moves a lease from one of From to To. The store applies it
+// together with its ledger transfers in one transaction, or not at all; a
+// lease not in From is an ECONFLICT.
+type LeaseTransition struct {
+	LeaseID       string
+	From          []LeaseState
+	To            LeaseState
+	Reason        string
+	Fault         Fault
+	ExitCode      *int
+	ChargedMicros Micros
+	At            time.Time
+}
+
+// LeaseEvent records one state change of a lease.
+type LeaseEvent struct {
+	LeaseID string     `json:"lease_id"`
+	From    LeaseState `json:"from"`
+	To      LeaseState `json:"to"`
+	Reason  string     `json:"reason"`
+	At      time.Time  `json:"at"`
+}
+
+// LeaseFilter selects leases.
+type LeaseFilter struct {
+	JobID      string
+	NodeID     string
+	ProviderID string
+	RenterID   string
+	States     []LeaseState
+	Limit      int
+}
+
+// LogLine is one line of a lease's output.
+type LogLine struct {
+	Seq    int64     `json:"seq"`
+	At     time.Time `json:"at"`
+	Stream string    `json:"stream"` // stdout or stderr
+	Text   string    `json:"text"`
+}
+
+// Placement is the engine's decision to run a job, ready to be stored: the
+// leases and the escrow holds. The store applies it only if the job is still
+// queued at Attempt and every GPU is still free.
+type Placement struct {
+	JobID     string
+	Attempt   int // the job's Attempts value this placement was computed from
+	Leases    []*Lease
+	Transfers []*Transfer
+	At        time.Time
+}
+
+// NextJobState decides what a job becomes once its current leases change:
+// running while any lease is live; requeued when the provider failed;
+// cancelled, failed or succeeded otherwise. It is pure so that every store
+// applies the same rule inside its transaction.
+func NextJobState(leases []*Lease) (JobState, string) {
+	var failed, cancelled, lost *Lease
+	for _, l := range leases {
+		switch {
+		case !l.State.Terminal():
+			return JobRunning, ""
+		case l.State == LeaseCancelled:
+			cancelled = l
+		case l.State == LeaseLost || (l.State == LeaseFailed && l.Fault == FaultProvider):
+			lost = l
+		case l.State == LeaseFailed:
+			failed = l
+		}
+	}
+	switch {
+	case cancelled != nil:
+		return JobCancelled, cancelled.Reason
+	case failed != nil:
+		return JobFailed, failed.Reason
+	case lost != nil:
+		return JobQueued, "requeued: " + lost.Reason
+	}
+	return JobSucceeded, "all leases completed"
+}

@@ -1,0 +1,178 @@
+package idlegrid
+
+import (
+	"regexp"
+	"time"
+)
+
+// GPU is one device on a node.
+type GPU struct {
+	UUID   string `json:"uuid"`
+	Model  string `json:"model"` // canonical model name, e.g. "H100-80GB", "RTX4090"
+	VRAMMB int    `json:"vram_mb"`
+}
+
+// NodeState is whether a node is reachable.
+type NodeState string
+
+const (
+	NodeOnline  NodeState = "online"  // heartbeating
+	NodeOffline NodeState = "offline" // said goodbye, or never heartbeated yet
+	NodeLost    NodeState = "lost"    // missed too many heartbeats; its leases were ended
+)
+
+// WorkloadKind is a class of renter work an owner may allow or refuse.
+type WorkloadKind string
+
+const (
+	KindTraining  WorkloadKind = "training"
+	KindFineTune  WorkloadKind = "fine-tuning"
+	KindInference WorkloadKind = "batch-inference"
+	KindEval      WorkloadKind = "eval"
+	KindSweep     WorkloadKind = "sweep"
+	KindOther     WorkloadKind = "other"
+)
+
+// WorkloadKinds lists every kind, in display order.
+var WorkloadKinds = []WorkloadKind{KindTraining, KindFineTune, KindInference, KindEval, KindSweep, KindOther}
+
+// Valid reports whether k is a known kind.
+func (k WorkloadKind) Valid() bool {
+	for _, w := range WorkloadKinds {
+		if k == w {
+			return true
+		}
+	}
+	return false
+}
+
+// Ask is a provider's standing offer for a node: a price floor per GPU-hour
+// for each tier, and the rules renters' work must follow.
+type Ask struct {
+	FloorMicrosPerGPUHour map[Tier]Micros `json:"floor_micros_per_gpu_hour"`
+	AllowedKinds          []WorkloadKind  `json:"allowed_kinds,omitempty"` // empty: all kinds
+	MaxJobSeconds         int64           `json:"max_job_seconds,omitempty"`
+}
+
+// Floor returns the ask's floor for tier, and whether the node sells that tier.
+func (a *Ask) Floor(t Tier) (Micros, bool) {
+	p, ok := a.FloorMicrosPerGPUHour[t]
+	return p, ok && p > 0
+}
+
+// Allows reports whether the ask allows work of kind k.
+func (a *Ask) Allows(k WorkloadKind) bool {
+	if len(a.AllowedKinds) == 0 {
+		return true
+	}
+	for _, w := range a.AllowedKinds {
+		if w == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate checks an ask, naming fields under prefix.
+func (a *Ask) Validate(prefix string) error {
+	if len(a.FloorMicrosPerGPUHour) == 0 {
+		return Invalid(prefix+".floor_micros_per_gpu_hour", "at least one tier must have a price")
+	}
+	for t, p := range a.FloorMicrosPerGPUHour {
+		if !t.Valid() {
+			return Invalid(prefix+".floor_micros_per_gpu_hour", "unknown tier %q", t)
+		} else if p <= 0 || p > 1000*MicrosPerUnit {
+			return Invalid(prefix+".floor_micros_per_gpu_hour."+string(t), "must be between 1 micro and 1000 per GPU-hour")
+		}
+	}
+	for _, k := range a.AllowedKinds {
+		if !k.Valid() {
+			return Invalid(prefix+".allowed_kinds", "unknown workload kind %q", k)
+		}
+	}
+	if a.MaxJobSeconds < 0 {
+		return Invalid(prefix+".max_job_seconds", "must not be negative")
+	}
+	return nil
+}
+
+// Offer is what an agent publishes about its node: hardware, place, when it
+// is available and at what price. The agent sends it on join and whenever it
+// changes.
+type Offer struct {
+	Name      string            `json:"name"`
+	GPUs      []GPU             `json:"gpus"`
+	CPUCores  int               `json:"cpu_cores"`
+	RAMMB     int               `json:"ram_mb"`
+	DiskGB    int               `json:"disk_gb"`
+	Region    string            `json:"region"`    // e.g. "eu-west", "us-east"
+	Residency string            `json:"residency"` // legal jurisdiction of the data, e.g. "EU", "US"
+	Labels    map[string]string `json:"labels,omitempty"`
+	Schedule  Schedule          `json:"schedule"`
+	Ask       Ask               `json:"ask"`
+}
+
+var (
+	regionRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
+	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+)
+
+// Validate checks an offer before it is stored.
+func (o *Offer) Validate() error {
+	if !nameRE.MatchString(o.Name) {
+		return Invalid("offer.name", "must be 1-63 letters, digits, '.', '_' or '-'")
+	}
+	if len(o.GPUs) == 0 || len(o.GPUs) > 64 {
+		return Invalid("offer.gpus", "must list between 1 and 64 GPUs")
+	}
+	seen := map[string]bool{}
+	for _, g := range o.GPUs {
+		if g.UUID == "" || seen[g.UUID] {
+			return Invalid("offer.gpus.uuid", "every GPU needs a unique UUID")
+		}
+		seen[g.UUID] = true
+		if g.Model == "" {
+			return Invalid("offer.gpus.model", "required")
+		} else if g.VRAMMB <= 0 {
+			return Invalid("offer.gpus.vram_mb", "must be positive")
+		}
+	}
+	if o.CPUCores < 0 || o.RAMMB < 0 || o.DiskGB < 0 {
+		return Invalid("offer.cpu_cores", "resources must not be negative")
+	}
+	if !regionRE.MatchString(o.Region) {
+		return Invalid("offer.region", "must be lower-case letters, digits and '-', e.g. eu-west")
+	}
+	if o.Residency == "" {
+		return Invalid("offer.residency", "required, e.g. EU or US")
+	}
+	if err := o.Schedule.Validate("offer.schedule"); err != nil {
+		return err
+	}
+	return o.Ask.Validate("offer.ask")
+}
+
+// Node is a provider's machine, known by the public half of its identity key.
+type Node struct {
+	ID            string    `json:"id"`
+	ProviderID    string    `json:"provider_id"`
+	PublicKey     string    `json:"public_key"` // base64 ed25519
+	Offer                   // what the agent last published
+	State         NodeState `json:"state"`
+	LastHeartbeat time.Time `json:"last_heartbeat"`
+	AgentVersion  string    `json:"agent_version"`
+	// Reliability is in (0,1], from the node's record of completed and failed
+	// leases (see ReliabilityOf).
+	Reliability     float64   `json:"reliability"`
+	LeasesCompleted int64     `json:"leases_completed"`
+	LeasesFailed    int64     `json:"leases_failed"` // failures the provider caused
+	CreatedAt       time.Time `json:"created_at"`
+}
+
+// ReliabilityOf is a node's reliability from its record: the share of leases
+// it completed, with a prior of 9 completions in 10 so that a newcomer starts
+// at 0.9 and one early failure does not ruin it.
+func ReliabilityOf(completed, failed int64) float64 {
+	const priorOK, priorN = 9.0, 10.0
+	return (float64(completed) + priorOK) / (float64(completed+failed) + priorN)
+}

@@ -1,0 +1,193 @@
+package idlegrid
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ScheduleMode says how a node decides when it is offered.
+type ScheduleMode string
+
+const (
+	// ScheduleAlways offers the node around the clock.
+	ScheduleAlways ScheduleMode = "always"
+	// ScheduleWindows offers the node only inside its weekly and one-off windows.
+	ScheduleWindows ScheduleMode = "windows"
+)
+
+// Schedule is when a node is offered: weekly recurring windows in the node's
+// time zone, plus one-off windows.
+type Schedule struct {
+	Mode     ScheduleMode   `json:"mode"`
+	TimeZone string         `json:"time_zone,omitempty"` // IANA name; empty means UTC
+	Weekly   []WeeklyWindow `json:"weekly,omitempty"`
+	OneOff   []OneOffWindow `json:"one_off,omitempty"`
+}
+
+// WeeklyWindow recurs on the given days from Start to End, local time
+// ("HH:MM"). An End at or before Start runs past midnight into the next day;
+// "00:00"-"00:00" is the whole day.
+type WeeklyWindow struct {
+	Days  []string `json:"days"` // "mon".."sun"
+	Start string   `json:"start"`
+	End   string   `json:"end"`
+}
+
+// OneOffWindow is a single span of availability.
+type OneOffWindow struct {
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+}
+
+// WindowHorizon caps how far ahead availability is computed. A node offered
+// always is treated as available for this long from now.
+const WindowHorizon = 30 * 24 * time.Hour
+
+var weekdays = map[string]time.Weekday{
+	"sun": time.Sunday, "mon": time.Monday, "tue": time.Tuesday, "wed": time.Wednesday,
+	"thu": time.Thursday, "fri": time.Friday, "sat": time.Saturday,
+}
+
+// Validate checks a schedule, naming fields under prefix.
+func (s *Schedule) Validate(prefix string) error {
+	switch s.Mode {
+	case ScheduleAlways, ScheduleWindows:
+	default:
+		return Invalid(prefix+".mode", "must be always or windows, got %q", s.Mode)
+	}
+	if _, err := s.location(); err != nil {
+		return Invalid(prefix+".time_zone", "unknown time zone %q", s.TimeZone)
+	}
+	for i, w := range s.Weekly {
+		f := fmt.Sprintf("%s.weekly[%d]", prefix, i)
+		if len(w.Days) == 0 {
+			return Invalid(f+".days", "name at least one day, e.g. [sat, sun]")
+		}
+		for _, d := range w.Days {
+			if _, ok := weekdays[strings.ToLower(d)]; !ok {
+				return Invalid(f+".days", "unknown day %q; use mon, tue, wed, thu, fri, sat, sun", d)
+			}
+		}
+		if _, err := parseClock(w.Start); err != nil {
+			return Invalid(f+".start", "%v", err)
+		}
+		if _, err := parseClock(w.End); err != nil {
+			return Invalid(f+".end", "%v", err)
+		}
+	}
+	for i, w := range s.OneOff {
+		if !w.End.After(w.Start) {
+			return Invalid(fmt.Sprintf("%s.one_off[%d].end", prefix, i), "must be after start")
+		}
+	}
+	if s.Mode == ScheduleWindows && len(s.Weekly) == 0 && len(s.OneOff) == 0 {
+		return Invalid(prefix+".weekly", "mode windows needs at least one weekly or one-off window")
+	}
+	return nil
+}
+
+func (s *Schedule) location() (*time.Location, error) {
+	if s.TimeZone == "" {
+		return time.UTC, nil
+	}
+	return time.LoadLocation(s.TimeZone)
+}
+
+// parseClock parses "HH:MM" into minutes after midnight.
+func parseClock(v string) (int, error) {
+	var h, m int
+	if len(v) != 5 || v[2] != ':' {
+		return 0, fmt.Errorf("must be HH:MM, got %q", v)
+	}
+	if _, err := fmt.Sscanf(v, "%02d:%02d", &h, &m); err != nil || h > 23 || m > 59 {
+		return 0, fmt.Errorf("must be HH:MM between 00:00 and 23:59, got %q", v)
+	}
+	return h*60 + m, nil
+}
+
+// AvailableUntil returns the end of the span of availability that contains
+// now, merging windows that touch or overlap, capped at now+WindowHorizon.
+// It returns the zero time when the node is not available at now.
+func (s *Schedule) AvailableUntil(now time.Time) time.Time {
+	limit := now.Add(WindowHorizon)
+	if s.Mode == ScheduleAlways {
+		return limit
+	}
+	spans := s.spans(now.Add(-48*time.Hour), limit)
+	end := time.Time{}
+	for _, sp := range spans { // sorted by start; extend while contiguous
+		if end.IsZero() {
+			if !sp.Start.After(now) && sp.End.After(now) {
+				end = sp.End
+			}
+		} else if !sp.Start.After(end) && sp.End.After(end) {
+			end = sp.End
+		}
+	}
+	if end.After(limit) {
+		return limit
+	}
+	return end
+}
+
+// NextOpening returns the start of the next window after now, or the zero
+// time when none opens within the horizon.
+func (s *Schedule) NextOpening(now time.Time) time.Time {
+	if s.Mode == ScheduleAlways {
+		return now
+	}
+	for _, sp := range s.spans(now, now.Add(WindowHorizon)) {
+		if sp.Start.After(now) {
+			return sp.Start
+		}
+	}
+	return time.Time{}
+}
+
+// spans lists every window span that intersects [from, to), sorted by start.
+func (s *Schedule) spans(from, to time.Time) []OneOffWindow {
+	loc, err := s.location()
+	if err != nil {
+		loc = time.UTC
+	}
+	var out []OneOffWindow
+	for _, w := range s.OneOff {
+		if w.End.After(from) && w.Start.Before(to) {
+			out = append(out, w)
+		}
+	}
+	lf := from.In(loc)
+	day := time.Date(lf.Year(), lf.Month(), lf.Day()-1, 0, 0, 0, 0, loc)
+	for ; day.Before(to); day = time.Date(day.Year(), day.Month(), day.Day()+1, 0, 0, 0, 0, loc) {
+		for _, w := range s.Weekly {
+			if !w.on(day.Weekday()) {
+				continue
+			}
+			start, _ := parseClock(w.Start)
+			end, _ := parseClock(w.End)
+			if end <= start {
+				end += 24 * 60
+			}
+			sp := OneOffWindow{
+				Start: time.Date(day.Year(), day.Month(), day.Day(), 0, start, 0, 0, loc),
+				End:   time.Date(day.Year(), day.Month(), day.Day(), 0, end, 0, 0, loc),
+			}
+			if sp.End.After(from) && sp.Start.Before(to) {
+				out = append(out, sp)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
+	return out
+}
+
+func (w WeeklyWindow) on(d time.Weekday) bool {
+	for _, name := range w.Days {
+		if weekdays[strings.ToLower(name)] == d {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,100 @@
+package idlegrid
+
+import (
+	"context"
+	"time"
+)
+
+// Store is everything the coordinator keeps. Each method is one transaction:
+// it happens entirely or not at all. internal/sqlstore implements it on
+// SQLite and PostgreSQL; one contract test suite holds both to it.
+//
+// Errors are *Error: ENOTFOUND for a missing object, ECONFLICT for a state
+// that does not allow the change, EPAYMENT for a transfer that would take an
+// account below zero.
+type Store interface {
+	CreateAccount(ctx context.Context, a *Account) error
+	FindAccount(ctx context.Context, id string) (*Account, error)
+	ListAccounts(ctx context.Context) ([]*Account, error)
+
+	CreateAPIKey(ctx context.Context, k *APIKey) error
+	// FindAPIKey returns the unrevoked key whose secret hashes to hash, and its account.
+	FindAPIKey(ctx context.Context, hash string) (*APIKey, *Account, error)
+	ListAPIKeys(ctx context.Context, accountID string) ([]*APIKey, error)
+	RevokeAPIKey(ctx context.Context, accountID, keyID string, at time.Time) error
+
+	CreateJoinToken(ctx context.Context, t *JoinToken) error
+	ListJoinTokens(ctx context.Context, providerID string) ([]*JoinToken, error)
+	RevokeJoinToken(ctx context.Context, providerID, tokenID string, at time.Time) error
+	// JoinNode uses up one use of the join token whose secret hashes to
+	// tokenHash and creates n under the token's provider. n.ProviderID is set.
+	JoinNode(ctx context.Context, tokenHash string, n *Node) error
+
+	FindNode(ctx context.Context, id string) (*Node, error)
+	ListNodes(ctx context.Context, f NodeFilter) ([]*Node, error)
+	// UpdateOffer replaces what the node offers and marks it online.
+	UpdateOffer(ctx context.Context, nodeID string, o Offer, agentVersion string, at time.Time) error
+	// Heartbeat marks the node online at at.
+	Heartbeat(ctx context.Context, nodeID string, at time.Time) error
+	SetNodeState(ctx context.Context, nodeID string, s NodeState, at time.Time) error
+
+	CreateJob(ctx context.Context, j *Job) error
+	FindJob(ctx context.Context, id string) (*Job, error)
+	ListJobs(ctx context.Context, f JobFilter) ([]*Job, error)
+	// SetJobReason records why a queued job waits. It is a no-op for jobs
+	// that are no longer queued.
+	SetJobReason(ctx context.Context, jobID, reason string, at time.Time) error
+	// CancelQueuedJob cancels a job that has no live leases; ECONFLICT otherwise.
+	CancelQueuedJob(ctx context.Context, jobID, reason string, at time.Time) error
+
+	// PlaceJob stores a placement: the leases, their GPU claims and their
+	// holds, and moves the job to running. ECONFLICT if the job moved on or
+	// a GPU is already claimed; EPAYMENT if a hold exceeds the balance.
+	PlaceJob(ctx context.Context, p *Placement) error
+	FindLease(ctx context.Context, id string) (*Lease, error)
+	ListLeases(ctx context.Context, f LeaseFilter) ([]*Lease, error)
+	ListLeaseEvents(ctx context.Context, leaseID string) ([]*LeaseEvent, error)
+	// RequestLeaseStop asks the agent to stop a live lease, with a reason.
+	RequestLeaseStop(ctx context.Context, leaseID, reason string, at time.Time) error
+	// SetLeaseProgress records the agent's progress report for a running lease.
+	SetLeaseProgress(ctx context.Context, leaseID string, progress float64, at time.Time) error
+	// TransitionLease applies t and its transfers atomically, frees the GPUs
+	// of a lease that ends, updates the node's record and moves the job on
+	// by NextJobState.
+	TransitionLease(ctx context.Context, t *LeaseTransition, transfers []*Transfer) error
+
+	AppendLogs(ctx context.Context, leaseID string, lines []LogLine) error
+	// ListLogs returns up to limit lines with Seq > afterSeq, in order.
+	ListLogs(ctx context.Context, leaseID string, afterSeq int64, limit int) ([]LogLine, error)
+
+	// PostTransfer applies a transfer. A transfer whose idempotency key was
+	// seen before is not applied again; the stored one is returned in its place.
+	PostTransfer(ctx context.Context, t *Transfer) (*Transfer, error)
+	ListTransfers(ctx context.Context, f TransferFilter) ([]*Transfer, error)
+	Balance(ctx context.Context, accountID string) (*Balance, error)
+	// LedgerSum returns the sum of every account's balance. It is always zero.
+	LedgerSum(ctx context.Context) (Micros, error)
+
+	// Summary counts the market at a glance.
+	Summary(ctx context.Context) (*Summary, error)
+
+	Close() error
+}
+
+// NodeFilter selects nodes. ProviderID empty means every provider.
+type NodeFilter struct {
+	ProviderID string
+	States     []NodeState
+}
+
+// Summary is the market at a glance.
+type Summary struct {
+	JobsByState  map[JobState]int  `json:"jobs_by_state"`
+	NodesByState map[NodeState]int `json:"nodes_by_state"`
+	GPUsTotal    int               `json:"gpus_total"`    // on online nodes
+	GPUsBusy     int               `json:"gpus_busy"`     // claimed by live leases
+	SpentMicros  Micros            `json:"spent_micros"`  // charged to renters, all time
+	EarnedMicros Micros            `json:"earned_micros"` // credited to providers, all time
+	FeesMicros   Micros            `json:"fees_micros"`
+	HeldMicros   Micros            `json:"held_micros"` // in escrow now
+}
