@@ -1,6 +1,7 @@
 package idlegrid
 
 import (
+	"math"
 	"strings"
 	"time"
 )
@@ -80,6 +81,9 @@ func (t *Transfer) Validate() error {
 	for _, e := range t.Entries {
 		if e.Account == "" {
 			return Invalid("transfer.entries.account", "required")
+		}
+		if (e.Amount > 0 && sum > math.MaxInt64-e.Amount) || (e.Amount < 0 && sum < math.MinInt64-e.Amount) {
+			return Invalid("transfer.entries", "amounts too large")
 		}
 		sum += e.Amount
 	}

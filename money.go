@@ -16,23 +16,32 @@ const MicrosPerUnit Micros = 1_000_000
 
 // String formats m as a decimal amount with six places, e.g. "$1.250000".
 func (m Micros) String() string {
-	sign := ""
+	sign, u := "", uint64(m)
 	if m < 0 {
-		sign = "-"
-		m = -m
+		sign, u = "-", -u // the magnitude, even for math.MinInt64
 	}
-	return fmt.Sprintf("%s$%d.%06d", sign, m/MicrosPerUnit, m%MicrosPerUnit)
+	return fmt.Sprintf("%s$%d.%06d", sign, u/uint64(MicrosPerUnit), u%uint64(MicrosPerUnit))
 }
 
 // ParseMicros parses a decimal amount such as "2.50", "$2.5" or "0.000001"
 // into Micros. More than six decimal places is an error, not a rounding.
 func ParseMicros(s string) (Micros, error) {
-	s = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "$"))
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
+	s = strings.TrimSpace(s)
+	neg := false
+	if rest, ok := strings.CutPrefix(s, "-"); ok { // "-$1.25", as String writes it
+		neg, s = true, rest
+	}
+	s = strings.TrimPrefix(s, "$")
+	if rest, ok := strings.CutPrefix(s, "-"); ok && !neg { // "$-1.25"
+		neg, s = true, rest
+	}
+	s = strings.TrimSpace(s)
 	whole, frac, _ := strings.Cut(s, ".")
 	if whole == "" && frac == "" {
 		return 0, fmt.Errorf("empty amount")
+	}
+	if !allDigits(whole) || !allDigits(frac) {
+		return 0, fmt.Errorf("not a decimal amount: %q", s)
 	}
 	if len(frac) > 6 {
 		return 0, fmt.Errorf("at most 6 decimal places")
@@ -68,4 +77,14 @@ func CostOf(pricePerGPUHour Micros, gpuSeconds int64) Micros {
 	hours := gpuSeconds / 3600
 	rest := gpuSeconds % 3600
 	return pricePerGPUHour*Micros(hours) + pricePerGPUHour*Micros(rest)/3600
+}
+
+// allDigits reports whether s is only ASCII digits; "" is.
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

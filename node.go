@@ -137,8 +137,13 @@ func (o *Offer) Validate() error {
 			return Invalid("offer.gpus.vram_mb", "must be positive")
 		}
 	}
-	if o.CPUCores < 0 || o.RAMMB < 0 || o.DiskGB < 0 {
-		return Invalid("offer.cpu_cores", "resources must not be negative")
+	switch {
+	case o.CPUCores < 0:
+		return Invalid("offer.cpu_cores", "must not be negative")
+	case o.RAMMB < 0:
+		return Invalid("offer.ram_mb", "must not be negative")
+	case o.DiskGB < 0:
+		return Invalid("offer.disk_gb", "must not be negative")
 	}
 	if !regionRE.MatchString(o.Region) {
 		return Invalid("offer.region", "must be lower-case letters, digits and '-', e.g. eu-west")

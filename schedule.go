@@ -97,11 +97,16 @@ func (s *Schedule) location() (*time.Location, error) {
 
 // parseClock parses "HH:MM" into minutes after midnight.
 func parseClock(v string) (int, error) {
-	var h, m int
 	if len(v) != 5 || v[2] != ':' {
 		return 0, fmt.Errorf("must be HH:MM, got %q", v)
 	}
-	if _, err := fmt.Sscanf(v, "%02d:%02d", &h, &m); err != nil || h > 23 || m > 59 {
+	for _, i := range []int{0, 1, 3, 4} {
+		if v[i] < '0' || v[i] > '9' {
+			return 0, fmt.Errorf("must be HH:MM between 00:00 and 23:59, got %q", v)
+		}
+	}
+	h, m := int(v[0]-'0')*10+int(v[1]-'0'), int(v[3]-'0')*10+int(v[4]-'0')
+	if h > 23 || m > 59 {
 		return 0, fmt.Errorf("must be HH:MM between 00:00 and 23:59, got %q", v)
 	}
 	return h*60 + m, nil
@@ -158,11 +163,14 @@ func (s *Schedule) spans(from, to time.Time) []OneOffWindow {
 			out = append(out, w)
 		}
 	}
-	lf := from.In(loc)
-	day := time.Date(lf.Year(), lf.Month(), lf.Day()-1, 0, 0, 0, 0, loc)
-	for ; day.Before(to); day = time.Date(day.Year(), day.Month(), day.Day()+1, 0, 0, 0, 0, loc) {
+	// Step by calendar date, not from one midnight to the next: where DST
+	// starts at midnight (America/Santiago), that midnight does not exist
+	// and time.Date normalizes it back into the day before.
+	y, mo, d := from.In(loc).Date()
+	for i := -1; time.Date(y, mo, d+i, 0, 0, 0, 0, loc).Before(to); i++ {
+		weekday := time.Date(y, mo, d+i, 12, 0, 0, 0, loc).Weekday() // noon always exists
 		for _, w := range s.Weekly {
-			if !w.on(day.Weekday()) {
+			if !w.on(weekday) {
 				continue
 			}
 			start, _ := parseClock(w.Start)
@@ -171,8 +179,8 @@ func (s *Schedule) spans(from, to time.Time) []OneOffWindow {
 				end += 24 * 60
 			}
 			sp := OneOffWindow{
-				Start: time.Date(day.Year(), day.Month(), day.Day(), 0, start, 0, 0, loc),
-				End:   time.Date(day.Year(), day.Month(), day.Day(), 0, end, 0, 0, loc),
+				Start: time.Date(y, mo, d+i, 0, start, 0, 0, loc),
+				End:   time.Date(y, mo, d+i, 0, end, 0, 0, loc),
 			}
 			if sp.End.After(from) && sp.Start.Before(to) {
 				out = append(out, sp)

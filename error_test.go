@@ -1,0 +1,88 @@
+package idlegrid_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+func TestError_Error(t *testing.T) {
+	tests := []struct {
+		err  *idlegrid.Error
+		want string
+	}{
+		{idlegrid.Invalid("job.gpus", "must be between 1 and %d", 16), "job.gpus: must be between 1 and 16"},
+		{idlegrid.Errorf(idlegrid.ENOTFOUND, "job %s not found", "job_x"), "job job_x not found"},
+		{&idlegrid.Error{Code: idlegrid.ECONFLICT}, ""},
+	}
+	for _, tt := range tests {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("Error() = %q, want %q", got, tt.want)
+		}
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	err := idlegrid.Invalid("job.tier", "must be gold, silver or bronze, got %q", "platinum")
+	if err.Code != idlegrid.EINVALID || err.Field != "job.tier" || err.Message != `must be gold, silver or bronze, got "platinum"` {
+		t.Errorf("got %+v", err)
+	}
+}
+
+func TestErrorCode(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil", nil, ""},
+		{"domain error", idlegrid.Errorf(idlegrid.EPAYMENT, "balance too low"), idlegrid.EPAYMENT},
+		{"wrapped domain error", fmt.Errorf("placing: %w", idlegrid.Errorf(idlegrid.ECONFLICT, "moved on")), idlegrid.ECONFLICT},
+		{"joined", errors.Join(errors.New("x"), idlegrid.Invalid("a", "b")), idlegrid.EINVALID},
+		{"plain error is internal", errors.New("disk on fire"), idlegrid.EINTERNAL},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := idlegrid.ErrorCode(tt.err); got != tt.want {
+				t.Errorf("ErrorCode = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestErrorMessage(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil", nil, ""},
+		{"field and message", idlegrid.Invalid("job.image", "required"), "job.image: required"},
+		{"wrapped keeps only the safe part", fmt.Errorf("db said no: %w", idlegrid.Errorf(idlegrid.ENOTFOUND, "no such job")), "no such job"},
+		{"internal details never leak", errors.New("pq: password authentication failed for user root"), "internal error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := idlegrid.ErrorMessage(tt.err); got != tt.want {
+				t.Errorf("ErrorMessage = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// wantField checks that err is EINVALID naming field.
+func wantField(tb testing.TB, err error, field string) {
+	tb.Helper()
+	var e *idlegrid.Error
+	if !errors.As(err, &e) {
+		tb.Fatalf("got %v (%T), want *idlegrid.Error on %s", err, err, field)
+	}
+	if e.Code != idlegrid.EINVALID || e.Field != field {
+		tb.Fatalf("got code %q field %q (%v), want %q on %q", e.Code, e.Field, e, idlegrid.EINVALID, field)
+	}
+	if e.Message == "" {
+		tb.Fatalf("error on %s has no message", field)
+	}
+}

@@ -1,0 +1,179 @@
+package idlegrid_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+var jobNow = time.Date(2025, 3, 10, 12, 0, 0, 0, time.UTC)
+
+func validSpec() idlegrid.JobSpec {
+	return idlegrid.JobSpec{
+		Name:                     "llama-ft",
+		Kind:                     idlegrid.KindFineTune,
+		Image:                    "ghcr.io/acme/trainer:1.2",
+		Command:                  []string{"python", "train.py"},
+		Env:                      map[string]string{"EPOCHS": "3", "_X": "1"},
+		GPUs:                     2,
+		Nodes:                    1,
+		GPUModels:                []string{"H100-80GB"},
+		MinVRAMMB:                40000,
+		CPUCores:                 8,
+		RAMMB:                    64000,
+		Tier:                     idlegrid.TierSilver,
+		MaxPriceMicrosPerGPUHour: 3 * idlegrid.MicrosPerUnit,
+		Region:                   "eu-west",
+		Residency:                "EU",
+		DurationSeconds:          3600,
+	}
+}
+
+func TestJobSpec_Normalize(t *testing.T) {
+	tests := []struct {
+		name string
+		in   idlegrid.JobSpec
+		want idlegrid.JobSpec
+	}{
+		{
+			name: "defaults",
+			in:   idlegrid.JobSpec{},
+			want: idlegrid.JobSpec{Nodes: 1, Tier: idlegrid.TierSilver, Kind: idlegrid.KindOther},
+		},
+		{
+			name: "bronze is interruptible",
+			in:   idlegrid.JobSpec{Tier: idlegrid.TierBronze, Nodes: 3, Kind: idlegrid.KindEval},
+			want: idlegrid.JobSpec{Tier: idlegrid.TierBronze, Nodes: 3, Kind: idlegrid.KindEval, Interruptible: true},
+		},
+		{
+			name: "gold left as asked",
+			in:   idlegrid.JobSpec{Tier: idlegrid.TierGold, Interruptible: true},
+			want: idlegrid.JobSpec{Tier: idlegrid.TierGold, Nodes: 1, Kind: idlegrid.KindOther, Interruptible: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.in
+			got.Normalize()
+			if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", tt.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+	t.Run("idempotent", func(t *testing.T) {
+		s := validSpec()
+		s.Normalize()
+		once := fmt.Sprintf("%+v", s)
+		s.Normalize()
+		if twice := fmt.Sprintf("%+v", s); once != twice {
+			t.Errorf("second Normalize changed %s\nto %s", once, twice)
+		}
+	})
+}
+
+func TestJobSpec_Validate(t *testing.T) {
+	s := validSpec()
+	if err := s.Validate(jobNow); err != nil {
+		t.Fatalf("valid spec: %v", err)
+	}
+	past, future := jobNow.Add(-time.Second), jobNow.Add(time.Hour)
+	tests := []struct {
+		name   string
+		change func(s *idlegrid.JobSpec)
+		field  string // "" means valid
+	}{
+		{"long name", func(s *idlegrid.JobSpec) { s.Name = strings.Repeat("n", 101) }, "job.name"},
+		{"name at the limit", func(s *idlegrid.JobSpec) { s.Name = strings.Repeat("n", 100) }, ""},
+		{"unknown kind", func(s *idlegrid.JobSpec) { s.Kind = "mining" }, "job.kind"},
+		{"empty kind", func(s *idlegrid.JobSpec) { s.Kind = "" }, "job.kind"},
+		{"no image", func(s *idlegrid.JobSpec) { s.Image = "" }, "job.image"},
+		{"image with space", func(s *idlegrid.JobSpec) { s.Image = "ubuntu latest" }, "job.image"},
+		{"image by digest", func(s *idlegrid.JobSpec) { s.Image = "ubuntu@sha256:abc123" }, ""},
+		{"long command", func(s *idlegrid.JobSpec) { s.Command = make([]string, idlegrid.MaxCommandWords+1) }, "job.command"},
+		{"too many env", func(s *idlegrid.JobSpec) {
+			s.Env = map[string]string{}
+			for i := range idlegrid.MaxEnvEntries + 1 {
+				s.Env[fmt.Sprint("V", i)] = ""
+			}
+		}, "job.env"},
+		{"bad env name", func(s *idlegrid.JobSpec) { s.Env = map[string]string{"1BAD": "x"} }, "job.env"},
+		{"env name with dash", func(s *idlegrid.JobSpec) { s.Env = map[string]string{"MY-VAR": "x"} }, "job.env"},
+		{"zero gpus", func(s *idlegrid.JobSpec) { s.GPUs = 0 }, "job.gpus"},
+		{"too many gpus", func(s *idlegrid.JobSpec) { s.GPUs = idlegrid.MaxGPUsPerNode + 1 }, "job.gpus"},
+		{"most gpus", func(s *idlegrid.JobSpec) { s.GPUs = idlegrid.MaxGPUsPerNode }, ""},
+		{"zero nodes", func(s *idlegrid.JobSpec) { s.Nodes = 0 }, "job.nodes"},
+		{"too many nodes", func(s *idlegrid.JobSpec) { s.Nodes = idlegrid.MaxNodesPerJob + 1 }, "job.nodes"},
+		{"negative vram", func(s *idlegrid.JobSpec) { s.MinVRAMMB = -1 }, "job.min_vram_mb"},
+		{"negative cpu", func(s *idlegrid.JobSpec) { s.CPUCores = -1 }, "job.cpu_cores"},
+		{"negative ram", func(s *idlegrid.JobSpec) { s.RAMMB = -1 }, "job.ram_mb"},
+		{"unknown tier", func(s *idlegrid.JobSpec) { s.Tier = "platinum" }, "job.tier"},
+		{"zero cap", func(s *idlegrid.JobSpec) { s.MaxPriceMicrosPerGPUHour = 0 }, "job.max_price_micros_per_gpu_hour"},
+		{"cap over 1000", func(s *idlegrid.JobSpec) { s.MaxPriceMicrosPerGPUHour = 1000*idlegrid.MicrosPerUnit + 1 }, "job.max_price_micros_per_gpu_hour"},
+		{"cap at 1000", func(s *idlegrid.JobSpec) { s.MaxPriceMicrosPerGPUHour = 1000 * idlegrid.MicrosPerUnit }, ""},
+		{"interruptible gold", func(s *idlegrid.JobSpec) { s.Tier, s.Interruptible = idlegrid.TierGold, true }, "job.interruptible"},
+		{"uninterruptible bronze", func(s *idlegrid.JobSpec) { s.Tier, s.Interruptible = idlegrid.TierBronze, false }, "job.interruptible"},
+		{"interruptible silver", func(s *idlegrid.JobSpec) { s.Interruptible = true }, ""},
+		{"bad region", func(s *idlegrid.JobSpec) { s.Region = "EU-West" }, "job.region"},
+		{"preferred without region", func(s *idlegrid.JobSpec) { s.Region, s.RegionPreferred = "", true }, "job.region_preferred"},
+		{"zero duration", func(s *idlegrid.JobSpec) { s.DurationSeconds = 0 }, "job.duration_seconds"},
+		{"over 30 days", func(s *idlegrid.JobSpec) { s.DurationSeconds = idlegrid.MaxJobSeconds + 1 }, "job.duration_seconds"},
+		{"30 days", func(s *idlegrid.JobSpec) { s.DurationSeconds = idlegrid.MaxJobSeconds }, ""},
+		{"deadline past", func(s *idlegrid.JobSpec) { s.Deadline = &past }, "job.deadline"},
+		{"deadline now", func(s *idlegrid.JobSpec) { s.Deadline = &jobNow }, "job.deadline"},
+		{"deadline ahead", func(s *idlegrid.JobSpec) { s.Deadline = &future }, ""},
+		{"empty model name", func(s *idlegrid.JobSpec) { s.GPUModels = []string{"H100", ""} }, "job.gpu_models"},
+		{"long model name", func(s *idlegrid.JobSpec) { s.GPUModels = []string{strings.Repeat("m", 65)} }, "job.gpu_models"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := validSpec()
+			tt.change(&s)
+			err := s.Validate(jobNow)
+			if tt.field == "" {
+				if err != nil {
+					t.Fatalf("want valid, got %v", err)
+				}
+				return
+			}
+			wantField(t, err, tt.field)
+		})
+	}
+	t.Run("normalized empty spec names the image", func(t *testing.T) {
+		var s idlegrid.JobSpec
+		s.Normalize()
+		wantField(t, s.Validate(jobNow), "job.image")
+	})
+}
+
+func TestTier(t *testing.T) {
+	for i, tier := range idlegrid.Tiers {
+		if !tier.Valid() || tier.Rank() != i {
+			t.Errorf("%s: valid %v rank %d, want rank %d", tier, tier.Valid(), tier.Rank(), i)
+		}
+	}
+	if idlegrid.Tier("").Valid() || idlegrid.Tier("Gold").Valid() {
+		t.Errorf("unknown tiers are valid")
+	}
+}
+
+func TestJobState_Terminal(t *testing.T) {
+	tests := map[idlegrid.JobState]bool{
+		idlegrid.JobQueued: false, idlegrid.JobRunning: false,
+		idlegrid.JobSucceeded: true, idlegrid.JobFailed: true, idlegrid.JobCancelled: true,
+	}
+	for s, want := range tests {
+		if got := s.Terminal(); got != want {
+			t.Errorf("%s.Terminal() = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func TestJob_String(t *testing.T) {
+	j := &idlegrid.Job{ID: "job_x", JobSpec: idlegrid.JobSpec{Tier: idlegrid.TierSilver, Nodes: 2, GPUs: 4}}
+	if got, want := j.String(), "job_x (silver 2x4GPU)"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}

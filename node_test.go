@@ -1,0 +1,201 @@
+package idlegrid_test
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+func TestReliabilityOf(t *testing.T) {
+	tests := []struct {
+		completed, failed int64
+		want              float64
+	}{
+		{0, 0, 0.9},
+		{0, 1, 9.0 / 11},
+		{1, 0, 10.0 / 11},
+		{90, 0, 0.99},
+		{990, 0, 0.999},
+		{0, 90, 0.09},
+		{45, 45, 54.0 / 100},
+	}
+	for _, tt := range tests {
+		if got := idlegrid.ReliabilityOf(tt.completed, tt.failed); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("ReliabilityOf(%d, %d) = %v, want %v", tt.completed, tt.failed, got, tt.want)
+		}
+	}
+	t.Run("always in (0,1]", func(t *testing.T) {
+		for _, c := range []int64{0, 1, 10, 1e6, 1e12} {
+			for _, f := range []int64{0, 1, 10, 1e6, 1e12} {
+				if got := idlegrid.ReliabilityOf(c, f); got <= 0 || got > 1 {
+					t.Errorf("ReliabilityOf(%d, %d) = %v", c, f, got)
+				}
+			}
+		}
+	})
+	t.Run("one early failure does not ruin a node", func(t *testing.T) {
+		if got := idlegrid.ReliabilityOf(0, 1); got < 0.8 {
+			t.Errorf("ReliabilityOf(0, 1) = %v", got)
+		}
+	})
+}
+
+func TestWorkloadKind_Valid(t *testing.T) {
+	for _, k := range idlegrid.WorkloadKinds {
+		if !k.Valid() {
+			t.Errorf("%q not valid", k)
+		}
+	}
+	for _, k := range []idlegrid.WorkloadKind{"", "Training", "mining"} {
+		if k.Valid() {
+			t.Errorf("%q valid", k)
+		}
+	}
+}
+
+func validAsk() idlegrid.Ask {
+	return idlegrid.Ask{
+		FloorMicrosPerGPUHour: map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: 2 * idlegrid.MicrosPerUnit},
+		AllowedKinds:          []idlegrid.WorkloadKind{idlegrid.KindInference},
+		MaxJobSeconds:         3600,
+	}
+}
+
+func TestAsk_Validate(t *testing.T) {
+	a := validAsk()
+	if err := a.Validate("offer.ask"); err != nil {
+		t.Fatalf("valid ask: %v", err)
+	}
+	tests := []struct {
+		name   string
+		change func(a *idlegrid.Ask)
+		field  string
+	}{
+		{"no prices", func(a *idlegrid.Ask) { a.FloorMicrosPerGPUHour = nil }, "offer.ask.floor_micros_per_gpu_hour"},
+		{"unknown tier", func(a *idlegrid.Ask) { a.FloorMicrosPerGPUHour = map[idlegrid.Tier]idlegrid.Micros{"platinum": 1} }, "offer.ask.floor_micros_per_gpu_hour"},
+		{"zero price", func(a *idlegrid.Ask) { a.FloorMicrosPerGPUHour[idlegrid.TierSilver] = 0 }, "offer.ask.floor_micros_per_gpu_hour.silver"},
+		{"negative price", func(a *idlegrid.Ask) { a.FloorMicrosPerGPUHour[idlegrid.TierSilver] = -1 }, "offer.ask.floor_micros_per_gpu_hour.silver"},
+		{"price over 1000", func(a *idlegrid.Ask) { a.FloorMicrosPerGPUHour[idlegrid.TierGold] = 1000*idlegrid.MicrosPerUnit + 1 }, "offer.ask.floor_micros_per_gpu_hour.gold"},
+		{"unknown kind", func(a *idlegrid.Ask) { a.AllowedKinds = append(a.AllowedKinds, "mining") }, "offer.ask.allowed_kinds"},
+		{"negative max", func(a *idlegrid.Ask) { a.MaxJobSeconds = -1 }, "offer.ask.max_job_seconds"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := validAsk()
+			tt.change(&a)
+			wantField(t, a.Validate("offer.ask"), tt.field)
+		})
+	}
+	t.Run("bounds", func(t *testing.T) {
+		a := validAsk()
+		a.FloorMicrosPerGPUHour[idlegrid.TierBronze] = 1
+		a.FloorMicrosPerGPUHour[idlegrid.TierGold] = 1000 * idlegrid.MicrosPerUnit
+		a.MaxJobSeconds = 0
+		if err := a.Validate("ask"); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func TestAsk_Floor(t *testing.T) {
+	a := idlegrid.Ask{FloorMicrosPerGPUHour: map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: 5, idlegrid.TierGold: 0}}
+	tests := []struct {
+		tier  idlegrid.Tier
+		price idlegrid.Micros
+		ok    bool
+	}{
+		{idlegrid.TierSilver, 5, true},
+		{idlegrid.TierGold, 0, false},
+		{idlegrid.TierBronze, 0, false},
+	}
+	for _, tt := range tests {
+		if p, ok := a.Floor(tt.tier); ok != tt.ok || (ok && p != tt.price) {
+			t.Errorf("Floor(%s) = %d, %v; want %d, %v", tt.tier, p, ok, tt.price, tt.ok)
+		}
+	}
+	var empty idlegrid.Ask
+	if _, ok := empty.Floor(idlegrid.TierSilver); ok {
+		t.Errorf("empty ask sells silver")
+	}
+}
+
+func TestAsk_Allows(t *testing.T) {
+	var all idlegrid.Ask
+	for _, k := range idlegrid.WorkloadKinds {
+		if !all.Allows(k) {
+			t.Errorf("an ask with no kinds refuses %s", k)
+		}
+	}
+	some := validAsk()
+	if !some.Allows(idlegrid.KindInference) || some.Allows(idlegrid.KindTraining) {
+		t.Errorf("ask allowing %v: inference %v training %v", some.AllowedKinds, some.Allows(idlegrid.KindInference), some.Allows(idlegrid.KindTraining))
+	}
+}
+
+func validOffer() idlegrid.Offer {
+	return idlegrid.Offer{
+		Name: "rig-1.home",
+		GPUs: []idlegrid.GPU{
+			{UUID: "GPU-a", Model: "RTX4090", VRAMMB: 24576},
+			{UUID: "GPU-b", Model: "RTX4090", VRAMMB: 24576},
+		},
+		CPUCores:  16,
+		RAMMB:     64000,
+		DiskGB:    500,
+		Region:    "eu-west",
+		Residency: "EU",
+		Schedule:  idlegrid.Schedule{Mode: idlegrid.ScheduleAlways},
+		Ask:       validAsk(),
+	}
+}
+
+func TestOffer_Validate(t *testing.T) {
+	o := validOffer()
+	if err := o.Validate(); err != nil {
+		t.Fatalf("valid offer: %v", err)
+	}
+	manyGPUs := make([]idlegrid.GPU, 65)
+	for i := range manyGPUs {
+		manyGPUs[i] = idlegrid.GPU{UUID: fmt.Sprint("g", i), Model: "m", VRAMMB: 1}
+	}
+	tests := []struct {
+		name   string
+		change func(o *idlegrid.Offer)
+		field  string
+	}{
+		{"no name", func(o *idlegrid.Offer) { o.Name = "" }, "offer.name"},
+		{"name with space", func(o *idlegrid.Offer) { o.Name = "my rig" }, "offer.name"},
+		{"name too long", func(o *idlegrid.Offer) { o.Name = strings.Repeat("a", 64) }, "offer.name"},
+		{"name starts with dash", func(o *idlegrid.Offer) { o.Name = "-rig" }, "offer.name"},
+		{"no gpus", func(o *idlegrid.Offer) { o.GPUs = nil }, "offer.gpus"},
+		{"too many gpus", func(o *idlegrid.Offer) { o.GPUs = manyGPUs }, "offer.gpus"},
+		{"gpu without uuid", func(o *idlegrid.Offer) { o.GPUs[1].UUID = "" }, "offer.gpus.uuid"},
+		{"duplicate uuid", func(o *idlegrid.Offer) { o.GPUs[1].UUID = "GPU-a" }, "offer.gpus.uuid"},
+		{"gpu without model", func(o *idlegrid.Offer) { o.GPUs[0].Model = "" }, "offer.gpus.model"},
+		{"gpu without vram", func(o *idlegrid.Offer) { o.GPUs[0].VRAMMB = 0 }, "offer.gpus.vram_mb"},
+		{"negative cpu", func(o *idlegrid.Offer) { o.CPUCores = -1 }, "offer.cpu_cores"},
+		{"bad region", func(o *idlegrid.Offer) { o.Region = "EU West" }, "offer.region"},
+		{"no region", func(o *idlegrid.Offer) { o.Region = "" }, "offer.region"},
+		{"no residency", func(o *idlegrid.Offer) { o.Residency = "" }, "offer.residency"},
+		{"bad schedule", func(o *idlegrid.Offer) { o.Schedule.Mode = "sometimes" }, "offer.schedule.mode"},
+		{"bad ask", func(o *idlegrid.Offer) { o.Ask.MaxJobSeconds = -1 }, "offer.ask.max_job_seconds"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := validOffer()
+			tt.change(&o)
+			wantField(t, o.Validate(), tt.field)
+		})
+	}
+	t.Run("each resource named", func(t *testing.T) {
+		o := validOffer()
+		o.RAMMB = -1
+		wantField(t, o.Validate(), "offer.ram_mb")
+		o = validOffer()
+		o.DiskGB = -1
+		wantField(t, o.Validate(), "offer.disk_gb")
+	})
+}
