@@ -76,6 +76,21 @@ type JobSpec struct {
 	// window, and it is the lease's time limit: the escrow hold covers it.
 	DurationSeconds int64      `json:"duration_seconds"`
 	Deadline        *time.Time `json:"deadline,omitempty"`
+
+	// ReliabilityWeight says how much the job cares about reliability: the
+	// engine ranks by price ÷ reliability^weight. 0 means the default, 1.
+	ReliabilityWeight float64 `json:"reliability_weight,omitempty"`
+	// Datasets the job reads; nodes that cache them rank better.
+	Datasets []Dataset `json:"datasets,omitempty"`
+	// CheckpointRef is where the job resumes from. A preempted job is
+	// requeued with the reference its last lease reported.
+	CheckpointRef string `json:"checkpoint_ref,omitempty"`
+}
+
+// Dataset is input data a job reads.
+type Dataset struct {
+	Name   string `json:"name"`
+	SizeGB int64  `json:"size_gb"`
 }
 
 // Limits on a job spec.
@@ -148,6 +163,19 @@ func (s *JobSpec) Validate(now time.Time) error {
 		return Invalid("job.duration_seconds", "must be between 1 and %d (30 days)", MaxJobSeconds)
 	case s.Deadline != nil && !s.Deadline.After(now):
 		return Invalid("job.deadline", "must be in the future")
+	}
+	if s.ReliabilityWeight < 0 || s.ReliabilityWeight > 4 {
+		return Invalid("job.reliability_weight", "must be between 0 and 4")
+	}
+	for i, d := range s.Datasets {
+		if d.Name == "" || len(d.Name) > 200 {
+			return Invalid(fmt.Sprintf("job.datasets[%d].name", i), "must be 1-200 characters")
+		} else if d.SizeGB < 0 || d.SizeGB > 1_000_000 {
+			return Invalid(fmt.Sprintf("job.datasets[%d].size_gb", i), "must be between 0 and 1000000")
+		}
+	}
+	if len(s.CheckpointRef) > 1000 {
+		return Invalid("job.checkpoint_ref", "at most 1000 characters")
 	}
 	for k := range s.Env {
 		if !envKeyRE.MatchString(k) {

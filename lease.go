@@ -12,11 +12,12 @@ const (
 	LeaseFailed    LeaseState = "failed"    // the workload or the node failed; Fault says whose
 	LeaseCancelled LeaseState = "cancelled" // stopped at the renter's request
 	LeaseLost      LeaseState = "lost"      // the node went silent or never started it
+	LeasePreempted LeaseState = "preempted" // a bronze lease stopped, after its notice, for higher-tier work
 )
 
 // Terminal reports whether the lease can change no more.
 func (s LeaseState) Terminal() bool {
-	return s == LeaseSucceeded || s == LeaseFailed || s == LeaseCancelled || s == LeaseLost
+	return s == LeaseSucceeded || s == LeaseFailed || s == LeaseCancelled || s == LeaseLost || s == LeasePreempted
 }
 
 // Fault says who caused a lease to end badly. It decides who pays.
@@ -55,6 +56,13 @@ type Lease struct {
 	StopRequested string     `json:"stop_requested,omitempty"` // why the server asked the agent to stop
 	ExitCode      *int       `json:"exit_code,omitempty"`
 	Progress      float64    `json:"progress"` // 0..1, as last reported by the agent
+
+	// NoticeSeconds is the notice a bronze lease is guaranteed before it is
+	// stopped; NoticeAt is when that notice was given.
+	NoticeSeconds int64      `json:"notice_seconds,omitempty"`
+	NoticeAt      *time.Time `json:"notice_at,omitempty"`
+	// CheckpointRef is the checkpoint the workload last reported.
+	CheckpointRef string `json:"checkpoint_ref,omitempty"`
 
 	CreatedAt time.Time  `json:"created_at"`
 	StartedAt *time.Time `json:"started_at,omitempty"`
@@ -131,13 +139,15 @@ type Placement struct {
 // cancelled, failed or succeeded otherwise. It is pure so that every store
 // applies the same rule inside its transaction.
 func NextJobState(leases []*Lease) (JobState, string) {
-	var failed, cancelled, lost *Lease
+	var failed, cancelled, lost, preempted *Lease
 	for _, l := range leases {
 		switch {
 		case !l.State.Terminal():
 			return JobRunning, ""
 		case l.State == LeaseCancelled:
 			cancelled = l
+		case l.State == LeasePreempted:
+			preempted = l
 		case l.State == LeaseLost || (l.State == LeaseFailed && l.Fault == FaultProvider):
 			lost = l
 		case l.State == LeaseFailed:
@@ -151,6 +161,8 @@ func NextJobState(leases []*Lease) (JobState, string) {
 		return JobFailed, failed.Reason
 	case lost != nil:
 		return JobQueued, "requeued: " + lost.Reason
+	case preempted != nil:
+		return JobQueued, "requeued after preemption: " + preempted.Reason
 	}
 	return JobSucceeded, "all leases completed"
 }

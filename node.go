@@ -1,6 +1,7 @@
 package idlegrid
 
 import (
+	"fmt"
 	"regexp"
 	"time"
 )
@@ -52,6 +53,19 @@ type Ask struct {
 	FloorMicrosPerGPUHour map[Tier]Micros `json:"floor_micros_per_gpu_hour"`
 	AllowedKinds          []WorkloadKind  `json:"allowed_kinds,omitempty"` // empty: all kinds
 	MaxJobSeconds         int64           `json:"max_job_seconds,omitempty"`
+	// TimeOfDay scales the floor at peak and off-peak hours, in the node's
+	// time zone. The first window that contains a moment applies.
+	TimeOfDay []PriceWindow `json:"time_of_day,omitempty"`
+}
+
+// PriceWindow scales an ask's floor on the given days (all days when empty)
+// from Start to End local time ("HH:MM"; an End at or before Start runs past
+// midnight). MultiplierPercent 150 makes the floor 1.5 times as high.
+type PriceWindow struct {
+	Days              []string `json:"days,omitempty"`
+	Start             string   `json:"start"`
+	End               string   `json:"end"`
+	MultiplierPercent int64    `json:"multiplier_percent"`
 }
 
 // Floor returns the ask's floor for tier, and whether the node sells that tier.
@@ -90,6 +104,14 @@ func (a *Ask) Validate(prefix string) error {
 			return Invalid(prefix+".allowed_kinds", "unknown workload kind %q", k)
 		}
 	}
+	for i, w := range a.TimeOfDay {
+		f := fmt.Sprintf("%s.time_of_day[%d]", prefix, i)
+		if err := (WeeklyWindow{Days: w.Days, Start: w.Start, End: w.End}).validate(f, false); err != nil {
+			return err
+		} else if w.MultiplierPercent < 10 || w.MultiplierPercent > 1000 {
+			return Invalid(f+".multiplier_percent", "must be between 10 and 1000")
+		}
+	}
 	if a.MaxJobSeconds < 0 {
 		return Invalid(prefix+".max_job_seconds", "must not be negative")
 	}
@@ -110,6 +132,8 @@ type Offer struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	Schedule  Schedule          `json:"schedule"`
 	Ask       Ask               `json:"ask"`
+	// CachedDatasets names the datasets the node already holds locally.
+	CachedDatasets []string `json:"cached_datasets,omitempty"`
 }
 
 var (

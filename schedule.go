@@ -61,20 +61,8 @@ func (s *Schedule) Validate(prefix string) error {
 		return Invalid(prefix+".time_zone", "unknown time zone %q", s.TimeZone)
 	}
 	for i, w := range s.Weekly {
-		f := fmt.Sprintf("%s.weekly[%d]", prefix, i)
-		if len(w.Days) == 0 {
-			return Invalid(f+".days", "name at least one day, e.g. [sat, sun]")
-		}
-		for _, d := range w.Days {
-			if _, ok := weekdays[strings.ToLower(d)]; !ok {
-				return Invalid(f+".days", "unknown day %q; use mon, tue, wed, thu, fri, sat, sun", d)
-			}
-		}
-		if _, err := parseClock(w.Start); err != nil {
-			return Invalid(f+".start", "%v", err)
-		}
-		if _, err := parseClock(w.End); err != nil {
-			return Invalid(f+".end", "%v", err)
+		if err := w.validate(fmt.Sprintf("%s.weekly[%d]", prefix, i), true); err != nil {
+			return err
 		}
 	}
 	for i, w := range s.OneOff {
@@ -84,6 +72,26 @@ func (s *Schedule) Validate(prefix string) error {
 	}
 	if s.Mode == ScheduleWindows && len(s.Weekly) == 0 && len(s.OneOff) == 0 {
 		return Invalid(prefix+".weekly", "mode windows needs at least one weekly or one-off window")
+	}
+	return nil
+}
+
+// validate checks a weekly window, naming fields under f. Days may be
+// empty (meaning every day) only when needDays is false.
+func (w WeeklyWindow) validate(f string, needDays bool) error {
+	if needDays && len(w.Days) == 0 {
+		return Invalid(f+".days", "name at least one day, e.g. [sat, sun]")
+	}
+	for _, d := range w.Days {
+		if _, ok := weekdays[strings.ToLower(d)]; !ok {
+			return Invalid(f+".days", "unknown day %q; use mon, tue, wed, thu, fri, sat, sun", d)
+		}
+	}
+	if _, err := parseClock(w.Start); err != nil {
+		return Invalid(f+".start", "%v", err)
+	}
+	if _, err := parseClock(w.End); err != nil {
+		return Invalid(f+".end", "%v", err)
 	}
 	return nil
 }
