@@ -20,7 +20,7 @@ func hashSecret(secret string) string {
 // AuthenticateKey returns the caller that secret identifies.
 func (s *Server) AuthenticateKey(ctx context.Context, secret string) (*idlegrid.Caller, error) {
 	if secret == "" {
-		return nil, idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "missing API key; pass --key or set IDLEGRID_KEY")
+		return nil, idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "missing API key")
 	}
 	key, acct, err := s.store.FindAPIKey(ctx, hashSecret(secret))
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
@@ -31,19 +31,20 @@ func (s *Server) AuthenticateKey(ctx context.Context, secret string) (*idlegrid.
 	return &idlegrid.Caller{AccountID: acct.ID, Role: acct.Role, KeyID: key.ID}, nil
 }
 
-// NodePublicKey returns the identity key of a node, to check its signatures.
-func (s *Server) NodePublicKey(ctx context.Context, nodeID string) (ed25519.PublicKey, error) {
+// NodeIdentity returns a node's identity key, to check its signatures, and
+// the provider that owns it.
+func (s *Server) NodeIdentity(ctx context.Context, nodeID string) (ed25519.PublicKey, string, error) {
 	n, err := s.store.FindNode(ctx, nodeID)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		return nil, idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "unknown node %q; join again with a new join token", nodeID)
+		return nil, "", idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "unknown node %q; join again with a new join token", nodeID)
 	} else if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	pub, err := nodekey.ParsePublic(n.PublicKey)
 	if err != nil {
-		return nil, idlegrid.Errorf(idlegrid.EINTERNAL, "node %s has a corrupt public key", nodeID)
+		return nil, "", idlegrid.Errorf(idlegrid.EINTERNAL, "node %s has a corrupt public key", nodeID)
 	}
-	return pub, nil
+	return pub, n.ProviderID, nil
 }
 
 // account returns the API-key caller in ctx, refusing agents and anonymous calls.

@@ -24,7 +24,7 @@ func (s *Server) TopUp(ctx context.Context, accountID string, amount idlegrid.Mi
 	} else if a.Role != idlegrid.RoleRenter {
 		return nil, idlegrid.Invalid("topup.account_id", "only renter accounts hold a spendable balance; %s is a %s", a.ID, a.Role)
 	}
-	t, err := ledger.TopUp(a.ID, amount, "topup:"+a.ID+":"+idempotencyKey, s.Now())
+	t, err := ledger.TopUp(a.ID, amount, idempotencyKey, s.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,128 @@
+package client
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
+)
+
+// AgentClient calls the agent API for one node, signing every request with
+// the node's key. It is safe for concurrent use.
+type AgentClient struct {
+	t   transport
+	key ed25519.PrivateKey
+	pub string // the key's public half, as sent on the wire
+	now func() time.Time
+
+	mu     sync.Mutex
+	nodeID string
+}
+
+// NewAgent returns an agent client of the server at addr that signs with key.
+func NewAgent(addr string, key ed25519.PrivateKey) *AgentClient {
+	return &AgentClient{
+		t:   newTransport(addr),
+		key: key,
+		pub: nodekey.PublicString(key.Public().(ed25519.PublicKey)),
+		now: time.Now,
+	}
+}
+
+// SetNodeID sets the node's ID, which every request after the join carries.
+func (a *AgentClient) SetNodeID(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.nodeID = id
+}
+
+func (a *AgentClient) node() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.nodeID
+}
+
+// do sends a request signed by the node. A join carries the public key;
+// everything else carries the node ID.
+func (a *AgentClient) do(ctx context.Context, c call, join bool) error {
+	nodeID := a.node()
+	if !join && nodeID == "" {
+		return errors.New("the agent has no node ID yet; join first")
+	}
+	return a.t.do(ctx, c, func(req *http.Request, body []byte) error {
+		ms := a.now().UnixMilli()
+		if join {
+			req.Header.Set(nodekey.HeaderPublicKey, a.pub)
+		} else {
+			req.Header.Set(nodekey.HeaderNode, nodeID)
+		}
+		req.Header.Set(nodekey.HeaderProtocol, strconv.Itoa(idlegrid.ProtocolVersion))
+		req.Header.Set(nodekey.HeaderTime, strconv.FormatInt(ms, 10))
+		req.Header.Set(nodekey.HeaderSignature, nodekey.Sign(a.key, req.Method, req.URL.RequestURI(), ms, body))
+		return nil
+	})
+}
+
+// Join joins a provider's fleet with a join token. The request's public key
+// is set to the client's own. On success the client keeps the node ID.
+func (a *AgentClient) Join(ctx context.Context, req idlegrid.JoinRequest) (*idlegrid.JoinResponse, error) {
+	req.PublicKey = a.pub
+	var out idlegrid.JoinResponse
+	if err := a.do(ctx, call{method: http.MethodPost, path: path("agent", "join"), in: req, out: &out}, true); err != nil {
+		return nil, err
+	}
+	a.SetNodeID(out.NodeID)
+	return &out, nil
+}
+
+// UpdateOffer replaces what the node offers.
+func (a *AgentClient) UpdateOffer(ctx context.Context, req idlegrid.OfferRequest) error {
+	return a.do(ctx, call{method: http.MethodPut, path: path("agent", "offer"), in: req}, false)
+}
+
+// Heartbeat says the node is alive, with its leases' progress.
+func (a *AgentClient) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (*idlegrid.HeartbeatResponse, error) {
+	var out idlegrid.HeartbeatResponse
+	if err := a.do(ctx, call{method: http.MethodPost, path: path("agent", "heartbeat"), in: req, out: &out}, false); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Commands long-polls for what the node should do: it returns as soon as
+// there are commands, or with none after about wait (which the server may
+// cap). Commands repeat until reports make them moot.
+func (a *AgentClient) Commands(ctx context.Context, wait time.Duration) ([]idlegrid.Command, error) {
+	secs := int64(0)
+	if wait > 0 {
+		secs = int64((wait + time.Second - 1) / time.Second)
+	}
+	q := url.Values{"wait": {strconv.FormatInt(secs, 10)}}
+	var out idlegrid.CommandsResponse
+	err := a.do(ctx, call{method: http.MethodGet, path: path("agent", "commands"), query: q, out: &out,
+		timeout: time.Duration(secs)*time.Second + longPollMargin}, false)
+	return out.Commands, err
+}
+
+// ReportLease gives the node's account of one of its leases.
+func (a *AgentClient) ReportLease(ctx context.Context, leaseID string, r idlegrid.LeaseReport) error {
+	if err := requireID("lease_id", leaseID); err != nil {
+		return err
+	}
+	return a.do(ctx, call{method: http.MethodPost, path: path("agent", "leases", leaseID, "report"), in: r}, false)
+}
+
+// AppendLogs sends lines of a lease's output.
+func (a *AgentClient) AppendLogs(ctx context.Context, leaseID string, b idlegrid.LogBatch) error {
+	if err := requireID("lease_id", leaseID); err != nil {
+		return err
+	}
+	return a.do(ctx, call{method: http.MethodPost, path: path("agent", "leases", leaseID, "logs"), in: b}, false)
+}

@@ -1,0 +1,279 @@
+package client
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
+)
+
+// requireID refuses an empty ID before it becomes a request for a list.
+func requireID(field, id string) error {
+	if id == "" {
+		return idlegrid.Invalid(field, "required")
+	}
+	return nil
+}
+
+// CreateAccount creates an account with its first API key, returning the
+// key's secret, which is shown only this once. Admins only.
+func (c *Client) CreateAccount(ctx context.Context, name string, role idlegrid.Role) (*idlegrid.Account, *idlegrid.APIKey, string, error) {
+	var out wire.CreateAccountResponse
+	err := c.do(ctx, call{method: http.MethodPost, path: path("accounts"),
+		in: wire.CreateAccountRequest{Name: name, Role: role}, out: &out})
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return out.Account, out.APIKey, out.Secret, nil
+}
+
+// ListAccounts lists every account. Admins only.
+func (c *Client) ListAccounts(ctx context.Context) ([]*idlegrid.Account, error) {
+	var out wire.Accounts
+	err := c.do(ctx, call{method: http.MethodGet, path: path("accounts"), out: &out})
+	return out.Accounts, err
+}
+
+// Me returns the caller's own account.
+func (c *Client) Me(ctx context.Context) (*idlegrid.Account, error) {
+	var out idlegrid.Account
+	if err := c.do(ctx, call{method: http.MethodGet, path: path("me"), out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CreateAPIKey makes a new key for the caller's account and returns its
+// secret, shown only this once.
+func (c *Client) CreateAPIKey(ctx context.Context, name string) (*idlegrid.APIKey, string, error) {
+	var out wire.CreateAPIKeyResponse
+	err := c.do(ctx, call{method: http.MethodPost, path: path("keys"),
+		in: wire.CreateAPIKeyRequest{Name: name}, out: &out})
+	if err != nil {
+		return nil, "", err
+	}
+	return out.APIKey, out.Secret, nil
+}
+
+// ListAPIKeys lists the caller's keys.
+func (c *Client) ListAPIKeys(ctx context.Context) ([]*idlegrid.APIKey, error) {
+	var out wire.APIKeys
+	err := c.do(ctx, call{method: http.MethodGet, path: path("keys"), out: &out})
+	return out.APIKeys, err
+}
+
+// RevokeAPIKey revokes one of the caller's keys.
+func (c *Client) RevokeAPIKey(ctx context.Context, keyID string) error {
+	if err := requireID("key_id", keyID); err != nil {
+		return err
+	}
+	return c.do(ctx, call{method: http.MethodDelete, path: path("keys", keyID)})
+}
+
+// CreateJoinToken makes a token that lets up to maxUses agents join the
+// caller's fleet within ttl, and returns its secret, shown only this once.
+// Providers only.
+func (c *Client) CreateJoinToken(ctx context.Context, name string, maxUses int, ttl time.Duration) (*idlegrid.JoinToken, string, error) {
+	var out wire.CreateJoinTokenResponse
+	in := wire.CreateJoinTokenRequest{Name: name, MaxUses: maxUses, TTLSeconds: int64(math.Ceil(ttl.Seconds()))}
+	if err := c.do(ctx, call{method: http.MethodPost, path: path("join-tokens"), in: in, out: &out}); err != nil {
+		return nil, "", err
+	}
+	return out.JoinToken, out.Secret, nil
+}
+
+// ListJoinTokens lists the caller's join tokens.
+func (c *Client) ListJoinTokens(ctx context.Context) ([]*idlegrid.JoinToken, error) {
+	var out wire.JoinTokens
+	err := c.do(ctx, call{method: http.MethodGet, path: path("join-tokens"), out: &out})
+	return out.JoinTokens, err
+}
+
+// RevokeJoinToken revokes one of the caller's join tokens.
+func (c *Client) RevokeJoinToken(ctx context.Context, tokenID string) error {
+	if err := requireID("join_token_id", tokenID); err != nil {
+		return err
+	}
+	return c.do(ctx, call{method: http.MethodDelete, path: path("join-tokens", tokenID)})
+}
+
+// ListNodes lists the caller's nodes; admins see all. Renters may not.
+func (c *Client) ListNodes(ctx context.Context) ([]*idlegrid.Node, error) {
+	var out wire.Nodes
+	err := c.do(ctx, call{method: http.MethodGet, path: path("nodes"), out: &out})
+	return out.Nodes, err
+}
+
+// FindNode returns one of the caller's nodes.
+func (c *Client) FindNode(ctx context.Context, id string) (*idlegrid.Node, error) {
+	if err := requireID("node_id", id); err != nil {
+		return nil, err
+	}
+	var out idlegrid.Node
+	if err := c.do(ctx, call{method: http.MethodGet, path: path("nodes", id), out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SubmitJob queues a job. Renters only.
+func (c *Client) SubmitJob(ctx context.Context, spec idlegrid.JobSpec) (*idlegrid.Job, error) {
+	var out idlegrid.Job
+	if err := c.do(ctx, call{method: http.MethodPost, path: path("jobs"), in: spec, out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListJobs lists the caller's jobs (admins: everyone's) in f's states, up
+// to f.Limit of them. f.RenterID is not sent: the server scopes by caller.
+func (c *Client) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegrid.Job, error) {
+	q := url.Values{}
+	setList(q, "state", f.States)
+	setInt(q, "limit", int64(f.Limit))
+	var out wire.Jobs
+	err := c.do(ctx, call{method: http.MethodGet, path: path("jobs"), query: q, out: &out})
+	return out.Jobs, err
+}
+
+// FindJob returns one of the caller's jobs.
+func (c *Client) FindJob(ctx context.Context, id string) (*idlegrid.Job, error) {
+	if err := requireID("job_id", id); err != nil {
+		return nil, err
+	}
+	var out idlegrid.Job
+	if err := c.do(ctx, call{method: http.MethodGet, path: path("jobs", id), out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CancelJob cancels one of the caller's jobs and returns it as it is now.
+func (c *Client) CancelJob(ctx context.Context, id string) (*idlegrid.Job, error) {
+	if err := requireID("job_id", id); err != nil {
+		return nil, err
+	}
+	var out idlegrid.Job
+	if err := c.do(ctx, call{method: http.MethodPost, path: path("jobs", id, "cancel"), out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListLeases lists the leases the caller may see, selected by f's job,
+// node and states. ProviderID and RenterID are not sent: the server scopes
+// by caller.
+func (c *Client) ListLeases(ctx context.Context, f idlegrid.LeaseFilter) ([]*idlegrid.Lease, error) {
+	q := url.Values{}
+	setString(q, "job_id", f.JobID)
+	setString(q, "node_id", f.NodeID)
+	setList(q, "state", f.States)
+	setInt(q, "limit", int64(f.Limit))
+	var out wire.Leases
+	err := c.do(ctx, call{method: http.MethodGet, path: path("leases"), query: q, out: &out})
+	return out.Leases, err
+}
+
+// FindLease returns a lease the caller may see, with its history.
+func (c *Client) FindLease(ctx context.Context, id string) (*idlegrid.Lease, []*idlegrid.LeaseEvent, error) {
+	if err := requireID("lease_id", id); err != nil {
+		return nil, nil, err
+	}
+	var out wire.LeaseDetail
+	if err := c.do(ctx, call{method: http.MethodGet, path: path("leases", id), out: &out}); err != nil {
+		return nil, nil, err
+	}
+	return out.Lease, out.Events, nil
+}
+
+// LeaseLogs returns up to limit lines of a lease's output after line
+// afterSeq; limit 0 lets the server choose.
+func (c *Client) LeaseLogs(ctx context.Context, leaseID string, afterSeq int64, limit int) ([]idlegrid.LogLine, error) {
+	if err := requireID("lease_id", leaseID); err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	setInt(q, "after", afterSeq)
+	setInt(q, "limit", int64(limit))
+	var out wire.Logs
+	err := c.do(ctx, call{method: http.MethodGet, path: path("leases", leaseID, "logs"), query: q, out: &out})
+	return out.Lines, err
+}
+
+// TopUp credits a renter's balance. A retry with the same idempotencyKey is
+// not applied twice. Admins only.
+func (c *Client) TopUp(ctx context.Context, accountID string, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Balance, error) {
+	if err := requireID("account_id", accountID); err != nil {
+		return nil, err
+	}
+	var out idlegrid.Balance
+	err := c.do(ctx, call{method: http.MethodPost, path: path("accounts", accountID, "topup"),
+		header: http.Header{wire.HeaderIdempotencyKey: {idempotencyKey}},
+		in:     wire.TopUpRequest{AmountMicros: amount}, out: &out})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Balance returns an account's money; accountID "" is the caller's own.
+func (c *Client) Balance(ctx context.Context, accountID string) (*idlegrid.Balance, error) {
+	p := path("balance")
+	if accountID != "" {
+		p = path("accounts", accountID, "balance")
+	}
+	var out idlegrid.Balance
+	if err := c.do(ctx, call{method: http.MethodGet, path: p, out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListTransfers lists up to limit transfers that touch an account;
+// accountID "" is the caller's own.
+func (c *Client) ListTransfers(ctx context.Context, accountID string, limit int) ([]*idlegrid.Transfer, error) {
+	q := url.Values{}
+	setString(q, "account_id", accountID)
+	setInt(q, "limit", int64(limit))
+	var out wire.Transfers
+	err := c.do(ctx, call{method: http.MethodGet, path: path("transfers"), query: q, out: &out})
+	return out.Transfers, err
+}
+
+// Summary counts the market at a glance. Admins only.
+func (c *Client) Summary(ctx context.Context) (*idlegrid.Summary, error) {
+	var out idlegrid.Summary
+	if err := c.do(ctx, call{method: http.MethodGet, path: path("summary"), out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func setString(q url.Values, name, v string) {
+	if v != "" {
+		q.Set(name, v)
+	}
+}
+
+func setInt(q url.Values, name string, v int64) {
+	if v != 0 {
+		q.Set(name, strconv.FormatInt(v, 10))
+	}
+}
+
+func setList[T ~string](q url.Values, name string, vs []T) {
+	if len(vs) == 0 {
+		return
+	}
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = string(v)
+	}
+	q.Set(name, strings.Join(s, ","))
+}

@@ -1,0 +1,215 @@
+// Package client is the public Go client of the idlegrid HTTP API.
+//
+// Client speaks for an account, with an API key; its methods mirror the
+// coordinator's one to one. AgentClient speaks for a node, signing every
+// request with the node's ed25519 key; the provider daemon uses it and
+// nothing else to talk to the server.
+//
+// Errors the server answers come back as *idlegrid.Error with the server's
+// code, field and message, so idlegrid.ErrorCode works on them. A server
+// that cannot be reached gives an error that says where it was looked for.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
+)
+
+// Timeouts of every request. A long poll gets its wait plus longPollMargin.
+const (
+	requestTimeout = 60 * time.Second
+	longPollMargin = 15 * time.Second
+	maxAnswerBytes = 32 << 20 // a larger answer is a broken server, not data
+)
+
+// httpClient is shared by every Client and AgentClient, so connections are
+// reused. It has no overall Timeout: each request carries its own deadline
+// in its context, which lets the long poll wait longer than the rest.
+var httpClient = &http.Client{
+	Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		MaxIdleConnsPerHost:   8,
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     true,
+	},
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// transport sends requests to one server and turns its answers back into
+// values and *idlegrid.Error. Client and AgentClient differ only in how they
+// sign a request.
+type transport struct {
+	base string // e.g. "http://127.0.0.1:7070", no trailing slash
+	http *http.Client
+}
+
+func newTransport(addr string) transport {
+	return transport{base: baseURL(addr), http: httpClient}
+}
+
+// baseURL accepts "host:port" as well as a full URL.
+func baseURL(addr string) string {
+	addr = strings.TrimSpace(addr)
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	return strings.TrimRight(addr, "/")
+}
+
+// call is one API request.
+type call struct {
+	method  string
+	path    string     // under the base URL, e.g. "/v1/jobs/job_x"
+	query   url.Values // may be nil
+	in      any        // the JSON body, or nil
+	out     any        // where the JSON answer goes, or nil
+	header  http.Header
+	timeout time.Duration // 0: requestTimeout
+}
+
+// do sends c, with sign adding credentials to the finished request.
+func (t transport) do(ctx context.Context, c call, sign func(req *http.Request, body []byte) error) error {
+	var body []byte
+	if c.in != nil {
+		var err error
+		if body, err = json.Marshal(c.in); err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+	}
+	timeout := c.timeout
+	if timeout == 0 {
+		timeout = requestTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	u := t.base + c.path
+	if len(c.query) > 0 {
+		u += "?" + c.query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, c.method, u, bytes.NewReader(body))
+	if err != nil {
+		return idlegrid.Errorf(idlegrid.EINVALID, "bad server address %q: %v", t.base, err)
+	}
+	for k, vs := range c.header {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "idlegrid-client/1")
+	if c.in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if err := sign(req, body); err != nil {
+		return err
+	}
+	resp, err := t.http.Do(req)
+	if err != nil {
+		return t.unreachable(ctx, err)
+	}
+	defer resp.Body.Close()
+	return t.answer(resp, c.out)
+}
+
+// unreachable explains a request that got no answer.
+func (t transport) unreachable(ctx context.Context, err error) error {
+	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return err // the caller gave up; nothing to explain
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("no answer from the idlegrid server at %s in time: %w", t.base, err)
+	}
+	return fmt.Errorf("cannot reach the idlegrid server (is the server running at %s? set --addr or IDLEGRID_ADDR): %w", t.base, err)
+}
+
+// answer decodes a response into out, or into the server's error.
+func (t transport) answer(resp *http.Response, out any) error {
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	if err != nil {
+		return fmt.Errorf("read answer from %s: %w", t.base, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return t.decodeError(resp, data)
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("unexpected answer from %s (is it an idlegrid server?): %w", t.base, err)
+	}
+	return nil
+}
+
+// decodeError turns an error answer back into the server's *idlegrid.Error.
+// Something that is not the API's error body (a proxy's page, another
+// program on the port) gets a generic error that says what came back.
+func (t transport) decodeError(resp *http.Response, data []byte) error {
+	var body wire.ErrorBody
+	if json.Unmarshal(data, &body) == nil && body.Error.Code != "" {
+		e := body.Error
+		// The wire message carries "field: " in front for people reading
+		// raw JSON; *idlegrid.Error adds it back in Error().
+		msg := e.Message
+		if e.Field != "" {
+			msg = strings.TrimPrefix(msg, e.Field+": ")
+		}
+		return &idlegrid.Error{Code: e.Code, Field: e.Field, Message: msg}
+	}
+	code := idlegrid.EINTERNAL
+	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		code = idlegrid.EUNAVAILABLE
+	}
+	snippet := strings.TrimSpace(string(data))
+	if len(snippet) > 200 {
+		snippet = snippet[:200] + "…"
+	}
+	return idlegrid.Errorf(code, "unexpected answer %q from %s (is it an idlegrid server?): %s", resp.Status, t.base, snippet)
+}
+
+// Client calls the API with an account's API key. It is safe for
+// concurrent use.
+type Client struct {
+	t      transport
+	apiKey string
+}
+
+// New returns a client of the server at addr ("http://127.0.0.1:7070" or
+// just "127.0.0.1:7070") that authenticates with apiKey.
+func New(addr, apiKey string) *Client {
+	return &Client{t: newTransport(addr), apiKey: apiKey}
+}
+
+func (c *Client) do(ctx context.Context, cl call) error {
+	return c.t.do(ctx, cl, func(req *http.Request, _ []byte) error {
+		if c.apiKey != "" {
+			req.Header.Set("Authorization", "Bearer "+c.apiKey)
+		}
+		return nil
+	})
+}
+
+// path joins escaped segments under /v1.
+func path(segments ...string) string {
+	var b strings.Builder
+	b.WriteString("/v1")
+	for _, s := range segments {
+		b.WriteByte('/')
+		b.WriteString(url.PathEscape(s))
+	}
+	return b.String()
+}

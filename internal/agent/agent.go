@@ -1,0 +1,525 @@
+// Package agent is the provider daemon. It runs on a node with idle GPUs,
+// joins a provider's fleet once (keeping its identity in its data dir),
+// publishes the node's offer, heartbeats, long-polls the server for
+// commands, runs leases' workloads through a runtime.Runtime, and reports
+// their output, progress and end.
+//
+// The agent reaches the server only through Server, which the public client
+// (*client.AgentClient) implements; it never imports the store or the
+// server. It opens every connection, so a node behind NAT needs no inbound
+// port.
+package agent
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/gpu"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
+	"github.com/idlegrid/idlegrid/internal/runtime"
+)
+
+// Server is the part of the server's agent API the agent uses.
+// *client.AgentClient implements it; tests use a fake.
+type Server interface {
+	Join(ctx context.Context, req idlegrid.JoinRequest) (*idlegrid.JoinResponse, error)
+	SetNodeID(id string)
+	UpdateOffer(ctx context.Context, req idlegrid.OfferRequest) error
+	Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (*idlegrid.HeartbeatResponse, error)
+	Commands(ctx context.Context, wait time.Duration) ([]idlegrid.Command, error)
+	ReportLease(ctx context.Context, leaseID string, r idlegrid.LeaseReport) error
+	AppendLogs(ctx context.Context, leaseID string, b idlegrid.LogBatch) error
+}
+
+// Timing of the agent's conversation with the server.
+const (
+	// CommandWait is how long one long poll for commands may wait.
+	CommandWait = 25 * time.Second
+	// StopGrace is how long a workload has to checkpoint after a stop.
+	StopGrace = 10 * time.Second
+	// LogFlushInterval and LogBatchLines bound how long a line of output
+	// waits before it is sent: a second, or until a batch is full.
+	LogFlushInterval = time.Second
+	LogBatchLines    = 100
+	// ShutdownTimeout bounds how long Run, once its context is done, keeps
+	// trying to report the leases it stopped.
+	ShutdownTimeout = StopGrace + 20*time.Second
+
+	defaultHeartbeat = 10 * time.Second
+	minPoll          = time.Second // between polls that brought nothing new
+	finishedMemory   = time.Hour   // how long a finished lease's repeated commands are ignored
+)
+
+// Options are what New needs. Config, Server, Detector and Runtime are
+// required; the rest have defaults.
+type Options struct {
+	Config   *Config
+	Server   Server
+	Detector gpu.Detector
+	Runtime  runtime.Runtime // the agent uses it but does not Close it
+	Clock    idlegrid.Clock  // default idlegrid.SystemClock
+	Logger   *slog.Logger    // default: discard
+	Version  string          // the agent's version, told to the server; default "dev"
+	// Key is the node's identity; nil loads or creates it at
+	// Config.KeyPath(). It must be the key Server signs with.
+	Key ed25519.PrivateKey
+	// Host is the machine's resources; nil detects them (DetectHost).
+	Host *Host
+}
+
+// Agent is the provider daemon. Make one with New and call Run once.
+type Agent struct {
+	cfg     *Config
+	srv     Server
+	det     gpu.Detector
+	rt      runtime.Runtime
+	clock   idlegrid.Clock
+	log     *slog.Logger
+	version string
+	key     ed25519.PrivateKey
+	host    Host
+
+	ran            atomic.Bool
+	heartbeatEvery time.Duration   // written before the loops start, then only by the heartbeat loop
+	gpus           map[string]bool // UUIDs of the node's GPUs, set before the loops start
+	leaseWG        sync.WaitGroup  // lease goroutines and lone reports
+
+	mu       sync.Mutex
+	nodeID   string
+	leases   map[string]*lease    // started here and not yet finished
+	finished map[string]time.Time // lease ID → when it finished here
+}
+
+// New checks the options and makes an agent.
+func New(o Options) (*Agent, error) {
+	switch {
+	case o.Config == nil:
+		return nil, errors.New("agent: Options.Config is required")
+	case o.Server == nil:
+		return nil, errors.New("agent: Options.Server is required")
+	case o.Detector == nil:
+		return nil, errors.New("agent: Options.Detector is required")
+	case o.Runtime == nil:
+		return nil, errors.New("agent: Options.Runtime is required")
+	}
+	if err := o.Config.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		cfg: o.Config, srv: o.Server, det: o.Detector, rt: o.Runtime,
+		clock: o.Clock, log: o.Logger, version: o.Version, key: o.Key,
+		heartbeatEvery: defaultHeartbeat,
+		leases:         map[string]*lease{}, finished: map[string]time.Time{},
+	}
+	if a.clock == nil {
+		a.clock = idlegrid.SystemClock{}
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.version == "" {
+		a.version = "dev"
+	}
+	if a.key == nil {
+		key, err := nodekey.LoadOrCreate(o.Config.KeyPath())
+		if err != nil {
+			return nil, err
+		}
+		a.key = key
+	}
+	if o.Host != nil {
+		a.host = *o.Host
+	} else {
+		a.host = DetectHost(o.Config.DataDir)
+	}
+	return a, nil
+}
+
+// NodeID returns the node's ID once Run has joined or found it, else "".
+func (a *Agent) NodeID() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.nodeID
+}
+
+// Run joins if the node has not joined yet, publishes the offer, and then
+// serves until ctx is done: heartbeats, takes commands, runs leases. When
+// ctx is done it takes no more work, stops the running leases with
+// StopGrace, reports them (for up to ShutdownTimeout) and returns nil. It
+// returns an error only when the agent cannot go on: a bad offer, a refused
+// join token, a data dir it cannot use. Trouble reaching the server is
+// retried, never fatal. Every goroutine Run starts has ended when it returns.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.ran.CompareAndSwap(false, true) {
+		return errors.New("agent: Run called twice")
+	}
+	offer, err := a.offer(ctx)
+	if err != nil {
+		return err
+	}
+	if err := a.identify(ctx, offer); err != nil {
+		return quiet(ctx, err)
+	}
+	if err := a.publish(ctx, offer); err != nil {
+		return quiet(ctx, err)
+	}
+	a.log.Info("agent serving", "node", a.NodeID(), "server", a.cfg.Server, "gpus", len(offer.GPUs), "heartbeat", a.heartbeatEvery)
+	a.serve(ctx)
+	return nil
+}
+
+// quiet turns an error caused by ctx ending into a clean return.
+func quiet(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// offer detects the GPUs and builds the node's offer.
+func (a *Agent) offer(ctx context.Context) (idlegrid.Offer, error) {
+	gpus, err := a.det.Detect(ctx)
+	if err != nil {
+		return idlegrid.Offer{}, fmt.Errorf("detect GPUs: %w", err)
+	}
+	offer, err := a.cfg.Offer(gpus, a.host)
+	if err != nil {
+		return idlegrid.Offer{}, err
+	}
+	a.gpus = map[string]bool{}
+	for _, g := range gpus {
+		a.gpus[g.UUID] = true
+	}
+	return offer, nil
+}
+
+// identify finds the node's ID in its state, or joins to get one and saves it.
+func (a *Agent) identify(ctx context.Context, offer idlegrid.Offer) error {
+	st, err := ReadState(a.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		if st, err = a.join(ctx, offer); err != nil {
+			return err
+		}
+	} else if !sameServer(st.Server, a.cfg.Server) {
+		return fmt.Errorf("this node joined %s as %s, not %s; to join another server, move %s away",
+			st.Server, st.NodeID, a.cfg.Server, StatePath(a.cfg.DataDir))
+	}
+	a.srv.SetNodeID(st.NodeID)
+	a.heartbeatEvery = heartbeatInterval(st.HeartbeatSeconds)
+	a.mu.Lock()
+	a.nodeID = st.NodeID
+	a.mu.Unlock()
+	return nil
+}
+
+func (a *Agent) join(ctx context.Context, offer idlegrid.Offer) (*State, error) {
+	if a.cfg.JoinToken == "" {
+		return nil, idlegrid.Invalid("join_token", "this node has not joined yet (no %s); set join_token in the config or %s",
+			StatePath(a.cfg.DataDir), EnvJoinToken)
+	}
+	req := idlegrid.JoinRequest{
+		Token: a.cfg.JoinToken, Offer: offer, AgentVersion: a.version,
+		PublicKey: nodekey.PublicString(a.key.Public().(ed25519.PublicKey)),
+	}
+	var resp *idlegrid.JoinResponse
+	err := a.deliver(ctx, "join", func(ctx context.Context) (err error) {
+		resp, err = a.srv.Join(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("join %s: %w", a.cfg.Server, err)
+	}
+	st := &State{
+		NodeID: resp.NodeID, ProviderID: resp.ProviderID, Server: a.cfg.Server,
+		HeartbeatSeconds: resp.HeartbeatSeconds, JoinedAt: a.clock.Now(),
+	}
+	if err := writeState(a.cfg.DataDir, st); err != nil {
+		return nil, fmt.Errorf("joined as %s but could not save %s: %w", st.NodeID, StatePath(a.cfg.DataDir), err)
+	}
+	a.log.Info("joined", "node", st.NodeID, "provider", st.ProviderID)
+	return st, nil
+}
+
+// publish tells the server what the node offers, which also marks it online.
+func (a *Agent) publish(ctx context.Context, offer idlegrid.Offer) error {
+	req := idlegrid.OfferRequest{Offer: offer, AgentVersion: a.version}
+	err := a.deliver(ctx, "publish offer", func(ctx context.Context) error { return a.srv.UpdateOffer(ctx, req) })
+	switch code := idlegrid.ErrorCode(err); {
+	case err == nil:
+		return nil
+	case code == idlegrid.EUNAUTHORIZED || code == idlegrid.ENOTFOUND:
+		return fmt.Errorf("publish offer: %w (if the server's database was reset, move %s away to join again)",
+			err, StatePath(a.cfg.DataDir))
+	default:
+		return fmt.Errorf("publish offer: %w", err)
+	}
+}
+
+func heartbeatInterval(seconds int) time.Duration {
+	if seconds <= 0 {
+		return defaultHeartbeat
+	}
+	return time.Duration(min(seconds, 300)) * time.Second
+}
+
+// serve runs the heartbeat and command loops until ctx is done, then stops
+// and reports the leases.
+func (a *Agent) serve(ctx context.Context) {
+	// Reports outlive ctx: they are cut off only when shutdown gives up.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	var loops sync.WaitGroup
+	loops.Go(func() { a.heartbeatLoop(ctx) })
+	loops.Go(func() { a.commandLoop(ctx, workCtx) })
+	loops.Wait()
+	a.shutdown(cancelWork)
+}
+
+// shutdown stops every lease and waits for the leases to be reported, for
+// at most ShutdownTimeout; then it cuts off reporting and waits for the
+// workloads' exits, which the runtime promises within StopGrace.
+func (a *Agent) shutdown(cancelWork context.CancelFunc) {
+	a.mu.Lock()
+	leases := make([]*lease, 0, len(a.leases))
+	for _, l := range a.leases {
+		leases = append(leases, l)
+	}
+	a.mu.Unlock()
+	for _, l := range leases {
+		a.stopLease(l, stopByShutdown, "the node agent shut down")
+	}
+	done := make(chan struct{})
+	go func() { // ends when the lease goroutines do, which the select below waits for
+		a.leaseWG.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		a.log.Warn("shutdown: gave up reporting leases to the server", "after", ShutdownTimeout)
+		cancelWork()
+		<-done
+	}
+	a.log.Info("agent stopped", "leases_stopped", len(leases))
+}
+
+// heartbeatLoop tells the server the node is alive, with its leases'
+// progress, until ctx is done. A failed heartbeat is retried sooner.
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	var b backoff
+	t := time.NewTimer(a.heartbeatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		resp, err := a.srv.Heartbeat(ctx, idlegrid.HeartbeatRequest{Leases: a.progress()})
+		next := a.heartbeatEvery
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			next = min(b.next(), a.heartbeatEvery)
+			a.log.Warn("heartbeat failed", "retry_in", next.Round(time.Millisecond), "err", err)
+		default:
+			b.reset()
+			if resp != nil && resp.HeartbeatSeconds > 0 {
+				a.heartbeatEvery = heartbeatInterval(resp.HeartbeatSeconds)
+			}
+			next = a.heartbeatEvery
+		}
+		t.Reset(next)
+	}
+}
+
+// progress lists the running leases' progress, in lease order.
+func (a *Agent) progress() []idlegrid.LeaseProgress {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []idlegrid.LeaseProgress
+	for _, l := range a.leases {
+		if p, ok := l.running(); ok {
+			out = append(out, idlegrid.LeaseProgress{LeaseID: l.id, Progress: p})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].LeaseID < out[j].LeaseID })
+	return out
+}
+
+// commandLoop long-polls the server for commands and acts on them until
+// ctx is done. Commands repeat until the agent's reports make them moot;
+// when a poll brings nothing new, the next waits a little so that a server
+// answering at once with the same commands is not hammered.
+func (a *Agent) commandLoop(ctx, workCtx context.Context) {
+	var b backoff
+	for {
+		began := a.clock.Now()
+		cmds, err := a.srv.Commands(ctx, CommandWait)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			d := b.next()
+			a.log.Warn("polling for commands failed", "retry_in", d.Round(time.Millisecond), "err", err)
+			if !sleep(ctx, d) {
+				return
+			}
+			continue
+		}
+		b.reset()
+		fresh := false
+		for _, c := range cmds {
+			fresh = a.handle(ctx, workCtx, c) || fresh
+		}
+		if d := minPoll - a.clock.Now().Sub(began); !fresh && d > 0 && !sleep(ctx, d) {
+			return
+		}
+	}
+}
+
+// handle acts on one command and reports whether it was news.
+func (a *Agent) handle(ctx, workCtx context.Context, c idlegrid.Command) bool {
+	if c.Lease == nil || c.Lease.ID == "" {
+		a.log.Warn("ignoring a command without a lease", "kind", c.Kind)
+		return false
+	}
+	switch c.Kind {
+	case idlegrid.CommandStart:
+		return a.start(ctx, workCtx, c)
+	case idlegrid.CommandStop:
+		return a.stop(workCtx, c)
+	}
+	a.log.Warn("ignoring an unknown command; is the agent older than the server?", "kind", c.Kind, "lease", c.Lease.ID)
+	return false
+}
+
+// start begins a lease it has not seen before. A start it cannot honour is
+// reported as the node's failure at once.
+func (a *Agent) start(ctx, workCtx context.Context, c idlegrid.Command) bool {
+	id := c.Lease.ID
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, done := a.finished[id]; done || a.leases[id] != nil {
+		return false
+	}
+	a.forgetFinished()
+	if refusal := a.refusal(c); refusal != "" {
+		a.finished[id] = a.clock.Now()
+		a.log.Warn("cannot start lease", "lease", id, "reason", refusal)
+		a.spawnReport(workCtx, id, idlegrid.LeaseReport{State: idlegrid.LeaseFailed, Fault: idlegrid.FaultProvider, Message: refusal})
+		return true
+	}
+	l := newLease(runtime.Workload{
+		LeaseID: id, Job: *c.Job, GPUs: append([]string(nil), c.Lease.GPUUUIDs...), LimitSeconds: c.Lease.LimitSeconds,
+	}, a.clock)
+	a.leases[id] = l
+	a.leaseWG.Go(func() { a.runLease(ctx, workCtx, l) })
+	return true
+}
+
+// refusal says why the agent cannot start the command's lease, or "".
+func (a *Agent) refusal(c idlegrid.Command) string {
+	switch {
+	case c.Job == nil:
+		return "the start command carried no job"
+	case c.Lease.State == idlegrid.LeaseRunning:
+		return "the node agent restarted and lost the workload"
+	}
+	for _, u := range c.Lease.GPUUUIDs {
+		if !a.gpus[u] {
+			return fmt.Sprintf("the lease holds GPU %s, which this node does not have", u)
+		}
+	}
+	return ""
+}
+
+// forgetFinished drops finished leases old enough that the server has
+// surely stopped sending their commands. a.mu is held.
+func (a *Agent) forgetFinished() {
+	cutoff := a.clock.Now().Add(-finishedMemory)
+	for id, at := range a.finished {
+		if at.Before(cutoff) {
+			delete(a.finished, id)
+		}
+	}
+}
+
+// stop asks a running lease's workload to stop. A lease this agent never
+// started is reported cancelled, which is what the server asked for.
+func (a *Agent) stop(workCtx context.Context, c idlegrid.Command) bool {
+	id := c.Lease.ID
+	a.mu.Lock()
+	l := a.leases[id]
+	_, done := a.finished[id]
+	if l == nil && !done {
+		a.finished[id] = a.clock.Now()
+	}
+	a.mu.Unlock()
+	switch {
+	case l != nil:
+		return a.stopLease(l, stopByServer, c.Reason)
+	case done:
+		return false
+	}
+	a.spawnReport(workCtx, id, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled, Message: "stopped before it started on this node"})
+	return true
+}
+
+// stopLease records why l stops and asks the runtime to stop it once it has
+// started. It reports whether this was the first stop of l.
+func (a *Agent) stopLease(l *lease, cause stopCause, reason string) bool {
+	first, now := l.requestStop(cause, reason)
+	if first {
+		a.log.Info("stopping lease", "lease", l.id, "reason", reason)
+	}
+	if now {
+		if err := a.rt.Stop(l.id, StopGrace); err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			a.log.Error("runtime could not stop lease", "lease", l.id, "err", err)
+		}
+	}
+	return first
+}
+
+// spawnReport reports a lease the agent has no workload for.
+func (a *Agent) spawnReport(workCtx context.Context, id string, r idlegrid.LeaseReport) {
+	a.leaseWG.Go(func() { a.report(workCtx, id, r) })
+}
+
+// report delivers a lease report until the server takes it or answers
+// definitely (a conflict means the lease has already ended: the report is
+// moot).
+func (a *Agent) report(ctx context.Context, id string, r idlegrid.LeaseReport) error {
+	err := a.deliver(ctx, "report lease", func(ctx context.Context) error { return a.srv.ReportLease(ctx, id, r) })
+	switch {
+	case err == nil:
+		a.log.Info("lease reported", "lease", id, "state", r.State, "fault", r.Fault, "message", r.Message)
+	case definite(err):
+		a.log.Info("lease report refused; the server has moved on", "lease", id, "state", r.State, "err", err)
+	default:
+		a.log.Warn("gave up reporting lease", "lease", id, "state", r.State, "err", err)
+	}
+	return err
+}
+
+// retire forgets a lease that has been run and reported.
+func (a *Agent) retire(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.leases, id)
+	a.finished[id] = a.clock.Now()
+}

@@ -1,0 +1,246 @@
+package agent
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/gpu"
+	gpufake "github.com/idlegrid/idlegrid/internal/gpu/fake"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
+)
+
+// EnvJoinToken names the environment variable that can carry the join
+// token, so that it need not be written into the config file.
+const EnvJoinToken = "IDLEGRID_JOIN_TOKEN"
+
+// Config is the agent's configuration file (YAML; see testdata/agent.yaml).
+// Zero resources mean "detect from the OS".
+type Config struct {
+	Server    string            `yaml:"server"`     // e.g. http://127.0.0.1:7070
+	JoinToken string            `yaml:"join_token"` // needed only until the node has joined
+	DataDir   string            `yaml:"data_dir"`   // holds node.key and node.json
+	Name      string            `yaml:"name"`       // empty: the host name
+	Region    string            `yaml:"region"`     // e.g. eu-west
+	Residency string            `yaml:"residency"`  // e.g. EU
+	Labels    map[string]string `yaml:"labels"`
+	CPUCores  int               `yaml:"cpu_cores"`
+	RAMMB     int               `yaml:"ram_mb"`
+	DiskGB    int               `yaml:"disk_gb"`
+	Schedule  ScheduleConfig    `yaml:"schedule"`
+	Ask       AskConfig         `yaml:"ask"`
+	// FakeGPUs names simulated GPUs, e.g. "2xRTX4090"; until real detection
+	// lands it is the only way to tell the agent its GPUs.
+	FakeGPUs string `yaml:"fake_gpus"`
+	// FakeSpeed runs the fake runtime's workloads this many times faster
+	// than real time; zero means 1.
+	FakeSpeed float64 `yaml:"fake_speed"`
+}
+
+// ScheduleConfig is when the node is offered. Mode defaults to always.
+type ScheduleConfig struct {
+	Mode     idlegrid.ScheduleMode   `yaml:"mode"`      // always or windows
+	TimeZone string                  `yaml:"time_zone"` // IANA name; empty is UTC
+	Weekly   []idlegrid.WeeklyWindow `yaml:"weekly"`    // {days: [sat, sun], start: "00:00", end: "00:00"}
+	OneOff   []idlegrid.OneOffWindow `yaml:"one_off"`   // {start: 2025-06-01T18:00:00Z, end: ...}
+}
+
+// AskConfig is the node's ask, with prices as decimal amounts per GPU-hour.
+type AskConfig struct {
+	Floor         map[idlegrid.Tier]string `yaml:"floor"` // tier: "2.10"
+	AllowedKinds  []idlegrid.WorkloadKind  `yaml:"allowed_kinds"`
+	MaxJobSeconds int64                    `yaml:"max_job_seconds"`
+}
+
+// LoadConfig reads, parses and validates the config file at path.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig parses and validates a YAML config. Unknown keys are errors
+// that name the key and its line.
+func ParseConfig(data []byte) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, idlegrid.Invalid("config", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if len(doc.Content) == 0 {
+		return nil, idlegrid.Invalid("config", "empty; see internal/agent/testdata/agent.yaml for an example")
+	}
+	paths := map[int]string{}
+	if err := checkKeys(doc.Content[0], configType, "", paths); err != nil {
+		return nil, err
+	}
+	c := &Config{}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, translateYAMLError(err, paths)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ApplyEnv takes the join token from getenv(EnvJoinToken) when it is set
+// there; the environment wins over the file.
+func (c *Config) ApplyEnv(getenv func(string) string) {
+	if t := strings.TrimSpace(getenv(EnvJoinToken)); t != "" {
+		c.JoinToken = t
+	}
+}
+
+// KeyPath is where the node's identity key lives.
+func (c *Config) KeyPath() string { return filepath.Join(c.DataDir, "node.key") }
+
+// Validate checks the config, naming the field at fault. It checks the
+// offer the config describes as the server would, with one placeholder GPU
+// and the host's name when Name is empty.
+func (c *Config) Validate() error {
+	switch {
+	case strings.TrimSpace(c.Server) == "":
+		return idlegrid.Invalid("server", "required, e.g. http://127.0.0.1:7070")
+	case strings.ContainsAny(c.Server, " \t\n"):
+		return idlegrid.Invalid("server", "must be an address such as http://127.0.0.1:7070, got %q", c.Server)
+	case strings.TrimSpace(c.DataDir) == "":
+		return idlegrid.Invalid("data_dir", "required: where the node keeps its key and state, e.g. /var/lib/idlegrid")
+	case c.CPUCores < 0:
+		return idlegrid.Invalid("cpu_cores", "must not be negative (0 detects)")
+	case c.RAMMB < 0:
+		return idlegrid.Invalid("ram_mb", "must not be negative (0 detects)")
+	case c.DiskGB < 0:
+		return idlegrid.Invalid("disk_gb", "must not be negative (0 detects)")
+	case c.FakeSpeed < 0 || c.FakeSpeed > 1e6:
+		return idlegrid.Invalid("fake_speed", "must be between 0 and 1000000 (0 means real time)")
+	}
+	gpus := []idlegrid.GPU{{UUID: "GPU-placeholder", Model: "placeholder", VRAMMB: 1}}
+	if c.FakeGPUs != "" {
+		if _, err := gpufake.Parse(c.FakeGPUs, ""); err != nil {
+			return err
+		}
+	}
+	_, err := c.Offer(gpus, Host{Name: "placeholder"})
+	return err
+}
+
+// Offer builds what the node publishes from the config, the detected GPUs
+// and the host's resources (used where the config leaves them zero), and
+// validates it. Errors name the config field at fault.
+func (c *Config) Offer(gpus []idlegrid.GPU, host Host) (idlegrid.Offer, error) {
+	ask, err := c.Ask.ask()
+	if err != nil {
+		return idlegrid.Offer{}, err
+	}
+	o := idlegrid.Offer{
+		Name: or(c.Name, host.Name), GPUs: gpus,
+		CPUCores: orInt(c.CPUCores, host.CPUCores), RAMMB: orInt(c.RAMMB, host.RAMMB), DiskGB: orInt(c.DiskGB, host.DiskGB),
+		Region: c.Region, Residency: c.Residency, Labels: c.Labels,
+		Schedule: c.Schedule.schedule(), Ask: ask,
+	}
+	if err := o.Validate(); err != nil {
+		return idlegrid.Offer{}, configField(err)
+	}
+	return o, nil
+}
+
+// Detector returns the GPU detector the config names: the fake one, with
+// UUIDs seeded by the node's public key so that they are stable for the
+// node and unique across nodes.
+func (c *Config) Detector(key ed25519.PrivateKey) (gpu.Detector, error) {
+	if c.FakeGPUs == "" {
+		return nil, idlegrid.Invalid("fake_gpus", "required for now (real GPU detection is not built yet), e.g. 2xRTX4090")
+	}
+	return gpufake.Parse(c.FakeGPUs, nodekey.PublicString(key.Public().(ed25519.PublicKey)))
+}
+
+func (s ScheduleConfig) schedule() idlegrid.Schedule {
+	mode := s.Mode
+	if mode == "" {
+		mode = idlegrid.ScheduleAlways
+	}
+	return idlegrid.Schedule{Mode: mode, TimeZone: s.TimeZone, Weekly: s.Weekly, OneOff: s.OneOff}
+}
+
+func (a AskConfig) ask() (idlegrid.Ask, error) {
+	floor := map[idlegrid.Tier]idlegrid.Micros{}
+	for _, t := range sortedTiers(a.Floor) {
+		if !t.Valid() {
+			return idlegrid.Ask{}, idlegrid.Invalid("ask.floor", "unknown tier %q; use gold, silver or bronze", t)
+		}
+		m, err := idlegrid.ParseMicros(a.Floor[t])
+		if err != nil {
+			return idlegrid.Ask{}, idlegrid.Invalid("ask.floor."+string(t), "want a price per GPU-hour such as \"2.10\": %v", err)
+		}
+		floor[t] = m
+	}
+	return idlegrid.Ask{FloorMicrosPerGPUHour: floor, AllowedKinds: a.AllowedKinds, MaxJobSeconds: a.MaxJobSeconds}, nil
+}
+
+func sortedTiers(m map[idlegrid.Tier]string) []idlegrid.Tier {
+	ts := make([]idlegrid.Tier, 0, len(m))
+	for t := range m {
+		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+	return ts
+}
+
+// offerFields maps the offer's field names, as Offer.Validate names them,
+// to the config's.
+var offerFields = []struct{ offer, config string }{
+	{"offer.ask.floor_micros_per_gpu_hour", "ask.floor"},
+	{"offer.gpus", "fake_gpus"},
+	{"offer.", ""},
+}
+
+// configField renames the field of an offer validation error to the config
+// key a person would edit.
+func configField(err error) error {
+	var e *idlegrid.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	out := *e
+	for _, f := range offerFields {
+		if strings.HasPrefix(out.Field, f.offer) {
+			out.Field = f.config + strings.TrimPrefix(out.Field, f.offer)
+			break
+		}
+	}
+	if out.Field == "cpu_cores" {
+		out.Message = "cpu_cores, ram_mb and disk_gb must not be negative"
+	}
+	return &out
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func orInt(n, def int) int {
+	if n == 0 {
+		return def
+	}
+	return n
+}

@@ -1,0 +1,281 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/runtime"
+)
+
+// maxBufferedLines caps the output a lease keeps while the server cannot
+// take it; later lines are dropped, and the drop is noted in the log.
+const maxBufferedLines = 10_000
+
+// stopCause is why a lease was asked to stop. It decides the report.
+type stopCause int
+
+const (
+	notStopped     stopCause = iota
+	stopByServer             // the server asked: reported cancelled
+	stopByShutdown           // the agent is shutting down: the node's failure
+)
+
+// lease is one workload this agent runs. Two goroutines serve it: runLease
+// takes the runtime's events (never blocking on the network, so the
+// workload never waits for the server), and ship sends output and reports
+// (never blocking the runtime).
+type lease struct {
+	id     string
+	w      runtime.Workload
+	clock  idlegrid.Clock
+	events chan runtime.Event
+	wake   chan struct{} // a batch of lines is ready, or the workload exited
+
+	mu         sync.Mutex
+	started    bool // the runtime accepted it
+	stopCause  stopCause
+	stopReason string
+	stopSent   bool // runtime.Stop was called
+	progress   float64
+	lines      []idlegrid.LogLine // not yet sent
+	seq        int64              // of the last line numbered
+	dropped    int                // lines dropped since the last note
+	lastErr    string             // the last stderr line, for the failure message
+	exit       *runtime.Exit
+}
+
+func newLease(w runtime.Workload, clock idlegrid.Clock) *lease {
+	return &lease{id: w.LeaseID, w: w, clock: clock, events: make(chan runtime.Event, 64), wake: make(chan struct{}, 1)}
+}
+
+// runLease starts the lease's workload, takes its events until it exits,
+// and waits until ship has reported it.
+func (a *Agent) runLease(ctx, workCtx context.Context, l *lease) {
+	defer a.retire(l.id)
+	if err := a.rt.Start(ctx, l.w, l.events); err != nil {
+		msg := "the node could not start the workload: " + err.Error()
+		if ctx.Err() != nil {
+			msg = "the node agent shut down before the workload started"
+		}
+		a.log.Warn("lease failed to start", "lease", l.id, "err", err)
+		a.report(workCtx, l.id, idlegrid.LeaseReport{State: idlegrid.LeaseFailed, Fault: idlegrid.FaultProvider, Message: msg})
+		return
+	}
+	a.log.Info("lease started", "lease", l.id, "image", l.w.Job.Image, "gpus", len(l.w.GPUs))
+	if l.markStarted() {
+		if err := a.rt.Stop(l.id, StopGrace); err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			a.log.Error("runtime could not stop lease", "lease", l.id, "err", err)
+		}
+	}
+	var ship sync.WaitGroup
+	ship.Go(func() { a.ship(workCtx, l) })
+	for ev := range l.events { // the runtime never closes it; the Exit ends the loop
+		if l.take(ev) {
+			break
+		}
+	}
+	ship.Wait()
+}
+
+// ship reports the lease running, then sends its output every
+// LogFlushInterval or LogBatchLines, and once it has exited and its output
+// is sent, reports how it ended.
+func (a *Agent) ship(ctx context.Context, l *lease) {
+	running := idlegrid.LeaseReport{State: idlegrid.LeaseRunning}
+	if err := a.report(ctx, l.id, running); definite(err) {
+		// The server will not have it run (it ended the lease meanwhile):
+		// stop the work; the final report will be moot.
+		a.stopLease(l, stopByServer, "the server refused it: "+idlegrid.ErrorMessage(err))
+	}
+	tick := time.NewTicker(LogFlushInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.wake:
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+		exited := l.exited() // before flushing: every line before the exit is buffered by now
+		if !a.flush(ctx, l) {
+			return
+		}
+		if exited {
+			a.report(ctx, l.id, l.final())
+			return
+		}
+	}
+}
+
+// flush sends the buffered lines in batches. It returns false when ctx ends.
+func (a *Agent) flush(ctx context.Context, l *lease) bool {
+	for {
+		batch := l.batch(LogBatchLines)
+		if len(batch) == 0 {
+			return true
+		}
+		err := a.deliver(ctx, "send logs", func(ctx context.Context) error {
+			return a.srv.AppendLogs(ctx, l.id, idlegrid.LogBatch{Lines: batch})
+		})
+		if ctx.Err() != nil {
+			return false
+		} else if err != nil {
+			a.log.Warn("server refused log lines; dropping them", "lease", l.id, "lines", len(batch), "err", err)
+		}
+	}
+}
+
+// take records one runtime event and reports whether it was the Exit.
+func (l *lease) take(ev runtime.Event) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case ev.Log != nil:
+		l.addLine(*ev.Log)
+	case ev.Progress != nil:
+		l.progress = min(max(*ev.Progress, 0), 1)
+	case ev.Exit != nil:
+		e := *ev.Exit
+		l.exit = &e
+		l.signal()
+		return true
+	}
+	return false
+}
+
+// addLine numbers and buffers a line of output. l.mu is held.
+func (l *lease) addLine(line idlegrid.LogLine) {
+	if len(l.lines) >= maxBufferedLines {
+		l.dropped++
+		return
+	}
+	l.noteDropped()
+	if line.At.IsZero() {
+		line.At = l.clock.Now()
+	}
+	if line.Stream != "stderr" {
+		line.Stream = "stdout"
+	} else {
+		l.lastErr = line.Text
+	}
+	l.seq++
+	line.Seq = l.seq
+	l.lines = append(l.lines, line)
+	if len(l.lines) >= LogBatchLines {
+		l.signal()
+	}
+}
+
+// noteDropped adds a line saying how many lines were dropped. l.mu is held.
+func (l *lease) noteDropped() {
+	if l.dropped == 0 {
+		return
+	}
+	l.seq++
+	l.lines = append(l.lines, idlegrid.LogLine{
+		Seq: l.seq, At: l.clock.Now(), Stream: "stderr",
+		Text: fmt.Sprintf("[idlegrid agent: %d lines dropped while the server could not take them]", l.dropped),
+	})
+	l.dropped = 0
+}
+
+func (l *lease) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// batch takes up to n buffered lines.
+func (l *lease) batch(n int) []idlegrid.LogLine {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == 0 && l.exit != nil {
+		l.noteDropped()
+	}
+	n = min(n, len(l.lines))
+	out := append([]idlegrid.LogLine(nil), l.lines[:n]...)
+	l.lines = l.lines[n:]
+	return out
+}
+
+// markStarted records that the runtime runs the workload, and reports
+// whether a stop came meanwhile that must now be passed on.
+func (l *lease) markStarted() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.started = true
+	if l.stopCause != notStopped && !l.stopSent {
+		l.stopSent = true
+		return true
+	}
+	return false
+}
+
+// requestStop records the first cause to stop l. It reports whether this
+// was the first, and whether the runtime must be told now (the workload
+// has started and has not been told).
+func (l *lease) requestStop(cause stopCause, reason string) (first, now bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopCause == notStopped {
+		l.stopCause, l.stopReason, first = cause, reason, true
+	}
+	if l.started && !l.stopSent && l.exit == nil {
+		l.stopSent, now = true, true
+	}
+	return first, now
+}
+
+// running returns the progress of a lease whose workload runs.
+func (l *lease) running() (float64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.progress, l.started && l.exit == nil
+}
+
+func (l *lease) exited() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.exit != nil
+}
+
+// final is the report of how the lease ended. Only a stop the server asked
+// for is a cancellation; the server decides what anyone pays.
+func (l *lease) final() idlegrid.LeaseReport {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, code := l.exit, l.exit.Code
+	r := idlegrid.LeaseReport{Progress: l.progress, ExitCode: &code}
+	switch {
+	case e.Err != nil:
+		r.State, r.Fault, r.ExitCode = idlegrid.LeaseFailed, idlegrid.FaultProvider, nil
+		r.Message = "the runtime lost the workload: " + e.Err.Error()
+	case e.Stopped && l.stopCause == stopByServer:
+		r.State, r.Message = idlegrid.LeaseCancelled, "stopped: "+l.stopReason
+	case e.Stopped && l.stopCause == stopByShutdown:
+		r.State, r.Fault, r.Message = idlegrid.LeaseFailed, idlegrid.FaultProvider, "the node agent shut down"
+	case e.Stopped:
+		r.State, r.Fault, r.Message = idlegrid.LeaseFailed, idlegrid.FaultProvider, "the runtime stopped the workload"
+	case code == 0:
+		r.State, r.Progress = idlegrid.LeaseSucceeded, 1
+	default:
+		r.State, r.Fault = idlegrid.LeaseFailed, idlegrid.FaultWorkload
+		r.Message = fmt.Sprintf("exited with code %d", code)
+		if l.lastErr != "" {
+			r.Message += ": " + truncate(l.lastErr, 200)
+		}
+	}
+	return r
+}
+
+// truncate shortens s to at most n runes.
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,80 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// State is what a node remembers between runs, in DATA_DIR/node.json: who it
+// became when it joined, and where. With it, a restarted agent does not join
+// again.
+type State struct {
+	NodeID           string    `json:"node_id"`
+	ProviderID       string    `json:"provider_id"`
+	Server           string    `json:"server"` // the address it joined, as configured
+	HeartbeatSeconds int       `json:"heartbeat_seconds"`
+	JoinedAt         time.Time `json:"joined_at"`
+}
+
+// StatePath is where a node's state lives under dataDir.
+func StatePath(dataDir string) string { return filepath.Join(dataDir, "node.json") }
+
+// ReadState reads the node's state from dataDir; it returns nil and no
+// error when the node has not joined yet.
+func ReadState(dataDir string) (*State, error) {
+	path := StatePath(dataDir)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var s State
+	if err := json.Unmarshal(data, &s); err != nil || s.NodeID == "" {
+		return nil, fmt.Errorf("%s is corrupt; move it away to join again", path)
+	}
+	return &s, nil
+}
+
+// writeState saves s atomically: a crash leaves the old file or the new one.
+func writeState(dataDir string, s *State) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dataDir, ".node.json.*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), StatePath(dataDir))
+}
+
+// sameServer reports whether two server addresses name the same server,
+// ignoring a default http:// scheme and trailing slashes.
+func sameServer(a, b string) bool {
+	norm := func(s string) string {
+		s = strings.TrimRight(strings.TrimSpace(s), "/")
+		return strings.TrimPrefix(s, "http://")
+	}
+	return norm(a) == norm(b)
+}

@@ -1,0 +1,226 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// readBody reads the whole request body, at most max bytes of it.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	if err := checkContentType(r); err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, idlegrid.Errorf(idlegrid.ETOOLARGE, "request body is over the limit of %d bytes", tooLarge.Limit)
+	} else if err != nil {
+		return nil, idlegrid.Errorf(idlegrid.EINVALID, "could not read the request body: %v", err)
+	}
+	return body, nil
+}
+
+// checkContentType refuses bodies that say they are not JSON. A missing
+// Content-Type is taken to be JSON.
+func checkContentType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return &idlegrid.Error{Code: idlegrid.EINVALID, Field: "Content-Type",
+			Message: fmt.Sprintf("must be application/json, got %q", ct)}
+	}
+	return nil
+}
+
+// decodeJSON decodes body into v: exactly one JSON value, no unknown fields.
+// Every failure is an EINVALID naming what is wrong, never an internal error.
+func decodeJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return idlegrid.Errorf(idlegrid.EINVALID, "request body has data after the JSON value; send exactly one JSON object")
+	}
+	return nil
+}
+
+// jsonError explains a decoding error to the caller.
+func jsonError(err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	var tm *time.ParseError
+	switch {
+	case errors.Is(err, io.EOF):
+		return idlegrid.Errorf(idlegrid.EINVALID, "request body is empty; send a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return idlegrid.Errorf(idlegrid.EINVALID, "request body is cut short: malformed JSON")
+	case errors.As(err, &syntax):
+		return idlegrid.Errorf(idlegrid.EINVALID, "malformed JSON at byte %d: %v", syntax.Offset, syntax)
+	case errors.As(err, &typ) && typ.Field == "":
+		return idlegrid.Errorf(idlegrid.EINVALID, "request body must be a JSON object, got %s", typ.Value)
+	case errors.As(err, &typ):
+		return idlegrid.Invalid(typ.Field, "must be %s, got %s", jsonType(typ.Type), typ.Value)
+	case errors.As(err, &tm):
+		return idlegrid.Errorf(idlegrid.EINVALID, "times must be RFC 3339, e.g. 2026-01-02T15:04:05Z; got %q", tm.Value)
+	}
+	// encoding/json reports unknown fields only as text.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name, _ = strconv.Unquote(name)
+		return idlegrid.Invalid(name, "unknown field")
+	}
+	return idlegrid.Errorf(idlegrid.EINVALID, "malformed request body: %v", err)
+}
+
+// jsonType names a Go type the way a JSON author thinks of it.
+func jsonType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	if t == reflect.TypeFor[time.Time]() {
+		return "an RFC 3339 time string"
+	}
+	return "an object"
+}
+
+// readJSON reads and decodes the request body into v.
+func (a *api) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := readBody(w, r, a.opts.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(body, v)
+}
+
+// writeJSON writes v with status. It fails only when v cannot be encoded,
+// before anything is written; a caller that hangs up mid-answer is not an
+// error of the handler's.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode answer: %w", err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+	return nil
+}
+
+// writeNoContent answers 204.
+func writeNoContent(w http.ResponseWriter) error {
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// query checks a request's query parameters: each given at most once, and
+// only the ones the route knows.
+type query struct {
+	values url.Values
+}
+
+func parseQuery(r *http.Request, known ...string) (query, error) {
+	values, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return query{}, idlegrid.Errorf(idlegrid.EINVALID, "malformed query string: %v", err)
+	}
+	for name, vs := range values {
+		if !slices.Contains(known, name) {
+			if len(known) == 0 {
+				return query{}, idlegrid.Invalid(name, "unknown query parameter; this endpoint takes none")
+			}
+			return query{}, idlegrid.Invalid(name, "unknown query parameter; use %s", joinComma(known))
+		}
+		if len(vs) > 1 {
+			return query{}, idlegrid.Invalid(name, "given %d times; give it once (lists are comma-separated)", len(vs))
+		}
+	}
+	return query{values: values}, nil
+}
+
+func (q query) string(name string) string { return q.values.Get(name) }
+
+// int returns the parameter as an integer in [min, max], or def when absent.
+func (q query) int(name string, def, min, max int64) (int64, error) {
+	s := q.values.Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < min || n > max {
+		return 0, idlegrid.Invalid(name, "must be an integer between %d and %d, got %q", min, max, s)
+	}
+	return n, nil
+}
+
+// limit returns the "limit" parameter; 0 lets the server choose.
+func (q query) limit() (int, error) {
+	n, err := q.int("limit", 0, 1, maxLimit)
+	return int(n), err
+}
+
+// maxLimit caps the page size a caller may ask for.
+const maxLimit = 10000
+
+// list splits a comma-separated parameter and checks each item with valid.
+func list[T ~string](q query, name string, valid []T) ([]T, error) {
+	s := q.values.Get(name)
+	if s == "" {
+		return nil, nil
+	}
+	var out []T
+	for _, item := range strings.Split(s, ",") {
+		v := T(strings.TrimSpace(item))
+		if !slices.Contains(valid, v) {
+			names := make([]string, len(valid))
+			for i, x := range valid {
+				names[i] = string(x)
+			}
+			return nil, idlegrid.Invalid(name, "unknown value %q; use a comma-separated list of %s", item, joinComma(names))
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+var (
+	jobStates   = []idlegrid.JobState{idlegrid.JobQueued, idlegrid.JobRunning, idlegrid.JobSucceeded, idlegrid.JobFailed, idlegrid.JobCancelled}
+	leaseStates = []idlegrid.LeaseState{idlegrid.LeaseAssigned, idlegrid.LeaseRunning, idlegrid.LeaseSucceeded, idlegrid.LeaseFailed, idlegrid.LeaseCancelled, idlegrid.LeaseLost}
+)
+
+// nonNil makes an empty list encode as [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,96 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+func TestStatusCode(t *testing.T) {
+	tests := []struct {
+		code string
+		want int
+	}{
+		{idlegrid.EINVALID, 400},
+		{idlegrid.EUNAUTHORIZED, 401},
+		{idlegrid.EPAYMENT, 402},
+		{idlegrid.EFORBIDDEN, 403},
+		{idlegrid.ENOTFOUND, 404},
+		{idlegrid.ECONFLICT, 409},
+		{idlegrid.ETOOLARGE, 413},
+		{idlegrid.EINTERNAL, 500},
+		{idlegrid.EUNAVAILABLE, 503},
+		{"made_up", 500},
+	}
+	for _, tt := range tests {
+		if got := StatusCode(tt.code); got != tt.want {
+			t.Errorf("StatusCode(%q) = %d, want %d", tt.code, got, tt.want)
+		}
+	}
+}
+
+func TestDecodeJSON(t *testing.T) {
+	tests := []struct {
+		name      string
+		body      string
+		wantField string // "" with wantErr: an error without a field
+		wantErr   bool
+	}{
+		{name: "valid", body: `{"image":"a","gpus":2,"env":{"A":"b"}}`},
+		{name: "trailing space is fine", body: "{\"gpus\":1}\n  "},
+		{name: "unknown field", body: `{"gpus":1,"colour":"red"}`, wantField: "colour", wantErr: true},
+		{name: "nested type", body: `{"env":{"A":1}}`, wantField: "env", wantErr: true},
+		{name: "string for number", body: `{"gpus":"1"}`, wantField: "gpus", wantErr: true},
+		{name: "float for integer", body: `{"gpus":1.5}`, wantField: "gpus", wantErr: true},
+		{name: "overflow", body: `{"duration_seconds":1e30}`, wantField: "duration_seconds", wantErr: true},
+		{name: "money is an integer", body: `{"max_price_micros_per_gpu_hour":"1.50"}`, wantField: "max_price_micros_per_gpu_hour", wantErr: true},
+		{name: "null is nothing", body: `null`},
+		{name: "array", body: `[]`, wantErr: true},
+		{name: "two values", body: `{} {}`, wantErr: true},
+		{name: "garbage after", body: `{}x`, wantErr: true},
+		{name: "empty", body: ``, wantErr: true},
+		{name: "bad time", body: `{"deadline":"soon"}`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var spec idlegrid.JobSpec
+			err := decodeJSON([]byte(tt.body), &spec)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			if err == nil {
+				return
+			}
+			var e *idlegrid.Error
+			if !errors.As(err, &e) || e.Code != idlegrid.EINVALID {
+				t.Fatalf("err = %T %v, want an EINVALID *idlegrid.Error", err, err)
+			}
+			if e.Field != tt.wantField {
+				t.Errorf("field = %q, want %q (%v)", e.Field, tt.wantField, err)
+			}
+		})
+	}
+}
+
+// FuzzDecodeJSON checks that no body, however broken, is an internal error
+// or a panic: a client's mistake is always a 4xx.
+func FuzzDecodeJSON(f *testing.F) {
+	for _, s := range []string{`{"image":"a","gpus":2}`, `{"gpus":"x"}`, `{"a":1}`, `[`, `{"deadline":"2026-01-02T15:04:05Z"}`, `{"env":{"A":"b"}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var spec idlegrid.JobSpec
+		err := decodeJSON(body, &spec)
+		if err == nil {
+			return
+		}
+		if code := idlegrid.ErrorCode(err); code != idlegrid.EINVALID {
+			t.Errorf("decodeJSON(%q) = %v with code %q, want %q", body, err, code, idlegrid.EINVALID)
+		}
+		if StatusCode(idlegrid.ErrorCode(err)) != http.StatusBadRequest {
+			t.Errorf("decodeJSON(%q) would answer %d", body, StatusCode(idlegrid.ErrorCode(err)))
+		}
+	})
+}

@@ -1,0 +1,211 @@
+// Package httpapi is the HTTP JSON API of the coordinator, under /v1.
+//
+// It is a thin adapter over *server.Server: it authenticates the caller (an
+// API key for people and programs, an ed25519 signature for agents), decodes
+// and checks the request's shape, calls one server method and encodes the
+// answer. Authorisation and every rule of the market live in the server.
+//
+// Handlers return errors; one adapter (handle) writes them, and exactly one
+// table (codes, in error.go) turns idlegrid error codes into HTTP statuses.
+// See docs/api.md for the endpoints.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
+	"github.com/idlegrid/idlegrid/internal/server"
+)
+
+// Defaults for Options.
+const (
+	DefaultMaxBodyBytes   = 1 << 20
+	DefaultMaxWait        = 30 * time.Second
+	DefaultRequestTimeout = 30 * time.Second
+)
+
+// longPollMargin is added to a long poll's wait for its request timeout, so
+// that the server's own answer at the end of the wait is always written.
+const longPollMargin = 10 * time.Second
+
+// Options tunes the API. The zero value is ready to use.
+type Options struct {
+	Logger *slog.Logger // nil: slog.Default()
+	// MaxBodyBytes caps a request body; larger bodies get 413. Default 1 MiB.
+	MaxBodyBytes int64
+	// MaxWait caps the wait of the agents' long poll. Default 30s.
+	MaxWait time.Duration
+	// RequestTimeout bounds every request but the long poll. Default 30s.
+	RequestTimeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = DefaultMaxWait
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	return o
+}
+
+// api serves the routes of one server.
+type api struct {
+	srv  *server.Server
+	opts Options
+	log  *slog.Logger
+	mux  *http.ServeMux
+}
+
+// handlerFunc is an HTTP handler that returns its error instead of writing it.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// New returns the API of srv as an http.Handler.
+func New(srv *server.Server, opts Options) http.Handler {
+	opts = opts.withDefaults()
+	a := &api{srv: srv, opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	a.routes()
+	return a.mux
+}
+
+func (a *api) routes() {
+	t := a.opts.RequestTimeout
+	a.handle("GET /v1/healthz", t, a.healthz)
+
+	a.handle("POST /v1/accounts", t, a.withKey(a.createAccount))
+	a.handle("GET /v1/accounts", t, a.withKey(a.listAccounts))
+	a.handle("GET /v1/me", t, a.withKey(a.me))
+	a.handle("POST /v1/keys", t, a.withKey(a.createAPIKey))
+	a.handle("GET /v1/keys", t, a.withKey(a.listAPIKeys))
+	a.handle("DELETE /v1/keys/{id}", t, a.withKey(a.revokeAPIKey))
+	a.handle("POST /v1/join-tokens", t, a.withKey(a.createJoinToken))
+	a.handle("GET /v1/join-tokens", t, a.withKey(a.listJoinTokens))
+	a.handle("DELETE /v1/join-tokens/{id}", t, a.withKey(a.revokeJoinToken))
+
+	a.handle("GET /v1/nodes", t, a.withKey(a.listNodes))
+	a.handle("GET /v1/nodes/{id}", t, a.withKey(a.findNode))
+	a.handle("POST /v1/jobs", t, a.withKey(a.submitJob))
+	a.handle("GET /v1/jobs", t, a.withKey(a.listJobs))
+	a.handle("GET /v1/jobs/{id}", t, a.withKey(a.findJob))
+	a.handle("POST /v1/jobs/{id}/cancel", t, a.withKey(a.cancelJob))
+	a.handle("GET /v1/leases", t, a.withKey(a.listLeases))
+	a.handle("GET /v1/leases/{id}", t, a.withKey(a.findLease))
+	a.handle("GET /v1/leases/{id}/logs", t, a.withKey(a.leaseLogs))
+
+	a.handle("POST /v1/accounts/{id}/topup", t, a.withKey(a.topUp))
+	a.handle("GET /v1/balance", t, a.withKey(a.ownBalance))
+	a.handle("GET /v1/accounts/{id}/balance", t, a.withKey(a.accountBalance))
+	a.handle("GET /v1/transfers", t, a.withKey(a.listTransfers))
+	a.handle("GET /v1/summary", t, a.withKey(a.summary))
+
+	a.handle("POST /v1/agent/join", t, a.withJoinSignature(a.join))
+	a.handle("PUT /v1/agent/offer", t, a.withNode(a.updateOffer))
+	a.handle("POST /v1/agent/heartbeat", t, a.withNode(a.heartbeat))
+	a.handle("GET /v1/agent/commands", a.opts.MaxWait+longPollMargin, a.withNode(a.commands))
+	a.handle("POST /v1/agent/leases/{id}/report", t, a.withNode(a.reportLease))
+	a.handle("POST /v1/agent/leases/{id}/logs", t, a.withNode(a.appendLogs))
+
+	a.handle("/", t, a.noRoute)
+}
+
+// handle registers fn under pattern. It is the one place where a handler's
+// error is written, where panics are caught, and where the request's time
+// limit is set: timeout bounds both the handler's context and the write.
+func (a *api) handle(pattern string, timeout time.Duration, fn handlerFunc) {
+	a.mux.HandleFunc(pattern, func(rw http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+		w := &statusWriter{ResponseWriter: rw}
+		// Best effort: not every ResponseWriter supports deadlines.
+		_ = http.NewResponseController(w).SetWriteDeadline(start.Add(timeout + time.Second))
+		w.Header().Set("Cache-Control", "no-store")
+		defer func() {
+			a.log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", w.status, "duration", time.Since(start))
+		}()
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				a.log.Error("http: panic", "method", r.Method, "path", r.URL.Path, "panic", p)
+				a.writeError(w, r, idlegrid.Errorf(idlegrid.EINTERNAL, "panic: %v", p))
+			}
+		}()
+		if err := fn(w, r); err != nil {
+			a.writeError(w, r, err)
+		}
+	})
+}
+
+// statusWriter remembers the status of the answer, for the access log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (a *api) healthz(w http.ResponseWriter, r *http.Request) error {
+	return writeJSON(w, http.StatusOK, wire.Health{OK: true, Protocol: idlegrid.ProtocolVersion})
+}
+
+// noRoute answers paths no route matches, in the API's own error format.
+// A path that exists under another method is an EINVALID naming the methods
+// it takes.
+func (a *api) noRoute(w http.ResponseWriter, r *http.Request) error {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := a.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", joinComma(allowed))
+		return idlegrid.Errorf(idlegrid.EINVALID, "method %s is not allowed on %s; use %s", r.Method, r.URL.Path, joinComma(allowed))
+	}
+	return idlegrid.Errorf(idlegrid.ENOTFOUND, "no such endpoint: %s %s (see docs/api.md)", r.Method, r.URL.Path)
+}
+
+// NewServer returns an *http.Server for h with timeouts that suit the API:
+// headers and bodies must arrive promptly and idle connections are closed,
+// but there is no server-wide write timeout, because the agents' long poll
+// outlives any sensible one; each route sets its own write deadline instead.
+func NewServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+}

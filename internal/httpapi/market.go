@@ -1,0 +1,130 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
+)
+
+// GET /v1/nodes
+func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
+	nodes, err := a.srv.ListNodes(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wire.Nodes{Nodes: nonNil(nodes)})
+}
+
+// GET /v1/nodes/{id}
+func (a *api) findNode(w http.ResponseWriter, r *http.Request) error {
+	n, err := a.srv.FindNode(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, n)
+}
+
+// POST /v1/jobs
+func (a *api) submitJob(w http.ResponseWriter, r *http.Request) error {
+	var spec idlegrid.JobSpec
+	if err := a.readJSON(w, r, &spec); err != nil {
+		return err
+	}
+	j, err := a.srv.SubmitJob(r.Context(), spec)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, j)
+}
+
+// GET /v1/jobs?state=queued,running&limit=N
+func (a *api) listJobs(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "state", "limit")
+	if err != nil {
+		return err
+	}
+	var f idlegrid.JobFilter
+	if f.States, err = list(q, "state", jobStates); err != nil {
+		return err
+	}
+	if f.Limit, err = q.limit(); err != nil {
+		return err
+	}
+	jobs, err := a.srv.ListJobs(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wire.Jobs{Jobs: nonNil(jobs)})
+}
+
+// GET /v1/jobs/{id}
+func (a *api) findJob(w http.ResponseWriter, r *http.Request) error {
+	j, err := a.srv.FindJob(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, j)
+}
+
+// POST /v1/jobs/{id}/cancel
+func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
+	j, err := a.srv.CancelJob(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, j)
+}
+
+// GET /v1/leases?job_id=&node_id=&state=&limit=
+func (a *api) listLeases(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "job_id", "node_id", "state", "limit")
+	if err != nil {
+		return err
+	}
+	f := idlegrid.LeaseFilter{JobID: q.string("job_id"), NodeID: q.string("node_id")}
+	if f.States, err = list(q, "state", leaseStates); err != nil {
+		return err
+	}
+	if f.Limit, err = q.limit(); err != nil {
+		return err
+	}
+	leases, err := a.srv.ListLeases(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wire.Leases{Leases: nonNil(leases)})
+}
+
+// GET /v1/leases/{id}
+func (a *api) findLease(w http.ResponseWriter, r *http.Request) error {
+	l, events, err := a.srv.FindLease(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wire.LeaseDetail{Lease: l, Events: nonNil(events)})
+}
+
+// GET /v1/leases/{id}/logs?after=SEQ&limit=N
+func (a *api) leaseLogs(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "after", "limit")
+	if err != nil {
+		return err
+	}
+	after, err := q.int("after", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	limit, err := q.limit()
+	if err != nil {
+		return err
+	}
+	lines, err := a.srv.LeaseLogs(r.Context(), r.PathValue("id"), after, limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wire.Logs{Lines: nonNil(lines)})
+}

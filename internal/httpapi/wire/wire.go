@@ -1,0 +1,126 @@
+// Package wire holds the JSON bodies of the /v1 HTTP API that are not
+// domain types themselves: request envelopes, list wrappers and the error
+// body. Both sides of the wire use it (internal/httpapi answers with these
+// types, the public client decodes them), so the two cannot drift apart.
+//
+// It imports nothing but the domain package, so the agent and the client
+// stay free of the server's dependencies.
+package wire
+
+import "github.com/idlegrid/idlegrid"
+
+// HeaderIdempotencyKey makes a retried top-up a no-op.
+const HeaderIdempotencyKey = "Idempotency-Key"
+
+// ErrorBody is every error answer:
+//
+//	{"error":{"code":"invalid","field":"job.gpus","message":"job.gpus: must be between 1 and 16"}}
+//
+// Message is the whole caller-safe text, field included, so that a person
+// reading raw JSON needs nothing else.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the inside of an ErrorBody.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// Health answers GET /v1/healthz.
+type Health struct {
+	OK       bool `json:"ok"`
+	Protocol int  `json:"protocol"` // the agent protocol version the server speaks
+}
+
+// CreateAccountRequest is the body of POST /v1/accounts.
+type CreateAccountRequest struct {
+	Name string        `json:"name"`
+	Role idlegrid.Role `json:"role"`
+}
+
+// CreateAccountResponse carries the new account, its first API key and that
+// key's secret, which is shown only this once.
+type CreateAccountResponse struct {
+	Account *idlegrid.Account `json:"account"`
+	APIKey  *idlegrid.APIKey  `json:"api_key"`
+	Secret  string            `json:"secret"`
+}
+
+// Accounts answers GET /v1/accounts.
+type Accounts struct {
+	Accounts []*idlegrid.Account `json:"accounts"`
+}
+
+// CreateAPIKeyRequest is the body of POST /v1/keys.
+type CreateAPIKeyRequest struct {
+	Name string `json:"name"`
+}
+
+// CreateAPIKeyResponse carries the new key and its secret, shown only once.
+type CreateAPIKeyResponse struct {
+	APIKey *idlegrid.APIKey `json:"api_key"`
+	Secret string           `json:"secret"`
+}
+
+// APIKeys answers GET /v1/keys.
+type APIKeys struct {
+	APIKeys []*idlegrid.APIKey `json:"api_keys"`
+}
+
+// CreateJoinTokenRequest is the body of POST /v1/join-tokens.
+type CreateJoinTokenRequest struct {
+	Name       string `json:"name"`
+	MaxUses    int    `json:"max_uses"`    // 0: unlimited until it expires
+	TTLSeconds int64  `json:"ttl_seconds"` // how long the token may be used
+}
+
+// CreateJoinTokenResponse carries the new token and its secret, shown only once.
+type CreateJoinTokenResponse struct {
+	JoinToken *idlegrid.JoinToken `json:"join_token"`
+	Secret    string              `json:"secret"`
+}
+
+// JoinTokens answers GET /v1/join-tokens.
+type JoinTokens struct {
+	JoinTokens []*idlegrid.JoinToken `json:"join_tokens"`
+}
+
+// Nodes answers GET /v1/nodes.
+type Nodes struct {
+	Nodes []*idlegrid.Node `json:"nodes"`
+}
+
+// Jobs answers GET /v1/jobs.
+type Jobs struct {
+	Jobs []*idlegrid.Job `json:"jobs"`
+}
+
+// Leases answers GET /v1/leases.
+type Leases struct {
+	Leases []*idlegrid.Lease `json:"leases"`
+}
+
+// LeaseDetail answers GET /v1/leases/{id}: the lease and its history.
+type LeaseDetail struct {
+	Lease  *idlegrid.Lease        `json:"lease"`
+	Events []*idlegrid.LeaseEvent `json:"events"`
+}
+
+// Logs answers GET /v1/leases/{id}/logs.
+type Logs struct {
+	Lines []idlegrid.LogLine `json:"lines"`
+}
+
+// TopUpRequest is the body of POST /v1/accounts/{id}/topup. The
+// Idempotency-Key header is required with it.
+type TopUpRequest struct {
+	AmountMicros idlegrid.Micros `json:"amount_micros"`
+}
+
+// Transfers answers GET /v1/transfers.
+type Transfers struct {
+	Transfers []*idlegrid.Transfer `json:"transfers"`
+}

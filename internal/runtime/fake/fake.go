@@ -1,0 +1,275 @@
+// Package fake is a simulated runtime for development and tests. Its
+// workload pretends to train a model: it runs for the job's duration
+// (divided by Speed), reports progress every 2%, writes log lines like a
+// trainer ("step 120/1000 loss=1.234 …"), and on Stop checkpoints and exits
+// 143 within the grace period.
+//
+// A job's env steers the simulation:
+//
+//	FAKE_EXIT_CODE=3      exit with code 3 at the end instead of 0
+//	FAKE_FAIL_AT=0.5      crash half way (exit 1, or FAKE_EXIT_CODE if set)
+//	FAKE_START_ERROR=msg  refuse to start, as a runtime that cannot pull the image
+//
+// Waiting uses the time package's timers, which testing/synctest makes
+// virtual, so tests of an hour-long job take no real time; the injected
+// Clock stamps the log lines.
+package fake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/runtime"
+)
+
+// Simulation constants.
+const (
+	Steps       = 1000 // training steps in every simulated run
+	Ticks       = 50   // progress reports per run: one every 2%
+	checkpoint  = 2 * time.Second
+	exitStopped = 143 // 128 + SIGTERM
+	exitKilled  = 137 // 128 + SIGKILL
+)
+
+// Runtime runs simulated workloads. Its zero value is ready: real-time speed
+// and the system clock.
+type Runtime struct {
+	// Speed is how many simulated seconds pass in one second: 60 runs an
+	// hour-long job in a minute. Zero or less means 1.
+	Speed float64
+	// Clock stamps log lines; nil means idlegrid.SystemClock.
+	Clock idlegrid.Clock
+
+	mu      sync.Mutex
+	running map[string]*workload
+	closed  bool
+	wg      sync.WaitGroup // one per running workload
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// workload is one simulated run. Its goroutine, started by Start, owns
+// everything but stop, which Stop and Close write to.
+type workload struct {
+	w      runtime.Workload
+	events chan<- runtime.Event
+	clock  idlegrid.Clock
+	tick   time.Duration // time between progress reports
+	plan   plan
+	stop   chan time.Duration // the grace of the first stop request
+}
+
+// plan is how a run ends, from the job's env.
+type plan struct {
+	exitCode int     // at the end, or when failing
+	failAt   float64 // fraction at which to crash; 0 never
+	badEnv   string  // a message about a malformed variable: exit 2 at once
+}
+
+// Start starts a simulated run of w and returns at once.
+func (r *Runtime) Start(ctx context.Context, w runtime.Workload, events chan<- runtime.Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	} else if events == nil {
+		return idlegrid.Invalid("events", "required")
+	} else if w.LeaseID == "" {
+		return idlegrid.Invalid("workload.lease_id", "required")
+	} else if msg := w.Job.Env["FAKE_START_ERROR"]; msg != "" {
+		return fmt.Errorf("fake runtime: start %s: %s", w.Job.Image, msg)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errors.New("fake runtime: closed")
+	} else if r.running[w.LeaseID] != nil {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s is already running", w.LeaseID)
+	}
+	if r.running == nil {
+		r.running = map[string]*workload{}
+	}
+	wl := &workload{
+		w: w, events: events, clock: r.clock(), tick: r.tick(w.Job.DurationSeconds),
+		plan: planFor(w.Job.Env), stop: make(chan time.Duration, 1),
+	}
+	r.running[w.LeaseID] = wl
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		exit := wl.run()
+		r.mu.Lock()
+		delete(r.running, w.LeaseID)
+		r.mu.Unlock()
+		wl.send(runtime.Event{Exit: &exit})
+	}()
+	return nil
+}
+
+func (r *Runtime) clock() idlegrid.Clock {
+	if r.Clock == nil {
+		return idlegrid.SystemClock{}
+	}
+	return r.Clock
+}
+
+// tick is the real time between progress reports of a job of durationSeconds.
+func (r *Runtime) tick(durationSeconds int64) time.Duration {
+	speed := r.Speed
+	if speed <= 0 {
+		speed = 1
+	}
+	total := float64(durationSeconds) * float64(time.Second) / speed
+	return time.Duration(total / Ticks)
+}
+
+func planFor(env map[string]string) plan {
+	var p plan
+	if v, ok := env["FAKE_EXIT_CODE"]; ok {
+		code, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || code < 0 || code > 255 {
+			return plan{exitCode: 2, badEnv: fmt.Sprintf("FAKE_EXIT_CODE=%q: want a whole number from 0 to 255", v)}
+		}
+		p.exitCode = code
+	}
+	if v, ok := env["FAKE_FAIL_AT"]; ok {
+		at, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || !(at > 0 && at <= 1) {
+			return plan{exitCode: 2, badEnv: fmt.Sprintf("FAKE_FAIL_AT=%q: want a fraction above 0 and at most 1, e.g. 0.5", v)}
+		}
+		p.failAt = at
+		if p.exitCode == 0 {
+			p.exitCode = 1
+		}
+	}
+	return p
+}
+
+// Stop asks the lease's workload to checkpoint and exit within grace.
+func (r *Runtime) Stop(leaseID string, grace time.Duration) error {
+	r.mu.Lock()
+	wl := r.running[leaseID]
+	r.mu.Unlock()
+	if wl == nil {
+		return idlegrid.Errorf(idlegrid.ENOTFOUND, "no workload runs for lease %s", leaseID)
+	}
+	wl.requestStop(grace)
+	return nil
+}
+
+// Close kills every running workload and waits for their Exits to be sent.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	for _, wl := range r.running {
+		wl.requestStop(0)
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	return nil
+}
+
+// requestStop records the first stop request; later ones change nothing.
+func (wl *workload) requestStop(grace time.Duration) {
+	select {
+	case wl.stop <- grace:
+	default:
+	}
+}
+
+// run simulates the workload until it ends, sending its events, and
+// returns its exit.
+func (wl *workload) run() runtime.Exit {
+	if wl.plan.badEnv != "" {
+		wl.logf("stderr", "fake: bad %s", wl.plan.badEnv)
+		return runtime.Exit{Code: wl.plan.exitCode}
+	}
+	wl.logf("stdout", "pulled %s (simulated)", wl.w.Job.Image)
+	wl.logf("stdout", "visible GPUs: %s", strings.Join(wl.w.GPUs, ","))
+	wl.logf("stdout", "starting %s run %q: %d steps, %d seconds", wl.w.Job.Kind, wl.w.Job.Name, Steps, wl.w.Job.DurationSeconds)
+	timer := time.NewTimer(wl.tick)
+	defer timer.Stop()
+	for i := 1; i <= Ticks; i++ {
+		select {
+		case grace := <-wl.stop:
+			return wl.stopped(i-1, grace)
+		case <-timer.C:
+			timer.Reset(wl.tick)
+		}
+		frac := float64(i) / Ticks
+		if wl.plan.failAt > 0 && frac >= wl.plan.failAt {
+			wl.logf("stderr", "RuntimeError: CUDA error: an illegal memory access was encountered (step %d)", step(frac))
+			return runtime.Exit{Code: wl.plan.exitCode}
+		}
+		wl.send(runtime.Event{Progress: &frac})
+		wl.logf("stdout", "%s", wl.stepLine(frac))
+	}
+	wl.logf("stdout", "training complete: %d steps, final loss=%.4f", Steps, wl.loss(1))
+	if c := wl.plan.exitCode; c != 0 {
+		wl.logf("stderr", "exiting with code %d", c)
+	}
+	return runtime.Exit{Code: wl.plan.exitCode}
+}
+
+// stopped plays out a stop request after tick ticks: checkpoint and exit 143
+// well within grace, or die at once (137) when there is no grace.
+func (wl *workload) stopped(tick int, grace time.Duration) runtime.Exit {
+	if grace <= 0 {
+		wl.logf("stderr", "killed")
+		return runtime.Exit{Code: exitKilled, Stopped: true}
+	}
+	wl.logf("stderr", "received SIGTERM, checkpointing")
+	t := time.NewTimer(min(checkpoint, grace/2))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case g := <-wl.stop: // only Close stops twice, to kill
+		if g <= 0 {
+			wl.logf("stderr", "killed")
+			return runtime.Exit{Code: exitKilled, Stopped: true}
+		}
+		<-t.C
+	}
+	wl.logf("stdout", "checkpoint saved: /checkpoints/step-%d.pt", step(float64(tick)/Ticks))
+	return runtime.Exit{Code: exitStopped, Stopped: true}
+}
+
+func step(frac float64) int { return int(math.Round(frac * Steps)) }
+
+// stepLine is a trainer's progress line; the numbers are deterministic for a
+// lease so that runs can be compared.
+func (wl *workload) stepLine(frac float64) string {
+	lr := 3e-4 * 0.5 * (1 + math.Cos(math.Pi*frac))
+	perGPU := 800 + 100*wl.noise(frac, "tput")
+	return fmt.Sprintf("step %d/%d loss=%.4f lr=%.2e throughput=%.0f samples/s gpus=%d",
+		step(frac), Steps, wl.loss(frac), lr, perGPU*float64(max(1, len(wl.w.GPUs))), len(wl.w.GPUs))
+}
+
+// loss falls from about 2.6 towards 0.1, with a little noise.
+func (wl *workload) loss(frac float64) float64 {
+	return 2.5*math.Exp(-3*frac) + 0.1 + 0.02*wl.noise(frac, "loss")
+}
+
+// noise is a deterministic value in [-1, 1) for the lease, point and kind.
+func (wl *workload) noise(frac float64, kind string) float64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%s/%d", wl.w.LeaseID, kind, step(frac))
+	return float64(h.Sum64()%2000)/1000 - 1
+}
+
+func (wl *workload) logf(stream, format string, args ...any) {
+	wl.send(runtime.Event{Log: &idlegrid.LogLine{
+		At: wl.clock.Now(), Stream: stream, Text: fmt.Sprintf(format, args...),
+	}})
+}
+
+func (wl *workload) send(ev runtime.Event) {
+	ev.LeaseID = wl.w.LeaseID
+	wl.events <- ev
+}

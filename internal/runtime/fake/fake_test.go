@@ -1,0 +1,270 @@
+package fake_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/runtime"
+	"github.com/idlegrid/idlegrid/internal/runtime/fake"
+)
+
+// run is what one workload sent, collected until its Exit.
+type run struct {
+	logs     []idlegrid.LogLine
+	progress []float64
+	exit     runtime.Exit
+	took     time.Duration // from Start to Exit
+}
+
+func (r *run) text() string {
+	var b strings.Builder
+	for _, l := range r.logs {
+		b.WriteString(l.Stream + ": " + l.Text + "\n")
+	}
+	return b.String()
+}
+
+func workload(id string, seconds int64, env map[string]string) runtime.Workload {
+	return runtime.Workload{
+		LeaseID: id, GPUs: []string{"GPU-fake-1", "GPU-fake-2"}, LimitSeconds: seconds,
+		Job: idlegrid.JobSpec{Name: "llama-ft", Kind: idlegrid.KindFineTune, Image: "ghcr.io/acme/train:1",
+			GPUs: 2, DurationSeconds: seconds, Env: env},
+	}
+}
+
+// mustStart starts w and returns a channel that yields its run once it exits.
+func mustStart(tb testing.TB, r *fake.Runtime, w runtime.Workload) <-chan *run {
+	tb.Helper()
+	events := make(chan runtime.Event)
+	began := time.Now()
+	if err := r.Start(context.Background(), w, events); err != nil {
+		tb.Fatalf("Start: %v", err)
+	}
+	done := make(chan *run, 1)
+	go func() {
+		out := &run{}
+		for ev := range events {
+			if ev.LeaseID != w.LeaseID {
+				tb.Errorf("event for lease %q, want %q", ev.LeaseID, w.LeaseID)
+			}
+			switch {
+			case ev.Log != nil:
+				out.logs = append(out.logs, *ev.Log)
+			case ev.Progress != nil:
+				out.progress = append(out.progress, *ev.Progress)
+			case ev.Exit != nil:
+				out.exit, out.took = *ev.Exit, time.Since(began)
+				done <- out
+				return
+			}
+		}
+	}()
+	return done
+}
+
+func TestRuntime_Start(t *testing.T) {
+	t.Run("RunsToCompletion", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := &fake.Runtime{}
+			got := <-mustStart(t, r, workload("lease_a", 3600, nil))
+			if got.exit != (runtime.Exit{Code: 0}) {
+				t.Errorf("exit = %+v, want code 0", got.exit)
+			}
+			if got.took != time.Hour {
+				t.Errorf("took %v, want 1h at speed 1", got.took)
+			}
+			if len(got.progress) != fake.Ticks || got.progress[len(got.progress)-1] != 1 {
+				t.Errorf("progress = %v, want %d reports ending at 1", got.progress, fake.Ticks)
+			}
+			for i := 1; i < len(got.progress); i++ {
+				if got.progress[i] <= got.progress[i-1] || got.progress[i]-got.progress[i-1] > 0.05 {
+					t.Fatalf("progress %v then %v: want steady steps of a few percent", got.progress[i-1], got.progress[i])
+				}
+			}
+			text := got.text()
+			for _, want := range []string{"stdout: visible GPUs: GPU-fake-1,GPU-fake-2", "step 500/1000 loss=", "step 1000/1000", "training complete"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("logs lack %q:\n%s", want, text)
+				}
+			}
+			for _, l := range got.logs {
+				if l.At.IsZero() {
+					t.Fatalf("log line %q has no time", l.Text)
+				}
+			}
+			mustClose(t, r)
+		})
+	})
+	t.Run("Speed", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := &fake.Runtime{Speed: 60}
+			if got := (<-mustStart(t, r, workload("lease_a", 3600, nil))).took; got != time.Minute {
+				t.Errorf("took %v, want 1m at speed 60", got)
+			}
+		})
+	})
+	t.Run("ExitCode", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			got := <-mustStart(t, &fake.Runtime{}, workload("lease_a", 100, map[string]string{"FAKE_EXIT_CODE": "3"}))
+			if got.exit.Code != 3 || got.took != 100*time.Second {
+				t.Errorf("exit %+v after %v, want code 3 after 100s", got.exit, got.took)
+			}
+			if !strings.Contains(got.text(), "stderr: exiting with code 3") {
+				t.Errorf("logs lack the exit:\n%s", got.text())
+			}
+		})
+	})
+	t.Run("FailAt", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			got := <-mustStart(t, &fake.Runtime{}, workload("lease_a", 100, map[string]string{"FAKE_FAIL_AT": "0.5"}))
+			if got.exit.Code != 1 || got.took != 50*time.Second {
+				t.Errorf("exit %+v after %v, want code 1 after 50s", got.exit, got.took)
+			}
+			if last := got.progress[len(got.progress)-1]; last >= 0.5 {
+				t.Errorf("last progress %v, want below 0.5", last)
+			}
+			if !strings.Contains(got.text(), "stderr: RuntimeError: CUDA error") {
+				t.Errorf("logs lack the crash:\n%s", got.text())
+			}
+		})
+	})
+	t.Run("FailAtWithExitCode", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			env := map[string]string{"FAKE_FAIL_AT": "0.25", "FAKE_EXIT_CODE": "7"}
+			if got := <-mustStart(t, &fake.Runtime{}, workload("lease_a", 100, env)); got.exit.Code != 7 || got.took != 26*time.Second {
+				t.Errorf("exit %+v after %v, want code 7 after 26s (the first 2%% step at or past 25%%)", got.exit, got.took)
+			}
+		})
+	})
+	t.Run("BadEnv", func(t *testing.T) {
+		for _, env := range []map[string]string{{"FAKE_FAIL_AT": "half"}, {"FAKE_FAIL_AT": "1.5"}, {"FAKE_EXIT_CODE": "-1"}} {
+			synctest.Test(t, func(t *testing.T) {
+				got := <-mustStart(t, &fake.Runtime{}, workload("lease_a", 100, env))
+				if got.exit.Code != 2 || got.took != 0 || !strings.Contains(got.text(), "stderr: fake: bad FAKE_") {
+					t.Errorf("env %v: exit %+v after %v, logs:\n%s\nwant exit 2 at once, naming the variable", env, got.exit, got.took, got.text())
+				}
+			})
+		}
+	})
+	t.Run("StartError", func(t *testing.T) {
+		r := &fake.Runtime{}
+		events := make(chan runtime.Event, 1)
+		err := r.Start(context.Background(), workload("lease_a", 100, map[string]string{"FAKE_START_ERROR": "manifest unknown"}), events)
+		if err == nil || !strings.Contains(err.Error(), "manifest unknown") {
+			t.Fatalf("Start error = %v, want one mentioning manifest unknown", err)
+		}
+		if len(events) != 0 {
+			t.Errorf("got %d events after a failed start, want none", len(events))
+		}
+	})
+	t.Run("Duplicate", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := &fake.Runtime{}
+			done := mustStart(t, r, workload("lease_a", 100, nil))
+			err := r.Start(context.Background(), workload("lease_a", 100, nil), make(chan runtime.Event))
+			if got := idlegrid.ErrorCode(err); got != idlegrid.ECONFLICT {
+				t.Errorf("second Start: code %q (%v), want %q", got, err, idlegrid.ECONFLICT)
+			}
+			<-done
+		})
+	})
+	t.Run("Cancelled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := (&fake.Runtime{}).Start(ctx, workload("lease_a", 1, nil), make(chan runtime.Event)); err == nil {
+			t.Error("Start with a cancelled context: got nil error")
+		}
+	})
+}
+
+func TestRuntime_Stop(t *testing.T) {
+	t.Run("Checkpoints", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := &fake.Runtime{}
+			done := mustStart(t, r, workload("lease_a", 1000, nil))
+			time.Sleep(100 * time.Second) // virtual
+			if err := r.Stop("lease_a", 10*time.Second); err != nil {
+				t.Fatalf("Stop: %v", err)
+			}
+			if err := r.Stop("lease_a", time.Hour); err != nil {
+				t.Errorf("second Stop: %v, want nil", err)
+			}
+			got := <-done
+			if got.exit != (runtime.Exit{Code: 143, Stopped: true}) {
+				t.Errorf("exit = %+v, want 143 stopped", got.exit)
+			}
+			if got.took > 110*time.Second {
+				t.Errorf("exited %v after start, want within the 10s grace of the stop at 100s", got.took)
+			}
+			text := got.text()
+			for _, want := range []string{"stderr: received SIGTERM, checkpointing", "checkpoint saved: /checkpoints/step-100.pt"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("logs lack %q:\n%s", want, text)
+				}
+			}
+		})
+	})
+	t.Run("NoGrace", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := &fake.Runtime{}
+			done := mustStart(t, r, workload("lease_a", 1000, nil))
+			synctest.Wait()
+			r.Stop("lease_a", 0)
+			if got := <-done; got.exit != (runtime.Exit{Code: 137, Stopped: true}) || got.took != 0 {
+				t.Errorf("exit = %+v after %v, want 137 stopped at once", got.exit, got.took)
+			}
+		})
+	})
+	t.Run("Unknown", func(t *testing.T) {
+		err := (&fake.Runtime{}).Stop("lease_nope", time.Second)
+		if got := idlegrid.ErrorCode(err); got != idlegrid.ENOTFOUND {
+			t.Errorf("code = %q (%v), want %q", got, err, idlegrid.ENOTFOUND)
+		}
+	})
+	t.Run("AfterExit", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := &fake.Runtime{}
+			<-mustStart(t, r, workload("lease_a", 10, nil))
+			if got := idlegrid.ErrorCode(r.Stop("lease_a", time.Second)); got != idlegrid.ENOTFOUND {
+				t.Errorf("code = %q, want %q", got, idlegrid.ENOTFOUND)
+			}
+		})
+	})
+}
+
+func TestRuntime_Close(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &fake.Runtime{}
+		a := mustStart(t, r, workload("lease_a", 1000, nil))
+		b := mustStart(t, r, workload("lease_b", 1000, nil))
+		time.Sleep(30 * time.Second)
+		r.Stop("lease_b", 10*time.Second) // checkpointing when Close comes
+		synctest.Wait()
+		mustClose(t, r)
+		synctest.Wait() // the readers have handed over what they got
+		for _, done := range []<-chan *run{a, b} {
+			select {
+			case got := <-done:
+				if got.exit != (runtime.Exit{Code: 137, Stopped: true}) || got.took != 30*time.Second {
+					t.Errorf("exit = %+v after %v, want 137 stopped at 30s", got.exit, got.took)
+				}
+			default:
+				t.Error("Close returned before a workload's Exit was sent")
+			}
+		}
+		if err := r.Start(context.Background(), workload("lease_c", 1, nil), make(chan runtime.Event)); err == nil {
+			t.Error("Start after Close: got nil error")
+		}
+	})
+}
+
+func mustClose(tb testing.TB, r *fake.Runtime) {
+	tb.Helper()
+	if err := r.Close(); err != nil {
+		tb.Fatalf("Close: %v", err)
+	}
+}

@@ -1,0 +1,65 @@
+// Package runtime is the contract between the agent and whatever runs a
+// lease's workload: containers (docker, later) or a simulation (fake). It is
+// modelled on Nomad's task driver plugins, cut down to what a lease needs:
+// start, stream output and progress, report the exit, stop with a grace
+// period.
+//
+// The contract:
+//
+//   - Start returns once the workload runs, or with an error when it could
+//     not be started (bad image, no such GPU, the runtime is closed). An
+//     error from Start is the node's failure, not the workload's; after it
+//     no event is ever sent for that lease.
+//   - After Start returns nil, the runtime sends the lease's events on the
+//     channel given to Start, in order, from goroutines it owns, and ends
+//     with exactly one event whose Exit is set. Nothing follows the Exit.
+//   - Sends block: the caller must keep receiving from the channel until the
+//     Exit arrives. A runtime never closes the channel.
+//   - Stop asks a workload to end (SIGTERM) and kills it after grace. It
+//     returns at once; the Exit follows, with Stopped set when the stop
+//     ended the workload. Stopping a workload twice is not an error; the
+//     first grace stands. Stopping an unknown lease is ENOTFOUND.
+//   - Close kills every workload still running and returns once their Exits
+//     are sent, so the caller keeps receiving while Close runs. After Close,
+//     Start fails.
+//   - Runtimes do not enforce a lease's time limit; the server asks the agent
+//     to stop a lease that reaches it.
+package runtime
+
+import (
+	"context"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// Workload is one lease's work, as a runtime needs it.
+type Workload struct {
+	LeaseID      string
+	Job          idlegrid.JobSpec
+	GPUs         []string // UUIDs of the GPUs the lease holds; the workload sees only these
+	LimitSeconds int64    // the run time the renter's hold covers, for the runtime's information
+}
+
+// Event is one thing that happened to a running workload. Exactly one of
+// Log, Progress and Exit is set.
+type Event struct {
+	LeaseID  string
+	Log      *idlegrid.LogLine // At, Stream and Text set; the agent numbers lines (Seq)
+	Progress *float64          // 0..1, as the workload reports it
+	Exit     *Exit
+}
+
+// Exit is how a workload ended.
+type Exit struct {
+	Code    int   // the workload's exit code; 143 after SIGTERM, 137 after a kill
+	Err     error // the runtime lost the workload (not the workload's fault); Code is then meaningless
+	Stopped bool  // the workload ended because Stop (or Close) asked it to
+}
+
+// Runtime runs workloads. See the package comment for the contract.
+type Runtime interface {
+	Start(ctx context.Context, w Workload, events chan<- Event) error
+	Stop(leaseID string, grace time.Duration) error
+	Close() error
+}
