@@ -1,0 +1,272 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// CreateAccount stores a new account. The caller sets ID and CreatedAt.
+func (db *DB) CreateAccount(ctx context.Context, a *idlegrid.Account) error {
+	if err := required("account.id", a.ID); err != nil {
+		return err
+	} else if err := a.Validate(); err != nil {
+		return err
+	}
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO accounts (id, name, role, created_at) VALUES ($1, $2, $3, $4)`,
+			a.ID, a.Name, string(a.Role), timeArg(a.CreatedAt))
+		return err
+	})
+	if isCode(err, idlegrid.ECONFLICT) {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "account %q already exists", a.ID)
+	}
+	return err
+}
+
+// FindAccount returns the account with id.
+func (db *DB) FindAccount(ctx context.Context, id string) (*idlegrid.Account, error) {
+	var a *idlegrid.Account
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		a, err = findAccount(ctx, tx, id)
+		return err
+	})
+	return a, err
+}
+
+// ListAccounts returns every account, oldest first.
+func (db *DB) ListAccounts(ctx context.Context) ([]*idlegrid.Account, error) {
+	var out []*idlegrid.Account
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+accountColumns+` FROM accounts ORDER BY created_at, id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			a, err := scanAccount(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, a)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+const accountColumns = `id, name, role, created_at`
+
+func findAccount(ctx context.Context, tx *sql.Tx, id string) (*idlegrid.Account, error) {
+	a, err := scanAccount(tx.QueryRowContext(ctx, `SELECT `+accountColumns+` FROM accounts WHERE id = $1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("account", id)
+	}
+	return a, err
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanAccount(s scanner) (*idlegrid.Account, error) {
+	var a idlegrid.Account
+	var created sql.NullInt64
+	if err := s.Scan(&a.ID, &a.Name, &a.Role, &created); err != nil {
+		return nil, err
+	}
+	a.CreatedAt = timeOf(created)
+	return &a, nil
+}
+
+// CreateAPIKey stores a new key for an existing account.
+func (db *DB) CreateAPIKey(ctx context.Context, k *idlegrid.APIKey) error {
+	if err := required("api_key.id", k.ID); err != nil {
+		return err
+	} else if err := required("api_key.hash", k.Hash); err != nil {
+		return err
+	}
+	return db.update(ctx, func(tx *sql.Tx) error {
+		if _, err := findAccount(ctx, tx, k.AccountID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, revoked_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			k.ID, k.AccountID, k.Name, k.Prefix, k.Hash, timeArg(k.CreatedAt), timePtrArg(k.RevokedAt))
+		if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "API key %q already exists", k.ID)
+		}
+		return err
+	})
+}
+
+const apiKeyColumns = `k.id, k.account_id, k.name, k.prefix, k.hash, k.created_at, k.revoked_at`
+
+func scanAPIKey(s scanner, extra ...any) (*idlegrid.APIKey, error) {
+	var k idlegrid.APIKey
+	var created, revoked sql.NullInt64
+	dest := append([]any{&k.ID, &k.AccountID, &k.Name, &k.Prefix, &k.Hash, &created, &revoked}, extra...)
+	if err := s.Scan(dest...); err != nil {
+		return nil, err
+	}
+	k.CreatedAt, k.RevokedAt = timeOf(created), timePtrOf(revoked)
+	return &k, nil
+}
+
+// FindAPIKey returns the unrevoked key whose secret hashes to hash, and its
+// account; ENOTFOUND when there is none.
+func (db *DB) FindAPIKey(ctx context.Context, hash string) (*idlegrid.APIKey, *idlegrid.Account, error) {
+	var k *idlegrid.APIKey
+	var a idlegrid.Account
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		var created sql.NullInt64
+		row := tx.QueryRowContext(ctx, `SELECT `+apiKeyColumns+`, a.id, a.name, a.role, a.created_at
+			FROM api_keys k JOIN accounts a ON a.id = k.account_id
+			WHERE k.hash = $1 AND k.revoked_at IS NULL`, hash)
+		k, err = scanAPIKey(row, &a.ID, &a.Name, &a.Role, &created)
+		if errors.Is(err, sql.ErrNoRows) {
+			return idlegrid.Errorf(idlegrid.ENOTFOUND, "no such API key")
+		}
+		a.CreatedAt = timeOf(created)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return k, &a, nil
+}
+
+// ListAPIKeys returns the account's keys, revoked ones included, oldest first.
+func (db *DB) ListAPIKeys(ctx context.Context, accountID string) ([]*idlegrid.APIKey, error) {
+	var out []*idlegrid.APIKey
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+apiKeyColumns+` FROM api_keys k
+			WHERE k.account_id = $1 ORDER BY k.created_at, k.id`, accountID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			k, err := scanAPIKey(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, k)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// RevokeAPIKey revokes the account's key at at. Revoking a revoked key keeps
+// its first revocation time; a key of another account is ENOTFOUND.
+func (db *DB) RevokeAPIKey(ctx context.Context, accountID, keyID string, at time.Time) error {
+	return db.update(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1)
+			WHERE id = $2 AND account_id = $3`, timeArg(at), keyID, accountID)
+		return expectOne(res, err, func() error { return notFound("API key", keyID) })
+	})
+}
+
+// CreateJoinToken stores a new join token for an existing provider.
+func (db *DB) CreateJoinToken(ctx context.Context, t *idlegrid.JoinToken) error {
+	if err := required("join_token.id", t.ID); err != nil {
+		return err
+	} else if err := required("join_token.hash", t.Hash); err != nil {
+		return err
+	} else if t.ExpiresAt.IsZero() {
+		return idlegrid.Invalid("join_token.expires_at", "required")
+	} else if t.MaxUses < 0 {
+		return idlegrid.Invalid("join_token.max_uses", "must not be negative")
+	}
+	return db.update(ctx, func(tx *sql.Tx) error {
+		if _, err := findAccount(ctx, tx, t.ProviderID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO join_tokens
+			(id, provider_id, name, prefix, hash, max_uses, uses, expires_at, created_at, revoked_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			t.ID, t.ProviderID, t.Name, t.Prefix, t.Hash, t.MaxUses, t.Uses,
+			timeArg(t.ExpiresAt), timeArg(t.CreatedAt), timePtrArg(t.RevokedAt))
+		if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "join token %q already exists", t.ID)
+		}
+		return err
+	})
+}
+
+const joinTokenColumns = `id, provider_id, name, prefix, hash, max_uses, uses, expires_at, created_at, revoked_at`
+
+func scanJoinToken(s scanner) (*idlegrid.JoinToken, error) {
+	var t idlegrid.JoinToken
+	var expires, created, revoked sql.NullInt64
+	if err := s.Scan(&t.ID, &t.ProviderID, &t.Name, &t.Prefix, &t.Hash, &t.MaxUses, &t.Uses,
+		&expires, &created, &revoked); err != nil {
+		return nil, err
+	}
+	t.ExpiresAt, t.CreatedAt, t.RevokedAt = timeOf(expires), timeOf(created), timePtrOf(revoked)
+	return &t, nil
+}
+
+// ListJoinTokens returns the provider's tokens, oldest first.
+func (db *DB) ListJoinTokens(ctx context.Context, providerID string) ([]*idlegrid.JoinToken, error) {
+	var out []*idlegrid.JoinToken
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens
+			WHERE provider_id = $1 ORDER BY created_at, id`, providerID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			t, err := scanJoinToken(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, t)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// RevokeJoinToken revokes the provider's token at at, like RevokeAPIKey.
+func (db *DB) RevokeJoinToken(ctx context.Context, providerID, tokenID string, at time.Time) error {
+	return db.update(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE join_tokens SET revoked_at = COALESCE(revoked_at, $1)
+			WHERE id = $2 AND provider_id = $3`, timeArg(at), tokenID, providerID)
+		return expectOne(res, err, func() error { return notFound("join token", tokenID) })
+	})
+}
+
+// JoinNode uses one use of the join token whose secret hashes to tokenHash,
+// judged at n.CreatedAt, and creates n under the token's provider, offline
+// until it sends an offer or a heartbeat. An unknown or unusable token is
+// EUNAUTHORIZED.
+func (db *DB) JoinNode(ctx context.Context, tokenHash string, n *idlegrid.Node) error {
+	if err := required("node.id", n.ID); err != nil {
+		return err
+	} else if err := required("node.public_key", n.PublicKey); err != nil {
+		return err
+	}
+	return db.update(ctx, func(tx *sql.Tx) error {
+		t, err := scanJoinToken(tx.QueryRowContext(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens
+			WHERE hash = $1`+db.dialect.forUpdate, tokenHash))
+		if errors.Is(err, sql.ErrNoRows) {
+			return idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "unknown join token; ask the provider for a new one")
+		} else if err != nil {
+			return err
+		} else if err := t.Usable(n.CreatedAt); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE join_tokens SET uses = uses + 1 WHERE id = $1`, t.ID); err != nil {
+			return err
+		}
+		n.ProviderID = t.ProviderID
+		n.State = idlegrid.NodeOffline
+		n.Reliability = idlegrid.ReliabilityOf(0, 0)
+		n.LeasesCompleted, n.LeasesFailed = 0, 0
+		return insertNode(ctx, tx, db.dialect, n)
+	})
+}

@@ -1,0 +1,164 @@
+package sqlstore
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// dialect is what differs between SQLite and PostgreSQL. Everything else,
+// placeholders ($N) and upserts (ON CONFLICT … DO UPDATE … RETURNING)
+// included, is the same SQL on both.
+type dialect struct {
+	name  string
+	goose goose.Dialect
+	open  func(dsn string) (*sql.DB, error)
+	// locker serializes migrations between coordinators sharing a database.
+	locker func() (lock.SessionLocker, error)
+	// forUpdate is appended to a SELECT that reads a row the transaction
+	// will change, so that concurrent writers queue on it. SQLite needs
+	// none: its write transactions are already serial.
+	forUpdate string
+	// code classifies a driver error as an idlegrid code, or "".
+	code func(err error) string
+}
+
+func dialectFor(dsn string) *dialect {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		return postgresDialect
+	}
+	return sqliteDialect
+}
+
+var postgresDialect = &dialect{
+	name:      "postgres",
+	goose:     goose.DialectPostgres,
+	open:      openPostgres,
+	locker:    func() (lock.SessionLocker, error) { return lock.NewPostgresSessionLocker() },
+	forUpdate: " FOR UPDATE",
+	code:      postgresCode,
+}
+
+var sqliteDialect = &dialect{
+	name:  "sqlite",
+	goose: goose.DialectSQLite3,
+	open:  openSQLite,
+	code:  sqliteCode,
+}
+
+func openPostgres(dsn string) (*sql.DB, error) {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(8)
+	return db, nil
+}
+
+// sqlitePragmas make a SQLite file fit for many concurrent handlers: WAL
+// lets readers run beside the writer; busy_timeout makes a second writer
+// wait instead of failing; _txlock=immediate takes the write lock at BEGIN,
+// so two writers never both read and then deadlock upgrading their locks.
+// Read-only transactions still begin deferred.
+const sqlitePragmas = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
+	"&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+
+func openSQLite(dsn string) (*sql.DB, error) {
+	path, _, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
+	if path == "" {
+		return nil, idlegrid.Invalid("dsn", "needs a SQLite file path or a postgres:// URL")
+	}
+	if path != ":memory:" {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	db, err := sql.Open("sqlite", dsn+sep+sqlitePragmas)
+	if err != nil {
+		return nil, err
+	}
+	if path == ":memory:" {
+		db.SetMaxOpenConns(1) // every connection would be its own database
+	}
+	return db, nil
+}
+
+// translate turns a driver error into an *idlegrid.Error where it has a
+// meaning in the market; other errors are returned as they are, and the API
+// reports them as internal.
+func (d *dialect) translate(err error) error {
+	var e *idlegrid.Error
+	switch {
+	case err == nil || errors.As(err, &e):
+		return err
+	case errors.Is(err, sql.ErrNoRows):
+		return idlegrid.Errorf(idlegrid.ENOTFOUND, "not found")
+	}
+	switch d.code(err) {
+	case idlegrid.ECONFLICT:
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "already exists")
+	case idlegrid.ENOTFOUND:
+		return idlegrid.Errorf(idlegrid.ENOTFOUND, "refers to an object that does not exist")
+	case idlegrid.EUNAVAILABLE:
+		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "database busy; try again")
+	}
+	return fmt.Errorf("%s: %w", d.name, err)
+}
+
+// retryable reports whether the database aborted the transaction only to
+// break a deadlock or a serialization conflict, so that running it again
+// may succeed.
+func (d *dialect) retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+func postgresCode(err error) string {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return ""
+	}
+	switch pe.Code {
+	case "23505": // unique_violation
+		return idlegrid.ECONFLICT
+	case "23503": // foreign_key_violation
+		return idlegrid.ENOTFOUND
+	case "40001", "40P01", "55P03": // serialization, deadlock, lock_not_available
+		return idlegrid.EUNAVAILABLE
+	}
+	return ""
+}
+
+func sqliteCode(err error) string {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return ""
+	}
+	switch se.Code() {
+	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return idlegrid.ECONFLICT
+	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+		return idlegrid.ENOTFOUND
+	}
+	switch se.Code() & 0xff { // primary result code
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return idlegrid.EUNAVAILABLE
+	}
+	return ""
+}

@@ -1,0 +1,91 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+func TestOpen_SQLitePragmas(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for pragma, want := range map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "10000"} {
+		var got string
+		if err := db.db.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(&got); err != nil {
+			t.Fatal(err)
+		} else if got != want {
+			t.Errorf("PRAGMA %s = %q, want %q", pragma, got, want)
+		}
+	}
+}
+
+func TestDialectFor(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"postgres://u@h/db":    "postgres",
+		"postgresql://u@h/db":  "postgres",
+		"/var/lib/idlegrid.db": "sqlite",
+		"idlegrid.db?_x=1":     "sqlite",
+		"file:idlegrid.db":     "sqlite",
+	} {
+		if got := dialectFor(dsn).name; got != want {
+			t.Errorf("dialectFor(%q) = %s, want %s", dsn, got, want)
+		}
+	}
+}
+
+func TestTime_RoundTrip(t *testing.T) {
+	for _, tm := range []time.Time{
+		time.Date(2026, 11, 30, 12, 0, 0, 123456000, time.UTC),
+		time.Date(1999, 1, 1, 0, 0, 0, 1000, time.FixedZone("x", 3600)),
+	} {
+		v := timeArg(tm).(int64)
+		if got := timeOf(sql.NullInt64{Int64: v, Valid: true}); !got.Equal(tm) || got.Location() != time.UTC {
+			t.Errorf("round trip of %v = %v", tm, got)
+		}
+	}
+	if timeArg(time.Time{}) != nil || timePtrArg(nil) != nil || timePtrOf(sql.NullInt64{}) != nil {
+		t.Error("zero and nil times must be NULL")
+	}
+}
+
+func TestTranslate(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = db.db.ExecContext(ctx, `INSERT INTO balances (account, balance) VALUES ('a', 1), ('a', 2)`)
+	if got := idlegrid.ErrorCode(db.dialect.translate(err)); got != idlegrid.ECONFLICT {
+		t.Errorf("unique violation: %s (%v), want conflict", got, err)
+	}
+	_, err = db.db.ExecContext(ctx, `INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at)
+		VALUES ('k', 'nobody', '', '', 'h', 0)`)
+	if got := idlegrid.ErrorCode(db.dialect.translate(err)); got != idlegrid.ENOTFOUND {
+		t.Errorf("foreign key violation: %s (%v), want not_found", got, err)
+	}
+}
+
+func TestOpen_SQLiteMemory(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	a := &idlegrid.Account{ID: "acct_m", Name: "M", Role: idlegrid.RoleAdmin, CreatedAt: time.Unix(1, 0).UTC()}
+	if err := db.CreateAccount(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.FindAccount(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+}

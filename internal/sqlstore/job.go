@@ -1,0 +1,142 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// CreateJob stores a new job, queued. The caller sets ID, RenterID and
+// CreatedAt; UpdatedAt defaults to CreatedAt.
+func (db *DB) CreateJob(ctx context.Context, j *idlegrid.Job) error {
+	if err := required("job.id", j.ID); err != nil {
+		return err
+	} else if err := required("job.renter_id", j.RenterID); err != nil {
+		return err
+	}
+	spec, err := jsonArg(j.JobSpec)
+	if err != nil {
+		return err
+	}
+	if j.State == "" {
+		j.State = idlegrid.JobQueued
+	}
+	if j.UpdatedAt.IsZero() {
+		j.UpdatedAt = j.CreatedAt
+	}
+	return db.update(ctx, func(tx *sql.Tx) error {
+		if _, err := findAccount(ctx, tx, j.RenterID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO jobs (id, renter_id, spec, state, reason, attempts,
+			created_at, updated_at, started_at, ended_at, charged_micros)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			j.ID, j.RenterID, spec, string(j.State), j.Reason, j.Attempts,
+			timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timePtrArg(j.StartedAt), timePtrArg(j.EndedAt),
+			int64(j.ChargedMicros))
+		if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "job %q already exists", j.ID)
+		}
+		return err
+	})
+}
+
+const jobColumns = `id, renter_id, spec, state, reason, attempts, created_at, updated_at,
+	started_at, ended_at, charged_micros`
+
+func scanJob(s scanner) (*idlegrid.Job, error) {
+	var j idlegrid.Job
+	var spec string
+	var created, updated, started, ended sql.NullInt64
+	if err := s.Scan(&j.ID, &j.RenterID, &spec, &j.State, &j.Reason, &j.Attempts,
+		&created, &updated, &started, &ended, &j.ChargedMicros); err != nil {
+		return nil, err
+	}
+	if err := jsonOf(spec, &j.JobSpec); err != nil {
+		return nil, err
+	}
+	j.CreatedAt, j.UpdatedAt = timeOf(created), timeOf(updated)
+	j.StartedAt, j.EndedAt = timePtrOf(started), timePtrOf(ended)
+	return &j, nil
+}
+
+// findJob reads a job; lock makes concurrent writers of the job queue.
+func findJob(ctx context.Context, tx *sql.Tx, id, lock string) (*idlegrid.Job, error) {
+	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1`+lock, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("job", id)
+	}
+	return j, err
+}
+
+// FindJob returns the job with id.
+func (db *DB) FindJob(ctx context.Context, id string) (*idlegrid.Job, error) {
+	var j *idlegrid.Job
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		j, err = findJob(ctx, tx, id, "")
+		return err
+	})
+	return j, err
+}
+
+// ListJobs returns the jobs that match f, newest first.
+func (db *DB) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegrid.Job, error) {
+	var a args
+	q := `SELECT ` + jobColumns + ` FROM jobs WHERE 1 = 1`
+	if f.RenterID != "" {
+		q += ` AND renter_id = ` + a.add(f.RenterID)
+	}
+	if len(f.States) > 0 {
+		q += ` AND state IN ` + in(&a, f.States)
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
+	var out []*idlegrid.Job
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, q, a...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			j, err := scanJob(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, j)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// SetJobReason records why a queued job waits; a no-op once it is not queued.
+func (db *DB) SetJobReason(ctx context.Context, jobID, reason string, at time.Time) error {
+	return db.update(ctx, func(tx *sql.Tx) error {
+		j, err := findJob(ctx, tx, jobID, db.dialect.forUpdate)
+		if err != nil || j.State != idlegrid.JobQueued {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET reason = $1, updated_at = $2 WHERE id = $3`,
+			reason, timeArg(at), jobID)
+		return err
+	})
+}
+
+// CancelQueuedJob cancels a queued job. A job that is running or over is an
+// ECONFLICT: a running job is cancelled by stopping its leases.
+func (db *DB) CancelQueuedJob(ctx context.Context, jobID, reason string, at time.Time) error {
+	return db.update(ctx, func(tx *sql.Tx) error {
+		j, err := findJob(ctx, tx, jobID, db.dialect.forUpdate)
+		if err != nil {
+			return err
+		} else if j.State != idlegrid.JobQueued {
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "job %s is %s, not queued", jobID, j.State)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = $1, reason = $2, updated_at = $3, ended_at = $3
+			WHERE id = $4`, string(idlegrid.JobCancelled), reason, timeArg(at), jobID)
+		return err
+	})
+}

@@ -1,0 +1,460 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// PlaceJob stores a placement in one transaction: the job, still queued at
+// p.Attempt, becomes running; each lease is inserted with a claim on each of
+// its GPUs and an opening event; the holds are posted. A job that moved on or
+// a GPU already claimed is ECONFLICT, a hold beyond the renter's balance
+// EPAYMENT; either way nothing is written.
+func (db *DB) PlaceJob(ctx context.Context, p *idlegrid.Placement) error {
+	if err := required("placement.job_id", p.JobID); err != nil {
+		return err
+	} else if len(p.Leases) == 0 {
+		return idlegrid.Invalid("placement.leases", "a placement needs at least one lease")
+	} else if p.At.IsZero() {
+		return idlegrid.Invalid("placement.at", "required")
+	}
+	return db.update(ctx, func(tx *sql.Tx) error {
+		j, err := findJob(ctx, tx, p.JobID, db.dialect.forUpdate)
+		if err != nil {
+			return err
+		} else if j.State != idlegrid.JobQueued || j.Attempts != p.Attempt {
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "job %s moved on: %s at attempt %d, placement was for queued at attempt %d",
+				j.ID, j.State, j.Attempts, p.Attempt)
+		}
+		for i, l := range p.Leases {
+			if err := db.insertLease(ctx, tx, j, p, l); err != nil {
+				return fmt.Errorf("lease %d: %w", i, err)
+			}
+		}
+		for _, t := range p.Transfers {
+			if t.CreatedAt.IsZero() {
+				t.CreatedAt = p.At
+			}
+		}
+		if err := postTransfers(ctx, tx, p.Transfers); err != nil {
+			return err
+		}
+		started := j.StartedAt
+		if started == nil {
+			started = &p.At
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = $1, reason = $2, attempts = attempts + 1,
+			started_at = $3, updated_at = $4 WHERE id = $5`,
+			string(idlegrid.JobRunning), fmt.Sprintf("running on %d node(s)", len(p.Leases)),
+			timePtrArg(started), timeArg(p.At), j.ID)
+		return err
+	})
+}
+
+// insertLease checks l against its job and placement, fills in what the
+// store knows, and inserts it with its GPU claims and its opening event.
+func (db *DB) insertLease(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, p *idlegrid.Placement, l *idlegrid.Lease) error {
+	if err := checkLease(j, p, l); err != nil {
+		return err
+	}
+	n, err := findNode(ctx, tx, l.NodeID)
+	if err != nil {
+		return err
+	} else if l.ProviderID != "" && l.ProviderID != n.ProviderID {
+		return idlegrid.Invalid("lease.provider_id", "node %s belongs to %s, not %s", n.ID, n.ProviderID, l.ProviderID)
+	}
+	l.JobID, l.RenterID, l.ProviderID, l.Attempt = j.ID, j.RenterID, n.ProviderID, p.Attempt+1
+	if l.State == "" {
+		l.State = idlegrid.LeaseAssigned
+	}
+	if l.Tier == "" {
+		l.Tier = j.Tier
+	}
+	if l.CreatedAt.IsZero() {
+		l.CreatedAt = p.At
+	}
+	gpus, err := jsonArg(l.GPUUUIDs)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO leases (id, job_id, renter_id, node_id, provider_id, attempt,
+		gpu_uuids, tier, price_micros, price_note, limit_seconds, hold_micros, charged_micros, state, reason,
+		fault, stop_requested, exit_code, progress, created_at, started_at, ended_at, events, log_lines)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+		$21, $22, 1, 0)`,
+		l.ID, l.JobID, l.RenterID, l.NodeID, l.ProviderID, l.Attempt, gpus, string(l.Tier),
+		int64(l.PriceMicrosPerGPUHour), l.PriceNote, l.LimitSeconds, int64(l.HoldMicros), int64(l.ChargedMicros),
+		string(l.State), l.Reason, string(l.Fault), l.StopRequested, exitCodeArg(l.ExitCode), l.Progress,
+		timeArg(l.CreatedAt), timePtrArg(l.StartedAt), timePtrArg(l.EndedAt))
+	if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %q already exists", l.ID)
+	} else if err != nil {
+		return err
+	}
+	for _, gpu := range l.GPUUUIDs {
+		_, err := tx.ExecContext(ctx, `INSERT INTO gpu_claims (node_id, gpu_uuid, lease_id) VALUES ($1, $2, $3)`,
+			l.NodeID, gpu, l.ID)
+		if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "GPU %s on node %s is already claimed", gpu, l.NodeID)
+		} else if err != nil {
+			return err
+		}
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO lease_events (lease_id, seq, from_state, to_state, reason, at)
+		VALUES ($1, 1, '', $2, $3, $4)`, l.ID, string(l.State), l.Reason, timeArg(l.CreatedAt))
+	return err
+}
+
+func checkLease(j *idlegrid.Job, p *idlegrid.Placement, l *idlegrid.Lease) error {
+	switch {
+	case l.ID == "":
+		return idlegrid.Invalid("lease.id", "required")
+	case l.NodeID == "":
+		return idlegrid.Invalid("lease.node_id", "required")
+	case len(l.GPUUUIDs) == 0:
+		return idlegrid.Invalid("lease.gpu_uuids", "a lease needs at least one GPU")
+	case l.JobID != "" && l.JobID != j.ID:
+		return idlegrid.Invalid("lease.job_id", "is %s, but the placement is for %s", l.JobID, j.ID)
+	case l.RenterID != "" && l.RenterID != j.RenterID:
+		return idlegrid.Invalid("lease.renter_id", "is %s, but job %s belongs to %s", l.RenterID, j.ID, j.RenterID)
+	case l.Attempt != 0 && l.Attempt != p.Attempt+1:
+		return idlegrid.Invalid("lease.attempt", "must be the placement's attempt + 1 (%d), got %d", p.Attempt+1, l.Attempt)
+	case l.State != "" && l.State.Terminal():
+		return idlegrid.Invalid("lease.state", "a new lease cannot be %s", l.State)
+	}
+	return nil
+}
+
+func exitCodeArg(c *int) any {
+	if c == nil {
+		return nil
+	}
+	return int64(*c)
+}
+
+const leaseColumns = `id, job_id, renter_id, node_id, provider_id, attempt, gpu_uuids, tier, price_micros,
+	price_note, limit_seconds, hold_micros, charged_micros, state, reason, fault, stop_requested, exit_code,
+	progress, created_at, started_at, ended_at`
+
+func scanLease(s scanner) (*idlegrid.Lease, error) {
+	var l idlegrid.Lease
+	var gpus string
+	var exit, created, started, ended sql.NullInt64
+	if err := s.Scan(&l.ID, &l.JobID, &l.RenterID, &l.NodeID, &l.ProviderID, &l.Attempt, &gpus, &l.Tier,
+		&l.PriceMicrosPerGPUHour, &l.PriceNote, &l.LimitSeconds, &l.HoldMicros, &l.ChargedMicros, &l.State,
+		&l.Reason, &l.Fault, &l.StopRequested, &exit, &l.Progress, &created, &started, &ended); err != nil {
+		return nil, err
+	}
+	if err := jsonOf(gpus, &l.GPUUUIDs); err != nil {
+		return nil, err
+	}
+	if exit.Valid {
+		c := int(exit.Int64)
+		l.ExitCode = &c
+	}
+	l.CreatedAt, l.StartedAt, l.EndedAt = timeOf(created), timePtrOf(started), timePtrOf(ended)
+	return &l, nil
+}
+
+func findLease(ctx context.Context, tx *sql.Tx, id, lock string) (*idlegrid.Lease, error) {
+	l, err := scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM leases WHERE id = $1`+lock, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("lease", id)
+	}
+	return l, err
+}
+
+func queryLeases(ctx context.Context, tx *sql.Tx, q string, a ...any) ([]*idlegrid.Lease, error) {
+	rows, err := tx.QueryContext(ctx, q, a...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*idlegrid.Lease
+	for rows.Next() {
+		l, err := scanLease(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// FindLease returns the lease with id.
+func (db *DB) FindLease(ctx context.Context, id string) (*idlegrid.Lease, error) {
+	var l *idlegrid.Lease
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		l, err = findLease(ctx, tx, id, "")
+		return err
+	})
+	return l, err
+}
+
+// ListLeases returns the leases that match f, newest first.
+func (db *DB) ListLeases(ctx context.Context, f idlegrid.LeaseFilter) ([]*idlegrid.Lease, error) {
+	var a args
+	q := `SELECT ` + leaseColumns + ` FROM leases WHERE 1 = 1`
+	for _, c := range []struct{ column, v string }{
+		{"job_id", f.JobID}, {"node_id", f.NodeID}, {"provider_id", f.ProviderID}, {"renter_id", f.RenterID},
+	} {
+		if c.v != "" {
+			q += ` AND ` + c.column + ` = ` + a.add(c.v)
+		}
+	}
+	if len(f.States) > 0 {
+		q += ` AND state IN ` + in(&a, f.States)
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
+	var out []*idlegrid.Lease
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		out, err = queryLeases(ctx, tx, q, a...)
+		return err
+	})
+	return out, err
+}
+
+// ListLeaseEvents returns the lease's state changes in order, its placement
+// (from "") first.
+func (db *DB) ListLeaseEvents(ctx context.Context, leaseID string) ([]*idlegrid.LeaseEvent, error) {
+	var out []*idlegrid.LeaseEvent
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		if _, err := findLease(ctx, tx, leaseID, ""); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT lease_id, from_state, to_state, reason, at FROM lease_events
+			WHERE lease_id = $1 ORDER BY seq`, leaseID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var e idlegrid.LeaseEvent
+			var at sql.NullInt64
+			if err := rows.Scan(&e.LeaseID, &e.From, &e.To, &e.Reason, &at); err != nil {
+				return err
+			}
+			e.At = timeOf(at)
+			out = append(out, &e)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// RequestLeaseStop asks the agent to stop a live lease; ECONFLICT once the
+// lease has ended.
+func (db *DB) RequestLeaseStop(ctx context.Context, leaseID, reason string, at time.Time) error {
+	if reason == "" {
+		return idlegrid.Invalid("stop.reason", "required")
+	}
+	return db.update(ctx, func(tx *sql.Tx) error {
+		l, err := findLease(ctx, tx, leaseID, db.dialect.forUpdate)
+		if err != nil {
+			return err
+		} else if l.State.Terminal() {
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s is already %s", leaseID, l.State)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE leases SET stop_requested = $1 WHERE id = $2`, reason, leaseID)
+		return err
+	})
+}
+
+// SetLeaseProgress records the agent's progress, 0..1, of a running lease.
+func (db *DB) SetLeaseProgress(ctx context.Context, leaseID string, progress float64, at time.Time) error {
+	if !(progress >= 0 && progress <= 1) {
+		return idlegrid.Invalid("lease.progress", "must be between 0 and 1")
+	}
+	return db.update(ctx, func(tx *sql.Tx) error {
+		l, err := findLease(ctx, tx, leaseID, db.dialect.forUpdate)
+		if err != nil {
+			return err
+		} else if l.State != idlegrid.LeaseRunning {
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s is %s, not running", leaseID, l.State)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE leases SET progress = $1 WHERE id = $2`, progress, leaseID)
+		return err
+	})
+}
+
+// TransitionLease applies t and its transfers in one transaction: the lease
+// changes state and gets an event; a lease that ends frees its GPUs and
+// counts in its node's record; the job is charged and moved on by
+// idlegrid.NextJobState over the leases of its current attempt.
+func (db *DB) TransitionLease(ctx context.Context, t *idlegrid.LeaseTransition, transfers []*idlegrid.Transfer) error {
+	if err := checkTransition(t); err != nil {
+		return err
+	}
+	for _, x := range transfers {
+		if x.CreatedAt.IsZero() {
+			x.CreatedAt = t.At
+		}
+	}
+	return db.update(ctx, func(tx *sql.Tx) error {
+		l, err := findLease(ctx, tx, t.LeaseID, db.dialect.forUpdate)
+		if err != nil {
+			return err
+		} else if !stateIn(l.State, t.From) {
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s is %s, not %v", l.ID, l.State, t.From)
+		}
+		j, err := findJob(ctx, tx, l.JobID, db.dialect.forUpdate)
+		if err != nil {
+			return err
+		}
+		if err := moveLease(ctx, tx, l, t); err != nil {
+			return err
+		}
+		if t.To.Terminal() {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM gpu_claims WHERE lease_id = $1`, l.ID); err != nil {
+				return err
+			} else if err := recordLeaseEnd(ctx, tx, l.NodeID, t.To, t.Fault); err != nil {
+				return err
+			}
+		}
+		if err := postTransfers(ctx, tx, transfers); err != nil {
+			return err
+		}
+		return moveJob(ctx, tx, j, l.Attempt, t)
+	})
+}
+
+func checkTransition(t *idlegrid.LeaseTransition) error {
+	switch t.To {
+	case idlegrid.LeaseAssigned, idlegrid.LeaseRunning, idlegrid.LeaseSucceeded, idlegrid.LeaseFailed,
+		idlegrid.LeaseCancelled, idlegrid.LeaseLost:
+	default:
+		return idlegrid.Invalid("transition.to", "unknown lease state %q", t.To)
+	}
+	switch {
+	case t.LeaseID == "":
+		return idlegrid.Invalid("transition.lease_id", "required")
+	case len(t.From) == 0:
+		return idlegrid.Invalid("transition.from", "name the states the lease may be in")
+	case t.At.IsZero():
+		return idlegrid.Invalid("transition.at", "required")
+	case t.ChargedMicros < 0:
+		return idlegrid.Invalid("transition.charged_micros", "must not be negative")
+	}
+	return nil
+}
+
+func stateIn(s idlegrid.LeaseState, set []idlegrid.LeaseState) bool {
+	for _, x := range set {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// moveLease writes t onto l and records the event.
+func moveLease(ctx context.Context, tx *sql.Tx, l *idlegrid.Lease, t *idlegrid.LeaseTransition) error {
+	ended := l.EndedAt
+	if t.To.Terminal() && ended == nil {
+		ended = &t.At
+	}
+	started := l.StartedAt
+	if t.To == idlegrid.LeaseRunning && started == nil {
+		started = &t.At
+	}
+	exit := l.ExitCode
+	if t.ExitCode != nil {
+		exit = t.ExitCode
+	}
+	var seq int64
+	err := tx.QueryRowContext(ctx, `UPDATE leases SET state = $1, reason = $2, fault = $3, exit_code = $4,
+		started_at = $5, ended_at = $6, charged_micros = charged_micros + $7, events = events + 1
+		WHERE id = $8 RETURNING events`,
+		string(t.To), t.Reason, string(t.Fault), exitCodeArg(exit), timePtrArg(started), timePtrArg(ended),
+		int64(t.ChargedMicros), l.ID).Scan(&seq)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO lease_events (lease_id, seq, from_state, to_state, reason, at)
+		VALUES ($1, $2, $3, $4, $5, $6)`, l.ID, seq, string(l.State), string(t.To), t.Reason, timeArg(t.At))
+	return err
+}
+
+// moveJob charges the job for t and, when the lease belongs to the job's
+// current attempt, moves the job on by NextJobState.
+func moveJob(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, attempt int, t *idlegrid.LeaseTransition) error {
+	state, reason, ended := j.State, j.Reason, j.EndedAt
+	if attempt == j.Attempts && !j.State.Terminal() {
+		leases, err := queryLeases(ctx, tx, `SELECT `+leaseColumns+` FROM leases WHERE job_id = $1 AND attempt = $2`,
+			j.ID, j.Attempts)
+		if err != nil {
+			return err
+		}
+		next, why := idlegrid.NextJobState(leases)
+		if next != j.State || why != "" {
+			state, reason = next, why
+		}
+		if state.Terminal() && ended == nil {
+			ended = &t.At
+		}
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = $1, reason = $2, ended_at = $3, updated_at = $4,
+		charged_micros = charged_micros + $5 WHERE id = $6`,
+		string(state), reason, timePtrArg(ended), timeArg(t.At), int64(t.ChargedMicros), j.ID)
+	return err
+}
+
+// AppendLogs appends lines to the lease's log, numbering them on from the
+// last line stored; it sets each line's Seq.
+func (db *DB) AppendLogs(ctx context.Context, leaseID string, lines []idlegrid.LogLine) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	return db.update(ctx, func(tx *sql.Tx) error {
+		var last int64
+		err := tx.QueryRowContext(ctx, `UPDATE leases SET log_lines = log_lines + $1 WHERE id = $2
+			RETURNING log_lines`, len(lines), leaseID).Scan(&last)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("lease", leaseID)
+		} else if err != nil {
+			return err
+		}
+		first := last - int64(len(lines)) + 1
+		for i := range lines {
+			lines[i].Seq = first + int64(i)
+			if _, err := tx.ExecContext(ctx, `INSERT INTO lease_logs (lease_id, seq, at, stream, text)
+				VALUES ($1, $2, $3, $4, $5)`, leaseID, lines[i].Seq, timeArg(lines[i].At),
+				lines[i].Stream, lines[i].Text); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ListLogs returns up to limit lines with Seq > afterSeq, in order.
+func (db *DB) ListLogs(ctx context.Context, leaseID string, afterSeq int64, limit int) ([]idlegrid.LogLine, error) {
+	var out []idlegrid.LogLine
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		if _, err := findLease(ctx, tx, leaseID, ""); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT seq, at, stream, text FROM lease_logs
+			WHERE lease_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, leaseID, afterSeq, limitOf(limit))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var l idlegrid.LogLine
+			var at sql.NullInt64
+			if err := rows.Scan(&l.Seq, &at, &l.Stream, &l.Text); err != nil {
+				return err
+			}
+			l.At = timeOf(at)
+			out = append(out, l)
+		}
+		return rows.Err()
+	})
+	return out, err
+}

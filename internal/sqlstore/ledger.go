@@ -1,0 +1,333 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sort"
+	"strings"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// errSeen reports that a transfer's idempotency key was used before.
+var errSeen = errors.New("idempotency key seen before")
+
+// postTransfer validates t, records it and its entries, and moves the
+// balances. An account that may not go negative never does: EPAYMENT. A
+// transfer whose idempotency key was seen before is not applied: errSeen.
+func postTransfer(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer) error {
+	if err := t.Validate(); err != nil {
+		return err
+	} else if t.CreatedAt.IsZero() {
+		return idlegrid.Invalid("transfer.created_at", "required")
+	}
+	if t.ID == "" {
+		t.ID = idlegrid.NewID("xfer")
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO transfers (id, idempotency_key, kind, lease_id, memo, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (idempotency_key) DO NOTHING`,
+		t.ID, t.IdempotencyKey, string(t.Kind), t.LeaseID, t.Memo, timeArg(t.CreatedAt))
+	if err := expectOne(res, err, func() error { return errSeen }); err != nil {
+		return err
+	}
+	for i, e := range t.Entries {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (transfer_id, idx, account, owner, amount)
+			VALUES ($1, $2, $3, $4, $5)`, t.ID, i, string(e.Account), e.Account.Owner(), int64(e.Amount)); err != nil {
+			return err
+		}
+	}
+	for _, e := range netEntries(t.Entries) {
+		if err := moveBalance(ctx, tx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// netEntries sums t's entries per account, in account order, so that
+// concurrent transactions lock balances in one order and an account that
+// is debited and credited in one transfer is judged on the net.
+func netEntries(entries []idlegrid.Entry) []idlegrid.Entry {
+	sums := map[idlegrid.LedgerAccount]idlegrid.Micros{}
+	for _, e := range entries {
+		sums[e.Account] += e.Amount
+	}
+	out := make([]idlegrid.Entry, 0, len(sums))
+	for acct, amount := range sums {
+		out = append(out, idlegrid.Entry{Account: acct, Amount: amount})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Account < out[j].Account })
+	return out
+}
+
+// moveBalance adds e to its account's balance, refusing to take an account
+// that may not go negative below zero.
+func moveBalance(ctx context.Context, tx *sql.Tx, e idlegrid.Entry) error {
+	var after int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO balances (account, balance) VALUES ($1, $2)
+		ON CONFLICT (account) DO UPDATE SET balance = balances.balance + excluded.balance
+		RETURNING balance`, string(e.Account), int64(e.Amount)).Scan(&after)
+	if err != nil {
+		return err
+	}
+	if after < 0 && !e.Account.MayGoNegative() {
+		return overdrawn(e.Account, -e.Amount, idlegrid.Micros(after)-e.Amount)
+	}
+	return nil
+}
+
+// overdrawn is the EPAYMENT error for taking need from account, which has have.
+func overdrawn(account idlegrid.LedgerAccount, need, have idlegrid.Micros) error {
+	if strings.HasPrefix(string(account), "renter:") && strings.HasSuffix(string(account), ":available") {
+		return idlegrid.Errorf(idlegrid.EPAYMENT, "renter balance too low: need %s, have %s; top up (account %s)",
+			need, have, account)
+	}
+	return idlegrid.Errorf(idlegrid.EPAYMENT, "ledger account %s too low: need %s, have %s", account, need, have)
+}
+
+// postTransfers applies transfers that belong to a lease change; a replayed
+// idempotency key there means the change was already made: ECONFLICT.
+func postTransfers(ctx context.Context, tx *sql.Tx, ts []*idlegrid.Transfer) error {
+	for _, t := range ts {
+		err := postTransfer(ctx, tx, t)
+		if errors.Is(err, errSeen) {
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "transfer %q was already applied", t.IdempotencyKey)
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PostTransfer applies t. A transfer whose idempotency key was seen before
+// is not applied again: the stored one is returned, and ECONFLICT if its
+// entries differ from t's.
+func (db *DB) PostTransfer(ctx context.Context, t *idlegrid.Transfer) (*idlegrid.Transfer, error) {
+	var out *idlegrid.Transfer
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		err := postTransfer(ctx, tx, t)
+		if err == nil {
+			out = t
+			return nil
+		} else if !errors.Is(err, errSeen) {
+			return err
+		}
+		stored, err := findTransferByKey(ctx, tx, t.IdempotencyKey)
+		if err != nil {
+			return err
+		} else if !sameEntries(stored.Entries, t.Entries) {
+			return idlegrid.Errorf(idlegrid.ECONFLICT,
+				"idempotency key %q was used before for a different transfer", t.IdempotencyKey)
+		}
+		out = stored
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func sameEntries(a, b []idlegrid.Entry) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+const transferColumns = `id, idempotency_key, kind, lease_id, memo, created_at`
+
+func findTransferByKey(ctx context.Context, tx *sql.Tx, key string) (*idlegrid.Transfer, error) {
+	ts, err := queryTransfers(ctx, tx, `SELECT `+transferColumns+` FROM transfers WHERE idempotency_key = $1`, key)
+	if err != nil {
+		return nil, err
+	} else if len(ts) == 0 {
+		return nil, idlegrid.Errorf(idlegrid.ENOTFOUND, "transfer %q not found", key)
+	}
+	return ts[0], nil
+}
+
+// queryTransfers runs q for transfers and fills in their entries.
+func queryTransfers(ctx context.Context, tx *sql.Tx, q string, a ...any) ([]*idlegrid.Transfer, error) {
+	rows, err := tx.QueryContext(ctx, q, a...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*idlegrid.Transfer
+	for rows.Next() {
+		var t idlegrid.Transfer
+		var created sql.NullInt64
+		if err := rows.Scan(&t.ID, &t.IdempotencyKey, &t.Kind, &t.LeaseID, &t.Memo, &created); err != nil {
+			return nil, err
+		}
+		t.CreatedAt = timeOf(created)
+		out = append(out, &t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	for _, t := range out {
+		if t.Entries, err = transferEntries(ctx, tx, t.ID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func transferEntries(ctx context.Context, tx *sql.Tx, transferID string) ([]idlegrid.Entry, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT account, amount FROM ledger_entries
+		WHERE transfer_id = $1 ORDER BY idx`, transferID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []idlegrid.Entry
+	for rows.Next() {
+		var e idlegrid.Entry
+		if err := rows.Scan(&e.Account, &e.Amount); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// ListTransfers returns the transfers that match f, newest first.
+func (db *DB) ListTransfers(ctx context.Context, f idlegrid.TransferFilter) ([]*idlegrid.Transfer, error) {
+	var a args
+	q := `SELECT ` + transferColumns + ` FROM transfers t WHERE 1 = 1`
+	if f.AccountID != "" {
+		q += ` AND EXISTS (SELECT 1 FROM ledger_entries e WHERE e.transfer_id = t.id AND e.owner = ` +
+			a.add(f.AccountID) + `)`
+	}
+	if f.LeaseID != "" {
+		q += ` AND lease_id = ` + a.add(f.LeaseID)
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
+	var out []*idlegrid.Transfer
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		out, err = queryTransfers(ctx, tx, q, a...)
+		return err
+	})
+	return out, err
+}
+
+// Balance returns the account holder's money: available and held from the
+// renter's ledger accounts, earned from the provider's, and spent from the
+// charges of the renter's leases.
+func (db *DB) Balance(ctx context.Context, accountID string) (*idlegrid.Balance, error) {
+	b := &idlegrid.Balance{AccountID: accountID}
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		if _, err := findAccount(ctx, tx, accountID); err != nil {
+			return err
+		}
+		for _, x := range []struct {
+			account idlegrid.LedgerAccount
+			to      *idlegrid.Micros
+		}{
+			{idlegrid.RenterAvailable(accountID), &b.Available},
+			{idlegrid.RenterHeld(accountID), &b.Held},
+			{idlegrid.ProviderEarned(accountID), &b.Earned},
+		} {
+			if err := sumInto(ctx, tx, x.to, `SELECT balance FROM balances WHERE account = $1`, string(x.account)); err != nil {
+				return err
+			}
+		}
+		return sumInto(ctx, tx, &b.Spent, `SELECT CAST(COALESCE(SUM(charged_micros), 0) AS BIGINT) FROM leases WHERE renter_id = $1`, accountID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// sumInto scans one integer, no row being zero. Sums are written
+// CAST(COALESCE(SUM(x), 0) AS BIGINT) because PostgreSQL sums BIGINT as
+// NUMERIC.
+func sumInto(ctx context.Context, tx *sql.Tx, to *idlegrid.Micros, q string, a ...any) error {
+	var v int64
+	err := tx.QueryRowContext(ctx, q, a...).Scan(&v)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	*to = idlegrid.Micros(v)
+	return nil
+}
+
+// LedgerSum returns the sum of every account's balance, which is zero unless
+// the ledger is broken.
+func (db *DB) LedgerSum(ctx context.Context) (idlegrid.Micros, error) {
+	var sum idlegrid.Micros
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		return sumInto(ctx, tx, &sum, `SELECT CAST(COALESCE(SUM(balance), 0) AS BIGINT) FROM balances`)
+	})
+	return sum, err
+}
+
+// Summary counts the market at a glance.
+func (db *DB) Summary(ctx context.Context) (*idlegrid.Summary, error) {
+	s := &idlegrid.Summary{
+		JobsByState:  map[idlegrid.JobState]int{},
+		NodesByState: map[idlegrid.NodeState]int{},
+	}
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		if err := countBy(ctx, tx, `SELECT state, COUNT(*) FROM jobs GROUP BY state`, func(k string, n int) {
+			s.JobsByState[idlegrid.JobState(k)] = n
+		}); err != nil {
+			return err
+		}
+		if err := countBy(ctx, tx, `SELECT state, COUNT(*) FROM nodes GROUP BY state`, func(k string, n int) {
+			s.NodesByState[idlegrid.NodeState(k)] = n
+		}); err != nil {
+			return err
+		}
+		var total, busy idlegrid.Micros
+		for _, x := range []struct {
+			to *idlegrid.Micros
+			q  string
+			a  []any
+		}{
+			{&total, `SELECT CAST(COALESCE(SUM(gpu_count), 0) AS BIGINT) FROM nodes WHERE state = $1`, []any{string(idlegrid.NodeOnline)}},
+			{&busy, `SELECT COUNT(*) FROM gpu_claims`, nil},
+			{&s.SpentMicros, `SELECT CAST(COALESCE(SUM(charged_micros), 0) AS BIGINT) FROM leases`, nil},
+			{&s.EarnedMicros, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account LIKE 'provider:%' AND amount > 0`, nil},
+			{&s.FeesMicros, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account = $1 AND amount > 0`, []any{string(idlegrid.PlatformFees)}},
+			{&s.HeldMicros, `SELECT CAST(COALESCE(SUM(balance), 0) AS BIGINT) FROM balances WHERE account LIKE 'renter:%:held'`, nil},
+		} {
+			if err := sumInto(ctx, tx, x.to, x.q, x.a...); err != nil {
+				return err
+			}
+		}
+		s.GPUsTotal, s.GPUsBusy = int(total), int(busy)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func countBy(ctx context.Context, tx *sql.Tx, q string, put func(k string, n int)) error {
+	rows, err := tx.QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var n int
+		if err := rows.Scan(&k, &n); err != nil {
+			return err
+		}
+		put(k, n)
+	}
+	return rows.Err()
+}

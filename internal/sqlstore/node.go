@@ -1,0 +1,157 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+func insertNode(ctx context.Context, tx *sql.Tx, d *dialect, n *idlegrid.Node) error {
+	offer, err := jsonArg(n.Offer)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO nodes (id, provider_id, public_key, offer, gpu_count, state,
+		last_heartbeat, agent_version, reliability, leases_completed, leases_failed, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		n.ID, n.ProviderID, n.PublicKey, offer, len(n.GPUs), string(n.State),
+		timeArg(n.LastHeartbeat), n.AgentVersion, n.Reliability, n.LeasesCompleted, n.LeasesFailed,
+		timeArg(n.CreatedAt))
+	if isCode(d.translate(err), idlegrid.ECONFLICT) {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "node %q or its public key is already known", n.ID)
+	}
+	return err
+}
+
+const nodeColumns = `id, provider_id, public_key, offer, state, last_heartbeat, agent_version,
+	reliability, leases_completed, leases_failed, created_at`
+
+func scanNode(s scanner) (*idlegrid.Node, error) {
+	var n idlegrid.Node
+	var offer string
+	var heartbeat, created sql.NullInt64
+	if err := s.Scan(&n.ID, &n.ProviderID, &n.PublicKey, &offer, &n.State, &heartbeat, &n.AgentVersion,
+		&n.Reliability, &n.LeasesCompleted, &n.LeasesFailed, &created); err != nil {
+		return nil, err
+	}
+	if err := jsonOf(offer, &n.Offer); err != nil {
+		return nil, err
+	}
+	n.LastHeartbeat, n.CreatedAt = timeOf(heartbeat), timeOf(created)
+	return &n, nil
+}
+
+func findNode(ctx context.Context, tx *sql.Tx, id string) (*idlegrid.Node, error) {
+	n, err := scanNode(tx.QueryRowContext(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE id = $1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("node", id)
+	}
+	return n, err
+}
+
+// FindNode returns the node with id.
+func (db *DB) FindNode(ctx context.Context, id string) (*idlegrid.Node, error) {
+	var n *idlegrid.Node
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		n, err = findNode(ctx, tx, id)
+		return err
+	})
+	return n, err
+}
+
+// ListNodes returns the nodes that match f, oldest first.
+func (db *DB) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid.Node, error) {
+	var a args
+	q := `SELECT ` + nodeColumns + ` FROM nodes WHERE 1 = 1`
+	if f.ProviderID != "" {
+		q += ` AND provider_id = ` + a.add(f.ProviderID)
+	}
+	if len(f.States) > 0 {
+		q += ` AND state IN ` + in(&a, f.States)
+	}
+	q += ` ORDER BY created_at, id`
+	var out []*idlegrid.Node
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, q, a...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			n, err := scanNode(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, n)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// UpdateOffer replaces what the node offers and marks it online at at.
+func (db *DB) UpdateOffer(ctx context.Context, nodeID string, o idlegrid.Offer, agentVersion string, at time.Time) error {
+	offer, err := jsonArg(o)
+	if err != nil {
+		return err
+	}
+	return db.update(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE nodes SET offer = $1, gpu_count = $2, agent_version = $3,
+			state = $4, last_heartbeat = $5 WHERE id = $6`,
+			offer, len(o.GPUs), agentVersion, string(idlegrid.NodeOnline), timeArg(at), nodeID)
+		return expectOne(res, err, func() error { return notFound("node", nodeID) })
+	})
+}
+
+// Heartbeat marks the node online at at.
+func (db *DB) Heartbeat(ctx context.Context, nodeID string, at time.Time) error {
+	return db.SetNodeState(ctx, nodeID, idlegrid.NodeOnline, at)
+}
+
+// SetNodeState records the node's state; at is its last heartbeat when the
+// node is online, and is otherwise ignored.
+func (db *DB) SetNodeState(ctx context.Context, nodeID string, s idlegrid.NodeState, at time.Time) error {
+	switch s {
+	case idlegrid.NodeOnline, idlegrid.NodeOffline, idlegrid.NodeLost:
+	default:
+		return idlegrid.Invalid("node.state", "must be online, offline or lost, got %q", s)
+	}
+	q := `UPDATE nodes SET state = $1 WHERE id = $2`
+	a := []any{string(s), nodeID}
+	if s == idlegrid.NodeOnline {
+		q = `UPDATE nodes SET state = $1, last_heartbeat = $3 WHERE id = $2`
+		a = append(a, timeArg(at))
+	}
+	return db.update(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, q, a...)
+		return expectOne(res, err, func() error { return notFound("node", nodeID) })
+	})
+}
+
+// recordLeaseEnd updates the node's record for a lease that ended in state s
+// with fault f, and its reliability with it.
+func recordLeaseEnd(ctx context.Context, tx *sql.Tx, nodeID string, s idlegrid.LeaseState, f idlegrid.Fault) error {
+	var completed, failed int64
+	switch {
+	case s == idlegrid.LeaseSucceeded, s == idlegrid.LeaseFailed && f == idlegrid.FaultWorkload:
+		completed = 1
+	case s == idlegrid.LeaseLost, s == idlegrid.LeaseFailed && f == idlegrid.FaultProvider:
+		failed = 1
+	default:
+		return nil
+	}
+	err := tx.QueryRowContext(ctx, `UPDATE nodes SET leases_completed = leases_completed + $1,
+		leases_failed = leases_failed + $2 WHERE id = $3 RETURNING leases_completed, leases_failed`,
+		completed, failed, nodeID).Scan(&completed, &failed)
+	if errors.Is(err, sql.ErrNoRows) {
+		return notFound("node", nodeID)
+	} else if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE nodes SET reliability = $1 WHERE id = $2`,
+		idlegrid.ReliabilityOf(completed, failed), nodeID)
+	return err
+}

@@ -1,0 +1,237 @@
+// Package sqlstore is the one implementation of idlegrid.Store, on
+// database/sql. It runs on SQLite (modernc.org/sqlite, pure Go) for a single
+// coordinator and on PostgreSQL (pgx) for several coordinators sharing one
+// database. Both run the same SQL; the few differences live in dialect.go.
+//
+// Every Store method owns exactly one transaction and helpers take the
+// *sql.Tx, so that a ledger posting commits together with the lease change
+// that caused it, or not at all. Driver errors are translated into
+// *idlegrid.Error before they leave the package.
+//
+// Times are stored as BIGINT unix microseconds in UTC, so a time truncated to
+// the microsecond (as idlegrid.SystemClock makes them) round-trips exactly.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/pressly/goose/v3"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// DefaultLimit caps a list whose filter asks for no limit.
+const DefaultLimit = 1000
+
+// DB is the store. It is safe for concurrent use.
+type DB struct {
+	db      *sql.DB
+	dialect *dialect
+}
+
+var _ idlegrid.Store = (*DB)(nil)
+
+// Open opens the store named by dsn and brings its schema up to date. A dsn
+// starting with postgres:// or postgresql:// is a PostgreSQL URL; anything
+// else is the path of a SQLite file, created if missing.
+func Open(ctx context.Context, dsn string) (*DB, error) {
+	d := dialectFor(dsn)
+	conn, err := d.open(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open %s store: %w", d.name, err)
+	}
+	if err := conn.PingContext(ctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("open %s store: %w", d.name, err)
+	}
+	if err := migrate(ctx, conn, d); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("migrate %s store: %w", d.name, err)
+	}
+	return &DB{db: conn, dialect: d}, nil
+}
+
+// migrate applies the embedded migrations that the database lacks.
+func migrate(ctx context.Context, conn *sql.DB, d *dialect) error {
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true)}
+	if d.locker != nil {
+		locker, err := d.locker()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
+	}
+	p, err := goose.NewProvider(d.goose, conn, fsys, opts...)
+	if err != nil {
+		return err
+	}
+	_, err = p.Up(ctx)
+	return err
+}
+
+// Close closes the database.
+func (db *DB) Close() error { return db.db.Close() }
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.db.PingContext(ctx); err != nil {
+		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "database unavailable")
+	}
+	return nil
+}
+
+// update runs fn in a write transaction and commits it if fn returns nil.
+// A transaction the database aborted to break a deadlock is retried.
+func (db *DB) update(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return db.inTx(ctx, nil, fn)
+}
+
+// view runs fn in a read-only transaction, so that a method that reads
+// several tables sees one snapshot.
+func (db *DB) view(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return db.inTx(ctx, &sql.TxOptions{ReadOnly: true}, fn)
+}
+
+func (db *DB) inTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
+	const attempts = 3
+	var err error
+	for i := 0; i < attempts; i++ {
+		if err = db.tryTx(ctx, opts, fn); !db.dialect.retryable(err) {
+			break
+		}
+	}
+	return db.dialect.translate(err)
+}
+
+func (db *DB) tryTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
+	tx, err := db.db.BeginTx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// notFound is the error for a missing object of the named kind.
+func notFound(kind, id string) error {
+	return idlegrid.Errorf(idlegrid.ENOTFOUND, "%s %q not found", kind, id)
+}
+
+// required returns EINVALID when v is empty.
+func required(field, v string) error {
+	if v == "" {
+		return idlegrid.Invalid(field, "required")
+	}
+	return nil
+}
+
+// expectOne turns "no row changed" into err.
+func expectOne(res sql.Result, err error, none func() error) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	} else if n == 0 {
+		return none()
+	}
+	return nil
+}
+
+// limitOf returns the row cap for a list.
+func limitOf(n int) int {
+	if n <= 0 || n > DefaultLimit {
+		return DefaultLimit
+	}
+	return n
+}
+
+// args collects query arguments and hands out their $N placeholders, which
+// both SQLite and PostgreSQL understand.
+type args []any
+
+func (a *args) add(v any) string {
+	*a = append(*a, v)
+	return "$" + strconv.Itoa(len(*a))
+}
+
+// in returns a placeholder list for vs, e.g. "($3, $4)".
+func in[T ~string](a *args, vs []T) string {
+	ps := make([]string, len(vs))
+	for i, v := range vs {
+		ps[i] = a.add(string(v))
+	}
+	return "(" + strings.Join(ps, ", ") + ")"
+}
+
+// Times are unix microseconds in UTC; the zero time and nil are NULL.
+
+func timeArg(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+func timePtrArg(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return timeArg(*t)
+}
+
+func timeOf(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return time.UnixMicro(v.Int64).UTC()
+}
+
+func timePtrOf(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := timeOf(v)
+	return &t
+}
+
+// jsonArg encodes a nested value for a JSON text column.
+func jsonArg(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("encode %T: %w", v, err)
+	}
+	return string(b), nil
+}
+
+func jsonOf(s string, v any) error {
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		return fmt.Errorf("decode %T: %w", v, err)
+	}
+	return nil
+}
+
+// isCode reports whether err is an *idlegrid.Error with code.
+func isCode(err error, code string) bool {
+	var e *idlegrid.Error
+	return errors.As(err, &e) && e.Code == code
+}

@@ -1,0 +1,1196 @@
+package sqlstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/sqlstore"
+)
+
+// runStoreTests holds a store to the idlegrid.Store contract. newDSN returns
+// the DSN of a fresh, empty store for each test.
+func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
+	open := func(t *testing.T) *sqlstore.DB { return mustOpen(t, newDSN(t)) }
+	for _, tt := range []struct {
+		name string
+		test func(t *testing.T, db *sqlstore.DB)
+	}{
+		{"Accounts", testAccounts},
+		{"APIKeys", testAPIKeys},
+		{"JoinTokens", testJoinTokens},
+		{"JoinNode", testJoinNode},
+		{"Nodes", testNodes},
+		{"Jobs", testJobs},
+		{"CancelQueuedJob", testCancelQueuedJob},
+		{"PlaceJob", testPlaceJob},
+		{"PlaceJob_Conflicts", testPlaceJobConflicts},
+		{"TransitionLease", testTransitionLease},
+		{"TransitionLease_Outcomes", testTransitionOutcomes},
+		{"TransitionLease_MultiNode", testTransitionMultiNode},
+		{"TransitionLease_Errors", testTransitionErrors},
+		{"RequestLeaseStop", testRequestLeaseStop},
+		{"SetLeaseProgress", testSetLeaseProgress},
+		{"ListLeases", testListLeases},
+		{"Logs", testLogs},
+		{"PostTransfer", testPostTransfer},
+		{"ListTransfers", testListTransfers},
+		{"Balance", testBalance},
+		{"Summary", testSummary},
+		{"Concurrency_PlaceJob", testConcurrentPlaceJob},
+		{"Concurrency_Transfers", testConcurrentTransfers},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.test(t, open(t))
+		})
+	}
+	t.Run("Reopen", func(t *testing.T) {
+		t.Parallel()
+		testReopen(t, newDSN(t))
+	})
+}
+
+func testAccounts(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	a := &idlegrid.Account{ID: "acct_a", Name: "Ada", Role: idlegrid.RoleRenter, CreatedAt: t0}
+	b := &idlegrid.Account{ID: "acct_b", Name: "Bob", Role: idlegrid.RoleProvider, CreatedAt: at(time.Second)}
+	mustOK(t, db.CreateAccount(ctx, a))
+	mustOK(t, db.CreateAccount(ctx, b))
+
+	t.Run("Find", func(t *testing.T) {
+		got, err := db.FindAccount(ctx, "acct_a")
+		mustOK(t, err)
+		if diff := cmp.Diff(a, got); diff != "" {
+			t.Errorf("FindAccount (-want +got):\n%s", diff)
+		}
+		_, err = db.FindAccount(ctx, "acct_missing")
+		wantCode(t, err, idlegrid.ENOTFOUND)
+	})
+	t.Run("List", func(t *testing.T) {
+		got, err := db.ListAccounts(ctx)
+		mustOK(t, err)
+		if diff := cmp.Diff([]*idlegrid.Account{a, b}, got); diff != "" {
+			t.Errorf("ListAccounts (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("Duplicate", func(t *testing.T) {
+		wantCode(t, db.CreateAccount(ctx, &idlegrid.Account{ID: "acct_a", Name: "x", Role: idlegrid.RoleAdmin, CreatedAt: t0}), idlegrid.ECONFLICT)
+	})
+	t.Run("Invalid", func(t *testing.T) {
+		wantCode(t, db.CreateAccount(ctx, &idlegrid.Account{Name: "x", Role: idlegrid.RoleAdmin}), idlegrid.EINVALID)
+		wantCode(t, db.CreateAccount(ctx, &idlegrid.Account{ID: "acct_c", Name: "x", Role: "boss"}), idlegrid.EINVALID)
+	})
+}
+
+func testAPIKeys(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	a := mustAccount(t, db, idlegrid.RoleRenter)
+	other := mustAccount(t, db, idlegrid.RoleRenter)
+	k1 := &idlegrid.APIKey{ID: "key_1", AccountID: a.ID, Name: "laptop", Prefix: "igk_abc", Hash: "h1", CreatedAt: t0}
+	k2 := &idlegrid.APIKey{ID: "key_2", AccountID: a.ID, Name: "ci", Prefix: "igk_def", Hash: "h2", CreatedAt: at(time.Second)}
+	mustOK(t, db.CreateAPIKey(ctx, k1))
+	mustOK(t, db.CreateAPIKey(ctx, k2))
+
+	t.Run("Find", func(t *testing.T) {
+		k, acct, err := db.FindAPIKey(ctx, "h1")
+		mustOK(t, err)
+		if diff := cmp.Diff(k1, k); diff != "" {
+			t.Errorf("key (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(a, acct); diff != "" {
+			t.Errorf("account (-want +got):\n%s", diff)
+		}
+		_, _, err = db.FindAPIKey(ctx, "nope")
+		wantCode(t, err, idlegrid.ENOTFOUND)
+	})
+	t.Run("Create", func(t *testing.T) {
+		wantCode(t, db.CreateAPIKey(ctx, &idlegrid.APIKey{ID: "key_3", AccountID: "acct_missing", Hash: "h3", CreatedAt: t0}), idlegrid.ENOTFOUND)
+		wantCode(t, db.CreateAPIKey(ctx, &idlegrid.APIKey{ID: "key_1", AccountID: a.ID, Hash: "h4", CreatedAt: t0}), idlegrid.ECONFLICT)
+		wantCode(t, db.CreateAPIKey(ctx, &idlegrid.APIKey{ID: "key_5", AccountID: a.ID, Hash: "h1", CreatedAt: t0}), idlegrid.ECONFLICT)
+		wantCode(t, db.CreateAPIKey(ctx, &idlegrid.APIKey{AccountID: a.ID, Hash: "h6", CreatedAt: t0}), idlegrid.EINVALID)
+	})
+	t.Run("Revoke", func(t *testing.T) {
+		wantCode(t, db.RevokeAPIKey(ctx, other.ID, "key_1", at(time.Hour)), idlegrid.ENOTFOUND)
+		mustOK(t, db.RevokeAPIKey(ctx, a.ID, "key_1", at(time.Hour)))
+		mustOK(t, db.RevokeAPIKey(ctx, a.ID, "key_1", at(2*time.Hour))) // keeps the first time
+		_, _, err := db.FindAPIKey(ctx, "h1")
+		wantCode(t, err, idlegrid.ENOTFOUND)
+		wantCode(t, db.RevokeAPIKey(ctx, a.ID, "key_missing", at(time.Hour)), idlegrid.ENOTFOUND)
+
+		got, err := db.ListAPIKeys(ctx, a.ID)
+		mustOK(t, err)
+		k1.RevokedAt = ptr(at(time.Hour))
+		if diff := cmp.Diff([]*idlegrid.APIKey{k1, k2}, got); diff != "" {
+			t.Errorf("ListAPIKeys (-want +got):\n%s", diff)
+		}
+		if got, err := db.ListAPIKeys(ctx, other.ID); err != nil || len(got) != 0 {
+			t.Errorf("ListAPIKeys(other) = %v, %v; want none", got, err)
+		}
+	})
+}
+
+func testJoinTokens(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	other := mustAccount(t, db, idlegrid.RoleProvider)
+	tok := mustJoinToken(t, db, p.ID, 3)
+
+	wantCode(t, db.CreateJoinToken(ctx, &idlegrid.JoinToken{ID: "jt_x", ProviderID: "acct_missing", Hash: "hx", ExpiresAt: at(time.Hour), CreatedAt: t0}), idlegrid.ENOTFOUND)
+	wantCode(t, db.CreateJoinToken(ctx, &idlegrid.JoinToken{ID: tok.ID, ProviderID: p.ID, Hash: "hy", ExpiresAt: at(time.Hour), CreatedAt: t0}), idlegrid.ECONFLICT)
+	wantCode(t, db.CreateJoinToken(ctx, &idlegrid.JoinToken{ID: "jt_z", ProviderID: p.ID, Hash: "hz", MaxUses: -1}), idlegrid.EINVALID)
+	wantCode(t, db.CreateJoinToken(ctx, &idlegrid.JoinToken{ID: "jt_w", ProviderID: p.ID, Hash: "hw"}), idlegrid.EINVALID)
+
+	wantCode(t, db.RevokeJoinToken(ctx, other.ID, tok.ID, at(time.Hour)), idlegrid.ENOTFOUND)
+	mustOK(t, db.RevokeJoinToken(ctx, p.ID, tok.ID, at(time.Hour)))
+	got, err := db.ListJoinTokens(ctx, p.ID)
+	mustOK(t, err)
+	tok.RevokedAt = ptr(at(time.Hour))
+	if diff := cmp.Diff([]*idlegrid.JoinToken{tok}, got); diff != "" {
+		t.Errorf("ListJoinTokens (-want +got):\n%s", diff)
+	}
+}
+
+func testJoinNode(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	newNode := func(when time.Time) *idlegrid.Node {
+		nodeID := id("node")
+		return &idlegrid.Node{ID: nodeID, PublicKey: "key-" + nodeID, Offer: offer(nodeID, 2), AgentVersion: "v1", CreatedAt: when}
+	}
+
+	t.Run("OK", func(t *testing.T) {
+		tok := mustJoinToken(t, db, p.ID, 2)
+		n := newNode(t0)
+		mustOK(t, db.JoinNode(ctx, tok.Hash, n))
+		want := *n
+		want.ProviderID, want.State, want.Reliability = p.ID, idlegrid.NodeOffline, 0.9
+		got, err := db.FindNode(ctx, n.ID)
+		mustOK(t, err)
+		if diff := cmp.Diff(&want, got); diff != "" {
+			t.Errorf("node (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(&want, n); diff != "" {
+			t.Errorf("JoinNode's n (-want +got):\n%s", diff)
+		}
+		toks, err := db.ListJoinTokens(ctx, p.ID)
+		mustOK(t, err)
+		for _, x := range toks {
+			if x.ID == tok.ID && x.Uses != 1 {
+				t.Errorf("token uses = %d, want 1", x.Uses)
+			}
+		}
+	})
+	t.Run("UsedUp", func(t *testing.T) {
+		tok := mustJoinToken(t, db, p.ID, 1)
+		mustOK(t, db.JoinNode(ctx, tok.Hash, newNode(t0)))
+		wantCode(t, db.JoinNode(ctx, tok.Hash, newNode(t0)), idlegrid.EUNAUTHORIZED)
+	})
+	t.Run("Expired", func(t *testing.T) {
+		tok := mustJoinToken(t, db, p.ID, 0)
+		wantCode(t, db.JoinNode(ctx, tok.Hash, newNode(tok.ExpiresAt)), idlegrid.EUNAUTHORIZED)
+	})
+	t.Run("Revoked", func(t *testing.T) {
+		tok := mustJoinToken(t, db, p.ID, 0)
+		mustOK(t, db.RevokeJoinToken(ctx, p.ID, tok.ID, t0))
+		wantCode(t, db.JoinNode(ctx, tok.Hash, newNode(t0)), idlegrid.EUNAUTHORIZED)
+	})
+	t.Run("UnknownToken", func(t *testing.T) {
+		wantCode(t, db.JoinNode(ctx, "no such hash", newNode(t0)), idlegrid.EUNAUTHORIZED)
+	})
+	t.Run("KnownKey", func(t *testing.T) {
+		tok := mustJoinToken(t, db, p.ID, 0)
+		n := newNode(t0)
+		mustOK(t, db.JoinNode(ctx, tok.Hash, n))
+		again := newNode(t0)
+		again.PublicKey = n.PublicKey
+		wantCode(t, db.JoinNode(ctx, tok.Hash, again), idlegrid.ECONFLICT)
+		toks, err := db.ListJoinTokens(ctx, p.ID)
+		mustOK(t, err)
+		for _, x := range toks {
+			if x.ID == tok.ID && x.Uses != 1 {
+				t.Errorf("a failed join used the token: uses = %d, want 1", x.Uses)
+			}
+		}
+	})
+	t.Run("Invalid", func(t *testing.T) {
+		tok := mustJoinToken(t, db, p.ID, 0)
+		n := newNode(t0)
+		n.ID = ""
+		wantCode(t, db.JoinNode(ctx, tok.Hash, n), idlegrid.EINVALID)
+	})
+}
+
+func testNodes(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	p1 := mustAccount(t, db, idlegrid.RoleProvider)
+	p2 := mustAccount(t, db, idlegrid.RoleProvider)
+	n1 := mustNode(t, db, p1.ID, 2)
+	n2 := mustNode(t, db, p1.ID, 4)
+	n3 := mustNode(t, db, p2.ID, 1)
+
+	t.Run("UpdateOffer", func(t *testing.T) {
+		o := offer(n1.ID, 3)
+		o.Ask.AllowedKinds = []idlegrid.WorkloadKind{idlegrid.KindInference}
+		o.Schedule.OneOff = []idlegrid.OneOffWindow{{Start: at(time.Hour), End: at(5 * time.Hour)}}
+		mustOK(t, db.UpdateOffer(ctx, n1.ID, o, "v2", at(time.Minute)))
+		got, err := db.FindNode(ctx, n1.ID)
+		mustOK(t, err)
+		want := *n1
+		want.Offer, want.AgentVersion, want.State, want.LastHeartbeat = o, "v2", idlegrid.NodeOnline, at(time.Minute)
+		if diff := cmp.Diff(&want, got); diff != "" {
+			t.Errorf("node (-want +got):\n%s", diff)
+		}
+		wantCode(t, db.UpdateOffer(ctx, "node_missing", o, "v2", t0), idlegrid.ENOTFOUND)
+		n1 = got
+	})
+	t.Run("SetNodeState", func(t *testing.T) {
+		mustOK(t, db.SetNodeState(ctx, n2.ID, idlegrid.NodeLost, at(time.Hour)))
+		got, err := db.FindNode(ctx, n2.ID)
+		mustOK(t, err)
+		if got.State != idlegrid.NodeLost || !got.LastHeartbeat.Equal(t0) {
+			t.Errorf("node is %s, last heartbeat %v; want lost, %v", got.State, got.LastHeartbeat, t0)
+		}
+		wantCode(t, db.SetNodeState(ctx, n2.ID, "asleep", t0), idlegrid.EINVALID)
+		wantCode(t, db.SetNodeState(ctx, "node_missing", idlegrid.NodeLost, t0), idlegrid.ENOTFOUND)
+	})
+	t.Run("Heartbeat", func(t *testing.T) {
+		mustOK(t, db.SetNodeState(ctx, n3.ID, idlegrid.NodeOffline, at(time.Hour)))
+		mustOK(t, db.Heartbeat(ctx, n3.ID, at(2*time.Hour)))
+		got, err := db.FindNode(ctx, n3.ID)
+		mustOK(t, err)
+		if got.State != idlegrid.NodeOnline || !got.LastHeartbeat.Equal(at(2*time.Hour)) {
+			t.Errorf("node is %s, last heartbeat %v; want online, %v", got.State, got.LastHeartbeat, at(2*time.Hour))
+		}
+		wantCode(t, db.Heartbeat(ctx, "node_missing", t0), idlegrid.ENOTFOUND)
+	})
+	t.Run("Find", func(t *testing.T) {
+		_, err := db.FindNode(ctx, "node_missing")
+		wantCode(t, err, idlegrid.ENOTFOUND)
+	})
+	t.Run("List", func(t *testing.T) {
+		for _, tt := range []struct {
+			name string
+			f    idlegrid.NodeFilter
+			want []string
+		}{
+			{"all", idlegrid.NodeFilter{}, []string{n1.ID, n2.ID, n3.ID}},
+			{"provider", idlegrid.NodeFilter{ProviderID: p1.ID}, []string{n1.ID, n2.ID}},
+			{"online", idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeOnline}}, []string{n1.ID, n3.ID}},
+			{"provider and states", idlegrid.NodeFilter{ProviderID: p1.ID,
+				States: []idlegrid.NodeState{idlegrid.NodeLost, idlegrid.NodeOffline}}, []string{n2.ID}},
+			{"none", idlegrid.NodeFilter{ProviderID: "acct_missing"}, nil},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				got, err := db.ListNodes(ctx, tt.f)
+				mustOK(t, err)
+				if diff := cmp.Diff(tt.want, nodeIDs(got)); diff != "" {
+					t.Errorf("ListNodes (-want +got):\n%s", diff)
+				}
+			})
+		}
+	})
+}
+
+func nodeIDs(ns []*idlegrid.Node) (ids []string) {
+	for _, n := range ns {
+		ids = append(ids, n.ID)
+	}
+	return ids
+}
+
+func testJobs(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r1 := mustAccount(t, db, idlegrid.RoleRenter)
+	r2 := mustAccount(t, db, idlegrid.RoleRenter)
+	j1 := newJob(r1.ID, 1, 1)
+	j1.Deadline = ptr(at(48 * time.Hour))
+	j1.Region, j1.Residency = "eu-west", "EU"
+	mustOK(t, db.CreateJob(ctx, j1))
+	j2 := newJob(r1.ID, 2, 4)
+	j2.CreatedAt = at(time.Second)
+	mustOK(t, db.CreateJob(ctx, j2))
+	j3 := newJob(r2.ID, 1, 1)
+	j3.CreatedAt = at(2 * time.Second)
+	mustOK(t, db.CreateJob(ctx, j3))
+
+	t.Run("Find", func(t *testing.T) {
+		got, err := db.FindJob(ctx, j1.ID)
+		mustOK(t, err)
+		want := *j1
+		want.State, want.UpdatedAt = idlegrid.JobQueued, t0
+		if diff := cmp.Diff(&want, got); diff != "" {
+			t.Errorf("FindJob (-want +got):\n%s", diff)
+		}
+		_, err = db.FindJob(ctx, "job_missing")
+		wantCode(t, err, idlegrid.ENOTFOUND)
+	})
+	t.Run("Create", func(t *testing.T) {
+		wantCode(t, db.CreateJob(ctx, newJob("acct_missing", 1, 1)), idlegrid.ENOTFOUND)
+		dup := newJob(r1.ID, 1, 1)
+		dup.ID = j1.ID
+		wantCode(t, db.CreateJob(ctx, dup), idlegrid.ECONFLICT)
+		noID := newJob(r1.ID, 1, 1)
+		noID.ID = ""
+		wantCode(t, db.CreateJob(ctx, noID), idlegrid.EINVALID)
+	})
+	t.Run("SetJobReason", func(t *testing.T) {
+		mustOK(t, db.SetJobReason(ctx, j3.ID, "no node in eu-west", at(time.Minute)))
+		got := mustJobState(t, db, j3.ID, idlegrid.JobQueued, "no node in eu-west")
+		if !got.UpdatedAt.Equal(at(time.Minute)) {
+			t.Errorf("updated_at = %v, want %v", got.UpdatedAt, at(time.Minute))
+		}
+		wantCode(t, db.SetJobReason(ctx, "job_missing", "x", t0), idlegrid.ENOTFOUND)
+	})
+	t.Run("List", func(t *testing.T) {
+		for _, tt := range []struct {
+			name string
+			f    idlegrid.JobFilter
+			want []string
+		}{
+			{"all newest first", idlegrid.JobFilter{}, []string{j3.ID, j2.ID, j1.ID}},
+			{"renter", idlegrid.JobFilter{RenterID: r1.ID}, []string{j2.ID, j1.ID}},
+			{"limit", idlegrid.JobFilter{Limit: 2}, []string{j3.ID, j2.ID}},
+			{"state", idlegrid.JobFilter{States: []idlegrid.JobState{idlegrid.JobQueued}, RenterID: r2.ID}, []string{j3.ID}},
+			{"no match", idlegrid.JobFilter{States: []idlegrid.JobState{idlegrid.JobRunning}}, nil},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				got, err := db.ListJobs(ctx, tt.f)
+				mustOK(t, err)
+				var ids []string
+				for _, j := range got {
+					ids = append(ids, j.ID)
+				}
+				if diff := cmp.Diff(tt.want, ids); diff != "" {
+					t.Errorf("ListJobs (-want +got):\n%s", diff)
+				}
+			})
+		}
+	})
+}
+
+func testCancelQueuedJob(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n := mustNode(t, db, p.ID, 1)
+	mustTopUp(t, db, r.ID, 10*idlegrid.MicrosPerUnit)
+
+	queued := mustJob(t, db, r.ID, 1, 1)
+	mustOK(t, db.CancelQueuedJob(ctx, queued.ID, "cancelled by renter", at(time.Hour)))
+	got := mustJobState(t, db, queued.ID, idlegrid.JobCancelled, "cancelled by renter")
+	if got.EndedAt == nil || !got.EndedAt.Equal(at(time.Hour)) {
+		t.Errorf("ended_at = %v, want %v", got.EndedAt, at(time.Hour))
+	}
+	wantCode(t, db.CancelQueuedJob(ctx, queued.ID, "again", at(time.Hour)), idlegrid.ECONFLICT)
+	mustOK(t, db.SetJobReason(ctx, queued.ID, "ignored", at(2*time.Hour)))
+	mustJobState(t, db, queued.ID, idlegrid.JobCancelled, "cancelled by renter")
+
+	running := mustJob(t, db, r.ID, 1, 1)
+	mustPlace(t, db, placement(running, 0, lease(running, n, 0)))
+	wantCode(t, db.CancelQueuedJob(ctx, running.ID, "too late", at(time.Hour)), idlegrid.ECONFLICT)
+	mustJobState(t, db, running.ID, idlegrid.JobRunning, "running on 1 node(s)")
+	wantCode(t, db.CancelQueuedJob(ctx, "job_missing", "x", t0), idlegrid.ENOTFOUND)
+}
+
+func testPlaceJob(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n1 := mustNode(t, db, p.ID, 2)
+	n2 := mustNode(t, db, p.ID, 2)
+	mustTopUp(t, db, r.ID, 10*idlegrid.MicrosPerUnit)
+	j := mustJob(t, db, r.ID, 2, 2)
+	l1, l2 := lease(j, n1, 0, 1), lease(j, n2, 1, 0)
+	pl := placement(j, 0, l1, l2)
+	mustPlace(t, db, pl)
+
+	got := mustJobState(t, db, j.ID, idlegrid.JobRunning, "running on 2 node(s)")
+	if got.Attempts != 1 || got.StartedAt == nil || !got.StartedAt.Equal(pl.At) || !got.UpdatedAt.Equal(pl.At) {
+		t.Errorf("job attempts %d, started %v, updated %v; want 1, %v, %v", got.Attempts, got.StartedAt, got.UpdatedAt, pl.At, pl.At)
+	}
+	for _, want := range []*idlegrid.Lease{l1, l2} {
+		gotLease, err := db.FindLease(ctx, want.ID)
+		mustOK(t, err)
+		want.RenterID, want.ProviderID, want.State, want.CreatedAt = r.ID, p.ID, idlegrid.LeaseAssigned, pl.At
+		if diff := cmp.Diff(want, gotLease); diff != "" {
+			t.Errorf("FindLease (-want +got):\n%s", diff)
+		}
+		events, err := db.ListLeaseEvents(ctx, want.ID)
+		mustOK(t, err)
+		wantEvents := []*idlegrid.LeaseEvent{{LeaseID: want.ID, From: "", To: idlegrid.LeaseAssigned, Reason: "placed", At: pl.At}}
+		if diff := cmp.Diff(wantEvents, events); diff != "" {
+			t.Errorf("ListLeaseEvents (-want +got):\n%s", diff)
+		}
+	}
+	b := mustBalance(t, db, r.ID)
+	if want := (idlegrid.Balance{AccountID: r.ID, Available: 2 * idlegrid.MicrosPerUnit, Held: 8 * idlegrid.MicrosPerUnit}); *b != want {
+		t.Errorf("Balance = %+v, want %+v", *b, want)
+	}
+	s, err := db.Summary(ctx)
+	mustOK(t, err)
+	if s.GPUsBusy != 4 || s.HeldMicros != 8*idlegrid.MicrosPerUnit {
+		t.Errorf("Summary busy %d held %d, want 4, 8 units", s.GPUsBusy, s.HeldMicros)
+	}
+	_, err = db.FindLease(ctx, "lease_missing")
+	wantCode(t, err, idlegrid.ENOTFOUND)
+	_, err = db.ListLeaseEvents(ctx, "lease_missing")
+	wantCode(t, err, idlegrid.ENOTFOUND)
+}
+
+// testPlaceJobConflicts checks that a placement that fails writes nothing:
+// no lease, no claim, no hold, and the job stays queued.
+func testPlaceJobConflicts(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	poor := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n := mustNode(t, db, p.ID, 2)
+	mustTopUp(t, db, r.ID, 10*idlegrid.MicrosPerUnit)
+	mustTopUp(t, db, poor.ID, idlegrid.MicrosPerUnit)
+	first := mustJob(t, db, r.ID, 1, 1)
+	mustPlace(t, db, placement(first, 0, lease(first, n, 0)))
+
+	for _, tt := range []struct {
+		name    string
+		renter  *idlegrid.Account
+		place   func(j *idlegrid.Job) *idlegrid.Placement
+		code    string
+		message string
+	}{
+		{"GPU claimed", r, func(j *idlegrid.Job) *idlegrid.Placement {
+			return placement(j, 0, lease(j, n, 1, 0))
+		}, idlegrid.ECONFLICT, "already claimed"},
+		{"GPU twice in one placement", r, func(j *idlegrid.Job) *idlegrid.Placement {
+			return placement(j, 0, lease(j, n, 1), lease(j, n, 1))
+		}, idlegrid.ECONFLICT, "already claimed"},
+		{"stale attempt", r, func(j *idlegrid.Job) *idlegrid.Placement {
+			return placement(j, 1, lease(j, n, 1))
+		}, idlegrid.ECONFLICT, "moved on"},
+		{"hold beyond balance", poor, func(j *idlegrid.Job) *idlegrid.Placement {
+			return placement(j, 0, lease(j, n, 1))
+		}, idlegrid.EPAYMENT, "renter balance too low: need $2.000000, have $1.000000; top up"},
+		{"hold replayed", r, func(j *idlegrid.Job) *idlegrid.Placement {
+			pl := placement(j, 0, lease(j, n, 1))
+			// The hold's key was used before: the placement must not apply it again.
+			_, err := db.PostTransfer(ctx, &idlegrid.Transfer{IdempotencyKey: pl.Transfers[0].IdempotencyKey,
+				Kind: idlegrid.TransferTopUp, CreatedAt: t0, Entries: topUp(r.ID, 1).Entries})
+			mustOK(t, err)
+			return pl
+		}, idlegrid.ECONFLICT, "already applied"},
+		{"unknown node", r, func(j *idlegrid.Job) *idlegrid.Placement {
+			l := lease(j, n, 1)
+			l.NodeID = "node_missing"
+			return placement(j, 0, l)
+		}, idlegrid.ENOTFOUND, "node"},
+		{"no leases", r, func(j *idlegrid.Job) *idlegrid.Placement {
+			return placement(j, 0)
+		}, idlegrid.EINVALID, "lease"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			j := mustJob(t, db, tt.renter.ID, 1, 1)
+			pl := tt.place(j)
+			before := mustBalance(t, db, tt.renter.ID)
+			err := db.PlaceJob(ctx, pl)
+			wantCode(t, err, tt.code)
+			if !strings.Contains(idlegrid.ErrorMessage(err), tt.message) {
+				t.Errorf("message %q does not say %q", idlegrid.ErrorMessage(err), tt.message)
+			}
+			checkLedger(t, db)
+			mustJobState(t, db, j.ID, idlegrid.JobQueued, "")
+			if got, _ := db.FindJob(ctx, j.ID); got.Attempts != 0 || got.StartedAt != nil {
+				t.Errorf("job attempts %d started %v, want 0, nil", got.Attempts, got.StartedAt)
+			}
+			leases, err := db.ListLeases(ctx, idlegrid.LeaseFilter{JobID: j.ID})
+			mustOK(t, err)
+			if len(leases) != 0 {
+				t.Errorf("%d leases written, want none", len(leases))
+			}
+			if after := mustBalance(t, db, tt.renter.ID); *after != *before {
+				t.Errorf("balance %+v, want unchanged %+v", *after, *before)
+			}
+			for _, l := range pl.Leases {
+				if ts, _ := db.ListTransfers(ctx, idlegrid.TransferFilter{LeaseID: l.ID}); len(ts) != 0 {
+					t.Errorf("%d holds written for %s, want none", len(ts), l.ID)
+				}
+			}
+			s, err := db.Summary(ctx)
+			mustOK(t, err)
+			if s.GPUsBusy != 1 {
+				t.Errorf("GPUs busy = %d, want 1", s.GPUsBusy)
+			}
+		})
+	}
+}
+
+func testTransitionLease(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n := mustNode(t, db, p.ID, 1)
+	mustTopUp(t, db, r.ID, 10*idlegrid.MicrosPerUnit)
+	j := mustJob(t, db, r.ID, 1, 1)
+	l := lease(j, n, 0)
+	mustPlace(t, db, placement(j, 0, l))
+	start(t, db, l)
+
+	got, err := db.FindLease(ctx, l.ID)
+	mustOK(t, err)
+	if got.State != idlegrid.LeaseRunning || got.StartedAt == nil || !got.StartedAt.Equal(at(2*time.Minute)) {
+		t.Fatalf("lease %s started %v, want running at %v", got.State, got.StartedAt, at(2*time.Minute))
+	}
+	mustJobState(t, db, j.ID, idlegrid.JobRunning, "running on 1 node(s)")
+
+	charge := idlegrid.CostOf(price, 1800) // ran half its hour
+	mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseRunning},
+		To: idlegrid.LeaseSucceeded, Reason: "exited 0", ExitCode: ptr(0), ChargedMicros: charge, At: at(32 * time.Minute)},
+		settle(l, charge))
+
+	got, err = db.FindLease(ctx, l.ID)
+	mustOK(t, err)
+	want := *l
+	want.State, want.Reason, want.ExitCode, want.ChargedMicros = idlegrid.LeaseSucceeded, "exited 0", ptr(0), charge
+	want.StartedAt, want.EndedAt = ptr(at(2*time.Minute)), ptr(at(32*time.Minute))
+	if diff := cmp.Diff(&want, got); diff != "" {
+		t.Errorf("lease (-want +got):\n%s", diff)
+	}
+	events, err := db.ListLeaseEvents(ctx, l.ID)
+	mustOK(t, err)
+	wantEvents := []*idlegrid.LeaseEvent{
+		{LeaseID: l.ID, From: "", To: idlegrid.LeaseAssigned, Reason: "placed", At: at(time.Minute)},
+		{LeaseID: l.ID, From: idlegrid.LeaseAssigned, To: idlegrid.LeaseRunning, Reason: "started", At: at(2 * time.Minute)},
+		{LeaseID: l.ID, From: idlegrid.LeaseRunning, To: idlegrid.LeaseSucceeded, Reason: "exited 0", At: at(32 * time.Minute)},
+	}
+	if diff := cmp.Diff(wantEvents, events); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+
+	job := mustJobState(t, db, j.ID, idlegrid.JobSucceeded, "all leases completed")
+	if job.ChargedMicros != charge || job.EndedAt == nil || !job.EndedAt.Equal(at(32*time.Minute)) {
+		t.Errorf("job charged %d ended %v, want %d, %v", job.ChargedMicros, job.EndedAt, charge, at(32*time.Minute))
+	}
+	node, err := db.FindNode(ctx, n.ID)
+	mustOK(t, err)
+	if node.LeasesCompleted != 1 || node.LeasesFailed != 0 || node.Reliability != idlegrid.ReliabilityOf(1, 0) {
+		t.Errorf("node record %d/%d reliability %v, want 1/0 %v", node.LeasesCompleted, node.LeasesFailed,
+			node.Reliability, idlegrid.ReliabilityOf(1, 0))
+	}
+	if b, want := *mustBalance(t, db, r.ID), (idlegrid.Balance{AccountID: r.ID,
+		Available: 10*idlegrid.MicrosPerUnit - charge, Spent: charge}); b != want {
+		t.Errorf("renter balance %+v, want %+v", b, want)
+	}
+	if b, want := *mustBalance(t, db, p.ID), (idlegrid.Balance{AccountID: p.ID, Earned: charge - charge/10}); b != want {
+		t.Errorf("provider balance %+v, want %+v", b, want)
+	}
+	// The GPU is free again.
+	j2 := mustJob(t, db, r.ID, 1, 1)
+	mustPlace(t, db, placement(j2, 0, lease(j2, n, 0)))
+}
+
+// testTransitionOutcomes checks what each way of ending does to the job and
+// the node's record.
+func testTransitionOutcomes(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	mustTopUp(t, db, r.ID, 100*idlegrid.MicrosPerUnit)
+	for _, tt := range []struct {
+		to                  idlegrid.LeaseState
+		fault               idlegrid.Fault
+		job                 idlegrid.JobState
+		reason              string
+		completed, failed   int64
+		wantEnded, attempts bool
+	}{
+		{idlegrid.LeaseSucceeded, "", idlegrid.JobSucceeded, "all leases completed", 1, 0, true, false},
+		{idlegrid.LeaseFailed, idlegrid.FaultWorkload, idlegrid.JobFailed, "exit 3", 1, 0, true, false},
+		{idlegrid.LeaseFailed, idlegrid.FaultProvider, idlegrid.JobQueued, "requeued: exit 3", 0, 1, false, true},
+		{idlegrid.LeaseLost, "", idlegrid.JobQueued, "requeued: exit 3", 0, 1, false, true},
+		{idlegrid.LeaseCancelled, "", idlegrid.JobCancelled, "exit 3", 0, 0, true, false},
+	} {
+		t.Run(string(tt.to)+"/"+string(tt.fault), func(t *testing.T) {
+			n := mustNode(t, db, p.ID, 1)
+			j := mustJob(t, db, r.ID, 1, 1)
+			l := lease(j, n, 0)
+			mustPlace(t, db, placement(j, 0, l))
+			start(t, db, l)
+			charge := idlegrid.Micros(0)
+			if tt.fault != idlegrid.FaultProvider && tt.to != idlegrid.LeaseLost {
+				charge = 1000
+			}
+			mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: l.ID,
+				From: []idlegrid.LeaseState{idlegrid.LeaseAssigned, idlegrid.LeaseRunning}, To: tt.to,
+				Reason: "exit 3", Fault: tt.fault, ChargedMicros: charge, At: at(time.Hour)}, settle(l, charge))
+
+			job := mustJobState(t, db, j.ID, tt.job, tt.reason)
+			if (job.EndedAt != nil) != tt.wantEnded {
+				t.Errorf("job ended_at = %v, want set: %v", job.EndedAt, tt.wantEnded)
+			}
+			if job.Attempts != 1 || job.ChargedMicros != charge {
+				t.Errorf("job attempts %d charged %d, want 1, %d", job.Attempts, job.ChargedMicros, charge)
+			}
+			node, err := db.FindNode(ctx, n.ID)
+			mustOK(t, err)
+			if node.LeasesCompleted != tt.completed || node.LeasesFailed != tt.failed ||
+				node.Reliability != idlegrid.ReliabilityOf(tt.completed, tt.failed) {
+				t.Errorf("node record %d/%d (%v), want %d/%d", node.LeasesCompleted, node.LeasesFailed,
+					node.Reliability, tt.completed, tt.failed)
+			}
+			if tt.attempts { // a requeued job can be placed again, at its next attempt
+				l2 := lease(j, n, 0)
+				wantCode(t, db.PlaceJob(ctx, placement(j, 0, l2)), idlegrid.ECONFLICT)
+				mustPlace(t, db, placement(j, 1, l2))
+				if got, _ := db.FindLease(ctx, l2.ID); got.Attempt != 2 {
+					t.Errorf("second lease attempt = %d, want 2", got.Attempt)
+				}
+			}
+		})
+	}
+}
+
+// testTransitionMultiNode checks that a job runs while any of its leases
+// lives, and that a lease of an earlier attempt does not move it.
+func testTransitionMultiNode(t *testing.T, db *sqlstore.DB) {
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n1, n2 := mustNode(t, db, p.ID, 1), mustNode(t, db, p.ID, 1)
+	mustTopUp(t, db, r.ID, 100*idlegrid.MicrosPerUnit)
+	j := mustJob(t, db, r.ID, 2, 1)
+	l1, l2 := lease(j, n1, 0), lease(j, n2, 0)
+	mustPlace(t, db, placement(j, 0, l1, l2))
+	start(t, db, l1)
+	start(t, db, l2)
+
+	end := func(l *idlegrid.Lease, to idlegrid.LeaseState, when time.Duration) {
+		t.Helper()
+		mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseRunning},
+			To: to, Reason: string(to), ChargedMicros: 500, At: at(when)}, settle(l, 500))
+	}
+	end(l1, idlegrid.LeaseSucceeded, time.Hour)
+	mustJobState(t, db, j.ID, idlegrid.JobRunning, "running on 2 node(s)")
+	end(l2, idlegrid.LeaseSucceeded, 2*time.Hour)
+	job := mustJobState(t, db, j.ID, idlegrid.JobSucceeded, "all leases completed")
+	if job.ChargedMicros != 1000 || !job.EndedAt.Equal(at(2*time.Hour)) {
+		t.Errorf("job charged %d ended %v, want 1000 at %v", job.ChargedMicros, job.EndedAt, at(2*time.Hour))
+	}
+	if b := mustBalance(t, db, r.ID); b.Spent != 1000 || b.Held != 0 {
+		t.Errorf("renter spent %d held %d, want 1000, 0", b.Spent, b.Held)
+	}
+
+	// Requeue: both leases of the first attempt are lost; the job is placed
+	// again, and only the second attempt's leases decide how it ends.
+	t.Run("Requeue", func(t *testing.T) {
+		j := mustJob(t, db, r.ID, 2, 1)
+		old1, old2 := lease(j, n1, 0), lease(j, n2, 0)
+		mustPlace(t, db, placement(j, 0, old1, old2))
+		lose := func(l *idlegrid.Lease) {
+			t.Helper()
+			mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseAssigned},
+				To: idlegrid.LeaseLost, Reason: "node went silent", At: at(3 * time.Hour)}, settle(l, 0))
+		}
+		lose(old1)
+		mustJobState(t, db, j.ID, idlegrid.JobRunning, "running on 2 node(s)")
+		lose(old2)
+		mustJobState(t, db, j.ID, idlegrid.JobQueued, "requeued: node went silent")
+
+		new1, new2 := lease(j, n1, 0), lease(j, n2, 0)
+		mustPlace(t, db, placement(j, 1, new1, new2))
+		start(t, db, new1)
+		start(t, db, new2)
+		end(new1, idlegrid.LeaseSucceeded, 4*time.Hour)
+		end(new2, idlegrid.LeaseSucceeded, 4*time.Hour)
+		job := mustJobState(t, db, j.ID, idlegrid.JobSucceeded, "all leases completed")
+		if job.Attempts != 2 || job.ChargedMicros != 1000 {
+			t.Errorf("job attempts %d charged %d, want 2, 1000", job.Attempts, job.ChargedMicros)
+		}
+	})
+}
+
+func testTransitionErrors(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n := mustNode(t, db, p.ID, 1)
+	mustTopUp(t, db, r.ID, 10*idlegrid.MicrosPerUnit)
+	j := mustJob(t, db, r.ID, 1, 1)
+	l := lease(j, n, 0)
+	mustPlace(t, db, placement(j, 0, l))
+
+	succeed := func(charge idlegrid.Micros) *idlegrid.LeaseTransition {
+		return &idlegrid.LeaseTransition{LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseRunning},
+			To: idlegrid.LeaseSucceeded, Reason: "exited 0", ChargedMicros: charge, At: at(time.Hour)}
+	}
+	t.Run("NotInFrom", func(t *testing.T) {
+		wantCode(t, db.TransitionLease(ctx, succeed(0), nil), idlegrid.ECONFLICT)
+	})
+	t.Run("Missing", func(t *testing.T) {
+		tr := succeed(0)
+		tr.LeaseID = "lease_missing"
+		wantCode(t, db.TransitionLease(ctx, tr, nil), idlegrid.ENOTFOUND)
+	})
+	t.Run("Invalid", func(t *testing.T) {
+		tr := succeed(0)
+		tr.From = nil
+		wantCode(t, db.TransitionLease(ctx, tr, nil), idlegrid.EINVALID)
+		tr = succeed(0)
+		tr.To = "paused"
+		wantCode(t, db.TransitionLease(ctx, tr, nil), idlegrid.EINVALID)
+	})
+	start(t, db, l)
+	// A settle that overdraws the hold fails, and takes the whole transition with it.
+	t.Run("Overdraw", func(t *testing.T) {
+		bad := settle(l, 1000)
+		bad.Entries[0].Amount, bad.Entries[3].Amount = -l.HoldMicros-1, l.HoldMicros+1-1000
+		err := db.TransitionLease(ctx, succeed(1000), []*idlegrid.Transfer{bad})
+		wantCode(t, err, idlegrid.EPAYMENT)
+		if !strings.Contains(idlegrid.ErrorMessage(err), string(idlegrid.RenterHeld(r.ID))) {
+			t.Errorf("message %q does not name the account", idlegrid.ErrorMessage(err))
+		}
+		checkLedger(t, db)
+		got, err := db.FindLease(ctx, l.ID)
+		mustOK(t, err)
+		if got.State != idlegrid.LeaseRunning || got.ChargedMicros != 0 || got.EndedAt != nil {
+			t.Errorf("lease %s charged %d ended %v after a failed transition", got.State, got.ChargedMicros, got.EndedAt)
+		}
+		if events, _ := db.ListLeaseEvents(ctx, l.ID); len(events) != 2 {
+			t.Errorf("%d events, want 2", len(events))
+		}
+		mustJobState(t, db, j.ID, idlegrid.JobRunning, "")
+		if s, _ := db.Summary(ctx); s.GPUsBusy != 1 {
+			t.Errorf("GPUs busy %d, want 1: the claim must survive", s.GPUsBusy)
+		}
+	})
+	t.Run("TransferReplayed", func(t *testing.T) {
+		x := settle(l, 1000)
+		_, err := db.PostTransfer(ctx, &idlegrid.Transfer{IdempotencyKey: x.IdempotencyKey, Kind: idlegrid.TransferTopUp,
+			CreatedAt: t0, Entries: topUp(r.ID, 5).Entries})
+		mustOK(t, err)
+		wantCode(t, db.TransitionLease(ctx, succeed(1000), []*idlegrid.Transfer{x}), idlegrid.ECONFLICT)
+		checkLedger(t, db)
+		if got, _ := db.FindLease(ctx, l.ID); got.State != idlegrid.LeaseRunning {
+			t.Errorf("lease %s, want running", got.State)
+		}
+	})
+}
+
+func testRequestLeaseStop(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n := mustNode(t, db, p.ID, 1)
+	mustTopUp(t, db, r.ID, 10*idlegrid.MicrosPerUnit)
+	j := mustJob(t, db, r.ID, 1, 1)
+	l := lease(j, n, 0)
+	mustPlace(t, db, placement(j, 0, l))
+
+	mustOK(t, db.RequestLeaseStop(ctx, l.ID, "cancelled by renter", at(time.Hour)))
+	got, err := db.FindLease(ctx, l.ID)
+	mustOK(t, err)
+	if got.StopRequested != "cancelled by renter" {
+		t.Errorf("stop_requested = %q", got.StopRequested)
+	}
+	wantCode(t, db.RequestLeaseStop(ctx, "lease_missing", "x", t0), idlegrid.ENOTFOUND)
+	wantCode(t, db.RequestLeaseStop(ctx, l.ID, "", t0), idlegrid.EINVALID)
+	mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseAssigned},
+		To: idlegrid.LeaseCancelled, Reason: "cancelled by renter", At: at(time.Hour)}, settle(l, 0))
+	wantCode(t, db.RequestLeaseStop(ctx, l.ID, "again", at(time.Hour)), idlegrid.ECONFLICT)
+	mustJobState(t, db, j.ID, idlegrid.JobCancelled, "cancelled by renter")
+}
+
+func testSetLeaseProgress(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n := mustNode(t, db, p.ID, 1)
+	mustTopUp(t, db, r.ID, 10*idlegrid.MicrosPerUnit)
+	j := mustJob(t, db, r.ID, 1, 1)
+	l := lease(j, n, 0)
+	mustPlace(t, db, placement(j, 0, l))
+
+	wantCode(t, db.SetLeaseProgress(ctx, l.ID, 0.5, t0), idlegrid.ECONFLICT) // assigned
+	start(t, db, l)
+	mustOK(t, db.SetLeaseProgress(ctx, l.ID, 0.25, at(time.Hour)))
+	got, err := db.FindLease(ctx, l.ID)
+	mustOK(t, err)
+	if got.Progress != 0.25 {
+		t.Errorf("progress = %v, want 0.25", got.Progress)
+	}
+	wantCode(t, db.SetLeaseProgress(ctx, l.ID, 1.5, t0), idlegrid.EINVALID)
+	wantCode(t, db.SetLeaseProgress(ctx, "lease_missing", 0.5, t0), idlegrid.ENOTFOUND)
+}
+
+func testListLeases(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r1, r2 := mustAccount(t, db, idlegrid.RoleRenter), mustAccount(t, db, idlegrid.RoleRenter)
+	p1, p2 := mustAccount(t, db, idlegrid.RoleProvider), mustAccount(t, db, idlegrid.RoleProvider)
+	n1, n2 := mustNode(t, db, p1.ID, 2), mustNode(t, db, p2.ID, 2)
+	mustTopUp(t, db, r1.ID, 100*idlegrid.MicrosPerUnit)
+	mustTopUp(t, db, r2.ID, 100*idlegrid.MicrosPerUnit)
+
+	ja, jb := mustJob(t, db, r1.ID, 2, 1), mustJob(t, db, r2.ID, 1, 1)
+	a1, a2 := lease(ja, n1, 0), lease(ja, n2, 0)
+	mustPlace(t, db, placement(ja, 0, a1, a2))
+	b1 := lease(jb, n1, 1)
+	pb := placement(jb, 0, b1)
+	pb.At = at(time.Hour) // newer
+	mustPlace(t, db, pb)
+	start(t, db, a2)
+
+	for _, tt := range []struct {
+		name string
+		f    idlegrid.LeaseFilter
+		want []string
+	}{
+		{"job", idlegrid.LeaseFilter{JobID: ja.ID}, []string{a2.ID, a1.ID}},
+		{"node newest first", idlegrid.LeaseFilter{NodeID: n1.ID}, []string{b1.ID, a1.ID}},
+		{"provider", idlegrid.LeaseFilter{ProviderID: p2.ID}, []string{a2.ID}},
+		{"renter", idlegrid.LeaseFilter{RenterID: r2.ID}, []string{b1.ID}},
+		{"states", idlegrid.LeaseFilter{States: []idlegrid.LeaseState{idlegrid.LeaseRunning}}, []string{a2.ID}},
+		{"limit", idlegrid.LeaseFilter{NodeID: n1.ID, Limit: 1}, []string{b1.ID}},
+		{"none", idlegrid.LeaseFilter{JobID: ja.ID, RenterID: r2.ID}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := db.ListLeases(ctx, tt.f)
+			mustOK(t, err)
+			var ids []string
+			for _, l := range got {
+				ids = append(ids, l.ID)
+			}
+			// a1 and a2 were placed at the same instant: compare them as a set.
+			opt := cmpopts.SortSlices(func(x, y string) bool { return x < y })
+			if tt.name != "job" {
+				opt = nil
+			}
+			if diff := cmp.Diff(tt.want, ids, opt); diff != "" {
+				t.Errorf("ListLeases (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func testLogs(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n := mustNode(t, db, p.ID, 1)
+	mustTopUp(t, db, r.ID, 10*idlegrid.MicrosPerUnit)
+	j := mustJob(t, db, r.ID, 1, 1)
+	l := lease(j, n, 0)
+	mustPlace(t, db, placement(j, 0, l))
+
+	first := []idlegrid.LogLine{
+		{At: at(time.Second), Stream: "stdout", Text: "epoch 1"},
+		{At: at(2 * time.Second), Stream: "stderr", Text: "warning: ünïcode"},
+	}
+	mustOK(t, db.AppendLogs(ctx, l.ID, first))
+	second := []idlegrid.LogLine{{At: at(3 * time.Second), Stream: "stdout", Text: "epoch 2"}}
+	mustOK(t, db.AppendLogs(ctx, l.ID, second))
+	mustOK(t, db.AppendLogs(ctx, l.ID, nil))
+	want := []idlegrid.LogLine{
+		{Seq: 1, At: at(time.Second), Stream: "stdout", Text: "epoch 1"},
+		{Seq: 2, At: at(2 * time.Second), Stream: "stderr", Text: "warning: ünïcode"},
+		{Seq: 3, At: at(3 * time.Second), Stream: "stdout", Text: "epoch 2"},
+	}
+	if diff := cmp.Diff(want, append(first, second...)); diff != "" {
+		t.Errorf("AppendLogs did not number the lines (-want +got):\n%s", diff)
+	}
+	for _, tt := range []struct {
+		after int64
+		limit int
+		want  []idlegrid.LogLine
+	}{
+		{0, 0, want},
+		{1, 0, want[1:]},
+		{0, 2, want[:2]},
+		{3, 10, nil},
+	} {
+		got, err := db.ListLogs(ctx, l.ID, tt.after, tt.limit)
+		mustOK(t, err)
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("ListLogs(%d, %d) (-want +got):\n%s", tt.after, tt.limit, diff)
+		}
+	}
+	wantCode(t, db.AppendLogs(ctx, "lease_missing", want), idlegrid.ENOTFOUND)
+	_, err := db.ListLogs(ctx, "lease_missing", 0, 10)
+	wantCode(t, err, idlegrid.ENOTFOUND)
+}
+
+func testPostTransfer(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	x := topUp(r.ID, 5*idlegrid.MicrosPerUnit)
+	x.Memo = "card 4242"
+	got, err := db.PostTransfer(ctx, x)
+	mustOK(t, err)
+	checkLedger(t, db)
+	if got.ID == "" {
+		t.Fatal("transfer got no ID")
+	}
+
+	t.Run("Replay", func(t *testing.T) {
+		again := topUp(r.ID, 5*idlegrid.MicrosPerUnit)
+		again.IdempotencyKey, again.Memo = x.IdempotencyKey, "retried"
+		stored, err := db.PostTransfer(ctx, again)
+		mustOK(t, err)
+		if diff := cmp.Diff(x, stored); diff != "" {
+			t.Errorf("replay returned (-want +got):\n%s", diff)
+		}
+		if b := mustBalance(t, db, r.ID); b.Available != 5*idlegrid.MicrosPerUnit {
+			t.Errorf("available %v after a replay, want $5", b.Available)
+		}
+		checkLedger(t, db)
+	})
+	t.Run("ReplayDifferent", func(t *testing.T) {
+		other := topUp(r.ID, 6*idlegrid.MicrosPerUnit)
+		other.IdempotencyKey = x.IdempotencyKey
+		_, err := db.PostTransfer(ctx, other)
+		wantCode(t, err, idlegrid.ECONFLICT)
+		checkLedger(t, db)
+	})
+	t.Run("Overdraw", func(t *testing.T) {
+		_, err := db.PostTransfer(ctx, &idlegrid.Transfer{IdempotencyKey: id("spend"), Kind: idlegrid.TransferHold, CreatedAt: t0,
+			Entries: []idlegrid.Entry{
+				{Account: idlegrid.RenterAvailable(r.ID), Amount: -6 * idlegrid.MicrosPerUnit},
+				{Account: idlegrid.RenterHeld(r.ID), Amount: 6 * idlegrid.MicrosPerUnit},
+			}})
+		wantCode(t, err, idlegrid.EPAYMENT)
+		if want := "renter balance too low: need $6.000000, have $5.000000; top up"; !strings.Contains(idlegrid.ErrorMessage(err), want) {
+			t.Errorf("message %q, want %q", idlegrid.ErrorMessage(err), want)
+		}
+		if b := mustBalance(t, db, r.ID); b.Available != 5*idlegrid.MicrosPerUnit || b.Held != 0 {
+			t.Errorf("balance %+v after a refused transfer", b)
+		}
+		checkLedger(t, db)
+	})
+	t.Run("NetPerAccount", func(t *testing.T) {
+		// Debit and credit of one account in one transfer is judged on the net.
+		_, err := db.PostTransfer(ctx, &idlegrid.Transfer{IdempotencyKey: id("net"), Kind: idlegrid.TransferHold, CreatedAt: t0,
+			Entries: []idlegrid.Entry{
+				{Account: idlegrid.RenterHeld(r.ID), Amount: -1},
+				{Account: idlegrid.RenterAvailable(r.ID), Amount: -1},
+				{Account: idlegrid.RenterHeld(r.ID), Amount: 2},
+			}})
+		mustOK(t, err)
+		checkLedger(t, db)
+	})
+	t.Run("Invalid", func(t *testing.T) {
+		for name, x := range map[string]*idlegrid.Transfer{
+			"unbalanced": {IdempotencyKey: id("k"), CreatedAt: t0, Entries: []idlegrid.Entry{
+				{Account: idlegrid.WorldAccount, Amount: -1}, {Account: idlegrid.RenterAvailable(r.ID), Amount: 2}}},
+			"no key": {CreatedAt: t0, Entries: topUp(r.ID, 1).Entries},
+			"one entry": {IdempotencyKey: id("k"), CreatedAt: t0, Entries: []idlegrid.Entry{
+				{Account: idlegrid.WorldAccount, Amount: 0}}},
+			"no time": {IdempotencyKey: id("k"), Entries: topUp(r.ID, 1).Entries},
+		} {
+			_, err := db.PostTransfer(ctx, x)
+			if idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+				t.Errorf("%s: error %v, want EINVALID", name, err)
+			}
+		}
+		checkLedger(t, db)
+	})
+}
+
+func testListTransfers(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r1, r2 := mustAccount(t, db, idlegrid.RoleRenter), mustAccount(t, db, idlegrid.RoleRenter)
+	x1 := topUp(r1.ID, 100)
+	x2 := topUp(r2.ID, 200)
+	x2.CreatedAt = at(time.Second)
+	x3 := topUp(r1.ID, 300)
+	x3.CreatedAt, x3.LeaseID = at(2*time.Second), "lease_1"
+	for _, x := range []*idlegrid.Transfer{x1, x2, x3} {
+		_, err := db.PostTransfer(ctx, x)
+		mustOK(t, err)
+	}
+	for _, tt := range []struct {
+		name string
+		f    idlegrid.TransferFilter
+		want []*idlegrid.Transfer
+	}{
+		{"all newest first", idlegrid.TransferFilter{}, []*idlegrid.Transfer{x3, x2, x1}},
+		{"account", idlegrid.TransferFilter{AccountID: r1.ID}, []*idlegrid.Transfer{x3, x1}},
+		{"lease", idlegrid.TransferFilter{LeaseID: "lease_1"}, []*idlegrid.Transfer{x3}},
+		{"limit", idlegrid.TransferFilter{Limit: 1}, []*idlegrid.Transfer{x3}},
+		{"none", idlegrid.TransferFilter{AccountID: "acct_missing"}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := db.ListTransfers(ctx, tt.f)
+			mustOK(t, err)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ListTransfers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func testBalance(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	if b, want := *mustBalance(t, db, r.ID), (idlegrid.Balance{AccountID: r.ID}); b != want {
+		t.Errorf("new account balance %+v, want %+v", b, want)
+	}
+	mustTopUp(t, db, r.ID, 7)
+	if b, want := *mustBalance(t, db, r.ID), (idlegrid.Balance{AccountID: r.ID, Available: 7}); b != want {
+		t.Errorf("balance %+v, want %+v", b, want)
+	}
+	_, err := db.Balance(ctx, "acct_missing")
+	wantCode(t, err, idlegrid.ENOTFOUND)
+}
+
+func testSummary(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	empty, err := db.Summary(ctx)
+	mustOK(t, err)
+	if diff := cmp.Diff(&idlegrid.Summary{JobsByState: map[idlegrid.JobState]int{},
+		NodesByState: map[idlegrid.NodeState]int{}}, empty); diff != "" {
+		t.Errorf("empty Summary (-want +got):\n%s", diff)
+	}
+
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n1, n2 := mustNode(t, db, p.ID, 2), mustNode(t, db, p.ID, 4)
+	mustNode(t, db, p.ID, 8)
+	mustOK(t, db.SetNodeState(ctx, n2.ID, idlegrid.NodeOffline, t0))
+	mustTopUp(t, db, r.ID, 100*idlegrid.MicrosPerUnit)
+	done := mustJob(t, db, r.ID, 1, 1)
+	l := lease(done, n1, 0)
+	mustPlace(t, db, placement(done, 0, l))
+	start(t, db, l)
+	mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseRunning},
+		To: idlegrid.LeaseSucceeded, ChargedMicros: 1000, At: at(time.Hour)}, settle(l, 1000))
+	running := mustJob(t, db, r.ID, 1, 2)
+	mustPlace(t, db, placement(running, 0, lease(running, n1, 0, 1)))
+	mustJob(t, db, r.ID, 1, 1)
+
+	got, err := db.Summary(ctx)
+	mustOK(t, err)
+	want := &idlegrid.Summary{
+		JobsByState:  map[idlegrid.JobState]int{idlegrid.JobSucceeded: 1, idlegrid.JobRunning: 1, idlegrid.JobQueued: 1},
+		NodesByState: map[idlegrid.NodeState]int{idlegrid.NodeOnline: 2, idlegrid.NodeOffline: 1},
+		GPUsTotal:    10, GPUsBusy: 2,
+		SpentMicros: 1000, EarnedMicros: 900, FeesMicros: 100, HeldMicros: 4 * idlegrid.MicrosPerUnit,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Summary (-want +got):\n%s", diff)
+	}
+}
+
+// testConcurrentPlaceJob races placements of many jobs onto one GPU:
+// exactly one wins, and the losers leave no trace.
+func testConcurrentPlaceJob(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n := mustNode(t, db, p.ID, 2)
+	mustTopUp(t, db, r.ID, 100*idlegrid.MicrosPerUnit)
+	const racers = 8
+	var places []*idlegrid.Placement
+	for i := 0; i < racers; i++ {
+		j := mustJob(t, db, r.ID, 1, 2)
+		places = append(places, placement(j, 0, lease(j, n, i%2, (i+1)%2)))
+	}
+	errs := make([]error, racers)
+	var wg sync.WaitGroup
+	for i := range places {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = db.PlaceJob(ctx, places[i])
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch idlegrid.ErrorCode(err) {
+		case "":
+			won++
+		case idlegrid.ECONFLICT:
+		default:
+			t.Errorf("PlaceJob: %v, want success or ECONFLICT", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d placements won, want exactly 1", won)
+	}
+	checkLedger(t, db)
+	b := mustBalance(t, db, r.ID)
+	if b.Held != 4*idlegrid.MicrosPerUnit || b.Available != 96*idlegrid.MicrosPerUnit {
+		t.Errorf("balance %+v, want one hold of $4", b)
+	}
+	leases, err := db.ListLeases(ctx, idlegrid.LeaseFilter{NodeID: n.ID})
+	mustOK(t, err)
+	if len(leases) != 1 {
+		t.Errorf("%d leases, want 1", len(leases))
+	}
+}
+
+// testConcurrentTransfers runs many writers at once: none may fail for
+// being busy, and no micro may be lost.
+func testConcurrentTransfers(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	j := mustJob(t, db, r.ID, 1, 1)
+	const writers, each = 6, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*writers*each)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				_, err := db.PostTransfer(ctx, topUp(r.ID, 3))
+				errs <- err
+				x := &idlegrid.Transfer{IdempotencyKey: id("hold"), Kind: idlegrid.TransferHold, CreatedAt: t0,
+					Entries: []idlegrid.Entry{
+						{Account: idlegrid.RenterAvailable(r.ID), Amount: -1},
+						{Account: idlegrid.RenterHeld(r.ID), Amount: 1},
+					}}
+				_, err = db.PostTransfer(ctx, x)
+				errs <- err
+				if _, err := db.Balance(ctx, r.ID); err != nil {
+					errs <- err
+				}
+				// Read, then write: two such writers must queue, not deadlock.
+				errs <- db.SetJobReason(ctx, j.ID, fmt.Sprintf("writer %d at %d", w, i), at(time.Second))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("concurrent transfer: %v", err)
+		}
+	}
+	checkLedger(t, db)
+	if b, want := *mustBalance(t, db, r.ID), (idlegrid.Balance{AccountID: r.ID, Available: 2 * writers * each,
+		Held: writers * each}); b != want {
+		t.Errorf("balance %+v, want %+v", b, want)
+	}
+}
+
+// testReopen checks that reopening a store keeps its data and applies no
+// migration twice.
+func testReopen(t *testing.T, dsn string) {
+	ctx := context.Background()
+	db, err := sqlstore.Open(ctx, dsn)
+	mustOK(t, err)
+	a := &idlegrid.Account{ID: "acct_kept", Name: "Kept", Role: idlegrid.RoleAdmin, CreatedAt: t0}
+	mustOK(t, db.CreateAccount(ctx, a))
+	mustOK(t, db.Close())
+
+	db = mustOpen(t, dsn)
+	got, err := db.FindAccount(ctx, a.ID)
+	mustOK(t, err)
+	if diff := cmp.Diff(a, got); diff != "" {
+		t.Errorf("after reopen (-want +got):\n%s", diff)
+	}
+	mustOK(t, db.Ping(ctx))
+}
