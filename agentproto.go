@@ -78,6 +78,9 @@ type LeaseReport struct {
 	// Fault is provider when the node, not the workload, failed (e.g. the
 	// image could not be started).
 	Fault Fault `json:"fault,omitempty"`
+	// CheckpointRef is where the workload left its checkpoint, so that a
+	// requeued job resumes from it.
+	CheckpointRef string `json:"checkpoint_ref,omitempty"`
 }
 
 // LogBatch carries lines of a lease's output.

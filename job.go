@@ -180,6 +180,8 @@ func (s *JobSpec) Validate(now time.Time) error {
 	for k := range s.Env {
 		if !envKeyRE.MatchString(k) {
 			return Invalid("job.env", "bad variable name %q", k)
+		} else if reservedEnv(k) {
+			return Invalid("job.env", "%s is reserved: NVIDIA_* and IDLEGRID_* are set by the node, not the job", k)
 		}
 	}
 	for _, m := range s.GPUModels {
@@ -188,6 +190,13 @@ func (s *JobSpec) Validate(now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// reservedEnv reports whether a variable belongs to the node. A job that set
+// NVIDIA_VISIBLE_DEVICES=all would see every GPU on the node.
+func reservedEnv(k string) bool {
+	u := strings.ToUpper(k)
+	return strings.HasPrefix(u, "NVIDIA_") || strings.HasPrefix(u, "IDLEGRID_")
 }
 
 func kindList() string {

@@ -24,6 +24,9 @@
 //     Start fails.
 //   - Runtimes do not enforce a lease's time limit; the server asks the agent
 //     to stop a lease that reaches it.
+//   - A runtime that keeps a workload's checkpoint past its exit says where
+//     in Exit.CheckpointRef; a later Workload whose Job.CheckpointRef names
+//     it resumes from it.
 package runtime
 
 import (
@@ -36,9 +39,19 @@ import (
 // Workload is one lease's work, as a runtime needs it.
 type Workload struct {
 	LeaseID      string
+	JobID        string // the lease's job: its checkpoint outlives the lease, keyed by the job
 	Job          idlegrid.JobSpec
 	GPUs         []string // UUIDs of the GPUs the lease holds; the workload sees only these
 	LimitSeconds int64    // the run time the renter's hold covers, for the runtime's information
+
+	// NoNetwork runs the workload with no network at all, when the node's
+	// policy says so. The zero value gives it the runtime's usual network.
+	NoNetwork bool
+	// Capabilities are the Linux capabilities (e.g. "SYS_PTRACE") the
+	// node's policy grants this workload. Every other one is dropped. A
+	// runtime that sandboxes (docker) refuses to start a workload granted
+	// one its own allow-list lacks.
+	Capabilities []string
 }
 
 // Event is one thing that happened to a running workload. Exactly one of
@@ -55,6 +68,10 @@ type Exit struct {
 	Code    int   // the workload's exit code; 143 after SIGTERM, 137 after a kill
 	Err     error // the runtime lost the workload (not the workload's fault); Code is then meaningless
 	Stopped bool  // the workload ended because Stop (or Close) asked it to
+	// CheckpointRef names the checkpoint the runtime kept for the job, e.g.
+	// "docker-volume:idlegrid-ckpt-job_x"; empty when it kept none. The
+	// agent reports it so that a requeued job carries it.
+	CheckpointRef string
 }
 
 // Runtime runs workloads. See the package comment for the contract.
@@ -62,4 +79,14 @@ type Runtime interface {
 	Start(ctx context.Context, w Workload, events chan<- Event) error
 	Stop(leaseID string, grace time.Duration) error
 	Close() error
+}
+
+// Adopter is a Runtime that can take back the workloads a previous instance
+// of it left behind, e.g. when the agent crashed or was killed. Adopt finds
+// them and returns their lease IDs. For each it then sends events on
+// events, as if Start had returned nil: output from the adoption on, and
+// exactly one Exit (at once for a workload that ended meanwhile). Stop and
+// Close work on adopted workloads as on started ones.
+type Adopter interface {
+	Adopt(ctx context.Context, events chan<- Event) ([]string, error)
 }

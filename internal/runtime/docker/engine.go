@@ -1,0 +1,206 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/idlegrid/idlegrid/internal/runtime"
+)
+
+// ensureImage returns the local image ref, pulling it first when the node
+// lacks it (and may pull).
+func (r *Runtime) ensureImage(ctx context.Context, ref string) (image.InspectResponse, error) {
+	img, err := r.cli.ImageInspect(ctx, ref)
+	if err == nil {
+		return img, nil
+	} else if !cerrdefs.IsNotFound(err) {
+		return img, fmt.Errorf("docker runtime: inspect image %s: %w", ref, err)
+	} else if r.opt.NoPull {
+		return img, fmt.Errorf("image %s is not present locally, and this node does not pull images; load it with docker load or build it on this node", ref)
+	}
+	if err := r.pull(ctx, ref); err != nil {
+		return img, fmt.Errorf("image %s is not present locally and could not be pulled: %v; load it with docker load or build it on this node", ref, err)
+	}
+	img, err = r.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return img, fmt.Errorf("docker runtime: inspect image %s after pulling it: %w", ref, err)
+	}
+	return img, nil
+}
+
+// pull pulls ref. The engine reports most failures inside the stream.
+func (r *Runtime) pull(ctx context.Context, ref string) error {
+	rc, err := r.cli.ImagePull(ctx, ref, image.PullOptions{})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	return streamError(rc)
+}
+
+// streamError reads a stream of the engine's JSON progress messages (from
+// a pull or a build) to its end and returns the first error in it.
+func streamError(rc io.Reader) error {
+	dec := json.NewDecoder(rc)
+	for {
+		var msg struct {
+			Error       string `json:"error"`
+			ErrorDetail struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if msg.Error != "" {
+			return errors.New(msg.Error)
+		} else if msg.ErrorDetail.Message != "" {
+			return errors.New(msg.ErrorDetail.Message)
+		}
+	}
+}
+
+func imageUser(img image.InspectResponse) string {
+	if img.Config == nil {
+		return ""
+	}
+	return img.Config.User
+}
+
+func (r *Runtime) volumeExists(ctx context.Context, name string) (bool, error) {
+	_, err := r.cli.VolumeInspect(ctx, name)
+	if cerrdefs.IsNotFound(err) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("docker runtime: inspect volume %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// createVolumes creates the lease's scratch volume and, unless it exists,
+// the job's checkpoint volume.
+func (r *Runtime) createVolumes(ctx context.Context, w runtime.Workload, checkpoint string) error {
+	for _, v := range []struct{ name, lease, role string }{
+		{scratchVolume(w.LeaseID), w.LeaseID, roleScratch},
+		{checkpoint, "", roleCheckpoint},
+	} {
+		_, err := r.cli.VolumeCreate(ctx, volume.CreateOptions{Name: v.name, Labels: r.opt.labels(v.lease, w.JobID, v.role)})
+		if err != nil {
+			return fmt.Errorf("docker runtime: create volume %s: %w", v.name, err)
+		}
+	}
+	return nil
+}
+
+// setVolumeOwner makes the workload's volumes writable for its user. A
+// fresh volume belongs to root, and the workload's container cannot change
+// that (its root filesystem is read-only, and the engine will not chown a
+// mount's root from inside it), so a prep container of the same image,
+// never started, takes a tar holding the two mount points with the owner
+// and mode they must have.
+func (r *Runtime) setVolumeOwner(ctx context.Context, w runtime.Workload, imageID string, s *sandbox) error {
+	r.removeContainer(prepName(w.LeaseID)) // one a crash left
+	prep, err := r.cli.ContainerCreate(ctx,
+		&container.Config{Image: imageID, Cmd: []string{"/idlegrid-prep-never-runs"}, Labels: r.opt.labels(w.LeaseID, w.JobID, rolePrep)},
+		&container.HostConfig{Mounts: s.host.Mounts, NetworkMode: "none"},
+		nil, nil, prepName(w.LeaseID))
+	if err != nil {
+		return fmt.Errorf("docker runtime: create the prep container: %w", err)
+	}
+	defer r.removeContainer(prep.ID)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, m := range s.host.Mounts {
+		hdr := &tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(m.Target, "/") + "/", Mode: s.mode, Uid: s.uid, Gid: s.gid}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := r.cli.CopyToContainer(ctx, prep.ID, "/", &buf, container.CopyToContainerOptions{}); err != nil {
+		return fmt.Errorf("docker runtime: set the owner of the workload's volumes: %w", err)
+	}
+	return nil
+}
+
+// removeFailed removes what a Start that failed made: the container, the
+// scratch volume, and the checkpoint volume if the Start made it.
+func (r *Runtime) removeFailed(wl *workload, checkpointExisted bool) {
+	r.remove(wl)
+	if !checkpointExisted {
+		r.removeVolume(wl.checkpoint)
+	}
+	wl.cancel()
+}
+
+// remove removes the workload's container and scratch volume.
+func (r *Runtime) remove(wl *workload) {
+	if wl.containerID != "" {
+		r.removeContainer(wl.containerID)
+	}
+	if wl.scratch != "" {
+		r.removeVolume(wl.scratch)
+	}
+}
+
+func (r *Runtime) removeContainer(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), engineTimeout)
+	defer cancel()
+	err := r.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		r.opt.Logger.Warn("docker runtime: cannot remove a container", "container", id, "err", err)
+	}
+}
+
+// removeVolume removes a volume no container uses. A volume in use stays.
+func (r *Runtime) removeVolume(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), engineTimeout)
+	defer cancel()
+	err := r.cli.VolumeRemove(ctx, name, false)
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		r.opt.Logger.Warn("docker runtime: cannot remove a volume", "volume", name, "err", err)
+	}
+}
+
+// removeOrphanScratch removes this node's scratch volumes that no workload
+// uses: a crash between making one and starting its container leaves them.
+func (r *Runtime) removeOrphanScratch(ctx context.Context) {
+	args := r.nodeFilter()
+	args.Add("label", LabelRole+"="+roleScratch)
+	list, err := r.cli.VolumeList(ctx, volume.ListOptions{Filters: args})
+	if err != nil {
+		r.opt.Logger.Warn("docker runtime: cannot list scratch volumes", "err", err)
+		return
+	}
+	for _, v := range list.Volumes {
+		lease := v.Labels[LabelLease]
+		r.mu.Lock()
+		busy := r.running[lease] != nil || r.starting[lease]
+		r.mu.Unlock()
+		if !busy && r.unused(ctx, v.Name) {
+			r.removeVolume(v.Name)
+		}
+	}
+}
+
+// unused reports whether no container, running or not, mounts the volume.
+func (r *Runtime) unused(ctx context.Context, name string) bool {
+	users, err := r.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("volume", name))})
+	return err == nil && len(users) == 0
+}

@@ -1,0 +1,268 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/runtime"
+)
+
+// workload is one container the runtime follows. Its goroutine, follow,
+// owns it; Stop and Close only write to stop and kill.
+type workload struct {
+	r           *Runtime
+	leaseID     string
+	jobID       string
+	containerID string
+	scratch     string // volume names
+	checkpoint  string
+	memoryBytes int64    // the container's limit, for the out-of-memory note
+	notes       []string // sent as stderr lines before the output
+	adopted     bool     // taken back after a restart: follow only new output
+	events      chan<- runtime.Event
+
+	waitC <-chan container.WaitResponse // the container's exit
+	errC  <-chan error
+
+	stop     chan time.Duration // the grace of the first stop request
+	kill     chan struct{}      // closed by Close: kill now
+	killOnce sync.Once
+
+	// ctx ends only when the runtime detaches: the container is left as it
+	// is and no Exit is sent.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (r *Runtime) newWorkload(leaseID, jobID string, events chan<- runtime.Event) *workload {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &workload{
+		r: r, leaseID: leaseID, jobID: jobID, events: events,
+		stop: make(chan time.Duration, 1), kill: make(chan struct{}),
+		ctx: ctx, cancel: cancel,
+	}
+}
+
+// requestStop records the first stop request; later ones change nothing.
+func (wl *workload) requestStop(grace time.Duration) {
+	select {
+	case wl.stop <- grace:
+	default:
+	}
+}
+
+func (wl *workload) killNow() { wl.killOnce.Do(func() { close(wl.kill) }) }
+
+// follow streams the workload's output until it exits, removes its
+// container and scratch, and sends the Exit. It runs in its own goroutine.
+func (r *Runtime) follow(wl *workload) {
+	defer r.wg.Done()
+	defer wl.cancel()
+	exit, detached := wl.run()
+	if detached {
+		return
+	}
+	r.finish(wl, &exit)
+	r.mu.Lock()
+	delete(r.running, wl.leaseID)
+	r.mu.Unlock()
+	wl.send(runtime.Event{Exit: &exit})
+}
+
+// run streams the output while it waits for the exit, passing on stop
+// requests, and returns the exit once the output is sent. detached is true
+// when the runtime detached meanwhile.
+func (wl *workload) run() (exit runtime.Exit, detached bool) {
+	logsCtx, stopLogs := context.WithCancel(wl.ctx)
+	defer stopLogs()
+	streamed := make(chan struct{})
+	go func() { // owned by run, which waits for it
+		defer close(streamed)
+		wl.stream(logsCtx)
+	}()
+	exit = wl.wait()
+	drain := time.NewTimer(logDrain)
+	defer drain.Stop()
+	select {
+	case <-streamed:
+	case <-drain.C: // the engine did not end the stream: stop waiting for it
+		stopLogs()
+		<-streamed
+	}
+	return exit, wl.ctx.Err() != nil
+}
+
+// wait passes on stop requests until the container exits: SIGTERM, then
+// SIGKILL when the grace is out or Close asks.
+func (wl *workload) wait() runtime.Exit {
+	stopped := false
+	stop, kill := wl.stop, wl.kill
+	var graceOut <-chan time.Time
+	for {
+		select {
+		case grace := <-stop:
+			stopped, stop = true, nil
+			if grace <= 0 {
+				wl.signal("SIGKILL")
+				continue
+			}
+			wl.signal("SIGTERM")
+			t := time.NewTimer(grace)
+			defer t.Stop()
+			graceOut = t.C
+		case <-kill:
+			stopped, kill, stop, graceOut = true, nil, nil, nil
+			wl.signal("SIGKILL")
+		case <-graceOut:
+			graceOut = nil
+			wl.signal("SIGKILL")
+		case res := <-wl.waitC:
+			if res.Error != nil && res.Error.Message != "" {
+				return runtime.Exit{Err: fmt.Errorf("waiting for the container: %s", res.Error.Message), Stopped: stopped}
+			}
+			return runtime.Exit{Code: int(res.StatusCode), Stopped: stopped}
+		case err := <-wl.errC:
+			return runtime.Exit{Err: fmt.Errorf("lost the container: %w", err), Stopped: stopped}
+		}
+	}
+}
+
+// signal sends sig to the container. One that has exited already is fine.
+func (wl *workload) signal(sig string) {
+	ctx, cancel := context.WithTimeout(wl.ctx, engineTimeout)
+	defer cancel()
+	err := wl.r.cli.ContainerKill(ctx, wl.containerID, sig)
+	if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) && !strings.Contains(err.Error(), "is not running") {
+		wl.r.opt.Logger.Warn("docker runtime: cannot signal a workload", "lease", wl.leaseID, "signal", sig, "err", err)
+	}
+}
+
+// finish tells of an out-of-memory kill, removes the container and the
+// scratch volume, and keeps the checkpoint unless the workload succeeded.
+func (r *Runtime) finish(wl *workload, exit *runtime.Exit) {
+	ctx, cancel := context.WithTimeout(context.Background(), engineTimeout)
+	defer cancel()
+	if info, err := r.cli.ContainerInspect(ctx, wl.containerID); err == nil && info.State != nil && info.State.OOMKilled {
+		wl.note(fmt.Sprintf("the workload ran out of memory: its limit is %d MB", wl.memoryBytes>>20))
+	}
+	r.remove(wl)
+	switch {
+	case wl.checkpoint == "":
+	case exit.Err == nil && exit.Code == 0:
+		r.removeVolume(wl.checkpoint) // the job is done here: nothing to resume
+	default:
+		exit.CheckpointRef = CheckpointRefPrefix + wl.checkpoint
+	}
+}
+
+// stream sends the notes, then the container's output, until the output
+// ends (the container exited) or ctx does.
+func (wl *workload) stream(ctx context.Context) {
+	for _, n := range wl.notes {
+		wl.note(n)
+	}
+	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true, Timestamps: true, Tail: "all"}
+	if wl.adopted {
+		opts.Tail = "0"
+	}
+	rc, err := wl.r.cli.ContainerLogs(ctx, wl.containerID, opts)
+	if err != nil {
+		if ctx.Err() == nil {
+			wl.note("cannot follow the workload's output: " + err.Error())
+		}
+		return
+	}
+	defer rc.Close()
+	stdout, stderr := &lineWriter{wl: wl, stream: "stdout"}, &lineWriter{wl: wl, stream: "stderr"}
+	if _, err := stdcopy.StdCopy(stdout, stderr, rc); err != nil && ctx.Err() == nil {
+		wl.note("the workload's output broke off: " + err.Error())
+	}
+	stdout.flush()
+	stderr.flush()
+}
+
+// note sends a line of the runtime's own on stderr.
+func (wl *workload) note(text string) {
+	wl.send(runtime.Event{Log: &idlegrid.LogLine{At: wl.r.opt.Clock.Now(), Stream: "stderr", Text: "[idlegrid] " + text}})
+}
+
+func (wl *workload) send(ev runtime.Event) {
+	ev.LeaseID = wl.leaseID
+	wl.events <- ev
+}
+
+// lineWriter turns one stream of timestamped output into events, a line
+// at a time. stdcopy writes to both of a workload's writers from one
+// goroutine, so the events keep the output's order.
+type lineWriter struct {
+	wl     *workload
+	stream string
+	buf    []byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.emit(w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > maxLineBytes {
+		w.flush()
+	}
+	return len(p), nil
+}
+
+func (w *lineWriter) flush() {
+	if len(w.buf) > 0 {
+		w.emit(w.buf)
+		w.buf = w.buf[:0]
+	}
+}
+
+// emit sends one line: "2024-05-01T12:00:00.123456789Z text", as the engine
+// stamps it.
+func (w *lineWriter) emit(line []byte) {
+	text := strings.TrimSuffix(string(line), "\r")
+	at := w.wl.r.opt.Clock.Now()
+	if ts, rest, ok := strings.Cut(text, " "); ok {
+		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+			at, text = t.UTC(), rest
+		}
+	}
+	if p, ok := progress(w.stream, text); ok {
+		w.wl.send(runtime.Event{Progress: &p})
+		return
+	}
+	w.wl.send(runtime.Event{Log: &idlegrid.LogLine{At: at, Stream: w.stream, Text: text}})
+}
+
+// progress parses a progress report, "idlegrid:progress=0.42" on stdout.
+func progress(stream, text string) (float64, bool) {
+	v, ok := strings.CutPrefix(text, progressPrefix)
+	if !ok || stream != "stdout" {
+		return 0, false
+	}
+	p, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsNaN(p) {
+		return 0, false
+	}
+	return min(max(p, 0), 1), true
+}
+
+var errClosed = errors.New("docker runtime: closed")
