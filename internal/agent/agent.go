@@ -73,6 +73,10 @@ type Options struct {
 	Key ed25519.PrivateKey
 	// Host is the machine's resources; nil detects them (DetectHost).
 	Host *Host
+	// OwnsProcess tells whether a host process runs one of the agent's
+	// workloads, for when-idle mode; nil asks the runtime (when it is a
+	// ProcessOwner) and counts the agent's own descendants.
+	OwnsProcess func(pid int) bool
 }
 
 // Agent is the provider daemon. Make one with New and call Run once.
@@ -88,14 +92,22 @@ type Agent struct {
 	host    Host
 
 	ran            atomic.Bool
-	heartbeatEvery time.Duration   // written before the loops start, then only by the heartbeat loop
-	gpus           map[string]bool // UUIDs of the node's GPUs, set before the loops start
-	leaseWG        sync.WaitGroup  // lease goroutines and lone reports
+	heartbeatEvery time.Duration  // written before the loops start, then only by the heartbeat loop
+	leaseWG        sync.WaitGroup // lease goroutines and lone reports
 
-	mu       sync.Mutex
-	nodeID   string
-	leases   map[string]*lease    // started here and not yet finished
-	finished map[string]time.Time // lease ID → when it finished here
+	// The policy's state, used by Run and then by the watch loop only.
+	policy       *policy
+	ownsProcess  func(pid int) bool
+	offerKey     string          // what the last published offer offered
+	lastGPUs     []idlegrid.GPU  // the GPUs of the last offer built
+	powerRefused map[string]bool // GPUs that refused the power cap
+
+	mu        sync.Mutex
+	nodeID    string
+	gpus      map[string]bool      // UUIDs of the node's GPUs now
+	withdrawn map[string]string    // GPU UUID → why it is not offered now
+	leases    map[string]*lease    // started here and not yet finished
+	finished  map[string]time.Time // lease ID → when it finished here
 }
 
 // New checks the options and makes an agent.
@@ -118,6 +130,7 @@ func New(o Options) (*Agent, error) {
 		clock: o.Clock, log: o.Logger, version: o.Version, key: o.Key,
 		heartbeatEvery: defaultHeartbeat,
 		leases:         map[string]*lease{}, finished: map[string]time.Time{},
+		policy: newPolicy(o.Config), ownsProcess: o.OwnsProcess, powerRefused: map[string]bool{},
 	}
 	if a.clock == nil {
 		a.clock = idlegrid.SystemClock{}
@@ -184,20 +197,22 @@ func quiet(ctx context.Context, err error) error {
 	return err
 }
 
-// offer detects the GPUs and builds the node's offer.
+// offer detects the GPUs, judges them by the node's policy and builds the
+// node's first offer.
 func (a *Agent) offer(ctx context.Context) (idlegrid.Offer, error) {
-	gpus, err := a.det.Detect(ctx)
+	devs, v, err := a.observe(ctx)
 	if err != nil {
 		return idlegrid.Offer{}, fmt.Errorf("detect GPUs: %w", err)
+	} else if len(devs) == 0 {
+		return idlegrid.Offer{}, errors.New("detect GPUs: found none; is the NVIDIA driver working (try nvidia-smi)?")
 	}
-	offer, err := a.cfg.Offer(gpus, a.host)
+	a.applyPowerCap(ctx, devs)
+	offer, key, err := a.offerFor(devs, v)
 	if err != nil {
 		return idlegrid.Offer{}, err
 	}
-	a.gpus = map[string]bool{}
-	for _, g := range gpus {
-		a.gpus[g.UUID] = true
-	}
+	a.logOffer(devs, v)
+	a.offerKey = key
 	return offer, nil
 }
 
@@ -282,6 +297,7 @@ func (a *Agent) serve(ctx context.Context) {
 	var loops sync.WaitGroup
 	loops.Go(func() { a.heartbeatLoop(ctx) })
 	loops.Go(func() { a.commandLoop(ctx, workCtx) })
+	loops.Go(func() { a.watchLoop(ctx) })
 	loops.Wait()
 	a.shutdown(cancelWork)
 }
@@ -425,8 +441,9 @@ func (a *Agent) start(ctx, workCtx context.Context, c idlegrid.Command) bool {
 		return true
 	}
 	l := newLease(runtime.Workload{
-		LeaseID: id, Job: *c.Job, GPUs: append([]string(nil), c.Lease.GPUUUIDs...), LimitSeconds: c.Lease.LimitSeconds,
+		LeaseID: id, JobID: c.Lease.JobID, Job: *c.Job, GPUs: append([]string(nil), c.Lease.GPUUUIDs...), LimitSeconds: c.Lease.LimitSeconds,
 	}, a.clock)
+	l.tier, l.notice = c.Job.Tier, noticeOf(c.Lease)
 	a.leases[id] = l
 	a.leaseWG.Go(func() { a.runLease(ctx, workCtx, l) })
 	return true
@@ -445,7 +462,7 @@ func (a *Agent) refusal(c idlegrid.Command) string {
 			return fmt.Sprintf("the lease holds GPU %s, which this node does not have", u)
 		}
 	}
-	return ""
+	return a.policyRefusal(c)
 }
 
 // forgetFinished drops finished leases old enough that the server has
@@ -488,7 +505,7 @@ func (a *Agent) stopLease(l *lease, cause stopCause, reason string) bool {
 		a.log.Info("stopping lease", "lease", l.id, "reason", reason)
 	}
 	if now {
-		if err := a.rt.Stop(l.id, StopGrace); err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+		if err := a.rt.Stop(l.id, l.grace()); err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
 			a.log.Error("runtime could not stop lease", "lease", l.id, "err", err)
 		}
 	}

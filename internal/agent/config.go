@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -10,12 +11,15 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/gpu"
+	gpuauto "github.com/idlegrid/idlegrid/internal/gpu/auto"
 	gpufake "github.com/idlegrid/idlegrid/internal/gpu/fake"
+	"github.com/idlegrid/idlegrid/internal/gpu/smi"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 )
 
@@ -38,8 +42,30 @@ type Config struct {
 	DiskGB    int               `yaml:"disk_gb"`
 	Schedule  ScheduleConfig    `yaml:"schedule"`
 	Ask       AskConfig         `yaml:"ask"`
-	// FakeGPUs names simulated GPUs, e.g. "2xRTX4090"; until real detection
-	// lands it is the only way to tell the agent its GPUs.
+
+	// The node's local policy (see policy.go).
+
+	// Mode is when GPUs are offered: schedule (the default) follows the
+	// schedule's windows; when-idle also offers each GPU only while its
+	// owner is not using it.
+	Mode Mode       `yaml:"mode"`
+	Idle IdleConfig `yaml:"idle"` // what "not using it" means in when-idle mode
+	// ThermalCapC, when set, is the GPU temperature above which the node
+	// takes no new work on that GPU and gives its running work notice.
+	ThermalCapC int `yaml:"thermal_cap_c"`
+	// PowerCapW, when set, is applied to every GPU as its power limit,
+	// where the agent has the permission (root) to.
+	PowerCapW int `yaml:"power_cap_w"`
+	// AllowedImages, when set, are the only images the node runs: exact
+	// references or prefixes ("ghcr.io/acme/", "pytorch/pytorch") or globs
+	// ("ghcr.io/acme/*:v1*"). Short Docker Hub names are expanded first.
+	AllowedImages []string `yaml:"allowed_images"`
+	// TelemetryInterval is how often the GPUs are looked at again; zero
+	// means DefaultTelemetryInterval.
+	TelemetryInterval time.Duration `yaml:"telemetry_interval"`
+
+	// FakeGPUs names simulated GPUs, e.g. "2xRTX4090", for development;
+	// empty detects the real ones (NVML, else nvidia-smi).
 	FakeGPUs string `yaml:"fake_gpus"`
 	// FakeSpeed runs the fake runtime's workloads this many times faster
 	// than real time; zero means 1.
@@ -131,6 +157,9 @@ func (c *Config) Validate() error {
 	case c.FakeSpeed < 0 || c.FakeSpeed > 1e6:
 		return idlegrid.Invalid("fake_speed", "must be between 0 and 1000000 (0 means real time)")
 	}
+	if err := c.validatePolicy(); err != nil {
+		return err
+	}
 	gpus := []idlegrid.GPU{{UUID: "GPU-placeholder", Model: "placeholder", VRAMMB: 1}}
 	if c.FakeGPUs != "" {
 		if _, err := gpufake.Parse(c.FakeGPUs, ""); err != nil {
@@ -161,14 +190,30 @@ func (c *Config) Offer(gpus []idlegrid.GPU, host Host) (idlegrid.Offer, error) {
 	return o, nil
 }
 
-// Detector returns the GPU detector the config names: the fake one, with
-// UUIDs seeded by the node's public key so that they are stable for the
-// node and unique across nodes.
+// Detector returns the GPU detector the config names: the fake one when
+// fake_gpus is set, with UUIDs seeded by the node's public key so that they
+// are stable for the node and unique across nodes; else the first real one
+// that works (see OpenDetector).
 func (c *Config) Detector(key ed25519.PrivateKey) (gpu.Detector, error) {
-	if c.FakeGPUs == "" {
-		return nil, idlegrid.Invalid("fake_gpus", "required for now (real GPU detection is not built yet), e.g. 2xRTX4090")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*smi.DefaultTimeout)
+	defer cancel()
+	d, _, err := c.OpenDetector(ctx, key)
+	return d, err
+}
+
+// OpenDetector is Detector with a context, and a line saying which
+// detector it chose, e.g. "NVML, driver 550.54.15" or "fake: 2xRTX4090".
+// A real detector may hold resources: close it when it implements
+// io.Closer.
+func (c *Config) OpenDetector(ctx context.Context, key ed25519.PrivateKey) (gpu.Detector, string, error) {
+	if c.FakeGPUs != "" {
+		d, err := gpufake.Parse(c.FakeGPUs, nodekey.PublicString(key.Public().(ed25519.PublicKey)))
+		if err != nil {
+			return nil, "", err
+		}
+		return d, "fake: " + c.FakeGPUs, nil
 	}
-	return gpufake.Parse(c.FakeGPUs, nodekey.PublicString(key.Public().(ed25519.PublicKey)))
+	return gpuauto.Detector(ctx)
 }
 
 func (s ScheduleConfig) schedule() idlegrid.Schedule {

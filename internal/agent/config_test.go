@@ -48,7 +48,10 @@ func TestLoadConfig(t *testing.T) {
 				AllowedKinds:  []idlegrid.WorkloadKind{idlegrid.KindTraining, idlegrid.KindFineTune, idlegrid.KindInference},
 				MaxJobSeconds: 86400,
 			},
-			FakeGPUs: "2xRTX4090", FakeSpeed: 60,
+			Mode: agent.ModeWhenIdle, Idle: agent.IdleConfig{MaxUtilPct: 10, For: 10 * time.Minute},
+			ThermalCapC: 83, PowerCapW: 350,
+			AllowedImages: []string{"ghcr.io/acme/", "pytorch/pytorch", "nvcr.io/nvidia/pytorch:24.*"},
+			FakeGPUs:      "2xRTX4090", FakeSpeed: 60,
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("config mismatch (-want +got):\n%s", diff)
@@ -200,9 +203,13 @@ func TestConfig_Offer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gpus, err := det.Detect(t.Context())
+	devs, err := det.Detect(t.Context())
 	if err != nil {
 		t.Fatal(err)
+	}
+	var gpus []idlegrid.GPU
+	for _, d := range devs {
+		gpus = append(gpus, d.GPU)
 	}
 	o, err := c.Offer(gpus, agent.Host{Name: "ignored", CPUCores: 2, RAMMB: 2, DiskGB: 500})
 	if err != nil {
@@ -231,11 +238,19 @@ func TestConfig_Offer(t *testing.T) {
 			t.Errorf("error = %v, want one naming fake_gpus", err)
 		}
 	})
-	t.Run("NoFakeGPUs", func(t *testing.T) {
+	t.Run("RealGPUs", func(t *testing.T) {
 		c := *c
 		c.FakeGPUs = ""
-		if _, err := c.Detector(priv); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
-			t.Errorf("Detector error = %v, want invalid", err)
+		t.Setenv("PATH", t.TempDir()) // no nvidia-smi
+		d, note, err := c.OpenDetector(t.Context(), priv)
+		if err == nil {
+			if cl, ok := d.(interface{ Close() error }); ok {
+				cl.Close()
+			}
+			t.Skipf("this machine has NVIDIA GPUs (%s)", note)
+		}
+		if idlegrid.ErrorCode(err) != idlegrid.EUNAVAILABLE || !strings.Contains(err.Error(), "install the NVIDIA driver") {
+			t.Errorf("Detector error = %v, want unavailable, saying what to install", err)
 		}
 	})
 }

@@ -21,6 +21,7 @@ const (
 	notStopped     stopCause = iota
 	stopByServer             // the server asked: reported cancelled
 	stopByShutdown           // the agent is shutting down: the node's failure
+	stopByPolicy             // the node withdrew a GPU (owner back, too hot): the node's failure, after notice
 )
 
 // lease is one workload this agent runs. Two goroutines serve it: runLease
@@ -30,6 +31,8 @@ const (
 type lease struct {
 	id     string
 	w      runtime.Workload
+	tier   idlegrid.Tier
+	notice time.Duration // the notice it is owed when the node's policy stops it
 	clock  idlegrid.Clock
 	events chan runtime.Event
 	wake   chan struct{} // a batch of lines is ready, or the workload exited
@@ -66,7 +69,7 @@ func (a *Agent) runLease(ctx, workCtx context.Context, l *lease) {
 	}
 	a.log.Info("lease started", "lease", l.id, "image", l.w.Job.Image, "gpus", len(l.w.GPUs))
 	if l.markStarted() {
-		if err := a.rt.Stop(l.id, StopGrace); err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+		if err := a.rt.Stop(l.id, l.grace()); err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
 			a.log.Error("runtime could not stop lease", "lease", l.id, "err", err)
 		}
 	}
@@ -237,6 +240,17 @@ func (l *lease) running() (float64, bool) {
 	return l.progress, l.started && l.exit == nil
 }
 
+// grace is how long the workload has to end once asked to stop: its
+// notice when the node's policy stopped it, else StopGrace.
+func (l *lease) grace() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopCause == stopByPolicy {
+		return l.notice
+	}
+	return StopGrace
+}
+
 func (l *lease) exited() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -258,6 +272,9 @@ func (l *lease) final() idlegrid.LeaseReport {
 		r.State, r.Message = idlegrid.LeaseCancelled, "stopped: "+l.stopReason
 	case e.Stopped && l.stopCause == stopByShutdown:
 		r.State, r.Fault, r.Message = idlegrid.LeaseFailed, idlegrid.FaultProvider, "the node agent shut down"
+	case e.Stopped && l.stopCause == stopByPolicy:
+		r.State, r.Fault = idlegrid.LeaseFailed, idlegrid.FaultProvider
+		r.Message = fmt.Sprintf("the node withdrew its GPU after %v notice: %s", l.notice, l.stopReason)
 	case e.Stopped:
 		r.State, r.Fault, r.Message = idlegrid.LeaseFailed, idlegrid.FaultProvider, "the runtime stopped the workload"
 	case code == 0:

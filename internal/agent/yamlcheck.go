@@ -145,6 +145,8 @@ func translateYAMLError(err error, paths map[int]string) error {
 
 func wantedKind(goType string) string {
 	switch {
+	case goType == "time.Duration":
+		return "a duration such as 10m or 30s"
 	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
 		return "a whole number"
 	case strings.HasPrefix(goType, "float"):

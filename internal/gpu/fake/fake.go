@@ -1,6 +1,9 @@
 // Package fake is a GPU detector for development and tests: it reports the
 // GPUs named in a spec such as "2xRTX4090" or "1xH100-80GB,4xT4", with
-// realistic memory sizes and UUIDs that are stable for a given seed.
+// realistic memory sizes, UUIDs that are stable for a given seed, and the
+// telemetry of an idle GPU. Tests turn its knobs (SetUtil, SetTemp,
+// SetProcesses, AddXid, Remove) to play an owner coming back, a GPU running
+// hot or failing; it records the power limits it is asked to apply.
 package fake
 
 import (
@@ -10,39 +13,49 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/gpu"
 )
 
 // Model is a GPU model the fake detector knows.
-type Model struct {
-	Name   string // canonical, e.g. "H100-80GB"
-	VRAMMB int
-}
+type Model = gpu.Model
 
 // Models lists the known models, largest first.
-var Models = []Model{
-	{"H100-80GB", 81920},
-	{"A100-80GB", 81920},
-	{"A100-40GB", 40960},
-	{"L40S", 46068},
-	{"RTX3090", 24576},
-	{"RTX4090", 24564},
-	{"L4", 23034},
-	{"A10G", 23028},
-	{"T4", 15360},
-}
+var Models = gpu.Models
 
 // MaxGPUs caps a spec; an offer may list at most this many GPUs.
 const MaxGPUs = 64
 
-// Detector reports a fixed set of GPUs.
+// What the fake driver says about itself.
+const (
+	Driver = "550.54.15"
+	CUDA   = "12.4"
+	// IdleTempC and IdleUtilPct are the telemetry of an idle GPU.
+	IdleTempC   = 34
+	IdleUtilPct = 0
+)
+
+// Detector reports a set of simulated GPUs. It is safe for concurrent use.
 type Detector struct {
-	gpus []idlegrid.GPU
+	mu       sync.Mutex
+	devices  []gpu.Device
+	removed  map[string]bool
+	powerErr error
+	limits   []PowerLimit
 }
 
-var _ gpu.Detector = (*Detector)(nil)
+// PowerLimit records one SetPowerLimit call.
+type PowerLimit struct {
+	UUID  string
+	Watts int
+}
+
+var (
+	_ gpu.Detector        = (*Detector)(nil)
+	_ gpu.PowerController = (*Detector)(nil)
+)
 
 // Parse builds a detector from spec, a comma-separated list of COUNTxMODEL
 // ("2xRTX4090,1xT4"; the count defaults to 1). Model names are matched
@@ -52,22 +65,32 @@ func Parse(spec, seed string) (*Detector, error) {
 	if strings.TrimSpace(spec) == "" {
 		return nil, idlegrid.Invalid("fake_gpus", "empty; name GPUs like 2xRTX4090 or 1xH100-80GB,4xT4")
 	}
-	d := &Detector{}
+	d := &Detector{removed: map[string]bool{}}
 	for _, part := range strings.Split(spec, ",") {
 		n, m, err := parsePart(strings.TrimSpace(part))
 		if err != nil {
 			return nil, err
 		}
-		if len(d.gpus)+n > MaxGPUs {
+		if len(d.devices)+n > MaxGPUs {
 			return nil, idlegrid.Invalid("fake_gpus", "at most %d GPUs in all", MaxGPUs)
 		}
 		for i := 0; i < n; i++ {
-			d.gpus = append(d.gpus, idlegrid.GPU{
-				UUID: uuidFor(seed, m.Name, len(d.gpus)), Model: m.Name, VRAMMB: m.VRAMMB,
-			})
+			d.devices = append(d.devices, idleDevice(m, len(d.devices), uuidFor(seed, m.Name, len(d.devices))))
 		}
 	}
 	return d, nil
+}
+
+// idleDevice is the telemetry of an idle GPU of model m at index i.
+func idleDevice(m Model, i int, uuid string) gpu.Device {
+	return gpu.Device{
+		GPU:   idlegrid.GPU{UUID: uuid, Model: m.Name, VRAMMB: m.VRAMMB},
+		Index: i, Name: m.Product, Driver: Driver, CUDA: CUDA, ComputeCap: m.ComputeCap,
+		PCIBusID:    fmt.Sprintf("00000000:%02X:00.0", 0x10+i),
+		PowerLimitW: m.PowerLimitW, PowerMinW: m.PowerLimitW / 3, PowerMaxW: m.PowerLimitW,
+		PowerDrawW: max(m.PowerLimitW/12, 8),
+		TempC:      IdleTempC, UtilPct: IdleUtilPct, MemUsedMB: 1,
+	}
 }
 
 // parsePart parses one COUNTxMODEL.
@@ -88,14 +111,7 @@ func parsePart(part string) (int, Model, error) {
 }
 
 // Lookup finds a known model by name, ignoring case.
-func Lookup(name string) (Model, bool) {
-	for _, m := range Models {
-		if strings.EqualFold(m.Name, strings.TrimSpace(name)) {
-			return m, true
-		}
-	}
-	return Model{}, false
-}
+func Lookup(name string) (Model, bool) { return gpu.LookupModel(name) }
 
 func isDigits(s string) bool {
 	for _, r := range s {
@@ -122,10 +138,109 @@ func uuidFor(seed, model string, index int) string {
 	return "GPU-fake-" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
-// Detect returns a copy of the GPUs named in the spec.
-func (d *Detector) Detect(ctx context.Context) ([]idlegrid.GPU, error) {
+// Detect returns a copy of the GPUs that have not been removed.
+func (d *Detector) Detect(ctx context.Context) ([]gpu.Device, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return append([]idlegrid.GPU(nil), d.gpus...), nil
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]gpu.Device, 0, len(d.devices))
+	for _, dev := range d.devices {
+		if !d.removed[dev.UUID] {
+			out = append(out, dev.Clone())
+		}
+	}
+	return out, nil
+}
+
+// Update changes the GPU with uuid: f gets its telemetry to edit. It fails
+// for a UUID the detector does not have.
+func (d *Detector) Update(uuid string, f func(*gpu.Device)) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := range d.devices {
+		if d.devices[i].UUID == uuid {
+			f(&d.devices[i])
+			return nil
+		}
+	}
+	return fmt.Errorf("fake GPU %s: no such GPU", uuid)
+}
+
+// SetUtil sets a GPU's utilisation in percent.
+func (d *Detector) SetUtil(uuid string, pct int) error {
+	return d.Update(uuid, func(g *gpu.Device) { g.UtilPct = pct })
+}
+
+// SetTemp sets a GPU's temperature in °C.
+func (d *Detector) SetTemp(uuid string, c int) error {
+	return d.Update(uuid, func(g *gpu.Device) { g.TempC = c })
+}
+
+// SetProcesses replaces the processes on a GPU; none makes it idle again.
+func (d *Detector) SetProcesses(uuid string, ps ...gpu.Process) error {
+	return d.Update(uuid, func(g *gpu.Device) {
+		g.Processes = append([]gpu.Process(nil), ps...)
+		g.MemUsedMB = 1
+		for _, p := range ps {
+			g.MemUsedMB += p.UsedMB
+		}
+	})
+}
+
+// AddXid records an Xid error on a GPU, as the driver would report it.
+func (d *Detector) AddXid(uuid string, xid uint64) error {
+	return d.Update(uuid, func(g *gpu.Device) { g.XidErrors = append(g.XidErrors, xid) })
+}
+
+// Remove makes a GPU vanish from Detect, as one that fell off the bus;
+// Restore brings it back.
+func (d *Detector) Remove(uuid string) { d.setRemoved(uuid, true) }
+
+// Restore undoes Remove.
+func (d *Detector) Restore(uuid string) { d.setRemoved(uuid, false) }
+
+func (d *Detector) setRemoved(uuid string, removed bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.removed[uuid] = removed
+}
+
+// FailPowerLimits makes SetPowerLimit fail with err, as a driver does for
+// an agent without root; nil lets it succeed again.
+func (d *Detector) FailPowerLimits(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.powerErr = err
+}
+
+// SetPowerLimit applies a limit within the GPU's range to its telemetry and
+// records it, unless FailPowerLimits made it fail.
+func (d *Detector) SetPowerLimit(ctx context.Context, uuid string, watts int) (int, error) {
+	d.mu.Lock()
+	err := d.powerErr
+	d.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	applied := 0
+	err = d.Update(uuid, func(g *gpu.Device) {
+		applied = min(max(watts, g.PowerMinW), g.PowerMaxW)
+		g.PowerLimitW, g.PowerDrawW = applied, min(g.PowerDrawW, applied)
+	})
+	if err != nil {
+		return 0, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.limits = append(d.limits, PowerLimit{UUID: uuid, Watts: applied})
+	return applied, nil
+}
+
+// PowerLimits lists the power limits applied so far, in order.
+func (d *Detector) PowerLimits() []PowerLimit {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]PowerLimit(nil), d.limits...)
 }

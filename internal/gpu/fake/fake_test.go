@@ -2,16 +2,18 @@ package fake_test
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/gpu"
 	"github.com/idlegrid/idlegrid/internal/gpu/fake"
 )
 
-func mustDetect(tb testing.TB, spec, seed string) []idlegrid.GPU {
+func mustDetect(tb testing.TB, spec, seed string) []gpu.Device {
 	tb.Helper()
 	d, err := fake.Parse(spec, seed)
 	if err != nil {
@@ -150,6 +152,109 @@ func FuzzParse(f *testing.F) {
 			if _, ok := fake.Lookup(g.Model); !ok || g.VRAMMB <= 0 {
 				t.Fatalf("Parse(%q) gave GPU %+v", spec, g)
 			}
+		}
+	})
+}
+
+func TestDetector_Telemetry(t *testing.T) {
+	gpus := mustDetect(t, "1xH100-80GB,1xT4", "node-a")
+	for i, g := range gpus {
+		m, _ := fake.Lookup(g.Model)
+		if g.Index != i || g.Name != m.Product || g.Driver != fake.Driver || g.CUDA != fake.CUDA || g.ComputeCap != m.ComputeCap {
+			t.Errorf("GPU %d = %+v, want index, product name, driver, CUDA and compute capability of %s", i, g, m.Name)
+		}
+		if g.PowerLimitW != m.PowerLimitW || g.PowerDrawW <= 0 || g.PowerDrawW >= g.PowerLimitW {
+			t.Errorf("GPU %d power = %d of %d W, want an idle draw under the limit %d W", i, g.PowerDrawW, g.PowerLimitW, m.PowerLimitW)
+		}
+		if g.TempC != fake.IdleTempC || g.UtilPct != 0 || len(g.Processes) != 0 || g.Fault() != "" {
+			t.Errorf("GPU %d = %+v, want idle and healthy", i, g)
+		}
+	}
+	if a, b := gpus[0].PCIBusID, gpus[1].PCIBusID; a == b || !strings.HasPrefix(a, "00000000:") {
+		t.Errorf("PCI bus IDs %q and %q, want distinct IDs like 00000000:10:00.0", a, b)
+	}
+}
+
+func TestDetector_Knobs(t *testing.T) {
+	mustFake := func(t *testing.T) (*fake.Detector, []gpu.Device) {
+		t.Helper()
+		d, err := fake.Parse("2xRTX4090", "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gpus, _ := d.Detect(context.Background())
+		return d, gpus
+	}
+	t.Run("UtilTempProcesses", func(t *testing.T) {
+		d, gpus := mustFake(t)
+		u := gpus[1].UUID
+		d.SetUtil(u, 97)
+		d.SetTemp(u, 81)
+		d.SetProcesses(u, gpu.Process{PID: 4242, Name: "/usr/bin/game", UsedMB: 9000})
+		got, _ := d.Detect(context.Background())
+		if g := got[1]; g.UtilPct != 97 || g.TempC != 81 || len(g.Processes) != 1 || g.Processes[0].PID != 4242 || g.MemUsedMB < 9000 {
+			t.Errorf("GPU 1 = %+v, want the knobs' values", g)
+		}
+		if g := got[0]; g.UtilPct != 0 || len(g.Processes) != 0 {
+			t.Errorf("GPU 0 = %+v, want it untouched", g)
+		}
+		got[1].Processes[0].PID = 1
+		again, _ := d.Detect(context.Background())
+		if again[1].Processes[0].PID != 4242 {
+			t.Error("Detect shares its process list with the caller")
+		}
+	})
+	t.Run("Xid", func(t *testing.T) {
+		d, gpus := mustFake(t)
+		d.AddXid(gpus[0].UUID, 13) // a program's fault: still healthy
+		got, _ := d.Detect(context.Background())
+		if f := got[0].Fault(); f != "" {
+			t.Errorf("after Xid 13, Fault = %q, want healthy", f)
+		}
+		d.AddXid(gpus[0].UUID, 79)
+		got, _ = d.Detect(context.Background())
+		if f := got[0].Fault(); f != "Xid 79" {
+			t.Errorf("after Xid 79, Fault = %q, want %q", f, "Xid 79")
+		}
+	})
+	t.Run("RemoveRestore", func(t *testing.T) {
+		d, gpus := mustFake(t)
+		d.Remove(gpus[0].UUID)
+		got, _ := d.Detect(context.Background())
+		if len(got) != 1 || got[0].UUID != gpus[1].UUID {
+			t.Errorf("after Remove, Detect = %v, want only GPU 1", got)
+		}
+		d.Restore(gpus[0].UUID)
+		if got, _ := d.Detect(context.Background()); len(got) != 2 {
+			t.Errorf("after Restore, %d GPUs, want 2", len(got))
+		}
+	})
+	t.Run("UnknownUUID", func(t *testing.T) {
+		d, _ := mustFake(t)
+		if err := d.SetUtil("GPU-nope", 1); err == nil {
+			t.Error("SetUtil of an unknown GPU: got nil error")
+		}
+	})
+	t.Run("PowerLimits", func(t *testing.T) {
+		d, gpus := mustFake(t)
+		if w, err := d.SetPowerLimit(context.Background(), gpus[0].UUID, 300); err != nil || w != 300 {
+			t.Fatalf("SetPowerLimit = %d, %v; want 300", w, err)
+		}
+		if w, _ := d.SetPowerLimit(context.Background(), gpus[1].UUID, 10); w != 150 {
+			t.Errorf("SetPowerLimit(10 W) applied %d W, want the minimum 150 W", w)
+		}
+		d.SetPowerLimit(context.Background(), gpus[1].UUID, 450)
+		d.FailPowerLimits(errors.New("Insufficient Permissions"))
+		if _, err := d.SetPowerLimit(context.Background(), gpus[1].UUID, 300); err == nil {
+			t.Error("SetPowerLimit after FailPowerLimits: got nil error")
+		}
+		got, _ := d.Detect(context.Background())
+		if got[0].PowerLimitW != 300 || got[1].PowerLimitW != 450 {
+			t.Errorf("limits = %d, %d W; want 300 and the default 450", got[0].PowerLimitW, got[1].PowerLimitW)
+		}
+		want := []fake.PowerLimit{{gpus[0].UUID, 300}, {gpus[1].UUID, 150}, {gpus[1].UUID, 450}}
+		if l := d.PowerLimits(); len(l) != 3 || l[0] != want[0] || l[1] != want[1] || l[2] != want[2] {
+			t.Errorf("PowerLimits = %v, want %v", l, want)
 		}
 	})
 }
