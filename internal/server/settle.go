@@ -46,6 +46,9 @@ func (s *Server) afterLeaseEnded(ctx context.Context, l *idlegrid.Lease, to idle
 		return
 	}
 	for _, sib := range siblings {
+		if sib.ID == l.ID || sib.Attempt != l.Attempt {
+			continue // a requeued job's new leases are not this gang
+		}
 		if err := s.stopLease(ctx, sib, "another lease of the job ended: "+string(to)); err != nil {
 			s.log.Error("stop gang lease", "lease", sib.ID, "err", err)
 		}

@@ -1,0 +1,36 @@
+// Command idlegrid is the one binary of the idlegrid GPU marketplace: the
+// server, the provider agent, the renter's and operator's CLI, and the
+// all-in-one developer demo. All of its wiring lives in internal/cli; this
+// file only turns signals into a context and exits once.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	_ "time/tzdata" // node schedules name IANA zones; FROM scratch images have no zoneinfo
+
+	"github.com/idlegrid/idlegrid/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go forceExitOnSecondSignal(ctx)
+	code := cli.Main(ctx, os.Args[1:], cli.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// forceExitOnSecondSignal waits for the first signal to cancel ctx, then
+// exits at once on a second one, for when a graceful shutdown hangs.
+func forceExitOnSecondSignal(ctx context.Context) {
+	<-ctx.Done()
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	<-ch
+	fmt.Fprintln(os.Stderr, "idlegrid: second signal, exiting now")
+	os.Exit(130)
+}

@@ -1,0 +1,219 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// accountCommand is "idlegrid account".
+type accountCommand struct{ env *env }
+
+func (c *accountCommand) Run(ctx context.Context, args []string) error {
+	return c.env.runGroup("account", "Accounts are renters, providers and admins; each has a balance in the escrow ledger.", []subcommand{
+		{"create", "create an account and its first API key (admin)", func(a []string) error { return c.create(ctx, a) }},
+		{"ls", "list accounts (admin)", func(a []string) error { return c.list(ctx, a) }},
+		{"balance", "show a balance: available, held in escrow, spent, earned", func(a []string) error { return c.balance(ctx, a) }},
+		{"topup", "add funds to a renter's account (admin)", func(a []string) error { return c.topup(ctx, a) }},
+		{"transfers", "list the ledger transfers of an account", func(a []string) error { return c.transfers(ctx, a) }},
+	}, args)
+}
+
+// createdAccount is the --json form of "account create".
+type createdAccount struct {
+	Account *idlegrid.Account `json:"account"`
+	Key     *idlegrid.APIKey  `json:"key"`
+	Secret  string            `json:"secret"`
+}
+
+func (c *accountCommand) create(ctx context.Context, args []string) error {
+	fs := c.env.flags("account create", help{
+		usage: "idlegrid account create --name N --role renter|provider|admin [--json]",
+		about: `Create an account (admins only). Its first API key is printed once:
+hand it to the account's owner.`,
+		examples: `idlegrid account create --name acme-research --role renter
+		idlegrid account create --name garage-gpus --role provider`,
+	})
+	r := c.env.remoteFlags(fs)
+	name := fs.String("name", "", "the account's name (required)")
+	role := fs.String("role", "", "renter, provider or admin (required)")
+	asJSON := fs.Bool("json", false, "print JSON, including the key's secret")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	} else if *name == "" {
+		return usagef("--name is required, e.g. --name acme-research")
+	} else if !idlegrid.Role(*role).Valid() {
+		return usagef("--role must be renter, provider or admin, got %q", *role)
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	a, k, secret, err := cl.CreateAccount(ctx, *name, idlegrid.Role(*role))
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, createdAccount{Account: a, Key: k, Secret: secret})
+	}
+	fmt.Fprintf(c.env.Out, "created %s account %s (%s)\n", a.Role, a.ID, a.Name)
+	fmt.Fprintf(c.env.Out, "API key (shown once): %s\n", secret)
+	if a.Role == idlegrid.RoleRenter {
+		fmt.Fprintf(c.env.Out, "add funds with: idlegrid account topup %s 100\n", a.ID)
+	}
+	return nil
+}
+
+func (c *accountCommand) list(ctx context.Context, args []string) error {
+	fs := c.env.flags("account ls", help{
+		usage:    "idlegrid account ls [--json]",
+		about:    "List every account (admins only).",
+		examples: "idlegrid account ls",
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	accounts, err := cl.ListAccounts(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, nonNil(accounts))
+	}
+	t := newTable(c.env.Out, "ID", "NAME", "ROLE", "CREATED")
+	for _, a := range accounts {
+		t.row(a.ID, a.Name, a.Role, a.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	return t.flush()
+}
+
+func (c *accountCommand) balance(ctx context.Context, args []string) error {
+	fs := c.env.flags("account balance", help{
+		usage: "idlegrid account balance [ID] [--json]",
+		about: `Show a balance. Without an ID, your own; admins may name any account.
+Available is spendable; held is in escrow for running leases; spent is what
+you have been charged; earned is what a provider has been credited.`,
+		examples: "idlegrid account balance\n idlegrid account balance acct_abc123 --json",
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 0, 1, "at most one account ID"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	b, err := cl.Balance(ctx, firstNonEmpty(args...))
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, b)
+	}
+	return printBalance(c.env, b)
+}
+
+func printBalance(e *env, b *idlegrid.Balance) error {
+	t := newTable(e.Out, "ACCOUNT", "AVAILABLE", "HELD", "SPENT", "EARNED")
+	t.row(b.AccountID, b.Available, b.Held, b.Spent, b.Earned)
+	return t.flush()
+}
+
+func (c *accountCommand) topup(ctx context.Context, args []string) error {
+	fs := c.env.flags("account topup", help{
+		usage: "idlegrid account topup ID AMOUNT [--idempotency-key K] [--json]",
+		about: `Add funds to a renter's account (admins only). AMOUNT is decimal, e.g. 100
+or 12.50. Retrying with the same --idempotency-key never adds twice; by
+default each call gets a fresh key.`,
+		examples: "idlegrid account topup acct_abc123 100\n idlegrid account topup acct_abc123 12.50 --idempotency-key invoice-2026-11",
+	})
+	r := c.env.remoteFlags(fs)
+	key := fs.String("idempotency-key", "", "makes a retried top-up a no-op (default: random)")
+	asJSON := fs.Bool("json", false, "print the new balance as JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 2, 2, "an account ID and an amount"); err != nil {
+		return err
+	}
+	amount, err := idlegrid.ParseMicros(args[1])
+	if err != nil {
+		return usagef("AMOUNT: %v; write a decimal amount such as 100 or 12.50", err)
+	} else if amount <= 0 {
+		return usagef("AMOUNT must be positive, got %s", args[1])
+	}
+	if *key == "" {
+		*key = idlegrid.NewID("cli-topup")
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	b, err := cl.TopUp(ctx, args[0], amount, *key)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, b)
+	}
+	fmt.Fprintf(c.env.Out, "topped up %s by %s (idempotency key %s)\n", args[0], amount, *key)
+	return printBalance(c.env, b)
+}
+
+func (c *accountCommand) transfers(ctx context.Context, args []string) error {
+	fs := c.env.flags("account transfers", help{
+		usage: "idlegrid account transfers [ID] [--limit N] [--json]",
+		about: `List the ledger transfers that touch an account, newest first: top-ups,
+escrow holds at placement, and settlements when leases end. Without an ID,
+your own; admins may name any account.`,
+		examples: "idlegrid account transfers\n idlegrid account transfers acct_abc123 --json",
+	})
+	r := c.env.remoteFlags(fs)
+	limit := fs.Int("limit", 100, "at most this many transfers")
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 0, 1, "at most one account ID"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	ts, err := cl.ListTransfers(ctx, firstNonEmpty(args...), *limit)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, nonNil(ts))
+	}
+	t := newTable(c.env.Out, "ID", "KIND", "AT", "LEASE", "ENTRIES")
+	for _, tr := range ts {
+		var entries []string
+		for _, en := range tr.Entries {
+			entries = append(entries, fmt.Sprintf("%s %s", en.Account, en.Amount))
+		}
+		t.row(tr.ID, tr.Kind, tr.CreatedAt.UTC().Format(time.RFC3339), orDash(tr.LeaseID), strings.Join(entries, "; "))
+	}
+	return t.flush()
+}

@@ -1,0 +1,156 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/idlegrid/idlegrid/client"
+	"github.com/idlegrid/idlegrid/internal/agent"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
+	runtimefake "github.com/idlegrid/idlegrid/internal/runtime/fake"
+)
+
+// agentCommand is "idlegrid agent".
+type agentCommand struct{ env *env }
+
+func (c *agentCommand) Run(ctx context.Context, args []string) error {
+	fs := c.env.flags("agent", help{
+		usage: "idlegrid agent --config agent.yaml [--server URL] [--join-token T] [--data DIR] [--fake-gpus 2xRTX4090]",
+		about: `Run the provider agent on a machine with GPUs. On its first start it joins
+the provider's fleet with a join token ('idlegrid token create') and keeps
+its identity key and node ID in its data dir; later starts need no token.
+It publishes the node's offer (GPUs, region, residency, schedule, floor
+prices per tier), heartbeats, and runs the leases the server assigns.
+It only dials out: the machine needs no open port.
+
+The agent finds the machine's GPUs with NVML or nvidia-smi, or simulates
+them with --fake-gpus. Until the container runtime is wired in, workloads
+run in the simulated runtime. The config file is YAML;
+internal/agent/testdata/agent.yaml is a commented example. Flags
+override the file; the join token may also come from IDLEGRID_JOIN_TOKEN.
+Ctrl-C stops the running leases and reports them before exiting; a lease
+cut short by its node is the provider's fault, so its job is requeued and
+the renter pays nothing for it.`,
+		examples: `idlegrid agent --config agent.yaml --join-token igj_…
+		idlegrid agent --config agent.yaml --server http://market.example:7070 --data /var/lib/idlegrid --fake-gpus 2xRTX4090`,
+	})
+	var (
+		configPath string
+		overrides  = map[string]*string{"server": new(string), "join_token": new(string), "data_dir": new(string), "fake_gpus": new(string)}
+	)
+	fs.StringVar(&configPath, "config", "", "agent config file, YAML (required)")
+	fs.StringVar(overrides["server"], "server", "", "server address, e.g. http://127.0.0.1:7070 (overrides server:)")
+	fs.StringVar(overrides["join_token"], "join-token", "", "join token for the first start (overrides join_token: and IDLEGRID_JOIN_TOKEN)")
+	fs.StringVar(overrides["data_dir"], "data", "", "data dir for the node's key and state (overrides data_dir:)")
+	fs.StringVar(overrides["fake_gpus"], "fake-gpus", "", "simulated GPUs, e.g. 2xRTX4090 or 1xH100-80GB,4xT4 (overrides fake_gpus:)")
+	fakeSpeed := fs.Float64("fake-speed", 0, "run simulated workloads this many times faster than real time (overrides fake_speed:)")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	} else if configPath == "" {
+		return usagef("--config is required: the agent's YAML config (see internal/agent/testdata/agent.yaml)")
+	}
+	logger, err := newLogger(c.env.Err, *level)
+	if err != nil {
+		return err
+	}
+
+	set := map[string]string{}
+	for k, v := range overrides {
+		if *v != "" && k != "join_token" {
+			set[k] = *v
+		}
+	}
+	cfg, err := loadAgentConfig(configPath, set)
+	if err != nil {
+		return withHint(err, "fix the agent config; internal/agent/testdata/agent.yaml is a commented example")
+	}
+	cfg.ApplyEnv(c.env.getenv)
+	if t := *overrides["join_token"]; t != "" {
+		cfg.JoinToken = t
+	}
+	if *fakeSpeed != 0 {
+		cfg.FakeSpeed = *fakeSpeed
+	}
+
+	key, err := nodekey.LoadOrCreate(cfg.KeyPath())
+	if err != nil {
+		return err
+	}
+	det, detected, err := cfg.OpenDetector(ctx, key)
+	if err != nil {
+		return err
+	}
+	if closer, ok := det.(io.Closer); ok { // a real detector holds the driver open
+		defer closer.Close()
+	}
+	rt := &runtimefake.Runtime{Speed: cfg.FakeSpeed}
+	a, err := agent.New(agent.Options{
+		Config: cfg, Server: client.NewAgent(cfg.Server, key), Detector: det, Runtime: rt,
+		Logger: logger, Version: versionString(), Key: key,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.env.Out, "idlegrid agent: GPUs from %s; serving %s (data in %s); Ctrl-C to stop\n", detected, cfg.Server, cfg.DataDir)
+	err = a.Run(ctx)
+	return errors.Join(err, rt.Close())
+}
+
+// loadAgentConfig reads the agent config at path with the top-level keys in
+// set replaced, then parses and validates it as the agent does.
+func loadAgentConfig(path string, set map[string]string) (*agent.Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(set) > 0 {
+		// A file that does not parse keeps its own error, with its own lines.
+		if patched, err := setYAMLKeys(data, set); err == nil {
+			data = patched
+		}
+	}
+	cfg, err := agent.ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// setYAMLKeys sets top-level keys of a YAML mapping document to string
+// values, keeping the rest of the document (and its comments) as it is.
+func setYAMLKeys(data []byte, set map[string]string) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	if len(doc.Content) == 0 {
+		doc = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode}}}
+	}
+	m := doc.Content[0]
+	if m.Kind != yaml.MappingNode {
+		return nil, errors.New("not a mapping")
+	}
+	for _, k := range sortedKeys(set) {
+		value := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: set[k]}
+		replaced := false
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if m.Content[i].Value == k {
+				m.Content[i+1] = value
+				replaced = true
+			}
+		}
+		if !replaced {
+			m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, value)
+		}
+	}
+	return yaml.Marshal(&doc)
+}

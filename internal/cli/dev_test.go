@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// TestDevCommand runs the whole demo market in-process: server, eight
+// agents over HTTP, the demo renter. It checks that the admin key is
+// written privately, that the CLI against it sees jobs succeed, and that
+// cancelling stops everything cleanly with a final summary.
+func TestDevCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a whole market; skipped with -short")
+	}
+	dir := t.TempDir()
+	b := startMain(t, "dev", "--addr", "127.0.0.1:0", "--data", dir, "--speed", "20", "--jobs-per-minute", "60")
+	url := b.waitForMatch(t, regexp.MustCompile(`(?m)^  API +(http://127\.0\.0\.1:\d+)$`))
+
+	keyFile := filepath.Join(dir, "admin.key")
+	fi, err := os.Stat(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	} else if fi.Mode().Perm() != 0o600 {
+		t.Errorf("admin.key has mode %v, want 0600", fi.Mode().Perm())
+	}
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "export IDLEGRID_ADDR=" + url + " IDLEGRID_KEY=$(cat " + keyFile + ")"; !strings.Contains(b.out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, b.out.String())
+	}
+	admin := map[string]string{"IDLEGRID_ADDR": url, "IDLEGRID_KEY": strings.TrimSpace(string(key))}
+
+	var nodes []*idlegrid.Node
+	eventually(t, "every node joins", func() error {
+		mustJSON(t, admin, &nodes, "node", "ls")
+		if len(nodes) != 8 {
+			return fmt.Errorf("%d of 8 nodes joined", len(nodes))
+		}
+		return nil
+	})
+	var jobs []*idlegrid.Job
+	eventually(t, "a job succeeds", func() error {
+		mustJSON(t, admin, &jobs, "job", "ls")
+		for _, j := range jobs {
+			if j.State == idlegrid.JobSucceeded && j.ChargedMicros > 0 {
+				return nil
+			}
+		}
+		return fmt.Errorf("none of %d jobs has succeeded with a charge", len(jobs))
+	})
+	if b.stop(t) != 0 {
+		t.Fatalf("dev exited non-zero:\n%s", b.err.String())
+	}
+	out := b.out.String()
+	for _, want := range []string{" placed on ", " succeeded, charged $", "\nfinal summary\n", "data kept in " + dir} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "renter.key")); err != nil {
+		t.Errorf("no renter.key: %v", err)
+	}
+}

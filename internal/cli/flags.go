@@ -1,0 +1,162 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/idlegrid/idlegrid/client"
+)
+
+// defaultAddr is where the CLI looks for a server when neither --addr nor
+// IDLEGRID_ADDR says otherwise.
+const defaultAddr = "http://127.0.0.1:7070"
+
+// help is the text of a subcommand's --help, around its flags.
+type help struct {
+	usage    string // e.g. "idlegrid job ls [flags]"
+	about    string // what it does, in a few sentences
+	examples string // one example per line
+}
+
+// flagSet is a flag.FlagSet that prints its help to stdout on --help and
+// turns parse errors into usage errors, and that accepts flags after
+// positional arguments ("job get ID --json").
+type flagSet struct {
+	*flag.FlagSet
+	e    *env
+	help help
+}
+
+func (e *env) flags(name string, h help) *flagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return &flagSet{FlagSet: fs, e: e, help: h}
+}
+
+// parse parses args, interleaving flags and positional arguments; everything
+// after "--" is positional. On --help it prints the help and returns
+// flag.ErrHelp.
+func (fs *flagSet) parse(args []string) ([]string, error) {
+	var positional []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fs.printHelp(fs.e.Out)
+			return nil, err
+		} else if err != nil {
+			return nil, usagef("%v\n  run '%s --help' for the flags", err, fs.commandPath())
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+func (fs *flagSet) commandPath() string {
+	return "idlegrid " + fs.Name()
+}
+
+func (fs *flagSet) printHelp(w io.Writer) {
+	fmt.Fprintf(w, "Usage:\n\n\t%s\n\n", fs.help.usage)
+	if fs.help.about != "" {
+		fmt.Fprintf(w, "%s\n\n", strings.TrimSpace(fs.help.about))
+	}
+	if fs.help.examples != "" {
+		fmt.Fprint(w, "Examples:\n\n")
+		for _, line := range strings.Split(strings.TrimSpace(fs.help.examples), "\n") {
+			fmt.Fprintf(w, "\t%s\n", strings.TrimSpace(line))
+		}
+		fmt.Fprintln(w)
+	}
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	if hasFlags {
+		fmt.Fprint(w, "Flags:\n\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+}
+
+// wantArgs checks the number of positional arguments.
+func (fs *flagSet) wantArgs(args []string, min, max int, names string) error {
+	if len(args) < min || (max >= 0 && len(args) > max) {
+		return usagef("%s takes %s, got %d argument(s)\n  run '%s --help' for examples", fs.commandPath(), names, len(args), fs.commandPath())
+	}
+	return nil
+}
+
+// remote holds the flags of a command that talks to a server.
+type remote struct {
+	e    *env
+	addr string
+	key  string
+}
+
+func (e *env) remoteFlags(fs *flagSet) *remote {
+	r := &remote{e: e}
+	fs.StringVar(&r.addr, "addr", "", "server address (default $IDLEGRID_ADDR or "+defaultAddr+")")
+	fs.StringVar(&r.key, "key", "", "API key (default $IDLEGRID_KEY)")
+	return r
+}
+
+// client returns a client for the server, from the flags or the environment.
+func (r *remote) client() (*client.Client, error) {
+	addr := firstNonEmpty(r.addr, r.e.addr, r.e.getenv("IDLEGRID_ADDR"), defaultAddr)
+	key := firstNonEmpty(r.key, r.e.key, r.e.getenv("IDLEGRID_KEY"))
+	if key == "" {
+		return nil, withHint(errors.New("no API key"),
+			"set --key or IDLEGRID_KEY; with 'idlegrid dev' running: export IDLEGRID_KEY=$(cat DATA_DIR/admin.key)")
+	}
+	return client.New(addr, key), nil
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// subcommands runs one of a group's subcommands ("job ls", "job get").
+type subcommand struct {
+	name    string
+	summary string
+	run     func(args []string) error
+}
+
+func (e *env) runGroup(group, about string, subs []subcommand, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" || args[0] == "-help" {
+		w := e.Out
+		if len(args) == 0 {
+			w = e.Err
+		}
+		fmt.Fprintf(w, "Usage:\n\n\tidlegrid %s <command> [arguments]\n\n%s\n\nCommands:\n\n", group, about)
+		for _, s := range subs {
+			fmt.Fprintf(w, "\t%-9s %s\n", s.name, s.summary)
+		}
+		fmt.Fprintf(w, "\nRun 'idlegrid %s <command> --help' for a command's flags.\n", group)
+		if len(args) == 0 {
+			return usagef("idlegrid %s needs a command", group)
+		}
+		return nil
+	}
+	for _, s := range subs {
+		if s.name == args[0] {
+			return s.run(args[1:])
+		}
+	}
+	return usagef("unknown command %q for 'idlegrid %s'; run 'idlegrid %s --help'", args[0], group, group)
+}

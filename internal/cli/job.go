@@ -1,0 +1,524 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
+)
+
+// jobCommand is "idlegrid job": what renters do.
+type jobCommand struct{ env *env }
+
+func (c *jobCommand) Run(ctx context.Context, args []string) error {
+	return c.env.runGroup("job", "Jobs are what renters run: a container image on some GPUs, at a tier and a price cap.", []subcommand{
+		{"submit", "submit a job from a file or flags", func(a []string) error { return c.submit(ctx, a) }},
+		{"ls", "list jobs", func(a []string) error { return c.list(ctx, a) }},
+		{"get", "show one job", func(a []string) error { return c.get(ctx, a) }},
+		{"cancel", "cancel a job", func(a []string) error { return c.cancel(ctx, a) }},
+		{"leases", "list a job's leases", func(a []string) error { return c.leases(ctx, a) }},
+		{"logs", "print the logs of a job's latest lease", func(a []string) error { return c.logs(ctx, a) }},
+	}, args)
+}
+
+// stringList is a repeatable flag; each value may also be comma-separated.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+// envList is a repeatable K=V flag.
+type envList map[string]string
+
+func (m envList) String() string { return "" }
+func (m envList) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want KEY=VALUE, got %q", v)
+	}
+	m[k] = val
+	return nil
+}
+
+// priceFlag is a decimal price flag, e.g. --max-price 2.50.
+type priceFlag struct{ m idlegrid.Micros }
+
+func (p *priceFlag) String() string {
+	if p.m == 0 {
+		return ""
+	}
+	return p.m.String()
+}
+func (p *priceFlag) Set(v string) error {
+	m, err := idlegrid.ParseMicros(v)
+	if err != nil {
+		return fmt.Errorf("%v; write a decimal amount such as 2.50", err)
+	}
+	p.m = m
+	return nil
+}
+
+// durationFlag is a duration in whole seconds, e.g. --duration 90m.
+type durationFlag struct{ secs int64 }
+
+func (d *durationFlag) String() string {
+	if d.secs == 0 {
+		return ""
+	}
+	return seconds(d.secs)
+}
+func (d *durationFlag) Set(v string) error {
+	s, err := parseDurationSeconds(v)
+	d.secs = s
+	return err
+}
+
+const jobFileHelp = `
+
+A job file is YAML or JSON with the fields of a job spec; unknown fields are
+errors. For example:
+
+	name: llama-finetune
+	kind: fine-tuning          # training, fine-tuning, batch-inference, eval, sweep, other
+	image: ghcr.io/acme/trainer:1.4
+	command: [python, train.py, --epochs, "3"]
+	env: {WANDB_MODE: offline}
+	gpus: 2                    # GPUs per node
+	nodes: 1
+	gpu_models: [H100-80GB, A100-80GB]
+	tier: silver               # gold, silver or bronze
+	max_price: "2.50"          # per GPU-hour; or max_price_micros_per_gpu_hour: 2500000
+	duration: 2h               # or duration_seconds: 7200
+	region: eu-west
+	residency: EU
+
+Flags given next to -f override the file's fields.`
+
+func (c *jobCommand) submit(ctx context.Context, args []string) error {
+	fs := c.env.flags("job submit", help{
+		usage: "idlegrid job submit [-f job.yaml] [flags] [-- command...]",
+		about: `Submit a job. The market places it on the cheapest reliable node that
+fits, at a price no higher than your cap, and holds the worst-case cost in
+escrow until the job ends; you pay only for what ran.` + jobFileHelp,
+		examples: `idlegrid job submit -f job.yaml
+		idlegrid job submit --image ghcr.io/acme/trainer:1.4 --gpus 2 --gpu-model H100-80GB --tier gold --max-price 2.50 --duration 1h
+		idlegrid job submit --image python:3.12 --kind eval --tier bronze --max-price 0.40 --duration 20m -- python eval.py`,
+	})
+	r := c.env.remoteFlags(fs)
+	var (
+		file, name, image, kind, tier, region, residency string
+		gpus, nodes, minVRAM                             int
+		maxPrice                                         priceFlag
+		duration                                         durationFlag
+		models                                           stringList
+		envs                                             = envList{}
+		regionPreferred, asJSON                          bool
+	)
+	fs.StringVar(&file, "f", "", "job file, YAML or JSON ('-' for standard input)")
+	fs.StringVar(&name, "name", "", "a name for the job")
+	fs.StringVar(&image, "image", "", "container image, e.g. ghcr.io/acme/trainer:1.4")
+	fs.StringVar(&kind, "kind", "", "workload kind: training, fine-tuning, batch-inference, eval, sweep, other (default other)")
+	fs.IntVar(&gpus, "gpus", 1, "GPUs per node")
+	fs.IntVar(&nodes, "nodes", 1, "nodes, all placed at once")
+	fs.Var(&models, "gpu-model", "acceptable GPU model, e.g. H100-80GB (repeat or comma-separate; default any)")
+	fs.IntVar(&minVRAM, "min-vram-mb", 0, "minimum memory per GPU in MB")
+	fs.StringVar(&tier, "tier", "", "gold (guaranteed), silver (on demand) or bronze (interruptible) (default silver)")
+	fs.Var(&maxPrice, "max-price", "the most you pay per GPU-hour, e.g. 2.50")
+	fs.Var(&duration, "duration", "expected run time and time limit, e.g. 90m")
+	fs.StringVar(&region, "region", "", "region, e.g. eu-west")
+	fs.BoolVar(&regionPreferred, "region-preferred", false, "treat --region as a preference, not a requirement")
+	fs.StringVar(&residency, "residency", "", "required data jurisdiction, e.g. EU")
+	fs.Var(envs, "env", "environment variable KEY=VALUE (repeatable)")
+	fs.BoolVar(&asJSON, "json", false, "print the job as JSON")
+	command, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+
+	var spec idlegrid.JobSpec
+	if file != "" {
+		if spec, err = readJobFile(c.env, file); err != nil {
+			return err
+		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if file == "" || set["gpus"] {
+		spec.GPUs = gpus
+	}
+	if file == "" || set["nodes"] {
+		spec.Nodes = nodes
+	}
+	override(set["name"], &spec.Name, name)
+	override(set["image"], &spec.Image, image)
+	override(set["kind"], (*string)(&spec.Kind), kind)
+	override(set["tier"], (*string)(&spec.Tier), tier)
+	override(set["region"], &spec.Region, region)
+	override(set["residency"], &spec.Residency, residency)
+	if set["region-preferred"] {
+		spec.RegionPreferred = regionPreferred
+	}
+	if set["gpu-model"] {
+		spec.GPUModels = models
+	}
+	if set["min-vram-mb"] {
+		spec.MinVRAMMB = minVRAM
+	}
+	if set["max-price"] {
+		spec.MaxPriceMicrosPerGPUHour = maxPrice.m
+	}
+	if set["duration"] {
+		spec.DurationSeconds = duration.secs
+	}
+	if len(envs) > 0 && spec.Env == nil {
+		spec.Env = map[string]string{}
+	}
+	for k, v := range envs {
+		spec.Env[k] = v
+	}
+	if len(command) > 0 {
+		spec.Command = command
+	}
+	if err := checkSpec(&spec); err != nil {
+		return err
+	}
+
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	job, err := cl.SubmitJob(ctx, spec)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(c.env.Out, job)
+	}
+	fmt.Fprintf(c.env.Out, "submitted %s (%s, %d node(s) x %d GPU(s), cap %s, up to %s)\n",
+		job.ID, job.Tier, job.Nodes, job.GPUs, perGPUHour(job.MaxPriceMicrosPerGPUHour), seconds(job.DurationSeconds))
+	fmt.Fprintf(c.env.Out, "follow it with: idlegrid job get %s    (logs: idlegrid job logs %s -f)\n", job.ID, job.ID)
+	return nil
+}
+
+func override(isSet bool, dst *string, v string) {
+	if isSet {
+		*dst = v
+	}
+}
+
+// checkSpec normalises spec and validates it here, so mistakes are named
+// before anything is sent; the server checks again.
+func checkSpec(spec *idlegrid.JobSpec) error {
+	spec.Normalize()
+	if spec.Image == "" {
+		return idlegrid.Invalid("job.image", "required: give --image or image: in the job file")
+	} else if spec.MaxPriceMicrosPerGPUHour == 0 {
+		return idlegrid.Invalid("job.max_price", "required: give --max-price 2.50 (per GPU-hour) or max_price in the job file")
+	} else if spec.DurationSeconds == 0 {
+		return idlegrid.Invalid("job.duration", "required: give --duration 1h or duration in the job file")
+	}
+	return spec.Validate(time.Now())
+}
+
+func readJobFile(e *env, path string) (idlegrid.JobSpec, error) {
+	if path == "-" {
+		return parseJobFile(e.In)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return idlegrid.JobSpec{}, withHint(err, "give the path of a YAML or JSON job file; 'idlegrid job submit --help' shows one")
+	}
+	defer f.Close()
+	spec, err := parseJobFile(f)
+	if err != nil {
+		return spec, fmt.Errorf("%s: %w", path, err)
+	}
+	return spec, nil
+}
+
+func (c *jobCommand) list(ctx context.Context, args []string) error {
+	fs := c.env.flags("job ls", help{
+		usage:    "idlegrid job ls [--state queued,running] [--limit N] [--json]",
+		about:    "List jobs, newest first: a renter sees their own, an admin sees all.",
+		examples: "idlegrid job ls\n idlegrid job ls --state queued --json",
+	})
+	r := c.env.remoteFlags(fs)
+	var states stringList
+	fs.Var(&states, "state", "only jobs in these states: queued, running, succeeded, failed, cancelled")
+	limit := fs.Int("limit", 100, "at most this many jobs")
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	f := idlegrid.JobFilter{Limit: *limit}
+	for _, s := range states {
+		st := idlegrid.JobState(s)
+		switch st {
+		case idlegrid.JobQueued, idlegrid.JobRunning, idlegrid.JobSucceeded, idlegrid.JobFailed, idlegrid.JobCancelled:
+		default:
+			return usagef("--state: unknown job state %q; use queued, running, succeeded, failed or cancelled", s)
+		}
+		f.States = append(f.States, st)
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	jobs, err := cl.ListJobs(ctx, f)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, nonNil(jobs))
+	}
+	now := time.Now()
+	t := newTable(c.env.Out, "ID", "NAME", "STATE", "TIER", "GPUS", "CAP", "CHARGED", "AGE", "REASON")
+	for _, j := range jobs {
+		t.row(j.ID, orDash(clip(j.Name, 24)), j.State, j.Tier, fmt.Sprintf("%dx%d", j.Nodes, j.GPUs),
+			perGPUHour(j.MaxPriceMicrosPerGPUHour), j.ChargedMicros, age(j.CreatedAt, now), orDash(clip(j.Reason, 60)))
+	}
+	return t.flush()
+}
+
+// nonNil makes an empty listing print as [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func (c *jobCommand) get(ctx context.Context, args []string) error {
+	fs := c.env.flags("job get", help{
+		usage:    "idlegrid job get ID [--json]",
+		about:    "Show a job: its spec, its state and why, and what it has been charged.",
+		examples: "idlegrid job get job_abc123\n idlegrid job get job_abc123 --json",
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 1, 1, "one job ID"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	j, err := cl.FindJob(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, j)
+	}
+	return printJob(c.env, j)
+}
+
+func printJob(e *env, j *idlegrid.Job) error {
+	t := newTable(e.Out, "ID", j.ID)
+	t.row("Name", orDash(j.Name))
+	t.row("State", j.State)
+	t.row("Reason", orDash(j.Reason))
+	t.row("Kind", j.Kind)
+	t.row("Image", j.Image)
+	t.row("Command", orDash(strings.Join(j.Command, " ")))
+	t.row("Tier", j.Tier)
+	t.row("GPUs", fmt.Sprintf("%d node(s) x %d GPU(s)", j.Nodes, j.GPUs))
+	t.row("GPU models", orDash(strings.Join(j.GPUModels, ", ")))
+	t.row("Max price", perGPUHour(j.MaxPriceMicrosPerGPUHour))
+	t.row("Duration", seconds(j.DurationSeconds))
+	t.row("Region", orDash(j.Region))
+	t.row("Residency", orDash(j.Residency))
+	t.row("Attempts", j.Attempts)
+	t.row("Charged", j.ChargedMicros)
+	t.row("Created", stamp(&j.CreatedAt))
+	t.row("Started", stamp(j.StartedAt))
+	t.row("Ended", stamp(j.EndedAt))
+	return t.flush()
+}
+
+func (c *jobCommand) cancel(ctx context.Context, args []string) error {
+	fs := c.env.flags("job cancel", help{
+		usage: "idlegrid job cancel ID",
+		about: `Cancel a job. A queued job ends at once; a running one is stopped on its
+nodes and you pay for what ran until then.`,
+		examples: "idlegrid job cancel job_abc123",
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print the job as JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 1, 1, "one job ID"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	j, err := cl.CancelJob(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, j)
+	}
+	fmt.Fprintf(c.env.Out, "%s: %s (%s)\n", j.ID, j.State, orDash(j.Reason))
+	return nil
+}
+
+func (c *jobCommand) leases(ctx context.Context, args []string) error {
+	fs := c.env.flags("job leases", help{
+		usage:    "idlegrid job leases ID [--json]",
+		about:    "List the leases of a job: which node ran it, at what locked price, and how it ended.",
+		examples: "idlegrid job leases job_abc123",
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 1, 1, "one job ID"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	leases, err := cl.ListLeases(ctx, idlegrid.LeaseFilter{JobID: args[0]})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, nonNil(leases))
+	}
+	return printLeases(c.env, leases)
+}
+
+func printLeases(e *env, leases []*idlegrid.Lease) error {
+	t := newTable(e.Out, "ID", "NODE", "ATTEMPT", "STATE", "GPUS", "PRICE", "HOLD", "CHARGED", "REASON")
+	for _, l := range leases {
+		t.row(l.ID, l.NodeID, l.Attempt, l.State, len(l.GPUUUIDs), perGPUHour(l.PriceMicrosPerGPUHour),
+			l.HoldMicros, l.ChargedMicros, orDash(clip(l.Reason, 50)))
+	}
+	return t.flush()
+}
+
+// logPollInterval is how often "job logs -f" asks for new lines.
+const logPollInterval = time.Second
+
+func (c *jobCommand) logs(ctx context.Context, args []string) error {
+	fs := c.env.flags("job logs", help{
+		usage: "idlegrid job logs ID [-f]",
+		about: `Print the output of the job's latest lease. With -f, keep printing new
+lines until the lease ends (or Ctrl-C).`,
+		examples: "idlegrid job logs job_abc123\n idlegrid job logs job_abc123 -f",
+	})
+	r := c.env.remoteFlags(fs)
+	follow := fs.Bool("f", false, "follow: keep printing until the lease ends")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 1, 1, "one job ID"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	jobID := args[0]
+	var (
+		after   int64
+		leaseID string
+	)
+	for {
+		lease, err := latestLease(ctx, cl, jobID)
+		if err != nil {
+			return err
+		}
+		if lease != nil {
+			if lease.ID != leaseID { // a requeued job runs on a new lease with its own numbering
+				leaseID, after = lease.ID, 0
+			}
+			if after, err = c.printLogs(ctx, cl, lease.ID, after); err != nil {
+				return err
+			}
+		}
+		if !*follow || (lease != nil && lease.State.Terminal()) {
+			if lease == nil && !*follow {
+				fmt.Fprintf(c.env.Err, "%s has no lease yet; it has not been placed (see 'idlegrid job get %s')\n", jobID, jobID)
+			}
+			return nil
+		}
+		if lease == nil {
+			if j, err := cl.FindJob(ctx, jobID); err != nil {
+				return err
+			} else if j.State.Terminal() {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(logPollInterval):
+		}
+	}
+}
+
+// latestLease returns the job's lease of the highest attempt, or nil.
+func latestLease(ctx context.Context, cl *client.Client, jobID string) (*idlegrid.Lease, error) {
+	leases, err := cl.ListLeases(ctx, idlegrid.LeaseFilter{JobID: jobID})
+	if err != nil {
+		return nil, err
+	}
+	var latest *idlegrid.Lease
+	for _, l := range leases {
+		if latest == nil || l.Attempt > latest.Attempt || (l.Attempt == latest.Attempt && l.CreatedAt.After(latest.CreatedAt)) {
+			latest = l
+		}
+	}
+	return latest, nil
+}
+
+// printLogs prints the lease's lines after seq and returns the last seq printed.
+func (c *jobCommand) printLogs(ctx context.Context, cl *client.Client, leaseID string, after int64) (int64, error) {
+	const page = 1000
+	for {
+		lines, err := cl.LeaseLogs(ctx, leaseID, after, page)
+		if err != nil {
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return after, nil
+			}
+			return after, err
+		}
+		for _, l := range lines {
+			w := c.env.Out
+			if l.Stream == "stderr" {
+				w = c.env.Err
+			}
+			fmt.Fprintln(w, l.Text)
+			after = l.Seq
+		}
+		if len(lines) < page {
+			return after, nil
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// leaseCommand is "idlegrid lease".
+type leaseCommand struct{ env *env }
+
+func (c *leaseCommand) Run(ctx context.Context, args []string) error {
+	return c.env.runGroup("lease", "A lease is one node's share of a job, at a price locked when it was placed.", []subcommand{
+		{"get", "show a lease and its events", func(a []string) error { return c.get(ctx, a) }},
+	}, args)
+}
+
+// leaseWithEvents is the --json form of "lease get".
+type leaseWithEvents struct {
+	*idlegrid.Lease
+	Events []*idlegrid.LeaseEvent `json:"events"`
+}
+
+func (c *leaseCommand) get(ctx context.Context, args []string) error {
+	fs := c.env.flags("lease get", help{
+		usage:    "idlegrid lease get ID [--json]",
+		about:    "Show a lease: node, GPUs, locked price, escrow hold, charge, and every state change with its reason.",
+		examples: "idlegrid lease get lease_abc123\n idlegrid job leases job_abc123   # to find a job's leases",
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 1, 1, "one lease ID"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	l, events, err := cl.FindLease(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, leaseWithEvents{Lease: l, Events: nonNil(events)})
+	}
+	t := newTable(c.env.Out, "ID", l.ID)
+	t.row("Job", l.JobID)
+	t.row("Node", l.NodeID)
+	t.row("Provider", l.ProviderID)
+	t.row("Attempt", l.Attempt)
+	t.row("Tier", l.Tier)
+	t.row("GPUs", len(l.GPUUUIDs))
+	t.row("Price", perGPUHour(l.PriceMicrosPerGPUHour))
+	t.row("Price note", orDash(l.PriceNote))
+	t.row("Time limit", seconds(l.LimitSeconds))
+	t.row("Hold", l.HoldMicros)
+	t.row("Charged", l.ChargedMicros)
+	t.row("State", l.State)
+	t.row("Reason", orDash(l.Reason))
+	t.row("Fault", orDash(string(l.Fault)))
+	t.row("Started", stamp(l.StartedAt))
+	t.row("Ended", stamp(l.EndedAt))
+	if err := t.flush(); err != nil {
+		return err
+	}
+	c.env.Out.Write([]byte("\nEvents:\n"))
+	t = newTable(c.env.Out, "  AT", "FROM", "TO", "REASON")
+	for _, ev := range events {
+		t.row("  "+ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), orDash(string(ev.From)), ev.To, orDash(ev.Reason))
+	}
+	return t.flush()
+}

@@ -1,0 +1,221 @@
+// Package cli is every subcommand of the idlegrid binary and all of its
+// wiring: which store, which matcher, which runtime, which addresses. Each
+// subcommand is a small struct with a Run(ctx, args) error method that takes
+// its standard streams and environment from an env, so tests call Main
+// directly with buffers (Litestream's cmd/litestream habit).
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// Stdio is the standard streams of one invocation.
+type Stdio struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+}
+
+// env is what every subcommand gets: its streams and its environment.
+type env struct {
+	Stdio
+	getenv func(string) string
+	// addr and key are the global --addr and --key given before the
+	// command ("idlegrid --addr URL job ls"); a command's own flags win.
+	addr, key string
+}
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, e *env, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"dev", "run a whole market on this machine: server, providers, a renter submitting jobs", func(ctx context.Context, e *env, a []string) error { return (&devCommand{env: e}).Run(ctx, a) }},
+		{"server", "run the coordinator: the HTTP API, the market engine and the ledger", func(ctx context.Context, e *env, a []string) error { return (&serverCommand{env: e}).Run(ctx, a) }},
+		{"agent", "run the provider agent that offers this machine's GPUs", func(ctx context.Context, e *env, a []string) error { return (&agentCommand{env: e}).Run(ctx, a) }},
+		{"job", "submit, list, inspect and cancel jobs; read their logs", func(ctx context.Context, e *env, a []string) error { return (&jobCommand{env: e}).Run(ctx, a) }},
+		{"lease", "inspect a lease and its events", func(ctx context.Context, e *env, a []string) error { return (&leaseCommand{env: e}).Run(ctx, a) }},
+		{"node", "list and inspect nodes", func(ctx context.Context, e *env, a []string) error { return (&nodeCommand{env: e}).Run(ctx, a) }},
+		{"token", "create, list and revoke join tokens (providers)", func(ctx context.Context, e *env, a []string) error { return (&tokenCommand{env: e}).Run(ctx, a) }},
+		{"key", "create, list and revoke your API keys", func(ctx context.Context, e *env, a []string) error { return (&keyCommand{env: e}).Run(ctx, a) }},
+		{"account", "accounts, balances, top-ups and transfers", func(ctx context.Context, e *env, a []string) error { return (&accountCommand{env: e}).Run(ctx, a) }},
+		{"version", "print the version", func(ctx context.Context, e *env, a []string) error { return (&versionCommand{env: e}).Run(ctx, a) }},
+	}
+}
+
+// Main runs the idlegrid command line with args (without the program name)
+// and returns the process exit code: 0 on success, 1 on failure, 2 for a
+// usage error. It prints errors itself, as "idlegrid: message" and a hint.
+func Main(ctx context.Context, args []string, stdio Stdio, getenv func(string) string) int {
+	if stdio.In == nil {
+		stdio.In = strings.NewReader("")
+	}
+	e := &env{Stdio: stdio, getenv: getenv}
+	err := e.dispatch(ctx, args)
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, new(*usageError)):
+		fmt.Fprintf(e.Err, "idlegrid: %s\n", err)
+		return 2
+	default:
+		printError(e.Err, err)
+		return 1
+	}
+}
+
+func (e *env) dispatch(ctx context.Context, args []string) error {
+	args, err := e.globalFlags(args)
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		e.rootUsage(e.Err)
+		return usagef("no command given")
+	}
+	name := args[0]
+	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
+		if len(args) > 1 {
+			return e.dispatch(ctx, []string{args[1], "--help"})
+		}
+		e.rootUsage(e.Out)
+		return nil
+	}
+	if name == "--version" || name == "-version" {
+		name = "version"
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c.run(ctx, e, args[1:])
+		}
+	}
+	return usagef("unknown command %q; run 'idlegrid help' to list the commands", name)
+}
+
+// globalFlags consumes --addr and --key given before the command.
+func (e *env) globalFlags(args []string) ([]string, error) {
+	for len(args) > 0 {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		if !strings.HasPrefix(args[0], "-") || (name != "addr" && name != "key") {
+			return args, nil
+		}
+		args = args[1:]
+		if !hasValue {
+			if len(args) == 0 {
+				return nil, usagef("flag needs an argument: --%s", name)
+			}
+			value, args = args[0], args[1:]
+		}
+		if name == "addr" {
+			e.addr = value
+		} else {
+			e.key = value
+		}
+	}
+	return args, nil
+}
+
+func (e *env) rootUsage(w io.Writer) {
+	fmt.Fprint(w, `idlegrid turns idle GPU time into rentable compute.
+
+Usage:
+
+	idlegrid <command> [arguments]
+
+Commands:
+
+`)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "\t%-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, `
+Start here:
+
+	idlegrid dev                 # a whole market on this machine, with a live summary
+	idlegrid help <command>      # what a command does, with examples
+
+Commands that talk to a server read its address and your API key from
+--addr and --key, or IDLEGRID_ADDR and IDLEGRID_KEY (default address
+`+defaultAddr+`).
+`)
+}
+
+// usageError is a mistake in how the command was called; it exits with 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// printError prints err as "idlegrid: message" followed by what to do next.
+func printError(w io.Writer, err error) {
+	fmt.Fprintf(w, "idlegrid: %s\n", errorText(err))
+	if hint := hintFor(err); hint != "" {
+		fmt.Fprintf(w, "  %s\n", hint)
+	}
+}
+
+// errorText is the message of err. Domain errors carry a caller-safe message
+// already; other errors (files, flags, the network) are shown as they are,
+// since the CLI runs on the caller's own machine.
+func errorText(err error) string {
+	var e *idlegrid.Error
+	if errors.As(err, &e) {
+		return e.Error()
+	}
+	return err.Error()
+}
+
+// hintFor says what to do next about err, or "".
+func hintFor(err error) string {
+	var h *hintError
+	if errors.As(err, &h) {
+		return h.hint
+	}
+	switch idlegrid.ErrorCode(err) {
+	case idlegrid.EUNAUTHORIZED:
+		return "set --key or IDLEGRID_KEY to a valid API key (a fresh server writes the first admin key to its --bootstrap-admin-key-file)"
+	case idlegrid.EFORBIDDEN:
+		return "this needs another role: use the API key of an account that may do it (see 'idlegrid account ls' as an admin)"
+	case idlegrid.ENOTFOUND:
+		return "check the ID, e.g. with 'idlegrid job ls', 'idlegrid node ls' or 'idlegrid account ls'"
+	case idlegrid.EPAYMENT:
+		return "not enough balance: an admin can add funds with 'idlegrid account topup ACCOUNT_ID AMOUNT'"
+	case idlegrid.EINVALID:
+		return "fix the field named above and try again; 'idlegrid help <command>' shows the flags"
+	case idlegrid.ECONFLICT:
+		return "the object is not in a state that allows this; look at it with the matching 'get' command"
+	case idlegrid.EUNAVAILABLE:
+		return "the server is busy or starting; try again in a moment"
+	}
+	return ""
+}
+
+// hintError wraps an error with a specific hint.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (e *hintError) Error() string { return e.err.Error() }
+func (e *hintError) Unwrap() error { return e.err }
+
+func withHint(err error, hint string) error {
+	if err == nil {
+		return nil
+	}
+	return &hintError{err: err, hint: hint}
+}

@@ -1,0 +1,242 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// result is what one run of Main printed and returned.
+type result struct {
+	code     int
+	out, err string
+}
+
+// run calls Main with args and the environment vars.
+func run(tb testing.TB, vars map[string]string, args ...string) result {
+	tb.Helper()
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), args, Stdio{Out: &out, Err: &errOut}, func(k string) string { return vars[k] })
+	return result{code: code, out: out.String(), err: errOut.String()}
+}
+
+func (r result) String() string {
+	return "exit " + string(rune('0'+r.code)) + "\nstdout:\n" + r.out + "\nstderr:\n" + r.err
+}
+
+func TestMain_Help(t *testing.T) {
+	t.Run("NoArguments", func(t *testing.T) {
+		r := run(t, nil)
+		if r.code != 2 {
+			t.Fatalf("code = %d, want 2\n%s", r.code, r)
+		}
+		for _, want := range []string{"Usage:", "idlegrid <command>", "dev ", "job ", "idlegrid: no command given"} {
+			if !strings.Contains(r.err, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, r.err)
+			}
+		}
+	})
+	t.Run("Help", func(t *testing.T) {
+		r := run(t, nil, "help")
+		if r.code != 0 || r.err != "" {
+			t.Fatalf("got %s, want exit 0 and no stderr", r)
+		}
+		for _, c := range commands() {
+			if !strings.Contains(r.out, "\t"+c.name) || !strings.Contains(r.out, c.summary) {
+				t.Errorf("help does not list %q", c.name)
+			}
+		}
+	})
+	t.Run("HelpCommand", func(t *testing.T) {
+		got, want := run(t, nil, "help", "server"), run(t, nil, "server", "--help")
+		if got.code != 0 || got.out != want.out {
+			t.Fatalf("'help server' = %s\nwant the output of 'server --help':\n%s", got, want.out)
+		}
+	})
+	t.Run("UnknownCommand", func(t *testing.T) {
+		r := run(t, nil, "jbo", "ls")
+		if want := "idlegrid: unknown command \"jbo\"; run 'idlegrid help' to list the commands\n"; r.code != 2 || r.err != want {
+			t.Fatalf("got %s\nwant exit 2 and stderr %q", r, want)
+		}
+	})
+	t.Run("UnknownSubcommand", func(t *testing.T) {
+		r := run(t, nil, "job", "list")
+		if want := "idlegrid: unknown command \"list\" for 'idlegrid job'; run 'idlegrid job --help'\n"; r.code != 2 || r.err != want {
+			t.Fatalf("got %s\nwant exit 2 and stderr %q", r, want)
+		}
+	})
+	t.Run("GroupWithoutSubcommand", func(t *testing.T) {
+		r := run(t, nil, "account")
+		if r.code != 2 || !strings.Contains(r.err, "\tbalance ") || !strings.Contains(r.err, "idlegrid: idlegrid account needs a command") {
+			t.Fatalf("got %s", r)
+		}
+	})
+}
+
+// everyCommand lists every leaf command line, for tests that check them all.
+var everyCommand = [][]string{
+	{"dev"}, {"server"}, {"agent"}, {"version"},
+	{"job", "submit"}, {"job", "ls"}, {"job", "get"}, {"job", "cancel"}, {"job", "leases"}, {"job", "logs"},
+	{"lease", "get"}, {"node", "ls"}, {"node", "get"},
+	{"token", "create"}, {"token", "ls"}, {"token", "revoke"},
+	{"key", "create"}, {"key", "ls"}, {"key", "revoke"},
+	{"account", "create"}, {"account", "ls"}, {"account", "balance"}, {"account", "topup"}, {"account", "transfers"},
+}
+
+func TestMain_CommandHelp(t *testing.T) {
+	for _, cmd := range everyCommand {
+		t.Run(strings.Join(cmd, "_"), func(t *testing.T) {
+			r := run(t, nil, append(cmd, "--help")...)
+			if r.code != 0 || r.err != "" {
+				t.Fatalf("got %s, want exit 0 and no stderr", r)
+			}
+			usage := "Usage:\n\n\tidlegrid " + strings.Join(cmd, " ")
+			if !strings.HasPrefix(r.out, usage) {
+				t.Errorf("help starts %q, want %q", firstLines(r.out, 3), usage)
+			}
+			if cmd[0] != "version" && !strings.Contains(r.out, "\nExamples:\n") {
+				t.Errorf("help has no examples:\n%s", r.out)
+			}
+		})
+	}
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
+}
+
+func TestMain_JobSubmitHelp(t *testing.T) {
+	r := run(t, nil, "job", "submit", "-h")
+	for _, want := range []string{
+		"idlegrid job submit [-f job.yaml] [flags] [-- command...]",
+		"max_price: \"2.50\"",
+		"  -max-price value\n",
+		"  -gpu-model value\n",
+		"  -addr string\n",
+		"IDLEGRID_KEY",
+		"idlegrid job submit -f job.yaml",
+	} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("job submit help lacks %q:\n%s", want, r.out)
+		}
+	}
+}
+
+func TestMain_UsageErrors(t *testing.T) {
+	key := map[string]string{"IDLEGRID_KEY": "igk_test", "IDLEGRID_ADDR": "127.0.0.1:1"}
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string // the first line of stderr
+	}{
+		{"UnknownFlag", []string{"job", "ls", "--bogus"}, "idlegrid: flag provided but not defined: -bogus"},
+		{"MissingID", []string{"job", "get"}, "idlegrid: idlegrid job get takes one job ID, got 0 argument(s)"},
+		{"ExtraArgs", []string{"node", "ls", "extra"}, "idlegrid: idlegrid node ls takes no arguments, got 1 argument(s)"},
+		{"BadState", []string{"job", "ls", "--state", "queued,done"}, `idlegrid: --state: unknown job state "done"; use queued, running, succeeded, failed or cancelled`},
+		{"BadPrice", []string{"job", "submit", "--max-price", "2.5.0"}, `idlegrid: invalid value "2.5.0" for flag -max-price: not a decimal amount: "2.5.0"; write a decimal amount such as 2.50`},
+		{"BadDuration", []string{"job", "submit", "--duration", "soon"}, `idlegrid: invalid value "soon" for flag -duration: must be a duration such as 90m or 1h30m, got "soon"`},
+		{"BadEnv", []string{"job", "submit", "--env", "NOVALUE"}, `idlegrid: invalid value "NOVALUE" for flag -env: want KEY=VALUE, got "NOVALUE"`},
+		{"BadRole", []string{"account", "create", "--name", "x", "--role", "owner"}, `idlegrid: --role must be renter, provider or admin, got "owner"`},
+		{"NoName", []string{"token", "create"}, "idlegrid: --name is required, e.g. idlegrid token create --name rack-3"},
+		{"BadAmount", []string{"account", "topup", "acct_x", "ten"}, `idlegrid: AMOUNT: not a decimal amount: "ten"; write a decimal amount such as 100 or 12.50`},
+		{"ZeroAmount", []string{"account", "topup", "acct_x", "0.00"}, "idlegrid: AMOUNT must be positive, got 0.00"},
+		{"BadFee", []string{"server", "--fee-bps", "20000"}, "idlegrid: --fee-bps must be between 0 and 10000, got 20000"},
+		{"BadLogLevel", []string{"server", "--log-level", "loud"}, `idlegrid: --log-level must be debug, info, warn or error, got "loud"`},
+		{"GlobalFlagWithoutValue", []string{"--addr"}, "idlegrid: flag needs an argument: --addr"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := run(t, key, tt.args...)
+			if got := firstLines(r.err, 1); r.code != 2 || got != tt.want {
+				t.Fatalf("got exit %d, stderr %q\nwant exit 2, stderr %q", r.code, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMain_Errors(t *testing.T) {
+	t.Run("NoKey", func(t *testing.T) {
+		r := run(t, nil, "job", "ls")
+		want := "idlegrid: no API key\n  set --key or IDLEGRID_KEY; with 'idlegrid dev' running: export IDLEGRID_KEY=$(cat DATA_DIR/admin.key)\n"
+		if r.code != 1 || r.err != want {
+			t.Fatalf("got %s\nwant exit 1 and stderr %q", r, want)
+		}
+	})
+	t.Run("InvalidSpecNamesField", func(t *testing.T) {
+		r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit", "--image", "ghcr.io/acme/x:1", "--gpus", "17", "--max-price", "2", "--duration", "1h")
+		want := "idlegrid: job.gpus: must be between 1 and 16\n  fix the field named above and try again; 'idlegrid help <command>' shows the flags\n"
+		if r.code != 1 || r.err != want {
+			t.Fatalf("got %s\nwant exit 1 and stderr %q", r, want)
+		}
+	})
+	t.Run("MissingPrice", func(t *testing.T) {
+		r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit", "--image", "ghcr.io/acme/x:1", "--duration", "1h")
+		if want := "idlegrid: job.max_price: required: give --max-price 2.50 (per GPU-hour) or max_price in the job file\n"; r.code != 1 || firstLines(r.err, 1)+"\n" != want {
+			t.Fatalf("got %s\nwant exit 1 and stderr starting %q", r, want)
+		}
+	})
+	t.Run("MissingJobFile", func(t *testing.T) {
+		r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit", "-f", t.TempDir()+"/nope.yaml")
+		if r.code != 1 || !strings.Contains(r.err, "no such file or directory") || !strings.Contains(r.err, "give the path of a YAML or JSON job file") {
+			t.Fatalf("got %s", r)
+		}
+	})
+	t.Run("Unreachable", func(t *testing.T) {
+		r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "--addr", "127.0.0.1:1", "node", "ls")
+		if r.code != 1 || !strings.HasPrefix(r.err, "idlegrid: cannot reach the idlegrid server (is the server running at http://127.0.0.1:1? set --addr or IDLEGRID_ADDR)") {
+			t.Fatalf("got %s", r)
+		}
+	})
+}
+
+func TestMain_Version(t *testing.T) {
+	r := run(t, nil, "version")
+	if r.code != 0 || !strings.HasPrefix(r.out, "idlegrid "+Version) {
+		t.Fatalf("got %s", r)
+	}
+	if r2 := run(t, nil, "--version"); r2.out != r.out {
+		t.Errorf("--version printed %q, want %q", r2.out, r.out)
+	}
+}
+
+func TestEnv_GlobalFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args           []string
+		wantAddr, want string
+		wantRest       []string
+	}{
+		{[]string{"--addr", "h:1", "--key=k", "job", "ls"}, "h:1", "k", []string{"job", "ls"}},
+		{[]string{"-addr=h:2", "node", "ls", "--addr", "x"}, "h:2", "", []string{"node", "ls", "--addr", "x"}},
+		{[]string{"job", "--addr", "h"}, "", "", []string{"job", "--addr", "h"}},
+	} {
+		e := &env{}
+		rest, err := e.globalFlags(tt.args)
+		if err != nil || e.addr != tt.wantAddr || e.key != tt.want || strings.Join(rest, " ") != strings.Join(tt.wantRest, " ") {
+			t.Errorf("globalFlags(%q) = %q, addr %q, key %q, %v; want %q, %q, %q", tt.args, rest, e.addr, e.key, err, tt.wantRest, tt.wantAddr, tt.want)
+		}
+	}
+}
+
+func TestFlagSet_Parse(t *testing.T) {
+	e := &env{Stdio: Stdio{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}}
+	for _, tt := range []struct {
+		args     []string
+		wantPos  string
+		wantJSON bool
+	}{
+		{[]string{"job_1", "--json"}, "job_1", true},
+		{[]string{"--json", "job_1"}, "job_1", true},
+		{[]string{"job_1"}, "job_1", false},
+		{[]string{"--image", "x", "--", "python", "--json"}, "python --json", false},
+		{[]string{"a", "--json", "b", "--", "-c"}, "a b -c", true},
+	} {
+		fs := e.flags("t", help{})
+		asJSON := fs.Bool("json", false, "")
+		fs.String("image", "", "")
+		pos, err := fs.parse(tt.args)
+		if got := strings.Join(pos, " "); err != nil || got != tt.wantPos || *asJSON != tt.wantJSON {
+			t.Errorf("parse(%q) = %q, json %v, %v; want %q, json %v", tt.args, got, *asJSON, err, tt.wantPos, tt.wantJSON)
+		}
+	}
+}

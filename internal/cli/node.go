@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// nodeCommand is "idlegrid node".
+type nodeCommand struct{ env *env }
+
+func (c *nodeCommand) Run(ctx context.Context, args []string) error {
+	return c.env.runGroup("node", "Nodes are providers' machines, joined by 'idlegrid agent'.", []subcommand{
+		{"ls", "list nodes", func(a []string) error { return c.list(ctx, a) }},
+		{"get", "show one node", func(a []string) error { return c.get(ctx, a) }},
+	}, args)
+}
+
+func (c *nodeCommand) list(ctx context.Context, args []string) error {
+	fs := c.env.flags("node ls", help{
+		usage:    "idlegrid node ls [--json]",
+		about:    "List nodes: a provider sees their own, an admin sees all.",
+		examples: "idlegrid node ls",
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	nodes, err := cl.ListNodes(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, nonNil(nodes))
+	}
+	now := time.Now()
+	t := newTable(c.env.Out, "ID", "NAME", "STATE", "GPUS", "REGION", "RESIDENCY", "SCHEDULE", "ASK $/GPU-h", "RELIABILITY", "HEARTBEAT")
+	for _, n := range nodes {
+		t.row(n.ID, n.Name, n.State, gpuSummary(n.GPUs), n.Region, n.Residency, n.Schedule.Mode,
+			askSummary(n.Ask), fmt.Sprintf("%.2f", n.Reliability), age(n.LastHeartbeat, now))
+	}
+	return t.flush()
+}
+
+func (c *nodeCommand) get(ctx context.Context, args []string) error {
+	fs := c.env.flags("node get", help{
+		usage:    "idlegrid node get ID [--json]",
+		about:    "Show a node: its GPUs, place, schedule, ask and record.",
+		examples: "idlegrid node get node_abc123",
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 1, 1, "one node ID"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	n, err := cl.FindNode(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, n)
+	}
+	now := time.Now()
+	t := newTable(c.env.Out, "ID", n.ID)
+	t.row("Name", n.Name)
+	t.row("Provider", n.ProviderID)
+	t.row("State", n.State)
+	t.row("GPUs", gpuSummary(n.GPUs))
+	t.row("CPU / RAM / disk", fmt.Sprintf("%d cores / %d MB / %d GB", n.CPUCores, n.RAMMB, n.DiskGB))
+	t.row("Region", n.Region)
+	t.row("Residency", n.Residency)
+	t.row("Schedule", scheduleSummary(n.Schedule.Mode, n.Schedule.TimeZone, len(n.Schedule.Weekly), len(n.Schedule.OneOff)))
+	if until := n.Schedule.AvailableUntil(now); !until.IsZero() {
+		t.row("Available", "now, until "+until.UTC().Format(time.RFC3339))
+	} else if next := n.Schedule.NextOpening(now); !next.IsZero() {
+		t.row("Available", "next from "+next.UTC().Format(time.RFC3339))
+	}
+	t.row("Ask", askSummary(n.Ask))
+	kinds := make([]string, len(n.Ask.AllowedKinds))
+	for i, k := range n.Ask.AllowedKinds {
+		kinds[i] = string(k)
+	}
+	t.row("Allowed kinds", firstNonEmpty(strings.Join(kinds, ", "), "all"))
+	t.row("Reliability", fmt.Sprintf("%.3f (%d completed, %d failed)", n.Reliability, n.LeasesCompleted, n.LeasesFailed))
+	t.row("Agent", orDash(n.AgentVersion))
+	t.row("Last heartbeat", fmt.Sprintf("%s (%s ago)", stamp(&n.LastHeartbeat), age(n.LastHeartbeat, now)))
+	return t.flush()
+}
+
+func scheduleSummary(mode any, tz string, weekly, oneOff int) string {
+	s := fmt.Sprint(mode)
+	if weekly+oneOff > 0 {
+		s += fmt.Sprintf(", %d weekly and %d one-off window(s)", weekly, oneOff)
+	}
+	if tz != "" {
+		s += " in " + tz
+	}
+	return s
+}

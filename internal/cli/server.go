@@ -1,0 +1,222 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/httpapi"
+	"github.com/idlegrid/idlegrid/internal/server"
+	"github.com/idlegrid/idlegrid/internal/sqlstore"
+)
+
+// shutdownTimeout bounds a graceful shutdown of the HTTP server.
+const shutdownTimeout = 10 * time.Second
+
+// serverCommand is "idlegrid server".
+type serverCommand struct{ env *env }
+
+func (c *serverCommand) Run(ctx context.Context, args []string) error {
+	fs := c.env.flags("server", help{
+		usage: "idlegrid server [--listen 127.0.0.1:7070] [--db idlegrid.db|postgres://…] [--fee-bps 1000] [--bootstrap-admin-key-file FILE]",
+		about: `Run the coordinator: the HTTP API under /v1, the market engine that places
+jobs on nodes, the escrow ledger, and the reapers that notice silent nodes.
+Agents connect to it; nothing connects to them.
+
+The store is a SQLite file, or PostgreSQL when --db is a postgres:// URL.
+On a database with no admin account yet, the server creates one and writes
+its API key to --bootstrap-admin-key-file (mode 0600), or prints it once to
+standard error when no file is given. Ctrl-C shuts down gracefully; a second
+Ctrl-C exits at once.`,
+		examples: `idlegrid server --db idlegrid.db --bootstrap-admin-key-file admin.key
+		idlegrid server --listen 0.0.0.0:7070 --db postgres://idlegrid@db:5432/idlegrid?sslmode=disable`,
+	})
+	cfg := serveConfig{}
+	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:7070", "address to listen on; port 0 picks a free one")
+	fs.StringVar(&cfg.dsn, "db", "idlegrid.db", "SQLite file path, or postgres:// URL")
+	fs.Int64Var(&cfg.feeBPS, "fee-bps", 1000, "platform fee in basis points of each charge (1000 = 10%)")
+	fs.StringVar(&cfg.adminKeyFile, "bootstrap-admin-key-file", "", "where to write the first admin's API key on a fresh database")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	} else if cfg.feeBPS < 0 || cfg.feeBPS > 10000 {
+		return usagef("--fee-bps must be between 0 and 10000, got %d", cfg.feeBPS)
+	}
+	if cfg.logger, err = newLogger(c.env.Err, *level); err != nil {
+		return err
+	}
+	cfg.announceKey = c.env.Err
+
+	rs, err := startServer(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.env.Out, "idlegrid server listening on %s\n", rs.url)
+	select {
+	case <-ctx.Done():
+		cfg.logger.Info("shutting down")
+	case err = <-rs.served:
+	}
+	return errors.Join(err, rs.stop())
+}
+
+// newLogger returns a text logger at the named level.
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level must be debug, info, warn or error, got %q", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// serveConfig is what a running server needs; "server" and "dev" share it.
+type serveConfig struct {
+	listen       string
+	dsn          string
+	feeBPS       int64
+	adminKeyFile string    // where to write a bootstrapped admin key
+	announceKey  io.Writer // where to print it when there is no file
+	logger       *slog.Logger
+}
+
+// runningServer is a store, a coordinator and an HTTP server over them.
+type runningServer struct {
+	url      string // e.g. http://127.0.0.1:7070
+	adminKey string // set when this start bootstrapped the first admin
+	served   chan error
+
+	store      *sqlstore.DB
+	srv        *server.Server
+	http       *http.Server
+	cancelBase context.CancelFunc
+}
+
+// startServer opens the store and the coordinator, bootstraps the first
+// admin on a fresh database, and serves HTTP on cfg.listen until stop.
+func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err error) {
+	store, err := sqlstore.Open(ctx, cfg.dsn)
+	if err != nil {
+		return nil, withHint(err, "check --db: a writable SQLite file path, or a reachable postgres:// URL")
+	}
+	defer func() {
+		if err != nil {
+			store.Close()
+		}
+	}()
+	srv, err := server.Open(server.Config{Store: store, FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			srv.Close()
+		}
+	}()
+	rs := &runningServer{store: store, srv: srv, served: make(chan error, 1)}
+	if rs.adminKey, err = bootstrapAdmin(ctx, store, srv, cfg.adminKeyFile, cfg.announceKey); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return nil, withHint(err, "pick another address with --listen, e.g. 127.0.0.1:0 for any free port")
+	}
+	rs.url = "http://" + ln.Addr().String()
+
+	// Requests derive their context from base, so that a shutdown ends the
+	// agents' long polls at once instead of waiting them out.
+	base, cancelBase := context.WithCancel(context.Background())
+	rs.cancelBase = cancelBase
+	rs.http = httpapi.NewServer(cfg.listen, httpapi.New(srv, httpapi.Options{Logger: cfg.logger}))
+	rs.http.BaseContext = func(net.Listener) context.Context { return base }
+	rs.http.ErrorLog = slog.NewLogLogger(cfg.logger.Handler(), slog.LevelWarn)
+	go func() {
+		err := rs.http.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		rs.served <- err
+	}()
+	cfg.logger.Info("server started", "url", rs.url, "store", storeKind(cfg.dsn), "fee_bps", cfg.feeBPS)
+	return rs, nil
+}
+
+// stop shuts the HTTP server down gracefully, then the coordinator, then
+// the store.
+func (rs *runningServer) stop() error {
+	rs.cancelBase()
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	err := rs.http.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(err, rs.http.Close())
+	}
+	return errors.Join(err, rs.srv.Close(), rs.store.Close())
+}
+
+func storeKind(dsn string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// bootstrapAdmin creates the first admin account on a database that has
+// none and hands its API key to the operator: written to keyFile (mode 0600)
+// or, without a file, printed once to announce. It returns the key, or ""
+// when an admin already exists.
+func bootstrapAdmin(ctx context.Context, store idlegrid.Store, srv *server.Server, keyFile string, announce io.Writer) (string, error) {
+	accounts, err := store.ListAccounts(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, a := range accounts {
+		if a.Role == idlegrid.RoleAdmin {
+			return "", nil
+		}
+	}
+	// Open the file first, so a key is never created that cannot be kept.
+	var f *os.File
+	if keyFile != "" {
+		if f, err = os.OpenFile(keyFile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
+			return "", withHint(err, "--bootstrap-admin-key-file must be a writable path")
+		}
+		defer f.Close()
+		if err := f.Chmod(0o600); err != nil {
+			return "", err
+		}
+	}
+	a, _, secret, err := srv.Bootstrap(ctx, "admin", idlegrid.RoleAdmin)
+	if err != nil {
+		if f != nil {
+			os.Remove(keyFile)
+		}
+		return "", err
+	}
+	if f == nil {
+		if announce != nil {
+			fmt.Fprintf(announce, "idlegrid: created admin account %s; its API key (shown once, keep it safe):\n%s\n", a.ID, secret)
+		}
+		return secret, nil
+	}
+	if _, err := f.WriteString(secret + "\n"); err != nil {
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	if announce != nil {
+		fmt.Fprintf(announce, "idlegrid: created admin account %s; its API key is in %s\n", a.ID, keyFile)
+	}
+	return secret, nil
+}
