@@ -1,0 +1,85 @@
+package nodekey_test
+
+import (
+	"crypto/ed25519"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/internal/nodekey"
+)
+
+func TestLoadOrCreate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent", "node.key")
+	first, err := nodekey.LoadOrCreate(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	} else if got := fi.Mode().Perm(); got != 0o600 {
+		t.Fatalf("key file mode = %v, want 0600", got)
+	}
+	again, err := nodekey.LoadOrCreate(path)
+	if err != nil {
+		t.Fatal(err)
+	} else if !first.Equal(again) {
+		t.Fatal("second load returned a different key; the node's identity must survive restarts")
+	}
+
+	if err := os.WriteFile(path, []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodekey.LoadOrCreate(path); err == nil {
+		t.Fatal("a corrupt key file loaded; want an error saying to move it away")
+	}
+}
+
+func TestVerify(t *testing.T) {
+	priv, err := nodekey.LoadOrCreate(filepath.Join(t.TempDir(), "node.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := nodekey.ParsePublic(nodekey.PublicString(priv.Public().(ed25519.PublicKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(1_800_000_000_000)
+	ms := now.UnixMilli()
+	body := []byte(`{"state":"running"}`)
+	sig := nodekey.Sign(priv, "POST", "/v1/agent/leases/l1/report", ms, body)
+	stamp := strconv.FormatInt(ms, 10)
+
+	tests := []struct {
+		name   string
+		method string
+		path   string
+		stamp  string
+		body   []byte
+		now    time.Time
+		ok     bool
+	}{
+		{"Valid", "POST", "/v1/agent/leases/l1/report", stamp, body, now, true},
+		{"WithinSkew", "POST", "/v1/agent/leases/l1/report", stamp, body, now.Add(nodekey.MaxSkew - time.Second), true},
+		{"OtherPath", "POST", "/v1/agent/leases/l2/report", stamp, body, now, false},
+		{"OtherMethod", "PUT", "/v1/agent/leases/l1/report", stamp, body, now, false},
+		{"OtherBody", "POST", "/v1/agent/leases/l1/report", stamp, []byte(`{"state":"succeeded"}`), now, false},
+		{"Stale", "POST", "/v1/agent/leases/l1/report", stamp, body, now.Add(nodekey.MaxSkew + time.Second), false},
+		{"FromTheFuture", "POST", "/v1/agent/leases/l1/report", stamp, body, now.Add(-nodekey.MaxSkew - time.Second), false},
+		{"BadTime", "POST", "/v1/agent/leases/l1/report", "soon", body, now, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := nodekey.Verify(pub, tt.method, tt.path, tt.stamp, tt.body, sig, tt.now)
+			if got := err == nil; got != tt.ok {
+				t.Fatalf("Verify ok = %v (%v), want %v", got, err, tt.ok)
+			}
+		})
+	}
+	if _, err := nodekey.ParsePublic("AAAA"); err == nil {
+		t.Fatal("ParsePublic accepted a short key")
+	}
+}
