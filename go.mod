@@ -3,7 +3,9 @@ module github.com/idlegrid/idlegrid
 go 1.26.8
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/google/go-cmp v0.7.0
+	github.com/hashicorp/yamux v0.1.2
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/pressly/goose/v3 v3.27.0
 	gopkg.in/yaml.v3 v3.0.1

@@ -16,11 +16,15 @@ import (
 
 // AgentClient calls the agent API for one node, signing every request with
 // the node's key. It is safe for concurrent use.
+//
+// While RunSession keeps a session to the server up, the client's requests
+// travel over it; otherwise they go over plain HTTP.
 type AgentClient struct {
-	t   transport
-	key ed25519.PrivateKey
-	pub string // the key's public half, as sent on the wire
-	now func() time.Time
+	t     transport
+	key   ed25519.PrivateKey
+	pub   string // the key's public half, as sent on the wire
+	now   func() time.Time
+	route *sessionRoute // the live session, if any, that requests take
 
 	mu     sync.Mutex
 	nodeID string
@@ -28,12 +32,15 @@ type AgentClient struct {
 
 // NewAgent returns an agent client of the server at addr that signs with key.
 func NewAgent(addr string, key ed25519.PrivateKey) *AgentClient {
-	return &AgentClient{
-		t:   newTransport(addr),
-		key: key,
-		pub: nodekey.PublicString(key.Public().(ed25519.PublicKey)),
-		now: time.Now,
+	a := &AgentClient{
+		t:     newTransport(addr),
+		key:   key,
+		pub:   nodekey.PublicString(key.Public().(ed25519.PublicKey)),
+		now:   time.Now,
+		route: &sessionRoute{plain: httpClient.Transport},
 	}
+	a.t.http = &http.Client{Transport: a.route, CheckRedirect: httpClient.CheckRedirect}
+	return a
 }
 
 // SetNodeID sets the node's ID, which every request after the join carries.
@@ -57,17 +64,23 @@ func (a *AgentClient) do(ctx context.Context, c call, join bool) error {
 		return errors.New("the agent has no node ID yet; join first")
 	}
 	return a.t.do(ctx, c, func(req *http.Request, body []byte) error {
-		ms := a.now().UnixMilli()
 		if join {
 			req.Header.Set(nodekey.HeaderPublicKey, a.pub)
 		} else {
 			req.Header.Set(nodekey.HeaderNode, nodeID)
 		}
-		req.Header.Set(nodekey.HeaderProtocol, strconv.Itoa(idlegrid.ProtocolVersion))
-		req.Header.Set(nodekey.HeaderTime, strconv.FormatInt(ms, 10))
-		req.Header.Set(nodekey.HeaderSignature, nodekey.Sign(a.key, req.Method, req.URL.RequestURI(), ms, body))
+		a.sign(req.Header, req.Method, req.URL.RequestURI(), body)
 		return nil
 	})
+}
+
+// sign adds the protocol version, the time and the node's signature of the
+// request to h.
+func (a *AgentClient) sign(h http.Header, method, requestURI string, body []byte) {
+	ms := a.now().UnixMilli()
+	h.Set(nodekey.HeaderProtocol, strconv.Itoa(idlegrid.ProtocolVersion))
+	h.Set(nodekey.HeaderTime, strconv.FormatInt(ms, 10))
+	h.Set(nodekey.HeaderSignature, nodekey.Sign(a.key, method, requestURI, ms, body))
 }
 
 // Join joins a provider's fleet with a join token. The request's public key

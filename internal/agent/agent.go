@@ -7,7 +7,9 @@
 // The agent reaches the server only through Server, which the public client
 // (*client.AgentClient) implements; it never imports the store or the
 // server. It opens every connection, so a node behind NAT needs no inbound
-// port.
+// port. When the Server is also a SessionServer, the agent keeps one
+// multiplexed session to the server while it serves, and every call after
+// the join (the long poll included) travels on it (see internal/session).
 package agent
 
 import (
@@ -16,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -37,6 +40,16 @@ type Server interface {
 	Commands(ctx context.Context, wait time.Duration) ([]idlegrid.Command, error)
 	ReportLease(ctx context.Context, leaseID string, r idlegrid.LeaseReport) error
 	AppendLogs(ctx context.Context, leaseID string, b idlegrid.LogBatch) error
+}
+
+// SessionServer is a Server that can carry the agent's calls over one
+// outbound, multiplexed session; *client.AgentClient is one. RunSession
+// keeps the session up until ctx is done, serving the server's requests to
+// the agent with h (nil: only the session's own ping), and falls back to
+// plain HTTP while the session is down or where the server offers none.
+type SessionServer interface {
+	Server
+	RunSession(ctx context.Context, h http.Handler, log *slog.Logger) error
 }
 
 // Timing of the agent's conversation with the server.
@@ -294,12 +307,37 @@ func (a *Agent) serve(ctx context.Context) {
 	// Reports outlive ctx: they are cut off only when shutdown gives up.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
+	// The session outlives the loops, so that shutdown's reports use it too.
+	stopSession := a.keepSession(workCtx)
+	defer stopSession()
+	a.adopt(ctx, workCtx)
 	var loops sync.WaitGroup
 	loops.Go(func() { a.heartbeatLoop(ctx) })
 	loops.Go(func() { a.commandLoop(ctx, workCtx) })
 	loops.Go(func() { a.watchLoop(ctx) })
 	loops.Wait()
 	a.shutdown(cancelWork)
+}
+
+// keepSession runs the server's session, if Server can hold one, until
+// ctx is done or stop is called; stop returns once the session has closed.
+func (a *Agent) keepSession(ctx context.Context) (stop func()) {
+	ss, ok := a.srv.(SessionServer)
+	if !ok {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { // owned by stop
+		defer close(done)
+		if err := ss.RunSession(ctx, nil, a.log); err != nil {
+			a.log.Warn("no session with the server; calls go over plain HTTP", "err", err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // shutdown stops every lease and waits for the leases to be reported, for

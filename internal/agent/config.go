@@ -64,6 +64,12 @@ type Config struct {
 	// means DefaultTelemetryInterval.
 	TelemetryInterval time.Duration `yaml:"telemetry_interval"`
 
+	// Runtime is what runs the leases' workloads: RuntimeDocker
+	// (containers, through the Docker engine) or RuntimeFake (simulated,
+	// for development). Empty means fake when FakeGPUs is set, else docker
+	// (see RuntimeName).
+	Runtime string `yaml:"runtime"`
+
 	// FakeGPUs names simulated GPUs, e.g. "2xRTX4090", for development;
 	// empty detects the real ones (NVML, else nvidia-smi).
 	FakeGPUs string `yaml:"fake_gpus"`
@@ -134,6 +140,26 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	}
 }
 
+// The runtimes a config may name.
+const (
+	RuntimeDocker = "docker"
+	RuntimeFake   = "fake"
+)
+
+// RuntimeName is the runtime the config chooses: Runtime when set, else
+// fake for a node with fake GPUs and docker for one with real GPUs. Real
+// GPUs never fall back to the fake runtime on their own: a node that sold
+// them would take renters' money for simulated work.
+func (c *Config) RuntimeName() string {
+	switch {
+	case c.Runtime != "":
+		return c.Runtime
+	case c.FakeGPUs != "":
+		return RuntimeFake
+	}
+	return RuntimeDocker
+}
+
 // KeyPath is where the node's identity key lives.
 func (c *Config) KeyPath() string { return filepath.Join(c.DataDir, "node.key") }
 
@@ -156,6 +182,8 @@ func (c *Config) Validate() error {
 		return idlegrid.Invalid("disk_gb", "must not be negative (0 detects)")
 	case c.FakeSpeed < 0 || c.FakeSpeed > 1e6:
 		return idlegrid.Invalid("fake_speed", "must be between 0 and 1000000 (0 means real time)")
+	case c.Runtime != "" && c.Runtime != RuntimeDocker && c.Runtime != RuntimeFake:
+		return idlegrid.Invalid("runtime", "must be docker or fake, got %q", c.Runtime)
 	}
 	if err := c.validatePolicy(); err != nil {
 		return err

@@ -149,6 +149,7 @@ func TestParseConfig_Errors(t *testing.T) {
 		{"NoDataDir", strings.Replace(minimal, "data_dir: /tmp/idlegrid\n", "", 1), "data_dir", []string{"required"}},
 		{"BadFakeGPUs", strings.Replace(minimal, "1xT4", "1xGTX1080", 1), "fake_gpus", []string{`"GTX1080"`, "known models"}},
 		{"BadSpeed", minimal + "fake_speed: -2\n", "fake_speed", nil},
+		{"BadRuntime", minimal + "runtime: podman\n", "runtime", []string{`"podman"`, "docker or fake"}},
 		{"Empty", "", "config", []string{"empty"}},
 		{"NotYAML", "server: [", "config", nil},
 		{"DuplicateKey", minimal + "region: eu-west\n", "config", []string{"already defined"}},
@@ -171,6 +172,24 @@ func TestParseConfig_Errors(t *testing.T) {
 				if !strings.Contains(err.Error(), m) {
 					t.Errorf("error %q does not mention %q", err, m)
 				}
+			}
+		})
+	}
+}
+
+func TestConfig_RuntimeName(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"FakeGPUsDefaultToFake", minimal, agent.RuntimeFake},
+		{"RealGPUsDefaultToDocker", strings.Replace(minimal, "fake_gpus: 1xT4\n", "", 1), agent.RuntimeDocker},
+		{"FakeGPUsInDocker", minimal + "runtime: docker\n", agent.RuntimeDocker},
+		{"RealGPUsSimulated", strings.Replace(minimal, "fake_gpus: 1xT4\n", "", 1) + "runtime: fake\n", agent.RuntimeFake},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := mustParse(t, tt.yaml).RuntimeName(); got != tt.want {
+				t.Errorf("RuntimeName() = %q, want %q", got, tt.want)
 			}
 		})
 	}

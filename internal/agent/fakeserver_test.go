@@ -86,6 +86,15 @@ func (f *fakeServer) assign(l idlegrid.Lease, job idlegrid.JobSpec) {
 	f.notify()
 }
 
+// setState puts a lease in state s, as the server's own decisions do (a
+// lease an agent reported running, or one the server gave up on).
+func (f *fakeServer) setState(id string, s idlegrid.LeaseState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.leases[id].lease.State = s
+	f.notify()
+}
+
 // requestStop asks the agent to stop a lease, as a renter's cancel does.
 func (f *fakeServer) requestStop(id, reason string) {
 	f.mu.Lock()
@@ -241,7 +250,7 @@ func (f *fakeServer) ReportLease(ctx context.Context, leaseID string, r idlegrid
 		return idlegrid.Errorf(idlegrid.ENOTFOUND, "lease %s not found", leaseID)
 	case fl.lease.State.Terminal():
 		return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s already %s", leaseID, fl.lease.State)
-	case r.State == idlegrid.LeaseRunning && fl.lease.State != idlegrid.LeaseAssigned:
+	case r.State == idlegrid.LeaseRunning && fl.lease.State != idlegrid.LeaseAssigned && fl.lease.State != idlegrid.LeaseRunning:
 		return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s is %s", leaseID, fl.lease.State)
 	}
 	f.reports = append(f.reports, fakeReport{leaseID, r})

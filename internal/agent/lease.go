@@ -73,6 +73,12 @@ func (a *Agent) runLease(ctx, workCtx context.Context, l *lease) {
 			a.log.Error("runtime could not stop lease", "lease", l.id, "err", err)
 		}
 	}
+	a.follow(workCtx, l)
+}
+
+// follow takes the events of a lease whose workload runs until it exits,
+// and waits until ship has reported it.
+func (a *Agent) follow(workCtx context.Context, l *lease) {
 	var ship sync.WaitGroup
 	ship.Go(func() { a.ship(workCtx, l) })
 	for ev := range l.events { // the runtime never closes it; the Exit ends the loop
@@ -263,7 +269,7 @@ func (l *lease) final() idlegrid.LeaseReport {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e, code := l.exit, l.exit.Code
-	r := idlegrid.LeaseReport{Progress: l.progress, ExitCode: &code}
+	r := idlegrid.LeaseReport{Progress: l.progress, ExitCode: &code, CheckpointRef: e.CheckpointRef}
 	switch {
 	case e.Err != nil:
 		r.State, r.Fault, r.ExitCode = idlegrid.LeaseFailed, idlegrid.FaultProvider, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi"
 	"github.com/idlegrid/idlegrid/internal/server"
+	"github.com/idlegrid/idlegrid/internal/session"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
 )
 
@@ -99,6 +100,7 @@ type runningServer struct {
 	store      *sqlstore.DB
 	srv        *server.Server
 	http       *http.Server
+	sessions   *session.Registry // agents' outbound sessions; http.Server does not track upgraded connections
 	cancelBase context.CancelFunc
 }
 
@@ -137,7 +139,8 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	// agents' long polls at once instead of waiting them out.
 	base, cancelBase := context.WithCancel(context.Background())
 	rs.cancelBase = cancelBase
-	rs.http = httpapi.NewServer(cfg.listen, httpapi.New(srv, httpapi.Options{Logger: cfg.logger}))
+	rs.sessions = session.NewRegistry(session.Config{Logger: cfg.logger})
+	rs.http = httpapi.NewServer(cfg.listen, httpapi.New(srv, httpapi.Options{Logger: cfg.logger, Sessions: rs.sessions}))
 	rs.http.BaseContext = func(net.Listener) context.Context { return base }
 	rs.http.ErrorLog = slog.NewLogLogger(cfg.logger.Handler(), slog.LevelWarn)
 	go func() {
@@ -155,6 +158,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 // the store.
 func (rs *runningServer) stop() error {
 	rs.cancelBase()
+	rs.sessions.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	err := rs.http.Shutdown(ctx)

@@ -19,6 +19,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 	"github.com/idlegrid/idlegrid/internal/server"
+	"github.com/idlegrid/idlegrid/internal/session"
 )
 
 // Defaults for Options.
@@ -41,6 +42,10 @@ type Options struct {
 	MaxWait time.Duration
 	// RequestTimeout bounds every request but the long poll. Default 30s.
 	RequestTimeout time.Duration
+	// Sessions accepts the agents' sessions (GET /v1/agent/session) and
+	// keeps them by node; its owner closes it on shutdown, before the HTTP
+	// server. Nil: the server offers no sessions, and agents use plain HTTP.
+	Sessions *session.Registry
 }
 
 func (o Options) withDefaults() Options {
@@ -114,6 +119,7 @@ func (a *api) routes() {
 	a.handle("GET /v1/agent/commands", a.opts.MaxWait+longPollMargin, a.withNode(a.commands))
 	a.handle("POST /v1/agent/leases/{id}/report", t, a.withNode(a.reportLease))
 	a.handle("POST /v1/agent/leases/{id}/logs", t, a.withNode(a.appendLogs))
+	a.mux.Handle("GET "+session.Path, a.sessionRoute()) // no time limit: it lasts as long as the session
 
 	a.handle("/", t, a.noRoute)
 }

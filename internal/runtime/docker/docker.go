@@ -111,6 +111,7 @@ type Runtime struct {
 	opt       Options
 	closing   context.Context // done once Close begins: ends Starts in flight
 	close     context.CancelFunc
+	procRoot  string // where the host's processes are seen: /proc, or a test's
 
 	mu       sync.Mutex
 	running  map[string]*workload // by lease ID
@@ -135,7 +136,7 @@ const (
 // New connects to the engine and returns a runtime. It fails, saying what
 // to fix, when the engine cannot be reached.
 func New(ctx context.Context, o Options) (*Runtime, error) {
-	r := &Runtime{cli: o.Client, running: map[string]*workload{}, starting: map[string]bool{}}
+	r := &Runtime{cli: o.Client, running: map[string]*workload{}, starting: map[string]bool{}, procRoot: "/proc"}
 	if r.cli == nil {
 		cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 		if err != nil {
@@ -278,6 +279,7 @@ func (r *Runtime) create(ctx context.Context, w runtime.Workload, events chan<- 
 	}
 	wl := r.newWorkload(w.LeaseID, w.JobID, events)
 	wl.scratch, wl.checkpoint, wl.notes, wl.memoryBytes = scratchVolume(w.LeaseID), ckpt, s.notes, s.host.Memory
+	wl.gpus = w.GPUs
 	if err := r.createVolumes(ctx, w, ckpt); err != nil {
 		r.removeFailed(wl, ckptExists)
 		return nil, err
@@ -434,6 +436,9 @@ func (r *Runtime) adopt(ctx context.Context, id, leaseID, jobID string, events c
 	wl.containerID, wl.adopted = id, true
 	if info.HostConfig != nil {
 		wl.memoryBytes = info.HostConfig.Memory
+	}
+	if info.Config != nil {
+		wl.gpus = gpusFromEnv(info.Config.Env)
 	}
 	for _, m := range info.Mounts {
 		switch m.Destination {

@@ -656,6 +656,9 @@ func TestRuntime_Adopt(t *testing.T) {
 		}
 		wa := watchEvents(t, events, w.LeaseID)
 		wa.line(t, "took the workload back")
+		if gpus := r.LeaseGPUs(w.LeaseID); !slices.Equal(gpus, w.GPUs) {
+			t.Errorf("LeaseGPUs of the adopted lease = %q, want %q", gpus, w.GPUs)
+		}
 		step := stepOf(t, wa.line(t, "step "))
 		if again, err := r.Adopt(context.Background(), make(chan runtime.Event)); err != nil || len(again) != 0 {
 			t.Errorf("second Adopt = %v, %v; want nothing: the workload is followed already", again, err)

@@ -1,0 +1,100 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/idlegrid/idlegrid/internal/runtime"
+)
+
+// leaseGPUs is implemented by a runtime that can say which GPUs an adopted
+// lease holds (the docker runtime reads them from its container), so that
+// the policy counts them as the agent's and their work gets notice.
+type leaseGPUs interface {
+	LeaseGPUs(leaseID string) []string
+}
+
+// adopt takes back, when the runtime is a runtime.Adopter, the workloads a
+// previous agent on this node left running (it crashed, or was upgraded),
+// and tracks them as leases of its own: their output, progress and exit are
+// reported like any other lease's, a stop command reaches them, and
+// shutdown stops them. The server decides whether it still wants them: it
+// refuses the running report of a lease it has ended, and the agent then
+// stops the workload (see ship). adopt runs once, before the loops start;
+// the goroutines it starts are counted in leaseWG.
+func (a *Agent) adopt(ctx, workCtx context.Context) {
+	ad, ok := a.rt.(runtime.Adopter)
+	if !ok {
+		return
+	}
+	// Adopt may send events before it returns, and sends block: the router
+	// takes them from the start and holds those of leases not known yet.
+	events := make(chan runtime.Event, 64)
+	known := make(chan map[string]*lease, 1)
+	a.leaseWG.Go(func() { a.route(events, known) })
+	ids, err := ad.Adopt(ctx, events)
+	if err != nil {
+		a.log.Warn("could not take back every workload a previous agent left", "adopted", len(ids), "err", err)
+	}
+	leases := make(map[string]*lease, len(ids))
+	a.mu.Lock()
+	for _, id := range ids {
+		if a.leases[id] != nil || leases[id] != nil {
+			continue
+		}
+		w := runtime.Workload{LeaseID: id}
+		if lg, ok := a.rt.(leaseGPUs); ok {
+			w.GPUs = lg.LeaseGPUs(id)
+		}
+		l := newLease(w, a.clock)
+		l.notice = DefaultNotice // its lease's own notice is not known here
+		l.markStarted()
+		a.leases[id] = l
+		leases[id] = l
+		a.leaseWG.Go(func() {
+			defer a.retire(id)
+			a.follow(workCtx, l)
+		})
+	}
+	a.mu.Unlock()
+	for id, l := range leases {
+		a.log.Info("took back a workload a previous agent left", "lease", id, "gpus", len(l.w.GPUs))
+	}
+	known <- leases
+}
+
+// route passes the events of adopted workloads to their leases until every
+// one has exited. Events that come before Adopt has named the leases wait.
+func (a *Agent) route(events <-chan runtime.Event, known <-chan map[string]*lease) {
+	var leases map[string]*lease // nil until Adopt returned
+	early := map[string][]runtime.Event{}
+	live := 0
+	pass := func(ev runtime.Event) {
+		l := leases[ev.LeaseID]
+		if l == nil {
+			a.log.Warn("dropping an event of a workload that was not adopted", "lease", ev.LeaseID)
+			return
+		}
+		if ev.Exit != nil {
+			live--
+		}
+		l.events <- ev // its follow loop takes events until the Exit
+	}
+	for leases == nil || live > 0 {
+		select {
+		case leases = <-known:
+			known, live = nil, len(leases)
+			for id, evs := range early {
+				for _, ev := range evs {
+					pass(ev)
+				}
+				delete(early, id)
+			}
+		case ev := <-events:
+			if leases == nil {
+				early[ev.LeaseID] = append(early[ev.LeaseID], ev)
+			} else {
+				pass(ev)
+			}
+		}
+	}
+}
