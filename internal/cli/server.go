@@ -45,6 +45,8 @@ Ctrl-C exits at once.`,
 	fs.StringVar(&cfg.dsn, "db", "idlegrid.db", "SQLite file path, or postgres:// URL")
 	fs.Int64Var(&cfg.feeBPS, "fee-bps", 1000, "platform fee in basis points of each charge (1000 = 10%)")
 	fs.StringVar(&cfg.adminKeyFile, "bootstrap-admin-key-file", "", "where to write the first admin's API key on a fresh database")
+	fs.DurationVar(&cfg.heartbeat, "heartbeat-interval", 10*time.Second, "how often agents heartbeat")
+	fs.IntVar(&cfg.missedHeartbeats, "missed-heartbeats", 3, "a node that misses this many heartbeats is lost and its work requeued")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	args, err := fs.parse(args)
 	if err != nil {
@@ -53,6 +55,10 @@ Ctrl-C exits at once.`,
 		return err
 	} else if cfg.feeBPS < 0 || cfg.feeBPS > 10000 {
 		return usagef("--fee-bps must be between 0 and 10000, got %d", cfg.feeBPS)
+	} else if cfg.heartbeat < time.Second || cfg.heartbeat > 10*time.Minute {
+		return usagef("--heartbeat-interval must be between 1s and 10m, got %s", cfg.heartbeat)
+	} else if cfg.missedHeartbeats < 1 || cfg.missedHeartbeats > 100 {
+		return usagef("--missed-heartbeats must be between 1 and 100, got %d", cfg.missedHeartbeats)
 	}
 	if cfg.logger, err = newLogger(c.env.Err, *level); err != nil {
 		return err
@@ -83,12 +89,14 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 
 // serveConfig is what a running server needs; "server" and "dev" share it.
 type serveConfig struct {
-	listen       string
-	dsn          string
-	feeBPS       int64
-	adminKeyFile string    // where to write a bootstrapped admin key
-	announceKey  io.Writer // where to print it when there is no file
-	logger       *slog.Logger
+	listen           string
+	dsn              string
+	feeBPS           int64
+	heartbeat        time.Duration // 0: the coordinator's default
+	missedHeartbeats int           // 0: the coordinator's default
+	adminKeyFile     string        // where to write a bootstrapped admin key
+	announceKey      io.Writer     // where to print it when there is no file
+	logger           *slog.Logger
 }
 
 // runningServer is a store, a coordinator and an HTTP server over them.
@@ -116,7 +124,10 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 			store.Close()
 		}
 	}()
-	srv, err := server.Open(server.Config{Store: store, FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger})
+	srv, err := server.Open(server.Config{
+		Store: store, FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger,
+		HeartbeatInterval: cfg.heartbeat, MissedHeartbeats: cfg.missedHeartbeats,
+	})
 	if err != nil {
 		return nil, err
 	}
