@@ -93,6 +93,9 @@ type LeaseTransition struct {
 	Fault         Fault
 	ExitCode      *int
 	ChargedMicros Micros
+	// CheckpointRef is the checkpoint the workload left, if any; a job
+	// requeued by this transition resumes from it.
+	CheckpointRef string
 	At            time.Time
 }
 

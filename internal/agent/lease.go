@@ -247,12 +247,13 @@ func (l *lease) running() (float64, bool) {
 }
 
 // grace is how long the workload has to end once asked to stop: its
-// notice when the node's policy stopped it, else StopGrace.
+// notice when the node's policy stopped it or the server gave a bronze
+// lease notice, else StopGrace.
 func (l *lease) grace() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.stopCause == stopByPolicy {
-		return l.notice
+	if l.stopCause == stopByPolicy || (l.stopCause == stopByServer && l.w.Job.Tier == idlegrid.TierBronze) {
+		return max(l.notice, StopGrace)
 	}
 	return StopGrace
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/agent"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
-	runtimefake "github.com/idlegrid/idlegrid/internal/runtime/fake"
 )
 
 // agentCommand is "idlegrid agent".
@@ -20,7 +19,7 @@ type agentCommand struct{ env *env }
 
 func (c *agentCommand) Run(ctx context.Context, args []string) error {
 	fs := c.env.flags("agent", help{
-		usage: "idlegrid agent --config agent.yaml [--server URL] [--join-token T] [--data DIR] [--fake-gpus 2xRTX4090]",
+		usage: "idlegrid agent --config agent.yaml [--check [--json]] [--runtime docker|fake] [--server URL] [--join-token T] [--data DIR] [--fake-gpus 2xRTX4090]",
 		about: `Run the provider agent on a machine with GPUs. On its first start it joins
 the provider's fleet with a join token ('idlegrid token create') and keeps
 its identity key and node ID in its data dir; later starts need no token.
@@ -29,25 +28,43 @@ prices per tier), heartbeats, and runs the leases the server assigns.
 It only dials out: the machine needs no open port.
 
 The agent finds the machine's GPUs with NVML or nvidia-smi, or simulates
-them with --fake-gpus. Until the container runtime is wired in, workloads
-run in the simulated runtime. The config file is YAML;
+them with --fake-gpus. Workloads run in Docker containers (--runtime
+docker, the default for real GPUs: only the leased GPUs, least privilege,
+see deploy/README.md), or are simulated (--runtime fake, the default with
+--fake-gpus). A restarted agent takes back the containers its node left
+running. The config file is YAML;
 internal/agent/testdata/agent.yaml is a commented example. Flags
 override the file; the join token may also come from IDLEGRID_JOIN_TOKEN.
 Ctrl-C stops the running leases and reports them before exiting; a lease
 cut short by its node is the provider's fault, so its job is requeued and
-the renter pays nothing for it.`,
-		examples: `idlegrid agent --config agent.yaml --join-token igj_…
+the renter pays nothing for it.
+
+--check checks the machine and the config without starting the agent,
+and says, line by line, what works and what to fix: the config, the GPU
+driver and GPUs (and whether the node's policy offers each now), the
+schedule, Docker, the NVIDIA Container Toolkit and whether GPUs reach
+containers, the server, the clock and the node's identity. It exits 1 when
+a check fails. ('idlegrid agent gpu-probe' is what it runs inside a
+container.)`,
+		examples: `idlegrid agent --check --config agent.yaml
+		idlegrid agent --config agent.yaml --join-token igj_…
 		idlegrid agent --config agent.yaml --server http://market.example:7070 --data /var/lib/idlegrid --fake-gpus 2xRTX4090`,
 	})
 	var (
 		configPath string
-		overrides  = map[string]*string{"server": new(string), "join_token": new(string), "data_dir": new(string), "fake_gpus": new(string)}
+		overrides  = map[string]*string{"server": new(string), "join_token": new(string), "data_dir": new(string), "fake_gpus": new(string), "runtime": new(string)}
 	)
+	if len(args) > 0 && args[0] == "gpu-probe" {
+		return printJSON(c.env.Out, probeGPUs(ctx))
+	}
 	fs.StringVar(&configPath, "config", "", "agent config file, YAML (required)")
 	fs.StringVar(overrides["server"], "server", "", "server address, e.g. http://127.0.0.1:7070 (overrides server:)")
 	fs.StringVar(overrides["join_token"], "join-token", "", "join token for the first start (overrides join_token: and IDLEGRID_JOIN_TOKEN)")
 	fs.StringVar(overrides["data_dir"], "data", "", "data dir for the node's key and state (overrides data_dir:)")
 	fs.StringVar(overrides["fake_gpus"], "fake-gpus", "", "simulated GPUs, e.g. 2xRTX4090 or 1xH100-80GB,4xT4 (overrides fake_gpus:)")
+	fs.StringVar(overrides["runtime"], "runtime", "", "what runs workloads: docker or fake (overrides runtime:; default fake with fake GPUs, else docker)")
+	check := fs.Bool("check", false, "check the machine and the config, say what to fix, and exit")
+	asJSON := fs.Bool("json", false, "with --check: print the checks as JSON")
 	fakeSpeed := fs.Float64("fake-speed", 0, "run simulated workloads this many times faster than real time (overrides fake_speed:)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	args, err := fs.parse(args)
@@ -70,15 +87,21 @@ the renter pays nothing for it.`,
 		}
 	}
 	cfg, err := loadAgentConfig(configPath, set)
-	if err != nil {
+	if err == nil {
+		cfg.ApplyEnv(c.env.getenv)
+		if t := *overrides["join_token"]; t != "" {
+			cfg.JoinToken = t
+		}
+		if *fakeSpeed != 0 {
+			cfg.FakeSpeed = *fakeSpeed
+		}
+	}
+	if *check {
+		return c.runCheck(ctx, configPath, cfg, err, *asJSON)
+	} else if *asJSON {
+		return usagef("--json goes with --check")
+	} else if err != nil {
 		return withHint(err, "fix the agent config; internal/agent/testdata/agent.yaml is a commented example")
-	}
-	cfg.ApplyEnv(c.env.getenv)
-	if t := *overrides["join_token"]; t != "" {
-		cfg.JoinToken = t
-	}
-	if *fakeSpeed != 0 {
-		cfg.FakeSpeed = *fakeSpeed
 	}
 
 	key, err := nodekey.LoadOrCreate(cfg.KeyPath())
@@ -92,15 +115,21 @@ the renter pays nothing for it.`,
 	if closer, ok := det.(io.Closer); ok { // a real detector holds the driver open
 		defer closer.Close()
 	}
-	rt := &runtimefake.Runtime{Speed: cfg.FakeSpeed}
-	a, err := agent.New(agent.Options{
-		Config: cfg, Server: client.NewAgent(cfg.Server, key), Detector: det, Runtime: rt,
-		Logger: logger, Version: versionString(), Key: key,
-	})
+	rt, err := openRuntime(ctx, cfg, key, c.env.getenv, logger)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.env.Out, "idlegrid agent: GPUs from %s; serving %s (data in %s); Ctrl-C to stop\n", detected, cfg.Server, cfg.DataDir)
+	a, err := agent.New(agent.Options{
+		Config: cfg, Server: client.NewAgent(cfg.Server, key), Detector: det, Runtime: rt.Runtime,
+		Logger: logger, Version: versionString(), Key: key,
+	})
+	if err != nil {
+		return errors.Join(err, rt.Close())
+	}
+	fmt.Fprintf(c.env.Out, "idlegrid agent: GPUs from %s; workloads in %s; serving %s (data in %s); Ctrl-C to stop\n", detected, rt.about, cfg.Server, cfg.DataDir)
+	if cfg.RuntimeName() == agent.RuntimeFake && cfg.FakeGPUs == "" {
+		fmt.Fprintln(c.env.Err, "idlegrid agent: warning: the node offers real GPUs but simulates its workloads (runtime: fake); renters' jobs will not really run")
+	}
 	err = a.Run(ctx)
 	return errors.Join(err, rt.Close())
 }

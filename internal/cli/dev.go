@@ -20,6 +20,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/agent"
 	gpufake "github.com/idlegrid/idlegrid/internal/gpu/fake"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
+	"github.com/idlegrid/idlegrid/internal/runtime"
 	runtimefake "github.com/idlegrid/idlegrid/internal/runtime/fake"
 )
 
@@ -38,8 +39,11 @@ const (
 )
 
 func (c *devCommand) Run(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "workload" { // in a container of the demo market
+		return (&devWorkload{out: c.env.Out, errOut: c.env.Err, getenv: c.env.getenv}).run(ctx)
+	}
 	fs := c.env.flags("dev", help{
-		usage: "idlegrid dev [--addr 127.0.0.1:7070] [--data DIR] [--speed N] [--jobs-per-minute N]",
+		usage: "idlegrid dev [--addr 127.0.0.1:7070] [--data DIR] [--speed N] [--jobs-per-minute N] [--runtime fake|docker]",
 		about: `Run a whole market on this machine: a server with a SQLite database,
 four providers with eight simulated nodes (H100, A100, L40S, RTX 4090,
 RTX 3090 and T4 GPUs in five regions, some always on and some only in
@@ -55,16 +59,26 @@ DIR/renter.key, so the CLI can be used from another terminal. Without
 run carries on with the same accounts, nodes and jobs. Ctrl-C stops the
 renter, then the agents (a lease cut short by its node's shutdown is the
 provider's fault: the renter pays nothing for it and the job is requeued),
-then the server, and prints a final summary.`,
+then the server, and prints a final summary.
+
+With --runtime docker the agents run every job in a Docker container of the
+local engine, sandboxed as on a real node: a demo workload (the idlegrid
+binary itself, as 'idlegrid dev workload', in an image FROM scratch built
+at startup) that trains for the job's duration, reports progress, and
+checkpoints to a volume, so a preempted or requeued job resumes where it
+stopped. The simulated GPUs reach no container. The default runtime, fake,
+simulates the workloads and needs nothing.`,
 		examples: `idlegrid dev
 		idlegrid dev --data ./devdata --jobs-per-minute 20
-		idlegrid dev --addr 127.0.0.1:0 --speed 4`,
+		idlegrid dev --addr 127.0.0.1:0 --speed 4
+		idlegrid dev --runtime docker --speed 10`,
 	})
 	addr := fs.String("addr", "127.0.0.1:7070", "address for the API; port 0 picks a free one")
 	dataDir := fs.String("data", "", "directory for the database, keys and logs, kept on exit (default: a temporary one, removed)")
 	speed := fs.Float64("speed", 1, "simulated workloads run this many times faster than real time")
 	perMinute := fs.Float64("jobs-per-minute", 8, "how many jobs the demo renter submits a minute, on average")
 	feeBPS := fs.Int64("fee-bps", 1000, "platform fee in basis points of each charge")
+	runtimeName := fs.String("runtime", agent.RuntimeFake, "what runs the jobs: fake (simulated) or docker (containers of the demo workload, on the local Docker engine)")
 	args, err := fs.parse(args)
 	if err != nil {
 		return err
@@ -76,11 +90,13 @@ then the server, and prints a final summary.`,
 		return usagef("--jobs-per-minute must be above 0 and at most 600, got %g", *perMinute)
 	} else if *feeBPS < 0 || *feeBPS > 10000 {
 		return usagef("--fee-bps must be between 0 and 10000, got %d", *feeBPS)
+	} else if *runtimeName != agent.RuntimeFake && *runtimeName != agent.RuntimeDocker {
+		return usagef("--runtime must be fake or docker, got %q", *runtimeName)
 	}
 	addrSet := false
 	fs.Visit(func(f *flag.Flag) { addrSet = addrSet || f.Name == "addr" })
 
-	d := &devMarket{env: c.env, dir: *dataDir, speed: *speed, perMinute: *perMinute}
+	d := &devMarket{env: c.env, dir: *dataDir, speed: *speed, perMinute: *perMinute, runtime: *runtimeName}
 	if d.dir == "" {
 		if d.dir, err = os.MkdirTemp("", "idlegrid-dev-"); err != nil {
 			return err
@@ -102,6 +118,8 @@ type devMarket struct {
 	temporary bool
 	speed     float64
 	perMinute float64
+	runtime   string     // agent.RuntimeFake or agent.RuntimeDocker
+	docker    *devDocker // the engine and the demo image, with the docker runtime
 
 	log   *slog.Logger
 	state devState
@@ -135,6 +153,12 @@ func (d *devMarket) run(ctx context.Context, addr string, addrSet bool, feeBPS i
 	if err != nil {
 		return err
 	}
+	if d.runtime == agent.RuntimeDocker {
+		if d.docker, err = openDevDocker(ctx, d.env.getenv); err != nil {
+			return quietCancel(ctx, err)
+		}
+		defer func() { err = errors.Join(err, d.docker.close(d.temporary)) }()
+	}
 	if reused && !addrSet && d.state.Addr != "" {
 		addr = d.state.Addr // the nodes joined that address; keep it
 	}
@@ -167,6 +191,9 @@ func (d *devMarket) run(ctx context.Context, addr string, addrSet bool, feeBPS i
 	renter := &submitter{
 		renter: client.New(rs.url, d.state.Renter.Key), jobsPerMinute: d.perMinute, giveUpAfter: devGiveUpAfter,
 		rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x1d1e)), report: d.watch.note,
+	}
+	if d.docker != nil {
+		renter.image, renter.speed = d.docker.image, d.speed
 	}
 	wg.Go(func() { renter.run(ctx) })
 
@@ -265,7 +292,7 @@ func (d *devMarket) startAgents(ctx context.Context, wg *sync.WaitGroup, url str
 	for _, p := range devFleet {
 		token := d.state.Providers[p.name].JoinToken
 		for _, n := range p.nodes {
-			a, rt, err := d.newAgent(n, url, token)
+			a, rt, err := d.newAgent(ctx, n, url, token)
 			if err != nil {
 				return fmt.Errorf("node %s: %w", n.name, err)
 			}
@@ -280,7 +307,7 @@ func (d *devMarket) startAgents(ctx context.Context, wg *sync.WaitGroup, url str
 	return nil
 }
 
-func (d *devMarket) newAgent(n devNode, url, token string) (*agent.Agent, *runtimefake.Runtime, error) {
+func (d *devMarket) newAgent(ctx context.Context, n devNode, url, token string) (*agent.Agent, runtime.Runtime, error) {
 	cfg := n.agentConfig(url, token, filepath.Join(d.dir, "nodes", n.name), d.speed)
 	key, err := nodekey.LoadOrCreate(cfg.KeyPath())
 	if err != nil {
@@ -290,14 +317,20 @@ func (d *devMarket) newAgent(n devNode, url, token string) (*agent.Agent, *runti
 	if err != nil {
 		return nil, nil, err
 	}
-	rt := &runtimefake.Runtime{Speed: d.speed}
+	var rt runtime.Runtime = &runtimefake.Runtime{Speed: d.speed}
+	if d.docker != nil {
+		cfg.Runtime = agent.RuntimeDocker
+		if rt, err = d.docker.runtime(ctx, key, d.log.With("node", n.name)); err != nil {
+			return nil, nil, err
+		}
+	}
 	a, err := agent.New(agent.Options{
 		Config: cfg, Server: client.NewAgent(url, key), Detector: det, Runtime: rt,
 		Logger: d.log.With("node", n.name), Version: versionString(), Key: key,
 		Host: &agent.Host{Name: n.name, CPUCores: n.cpuCores, RAMMB: n.ramMB, DiskGB: n.diskGB},
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, errors.Join(err, rt.Close())
 	}
 	return a, rt, nil
 }
@@ -319,8 +352,13 @@ func (d *devMarket) printHeader(url string) {
 	fmt.Fprintf(w, "  API       %s\n", url)
 	fmt.Fprintf(w, "  data      %s (%s)\n", d.dir, kept)
 	fmt.Fprintf(w, "  logs      %s\n", d.path("idlegrid.log"))
-	fmt.Fprintf(w, "  fleet     %d providers, %d nodes, %d GPUs; demo renter %s funded with %s\n\n",
+	fmt.Fprintf(w, "  fleet     %d providers, %d nodes, %d GPUs; demo renter %s funded with %s\n",
 		len(devFleet), nodes, gpus, d.state.Renter.ID, devRenterFunds)
+	if d.docker != nil {
+		fmt.Fprintf(w, "  runtime   docker at %s: jobs run %s in containers\n\n", d.docker.cli.DaemonHost(), d.docker.image)
+	} else {
+		fmt.Fprintf(w, "  runtime   fake: jobs are simulated (--runtime docker runs them in containers)\n\n")
+	}
 	fmt.Fprintf(w, "Use the CLI from another terminal, as the admin:\n")
 	fmt.Fprintf(w, "  export IDLEGRID_ADDR=%s IDLEGRID_KEY=$(cat %s)\n", url, d.path(devAdminKeyFile))
 	fmt.Fprintf(w, "  idlegrid job ls; idlegrid node ls; idlegrid account ls\n")

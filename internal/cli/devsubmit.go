@@ -19,6 +19,10 @@ type submitter struct {
 	rand          *rand.Rand
 	report        func(msg string) // tells the summary what happened
 	n             int              // jobs submitted so far
+	// image, when set, replaces every job's image and command: the demo
+	// workload, run for the job's duration divided by speed.
+	image string
+	speed float64
 }
 
 // initialBurst is how many jobs the renter submits at once when the demo
@@ -78,6 +82,11 @@ func (s *submitter) submitOne(ctx context.Context) {
 		Env:  map[string]string{"RUN_ID": fmt.Sprint(s.n)},
 		GPUs: j.gpus, Nodes: 1, GPUModels: j.models, Tier: j.tier, MaxPriceMicrosPerGPUHour: j.maxPrice,
 		Region: j.region, Residency: j.residency, DurationSeconds: secs,
+	}
+	if s.image != "" {
+		spec.Image, spec.Command = s.image, nil
+		spec.Env["DEMO_STEPS"] = fmt.Sprint(secs)
+		spec.Env["DEMO_STEP_MS"] = fmt.Sprint(max(1, int(1000/max(s.speed, 1e-3))))
 	}
 	job, err := s.renter.SubmitJob(ctx, spec)
 	if err != nil {

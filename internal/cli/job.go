@@ -22,6 +22,7 @@ func (c *jobCommand) Run(ctx context.Context, args []string) error {
 		{"ls", "list jobs", func(a []string) error { return c.list(ctx, a) }},
 		{"get", "show one job", func(a []string) error { return c.get(ctx, a) }},
 		{"cancel", "cancel a job", func(a []string) error { return c.cancel(ctx, a) }},
+		{"explain", "say why a queued job has not started", func(a []string) error { return c.explain(ctx, a) }},
 		{"leases", "list a job's leases", func(a []string) error { return c.leases(ctx, a) }},
 		{"logs", "print the logs of a job's latest lease", func(a []string) error { return c.logs(ctx, a) }},
 	}, args)

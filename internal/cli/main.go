@@ -47,6 +47,7 @@ func commands() []command {
 		{"job", "submit, list, inspect and cancel jobs; read their logs", func(ctx context.Context, e *env, a []string) error { return (&jobCommand{env: e}).Run(ctx, a) }},
 		{"lease", "inspect a lease and its events", func(ctx context.Context, e *env, a []string) error { return (&leaseCommand{env: e}).Run(ctx, a) }},
 		{"node", "list and inspect nodes", func(ctx context.Context, e *env, a []string) error { return (&nodeCommand{env: e}).Run(ctx, a) }},
+		{"market", "prices, supply, demand and suggested asks per GPU model and region", func(ctx context.Context, e *env, a []string) error { return (&marketCommand{env: e}).Run(ctx, a) }},
 		{"token", "create, list and revoke join tokens (providers)", func(ctx context.Context, e *env, a []string) error { return (&tokenCommand{env: e}).Run(ctx, a) }},
 		{"key", "create, list and revoke your API keys", func(ctx context.Context, e *env, a []string) error { return (&keyCommand{env: e}).Run(ctx, a) }},
 		{"account", "accounts, balances, top-ups and transfers", func(ctx context.Context, e *env, a []string) error { return (&accountCommand{env: e}).Run(ctx, a) }},

@@ -19,7 +19,11 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
+
+	"github.com/idlegrid/idlegrid/internal/runtime/docker"
 )
 
 // selfPath is where the idlegrid binary lies in a self image. A test
@@ -68,7 +72,7 @@ func selfImage(ctx context.Context, cli *client.Client, repo string, args ...str
 	}
 	res, err := cli.ImageBuild(ctx, buildCtx, build.ImageBuildOptions{
 		Tags: []string{ref}, Remove: true, ForceRemove: true,
-		Labels: map[string]string{"idlegrid.managed-by": "idlegrid"},
+		Labels: map[string]string{docker.LabelManagedBy: docker.ManagedBy},
 	})
 	if err != nil {
 		return "", fmt.Errorf("build image %s: %w", ref, err)
@@ -77,7 +81,24 @@ func selfImage(ctx context.Context, cli *client.Client, repo string, args ...str
 	if err := buildStreamError(res.Body); err != nil {
 		return "", fmt.Errorf("build image %s: %w", ref, err)
 	}
+	removeOtherTags(ctx, cli, repo, ref)
 	return ref, nil
+}
+
+// removeOtherTags removes the images of repo other than ref: those of
+// earlier idlegrid binaries. One a container still uses stays.
+func removeOtherTags(ctx context.Context, cli *client.Client, repo, ref string) {
+	list, err := cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("reference", repo))})
+	if err != nil {
+		return
+	}
+	for _, img := range list {
+		for _, tag := range img.RepoTags {
+			if tag != ref && strings.HasPrefix(tag, repo+":") {
+				cli.ImageRemove(ctx, tag, image.RemoveOptions{PruneChildren: true})
+			}
+		}
+	}
 }
 
 // imageFile is one file of a self image, by its path in the image.

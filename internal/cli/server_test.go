@@ -268,6 +268,23 @@ func TestCommands_AgainstServer(t *testing.T) {
 		if get := must(t, renter, "job", "get", job.ID); !strings.Contains(get, "Max price   $2.500000/GPU-h\n") || !strings.Contains(get, "Command     python -c print(1)\n") {
 			t.Errorf("job get printed:\n%s", get)
 		}
+		if out := must(t, renter, "job", "explain", job.ID); !strings.Contains(out, job.ID+": ") ||
+			!strings.Contains(out, "0 online nodes") || !strings.Contains(out, "estimated start: unknown") {
+			t.Errorf("job explain printed:\n%s", out)
+		}
+		var x struct {
+			JobID string `json:"job_id"`
+		}
+		if mustJSON(t, renter, &x, "job", "explain", job.ID, "--json"); x.JobID != job.ID {
+			t.Errorf("job explain --json gave job %q, want %q", x.JobID, job.ID)
+		}
+		if out := must(t, renter, "market"); !strings.HasPrefix(out, "MODEL ") {
+			t.Errorf("market printed:\n%s", out)
+		}
+		var stats []any
+		if mustJSON(t, renter, &stats, "market", "--json"); len(stats) != 0 {
+			t.Errorf("market --json on an empty market = %v, want []", stats)
+		}
 		if out := must(t, renter, "job", "logs", job.ID); out != "" {
 			t.Errorf("logs of an unplaced job printed %q", out)
 		}

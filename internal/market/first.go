@@ -58,7 +58,7 @@ const minReliability = 1e-6
 // that breaks ties between equally common reasons in Decision.Reason.
 var checkOrder = []Reason{
 	ReasonTier, ReasonKind, ReasonMaxDuration, ReasonRegion, ReasonResidency,
-	ReasonGPUModel, ReasonVRAM, ReasonCPU, ReasonRAM, ReasonWindow, ReasonPrice,
+	ReasonGPUModel, ReasonVRAM, ReasonReliability, ReasonCPU, ReasonRAM, ReasonWindow, ReasonPrice,
 	ReasonCapacity,
 }
 

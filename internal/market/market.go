@@ -1,6 +1,36 @@
-// Package market is the engine that decides which node runs a job and at
-// what price. It is pure: it reads a Snapshot of the market and returns a
-// Decision; it does no I/O and keeps no state between calls.
+// Package market decides which node runs a job and at what price. It does
+// no I/O, starts no goroutines and reads no clock: time is always passed in.
+//
+// There are two matchers. FirstMatcher is the naive baseline: a pure
+// function over a Snapshot that checks every node and pays each winner its
+// ask. Engine is the market itself: an index of the online nodes and their
+// live leases, owned by one goroutine (the coordinator's scheduler), that
+// runs a reliability-weighted reverse auction with second-score prices, SLA
+// tiers with preemption and notice, windows with EASY backfill reservations,
+// gangs, and data locality. docs/market.md states every rule with a worked
+// example.
+//
+// The coordinator drives an Engine with events:
+//
+//	at start           NewEngine(cfg); Advance(now); UpsertNode for every online node;
+//	                   AddLease for every live (assigned or running) lease; NoteQueued for queued jobs
+//	node online/offer  UpsertNode(n)        (offline or lost: RemoveNode(id))
+//	lease stored       AddLease(l)          (also when it starts running or is given notice)
+//	lease ended        RemoveLease(id)      (succeeded, failed, cancelled, lost, preempted)
+//	checkpoint report  Checkpoint(leaseID, at)
+//	job queued         NoteQueued(job)      (cancelled or failed while queued: ForgetJob(id))
+//	each pass          Advance(now) first: give the Notices it returns; then for each queued job,
+//	                   highest tier first: d := Place(job, now); store what d says; Commit(job, d, now)
+//	                   (then AddLease for each lease a placement stored)
+//	between passes     sleep until a job, lease or node event, or NextEvent()
+//	job explain        Explain(job, now)
+//	market view        MarketView(now)
+//
+// Place does not change the engine; Commit records what the coordinator
+// stored. A Decision either places the job now (Picks), or asks for bronze
+// leases to be given notice so the job can start when they stop
+// (Preemptions, with a Reservation of their GPUs), or reserves the GPUs
+// that free up soonest (Reservation), or says why the job waits (Reason).
 package market
 
 import (
@@ -40,24 +70,79 @@ const (
 	ReasonCPU         Reason = "cpu"
 	ReasonRAM         Reason = "ram"
 	ReasonCapacity    Reason = "no free capacity"
+	// ReasonReliability: a gold job runs only on nodes whose reliability
+	// meets Config.GoldMinReliability.
+	ReasonReliability Reason = "reliability bar"
 )
 
 // Pick is one node chosen for a job, with the GPUs and the locked price.
 type Pick struct {
 	Node                  *idlegrid.Node
 	GPUs                  []idlegrid.GPU
-	PriceMicrosPerGPUHour idlegrid.Micros
-	PriceNote             string  // how the price was set, in words
-	Score                 float64 // the ranking score; lower wins
+	PriceMicrosPerGPUHour idlegrid.Micros // the clearing price, locked in the lease
+	PriceNote             string          // how the price was set, in words
+	Score                 float64         // the ranking score in micros per useful GPU-hour; lower wins
+
+	// How the Engine's auction set the price; FirstMatcher leaves these zero.
+	AskMicrosPerGPUHour    idlegrid.Micros // the node's ask for the tier now: floor × time-of-day multiplier
+	CreditMicrosPerGPUHour idlegrid.Micros // the data-locality credit taken off the ask in the score
+	// RunnerUpNodeID is the node whose score set the price: the runner-up,
+	// or for a gang the best node left out. Empty when no other node could
+	// take the job and the renter's cap, the reserve price, set it.
+	RunnerUpNodeID string
+	RunnerUpScore  float64
 }
 
-// Decision is the engine's answer for one job: Picks when it places the job
-// (exactly job.Nodes of them), or a Reason and per-reason rejection counts
-// when it does not.
+// Decision is the engine's answer for one job. Exactly one of these holds:
+//
+//   - Picks (exactly job.Nodes of them): the job is placed now;
+//   - Preemptions: bronze leases must be given notice, and Reservation holds
+//     the GPUs they free for the job, which starts when they have stopped;
+//   - Reservation alone: the job cannot start now, and the GPUs that free up
+//     soonest are reserved for it (EASY backfill: other jobs may use them
+//     only if they finish before Reservation.Start);
+//   - none of these: Reason says why the job waits.
+//
+// FirstMatcher fills Rejections with per-reason counts; the Engine leaves
+// them to Explain, which counts every node.
 type Decision struct {
-	Picks      []Pick
-	Rejections map[Reason]int
-	Reason     string
+	Picks       []Pick
+	Preemptions []Preemption
+	Reservation *Reservation
+	Rejections  map[Reason]int
+	Reason      string
+}
+
+// Preemption is a bronze lease to stop, after notice, so that a gold or
+// silver job can run.
+type Preemption struct {
+	LeaseID       string `json:"lease_id"`
+	JobID         string `json:"job_id"`
+	NodeID        string `json:"node_id"`
+	GPUs          int    `json:"gpus"`
+	NoticeSeconds int64  `json:"notice_seconds"`
+	// LostGPUSeconds is the work the stop throws away: GPUs × seconds since
+	// the lease started or last checkpointed. Victims are chosen to lose the
+	// least of it.
+	LostGPUSeconds int64 `json:"lost_gpu_seconds"`
+}
+
+// Reservation is GPUs held for a job that cannot start now, from Start on.
+// Other jobs may use reserved GPUs only if they finish by Start, or if
+// enough GPUs remain for the reservation at Start.
+type Reservation struct {
+	JobID string         `json:"job_id"`
+	Start time.Time      `json:"start"` // the earliest start: when the last reserved GPU should be free
+	Nodes []ReservedNode `json:"nodes"`
+	// Preempting is set when the GPUs free up because bronze leases on them
+	// were given notice.
+	Preempting bool `json:"preempting,omitempty"`
+}
+
+// ReservedNode is one node's share of a Reservation.
+type ReservedNode struct {
+	NodeID string `json:"node_id"`
+	GPUs   int    `json:"gpus"`
 }
 
 // Placed reports whether the decision places the job.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -52,7 +53,7 @@ func (s *Server) UpdateOffer(ctx context.Context, req idlegrid.OfferRequest) err
 	if err := s.store.UpdateOffer(ctx, c.NodeID, req.Offer, req.AgentVersion, s.Now()); err != nil {
 		return err
 	}
-	s.Kick()
+	s.markNode(c.NodeID)
 	return nil
 }
 
@@ -64,6 +65,9 @@ func (s *Server) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (
 	}
 	if err := s.store.Heartbeat(ctx, c.NodeID, s.Now()); err != nil {
 		return nil, err
+	}
+	if !s.marks.isKnown(c.NodeID) { // back from lost or offline: the engine should see it
+		s.markNode(c.NodeID)
 	}
 	for _, p := range req.Leases {
 		if err := s.setProgress(ctx, c.NodeID, p.LeaseID, p.Progress); err != nil &&
@@ -153,20 +157,39 @@ func (s *Server) ReportLease(ctx context.Context, leaseID string, r idlegrid.Lea
 	if l.State.Terminal() {
 		return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s already %s: %s", l.ID, l.State, l.Reason)
 	}
+	end := leaseEnd{exitCode: r.ExitCode, checkpointRef: r.CheckpointRef}
 	switch r.State {
 	case idlegrid.LeaseRunning:
 		return s.leaseStarted(ctx, l, r.Progress)
 	case idlegrid.LeaseSucceeded:
-		return s.endLease(ctx, l, idlegrid.LeaseSucceeded, orDefault(r.Message, "exited 0"), idlegrid.FaultNone, r.ExitCode)
+		end.to, end.reason = idlegrid.LeaseSucceeded, orDefault(r.Message, "exited 0")
 	case idlegrid.LeaseFailed:
-		return s.endLease(ctx, l, idlegrid.LeaseFailed, failedReason(r), failedFault(r.Fault), r.ExitCode)
-	case idlegrid.LeaseCancelled:
-		if l.StopRequested == "" { // the node stopped work nobody asked it to stop
-			return s.endLease(ctx, l, idlegrid.LeaseFailed, "stopped by the node: "+orDefault(r.Message, "no reason given"), idlegrid.FaultProvider, r.ExitCode)
-		}
-		return s.endLease(ctx, l, idlegrid.LeaseCancelled, l.StopRequested, idlegrid.FaultNone, r.ExitCode)
+		end.to, end.reason, end.fault = idlegrid.LeaseFailed, failedReason(r), failedFault(r.Fault)
+	case idlegrid.LeaseCancelled, idlegrid.LeasePreempted:
+		end = stoppedEnd(l, r, end)
+	default:
+		return idlegrid.Invalid("report.state", "must be running, succeeded, failed, cancelled or preempted, got %q", r.State)
 	}
-	return idlegrid.Invalid("report.state", "must be running, succeeded, failed or cancelled, got %q", r.State)
+	return s.endLease(ctx, l, end)
+}
+
+// stoppedEnd decides how a lease the node stopped ends. A stop the server
+// asked for is a cancel, or a preemption after a bronze notice; a bronze
+// lease the node reclaimed for its owner is preempted too; anything else is
+// the node breaking its word.
+func stoppedEnd(l *idlegrid.Lease, r idlegrid.LeaseReport, end leaseEnd) leaseEnd {
+	switch {
+	case strings.HasPrefix(l.StopRequested, noticePrefix):
+		end.to, end.reason = idlegrid.LeasePreempted, strings.TrimPrefix(l.StopRequested, noticePrefix)
+	case l.StopRequested != "":
+		end.to, end.reason = idlegrid.LeaseCancelled, l.StopRequested
+	case r.State == idlegrid.LeasePreempted && l.Tier == idlegrid.TierBronze:
+		end.to, end.reason = idlegrid.LeasePreempted, "the node reclaimed its GPU: "+orDefault(r.Message, "no reason given")
+	default:
+		end.to, end.fault = idlegrid.LeaseFailed, idlegrid.FaultProvider
+		end.reason = "stopped by the node: " + orDefault(r.Message, "no reason given")
+	}
+	return end
 }
 
 func (s *Server) leaseStarted(ctx context.Context, l *idlegrid.Lease, progress float64) error {
@@ -177,6 +200,9 @@ func (s *Server) leaseStarted(ctx context.Context, l *idlegrid.Lease, progress f
 		LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseAssigned}, To: idlegrid.LeaseRunning,
 		Reason: "started by the agent", At: s.Now(),
 	}, nil)
+	if err == nil {
+		s.markLease(l.ID) // its start time matters to preemption
+	}
 	return err
 }
 

@@ -72,7 +72,9 @@ func (s *Server) CancelJob(ctx context.Context, id string) (*idlegrid.Job, error
 		case j.State.Terminal():
 			return nil, idlegrid.Errorf(idlegrid.ECONFLICT, "job %s already %s", j.ID, j.State)
 		case j.State == idlegrid.JobQueued:
-			err = s.store.CancelQueuedJob(ctx, j.ID, reason, s.Now())
+			if err = s.store.CancelQueuedJob(ctx, j.ID, reason, s.Now()); err == nil {
+				s.markJob(j.ID)
+			}
 		default:
 			err = s.stopJobLeases(ctx, j, reason)
 		}
@@ -107,7 +109,7 @@ func (s *Server) stopJobLeases(ctx context.Context, j *idlegrid.Job, reason stri
 // stopLease ends an unstarted lease at once or asks its agent to stop.
 func (s *Server) stopLease(ctx context.Context, l *idlegrid.Lease, reason string) error {
 	if l.State == idlegrid.LeaseAssigned {
-		err := s.endLease(ctx, l, idlegrid.LeaseCancelled, reason, idlegrid.FaultNone, nil)
+		err := s.endLease(ctx, l, leaseEnd{to: idlegrid.LeaseCancelled, reason: reason})
 		if idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
 			return err
 		}
@@ -119,9 +121,12 @@ func (s *Server) stopLease(ctx context.Context, l *idlegrid.Lease, reason string
 	err := s.store.RequestLeaseStop(ctx, l.ID, reason, s.Now())
 	if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
 		return nil // it ended on its own
+	} else if err != nil {
+		return err
 	}
+	s.markLease(l.ID)
 	s.waiters.notify(l.NodeID)
-	return err
+	return nil
 }
 
 var liveLeaseStates = []idlegrid.LeaseState{idlegrid.LeaseAssigned, idlegrid.LeaseRunning}

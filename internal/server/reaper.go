@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -53,6 +54,7 @@ func (s *Server) reapNodes(ctx context.Context) error {
 		if err := s.store.SetNodeState(ctx, n.ID, idlegrid.NodeLost, now); err != nil {
 			return err
 		}
+		s.markNode(n.ID)
 		reason := fmt.Sprintf("node %s missed %d heartbeats", n.Name, s.cfg.MissedHeartbeats)
 		s.log.Warn("node lost", "node", n.ID, "reason", reason)
 		leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{NodeID: n.ID, States: liveLeaseStates})
@@ -60,13 +62,20 @@ func (s *Server) reapNodes(ctx context.Context) error {
 			return err
 		}
 		for _, l := range leases {
-			if err := s.endLease(ctx, l, idlegrid.LeaseLost, reason, idlegrid.FaultProvider, nil); err != nil &&
+			if err := s.endLease(ctx, l, leaseEnd{to: idlegrid.LeaseLost, reason: reason, fault: idlegrid.FaultProvider}); err != nil &&
 				idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// noticeExpired reports whether a bronze lease given notice is still live
+// well past the end of its notice.
+func noticeExpired(l *idlegrid.Lease, now time.Time) bool {
+	return strings.HasPrefix(l.StopRequested, noticePrefix) && l.NoticeAt != nil &&
+		now.Sub(*l.NoticeAt) > time.Duration(l.NoticeSeconds)*time.Second+limitGrace
 }
 
 // reapLeases ends leases that were never started and asks agents to stop
@@ -81,7 +90,13 @@ func (s *Server) reapLeases(ctx context.Context) error {
 		var err error
 		switch {
 		case l.State == idlegrid.LeaseAssigned && now.Sub(l.CreatedAt) > s.cfg.StartTimeout:
-			err = s.endLease(ctx, l, idlegrid.LeaseLost, fmt.Sprintf("the node did not start the lease within %s", s.cfg.StartTimeout), idlegrid.FaultProvider, nil)
+			err = s.endLease(ctx, l, leaseEnd{to: idlegrid.LeaseLost, fault: idlegrid.FaultProvider,
+				reason: fmt.Sprintf("the node did not start the lease within %s", s.cfg.StartTimeout)})
+		case noticeExpired(l, now):
+			// The node did not confirm the stop within the notice. The renter
+			// pays for what ran; the job is requeued.
+			err = s.endLease(ctx, l, leaseEnd{to: idlegrid.LeasePreempted,
+				reason: strings.TrimPrefix(l.StopRequested, noticePrefix) + "; the node did not confirm the stop within the notice"})
 		case l.State == idlegrid.LeaseRunning && l.StopRequested == "" && l.StartedAt != nil &&
 			now.Sub(*l.StartedAt) > time.Duration(l.LimitSeconds)*time.Second+limitGrace:
 			err = s.stopLease(ctx, l, fmt.Sprintf("time limit of %ds reached", l.LimitSeconds))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -11,29 +12,201 @@ import (
 	"github.com/idlegrid/idlegrid/internal/market"
 )
 
+// The scheduler goroutine owns the market engine. Everything else talks to
+// it through marks (what changed in the store: a node, a lease, a job),
+// Kick (something worth a pass now), and ask (run a function against the
+// engine on the scheduler goroutine, e.g. to explain a job).
+
+// resyncEvery is how often the scheduler rebuilds the engine from the store,
+// as a safety net under the marks.
+const resyncEvery = 5 * time.Minute
+
+// marks collects what changed since the last pass.
+type marks struct {
+	mu     sync.Mutex
+	nodes  map[string]bool
+	leases map[string]bool
+	jobs   map[string]bool
+	known  map[string]bool // nodes the engine holds as online
+}
+
+func (m *marks) mark(set *map[string]bool, id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if *set == nil {
+		*set = map[string]bool{}
+	}
+	(*set)[id] = true
+}
+
+// take returns and clears the marks.
+func (m *marks) take() (nodes, leases, jobs map[string]bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	nodes, leases, jobs = m.nodes, m.leases, m.jobs
+	m.nodes, m.leases, m.jobs = nil, nil, nil
+	return nodes, leases, jobs
+}
+
+func (m *marks) setKnown(id string, online bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.known == nil {
+		m.known = map[string]bool{}
+	}
+	if online {
+		m.known[id] = true
+	} else {
+		delete(m.known, id)
+	}
+}
+
+func (m *marks) isKnown(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.known[id]
+}
+
+func (s *Server) markNode(id string)  { s.marks.mark(&s.marks.nodes, id); s.Kick() }
+func (s *Server) markLease(id string) { s.marks.mark(&s.marks.leases, id); s.Kick() }
+func (s *Server) markJob(id string)   { s.marks.mark(&s.marks.jobs, id); s.Kick() }
+
+// ask runs f against the engine on the scheduler goroutine and waits.
+func (s *Server) ask(ctx context.Context, f func(e *market.Engine)) error {
+	done := make(chan struct{})
+	select {
+	case s.asks <- func(e *market.Engine) { f(e); close(done) }:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.stopped:
+		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is shutting down")
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // runScheduler runs a placement pass whenever something may have changed
-// (a job arrived, capacity freed, money came in) and every SchedulePeriod,
-// so that opening windows and passing deadlines are noticed.
+// (a job arrived, capacity freed, money came in), when the engine's next
+// event is due (a window opens or closes, a notice runs out), and at least
+// every SchedulePeriod.
 func (s *Server) runScheduler(ctx context.Context) {
-	ticker := time.NewTicker(s.cfg.SchedulePeriod)
-	defer ticker.Stop()
+	defer close(s.stopped)
+	var engine *market.Engine
+	var built time.Time
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case f := <-s.asks:
+			if engine == nil {
+				f(market.NewEngine(s.cfg.Market)) // not built yet: answer from an empty market
+			} else {
+				f(engine)
+			}
+			continue
 		case <-s.kick:
-		case <-ticker.C:
+		case <-timer.C:
 		}
-		if err := s.SchedulePass(ctx); err != nil && ctx.Err() == nil {
+		if engine == nil || s.rebuild.Swap(false) || s.Now().Sub(built) > resyncEvery {
+			var err error
+			if engine, err = s.buildEngine(ctx); err != nil {
+				s.log.Error("build engine", "err", err)
+				engine = nil
+				timer.Reset(s.cfg.SchedulePeriod)
+				continue
+			}
+			built = s.Now()
+		}
+		if err := s.schedulePass(ctx, engine); err != nil && ctx.Err() == nil {
 			s.log.Error("schedule pass", "err", err)
 		}
+		timer.Reset(s.untilNext(engine))
 	}
 }
 
-// SchedulePass tries to place every queued job, highest tier first and
-// oldest first within a tier. A job that cannot be placed stays queued with
-// the engine's reason.
-func (s *Server) SchedulePass(ctx context.Context) error {
+// untilNext is how long the scheduler may sleep when nothing happens.
+func (s *Server) untilNext(e *market.Engine) time.Duration {
+	wait := s.cfg.SchedulePeriod
+	if next := e.NextEvent(); !next.IsZero() {
+		wait = min(wait, max(next.Sub(s.Now()), 10*time.Millisecond))
+	}
+	return wait
+}
+
+// buildEngine loads the market from the store into a new engine.
+func (s *Server) buildEngine(ctx context.Context) (*market.Engine, error) {
+	s.marks.take() // the store is read whole below
+	e := market.NewEngine(s.cfg.Market)
+	e.Advance(s.Now())
+	nodes, err := s.store.ListNodes(ctx, idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeOnline}})
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nodes {
+		e.UpsertNode(n)
+		s.marks.setKnown(n.ID, true)
+	}
+	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{States: liveLeaseStates, Limit: 1 << 30})
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range leases {
+		e.AddLease(l)
+	}
+	return e, nil
+}
+
+// applyMarks brings the engine up to date with what changed in the store.
+func (s *Server) applyMarks(ctx context.Context, e *market.Engine) error {
+	nodes, leases, jobs := s.marks.take()
+	for id := range nodes {
+		n, err := s.store.FindNode(ctx, id)
+		if err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			return err
+		}
+		if n != nil && n.State == idlegrid.NodeOnline {
+			e.UpsertNode(n)
+		} else {
+			e.RemoveNode(id)
+		}
+		s.marks.setKnown(id, n != nil && n.State == idlegrid.NodeOnline)
+	}
+	for id := range leases {
+		l, err := s.store.FindLease(ctx, id)
+		if err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			return err
+		}
+		if l != nil && !l.State.Terminal() {
+			e.AddLease(l)
+		} else {
+			e.RemoveLease(id)
+		}
+	}
+	for id := range jobs {
+		e.ForgetJob(id)
+	}
+	return nil
+}
+
+// schedulePass gives the notices that are due, then tries to place every
+// queued job, highest tier first and oldest first within a tier. A job that
+// cannot be placed stays queued with the engine's reason.
+func (s *Server) schedulePass(ctx context.Context, e *market.Engine) error {
+	if err := s.applyMarks(ctx, e); err != nil {
+		return err
+	}
+	now := s.Now()
+	for _, n := range e.Advance(now) {
+		if err := s.giveNotice(ctx, e, n.LeaseID, n.Reason); err != nil {
+			s.log.Error("give notice", "lease", n.LeaseID, "err", err)
+		}
+	}
 	jobs, err := s.store.ListJobs(ctx, idlegrid.JobFilter{States: []idlegrid.JobState{idlegrid.JobQueued}, Limit: 10000})
 	if err != nil || len(jobs) == 0 {
 		return err
@@ -44,63 +217,48 @@ func (s *Server) SchedulePass(ctx context.Context) error {
 		}
 		return jobs[a].CreatedAt.Before(jobs[b].CreatedAt)
 	})
-	snap, err := s.snapshot(ctx)
-	if err != nil {
-		return err
-	}
 	funds := map[string]idlegrid.Micros{} // renters' available balance, drawn down as we place
 	for _, j := range jobs {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err := s.placeJob(ctx, j, snap, funds); err != nil {
+		e.NoteQueued(j)
+		if err := s.placeJob(ctx, e, j, now, funds); err != nil {
 			s.log.Error("place job", "job", j.ID, "err", err)
 		}
 	}
 	return nil
 }
 
-// snapshot reads the market as the engine sees it now.
-func (s *Server) snapshot(ctx context.Context) (*market.Snapshot, error) {
-	now := s.Now()
-	nodes, err := s.store.ListNodes(ctx, idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeOnline}})
-	if err != nil {
-		return nil, err
-	}
-	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{States: liveLeaseStates, Limit: 1 << 30})
-	if err != nil {
-		return nil, err
-	}
-	claimed := map[string]bool{} // node ID + "/" + GPU UUID
-	for _, l := range leases {
-		for _, u := range l.GPUUUIDs {
-			claimed[l.NodeID+"/"+u] = true
-		}
-	}
-	snap := &market.Snapshot{Now: now}
-	for _, n := range nodes {
-		v := &market.NodeView{Node: n, AvailableUntil: n.Schedule.AvailableUntil(now)}
-		for _, g := range n.GPUs {
-			if !claimed[n.ID+"/"+g.UUID] {
-				v.FreeGPUs = append(v.FreeGPUs, g)
-			}
-		}
-		snap.Nodes = append(snap.Nodes, v)
-	}
-	return snap, nil
-}
-
-// placeJob asks the engine for one job and stores the placement it makes.
-func (s *Server) placeJob(ctx context.Context, j *idlegrid.Job, snap *market.Snapshot, funds map[string]idlegrid.Micros) error {
-	now := snap.Now
+// placeJob asks the engine about one job and carries out its decision.
+func (s *Server) placeJob(ctx context.Context, e *market.Engine, j *idlegrid.Job, now time.Time, funds map[string]idlegrid.Micros) error {
 	if j.Deadline != nil && !now.Before(*j.Deadline) {
+		e.ForgetJob(j.ID)
 		return s.store.CancelQueuedJob(ctx, j.ID, "deadline passed before a node could take it", now)
 	}
-	d := s.matcher.Place(j, snap)
-	if !d.Placed() {
+	d := e.Place(j, now)
+	switch {
+	case d.Placed():
+		return s.storePlacement(ctx, e, j, d, now, funds)
+	case len(d.Preemptions) > 0:
+		for _, p := range d.Preemptions {
+			reason := fmt.Sprintf("preempted for %s job %s", j.Tier, j.ID)
+			if err := s.giveNotice(ctx, e, p.LeaseID, reason); err != nil {
+				return err
+			}
+		}
+		e.Commit(j, d, now)
 		return s.setReason(ctx, j, d.Reason)
+	case d.Reservation != nil:
+		e.Commit(j, d, now)
 	}
-	p := s.placement(j, d.Picks, now)
+	return s.setReason(ctx, j, d.Reason)
+}
+
+// storePlacement stores the leases and holds of a placement, then tells
+// the engine and the agents.
+func (s *Server) storePlacement(ctx context.Context, e *market.Engine, j *idlegrid.Job, d market.Decision, now time.Time, funds map[string]idlegrid.Micros) error {
+	p := s.placement(e, j, d.Picks, now)
 	hold := idlegrid.Micros(0)
 	for _, l := range p.Leases {
 		hold += l.HoldMicros
@@ -114,7 +272,9 @@ func (s *Server) placeJob(ctx context.Context, j *idlegrid.Job, snap *market.Sna
 	}
 	switch err := s.store.PlaceJob(ctx, p); idlegrid.ErrorCode(err) {
 	case "":
-	case idlegrid.ECONFLICT: // the job or a GPU moved on since the snapshot; the next pass sees it
+	case idlegrid.ECONFLICT: // the job or a GPU moved on under the engine: rebuild it from the store
+		s.rebuild.Store(true)
+		s.Kick()
 		return nil
 	case idlegrid.EPAYMENT:
 		return s.setReason(ctx, j, "waiting for funds: "+idlegrid.ErrorMessage(err))
@@ -122,17 +282,18 @@ func (s *Server) placeJob(ctx context.Context, j *idlegrid.Job, snap *market.Sna
 		return err
 	}
 	funds[j.RenterID] = avail - hold
-	for i, pick := range d.Picks {
-		snap.Claim(pick)
-		s.waiters.notify(p.Leases[i].NodeID)
-		s.log.Info("job placed", "job", j.ID, "lease", p.Leases[i].ID, "node", pick.Node.ID,
-			"price_per_gpu_hour", pick.PriceMicrosPerGPUHour.String())
+	e.Commit(j, d, now)
+	for i, l := range p.Leases {
+		e.AddLease(l)
+		s.waiters.notify(l.NodeID)
+		s.log.Info("job placed", "job", j.ID, "lease", l.ID, "node", l.NodeID,
+			"price_per_gpu_hour", l.PriceMicrosPerGPUHour.String(), "note", d.Picks[i].PriceNote)
 	}
 	return nil
 }
 
 // placement turns the engine's picks into leases and their escrow holds.
-func (s *Server) placement(j *idlegrid.Job, picks []market.Pick, now time.Time) *idlegrid.Placement {
+func (s *Server) placement(e *market.Engine, j *idlegrid.Job, picks []market.Pick, now time.Time) *idlegrid.Placement {
 	p := &idlegrid.Placement{JobID: j.ID, Attempt: j.Attempts, At: now}
 	for _, pick := range picks {
 		l := &idlegrid.Lease{
@@ -140,7 +301,10 @@ func (s *Server) placement(j *idlegrid.Job, picks []market.Pick, now time.Time) 
 			NodeID: pick.Node.ID, ProviderID: pick.Node.ProviderID, Attempt: j.Attempts + 1,
 			Tier: j.Tier, PriceMicrosPerGPUHour: pick.PriceMicrosPerGPUHour, PriceNote: pick.PriceNote,
 			LimitSeconds: j.DurationSeconds, State: idlegrid.LeaseAssigned,
-			Reason: "placed on " + pick.Node.Name, CreatedAt: now,
+			Reason: "placed on " + pick.Node.Name, CreatedAt: now, CheckpointRef: j.CheckpointRef,
+		}
+		if j.Tier == idlegrid.TierBronze {
+			l.NoticeSeconds = e.Config().NoticeSeconds
 		}
 		for _, g := range pick.GPUs {
 			l.GPUUUIDs = append(l.GPUUUIDs, g.UUID)
@@ -154,6 +318,28 @@ func (s *Server) placement(j *idlegrid.Job, picks []market.Pick, now time.Time) 
 	}
 	return p
 }
+
+// giveNotice asks a bronze lease's agent to stop it: the workload gets
+// SIGTERM now and the lease's notice period to checkpoint and exit.
+func (s *Server) giveNotice(ctx context.Context, e *market.Engine, leaseID, reason string) error {
+	l, err := s.store.FindLease(ctx, leaseID)
+	if err != nil {
+		return err
+	} else if l.State.Terminal() || l.StopRequested != "" {
+		return nil
+	}
+	if err := s.stopLease(ctx, l, noticePrefix+reason); err != nil {
+		return err
+	}
+	if l, err = s.store.FindLease(ctx, leaseID); err == nil && !l.State.Terminal() {
+		e.AddLease(l) // the engine sees the notice
+	}
+	return nil
+}
+
+// noticePrefix marks a stop that is a bronze notice: the lease ends as
+// preempted and its job is requeued from its checkpoint.
+const noticePrefix = "notice: "
 
 func (s *Server) available(ctx context.Context, renterID string, funds map[string]idlegrid.Micros) (idlegrid.Micros, error) {
 	if v, ok := funds[renterID]; ok {
@@ -169,8 +355,33 @@ func (s *Server) available(ctx context.Context, renterID string, funds map[strin
 
 // setReason records why a job waits, writing only when the reason changed.
 func (s *Server) setReason(ctx context.Context, j *idlegrid.Job, reason string) error {
-	if reason == j.Reason {
+	if reason == j.Reason || reason == "" {
 		return nil
 	}
 	return s.store.SetJobReason(ctx, j.ID, reason, s.Now())
+}
+
+// Explain says why a queued job has not started: what ruled nodes out, the
+// asks it would need to beat, and when it may start.
+func (s *Server) Explain(ctx context.Context, jobID string) (*market.Explanation, error) {
+	j, err := s.FindJob(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	var x market.Explanation
+	if err := s.ask(ctx, func(e *market.Engine) { x = e.Explain(j, s.Now()) }); err != nil {
+		return nil, err
+	}
+	return &x, nil
+}
+
+// Market returns supply, demand, clearing prices, fill rate and a
+// suggested ask for each GPU model and region. Any account may look.
+func (s *Server) Market(ctx context.Context) ([]market.MarketStat, error) {
+	if _, err := account(ctx); err != nil {
+		return nil, err
+	}
+	var stats []market.MarketStat
+	err := s.ask(ctx, func(e *market.Engine) { stats = e.MarketView(s.Now()) })
+	return stats, err
 }

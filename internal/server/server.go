@@ -11,6 +11,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -21,7 +22,7 @@ import (
 // Config configures a Server. Zero values take the documented defaults.
 type Config struct {
 	Store             idlegrid.Store
-	Matcher           market.Matcher // nil: market.NewFirstMatcher()
+	Market            market.Config  // the engine's rules; zero values take its defaults
 	Clock             idlegrid.Clock // nil: idlegrid.SystemClock{}
 	FeeBasisPoints    int64          // platform share of each charge; default 1000 (10%)
 	HeartbeatInterval time.Duration  // told to agents; default 10s
@@ -34,9 +35,6 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.Matcher == nil {
-		c.Matcher = market.NewFirstMatcher()
-	}
 	if c.Clock == nil {
 		c.Clock = idlegrid.SystemClock{}
 	}
@@ -63,14 +61,17 @@ func (c *Config) setDefaults() {
 // Server is the coordinator. Its goroutines (the scheduler and the reaper)
 // start in Open and stop in Close.
 type Server struct {
-	store   idlegrid.Store
-	matcher market.Matcher
-	clock   idlegrid.Clock
-	rules   ledger.Rules
-	cfg     Config
-	log     *slog.Logger
+	store idlegrid.Store
+	clock idlegrid.Clock
+	rules ledger.Rules
+	cfg   Config
+	log   *slog.Logger
 
 	kick    chan struct{} // wakes the scheduler; buffered, never blocks
+	marks   marks         // what changed in the store since the scheduler's last pass
+	rebuild atomic.Bool   // the engine disagrees with the store: rebuild it
+	asks    chan func(*market.Engine)
+	stopped chan struct{} // closed when the scheduler has stopped
 	waiters nodeWaiters   // wakes agents' long polls
 
 	cancel context.CancelFunc
@@ -89,8 +90,9 @@ func Open(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		store: cfg.Store, matcher: cfg.Matcher, clock: cfg.Clock, rules: rules,
+		store: cfg.Store, clock: cfg.Clock, rules: rules,
 		cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), cancel: cancel,
+		asks: make(chan func(*market.Engine)), stopped: make(chan struct{}),
 	}
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); s.runScheduler(ctx) }()

@@ -11,14 +11,15 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/market"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
 )
 
-// market is a coordinator with an admin, a renter with money, a provider
+// testMarket is a coordinator with an admin, a renter with money, a provider
 // and one joined node, all inside a synctest bubble.
-type market struct {
+type testMarket struct {
 	srv      *server.Server
 	store    idlegrid.Store
 	admin    context.Context
@@ -27,13 +28,14 @@ type market struct {
 	provider context.Context
 	node     context.Context
 	nodeID   string
+	rival    context.Context // a second node, asking more: the runner-up that sets the price
 }
 
 func as(a *idlegrid.Account) context.Context {
 	return idlegrid.NewContextWithCaller(context.Background(), &idlegrid.Caller{AccountID: a.ID, Role: a.Role})
 }
 
-func mustMarket(t *testing.T) *market {
+func mustMarket(t *testing.T) *testMarket {
 	t.Helper()
 	ctx := context.Background()
 	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
@@ -46,7 +48,7 @@ func mustMarket(t *testing.T) *market {
 	}
 	t.Cleanup(func() { srv.Close(); store.Close() })
 
-	m := &market{srv: srv, store: store}
+	m := &testMarket{srv: srv, store: store}
 	admin, _, _, err := srv.Bootstrap(ctx, "ops", idlegrid.RoleAdmin)
 	if err != nil {
 		t.Fatal(err)
@@ -70,10 +72,17 @@ func mustMarket(t *testing.T) *market {
 	if err := srv.UpdateOffer(m.node, idlegrid.OfferRequest{Offer: testOffer("barn-1")}); err != nil {
 		t.Fatal(err)
 	}
+	rivalID := mustJoin(t, m, "barn-2")
+	m.rival = idlegrid.NewContextWithCaller(ctx, &idlegrid.Caller{NodeID: rivalID, AccountID: provider.ID, Role: idlegrid.RoleProvider})
+	rival := testOffer("barn-2")
+	rival.Ask.FloorMicrosPerGPUHour[idlegrid.TierSilver] = 500_000
+	if err := srv.UpdateOffer(m.rival, idlegrid.OfferRequest{Offer: rival}); err != nil {
+		t.Fatal(err)
+	}
 	return m
 }
 
-func mustJoin(t *testing.T, m *market, name string) string {
+func mustJoin(t *testing.T, m *testMarket, name string) string {
 	t.Helper()
 	_, secret, err := m.srv.CreateJoinToken(m.provider, "rack", 1, time.Hour)
 	if err != nil {
@@ -114,11 +123,13 @@ func testSpec() idlegrid.JobSpec {
 }
 
 // advance lets d of bubble time pass while the node keeps heartbeating.
-func (m *market) advance(t *testing.T, d time.Duration) {
+func (m *testMarket) advance(t *testing.T, d time.Duration) {
 	t.Helper()
 	for step := 5 * time.Second; d > 0; d -= step {
-		if _, err := m.srv.Heartbeat(m.node, idlegrid.HeartbeatRequest{}); err != nil {
-			t.Fatal(err)
+		for _, n := range []context.Context{m.node, m.rival} {
+			if _, err := m.srv.Heartbeat(n, idlegrid.HeartbeatRequest{}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		time.Sleep(min(step, d))
 	}
@@ -136,7 +147,7 @@ func mustLedgerBalanced(t *testing.T, s idlegrid.Store) {
 }
 
 // mustStart submits a job, lets the scheduler place it and has the node start it.
-func mustStart(t *testing.T, m *market) (*idlegrid.Job, *idlegrid.Lease) {
+func mustStart(t *testing.T, m *testMarket) (*idlegrid.Job, *idlegrid.Lease) {
 	t.Helper()
 	j, err := m.srv.SubmitJob(m.renter, testSpec())
 	if err != nil {
@@ -160,10 +171,12 @@ func TestServer_JobLifecycle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMarket(t)
 		j, l := mustStart(t, m)
-		if got, want := l.PriceMicrosPerGPUHour, idlegrid.Micros(400_000); got != want {
-			t.Fatalf("price = %d, want the silver ask %d", got, want)
+		// Second-score: barn-1 (ask 0.40) wins and is paid where its score
+		// ties barn-2's (ask 0.50, same reliability).
+		if got, want := l.PriceMicrosPerGPUHour, idlegrid.Micros(500_000); got != want {
+			t.Fatalf("price = %d, want the runner-up's 500000 (%s)", got, l.PriceNote)
 		}
-		if got, want := l.HoldMicros, idlegrid.Micros(800_000); got != want {
+		if got, want := l.HoldMicros, idlegrid.Micros(1_000_000); got != want {
 			t.Fatalf("hold = %d, want %d (2 GPUs for an hour)", got, want)
 		}
 
@@ -176,7 +189,7 @@ func TestServer_JobLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantCharge := idlegrid.CostOf(400_000, 2*90) // 20,000 micros
+		wantCharge := idlegrid.CostOf(500_000, 2*90) // 25,000 micros
 		if got.State != idlegrid.JobSucceeded || got.ChargedMicros != wantCharge {
 			t.Fatalf("job = %s charged %d, want succeeded charged %d", got.State, got.ChargedMicros, wantCharge)
 		}
@@ -219,29 +232,38 @@ func TestServer_NodeLostRequeuesAndRefunds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMarket(t)
 		j, l := mustStart(t, m)
-		time.Sleep(45 * time.Second) // three heartbeats missed; the reaper runs every 10 s
+		for range 9 { // barn-1 misses three heartbeats; barn-2 keeps beating
+			if _, err := m.srv.Heartbeat(m.rival, idlegrid.HeartbeatRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(5 * time.Second)
+		}
 		synctest.Wait()
 
-		got, err := m.srv.FindJob(m.renter, j.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.State != idlegrid.JobQueued || got.ChargedMicros != 0 {
-			t.Fatalf("job = %s charged %d (%s), want queued again, charged nothing", got.State, got.ChargedMicros, got.Reason)
-		}
 		lease, _, err := m.srv.FindLease(m.renter, l.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if lease.State != idlegrid.LeaseLost || lease.Fault != idlegrid.FaultProvider {
-			t.Fatalf("lease = %s fault %q, want lost by the provider", lease.State, lease.Fault)
+		if lease.State != idlegrid.LeaseLost || lease.Fault != idlegrid.FaultProvider || lease.ChargedMicros != 0 {
+			t.Fatalf("lease = %s fault %q charged %d, want lost by the provider, charged nothing",
+				lease.State, lease.Fault, lease.ChargedMicros)
+		}
+		got, err := m.srv.FindJob(m.renter, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != idlegrid.JobRunning || got.Attempts != 2 || got.ChargedMicros != 0 {
+			t.Fatalf("job = %s attempt %d charged %d (%s), want requeued and placed again on barn-2",
+				got.State, got.Attempts, got.ChargedMicros, got.Reason)
 		}
 		b, err := m.srv.Balance(m.renter, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b.Available != 100*idlegrid.MicrosPerUnit || b.Held != 0 {
-			t.Fatalf("renter balance = %d held %d, want a full refund", b.Available, b.Held)
+		// The lost lease's hold came back in full; only the new lease's hold is
+		// in escrow (barn-2 alone: no runner-up, so the price is the cap).
+		if b.Available+b.Held != 100*idlegrid.MicrosPerUnit || b.Held != 2*idlegrid.MicrosPerUnit {
+			t.Fatalf("renter balance = %d held %d, want a full refund and one new hold of 2000000", b.Available, b.Held)
 		}
 		n, err := m.srv.FindNode(m.provider, m.nodeID)
 		if err != nil {
@@ -298,7 +320,7 @@ func TestServer_CancelJob(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := idlegrid.CostOf(400_000, 2*60); got.State != idlegrid.JobCancelled || got.ChargedMicros != want {
+			if want := idlegrid.CostOf(500_000, 2*60); got.State != idlegrid.JobCancelled || got.ChargedMicros != want {
 				t.Fatalf("job = %s charged %d, want cancelled charged %d for what ran", got.State, got.ChargedMicros, want)
 			}
 			mustLedgerBalanced(t, m.store)
@@ -370,6 +392,118 @@ func TestServer_Authorization(t *testing.T) {
 		jobs, err := m.srv.ListJobs(as(other), idlegrid.JobFilter{})
 		if err != nil || len(jobs) != 0 {
 			t.Fatalf("other renter lists %d jobs (err %v), want none", len(jobs), err)
+		}
+	})
+}
+
+func TestServer_PreemptsBronzeWithNotice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		bronze := testSpec()
+		bronze.Tier, bronze.MaxPriceMicrosPerGPUHour = idlegrid.TierBronze, 600_000
+		var bronzeJobs []*idlegrid.Job
+		for range 2 { // fill both nodes
+			j, err := m.srv.SubmitJob(m.renter, bronze)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bronzeJobs = append(bronzeJobs, j)
+		}
+		synctest.Wait()
+		for _, n := range []context.Context{m.node, m.rival} {
+			cmds, err := m.srv.Commands(n, 0)
+			if err != nil || len(cmds) != 1 {
+				t.Fatalf("commands = %+v (%v), want one start per node", cmds, err)
+			}
+			if err := m.srv.ReportLease(n, cmds[0].Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m.advance(t, 10*time.Minute) // past the minimum runtime
+
+		gold := testSpec()
+		gold.Tier = idlegrid.TierGold
+		g, err := m.srv.SubmitJob(m.renter, gold)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+
+		var victim *idlegrid.Lease
+		var victimNode context.Context
+		for _, n := range []context.Context{m.node, m.rival} {
+			cmds, err := m.srv.Commands(n, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cmds {
+				if c.Kind == idlegrid.CommandStop {
+					victim, victimNode = c.Lease, n
+				}
+			}
+		}
+		if victim == nil {
+			got, _ := m.srv.FindJob(m.renter, g.ID)
+			t.Fatalf("no bronze lease was given notice; gold job is %s (%s)", got.State, got.Reason)
+		}
+		if victim.NoticeSeconds != 120 || victim.NoticeAt == nil {
+			t.Fatalf("victim notice = %ds at %v, want 120s given now", victim.NoticeSeconds, victim.NoticeAt)
+		}
+		m.advance(t, 30*time.Second) // the workload checkpoints within its notice
+		if err := m.srv.ReportLease(victimNode, victim.ID, idlegrid.LeaseReport{
+			State: idlegrid.LeaseCancelled, CheckpointRef: "docker-volume:ckpt-1",
+		}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+
+		ended, _, err := m.srv.FindLease(m.renter, victim.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ended.State != idlegrid.LeasePreempted || ended.ChargedMicros == 0 {
+			t.Fatalf("victim = %s charged %d, want preempted and charged for what ran", ended.State, ended.ChargedMicros)
+		}
+		requeued, err := m.srv.FindJob(m.renter, ended.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if requeued.State != idlegrid.JobQueued || requeued.CheckpointRef != "docker-volume:ckpt-1" {
+			t.Fatalf("bronze job = %s from %q, want queued again from its checkpoint", requeued.State, requeued.CheckpointRef)
+		}
+		if got, _ := m.srv.FindJob(m.renter, g.ID); got.State != idlegrid.JobRunning {
+			t.Fatalf("gold job = %s (%s), want running on the freed GPUs", got.State, got.Reason)
+		}
+		mustLedgerBalanced(t, m.store)
+	})
+}
+
+func TestServer_ExplainAndMarket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		spec := testSpec()
+		spec.MaxPriceMicrosPerGPUHour = 100_000 // below both asks
+		j, err := m.srv.SubmitJob(m.renter, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		x, err := m.srv.Explain(m.renter, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Rejections[market.ReasonPrice] != 2 {
+			t.Fatalf("rejections = %v, want both nodes rejected for %q", x.Rejections, market.ReasonPrice)
+		}
+		stats, err := m.srv.Market(m.renter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stats) == 0 {
+			t.Fatal("market view is empty, want the RTX4090 supply in eu-west")
+		}
+		if _, err := m.srv.Explain(m.provider, j.ID); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
+			t.Fatalf("provider explains a renter's job: err = %v, want forbidden", err)
 		}
 	})
 }

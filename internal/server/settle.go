@@ -11,8 +11,9 @@ import (
 // price (nothing when the provider is at fault), the provider is credited,
 // the platform takes its fee and the rest of the hold goes back. A lease that
 // already ended is an ECONFLICT and moves no money.
-func (s *Server) endLease(ctx context.Context, l *idlegrid.Lease, to idlegrid.LeaseState, reason string, fault idlegrid.Fault, exitCode *int) error {
+func (s *Server) endLease(ctx context.Context, l *idlegrid.Lease, end leaseEnd) error {
 	now := s.Now()
+	to, reason, fault := end.to, end.reason, end.fault
 	charge, transfer := s.rules.Settle(l, l.GPUSeconds(now), fault, now)
 	var transfers []*idlegrid.Transfer
 	if transfer != nil {
@@ -21,7 +22,7 @@ func (s *Server) endLease(ctx context.Context, l *idlegrid.Lease, to idlegrid.Le
 	}
 	t := &idlegrid.LeaseTransition{
 		LeaseID: l.ID, From: []idlegrid.LeaseState{l.State}, To: to, Reason: reason,
-		Fault: fault, ExitCode: exitCode, ChargedMicros: charge, At: now,
+		Fault: fault, ExitCode: end.exitCode, ChargedMicros: charge, CheckpointRef: end.checkpointRef, At: now,
 	}
 	if err := s.store.TransitionLease(ctx, t, transfers); err != nil {
 		return err
@@ -32,10 +33,19 @@ func (s *Server) endLease(ctx context.Context, l *idlegrid.Lease, to idlegrid.Le
 	return nil
 }
 
+// leaseEnd is how a lease ends.
+type leaseEnd struct {
+	to            idlegrid.LeaseState
+	reason        string
+	fault         idlegrid.Fault
+	exitCode      *int
+	checkpointRef string
+}
+
 // afterLeaseEnded frees capacity for the scheduler and, when one lease of a
 // multi-node job ends badly, stops the rest of its gang.
 func (s *Server) afterLeaseEnded(ctx context.Context, l *idlegrid.Lease, to idlegrid.LeaseState) {
-	s.Kick()
+	s.markLease(l.ID)
 	s.waiters.notify(l.NodeID)
 	if to == idlegrid.LeaseSucceeded {
 		return

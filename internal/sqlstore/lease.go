@@ -65,6 +65,8 @@ func (db *DB) insertLease(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, p *i
 	n, err := findNode(ctx, tx, l.NodeID)
 	if err != nil {
 		return err
+	} else if n.State != idlegrid.NodeOnline {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "node %s is %s, not online", n.ID, n.State)
 	} else if l.ProviderID != "" && l.ProviderID != n.ProviderID {
 		return idlegrid.Invalid("lease.provider_id", "node %s belongs to %s, not %s", n.ID, n.ProviderID, l.ProviderID)
 	}
@@ -84,13 +86,14 @@ func (db *DB) insertLease(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, p *i
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO leases (id, job_id, renter_id, node_id, provider_id, attempt,
 		gpu_uuids, tier, price_micros, price_note, limit_seconds, hold_micros, charged_micros, state, reason,
-		fault, stop_requested, exit_code, progress, created_at, started_at, ended_at, events, log_lines)
+		fault, stop_requested, exit_code, progress, created_at, started_at, ended_at, events, log_lines,
+		notice_seconds, checkpoint_ref)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-		$21, $22, 1, 0)`,
+		$21, $22, 1, 0, $23, $24)`,
 		l.ID, l.JobID, l.RenterID, l.NodeID, l.ProviderID, l.Attempt, gpus, string(l.Tier),
 		int64(l.PriceMicrosPerGPUHour), l.PriceNote, l.LimitSeconds, int64(l.HoldMicros), int64(l.ChargedMicros),
 		string(l.State), l.Reason, string(l.Fault), l.StopRequested, exitCodeArg(l.ExitCode), l.Progress,
-		timeArg(l.CreatedAt), timePtrArg(l.StartedAt), timePtrArg(l.EndedAt))
+		timeArg(l.CreatedAt), timePtrArg(l.StartedAt), timePtrArg(l.EndedAt), l.NoticeSeconds, l.CheckpointRef)
 	if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
 		return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %q already exists", l.ID)
 	} else if err != nil {
@@ -139,15 +142,16 @@ func exitCodeArg(c *int) any {
 
 const leaseColumns = `id, job_id, renter_id, node_id, provider_id, attempt, gpu_uuids, tier, price_micros,
 	price_note, limit_seconds, hold_micros, charged_micros, state, reason, fault, stop_requested, exit_code,
-	progress, created_at, started_at, ended_at`
+	progress, created_at, started_at, ended_at, notice_seconds, notice_at, checkpoint_ref`
 
 func scanLease(s scanner) (*idlegrid.Lease, error) {
 	var l idlegrid.Lease
 	var gpus string
-	var exit, created, started, ended sql.NullInt64
+	var exit, created, started, ended, noticeAt sql.NullInt64
 	if err := s.Scan(&l.ID, &l.JobID, &l.RenterID, &l.NodeID, &l.ProviderID, &l.Attempt, &gpus, &l.Tier,
 		&l.PriceMicrosPerGPUHour, &l.PriceNote, &l.LimitSeconds, &l.HoldMicros, &l.ChargedMicros, &l.State,
-		&l.Reason, &l.Fault, &l.StopRequested, &exit, &l.Progress, &created, &started, &ended); err != nil {
+		&l.Reason, &l.Fault, &l.StopRequested, &exit, &l.Progress, &created, &started, &ended,
+		&l.NoticeSeconds, &noticeAt, &l.CheckpointRef); err != nil {
 		return nil, err
 	}
 	if err := jsonOf(gpus, &l.GPUUUIDs); err != nil {
@@ -158,6 +162,7 @@ func scanLease(s scanner) (*idlegrid.Lease, error) {
 		l.ExitCode = &c
 	}
 	l.CreatedAt, l.StartedAt, l.EndedAt = timeOf(created), timePtrOf(started), timePtrOf(ended)
+	l.NoticeAt = timePtrOf(noticeAt)
 	return &l, nil
 }
 
@@ -260,7 +265,11 @@ func (db *DB) RequestLeaseStop(ctx context.Context, leaseID, reason string, at t
 		} else if l.State.Terminal() {
 			return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s is already %s", leaseID, l.State)
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE leases SET stop_requested = $1 WHERE id = $2`, reason, leaseID)
+		if l.StopRequested != "" {
+			return nil // the first stop and its notice stand
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE leases SET stop_requested = $1, notice_at = $2 WHERE id = $3`,
+			reason, timeArg(at), leaseID)
 		return err
 	})
 }
@@ -326,7 +335,7 @@ func (db *DB) TransitionLease(ctx context.Context, t *idlegrid.LeaseTransition, 
 func checkTransition(t *idlegrid.LeaseTransition) error {
 	switch t.To {
 	case idlegrid.LeaseAssigned, idlegrid.LeaseRunning, idlegrid.LeaseSucceeded, idlegrid.LeaseFailed,
-		idlegrid.LeaseCancelled, idlegrid.LeaseLost:
+		idlegrid.LeaseCancelled, idlegrid.LeaseLost, idlegrid.LeasePreempted:
 	default:
 		return idlegrid.Invalid("transition.to", "unknown lease state %q", t.To)
 	}
@@ -368,10 +377,10 @@ func moveLease(ctx context.Context, tx *sql.Tx, l *idlegrid.Lease, t *idlegrid.L
 	}
 	var seq int64
 	err := tx.QueryRowContext(ctx, `UPDATE leases SET state = $1, reason = $2, fault = $3, exit_code = $4,
-		started_at = $5, ended_at = $6, charged_micros = charged_micros + $7, events = events + 1
-		WHERE id = $8 RETURNING events`,
+		started_at = $5, ended_at = $6, charged_micros = charged_micros + $7, events = events + 1,
+		checkpoint_ref = $8 WHERE id = $9 RETURNING events`,
 		string(t.To), t.Reason, string(t.Fault), exitCodeArg(exit), timePtrArg(started), timePtrArg(ended),
-		int64(t.ChargedMicros), l.ID).Scan(&seq)
+		int64(t.ChargedMicros), orKeep(t.CheckpointRef, l.CheckpointRef), l.ID).Scan(&seq)
 	if err != nil {
 		return err
 	}
@@ -394,6 +403,11 @@ func moveJob(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, attempt int, t *i
 		if next != j.State || why != "" {
 			state, reason = next, why
 		}
+		if state == idlegrid.JobQueued {
+			if err := resumeFrom(ctx, tx, j, leases, t); err != nil {
+				return err
+			}
+		}
 		if state.Terminal() && ended == nil {
 			ended = &t.At
 		}
@@ -402,6 +416,37 @@ func moveJob(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, attempt int, t *i
 		charged_micros = charged_micros + $5 WHERE id = $6`,
 		string(state), reason, timePtrArg(ended), timeArg(t.At), int64(t.ChargedMicros), j.ID)
 	return err
+}
+
+// resumeFrom hands a requeued job the checkpoint its leases last reported,
+// so that the next placement resumes where the last one stopped.
+func resumeFrom(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, leases []*idlegrid.Lease, t *idlegrid.LeaseTransition) error {
+	ref := ""
+	for _, l := range leases {
+		if l.ID == t.LeaseID && t.CheckpointRef != "" {
+			ref = t.CheckpointRef
+		} else if ref == "" && l.CheckpointRef != "" {
+			ref = l.CheckpointRef
+		}
+	}
+	if ref == "" || ref == j.CheckpointRef {
+		return nil
+	}
+	spec := j.JobSpec
+	spec.CheckpointRef = ref
+	arg, err := jsonArg(spec)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE jobs SET spec = $1 WHERE id = $2`, arg, j.ID)
+	return err
+}
+
+func orKeep(v, old string) string {
+	if v == "" {
+		return old
+	}
+	return v
 }
 
 // AppendLogs appends lines to the lease's log, numbering them on from the

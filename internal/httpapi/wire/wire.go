@@ -7,7 +7,11 @@
 // stay free of the server's dependencies.
 package wire
 
-import "github.com/idlegrid/idlegrid"
+import (
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
 
 // HeaderIdempotencyKey makes a retried top-up a no-op.
 const HeaderIdempotencyKey = "Idempotency-Key"
@@ -123,4 +127,66 @@ type TopUpRequest struct {
 // Transfers answers GET /v1/transfers.
 type Transfers struct {
 	Transfers []*idlegrid.Transfer `json:"transfers"`
+}
+
+// Explanation answers GET /v1/jobs/{id}/explain: why a queued job waits.
+// It mirrors market.Explanation field for field, so that the client need
+// not import the engine; TestWire_MatchesEngine keeps the two in step.
+type Explanation struct {
+	JobID          string         `json:"job_id"`
+	Nodes          int            `json:"nodes"`
+	Fits           int            `json:"fits"`
+	Rejections     map[string]int `json:"rejections"`
+	Summary        string         `json:"summary"`
+	CheapestAsks   []AskQuote     `json:"cheapest_asks"`
+	Reservation    *Reservation   `json:"reservation,omitempty"`
+	EstimatedStart time.Time      `json:"estimated_start,omitzero"`
+	EstimateNote   string         `json:"estimate_note"`
+}
+
+// AskQuote is one node's ask in an Explanation.
+type AskQuote struct {
+	NodeID              string          `json:"node_id"`
+	Region              string          `json:"region"`
+	GPUModel            string          `json:"gpu_model"`
+	AskMicrosPerGPUHour idlegrid.Micros `json:"ask_micros_per_gpu_hour"`
+	Reliability         float64         `json:"reliability"`
+	Score               float64         `json:"score"`
+	Blocker             string          `json:"blocker,omitempty"`
+}
+
+// Reservation is the GPUs held for a waiting gold or silver job.
+type Reservation struct {
+	JobID      string         `json:"job_id"`
+	Start      time.Time      `json:"start"`
+	Nodes      []ReservedNode `json:"nodes"`
+	Preempting bool           `json:"preempting,omitempty"`
+}
+
+// ReservedNode is one node's share of a Reservation.
+type ReservedNode struct {
+	NodeID string `json:"node_id"`
+	GPUs   int    `json:"gpus"`
+}
+
+// MarketStat answers GET /v1/market, one per GPU model and region.
+type MarketStat struct {
+	GPUModel     string                            `json:"gpu_model"`
+	Region       string                            `json:"region"`
+	SupplyGPUs   int                               `json:"supply_gpus"`
+	FreeGPUs     int                               `json:"free_gpus"`
+	QueuedJobs   int                               `json:"queued_jobs"`
+	QueuedGPUs   int                               `json:"queued_gpus"`
+	FillRate     float64                           `json:"fill_rate"`
+	Prices       []PricePoint                      `json:"prices"`
+	SuggestedAsk map[idlegrid.Tier]idlegrid.Micros `json:"suggested_ask_micros_per_gpu_hour"`
+}
+
+// PricePoint is one clearing price.
+type PricePoint struct {
+	At                    time.Time       `json:"at"`
+	Tier                  idlegrid.Tier   `json:"tier"`
+	PriceMicrosPerGPUHour idlegrid.Micros `json:"price_micros_per_gpu_hour"`
+	GPUs                  int             `json:"gpus"`
+	JobID                 string          `json:"job_id"`
 }

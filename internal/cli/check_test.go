@@ -1,0 +1,292 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/agent"
+	"github.com/idlegrid/idlegrid/internal/gpu"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
+)
+
+// mustCheckServer runs the real server (store, coordinator, HTTP API) on a
+// free port and returns its URL.
+func mustCheckServer(tb testing.TB) string {
+	tb.Helper()
+	rs, err := startServer(context.Background(), serveConfig{
+		listen: "127.0.0.1:0", dsn: filepath.Join(tb.TempDir(), "idlegrid.db"),
+		adminKeyFile: filepath.Join(tb.TempDir(), "admin.key"), logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { rs.stop() })
+	return rs.url
+}
+
+// mustCheckConfig writes an agent config for server with extra lines and
+// a fresh data dir, and returns its path and data dir.
+func mustCheckConfig(tb testing.TB, server, extra string) (path, dataDir string) {
+	tb.Helper()
+	dir := tb.TempDir()
+	dataDir = filepath.Join(dir, "data")
+	path = filepath.Join(dir, "agent.yaml")
+	cfg := fmt.Sprintf("server: %s\ndata_dir: %s\nregion: eu-west\nresidency: EU\nname: check-node\nask:\n  floor: {silver: \"0.40\"}\n%s", server, dataDir, extra)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path, dataDir
+}
+
+// checkLineRE reads a line of the check's text output.
+var checkLineRE = regexp.MustCompile(`^  (ok|warn|FAIL) +(\S+(?: \S+)*?)  +(.*)$`)
+
+// checkedLines maps each check to its status and detail, in the text
+// output, and its hint when one follows.
+func checkedLines(tb testing.TB, out string) map[string]checkLine {
+	tb.Helper()
+	got := map[string]checkLine{}
+	last := ""
+	for _, line := range strings.Split(out, "\n") {
+		if m := checkLineRE.FindStringSubmatch(line); m != nil {
+			got[m[2]] = checkLine{Check: m[2], Status: m[1], Detail: m[3]}
+			last = m[2]
+		} else if _, hint, ok := strings.Cut(line, "  fix: "); ok && last != "" {
+			l := got[last]
+			l.Hint = hint
+			got[last] = l
+		}
+	}
+	return got
+}
+
+// want checks one line: its status, and that its detail (or hint) says
+// each of mentions.
+func want(tb testing.TB, lines map[string]checkLine, check, status string, mentions ...string) {
+	tb.Helper()
+	l, ok := lines[check]
+	if !ok {
+		tb.Errorf("no %q line", check)
+		return
+	}
+	if l.Status != status {
+		tb.Errorf("%s: %s %q (hint %q), want %s", check, l.Status, l.Detail, l.Hint, status)
+	}
+	for _, m := range mentions {
+		if !strings.Contains(l.Detail+" | "+l.Hint, m) {
+			tb.Errorf("%s: %q (hint %q) does not say %q", check, l.Detail, l.Hint, m)
+		}
+	}
+}
+
+func TestAgentCheck(t *testing.T) {
+	url := mustCheckServer(t)
+	t.Run("FakeNodeReady", func(t *testing.T) {
+		path, dataDir := mustCheckConfig(t, url, "fake_gpus: 2xRTX4090\njoin_token: igj_test\n")
+		r := run(t, nil, "agent", "--check", "--config", path)
+		if r.code != 0 {
+			t.Fatalf("got %s, want exit 0", r)
+		}
+		lines := checkedLines(t, r.out)
+		want(t, lines, "config", checkOK, path+" is valid", "node check-node in eu-west (EU)", "runtime fake (the default with fake_gpus)")
+		want(t, lines, "gpu driver", checkWarn, "simulated (fake_gpus: 2xRTX4090)", "remove fake_gpus")
+		want(t, lines, "gpus", checkOK, "2 detected, 2 offered now")
+		want(t, lines, "gpu 0", checkOK, "RTX4090, 24564 MB, GPU-fake-", ": offered")
+		want(t, lines, "gpu 1", checkOK, "RTX4090")
+		want(t, lines, "schedule", checkOK, "always offered")
+		want(t, lines, "docker", checkOK, "not needed")
+		want(t, lines, "nvidia toolkit", checkOK, "not needed")
+		want(t, lines, "gpus in containers", checkOK, "not needed")
+		want(t, lines, "server", checkOK, url+" answers, agent protocol 1")
+		want(t, lines, "clock", checkOK, "from the server's")
+		want(t, lines, "identity", checkOK, "no key yet", "not joined yet: the agent joins with its join token")
+		if len(lines) != 12 {
+			t.Errorf("%d lines, want 12:\n%s", len(lines), r.out)
+		}
+		if !strings.HasSuffix(r.out, "\n11 ok, 1 warn, 0 FAIL\n") {
+			t.Errorf("output does not end with the tally:\n%s", r.out)
+		}
+		if _, err := os.Stat(filepath.Join(dataDir, "node.key")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the check made a node key (stat: %v); it must change nothing", err)
+		}
+	})
+	t.Run("JSON", func(t *testing.T) {
+		path, _ := mustCheckConfig(t, url, "fake_gpus: 1xT4\nruntime: docker\n")
+		r := run(t, map[string]string{"DOCKER_HOST": "unix://" + filepath.Join(t.TempDir(), "docker.sock")}, "agent", "--check", "--json", "--config", path)
+		if r.code != 1 || !strings.Contains(r.err, "checks failed") {
+			t.Fatalf("got %s, want exit 1: no Docker engine and no join token", r)
+		}
+		var rep checkReport
+		if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, r.out)
+		}
+		lines := map[string]checkLine{}
+		for _, l := range rep.Checks {
+			lines[l.Check] = l
+		}
+		if rep.OK || rep.Config != path {
+			t.Errorf("ok %v, config %q; want false, %q", rep.OK, rep.Config, path)
+		}
+		want(t, lines, "config", checkOK, "runtime docker")
+		want(t, lines, "docker", checkFail, "no Docker engine answers at unix://", "systemctl enable --now docker")
+		want(t, lines, "nvidia toolkit", checkWarn, "skipped: no Docker engine")
+		want(t, lines, "gpus in containers", checkWarn, "skipped: no Docker engine")
+		want(t, lines, "identity", checkFail, "not joined yet, and no join token", agent.EnvJoinToken)
+	})
+	t.Run("ServerDown", func(t *testing.T) {
+		path, _ := mustCheckConfig(t, "http://127.0.0.1:1", "fake_gpus: 1xT4\njoin_token: igj_test\n")
+		r := run(t, nil, "agent", "--check", "--config", path)
+		lines := checkedLines(t, r.out)
+		want(t, lines, "server", checkFail, "cannot reach http://127.0.0.1:1/v1/healthz", "connection refused", "only outbound")
+		want(t, lines, "clock", checkWarn, "skipped")
+		if r.code != 1 || !strings.HasPrefix(r.err, "idlegrid: 1 of 11 checks failed") {
+			t.Errorf("got %s, want exit 1 and one failure", r)
+		}
+	})
+	t.Run("BadConfig", func(t *testing.T) {
+		path, _ := mustCheckConfig(t, url, "fake_gpus: 1xT4\ngpus: 4\n")
+		r := run(t, nil, "agent", "--check", "--config", path)
+		lines := checkedLines(t, r.out)
+		want(t, lines, "config", checkFail, "gpus", "unknown key", "testdata/agent.yaml")
+		for _, skipped := range []string{"gpu driver", "server", "identity"} {
+			want(t, lines, skipped, checkWarn, "skipped: the config is not valid")
+		}
+		if r.code != 1 {
+			t.Errorf("got %s, want exit 1", r)
+		}
+	})
+	t.Run("NoDriver", func(t *testing.T) {
+		old := checkDetector
+		t.Cleanup(func() { checkDetector = old })
+		checkDetector = func(context.Context) (gpu.Detector, string, error) {
+			return nil, "", idlegrid.Errorf(idlegrid.EUNAVAILABLE, "cannot see any NVIDIA GPU: NVML: libnvidia-ml.so.1 not found")
+		}
+		path, _ := mustCheckConfig(t, url, "runtime: fake\njoin_token: igj_test\n")
+		r := run(t, nil, "agent", "--check", "--config", path)
+		lines := checkedLines(t, r.out)
+		want(t, lines, "gpu driver", checkFail, "no NVIDIA driver found", "libnvidia-ml.so.1", "install the NVIDIA driver")
+		if _, ok := lines["gpus"]; ok {
+			t.Errorf("a gpus line without a driver:\n%s", r.out)
+		}
+		if r.code != 1 {
+			t.Errorf("got %s, want exit 1", r)
+		}
+	})
+	t.Run("PolicyWithdraws", func(t *testing.T) {
+		old := checkDetector
+		t.Cleanup(func() { checkDetector = old })
+		det := &fakeDetector{devs: []gpu.Device{
+			{GPU: idlegrid.GPU{UUID: "GPU-aaaa", Model: "RTX4090", VRAMMB: 24564}, Index: 0, Driver: "550.54.15", CUDA: "12.4", TempC: 41},
+			{GPU: idlegrid.GPU{UUID: "GPU-bbbb", Model: "RTX4090", VRAMMB: 24564}, Index: 1, Driver: "550.54.15", CUDA: "12.4", TempC: 60,
+				Processes: []gpu.Process{{PID: 4242, Name: "/usr/bin/blender"}}},
+		}}
+		checkDetector = func(context.Context) (gpu.Detector, string, error) { return det, "NVML, driver 550.54.15", nil }
+		path, _ := mustCheckConfig(t, url, "runtime: fake\njoin_token: igj_test\nmode: when-idle\nidle:\n  for: 15m\n")
+		r := run(t, nil, "agent", "--check", "--config", path)
+		lines := checkedLines(t, r.out)
+		want(t, lines, "gpu driver", checkOK, "NVML, driver 550.54.15, CUDA 12.4")
+		want(t, lines, "gpus", checkOK, "2 detected, 1 offered now", "offered after 15m0s")
+		want(t, lines, "gpu 0", checkOK, "RTX4090, 24564 MB, GPU-aaaa, 41°C: offered")
+		want(t, lines, "gpu 1", checkWarn, "withdrawn now: the owner is using it: process 4242 (/usr/bin/blender)", "left it alone for 15m0s")
+		if r.code != 0 {
+			t.Errorf("got %s, want exit 0: a withdrawn GPU is a warning", r)
+		}
+	})
+	t.Run("Joined", func(t *testing.T) {
+		path, dataDir := mustCheckConfig(t, url, "fake_gpus: 1xT4\n")
+		key, err := nodekey.LoadOrCreate(filepath.Join(dataDir, "node.key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustState(t, dataDir, agent.State{NodeID: "node_abc", ProviderID: "acct_p", Server: url, JoinedAt: time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)})
+		lines := checkedLines(t, run(t, nil, "agent", "--check", "--config", path).out)
+		want(t, lines, "identity", checkOK, "key "+filepath.Join(dataDir, "node.key")+" ("+dockerNodeID(key)+")", "joined as node_abc (provider acct_p) on 2030-01-02")
+
+		mustState(t, dataDir, agent.State{NodeID: "node_abc", ProviderID: "acct_p", Server: "http://elsewhere:7070"})
+		lines = checkedLines(t, run(t, nil, "agent", "--check", "--config", path).out)
+		want(t, lines, "identity", checkFail, "joined http://elsewhere:7070 as node_abc", "move "+filepath.Join(dataDir, "node.json")+" away")
+	})
+}
+
+// TestAgentCheck_Server checks the server and clock lines against servers
+// that answer wrong.
+func TestAgentCheck_Server(t *testing.T) {
+	serve := func(protocol int, skew time.Duration) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/v1/healthz" {
+				http.NotFound(w, r)
+				return
+			}
+			w.Header().Set("Date", time.Now().Add(skew).UTC().Format(http.TimeFormat))
+			json.NewEncoder(w).Encode(wire.Health{OK: true, Protocol: protocol})
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	tests := []struct {
+		name          string
+		url           string
+		server, clock string
+		mentions      []string
+	}{
+		{"InStep", serve(idlegrid.ProtocolVersion, 0), checkOK, checkOK, []string{"agent protocol 1"}},
+		{"ClockAhead", serve(idlegrid.ProtocolVersion, -5*time.Minute), checkOK, checkFail, []string{"5m0s from the server's", "timedatectl set-ntp true"}},
+		{"ClockBehind", serve(idlegrid.ProtocolVersion, time.Minute), checkOK, checkWarn, []string{"-1m0s from the server's"}},
+		{"OtherProtocol", serve(idlegrid.ProtocolVersion+1, 0), checkFail, checkOK, []string{"speaks agent protocol 2, this agent 1", "upgrade"}},
+		{"NotIdlegrid", serve(idlegrid.ProtocolVersion, 0) + "/nope", checkFail, checkOK, []string{"404 Not Found", "is that an idlegrid server"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path, _ := mustCheckConfig(t, tt.url, "fake_gpus: 1xT4\njoin_token: igj_test\n")
+			r := run(t, nil, "agent", "--check", "--config", path)
+			lines := checkedLines(t, r.out)
+			want(t, lines, "server", tt.server)
+			want(t, lines, "clock", tt.clock)
+			got := lines["server"].Detail + lines["server"].Hint + lines["clock"].Detail + lines["clock"].Hint
+			for _, m := range tt.mentions {
+				if !strings.Contains(got, m) {
+					t.Errorf("server and clock lines do not say %q:\n%s", m, r.out)
+				}
+			}
+		})
+	}
+}
+
+// TestAgentCheck_Docker checks the Docker lines against the machine's
+// engine, where there is one.
+func TestAgentCheck_Docker(t *testing.T) {
+	mustDocker(t)
+	path, _ := mustCheckConfig(t, "http://127.0.0.1:1", "fake_gpus: 1xT4\nruntime: docker\n")
+	lines := checkedLines(t, run(t, nil, "agent", "--check", "--config", path).out)
+	want(t, lines, "docker", checkOK, "Docker ", "(API 1.")
+	want(t, lines, "gpus in containers", checkOK, "not needed: simulated GPUs")
+}
+
+func mustState(tb testing.TB, dataDir string, st agent.State) {
+	tb.Helper()
+	b, err := json.Marshal(st)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(agent.StatePath(dataDir), b, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// fakeDetector reports fixed devices, as a real detector would.
+type fakeDetector struct{ devs []gpu.Device }
+
+func (d *fakeDetector) Detect(context.Context) ([]gpu.Device, error) { return d.devs, nil }

@@ -1,0 +1,322 @@
+package market
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// classKey is what a job's hard constraints read of a node's offer,
+// besides the tiers it sells: nodes with equal keys are one class, which a
+// job accepts whole or not at all. (Which tiers a node sells, and whether
+// it meets the gold bar, decide which of its class's views it is in.)
+type classKey struct {
+	region    string
+	residency string
+	gpuTypes  string // "model/vram" of each distinct GPU type, sorted, comma-separated
+	kinds     string // allowed kinds, sorted; empty: all
+	maxJob    int64
+}
+
+// gpuType is one kind of GPU a class's nodes have.
+type gpuType struct {
+	model string
+	vram  int
+}
+
+// class is the nodes with one classKey, on a shelf.
+type class struct {
+	shelf
+	key   classKey
+	idx   int // position in Engine.classes
+	types []gpuType
+	kinds []idlegrid.WorkloadKind
+	sold  [tierCount]int // nodes that sell each tier
+	// cached holds, per dataset, the sub-shelf of the class's nodes that
+	// cache it, so that a job naming the dataset finds them by its credit.
+	cached map[string]*shelf
+}
+
+// shelf is a set of nodes with a view per tier: the nodes that sell the
+// tier (for gold, and meet the gold bar) in score order, indexed by free
+// GPUs and window.
+type shelf struct {
+	views [tierCount]*view
+	count int
+}
+
+func (e *Engine) newShelf() *shelf {
+	s := &shelf{}
+	for t := range tierCount {
+		s.views[t] = &view{shelf: s, tier: t, size: 1, agg: []agg{emptyAgg, emptyAgg}, root: emptyAgg, gen: 1, relMin: 1, dirtyList: &e.dirty}
+	}
+	return s
+}
+
+// add puts nd in the shelf's views of the tiers it sells.
+func (s *shelf) add(nd *node, goldBar float64) {
+	nd.shelves = append(nd.shelves, s)
+	nd.pos = append(nd.pos, [tierCount]int{-1, -1, -1})
+	s.count++
+	for t, v := range s.views {
+		if nd.sells(t, goldBar) {
+			v.add(nd)
+		}
+	}
+}
+
+func (s *shelf) remove(nd *node) {
+	s.count--
+	i := slices.Index(nd.shelves, s)
+	if i < 0 {
+		return
+	}
+	for t, v := range s.views {
+		if nd.pos[i][t] >= 0 || slices.Contains(v.order, nd) {
+			v.remove(nd)
+		}
+	}
+	nd.shelves = slices.Delete(nd.shelves, i, i+1)
+	nd.pos = slices.Delete(nd.pos, i, i+1)
+}
+
+// keyOf returns the class key of a node.
+func (e *Engine) keyOf(nd *node) (classKey, []gpuType) {
+	n := nd.n
+	var types []gpuType
+	for _, g := range n.GPUs {
+		t := gpuType{g.Model, g.VRAMMB}
+		if !slices.Contains(types, t) {
+			types = append(types, t)
+		}
+	}
+	slices.SortFunc(types, func(a, b gpuType) int {
+		return cmp.Or(strings.Compare(a.model, b.model), cmp.Compare(a.vram, b.vram))
+	})
+	var tb strings.Builder
+	for i, t := range types {
+		if i > 0 {
+			tb.WriteByte(',')
+		}
+		tb.WriteString(t.model + "/" + strconv.Itoa(t.vram))
+	}
+	kinds := make([]string, 0, len(n.Ask.AllowedKinds))
+	for _, k := range n.Ask.AllowedKinds {
+		kinds = append(kinds, string(k))
+	}
+	slices.Sort(kinds)
+	return classKey{
+		region:    n.Region,
+		residency: n.Residency,
+		gpuTypes:  tb.String(),
+		kinds:     strings.Join(slices.Compact(kinds), ","),
+		maxJob:    n.Ask.MaxJobSeconds,
+	}, types
+}
+
+// classFor returns the class of key, making it when it is new.
+func (e *Engine) classFor(key classKey, types []gpuType) *class {
+	if c := e.classByKey[key]; c != nil {
+		return c
+	}
+	c := &class{key: key, idx: len(e.classes), types: types, cached: map[string]*shelf{}}
+	c.shelf = *e.newShelf()
+	for _, v := range c.views {
+		v.shelf = &c.shelf
+	}
+	for _, k := range strings.Split(key.kinds, ",") {
+		if k != "" {
+			c.kinds = append(c.kinds, idlegrid.WorkloadKind(k))
+		}
+	}
+	e.classByKey[key] = c
+	e.classes = append(e.classes, c)
+	e.classGen++
+	return c
+}
+
+// dropClass forgets an empty class.
+func (e *Engine) dropClass(c *class) {
+	delete(e.classByKey, c.key)
+	e.classes = slices.Delete(e.classes, c.idx, c.idx+1)
+	for i := c.idx; i < len(e.classes); i++ {
+		e.classes[i].idx = i
+	}
+	e.classGen++
+}
+
+// add puts a node on the class's shelf and on the sub-shelf of each
+// dataset it caches.
+func (e *Engine) addToClass(c *class, nd *node) {
+	nd.cls = c
+	c.shelf.add(nd, e.cfg.GoldMinReliability)
+	for t := range tierCount {
+		if nd.floors[t] > 0 {
+			c.sold[t]++
+		}
+	}
+	for _, ds := range nd.datasets {
+		sub := c.cached[ds]
+		if sub == nil {
+			sub = e.newShelf()
+			c.cached[ds] = sub
+		}
+		sub.add(nd, e.cfg.GoldMinReliability)
+	}
+}
+
+func (c *class) remove(nd *node) {
+	c.shelf.remove(nd)
+	for t := range tierCount {
+		if nd.floors[t] > 0 {
+			c.sold[t]--
+		}
+	}
+	for _, ds := range nd.datasets {
+		if sub := c.cached[ds]; sub != nil {
+			sub.remove(nd)
+			if sub.count == 0 {
+				delete(c.cached, ds)
+			}
+		}
+	}
+	nd.cls = nil
+}
+
+// mixed reports whether the class's nodes have more than one kind of GPU,
+// so that a node's free GPUs may not all be usable by a job.
+func (c *class) mixed() bool { return len(c.types) > 1 }
+
+// classReason is the first constraint of a class that every one of its
+// nodes fails for job, in check order (kind, region, residency, GPU model,
+// VRAM), or "". The longest job a node allows is checked apart, because
+// durations vary within a signature.
+func classReason(c *class, job *idlegrid.Job) Reason {
+	k := &c.key
+	switch {
+	case len(c.kinds) > 0 && !slices.Contains(c.kinds, job.Kind):
+		return ReasonKind
+	case job.Region != "" && !job.RegionPreferred && k.region != job.Region:
+		return ReasonRegion
+	case job.Residency != "" && !strings.EqualFold(k.residency, job.Residency):
+		return ReasonResidency
+	}
+	reason := ReasonGPUModel
+	for _, g := range c.types {
+		if !modelAllowed(job.GPUModels, g.model) {
+			continue
+		}
+		if g.vram >= job.MinVRAMMB {
+			return ""
+		}
+		reason = ReasonVRAM
+	}
+	return reason
+}
+
+// staticReason is the first constraint nd fails for job that its offer
+// and record alone decide, in check order, or "": tier, kind, longest
+// job, region, residency, GPU model, VRAM, reliability bar.
+func (e *Engine) staticReason(nd *node, job *idlegrid.Job) Reason {
+	c := nd.cls
+	switch {
+	case nd.floors[job.Tier.Rank()] <= 0:
+		return ReasonTier
+	case len(c.kinds) > 0 && !slices.Contains(c.kinds, job.Kind):
+		return ReasonKind
+	case c.key.maxJob > 0 && c.key.maxJob < job.DurationSeconds:
+		return ReasonMaxDuration
+	}
+	if r := classReason(c, job); r != "" {
+		return r
+	}
+	if job.Tier == idlegrid.TierGold && nd.n.Reliability < e.cfg.GoldMinReliability {
+		return ReasonReliability
+	}
+	return ""
+}
+
+// sells reports whether the node is in views of tier t: it sells t, and
+// for gold meets the bar.
+func (nd *node) sells(t int, goldBar float64) bool {
+	return nd.floors[t] > 0 && (t != 0 || nd.n.Reliability >= goldBar)
+}
+
+// usable reports whether a GPU can serve the job.
+func usableBy(job *idlegrid.Job, g idlegrid.GPU) bool {
+	return modelAllowed(job.GPUModels, g.Model) && g.VRAMMB >= job.MinVRAMMB
+}
+
+// sigKey is the part of a job that decides which classes accept it.
+type sigKey struct {
+	tier      idlegrid.Tier
+	kind      idlegrid.WorkloadKind
+	region    string // when required
+	residency string
+	models    string
+	vram      int
+}
+
+// signature is the classes that accept every job with one sigKey.
+type signature struct {
+	gen      uint64
+	entries  []sigEntry // one per class in all, what the class loop reads
+	all      []*class
+	byRegion map[string][]sigEntry
+	regions  []string // keys of byRegion, sorted
+	accepts  []bool   // by class idx
+	rejected []*class // with reason in reasons
+	reasons  []Reason
+}
+
+// sigEntry is an accepted class as a search's class loop reads it.
+type sigEntry struct {
+	maxJob int64
+	views  [tierCount]*view
+}
+
+// maxSignatures bounds the signature cache; it is emptied when full.
+const maxSignatures = 4096
+
+// signatureOf returns the cached classes that accept job.
+func (e *Engine) signatureOf(job *idlegrid.Job) *signature {
+	key := sigKey{tier: job.Tier, kind: job.Kind, residency: job.Residency, vram: job.MinVRAMMB}
+	if !job.RegionPreferred {
+		key.region = job.Region
+	}
+	switch len(job.GPUModels) {
+	case 0:
+	case 1:
+		key.models = job.GPUModels[0]
+	default:
+		key.models = strings.Join(job.GPUModels, "\x00")
+	}
+	if s := e.sigs[key]; s != nil && s.gen == e.classGen {
+		return s
+	}
+	if len(e.sigs) >= maxSignatures {
+		clear(e.sigs)
+	}
+	s := &signature{gen: e.classGen, byRegion: map[string][]sigEntry{}, accepts: make([]bool, len(e.classes))}
+	for _, c := range e.classes {
+		if r := classReason(c, job); r != "" {
+			s.rejected = append(s.rejected, c)
+			s.reasons = append(s.reasons, r)
+			continue
+		}
+		entry := sigEntry{c.key.maxJob, c.views}
+		s.all = append(s.all, c)
+		s.entries = append(s.entries, entry)
+		s.accepts[c.idx] = true
+		if s.byRegion[c.key.region] == nil {
+			s.regions = append(s.regions, c.key.region)
+		}
+		s.byRegion[c.key.region] = append(s.byRegion[c.key.region], entry)
+	}
+	slices.Sort(s.regions)
+	e.sigs[key] = s
+	return s
+}

@@ -1,0 +1,110 @@
+package market
+
+import (
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// Commit records that the coordinator stored d, the engine's decision for
+// job at now:
+//
+//   - placed: the picked GPUs are claimed for the job until AddLease brings
+//     its leases; its reservation ends; the clearing prices enter the
+//     market view; it leaves the queue;
+//   - preemptions: the victims are recorded as given notice at now, and
+//     the reservation holds their GPUs for the job;
+//   - a reservation alone: it is recorded, replacing any the job held.
+//
+// A decision that says only why the job waits changes nothing.
+func (e *Engine) Commit(job *idlegrid.Job, d Decision, now time.Time) {
+	at := now.UnixNano()
+	switch {
+	case d.Placed():
+		e.dropReservation(job.ID)
+		delete(e.queued, job.ID)
+		for _, p := range d.Picks {
+			e.claim(job, p, at)
+		}
+		e.record(job, d, now)
+	case d.Reservation != nil:
+		e.dropReservation(job.ID)
+		notice := e.cfg.NoticeSeconds * int64(time.Second)
+		for _, p := range d.Preemptions {
+			if h := e.leases[p.LeaseID]; h != nil && !h.noticed && h.tier == idlegrid.TierBronze {
+				e.giveNotice(h, at, at+notice)
+			}
+		}
+		e.reserve(job, d.Reservation)
+	}
+}
+
+// claim holds a pick's GPUs for its job until the lease arrives.
+func (e *Engine) claim(job *idlegrid.Job, p Pick, at int64) {
+	if p.Node == nil {
+		return
+	}
+	nd := e.nodes[p.Node.ID]
+	if nd == nil {
+		return
+	}
+	key := claimKey{job.ID, nd.id}
+	if old := e.claims[key]; old != nil {
+		e.detach(old)
+	}
+	h := &hold{jobID: job.ID, nodeID: nd.id, nd: nd, tier: job.Tier, start: at,
+		end: at + max(job.DurationSeconds, 1)*int64(time.Second)}
+	for _, g := range p.GPUs {
+		if s := nd.slot(g.UUID); s != nil && s.hold == nil {
+			s.hold = h
+			h.gpus++
+			h.uuids = append(h.uuids, g.UUID)
+		}
+	}
+	if h.gpus == 0 {
+		return
+	}
+	e.claims[key] = h
+	nd.holds = append(nd.holds, h)
+	nd.recount()
+	e.touch(nd)
+}
+
+// reserve records a job's reservation on its nodes.
+func (e *Engine) reserve(job *idlegrid.Job, r *Reservation) {
+	res := &reservation{
+		jobID: job.ID, start: r.Start.UnixNano(), preempting: r.Preempting,
+	}
+	res.end = res.start + max(job.DurationSeconds, 1)*int64(time.Second)
+	for _, rn := range r.Nodes {
+		nd := e.nodes[rn.NodeID]
+		if nd == nil {
+			continue
+		}
+		if nd.res != nil && nd.res.jobID != job.ID {
+			e.dropReservation(nd.res.jobID)
+		}
+		nd.res, nd.resGPUs = res, rn.GPUs
+		e.touch(nd)
+		res.nodes = append(res.nodes, nd)
+		res.gpus = append(res.gpus, rn.GPUs)
+	}
+	if len(res.nodes) > 0 {
+		e.reservations[job.ID] = res
+	}
+}
+
+// dropReservation ends a job's reservation, if it holds one.
+func (e *Engine) dropReservation(jobID string) {
+	r := e.reservations[jobID]
+	if r == nil {
+		return
+	}
+	for _, nd := range r.nodes {
+		if nd.res == r {
+			nd.res, nd.resGPUs = nil, 0
+			e.touch(nd)
+		}
+	}
+	delete(e.reservations, jobID)
+}

@@ -1,0 +1,270 @@
+package market_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/market"
+)
+
+// BenchmarkPlace measures the engine's placement loop on a market of n
+// nodes with mixed models, regions, windows, time zones, asks and cached
+// data, about 80% busy. One placement is what the coordinator does per
+// job: Place; Commit; and when placed AddLease for its leases. The oldest
+// leases are then ended (RemoveLease) to hold the market at 80% of the
+// open nodes' GPUs, and the clock moves 10ms per placement, with an
+// Advance every 1,000. The 4,096 jobs cycle; a job that waits keeps the
+// reservation its Commit recorded, as in the coordinator.
+//
+// The naive sub-benchmarks run the same jobs through FirstMatcher over a
+// Snapshot of the same market: a full scan of every node, with no state
+// to keep (so no Commit).
+//
+// Run: go test -run '^$' -bench BenchmarkPlace -benchtime 200000x ./internal/market
+func BenchmarkPlace(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { benchEngine(b, n) })
+	}
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("naive/nodes=%d", n), func(b *testing.B) { benchNaive(b, n) })
+	}
+}
+
+var (
+	benchModels  = []string{"H100-80GB", "A100-80GB", "A100-40GB", "L40S", "RTX4090"}
+	benchVRAM    = []int{81920, 81920, 40960, 49152, 24576}
+	benchPrice   = []idlegrid.Micros{2_500_000, 1_800_000, 1_200_000, 900_000, 500_000}
+	benchRegions = []string{"us-east", "us-west", "eu-west", "eu-north", "ap-south", "ap-east"}
+	benchResid   = []string{"US", "US", "EU", "EU", "IN", "JP"}
+	benchZones   = []string{"America/New_York", "America/Los_Angeles", "Europe/Paris", "Europe/Stockholm", "Asia/Kolkata", "Asia/Tokyo"}
+	benchData    = []string{"imagenet", "laion-400m", "c4", "the-stack"}
+)
+
+// placeMarket is a market and the leases that keep it 80% busy.
+type placeMarket struct {
+	nodes  []*idlegrid.Node
+	leases []*idlegrid.Lease
+	jobs   []*idlegrid.Job
+}
+
+func newPlaceMarket(n int) *placeMarket {
+	r := rand.New(rand.NewPCG(uint64(n), 1))
+	m := &placeMarket{}
+	for i := range n {
+		m.nodes = append(m.nodes, benchNode(r, fmt.Sprintf("node-%06d", i)))
+	}
+	seq := 0
+	for _, nd := range m.nodes {
+		if nd.Schedule.AvailableUntil(now).IsZero() {
+			continue // closed nodes hold no leases, or free capacity would drift to them
+		}
+		for g := 0; g < len(nd.GPUs); {
+			k := 1 + r.IntN(len(nd.GPUs)-g)
+			if r.IntN(100) >= 80 { // leave these free
+				g += k
+				continue
+			}
+			seq++
+			m.leases = append(m.leases, benchLease(r, fmt.Sprintf("lease-%07d", seq), nd, nd.GPUs[g:g+k]))
+			g += k
+		}
+	}
+	for i := range 4096 {
+		m.jobs = append(m.jobs, benchJob(r, fmt.Sprintf("job-%05d", i)))
+	}
+	return m
+}
+
+func benchNode(r *rand.Rand, id string) *idlegrid.Node {
+	mi, ri := r.IntN(len(benchModels)), r.IntN(len(benchRegions))
+	gpus := []int{1, 2, 4, 4, 8, 8}[r.IntN(6)]
+	n := &idlegrid.Node{ID: id, ProviderID: "prov", State: idlegrid.NodeOnline,
+		Reliability: idlegrid.ReliabilityOf(int64(r.IntN(200)), int64(r.IntN(12)))}
+	n.Name, n.CPUCores, n.RAMMB = id, 8*gpus, 64000*gpus
+	n.Region, n.Residency = benchRegions[ri], benchResid[ri]
+	for g := range gpus {
+		n.GPUs = append(n.GPUs, idlegrid.GPU{UUID: fmt.Sprintf("%s-gpu-%d", id, g), Model: benchModels[mi], VRAMMB: benchVRAM[mi]})
+	}
+	silver := benchPrice[mi] * idlegrid.Micros(70+r.IntN(60)) / 100
+	n.Ask.FloorMicrosPerGPUHour = map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: silver, idlegrid.TierBronze: silver / 2}
+	if r.IntN(10) > 0 {
+		n.Ask.FloorMicrosPerGPUHour[idlegrid.TierGold] = silver * 13 / 10
+	}
+	if r.IntN(7) == 0 {
+		n.Ask.AllowedKinds = []idlegrid.WorkloadKind{idlegrid.KindInference, idlegrid.KindEval}
+	}
+	if r.IntN(10) == 0 {
+		n.Ask.MaxJobSeconds = 4 * 3600
+	}
+	n.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleAlways, TimeZone: benchZones[ri]}
+	if r.IntN(5) < 2 { // evenings and nights, or office hours, local time
+		n.Schedule.Mode = idlegrid.ScheduleWindows
+		days := []string{"mon", "tue", "wed", "thu", "fri", "sat", "sun"}
+		n.Schedule.Weekly = []idlegrid.WeeklyWindow{
+			{Days: days, Start: "18:00", End: "08:00"},
+			{Days: days, Start: "09:00", End: "17:00"},
+		}[r.IntN(2):][:1]
+	}
+	if r.IntN(5) == 0 {
+		n.Ask.TimeOfDay = []idlegrid.PriceWindow{{Start: "09:00", End: "18:00", MultiplierPercent: 130}}
+	}
+	if r.IntN(10) == 0 {
+		n.CachedDatasets = []string{benchData[r.IntN(len(benchData))]}
+	}
+	return n
+}
+
+func benchLease(r *rand.Rand, id string, n *idlegrid.Node, gpus []idlegrid.GPU) *idlegrid.Lease {
+	started := now.Add(-time.Duration(r.IntN(6*3600)) * time.Second)
+	l := &idlegrid.Lease{ID: id, JobID: "j" + id, NodeID: n.ID, Tier: idlegrid.Tiers[r.IntN(3)], State: idlegrid.LeaseRunning,
+		CreatedAt: started, StartedAt: &started, LimitSeconds: int64(7+r.IntN(12)) * 3600}
+	for _, g := range gpus {
+		l.GPUUUIDs = append(l.GPUUUIDs, g.UUID)
+	}
+	return l
+}
+
+func benchJob(r *rand.Rand, id string) *idlegrid.Job {
+	j := &idlegrid.Job{ID: id, RenterID: "renter", State: idlegrid.JobQueued, JobSpec: idlegrid.JobSpec{
+		Kind:  []idlegrid.WorkloadKind{idlegrid.KindTraining, idlegrid.KindFineTune, idlegrid.KindInference, idlegrid.KindEval}[r.IntN(4)],
+		Image: "ghcr.io/acme/job:1", GPUs: []int{1, 1, 1, 1, 2, 2, 4, 4, 8}[r.IntN(9)], Nodes: 1,
+		Tier:                     []idlegrid.Tier{idlegrid.TierGold, idlegrid.TierSilver, idlegrid.TierSilver, idlegrid.TierBronze, idlegrid.TierBronze}[r.IntN(5)],
+		MaxPriceMicrosPerGPUHour: idlegrid.Micros(2+r.IntN(5)) * 1_000_000,
+		DurationSeconds:          int64(15+r.IntN(8*60)) * 60,
+	}}
+	if r.IntN(20) == 0 {
+		j.Nodes = 2 + r.IntN(3)
+	}
+	switch x := r.IntN(10); {
+	case x < 5:
+		j.GPUModels = []string{benchModels[r.IntN(len(benchModels))]}
+	case x < 7:
+		j.GPUModels = []string{benchModels[r.IntN(2)], benchModels[2+r.IntN(3)]}
+	}
+	if r.IntN(5) == 0 {
+		j.MinVRAMMB = 40960
+	}
+	switch x := r.IntN(20); {
+	case x < 6:
+		j.Region = benchRegions[r.IntN(len(benchRegions))]
+	case x < 9:
+		j.Region, j.RegionPreferred = benchRegions[r.IntN(len(benchRegions))], true
+	}
+	if r.IntN(10) == 0 {
+		j.Residency = "EU"
+	}
+	switch r.IntN(7) {
+	case 0:
+		j.ReliabilityWeight = 2
+	case 1:
+		j.ReliabilityWeight = 0.5
+	}
+	if r.IntN(10) == 0 {
+		j.Datasets = []idlegrid.Dataset{{Name: benchData[r.IntN(len(benchData))], SizeGB: int64(200 + r.IntN(2000))}}
+	}
+	j.Interruptible = j.Tier == idlegrid.TierBronze
+	return j
+}
+
+// latencies collects one sample per placement and reports the metrics.
+type latencies []time.Duration
+
+func (l latencies) report(b *testing.B, waited int) {
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "placements/s")
+	slices.Sort(l)
+	if len(l) > 0 {
+		b.ReportMetric(float64(l[len(l)*99/100].Nanoseconds())/1000, "p99-µs")
+	}
+	b.ReportMetric(100*float64(waited)/float64(max(b.N, 1)), "waited-%")
+}
+
+func benchEngine(b *testing.B, n int) {
+	m := newPlaceMarket(n)
+	e := market.NewEngine(market.Config{})
+	e.Advance(now)
+	for _, nd := range m.nodes {
+		e.UpsertNode(nd)
+	}
+	held := 0
+	var fifo []*idlegrid.Lease
+	for _, l := range m.leases {
+		e.AddLease(l)
+		held += len(l.GPUUUIDs)
+		fifo = append(fifo, l)
+	}
+	target := held
+	clock := now
+	lat := make(latencies, 0, 1<<20)
+	waited, seq := 0, 0
+	e.Advance(clock) // the start of a pass: builds the index
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		if i%1000 == 0 {
+			clock = clock.Add(10 * time.Second)
+			e.Advance(clock)
+		}
+		j := m.jobs[i%len(m.jobs)]
+		d := e.Place(j, clock)
+		if d.Placed() {
+			e.Commit(j, d, clock)
+			for _, p := range d.Picks {
+				seq++
+				started := clock
+				l := &idlegrid.Lease{ID: "bench-" + strconv.Itoa(seq), JobID: j.ID, NodeID: p.Node.ID,
+					Tier: j.Tier, State: idlegrid.LeaseRunning, CreatedAt: clock, StartedAt: &started, LimitSeconds: j.DurationSeconds}
+				for _, g := range p.GPUs {
+					l.GPUUUIDs = append(l.GPUUUIDs, g.UUID)
+				}
+				e.AddLease(l)
+				fifo = append(fifo, l)
+				held += len(l.GPUUUIDs)
+			}
+		} else {
+			waited++
+			e.Commit(j, d, clock) // a reservation or notices, as the coordinator stores them
+		}
+		for held > target && len(fifo) > 0 {
+			e.RemoveLease(fifo[0].ID)
+			held -= len(fifo[0].GPUUUIDs)
+			fifo = fifo[1:]
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	lat.report(b, waited)
+}
+
+func benchNaive(b *testing.B, n int) {
+	m := newPlaceMarket(n)
+	held := map[string]bool{}
+	for _, l := range m.leases {
+		for _, u := range l.GPUUUIDs {
+			held[u] = true
+		}
+	}
+	s := &market.Snapshot{Now: now}
+	for _, nd := range m.nodes {
+		v := &market.NodeView{Node: nd, AvailableUntil: nd.Schedule.AvailableUntil(now)}
+		for _, g := range nd.GPUs {
+			if !held[g.UUID] {
+				v.FreeGPUs = append(v.FreeGPUs, g)
+			}
+		}
+		s.Nodes = append(s.Nodes, v)
+	}
+	fm := market.NewFirstMatcher()
+	lat := make(latencies, 0, 1<<16)
+	waited := 0
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		if d := fm.Place(m.jobs[i%len(m.jobs)], s); !d.Placed() {
+			waited++
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	lat.report(b, waited)
+}

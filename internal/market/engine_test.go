@@ -1,0 +1,182 @@
+package market_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/market"
+)
+
+// mustEngine returns an engine at now holding the given nodes.
+func mustEngine(tb testing.TB, nodes ...*idlegrid.Node) *market.Engine {
+	tb.Helper()
+	e := market.NewEngine(market.Config{})
+	e.Advance(now)
+	for _, n := range nodes {
+		e.UpsertNode(n)
+	}
+	if err := e.Verify(); err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
+
+// engineNode is newView's node, always open.
+func engineNode(id string) *idlegrid.Node {
+	n := newView(id).Node
+	n.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleAlways}
+	return n
+}
+
+func mustLease(id, nodeID string, tier idlegrid.Tier, gpus ...string) *idlegrid.Lease {
+	started := now.Add(-time.Hour)
+	return &idlegrid.Lease{ID: id, JobID: "j" + id, NodeID: nodeID, Tier: tier, State: idlegrid.LeaseRunning,
+		GPUUUIDs: gpus, CreatedAt: started, StartedAt: &started, LimitSeconds: 4 * 3600}
+}
+
+func TestNewEngine_defaults(t *testing.T) {
+	got := market.NewEngine(market.Config{}).Config()
+	want := market.Config{GoldMinReliability: 0.9, NoticeSeconds: 120, MinRuntimeSeconds: 300, TransferCostMicrosPerGB: 10_000}
+	if got != want {
+		t.Errorf("Config() = %+v, want %+v", got, want)
+	}
+	cfg := market.Config{GoldMinReliability: 0.5, NoticeSeconds: 30, MinRuntimeSeconds: 1, TransferCostMicrosPerGB: 1}
+	if got := market.NewEngine(cfg).Config(); got != cfg {
+		t.Errorf("Config() = %+v, want %+v", got, cfg)
+	}
+}
+
+func TestEngine_Place(t *testing.T) {
+	t.Run("no nodes", func(t *testing.T) {
+		d := mustEngine(t).Place(newJob(), now)
+		if d.Placed() || d.Reason != "no nodes online" {
+			t.Errorf("placed %v, reason %q", d.Placed(), d.Reason)
+		}
+	})
+	t.Run("does not change the engine", func(t *testing.T) {
+		e := mustEngine(t, engineNode("n1"))
+		first := e.Place(newJob(), now)
+		second := e.Place(newJob(), now)
+		if !first.Placed() || first.Picks[0].GPUs[0] != second.Picks[0].GPUs[0] {
+			t.Errorf("placements differ: %+v, %+v", first.Picks, second.Picks)
+		}
+	})
+	t.Run("commit claims the GPUs", func(t *testing.T) {
+		n := engineNode("n1")
+		n.GPUs = n.GPUs[:1]
+		e := mustEngine(t, n)
+		j := newJob()
+		d := e.Place(j, now)
+		e.Commit(j, d, now)
+		if got := e.Place(newJob(), now); got.Placed() {
+			t.Errorf("placed on a claimed GPU: %+v", got.Picks)
+		}
+		e.ForgetJob(j.ID) // the store refused the placement after all
+		if got := e.Place(newJob(), now); !got.Placed() {
+			t.Errorf("not placed after the claim was dropped: %s", got.Reason)
+		}
+		if err := e.Verify(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestEngine_AddLease(t *testing.T) {
+	t.Run("before its node", func(t *testing.T) {
+		e := mustEngine(t)
+		n := engineNode("n1")
+		var all []string
+		for _, g := range n.GPUs {
+			all = append(all, g.UUID)
+		}
+		e.AddLease(mustLease("l1", "n1", idlegrid.TierSilver, all...))
+		e.UpsertNode(n)
+		if d := e.Place(newJob(), now); d.Placed() {
+			t.Errorf("placed on GPUs a lease holds")
+		}
+		e.RemoveLease("l1")
+		if d := e.Place(newJob(), now); !d.Placed() {
+			t.Errorf("not placed once the lease ended: %s", d.Reason)
+		}
+		if err := e.Verify(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("terminal leases hold nothing", func(t *testing.T) {
+		n := engineNode("n1")
+		n.GPUs = n.GPUs[:1]
+		e := mustEngine(t, n)
+		l := mustLease("l1", "n1", idlegrid.TierSilver, n.GPUs[0].UUID)
+		l.State = idlegrid.LeaseSucceeded
+		e.AddLease(l)
+		if d := e.Place(newJob(), now); !d.Placed() {
+			t.Errorf("not placed: %s", d.Reason)
+		}
+	})
+	t.Run("through an outage", func(t *testing.T) {
+		n := engineNode("n1")
+		n.GPUs = n.GPUs[:1]
+		e := mustEngine(t, n)
+		e.AddLease(mustLease("l1", "n1", idlegrid.TierSilver, n.GPUs[0].UUID))
+		off := *n
+		off.State = idlegrid.NodeOffline
+		e.UpsertNode(&off) // the same as RemoveNode
+		e.UpsertNode(n)
+		if d := e.Place(newJob(), now); d.Placed() {
+			t.Errorf("placed on a GPU the lease still holds")
+		}
+		if err := e.Verify(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestEngine_RemoveNode_dropsReservation(t *testing.T) {
+	n := engineNode("n1")
+	var all []string
+	for _, g := range n.GPUs {
+		all = append(all, g.UUID)
+	}
+	e := mustEngine(t, n, engineNode("n2"))
+	e.AddLease(mustLease("l1", "n2", idlegrid.TierSilver, engineNode("n2").GPUs[0].UUID, engineNode("n2").GPUs[1].UUID,
+		engineNode("n2").GPUs[2].UUID, engineNode("n2").GPUs[3].UUID))
+	e.AddLease(mustLease("l2", "n1", idlegrid.TierSilver, all...))
+	j := newJob()
+	j.GPUs = 4
+	d := e.Place(j, now)
+	if d.Reservation == nil {
+		t.Fatalf("no reservation: %s", d.Reason)
+	}
+	e.Commit(j, d, now)
+	e.RemoveNode(d.Reservation.Nodes[0].NodeID)
+	if err := e.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	got := e.Place(j, now)
+	if got.Reservation == nil || got.Reservation.Nodes[0].NodeID == d.Reservation.Nodes[0].NodeID {
+		t.Errorf("reservation after its node left: %+v", got.Reservation)
+	}
+}
+
+func TestEngine_NextEvent(t *testing.T) {
+	n := engineNode("n1")
+	n.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleWindows, OneOff: []idlegrid.OneOffWindow{
+		{Start: now.Add(-time.Hour), End: now.Add(90 * time.Minute)},
+	}}
+	e := mustEngine(t, n)
+	if got, want := e.NextEvent(), now.Add(90*time.Minute); !got.Equal(want) {
+		t.Errorf("NextEvent() = %v, want the window's end %v", got, want)
+	}
+	l := mustLease("l1", "n1", idlegrid.TierBronze, n.GPUs[0].UUID)
+	e.AddLease(l)
+	if got, want := e.NextEvent(), now.Add(88*time.Minute); !got.Equal(want) {
+		t.Errorf("NextEvent() = %v, want the lease's notice %v", got, want)
+	}
+	if got := e.Advance(now.Add(88 * time.Minute)); len(got) != 1 || got[0].LeaseID != "l1" || !got[0].StopAt.Equal(now.Add(90*time.Minute)) {
+		t.Errorf("Advance() = %+v, want notice for l1 stopping at the window's end", got)
+	}
+	if got := e.Advance(now.Add(89 * time.Minute)); len(got) != 0 {
+		t.Errorf("second Advance() = %+v, want no repeated notice", got)
+	}
+}

@@ -1,0 +1,162 @@
+package market
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// Explanation says why a job has not started and when it might.
+type Explanation struct {
+	JobID string `json:"job_id"`
+	Nodes int    `json:"nodes"` // online nodes considered
+	Fits  int    `json:"fits"`  // nodes that could take one share of the job now
+	// Rejections counts the other nodes by the first constraint each fails,
+	// in check order (see FirstMatcher), with ReasonReliability after VRAM.
+	Rejections map[Reason]int `json:"rejections"`
+	// Summary is what Place decides now, in words.
+	Summary string `json:"summary"`
+	// CheapestAsks are the best-scoring nodes that meet the job's hardware
+	// and rules, whatever their price, window or load: the asks the job's
+	// cap must reach, and what blocks each now.
+	CheapestAsks []AskQuote   `json:"cheapest_asks"`
+	Reservation  *Reservation `json:"reservation,omitempty"`
+	// EstimatedStart is the earliest the job could start, from its
+	// reservation, or the leases' time limits and the nodes' schedules;
+	// the zero time when no node that matches would take it.
+	EstimatedStart time.Time `json:"estimated_start,omitzero"`
+	EstimateNote   string    `json:"estimate_note"`
+}
+
+// AskQuote is one node's ask as Explain shows it.
+type AskQuote struct {
+	NodeID              string          `json:"node_id"`
+	Region              string          `json:"region"`
+	GPUModel            string          `json:"gpu_model"`
+	AskMicrosPerGPUHour idlegrid.Micros `json:"ask_micros_per_gpu_hour"`
+	Reliability         float64         `json:"reliability"`
+	Score               float64         `json:"score"`
+	Blocker             Reason          `json:"blocker,omitempty"` // "" when it could take the job now
+}
+
+// maxQuotes is how many asks Explain lists.
+const maxQuotes = 5
+
+// Explain checks every node against job, as Place would at now, and says
+// why the job waits. It reads every node, so it is for people, not for the
+// placement loop.
+func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
+	q := e.query(job, now)
+	ex := Explanation{JobID: job.ID, Nodes: len(e.nodes), Rejections: map[Reason]int{}}
+	var quotes []AskQuote
+	var starts []cand
+	for _, nd := range e.nodes {
+		r := e.staticReason(nd, job)
+		if r == "" {
+			r = e.nodeReason(&q, nd)
+		}
+		if r == "" {
+			ex.Fits++
+		} else {
+			ex.Rejections[r]++
+		}
+		switch r {
+		case "", ReasonWindow, ReasonPrice, ReasonCapacity:
+			ask, credit := nd.asks[q.ti], e.credit(&q, nd)
+			quotes = append(quotes, AskQuote{
+				NodeID: nd.id, Region: nd.n.Region, GPUModel: modelOf(job, nd), AskMicrosPerGPUHour: ask,
+				Reliability: nd.rel, Score: scoreOf(ask, credit, nd.rel, q.w), Blocker: r,
+			})
+			if r != ReasonPrice {
+				if t := e.estimateOn(&q, nd); t >= 0 {
+					starts = append(starts, cand{nd: nd, start: t})
+				}
+			}
+		}
+	}
+	slices.SortFunc(quotes, func(a, b AskQuote) int {
+		return cmp.Or(cmp.Compare(a.Score, b.Score), compareStrings(a.NodeID, b.NodeID))
+	})
+	ex.CheapestAsks = quotes[:min(len(quotes), maxQuotes)]
+	d := e.Place(job, now)
+	ex.Reservation = d.Reservation
+	switch {
+	case d.Placed():
+		ex.Summary = fmt.Sprintf("it can start now on %s", pickList(d.Picks))
+		ex.EstimatedStart, ex.EstimateNote = now, "it fits now; it starts at the next placement pass"
+	case d.Reservation != nil:
+		ex.Summary = d.Reason
+		ex.EstimatedStart = d.Reservation.Start
+		ex.EstimateNote = "when its reserved GPUs should be free"
+	default:
+		ex.Summary = d.Reason
+		ex.EstimatedStart, ex.EstimateNote = e.estimate(&q, starts)
+	}
+	return ex
+}
+
+// estimate is when q.n of the nodes could start the job, in one region.
+func (e *Engine) estimate(q *query, starts []cand) (time.Time, string) {
+	slices.SortFunc(starts, func(a, b cand) int { return cmp.Compare(a.start, b.start) })
+	count := map[string]int{}
+	for _, c := range starts {
+		if count[c.nd.n.Region]++; count[c.nd.n.Region] == q.n {
+			return timeOf(c.start), fmt.Sprintf(
+				"when, by the leases' time limits and the nodes' schedules, %d matching %s in %s should have %d free %s and a long enough window",
+				q.n, plural(q.n, "node", "nodes"), c.nd.n.Region, q.g, plural(q.g, "GPU", "GPUs"))
+		}
+	}
+	return time.Time{}, "unknown: no node that matches and is within the cap will have room for it within the schedule horizon; raise the cap or relax the constraints"
+}
+
+// estimateOn is the earliest time nd could start q: when enough GPUs free
+// up and its window, open now or the next one, lasts what q needs; -1 when
+// that is not known.
+func (e *Engine) estimateOn(q *query, nd *node) int64 {
+	t := e.earliest(q, nd, q.g)
+	if t < 0 {
+		return -1
+	}
+	if r := nd.res; r != nil && r.jobID != q.job.ID && e.available(q, nd) < q.g {
+		t = max(t, r.end)
+	}
+	need := e.windowNeed(q.job) * int64(time.Second)
+	if nd.until > q.now {
+		if nd.until >= t+need {
+			return t
+		}
+		return -1
+	}
+	if nd.nextOpen == 0 {
+		return -1
+	}
+	t = max(t, nd.nextOpen)
+	if u := nd.n.Schedule.AvailableUntil(timeOf(nd.nextOpen)); u.UnixNano() >= t+need {
+		return t
+	}
+	return -1
+}
+
+// modelOf names the GPU model of nd the job would use.
+func modelOf(job *idlegrid.Job, nd *node) string {
+	for _, s := range nd.slots {
+		if usableBy(job, s.gpu) {
+			return s.gpu.Model
+		}
+	}
+	return ""
+}
+
+func pickList(picks []Pick) string {
+	s := ""
+	for i, p := range picks {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s at %s/GPU-h", p.Node.ID, p.PriceMicrosPerGPUHour)
+	}
+	return s
+}

@@ -1,0 +1,170 @@
+package market
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// MarketStat is the market for one GPU model in one region.
+type MarketStat struct {
+	GPUModel   string `json:"gpu_model"`
+	Region     string `json:"region"`
+	SupplyGPUs int    `json:"supply_gpus"` // GPUs on online nodes whose window is open
+	FreeGPUs   int    `json:"free_gpus"`   // of those, GPUs no lease holds
+	// QueuedJobs and QueuedGPUs are the queued jobs that would accept this
+	// model in this region (a job that accepts several counts in each).
+	QueuedJobs int `json:"queued_jobs"`
+	QueuedGPUs int `json:"queued_gpus"`
+	// FillRate is the share of the supply that leases hold.
+	FillRate float64 `json:"fill_rate"`
+	// Prices are the latest clearing prices, oldest first.
+	Prices []PricePoint `json:"prices"`
+	// SuggestedAsk is a floor per tier that should sell: the median recent
+	// clearing price (the median ask when nothing cleared yet), 10% higher
+	// when queued demand exceeds the free GPUs, 10% lower when less than
+	// half the supply is filled.
+	SuggestedAsk map[idlegrid.Tier]idlegrid.Micros `json:"suggested_ask_micros_per_gpu_hour"`
+}
+
+// PricePoint is one clearing price: one node's share of a placement.
+type PricePoint struct {
+	At                    time.Time       `json:"at"`
+	Tier                  idlegrid.Tier   `json:"tier"`
+	PriceMicrosPerGPUHour idlegrid.Micros `json:"price_micros_per_gpu_hour"`
+	GPUs                  int             `json:"gpus"`
+	JobID                 string          `json:"job_id"`
+}
+
+// historyLen is how many clearing prices each cell keeps.
+const historyLen = 64
+
+type cellKey struct{ model, region string }
+
+type cell struct {
+	prices []PricePoint // a ring once full
+	next   int
+}
+
+func (c *cell) add(p PricePoint) {
+	if len(c.prices) < historyLen {
+		c.prices = append(c.prices, p)
+		return
+	}
+	c.prices[c.next] = p
+	c.next = (c.next + 1) % historyLen
+}
+
+// ordered returns the prices oldest first.
+func (c *cell) ordered() []PricePoint {
+	return append(slices.Clone(c.prices[c.next:]), c.prices[:c.next]...)
+}
+
+// record enters a placement's clearing prices in the market history.
+func (e *Engine) record(job *idlegrid.Job, d Decision, now time.Time) {
+	for _, p := range d.Picks {
+		if len(p.GPUs) == 0 || p.Node == nil {
+			continue
+		}
+		k := cellKey{p.GPUs[0].Model, p.Node.Region}
+		c := e.market[k]
+		if c == nil {
+			c = &cell{}
+			e.market[k] = c
+		}
+		c.add(PricePoint{At: now, Tier: job.Tier, PriceMicrosPerGPUHour: p.PriceMicrosPerGPUHour, GPUs: len(p.GPUs), JobID: job.ID})
+	}
+}
+
+// MarketView returns the market per GPU model and region, by model then
+// region. It reads every node, so it is for the API, not the placement loop.
+func (e *Engine) MarketView(now time.Time) []MarketStat {
+	stats := map[cellKey]*MarketStat{}
+	asks := map[cellKey][tierCount][]idlegrid.Micros{}
+	get := func(k cellKey) *MarketStat {
+		s := stats[k]
+		if s == nil {
+			s = &MarketStat{GPUModel: k.model, Region: k.region}
+			stats[k] = s
+		}
+		return s
+	}
+	open := now.UnixNano()
+	for _, nd := range e.nodes {
+		for _, sl := range nd.slots {
+			k := cellKey{sl.gpu.Model, nd.n.Region}
+			s := get(k)
+			if nd.until <= open {
+				continue
+			}
+			s.SupplyGPUs++
+			if sl.hold == nil {
+				s.FreeGPUs++
+			}
+		}
+		if len(nd.slots) > 0 && nd.until > open {
+			k := cellKey{nd.slots[0].gpu.Model, nd.n.Region}
+			a := asks[k]
+			for t := range tierCount {
+				if nd.asks[t] > 0 {
+					a[t] = append(a[t], nd.asks[t])
+				}
+			}
+			asks[k] = a
+		}
+	}
+	for k, c := range e.market {
+		get(k).Prices = c.ordered()
+	}
+	for _, j := range e.queued {
+		for k, s := range stats {
+			if modelAllowed(j.GPUModels, k.model) && (j.Region == "" || j.RegionPreferred || j.Region == k.region) {
+				s.QueuedJobs++
+				s.QueuedGPUs += max(j.GPUs, 1) * max(j.Nodes, 1)
+			}
+		}
+	}
+	out := make([]MarketStat, 0, len(stats))
+	for k, s := range stats {
+		if s.SupplyGPUs > 0 {
+			s.FillRate = float64(s.SupplyGPUs-s.FreeGPUs) / float64(s.SupplyGPUs)
+		}
+		s.SuggestedAsk = suggestAsks(s, asks[k])
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, b MarketStat) int {
+		return cmp.Or(compareStrings(a.GPUModel, b.GPUModel), compareStrings(a.Region, b.Region))
+	})
+	return out
+}
+
+// suggestAsks applies the rule documented on MarketStat.SuggestedAsk.
+func suggestAsks(s *MarketStat, asks [tierCount][]idlegrid.Micros) map[idlegrid.Tier]idlegrid.Micros {
+	out := map[idlegrid.Tier]idlegrid.Micros{}
+	for t, tier := range idlegrid.Tiers {
+		var seen []idlegrid.Micros
+		for _, p := range s.Prices {
+			if p.Tier == tier {
+				seen = append(seen, p.PriceMicrosPerGPUHour)
+			}
+		}
+		if len(seen) == 0 {
+			seen = asks[t]
+		}
+		if len(seen) == 0 {
+			continue
+		}
+		slices.Sort(seen)
+		m := seen[(len(seen)-1)/2]
+		switch {
+		case s.QueuedGPUs > s.FreeGPUs:
+			m = m * 110 / 100
+		case s.SupplyGPUs > 0 && s.FillRate < 0.5:
+			m = m * 90 / 100
+		}
+		out[tier] = m
+	}
+	return out
+}

@@ -1,0 +1,537 @@
+package market
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// plan decides what a job that cannot start now waits for: the
+// reservation it holds, or for gold and silver a preemption of bronze
+// leases, or else a new reservation. Bronze jobs only wait.
+func (e *Engine) plan(q *query, sig *signature) Decision {
+	if r := e.reservations[q.job.ID]; r != nil {
+		if start, ok := e.reservedStart(q, r); ok {
+			return Decision{Reservation: r.public(start), Reason: holdingReason(r, start)}
+		}
+	}
+	if q.job.Tier != idlegrid.TierBronze {
+		if d, ok := e.planPreemption(q, sig); ok {
+			return d
+		}
+		if d, ok := e.planReservation(q, sig); ok {
+			return d
+		}
+	}
+	return Decision{Reason: e.waitReason(q, sig)}
+}
+
+// reservedStart re-estimates when a job's reservation lets it start, and
+// reports whether the reservation still holds: every node online, still
+// reserved, still meeting the job's constraints and cap (a re-offer may
+// change them), and for gold and silver open long enough from then on.
+func (e *Engine) reservedStart(q *query, r *reservation) (int64, bool) {
+	start := r.start
+	for i, nd := range r.nodes {
+		if e.nodes[nd.id] != nd || nd.res != r || e.staticReason(nd, q.job) != "" ||
+			(q.cpu > 0 && nd.n.CPUCores < q.cpu) || (q.ram > 0 && nd.n.RAMMB < q.ram) || nd.asks[q.ti] > q.cap {
+			return 0, false
+		}
+		t := e.earliest(q, nd, r.gpus[i])
+		if t < 0 {
+			return 0, false
+		}
+		start = max(start, t)
+	}
+	if q.job.Tier != idlegrid.TierBronze {
+		for _, nd := range r.nodes {
+			if nd.until < start+q.dur*int64(time.Second) {
+				return 0, false
+			}
+		}
+	}
+	return start, true
+}
+
+// earliest is when g GPUs of nd that the job can use should be free, as
+// holds end; -1 when they never will.
+func (e *Engine) earliest(q *query, nd *node, g int) int64 {
+	mixed := nd.cls.mixed()
+	usable := func(h *hold) int {
+		if !mixed {
+			return h.gpus
+		}
+		n := 0
+		for i := range nd.slots {
+			if nd.slots[i].hold == h && usableBy(q.job, nd.slots[i].gpu) {
+				n++
+			}
+		}
+		return n
+	}
+	u := 0
+	for i := range nd.slots {
+		if nd.slots[i].hold == nil && usableBy(q.job, nd.slots[i].gpu) {
+			u++
+		}
+	}
+	if u >= g {
+		return q.now
+	}
+	holds := slices.Clone(nd.holds)
+	slices.SortFunc(holds, func(a, b *hold) int { return cmp.Compare(a.freeBy(), b.freeBy()) })
+	for _, h := range holds {
+		if u += usable(h); u >= g {
+			return max(h.freeBy(), q.now)
+		}
+	}
+	return -1
+}
+
+// planPreemption finds bronze leases to give notice so that a gold or
+// silver job can start when the notice ends: on each node the cheapest set
+// of leases in lost work, and the nodes (in one region) that lose the
+// least in all, then score. Leases younger than the minimum runtime, and
+// nodes reserved for another job, are left alone.
+func (e *Engine) planPreemption(q *query, sig *signature) (Decision, bool) {
+	notice := e.cfg.NoticeSeconds * int64(time.Second)
+	if q.n == 1 {
+		c, ok := e.preemptOne(q, sig)
+		if !ok {
+			return Decision{}, false
+		}
+		return e.preemptionDecision(q, []cand{c}), true
+	}
+	var cands []cand
+	s := search{
+		minUntil: q.now + notice + q.dur*int64(time.Second), cpu: q.cpu, ram: q.ram, minPreempt: q.g,
+		visit: func(nd *node) bool {
+			if (nd.res != nil && nd.res.jobID != q.job.ID) || nd.asks[q.ti] > q.cap {
+				return true
+			}
+			if c, ok := e.victimsOn(q, nd); ok {
+				cands = append(cands, c)
+			}
+			return true
+		},
+	}
+	e.walkClasses(q, sig, &s)
+	set := choosePlan(q, cands,
+		func(a, b *cand) int { return cmp.Or(cmp.Compare(a.lost, b.lost), rank(a, b)) },
+		func(set []cand) (int64, float64) {
+			var lost int64
+			var score float64
+			for _, c := range set {
+				lost, score = lost+c.lost, score+c.score
+			}
+			return lost, score
+		})
+	victims := 0
+	for _, c := range set {
+		victims += len(c.victims)
+	}
+	if victims == 0 {
+		return Decision{}, false
+	}
+	return e.preemptionDecision(q, set), true
+}
+
+// preemptOne finds the node where freeing q.g GPUs loses the least work
+// (then the best score, then the lowest ID), in the preferred region
+// first: a best-first walk, bounded by each subtree's latest bronze
+// restart times the GPUs still needed.
+func (e *Engine) preemptOne(q *query, sig *signature) (cand, bool) {
+	notice := e.cfg.NoticeSeconds * int64(time.Second)
+	minUntil := q.now + notice + q.dur*int64(time.Second)
+	var best *cand
+	skip := func(a *agg, s1 float64) bool {
+		return a.until < secDown(minUntil) || !a.cpuOK(q.cpu) || int(a.ram) < q.ram || !gpusOK(a.preempt, q.g) ||
+			beyond(s1*float64(a.rel), float64(q.cap))
+	}
+	bound := func(a *agg) int64 {
+		if a.restart == 0 {
+			return math.MaxInt64
+		}
+		return max(0, (q.now-secNanos(a.restart))/int64(time.Second)) * int64(max(1, q.g-int(a.free)))
+	}
+	visit := func(nd *node) {
+		if nd.res != nil || nd.asks[q.ti] > q.cap || (q.cpu > 0 && nd.n.CPUCores < q.cpu) || (q.ram > 0 && nd.n.RAMMB < q.ram) {
+			return
+		}
+		if c, ok := e.victimsOn(q, nd); ok && len(c.victims) > 0 {
+			if best == nil || cmp.Or(cmp.Compare(c.lost, best.lost), rank(&c, best)) < 0 {
+				best = &c
+			}
+		}
+	}
+	stop := func(b int64) bool { return best != nil && b > best.lost }
+	for _, views := range e.planViews(q, sig) {
+		bestFirst(views, skip, bound, visit, stop)
+		if best != nil {
+			return *best, true
+		}
+	}
+	return cand{}, false
+}
+
+// planViews returns the views a one-node plan searches, in the order it
+// searches them: the preferred region's first, when the job has one.
+func (e *Engine) planViews(q *query, sig *signature) [][]*view {
+	var pref, rest []*view
+	for _, c := range sig.all {
+		if c.key.maxJob > 0 && c.key.maxJob < q.dur {
+			continue
+		}
+		if q.job.RegionPreferred && c.key.region == q.job.Region {
+			pref = append(pref, c.views[q.ti])
+		} else {
+			rest = append(rest, c.views[q.ti])
+		}
+	}
+	if q.job.RegionPreferred {
+		return [][]*view{pref, rest}
+	}
+	return [][]*view{rest}
+}
+
+// preemptionDecision gives notice to the victims on set's nodes and
+// reserves the nodes from the end of the notice.
+func (e *Engine) preemptionDecision(q *query, set []cand) Decision {
+	notice := e.cfg.NoticeSeconds * int64(time.Second)
+	start := q.now + notice
+	d := Decision{Reservation: &Reservation{JobID: q.job.ID, Start: timeOf(start), Preempting: true}}
+	var lost int64
+	for _, c := range set {
+		d.Reservation.Nodes = append(d.Reservation.Nodes, ReservedNode{NodeID: c.nd.id, GPUs: q.g})
+		for _, h := range c.victims {
+			d.Preemptions = append(d.Preemptions, Preemption{
+				LeaseID: h.leaseID, JobID: h.jobID, NodeID: c.nd.id, GPUs: h.gpus,
+				NoticeSeconds: e.cfg.NoticeSeconds, LostGPUSeconds: h.lostGPUSeconds(q.now),
+			})
+		}
+		lost += c.lost
+	}
+	d.Reason = fmt.Sprintf("preempting %d bronze %s (%d GPU-seconds of work lost); it starts when %s %ds notice ends, at %s",
+		len(d.Preemptions), plural(len(d.Preemptions), "lease", "leases"), lost,
+		plural(len(d.Preemptions), "its", "their"), e.cfg.NoticeSeconds, timeOf(start).Format(time.RFC3339))
+	return d
+}
+
+// victimsOn finds the bronze leases on nd whose stop frees enough GPUs for
+// q while losing the least work.
+func (e *Engine) victimsOn(q *query, nd *node) (cand, bool) {
+	ask, credit := nd.asks[q.ti], e.credit(q, nd)
+	c := cand{nd: nd, ask: ask, credit: credit, score: scoreOf(ask, credit, nd.rel, q.w)}
+	free := 0
+	for i := range nd.slots {
+		if nd.slots[i].hold == nil && usableBy(q.job, nd.slots[i].gpu) {
+			free++
+		}
+	}
+	need := q.g - free
+	if need <= 0 {
+		return c, true
+	}
+	minRun := e.cfg.MinRuntimeSeconds * int64(time.Second)
+	var pool []*hold
+	var counts []int
+	var losses []int64
+	for _, h := range nd.holds {
+		if !h.preemptible(q.now, minRun) {
+			continue
+		}
+		n := 0
+		for i := range nd.slots {
+			if nd.slots[i].hold == h && usableBy(q.job, nd.slots[i].gpu) {
+				n++
+			}
+		}
+		if n > 0 {
+			pool, counts, losses = append(pool, h), append(counts, n), append(losses, h.lostGPUSeconds(q.now))
+		}
+	}
+	picked, lost, ok := minLossCover(counts, losses, need)
+	if !ok {
+		return cand{}, false
+	}
+	for _, i := range picked {
+		c.victims = append(c.victims, pool[i])
+	}
+	slices.SortFunc(c.victims, func(a, b *hold) int { return compareStrings(a.leaseID, b.leaseID) })
+	c.lost = lost
+	return c, true
+}
+
+// minLossCover chooses items whose counts sum to at least need with the
+// least total loss (a 0/1 knapsack over counts capped at need). It returns
+// the chosen indexes, their loss, and false when all items are too few.
+func minLossCover(counts []int, losses []int64, need int) ([]int, int64, bool) {
+	const inf = int64(1) << 62
+	dp := make([]int64, need+1)
+	for j := range dp {
+		dp[j] = inf
+	}
+	dp[0] = 0
+	from := make([][]int, len(counts)) // from[i][j]: the state item i extended to reach j, or -1
+	for i, c := range counts {
+		from[i] = make([]int, need+1)
+		for j := range from[i] {
+			from[i][j] = -1
+		}
+		for j := need; j >= 0; j-- {
+			if dp[j] == inf {
+				continue
+			}
+			nj := min(need, j+c)
+			if v := dp[j] + losses[i]; v < dp[nj] {
+				dp[nj], from[i][nj] = v, j
+			}
+		}
+	}
+	if dp[need] == inf {
+		return nil, 0, false
+	}
+	var picked []int
+	for i, j := len(counts)-1, need; i >= 0 && j > 0; i-- {
+		if f := from[i][j]; f >= 0 {
+			picked = append(picked, i)
+			j = f
+		}
+	}
+	return picked, dp[need], true
+}
+
+// planReservation reserves, for a gold or silver job that cannot start
+// now, the GPUs that free up soonest on nodes whose window then still
+// covers the job (in one region for a gang; ties by score), so that work
+// placed later cannot delay it (EASY backfill).
+func (e *Engine) planReservation(q *query, sig *signature) (Decision, bool) {
+	dur := q.dur * int64(time.Second)
+	if q.n == 1 {
+		c, ok := e.reserveOne(q, sig)
+		if !ok {
+			return Decision{}, false
+		}
+		return reservationDecision(q, []cand{c}), true
+	}
+	var cands []cand
+	s := search{
+		minUntil: q.now + dur, cpu: q.cpu, ram: q.ram, minGPUs: q.g,
+		visit: func(nd *node) bool {
+			if c, ok := e.reservable(q, nd); ok {
+				cands = append(cands, c)
+			}
+			return true
+		},
+	}
+	e.walkClasses(q, sig, &s)
+	set := choosePlan(q, cands,
+		func(a, b *cand) int { return cmp.Or(cmp.Compare(a.start, b.start), rank(a, b)) },
+		func(set []cand) (int64, float64) {
+			var start int64
+			var score float64
+			for _, c := range set {
+				start, score = max(start, c.start), score+c.score
+			}
+			return start, score
+		})
+	if set == nil {
+		return Decision{}, false
+	}
+	return reservationDecision(q, set), true
+}
+
+// reserveOne finds the node whose GPUs free up first for q with a window
+// that then still covers it (then the best score, then the lowest ID), in
+// the preferred region first: a best-first walk, bounded by each
+// subtree's earliest hold end.
+func (e *Engine) reserveOne(q *query, sig *signature) (cand, bool) {
+	dur := q.dur * int64(time.Second)
+	var best *cand
+	bound := func(a *agg) int64 {
+		if gpusOK(a.free, q.g) {
+			return q.now
+		}
+		return max(q.now, secNanos(a.firstEnd))
+	}
+	skip := func(a *agg, s1 float64) bool {
+		b := bound(a)
+		return a.until < secDown(q.now+dur) || !a.cpuOK(q.cpu) || int(a.ram) < q.ram || !gpusOK(a.gpus, q.g) ||
+			beyond(s1*float64(a.rel), float64(q.cap)) || b == always || secNanos(a.until) < b+dur
+	}
+	visit := func(nd *node) {
+		if c, ok := e.reservable(q, nd); ok {
+			if best == nil || cmp.Or(cmp.Compare(c.start, best.start), rank(&c, best)) < 0 {
+				best = &c
+			}
+		}
+	}
+	stop := func(b int64) bool { return best != nil && b > best.start }
+	for _, views := range e.planViews(q, sig) {
+		bestFirst(views, skip, bound, visit, stop)
+		if best != nil {
+			return *best, true
+		}
+	}
+	return cand{}, false
+}
+
+// reservable is nd as a candidate for q's reservation: when q.g GPUs free
+// up there, if its window then still covers q.
+func (e *Engine) reservable(q *query, nd *node) (cand, bool) {
+	if nd.res != nil || nd.asks[q.ti] > q.cap || (q.cpu > 0 && nd.n.CPUCores < q.cpu) || (q.ram > 0 && nd.n.RAMMB < q.ram) {
+		return cand{}, false
+	}
+	t := e.earliest(q, nd, q.g)
+	if t < 0 || nd.until < t+q.dur*int64(time.Second) {
+		return cand{}, false
+	}
+	ask, credit := nd.asks[q.ti], e.credit(q, nd)
+	return cand{nd: nd, ask: ask, credit: credit, score: scoreOf(ask, credit, nd.rel, q.w), start: t}, true
+}
+
+// reservationDecision reserves set's nodes from the latest of their starts.
+func reservationDecision(q *query, set []cand) Decision {
+	var start int64
+	r := &Reservation{JobID: q.job.ID}
+	for _, c := range set {
+		start = max(start, c.start)
+		r.Nodes = append(r.Nodes, ReservedNode{NodeID: c.nd.id, GPUs: q.g})
+	}
+	r.Start = timeOf(start)
+	return Decision{Reservation: r, Reason: fmt.Sprintf(
+		"no node can take it now; reserved %s from %s (shorter jobs may use them until then)",
+		reservedList(r.Nodes), r.Start.Format(time.RFC3339))}
+}
+
+// walkClasses walks, for s, every view of q's tier in the classes that
+// accept q.
+func (e *Engine) walkClasses(q *query, sig *signature, s *search) {
+	for _, c := range sig.all {
+		if c.key.maxJob > 0 && c.key.maxJob < q.dur {
+			continue
+		}
+		c.views[q.ti].walk(s)
+	}
+}
+
+// choosePlan picks q.n candidates in one region: the first q.n of a region
+// by less, the preferred region when it has enough, else the region whose
+// set has the lowest key, then total score... then lowest node ID.
+func choosePlan(q *query, cands []cand, less func(a, b *cand) int, key func(set []cand) (int64, float64)) []cand {
+	slices.SortFunc(cands, func(a, b cand) int { return less(&a, &b) })
+	byRegion := map[string][]cand{}
+	var regions []string
+	for _, c := range cands {
+		r := c.nd.n.Region
+		if byRegion[r] == nil {
+			regions = append(regions, r)
+		}
+		byRegion[r] = append(byRegion[r], c)
+	}
+	if q.job.RegionPreferred {
+		if set := byRegion[q.job.Region]; len(set) >= q.n {
+			return set[:q.n]
+		}
+	}
+	var best []cand
+	var bestA int64
+	var bestB float64
+	var bestID string
+	for _, r := range regions {
+		set := byRegion[r]
+		if len(set) < q.n {
+			continue
+		}
+		set = set[:q.n]
+		a, b := key(set)
+		id := set[0].nd.id
+		for _, c := range set {
+			id = min(id, c.nd.id)
+		}
+		if best == nil || a < bestA || (a == bestA && (b < bestB || (b == bestB && id < bestID))) {
+			best, bestA, bestB, bestID = set, a, b, id
+		}
+	}
+	return best
+}
+
+// waitReason says, cheaply, why a job waits: the class-level rejections
+// exactly, and that the nodes that match have no room for it now.
+func (e *Engine) waitReason(q *query, sig *signature) string {
+	counts := map[Reason]int{}
+	for i, c := range sig.rejected { // the tier comes first in check order
+		counts[ReasonTier] += c.count - c.sold[q.ti]
+		counts[sig.reasons[i]] += c.sold[q.ti]
+	}
+	matching := 0
+	for _, c := range sig.all {
+		counts[ReasonTier] += c.count - c.sold[q.ti]
+		switch {
+		case c.key.maxJob > 0 && c.key.maxJob < q.dur:
+			counts[ReasonMaxDuration] += c.sold[q.ti]
+		default:
+			counts[ReasonReliability] += c.sold[q.ti] - len(c.views[q.ti].order)
+			matching += len(c.views[q.ti].order)
+		}
+	}
+	for r, n := range counts {
+		if n == 0 {
+			delete(counts, r)
+		}
+	}
+	if matching == 0 {
+		return "no node fits: " + summarize(counts)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "no room now: of the %d %s its hardware and rules, ",
+		matching, plural(matching, "node that matches", "nodes that match"))
+	if q.n > 1 {
+		fmt.Fprintf(&b, "no region has %d with %d free %s", q.n, q.g, plural(q.g, "GPU", "GPUs"))
+	} else {
+		fmt.Fprintf(&b, "none has %d free %s", q.g, plural(q.g, "GPU", "GPUs"))
+	}
+	if q.job.Tier == idlegrid.TierBronze {
+		fmt.Fprintf(&b, ", an open window")
+	} else {
+		fmt.Fprintf(&b, ", a window of %s", time.Duration(q.dur)*time.Second)
+	}
+	fmt.Fprintf(&b, " and an ask within the cap %s/GPU-h now", q.cap)
+	if len(counts) > 0 {
+		fmt.Fprintf(&b, " (other nodes: %s)", summarize(counts))
+	}
+	if q.job.Tier != idlegrid.TierBronze {
+		b.WriteString("; no bronze lease can be preempted for it and no GPUs can be reserved")
+	}
+	return b.String()
+}
+
+// holdingReason says what a job with a reservation waits for.
+func holdingReason(r *reservation, start int64) string {
+	what := "its reservation"
+	if r.preempting {
+		what = "the bronze leases it preempted to stop"
+	}
+	return fmt.Sprintf("waiting for %s: %s from %s", what,
+		reservedList(r.public(start).Nodes), timeOf(start).Format(time.RFC3339))
+}
+
+func reservedList(nodes []ReservedNode) string {
+	parts := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		parts = append(parts, fmt.Sprintf("%d %s on %s", n.GPUs, plural(n.GPUs, "GPU", "GPUs"), n.NodeID))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
