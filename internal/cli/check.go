@@ -11,10 +11,13 @@ import (
 	neturl "net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
 
@@ -157,7 +160,7 @@ func (c *agentCheck) checkDriver(ctx context.Context) {
 		return
 	}
 	c.devs = devs
-	c.checkGPUs()
+	c.checkGPUs(ctx)
 }
 
 // seed is the key fake GPUs' UUIDs are seeded with: the node's, as the
@@ -186,12 +189,16 @@ func driverDetail(via string, devs []gpu.Device) string {
 }
 
 // checkGPUs says what GPUs there are and whether the policy offers each.
-func (c *agentCheck) checkGPUs() {
+func (c *agentCheck) checkGPUs(ctx context.Context) {
 	if len(c.devs) == 0 {
 		c.add("gpus", checkFail, "the driver sees no GPU", "run nvidia-smi; a GPU that fell off the bus needs a reboot")
 		return
 	}
-	withdrawn := c.cfg.Withdrawn(time.Now(), c.devs, nil)
+	var ours func(pid int) bool
+	if c.cfg.RuntimeName() == agent.RuntimeDocker && slices.ContainsFunc(c.devs, func(d gpu.Device) bool { return len(d.Processes) > 0 }) {
+		ours = c.agentsProcesses(ctx)
+	}
+	withdrawn := c.cfg.Withdrawn(time.Now(), c.devs, ours)
 	offered := len(c.devs) - len(withdrawn)
 	status, hint := checkOK, ""
 	if offered == 0 {
@@ -213,6 +220,30 @@ func (c *agentCheck) checkGPUs() {
 		} else {
 			c.add(name, checkOK, what+": offered", "")
 		}
+	}
+}
+
+// agentsProcesses tells the processes of the containers a running agent
+// started (any agent's on this engine), so that the check, like the agent,
+// does not count them as the owner's; nil when Docker does not answer.
+func (c *agentCheck) agentsProcesses(ctx context.Context) func(pid int) bool {
+	cli, err := dockerClient(c.env.getenv)
+	if err != nil {
+		return nil
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, checkDockerTimeout)
+	defer cancel()
+	list, err := cli.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", docker.LabelManagedBy+"="+docker.ManagedBy))})
+	if err != nil || len(list) == 0 {
+		return nil
+	}
+	ids := map[string]bool{}
+	for _, ct := range list {
+		ids[ct.ID] = true
+	}
+	return func(pid int) bool {
+		return slices.ContainsFunc(docker.ProcessContainerIDs("/proc", pid), func(id string) bool { return ids[id] })
 	}
 }
 

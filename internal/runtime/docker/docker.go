@@ -268,6 +268,12 @@ func (r *Runtime) create(ctx context.Context, w runtime.Workload, events chan<- 
 	if err != nil {
 		return nil, err
 	}
+	// From here on the runtime makes things on the engine. The engine may
+	// carry out a request whose caller gave up, leaving a container or a
+	// volume nobody removes, so these requests run to their end even when
+	// ctx ends (the agent shutting down); the agent stops what started.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*engineTimeout)
+	defer cancel()
 	ckptExists, err := r.volumeExists(ctx, CheckpointVolume(w.JobID))
 	if err != nil {
 		return nil, err

@@ -543,6 +543,36 @@ func TestRuntime_Start_StaleContainer(t *testing.T) {
 	mustBeGone(t, w.LeaseID)
 }
 
+// TestRuntime_Start_Cancelled cancels Starts at moments spread over the
+// making of the container: whatever the moment, a Start that failed leaves
+// nothing behind, and one that succeeded runs its workload to a clean end.
+func TestRuntime_Start_Cancelled(t *testing.T) {
+	t.Parallel()
+	r := mustRuntime(t, Options{})
+	cli := mustEngine(t)
+	for i := range 8 {
+		w := testWorkload(map[string]string{"WORKLOAD_STEPS": "100000", "WORKLOAD_STEP_MS": "20"})
+		ctx, cancel := context.WithCancel(context.Background())
+		timer := time.AfterFunc(time.Duration(i)*40*time.Millisecond, cancel)
+		events := make(chan runtime.Event)
+		err := r.Start(ctx, w, events)
+		timer.Stop()
+		cancel()
+		if err == nil {
+			wa := watchEvents(t, events, w.LeaseID)
+			r.Stop(w.LeaseID, 0)
+			wa.exited(t)
+		}
+		mustBeGone(t, w.LeaseID)
+		if _, err := cli.ContainerInspect(context.Background(), prepName(w.LeaseID)); !cerrdefs.IsNotFound(err) {
+			t.Errorf("cancelled after %dms: the prep container is left (inspect: %v)", i*40, err)
+		}
+		if err != nil && volumeExists(t, CheckpointVolume(w.JobID)) {
+			t.Errorf("cancelled after %dms: Start failed (%v) but left the checkpoint volume it made", i*40, err)
+		}
+	}
+}
+
 func TestRuntime_Stop(t *testing.T) {
 	t.Run("CheckpointAndResume", func(t *testing.T) {
 		t.Parallel()

@@ -142,6 +142,14 @@ func (r *Runtime) setVolumeOwner(ctx context.Context, w runtime.Workload, imageI
 // removeFailed removes what a Start that failed made: the container, the
 // scratch volume, and the checkpoint volume if the Start made it.
 func (r *Runtime) removeFailed(wl *workload, checkpointExisted bool) {
+	// A create whose request was cancelled (the agent shutting down) may
+	// still have made its container, whose ID the runtime never got: the
+	// names are known. The prep container goes first, since it holds the
+	// volumes.
+	r.removeContainer(prepName(wl.leaseID))
+	if wl.containerID == "" {
+		r.removeContainer(containerName(wl.leaseID))
+	}
 	r.remove(wl)
 	if !checkpointExisted {
 		r.removeVolume(wl.checkpoint)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -25,13 +26,29 @@ var containerIDRE = regexp.MustCompile(`[0-9a-f]{64}`)
 // the host's PID namespace.
 func (r *Runtime) OwnsProcess(pid int) bool {
 	ids := r.containerIDs()
-	if len(ids) == 0 || pid <= 0 {
+	if len(ids) == 0 {
 		return false
 	}
-	data, err := os.ReadFile(filepath.Join(r.procRoot, strconv.Itoa(pid), "cgroup"))
-	if err != nil { // gone, or not ours to read
-		return false
+	for _, id := range ProcessContainerIDs(r.procRoot, pid) {
+		if ids[id] {
+			return true
+		}
 	}
+	return false
+}
+
+// ProcessContainerIDs returns the IDs of the containers whose cgroups the
+// process pid is in, as procRoot (normally /proc) shows them: none for a
+// process of the host, or one that is gone or not ours to see.
+func ProcessContainerIDs(procRoot string, pid int) []string {
+	if pid <= 0 {
+		return nil
+	}
+	data, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return nil
+	}
+	var ids []string
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		// hierarchy-ID:controllers:path; the path may itself hold ':'.
@@ -40,12 +57,12 @@ func (r *Runtime) OwnsProcess(pid int) bool {
 			continue
 		}
 		for _, id := range containerIDRE.FindAllString(parts[2], -1) {
-			if ids[id] {
-				return true
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
 			}
 		}
 	}
-	return false
+	return ids
 }
 
 // containerIDs are the IDs of the containers the runtime follows now.

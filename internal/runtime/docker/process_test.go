@@ -73,6 +73,14 @@ func TestRuntime_OwnsProcess(t *testing.T) {
 			}
 		})
 	}
+	t.Run("ProcessContainerIDs", func(t *testing.T) {
+		if got := ProcessContainerIDs(proc, 102); !slices.Equal(got, []string{ourID}) {
+			t.Errorf("ProcessContainerIDs(102) = %q, want [%s] once", got, ourID)
+		}
+		if got := ProcessContainerIDs(proc, 202); got != nil {
+			t.Errorf("ProcessContainerIDs(202) = %q, want none", got)
+		}
+	})
 	t.Run("NothingRunning", func(t *testing.T) {
 		idle := &Runtime{procRoot: proc, running: map[string]*workload{}}
 		if idle.OwnsProcess(101) {

@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
+	"github.com/idlegrid/idlegrid/internal/agent"
+	"github.com/idlegrid/idlegrid/internal/runtime"
+)
+
+func TestOpenRuntime(t *testing.T) {
+	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	cfg := &agent.Config{Server: "http://x", DataDir: t.TempDir(), FakeGPUs: "1xT4"}
+	t.Run("Fake", func(t *testing.T) {
+		rt, err := openRuntime(context.Background(), cfg, key, func(string) string { return "" }, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rt.Close()
+		if !strings.HasPrefix(rt.about, "fake") {
+			t.Errorf("about = %q, want the fake runtime", rt.about)
+		}
+	})
+	t.Run("DockerUnreachable", func(t *testing.T) {
+		c := *cfg
+		c.Runtime = agent.RuntimeDocker
+		sock := "unix://" + filepath.Join(t.TempDir(), "docker.sock")
+		_, err := openRuntime(context.Background(), &c, key, func(k string) string { return map[string]string{"DOCKER_HOST": sock}[k] }, slog.New(slog.DiscardHandler))
+		if err == nil || !strings.Contains(err.Error(), "cannot reach the Docker engine at "+sock) || !strings.Contains(hintFor(err), "runtime: fake") {
+			t.Errorf("got %v (hint %q), want the engine unreachable and what to do", err, hintFor(err))
+		}
+	})
+	t.Run("Docker", func(t *testing.T) {
+		mustDocker(t)
+		c := *cfg
+		c.Runtime = agent.RuntimeDocker
+		rt, err := openRuntime(context.Background(), &c, key, os.Getenv, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rt.Close()
+		// The agent finds what it needs of the runtime by these interfaces,
+		// through whatever wraps it.
+		if _, ok := rt.Runtime.(runtime.Adopter); !ok {
+			t.Error("the docker runtime given to the agent is not a runtime.Adopter")
+		}
+		if _, ok := rt.Runtime.(agent.ProcessOwner); !ok {
+			t.Error("the docker runtime given to the agent is not an agent.ProcessOwner")
+		}
+		if _, ok := rt.Runtime.(interface{ LeaseGPUs(string) []string }); !ok {
+			t.Error("the docker runtime given to the agent cannot say an adopted lease's GPUs")
+		}
+		if want := "idlegrid.node=" + dockerNodeID(key); !strings.Contains(rt.about, want) {
+			t.Errorf("about = %q, want it to name %s", rt.about, want)
+		}
+	})
+}
+
+// agentProcess is 'idlegrid agent' run as a process of its own (the test
+// binary, named idlegrid, runs Main: see TestMain), so that it can be
+// killed as a crash would.
+type agentProcess struct {
+	cmd *exec.Cmd
+	out syncBuffer
+}
+
+func startAgentProcess(t *testing.T, bin string, args ...string) *agentProcess {
+	t.Helper()
+	p := &agentProcess{cmd: exec.Command(bin, args...)}
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
+	eventually(t, "the agent to serve", func() error {
+		if strings.Contains(p.out.String(), "workloads in docker at") {
+			return nil
+		}
+		return fmt.Errorf("agent says:\n%s", p.out.String())
+	})
+	return p
+}
+
+// TestAgentCommand_DockerAdopts runs a job in a Docker container through
+// 'idlegrid agent --runtime docker', kills the agent as a crash would,
+// and starts it again: the new agent takes the container back, and the
+// job succeeds with all its output after the restart.
+func TestAgentCommand_DockerAdopts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a server, an agent twice and a container; skipped with -short")
+	}
+	cli := mustDocker(t)
+	ctx := context.Background()
+	img := mustSelfImage(t, cli, "idlegrid-test/agent-workload", "dev", "workload")
+	url, adminKey := mustServer(t)
+	admin := client.New(url, adminKey)
+	_, _, providerKey, err := admin.CreateAccount(ctx, "provider", idlegrid.RoleProvider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, token, err := client.New(url, providerKey).CreateJoinToken(ctx, "fleet", 1, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renterAcct, _, renterKey, err := admin.CreateAccount(ctx, "renter", idlegrid.RoleRenter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.TopUp(ctx, renterAcct.ID, 100*idlegrid.MicrosPerUnit, "topup-"+renterAcct.ID); err != nil {
+		t.Fatal(err)
+	}
+	renter := client.New(url, renterKey)
+
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "idlegrid")
+	exe, _ := os.Executable()
+	if err := os.Symlink(exe, bin); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath, _ := mustCheckConfig(t, url, "fake_gpus: 1xT4\nruntime: docker\njoin_token: "+token+"\ntelemetry_interval: 1s\n")
+
+	first := startAgentProcess(t, bin, "agent", "--config", cfgPath)
+	job, err := renter.SubmitJob(ctx, idlegrid.JobSpec{
+		Name: "adoptee", Kind: idlegrid.KindTraining, Image: img, GPUs: 1, Nodes: 1, Tier: idlegrid.TierSilver,
+		MaxPriceMicrosPerGPUHour: idlegrid.MicrosPerUnit, DurationSeconds: 300,
+		Env: map[string]string{"DEMO_STEPS": "60", "DEMO_STEP_MS": "250"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lease *idlegrid.Lease
+	eventually(t, "the lease to run and log its steps", func() error {
+		ls, err := renter.ListLeases(ctx, idlegrid.LeaseFilter{JobID: job.ID})
+		if err != nil || len(ls) == 0 {
+			return fmt.Errorf("leases: %v, %v", ls, err)
+		} else if ls[0].State != idlegrid.LeaseRunning {
+			return fmt.Errorf("lease %s is %s", ls[0].ID, ls[0].State)
+		}
+		lease = ls[0]
+		lines, err := renter.LeaseLogs(ctx, lease.ID, 0, 1000)
+		if err != nil || len(lines) == 0 || !strings.Contains(lines[len(lines)-1].Text, "step ") {
+			return fmt.Errorf("logs %v, %v", lines, err)
+		}
+		return nil
+	})
+
+	first.cmd.Process.Signal(syscall.SIGKILL) // a crash: nothing is stopped or reported
+	first.cmd.Wait()
+	running, err := cli.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", "idlegrid.lease="+lease.ID))})
+	if err != nil || len(running) != 1 {
+		t.Fatalf("after the crash, %d containers run the lease (%v), want 1", len(running), err)
+	}
+
+	second := startAgentProcess(t, bin, "agent", "--config", cfgPath)
+	eventually(t, "the job to succeed", func() error {
+		j, err := renter.FindJob(ctx, job.ID)
+		if err != nil || j.State != idlegrid.JobSucceeded {
+			return fmt.Errorf("job: %+v, %v", j, err)
+		}
+		return nil
+	})
+	lines, err := renter.LeaseLogs(ctx, lease.ID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, l := range lines {
+		text.WriteString(l.Text + "\n")
+	}
+	for _, want := range []string{"the node agent restarted and took the workload back", "training complete: 60 steps"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("lease logs lack %q:\n%s", want, text.String())
+		}
+	}
+	if ls, _ := renter.ListLeases(ctx, idlegrid.LeaseFilter{JobID: job.ID}); len(ls) != 1 {
+		t.Errorf("job has %d leases, want 1: the adopted one", len(ls))
+	}
+	if !regexp.MustCompile(`took back a workload a previous agent left.*lease=` + lease.ID).MatchString(second.out.String()) {
+		t.Errorf("the second agent does not say it took the lease back:\n%s", second.out.String())
+	}
+	second.cmd.Process.Signal(os.Interrupt)
+	if err := second.cmd.Wait(); err != nil {
+		t.Errorf("agent exited with %v after Ctrl-C:\n%s", err, second.out.String())
+	}
+}
