@@ -1,0 +1,77 @@
+package audit
+
+import (
+	"slices"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// This file makes the entries the market logs, so that every caller logs a
+// posting, a receipt or a lease transition the same way, and a user can
+// recompute an entry's leaf from the records the API shows them.
+
+// PostingEntry is the entry of one ledger transfer. Its subjects are every
+// account holder the transfer touches and the lease it belongs to; its
+// payload is the transfer as the API shows it.
+func PostingEntry(t *idlegrid.Transfer) (Entry, error) {
+	var subjects []string
+	for _, e := range t.Entries {
+		if owner := e.Account.Owner(); owner != "" {
+			subjects = append(subjects, owner)
+		}
+	}
+	if t.LeaseID != "" {
+		subjects = append(subjects, t.LeaseID)
+	}
+	return NewEntry(KindPosting, subjects, t, t.CreatedAt)
+}
+
+// ReceiptEntry is the entry of a receipt the server accepted for lease l at
+// at. Its subjects are the lease, its job, node, renter and provider; its
+// payload is the signed receipt, so that anyone holding the node's public
+// key can check the signature of what was logged.
+func ReceiptEntry(l *idlegrid.Lease, r *idlegrid.Receipt, at time.Time) (Entry, error) {
+	return NewEntry(KindReceipt, leaseSubjects(l), r, at)
+}
+
+// leaseTransition is the payload of a lease transition: the event and what
+// decides who pays for it.
+type leaseTransition struct {
+	idlegrid.LeaseEvent
+	Fault         idlegrid.Fault  `json:"fault,omitempty"`
+	ChargedMicros idlegrid.Micros `json:"charged_micros"`
+}
+
+// LeaseEntry is the entry of one state change of lease l: ev with the fault
+// and the charge the lease carries after it. Its subjects are the lease,
+// its job, node, renter and provider.
+func LeaseEntry(l *idlegrid.Lease, ev idlegrid.LeaseEvent) (Entry, error) {
+	return NewEntry(KindLeaseTransition, leaseSubjects(l),
+		leaseTransition{LeaseEvent: ev, Fault: l.Fault, ChargedMicros: l.ChargedMicros}, ev.At)
+}
+
+func leaseSubjects(l *idlegrid.Lease) []string {
+	var out []string
+	for _, s := range []string{l.ID, l.JobID, l.NodeID, l.RenterID, l.ProviderID} {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// NewEntry makes a valid entry of kind k about subjects, with v in canonical
+// JSON as its payload: the way to log anything else, such as a
+// reputation.Change (KindLevelChange) or the policy in force (KindPolicy).
+// Subjects are sorted and deduplicated.
+func NewEntry(k Kind, subjects []string, v any, at time.Time) (Entry, error) {
+	payload, err := CanonicalJSON(v)
+	if err != nil {
+		return Entry{}, err
+	}
+	subjects = slices.Clone(subjects)
+	slices.Sort(subjects)
+	e := Entry{Kind: k, Subjects: slices.Compact(subjects), Payload: payload, At: at}
+	return e, e.Validate()
+}

@@ -1,0 +1,233 @@
+package trustpolicy
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/reputation"
+)
+
+func TestDefault(t *testing.T) {
+	p := Default()
+	if p.Version != 1 || len(p.SHA256) != 64 {
+		t.Errorf("got version %d, digest %q", p.Version, p.SHA256)
+	}
+	// The file and the reputation package's defaults must not drift apart.
+	if want := reputation.DefaultParams(); !reflect.DeepEqual(p.Reputation, want) {
+		t.Errorf("reputation:\ngot  %+v\nwant %+v", p.Reputation, want)
+	}
+	if want := reputation.DefaultLevels(); !reflect.DeepEqual(p.Levels, want) {
+		t.Errorf("levels:\ngot  %+v\nwant %+v", p.Levels, want)
+	}
+	if p.Gold.MinLevel != 2 || p.Gold.Allows(1) || !p.Gold.Allows(2) {
+		t.Errorf("gold: got %+v, want level 2 and above", p.Gold)
+	}
+	if c := p.Challenges; !c.AtJoin || !c.OnFingerprintChange || c.PerNodePerDay != 1 {
+		t.Errorf("challenges: got %+v", c)
+	}
+	if v := p.Verification; v.Fraction(0) != 0.25 || v.Fraction(2) != 0.05 {
+		t.Errorf("verification: got %+v", v)
+	}
+	want := map[Offence]SlashRule{
+		OffenceForgedReceipt:    {FixedMicros: 50_000_000, BondBPS: 2500, HarmBPS: 20000, To: ToRenter},
+		OffenceFakeHardware:     {FixedMicros: 100_000_000, BondBPS: 5000, HarmBPS: 10000, To: ToRenter},
+		OffenceMismatchedResult: {FixedMicros: 20_000_000, BondBPS: 1000, HarmBPS: 20000, To: ToRenter},
+		OffenceBrokenNotice:     {HarmBPS: 10000, MaxMicros: 50_000_000, To: ToRenter},
+	}
+	if !reflect.DeepEqual(p.Slashing, want) {
+		t.Errorf("slashing:\ngot  %+v\nwant %+v", p.Slashing, want)
+	}
+}
+
+func mustParse(tb testing.TB, s string) *Policy {
+	tb.Helper()
+	p, err := Parse([]byte(s))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+func TestParse_Overrides(t *testing.T) {
+	p := mustParse(t, `
+version: 1
+reputation:
+  half_life: 1440h
+  weights:
+    uptime: {bad: 0.5}
+gold: {min_level: 1}
+slashing:
+  forged_receipt: {fixed: "$75.25", bond_percent: 12.5, to: platform}
+`)
+	d := Default()
+	if p.Reputation.HalfLife != 60*24*time.Hour {
+		t.Errorf("half_life: got %s", p.Reputation.HalfLife)
+	}
+	if got := p.Reputation.Weights[reputation.DimUptime]; got != (reputation.Weight{Good: 0.05, Bad: 0.5}) {
+		t.Errorf("uptime weight: got %+v, want the default good and bad 0.5", got)
+	}
+	if p.Gold.MinLevel != 1 {
+		t.Errorf("gold: got %d", p.Gold.MinLevel)
+	}
+	want := SlashRule{FixedMicros: 75_250_000, BondBPS: 1250, HarmBPS: 20000, To: ToPlatform}
+	if got := p.Slashing[OffenceForgedReceipt]; got != want {
+		t.Errorf("forged_receipt: got %+v, want %+v", got, want)
+	}
+	if !reflect.DeepEqual(p.Levels, d.Levels) || p.Slashing[OffenceBrokenNotice] != d.Slashing[OffenceBrokenNotice] {
+		t.Error("keys left out did not keep their defaults")
+	}
+	if p.SHA256 == d.SHA256 {
+		t.Error("two different files have one digest")
+	}
+}
+
+func TestParse_Errors(t *testing.T) {
+	for _, tt := range []struct {
+		name, yaml, field, msg string
+	}{
+		{"empty", ``, "version", "empty"},
+		{"no version", "gold: {min_level: 1}\n", "version", "required"},
+		{"newer version", "version: 2\nfuture_key: 1\n", "version", "reads version 1 policies, got 2"},
+		{"version not a number", "version: one\n", "version", "whole number"},
+		{"not a mapping", "- version: 1\n", "policy", "mapping"},
+		{"not YAML", "version: 1\n\tgold: [\n", "policy", "not YAML"},
+		{"two documents", "version: 1\n---\nversion: 1\n", "policy", "one YAML document"},
+		{"unknown key", "version: 1\nslashing:\n  forged_receipt: {fixd: 5}\n", "slashing.forged_receipt.fixd", "line 3: unknown key; known keys here: fixed, bond_percent, harm_percent, max, to"},
+		{"unknown section", "version: 1\nbonds: {}\n", "bonds", "unknown key"},
+		{"key twice", "version: 1\ngold: {min_level: 1}\ngold: {min_level: 2}\n", "gold", "given twice"},
+		{"wrong type", "version: 1\ngold: {min_level: high}\n", "gold.min_level", `want a whole number, got "high"`},
+		{"list for a value", "version: 1\nchallenges: {at_join: [true]}\n", "challenges.at_join", "single value"},
+		{"value for a section", "version: 1\nreputation: 5\n", "reputation", "want a mapping"},
+		{"negative amount", "version: 1\nslashing: {fake_hardware: {fixed: -5}}\n", "slashing.fake_hardware.fixed", "negative"},
+		{"amount too precise", "version: 1\nslashing: {fake_hardware: {max: 0.0000001}}\n", "slashing.fake_hardware.max", "at most 6 decimal places"},
+		{"percent too precise", "version: 1\nslashing: {fake_hardware: {bond_percent: 2.555}}\n", "slashing.fake_hardware.bond_percent", "at most two decimals"},
+		{"bond percent over 100", "version: 1\nslashing: {fake_hardware: {bond_percent: 101}}\n", "slashing.fake_hardware.bond_percent", "between 0 and 100"},
+		{"harm percent over 1000", "version: 1\nslashing: {broken_notice: {harm_percent: 1000.01}}\n", "slashing.broken_notice.harm_percent", "between 0 and 1000"},
+		{"unknown recipient", "version: 1\nslashing: {broken_notice: {to: operator}}\n", "slashing.broken_notice.to", `renter or platform, got "operator"`},
+		{"bad half-life", "version: 1\nreputation: {half_life: -3d}\n", "reputation.half_life", "60d"},
+		{"half-life too short", "version: 1\nreputation: {half_life: 5m}\n", "reputation.half_life", "at least an hour"},
+		{"zero prior", "version: 1\nreputation: {prior: {good: 0}}\n", "reputation.prior.good", "above 0"},
+		{"NaN weight", "version: 1\nreputation: {weights: {leases: {bad: .nan}}}\n", "reputation.weights.leases", "between 0"},
+		{"levels out of order", "version: 1\nlevels: {rules: [{level: 2, name: x}]}\n", "levels.rules[0].level", "want 1, got 2"},
+		{"level easier than the one below", "version: 1\nlevels:\n  rules:\n    - {level: 1, name: a, min_score: 0.9}\n    - {level: 2, name: b, min_score: 0.8}\n", "levels.rules[1]", "at least what the level below"},
+		{"gold above the ladder", "version: 1\ngold: {min_level: 4}\n", "gold.min_level", "highest level, 3"},
+		{"fraction over 1", "version: 1\nverification: {sample_fraction: 1.5}\n", "verification.sample_fraction", "between 0 and 1"},
+		{"challenge rate", "version: 1\nchallenges: {per_node_per_day: -1}\n", "challenges.per_node_per_day", "between 0 and 96"},
+		{"alias", "version: 1\nx: &a {min_level: 1}\ngold: *a\n", "x", "unknown key"},
+		{"alias in a known place", "version: 1\nchallenges: &a {at_join: true}\nverification: *a\n", "verification", "aliases are not allowed"},
+		{"too large", "version: 1\n#" + strings.Repeat("x", maxFileBytes), "policy", "larger than"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml))
+			var e *idlegrid.Error
+			if !errors.As(err, &e) || e.Code != idlegrid.EINVALID {
+				t.Fatalf("got %v, want an EINVALID error", err)
+			}
+			if e.Field != tt.field || !strings.Contains(e.Message, tt.msg) {
+				t.Errorf("got %q: %q; want %q: …%s…", e.Field, e.Message, tt.field, tt.msg)
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trust.yaml")
+	if err := os.WriteFile(path, []byte("version: 1\ngold: {min_level: 3}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load(path)
+	if err != nil || p.Gold.MinLevel != 3 {
+		t.Fatalf("got %+v, %v", p, err)
+	}
+	if err := os.WriteFile(path, []byte("version: 1\ngold: {min_level: 9}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(path)
+	var e *idlegrid.Error
+	if !errors.As(err, &e) || e.Field != "gold.min_level" || !strings.Contains(err.Error(), path) {
+		t.Errorf("got %v, want an error naming the file and gold.min_level", err)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+		t.Error("loaded a missing file")
+	}
+}
+
+// TestPolicy_Penalty works the default rules through the examples of
+// docs/trust.md.
+func TestPolicy_Penalty(t *testing.T) {
+	p := Default()
+	const unit = idlegrid.MicrosPerUnit
+	for _, tt := range []struct {
+		name       string
+		o          Offence
+		bond, harm idlegrid.Micros
+		want       idlegrid.Micros
+		to         Recipient
+	}{
+		// 50 + 25% of 500 + 200% of 12.34 = 50 + 125 + 24.68
+		{"forged receipt", OffenceForgedReceipt, 500 * unit, 12_340_000, 199_680_000, ToRenter},
+		// 100 + 50% of 500 + 100% of 40
+		{"fake hardware", OffenceFakeHardware, 500 * unit, 40 * unit, 390 * unit, ToRenter},
+		// 20 + 10% of 1000.000001 (rounded down) + 200% of 3
+		{"mismatched result", OffenceMismatchedResult, 1000*unit + 1, 3 * unit, 126 * unit, ToRenter},
+		// 100% of 80, capped at 50
+		{"broken notice, capped", OffenceBrokenNotice, 500 * unit, 80 * unit, 50 * unit, ToRenter},
+		{"broken notice", OffenceBrokenNotice, 500 * unit, 7_500_001, 7_500_001, ToRenter},
+		{"never more than the bond", OffenceFakeHardware, 30 * unit, 40 * unit, 30 * unit, ToRenter},
+		{"no bond, no penalty", OffenceForgedReceipt, 0, 10 * unit, 0, ToRenter},
+		{"negative amounts count as zero", OffenceFakeHardware, -5, -5, 0, ToRenter},
+		{"huge amounts do not overflow", OffenceFakeHardware, math.MaxInt64, math.MaxInt64, math.MaxInt64, ToRenter},
+		{"unknown offence", "rudeness", 500 * unit, 10 * unit, 0, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, to := p.Penalty(tt.o, tt.bond, tt.harm)
+			if got != tt.want || to != tt.to {
+				t.Errorf("got %s to %q, want %s to %q", got, to, tt.want, tt.to)
+			}
+		})
+	}
+}
+
+func TestShare(t *testing.T) {
+	for _, tt := range []struct {
+		m    idlegrid.Micros
+		bps  int64
+		want idlegrid.Micros
+	}{
+		{9999, 1, 0}, {10000, 1, 1}, {19999, 5000, 9999}, {1_000_000, 2500, 250_000},
+		{math.MaxInt64, 10000, math.MaxInt64}, {math.MaxInt64, 5000, math.MaxInt64 / 2},
+		{math.MaxInt64, 100000, math.MaxInt64}, {5, 0, 0}, {-5, 100, 0},
+	} {
+		if got := share(tt.m, tt.bps); got != tt.want {
+			t.Errorf("share(%d, %d): got %d, want %d", tt.m, tt.bps, got, tt.want)
+		}
+	}
+}
+
+func TestChallenges_Chance(t *testing.T) {
+	c := Challenges{PerNodePerDay: 1}
+	if got := c.Chance(24 * time.Hour); math.Abs(got-(1-math.Exp(-1))) > 1e-12 {
+		t.Errorf("a day at one a day: got %v, want 1 − 1/e", got)
+	}
+	if got := c.Chance(2 * time.Second); math.Abs(got-2.0/86400) > 1e-9 {
+		t.Errorf("two seconds: got %v, want about %v", got, 2.0/86400)
+	}
+	if c.Chance(0) != 0 || (Challenges{}).Chance(time.Hour) != 0 {
+		t.Error("a chance without time or rate")
+	}
+}
+
+func TestDefaultYAML(t *testing.T) {
+	b := DefaultYAML()
+	b[0] = 'X' // a copy: the default must not change
+	if Default().SHA256 != mustParse(t, string(defaultYAML)).SHA256 || defaultYAML[0] == 'X' {
+		t.Error("DefaultYAML handed out the embedded bytes")
+	}
+}
