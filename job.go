@@ -211,6 +211,9 @@ func kindList() string {
 type Job struct {
 	ID       string `json:"id"`
 	RenterID string `json:"renter_id"`
+	// SubmittedByKey is the API key that submitted the job; its spend limit
+	// applies to the job's leases.
+	SubmittedByKey string `json:"submitted_by_key,omitempty"`
 	JobSpec
 	State JobState `json:"state"`
 	// Reason says why the job is in its state: why it waits, why it failed.

@@ -18,6 +18,11 @@ const WorldAccount LedgerAccount = "world"
 // PlatformFees collects the platform's share of every charge.
 const PlatformFees LedgerAccount = "platform:fees"
 
+// MarketPenalties collects what providers forfeit from their bonds when they
+// break the market's rules; the market decides where it goes from there
+// (compensation to renters, or the platform).
+const MarketPenalties LedgerAccount = "market:penalties"
+
 // RenterAvailable is what a renter can spend.
 func RenterAvailable(renterID string) LedgerAccount {
 	return LedgerAccount("renter:" + renterID + ":available")
@@ -26,9 +31,28 @@ func RenterAvailable(renterID string) LedgerAccount {
 // RenterHeld is a renter's money in escrow for running leases.
 func RenterHeld(renterID string) LedgerAccount { return LedgerAccount("renter:" + renterID + ":held") }
 
-// ProviderEarned is what a provider has been credited.
-func ProviderEarned(providerID string) LedgerAccount {
-	return LedgerAccount("provider:" + providerID + ":earned")
+// ProviderPending is what a provider has earned but may not withdraw yet:
+// earnings stay pending for the market's payout hold after the settlement
+// that credited them, so that a dispute can still reach them.
+func ProviderPending(providerID string) LedgerAccount {
+	return LedgerAccount("provider:" + providerID + ":pending")
+}
+
+// ProviderPayable is what a provider may ask to be paid out.
+func ProviderPayable(providerID string) LedgerAccount {
+	return LedgerAccount("provider:" + providerID + ":payable")
+}
+
+// ProviderPayout is a provider's money on its way out of the market: a
+// requested payout that an operator has not settled or rejected yet.
+func ProviderPayout(providerID string) LedgerAccount {
+	return LedgerAccount("provider:" + providerID + ":payout")
+}
+
+// ProviderBond is what a provider has staked as a guarantee of good
+// conduct; penalties are taken from it.
+func ProviderBond(providerID string) LedgerAccount {
+	return LedgerAccount("provider:" + providerID + ":bond")
 }
 
 // MayGoNegative reports whether the account may hold a negative balance.
@@ -48,8 +72,25 @@ type TransferKind string
 
 const (
 	TransferTopUp  TransferKind = "topup"  // world → renter available
-	TransferHold   TransferKind = "hold"   // renter available → held, at placement
-	TransferSettle TransferKind = "settle" // held → provider + fees, rest back to available
+	TransferHold   TransferKind = "hold"   // renter available → held, at placement (and on each extension)
+	TransferSettle TransferKind = "settle" // held → provider pending + fees, rest back to available
+	// TransferMature makes one settlement's earnings payable once the
+	// payout hold has passed: provider pending → payable.
+	TransferMature TransferKind = "mature"
+	// TransferPayout moves a requested payout out of reach: provider
+	// payable → payout (in flight).
+	TransferPayout TransferKind = "payout"
+	// TransferPayoutSettle records that the money left the market: provider
+	// payout → world.
+	TransferPayoutSettle TransferKind = "payout_settle"
+	// TransferPayoutReject returns a rejected payout: provider payout → payable.
+	TransferPayoutReject TransferKind = "payout_reject"
+	// TransferBond stakes a provider's money: world or provider payable →
+	// provider bond.
+	TransferBond TransferKind = "bond"
+	// TransferPenalty takes a penalty from a provider's bond: provider bond
+	// → market penalties.
+	TransferPenalty TransferKind = "penalty"
 )
 
 // Entry is one line of a transfer: a signed amount on one account.
@@ -65,9 +106,12 @@ type Transfer struct {
 	IdempotencyKey string       `json:"idempotency_key"`
 	Kind           TransferKind `json:"kind"`
 	LeaseID        string       `json:"lease_id,omitempty"`
-	Memo           string       `json:"memo,omitempty"`
-	Entries        []Entry      `json:"entries"`
-	CreatedAt      time.Time    `json:"created_at"`
+	// GPUSeconds is what a settlement billed: the GPU-seconds the charge
+	// is for (zero when the provider was at fault). Statements add it up.
+	GPUSeconds int64     `json:"gpu_seconds,omitempty"`
+	Memo       string    `json:"memo,omitempty"`
+	Entries    []Entry   `json:"entries"`
+	CreatedAt  time.Time `json:"created_at"`
 }
 
 // Validate checks that t balances and names its accounts.
@@ -76,6 +120,8 @@ func (t *Transfer) Validate() error {
 		return Invalid("transfer.idempotency_key", "required")
 	} else if len(t.Entries) < 2 {
 		return Invalid("transfer.entries", "a transfer needs at least two entries")
+	} else if t.GPUSeconds < 0 {
+		return Invalid("transfer.gpu_seconds", "must not be negative")
 	}
 	var sum Micros
 	for _, e := range t.Entries {
@@ -93,18 +139,25 @@ func (t *Transfer) Validate() error {
 	return nil
 }
 
-// Balance is one account holder's money.
+// Balance is one account holder's money. A renter has the first three; a
+// provider the rest.
 type Balance struct {
 	AccountID string `json:"account_id"`
 	Available Micros `json:"available_micros"`
 	Held      Micros `json:"held_micros"`
-	Earned    Micros `json:"earned_micros"`
 	Spent     Micros `json:"spent_micros"` // charged to this renter so far
+
+	Pending        Micros `json:"pending_micros"`          // earned, inside the payout hold
+	Payable        Micros `json:"payable_micros"`          // earned, may be paid out
+	PayoutInFlight Micros `json:"payout_in_flight_micros"` // requested payouts not yet settled
+	PaidOut        Micros `json:"paid_out_micros"`         // settled payouts, all time
+	Bond           Micros `json:"bond_micros"`             // staked against penalties
 }
 
 // TransferFilter selects transfers.
 type TransferFilter struct {
 	AccountID string // any entry on an account owned by this ID
 	LeaseID   string
+	Kinds     []TransferKind
 	Limit     int
 }

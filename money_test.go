@@ -230,7 +230,7 @@ func TestTransfer_Validate(t *testing.T) {
 	}
 	t.Run("three way", func(t *testing.T) {
 		tr := valid()
-		tr.Entries = []idlegrid.Entry{{Account: b, Amount: -10}, {Account: idlegrid.ProviderEarned("p"), Amount: 9}, {Account: idlegrid.PlatformFees, Amount: 1}}
+		tr.Entries = []idlegrid.Entry{{Account: b, Amount: -10}, {Account: idlegrid.ProviderPending("p"), Amount: 9}, {Account: idlegrid.PlatformFees, Amount: 1}}
 		if err := tr.Validate(); err != nil {
 			t.Error(err)
 		}
@@ -251,8 +251,12 @@ func TestLedgerAccount(t *testing.T) {
 	}{
 		{idlegrid.RenterAvailable("r1"), "renter:r1:available", "r1", false},
 		{idlegrid.RenterHeld("r1"), "renter:r1:held", "r1", false},
-		{idlegrid.ProviderEarned("p1"), "provider:p1:earned", "p1", false},
+		{idlegrid.ProviderPending("p1"), "provider:p1:pending", "p1", false},
+		{idlegrid.ProviderPayable("p1"), "provider:p1:payable", "p1", false},
+		{idlegrid.ProviderPayout("p1"), "provider:p1:payout", "p1", false},
+		{idlegrid.ProviderBond("p1"), "provider:p1:bond", "p1", false},
 		{idlegrid.PlatformFees, "platform:fees", "", false},
+		{idlegrid.MarketPenalties, "market:penalties", "", false},
 		{idlegrid.WorldAccount, "world", "", true},
 	}
 	for _, tt := range tests {

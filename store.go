@@ -51,6 +51,11 @@ type Store interface {
 	// holds, and moves the job to running. ECONFLICT if the job moved on or
 	// a GPU is already claimed; EPAYMENT if a hold exceeds the balance.
 	PlaceJob(ctx context.Context, p *Placement) error
+	// PlaceJobs stores many placements in one transaction, each as PlaceJob
+	// would and behind a savepoint of its own, so that one that fails does
+	// not undo the others. errs[i] is placement i's error (nil: stored);
+	// a failure of the whole transaction is reported at every index.
+	PlaceJobs(ctx context.Context, ps []*Placement) (errs []error)
 	FindLease(ctx context.Context, id string) (*Lease, error)
 	ListLeases(ctx context.Context, f LeaseFilter) ([]*Lease, error)
 	ListLeaseEvents(ctx context.Context, leaseID string) ([]*LeaseEvent, error)
@@ -67,6 +72,17 @@ type Store interface {
 	// ListLogs returns up to limit lines with Seq > afterSeq, in order.
 	ListLogs(ctx context.Context, leaseID string, afterSeq int64, limit int) ([]LogLine, error)
 
+	// AppendReceipts stores a lease's next usage receipts, in order, as
+	// they are: the caller has checked them (signature, chain, limits). The
+	// first must follow the last stored (Seq and PrevHash) and the lease
+	// must not have ended; ECONFLICT otherwise, and nothing is stored.
+	AppendReceipts(ctx context.Context, leaseID string, rs []Receipt) error
+	// ListReceipts returns every receipt of a lease, in Seq order.
+	ListReceipts(ctx context.Context, leaseID string) ([]Receipt, error)
+	// ReceiptUsage returns the sum of a lease's receipts' GPU-seconds and
+	// its last receipt; last is nil when it has none.
+	ReceiptUsage(ctx context.Context, leaseID string) (gpuSeconds int64, last *Receipt, err error)
+
 	// PostTransfer applies a transfer. A transfer whose idempotency key was
 	// seen before is not applied again; the stored one is returned in its place.
 	PostTransfer(ctx context.Context, t *Transfer) (*Transfer, error)
@@ -77,6 +93,42 @@ type Store interface {
 
 	// Summary counts the market at a glance.
 	Summary(ctx context.Context) (*Summary, error)
+
+	// Money beyond the lease (docs/billing.md): maturing earnings, payouts,
+	// spend limits, notices and statements.
+
+	// ListMaturing returns up to limit settlements made at or before
+	// before that credited a provider's pending account and have not
+	// matured yet (no transfer "mature:<settlement key>"), oldest first.
+	ListMaturing(ctx context.Context, before time.Time, limit int) ([]*Transfer, error)
+	// CreatePayout stores a requested payout and posts t, which moves its
+	// amount from payable to in flight, in one transaction. A request whose
+	// (provider, idempotency key) was seen before changes nothing and
+	// returns the stored payout; ECONFLICT if its amount differs. EPAYMENT
+	// when the payable balance is short.
+	CreatePayout(ctx context.Context, p *Payout, t *Transfer) (*Payout, error)
+	// ResolvePayout settles or rejects a requested payout and posts t in one
+	// transaction. A retry with the resolution's idempotency key returns the
+	// payout unchanged; any other change to a resolved payout is ECONFLICT.
+	ResolvePayout(ctx context.Context, r *PayoutResolution, t *Transfer) (*Payout, error)
+	FindPayout(ctx context.Context, id string) (*Payout, error)
+	ListPayouts(ctx context.Context, f PayoutFilter) ([]*Payout, error)
+	// SetSpendLimit sets or replaces the limit of an account or one of its
+	// keys; RemoveSpendLimit lifts it. PlaceJob refuses (EPAYMENT) a
+	// placement whose holds would take a scope over its limit this month.
+	SetSpendLimit(ctx context.Context, l *SpendLimit) error
+	RemoveSpendLimit(ctx context.Context, scope SpendScope, accountID, keyID string) error
+	// ListSpendLimits returns the account's limit and its keys' limits.
+	ListSpendLimits(ctx context.Context, accountID string) ([]*SpendLimit, error)
+	// MonthSpend returns what a scope used of the month f names.
+	MonthSpend(ctx context.Context, f SpendFilter) (*Spend, error)
+	// AddNotice stores n unless a notice with its key exists; it reports
+	// whether n was stored.
+	AddNotice(ctx context.Context, n *Notice) (bool, error)
+	// ListNotices returns an account's notices, newest first.
+	ListNotices(ctx context.Context, accountID string, limit int) ([]*Notice, error)
+	// ListSettlements returns the settlements f selects, oldest first.
+	ListSettlements(ctx context.Context, f SettlementFilter) ([]*Settlement, error)
 
 	Close() error
 }

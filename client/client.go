@@ -148,6 +148,10 @@ func (t transport) answer(resp *http.Response, out any) error {
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return nil
 	}
+	if raw, ok := out.(*[]byte); ok { // an answer that is not JSON, e.g. a CSV statement
+		*raw = data
+		return nil
+	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("unexpected answer from %s (is it an idlegrid server?): %w", t.base, err)
 	}

@@ -48,6 +48,7 @@ func (a *Agent) adopt(ctx, workCtx context.Context) {
 		l := newLease(w, a.clock)
 		l.notice = DefaultNotice // its lease's own notice is not known here
 		l.markStarted()
+		a.resumeMeter(l)
 		a.leases[id] = l
 		leases[id] = l
 		a.leaseWG.Go(func() {

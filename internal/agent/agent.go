@@ -1,8 +1,9 @@
 // Package agent is the provider daemon. It runs on a node with idle GPUs,
 // joins a provider's fleet once (keeping its identity in its data dir),
 // publishes the node's offer, heartbeats, long-polls the server for
-// commands, runs leases' workloads through a runtime.Runtime, and reports
-// their output, progress and end.
+// commands, runs leases' workloads through a runtime.Runtime, reports
+// their output, progress and end, and signs usage receipts of what they ran
+// (receipts.go).
 //
 // The agent reaches the server only through Server, which the public client
 // (*client.AgentClient) implements; it never imports the store or the
@@ -40,6 +41,7 @@ type Server interface {
 	Commands(ctx context.Context, wait time.Duration) ([]idlegrid.Command, error)
 	ReportLease(ctx context.Context, leaseID string, r idlegrid.LeaseReport) error
 	AppendLogs(ctx context.Context, leaseID string, b idlegrid.LogBatch) error
+	SendReceipts(ctx context.Context, leaseID string, rs []idlegrid.Receipt) error
 }
 
 // SessionServer is a Server that can carry the agent's calls over one
@@ -114,6 +116,7 @@ type Agent struct {
 	offerKey     string          // what the last published offer offered
 	lastGPUs     []idlegrid.GPU  // the GPUs of the last offer built
 	powerRefused map[string]bool // GPUs that refused the power cap
+	telemetry    telemetry       // the GPUs' last telemetry, for the leases' meters
 
 	mu        sync.Mutex
 	nodeID    string
@@ -577,4 +580,5 @@ func (a *Agent) retire(id string) {
 	defer a.mu.Unlock()
 	delete(a.leases, id)
 	a.finished[id] = a.clock.Now()
+	a.forgetMeter(id)
 }

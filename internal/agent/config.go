@@ -63,6 +63,10 @@ type Config struct {
 	// TelemetryInterval is how often the GPUs are looked at again; zero
 	// means DefaultTelemetryInterval.
 	TelemetryInterval time.Duration `yaml:"telemetry_interval"`
+	// ReceiptInterval is how often the agent signs a usage receipt for each
+	// running lease, in whole seconds; zero means DefaultReceiptInterval.
+	// The renter is charged from the receipts (docs/billing.md).
+	ReceiptInterval time.Duration `yaml:"receipt_interval"`
 
 	// Runtime is what runs the leases' workloads: RuntimeDocker
 	// (containers, through the Docker engine) or RuntimeFake (simulated,
@@ -184,6 +188,8 @@ func (c *Config) Validate() error {
 		return idlegrid.Invalid("fake_speed", "must be between 0 and 1000000 (0 means real time)")
 	case c.Runtime != "" && c.Runtime != RuntimeDocker && c.Runtime != RuntimeFake:
 		return idlegrid.Invalid("runtime", "must be docker or fake, got %q", c.Runtime)
+	case c.ReceiptInterval != 0 && (c.ReceiptInterval < time.Second || c.ReceiptInterval > time.Hour || c.ReceiptInterval%time.Second != 0):
+		return idlegrid.Invalid("receipt_interval", "must be whole seconds between 1s and 1h (0 means %v), got %v", DefaultReceiptInterval, c.ReceiptInterval)
 	}
 	if err := c.validatePolicy(); err != nil {
 		return err

@@ -25,6 +25,7 @@ type fakeServer struct {
 	beats    []idlegrid.HeartbeatRequest
 	reports  []fakeReport
 	logs     map[string][]idlegrid.LogLine
+	receipts map[string][]idlegrid.Receipt // by lease, as accepted
 	leases   map[string]*fakeLease
 	failures map[string][]error     // method → errors for its next calls
 	calls    map[string][]time.Time // method → when it was called
@@ -261,6 +262,42 @@ func (f *fakeServer) ReportLease(ctx context.Context, leaseID string, r idlegrid
 	}
 	f.notify()
 	return nil
+}
+
+// SendReceipts accepts receipts in sequence, as the server does: one it
+// has is a no-op when unchanged; an ended lease takes none.
+func (f *fakeServer) SendReceipts(ctx context.Context, leaseID string, rs []idlegrid.Receipt) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("SendReceipts"); err != nil {
+		return err
+	}
+	if fl := f.leases[leaseID]; fl == nil {
+		return idlegrid.Errorf(idlegrid.ENOTFOUND, "lease %s not found", leaseID)
+	} else if fl.lease.State.Terminal() {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s already %s", leaseID, fl.lease.State)
+	}
+	if f.receipts == nil {
+		f.receipts = map[string][]idlegrid.Receipt{}
+	}
+	have := f.receipts[leaseID]
+	for _, r := range rs {
+		switch {
+		case r.Seq >= 1 && r.Seq <= int64(len(have)) && have[r.Seq-1].Hash() == r.Hash():
+		case r.Seq != int64(len(have))+1:
+			return idlegrid.Invalid("receipt.seq", "receipt %d is out of sequence: the next is %d", r.Seq, len(have)+1)
+		default:
+			have = append(have, r)
+		}
+	}
+	f.receipts[leaseID] = have
+	return nil
+}
+
+func (f *fakeServer) receiptsFor(id string) []idlegrid.Receipt {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]idlegrid.Receipt(nil), f.receipts[id]...)
 }
 
 func (f *fakeServer) AppendLogs(ctx context.Context, leaseID string, b idlegrid.LogBatch) error {

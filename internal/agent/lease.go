@@ -48,6 +48,8 @@ type lease struct {
 	dropped    int                // lines dropped since the last note
 	lastErr    string             // the last stderr line, for the failure message
 	exit       *runtime.Exit
+
+	meter meter // its usage receipts (receipts.go)
 }
 
 func newLease(w runtime.Workload, clock idlegrid.Clock) *lease {
@@ -67,6 +69,7 @@ func (a *Agent) runLease(ctx, workCtx context.Context, l *lease) {
 		a.report(workCtx, l.id, idlegrid.LeaseReport{State: idlegrid.LeaseFailed, Fault: idlegrid.FaultProvider, Message: msg})
 		return
 	}
+	a.beginMeter(l)
 	a.log.Info("lease started", "lease", l.id, "image", l.w.Job.Image, "gpus", len(l.w.GPUs))
 	if l.markStarted() {
 		if err := a.rt.Stop(l.id, l.grace()); err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
@@ -109,7 +112,7 @@ func (a *Agent) ship(ctx context.Context, l *lease) {
 			return
 		}
 		exited := l.exited() // before flushing: every line before the exit is buffered by now
-		if !a.flush(ctx, l) {
+		if !a.flush(ctx, l) || !a.sendReceipts(ctx, l) {
 			return
 		}
 		if exited {
@@ -149,6 +152,7 @@ func (l *lease) take(ev runtime.Event) bool {
 	case ev.Exit != nil:
 		e := *ev.Exit
 		l.exit = &e
+		l.meter.stop(l.clock.Now())
 		l.signal()
 		return true
 	}

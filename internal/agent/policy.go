@@ -381,6 +381,7 @@ func (a *Agent) observe(ctx context.Context) ([]gpu.Device, map[string]verdict, 
 	if err != nil {
 		return nil, nil, err
 	}
+	a.sampleUsage(devs)
 	a.mu.Lock()
 	leased := map[string]bool{}
 	for _, l := range a.leases {

@@ -13,12 +13,19 @@ import (
 type accountCommand struct{ env *env }
 
 func (c *accountCommand) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "--") && args[0] != "--help" {
+		return c.show(ctx, args) // "idlegrid account" shows your own
+	}
 	return c.env.runGroup("account", "Accounts are renters, providers and admins; each has a balance in the escrow ledger.", []subcommand{
+		{"show", "your money at a glance: balance, holds and spend, or earnings and payouts (the default)", func(a []string) error { return c.show(ctx, a) }},
 		{"create", "create an account and its first API key (admin)", func(a []string) error { return c.create(ctx, a) }},
 		{"ls", "list accounts (admin)", func(a []string) error { return c.list(ctx, a) }},
-		{"balance", "show a balance: available, held in escrow, spent, earned", func(a []string) error { return c.balance(ctx, a) }},
+		{"balance", "show a balance: available, held in escrow, spent; pending, payable, paid out", func(a []string) error { return c.balance(ctx, a) }},
 		{"topup", "add funds to a renter's account (admin)", func(a []string) error { return c.topup(ctx, a) }},
 		{"transfers", "list the ledger transfers of an account", func(a []string) error { return c.transfers(ctx, a) }},
+		{"statement", "a month's statement as a table, CSV or JSON", func(a []string) error { return c.statement(ctx, a) }},
+		{"limit", "set or lift an account's monthly spend limit (admin)", func(a []string) error { return c.limit(ctx, a) }},
+		{"notices", "what the market told you, such as leases stopped before your money ran out", func(a []string) error { return c.notices(ctx, a) }},
 	}, args)
 }
 
@@ -107,7 +114,9 @@ func (c *accountCommand) balance(ctx context.Context, args []string) error {
 		usage: "idlegrid account balance [ID] [--json]",
 		about: `Show a balance. Without an ID, your own; admins may name any account.
 Available is spendable; held is in escrow for running leases; spent is what
-you have been charged; earned is what a provider has been credited.`,
+you have been charged. A provider's earnings are pending for the payout hold
+after each settlement, then payable; a requested payout is in flight until
+an operator settles it, then paid out.`,
 		examples: "idlegrid account balance\n idlegrid account balance acct_abc123 --json",
 	})
 	r := c.env.remoteFlags(fs)
@@ -133,8 +142,8 @@ you have been charged; earned is what a provider has been credited.`,
 }
 
 func printBalance(e *env, b *idlegrid.Balance) error {
-	t := newTable(e.Out, "ACCOUNT", "AVAILABLE", "HELD", "SPENT", "EARNED")
-	t.row(b.AccountID, b.Available, b.Held, b.Spent, b.Earned)
+	t := newTable(e.Out, "ACCOUNT", "AVAILABLE", "HELD", "SPENT", "PENDING", "PAYABLE", "PAID OUT")
+	t.row(b.AccountID, b.Available, b.Held, b.Spent, b.Pending, b.Payable, b.PaidOut)
 	return t.flush()
 }
 

@@ -16,23 +16,28 @@ func (c *keyCommand) Run(ctx context.Context, args []string) error {
 		{"create", "create a new API key for your account", func(a []string) error { return c.create(ctx, a) }},
 		{"ls", "list your API keys", func(a []string) error { return c.list(ctx, a) }},
 		{"revoke", "revoke an API key", func(a []string) error { return c.revoke(ctx, a) }},
+		{"limit", "set or lift what the jobs a key submits may spend a month", func(a []string) error { return c.limit(ctx, a) }},
 	}, args)
 }
 
 // createdKey is the --json form of "key create".
 type createdKey struct {
-	Key    *idlegrid.APIKey `json:"key"`
-	Secret string           `json:"secret"`
+	Key    *idlegrid.APIKey           `json:"key"`
+	Secret string                     `json:"secret"`
+	Limit  *idlegrid.SpendLimitStatus `json:"spend_limit,omitempty"`
 }
 
 func (c *keyCommand) create(ctx context.Context, args []string) error {
 	fs := c.env.flags("key create", help{
-		usage:    "idlegrid key create --name N [--json]",
-		about:    "Create another API key for your own account. Its secret is shown once.",
-		examples: "idlegrid key create --name laptop",
+		usage: "idlegrid key create --name N [--spend-limit AMOUNT] [--json]",
+		about: `Create another API key for your own account. Its secret is shown once.
+--spend-limit caps what the jobs the key submits may spend in a calendar
+month (renters); see 'idlegrid key limit'.`,
+		examples: "idlegrid key create --name laptop\n idlegrid key create --name ci --spend-limit 100",
 	})
 	r := c.env.remoteFlags(fs)
 	name := fs.String("name", "", "a name to recognise the key by (required)")
+	spendLimit := fs.String("spend-limit", "", "the most the key's jobs may spend a month, e.g. 100")
 	asJSON := fs.Bool("json", false, "print JSON")
 	args, err := fs.parse(args)
 	if err != nil {
@@ -42,6 +47,12 @@ func (c *keyCommand) create(ctx context.Context, args []string) error {
 	} else if *name == "" {
 		return usagef("--name is required, e.g. idlegrid key create --name laptop")
 	}
+	var limit *idlegrid.Micros
+	if *spendLimit != "" {
+		if limit, err = parseLimit(*spendLimit); err != nil || limit == nil {
+			return usagef("--spend-limit: must be a decimal amount such as 100 or 12.50, got %q", *spendLimit)
+		}
+	}
 	cl, err := r.client()
 	if err != nil {
 		return err
@@ -50,10 +61,21 @@ func (c *keyCommand) create(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	out := createdKey{Key: k, Secret: secret}
+	if limit != nil {
+		// The secret exists only here, so nothing can spend with the key
+		// before its limit is set.
+		if out.Limit, err = cl.SetKeyLimit(ctx, k.ID, limit); err != nil {
+			return withHint(err, fmt.Sprintf("the key %s was created without its limit; revoke it or set it with 'idlegrid key limit %s AMOUNT'", k.ID, k.ID))
+		}
+	}
 	if *asJSON {
-		return printJSON(c.env.Out, createdKey{Key: k, Secret: secret})
+		return printJSON(c.env.Out, out)
 	}
 	fmt.Fprintf(c.env.Out, "created API key %s (%s)\nsecret (shown once): %s\n", k.ID, k.Name, secret)
+	if out.Limit != nil {
+		fmt.Fprintf(c.env.Out, "its jobs may spend %s a month\n", out.Limit.LimitMicros)
+	}
 	return nil
 }
 
@@ -82,9 +104,17 @@ func (c *keyCommand) list(ctx context.Context, args []string) error {
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(keys))
 	}
-	t := newTable(c.env.Out, "ID", "NAME", "PREFIX", "CREATED", "REVOKED")
+	limits := map[string]string{}
+	if rep, err := cl.SpendLimits(ctx, ""); err == nil {
+		for _, l := range rep.Limits {
+			if l.Scope == idlegrid.SpendKey {
+				limits[l.KeyID] = fmt.Sprintf("%s (%s used)", l.LimitMicros, l.Spend.Used())
+			}
+		}
+	}
+	t := newTable(c.env.Out, "ID", "NAME", "PREFIX", "CREATED", "REVOKED", "SPEND LIMIT")
 	for _, k := range keys {
-		t.row(k.ID, k.Name, k.Prefix+"…", k.CreatedAt.UTC().Format(time.RFC3339), stamp(k.RevokedAt))
+		t.row(k.ID, k.Name, k.Prefix+"…", k.CreatedAt.UTC().Format(time.RFC3339), stamp(k.RevokedAt), orDash(limits[k.ID]))
 	}
 	return t.flush()
 }
@@ -111,4 +141,36 @@ func (c *keyCommand) revoke(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.env.Out, "revoked API key %s\n", args[0])
 	return nil
+}
+
+func (c *keyCommand) limit(ctx context.Context, args []string) error {
+	fs := c.env.flags("key limit", help{
+		usage: "idlegrid key limit ID AMOUNT|none [--json]",
+		about: `Set what the jobs one of your API keys submits may spend in a calendar month
+(UTC), or lift the limit with "none". A job whose escrow hold would go over
+the limit waits, queued, with the reason; running leases are stopped, bronze
+ones with their notice, when the limit would be reached.`,
+		examples: "idlegrid key limit key_abc123 100\n idlegrid key limit key_abc123 none",
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 2, 2, "a key ID and an amount (or none)"); err != nil {
+		return err
+	}
+	limit, err := parseLimit(args[1])
+	if err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	st, err := cl.SetKeyLimit(ctx, args[0], limit)
+	if err != nil {
+		return err
+	}
+	return printLimit(c.env, "API key "+args[0], st, *asJSON)
 }

@@ -12,6 +12,7 @@ type leaseCommand struct{ env *env }
 func (c *leaseCommand) Run(ctx context.Context, args []string) error {
 	return c.env.runGroup("lease", "A lease is one node's share of a job, at a price locked when it was placed.", []subcommand{
 		{"get", "show a lease and its events", func(a []string) error { return c.get(ctx, a) }},
+		{"receipts", "export a lease's signed usage receipts and verify them", func(a []string) error { return c.receipts(ctx, a) }},
 	}, args)
 }
 

@@ -48,9 +48,12 @@ func commands() []command {
 		{"lease", "inspect a lease and its events", func(ctx context.Context, e *env, a []string) error { return (&leaseCommand{env: e}).Run(ctx, a) }},
 		{"node", "list and inspect nodes", func(ctx context.Context, e *env, a []string) error { return (&nodeCommand{env: e}).Run(ctx, a) }},
 		{"market", "prices, supply, demand and suggested asks per GPU model and region", func(ctx context.Context, e *env, a []string) error { return (&marketCommand{env: e}).Run(ctx, a) }},
+		{"sim", "replay real traces through the market engine and baselines: fill, savings, earnings, waits", func(ctx context.Context, e *env, a []string) error { return (&simCommand{env: e}).Run(ctx, a) }},
+		{"estimate", "what a provider would earn, or a renter pay, from the live market or a trace replay", func(ctx context.Context, e *env, a []string) error { return (&estimateCommand{env: e}).Run(ctx, a) }},
 		{"token", "create, list and revoke join tokens (providers)", func(ctx context.Context, e *env, a []string) error { return (&tokenCommand{env: e}).Run(ctx, a) }},
 		{"key", "create, list and revoke your API keys", func(ctx context.Context, e *env, a []string) error { return (&keyCommand{env: e}).Run(ctx, a) }},
-		{"account", "accounts, balances, top-ups and transfers", func(ctx context.Context, e *env, a []string) error { return (&accountCommand{env: e}).Run(ctx, a) }},
+		{"account", "your money: balances, holds, spend, earnings, statements, limits", func(ctx context.Context, e *env, a []string) error { return (&accountCommand{env: e}).Run(ctx, a) }},
+		{"payout", "request, list, settle and reject payouts of providers' earnings", func(ctx context.Context, e *env, a []string) error { return (&payoutCommand{env: e}).Run(ctx, a) }},
 		{"version", "print the version", func(ctx context.Context, e *env, a []string) error { return (&versionCommand{env: e}).Run(ctx, a) }},
 	}
 }

@@ -67,8 +67,8 @@ func TestMain_Help(t *testing.T) {
 		}
 	})
 	t.Run("GroupWithoutSubcommand", func(t *testing.T) {
-		r := run(t, nil, "account")
-		if r.code != 2 || !strings.Contains(r.err, "\tbalance ") || !strings.Contains(r.err, "idlegrid: idlegrid account needs a command") {
+		r := run(t, nil, "payout")
+		if r.code != 2 || !strings.Contains(r.err, "\trequest ") || !strings.Contains(r.err, "idlegrid: idlegrid payout needs a command") {
 			t.Fatalf("got %s", r)
 		}
 	})
@@ -78,10 +78,12 @@ func TestMain_Help(t *testing.T) {
 var everyCommand = [][]string{
 	{"dev"}, {"server"}, {"agent"}, {"version"},
 	{"job", "submit"}, {"job", "ls"}, {"job", "get"}, {"job", "cancel"}, {"job", "leases"}, {"job", "logs"},
-	{"lease", "get"}, {"node", "ls"}, {"node", "get"},
+	{"lease", "get"}, {"lease", "receipts"}, {"node", "ls"}, {"node", "get"},
 	{"token", "create"}, {"token", "ls"}, {"token", "revoke"},
 	{"key", "create"}, {"key", "ls"}, {"key", "revoke"},
 	{"account", "create"}, {"account", "ls"}, {"account", "balance"}, {"account", "topup"}, {"account", "transfers"},
+	{"account", "show"}, {"account", "statement"}, {"account", "limit"}, {"account", "notices"}, {"key", "limit"},
+	{"payout", "request"}, {"payout", "ls"}, {"payout", "settle"}, {"payout", "reject"},
 }
 
 func TestMain_CommandHelp(t *testing.T) {

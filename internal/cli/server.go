@@ -27,7 +27,7 @@ type serverCommand struct{ env *env }
 
 func (c *serverCommand) Run(ctx context.Context, args []string) error {
 	fs := c.env.flags("server", help{
-		usage: "idlegrid server [--listen 127.0.0.1:7070] [--db idlegrid.db|postgres://…] [--fee-bps 1000] [--bootstrap-admin-key-file FILE]",
+		usage: "idlegrid server [--listen 127.0.0.1:7070] [--db idlegrid.db|postgres://…] [--fee-bps 1000] [--payout-hold 72h] [--bootstrap-admin-key-file FILE]",
 		about: `Run the coordinator: the HTTP API under /v1, the market engine that places
 jobs on nodes, the escrow ledger, and the reapers that notice silent nodes.
 Agents connect to it; nothing connects to them.
@@ -47,6 +47,7 @@ Ctrl-C exits at once.`,
 	fs.StringVar(&cfg.adminKeyFile, "bootstrap-admin-key-file", "", "where to write the first admin's API key on a fresh database")
 	fs.DurationVar(&cfg.heartbeat, "heartbeat-interval", 10*time.Second, "how often agents heartbeat")
 	fs.IntVar(&cfg.missedHeartbeats, "missed-heartbeats", 3, "a node that misses this many heartbeats is lost and its work requeued")
+	fs.DurationVar(&cfg.payoutHold, "payout-hold", server.DefaultPayoutHold, "how long providers' earnings stay pending after a settlement before they may be paid out; 0 for none")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	args, err := fs.parse(args)
 	if err != nil {
@@ -59,6 +60,10 @@ Ctrl-C exits at once.`,
 		return usagef("--heartbeat-interval must be between 1s and 10m, got %s", cfg.heartbeat)
 	} else if cfg.missedHeartbeats < 1 || cfg.missedHeartbeats > 100 {
 		return usagef("--missed-heartbeats must be between 1 and 100, got %d", cfg.missedHeartbeats)
+	} else if cfg.payoutHold < 0 || cfg.payoutHold > 365*24*time.Hour {
+		return usagef("--payout-hold must be between 0 and 8760h, got %s", cfg.payoutHold)
+	} else if cfg.payoutHold == 0 {
+		cfg.payoutHold = -1 // the coordinator reads 0 as its default
 	}
 	if cfg.logger, err = newLogger(c.env.Err, *level); err != nil {
 		return err
@@ -94,6 +99,7 @@ type serveConfig struct {
 	feeBPS           int64
 	heartbeat        time.Duration // 0: the coordinator's default
 	missedHeartbeats int           // 0: the coordinator's default
+	payoutHold       time.Duration // 0: the coordinator's default; negative: none
 	adminKeyFile     string        // where to write a bootstrapped admin key
 	announceKey      io.Writer     // where to print it when there is no file
 	logger           *slog.Logger
@@ -127,6 +133,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	srv, err := server.Open(server.Config{
 		Store: store, FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger,
 		HeartbeatInterval: cfg.heartbeat, MissedHeartbeats: cfg.missedHeartbeats,
+		PayoutHold: cfg.payoutHold,
 	})
 	if err != nil {
 		return nil, err

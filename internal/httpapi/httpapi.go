@@ -108,12 +108,24 @@ func (a *api) routes() {
 	a.handle("GET /v1/leases", t, a.withKey(a.listLeases))
 	a.handle("GET /v1/leases/{id}", t, a.withKey(a.findLease))
 	a.handle("GET /v1/leases/{id}/logs", t, a.withKey(a.leaseLogs))
+	a.handle("GET /v1/leases/{id}/receipts", t, a.withKey(a.leaseReceipts))
 
 	a.handle("POST /v1/accounts/{id}/topup", t, a.withKey(a.topUp))
 	a.handle("GET /v1/balance", t, a.withKey(a.ownBalance))
 	a.handle("GET /v1/accounts/{id}/balance", t, a.withKey(a.accountBalance))
 	a.handle("GET /v1/transfers", t, a.withKey(a.listTransfers))
 	a.handle("GET /v1/summary", t, a.withKey(a.summary))
+	a.handle("POST /v1/payouts", t, a.withKey(a.requestPayout))
+	a.handle("GET /v1/payouts", t, a.withKey(a.listPayouts))
+	a.handle("POST /v1/payouts/{id}/settle", t, a.withKey(a.settlePayout))
+	a.handle("POST /v1/payouts/{id}/reject", t, a.withKey(a.rejectPayout))
+	a.handle("GET /v1/statements", t, a.withKey(a.statement))
+	a.handle("GET /v1/notices", t, a.withKey(a.listNotices))
+	a.handle("GET /v1/spend-limits", t, a.withKey(a.listSpendLimits))
+	a.handle("PUT /v1/accounts/{id}/spend-limit", t, a.withKey(a.setAccountLimit))
+	a.handle("DELETE /v1/accounts/{id}/spend-limit", t, a.withKey(a.removeAccountLimit))
+	a.handle("PUT /v1/keys/{id}/spend-limit", t, a.withKey(a.setKeyLimit))
+	a.handle("DELETE /v1/keys/{id}/spend-limit", t, a.withKey(a.removeKeyLimit))
 
 	a.handle("POST /v1/agent/join", t, a.withJoinSignature(a.join))
 	a.handle("PUT /v1/agent/offer", t, a.withNode(a.updateOffer))
@@ -121,6 +133,7 @@ func (a *api) routes() {
 	a.handle("GET /v1/agent/commands", a.opts.MaxWait+longPollMargin, a.withNode(a.commands))
 	a.handle("POST /v1/agent/leases/{id}/report", t, a.withNode(a.reportLease))
 	a.handle("POST /v1/agent/leases/{id}/logs", t, a.withNode(a.appendLogs))
+	a.handle("POST /v1/agent/leases/{id}/receipts", t, a.withNode(a.sendReceipts))
 	a.mux.Handle("GET "+session.Path, a.sessionRoute()) // no time limit: it lasts as long as the session
 
 	a.handle("/", t, a.noRoute)

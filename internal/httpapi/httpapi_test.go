@@ -584,7 +584,7 @@ func TestAPI_happyPath(t *testing.T) {
 		t.Fatalf("repeated top up = %+v, %v; want available %s once", b, err, funds)
 	}
 
-	agent, _, nodeID := f.mustNode(t, provider, "rig1")
+	agent, nodeKey, nodeID := f.mustNode(t, provider, "rig1")
 	if me, err := provider.Me(ctx); err != nil || me.ID != providerAcct.ID {
 		t.Fatalf("provider Me = %+v, %v", me, err)
 	}
@@ -616,6 +616,8 @@ func TestAPI_happyPath(t *testing.T) {
 		t.Fatalf("append logs: %v", err)
 	}
 	f.Clock.Advance(90 * time.Second) // the lease runs 90 GPU-seconds
+	// The node signs receipts for them.
+	f.mustSendReceipts(t, agent, nodeKey, lease.ID, 60, 30)
 	exit := 0
 	if err := agent.ReportLease(ctx, lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseSucceeded, ExitCode: &exit, Progress: 1}); err != nil {
 		t.Fatalf("report succeeded: %v", err)
@@ -636,8 +638,8 @@ func TestAPI_happyPath(t *testing.T) {
 	if want := (idlegrid.Balance{AccountID: renterAcct.ID, Available: funds - wantCharge, Spent: wantCharge}); *bal != want {
 		t.Errorf("renter balance = %+v, want %+v", *bal, want)
 	}
-	if pb, err := provider.Balance(ctx, ""); err != nil || pb.Earned <= 0 || pb.Earned > wantCharge {
-		t.Errorf("provider balance = %+v, %v; want earned in (0, %s]", pb, err, wantCharge)
+	if pb, err := provider.Balance(ctx, ""); err != nil || pb.Pending <= 0 || pb.Pending > wantCharge {
+		t.Errorf("provider balance = %+v, %v; want pending earnings in (0, %s]", pb, err, wantCharge)
 	}
 
 	lines, err := renter.LeaseLogs(ctx, lease.ID, 0, 0)

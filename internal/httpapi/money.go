@@ -3,15 +3,14 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
 // POST /v1/accounts/{id}/topup, with an Idempotency-Key header.
 func (a *api) topUp(w http.ResponseWriter, r *http.Request) error {
-	key := r.Header.Get(wire.HeaderIdempotencyKey)
-	if key == "" {
-		return idlegrid.Invalid(wire.HeaderIdempotencyKey, "header required, so that a retried top-up is not applied twice")
+	key, err := idempotencyKey(r, "top-up")
+	if err != nil {
+		return err
 	}
 	var req wire.TopUpRequest
 	if err := a.readJSON(w, r, &req); err != nil {

@@ -1,19 +1,23 @@
 // Package ledger holds the posting rules of idlegrid: which balanced
-// transfers a top-up, a placement and the end of a lease produce. It is pure:
-// it builds *idlegrid.Transfer values and never stores them. The store
-// applies each transfer atomically with the change that caused it, refuses
-// one that would take an account other than the world below zero (EPAYMENT),
-// and treats a transfer whose idempotency key it has seen as already applied.
+// transfers a top-up, a placement, the end of a lease, a maturing
+// settlement, a payout and a penalty produce, and how a month of
+// settlements adds up to a statement. It is pure: it builds
+// *idlegrid.Transfer values and never stores them. The store applies each
+// transfer atomically with the change that caused it, refuses one that would
+// take an account other than the world below zero (EPAYMENT), and treats a
+// transfer whose idempotency key it has seen as already applied.
 //
 // # Accounts
-//
-// Every renter has two accounts and every provider one; the market has two:
 //
 //	world                     where money enters and leaves; the only account that goes negative
 //	renter:<id>:available     what the renter can spend
 //	renter:<id>:held          the renter's money in escrow for live leases
-//	provider:<id>:earned      what the provider has been credited
+//	provider:<id>:pending     earned, inside the payout hold
+//	provider:<id>:payable     earned, may be paid out
+//	provider:<id>:payout      requested payouts, in flight
+//	provider:<id>:bond        staked against penalties
 //	platform:fees             the platform's share of every charge
+//	market:penalties          what providers forfeited from their bonds
 //
 // A balance is the sum of its account's entries. Every transfer sums to
 // zero, so all balances together always sum to zero: money is only ever
@@ -34,16 +38,30 @@
 //	renter held           +hold
 //
 // Settle (key "settle:<lease>"), when the lease ends: the charge is the
-// locked price times the GPU-seconds that ran, rounded down, and never more
+// locked price times the GPU-seconds billed, rounded down, and never more
 // than the hold. When the provider caused the failure (FaultProvider) the
 // charge is zero: the renter gets everything back and the node earns
 // nothing for the failed span. The fee is the platform's basis points of the
 // charge, rounded down, so any fraction of a micro goes to the provider.
+// The provider's share is pending until the payout hold has passed.
 //
 //	renter held           −hold
-//	provider earned       +(charge − fee)
+//	provider pending      +(charge − fee)
 //	platform fees         +fee
 //	renter available      +(hold − charge)
+//
+// Mature (key "mature:<settlement key>"), once per settlement, when the
+// payout hold has passed since it: provider pending → payable.
+//
+// Payout (key "payout:<payout>"), when a provider asks to be paid:
+// provider payable → payout. Settled (key "payout-settle:<payout>"): payout
+// → world, the money has left. Rejected (key "payout-reject:<payout>"):
+// payout → payable.
+//
+// Bond (key "bond:<provider>:<caller key>"): world (a deposit) or the
+// provider's payable → bond. Penalty (key "penalty:<provider>:<caller key>"):
+// bond → market penalties. Release (key "release:<provider>:<caller key>"):
+// bond → payable.
 //
 // Entries of zero are left out; a transfer always keeps at least two.
 // Amounts never go through floating point.
@@ -89,6 +107,17 @@ func (r Rules) Fee(charge idlegrid.Micros) idlegrid.Micros {
 	return charge/basisPoints*bps + charge%basisPoints*bps/basisPoints
 }
 
+// CheckIdempotencyKey checks a caller's idempotency key: required, so that
+// a retried call is applied once, and at most 200 characters.
+func CheckIdempotencyKey(field, key string) error {
+	if key == "" {
+		return idlegrid.Invalid(field, "required, so that a retried call is applied once")
+	} else if len(key) > maxIdempotencyKey {
+		return idlegrid.Invalid(field, "at most %d characters", maxIdempotencyKey)
+	}
+	return nil
+}
+
 // TopUp returns the transfer that credits amount to the renter. The
 // idempotency key is the caller's (e.g. a payment ID), scoped to the renter
 // so that two renters' keys can never collide.
@@ -98,10 +127,9 @@ func TopUp(renterID string, amount idlegrid.Micros, idempotencyKey string, at ti
 		return nil, idlegrid.Invalid("topup.renter_id", "required")
 	case amount <= 0 || amount > MaxTopUpMicros:
 		return nil, idlegrid.Invalid("topup.amount_micros", "must be between 1 micro and %s, got %d", MaxTopUpMicros, amount)
-	case idempotencyKey == "":
-		return nil, idlegrid.Invalid("topup.idempotency_key", "required, so that a retried top-up is applied once")
-	case len(idempotencyKey) > maxIdempotencyKey:
-		return nil, idlegrid.Invalid("topup.idempotency_key", "at most %d characters", maxIdempotencyKey)
+	}
+	if err := CheckIdempotencyKey("topup.idempotency_key", idempotencyKey); err != nil {
+		return nil, err
 	}
 	return &idlegrid.Transfer{
 		ID:             idlegrid.NewID("tr"),
@@ -168,16 +196,26 @@ func (r Rules) Settle(l *idlegrid.Lease, gpuSeconds int64, fault idlegrid.Fault,
 		IdempotencyKey: "settle:" + l.ID,
 		Kind:           idlegrid.TransferSettle,
 		LeaseID:        l.ID,
+		GPUSeconds:     billedSeconds(l, gpuSeconds, fault),
 		Memo:           settleMemo(l, gpuSeconds, fault, charge, fee),
 		CreatedAt:      at,
 	}
 	t.Entries = nonZero(
 		idlegrid.Entry{Account: idlegrid.RenterHeld(l.RenterID), Amount: -l.HoldMicros},
-		idlegrid.Entry{Account: idlegrid.ProviderEarned(l.ProviderID), Amount: charge - fee},
+		idlegrid.Entry{Account: idlegrid.ProviderPending(l.ProviderID), Amount: charge - fee},
 		idlegrid.Entry{Account: idlegrid.PlatformFees, Amount: fee},
 		idlegrid.Entry{Account: idlegrid.RenterAvailable(l.RenterID), Amount: l.HoldMicros - charge},
 	)
 	return charge, t
+}
+
+// billedSeconds is what a settlement is for: the GPU-seconds that ran, none
+// when the provider is at fault, and never beyond the lease's limit.
+func billedSeconds(l *idlegrid.Lease, gpuSeconds int64, fault idlegrid.Fault) int64 {
+	if fault == idlegrid.FaultProvider || gpuSeconds <= 0 {
+		return 0
+	}
+	return min(gpuSeconds, l.LimitSeconds*int64(len(l.GPUUUIDs)))
 }
 
 func settleMemo(l *idlegrid.Lease, gpuSeconds int64, fault idlegrid.Fault, charge, fee idlegrid.Micros) string {

@@ -20,7 +20,7 @@ const unit = idlegrid.MicrosPerUnit
 var (
 	available = idlegrid.RenterAvailable("renter_1")
 	held      = idlegrid.RenterHeld("renter_1")
-	earned    = idlegrid.ProviderEarned("prov_1")
+	earned    = idlegrid.ProviderPending("prov_1")
 )
 
 // newLease returns a lease of gpus GPUs for limitSeconds at price, with

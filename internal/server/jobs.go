@@ -19,7 +19,7 @@ func (s *Server) SubmitJob(ctx context.Context, spec idlegrid.JobSpec) (*idlegri
 		return nil, err
 	}
 	j := &idlegrid.Job{
-		ID: idlegrid.NewID("job"), RenterID: c.AccountID, JobSpec: spec,
+		ID: idlegrid.NewID("job"), RenterID: c.AccountID, SubmittedByKey: c.KeyID, JobSpec: spec,
 		State: idlegrid.JobQueued, Reason: "waiting for the matcher",
 		CreatedAt: now, UpdatedAt: now,
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -30,12 +31,16 @@ func (s *Server) runReaper(ctx context.Context) {
 // server asks its agent to stop it. The renter is never charged past the limit.
 const limitGrace = 30 * time.Second
 
-// Reap runs one round of the reaper.
+// Reap runs one round of the reaper: it also matures earnings past the
+// payout hold and stops leases before their renter's money runs out.
 func (s *Server) Reap(ctx context.Context) error {
 	if err := s.reapNodes(ctx); err != nil {
 		return err
 	}
-	return s.reapLeases(ctx)
+	if err := s.reapLeases(ctx); err != nil {
+		return err
+	}
+	return errors.Join(s.matureEarnings(ctx), s.checkRunout(ctx))
 }
 
 // reapNodes declares lost the nodes that missed too many heartbeats and ends

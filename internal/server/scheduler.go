@@ -159,6 +159,9 @@ func (s *Server) buildEngine(ctx context.Context) (*market.Engine, error) {
 	for _, l := range leases {
 		e.AddLease(l)
 	}
+	if s.cfg.NaiveMatcher {
+		s.naive = naiveSnapshot(nodes, leases, s.Now())
+	}
 	return e, nil
 }
 
@@ -198,6 +201,12 @@ func (s *Server) applyMarks(ctx context.Context, e *market.Engine) error {
 // queued job, highest tier first and oldest first within a tier. A job that
 // cannot be placed stays queued with the engine's reason.
 func (s *Server) schedulePass(ctx context.Context, e *market.Engine) error {
+	// Read the queue before the marks: every change that happened before a
+	// job was submitted is then in the engine when the job is placed.
+	jobs, err := s.store.ListJobs(ctx, idlegrid.JobFilter{States: []idlegrid.JobState{idlegrid.JobQueued}, Limit: queuedPerPass})
+	if err != nil {
+		return err
+	}
 	if err := s.applyMarks(ctx, e); err != nil {
 		return err
 	}
@@ -207,9 +216,8 @@ func (s *Server) schedulePass(ctx context.Context, e *market.Engine) error {
 			s.log.Error("give notice", "lease", n.LeaseID, "err", err)
 		}
 	}
-	jobs, err := s.store.ListJobs(ctx, idlegrid.JobFilter{States: []idlegrid.JobState{idlegrid.JobQueued}, Limit: 10000})
-	if err != nil || len(jobs) == 0 {
-		return err
+	if len(jobs) == 0 {
+		return nil
 	}
 	sort.SliceStable(jobs, func(a, b int) bool {
 		if ra, rb := jobs[a].Tier.Rank(), jobs[b].Tier.Rank(); ra != rb {
@@ -217,29 +225,36 @@ func (s *Server) schedulePass(ctx context.Context, e *market.Engine) error {
 		}
 		return jobs[a].CreatedAt.Before(jobs[b].CreatedAt)
 	})
-	funds := map[string]idlegrid.Micros{} // renters' available balance, drawn down as we place
+	b := s.newBatch(e, now)
 	for _, j := range jobs {
 		if ctx.Err() != nil {
 			return nil
 		}
 		e.NoteQueued(j)
-		if err := s.placeJob(ctx, e, j, now, funds); err != nil {
+		if err := s.placeJob(ctx, e, j, now, b); err != nil {
 			s.log.Error("place job", "job", j.ID, "err", err)
 		}
 	}
-	return nil
+	err = b.flush(ctx)
+	if len(jobs) == queuedPerPass && b.stored > 0 {
+		s.Kick() // more may wait unread: the next pass takes them at once
+	}
+	return err
 }
 
+// queuedPerPass is how many queued jobs one pass reads.
+const queuedPerPass = 10000
+
 // placeJob asks the engine about one job and carries out its decision.
-func (s *Server) placeJob(ctx context.Context, e *market.Engine, j *idlegrid.Job, now time.Time, funds map[string]idlegrid.Micros) error {
+func (s *Server) placeJob(ctx context.Context, e *market.Engine, j *idlegrid.Job, now time.Time, b *placementBatch) error {
 	if j.Deadline != nil && !now.Before(*j.Deadline) {
 		e.ForgetJob(j.ID)
 		return s.store.CancelQueuedJob(ctx, j.ID, "deadline passed before a node could take it", now)
 	}
-	d := e.Place(j, now)
+	d := s.decide(e, j, now)
 	switch {
 	case d.Placed():
-		return s.storePlacement(ctx, e, j, d, now, funds)
+		return s.storePlacement(ctx, e, j, d, now, b)
 	case len(d.Preemptions) > 0:
 		for _, p := range d.Preemptions {
 			reason := fmt.Sprintf("preempted for %s job %s", j.Tier, j.ID)
@@ -255,41 +270,23 @@ func (s *Server) placeJob(ctx context.Context, e *market.Engine, j *idlegrid.Job
 	return s.setReason(ctx, j, d.Reason)
 }
 
-// storePlacement stores the leases and holds of a placement, then tells
-// the engine and the agents.
-func (s *Server) storePlacement(ctx context.Context, e *market.Engine, j *idlegrid.Job, d market.Decision, now time.Time, funds map[string]idlegrid.Micros) error {
+// storePlacement checks that the renter can pay the placement's holds and
+// adds it to the pass's batch, which stores it, then tells the engine and
+// the agents.
+func (s *Server) storePlacement(ctx context.Context, e *market.Engine, j *idlegrid.Job, d market.Decision, now time.Time, b *placementBatch) error {
 	p := s.placement(e, j, d.Picks, now)
 	hold := idlegrid.Micros(0)
 	for _, l := range p.Leases {
 		hold += l.HoldMicros
 	}
-	avail, err := s.available(ctx, j.RenterID, funds)
+	avail, err := s.available(ctx, j.RenterID, b.funds)
 	if err != nil {
 		return err
 	}
 	if hold > avail {
 		return s.setReason(ctx, j, fmt.Sprintf("waiting for funds: the escrow hold is %s and the renter has %s available; top up the account", hold, avail))
 	}
-	switch err := s.store.PlaceJob(ctx, p); idlegrid.ErrorCode(err) {
-	case "":
-	case idlegrid.ECONFLICT: // the job or a GPU moved on under the engine: rebuild it from the store
-		s.rebuild.Store(true)
-		s.Kick()
-		return nil
-	case idlegrid.EPAYMENT:
-		return s.setReason(ctx, j, "waiting for funds: "+idlegrid.ErrorMessage(err))
-	default:
-		return err
-	}
-	funds[j.RenterID] = avail - hold
-	e.Commit(j, d, now)
-	for i, l := range p.Leases {
-		e.AddLease(l)
-		s.waiters.notify(l.NodeID)
-		s.log.Info("job placed", "job", j.ID, "lease", l.ID, "node", l.NodeID,
-			"price_per_gpu_hour", l.PriceMicrosPerGPUHour.String(), "note", d.Picks[i].PriceNote)
-	}
-	return nil
+	return b.add(ctx, j, d, p, hold)
 }
 
 // placement turns the engine's picks into leases and their escrow holds.

@@ -31,7 +31,20 @@ type Config struct {
 	// SchedulePeriod is how often the engine runs when no event wakes it,
 	// so that windows opening and deadlines passing are noticed; default 2s.
 	SchedulePeriod time.Duration
-	Logger         *slog.Logger
+	// PayoutHold is how long a provider's earnings stay pending after the
+	// settlement that credited them before they become payable; default
+	// 72h, negative for none (payable at the next reaper pass).
+	PayoutHold time.Duration
+	// RunoutMargin is added to a lease's notice when the coordinator asks
+	// whether a renter's money or spend limit would last that long;
+	// default 2m. See runout.go.
+	RunoutMargin time.Duration
+	// NaiveMatcher places jobs with market.FirstMatcher, a full scan of
+	// every node, instead of the engine. It is the baseline that
+	// BenchmarkServerPlace measures the engine against (see batch.go), not
+	// a way to run a market.
+	NaiveMatcher bool
+	Logger       *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -53,6 +66,12 @@ func (c *Config) setDefaults() {
 	if c.SchedulePeriod == 0 {
 		c.SchedulePeriod = 2 * time.Second
 	}
+	if c.PayoutHold == 0 {
+		c.PayoutHold = DefaultPayoutHold
+	}
+	if c.RunoutMargin == 0 {
+		c.RunoutMargin = 2 * time.Minute
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -73,6 +92,10 @@ type Server struct {
 	asks    chan func(*market.Engine)
 	stopped chan struct{} // closed when the scheduler has stopped
 	waiters nodeWaiters   // wakes agents' long polls
+	// receiptLocks serialise each lease's receipts with its settlement.
+	receiptLocks leaseLocks
+	// naive is the NaiveMatcher baseline's market, owned by the scheduler.
+	naive *market.Snapshot
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

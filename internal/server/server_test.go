@@ -42,7 +42,7 @@ func mustMarket(t *testing.T) *testMarket {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Open(server.Config{Store: store, HeartbeatInterval: 10 * time.Second, FeeBasisPoints: 1000})
+	srv, err := server.Open(server.Config{Store: store, HeartbeatInterval: 10 * time.Second, FeeBasisPoints: 1000, Logger: testLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func mustJoin(t *testing.T, m *testMarket, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +98,7 @@ func mustJoin(t *testing.T, m *testMarket, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	nodeKeys.Store(resp.NodeID, priv) // to sign the node's receipts
 	return resp.NodeID
 }
 
@@ -181,6 +182,8 @@ func TestServer_JobLifecycle(t *testing.T) {
 		}
 
 		m.advance(t, 90*time.Second) // the workload runs for 90 s of bubble time
+		// The node signs receipts for all of it.
+		mustSendReceipts(t, m, l.ID, 60, 30)
 		code := 0
 		if err := m.srv.ReportLease(m.node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseSucceeded, ExitCode: &code}); err != nil {
 			t.Fatal(err)
@@ -204,8 +207,8 @@ func TestServer_JobLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := wantCharge - wantCharge/10; pb.Earned != want {
-			t.Fatalf("provider earned %d, want %d (charge less the 10%% fee)", pb.Earned, want)
+		if want := wantCharge - wantCharge/10; pb.Pending != want {
+			t.Fatalf("provider earned %d pending, want %d (charge less the 10%% fee)", pb.Pending, want)
 		}
 		mustLedgerBalanced(t, m.store)
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sync"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -14,7 +15,15 @@ import (
 func (s *Server) endLease(ctx context.Context, l *idlegrid.Lease, end leaseEnd) error {
 	now := s.Now()
 	to, reason, fault := end.to, end.reason, end.fault
-	charge, transfer := s.rules.Settle(l, l.GPUSeconds(now), fault, now)
+	// The charge counts the lease's receipts (see chargeableGPUSeconds);
+	// none may be accepted until the lease has ended.
+	release := sync.OnceFunc(s.receiptLocks.lock(l.ID))
+	defer release()
+	gpuSeconds, err := s.chargeableGPUSeconds(ctx, l, now)
+	if err != nil {
+		return err
+	}
+	charge, transfer := s.rules.Settle(l, gpuSeconds, fault, now)
 	var transfers []*idlegrid.Transfer
 	if transfer != nil {
 		transfer.ID = idlegrid.NewID("tx")
@@ -27,6 +36,7 @@ func (s *Server) endLease(ctx context.Context, l *idlegrid.Lease, end leaseEnd) 
 	if err := s.store.TransitionLease(ctx, t, transfers); err != nil {
 		return err
 	}
+	release() // before afterLeaseEnded, which may end other leases
 	s.log.Info("lease ended", "lease", l.ID, "job", l.JobID, "node", l.NodeID, "state", to,
 		"reason", reason, "charged", charge.String())
 	s.afterLeaseEnded(ctx, l, to)

@@ -192,7 +192,7 @@ func settle(l *idlegrid.Lease, charge idlegrid.Micros) *idlegrid.Transfer {
 		IdempotencyKey: "settle:" + l.ID, Kind: idlegrid.TransferSettle, LeaseID: l.ID,
 		Entries: []idlegrid.Entry{
 			{Account: idlegrid.RenterHeld(l.RenterID), Amount: -l.HoldMicros},
-			{Account: idlegrid.ProviderEarned(l.ProviderID), Amount: charge - fee},
+			{Account: idlegrid.ProviderPending(l.ProviderID), Amount: charge - fee},
 			{Account: idlegrid.PlatformFees, Amount: fee},
 			{Account: idlegrid.RenterAvailable(l.RenterID), Amount: l.HoldMicros - charge},
 		},

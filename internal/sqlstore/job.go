@@ -32,11 +32,11 @@ func (db *DB) CreateJob(ctx context.Context, j *idlegrid.Job) error {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO jobs (id, renter_id, spec, state, reason, attempts,
-			created_at, updated_at, started_at, ended_at, charged_micros)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			created_at, updated_at, started_at, ended_at, charged_micros, submitted_by_key)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 			j.ID, j.RenterID, spec, string(j.State), j.Reason, j.Attempts,
 			timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timePtrArg(j.StartedAt), timePtrArg(j.EndedAt),
-			int64(j.ChargedMicros))
+			int64(j.ChargedMicros), j.SubmittedByKey)
 		if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
 			return idlegrid.Errorf(idlegrid.ECONFLICT, "job %q already exists", j.ID)
 		}
@@ -45,14 +45,14 @@ func (db *DB) CreateJob(ctx context.Context, j *idlegrid.Job) error {
 }
 
 const jobColumns = `id, renter_id, spec, state, reason, attempts, created_at, updated_at,
-	started_at, ended_at, charged_micros`
+	started_at, ended_at, charged_micros, submitted_by_key`
 
 func scanJob(s scanner) (*idlegrid.Job, error) {
 	var j idlegrid.Job
 	var spec string
 	var created, updated, started, ended sql.NullInt64
 	if err := s.Scan(&j.ID, &j.RenterID, &spec, &j.State, &j.Reason, &j.Attempts,
-		&created, &updated, &started, &ended, &j.ChargedMicros); err != nil {
+		&created, &updated, &started, &ended, &j.ChargedMicros, &j.SubmittedByKey); err != nil {
 		return nil, err
 	}
 	if err := jsonOf(spec, &j.JobSpec); err != nil {

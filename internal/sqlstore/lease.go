@@ -13,9 +13,18 @@ import (
 // PlaceJob stores a placement in one transaction: the job, still queued at
 // p.Attempt, becomes running; each lease is inserted with a claim on each of
 // its GPUs and an opening event; the holds are posted. A job that moved on or
-// a GPU already claimed is ECONFLICT, a hold beyond the renter's balance
+// a GPU already claimed is ECONFLICT, a hold beyond the renter's balance or
+// beyond a spend limit of the account or of the key that submitted the job
 // EPAYMENT; either way nothing is written.
 func (db *DB) PlaceJob(ctx context.Context, p *idlegrid.Placement) error {
+	if err := checkPlacement(p); err != nil {
+		return err
+	}
+	return db.update(ctx, func(tx *sql.Tx) error { return db.placeJob(ctx, tx, p) })
+}
+
+// checkPlacement refuses a placement that could never be stored.
+func checkPlacement(p *idlegrid.Placement) error {
 	if err := required("placement.job_id", p.JobID); err != nil {
 		return err
 	} else if len(p.Leases) == 0 {
@@ -23,37 +32,52 @@ func (db *DB) PlaceJob(ctx context.Context, p *idlegrid.Placement) error {
 	} else if p.At.IsZero() {
 		return idlegrid.Invalid("placement.at", "required")
 	}
-	return db.update(ctx, func(tx *sql.Tx) error {
-		j, err := findJob(ctx, tx, p.JobID, db.dialect.forUpdate)
-		if err != nil {
-			return err
-		} else if j.State != idlegrid.JobQueued || j.Attempts != p.Attempt {
-			return idlegrid.Errorf(idlegrid.ECONFLICT, "job %s moved on: %s at attempt %d, placement was for queued at attempt %d",
-				j.ID, j.State, j.Attempts, p.Attempt)
-		}
-		for i, l := range p.Leases {
-			if err := db.insertLease(ctx, tx, j, p, l); err != nil {
-				return fmt.Errorf("lease %d: %w", i, err)
-			}
-		}
-		for _, t := range p.Transfers {
-			if t.CreatedAt.IsZero() {
-				t.CreatedAt = p.At
-			}
-		}
-		if err := postTransfers(ctx, tx, p.Transfers); err != nil {
-			return err
-		}
-		started := j.StartedAt
-		if started == nil {
-			started = &p.At
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = $1, reason = $2, attempts = attempts + 1,
-			started_at = $3, updated_at = $4 WHERE id = $5`,
-			string(idlegrid.JobRunning), fmt.Sprintf("running on %d node(s)", len(p.Leases)),
-			timePtrArg(started), timeArg(p.At), j.ID)
+	return nil
+}
+
+// placeJob is PlaceJob inside tx; PlaceJobs runs it once per placement.
+func (db *DB) placeJob(ctx context.Context, tx *sql.Tx, p *idlegrid.Placement) error {
+	j, err := findJob(ctx, tx, p.JobID, db.dialect.forUpdate)
+	if err != nil {
 		return err
-	})
+	} else if j.State != idlegrid.JobQueued || j.Attempts != p.Attempt {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "job %s moved on: %s at attempt %d, placement was for queued at attempt %d",
+			j.ID, j.State, j.Attempts, p.Attempt)
+	}
+	if err := checkSpendLimits(ctx, tx, db.dialect, j, placementHold(p), p.At); err != nil {
+		return err
+	}
+	for i, l := range p.Leases {
+		if err := db.insertLease(ctx, tx, j, p, l); err != nil {
+			return fmt.Errorf("lease %d: %w", i, err)
+		}
+	}
+	for _, t := range p.Transfers {
+		if t.CreatedAt.IsZero() {
+			t.CreatedAt = p.At
+		}
+	}
+	if err := postTransfers(ctx, tx, p.Transfers); err != nil {
+		return err
+	}
+	started := j.StartedAt
+	if started == nil {
+		started = &p.At
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = $1, reason = $2, attempts = attempts + 1,
+		started_at = $3, updated_at = $4 WHERE id = $5`,
+		string(idlegrid.JobRunning), fmt.Sprintf("running on %d node(s)", len(p.Leases)),
+		timePtrArg(started), timeArg(p.At), j.ID)
+	return err
+}
+
+// placementHold is what a placement escrows in all.
+func placementHold(p *idlegrid.Placement) idlegrid.Micros {
+	var hold idlegrid.Micros
+	for _, l := range p.Leases {
+		hold += l.HoldMicros
+	}
+	return hold
 }
 
 // insertLease checks l against its job and placement, fills in what the

@@ -25,9 +25,9 @@ func postTransfer(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer) error {
 	if t.ID == "" {
 		t.ID = idlegrid.NewID("xfer")
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO transfers (id, idempotency_key, kind, lease_id, memo, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (idempotency_key) DO NOTHING`,
-		t.ID, t.IdempotencyKey, string(t.Kind), t.LeaseID, t.Memo, timeArg(t.CreatedAt))
+	res, err := tx.ExecContext(ctx, `INSERT INTO transfers (id, idempotency_key, kind, lease_id, memo, created_at, gpu_seconds)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (idempotency_key) DO NOTHING`,
+		t.ID, t.IdempotencyKey, string(t.Kind), t.LeaseID, t.Memo, timeArg(t.CreatedAt), t.GPUSeconds)
 	if err := expectOne(res, err, func() error { return errSeen }); err != nil {
 		return err
 	}
@@ -81,6 +81,10 @@ func moveBalance(ctx context.Context, tx *sql.Tx, e idlegrid.Entry) error {
 func overdrawn(account idlegrid.LedgerAccount, need, have idlegrid.Micros) error {
 	if strings.HasPrefix(string(account), "renter:") && strings.HasSuffix(string(account), ":available") {
 		return idlegrid.Errorf(idlegrid.EPAYMENT, "renter balance too low: need %s, have %s; top up (account %s)",
+			need, have, account)
+	}
+	if strings.HasPrefix(string(account), "provider:") && strings.HasSuffix(string(account), ":payable") {
+		return idlegrid.Errorf(idlegrid.EPAYMENT, "payable earnings too low: need %s, have %s; earnings become payable once the payout hold after their settlement has passed (account %s)",
 			need, have, account)
 	}
 	return idlegrid.Errorf(idlegrid.EPAYMENT, "ledger account %s too low: need %s, have %s", account, need, have)
@@ -141,7 +145,7 @@ func sameEntries(a, b []idlegrid.Entry) bool {
 	return true
 }
 
-const transferColumns = `id, idempotency_key, kind, lease_id, memo, created_at`
+const transferColumns = `id, idempotency_key, kind, lease_id, memo, created_at, gpu_seconds`
 
 func findTransferByKey(ctx context.Context, tx *sql.Tx, key string) (*idlegrid.Transfer, error) {
 	ts, err := queryTransfers(ctx, tx, `SELECT `+transferColumns+` FROM transfers WHERE idempotency_key = $1`, key)
@@ -164,7 +168,7 @@ func queryTransfers(ctx context.Context, tx *sql.Tx, q string, a ...any) ([]*idl
 	for rows.Next() {
 		var t idlegrid.Transfer
 		var created sql.NullInt64
-		if err := rows.Scan(&t.ID, &t.IdempotencyKey, &t.Kind, &t.LeaseID, &t.Memo, &created); err != nil {
+		if err := rows.Scan(&t.ID, &t.IdempotencyKey, &t.Kind, &t.LeaseID, &t.Memo, &created, &t.GPUSeconds); err != nil {
 			return nil, err
 		}
 		t.CreatedAt = timeOf(created)
@@ -211,6 +215,9 @@ func (db *DB) ListTransfers(ctx context.Context, f idlegrid.TransferFilter) ([]*
 	if f.LeaseID != "" {
 		q += ` AND lease_id = ` + a.add(f.LeaseID)
 	}
+	if len(f.Kinds) > 0 {
+		q += ` AND kind IN ` + in(&a, f.Kinds)
+	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
 	var out []*idlegrid.Transfer
 	err := db.view(ctx, func(tx *sql.Tx) (err error) {
@@ -221,8 +228,9 @@ func (db *DB) ListTransfers(ctx context.Context, f idlegrid.TransferFilter) ([]*
 }
 
 // Balance returns the account holder's money: available and held from the
-// renter's ledger accounts, earned from the provider's, and spent from the
-// charges of the renter's leases.
+// renter's ledger accounts; pending, payable, in flight and bond from the
+// provider's; spent from the charges of the renter's leases; paid out from
+// the provider's settled payouts.
 func (db *DB) Balance(ctx context.Context, accountID string) (*idlegrid.Balance, error) {
 	b := &idlegrid.Balance{AccountID: accountID}
 	err := db.view(ctx, func(tx *sql.Tx) error {
@@ -235,11 +243,18 @@ func (db *DB) Balance(ctx context.Context, accountID string) (*idlegrid.Balance,
 		}{
 			{idlegrid.RenterAvailable(accountID), &b.Available},
 			{idlegrid.RenterHeld(accountID), &b.Held},
-			{idlegrid.ProviderEarned(accountID), &b.Earned},
+			{idlegrid.ProviderPending(accountID), &b.Pending},
+			{idlegrid.ProviderPayable(accountID), &b.Payable},
+			{idlegrid.ProviderPayout(accountID), &b.PayoutInFlight},
+			{idlegrid.ProviderBond(accountID), &b.Bond},
 		} {
 			if err := sumInto(ctx, tx, x.to, `SELECT balance FROM balances WHERE account = $1`, string(x.account)); err != nil {
 				return err
 			}
+		}
+		if err := sumInto(ctx, tx, &b.PaidOut, `SELECT CAST(COALESCE(SUM(amount_micros), 0) AS BIGINT) FROM payouts
+			WHERE provider_id = $1 AND state = $2`, accountID, string(idlegrid.PayoutSettled)); err != nil {
+			return err
 		}
 		return sumInto(ctx, tx, &b.Spent, `SELECT CAST(COALESCE(SUM(charged_micros), 0) AS BIGINT) FROM leases WHERE renter_id = $1`, accountID)
 	})
@@ -298,7 +313,7 @@ func (db *DB) Summary(ctx context.Context) (*idlegrid.Summary, error) {
 			{&total, `SELECT CAST(COALESCE(SUM(gpu_count), 0) AS BIGINT) FROM nodes WHERE state = $1`, []any{string(idlegrid.NodeOnline)}},
 			{&busy, `SELECT COUNT(*) FROM gpu_claims`, nil},
 			{&s.SpentMicros, `SELECT CAST(COALESCE(SUM(charged_micros), 0) AS BIGINT) FROM leases`, nil},
-			{&s.EarnedMicros, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account LIKE 'provider:%' AND amount > 0`, nil},
+			{&s.EarnedMicros, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account LIKE 'provider:%:pending' AND amount > 0`, nil},
 			{&s.FeesMicros, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account = $1 AND amount > 0`, []any{string(idlegrid.PlatformFees)}},
 			{&s.HeldMicros, `SELECT CAST(COALESCE(SUM(balance), 0) AS BIGINT) FROM balances WHERE account LIKE 'renter:%:held'`, nil},
 		} {

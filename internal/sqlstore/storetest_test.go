@@ -31,6 +31,8 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"CancelQueuedJob", testCancelQueuedJob},
 		{"PlaceJob", testPlaceJob},
 		{"PlaceJob_Conflicts", testPlaceJobConflicts},
+		{"PlaceJobs", testPlaceJobs},
+		{"List_BeyondDefaultLimit", testListBeyondDefaultLimit},
 		{"TransitionLease", testTransitionLease},
 		{"TransitionLease_Outcomes", testTransitionOutcomes},
 		{"TransitionLease_MultiNode", testTransitionMultiNode},
@@ -39,6 +41,8 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"SetLeaseProgress", testSetLeaseProgress},
 		{"ListLeases", testListLeases},
 		{"Logs", testLogs},
+		{"Receipts", testReceipts},
+		{"Concurrency_Receipts", testConcurrentReceipts},
 		{"PostTransfer", testPostTransfer},
 		{"ListTransfers", testListTransfers},
 		{"Balance", testBalance},
@@ -46,6 +50,12 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"Concurrency_PlaceJob", testConcurrentPlaceJob},
 		{"Concurrency_Transfers", testConcurrentTransfers},
 	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.test(t, open(t))
+		})
+	}
+	for _, tt := range moneyTests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			tt.test(t, open(t))
@@ -585,7 +595,7 @@ func testTransitionLease(t *testing.T, db *sqlstore.DB) {
 		Available: 10*idlegrid.MicrosPerUnit - charge, Spent: charge}); b != want {
 		t.Errorf("renter balance %+v, want %+v", b, want)
 	}
-	if b, want := *mustBalance(t, db, p.ID), (idlegrid.Balance{AccountID: p.ID, Earned: charge - charge/10}); b != want {
+	if b, want := *mustBalance(t, db, p.ID), (idlegrid.Balance{AccountID: p.ID, Pending: charge - charge/10}); b != want {
 		t.Errorf("provider balance %+v, want %+v", b, want)
 	}
 	// The GPU is free again.

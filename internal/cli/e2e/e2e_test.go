@@ -119,8 +119,9 @@ duration: 20s
 		return fmt.Errorf("job is %s (%s)", job.State, job.Reason)
 	})
 
-	// One lease, on the gaming PC, charged for the GPU-seconds that ran at
-	// the price locked at placement.
+	// One lease, on the gaming PC, charged for the GPU-seconds its node
+	// signed receipts for (never more than the server's clock saw), at the
+	// price locked at placement.
 	var leases []*idlegrid.Lease
 	cliJSON(t, renterEnv, &leases, "job", "leases", job.ID)
 	if len(leases) != 1 {
@@ -133,9 +134,18 @@ duration: 20s
 	if l.PriceMicrosPerGPUHour < 400_000 || l.PriceMicrosPerGPUHour > job.MaxPriceMicrosPerGPUHour {
 		t.Errorf("locked price %s is outside [floor $0.40, cap %s]", l.PriceMicrosPerGPUHour, job.MaxPriceMicrosPerGPUHour)
 	}
-	charge := l.ChargedMicros
-	if want := idlegrid.CostOf(l.PriceMicrosPerGPUHour, l.GPUSeconds(*l.EndedAt)); charge != want || charge <= 0 {
-		t.Fatalf("lease charged %s, want %s (%d GPU-s at %s) and more than zero", charge, want, l.GPUSeconds(*l.EndedAt), l.PriceMicrosPerGPUHour)
+	var receipts struct {
+		GPUSeconds int64 `json:"gpu_seconds"`
+		Verified   bool  `json:"verified"`
+		Receipts   []any `json:"receipts"`
+	}
+	cliJSON(t, renterEnv, &receipts, "lease", "receipts", l.ID)
+	if !receipts.Verified || len(receipts.Receipts) == 0 {
+		t.Fatalf("lease receipts: %d receipts, verified %v; want the node's receipts, verified", len(receipts.Receipts), receipts.Verified)
+	}
+	charge, used := l.ChargedMicros, min(receipts.GPUSeconds, l.GPUSeconds(*l.EndedAt))
+	if want := idlegrid.CostOf(l.PriceMicrosPerGPUHour, used); charge != want || charge <= 0 {
+		t.Fatalf("lease charged %s, want %s (%d GPU-s at %s; receipts %d GPU-s) and more than zero", charge, want, used, l.PriceMicrosPerGPUHour, receipts.GPUSeconds)
 	}
 	if job.ChargedMicros != charge {
 		t.Errorf("job charged %s, lease charged %s", job.ChargedMicros, charge)
@@ -188,8 +198,8 @@ duration: 20s
 		t.Errorf("renter balance = available %s held %s spent %s; want %s, $0, %s", rb.Available, rb.Held, rb.Spent, funds-charge, charge)
 	}
 	cliJSON(t, providerEnv, &pb, "account", "balance")
-	if pb.Earned != charge-fee {
-		t.Errorf("provider earned %s, want %s (charge %s less fee %s)", pb.Earned, charge-fee, charge, fee)
+	if pb.Pending != charge-fee {
+		t.Errorf("provider earned %s pending, want %s (charge %s less fee %s)", pb.Pending, charge-fee, charge, fee)
 	}
 	sum, err := client.New(m.url, m.adminKey).Summary(context.Background())
 	if err != nil {

@@ -13,7 +13,8 @@ import (
 	"github.com/idlegrid/idlegrid"
 )
 
-// HeaderIdempotencyKey makes a retried top-up a no-op.
+// HeaderIdempotencyKey makes a retried money-moving call (a top-up, a
+// payout request, a payout settled or rejected) a no-op.
 const HeaderIdempotencyKey = "Idempotency-Key"
 
 // ErrorBody is every error answer:

@@ -1,0 +1,225 @@
+package idlegrid
+
+import (
+	"fmt"
+	"time"
+)
+
+// This file holds the money nouns beyond the ledger itself: payouts,
+// spend limits, notices to renters, settlements and monthly statements.
+// docs/billing.md tells the rules they follow.
+
+// PayoutState is where a payout is in its life.
+type PayoutState string
+
+const (
+	PayoutRequested PayoutState = "requested" // the provider asked; the money is in flight
+	PayoutSettled   PayoutState = "settled"   // an operator sent the money; it left the market
+	PayoutRejected  PayoutState = "rejected"  // an operator refused; the money is payable again
+)
+
+// Valid reports whether s is a known payout state.
+func (s PayoutState) Valid() bool {
+	return s == PayoutRequested || s == PayoutSettled || s == PayoutRejected
+}
+
+// Payout is a provider's request to be paid some of its payable earnings.
+type Payout struct {
+	ID           string      `json:"id"`
+	ProviderID   string      `json:"provider_id"`
+	AmountMicros Micros      `json:"amount_micros"`
+	State        PayoutState `json:"state"`
+	// Reason is the operator's note: why it was rejected, or the payment's
+	// reference when settled.
+	Reason string `json:"reason,omitempty"`
+	// IdempotencyKey is the provider's: a retried request with the same
+	// key returns this payout instead of making another.
+	IdempotencyKey string `json:"idempotency_key"`
+	// ResolutionKey is the operator's idempotency key for the settle or
+	// reject; a retry with the same key is a no-op.
+	ResolutionKey string     `json:"resolution_key,omitempty"`
+	ResolvedBy    string     `json:"resolved_by,omitempty"` // the admin account
+	CreatedAt     time.Time  `json:"created_at"`
+	ResolvedAt    *time.Time `json:"resolved_at,omitempty"`
+}
+
+// PayoutFilter selects payouts. ProviderID empty means every provider.
+type PayoutFilter struct {
+	ProviderID string
+	States     []PayoutState
+	Limit      int
+}
+
+// PayoutResolution is an operator settling or rejecting a requested payout.
+type PayoutResolution struct {
+	PayoutID       string
+	To             PayoutState // PayoutSettled or PayoutRejected
+	Reason         string
+	IdempotencyKey string
+	By             string // the admin's account ID
+	At             time.Time
+}
+
+// SpendScope says what a spend limit applies to.
+type SpendScope string
+
+const (
+	SpendAccount SpendScope = "account" // every job of the account; set by an admin
+	SpendKey     SpendScope = "key"     // the jobs one API key submitted; set by the account's owner
+)
+
+// SpendLimit caps what an account, or one of its API keys, may spend in a
+// calendar month (UTC). Spend counts the charges of leases that ended in
+// the month and the holds of leases still live.
+type SpendLimit struct {
+	Scope       SpendScope `json:"scope"`
+	AccountID   string     `json:"account_id"`
+	KeyID       string     `json:"key_id,omitempty"` // for SpendKey
+	LimitMicros Micros     `json:"limit_micros"`     // per calendar month
+	SetBy       string     `json:"set_by"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+}
+
+// Validate checks a limit before it is stored.
+func (l *SpendLimit) Validate() error {
+	switch {
+	case l.Scope != SpendAccount && l.Scope != SpendKey:
+		return Invalid("spend_limit.scope", "must be account or key, got %q", l.Scope)
+	case l.AccountID == "":
+		return Invalid("spend_limit.account_id", "required")
+	case l.Scope == SpendKey && l.KeyID == "":
+		return Invalid("spend_limit.key_id", "required for a key's limit")
+	case l.Scope == SpendAccount && l.KeyID != "":
+		return Invalid("spend_limit.key_id", "must be empty for an account's limit")
+	case l.LimitMicros < 0 || l.LimitMicros > 1_000_000_000*MicrosPerUnit:
+		return Invalid("spend_limit.limit_micros", "must be between 0 and 1,000,000,000 units")
+	}
+	return nil
+}
+
+// Spend is what a scope has used of a month: charges of leases that ended
+// in it, and the holds of leases live now.
+type Spend struct {
+	ChargedMicros Micros `json:"charged_micros"`
+	HeldMicros    Micros `json:"held_micros"`
+}
+
+// Used is charged plus held.
+func (s Spend) Used() Micros { return s.ChargedMicros + s.HeldMicros }
+
+// SpendLimitStatus is a limit with what its scope used of the month.
+type SpendLimitStatus struct {
+	SpendLimit
+	Month string `json:"month"` // e.g. "2026-11"
+	Spend Spend  `json:"spend"`
+}
+
+// SpendFilter names a scope and a month: the account's jobs, or only
+// those KeyID submitted.
+type SpendFilter struct {
+	AccountID string
+	KeyID     string
+	From, To  time.Time // [From, To): a calendar month
+}
+
+// NoticeKind says what a notice to a renter is about.
+type NoticeKind string
+
+const (
+	NoticeRunout     NoticeKind = "runout"      // the renter's money would run out: leases stopped
+	NoticeSpendLimit NoticeKind = "spend_limit" // a spend limit was reached: leases stopped
+)
+
+// Notice tells an account holder something the market did on its behalf,
+// such as stopping its leases before its money ran out.
+type Notice struct {
+	ID        string     `json:"id"`
+	AccountID string     `json:"account_id"`
+	Kind      NoticeKind `json:"kind"`
+	// Key makes a notice about one event appear once however often the
+	// coordinator notices it, e.g. "runout:lease_x".
+	Key       string    `json:"key"`
+	LeaseID   string    `json:"lease_id,omitempty"`
+	JobID     string    `json:"job_id,omitempty"`
+	Message   string    `json:"message"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Settlement is one settled lease as statements see it: what was billed,
+// at what price, and where the money went.
+type Settlement struct {
+	TransferID            string    `json:"transfer_id"`
+	LeaseID               string    `json:"lease_id"`
+	JobID                 string    `json:"job_id"`
+	JobName               string    `json:"job_name,omitempty"`
+	RenterID              string    `json:"renter_id"`
+	ProviderID            string    `json:"provider_id"`
+	NodeID                string    `json:"node_id"`
+	NodeName              string    `json:"node_name,omitempty"`
+	PriceMicrosPerGPUHour Micros    `json:"price_micros_per_gpu_hour"`
+	GPUSeconds            int64     `json:"gpu_seconds"`
+	ChargedMicros         Micros    `json:"charged_micros"`  // what the renter paid
+	EarningsMicros        Micros    `json:"earnings_micros"` // what the provider was credited
+	FeesMicros            Micros    `json:"fees_micros"`     // what the platform took
+	At                    time.Time `json:"at"`
+}
+
+// SettlementFilter selects settlements made in [From, To), for a renter or
+// a provider.
+type SettlementFilter struct {
+	RenterID   string
+	ProviderID string
+	From, To   time.Time
+}
+
+// Statement is a month of an account's money, line by line: for a renter
+// one line per job and price, for a provider one line per node.
+type Statement struct {
+	AccountID string          `json:"account_id"`
+	Role      Role            `json:"role"`
+	Month     string          `json:"month"` // e.g. "2026-11"
+	From      time.Time       `json:"from"`
+	To        time.Time       `json:"to"`
+	Lines     []StatementLine `json:"lines"`
+	Total     StatementLine   `json:"total"`
+}
+
+// StatementLine is one job (renters) or one node (providers) of a statement.
+type StatementLine struct {
+	JobID    string `json:"job_id,omitempty"`
+	JobName  string `json:"job_name,omitempty"`
+	NodeID   string `json:"node_id,omitempty"`
+	NodeName string `json:"node_name,omitempty"`
+	Leases   int    `json:"leases"`
+	// GPUSeconds billed; GPUHours is the same as a decimal, e.g. "1.500000".
+	GPUSeconds int64  `json:"gpu_seconds"`
+	GPUHours   string `json:"gpu_hours"`
+	// PriceMicrosPerGPUHour is the locked price of a renter's line.
+	PriceMicrosPerGPUHour Micros `json:"price_micros_per_gpu_hour,omitempty"`
+	ChargedMicros         Micros `json:"charged_micros"` // renter: the total; provider: gross sales
+	FeesMicros            Micros `json:"fees_micros,omitempty"`
+	EarningsMicros        Micros `json:"earnings_micros,omitempty"`
+}
+
+// GPUHours formats GPU-seconds as hours with six decimals, exactly.
+func GPUHours(gpuSeconds int64) string {
+	whole, rest := gpuSeconds/3600, gpuSeconds%3600
+	// rest/3600 in millionths: rest*1e6/3600 = rest*2500/9, rounded down.
+	return fmt.Sprintf("%d.%06d", whole, rest*2500/9)
+}
+
+// ParseMonth parses "2026-11" into the calendar month [from, to) in UTC.
+func ParseMonth(s string) (from, to time.Time, err error) {
+	t, err := time.Parse("2006-01", s)
+	if err != nil {
+		return time.Time{}, time.Time{}, Invalid("month", "must be a month such as 2026-11, got %q", s)
+	}
+	return t, t.AddDate(0, 1, 0), nil
+}
+
+// MonthOf returns the calendar month (UTC) that holds t, as [from, to).
+func MonthOf(t time.Time) (from, to time.Time) {
+	t = t.UTC()
+	from = time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+	return from, from.AddDate(0, 1, 0)
+}

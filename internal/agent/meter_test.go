@@ -1,0 +1,87 @@
+package agent
+
+import (
+	"crypto/ed25519"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/internal/nodekey"
+)
+
+// TestMeter_resume checks that a meter restored from the state a previous
+// agent left goes on with the same chain: the unsent receipts first, then
+// new ones that follow them.
+func TestMeter_resume(t *testing.T) {
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := key.Public().(ed25519.PublicKey)
+	dir := t.TempDir()
+	path := meterPath(dir, "lease_a")
+	began := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	telemetry := map[string]gpuSample{"GPU-0": {utilPct: 70, powerW: 300}, "GPU-1": {utilPct: 90, powerW: 300}}
+
+	var first meter
+	mustOK(t, first.begin(path, "lease_a", []string{"GPU-0", "GPU-1"}, 3600, began, telemetry))
+	mustOK(t, first.cutDue(began.Add(130*time.Second), time.Minute, key))
+	sent := first.pending(10)
+	if len(sent) != 2 || sent[0].GPUSeconds != 120 || sent[0].AvgUtilPct != 80 || sent[0].EnergyWh != 10 {
+		t.Fatalf("receipts = %+v, want 2 of 120 GPU-seconds at 80%% and 10 Wh (600 W for a minute)", sent)
+	}
+	mustOK(t, first.done(1)) // the server took the first; then the agent died
+
+	var second meter
+	mustOK(t, second.resume(path, telemetry))
+	second.stop(began.Add(150*time.Second + 500*time.Millisecond))
+	mustOK(t, second.cutDue(began.Add(200*time.Second), time.Minute, key))
+	rest := second.pending(10)
+	if len(rest) != 2 || rest[0].Hash() != sent[1].Hash() {
+		t.Fatalf("after resuming: %+v, want the unsent receipt 2, then the last", rest)
+	}
+	last := rest[1]
+	if err := nodekey.VerifyReceipt(pub, &last); err != nil || last.Seq != 3 || last.PrevHash != sent[1].Hash() ||
+		!last.Start.Equal(sent[1].End) || !last.End.Equal(began.Add(150*time.Second)) || last.GPUSeconds != 60 {
+		t.Fatalf("last receipt = %+v (%v); want #3 chained to #2, 120..150 s, 60 GPU-seconds, signed", last, err)
+	}
+	mustOK(t, second.done(2))
+
+	if got := meterPath(dir, "../../etc/passwd"); got != "" {
+		t.Errorf("meterPath of a hostile lease ID = %q, want none", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "receipts", "lease_b.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var third meter
+	if err := third.resume(meterPath(dir, "lease_b"), nil); err == nil {
+		t.Error("resumed from a corrupt state file")
+	}
+}
+
+func TestMeter_limit(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(nil)
+	began := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var m meter
+	mustOK(t, m.begin("", "lease_a", []string{"GPU-0"}, 90, began, nil))
+	m.stop(began.Add(125 * time.Second)) // ran past its 90 s limit
+	mustOK(t, m.cutDue(began.Add(200*time.Second), time.Minute, key))
+	var sum int64
+	for _, r := range m.pending(10) {
+		sum += r.GPUSeconds
+		if r.EnergyWh != 0 || r.AvgUtilPct != 0 {
+			t.Errorf("receipt %d has %d Wh, %d%%; want 0 where nothing is known", r.Seq, r.EnergyWh, r.AvgUtilPct)
+		}
+	}
+	if sum != 90 {
+		t.Errorf("the receipts claim %d GPU-seconds, want 90: never past the lease's limit", sum)
+	}
+}
+
+func mustOK(tb testing.TB, err error) {
+	tb.Helper()
+	if err != nil {
+		tb.Fatal(err)
+	}
+}

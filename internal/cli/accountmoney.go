@@ -1,0 +1,306 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
+)
+
+// accountView is the --json form of "idlegrid account": what the account
+// holder needs to see of its money.
+type accountView struct {
+	Account *idlegrid.Account   `json:"account"`
+	Balance *idlegrid.Balance   `json:"balance"`
+	Spend   *client.SpendReport `json:"spend,omitempty"`   // renters: this month and the limits
+	Notices []*idlegrid.Notice  `json:"notices,omitempty"` // renters, the latest
+	Payouts []*idlegrid.Payout  `json:"payouts,omitempty"` // providers, the latest
+}
+
+func (c *accountCommand) show(ctx context.Context, args []string) error {
+	fs := c.env.flags("account show", help{
+		usage: "idlegrid account show [ID] [--json]",
+		about: `Show your money at a glance ('idlegrid account' alone does the same). For a renter: the balance available, the
+money held in escrow for running leases, what this month cost so far and the
+spend limits, and the latest notices. For a provider: earnings pending (inside
+the payout hold) and payable, payouts in flight and paid out, and the latest
+payouts. Admins may name any account.`,
+		examples: "idlegrid account\n idlegrid account show acct_abc123 --json",
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 0, 1, "at most one account ID"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	v, err := loadAccountView(ctx, cl, firstNonEmpty(args...))
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, v)
+	}
+	return c.printAccountView(v)
+}
+
+func loadAccountView(ctx context.Context, cl *client.Client, id string) (*accountView, error) {
+	a, err := findAccount(ctx, cl, id)
+	if err != nil {
+		return nil, err
+	}
+	v := &accountView{Account: a}
+	if v.Balance, err = cl.Balance(ctx, id); err != nil {
+		return nil, err
+	}
+	switch a.Role {
+	case idlegrid.RoleRenter:
+		if v.Spend, err = cl.SpendLimits(ctx, id); err != nil {
+			return nil, err
+		}
+		if v.Notices, err = cl.ListNotices(ctx, id, 5); err != nil {
+			return nil, err
+		}
+	case idlegrid.RoleProvider:
+		if v.Payouts, err = cl.ListPayouts(ctx, idlegrid.PayoutFilter{ProviderID: a.ID, Limit: 5}); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+// findAccount returns the caller's account, or (for admins) the one named.
+func findAccount(ctx context.Context, cl *client.Client, id string) (*idlegrid.Account, error) {
+	me, err := cl.Me(ctx)
+	if err != nil || id == "" || id == me.ID {
+		return me, err
+	}
+	all, err := cl.ListAccounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range all {
+		if a.ID == id {
+			return a, nil
+		}
+	}
+	return nil, idlegrid.Errorf(idlegrid.ENOTFOUND, "account %q not found", id)
+}
+
+func (c *accountCommand) printAccountView(v *accountView) error {
+	out, b := c.env.Out, v.Balance
+	fmt.Fprintf(out, "%s account %s (%s)\n\n", v.Account.Role, v.Account.ID, v.Account.Name)
+	switch v.Account.Role {
+	case idlegrid.RoleRenter:
+		t := newTable(out, "AVAILABLE", "HELD", "SPENT THIS MONTH", "SPENT IN ALL")
+		t.row(b.Available, b.Held, v.Spend.Spend.ChargedMicros, b.Spent)
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if len(v.Spend.Limits) > 0 {
+			fmt.Fprintf(out, "\nSpend limits in %s:\n", v.Spend.Month)
+			t := newTable(out, "SCOPE", "KEY", "LIMIT", "CHARGED", "HELD", "LEFT")
+			for _, l := range v.Spend.Limits {
+				t.row(l.Scope, orDash(l.KeyID), l.LimitMicros, l.Spend.ChargedMicros, l.Spend.HeldMicros, max(l.LimitMicros-l.Spend.Used(), 0))
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+		}
+		if len(v.Notices) > 0 {
+			fmt.Fprintln(out, "\nLatest notices:")
+			for _, n := range v.Notices {
+				fmt.Fprintf(out, "  %s  %s\n", n.CreatedAt.UTC().Format(time.RFC3339), n.Message)
+			}
+		}
+	case idlegrid.RoleProvider:
+		t := newTable(out, "PENDING", "PAYABLE", "PAYOUT IN FLIGHT", "PAID OUT", "BOND")
+		t.row(b.Pending, b.Payable, b.PayoutInFlight, b.PaidOut, b.Bond)
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if len(v.Payouts) > 0 {
+			fmt.Fprintln(out, "\nLatest payouts:")
+			if err := printPayouts(c.env, v.Payouts); err != nil {
+				return err
+			}
+		}
+		if b.Payable > 0 {
+			fmt.Fprintf(out, "\nrequest a payout with: idlegrid payout request %s\n", units(b.Payable))
+		}
+	default:
+		return printBalance(c.env, b)
+	}
+	return nil
+}
+
+// units shows an amount as a bare decimal, as the CLI takes it back.
+func units(m idlegrid.Micros) string { return m.String()[1:] }
+
+func (c *accountCommand) statement(ctx context.Context, args []string) error {
+	fs := c.env.flags("account statement", help{
+		usage: "idlegrid account statement [ID] [--month 2026-11] [--csv|--json]",
+		about: `Print a month's statement (UTC). A renter's has a line per job and locked
+price: GPU-hours, $/GPU-hour and the total. A provider's has a line per node:
+hours sold, sales, the platform's fees and the earnings. Each line adds up
+settlements, which are in 'idlegrid account transfers'. Without --month, this
+month so far. Admins may name any account.`,
+		examples: "idlegrid account statement --month 2026-11\n idlegrid account statement --month 2026-11 --csv > november.csv",
+	})
+	r := c.env.remoteFlags(fs)
+	month := fs.String("month", "", "the month, e.g. 2026-11 (default: this month)")
+	asCSV := fs.Bool("csv", false, "print CSV")
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 0, 1, "at most one account ID"); err != nil {
+		return err
+	} else if *asCSV && *asJSON {
+		return usagef("--csv and --json do not go together; pick one")
+	}
+	if *month == "" {
+		*month = time.Now().UTC().Format("2006-01")
+	} else if _, _, err := idlegrid.ParseMonth(*month); err != nil {
+		return usagef("--month: must be a month such as 2026-11, got %q", *month)
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	id := firstNonEmpty(args...)
+	if *asCSV {
+		b, err := cl.StatementCSV(ctx, id, *month)
+		if err != nil {
+			return err
+		}
+		_, err = c.env.Out.Write(b)
+		return err
+	}
+	s, err := cl.Statement(ctx, id, *month)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, s)
+	}
+	return printStatement(c.env, s)
+}
+
+func printStatement(e *env, s *idlegrid.Statement) error {
+	fmt.Fprintf(e.Out, "statement of %s %s for %s\n\n", s.Role, s.AccountID, s.Month)
+	if s.Role == idlegrid.RoleProvider {
+		t := newTable(e.Out, "NODE", "NAME", "LEASES", "GPU-HOURS", "SALES", "FEES", "EARNINGS")
+		for _, l := range s.Lines {
+			t.row(l.NodeID, orDash(l.NodeName), l.Leases, l.GPUHours, l.ChargedMicros, l.FeesMicros, l.EarningsMicros)
+		}
+		t.row("total", "", s.Total.Leases, s.Total.GPUHours, s.Total.ChargedMicros, s.Total.FeesMicros, s.Total.EarningsMicros)
+		return t.flush()
+	}
+	t := newTable(e.Out, "JOB", "NAME", "LEASES", "GPU-HOURS", "PRICE", "TOTAL")
+	for _, l := range s.Lines {
+		t.row(l.JobID, orDash(l.JobName), l.Leases, l.GPUHours, perGPUHour(l.PriceMicrosPerGPUHour), l.ChargedMicros)
+	}
+	t.row("total", "", s.Total.Leases, s.Total.GPUHours, "", s.Total.ChargedMicros)
+	return t.flush()
+}
+
+func (c *accountCommand) limit(ctx context.Context, args []string) error {
+	fs := c.env.flags("account limit", help{
+		usage: "idlegrid account limit ID AMOUNT|none [--json]",
+		about: `Set what a renter account may spend in a calendar month (UTC), or lift the
+limit with "none" (admins only). A job whose escrow hold would go over the
+limit waits, queued, with the reason; running leases are stopped, bronze ones
+with their notice, when the limit would be reached. Spend is the charges of
+leases that ended this month plus the holds of live leases. A renter limits
+its own API keys with 'idlegrid key limit'.`,
+		examples: "idlegrid account limit acct_abc123 500\n idlegrid account limit acct_abc123 none",
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 2, 2, "an account ID and an amount (or none)"); err != nil {
+		return err
+	}
+	limit, err := parseLimit(args[1])
+	if err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	st, err := cl.SetAccountLimit(ctx, args[0], limit)
+	if err != nil {
+		return err
+	}
+	return printLimit(c.env, "account "+args[0], st, *asJSON)
+}
+
+// parseLimit reads a spend limit: a decimal amount, or "none" (nil).
+func parseLimit(s string) (*idlegrid.Micros, error) {
+	if s == "none" {
+		return nil, nil
+	}
+	m, err := idlegrid.ParseMicros(s)
+	if err != nil || m < 0 {
+		return nil, usagef("AMOUNT: must be a decimal amount such as 100 or 12.50, or none to lift the limit; got %q", s)
+	}
+	return &m, nil
+}
+
+func printLimit(e *env, what string, st *idlegrid.SpendLimitStatus, asJSON bool) error {
+	if asJSON {
+		return printJSON(e.Out, st)
+	}
+	if st == nil {
+		fmt.Fprintf(e.Out, "lifted the spend limit of %s\n", what)
+		return nil
+	}
+	fmt.Fprintf(e.Out, "%s may spend %s a month; %s used in %s (%s charged, %s held)\n",
+		what, st.LimitMicros, st.Spend.Used(), st.Month, st.Spend.ChargedMicros, st.Spend.HeldMicros)
+	return nil
+}
+
+func (c *accountCommand) notices(ctx context.Context, args []string) error {
+	fs := c.env.flags("account notices", help{
+		usage: "idlegrid account notices [ID] [--limit N] [--json]",
+		about: `List what the market told an account, newest first: leases given notice or
+stopped because the balance or a spend limit would not have lasted.`,
+		examples: "idlegrid account notices",
+	})
+	r := c.env.remoteFlags(fs)
+	limit := fs.Int("limit", 50, "at most this many notices")
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 0, 1, "at most one account ID"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	ns, err := cl.ListNotices(ctx, firstNonEmpty(args...), *limit)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, nonNil(ns))
+	}
+	t := newTable(c.env.Out, "AT", "KIND", "JOB", "LEASE", "MESSAGE")
+	for _, n := range ns {
+		t.row(n.CreatedAt.UTC().Format(time.RFC3339), n.Kind, orDash(n.JobID), orDash(n.LeaseID), n.Message)
+	}
+	return t.flush()
+}

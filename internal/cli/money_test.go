@@ -1,0 +1,210 @@
+package cli
+
+import (
+	"context"
+	"crypto/ed25519"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
+	"github.com/idlegrid/idlegrid/internal/httpapi"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
+	"github.com/idlegrid/idlegrid/internal/server"
+	"github.com/idlegrid/idlegrid/internal/sqlstore"
+)
+
+// moneyClock is a coordinator clock the test moves.
+type moneyClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *moneyClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *moneyClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// moneyMarket runs a coordinator with no payout hold on a clock the test
+// moves, behind the real HTTP API, with a renter whose job ran 30
+// GPU-seconds on a provider's node (signed for with a receipt) and that
+// provider's earnings matured; it returns the CLI environments of the
+// admin, the renter and the provider.
+func moneyMarket(t *testing.T) (admin, renter, provider map[string]string, renterID string, price idlegrid.Micros) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
+	mustOK(t, err)
+	t.Cleanup(func() { store.Close() })
+	clock := &moneyClock{now: idlegrid.SystemClock{}.Now()}
+	srv, err := server.Open(server.Config{Store: store, Clock: clock, PayoutHold: -1,
+		HeartbeatInterval: time.Hour, StartTimeout: time.Hour})
+	mustOK(t, err)
+	t.Cleanup(func() { srv.Close() })
+	ts := httptest.NewServer(httpapi.New(srv, httpapi.Options{Logger: slog.New(slog.DiscardHandler)}))
+	t.Cleanup(ts.Close)
+	_, _, adminKey, err := srv.Bootstrap(ctx, "root", idlegrid.RoleAdmin)
+	mustOK(t, err)
+	rs := struct{ url, adminKey string }{ts.URL, adminKey}
+	adminClient := client.New(rs.url, rs.adminKey)
+	ren, _, renterKey, err := adminClient.CreateAccount(ctx, "ren", idlegrid.RoleRenter)
+	mustOK(t, err)
+	_, _, providerKey, err := adminClient.CreateAccount(ctx, "prov", idlegrid.RoleProvider)
+	mustOK(t, err)
+	_, err = adminClient.TopUp(ctx, ren.ID, 10*idlegrid.MicrosPerUnit, "t")
+	mustOK(t, err)
+	_, token, err := client.New(rs.url, providerKey).CreateJoinToken(ctx, "n", 1, time.Hour)
+	mustOK(t, err)
+	_, key, err := ed25519.GenerateKey(nil)
+	mustOK(t, err)
+	node := client.NewAgent(rs.url, key)
+	offer := idlegrid.Offer{
+		Name: "rig", GPUs: []idlegrid.GPU{{UUID: "GPU-1", Model: "RTX4090", VRAMMB: 24576}}, Region: "eu-west", Residency: "EU",
+		Schedule: idlegrid.Schedule{Mode: idlegrid.ScheduleAlways},
+		Ask:      idlegrid.Ask{FloorMicrosPerGPUHour: map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: 400_000}},
+	}
+	_, err = node.Join(ctx, idlegrid.JoinRequest{Token: token, Offer: offer})
+	mustOK(t, err)
+	mustOK(t, node.UpdateOffer(ctx, idlegrid.OfferRequest{Offer: offer}))
+	_, err = client.New(rs.url, renterKey).SubmitJob(ctx, idlegrid.JobSpec{Name: "sweep", Kind: idlegrid.KindTraining, Image: "x/y:1",
+		GPUs: 1, Tier: idlegrid.TierSilver, MaxPriceMicrosPerGPUHour: idlegrid.MicrosPerUnit, DurationSeconds: 600})
+	mustOK(t, err)
+	var lease *idlegrid.Lease
+	for lease == nil {
+		cmds, err := node.Commands(ctx, 5*time.Second)
+		mustOK(t, err)
+		for _, c := range cmds {
+			lease = c.Lease
+		}
+	}
+	mustOK(t, node.ReportLease(ctx, lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}))
+	clock.advance(30 * time.Second)
+	lease, _, err = client.New(rs.url, renterKey).FindLease(ctx, lease.ID)
+	mustOK(t, err)
+	r := idlegrid.Receipt{LeaseID: lease.ID, Seq: 1, Start: *lease.StartedAt, End: lease.StartedAt.Add(30 * time.Second),
+		GPUSeconds: 30, AvgUtilPct: 90}
+	nodekey.SignReceipt(key, &r)
+	mustOK(t, node.SendReceipts(ctx, lease.ID, []idlegrid.Receipt{r}))
+	exit := 0
+	mustOK(t, node.ReportLease(ctx, lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseSucceeded, ExitCode: &exit}))
+	mustOK(t, srv.Reap(ctx)) // no payout hold: the earnings mature now
+	as := func(key string) map[string]string {
+		return map[string]string{"IDLEGRID_ADDR": rs.url, "IDLEGRID_KEY": key}
+	}
+	return as(rs.adminKey), as(renterKey), as(providerKey), ren.ID, lease.PriceMicrosPerGPUHour
+}
+
+func TestMoneyCommands(t *testing.T) {
+	admin, renter, provider, renterID, price := moneyMarket(t)
+	charge := idlegrid.CostOf(price, 30) // the 30 GPU-s of the receipt at the locked price
+	earned := charge - charge/10
+	funds := 10*idlegrid.MicrosPerUnit - charge
+
+	t.Run("RenterAccount", func(t *testing.T) {
+		out := must(t, renter, "account")
+		want := regexp.MustCompile(`^renter account acct_\w+ \(ren\)\n\nAVAILABLE +HELD +SPENT THIS MONTH +SPENT IN ALL\n` +
+			regexp.QuoteMeta(funds.String()) + ` +\$0\.000000 +` + regexp.QuoteMeta(charge.String()) + ` +` + regexp.QuoteMeta(charge.String()) + `\n$`)
+		if !want.MatchString(out) {
+			t.Errorf("idlegrid account printed:\n%s", out)
+		}
+	})
+	t.Run("Statement", func(t *testing.T) {
+		month := time.Now().UTC().Format("2006-01")
+		csv := must(t, renter, "account", "statement", "--month", month, "--csv")
+		rows := strings.Split(strings.TrimSpace(csv), "\n")
+		if len(rows) != 3 || rows[0] != "month,job_id,job_name,leases,gpu_seconds,gpu_hours,price_per_gpu_hour,total" ||
+			!strings.HasSuffix(rows[1], ",sweep,1,30,0.008333,"+units(price)+","+units(charge)) || !strings.HasSuffix(rows[2], ",total,,1,30,0.008333,,"+units(charge)) {
+			t.Errorf("CSV statement:\n%s", csv)
+		}
+		var s idlegrid.Statement
+		mustJSON(t, provider, &s, "account", "statement")
+		if len(s.Lines) != 1 || s.Lines[0].NodeName != "rig" || s.Total.EarningsMicros != earned || s.Total.FeesMicros != charge/10 {
+			t.Errorf("provider statement %+v, want one node earning %s", s, earned)
+		}
+		if table := must(t, provider, "account", "statement"); !strings.Contains(table, "NODE") || !strings.Contains(table, "rig") {
+			t.Errorf("provider statement table:\n%s", table)
+		}
+		if r := run(t, renter, "account", "statement", "--month", "November"); r.code != 2 {
+			t.Errorf("a bad --month: %s, want a usage error", r)
+		}
+	})
+	t.Run("Limits", func(t *testing.T) {
+		if out := must(t, admin, "account", "limit", renterID, "5"); !strings.Contains(out, "account "+renterID+" may spend $5.000000 a month") {
+			t.Errorf("account limit printed %q", out)
+		}
+		var k createdKey
+		mustJSON(t, renter, &k, "key", "create", "--name", "ci", "--spend-limit", "2")
+		if k.Limit == nil || k.Limit.LimitMicros != 2*idlegrid.MicrosPerUnit || k.Limit.KeyID != k.Key.ID {
+			t.Fatalf("key create --spend-limit = %+v", k)
+		}
+		if ls := must(t, renter, "key", "ls"); !strings.Contains(ls, "$2.000000 ($0.000000 used)") {
+			t.Errorf("key ls:\n%s", ls)
+		}
+		if out := must(t, renter, "account"); !strings.Contains(out, "Spend limits in ") || !strings.Contains(out, k.Key.ID) {
+			t.Errorf("idlegrid account shows no limits:\n%s", out)
+		}
+		if out := must(t, renter, "key", "limit", k.Key.ID, "none"); out != "lifted the spend limit of API key "+k.Key.ID+"\n" {
+			t.Errorf("key limit none printed %q", out)
+		}
+		if r := run(t, renter, "account", "limit", renterID, "1"); r.code != 1 || !strings.Contains(r.err, "forbidden") && !strings.Contains(r.err, "may not") {
+			t.Errorf("a renter limiting its own account: %s", r)
+		}
+		must(t, admin, "account", "limit", renterID, "none")
+		if out := must(t, renter, "account", "notices"); strings.TrimSpace(out) != "AT  KIND  JOB  LEASE  MESSAGE" {
+			t.Errorf("notices:\n%s", out)
+		}
+	})
+	t.Run("Payouts", func(t *testing.T) {
+		out := must(t, provider, "account")
+		if !strings.Contains(out, "request a payout with: idlegrid payout request "+earned.String()[1:]) {
+			t.Fatalf("provider account:\n%s", out)
+		}
+		if r := run(t, provider, "payout", "request", "1000"); r.code != 1 || !strings.Contains(r.err, "payable earnings too low") {
+			t.Errorf("asking for too much: %s", r)
+		}
+		out = must(t, provider, "payout", "request", earned.String()[1:])
+		m := regexp.MustCompile(`^requested payout (payout_\w+) of \$[0-9.]+ \(idempotency key (cli-payout_\w+)\); it is requested\n$`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("payout request printed %q", out)
+		}
+		again := must(t, provider, "payout", "request", earned.String()[1:], "--idempotency-key", m[2])
+		if !strings.Contains(again, m[1]) {
+			t.Errorf("a retry with the printed key made another payout: %q", again)
+		}
+		var ps []*idlegrid.Payout
+		mustJSON(t, provider, &ps, "payout", "ls")
+		if len(ps) != 1 || ps[0].State != idlegrid.PayoutRequested {
+			t.Fatalf("payout ls = %+v", ps)
+		}
+		if r := run(t, provider, "payout", "settle", m[1]); r.code != 1 {
+			t.Errorf("a provider settling: %s", r)
+		}
+		if r := run(t, admin, "payout", "reject", m[1]); r.code != 2 {
+			t.Errorf("reject without --reason: %s", r)
+		}
+		if out := must(t, admin, "payout", "settle", m[1], "--reference", "wire 7"); !strings.HasPrefix(out, "settled payout "+m[1]) {
+			t.Errorf("settle printed %q", out)
+		}
+		var v accountView
+		mustJSON(t, provider, &v, "account")
+		if v.Balance.PaidOut != earned || v.Balance.Payable != 0 || len(v.Payouts) != 1 || v.Payouts[0].Reason != "wire 7" {
+			t.Errorf("provider after the payout: %+v %+v", v.Balance, v.Payouts)
+		}
+		if ls := must(t, admin, "payout", "ls", "--state", "settled"); !strings.Contains(ls, m[1]) {
+			t.Errorf("admin payout ls:\n%s", ls)
+		}
+	})
+}

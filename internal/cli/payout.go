@@ -1,0 +1,195 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// payoutCommand is "idlegrid payout": providers ask to be paid; operators
+// settle or reject.
+type payoutCommand struct{ env *env }
+
+func (c *payoutCommand) Run(ctx context.Context, args []string) error {
+	return c.env.runGroup("payout", `A provider's earnings are pending for the payout hold after each settlement,
+then payable. A payout request moves payable money in flight; an operator
+settles it once the money is sent, or rejects it, which makes it payable again.`, []subcommand{
+		{"request", "ask for some of your payable earnings to be paid out (provider)", func(a []string) error { return c.request(ctx, a) }},
+		{"ls", "list payouts: your own, or everyone's for admins", func(a []string) error { return c.list(ctx, a) }},
+		{"settle", "record that a payout's money was sent (admin)", func(a []string) error { return c.settle(ctx, a) }},
+		{"reject", "refuse a payout; its money becomes payable again (admin)", func(a []string) error { return c.reject(ctx, a) }},
+	}, args)
+}
+
+// idempotencyFlag adds --idempotency-key; the CLI makes a fresh key when it
+// is not given, and prints it, so that a retry can reuse it.
+func idempotencyFlag(fs *flagSet, what string) *string {
+	return fs.String("idempotency-key", "", "makes a retried "+what+" a no-op (default: a fresh key, printed)")
+}
+
+func orNewKey(key *string, prefix string) string {
+	if *key == "" {
+		*key = idlegrid.NewID(prefix)
+	}
+	return *key
+}
+
+func (c *payoutCommand) request(ctx context.Context, args []string) error {
+	fs := c.env.flags("payout request", help{
+		usage: "idlegrid payout request AMOUNT [--idempotency-key K] [--json]",
+		about: `Ask for AMOUNT (decimal, e.g. 250 or 12.50) of your payable earnings to be
+paid out (providers only). It must not be more than is payable: see
+'idlegrid account'. Retrying with the same --idempotency-key never asks twice.`,
+		examples: "idlegrid payout request 250\n idlegrid payout request 250 --idempotency-key payout-2026-11",
+	})
+	r := c.env.remoteFlags(fs)
+	key := idempotencyFlag(fs, "request")
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 1, 1, "an amount"); err != nil {
+		return err
+	}
+	amount, err := idlegrid.ParseMicros(args[0])
+	if err != nil || amount <= 0 {
+		return usagef("AMOUNT: must be a positive decimal amount such as 250 or 12.50, got %q", args[0])
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	p, err := cl.RequestPayout(ctx, amount, orNewKey(key, "cli-payout"))
+	if err != nil {
+		return withKeyHint(err, *key)
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, p)
+	}
+	fmt.Fprintf(c.env.Out, "requested payout %s of %s (idempotency key %s); it is %s\n", p.ID, p.AmountMicros, *key, p.State)
+	return nil
+}
+
+// withKeyHint tells how to retry a money call that failed on the way.
+func withKeyHint(err error, key string) error {
+	if idlegrid.ErrorCode(err) == idlegrid.EINTERNAL || idlegrid.ErrorCode(err) == idlegrid.EUNAVAILABLE {
+		return withHint(err, "retry with --idempotency-key "+key+": if the first try went through, it is not applied twice")
+	}
+	return err
+}
+
+func (c *payoutCommand) list(ctx context.Context, args []string) error {
+	fs := c.env.flags("payout ls", help{
+		usage:    "idlegrid payout ls [--state requested,settled,rejected] [--provider ID] [--limit N] [--json]",
+		about:    "List payouts, newest first: a provider's own, or everyone's for admins.",
+		examples: "idlegrid payout ls\n idlegrid payout ls --state requested",
+	})
+	r := c.env.remoteFlags(fs)
+	states := fs.String("state", "", "only payouts in these states, comma-separated")
+	provider := fs.String("provider", "", "only this provider's payouts (admins)")
+	limit := fs.Int("limit", 100, "at most this many payouts")
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	f := idlegrid.PayoutFilter{ProviderID: *provider, Limit: *limit}
+	for _, s := range strings.Split(*states, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			if !idlegrid.PayoutState(s).Valid() {
+				return usagef("--state: unknown state %q; use requested, settled or rejected", s)
+			}
+			f.States = append(f.States, idlegrid.PayoutState(s))
+		}
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	ps, err := cl.ListPayouts(ctx, f)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, nonNil(ps))
+	}
+	return printPayouts(c.env, ps)
+}
+
+func printPayouts(e *env, ps []*idlegrid.Payout) error {
+	t := newTable(e.Out, "ID", "PROVIDER", "AMOUNT", "STATE", "REQUESTED", "RESOLVED", "NOTE")
+	for _, p := range ps {
+		t.row(p.ID, p.ProviderID, p.AmountMicros, p.State, p.CreatedAt.UTC().Format(time.RFC3339), stamp(p.ResolvedAt), orDash(clip(p.Reason, 40)))
+	}
+	return t.flush()
+}
+
+func (c *payoutCommand) settle(ctx context.Context, args []string) error {
+	fs := c.env.flags("payout settle", help{
+		usage: "idlegrid payout settle ID [--reference REF] [--idempotency-key K] [--json]",
+		about: `Record that a requested payout's money was sent (admins only): it leaves the
+market. --reference is the payment's reference, shown to the provider.`,
+		examples: "idlegrid payout settle payout_abc123 --reference 'wire 2026-11-30 #4471'",
+	})
+	r := c.env.remoteFlags(fs)
+	ref := fs.String("reference", "", "the payment's reference, e.g. a bank transfer ID")
+	key := idempotencyFlag(fs, "settle")
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 1, 1, "a payout ID"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	p, err := cl.SettlePayout(ctx, args[0], *ref, orNewKey(key, "cli-settle"))
+	if err != nil {
+		return withKeyHint(err, *key)
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, p)
+	}
+	fmt.Fprintf(c.env.Out, "settled payout %s: %s to %s (idempotency key %s)\n", p.ID, p.AmountMicros, p.ProviderID, *key)
+	return nil
+}
+
+func (c *payoutCommand) reject(ctx context.Context, args []string) error {
+	fs := c.env.flags("payout reject", help{
+		usage:    "idlegrid payout reject ID --reason WHY [--idempotency-key K] [--json]",
+		about:    "Refuse a requested payout (admins only); its money becomes payable again.",
+		examples: "idlegrid payout reject payout_abc123 --reason 'bank details missing'",
+	})
+	r := c.env.remoteFlags(fs)
+	reason := fs.String("reason", "", "why, for the provider (required)")
+	key := idempotencyFlag(fs, "reject")
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 1, 1, "a payout ID"); err != nil {
+		return err
+	} else if *reason == "" {
+		return usagef("--reason is required, e.g. --reason 'bank details missing'")
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	p, err := cl.RejectPayout(ctx, args[0], *reason, orNewKey(key, "cli-reject"))
+	if err != nil {
+		return withKeyHint(err, *key)
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, p)
+	}
+	fmt.Fprintf(c.env.Out, "rejected payout %s: %s is payable to %s again (idempotency key %s)\n", p.ID, p.AmountMicros, p.ProviderID, *key)
+	return nil
+}

@@ -1,0 +1,194 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
+	"github.com/idlegrid/idlegrid/internal/ledger"
+)
+
+// idempotencyKey returns the request's Idempotency-Key header, which every
+// call that moves money needs.
+func idempotencyKey(r *http.Request, what string) (string, error) {
+	key := r.Header.Get(wire.HeaderIdempotencyKey)
+	if key == "" {
+		return "", idlegrid.Invalid(wire.HeaderIdempotencyKey, "header required, so that a retried %s is not applied twice", what)
+	}
+	return key, ledger.CheckIdempotencyKey(wire.HeaderIdempotencyKey, key)
+}
+
+// POST /v1/payouts, with an Idempotency-Key header.
+func (a *api) requestPayout(w http.ResponseWriter, r *http.Request) error {
+	key, err := idempotencyKey(r, "payout request")
+	if err != nil {
+		return err
+	}
+	var req wire.PayoutRequest
+	if err := a.readJSON(w, r, &req); err != nil {
+		return err
+	}
+	p, err := a.srv.RequestPayout(r.Context(), req.AmountMicros, key)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, p)
+}
+
+// POST /v1/payouts/{id}/settle, with an Idempotency-Key header.
+func (a *api) settlePayout(w http.ResponseWriter, r *http.Request) error {
+	return a.resolvePayout(w, r, idlegrid.PayoutSettled)
+}
+
+// POST /v1/payouts/{id}/reject, with an Idempotency-Key header.
+func (a *api) rejectPayout(w http.ResponseWriter, r *http.Request) error {
+	return a.resolvePayout(w, r, idlegrid.PayoutRejected)
+}
+
+func (a *api) resolvePayout(w http.ResponseWriter, r *http.Request, to idlegrid.PayoutState) error {
+	key, err := idempotencyKey(r, "payout "+string(to))
+	if err != nil {
+		return err
+	}
+	var req wire.ResolvePayoutRequest
+	if err := a.readJSON(w, r, &req); err != nil {
+		return err
+	}
+	var p *idlegrid.Payout
+	if to == idlegrid.PayoutSettled {
+		p, err = a.srv.SettlePayout(r.Context(), r.PathValue("id"), req.Reason, key)
+	} else {
+		p, err = a.srv.RejectPayout(r.Context(), r.PathValue("id"), req.Reason, key)
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, p)
+}
+
+var payoutStates = []idlegrid.PayoutState{idlegrid.PayoutRequested, idlegrid.PayoutSettled, idlegrid.PayoutRejected}
+
+// GET /v1/payouts?state=&provider_id=&limit=
+func (a *api) listPayouts(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "state", "provider_id", "limit")
+	if err != nil {
+		return err
+	}
+	f := idlegrid.PayoutFilter{ProviderID: q.string("provider_id")}
+	if f.States, err = list(q, "state", payoutStates); err != nil {
+		return err
+	}
+	if f.Limit, err = q.limit(); err != nil {
+		return err
+	}
+	ps, err := a.srv.ListPayouts(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wire.Payouts{Payouts: nonNil(ps)})
+}
+
+// GET /v1/statements?month=2026-11&format=json|csv&account_id=
+func (a *api) statement(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "month", "format", "account_id")
+	if err != nil {
+		return err
+	}
+	format := q.string("format")
+	if format == "" {
+		format = wire.FormatJSON
+	} else if format != wire.FormatJSON && format != wire.FormatCSV {
+		return idlegrid.Invalid("format", "must be json or csv, got %q", format)
+	}
+	if q.string("month") == "" {
+		return idlegrid.Invalid("month", "required, e.g. month=2026-11")
+	}
+	s, err := a.srv.Statement(r.Context(), q.string("account_id"), q.string("month"))
+	if err != nil {
+		return err
+	}
+	if format == wire.FormatJSON {
+		return writeJSON(w, http.StatusOK, s)
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="idlegrid-`+s.AccountID+`-`+s.Month+`.csv"`)
+	w.WriteHeader(http.StatusOK)
+	return ledger.WriteStatementCSV(w, s)
+}
+
+// GET /v1/notices?account_id=&limit=
+func (a *api) listNotices(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "account_id", "limit")
+	if err != nil {
+		return err
+	}
+	limit, err := q.limit()
+	if err != nil {
+		return err
+	}
+	ns, err := a.srv.ListNotices(r.Context(), q.string("account_id"), limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wire.Notices{Notices: nonNil(ns)})
+}
+
+// PUT /v1/accounts/{id}/spend-limit
+func (a *api) setAccountLimit(w http.ResponseWriter, r *http.Request) error {
+	var req wire.SpendLimitRequest
+	if err := a.readJSON(w, r, &req); err != nil {
+		return err
+	}
+	st, err := a.srv.SetAccountLimit(r.Context(), r.PathValue("id"), &req.LimitMicros)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, st)
+}
+
+// DELETE /v1/accounts/{id}/spend-limit
+func (a *api) removeAccountLimit(w http.ResponseWriter, r *http.Request) error {
+	if _, err := a.srv.SetAccountLimit(r.Context(), r.PathValue("id"), nil); err != nil {
+		return err
+	}
+	return writeNoContent(w)
+}
+
+// PUT /v1/keys/{id}/spend-limit
+func (a *api) setKeyLimit(w http.ResponseWriter, r *http.Request) error {
+	var req wire.SpendLimitRequest
+	if err := a.readJSON(w, r, &req); err != nil {
+		return err
+	}
+	st, err := a.srv.SetKeyLimit(r.Context(), r.PathValue("id"), &req.LimitMicros)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, st)
+}
+
+// DELETE /v1/keys/{id}/spend-limit
+func (a *api) removeKeyLimit(w http.ResponseWriter, r *http.Request) error {
+	if _, err := a.srv.SetKeyLimit(r.Context(), r.PathValue("id"), nil); err != nil {
+		return err
+	}
+	return writeNoContent(w)
+}
+
+// GET /v1/spend-limits?account_id=
+func (a *api) listSpendLimits(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "account_id")
+	if err != nil {
+		return err
+	}
+	limits, err := a.srv.ListSpendLimits(r.Context(), q.string("account_id"))
+	if err != nil {
+		return err
+	}
+	spend, err := a.srv.MonthSpend(r.Context(), q.string("account_id"))
+	if err != nil {
+		return err
+	}
+	month, _ := idlegrid.MonthOf(a.srv.Now())
+	return writeJSON(w, http.StatusOK, wire.SpendLimits{Month: month.Format("2006-01"), Spend: *spend, Limits: nonNil(limits)})
+}

@@ -1,0 +1,31 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
+)
+
+// POST /v1/agent/leases/{id}/receipts
+func (a *api) sendReceipts(w http.ResponseWriter, r *http.Request) error {
+	var b wire.ReceiptBatch
+	if err := a.readJSON(w, r, &b); err != nil {
+		return err
+	}
+	if err := a.srv.ReceiveReceipts(r.Context(), r.PathValue("id"), b.Receipts); err != nil {
+		return err
+	}
+	return writeNoContent(w)
+}
+
+// GET /v1/leases/{id}/receipts
+func (a *api) leaseReceipts(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
+	rs, err := a.srv.LeaseReceipts(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, rs)
+}

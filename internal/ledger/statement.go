@@ -1,0 +1,90 @@
+package ledger
+
+import (
+	"encoding/csv"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// NewStatement adds up a month of settlements into a statement for the
+// account: a renter's has one line per job and locked price (so that every
+// line's total is its GPU-hours at its price, give or take the rounding of
+// each lease), a provider's one line per node. Settlements are taken in
+// the order given; lines keep the order of their first settlement.
+func NewStatement(accountID string, role idlegrid.Role, month string, from, to time.Time, settlements []*idlegrid.Settlement) *idlegrid.Statement {
+	s := &idlegrid.Statement{AccountID: accountID, Role: role, Month: month, From: from, To: to, Lines: []idlegrid.StatementLine{}}
+	index := map[string]int{}
+	for _, x := range settlements {
+		key, line := x.NodeID, idlegrid.StatementLine{NodeID: x.NodeID, NodeName: x.NodeName}
+		if role != idlegrid.RoleProvider {
+			key = x.JobID + "@" + strconv.FormatInt(int64(x.PriceMicrosPerGPUHour), 10)
+			line = idlegrid.StatementLine{JobID: x.JobID, JobName: x.JobName, PriceMicrosPerGPUHour: x.PriceMicrosPerGPUHour}
+		}
+		i, ok := index[key]
+		if !ok {
+			i = len(s.Lines)
+			index[key] = i
+			s.Lines = append(s.Lines, line)
+		}
+		add(&s.Lines[i], x, role)
+		add(&s.Total, x, role)
+	}
+	for i := range s.Lines {
+		s.Lines[i].GPUHours = idlegrid.GPUHours(s.Lines[i].GPUSeconds)
+	}
+	s.Total.GPUHours = idlegrid.GPUHours(s.Total.GPUSeconds)
+	return s
+}
+
+func add(l *idlegrid.StatementLine, x *idlegrid.Settlement, role idlegrid.Role) {
+	l.Leases++
+	l.GPUSeconds += x.GPUSeconds
+	l.ChargedMicros += x.ChargedMicros
+	if role == idlegrid.RoleProvider {
+		l.FeesMicros += x.FeesMicros
+		l.EarningsMicros += x.EarningsMicros
+	}
+}
+
+// WriteStatementCSV writes s as CSV with a header row and a closing
+// "total" row. Amounts are decimal units with six places, e.g. 1.250000.
+func WriteStatementCSV(w io.Writer, s *idlegrid.Statement) error {
+	cw := csv.NewWriter(w)
+	provider := s.Role == idlegrid.RoleProvider
+	if provider {
+		cw.Write([]string{"month", "node_id", "node_name", "leases", "gpu_seconds", "gpu_hours", "sales", "fees", "earnings"})
+	} else {
+		cw.Write([]string{"month", "job_id", "job_name", "leases", "gpu_seconds", "gpu_hours", "price_per_gpu_hour", "total"})
+	}
+	row := func(l idlegrid.StatementLine, total bool) []string {
+		id, name := l.JobID, l.JobName
+		if provider {
+			id, name = l.NodeID, l.NodeName
+		}
+		if total {
+			id, name = "total", ""
+		}
+		r := []string{s.Month, id, name, strconv.Itoa(l.Leases), strconv.FormatInt(l.GPUSeconds, 10), l.GPUHours}
+		if provider {
+			return append(r, units(l.ChargedMicros), units(l.FeesMicros), units(l.EarningsMicros))
+		}
+		price := ""
+		if !total {
+			price = units(l.PriceMicrosPerGPUHour)
+		}
+		return append(r, price, units(l.ChargedMicros))
+	}
+	for _, l := range s.Lines {
+		cw.Write(row(l, false))
+	}
+	cw.Write(row(s.Total, true))
+	cw.Flush()
+	return cw.Error()
+}
+
+// units writes an amount as decimal units without the currency sign.
+func units(m idlegrid.Micros) string { return strings.Replace(m.String(), "$", "", 1) }

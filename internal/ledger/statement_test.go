@@ -1,0 +1,81 @@
+package ledger_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/ledger"
+)
+
+func statementSettlements() []*idlegrid.Settlement {
+	return []*idlegrid.Settlement{
+		{LeaseID: "lease_1", JobID: "job_1", JobName: "train", NodeID: "node_a", NodeName: "barn-1", PriceMicrosPerGPUHour: 500_000,
+			GPUSeconds: 7200, ChargedMicros: 1_000_000, EarningsMicros: 900_000, FeesMicros: 100_000},
+		{LeaseID: "lease_2", JobID: "job_2", JobName: "eval", NodeID: "node_b", NodeName: "barn-2", PriceMicrosPerGPUHour: 400_000,
+			GPUSeconds: 1800, ChargedMicros: 200_000, EarningsMicros: 180_000, FeesMicros: 20_000},
+		{LeaseID: "lease_3", JobID: "job_1", JobName: "train", NodeID: "node_b", NodeName: "barn-2", PriceMicrosPerGPUHour: 500_000,
+			GPUSeconds: 3600, ChargedMicros: 500_000, EarningsMicros: 450_000, FeesMicros: 50_000},
+		{LeaseID: "lease_4", JobID: "job_1", JobName: "train", NodeID: "node_a", NodeName: "barn-1", PriceMicrosPerGPUHour: 600_000,
+			GPUSeconds: 0, ChargedMicros: 0}, // provider at fault: billed nothing
+	}
+}
+
+func TestNewStatement_renter(t *testing.T) {
+	from := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	s := ledger.NewStatement("renter_1", idlegrid.RoleRenter, "2026-11", from, from.AddDate(0, 1, 0), statementSettlements())
+	want := []idlegrid.StatementLine{
+		{JobID: "job_1", JobName: "train", Leases: 2, GPUSeconds: 10800, GPUHours: "3.000000", PriceMicrosPerGPUHour: 500_000, ChargedMicros: 1_500_000},
+		{JobID: "job_2", JobName: "eval", Leases: 1, GPUSeconds: 1800, GPUHours: "0.500000", PriceMicrosPerGPUHour: 400_000, ChargedMicros: 200_000},
+		{JobID: "job_1", JobName: "train", Leases: 1, GPUSeconds: 0, GPUHours: "0.000000", PriceMicrosPerGPUHour: 600_000},
+	}
+	if diff := cmp.Diff(want, s.Lines); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
+	}
+	if total := (idlegrid.StatementLine{Leases: 4, GPUSeconds: 12600, GPUHours: "3.500000", ChargedMicros: 1_700_000}); s.Total != total {
+		t.Errorf("total = %+v, want %+v", s.Total, total)
+	}
+	var b strings.Builder
+	if err := ledger.WriteStatementCSV(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	wantCSV := `month,job_id,job_name,leases,gpu_seconds,gpu_hours,price_per_gpu_hour,total
+2026-11,job_1,train,2,10800,3.000000,0.500000,1.500000
+2026-11,job_2,eval,1,1800,0.500000,0.400000,0.200000
+2026-11,job_1,train,1,0,0.000000,0.600000,0.000000
+2026-11,total,,4,12600,3.500000,,1.700000
+`
+	if b.String() != wantCSV {
+		t.Errorf("CSV:\n%s\nwant:\n%s", b.String(), wantCSV)
+	}
+}
+
+func TestNewStatement_provider(t *testing.T) {
+	from := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	s := ledger.NewStatement("prov_1", idlegrid.RoleProvider, "2026-11", from, from.AddDate(0, 1, 0), statementSettlements())
+	want := []idlegrid.StatementLine{
+		{NodeID: "node_a", NodeName: "barn-1", Leases: 2, GPUSeconds: 7200, GPUHours: "2.000000", ChargedMicros: 1_000_000, FeesMicros: 100_000, EarningsMicros: 900_000},
+		{NodeID: "node_b", NodeName: "barn-2", Leases: 2, GPUSeconds: 5400, GPUHours: "1.500000", ChargedMicros: 700_000, FeesMicros: 70_000, EarningsMicros: 630_000},
+	}
+	if diff := cmp.Diff(want, s.Lines); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
+	}
+	var b strings.Builder
+	if err := ledger.WriteStatementCSV(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	wantCSV := `month,node_id,node_name,leases,gpu_seconds,gpu_hours,sales,fees,earnings
+2026-11,node_a,barn-1,2,7200,2.000000,1.000000,0.100000,0.900000
+2026-11,node_b,barn-2,2,5400,1.500000,0.700000,0.070000,0.630000
+2026-11,total,,4,12600,3.500000,1.700000,0.170000,1.530000
+`
+	if b.String() != wantCSV {
+		t.Errorf("CSV:\n%s\nwant:\n%s", b.String(), wantCSV)
+	}
+	empty := ledger.NewStatement("prov_1", idlegrid.RoleProvider, "2026-12", from, from, nil)
+	if empty.Lines == nil || len(empty.Lines) != 0 || empty.Total.GPUHours != "0.000000" {
+		t.Errorf("empty statement = %+v", empty)
+	}
+}

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/ledger"
+)
+
+// DefaultPayoutHold is how long earnings stay pending unless Config says.
+const DefaultPayoutHold = 72 * time.Hour
+
+// maturePage is how many settlements one reaper pass matures at a time.
+const maturePage = 500
+
+// matureEarnings makes payable the provider earnings of every settlement
+// older than the payout hold: one mature transfer per settlement, whose
+// idempotency key makes a second pass, or a pass by another coordinator,
+// a no-op.
+func (s *Server) matureEarnings(ctx context.Context) error {
+	now := s.Now()
+	before := now.Add(-max(s.cfg.PayoutHold, 0))
+	for {
+		settlements, err := s.store.ListMaturing(ctx, before, maturePage)
+		if err != nil {
+			return err
+		}
+		for _, st := range settlements {
+			m := ledger.Mature(st, now)
+			if m == nil {
+				continue
+			}
+			m.ID = idlegrid.NewID("tx")
+			if _, err := s.store.PostTransfer(ctx, m); err != nil {
+				return err
+			}
+		}
+		if len(settlements) < maturePage {
+			return nil
+		}
+	}
+}
+
+// RequestPayout asks for amount of the calling provider's payable earnings
+// to be paid out; the money moves to in flight until an operator settles
+// or rejects the payout. A retry with the same idempotency key returns the
+// first request's payout and moves nothing.
+func (s *Server) RequestPayout(ctx context.Context, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Payout, error) {
+	c, err := requireRole(ctx, idlegrid.RoleProvider)
+	if err != nil {
+		return nil, err
+	}
+	now := s.Now()
+	p := &idlegrid.Payout{ID: idlegrid.NewID("payout"), ProviderID: c.AccountID, AmountMicros: amount,
+		State: idlegrid.PayoutRequested, IdempotencyKey: idempotencyKey, CreatedAt: now}
+	t, err := ledger.RequestPayout(p, now)
+	if err != nil {
+		return nil, err
+	}
+	t.ID = idlegrid.NewID("tx")
+	out, err := s.store.CreatePayout(ctx, p, t)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("payout requested", "payout", out.ID, "provider", out.ProviderID, "amount", out.AmountMicros.String())
+	return out, nil
+}
+
+// SettlePayout records that an operator sent a requested payout's money:
+// it leaves the market. reference is the payment's reference, e.g. a
+// bank transfer ID. Admins only.
+func (s *Server) SettlePayout(ctx context.Context, id, reference, idempotencyKey string) (*idlegrid.Payout, error) {
+	return s.resolvePayout(ctx, id, idlegrid.PayoutSettled, reference, idempotencyKey)
+}
+
+// RejectPayout refuses a requested payout, for reason: its money is
+// payable again. Admins only.
+func (s *Server) RejectPayout(ctx context.Context, id, reason, idempotencyKey string) (*idlegrid.Payout, error) {
+	if reason == "" {
+		return nil, idlegrid.Invalid("payout.reason", "required: say why, for the provider")
+	}
+	return s.resolvePayout(ctx, id, idlegrid.PayoutRejected, reason, idempotencyKey)
+}
+
+func (s *Server) resolvePayout(ctx context.Context, id string, to idlegrid.PayoutState, reason, idempotencyKey string) (*idlegrid.Payout, error) {
+	c, err := requireRole(ctx, idlegrid.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	if err := ledger.CheckIdempotencyKey("idempotency_key", idempotencyKey); err != nil {
+		return nil, err
+	} else if len(reason) > 500 {
+		return nil, idlegrid.Invalid("payout.reason", "at most 500 characters")
+	}
+	p, err := s.store.FindPayout(ctx, id)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, notFound("payout", id)
+	} else if err != nil {
+		return nil, err
+	}
+	if p.State != idlegrid.PayoutRequested {
+		if p.State == to && p.ResolutionKey == idempotencyKey {
+			return p, nil // a retry
+		}
+		return nil, idlegrid.Errorf(idlegrid.ECONFLICT, "payout %s is already %s", p.ID, p.State)
+	}
+	now := s.Now()
+	t, err := ledger.ResolvePayout(p, to, now)
+	if err != nil {
+		return nil, err
+	}
+	t.ID = idlegrid.NewID("tx")
+	out, err := s.store.ResolvePayout(ctx, &idlegrid.PayoutResolution{PayoutID: p.ID, To: to, Reason: reason,
+		IdempotencyKey: idempotencyKey, By: c.AccountID, At: now}, t)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("payout "+string(to), "payout", out.ID, "provider", out.ProviderID, "amount", out.AmountMicros.String(), "by", c.AccountID)
+	return out, nil
+}
+
+// ListPayouts lists payouts: a provider's own, or anyone's for admins
+// (f.ProviderID narrows it). Renters have none.
+func (s *Server) ListPayouts(ctx context.Context, f idlegrid.PayoutFilter) ([]*idlegrid.Payout, error) {
+	c, err := requireRole(ctx, idlegrid.RoleProvider, idlegrid.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	if c.Role == idlegrid.RoleProvider {
+		f.ProviderID = c.AccountID
+	}
+	if f.Limit < 0 || f.Limit > 10000 {
+		return nil, idlegrid.Invalid("limit", "must be between 0 and 10000")
+	}
+	for _, st := range f.States {
+		if !st.Valid() {
+			return nil, idlegrid.Invalid("state", "must be requested, settled or rejected, got %q", st)
+		}
+	}
+	return s.store.ListPayouts(ctx, f)
+}

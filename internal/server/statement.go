@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/ledger"
+)
+
+// Statement returns an account's statement for a calendar month such as
+// "2026-11": a renter's per job, a provider's per node. The caller's own,
+// or any account's for admins.
+func (s *Server) Statement(ctx context.Context, accountID, month string) (*idlegrid.Statement, error) {
+	id, err := ownAccount(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	from, to, err := idlegrid.ParseMonth(month)
+	if err != nil {
+		return nil, err
+	}
+	a, err := s.store.FindAccount(ctx, id)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, notFound("account", id)
+	} else if err != nil {
+		return nil, err
+	}
+	f := idlegrid.SettlementFilter{From: from, To: to}
+	switch a.Role {
+	case idlegrid.RoleRenter:
+		f.RenterID = a.ID
+	case idlegrid.RoleProvider:
+		f.ProviderID = a.ID
+	default:
+		return nil, idlegrid.Invalid("account_id", "admins have no statement of their own; name a renter or a provider")
+	}
+	settlements, err := s.store.ListSettlements(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.NewStatement(a.ID, a.Role, from.Format("2006-01"), from, to, settlements), nil
+}
+
+// ListNotices lists what the market told an account, such as leases
+// stopped before its money ran out: the caller's own, or any for admins.
+func (s *Server) ListNotices(ctx context.Context, accountID string, limit int) ([]*idlegrid.Notice, error) {
+	id, err := ownAccount(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	if limit < 0 || limit > 10000 {
+		return nil, idlegrid.Invalid("limit", "must be between 0 and 10000")
+	}
+	return s.store.ListNotices(ctx, id, limit)
+}

@@ -1,0 +1,275 @@
+package sim
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/trace"
+)
+
+// Metrics is what one run measured. GPU-seconds and money are exact
+// integers; shares and percentiles are derived in Summary.
+type Metrics struct {
+	Name, Title string
+
+	OfferedGPUSeconds int64 // in the nodes' windows, within the span
+	LeasedGPUSeconds  int64 // held by leases, whatever became of them
+	PaidGPUSeconds    int64 // charged to renters
+	UsefulGPUSeconds  int64 // work that counted: not lost to a stop or a failure
+
+	RenterCost       idlegrid.Micros // every charge
+	OnDemandCost     idlegrid.Micros // the useful work at cloud on-demand prices of the same models
+	ProviderEarnings idlegrid.Micros // charges less the platform's fee
+	Fees             idlegrid.Micros
+
+	JobsArrived, JobsStarted, JobsCompleted int
+	Placements                              int // placements made, requeued jobs' included
+
+	Preemptions             int   // bronze leases stopped for gold or silver work
+	PreemptedLostGPUSeconds int64 // work they lost since their last checkpoint
+	WindowStops             int   // bronze leases stopped because their window ended
+	WindowLostGPUSeconds    int64
+	Failures                int // leases the node failed
+	FailedLostGPUSeconds    int64
+
+	// NeverPlaced counts jobs whose renter gave up before any placement,
+	// by the last reason the market gave; GaveUpAfterRequeue those that
+	// ran, were requeued, and gave up.
+	NeverPlaced        map[string]int
+	GaveUpAfterRequeue int
+	// WaitingAtEnd counts jobs still queued when the span ended, by
+	// reason; RunningAtEnd the leases still running (settled at the end).
+	WaitingAtEnd map[string]int
+	RunningAtEnd int
+
+	// Waits is, per tier (gold, silver, bronze), the seconds each started
+	// job waited from its arrival to its first start.
+	Waits [3][]int32
+
+	// PlaceCalls is how often the matcher was asked; placeNanos how long
+	// each answer took, with the bookkeeping of what it decided.
+	PlaceCalls int
+	placeNanos []uint32
+	// Skipped counts the jobs a pass did not ask about because a job
+	// needing no more had just failed (see replay.dominated).
+	Skipped int
+
+	Wall          time.Duration
+	PeakHeapBytes uint64
+
+	// Time series, one value per sample bin.
+	UsedSeries  []int64                      // GPU-seconds leased
+	QueueSeries [3][]int32                   // jobs queued per tier at the end of the bin
+	PriceSeries map[string][]idlegrid.Micros // median clearing price per model (0: none)
+
+	Probes  [3]ProbeStats // the estimator's probe jobs, per tier
+	Watched WatchedStats  // the estimator's own nodes
+
+	Summary Summary
+}
+
+// ProbeStats is what became of the estimator's probe jobs of one tier.
+type ProbeStats struct {
+	Sent, Started, Completed, GaveUp int
+	Waits                            []int32           // seconds to first start
+	Prices                           []idlegrid.Micros // the first lease's price per GPU-hour
+	Costs                            []idlegrid.Micros // every charge of each completed probe
+}
+
+// WatchedStats is what the estimator's own nodes offered and earned.
+type WatchedStats struct {
+	OfferedGPUSeconds, LeasedGPUSeconds int64
+	Earned                              idlegrid.Micros
+}
+
+// Summary is the derived numbers of a run.
+type Summary struct {
+	FillRate, PaidFillRate float64
+	SavingsPercent         float64
+	// EarningsPerOfferedGPUHour is providers' earnings per GPU-hour they
+	// offered, in micros.
+	EarningsPerOfferedGPUHour idlegrid.Micros
+	WaitP50, WaitP95, WaitP99 [3]int32 // seconds, per tier
+	Started                   [3]int
+	NeverPlaced               int
+	PlaceMeanNanos            int64
+	PlaceP50Nanos             uint32
+	PlaceP99Nanos             uint32
+}
+
+func newMetrics(w *world, m matcher) *Metrics {
+	name := runName(m)
+	met := &Metrics{
+		Name: name, Title: RunTitles[name], OfferedGPUSeconds: w.offered,
+		NeverPlaced: map[string]int{}, WaitingAtEnd: map[string]int{},
+		PriceSeries: map[string][]idlegrid.Micros{},
+		placeNanos:  make([]uint32, 0, len(w.jobs)+len(w.jobs)/4),
+	}
+	for t := range met.QueueSeries {
+		met.QueueSeries[t] = make([]int32, len(w.offeredBins))
+	}
+	for _, n := range w.nodes {
+		if n.watched {
+			for _, s := range n.windows {
+				met.Watched.OfferedGPUSeconds += (min(s.end, w.end) - s.start) * int64(n.gpus)
+			}
+		}
+	}
+	return met
+}
+
+func runName(m matcher) string {
+	switch b := m.(type) {
+	case *engineMatcher:
+		return RunEngine
+	case *baseline:
+		return b.order.name()
+	}
+	return ""
+}
+
+func (m *Metrics) arrived(j *liveJob) {
+	m.JobsArrived++
+	if j.spec.probe {
+		m.Probes[j.spec.tier].Sent++
+	}
+}
+
+func (m *Metrics) started(j *liveJob, t int64, price idlegrid.Micros) {
+	m.JobsStarted++
+	wait := int32(min(t-j.arrived, 1<<31-1))
+	m.Waits[j.spec.tier] = append(m.Waits[j.spec.tier], wait)
+	if j.spec.probe {
+		p := &m.Probes[j.spec.tier]
+		p.Started++
+		p.Waits = append(p.Waits, wait)
+		p.Prices = append(p.Prices, price)
+	}
+}
+
+func (m *Metrics) completed(j *liveJob, t int64) {
+	m.JobsCompleted++
+	if j.spec.probe {
+		p := &m.Probes[j.spec.tier]
+		p.Completed++
+		p.Costs = append(p.Costs, j.charged)
+	}
+}
+
+// priced records a placement's clearing price for the plots.
+func (m *Metrics) priced(r *replay, l *lease) {
+	m.Placements++
+	model := l.node.n.model
+	r.binPrice[model] = append(r.binPrice[model], l.price)
+}
+
+func (m *Metrics) settled(r *replay, l *lease, how int, gpuSecs, useful int64, charge, fee idlegrid.Micros) {
+	m.LeasedGPUSeconds += gpuSecs
+	if charge > 0 {
+		m.PaidGPUSeconds += gpuSecs
+	}
+	m.UsefulGPUSeconds += useful
+	m.RenterCost += charge
+	m.Fees += fee
+	m.ProviderEarnings += charge - fee
+	m.OnDemandCost += idlegrid.CostOf(r.w.onDemand[l.node.n.model], useful)
+	lost := gpuSecs - useful
+	switch {
+	case how == endFailed:
+		m.Failures++
+		m.FailedLostGPUSeconds += lost
+	case how == endStopped && l.windowEnd:
+		m.WindowStops++
+		m.WindowLostGPUSeconds += lost
+	case how == endStopped:
+		m.Preemptions++
+		m.PreemptedLostGPUSeconds += lost
+	}
+	if l.node.n.watched {
+		m.Watched.LeasedGPUSeconds += gpuSecs
+		m.Watched.Earned += charge - fee
+	}
+}
+
+func (m *Metrics) gaveUp(j *liveJob) {
+	if j.spec.probe {
+		m.Probes[j.spec.tier].GaveUp++
+	}
+	if j.started {
+		m.GaveUpAfterRequeue++
+		return
+	}
+	m.NeverPlaced[ReasonCategory(j.reason)]++
+}
+
+func (m *Metrics) waitingAtEnd(j *liveJob) {
+	m.WaitingAtEnd[ReasonCategory(j.reason)]++
+}
+
+func (m *Metrics) placeTime(d time.Duration, placed bool) {
+	m.PlaceCalls++
+	m.placeNanos = append(m.placeNanos, uint32(min(d.Nanoseconds(), 1<<32-1)))
+}
+
+// finish derives the summary.
+func (m *Metrics) finish(r *replay) {
+	m.UsedSeries = r.used
+	s := &m.Summary
+	if m.OfferedGPUSeconds > 0 {
+		s.FillRate = float64(m.LeasedGPUSeconds) / float64(m.OfferedGPUSeconds)
+		s.PaidFillRate = float64(m.PaidGPUSeconds) / float64(m.OfferedGPUSeconds)
+		s.EarningsPerOfferedGPUHour = idlegrid.Micros(int64(m.ProviderEarnings) * 3600 / m.OfferedGPUSeconds)
+	}
+	if m.OnDemandCost > 0 {
+		s.SavingsPercent = 100 * (1 - float64(m.RenterCost)/float64(m.OnDemandCost))
+	}
+	for t := range m.Waits {
+		ws := sortedCopy(m.Waits[t])
+		s.WaitP50[t], s.WaitP95[t], s.WaitP99[t] = percentile(ws, 50), percentile(ws, 95), percentile(ws, 99)
+		s.Started[t] = len(ws)
+	}
+	for _, n := range m.NeverPlaced {
+		s.NeverPlaced += n
+	}
+	if len(m.placeNanos) > 0 {
+		var total int64
+		for _, d := range m.placeNanos {
+			total += int64(d)
+		}
+		s.PlaceMeanNanos = total / int64(len(m.placeNanos))
+		ns := sortedCopy(m.placeNanos)
+		s.PlaceP50Nanos, s.PlaceP99Nanos = percentile(ns, 50), percentile(ns, 99)
+	}
+	m.placeNanos = nil
+}
+
+// ReasonCategory folds the market's reason for a wait into a few kinds,
+// for counting: "no node fits: 3 cap below ask, 2 window too short" is
+// "no node fits: cap below ask".
+func ReasonCategory(reason string) string {
+	switch {
+	case reason == "":
+		return "never tried"
+	case strings.HasPrefix(reason, "no node fits: "):
+		first, _, _ := strings.Cut(strings.TrimPrefix(reason, "no node fits: "), ",")
+		if _, r, ok := strings.Cut(first, " "); ok {
+			return "no node fits: " + r
+		}
+		return "no node fits"
+	case strings.HasPrefix(reason, "no room now"):
+		return "no room: every matching node busy, closed, or over the cap"
+	case strings.HasPrefix(reason, "preempting"), strings.HasPrefix(reason, "waiting for the bronze leases"):
+		return "waiting for preempted bronze leases to stop"
+	case strings.HasPrefix(reason, "waiting for its reservation"), strings.HasPrefix(reason, "no node can take it now; reserved"):
+		return "holding a reservation that had not started"
+	case strings.HasPrefix(reason, "no nodes online"):
+		return "no nodes online"
+	}
+	return reason
+}
+
+func medianMicros(ps []idlegrid.Micros) idlegrid.Micros {
+	return trace.MedianMicros(slices.Clone(ps))
+}

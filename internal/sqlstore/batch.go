@@ -1,0 +1,65 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// PlaceJobs stores many placements in one transaction. Each is applied as
+// PlaceJob applies it, behind a savepoint of its own: one that fails is
+// rolled back alone, and its error is returned at its index, while the
+// others commit together. A failure of the transaction itself (the commit,
+// a lost connection) is returned at every index, and nothing is stored.
+//
+// One commit for many placements is what lets the coordinator place
+// thousands of jobs a second: a commit, not a row, is the expensive part of
+// a durable write.
+func (db *DB) PlaceJobs(ctx context.Context, ps []*idlegrid.Placement) []error {
+	errs := make([]error, len(ps))
+	if len(ps) == 0 {
+		return errs
+	}
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		clear(errs) // a retried transaction starts over
+		for i, p := range ps {
+			if errs[i] = checkPlacement(p); errs[i] != nil {
+				continue
+			}
+			failed, err := db.placeBehindSavepoint(ctx, tx, p)
+			if err != nil {
+				return err
+			}
+			errs[i] = failed
+		}
+		return nil
+	})
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+// placeBehindSavepoint applies p inside a savepoint and rolls it back if
+// the placement fails. It returns the placement's failure, translated, and
+// separately an error that breaks the whole transaction.
+func (db *DB) placeBehindSavepoint(ctx context.Context, tx *sql.Tx, p *idlegrid.Placement) (failed, err error) {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT placement`); err != nil {
+		return nil, err
+	}
+	if failed = db.placeJob(ctx, tx, p); failed != nil {
+		if db.dialect.retryable(failed) {
+			return nil, failed // a deadlock aborted the transaction: update retries it whole
+		}
+		if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT placement`); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT placement`); err != nil {
+		return nil, err
+	}
+	return db.dialect.translate(failed), nil
+}

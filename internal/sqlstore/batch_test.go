@@ -1,0 +1,134 @@
+package sqlstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/sqlstore"
+)
+
+// testPlaceJobs checks that a batch of placements commits the good ones
+// and leaves no trace of the bad ones, each judged as PlaceJob would judge
+// it alone, and that a transaction that fails whole stores nothing.
+func testPlaceJobs(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	poor := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n1, n2 := mustNode(t, db, p.ID, 2), mustNode(t, db, p.ID, 2)
+	mustTopUp(t, db, r.ID, 10*idlegrid.MicrosPerUnit)
+	mustTopUp(t, db, poor.ID, idlegrid.MicrosPerUnit)
+
+	type want struct {
+		code, message string
+	}
+	var ps []*idlegrid.Placement
+	var wants []want
+	add := func(pl *idlegrid.Placement, code, message string) {
+		ps = append(ps, pl)
+		wants = append(wants, want{code, message})
+	}
+	j := func(renter *idlegrid.Account) *idlegrid.Job { return mustJob(t, db, renter.ID, 1, 1) }
+
+	first := j(r)
+	add(placement(first, 0, lease(first, n1, 0)), "", "")
+	taken := j(r) // the batch's first placement claimed this GPU
+	add(placement(taken, 0, lease(taken, n1, 0)), idlegrid.ECONFLICT, "already claimed")
+	broke := j(poor)
+	add(placement(broke, 0, lease(broke, n2, 0)), idlegrid.EPAYMENT, "renter balance too low")
+	second := j(r)
+	add(placement(second, 0, lease(second, n1, 1)), "", "")
+	empty := j(r)
+	add(placement(empty, 0), idlegrid.EINVALID, "lease")
+	stale := j(r)
+	add(placement(stale, 1, lease(stale, n2, 0)), idlegrid.ECONFLICT, "moved on")
+	again := j(r) // the same job twice in one batch: the second finds it running
+	add(placement(again, 0, lease(again, n2, 0)), "", "")
+	add(placement(again, 0, lease(again, n2, 1)), idlegrid.ECONFLICT, "moved on")
+
+	errs := db.PlaceJobs(ctx, ps)
+	if len(errs) != len(ps) {
+		t.Fatalf("PlaceJobs returned %d errors for %d placements", len(errs), len(ps))
+	}
+	for i, w := range wants {
+		if got := idlegrid.ErrorCode(errs[i]); got != w.code || !strings.Contains(idlegrid.ErrorMessage(errs[i]), w.message) {
+			t.Errorf("placement %d: error %q (%v), want %q saying %q", i, got, errs[i], w.code, w.message)
+		}
+	}
+	checkLedger(t, db)
+	for _, job := range []*idlegrid.Job{first, second, again} {
+		mustJobState(t, db, job.ID, idlegrid.JobRunning, "running on 1 node(s)")
+	}
+	for _, job := range []*idlegrid.Job{taken, broke, empty, stale} {
+		mustJobState(t, db, job.ID, idlegrid.JobQueued, "")
+		if leases, err := db.ListLeases(ctx, idlegrid.LeaseFilter{JobID: job.ID}); err != nil || len(leases) != 0 {
+			t.Errorf("job %s: %d leases written (%v), want none", job.ID, len(leases), err)
+		}
+	}
+	for i, pl := range ps {
+		for _, l := range pl.Leases {
+			ts, err := db.ListTransfers(ctx, idlegrid.TransferFilter{LeaseID: l.ID})
+			mustOK(t, err)
+			want := 0
+			if errs[i] == nil {
+				want = 1
+			}
+			if len(ts) != want {
+				t.Errorf("placement %d: %d holds for lease %s, want %d", i, len(ts), l.ID, want)
+			}
+		}
+	}
+	held := 3 * price // three one-GPU leases for an hour
+	if b := mustBalance(t, db, r.ID); b.Held != held || b.Available != 10*idlegrid.MicrosPerUnit-held {
+		t.Errorf("renter balance %+v, want %d held", *b, held)
+	}
+	if b := mustBalance(t, db, poor.ID); b.Held != 0 || b.Available != idlegrid.MicrosPerUnit {
+		t.Errorf("poor renter balance %+v, want unchanged", *b)
+	}
+
+	t.Run("None", func(t *testing.T) {
+		if errs := db.PlaceJobs(ctx, nil); len(errs) != 0 {
+			t.Errorf("PlaceJobs(nil) = %v, want no errors", errs)
+		}
+	})
+	t.Run("TransactionFails", func(t *testing.T) {
+		job := j(r)
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		errs := db.PlaceJobs(cancelled, []*idlegrid.Placement{
+			placement(job, 0, lease(job, n2, 1)), placement(empty, 0),
+		})
+		for i, err := range errs {
+			if err == nil {
+				t.Errorf("placement %d: no error from a transaction that never began", i)
+			}
+		}
+		mustJobState(t, db, job.ID, idlegrid.JobQueued, "")
+	})
+}
+
+// testListBeyondDefaultLimit checks that a list is cut at DefaultLimit only
+// when its filter asks for no limit: the coordinator reads every queued job
+// and every live lease with a larger one.
+func testListBeyondDefaultLimit(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	for range sqlstore.DefaultLimit + 1 {
+		mustJob(t, db, r.ID, 1, 1)
+	}
+	for _, tt := range []struct {
+		limit, want int
+	}{
+		{0, sqlstore.DefaultLimit},
+		{10, 10},
+		{1 << 30, sqlstore.DefaultLimit + 1},
+	} {
+		jobs, err := db.ListJobs(ctx, idlegrid.JobFilter{RenterID: r.ID, Limit: tt.limit})
+		mustOK(t, err)
+		if len(jobs) != tt.want {
+			t.Errorf("ListJobs(limit %d) = %d jobs, want %d", tt.limit, len(jobs), tt.want)
+		}
+	}
+}
