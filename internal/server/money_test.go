@@ -435,7 +435,21 @@ func TestServer_RunoutGivesNotice(t *testing.T) {
 func TestServer_Statement(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMoneyMarket(t)
-		l := mustRun(t, m, testSpec(), 90*time.Second)
+		j, err := m.srv.SubmitJob(m.renter, testSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, n := mustStarted(t, m, j)
+		if n != m.node {
+			t.Fatalf("lease placed on %s, want barn-1, the cheaper node", l.NodeID)
+		}
+		m.advance(t, 90*time.Second)
+		mustSendReceipts(t, m, l.ID, 60, 30) // two signed intervals, 2 GPUs: 180 GPU-s
+		code := 0
+		if err := m.srv.ReportLease(n, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseSucceeded, ExitCode: &code}); err != nil {
+			t.Fatal(err)
+		}
+		l = mustFindLease(t, m, l.ID)
 		month := m.srv.Now().Format("2006-01")
 		rs, err := m.srv.Statement(m.renter, "", month)
 		if err != nil {
@@ -458,6 +472,22 @@ func TestServer_Statement(t *testing.T) {
 		if len(ps.Lines) != 1 || ps.Lines[0].NodeID != l.NodeID || ps.Lines[0].EarningsMicros != l.ChargedMicros-fee ||
 			ps.Lines[0].FeesMicros != fee || ps.Lines[0].GPUSeconds != billed {
 			t.Fatalf("provider lines %+v", ps.Lines)
+		}
+		// Both sides reconcile their statement with the signed receipts of
+		// the lease, which anyone can verify without the server.
+		for _, who := range []context.Context{m.renter, m.provider} {
+			export, err := m.srv.LeaseReceipts(who, l.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sum int64
+			for _, r := range export.Receipts {
+				sum += r.GPUSeconds
+			}
+			if len(export.Receipts) == 0 || sum != rs.Lines[0].GPUSeconds || sum != ps.Lines[0].GPUSeconds {
+				t.Fatalf("receipts sum to %d GPU-s over %d receipts; statements say renter %d, provider %d",
+					sum, len(export.Receipts), rs.Lines[0].GPUSeconds, ps.Lines[0].GPUSeconds)
+			}
 		}
 		next, _ := time.Parse("2006-01", month)
 		if empty, err := m.srv.Statement(m.renter, "", next.AddDate(0, 1, 0).Format("2006-01")); err != nil || len(empty.Lines) != 0 {
