@@ -75,7 +75,7 @@ comma-separated, in --tz (default: the region's usual zone).`,
 		duration                 durationFlag
 		models                   stringList
 		seed                     uint64
-		jobs                     int
+		jobs, seeds              int
 		probeEvery               = spanFlag{d: 6 * time.Hour}
 		tier                     string
 	)
@@ -92,7 +92,8 @@ comma-separated, in --tz (default: the region's usual zone).`,
 	fs.StringVar(&tier, "tier", "", "renter: the tier you mean to use (every tier is shown)")
 	fs.Var(&maxPrice, "max-price", "renter: your cap per GPU-hour (default: from cloud on-demand prices, per tier)")
 	fs.Var(&duration, "duration", "renter: the job's run time, e.g. 4h")
-	fs.Uint64Var(&seed, "seed", 1, "with traces: the replay's seed")
+	fs.Uint64Var(&seed, "seed", 1, "with traces: the first replay's seed")
+	fs.IntVar(&seeds, "replays", 5, "with traces: how many replays, each with the next seed, the estimate pools")
 	fs.IntVar(&jobs, "jobs", 0, "with traces: resample the demand to N jobs (0: as in the trace)")
 	fs.Var(&probeEvery, "probe-every", "renter, with traces: how often the job is sent into the market")
 	fs.Int64Var(&q.feeBPS, "fee-bps", sim.DefaultFeeBasisPoints, "the platform's fee in basis points")
@@ -117,7 +118,7 @@ comma-separated, in --tz (default: the region's usual zone).`,
 		if live {
 			out, err = c.providerLive(ctx, r, &q)
 		} else {
-			out, err = c.providerTrace(ctx, tf, &q, seed, jobs)
+			out, err = c.providerTrace(ctx, tf, &q, seed, max(seeds, 1), jobs)
 		}
 	} else {
 		if err := q.parseRenter(c.env, jobPath, gpus, models, tier, maxPrice.m, duration.secs, set); err != nil {
@@ -126,7 +127,7 @@ comma-separated, in --tz (default: the region's usual zone).`,
 		if live {
 			out, err = c.renterLive(ctx, r, &q)
 		} else {
-			out, err = c.renterTrace(ctx, tf, &q, seed, jobs, probeEvery.d)
+			out, err = c.renterTrace(ctx, tf, &q, seed, max(seeds, 1), jobs, probeEvery.d)
 		}
 	}
 	if err != nil {
@@ -301,46 +302,84 @@ func weeklyHours(s idlegrid.Schedule) float64 {
 // daysPerMonth is the month the estimates speak of.
 const daysPerMonth = 30
 
-func (c *estimateCommand) providerTrace(ctx context.Context, tf *traceFlags, q *estimate, seed uint64, jobs int) (estimateResult, error) {
+// replays runs the engine over the traces once per seed, from seed on:
+// one replay is one draw of the nodes' models, regions, asks and
+// reliability, so an estimate averages several.
+func replays(ctx context.Context, cfg sim.Config, seed uint64, n int) ([]*sim.Result, error) {
+	var out []*sim.Result
+	for i := range n {
+		cfg.Seed = seed + uint64(i)
+		res, err := sim.Run(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func (c *estimateCommand) providerTrace(ctx context.Context, tf *traceFlags, q *estimate, seed uint64, seeds, jobs int) (estimateResult, error) {
 	out := estimateResult{flat: map[string]any{"mode": "trace"}}
 	cfg, err := tf.load()
 	if err != nil {
 		return out, err
 	}
-	cfg.Runs, cfg.Seed, cfg.Jobs, cfg.FeeBasisPoints = []string{sim.RunEngine}, seed, jobs, q.feeBPS
+	cfg.Runs, cfg.Jobs, cfg.FeeBasisPoints = []string{sim.RunEngine}, jobs, q.feeBPS
 	cfg.ExtraNodes = []sim.ExtraNode{{
 		Node:     trace.Node{ID: "your-node", GPUModel: q.model, GPUs: q.gpus, Region: q.region},
 		Schedule: q.schedule, Ask: q.ask, Reliability: q.rel,
 	}}
-	res, err := sim.Run(ctx, cfg)
+	results, err := replays(ctx, cfg, seed, seeds)
 	if err != nil {
 		return out, err
 	}
-	m := res.Run(sim.RunEngine)
-	w := m.Watched
-	spanDays := res.World.End.Sub(res.World.Start).Hours() / 24
-	fill := 0.0
-	if w.OfferedGPUSeconds > 0 {
-		fill = float64(w.LeasedGPUSeconds) / float64(w.OfferedGPUSeconds)
+	var fills []float64
+	var earned []idlegrid.Micros
+	var offered, leased, earnedAll int64
+	for _, res := range results {
+		w := res.Run(sim.RunEngine).Watched
+		fill := 0.0
+		if w.OfferedGPUSeconds > 0 {
+			fill = float64(w.LeasedGPUSeconds) / float64(w.OfferedGPUSeconds)
+		}
+		fills = append(fills, fill)
+		earned = append(earned, w.Earned)
+		offered, leased, earnedAll = offered+w.OfferedGPUSeconds, leased+w.LeasedGPUSeconds, earnedAll+int64(w.Earned)
 	}
-	monthly := idlegrid.Micros(float64(w.Earned) * daysPerMonth / spanDays)
-	offeredMonthly := float64(w.OfferedGPUSeconds) / 3600 * daysPerMonth / spanDays
+	res := results[0]
+	spanDays := res.World.End.Sub(res.World.Start).Hours() / 24
+	monthly := func(m idlegrid.Micros) idlegrid.Micros { return idlegrid.Micros(float64(m) * daysPerMonth / spanDays) }
+	fill := 0.0
+	if offered > 0 {
+		fill = float64(leased) / float64(offered)
+	}
+	mean := monthly(idlegrid.Micros(earnedAll / int64(len(results))))
+	offeredMonthly := float64(offered) / float64(len(results)) / 3600 * daysPerMonth / spanDays
 	out.linef("%d x %s in %s, offered %s, ask %s/GPU-h (silver; gold %s, bronze %s)",
 		q.gpus, q.model, q.region, q.windowsText(), trimMoney(q.ask), trimMoney(q.ask*125/100), trimMoney(q.ask*60/100))
-	out.linef("replayed %s against %s, %.0f days, with your node added:", res.World.DemandSource, res.World.SupplySource, spanDays)
-	out.linef("  expected fill rate:        %.1f%% (%.0f of %.0f GPU-hours offered were leased)", 100*fill,
-		float64(w.LeasedGPUSeconds)/3600, float64(w.OfferedGPUSeconds)/3600)
-	out.linef("  expected monthly earnings: %s (after the platform's %s fee), for %.0f GPU-hours offered a month", trimMoney(monthly), bps(q.feeBPS), offeredMonthly)
-	if w.LeasedGPUSeconds > 0 {
-		out.linef("  earned per GPU-hour leased: %s", trimMoney(idlegrid.Micros(int64(w.Earned)*3600/w.LeasedGPUSeconds)))
+	out.linef("replayed %s against %s, %.0f days, %d times (seeds %d to %d), with your node added:",
+		res.World.DemandSource, res.World.SupplySource, spanDays, len(results), seed, seed+uint64(len(results))-1)
+	out.linef("  expected fill rate:        %.1f%% (%.1f%% to %.1f%% across the replays)", 100*fill, 100*slices.Min(fills), 100*slices.Max(fills))
+	out.linef("  expected monthly earnings: %s (%s to %s), after the platform's %s fee, for %.0f GPU-hours offered a month",
+		trimMoney(mean), trimMoney(monthly(slices.Min(earned))), trimMoney(monthly(slices.Max(earned))), bps(q.feeBPS), offeredMonthly)
+	if leased > 0 {
+		out.linef("  earned per GPU-hour leased: %s", trimMoney(idlegrid.Micros(earnedAll*3600/leased)))
 	}
-	if p, ok := medianSeries(m.PriceSeries[q.model]); ok {
-		out.linef("  the market's median clearing price for %s in the replay: %s/GPU-h", q.model, trimMoney(p))
+	var prices []idlegrid.Micros
+	for _, r := range results {
+		if p, ok := medianSeries(r.Run(sim.RunEngine).PriceSeries[q.model]); ok {
+			prices = append(prices, p)
+		}
 	}
-	out.flat["fill_rate"], out.flat["monthly_earnings_micros"] = fill, int64(monthly)
-	out.flat["offered_gpu_hours_per_month"] = offeredMonthly
-	out.flat["span_days"] = spanDays
+	if len(prices) > 0 {
+		out.linef("  the market's median clearing price for %s: %s/GPU-h", q.model, trimMoney(trace.MedianMicros(prices)))
+	}
+	out.flat["fill_rate"], out.flat["fill_rate_min"], out.flat["fill_rate_max"] = fill, slices.Min(fills), slices.Max(fills)
+	out.flat["monthly_earnings_micros"] = int64(mean)
+	out.flat["monthly_earnings_min_micros"], out.flat["monthly_earnings_max_micros"] = int64(monthly(slices.Min(earned))), int64(monthly(slices.Max(earned)))
+	out.flat["offered_gpu_hours_per_month"], out.flat["span_days"], out.flat["replays"] = offeredMonthly, spanDays, len(results)
 	out.assume("demand is the trace's (%d jobs over %.0f days), replayed through idlegrid's engine against the trace's %d other nodes", res.World.Jobs, spanDays, res.World.Nodes-1)
+	out.assume("each replay draws the other nodes' models, regions, asks and reliability anew; the range is over %d replays", len(results))
 	out.assume("your node is a newcomer (record 0.9 to the market) that completes %.0f%% of its leases", 100*q.rel)
 	out.assume("windows are read in %s; a month is %d days; the platform keeps %s of each charge", zoneName(q.tz), daysPerMonth, bps(q.feeBPS))
 	out.assume("the trace's jobs accept any region, so the region changes the time zone of your windows, not who rents")
@@ -519,34 +558,37 @@ func (q *estimate) jobText() string {
 	return fmt.Sprintf("%d GPU(s) of %s in %s for %s, %s", q.gpus, models, region, seconds(q.duration), cap)
 }
 
-func (c *estimateCommand) renterTrace(ctx context.Context, tf *traceFlags, q *estimate, seed uint64, jobs int, every time.Duration) (estimateResult, error) {
+func (c *estimateCommand) renterTrace(ctx context.Context, tf *traceFlags, q *estimate, seed uint64, seeds, jobs int, every time.Duration) (estimateResult, error) {
 	out := estimateResult{flat: map[string]any{"mode": "trace"}}
 	cfg, err := tf.load()
 	if err != nil {
 		return out, err
 	}
-	cfg.Runs, cfg.Seed, cfg.Jobs, cfg.FeeBasisPoints = []string{sim.RunEngine}, seed, jobs, q.feeBPS
+	cfg.Runs, cfg.Jobs, cfg.FeeBasisPoints = []string{sim.RunEngine}, jobs, q.feeBPS
 	for _, t := range idlegrid.Tiers {
 		cfg.Probes = append(cfg.Probes, sim.Probe{Every: every, Job: trace.Job{
 			ID: "your-job-" + string(t), GPUs: q.gpus, GPUModels: q.models, Tier: t,
 			MaxPrice: q.cap, DurationSeconds: q.duration, Region: q.region,
 		}})
 	}
-	res, err := sim.Run(ctx, cfg)
+	results, err := replays(ctx, cfg, seed, seeds)
 	if err != nil {
 		return out, err
 	}
-	m := res.Run(sim.RunEngine)
+	res := results[0]
+	m := pooledProbes(results)
 	spanDays := res.World.End.Sub(res.World.Start).Hours() / 24
 	out.linef("your job: %s", q.jobText())
-	out.linef("replayed %s against %s, %.0f days, sending your job in every %s (per tier):", res.World.DemandSource, res.World.SupplySource, spanDays, every)
+	out.linef("replayed %s against %s, %.0f days, %d times (seeds %d to %d), sending your job in every %s in each tier:",
+		res.World.DemandSource, res.World.SupplySource, spanDays, len(results), seed, seed+uint64(len(results))-1, every)
 	out.table([]string{"TIER", "STARTED", "TIME TO START p50/p90", "PRICE $/GPU-h p50", "COST p50", "NEVER STARTED"}, func(t *table) {
 		c.probeRows(t, &out, m, q)
 	})
 	if od := onDemandOf(res.World.Models, q.models); od > 0 {
 		out.linef("the same job at cloud on-demand prices: %s (%s/GPU-h)", trimMoney(idlegrid.CostOf(od, int64(q.gpus)*q.duration)), trimMoney(od))
 	}
-	out.assume("demand and supply are the traces' (%d jobs, %d nodes over %.0f days); your job joins them every %s in each tier, so it also competes with itself a little", res.World.Jobs, res.World.Nodes, spanDays, every)
+	out.assume("demand and supply are the traces' (%d jobs, %d nodes over %.0f days); your job joins them every %s in each tier, so it also competes with itself a little", res.World.Jobs-m.Probes[0].Sent/len(results)*3, res.World.Nodes, spanDays, every)
+	out.assume("each replay draws the nodes' models, regions, asks and reliability anew; the figures pool %d replays", len(results))
 	out.assume("a job that cannot start within the patience of %s gives up (NEVER STARTED)", sim.DefaultPatience)
 	out.assume("cost is what completed runs were charged, lost runs included; prices are the engine's locked prices")
 	for _, n := range res.World.Notes {
@@ -579,6 +621,19 @@ func (c *estimateCommand) renterLive(ctx context.Context, r *remote, q *estimate
 	out.assume("free GPUs are counted across nodes: a job needing %d GPUs on one node may still wait if no single node has them", q.gpus)
 	out.assume("cost is the price times %d GPU(s) times %s, the whole run; you pay only for what runs", q.gpus, seconds(q.duration))
 	return out, nil
+}
+
+// pooledProbes adds up the probe jobs of several replays.
+func pooledProbes(results []*sim.Result) *sim.Metrics {
+	m := &sim.Metrics{}
+	for _, r := range results {
+		for t, p := range r.Run(sim.RunEngine).Probes {
+			q := &m.Probes[t]
+			q.Sent, q.Started, q.Completed, q.GaveUp = q.Sent+p.Sent, q.Started+p.Started, q.Completed+p.Completed, q.GaveUp+p.GaveUp
+			q.Waits, q.Prices, q.Costs = append(q.Waits, p.Waits...), append(q.Prices, p.Prices...), append(q.Costs, p.Costs...)
+		}
+	}
+	return m
 }
 
 // probeRows adds a row per tier of what became of the probe jobs.

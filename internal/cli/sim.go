@@ -309,10 +309,12 @@ and the generic CSV formats for your own traces.`,
 	if nodes < 0 || jobs < 0 {
 		return usagef("--nodes and --jobs must not be negative")
 	}
+	began := time.Now()
 	cfg, err := tf.load()
 	if err != nil {
 		return err
 	}
+	read := time.Since(began)
 	cfg.Nodes, cfg.Jobs, cfg.Seed, cfg.Span, cfg.Patience = nodes, jobs, seed, span.d, patience.d
 	cfg.CheckpointEvery = time.Duration(checkpoint.secs) * time.Second
 	cfg.FeeBasisPoints, cfg.Parallel = feeBPS, parallel
@@ -337,6 +339,7 @@ and the generic CSV formats for your own traces.`,
 	if err != nil {
 		return err
 	}
+	res.ReadWall = read
 	if out != "" {
 		if err := writeSimOut(res, out); err != nil {
 			return err

@@ -178,7 +178,7 @@ func (m *engineMatcher) forget(j *liveJob) { m.e.ForgetJob(j.eng.ID) }
 
 func (m *engineMatcher) place(j *liveJob, now int64) decision {
 	d := m.e.Place(j.eng, at(now))
-	out := decision{reason: d.Reason, raw: d}
+	out := decision{reason: d.Reason, raw: d, reserved: d.Reservation != nil}
 	for _, p := range d.Picks {
 		out.picks = append(out.picks, pick{node: m.byID[p.Node.ID], gpus: p.GPUs, n: len(p.GPUs), price: p.PriceMicrosPerGPUHour})
 	}

@@ -60,9 +60,12 @@ type Metrics struct {
 	PeakHeapBytes uint64
 
 	// Time series, one value per sample bin.
-	UsedSeries  []int64                      // GPU-seconds leased
-	QueueSeries [3][]int32                   // jobs queued per tier at the end of the bin
-	PriceSeries map[string][]idlegrid.Micros // median clearing price per model (0: none)
+	UsedSeries  []int64    // GPU-seconds leased
+	QueueSeries [3][]int32 // jobs queued per tier at the end of the bin
+	// PriceSeries is the median clearing price per model (0: none) in bins
+	// of PriceBinSeconds, a whole number of sample bins, at most 120 of them.
+	PriceSeries     map[string][]idlegrid.Micros
+	PriceBinSeconds int64
 
 	Probes  [3]ProbeStats // the estimator's probe jobs, per tier
 	Watched WatchedStats  // the estimator's own nodes
@@ -110,6 +113,7 @@ func newMetrics(w *world, m matcher) *Metrics {
 	for t := range met.QueueSeries {
 		met.QueueSeries[t] = make([]int32, len(w.offeredBins))
 	}
+	met.PriceBinSeconds = w.binSeconds * int64(max(1, (len(w.offeredBins)+119)/120))
 	for _, n := range w.nodes {
 		if n.watched {
 			for _, s := range n.windows {
@@ -259,7 +263,7 @@ func ReasonCategory(reason string) string {
 		}
 		return "no node fits"
 	case strings.HasPrefix(reason, "no room now"):
-		return "no room: every matching node busy, closed, or over the cap"
+		return "no room: no matching node free, open long enough and within the cap"
 	case strings.HasPrefix(reason, "preempting"), strings.HasPrefix(reason, "waiting for the bronze leases"):
 		return "waiting for preempted bronze leases to stop"
 	case strings.HasPrefix(reason, "waiting for its reservation"), strings.HasPrefix(reason, "no node can take it now; reserved"):

@@ -42,10 +42,11 @@ type matcher interface {
 // decision is a matcher's answer for one job: picks (placed), or notices
 // to give (preempt) and a reservation, or only a reason.
 type decision struct {
-	picks   []pick
-	preempt []string // lease IDs
-	reason  string
-	raw     any // the engine's market.Decision, for its Commit
+	picks    []pick
+	preempt  []string // lease IDs
+	reserved bool     // GPUs are held for the job (the engine's reservations)
+	reason   string
+	raw      any // the engine's market.Decision, for its Commit
 }
 
 type pick struct {
@@ -73,6 +74,7 @@ type liveJob struct {
 	queued    bool
 	started   bool
 	tried     bool // tried since it last joined the queue
+	reserved  bool // the matcher holds GPUs for it: no other job speaks for it
 	reason    string
 	running   int             // live leases
 	leases    []*lease        // of its current placement
@@ -400,8 +402,10 @@ func (r *replay) enqueue(j *liveJob, t int64) {
 	j.queued, j.tried = true, false
 	j.qgen++
 	q := r.tierQueue(j)
-	k, _ := slices.BinarySearchFunc(r.queue[q], j.idx, func(x *liveJob, idx int32) int { return int(x.idx - idx) })
-	r.queue[q] = slices.Insert(r.queue[q], k, j)
+	// A requeued job may still hold its old slot, not yet compacted.
+	if k, found := slices.BinarySearchFunc(r.queue[q], j.idx, func(x *liveJob, idx int32) int { return int(x.idx - idx) }); !found {
+		r.queue[q] = slices.Insert(r.queue[q], k, j)
+	}
 	r.queued[j.spec.tier]++
 	r.fresh = append(r.fresh, j)
 	r.m.queued(j)
@@ -486,7 +490,7 @@ func (r *replay) pass(t int64) {
 // domKey and failure let a pass skip a job when one it needs no less than
 // could not start: same tier, models and region, no more GPUs, no longer
 // run and no lower cap. Within a pass the market only fills up, so the
-// skipped job could not start either.
+// skipped job could not start either, unless GPUs are reserved for it.
 type domKey struct {
 	tier          int8
 	models, place uint16
@@ -500,6 +504,9 @@ type failure struct {
 }
 
 func (r *replay) dominated(j *liveJob) (string, bool) {
+	if j.reserved {
+		return "", false // its reservation gives it GPUs no other job has
+	}
 	for _, f := range r.fails[domKey{j.spec.tier, j.spec.models, j.spec.region}] {
 		if j.spec.gpus >= f.gpus && j.remaining >= f.dur && j.spec.cap <= f.cap {
 			return f.reason, true
@@ -529,6 +536,7 @@ func (r *replay) try(j *liveJob, t int64) {
 		r.m.commit(j, &d, t)
 	}
 	r.met.placeTime(time.Since(began), len(d.picks) > 0)
+	j.reserved = d.reserved
 	if len(d.picks) == 0 {
 		j.reason = d.reason
 		k := domKey{j.spec.tier, j.spec.models, j.spec.region}
@@ -702,16 +710,20 @@ func (r *replay) sample(at int64) {
 	for t := range r.queued {
 		r.met.QueueSeries[t][b] = int32(r.queued[t])
 	}
+	k := int(r.met.PriceBinSeconds / r.w.binSeconds)
+	if (b+1)%k != 0 && b != len(r.used)-1 {
+		return // prices are kept over wider bins, so that their medians are steady
+	}
 	for model, ps := range r.binPrice {
 		if len(ps) == 0 {
 			continue
 		}
 		s := r.met.PriceSeries[model]
 		if s == nil {
-			s = make([]idlegrid.Micros, len(r.used))
+			s = make([]idlegrid.Micros, (len(r.used)+k-1)/k)
 			r.met.PriceSeries[model] = s
 		}
-		s[b] = medianMicros(ps)
+		s[b/k] = medianMicros(ps)
 		r.binPrice[model] = ps[:0]
 	}
 }

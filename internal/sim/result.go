@@ -18,8 +18,9 @@ import (
 type Result struct {
 	World        WorldSummary
 	Runs         []*Metrics
-	Wall         time.Duration
-	PeakRSSBytes uint64 // the process's peak resident memory; 0 where unknown
+	Wall         time.Duration // building the world and every run
+	ReadWall     time.Duration // reading the traces, when the caller says
+	PeakRSSBytes uint64        // the process's peak resident memory; 0 where unknown
 }
 
 // WorldSummary says what was replayed.
@@ -90,7 +91,7 @@ func (r *Result) Flat() map[string]any {
 	out := map[string]any{
 		"seed": w.Seed, "span_start": w.Start.Format(time.RFC3339), "span_end": w.End.Format(time.RFC3339),
 		"span_hours": w.End.Sub(w.Start).Hours(), "nodes": w.Nodes, "gpus": w.GPUs, "jobs": w.Jobs,
-		"offered_gpu_hours": hours(w.OfferedGPUSeconds), "wall_seconds": r.Wall.Seconds(),
+		"offered_gpu_hours": hours(w.OfferedGPUSeconds), "wall_seconds": r.Wall.Seconds(), "read_wall_seconds": r.ReadWall.Seconds(),
 		"build_wall_seconds": w.BuildWall.Seconds(), "peak_rss_bytes": r.PeakRSSBytes,
 		"demand_rows": w.DemandReport.Rows, "demand_rows_skipped": w.DemandReport.Skipped,
 		"supply_rows": w.SupplyReport.Rows, "supply_rows_skipped": w.SupplyReport.Skipped,
@@ -210,7 +211,7 @@ func (r *Result) WriteText(out io.Writer) error {
 	line("same work at cloud on-demand", func(m *Metrics) string { return dollars(m.OnDemandCost) })
 	line("renter savings", func(m *Metrics) string { return fmt.Sprintf("%.1f%%", m.Summary.SavingsPercent) })
 	line("provider earnings", func(m *Metrics) string { return dollars(m.ProviderEarnings) })
-	line("earnings per offered GPU-hour", func(m *Metrics) string { return dollars(m.Summary.EarningsPerOfferedGPUHour) })
+	line("earnings per offered GPU-hour", func(m *Metrics) string { return rate(m.Summary.EarningsPerOfferedGPUHour) })
 	line("jobs started / arrived", func(m *Metrics) string { return fmt.Sprintf("%d / %d", m.JobsStarted, m.JobsArrived) })
 	line("jobs completed", func(m *Metrics) string { return grouped(int64(m.JobsCompleted)) })
 	for t, tier := range idlegrid.Tiers {
@@ -269,7 +270,11 @@ func (r *Result) WriteText(out io.Writer) error {
 			fmt.Fprintf(out, "  - %s\n", n)
 		}
 	}
-	fmt.Fprintf(out, "\ntotal wall time %s", r.Wall.Round(time.Millisecond))
+	fmt.Fprintf(out, "\n")
+	if r.ReadWall > 0 {
+		fmt.Fprintf(out, "traces read in %s; ", r.ReadWall.Round(time.Millisecond))
+	}
+	fmt.Fprintf(out, "world built in %s; total wall time %s", w.BuildWall.Round(time.Millisecond), r.Wall.Round(time.Millisecond))
 	if r.PeakRSSBytes > 0 {
 		fmt.Fprintf(out, ", peak memory %s", mib(r.PeakRSSBytes))
 	}
@@ -308,6 +313,15 @@ func dollars(m idlegrid.Micros) string {
 	}
 	cents := (int64(m) + 5000) / 10000
 	return fmt.Sprintf("%s$%s.%02d", sign, grouped(cents/100), cents%100)
+}
+
+// rate shows a price per GPU-hour: to the cent from a dollar up, to a
+// hundredth of a cent below.
+func rate(m idlegrid.Micros) string {
+	if m >= idlegrid.MicrosPerUnit || m <= -idlegrid.MicrosPerUnit {
+		return dollars(m)
+	}
+	return fmt.Sprintf("$%.4f", float64(m)/float64(idlegrid.MicrosPerUnit))
 }
 
 func grouped(n int64) string {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,6 +170,19 @@ func TestRun_deterministic(t *testing.T) {
 		if fb[k] != v {
 			t.Errorf("%s: %v, then %v", k, v, fb[k])
 		}
+	}
+	par := mustTraces(t)
+	par.Parallel = 4
+	var calls atomic.Int64
+	par.Progress = func(sim.Progress) { calls.Add(1) }
+	fp := mustRun(t, par).Flat()
+	for k, v := range fa {
+		if !strings.Contains(k, "wall") && !strings.Contains(k, "_us") && !strings.Contains(k, "heap") && !strings.Contains(k, "rss") && fp[k] != v {
+			t.Errorf("in parallel, %s: %v, sequentially %v", k, fp[k], v)
+		}
+	}
+	if calls.Load() < 4 {
+		t.Errorf("progress called %d times, want at least once per run", calls.Load())
 	}
 	cfg := mustTraces(t)
 	cfg.Seed = 2
@@ -334,12 +348,38 @@ func TestResult_WriteText(t *testing.T) {
 func TestReasonCategory(t *testing.T) {
 	for in, want := range map[string]string{
 		"no node fits: 3 cap below ask, 2 window too short": "no node fits: cap below ask",
-		"no room now: of the 5 nodes that match ...":        "no room: every matching node busy, closed, or over the cap",
+		"no room now: of the 5 nodes that match ...":        "no room: no matching node free, open long enough and within the cap",
 		"waiting for its reservation: 2 GPUs on n1 from x":  "holding a reservation that had not started",
 		"": "never tried",
 	} {
 		if got := sim.ReasonCategory(in); got != want {
 			t.Errorf("ReasonCategory(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestScheduleWindows(t *testing.T) {
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Skip("no time zone data:", err)
+	}
+	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC) // a Monday
+	nights := idlegrid.Schedule{Mode: idlegrid.ScheduleWindows, TimeZone: "Europe/Paris", Weekly: []idlegrid.WeeklyWindow{
+		{Days: []string{"mon", "tue", "wed", "thu", "fri", "sat", "sun"}, Start: "22:00", End: "08:00"}}}
+	ws := sim.ScheduleWindows(nights, start, start.Add(7*24*time.Hour))
+	// Monday 00:00 UTC is 01:00 in Paris, inside Sunday night's window.
+	if len(ws) != 8 || !ws[0].Start.Equal(start) || !ws[0].End.Equal(time.Date(2024, 1, 1, 8, 0, 0, 0, paris)) {
+		t.Fatalf("windows = %v, want 8, the first from the start to 08:00 Paris", ws)
+	}
+	var hours float64
+	for _, w := range ws {
+		hours += w.End.Sub(w.Start).Hours()
+	}
+	if hours != 70 {
+		t.Errorf("%v hours, want 70 (10 a night)", hours)
+	}
+	always := sim.ScheduleWindows(idlegrid.Schedule{Mode: idlegrid.ScheduleAlways}, start, start.Add(60*24*time.Hour))
+	if len(always) != 1 || !always[0].End.Equal(start.Add(60*24*time.Hour)) {
+		t.Errorf("always = %v, want one window over the whole span", always)
 	}
 }

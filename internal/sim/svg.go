@@ -28,89 +28,105 @@ type series struct {
 }
 
 type chart struct {
-	title, yLabel string
-	start         time.Time
-	step          time.Duration // between values
-	series        []series
-	yFormat       func(float64) string
+	title  string
+	start  time.Time
+	panels []*panel
+}
+
+// panel is one plot of a chart; the panels share the time axis.
+type panel struct {
+	subtitle, yLabel string
+	step             time.Duration // between values
+	series           []series
+	yFormat          func(float64) string
+	yMax             float64 // 0: from the data
 }
 
 // palette is Tableau 10, distinguishable in colour and in greyscale order.
 var palette = []string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"}
 
 const (
-	svgW, svgH                     = 980, 440
-	padL, padR, padT, padB         = 78, 220, 48, 56
-	plotW, plotH                   = svgW - padL - padR, svgH - padT - padB
+	svgW                           = 980
+	padL, padR, padT, padB         = 78, 220, 64, 56
+	plotW, panelH, panelGap        = svgW - padL - padR, 300, 44
 	fontFamily                     = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
 	axisColor, gridColor, textFill = "#444", "#e4e4e4", "#222"
 )
 
 func (c *chart) write(w io.Writer) error {
-	n := 0
-	top := 0.0
-	for _, s := range c.series {
-		n = max(n, len(s.values))
-		for _, v := range s.values {
-			if !math.IsNaN(v) {
-				top = max(top, v)
-			}
-		}
-	}
-	yMax, yStep := niceScale(top)
-	end := c.start.Add(time.Duration(n) * c.step)
-	x := func(i float64) float64 { return padL + plotW*i/math.Max(float64(n), 1) }
-	y := func(v float64) float64 { return padT + plotH - plotH*v/yMax }
-
+	h := padT + padB + len(c.panels)*panelH + (len(c.panels)-1)*panelGap
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s">`+"\n", svgW, svgH, svgW, svgH, fontFamily)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#fff"/>`+"\n", svgW, svgH)
-	fmt.Fprintf(&b, `<text x="%d" y="28" font-size="17" font-weight="600" fill="%s">%s</text>`+"\n", padL, textFill, html.EscapeString(c.title))
-	// y grid and labels
-	for v := 0.0; v <= yMax+yStep/2; v += yStep {
-		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="%s"/>`+"\n", padL, padL+plotW, y(v), y(v), gridColor)
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" font-size="12" text-anchor="end" fill="%s">%s</text>`+"\n", padL-8, y(v)+4, textFill, c.yFormat(v))
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s">`+"\n", svgW, h, svgW, h, fontFamily)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#fff"/>`+"\n", svgW, h)
+	fmt.Fprintf(&b, `<text x="%d" y="26" font-size="17" font-weight="600" fill="%s">%s</text>`+"\n", padL, textFill, html.EscapeString(c.title))
+	for i, p := range c.panels {
+		p.draw(&b, c.start, padT+i*(panelH+panelGap))
 	}
-	fmt.Fprintf(&b, `<text transform="translate(18 %d) rotate(-90)" font-size="13" text-anchor="middle" fill="%s">%s</text>`+"\n",
-		padT+plotH/2, textFill, html.EscapeString(c.yLabel))
-	// x ticks
-	tick, layout := timeTicks(end.Sub(c.start))
-	for t := c.start.Truncate(tick); !t.After(end); t = t.Add(tick) {
-		if t.Before(c.start) {
-			continue
-		}
-		px := x(float64(t.Sub(c.start)) / float64(c.step))
-		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="%s"/>`+"\n", px, px, padT, padT+plotH, gridColor)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="12" text-anchor="middle" fill="%s">%s</text>`+"\n", px, padT+plotH+18, textFill, t.Format(layout))
-	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="12" text-anchor="middle" fill="%s">%s (UTC)</text>`+"\n",
-		padL+plotW/2, svgH-12, textFill, c.start.Format("2006"))
-	// series: areas first, then lines
-	for k, s := range c.series {
-		if s.fill {
-			writeArea(&b, s, x, y, colorOf(s, k))
-		}
-	}
-	for k, s := range c.series {
-		if !s.fill {
-			writeLine(&b, s, x, y, colorOf(s, k))
-		}
-	}
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="%s"/>`+"\n", padL, padT, plotW, plotH, axisColor)
-	// legend
-	for k, s := range c.series {
-		ly := padT + 8 + 22*k
-		col := colorOf(s, k)
-		if s.fill {
-			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="22" height="12" fill="%s" fill-opacity="0.35" stroke="%s"/>`+"\n", padL+plotW+16, ly-6, col, col)
-		} else {
-			fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2.5"%s/>`+"\n", padL+plotW+16, padL+plotW+38, ly, ly, col, dash(s))
-		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="13" fill="%s">%s</text>`+"\n", padL+plotW+46, ly+4, textFill, html.EscapeString(s.name))
-	}
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="12" text-anchor="middle" fill="%s">time (UTC), %s</text>`+"\n",
+		padL+plotW/2, h-12, textFill, c.start.Format("2006"))
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// draw draws the panel with its top at top.
+func (p *panel) draw(b *strings.Builder, start time.Time, top int) {
+	n := 0
+	high := 0.0
+	for _, s := range p.series {
+		n = max(n, len(s.values))
+		for _, v := range s.values {
+			if !math.IsNaN(v) {
+				high = max(high, v)
+			}
+		}
+	}
+	yMax, yStep := niceScale(high)
+	if p.yMax > 0 {
+		yMax, yStep = niceScale(p.yMax)
+	}
+	end := start.Add(time.Duration(n) * p.step)
+	x := func(i float64) float64 { return padL + plotW*i/math.Max(float64(n), 1) }
+	y := func(v float64) float64 { return float64(top) + panelH - panelH*min(v, yMax)/yMax }
+	if p.subtitle != "" {
+		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="13" fill="%s">%s</text>`+"\n", padL, top-8, textFill, html.EscapeString(p.subtitle))
+	}
+	for v := 0.0; v <= yMax+yStep/2; v += yStep {
+		fmt.Fprintf(b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="%s"/>`+"\n", padL, padL+plotW, y(v), y(v), gridColor)
+		fmt.Fprintf(b, `<text x="%d" y="%.1f" font-size="12" text-anchor="end" fill="%s">%s</text>`+"\n", padL-8, y(v)+4, textFill, p.yFormat(v))
+	}
+	fmt.Fprintf(b, `<text transform="translate(18 %d) rotate(-90)" font-size="13" text-anchor="middle" fill="%s">%s</text>`+"\n",
+		top+panelH/2, textFill, html.EscapeString(p.yLabel))
+	tick, layout := timeTicks(end.Sub(start))
+	for t := start.Truncate(tick); !t.After(end); t = t.Add(tick) {
+		if t.Before(start) {
+			continue
+		}
+		px := x(float64(t.Sub(start)) / float64(p.step))
+		fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="%s"/>`+"\n", px, px, top, top+panelH, gridColor)
+		fmt.Fprintf(b, `<text x="%.1f" y="%d" font-size="12" text-anchor="middle" fill="%s">%s</text>`+"\n", px, top+panelH+18, textFill, t.Format(layout))
+	}
+	for k, s := range p.series {
+		if s.fill {
+			writeArea(b, s, x, y, colorOf(s, k))
+		}
+	}
+	for k, s := range p.series {
+		if !s.fill {
+			writeLine(b, s, x, y, colorOf(s, k))
+		}
+	}
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="%s"/>`+"\n", padL, top, plotW, panelH, axisColor)
+	for k, s := range p.series {
+		ly := top + 8 + 22*k
+		col := colorOf(s, k)
+		if s.fill {
+			fmt.Fprintf(b, `<rect x="%d" y="%d" width="22" height="12" fill="%s" fill-opacity="0.35" stroke="%s"/>`+"\n", padL+plotW+16, ly-6, col, col)
+		} else {
+			fmt.Fprintf(b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2.5"%s/>`+"\n", padL+plotW+16, padL+plotW+38, ly, ly, col, dash(s))
+		}
+		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="13" fill="%s">%s</text>`+"\n", padL+plotW+46, ly+4, textFill, html.EscapeString(s.name))
+	}
 }
 
 func colorOf(s series, k int) string {
@@ -235,15 +251,15 @@ func (r *Result) WritePlots(dir string) ([]string, error) {
 	return paths, nil
 }
 
-func (r *Result) baseChart(title, yLabel string) *chart {
-	return &chart{title: title, yLabel: yLabel, start: r.World.Start, step: time.Duration(r.World.BinSeconds) * time.Second,
-		yFormat: func(v float64) string { return trimFloat(v) }}
+func (r *Result) panel(yLabel string, step time.Duration) *panel {
+	return &panel{yLabel: yLabel, step: step, yFormat: trimFloat}
 }
 
+func (r *Result) bin() time.Duration { return time.Duration(r.World.BinSeconds) * time.Second }
+
 // utilisationChart: GPUs offered (area) and leased by each run, averaged
-// over each bin.
+// over each bin; below, the share of the offered GPUs leased.
 func (r *Result) utilisationChart() *chart {
-	c := r.baseChart("GPUs offered and leased", "GPUs (average over each bin)")
 	bin := float64(r.World.BinSeconds)
 	perBin := func(xs []int64) []float64 {
 		out := make([]float64, len(xs))
@@ -252,15 +268,29 @@ func (r *Result) utilisationChart() *chart {
 		}
 		return out
 	}
-	c.series = append(c.series, series{name: "offered", color: "#bab0ac", values: perBin(r.World.OfferedSeries), fill: true})
+	gpus := r.panel("GPUs (average over each bin)", r.bin())
+	gpus.subtitle = "GPUs offered and leased"
+	gpus.series = append(gpus.series, series{name: "offered", color: "#bab0ac", values: perBin(r.World.OfferedSeries), fill: true})
+	share := r.panel("leased ÷ offered", r.bin())
+	share.subtitle = "Utilisation: the share of offered GPUs leased"
+	share.yFormat = func(v float64) string { return trimFloat(100*v) + "%" }
 	for k, m := range r.Runs {
-		c.series = append(c.series, series{name: "leased: " + m.Name, color: palette[k%len(palette)], values: perBin(m.UsedSeries), dashed: k > 0})
+		col := palette[k%len(palette)]
+		gpus.series = append(gpus.series, series{name: m.Name, color: col, values: perBin(m.UsedSeries), dashed: k > 0})
+		u := make([]float64, len(m.UsedSeries))
+		for i, v := range m.UsedSeries {
+			u[i] = math.NaN()
+			if o := r.World.OfferedSeries[i]; o > 0 {
+				u[i] = float64(v) / float64(o)
+			}
+		}
+		share.series = append(share.series, series{name: m.Name, color: col, values: u, dashed: k > 0})
 	}
-	return c
+	return &chart{title: "Utilisation", start: r.World.Start, panels: []*panel{gpus, share}}
 }
 
-// priceChart: the engine's median clearing price per GPU model in each bin
-// (the first run's, when the engine did not run).
+// priceChart: the engine's median clearing price per GPU model in each
+// price bin (the first run's, when the engine did not run).
 func (r *Result) priceChart() *chart {
 	m := r.Run(RunEngine)
 	if m == nil && len(r.Runs) > 0 {
@@ -270,21 +300,23 @@ func (r *Result) priceChart() *chart {
 	if m != nil {
 		name = m.Name
 	}
-	c := r.baseChart("Clearing prices per GPU model ("+name+")", "$ per GPU-hour (median in each bin)")
-	c.yFormat = func(v float64) string { return "$" + trimFloat(v) }
+	p := r.panel("$ per GPU-hour (median in each bin)", r.bin())
+	p.yFormat = func(v float64) string { return "$" + trimFloat(v) }
+	c := &chart{title: "Clearing prices per GPU model (" + name + ")", start: r.World.Start, panels: []*panel{p}}
 	if m == nil {
 		return c
 	}
+	p.step = time.Duration(m.PriceBinSeconds) * time.Second
 	for _, model := range slices.Sorted(maps.Keys(m.PriceSeries)) {
 		ps := m.PriceSeries[model]
 		vals := make([]float64, len(ps))
-		for i, p := range ps {
+		for i, v := range ps {
 			vals[i] = math.NaN()
-			if p > 0 {
-				vals[i] = float64(p) / float64(idlegrid.MicrosPerUnit)
+			if v > 0 {
+				vals[i] = float64(v) / float64(idlegrid.MicrosPerUnit)
 			}
 		}
-		c.series = append(c.series, series{name: model, values: vals})
+		p.series = append(p.series, series{name: model, values: vals})
 	}
 	return c
 }
@@ -292,7 +324,7 @@ func (r *Result) priceChart() *chart {
 // queueChart: jobs waiting per tier, for the engine (solid) and the
 // pay-as-bid baseline (dashed) when they ran.
 func (r *Result) queueChart() *chart {
-	c := r.baseChart("Jobs queued per tier", "jobs waiting (end of each bin)")
+	p := r.panel("jobs waiting (end of each bin)", r.bin())
 	colors := map[idlegrid.Tier]string{idlegrid.TierGold: "#d4a017", idlegrid.TierSilver: "#7f8c8d", idlegrid.TierBronze: "#a0522d"}
 	for k, name := range []string{RunEngine, RunPayAsBid} {
 		m := r.Run(name)
@@ -304,10 +336,10 @@ func (r *Result) queueChart() *chart {
 			for i, v := range m.QueueSeries[t] {
 				vals[i] = float64(v)
 			}
-			c.series = append(c.series, series{name: string(tier) + ": " + name, color: colors[tier], values: vals, dashed: k > 0})
+			p.series = append(p.series, series{name: string(tier) + ": " + name, color: colors[tier], values: vals, dashed: k > 0})
 		}
 	}
-	return c
+	return &chart{title: "Jobs queued per tier", start: r.World.Start, panels: []*panel{p}}
 }
 
 func trimFloat(v float64) string {

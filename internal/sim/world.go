@@ -198,10 +198,12 @@ func (w *world) notef(format string, args ...any) {
 // whole number of days, wrapping around the span.
 func (w *world) buildNodes(rng *rand.Rand) {
 	src := w.cfg.Supply.Nodes
-	for i := range src {
-		if len(src[i].Windows) == 0 { // around the clock; 30 days past the end so long jobs fit
-			src[i].Windows = []trace.Window{{Start: time.Unix(w.start, 0), End: time.Unix(w.end+idlegrid.MaxJobSeconds, 0)}}
+	always := []trace.Window{{Start: time.Unix(w.start, 0), End: time.Unix(w.end+idlegrid.MaxJobSeconds, 0)}}
+	windows := func(t *trace.Node) []trace.Window {
+		if len(t.Windows) == 0 { // around the clock; 30 days past the end so long jobs fit
+			return always
 		}
+		return t.Windows
 	}
 	want := w.cfg.Nodes
 	if want <= 0 {
@@ -220,7 +222,7 @@ func (w *world) buildNodes(rng *rand.Rand) {
 			n.id = t.ID + "#" + strconv.Itoa(k/len(src))
 			shift = unit * rng.Int64N(max(1, (w.end-w.start)/unit))
 		}
-		n.windows, n.asks = w.windowsOf(t.Windows, shift)
+		n.windows, n.asks = w.windowsOf(windows(t), shift)
 		if len(n.windows) > 0 {
 			w.nodes = append(w.nodes, n)
 		}
@@ -359,7 +361,7 @@ func (w *world) setPrices() {
 	}
 	if len(w.proxied) > 0 {
 		w.notef("no on-demand price for %s: priced at %s/GPU-h, the median of the models the tables price",
-			strings.Join(w.proxied, ", "), proxy)
+			strings.Join(w.proxied, ", "), rate(proxy))
 	}
 }
 
@@ -614,8 +616,14 @@ func (w *world) alignment() int64 {
 		return 0
 	}
 	median := d.Jobs[(len(d.Jobs)-1)/2].Submit.Unix()
-	shift := (w.start + (w.end-w.start)/2 - median) / 60 * 60
-	w.notef("demand moved by %.1f days so that its median submit time is the middle of the supply's span", float64(shift)/86400)
+	mid := w.start + (w.end-w.start)/2
+	shift := (mid - median) / 60 * 60
+	from := time.Unix(median, 0).UTC().Format("2006-01-02 15:04 UTC")
+	if d.Relative {
+		from = fmt.Sprintf("day %.1f of its trace", float64(median-trace.Epoch.Unix())/86400)
+	}
+	w.notef("demand moved onto the supply's span: its median submit time, %s, is now the middle of the span, %s",
+		from, time.Unix(mid, 0).UTC().Format("2006-01-02 15:04 UTC"))
 	return shift
 }
 
@@ -722,6 +730,7 @@ func ScheduleWindows(s idlegrid.Schedule, start, end time.Time) []trace.Window {
 	var out []trace.Window
 	for t := start; t.Before(end); {
 		if u := s.AvailableUntil(t); u.After(t) {
+			u = minTime(u, end)
 			out = append(out, trace.Window{Start: t, End: u})
 			t = u
 			continue
@@ -742,4 +751,11 @@ func ScheduleWindows(s idlegrid.Schedule, start, end time.Time) []trace.Window {
 		merged = append(merged, w)
 	}
 	return merged
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
