@@ -208,13 +208,21 @@ func (s *Session) Closed() <-chan struct{} { return s.mux.CloseChan() }
 func (s *Session) Done() <-chan struct{} { return s.done }
 
 // Err says why a session that ended by itself ended (a keepalive
-// unanswered, a connection cut), or nil: nil too once Close has been called.
+// unanswered, a connection cut, the peer gone), or nil: nil while it is
+// open, and nil once Close has been called.
 func (s *Session) Err() error {
-	if p := s.trouble.Load(); p != nil && !s.closing.Load() {
+	if s.closing.Load() || !s.mux.IsClosed() {
+		return nil
+	}
+	if p := s.trouble.Load(); p != nil {
 		return errors.New(*p)
 	}
-	return nil
+	return ErrPeerGone
 }
+
+// ErrPeerGone is the Err of a session whose peer closed the connection
+// without a word: the other end stopped, or noticed trouble first.
+var ErrPeerGone = errors.New("the peer closed the connection")
 
 // Close closes the session and waits for its goroutines; requests in flight
 // either way fail. It may be called more than once.
