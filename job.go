@@ -232,6 +232,9 @@ type JobFilter struct {
 	RenterID string
 	States   []JobState
 	Limit    int
+	// OldestFirst lists the oldest jobs first, as a queue is served;
+	// otherwise the newest come first, as a person reads them.
+	OldestFirst bool
 }
 
 // String is a short description for logs, e.g. "job_x (silver 2xGPU)".

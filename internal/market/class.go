@@ -40,49 +40,6 @@ type class struct {
 	cached map[string]*shelf
 }
 
-// shelf is a set of nodes with a view per tier: the nodes that sell the
-// tier (for gold, and meet the gold bar) in score order, indexed by free
-// GPUs and window.
-type shelf struct {
-	views [tierCount]*view
-	count int
-}
-
-func (e *Engine) newShelf() *shelf {
-	s := &shelf{}
-	for t := range tierCount {
-		s.views[t] = &view{shelf: s, tier: t, size: 1, agg: []agg{emptyAgg, emptyAgg}, root: emptyAgg, gen: 1, relMin: 1, dirtyList: &e.dirty}
-	}
-	return s
-}
-
-// add puts nd in the shelf's views of the tiers it sells.
-func (s *shelf) add(nd *node, goldBar float64) {
-	nd.shelves = append(nd.shelves, s)
-	nd.pos = append(nd.pos, [tierCount]int{-1, -1, -1})
-	s.count++
-	for t, v := range s.views {
-		if nd.sells(t, goldBar) {
-			v.add(nd)
-		}
-	}
-}
-
-func (s *shelf) remove(nd *node) {
-	s.count--
-	i := slices.Index(nd.shelves, s)
-	if i < 0 {
-		return
-	}
-	for t, v := range s.views {
-		if nd.pos[i][t] >= 0 || slices.Contains(v.order, nd) {
-			v.remove(nd)
-		}
-	}
-	nd.shelves = slices.Delete(nd.shelves, i, i+1)
-	nd.pos = slices.Delete(nd.pos, i, i+1)
-}
-
 // keyOf returns the class key of a node.
 func (e *Engine) keyOf(nd *node) (classKey, []gpuType) {
 	n := nd.n
@@ -124,9 +81,6 @@ func (e *Engine) classFor(key classKey, types []gpuType) *class {
 	}
 	c := &class{key: key, idx: len(e.classes), types: types, cached: map[string]*shelf{}}
 	c.shelf = *e.newShelf()
-	for _, v := range c.views {
-		v.shelf = &c.shelf
-	}
 	for _, k := range strings.Split(key.kinds, ",") {
 		if k != "" {
 			c.kinds = append(c.kinds, idlegrid.WorkloadKind(k))
@@ -151,8 +105,9 @@ func (e *Engine) dropClass(c *class) {
 // add puts a node on the class's shelf and on the sub-shelf of each
 // dataset it caches.
 func (e *Engine) addToClass(c *class, nd *node) {
-	nd.cls = c
-	c.shelf.add(nd, e.cfg.GoldMinReliability)
+	e.memberGen++
+	nd.cls, nd.mixed = c, c.mixed()
+	c.shelf.add(nd)
 	for t := range tierCount {
 		if nd.floors[t] > 0 {
 			c.sold[t]++
@@ -163,8 +118,9 @@ func (e *Engine) addToClass(c *class, nd *node) {
 		if sub == nil {
 			sub = e.newShelf()
 			c.cached[ds] = sub
+			e.subGen++
 		}
-		sub.add(nd, e.cfg.GoldMinReliability)
+		sub.add(nd)
 	}
 }
 
@@ -180,6 +136,7 @@ func (c *class) remove(nd *node) {
 			sub.remove(nd)
 			if sub.count == 0 {
 				delete(c.cached, ds)
+				sub.e.subGen++
 			}
 		}
 	}
@@ -239,10 +196,16 @@ func (e *Engine) staticReason(nd *node, job *idlegrid.Job) Reason {
 	return ""
 }
 
-// sells reports whether the node is in views of tier t: it sells t, and
+// viewsOf is the tiers whose views nd is in: bit t when it sells t, and
 // for gold meets the bar.
-func (nd *node) sells(t int, goldBar float64) bool {
-	return nd.floors[t] > 0 && (t != 0 || nd.n.Reliability >= goldBar)
+func viewsOf(nd *node, goldBar float64) uint8 {
+	var v uint8
+	for t := range tierCount {
+		if nd.floors[t] > 0 && (t != 0 || nd.n.Reliability >= goldBar) {
+			v |= 1 << t
+		}
+	}
+	return v
 }
 
 // usable reports whether a GPU can serve the job.
@@ -256,7 +219,9 @@ type sigKey struct {
 	kind      idlegrid.WorkloadKind
 	region    string // when required
 	residency string
-	models    string
+	nModels   int
+	models    [3]string // the first three allowed models
+	more      string    // the rest, joined, when there are more
 	vram      int
 }
 
@@ -270,12 +235,45 @@ type signature struct {
 	accepts  []bool   // by class idx
 	rejected []*class // with reason in reasons
 	reasons  []Reason
+	// waits caches wait reasons, which count nodes, while waitGen is the
+	// engine's memberGen.
+	waits   map[waitKey]string
+	waitGen uint64
+	// subs caches, per dataset, the sub-shelves of accepted classes that
+	// cache it, while subGen is the engine's.
+	subs   map[string][]subEntry
+	subGen uint64
 }
 
 // sigEntry is an accepted class as a search's class loop reads it.
 type sigEntry struct {
 	maxJob int64
-	views  [tierCount]*view
+	sh     *shelf
+}
+
+// subEntry is a sub-shelf as a search reads it.
+type subEntry struct {
+	maxJob int64
+	region string
+	sh     *shelf
+}
+
+// subShelves returns the sub-shelves of the classes sig accepts that cache
+// dataset ds.
+func (e *Engine) subShelves(sig *signature, ds string) []subEntry {
+	if sig.subGen != e.subGen || sig.subs == nil {
+		sig.subs, sig.subGen = map[string][]subEntry{}, e.subGen
+	}
+	subs, ok := sig.subs[ds]
+	if !ok {
+		for _, c := range e.cachedBy[ds] {
+			if sig.accepts[c.idx] {
+				subs = append(subs, subEntry{c.key.maxJob, c.key.region, c.cached[ds]})
+			}
+		}
+		sig.subs[ds] = subs
+	}
+	return subs
 }
 
 // maxSignatures bounds the signature cache; it is emptied when full.
@@ -283,16 +281,13 @@ const maxSignatures = 4096
 
 // signatureOf returns the cached classes that accept job.
 func (e *Engine) signatureOf(job *idlegrid.Job) *signature {
-	key := sigKey{tier: job.Tier, kind: job.Kind, residency: job.Residency, vram: job.MinVRAMMB}
+	key := sigKey{tier: job.Tier, kind: job.Kind, residency: job.Residency, vram: job.MinVRAMMB, nModels: len(job.GPUModels)}
 	if !job.RegionPreferred {
 		key.region = job.Region
 	}
-	switch len(job.GPUModels) {
-	case 0:
-	case 1:
-		key.models = job.GPUModels[0]
-	default:
-		key.models = strings.Join(job.GPUModels, "\x00")
+	copy(key.models[:], job.GPUModels)
+	if len(job.GPUModels) > len(key.models) {
+		key.more = strings.Join(job.GPUModels[len(key.models):], "\x00")
 	}
 	if s := e.sigs[key]; s != nil && s.gen == e.classGen {
 		return s
@@ -307,7 +302,7 @@ func (e *Engine) signatureOf(job *idlegrid.Job) *signature {
 			s.reasons = append(s.reasons, r)
 			continue
 		}
-		entry := sigEntry{c.key.maxJob, c.views}
+		entry := sigEntry{c.key.maxJob, &c.shelf}
 		s.all = append(s.all, c)
 		s.entries = append(s.entries, entry)
 		s.accepts[c.idx] = true

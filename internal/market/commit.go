@@ -23,15 +23,14 @@ func (e *Engine) Commit(job *idlegrid.Job, d Decision, now time.Time) {
 	case d.Placed():
 		e.dropReservation(job.ID)
 		delete(e.queued, job.ID)
-		for _, p := range d.Picks {
-			e.claim(job, p, at)
+		for i, p := range d.Picks {
+			e.record(job, p, e.claim(job, i, p, at), now)
 		}
-		e.record(job, d, now)
 	case d.Reservation != nil:
 		e.dropReservation(job.ID)
 		notice := e.cfg.NoticeSeconds * int64(time.Second)
 		for _, p := range d.Preemptions {
-			if h := e.leases[p.LeaseID]; h != nil && !h.noticed && h.tier == idlegrid.TierBronze {
+			if h := e.leases[p.LeaseID]; h != nil && !h.noticed && h.bronze {
 				e.giveNotice(h, at, at+notice)
 			}
 		}
@@ -39,35 +38,42 @@ func (e *Engine) Commit(job *idlegrid.Job, d Decision, now time.Time) {
 	}
 }
 
-// claim holds a pick's GPUs for its job until the lease arrives.
-func (e *Engine) claim(job *idlegrid.Job, p Pick, at int64) {
+// claim holds a pick's GPUs for its job until the lease arrives, and
+// returns the node (nil: not online). The i-th pick of the decision Place
+// made last is most often on the node it remembers.
+func (e *Engine) claim(job *idlegrid.Job, i int, p Pick, at int64) *node {
 	if p.Node == nil {
-		return
+		return nil
 	}
-	nd := e.nodes[p.Node.ID]
-	if nd == nil {
-		return
+	var nd *node
+	if i < len(e.placed) && e.placed[i].n == p.Node && e.placed[i].cls != nil { // still online
+		nd = e.placed[i]
+	} else if nd = e.nodes[p.Node.ID]; nd == nil {
+		return nil
 	}
 	key := claimKey{job.ID, nd.id}
 	if old := e.claims[key]; old != nil {
 		e.detach(old)
+		delete(e.claims, key)
+		e.releaseHold(old)
 	}
-	h := &hold{jobID: job.ID, nodeID: nd.id, nd: nd, tier: job.Tier, start: at,
-		end: at + max(job.DurationSeconds, 1)*int64(time.Second)}
+	h := e.newHold()
+	h.jobID, h.nodeID, h.nd, h.tier, h.bronze, h.start = job.ID, nd.id, nd, job.Tier, job.Tier == idlegrid.TierBronze, at
+	h.end = at + max(job.DurationSeconds, 1)*int64(time.Second)
 	for _, g := range p.GPUs {
-		if s := nd.slot(g.UUID); s != nil && s.hold == nil {
-			s.hold = h
+		if s := nd.slot(g.UUID); s >= 0 && nd.held[s] == nil {
+			nd.held[s] = h
 			h.gpus++
-			h.uuids = append(h.uuids, g.UUID)
 		}
 	}
 	if h.gpus == 0 {
-		return
+		e.releaseHold(h)
+		return nd
 	}
 	e.claims[key] = h
-	nd.holds = append(nd.holds, h)
-	nd.recount()
+	nd.addHold(h)
 	e.touch(nd)
+	return nd
 }
 
 // reserve records a job's reservation on its nodes.
@@ -84,7 +90,7 @@ func (e *Engine) reserve(job *idlegrid.Job, r *Reservation) {
 		if nd.res != nil && nd.res.jobID != job.ID {
 			e.dropReservation(nd.res.jobID)
 		}
-		nd.res, nd.resGPUs = res, rn.GPUs
+		nd.setRes(res, rn.GPUs)
 		e.touch(nd)
 		res.nodes = append(res.nodes, nd)
 		res.gpus = append(res.gpus, rn.GPUs)
@@ -102,7 +108,7 @@ func (e *Engine) dropReservation(jobID string) {
 	}
 	for _, nd := range r.nodes {
 		if nd.res == r {
-			nd.res, nd.resGPUs = nil, 0
+			nd.setRes(nil, 0)
 			e.touch(nd)
 		}
 	}

@@ -3,6 +3,7 @@ package market
 import (
 	"container/heap"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -65,6 +66,8 @@ type Engine struct {
 	classByKey map[classKey]*class
 	classes    []*class
 	classGen   uint64
+	memberGen  uint64 // bumps whenever a node joins or leaves a class
+	subGen     uint64 // bumps whenever a sub-shelf appears or goes
 	sigs       map[sigKey]*signature
 	cachedBy   map[string][]*class // dataset → classes with a sub-shelf for it
 
@@ -80,13 +83,24 @@ type Engine struct {
 	locs   map[string]*time.Location
 	market map[cellKey]*cell
 
-	dirty []*view // views to clean at the next Advance
+	dirty    []*shelf // shelves to clean at the next Advance
+	holdPool []*hold  // released holds, for reuse
+
+	// eligible is the bronze leases younger than the minimum runtime at
+	// eligibleAt, by when they will not be; see processEligible.
+	eligible   []eligibleLease
+	eligibleAt int64
 
 	// Scratch for one search; the engine has one owner.
 	mark   uint64
 	top    topK
 	bounds []classBound
+	bf     []bfItem
 	note   []byte
+	cover  coverScratch
+	// placed remembers the nodes of the last decision Place made, so that
+	// its Commit finds them without looking their IDs up.
+	placed []*node
 }
 
 // claimKey names a claim: one job's GPUs on one node.
@@ -127,41 +141,54 @@ func (e *Engine) UpsertNode(n *idlegrid.Node) {
 		return
 	}
 	nd := e.nodes[n.ID]
-	old := map[string]*hold{}
+	var old map[string]*hold
 	if nd == nil {
 		nd = &node{id: n.ID}
+		nd.holds, nd.sums = nd.holdsBuf[:0], nd.sumsBuf[:0]
 		e.nodes[n.ID] = nd
 	} else {
 		e.unindex(nd)
-		for _, s := range nd.slots {
-			if s.hold != nil {
-				old[s.gpu.UUID] = s.hold
+		for i, h := range nd.held {
+			if h != nil {
+				if old == nil {
+					old = map[string]*hold{}
+				}
+				old[nd.gpus[i].UUID] = h
 			}
 		}
 	}
 	nd.n = n
 	nd.ver++
-	nd.slots = nd.slots[:0]
-	for _, g := range n.GPUs {
-		nd.slots = append(nd.slots, slot{gpu: g, hold: old[g.UUID]})
+	nd.gpus = append(nd.gpus[:0], n.GPUs...)
+	slices.SortFunc(nd.gpus, func(a, b idlegrid.GPU) int { return compareStrings(a.UUID, b.UUID) })
+	if len(nd.gpus) <= inlineSlots {
+		nd.held = nd.heldBuf[:len(nd.gpus)]
+	} else {
+		nd.held = make([]*hold, len(nd.gpus))
 	}
-	slices.SortFunc(nd.slots, func(a, b slot) int { return compareStrings(a.gpu.UUID, b.gpu.UUID) })
+	for i := range nd.gpus {
+		nd.held[i] = old[nd.gpus[i].UUID]
+	}
 	for _, h := range nd.holds {
 		h.gpus = 0
-		for _, s := range nd.slots {
-			if s.hold == h {
+		for _, x := range nd.held {
+			if x == h {
 				h.gpus++
 			}
 		}
 	}
+	nd.resumAll()
 	nd.rel = clampReliability(n.Reliability)
+	nd.cpu, nd.ram = int32(min(max(n.CPUCores, math.MinInt32), math.MaxInt32)), int32(min(max(n.RAMMB, math.MinInt32), math.MaxInt32))
 	for t, tier := range idlegrid.Tiers {
 		nd.floors[t], _ = n.Ask.Floor(tier)
 	}
+	nd.views = viewsOf(nd, e.cfg.GoldMinReliability)
 	nd.loc = e.location(n.Schedule.TimeZone)
 	nd.datasets = slices.Compact(slices.Sorted(slices.Values(n.CachedDatasets)))
+	nd.cached = len(nd.datasets) > 0
+	nd.cell = nil
 	nd.pct, nd.until, nd.nextOpen = 0, 0, 0
-	nd.leaf = agg{rel: -1} // no entry written yet: leafAgg never gives this
 	nd.setPrices(100)
 	key, types := e.keyOf(nd)
 	c := e.classFor(key, types)
@@ -172,10 +199,11 @@ func (e *Engine) UpsertNode(n *idlegrid.Node) {
 		}
 	}
 	for _, h := range e.orphans[nd.id] {
-		e.attach(h, nd)
+		e.attach(h, nd, h.uuids)
+		h.uuids = nil
 	}
 	delete(e.orphans, nd.id)
-	nd.recount()
+	nd.leaf, nd.leafPlan = e.entries(nd) // its shelves are dirty: the rebuild writes it
 	e.refresh(nd)
 }
 
@@ -192,10 +220,17 @@ func (e *Engine) RemoveNode(nodeID string) {
 	}
 	e.unindex(nd)
 	for _, h := range nd.holds {
+		h.uuids = h.uuids[:0]
+		for i, x := range nd.held {
+			if x == h {
+				h.uuids = append(h.uuids, nd.gpus[i].UUID)
+			}
+		}
 		h.gpus = 0
 		h.nd = nil
 		if h.leaseID == "" {
 			delete(e.claims, claimKey{h.jobID, nodeID})
+			e.releaseHold(h)
 			continue
 		}
 		if e.orphans[nodeID] == nil {
@@ -203,7 +238,9 @@ func (e *Engine) RemoveNode(nodeID string) {
 		}
 		e.orphans[nodeID][h.leaseID] = h
 	}
-	nd.holds = nil
+	clear(nd.holds)
+	nd.holds, nd.sums = nd.holds[:0], nd.sums[:0]
+	clear(nd.held)
 	nd.ver++
 	delete(e.nodes, nodeID)
 }
@@ -214,6 +251,7 @@ func (e *Engine) unindex(nd *node) {
 	if c == nil {
 		return
 	}
+	e.memberGen++
 	c.remove(nd)
 	for _, ds := range nd.datasets {
 		if c.cached[ds] == nil {
@@ -243,13 +281,16 @@ func (e *Engine) AddLease(l *idlegrid.Lease) {
 			delete(m, prev.leaseID)
 		}
 	}
-	h := &hold{leaseID: l.ID, jobID: l.JobID, nodeID: l.NodeID, tier: l.Tier, uuids: slices.Clone(l.GPUUUIDs)}
+	h := e.newHold()
+	h.leaseID, h.jobID, h.nodeID, h.tier, h.bronze = l.ID, l.JobID, l.NodeID, l.Tier, l.Tier == idlegrid.TierBronze
 	h.start = l.CreatedAt.UnixNano()
 	if l.StartedAt != nil {
 		h.start = l.StartedAt.UnixNano()
 	}
 	h.end = h.start + l.LimitSeconds*int64(time.Second)
-	h.checkpoint = e.checkpoints[l.ID]
+	if len(e.checkpoints) > 0 {
+		h.checkpoint = e.checkpoints[l.ID]
+	}
 	if l.NoticeAt != nil {
 		h.noticed, h.noticeAt = true, l.NoticeAt.UnixNano()
 		h.noticeSeconds = l.NoticeSeconds
@@ -260,19 +301,47 @@ func (e *Engine) AddLease(l *idlegrid.Lease) {
 	} else if prev != nil && prev.noticed { // the engine gave notice before the store recorded it
 		h.noticed, h.noticeAt, h.stopAt, h.noticeSeconds = true, prev.noticeAt, prev.stopAt, prev.noticeSeconds
 	}
+	if prev != nil {
+		e.releaseHold(prev)
+	}
 	e.leases[l.ID] = h
-	nd := e.nodes[l.NodeID]
+	// The lease most often replaces its job's claim: find the node by it.
+	var nd *node
+	c := e.claims[claimKey{l.JobID, l.NodeID}]
+	if c != nil && c.nd != nil {
+		nd = c.nd
+	} else {
+		c, nd = nil, e.nodes[l.NodeID]
+	}
 	if nd == nil {
+		e.watchEligible(h)
+		h.uuids = slices.Clone(l.GPUUUIDs)
 		if e.orphans[l.NodeID] == nil {
 			e.orphans[l.NodeID] = map[string]*hold{}
 		}
 		e.orphans[l.NodeID][l.ID] = h
 		return
 	}
-	e.attach(h, nd)
-	nd.recount()
-	e.touch(nd)
+	var claimed hold
+	if c != nil {
+		claimed = *c
+	}
+	e.attach(h, nd, l.GPUUUIDs)
+	if !e.replaces(h, c, &claimed) {
+		e.touch(nd)
+	}
 	e.scheduleNotice(nd, h)
+	e.watchEligible(h)
+}
+
+// replaces reports whether lease h, just attached, took exactly the GPUs
+// of claim c (claimed is c as it was before), and changes none of its
+// node's index entries: the same end, and bronze alike, and not yet
+// preemptible.
+func (e *Engine) replaces(h, c, claimed *hold) bool {
+	return c != nil && c.gen != claimed.gen && // attach released it: h took all its GPUs
+		h.gpus == claimed.gpus && h.bronze == claimed.bronze && !h.noticed && h.freeBy() == claimed.end &&
+		(!h.bronze || h.start > e.eligibleAt-e.cfg.MinRuntimeSeconds*int64(time.Second))
 }
 
 // RemoveLease forgets a lease that ended, freeing its GPUs.
@@ -282,7 +351,9 @@ func (e *Engine) RemoveLease(leaseID string) {
 		return
 	}
 	delete(e.leases, leaseID)
-	delete(e.checkpoints, leaseID)
+	if len(e.checkpoints) > 0 {
+		delete(e.checkpoints, leaseID)
+	}
 	if m := e.orphans[h.nodeID]; m != nil {
 		delete(m, leaseID)
 		if len(m) == 0 {
@@ -290,6 +361,7 @@ func (e *Engine) RemoveLease(leaseID string) {
 		}
 	}
 	e.detach(h)
+	e.releaseHold(h)
 }
 
 // Checkpoint records that a lease saved its work at at, so that a
@@ -302,6 +374,7 @@ func (e *Engine) Checkpoint(leaseID string, at time.Time) {
 	h.checkpoint = max(h.checkpoint, at.UnixNano())
 	e.checkpoints[leaseID] = h.checkpoint
 	if h.nd != nil {
+		h.nd.resum(h)
 		e.touch(h.nd)
 	}
 }
@@ -325,35 +398,44 @@ func (e *Engine) ForgetJob(jobID string) {
 		if k.jobID == jobID {
 			e.detach(h)
 			delete(e.claims, k)
+			e.releaseHold(h)
 		}
 	}
 }
 
-// attach puts h on the node's slots of its GPUs, taking them from any
-// other hold: the store, which refuses to assign a GPU twice, is the truth.
-func (e *Engine) attach(h *hold, nd *node) {
+// attach puts h on the node's slots of the GPUs uuids, taking them from
+// any other hold: the store, which refuses to assign a GPU twice, is the
+// truth.
+func (e *Engine) attach(h *hold, nd *node, uuids []string) {
 	h.nd, h.gpus = nd, 0
-	for _, u := range h.uuids {
-		s := nd.slot(u)
-		if s == nil {
+	for _, u := range uuids {
+		i := nd.slot(u)
+		if i < 0 {
 			continue
 		}
-		if o := s.hold; o != nil && o != h {
+		if o := nd.held[i]; o != nil && o != h {
 			o.gpus--
-			if o.gpus <= 0 {
-				nd.holds = slices.DeleteFunc(nd.holds, func(x *hold) bool { return x == o })
+			if o.gpus > 0 {
+				nd.resum(o)
+			} else {
+				nd.dropHold(o)
 				if o.leaseID == "" {
 					delete(e.claims, claimKey{o.jobID, nd.id})
+					e.releaseHold(o)
 				}
 			}
 		}
-		if s.hold != h {
-			s.hold = h
+		if nd.held[i] != h {
+			nd.held[i] = h
 			h.gpus++
 		}
 	}
-	if h.gpus > 0 && !slices.Contains(nd.holds, h) {
-		nd.holds = append(nd.holds, h)
+	switch {
+	case h.gpus == 0:
+	case slices.Contains(nd.holds, h):
+		nd.resum(h)
+	default:
+		nd.addHold(h)
 	}
 }
 
@@ -363,40 +445,53 @@ func (e *Engine) detach(h *hold) {
 	if nd == nil {
 		return
 	}
-	for i := range nd.slots {
-		if nd.slots[i].hold == h {
-			nd.slots[i].hold = nil
+	for i, x := range nd.held {
+		if x == h {
+			nd.held[i] = nil
 		}
 	}
-	nd.holds = slices.DeleteFunc(nd.holds, func(x *hold) bool { return x == h })
+	nd.dropHold(h)
 	h.nd, h.gpus = nil, 0
-	nd.recount()
 	e.touch(nd)
 }
 
-// touch tells the node's views that its free GPUs or window changed.
+// newHold returns a blank hold, reusing a released one when it can.
+func (e *Engine) newHold() *hold {
+	if n := len(e.holdPool); n > 0 {
+		h := e.holdPool[n-1]
+		e.holdPool = e.holdPool[:n-1]
+		return h
+	}
+	return &hold{}
+}
+
+// releaseHold takes back a hold nothing refers to any more, but events
+// that check its gen.
+func (e *Engine) releaseHold(h *hold) {
+	*h = hold{gen: h.gen + 1, uuids: h.uuids[:0]}
+	e.holdPool = append(e.holdPool, h)
+}
+
+// touch recounts the node's GPUs, and tells its shelves that its free
+// GPUs, window, holds or reservation changed.
 func (e *Engine) touch(nd *node) {
+	a, p := e.entries(nd)
 	if len(nd.shelves) == 0 {
 		return
 	}
-	a := leafAgg(nd)
-	if a == nd.leaf {
-		return // no view's entry for it changes (a rebuild reads the node afresh)
+	if a == nd.leaf && p == nd.leafPlan {
+		return // no shelf's entry for it changes (a rebuild reads the node afresh)
 	}
-	nd.leaf = a
+	nd.leaf, nd.leafPlan = a, p
 	for i, s := range nd.shelves {
-		for t, v := range s.views {
-			v.update(nd, nd.pos[i][t], a)
-		}
+		s.update(nd, int(nd.pos[i]), a, p)
 	}
 }
 
-// reorder tells the node's views that its score changed.
+// reorder tells the node's shelves that its score changed.
 func (e *Engine) reorder(nd *node) {
 	for _, s := range nd.shelves {
-		for _, v := range s.views {
-			v.markDirty()
-		}
+		s.markDirty()
 	}
 }
 
@@ -438,6 +533,7 @@ func (e *Engine) Advance(now time.Time) []Notice {
 		now = e.now
 	}
 	e.now, e.nowNano = now, now.UnixNano()
+	e.processEligible(e.nowNano)
 	var out []Notice
 	for len(e.events) > 0 && e.events[0].at <= e.nowNano {
 		ev := heap.Pop(&e.events).(event)
@@ -450,7 +546,7 @@ func (e *Engine) Advance(now time.Time) []Notice {
 			e.refresh(ev.nd)
 		}
 	}
-	e.cleanViews()
+	e.cleanShelves()
 	slices.SortFunc(out, func(a, b Notice) int {
 		if c := a.StopAt.Compare(b.StopAt); c != 0 {
 			return c
@@ -460,12 +556,12 @@ func (e *Engine) Advance(now time.Time) []Notice {
 	return out
 }
 
-// cleanViews applies the index changes waiting since the last Advance
+// cleanShelves applies the index changes waiting since the last Advance
 // (nodes added or removed, prices reordered), so that Place seldom finds a
-// view to rebuild.
-func (e *Engine) cleanViews() {
-	for _, v := range e.dirty {
-		v.clean()
+// shelf to rebuild.
+func (e *Engine) cleanShelves() {
+	for _, s := range e.dirty {
+		s.clean()
 	}
 	clear(e.dirty)
 	e.dirty = e.dirty[:0]
@@ -529,17 +625,17 @@ func (e *Engine) refresh(nd *node) {
 // scheduleNotice arranges for a bronze lease that would outlive its node's
 // window to be given notice NoticeSeconds before the window ends.
 func (e *Engine) scheduleNotice(nd *node, h *hold) {
-	if h.leaseID == "" || h.tier != idlegrid.TierBronze || h.noticed || nd.until == always || nd.until == 0 || h.end <= nd.until {
+	if h.leaseID == "" || !h.bronze || h.noticed || nd.until == always || nd.until == 0 || h.end <= nd.until {
 		return
 	}
-	e.push(event{at: nd.until - e.cfg.NoticeSeconds*int64(time.Second), nd: nd, h: h, until: nd.until})
+	e.push(event{at: nd.until - e.cfg.NoticeSeconds*int64(time.Second), nd: nd, h: h, hgen: h.gen, until: nd.until})
 }
 
 // windowNotice gives a bronze lease notice because its window ends, if
 // that is still so.
 func (e *Engine) windowNotice(ev event) (Notice, bool) {
 	h, nd := ev.h, ev.nd
-	if e.leases[h.leaseID] != h || h.nd != nd || h.noticed || nd.until != ev.until || h.end <= nd.until {
+	if h.gen != ev.hgen || e.leases[h.leaseID] != h || h.nd != nd || h.noticed || nd.until != ev.until || h.end <= nd.until {
 		return Notice{}, false
 	}
 	e.giveNotice(h, e.nowNano, max(nd.until, e.nowNano+e.cfg.NoticeSeconds*int64(time.Second)))
@@ -555,7 +651,7 @@ func (e *Engine) giveNotice(h *hold, at, stopAt int64) {
 	h.noticed, h.noticeAt, h.stopAt = true, at, stopAt
 	h.noticeSeconds = e.cfg.NoticeSeconds
 	if h.nd != nil {
-		h.nd.recount()
+		h.nd.resum(h)
 		e.touch(h.nd)
 	}
 }
@@ -568,7 +664,8 @@ type event struct {
 	nd    *node
 	ver   uint64
 	h     *hold
-	until int64 // the window end a notice event was scheduled for
+	hgen  uint64 // h's gen when the event was scheduled
+	until int64  // the window end a notice event was scheduled for
 }
 
 func (e *Engine) push(ev event) {
@@ -603,4 +700,80 @@ func compareStrings(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// eligibleLease is a bronze lease that passes the minimum runtime at at.
+type eligibleLease struct {
+	at  int64
+	h   *hold
+	gen uint64
+}
+
+// watchEligible arranges for a bronze lease younger than the minimum
+// runtime to enter its node's plan entry once it is not.
+func (e *Engine) watchEligible(h *hold) {
+	at := h.start + e.cfg.MinRuntimeSeconds*int64(time.Second)
+	if !h.bronzeRunning() || at <= e.eligibleAt {
+		return
+	}
+	q := append(e.eligible, eligibleLease{at, h, h.gen})
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if q[p].at <= q[i].at {
+			break
+		}
+		q[p], q[i] = q[i], q[p]
+		i = p
+	}
+	e.eligible = q
+}
+
+// processEligible moves eligibleAt to now, updating the plan entries of
+// the nodes whose bronze leases pass the minimum runtime by then, so that
+// preemption plans are bounded by the leases they may stop.
+func (e *Engine) processEligible(now int64) {
+	if now <= e.eligibleAt {
+		return
+	}
+	e.eligibleAt = now
+	for q := e.eligible; len(q) > 0 && q[0].at <= now; q = e.eligible {
+		x := q[0]
+		last := len(q) - 1
+		q[0] = q[last]
+		q[last] = eligibleLease{}
+		q = q[:last]
+		for i := 0; ; {
+			l, r, m := 2*i+1, 2*i+2, i
+			if l < len(q) && q[l].at < q[m].at {
+				m = l
+			}
+			if r < len(q) && q[r].at < q[m].at {
+				m = r
+			}
+			if m == i {
+				break
+			}
+			q[m], q[i] = q[i], q[m]
+			i = m
+		}
+		e.eligible = q
+		if h := x.h; h.gen == x.gen && h.nd != nil && h.bronzeRunning() {
+			e.countRestart(h)
+		}
+	}
+}
+
+// countRestart enters a bronze lease that just passed the minimum runtime
+// in its node's plan entry: only the latest restart can change.
+func (e *Engine) countRestart(h *hold) {
+	nd := h.nd
+	p := nd.leafPlan
+	p.restart = max(p.restart, secUp(max(h.start, h.checkpoint)))
+	if p == nd.leafPlan {
+		return
+	}
+	nd.leafPlan = p
+	for i, s := range nd.shelves {
+		s.updatePlan(int(nd.pos[i]), p)
+	}
 }

@@ -142,9 +142,9 @@ func (e *Engine) estimateOn(q *query, nd *node) int64 {
 
 // modelOf names the GPU model of nd the job would use.
 func modelOf(job *idlegrid.Job, nd *node) string {
-	for _, s := range nd.slots {
-		if usableBy(job, s.gpu) {
-			return s.gpu.Model
+	for _, g := range nd.gpus {
+		if usableBy(job, g) {
+			return g.Model
 		}
 	}
 	return ""

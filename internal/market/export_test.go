@@ -7,21 +7,6 @@ import (
 	"strings"
 )
 
-// order lists the class's nodes, whatever tiers they sell.
-func (c *class) order() []*node {
-	var out []*node
-	seen := map[*node]bool{}
-	for _, v := range c.views {
-		for _, nd := range v.order {
-			if !seen[nd] {
-				seen[nd] = true
-				out = append(out, nd)
-			}
-		}
-	}
-	return out
-}
-
 // Verify checks the engine's own bookkeeping: holds and free counts, the
 // class views' order and aggregates, claims, orphans and reservations. The
 // random-run test calls it after every step.
@@ -66,13 +51,8 @@ func (e *Engine) Verify() error {
 			shelves = append(shelves, sub)
 		}
 		for _, s := range shelves {
-			for _, v := range s.views {
-				if v == nil {
-					continue
-				}
-				if err := v.verify(c, e.cfg.GoldMinReliability); err != nil {
-					return fmt.Errorf("class %d view %d: %w", i, v.tier, err)
-				}
+			if err := s.verify(e, c); err != nil {
+				return fmt.Errorf("class %d: %w", i, err)
 			}
 		}
 	}
@@ -91,18 +71,40 @@ func (e *Engine) verifyNode(id string, nd *node) error {
 	}
 	counts := map[*hold]int{}
 	free := 0
-	for _, s := range nd.slots {
-		if s.hold == nil {
+	for _, h := range nd.held {
+		if h == nil {
 			free++
 		} else {
-			counts[s.hold]++
+			counts[h]++
 		}
 	}
-	if free != nd.free {
+	if len(nd.held) != len(nd.gpus) {
+		return fmt.Errorf("%d slots, %d GPUs", len(nd.held), len(nd.gpus))
+	}
+	if free != int(nd.free) {
 		return fmt.Errorf("free %d, counted %d", nd.free, free)
 	}
 	if len(counts) != len(nd.holds) {
 		return fmt.Errorf("%d holds on slots, %d listed", len(counts), len(nd.holds))
+	}
+	if nd.views != viewsOf(nd, e.cfg.GoldMinReliability) || nd.cached != (len(nd.datasets) > 0) ||
+		nd.reserved != (nd.res != nil) || nd.mixed != nd.cls.mixed() {
+		return fmt.Errorf("stale views or flags")
+	}
+	b, bp := nd.base, nd.basePlan
+	if nd.setBase(); nd.base != b || nd.basePlan != bp {
+		return fmt.Errorf("stale base entries")
+	}
+	if nd.cell != nil && e.market[cellKey{nd.cellModel, nd.n.Region}] != nd.cell {
+		return fmt.Errorf("stale market cell")
+	}
+	if len(nd.sums) != len(nd.holds) {
+		return fmt.Errorf("%d hold summaries for %d holds", len(nd.sums), len(nd.holds))
+	}
+	for i, h := range nd.holds {
+		if nd.sums[i] != sumOf(h) {
+			return fmt.Errorf("stale summary of hold %s/%s", h.leaseID, h.jobID)
+		}
 	}
 	for _, h := range nd.holds {
 		if counts[h] != h.gpus || h.nd != nd {
@@ -118,51 +120,125 @@ func (e *Engine) verifyNode(id string, nd *node) error {
 	return nil
 }
 
-func (v *view) verify(c *class, goldBar float64) error {
-	if v.dirty {
-		return nil
-	}
-	want := 0
-	for _, nd := range c.order() {
-		if slices.Contains(nd.shelves, v.shelf) && nd.sells(v.tier, goldBar) {
-			want++
+// verify checks a shelf of class c: its members, order, tree and cached
+// bounds.
+func (s *shelf) verify(e *Engine, c *class) error {
+	var inView [tierCount]int
+	count := 0
+	for _, nd := range e.nodes {
+		if !slices.Contains(nd.shelves, s) {
+			continue
+		}
+		count++
+		for t := range tierCount {
+			if nd.inView(t) {
+				inView[t]++
+			}
 		}
 	}
-	if len(v.order) != want {
-		return fmt.Errorf("%d nodes, %d of the shelf's sell the tier", len(v.order), want)
+	if count != s.count || count != len(s.order) || inView != s.inView {
+		return fmt.Errorf("shelf counts %d/%d/%v, nodes on it %d/%v", s.count, len(s.order), s.inView, count, inView)
 	}
-	if v.dirty {
+	if s.dirty {
 		return nil
 	}
-	for i, nd := range v.order {
-		if p := nd.posIn(v); p == nil || *p != i {
+	for i, nd := range s.order {
+		if p := nd.posIn(s); p == nil || int(*p) != i {
 			return fmt.Errorf("node %s misplaced", nd.id)
 		}
-		if nd.cls != c || v.s1[i] != nd.s1[v.tier] {
-			return fmt.Errorf("node %s: wrong class or stale score", nd.id)
+		if nd.cls != c {
+			return fmt.Errorf("node %s: wrong class", nd.id)
 		}
 		if i > 0 {
-			p := v.order[i-1]
-			if cmp.Or(cmp.Compare(p.s1[v.tier], nd.s1[v.tier]), strings.Compare(p.id, nd.id)) >= 0 {
+			p := s.order[i-1]
+			if cmp.Or(cmp.Compare(p.key, nd.key), strings.Compare(p.id, nd.id)) >= 0 {
 				return fmt.Errorf("out of order at %d", i)
 			}
 		}
-		if v.agg[v.size+i] != leafAgg(nd) {
+		if s.leaves[i] != leafAgg(nd) || nd.leaf != leafAgg(nd) {
 			return fmt.Errorf("stale leaf for %s", nd.id)
 		}
+		if s.leafPlans[i] != e.leafPlan(nd) || nd.leafPlan != e.leafPlan(nd) {
+			return fmt.Errorf("stale plan leaf for %s", nd.id)
+		}
 	}
-	for k := v.size - 1; k >= 1; k-- {
-		if v.agg[k] != combine(v.agg[2*k], v.agg[2*k+1]) {
+	blocks := (len(s.order) + blockLen - 1) / blockLen
+	if len(s.leaves) != blocks*blockLen || len(s.leafPlans) != len(s.leaves) || s.size < blocks || len(s.agg) != 2*s.size {
+		return fmt.Errorf("%d leaves in %d blocks, tree of %d", len(s.leaves), blocks, s.size)
+	}
+	for i := len(s.order); i < len(s.leaves); i++ {
+		if s.leaves[i] != emptyAgg || s.leafPlans[i] != emptyPlan {
+			return fmt.Errorf("padding leaf %d not empty", i)
+		}
+	}
+	for j := range s.size {
+		a, p := emptyAgg, emptyPlan
+		if j < blocks {
+			a, p = s.sumBlock(j), s.sumBlockPlan(j)
+		}
+		if s.agg[s.size+j] != a || s.plan[s.size+j] != p {
+			return fmt.Errorf("stale sum of block %d", j)
+		}
+	}
+	for k := s.size - 1; k >= 1; k-- {
+		if s.agg[k] != combine(s.agg[2*k], s.agg[2*k+1]) {
 			return fmt.Errorf("stale aggregate %d", k)
 		}
+		if s.plan[k] != combinePlan(s.plan[2*k], s.plan[2*k+1]) {
+			return fmt.Errorf("stale plan aggregate %d", k)
+		}
 	}
-	if v.root != v.agg[1] {
+	if s.root != s.agg[1] {
 		return fmt.Errorf("stale root copy")
 	}
-	for g := 1; g < len(v.lbs); g++ {
-		if l := v.lbs[g]; l.gen == v.gen && l.pos != v.findLB(g) {
-			return fmt.Errorf("cached lb for %d GPUs at %d, first fit at %d", g, l.pos, v.findLB(g))
+	for t := range tierCount {
+		for g := 1; g <= lbMax; g++ {
+			l := s.lbs[t][g]
+			if l.gen != s.gen {
+				continue
+			}
+			if err := s.verifyFits(t, g, &l); err != nil {
+				return fmt.Errorf("cached fits for tier %d, %d GPUs: %w", t, g, err)
+			}
 		}
+		last := 0.0
+		for i, nd := range s.order {
+			if !s.ordered[t] || !nd.inView(t) {
+				continue
+			}
+			if nd.s1[t] < last {
+				return fmt.Errorf("tier %d marked ordered, but not at %d", t, i)
+			}
+			last = nd.s1[t]
+		}
+	}
+	return nil
+}
+
+// verifyFits checks one cached lbEntry against the shelf's nodes.
+func (s *shelf) verifyFits(t, g int, l *lbEntry) error {
+	var fits []int32
+	for i, nd := range s.order {
+		if nd.inView(t) && nd.until != 0 && int(nd.free) >= g {
+			fits = append(fits, int32(i))
+		}
+	}
+	slices.SortStableFunc(fits, func(a, b int32) int { return cmp.Compare(s.order[a].s1[t], s.order[b].s1[t]) })
+	n := int(l.n)
+	if n > len(fits) || !slices.Equal(l.pos[:n], fits[:n]) {
+		return fmt.Errorf("lists %v, the best fits are %v", l.pos[:n], fits[:min(n, len(fits))])
+	}
+	for i := range n {
+		if l.val[i] != s.order[l.pos[i]].s1[t] {
+			return fmt.Errorf("stale score at %d", l.pos[i])
+		}
+	}
+	rest := fits[n:]
+	if l.done && len(rest) > 0 {
+		return fmt.Errorf("done, but %v fit too", rest)
+	}
+	if s.ordered[t] && !l.done && len(rest) > 0 && slices.Min(rest) < l.from {
+		return fmt.Errorf("a fit before from %d", l.from)
 	}
 	return nil
 }

@@ -62,20 +62,27 @@ func (c *cell) ordered() []PricePoint {
 	return append(slices.Clone(c.prices[c.next:]), c.prices[:c.next]...)
 }
 
-// record enters a placement's clearing prices in the market history.
-func (e *Engine) record(job *idlegrid.Job, d Decision, now time.Time) {
-	for _, p := range d.Picks {
-		if len(p.GPUs) == 0 || p.Node == nil {
-			continue
-		}
-		k := cellKey{p.GPUs[0].Model, p.Node.Region}
-		c := e.market[k]
-		if c == nil {
+// record enters a pick's clearing price in the market history. nd is its
+// node, which remembers its cell, or nil.
+func (e *Engine) record(job *idlegrid.Job, p Pick, nd *node, now time.Time) {
+	if len(p.GPUs) == 0 || p.Node == nil {
+		return
+	}
+	model := p.GPUs[0].Model
+	var c *cell
+	if nd != nil && nd.n == p.Node && nd.cell != nil && nd.cellModel == model {
+		c = nd.cell
+	} else {
+		k := cellKey{model, p.Node.Region}
+		if c = e.market[k]; c == nil {
 			c = &cell{}
 			e.market[k] = c
 		}
-		c.add(PricePoint{At: now, Tier: job.Tier, PriceMicrosPerGPUHour: p.PriceMicrosPerGPUHour, GPUs: len(p.GPUs), JobID: job.ID})
+		if nd != nil && nd.n == p.Node {
+			nd.cell, nd.cellModel = c, model
+		}
 	}
+	c.add(PricePoint{At: now, Tier: job.Tier, PriceMicrosPerGPUHour: p.PriceMicrosPerGPUHour, GPUs: len(p.GPUs), JobID: job.ID})
 }
 
 // MarketView returns the market per GPU model and region, by model then
@@ -93,19 +100,19 @@ func (e *Engine) MarketView(now time.Time) []MarketStat {
 	}
 	open := now.UnixNano()
 	for _, nd := range e.nodes {
-		for _, sl := range nd.slots {
-			k := cellKey{sl.gpu.Model, nd.n.Region}
+		for i, g := range nd.gpus {
+			k := cellKey{g.Model, nd.n.Region}
 			s := get(k)
 			if nd.until <= open {
 				continue
 			}
 			s.SupplyGPUs++
-			if sl.hold == nil {
+			if nd.held[i] == nil {
 				s.FreeGPUs++
 			}
 		}
-		if len(nd.slots) > 0 && nd.until > open {
-			k := cellKey{nd.slots[0].gpu.Model, nd.n.Region}
+		if len(nd.gpus) > 0 && nd.until > open {
+			k := cellKey{nd.gpus[0].Model, nd.n.Region}
 			a := asks[k]
 			for t := range tierCount {
 				if nd.asks[t] > 0 {

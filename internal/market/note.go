@@ -18,14 +18,14 @@ func appendMoney(b []byte, m idlegrid.Micros) []byte {
 		u = -u
 	}
 	b = append(b, '$')
-	b = strconv.AppendUint(b, u/1_000_000, 10)
-	var frac [7]byte
-	frac[0] = '.'
-	for i, f := 6, u%1_000_000; i >= 1; i-- {
-		frac[i] = byte('0' + f%10)
-		f /= 10
+	if whole := u / 1_000_000; whole < 10 {
+		b = append(b, byte('0'+whole))
+	} else {
+		b = strconv.AppendUint(b, whole, 10)
 	}
-	return append(b, frac[:]...)
+	f := u % 1_000_000
+	return append(b, '.', byte('0'+f/100_000), byte('0'+f/10_000%10), byte('0'+f/1_000%10),
+		byte('0'+f/100%10), byte('0'+f/10%10), byte('0'+f%10))
 }
 
 // appendScore appends a score, which is in micros per useful GPU-hour, as

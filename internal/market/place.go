@@ -22,10 +22,10 @@ type query struct {
 	// needUntilSec and endSec are needUntil and end in agg seconds, rounded
 	// down so that comparing them with rounded-up maxima keeps the bounds.
 	needUntilSec, endSec uint32
-	// g8, cpu16 and ram32 are g, cpu and ram as agg keeps them, saturated.
+	// g8, cpu16 and ramGiB are g, cpu and ram as agg keeps them.
 	g8       int8
 	cpu16    int16
-	ram32    int32
+	ramGiB   uint16
 	cap      idlegrid.Micros
 	w        float64 // reliability weight
 	cpu, ram int
@@ -47,7 +47,7 @@ func (e *Engine) query(job *idlegrid.Job, now time.Time) query {
 	q.needUntilSec, q.endSec = secDown(q.needUntil), secDown(q.end)
 	q.g8 = int8(min(q.g, math.MaxInt8))
 	q.cpu16 = int16(min(max(q.cpu, 0), math.MaxInt16))
-	q.ram32 = int32(min(max(q.ram, 0), math.MaxInt32))
+	q.ramGiB = ramGiB(q.ram)
 	return q
 }
 
@@ -77,7 +77,26 @@ type cand struct {
 
 // rank orders candidates by score, then node ID.
 func rank(a, b *cand) int {
-	return cmp.Or(cmp.Compare(a.score, b.score), compareStrings(a.nd.id, b.nd.id))
+	if c := cmp.Compare(a.score, b.score); c != 0 {
+		return c
+	}
+	return compareStrings(a.nd.id, b.nd.id)
+}
+
+// relPow is math.Pow(rel, w) for a reliability rel in (0, 1], without
+// its general path for the common weights: Pow is Sqrt at 0.5 by
+// definition, and at 2 it squares the mantissa once and rescales by a
+// power of two, which is rel*rel exactly.
+func relPow(rel, w float64) float64 {
+	switch w {
+	case 1:
+		return rel
+	case 2:
+		return rel * rel
+	case 0.5:
+		return math.Sqrt(rel)
+	}
+	return math.Pow(rel, w)
 }
 
 // scoreOf is the reliability-weighted cost of a node: what the renter
@@ -86,7 +105,7 @@ func scoreOf(ask, credit idlegrid.Micros, rel, w float64) float64 {
 	if w == 1 {
 		return float64(ask-credit) / rel
 	}
-	return float64(ask-credit) / math.Pow(rel, w)
+	return float64(ask-credit) / relPow(rel, w)
 }
 
 // Place decides where job runs now, or what it waits for; see Decision.
@@ -203,14 +222,19 @@ func (t *topK) reset(k int)    { t.k, t.c = k, t.c[:0] }
 func (t *topK) full() bool     { return len(t.c) >= t.k }
 func (t *topK) worst() float64 { return t.c[len(t.c)-1].score }
 func (t *topK) offer(x cand) {
-	if t.full() && rank(&x, &t.c[len(t.c)-1]) >= 0 {
+	i := len(t.c)
+	switch {
+	case i < t.k:
+		t.c = append(t.c, x)
+	case rank(&x, &t.c[i-1]) >= 0:
 		return
+	default:
+		i-- // x takes the last place, and moves up
 	}
-	i, _ := slices.BinarySearchFunc(t.c, x, func(a, b cand) int { return rank(&a, &b) })
-	if t.full() {
-		t.c = t.c[:len(t.c)-1]
+	for ; i > 0 && rank(&x, &t.c[i-1]) < 0; i-- {
+		t.c[i] = t.c[i-1]
 	}
-	t.c = slices.Insert(t.c, i, x)
+	t.c[i] = x
 }
 
 // beyond reports whether a lower bound is surely above a score, allowing
@@ -219,17 +243,18 @@ func beyond(bound, score float64) bool {
 	return bound > score+1e-9*math.Abs(score)+1e-6
 }
 
-// walk is the search of one view for one job.
+// walk is the search of one shelf for one job.
 type walk struct {
 	q   *query
-	v   *view
+	s   *shelf
 	top *topK
-	// f and off bound the scores of every node from a position on: a node
-	// with weight-1 score s1 scores at least s1×f − off. f allows for the
-	// job's weight below 1 (see lowFactor) and off for the most credit a
-	// node of the view could earn, both at the view's least reliability.
+	// f and off bound the scores of the nodes of a subtree: a node with
+	// weight-1 score s1 scores at least s1×f − off. f allows for the job's
+	// weight below 1 (see lowFactor) and off for the most credit a node of
+	// the shelf could earn, both at the least reliability of the tier's
+	// view.
 	f, off float64
-	credit idlegrid.Micros // the most credit a node of the view could earn; 0 on a class shelf
+	credit idlegrid.Micros // the most credit a node of the shelf could earn; 0 on a class shelf
 	main   bool            // a class shelf: nodes caching the job's data are found on their sub-shelves
 }
 
@@ -238,32 +263,47 @@ type walk struct {
 func (w *walk) bound(s1, rel float64) float64 {
 	b := s1
 	if w.q.w < 1 {
-		b *= math.Pow(rel, 1-w.q.w)
+		b *= relPow(rel, 1-w.q.w)
 	}
 	if w.credit > 0 {
-		b -= float64(w.credit) / math.Pow(rel, w.q.w)
+		b -= float64(w.credit) / relPow(rel, w.q.w)
 	}
 	return b
 }
 
-// classBound is a view to walk and the lowest score a job could find in it.
+// classBound is a shelf to walk and the lowest score a job could find
+// there, with its cached fits for the job.
 type classBound struct {
 	lb     float64
-	v      *view
+	s      *shelf
+	fits   *lbEntry
 	credit idlegrid.Micros
 	main   bool
+	// settled says the search judged every fit of the shelf that could
+	// beat what top holds, so that it need not walk it.
+	settled bool
+}
+
+// scale returns f and off for a shelf: a node there with weight-1 score
+// s1 scores at least s1×f − off (see walk).
+func scale(q *query, s *shelf, credit idlegrid.Micros) (f, off float64) {
+	if q.w == 1 && credit == 0 {
+		return 1, 0
+	}
+	m := s.powers(q.ti, q.w)
+	return m.low, float64(credit) / m.relW
 }
 
 // searchClasses offers top the best nodes that can take q now among
 // classes (of region, when set): their shelves and, for a job that names
-// datasets, their sub-shelves of nodes caching them. Views are walked from
-// the lowest bound up, until no view left can beat what top holds. Nodes
-// that offerDirect judged are skipped.
+// datasets, their sub-shelves of nodes caching them. Shelves are walked
+// from the lowest bound up, until no shelf left can beat what top holds.
+// Nodes that offerDirect judged are skipped.
 func (e *Engine) searchClasses(q *query, sig *signature, classes []sigEntry, region string, top *topK) {
 	bounds := e.bounds[:0]
 	for i := range classes {
 		if c := &classes[i]; c.maxJob == 0 || c.maxJob >= q.dur {
-			bounds = e.appendBound(bounds, q, c.views[q.ti], 0, true)
+			bounds = e.appendBound(bounds, q, c.sh, 0, true)
 		}
 	}
 	if len(q.job.Datasets) > 0 {
@@ -272,49 +312,109 @@ func (e *Engine) searchClasses(q *query, sig *signature, classes []sigEntry, reg
 			if slices.ContainsFunc(q.job.Datasets[:i], func(d idlegrid.Dataset) bool { return d.Name == ds.Name }) {
 				continue
 			}
-			for _, c := range e.cachedBy[ds.Name] {
-				if sig.accepts[c.idx] && (region == "" || c.key.region == region) && (c.key.maxJob == 0 || c.key.maxJob >= q.dur) {
-					bounds = e.appendBound(bounds, q, c.cached[ds.Name].views[q.ti], credit, false)
+			for _, c := range e.subShelves(sig, ds.Name) {
+				if (region == "" || c.region == region) && (c.maxJob == 0 || c.maxJob >= q.dur) {
+					bounds = e.appendBound(bounds, q, c.sh, credit, false)
 				}
 			}
 		}
 	}
-	// A search walks few views: take the lowest bound left each time.
-	for len(bounds) > 0 {
-		m := 0
-		for i := range bounds {
-			if bounds[i].lb < bounds[m].lb {
-				m = i
-			}
+	// Judge each shelf's first fits, which are most often its best nodes,
+	// so that the walks below start with top full and stop early. Both
+	// loops take the shelves by bound, and most often stop after a few: the
+	// first few are found by selection, and the rest sorted only when the
+	// search goes on.
+	judged := 0
+	for k := range bounds {
+		switch {
+		case k < selected:
+			selectLowest(bounds, k)
+		case k == selected:
+			slices.SortFunc(bounds[k:], func(a, b classBound) int { return cmp.Compare(a.lb, b.lb) })
 		}
-		b := bounds[m]
+		b := &bounds[k]
 		if top.full() && beyond(b.lb, top.worst()) {
 			break
 		}
-		bounds[m] = bounds[len(bounds)-1]
-		bounds = bounds[:len(bounds)-1]
-		w := walk{q: q, v: b.v, top: top, credit: b.credit, main: b.main, f: lowFactor(q.w, b.v.relMin)}
-		if b.credit > 0 {
-			w.off = float64(b.credit) / math.Pow(b.v.relMin, q.w)
+		judged++
+		bf, boff := scale(q, b.s, b.credit)
+		b.fits, b.settled = e.judgeFits(q, b, bf, boff, top)
+	}
+	for k := range judged {
+		b := &bounds[k]
+		if top.full() && beyond(b.lb, top.worst()) {
+			break
 		}
-		b.v.clean()
-		w.walkAt(1, 0, b.v.size)
+		w := walk{q: q, s: b.s, top: top, credit: b.credit, main: b.main}
+		w.f, w.off = scale(q, b.s, b.credit)
+		switch {
+		case b.settled:
+		case b.s.ordered[q.ti]:
+			w.walkFrom(int(b.fits.pos[b.fits.n-1]))
+		default:
+			w.walkAt(1, 0, b.s.size)
+		}
 	}
 	e.bounds = bounds[:0]
 }
 
-// appendBound adds a view to search, with the lowest score q could find
+// selected is how many shelves a search takes by selection before it sorts
+// the rest.
+const selected = 8
+
+// judgeFits judges the shelf's best fits while they can beat what top
+// holds, and reports whether that settles the shelf: every fit not listed
+// scores at least the last listed one's weight-1 score, scaled as the
+// shelf's bound is (bf and boff), so that once a listed fit cannot beat
+// top, or none is left, no walk is needed. It lists up to fitsKept fits
+// before leaving the rest to a walk.
+func (e *Engine) judgeFits(q *query, b *classBound, bf, boff float64, top *topK) (*lbEntry, bool) {
+	want := min(top.k+1, fitsKept)
+	f := b.s.fits(q.ti, q.g, want)
+	for j := 0; ; j++ {
+		if j == int(f.n) {
+			if f.done || want == fitsKept {
+				return f, f.done
+			}
+			want = fitsKept // every listed fit could matter: list more
+			if f = b.s.fits(q.ti, q.g, want); j == int(f.n) {
+				return f, f.done
+			}
+		}
+		if top.full() && beyond(f.val[j]*bf-boff, top.worst()) {
+			return f, true
+		}
+		e.judge(q, b.s.order[f.pos[j]], b.main, top)
+	}
+}
+
+// selectLowest moves the lowest bound of bounds[k:] to k.
+func selectLowest(bounds []classBound, k int) {
+	m := k
+	for j := k + 1; j < len(bounds); j++ {
+		if bounds[j].lb < bounds[m].lb {
+			m = j
+		}
+	}
+	bounds[k], bounds[m] = bounds[m], bounds[k]
+}
+
+// appendBound adds a shelf to search, with the lowest score q could find
 // there, unless its root shows it has nothing for q.
-func (e *Engine) appendBound(bounds []classBound, q *query, v *view, credit idlegrid.Micros, main bool) []classBound {
-	lb := v.lb(q.g)
-	if math.IsInf(lb, 1) || !v.root.mayPlace(q) || beyond(lb*v.relMin, float64(q.cap)) {
+func (e *Engine) appendBound(bounds []classBound, q *query, s *shelf, credit idlegrid.Micros, main bool) []classBound {
+	if s.clean(); !s.root.mayPlace(q) {
 		return bounds
 	}
-	lb *= lowFactor(q.w, v.relMin)
-	if credit > 0 {
-		lb -= float64(credit) / math.Pow(v.relMin, q.w)
+	fits := s.fits(q.ti, q.g, 1)
+	if fits.n == 0 {
+		return bounds
 	}
-	return append(bounds, classBound{lb, v, credit, main})
+	s1 := fits.val[0]
+	if beyond(s1*s.relMin[q.ti], float64(q.cap)) {
+		return bounds
+	}
+	f, off := scale(q, s, credit)
+	return append(bounds, classBound{lb: s1*f - off, s: s, fits: fits, credit: credit, main: main})
 }
 
 // lowFactor turns a weight-1 score s1 = ask ÷ r into a lower bound on the
@@ -323,43 +423,104 @@ func lowFactor(w, relMin float64) float64 {
 	if w >= 1 {
 		return 1
 	}
-	return math.Pow(relMin, 1-w)
+	return relPow(relMin, 1-w)
 }
 
-// walkAt walks the subtree k, covering order[lo:hi], offering top the
-// nodes that can take the job. Every node from lo on scores at least the
-// view-wide bound at s1(lo), so the walk ends once that is beyond what top
-// holds; a subtree whose own least reliability bounds its scores beyond
-// that, or its asks beyond the cap, is skipped. It reports whether to go on.
-func (w *walk) walkAt(k, lo, hi int) bool {
-	v, q, top := w.v, w.q, w.top
-	if lo >= len(v.order) {
-		return true
+// walkFrom walks the nodes from first on, in order: in an ordered tier
+// the nodes before first have too few GPUs free, or were judged. It walks
+// the rest of first's block, then climbs the tree, walking each right
+// sibling's subtree, and stops at the first whose least score cannot beat
+// what top holds, since the ones after it score no lower.
+func (w *walk) walkFrom(first int) {
+	s, q, top := w.s, w.q, w.top
+	j := first >> blockShift
+	w.walkBlock(j, first)
+	for k, lo, span := s.size+j, j, 1; k > 1; k, span = k/2, span*2 {
+		if k&1 == 1 {
+			lo -= span
+			continue
+		}
+		sib, slo := k+1, lo+span
+		if slo*blockLen >= len(s.order) {
+			break
+		}
+		if s1 := s.agg[sib].s1[q.ti]; s1 != noScore && top.full() && beyond(s1.float()*w.f-w.off, top.worst()) {
+			break
+		}
+		w.walkAt(sib, slo, slo+span)
 	}
-	a := &v.agg[k]
+}
+
+// walkAt walks the tree node k, covering blocks [lo, hi), offering top
+// the nodes that can take the job. A subtree is skipped when its bounds
+// show no node there can take the job now, or none can beat what top
+// holds (see skips). Of two children, the one with the lower least score
+// is walked first.
+func (w *walk) walkAt(k, lo, hi int) {
+	s, q := w.s, w.q
+	if w.skips(&s.agg[k]) {
+		return
+	}
+	if hi-lo == 1 {
+		w.walkBlock(lo, lo*blockLen)
+		return
+	}
+	mid := (lo + hi) / 2
+	if mid*blockLen >= len(s.order) {
+		w.walkAt(2*k, lo, mid)
+		return
+	}
+	if s.agg[2*k+1].s1[q.ti] < s.agg[2*k].s1[q.ti] {
+		w.walkAt(2*k+1, mid, hi)
+		w.walkAt(2*k, lo, mid)
+	} else {
+		w.walkAt(2*k, lo, mid)
+		w.walkAt(2*k+1, mid, hi)
+	}
+}
+
+// walkBlock walks the nodes of block j from position from on.
+func (w *walk) walkBlock(j, from int) {
+	s := w.s
+	for pos := from; pos < s.blockEnd(j); pos++ {
+		if !w.skips(&s.leaves[pos]) {
+			w.q.e.judge(w.q, s.order[pos], w.main, w.top)
+		}
+	}
+}
+
+// skips reports whether a subtree's (or node's) bounds show that no node
+// there can take the job now (see mayPlace), or that none can beat what
+// top holds: its least weight-1 score at the job's tier, at its least
+// reliability, is beyond the cap or, as a score, beyond top's worst.
+func (w *walk) skips(a *agg) bool {
+	q, top := w.q, w.top
 	if !a.mayPlace(q) {
 		return true
 	}
-	s1, rel := v.s1[lo], float64(a.rel)
-	if beyond(s1*v.relMin, float64(q.cap)) || (top.full() && beyond(s1*w.f-w.off, top.worst())) {
-		return false
-	}
-	if beyond(s1*rel, float64(q.cap)) || ((q.w < 1 || w.credit > 0) && top.full() && beyond(w.bound(s1, rel), top.worst())) {
+	s1, rel := a.s1[q.ti].float(), a.rel.float()
+	if beyond(s1*rel, float64(q.cap)) {
 		return true
 	}
-	if hi-lo > 1 {
-		mid := (lo + hi) / 2
-		return w.walkAt(2*k, lo, mid) && w.walkAt(2*k+1, mid, hi)
+	if top.full() && (beyond(s1*w.f-w.off, top.worst()) ||
+		((q.w < 1 || w.credit > 0) && beyond(w.bound(s1, rel), top.worst()))) {
+		return true
 	}
-	nd := v.order[lo]
-	if nd.mark == w.q.mark || (w.main && len(q.job.Datasets) > 0 && nd.cachesAny(q.job)) {
-		return true // judged already, or to be judged with its credit
+	return false
+}
+
+// judge offers top the node if it can take q now, unless this search
+// judged it already, or will with its credit (on a class shelf, nodes
+// caching the job's data are judged on their sub-shelves).
+func (e *Engine) judge(q *query, nd *node, main bool, top *topK) {
+	if nd.mark == q.mark || (main && len(q.job.Datasets) > 0 && nd.cachesAny(q.job)) {
+		return
 	}
-	nd.mark = w.q.mark
-	if c, ok := w.q.e.consider(q, nd); ok {
+	nd.mark = q.mark
+	if c, ok := e.consider(q, nd); ok {
 		top.offer(c)
+	} else {
 	}
-	return true
 }
 
 // offerDirect judges the nodes (in region, when set) of q's own
@@ -374,7 +535,7 @@ func (e *Engine) offerDirect(q *query, sig *signature, region string, top *topK)
 	}
 	for _, nd := range r.nodes {
 		c := nd.cls
-		if c == nil || (region != "" && nd.n.Region != region) || !sig.accepts[c.idx] || (c.key.maxJob > 0 && c.key.maxJob < q.dur) {
+		if c == nil || (region != "" && nd.n.Region != region) || !sig.accepts[c.idx] || (c.key.maxJob > 0 && c.key.maxJob < q.dur) || !nd.inView(q.ti) {
 			continue
 		}
 		nd.mark = e.mark
@@ -396,7 +557,7 @@ func (e *Engine) maxCredit(q *query) idlegrid.Micros {
 // consider checks what a class cannot: CPU, RAM, window, price and free
 // GPUs, and scores the node.
 func (e *Engine) consider(q *query, nd *node) (cand, bool) {
-	if e.nodeReason(q, nd) != "" {
+	if !nd.inView(q.ti) || e.nodeReason(q, nd) != "" {
 		return cand{}, false
 	}
 	ask, credit := nd.asks[q.ti], e.credit(q, nd)
@@ -406,9 +567,9 @@ func (e *Engine) consider(q *query, nd *node) (cand, bool) {
 // nodeReason is the first per-node constraint nd fails for q now, or "".
 func (e *Engine) nodeReason(q *query, nd *node) Reason {
 	switch {
-	case q.cpu > 0 && nd.n.CPUCores < q.cpu:
+	case q.cpu > 0 && !nd.hasCPU(q.cpu):
 		return ReasonCPU
-	case q.ram > 0 && nd.n.RAMMB < q.ram:
+	case q.ram > 0 && !nd.hasRAM(q.ram):
 		return ReasonRAM
 	case nd.until < q.needUntil:
 		return ReasonWindow
@@ -424,16 +585,16 @@ func (e *Engine) nodeReason(q *query, nd *node) Reason {
 // of another job leaves it only what it can use and finish before the
 // reservation starts, or what the reservation will not need.
 func (e *Engine) available(q *query, nd *node) int {
-	u := nd.free
-	if nd.cls != nil && nd.cls.mixed() {
+	u := int(nd.free)
+	if nd.mixed {
 		u = 0
-		for i := range nd.slots {
-			if nd.slots[i].hold == nil && usableBy(q.job, nd.slots[i].gpu) {
+		for i, h := range nd.held {
+			if h == nil && usableBy(q.job, nd.gpus[i]) {
 				u++
 			}
 		}
 	}
-	if r := nd.res; r != nil && r.jobID != q.job.ID && q.end > r.start {
+	if r := nd.res; nd.reserved && r.jobID != q.job.ID && q.end > r.start {
 		u = min(u, nd.freeAt(r.start)-nd.resGPUs)
 	}
 	return max(u, 0)
@@ -466,8 +627,10 @@ func (e *Engine) award(q *query, winners, losers []cand) Decision {
 		ru = &losers[0]
 	}
 	d := Decision{Picks: make([]Pick, 0, len(winners))}
+	e.placed = e.placed[:0]
 	for i := range winners {
 		d.Picks = append(d.Picks, e.pick(q, &winners[i], ru))
+		e.placed = append(e.placed, winners[i].nd)
 	}
 	return d
 }
@@ -477,9 +640,11 @@ func (e *Engine) award(q *query, winners, losers []cand) Decision {
 func (e *Engine) pick(q *query, w *cand, ru *cand) Pick {
 	nd := w.nd
 	gpus := make([]idlegrid.GPU, 0, q.g)
-	for i := range nd.slots {
-		if s := &nd.slots[i]; s.hold == nil && usableBy(q.job, s.gpu) && len(gpus) < q.g {
-			gpus = append(gpus, s.gpu)
+	for i, h := range nd.held {
+		if h == nil && (!nd.mixed || usableBy(q.job, nd.gpus[i])) {
+			if gpus = append(gpus, nd.gpus[i]); len(gpus) == q.g {
+				break
+			}
 		}
 	}
 	p := Pick{
@@ -492,7 +657,7 @@ func (e *Engine) pick(q *query, w *cand, ru *cand) Pick {
 		return p
 	}
 	p.RunnerUpNodeID, p.RunnerUpScore = ru.nd.id, ru.score
-	raw := ru.score*math.Pow(nd.rel, q.w) + float64(w.credit)
+	raw := ru.score*relPow(nd.rel, q.w) + float64(w.credit)
 	price := idlegrid.Micros(math.Round(raw))
 	price = min(max(price, w.ask), q.cap)
 	p.PriceMicrosPerGPUHour = price

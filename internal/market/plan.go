@@ -39,7 +39,7 @@ func (e *Engine) reservedStart(q *query, r *reservation) (int64, bool) {
 	start := r.start
 	for i, nd := range r.nodes {
 		if e.nodes[nd.id] != nd || nd.res != r || e.staticReason(nd, q.job) != "" ||
-			(q.cpu > 0 && nd.n.CPUCores < q.cpu) || (q.ram > 0 && nd.n.RAMMB < q.ram) || nd.asks[q.ti] > q.cap {
+			(q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) || nd.asks[q.ti] > q.cap {
 			return 0, false
 		}
 		t := e.earliest(q, nd, r.gpus[i])
@@ -67,17 +67,20 @@ func (e *Engine) earliest(q *query, nd *node, g int) int64 {
 			return h.gpus
 		}
 		n := 0
-		for i := range nd.slots {
-			if nd.slots[i].hold == h && usableBy(q.job, nd.slots[i].gpu) {
+		for i, x := range nd.held {
+			if x == h && usableBy(q.job, nd.gpus[i]) {
 				n++
 			}
 		}
 		return n
 	}
-	u := 0
-	for i := range nd.slots {
-		if nd.slots[i].hold == nil && usableBy(q.job, nd.slots[i].gpu) {
-			u++
+	u := int(nd.free)
+	if mixed {
+		u = 0
+		for i, x := range nd.held {
+			if x == nil && usableBy(q.job, nd.gpus[i]) {
+				u++
+			}
 		}
 	}
 	if u >= g {
@@ -107,22 +110,32 @@ func (e *Engine) planPreemption(q *query, sig *signature) (Decision, bool) {
 		}
 		return e.preemptionDecision(q, []cand{c}), true
 	}
-	var cands []cand
-	s := search{
-		minUntil: q.now + notice + q.dur*int64(time.Second), cpu: q.cpu, ram: q.ram, minPreempt: q.g,
-		visit: func(nd *node) bool {
-			if (nd.res != nil && nd.res.jobID != q.job.ID) || nd.asks[q.ti] > q.cap {
-				return true
-			}
-			if c, ok := e.victimsOn(q, nd); ok {
-				cands = append(cands, c)
-			}
-			return true
+	e.processEligible(q.now)
+	minUntil := q.now + notice + q.dur*int64(time.Second)
+	less := func(a, b *cand) int { return cmp.Or(cmp.Compare(a.lost, b.lost), rank(a, b)) }
+	cands := e.planRegions(q, sig,
+		func(a *agg, _ *planAgg, s1 float64) bool {
+			return a.until < secDown(minUntil) || !a.cpuOK(q.cpu) || !a.ramOK(q.ram) || !gpusOK(a.preempt, q.g) ||
+				beyond(s1*a.rel.float(), float64(q.cap))
 		},
-	}
-	e.walkClasses(q, sig, &s)
-	set := choosePlan(q, cands,
-		func(a, b *cand) int { return cmp.Or(cmp.Compare(a.lost, b.lost), rank(a, b)) },
+		func(a *agg, p *planAgg) int64 {
+			switch {
+			case gpusOK(a.free, q.g):
+				return 0 // a node here may have room without preempting
+			case p.restart == 0:
+				return math.MaxInt64
+			}
+			return max(0, (q.now-secNanos(p.restart))/int64(time.Second)) * int64(max(1, q.g-int(a.free)))
+		},
+		func(nd *node) (cand, bool) {
+			if (nd.res != nil && nd.res.jobID != q.job.ID) || nd.asks[q.ti] > q.cap ||
+				(q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) {
+				return cand{}, false
+			}
+			return e.victimsOn(q, nd)
+		},
+		less, func(c *cand) int64 { return c.lost })
+	set := choosePlan(q, cands, less,
 		func(set []cand) (int64, float64) {
 			var lost int64
 			var score float64
@@ -148,19 +161,20 @@ func (e *Engine) planPreemption(q *query, sig *signature) (Decision, bool) {
 func (e *Engine) preemptOne(q *query, sig *signature) (cand, bool) {
 	notice := e.cfg.NoticeSeconds * int64(time.Second)
 	minUntil := q.now + notice + q.dur*int64(time.Second)
+	e.processEligible(q.now)
 	var best *cand
-	skip := func(a *agg, s1 float64) bool {
-		return a.until < secDown(minUntil) || !a.cpuOK(q.cpu) || int(a.ram) < q.ram || !gpusOK(a.preempt, q.g) ||
-			beyond(s1*float64(a.rel), float64(q.cap))
+	skip := func(a *agg, _ *planAgg, s1 float64) bool {
+		return a.until < secDown(minUntil) || !a.cpuOK(q.cpu) || !a.ramOK(q.ram) || !gpusOK(a.preempt, q.g) ||
+			beyond(s1*a.rel.float(), float64(q.cap))
 	}
-	bound := func(a *agg) int64 {
-		if a.restart == 0 {
+	bound := func(a *agg, p *planAgg) int64 {
+		if p.restart == 0 {
 			return math.MaxInt64
 		}
-		return max(0, (q.now-secNanos(a.restart))/int64(time.Second)) * int64(max(1, q.g-int(a.free)))
+		return max(0, (q.now-secNanos(p.restart))/int64(time.Second)) * int64(max(1, q.g-int(a.free)))
 	}
 	visit := func(nd *node) {
-		if nd.res != nil || nd.asks[q.ti] > q.cap || (q.cpu > 0 && nd.n.CPUCores < q.cpu) || (q.ram > 0 && nd.n.RAMMB < q.ram) {
+		if nd.res != nil || nd.asks[q.ti] > q.cap || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) {
 			return
 		}
 		if c, ok := e.victimsOn(q, nd); ok && len(c.victims) > 0 {
@@ -170,8 +184,8 @@ func (e *Engine) preemptOne(q *query, sig *signature) (cand, bool) {
 		}
 	}
 	stop := func(b int64) bool { return best != nil && b > best.lost }
-	for _, views := range e.planViews(q, sig) {
-		bestFirst(views, skip, bound, visit, stop)
+	for _, shelves := range e.planShelves(q, sig) {
+		e.bestFirst(shelves, q.ti, skip, bound, visit, stop)
 		if best != nil {
 			return *best, true
 		}
@@ -179,24 +193,24 @@ func (e *Engine) preemptOne(q *query, sig *signature) (cand, bool) {
 	return cand{}, false
 }
 
-// planViews returns the views a one-node plan searches, in the order it
-// searches them: the preferred region's first, when the job has one.
-func (e *Engine) planViews(q *query, sig *signature) [][]*view {
-	var pref, rest []*view
+// planShelves returns the shelves a one-node plan searches, in the order
+// it searches them: the preferred region's first, when the job has one.
+func (e *Engine) planShelves(q *query, sig *signature) [][]*shelf {
+	var pref, rest []*shelf
 	for _, c := range sig.all {
 		if c.key.maxJob > 0 && c.key.maxJob < q.dur {
 			continue
 		}
 		if q.job.RegionPreferred && c.key.region == q.job.Region {
-			pref = append(pref, c.views[q.ti])
+			pref = append(pref, &c.shelf)
 		} else {
-			rest = append(rest, c.views[q.ti])
+			rest = append(rest, &c.shelf)
 		}
 	}
 	if q.job.RegionPreferred {
-		return [][]*view{pref, rest}
+		return [][]*shelf{pref, rest}
 	}
-	return [][]*view{rest}
+	return [][]*shelf{rest}
 }
 
 // preemptionDecision gives notice to the victims on set's nodes and
@@ -228,8 +242,8 @@ func (e *Engine) victimsOn(q *query, nd *node) (cand, bool) {
 	ask, credit := nd.asks[q.ti], e.credit(q, nd)
 	c := cand{nd: nd, ask: ask, credit: credit, score: scoreOf(ask, credit, nd.rel, q.w)}
 	free := 0
-	for i := range nd.slots {
-		if nd.slots[i].hold == nil && usableBy(q.job, nd.slots[i].gpu) {
+	for i, x := range nd.held {
+		if x == nil && usableBy(q.job, nd.gpus[i]) {
 			free++
 		}
 	}
@@ -246,8 +260,8 @@ func (e *Engine) victimsOn(q *query, nd *node) (cand, bool) {
 			continue
 		}
 		n := 0
-		for i := range nd.slots {
-			if nd.slots[i].hold == h && usableBy(q.job, nd.slots[i].gpu) {
+		for i, x := range nd.held {
+			if x == h && usableBy(q.job, nd.gpus[i]) {
 				n++
 			}
 		}
@@ -311,7 +325,6 @@ func minLossCover(counts []int, losses []int64, need int) ([]int, int64, bool) {
 // covers the job (in one region for a gang; ties by score), so that work
 // placed later cannot delay it (EASY backfill).
 func (e *Engine) planReservation(q *query, sig *signature) (Decision, bool) {
-	dur := q.dur * int64(time.Second)
 	if q.n == 1 {
 		c, ok := e.reserveOne(q, sig)
 		if !ok {
@@ -319,19 +332,11 @@ func (e *Engine) planReservation(q *query, sig *signature) (Decision, bool) {
 		}
 		return reservationDecision(q, []cand{c}), true
 	}
-	var cands []cand
-	s := search{
-		minUntil: q.now + dur, cpu: q.cpu, ram: q.ram, minGPUs: q.g,
-		visit: func(nd *node) bool {
-			if c, ok := e.reservable(q, nd); ok {
-				cands = append(cands, c)
-			}
-			return true
-		},
-	}
-	e.walkClasses(q, sig, &s)
-	set := choosePlan(q, cands,
-		func(a, b *cand) int { return cmp.Or(cmp.Compare(a.start, b.start), rank(a, b)) },
+	less := func(a, b *cand) int { return cmp.Or(cmp.Compare(a.start, b.start), rank(a, b)) }
+	skip, bound := reserveBounds(q)
+	cands := e.planRegions(q, sig, skip, bound, func(nd *node) (cand, bool) { return e.reservable(q, nd) },
+		less, func(c *cand) int64 { return c.start })
+	set := choosePlan(q, cands, less,
 		func(set []cand) (int64, float64) {
 			var start int64
 			var score float64
@@ -351,19 +356,8 @@ func (e *Engine) planReservation(q *query, sig *signature) (Decision, bool) {
 // the preferred region first: a best-first walk, bounded by each
 // subtree's earliest hold end.
 func (e *Engine) reserveOne(q *query, sig *signature) (cand, bool) {
-	dur := q.dur * int64(time.Second)
 	var best *cand
-	bound := func(a *agg) int64 {
-		if gpusOK(a.free, q.g) {
-			return q.now
-		}
-		return max(q.now, secNanos(a.firstEnd))
-	}
-	skip := func(a *agg, s1 float64) bool {
-		b := bound(a)
-		return a.until < secDown(q.now+dur) || !a.cpuOK(q.cpu) || int(a.ram) < q.ram || !gpusOK(a.gpus, q.g) ||
-			beyond(s1*float64(a.rel), float64(q.cap)) || b == always || secNanos(a.until) < b+dur
-	}
+	skip, bound := reserveBounds(q)
 	visit := func(nd *node) {
 		if c, ok := e.reservable(q, nd); ok {
 			if best == nil || cmp.Or(cmp.Compare(c.start, best.start), rank(&c, best)) < 0 {
@@ -372,8 +366,8 @@ func (e *Engine) reserveOne(q *query, sig *signature) (cand, bool) {
 		}
 	}
 	stop := func(b int64) bool { return best != nil && b > best.start }
-	for _, views := range e.planViews(q, sig) {
-		bestFirst(views, skip, bound, visit, stop)
+	for _, shelves := range e.planShelves(q, sig) {
+		e.bestFirst(shelves, q.ti, skip, bound, visit, stop)
 		if best != nil {
 			return *best, true
 		}
@@ -381,10 +375,62 @@ func (e *Engine) reserveOne(q *query, sig *signature) (cand, bool) {
 	return cand{}, false
 }
 
+// reserveBounds are the subtree tests of a reservation search: skip rules
+// out subtrees with no node that could hold the job in time, and bound is
+// the earliest any node there could start it.
+func reserveBounds(q *query) (skip func(*agg, *planAgg, float64) bool, bound func(*agg, *planAgg) int64) {
+	dur := q.dur * int64(time.Second)
+	bound = func(a *agg, p *planAgg) int64 {
+		if gpusOK(a.free, q.g) {
+			return q.now
+		}
+		return max(q.now, secNanos(p.firstEnd))
+	}
+	skip = func(a *agg, p *planAgg, s1 float64) bool {
+		b := bound(a, p)
+		return a.until < secDown(q.now+dur) || !a.cpuOK(q.cpu) || !a.ramOK(q.ram) || !gpusOK(a.gpus, q.g) ||
+			beyond(s1*a.rel.float(), float64(q.cap)) || b == always || secNanos(a.until) < b+dur
+	}
+	return skip, bound
+}
+
+// planRegions finds, for a gang, the q.n best candidates of each region by
+// less: best-first within the region, until the next subtree's bound (on
+// key) is beyond its q.n-th candidate. try judges a node.
+func (e *Engine) planRegions(q *query, sig *signature, skip func(*agg, *planAgg, float64) bool, bound func(*agg, *planAgg) int64,
+	try func(*node) (cand, bool), less func(a, b *cand) int, key func(*cand) int64) []cand {
+	var all []cand
+	var shelves []*shelf
+	for _, r := range sig.regions {
+		shelves = shelves[:0]
+		for _, c := range sig.byRegion[r] {
+			if c.maxJob == 0 || c.maxJob >= q.dur {
+				shelves = append(shelves, c.sh)
+			}
+		}
+		var top []cand
+		visit := func(nd *node) {
+			c, ok := try(nd)
+			if !ok || (len(top) == q.n && less(&c, &top[q.n-1]) >= 0) {
+				return
+			}
+			i, _ := slices.BinarySearchFunc(top, c, func(a, b cand) int { return less(&a, &b) })
+			top = slices.Insert(top, i, c)
+			if len(top) > q.n {
+				top = top[:q.n]
+			}
+		}
+		stop := func(b int64) bool { return len(top) == q.n && b > key(&top[q.n-1]) }
+		e.bestFirst(shelves, q.ti, skip, bound, visit, stop)
+		all = append(all, top...)
+	}
+	return all
+}
+
 // reservable is nd as a candidate for q's reservation: when q.g GPUs free
 // up there, if its window then still covers q.
 func (e *Engine) reservable(q *query, nd *node) (cand, bool) {
-	if nd.res != nil || nd.asks[q.ti] > q.cap || (q.cpu > 0 && nd.n.CPUCores < q.cpu) || (q.ram > 0 && nd.n.RAMMB < q.ram) {
+	if nd.res != nil || nd.asks[q.ti] > q.cap || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) {
 		return cand{}, false
 	}
 	t := e.earliest(q, nd, q.g)
@@ -407,17 +453,6 @@ func reservationDecision(q *query, set []cand) Decision {
 	return Decision{Reservation: r, Reason: fmt.Sprintf(
 		"no node can take it now; reserved %s from %s (shorter jobs may use them until then)",
 		reservedList(r.Nodes), r.Start.Format(time.RFC3339))}
-}
-
-// walkClasses walks, for s, every view of q's tier in the classes that
-// accept q.
-func (e *Engine) walkClasses(q *query, sig *signature, s *search) {
-	for _, c := range sig.all {
-		if c.key.maxJob > 0 && c.key.maxJob < q.dur {
-			continue
-		}
-		c.views[q.ti].walk(s)
-	}
 }
 
 // choosePlan picks q.n candidates in one region: the first q.n of a region
@@ -464,6 +499,36 @@ func choosePlan(q *query, cands []cand, less func(a, b *cand) int, key func(set 
 // waitReason says, cheaply, why a job waits: the class-level rejections
 // exactly, and that the nodes that match have no room for it now.
 func (e *Engine) waitReason(q *query, sig *signature) string {
+	key := waitKey{ti: q.ti, g: q.g, n: q.n, dur: q.dur, cap: q.cap, bronze: q.job.Tier == idlegrid.TierBronze}
+	if sig.waitGen != e.memberGen {
+		clear(sig.waits)
+		sig.waitGen = e.memberGen
+	}
+	if r, ok := sig.waits[key]; ok {
+		return r
+	}
+	r := e.composeWaitReason(q, sig)
+	if sig.waits == nil {
+		sig.waits = map[waitKey]string{}
+	}
+	if len(sig.waits) < maxWaits {
+		sig.waits[key] = r
+	}
+	return r
+}
+
+// waitKey is what a wait reason reads of a job, besides its signature.
+type waitKey struct {
+	ti, g, n int
+	dur      int64
+	cap      idlegrid.Micros
+	bronze   bool
+}
+
+// maxWaits bounds the wait reasons a signature keeps.
+const maxWaits = 64
+
+func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 	counts := map[Reason]int{}
 	for i, c := range sig.rejected { // the tier comes first in check order
 		counts[ReasonTier] += c.count - c.sold[q.ti]
@@ -476,8 +541,8 @@ func (e *Engine) waitReason(q *query, sig *signature) string {
 		case c.key.maxJob > 0 && c.key.maxJob < q.dur:
 			counts[ReasonMaxDuration] += c.sold[q.ti]
 		default:
-			counts[ReasonReliability] += c.sold[q.ti] - len(c.views[q.ti].order)
-			matching += len(c.views[q.ti].order)
+			counts[ReasonReliability] += c.sold[q.ti] - c.inView[q.ti]
+			matching += c.inView[q.ti]
 		}
 	}
 	for r, n := range counts {
@@ -535,3 +600,6 @@ func plural(n int, one, many string) string {
 	}
 	return many
 }
+
+// coverScratch is reused by victim searches.
+type coverScratch struct{}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -12,59 +13,85 @@ import (
 // tierCount is the number of tiers; a tier's index is its Rank.
 const tierCount = 3
 
+// inlineSlots is how many GPUs' holds a node keeps in its own memory.
+const inlineSlots = 8
+
 // always is the window end of a node offered around the clock.
 const always = math.MaxInt64
 
-// node is an online node as the engine keeps it.
+// node is an online node as the engine keeps it. The fields a search
+// reads at every leaf it judges come first, so that judging a node costs
+// one or two cache lines.
 type node struct {
-	n   *idlegrid.Node
-	id  string
+	// The first cache line: what judging a node for a job reads.
+	until    int64                      // unix nanos when the current window ends; 0 closed; always
+	asks     [tierCount]idlegrid.Micros // floors × pct / 100
+	rel      float64                    // reliability clamped to [minReliability, 1]
+	mark     uint64                     // the last search that judged it
+	cpu, ram int32                      // the node's CPU cores and RAM MB, saturated (see hasCPU)
+	free     int32                      // GPUs no hold has
+	views    uint8                      // bit t: the node is in tier t's view (sells it and, for gold, meets the bar)
+	cached   bool                       // it caches some dataset
+	mixed    bool                       // its class has more than one kind of GPU
+	reserved bool                       // res is set
+
+	s1  [tierCount]float64 // asks ÷ rel: the score at weight 1
+	res *reservation
 	cls *class
+
+	resGPUs int     // GPUs res holds here
+	bronze  int     // GPUs of bronze holds not yet given notice: at most what preemption could free
+	key     float64 // its place in its shelves' order: the weight-1 score at its key tier
+
+	n  *idlegrid.Node
+	id string
+	// gpus are its GPUs by UUID, its slots; held is the hold on each
+	// slot (nil: free), and holds lists them, with sums[i] what its index
+	// entries read of holds[i] (kept by addHold, dropHold and resum). All
+	// live in the node's own buffers while they fit, so that a change of
+	// holds reads no more memory than it must.
+	gpus     []idlegrid.GPU
+	held     []*hold
+	holds    []*hold
+	sums     []holdSum
+	heldBuf  [inlineSlots]*hold
+	holdsBuf [inlineSlots]*hold
+	sumsBuf  [inlineSlots]holdSum
 	// shelves are the node sets it is in: its class, and per cached
 	// dataset the class's sub-shelf of nodes caching it; pos[i] is its
-	// index in shelves[i]'s views while they are clean.
+	// index in shelves[i] while that is clean.
 	shelves []*shelf
-	pos     [][tierCount]int
+	pos     []int32
 	ver     uint64 // bumps on every upsert and removal, so stale events are skipped
 
-	slots  []slot // every GPU, by UUID
-	free   int    // GPUs no hold has
-	bronze int    // GPUs of bronze leases not yet given notice: what preemption could free
-	holds  []*hold
-
-	rel    float64                    // reliability clamped to [minReliability, 1]
 	floors [tierCount]idlegrid.Micros // the ask's floor per tier; 0: not sold
 	pct    int64                      // time-of-day multiplier in force, percent
-	asks   [tierCount]idlegrid.Micros // floors × pct / 100
-	s1     [tierCount]float64         // asks ÷ rel: the score at weight 1, the views' order
 	loc    *time.Location
 
-	until    int64 // unix nanos when the current window ends; 0 closed; always
 	nextOpen int64 // unix nanos of the next opening when closed; 0 unknown
 
-	leaf     agg      // the index entry last written for it by touch
-	datasets []string // cached datasets, sorted
-	res      *reservation
-	resGPUs  int    // GPUs res holds here
-	mark     uint64 // dedup scratch for one search
-}
-
-// slot is one GPU and the hold on it, if any.
-type slot struct {
-	gpu  idlegrid.GPU
-	hold *hold
+	leaf      agg     // its index entry, kept by touch
+	leafPlan  planAgg // its plan entry, kept by touch
+	base      agg     // what of leaf its offer, record and prices decide (see setBase)
+	basePlan  planAgg
+	datasets  []string // cached datasets, sorted
+	cell      *cell    // the market view's cell of cellModel in its region, once a pick of it has cleared
+	cellModel string
 }
 
 // hold is GPUs held on a node: a live lease, or a claim, which is a
 // committed placement whose lease the coordinator has not added yet.
+// Holds are reused once released; gen tells a stale reference apart.
 type hold struct {
 	leaseID string // empty for a claim
 	jobID   string
 	nodeID  string
 	nd      *node // nil while the node is offline
 	tier    idlegrid.Tier
-	uuids   []string
-	gpus    int // slots it holds on nd
+	bronze  bool     // tier is bronze
+	uuids   []string // its GPUs, kept while the node is offline
+	gpus    int      // slots it holds on nd
+	gen     uint64
 
 	start      int64 // unix nanos: started, or created when not started yet
 	end        int64 // expected end: start + limit
@@ -76,6 +103,51 @@ type hold struct {
 	noticeSeconds int64
 }
 
+// holdSum is what a node's index entries read of one of its holds.
+type holdSum struct {
+	freeBy  int64 // see hold.freeBy
+	start   int64
+	restart int64 // the later of start and checkpoint
+	gpus    int32
+	bronze  bool // a bronze hold not given notice
+	lease   bool
+}
+
+func sumOf(h *hold) holdSum {
+	return holdSum{freeBy: h.freeBy(), start: h.start, restart: max(h.start, h.checkpoint), gpus: int32(h.gpus),
+		bronze: h.bronze && !h.noticed, lease: h.leaseID != ""}
+}
+
+// addHold lists h among the node's holds.
+func (nd *node) addHold(h *hold) {
+	nd.holds = append(nd.holds, h)
+	nd.sums = append(nd.sums, sumOf(h))
+}
+
+// dropHold takes h off the node's holds.
+func (nd *node) dropHold(h *hold) {
+	if i := slices.Index(nd.holds, h); i >= 0 {
+		nd.holds = slices.Delete(nd.holds, i, i+1)
+		nd.sums = slices.Delete(nd.sums, i, i+1)
+	}
+}
+
+// resum refreshes the summary of h, one of the node's holds, after a
+// change.
+func (nd *node) resum(h *hold) {
+	if i := slices.Index(nd.holds, h); i >= 0 {
+		nd.sums[i] = sumOf(h)
+	}
+}
+
+// resumAll refreshes every summary.
+func (nd *node) resumAll() {
+	nd.sums = nd.sums[:0]
+	for _, h := range nd.holds {
+		nd.sums = append(nd.sums, sumOf(h))
+	}
+}
+
 // freeBy is when the hold's GPUs should be free: its expected end, or the
 // end of its notice when that comes first.
 func (h *hold) freeBy() int64 {
@@ -85,10 +157,16 @@ func (h *hold) freeBy() int64 {
 	return h.end
 }
 
+// bronzeRunning reports whether h is a bronze lease not given notice: one
+// that preemption could stop, once old enough.
+func (h *hold) bronzeRunning() bool {
+	return h.bronze && !h.noticed && h.leaseID != ""
+}
+
 // preemptible reports whether h is a bronze lease that may be given notice
 // for higher-tier work at now.
 func (h *hold) preemptible(now, minRuntime int64) bool {
-	return h.leaseID != "" && h.tier == idlegrid.TierBronze && !h.noticed && now-h.start >= minRuntime
+	return h.bronzeRunning() && now-h.start >= minRuntime
 }
 
 // lostGPUSeconds is the work stopping h at now throws away.
@@ -116,28 +194,46 @@ func (r *reservation) public(start int64) *Reservation {
 	return p
 }
 
-// recount recomputes the node's free and preemptible GPU counts.
-func (nd *node) recount() {
-	nd.free, nd.bronze = 0, 0
-	for i := range nd.slots {
-		if nd.slots[i].hold == nil {
-			nd.free++
-		}
-	}
-	for _, h := range nd.holds {
-		if h.leaseID != "" && h.tier == idlegrid.TierBronze && !h.noticed {
-			nd.bronze += h.gpus
-		}
-	}
+// hasCPU and hasRAM report whether the node has that many CPU cores and
+// MB of RAM.
+func (nd *node) hasCPU(cores int) bool {
+	return int(nd.cpu) >= cores || (nd.cpu == math.MaxInt32 && nd.n.CPUCores >= cores)
 }
 
-// slot returns the slot of the GPU with the given UUID, or nil.
-func (nd *node) slot(uuid string) *slot {
-	i, ok := slices.BinarySearchFunc(nd.slots, uuid, func(s slot, u string) int { return strings.Compare(s.gpu.UUID, u) })
-	if !ok {
-		return nil
+func (nd *node) hasRAM(mb int) bool {
+	return int(nd.ram) >= mb || (nd.ram == math.MaxInt32 && nd.n.RAMMB >= mb)
+}
+
+// setRes sets the node's reservation, holding gpus of its GPUs.
+func (nd *node) setRes(r *reservation, gpus int) {
+	nd.res, nd.resGPUs, nd.reserved = r, gpus, r != nil
+}
+
+// inView reports whether the node is in tier t's view: it sells t, and for
+// gold meets the bar.
+func (nd *node) inView(t int) bool { return nd.views&(1<<t) != 0 }
+
+// slot returns the index of the slot of the GPU with the given UUID, or
+// -1. The UUIDs a coordinator passes back are most often the very strings
+// the engine handed out, so it looks for those first, without reading
+// any bytes.
+func (nd *node) slot(uuid string) int {
+	for i := range nd.gpus {
+		if sameString(nd.gpus[i].UUID, uuid) {
+			return i
+		}
 	}
-	return &nd.slots[i]
+	i, ok := slices.BinarySearchFunc(nd.gpus, uuid, func(g idlegrid.GPU, u string) int { return strings.Compare(g.UUID, u) })
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+// sameString reports whether a and b are the same string in memory: equal
+// without comparing their bytes. False says nothing.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
 // setPrices applies a time-of-day multiplier to the floors.
@@ -147,21 +243,20 @@ func (nd *node) setPrices(pct int64) {
 		nd.asks[t] = nd.floors[t] * idlegrid.Micros(pct) / 100
 		nd.s1[t] = float64(nd.asks[t]) / nd.rel
 	}
-}
-
-// posIn returns where the node's index in v is kept.
-func (nd *node) posIn(v *view) *int {
-	for i, s := range nd.shelves {
-		if s == v.shelf {
-			return &nd.pos[i][v.tier]
-		}
+	switch {
+	case nd.floors[1] > 0:
+		nd.key = nd.s1[1]
+	case nd.floors[2] > 0:
+		nd.key = nd.s1[2]
+	default:
+		nd.key = nd.s1[0]
 	}
-	return nil
+	nd.setBase()
 }
 
 // cachesAny reports whether the node holds any of the job's datasets.
 func (nd *node) cachesAny(job *idlegrid.Job) bool {
-	if len(nd.datasets) == 0 {
+	if !nd.cached {
 		return false
 	}
 	for _, d := range job.Datasets {
@@ -181,10 +276,10 @@ func (nd *node) caches(name string) bool {
 // freeAt is how many GPUs should be free at t: free now, plus those of
 // holds that end by then.
 func (nd *node) freeAt(t int64) int {
-	n := nd.free
-	for _, h := range nd.holds {
-		if h.freeBy() <= t {
-			n += h.gpus
+	n := int(nd.free)
+	for i := range nd.sums {
+		if s := &nd.sums[i]; s.freeBy <= t {
+			n += int(s.gpus)
 		}
 	}
 	return n

@@ -87,7 +87,7 @@ func noticeExpired(l *idlegrid.Lease, now time.Time) bool {
 // leases past their time limit.
 func (s *Server) reapLeases(ctx context.Context) error {
 	now := s.Now()
-	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{States: liveLeaseStates, Limit: 1 << 30})
+	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{States: liveLeaseStates, Limit: everyRow})
 	if err != nil {
 		return err
 	}

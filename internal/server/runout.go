@@ -34,7 +34,7 @@ import (
 // checkRunout runs the check for every renter with live leases.
 func (s *Server) checkRunout(ctx context.Context) error {
 	now := s.Now()
-	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{States: liveLeaseStates, Limit: 1 << 30})
+	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{States: liveLeaseStates, Limit: everyRow})
 	if err != nil {
 		return err
 	}

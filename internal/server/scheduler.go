@@ -152,7 +152,7 @@ func (s *Server) buildEngine(ctx context.Context) (*market.Engine, error) {
 		e.UpsertNode(n)
 		s.marks.setKnown(n.ID, true)
 	}
-	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{States: liveLeaseStates, Limit: 1 << 30})
+	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{States: liveLeaseStates, Limit: everyRow})
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,9 @@ func (s *Server) applyMarks(ctx context.Context, e *market.Engine) error {
 func (s *Server) schedulePass(ctx context.Context, e *market.Engine) error {
 	// Read the queue before the marks: every change that happened before a
 	// job was submitted is then in the engine when the job is placed.
-	jobs, err := s.store.ListJobs(ctx, idlegrid.JobFilter{States: []idlegrid.JobState{idlegrid.JobQueued}, Limit: queuedPerPass})
+	jobs, err := s.store.ListJobs(ctx, idlegrid.JobFilter{
+		States: []idlegrid.JobState{idlegrid.JobQueued}, Limit: queuedPerPass, OldestFirst: true,
+	})
 	if err != nil {
 		return err
 	}
@@ -241,6 +243,10 @@ func (s *Server) schedulePass(ctx context.Context, e *market.Engine) error {
 	}
 	return err
 }
+
+// everyRow is the Limit of the server's own reads that must see every row:
+// without one the store returns its default page.
+const everyRow = 1 << 30
 
 // queuedPerPass is how many queued jobs one pass reads.
 const queuedPerPass = 10000

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -21,13 +22,16 @@ func (db *DB) PlaceJobs(ctx context.Context, ps []*idlegrid.Placement) []error {
 	if len(ps) == 0 {
 		return errs
 	}
+	// The transaction ends when ctx does; its statements need not each
+	// watch ctx too, which costs the driver a goroutine per statement.
+	stmtCtx := context.WithoutCancel(ctx)
 	err := db.update(ctx, func(tx *sql.Tx) error {
 		clear(errs) // a retried transaction starts over
 		for i, p := range ps {
 			if errs[i] = checkPlacement(p); errs[i] != nil {
 				continue
 			}
-			failed, err := db.placeBehindSavepoint(ctx, tx, p)
+			failed, err := db.placeBehindSavepoint(stmtCtx, tx, p)
 			if err != nil {
 				return err
 			}
@@ -62,4 +66,15 @@ func (db *DB) placeBehindSavepoint(ctx context.Context, tx *sql.Tx, p *idlegrid.
 		return nil, err
 	}
 	return db.dialect.translate(failed), nil
+}
+
+// findNodeState reads what a placement needs of a node, its owner and
+// state, without decoding its offer.
+func findNodeState(ctx context.Context, tx *sql.Tx, id string) (*idlegrid.Node, error) {
+	n := &idlegrid.Node{ID: id}
+	err := tx.QueryRowContext(ctx, `SELECT provider_id, state FROM nodes WHERE id = $1`, id).Scan(&n.ProviderID, &n.State)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("node", id)
+	}
+	return n, err
 }

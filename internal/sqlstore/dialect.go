@@ -71,9 +71,20 @@ func openPostgres(dsn string) (*sql.DB, error) {
 // lets readers run beside the writer; busy_timeout makes a second writer
 // wait instead of failing; _txlock=immediate takes the write lock at BEGIN,
 // so two writers never both read and then deadlock upgrading their locks.
-// Read-only transactions still begin deferred.
+// Read-only transactions still begin deferred. temp_store(MEMORY) keeps the
+// savepoint journals of PlaceJobs in memory rather than in temporary files;
+// cache_size lets a batch of placements touch 64 MiB of pages without
+// spilling them to the WAL before it commits.
 const sqlitePragmas = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
-	"&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	"&_pragma=foreign_keys(1)&_pragma=temp_store(MEMORY)&_pragma=cache_size(-65536)&_txlock=immediate"
+
+// sqliteSynchronous is the durability of a commit unless the DSN sets its
+// own, e.g. idlegrid.db?_pragma=synchronous(FULL). In WAL mode NORMAL
+// syncs the WAL at each checkpoint, not at each commit: a commit survives
+// the process crashing, but the power failing or the OS crashing may undo
+// the last transactions before the next checkpoint (never half of one).
+// FULL syncs the WAL at every commit. See BENCHMARKS.md for what each costs.
+const sqliteSynchronous = "&_pragma=synchronous(NORMAL)"
 
 func openSQLite(dsn string) (*sql.DB, error) {
 	path, _, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
@@ -89,10 +100,11 @@ func openSQLite(dsn string) (*sql.DB, error) {
 	if strings.Contains(dsn, "?") {
 		sep = "&"
 	}
-	db, err := sql.Open("sqlite", dsn+sep+sqlitePragmas)
-	if err != nil {
-		return nil, err
+	pragmas := sqlitePragmas
+	if !strings.Contains(dsn, "synchronous") {
+		pragmas += sqliteSynchronous
 	}
+	db := sql.OpenDB(stmtCacheConnector{dsn: dsn + sep + pragmas, driver: sqliteDriver})
 	if path == ":memory:" {
 		db.SetMaxOpenConns(1) // every connection would be its own database
 	}

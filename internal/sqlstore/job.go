@@ -82,7 +82,8 @@ func (db *DB) FindJob(ctx context.Context, id string) (*idlegrid.Job, error) {
 	return j, err
 }
 
-// ListJobs returns the jobs that match f, newest first.
+// ListJobs returns the jobs that match f, newest first unless
+// f.OldestFirst.
 func (db *DB) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegrid.Job, error) {
 	var a args
 	q := `SELECT ` + jobColumns + ` FROM jobs WHERE 1 = 1`
@@ -92,7 +93,11 @@ func (db *DB) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegrid.J
 	if len(f.States) > 0 {
 		q += ` AND state IN ` + in(&a, f.States)
 	}
-	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
+	order := ` ORDER BY created_at DESC, id DESC`
+	if f.OldestFirst {
+		order = ` ORDER BY created_at, id`
+	}
+	q += order + ` LIMIT ` + a.add(limitOf(f.Limit))
 	var out []*idlegrid.Job
 	err := db.view(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, q, a...)

@@ -86,7 +86,7 @@ func (db *DB) insertLease(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, p *i
 	if err := checkLease(j, p, l); err != nil {
 		return err
 	}
-	n, err := findNode(ctx, tx, l.NodeID)
+	n, err := findNodeState(ctx, tx, l.NodeID)
 	if err != nil {
 		return err
 	} else if n.State != idlegrid.NodeOnline {

@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -38,6 +39,11 @@ const DefaultLimit = 1000
 type DB struct {
 	db      *sql.DB
 	dialect *dialect
+	// writer queues this process's write transactions on SQLite, which runs
+	// one at a time anyway: waiting here costs nothing, while a writer that
+	// finds the database locked waits in SQLite's busy handler, which
+	// sleeps 1, 2, 5, … 100 ms between tries.
+	writer sync.Mutex
 }
 
 var _ idlegrid.Store = (*DB)(nil)
@@ -98,6 +104,10 @@ func (db *DB) Ping(ctx context.Context) error {
 // update runs fn in a write transaction and commits it if fn returns nil.
 // A transaction the database aborted to break a deadlock is retried.
 func (db *DB) update(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if db.dialect == sqliteDialect {
+		db.writer.Lock()
+		defer db.writer.Unlock()
+	}
 	return db.inTx(ctx, nil, fn)
 }
 

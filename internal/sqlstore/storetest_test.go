@@ -367,6 +367,7 @@ func testJobs(t *testing.T, db *sqlstore.DB) {
 			{"all newest first", idlegrid.JobFilter{}, []string{j3.ID, j2.ID, j1.ID}},
 			{"renter", idlegrid.JobFilter{RenterID: r1.ID}, []string{j2.ID, j1.ID}},
 			{"limit", idlegrid.JobFilter{Limit: 2}, []string{j3.ID, j2.ID}},
+			{"oldest first", idlegrid.JobFilter{OldestFirst: true, Limit: 2}, []string{j1.ID, j2.ID}},
 			{"state", idlegrid.JobFilter{States: []idlegrid.JobState{idlegrid.JobQueued}, RenterID: r2.ID}, []string{j3.ID}},
 			{"no match", idlegrid.JobFilter{States: []idlegrid.JobState{idlegrid.JobRunning}}, nil},
 		} {
