@@ -81,6 +81,10 @@ type LeaseReport struct {
 	// CheckpointRef is where the workload left its checkpoint, so that a
 	// requeued job resumes from it.
 	CheckpointRef string `json:"checkpoint_ref,omitempty"`
+	// OutputDigest is "sha256:" and the hex SHA-256 of everything a
+	// verifiable job's workload wrote to standard output, each line
+	// followed by a newline; set when a verifiable lease succeeds.
+	OutputDigest string `json:"output_digest,omitempty"`
 }
 
 // LogBatch carries lines of a lease's output.

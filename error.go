@@ -16,6 +16,7 @@ const (
 	EPAYMENT      = "payment"      // not enough balance
 	ETOOLARGE     = "too_large"    // the request body is over the limit
 	EUNAVAILABLE  = "unavailable"  // try again later
+	ETOOMANY      = "too_many"     // over a rate or concurrency limit; slow down
 	EINTERNAL     = "internal"     // a bug or an infrastructure failure
 )
 

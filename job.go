@@ -85,7 +85,21 @@ type JobSpec struct {
 	// CheckpointRef is where the job resumes from. A preempted job is
 	// requeued with the reference its last lease reported.
 	CheckpointRef string `json:"checkpoint_ref,omitempty"`
+
+	// Verifiable says the job's output is deterministic: the same inputs
+	// print the same standard output. The market may then re-run a sample
+	// of its leases on another provider's node and compare the output
+	// digests (docs/trust.md, "Verification of work").
+	Verifiable bool `json:"verifiable,omitempty"`
+	// AvoidProviders are providers whose nodes must not run the job.
+	AvoidProviders []string `json:"avoid_providers,omitempty"`
+	// VerifiesLeaseID marks a re-run the market made to check that lease's
+	// output; only the market sets it.
+	VerifiesLeaseID string `json:"verifies_lease_id,omitempty"`
 }
+
+// MaxAvoidProviders bounds JobSpec.AvoidProviders.
+const MaxAvoidProviders = 32
 
 // Dataset is input data a job reads.
 type Dataset struct {
@@ -176,6 +190,14 @@ func (s *JobSpec) Validate(now time.Time) error {
 	}
 	if len(s.CheckpointRef) > 1000 {
 		return Invalid("job.checkpoint_ref", "at most 1000 characters")
+	}
+	if len(s.AvoidProviders) > MaxAvoidProviders {
+		return Invalid("job.avoid_providers", "at most %d providers", MaxAvoidProviders)
+	}
+	for _, p := range s.AvoidProviders {
+		if p == "" || len(p) > 64 {
+			return Invalid("job.avoid_providers", "provider IDs must be 1-64 characters")
+		}
 	}
 	for k := range s.Env {
 		if !envKeyRE.MatchString(k) {

@@ -89,7 +89,8 @@ const (
 	// provider bond.
 	TransferBond TransferKind = "bond"
 	// TransferPenalty takes a penalty from a provider's bond: provider bond
-	// → market penalties.
+	// → market penalties, or → the harmed renter's available balance when
+	// the trust policy gives it to the renter.
 	TransferPenalty TransferKind = "penalty"
 )
 

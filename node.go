@@ -11,6 +11,12 @@ type GPU struct {
 	UUID   string `json:"uuid"`
 	Model  string `json:"model"` // canonical model name, e.g. "H100-80GB", "RTX4090"
 	VRAMMB int    `json:"vram_mb"`
+	// The hardware's fingerprint (attest.go), where the driver reports it.
+	PCIBusID       string `json:"pci_bus_id,omitempty"`       // e.g. "00000000:18:00.0"
+	PCIDeviceID    string `json:"pci_device_id,omitempty"`    // 8 hex digits, device then vendor, e.g. "233010DE"
+	PCISubsystemID string `json:"pci_subsystem_id,omitempty"` // e.g. "16C110DE"
+	DriverVersion  string `json:"driver_version,omitempty"`   // e.g. "550.54.15"
+	VBIOSVersion   string `json:"vbios_version,omitempty"`    // e.g. "96.00.74.00.01"
 }
 
 // NodeState is whether a node is reachable.
@@ -134,6 +140,9 @@ type Offer struct {
 	Ask       Ask               `json:"ask"`
 	// CachedDatasets names the datasets the node already holds locally.
 	CachedDatasets []string `json:"cached_datasets,omitempty"`
+	// Models are the models the node serves for inference now: those of
+	// its configured local servers that pass their health checks.
+	Models []ModelOffer `json:"models,omitempty"`
 }
 
 var (
@@ -178,6 +187,9 @@ func (o *Offer) Validate() error {
 	if err := o.Schedule.Validate("offer.schedule"); err != nil {
 		return err
 	}
+	if err := validateModels(o.Models); err != nil {
+		return err
+	}
 	return o.Ask.Validate("offer.ask")
 }
 
@@ -190,12 +202,17 @@ type Node struct {
 	State         NodeState `json:"state"`
 	LastHeartbeat time.Time `json:"last_heartbeat"`
 	AgentVersion  string    `json:"agent_version"`
-	// Reliability is in (0,1], from the node's record of completed and failed
-	// leases (see ReliabilityOf).
+	// Reliability is in (0,1]: the node's reputation score once it has one
+	// (reputation.go), before that from its lease record (ReliabilityOf).
 	Reliability     float64   `json:"reliability"`
 	LeasesCompleted int64     `json:"leases_completed"`
 	LeasesFailed    int64     `json:"leases_failed"` // failures the provider caused
+	Level           int       `json:"level"`         // trust level, 0 a newcomer; gold needs the trust policy's (reputation.go)
 	CreatedAt       time.Time `json:"created_at"`
+
+	// Quarantined nodes take no new leases until an admin lifts the
+	// quarantine (attest.go).
+	Quarantined bool `json:"quarantined,omitempty"`
 }
 
 // ReliabilityOf is a node's reliability from its record: the share of leases

@@ -13,6 +13,13 @@ import (
 // that does not allow the change, EPAYMENT for a transfer that would take an
 // account below zero.
 type Store interface {
+	ReputationStore   // reputation.go
+	AuditStore        // audit.go
+	DisputeStore      // dispute.go
+	VerificationStore // verification.go
+
+	AttestationStore // attest.go
+
 	CreateAccount(ctx context.Context, a *Account) error
 	FindAccount(ctx context.Context, id string) (*Account, error)
 	ListAccounts(ctx context.Context) ([]*Account, error)
@@ -37,6 +44,12 @@ type Store interface {
 	// Heartbeat marks the node online at at.
 	Heartbeat(ctx context.Context, nodeID string, at time.Time) error
 	SetNodeState(ctx context.Context, nodeID string, s NodeState, at time.Time) error
+	// FindNodeSchedule returns a node's schedule in force, its owner's and
+	// its agent's. SetNodeSchedule keeps the owner's (nil removes it) and
+	// applies EffectiveSchedule to the node's offer at once; UpdateOffer
+	// applies it to every later offer.
+	FindNodeSchedule(ctx context.Context, nodeID string) (*NodeSchedule, error)
+	SetNodeSchedule(ctx context.Context, nodeID string, owner *Schedule, at time.Time) (*NodeSchedule, error)
 
 	CreateJob(ctx context.Context, j *Job) error
 	FindJob(ctx context.Context, id string) (*Job, error)

@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 
+	"github.com/idlegrid/idlegrid"
+
 	"github.com/idlegrid/idlegrid/internal/runtime"
 )
 
@@ -11,6 +13,13 @@ import (
 // the policy counts them as the agent's and their work gets notice.
 type leaseGPUs interface {
 	LeaseGPUs(leaseID string) []string
+}
+
+// leaseTier is implemented by a runtime that can say an adopted lease's
+// SLA tier (docker reads it from a label), so that a bronze lease the
+// node's policy stops still gets its notice as grace.
+type leaseTier interface {
+	LeaseTier(leaseID string) idlegrid.Tier
 }
 
 // adopt takes back, when the runtime is a runtime.Adopter, the workloads a
@@ -45,7 +54,11 @@ func (a *Agent) adopt(ctx, workCtx context.Context) {
 		if lg, ok := a.rt.(leaseGPUs); ok {
 			w.GPUs = lg.LeaseGPUs(id)
 		}
+		if lt, ok := a.rt.(leaseTier); ok {
+			w.Job.Tier = lt.LeaseTier(id)
+		}
 		l := newLease(w, a.clock)
+		l.tier = w.Job.Tier
 		l.notice = DefaultNotice // its lease's own notice is not known here
 		l.markStarted()
 		a.resumeMeter(l)

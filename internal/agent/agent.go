@@ -117,6 +117,8 @@ type Agent struct {
 	lastGPUs     []idlegrid.GPU  // the GPUs of the last offer built
 	powerRefused map[string]bool // GPUs that refused the power cap
 	telemetry    telemetry       // the GPUs' last telemetry, for the leases' meters
+	models       *models         // the models served for inference (models.go)
+	attested     attestation     // the fingerprint the server holds (attest.go)
 
 	mu        sync.Mutex
 	nodeID    string
@@ -147,6 +149,7 @@ func New(o Options) (*Agent, error) {
 		heartbeatEvery: defaultHeartbeat,
 		leases:         map[string]*lease{}, finished: map[string]time.Time{},
 		policy: newPolicy(o.Config), ownsProcess: o.OwnsProcess, powerRefused: map[string]bool{},
+		models: newModels(o.Config),
 	}
 	if a.clock == nil {
 		a.clock = idlegrid.SystemClock{}
@@ -190,6 +193,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if !a.ran.CompareAndSwap(false, true) {
 		return errors.New("agent: Run called twice")
 	}
+	a.models.checkAll(ctx, a.log.Info) // so that the first offer lists the healthy models
 	offer, err := a.offer(ctx)
 	if err != nil {
 		return err
@@ -200,6 +204,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.publish(ctx, offer); err != nil {
 		return quiet(ctx, err)
 	}
+	a.attest(ctx, &a.attested)
 	a.log.Info("agent serving", "node", a.NodeID(), "server", a.cfg.Server, "gpus", len(offer.GPUs), "heartbeat", a.heartbeatEvery)
 	a.serve(ctx)
 	return nil
@@ -318,6 +323,8 @@ func (a *Agent) serve(ctx context.Context) {
 	loops.Go(func() { a.heartbeatLoop(ctx) })
 	loops.Go(func() { a.commandLoop(ctx, workCtx) })
 	loops.Go(func() { a.watchLoop(ctx) })
+	loops.Go(func() { a.models.loop(ctx, a.log.Info) })
+	loops.Go(func() { a.challengeLoop(ctx, &a.attested) })
 	loops.Wait()
 	a.shutdown(cancelWork)
 }
@@ -333,7 +340,7 @@ func (a *Agent) keepSession(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	go func() { // owned by stop
 		defer close(done)
-		if err := ss.RunSession(ctx, nil, a.log); err != nil {
+		if err := ss.RunSession(ctx, a.models, a.log); err != nil {
 			a.log.Warn("no session with the server; calls go over plain HTTP", "err", err)
 		}
 	}()

@@ -80,6 +80,12 @@ type Config struct {
 	// FakeSpeed runs the fake runtime's workloads this many times faster
 	// than real time; zero means 1.
 	FakeSpeed float64 `yaml:"fake_speed"`
+
+	// Models are served for inference through the gateway (models.go);
+	// ModelHealthInterval is how often their servers are checked, zero
+	// means DefaultModelHealthInterval.
+	Models              []ModelConfig `yaml:"models"`
+	ModelHealthInterval time.Duration `yaml:"model_health_interval"`
 }
 
 // ScheduleConfig is when the node is offered. Mode defaults to always.
@@ -192,6 +198,9 @@ func (c *Config) Validate() error {
 		return idlegrid.Invalid("receipt_interval", "must be whole seconds between 1s and 1h (0 means %v), got %v", DefaultReceiptInterval, c.ReceiptInterval)
 	}
 	if err := c.validatePolicy(); err != nil {
+		return err
+	}
+	if err := c.validateModels(); err != nil {
 		return err
 	}
 	gpus := []idlegrid.GPU{{UUID: "GPU-placeholder", Model: "placeholder", VRAMMB: 1}}

@@ -2,7 +2,11 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"hash"
+	"io"
 	"sync"
 	"time"
 
@@ -48,12 +52,19 @@ type lease struct {
 	dropped    int                // lines dropped since the last note
 	lastErr    string             // the last stderr line, for the failure message
 	exit       *runtime.Exit
+	// output hashes standard output as it comes, dropped lines too, for
+	// a verifiable job's OutputDigest.
+	output hash.Hash
 
 	meter meter // its usage receipts (receipts.go)
 }
 
 func newLease(w runtime.Workload, clock idlegrid.Clock) *lease {
-	return &lease{id: w.LeaseID, w: w, clock: clock, events: make(chan runtime.Event, 64), wake: make(chan struct{}, 1)}
+	l := &lease{id: w.LeaseID, w: w, clock: clock, events: make(chan runtime.Event, 64), wake: make(chan struct{}, 1)}
+	if w.Job.Verifiable {
+		l.output = sha256.New()
+	}
+	return l
 }
 
 // runLease starts the lease's workload, takes its events until it exits,
@@ -161,6 +172,9 @@ func (l *lease) take(ev runtime.Event) bool {
 
 // addLine numbers and buffers a line of output. l.mu is held.
 func (l *lease) addLine(line idlegrid.LogLine) {
+	if l.output != nil && line.Stream != "stderr" {
+		io.WriteString(l.output, line.Text+"\n")
+	}
 	if len(l.lines) >= maxBufferedLines {
 		l.dropped++
 		return
@@ -290,6 +304,9 @@ func (l *lease) final() idlegrid.LeaseReport {
 		r.State, r.Fault, r.Message = idlegrid.LeaseFailed, idlegrid.FaultProvider, "the runtime stopped the workload"
 	case code == 0:
 		r.State, r.Progress = idlegrid.LeaseSucceeded, 1
+		if l.output != nil {
+			r.OutputDigest = "sha256:" + hex.EncodeToString(l.output.Sum(nil))
+		}
 	default:
 		r.State, r.Fault = idlegrid.LeaseFailed, idlegrid.FaultWorkload
 		r.Message = fmt.Sprintf("exited with code %d", code)

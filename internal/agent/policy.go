@@ -361,6 +361,7 @@ func (a *Agent) offerFor(devs []gpu.Device, v map[string]verdict) (idlegrid.Offe
 	if err != nil {
 		return idlegrid.Offer{}, "", err
 	}
+	o.Models = a.models.offered()
 	a.lastGPUs = gpus
 	key := make([]string, 0, len(gpus)+1)
 	for _, g := range gpus {
@@ -370,6 +371,9 @@ func (a *Agent) offerFor(devs []gpu.Device, v map[string]verdict) (idlegrid.Offe
 	if closed {
 		o.Schedule = closedSchedule(o.Schedule.TimeZone)
 		key = append(key, "closed")
+	}
+	if k := a.models.key(); k != "" {
+		key = append(key, k)
 	}
 	return o, strings.Join(key, ","), nil
 }
@@ -415,6 +419,7 @@ func (a *Agent) watchLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-a.models.changed: // a model server came or went
 		}
 		a.watch(ctx)
 	}

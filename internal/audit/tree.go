@@ -10,10 +10,10 @@ import (
 )
 
 // LeafStore keeps the leaf hashes of a log in the order they were appended.
-// It never changes or removes a leaf. The server's SQL store implements it
-// over the table of logged entries, appending in the same transaction as the
-// posting or transition an entry records; MemoryStore is for tests and
-// development.
+// It never changes or removes a leaf. The coordinator's store appends whole
+// entries in the same transaction as the posting or transition each records,
+// and StoreLeaves reads their leaf hashes (store.go); MemoryStore is for
+// tests and development.
 type LeafStore interface {
 	// AppendLeaves adds hashes at the end of the log, in order, and returns
 	// the index of the first.

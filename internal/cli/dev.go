@@ -164,7 +164,8 @@ func (d *devMarket) run(ctx context.Context, addr string, addrSet bool, feeBPS i
 	}
 	rs, err := startServer(ctx, serveConfig{
 		listen: addr, dsn: d.path("idlegrid.db"), feeBPS: feeBPS,
-		adminKeyFile: d.path(devAdminKeyFile), logger: d.log,
+		adminKeyFile: d.path(devAdminKeyFile), logger: d.log, trustPolicy: devTrustPolicy(),
+		auditKeyFile: d.path("audit.key"),
 	})
 	if err != nil {
 		return err
@@ -350,6 +351,7 @@ func (d *devMarket) printHeader(url string) {
 	}
 	fmt.Fprintf(w, "idlegrid dev: a GPU market on this machine\n")
 	fmt.Fprintf(w, "  API       %s\n", url)
+	fmt.Fprintf(w, "  dashboard %s/ (sign in with the key in admin.key or renter.key)\n", url)
 	fmt.Fprintf(w, "  data      %s (%s)\n", d.dir, kept)
 	fmt.Fprintf(w, "  logs      %s\n", d.path("idlegrid.log"))
 	fmt.Fprintf(w, "  fleet     %d providers, %d nodes, %d GPUs; demo renter %s funded with %s\n",

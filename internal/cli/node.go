@@ -14,6 +14,10 @@ func (c *nodeCommand) Run(ctx context.Context, args []string) error {
 	return c.env.runGroup("node", "Nodes are providers' machines, joined by 'idlegrid agent'.", []subcommand{
 		{"ls", "list nodes", func(a []string) error { return c.list(ctx, a) }},
 		{"get", "show one node", func(a []string) error { return c.get(ctx, a) }},
+		{"reputation", "show a node's reputation: score, level, evidence, advice", func(a []string) error { return c.reputation(ctx, a) }},
+		{"hardware", "show a node's attested hardware, changes and challenges", func(a []string) error { return c.hardware(ctx, a) }},
+		{"quarantine", "list, add or lift quarantines", func(a []string) error { return c.quarantine(ctx, a) }},
+		{"schedule", "show, set or clear when a node is offered (its windows)", func(a []string) error { return c.schedule(ctx, a) }},
 	}, args)
 }
 
@@ -81,6 +85,9 @@ func (c *nodeCommand) get(ctx context.Context, args []string) error {
 	t.row("Name", n.Name)
 	t.row("Provider", n.ProviderID)
 	t.row("State", n.State)
+	if n.Quarantined {
+		t.row("Quarantined", "yes: takes no new leases; see 'idlegrid node hardware "+n.ID+"'")
+	}
 	t.row("GPUs", gpuSummary(n.GPUs))
 	t.row("CPU / RAM / disk", fmt.Sprintf("%d cores / %d MB / %d GB", n.CPUCores, n.RAMMB, n.DiskGB))
 	t.row("Region", n.Region)

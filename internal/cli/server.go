@@ -13,10 +13,13 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/gateway"
 	"github.com/idlegrid/idlegrid/internal/httpapi"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/session"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
+	"github.com/idlegrid/idlegrid/internal/web"
 )
 
 // shutdownTimeout bounds a graceful shutdown of the HTTP server.
@@ -27,7 +30,7 @@ type serverCommand struct{ env *env }
 
 func (c *serverCommand) Run(ctx context.Context, args []string) error {
 	fs := c.env.flags("server", help{
-		usage: "idlegrid server [--listen 127.0.0.1:7070] [--db idlegrid.db|postgres://…] [--fee-bps 1000] [--payout-hold 72h] [--bootstrap-admin-key-file FILE]",
+		usage: "idlegrid server [--listen 127.0.0.1:7070] [--db idlegrid.db|postgres://…] [--fee-bps 1000] [--payout-hold 72h] [--trust-policy FILE] [--bootstrap-admin-key-file FILE]",
 		about: `Run the coordinator: the HTTP API under /v1, the market engine that places
 jobs on nodes, the escrow ledger, and the reapers that notice silent nodes.
 Agents connect to it; nothing connects to them.
@@ -48,6 +51,8 @@ Ctrl-C exits at once.`,
 	fs.DurationVar(&cfg.heartbeat, "heartbeat-interval", 10*time.Second, "how often agents heartbeat")
 	fs.IntVar(&cfg.missedHeartbeats, "missed-heartbeats", 3, "a node that misses this many heartbeats is lost and its work requeued")
 	fs.DurationVar(&cfg.payoutHold, "payout-hold", server.DefaultPayoutHold, "how long providers' earnings stay pending after a settlement before they may be paid out; 0 for none")
+	fs.StringVar(&cfg.auditKeyFile, "audit-key", "", "the audit log's signing key, created if missing; never replace it (default: audit.key next to a SQLite --db, else in the working directory)")
+	trustPolicy := fs.String("trust-policy", "", "the trust policy file: reputation formula, levels, the level gold jobs need (docs/trust.md); default: the built-in policy")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	args, err := fs.parse(args)
 	if err != nil {
@@ -69,6 +74,12 @@ Ctrl-C exits at once.`,
 		return err
 	}
 	cfg.announceKey = c.env.Err
+	if cfg.trustPolicy, err = loadTrustPolicy(*trustPolicy); err != nil { // reputation.go
+		return err
+	}
+	if cfg.auditKeyFile == "" {
+		cfg.auditKeyFile = defaultAuditKeyFile(cfg.dsn) // audit.go
+	}
 
 	rs, err := startServer(ctx, cfg)
 	if err != nil {
@@ -101,8 +112,10 @@ type serveConfig struct {
 	missedHeartbeats int           // 0: the coordinator's default
 	payoutHold       time.Duration // 0: the coordinator's default; negative: none
 	adminKeyFile     string        // where to write a bootstrapped admin key
+	auditKeyFile     string        // the audit log's signing key; "": a throwaway one (tests)
 	announceKey      io.Writer     // where to print it when there is no file
 	logger           *slog.Logger
+	trustPolicy      *trustpolicy.Policy // nil: the default policy
 }
 
 // runningServer is a store, a coordinator and an HTTP server over them.
@@ -115,6 +128,7 @@ type runningServer struct {
 	srv        *server.Server
 	http       *http.Server
 	sessions   *session.Registry // agents' outbound sessions; http.Server does not track upgraded connections
+	gateway    *gateway.Gateway  // the OpenAI-compatible inference API; its meter outlives the HTTP server
 	cancelBase context.CancelFunc
 }
 
@@ -130,10 +144,14 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 			store.Close()
 		}
 	}()
+	auditKey, err := loadAuditKey(cfg) // audit.go
+	if err != nil {
+		return nil, err
+	}
 	srv, err := server.Open(server.Config{
-		Store: store, FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger,
+		Store: store, FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger, AuditKey: auditKey,
 		HeartbeatInterval: cfg.heartbeat, MissedHeartbeats: cfg.missedHeartbeats,
-		PayoutHold: cfg.payoutHold,
+		PayoutHold: cfg.payoutHold, TrustPolicy: cfg.trustPolicy,
 	})
 	if err != nil {
 		return nil, err
@@ -158,7 +176,12 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	base, cancelBase := context.WithCancel(context.Background())
 	rs.cancelBase = cancelBase
 	rs.sessions = session.NewRegistry(session.Config{Logger: cfg.logger})
-	rs.http = httpapi.NewServer(cfg.listen, httpapi.New(srv, httpapi.Options{Logger: cfg.logger, Sessions: rs.sessions}))
+	if rs.gateway, err = openGateway(store, srv, rs.sessions, cfg); err != nil {
+		cancelBase()
+		rs.sessions.Close()
+		return nil, err
+	}
+	rs.http = httpapi.NewServer(cfg.listen, web.Handler(httpapi.New(srv, httpapi.Options{Logger: cfg.logger, Sessions: rs.sessions, Gateway: rs.gateway})))
 	rs.http.BaseContext = func(net.Listener) context.Context { return base }
 	rs.http.ErrorLog = slog.NewLogLogger(cfg.logger.Handler(), slog.LevelWarn)
 	go func() {
@@ -169,6 +192,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		rs.served <- err
 	}()
 	cfg.logger.Info("server started", "url", rs.url, "store", storeKind(cfg.dsn), "fee_bps", cfg.feeBPS)
+	logAuditKey(cfg, srv) // audit.go
 	return rs, nil
 }
 
@@ -183,7 +207,21 @@ func (rs *runningServer) stop() error {
 	if err != nil {
 		err = errors.Join(err, rs.http.Close())
 	}
-	return errors.Join(err, rs.srv.Close(), rs.store.Close())
+	return errors.Join(err, rs.gateway.Close(), rs.srv.Close(), rs.store.Close())
+}
+
+// openGateway starts the inference gateway over the store, the
+// coordinator's API keys and the agents' sessions.
+func openGateway(store *sqlstore.DB, srv *server.Server, sessions *session.Registry, cfg serveConfig) (*gateway.Gateway, error) {
+	fee := cfg.feeBPS
+	if fee == 0 {
+		fee = 1000 // as server.Config takes it
+	}
+	return gateway.New(gateway.Config{
+		Store: store, Usage: store, Nodes: gateway.Sessions{Registry: sessions},
+		Authenticate: srv.AuthenticateKey, StatusCode: httpapi.StatusCode,
+		FeeBasisPoints: fee, Logger: cfg.logger,
+	})
 }
 
 func storeKind(dsn string) string {

@@ -256,6 +256,9 @@ func (s *spanFlag) Set(v string) error {
 }
 
 func (c *simCommand) Run(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "cheaters" {
+		return (&simCheatersCommand{env: c.env}).Run(ctx, args[1:])
+	}
 	fs := c.env.flags("sim", help{
 		usage: "idlegrid sim [--demand alibaba:PATH|csv:PATH] [--supply helios:PATH|alibaba:PATH|csv:PATH] [--prices PATH] [--nodes N] [--jobs N] [--seed S] [--out DIR] [--json] [--bad-rows fail|skip]",
 		about: `Replay a demand trace against a supply trace through idlegrid's market
@@ -271,7 +274,10 @@ By default the traces are read from ../shared/data (or $IDLEGRID_TRACE_DATA):
 the Alibaba GPU 2023 pod list as demand, the Helios Earth per-minute idle
 GPUs as supply, and the FSDL cloud and Vast.ai price tables. --nodes and
 --jobs resample them to a size. docs/traces.md states every mapping choice
-and the generic CSV formats for your own traces.`,
+and the generic CSV formats for your own traces.
+
+'idlegrid sim cheaters' is another simulation: cheating providers against
+the real coordinator (run it with --help).`,
 		examples: `idlegrid sim
 		idlegrid sim --out sim-out
 		idlegrid sim --nodes 100000 --jobs 1000000 --runs engine

@@ -39,13 +39,12 @@ type PowerController interface {
 // which goes into the node's offer) and how it is doing. Numbers the driver
 // does not report (N/A) are zero.
 type Device struct {
-	idlegrid.GPU        // canonical model, UUID, VRAM
+	idlegrid.GPU        // canonical model, UUID, VRAM and the fingerprint's PCI IDs, driver and VBIOS
 	Index        int    // the driver's index, as nvidia-smi numbers GPUs
 	Name         string // the product name the driver reports, e.g. "NVIDIA H100 80GB HBM3"
 	Driver       string // driver version, e.g. "550.54.15"
 	CUDA         string // the newest CUDA version the driver supports, e.g. "12.4"
 	ComputeCap   string // CUDA compute capability, e.g. "9.0"; "" when unknown
-	PCIBusID     string // e.g. "00000000:18:00.0"
 
 	PowerLimitW int // the enforced power limit
 	PowerMinW   int // the range the power limit may be set in

@@ -20,6 +20,7 @@ var codes = map[string]int{
 	idlegrid.EPAYMENT:      http.StatusPaymentRequired,
 	idlegrid.ETOOLARGE:     http.StatusRequestEntityTooLarge,
 	idlegrid.EUNAVAILABLE:  http.StatusServiceUnavailable,
+	idlegrid.ETOOMANY:      http.StatusTooManyRequests,
 	idlegrid.EINTERNAL:     http.StatusInternalServerError,
 }
 

@@ -46,6 +46,9 @@ type Options struct {
 	// keeps them by node; its owner closes it on shutdown, before the HTTP
 	// server. Nil: the server offers no sessions, and agents use plain HTTP.
 	Sessions *session.Registry
+	// Gateway serves the OpenAI-compatible inference API (see gateway.go).
+	// Nil: the server offers none.
+	Gateway http.Handler
 }
 
 func (o Options) withDefaults() Options {
@@ -99,6 +102,9 @@ func (a *api) routes() {
 
 	a.handle("GET /v1/nodes", t, a.withKey(a.listNodes))
 	a.handle("GET /v1/nodes/{id}", t, a.withKey(a.findNode))
+	a.handle("GET /v1/nodes/{id}/schedule", t, a.withKey(a.nodeSchedule))
+	a.handle("PUT /v1/nodes/{id}/schedule", t, a.withKey(a.setNodeSchedule))
+	a.handle("DELETE /v1/nodes/{id}/schedule", t, a.withKey(a.removeNodeSchedule))
 	a.handle("POST /v1/jobs", t, a.withKey(a.submitJob))
 	a.handle("GET /v1/jobs", t, a.withKey(a.listJobs))
 	a.handle("GET /v1/jobs/{id}", t, a.withKey(a.findJob))
@@ -109,6 +115,8 @@ func (a *api) routes() {
 	a.handle("GET /v1/leases/{id}", t, a.withKey(a.findLease))
 	a.handle("GET /v1/leases/{id}/logs", t, a.withKey(a.leaseLogs))
 	a.handle("GET /v1/leases/{id}/receipts", t, a.withKey(a.leaseReceipts))
+	a.auditRoutes() // audit.go
+	a.reputationRoutes()
 
 	a.handle("POST /v1/accounts/{id}/topup", t, a.withKey(a.topUp))
 	a.handle("GET /v1/balance", t, a.withKey(a.ownBalance))
@@ -126,6 +134,7 @@ func (a *api) routes() {
 	a.handle("DELETE /v1/accounts/{id}/spend-limit", t, a.withKey(a.removeAccountLimit))
 	a.handle("PUT /v1/keys/{id}/spend-limit", t, a.withKey(a.setKeyLimit))
 	a.handle("DELETE /v1/keys/{id}/spend-limit", t, a.withKey(a.removeKeyLimit))
+	a.disputeRoutes(t) // dispute.go
 
 	a.handle("POST /v1/agent/join", t, a.withJoinSignature(a.join))
 	a.handle("PUT /v1/agent/offer", t, a.withNode(a.updateOffer))
@@ -135,6 +144,8 @@ func (a *api) routes() {
 	a.handle("POST /v1/agent/leases/{id}/logs", t, a.withNode(a.appendLogs))
 	a.handle("POST /v1/agent/leases/{id}/receipts", t, a.withNode(a.sendReceipts))
 	a.mux.Handle("GET "+session.Path, a.sessionRoute()) // no time limit: it lasts as long as the session
+	a.attestRoutes(t)
+	a.gatewayRoutes()
 
 	a.handle("/", t, a.noRoute)
 }

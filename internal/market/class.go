@@ -190,18 +190,24 @@ func (e *Engine) staticReason(nd *node, job *idlegrid.Job) Reason {
 	if r := classReason(c, job); r != "" {
 		return r
 	}
-	if job.Tier == idlegrid.TierGold && nd.n.Reliability < e.cfg.GoldMinReliability {
+	if job.Tier == idlegrid.TierGold && !goldAllowed(nd.n, e.cfg) {
 		return ReasonReliability
 	}
 	return ""
 }
 
+// goldAllowed reports whether n meets the bar for gold jobs: the
+// reliability and the trust level cfg asks.
+func goldAllowed(n *idlegrid.Node, cfg Config) bool {
+	return n.Reliability >= cfg.GoldMinReliability && n.Level >= cfg.GoldMinLevel
+}
+
 // viewsOf is the tiers whose views nd is in: bit t when it sells t, and
 // for gold meets the bar.
-func viewsOf(nd *node, goldBar float64) uint8 {
+func viewsOf(nd *node, cfg Config) uint8 {
 	var v uint8
 	for t := range tierCount {
-		if nd.floors[t] > 0 && (t != 0 || nd.n.Reliability >= goldBar) {
+		if nd.floors[t] > 0 && (t != 0 || goldAllowed(nd.n, cfg)) {
 			v |= 1 << t
 		}
 	}

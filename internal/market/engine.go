@@ -15,6 +15,9 @@ type Config struct {
 	// GoldMinReliability is the reliability a node needs to run gold jobs.
 	// Default 0.9.
 	GoldMinReliability float64
+	// GoldMinLevel is the trust level (idlegrid.Node.Level) a node needs
+	// to run gold jobs; the trust policy sets it. Default 0: no bar.
+	GoldMinLevel int
 	// NoticeSeconds is how long a bronze lease runs after it is given notice
 	// before it is stopped. Default 120.
 	NoticeSeconds int64
@@ -145,6 +148,7 @@ func (e *Engine) UpsertNode(n *idlegrid.Node) {
 	if nd == nil {
 		nd = &node{id: n.ID}
 		nd.holds, nd.sums = nd.holdsBuf[:0], nd.sumsBuf[:0]
+		nd.shelves, nd.pos = nd.shelvesBuf[:0], nd.posBuf[:0]
 		e.nodes[n.ID] = nd
 	} else {
 		e.unindex(nd)
@@ -183,7 +187,7 @@ func (e *Engine) UpsertNode(n *idlegrid.Node) {
 	for t, tier := range idlegrid.Tiers {
 		nd.floors[t], _ = n.Ask.Floor(tier)
 	}
-	nd.views = viewsOf(nd, e.cfg.GoldMinReliability)
+	nd.views = viewsOf(nd, e.cfg)
 	nd.loc = e.location(n.Schedule.TimeZone)
 	nd.datasets = slices.Compact(slices.Sorted(slices.Values(n.CachedDatasets)))
 	nd.cached = len(nd.datasets) > 0

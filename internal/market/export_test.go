@@ -87,7 +87,7 @@ func (e *Engine) verifyNode(id string, nd *node) error {
 	if len(counts) != len(nd.holds) {
 		return fmt.Errorf("%d holds on slots, %d listed", len(counts), len(nd.holds))
 	}
-	if nd.views != viewsOf(nd, e.cfg.GoldMinReliability) || nd.cached != (len(nd.datasets) > 0) ||
+	if nd.views != viewsOf(nd, e.cfg) || nd.cached != (len(nd.datasets) > 0) ||
 		nd.reserved != (nd.res != nil) || nd.mixed != nd.cls.mixed() {
 		return fmt.Errorf("stale views or flags")
 	}
@@ -231,6 +231,9 @@ func (s *shelf) verifyFits(t, g int, l *lbEntry) error {
 	for i := range n {
 		if l.val[i] != s.order[l.pos[i]].s1[t] {
 			return fmt.Errorf("stale score at %d", l.pos[i])
+		}
+		if l.nds[i] != s.order[l.pos[i]] {
+			return fmt.Errorf("stale node at %d", l.pos[i])
 		}
 	}
 	rest := fits[n:]

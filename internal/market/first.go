@@ -57,7 +57,7 @@ const minReliability = 1e-6
 // checkOrder is the order in which constraints are checked, and the order
 // that breaks ties between equally common reasons in Decision.Reason.
 var checkOrder = []Reason{
-	ReasonTier, ReasonKind, ReasonMaxDuration, ReasonRegion, ReasonResidency,
+	ReasonTier, ReasonKind, ReasonMaxDuration, ReasonAvoided, ReasonRegion, ReasonResidency,
 	ReasonGPUModel, ReasonVRAM, ReasonReliability, ReasonCPU, ReasonRAM, ReasonWindow, ReasonPrice,
 	ReasonCapacity,
 }
@@ -118,6 +118,8 @@ func check(job *idlegrid.Job, s *Snapshot, v *NodeView) (candidate, Reason) {
 		return candidate{}, ReasonKind
 	case n.Ask.MaxJobSeconds > 0 && n.Ask.MaxJobSeconds < job.DurationSeconds:
 		return candidate{}, ReasonMaxDuration
+	case slices.Contains(job.AvoidProviders, n.ProviderID):
+		return candidate{}, ReasonAvoided
 	case job.Region != "" && !job.RegionPreferred && n.Region != job.Region:
 		return candidate{}, ReasonRegion
 	case job.Residency != "" && !strings.EqualFold(n.Residency, job.Residency):

@@ -71,8 +71,12 @@ const (
 	ReasonRAM         Reason = "ram"
 	ReasonCapacity    Reason = "no free capacity"
 	// ReasonReliability: a gold job runs only on nodes whose reliability
-	// meets Config.GoldMinReliability.
+	// meets Config.GoldMinReliability and whose trust level meets
+	// Config.GoldMinLevel.
 	ReasonReliability Reason = "reliability bar"
+	// ReasonAvoided: the job avoids the node's provider (JobSpec.AvoidProviders),
+	// as a verification re-run avoids the provider it checks.
+	ReasonAvoided Reason = "provider avoided"
 )
 
 // Pick is one node chosen for a job, with the GPUs and the locked price.

@@ -163,6 +163,12 @@ type regionPick struct {
 // q.n nodes have the lowest total score (the preferred region first, when
 // it can hold the gang). The best node left out, in any region that could
 // have held the gang, sets one clearing score for every winner.
+//
+// Regions are searched from the lowest bound up (see gangRegions). One
+// whose bound shows that its best q.n nodes cannot beat the best gang
+// found is put off: afterwards it is searched only when its best node
+// could still set the price. The decision is the one searching every
+// region would make.
 func (e *Engine) placeGang(q *query, sig *signature) (Decision, bool) {
 	n := q.n
 	if q.job.RegionPreferred {
@@ -172,18 +178,15 @@ func (e *Engine) placeGang(q *query, sig *signature) (Decision, bool) {
 	}
 	var best *regionPick
 	var holding []*regionPick
-	for _, r := range sig.regions {
-		if q.job.RegionPreferred && r == q.job.Region {
+	var later []regionBound
+	for _, rb := range e.gangRegions(q, sig) {
+		if best != nil && beyond(rb.lb, best.total/float64(n)) {
+			later = append(later, rb) // n nodes there score more than best's n
 			continue
 		}
-		list := e.regionTop(q, sig, r, n+1)
-		if len(list) < n {
+		rp := e.gangIn(q, sig, rb.region)
+		if rp == nil {
 			continue
-		}
-		rp := &regionPick{list: list, minID: list[0].nd.id}
-		for i := range list[:n] {
-			rp.total += list[i].score
-			rp.minID = min(rp.minID, list[i].nd.id)
 		}
 		holding = append(holding, rp)
 		if best == nil || rp.total < best.total || (rp.total == best.total && rp.minID < best.minID) {
@@ -200,7 +203,72 @@ func (e *Engine) placeGang(q *query, sig *signature) (Decision, bool) {
 		}
 	}
 	slices.SortFunc(losers, func(a, b cand) int { return rank(&a, &b) })
+	for _, rb := range later {
+		if len(losers) > 0 && beyond(rb.lb, losers[0].score) {
+			continue // its best node cannot set the price
+		}
+		if rp := e.gangIn(q, sig, rb.region); rp != nil {
+			i, _ := slices.BinarySearchFunc(losers, rp.list[0], func(a, b cand) int { return rank(&a, &b) })
+			losers = slices.Insert(losers, i, rp.list[0])
+		}
+	}
 	return e.award(q, best.list[:n], losers), true
+}
+
+// gangIn returns the region's best q.n+1 nodes for q's gang, with the total
+// score of the first q.n, or nil when the region cannot hold the gang.
+func (e *Engine) gangIn(q *query, sig *signature, region string) *regionPick {
+	list := e.regionTop(q, sig, region, q.n+1)
+	if len(list) < q.n {
+		return nil
+	}
+	rp := &regionPick{list: list, minID: list[0].nd.id}
+	for i := range list[:q.n] {
+		rp.total += list[i].score
+		rp.minID = min(rp.minID, list[i].nd.id)
+	}
+	return rp
+}
+
+// regionBound is a region a gang may run in, with a lower bound on the
+// score of every node there that can take the job now.
+type regionBound struct {
+	lb     float64
+	region string
+}
+
+// gangRegions returns the regions of sig, other than a preferred one
+// placeGang tried first, that have a shelf with a node for q, lowest
+// bound first. A job holding a reservation gets every region, unbounded:
+// its own reserved nodes are judged outside the shelves' bounds.
+func (e *Engine) gangRegions(q *query, sig *signature) []regionBound {
+	_, reserved := e.reservations[q.job.ID]
+	out := make([]regionBound, 0, len(sig.regions))
+	for _, r := range sig.regions {
+		if q.job.RegionPreferred && r == q.job.Region {
+			continue
+		}
+		if reserved {
+			out = append(out, regionBound{math.Inf(-1), r})
+		} else if lb, ok := e.regionBound(q, sig, r); ok {
+			out = append(out, regionBound{lb, r})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b regionBound) int { return cmp.Compare(a.lb, b.lb) })
+	return out
+}
+
+// regionBound is the least bound of the region's shelves that have a node
+// for q (see appendBound), and false when none has: then no node there
+// can take q now.
+func (e *Engine) regionBound(q *query, sig *signature, region string) (float64, bool) {
+	bounds := e.shelfBounds(q, sig, sig.byRegion[region], region)
+	lb := math.Inf(1)
+	for i := range bounds {
+		lb = min(lb, bounds[i].lb)
+	}
+	e.bounds = bounds[:0]
+	return lb, len(bounds) > 0
 }
 
 // regionTop returns up to k best candidates in a region, best first.
@@ -300,25 +368,7 @@ func scale(q *query, s *shelf, credit idlegrid.Micros) (f, off float64) {
 // from the lowest bound up, until no shelf left can beat what top holds.
 // Nodes that offerDirect judged are skipped.
 func (e *Engine) searchClasses(q *query, sig *signature, classes []sigEntry, region string, top *topK) {
-	bounds := e.bounds[:0]
-	for i := range classes {
-		if c := &classes[i]; c.maxJob == 0 || c.maxJob >= q.dur {
-			bounds = e.appendBound(bounds, q, c.sh, 0, true)
-		}
-	}
-	if len(q.job.Datasets) > 0 {
-		credit := e.maxCredit(q)
-		for i, ds := range q.job.Datasets {
-			if slices.ContainsFunc(q.job.Datasets[:i], func(d idlegrid.Dataset) bool { return d.Name == ds.Name }) {
-				continue
-			}
-			for _, c := range e.subShelves(sig, ds.Name) {
-				if (region == "" || c.region == region) && (c.maxJob == 0 || c.maxJob >= q.dur) {
-					bounds = e.appendBound(bounds, q, c.sh, credit, false)
-				}
-			}
-		}
-	}
+	bounds := e.shelfBounds(q, sig, classes, region)
 	// Judge each shelf's first fits, which are most often its best nodes,
 	// so that the walks below start with top full and stop early. Both
 	// loops take the shelves by bound, and most often stop after a few: the
@@ -358,6 +408,33 @@ func (e *Engine) searchClasses(q *query, sig *signature, classes []sigEntry, reg
 	e.bounds = bounds[:0]
 }
 
+// shelfBounds returns, in e.bounds, the shelves to search for q among
+// classes (of region, when set): their shelves and, for a job that names
+// datasets, their sub-shelves of nodes caching them, each with its bound
+// (see appendBound).
+func (e *Engine) shelfBounds(q *query, sig *signature, classes []sigEntry, region string) []classBound {
+	bounds := e.bounds[:0]
+	for i := range classes {
+		if c := &classes[i]; c.maxJob == 0 || c.maxJob >= q.dur {
+			bounds = e.appendBound(bounds, q, c.sh, 0, true)
+		}
+	}
+	if len(q.job.Datasets) > 0 {
+		credit := e.maxCredit(q)
+		for i, ds := range q.job.Datasets {
+			if slices.ContainsFunc(q.job.Datasets[:i], func(d idlegrid.Dataset) bool { return d.Name == ds.Name }) {
+				continue
+			}
+			for _, c := range e.subShelves(sig, ds.Name) {
+				if (region == "" || c.region == region) && (c.maxJob == 0 || c.maxJob >= q.dur) {
+					bounds = e.appendBound(bounds, q, c.sh, credit, false)
+				}
+			}
+		}
+	}
+	return bounds
+}
+
 // selected is how many shelves a search takes by selection before it sorts
 // the rest.
 const selected = 8
@@ -384,7 +461,7 @@ func (e *Engine) judgeFits(q *query, b *classBound, bf, boff float64, top *topK)
 		if top.full() && beyond(f.val[j]*bf-boff, top.worst()) {
 			return f, true
 		}
-		e.judge(q, b.s.order[f.pos[j]], b.main, top)
+		e.judge(q, f.nds[j], b.main, top)
 	}
 }
 
@@ -564,9 +641,16 @@ func (e *Engine) consider(q *query, nd *node) (cand, bool) {
 	return cand{nd: nd, ask: ask, credit: credit, score: scoreOf(ask, credit, nd.rel, q.w)}, true
 }
 
+// avoided reports whether q's job avoids nd's provider.
+func avoided(q *query, nd *node) bool {
+	return len(q.job.AvoidProviders) > 0 && slices.Contains(q.job.AvoidProviders, nd.n.ProviderID)
+}
+
 // nodeReason is the first per-node constraint nd fails for q now, or "".
 func (e *Engine) nodeReason(q *query, nd *node) Reason {
 	switch {
+	case avoided(q, nd):
+		return ReasonAvoided
 	case q.cpu > 0 && !nd.hasCPU(q.cpu):
 		return ReasonCPU
 	case q.ram > 0 && !nd.hasRAM(q.ram):

@@ -239,6 +239,9 @@ func (e *Engine) preemptionDecision(q *query, set []cand) Decision {
 // victimsOn finds the bronze leases on nd whose stop frees enough GPUs for
 // q while losing the least work.
 func (e *Engine) victimsOn(q *query, nd *node) (cand, bool) {
+	if avoided(q, nd) {
+		return cand{}, false
+	}
 	ask, credit := nd.asks[q.ti], e.credit(q, nd)
 	c := cand{nd: nd, ask: ask, credit: credit, score: scoreOf(ask, credit, nd.rel, q.w)}
 	free := 0
@@ -430,7 +433,7 @@ func (e *Engine) planRegions(q *query, sig *signature, skip func(*agg, *planAgg,
 // reservable is nd as a candidate for q's reservation: when q.g GPUs free
 // up there, if its window then still covers q.
 func (e *Engine) reservable(q *query, nd *node) (cand, bool) {
-	if nd.res != nil || nd.asks[q.ti] > q.cap || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) {
+	if nd.res != nil || nd.asks[q.ti] > q.cap || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) || avoided(q, nd) {
 		return cand{}, false
 	}
 	t := e.earliest(q, nd, q.g)
@@ -504,6 +507,9 @@ func (e *Engine) waitReason(q *query, sig *signature) string {
 		clear(sig.waits)
 		sig.waitGen = e.memberGen
 	}
+	if len(q.job.AvoidProviders) > 0 {
+		return e.composeWaitReason(q, sig) // the cache's key does not hold the avoided providers
+	}
 	if r, ok := sig.waits[key]; ok {
 		return r
 	}
@@ -545,6 +551,10 @@ func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 			matching += c.inView[q.ti]
 		}
 	}
+	if avoided := e.avoidedMatching(q, sig); avoided > 0 {
+		counts[ReasonAvoided] += avoided
+		matching -= avoided
+	}
 	for r, n := range counts {
 		if n == 0 {
 			delete(counts, r)
@@ -574,6 +584,23 @@ func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 		b.WriteString("; no bronze lease can be preempted for it and no GPUs can be reserved")
 	}
 	return b.String()
+}
+
+// avoidedMatching counts the nodes in q's tier view, of classes sig
+// accepts, whose provider q's job avoids. It reads every such node, and
+// only jobs that avoid providers ask.
+func (e *Engine) avoidedMatching(q *query, sig *signature) int {
+	if len(q.job.AvoidProviders) == 0 {
+		return 0
+	}
+	n := 0
+	for _, nd := range e.nodes {
+		c := nd.cls
+		if c != nil && sig.accepts[c.idx] && (c.key.maxJob == 0 || c.key.maxJob >= q.dur) && nd.inView(q.ti) && avoided(q, nd) {
+			n++
+		}
+	}
+	return n
 }
 
 // holdingReason says what a job with a reservation waits for.

@@ -153,6 +153,7 @@ func (h *harness) run(td *datadriven.TestData) (out string, err error) {
 			NoticeSeconds:           int64(a.num("notice", 0)),
 			MinRuntimeSeconds:       int64(a.num("min-runtime", 0)),
 			GoldMinReliability:      a.float("gold-bar", 0),
+			GoldMinLevel:            a.num("gold-level", 0),
 			TransferCostMicrosPerGB: a.money("transfer", 0),
 		}
 		*h = *newHarness(h.cfg)
@@ -195,7 +196,7 @@ func (h *harness) node(a args) error {
 	id := a.str("id", "")
 	model, vram := a.str("model", "H100-80GB"), a.num("vram", 81920)
 	n := &idlegrid.Node{
-		ID: id, ProviderID: "prov_" + id, State: idlegrid.NodeOnline, Reliability: a.float("rel", 1),
+		ID: id, ProviderID: "prov_" + id, State: idlegrid.NodeOnline, Reliability: a.float("rel", 1), Level: a.num("level", 0),
 		Offer: idlegrid.Offer{
 			Name: id, CPUCores: a.num("cpu", 32), RAMMB: a.num("ram", 256000),
 			Region: a.str("region", "eu-west"), Residency: a.str("residency", "EU"),
@@ -331,6 +332,9 @@ func (h *harness) job(a args) *idlegrid.Job {
 	s.Kind = idlegrid.WorkloadKind(a.str("kind", string(s.Kind)))
 	s.CPUCores = a.num("cpu", s.CPUCores)
 	s.RAMMB = a.num("ram", s.RAMMB)
+	if v := a.list("avoid"); v != nil {
+		s.AvoidProviders = v
+	}
 	if v := a.list("datasets"); v != nil {
 		s.Datasets = nil
 		for _, d := range v {

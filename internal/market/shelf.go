@@ -75,7 +75,8 @@ const fitsKept = 5
 // the last: done says there are no others. The first is the shelf's
 // lower bound. Fits that come and go are added and removed in place, and
 // a search extends the list when it needs more. It is valid while gen is
-// the shelf's.
+// the shelf's. nds holds the listed nodes themselves, so that judging
+// them does not read the shelf's order.
 //
 // In an ordered tier the list is the first fits in order, and from is
 // where to look for the next one: no fit lies between the last listed
@@ -87,6 +88,7 @@ type lbEntry struct {
 	from int32
 	pos  [fitsKept]int32
 	val  [fitsKept]float64
+	nds  [fitsKept]*node
 }
 
 func (e *Engine) newShelf() *shelf {
@@ -333,7 +335,8 @@ func (s *shelf) fits(t, g, want int) *lbEntry {
 			l.done = true
 			break
 		}
-		l.pos[l.n], l.val[l.n] = int32(pos), s.order[pos].s1[t]
+		nd := s.order[pos]
+		l.pos[l.n], l.val[l.n], l.nds[l.n] = int32(pos), nd.s1[t], nd
 		l.n++
 	}
 	return l
@@ -356,7 +359,7 @@ func (s *shelf) adjustLB(nd *node, pos int32, oldFree, newFree int) {
 			switch {
 			case l.gen != s.gen:
 			case gained:
-				l.gain(pos, v, s.ordered[t])
+				l.gain(nd, pos, v, s.ordered[t])
 			default:
 				l.lose(pos)
 			}
@@ -364,8 +367,8 @@ func (s *shelf) adjustLB(nd *node, pos int32, oldFree, newFree int) {
 	}
 }
 
-// gain records that the node at pos, scoring v, became a fit.
-func (l *lbEntry) gain(pos int32, v float64, ordered bool) {
+// gain records that nd, at pos and scoring v, became a fit.
+func (l *lbEntry) gain(nd *node, pos int32, v float64, ordered bool) {
 	i := int8(0)
 	for i < l.n && (l.val[i] < v || (l.val[i] == v && l.pos[i] < pos)) {
 		i++
@@ -383,7 +386,8 @@ func (l *lbEntry) gain(pos int32, v float64, ordered bool) {
 	}
 	copy(l.pos[i+1:l.n+1], l.pos[i:l.n])
 	copy(l.val[i+1:l.n+1], l.val[i:l.n])
-	l.pos[i], l.val[i] = pos, v
+	copy(l.nds[i+1:l.n+1], l.nds[i:l.n])
+	l.pos[i], l.val[i], l.nds[i] = pos, v, nd
 	l.n++
 }
 
@@ -394,6 +398,7 @@ func (l *lbEntry) lose(pos int32) {
 		if l.pos[i] == pos {
 			copy(l.pos[i:], l.pos[i+1:l.n])
 			copy(l.val[i:], l.val[i+1:l.n])
+			copy(l.nds[i:], l.nds[i+1:l.n])
 			l.n--
 			return
 		}

@@ -50,19 +50,27 @@ type node struct {
 	// entries read of holds[i] (kept by addHold, dropHold and resum). All
 	// live in the node's own buffers while they fit, so that a change of
 	// holds reads no more memory than it must.
-	gpus     []idlegrid.GPU
-	held     []*hold
-	holds    []*hold
-	sums     []holdSum
+	gpus  []idlegrid.GPU
+	held  []*hold
+	holds []*hold
+	sums  []holdSum
+	// shelves are the node sets it is in: its class, and per cached
+	// dataset the class's sub-shelf of nodes caching it; pos[i] is its
+	// index in shelves[i] while that is clean. They live in the node's
+	// own buffers while it is on at most two, as most nodes are.
+	shelves    []*shelf
+	pos        []int32
+	shelvesBuf [2]*shelf
+	posBuf     [2]int32
+	// What touch reads and writes besides the holds, kept beside them.
+	leaf     agg     // its index entry, kept by touch
+	leafPlan planAgg // its plan entry, kept by touch
+	base     agg     // what of leaf its offer, record and prices decide (see setBase)
+	basePlan planAgg
 	heldBuf  [inlineSlots]*hold
 	holdsBuf [inlineSlots]*hold
 	sumsBuf  [inlineSlots]holdSum
-	// shelves are the node sets it is in: its class, and per cached
-	// dataset the class's sub-shelf of nodes caching it; pos[i] is its
-	// index in shelves[i] while that is clean.
-	shelves []*shelf
-	pos     []int32
-	ver     uint64 // bumps on every upsert and removal, so stale events are skipped
+	ver      uint64 // bumps on every upsert and removal, so stale events are skipped
 
 	floors [tierCount]idlegrid.Micros // the ask's floor per tier; 0: not sold
 	pct    int64                      // time-of-day multiplier in force, percent
@@ -70,10 +78,6 @@ type node struct {
 
 	nextOpen int64 // unix nanos of the next opening when closed; 0 unknown
 
-	leaf      agg     // its index entry, kept by touch
-	leafPlan  planAgg // its plan entry, kept by touch
-	base      agg     // what of leaf its offer, record and prices decide (see setBase)
-	basePlan  planAgg
 	datasets  []string // cached datasets, sorted
 	cell      *cell    // the market view's cell of cellModel in its region, once a pick of it has cleared
 	cellModel string

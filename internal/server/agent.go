@@ -157,7 +157,7 @@ func (s *Server) ReportLease(ctx context.Context, leaseID string, r idlegrid.Lea
 	if l.State.Terminal() {
 		return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s already %s: %s", l.ID, l.State, l.Reason)
 	}
-	end := leaseEnd{exitCode: r.ExitCode, checkpointRef: r.CheckpointRef}
+	end := leaseEnd{exitCode: r.ExitCode, checkpointRef: r.CheckpointRef, outputDigest: r.OutputDigest}
 	switch r.State {
 	case idlegrid.LeaseRunning:
 		return s.leaseStarted(ctx, l, r.Progress)
@@ -188,6 +188,7 @@ func stoppedEnd(l *idlegrid.Lease, r idlegrid.LeaseReport, end leaseEnd) leaseEn
 	default:
 		end.to, end.fault = idlegrid.LeaseFailed, idlegrid.FaultProvider
 		end.reason = "stopped by the node: " + orDefault(r.Message, "no reason given")
+		end.brokeNotice = l.Tier == idlegrid.TierBronze // its tier guarantees notice before any stop
 	}
 	return end
 }

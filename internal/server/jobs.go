@@ -17,6 +17,8 @@ func (s *Server) SubmitJob(ctx context.Context, spec idlegrid.JobSpec) (*idlegri
 	spec.Normalize()
 	if err := spec.Validate(now); err != nil {
 		return nil, err
+	} else if spec.VerifiesLeaseID != "" {
+		return nil, idlegrid.Invalid("job.verifies_lease_id", "only the market sets it, on the re-runs it makes; leave it out")
 	}
 	j := &idlegrid.Job{
 		ID: idlegrid.NewID("job"), RenterID: c.AccountID, SubmittedByKey: c.KeyID, JobSpec: spec,

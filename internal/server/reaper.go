@@ -40,7 +40,7 @@ func (s *Server) Reap(ctx context.Context) error {
 	if err := s.reapLeases(ctx); err != nil {
 		return err
 	}
-	return errors.Join(s.matureEarnings(ctx), s.checkRunout(ctx))
+	return errors.Join(s.matureEarnings(ctx), s.checkRunout(ctx), s.measureUptime(ctx))
 }
 
 // reapNodes declares lost the nodes that missed too many heartbeats and ends

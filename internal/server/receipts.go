@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"hash/fnv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
 // Usage receipts: a node signs, per lease and per interval, how many
@@ -90,13 +93,13 @@ func (s *Server) checkReceipts(ctx context.Context, l *idlegrid.Lease, pub ed255
 	for i := range fresh {
 		r := &fresh[i]
 		if err := r.Validate(); err != nil {
-			return nil, s.refuseReceipt(l, r, err)
+			return nil, s.refuseReceipt(ctx, l, r, err)
 		}
 		if err := nodekey.VerifyReceipt(pub, r); err != nil {
-			return nil, s.refuseReceipt(l, r, idlegrid.Invalid("receipt.signature", "receipt %d: %v", r.Seq, err))
+			return nil, s.refuseReceipt(ctx, l, r, idlegrid.Invalid("receipt.signature", "receipt %d: %v", r.Seq, err))
 		}
 		if err := checkReceipt(l, last, sum, r, now); err != nil {
-			return nil, s.refuseReceipt(l, r, err)
+			return nil, s.refuseReceipt(ctx, l, r, err)
 		}
 		sum, last = sum+r.GPUSeconds, r
 	}
@@ -119,7 +122,7 @@ func (s *Server) checkResent(ctx context.Context, l *idlegrid.Lease, rs []idlegr
 			return idlegrid.Errorf(idlegrid.ECONFLICT, "the receipts of lease %s changed meanwhile; send them again", l.ID)
 		}
 		if was := &stored[r.Seq-1]; was.Hash() != r.Hash() || was.Signature != r.Signature {
-			return s.refuseReceipt(l, r, idlegrid.Invalid("receipt.seq",
+			return s.refuseReceipt(ctx, l, r, idlegrid.Invalid("receipt.seq",
 				"receipt %d was already accepted with other contents; an accepted receipt cannot be changed", r.Seq))
 		}
 	}
@@ -156,7 +159,7 @@ func checkReceipt(l *idlegrid.Lease, last *idlegrid.Receipt, sum int64, r *idleg
 // returns err. An honest agent never sends a receipt that fails a check:
 // a bad signature is a forgery, a broken chain or an inflated claim is a
 // node misreporting, so the whole receipt is kept in the log.
-func (s *Server) refuseReceipt(l *idlegrid.Lease, r *idlegrid.Receipt, err error) error {
+func (s *Server) refuseReceipt(ctx context.Context, l *idlegrid.Lease, r *idlegrid.Receipt, err error) error {
 	field := ""
 	var e *idlegrid.Error
 	if errors.As(err, &e) {
@@ -166,7 +169,34 @@ func (s *Server) refuseReceipt(l *idlegrid.Lease, r *idlegrid.Receipt, err error
 		"lease", l.ID, "seq", r.Seq, "field", field, "reason", idlegrid.ErrorMessage(err),
 		"start", r.Start, "end", r.End, "gpu_seconds", r.GPUSeconds, "avg_util_pct", r.AvgUtilPct,
 		"energy_wh", r.EnergyWh, "prev_hash", r.PrevHash, "hash", r.Hash(), "signature", r.Signature)
+	if forgery(field, err) {
+		s.forgedReceipt(ctx, l, r, err)
+	}
 	return err
+}
+
+// forgery reports whether a refused receipt proves fraud rather than a
+// malformed or out-of-order report: its signature is not the node's, it
+// claims more than the lease could run, or it rewrites an accepted one.
+func forgery(field string, err error) bool {
+	switch field {
+	case "receipt.signature", "receipt.gpu_seconds":
+		return true
+	case "receipt.seq":
+		return strings.Contains(idlegrid.ErrorMessage(err), "already accepted")
+	}
+	return false
+}
+
+// forgedReceipt convicts the lease's provider of a forged receipt; the
+// harm is what the receipt would have charged the renter.
+func (s *Server) forgedReceipt(ctx context.Context, l *idlegrid.Lease, r *idlegrid.Receipt, err error) {
+	s.convict(context.WithoutCancel(ctx), offence{
+		kind: trustpolicy.OffenceForgedReceipt, providerID: l.ProviderID, nodeID: l.NodeID, leaseID: l.ID,
+		renterID: l.RenterID, harm: idlegrid.CostOf(l.PriceMicrosPerGPUHour, r.GPUSeconds),
+		evidence: fmt.Sprintf("node %s sent receipt %d of lease %s, refused: %s", l.NodeID, r.Seq, l.ID, idlegrid.ErrorMessage(err)),
+		detail:   map[string]any{"receipt": r, "hash": r.Hash()},
+	})
 }
 
 // chargeableGPUSeconds is what a lease that ends at now is charged for:

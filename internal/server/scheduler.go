@@ -149,6 +149,9 @@ func (s *Server) buildEngine(ctx context.Context) (*market.Engine, error) {
 		return nil, err
 	}
 	for _, n := range nodes {
+		if n.Quarantined { // takes no new leases (attest.go)
+			continue
+		}
 		e.UpsertNode(n)
 		s.marks.setKnown(n.ID, true)
 	}
@@ -173,7 +176,7 @@ func (s *Server) applyMarks(ctx context.Context, e *market.Engine) error {
 		if err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
 			return err
 		}
-		if n != nil && n.State == idlegrid.NodeOnline {
+		if n != nil && n.State == idlegrid.NodeOnline && !n.Quarantined { // a quarantined node takes no new leases (attest.go)
 			e.UpsertNode(n)
 		} else {
 			e.RemoveNode(id)

@@ -8,8 +8,11 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
+	"io"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/ledger"
 	"github.com/idlegrid/idlegrid/internal/market"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
 // Config configures a Server. Zero values take the documented defaults.
@@ -45,6 +49,24 @@ type Config struct {
 	// a way to run a market.
 	NaiveMatcher bool
 	Logger       *slog.Logger
+	// Sample draws uniformly from [0, 1), to choose which verifiable
+	// leases are re-run (verify.go); nil: math/rand/v2.
+	Sample func() float64
+	// AuditKey signs the audit log's tree heads (see audit.go); nil: a
+	// key for this process alone, which no user can check heads with.
+	AuditKey ed25519.PrivateKey
+	// TrustPolicy is the reputation formula, the levels and what gold jobs
+	// need (see reputation.go); nil: trustpolicy.Default(). Its gold level
+	// becomes Market.GoldMinLevel.
+	TrustPolicy *trustpolicy.Policy
+	// Hardware challenges (attest.go): the randomness of their seeds, the
+	// rows checked and the random times (nil: crypto/rand); the largest
+	// N (default DefaultChallengeMaxSize); how long an agent has to answer
+	// (default 10m); how often random challenges are drawn (default 1m).
+	ChallengeRandom  io.Reader
+	ChallengeMaxSize int
+	ChallengeTimeout time.Duration
+	ChallengePeriod  time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -75,6 +97,13 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Sample == nil {
+		c.Sample = rand.Float64
+	}
+	if c.TrustPolicy == nil {
+		c.TrustPolicy = trustpolicy.Default()
+	}
+	c.Market.GoldMinLevel = c.TrustPolicy.Gold.MinLevel
 }
 
 // Server is the coordinator. Its goroutines (the scheduler and the reaper)
@@ -96,6 +125,11 @@ type Server struct {
 	receiptLocks leaseLocks
 	// naive is the NaiveMatcher baseline's market, owned by the scheduler.
 	naive *market.Snapshot
+	// audit is the audit log's tree and signing key; audit.go.
+	audit *auditLog
+	trust trust // reputation and levels; reputation.go
+	// attest is hardware attestation, challenges and quarantine; attest.go.
+	attest *attestState
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -111,15 +145,23 @@ func Open(cfg Config) (*Server, error) {
 	if cfg.FeeBasisPoints < 0 || cfg.FeeBasisPoints > 10000 {
 		return nil, idlegrid.Invalid("fee_bps", "must be between 0 and 10000")
 	}
+	auditLog, err := newAuditLog(cfg)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		store: cfg.Store, clock: cfg.Clock, rules: rules,
 		cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), cancel: cancel,
 		asks: make(chan func(*market.Engine)), stopped: make(chan struct{}),
+		audit: auditLog,
+		trust: trust{policy: cfg.TrustPolicy, uptime: map[string]*uptimeTrack{}},
 	}
-	s.wg.Add(2)
+	s.attest = newAttestState(cfg)
+	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.runScheduler(ctx) }()
 	go func() { defer s.wg.Done(); s.runReaper(ctx) }()
+	go func() { defer s.wg.Done(); s.runChallenges(ctx) }()
 	return s, nil
 }
 

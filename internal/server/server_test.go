@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
 // testMarket is a coordinator with an admin, a renter with money, a provider
@@ -35,14 +36,17 @@ func as(a *idlegrid.Account) context.Context {
 	return idlegrid.NewContextWithCaller(context.Background(), &idlegrid.Caller{AccountID: a.ID, Role: a.Role})
 }
 
-func mustMarket(t *testing.T) *testMarket {
+func mustMarket(t *testing.T) *testMarket { return mustMarketWith(t, goldForAll) }
+
+// mustMarketWith is mustMarket under a trust policy.
+func mustMarketWith(t *testing.T, policy *trustpolicy.Policy) *testMarket {
 	t.Helper()
 	ctx := context.Background()
 	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Open(server.Config{Store: store, HeartbeatInterval: 10 * time.Second, FeeBasisPoints: 1000, Logger: testLogger})
+	srv, err := server.Open(server.Config{Store: store, HeartbeatInterval: 10 * time.Second, FeeBasisPoints: 1000, Logger: testLogger, TrustPolicy: policy})
 	if err != nil {
 		t.Fatal(err)
 	}

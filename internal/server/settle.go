@@ -37,6 +37,14 @@ func (s *Server) endLease(ctx context.Context, l *idlegrid.Lease, end leaseEnd) 
 		return err
 	}
 	release() // before afterLeaseEnded, which may end other leases
+	s.noteLeaseEnded(ctx, l, t, gpuSeconds)
+	ended := *l // as it is now, for verify.go: a provider's fault requeues a re-run
+	ended.State, ended.Fault = to, fault
+	s.noteRun(ctx, &ended, to, end.outputDigest)
+	if end.brokeNotice {
+		// The harm is all the work the stop threw away, charged or not.
+		s.brokenNotice(ctx, l, end, idlegrid.CostOf(l.PriceMicrosPerGPUHour, l.GPUSeconds(now)))
+	}
 	s.log.Info("lease ended", "lease", l.ID, "job", l.JobID, "node", l.NodeID, "state", to,
 		"reason", reason, "charged", charge.String())
 	s.afterLeaseEnded(ctx, l, to)
@@ -50,6 +58,11 @@ type leaseEnd struct {
 	fault         idlegrid.Fault
 	exitCode      *int
 	checkpointRef string
+	// brokeNotice: the node stopped a lease that was guaranteed notice
+	// without giving it (see stoppedEnd), an offence against its bond.
+	brokeNotice bool
+	// outputDigest is what a verifiable lease's node says it printed.
+	outputDigest string
 }
 
 // afterLeaseEnded frees capacity for the scheduler and, when one lease of a

@@ -54,6 +54,7 @@ func (db *DB) placeBehindSavepoint(ctx context.Context, tx *sql.Tx, p *idlegrid.
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT placement`); err != nil {
 		return nil, err
 	}
+	mark := auditMark(tx)
 	if failed = db.placeJob(ctx, tx, p); failed != nil {
 		if db.dialect.retryable(failed) {
 			return nil, failed // a deadlock aborted the transaction: update retries it whole
@@ -61,6 +62,7 @@ func (db *DB) placeBehindSavepoint(ctx context.Context, tx *sql.Tx, p *idlegrid.
 		if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT placement`); err != nil {
 			return nil, err
 		}
+		auditUndo(tx, mark)
 	}
 	if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT placement`); err != nil {
 		return nil, err

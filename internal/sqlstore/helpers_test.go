@@ -23,8 +23,10 @@ func ptr[T any](v T) *T { return &v }
 
 var seq atomic.Int64
 
-// id returns a readable identifier unique within the test binary.
-func id(prefix string) string { return fmt.Sprintf("%s_%d", prefix, seq.Add(1)) }
+// id returns a readable identifier unique within the test binary,
+// zero-padded so that IDs made later also sort later: the store breaks ties
+// of equal times by ID.
+func id(prefix string) string { return fmt.Sprintf("%s_%08d", prefix, seq.Add(1)) }
 
 // mustOpen opens the store at dsn and closes it when the test ends.
 func mustOpen(tb testing.TB, dsn string) *sqlstore.DB {

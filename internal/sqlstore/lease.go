@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/audit"
 )
 
 // PlaceJob stores a placement in one transaction: the job, still queued at
@@ -134,7 +135,10 @@ func (db *DB) insertLease(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, p *i
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO lease_events (lease_id, seq, from_state, to_state, reason, at)
 		VALUES ($1, 1, '', $2, $3, $4)`, l.ID, string(l.State), l.Reason, timeArg(l.CreatedAt))
-	return err
+	if err != nil {
+		return err
+	}
+	return appendAudit(tx)(audit.LeaseEntry(l, idlegrid.LeaseEvent{LeaseID: l.ID, To: l.State, Reason: l.Reason, At: l.CreatedAt}))
 }
 
 func checkLease(j *idlegrid.Job, p *idlegrid.Placement, l *idlegrid.Lease) error {
@@ -410,7 +414,12 @@ func moveLease(ctx context.Context, tx *sql.Tx, l *idlegrid.Lease, t *idlegrid.L
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO lease_events (lease_id, seq, from_state, to_state, reason, at)
 		VALUES ($1, $2, $3, $4, $5, $6)`, l.ID, seq, string(l.State), string(t.To), t.Reason, timeArg(t.At))
-	return err
+	if err != nil {
+		return err
+	}
+	after := *l
+	after.State, after.Fault, after.ChargedMicros = t.To, t.Fault, l.ChargedMicros+t.ChargedMicros
+	return appendAudit(tx)(audit.LeaseEntry(&after, idlegrid.LeaseEvent{LeaseID: l.ID, From: l.State, To: t.To, Reason: t.Reason, At: t.At}))
 }
 
 // moveJob charges the job for t and, when the lease belongs to the job's

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/audit"
 )
 
 // errSeen reports that a transfer's idempotency key was used before.
@@ -42,7 +43,7 @@ func postTransfer(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer) error {
 			return err
 		}
 	}
-	return nil
+	return appendAudit(tx)(audit.PostingEntry(t))
 }
 
 // netEntries sums t's entries per account, in account order, so that

@@ -27,14 +27,14 @@ func insertNode(ctx context.Context, tx *sql.Tx, d *dialect, n *idlegrid.Node) e
 }
 
 const nodeColumns = `id, provider_id, public_key, offer, state, last_heartbeat, agent_version,
-	reliability, leases_completed, leases_failed, created_at`
+	reliability, leases_completed, leases_failed, created_at, level, quarantined`
 
 func scanNode(s scanner) (*idlegrid.Node, error) {
 	var n idlegrid.Node
 	var offer string
 	var heartbeat, created sql.NullInt64
 	if err := s.Scan(&n.ID, &n.ProviderID, &n.PublicKey, &offer, &n.State, &heartbeat, &n.AgentVersion,
-		&n.Reliability, &n.LeasesCompleted, &n.LeasesFailed, &created); err != nil {
+		&n.Reliability, &n.LeasesCompleted, &n.LeasesFailed, &created, &n.Level, &n.Quarantined); err != nil {
 		return nil, err
 	}
 	if err := jsonOf(offer, &n.Offer); err != nil {
@@ -93,12 +93,17 @@ func (db *DB) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid
 }
 
 // UpdateOffer replaces what the node offers and marks it online at at.
+// An owner's schedule (SetNodeSchedule) replaces the one in o.
 func (db *DB) UpdateOffer(ctx context.Context, nodeID string, o idlegrid.Offer, agentVersion string, at time.Time) error {
-	offer, err := jsonArg(o)
-	if err != nil {
-		return err
-	}
 	return db.update(ctx, func(tx *sql.Tx) error {
+		o, err := applyOwnerSchedule(ctx, tx, nodeID, o, at)
+		if err != nil {
+			return err
+		}
+		offer, err := jsonArg(o)
+		if err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE nodes SET offer = $1, gpu_count = $2, agent_version = $3,
 			state = $4, last_heartbeat = $5 WHERE id = $6`,
 			offer, len(o.GPUs), agentVersion, string(idlegrid.NodeOnline), timeArg(at), nodeID)
@@ -151,7 +156,9 @@ func recordLeaseEnd(ctx context.Context, tx *sql.Tx, nodeID string, s idlegrid.L
 	} else if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE nodes SET reliability = $1 WHERE id = $2`,
+	// A node with a reputation (reputation.go) is ranked by its score.
+	_, err = tx.ExecContext(ctx, `UPDATE nodes SET reliability = $1 WHERE id = $2 AND NOT EXISTS
+		(SELECT 1 FROM reputations WHERE subject = 'node' AND subject_id = $2)`,
 		idlegrid.ReliabilityOf(completed, failed), nodeID)
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/audit"
 )
 
 // AppendReceipts stores a lease's next receipts in one transaction. It
@@ -31,6 +32,8 @@ func (db *DB) AppendReceipts(ctx context.Context, leaseID string, rs []idlegrid.
 		}
 		for i := range rs {
 			if err := appendReceipt(ctx, tx, leaseID, last, &rs[i]); err != nil {
+				return err
+			} else if err := appendAudit(tx)(audit.ReceiptEntry(l, &rs[i], rs[i].End)); err != nil {
 				return err
 			}
 			last = &rs[i]

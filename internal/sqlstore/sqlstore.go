@@ -134,7 +134,11 @@ func (db *DB) tryTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.Tx
 		return err
 	}
 	defer tx.Rollback()
+	defer auditDrop(tx)
 	if err := fn(tx); err != nil {
+		return err
+	}
+	if _, err := flushAudit(ctx, tx); err != nil { // last, see audit.go
 		return err
 	}
 	return tx.Commit()

@@ -49,7 +49,22 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"Summary", testSummary},
 		{"Concurrency_PlaceJob", testConcurrentPlaceJob},
 		{"Concurrency_Transfers", testConcurrentTransfers},
+		{"Attestations", testAttestations},
+		{"Challenges", testChallenges},
+		{"Quarantine", testQuarantine},
+		{"Audit", testAudit},
+		{"Disputes", testDisputes},
+		{"Verifications", testVerifications},
+		{"Reputation", testReputation},
+		{"Reputation_Conflicts", testReputationConflicts},
+		{"Reputation_NodeRecord", testReputationNodeRecord},
 	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.test(t, open(t))
+		})
+	}
+	for _, tt := range scheduleTests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			tt.test(t, open(t))

@@ -32,6 +32,10 @@ const MaxGPUs = 64
 const (
 	Driver = "550.54.15"
 	CUDA   = "12.4"
+	// VBIOS and PCISubsystemID are the fake boards' fingerprint; the PCI
+	// device ID is "fake-" and the model's name.
+	VBIOS          = "fake-vbios-1"
+	PCISubsystemID = "fake-board"
 	// IdleTempC and IdleUtilPct are the telemetry of an idle GPU.
 	IdleTempC   = 34
 	IdleUtilPct = 0
@@ -44,6 +48,7 @@ type Detector struct {
 	removed  map[string]bool
 	powerErr error
 	limits   []PowerLimit
+	actual   map[string]Actual // what a GPU really is, where it lies (actual.go)
 }
 
 // PowerLimit records one SetPowerLimit call.
@@ -65,7 +70,7 @@ func Parse(spec, seed string) (*Detector, error) {
 	if strings.TrimSpace(spec) == "" {
 		return nil, idlegrid.Invalid("fake_gpus", "empty; name GPUs like 2xRTX4090 or 1xH100-80GB,4xT4")
 	}
-	d := &Detector{removed: map[string]bool{}}
+	d := &Detector{removed: map[string]bool{}, actual: map[string]Actual{}}
 	for _, part := range strings.Split(spec, ",") {
 		n, m, err := parsePart(strings.TrimSpace(part))
 		if err != nil {
@@ -84,9 +89,10 @@ func Parse(spec, seed string) (*Detector, error) {
 // idleDevice is the telemetry of an idle GPU of model m at index i.
 func idleDevice(m Model, i int, uuid string) gpu.Device {
 	return gpu.Device{
-		GPU:   idlegrid.GPU{UUID: uuid, Model: m.Name, VRAMMB: m.VRAMMB},
+		GPU: idlegrid.GPU{UUID: uuid, Model: m.Name, VRAMMB: m.VRAMMB,
+			PCIBusID: fmt.Sprintf("00000000:%02X:00.0", 0x10+i), PCIDeviceID: "fake-" + m.Name,
+			PCISubsystemID: PCISubsystemID, DriverVersion: Driver, VBIOSVersion: VBIOS},
 		Index: i, Name: m.Product, Driver: Driver, CUDA: CUDA, ComputeCap: m.ComputeCap,
-		PCIBusID:    fmt.Sprintf("00000000:%02X:00.0", 0x10+i),
 		PowerLimitW: m.PowerLimitW, PowerMinW: m.PowerLimitW / 3, PowerMaxW: m.PowerLimitW,
 		PowerDrawW: max(m.PowerLimitW/12, 8),
 		TempC:      IdleTempC, UtilPct: IdleUtilPct, MemUsedMB: 1,

@@ -124,7 +124,7 @@ func (d *Detector) device(i int, h nv.Device) (gpu.Device, bool) {
 	}
 	name, _ := h.GetName()
 	dev := gpu.Device{Index: i, Name: name, Driver: d.driver, CUDA: d.cuda}
-	dev.UUID = uuid
+	dev.UUID, dev.DriverVersion = uuid, gpu.Version(d.driver)
 	if mem, ret := h.GetMemoryInfo(); ret == nv.SUCCESS {
 		dev.VRAMMB, dev.MemUsedMB = int(mem.Total>>20), int(mem.Used>>20)
 	}
@@ -134,6 +134,10 @@ func (d *Detector) device(i int, h nv.Device) (gpu.Device, bool) {
 	}
 	if pci, ret := h.GetPciInfo(); ret == nv.SUCCESS {
 		dev.PCIBusID = busID(pci)
+		dev.PCIDeviceID, dev.PCISubsystemID = gpu.PCIIDOf(pci.PciDeviceId), gpu.PCIIDOf(pci.PciSubSystemId)
+	}
+	if v, ret := h.GetVbiosVersion(); ret == nv.SUCCESS {
+		dev.VBIOSVersion = gpu.Version(v)
 	}
 	if mw, ret := h.GetEnforcedPowerLimit(); ret == nv.SUCCESS {
 		dev.PowerLimitW = watts(mw)

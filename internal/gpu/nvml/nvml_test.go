@@ -60,8 +60,9 @@ func newNode(tb testing.TB) *node {
 func (n *node) wire(i int, d *server.Device) {
 	d.MemoryInfo.Used = 512 << 20
 	d.GetPciInfoFunc = func() (nv.PciInfo, nv.Return) {
-		return nv.PciInfo{Domain: 0, Bus: uint32(0x18 + 0x10*i), PciDeviceId: 0x233010DE}, nv.SUCCESS
+		return nv.PciInfo{Domain: 0, Bus: uint32(0x18 + 0x10*i), PciDeviceId: 0x233010DE, PciSubSystemId: 0x16C110DE}, nv.SUCCESS
 	}
+	d.GetVbiosVersionFunc = func() (string, nv.Return) { return "96.00.74.00.01", nv.SUCCESS }
 	d.GetEnforcedPowerLimitFunc = func() (uint32, nv.Return) {
 		if mw, ok := n.limits[i]; ok {
 			return mw, nv.SUCCESS
@@ -165,11 +166,13 @@ func testDetect(t *testing.T) {
 	}
 	want := gpu.Device{
 		Index: 2, Name: "NVIDIA H100 80GB HBM3", Driver: "550.54.15", CUDA: "12.4", ComputeCap: "9.0",
-		PCIBusID: "00000000:38:00.0", PowerLimitW: 700, PowerMinW: 200, PowerMaxW: 700, PowerDrawW: 71,
+		PowerLimitW: 700, PowerMinW: 200, PowerMaxW: 700, PowerDrawW: 71,
 		TempC: 32, UtilPct: 20, MemUsedMB: 512,
 		Processes: []gpu.Process{{PID: 4242, Name: "/usr/bin/python3", UsedMB: 70_000}, {PID: 5151}},
 	}
 	want.UUID, want.Model, want.VRAMMB = n.Devices[2].(*server.Device).UUID, "H100-80GB", 81920
+	want.PCIBusID, want.PCIDeviceID, want.PCISubsystemID = "00000000:38:00.0", "233010DE", "16C110DE"
+	want.DriverVersion, want.VBIOSVersion = "550.54.15", "96.00.74.00.01"
 	if diff := cmp.Diff(want, devs[2]); diff != "" {
 		t.Errorf("GPU 2 (-want +got):\n%s", diff)
 	}

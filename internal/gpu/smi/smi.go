@@ -169,6 +169,9 @@ type reportGPU struct {
 	Architecture string       `xml:"product_architecture"` // since the 510 drivers
 	UUID         string       `xml:"uuid"`
 	PCIBusID     string       `xml:"pci>pci_bus_id"`
+	PCIDeviceID  string       `xml:"pci>pci_device_id"`
+	PCISubsystem string       `xml:"pci>pci_sub_system_id"`
+	VBIOS        string       `xml:"vbios_version"`
 	MemTotal     string       `xml:"fb_memory_usage>total"`
 	MemUsed      string       `xml:"fb_memory_usage>used"`
 	Util         string       `xml:"utilization>gpu_util"`
@@ -233,10 +236,11 @@ func (g *reportGPU) device(index int, r *report) (gpu.Device, bool) {
 	vram := number(g.MemTotal)
 	model := gpu.ModelName(g.Product, vram)
 	d := gpu.Device{
-		GPU:   idlegrid.GPU{UUID: uuid, Model: model, VRAMMB: vram},
+		GPU: idlegrid.GPU{UUID: uuid, Model: model, VRAMMB: vram,
+			PCIBusID: clean(first(g.PCIBusID, g.BusID)), PCIDeviceID: gpu.PCIID(g.PCIDeviceID),
+			PCISubsystemID: gpu.PCIID(g.PCISubsystem), DriverVersion: gpu.Version(clean(r.Driver)), VBIOSVersion: gpu.Version(clean(g.VBIOS))},
 		Index: index, Name: clean(g.Product), Driver: clean(r.Driver), CUDA: clean(r.CUDA),
 		ComputeCap: gpu.ComputeCapOf(model, g.Architecture),
-		PCIBusID:   clean(first(g.PCIBusID, g.BusID)),
 		MemUsedMB:  number(g.MemUsed), UtilPct: number(g.Util), TempC: number(g.Temp),
 		PowerDrawW:  number(first(g.Power.InstantDraw, g.Power.Draw, g.OldPower.Draw)),
 		PowerLimitW: number(first(g.Power.CurrentLimit, g.OldPower.EnforcedLimit, g.OldPower.Limit)),

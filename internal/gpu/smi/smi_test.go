@@ -40,9 +40,11 @@ func TestParse(t *testing.T) {
 			t.Fatalf("%d GPUs, want 8", len(devs))
 		}
 		want := gpu.Device{
-			GPU:   idlegrid.GPU{UUID: "GPU-5b1a6e2c-0f3d-8e47-a1c9-2d7e4b9f6a10", Model: "H100-80GB", VRAMMB: 81559},
+			GPU: idlegrid.GPU{UUID: "GPU-5b1a6e2c-0f3d-8e47-a1c9-2d7e4b9f6a10", Model: "H100-80GB", VRAMMB: 81559,
+				PCIBusID: "00000000:18:00.0", PCIDeviceID: "233010DE", PCISubsystemID: "16C110DE",
+				DriverVersion: "555.42.06", VBIOSVersion: "96.00.74.00.01"},
 			Index: 0, Name: "NVIDIA H100 80GB HBM3", Driver: "555.42.06", CUDA: "12.5", ComputeCap: "9.0",
-			PCIBusID: "00000000:18:00.0", PowerLimitW: 700, PowerMinW: 200, PowerMaxW: 700, PowerDrawW: 71,
+			PowerLimitW: 700, PowerMinW: 200, PowerMaxW: 700, PowerDrawW: 71,
 			TempC: 29, UtilPct: 0, MemUsedMB: 1,
 		}
 		if diff := cmp.Diff(want, devs[0]); diff != "" {
@@ -101,9 +103,11 @@ func TestParse(t *testing.T) {
 	t.Run("T4InContainer", func(t *testing.T) {
 		devs := mustParse(t, "t4-container.xml")
 		want := []gpu.Device{{
-			GPU:   idlegrid.GPU{UUID: "GPU-6f1e0a52-3b7c-94d8-e2a1-5c0b9d7e4f36", Model: "T4", VRAMMB: 15109},
+			GPU: idlegrid.GPU{UUID: "GPU-6f1e0a52-3b7c-94d8-e2a1-5c0b9d7e4f36", Model: "T4", VRAMMB: 15109,
+				PCIBusID: "00000000:00:04.0", PCIDeviceID: "1EB810DE", PCISubsystemID: "12A210DE",
+				DriverVersion: "470.223.02", VBIOSVersion: "90.04.96.00.02"},
 			Index: 0, Name: "Tesla T4", Driver: "470.223.02", CUDA: "11.4", ComputeCap: "7.5",
-			PCIBusID: "00000000:00:04.0", PowerLimitW: 70, PowerMinW: 60, PowerMaxW: 70, PowerDrawW: 10,
+			PowerLimitW: 70, PowerMinW: 60, PowerMaxW: 70, PowerDrawW: 10,
 			TempC: 38, MemUsedMB: 58,
 			// inside a container, nvidia-smi cannot name host processes
 			Processes: []gpu.Process{{PID: 41394, Name: "", UsedMB: 56}},
@@ -124,8 +128,8 @@ func TestParse(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []gpu.Device{{
-			GPU: idlegrid.GPU{UUID: "GPU-x", Model: "Graphics-Device"}, Name: "NVIDIA Graphics Device",
-			PCIBusID: "0", PowerDrawW: 56, Processes: []gpu.Process{{PID: 7}},
+			GPU: idlegrid.GPU{UUID: "GPU-x", Model: "Graphics-Device", PCIBusID: "0"}, Name: "NVIDIA Graphics Device",
+			PowerDrawW: 56, Processes: []gpu.Process{{PID: 7}},
 		}}
 		if diff := cmp.Diff(want, devs); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)

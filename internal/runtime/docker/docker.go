@@ -285,7 +285,7 @@ func (r *Runtime) create(ctx context.Context, w runtime.Workload, events chan<- 
 	}
 	wl := r.newWorkload(w.LeaseID, w.JobID, events)
 	wl.scratch, wl.checkpoint, wl.notes, wl.memoryBytes = scratchVolume(w.LeaseID), ckpt, s.notes, s.host.Memory
-	wl.gpus = w.GPUs
+	wl.gpus, wl.tier = w.GPUs, w.Job.Tier
 	if err := r.createVolumes(ctx, w, ckpt); err != nil {
 		r.removeFailed(wl, ckptExists)
 		return nil, err
@@ -445,6 +445,7 @@ func (r *Runtime) adopt(ctx context.Context, id, leaseID, jobID string, events c
 	}
 	if info.Config != nil {
 		wl.gpus = gpusFromEnv(info.Config.Env)
+		wl.tier = idlegrid.Tier(info.Config.Labels[LabelTier])
 	}
 	for _, m := range info.Mounts {
 		switch m.Destination {

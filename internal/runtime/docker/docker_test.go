@@ -672,6 +672,7 @@ func TestRuntime_Adopt(t *testing.T) {
 		node := randomID("node_test")
 		old := mustRuntime(t, Options{NodeID: node})
 		w := testWorkload(map[string]string{"WORKLOAD_STEPS": "100000", "WORKLOAD_STEP_MS": "20"})
+		w.Job.Tier = idlegrid.TierBronze
 		mustStart(t, old, w).line(t, "step 2/")
 		old.detach() // the agent crashes
 
@@ -688,6 +689,9 @@ func TestRuntime_Adopt(t *testing.T) {
 		wa.line(t, "took the workload back")
 		if gpus := r.LeaseGPUs(w.LeaseID); !slices.Equal(gpus, w.GPUs) {
 			t.Errorf("LeaseGPUs of the adopted lease = %q, want %q", gpus, w.GPUs)
+		}
+		if tier := r.LeaseTier(w.LeaseID); tier != idlegrid.TierBronze {
+			t.Errorf("LeaseTier of the adopted lease = %q, want bronze: its notice depends on it", tier)
 		}
 		step := stepOf(t, wa.line(t, "step "))
 		if again, err := r.Adopt(context.Background(), make(chan runtime.Event)); err != nil || len(again) != 0 {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/idlegrid/idlegrid"
 )
 
 // containerIDRE finds a full container ID in a cgroup path. Engines and
@@ -88,6 +90,17 @@ func (r *Runtime) LeaseGPUs(leaseID string) []string {
 		return append([]string(nil), wl.gpus...)
 	}
 	return nil
+}
+
+// LeaseTier returns the SLA tier of a workload the runtime follows, read
+// back from its container's label when it was adopted; "" when unknown.
+func (r *Runtime) LeaseTier(leaseID string) idlegrid.Tier {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if wl := r.running[leaseID]; wl != nil {
+		return wl.tier
+	}
+	return ""
 }
 
 // gpusFromEnv reads IDLEGRID_GPUS from a container's environment.

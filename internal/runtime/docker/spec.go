@@ -24,6 +24,7 @@ const (
 	LabelNode      = "idlegrid.node"
 	LabelRole      = "idlegrid.role" // workload, prep, scratch or checkpoint
 	LabelImage     = "idlegrid.image"
+	LabelTier      = "idlegrid.tier" // the lease's SLA tier, so that an adopted bronze lease still gets notice
 
 	ManagedBy = "idlegrid-agent"
 )
@@ -163,6 +164,9 @@ func (o *Options) sandboxFor(w runtime.Workload, imageID, imageUser, checkpointV
 	caps, _ := o.capabilities(w.Capabilities)
 	labels := o.labels(w.LeaseID, w.JobID, roleWorkload)
 	labels[LabelImage] = w.Job.Image
+	if w.Job.Tier != "" {
+		labels[LabelTier] = string(w.Job.Tier)
+	}
 	s.config = &container.Config{
 		Image:      imageID, // the image inspected, even if its tag moves meanwhile
 		Cmd:        w.Job.Command,

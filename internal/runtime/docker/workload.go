@@ -30,6 +30,7 @@ type workload struct {
 	checkpoint  string
 	memoryBytes int64    // the container's limit, for the out-of-memory note
 	gpus        []string // UUIDs of the lease's GPUs
+	tier        idlegrid.Tier
 	notes       []string // sent as stderr lines before the output
 	adopted     bool     // taken back after a restart: follow only new output
 	events      chan<- runtime.Event

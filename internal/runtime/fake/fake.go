@@ -190,8 +190,14 @@ func (wl *workload) run() runtime.Exit {
 		wl.logf("stderr", "fake: bad %s", wl.plan.badEnv)
 		return runtime.Exit{Code: wl.plan.exitCode}
 	}
-	wl.logf("stdout", "pulled %s (simulated)", wl.w.Job.Image)
-	wl.logf("stdout", "visible GPUs: %s", strings.Join(wl.w.GPUs, ","))
+	// A verifiable job's standard output must depend on its inputs only,
+	// so what differs from node to node goes to standard error.
+	info := "stdout"
+	if wl.w.Job.Verifiable {
+		info = "stderr"
+	}
+	wl.logf(info, "pulled %s (simulated)", wl.w.Job.Image)
+	wl.logf(info, "visible GPUs: %s", strings.Join(wl.w.GPUs, ","))
 	wl.logf("stdout", "starting %s run %q: %d steps, %d seconds", wl.w.Job.Kind, wl.w.Job.Name, Steps, wl.w.Job.DurationSeconds)
 	timer := time.NewTimer(wl.tick)
 	defer timer.Stop()
@@ -256,10 +262,16 @@ func (wl *workload) loss(frac float64) float64 {
 	return 2.5*math.Exp(-3*frac) + 0.1 + 0.02*wl.noise(frac, "loss")
 }
 
-// noise is a deterministic value in [-1, 1) for the lease, point and kind.
+// noise is a deterministic value in [-1, 1) for the lease, point and kind;
+// for a verifiable job, for its inputs (image and command) instead of the
+// lease, so that a re-run elsewhere prints the same.
 func (wl *workload) noise(frac float64, kind string) float64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%s/%s/%d", wl.w.LeaseID, kind, step(frac))
+	seed := wl.w.LeaseID
+	if wl.w.Job.Verifiable {
+		seed = wl.w.Job.Image + "\x00" + strings.Join(wl.w.Job.Command, "\x00")
+	}
+	fmt.Fprintf(h, "%s/%s/%d", seed, kind, step(frac))
 	return float64(h.Sum64()%2000)/1000 - 1
 }
 

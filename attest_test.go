@@ -1,0 +1,89 @@
+package idlegrid_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/idlegrid/idlegrid"
+)
+
+func h100(uuid string) idlegrid.GPU {
+	return idlegrid.GPU{UUID: uuid, Model: "H100-80GB", VRAMMB: 81920, PCIBusID: "00000000:18:00.0",
+		PCIDeviceID: "233010DE", PCISubsystemID: "16C110DE", DriverVersion: "550.54.15", VBIOSVersion: "96.00.74.00.01"}
+}
+
+func TestHardwareFingerprint_Hash(t *testing.T) {
+	a := idlegrid.FingerprintOf([]idlegrid.GPU{h100("GPU-b"), h100("GPU-a")})
+	b := idlegrid.FingerprintOf([]idlegrid.GPU{h100("GPU-a"), h100("GPU-b")})
+	if a.Hash() != b.Hash() {
+		t.Fatal("the same GPUs in another order hash differently; FingerprintOf must sort them")
+	}
+	t.Run("EveryFieldCounts", func(t *testing.T) {
+		for name, change := range map[string]func(g *idlegrid.GPU){
+			"uuid": func(g *idlegrid.GPU) { g.UUID = "GPU-c" }, "model": func(g *idlegrid.GPU) { g.Model = "T4" },
+			"vram": func(g *idlegrid.GPU) { g.VRAMMB-- }, "bus": func(g *idlegrid.GPU) { g.PCIBusID = "x" },
+			"device": func(g *idlegrid.GPU) { g.PCIDeviceID = "x" }, "subsystem": func(g *idlegrid.GPU) { g.PCISubsystemID = "x" },
+			"driver": func(g *idlegrid.GPU) { g.DriverVersion = "x" }, "vbios": func(g *idlegrid.GPU) { g.VBIOSVersion = "x" },
+		} {
+			g := h100("GPU-a")
+			change(&g)
+			if f := idlegrid.FingerprintOf([]idlegrid.GPU{g, h100("GPU-b")}); f.Hash() == b.Hash() {
+				t.Errorf("changing %s left the hash as it was", name)
+			}
+		}
+	})
+	t.Run("NoFieldForgery", func(t *testing.T) {
+		// A value that contains another field's text must not read as it.
+		g := h100("GPU-a")
+		g.Model = `H100-80GB" vbios_version="x`
+		f := idlegrid.FingerprintOf([]idlegrid.GPU{g})
+		if got := strings.Count(string(f.Canonical()), "\n"); got != 2 {
+			t.Fatalf("canonical form has %d lines, want 2:\n%s", got, f.Canonical())
+		}
+		if !strings.Contains(string(f.Canonical()), `model="H100-80GB\" vbios_version=\"x"`) {
+			t.Fatalf("model not quoted:\n%s", f.Canonical())
+		}
+	})
+}
+
+func TestDiffFingerprints(t *testing.T) {
+	before := idlegrid.FingerprintOf([]idlegrid.GPU{h100("GPU-a"), h100("GPU-b")})
+	flashed := h100("GPU-a")
+	flashed.VBIOSVersion = "96.00.99.00.01"
+	flashed.DriverVersion = "555.42.06"
+	after := idlegrid.FingerprintOf([]idlegrid.GPU{flashed, h100("GPU-c")})
+	got := idlegrid.DiffFingerprints(before, after)
+	want := []idlegrid.HardwareChange{
+		{Kind: idlegrid.ChangeDriver, GPUUUID: "GPU-a", Before: "550.54.15", After: "555.42.06"},
+		{Kind: idlegrid.ChangeVBIOS, GPUUUID: "GPU-a", Before: "96.00.74.00.01", After: "96.00.99.00.01"},
+		{Kind: idlegrid.ChangeGPUAdded, GPUUUID: "GPU-c", After: "H100-80GB 81920 MB, bus 00000000:18:00.0, device 233010DE, subsystem 16C110DE, vbios 96.00.74.00.01"},
+		{Kind: idlegrid.ChangeGPURemoved, GPUUUID: "GPU-b", Before: "H100-80GB 81920 MB, bus 00000000:18:00.0, device 233010DE, subsystem 16C110DE, vbios 96.00.74.00.01"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("DiffFingerprints (-want +got):\n%s", diff)
+	}
+	if got := idlegrid.DiffFingerprints(before, before); len(got) != 0 {
+		t.Fatalf("an unchanged fingerprint shows changes: %+v", got)
+	}
+}
+
+func TestHardwareFingerprint_Validate(t *testing.T) {
+	ok := idlegrid.FingerprintOf([]idlegrid.GPU{h100("GPU-a")})
+	if err := ok.Validate("f"); err != nil {
+		t.Fatalf("Validate = %v, want nil", err)
+	}
+	for name, f := range map[string]idlegrid.HardwareFingerprint{
+		"Empty":     {},
+		"Unsorted":  {GPUs: []idlegrid.GPU{h100("GPU-b"), h100("GPU-a")}},
+		"Duplicate": {GPUs: []idlegrid.GPU{h100("GPU-a"), h100("GPU-a")}},
+		"NoVRAM":    {GPUs: []idlegrid.GPU{{UUID: "GPU-a", Model: "T4"}}},
+		"LongVBIOS": {GPUs: []idlegrid.GPU{{UUID: "GPU-a", Model: "T4", VRAMMB: 1, VBIOSVersion: strings.Repeat("9", 129)}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := f.Validate("f"); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+				t.Fatalf("Validate = %v, want EINVALID", err)
+			}
+		})
+	}
+}

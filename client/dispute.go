@@ -1,0 +1,104 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
+)
+
+// PostBond stakes amount as a bond: a provider's own payable earnings
+// (providerID empty), or an admin's record of a deposit for providerID. A
+// retry with the same idempotencyKey moves nothing.
+func (c *Client) PostBond(ctx context.Context, providerID string, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Balance, error) {
+	var out idlegrid.Balance
+	err := c.do(ctx, call{method: http.MethodPost, path: path("bonds"), header: idempotent(idempotencyKey),
+		in: wire.BondRequest{ProviderID: providerID, AmountMicros: amount}, out: &out})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ReleaseBond gives amount of the calling provider's bond back to its
+// payable earnings; refused while a dispute against it is open.
+func (c *Client) ReleaseBond(ctx context.Context, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Balance, error) {
+	var out idlegrid.Balance
+	err := c.do(ctx, call{method: http.MethodPost, path: path("bonds", "release"), header: idempotent(idempotencyKey),
+		in: wire.BondRequest{AmountMicros: amount}, out: &out})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListDisputes lists disputes: those against a provider, those a renter
+// was harmed in, or any for admins (f.ProviderID narrows it).
+func (c *Client) ListDisputes(ctx context.Context, f idlegrid.DisputeFilter) ([]*idlegrid.Dispute, error) {
+	q := url.Values{}
+	setString(q, "provider_id", f.ProviderID)
+	setList(q, "state", f.States)
+	setInt(q, "limit", int64(f.Limit))
+	var out wire.Disputes
+	err := c.do(ctx, call{method: http.MethodGet, path: path("disputes"), query: q, out: &out})
+	return out.Disputes, err
+}
+
+// ListVerifications lists verifications of work: a renter's own, those
+// touching a provider's runs, or any for admins.
+func (c *Client) ListVerifications(ctx context.Context, f idlegrid.VerificationFilter) ([]*idlegrid.Verification, error) {
+	q := url.Values{}
+	setString(q, "provider_id", f.ProviderID)
+	setInt(q, "limit", int64(f.Limit))
+	var out wire.Verifications
+	err := c.do(ctx, call{method: http.MethodGet, path: path("verifications"), query: q, out: &out})
+	return out.Verifications, err
+}
+
+// FindDispute returns one dispute.
+func (c *Client) FindDispute(ctx context.Context, id string) (*idlegrid.Dispute, error) {
+	if err := requireID("dispute_id", id); err != nil {
+		return nil, err
+	}
+	var out idlegrid.Dispute
+	if err := c.do(ctx, call{method: http.MethodGet, path: path("disputes", id), out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// OpenDispute charges a provider with an offence the market cannot prove
+// by itself. Admins only.
+func (c *Client) OpenDispute(ctx context.Context, d idlegrid.Dispute) (*idlegrid.Dispute, error) {
+	var out idlegrid.Dispute
+	if err := c.do(ctx, call{method: http.MethodPost, path: path("disputes"), in: d, out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// UpholdDispute upholds an open dispute, taking the trust policy's penalty
+// from the provider's bond. Admins only.
+func (c *Client) UpholdDispute(ctx context.Context, id, resolution string) (*idlegrid.Dispute, error) {
+	return c.resolveDispute(ctx, id, "uphold", resolution)
+}
+
+// DismissDispute dismisses an open dispute. Admins only.
+func (c *Client) DismissDispute(ctx context.Context, id, resolution string) (*idlegrid.Dispute, error) {
+	return c.resolveDispute(ctx, id, "dismiss", resolution)
+}
+
+func (c *Client) resolveDispute(ctx context.Context, id, verb, resolution string) (*idlegrid.Dispute, error) {
+	if err := requireID("dispute_id", id); err != nil {
+		return nil, err
+	}
+	var out idlegrid.Dispute
+	err := c.do(ctx, call{method: http.MethodPost, path: path("disputes", id, verb),
+		in: wire.ResolveDisputeRequest{Resolution: resolution}, out: &out})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

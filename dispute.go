@@ -1,0 +1,93 @@
+package idlegrid
+
+import (
+	"context"
+	"time"
+)
+
+// This file holds disputes: a proven or alleged breach of the market's
+// rules by a provider, with its evidence, and the penalty that moved from
+// the provider's bond to the harmed renter (or the platform) when it was
+// upheld. The trust policy (internal/trustpolicy) sets what each offence
+// costs; docs/trust.md tells the rules.
+
+// DisputeState is where a dispute is in its life.
+type DisputeState string
+
+const (
+	DisputeOpen      DisputeState = "open"      // alleged; an operator decides
+	DisputeUpheld    DisputeState = "upheld"    // proven: the penalty was taken
+	DisputeDismissed DisputeState = "dismissed" // not proven: nothing moved
+)
+
+// Valid reports whether s is a known dispute state.
+func (s DisputeState) Valid() bool {
+	return s == DisputeOpen || s == DisputeUpheld || s == DisputeDismissed
+}
+
+// Dispute is one offence a provider is charged with.
+type Dispute struct {
+	ID string `json:"id"`
+	// Offence names the rule broken, as the trust policy's slashing
+	// section does: forged_receipt, fake_hardware, mismatched_result or
+	// broken_notice.
+	Offence    string       `json:"offence"`
+	State      DisputeState `json:"state"`
+	ProviderID string       `json:"provider_id"`
+	NodeID     string       `json:"node_id,omitempty"`
+	LeaseID    string       `json:"lease_id,omitempty"`
+	// RenterID is the harmed renter, who receives the penalty when the
+	// policy says so; empty when no renter was harmed.
+	RenterID string `json:"renter_id,omitempty"`
+	// Evidence says, in words a person can check, what was found; Detail
+	// carries the raw facts (a receipt, lease times, digests) as JSON.
+	Evidence string `json:"evidence"`
+	Detail   string `json:"detail,omitempty"`
+	// HarmMicros is what the offence cost the renter, as far as the market
+	// can measure it; the policy's penalty may scale with it.
+	HarmMicros Micros `json:"harm_micros"`
+	// PenaltyMicros is what was taken from the bond (upheld), and
+	// TransferID the ledger transfer that took it.
+	PenaltyMicros Micros     `json:"penalty_micros"`
+	PenaltyTo     string     `json:"penalty_to,omitempty"` // "renter" or "platform"
+	TransferID    string     `json:"transfer_id,omitempty"`
+	Resolution    string     `json:"resolution,omitempty"` // why it was upheld or dismissed
+	ResolvedBy    string     `json:"resolved_by,omitempty"`
+	PolicySHA256  string     `json:"policy_sha256,omitempty"` // the trust policy that priced it
+	CreatedAt     time.Time  `json:"created_at"`
+	ResolvedAt    *time.Time `json:"resolved_at,omitempty"`
+}
+
+// DisputeFilter selects disputes; empty fields match all.
+type DisputeFilter struct {
+	ProviderID string
+	RenterID   string
+	States     []DisputeState
+	Limit      int
+}
+
+// DisputeResolution upholds or dismisses an open dispute. An upheld one
+// carries the penalty's transfer, applied in the same transaction.
+type DisputeResolution struct {
+	DisputeID  string
+	To         DisputeState // DisputeUpheld or DisputeDismissed
+	Resolution string
+	By         string // the admin's account ID, or "market" when the proof was automatic
+	Penalty    *Transfer
+	PenaltyTo  string
+	At         time.Time
+}
+
+// DisputeStore keeps disputes. OpenDispute with an upheld dispute and its
+// penalty applies both at once: a dispute is never upheld without its
+// money moving, nor money moved without its dispute.
+type DisputeStore interface {
+	// OpenDispute stores d. When d.State is upheld, penalty (which may be
+	// nil when the bond was empty) is applied in the same transaction.
+	OpenDispute(ctx context.Context, d *Dispute, penalty *Transfer) error
+	FindDispute(ctx context.Context, id string) (*Dispute, error)
+	ListDisputes(ctx context.Context, f DisputeFilter) ([]*Dispute, error)
+	// ResolveDispute moves an open dispute to upheld or dismissed;
+	// ECONFLICT when it is no longer open.
+	ResolveDispute(ctx context.Context, r DisputeResolution) (*Dispute, error)
+}

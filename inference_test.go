@@ -1,0 +1,62 @@
+package idlegrid_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+func TestTokenCost(t *testing.T) {
+	for _, tt := range []struct {
+		price  idlegrid.Micros
+		tokens int64
+		want   idlegrid.Micros
+	}{
+		{price: 1_000_000, tokens: 1, want: 1}, // $1 per million: a micro a token
+		{price: 200_000, tokens: 7, want: 1},   // 1.4 micros, rounded down
+		{price: 200_000, tokens: 4, want: 0},   // 0.8 micros
+		{price: 10_000_000_000, tokens: 1_000_000, want: 10_000_000_000},
+		{price: 0, tokens: 100, want: 0},
+		{price: 5, tokens: -3, want: 0},
+		{price: math.MaxInt64, tokens: math.MaxInt64, want: math.MaxInt64}, // saturates, never wraps
+	} {
+		if got := idlegrid.TokenCost(tt.price, tt.tokens); got != tt.want {
+			t.Errorf("TokenCost(%d, %d) = %d, want %d", tt.price, tt.tokens, got, tt.want)
+		}
+	}
+	m := idlegrid.ModelOffer{InputMicrosPerMTokens: 10_000_000, OutputMicrosPerMTokens: 20_000_000}
+	if got := m.Cost(7, 5); got != 170 {
+		t.Errorf("Cost(7, 5) = %d, want 170", got)
+	}
+}
+
+func TestOffer_Validate_models(t *testing.T) {
+	ok := idlegrid.ModelOffer{Name: "llama-3.1-8b", InputMicrosPerMTokens: 1, OutputMicrosPerMTokens: 2, MaxConcurrency: 4}
+	for _, tt := range []struct {
+		name   string
+		models []idlegrid.ModelOffer
+		field  string
+	}{
+		{"fine", []idlegrid.ModelOffer{ok}, ""},
+		{"twice", []idlegrid.ModelOffer{ok, ok}, "offer.models"},
+		{"no concurrency", []idlegrid.ModelOffer{{Name: "m", MaxConcurrency: 0}}, "offer.models.m.max_concurrency"},
+		{"negative price", []idlegrid.ModelOffer{{Name: "m", InputMicrosPerMTokens: -1, MaxConcurrency: 1}}, "offer.models.m.input_micros_per_mtokens"},
+		{"bad name", []idlegrid.ModelOffer{{Name: "a b", MaxConcurrency: 1}}, "offer.models.a b.name"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := validOffer()
+			o.Models = tt.models
+			err := o.Validate()
+			var got string
+			if e, ok := err.(*idlegrid.Error); ok {
+				got = e.Field
+			} else if err != nil {
+				t.Fatalf("error %v is not an *idlegrid.Error", err)
+			}
+			if got != tt.field {
+				t.Errorf("Validate() field %q (%v), want %q", got, err, tt.field)
+			}
+		})
+	}
+}

@@ -1,0 +1,387 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// Inference serving (docs/gateway.md). The config lists the models the
+// node serves from local OpenAI-compatible servers (vLLM, Ollama,
+// llama.cpp's server, SGLang, TGI). The agent checks each server's health,
+// advertises the healthy models in its offer, and answers the gateway's
+// requests, which arrive over the agent's own outbound session (so a node
+// behind NAT serves too), by passing them to the local server and its
+// answer back, chunk by chunk.
+
+// DefaultModelHealthInterval is how often each model server is checked
+// when model_health_interval is not set.
+const DefaultModelHealthInterval = 10 * time.Second
+
+// modelCheckTimeout bounds one health check.
+const modelCheckTimeout = 5 * time.Second
+
+// ModelConfig is one model the node serves.
+type ModelConfig struct {
+	// Name is what renters ask for, e.g. llama-3.1-8b-instruct.
+	Name string `yaml:"name"`
+	// Upstream is the base URL of the model server's OpenAI API, e.g.
+	// http://127.0.0.1:8000/v1 (vLLM) or http://127.0.0.1:11434/v1 (Ollama).
+	Upstream string `yaml:"upstream"`
+	// UpstreamModel is the model's name at the model server; empty: Name.
+	UpstreamModel string `yaml:"upstream_model"`
+	// APIKey, when the model server wants one, is sent to it as a bearer token.
+	APIKey string `yaml:"api_key"`
+	// InputPrice and OutputPrice are per million tokens, e.g. "0.20".
+	InputPrice  string `yaml:"input_price"`
+	OutputPrice string `yaml:"output_price"`
+	// MaxConcurrency is how many requests the node takes at once; more
+	// are refused (429) so that the gateway sends them elsewhere.
+	MaxConcurrency int  `yaml:"max_concurrency"`
+	ContextTokens  int  `yaml:"context_tokens"`
+	Embeddings     bool `yaml:"embeddings"`
+}
+
+// offer is the model as the node advertises it.
+func (m *ModelConfig) offer(field string) (idlegrid.ModelOffer, error) {
+	o := idlegrid.ModelOffer{Name: m.Name, MaxConcurrency: m.MaxConcurrency, ContextTokens: m.ContextTokens, Embeddings: m.Embeddings}
+	for _, p := range []struct {
+		key  string
+		text string
+		to   *idlegrid.Micros
+	}{{"input_price", m.InputPrice, &o.InputMicrosPerMTokens}, {"output_price", m.OutputPrice, &o.OutputMicrosPerMTokens}} {
+		price, err := idlegrid.ParseMicros(p.text)
+		if err != nil {
+			return o, idlegrid.Invalid(field+"."+p.key, "want a price per million tokens such as \"0.20\": %v", err)
+		}
+		*p.to = price
+	}
+	if err := o.Validate(field); err != nil {
+		var e *idlegrid.Error
+		if errors.As(err, &e) {
+			e2 := *e
+			e2.Field = strings.Replace(e2.Field, "input_micros_per_mtokens", "input_price", 1)
+			e2.Field = strings.Replace(e2.Field, "output_micros_per_mtokens", "output_price", 1)
+			return o, &e2
+		}
+		return o, err
+	}
+	return o, nil
+}
+
+// validateModels checks the models section of the config.
+func (c *Config) validateModels() error {
+	if c.ModelHealthInterval < 0 || (c.ModelHealthInterval > 0 && c.ModelHealthInterval < 10*time.Millisecond) {
+		return idlegrid.Invalid("model_health_interval", "must be at least 10ms (0 means %v)", DefaultModelHealthInterval)
+	}
+	if len(c.Models) > idlegrid.MaxModelsPerNode {
+		return idlegrid.Invalid("models", "at most %d models", idlegrid.MaxModelsPerNode)
+	}
+	seen := map[string]bool{}
+	for i := range c.Models {
+		m := &c.Models[i]
+		field := fmt.Sprintf("models[%d]", i)
+		if _, err := m.offer(field); err != nil {
+			return err
+		}
+		if seen[m.Name] {
+			return idlegrid.Invalid(field+".name", "model %q is listed twice", m.Name)
+		}
+		seen[m.Name] = true
+		u, err := url.Parse(m.Upstream)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return idlegrid.Invalid(field+".upstream", "want the model server's base URL, e.g. http://127.0.0.1:8000/v1, got %q", m.Upstream)
+		}
+	}
+	return nil
+}
+
+func (c *Config) modelHealthInterval() time.Duration {
+	if c.ModelHealthInterval > 0 {
+		return c.ModelHealthInterval
+	}
+	return DefaultModelHealthInterval
+}
+
+// models is the agent's inference side: the configured models, which of
+// them are healthy, and the requests in flight. Its health loop is owned by
+// the agent's serve; its handler by the session.
+type models struct {
+	byName  map[string]*servedModel
+	names   []string // in config order
+	client  *http.Client
+	every   time.Duration
+	changed chan struct{} // the healthy set changed; buffered, never blocks
+
+	mu      sync.Mutex
+	healthy map[string]bool
+	reasons map[string]string // why a model is not healthy
+}
+
+// servedModel is one configured model and its concurrency slots.
+type servedModel struct {
+	cfg   ModelConfig
+	offer idlegrid.ModelOffer
+	slots chan struct{}
+	base  string // Upstream without its trailing slash
+}
+
+func newModels(c *Config) *models {
+	ms := &models{
+		byName: map[string]*servedModel{}, every: c.modelHealthInterval(), changed: make(chan struct{}, 1),
+		healthy: map[string]bool{}, reasons: map[string]string{},
+		client: &http.Client{Transport: &http.Transport{
+			Proxy:               nil, // model servers are local
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        1024,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true, // the gateway reads usage from the answer
+		}},
+	}
+	for i := range c.Models {
+		m := c.Models[i]
+		o, err := m.offer("models")
+		if err != nil {
+			continue // Validate refused the config before this
+		}
+		if m.UpstreamModel == "" {
+			m.UpstreamModel = m.Name
+		}
+		ms.byName[m.Name] = &servedModel{cfg: m, offer: o, slots: make(chan struct{}, m.MaxConcurrency), base: strings.TrimRight(m.Upstream, "/")}
+		ms.names = append(ms.names, m.Name)
+	}
+	return ms
+}
+
+// offered returns the healthy models, by name, for the offer.
+func (ms *models) offered() []idlegrid.ModelOffer {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	var out []idlegrid.ModelOffer
+	for _, name := range ms.names {
+		if ms.healthy[name] {
+			out = append(out, ms.byName[name].offer)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// key changes exactly when the offered models do.
+func (ms *models) key() string {
+	var parts []string
+	for _, m := range ms.offered() {
+		parts = append(parts, "model="+m.Name)
+	}
+	return strings.Join(parts, ",")
+}
+
+// loop checks the models every interval until ctx is done.
+func (ms *models) loop(ctx context.Context, log func(msg string, args ...any)) {
+	if len(ms.names) == 0 {
+		return
+	}
+	t := time.NewTicker(ms.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ms.checkAll(ctx, log)
+	}
+}
+
+// checkAll checks every model at once and records which are healthy,
+// signalling changed when that differs from before.
+func (ms *models) checkAll(ctx context.Context, log func(msg string, args ...any)) {
+	if len(ms.names) == 0 {
+		return
+	}
+	reasons := make([]string, len(ms.names))
+	var wg sync.WaitGroup
+	for i, name := range ms.names {
+		wg.Go(func() { reasons[i] = ms.check(ctx, ms.byName[name]) })
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	changed := false
+	ms.mu.Lock()
+	for i, name := range ms.names {
+		ok := reasons[i] == ""
+		if ms.healthy[name] != ok || (!ok && ms.reasons[name] != reasons[i]) {
+			changed = changed || ms.healthy[name] != ok
+			if ok {
+				log("model healthy", "model", name)
+			} else {
+				log("model unhealthy; not offered", "model", name, "reason", reasons[i])
+			}
+		}
+		ms.healthy[name], ms.reasons[name] = ok, reasons[i]
+	}
+	ms.mu.Unlock()
+	if changed {
+		select {
+		case ms.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// check asks a model's server for its models; "" when it answers and
+// lists the model (or lists nothing, as some servers do).
+func (ms *models) check(ctx context.Context, m *servedModel) string {
+	ctx, cancel := context.WithTimeout(ctx, modelCheckTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.base+"/models", nil)
+	if err != nil {
+		return err.Error()
+	}
+	if m.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+m.cfg.APIKey)
+	}
+	resp, err := ms.client.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "GET /models answered " + resp.Status
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&list); err != nil {
+		return "GET /models: not an OpenAI model list"
+	}
+	if len(list.Data) == 0 {
+		return ""
+	}
+	for _, d := range list.Data {
+		if d.ID == m.cfg.UpstreamModel {
+			return ""
+		}
+	}
+	return fmt.Sprintf("the server does not list %q", m.cfg.UpstreamModel)
+}
+
+// ServeHTTP answers the gateway's requests on the session: it passes each
+// to the model's server and the answer back, flushing every chunk as it
+// arrives. A model that is not configured is a 404, one at its
+// concurrency a 429; both in OpenAI's error format, so that the gateway
+// tries another provider.
+func (ms *models) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	endpoint, ok := strings.CutPrefix(r.URL.Path, idlegrid.InferencePath)
+	if !ok || r.Method != http.MethodPost || (endpoint != "chat/completions" && endpoint != "completions" && endpoint != "embeddings") {
+		writeModelError(w, http.StatusNotFound, "not_found_error", "no such inference endpoint: "+r.Method+" "+r.URL.Path)
+		return
+	}
+	m := ms.byName[r.Header.Get(idlegrid.ModelHeader)]
+	if m == nil {
+		writeModelError(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("this node does not serve model %q", r.Header.Get(idlegrid.ModelHeader)))
+		return
+	}
+	select {
+	case m.slots <- struct{}{}:
+		defer func() { <-m.slots }()
+	default:
+		writeModelError(w, http.StatusTooManyRequests, "rate_limit_error", fmt.Sprintf("model %q is at its max concurrency (%d) on this node", m.cfg.Name, m.cfg.MaxConcurrency))
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeModelError(w, http.StatusBadRequest, "invalid_request_error", "could not read the request: "+err.Error())
+		return
+	}
+	if m.cfg.UpstreamModel != m.cfg.Name {
+		if body, err = renameModel(body, m.cfg.UpstreamModel); err != nil {
+			writeModelError(w, http.StatusBadRequest, "invalid_request_error", "the request is not a JSON object")
+			return
+		}
+	}
+	ms.proxy(w, r, m, endpoint, body)
+}
+
+// proxy sends body to the model's server and copies the answer back.
+func (ms *models) proxy(w http.ResponseWriter, r *http.Request, m *servedModel, endpoint string, body []byte) {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, m.base+"/"+endpoint, bytes.NewReader(body))
+	if err != nil {
+		writeModelError(w, http.StatusBadGateway, "server_error", err.Error())
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", r.Header.Get("Accept"))
+	if m.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+m.cfg.APIKey)
+	}
+	resp, err := ms.client.Do(req)
+	if err != nil {
+		writeModelError(w, http.StatusBadGateway, "server_error", "the model server did not answer: "+err.Error())
+		return
+	}
+	defer resp.Body.Close()
+	for _, h := range []string{"Content-Type", "Retry-After"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	copyFlushing(w, resp.Body)
+}
+
+// copyFlushing copies src to w, flushing after every read, so that each
+// chunk of a stream goes on at once.
+func copyFlushing(w http.ResponseWriter, src io.Reader) {
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			_ = rc.Flush()
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				panic(http.ErrAbortHandler) // cut the answer short, so the gateway sees it fail
+			}
+			return
+		}
+	}
+}
+
+// renameModel sets a request body's model.
+func renameModel(body []byte, model string) ([]byte, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	name, _ := json.Marshal(model)
+	fields["model"] = name
+	return json.Marshal(fields)
+}
+
+func writeModelError(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}})
+}

@@ -1,0 +1,275 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
+)
+
+// bondCommand is "idlegrid bond": providers stake and release bonds;
+// operators record deposits.
+type bondCommand struct{ env *env }
+
+func (c *bondCommand) Run(ctx context.Context, args []string) error {
+	return c.env.runGroup("bond", `A bond is money a provider stakes as a guarantee of good conduct. A proven
+offence (a forged receipt, fake hardware, a mismatched result, a broken
+notice) takes the trust policy's penalty from it, most often to the harmed
+renter. See docs/trust.md. 'idlegrid account' shows your bond.`, []subcommand{
+		{"post", "stake some of your payable earnings (provider), or record a deposit for a provider (admin)", func(a []string) error { return c.post(ctx, a) }},
+		{"release", "give some of your bond back to your payable earnings (provider)", func(a []string) error { return c.release(ctx, a) }},
+	}, args)
+}
+
+func (c *bondCommand) post(ctx context.Context, args []string) error {
+	fs := c.env.flags("bond post", help{
+		usage: "idlegrid bond post AMOUNT [--provider ID] [--idempotency-key K] [--json]",
+		about: `Stake AMOUNT (decimal, e.g. 100 or 12.50) as a bond. A provider stakes its own
+payable earnings; an admin records a deposit from outside the market for
+--provider. Retrying with the same --idempotency-key never stakes twice.`,
+		examples: "idlegrid bond post 100\n idlegrid bond post 500 --provider acct_abc123   # admin: a deposit",
+	})
+	r := c.env.remoteFlags(fs)
+	provider := fs.String("provider", "", "the provider whose deposit this is (admins)")
+	key := idempotencyFlag(fs, "bond")
+	asJSON := fs.Bool("json", false, "print JSON")
+	amount, cl, err := c.amountArgs(fs, r, args)
+	if err != nil {
+		return err
+	}
+	b, err := cl.PostBond(ctx, *provider, amount, orNewKey(key, "cli-bond"))
+	if err != nil {
+		return withKeyHint(err, *key)
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, b)
+	}
+	fmt.Fprintf(c.env.Out, "staked %s; the bond of %s is now %s (idempotency key %s)\n", amount, b.AccountID, b.Bond, *key)
+	return nil
+}
+
+func (c *bondCommand) release(ctx context.Context, args []string) error {
+	fs := c.env.flags("bond release", help{
+		usage: "idlegrid bond release AMOUNT [--idempotency-key K] [--json]",
+		about: `Give AMOUNT of your bond back to your payable earnings (providers only). It is
+refused while a dispute against you is open.`,
+		examples: "idlegrid bond release 50",
+	})
+	r := c.env.remoteFlags(fs)
+	key := idempotencyFlag(fs, "release")
+	asJSON := fs.Bool("json", false, "print JSON")
+	amount, cl, err := c.amountArgs(fs, r, args)
+	if err != nil {
+		return err
+	}
+	b, err := cl.ReleaseBond(ctx, amount, orNewKey(key, "cli-release"))
+	if err != nil {
+		return withKeyHint(err, *key)
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, b)
+	}
+	fmt.Fprintf(c.env.Out, "released %s; your bond is now %s and %s is payable (idempotency key %s)\n", amount, b.Bond, b.Payable, *key)
+	return nil
+}
+
+func (c *bondCommand) amountArgs(fs *flagSet, r *remote, args []string) (idlegrid.Micros, *client.Client, error) {
+	args, err := fs.parse(args)
+	if err != nil {
+		return 0, nil, err
+	} else if err := fs.wantArgs(args, 1, 1, "an amount"); err != nil {
+		return 0, nil, err
+	}
+	amount, err := idlegrid.ParseMicros(args[0])
+	if err != nil || amount <= 0 {
+		return 0, nil, usagef("AMOUNT: must be a positive decimal amount such as 100 or 12.50, got %q", args[0])
+	}
+	cl, err := r.client()
+	return amount, cl, err
+}
+
+// disputeCommand is "idlegrid dispute".
+type disputeCommand struct{ env *env }
+
+func (c *disputeCommand) Run(ctx context.Context, args []string) error {
+	return c.env.runGroup("dispute", `A dispute charges a provider with an offence. Those the market proves by
+itself (a forged receipt, a broken notice, fake hardware, a mismatched
+re-run) are upheld at once, with the penalty taken from the bond. An
+operator may open others and uphold or dismiss them.`, []subcommand{
+		{"ls", "list disputes: against you (provider), for you (renter), or all (admin)", func(a []string) error { return c.list(ctx, a) }},
+		{"show", "show one dispute with its evidence", func(a []string) error { return c.show(ctx, a) }},
+		{"uphold", "uphold an open dispute, taking the penalty from the bond (admin)", func(a []string) error { return c.resolve(ctx, a, "uphold") }},
+		{"dismiss", "dismiss an open dispute (admin)", func(a []string) error { return c.resolve(ctx, a, "dismiss") }},
+		{"verifications", "list re-runs of verifiable work and what they found", func(a []string) error { return c.verifications(ctx, a) }},
+	}, args)
+}
+
+func (c *disputeCommand) verifications(ctx context.Context, args []string) error {
+	fs := c.env.flags("dispute verifications", help{
+		usage: "idlegrid dispute verifications [--provider ID] [--limit N] [--json]",
+		about: `List verifications of work, newest first: a sampled lease of a verifiable job
+re-run on another provider's node, and a tie-break on a third when the
+output digests differ. A renter sees its own; a provider those touching
+its runs; admins all.`,
+		examples: "idlegrid dispute verifications\n idlegrid dispute verifications --json",
+	})
+	r := c.env.remoteFlags(fs)
+	provider := fs.String("provider", "", "only verifications touching this provider's runs (admins)")
+	limit := fs.Int("limit", 100, "at most this many")
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	vs, err := cl.ListVerifications(ctx, idlegrid.VerificationFilter{ProviderID: *provider, Limit: *limit})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, nonNil(vs))
+	}
+	t := newTable(c.env.Out, "ID", "STATE", "LEASE", "PROVIDER", "RE-RUN", "OUTCOME")
+	for _, v := range vs {
+		t.row(v.ID, v.State, v.Original.LeaseID, v.Original.ProviderID, orDash(v.Rerun.LeaseID), orDash(clip(v.Outcome, 60)))
+	}
+	return t.flush()
+}
+
+func (c *disputeCommand) list(ctx context.Context, args []string) error {
+	fs := c.env.flags("dispute ls", help{
+		usage:    "idlegrid dispute ls [--state open,upheld,dismissed] [--provider ID] [--limit N] [--json]",
+		about:    "List disputes, newest first: those against you, those you were harmed in, or all for admins.",
+		examples: "idlegrid dispute ls\n idlegrid dispute ls --state open",
+	})
+	r := c.env.remoteFlags(fs)
+	states := fs.String("state", "", "only disputes in these states, comma-separated")
+	provider := fs.String("provider", "", "only disputes against this provider (admins)")
+	limit := fs.Int("limit", 100, "at most this many disputes")
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	f := idlegrid.DisputeFilter{ProviderID: *provider, Limit: *limit}
+	for _, s := range strings.Split(*states, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			if !idlegrid.DisputeState(s).Valid() {
+				return usagef("--state: unknown state %q; use open, upheld or dismissed", s)
+			}
+			f.States = append(f.States, idlegrid.DisputeState(s))
+		}
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	ds, err := cl.ListDisputes(ctx, f)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, nonNil(ds))
+	}
+	t := newTable(c.env.Out, "ID", "OFFENCE", "STATE", "PROVIDER", "LEASE", "PENALTY", "TO", "OPENED")
+	for _, d := range ds {
+		t.row(d.ID, d.Offence, d.State, d.ProviderID, orDash(d.LeaseID), d.PenaltyMicros, orDash(d.PenaltyTo),
+			d.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	return t.flush()
+}
+
+func (c *disputeCommand) show(ctx context.Context, args []string) error {
+	fs := c.env.flags("dispute show", help{
+		usage:    "idlegrid dispute show ID [--json]",
+		about:    "Show a dispute: the offence, its evidence, and the penalty taken.",
+		examples: "idlegrid dispute show dispute_abc123",
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 1, 1, "a dispute ID"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	d, err := cl.FindDispute(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, d)
+	}
+	return printDispute(c.env, d)
+}
+
+func printDispute(e *env, d *idlegrid.Dispute) error {
+	w := e.Out
+	fmt.Fprintf(w, "dispute   %s (%s)\noffence   %s\nprovider  %s", d.ID, d.State, d.Offence, d.ProviderID)
+	if d.NodeID != "" {
+		fmt.Fprintf(w, " (node %s)", d.NodeID)
+	}
+	fmt.Fprintf(w, "\nlease     %s\nrenter    %s\nevidence  %s\n", orDash(d.LeaseID), orDash(d.RenterID), d.Evidence)
+	fmt.Fprintf(w, "harm      %s\npenalty   %s to %s", d.HarmMicros, d.PenaltyMicros, orDash(d.PenaltyTo))
+	if d.TransferID != "" {
+		fmt.Fprintf(w, " (transfer %s)", d.TransferID)
+	}
+	fmt.Fprintf(w, "\nopened    %s\n", d.CreatedAt.UTC().Format(time.RFC3339))
+	if d.ResolvedAt != nil {
+		fmt.Fprintf(w, "resolved  %s by %s: %s\n", stamp(d.ResolvedAt), d.ResolvedBy, d.Resolution)
+	}
+	if d.Detail != "" {
+		fmt.Fprintf(w, "detail    %s\n", d.Detail)
+	}
+	return nil
+}
+
+func (c *disputeCommand) resolve(ctx context.Context, args []string, verb string) error {
+	fs := c.env.flags("dispute "+verb, help{
+		usage:    "idlegrid dispute " + verb + " ID --reason WHY [--json]",
+		about:    "Resolve an open dispute (admins only); --reason is shown to both sides.",
+		examples: "idlegrid dispute " + verb + " dispute_abc123 --reason 'logs show the node killed the job'",
+	})
+	r := c.env.remoteFlags(fs)
+	reason := fs.String("reason", "", "why (required)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 1, 1, "a dispute ID"); err != nil {
+		return err
+	} else if *reason == "" {
+		return usagef("--reason is required: say why the dispute is %sed", strings.TrimSuffix(verb, "e"))
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	var d *idlegrid.Dispute
+	if verb == "uphold" {
+		d, err = cl.UpholdDispute(ctx, args[0], *reason)
+	} else {
+		d, err = cl.DismissDispute(ctx, args[0], *reason)
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, d)
+	}
+	return printDispute(c.env, d)
+}

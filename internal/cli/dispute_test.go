@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+func TestBondAndDisputeCommands(t *testing.T) {
+	admin, renter, provider, _, price := moneyMarket(t)
+	earned := idlegrid.CostOf(price, 30) - idlegrid.CostOf(price, 30)/10
+
+	var b idlegrid.Balance
+	mustJSON(t, provider, &b, "bond", "post", units(earned), "--idempotency-key", "stake-1")
+	if b.Bond != earned || b.Payable != 0 {
+		t.Fatalf("bond post: %+v, want all %s of the payable earnings staked", b, earned)
+	}
+	if out := must(t, provider, "bond", "post", units(earned), "--idempotency-key", "stake-1"); !strings.Contains(out, "the bond of") {
+		t.Errorf("a retried bond post printed %q", out)
+	}
+	if r := run(t, provider, "bond", "post", "1"); r.code != 1 || !strings.Contains(r.err, "payable earnings too low") {
+		t.Errorf("staking more than is payable: %s", r)
+	}
+	if r := run(t, renter, "bond", "post", "1"); r.code != 1 {
+		t.Errorf("a renter staking a bond: %s", r)
+	}
+	if r := run(t, provider, "bond", "post", "-3"); r.code != 2 {
+		t.Errorf("a negative amount: %s, want a usage error", r)
+	}
+	if out := must(t, provider, "bond", "release", units(earned)); !strings.Contains(out, "your bond is now $0.000000") {
+		t.Errorf("bond release printed %q", out)
+	}
+
+	var ds []idlegrid.Dispute
+	mustJSON(t, admin, &ds, "dispute", "ls", "--json")
+	if len(ds) != 0 {
+		t.Errorf("dispute ls = %+v, want none", ds)
+	}
+	if out := must(t, admin, "dispute", "ls", "--state", "open"); strings.TrimSpace(out) != "ID  OFFENCE  STATE  PROVIDER  LEASE  PENALTY  TO  OPENED" {
+		t.Errorf("dispute ls printed:\n%s", out)
+	}
+	if r := run(t, admin, "dispute", "ls", "--state", "maybe"); r.code != 2 {
+		t.Errorf("an unknown --state: %s, want a usage error", r)
+	}
+	if r := run(t, admin, "dispute", "uphold", "dispute_x"); r.code != 2 || !strings.Contains(r.err, "--reason") {
+		t.Errorf("uphold without --reason: %s", r)
+	}
+	if r := run(t, admin, "dispute", "show", "dispute_missing"); r.code != 1 || !strings.Contains(r.err, "not found") {
+		t.Errorf("show a missing dispute: %s", r)
+	}
+	var vs []idlegrid.Verification
+	mustJSON(t, renter, &vs, "dispute", "verifications", "--json")
+	if len(vs) != 0 {
+		t.Errorf("dispute verifications = %+v, want none", vs)
+	}
+}

@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// quarantine is "idlegrid node quarantine": list, add and lift
+// quarantines (docs/trust.md).
+func (c *nodeCommand) quarantine(ctx context.Context, args []string) error {
+	return c.env.runGroup("node quarantine", `A quarantined node takes no new leases: a failed hardware challenge puts it
+there with the evidence, or an admin does. Only an admin can lift it.`, []subcommand{
+		{"ls", "list quarantines (in force, or --all)", func(a []string) error { return c.quarantineList(ctx, a) }},
+		{"add", "quarantine a node, with a reason (admins)", func(a []string) error { return c.quarantineAdd(ctx, a) }},
+		{"lift", "lift a node's quarantine, with a note (admins)", func(a []string) error { return c.quarantineLift(ctx, a) }},
+	}, args)
+}
+
+func (c *nodeCommand) quarantineList(ctx context.Context, args []string) error {
+	fs := c.env.flags("node quarantine ls", help{
+		usage: "idlegrid node quarantine ls [--all] [--json]",
+		about: `List quarantines, newest first: those in force, or with --all the lifted
+ones too. Admins see every node's, providers their own nodes'. Show one
+node's evidence with 'idlegrid node hardware ID'.`,
+		examples: "idlegrid node quarantine ls\n\t\tidlegrid node quarantine ls --all --json",
+	})
+	r := c.env.remoteFlags(fs)
+	all := fs.Bool("all", false, "include lifted quarantines")
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	qs, err := cl.ListQuarantines(ctx, *all)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, nonNil(qs))
+	}
+	t := newTable(c.env.Out, "NODE", "PROVIDER", "SINCE", "LIFTED", "REASON")
+	for _, q := range qs {
+		t.row(q.NodeID, q.ProviderID, stamp(&q.Since), stamp(q.LiftedAt), clip(q.Reason, 120))
+	}
+	return t.flush()
+}
+
+func (c *nodeCommand) quarantineAdd(ctx context.Context, args []string) error {
+	fs := c.env.flags("node quarantine add", help{
+		usage:    "idlegrid node quarantine add ID --reason TEXT [--json]",
+		about:    "Quarantine a node: it takes no new leases until an admin lifts it. Admins only.",
+		examples: `idlegrid node quarantine add node_abc123 --reason "receipts disagree with telemetry; investigating"`,
+	})
+	r := c.env.remoteFlags(fs)
+	reason := fs.String("reason", "", "why, for the provider to read (required)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 1, 1, "one node ID"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	q, err := cl.QuarantineNode(ctx, args[0], *reason)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, q)
+	}
+	_, err = fmt.Fprintf(c.env.Out, "node %s quarantined: %s\nlift it with: idlegrid node quarantine lift %s --note TEXT\n", q.NodeID, q.Reason, q.NodeID)
+	return err
+}
+
+func (c *nodeCommand) quarantineLift(ctx context.Context, args []string) error {
+	fs := c.env.flags("node quarantine lift", help{
+		usage:    "idlegrid node quarantine lift ID [--note TEXT] [--json]",
+		about:    "Lift a node's quarantine, so that it takes leases again. Admins only; the note is kept with the record.",
+		examples: `idlegrid node quarantine lift node_abc123 --note "vendor replaced the card; challenge passed"`,
+	})
+	r := c.env.remoteFlags(fs)
+	note := fs.String("note", "", "why it is lifted, for the record")
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 1, 1, "one node ID"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	q, err := cl.LiftQuarantine(ctx, args[0], *note)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, q)
+	}
+	_, err = fmt.Fprintf(c.env.Out, "node %s: quarantine lifted (it was: %s)\n", q.NodeID, q.Reason)
+	return err
+}
+
+// hardware is "idlegrid node hardware": a node's attested hardware.
+func (c *nodeCommand) hardware(ctx context.Context, args []string) error {
+	fs := c.env.flags("node hardware", help{
+		usage: "idlegrid node hardware ID [--challenge] [--json]",
+		about: `Show a node's hardware record: the fingerprint its key signed (GPUs, PCI
+IDs, driver, VBIOS), every change flagged since, its hardware challenges
+with their findings, and its quarantines with the evidence. Owners and
+admins. --challenge (admins) first issues a challenge to each of its GPUs.`,
+		examples: "idlegrid node hardware node_abc123\n\t\tidlegrid node hardware node_abc123 --challenge",
+	})
+	r := c.env.remoteFlags(fs)
+	issue := fs.Bool("challenge", false, "issue a challenge to each GPU first (admins)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 1, 1, "one node ID"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	if *issue {
+		if _, err := cl.ChallengeNode(ctx, args[0]); err != nil {
+			return err
+		}
+	}
+	v, err := cl.NodeAttestation(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, v)
+	}
+	return printHardware(c.env.Out, v)
+}
+
+// printHardware writes a node's hardware record for people.
+func printHardware(w io.Writer, v *idlegrid.NodeAttestationView) error {
+	t := newTable(w, "Node", v.NodeID)
+	t.row("Status", v.VerifiedNote)
+	if v.Current != nil {
+		t.row("Fingerprint", fmt.Sprintf("%s (signed %s)", clip(v.Current.Hash, 16), v.Current.SignedAt.UTC().Format(time.RFC3339)))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if v.Current != nil {
+		fmt.Fprintln(w, "\nGPUs:")
+		g := newTable(w, "  UUID", "MODEL", "VRAM MB", "PCI BUS", "DEVICE", "SUBSYSTEM", "DRIVER", "VBIOS")
+		for _, x := range v.Current.Fingerprint.GPUs {
+			g.row("  "+x.UUID, x.Model, x.VRAMMB, orDash(x.PCIBusID), orDash(x.PCIDeviceID), orDash(x.PCISubsystemID), orDash(x.DriverVersion), orDash(x.VBIOSVersion))
+		}
+		if err := g.flush(); err != nil {
+			return err
+		}
+	}
+	if len(v.Changes) > 0 {
+		fmt.Fprintln(w, "\nChanges flagged:")
+		ch := newTable(w, "  AT", "GPU", "KIND", "BEFORE", "AFTER")
+		for _, x := range v.Changes {
+			ch.row("  "+stamp(&x.At), x.GPUUUID, x.Kind, orDash(x.Before), orDash(x.After))
+		}
+		if err := ch.flush(); err != nil {
+			return err
+		}
+	}
+	if len(v.Challenges) > 0 {
+		fmt.Fprintln(w, "\nChallenges:")
+		cs := newTable(w, "  ID", "GPU", "MODEL", "REASON", "STATE", "ISSUED", "FINDINGS")
+		for _, x := range v.Challenges {
+			cs.row("  "+x.ID, x.GPUUUID, x.Model, x.Reason, x.State, stamp(&x.IssuedAt), orDash(strings.Join(x.Findings, "; ")))
+		}
+		if err := cs.flush(); err != nil {
+			return err
+		}
+	}
+	if len(v.Quarantines) > 0 {
+		fmt.Fprintln(w, "\nQuarantines:")
+		qs := newTable(w, "  SINCE", "LIFTED", "REASON", "EVIDENCE")
+		for _, q := range v.Quarantines {
+			qs.row("  "+stamp(&q.Since), stamp(q.LiftedAt), q.Reason, clip(string(q.Evidence), 200))
+		}
+		return qs.flush()
+	}
+	return nil
+}

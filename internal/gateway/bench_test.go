@@ -1,0 +1,140 @@
+package gateway_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/internal/gateway"
+)
+
+// BenchmarkGatewayOverhead measures the latency the gateway adds over
+// calling the model server directly, in the same run: an open-loop load
+// generator sends chat completions at a fixed rate, first straight to the
+// mock model server, then through the gateway (API key, routing, budget,
+// the agent's session, the agent, metering into the ledger), and reports
+// the 50th and 99th percentiles of each and of the difference. Latency is
+// measured from when each request was due to its last byte, so a
+// generator that falls behind counts against the system, not for it.
+//
+//	go test ./internal/gateway -run '^$' -bench GatewayOverhead -benchtime 1x -cpu 2
+func BenchmarkGatewayOverhead(b *testing.B) {
+	f := mustFixture(b, func(c *gateway.Config) {
+		c.CatalogTTL, c.BudgetTTL = gateway.DefaultCatalogTTL, gateway.DefaultBudgetTTL
+	})
+	up := mustMock(b, "alpha")
+	f.startAgent(b, "alpha", "eu-west", "EU", up.model(testModel, "0.10", "0.20", 100000))
+	f.waitProviders(b, testModel, 1)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute}}
+	b.Cleanup(client.CloseIdleConnections)
+	for _, rate := range []int{1000, 5000} {
+		for _, stream := range []bool{false, true} {
+			name := fmt.Sprintf("rate=%d/stream=%v", rate, stream)
+			b.Run(name, func(b *testing.B) {
+				body := []byte(fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Hi"}],"stream":%v,"max_tokens":16}`, testModel, stream))
+				direct := []byte(fmt.Sprintf(`{"model":"upstream-model","messages":[{"role":"user","content":"Hi"}],"stream":%v,"stream_options":{"include_usage":true},"max_tokens":16}`, stream))
+				const seconds = 2
+				n := rate * seconds
+				warm := func(url string, key string, body []byte) { load(b, client, url, key, body, rate, rate/4) }
+				warm(up.URL+"/v1/chat/completions", "", direct)
+				d := load(b, client, up.URL+"/v1/chat/completions", "", direct, rate, n)
+				warm(f.URL+"/v1/chat/completions", f.RenterKey, body)
+				g := load(b, client, f.URL+"/v1/chat/completions", f.RenterKey, body, rate, n)
+				dp50, dp99 := pct(d, 0.50), pct(d, 0.99)
+				gp50, gp99 := pct(g, 0.50), pct(g, 0.99)
+				b.ReportMetric(us(dp50), "direct-p50-µs")
+				b.ReportMetric(us(dp99), "direct-p99-µs")
+				b.ReportMetric(us(gp50), "gateway-p50-µs")
+				b.ReportMetric(us(gp99), "gateway-p99-µs")
+				b.ReportMetric(us(gp50-dp50), "added-p50-µs")
+				b.ReportMetric(us(gp99-dp99), "added-p99-µs")
+				if err := f.GW.Sync(b.Context()); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+
+func pct(xs []time.Duration, q float64) time.Duration {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[min(int(q*float64(len(s))), len(s)-1)]
+}
+
+// load sends n requests at rate a second, each in its own goroutine at its
+// due time, and returns each one's latency from its due time to its last
+// byte. A request that fails fails the benchmark.
+func load(tb testing.TB, c *http.Client, url, key string, body []byte, rate, n int) []time.Duration {
+	tb.Helper()
+	lat := make([]time.Duration, n)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	for i := range n {
+		due := start.Add(time.Duration(i) * interval)
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		}
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			if key != "" {
+				req.Header.Set("Authorization", "Bearer "+key)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			lat[i] = time.Since(due)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				errs <- fmt.Errorf("%s: %d %v", url, resp.StatusCode, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		tb.Fatal(err)
+	}
+	return lat
+}
+
+// BenchmarkGatewaySequential is one request at a time through the gateway
+// (non-streamed): the path's own latency, with no queueing.
+func BenchmarkGatewaySequential(b *testing.B) {
+	f := mustFixture(b, func(c *gateway.Config) {
+		c.CatalogTTL, c.BudgetTTL = gateway.DefaultCatalogTTL, gateway.DefaultBudgetTTL
+	})
+	up := mustMock(b, "alpha")
+	f.startAgent(b, "alpha", "eu-west", "EU", up.model(testModel, "0.10", "0.20", 100000))
+	f.waitProviders(b, testModel, 1)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	body := []byte(fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Hi"}],"max_tokens":16}`, testModel))
+	for _, target := range []struct{ name, url, key string }{
+		{"direct", up.URL + "/v1/chat/completions", ""},
+		{"gateway", f.URL + "/v1/chat/completions", f.RenterKey},
+	} {
+		b.Run(target.name, func(b *testing.B) {
+			direct := bytes.Replace(body, []byte(testModel), []byte("upstream-model"), 1)
+			for b.Loop() {
+				bd := body
+				if target.key == "" {
+					bd = direct
+				}
+				load(b, client, target.url, target.key, bd, 1_000_000, 1)
+			}
+		})
+	}
+}

@@ -1,0 +1,144 @@
+package gateway
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// breakerState is where a provider's circuit breaker is.
+type breakerState int
+
+const (
+	breakerClosed   breakerState = iota // requests flow
+	breakerOpen                         // too many failures: no requests until the cooldown ends
+	breakerHalfOpen                     // the cooldown ended: one trial request decides
+)
+
+func (s breakerState) String() string {
+	return [...]string{"closed", "open", "half-open"}[s]
+}
+
+// upstream is what the gateway knows of one provider from its own
+// requests: in flight now, its circuit breaker, and moving averages of its
+// time to first byte, its tokens per second and its success.
+type upstream struct {
+	inflight atomic.Int64
+
+	mu        sync.Mutex
+	state     breakerState
+	failures  int       // in a row
+	openUntil time.Time // while open
+	trial     bool      // the half-open trial is out
+	ttftMS    float64   // EWMA; 0: unknown
+	tps       float64   // EWMA of completion tokens per second; 0: unknown
+	okRate    float64   // EWMA of successes, starting at 1
+}
+
+// ewmaWeight is how much one new sample moves a moving average.
+const ewmaWeight = 0.2
+
+// healthBook keeps every provider's upstream record.
+type healthBook struct {
+	clock    idlegrid.Clock
+	failures int
+	cooldown time.Duration
+	m        sync.Map // provider key → *upstream
+}
+
+func (h *healthBook) init(c idlegrid.Clock, failures int, cooldown time.Duration) {
+	h.clock, h.failures, h.cooldown = c, failures, cooldown
+}
+
+func (h *healthBook) of(key string) *upstream {
+	if u, ok := h.m.Load(key); ok {
+		return u.(*upstream)
+	}
+	u, _ := h.m.LoadOrStore(key, &upstream{okRate: 1})
+	return u.(*upstream)
+}
+
+// allow reports whether the breaker lets a request through now: closed,
+// or half-open with no trial out yet (this request becomes the trial).
+func (h *healthBook) allow(u *upstream) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch u.state {
+	case breakerOpen:
+		if h.clock.Now().Before(u.openUntil) {
+			return false
+		}
+		u.state, u.trial = breakerHalfOpen, false
+		fallthrough
+	case breakerHalfOpen:
+		if u.trial {
+			return false
+		}
+		u.trial = true
+	}
+	return true
+}
+
+// usable reports, without taking the trial, whether allow could pass.
+func (h *healthBook) usable(u *upstream) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch u.state {
+	case breakerOpen:
+		return !h.clock.Now().Before(u.openUntil)
+	case breakerHalfOpen:
+		return !u.trial
+	}
+	return true
+}
+
+// success records a request the provider answered, with its time to first
+// byte and its completion tokens per second (0: not measured).
+func (h *healthBook) success(u *upstream, ttft time.Duration, tps float64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.state, u.failures, u.trial = breakerClosed, 0, false
+	u.okRate = ewma(u.okRate, 1)
+	u.ttftMS = ewma(u.ttftMS, float64(ttft)/float64(time.Millisecond))
+	if tps > 0 {
+		u.tps = ewma(u.tps, tps)
+	}
+}
+
+// failure records a request the provider failed; the breaker opens after
+// enough in a row, or at once when the trial of a half-open one fails.
+func (h *healthBook) failure(u *upstream) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.failures++
+	u.okRate = ewma(u.okRate, 0)
+	if u.state == breakerHalfOpen || u.failures >= h.failures {
+		u.state, u.openUntil, u.trial = breakerOpen, h.clock.Now().Add(h.cooldown), false
+	}
+}
+
+// release gives back a half-open trial that ended neither way (the renter
+// went away), so that another request may try.
+func (h *healthBook) release(u *upstream) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.state == breakerHalfOpen {
+		u.trial = false
+	}
+}
+
+// snapshot reads the averages for routing.
+func (u *upstream) snapshot() (ttftMS, tps, okRate float64, state breakerState) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.ttftMS, u.tps, u.okRate, u.state
+}
+
+func ewma(old, sample float64) float64 {
+	if old == 0 {
+		return sample
+	}
+	return old + ewmaWeight*(sample-old)
+}

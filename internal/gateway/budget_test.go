@@ -1,0 +1,123 @@
+package gateway_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
+	"github.com/idlegrid/idlegrid/internal/gateway"
+)
+
+// withMaxTokens caps the completion, which bounds what a request reserves:
+// about 14 prompt tokens at 10 and 10 completion tokens at 20 a million,
+// 340 micros, where the mock's answer costs 170.
+var withMaxTokens = option.WithJSONSet("max_tokens", 10)
+
+func TestGateway_keyBudget(t *testing.T) {
+	f := mustFixture(t, func(c *gateway.Config) { c.FirstByteTimeout = time.Minute })
+	up := mustMock(t, "alpha")
+	f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 8))
+	f.waitProviders(t, testModel, 1)
+	ctx := context.Background()
+	limit := idlegrid.Micros(1000)
+	if _, err := client.New(f.URL, f.RenterKey).SetKeyLimit(ctx, f.RenterKeyID, &limit); err != nil {
+		t.Fatal(err)
+	}
+	p := &pair{fixture: f, A: up}
+
+	t.Run("in-flight spend is reserved", func(t *testing.T) {
+		up.set(faultSlowFirst)
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() { p.stream(t, withMaxTokens) }) // they fail once freed; only their reservations matter
+		}
+		eventually(t, "two requests at the model server", func() string {
+			if up.Calls.Load() < 2 {
+				return "fewer"
+			}
+			return ""
+		})
+		_, err := p.stream(t, withMaxTokens)
+		if e := apiError(t, err); e.StatusCode != 402 || e.Type != "insufficient_quota" {
+			t.Errorf("a third request with two in flight: %d %s (%s), want 402 insufficient_quota", e.StatusCode, e.Type, e.Message)
+		}
+		up.free()
+		wg.Wait()
+		up.set(faultNone)
+	})
+	t.Run("spend adds up to the limit", func(t *testing.T) {
+		served := 0
+		for range 10 {
+			if _, _, err := p.chat(t, withMaxTokens); err != nil {
+				if e := apiError(t, err); e.StatusCode != 402 {
+					t.Fatalf("request %d: %v", served, err)
+				}
+				t.Logf("request %d refused: %v", served, err)
+				break
+			}
+			served++
+		}
+		// 170 each; the fifth would find 680 spent and 340 to reserve, over 1000.
+		if served != 4 {
+			t.Errorf("served %d requests under a limit of 1000, want 4", served)
+		}
+		mustSync(t, f)
+		spent, err := f.Store.InferenceSpend(ctx, idlegrid.SpendFilter{AccountID: f.RenterID, KeyID: f.RenterKeyID,
+			From: time.Now().AddDate(0, -1, 0), To: time.Now().AddDate(0, 1, 0)})
+		if err != nil || spent != 4*wantCharge {
+			t.Errorf("the key spent %d (%v), want %d", spent, err, 4*wantCharge)
+		}
+	})
+}
+
+func TestGateway_keyLimits(t *testing.T) {
+	clock := &manualClock{now: time.Now()}
+	f := mustFixture(t, func(c *gateway.Config) {
+		c.Clock, c.KeyRequestsPerSecond, c.KeyBurst, c.KeyConcurrency = clock, 1, 2, 1
+		c.FirstByteTimeout = time.Minute
+	})
+	up := mustMock(t, "alpha")
+	f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 8))
+	f.waitProviders(t, testModel, 1)
+	p := &pair{fixture: f, A: up}
+
+	t.Run("rate", func(t *testing.T) {
+		for i := range 2 {
+			if _, _, err := p.chat(t); err != nil {
+				t.Fatalf("request %d within the burst: %v", i, err)
+			}
+		}
+		_, _, err := p.chat(t)
+		if e := apiError(t, err); e.StatusCode != 429 || e.Type != "rate_limit_error" {
+			t.Errorf("beyond the burst: %d %s, want 429 rate_limit_error", e.StatusCode, e.Type)
+		}
+		clock.advance(time.Second)
+		if _, _, err := p.chat(t); err != nil {
+			t.Errorf("a second later: %v", err)
+		}
+	})
+	t.Run("concurrency holds while a stream runs", func(t *testing.T) {
+		clock.advance(time.Hour) // a full bucket
+		up.set(faultStall)
+		calls := up.Calls.Load()
+		first := make(chan error, 1)
+		go func() { _, err := p.stream(t); first <- err }()
+		eventually(t, "the first stream to reach the model server", func() string {
+			if up.Calls.Load() == calls {
+				return "not yet"
+			}
+			return ""
+		})
+		_, err := p.stream(t)
+		if e := apiError(t, err); e.StatusCode != 429 {
+			t.Errorf("a second stream with one running: %d (%s), want 429", e.StatusCode, e.Message)
+		}
+		up.free()
+		<-first
+	})
+}

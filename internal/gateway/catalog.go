@@ -1,0 +1,112 @@
+package gateway
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// provider is one model on one node: what routing chooses among.
+type provider struct {
+	key         string // nodeID "/" model: the breaker's and the statistics' key
+	NodeID      string
+	ProviderID  string // the provider's account
+	Region      string
+	Residency   string
+	Reliability float64 // the node's record, in (0,1]
+	Model       idlegrid.ModelOffer
+}
+
+// catalog is the online nodes' models, read from the store at most every
+// ttl. A refresh happens in the request that finds the catalog stale; the
+// others keep using the old one meanwhile.
+type catalog struct {
+	store idlegrid.Store
+	ttl   time.Duration
+
+	mu         sync.Mutex
+	byModel    map[string][]*provider
+	fetched    time.Time // zero: never
+	refreshing bool
+}
+
+func (c *catalog) init(s idlegrid.Store, ttl time.Duration) {
+	c.store, c.ttl = s, ttl
+}
+
+// providers returns the providers of model, refreshing the catalog when it
+// is stale.
+func (c *catalog) providers(ctx context.Context, model string) ([]*provider, error) {
+	if err := c.fresh(ctx); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byModel[model], nil
+}
+
+// models returns every model's providers.
+func (c *catalog) models(ctx context.Context) (map[string][]*provider, error) {
+	if err := c.fresh(ctx); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byModel, nil
+}
+
+func (c *catalog) fresh(ctx context.Context) error {
+	now := time.Now()
+	c.mu.Lock()
+	have := !c.fetched.IsZero()
+	if have && (now.Sub(c.fetched) < c.ttl || c.refreshing) {
+		c.mu.Unlock()
+		return nil
+	}
+	c.refreshing = true
+	c.mu.Unlock()
+	byModel, err := c.load(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refreshing = false
+	if err != nil {
+		if !have {
+			return err
+		}
+		return nil // keep the last catalog; a later request tries again
+	}
+	c.byModel, c.fetched = byModel, now
+	return nil
+}
+
+func (c *catalog) load(ctx context.Context) (map[string][]*provider, error) {
+	nodes, err := c.store.ListNodes(ctx, idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeOnline}})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]*provider{}
+	for _, n := range nodes {
+		for _, m := range n.Models {
+			out[m.Name] = append(out[m.Name], &provider{
+				key: n.ID + "/" + m.Name, NodeID: n.ID, ProviderID: n.ProviderID,
+				Region: n.Region, Residency: n.Residency, Reliability: n.Reliability, Model: m,
+			})
+		}
+	}
+	for _, ps := range out {
+		sort.Slice(ps, func(i, j int) bool { return ps[i].key < ps[j].key })
+	}
+	return out, nil
+}
+
+// invalidate makes the next request read the catalog again.
+func (c *catalog) invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.fetched.IsZero() {
+		c.fetched = time.Unix(1, 0) // stale, but not "never fetched"
+	}
+}

@@ -1,0 +1,66 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/openai"
+)
+
+// errorTypes gives each idlegrid error code its OpenAI error type. The
+// status comes from the API's one table (Config.StatusCode).
+var errorTypes = map[string]string{
+	idlegrid.EINVALID:      openai.TypeInvalidRequest,
+	idlegrid.ETOOLARGE:     openai.TypeInvalidRequest,
+	idlegrid.EUNAUTHORIZED: openai.TypeAuthentication,
+	idlegrid.EFORBIDDEN:    openai.TypePermission,
+	idlegrid.ENOTFOUND:     openai.TypeNotFound,
+	idlegrid.ECONFLICT:     openai.TypeInvalidRequest,
+	idlegrid.EPAYMENT:      openai.TypeQuota,
+	idlegrid.ETOOMANY:      openai.TypeRateLimit,
+	idlegrid.EUNAVAILABLE:  openai.TypeUnavailable,
+	idlegrid.EINTERNAL:     openai.TypeServer,
+}
+
+// errorBody is err in OpenAI's format. Internal errors say no more than
+// "internal error".
+func errorBody(err error) openai.ErrorBody {
+	code := idlegrid.ErrorCode(err)
+	d := openai.ErrorDetail{Message: idlegrid.ErrorMessage(err), Type: errorTypes[code], Code: &code}
+	var e *idlegrid.Error
+	if errors.As(err, &e) && e.Field != "" {
+		d.Param = &e.Field
+	}
+	if d.Type == "" {
+		d.Type = openai.TypeServer
+	}
+	return openai.ErrorBody{Error: d}
+}
+
+// writeError answers err in OpenAI's error format, logging internal errors.
+func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if idlegrid.ErrorCode(err) == idlegrid.EINTERNAL && r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		err = idlegrid.Errorf(idlegrid.EUNAVAILABLE, "request cancelled")
+	}
+	if idlegrid.ErrorCode(err) == idlegrid.EINTERNAL {
+		g.log.Error("gateway: internal error", "path", r.URL.Path, "err", err)
+	}
+	if idlegrid.ErrorCode(err) == idlegrid.EUNAUTHORIZED {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="idlegrid"`)
+	}
+	writeJSON(w, g.cfg.StatusCode(idlegrid.ErrorCode(err)), errorBody(err))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"internal error","type":"server_error","param":null,"code":"internal"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}

@@ -1,0 +1,263 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/gateway"
+)
+
+// pair is a fixture with two providers of testModel: a (cheaper, so that
+// sort=price tries it first) and b.
+type pair struct {
+	*fixture
+	A, B         *mock
+	NodeA, NodeB *testAgent
+}
+
+func mustPair(tb testing.TB, tune func(*gateway.Config)) *pair {
+	tb.Helper()
+	f := mustFixture(tb, tune)
+	p := &pair{fixture: f, A: mustMock(tb, "alpha"), B: mustMock(tb, "beta")}
+	p.NodeA = f.startAgent(tb, "alpha", "eu-west", "EU", p.A.model(testModel, "10", "20", 8))
+	p.NodeB = f.startAgent(tb, "beta", "us-east", "US", p.B.model(testModel, "30", "60", 8))
+	f.waitProviders(tb, testModel, 2)
+	return p
+}
+
+// cheapestFirst asks the gateway to try the cheaper provider, a, first.
+var cheapestFirst = option.WithJSONSet("provider", map[string]any{"sort": "price"})
+
+func (p *pair) chat(tb testing.TB, opts ...option.RequestOption) (*oai.ChatCompletion, *http.Response, error) {
+	tb.Helper()
+	var resp *http.Response
+	c := p.sdk(p.RenterKey)
+	got, err := c.Chat.Completions.New(context.Background(), chatParams("Hi"), append(opts, option.WithResponseInto(&resp))...)
+	return got, resp, err
+}
+
+// stream reads a whole stream and returns its text and error.
+func (p *pair) stream(tb testing.TB, opts ...option.RequestOption) (string, error) {
+	tb.Helper()
+	c := p.sdk(p.RenterKey)
+	s := c.Chat.Completions.NewStreaming(context.Background(), chatParams("Hi"), opts...)
+	var text strings.Builder
+	for s.Next() {
+		for _, ch := range s.Current().Choices {
+			text.WriteString(ch.Delta.Content)
+		}
+	}
+	return text.String(), s.Err()
+}
+
+func TestGateway_failover(t *testing.T) {
+	for _, tt := range []struct {
+		fault  string
+		stream bool
+	}{
+		{fault500, false}, {fault500, true},
+		{fault429, false}, {fault429, true},
+		{faultSlowFirst, false}, {faultSlowFirst, true},
+	} {
+		name := tt.fault
+		if tt.stream {
+			name += "/stream"
+		}
+		t.Run(name, func(t *testing.T) {
+			p := mustPair(t, func(c *gateway.Config) {
+				c.FirstByteTimeout, c.AnswerTimeout = 5*time.Second, 5*time.Second // long enough for beta on a loaded machine; alpha's slow first byte never comes
+			})
+			p.A.set(tt.fault)
+			var text string
+			var err error
+			if tt.stream {
+				text, err = p.stream(t, cheapestFirst)
+			} else {
+				var got *oai.ChatCompletion
+				if got, _, err = p.chat(t, cheapestFirst); err == nil {
+					text = got.Choices[0].Message.Content
+				}
+			}
+			if err != nil || text != "Hello from beta." {
+				t.Fatalf("got %q, %v; want beta's answer after alpha failed", text, describe(err))
+			}
+			if p.A.Calls.Load() != 1 || p.A.Served.Load() != 0 {
+				t.Errorf("alpha got %d calls and served %d; want 1 failed call", p.A.Calls.Load(), p.A.Served.Load())
+			}
+			mustSync(t, p.fixture)
+			us, err := p.Store.ListInferenceUsage(context.Background(), p.RenterID, 10)
+			if err != nil || len(us) != 1 {
+				t.Fatalf("usage records %v, %v; want one", us, err)
+			}
+			if u := us[0]; u.NodeID != p.NodeB.NodeID || u.Attempts != 2 || u.ChargeMicros != 7*30+5*60 {
+				t.Errorf("usage = %+v; want beta, 2 attempts, beta's price", u)
+			}
+		})
+	}
+}
+
+func TestGateway_allProvidersFail(t *testing.T) {
+	p := mustPair(t, nil)
+	t.Run("busy", func(t *testing.T) {
+		p.A.set(fault429)
+		p.B.set(fault429)
+		_, _, err := p.chat(t)
+		if e := apiError(t, err); e.StatusCode != 429 || e.Type != "rate_limit_error" {
+			t.Errorf("got %d %s (%s), want 429 rate_limit_error", e.StatusCode, e.Type, e.Message)
+		}
+	})
+	t.Run("broken", func(t *testing.T) {
+		p.A.set(fault500)
+		p.B.set(fault500)
+		_, _, err := p.chat(t)
+		if e := apiError(t, err); e.StatusCode != 503 || !strings.Contains(e.Message, "CUDA out of memory") {
+			t.Errorf("got %d %s (%s), want 503 naming the providers' errors", e.StatusCode, e.Type, e.Message)
+		}
+	})
+	t.Run("no fallbacks", func(t *testing.T) {
+		p.A.set(fault500)
+		p.B.set(faultNone)
+		calls := p.B.Calls.Load()
+		_, _, err := p.chat(t, option.WithJSONSet("provider", map[string]any{"sort": "price", "allow_fallbacks": false}))
+		if e := apiError(t, err); e.StatusCode != 503 || p.B.Calls.Load() != calls {
+			t.Errorf("got %d (%s), beta called %d times; want 503 and no fallback", e.StatusCode, e.Message, p.B.Calls.Load()-calls)
+		}
+	})
+	mustSync(t, p.fixture)
+	if bal, err := p.Admin.Balance(context.Background(), p.RenterID); err != nil || bal.Available != 100*idlegrid.MicrosPerUnit {
+		t.Errorf("balance %+v (%v): failed requests must cost nothing", bal, err)
+	}
+}
+
+func TestGateway_circuitBreaker(t *testing.T) {
+	clock := &manualClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	p := mustPair(t, func(c *gateway.Config) {
+		c.Clock, c.BreakerFailures, c.BreakerCooldown = clock, 2, time.Minute
+	})
+	p.A.set(fault500)
+	for i := range 2 {
+		if _, _, err := p.chat(t, cheapestFirst); err != nil {
+			t.Fatalf("request %d: %v (beta should have answered)", i, err)
+		}
+	}
+	if got := p.A.Calls.Load(); got != 2 {
+		t.Fatalf("alpha got %d calls, want 2 before its breaker opens", got)
+	}
+	t.Run("open: alpha is skipped", func(t *testing.T) {
+		for range 3 {
+			if _, _, err := p.chat(t, cheapestFirst); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := p.A.Calls.Load(); got != 2 {
+			t.Errorf("alpha got %d calls, want none while its breaker is open", got-2)
+		}
+	})
+	t.Run("half-open: one trial, which closes it", func(t *testing.T) {
+		p.A.set(faultNone)
+		clock.advance(time.Minute)
+		got, resp, err := p.chat(t, cheapestFirst)
+		if err != nil || got.Choices[0].Message.Content != "Hello from alpha." {
+			t.Fatalf("trial: %v, %v; want alpha to answer", got, err)
+		}
+		if n := resp.Header.Get("X-Idlegrid-Node"); n != p.NodeA.NodeID {
+			t.Errorf("served by %s, want alpha", n)
+		}
+		if _, _, err := p.chat(t, cheapestFirst); err != nil || p.A.Served.Load() != 2 {
+			t.Errorf("after the trial alpha served %d, want 2 (%v)", p.A.Served.Load(), err)
+		}
+	})
+}
+
+func TestGateway_midStream(t *testing.T) {
+	for _, fault := range []string{faultStall, faultDrop} {
+		t.Run(fault, func(t *testing.T) {
+			p := mustPair(t, func(c *gateway.Config) { c.StallTimeout = 300 * time.Millisecond })
+			p.A.set(fault)
+			text, err := p.stream(t, cheapestFirst)
+			if err == nil {
+				t.Fatalf("a stream that broke off after its first byte ended without error, with %q", text)
+			}
+			if !strings.HasPrefix("Hello from alpha.", text) || text == "" {
+				t.Errorf("got %q before the error; want the start of alpha's answer (no failover after the first byte)", text)
+			}
+			if p.B.Calls.Load() != 0 {
+				t.Errorf("beta was called after alpha's first byte had gone out")
+			}
+			mustSync(t, p.fixture)
+			us, err := p.Store.ListInferenceUsage(context.Background(), p.RenterID, 1)
+			if err != nil || len(us) != 1 {
+				t.Fatalf("usage %v, %v", us, err)
+			}
+			// What was delivered is charged, counted: the usage chunk never came.
+			if u := us[0]; u.Source != idlegrid.UsageCounted || u.OutputTokens < 1 || u.OutputTokens > 5 {
+				t.Errorf("usage = %+v; want the delivered part, counted", u)
+			}
+		})
+	}
+}
+
+func TestGateway_agentDisconnects(t *testing.T) {
+	p := mustPair(t, nil)
+	if _, _, err := p.chat(t, cheapestFirst); err != nil {
+		t.Fatal(err)
+	}
+	p.NodeA.stop()
+	// Until the catalog hears that the node left, its missing session
+	// rules it out; either way beta answers.
+	for i := range 5 {
+		got, resp, err := p.chat(t, cheapestFirst)
+		if err != nil || got.Choices[0].Message.Content != "Hello from beta." {
+			t.Fatalf("request %d after alpha's agent left: %v, %v", i, got, err)
+		}
+		if n := resp.Header.Get("X-Idlegrid-Node"); n != p.NodeB.NodeID {
+			t.Errorf("served by %s, want beta", n)
+		}
+	}
+	p.waitProviders(t, testModel, 1)
+}
+
+func TestGateway_modelHealth(t *testing.T) {
+	p := mustPair(t, nil)
+	p.A.set(faultDown)
+	p.waitProviders(t, testModel, 1) // alpha's agent withdrew the model
+	p.A.set(faultNone)
+	p.waitProviders(t, testModel, 2)
+}
+
+// manualClock is a clock that moves only when told.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// describe is err with the API's message, which the SDK's own text leaves out.
+func describe(err error) string {
+	var e *oai.Error
+	if errors.As(err, &e) {
+		return fmt.Sprintf("%d %s: %s", e.StatusCode, e.Type, e.Message)
+	}
+	return fmt.Sprint(err)
+}

@@ -1,0 +1,431 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
+	"github.com/idlegrid/idlegrid/internal/agent"
+	"github.com/idlegrid/idlegrid/internal/gateway"
+	gpufake "github.com/idlegrid/idlegrid/internal/gpu/fake"
+	"github.com/idlegrid/idlegrid/internal/httpapi"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
+	runtimefake "github.com/idlegrid/idlegrid/internal/runtime/fake"
+	"github.com/idlegrid/idlegrid/internal/server"
+	"github.com/idlegrid/idlegrid/internal/session"
+	"github.com/idlegrid/idlegrid/internal/sqlstore"
+)
+
+// fixture is the whole path a renter's request takes: the real
+// coordinator on SQLite with its HTTP API and the gateway behind a real
+// listener, real agents that join over HTTP and hold sessions, and mock
+// model servers behind the agents.
+type fixture struct {
+	URL    string
+	Store  *sqlstore.DB
+	Server *server.Server
+	GW     *gateway.Gateway
+	Admin  *client.Client
+
+	RenterID, RenterKey, RenterKeyID string
+	providerKey                      string
+	joinToken                        string
+	log                              *slog.Logger
+}
+
+// testWriter logs to the test until it ends.
+type testWriter struct {
+	mu   sync.Mutex
+	t    testing.TB
+	done bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimSpace(string(p)))
+	}
+	return len(p), nil
+}
+
+func mustFixture(tb testing.TB, tune func(*gateway.Config)) *fixture {
+	tb.Helper()
+	ctx := context.Background()
+	tw := &testWriter{t: tb}
+	tb.Cleanup(func() { tw.mu.Lock(); tw.done = true; tw.mu.Unlock() })
+	log := slog.New(slog.NewTextHandler(tw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	store, err := sqlstore.Open(ctx, filepath.Join(tb.TempDir(), "idlegrid.db"))
+	if err != nil {
+		tb.Fatalf("open store: %v", err)
+	}
+	tb.Cleanup(func() { store.Close() })
+	srv, err := server.Open(server.Config{Store: store, Logger: log, HeartbeatInterval: time.Second})
+	if err != nil {
+		tb.Fatalf("open server: %v", err)
+	}
+	tb.Cleanup(func() { srv.Close() })
+	reg := session.NewRegistry(session.Config{Logger: log})
+	cfg := gateway.Config{
+		Store: store, Usage: store, Nodes: gateway.Sessions{Registry: reg},
+		Authenticate: srv.AuthenticateKey, StatusCode: httpapi.StatusCode, FeeBasisPoints: 1000, Logger: log,
+		CatalogTTL: 10 * time.Millisecond, BudgetTTL: time.Nanosecond,
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	gw, err := gateway.New(cfg)
+	if err != nil {
+		tb.Fatalf("gateway.New: %v", err)
+	}
+	tb.Cleanup(func() { gw.Close() })
+	ts := httptest.NewServer(httpapi.New(srv, httpapi.Options{Logger: log, Sessions: reg, Gateway: gw}))
+	tb.Cleanup(ts.Close)
+	tb.Cleanup(func() { reg.Close() }) // before the HTTP server closes
+
+	_, _, adminSecret, err := srv.Bootstrap(ctx, "root", idlegrid.RoleAdmin)
+	if err != nil {
+		tb.Fatalf("bootstrap: %v", err)
+	}
+	f := &fixture{URL: ts.URL, Store: store, Server: srv, GW: gw, Admin: client.New(ts.URL, adminSecret), log: log}
+	renter, key, secret, err := f.Admin.CreateAccount(ctx, "renter", idlegrid.RoleRenter)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f.RenterID, f.RenterKey, f.RenterKeyID = renter.ID, secret, key.ID
+	if _, err := f.Admin.TopUp(ctx, renter.ID, 100*idlegrid.MicrosPerUnit, "start"); err != nil {
+		tb.Fatal(err)
+	}
+	_, _, f.providerKey, err = f.Admin.CreateAccount(ctx, "provider", idlegrid.RoleProvider)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, f.joinToken, err = client.New(ts.URL, f.providerKey).CreateJoinToken(ctx, "fleet", 100, time.Hour); err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}
+
+// sdk is the official OpenAI client of the gateway, as a renter uses it.
+func (f *fixture) sdk(key string, opts ...option.RequestOption) oai.Client {
+	return oai.NewClient(append([]option.RequestOption{
+		option.WithBaseURL(f.URL + "/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0),
+	}, opts...)...)
+}
+
+// testAgent is a running agent and what it serves.
+type testAgent struct {
+	NodeID string
+	stop   func()
+}
+
+// startAgent runs a real agent with fake GPUs that serves models from the
+// given mock servers, and waits until it has joined.
+func (f *fixture) startAgent(tb testing.TB, name, region, residency string, models ...agent.ModelConfig) *testAgent {
+	tb.Helper()
+	cfg := &agent.Config{
+		Server: f.URL, JoinToken: f.joinToken, DataDir: tb.TempDir(), Name: name,
+		Region: region, Residency: residency, Ask: agent.AskConfig{Floor: map[idlegrid.Tier]string{idlegrid.TierBronze: "1.00"}},
+		FakeGPUs: "1xRTX4090", Models: models, ModelHealthInterval: 50 * time.Millisecond,
+	}
+	key, err := nodekey.LoadOrCreate(cfg.KeyPath())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	det, err := gpufake.Parse(cfg.FakeGPUs, name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rt := &runtimefake.Runtime{}
+	a, err := agent.New(agent.Options{
+		Config: cfg, Server: client.NewAgent(f.URL, key), Detector: det, Runtime: rt,
+		Logger: f.log.With("node", name), Key: key, Host: &agent.Host{Name: name, CPUCores: 8, RAMMB: 32768, DiskGB: 100},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	ta := &testAgent{stop: func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				tb.Errorf("agent %s: %v", name, err)
+			}
+			rt.Close()
+		})
+	}}
+	tb.Cleanup(ta.stop)
+	eventually(tb, "agent "+name+" to join", func() string {
+		if ta.NodeID = a.NodeID(); ta.NodeID == "" {
+			return "no node ID yet"
+		}
+		return ""
+	})
+	return ta
+}
+
+// waitProviders waits until GET /v1/models says n providers serve model.
+func (f *fixture) waitProviders(tb testing.TB, model string, n int) {
+	tb.Helper()
+	c := f.sdk(f.RenterKey)
+	eventually(tb, fmt.Sprintf("%d providers of %s", n, model), func() string {
+		page, err := c.Models.List(context.Background())
+		if err != nil {
+			return err.Error()
+		}
+		for _, m := range page.Data {
+			if m.ID == model {
+				var ext struct {
+					Providers int `json:"providers"`
+				}
+				json.Unmarshal([]byte(m.RawJSON()), &ext)
+				if ext.Providers == n {
+					return ""
+				}
+				return fmt.Sprintf("%d providers", ext.Providers)
+			}
+		}
+		return "not listed"
+	})
+}
+
+// eventually polls cond, which says what it still waits for, every 10ms
+// for at most 20s of real time: agents, sessions and model servers run over
+// real sockets, which testing/synctest cannot fake.
+func eventually(tb testing.TB, what string, cond func() string) {
+	tb.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		reason := cond()
+		if reason == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s: %s", what, reason)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// mock is a mock OpenAI-compatible model server. Its answers are fixed:
+// a chat completion says "Hello from <name>" in five chunks, and its usage
+// is 7 prompt and 5 completion tokens. Mode switches it into a fault.
+type mock struct {
+	Name   string
+	URL    string
+	mode   atomic.Value // a fault name, or "" for healthy
+	Served atomic.Int64 // chat and completion requests answered 200
+	Calls  atomic.Int64 // inference requests received
+	freed  chan struct{}
+	once   sync.Once
+	bodies chan []byte // the last requests' bodies, newest kept
+}
+
+// Faults a mock can be switched into.
+const (
+	faultNone      = ""
+	fault500       = "500"
+	fault429       = "429"
+	faultStall     = "stall"      // a stream stops after its first chunk and never ends
+	faultDrop      = "drop"       // the connection drops after two chunks
+	faultSlowFirst = "slow-first" // no byte at all until the test ends
+	faultNoUsage   = "no-usage"   // answers, but never with usage
+	faultDown      = "down"       // the health check fails too
+)
+
+const mockPromptTokens, mockCompletionTokens = 7, 5
+
+func mustMock(tb testing.TB, name string) *mock {
+	tb.Helper()
+	m := &mock{Name: name, freed: make(chan struct{}), bodies: make(chan []byte, 1)}
+	m.mode.Store(faultNone)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/models", m.models)
+	mux.HandleFunc("POST /v1/chat/completions", m.chat)
+	mux.HandleFunc("POST /v1/completions", m.completion)
+	mux.HandleFunc("POST /v1/embeddings", m.embeddings)
+	ts := httptest.NewServer(mux)
+	m.URL = ts.URL
+	tb.Cleanup(func() { m.free(); ts.Close() })
+	return m
+}
+
+func (m *mock) set(mode string) { m.mode.Store(mode) }
+func (m *mock) get() string     { return m.mode.Load().(string) }
+func (m *mock) free()           { m.once.Do(func() { close(m.freed) }) }
+
+// model is the agent's config of a model this mock serves.
+func (m *mock) model(name, in, out string, concurrency int) agent.ModelConfig {
+	return agent.ModelConfig{Name: name, Upstream: m.URL + "/v1", UpstreamModel: "upstream-model", InputPrice: in, OutputPrice: out, MaxConcurrency: concurrency, Embeddings: true}
+}
+
+func (m *mock) lastBody() []byte {
+	select {
+	case b := <-m.bodies:
+		return b
+	default:
+		return nil
+	}
+}
+
+func (m *mock) keep(b []byte) {
+	select {
+	case <-m.bodies:
+	default:
+	}
+	m.bodies <- b
+}
+
+func (m *mock) models(w http.ResponseWriter, r *http.Request) {
+	if m.get() == faultDown {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"object":"list","data":[{"id":"upstream-model","object":"model"}]}`)
+}
+
+// fault answers the faults that strike before any byte; it reports
+// whether it answered.
+func (m *mock) fault(w http.ResponseWriter, r *http.Request) bool {
+	switch m.get() {
+	case fault500, faultDown:
+		writeError(w, http.StatusInternalServerError, "server_error", "CUDA out of memory")
+	case fault429:
+		writeError(w, http.StatusTooManyRequests, "rate_limit_error", "queue full")
+	case faultSlowFirst:
+		select {
+		case <-m.freed:
+		case <-r.Context().Done():
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"error":{"message":%q,"type":%q,"param":null,"code":null}}`, msg, typ)
+}
+
+type mockRequest struct {
+	Model         string `json:"model"`
+	Stream        bool   `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	MaxTokens *int `json:"max_tokens"`
+}
+
+func (m *mock) read(w http.ResponseWriter, r *http.Request) (*mockRequest, bool) {
+	m.Calls.Add(1)
+	body, _ := io.ReadAll(r.Body)
+	m.keep(body)
+	var req mockRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "bad JSON")
+		return nil, false
+	}
+	if req.Model != "upstream-model" {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "no model "+req.Model)
+		return nil, false
+	}
+	if req.MaxTokens != nil && *req.MaxTokens > 100000 {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "max_tokens is too large for this model")
+		return nil, false
+	}
+	return &req, !m.fault(w, r)
+}
+
+func (m *mock) usage() string {
+	if m.get() == faultNoUsage {
+		return ""
+	}
+	return fmt.Sprintf(`,"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`,
+		mockPromptTokens, mockCompletionTokens, mockPromptTokens+mockCompletionTokens)
+}
+
+// words are the five chunks of every answer.
+func (m *mock) words() []string {
+	return []string{"Hello", " from", " ", m.Name, "."}
+}
+
+func (m *mock) chat(w http.ResponseWriter, r *http.Request) {
+	req, ok := m.read(w, r)
+	if !ok {
+		return
+	}
+	if !req.Stream {
+		m.Served.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]%s}`,
+			req.Model, strings.Join(m.words(), ""), m.usage())
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	rc := http.NewResponseController(w)
+	chunk := func(delta string) {
+		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", req.Model, delta)
+		rc.Flush()
+	}
+	for i, word := range m.words() {
+		chunk(word)
+		switch mode := m.get(); {
+		case mode == faultStall && i == 0:
+			select {
+			case <-m.freed:
+			case <-r.Context().Done():
+			}
+			return
+		case mode == faultDrop && i == 1:
+			panic(http.ErrAbortHandler) // drops the connection mid-stream
+		}
+	}
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage && m.get() != faultNoUsage {
+		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[]%s}\n\n", req.Model, m.usage())
+	}
+	io.WriteString(w, "data: [DONE]\n\n")
+	m.Served.Add(1)
+}
+
+func (m *mock) completion(w http.ResponseWriter, r *http.Request) {
+	req, ok := m.read(w, r)
+	if !ok {
+		return
+	}
+	m.Served.Add(1)
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"id":"cmpl-1","object":"text_completion","created":1,"model":%q,"choices":[{"index":0,"text":%q,"finish_reason":"stop"}]%s}`,
+		req.Model, strings.Join(m.words(), ""), m.usage())
+}
+
+func (m *mock) embeddings(w http.ResponseWriter, r *http.Request) {
+	req, ok := m.read(w, r)
+	if !ok {
+		return
+	}
+	m.Served.Add(1)
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2,0.3]}],"model":%q,"usage":{"prompt_tokens":3,"total_tokens":3}}`, req.Model)
+}

@@ -1,0 +1,341 @@
+// Package gateway is idlegrid's OpenAI-compatible inference gateway: the
+// renter-facing /v1/models, /v1/chat/completions, /v1/completions and
+// /v1/embeddings, served by the models that providers' nodes advertise
+// (idlegrid.Offer.Models) and reached over each node's outbound agent
+// session (internal/session), so that a node behind NAT serves too.
+//
+// A request is authenticated by API key, parsed (internal/openai), checked
+// against the key's rate limit, concurrency and budget (its worst case is
+// reserved while it runs), routed (route.go: hard constraints, then price,
+// latency or throughput, load, reliability, sticky prompt prefix), and
+// sent to the first provider; one that fails before the first byte is
+// replaced by the next, up to MaxAttempts, and a provider that keeps
+// failing is cut off by its circuit breaker (breaker.go). The answer passes
+// through chunk by chunk (stream.go). Its usage, the model server's own or
+// counted, is charged through the ledger by the meter (meter.go), which
+// writes in batches off the request's path.
+//
+// Goroutines: a Gateway owns its meter's writer; Close drains and stops it.
+// Requests run in their HTTP handlers' goroutines and own nothing else.
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/ledger"
+	"github.com/idlegrid/idlegrid/internal/session"
+)
+
+// Defaults for Config.
+const (
+	DefaultMaxAttempts         = 3
+	DefaultFirstByteTimeout    = 30 * time.Second
+	DefaultAnswerTimeout       = 5 * time.Minute
+	DefaultStallTimeout        = 60 * time.Second
+	DefaultBreakerFailures     = 5
+	DefaultBreakerCooldown     = 30 * time.Second
+	DefaultCatalogTTL          = time.Second
+	DefaultAuthTTL             = 2 * time.Second
+	DefaultBudgetTTL           = 2 * time.Second
+	DefaultReserveOutputTokens = 4096
+	DefaultMaxBodyBytes        = 8 << 20
+	DefaultMaxAnswerBytes      = 64 << 20
+)
+
+// NodeDialer reaches a node's agent: the round tripper of its live
+// session, or false when it has none.
+type NodeDialer interface {
+	Dial(nodeID string) (http.RoundTripper, bool)
+}
+
+// Sessions is the NodeDialer of a session registry.
+type Sessions struct{ *session.Registry }
+
+// Dial returns the node's live session.
+func (s Sessions) Dial(nodeID string) (http.RoundTripper, bool) {
+	sess, ok := s.Registry.Get(nodeID)
+	if !ok {
+		return nil, false
+	}
+	return sess, true
+}
+
+// Config configures a Gateway. Store, Usage, Nodes, Authenticate and
+// StatusCode are required; zero values of the rest take the defaults.
+type Config struct {
+	Store idlegrid.Store          // nodes, balances, spend limits
+	Usage idlegrid.InferenceStore // usage records and charges
+	Nodes NodeDialer
+	// Authenticate returns the caller an API key's secret identifies
+	// (server.Server.AuthenticateKey).
+	Authenticate func(ctx context.Context, secret string) (*idlegrid.Caller, error)
+	// StatusCode maps an idlegrid error code to its HTTP status: the one
+	// table, httpapi.StatusCode.
+	StatusCode     func(code string) int
+	FeeBasisPoints int64          // the platform's share of each charge
+	Clock          idlegrid.Clock // nil: idlegrid.SystemClock{}
+	Logger         *slog.Logger   // nil: discard
+
+	// MaxAttempts bounds the providers one request tries. Default 3.
+	MaxAttempts int
+	// FirstByteTimeout is how long a provider may take to the first byte
+	// of a stream before the next one is tried. Default 30s.
+	FirstByteTimeout time.Duration
+	// AnswerTimeout is the same for a non-streamed answer, which a model
+	// server sends only once it is complete. Default 5m.
+	AnswerTimeout time.Duration
+	// StallTimeout cuts an answer whose provider goes silent mid-way for
+	// longer. Default 60s.
+	StallTimeout time.Duration
+	// BreakerFailures in a row open a provider's circuit breaker for
+	// BreakerCooldown, after which one trial request may close it.
+	BreakerFailures int
+	BreakerCooldown time.Duration
+	// CatalogTTL is how stale the list of nodes and their models may be.
+	CatalogTTL time.Duration
+	// AuthTTL is how long an API key's authentication is reused: a
+	// revoked key may work for this long. Default 2s.
+	AuthTTL time.Duration
+	// BudgetTTL is how stale a renter's balance and spend may be; what the
+	// gateway itself reserved and charged meanwhile is always counted.
+	BudgetTTL time.Duration
+	// KeyRequestsPerSecond and KeyBurst rate-limit each API key (a token
+	// bucket); zero: no rate limit. KeyConcurrency caps each key's requests
+	// in flight; zero: no cap.
+	KeyRequestsPerSecond float64
+	KeyBurst             int
+	KeyConcurrency       int
+	// ReserveOutputTokens is the completion reserved for a request that
+	// sets no max_tokens. Default 4096.
+	ReserveOutputTokens int64
+	// MaxBodyBytes caps a request; MaxAnswerBytes a non-streamed answer.
+	MaxBodyBytes   int64
+	MaxAnswerBytes int64
+}
+
+func (c *Config) setDefaults() {
+	if c.Clock == nil {
+		c.Clock = idlegrid.SystemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	setDefault(&c.MaxAttempts, DefaultMaxAttempts)
+	setDefault(&c.FirstByteTimeout, DefaultFirstByteTimeout)
+	setDefault(&c.AnswerTimeout, DefaultAnswerTimeout)
+	setDefault(&c.StallTimeout, DefaultStallTimeout)
+	setDefault(&c.BreakerFailures, DefaultBreakerFailures)
+	setDefault(&c.BreakerCooldown, DefaultBreakerCooldown)
+	setDefault(&c.CatalogTTL, DefaultCatalogTTL)
+	setDefault(&c.AuthTTL, DefaultAuthTTL)
+	setDefault(&c.BudgetTTL, DefaultBudgetTTL)
+	setDefault(&c.ReserveOutputTokens, DefaultReserveOutputTokens)
+	setDefault(&c.MaxBodyBytes, DefaultMaxBodyBytes)
+	setDefault(&c.MaxAnswerBytes, DefaultMaxAnswerBytes)
+}
+
+func setDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// Gateway serves the OpenAI-compatible API. Make one with New; Close it
+// after the HTTP server has stopped.
+type Gateway struct {
+	cfg     Config
+	rules   ledger.Rules
+	log     *slog.Logger
+	mux     *http.ServeMux
+	catalog catalog
+	health  healthBook
+	budgets budgets
+	stats   statsBook
+	meter   *meter
+	auth    authCache
+	active  activity // inference requests running
+}
+
+// Patterns are the routes the gateway answers, for the API's mux.
+var Patterns = []string{
+	"GET /v1/models",
+	"POST /v1/chat/completions",
+	"POST /v1/completions",
+	"POST /v1/embeddings",
+	"GET /v1/inference/stats",
+	"GET /v1/inference/usage",
+}
+
+// New checks cfg and starts the gateway's meter.
+func New(cfg Config) (*Gateway, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("gateway: Config.Store is required")
+	case cfg.Usage == nil:
+		return nil, errors.New("gateway: Config.Usage is required")
+	case cfg.Nodes == nil:
+		return nil, errors.New("gateway: Config.Nodes is required")
+	case cfg.Authenticate == nil:
+		return nil, errors.New("gateway: Config.Authenticate is required")
+	case cfg.StatusCode == nil:
+		return nil, errors.New("gateway: Config.StatusCode is required")
+	}
+	cfg.setDefaults()
+	rules := ledger.Rules{FeeBasisPoints: cfg.FeeBasisPoints}
+	if err := rules.Validate(); err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, rules: rules, log: cfg.Logger, mux: http.NewServeMux()}
+	g.catalog.init(cfg.Store, cfg.CatalogTTL)
+	g.health.init(cfg.Clock, cfg.BreakerFailures, cfg.BreakerCooldown)
+	g.budgets.init(&g.cfg)
+	g.meter = startMeter(cfg.Usage, &g.budgets, cfg.Logger)
+	g.mux.HandleFunc("GET /v1/models", g.withKey(g.listModels))
+	g.mux.HandleFunc("POST /v1/chat/completions", g.withKey(g.infer("chat/completions")))
+	g.mux.HandleFunc("POST /v1/completions", g.withKey(g.infer("completions")))
+	g.mux.HandleFunc("POST /v1/embeddings", g.withKey(g.infer("embeddings")))
+	g.mux.HandleFunc("GET /v1/inference/stats", g.withKey(g.serveStats))
+	g.mux.HandleFunc("GET /v1/inference/usage", g.withKey(g.serveUsage))
+	return g, nil
+}
+
+// ServeHTTP answers the gateway's routes.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
+
+// Close stops taking charges, writes those waiting and stops the meter.
+// Requests still running are metered by nobody: close the HTTP server first.
+func (g *Gateway) Close() error {
+	g.meter.close()
+	return nil
+}
+
+// Sync returns once no inference request is running and every charge
+// metered before is written. Tests use it to read the ledger after their
+// requests.
+func (g *Gateway) Sync(ctx context.Context) error {
+	if err := g.active.wait(ctx); err != nil {
+		return err
+	}
+	return g.meter.sync(ctx)
+}
+
+// activity counts running requests and tells when there are none.
+type activity struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to zero; nil when nobody waits
+}
+
+func (a *activity) enter() {
+	a.mu.Lock()
+	a.n++
+	a.mu.Unlock()
+}
+
+func (a *activity) leave() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n--; a.n == 0 && a.idle != nil {
+		close(a.idle)
+		a.idle = nil
+	}
+}
+
+func (a *activity) wait(ctx context.Context) error {
+	a.mu.Lock()
+	if a.n == 0 {
+		a.mu.Unlock()
+		return nil
+	}
+	if a.idle == nil {
+		a.idle = make(chan struct{})
+	}
+	idle := a.idle
+	a.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// handlerFunc is a handler that returns its error, which withKey writes in
+// OpenAI's format.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, c *idlegrid.Caller) error
+
+// withKey authenticates the bearer API key and runs next.
+func (g *Gateway) withKey(next handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				g.log.Error("gateway: panic", "path", r.URL.Path, "panic", p)
+				g.writeError(w, r, idlegrid.Errorf(idlegrid.EINTERNAL, "panic: %v", p))
+			}
+		}()
+		c, err := g.authenticate(r)
+		if err == nil {
+			err = next(w, r, c)
+		}
+		if err != nil {
+			g.writeError(w, r, err)
+		}
+	}
+}
+
+func (g *Gateway) authenticate(r *http.Request) (*idlegrid.Caller, error) {
+	h := r.Header.Get("Authorization")
+	scheme, secret, _ := strings.Cut(h, " ")
+	secret = strings.TrimSpace(secret)
+	if h == "" || !strings.EqualFold(scheme, "Bearer") || secret == "" {
+		return nil, idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "missing API key; send the header Authorization: Bearer <key>")
+	}
+	return g.auth.get(r.Context(), secret, g.cfg.AuthTTL, time.Now(), g.cfg.Authenticate)
+}
+
+// authCache reuses an API key's authentication for a short while, so that
+// a busy key does not cost a database read per request. It keys on the
+// secret's hash, never the secret.
+type authCache struct {
+	mu sync.Mutex
+	m  map[[32]byte]authEntry
+}
+
+type authEntry struct {
+	caller *idlegrid.Caller
+	until  time.Time
+}
+
+func (a *authCache) get(ctx context.Context, secret string, ttl time.Duration, now time.Time, auth func(context.Context, string) (*idlegrid.Caller, error)) (*idlegrid.Caller, error) {
+	h := sha256.Sum256([]byte(secret))
+	a.mu.Lock()
+	e, ok := a.m[h]
+	a.mu.Unlock()
+	if ok && now.Before(e.until) {
+		return e.caller, nil
+	}
+	c, err := auth(ctx, secret)
+	if idlegrid.ErrorCode(err) == idlegrid.EUNAUTHORIZED {
+		return nil, idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "invalid or revoked API key")
+	} else if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	if a.m == nil || len(a.m) > 100_000 {
+		a.m = map[[32]byte]authEntry{}
+	}
+	a.m[h] = authEntry{caller: c, until: now.Add(ttl)}
+	a.mu.Unlock()
+	return c, nil
+}

@@ -1,0 +1,321 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/openai"
+)
+
+// Why an attempt was given up, as the cause of its context.
+var (
+	errFirstByte = errors.New("no first byte in time")
+	errStalled   = errors.New("the answer stalled")
+)
+
+// bufPool holds the buffers answers are copied through.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// exchange is one renter request on its way through the gateway.
+type exchange struct {
+	g      *Gateway
+	id     string
+	req    *openai.Request
+	caller *idlegrid.Caller
+	start  time.Time
+	res    *reservation
+	body   []byte // what goes upstream
+}
+
+// infer serves one of the inference endpoints.
+func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c *idlegrid.Caller) error {
+		start := time.Now()
+		g.active.enter()
+		defer g.active.leave()
+		if c.Role != idlegrid.RoleRenter || c.NodeID != "" {
+			return idlegrid.Errorf(idlegrid.EFORBIDDEN, "only renter accounts may run inference: it is charged to the renter's balance")
+		}
+		body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+		if err != nil {
+			return err
+		}
+		req, err := openai.ParseRequest(e, body)
+		if err != nil {
+			return err
+		}
+		all, err := g.catalog.providers(r.Context(), req.Model)
+		if err != nil {
+			return err
+		}
+		plan, why := g.plan(req, all, g.cfg.MaxAttempts)
+		if len(plan) == 0 {
+			return noProvider(req.Model, len(all), why)
+		}
+		res, err := g.budgets.admit(r.Context(), c, g.worstCost(req, plan))
+		if err != nil {
+			return err
+		}
+		defer res.done()
+		up, err := req.Upstream()
+		if err != nil {
+			res.release(0)
+			return err
+		}
+		x := &exchange{g: g, id: idlegrid.NewID("req"), req: req, caller: c, start: start, res: res, body: up}
+		w.Header().Set("X-Request-Id", x.id)
+		return x.run(w, r, plan)
+	}
+}
+
+// worstCost is what the request may cost at the dearest provider it may
+// reach: its prompt, and its max_tokens or ReserveOutputTokens.
+func (g *Gateway) worstCost(req *openai.Request, plan []*candidate) idlegrid.Micros {
+	out := req.MaxTokens
+	if out == 0 {
+		out = g.cfg.ReserveOutputTokens
+	}
+	if req.Endpoint == openai.Embeddings {
+		out = 0
+	}
+	var worst idlegrid.Micros
+	for _, c := range plan {
+		worst = max(worst, c.Model.Cost(req.PromptTokens, out))
+	}
+	return worst
+}
+
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, idlegrid.Errorf(idlegrid.ETOOLARGE, "the request body is over %d bytes", limit)
+	} else if err != nil {
+		return nil, idlegrid.Errorf(idlegrid.EINVALID, "could not read the request body: %v", err)
+	}
+	return b, nil
+}
+
+// attemptError is why one provider did not answer.
+type attemptError struct {
+	node   string
+	status int // the provider's HTTP status; 0 when it never answered
+	msg    string
+}
+
+func (e *attemptError) Error() string {
+	if e.status != 0 {
+		return fmt.Sprintf("node %s answered %d: %s", e.node, e.status, e.msg)
+	}
+	return fmt.Sprintf("node %s: %s", e.node, e.msg)
+}
+
+// run tries the plan's providers in order until one answers, and passes
+// its answer on. A provider that fails before the renter has had a byte
+// is replaced by the next one.
+func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate) error {
+	g := x.g
+	var failures []*attemptError
+	attempts := 0
+	for _, c := range plan {
+		if r.Context().Err() != nil {
+			break
+		}
+		if !g.health.allow(c.up) {
+			continue
+		}
+		attempts++
+		c.up.inflight.Add(1)
+		a, fail := x.open(r.Context(), c)
+		if fail != nil {
+			c.up.inflight.Add(-1)
+			if r.Context().Err() != nil {
+				g.health.release(c.up)
+				break
+			}
+			g.health.failure(c.up)
+			if fail.status == http.StatusNotFound {
+				g.catalog.invalidate() // the node no longer serves the model
+			}
+			g.log.Info("gateway: provider failed; trying the next", "request", x.id, "model", x.req.Model, "err", fail)
+			failures = append(failures, fail)
+			continue
+		}
+		x.deliver(w, r, c, a, attempts)
+		c.up.inflight.Add(-1)
+		return nil
+	}
+	x.res.release(0)
+	if r.Context().Err() != nil {
+		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "request cancelled")
+	}
+	return allFailed(x.req.Model, failures)
+}
+
+// allFailed is the renter's error when no provider answered.
+func allFailed(model string, fs []*attemptError) error {
+	if len(fs) == 0 {
+		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "every provider of model %q is cut off after failing; retry in a while", model)
+	}
+	busy := true
+	msgs := make([]string, len(fs))
+	for i, f := range fs {
+		busy = busy && f.status == http.StatusTooManyRequests
+		msgs[i] = f.Error()
+	}
+	if busy {
+		return idlegrid.Errorf(idlegrid.ETOOMANY, "every provider of model %q tried is at capacity; retry shortly", model)
+	}
+	return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "%d providers of model %q failed: %s", len(fs), model, strings.Join(msgs, "; "))
+}
+
+// answer is a provider's answer that has begun: its status, and the first
+// bytes of its body (all of it, when it is not a stream or is an error).
+type answer struct {
+	resp     *http.Response
+	first    []byte
+	complete bool          // first is the whole body
+	ttft     time.Duration // from sending to the first byte
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	stall    *time.Timer
+	buf      *[]byte
+}
+
+// open sends the request to c's node and waits for its first byte, for at
+// most FirstByteTimeout. A non-streamed answer, or an error, is read whole,
+// so that a provider that fails half-way through one is still replaced.
+func (x *exchange) open(parent context.Context, c *candidate) (*answer, *attemptError) {
+	g := x.g
+	fail := func(status int, format string, args ...any) *attemptError {
+		return &attemptError{node: c.NodeID, status: status, msg: fmt.Sprintf(format, args...)}
+	}
+	rt, ok := g.cfg.Nodes.Dial(c.NodeID)
+	if !ok {
+		return nil, fail(0, "no live session")
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	wait := g.cfg.FirstByteTimeout
+	if !x.req.Stream {
+		wait = g.cfg.AnswerTimeout
+	}
+	firstByte := time.AfterFunc(wait, func() { cancel(errFirstByte) })
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://node"+idlegrid.InferencePath+string(x.req.Endpoint), bytes.NewReader(x.body))
+	if err != nil {
+		firstByte.Stop()
+		cancel(nil)
+		return nil, fail(0, "%v", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(idlegrid.ModelHeader, c.Model.Name)
+	if x.req.Stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	sent := time.Now()
+	a := &answer{ctx: ctx, cancel: cancel}
+	a.resp, err = rt.RoundTrip(req)
+	if err == nil {
+		err = a.readFirst(x.req.Stream, g.cfg.MaxAnswerBytes)
+	}
+	firstByte.Stop()
+	if err != nil {
+		a.close()
+		if cause := context.Cause(ctx); cause == errFirstByte {
+			return nil, fail(0, "no first byte within %v", wait)
+		}
+		return nil, fail(0, "%v", err)
+	}
+	a.ttft = time.Since(sent)
+	if st := a.resp.StatusCode; st >= 400 && retryable(st) {
+		msg := upstreamMessage(a.first)
+		a.close()
+		return nil, fail(st, "%s", msg)
+	}
+	a.stall = time.AfterFunc(g.cfg.StallTimeout, func() { cancel(errStalled) })
+	return a, nil
+}
+
+// readFirst reads the first chunk of a stream, or the whole of any other
+// answer.
+func (a *answer) readFirst(stream bool, limit int64) error {
+	if !stream || a.resp.StatusCode != http.StatusOK {
+		b, err := io.ReadAll(io.LimitReader(a.resp.Body, limit+1))
+		if err != nil {
+			return fmt.Errorf("the answer broke off: %w", err)
+		} else if int64(len(b)) > limit {
+			return fmt.Errorf("the answer is over %d bytes", limit)
+		} else if len(b) == 0 && a.resp.StatusCode == http.StatusOK {
+			return errors.New("an empty answer")
+		}
+		a.first, a.complete = b, true
+		return nil
+	}
+	a.buf = bufPool.Get().(*[]byte)
+	for {
+		n, err := a.resp.Body.Read(*a.buf)
+		if n > 0 {
+			a.first = (*a.buf)[:n]
+			return nil
+		}
+		if errors.Is(err, io.EOF) {
+			return errors.New("the stream ended before its first event")
+		} else if err != nil {
+			return fmt.Errorf("the stream broke off before its first event: %w", err)
+		}
+	}
+}
+
+// read reads the next piece of a streamed answer, keeping the stall timer
+// off while data flows.
+func (a *answer) read(p []byte, stall time.Duration) (int, error) {
+	n, err := a.resp.Body.Read(p)
+	if n > 0 {
+		a.stall.Reset(stall)
+	}
+	return n, err
+}
+
+func (a *answer) close() {
+	if a.stall != nil {
+		a.stall.Stop()
+	}
+	if a.resp != nil {
+		a.resp.Body.Close()
+	}
+	a.cancel(nil)
+	if a.buf != nil {
+		bufPool.Put(a.buf)
+		a.buf = nil
+	}
+}
+
+// retryable reports whether a provider's error status means another
+// provider may do better: it is busy, broken, or no longer serves the model.
+func retryable(status int) bool {
+	switch status {
+	case http.StatusNotFound, http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return true
+	}
+	return status >= 500
+}
+
+// upstreamMessage is the message of an OpenAI error body, or its start.
+func upstreamMessage(body []byte) string {
+	var e openai.ErrorBody
+	if decodeJSON(body, &e) == nil && e.Error.Message != "" {
+		return e.Error.Message
+	}
+	s := strings.TrimSpace(string(body))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}

@@ -1,0 +1,185 @@
+package gateway
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/openai"
+)
+
+func mustCandidate(name string, in, out idlegrid.Micros, load, ttft, tps float64) *candidate {
+	return &candidate{
+		provider: &provider{key: name + "/m", NodeID: name, ProviderID: "prov_" + name, Reliability: 0.9,
+			Model: idlegrid.ModelOffer{Name: "m", InputMicrosPerMTokens: in, OutputMicrosPerMTokens: out, MaxConcurrency: 4}},
+		load: load, ttft: ttft, tps: tps, ok: 1,
+	}
+}
+
+func names(cs []*candidate) string {
+	s := ""
+	for i, c := range cs {
+		if i > 0 {
+			s += ","
+		}
+		s += c.NodeID
+	}
+	return s
+}
+
+func TestOrder(t *testing.T) {
+	fresh := func() []*candidate {
+		return []*candidate{
+			mustCandidate("cheap-slow", 1, 1, 0, 900, 10),
+			mustCandidate("dear-fast", 50, 50, 0, 100, 90),
+			mustCandidate("mid-full", 5, 5, 1, 50, 200), // saturated
+			mustCandidate("mid", 5, 5, 0.5, 300, 40),
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		p    openai.ProviderPrefs
+		want string
+	}{
+		{"price", openai.ProviderPrefs{Sort: "price"}, "cheap-slow,mid,dear-fast,mid-full"},
+		{"latency", openai.ProviderPrefs{Sort: "latency"}, "dear-fast,mid,cheap-slow,mid-full"},
+		{"throughput", openai.ProviderPrefs{Sort: "throughput"}, "dear-fast,mid,cheap-slow,mid-full"},
+		{"default weighs price by load", openai.ProviderPrefs{}, "cheap-slow,mid,dear-fast,mid-full"},
+		{"order goes first", openai.ProviderPrefs{Sort: "price", Order: []string{"prov_dear-fast", "mid-full"}}, "dear-fast,mid-full,cheap-slow,mid"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := fresh()
+			order(cs, &tt.p, 0)
+			if got := names(cs); got != tt.want {
+				t.Errorf("order = %s, want %s", got, tt.want)
+			}
+		})
+	}
+	t.Run("reliability", func(t *testing.T) {
+		cs := []*candidate{mustCandidate("flaky", 1, 1, 0, 0, 0), mustCandidate("solid", 2, 2, 0, 0, 0)}
+		cs[0].ok = 0.3
+		order(cs, &openai.ProviderPrefs{}, 0)
+		if got := names(cs); got != "solid,flaky" {
+			t.Errorf("order = %s, want the reliable one first despite its price", got)
+		}
+	})
+	t.Run("sticky prefix", func(t *testing.T) {
+		first := map[string]int{}
+		for prefix := uint64(1); prefix <= 64; prefix++ {
+			var got string
+			for range 3 { // the same prefix always lands on the same node
+				cs := fresh()
+				order(cs, &openai.ProviderPrefs{}, prefix)
+				if got != "" && cs[0].NodeID != got {
+					t.Fatalf("prefix %d went to %s, then %s", prefix, got, cs[0].NodeID)
+				}
+				got = cs[0].NodeID
+			}
+			first[got]++
+		}
+		if first["mid-full"] != 0 {
+			t.Errorf("a saturated provider was chosen for a prefix")
+		}
+		if len(first) != 3 {
+			t.Errorf("prefixes spread over %v, want all three unsaturated providers", first)
+		}
+		off := false
+		cs := fresh()
+		order(cs, &openai.ProviderPrefs{Sticky: &off}, 12345)
+		if names(cs) != "cheap-slow,mid,dear-fast,mid-full" {
+			t.Errorf("sticky off still moved a provider: %s", names(cs))
+		}
+	})
+}
+
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *stepClock) advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+func TestHealthBook_breaker(t *testing.T) {
+	clock := &stepClock{now: time.Unix(1_800_000_000, 0)}
+	var h healthBook
+	h.init(clock, 3, 30*time.Second)
+	u := h.of("n/m")
+	state := func() breakerState { _, _, _, s := u.snapshot(); return s }
+	for i := range 2 {
+		if !h.allow(u) {
+			t.Fatalf("closed breaker refused request %d", i)
+		}
+		h.failure(u)
+	}
+	h.success(u, time.Millisecond, 10) // a success resets the count
+	for range 3 {
+		h.allow(u)
+		h.failure(u)
+	}
+	if state() != breakerOpen || h.allow(u) || h.usable(u) {
+		t.Fatalf("after 3 failures in a row: state %v, want open and refusing", state())
+	}
+	clock.advance(30 * time.Second)
+	if !h.usable(u) || !h.allow(u) {
+		t.Fatal("after the cooldown the breaker must let one trial through")
+	}
+	if h.allow(u) || h.usable(u) {
+		t.Fatal("a half-open breaker let a second request through while the trial is out")
+	}
+	h.failure(u)
+	if state() != breakerOpen || h.allow(u) {
+		t.Fatalf("a failed trial must reopen the breaker; state %v", state())
+	}
+	clock.advance(30 * time.Second)
+	h.allow(u)
+	h.release(u) // the renter went away: the trial is given back
+	if !h.allow(u) {
+		t.Fatal("a released trial was not given back")
+	}
+	h.success(u, time.Millisecond, 0)
+	if state() != breakerClosed || !h.allow(u) || !h.allow(u) {
+		t.Fatalf("a successful trial must close the breaker; state %v", state())
+	}
+}
+
+func TestBudgets_take(t *testing.T) {
+	clock := &stepClock{now: time.Unix(1_800_000_000, 0)}
+	t.Run("concurrency", func(t *testing.T) {
+		var b budgets
+		b.init(&Config{Clock: clock, KeyConcurrency: 2})
+		_, k := b.of(&idlegrid.Caller{AccountID: "a", KeyID: "k"})
+		if b.take(k) != nil || b.take(k) != nil {
+			t.Fatal("two requests refused under a concurrency of 2")
+		}
+		if err := b.take(k); idlegrid.ErrorCode(err) != idlegrid.ETOOMANY {
+			t.Fatalf("third request: %v, want too_many", err)
+		}
+		r := &reservation{b: &b, k: k, a: &accountBudget{}, slotted: true}
+		r.done()
+		if err := b.take(k); err != nil {
+			t.Fatalf("after one finished: %v", err)
+		}
+	})
+	t.Run("rate", func(t *testing.T) {
+		var b budgets
+		b.init(&Config{Clock: clock, KeyRequestsPerSecond: 2, KeyBurst: 3})
+		_, k := b.of(&idlegrid.Caller{AccountID: "a", KeyID: "k"})
+		for i := range 3 {
+			if err := b.take(k); err != nil {
+				t.Fatalf("request %d within the burst: %v", i, err)
+			}
+		}
+		if err := b.take(k); idlegrid.ErrorCode(err) != idlegrid.ETOOMANY {
+			t.Fatalf("request beyond the burst: %v, want too_many", err)
+		}
+		clock.advance(500 * time.Millisecond) // one token back at 2 a second
+		if err := b.take(k); err != nil {
+			t.Fatalf("after half a second: %v", err)
+		}
+		if err := b.take(k); idlegrid.ErrorCode(err) != idlegrid.ETOOMANY {
+			t.Fatalf("second request after half a second: %v, want too_many", err)
+		}
+	})
+}

@@ -1,0 +1,110 @@
+package gateway_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+func TestGateway_routing(t *testing.T) {
+	p := mustPair(t, nil) // alpha: eu-west, EU, 10/20; beta: us-east, US, 30/60
+	a, b := p.NodeA.NodeID, p.NodeB.NodeID
+	provider := func(prefs map[string]any) option.RequestOption { return option.WithJSONSet("provider", prefs) }
+	for _, tt := range []struct {
+		name  string
+		prefs map[string]any
+		want  string
+	}{
+		{"cheapest", map[string]any{"sort": "price"}, a},
+		{"region", map[string]any{"region": []string{"us-east"}}, b},
+		{"data residency", map[string]any{"data_residency": []string{"EU"}}, a},
+		{"only", map[string]any{"only": []string{b}}, b},
+		{"ignore", map[string]any{"sort": "price", "ignore": []string{a}}, b},
+		{"order", map[string]any{"sort": "price", "order": []string{b}}, b},
+		{"max price", map[string]any{"max_price": map[string]any{"prompt": 20, "completion": "25"}}, a},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 3 {
+				_, resp, err := p.chat(t, provider(tt.prefs))
+				if err != nil {
+					t.Fatal(describe(err))
+				}
+				if got := resp.Header.Get("X-Idlegrid-Node"); got != tt.want {
+					t.Errorf("served by %s, want %s", got, tt.want)
+				}
+			}
+		})
+	}
+	t.Run("sticky prefix", func(t *testing.T) {
+		var first string
+		for i := range 6 {
+			_, resp, err := p.chat(t)
+			if err != nil {
+				t.Fatal(describe(err))
+			}
+			got := resp.Header.Get("X-Idlegrid-Node")
+			if i == 0 {
+				first = got
+			} else if got != first {
+				t.Errorf("request %d with the same prompt went to %s, the first to %s", i, got, first)
+			}
+		}
+	})
+}
+
+// TestGateway_concurrentStreams runs more streams at once than alpha's
+// max_concurrency (8): the rest spill over to beta, and every one is
+// charged exactly once, at the price of the node that served it.
+func TestGateway_concurrentStreams(t *testing.T) {
+	p := mustPair(t, nil)
+	const n = 12
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			text, err := p.stream(t, cheapestFirst)
+			if err == nil && text != "Hello from alpha." && text != "Hello from beta." {
+				err = &idlegrid.Error{Code: idlegrid.EINTERNAL, Message: "got " + text}
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(describe(err))
+	}
+	mustSync(t, p.fixture)
+	ctx := context.Background()
+	bal, err := p.Admin.Balance(ctx, p.RenterID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	us, err := p.Store.ListInferenceUsage(ctx, p.RenterID, 100)
+	if err != nil || len(us) != n {
+		t.Fatalf("%d usage records (%v), want %d", len(us), err, n)
+	}
+	var charged idlegrid.Micros
+	for _, u := range us {
+		want := idlegrid.Micros(wantCharge) // alpha's price
+		if u.NodeID == p.NodeB.NodeID {
+			want = 7*30 + 5*60
+		}
+		if u.ChargeMicros != want {
+			t.Errorf("request on %s charged %d, want %d", u.NodeID, u.ChargeMicros, want)
+		}
+		charged += u.ChargeMicros
+	}
+	if want := 100*idlegrid.MicrosPerUnit - charged; bal.Available != want {
+		t.Errorf("renter available = %d after %d streams, want %d", bal.Available, n, want)
+	}
+	if sum, err := p.Store.LedgerSum(ctx); err != nil || sum != 0 {
+		t.Errorf("ledger sums to %d (%v)", sum, err)
+	}
+}

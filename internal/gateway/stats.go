@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// statsWindow is how many recent requests of each model the statistics
+// cover.
+const statsWindow = 2048
+
+// sample is one served request, as the statistics see it.
+type sample struct {
+	latency time.Duration // request in to last byte out
+	ttft    time.Duration // request in to first byte out
+	tps     float64       // completion tokens per second after the first byte; 0 unknown
+	tokens  int64         // prompt plus completion
+	charge  idlegrid.Micros
+}
+
+// statsBook keeps the last statsWindow samples of each model.
+type statsBook struct {
+	mu      sync.Mutex
+	byModel map[string]*ring
+}
+
+type ring struct {
+	samples []sample
+	next    int
+	total   int64 // requests ever
+}
+
+func (s *statsBook) add(model string, smp sample) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byModel == nil {
+		s.byModel = map[string]*ring{}
+	}
+	r, ok := s.byModel[model]
+	if !ok {
+		r = &ring{samples: make([]sample, 0, 64)}
+		s.byModel[model] = r
+	}
+	r.total++
+	if len(r.samples) < statsWindow {
+		r.samples = append(r.samples, smp)
+		return
+	}
+	r.samples[r.next] = smp
+	r.next = (r.next + 1) % statsWindow
+}
+
+// ModelStats is what renters see of a model's recent requests: latency
+// and time to first token at the median and the 95th percentile, the
+// median completion tokens per second, and what a million tokens cost on
+// average. Times are in milliseconds.
+type ModelStats struct {
+	Model            string          `json:"model"`
+	Requests         int64           `json:"requests"` // since the gateway started
+	Window           int             `json:"window"`   // requests the figures cover
+	LatencyP50MS     float64         `json:"latency_p50_ms"`
+	LatencyP95MS     float64         `json:"latency_p95_ms"`
+	TTFTP50MS        float64         `json:"ttft_p50_ms"`
+	TTFTP95MS        float64         `json:"ttft_p95_ms"`
+	TokensPerSecond  float64         `json:"tokens_per_second"`
+	MicrosPerMTokens idlegrid.Micros `json:"micros_per_mtokens"` // charged per million tokens, prompt and completion together
+}
+
+// StatsResponse is the answer of GET /v1/inference/stats.
+type StatsResponse struct {
+	Models []ModelStats `json:"models"`
+}
+
+// snapshot computes every model's statistics.
+func (s *statsBook) snapshot() []ModelStats {
+	s.mu.Lock()
+	copies := map[string]*ring{}
+	for m, r := range s.byModel {
+		copies[m] = &ring{samples: append([]sample(nil), r.samples...), total: r.total}
+	}
+	s.mu.Unlock()
+	out := make([]ModelStats, 0, len(copies))
+	for m, r := range copies {
+		out = append(out, summarise(m, r))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Model < out[j].Model })
+	return out
+}
+
+func summarise(model string, r *ring) ModelStats {
+	n := len(r.samples)
+	lat, ttft := make([]float64, 0, n), make([]float64, 0, n)
+	var tps []float64
+	var tokens int64
+	var charge idlegrid.Micros
+	for _, s := range r.samples {
+		lat = append(lat, ms(s.latency))
+		ttft = append(ttft, ms(s.ttft))
+		if s.tps > 0 {
+			tps = append(tps, s.tps)
+		}
+		tokens += s.tokens
+		charge += s.charge
+	}
+	st := ModelStats{Model: model, Requests: r.total, Window: n,
+		LatencyP50MS: quantile(lat, 0.5), LatencyP95MS: quantile(lat, 0.95),
+		TTFTP50MS: quantile(ttft, 0.5), TTFTP95MS: quantile(ttft, 0.95), TokensPerSecond: quantile(tps, 0.5)}
+	if tokens > 0 {
+		st.MicrosPerMTokens = idlegrid.Micros(int64(charge) * idlegrid.TokensPerPriceUnit / tokens)
+	}
+	return st
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// quantile is the nearest-rank quantile of xs (which it sorts); 0 for none.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	sort.Float64s(xs)
+	i := int(q*float64(len(xs))+0.5) - 1
+	return xs[min(max(i, 0), len(xs)-1)]
+}
+
+// serveStats answers GET /v1/inference/stats: every model's figures.
+func (g *Gateway) serveStats(w http.ResponseWriter, r *http.Request, c *idlegrid.Caller) error {
+	writeJSON(w, http.StatusOK, StatsResponse{Models: g.stats.snapshot()})
+	return nil
+}
+
+// UsageResponse is the answer of GET /v1/inference/usage.
+type UsageResponse struct {
+	Data []*idlegrid.InferenceUsage `json:"data"`
+}
+
+// serveUsage answers GET /v1/inference/usage: the caller's own metered
+// requests, as renter or provider, newest first (?limit=, default 100).
+func (g *Gateway) serveUsage(w http.ResponseWriter, r *http.Request, c *idlegrid.Caller) error {
+	limit := 100
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := parseLimit(s)
+		if err != nil {
+			return err
+		}
+		limit = n
+	}
+	us, err := g.cfg.Usage.ListInferenceUsage(r.Context(), c.AccountID, limit)
+	if err != nil {
+		return err
+	}
+	if us == nil {
+		us = []*idlegrid.InferenceUsage{}
+	}
+	writeJSON(w, http.StatusOK, UsageResponse{Data: us})
+	return nil
+}
+
+func parseLimit(s string) (int, error) {
+	n := 0
+	for _, ch := range s {
+		if ch < '0' || ch > '9' || n > 100_000 {
+			return 0, idlegrid.Invalid("limit", "must be a whole number between 1 and 1000")
+		}
+		n = n*10 + int(ch-'0')
+	}
+	if n < 1 || n > 1000 {
+		return 0, idlegrid.Invalid("limit", "must be a whole number between 1 and 1000")
+	}
+	return n, nil
+}

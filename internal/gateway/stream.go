@@ -1,0 +1,173 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/openai"
+)
+
+func decodeJSON(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// deliver passes a provider's answer on to the renter, meters it, and
+// records how the provider did. A stream goes through chunk by chunk, each
+// flushed as it arrives; nothing is buffered.
+func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate, a *answer, attempts int) {
+	defer a.close()
+	h := w.Header()
+	h.Set("Content-Type", a.resp.Header.Get("Content-Type"))
+	h.Set("X-Idlegrid-Node", c.NodeID)
+	if ra := a.resp.Header.Get("Retry-After"); ra != "" {
+		h.Set("Retry-After", ra)
+	}
+	if a.resp.StatusCode != http.StatusOK { // the renter's own mistake, as the model server saw it
+		h.Set("Content-Length", strconv.Itoa(len(a.first)))
+		w.WriteHeader(a.resp.StatusCode)
+		w.Write(a.first)
+		x.g.health.success(c.up, a.ttft, 0) // the provider is fine
+		x.res.release(0)
+		return
+	}
+	var m openai.Metered
+	var ttft time.Duration
+	var broke error
+	if a.complete {
+		h.Set("Content-Length", strconv.Itoa(len(a.first)))
+		w.WriteHeader(http.StatusOK)
+		w.Write(a.first)
+		ttft = time.Since(x.start)
+		m = openai.MeterAnswer(a.first)
+	} else {
+		h.Set("Cache-Control", "no-cache")
+		h.Del("Content-Length")
+		w.WriteHeader(http.StatusOK)
+		ttft, broke, m = x.pass(w, a)
+	}
+	renterGone := errors.Is(broke, errRenterGone) || r.Context().Err() != nil
+	latency := time.Since(x.start)
+	switch {
+	case broke == nil:
+		tps := tokensPerSecond(m, x.req.PromptTokens, latency-ttft, a.complete, latency)
+		x.g.health.success(c.up, a.ttft, tps)
+	case renterGone:
+		x.g.health.release(c.up)
+	default:
+		x.g.health.failure(c.up)
+		x.g.log.Warn("gateway: a stream broke off after its first byte", "request", x.id, "node", c.NodeID, "err", broke)
+	}
+	x.meter(c, m, ttft, latency, attempts)
+}
+
+// errRenterGone is why a stream ended when the renter stopped reading.
+var errRenterGone = errors.New("the renter went away")
+
+// pass copies a stream to the renter, flushing every piece, and meters it
+// on the way. broke is why it ended early: the provider failed or stalled,
+// or the renter went away (errRenterGone).
+func (x *exchange) pass(w http.ResponseWriter, a *answer) (ttft time.Duration, broke error, m openai.Metered) {
+	rc := http.NewResponseController(w)
+	var sm openai.StreamMeter
+	send := func(p []byte) error {
+		if _, err := w.Write(p); err != nil {
+			return fmt.Errorf("%w: %v", errRenterGone, err)
+		}
+		if err := rc.Flush(); err != nil {
+			return fmt.Errorf("%w: %v", errRenterGone, err)
+		}
+		sm.Write(p)
+		return nil
+	}
+	if err := send(a.first); err != nil {
+		return time.Since(x.start), err, sm.Metered
+	}
+	ttft = time.Since(x.start)
+	buf := *a.buf
+	for {
+		n, err := a.read(buf, x.g.cfg.StallTimeout)
+		if n > 0 {
+			if werr := send(buf[:n]); werr != nil {
+				return ttft, werr, sm.Metered
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return ttft, nil, sm.Metered
+		} else if err != nil {
+			if cause := contextCause(a); cause != nil {
+				err = cause
+			}
+			x.streamError(w, rc, err)
+			return ttft, err, sm.Metered
+		}
+	}
+}
+
+func contextCause(a *answer) error {
+	if c := a.ctx.Err(); c == nil {
+		return nil
+	}
+	return context.Cause(a.ctx)
+}
+
+// streamError ends a stream that broke off with an error event, in
+// OpenAI's format, so that the renter's SDK reports it.
+func (x *exchange) streamError(w http.ResponseWriter, rc *http.ResponseController, err error) {
+	msg := "the provider's stream broke off: " + err.Error()
+	if errors.Is(err, errStalled) {
+		msg = "the provider's stream stalled for over " + x.g.cfg.StallTimeout.String()
+	}
+	b, _ := json.Marshal(errorBody(idlegrid.Errorf(idlegrid.EUNAVAILABLE, "%s", msg)))
+	w.Write([]byte("data: "))
+	w.Write(b)
+	w.Write([]byte("\n\n"))
+	rc.Flush()
+}
+
+// tokensPerSecond is the completion's speed: after the first byte for a
+// stream, over the whole request otherwise; 0 when unknown.
+func tokensPerSecond(m openai.Metered, prompt int64, streaming time.Duration, whole bool, latency time.Duration) float64 {
+	_, out, _ := m.Tokens(prompt)
+	d := streaming
+	if whole {
+		d = latency
+	}
+	if out <= 0 || d <= 0 {
+		return 0
+	}
+	return float64(out) / d.Seconds()
+}
+
+// meter charges the renter for what the provider served, through the
+// meter, and adds the request to the statistics.
+func (x *exchange) meter(c *candidate, m openai.Metered, ttft, latency time.Duration, attempts int) {
+	in, out, fromUpstream := m.Tokens(x.req.PromptTokens)
+	if x.req.Endpoint == openai.Embeddings {
+		out = 0
+	}
+	source := idlegrid.UsageCounted
+	if fromUpstream {
+		source = idlegrid.UsageUpstream
+	}
+	u := &idlegrid.InferenceUsage{
+		ID: x.id, RenterID: x.caller.AccountID, KeyID: x.caller.KeyID, ProviderID: c.ProviderID, NodeID: c.NodeID,
+		Model: x.req.Model, Endpoint: string(x.req.Endpoint), Stream: x.req.Stream,
+		InputTokens: in, OutputTokens: out, Source: source, ChargeMicros: c.Model.Cost(in, out),
+		LatencyMicros: latency.Microseconds(), TTFTMicros: ttft.Microseconds(), Attempts: attempts, Status: http.StatusOK,
+		CreatedAt: x.g.cfg.Clock.Now(),
+	}
+	var t *idlegrid.Transfer
+	u.FeeMicros, t = x.g.rules.Inference(u, u.CreatedAt)
+	x.res.done()
+	x.g.meter.add(idlegrid.InferenceCharge{Usage: u, Transfer: t}, x.res)
+	smp := sample{latency: latency, ttft: ttft, tokens: in + out, charge: u.ChargeMicros}
+	if out > 0 && latency > ttft {
+		smp.tps = tokensPerSecond(m, x.req.PromptTokens, latency-ttft, !x.req.Stream, latency)
+	}
+	x.g.stats.add(x.req.Model, smp)
+}

@@ -1,0 +1,133 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// attestRoutes registers hardware attestation, challenges and quarantine
+// (docs/trust.md); t is the routes' time limit.
+func (a *api) attestRoutes(t time.Duration) {
+	a.handle("POST /v1/agent/attestation", t, a.withNode(a.attest))
+	a.handle("GET /v1/agent/challenges", t, a.withNode(a.pendingChallenges))
+	a.handle("POST /v1/agent/challenges/{id}/answer", t, a.withNode(a.answerChallenge))
+
+	a.handle("GET /v1/nodes/{id}/attestation", t, a.withKey(a.nodeAttestation))
+	a.handle("POST /v1/nodes/{id}/challenge", t, a.withKey(a.challengeNode))
+	a.handle("POST /v1/nodes/{id}/quarantine", t, a.withKey(a.quarantineNode))
+	a.handle("POST /v1/nodes/{id}/quarantine/lift", t, a.withKey(a.liftQuarantine))
+	a.handle("GET /v1/quarantine", t, a.withKey(a.listQuarantines))
+}
+
+// POST /v1/agent/attestation
+func (a *api) attest(w http.ResponseWriter, r *http.Request) error {
+	var req idlegrid.AttestRequest
+	if err := a.readJSON(w, r, &req); err != nil {
+		return err
+	}
+	resp, err := a.srv.Attest(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, resp)
+}
+
+// GET /v1/agent/challenges
+func (a *api) pendingChallenges(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
+	resp, err := a.srv.PendingChallenges(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, resp)
+}
+
+// POST /v1/agent/challenges/{id}/answer
+func (a *api) answerChallenge(w http.ResponseWriter, r *http.Request) error {
+	var ans idlegrid.ChallengeAnswer
+	if err := a.readJSON(w, r, &ans); err != nil {
+		return err
+	}
+	c, err := a.srv.AnswerChallenge(r.Context(), r.PathValue("id"), ans)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, c)
+}
+
+// GET /v1/nodes/{id}/attestation
+func (a *api) nodeAttestation(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
+	v, err := a.srv.NodeAttestation(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, v)
+}
+
+// POST /v1/nodes/{id}/challenge (admins)
+func (a *api) challengeNode(w http.ResponseWriter, r *http.Request) error {
+	cs, err := a.srv.ChallengeNode(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, idlegrid.ChallengesResponse{Challenges: nonNil(cs)})
+}
+
+// quarantineRequest is the body of POST /v1/nodes/{id}/quarantine.
+type quarantineRequest struct {
+	Reason string `json:"reason"`
+}
+
+// POST /v1/nodes/{id}/quarantine (admins)
+func (a *api) quarantineNode(w http.ResponseWriter, r *http.Request) error {
+	var req quarantineRequest
+	if err := a.readJSON(w, r, &req); err != nil {
+		return err
+	}
+	q, err := a.srv.QuarantineNode(r.Context(), r.PathValue("id"), req.Reason)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, q)
+}
+
+// POST /v1/nodes/{id}/quarantine/lift (admins)
+func (a *api) liftQuarantine(w http.ResponseWriter, r *http.Request) error {
+	var req idlegrid.LiftQuarantineRequest
+	if err := a.readJSON(w, r, &req); err != nil {
+		return err
+	}
+	q, err := a.srv.LiftQuarantine(r.Context(), r.PathValue("id"), req.Note)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, q)
+}
+
+// GET /v1/quarantine?state=active|all (default active)
+func (a *api) listQuarantines(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "state")
+	if err != nil {
+		return err
+	}
+	active := true
+	switch q.string("state") {
+	case "", "active":
+	case "all":
+		active = false
+	default:
+		return idlegrid.Invalid("state", "must be active or all")
+	}
+	qs, err := a.srv.ListQuarantines(r.Context(), active)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, nonNil(qs))
+}

@@ -1,0 +1,138 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
+)
+
+// disputeRoutes registers bonds and disputes (see internal/server/dispute.go).
+func (a *api) disputeRoutes(t time.Duration) {
+	a.handle("POST /v1/bonds", t, a.withKey(a.postBond))
+	a.handle("POST /v1/bonds/release", t, a.withKey(a.releaseBond))
+	a.handle("GET /v1/disputes", t, a.withKey(a.listDisputes))
+	a.handle("POST /v1/disputes", t, a.withKey(a.openDispute))
+	a.handle("GET /v1/disputes/{id}", t, a.withKey(a.findDispute))
+	a.handle("POST /v1/disputes/{id}/uphold", t, a.withKey(a.upholdDispute))
+	a.handle("POST /v1/disputes/{id}/dismiss", t, a.withKey(a.dismissDispute))
+	a.handle("GET /v1/verifications", t, a.withKey(a.listVerifications))
+}
+
+// GET /v1/verifications?provider_id=&limit=
+func (a *api) listVerifications(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "provider_id", "limit")
+	if err != nil {
+		return err
+	}
+	f := idlegrid.VerificationFilter{ProviderID: q.string("provider_id")}
+	if f.Limit, err = q.limit(); err != nil {
+		return err
+	}
+	vs, err := a.srv.ListVerifications(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wire.Verifications{Verifications: nonNil(vs)})
+}
+
+// POST /v1/bonds, with an Idempotency-Key header.
+func (a *api) postBond(w http.ResponseWriter, r *http.Request) error {
+	key, err := idempotencyKey(r, "bond")
+	if err != nil {
+		return err
+	}
+	var req wire.BondRequest
+	if err := a.readJSON(w, r, &req); err != nil {
+		return err
+	}
+	b, err := a.srv.PostBond(r.Context(), req.ProviderID, req.AmountMicros, key)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, b)
+}
+
+// POST /v1/bonds/release, with an Idempotency-Key header.
+func (a *api) releaseBond(w http.ResponseWriter, r *http.Request) error {
+	key, err := idempotencyKey(r, "bond release")
+	if err != nil {
+		return err
+	}
+	var req wire.BondRequest
+	if err := a.readJSON(w, r, &req); err != nil {
+		return err
+	}
+	b, err := a.srv.ReleaseBond(r.Context(), req.AmountMicros, key)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, b)
+}
+
+var disputeStates = []idlegrid.DisputeState{idlegrid.DisputeOpen, idlegrid.DisputeUpheld, idlegrid.DisputeDismissed}
+
+// GET /v1/disputes?state=&provider_id=&limit=
+func (a *api) listDisputes(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "state", "provider_id", "limit")
+	if err != nil {
+		return err
+	}
+	f := idlegrid.DisputeFilter{ProviderID: q.string("provider_id")}
+	if f.States, err = list(q, "state", disputeStates); err != nil {
+		return err
+	}
+	if f.Limit, err = q.limit(); err != nil {
+		return err
+	}
+	ds, err := a.srv.ListDisputes(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wire.Disputes{Disputes: nonNil(ds)})
+}
+
+// POST /v1/disputes: an operator charges a provider (admins only).
+func (a *api) openDispute(w http.ResponseWriter, r *http.Request) error {
+	var d idlegrid.Dispute
+	if err := a.readJSON(w, r, &d); err != nil {
+		return err
+	}
+	out, err := a.srv.OpenDispute(r.Context(), d)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, out)
+}
+
+// GET /v1/disputes/{id}
+func (a *api) findDispute(w http.ResponseWriter, r *http.Request) error {
+	d, err := a.srv.FindDispute(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, d)
+}
+
+// POST /v1/disputes/{id}/uphold
+func (a *api) upholdDispute(w http.ResponseWriter, r *http.Request) error {
+	return a.resolveDispute(w, r, idlegrid.DisputeUpheld)
+}
+
+// POST /v1/disputes/{id}/dismiss
+func (a *api) dismissDispute(w http.ResponseWriter, r *http.Request) error {
+	return a.resolveDispute(w, r, idlegrid.DisputeDismissed)
+}
+
+func (a *api) resolveDispute(w http.ResponseWriter, r *http.Request, to idlegrid.DisputeState) error {
+	var req wire.ResolveDisputeRequest
+	if err := a.readJSON(w, r, &req); err != nil {
+		return err
+	}
+	d, err := a.srv.ResolveDispute(r.Context(), r.PathValue("id"), to, req.Resolution)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, d)
+}

@@ -1,0 +1,135 @@
+package openai
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// BytesPerToken is the gateway's estimate of how many bytes of text make one
+// token, for models whose server reports no usage: about four for English
+// with the tokenizers of today's open models. It is an estimate, and it is
+// used only when the model server gives no usage of its own.
+const BytesPerToken = 4
+
+// perMessageTokens is what a chat message's framing (role, separators)
+// costs on top of its text.
+const perMessageTokens = 4
+
+// EstimateTokens estimates the tokens of n bytes of text, rounding up.
+func EstimateTokens(n int) int64 {
+	if n <= 0 {
+		return 0
+	}
+	return int64((n + BytesPerToken - 1) / BytesPerToken)
+}
+
+// promptText gathers what a prompt says: its length in bytes of text, the
+// tokens it gives as numbers, its messages, and its first MaxPrefixBytes.
+type promptText struct {
+	textBytes int
+	ids       int64 // prompts given as token IDs
+	nMessages int
+	prefix    []byte
+}
+
+func (p *promptText) tokens() int64 {
+	return EstimateTokens(p.textBytes) + p.ids + int64(p.nMessages*perMessageTokens)
+}
+
+func (p *promptText) add(s string) {
+	p.textBytes += len(s)
+	if room := MaxPrefixBytes - len(p.prefix); room > 0 {
+		p.prefix = append(p.prefix, s[:min(room, len(s))]...)
+	}
+}
+
+// messages reads a chat request's messages.
+func (p *promptText) messages(raw json.RawMessage) error {
+	var msgs []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return idlegrid.Invalid("messages", "required: a list of {role, content}")
+	}
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return idlegrid.Invalid("messages", "must be a list of {role, content}")
+	} else if len(msgs) == 0 {
+		return idlegrid.Invalid("messages", "must not be empty")
+	}
+	for i, m := range msgs {
+		if m.Role == "" {
+			return idlegrid.Invalid(fmt.Sprintf("messages[%d].role", i), "required")
+		}
+		p.nMessages++
+		p.add(m.Role)
+		p.add("\x00")
+		if err := p.content(fmt.Sprintf("messages[%d].content", i), m.Content); err != nil {
+			return err
+		}
+		p.add("\x00")
+	}
+	return nil
+}
+
+// content reads a message's content: a string, or a list of parts of
+// which the text parts count.
+func (p *promptText) content(field string, raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil // an assistant message with tool calls only
+	}
+	var s string
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return idlegrid.Invalid(field, "%s", jsonProblem(err))
+		}
+		p.add(s)
+		return nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return idlegrid.Invalid(field, "must be a string or a list of {type, text} parts")
+	}
+	for _, part := range parts {
+		p.add(part.Text)
+	}
+	return nil
+}
+
+// prompt reads a completion's prompt or an embedding's input: a string, a
+// list of strings, a list of token IDs, or a list of lists of them.
+func (p *promptText) prompt(field string, raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return idlegrid.Invalid(field, "required")
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		p.add(one)
+		return nil
+	}
+	var many []json.RawMessage
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return idlegrid.Invalid(field, "must be a string, a list of strings, or token IDs")
+	}
+	for i, item := range many {
+		var s string
+		var id int64
+		var ids []int64
+		switch {
+		case json.Unmarshal(item, &s) == nil:
+			p.add(s)
+		case json.Unmarshal(item, &id) == nil:
+			p.ids++
+		case json.Unmarshal(item, &ids) == nil:
+			p.ids += int64(len(ids))
+		default:
+			return idlegrid.Invalid(fmt.Sprintf("%s[%d]", field, i), "must be a string or token IDs")
+		}
+	}
+	return nil
+}

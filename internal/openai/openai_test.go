@@ -1,0 +1,245 @@
+package openai_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/openai"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// parsed is what a golden file holds for one request: what the gateway
+// read from it, and the body it would send upstream, or the error.
+type parsed struct {
+	Endpoint     openai.Endpoint       `json:"endpoint"`
+	Model        string                `json:"model,omitempty"`
+	Stream       bool                  `json:"stream,omitempty"`
+	IncludeUsage bool                  `json:"include_usage,omitempty"`
+	MaxTokens    int64                 `json:"max_tokens,omitempty"`
+	PromptTokens int64                 `json:"prompt_tokens,omitempty"`
+	Sticky       bool                  `json:"has_prefix_hash,omitempty"`
+	Provider     *openai.ProviderPrefs `json:"provider,omitempty"`
+	MaxPrice     []idlegrid.Micros     `json:"max_price_micros,omitempty"`
+	Upstream     json.RawMessage       `json:"upstream,omitempty"`
+	Error        string                `json:"error,omitempty"`
+	ErrorField   string                `json:"error_field,omitempty"`
+}
+
+func endpointOf(name string) openai.Endpoint {
+	switch {
+	case strings.HasPrefix(name, "completion_"):
+		return openai.Completions
+	case strings.HasPrefix(name, "embeddings_"):
+		return openai.Embeddings
+	}
+	return openai.ChatCompletions
+}
+
+func TestParseRequest_golden(t *testing.T) {
+	files, err := filepath.Glob("testdata/requests/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no request files: %v", err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		t.Run(name, func(t *testing.T) {
+			body, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := mustSummarise(t, endpointOf(name), body)
+			golden := strings.TrimSuffix(f, ".json") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to write it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("ParseRequest(%s):\ngot  %s\nwant %s", name, got, want)
+			}
+			if strings.HasPrefix(name, "bad_") == (!bytes.Contains(got, []byte(`"error"`))) {
+				t.Errorf("a bad_ file must fail to parse and every other must parse; got %s", got)
+			}
+		})
+	}
+}
+
+func mustSummarise(tb testing.TB, e openai.Endpoint, body []byte) []byte {
+	tb.Helper()
+	p := parsed{Endpoint: e}
+	r, err := openai.ParseRequest(e, body)
+	if err != nil {
+		var ie *idlegrid.Error
+		if !asError(err, &ie) || ie.Code != idlegrid.EINVALID {
+			tb.Fatalf("ParseRequest error %v is not an EINVALID *idlegrid.Error", err)
+		}
+		p.Error, p.ErrorField = ie.Message, ie.Field
+	} else {
+		p.Model, p.Stream, p.IncludeUsage, p.MaxTokens = r.Model, r.Stream, r.IncludeUsage, r.MaxTokens
+		p.PromptTokens, p.Sticky, p.Provider = r.PromptTokens, r.PrefixHash != 0, r.Provider
+		if r.Provider != nil && r.Provider.MaxPrice != nil {
+			p.MaxPrice = []idlegrid.Micros{r.Provider.MaxPrice.PromptMicros, r.Provider.MaxPrice.CompletionMicros}
+		}
+		up, err := r.Upstream()
+		if err != nil {
+			tb.Fatalf("Upstream: %v", err)
+		}
+		p.Upstream = up
+	}
+	out, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return append(out, '\n')
+}
+
+func asError(err error, target **idlegrid.Error) bool {
+	e, ok := err.(*idlegrid.Error)
+	*target = e
+	return ok
+}
+
+func TestRequest_Upstream(t *testing.T) {
+	t.Run("a plain request goes byte for byte", func(t *testing.T) {
+		body := []byte(`{"model":"m",  "messages":[{"role":"user","content":"Hi"}], "x_future_field": {"a": 1}}`)
+		r := mustParse(t, openai.ChatCompletions, body)
+		got, _ := r.Upstream()
+		if !bytes.Equal(got, body) {
+			t.Errorf("Upstream() = %s, want the body unchanged", got)
+		}
+	})
+	t.Run("a stream asks for usage and keeps its other options", func(t *testing.T) {
+		r := mustParse(t, openai.ChatCompletions, []byte(`{"model":"m","stream":true,"stream_options":{"continuous_usage_stats":false},"messages":[{"role":"user","content":"Hi"}],"provider":{"sort":"price"}}`))
+		got, _ := r.Upstream()
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(got, &m); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m["provider"]; ok {
+			t.Errorf("the provider object went upstream: %s", got)
+		}
+		if want := `{"continuous_usage_stats":false,"include_usage":true}`; string(m["stream_options"]) != want {
+			t.Errorf("stream_options = %s, want %s", m["stream_options"], want)
+		}
+	})
+}
+
+func mustParse(tb testing.TB, e openai.Endpoint, body []byte) *openai.Request {
+	tb.Helper()
+	r, err := openai.ParseRequest(e, body)
+	if err != nil {
+		tb.Fatalf("ParseRequest(%s): %v", body, err)
+	}
+	return r
+}
+
+func TestRequest_PrefixHash(t *testing.T) {
+	long := strings.Repeat("You are a helpful assistant. ", 200)
+	a := mustParse(t, openai.ChatCompletions, chat("m", long, "question one"))
+	b := mustParse(t, openai.ChatCompletions, chat("m", long, "question two"))
+	c := mustParse(t, openai.ChatCompletions, chat("m", "another system prompt", "question one"))
+	d := mustParse(t, openai.ChatCompletions, chat("other-model", long, "question one"))
+	if a.PrefixHash != b.PrefixHash {
+		t.Errorf("prompts that share their first %d bytes hash apart", openai.MaxPrefixBytes)
+	}
+	if a.PrefixHash == c.PrefixHash || a.PrefixHash == d.PrefixHash {
+		t.Errorf("different prompts or models share a prefix hash")
+	}
+}
+
+func chat(model, system, user string) []byte {
+	b, _ := json.Marshal(map[string]any{"model": model, "messages": []map[string]string{
+		{"role": "system", "content": system}, {"role": "user", "content": user}}})
+	return b
+}
+
+func TestStreamMeter_Write(t *testing.T) {
+	stream := "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n" +
+		"data: {\"choices\":[{\"delta\":{\"content\":\"Hello\"}}]}\n\n" +
+		": keep-alive comment\n\n" +
+		"data: {\"choices\":[{\"delta\":{\"content\":\" world\"}}]}\r\n\r\n" +
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":2,\"total_tokens\":14}}\n\n" +
+		"data: [DONE]\n\n"
+	for _, size := range []int{1, 3, 7, 64, len(stream)} {
+		var m openai.StreamMeter
+		for s := stream; len(s) > 0; {
+			n := min(size, len(s))
+			m.Write([]byte(s[:n]))
+			s = s[n:]
+		}
+		if !m.Done || m.Chunks != 4 || m.CompletionBytes != len("Hello world") {
+			t.Errorf("pieces of %d: done %v, chunks %d, bytes %d; want true, 4, 11", size, m.Done, m.Chunks, m.CompletionBytes)
+		}
+		in, out, upstream := m.Tokens(99)
+		if in != 12 || out != 2 || !upstream {
+			t.Errorf("pieces of %d: Tokens = %d, %d, %v; want 12, 2, true", size, in, out, upstream)
+		}
+	}
+	t.Run("without usage it estimates", func(t *testing.T) {
+		var m openai.StreamMeter
+		m.Write([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"12345678\"}}]}\n\ndata: [DONE]\n\n"))
+		in, out, upstream := m.Tokens(7)
+		if in != 7 || out != 2 || upstream {
+			t.Errorf("Tokens = %d, %d, %v; want 7, 2, false", in, out, upstream)
+		}
+	})
+}
+
+func TestMeterAnswer(t *testing.T) {
+	m := openai.MeterAnswer([]byte(`{"choices":[{"message":{"role":"assistant","content":"Hi there"}}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`))
+	if in, out, up := m.Tokens(1); in != 5 || out != 3 || !up {
+		t.Errorf("Tokens = %d, %d, %v; want 5, 3, true", in, out, up)
+	}
+	m = openai.MeterAnswer([]byte(`{"choices":[{"text":"0123456789"}]}`))
+	if in, out, up := m.Tokens(4); in != 4 || out != 3 || up {
+		t.Errorf("without usage: Tokens = %d, %d, %v; want 4, 3, false", in, out, up)
+	}
+}
+
+func FuzzParseRequest(f *testing.F) {
+	files, _ := filepath.Glob("testdata/requests/*.json")
+	for _, file := range files {
+		b, _ := os.ReadFile(file)
+		f.Add(b)
+	}
+	f.Add([]byte(`{"model":"m","prompt":[1,"a",[2]]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, e := range []openai.Endpoint{openai.ChatCompletions, openai.Completions, openai.Embeddings} {
+			r, err := openai.ParseRequest(e, body)
+			if err != nil {
+				if idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+					t.Fatalf("ParseRequest(%s): error %v is not EINVALID", e, err)
+				}
+				continue
+			}
+			if r.Model == "" || r.PromptTokens < 0 || r.MaxTokens < 0 {
+				t.Fatalf("ParseRequest(%s) accepted %q with model %q, prompt tokens %d", e, body, r.Model, r.PromptTokens)
+			}
+			up, err := r.Upstream()
+			if err != nil {
+				t.Fatalf("Upstream of an accepted request: %v", err)
+			}
+			again, err := openai.ParseRequest(e, up)
+			if err != nil {
+				t.Fatalf("the upstream body of an accepted request does not parse: %v\n%s", err, up)
+			}
+			if again.Model != r.Model || again.Stream != r.Stream || again.Provider != nil || again.PromptTokens != r.PromptTokens {
+				t.Fatalf("the upstream body changed the request: %+v vs %+v", again, r)
+			}
+			if r.Stream && !again.IncludeUsage {
+				t.Fatalf("a streamed request does not ask upstream for usage: %s", up)
+			}
+		}
+	})
+}

@@ -1,0 +1,260 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"hash/fnv"
+	"strings"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// MaxPrefixBytes is how much of a prompt's start the sticky-routing hash
+// covers: enough for a system prompt and the first turn, whose KV cache a
+// model server can reuse.
+const MaxPrefixBytes = 4096
+
+// Request is what the gateway needs to know about a renter's request. The
+// body itself stays as sent, apart from what Upstream changes.
+type Request struct {
+	Endpoint Endpoint
+	Model    string
+	Stream   bool
+	// IncludeUsage is whether the renter asked for usage in the stream
+	// (stream_options.include_usage); the gateway asks the model server
+	// for it either way.
+	IncludeUsage bool
+	// MaxTokens is the completion's cap (max_completion_tokens, else
+	// max_tokens); 0 when the renter set none.
+	MaxTokens int64
+	// PromptTokens estimates the prompt's tokens (EstimateTokens over its
+	// text), for reservations and for metering when the model server
+	// reports no usage.
+	PromptTokens int64
+	// PrefixHash identifies the prompt's first MaxPrefixBytes, for sticky
+	// routing; 0 when the prompt is empty.
+	PrefixHash uint64
+	// Provider is the renter's routing preferences; nil when absent.
+	Provider *ProviderPrefs
+
+	body   []byte
+	fields map[string]json.RawMessage
+}
+
+// ProviderPrefs are a request's routing preferences, in the style of
+// OpenRouter's "provider" object. Provider names are node IDs or provider
+// account IDs.
+type ProviderPrefs struct {
+	// Sort orders the providers by price (cheapest first), latency
+	// (fastest first) or throughput (most tokens per second first).
+	// Empty: the gateway's default, price weighted by load and reliability.
+	Sort string `json:"sort,omitempty"`
+	// Order is tried first, in this order, before the rest.
+	Order []string `json:"order,omitempty"`
+	// Only, when set, are the only providers allowed; Ignore are never used.
+	Only   []string `json:"only,omitempty"`
+	Ignore []string `json:"ignore,omitempty"`
+	// AllowFallbacks false allows one provider only: no failover.
+	AllowFallbacks *bool `json:"allow_fallbacks,omitempty"`
+	// Region and DataResidency are hard constraints: a provider outside
+	// them is never used, e.g. region ["eu-west"], data_residency ["EU"].
+	Region        []string `json:"region,omitempty"`
+	DataResidency []string `json:"data_residency,omitempty"`
+	// MaxPrice caps the price per million tokens, in units of account
+	// ("1.50" or 1.5).
+	MaxPrice *MaxPrice `json:"max_price,omitempty"`
+	// Sticky false turns off routing by prompt prefix; default on.
+	Sticky *bool `json:"sticky,omitempty"`
+}
+
+// MaxPrice caps a provider's prices per million tokens.
+type MaxPrice struct {
+	Prompt     json.Number `json:"prompt,omitempty"`
+	Completion json.Number `json:"completion,omitempty"`
+	// Parsed by ParseRequest; -1 when not set.
+	PromptMicros     idlegrid.Micros `json:"-"`
+	CompletionMicros idlegrid.Micros `json:"-"`
+}
+
+// Sort orders.
+const (
+	SortPrice      = "price"
+	SortLatency    = "latency"
+	SortThroughput = "throughput"
+)
+
+// ParseRequest reads a request body for endpoint e. A body that is not a
+// request of that endpoint is an EINVALID error naming the field.
+func ParseRequest(e Endpoint, body []byte) (*Request, error) {
+	r := &Request{Endpoint: e, body: body}
+	if err := json.Unmarshal(body, &r.fields); err != nil || r.fields == nil {
+		return nil, idlegrid.Invalid("body", "must be a JSON object: %v", jsonProblem(err))
+	}
+	if err := r.parseCommon(); err != nil {
+		return nil, err
+	}
+	var prompt promptText
+	var err error
+	switch e {
+	case ChatCompletions:
+		err = prompt.messages(r.fields["messages"])
+	case Completions:
+		err = prompt.prompt("prompt", r.fields["prompt"])
+	case Embeddings:
+		err = prompt.prompt("input", r.fields["input"])
+	default:
+		return nil, idlegrid.Invalid("endpoint", "unknown endpoint %q", e)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.PromptTokens = prompt.tokens()
+	if len(prompt.prefix) > 0 {
+		h := fnv.New64a()
+		h.Write([]byte(r.Model))
+		h.Write(prompt.prefix)
+		r.PrefixHash = h.Sum64() | 1 // never 0
+	}
+	return r, nil
+}
+
+// typeProblem says what was wrong with a field's JSON, without Go's names.
+func typeProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return "got a JSON " + te.Value
+	}
+	return "malformed JSON"
+}
+
+func jsonProblem(err error) string {
+	if err == nil {
+		return "got null"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+func (r *Request) parseCommon() error {
+	if err := decodeField(r.fields, "model", &r.Model); err != nil {
+		return err
+	} else if r.Model == "" {
+		return idlegrid.Invalid("model", "required: the model to run, e.g. one that GET /v1/models lists")
+	} else if len(r.Model) > 256 {
+		return idlegrid.Invalid("model", "at most 256 characters")
+	}
+	if err := decodeField(r.fields, "stream", &r.Stream); err != nil {
+		return err
+	}
+	if r.Stream && r.Endpoint == Embeddings {
+		return idlegrid.Invalid("stream", "embeddings cannot be streamed")
+	}
+	var so struct {
+		IncludeUsage bool `json:"include_usage"`
+	}
+	if err := decodeField(r.fields, "stream_options", &so); err != nil {
+		return err
+	}
+	r.IncludeUsage = so.IncludeUsage
+	for _, f := range []string{"max_tokens", "max_completion_tokens"} {
+		var n *int64
+		if err := decodeField(r.fields, f, &n); err != nil {
+			return err
+		} else if n == nil {
+			continue
+		} else if *n < 1 || *n > 10_000_000 {
+			return idlegrid.Invalid(f, "must be between 1 and 10000000")
+		}
+		r.MaxTokens = *n
+	}
+	return r.parseProvider()
+}
+
+func (r *Request) parseProvider() error {
+	raw, ok := r.fields["provider"]
+	if !ok || string(raw) == "null" {
+		return nil
+	}
+	var p ProviderPrefs
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&p); err != nil {
+		return idlegrid.Invalid("provider", "%s; see docs/gateway.md for its fields", jsonProblem(err))
+	}
+	switch p.Sort {
+	case "", SortPrice, SortLatency, SortThroughput:
+	default:
+		return idlegrid.Invalid("provider.sort", "must be price, latency or throughput, got %q", p.Sort)
+	}
+	if p.MaxPrice != nil {
+		var err error
+		if p.MaxPrice.PromptMicros, err = priceOf("provider.max_price.prompt", p.MaxPrice.Prompt); err != nil {
+			return err
+		}
+		if p.MaxPrice.CompletionMicros, err = priceOf("provider.max_price.completion", p.MaxPrice.Completion); err != nil {
+			return err
+		}
+	}
+	r.Provider = &p
+	return nil
+}
+
+// priceOf reads a price per million tokens from its JSON text, never
+// through a float; -1 when absent.
+func priceOf(field string, n json.Number) (idlegrid.Micros, error) {
+	if n == "" {
+		return -1, nil
+	}
+	m, err := idlegrid.ParseMicros(string(n))
+	if err != nil || m < 0 {
+		return 0, idlegrid.Invalid(field, "want a price per million tokens such as 1.50, with at most 6 decimals")
+	}
+	return m, nil
+}
+
+// decodeField decodes fields[name] into v, when present and not null.
+func decodeField(fields map[string]json.RawMessage, name string, v any) error {
+	raw, ok := fields[name]
+	if !ok || string(raw) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return idlegrid.Invalid(name, "has the wrong type: %s", typeProblem(err))
+	}
+	return nil
+}
+
+// Upstream returns the body to send to a model server: the renter's, less
+// the gateway's own "provider" field, and with a streamed request asking
+// for usage in its last chunk, which metering needs. A request that needs
+// neither change is sent byte for byte as it came.
+func (r *Request) Upstream() ([]byte, error) {
+	_, hasProvider := r.fields["provider"]
+	if !hasProvider && (!r.Stream || r.IncludeUsage) {
+		return r.body, nil
+	}
+	out := make(map[string]json.RawMessage, len(r.fields))
+	for k, v := range r.fields {
+		out[k] = v
+	}
+	delete(out, "provider")
+	if r.Stream && !r.IncludeUsage {
+		so := map[string]json.RawMessage{}
+		if raw, ok := out["stream_options"]; ok && string(raw) != "null" {
+			if err := json.Unmarshal(raw, &so); err != nil {
+				return nil, idlegrid.Invalid("stream_options", "%s", jsonProblem(err))
+			}
+		}
+		so["include_usage"] = json.RawMessage("true")
+		b, err := json.Marshal(so)
+		if err != nil {
+			return nil, err
+		}
+		out["stream_options"] = b
+	}
+	return json.Marshal(out)
+}
+
+// Body returns the request's body as the renter sent it.
+func (r *Request) Body() []byte { return r.body }

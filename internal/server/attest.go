@@ -1,0 +1,585 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/challenge"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
+	"github.com/idlegrid/idlegrid/internal/reputation"
+)
+
+// Hardware attestation (docs/trust.md). A node's agent signs its hardware
+// fingerprint with the node's key after it publishes its offer; the
+// coordinator checks the signature with the key the node joined with,
+// keeps every fingerprint and records each change with both values. It
+// challenges a node's GPUs at its first attestation, after a change, and at
+// random times (a Poisson rate from the trust policy): the agent runs the
+// challenge workload (internal/challenge) and answers; the coordinator
+// spot-checks the result, the time against the claimed model's band and
+// the memory, records the outcome as a reputation fact and quarantines a
+// node whose answer does not fit its claim, with the challenge as evidence.
+// A quarantined node takes no new leases until an admin lifts it.
+
+// Defaults of the challenge settings in Config.
+const (
+	// DefaultChallengeMaxSize caps N while the workload runs in Go on the
+	// CPU for fake GPUs; a GPU kernel image would allow far larger sizes
+	// (see docs/trust.md).
+	DefaultChallengeMaxSize = 512
+	DefaultChallengeTimeout = 10 * time.Minute
+	DefaultChallengePeriod  = time.Minute
+	// maxChallengeSize keeps an answer's row hashes (32 bytes a row,
+	// base64 on the wire) well under the API's 1 MiB body limit.
+	maxChallengeSize = 16384
+	// viewChallenges and viewChanges bound the lists of an attestation view.
+	viewAttestations, viewChallenges, viewHardwareChanges = 20, 50, 50
+)
+
+// attestState is the coordinator's attestation bookkeeping.
+type attestState struct {
+	maxSize int
+	timeout time.Duration
+	period  time.Duration
+
+	// mu serialises comparing and saving fingerprints, issuing and
+	// resolving challenges in this process; the store's checks guard
+	// other coordinators.
+	mu       sync.Mutex
+	random   io.Reader // seeds, rows checked, random times
+	lastPass time.Time // of the challenge loop
+}
+
+func newAttestState(cfg Config) *attestState {
+	st := &attestState{maxSize: cfg.ChallengeMaxSize, timeout: cfg.ChallengeTimeout, period: cfg.ChallengePeriod, random: cfg.ChallengeRandom}
+	if st.maxSize <= 0 {
+		st.maxSize = DefaultChallengeMaxSize
+	}
+	st.maxSize = min(st.maxSize, maxChallengeSize)
+	if st.timeout <= 0 {
+		st.timeout = DefaultChallengeTimeout
+	}
+	if st.period <= 0 {
+		st.period = DefaultChallengePeriod
+	}
+	if st.random == nil {
+		st.random = rand.Reader
+	}
+	return st
+}
+
+// uint64 reads 8 random bytes; st.mu must be held.
+func (st *attestState) uint64() uint64 {
+	var b [8]byte
+	if _, err := io.ReadFull(st.random, b[:]); err != nil {
+		panic(fmt.Sprintf("challenge randomness failed: %v", err)) // crypto/rand never fails
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// float is uniform in [0, 1); st.mu must be held.
+func (st *attestState) float() float64 { return float64(st.uint64()>>11) / (1 << 53) }
+
+// rows picks k distinct rows of n; st.mu must be held.
+func (st *attestState) rows(n, k int) []int {
+	picked := map[int]bool{}
+	for len(picked) < min(k, n) {
+		picked[int(st.uint64()%uint64(n))] = true
+	}
+	out := make([]int, 0, len(picked))
+	for r := range picked {
+		out = append(out, r)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Attest checks and records the calling node's signed fingerprint, flags
+// what changed since the last one and issues the challenges the trust
+// policy asks for.
+func (s *Server) Attest(ctx context.Context, req idlegrid.AttestRequest) (*idlegrid.AttestResponse, error) {
+	c, err := node(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a := req.Attestation
+	if a.NodeID != c.NodeID {
+		return nil, idlegrid.Invalid("attestation.node_id", "must be the calling node, %s", c.NodeID)
+	}
+	if err := a.Fingerprint.Validate("attestation.fingerprint"); err != nil {
+		return nil, err
+	}
+	n, err := s.store.FindNode(ctx, c.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkAttestation(n, &a); err != nil {
+		return nil, err
+	}
+	now := s.Now()
+	a.Hash, a.ReceivedAt = a.Fingerprint.Hash(), now
+
+	s.attest.mu.Lock()
+	defer s.attest.mu.Unlock()
+	prev, err := s.store.LatestAttestation(ctx, n.ID)
+	if err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+		return nil, err
+	}
+	var changes []idlegrid.HardwareChange
+	prevHash := ""
+	if prev != nil {
+		prevHash = prev.Hash
+		changes = idlegrid.DiffFingerprints(prev.Fingerprint, a.Fingerprint)
+		for i := range changes {
+			ch := &changes[i]
+			ch.ID, ch.NodeID, ch.At, ch.FromHash, ch.ToHash = idlegrid.NewID("hwc"), n.ID, now, prev.Hash, a.Hash
+		}
+	}
+	if err := s.store.SaveAttestation(ctx, &a, prevHash, changes); err != nil {
+		return nil, err
+	}
+	for _, ch := range changes {
+		s.log.Warn("hardware changed", "node", n.ID, "kind", ch.Kind, "gpu", ch.GPUUUID, "before", ch.Before, "after", ch.After)
+	}
+	resp := &idlegrid.AttestResponse{Hash: a.Hash, Changes: changes}
+	policy := s.trust.policy.Challenges
+	err = nil
+	switch {
+	case prev == nil && policy.AtJoin:
+		resp.Challenges, err = s.challengeGPUs(ctx, n, a.Fingerprint.GPUs, idlegrid.ChallengeAtJoin)
+	case len(changes) > 0 && policy.OnFingerprintChange:
+		resp.Challenges, err = s.challengeGPUs(ctx, n, changedGPUs(a.Fingerprint, changes), idlegrid.ChallengeOnChange)
+	}
+	return resp, err
+}
+
+// checkAttestation checks a's signature with the key n joined with, its
+// time, and that it covers every GPU n offers as offered.
+func (s *Server) checkAttestation(n *idlegrid.Node, a *idlegrid.Attestation) error {
+	pub, err := nodekey.ParsePublic(n.PublicKey)
+	if err != nil {
+		return err
+	}
+	if err := nodekey.VerifyAttestation(pub, a); err != nil {
+		return idlegrid.Invalid("attestation.signature", "%v; sign the fingerprint with the node's key (nodekey.SignAttestation)", err)
+	}
+	if d := s.Now().Sub(a.SignedAt); d > nodekey.MaxSkew || d < -nodekey.MaxSkew {
+		return idlegrid.Invalid("attestation.signed_at", "%s off the server's clock; sign a fresh attestation and check the node's clock (NTP)", d.Round(time.Second))
+	}
+	attested := map[string]idlegrid.GPU{}
+	for _, g := range a.Fingerprint.GPUs {
+		attested[g.UUID] = g
+	}
+	for _, g := range n.GPUs {
+		f, ok := attested[g.UUID]
+		if !ok || f.Model != g.Model || f.VRAMMB != g.VRAMMB {
+			return idlegrid.Invalid("attestation.fingerprint", "GPU %s is offered as %s with %d MB; the fingerprint must list every offered GPU as offered", g.UUID, g.Model, g.VRAMMB)
+		}
+	}
+	return nil
+}
+
+// changedGPUs are the GPUs of f that changes touch.
+func changedGPUs(f idlegrid.HardwareFingerprint, changes []idlegrid.HardwareChange) []idlegrid.GPU {
+	touched := map[string]bool{}
+	for _, c := range changes {
+		touched[c.GPUUUID] = true
+	}
+	var out []idlegrid.GPU
+	for _, g := range f.GPUs {
+		if touched[g.UUID] {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// challengeGPUs issues a challenge to each of gpus that has none waiting;
+// s.attest.mu must be held.
+func (s *Server) challengeGPUs(ctx context.Context, n *idlegrid.Node, gpus []idlegrid.GPU, why idlegrid.ChallengeReason) ([]*idlegrid.Challenge, error) {
+	open, err := s.store.ListChallenges(ctx, idlegrid.ChallengeFilter{NodeID: n.ID, States: []idlegrid.ChallengeState{idlegrid.ChallengeIssued}})
+	if err != nil {
+		return nil, err
+	}
+	waiting := map[string]bool{}
+	for _, c := range open {
+		waiting[c.GPUUUID] = true
+	}
+	var out []*idlegrid.Challenge
+	for _, g := range gpus {
+		if waiting[g.UUID] {
+			continue
+		}
+		c := s.newChallenge(n.ID, g, why)
+		if err := s.store.CreateChallenge(ctx, c); err != nil {
+			return out, err
+		}
+		s.log.Info("hardware challenge issued", "node", n.ID, "gpu", g.UUID, "model", g.Model, "reason", why, "size", c.Size)
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// newChallenge sizes a challenge for g's claimed model and memory; s.attest.mu must be held.
+func (s *Server) newChallenge(nodeID string, g idlegrid.GPU, why idlegrid.ChallengeReason) *idlegrid.Challenge {
+	spec, ok := challenge.LookupSpec(g.Model)
+	size := challenge.SizeFor(spec, ok, g.VRAMMB, s.attest.maxSize)
+	var seed [challenge.SeedSize]byte
+	binary.LittleEndian.PutUint64(seed[:8], s.attest.uint64())
+	binary.LittleEndian.PutUint64(seed[8:], s.attest.uint64())
+	now := s.Now()
+	c := &idlegrid.Challenge{
+		ID: idlegrid.NewID("chl"), NodeID: nodeID, GPUUUID: g.UUID, Model: g.Model, VRAMMB: g.VRAMMB,
+		Seed: hex.EncodeToString(seed[:]), Size: size, Reason: why, State: idlegrid.ChallengeIssued,
+		IssuedAt: now, Deadline: now.Add(s.attest.timeout),
+	}
+	if ok {
+		lo, hi := spec.Band(size)
+		c.MinNanos, c.MaxNanos = int64(lo), int64(hi)
+	}
+	return c
+}
+
+// PendingChallenges lists the calling node's challenges that wait for its
+// answer, oldest first.
+func (s *Server) PendingChallenges(ctx context.Context) (*idlegrid.ChallengesResponse, error) {
+	c, err := node(ctx)
+	if err != nil {
+		return nil, err
+	}
+	open, err := s.store.ListChallenges(ctx, idlegrid.ChallengeFilter{NodeID: c.NodeID, States: []idlegrid.ChallengeState{idlegrid.ChallengeIssued}})
+	if err != nil {
+		return nil, err
+	}
+	now := s.Now()
+	out := []*idlegrid.Challenge{}
+	for i := len(open) - 1; i >= 0; i-- {
+		if now.Before(open[i].Deadline) {
+			out = append(out, open[i])
+		}
+	}
+	return &idlegrid.ChallengesResponse{Challenges: out}, nil
+}
+
+// AnswerChallenge judges the calling node's answer to one of its
+// challenges, records the outcome and quarantines the node on failure.
+func (s *Server) AnswerChallenge(ctx context.Context, id string, ans idlegrid.ChallengeAnswer) (*idlegrid.Challenge, error) {
+	caller, err := node(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := validAnswer(&ans); err != nil {
+		return nil, err
+	}
+	s.attest.mu.Lock()
+	defer s.attest.mu.Unlock()
+	c, err := s.store.FindChallenge(ctx, id)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND || (err == nil && c.NodeID != caller.NodeID) {
+		return nil, notFound("challenge", id)
+	} else if err != nil {
+		return nil, err
+	}
+	if c.State != idlegrid.ChallengeIssued {
+		return nil, idlegrid.Errorf(idlegrid.ECONFLICT, "challenge %s is already %s", id, c.State)
+	}
+	now := s.Now()
+	if !now.Before(c.Deadline) {
+		if err := s.expire(ctx, c, now); err != nil {
+			return nil, err
+		}
+		return nil, idlegrid.Errorf(idlegrid.ECONFLICT, "challenge %s expired at %s; answer challenges before their deadline", id, c.Deadline.Format(time.RFC3339))
+	}
+	kept := ans
+	kept.RowHashes = nil // checked below; the digest stands for them in the record
+	c.Answer, c.ResolvedAt = &kept, &now
+	var q *idlegrid.Quarantine
+	switch {
+	case ans.Unsupported != "":
+		c.State, c.Findings = idlegrid.ChallengeUnsupported, []string{"unsupported: " + ans.Unsupported}
+	default:
+		t, err := challenge.TaskOf(c)
+		if err != nil {
+			return nil, err
+		}
+		v := challenge.Judge(c, &ans, s.attest.rows(t.Size, challenge.SpotRows))
+		c.State, c.Findings = idlegrid.ChallengePassed, v.Findings
+		if !v.Passed {
+			c.State = idlegrid.ChallengeFailed
+			if q, err = quarantineFor(c, v.Failures, now); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := s.store.ResolveChallenge(ctx, c, q); err != nil {
+		return nil, err
+	}
+	s.afterChallenge(ctx, c, q)
+	return c, nil
+}
+
+func validAnswer(a *idlegrid.ChallengeAnswer) error {
+	switch {
+	case a.Unsupported != "":
+		if len(a.Unsupported) > 500 {
+			return idlegrid.Invalid("answer.unsupported", "at most 500 characters")
+		}
+	case len(a.Digest) != 64:
+		return idlegrid.Invalid("answer.digest", "must be a hex SHA-256")
+	case a.ElapsedNanos <= 0:
+		return idlegrid.Invalid("answer.elapsed_nanos", "must be positive")
+	case a.VRAMMB < 0:
+		return idlegrid.Invalid("answer.vram_mb", "must not be negative")
+	case len(a.RowHashes)%32 != 0 || len(a.RowHashes) > 32*maxChallengeSize:
+		return idlegrid.Invalid("answer.row_hashes", "must be one 32-byte hash per row")
+	}
+	return nil
+}
+
+// quarantineFor is the quarantine a failed challenge puts its node in,
+// with the challenge, its answer and its findings as the evidence.
+func quarantineFor(c *idlegrid.Challenge, failures []string, now time.Time) (*idlegrid.Quarantine, error) {
+	evidence, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	reason := fmt.Sprintf("failed hardware challenge %s on GPU %s (claims %s): %s", c.ID, c.GPUUUID, c.Model, strings.Join(failures, "; "))
+	return &idlegrid.Quarantine{ID: idlegrid.NewID("qua"), NodeID: c.NodeID, Reason: reason, Evidence: evidence, Since: now}, nil
+}
+
+// afterChallenge logs an outcome, lets the engine drop a quarantined node
+// and records the outcome in the node's reputation.
+func (s *Server) afterChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine) {
+	s.log.Info("hardware challenge resolved", "node", c.NodeID, "challenge", c.ID, "state", c.State)
+	if q != nil {
+		s.log.Warn("node quarantined", "node", c.NodeID, "reason", q.Reason)
+		s.markNode(c.NodeID)
+		if c.State == idlegrid.ChallengeFailed {
+			s.fakeHardware(ctx, c, q) // dispute.go
+		}
+	}
+	kind := reputation.FactChallengePassed
+	switch c.State {
+	case idlegrid.ChallengePassed:
+	case idlegrid.ChallengeFailed, idlegrid.ChallengeExpired:
+		kind = reputation.FactChallengeFailed
+	default:
+		return // no evidence either way
+	}
+	fact := storedFact(c.NodeID, "challenge:"+c.ID, c.ID, reputation.Fact{Kind: kind, At: *c.ResolvedAt}, 1)
+	if err := s.recordFacts(ctx, c.NodeID, []idlegrid.ReputationFact{fact}, standingDelta{}); err != nil {
+		s.log.Error("record challenge fact", "node", c.NodeID, "challenge", c.ID, "err", err)
+	}
+}
+
+// expire closes a challenge that got no answer in time: a failed
+// challenge in the node's reputation, without quarantine (the node may
+// simply have gone away).
+func (s *Server) expire(ctx context.Context, c *idlegrid.Challenge, now time.Time) error {
+	c.State, c.ResolvedAt = idlegrid.ChallengeExpired, &now
+	c.Findings = []string{fmt.Sprintf("no answer by the deadline, %s after it was issued", c.Deadline.Sub(c.IssuedAt))}
+	if err := s.store.ResolveChallenge(ctx, c, nil); err != nil {
+		return err
+	}
+	s.afterChallenge(ctx, c, nil)
+	return nil
+}
+
+// runChallenges runs ChallengePass every challenge period until ctx is done.
+func (s *Server) runChallenges(ctx context.Context) {
+	ticker := time.NewTicker(s.attest.period)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		if err := s.ChallengePass(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("challenge pass", "err", err)
+		}
+	}
+}
+
+// ChallengePass expires the challenges past their deadline and issues
+// random ones: each online, unquarantined node that has attested is due
+// one with the trust policy's Poisson chance for the time since the last
+// pass, on one of its offered GPUs picked at random.
+func (s *Server) ChallengePass(ctx context.Context) error {
+	s.attest.mu.Lock()
+	defer s.attest.mu.Unlock()
+	now := s.Now()
+	open, err := s.store.ListChallenges(ctx, idlegrid.ChallengeFilter{States: []idlegrid.ChallengeState{idlegrid.ChallengeIssued}, Limit: math.MaxInt32})
+	if err != nil {
+		return err
+	}
+	for _, c := range open {
+		if !now.Before(c.Deadline) {
+			if err := s.expire(ctx, c, now); err != nil && idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
+				return err
+			}
+		}
+	}
+	since := s.attest.period
+	if !s.attest.lastPass.IsZero() {
+		since = now.Sub(s.attest.lastPass)
+	}
+	s.attest.lastPass = now
+	chance := s.trust.policy.Challenges.Chance(since)
+	if chance <= 0 {
+		return nil
+	}
+	nodes, err := s.store.ListNodes(ctx, idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeOnline}})
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if n.Quarantined || len(n.GPUs) == 0 || s.attest.float() >= chance {
+			continue
+		}
+		if _, err := s.store.LatestAttestation(ctx, n.ID); idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+			continue // an agent that does not attest cannot answer either
+		} else if err != nil {
+			return err
+		}
+		g := n.GPUs[s.attest.uint64()%uint64(len(n.GPUs))]
+		if _, err := s.challengeGPUs(ctx, n, []idlegrid.GPU{g}, idlegrid.ChallengeAtRandom); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ChallengeNode issues a challenge to every GPU a node offers, at an
+// admin's request.
+func (s *Server) ChallengeNode(ctx context.Context, nodeID string) ([]*idlegrid.Challenge, error) {
+	if _, err := requireRole(ctx, idlegrid.RoleAdmin); err != nil {
+		return nil, err
+	}
+	n, err := s.store.FindNode(ctx, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	s.attest.mu.Lock()
+	defer s.attest.mu.Unlock()
+	return s.challengeGPUs(ctx, n, n.GPUs, idlegrid.ChallengeByAdmin)
+}
+
+// NodeAttestation shows a node's hardware record to its owner or an admin:
+// its fingerprints, their changes, its challenges and its quarantines.
+func (s *Server) NodeAttestation(ctx context.Context, nodeID string) (*idlegrid.NodeAttestationView, error) {
+	n, err := s.FindNode(ctx, nodeID) // the owner or an admin
+	if err != nil {
+		return nil, err
+	}
+	v := &idlegrid.NodeAttestationView{NodeID: n.ID}
+	if v.History, err = s.store.ListAttestations(ctx, n.ID, viewAttestations); err != nil {
+		return nil, err
+	}
+	if len(v.History) > 0 {
+		v.Current = v.History[0]
+	}
+	if v.Changes, err = s.store.ListHardwareChanges(ctx, n.ID, viewHardwareChanges); err != nil {
+		return nil, err
+	}
+	if v.Challenges, err = s.store.ListChallenges(ctx, idlegrid.ChallengeFilter{NodeID: n.ID, Limit: viewChallenges}); err != nil {
+		return nil, err
+	}
+	if v.Quarantines, err = s.store.ListQuarantines(ctx, idlegrid.QuarantineFilter{NodeID: n.ID}); err != nil {
+		return nil, err
+	}
+	for _, q := range v.Quarantines {
+		if q.Active() {
+			v.Quarantine = q
+		}
+	}
+	v.VerifiedNote = verifiedNote(v)
+	return v, nil
+}
+
+// verifiedNote says in words where the node's hardware stands.
+func verifiedNote(v *idlegrid.NodeAttestationView) string {
+	if v.Quarantine != nil {
+		return "quarantined: " + v.Quarantine.Reason + "; an admin can lift it (idlegrid node quarantine lift " + v.NodeID + ")"
+	}
+	if v.Current == nil {
+		return "not attested: the node's agent has not signed its hardware fingerprint; upgrade the agent"
+	}
+	for _, c := range v.Challenges {
+		switch c.State {
+		case idlegrid.ChallengePassed:
+			return fmt.Sprintf("hardware verified: challenge %s passed at %s", c.ID, c.ResolvedAt.Format(time.RFC3339))
+		case idlegrid.ChallengeIssued:
+			return "challenge " + c.ID + " waits for the agent's answer"
+		}
+	}
+	return "attested, no challenge passed yet"
+}
+
+// QuarantineNode puts a node in quarantine at an admin's word, with the
+// reason as its evidence.
+func (s *Server) QuarantineNode(ctx context.Context, nodeID, reason string) (*idlegrid.Quarantine, error) {
+	c, err := requireRole(ctx, idlegrid.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(reason) == "" || len(reason) > 1000 {
+		return nil, idlegrid.Invalid("reason", "required, at most 1000 characters: say why, for the provider to read")
+	}
+	evidence, err := json.Marshal(map[string]string{"by": c.AccountID, "reason": reason})
+	if err != nil {
+		return nil, err
+	}
+	q := &idlegrid.Quarantine{ID: idlegrid.NewID("qua"), NodeID: nodeID, Reason: reason, Evidence: evidence, Since: s.Now()}
+	if err := s.store.QuarantineNode(ctx, q); err != nil {
+		return nil, err
+	}
+	s.log.Warn("node quarantined", "node", nodeID, "by", c.AccountID, "reason", reason)
+	s.markNode(nodeID)
+	return q, nil
+}
+
+// LiftQuarantine ends a node's quarantine at an admin's word.
+func (s *Server) LiftQuarantine(ctx context.Context, nodeID, note string) (*idlegrid.Quarantine, error) {
+	c, err := requireRole(ctx, idlegrid.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	if len(note) > 1000 {
+		return nil, idlegrid.Invalid("note", "at most 1000 characters")
+	}
+	if _, err := s.store.FindNode(ctx, nodeID); err != nil {
+		return nil, err
+	}
+	q, err := s.store.LiftQuarantine(ctx, nodeID, c.AccountID, note, s.Now())
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("quarantine lifted", "node", nodeID, "by", c.AccountID)
+	s.markNode(nodeID)
+	return q, nil
+}
+
+// ListQuarantines lists quarantines, newest first: every node's for an
+// admin, a provider's own nodes' for a provider.
+func (s *Server) ListQuarantines(ctx context.Context, activeOnly bool) ([]*idlegrid.Quarantine, error) {
+	c, err := requireRole(ctx, idlegrid.RoleProvider, idlegrid.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	f := idlegrid.QuarantineFilter{ActiveOnly: activeOnly}
+	if !c.IsAdmin() {
+		f.ProviderID = c.AccountID
+	}
+	return s.store.ListQuarantines(ctx, f)
+}

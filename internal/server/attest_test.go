@@ -1,0 +1,436 @@
+package server_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/challenge"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
+	"github.com/idlegrid/idlegrid/internal/server"
+	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
+)
+
+// signedAttestation is the fingerprint of gpus, signed now by nodeID's key.
+func signedAttestation(t *testing.T, nodeID string, gpus []idlegrid.GPU) idlegrid.Attestation {
+	t.Helper()
+	k, ok := nodeKeys.Load(nodeID)
+	if !ok {
+		t.Fatalf("no key for %s", nodeID)
+	}
+	a := idlegrid.Attestation{NodeID: nodeID, Fingerprint: idlegrid.FingerprintOf(gpus), SignedAt: time.Now()}
+	nodekey.SignAttestation(k.(ed25519.PrivateKey), &a)
+	return a
+}
+
+// fingerprinted is the test offer's GPUs with the fingerprint fields set.
+func fingerprinted(name string) []idlegrid.GPU {
+	gpus := testOffer(name).GPUs
+	for i := range gpus {
+		gpus[i].PCIBusID, gpus[i].PCIDeviceID, gpus[i].PCISubsystemID = "00000000:01:00.0", "268410DE", "889F1043"
+		gpus[i].DriverVersion, gpus[i].VBIOSVersion = "550.54.15", "95.02.18.80.87"
+	}
+	return gpus
+}
+
+func mustAttest(t *testing.T, m *testMarket, node context.Context, a idlegrid.Attestation) *idlegrid.AttestResponse {
+	t.Helper()
+	resp, err := m.srv.Attest(node, idlegrid.AttestRequest{Attestation: a})
+	if err != nil {
+		t.Fatalf("Attest: %v", err)
+	}
+	return resp
+}
+
+// answer is what a GPU that really is actualModel, with allocMB of memory
+// it can allocate, answers to c: the right result, in its model's time.
+func answer(t *testing.T, c *idlegrid.Challenge, actualModel string, allocMB int) idlegrid.ChallengeAnswer {
+	t.Helper()
+	task, err := challenge.TaskOf(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes, _, err := challenge.Run(context.Background(), task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, ok := challenge.LookupSpec(actualModel)
+	if !ok {
+		t.Fatalf("no spec for %s", actualModel)
+	}
+	return idlegrid.ChallengeAnswer{RowHashes: hashes, Digest: challenge.Digest(hashes),
+		ElapsedNanos: int64(spec.Expected(task.Size)), VRAMMB: allocMB}
+}
+
+func mustAnswer(t *testing.T, m *testMarket, node context.Context, c *idlegrid.Challenge, ans idlegrid.ChallengeAnswer) *idlegrid.Challenge {
+	t.Helper()
+	got, err := m.srv.AnswerChallenge(node, c.ID, ans)
+	if err != nil {
+		t.Fatalf("AnswerChallenge: %v", err)
+	}
+	return got
+}
+
+func challengeFacts(t *testing.T, m *testMarket, nodeID string) (passed, failed int) {
+	t.Helper()
+	facts, err := m.store.ListReputationFacts(context.Background(), nodeID, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range facts {
+		switch f.Kind {
+		case "challenge_passed":
+			passed++
+		case "challenge_failed":
+			failed++
+		}
+	}
+	return passed, failed
+}
+
+func TestServer_Attest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		gpus := fingerprinted("barn-1")
+		resp := mustAttest(t, m, m.node, signedAttestation(t, m.nodeID, gpus))
+		if len(resp.Changes) != 0 || len(resp.Challenges) != 2 {
+			t.Fatalf("first attestation: %d changes, %d challenges; want none and one per GPU (at join)", len(resp.Changes), len(resp.Challenges))
+		}
+		for _, c := range resp.Challenges {
+			if c.Reason != idlegrid.ChallengeAtJoin || c.Model != "RTX4090" || c.Size != server.DefaultChallengeMaxSize || c.MaxNanos <= c.MinNanos {
+				t.Fatalf("challenge = %+v, want an at-join challenge sized for an RTX4090 with a time band", c)
+			}
+		}
+
+		{ // Again
+			again := mustAttest(t, m, m.node, signedAttestation(t, m.nodeID, gpus))
+			if len(again.Changes) != 0 || len(again.Challenges) != 0 || again.Hash != resp.Hash {
+				t.Fatalf("same fingerprint again = %+v, want nothing new", again)
+			}
+		}
+		{ // TamperedSignature
+			a := signedAttestation(t, m.nodeID, gpus)
+			a.Fingerprint.GPUs[0].VBIOSVersion = "95.02.18.80.99" // after signing
+			_, err := m.srv.Attest(m.node, idlegrid.AttestRequest{Attestation: a})
+			if idlegrid.ErrorCode(err) != idlegrid.EINVALID || !strings.Contains(err.Error(), "attestation.signature") {
+				t.Fatalf("Attest(tampered) = %v, want EINVALID on attestation.signature", err)
+			}
+		}
+		{ // OtherNodesKey
+			a := signedAttestation(t, m.nodeID, gpus)
+			other := signedAttestation(t, rivalID(t, m), fingerprinted("barn-2"))
+			a.Signature = other.Signature
+			if _, err := m.srv.Attest(m.node, idlegrid.AttestRequest{Attestation: a}); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+				t.Fatalf("Attest(signed by another node) = %v, want EINVALID", err)
+			}
+		}
+		{ // ForAnotherNode
+			a := signedAttestation(t, rivalID(t, m), fingerprinted("barn-2"))
+			if _, err := m.srv.Attest(m.node, idlegrid.AttestRequest{Attestation: a}); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+				t.Fatalf("Attest(another node's) = %v, want EINVALID", err)
+			}
+		}
+		{ // Stale
+			a := signedAttestation(t, m.nodeID, gpus)
+			time.Sleep(nodekey.MaxSkew + time.Second)
+			if _, err := m.srv.Attest(m.node, idlegrid.AttestRequest{Attestation: a}); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+				t.Fatalf("Attest(stale) = %v, want EINVALID", err)
+			}
+		}
+		{ // NotTheOffer
+			claims := fingerprinted("barn-1")
+			claims[1].Model, claims[1].VRAMMB = "H100-80GB", 81920 // the offer says RTX4090
+			_, err := m.srv.Attest(m.node, idlegrid.AttestRequest{Attestation: signedAttestation(t, m.nodeID, claims)})
+			if idlegrid.ErrorCode(err) != idlegrid.EINVALID || !strings.Contains(err.Error(), "offered as RTX4090") {
+				t.Fatalf("Attest(not the offer) = %v, want EINVALID naming the offered GPU", err)
+			}
+		}
+		{ // NotANode
+			if _, err := m.srv.Attest(m.provider, idlegrid.AttestRequest{}); idlegrid.ErrorCode(err) != idlegrid.EUNAUTHORIZED {
+				t.Fatalf("Attest(as a provider) = %v, want EUNAUTHORIZED", err)
+			}
+		}
+
+		{ // VBIOSChanged
+			flashed := fingerprinted("barn-1")
+			flashed[0].VBIOSVersion = "95.02.3C.40.F1"
+			got := mustAttest(t, m, m.node, signedAttestation(t, m.nodeID, flashed))
+			if len(got.Changes) != 1 {
+				t.Fatalf("changes = %+v, want the VBIOS change", got.Changes)
+			}
+			ch := got.Changes[0]
+			if ch.Kind != idlegrid.ChangeVBIOS || ch.GPUUUID != flashed[0].UUID || ch.Before != "95.02.18.80.87" ||
+				ch.After != "95.02.3C.40.F1" || ch.FromHash != resp.Hash || ch.ToHash != got.Hash {
+				t.Fatalf("change = %+v, want the VBIOS change with both versions and both fingerprints", ch)
+			}
+			// The changed GPU's at-join challenge still waits: no second one.
+			if len(got.Challenges) != 0 {
+				t.Fatalf("challenges = %+v, want none while one waits for the GPU", got.Challenges)
+			}
+			v, err := m.srv.NodeAttestation(m.provider, m.nodeID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Current.Hash != got.Hash || len(v.History) != 2 || len(v.Changes) != 1 || v.Changes[0].Kind != idlegrid.ChangeVBIOS {
+				t.Fatalf("attestation view = %+v, want the new fingerprint current, two in history and the change", v)
+			}
+			if _, err := m.srv.NodeAttestation(m.renter, m.nodeID); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
+				t.Fatalf("NodeAttestation(as a renter) = %v, want EFORBIDDEN", err)
+			}
+		}
+	})
+}
+
+// rivalID is barn-2's node ID.
+func rivalID(t *testing.T, m *testMarket) string {
+	t.Helper()
+	return idlegrid.CallerFromContext(m.rival).NodeID
+}
+
+func TestServer_AnswerChallenge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		resp := mustAttest(t, m, m.node, signedAttestation(t, m.nodeID, fingerprinted("barn-1")))
+		honest, liar := resp.Challenges[0], resp.Challenges[1]
+
+		{ // NotYours
+			_, err := m.srv.AnswerChallenge(m.rival, honest.ID, answer(t, honest, "RTX4090", 24000))
+			if idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+				t.Fatalf("AnswerChallenge(another node's) = %v, want ENOTFOUND", err)
+			}
+		}
+		{ // Malformed
+			_, err := m.srv.AnswerChallenge(m.node, honest.ID, idlegrid.ChallengeAnswer{Digest: "abc", ElapsedNanos: 1})
+			if idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+				t.Fatalf("AnswerChallenge(bad digest) = %v, want EINVALID", err)
+			}
+		}
+
+		pending, err := m.srv.PendingChallenges(m.node)
+		if err != nil || len(pending.Challenges) != 2 {
+			t.Fatalf("PendingChallenges = %+v, %v; want both", pending, err)
+		}
+
+		got := mustAnswer(t, m, m.node, honest, answer(t, honest, "RTX4090", 24000))
+		if got.State != idlegrid.ChallengePassed || len(got.Findings) != 3 {
+			t.Fatalf("honest answer: %s, findings %q; want passed with three findings", got.State, got.Findings)
+		}
+		if got.Answer == nil || got.Answer.RowHashes != nil || got.Answer.Digest == "" {
+			t.Fatalf("judged answer = %+v, want the digest kept and the row hashes dropped", got.Answer)
+		}
+		if _, err := m.srv.AnswerChallenge(m.node, honest.ID, answer(t, honest, "RTX4090", 24000)); idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
+			t.Fatalf("a second answer = %v, want ECONFLICT", err)
+		}
+		if n, _ := m.store.FindNode(context.Background(), m.nodeID); n.Quarantined {
+			t.Fatal("an honest node was quarantined")
+		}
+		if passed, failed := challengeFacts(t, m, m.nodeID); passed != 1 || failed != 0 {
+			t.Fatalf("reputation facts: %d passed, %d failed; want 1 and 0", passed, failed)
+		}
+
+		// The second GPU claims an RTX 4090 but runs like a T4.
+		got = mustAnswer(t, m, m.node, liar, answer(t, liar, "T4", 14899))
+		if got.State != idlegrid.ChallengeFailed {
+			t.Fatalf("lying answer: %s, want failed", got.State)
+		}
+		q, err := m.store.FindQuarantine(context.Background(), m.nodeID)
+		if err != nil {
+			t.Fatalf("the lying node is not quarantined: %v", err)
+		}
+		for _, want := range []string{liar.ID, "performs like a T4", "allocated 14899 MB of the 24564 MB claimed"} {
+			if !strings.Contains(q.Reason, want) {
+				t.Errorf("quarantine reason %q does not mention %q", q.Reason, want)
+			}
+		}
+		var evidence idlegrid.Challenge
+		if err := json.Unmarshal(q.Evidence, &evidence); err != nil || evidence.ID != liar.ID || evidence.Answer == nil ||
+			evidence.Answer.VRAMMB != 14899 || evidence.Answer.Digest == "" || evidence.State != idlegrid.ChallengeFailed {
+			t.Fatalf("evidence = %s (%v), want the failed challenge with its answer", q.Evidence, err)
+		}
+		if passed, failed := challengeFacts(t, m, m.nodeID); passed != 1 || failed != 1 {
+			t.Fatalf("reputation facts: %d passed, %d failed; want 1 and 1", passed, failed)
+		}
+		// Fake hardware is an offence against the bond: an upheld dispute,
+		// with the challenge as its evidence.
+		ds, err := m.srv.ListDisputes(m.admin, idlegrid.DisputeFilter{})
+		if err != nil || len(ds) != 1 || ds[0].Offence != "fake_hardware" || ds[0].State != idlegrid.DisputeUpheld ||
+			ds[0].NodeID != m.nodeID || !strings.Contains(ds[0].Evidence, liar.ID) {
+			t.Fatalf("disputes = %+v (%v), want one upheld fake_hardware against %s", ds, err, m.nodeID)
+		}
+		n, err := m.srv.FindNode(m.provider, m.nodeID)
+		if err != nil || !n.Quarantined {
+			t.Fatalf("FindNode = %+v, %v; want it shown quarantined", n, err)
+		}
+
+		// A quarantined node takes no new leases: the job goes to barn-2,
+		// and the next waits while barn-2 is full.
+		if _, l := mustStartOn(t, m, m.rival); l.NodeID == m.nodeID {
+			t.Fatalf("lease %s went to the quarantined node", l.ID)
+		}
+		waiting, err := m.srv.SubmitJob(m.renter, testSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if j, _ := m.srv.FindJob(m.renter, waiting.ID); j.State != idlegrid.JobQueued {
+			t.Fatalf("job %s is %s, want queued while the only free node is quarantined", j.ID, j.State)
+		}
+
+		{ // Lift
+			if _, err := m.srv.LiftQuarantine(m.provider, m.nodeID, "mine"); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
+				t.Fatalf("LiftQuarantine(as the provider) = %v, want EFORBIDDEN", err)
+			}
+			qs, err := m.srv.ListQuarantines(m.admin, true)
+			if err != nil || len(qs) != 1 || qs[0].NodeID != m.nodeID {
+				t.Fatalf("ListQuarantines = %+v, %v; want the node's", qs, err)
+			}
+			lifted, err := m.srv.LiftQuarantine(m.admin, m.nodeID, "vendor replaced the card")
+			if err != nil || lifted.Active() || lifted.LiftNote != "vendor replaced the card" {
+				t.Fatalf("LiftQuarantine = %+v, %v", lifted, err)
+			}
+			if _, err := m.srv.LiftQuarantine(m.admin, m.nodeID, ""); idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
+				t.Fatalf("lifting twice = %v, want ECONFLICT", err)
+			}
+			m.srv.Kick()
+			synctest.Wait()
+			if j, _ := m.srv.FindJob(m.renter, waiting.ID); j.State != idlegrid.JobRunning {
+				t.Fatalf("job %s is %s after the lift, want placed on the lifted node", j.ID, j.State)
+			}
+		}
+	})
+}
+
+// mustStartOn submits a job and checks that it is placed on node.
+func mustStartOn(t *testing.T, m *testMarket, node context.Context) (*idlegrid.Job, *idlegrid.Lease) {
+	t.Helper()
+	j, err := m.srv.SubmitJob(m.renter, testSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	cmds, err := m.srv.Commands(node, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cmds {
+		if c.Kind == idlegrid.CommandStart && c.Lease.JobID == j.ID {
+			return j, c.Lease
+		}
+	}
+	t.Fatalf("job %s was not placed on the expected node", j.ID)
+	return nil, nil
+}
+
+// zeros is a random source that always draws 0: every node is due.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+var _ io.Reader = zeros{}
+
+func TestServer_ChallengePass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		policy, err := trustpolicy.Parse([]byte("version: 1\nchallenges: {at_join: false, per_node_per_day: 96}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := server.Open(server.Config{Store: store, Logger: testLogger, TrustPolicy: policy,
+			ChallengeRandom: zeros{}, ChallengePeriod: 24 * time.Hour, ChallengeTimeout: 5 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Close(); store.Close() })
+		m := &testMarket{srv: srv, store: store}
+		admin, _, _, err := srv.Bootstrap(ctx, "ops", idlegrid.RoleAdmin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.admin = as(admin)
+		provider, _, _, err := srv.CreateAccount(m.admin, "barn", idlegrid.RoleProvider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.provider = as(provider)
+		nodeID := mustJoin(t, m, "barn-1")
+		node := idlegrid.NewContextWithCaller(ctx, &idlegrid.Caller{NodeID: nodeID, AccountID: provider.ID, Role: idlegrid.RoleProvider})
+		if err := srv.UpdateOffer(node, idlegrid.OfferRequest{Offer: testOffer("barn-1")}); err != nil {
+			t.Fatal(err)
+		}
+		pending := func() []*idlegrid.Challenge {
+			t.Helper()
+			p, err := srv.PendingChallenges(node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p.Challenges
+		}
+
+		// Not attested yet: its agent could not answer, so it is not challenged.
+		if err := srv.ChallengePass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := pending(); len(got) != 0 {
+			t.Fatalf("challenges before any attestation: %+v", got)
+		}
+		if resp := mustAttest(t, m, node, signedAttestation(t, nodeID, fingerprinted("barn-1"))); len(resp.Challenges) != 0 {
+			t.Fatalf("at_join is off, yet %d challenges", len(resp.Challenges))
+		}
+		time.Sleep(time.Minute)
+		if _, err := srv.Heartbeat(node, idlegrid.HeartbeatRequest{}); err != nil { // online: due a challenge
+			t.Fatal(err)
+		}
+		if err := srv.ChallengePass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := pending()
+		if len(got) != 1 || got[0].Reason != idlegrid.ChallengeAtRandom || got[0].Seed != strings.Repeat("0", 32) {
+			t.Fatalf("challenges after a pass = %+v, want one random challenge (seed from the injected source)", got)
+		}
+		// Unanswered past its deadline, it expires: a failed challenge, no quarantine.
+		time.Sleep(5 * time.Minute)
+		if err := srv.ChallengePass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c, err := store.FindChallenge(ctx, got[0].ID)
+		if err != nil || c.State != idlegrid.ChallengeExpired {
+			t.Fatalf("challenge after its deadline = %+v, %v; want expired", c, err)
+		}
+		if n, _ := store.FindNode(ctx, nodeID); n.Quarantined {
+			t.Fatal("an expired challenge quarantined the node")
+		}
+		if _, failed := challengeFacts(t, m, nodeID); failed != 1 {
+			t.Fatalf("failed challenge facts = %d, want 1 for the expired challenge", failed)
+		}
+		// An admin asks for challenges on every GPU; the node answers that it cannot run them.
+		cs, err := srv.ChallengeNode(m.admin, nodeID)
+		if err != nil || len(cs) != 2 || cs[0].Reason != idlegrid.ChallengeByAdmin {
+			t.Fatalf("ChallengeNode = %+v, %v", cs, err)
+		}
+		if _, err := srv.ChallengeNode(m.provider, nodeID); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
+			t.Fatalf("ChallengeNode(as the provider) = %v, want EFORBIDDEN", err)
+		}
+		un, err := srv.AnswerChallenge(node, cs[0].ID, idlegrid.ChallengeAnswer{Unsupported: "no GPU kernel"})
+		if err != nil || un.State != idlegrid.ChallengeUnsupported {
+			t.Fatalf("unsupported answer = %+v, %v", un, err)
+		}
+		if passed, failed := challengeFacts(t, m, nodeID); passed != 0 || failed != 1 {
+			t.Fatalf("facts after an unsupported answer: %d passed, %d failed; want no new fact", passed, failed)
+		}
+		if !strings.Contains(un.Findings[0], "no GPU kernel") {
+			t.Fatalf("findings = %q", un.Findings)
+		}
+	})
+}

@@ -1,0 +1,285 @@
+package server_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/audit"
+	"github.com/idlegrid/idlegrid/internal/server"
+	"github.com/idlegrid/idlegrid/internal/sqlstore"
+)
+
+// mustAuditPage returns every entry of account (the caller's own for "")
+// that ctx may see, paging by limit, with the heads of the pages.
+func mustAuditPage(t *testing.T, srv *server.Server, ctx context.Context, account string, limit int) ([]audit.SignedTreeHead, []audit.EntryProof) {
+	t.Helper()
+	q := server.AuditQuery{AccountID: account, Limit: limit}
+	var heads []audit.SignedTreeHead
+	var entries []audit.EntryProof
+	for {
+		p, err := srv.AuditEntries(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		heads, entries = append(heads, *p.Head), append(entries, p.Entries...)
+		if p.Next == nil {
+			return heads, entries
+		}
+		q.TreeSize, q.From = p.Head.Size, *p.Next
+	}
+}
+
+func entryKinds(es []audit.EntryProof) []string {
+	var out []string
+	for _, e := range es {
+		if !slices.Contains(out, string(e.Entry.Kind)) {
+			out = append(out, string(e.Entry.Kind))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func mustCheck(t *testing.T, srv *server.Server, ev *audit.Evidence) *audit.Report {
+	t.Helper()
+	r := audit.Check(srv.AuditKey(), ev)
+	if !r.OK() {
+		t.Fatalf("Check: %v", r.Err())
+	}
+	return r
+}
+
+func TestServer_AuditEntries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMoneyMarket(t)
+		j, err := m.srv.SubmitJob(m.renter, testSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, n := mustStarted(t, m, j)
+		m.advance(t, 90*time.Second)
+		mustSendReceipts(t, m, l.ID, 60, 30)
+		code := 0
+		if err := m.srv.ReportLease(n, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseSucceeded, ExitCode: &code}); err != nil {
+			t.Fatal(err)
+		}
+
+		heads, mine := mustAuditPage(t, m.srv, m.renter, "", 0)
+		want := []string{"lease.transition", "ledger.posting", "receipt"}
+		if got := entryKinds(mine); !slices.Equal(got, want) {
+			t.Errorf("the renter's entries are of kinds %v, want %v", got, want)
+		}
+		r := mustCheck(t, m.srv, &audit.Evidence{Heads: heads, Entries: mine})
+		if r.EntriesIncluded != len(mine) {
+			t.Errorf("%d of %d entries proven included", r.EntriesIncluded, len(mine))
+		}
+		for _, e := range mine {
+			if !e.Entry.Concerns(m.renterID) {
+				t.Errorf("the renter was shown entry %d about %v", e.Index, e.Entry.Subjects)
+			}
+		}
+
+		func() { // pages of 2 reassemble into the same entries (no subtests inside a synctest bubble)
+			pageHeads, paged := mustAuditPage(t, m.srv, m.renter, "", 2)
+			if len(paged) != len(mine) || len(pageHeads) < 2 {
+				t.Fatalf("pages of 2 gave %d entries in %d pages, want %d in several", len(paged), len(pageHeads), len(mine))
+			}
+			for i := range paged {
+				if paged[i].Index != mine[i].Index {
+					t.Errorf("paged entry %d has index %d, want %d", i, paged[i].Index, mine[i].Index)
+				}
+			}
+			mustCheck(t, m.srv, &audit.Evidence{Heads: pageHeads, Entries: paged})
+		}()
+		func() { // each account sees its own entries; admins anyone's
+			_, err := m.srv.AuditEntries(m.renter, server.AuditQuery{AccountID: l.ProviderID})
+			wantCode(t, err, idlegrid.ENOTFOUND)
+			_, theirs := mustAuditPage(t, m.srv, m.provider, "", 0)
+			if got := entryKinds(theirs); !slices.Equal(got, want) {
+				t.Errorf("the provider's entries are of kinds %v, want %v", got, want)
+			}
+			for _, e := range theirs {
+				if e.Entry.Kind == audit.KindPosting && strings.Contains(string(e.Entry.Payload), `"kind":"topup"`) {
+					t.Errorf("the provider was shown the renter's top-up %d", e.Index)
+				}
+			}
+			_, asAdmin := mustAuditPage(t, m.srv, m.admin, m.renterID, 0)
+			if len(asAdmin) != len(mine) {
+				t.Errorf("an admin sees %d of the renter's entries, want %d", len(asAdmin), len(mine))
+			}
+			_, err = m.srv.AuditHead(m.node)
+			wantCode(t, err, idlegrid.EFORBIDDEN)
+			_, err = m.srv.AuditHead(context.Background())
+			wantCode(t, err, idlegrid.EUNAUTHORIZED)
+		}()
+		func() { // a later head extends an earlier one
+			before, err := m.srv.AuditHead(m.provider) // anyone may read heads
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.srv.TopUp(m.admin, m.renterID, idlegrid.MicrosPerUnit, "later"); err != nil {
+				t.Fatal(err)
+			}
+			after, err := m.srv.AuditHead(m.provider)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := m.srv.AuditConsistency(m.provider, before.Size, after.Size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := mustCheck(t, m.srv, &audit.Evidence{Heads: []audit.SignedTreeHead{*before, *after}, Consistency: []audit.ConsistencyProof{*p}})
+			if r.ExtensionsShown != 1 || after.Size != before.Size+1 {
+				t.Errorf("sizes %d → %d, %d extensions shown; want one more entry, proven", before.Size, after.Size, r.ExtensionsShown)
+			}
+		}()
+		func() { // a caller's mistakes are EINVALID naming the field
+			size := heads[0].Size
+			for _, tt := range []struct {
+				name  string
+				err   error
+				field string
+			}{
+				{"FromAfterTo", second(m.srv.AuditConsistency(m.renter, size, size-1)), "from"},
+				{"ToBeyondLog", second(m.srv.AuditConsistency(m.renter, 1, size+100)), "to"},
+				{"TreeSizeBeyondLog", second(m.srv.AuditEntries(m.renter, server.AuditQuery{TreeSize: size + 100})), "tree_size"},
+				{"Limit", second(m.srv.AuditEntries(m.renter, server.AuditQuery{Limit: server.MaxAuditEntries + 1})), "limit"},
+			} {
+				var e *idlegrid.Error
+				if !asError(tt.err, &e) || e.Code != idlegrid.EINVALID || e.Field != tt.field {
+					t.Errorf("%s: error %v, want EINVALID on %s", tt.name, tt.err, tt.field)
+				}
+			}
+		}()
+	})
+}
+
+func second[T any](_ T, err error) error { return err }
+
+// auditServer is a coordinator with a fixed log key over a SQLite file,
+// with an admin and a renter topped up n times: n entries.
+type auditServer struct {
+	dsn    string
+	key    ed25519.PrivateKey
+	srv    *server.Server
+	store  *sqlstore.DB
+	renter context.Context
+}
+
+func mustAuditServer(t *testing.T, n int) *auditServer {
+	t.Helper()
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &auditServer{dsn: filepath.Join(t.TempDir(), "idlegrid.db"), key: key}
+	a.open(t)
+	ctx := context.Background()
+	admin, _, _, err := a.srv.Bootstrap(ctx, "ops", idlegrid.RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renter, _, _, err := a.srv.CreateAccount(as(admin), "acme", idlegrid.RoleRenter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.renter = as(renter)
+	for i := range n {
+		if _, err := a.srv.TopUp(as(admin), renter.ID, idlegrid.MicrosPerUnit, fmt.Sprint("top-up ", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a
+}
+
+func (a *auditServer) open(t *testing.T) {
+	t.Helper()
+	store, err := sqlstore.Open(context.Background(), a.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Open(server.Config{Store: store, AuditKey: a.key, Logger: testLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.srv, a.store = srv, store
+	t.Cleanup(func() {
+		if a.srv == srv {
+			srv.Close()
+			store.Close()
+		}
+	})
+}
+
+// rewrite stops the coordinator, changes one stored leaf, and starts it
+// again: the log's history is rewritten.
+func (a *auditServer) rewrite(t *testing.T, idx int) {
+	t.Helper()
+	a.srv.Close()
+	a.store.Close()
+	db, err := sql.Open("sqlite", a.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE audit_entries SET leaf_hash = $1 WHERE idx = $2`, strings.Repeat("0f", 32), idx); err != nil {
+		t.Fatal(err)
+	}
+	a.open(t)
+}
+
+// TestServer_Audit_rewrittenHistory checks that heads signed before and
+// after a change to the stored log prove it was rewritten, whether or not
+// the log grew since, and wherever the change lies.
+func TestServer_Audit_rewrittenHistory(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		idx  int  // the leaf changed: in a subtree the tree caches, or in the ragged tail
+		grow bool // whether an entry is logged after the change
+		want audit.ProblemKind
+	}{
+		{"CachedSubtree", 3, false, audit.ProblemFork},
+		{"CachedSubtreeGrown", 3, true, audit.ProblemInconsistent},
+		{"Tail", 18, false, audit.ProblemFork},
+		{"TailGrown", 18, true, audit.ProblemInconsistent},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := mustAuditServer(t, 20)
+			before, err := a.srv.AuditHead(a.renter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.rewrite(t, tt.idx)
+			if tt.grow {
+				if _, err := a.store.AppendAudit(context.Background(), []*idlegrid.AuditEntry{{Kind: "trust.policy", Payload: []byte(`{}`), At: time.Now()}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			after, err := a.srv.AuditHead(a.renter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev := &audit.Evidence{Heads: []audit.SignedTreeHead{*before, *after}}
+			if tt.grow {
+				p, err := a.srv.AuditConsistency(a.renter, before.Size, after.Size)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ev.Consistency = []audit.ConsistencyProof{*p}
+			}
+			r := audit.Check(a.srv.AuditKey(), ev)
+			if len(r.Problems) != 1 || r.Problems[0].Kind != tt.want {
+				t.Errorf("Check found %+v, want one %s", r.Problems, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,308 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/ledger"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
+)
+
+// This file is bonds and disputes: a provider stakes a bond; a proven
+// offence takes the trust policy's penalty from it, to the harmed renter
+// or the market, in the same transaction that records the dispute and its
+// evidence. Offences the market proves by itself (a forged receipt, a
+// broken notice, a failed hardware challenge, a mismatched re-run) are
+// upheld at once; an operator may open, uphold or dismiss others.
+
+// PostBond stakes amount as a provider's bond. A provider stakes its own
+// payable earnings; an admin records a deposit from outside the market
+// for any provider. A retry with the same idempotency key moves nothing.
+func (s *Server) PostBond(ctx context.Context, providerID string, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Balance, error) {
+	c, err := requireRole(ctx, idlegrid.RoleProvider, idlegrid.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	from := ledger.BondFromPayable
+	if c.IsAdmin() {
+		from = ledger.BondFromWorld
+		if err := s.mustProvider(ctx, providerID); err != nil {
+			return nil, err
+		}
+	} else if providerID != "" && providerID != c.AccountID {
+		return nil, notFound("account", providerID)
+	} else {
+		providerID = c.AccountID
+	}
+	t, err := ledger.Bond(providerID, amount, from, idempotencyKey, s.Now())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.store.PostTransfer(ctx, t); err != nil {
+		return nil, err
+	}
+	s.log.Info("bond staked", "provider", providerID, "amount", amount.String(), "by", c.AccountID)
+	return s.store.Balance(ctx, providerID)
+}
+
+// ReleaseBond gives amount of the calling provider's bond back to its
+// payable earnings. It is refused while a dispute against the provider is
+// open, since the bond may yet be needed.
+func (s *Server) ReleaseBond(ctx context.Context, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Balance, error) {
+	c, err := requireRole(ctx, idlegrid.RoleProvider)
+	if err != nil {
+		return nil, err
+	}
+	open, err := s.store.ListDisputes(ctx, idlegrid.DisputeFilter{
+		ProviderID: c.AccountID, States: []idlegrid.DisputeState{idlegrid.DisputeOpen}, Limit: 1})
+	if err != nil {
+		return nil, err
+	} else if len(open) > 0 {
+		return nil, idlegrid.Errorf(idlegrid.ECONFLICT,
+			"dispute %s against you is open; the bond can be released once it is resolved", open[0].ID)
+	}
+	t, err := ledger.ReleaseBond(c.AccountID, amount, idempotencyKey, s.Now())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.store.PostTransfer(ctx, t); err != nil {
+		return nil, err
+	}
+	return s.store.Balance(ctx, c.AccountID)
+}
+
+func (s *Server) mustProvider(ctx context.Context, id string) error {
+	a, err := s.store.FindAccount(ctx, id)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return idlegrid.Invalid("bond.provider_id", "no account %q", id)
+	} else if err != nil {
+		return err
+	} else if a.Role != idlegrid.RoleProvider {
+		return idlegrid.Invalid("bond.provider_id", "%s is a %s account; only providers stake bonds", id, a.Role)
+	}
+	return nil
+}
+
+// offence is what a detector found: the offence, who committed it, whom it
+// harmed and by how much, and the evidence.
+type offence struct {
+	kind       trustpolicy.Offence
+	providerID string
+	nodeID     string
+	leaseID    string
+	renterID   string
+	harm       idlegrid.Micros
+	evidence   string
+	detail     any // marshalled as the dispute's Detail
+}
+
+// convict records a proven offence as an upheld dispute and takes its
+// penalty from the bond. A second conviction for the same offence on the
+// same lease changes nothing. Errors are logged, not returned: a detector
+// must not fail the request that revealed the offence.
+func (s *Server) convict(ctx context.Context, o offence) *idlegrid.Dispute {
+	d, err := s.openDispute(ctx, o, idlegrid.DisputeUpheld, "market", "proven by the market's own check")
+	if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
+		return nil // already convicted
+	} else if err != nil {
+		s.log.Error("record offence", "offence", o.kind, "provider", o.providerID, "lease", o.leaseID, "err", err)
+		return nil
+	}
+	s.log.Warn("offence upheld", "dispute", d.ID, "offence", d.Offence, "provider", d.ProviderID, "node", d.NodeID,
+		"lease", d.LeaseID, "penalty", d.PenaltyMicros.String(), "to", d.PenaltyTo, "evidence", d.Evidence)
+	return d
+}
+
+// OpenDispute lets an operator charge a provider with an offence the
+// market cannot prove by itself; it stays open until upheld or dismissed.
+func (s *Server) OpenDispute(ctx context.Context, d idlegrid.Dispute) (*idlegrid.Dispute, error) {
+	if _, err := requireRole(ctx, idlegrid.RoleAdmin); err != nil {
+		return nil, err
+	}
+	if !knownOffence(d.Offence) {
+		return nil, idlegrid.Invalid("dispute.offence", "must be one of %v, got %q", trustpolicy.Offences, d.Offence)
+	} else if d.HarmMicros < 0 {
+		return nil, idlegrid.Invalid("dispute.harm_micros", "must not be negative")
+	}
+	if err := s.mustProvider(ctx, d.ProviderID); err != nil {
+		return nil, err
+	}
+	o := offence{kind: trustpolicy.Offence(d.Offence), providerID: d.ProviderID, nodeID: d.NodeID,
+		leaseID: d.LeaseID, renterID: d.RenterID, harm: d.HarmMicros, evidence: d.Evidence}
+	return s.openDispute(ctx, o, idlegrid.DisputeOpen, "", "")
+}
+
+func knownOffence(o string) bool {
+	for _, k := range trustpolicy.Offences {
+		if string(k) == o {
+			return true
+		}
+	}
+	return false
+}
+
+// openDispute stores the dispute for o, upheld with its penalty or open.
+func (s *Server) openDispute(ctx context.Context, o offence, state idlegrid.DisputeState, by, resolution string) (*idlegrid.Dispute, error) {
+	now := s.Now()
+	d := &idlegrid.Dispute{
+		ID: idlegrid.NewID("dispute"), Offence: string(o.kind), State: state, ProviderID: o.providerID,
+		NodeID: o.nodeID, LeaseID: o.leaseID, RenterID: o.renterID, Evidence: o.evidence,
+		HarmMicros: max(o.harm, 0), PolicySHA256: s.cfg.TrustPolicy.SHA256, CreatedAt: now,
+	}
+	if o.detail != nil {
+		b, err := json.Marshal(o.detail)
+		if err != nil {
+			return nil, err
+		}
+		d.Detail = string(b)
+	}
+	var penalty *idlegrid.Transfer
+	if state == idlegrid.DisputeUpheld {
+		d.Resolution, d.ResolvedBy, d.ResolvedAt = resolution, by, &now
+		var err error
+		if penalty, err = s.penalty(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.store.OpenDispute(ctx, d, penalty); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// penalty prices d's offence under the trust policy against the
+// provider's bond now, sets d's penalty fields, and returns the transfer
+// that takes it, or nil when it takes nothing.
+func (s *Server) penalty(ctx context.Context, d *idlegrid.Dispute) (*idlegrid.Transfer, error) {
+	b, err := s.store.Balance(ctx, d.ProviderID)
+	if err != nil {
+		return nil, err
+	}
+	amount, to := s.cfg.TrustPolicy.Penalty(trustpolicy.Offence(d.Offence), b.Bond, d.HarmMicros)
+	if amount <= 0 {
+		return nil, nil
+	}
+	renter := ""
+	if to == trustpolicy.ToRenter {
+		renter = d.RenterID
+	}
+	d.PenaltyMicros, d.PenaltyTo = amount, string(to)
+	if to == trustpolicy.ToRenter && renter == "" {
+		d.PenaltyTo = string(trustpolicy.ToPlatform) // no renter was harmed
+	}
+	t, err := ledger.Slash(d.ProviderID, renter, amount, d.ID, d.Offence, s.Now())
+	if err != nil {
+		return nil, err
+	}
+	t.ID = idlegrid.NewID("tx")
+	return t, nil
+}
+
+// FindDispute returns a dispute its provider, its renter or an admin may
+// see.
+func (s *Server) FindDispute(ctx context.Context, id string) (*idlegrid.Dispute, error) {
+	c, err := account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.store.FindDispute(ctx, id)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, notFound("dispute", id)
+	} else if err != nil {
+		return nil, err
+	}
+	if !c.IsAdmin() && c.AccountID != d.ProviderID && c.AccountID != d.RenterID {
+		return nil, notFound("dispute", id)
+	}
+	return d, nil
+}
+
+// ListDisputes lists disputes: an admin's any, a provider's those against
+// it, a renter's those it was harmed in.
+func (s *Server) ListDisputes(ctx context.Context, f idlegrid.DisputeFilter) ([]*idlegrid.Dispute, error) {
+	c, err := account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch c.Role {
+	case idlegrid.RoleProvider:
+		f.ProviderID = c.AccountID
+	case idlegrid.RoleRenter:
+		f.RenterID = c.AccountID
+	}
+	if f.Limit < 0 || f.Limit > 10000 {
+		return nil, idlegrid.Invalid("limit", "must be between 0 and 10000")
+	}
+	for _, st := range f.States {
+		if !st.Valid() {
+			return nil, idlegrid.Invalid("state", "must be open, upheld or dismissed, got %q", st)
+		}
+	}
+	return s.store.ListDisputes(ctx, f)
+}
+
+// ResolveDispute lets an admin uphold an open dispute, taking the policy's
+// penalty from the bond, or dismiss it.
+func (s *Server) ResolveDispute(ctx context.Context, id string, to idlegrid.DisputeState, resolution string) (*idlegrid.Dispute, error) {
+	c, err := requireRole(ctx, idlegrid.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	if resolution == "" {
+		return nil, idlegrid.Invalid("resolution", "required: say why the dispute is %s", to)
+	}
+	d, err := s.store.FindDispute(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	r := idlegrid.DisputeResolution{DisputeID: id, To: to, Resolution: resolution, By: c.AccountID, At: s.Now()}
+	switch to {
+	case idlegrid.DisputeUpheld:
+		if r.Penalty, err = s.penalty(ctx, d); err != nil {
+			return nil, err
+		}
+		r.PenaltyTo = d.PenaltyTo
+	case idlegrid.DisputeDismissed:
+	default:
+		return nil, idlegrid.Invalid("state", "a dispute is upheld or dismissed, not %q", to)
+	}
+	out, err := s.store.ResolveDispute(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("dispute resolved", "dispute", id, "state", to, "penalty", out.PenaltyMicros.String(), "by", c.AccountID)
+	return out, nil
+}
+
+// fakeHardware convicts the provider of a node whose hardware challenge
+// failed: the challenge, its answer and the judge's findings are the
+// evidence. No renter was harmed by the challenge itself, so the policy's
+// penalty goes to the market.
+func (s *Server) fakeHardware(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine) {
+	n, err := s.store.FindNode(ctx, c.NodeID)
+	if err != nil {
+		s.log.Error("fake hardware: find node", "node", c.NodeID, "err", err)
+		return
+	}
+	s.convict(ctx, offence{
+		kind: trustpolicy.OffenceFakeHardware, providerID: n.ProviderID, nodeID: n.ID,
+		evidence: fmt.Sprintf("hardware challenge %s failed: %s", c.ID, q.Reason),
+		detail:   c,
+	})
+}
+
+// brokenNotice convicts the provider of a lease that was guaranteed notice
+// and was stopped by its node without it: harm is what the renter paid for
+// the work the stop threw away, approximated by the lease's charge.
+func (s *Server) brokenNotice(ctx context.Context, l *idlegrid.Lease, end leaseEnd, charge idlegrid.Micros) {
+	s.convict(ctx, offence{
+		kind: trustpolicy.OffenceBrokenNotice, providerID: l.ProviderID, nodeID: l.NodeID, leaseID: l.ID,
+		renterID: l.RenterID, harm: charge,
+		evidence: fmt.Sprintf("lease %s was guaranteed %ds notice and was stopped by its node without it: %s",
+			l.ID, l.NoticeSeconds, end.reason),
+		detail: map[string]any{"lease_id": l.ID, "notice_seconds": l.NoticeSeconds, "notice_at": l.NoticeAt,
+			"stop_requested": l.StopRequested, "ended": end.to, "reason": end.reason},
+	})
+}

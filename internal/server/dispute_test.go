@@ -1,0 +1,228 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
+)
+
+func callerID(ctx context.Context) string { return idlegrid.CallerFromContext(ctx).AccountID }
+
+// mustBond has the admin record a deposit of units as the market
+// provider's bond.
+func mustBond(t *testing.T, m *testMarket, units int64) {
+	t.Helper()
+	b, err := m.srv.PostBond(m.admin, callerID(m.provider), idlegrid.Micros(units)*idlegrid.MicrosPerUnit, "deposit-1")
+	if err != nil {
+		t.Fatal(err)
+	} else if b.Bond != idlegrid.Micros(units)*idlegrid.MicrosPerUnit {
+		t.Fatalf("bond = %s, want %d", b.Bond, units)
+	}
+}
+
+func mustAccountBalance(t *testing.T, m *testMarket, accountID string) *idlegrid.Balance {
+	t.Helper()
+	b, err := m.store.Balance(context.Background(), accountID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestServer_Bond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarketWith(t, trustpolicy.Default())
+		mustBond(t, m, 100)
+		// The same deposit retried moves nothing.
+		if b, err := m.srv.PostBond(m.admin, callerID(m.provider), 100*idlegrid.MicrosPerUnit, "deposit-1"); err != nil || b.Bond != 100*idlegrid.MicrosPerUnit {
+			t.Fatalf("retried deposit: bond %v, err %v; want 100 and no error", b, err)
+		}
+		for _, tt := range []struct {
+			name string
+			ctx  context.Context
+			id   string
+			code string
+		}{
+			{"a renter", m.renter, "", idlegrid.EFORBIDDEN},
+			{"for another provider", m.provider, m.renterID, idlegrid.ENOTFOUND},
+			{"beyond payable earnings", m.provider, "", idlegrid.EPAYMENT},
+			{"an admin for a renter", m.admin, m.renterID, idlegrid.EINVALID},
+		} {
+			_, err := m.srv.PostBond(tt.ctx, tt.id, idlegrid.MicrosPerUnit, "k-"+tt.name)
+			if got := idlegrid.ErrorCode(err); got != tt.code {
+				t.Errorf("PostBond by %s: %v (%s), want %s", tt.name, err, got, tt.code)
+			}
+		}
+		b, err := m.srv.ReleaseBond(m.provider, 40*idlegrid.MicrosPerUnit, "release-1")
+		if err != nil {
+			t.Fatal(err)
+		} else if b.Bond != 60*idlegrid.MicrosPerUnit || b.Payable != 40*idlegrid.MicrosPerUnit {
+			t.Errorf("after release: bond %s, payable %s; want 60 and 40", b.Bond, b.Payable)
+		}
+		mustLedgerBalanced(t, m.store)
+	})
+}
+
+func TestServer_BrokenNoticeSlashesBond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarketWith(t, trustpolicy.Default())
+		mustBond(t, m, 100)
+		spec := testSpec()
+		spec.Tier = idlegrid.TierBronze
+		j, err := m.srv.SubmitJob(m.renter, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		l, node := mustCommandFor(t, m, j.ID)
+		if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 30*time.Minute)
+
+		// The node kills a bronze lease with no notice at all.
+		if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled, Message: "owner wanted the GPU"}); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := m.srv.ListDisputes(m.renter, idlegrid.DisputeFilter{})
+		if err != nil {
+			t.Fatal(err)
+		} else if len(ds) != 1 {
+			t.Fatalf("renter sees %d disputes, want 1", len(ds))
+		}
+		d := ds[0]
+		// 30 minutes of 2 GPUs at the lease's price were thrown away: that
+		// is the harm, and the policy takes all of it, up to 50.
+		l = mustFindLease(t, m, l.ID)
+		harm := idlegrid.CostOf(l.PriceMicrosPerGPUHour, 2*1800)
+		want := min(harm, 50*idlegrid.MicrosPerUnit)
+		if d.Offence != "broken_notice" || d.State != idlegrid.DisputeUpheld || d.LeaseID != l.ID ||
+			d.HarmMicros != harm || d.PenaltyMicros != want || d.PenaltyTo != "renter" {
+			t.Errorf("dispute = %+v, want broken_notice upheld for %s, harm %s, penalty %s to the renter", d, l.ID, harm, want)
+		}
+		ts, err := m.store.ListTransfers(context.Background(), idlegrid.TransferFilter{
+			AccountID: m.renterID, Kinds: []idlegrid.TransferKind{idlegrid.TransferPenalty}})
+		if err != nil {
+			t.Fatal(err)
+		} else if len(ts) != 1 || ts[0].ID != d.TransferID || !paysTo(ts[0], idlegrid.RenterAvailable(m.renterID), want) {
+			t.Errorf("penalty transfers = %+v, want %s to the renter's available balance", ts, want)
+		}
+		if got := mustAccountBalance(t, m, callerID(m.provider)).Bond; got != 100*idlegrid.MicrosPerUnit-want {
+			t.Errorf("bond = %s, want 100 less %s", got, want)
+		}
+		mustLedgerBalanced(t, m.store)
+	})
+}
+
+// paysTo reports whether t credits amount to account.
+func paysTo(t *idlegrid.Transfer, account idlegrid.LedgerAccount, amount idlegrid.Micros) bool {
+	for _, e := range t.Entries {
+		if e.Account == account && e.Amount == amount {
+			return true
+		}
+	}
+	return false
+}
+
+// mustCommandFor returns the lease a node of the market was told to start
+// for job, and that node.
+func mustCommandFor(t *testing.T, m *testMarket, jobID string) (*idlegrid.Lease, context.Context) {
+	t.Helper()
+	for _, n := range []context.Context{m.node, m.rival} {
+		cmds, err := m.srv.Commands(n, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cmds {
+			if c.Kind == idlegrid.CommandStart && c.Lease.JobID == jobID {
+				return c.Lease, n
+			}
+		}
+	}
+	t.Fatalf("no node was told to start %s", jobID)
+	return nil, nil
+}
+
+func TestServer_ForgedReceiptSlashesBond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarketWith(t, trustpolicy.Default())
+		mustBond(t, m, 100)
+		_, l := mustStart(t, m)
+		m.advance(t, time.Minute)
+		l = mustFindLease(t, m, l.ID)
+		rs := chain(l, nodeKey(t, m.nodeID), nil, 30)
+		rs[0].GPUSeconds = 50 // not what the node signed
+		err := m.srv.ReceiveReceipts(m.node, l.ID, rs)
+		if idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+			t.Fatalf("ReceiveReceipts(tampered) = %v, want EINVALID", err)
+		}
+		ds, err := m.srv.ListDisputes(m.provider, idlegrid.DisputeFilter{})
+		if err != nil {
+			t.Fatal(err)
+		} else if len(ds) != 1 || ds[0].Offence != "forged_receipt" || ds[0].State != idlegrid.DisputeUpheld {
+			t.Fatalf("provider sees %+v, want one upheld forged_receipt", ds)
+		}
+		// 50 fixed + 25% of the bond + twice the harm of a 50 GPU-second claim.
+		harm := idlegrid.CostOf(l.PriceMicrosPerGPUHour, 50)
+		want := 50*idlegrid.MicrosPerUnit + 25*idlegrid.MicrosPerUnit + 2*harm
+		want = min(want, 100*idlegrid.MicrosPerUnit)
+		if ds[0].PenaltyMicros != want {
+			t.Errorf("penalty = %s, want %s", ds[0].PenaltyMicros, want)
+		}
+		// Sending it again convicts nobody twice.
+		_ = m.srv.ReceiveReceipts(m.node, l.ID, rs)
+		if ds, _ := m.srv.ListDisputes(m.admin, idlegrid.DisputeFilter{}); len(ds) != 1 {
+			t.Errorf("%d disputes after a resend, want 1", len(ds))
+		}
+		mustLedgerBalanced(t, m.store)
+	})
+}
+
+func TestServer_DisputeByOperator(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarketWith(t, trustpolicy.Default())
+		mustBond(t, m, 100)
+		providerID := callerID(m.provider)
+		if _, err := m.srv.OpenDispute(m.renter, idlegrid.Dispute{Offence: "mismatched_result", ProviderID: providerID, Evidence: "x"}); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
+			t.Errorf("renter opens a dispute: %v, want EFORBIDDEN", err)
+		}
+		if _, err := m.srv.OpenDispute(m.admin, idlegrid.Dispute{Offence: "rudeness", ProviderID: providerID, Evidence: "x"}); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+			t.Errorf("unknown offence: %v, want EINVALID", err)
+		}
+		d, err := m.srv.OpenDispute(m.admin, idlegrid.Dispute{Offence: "mismatched_result", ProviderID: providerID,
+			RenterID: m.renterID, HarmMicros: 5 * idlegrid.MicrosPerUnit, Evidence: "the renter's re-run differs"})
+		if err != nil {
+			t.Fatal(err)
+		} else if d.State != idlegrid.DisputeOpen || d.PenaltyMicros != 0 {
+			t.Fatalf("opened %+v, want open with no penalty yet", d)
+		}
+		if _, err := m.srv.ReleaseBond(m.provider, idlegrid.MicrosPerUnit, "r"); idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
+			t.Errorf("release with a dispute open: %v, want ECONFLICT", err)
+		}
+		if _, err := m.srv.ResolveDispute(m.provider, d.ID, idlegrid.DisputeDismissed, "not me"); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
+			t.Errorf("provider resolves its own dispute: %v, want EFORBIDDEN", err)
+		}
+		up, err := m.srv.ResolveDispute(m.admin, d.ID, idlegrid.DisputeUpheld, "two independent re-runs agree with each other")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 20 fixed + 10% of 100 + twice the 5 of harm.
+		if want := 40 * idlegrid.MicrosPerUnit; up.State != idlegrid.DisputeUpheld || up.PenaltyMicros != want || up.PenaltyTo != "renter" {
+			t.Errorf("upheld %+v, want a penalty of %s to the renter", up, want)
+		}
+		if got := mustAccountBalance(t, m, m.renterID).Available; got != 140*idlegrid.MicrosPerUnit {
+			t.Errorf("renter available = %s, want 100 + 40", got)
+		}
+		if _, err := m.srv.FindDispute(m.renter, d.ID); err != nil {
+			t.Errorf("the harmed renter cannot see its dispute: %v", err)
+		}
+		if _, err := m.srv.ReleaseBond(m.provider, idlegrid.MicrosPerUnit, "r2"); err != nil {
+			t.Errorf("release once resolved: %v", err)
+		}
+		mustLedgerBalanced(t, m.store)
+	})
+}

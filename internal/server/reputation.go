@@ -1,0 +1,611 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/reputation"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
+)
+
+// Reputation (docs/trust.md): the coordinator turns what happens in the
+// market into facts about nodes, keeps each node's and provider's score and
+// level under the trust policy, and records every promotion and demotion.
+// A node's saved score is its reliability, what the engine ranks it by;
+// its level decides whether it may run gold jobs (market.Config.GoldMinLevel).
+//
+// Facts are born in three places:
+//   - a lease's end (endLease calls noteLeaseEnded): completed, failed by
+//     the provider, notices honoured or broken (reputation.FactsFromLease),
+//     and its receipts checked against the node's heartbeats;
+//   - the reaper's pass (measureUptime): each promised window that ended,
+//     measured against the heartbeats the reaper saw;
+//   - hardware challenges (attest.go, afterChallenge).
+
+// trust is the coordinator's reputation bookkeeping.
+type trust struct {
+	policy *trustpolicy.Policy
+	// mu serialises computing and saving standings, so that two facts about
+	// one node do not race; the store's version check guards other
+	// coordinators sharing the database.
+	mu sync.Mutex
+
+	umu    sync.Mutex
+	uptime map[string]*uptimeTrack // by node ID
+}
+
+// uptimeTrack is what this coordinator has seen of a node's heartbeats.
+// It lives in memory: after a restart, uptime is measured from then on.
+type uptimeTrack struct {
+	since  time.Time // when this process began watching the node
+	last   time.Time // the last heartbeat seen
+	online []reputation.Span
+}
+
+const (
+	// keepOnline is how long heartbeat spans are kept, to check the
+	// receipts of leases that ended.
+	keepOnline = 7 * 24 * time.Hour
+	// lostWatch is how long after its last heartbeat a lost node's promised
+	// windows still count against it; after that it is taken as gone, and
+	// measured again when it returns.
+	lostWatch = 24 * time.Hour
+	// saveAttempts bounds the retries of a save that met a newer version.
+	saveAttempts = 3
+	// viewFacts and viewChanges bound what a reputation view lists.
+	viewFacts, viewChanges = 50, 20
+)
+
+// TrustPolicy returns the trust policy in force.
+func (s *Server) TrustPolicy() *trustpolicy.Policy { return s.trust.policy }
+
+// heartbeatSpan is how long one observed heartbeat shows a node online. The
+// reaper samples each node's last heartbeat once a heartbeat interval, so
+// two intervals join consecutive samples without gaps.
+func (s *Server) heartbeatSpan() time.Duration { return 2 * s.cfg.HeartbeatInterval }
+
+// noteLeaseEnded records what the end of l, by transition t, tells about
+// its node. gpuSeconds is what the lease charged for. A failure here is
+// logged: the lease has ended either way.
+func (s *Server) noteLeaseEnded(ctx context.Context, l *idlegrid.Lease, t *idlegrid.LeaseTransition, gpuSeconds int64) {
+	ended := *l
+	ended.State, ended.Fault, ended.EndedAt = t.To, t.Fault, &t.At
+	var facts []idlegrid.ReputationFact
+	for _, f := range reputation.FactsFromLease(&ended) {
+		facts = append(facts, storedFact(l.NodeID, "lease:"+l.ID+":"+string(f.Kind), l.ID, f, 1))
+	}
+	facts = append(facts, s.receiptFacts(ctx, &ended)...)
+	var served int64
+	if t.Fault != idlegrid.FaultProvider && t.To != idlegrid.LeaseLost {
+		served = gpuSeconds
+	}
+	if len(facts) == 0 && served == 0 {
+		return
+	}
+	if err := s.recordFacts(ctx, l.NodeID, facts, standingDelta{served: served, ended: &ended}); err != nil {
+		s.log.Error("record reputation facts", "lease", l.ID, "node", l.NodeID, "err", err)
+	}
+}
+
+func storedFact(nodeID, key, source string, f reputation.Fact, count int64) idlegrid.ReputationFact {
+	return idlegrid.ReputationFact{Key: key, NodeID: nodeID, Kind: string(f.Kind), At: f.At, Count: count,
+		PromisedSeconds: f.PromisedSeconds, OnlineSeconds: f.OnlineSeconds, Source: source}
+}
+
+// receiptFacts checks the receipts of an ended lease against the node's
+// heartbeats, when this coordinator watched the node for all of them: one
+// stored fact per outcome, counting its receipts.
+func (s *Server) receiptFacts(ctx context.Context, l *idlegrid.Lease) []idlegrid.ReputationFact {
+	rs, err := s.store.ListReceipts(ctx, l.ID)
+	if err != nil || len(rs) == 0 {
+		return nil
+	}
+	tolerance := s.cfg.HeartbeatInterval
+	online, since := s.onlineSpans(l.NodeID)
+	if since.IsZero() || since.After(rs[0].Start.Add(-tolerance)) {
+		return nil // no telemetry to judge them by
+	}
+	counts := map[reputation.FactKind]int64{}
+	for i := range rs {
+		counts[reputation.ReceiptFact(&rs[i], len(l.GPUUUIDs), online, tolerance, *l.EndedAt).Kind]++
+	}
+	var out []idlegrid.ReputationFact
+	for _, k := range []reputation.FactKind{reputation.FactReceiptConsistent, reputation.FactReceiptInconsistent} {
+		if n := counts[k]; n > 0 {
+			out = append(out, storedFact(l.NodeID, "receipts:"+l.ID+":"+string(k), l.ID, reputation.Fact{Kind: k, At: *l.EndedAt}, n))
+		}
+	}
+	return out
+}
+
+// standingDelta is what changes a standing besides its facts.
+type standingDelta struct {
+	served  int64           // GPU-seconds served
+	through time.Time       // uptime measured up to here
+	ended   *idlegrid.Lease // the lease whose end the node's record already counts, if any
+}
+
+// recordFacts adds facts to a node's standing, recomputes its score and
+// level and then its provider's, and saves both with any level change.
+func (s *Server) recordFacts(ctx context.Context, nodeID string, facts []idlegrid.ReputationFact, d standingDelta) error {
+	s.trust.mu.Lock()
+	defer s.trust.mu.Unlock()
+	var n *idlegrid.Node
+	var added providerDelta
+	err := retryStale(func() (err error) {
+		n, added, err = s.saveNode(ctx, nodeID, facts, d)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return retryStale(func() error { return s.saveProvider(ctx, n.ProviderID, added) })
+}
+
+// providerDelta is what a node's save added to its provider's evidence.
+type providerDelta struct {
+	facts   []reputation.Fact
+	carried *reputation.Evidence // the node's first standing's carried-over record
+	served  int64
+}
+
+// retryStale runs save again while it meets a newer version, a few times.
+func retryStale(save func() error) error {
+	var err error
+	for range saveAttempts {
+		if err = save(); idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *Server) saveNode(ctx context.Context, nodeID string, facts []idlegrid.ReputationFact, d standingDelta) (*idlegrid.Node, providerDelta, error) {
+	now := s.Now()
+	var added providerDelta
+	n, err := s.store.FindNode(ctx, nodeID)
+	if err != nil {
+		return nil, added, err
+	}
+	rep, err := s.store.FindReputation(ctx, idlegrid.SubjectNode, nodeID)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		rep = carriedOver(n, d.ended, now)
+		carried := evidenceOf(rep)
+		added.carried = &carried
+	} else if err != nil {
+		return nil, added, err
+	}
+	p := s.trust.policy.Reputation
+	for _, f := range facts {
+		added.facts = append(added.facts, expand(f)...)
+	}
+	ev, err := p.Add(evidenceOf(rep), added.facts...)
+	if err != nil {
+		return nil, added, err
+	}
+	added.served = d.served
+	rep.GPUSecondsServed += d.served
+	if d.through.After(rep.UptimeThrough) {
+		rep.UptimeThrough = d.through
+	}
+	score, level := rep.Score, rep.Level
+	change, _ := s.restand(rep, ev, now, n.Quarantined)
+	if err := s.store.SaveReputation(ctx, &idlegrid.ReputationUpdate{Reputation: rep, Facts: facts, Change: change}); err != nil {
+		return nil, added, err
+	}
+	if change != nil {
+		s.log.Info("node level changed", "node", nodeID, "from", change.From, "to", change.To, "reasons", change.Reasons)
+	}
+	if rep.Score != score || rep.Level != level || rep.Version == 1 {
+		s.markNode(nodeID) // the engine ranks by the saved score and level
+	}
+	return n, added, nil
+}
+
+// carriedOver is the first standing of a node: its lease record carried
+// over (reputation.FromRecord), less the lease whose end is about to be
+// counted as a fact, which the record already holds.
+func carriedOver(n *idlegrid.Node, ended *idlegrid.Lease, now time.Time) *idlegrid.Reputation {
+	completed, failed := n.LeasesCompleted, n.LeasesFailed
+	if ended != nil {
+		switch {
+		case ended.State == idlegrid.LeaseSucceeded, ended.State == idlegrid.LeaseFailed && ended.Fault == idlegrid.FaultWorkload:
+			completed--
+		case ended.State == idlegrid.LeaseLost, ended.State == idlegrid.LeaseFailed && ended.Fault == idlegrid.FaultProvider:
+			failed--
+		}
+	}
+	ev := reputation.FromRecord(max(completed, 0), max(failed, 0), now)
+	return &idlegrid.Reputation{Subject: idlegrid.SubjectNode, SubjectID: n.ID, ProviderID: n.ProviderID,
+		Counts: countsOf(ev), CountsAt: now, Score: n.Reliability, Level: n.Level}
+}
+
+// saveProvider adds what a node's save added to its provider's standing.
+// Pooling is linear (decayed counts add up), so the provider's evidence
+// stays its nodes' evidence pooled (Params.Pool) without reading them all;
+// its first standing pools them.
+func (s *Server) saveProvider(ctx context.Context, providerID string, added providerDelta) error {
+	now := s.Now()
+	p := s.trust.policy.Reputation
+	rep, err := s.store.FindReputation(ctx, idlegrid.SubjectProvider, providerID)
+	var ev reputation.Evidence
+	switch {
+	case idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND:
+		if rep, ev, err = s.providerStanding(ctx, providerID); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	default:
+		ev = evidenceOf(rep)
+		if added.carried != nil {
+			ev = p.Pool(ev, *added.carried)
+		}
+		if ev, err = p.Add(ev, added.facts...); err != nil {
+			return err
+		}
+		rep.GPUSecondsServed += added.served
+	}
+	change, _ := s.restand(rep, ev, now, false)
+	if err := s.store.SaveReputation(ctx, &idlegrid.ReputationUpdate{Reputation: rep, Change: change}); err != nil {
+		return err
+	}
+	if change != nil {
+		s.log.Info("provider level changed", "provider", providerID, "from", change.From, "to", change.To, "reasons", change.Reasons)
+	}
+	return nil
+}
+
+// providerStanding is a provider's saved standing (or a newcomer's) with
+// its nodes' evidence pooled, as of now, and the GPU-seconds they served.
+func (s *Server) providerStanding(ctx context.Context, providerID string) (*idlegrid.Reputation, reputation.Evidence, error) {
+	nodes, err := s.store.ListReputations(ctx, idlegrid.ReputationFilter{Subject: idlegrid.SubjectNode, ProviderID: providerID})
+	if err != nil {
+		return nil, reputation.Evidence{}, err
+	}
+	rep, err := s.store.FindReputation(ctx, idlegrid.SubjectProvider, providerID)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		rep, err = &idlegrid.Reputation{Subject: idlegrid.SubjectProvider, SubjectID: providerID, ProviderID: providerID}, nil
+	}
+	if err != nil {
+		return nil, reputation.Evidence{}, err
+	}
+	p := s.trust.policy.Reputation
+	evs := make([]reputation.Evidence, len(nodes))
+	rep.GPUSecondsServed = 0
+	for i, n := range nodes {
+		evs[i] = evidenceOf(n)
+		rep.GPUSecondsServed += n.GPUSecondsServed
+	}
+	return rep, p.DecayedTo(p.Pool(evs...), s.Now()), nil
+}
+
+// restand sets r's counts, score and level from ev at now, and returns the
+// level change to record, if any, with the assessment behind the level. A
+// quarantined node holds level 0.
+func (s *Server) restand(r *idlegrid.Reputation, ev reputation.Evidence, now time.Time, quarantined bool) (*idlegrid.LevelChange, reputation.Assessment) {
+	pol := s.trust.policy
+	ev = pol.Reputation.DecayedTo(ev, now)
+	r.Counts, r.CountsAt, r.UpdatedAt = countsOf(ev), ev.At, now
+	r.Score = pol.Reputation.Score(ev, now)
+	a := s.assess(r, ev, quarantined)
+	held := r.Level
+	r.Level, r.LevelName = a.Level, a.Name
+	c, ok := pol.Levels.ChangeOf(r.SubjectID, held, a, now)
+	if !ok {
+		return nil, a
+	}
+	return &idlegrid.LevelChange{ID: idlegrid.NewID("lvl"), Subject: r.Subject, SubjectID: r.SubjectID,
+		From: c.From, To: c.To, FromName: c.FromName, ToName: c.ToName, Reasons: c.Reasons, At: c.At}, a
+}
+
+// assess is the level r earns with its score, what it served and ev.
+func (s *Server) assess(r *idlegrid.Reputation, ev reputation.Evidence, quarantined bool) reputation.Assessment {
+	return s.trust.policy.Levels.Level(reputation.Standing{Score: r.Score, GPUSecondsServed: r.GPUSecondsServed,
+		HardwareVerified: hardwareVerified(ev), Quarantined: quarantined, Current: r.Level})
+}
+
+// hardwareVerified: no hardware challenge failed (or went unanswered)
+// within about one half-life: the failed count, decayed, is below a half.
+// A node not challenged yet counts as verified; a failed challenge also
+// quarantines it (attest.go), which holds it at level 0 meanwhile.
+func hardwareVerified(ev reputation.Evidence) bool { return ev.Challenges.Bad < 0.5 }
+
+func evidenceOf(r *idlegrid.Reputation) reputation.Evidence {
+	t := func(d reputation.Dimension) reputation.Tally {
+		c := r.Counts[string(d)]
+		return reputation.Tally{Good: c.Good, Bad: c.Bad}
+	}
+	return reputation.Evidence{At: r.CountsAt, Leases: t(reputation.DimLeases), Uptime: t(reputation.DimUptime),
+		Notices: t(reputation.DimNotices), Receipts: t(reputation.DimReceipts), Challenges: t(reputation.DimChallenges)}
+}
+
+func countsOf(ev reputation.Evidence) map[string]idlegrid.ReputationTally {
+	out := make(map[string]idlegrid.ReputationTally, len(reputation.Dimensions))
+	for _, d := range reputation.Dimensions {
+		t := ev.Tally(d)
+		out[string(d)] = idlegrid.ReputationTally{Good: t.Good, Bad: t.Bad}
+	}
+	return out
+}
+
+// expand turns a stored fact back into the facts it counts.
+func expand(f idlegrid.ReputationFact) []reputation.Fact {
+	one := reputation.Fact{Kind: reputation.FactKind(f.Kind), At: f.At, PromisedSeconds: f.PromisedSeconds, OnlineSeconds: f.OnlineSeconds}
+	out := make([]reputation.Fact, max(f.Count, 1))
+	for i := range out {
+		out[i] = one
+	}
+	return out
+}
+
+// measureUptime is the reaper's uptime pass: it notes each node's latest
+// heartbeat, measures the promised windows that ended since the last pass
+// against the heartbeats seen, and saves standings that are due (stale).
+// A node that said goodbye is not measured until it returns.
+func (s *Server) measureUptime(ctx context.Context) error {
+	now := s.Now()
+	nodes, err := s.store.ListNodes(ctx, idlegrid.NodeFilter{})
+	if err != nil {
+		return err
+	}
+	reps, err := s.store.ListReputations(ctx, idlegrid.ReputationFilter{Subject: idlegrid.SubjectNode})
+	if err != nil {
+		return err
+	}
+	byNode := make(map[string]*idlegrid.Reputation, len(reps))
+	for _, r := range reps {
+		byNode[r.SubjectID] = r
+	}
+	var errs []error
+	for _, n := range nodes {
+		rep := byNode[n.ID]
+		facts, through := s.observe(n, rep, now)
+		if len(facts) == 0 && !s.stale(rep, now, n.Quarantined) {
+			continue
+		}
+		if err := s.recordFacts(ctx, n.ID, facts, standingDelta{through: through}); err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", n.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// observe notes n's last heartbeat and returns the window facts of the
+// promised spans that ended since the last measured, and where they end.
+func (s *Server) observe(n *idlegrid.Node, rep *idlegrid.Reputation, now time.Time) ([]idlegrid.ReputationFact, time.Time) {
+	s.trust.umu.Lock()
+	defer s.trust.umu.Unlock()
+	watched := n.State == idlegrid.NodeOnline || (n.State == idlegrid.NodeLost && now.Sub(n.LastHeartbeat) <= lostWatch)
+	if !watched {
+		delete(s.trust.uptime, n.ID)
+		return nil, time.Time{}
+	}
+	tr := s.trust.uptime[n.ID]
+	if tr == nil {
+		tr = &uptimeTrack{since: now}
+		s.trust.uptime[n.ID] = tr
+	}
+	if hb := n.LastHeartbeat; n.State == idlegrid.NodeOnline && hb.After(tr.last) {
+		tr.last = hb
+		tr.online = mergeSpan(tr.online, reputation.Span{Start: hb, End: hb.Add(s.heartbeatSpan())})
+	}
+	for len(tr.online) > 0 && tr.online[0].End.Before(now.Add(-keepOnline)) {
+		tr.online = tr.online[1:]
+	}
+	from := tr.since
+	if rep != nil && rep.UptimeThrough.After(from) {
+		from = rep.UptimeThrough
+	}
+	spans := reputation.PromisedSpans(&n.Schedule, from, now)
+	if k := len(spans); k > 0 && !spans[k-1].End.Before(now) {
+		spans = spans[:k-1] // still open: measured when it ends
+	}
+	if len(spans) == 0 {
+		return nil, time.Time{}
+	}
+	var out []idlegrid.ReputationFact
+	for _, f := range reputation.WindowFacts(spans, tr.online) {
+		out = append(out, storedFact(n.ID, "window:"+n.ID+":"+strconv.FormatInt(f.At.UnixMicro(), 10), "", f, 1))
+	}
+	return out, spans[len(spans)-1].End
+}
+
+// mergeSpan adds sp to spans, which are sorted and disjoint, merging it
+// with the last when they touch or overlap.
+func mergeSpan(spans []reputation.Span, sp reputation.Span) []reputation.Span {
+	if k := len(spans); k > 0 && !sp.Start.After(spans[k-1].End) {
+		if sp.End.After(spans[k-1].End) {
+			spans[k-1].End = sp.End
+		}
+		return spans
+	}
+	return append(spans, sp)
+}
+
+// onlineSpans returns a copy of the spans a node was seen online, and since
+// when it was watched (the zero time when it is not).
+func (s *Server) onlineSpans(nodeID string) ([]reputation.Span, time.Time) {
+	s.trust.umu.Lock()
+	defer s.trust.umu.Unlock()
+	tr := s.trust.uptime[nodeID]
+	if tr == nil {
+		return nil, time.Time{}
+	}
+	return append([]reputation.Span(nil), tr.online...), tr.since
+}
+
+// stale reports whether a node's standing is due a save with no new fact:
+// it has none yet (its first carries its lease record over), or decay has
+// moved its score by a thousandth or more, or its level, since it was saved.
+func (s *Server) stale(r *idlegrid.Reputation, now time.Time, quarantined bool) bool {
+	if r == nil {
+		return true
+	}
+	ev := evidenceOf(r)
+	score := s.trust.policy.Reputation.Score(ev, now)
+	if math.Abs(score-r.Score) >= 0.001 {
+		return true
+	}
+	moved := *r
+	moved.Score = score
+	return s.assess(&moved, ev, quarantined).Level != r.Level
+}
+
+// NodeReputation returns a node's reputation. Anyone signed in sees its
+// standing (score, level, badges), as renters see its reliability in the
+// market; the node's provider and admins also see the evidence, its facts,
+// its level history and advice.
+func (s *Server) NodeReputation(ctx context.Context, nodeID string) (*idlegrid.ReputationView, error) {
+	c, err := account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.store.FindNode(ctx, nodeID)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, notFound("node", nodeID)
+	} else if err != nil {
+		return nil, err
+	}
+	now := s.Now()
+	rep, err := s.store.FindReputation(ctx, idlegrid.SubjectNode, nodeID)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		rep, err = carriedOver(n, nil, now), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	v, a := s.viewOf(rep, evidenceOf(rep), now, n.Quarantined)
+	if !c.IsAdmin() && c.AccountID != n.ProviderID {
+		return v, nil
+	}
+	return v, s.detail(ctx, v, rep, evidenceOf(rep), a, now, windowHours(&n.Schedule, now))
+}
+
+// ProviderReputation returns a provider's reputation: its nodes' evidence
+// pooled, with one prior. As for a node, the evidence is for the provider
+// and admins only.
+func (s *Server) ProviderReputation(ctx context.Context, providerID string) (*idlegrid.ReputationView, error) {
+	c, err := account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	acct, err := s.store.FindAccount(ctx, providerID)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND || (err == nil && acct.Role != idlegrid.RoleProvider) {
+		return nil, notFound("provider", providerID)
+	} else if err != nil {
+		return nil, err
+	}
+	now := s.Now()
+	rep, ev, err := s.providerStanding(ctx, providerID)
+	if err != nil {
+		return nil, err
+	}
+	v, a := s.viewOf(rep, ev, now, false)
+	if !c.IsAdmin() && c.AccountID != providerID {
+		return v, nil
+	}
+	return v, s.detail(ctx, v, rep, ev, a, now, 0)
+}
+
+// viewOf is the public part of a view: the score as of now, the level in
+// force and its badges.
+func (s *Server) viewOf(rep *idlegrid.Reputation, ev reputation.Evidence, now time.Time, quarantined bool) (*idlegrid.ReputationView, reputation.Assessment) {
+	pol := s.trust.policy
+	score := pol.Reputation.Score(ev, now)
+	current := *rep
+	current.Score = score
+	a := s.assess(&current, pol.Reputation.DecayedTo(ev, now), quarantined)
+	v := &idlegrid.ReputationView{Subject: rep.Subject, SubjectID: rep.SubjectID, ProviderID: rep.ProviderID,
+		Score: score, Level: rep.Level, LevelName: pol.Levels.Name(rep.Level), AsOf: now,
+		PolicyVersion: pol.Version, PolicySHA256: pol.SHA256}
+	v.Badges = append(v.Badges, v.LevelName)
+	if pol.Gold.Allows(rep.Level) {
+		v.Badges = append(v.Badges, "gold")
+	}
+	if ev.Challenges.Good > 0 && ev.Challenges.Bad == 0 {
+		v.Badges = append(v.Badges, "hardware-verified")
+	}
+	return v, a
+}
+
+// detail fills in the evidence behind v, for its owner.
+func (s *Server) detail(ctx context.Context, v *idlegrid.ReputationView, rep *idlegrid.Reputation, ev reputation.Evidence,
+	a reputation.Assessment, now time.Time, windowHours float64) error {
+	pol := s.trust.policy
+	p := pol.Reputation
+	d := &idlegrid.ReputationDetail{
+		Formula: p.Formula(ev, now), GPUHoursServed: float64(rep.GPUSecondsServed) / 3600,
+		HardwareVerified: hardwareVerified(ev), LevelReasons: a.Reasons,
+	}
+	decayed := p.DecayedTo(ev, now)
+	for _, dim := range reputation.Dimensions {
+		t, w := decayed.Tally(dim), p.Weights[dim]
+		d.Dimensions = append(d.Dimensions, idlegrid.ReputationCount{Dimension: string(dim), Good: t.Good, Bad: t.Bad,
+			WeightGood: w.Good, WeightBad: w.Bad})
+	}
+	in := reputation.ExplainInput{Evidence: ev, Now: now, WindowHours: windowHours}
+	for _, r := range pol.Levels.Rules {
+		if r.Level == rep.Level+1 {
+			in.Target, in.TargetName = r.MinScore, fmt.Sprintf("level %d (%s)", r.Level, r.Name)
+		}
+	}
+	for _, x := range p.Explain(in) {
+		d.Advice = append(d.Advice, idlegrid.ReputationAdvice{Dimension: string(x.Dimension), Text: x.Text, Effect: x.Effect})
+	}
+	var err error
+	if rep.Subject == idlegrid.SubjectNode {
+		if d.Facts, err = s.store.ListReputationFacts(ctx, rep.SubjectID, viewFacts); err != nil {
+			return err
+		}
+	}
+	if d.LevelChanges, err = s.store.ListLevelChanges(ctx, rep.Subject, rep.SubjectID, viewChanges); err != nil {
+		return err
+	}
+	v.Detail = d
+	return nil
+}
+
+// windowHours is the length of the node's next promised window, for advice
+// that speaks of windows; 0 when it is always offered or never.
+func windowHours(sc *idlegrid.Schedule, now time.Time) float64 {
+	if sc.Mode == idlegrid.ScheduleAlways {
+		return 0
+	}
+	spans := reputation.PromisedSpans(sc, now, now.Add(8*24*time.Hour))
+	if len(spans) == 0 {
+		return 0
+	}
+	sp := spans[0]
+	if len(spans) > 1 {
+		sp = spans[1] // the first may have begun already
+	}
+	return math.Round(sp.End.Sub(sp.Start).Hours()*10) / 10
+}
+
+// TrustPolicyView returns the trust policy in force; anyone signed in may
+// read it.
+func (s *Server) TrustPolicyView(ctx context.Context) (*idlegrid.TrustPolicyView, error) {
+	if _, err := account(ctx); err != nil {
+		return nil, err
+	}
+	pol := s.trust.policy
+	p := pol.Reputation
+	v := &idlegrid.TrustPolicyView{Version: pol.Version, SHA256: pol.SHA256, GoldMinLevel: pol.Gold.MinLevel,
+		PriorGood: p.PriorGood, PriorBad: p.PriorBad, HalfLifeHours: p.HalfLife.Hours(), DemotionMargin: pol.Levels.DemotionMargin}
+	for _, d := range reputation.Dimensions {
+		w := p.Weights[d]
+		v.Weights = append(v.Weights, idlegrid.ReputationCount{Dimension: string(d), WeightGood: w.Good, WeightBad: w.Bad})
+	}
+	for _, r := range pol.Levels.Rules {
+		v.Levels = append(v.Levels, idlegrid.TrustLevelRule{Level: r.Level, Name: r.Name, MinScore: r.MinScore,
+			MinGPUHours: r.MinGPUHours, VerifiedHardware: r.VerifiedHardware})
+	}
+	return v, nil
+}

@@ -1,0 +1,229 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
+)
+
+// This file is verification of work. When a lease of a verifiable job
+// succeeds, the trust policy's share of them (more for newcomers' nodes)
+// is re-run as a bronze job that avoids the provider, for the same renter,
+// and the output digests are compared. When they differ, a tie-break runs
+// on a third provider, and whoever disagrees with the other two is
+// convicted of a mismatched result. A run that fails, or three digests
+// that all differ, leave the verification inconclusive: nobody is
+// punished on doubtful evidence.
+
+// noteRun looks at a lease that ended, for verification: it may start a
+// verification of a verifiable lease that succeeded, and it records the
+// outcome of a re-run or tie-break. Errors are logged: verification must
+// not fail the report that ended the lease.
+func (s *Server) noteRun(ctx context.Context, l *idlegrid.Lease, to idlegrid.LeaseState, digest string) {
+	ctx = context.WithoutCancel(ctx)
+	j, err := s.store.FindJob(ctx, l.JobID)
+	if err != nil {
+		s.log.Error("verification: find job", "job", l.JobID, "err", err)
+		return
+	}
+	switch {
+	case j.VerifiesLeaseID != "":
+		err = s.recordRun(ctx, j, l, to, digest)
+	case j.Verifiable && to == idlegrid.LeaseSucceeded && digest != "":
+		err = s.maybeVerify(ctx, j, l, digest)
+	}
+	if err != nil {
+		s.log.Error("verification", "lease", l.ID, "job", j.ID, "err", err)
+	}
+}
+
+// maybeVerify samples a verifiable lease that succeeded and, when drawn,
+// queues its re-run.
+func (s *Server) maybeVerify(ctx context.Context, j *idlegrid.Job, l *idlegrid.Lease, digest string) error {
+	n, err := s.store.FindNode(ctx, l.NodeID)
+	if err != nil {
+		return err
+	}
+	if s.draw() >= s.cfg.TrustPolicy.Verification.Fraction(n.Level) {
+		return nil
+	}
+	now := s.Now()
+	rerun, err := s.queueRun(ctx, j, l.ID, l.ProviderID)
+	if err != nil {
+		return err
+	}
+	v := &idlegrid.Verification{
+		ID: idlegrid.NewID("verif"), RenterID: j.RenterID, State: idlegrid.VerificationRerunning,
+		Original:  idlegrid.Run{JobID: j.ID, LeaseID: l.ID, ProviderID: l.ProviderID, NodeID: l.NodeID, Digest: digest},
+		Rerun:     idlegrid.Run{JobID: rerun.ID},
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if err := s.store.CreateVerification(ctx, v); err != nil {
+		return err
+	}
+	s.log.Info("verification started", "verification", v.ID, "lease", l.ID, "rerun_job", rerun.ID)
+	return nil
+}
+
+// queueRun queues a run of j's work for the same renter, as bronze (it is
+// not urgent, and costs least), avoiding the providers whose output it
+// checks.
+func (s *Server) queueRun(ctx context.Context, j *idlegrid.Job, leaseID string, avoid ...string) (*idlegrid.Job, error) {
+	spec := j.JobSpec
+	spec.Tier, spec.Interruptible = idlegrid.TierBronze, true
+	spec.VerifiesLeaseID, spec.CheckpointRef, spec.Deadline = leaseID, "", nil
+	spec.AvoidProviders = append(slices.Clone(j.AvoidProviders), avoid...)
+	spec.Env = mapsClone(j.Env)
+	now := s.Now()
+	run := &idlegrid.Job{
+		ID: idlegrid.NewID("job"), RenterID: j.RenterID, SubmittedByKey: j.SubmittedByKey, JobSpec: spec,
+		State: idlegrid.JobQueued, Reason: "a verification re-run of lease " + leaseID + ", waiting for the matcher",
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if err := s.store.CreateJob(ctx, run); err != nil {
+		return nil, err
+	}
+	s.Kick()
+	return run, nil
+}
+
+func mapsClone(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// recordRun records how a re-run or tie-break lease ended, and decides.
+// A run that was preempted or lost is requeued by the market, so only a
+// success, a workload failure or a cancellation settles it.
+func (s *Server) recordRun(ctx context.Context, j *idlegrid.Job, l *idlegrid.Lease, to idlegrid.LeaseState, digest string) error {
+	v, err := s.store.FindVerificationByJob(ctx, j.ID)
+	if err != nil || v.State.Terminal() {
+		return err
+	}
+	from := v.State
+	run := idlegrid.Run{JobID: j.ID, LeaseID: l.ID, ProviderID: l.ProviderID, NodeID: l.NodeID, Digest: digest}
+	switch to {
+	case idlegrid.LeaseSucceeded:
+		if digest == "" {
+			v.State = idlegrid.VerificationInconclusive
+			v.Outcome = fmt.Sprintf("node %s ran lease %s but reported no output digest", l.NodeID, l.ID)
+			return s.saveVerification(ctx, v, from)
+		}
+	case idlegrid.LeaseCancelled, idlegrid.LeaseFailed:
+		if to == idlegrid.LeaseFailed && l.Fault == idlegrid.FaultProvider {
+			return nil // the job is requeued: another node will run it
+		}
+		v.State = idlegrid.VerificationInconclusive
+		v.Outcome = fmt.Sprintf("the run on lease %s did not succeed (%s), so nothing can be compared", l.ID, to)
+		return s.saveVerification(ctx, v, from)
+	default:
+		return nil
+	}
+	if from == idlegrid.VerificationRerunning {
+		v.Rerun = run
+		return s.compareRerun(ctx, j, v)
+	}
+	v.Tiebreak = &run
+	return s.breakTie(ctx, v)
+}
+
+// compareRerun decides on a re-run: a match settles it; a mismatch queues
+// a tie-break on a third provider.
+func (s *Server) compareRerun(ctx context.Context, j *idlegrid.Job, v *idlegrid.Verification) error {
+	if v.Rerun.Digest == v.Original.Digest {
+		v.State = idlegrid.VerificationMatched
+		v.Outcome = fmt.Sprintf("the re-run on %s printed the same output (%s)", v.Rerun.NodeID, v.Rerun.Digest)
+		return s.saveVerification(ctx, v, idlegrid.VerificationRerunning)
+	}
+	tb, err := s.queueRun(ctx, j, v.Original.LeaseID, v.Original.ProviderID, v.Rerun.ProviderID)
+	if err != nil {
+		return err
+	}
+	v.State, v.Tiebreak = idlegrid.VerificationTiebreaking, &idlegrid.Run{JobID: tb.ID}
+	v.Outcome = fmt.Sprintf("the re-run printed %s, the original %s: a third provider breaks the tie",
+		orDefault(v.Rerun.Digest, "no digest"), v.Original.Digest)
+	return s.saveVerification(ctx, v, idlegrid.VerificationRerunning)
+}
+
+// breakTie decides on a tie-break: the provider whose digest the other
+// two runs contradict is convicted.
+func (s *Server) breakTie(ctx context.Context, v *idlegrid.Verification) error {
+	odd, agree := oddOneOut(v)
+	if odd == nil {
+		v.State = idlegrid.VerificationInconclusive
+		v.Outcome = "all three runs printed different output: the job may not be deterministic; nobody is convicted"
+		return s.saveVerification(ctx, v, idlegrid.VerificationTiebreaking)
+	}
+	v.State = idlegrid.VerificationConvicted
+	v.Outcome = fmt.Sprintf("lease %s printed %s; leases %s and %s both printed %s",
+		odd.LeaseID, orDefault(odd.Digest, "no digest"), agree[0].LeaseID, agree[1].LeaseID, agree[0].Digest)
+	if err := s.saveVerification(ctx, v, idlegrid.VerificationTiebreaking); err != nil {
+		return err
+	}
+	l, err := s.store.FindLease(ctx, odd.LeaseID)
+	if err != nil {
+		return err
+	}
+	d := s.convict(ctx, offence{
+		kind: trustpolicy.OffenceMismatchedResult, providerID: odd.ProviderID, nodeID: odd.NodeID, leaseID: odd.LeaseID,
+		renterID: v.RenterID, harm: l.ChargedMicros, evidence: "verification " + v.ID + ": " + v.Outcome, detail: v,
+	})
+	if d != nil {
+		v.DisputeID = d.ID
+		return s.saveVerification(ctx, v, idlegrid.VerificationConvicted)
+	}
+	return nil
+}
+
+// oddOneOut returns the run whose digest the other two share, and those
+// two; nil when no two runs agree.
+func oddOneOut(v *idlegrid.Verification) (*idlegrid.Run, [2]*idlegrid.Run) {
+	o, r, t := &v.Original, &v.Rerun, v.Tiebreak
+	switch {
+	case t.Digest != "" && t.Digest == o.Digest && r.Digest != o.Digest:
+		return r, [2]*idlegrid.Run{o, t}
+	case t.Digest != "" && t.Digest == r.Digest && o.Digest != r.Digest:
+		return o, [2]*idlegrid.Run{r, t}
+	}
+	return nil, [2]*idlegrid.Run{}
+}
+
+func (s *Server) saveVerification(ctx context.Context, v *idlegrid.Verification, from idlegrid.VerificationState) error {
+	v.UpdatedAt = s.Now()
+	if err := s.store.UpdateVerification(ctx, v, from); err != nil {
+		return err
+	}
+	s.log.Info("verification", "verification", v.ID, "state", v.State, "outcome", v.Outcome)
+	return nil
+}
+
+// draw is a uniform draw in [0, 1) for sampling.
+func (s *Server) draw() float64 { return s.cfg.Sample() }
+
+// ListVerifications lists verifications: a renter's own, those touching
+// a provider's runs, or all for admins.
+func (s *Server) ListVerifications(ctx context.Context, f idlegrid.VerificationFilter) ([]*idlegrid.Verification, error) {
+	c, err := account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch c.Role {
+	case idlegrid.RoleProvider:
+		f.ProviderID = c.AccountID
+	case idlegrid.RoleRenter:
+		f.RenterID = c.AccountID
+	}
+	if f.Limit < 0 || f.Limit > 10000 {
+		return nil, idlegrid.Invalid("limit", "must be between 0 and 10000")
+	}
+	return s.store.ListVerifications(ctx, f)
+}

@@ -1,0 +1,195 @@
+package server_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
+)
+
+// verifyAll re-runs every verifiable lease.
+var verifyAll = mustPolicy("version: 1\ngold: {min_level: 0}\nverification: {sample_fraction: 1, newcomer_sample_fraction: 1}\n")
+
+// mustProviderNode makes a provider with one node like the market's, and
+// returns the provider's ID and the node's caller.
+func mustProviderNode(t *testing.T, m *testMarket, name string) (string, context.Context) {
+	t.Helper()
+	acct, _, _, err := m.srv.CreateAccount(m.admin, name, idlegrid.RoleProvider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, secret, err := m.srv.CreateJoinToken(as(acct), "rack", 1, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := m.srv.Join(context.Background(), idlegrid.JoinRequest{Token: secret, PublicKey: nodekey.PublicString(pub), Offer: testOffer(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := idlegrid.NewContextWithCaller(context.Background(), &idlegrid.Caller{NodeID: resp.NodeID, AccountID: acct.ID, Role: idlegrid.RoleProvider})
+	if err := m.srv.UpdateOffer(node, idlegrid.OfferRequest{Offer: testOffer(name)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.srv.PostBond(m.admin, acct.ID, 100*idlegrid.MicrosPerUnit, "bond-"+name); err != nil {
+		t.Fatal(err)
+	}
+	return acct.ID, node
+}
+
+// mustRun finds the node told to start a lease of job, and has it run the
+// lease to success, printing digest.
+func mustRunDigest(t *testing.T, m *testMarket, nodes []context.Context, jobID, digest string) *idlegrid.Lease {
+	t.Helper()
+	synctest.Wait()
+	for _, n := range nodes {
+		cmds, err := m.srv.Commands(n, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cmds {
+			if c.Kind != idlegrid.CommandStart || c.Lease.JobID != jobID {
+				continue
+			}
+			if err := m.srv.ReportLease(n, c.Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+				t.Fatal(err)
+			}
+			exit := 0
+			if err := m.srv.ReportLease(n, c.Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseSucceeded, ExitCode: &exit, OutputDigest: digest}); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			return c.Lease
+		}
+	}
+	t.Fatalf("no node was told to start %s", jobID)
+	return nil
+}
+
+func mustVerification(t *testing.T, m *testMarket) *idlegrid.Verification {
+	t.Helper()
+	vs, err := m.srv.ListVerifications(m.admin, idlegrid.VerificationFilter{})
+	if err != nil {
+		t.Fatal(err)
+	} else if len(vs) != 1 {
+		t.Fatalf("%d verifications, want 1", len(vs))
+	}
+	return vs[0]
+}
+
+func TestServer_Verification(t *testing.T) {
+	verifiable := testSpec()
+	verifiable.Verifiable = true
+	t.Run("a matching re-run", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m := mustMarketWith(t, verifyAll)
+			_, other := mustProviderNode(t, m, "elsewhere")
+			nodes := []context.Context{m.node, m.rival, other}
+			j, err := m.srv.SubmitJob(m.renter, verifiable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := mustRunDigest(t, m, nodes, j.ID, "sha256:good")
+			v := mustVerification(t, m)
+			if v.State != idlegrid.VerificationRerunning || v.Original.LeaseID != first.ID {
+				t.Fatalf("verification %+v, want a re-run of %s", v, first.ID)
+			}
+			rerun, err := m.store.FindJob(context.Background(), v.Rerun.JobID)
+			if err != nil {
+				t.Fatal(err)
+			} else if rerun.Tier != idlegrid.TierBronze || rerun.VerifiesLeaseID != first.ID || len(rerun.AvoidProviders) != 1 || rerun.AvoidProviders[0] != first.ProviderID {
+				t.Fatalf("re-run job %+v, want bronze, avoiding %s", rerun.JobSpec, first.ProviderID)
+			}
+			second := mustRunDigest(t, m, nodes, rerun.ID, "sha256:good")
+			if second.ProviderID == first.ProviderID {
+				t.Fatalf("the re-run ran on the same provider %s", first.ProviderID)
+			}
+			if v = mustVerification(t, m); v.State != idlegrid.VerificationMatched {
+				t.Errorf("verification %+v, want matched", v)
+			}
+			if ds, _ := m.srv.ListDisputes(m.admin, idlegrid.DisputeFilter{}); len(ds) != 0 {
+				t.Errorf("disputes %+v, want none", ds)
+			}
+			// A renter may not forge a re-run.
+			forged := verifiable
+			forged.VerifiesLeaseID = first.ID
+			if _, err := m.srv.SubmitJob(m.renter, forged); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+				t.Errorf("submitting a re-run: %v, want EINVALID", err)
+			}
+		})
+	})
+	t.Run("a tie-break convicts the odd one out", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m := mustMarketWith(t, verifyAll)
+			mustBond(t, m, 100)
+			_, second := mustProviderNode(t, m, "second")
+			_, third := mustProviderNode(t, m, "third")
+			nodes := []context.Context{m.node, m.rival, second, third}
+			j, err := m.srv.SubmitJob(m.renter, verifiable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustRunDigest(t, m, nodes, j.ID, "sha256:right")
+			v := mustVerification(t, m)
+			liar := mustRunDigest(t, m, nodes, v.Rerun.JobID, "sha256:wrong")
+			v = mustVerification(t, m)
+			if v.State != idlegrid.VerificationTiebreaking || v.Tiebreak == nil {
+				t.Fatalf("verification %+v, want a tie-break", v)
+			}
+			tb := mustRunDigest(t, m, nodes, v.Tiebreak.JobID, "sha256:right")
+			if tb.ProviderID == liar.ProviderID || tb.ProviderID == v.Original.ProviderID {
+				t.Fatalf("the tie-break ran on provider %s, one of the two it decides between", tb.ProviderID)
+			}
+			v = mustVerification(t, m)
+			if v.State != idlegrid.VerificationConvicted || v.DisputeID == "" {
+				t.Fatalf("verification %+v, want the re-run's provider convicted", v)
+			}
+			d, err := m.srv.FindDispute(m.admin, v.DisputeID)
+			if err != nil {
+				t.Fatal(err)
+			} else if d.Offence != "mismatched_result" || d.ProviderID != liar.ProviderID || d.LeaseID != liar.ID || d.PenaltyMicros == 0 {
+				t.Errorf("dispute %+v, want mismatched_result against %s with a penalty", d, liar.ProviderID)
+			}
+			mustLedgerBalanced(t, m.store)
+		})
+	})
+	t.Run("three different outputs convict nobody", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m := mustMarketWith(t, verifyAll)
+			_, second := mustProviderNode(t, m, "second")
+			_, third := mustProviderNode(t, m, "third")
+			nodes := []context.Context{m.node, m.rival, second, third}
+			j, err := m.srv.SubmitJob(m.renter, verifiable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustRunDigest(t, m, nodes, j.ID, "sha256:a")
+			mustRunDigest(t, m, nodes, mustVerification(t, m).Rerun.JobID, "sha256:b")
+			mustRunDigest(t, m, nodes, mustVerification(t, m).Tiebreak.JobID, "sha256:c")
+			if v := mustVerification(t, m); v.State != idlegrid.VerificationInconclusive || v.DisputeID != "" {
+				t.Errorf("verification %+v, want inconclusive", v)
+			}
+		})
+	})
+	t.Run("not sampled", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m := mustMarketWith(t, mustPolicy("version: 1\ngold: {min_level: 0}\nverification: {sample_fraction: 0, newcomer_sample_fraction: 0}\n"))
+			j, err := m.srv.SubmitJob(m.renter, verifiable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustRunDigest(t, m, []context.Context{m.node, m.rival}, j.ID, "sha256:a")
+			if vs, _ := m.srv.ListVerifications(m.admin, idlegrid.VerificationFilter{}); len(vs) != 0 {
+				t.Errorf("verifications %+v, want none at a sample fraction of 0", vs)
+			}
+		})
+	})
+}

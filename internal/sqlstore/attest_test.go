@@ -1,0 +1,194 @@
+package sqlstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/sqlstore"
+)
+
+func testAttestations(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n := mustNode(t, db, p.ID, 2)
+
+	_, err := db.LatestAttestation(ctx, n.ID)
+	wantCode(t, err, idlegrid.ENOTFOUND)
+
+	first := attestationOf(n, t0, n.GPUs...)
+	mustOK(t, db.SaveAttestation(ctx, first, "", nil))
+	got, err := db.LatestAttestation(ctx, n.ID)
+	mustOK(t, err)
+	if diff := cmp.Diff(first, got); diff != "" {
+		t.Fatalf("LatestAttestation (-want +got):\n%s", diff)
+	}
+
+	t.Run("StaleComparison", func(t *testing.T) {
+		wantCode(t, db.SaveAttestation(ctx, attestationOf(n, at(time.Second), n.GPUs[0]), "", nil), idlegrid.ECONFLICT)
+	})
+
+	flashed := n.GPUs[0]
+	flashed.VBIOSVersion = "96.00.99.00.01"
+	second := attestationOf(n, at(time.Hour), flashed, n.GPUs[1])
+	changes := idlegrid.DiffFingerprints(first.Fingerprint, second.Fingerprint)
+	for i := range changes {
+		changes[i].ID, changes[i].NodeID, changes[i].At = id("hwc"), n.ID, at(time.Hour)
+		changes[i].FromHash, changes[i].ToHash = first.Hash, second.Hash
+	}
+	mustOK(t, db.SaveAttestation(ctx, second, first.Hash, changes))
+	// Back to the first fingerprint: it is current again, listed once.
+	third := attestationOf(n, at(2*time.Hour), n.GPUs...)
+	mustOK(t, db.SaveAttestation(ctx, third, second.Hash, nil))
+
+	hist, err := db.ListAttestations(ctx, n.ID, 0)
+	mustOK(t, err)
+	if len(hist) != 2 || hist[0].Hash != first.Hash || !hist[0].ReceivedAt.Equal(at(2*time.Hour)) || hist[1].Hash != second.Hash {
+		t.Fatalf("ListAttestations = %+v, want the first fingerprint (received again at +2h) then the second", hist)
+	}
+	gotChanges, err := db.ListHardwareChanges(ctx, n.ID, 0)
+	mustOK(t, err)
+	if len(gotChanges) != 1 || gotChanges[0].Kind != idlegrid.ChangeVBIOS || gotChanges[0].After != "96.00.99.00.01" ||
+		gotChanges[0].FromHash != first.Hash || !gotChanges[0].At.Equal(at(time.Hour)) {
+		t.Fatalf("ListHardwareChanges = %+v, want the VBIOS change with its evidence", gotChanges)
+	}
+	wantCode(t, db.SaveAttestation(ctx, attestationOf(&idlegrid.Node{ID: "node_missing"}, t0, n.GPUs[0]), "", nil), idlegrid.ENOTFOUND)
+}
+
+func attestationOf(n *idlegrid.Node, signed time.Time, gpus ...idlegrid.GPU) *idlegrid.Attestation {
+	a := &idlegrid.Attestation{NodeID: n.ID, Fingerprint: idlegrid.FingerprintOf(gpus), SignedAt: signed,
+		Signature: "sig-" + signed.String(), ReceivedAt: signed}
+	a.Hash = a.Fingerprint.Hash()
+	return a
+}
+
+func testChallenges(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n := mustNode(t, db, p.ID, 1)
+	issue := func(issued time.Time) *idlegrid.Challenge {
+		c := &idlegrid.Challenge{ID: id("chl"), NodeID: n.ID, GPUUUID: n.GPUs[0].UUID, Model: "H100-80GB", VRAMMB: 81920,
+			Seed: "00112233445566778899aabbccddeeff", Size: 256, Reason: idlegrid.ChallengeAtJoin, State: idlegrid.ChallengeIssued,
+			MinNanos: 10, MaxNanos: 40, IssuedAt: issued, Deadline: issued.Add(10 * time.Minute)}
+		mustOK(t, db.CreateChallenge(ctx, c))
+		return c
+	}
+	passed, failed := issue(t0), issue(at(time.Minute))
+	got, err := db.FindChallenge(ctx, passed.ID)
+	mustOK(t, err)
+	if diff := cmp.Diff(passed, got); diff != "" {
+		t.Fatalf("FindChallenge (-want +got):\n%s", diff)
+	}
+
+	passed.State, passed.ResolvedAt = idlegrid.ChallengePassed, ptr(at(30*time.Second))
+	passed.Answer = &idlegrid.ChallengeAnswer{RowHashes: []byte("not kept"), Digest: "abc", ElapsedNanos: 20, VRAMMB: 80000}
+	passed.Findings = []string{"digest: 8 rows checked, all match"}
+	mustOK(t, db.ResolveChallenge(ctx, passed, nil))
+	got, err = db.FindChallenge(ctx, passed.ID)
+	mustOK(t, err)
+	want := *passed
+	want.Answer = &idlegrid.ChallengeAnswer{Digest: "abc", ElapsedNanos: 20, VRAMMB: 80000}
+	if diff := cmp.Diff(&want, got); diff != "" {
+		t.Fatalf("resolved challenge (-want +got):\n%s", diff)
+	}
+	t.Run("OnlyOnce", func(t *testing.T) {
+		again := *passed
+		again.State = idlegrid.ChallengeFailed
+		wantCode(t, db.ResolveChallenge(ctx, &again, nil), idlegrid.ECONFLICT)
+		missing := again
+		missing.ID = "chl_missing"
+		wantCode(t, db.ResolveChallenge(ctx, &missing, nil), idlegrid.ENOTFOUND)
+	})
+
+	open, err := db.ListChallenges(ctx, idlegrid.ChallengeFilter{NodeID: n.ID, States: []idlegrid.ChallengeState{idlegrid.ChallengeIssued}})
+	mustOK(t, err)
+	if len(open) != 1 || open[0].ID != failed.ID {
+		t.Fatalf("issued challenges = %+v, want only %s", open, failed.ID)
+	}
+
+	// A failure quarantines the node in the same transaction.
+	failed.State, failed.ResolvedAt = idlegrid.ChallengeFailed, ptr(at(2*time.Minute))
+	failed.Answer = &idlegrid.ChallengeAnswer{Digest: "def", ElapsedNanos: 160, VRAMMB: 15000}
+	failed.Findings = []string{"time: 160 ns is outside 10–40 ns for a H100-80GB"}
+	evidence, err := json.Marshal(failed)
+	mustOK(t, err)
+	q := &idlegrid.Quarantine{ID: id("qua"), NodeID: n.ID, Reason: "failed hardware challenge", Evidence: evidence, Since: at(2 * time.Minute)}
+	mustOK(t, db.ResolveChallenge(ctx, failed, q))
+	all, err := db.ListChallenges(ctx, idlegrid.ChallengeFilter{NodeID: n.ID})
+	mustOK(t, err)
+	if len(all) != 2 || all[0].ID != failed.ID || all[0].State != idlegrid.ChallengeFailed {
+		t.Fatalf("ListChallenges = %+v, want the failed one first", all)
+	}
+	node, err := db.FindNode(ctx, n.ID)
+	mustOK(t, err)
+	if !node.Quarantined {
+		t.Fatal("node is not quarantined after a failed challenge with a quarantine")
+	}
+	gotQ, err := db.FindQuarantine(ctx, n.ID)
+	mustOK(t, err)
+	if gotQ.ProviderID != p.ID || gotQ.Reason != q.Reason || string(gotQ.Evidence) != string(evidence) || !gotQ.Active() {
+		t.Fatalf("FindQuarantine = %+v, want the quarantine with its evidence", gotQ)
+	}
+}
+
+func testQuarantine(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	other := mustAccount(t, db, idlegrid.RoleProvider)
+	n, m := mustNode(t, db, p.ID, 1), mustNode(t, db, other.ID, 1)
+
+	_, err := db.FindQuarantine(ctx, n.ID)
+	wantCode(t, err, idlegrid.ENOTFOUND)
+	_, err = db.LiftQuarantine(ctx, n.ID, "acct_admin", "", t0)
+	wantCode(t, err, idlegrid.ECONFLICT)
+
+	first := &idlegrid.Quarantine{ID: id("qua"), NodeID: n.ID, Reason: "VBIOS changed", Evidence: json.RawMessage(`{"kind":"vbios_changed"}`), Since: t0}
+	mustOK(t, db.QuarantineNode(ctx, first))
+	wantCode(t, db.QuarantineNode(ctx, &idlegrid.Quarantine{ID: id("qua"), NodeID: n.ID, Reason: "again", Since: at(time.Second)}), idlegrid.ECONFLICT)
+	wantCode(t, db.QuarantineNode(ctx, &idlegrid.Quarantine{ID: id("qua"), NodeID: "node_missing", Reason: "x", Since: t0}), idlegrid.ENOTFOUND)
+	mustOK(t, db.QuarantineNode(ctx, &idlegrid.Quarantine{ID: id("qua"), NodeID: m.ID, Reason: "other", Since: at(time.Minute)}))
+
+	nodes, err := db.ListNodes(ctx, idlegrid.NodeFilter{ProviderID: p.ID})
+	mustOK(t, err)
+	if len(nodes) != 1 || !nodes[0].Quarantined {
+		t.Fatalf("ListNodes = %+v, want the node marked quarantined", nodes)
+	}
+
+	lifted, err := db.LiftQuarantine(ctx, n.ID, "acct_admin", "reflashed by the vendor", at(time.Hour))
+	mustOK(t, err)
+	if lifted.Active() || lifted.LiftedBy != "acct_admin" || lifted.LiftNote != "reflashed by the vendor" {
+		t.Fatalf("LiftQuarantine = %+v, want lifted by the admin with the note", lifted)
+	}
+	node, err := db.FindNode(ctx, n.ID)
+	mustOK(t, err)
+	if node.Quarantined {
+		t.Fatal("node still quarantined after the lift")
+	}
+	// Lifted, it can be quarantined again.
+	mustOK(t, db.QuarantineNode(ctx, &idlegrid.Quarantine{ID: id("qua"), NodeID: n.ID, Reason: "again", Since: at(2 * time.Hour)}))
+
+	for _, tt := range []struct {
+		name string
+		f    idlegrid.QuarantineFilter
+		want []string // reasons, newest first
+	}{
+		{"Node", idlegrid.QuarantineFilter{NodeID: n.ID}, []string{"again", "VBIOS changed"}},
+		{"Provider", idlegrid.QuarantineFilter{ProviderID: other.ID}, []string{"other"}},
+		{"ActiveOnly", idlegrid.QuarantineFilter{ActiveOnly: true}, []string{"again", "other"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			qs, err := db.ListQuarantines(ctx, tt.f)
+			mustOK(t, err)
+			var got []string
+			for _, q := range qs {
+				got = append(got, q.Reason)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Fatalf("ListQuarantines(%+v) (-want +got):\n%s", tt.f, diff)
+			}
+		})
+	}
+}

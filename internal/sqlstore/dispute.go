@@ -1,0 +1,204 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+var _ idlegrid.DisputeStore = (*DB)(nil)
+
+const disputeColumns = `id, offence, state, provider_id, node_id, lease_id, renter_id, evidence, detail,
+	harm_micros, penalty_micros, penalty_to, transfer_id, resolution, resolved_by, policy_sha256, created_at, resolved_at`
+
+func scanDispute(s scanner) (*idlegrid.Dispute, error) {
+	var d idlegrid.Dispute
+	var created, resolved sql.NullInt64
+	if err := s.Scan(&d.ID, &d.Offence, &d.State, &d.ProviderID, &d.NodeID, &d.LeaseID, &d.RenterID,
+		&d.Evidence, &d.Detail, &d.HarmMicros, &d.PenaltyMicros, &d.PenaltyTo, &d.TransferID,
+		&d.Resolution, &d.ResolvedBy, &d.PolicySHA256, &created, &resolved); err != nil {
+		return nil, err
+	}
+	d.CreatedAt, d.ResolvedAt = timeOf(created), timePtrOf(resolved)
+	return &d, nil
+}
+
+func findDispute(ctx context.Context, tx *sql.Tx, id, lock string) (*idlegrid.Dispute, error) {
+	d, err := scanDispute(tx.QueryRowContext(ctx, `SELECT `+disputeColumns+` FROM disputes WHERE id = $1`+lock, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("dispute", id)
+	}
+	return d, err
+}
+
+func checkDispute(d *idlegrid.Dispute, penalty *idlegrid.Transfer) error {
+	switch {
+	case d.ID == "" || d.ProviderID == "" || d.Offence == "":
+		return idlegrid.Invalid("dispute", "id, offence and provider_id are required")
+	case d.State != idlegrid.DisputeOpen && d.State != idlegrid.DisputeUpheld:
+		return idlegrid.Invalid("dispute.state", "a dispute opens as open or upheld, not %q", d.State)
+	case d.Evidence == "":
+		return idlegrid.Invalid("dispute.evidence", "required: say what was found")
+	case d.CreatedAt.IsZero():
+		return idlegrid.Invalid("dispute.created_at", "required")
+	case penalty != nil && d.State != idlegrid.DisputeUpheld:
+		return idlegrid.Invalid("dispute.penalty", "only an upheld dispute takes a penalty")
+	case d.HarmMicros < 0 || d.PenaltyMicros < 0:
+		return idlegrid.Invalid("dispute.penalty_micros", "must not be negative")
+	}
+	return checkPenalty(d.ProviderID, d.PenaltyMicros, penalty)
+}
+
+// checkPenalty makes sure penalty takes exactly amount out of the
+// provider's bond, or that there is no penalty when amount is 0.
+func checkPenalty(providerID string, amount idlegrid.Micros, penalty *idlegrid.Transfer) error {
+	if penalty == nil {
+		if amount != 0 {
+			return idlegrid.Invalid("dispute.penalty", "a penalty of %s needs its transfer", amount)
+		}
+		return nil
+	}
+	for _, e := range penalty.Entries {
+		if e.Account == idlegrid.ProviderBond(providerID) && e.Amount == -amount {
+			return nil
+		}
+	}
+	return idlegrid.Invalid("dispute.penalty", "must take %s out of %s", amount, idlegrid.ProviderBond(providerID))
+}
+
+// OpenDispute stores d and, when it is upheld, posts its penalty in the
+// same transaction. A second dispute for the same offence on the same
+// lease is ECONFLICT.
+func (db *DB) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idlegrid.Transfer) error {
+	if err := checkDispute(d, penalty); err != nil {
+		return err
+	}
+	return db.update(ctx, func(tx *sql.Tx) error {
+		if _, err := findAccount(ctx, tx, d.ProviderID); err != nil {
+			return err
+		}
+		var resolved any
+		if d.ResolvedAt != nil {
+			resolved = timeArg(*d.ResolvedAt)
+		}
+		transferID := ""
+		if penalty != nil {
+			transferID = penalty.ID
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO disputes (`+disputeColumns+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+			d.ID, d.Offence, string(d.State), d.ProviderID, d.NodeID, d.LeaseID, d.RenterID, d.Evidence, d.Detail,
+			int64(d.HarmMicros), int64(d.PenaltyMicros), d.PenaltyTo, transferID, d.Resolution, d.ResolvedBy,
+			d.PolicySHA256, timeArg(d.CreatedAt), resolved)
+		if err != nil {
+			if idlegrid.ErrorCode(db.dialect.translate(err)) == idlegrid.ECONFLICT {
+				return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s already has a %s dispute", d.LeaseID, d.Offence)
+			}
+			return err
+		}
+		d.TransferID = transferID
+		if penalty == nil {
+			return nil
+		}
+		return postTransfers(ctx, tx, []*idlegrid.Transfer{penalty})
+	})
+}
+
+// FindDispute returns the dispute with id.
+func (db *DB) FindDispute(ctx context.Context, id string) (*idlegrid.Dispute, error) {
+	var d *idlegrid.Dispute
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		d, err = findDispute(ctx, tx, id, "")
+		return err
+	})
+	return d, err
+}
+
+// ListDisputes returns the disputes f selects, newest first.
+func (db *DB) ListDisputes(ctx context.Context, f idlegrid.DisputeFilter) ([]*idlegrid.Dispute, error) {
+	var a args
+	q := `SELECT ` + disputeColumns + ` FROM disputes WHERE 1 = 1`
+	if f.ProviderID != "" {
+		q += ` AND provider_id = ` + a.add(f.ProviderID)
+	}
+	if f.RenterID != "" {
+		q += ` AND renter_id = ` + a.add(f.RenterID)
+	}
+	if len(f.States) > 0 {
+		q += ` AND state IN ` + in(&a, f.States)
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
+	var out []*idlegrid.Dispute
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, q, a...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			d, err := scanDispute(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, d)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// ResolveDispute upholds or dismisses an open dispute, posting the
+// penalty of an upheld one in the same transaction.
+func (db *DB) ResolveDispute(ctx context.Context, r idlegrid.DisputeResolution) (*idlegrid.Dispute, error) {
+	switch {
+	case r.To != idlegrid.DisputeUpheld && r.To != idlegrid.DisputeDismissed:
+		return nil, idlegrid.Invalid("dispute.state", "a dispute is upheld or dismissed, not %q", r.To)
+	case r.Resolution == "":
+		return nil, idlegrid.Invalid("dispute.resolution", "required: say why")
+	case r.At.IsZero():
+		return nil, idlegrid.Invalid("dispute.resolved_at", "required")
+	case r.Penalty != nil && r.To != idlegrid.DisputeUpheld:
+		return nil, idlegrid.Invalid("dispute.penalty", "only an upheld dispute takes a penalty")
+	}
+	var out *idlegrid.Dispute
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		d, err := findDispute(ctx, tx, r.DisputeID, db.dialect.forUpdate)
+		if err != nil {
+			return err
+		} else if d.State != idlegrid.DisputeOpen {
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "dispute %s is already %s", d.ID, d.State)
+		}
+		amount, transferID := idlegrid.Micros(0), ""
+		if r.Penalty != nil {
+			amount, transferID = penaltyOf(d.ProviderID, r.Penalty), r.Penalty.ID
+		}
+		if err := checkPenalty(d.ProviderID, amount, r.Penalty); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE disputes SET state = $1, resolution = $2, resolved_by = $3,
+			resolved_at = $4, penalty_micros = $5, penalty_to = $6, transfer_id = $7 WHERE id = $8`,
+			string(r.To), r.Resolution, r.By, timeArg(r.At), int64(amount), r.PenaltyTo, transferID, d.ID); err != nil {
+			return err
+		}
+		if r.Penalty != nil {
+			if err := postTransfers(ctx, tx, []*idlegrid.Transfer{r.Penalty}); err != nil {
+				return err
+			}
+		}
+		out, err = findDispute(ctx, tx, d.ID, "")
+		return err
+	})
+	return out, err
+}
+
+// penaltyOf is what t takes out of the provider's bond.
+func penaltyOf(providerID string, t *idlegrid.Transfer) idlegrid.Micros {
+	for _, e := range t.Entries {
+		if e.Account == idlegrid.ProviderBond(providerID) && e.Amount < 0 {
+			return -e.Amount
+		}
+	}
+	return 0
+}

@@ -1,0 +1,121 @@
+package sqlstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/ledger"
+	"github.com/idlegrid/idlegrid/internal/sqlstore"
+)
+
+func testDisputes(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	bond, err := ledger.Bond(p.ID, 100*idlegrid.MicrosPerUnit, ledger.BondFromWorld, id("key"), t0)
+	mustOK(t, err)
+	_, err = db.PostTransfer(ctx, bond)
+	mustOK(t, err)
+
+	newDispute := func(lease string, state idlegrid.DisputeState) *idlegrid.Dispute {
+		return &idlegrid.Dispute{ID: id("dispute"), Offence: "forged_receipt", State: state, ProviderID: p.ID,
+			LeaseID: lease, RenterID: r.ID, Evidence: "receipt 3 is not signed by the node", HarmMicros: 5, CreatedAt: t0}
+	}
+	slash := func(d *idlegrid.Dispute, amount idlegrid.Micros) *idlegrid.Transfer {
+		tr, err := ledger.Slash(p.ID, r.ID, amount, d.ID, d.Offence, t0)
+		mustOK(t, err)
+		d.PenaltyMicros, d.PenaltyTo = amount, "renter"
+		return tr
+	}
+	balances := func() (bond, available idlegrid.Micros) {
+		pb, err := db.Balance(ctx, p.ID)
+		mustOK(t, err)
+		rb, err := db.Balance(ctx, r.ID)
+		mustOK(t, err)
+		return pb.Bond, rb.Available
+	}
+
+	upheld := newDispute("lease_a", idlegrid.DisputeUpheld)
+	t.Run("upheld with its penalty", func(t *testing.T) {
+		mustOK(t, db.OpenDispute(ctx, upheld, slash(upheld, 30*idlegrid.MicrosPerUnit)))
+		checkLedger(t, db)
+		if b, a := balances(); b != 70*idlegrid.MicrosPerUnit || a != 30*idlegrid.MicrosPerUnit {
+			t.Errorf("bond %s, renter available %s; want 70 and 30", b, a)
+		}
+		got, err := db.FindDispute(ctx, upheld.ID)
+		mustOK(t, err)
+		if got.State != idlegrid.DisputeUpheld || got.PenaltyMicros != 30*idlegrid.MicrosPerUnit || got.TransferID == "" {
+			t.Errorf("stored %+v, want upheld with a 30 penalty and its transfer", got)
+		}
+	})
+	t.Run("the same offence on the same lease twice", func(t *testing.T) {
+		again := newDispute("lease_a", idlegrid.DisputeUpheld)
+		wantCode(t, db.OpenDispute(ctx, again, slash(again, 10*idlegrid.MicrosPerUnit)), idlegrid.ECONFLICT)
+		if b, _ := balances(); b != 70*idlegrid.MicrosPerUnit {
+			t.Errorf("bond %s after a refused dispute, want 70: no money may move", b)
+		}
+	})
+	t.Run("a penalty above the bond moves nothing and stores nothing", func(t *testing.T) {
+		big := newDispute("lease_b", idlegrid.DisputeUpheld)
+		wantCode(t, db.OpenDispute(ctx, big, slash(big, 71*idlegrid.MicrosPerUnit)), idlegrid.EPAYMENT)
+		_, err := db.FindDispute(ctx, big.ID)
+		wantCode(t, err, idlegrid.ENOTFOUND)
+		checkLedger(t, db)
+	})
+	t.Run("bad input", func(t *testing.T) {
+		noEvidence := newDispute("lease_c", idlegrid.DisputeOpen)
+		noEvidence.Evidence = ""
+		wantCode(t, db.OpenDispute(ctx, noEvidence, nil), idlegrid.EINVALID)
+		open := newDispute("lease_c", idlegrid.DisputeOpen)
+		wantCode(t, db.OpenDispute(ctx, open, slash(open, 1)), idlegrid.EINVALID) // an open dispute takes nothing
+		wrong := newDispute("lease_c", idlegrid.DisputeUpheld)
+		tr := slash(wrong, 5)
+		wrong.PenaltyMicros = 6 // says one thing, moves another
+		wantCode(t, db.OpenDispute(ctx, wrong, tr), idlegrid.EINVALID)
+	})
+	open := newDispute("lease_d", idlegrid.DisputeOpen)
+	dismissed := newDispute("lease_e", idlegrid.DisputeOpen)
+	t.Run("resolve", func(t *testing.T) {
+		mustOK(t, db.OpenDispute(ctx, open, nil))
+		mustOK(t, db.OpenDispute(ctx, dismissed, nil))
+		at := t0.Add(time.Hour)
+		tr, err := ledger.Slash(p.ID, "", 20*idlegrid.MicrosPerUnit, open.ID, open.Offence, at)
+		mustOK(t, err)
+		got, err := db.ResolveDispute(ctx, idlegrid.DisputeResolution{DisputeID: open.ID, To: idlegrid.DisputeUpheld,
+			Resolution: "logs agree", By: "acct_admin", Penalty: tr, PenaltyTo: "platform", At: at})
+		mustOK(t, err)
+		if got.State != idlegrid.DisputeUpheld || got.PenaltyMicros != 20*idlegrid.MicrosPerUnit || got.ResolvedAt == nil {
+			t.Errorf("resolved %+v, want upheld with a 20 penalty", got)
+		}
+		if b, _ := balances(); b != 50*idlegrid.MicrosPerUnit {
+			t.Errorf("bond %s, want 50", b)
+		}
+		_, err = db.ResolveDispute(ctx, idlegrid.DisputeResolution{DisputeID: open.ID, To: idlegrid.DisputeDismissed,
+			Resolution: "changed my mind", At: at})
+		wantCode(t, err, idlegrid.ECONFLICT)
+		got, err = db.ResolveDispute(ctx, idlegrid.DisputeResolution{DisputeID: dismissed.ID, To: idlegrid.DisputeDismissed,
+			Resolution: "the renter's image was at fault", By: "acct_admin", At: at})
+		mustOK(t, err)
+		if got.State != idlegrid.DisputeDismissed || got.PenaltyMicros != 0 {
+			t.Errorf("dismissed %+v, want no penalty", got)
+		}
+		_, err = db.ResolveDispute(ctx, idlegrid.DisputeResolution{DisputeID: "dispute_missing", To: idlegrid.DisputeDismissed,
+			Resolution: "x", At: at})
+		wantCode(t, err, idlegrid.ENOTFOUND)
+		checkLedger(t, db)
+	})
+	t.Run("list", func(t *testing.T) {
+		all, err := db.ListDisputes(ctx, idlegrid.DisputeFilter{ProviderID: p.ID})
+		mustOK(t, err)
+		if len(all) != 3 {
+			t.Errorf("ListDisputes(provider) = %d disputes, want 3", len(all))
+		}
+		ups, err := db.ListDisputes(ctx, idlegrid.DisputeFilter{RenterID: r.ID, States: []idlegrid.DisputeState{idlegrid.DisputeUpheld}})
+		mustOK(t, err)
+		if len(ups) != 2 {
+			t.Errorf("ListDisputes(renter, upheld) = %d disputes, want 2", len(ups))
+		}
+	})
+}

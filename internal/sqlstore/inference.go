@@ -1,0 +1,135 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+var _ idlegrid.InferenceStore = (*DB)(nil)
+
+// RecordInference stores the gateway's metered requests and posts their
+// charges, in one transaction, each behind a savepoint.
+func (db *DB) RecordInference(ctx context.Context, cs []idlegrid.InferenceCharge) []error {
+	errs := make([]error, len(cs))
+	for i, c := range cs {
+		if c.Usage == nil {
+			errs[i] = idlegrid.Invalid("inference_usage", "required")
+		} else if err := c.Usage.Validate(); err != nil {
+			errs[i] = err
+		}
+	}
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		for i, c := range cs {
+			if errs[i] != nil {
+				continue
+			}
+			failed, err := db.recordBehindSavepoint(ctx, tx, c)
+			if err != nil {
+				return err
+			}
+			errs[i] = failed
+		}
+		return nil
+	})
+	if err != nil {
+		err = db.dialect.translate(err)
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+	}
+	return errs
+}
+
+// recordBehindSavepoint stores one charge, rolling it back alone when it
+// fails; err breaks the whole transaction.
+func (db *DB) recordBehindSavepoint(ctx context.Context, tx *sql.Tx, c idlegrid.InferenceCharge) (failed, err error) {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT inference`); err != nil {
+		return nil, err
+	}
+	mark := auditMark(tx)
+	if failed = recordInference(ctx, tx, c); failed != nil {
+		if db.dialect.retryable(failed) {
+			return nil, failed
+		}
+		if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT inference`); err != nil {
+			return nil, err
+		}
+		auditUndo(tx, mark)
+	}
+	if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT inference`); err != nil {
+		return nil, err
+	}
+	if failed == errSeen {
+		failed = nil
+	}
+	return db.dialect.translate(failed), nil
+}
+
+func recordInference(ctx context.Context, tx *sql.Tx, c idlegrid.InferenceCharge) error {
+	u := c.Usage
+	res, err := tx.ExecContext(ctx, `INSERT INTO inference_usage (id, renter_id, key_id, provider_id, node_id,
+		model, endpoint, stream, input_tokens, output_tokens, source, charge_micros, fee_micros,
+		latency_micros, ttft_micros, attempts, status, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+		ON CONFLICT (id) DO NOTHING`,
+		u.ID, u.RenterID, u.KeyID, u.ProviderID, u.NodeID, u.Model, u.Endpoint, u.Stream,
+		u.InputTokens, u.OutputTokens, string(u.Source), int64(u.ChargeMicros), int64(u.FeeMicros),
+		u.LatencyMicros, u.TTFTMicros, u.Attempts, u.Status, timeArg(u.CreatedAt))
+	if err := expectOne(res, err, func() error { return errSeen }); err != nil {
+		return err
+	}
+	if c.Transfer == nil {
+		return nil
+	}
+	return postTransfer(ctx, tx, c.Transfer)
+}
+
+// InferenceSpend sums the inference charges of f's scope in [f.From, f.To).
+func (db *DB) InferenceSpend(ctx context.Context, f idlegrid.SpendFilter) (idlegrid.Micros, error) {
+	if f.AccountID == "" {
+		return 0, idlegrid.Invalid("spend.account_id", "required")
+	}
+	var a args
+	q := `SELECT CAST(COALESCE(SUM(charge_micros), 0) AS BIGINT) FROM inference_usage WHERE renter_id = ` + a.add(f.AccountID)
+	if f.KeyID != "" {
+		q += ` AND key_id = ` + a.add(f.KeyID)
+	}
+	q += ` AND created_at >= ` + a.add(timeArg(f.From)) + ` AND created_at < ` + a.add(timeArg(f.To))
+	var sum idlegrid.Micros
+	err := db.view(ctx, func(tx *sql.Tx) error { return sumInto(ctx, tx, &sum, q, a...) })
+	return sum, err
+}
+
+// ListInferenceUsage returns an account's records, as renter or provider,
+// newest first.
+func (db *DB) ListInferenceUsage(ctx context.Context, accountID string, limit int) ([]*idlegrid.InferenceUsage, error) {
+	var out []*idlegrid.InferenceUsage
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id, renter_id, key_id, provider_id, node_id, model, endpoint,
+			stream, input_tokens, output_tokens, source, charge_micros, fee_micros, latency_micros,
+			ttft_micros, attempts, status, created_at FROM inference_usage
+			WHERE renter_id = $1 OR provider_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`,
+			accountID, limitOf(limit))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var u idlegrid.InferenceUsage
+			var created sql.NullInt64
+			if err := rows.Scan(&u.ID, &u.RenterID, &u.KeyID, &u.ProviderID, &u.NodeID, &u.Model, &u.Endpoint,
+				&u.Stream, &u.InputTokens, &u.OutputTokens, &u.Source, &u.ChargeMicros, &u.FeeMicros,
+				&u.LatencyMicros, &u.TTFTMicros, &u.Attempts, &u.Status, &created); err != nil {
+				return err
+			}
+			u.CreatedAt = timeOf(created)
+			out = append(out, &u)
+		}
+		return rows.Err()
+	})
+	return out, err
+}

@@ -1,0 +1,124 @@
+package sqlstore_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/ledger"
+	"github.com/idlegrid/idlegrid/internal/pgtest"
+	"github.com/idlegrid/idlegrid/internal/sqlstore"
+)
+
+// The inference contract (idlegrid.InferenceStore), on SQLite always and
+// on PostgreSQL when IDLEGRID_TEST_POSTGRES is set.
+func TestInferenceStore_SQLite(t *testing.T) {
+	testInferenceStore(t, func(t *testing.T) string { return filepath.Join(t.TempDir(), "idlegrid.db") })
+}
+
+func TestInferenceStore_Postgres(t *testing.T) {
+	pgtest.NewDSN(t)
+	testInferenceStore(t, func(t *testing.T) string { return pgtest.NewDSN(t) })
+}
+
+func testInferenceStore(t *testing.T, newDSN func(t *testing.T) string) {
+	t.Run("RecordInference", func(t *testing.T) {
+		t.Parallel()
+		testRecordInference(t, mustOpen(t, newDSN(t)))
+	})
+}
+
+func mustCharge(t *testing.T, id, key string, charge idlegrid.Micros, at time.Time) idlegrid.InferenceCharge {
+	t.Helper()
+	u := &idlegrid.InferenceUsage{
+		ID: id, RenterID: "r1", KeyID: key, ProviderID: "p1", NodeID: "n1", Model: "m", Endpoint: "chat/completions",
+		Stream: true, InputTokens: 10, OutputTokens: 20, Source: idlegrid.UsageUpstream, ChargeMicros: charge,
+		LatencyMicros: 1500, TTFTMicros: 300, Attempts: 2, Status: 200, CreatedAt: at,
+	}
+	var tr *idlegrid.Transfer
+	u.FeeMicros, tr = ledger.Rules{FeeBasisPoints: 1000}.Inference(u, at)
+	return idlegrid.InferenceCharge{Usage: u, Transfer: tr}
+}
+
+func testRecordInference(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	mustOK(t, db.CreateAccount(ctx, &idlegrid.Account{ID: "r1", Name: "renter", Role: idlegrid.RoleRenter, CreatedAt: t0}))
+	mustOK(t, db.CreateAccount(ctx, &idlegrid.Account{ID: "p1", Name: "provider", Role: idlegrid.RoleProvider, CreatedAt: t0}))
+	top, err := ledger.TopUp("r1", 1000, "first", t0)
+	mustOK(t, err)
+	_, err = db.PostTransfer(ctx, top)
+	mustOK(t, err)
+
+	batch := []idlegrid.InferenceCharge{
+		mustCharge(t, "req_1", "k1", 300, at(time.Second)),
+		mustCharge(t, "req_2", "k2", 2000, at(2*time.Second)), // more than the renter has
+		mustCharge(t, "req_3", "k1", 0, at(3*time.Second)),    // free: a record, no transfer
+		mustCharge(t, "req_4", "k2", 500, at(4*time.Second)),
+	}
+	errs := db.RecordInference(ctx, batch)
+	for i, want := range []string{"", idlegrid.EPAYMENT, "", ""} {
+		if got := idlegrid.ErrorCode(errs[i]); got != want {
+			t.Errorf("charge %d: error %v, want code %q", i, errs[i], want)
+		}
+	}
+	t.Run("a retry changes nothing", func(t *testing.T) {
+		for i, err := range db.RecordInference(ctx, batch[:1]) {
+			if err != nil {
+				t.Errorf("retry %d: %v", i, err)
+			}
+		}
+	})
+	t.Run("balances", func(t *testing.T) {
+		r, err := db.Balance(ctx, "r1")
+		mustOK(t, err)
+		if r.Available != 200 {
+			t.Errorf("renter available = %d, want 1000-300-500 = 200", r.Available)
+		}
+		p, err := db.Balance(ctx, "p1")
+		mustOK(t, err)
+		if p.Pending != 270+450 {
+			t.Errorf("provider pending = %d, want 720 (800 less 10%%)", p.Pending)
+		}
+		sum, err := db.LedgerSum(ctx)
+		mustOK(t, err)
+		if sum != 0 {
+			t.Errorf("ledger sums to %d", sum)
+		}
+	})
+	t.Run("InferenceSpend", func(t *testing.T) {
+		month := idlegrid.SpendFilter{AccountID: "r1", From: t0.Add(-time.Hour), To: t0.Add(time.Hour)}
+		for _, tt := range []struct {
+			key  string
+			from time.Time
+			want idlegrid.Micros
+		}{
+			{"", month.From, 800},
+			{"k1", month.From, 300},
+			{"k2", month.From, 500},
+			{"", at(2 * time.Second), 500},
+		} {
+			f := month
+			f.KeyID, f.From = tt.key, tt.from
+			got, err := db.InferenceSpend(ctx, f)
+			mustOK(t, err)
+			if got != tt.want {
+				t.Errorf("InferenceSpend(key %q from %v) = %d, want %d", tt.key, tt.from, got, tt.want)
+			}
+		}
+	})
+	t.Run("ListInferenceUsage", func(t *testing.T) {
+		for _, acct := range []string{"r1", "p1"} {
+			got, err := db.ListInferenceUsage(ctx, acct, 10)
+			mustOK(t, err)
+			if len(got) != 3 || got[0].ID != "req_4" || got[2].ID != "req_1" {
+				t.Fatalf("ListInferenceUsage(%s) = %d records, want req_4, req_3, req_1", acct, len(got))
+			}
+			want := *batch[3].Usage
+			if g := *got[0]; g != want {
+				t.Errorf("stored record\n got %+v\nwant %+v", g, want)
+			}
+		}
+	})
+}

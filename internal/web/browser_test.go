@@ -1,0 +1,478 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
+	"github.com/idlegrid/idlegrid/internal/cli"
+)
+
+// update rewrites docs/img/dashboard.png from the renter's view.
+var update = flag.Bool("update", false, "rewrite docs/img/dashboard.png")
+
+// Bounds of the waits on the running market: a condition is polled until it
+// holds, up to waitLimit, and the test fails with what the page showed.
+const waitLimit = 90 * time.Second
+
+// chromium finds a headless-capable Chromium or Chrome. Under CI (CI=true)
+// a missing browser fails the test, because .ci/run installs it; elsewhere
+// the test skips and says how to get one.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("IDLEGRID_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no chromium binary found, and CI=true: .ci/run should have installed Debian's chromium package")
+	}
+	t.Skip("no chromium binary found (looked for chromium, chromium-browser, google-chrome, headless-shell); " +
+		"install one (apt-get install chromium) or set IDLEGRID_CHROMIUM to run the browser tests")
+	return ""
+}
+
+// syncBuffer is a bytes.Buffer that the running market writes while the
+// test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// devMarket is "idlegrid dev" running in this process, and the keys it wrote.
+type devMarket struct {
+	URL, AdminKey, RenterKey, ProviderKey string
+}
+
+// mustDevMarket runs "idlegrid dev" on a free port until the test ends.
+func mustDevMarket(t *testing.T) *devMarket {
+	t.Helper()
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- cli.Main(ctx, []string{"dev", "--addr", "127.0.0.1:0", "--data", dir, "--speed", "30", "--jobs-per-minute", "6"},
+			cli.Stdio{Out: &out, Err: &errOut}, func(string) string { return "" })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case c := <-code:
+			if c != 0 {
+				t.Errorf("idlegrid dev exited %d:\n%s", c, errOut.String())
+			}
+		case <-time.After(waitLimit):
+			t.Errorf("idlegrid dev did not stop within %s", waitLimit)
+		}
+	})
+	apiLine := regexp.MustCompile(`(?m)^  API +(http://127\.0\.0\.1:\d+)$`)
+	var m devMarket
+	eventually(t, "idlegrid dev prints its address", func() error {
+		if s := apiLine.FindStringSubmatch(out.String()); s != nil {
+			m.URL = s[1]
+			return nil
+		}
+		select {
+		case c := <-code:
+			code <- c
+			t.Fatalf("idlegrid dev exited %d before serving:\n%s", c, errOut.String())
+		default:
+		}
+		return fmt.Errorf("no API line in:\n%s", out.String())
+	})
+	m.AdminKey = mustRead(t, filepath.Join(dir, "admin.key"))
+	m.RenterKey = mustRead(t, filepath.Join(dir, "renter.key"))
+	var state struct {
+		Providers map[string]struct{ Key string } `json:"providers"`
+	}
+	if err := json.Unmarshal([]byte(mustRead(t, filepath.Join(dir, "dev.json"))), &state); err != nil {
+		t.Fatal(err)
+	}
+	m.ProviderKey = state.Providers["fjord-compute"].Key
+	if m.ProviderKey == "" {
+		t.Fatalf("dev.json has no key for the provider fjord-compute: %+v", state)
+	}
+	return &m
+}
+
+func mustRead(tb testing.TB, path string) string {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// eventually polls check until it returns nil, failing with its last error
+// after waitLimit.
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, waitLimit, err)
+		}
+		<-tick.C
+	}
+}
+
+// browser is one headless Chromium tab on the dashboard.
+type browser struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string // where screenshots go
+}
+
+func mustBrowser(t *testing.T, url string) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.WindowSize(1280, 1000), chromedp.Flag("lang", "en-US"))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancelTab)
+	// The whole walk takes well under a minute on an idle machine; the
+	// bound is for a loaded CI runner under -race, below go test's 10m.
+	ctx, cancelTime := context.WithTimeout(ctx, 8*time.Minute)
+	t.Cleanup(cancelTime)
+	shots := os.Getenv("IDLEGRID_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	} else if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &browser{t: t, ctx: ctx, shots: shots}
+	b.run("open the dashboard", chromedp.Navigate(url+"/?refresh_ms=300"), chromedp.WaitVisible(chromedp.ID("key")))
+	return b
+}
+
+func (b *browser) run(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v\npage:\n%s", what, err, b.text("body"))
+	}
+}
+
+// eval evaluates js in the page.
+func eval[T any](b *browser, what, js string) T {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// waitText waits until the element sel shows want, or one of the others.
+func (b *browser) waitText(sel, want string, others ...string) {
+	b.t.Helper()
+	js := fmt.Sprintf(`(() => { const e = document.querySelector(%s); return !!e && %s.some((w) => e.innerText.includes(w)); })()`,
+		jsString(sel), jsStrings(append([]string{want}, others...)))
+	ctx, cancel := context.WithTimeout(b.ctx, waitLimit)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(waitLimit))); err != nil {
+		b.t.Fatalf("%s does not show %q: %v\nit shows:\n%s", sel, want, err, b.text(sel))
+	}
+}
+
+func (b *browser) text(sel string) string {
+	s, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](
+		fmt.Sprintf(`(document.querySelector(%s) || {innerText: "(missing)"}).innerText`, jsString(sel))))
+	return s
+}
+
+func jsStrings(s []string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(b.shots, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot %s", path)
+}
+
+// signIn signs in with the keyboard only: type the key, press Enter.
+func (b *browser) signIn(key, wantWho string) {
+	b.t.Helper()
+	b.run("sign in", chromedp.WaitVisible(chromedp.ID("key")), chromedp.Focus(chromedp.ID("key")),
+		chromedp.SendKeys(chromedp.ID("key"), key+"\r"))
+	b.waitText("#who-name", wantWho)
+}
+
+func (b *browser) signOut() {
+	b.t.Helper()
+	b.run("sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("key")))
+}
+
+// checkAccessible fails on inputs without a label and on horizontal
+// scrolling of the whole page.
+func (b *browser) checkAccessible(where string) {
+	b.t.Helper()
+	unlabelled := eval[[]string](b, "check labels", `[...document.querySelectorAll('input, select, textarea')]
+		.filter((e) => e.offsetParent !== null && !(e.labels && e.labels.length) && !e.getAttribute('aria-label'))
+		.map((e) => e.id || e.name || e.outerHTML.slice(0, 60))`)
+	if len(unlabelled) > 0 {
+		b.t.Errorf("%s: inputs without a label: %v", where, unlabelled)
+	}
+	if eval[bool](b, "check width", `document.documentElement.scrollWidth > window.innerWidth + 1`) {
+		b.t.Errorf("%s: the page scrolls sideways", where)
+	}
+}
+
+// money is how the dashboard writes micros with six decimals.
+func money(m idlegrid.Micros) string {
+	return fmt.Sprintf("$%d.%06d", m/idlegrid.MicrosPerUnit, m%idlegrid.MicrosPerUnit)
+}
+
+// TestDashboard drives the dashboard in headless Chromium against a whole
+// demo market: a renter signs in, submits a job from the form, watches it
+// run and sees its charge; a provider edits a node's windows and sees a
+// dispute against its bond; the operator sees the system's health and
+// upholds that dispute from the keyboard; each role sees only its views.
+func TestDashboard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a whole market and a browser; skipped with -short")
+	}
+	chromium(t) // skip before starting a market for nothing
+	m := mustDevMarket(t)
+	b := mustBrowser(t, m.URL)
+	ctx := context.Background()
+
+	t.Run("a wrong key is refused", func(t *testing.T) {
+		b.t = t // report in the subtest
+		b.run("type a wrong key", chromedp.SendKeys(chromedp.ID("key"), "igk_wrong\r"))
+		b.waitText("#signin-error", "invalid or revoked API key")
+		eval[bool](b, "clear the key", `(document.getElementById("key").value = "") === ""`)
+		b.checkAccessible("sign-in")
+		b.screenshot("signin")
+	})
+
+	var jobID string
+	t.Run("renter", func(t *testing.T) {
+		b.t = t // report in the subtest
+		b.signIn(m.RenterKey, "demo-renter (renter)")
+		b.waitText("#nav", "Renter")
+		if nav := b.text("#nav"); strings.Contains(nav, "Provider") || strings.Contains(nav, "Operator") {
+			t.Errorf("a renter's views are %q, want Renter and Market only", nav)
+		}
+		b.waitText("#panel-spend", "Available")
+		b.run("fill the job form",
+			chromedp.SetValue(chromedp.ID("j-name"), "browser-job"),
+			chromedp.SetValue(chromedp.ID("j-image"), "python:3.12"),
+			chromedp.SetValue(chromedp.ID("j-price"), "9.50"),
+			chromedp.SetValue(chromedp.ID("j-duration"), "1"),
+			chromedp.Click(chromedp.CSS(`#submit-form button[type=submit]`)))
+		b.waitText("#toast", "Submitted job_")
+		jobID = regexp.MustCompile(`job_[a-z0-9]+`).FindString(b.text("#toast"))
+		b.waitText("#panel-jobs", "browser-job")
+		b.waitText("#panel-job", jobID)
+		b.waitText("#panel-job", "running")
+		b.screenshot("renter-running")
+		b.waitText("#panel-job", "succeeded")
+
+		job, err := client.New(m.URL, m.RenterKey).FindJob(ctx, jobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if job.State != idlegrid.JobSucceeded || job.ChargedMicros <= 0 {
+			t.Fatalf("job %s is %s charged %d, want succeeded with a charge", jobID, job.State, job.ChargedMicros)
+		}
+		b.waitText("#panel-job", money(job.ChargedMicros))
+		b.waitText("#panel-keys", "default")
+		// A panel shows what the server has, or says honestly that it has not.
+		b.waitText("#panel-inference", "No inference requests yet", "not available on this server yet")
+		b.waitText("#panel-verifications", "No verifications yet", "Re-run")
+		b.checkAccessible("renter")
+		b.screenshot("renter")
+		if *update { // the README's picture: the jobs, the job's charge and its logs
+			b.run("scroll to the jobs", chromedp.Evaluate[chromedp.Void](`document.getElementById("toast").className = "toast";
+				window.scrollTo(0, document.getElementById("panel-jobs").offsetTop - document.querySelector("header").offsetHeight - 8)`))
+			png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join("..", "..", "docs", "img", "dashboard.png"), png, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+
+	t.Run("market", func(t *testing.T) {
+		b.t = t // report in the subtest
+		b.run("open the market", chromedp.Click(chromedp.CSS(`#nav a[data-view=market]`)))
+		b.waitText("#view h1", "Market")
+		b.waitText("#panel-prices", "H100-80GB")
+		b.waitText("#panel-fill", "Fill rate")
+		charts := eval[int](b, "count charts", `document.querySelectorAll('#view svg.chart[role=img][aria-label]').length`)
+		if charts < 2 {
+			t.Errorf("the market view has %d labelled charts, want at least 2 (prices, supply and demand)", charts)
+		}
+		b.screenshot("market")
+		b.signOut()
+	})
+
+	// The operator charges the provider with an offence, through the API;
+	// the provider sees it against their bond, and the operator upholds it
+	// on the page.
+	admin := client.New(m.URL, m.AdminKey)
+	var dispute *idlegrid.Dispute
+	const bond = 100 * idlegrid.MicrosPerUnit
+	t.Run("provider", func(t *testing.T) {
+		b.t = t // report in the subtest
+		me, err := client.New(m.URL, m.ProviderKey).Me(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.PostBond(ctx, me.ID, bond, "browser-test-bond"); err != nil {
+			t.Fatal(err)
+		}
+		dispute, err = admin.OpenDispute(ctx, idlegrid.Dispute{Offence: "broken_notice", ProviderID: me.ID, HarmMicros: 3 * idlegrid.MicrosPerUnit,
+			Evidence: "browser test: a guaranteed lease stopped without notice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.signIn(m.ProviderKey, "fjord-compute (provider)")
+		b.waitText("#panel-bond", dispute.ID)
+		b.waitText("#panel-bond", "$100.00")
+		b.waitText("#panel-nodes", "fj-l40s-01")
+		b.waitText("#panel-nodes", "online")
+		b.waitText("#panel-reliability", "What would raise it")
+		b.waitText("#panel-badges", "newcomer", "not available on this server yet")
+		b.waitText("#panel-asks", "Suggested")
+		b.waitText("#panel-windows", "In force")
+		nodeID := eval[string](b, "read the chosen node", `document.getElementById('w-node').value`)
+		b.run("edit the window",
+			chromedp.SetValue(chromedp.ID("w-tz"), "Europe/Berlin"),
+			chromedp.Click(chromedp.ID("w-add")))
+		b.run("save", chromedp.Click(chromedp.CSS(`#window-form button[type=submit]`)))
+		b.waitText("#toast", "Windows saved")
+		b.waitText("#panel-windows", "set by you")
+		b.waitText("#w-inforce", "Europe/Berlin")
+
+		ns, err := client.New(m.URL, m.ProviderKey).NodeSchedule(ctx, nodeID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ns.Owner == nil || ns.Schedule.Mode != idlegrid.ScheduleWindows || ns.Schedule.TimeZone != "Europe/Berlin" {
+			t.Errorf("node %s schedule after the edit = %+v, want the owner's windows in Europe/Berlin", nodeID, ns)
+		}
+		b.waitText("#panel-nodes", "Europe/Berlin")
+		b.checkAccessible("provider")
+		b.screenshot("provider")
+		b.signOut()
+	})
+
+	t.Run("operator", func(t *testing.T) {
+		b.t = t // report in the subtest
+		b.signIn(m.AdminKey, "admin (admin)")
+		b.waitText("#view h1", "Operator")
+		b.waitText("#panel-health", "GPUs busy")
+		b.waitText("#panel-health", "ok")
+		b.waitText("#panel-settle", "No payouts waiting")
+		b.waitText("#panel-quarantine", "None right now")
+		b.waitText("#panel-verifications", "No verifications yet", "Re-run")
+		b.checkAccessible("operator")
+		b.screenshot("operator")
+
+		// Uphold the dispute with the keyboard only: Enter on its button opens
+		// the confirmation, which refuses an empty resolution; Enter confirms.
+		b.waitText("#panel-disputes", dispute.ID)
+		uphold := fmt.Sprintf(`#panel-disputes button[data-action=uphold][data-id=%q]`, dispute.ID)
+		b.run("open the confirmation", chromedp.Focus(chromedp.CSS(uphold)), chromedp.KeyEvent("\r"),
+			chromedp.WaitVisible(chromedp.ID("confirm-text")))
+		b.waitText("#confirm", "Uphold dispute "+dispute.ID)
+		if got := eval[string](b, "read the focus", `document.activeElement.id`); got != "confirm-text" {
+			t.Errorf("the focus is on %q after opening the confirmation, want confirm-text", got)
+		}
+		b.run("confirm with no resolution", chromedp.KeyEvent("\r"))
+		b.waitText("#confirm-error", "required")
+		b.checkAccessible("operator, confirming")
+		b.screenshot("operator-confirm")
+		const resolution = "the lease's receipts show the stop without notice"
+		b.run("confirm", chromedp.SendKeys(chromedp.ID("confirm-text"), resolution+"\r"))
+		b.waitText("#result-disputes", "Dispute "+dispute.ID+" upheld: ")
+		if eval[bool](b, "is the confirmation open", `document.getElementById("confirm").open`) {
+			t.Error("the confirmation is still open after the dispute was upheld")
+		}
+		b.waitText("#panel-disputes", resolution)
+		got, err := admin.FindDispute(ctx, dispute.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != idlegrid.DisputeUpheld || got.Resolution != resolution || got.PenaltyMicros <= 0 {
+			t.Errorf("dispute after upholding it on the page: state %s, resolution %q, penalty %d; want upheld, %q, a penalty",
+				got.State, got.Resolution, got.PenaltyMicros, resolution)
+		}
+		bal, err := admin.Balance(ctx, got.ProviderID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := bond - got.PenaltyMicros; bal.Bond != want {
+			t.Errorf("the provider's bond after the penalty is %d, want %d", bal.Bond, want)
+		}
+		b.waitText("#result-disputes", "taken from the bond of "+got.ProviderID)
+		b.screenshot("operator-upheld")
+	})
+
+	t.Run("phone", func(t *testing.T) {
+		b.t = t // report in the subtest
+		b.run("narrow the window", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+		b.run("open the market", chromedp.Click(chromedp.CSS(`#nav a[data-view=market]`)))
+		b.waitText("#panel-prices", "H100-80GB")
+		b.checkAccessible("market on a phone")
+		b.screenshot("phone-market")
+		b.run("reload", chromedp.Reload())
+		b.waitText("#nav", "Operator") // the key survives a reload of the tab
+	})
+}

@@ -1,0 +1,1125 @@
+// idlegrid dashboard: a small app over the JSON API under /v1.
+//
+// It signs in with an API key (kept in sessionStorage, sent as a bearer
+// token), shows the views the key's role may see, and refreshes them every
+// few seconds. Each panel renders from API answers only; a feature whose
+// endpoint this server does not have yet says so instead of showing made-up
+// numbers, and lights up as soon as the endpoint answers.
+'use strict';
+(() => {
+  const KEY = 'idlegrid.key';
+  const REFRESH_MS = Number(new URLSearchParams(location.search).get('refresh_ms')) || 2000;
+  const st = {
+    key: sessionStorage.getItem(KEY) || '',
+    me: null, view: '', timer: 0, busy: false,
+    job: '', node: '',      // selected job (renter) and node (provider window editor)
+    samples: [],            // own fill-rate samples since this page opened: [t, share]
+    rows: {},               // rows that action buttons name, by ID (see remember)
+  };
+  const $ = (sel, root = document) => root.querySelector(sel);
+
+  // ---- the API -------------------------------------------------------
+
+  class APIError extends Error {
+    constructor(status, body) {
+      const e = (body && body.error) || {};
+      super(e.message || ('HTTP ' + status));
+      this.status = status; this.code = e.code || ''; this.field = e.field || '';
+    }
+    // missing is true when the server has no such endpoint (an older server,
+    // or a feature not built yet), as opposed to no such object.
+    get missing() { return this.status === 404 && /^no such endpoint/.test(this.message); }
+  }
+
+  async function api(method, path, body, headers) {
+    const h = Object.assign({ Accept: 'application/json', Authorization: 'Bearer ' + st.key }, headers || {});
+    const init = { method, headers: h, cache: 'no-store' };
+    if (body !== undefined) { h['Content-Type'] = 'application/json'; init.body = JSON.stringify(body); }
+    const r = await fetch(path, init);
+    const text = r.status === 204 ? '' : await r.text();
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
+    if (!r.ok) {
+      const err = new APIError(r.status, data);
+      if (r.status === 401 && path !== '/v1/me') signOut('Your key was refused: ' + err.message);
+      throw err;
+    }
+    return data;
+  }
+  const get = (path) => api('GET', path);
+
+  // probe asks the first of paths that this server has. It answers
+  // {data, path} or {missing: true}; other errors are thrown.
+  async function probe(paths) {
+    for (const p of paths) {
+      try { return { data: await get(p), path: p }; } catch (e) {
+        if (!(e instanceof APIError) || !e.missing) throw e;
+      }
+    }
+    return { missing: true };
+  }
+
+  // ---- formatting ----------------------------------------------------
+
+  const esc = (v) => String(v == null ? '' : v).replace(/[&<>"']/g, (c) =>
+    ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
+
+  // money formats integer micros as dollars, truncated to digits places.
+  function money(micros, digits = 2) {
+    const m = Number(micros) || 0, neg = m < 0, a = Math.abs(m);
+    const units = Math.floor(a / 1e6), frac = String(a % 1e6).padStart(6, '0').slice(0, digits);
+    return (neg ? '−' : '') + '$' + units.toLocaleString('en-US') + (digits > 0 ? '.' + frac : '');
+  }
+  const price = (micros) => money(micros, 4) + '/GPU-h';
+
+  // parseMoney reads "2.50" or "$2.5" as integer micros, without floats.
+  function parseMoney(s) {
+    const m = /^\$?\s*(\d{1,9})(?:\.(\d{0,6}))?$/.exec(String(s).trim());
+    if (!m) return null;
+    return Number(m[1]) * 1e6 + Number((m[2] || '').padEnd(6, '0'));
+  }
+
+  function ago(ts) {
+    if (!ts) return '—';
+    const s = Math.round((Date.now() - Date.parse(ts)) / 1000);
+    if (s < 0) return 'in ' + dur(-s);
+    return dur(s) + ' ago';
+  }
+  function dur(s) {
+    if (s < 90) return s + 's';
+    if (s < 5400) return Math.round(s / 60) + 'm';
+    if (s < 172800) return Math.round(s / 3600) + 'h';
+    return Math.round(s / 86400) + 'd';
+  }
+  const when = (ts) => ts ? `<time datetime="${esc(ts)}" title="${esc(ts)}">${esc(ago(ts))}</time>` : '—';
+  const pct = (x) => (Math.round((Number(x) || 0) * 1000) / 10) + '%';
+  const stateTag = (s) => `<span class="state ${esc(s)}">${esc(s)}</span>`;
+  const id = (v) => `<code>${esc(v)}</code>`;
+
+  function table(cols, rows, empty) {
+    if (!rows.length) return `<p class="muted">${esc(empty || 'Nothing yet.')}</p>`;
+    const head = cols.map((c) => `<th scope="col"${c.num ? ' class="num"' : ''}>${esc(c.h)}</th>`).join('');
+    const body = rows.map((r) => `<tr${r.__selected ? ' class="selected"' : ''}>` +
+      cols.map((c) => `<td${c.num ? ' class="num"' : ''}>${c.f(r)}</td>`).join('') + '</tr>').join('');
+    return `<div class="scroll"><table><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table></div>`;
+  }
+
+  function kpis(items) {
+    return '<dl class="kpis">' + items.map(([k, v]) => `<div><dt>${esc(k)}</dt><dd>${v}</dd></div>`).join('') + '</dl>';
+  }
+
+  // anything renders an answer of an endpoint whose shape this page does
+  // not know in detail: a list as a table of its plain fields, an object as
+  // its plain fields.
+  function anything(data) {
+    if (data && !Array.isArray(data) && typeof data === 'object') {
+      const lists = Object.keys(data).filter((k) => Array.isArray(data[k]));
+      if (lists.length === 1) data = data[lists[0]];
+    }
+    const plain = (o) => Object.keys(o || {}).filter((k) => o[k] === null || typeof o[k] !== 'object').slice(0, 8);
+    if (Array.isArray(data)) {
+      if (!data.length) return '<p class="muted">None right now.</p>';
+      if (typeof data[0] !== 'object') return '<ul>' + data.map((v) => `<li>${esc(v)}</li>`).join('') + '</ul>';
+      const keys = plain(data[0]);
+      return table(keys.map((k) => ({ h: k, f: (r) => esc(r[k]) })), data.slice(0, 50));
+    }
+    return kpis(plain(data).map((k) => [k, esc(data[k])]));
+  }
+
+  function unavailable(what) {
+    return `<p class="unavailable">${esc(what)} is not available on this server yet. This section fills in by itself
+      once the server offers it.</p>`;
+  }
+
+  // ---- charts (inline SVG) -------------------------------------------
+
+  // Literal colours: SVG presentation attributes do not read CSS variables.
+  const COLORS = ['#0a58a8', '#b3450e', '#146c2e', '#6b3fa0'];
+
+  // lineChart draws series [{name, points: [[ms, value], …]}] over time.
+  function lineChart(label, series, fmt) {
+    const W = 480, H = 150, L = 8, R = 78, T = 10, B = 22;
+    const pts = series.flatMap((s) => s.points);
+    if (!pts.length) return `<p class="muted">${esc(label)}: no data yet.</p>`;
+    let x0 = Math.min(...pts.map((p) => p[0])), x1 = Math.max(...pts.map((p) => p[0]));
+    let y1 = Math.max(...pts.map((p) => p[1]), 0), y0 = Math.min(...pts.map((p) => p[1]), 0);
+    if (x1 === x0) { x0 -= 60000; x1 += 60000; }
+    if (y1 === y0) y1 = y0 + 1;
+    const X = (x) => L + (x - x0) / (x1 - x0) * (W - L - R), Y = (y) => T + (1 - (y - y0) / (y1 - y0)) * (H - T - B);
+    const lines = series.map((s, i) => {
+      const c = COLORS[i % COLORS.length];
+      const d = s.points.map((p) => X(p[0]).toFixed(1) + ',' + Y(p[1]).toFixed(1)).join(' ');
+      const last = s.points[s.points.length - 1];
+      return (s.points.length > 1 ? `<polyline fill="none" stroke="${c}" stroke-width="2" points="${d}"/>` : '') +
+        s.points.map((p) => `<circle r="2.5" fill="${c}" cx="${X(p[0]).toFixed(1)}" cy="${Y(p[1]).toFixed(1)}"/>`).join('') +
+        (last ? `<text x="${W - R + 4}" y="${Y(last[1]).toFixed(1)}" dy="3">${esc(fmt(last[1]))}</text>` : '');
+    }).join('');
+    const t = (ms) => new Date(ms).toLocaleTimeString([], x1 - x0 < 3600e3
+      ? { hour: '2-digit', minute: '2-digit', second: '2-digit' } : { hour: '2-digit', minute: '2-digit' });
+    const summary = series.map((s) => s.name + ' latest ' + fmt(s.points[s.points.length - 1][1])).join('; ');
+    return `<svg class="chart" viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(label + ': ' + summary)}">
+      <title>${esc(label)}</title>
+      <line class="axis" x1="${L}" x2="${W - R}" y1="${H - B}" y2="${H - B}"/>
+      <line class="axis" x1="${L}" x2="${W - R}" y1="${T}" y2="${T}" stroke-dasharray="3 3"/>
+      <text x="${W - R + 4}" y="${T + 3}">${esc(fmt(y1))}</text>
+      <text x="${L}" y="${H - 6}">${esc(t(x0))}</text><text x="${W - R}" y="${H - 6}" text-anchor="end">${esc(t(x1))}</text>
+      ${lines}</svg>` + legend(series.map((s) => s.name));
+  }
+
+  // barChart draws groups [{label, values: [v…]}] with one bar per series.
+  function barChart(label, names, groups, fmt) {
+    if (!groups.length) return `<p class="muted">${esc(label)}: no data yet.</p>`;
+    const W = 480, rowH = 14 * names.length + 10, H = groups.length * rowH + 4, L = 130, R = 60;
+    const max = Math.max(1, ...groups.flatMap((g) => g.values));
+    const bars = groups.map((g, i) => {
+      const y = i * rowH + 2;
+      return `<text x="0" y="${y + rowH / 2}" dy="3">${esc(g.label)}</text>` + g.values.map((v, j) => {
+        const w = (W - L - R) * v / max;
+        return `<rect x="${L}" y="${y + j * 14}" width="${w.toFixed(1)}" height="11" fill="${COLORS[j % COLORS.length]}"/>` +
+          `<text x="${L + w + 4}" y="${y + j * 14 + 9}">${esc(fmt(v))}</text>`;
+      }).join('');
+    }).join('');
+    const desc = groups.map((g) => g.label + ': ' + g.values.map((v, j) => names[j] + ' ' + fmt(v)).join(', ')).join('; ');
+    return `<svg class="chart" viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(label + '. ' + desc)}">
+      <title>${esc(label)}</title>${bars}</svg>` + legend(names);
+  }
+
+  const legend = (names) => names.length < 2 ? '' : '<ul class="legend">' +
+    names.map((n, i) => `<li><i class="c${i % COLORS.length}" aria-hidden="true"></i>${esc(n)}</li>`).join('') + '</ul>';
+
+  // hourly sums [t, micros] into hour buckets over the last `hours` hours,
+  // so that a chart shows quiet hours as zero rather than skipping them.
+  function hourly(events, hours) {
+    const H = 3600e3, now = Math.floor(Date.now() / H) * H, from = now - (hours - 1) * H;
+    const sums = new Map();
+    for (let t = from; t <= now; t += H) sums.set(t, 0);
+    for (const [t, v] of events) {
+      const b = Math.floor(t / H) * H;
+      if (sums.has(b)) sums.set(b, sums.get(b) + v);
+    }
+    return [...sums.entries()];
+  }
+
+  // ---- money in the ledger -------------------------------------------
+
+  // settledTo sums what settlements credited to accounts matching re, by time.
+  function settledTo(transfers, re) {
+    const out = [];
+    for (const t of transfers) {
+      if (t.kind !== 'settle') continue;
+      const v = t.entries.filter((e) => re.test(e.account) && e.amount > 0).reduce((a, e) => a + e.amount, 0);
+      if (v) out.push([Date.parse(t.created_at), v]);
+    }
+    return out;
+  }
+
+  const month = () => new Date().toISOString().slice(0, 7);
+
+  // ---- views ---------------------------------------------------------
+
+  // A view is a list of panels; a role lands on the first of its views. A
+  // panel's form (if any) is drawn once, so that typing is never
+  // interrupted; its body is redrawn on every refresh.
+  const VIEWS = {
+    renter: { title: 'Renter', roles: ['renter'], panels: () => [
+      { id: 'submit', title: 'Submit a job', form: submitForm, bind: bindSubmit },
+      { id: 'jobs', title: 'Jobs', wide: true, body: renterJobs },
+      { id: 'job', title: 'Job details', wide: true, body: jobDetails },
+      { id: 'spend', title: 'Spend', body: renterSpend },
+      { id: 'inference', title: 'Inference usage', body: inferenceUsage },
+      { id: 'keys', title: 'Keys and budgets', body: keysAndBudgets, form: budgetForm, bind: bindBudget },
+      { id: 'verifications', title: 'Verifications of your results', wide: true, body: verifications },
+    ] },
+    provider: { title: 'Provider', roles: ['provider'], panels: () => [
+      { id: 'nodes', title: 'Nodes and GPUs', wide: true, body: providerNodes },
+      { id: 'windows', title: 'Windows', body: windowStatus, form: windowForm, bind: bindWindows },
+      { id: 'asks', title: 'Asks and suggested prices', body: providerAsks },
+      { id: 'earnings', title: 'Fill rate and earnings', body: providerEarnings },
+      { id: 'reliability', title: 'Reliability', body: providerReliability },
+      { id: 'badges', title: 'Badges', body: providerBadges },
+      { id: 'payouts', title: 'Payouts', body: providerPayouts, form: payoutForm, bind: bindPayout },
+      { id: 'bond', title: 'Bond and disputes', wide: true, body: providerBond },
+    ] },
+    operator: { title: 'Operator', roles: ['admin'], panels: () => [
+      { id: 'health', title: 'System health', wide: true, body: systemHealth },
+      { id: 'settle', title: 'Payouts to settle', wide: true, body: payoutsToSettle, result: true },
+      { id: 'disputes', title: 'Disputes', wide: true, body: disputes, result: true },
+      { id: 'quarantine', title: 'Quarantined nodes', wide: true, body: quarantined, result: true },
+      { id: 'verifications', title: 'Verifications', wide: true, body: verifications },
+    ] },
+    market: { title: 'Market', roles: ['renter', 'provider', 'admin'], panels: () => [
+      { id: 'prices', title: 'Prices per GPU model and region', wide: true, body: marketPrices },
+      { id: 'supply', title: 'Supply and demand', body: marketSupply },
+      { id: 'fill', title: 'Fill rate', body: marketFill },
+    ] },
+  };
+
+  const viewsFor = (role) => Object.keys(VIEWS).filter((v) => VIEWS[v].roles.includes(role));
+
+  // -- renter --
+
+  function submitForm() {
+    return `<form id="submit-form" class="stack" novalidate>
+      <div><label for="j-name">Name</label><input id="j-name" type="text" value="my-job" required></div>
+      <div><label for="j-kind">Kind</label><select id="j-kind">
+        <option value="training">training</option><option value="fine-tuning">fine-tuning</option>
+        <option value="batch-inference">batch inference</option><option value="eval">eval</option>
+        <option value="sweep">sweep</option><option value="other">other</option></select></div>
+      <div class="full"><label for="j-image">Image</label>
+        <input id="j-image" type="text" value="python:3.12" required spellcheck="false"></div>
+      <div><label for="j-gpus">GPUs</label><input id="j-gpus" type="number" min="1" max="16" value="1" required></div>
+      <div><label for="j-tier">Tier</label><select id="j-tier">
+        <option value="gold">gold</option><option value="silver" selected>silver</option>
+        <option value="bronze">bronze (preemptible)</option></select></div>
+      <div><label for="j-price">Max price, $/GPU-hour</label>
+        <input id="j-price" type="text" inputmode="decimal" value="5.00" required></div>
+      <div><label for="j-duration">Duration, minutes</label>
+        <input id="j-duration" type="number" min="1" max="43200" value="60" required></div>
+      <div><label for="j-region">Region (optional)</label><input id="j-region" type="text" placeholder="any"></div>
+      <div><label class="check"><input id="j-interruptible" type="checkbox"> Interruptible</label></div>
+      <p id="submit-error" class="error full" role="alert"></p>
+      <div class="full"><button type="submit">Submit job</button></div>
+    </form>`;
+  }
+
+  function bindSubmit() {
+    $('#submit-form').addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      const errOut = $('#submit-error');
+      errOut.textContent = '';
+      const max = parseMoney($('#j-price').value);
+      if (max === null) { errOut.textContent = 'Max price: write dollars per GPU-hour, e.g. 2.50'; $('#j-price').focus(); return; }
+      const spec = {
+        name: $('#j-name').value.trim(), kind: $('#j-kind').value, image: $('#j-image').value.trim(),
+        gpus: Number($('#j-gpus').value), tier: $('#j-tier').value, max_price_micros_per_gpu_hour: max,
+        duration_seconds: Number($('#j-duration').value) * 60, interruptible: $('#j-interruptible').checked,
+      };
+      const region = $('#j-region').value.trim();
+      if (region) spec.region = region;
+      try {
+        const job = await api('POST', '/v1/jobs', spec);
+        st.job = job.id;
+        toast('Submitted ' + job.id + ' (' + job.state + ')');
+        refresh();
+      } catch (e) {
+        errOut.textContent = e.message;
+        const input = fieldInput(e.field);
+        if (input) input.focus();
+      }
+    });
+  }
+
+  // fieldInput maps an API error's field to the form input it names.
+  function fieldInput(field) {
+    const m = { 'job.name': 'j-name', 'job.kind': 'j-kind', 'job.image': 'j-image', 'job.gpus': 'j-gpus', 'job.tier': 'j-tier',
+      'job.max_price_micros_per_gpu_hour': 'j-price', 'job.duration_seconds': 'j-duration', 'job.region': 'j-region' }[field];
+    return m ? document.getElementById(m) : null;
+  }
+
+  async function renterJobs() {
+    const jobs = (await get('/v1/jobs?limit=100')).jobs
+      .sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at)).slice(0, 30);
+    // Say why each queued job waits, in the engine's words.
+    const queued = jobs.filter((j) => j.state === 'queued').slice(0, 5);
+    const why = {};
+    await Promise.all(queued.map(async (j) => {
+      try { why[j.id] = await get('/v1/jobs/' + encodeURIComponent(j.id) + '/explain'); } catch (_) { /* shown from reason */ }
+    }));
+    for (const j of jobs) j.__selected = j.id === st.job;
+    return table([
+      { h: 'Job', f: (j) => `<button type="button" class="link" data-action="job" data-id="${esc(j.id)}"
+          aria-label="Show job ${esc(j.name || j.id)}">${esc(j.name || j.id)}</button>` },
+      { h: 'State', f: (j) => stateTag(j.state) },
+      { h: 'GPUs', num: true, f: (j) => esc(j.gpus * (j.nodes || 1)) },
+      { h: 'Tier', f: (j) => esc(j.tier) },
+      { h: 'Cap', num: true, f: (j) => price(j.max_price_micros_per_gpu_hour) },
+      { h: 'Charged', num: true, f: (j) => money(j.charged_micros, 4) },
+      { h: 'Why / what', f: (j) => esc(j.reason) + (why[j.id] ? `<br><span class="hint">${
+        why[j.id].summary && why[j.id].summary !== j.reason ? esc(why[j.id].summary) + ' ' : ''}${esc(why[j.id].estimate_note || '')}</span>` : '') },
+      { h: 'Submitted', f: (j) => when(j.created_at) },
+    ], jobs, 'No jobs yet. Submit one with the form.');
+  }
+
+  async function jobDetails() {
+    if (!st.job) return '<p class="muted">Choose a job in the list to see its leases, charge and logs.</p>';
+    const q = encodeURIComponent(st.job);
+    const [job, leases] = await Promise.all([get('/v1/jobs/' + q), get('/v1/leases?job_id=' + q)]);
+    const ls = leases.leases.sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at));
+    let html = `<h3>${esc(job.name || job.id)} ${id(job.id)} ${stateTag(job.state)}</h3>` + kpis([
+      ['Charged', money(job.charged_micros, 6)], ['Attempts', esc(job.attempts)],
+      ['Image', esc(job.image)], ['Started', when(job.started_at)], ['Ended', when(job.ended_at)],
+    ]) + `<p>${esc(job.reason)}</p>`;
+    html += table([
+      { h: 'Lease', f: (l) => id(l.id) }, { h: 'State', f: (l) => stateTag(l.state) },
+      { h: 'Node', f: (l) => id(l.node_id) }, { h: 'Price', num: true, f: (l) => price(l.price_micros_per_gpu_hour) },
+      { h: 'Progress', num: true, f: (l) => l.state === 'running' || l.state === 'assigned' ? pct(l.progress) : '—' }, { h: 'Held', num: true, f: (l) => money(l.hold_micros, 4) },
+      { h: 'Charged', num: true, f: (l) => money(l.charged_micros, 6) }, { h: 'Note', f: (l) => esc(l.reason) },
+    ], ls, 'Not placed yet: ' + job.reason);
+    const last = ls[ls.length - 1];
+    if (last) {
+      const logs = (await get('/v1/leases/' + encodeURIComponent(last.id) + '/logs?after=0&limit=500')).lines.slice(-60);
+      html += `<h3>Logs of ${esc(last.id)}</h3>` + (logs.length
+        ? `<pre class="logs" tabindex="0" aria-label="Job logs">${logs.map((l) =>
+          `<span class="${esc(l.stream)}">${esc(l.text)}</span>`).join('\n')}</pre>`
+        : '<p class="muted">No output yet.</p>');
+    }
+    if (job.state === 'queued' || job.state === 'running') {
+      html += `<p><button type="button" class="danger small" data-action="cancel" data-id="${esc(job.id)}">Cancel job</button></p>`;
+    }
+    return html;
+  }
+
+  async function renterSpend() {
+    const [bal, stmt, tx] = await Promise.all([
+      get('/v1/balance'), get('/v1/statements?month=' + month()), get('/v1/transfers?limit=1000'),
+    ]);
+    const t = stmt.total || {};
+    const perHour = t.gpu_seconds > 0 ? Math.floor(t.charged_micros * 3600 / t.gpu_seconds) : 0;
+    const spend = settledTo(tx.transfers, /^(provider:|platform)/);
+    return kpis([
+      ['Available', money(bal.available_micros)], ['Held in escrow', money(bal.held_micros)],
+      ['Spent, all time', money(bal.spent_micros)], ['This month', money(t.charged_micros)],
+      ['GPU-hours this month', esc(t.gpu_hours || '0')], ['Average $/GPU-hour', perHour ? money(perHour, 4) : '—'],
+    ]) + lineChart('Spend per hour, last 24 hours', [{ name: 'spend', points: hourly(spend, 24) }], (v) => money(v, 4));
+  }
+
+  // inferenceUsage sums the caller's metered gateway requests per model.
+  async function inferenceUsage() {
+    const p = await probe(['/v1/inference/usage?limit=1000']);
+    if (p.missing) return unavailable('Inference usage (p95 latency, time to first token, $/token)');
+    const byModel = {};
+    for (const u of p.data.data || []) {
+      const m = byModel[u.model] || (byModel[u.model] = { model: u.model, n: 0, lat: [], ttft: [], tokens: 0, charge: 0 });
+      m.n++; m.lat.push(u.latency_micros); m.ttft.push(u.ttft_micros);
+      m.tokens += u.input_tokens + u.output_tokens; m.charge += u.charge_micros;
+    }
+    const rows = Object.values(byModel);
+    const ms = (us) => (Math.round(us / 100) / 10) + ' ms';
+    return table([
+      { h: 'Model', f: (m) => esc(m.model) }, { h: 'Requests', num: true, f: (m) => esc(m.n) },
+      { h: 'p95 latency', num: true, f: (m) => ms(p95(m.lat)) }, { h: 'p95 time to first token', num: true, f: (m) => ms(p95(m.ttft)) },
+      { h: 'Tokens', num: true, f: (m) => esc(m.tokens.toLocaleString('en-US')) },
+      { h: '$ per 1M tokens', num: true, f: (m) => m.tokens ? money(Math.floor(m.charge * 1e6 / m.tokens), 4) : '—' },
+      { h: 'Spent', num: true, f: (m) => money(m.charge, 4) },
+    ], rows, 'No inference requests yet. Send OpenAI-compatible requests to this server with your key.');
+  }
+
+  // p95 is the nearest-rank 95th percentile, as the gateway computes it.
+  function p95(xs) {
+    if (!xs.length) return 0;
+    const s = [...xs].sort((a, b) => a - b);
+    return s[Math.min(Math.max(Math.round(0.95 * s.length) - 1, 0), s.length - 1)];
+  }
+
+  async function keysAndBudgets() {
+    const [keys, limits] = await Promise.all([get('/v1/keys'), get('/v1/spend-limits')]);
+    const byKey = {};
+    let account = null;
+    for (const l of limits.limits) { if (l.key_id) byKey[l.key_id] = l; else account = l; }
+    fillBudgetKeys(keys.api_keys.filter((k) => !k.revoked_at));
+    return kpis([
+      ['This month', esc(limits.month)], ['Used', money((limits.spend.charged_micros || 0) + (limits.spend.held_micros || 0))],
+      ['Account budget', account ? money(account.limit_micros) : 'none'],
+    ]) + table([
+      { h: 'Key', f: (k) => esc(k.name) + ' ' + id(k.prefix + '…') },
+      { h: 'Created', f: (k) => when(k.created_at) },
+      { h: 'Budget', num: true, f: (k) => byKey[k.id] ? money(byKey[k.id].limit_micros) : 'none' },
+      { h: 'Used', num: true, f: (k) => byKey[k.id] ? money(byKey[k.id].spend.charged_micros + byKey[k.id].spend.held_micros) : '—' },
+      { h: 'State', f: (k) => k.revoked_at ? 'revoked' : 'active' },
+    ], keys.api_keys);
+  }
+
+  function budgetForm() {
+    return `<form id="budget-form" class="stack" novalidate>
+      <div><label for="b-key">Key</label><select id="b-key"></select></div>
+      <div><label for="b-amount">Monthly budget, $</label><input id="b-amount" type="text" inputmode="decimal" placeholder="100.00"></div>
+      <p id="budget-error" class="error full" role="alert"></p>
+      <div class="row full"><button type="submit">Set budget</button>
+        <button type="button" class="quiet" id="b-remove">Remove budget</button></div></form>`;
+  }
+
+  function fillBudgetKeys(keys) {
+    const sel = $('#b-key');
+    if (!sel || sel.options.length === keys.length) return;
+    sel.innerHTML = keys.map((k) => `<option value="${esc(k.id)}">${esc(k.name)} (${esc(k.prefix)}…)</option>`).join('');
+  }
+
+  function bindBudget() {
+    const out = $('#budget-error');
+    $('#budget-form').addEventListener('submit', async (ev) => {
+      ev.preventDefault(); out.textContent = '';
+      const amount = parseMoney($('#b-amount').value);
+      if (amount === null) { out.textContent = 'Budget: write dollars, e.g. 100.00'; return; }
+      try {
+        await api('PUT', '/v1/keys/' + encodeURIComponent($('#b-key').value) + '/spend-limit', { limit_micros: amount });
+        toast('Budget set'); refresh();
+      } catch (e) { out.textContent = e.message; }
+    });
+    $('#b-remove').addEventListener('click', async () => {
+      out.textContent = '';
+      try { await api('DELETE', '/v1/keys/' + encodeURIComponent($('#b-key').value) + '/spend-limit'); toast('Budget removed'); refresh(); } catch (e) { out.textContent = e.message; }
+    });
+  }
+
+  // -- provider --
+
+  async function providerNodes() {
+    const [nodes, leases] = await Promise.all([get('/v1/nodes'), get('/v1/leases?state=assigned,running&limit=500')]);
+    const live = leases.leases;
+    // Telemetry: the latest signed usage receipt of each running lease.
+    const util = {};
+    await Promise.all(live.filter((l) => l.state === 'running').slice(0, 20).map(async (l) => {
+      try {
+        const r = await get('/v1/leases/' + encodeURIComponent(l.id) + '/receipts');
+        const last = (r.receipts || [])[r.receipts.length - 1];
+        if (last) util[l.id] = last;
+      } catch (_) { /* a lease that just ended */ }
+    }));
+    const total = nodes.nodes.reduce((a, n) => a + (n.state === 'online' ? n.gpus.length : 0), 0);
+    const busy = live.reduce((a, l) => a + l.gpu_uuids.length, 0);
+    if (total) st.samples.push([Date.now(), busy / total]);
+    st.samples = st.samples.slice(-300);
+    fillWindowNodes(nodes.nodes);
+    const rows = nodes.nodes.map((n) => {
+      const ls = live.filter((l) => l.node_id === n.id);
+      return Object.assign({}, n, { __leases: ls });
+    });
+    return kpis([['Nodes', esc(nodes.nodes.length)], ['GPUs online', esc(total)], ['GPUs busy', esc(busy)]]) + table([
+      { h: 'Node', f: (n) => esc(n.name) + '<br>' + id(n.id) },
+      { h: 'State', f: (n) => stateTag(n.state) + `<br><span class="hint">heartbeat ${ago(n.last_heartbeat)}</span>` },
+      { h: 'GPUs', f: (n) => esc(gpuSummary(n.gpus)) },
+      { h: 'Region', f: (n) => esc(n.region) + ' / ' + esc(n.residency) },
+      { h: 'Window', f: (n) => esc(scheduleText(n.schedule)) },
+      { h: 'Running now', f: (n) => n.__leases.length ? n.__leases.map((l) => {
+        const r = util[l.id];
+        return `${id(l.id)} ${stateTag(l.state)} ${pct(l.progress)} · ${price(l.price_micros_per_gpu_hour)}` +
+          (r ? ` · GPU ${esc(r.avg_util_pct)}% · ${esc(r.energy_wh)} Wh` : '');
+      }).join('<br>') : '<span class="muted">idle</span>' },
+    ], rows, 'No nodes yet. Create a join token (idlegrid token create) and start an agent with it.');
+  }
+
+  function gpuSummary(gpus) {
+    const c = {};
+    for (const g of gpus) c[g.model] = (c[g.model] || 0) + 1;
+    return Object.keys(c).map((m) => c[m] + '× ' + m).join(', ');
+  }
+
+  function scheduleText(s) {
+    if (!s || s.mode === 'always') return 'always';
+    const tz = s.time_zone || 'UTC';
+    const w = (s.weekly || []).map((x) => x.days.join(',') + ' ' + x.start + '–' + x.end).join('; ');
+    const o = (s.one_off || []).length ? ' +' + s.one_off.length + ' one-off' : '';
+    return (w || 'windows') + ' ' + tz + o;
+  }
+
+  // The window editor. Its form is drawn once and filled when a node is
+  // chosen, so that the refresh never discards an edit in progress.
+  const DAYS = ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'];
+
+  function windowForm() {
+    return `<form id="window-form" novalidate>
+      <div class="stack">
+        <div><label for="w-node">Node</label><select id="w-node"></select></div>
+        <div><label for="w-mode">Offered</label><select id="w-mode">
+          <option value="always">always</option><option value="windows">only in the windows below</option></select></div>
+        <div><label for="w-tz">Time zone</label><input id="w-tz" type="text" value="UTC" spellcheck="false"></div>
+      </div>
+      <h3 id="w-h">Weekly windows</h3>
+      <div id="w-list" class="windows" aria-labelledby="w-h"></div>
+      <p class="row"><button type="button" class="quiet small" id="w-add">Add a window</button></p>
+      <p id="window-error" class="error" role="alert"></p>
+      <p class="row"><button type="submit">Save windows</button>
+        <button type="button" class="quiet" id="w-reset">Use the agent's schedule</button></p>
+    </form>`;
+  }
+
+  function windowRow(w, i) {
+    return `<fieldset class="window" data-window>
+      <legend>Window ${i + 1}</legend>
+      <div class="days" role="group" aria-label="Days of window ${i + 1}">${DAYS.map((d) => `<label><input type="checkbox"
+        name="day" value="${d}"${w.days.includes(d) ? ' checked' : ''}> ${d}</label>`).join('')}</div>
+      <div><label for="w-start-${i}">From</label><input id="w-start-${i}" name="start" type="time" value="${esc(w.start)}"></div>
+      <div><label for="w-end-${i}">To</label><input id="w-end-${i}" name="end" type="time" value="${esc(w.end)}"></div>
+      <button type="button" class="quiet small" data-action="w-remove" aria-label="Remove window ${i + 1}">Remove</button>
+    </fieldset>`;
+  }
+
+  function drawWindows(weekly) {
+    $('#w-list').innerHTML = weekly.map(windowRow).join('') ||
+      '<p class="muted">No weekly windows. Add one, or offer the node always.</p>';
+  }
+
+  function readWindows() {
+    return [...document.querySelectorAll('[data-window]')].map((f) => ({
+      days: [...f.querySelectorAll('input[name=day]:checked')].map((c) => c.value),
+      start: f.querySelector('input[name=start]').value, end: f.querySelector('input[name=end]').value,
+    }));
+  }
+
+  function fillWindowNodes(nodes) {
+    const sel = $('#w-node');
+    if (!sel || sel.options.length === nodes.length) return;
+    sel.innerHTML = nodes.map((n) => `<option value="${esc(n.id)}">${esc(n.name)}</option>`).join('');
+    if (!st.node && nodes.length) st.node = nodes[0].id;
+    sel.value = st.node;
+    loadWindows();
+  }
+
+  async function loadWindows() {
+    if (!st.node) return;
+    try {
+      const ns = await get('/v1/nodes/' + encodeURIComponent(st.node) + '/schedule');
+      const s = ns.owner || ns.schedule;
+      $('#w-mode').value = s.mode;
+      $('#w-tz').value = s.time_zone || 'UTC';
+      drawWindows(s.weekly || []);
+    } catch (e) { $('#window-error').textContent = e.message; }
+  }
+
+  function bindWindows() {
+    $('#w-node').addEventListener('change', (ev) => { st.node = ev.target.value; loadWindows(); refresh(); });
+    $('#w-add').addEventListener('click', () => {
+      const ws = readWindows();
+      ws.push({ days: ['sat', 'sun'], start: '00:00', end: '00:00' });
+      drawWindows(ws);
+      $('#w-mode').value = 'windows';
+      const boxes = document.querySelectorAll('[data-window]');
+      boxes[boxes.length - 1].querySelector('input').focus();
+    });
+    $('#w-list').addEventListener('click', (ev) => {
+      const b = ev.target.closest('[data-action=w-remove]');
+      if (!b) return;
+      b.closest('[data-window]').remove();
+      drawWindows(readWindows());
+    });
+    $('#window-form').addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      const out = $('#window-error'); out.textContent = '';
+      const schedule = { mode: $('#w-mode').value, time_zone: $('#w-tz').value.trim() };
+      if (schedule.mode === 'windows') schedule.weekly = readWindows();
+      try {
+        await api('PUT', '/v1/nodes/' + encodeURIComponent(st.node) + '/schedule', { schedule });
+        toast('Windows saved: ' + scheduleText(schedule)); refresh();
+      } catch (e) { out.textContent = e.message; }
+    });
+    $('#w-reset').addEventListener('click', async () => {
+      const out = $('#window-error'); out.textContent = '';
+      try {
+        await api('DELETE', '/v1/nodes/' + encodeURIComponent(st.node) + '/schedule');
+        toast("The agent's schedule applies again"); await loadWindows(); refresh();
+      } catch (e) { out.textContent = e.message; }
+    });
+  }
+
+  async function windowStatus() {
+    if (!st.node) return '<p class="muted">No node to edit yet.</p>';
+    const p = await probe(['/v1/nodes/' + encodeURIComponent(st.node) + '/schedule']);
+    if (p.missing) return unavailable('Editing windows');
+    const ns = p.data;
+    return `<p>In force: <strong id="w-inforce">${esc(scheduleText(ns.schedule))}</strong>
+      (${ns.owner ? 'set by you ' + when(ns.updated_at) : "from the agent's config"}).
+      The agent publishes: ${esc(scheduleText(ns.published))}.</p>
+      <p class="hint">Windows you save here replace the agent's config until you switch back; an agent that withdraws its
+      GPUs (its owner is using the machine) still closes the node.</p>`;
+  }
+
+  async function providerAsks() {
+    const [nodes, market] = await Promise.all([get('/v1/nodes'), marketStats()]);
+    const rows = [];
+    for (const n of nodes.nodes) {
+      const models = [...new Set(n.gpus.map((g) => g.model))];
+      for (const m of models) {
+        const s = market.find((x) => x.gpu_model === m && x.region === n.region) || {};
+        for (const tier of ['gold', 'silver', 'bronze']) {
+          const ask = (n.ask.floor_micros_per_gpu_hour || {})[tier];
+          const sug = (s.suggested_ask_micros_per_gpu_hour || {})[tier];
+          if (!ask && !sug) continue;
+          rows.push({ node: n.name, model: m, tier, ask, sug });
+        }
+      }
+    }
+    return table([
+      { h: 'Node', f: (r) => esc(r.node) }, { h: 'GPU', f: (r) => esc(r.model) }, { h: 'Tier', f: (r) => esc(r.tier) },
+      { h: 'Your ask', num: true, f: (r) => r.ask ? price(r.ask) : 'not sold' },
+      { h: 'Suggested', num: true, f: (r) => r.sug ? price(r.sug) : '—' },
+      { h: '', f: (r) => !r.ask || !r.sug ? '' : r.ask > r.sug * 1.1 ? 'above the market: may sit idle'
+        : r.ask < r.sug * 0.9 ? 'below the market: could ask more' : 'in line' },
+    ], rows, 'No asks yet.') + '<p class="hint">Suggested: the median recent clearing price for the GPU in the region, ' +
+      'raised when demand exceeds free GPUs, lowered when less than half is filled. Asks come from the agent\'s config.</p>';
+  }
+
+  async function providerEarnings() {
+    const [bal, tx] = await Promise.all([get('/v1/balance'), get('/v1/transfers?limit=1000')]);
+    const earned = settledTo(tx.transfers, /^provider:.*:pending$/);
+    const total = (bal.pending_micros || 0) + (bal.payable_micros || 0) + (bal.payout_in_flight_micros || 0) + (bal.paid_out_micros || 0);
+    return kpis([
+      ['Earned, all time', money(total)], ['Pending', money(bal.pending_micros)], ['Payable', money(bal.payable_micros)],
+      ['Paid out', money(bal.paid_out_micros)],
+    ]) + lineChart('Earnings per hour, last 24 hours', [{ name: 'earnings', points: hourly(earned, 24) }], (v) => money(v, 4)) +
+      lineChart('Share of your online GPUs in use, since this page opened', [{ name: 'fill rate', points: st.samples }], pct);
+  }
+
+  // reputations asks the server for each node's reputation (docs/trust.md);
+  // it answers null where the server has none.
+  async function reputations(nodes) {
+    const out = {};
+    let missing = false;
+    await Promise.all(nodes.slice(0, 20).map(async (n) => {
+      const p = await probe(['/v1/nodes/' + encodeURIComponent(n.id) + '/reputation']);
+      if (p.missing) missing = true; else out[n.id] = p.data;
+    }));
+    return missing ? null : out;
+  }
+
+  async function providerReliability() {
+    const nodes = (await get('/v1/nodes')).nodes;
+    const reps = await reputations(nodes);
+    const advice = (n) => {
+      const r = reps && reps[n.id];
+      if (!r || !r.detail) return esc(raise(n));
+      const tips = (r.detail.level_reasons || []).concat((r.detail.advice || []).slice(0, 2).map((a) => a.text));
+      return '<ul>' + tips.map((t) => `<li>${esc(t)}</li>`).join('') + '</ul>';
+    };
+    return table([
+      { h: 'Node', f: (n) => esc(n.name) },
+      { h: 'Score', num: true, f: (n) => pct(reps && reps[n.id] ? reps[n.id].score : n.reliability) },
+      { h: 'Level', f: (n) => reps && reps[n.id] ? esc(reps[n.id].level_name) : '—' },
+      { h: 'Completed', num: true, f: (n) => esc(n.leases_completed) }, { h: 'Failed (yours)', num: true, f: (n) => esc(n.leases_failed) },
+      { h: 'What would raise it', f: advice },
+    ], nodes, 'No nodes yet.') + (reps ? '' : unavailable('The reputation score (levels and what decides them)'));
+  }
+
+  // raise says how many clean completions lift a node's reliability to the
+  // next whole percent step, from ReliabilityOf's formula
+  // (completed + 9) / (completed + failed + 10).
+  function raise(n) {
+    const c = n.leases_completed, f = n.leases_failed, r = (c + 9) / (c + f + 10);
+    if (r >= 0.99) return 'At the top: keep completing leases and stay online through your windows.';
+    const target = Math.min(0.99, Math.floor(r * 100 + 1) / 100);
+    const more = Math.max(1, Math.ceil((target * (c + f + 10) - (c + 9)) / (1 - target)));
+    return `${more} more completed lease${more === 1 ? '' : 's'} without a failure you cause would lift it to ${pct(target)}. ` +
+      'Failures you cause (a node lost mid-lease, an image that will not start) lower it.';
+  }
+
+  // providerBadges shows the badges of the provider's and its nodes'
+  // reputations.
+  async function providerBadges() {
+    const p = await probe(['/v1/providers/' + encodeURIComponent(st.me.id) + '/reputation']);
+    if (p.missing) return unavailable('Badges');
+    const nodes = (await get('/v1/nodes')).nodes;
+    const reps = (await reputations(nodes)) || {};
+    const list = (bs) => (bs || []).length ? (bs || []).map((b) => `<span class="badge">${esc(b)}</span>`).join(' ') : '<span class="muted">none yet</span>';
+    return `<p>You: ${list(p.data.badges)}</p>` + table([
+      { h: 'Node', f: (n) => esc(n.name) }, { h: 'Badges', f: (n) => list(reps[n.id] && reps[n.id].badges) },
+    ], nodes, 'No nodes yet.');
+  }
+
+  async function providerPayouts() {
+    const [bal, payouts] = await Promise.all([get('/v1/balance'), get('/v1/payouts?limit=50')]);
+    return kpis([['Payable now', money(bal.payable_micros)], ['In flight', money(bal.payout_in_flight_micros)]]) + table([
+      { h: 'Payout', f: (p) => id(p.id) }, { h: 'Amount', num: true, f: (p) => money(p.amount_micros) },
+      { h: 'State', f: (p) => stateTag(p.state) }, { h: 'Requested', f: (p) => when(p.created_at) },
+      { h: 'Note', f: (p) => esc(p.reason || '') },
+    ], payouts.payouts, 'No payouts yet.');
+  }
+
+  function payoutForm() {
+    return `<form id="payout-form" class="stack" novalidate>
+      <div><label for="p-amount">Amount, $</label><input id="p-amount" type="text" inputmode="decimal" placeholder="50.00"></div>
+      <div><button type="submit">Request payout</button></div>
+      <p id="payout-error" class="error full" role="alert"></p></form>`;
+  }
+
+  function bindPayout() {
+    $('#payout-form').addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      const out = $('#payout-error'); out.textContent = '';
+      const amount = parseMoney($('#p-amount').value);
+      if (amount === null) { out.textContent = 'Amount: write dollars, e.g. 50.00'; return; }
+      try {
+        await api('POST', '/v1/payouts', { amount_micros: amount }, { 'Idempotency-Key': 'web-' + crypto.randomUUID() });
+        toast('Payout requested'); refresh();
+      } catch (e) { out.textContent = e.message; }
+    });
+  }
+
+  // -- market --
+
+  // marketStats is GET /v1/market with every list present.
+  async function marketStats() {
+    return ((await get('/v1/market')) || []).map((s) => Object.assign(s, { prices: s.prices || [] }));
+  }
+
+  async function marketPrices() {
+    const stats = await marketStats();
+    const series = stats.filter((s) => s.prices.length).slice(0, 4).map((s) => ({
+      name: s.gpu_model + ' ' + s.region,
+      points: s.prices.map((p) => [Date.parse(p.at), p.price_micros_per_gpu_hour]),
+    }));
+    return lineChart('Clearing prices, $/GPU-hour', series, (v) => money(v, 2)) + table([
+      { h: 'GPU', f: (s) => esc(s.gpu_model) }, { h: 'Region', f: (s) => esc(s.region) },
+      { h: 'Latest price', num: true, f: (s) => s.prices.length ? price(s.prices[s.prices.length - 1].price_micros_per_gpu_hour) : '—' },
+      { h: 'Suggested ask (silver)', num: true, f: (s) => (s.suggested_ask_micros_per_gpu_hour || {}).silver
+        ? price(s.suggested_ask_micros_per_gpu_hour.silver) : '—' },
+      { h: 'Trades', num: true, f: (s) => esc(s.prices.length) },
+    ], stats, 'No GPUs on offer yet.');
+  }
+
+  async function marketSupply() {
+    const stats = await marketStats();
+    return barChart('GPUs offered and GPUs wanted by queued jobs', ['supply', 'free', 'queued demand'],
+      stats.map((s) => ({ label: s.gpu_model + ' ' + s.region, values: [s.supply_gpus, s.free_gpus, s.queued_gpus] })), String);
+  }
+
+  async function marketFill() {
+    const stats = await marketStats();
+    return table([
+      { h: 'GPU', f: (s) => esc(s.gpu_model) }, { h: 'Region', f: (s) => esc(s.region) },
+      { h: 'Fill rate', num: true, f: (s) => pct(s.fill_rate) },
+      { h: 'Queued jobs', num: true, f: (s) => esc(s.queued_jobs) },
+    ], stats, 'No GPUs on offer yet.');
+  }
+
+  // -- operator --
+
+  async function systemHealth() {
+    const [health, sum, nodes] = await Promise.all([
+      fetch('/v1/healthz', { cache: 'no-store' }).then((r) => r.json()), get('/v1/summary'), get('/v1/nodes'),
+    ]);
+    const byState = (o) => Object.keys(o || {}).map((k) => k + ' ' + o[k]).join(', ') || 'none';
+    const lost = nodes.nodes.filter((n) => n.state === 'lost');
+    return kpis([
+      ['API', health.ok ? '<span class="state succeeded">ok</span>' : '<span class="state failed">down</span>'],
+      ['Agent protocol', esc(health.protocol)], ['Jobs', esc(byState(sum.jobs_by_state))],
+      ['Nodes', esc(byState(sum.nodes_by_state))], ['GPUs busy', esc(sum.gpus_busy + ' of ' + sum.gpus_total)],
+      ['Renters paid', money(sum.spent_micros)], ['Providers earned', money(sum.earned_micros)],
+      ['Fees', money(sum.fees_micros)], ['In escrow', money(sum.held_micros)],
+    ]) + (lost.length ? '<h3>Lost nodes</h3>' + table([
+      { h: 'Node', f: (n) => esc(n.name) + ' ' + id(n.id) }, { h: 'Provider', f: (n) => id(n.provider_id) },
+      { h: 'Last heartbeat', f: (n) => when(n.last_heartbeat) },
+    ], lost) : '');
+  }
+
+  // st.rows remembers the rows an action button may name, by ID (payout_…,
+  // dispute_…, node_…), as last drawn.
+  const remember = (rows, key = (r) => r.id) => { for (const r of rows) st.rows[key(r)] = r; return rows; };
+  const enc = encodeURIComponent;
+  const words = (s) => String(s || '').replace(/_/g, ' ');
+  const actionButton = (action, rowID, text, what, danger) => `<button type="button" class="small${danger ? ' danger' : ''}"
+    data-action="${action}" data-id="${esc(rowID)}" aria-haspopup="dialog" aria-label="${esc(text + ' ' + what)}">${esc(text)}…</button>`;
+
+  async function payoutsToSettle() {
+    const p = remember((await get('/v1/payouts?state=requested&limit=100')).payouts);
+    return table([
+      { h: 'Payout', f: (x) => id(x.id) }, { h: 'Provider', f: (x) => id(x.provider_id) },
+      { h: 'Amount', num: true, f: (x) => money(x.amount_micros) }, { h: 'Requested', f: (x) => when(x.created_at) },
+      { h: 'Decide', f: (x) => '<div class="row">' + actionButton('settle', x.id, 'Settle', 'payout ' + x.id) +
+        actionButton('reject', x.id, 'Reject', 'payout ' + x.id, true) + '</div>' },
+    ], p, 'No payouts waiting.');
+  }
+
+  // disputeColumns are a dispute's columns, for the operator and for the
+  // provider charged.
+  const disputeColumns = [
+    { h: 'Dispute', f: (d) => id(d.id) + '<br>' + when(d.created_at) },
+    { h: 'Offence', f: (d) => esc(words(d.offence)) }, { h: 'State', f: (d) => stateTag(d.state) },
+    { h: 'Node / lease', f: (d) => (d.node_id ? id(d.node_id) : '—') + (d.lease_id ? '<br>' + id(d.lease_id) : '') },
+    { h: 'Harm', num: true, f: (d) => money(d.harm_micros) },
+    { h: 'Penalty', num: true, f: (d) => d.state === 'upheld' ? money(d.penalty_micros) + (d.penalty_to ? ' to ' + esc(d.penalty_to) : '') : '—' },
+    { h: 'Evidence', f: (d) => esc(d.evidence) },
+    { h: 'Resolution', f: (d) => d.resolution ? esc(d.resolution) + `<br><span class="hint">${esc(d.resolved_by || '')} ${when(d.resolved_at)}</span>` : '—' },
+  ];
+
+  // openFirst puts open disputes first, then the newest.
+  const openFirst = (ds) => ds.sort((a, b) => (a.state === 'open' ? 0 : 1) - (b.state === 'open' ? 0 : 1) ||
+    Date.parse(b.created_at) - Date.parse(a.created_at)).slice(0, 30);
+
+  async function disputes() {
+    const p = await probe(['/v1/disputes?limit=200']);
+    if (p.missing) return unavailable('Disputes');
+    const ds = remember(openFirst(p.data.disputes || []));
+    const open = ds.filter((d) => d.state === 'open').length;
+    return kpis([['Open', esc(open)], ['Shown', esc(ds.length)]]) + table([
+      { h: 'Provider', f: (d) => id(d.provider_id) }, ...disputeColumns,
+      { h: 'Decide', f: (d) => d.state !== 'open' ? '' : '<div class="row">' +
+        actionButton('uphold', d.id, 'Uphold', 'dispute ' + d.id) + actionButton('dismiss', d.id, 'Dismiss', 'dispute ' + d.id, true) + '</div>' },
+    ], ds, 'None right now.');
+  }
+
+  async function quarantined() {
+    const p = await probe(['/v1/quarantine']);
+    if (p.missing) return unavailable('Quarantine');
+    const qs = remember(p.data || [], (q) => q.node_id);
+    return table([
+      { h: 'Node', f: (q) => id(q.node_id) }, { h: 'Provider', f: (q) => id(q.provider_id) },
+      { h: 'Since', f: (q) => when(q.since) }, { h: 'Reason', f: (q) => esc(q.reason) },
+      { h: 'Evidence', f: (q) => q.evidence ? `<code>${esc(JSON.stringify(q.evidence).slice(0, 200))}</code>` : '—' },
+      { h: 'Decide', f: (q) => actionButton('lift', q.node_id, 'Lift', 'the quarantine of node ' + q.node_id) },
+    ], qs, 'None right now.');
+  }
+
+  // verifications lists re-runs of verifiable work: a renter's own, or
+  // every one for an operator.
+  async function verifications() {
+    const p = await probe(['/v1/verifications?limit=50']);
+    if (p.missing) return unavailable('Verification of results');
+    const run = (r) => r ? id(r.job_id) + (r.provider_id ? '<br><span class="hint">by ' + esc(r.provider_id) + '</span>' : '') +
+      (r.digest ? '<br><span class="hint">output ' + esc(r.digest.slice(0, 12)) + '…</span>' : '') : '—';
+    return table([
+      { h: 'Verification', f: (v) => id(v.id) + '<br>' + when(v.created_at) }, { h: 'State', f: (v) => stateTag(v.state) },
+      { h: 'Original', f: (v) => run(v.original) }, { h: 'Re-run', f: (v) => run(v.rerun) }, { h: 'Tie-break', f: (v) => run(v.tiebreak) },
+      { h: 'Outcome', f: (v) => esc(v.outcome || 'pending') + (v.dispute_id ? '<br>dispute ' + id(v.dispute_id) : '') },
+    ], p.data.verifications || [], 'No verifications yet. A verifiable job (deterministic output) is re-run on another ' +
+      'provider\'s node for a sample of its leases.');
+  }
+
+  // providerBond shows the provider's bond and the disputes against it.
+  async function providerBond() {
+    const [bal, p] = await Promise.all([get('/v1/balance'), probe(['/v1/disputes?limit=200'])]);
+    const head = [['Bond', money(bal.bond_micros)]];
+    if (p.missing) return kpis(head) + unavailable('Disputes');
+    const ds = openFirst(p.data.disputes || []);
+    const taken = ds.filter((d) => d.state === 'upheld').reduce((a, d) => a + (d.penalty_micros || 0), 0);
+    return kpis(head.concat([['Open disputes', esc(ds.filter((d) => d.state === 'open').length)], ['Penalties taken', money(taken)]])) +
+      table(disputeColumns, ds, 'No disputes against you.') +
+      '<p class="hint">A bond backs your promises: an upheld dispute takes the trust policy\'s penalty from it. ' +
+      'Post one with <code>idlegrid bond post</code>; see docs/trust.md.</p>';
+  }
+
+  // ---- operator actions, each confirmed in a dialog ------------------
+
+  // ACTIONS are the operator's actions on a row: what the dialog asks, the
+  // call made once it is confirmed, and what the panel then says. key is an
+  // Idempotency-Key made when the dialog opens, so that retrying one
+  // confirmation is applied once.
+  const ACTIONS = {
+    settle: { panel: 'settle', ok: 'Settle payout', required: true, label: 'Payment reference (e.g. the bank transfer ID)',
+      title: (r) => 'Settle payout ' + r.id,
+      what: (r) => `Marks ${money(r.amount_micros)} to provider ${r.provider_id} as paid. Settle once the money has left: it cannot be undone.`,
+      run: (r, text, key) => api('POST', '/v1/payouts/' + enc(r.id) + '/settle', { reason: text }, { 'Idempotency-Key': key }),
+      done: (x) => `Payout ${x.id} settled: ${money(x.amount_micros)} paid to ${x.provider_id}.` },
+    reject: { panel: 'settle', ok: 'Reject payout', danger: true, required: true, label: 'Reason, for the provider',
+      title: (r) => 'Reject payout ' + r.id,
+      what: (r) => `Refuses ${money(r.amount_micros)} to provider ${r.provider_id}; the money is payable to them again.`,
+      run: (r, text, key) => api('POST', '/v1/payouts/' + enc(r.id) + '/reject', { reason: text }, { 'Idempotency-Key': key }),
+      done: (x) => `Payout ${x.id} rejected: ${money(x.amount_micros)} is payable to ${x.provider_id} again.` },
+    uphold: { panel: 'disputes', ok: 'Uphold dispute', danger: true, required: true, label: 'Resolution: why it is upheld',
+      title: (r) => 'Uphold dispute ' + r.id,
+      what: (r) => `Finds provider ${r.provider_id} guilty of ${words(r.offence)}: the trust policy's penalty is taken from their bond ` +
+        `and counts against their reputation. Evidence: ${r.evidence || 'none given'}`,
+      run: (r, text) => api('POST', '/v1/disputes/' + enc(r.id) + '/uphold', { resolution: text }),
+      done: (d) => `Dispute ${d.id} upheld: ` + (d.penalty_micros > 0
+        ? `${money(d.penalty_micros)} taken from the bond of ${d.provider_id}${d.penalty_to ? ' to the ' + d.penalty_to : ''}.`
+        : `no money moved (the bond of ${d.provider_id} was empty, or the policy sets no penalty).`) },
+    dismiss: { panel: 'disputes', ok: 'Dismiss dispute', required: true, label: 'Resolution: why it is dismissed',
+      title: (r) => 'Dismiss dispute ' + r.id,
+      what: (r) => `Clears provider ${r.provider_id} of ${words(r.offence)}: nothing is taken from their bond.`,
+      run: (r, text) => api('POST', '/v1/disputes/' + enc(r.id) + '/dismiss', { resolution: text }),
+      done: (d) => `Dispute ${d.id} dismissed: nothing moved.` },
+    lift: { panel: 'quarantine', ok: 'Lift quarantine', label: 'Note, for the record',
+      title: (r) => 'Lift the quarantine of node ' + r.node_id,
+      what: (r) => `Node ${r.node_id} takes new leases again. It was quarantined because: ${r.reason}`,
+      run: (r, text) => api('POST', '/v1/nodes/' + enc(r.node_id) + '/quarantine/lift', { note: text }),
+      done: (q) => `Node ${q.node_id}: quarantine lifted; it takes new leases again.` },
+  };
+
+  let confirming = null; // the action whose dialog is open: {a, row, rowID, name, key}
+
+  function openConfirm(name, rowID) {
+    const a = ACTIONS[name], row = st.rows[rowID];
+    confirming = { a, row, rowID, name, key: 'web-' + name + '-' + crypto.randomUUID() };
+    $('#confirm-h').textContent = a.title(row);
+    $('#confirm-what').textContent = a.what(row);
+    $('#confirm-label').textContent = a.label + (a.required ? '' : ' (optional)');
+    $('#confirm-text').value = '';
+    $('#confirm-text').required = !!a.required;
+    $('#confirm-error').textContent = '';
+    const ok = $('#confirm-ok');
+    ok.textContent = a.ok; ok.className = a.danger ? 'danger' : ''; ok.disabled = false;
+    $('#confirm').showModal();
+    $('#confirm-text').focus();
+  }
+
+  async function confirmSubmit(ev) {
+    ev.preventDefault();
+    const c = confirming;
+    if (!c) return;
+    const out = $('#confirm-error'), text = $('#confirm-text').value.trim();
+    out.textContent = '';
+    if (c.a.required && !text) { out.textContent = c.a.label + ': required.'; $('#confirm-text').focus(); return; }
+    $('#confirm-ok').disabled = true;
+    try {
+      const res = await c.a.run(c.row, text, c.key);
+      c.result = c.a.done(res);
+      $('#confirm').close();
+    } catch (e) {
+      out.textContent = e.message + (e.status === 409 ? ' (someone may have decided it already; the list refreshes)' : '');
+      $('#confirm-ok').disabled = false;
+      $('#confirm-text').focus();
+      refresh();
+    }
+  }
+
+  // confirmClosed runs however the dialog closed (done, Cancel, Escape):
+  // it reports the result in the panel and moves the focus there, or back
+  // to the button that opened the dialog.
+  function confirmClosed() {
+    const c = confirming;
+    confirming = null;
+    if (!c) return;
+    const res = document.getElementById('result-' + c.a.panel);
+    if (c.result && res) {
+      res.textContent = c.result; res.className = 'result'; res.tabIndex = -1; res.focus();
+      refresh();
+      return;
+    }
+    const b = document.querySelector(`button[data-action="${c.name}"][data-id="${CSS.escape(c.rowID)}"]`);
+    if (b) b.focus();
+  }
+
+  // ---- actions in redrawn bodies (event delegation) ------------------
+
+  document.addEventListener('click', async (ev) => {
+    const b = ev.target.closest('button[data-action]');
+    if (!b || b.dataset.action === 'w-remove') return;
+    const idv = b.dataset.id;
+    try {
+      if (b.dataset.action === 'job') {
+        st.job = idv; await refresh();
+        const h = $('#panel-job h2'); if (h) { h.tabIndex = -1; h.focus(); }
+      } else if (b.dataset.action === 'cancel') {
+        const j = await api('POST', '/v1/jobs/' + encodeURIComponent(idv) + '/cancel');
+        toast('Job ' + j.id + ' is ' + j.state); refresh();
+      } else if (ACTIONS[b.dataset.action] && st.rows[idv]) {
+        openConfirm(b.dataset.action, idv);
+      }
+    } catch (e) { toast(e.message, true); }
+  });
+
+  // ---- shell: sign-in, navigation, refresh ---------------------------
+
+  let toastTimer = 0;
+  function toast(msg, bad) {
+    const t = $('#toast');
+    t.textContent = msg; t.className = 'toast show' + (bad ? ' bad' : '');
+    clearTimeout(toastTimer);
+    toastTimer = setTimeout(() => { t.className = 'toast'; }, 6000);
+  }
+
+  function signOut(why) {
+    sessionStorage.removeItem(KEY);
+    st.key = ''; st.me = null; st.view = ''; st.job = ''; st.node = ''; st.samples = []; st.rows = {};
+    if ($('#confirm').open) $('#confirm').close();
+    $('#toast').className = 'toast';
+    clearTimeout(st.timer);
+    history.replaceState(null, '', location.pathname + location.search); // the next key starts at its own view
+    $('#view').hidden = true; $('#view').innerHTML = '';
+    $('#nav').hidden = true; $('#who').hidden = true;
+    $('#signin').hidden = false;
+    $('#signin-error').textContent = why || '';
+    $('#key').value = '';
+    $('#key').focus();
+  }
+
+  async function signIn(key) {
+    st.key = key;
+    try {
+      st.me = await api('GET', '/v1/me');
+    } catch (e) {
+      st.key = '';
+      sessionStorage.removeItem(KEY);
+      throw e;
+    }
+    sessionStorage.setItem(KEY, key);
+    $('#signin').hidden = true;
+    $('#who-name').textContent = st.me.name + ' (' + st.me.role + ')';
+    $('#who').hidden = false;
+    const views = viewsFor(st.me.role);
+    $('#nav').innerHTML = views.map((v) => `<a href="#${v}" data-view="${v}">${esc(VIEWS[v].title)}</a>`).join('');
+    $('#nav').hidden = false;
+    route();
+  }
+
+  function route() {
+    if (!st.me) return;
+    const views = viewsFor(st.me.role);
+    const want = location.hash.slice(1);
+    const v = views.includes(want) ? want : views[0];
+    if (location.hash.slice(1) !== v) history.replaceState(null, '', '#' + v);
+    for (const a of document.querySelectorAll('#nav a')) {
+      if (a.dataset.view === v) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+    }
+    if (st.view !== v) mount(v);
+  }
+
+  function mount(v) {
+    st.view = v;
+    const view = $('#view');
+    const panels = VIEWS[v].panels();
+    view.innerHTML = `<h1>${esc(VIEWS[v].title)}</h1><div class="grid">` + panels.map((p) =>
+      `<section class="panel${p.wide ? ' wide' : ''}" id="panel-${p.id}" aria-labelledby="h-${p.id}">
+        <h2 id="h-${p.id}">${esc(p.title)}</h2>
+        ${p.body ? `<div class="body" data-panel="${p.id}" aria-live="off"><p class="muted">Loading…</p></div>` : ''}
+        ${p.result ? `<p class="result" id="result-${p.id}" role="status" aria-live="polite"></p>` : ''}
+        ${p.form ? p.form() : ''}</section>`).join('') + '</div>';
+    view.hidden = false;
+    view.panels = panels;
+    for (const p of panels) if (p.bind) p.bind();
+    document.title = VIEWS[v].title + ' · idlegrid';
+    refresh();
+  }
+
+  // refresh redraws every panel body of the current view, then schedules
+  // the next refresh. A body whose HTML did not change is left alone, so
+  // that focus and selection inside it survive.
+  async function refresh() {
+    clearTimeout(st.timer);
+    if (!st.me || st.busy) { st.timer = setTimeout(refresh, REFRESH_MS); return; }
+    st.busy = true;
+    const view = $('#view'), v = st.view;
+    let ok = true;
+    await Promise.all((view.panels || []).filter((p) => p.body).map(async (p) => {
+      let html;
+      try { html = await p.body(); } catch (e) {
+        ok = ok && !(e instanceof TypeError);
+        html = `<p class="error">Could not load: ${esc(e.message)}</p>`;
+      }
+      const el = view.querySelector(`[data-panel="${p.id}"]`);
+      if (el && st.view === v && el.dataset.html !== html) {
+        const focus = focusedIn(el);
+        el.innerHTML = html; el.dataset.html = html;
+        if (focus) { const b = el.querySelector(focus); if (b) b.focus(); }
+      }
+    }));
+    st.busy = false;
+    $('#live').className = ok ? 'live' : 'live stale';
+    $('#live').textContent = ok ? 'live' : 'reconnecting';
+    if (st.me) st.timer = setTimeout(refresh, document.hidden ? REFRESH_MS * 5 : REFRESH_MS);
+  }
+
+  // focusedIn names the action button focused inside el, if any, so that a
+  // redraw (a time that reads "5s ago" instead of "4s ago") keeps the focus
+  // of a keyboard user on it.
+  function focusedIn(el) {
+    const a = document.activeElement;
+    if (!a || !el.contains(a) || !a.dataset || !a.dataset.action) return '';
+    return `button[data-action="${CSS.escape(a.dataset.action)}"][data-id="${CSS.escape(a.dataset.id || '')}"]`;
+  }
+
+  document.addEventListener('DOMContentLoaded', () => {
+    $('#signin-form').addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      const key = $('#key').value.trim();
+      $('#signin-error').textContent = '';
+      if (!key) { $('#signin-error').textContent = 'Paste an API key (it starts with igk_).'; return; }
+      try { await signIn(key); } catch (e) { $('#signin-error').textContent = e.message; $('#key').focus(); }
+    });
+    $('#signout').addEventListener('click', () => signOut('Signed out.'));
+    $('#confirm-form').addEventListener('submit', confirmSubmit);
+    $('#confirm-cancel').addEventListener('click', () => $('#confirm').close());
+    $('#confirm').addEventListener('close', confirmClosed);
+    window.addEventListener('hashchange', route);
+    document.addEventListener('visibilitychange', () => { if (!document.hidden) refresh(); });
+    if (st.key) signIn(st.key).catch((e) => signOut(e.message)); else $('#key').focus();
+  });
+})();
