@@ -67,6 +67,7 @@ type node struct {
 	leafPlan planAgg // its plan entry, kept by touch
 	base     agg     // what of leaf its offer, record and prices decide (see setBase)
 	basePlan planAgg
+	// The buffers of held, holds and sums (see gpus).
 	heldBuf  [inlineSlots]*hold
 	holdsBuf [inlineSlots]*hold
 	sumsBuf  [inlineSlots]holdSum
