@@ -117,6 +117,7 @@ func (a *api) routes() {
 	a.handle("GET /v1/leases/{id}/receipts", t, a.withKey(a.leaseReceipts))
 	a.auditRoutes() // audit.go
 	a.reputationRoutes()
+	a.handle("GET /v1/providers/{id}/fill", t, a.withKey(a.providerFill)) // fill.go
 
 	a.handle("POST /v1/accounts/{id}/topup", t, a.withKey(a.topUp))
 	a.handle("GET /v1/balance", t, a.withKey(a.ownBalance))

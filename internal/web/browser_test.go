@@ -390,6 +390,7 @@ func TestDashboard(t *testing.T) {
 		b.waitText("#panel-reliability", "What would raise it")
 		b.waitText("#panel-badges", "newcomer", "not available on this server yet")
 		b.waitText("#panel-asks", "Suggested")
+		b.waitText("#panel-earnings", "GPU-hours leased") // the fill chart reads the server's history, not page samples
 		b.waitText("#panel-windows", "In force")
 		nodeID := eval[string](b, "read the chosen node", `document.getElementById('w-node').value`)
 		b.run("edit the window",

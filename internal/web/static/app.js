@@ -154,8 +154,9 @@
         s.points.map((p) => `<circle r="2.5" fill="${c}" cx="${X(p[0]).toFixed(1)}" cy="${Y(p[1]).toFixed(1)}"/>`).join('') +
         (last ? `<text x="${W - R + 4}" y="${Y(last[1]).toFixed(1)}" dy="3">${esc(fmt(last[1]))}</text>` : '');
     }).join('');
-    const t = (ms) => new Date(ms).toLocaleTimeString([], x1 - x0 < 3600e3
-      ? { hour: '2-digit', minute: '2-digit', second: '2-digit' } : { hour: '2-digit', minute: '2-digit' });
+    const t = (ms) => x1 - x0 >= 2 * 86400e3 ? new Date(ms).toLocaleDateString([], { month: 'short', day: 'numeric', timeZone: 'UTC' })
+      : new Date(ms).toLocaleTimeString([], x1 - x0 < 3600e3
+        ? { hour: '2-digit', minute: '2-digit', second: '2-digit' } : { hour: '2-digit', minute: '2-digit' });
     const summary = series.map((s) => s.name + ' latest ' + fmt(s.points[s.points.length - 1][1])).join('; ');
     return `<svg class="chart" viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(label + ': ' + summary)}">
       <title>${esc(label)}</title>
@@ -648,15 +649,26 @@
       'raised when demand exceeds free GPUs, lowered when less than half is filled. Asks come from the agent\'s config.</p>';
   }
 
+  // fillChart draws the provider's fill rate per UTC day from the server's
+  // history (GET /v1/providers/{id}/fill); on a server without it, the
+  // page's own samples since it opened.
+  async function fillChart() {
+    const p = await probe(['/v1/providers/' + encodeURIComponent(st.me.id) + '/fill?days=14']);
+    if (p.missing) return lineChart('Share of your online GPUs in use, since this page opened', [{ name: 'fill rate', points: st.samples }], pct);
+    const points = p.data.days.map((d) => [Date.parse(d.start), d.fill]);
+    return lineChart('Fill rate per UTC day, last 14 days', [{ name: 'fill rate', points }], pct) +
+      '<p class="hint" id="fill-source">Fill rate: GPU-hours leased ÷ GPU-hours your nodes\' windows offered, per UTC day ' +
+      '(today so far). Past days apply each node\'s current windows.</p>';
+  }
+
   async function providerEarnings() {
-    const [bal, tx] = await Promise.all([get('/v1/balance'), get('/v1/transfers?limit=1000')]);
+    const [bal, tx, fill] = await Promise.all([get('/v1/balance'), get('/v1/transfers?limit=1000'), fillChart()]);
     const earned = settledTo(tx.transfers, /^provider:.*:pending$/);
     const total = (bal.pending_micros || 0) + (bal.payable_micros || 0) + (bal.payout_in_flight_micros || 0) + (bal.paid_out_micros || 0);
     return kpis([
       ['Earned, all time', money(total)], ['Pending', money(bal.pending_micros)], ['Payable', money(bal.payable_micros)],
       ['Paid out', money(bal.paid_out_micros)],
-    ]) + lineChart('Earnings per hour, last 24 hours', [{ name: 'earnings', points: hourly(earned, 24) }], (v) => money(v, 4)) +
-      lineChart('Share of your online GPUs in use, since this page opened', [{ name: 'fill rate', points: st.samples }], pct);
+    ]) + lineChart('Earnings per hour, last 24 hours', [{ name: 'earnings', points: hourly(earned, 24) }], (v) => money(v, 4)) + fill;
   }
 
   // reputations asks the server for each node's reputation (docs/trust.md);
