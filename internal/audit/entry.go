@@ -24,6 +24,7 @@ const (
 	KindLeaseTransition Kind = "lease.transition" // one state change of a lease
 	KindLevelChange     Kind = "reputation.level" // a promotion or demotion
 	KindPolicy          Kind = "trust.policy"     // the trust policy in force changed
+	KindDispute         Kind = "trust.dispute"    // a dispute opened or resolved, with its penalty
 )
 
 // Limits of an entry, so that no single leaf can be made enormous.

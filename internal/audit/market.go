@@ -51,6 +51,20 @@ func LeaseEntry(l *idlegrid.Lease, ev idlegrid.LeaseEvent) (Entry, error) {
 		leaseTransition{LeaseEvent: ev, Fault: l.Fault, ChargedMicros: l.ChargedMicros}, ev.At)
 }
 
+// DisputeEntry is the entry of a dispute as it is after it was opened or
+// resolved at at: the provider charged, the harmed renter, the node and
+// the lease can each find it. The penalty's ledger transfer has its own
+// posting entry.
+func DisputeEntry(d *idlegrid.Dispute, at time.Time) (Entry, error) {
+	var subjects []string
+	for _, s := range []string{d.ID, d.ProviderID, d.RenterID, d.NodeID, d.LeaseID} {
+		if s != "" {
+			subjects = append(subjects, s)
+		}
+	}
+	return NewEntry(KindDispute, subjects, d, at)
+}
+
 func leaseSubjects(l *idlegrid.Lease) []string {
 	var out []string
 	for _, s := range []string{l.ID, l.JobID, l.NodeID, l.RenterID, l.ProviderID} {

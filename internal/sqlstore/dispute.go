@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/audit"
 )
 
 var _ idlegrid.DisputeStore = (*DB)(nil)
@@ -99,6 +100,9 @@ func (db *DB) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idl
 			return err
 		}
 		d.TransferID = transferID
+		if err := appendAudit(tx)(audit.DisputeEntry(d, d.CreatedAt)); err != nil {
+			return err
+		}
 		if penalty == nil {
 			return nil
 		}
@@ -187,8 +191,10 @@ func (db *DB) ResolveDispute(ctx context.Context, r idlegrid.DisputeResolution) 
 				return err
 			}
 		}
-		out, err = findDispute(ctx, tx, d.ID, "")
-		return err
+		if out, err = findDispute(ctx, tx, d.ID, ""); err != nil {
+			return err
+		}
+		return appendAudit(tx)(audit.DisputeEntry(out, r.At))
 	})
 	return out, err
 }

@@ -106,6 +106,24 @@ func testDisputes(t *testing.T, db *sqlstore.DB) {
 		wantCode(t, err, idlegrid.ENOTFOUND)
 		checkLedger(t, db)
 	})
+	t.Run("audit", func(t *testing.T) {
+		// Each dispute is logged as it opened and as it was resolved, beside
+		// its penalty's posting; the refused ones left nothing.
+		es, err := db.ListAuditEntries(ctx, idlegrid.AuditFilter{Subject: p.ID})
+		mustOK(t, err)
+		kinds := map[string]int{}
+		for _, e := range es {
+			kinds[e.Kind]++
+		}
+		// upheld (1), open and dismissed opened (2) and resolved (2).
+		if kinds["trust.dispute"] != 5 {
+			t.Errorf("audit entries of kind trust.dispute = %d, want 5 (%v)", kinds["trust.dispute"], kinds)
+		}
+		// The bond and the two penalties.
+		if kinds["ledger.posting"] != 3 {
+			t.Errorf("audit entries of kind ledger.posting = %d, want 3 (%v)", kinds["ledger.posting"], kinds)
+		}
+	})
 	t.Run("list", func(t *testing.T) {
 		all, err := db.ListDisputes(ctx, idlegrid.DisputeFilter{ProviderID: p.ID})
 		mustOK(t, err)
