@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/idlegrid/idlegrid"
@@ -76,7 +77,7 @@ func (s *Server) queueRun(ctx context.Context, j *idlegrid.Job, leaseID string, 
 	spec.Tier, spec.Interruptible = idlegrid.TierBronze, true
 	spec.VerifiesLeaseID, spec.CheckpointRef, spec.Deadline = leaseID, "", nil
 	spec.AvoidProviders = append(slices.Clone(j.AvoidProviders), avoid...)
-	spec.Env = mapsClone(j.Env)
+	spec.Env = maps.Clone(j.Env)
 	now := s.Now()
 	run := &idlegrid.Job{
 		ID: idlegrid.NewID("job"), RenterID: j.RenterID, SubmittedByKey: j.SubmittedByKey, JobSpec: spec,
@@ -88,17 +89,6 @@ func (s *Server) queueRun(ctx context.Context, j *idlegrid.Job, leaseID string, 
 	}
 	s.Kick()
 	return run, nil
-}
-
-func mapsClone(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // recordRun records how a re-run or tie-break lease ended, and decides.

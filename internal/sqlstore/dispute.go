@@ -135,20 +135,9 @@ func (db *DB) ListDisputes(ctx context.Context, f idlegrid.DisputeFilter) ([]*id
 	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
 	var out []*idlegrid.Dispute
-	err := db.view(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, q, a...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			d, err := scanDispute(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, d)
-		}
-		return rows.Err()
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		out, err = queryAll(ctx, tx, scanDispute, q, a...)
+		return err
 	})
 	return out, err
 }

@@ -185,20 +185,9 @@ func (db *DB) ListPayouts(ctx context.Context, f idlegrid.PayoutFilter) ([]*idle
 	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
 	var out []*idlegrid.Payout
-	err := db.view(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, q, a...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			p, err := scanPayout(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, p)
-		}
-		return rows.Err()
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		out, err = queryAll(ctx, tx, scanPayout, q, a...)
+		return err
 	})
 	return out, err
 }

@@ -191,6 +191,24 @@ func (a *args) add(v any) string {
 }
 
 // in returns a placeholder list for vs, e.g. "($3, $4)".
+// queryAll runs q in tx and scans every row it returns with scan.
+func queryAll[T any](ctx context.Context, tx *sql.Tx, scan func(scanner) (*T, error), q string, a ...any) ([]*T, error) {
+	rows, err := tx.QueryContext(ctx, q, a...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 func in[T ~string](a *args, vs []T) string {
 	ps := make([]string, len(vs))
 	for i, v := range vs {

@@ -123,20 +123,9 @@ func (db *DB) ListVerifications(ctx context.Context, f idlegrid.VerificationFilt
 	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
 	var out []*idlegrid.Verification
-	err := db.view(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, q, a...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			v, err := scanVerification(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, v)
-		}
-		return rows.Err()
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		out, err = queryAll(ctx, tx, scanVerification, q, a...)
+		return err
 	})
 	return out, err
 }
