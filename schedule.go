@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -100,8 +101,22 @@ func (s *Schedule) location() (*time.Location, error) {
 	if s.TimeZone == "" {
 		return time.UTC, nil
 	}
-	return time.LoadLocation(s.TimeZone)
+	if loc, ok := locations.Load(s.TimeZone); ok {
+		return loc.(*time.Location), nil
+	}
+	loc, err := time.LoadLocation(s.TimeZone)
+	if err != nil {
+		return nil, err
+	}
+	locations.Store(s.TimeZone, loc)
+	return loc, nil
 }
+
+// locations caches the time zones schedules have named: time.LoadLocation
+// reads the zone database on every call, and a window boundary asks for
+// the zones of thousands of nodes at once. Only zones that loaded are kept,
+// so a bad name in a request cannot grow it.
+var locations sync.Map // zone name → *time.Location
 
 // parseClock parses "HH:MM" into minutes after midnight.
 func parseClock(v string) (int, error) {

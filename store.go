@@ -19,6 +19,8 @@ type Store interface {
 	VerificationStore // verification.go
 
 	AttestationStore // attest.go
+	HeartbeatStore   // heartbeat.go
+	KeyRoutingStore  // routing.go
 
 	CreateAccount(ctx context.Context, a *Account) error
 	FindAccount(ctx context.Context, id string) (*Account, error)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -343,8 +344,46 @@ func (ms *models) proxy(w http.ResponseWriter, r *http.Request, m *servedModel, 
 			w.Header().Set(h, v)
 		}
 	}
+	if !isStream(r, resp) {
+		answerWhole(w, resp)
+		return
+	}
 	w.WriteHeader(resp.StatusCode)
 	copyFlushing(w, resp.Body)
+}
+
+// maxWholeAnswer bounds the non-streamed answer the agent holds before it
+// passes it on; the rest of a larger one is copied as it comes.
+const maxWholeAnswer = 8 << 20
+
+// isStream reports whether an answer is a stream of server-sent events,
+// which must pass on chunk by chunk.
+func isStream(r *http.Request, resp *http.Response) bool {
+	return strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") ||
+		strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// answerWhole passes on a non-streamed answer in one write, with its
+// length: its header and body then cross the session as one frame rather
+// than a frame per read and the end of a chunked body. The gateway reads
+// such an answer whole anyway. An upstream that breaks off before the end
+// is a 502, so that the gateway tries another provider.
+func answerWhole(w http.ResponseWriter, resp *http.Response) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxWholeAnswer))
+	if err != nil {
+		writeModelError(w, http.StatusBadGateway, "server_error", "the model server's answer broke off: "+err.Error())
+		return
+	}
+	if len(body) < maxWholeAnswer {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(body)
+		return
+	}
+	w.WriteHeader(resp.StatusCode)
+	if _, err := w.Write(body); err == nil {
+		copyFlushing(w, resp.Body)
+	}
 }
 
 // copyFlushing copies src to w, flushing after every read, so that each

@@ -17,6 +17,7 @@ func (c *keyCommand) Run(ctx context.Context, args []string) error {
 		{"ls", "list your API keys", func(a []string) error { return c.list(ctx, a) }},
 		{"revoke", "revoke an API key", func(a []string) error { return c.revoke(ctx, a) }},
 		{"limit", "set or lift what the jobs a key submits may spend a month", func(a []string) error { return c.limit(ctx, a) }},
+		{"routing", "show or set how a key's inference requests choose providers", func(a []string) error { return c.routing(ctx, a) }},
 	}, args)
 }
 

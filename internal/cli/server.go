@@ -149,7 +149,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		return nil, err
 	}
 	srv, err := server.Open(server.Config{
-		Store: store, FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger, AuditKey: auditKey,
+		Store: store, FeeBasisPoints: serverFee(cfg.feeBPS), Logger: cfg.logger, AuditKey: auditKey,
 		HeartbeatInterval: cfg.heartbeat, MissedHeartbeats: cfg.missedHeartbeats,
 		PayoutHold: cfg.payoutHold, TrustPolicy: cfg.trustPolicy,
 	})
@@ -213,14 +213,10 @@ func (rs *runningServer) stop() error {
 // openGateway starts the inference gateway over the store, the
 // coordinator's API keys and the agents' sessions.
 func openGateway(store *sqlstore.DB, srv *server.Server, sessions *session.Registry, cfg serveConfig) (*gateway.Gateway, error) {
-	fee := cfg.feeBPS
-	if fee == 0 {
-		fee = 1000 // as server.Config takes it
-	}
 	return gateway.New(gateway.Config{
 		Store: store, Usage: store, Nodes: gateway.Sessions{Registry: sessions},
 		Authenticate: srv.AuthenticateKey, StatusCode: httpapi.StatusCode,
-		FeeBasisPoints: fee, Logger: cfg.logger,
+		FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger,
 	})
 }
 
@@ -279,4 +275,13 @@ func bootstrapAdmin(ctx context.Context, store idlegrid.Store, srv *server.Serve
 		fmt.Fprintf(announce, "idlegrid: created admin account %s; its API key is in %s\n", a.ID, keyFile)
 	}
 	return secret, nil
+}
+
+// serverFee is --fee-bps as server.Config reads it, where zero takes the
+// default: a platform that charges no fee asks for a negative one.
+func serverFee(feeBPS int64) int64 {
+	if feeBPS == 0 {
+		return -1
+	}
+	return feeBPS
 }

@@ -348,3 +348,11 @@ func TestCommands_AgainstServer(t *testing.T) {
 		}
 	})
 }
+
+func TestServerFee(t *testing.T) {
+	for _, tt := range []struct{ flag, want int64 }{{0, -1}, {1, 1}, {1000, 1000}, {10_000, 10_000}} {
+		if got := serverFee(tt.flag); got != tt.want {
+			t.Errorf("serverFee(%d) = %d, want %d", tt.flag, got, tt.want)
+		}
+	}
+}

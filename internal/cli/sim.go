@@ -259,6 +259,9 @@ func (c *simCommand) Run(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "cheaters" {
 		return (&simCheatersCommand{env: c.env}).Run(ctx, args[1:])
 	}
+	if len(args) > 0 && args[0] == "inference" {
+		return (&simInferenceCommand{env: c.env}).Run(ctx, args[1:])
+	}
 	fs := c.env.flags("sim", help{
 		usage: "idlegrid sim [--demand alibaba:PATH|csv:PATH] [--supply helios:PATH|alibaba:PATH|csv:PATH] [--prices PATH] [--nodes N] [--jobs N] [--seed S] [--out DIR] [--json] [--bad-rows fail|skip]",
 		about: `Replay a demand trace against a supply trace through idlegrid's market
@@ -277,7 +280,8 @@ GPUs as supply, and the FSDL cloud and Vast.ai price tables. --nodes and
 and the generic CSV formats for your own traces.
 
 'idlegrid sim cheaters' is another simulation: cheating providers against
-the real coordinator (run it with --help).`,
+the real coordinator (run it with --help). 'idlegrid sim inference'
+replays the Azure LLM inference trace through the real gateway.`,
 		examples: `idlegrid sim
 		idlegrid sim --out sim-out
 		idlegrid sim --nodes 100000 --jobs 1000000 --runs engine

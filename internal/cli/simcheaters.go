@@ -30,7 +30,8 @@ interval holds), bills-offline (bills while it skips heartbeats),
 drops-jobs (never starts, or silently stops, half its leases) and
 fakes-uptime (heartbeats and bills, never runs the work, prints made-up
 output). A provider is flagged by an upheld dispute, a quarantined node,
-or a provider score below --flag-score. docs/trust.md, "Cheating
+or the reputation flag: a provider score below --flag-score with at least
+two incidents against it (one may be an accident). docs/trust.md, "Cheating
 providers, simulated", defines each. The same seed gives the same table.`,
 		examples: `idlegrid sim cheaters
 		idlegrid sim cheaters --providers 50 --seed 7 --json
@@ -46,7 +47,7 @@ providers, simulated", defines each. The same seed gives the same table.`,
 	fs.StringVar(&behaviours, "behaviours", "lies-gpu,inflates-receipts,bills-offline,drops-jobs,fakes-uptime", "cheating behaviours to deal, comma-separated")
 	fs.IntVar(&cfg.Leases, "leases", 20, "leases each provider is watched for")
 	fs.Float64Var(&cfg.Verifiable, "verifiable", 0.5, "share of renters' jobs marked verifiable")
-	fs.Float64Var(&cfg.FlagScore, "flag-score", trustsim.DefaultFlagScore, "a provider score below this flags the provider")
+	fs.Float64Var(&cfg.FlagScore, "flag-score", 0, "a provider score below this, with at least two incidents, flags the provider; 0: the policy's reputation.flag_below (default 0.80)")
 	fs.Float64Var(&cfg.MaxHours, "max-hours", 14*24, "stop after this much simulated time")
 	fs.StringVar(&policy, "policy", "", "trust policy file (YAML, as the server's --trust-policy; docs/trust.md) instead of the default")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed for every random draw")

@@ -6,7 +6,8 @@
 //
 // A request is authenticated by API key, parsed (internal/openai), checked
 // against the key's rate limit, concurrency and budget (its worst case is
-// reserved while it runs), routed (route.go: hard constraints, then price,
+// reserved while it runs), routed by its "provider" object over its key's
+// default routing, field by field (route.go: hard constraints, then price,
 // latency or throughput, load, reliability, sticky prompt prefix), and
 // sent to the first provider; one that fails before the first byte is
 // replaced by the next, up to MaxAttempts, and a provider that keeps
@@ -270,7 +271,15 @@ func (a *activity) wait(ctx context.Context) error {
 
 // handlerFunc is a handler that returns its error, which withKey writes in
 // OpenAI's format.
-type handlerFunc func(w http.ResponseWriter, r *http.Request, c *idlegrid.Caller) error
+type handlerFunc func(w http.ResponseWriter, r *http.Request, c *apiKey) error
+
+// apiKey is the caller an API key identifies, and the key's default
+// routing (nil when it has none), which a request's own "provider" object
+// overrides field by field.
+type apiKey struct {
+	*idlegrid.Caller
+	routing *idlegrid.Routing
+}
 
 // withKey authenticates the bearer API key and runs next.
 func (g *Gateway) withKey(next handlerFunc) http.HandlerFunc {
@@ -294,36 +303,57 @@ func (g *Gateway) withKey(next handlerFunc) http.HandlerFunc {
 	}
 }
 
-func (g *Gateway) authenticate(r *http.Request) (*idlegrid.Caller, error) {
+func (g *Gateway) authenticate(r *http.Request) (*apiKey, error) {
 	h := r.Header.Get("Authorization")
 	scheme, secret, _ := strings.Cut(h, " ")
 	secret = strings.TrimSpace(secret)
 	if h == "" || !strings.EqualFold(scheme, "Bearer") || secret == "" {
 		return nil, idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "missing API key; send the header Authorization: Bearer <key>")
 	}
-	return g.auth.get(r.Context(), secret, g.cfg.AuthTTL, time.Now(), g.cfg.Authenticate)
+	return g.auth.get(r.Context(), secret, g.cfg.AuthTTL, time.Now(), g.keyOf)
 }
 
-// authCache reuses an API key's authentication for a short while, so that
-// a busy key does not cost a database read per request. It keys on the
-// secret's hash, never the secret.
+// keyOf authenticates secret and reads its key's default routing.
+func (g *Gateway) keyOf(ctx context.Context, secret string) (*apiKey, error) {
+	c, err := g.cfg.Authenticate(ctx, secret)
+	if err != nil {
+		return nil, err
+	}
+	k := &apiKey{Caller: c}
+	if c.KeyID == "" {
+		return k, nil
+	}
+	kr, err := g.cfg.Store.FindKeyRouting(ctx, c.KeyID)
+	switch {
+	case err == nil:
+		k.routing = &kr.Routing
+	case idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND:
+		// Its hard constraints (region, residency) must not be dropped.
+		return nil, err
+	}
+	return k, nil
+}
+
+// authCache reuses an API key's authentication, and its default routing,
+// for a short while, so that a busy key does not cost a database read per
+// request. It keys on the secret's hash, never the secret.
 type authCache struct {
 	mu sync.Mutex
 	m  map[[32]byte]authEntry
 }
 
 type authEntry struct {
-	caller *idlegrid.Caller
-	until  time.Time
+	key   *apiKey
+	until time.Time
 }
 
-func (a *authCache) get(ctx context.Context, secret string, ttl time.Duration, now time.Time, auth func(context.Context, string) (*idlegrid.Caller, error)) (*idlegrid.Caller, error) {
+func (a *authCache) get(ctx context.Context, secret string, ttl time.Duration, now time.Time, auth func(context.Context, string) (*apiKey, error)) (*apiKey, error) {
 	h := sha256.Sum256([]byte(secret))
 	a.mu.Lock()
 	e, ok := a.m[h]
 	a.mu.Unlock()
 	if ok && now.Before(e.until) {
-		return e.caller, nil
+		return e.key, nil
 	}
 	c, err := auth(ctx, secret)
 	if idlegrid.ErrorCode(err) == idlegrid.EUNAUTHORIZED {
@@ -335,7 +365,7 @@ func (a *authCache) get(ctx context.Context, secret string, ttl time.Duration, n
 	if a.m == nil || len(a.m) > 100_000 {
 		a.m = map[[32]byte]authEntry{}
 	}
-	a.m[h] = authEntry{caller: c, until: now.Add(ttl)}
+	a.m[h] = authEntry{key: c, until: now.Add(ttl)}
 	a.mu.Unlock()
 	return c, nil
 }

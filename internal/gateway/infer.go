@@ -37,7 +37,7 @@ type exchange struct {
 
 // infer serves one of the inference endpoints.
 func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, c *idlegrid.Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, c *apiKey) error {
 		start := time.Now()
 		g.active.enter()
 		defer g.active.leave()
@@ -52,6 +52,7 @@ func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 		if err != nil {
 			return err
 		}
+		req.Provider = openai.WithDefaults(req.Provider, c.routing)
 		all, err := g.catalog.providers(r.Context(), req.Model)
 		if err != nil {
 			return err
@@ -60,7 +61,7 @@ func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 		if len(plan) == 0 {
 			return noProvider(req.Model, len(all), why)
 		}
-		res, err := g.budgets.admit(r.Context(), c, g.worstCost(req, plan))
+		res, err := g.budgets.admit(r.Context(), c.Caller, g.worstCost(req, plan))
 		if err != nil {
 			return err
 		}
@@ -70,7 +71,7 @@ func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 			res.release(0)
 			return err
 		}
-		x := &exchange{g: g, id: idlegrid.NewID("req"), req: req, caller: c, start: start, res: res, body: up}
+		x := &exchange{g: g, id: idlegrid.NewID("req"), req: req, caller: c.Caller, start: start, res: res, body: up}
 		w.Header().Set("X-Request-Id", x.id)
 		return x.run(w, r, plan)
 	}

@@ -4,14 +4,13 @@ import (
 	"net/http"
 	"sort"
 
-	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/openai"
 )
 
 // listModels answers GET /v1/models: every model some provider serves
 // now, with its cheapest prices and its number of providers. A provider
 // without a live session, or with its breaker open, does not count.
-func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request, c *idlegrid.Caller) error {
+func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request, c *apiKey) error {
 	byModel, err := g.catalog.models(r.Context())
 	if err != nil {
 		return err

@@ -128,7 +128,7 @@ func quantile(xs []float64, q float64) float64 {
 }
 
 // serveStats answers GET /v1/inference/stats: every model's figures.
-func (g *Gateway) serveStats(w http.ResponseWriter, r *http.Request, c *idlegrid.Caller) error {
+func (g *Gateway) serveStats(w http.ResponseWriter, r *http.Request, c *apiKey) error {
 	writeJSON(w, http.StatusOK, StatsResponse{Models: g.stats.snapshot()})
 	return nil
 }
@@ -140,7 +140,7 @@ type UsageResponse struct {
 
 // serveUsage answers GET /v1/inference/usage: the caller's own metered
 // requests, as renter or provider, newest first (?limit=, default 100).
-func (g *Gateway) serveUsage(w http.ResponseWriter, r *http.Request, c *idlegrid.Caller) error {
+func (g *Gateway) serveUsage(w http.ResponseWriter, r *http.Request, c *apiKey) error {
 	limit := 100
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := parseLimit(s)

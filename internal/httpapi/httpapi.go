@@ -135,6 +135,9 @@ func (a *api) routes() {
 	a.handle("DELETE /v1/accounts/{id}/spend-limit", t, a.withKey(a.removeAccountLimit))
 	a.handle("PUT /v1/keys/{id}/spend-limit", t, a.withKey(a.setKeyLimit))
 	a.handle("DELETE /v1/keys/{id}/spend-limit", t, a.withKey(a.removeKeyLimit))
+	a.handle("GET /v1/keys/{id}/routing", t, a.withKey(a.keyRouting))
+	a.handle("PUT /v1/keys/{id}/routing", t, a.withKey(a.setKeyRouting))
+	a.handle("DELETE /v1/keys/{id}/routing", t, a.withKey(a.removeKeyRouting))
 	a.disputeRoutes(t) // dispute.go
 
 	a.handle("POST /v1/agent/join", t, a.withJoinSignature(a.join))

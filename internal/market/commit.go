@@ -58,7 +58,7 @@ func (e *Engine) claim(job *idlegrid.Job, i int, p Pick, at int64) *node {
 		e.releaseHold(old)
 	}
 	h := e.newHold()
-	h.jobID, h.nodeID, h.nd, h.tier, h.bronze, h.start = job.ID, nd.id, nd, job.Tier, job.Tier == idlegrid.TierBronze, at
+	h.jobID, h.nodeID, h.nd, h.bronze, h.start = job.ID, nd.id, nd, job.Tier == idlegrid.TierBronze, at
 	h.end = at + max(job.DurationSeconds, 1)*int64(time.Second)
 	for _, g := range p.GPUs {
 		if s := nd.slot(g.UUID); s >= 0 && nd.held[s] == nil {

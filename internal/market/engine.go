@@ -104,6 +104,8 @@ type Engine struct {
 	// placed remembers the nodes of the last decision Place made, so that
 	// its Commit finds them without looking their IDs up.
 	placed []*node
+	// touched is where touchShelves leaves what it read.
+	touched uint64
 }
 
 // claimKey names a claim: one job's GPUs on one node.
@@ -286,7 +288,7 @@ func (e *Engine) AddLease(l *idlegrid.Lease) {
 		}
 	}
 	h := e.newHold()
-	h.leaseID, h.jobID, h.nodeID, h.tier, h.bronze = l.ID, l.JobID, l.NodeID, l.Tier, l.Tier == idlegrid.TierBronze
+	h.leaseID, h.jobID, h.nodeID, h.bronze = l.ID, l.JobID, l.NodeID, l.Tier == idlegrid.TierBronze
 	h.start = l.CreatedAt.UnixNano()
 	if l.StartedAt != nil {
 		h.start = l.StartedAt.UnixNano()
@@ -296,14 +298,14 @@ func (e *Engine) AddLease(l *idlegrid.Lease) {
 		h.checkpoint = e.checkpoints[l.ID]
 	}
 	if l.NoticeAt != nil {
-		h.noticed, h.noticeAt = true, l.NoticeAt.UnixNano()
-		h.noticeSeconds = l.NoticeSeconds
-		if h.noticeSeconds == 0 {
-			h.noticeSeconds = e.cfg.NoticeSeconds
+		notice := l.NoticeSeconds
+		if notice == 0 {
+			notice = e.cfg.NoticeSeconds
 		}
-		h.stopAt = h.noticeAt + h.noticeSeconds*int64(time.Second)
+		h.noticed, h.noticeAt = true, l.NoticeAt.UnixNano()
+		h.stopAt = h.noticeAt + notice*int64(time.Second)
 	} else if prev != nil && prev.noticed { // the engine gave notice before the store recorded it
-		h.noticed, h.noticeAt, h.stopAt, h.noticeSeconds = true, prev.noticeAt, prev.stopAt, prev.noticeSeconds
+		h.noticed, h.noticeAt, h.stopAt = true, prev.noticeAt, prev.stopAt
 	}
 	if prev != nil {
 		e.releaseHold(prev)
@@ -358,10 +360,12 @@ func (e *Engine) RemoveLease(leaseID string) {
 	if len(e.checkpoints) > 0 {
 		delete(e.checkpoints, leaseID)
 	}
-	if m := e.orphans[h.nodeID]; m != nil {
-		delete(m, leaseID)
-		if len(m) == 0 {
-			delete(e.orphans, h.nodeID)
+	if h.nd == nil { // only a lease on an offline node is an orphan
+		if m := e.orphans[h.nodeID]; m != nil {
+			delete(m, leaseID)
+			if len(m) == 0 {
+				delete(e.orphans, h.nodeID)
+			}
 		}
 	}
 	e.detach(h)
@@ -486,9 +490,10 @@ func (e *Engine) touch(nd *node) {
 	if a == nd.leaf && p == nd.leafPlan {
 		return // no shelf's entry for it changes (a rebuild reads the node afresh)
 	}
+	oldA, oldP := nd.leaf, nd.leafPlan
 	nd.leaf, nd.leafPlan = a, p
 	for i, s := range nd.shelves {
-		s.update(nd, int(nd.pos[i]), a, p)
+		s.update(nd, int(nd.pos[i]), oldA, a, oldP, p)
 	}
 }
 
@@ -653,7 +658,6 @@ func (e *Engine) windowNotice(ev event) (Notice, bool) {
 // giveNotice records that h was given notice at at and stops at stopAt.
 func (e *Engine) giveNotice(h *hold, at, stopAt int64) {
 	h.noticed, h.noticeAt, h.stopAt = true, at, stopAt
-	h.noticeSeconds = e.cfg.NoticeSeconds
 	if h.nd != nil {
 		h.nd.resum(h)
 		e.touch(h.nd)
@@ -771,13 +775,13 @@ func (e *Engine) processEligible(now int64) {
 // in its node's plan entry: only the latest restart can change.
 func (e *Engine) countRestart(h *hold) {
 	nd := h.nd
-	p := nd.leafPlan
+	old, p := nd.leafPlan, nd.leafPlan
 	p.restart = max(p.restart, secUp(max(h.start, h.checkpoint)))
-	if p == nd.leafPlan {
+	if p == old {
 		return
 	}
 	nd.leafPlan = p
 	for i, s := range nd.shelves {
-		s.updatePlan(int(nd.pos[i]), p)
+		s.updatePlan(int(nd.pos[i]), old, p)
 	}
 }

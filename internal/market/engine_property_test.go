@@ -43,7 +43,7 @@ func randomEngineMarket(r *rand.Rand, size int) *refMarket {
 	ids := r.Perm(9 * size)
 	for i := range 2 + r.IntN(size) {
 		id := fmt.Sprintf("n%04d", ids[i]+1000)
-		n := &idlegrid.Node{ID: id, ProviderID: "p", State: idlegrid.NodeOnline}
+		n := &idlegrid.Node{ID: id, ProviderID: fmt.Sprintf("p%d", ids[i]%3), State: idlegrid.NodeOnline}
 		n.Name = id
 		model := refModels[r.IntN(len(refModels))]
 		for g := range 1 + r.IntN(4) {
@@ -165,6 +165,9 @@ type refNode struct {
 	score  float64
 	free   []string // usable free GPUs
 	until  time.Time
+	// competes: it passes every check its offer and record decide (all
+	// but window and capacity), within the cap: a shadow runner-up.
+	competes bool
 }
 
 func refUntil(n *idlegrid.Node) time.Time {
@@ -261,6 +264,10 @@ func judge(j *idlegrid.Job, n *idlegrid.Node, leases []*idlegrid.Lease) refNode 
 	case len(v.free) < max(j.GPUs, 1):
 		v.reason = market.ReasonCapacity
 	}
+	switch v.reason {
+	case "", market.ReasonWindow, market.ReasonPrice, market.ReasonCapacity:
+		v.competes = v.ask <= j.MaxPriceMicrosPerGPUHour && !slices.Contains(j.AvoidProviders, n.ProviderID)
+	}
 	var gb int64
 	for _, d := range j.Datasets {
 		if slices.Contains(n.CachedDatasets, d.Name) {
@@ -281,6 +288,8 @@ type refAward struct {
 	winners []refNode
 	prices  map[string]idlegrid.Micros
 	total   float64
+	reserve bool   // no node left out: refShadow may price it
+	shadow  string // the shadow runner-up refShadow priced it against
 }
 
 func refAuction(j *idlegrid.Job, fits []refNode) *refAward {
@@ -388,7 +397,7 @@ func refPrices(j *idlegrid.Job, fits, best []refNode, bestTotal float64, pref fu
 			loser = &fits[i]
 		}
 	}
-	a := &refAward{winners: best, prices: map[string]idlegrid.Micros{}, total: bestTotal}
+	a := &refAward{winners: best, prices: map[string]idlegrid.Micros{}, total: bestTotal, reserve: loser == nil}
 	w := j.ReliabilityWeight
 	if w == 0 {
 		w = 1
@@ -402,6 +411,43 @@ func refPrices(j *idlegrid.Job, fits, best []refNode, bestTotal float64, pref fu
 		a.prices[v.n.ID] = p
 	}
 	return a
+}
+
+// refShadow prices an award that no node left out priced against the
+// shadow runner-up: among the judged nodes that compete, of no winner's
+// provider, in the winners' preference group, the one with the least
+// score at or above the worst winner's.
+func refShadow(j *idlegrid.Job, judged []refNode, a *refAward) {
+	if a == nil || !a.reserve {
+		return
+	}
+	floor := math.Inf(-1)
+	for _, v := range a.winners {
+		floor = max(floor, v.score)
+	}
+	prefOnly := j.RegionPreferred && a.winners[0].n.Region == j.Region
+	var sh *refNode
+	for i, v := range judged {
+		if !v.competes || v.score < floor || (prefOnly && v.n.Region != j.Region) ||
+			slices.ContainsFunc(a.winners, func(b refNode) bool { return b.n.ID == v.n.ID || b.n.ProviderID == v.n.ProviderID }) {
+			continue
+		}
+		if sh == nil || cmp.Or(cmp.Compare(v.score, sh.score), strings.Compare(v.n.ID, sh.n.ID)) < 0 {
+			sh = &judged[i]
+		}
+	}
+	if sh == nil {
+		return
+	}
+	w := j.ReliabilityWeight
+	if w == 0 {
+		w = 1
+	}
+	for _, v := range a.winners {
+		p := idlegrid.Micros(math.Round(sh.score*math.Pow(v.rel, w) + float64(v.credit)))
+		a.prices[v.n.ID] = min(max(p, v.ask), j.MaxPriceMicrosPerGPUHour)
+	}
+	a.shadow = sh.n.ID
 }
 
 func refMinID(set []refNode) string {
@@ -529,16 +575,20 @@ func TestEngine_Place_bruteForce(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		size, rounds int
+		saturated    bool
 	}{
-		{"small", 11, 20000},
-		{"large", 400, 300},
+		{"small", 11, 20000, false},
+		{"large", 400, 300, false},
+		// Nearly every node busy: most prices come from a shadow runner-up,
+		// found in classes of many blocks.
+		{"saturated", 1500, 600, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rounds := tc.rounds
 			if testing.Short() {
 				rounds /= 10
 			}
-			bruteForce(t, tc.size, rounds)
+			bruteForce(t, tc.size, rounds, tc.saturated)
 		})
 	}
 }
@@ -569,12 +619,41 @@ func churn(r *rand.Rand, e *market.Engine, m *refMarket) {
 	}
 }
 
-func bruteForce(t *testing.T, size, rounds int) {
-	var placed, gangs, preempted, reserved int
+// saturate holds every free GPU of all but about one node in a hundred.
+func saturate(r *rand.Rand, m *refMarket) {
+	held := map[string]bool{}
+	for _, l := range m.leases {
+		for _, u := range l.GPUUUIDs {
+			held[u] = true
+		}
+	}
+	for _, n := range m.nodes {
+		if r.IntN(100) == 0 {
+			continue
+		}
+		started := now.Add(-time.Duration(r.IntN(120)) * time.Minute)
+		l := &idlegrid.Lease{ID: "sat-" + n.ID, JobID: "jsat-" + n.ID, NodeID: n.ID, Tier: idlegrid.TierSilver,
+			State: idlegrid.LeaseRunning, CreatedAt: started, StartedAt: &started, LimitSeconds: 3 * 3600}
+		for _, g := range n.GPUs {
+			if !held[g.UUID] {
+				l.GPUUUIDs = append(l.GPUUUIDs, g.UUID)
+			}
+		}
+		if len(l.GPUUUIDs) > 0 {
+			m.leases = append(m.leases, l)
+		}
+	}
+}
+
+func bruteForce(t *testing.T, size, rounds int, saturated bool) {
+	var placed, gangs, preempted, reserved, shadowed int
 	for seed := range uint64(rounds) {
 		r := rand.New(rand.NewPCG(seed, uint64(size)))
 		m := randomEngineMarket(r, size)
 		j := randomEngineJob(r)
+		if saturated {
+			saturate(r, m)
+		}
 		e := market.NewEngine(market.Config{})
 		e.Advance(now)
 		for _, n := range m.nodes {
@@ -594,6 +673,7 @@ func bruteForce(t *testing.T, size, rounds int) {
 			}
 		}
 		want := refAuction(j, fits)
+		refShadow(j, judged, want)
 		fail := func(format string, args ...any) {
 			t.Helper()
 			t.Fatalf("seed %d: %s\njob %+v\nmarket:\n%s", seed, fmt.Sprintf(format, args...), j.JobSpec, describeRef(judged, m))
@@ -605,6 +685,9 @@ func bruteForce(t *testing.T, size, rounds int) {
 			placed++
 			if j.Nodes > 1 {
 				gangs++
+			}
+			if want.shadow != "" {
+				shadowed++
 			}
 			checkAward(t, j, got, want, fail)
 			continue
@@ -632,14 +715,20 @@ func bruteForce(t *testing.T, size, rounds int) {
 			reserved++
 		}
 	}
-	t.Logf("%d rounds: placed %d (%d gangs), preempted for %d, reserved for %d", rounds, placed, gangs, preempted, reserved)
+	t.Logf("%d rounds: placed %d (%d gangs, %d priced by a shadow runner-up), preempted for %d, reserved for %d", rounds, placed, gangs, shadowed, preempted, reserved)
+	if saturated {
+		if shadowed < rounds/10 {
+			t.Errorf("the generator exercises too little: tune it")
+		}
+		return
+	}
 	if size > 20 {
 		if placed < rounds/2 || gangs < rounds/20 {
 			t.Errorf("the generator exercises too little: tune it")
 		}
 		return
 	}
-	if placed < rounds/5 || gangs < rounds/50 || preempted < rounds/100 || reserved < rounds/100 {
+	if placed < rounds/5 || gangs < rounds/50 || shadowed < rounds/100 || preempted < rounds/100 || reserved < rounds/100 {
 		t.Errorf("the generator exercises too little: tune it")
 	}
 }
@@ -674,7 +763,13 @@ func checkAward(t *testing.T, j *idlegrid.Job, got market.Decision, want *refAwa
 	}
 	for _, p := range got.Picks {
 		if w := want.prices[p.Node.ID]; p.PriceMicrosPerGPUHour != w {
-			fail("%s priced %s, reference %s\nnote: %s", p.Node.ID, p.PriceMicrosPerGPUHour, w, p.PriceNote)
+			fail("%s priced %s, reference %s (shadow runner-up %q)\nnote: %s", p.Node.ID, p.PriceMicrosPerGPUHour, w, want.shadow, p.PriceNote)
+		}
+		if want.shadow != "" && (!p.ShadowRunnerUp || p.RunnerUpNodeID != want.shadow) {
+			fail("%s priced against %q (shadow %v), reference shadow runner-up %s\nnote: %s", p.Node.ID, p.RunnerUpNodeID, p.ShadowRunnerUp, want.shadow, p.PriceNote)
+		}
+		if want.reserve && want.shadow == "" && (p.RunnerUpNodeID != "" || p.ShadowRunnerUp) {
+			fail("%s priced against %q; reference: the cap\nnote: %s", p.Node.ID, p.RunnerUpNodeID, p.PriceNote)
 		}
 	}
 }

@@ -232,6 +232,9 @@ func (s *shelf) verifyFits(t, g int, l *lbEntry) error {
 		if l.val[i] != s.order[l.pos[i]].s1[t] {
 			return fmt.Errorf("stale score at %d", l.pos[i])
 		}
+		if l.rel[i] != s.order[l.pos[i]].rel {
+			return fmt.Errorf("stale reliability at %d", l.pos[i])
+		}
 		if l.nds[i] != s.order[l.pos[i]] {
 			return fmt.Errorf("stale node at %d", l.pos[i])
 		}

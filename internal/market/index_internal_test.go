@@ -3,6 +3,7 @@ package market
 import (
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // The index's whole-second times must keep every date a clock may give,
@@ -23,5 +24,26 @@ func TestIndexSeconds(t *testing.T) {
 		if secNanos(down) > ns || secNanos(up) < ns {
 			t.Errorf("%s: [%d, %d] does not bound it", at, secNanos(down), secNanos(up))
 		}
+	}
+}
+
+// Bounding a shelf for a search should read two cache lines: the fields
+// before lbs, and the head of one lbs entry (gen, n, done, from, val[0]).
+// That holds while the shelf starts a line, as Go's size classes above
+// 1 KiB (all multiples of 64 bytes) place a class or a sub-shelf.
+func TestShelfLayout(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the layout is planned for 64-bit pointers")
+	}
+	var s shelf
+	var l lbEntry
+	if got := unsafe.Offsetof(s.lbs); got != 64 {
+		t.Errorf("lbs at byte %d, want 64", got)
+	}
+	if got := unsafe.Offsetof(l.val) + unsafe.Sizeof(l.val[0]); got > 32 {
+		t.Errorf("an lbs entry's head ends at byte %d, want at most 32", got)
+	}
+	if got := unsafe.Sizeof(l); got%32 != 0 {
+		t.Errorf("an lbs entry is %d bytes, want a multiple of 32", got)
 	}
 }

@@ -42,7 +42,7 @@ func TestEngine_randomRun(t *testing.T) {
 				}
 			}
 			t.Logf("%s", d.stats)
-			if d.stats.placed < steps/10 || d.stats.preempted == 0 || d.stats.reserved == 0 || d.stats.windowNotices == 0 || d.stats.gangs == 0 {
+			if d.stats.placed < steps/10 || d.stats.preempted == 0 || d.stats.reserved == 0 || d.stats.windowNotices == 0 || d.stats.gangs == 0 || d.stats.shadowed == 0 {
 				t.Errorf("the run exercises too little: %s", d.stats)
 			}
 		})
@@ -53,11 +53,13 @@ const maxStep = 60 * time.Second
 
 type runStats struct {
 	placed, gangs, preempted, reserved, windowNotices, stops, waited int
+	// shadowed counts picks priced by a shadow runner-up.
+	shadowed int
 }
 
 func (s runStats) String() string {
-	return fmt.Sprintf("placed %d (%d gangs), preemptions %d, reservations %d, window notices %d, stops after notice %d",
-		s.placed, s.gangs, s.preempted, s.reserved, s.windowNotices, s.stops)
+	return fmt.Sprintf("placed %d (%d gangs), shadow-priced picks %d, preemptions %d, reservations %d, window notices %d, stops after notice %d",
+		s.placed, s.gangs, s.shadowed, s.preempted, s.reserved, s.windowNotices, s.stops)
 }
 
 // promise is a reservation as first committed.
@@ -106,7 +108,8 @@ func newDriver(t *testing.T, r *rand.Rand) *driver {
 func (d *driver) randomNode(id string) *idlegrid.Node {
 	r := d.r
 	model := refModels[r.IntN(len(refModels))]
-	n := &idlegrid.Node{ID: id, ProviderID: "p", State: idlegrid.NodeOnline, Reliability: []float64{1, 0.95, 0.9, 0.7}[r.IntN(4)]}
+	// Several providers, so that shadow runner-ups price some picks.
+	n := &idlegrid.Node{ID: id, ProviderID: "p" + id[len(id)-1:], State: idlegrid.NodeOnline, Reliability: []float64{1, 0.95, 0.9, 0.7}[r.IntN(4)]}
 	n.Name, n.CPUCores, n.RAMMB = id, 64, 512000
 	n.Region = refRegions[r.IntN(2)]
 	n.Residency = "EU"
@@ -371,6 +374,9 @@ func (d *driver) checkPicks(j *idlegrid.Job, dec market.Decision) {
 		}
 		if p.PriceMicrosPerGPUHour < ask || p.PriceMicrosPerGPUHour > j.MaxPriceMicrosPerGPUHour {
 			d.fail("%s: price %s outside [ask %s, cap %s]", n.ID, p.PriceMicrosPerGPUHour, ask, j.MaxPriceMicrosPerGPUHour)
+		}
+		if p.ShadowRunnerUp {
+			d.stats.shadowed++
 		}
 		until := d.until(n)
 		need := time.Duration(j.DurationSeconds) * time.Second

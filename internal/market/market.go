@@ -91,10 +91,15 @@ type Pick struct {
 	AskMicrosPerGPUHour    idlegrid.Micros // the node's ask for the tier now: floor × time-of-day multiplier
 	CreditMicrosPerGPUHour idlegrid.Micros // the data-locality credit taken off the ask in the score
 	// RunnerUpNodeID is the node whose score set the price: the runner-up,
-	// or for a gang the best node left out. Empty when no other node could
-	// take the job and the renter's cap, the reserve price, set it.
+	// or for a gang the best node left out, or with neither the shadow
+	// runner-up (ShadowRunnerUp). Empty when the renter's cap, the reserve
+	// price, set it.
 	RunnerUpNodeID string
 	RunnerUpScore  float64
+	// ShadowRunnerUp says RunnerUpNodeID is a shadow runner-up: no free
+	// node was left out, so the price was set against the best busy
+	// competitor scoring at least the winners (see docs/market.md).
+	ShadowRunnerUp bool
 }
 
 // Decision is the engine's answer for one job. Exactly one of these holds:

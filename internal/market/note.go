@@ -88,22 +88,32 @@ func appendFixed(b []byte, x float64, decimals int) []byte {
 }
 
 // secondScoreNote says how a second-score price was set.
-func secondScoreNote(q *query, w, ru *cand, raw float64, price idlegrid.Micros) string {
+// A busy runner-up is a shadow runner-up: the note names that basis.
+func secondScoreNote(q *query, w, ru *cand, raw float64, price idlegrid.Micros, busy bool) string {
 	b := q.e.note[:0]
 	defer func() { q.e.note = b }()
 	if q.n > 1 {
 		b = append(b, "uniform clearing for "...)
 		b = strconv.AppendInt(b, int64(q.n), 10)
-		b = append(b, " nodes: this node scores "...)
+		b = append(b, " nodes"...)
 	} else {
-		b = append(b, "second score: this node scores "...)
+		b = append(b, "second score"...)
 	}
+	if busy {
+		b = append(b, " against a shadow runner-up"...)
+	}
+	b = append(b, ": this node scores "...)
 	b = appendScore(b, w.score)
 	b = append(b, " ("...)
 	b = appendScoreOf(b, q, w)
-	if q.n > 1 {
+	switch {
+	case busy && q.n > 1:
+		b = append(b, "); no node left out could have taken a place in the gang, and the best busy node of another provider scoring at least the worst winner, "...)
+	case busy:
+		b = append(b, "); no other node could take the job now, and the best busy node of another provider scoring at least this one, "...)
+	case q.n > 1:
 		b = append(b, "); the best node left out, "...)
-	} else {
+	default:
 		b = append(b, "); the runner-up, "...)
 	}
 	b = append(b, ru.nd.id...)
@@ -137,14 +147,15 @@ func secondScoreNote(q *query, w, ru *cand, raw float64, price idlegrid.Micros) 
 	return string(b)
 }
 
-// reserveNote says that no competitor set the price, so the cap did.
+// reserveNote says that no competitor, free or busy, set the price, so the
+// cap did.
 func reserveNote(q *query, w *cand) string {
 	b := q.e.note[:0]
 	defer func() { q.e.note = b }()
 	if q.n > 1 {
-		b = append(b, "no node left out could have taken a place in the gang"...)
+		b = append(b, "no node left out could have taken a place in the gang, and no busy node of another provider scores as much as the worst winner within the cap"...)
 	} else {
-		b = append(b, "no other node could take the job"...)
+		b = append(b, "no other node could take the job, and no busy node of another provider scores as much as this one within the cap"...)
 	}
 	b = append(b, ", so the renter's cap is the reserve price: "...)
 	b = appendMoney(b, q.cap)

@@ -30,7 +30,8 @@ type query struct {
 	w        float64 // reliability weight
 	cpu, ram int
 	e        *Engine
-	mark     uint64 // this search's mark on the nodes it judged
+	mark     uint64     // this search's mark on the nodes it judged
+	sig      *signature // the classes that accept the job; nil outside Place
 }
 
 func (e *Engine) query(job *idlegrid.Job, now time.Time) query {
@@ -117,6 +118,7 @@ func (e *Engine) Place(job *idlegrid.Job, now time.Time) Decision {
 	}
 	q := e.query(job, now)
 	sig := e.signatureOf(job)
+	q.sig = sig
 	var d Decision
 	var ok bool
 	if q.n == 1 {
@@ -413,6 +415,7 @@ func (e *Engine) searchClasses(q *query, sig *signature, classes []sigEntry, reg
 // datasets, their sub-shelves of nodes caching them, each with its bound
 // (see appendBound).
 func (e *Engine) shelfBounds(q *query, sig *signature, classes []sigEntry, region string) []classBound {
+	e.touchShelves(q, classes)
 	bounds := e.bounds[:0]
 	for i := range classes {
 		if c := &classes[i]; c.maxJob == 0 || c.maxJob >= q.dur {
@@ -435,6 +438,20 @@ func (e *Engine) shelfBounds(q *query, sig *signature, classes []sigEntry, regio
 	return bounds
 }
 
+// touchShelves reads the two cache lines of each shelf that bounding it
+// reads (its header and its lbs entry for q), before bounding any. These
+// loads do not depend on one another, so their cache misses overlap; in
+// appendBound each waits on the one before.
+func (e *Engine) touchShelves(q *query, classes []sigEntry) {
+	g := min(q.g, lbMax)
+	var sum uint64
+	for i := range classes {
+		s := classes[i].sh
+		sum += s.gen + s.lbs[q.ti][g].gen
+	}
+	e.touched = sum // kept, so that the loads are not optimized away
+}
+
 // selected is how many shelves a search takes by selection before it sorts
 // the rest.
 const selected = 8
@@ -448,6 +465,7 @@ const selected = 8
 func (e *Engine) judgeFits(q *query, b *classBound, bf, boff float64, top *topK) (*lbEntry, bool) {
 	want := min(top.k+1, fitsKept)
 	f := b.s.fits(q.ti, q.g, want)
+	loose := q.w != 1 || b.credit > 0 // the shelf's bound is loose: check each fit's own
 	for j := 0; ; j++ {
 		if j == int(f.n) {
 			if f.done || want == fitsKept {
@@ -461,8 +479,30 @@ func (e *Engine) judgeFits(q *query, b *classBound, bf, boff float64, top *topK)
 		if top.full() && beyond(f.val[j]*bf-boff, top.worst()) {
 			return f, true
 		}
+		if loose && top.full() && beyond(fitBound(q.w, f.val[j], f.rel[j], b.credit), top.worst()) {
+			continue // its own reliability rules it out: no need to read the node
+		}
 		e.judge(q, f.nds[j], b.main, top)
 	}
+}
+
+// fitBound is the least score a node with weight-1 score s1 and
+// reliability rel could have for a job of reliability weight w, with at
+// most credit of locality credit. The shelf's bound (scale) must allow
+// for its least reliability; a fit's own is tighter, and judgeFits has it
+// without reading the node.
+func fitBound(w, s1, rel float64, credit idlegrid.Micros) float64 {
+	b := s1 // ask ÷ rel; the score is ask ÷ rel^w
+	switch {
+	case w < 1:
+		b *= relPow(rel, 1-w)
+	case w > 1:
+		b /= relPow(rel, w-1)
+	}
+	if credit > 0 {
+		b -= float64(credit) / relPow(rel, w)
+	}
+	return b
 }
 
 // selectLowest moves the lowest bound of bounds[k:] to k.
@@ -487,7 +527,7 @@ func (e *Engine) appendBound(bounds []classBound, q *query, s *shelf, credit idl
 		return bounds
 	}
 	s1 := fits.val[0]
-	if beyond(s1*s.relMin[q.ti], float64(q.cap)) {
+	if beyond(s1*float64(s.relMin[q.ti]), float64(q.cap)) {
 		return bounds
 	}
 	f, off := scale(q, s, credit)
@@ -560,10 +600,29 @@ func (w *walk) walkAt(k, lo, hi int) {
 func (w *walk) walkBlock(j, from int) {
 	s := w.s
 	for pos := from; pos < s.blockEnd(j); pos++ {
-		if !w.skips(&s.leaves[pos]) {
+		if a := &s.leaves[pos]; !w.skips(a) && !w.heavyOut(a) {
 			w.q.e.judge(w.q, s.order[pos], w.main, w.top)
 		}
 	}
+}
+
+// heavyOut reports whether a node's own entry a shows that it cannot beat
+// what top holds for a job that weights reliability above 1, whose score
+// is s1 ÷ rel^(w−1). A subtree's least reliability does not bound that
+// from below, so skips can only use s1; a node's own reliability does,
+// once rounded up again (the entry keeps it rounded down).
+func (w *walk) heavyOut(a *agg) bool {
+	q := w.q
+	if q.w <= 1 || !w.top.full() {
+		return false
+	}
+	relLow := a.rel.float()
+	relUp := min(1, float64(math.Nextafter32(float32(relLow), float32(math.Inf(1)))))
+	b := a.s1[q.ti].float() / relPow(relUp, q.w-1)
+	if w.credit > 0 {
+		b -= float64(w.credit) / relPow(relLow, q.w)
+	}
+	return beyond(b, w.top.worst())
 }
 
 // skips reports whether a subtree's (or node's) bounds show that no node
@@ -688,7 +747,7 @@ func (e *Engine) available(q *query, nd *node) int {
 // what moving the datasets it caches would cost (size × the configured
 // cost per GB), spread over the GPU-hours the job runs there.
 func (e *Engine) credit(q *query, nd *node) idlegrid.Micros {
-	if len(q.job.Datasets) == 0 || len(nd.datasets) == 0 {
+	if len(q.job.Datasets) == 0 || !nd.cached { // cached is on the line judging reads
 		return 0
 	}
 	var gb int64
@@ -704,24 +763,28 @@ func (e *Engine) credit(q *query, nd *node) idlegrid.Micros {
 }
 
 // award makes the decision for winners, priced against the best of losers
-// (sorted best first), or the reserve when there are none.
+// (sorted best first); when there are none, against the shadow runner-up,
+// or the reserve when there is none either.
 func (e *Engine) award(q *query, winners, losers []cand) Decision {
 	var ru *cand
+	busy := false
 	if len(losers) > 0 {
 		ru = &losers[0]
+	} else if c, ok := e.shadowRunnerUp(q, winners); ok {
+		ru, busy = &c, true
 	}
 	d := Decision{Picks: make([]Pick, 0, len(winners))}
 	e.placed = e.placed[:0]
 	for i := range winners {
-		d.Picks = append(d.Picks, e.pick(q, &winners[i], ru))
+		d.Picks = append(d.Picks, e.pick(q, &winners[i], ru, busy))
 		e.placed = append(e.placed, winners[i].nd)
 	}
 	return d
 }
 
 // pick turns a winner into a Pick: its lowest-UUID usable free GPUs, and
-// the second-score price.
-func (e *Engine) pick(q *query, w *cand, ru *cand) Pick {
+// the second-score price (against a shadow runner-up when busy).
+func (e *Engine) pick(q *query, w *cand, ru *cand, busy bool) Pick {
 	nd := w.nd
 	gpus := make([]idlegrid.GPU, 0, q.g)
 	for i, h := range nd.held {
@@ -740,11 +803,11 @@ func (e *Engine) pick(q *query, w *cand, ru *cand) Pick {
 		p.PriceNote = reserveNote(q, w)
 		return p
 	}
-	p.RunnerUpNodeID, p.RunnerUpScore = ru.nd.id, ru.score
+	p.RunnerUpNodeID, p.RunnerUpScore, p.ShadowRunnerUp = ru.nd.id, ru.score, busy
 	raw := ru.score*relPow(nd.rel, q.w) + float64(w.credit)
 	price := idlegrid.Micros(math.Round(raw))
 	price = min(max(price, w.ask), q.cap)
 	p.PriceMicrosPerGPUHour = price
-	p.PriceNote = secondScoreNote(q, w, ru, raw, price)
+	p.PriceNote = secondScoreNote(q, w, ru, raw, price, busy)
 	return p
 }

@@ -20,7 +20,7 @@ import (
 // commands:
 //
 //	config notice=120 min-runtime=300 gold-bar=0.9 transfer=0.01
-//	node id=n1 [gpus=4 model=H100-80GB vram=81920 extra=RTX4090:24576:2 region=eu-west
+//	node id=n1 [gpus=4 model=H100-80GB vram=81920 extra=RTX4090:24576:2 region=eu-west provider=prov_n1
 //	     residency=EU gold=3 silver=2 bronze=1 (or none) rel=1 cpu=32 ram=256000
 //	     kinds=(training,eval) max-job=2h cached=(ds1,ds2) open=(-1h..+6h,+8h..+9h)
 //	     weekly=mon@08:00-18:00 tz=Europe/Berlin tod=(18:00-22:00x150)]
@@ -196,7 +196,7 @@ func (h *harness) node(a args) error {
 	id := a.str("id", "")
 	model, vram := a.str("model", "H100-80GB"), a.num("vram", 81920)
 	n := &idlegrid.Node{
-		ID: id, ProviderID: "prov_" + id, State: idlegrid.NodeOnline, Reliability: a.float("rel", 1), Level: a.num("level", 0),
+		ID: id, ProviderID: a.str("provider", "prov_"+id), State: idlegrid.NodeOnline, Reliability: a.float("rel", 1), Level: a.num("level", 0),
 		Offer: idlegrid.Offer{
 			Name: id, CPUCores: a.num("cpu", 32), RAMMB: a.num("ram", 256000),
 			Region: a.str("region", "eu-west"), Residency: a.str("residency", "EU"),
@@ -422,7 +422,11 @@ func writeDecision(b *strings.Builder, h *harness, d market.Decision) {
 			if p.CreditMicrosPerGPUHour > 0 {
 				fmt.Fprintf(b, " credit=%s", p.CreditMicrosPerGPUHour)
 			}
-			fmt.Fprintf(b, " price=%s runner-up=%s\n    %s\n", p.PriceMicrosPerGPUHour, orNone(p.RunnerUpNodeID), p.PriceNote)
+			fmt.Fprintf(b, " price=%s runner-up=%s", p.PriceMicrosPerGPUHour, orNone(p.RunnerUpNodeID))
+			if p.ShadowRunnerUp {
+				b.WriteString(" (shadow)")
+			}
+			fmt.Fprintf(b, "\n    %s\n", p.PriceNote)
 		}
 	case len(d.Preemptions) > 0:
 		b.WriteString("preempt:\n")

@@ -38,15 +38,18 @@ const (
 // free GPUs, window, holds or reservation rewrite its entry, its block's
 // sum and the path above, stopping where nothing changes.
 type shelf struct {
-	// A search's class loop reads only these first fields.
+	// A search's class loop reads only these first fields, which fill one
+	// cache line, and the lbs entry for its job: bounding a shelf reads two
+	// lines (TestShelfLayout).
 	root   agg
-	dirty  bool
 	gen    uint64             // bumps on every rebuild, to invalidate lbs
-	relMin [tierCount]float64 // lowest reliability in each tier's view, clamped
+	relMin [tierCount]float32 // lowest reliability in each tier's view, clamped, rounded down
+	dirty  bool
 	// ordered says, per tier, that the weight-1 scores of the tier's view
 	// never fall along the shelf's order (always so for silver, the key
 	// tier), so that a search may start at its cached first fit.
 	ordered [tierCount]bool
+	_       [8]byte // lbs starts a cache line, so no entry's head straddles two
 	lbs     [tierCount][lbMax + 1]lbEntry
 
 	scratchLB lbEntry // fits for more GPUs than lbs keeps
@@ -76,24 +79,29 @@ const fitsKept = 5
 // lower bound. Fits that come and go are added and removed in place, and
 // a search extends the list when it needs more. It is valid while gen is
 // the shelf's. nds holds the listed nodes themselves, so that judging
-// them does not read the shelf's order.
+// them does not read the shelf's order, and rel their reliabilities, so
+// that a job weighting reliability, or earning credit, can rule a fit out
+// without reading its node (a change of reliability rebuilds the shelf).
 //
 // In an ordered tier the list is the first fits in order, and from is
 // where to look for the next one: no fit lies between the last listed
 // and from.
 type lbEntry struct {
+	// A search's bound reads gen, n, done and val[0]: they come first, to
+	// share a cache line.
 	gen  uint64
 	n    int8
 	done bool
 	from int32
-	pos  [fitsKept]int32
 	val  [fitsKept]float64
+	rel  [fitsKept]float64
 	nds  [fitsKept]*node
+	pos  [fitsKept]int32
 }
 
 func (e *Engine) newShelf() *shelf {
 	return &shelf{size: 1, agg: []agg{emptyAgg, emptyAgg}, plan: []planAgg{emptyPlan, emptyPlan},
-		root: emptyAgg, gen: 1, relMin: [tierCount]float64{1, 1, 1}, e: e}
+		root: emptyAgg, gen: 1, relMin: [tierCount]float32{1, 1, 1}, e: e}
 }
 
 func (s *shelf) markDirty() {
@@ -169,7 +177,7 @@ func (s *shelf) clean() {
 	s.leafPlans = grow(s.leafPlans, blocks*blockLen)
 	s.agg = grow(s.agg, 2*size)
 	s.plan = grow(s.plan, 2*size)
-	s.size, s.relMin, s.ordered = size, [tierCount]float64{1, 1, 1}, [tierCount]bool{true, true, true}
+	s.size, s.relMin, s.ordered = size, [tierCount]float32{1, 1, 1}, [tierCount]bool{true, true, true}
 	var last [tierCount]float64
 	for i, nd := range s.order {
 		*nd.posIn(s) = int32(i)
@@ -177,7 +185,7 @@ func (s *shelf) clean() {
 		s.leaves[i], s.leafPlans[i] = nd.leaf, nd.leafPlan
 		for t := range tierCount {
 			if nd.inView(t) {
-				s.relMin[t] = min(s.relMin[t], nd.rel)
+				s.relMin[t] = min(s.relMin[t], lowFloat32(nd.rel))
 				s.ordered[t] = s.ordered[t] && nd.s1[t] >= last[t]
 				last[t] = nd.s1[t]
 			}
@@ -214,7 +222,7 @@ type powMemo struct {
 func (s *shelf) powers(t int, w float64) *powMemo {
 	m := &s.pows[t]
 	if m.gen != s.gen || m.w != w {
-		relMin := s.relMin[t]
+		relMin := float64(s.relMin[t])
 		*m = powMemo{gen: s.gen, w: w, low: lowFactor(w, relMin), relW: relPow(relMin, w)}
 	}
 	return m
@@ -241,47 +249,56 @@ func (s *shelf) sumBlockPlan(j int) planAgg {
 		combinePlan(combinePlan(ps[4], ps[5]), combinePlan(ps[6], ps[7])))
 }
 
-// update rewrites the entries of the node at pos, a = nd.leaf and p =
-// nd.leafPlan, its block's sums and the paths above, stopping where
-// nothing changes.
-func (s *shelf) update(nd *node, pos int, a agg, p planAgg) {
+// update rewrites the entries of the node at pos from old to a and from
+// oldPlan to p, its block's sums and the paths above, stopping where
+// nothing changes. The old entries are the node's own copies (nd.leaf and
+// nd.leafPlan, which a clean shelf's entries equal), so that an update
+// that only grows a block writes the shelf's leaf without first waiting
+// to read it.
+func (s *shelf) update(nd *node, pos int, old, a agg, oldPlan, p planAgg) {
 	if s.dirty || pos < 0 {
 		return // the rebuild will read it, or it is not on this shelf
 	}
-	k := s.size + pos>>blockShift
-	if old := s.leaves[pos]; old != a {
+	if old != a {
 		if old.free != a.free {
 			s.adjustLB(nd, int32(pos), int(old.free), int(a.free))
 		}
 		s.leaves[pos] = a
-		b := s.agg[k]
-		if combine(old, a) == a {
-			b = combine(b, a) // it only grew: so does the block
-		} else {
-			b = s.sumBlock(pos >> blockShift)
-		}
-		if s.agg[k] != b {
-			s.agg[k] = b
-			for j := k / 2; j >= 1; j /= 2 {
-				c := combine(s.agg[2*j], s.agg[2*j+1])
-				if s.agg[j] == c {
-					break // nothing above changes either
-				}
-				s.agg[j] = c
-			}
-			s.root = s.agg[1]
-		}
+		s.updateAgg(pos, old, a)
 	}
-	s.updatePlan(pos, p)
+	s.updatePlan(pos, oldPlan, p)
 }
 
-// updatePlan rewrites the plan entry of the node at pos, its block's sum
-// and the path above.
-func (s *shelf) updatePlan(pos int, p planAgg) {
-	if s.dirty || pos < 0 || s.leafPlans[pos] == p {
+// updateAgg rewrites the sum of the block of pos, whose entry went from
+// old to a, and the path above.
+func (s *shelf) updateAgg(pos int, old, a agg) {
+	k := s.size + pos>>blockShift
+	b := s.agg[k]
+	if combine(old, a) == a {
+		b = combine(b, a) // it only grew: so does the block
+	} else {
+		b = s.sumBlock(pos >> blockShift)
+	}
+	if s.agg[k] == b {
 		return
 	}
-	old := s.leafPlans[pos]
+	s.agg[k] = b
+	for j := k / 2; j >= 1; j /= 2 {
+		c := combine(s.agg[2*j], s.agg[2*j+1])
+		if s.agg[j] == c {
+			break // nothing above changes either
+		}
+		s.agg[j] = c
+	}
+	s.root = s.agg[1]
+}
+
+// updatePlan rewrites the plan entry of the node at pos from old to p,
+// its block's sum and the path above.
+func (s *shelf) updatePlan(pos int, old, p planAgg) {
+	if s.dirty || pos < 0 || old == p {
+		return
+	}
 	s.leafPlans[pos] = p
 	k := s.size + pos>>blockShift
 	b := s.plan[k]
@@ -336,7 +353,7 @@ func (s *shelf) fits(t, g, want int) *lbEntry {
 			break
 		}
 		nd := s.order[pos]
-		l.pos[l.n], l.val[l.n], l.nds[l.n] = int32(pos), nd.s1[t], nd
+		l.pos[l.n], l.val[l.n], l.rel[l.n], l.nds[l.n] = int32(pos), nd.s1[t], nd.rel, nd
 		l.n++
 	}
 	return l
@@ -386,8 +403,9 @@ func (l *lbEntry) gain(nd *node, pos int32, v float64, ordered bool) {
 	}
 	copy(l.pos[i+1:l.n+1], l.pos[i:l.n])
 	copy(l.val[i+1:l.n+1], l.val[i:l.n])
+	copy(l.rel[i+1:l.n+1], l.rel[i:l.n])
 	copy(l.nds[i+1:l.n+1], l.nds[i:l.n])
-	l.pos[i], l.val[i], l.nds[i] = pos, v, nd
+	l.pos[i], l.val[i], l.rel[i], l.nds[i] = pos, v, nd.rel, nd
 	l.n++
 }
 
@@ -398,6 +416,7 @@ func (l *lbEntry) lose(pos int32) {
 		if l.pos[i] == pos {
 			copy(l.pos[i:], l.pos[i+1:l.n])
 			copy(l.val[i:], l.val[i+1:l.n])
+			copy(l.rel[i:], l.rel[i+1:l.n])
 			copy(l.nds[i:], l.nds[i+1:l.n])
 			l.n--
 			return

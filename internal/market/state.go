@@ -45,6 +45,11 @@ type node struct {
 
 	n  *idlegrid.Node
 	id string
+	// cell is the market view's cell of cellModel in its region, once a
+	// pick of it has cleared. Commit records each pick's price there, and
+	// reads n and id beside it.
+	cell      *cell
+	cellModel string
 	// gpus are its GPUs by UUID, its slots; held is the hold on each
 	// slot (nil: free), and holds lists them, with sums[i] what its index
 	// entries read of holds[i] (kept by addHold, dropHold and resum). All
@@ -79,33 +84,31 @@ type node struct {
 
 	nextOpen int64 // unix nanos of the next opening when closed; 0 unknown
 
-	datasets  []string // cached datasets, sorted
-	cell      *cell    // the market view's cell of cellModel in its region, once a pick of it has cleared
-	cellModel string
+	datasets []string // cached datasets, sorted
 }
 
 // hold is GPUs held on a node: a live lease, or a claim, which is a
 // committed placement whose lease the coordinator has not added yet.
-// Holds are reused once released; gen tells a stale reference apart.
+// Holds are reused once released; gen tells a stale reference apart. The
+// fields that freeing its GPUs reads come first, so that RemoveLease
+// reads as few cache lines of it as it can.
 type hold struct {
+	nd      *node // nil while the node is offline
+	gpus    int   // slots it holds on nd
+	gen     uint64
+	bronze  bool // a bronze lease or claim
+	noticed bool
 	leaseID string // empty for a claim
 	jobID   string
 	nodeID  string
-	nd      *node // nil while the node is offline
-	tier    idlegrid.Tier
-	bronze  bool     // tier is bronze
-	uuids   []string // its GPUs, kept while the node is offline
-	gpus    int      // slots it holds on nd
-	gen     uint64
 
 	start      int64 // unix nanos: started, or created when not started yet
 	end        int64 // expected end: start + limit
 	checkpoint int64 // unix nanos of the last checkpoint; 0 none
+	noticeAt   int64
+	stopAt     int64
 
-	noticed       bool
-	noticeAt      int64
-	stopAt        int64
-	noticeSeconds int64
+	uuids []string // its GPUs, kept while the node is offline
 }
 
 // holdSum is what a node's index entries read of one of its holds.

@@ -33,7 +33,7 @@ type Advice struct {
 // Explain tells a provider what would raise their score and what each kind
 // of failure costs, at the score they have now. First comes the way to the
 // target, if any; then the costs, the dearest first; then how decay moves
-// the score with no new evidence. Amounts count no decay of the evidence
+// the score with no new evidence; last, the flag (Flag) and its rule. Amounts count no decay of the evidence
 // already held, so they are close, not exact.
 func (p Params) Explain(in ExplainInput) []Advice {
 	e := p.DecayedTo(in.Evidence, in.Now)
@@ -52,6 +52,9 @@ func (p Params) Explain(in ExplainInput) []Advice {
 	out = append(out, costs...)
 	if a, ok := p.drift(e, in.Now, s); ok {
 		out = append(out, a)
+	}
+	if p.FlagBelow > 0 {
+		out = append(out, Advice{Text: p.Flag(e, in.Now).String()})
 	}
 	return out
 }

@@ -35,6 +35,9 @@ func TestParams_Explain_Newcomer(t *testing.T) {
 		"avoid failures your node causes (a lease lost or failed by the node): each costs about 0.082",
 		// 9/10.25 = 0.878; 9/12 = 0.750
 		"stay online through your promised windows: each hour offline costs about 0.022, a whole missed window of 8 hours about 0.150",
+		"the market flags a score below 0.80 with at least 2 incidents against it (failed leases, inconsistent receipts, " +
+			"failed challenges, hours offline), unless they are only failed leases as an honest provider's accidents " +
+			"(5% of leases) would plausibly make: now 0.900 with 0.0, not flagged",
 	}
 	if !slices.Equal(texts(got), want) {
 		t.Errorf("got\n%q\nwant\n%q", texts(got), want)
@@ -68,8 +71,8 @@ func TestParams_Explain_Record(t *testing.T) {
 
 func TestParams_Explain_Targets(t *testing.T) {
 	p := DefaultParams()
-	if got := p.Explain(ExplainInput{Now: t0, Target: 0.85}); len(got) != 5 {
-		t.Errorf("a target already met: got %q, want only the five costs", texts(got))
+	if got := p.Explain(ExplainInput{Now: t0, Target: 0.85}); len(got) != 6 {
+		t.Errorf("a target already met: got %q, want only the five costs and the flag", texts(got))
 	}
 	got := p.Explain(ExplainInput{Now: t0, Target: 1, TargetName: "perfection"})
 	if got[0].Text != "a score of 1.000 for perfection cannot be reached: the prior's 1 bad never fades" {

@@ -244,17 +244,24 @@ func WindowFacts(promised, online []Span) []Fact {
 // run while the node was online inside the receipt's interval, give or take
 // tolerance (heartbeat granularity, clock skew). The fact is dated at.
 func ReceiptFact(r *idlegrid.Receipt, gpus int, online []Span, tolerance time.Duration, at time.Time) Fact {
-	var on time.Duration
-	for _, o := range online {
-		if s, e := maxTime(r.Start, o.Start), minTime(r.End, o.End); e.After(s) {
-			on += e.Sub(s)
-		}
-	}
+	on := Heard(r.Start, r.End, online)
 	limit := min(on+tolerance, r.End.Sub(r.Start))
 	if r.GPUSeconds > int64(gpus)*int64(limit/time.Second) {
 		return Fact{Kind: FactReceiptInconsistent, At: at}
 	}
 	return Fact{Kind: FactReceiptConsistent, At: at}
+}
+
+// Heard is how much of [start, end) the spans online cover; the spans are
+// disjoint.
+func Heard(start, end time.Time, online []Span) time.Duration {
+	var on time.Duration
+	for _, o := range online {
+		if s, e := maxTime(start, o.Start), minTime(end, o.End); e.After(s) {
+			on += e.Sub(s)
+		}
+	}
+	return on
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -17,7 +17,8 @@
 //
 // Levels (levels.go) grade a node or provider by score, GPU-hours served and
 // verified hardware; Explain (explain.go) tells a provider, in words, what
-// would raise their score. Everything here is pure and deterministic: time
+// would raise their score; Flag (flag.go) says whether the evidence marks
+// it as likely cheating or unreliable, never on one accident. Everything here is pure and deterministic: time
 // is passed in, nothing is read or written. docs/trust.md has the formula
 // with a worked example.
 package reputation
@@ -104,6 +105,8 @@ type Params struct {
 	// never fade.
 	HalfLife time.Duration        `json:"half_life"`
 	Weights  map[Dimension]Weight `json:"weights"`
+	// FlagBelow is the flag line: see Flag.
+	FlagBelow float64 `json:"flag_below"`
 }
 
 // DefaultParams is the formula of the default trust policy: the prior of
@@ -128,6 +131,7 @@ func DefaultParams() Params {
 			DimReceipts:   {Good: 0.1, Bad: 10},
 			DimChallenges: {Good: 1, Bad: 20},
 		},
+		FlagBelow: DefaultFlagBelow,
 	}
 }
 
@@ -146,6 +150,9 @@ func (p Params) Validate() error {
 		return idlegrid.Invalid("reputation.half_life", "must not be negative")
 	case p.HalfLife > 0 && p.HalfLife < time.Hour:
 		return idlegrid.Invalid("reputation.half_life", "must be 0 (no decay) or at least an hour, got %s", p.HalfLife)
+	}
+	if err := validFlagBelow(p.FlagBelow); err != nil {
+		return err
 	}
 	for d, w := range p.Weights {
 		if (&Evidence{}).tally(d) == nil {
@@ -246,4 +253,14 @@ func (e Evidence) String() string {
 	return fmt.Sprintf("leases %.1f/%.1f, uptime %.1fh/%.1fh, notices %.1f/%.1f, receipts %.1f/%.1f, challenges %.1f/%.1f (good/bad, as of %s)",
 		e.Leases.Good, e.Leases.Bad, e.Uptime.Good, e.Uptime.Bad, e.Notices.Good, e.Notices.Bad,
 		e.Receipts.Good, e.Receipts.Bad, e.Challenges.Good, e.Challenges.Bad, e.At.UTC().Format(time.RFC3339))
+}
+
+// EvidenceOf is a stored standing's evidence, as Add and Flag take it.
+func EvidenceOf(r *idlegrid.Reputation) Evidence {
+	t := func(d Dimension) Tally {
+		c := r.Counts[string(d)]
+		return Tally{Good: c.Good, Bad: c.Bad}
+	}
+	return Evidence{At: r.CountsAt, Leases: t(DimLeases), Uptime: t(DimUptime),
+		Notices: t(DimNotices), Receipts: t(DimReceipts), Challenges: t(DimChallenges)}
 }

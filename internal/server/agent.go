@@ -63,9 +63,11 @@ func (s *Server) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if err := s.store.Heartbeat(ctx, c.NodeID, s.Now()); err != nil {
+	now := s.Now()
+	if err := s.store.Heartbeat(ctx, c.NodeID, now); err != nil {
 		return nil, err
 	}
+	s.noteHeartbeat(ctx, c.NodeID, now)
 	if !s.marks.isKnown(c.NodeID) { // back from lost or offline: the engine should see it
 		s.markNode(c.NodeID)
 	}
@@ -167,6 +169,9 @@ func (s *Server) ReportLease(ctx context.Context, leaseID string, r idlegrid.Lea
 		end.to, end.reason, end.fault = idlegrid.LeaseFailed, failedReason(r), failedFault(r.Fault)
 	case idlegrid.LeaseCancelled, idlegrid.LeasePreempted:
 		end = stoppedEnd(l, r, end)
+		if end, err = s.abandonedBeforeStop(ctx, l, end); err != nil {
+			return err
+		}
 	default:
 		return idlegrid.Invalid("report.state", "must be running, succeeded, failed, cancelled or preempted, got %q", r.State)
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/audit"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
 // The audit log (docs/trust.md): the store appends an entry for every
@@ -156,4 +158,105 @@ func (s *Server) auditHeadAt(ctx context.Context, size uint64) (uint64, audit.Ha
 		return 0, audit.Hash{}, idlegrid.Invalid("tree_size", "%s", e.Message)
 	}
 	return size, root, err
+}
+
+// Trust events the coordinator logs beside the store's own entries
+// (docs/trust.md, "What the log holds"). Each records no other change of
+// the store, so it is appended (AppendAudit) right after the change it
+// records; a failure to log is logged, and does not undo the change.
+const (
+	// KindAttestation: a node presented a hardware fingerprint, with the
+	// changes from the one before.
+	KindAttestation audit.Kind = "trust.attestation"
+	// KindChallenge: a hardware challenge was resolved: passed, failed
+	// (with the quarantine it caused), expired or unsupported.
+	KindChallenge audit.Kind = "trust.challenge"
+)
+
+// PolicySubject names the trust policy's entries in the audit log, so
+// that anyone can list every policy the market has run under.
+const PolicySubject = "trust-policy"
+
+// appendAudit appends e, made with err, and logs a failure.
+func (s *Server) appendAudit(ctx context.Context, what string, e audit.Entry, err error) {
+	if err == nil {
+		stored := &idlegrid.AuditEntry{Kind: string(e.Kind), Subjects: e.Subjects, Payload: e.Payload, At: e.At}
+		_, err = s.store.AppendAudit(context.WithoutCancel(ctx), []*idlegrid.AuditEntry{stored})
+	}
+	if err != nil {
+		s.log.Error("audit log", "entry", what, "err", err)
+	}
+}
+
+// auditLevelChange logs a promotion or demotion with its reasons; its
+// subjects are the node or provider and, for a node, its provider.
+func (s *Server) auditLevelChange(ctx context.Context, c *idlegrid.LevelChange, providerID string) {
+	e, err := audit.NewEntry(audit.KindLevelChange, []string{c.SubjectID, providerID}, c, c.At)
+	s.appendAudit(ctx, "level change "+c.ID, e, err)
+}
+
+// policyRecord is the payload of a trust-policy entry: enough to name the
+// policy file exactly (its SHA-256) and read its rules.
+type policyRecord struct {
+	Version int                 `json:"version"`
+	SHA256  string              `json:"sha256"`
+	Policy  *trustpolicy.Policy `json:"policy"`
+}
+
+// auditPolicy logs the trust policy in force when it differs from the
+// last one logged: at a market's first start, and whenever an operator
+// starts the coordinator under another policy file.
+func (s *Server) auditPolicy(ctx context.Context) error {
+	pol := s.trust.policy
+	logged, err := s.store.ListAuditEntries(ctx, idlegrid.AuditFilter{Subject: PolicySubject, Limit: everyRow})
+	if err != nil {
+		return err
+	}
+	if k := len(logged); k > 0 {
+		var last policyRecord
+		if err := json.Unmarshal(logged[k-1].Payload, &last); err == nil && last.SHA256 == pol.SHA256 {
+			return nil
+		}
+	}
+	e, err := audit.NewEntry(audit.KindPolicy, []string{PolicySubject}, policyRecord{Version: pol.Version, SHA256: pol.SHA256, Policy: pol}, s.Now())
+	if err != nil {
+		return err
+	}
+	// Not logged to stderr: Open runs before the CLI's own announcements,
+	// and the audit entry is the record.
+	_, err = s.store.AppendAudit(ctx, []*idlegrid.AuditEntry{{Kind: string(e.Kind), Subjects: e.Subjects, Payload: e.Payload, At: e.At}})
+	return err
+}
+
+// attestationRecord is the payload of an attestation entry.
+type attestationRecord struct {
+	Attestation *idlegrid.Attestation     `json:"attestation"`
+	Changes     []idlegrid.HardwareChange `json:"changes,omitempty"`
+}
+
+// auditAttestation logs a fingerprint a node presented, signed, with the
+// changes it flagged.
+func (s *Server) auditAttestation(ctx context.Context, n *idlegrid.Node, a *idlegrid.Attestation, changes []idlegrid.HardwareChange) {
+	e, err := audit.NewEntry(KindAttestation, []string{n.ID, n.ProviderID}, attestationRecord{Attestation: a, Changes: changes}, a.ReceivedAt)
+	s.appendAudit(ctx, "attestation of "+n.ID, e, err)
+}
+
+// challengeRecord is the payload of a challenge entry.
+type challengeRecord struct {
+	Challenge  *idlegrid.Challenge  `json:"challenge"`
+	Quarantine *idlegrid.Quarantine `json:"quarantine,omitempty"`
+}
+
+// auditChallenge logs a resolved challenge with the quarantine it caused.
+func (s *Server) auditChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine, providerID string) {
+	at := s.Now()
+	if c.ResolvedAt != nil {
+		at = *c.ResolvedAt
+	}
+	subjects := []string{c.ID, c.NodeID}
+	if providerID != "" {
+		subjects = append(subjects, providerID)
+	}
+	e, err := audit.NewEntry(KindChallenge, subjects, challengeRecord{Challenge: c, Quarantine: q}, at)
+	s.appendAudit(ctx, "challenge "+c.ID, e, err)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
 )
 
 // runReaper ends what has gone quiet: nodes that miss heartbeats, leases
@@ -83,20 +84,31 @@ func noticeExpired(l *idlegrid.Lease, now time.Time) bool {
 		now.Sub(*l.NoticeAt) > time.Duration(l.NoticeSeconds)*time.Second+limitGrace
 }
 
-// reapLeases ends leases that were never started and asks agents to stop
-// leases past their time limit.
+// reapLeases ends leases that were never started, ends as the provider's
+// failure running leases whose receipts stopped while their node kept
+// heartbeating, and asks agents to stop leases past their time limit.
 func (s *Server) reapLeases(ctx context.Context) error {
 	now := s.Now()
 	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{States: liveLeaseStates, Limit: everyRow})
 	if err != nil {
 		return err
 	}
+	heard, err := s.heartbeating(ctx, now)
+	if err != nil {
+		return err
+	}
 	for _, l := range leases {
-		var err error
+		stopped, err := s.receiptsStopped(ctx, l, now, heard)
 		switch {
+		case err != nil:
 		case l.State == idlegrid.LeaseAssigned && now.Sub(l.CreatedAt) > s.cfg.StartTimeout:
 			err = s.endLease(ctx, l, leaseEnd{to: idlegrid.LeaseLost, fault: idlegrid.FaultProvider,
 				reason: fmt.Sprintf("the node did not start the lease within %s", s.cfg.StartTimeout)})
+		case stopped != "":
+			// A bronze lease's broken notice counts as a fact
+			// (reputation.FactsFromLease); it is not convicted on this
+			// inference alone.
+			err = s.endLease(ctx, l, leaseEnd{to: idlegrid.LeaseFailed, fault: idlegrid.FaultProvider, reason: stopped})
 		case noticeExpired(l, now):
 			// The node did not confirm the stop within the notice. The renter
 			// pays for what ran; the job is requeued.
@@ -111,4 +123,96 @@ func (s *Server) reapLeases(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// receiptsStopped says why a running lease counts as abandoned by its
+// node, or "" when it does not. The node is heartbeating (a silent node is
+// lost by reapNodes), yet the lease's receipts stopped:
+//
+//   - no receipt for longer than silenceFor (several of the lease's own
+//     receipt intervals, at least Config.ReceiptSilence) after its last, or
+//   - past its time limit, its last receipt is overdue: older than one of
+//     its receipt intervals, one heartbeat interval and limitGrace. An
+//     agent that runs a lease to its limit has a receipt at most one
+//     interval old; one whose receipts stopped long before had stopped
+//     working on it, and must not end as a plain cancel when asked to stop.
+//
+// A lease that already has a stop or a notice pending is the server's
+// doing and is left to it.
+func (s *Server) receiptsStopped(ctx context.Context, l *idlegrid.Lease, now time.Time, heard map[string]bool) (string, error) {
+	if l.State != idlegrid.LeaseRunning || l.StartedAt == nil || l.StopRequested != "" || !heard[l.NodeID] {
+		return "", nil
+	}
+	_, last, err := s.store.ReceiptUsage(ctx, l.ID)
+	if err != nil {
+		return "", err
+	}
+	if last == nil {
+		// No receipt yet: nothing stopped. Such a lease is paid for
+		// NoReceiptCapSeconds at most, whatever it runs.
+		return "", nil
+	}
+	every := last.End.Sub(last.Start)
+	silent := now.Sub(last.End)
+	if limit := silenceFor(every, s.cfg.ReceiptSilence); silent > limit {
+		return fmt.Sprintf("the node heartbeats but sent no receipt for %s (more than %s): it stopped running the lease",
+			silent.Truncate(time.Second), limit), nil
+	}
+	pastLimit := now.Sub(*l.StartedAt) > time.Duration(l.LimitSeconds)*time.Second+limitGrace
+	if overdue := every + s.cfg.HeartbeatInterval + limitGrace; pastLimit && silent > overdue {
+		return fmt.Sprintf("the lease reached its time limit, but its last receipt ended %s before (receipts every %s): "+
+			"the node had stopped running it", silent.Truncate(time.Second), every), nil
+	}
+	return "", nil
+}
+
+// silenceFor is how long a lease whose receipts come every `every` may go
+// without one: three intervals, and never less than floor.
+func silenceFor(every, floor time.Duration) time.Duration { return max(3*every, floor) }
+
+// heartbeating returns the online nodes whose last heartbeat is at most an
+// interval and its jitter allowance old.
+func (s *Server) heartbeating(ctx context.Context, now time.Time) (map[string]bool, error) {
+	nodes, err := s.store.ListNodes(ctx, idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeOnline}})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		out[n.ID] = now.Sub(n.LastHeartbeat) <= s.cfg.HeartbeatInterval+s.heartbeatJitter()
+	}
+	return out, nil
+}
+
+// abandonedBeforeStop turns the confirmation of a stop the server asked
+// for into the provider's failure when the lease's receipts had stopped
+// well before the stop was asked (l.NoticeAt), or before its time limit
+// when that came first. An agent cuts a last receipt when its workload
+// exits and reports the end only after it, so an honest lease's receipts
+// reach the stop; a gap of more than a heartbeat interval and the clock
+// skew allowed means the node had silently abandoned the lease and only
+// answered the stop. A lease with no receipt is left as it is: it is paid
+// for NoReceiptCapSeconds at most.
+func (s *Server) abandonedBeforeStop(ctx context.Context, l *idlegrid.Lease, end leaseEnd) (leaseEnd, error) {
+	if end.to != idlegrid.LeaseCancelled && end.to != idlegrid.LeasePreempted || l.NoticeAt == nil || l.StartedAt == nil {
+		return end, nil
+	}
+	_, last, err := s.store.ReceiptUsage(ctx, l.ID)
+	if err != nil || last == nil {
+		return end, err
+	}
+	// Receipts cannot bill past the time limit, so a lease stopped at its
+	// limit is judged against the limit.
+	asked := *l.NoticeAt
+	if limit := l.StartedAt.Add(time.Duration(l.LimitSeconds) * time.Second); limit.Before(asked) {
+		asked = limit
+	}
+	gap := asked.Sub(last.End)
+	if gap <= s.cfg.HeartbeatInterval+nodekey.MaxSkew {
+		return end, nil
+	}
+	end.to, end.fault = idlegrid.LeaseFailed, idlegrid.FaultProvider
+	end.reason = fmt.Sprintf("the node confirmed the stop (%s), but its receipts had stopped %s before it was asked: it had abandoned the lease",
+		end.reason, gap.Truncate(time.Second))
+	return end, nil
 }

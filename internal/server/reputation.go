@@ -25,7 +25,8 @@ import (
 //     the provider, notices honoured or broken (reputation.FactsFromLease),
 //     and its receipts checked against the node's heartbeats;
 //   - the reaper's pass (measureUptime): each promised window that ended,
-//     measured against the heartbeats the reaper saw;
+//     measured against the heartbeats heard (noteHeartbeat keeps them as
+//     they arrive);
 //   - hardware challenges (attest.go, afterChallenge).
 
 // trust is the coordinator's reputation bookkeeping.
@@ -40,12 +41,12 @@ type trust struct {
 	uptime map[string]*uptimeTrack // by node ID
 }
 
-// uptimeTrack is what this coordinator has seen of a node's heartbeats.
-// It lives in memory: after a restart, uptime is measured from then on.
+// uptimeTrack is since when this coordinator has watched a node. The
+// heartbeats themselves are kept in the store as they arrive
+// (noteHeartbeat); a coordinator judges only the time it watched, since a
+// heartbeat sent while it was down was heard by nobody.
 type uptimeTrack struct {
-	since  time.Time // when this process began watching the node
-	last   time.Time // the last heartbeat seen
-	online []reputation.Span
+	since time.Time // when this process began watching the node
 }
 
 const (
@@ -65,10 +66,34 @@ const (
 // TrustPolicy returns the trust policy in force.
 func (s *Server) TrustPolicy() *trustpolicy.Policy { return s.trust.policy }
 
-// heartbeatSpan is how long one observed heartbeat shows a node online. The
-// reaper samples each node's last heartbeat once a heartbeat interval, so
-// two intervals join consecutive samples without gaps.
-func (s *Server) heartbeatSpan() time.Duration { return 2 * s.cfg.HeartbeatInterval }
+// heartbeatJitter is how late a heartbeat may arrive after the previous
+// one's interval ran out and still join its span: half an interval, for
+// network and scheduling delays. A node that skips a heartbeat arrives a
+// whole interval late and leaves a gap of one interval.
+func (s *Server) heartbeatJitter() time.Duration { return s.cfg.HeartbeatInterval / 2 }
+
+// noteHeartbeat records a heartbeat where it arrives, as part of the
+// node's heartbeat spans (idlegrid.HeartbeatStore). A failure is logged:
+// the heartbeat itself was recorded.
+func (s *Server) noteHeartbeat(ctx context.Context, nodeID string, at time.Time) {
+	if err := s.store.NoteHeartbeat(ctx, nodeID, at, s.cfg.HeartbeatInterval, s.heartbeatJitter(), at.Add(-keepOnline)); err != nil {
+		s.log.Error("note heartbeat", "node", nodeID, "err", err)
+	}
+}
+
+// heardSpans returns the spans in which the node's heartbeats were heard
+// within [from, to).
+func (s *Server) heardSpans(ctx context.Context, nodeID string, from, to time.Time) ([]reputation.Span, error) {
+	hs, err := s.store.ListHeartbeatSpans(ctx, nodeID, from, to)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]reputation.Span, len(hs))
+	for i, h := range hs {
+		out[i] = reputation.Span{Start: h.Start, End: h.End}
+	}
+	return out, nil
+}
 
 // noteLeaseEnded records what the end of l, by transition t, tells about
 // its node. gpuSeconds is what the lease charged for. A failure here is
@@ -98,22 +123,37 @@ func storedFact(nodeID, key, source string, f reputation.Fact, count int64) idle
 		PromisedSeconds: f.PromisedSeconds, OnlineSeconds: f.OnlineSeconds, Source: source}
 }
 
-// receiptFacts checks the receipts of an ended lease against the node's
-// heartbeats, when this coordinator watched the node for all of them: one
-// stored fact per outcome, counting its receipts.
+// receiptFacts checks the receipts of an ended lease against the
+// heartbeats heard inside each receipt's interval, when this coordinator
+// watched the node for all of them: one stored fact per outcome, counting
+// its receipts. A lease whose receipts bill unheard time again and again
+// (billsUnheardTime) also convicts its provider of a forged receipt.
 func (s *Server) receiptFacts(ctx context.Context, l *idlegrid.Lease) []idlegrid.ReputationFact {
 	rs, err := s.store.ListReceipts(ctx, l.ID)
 	if err != nil || len(rs) == 0 {
 		return nil
 	}
 	tolerance := s.cfg.HeartbeatInterval
-	online, since := s.onlineSpans(l.NodeID)
+	since := s.watchedSince(l.NodeID)
 	if since.IsZero() || since.After(rs[0].Start.Add(-tolerance)) {
 		return nil // no telemetry to judge them by
 	}
+	heard, err := s.heardSpans(ctx, l.NodeID, rs[0].Start, rs[len(rs)-1].End)
+	if err != nil {
+		s.log.Error("heartbeat spans", "node", l.NodeID, "lease", l.ID, "err", err)
+		return nil
+	}
 	counts := map[reputation.FactKind]int64{}
+	var unheard []int
 	for i := range rs {
-		counts[reputation.ReceiptFact(&rs[i], len(l.GPUUUIDs), online, tolerance, *l.EndedAt).Kind]++
+		f := reputation.ReceiptFact(&rs[i], len(l.GPUUUIDs), heard, tolerance, *l.EndedAt)
+		counts[f.Kind]++
+		if f.Kind == reputation.FactReceiptInconsistent {
+			unheard = append(unheard, i)
+		}
+	}
+	if billsUnheardTime(len(unheard), len(rs)) {
+		s.unheardReceipts(ctx, l, rs, unheard, heard, tolerance)
 	}
 	var out []idlegrid.ReputationFact
 	for _, k := range []reputation.FactKind{reputation.FactReceiptConsistent, reputation.FactReceiptInconsistent} {
@@ -122,6 +162,41 @@ func (s *Server) receiptFacts(ctx context.Context, l *idlegrid.Lease) []idlegrid
 		}
 	}
 	return out
+}
+
+// billsUnheardTime reports whether a lease's receipts clearly bill time in
+// which its node was not heard: at least two of them, and at least half,
+// claim more than the heartbeats heard inside them allow. One such receipt
+// may be a network outage the node could not help; a pattern is a node
+// that bills while it is away.
+func billsUnheardTime(inconsistent, receipts int) bool {
+	return inconsistent >= 2 && 2*inconsistent >= receipts
+}
+
+// unheardReceipts convicts the lease's provider of forged receipts that
+// billed unheard time; the harm is what the unheard GPU-seconds charged.
+func (s *Server) unheardReceipts(ctx context.Context, l *idlegrid.Lease, rs []idlegrid.Receipt, bad []int, heard []reputation.Span, tolerance time.Duration) {
+	gpus := int64(len(l.GPUUUIDs))
+	var excess int64
+	type evidence struct {
+		Seq          int64 `json:"seq"`
+		GPUSeconds   int64 `json:"gpu_seconds"`
+		HeardSeconds int64 `json:"heard_seconds"`
+	}
+	var detail []evidence
+	for _, i := range bad {
+		r := &rs[i]
+		on := int64(reputation.Heard(r.Start, r.End, heard) / time.Second)
+		excess += max(r.GPUSeconds-gpus*on, 0)
+		detail = append(detail, evidence{Seq: r.Seq, GPUSeconds: r.GPUSeconds, HeardSeconds: on})
+	}
+	s.convict(context.WithoutCancel(ctx), offence{
+		kind: trustpolicy.OffenceForgedReceipt, providerID: l.ProviderID, nodeID: l.NodeID, leaseID: l.ID,
+		renterID: l.RenterID, harm: idlegrid.CostOf(l.PriceMicrosPerGPUHour, excess),
+		evidence: fmt.Sprintf("node %s billed time in which it was not heard: %d of the %d receipts of lease %s claim more than "+
+			"the heartbeats heard inside them allow (give or take %s), %d GPU-seconds in all", l.NodeID, len(bad), len(rs), l.ID, tolerance, excess),
+		detail: map[string]any{"receipts": detail, "heard": heard},
+	})
 }
 
 // standingDelta is what changes a standing besides its facts.
@@ -176,7 +251,7 @@ func (s *Server) saveNode(ctx context.Context, nodeID string, facts []idlegrid.R
 	rep, err := s.store.FindReputation(ctx, idlegrid.SubjectNode, nodeID)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
 		rep = carriedOver(n, d.ended, now)
-		carried := evidenceOf(rep)
+		carried := reputation.EvidenceOf(rep)
 		added.carried = &carried
 	} else if err != nil {
 		return nil, added, err
@@ -185,7 +260,7 @@ func (s *Server) saveNode(ctx context.Context, nodeID string, facts []idlegrid.R
 	for _, f := range facts {
 		added.facts = append(added.facts, expand(f)...)
 	}
-	ev, err := p.Add(evidenceOf(rep), added.facts...)
+	ev, err := p.Add(reputation.EvidenceOf(rep), added.facts...)
 	if err != nil {
 		return nil, added, err
 	}
@@ -201,6 +276,7 @@ func (s *Server) saveNode(ctx context.Context, nodeID string, facts []idlegrid.R
 	}
 	if change != nil {
 		s.log.Info("node level changed", "node", nodeID, "from", change.From, "to", change.To, "reasons", change.Reasons)
+		s.auditLevelChange(ctx, change, n.ProviderID)
 	}
 	if rep.Score != score || rep.Level != level || rep.Version == 1 {
 		s.markNode(nodeID) // the engine ranks by the saved score and level
@@ -243,7 +319,7 @@ func (s *Server) saveProvider(ctx context.Context, providerID string, added prov
 	case err != nil:
 		return err
 	default:
-		ev = evidenceOf(rep)
+		ev = reputation.EvidenceOf(rep)
 		if added.carried != nil {
 			ev = p.Pool(ev, *added.carried)
 		}
@@ -258,6 +334,7 @@ func (s *Server) saveProvider(ctx context.Context, providerID string, added prov
 	}
 	if change != nil {
 		s.log.Info("provider level changed", "provider", providerID, "from", change.From, "to", change.To, "reasons", change.Reasons)
+		s.auditLevelChange(ctx, change, providerID)
 	}
 	return nil
 }
@@ -280,7 +357,7 @@ func (s *Server) providerStanding(ctx context.Context, providerID string) (*idle
 	evs := make([]reputation.Evidence, len(nodes))
 	rep.GPUSecondsServed = 0
 	for i, n := range nodes {
-		evs[i] = evidenceOf(n)
+		evs[i] = reputation.EvidenceOf(n)
 		rep.GPUSecondsServed += n.GPUSecondsServed
 	}
 	return rep, p.DecayedTo(p.Pool(evs...), s.Now()), nil
@@ -317,15 +394,6 @@ func (s *Server) assess(r *idlegrid.Reputation, ev reputation.Evidence, quaranti
 // quarantines it (attest.go), which holds it at level 0 meanwhile.
 func hardwareVerified(ev reputation.Evidence) bool { return ev.Challenges.Bad < 0.5 }
 
-func evidenceOf(r *idlegrid.Reputation) reputation.Evidence {
-	t := func(d reputation.Dimension) reputation.Tally {
-		c := r.Counts[string(d)]
-		return reputation.Tally{Good: c.Good, Bad: c.Bad}
-	}
-	return reputation.Evidence{At: r.CountsAt, Leases: t(reputation.DimLeases), Uptime: t(reputation.DimUptime),
-		Notices: t(reputation.DimNotices), Receipts: t(reputation.DimReceipts), Challenges: t(reputation.DimChallenges)}
-}
-
 func countsOf(ev reputation.Evidence) map[string]idlegrid.ReputationTally {
 	out := make(map[string]idlegrid.ReputationTally, len(reputation.Dimensions))
 	for _, d := range reputation.Dimensions {
@@ -345,9 +413,9 @@ func expand(f idlegrid.ReputationFact) []reputation.Fact {
 	return out
 }
 
-// measureUptime is the reaper's uptime pass: it notes each node's latest
-// heartbeat, measures the promised windows that ended since the last pass
-// against the heartbeats seen, and saves standings that are due (stale).
+// measureUptime is the reaper's uptime pass: it measures the promised
+// windows that ended since the last pass against the heartbeats heard in
+// them, and saves standings that are due (stale).
 // A node that said goodbye is not measured until it returns.
 func (s *Server) measureUptime(ctx context.Context) error {
 	now := s.Now()
@@ -366,7 +434,11 @@ func (s *Server) measureUptime(ctx context.Context) error {
 	var errs []error
 	for _, n := range nodes {
 		rep := byNode[n.ID]
-		facts, through := s.observe(n, rep, now)
+		facts, through, err := s.observe(ctx, n, rep, now)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", n.ID, err))
+			continue
+		}
 		if len(facts) == 0 && !s.stale(rep, now, n.Quarantined) {
 			continue
 		}
@@ -377,29 +449,15 @@ func (s *Server) measureUptime(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// observe notes n's last heartbeat and returns the window facts of the
-// promised spans that ended since the last measured, and where they end.
-func (s *Server) observe(n *idlegrid.Node, rep *idlegrid.Reputation, now time.Time) ([]idlegrid.ReputationFact, time.Time) {
-	s.trust.umu.Lock()
-	defer s.trust.umu.Unlock()
-	watched := n.State == idlegrid.NodeOnline || (n.State == idlegrid.NodeLost && now.Sub(n.LastHeartbeat) <= lostWatch)
+// observe returns the window facts of the promised spans that ended since
+// the last measured, against the heartbeats heard in them, and where they
+// end.
+func (s *Server) observe(ctx context.Context, n *idlegrid.Node, rep *idlegrid.Reputation, now time.Time) ([]idlegrid.ReputationFact, time.Time, error) {
+	since, watched := s.watch(n, now)
 	if !watched {
-		delete(s.trust.uptime, n.ID)
-		return nil, time.Time{}
+		return nil, time.Time{}, nil
 	}
-	tr := s.trust.uptime[n.ID]
-	if tr == nil {
-		tr = &uptimeTrack{since: now}
-		s.trust.uptime[n.ID] = tr
-	}
-	if hb := n.LastHeartbeat; n.State == idlegrid.NodeOnline && hb.After(tr.last) {
-		tr.last = hb
-		tr.online = mergeSpan(tr.online, reputation.Span{Start: hb, End: hb.Add(s.heartbeatSpan())})
-	}
-	for len(tr.online) > 0 && tr.online[0].End.Before(now.Add(-keepOnline)) {
-		tr.online = tr.online[1:]
-	}
-	from := tr.since
+	from := since
 	if rep != nil && rep.UptimeThrough.After(from) {
 		from = rep.UptimeThrough
 	}
@@ -408,37 +466,46 @@ func (s *Server) observe(n *idlegrid.Node, rep *idlegrid.Reputation, now time.Ti
 		spans = spans[:k-1] // still open: measured when it ends
 	}
 	if len(spans) == 0 {
-		return nil, time.Time{}
+		return nil, time.Time{}, nil
+	}
+	heard, err := s.heardSpans(ctx, n.ID, spans[0].Start, spans[len(spans)-1].End)
+	if err != nil {
+		return nil, time.Time{}, err
 	}
 	var out []idlegrid.ReputationFact
-	for _, f := range reputation.WindowFacts(spans, tr.online) {
+	for _, f := range reputation.WindowFacts(spans, heard) {
 		out = append(out, storedFact(n.ID, "window:"+n.ID+":"+strconv.FormatInt(f.At.UnixMicro(), 10), "", f, 1))
 	}
-	return out, spans[len(spans)-1].End
+	return out, spans[len(spans)-1].End, nil
 }
 
-// mergeSpan adds sp to spans, which are sorted and disjoint, merging it
-// with the last when they touch or overlap.
-func mergeSpan(spans []reputation.Span, sp reputation.Span) []reputation.Span {
-	if k := len(spans); k > 0 && !sp.Start.After(spans[k-1].End) {
-		if sp.End.After(spans[k-1].End) {
-			spans[k-1].End = sp.End
-		}
-		return spans
-	}
-	return append(spans, sp)
-}
-
-// onlineSpans returns a copy of the spans a node was seen online, and since
-// when it was watched (the zero time when it is not).
-func (s *Server) onlineSpans(nodeID string) ([]reputation.Span, time.Time) {
+// watch notes that this coordinator watches n from now on, unless it
+// already does, and returns since when; watched is false for a node that
+// said goodbye or was lost long ago, which is forgotten until it returns.
+func (s *Server) watch(n *idlegrid.Node, now time.Time) (since time.Time, watched bool) {
 	s.trust.umu.Lock()
 	defer s.trust.umu.Unlock()
-	tr := s.trust.uptime[nodeID]
-	if tr == nil {
-		return nil, time.Time{}
+	if !(n.State == idlegrid.NodeOnline || (n.State == idlegrid.NodeLost && now.Sub(n.LastHeartbeat) <= lostWatch)) {
+		delete(s.trust.uptime, n.ID)
+		return time.Time{}, false
 	}
-	return append([]reputation.Span(nil), tr.online...), tr.since
+	tr := s.trust.uptime[n.ID]
+	if tr == nil {
+		tr = &uptimeTrack{since: now}
+		s.trust.uptime[n.ID] = tr
+	}
+	return tr.since, true
+}
+
+// watchedSince returns since when this coordinator has watched a node (the
+// zero time when it does not).
+func (s *Server) watchedSince(nodeID string) time.Time {
+	s.trust.umu.Lock()
+	defer s.trust.umu.Unlock()
+	if tr := s.trust.uptime[nodeID]; tr != nil {
+		return tr.since
+	}
+	return time.Time{}
 }
 
 // stale reports whether a node's standing is due a save with no new fact:
@@ -448,7 +515,7 @@ func (s *Server) stale(r *idlegrid.Reputation, now time.Time, quarantined bool) 
 	if r == nil {
 		return true
 	}
-	ev := evidenceOf(r)
+	ev := reputation.EvidenceOf(r)
 	score := s.trust.policy.Reputation.Score(ev, now)
 	if math.Abs(score-r.Score) >= 0.001 {
 		return true
@@ -481,11 +548,11 @@ func (s *Server) NodeReputation(ctx context.Context, nodeID string) (*idlegrid.R
 	if err != nil {
 		return nil, err
 	}
-	v, a := s.viewOf(rep, evidenceOf(rep), now, n.Quarantined)
+	v, a := s.viewOf(rep, reputation.EvidenceOf(rep), now, n.Quarantined)
 	if !c.IsAdmin() && c.AccountID != n.ProviderID {
 		return v, nil
 	}
-	return v, s.detail(ctx, v, rep, evidenceOf(rep), a, now, windowHours(&n.Schedule, now))
+	return v, s.detail(ctx, v, rep, reputation.EvidenceOf(rep), a, now, windowHours(&n.Schedule, now))
 }
 
 // ProviderReputation returns a provider's reputation: its nodes' evidence

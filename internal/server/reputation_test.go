@@ -326,7 +326,7 @@ func TestServer_Reputation_uptime(t *testing.T) {
 			t.Fatalf("after a window fully online: score %.4f, facts %+v; want one window of 1200 s online, above the prior", v.Score, v.Detail.Facts)
 		}
 		// Silent for the second half of the second window; a heartbeat
-		// shows the node online for two intervals (20 s) after it.
+		// shows the node heard for one interval (10 s) after it.
 		m.advance(t, 20*time.Minute)
 		heartbeatOnly(t, m, 11*time.Minute, m.rival)
 		v = mustNodeReputation(t, m, m.provider)

@@ -28,10 +28,16 @@ type Config struct {
 	Store             idlegrid.Store
 	Market            market.Config  // the engine's rules; zero values take its defaults
 	Clock             idlegrid.Clock // nil: idlegrid.SystemClock{}
-	FeeBasisPoints    int64          // platform share of each charge; default 1000 (10%)
+	FeeBasisPoints    int64          // platform share of each charge; 0: the default, 1000 (10%); negative: no fee
 	HeartbeatInterval time.Duration  // told to agents; default 10s
 	MissedHeartbeats  int            // a node is lost after this many; default 3
 	StartTimeout      time.Duration  // an assigned lease not started by then is lost; default 2m
+	// ReceiptSilence is how long a running lease may go without a receipt
+	// while its node heartbeats before it ends as the provider's failure
+	// (reaper.go, receiptsStopped); at least 3 of the lease's own receipt
+	// intervals. Default 5m, five of the agent's default receipt intervals:
+	// set it above the agents' receipt_interval.
+	ReceiptSilence time.Duration
 	// SchedulePeriod is how often the engine runs when no event wakes it,
 	// so that windows opening and deadlines passing are noticed; default 2s.
 	SchedulePeriod time.Duration
@@ -75,6 +81,8 @@ func (c *Config) setDefaults() {
 	}
 	if c.FeeBasisPoints == 0 {
 		c.FeeBasisPoints = 1000
+	} else if c.FeeBasisPoints < 0 {
+		c.FeeBasisPoints = 0
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = 10 * time.Second
@@ -84,6 +92,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.StartTimeout == 0 {
 		c.StartTimeout = 2 * time.Minute
+	}
+	if c.ReceiptSilence == 0 {
+		c.ReceiptSilence = 5 * time.Minute
 	}
 	if c.SchedulePeriod == 0 {
 		c.SchedulePeriod = 2 * time.Second
@@ -142,7 +153,7 @@ func Open(cfg Config) (*Server, error) {
 	}
 	cfg.setDefaults()
 	rules := ledger.Rules{FeeBasisPoints: cfg.FeeBasisPoints}
-	if cfg.FeeBasisPoints < 0 || cfg.FeeBasisPoints > 10000 {
+	if cfg.FeeBasisPoints > 10000 {
 		return nil, idlegrid.Invalid("fee_bps", "must be between 0 and 10000")
 	}
 	auditLog, err := newAuditLog(cfg)
@@ -158,6 +169,10 @@ func Open(cfg Config) (*Server, error) {
 		trust: trust{policy: cfg.TrustPolicy, uptime: map[string]*uptimeTrack{}},
 	}
 	s.attest = newAttestState(cfg)
+	if err := s.auditPolicy(ctx); err != nil { // trust policy changes are logged (audit.go)
+		cancel()
+		return nil, err
+	}
 	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.runScheduler(ctx) }()
 	go func() { defer s.wg.Done(); s.runReaper(ctx) }()

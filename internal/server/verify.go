@@ -11,8 +11,9 @@ import (
 )
 
 // This file is verification of work. When a lease of a verifiable job
-// succeeds, the trust policy's share of them (more for newcomers' nodes)
-// is re-run as a bronze job that avoids the provider, for the same renter,
+// succeeds, the trust policy's share of them (all of a node's first ones,
+// until first_checks re-runs confirmed it; more for newcomers' nodes) is
+// re-run as a bronze job that avoids the provider, for the same renter,
 // and the output digests are compared. When they differ, a tie-break runs
 // on a third provider, and whoever disagrees with the other two is
 // convicted of a mismatched result. A run that fails, or three digests
@@ -48,7 +49,11 @@ func (s *Server) maybeVerify(ctx context.Context, j *idlegrid.Job, l *idlegrid.L
 	if err != nil {
 		return err
 	}
-	if s.draw() >= s.cfg.TrustPolicy.Verification.Fraction(n.Level) {
+	checks, err := s.firstChecks(ctx, l)
+	if err != nil {
+		return err
+	}
+	if s.draw() >= s.cfg.TrustPolicy.Verification.Fraction(n.Level, checks) {
 		return nil
 	}
 	now := s.Now()
@@ -67,6 +72,34 @@ func (s *Server) maybeVerify(ctx context.Context, j *idlegrid.Job, l *idlegrid.L
 	}
 	s.log.Info("verification started", "verification", v.ID, "lease", l.ID, "rerun_job", rerun.ID)
 	return nil
+}
+
+// firstChecks counts the verifications of the node's leases that confirmed
+// its output or are still deciding: a node's verifiable leases are all
+// re-run until the policy's first_checks of them stand (trustpolicy
+// Verification.Fraction). A check that was inconclusive, or convicted the
+// node, does not count: the next lease is checked too.
+func (s *Server) firstChecks(ctx context.Context, l *idlegrid.Lease) (int, error) {
+	want := s.cfg.TrustPolicy.Verification.FirstChecks
+	if want == 0 {
+		return 0, nil
+	}
+	vs, err := s.store.ListVerifications(ctx, idlegrid.VerificationFilter{ProviderID: l.ProviderID, Limit: everyRow})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, v := range vs {
+		if v.Original.NodeID != l.NodeID {
+			continue
+		}
+		switch {
+		case !v.State.Terminal(), v.State == idlegrid.VerificationMatched,
+			v.State == idlegrid.VerificationConvicted && v.Tiebreak != nil && v.Tiebreak.Digest == v.Original.Digest:
+			n++
+		}
+	}
+	return n, nil
 }
 
 // queueRun queues a run of j's work for the same renter, as bronze (it is

@@ -181,7 +181,7 @@ func TestServer_Verification(t *testing.T) {
 	})
 	t.Run("not sampled", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			m := mustMarketWith(t, mustPolicy("version: 1\ngold: {min_level: 0}\nverification: {sample_fraction: 0, newcomer_sample_fraction: 0}\n"))
+			m := mustMarketWith(t, mustPolicy("version: 1\ngold: {min_level: 0}\nverification: {sample_fraction: 0, newcomer_sample_fraction: 0, first_checks: 0}\n"))
 			j, err := m.srv.SubmitJob(m.renter, verifiable)
 			if err != nil {
 				t.Fatal(err)

@@ -137,7 +137,7 @@ func newSession(conn net.Conn, agentEnd bool, nodeID string, h http.Handler, c C
 	if agentEnd {
 		start = yamux.Client
 	}
-	mux, err := start(conn, cfg)
+	mux, err := start(&joinFrames{Conn: conn}, cfg)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("start session: %w", err)
@@ -147,11 +147,11 @@ func newSession(conn net.Conn, agentEnd bool, nodeID string, h http.Handler, c C
 	s.out = &http.Transport{
 		DialContext:         s.dial,
 		DialTLSContext:      s.dial, // an https URL must not start TLS again inside a stream: the WebSocket has it
-		MaxIdleConnsPerHost: 8,
+		MaxIdleConnsPerHost: 256,    // an idle stream costs little; opening and closing one per request under load costs frames and goroutines
 		IdleConnTimeout:     time.Minute,
 		DisableCompression:  true,
 	}
-	go s.serve(h)
+	go s.serve(h, agentEnd)
 	return s, nil
 }
 
@@ -166,7 +166,7 @@ func (s *Session) dial(context.Context, string, string) (net.Conn, error) {
 
 // serve answers the streams the peer opens until the session closes, then
 // cancels the requests in flight and waits for them.
-func (s *Session) serve(h http.Handler) {
+func (s *Session) serve(h http.Handler, agentEnd bool) {
 	defer close(s.done)
 	srv := &http.Server{
 		Handler:           h,
@@ -175,6 +175,13 @@ func (s *Session) serve(h http.Handler) {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          log.New(yamuxLog{log: s.log}, "session http: ", 0),
+	}
+	if agentEnd {
+		// The agent serves the server's requests (inference among them),
+		// whose transport closes its idle streams itself. A read deadline
+		// on a stream costs yamux a timer on every read, so the agent's
+		// end sets none.
+		srv.ReadHeaderTimeout, srv.IdleTimeout = 0, 0
 	}
 	_ = srv.Serve(s.mux) // returns when the session closes, and closes it
 	s.cancelReq()

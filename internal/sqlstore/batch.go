@@ -27,17 +27,18 @@ func (db *DB) PlaceJobs(ctx context.Context, ps []*idlegrid.Placement) []error {
 	stmtCtx := context.WithoutCancel(ctx)
 	err := db.update(ctx, func(tx *sql.Tx) error {
 		clear(errs) // a retried transaction starts over
+		var later laterRows
 		for i, p := range ps {
 			if errs[i] = checkPlacement(p); errs[i] != nil {
 				continue
 			}
-			failed, err := db.placeBehindSavepoint(stmtCtx, tx, p)
+			failed, err := db.placeBehindSavepoint(stmtCtx, tx, p, &later)
 			if err != nil {
 				return err
 			}
 			errs[i] = failed
 		}
-		return nil
+		return later.insert(stmtCtx, tx)
 	})
 	if err != nil {
 		for i := range errs {
@@ -50,12 +51,12 @@ func (db *DB) PlaceJobs(ctx context.Context, ps []*idlegrid.Placement) []error {
 // placeBehindSavepoint applies p inside a savepoint and rolls it back if
 // the placement fails. It returns the placement's failure, translated, and
 // separately an error that breaks the whole transaction.
-func (db *DB) placeBehindSavepoint(ctx context.Context, tx *sql.Tx, p *idlegrid.Placement) (failed, err error) {
+func (db *DB) placeBehindSavepoint(ctx context.Context, tx *sql.Tx, p *idlegrid.Placement, later *laterRows) (failed, err error) {
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT placement`); err != nil {
 		return nil, err
 	}
-	mark := auditMark(tx)
-	if failed = db.placeJob(ctx, tx, p); failed != nil {
+	mark, laterMark := auditMark(tx), later.mark()
+	if failed = db.placeJob(ctx, tx, p, later); failed != nil {
 		if db.dialect.retryable(failed) {
 			return nil, failed // a deadlock aborted the transaction: update retries it whole
 		}
@@ -63,6 +64,7 @@ func (db *DB) placeBehindSavepoint(ctx context.Context, tx *sql.Tx, p *idlegrid.
 			return nil, err
 		}
 		auditUndo(tx, mark)
+		later.undo(laterMark)
 	}
 	if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT placement`); err != nil {
 		return nil, err
@@ -79,4 +81,58 @@ func findNodeState(ctx context.Context, tx *sql.Tx, id string) (*idlegrid.Node, 
 		return nil, notFound("node", id)
 	}
 	return n, err
+}
+
+// laterRows are rows of placements and postings that nothing reads back in
+// their transaction and that cannot conflict: a lease's opening event, a
+// transfer's entries. They wait, in memory, and a batch of placements
+// inserts them together with a few multi-row statements before it commits,
+// instead of one statement each. A placement rolled back behind its
+// savepoint takes its rows with it (mark, undo).
+type laterRows struct {
+	events, entries [][]any
+}
+
+type laterMark struct{ events, entries int }
+
+func (r *laterRows) mark() laterMark { return laterMark{len(r.events), len(r.entries)} }
+
+func (r *laterRows) undo(m laterMark) {
+	clear(r.events[m.events:])
+	clear(r.entries[m.entries:])
+	r.events, r.entries = r.events[:m.events], r.entries[:m.entries]
+}
+
+// insert writes the rows and forgets them.
+func (r *laterRows) insert(ctx context.Context, tx *sql.Tx) error {
+	if err := insertAll(ctx, tx, `INSERT INTO lease_events (lease_id, seq, from_state, to_state, reason, at) VALUES `, r.events); err != nil {
+		return err
+	}
+	if err := insertAll(ctx, tx, `INSERT INTO ledger_entries (transfer_id, idx, account, owner, amount) VALUES `, r.entries); err != nil {
+		return err
+	}
+	r.events, r.entries = nil, nil
+	return nil
+}
+
+// findPlacedJob reads what placing a job needs of it, locked: its spec is
+// decoded only when a lease leaves its tier to the job's.
+func findPlacedJob(ctx context.Context, tx *sql.Tx, p *idlegrid.Placement, lock string) (*idlegrid.Job, error) {
+	j := &idlegrid.Job{ID: p.JobID}
+	var spec string
+	var started sql.NullInt64
+	err := tx.QueryRowContext(ctx, `SELECT renter_id, state, attempts, started_at, submitted_by_key, spec
+		FROM jobs WHERE id = $1`+lock, p.JobID).Scan(&j.RenterID, &j.State, &j.Attempts, &started, &j.SubmittedByKey, &spec)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("job", p.JobID)
+	} else if err != nil {
+		return nil, err
+	}
+	j.StartedAt = timePtrOf(started)
+	for _, l := range p.Leases {
+		if l.Tier == "" {
+			return j, jsonOf(spec, &j.JobSpec)
+		}
+	}
+	return j, nil
 }

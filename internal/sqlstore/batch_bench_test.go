@@ -2,10 +2,14 @@ package sqlstore_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/cputime"
 )
 
 // BenchmarkDB_PlaceJobs measures the store alone placing one-GPU jobs on
@@ -29,6 +33,7 @@ func BenchmarkDB_PlaceJobs(b *testing.B) {
 		j := mustJob(b, db, r.ID, 1, 1)
 		ps = append(ps, placement(j, 0, lease(j, nodes[i/8], i%8)))
 	}
+	cpu0, _ := cputime.Process()
 	b.ResetTimer()
 	for len(ps) > 0 {
 		n := min(batchSize, len(ps))
@@ -41,4 +46,46 @@ func BenchmarkDB_PlaceJobs(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "placements/s")
+	if cpu1, ok := cputime.Process(); ok {
+		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/1000/float64(b.N), "cpu-µs/placement")
+	}
+}
+
+// BenchmarkDB_CreateJob measures the store alone taking job submissions on
+// SQLite from several goroutines at once, as the HTTP handlers would: each
+// call returns once its job is committed.
+//
+// Run: go test -run '^$' -bench BenchmarkDB_CreateJob ./internal/sqlstore
+func BenchmarkDB_CreateJob(b *testing.B) {
+	for _, submitters := range []int{1, 4, 64} {
+		b.Run(fmt.Sprintf("submitters=%d", submitters), func(b *testing.B) {
+			ctx := context.Background()
+			db := mustOpen(b, filepath.Join(b.TempDir(), "bench.db"))
+			r := mustAccount(b, db, idlegrid.RoleRenter)
+			jobs := make([]*idlegrid.Job, b.N)
+			for i := range jobs {
+				jobs[i] = newJob(r.ID, 1, 1)
+			}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			cpu0, _ := cputime.Process()
+			b.ResetTimer()
+			for range submitters {
+				wg.Go(func() {
+					for i := next.Add(1) - 1; i < int64(len(jobs)); i = next.Add(1) - 1 {
+						if err := db.CreateJob(ctx, jobs[i]); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+			if cpu1, ok := cputime.Process(); ok {
+				b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/1000/float64(b.N), "cpu-µs/job")
+			}
+		})
+	}
 }

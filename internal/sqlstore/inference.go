@@ -10,17 +10,28 @@ import (
 var _ idlegrid.InferenceStore = (*DB)(nil)
 
 // RecordInference stores the gateway's metered requests and posts their
-// charges, in one transaction, each behind a savepoint.
+// charges, in one transaction: all at once when it can (recordBatch),
+// otherwise each behind a savepoint.
 func (db *DB) RecordInference(ctx context.Context, cs []idlegrid.InferenceCharge) []error {
-	errs := make([]error, len(cs))
+	invalid := make([]error, len(cs))
+	var valid []idlegrid.InferenceCharge
 	for i, c := range cs {
 		if c.Usage == nil {
-			errs[i] = idlegrid.Invalid("inference_usage", "required")
+			invalid[i] = idlegrid.Invalid("inference_usage", "required")
 		} else if err := c.Usage.Validate(); err != nil {
-			errs[i] = err
+			invalid[i] = err
+		} else {
+			valid = append(valid, c)
 		}
 	}
+	errs := make([]error, len(cs))
 	err := db.update(ctx, func(tx *sql.Tx) error {
+		copy(errs, invalid) // a retried transaction starts again
+		if len(valid) > 0 {
+			if done, err := db.recordBatch(ctx, tx, valid); err != nil || done {
+				return err
+			}
+		}
 		for i, c := range cs {
 			if errs[i] != nil {
 				continue

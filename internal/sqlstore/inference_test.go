@@ -28,6 +28,14 @@ func testInferenceStore(t *testing.T, newDSN func(t *testing.T) string) {
 		t.Parallel()
 		testRecordInference(t, mustOpen(t, newDSN(t)))
 	})
+	t.Run("RecordInference_Batch", func(t *testing.T) {
+		t.Parallel()
+		testRecordInferenceBatch(t, func() *sqlstore.DB { return mustOpen(t, newDSN(t)) })
+	})
+	t.Run("KeyRouting", func(t *testing.T) {
+		t.Parallel()
+		testKeyRouting(t, mustOpen(t, newDSN(t)))
+	})
 }
 
 func mustCharge(t *testing.T, id, key string, charge idlegrid.Micros, at time.Time) idlegrid.InferenceCharge {

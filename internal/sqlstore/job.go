@@ -11,6 +11,10 @@ import (
 
 // CreateJob stores a new job, queued. The caller sets ID, RenterID and
 // CreatedAt; UpdatedAt defaults to CreatedAt.
+//
+// Concurrent calls are committed together (groupcommit.go): CreateJob
+// returns once the transaction that stores its job has committed, and a job
+// that cannot be stored (a missing renter, a taken ID) fails alone.
 func (db *DB) CreateJob(ctx context.Context, j *idlegrid.Job) error {
 	if err := required("job.id", j.ID); err != nil {
 		return err
@@ -27,21 +31,7 @@ func (db *DB) CreateJob(ctx context.Context, j *idlegrid.Job) error {
 	if j.UpdatedAt.IsZero() {
 		j.UpdatedAt = j.CreatedAt
 	}
-	return db.update(ctx, func(tx *sql.Tx) error {
-		if _, err := findAccount(ctx, tx, j.RenterID); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO jobs (id, renter_id, spec, state, reason, attempts,
-			created_at, updated_at, started_at, ended_at, charged_micros, submitted_by_key)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-			j.ID, j.RenterID, spec, string(j.State), j.Reason, j.Attempts,
-			timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timePtrArg(j.StartedAt), timePtrArg(j.EndedAt),
-			int64(j.ChargedMicros), j.SubmittedByKey)
-		if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
-			return idlegrid.Errorf(idlegrid.ECONFLICT, "job %q already exists", j.ID)
-		}
-		return err
-	})
+	return db.jobSubmissions().submit(ctx, newJobRow(j, spec))
 }
 
 const jobColumns = `id, renter_id, spec, state, reason, attempts, created_at, updated_at,

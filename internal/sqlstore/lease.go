@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -21,7 +22,13 @@ func (db *DB) PlaceJob(ctx context.Context, p *idlegrid.Placement) error {
 	if err := checkPlacement(p); err != nil {
 		return err
 	}
-	return db.update(ctx, func(tx *sql.Tx) error { return db.placeJob(ctx, tx, p) })
+	return db.update(ctx, func(tx *sql.Tx) error {
+		var later laterRows
+		if err := db.placeJob(ctx, tx, p, &later); err != nil {
+			return err
+		}
+		return later.insert(ctx, tx)
+	})
 }
 
 // checkPlacement refuses a placement that could never be stored.
@@ -37,8 +44,10 @@ func checkPlacement(p *idlegrid.Placement) error {
 }
 
 // placeJob is PlaceJob inside tx; PlaceJobs runs it once per placement.
-func (db *DB) placeJob(ctx context.Context, tx *sql.Tx, p *idlegrid.Placement) error {
-	j, err := findJob(ctx, tx, p.JobID, db.dialect.forUpdate)
+// The rows nothing reads back in the transaction go to later, which the
+// caller inserts before it commits.
+func (db *DB) placeJob(ctx context.Context, tx *sql.Tx, p *idlegrid.Placement, later *laterRows) error {
+	j, err := findPlacedJob(ctx, tx, p, db.dialect.forUpdate)
 	if err != nil {
 		return err
 	} else if j.State != idlegrid.JobQueued || j.Attempts != p.Attempt {
@@ -49,7 +58,7 @@ func (db *DB) placeJob(ctx context.Context, tx *sql.Tx, p *idlegrid.Placement) e
 		return err
 	}
 	for i, l := range p.Leases {
-		if err := db.insertLease(ctx, tx, j, p, l); err != nil {
+		if err := db.insertLease(ctx, tx, j, p, l, later); err != nil {
 			return fmt.Errorf("lease %d: %w", i, err)
 		}
 	}
@@ -58,7 +67,7 @@ func (db *DB) placeJob(ctx context.Context, tx *sql.Tx, p *idlegrid.Placement) e
 			t.CreatedAt = p.At
 		}
 	}
-	if err := postTransfers(ctx, tx, p.Transfers); err != nil {
+	if err := postTransfersLater(ctx, tx, p.Transfers, later); err != nil {
 		return err
 	}
 	started := j.StartedAt
@@ -83,7 +92,7 @@ func placementHold(p *idlegrid.Placement) idlegrid.Micros {
 
 // insertLease checks l against its job and placement, fills in what the
 // store knows, and inserts it with its GPU claims and its opening event.
-func (db *DB) insertLease(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, p *idlegrid.Placement, l *idlegrid.Lease) error {
+func (db *DB) insertLease(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, p *idlegrid.Placement, l *idlegrid.Lease, later *laterRows) error {
 	if err := checkLease(j, p, l); err != nil {
 		return err
 	}
@@ -124,20 +133,18 @@ func (db *DB) insertLease(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, p *i
 	} else if err != nil {
 		return err
 	}
-	for _, gpu := range l.GPUUUIDs {
-		_, err := tx.ExecContext(ctx, `INSERT INTO gpu_claims (node_id, gpu_uuid, lease_id) VALUES ($1, $2, $3)`,
-			l.NodeID, gpu, l.ID)
-		if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
-			return idlegrid.Errorf(idlegrid.ECONFLICT, "GPU %s on node %s is already claimed", gpu, l.NodeID)
-		} else if err != nil {
-			return err
-		}
+	claims := make([][]any, len(l.GPUUUIDs))
+	for i, gpu := range l.GPUUUIDs {
+		claims[i] = []any{l.NodeID, gpu, l.ID}
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO lease_events (lease_id, seq, from_state, to_state, reason, at)
-		VALUES ($1, 1, '', $2, $3, $4)`, l.ID, string(l.State), l.Reason, timeArg(l.CreatedAt))
-	if err != nil {
+	err = insertAll(ctx, tx, `INSERT INTO gpu_claims (node_id, gpu_uuid, lease_id) VALUES `, claims)
+	if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "GPU %s on node %s is already claimed",
+			strings.Join(l.GPUUUIDs, ", "), l.NodeID)
+	} else if err != nil {
 		return err
 	}
+	later.events = append(later.events, []any{l.ID, 1, "", string(l.State), l.Reason, timeArg(l.CreatedAt)})
 	return appendAudit(tx)(audit.LeaseEntry(l, idlegrid.LeaseEvent{LeaseID: l.ID, To: l.State, Reason: l.Reason, At: l.CreatedAt}))
 }
 

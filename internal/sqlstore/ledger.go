@@ -18,6 +18,16 @@ var errSeen = errors.New("idempotency key seen before")
 // balances. An account that may not go negative never does: EPAYMENT. A
 // transfer whose idempotency key was seen before is not applied: errSeen.
 func postTransfer(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer) error {
+	var later laterRows
+	if err := postTransferLater(ctx, tx, t, &later); err != nil {
+		return err
+	}
+	return later.insert(ctx, tx)
+}
+
+// postTransferLater is postTransfer, but leaves t's entries to later,
+// for the caller to insert before it commits. The balances move now.
+func postTransferLater(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer, later *laterRows) error {
 	if err := t.Validate(); err != nil {
 		return err
 	} else if t.CreatedAt.IsZero() {
@@ -33,15 +43,10 @@ func postTransfer(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer) error {
 		return err
 	}
 	for i, e := range t.Entries {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (transfer_id, idx, account, owner, amount)
-			VALUES ($1, $2, $3, $4, $5)`, t.ID, i, string(e.Account), e.Account.Owner(), int64(e.Amount)); err != nil {
-			return err
-		}
+		later.entries = append(later.entries, []any{t.ID, i, string(e.Account), e.Account.Owner(), int64(e.Amount)})
 	}
-	for _, e := range netEntries(t.Entries) {
-		if err := moveBalance(ctx, tx, e); err != nil {
-			return err
-		}
+	if err := moveBalances(ctx, tx, netEntries(t.Entries)); err != nil {
+		return err
 	}
 	return appendAudit(tx)(audit.PostingEntry(t))
 }
@@ -62,20 +67,43 @@ func netEntries(entries []idlegrid.Entry) []idlegrid.Entry {
 	return out
 }
 
-// moveBalance adds e to its account's balance, refusing to take an account
-// that may not go negative below zero.
-func moveBalance(ctx context.Context, tx *sql.Tx, e idlegrid.Entry) error {
-	var after int64
-	err := tx.QueryRowContext(ctx, `INSERT INTO balances (account, balance) VALUES ($1, $2)
+// moveBalances adds each of net's entries to its account's balance, all
+// in one statement, refusing to take an account that may not go negative
+// below zero. net holds an account at most once, in account order, so that
+// concurrent transactions lock balances in one order.
+func moveBalances(ctx context.Context, tx *sql.Tx, net []idlegrid.Entry) error {
+	if len(net) == 0 {
+		return nil
+	}
+	var a args
+	groups := make([]string, len(net))
+	amounts := make(map[idlegrid.LedgerAccount]idlegrid.Micros, len(net))
+	for i, e := range net {
+		groups[i] = valuesGroup(&a, []any{string(e.Account), int64(e.Amount)})
+		amounts[e.Account] = e.Amount
+	}
+	rows, err := tx.QueryContext(ctx, `INSERT INTO balances (account, balance) VALUES `+strings.Join(groups, ", ")+`
 		ON CONFLICT (account) DO UPDATE SET balance = balances.balance + excluded.balance
-		RETURNING balance`, string(e.Account), int64(e.Amount)).Scan(&after)
+		RETURNING account, balance`, a...)
 	if err != nil {
 		return err
 	}
-	if after < 0 && !e.Account.MayGoNegative() {
-		return overdrawn(e.Account, -e.Amount, idlegrid.Micros(after)-e.Amount)
+	defer rows.Close()
+	var short error
+	for rows.Next() {
+		var account idlegrid.LedgerAccount
+		var after int64
+		if err := rows.Scan(&account, &after); err != nil {
+			return err
+		}
+		if e := amounts[account]; after < 0 && !account.MayGoNegative() && short == nil {
+			short = overdrawn(account, -e, idlegrid.Micros(after)-e)
+		}
 	}
-	return nil
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return short
 }
 
 // overdrawn is the EPAYMENT error for taking need from account, which has have.
@@ -94,8 +122,17 @@ func overdrawn(account idlegrid.LedgerAccount, need, have idlegrid.Micros) error
 // postTransfers applies transfers that belong to a lease change; a replayed
 // idempotency key there means the change was already made: ECONFLICT.
 func postTransfers(ctx context.Context, tx *sql.Tx, ts []*idlegrid.Transfer) error {
+	var later laterRows
+	if err := postTransfersLater(ctx, tx, ts, &later); err != nil {
+		return err
+	}
+	return later.insert(ctx, tx)
+}
+
+// postTransfersLater is postTransfers, leaving the entries to later.
+func postTransfersLater(ctx context.Context, tx *sql.Tx, ts []*idlegrid.Transfer, later *laterRows) error {
 	for _, t := range ts {
-		err := postTransfer(ctx, tx, t)
+		err := postTransferLater(ctx, tx, t, later)
 		if errors.Is(err, errSeen) {
 			return idlegrid.Errorf(idlegrid.ECONFLICT, "transfer %q was already applied", t.IdempotencyKey)
 		} else if err != nil {

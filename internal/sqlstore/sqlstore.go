@@ -44,6 +44,8 @@ type DB struct {
 	// finds the database locked waits in SQLite's busy handler, which
 	// sleeps 1, 2, 5, … 100 ms between tries.
 	writer sync.Mutex
+	// jobQueue commits concurrent CreateJob calls together (jobbatch.go).
+	jobQueue jobSubmissionQueue
 }
 
 var _ idlegrid.Store = (*DB)(nil)

@@ -28,6 +28,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"JoinNode", testJoinNode},
 		{"Nodes", testNodes},
 		{"Jobs", testJobs},
+		{"Concurrency_CreateJob", testConcurrentCreateJob},
 		{"CancelQueuedJob", testCancelQueuedJob},
 		{"PlaceJob", testPlaceJob},
 		{"PlaceJob_Conflicts", testPlaceJobConflicts},
@@ -58,6 +59,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"Reputation", testReputation},
 		{"Reputation_Conflicts", testReputationConflicts},
 		{"Reputation_NodeRecord", testReputationNodeRecord},
+		{"HeartbeatSpans", testHeartbeatSpans},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -242,9 +242,10 @@ type (
 		Slashing     fileSlashing     `yaml:"slashing"`
 	}
 	fileReputation struct {
-		Prior    fileWeight  `yaml:"prior"`
-		HalfLife duration    `yaml:"half_life"`
-		Weights  fileWeights `yaml:"weights"`
+		Prior     fileWeight  `yaml:"prior"`
+		HalfLife  duration    `yaml:"half_life"`
+		Weights   fileWeights `yaml:"weights"`
+		FlagBelow float64     `yaml:"flag_below"`
 	}
 	fileWeight struct {
 		Good float64 `yaml:"good"`
@@ -279,6 +280,7 @@ type (
 	fileVerification struct {
 		SampleFraction         float64 `yaml:"sample_fraction"`
 		NewcomerSampleFraction float64 `yaml:"newcomer_sample_fraction"`
+		FirstChecks            int     `yaml:"first_checks"`
 	}
 	fileSlashing struct {
 		ForgedReceipt    fileRule `yaml:"forged_receipt"`
@@ -320,6 +322,7 @@ func (f *file) policy() (*Policy, error) {
 				reputation.DimReceipts:   reputation.Weight(w.Receipts),
 				reputation.DimChallenges: reputation.Weight(w.Challenges),
 			},
+			FlagBelow: f.Reputation.FlagBelow,
 		},
 		Levels:       reputation.Levels{DemotionMargin: f.Levels.DemotionMargin},
 		Gold:         Gold(f.Gold),
@@ -355,6 +358,8 @@ func (p *Policy) Validate() error {
 		return idlegrid.Invalid("verification.sample_fraction", "must be between 0 and 1, got %g", p.Verification.SampleFraction)
 	case !fraction(p.Verification.NewcomerSampleFraction):
 		return idlegrid.Invalid("verification.newcomer_sample_fraction", "must be between 0 and 1, got %g", p.Verification.NewcomerSampleFraction)
+	case p.Verification.FirstChecks < 0 || p.Verification.FirstChecks > 100:
+		return idlegrid.Invalid("verification.first_checks", "must be between 0 and 100, got %d", p.Verification.FirstChecks)
 	}
 	for _, o := range Offences {
 		r, ok := p.Slashing[o]

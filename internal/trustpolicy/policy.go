@@ -65,10 +65,20 @@ func (c Challenges) Chance(d time.Duration) float64 {
 type Verification struct {
 	SampleFraction         float64
 	NewcomerSampleFraction float64 // for leases on level-0 nodes
+	// FirstChecks: every verifiable lease of a node is re-run until this
+	// many re-runs of its leases matched. A node that never ran its work
+	// and made its output up is found on its first verifiable lease, not
+	// after a sampled share of them; an honest node pays for this many
+	// re-runs once.
+	FirstChecks int
 }
 
-// Fraction is the share of verifiable leases on a node of level to re-run.
-func (v Verification) Fraction(level int) float64 {
+// Fraction is the share of verifiable leases on a node of level to re-run,
+// when matched re-runs of its leases have already confirmed its output.
+func (v Verification) Fraction(level, matched int) float64 {
+	if matched < v.FirstChecks {
+		return 1
+	}
 	if level <= 0 {
 		return v.NewcomerSampleFraction
 	}

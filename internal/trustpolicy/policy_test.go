@@ -32,8 +32,11 @@ func TestDefault(t *testing.T) {
 	if c := p.Challenges; !c.AtJoin || !c.OnFingerprintChange || c.PerNodePerDay != 1 {
 		t.Errorf("challenges: got %+v", c)
 	}
-	if v := p.Verification; v.Fraction(0) != 0.25 || v.Fraction(2) != 0.05 {
+	if v := p.Verification; v.Fraction(0, 2) != 0.25 || v.Fraction(2, 2) != 0.05 || v.FirstChecks != 2 {
 		t.Errorf("verification: got %+v", v)
+	}
+	if p.Reputation.FlagBelow != 0.8 {
+		t.Errorf("reputation.flag_below: got %g, want 0.8", p.Reputation.FlagBelow)
 	}
 	want := map[Offence]SlashRule{
 		OffenceForgedReceipt:    {FixedMicros: 50_000_000, BondBPS: 2500, HarmBPS: 20000, To: ToRenter},
@@ -229,5 +232,20 @@ func TestDefaultYAML(t *testing.T) {
 	b[0] = 'X' // a copy: the default must not change
 	if Default().SHA256 != mustParse(t, string(defaultYAML)).SHA256 || defaultYAML[0] == 'X' {
 		t.Error("DefaultYAML handed out the embedded bytes")
+	}
+}
+
+func TestVerification_Fraction(t *testing.T) {
+	v := Verification{SampleFraction: 0.05, NewcomerSampleFraction: 0.25, FirstChecks: 2}
+	for _, tc := range []struct {
+		level, matched int
+		want           float64
+	}{
+		{0, 0, 1}, {2, 1, 1}, // every lease until two re-runs confirmed the node
+		{0, 2, 0.25}, {1, 3, 0.05},
+	} {
+		if got := v.Fraction(tc.level, tc.matched); got != tc.want {
+			t.Errorf("Fraction(level %d, %d confirmed) = %g, want %g", tc.level, tc.matched, got, tc.want)
+		}
 	}
 }

@@ -52,20 +52,21 @@ const (
 
 // simLease is a lease as the agent sees it.
 type simLease struct {
-	id         string
-	job        idlegrid.JobSpec
-	gpus       int64
-	start      time.Time
-	runFor     time.Duration // how long the work takes
-	plan       plan
-	stopAt     time.Time // planFail, planGoQuiet
-	overclaim  bool      // inflates-receipts: this lease's next receipt overclaims
-	refused    bool      // a receipt was refused: send no more
-	seq        int64
-	lastEnd    time.Time
-	prevHash   string
-	quiet      bool // planGoQuiet past stopAt
-	finishedAt time.Time
+	id           string
+	job          idlegrid.JobSpec
+	gpus         int64
+	start        time.Time
+	runFor       time.Duration // how long the work takes
+	limitSeconds int64         // the lease's time limit
+	plan         plan
+	stopAt       time.Time // planFail, planGoQuiet
+	overclaim    bool      // inflates-receipts: this lease's next receipt overclaims
+	refused      bool      // a receipt was refused: send no more
+	seq          int64
+	lastEnd      time.Time
+	prevHash     string
+	quiet        bool // planGoQuiet past stopAt
+	finishedAt   time.Time
 }
 
 // tick is one heartbeat interval of the agent: heartbeat, challenges,
@@ -113,7 +114,18 @@ func (p *provider) handle(c idlegrid.Command) error {
 			return nil
 		}
 		// Every behaviour confirms a stop the server asked for: it costs a
-		// cheater nothing.
+		// cheater nothing. As the real agent does (internal/agent,
+		// receipts.go), a lease whose work runs gets a last receipt, up
+		// to the stop, before the report; one gone quiet says nothing.
+		if l.plan != planNeverStart && !l.quiet {
+			upTo := p.w.clock.Now()
+			if limit := l.start.Add(time.Duration(l.limitSeconds) * time.Second); limit.Before(upTo) {
+				upTo = limit // the lease pays for no more
+			}
+			if err := p.sendReceipt(l, upTo); err != nil {
+				return err
+			}
+		}
 		return p.end(l, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled, Message: "stopped as asked"})
 	}
 	return nil
@@ -122,7 +134,7 @@ func (p *provider) handle(c idlegrid.Command) error {
 func (p *provider) start(lease *idlegrid.Lease, job idlegrid.JobSpec) error {
 	p.w.tickClock()
 	now := p.w.clock.Now()
-	l := &simLease{id: lease.ID, job: job, gpus: int64(len(lease.GPUUUIDs)), start: now, lastEnd: now}
+	l := &simLease{id: lease.ID, job: job, gpus: int64(len(lease.GPUUUIDs)), start: now, lastEnd: now, limitSeconds: lease.LimitSeconds}
 	l.runFor = time.Duration(float64(job.DurationSeconds)*(0.6+0.35*p.rng.Float64())) * time.Second
 	p.leases[l.id] = l
 	p.order = append(p.order, l.id)

@@ -114,7 +114,7 @@ func (r *Report) WriteTable(out io.Writer) error {
 		return err
 	}
 	_, err := fmt.Fprintf(out, "\ncheaters flagged within %d leases: %.1f%%; honest providers flagged (false positives): %.1f%%\n"+
-		"%d providers, %d leases, %.1f simulated hours, seed %d; flagged = upheld dispute, quarantine, or provider score < %.2f\n",
+		"%d providers, %d leases, %.1f simulated hours, seed %d; flagged = upheld dispute, quarantine, or reputation flag (score < %.2f, ≥2 incidents, not only plausible accidents)\n",
 		r.Leases, 100*r.CheatersDetected, 100*r.HonestFlagged, r.Providers, r.LeasesTotal, r.Hours, r.Seed, r.FlagScore)
 	return err
 }

@@ -39,6 +39,7 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
+	"github.com/idlegrid/idlegrid/internal/reputation"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
 	"github.com/idlegrid/idlegrid/internal/trustpolicy"
@@ -55,8 +56,9 @@ type Config struct {
 	Leases int
 	// Verifiable is the share of renters' jobs marked verifiable; default 0.5.
 	Verifiable float64
-	// FlagScore: a provider whose reputation score falls below it is
-	// flagged; default DefaultFlagScore.
+	// FlagScore: a provider whose reputation score falls below it, with
+	// at least two incidents behind it (reputation.Params.Flag), is
+	// flagged; default the policy's flag line, reputation.flag_below.
 	FlagScore float64
 	// HonestFailure is the share of an honest provider's leases that fail
 	// by accident, as the provider's fault; default 0.02, negative for none.
@@ -69,10 +71,9 @@ type Config struct {
 	Progress io.Writer // one line every few simulated hours; nil: none
 }
 
-// DefaultFlagScore is the score below which a provider counts as
-// flagged: a newcomer starts at 0.9 (the default prior, 9 good to 1 bad),
-// and an honest provider only rises from there.
-const DefaultFlagScore = 0.8
+// DefaultFlagScore is the default policy's flag line
+// (reputation.DefaultFlagBelow).
+const DefaultFlagScore = reputation.DefaultFlagBelow
 
 // Step is the simulation's tick: the heartbeat interval the coordinator
 // is configured with, so that every agent heartbeats once a step.
@@ -101,8 +102,11 @@ func (c *Config) setDefaults() error {
 	if c.Verifiable == 0 {
 		c.Verifiable = 0.5
 	}
+	if c.Policy == nil {
+		c.Policy = trustpolicy.Default()
+	}
 	if c.FlagScore == 0 {
-		c.FlagScore = DefaultFlagScore
+		c.FlagScore = c.Policy.Reputation.FlagBelow
 	}
 	if c.HonestFailure == 0 {
 		c.HonestFailure = 0.02
@@ -173,6 +177,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var sampleMu sync.Mutex
 	w.srv, err = server.Open(server.Config{
 		Store: w.store, Clock: w.clock, HeartbeatInterval: Step, StartTimeout: 3 * Step,
+		// The agents' receipts come every receiptEvery, as a deployment
+		// sets it above its agents' receipt_interval.
+		ReceiptSilence: 2 * receiptEvery,
 		// The loops that run on the wall clock are held off: the
 		// simulation calls Reap and ChallengePass itself, once a step.
 		SchedulePeriod: time.Hour, ChallengePeriod: 24 * time.Hour,

@@ -30,10 +30,10 @@ func rowOf(tb testing.TB, r *trustsim.Report, b trustsim.Behaviour) trustsim.Row
 }
 
 // TestRun checks the mechanism on a small market: every cheating
-// behaviour the market can see is flagged at least once, by the signal
-// meant for it, and no honest provider is. bills-offline is the known
-// blind spot (docs/trust.md): its receipts stay within the telemetry's
-// tolerance, so it is only required to run.
+// behaviour is flagged at least once, by the signal meant for it, and no
+// honest provider is. bills-offline is caught by its receipts against the
+// heartbeats heard: a forged-receipt conviction or, on a lease with one
+// inconsistent receipt, its score.
 func TestRun(t *testing.T) {
 	r := mustRun(t, trustsim.Config{Providers: 30, Cheaters: 0.5, Seed: 1, Leases: 12})
 	if got := rowOf(t, r, trustsim.Honest); got.Flagged != 0 || got.FlaggedLater != 0 || got.Providers != 15 {
@@ -54,8 +54,9 @@ func TestRun(t *testing.T) {
 			t.Errorf("%s = %+v, want at least one flagged by %s", b, got, signal)
 		}
 	}
-	if got := rowOf(t, r, trustsim.BillsOffline); got.Providers != 3 {
-		t.Errorf("bills-offline: %d providers, want 3", got.Providers)
+	if got := rowOf(t, r, trustsim.BillsOffline); got.Providers != 3 || got.Flagged+got.FlaggedLater == 0 ||
+		got.Signals["dispute:forged_receipt"]+got.Signals["score"] == 0 {
+		t.Errorf("bills-offline = %+v, want 3 providers, at least one flagged by its receipts", got)
 	}
 	if r.LeasesTotal < 15*12 {
 		t.Errorf("%d leases in all, want at least the honest providers' 15×12", r.LeasesTotal)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/reputation"
 )
 
 // Clock is a virtual clock that only its owner moves. It is safe for
@@ -101,7 +102,9 @@ func (g *gatedStore) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idl
 }
 
 // readFlags reads, once a step, which providers the market has flagged:
-// an upheld dispute, a quarantined node, or a score below the threshold.
+// an upheld dispute, a quarantined node, or the reputation flag
+// (reputation.Params.Flag: a score below the flag line with at least two
+// incidents behind it).
 // The first signal, and the leases seen by then, are kept.
 func (w *world) readFlags() error {
 	signal := map[string]string{}
@@ -127,8 +130,11 @@ func (w *world) readFlags() error {
 	if err != nil {
 		return err
 	}
+	params := w.cfg.Policy.Reputation
+	params.FlagBelow = w.cfg.FlagScore
+	now := w.clock.Now()
 	for _, r := range reps {
-		if signal[r.SubjectID] == "" && r.Score < w.cfg.FlagScore {
+		if signal[r.SubjectID] == "" && params.Flag(reputation.EvidenceOf(r), now).Flagged {
 			signal[r.SubjectID] = "score"
 		}
 	}

@@ -1,0 +1,63 @@
+package gateway_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
+)
+
+// TestGateway_keyRouting checks that a key's default routing, set through
+// the API, applies to the key's requests, and that a request's own
+// provider object overrides it field by field.
+func TestGateway_keyRouting(t *testing.T) {
+	p := mustPair(t, nil) // alpha: eu-west, EU, 10/20; beta: us-east, US, 30/60
+	a, b := p.NodeA.NodeID, p.NodeB.NodeID
+	ctx := context.Background()
+	renter := client.New(p.URL, p.RenterKey)
+	key, secret, err := renter.CreateAPIKey(ctx, "routed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := renter.SetKeyRouting(ctx, key.ID, idlegrid.Routing{Region: []string{"us-east"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name  string
+		prefs map[string]any // the request's own provider object; nil: none
+		want  string
+	}{
+		{"the key's default", nil, b},
+		{"another field keeps the key's region", map[string]any{"sort": "price"}, b},
+		{"the request's region wins", map[string]any{"region": []string{"eu-west"}}, a},
+		{"an empty list lifts the key's", map[string]any{"region": []string{}, "sort": "price"}, a},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var opts []option.RequestOption
+			if tt.prefs != nil {
+				opts = append(opts, option.WithJSONSet("provider", tt.prefs))
+			}
+			var resp *http.Response
+			c := p.sdk(secret)
+			if _, err := c.Chat.Completions.New(ctx, chatParams("Hi"), append(opts, option.WithResponseInto(&resp))...); err != nil {
+				t.Fatal(describe(err))
+			}
+			if got := resp.Header.Get("X-Idlegrid-Node"); got != tt.want {
+				t.Errorf("served by %s, want %s", got, tt.want)
+			}
+		})
+	}
+	t.Run("the renter's other key is unaffected", func(t *testing.T) {
+		_, resp, err := p.chat(t, cheapestFirst)
+		if err != nil {
+			t.Fatal(describe(err))
+		}
+		if got := resp.Header.Get("X-Idlegrid-Node"); got != a {
+			t.Errorf("served by %s, want %s", got, a)
+		}
+	})
+}

@@ -1,0 +1,423 @@
+package infersim
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The speed model of a simulated provider. A model server that serves an
+// 8B-parameter model in 16-bit weights (16 GB) on one GPU spends its time
+// to first token on prefill, which is bound by the GPU's tensor FLOP/s
+// (2 FLOPs per parameter per prompt token), and generates each further
+// token in a decode step, which is bound by its memory bandwidth (the
+// weights are read once per step). Real servers reach a fraction of the
+// peak: modelFLOPsUtilisation of the FLOP/s in prefill and
+// modelBandwidthUtilisation of the bandwidth in decode. Continuous
+// batching lets concurrent requests share a decode step, so a request's
+// speed does not fall with the node's load up to its MaxConcurrency; the
+// agent refuses more (429).
+const (
+	modelParams               = 8e9
+	modelBytes                = 2 * modelParams
+	modelFLOPsUtilisation     = 0.5
+	modelBandwidthUtilisation = 0.6
+	// requestOverhead is the model server's own time per request
+	// (tokenising, scheduling) before prefill starts.
+	requestOverhead = 15 * time.Millisecond
+	// maxStreamChunks bounds the events of one streamed answer: each
+	// carries several tokens when the answer is longer, so that a 2,000
+	// token answer does not cost the replaying machine 2,000 events.
+	maxStreamChunks = 16
+)
+
+// GPU is a simulated provider's GPU: its name in gpu.Models and its peak
+// figures, from ../shared/data/gpu-specs/ml_hardware.csv (Epoch AI's
+// machine learning hardware table): "Tensor-FP16/BF16 performance
+// (FLOP/s)" and "Memory bandwidth (byte/s)".
+type GPU struct {
+	Name            string
+	TensorFLOPS     float64
+	BandwidthBytesS float64
+}
+
+// GPUs are the GPUs the default fleet uses.
+var GPUs = map[string]GPU{
+	"H100-80GB": {Name: "H100-80GB", TensorFLOPS: 989.4e12, BandwidthBytesS: 3.35e12}, // NVIDIA H100 SXM5 80GB
+	"A100-80GB": {Name: "A100-80GB", TensorFLOPS: 312e12, BandwidthBytesS: 2.039e12},  // NVIDIA A100 SXM4 80 GB
+	"RTX4090":   {Name: "RTX4090", TensorFLOPS: 330e12, BandwidthBytesS: 1.008e12},    // NVIDIA GeForce RTX 4090
+}
+
+// PrefillTokensPerSecond is the prompt tokens g reads per second.
+func (g GPU) PrefillTokensPerSecond() float64 {
+	return g.TensorFLOPS * modelFLOPsUtilisation / (2 * modelParams)
+}
+
+// DecodeTokensPerSecond is the completion tokens g writes per second.
+func (g GPU) DecodeTokensPerSecond() float64 {
+	return g.BandwidthBytesS * modelBandwidthUtilisation / modelBytes
+}
+
+// Timing is how long g takes over a request, before any ServiceSpeedup:
+// to its first token, and from there to its last.
+func (g GPU) Timing(promptTokens, completionTokens int) (ttft, decode time.Duration) {
+	ttft = requestOverhead + seconds(float64(promptTokens)/g.PrefillTokensPerSecond())
+	if completionTokens > 1 {
+		decode = seconds(float64(completionTokens-1) / g.DecodeTokensPerSecond())
+	}
+	return ttft, decode
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Faults are the shares of a provider's requests it fails, each way.
+type Faults struct {
+	Error500 float64 `json:"error_500"` // answers 500 after its request overhead
+	Busy429  float64 `json:"busy_429"`  // answers 429 at once, as a full queue does
+	Stall    float64 `json:"stall"`     // a stream stops after its first event; a whole answer never comes
+	Drop     float64 `json:"drop"`      // the connection drops: mid-way through a stream, before a whole answer
+}
+
+// Fault kinds, as the report names them.
+const (
+	faultNone  = ""
+	fault500   = "500"
+	fault429   = "429"
+	faultStall = "stall"
+	faultDrop  = "drop"
+)
+
+// scaled returns f with every share times k, capped at 1 in all.
+func (f Faults) scaled(k float64) Faults {
+	f = Faults{f.Error500 * k, f.Busy429 * k, f.Stall * k, f.Drop * k}
+	if sum := f.Error500 + f.Busy429 + f.Stall + f.Drop; sum > 1 {
+		f = Faults{f.Error500 / sum, f.Busy429 / sum, f.Stall / sum, f.Drop / sum}
+	}
+	return f
+}
+
+// draw picks the fault of u, a uniform number in [0, 1).
+func (f Faults) draw(u float64) string {
+	for _, c := range []struct {
+		share float64
+		kind  string
+	}{{f.Error500, fault500}, {f.Busy429, fault429}, {f.Stall, faultStall}, {f.Drop, faultDrop}} {
+		if u < c.share {
+			return c.kind
+		}
+		u -= c.share
+	}
+	return faultNone
+}
+
+// ProviderSpec is one simulated provider: one node with one GPU that
+// serves every model of the replay from a simulated model server.
+type ProviderSpec struct {
+	Name           string `json:"name"`
+	GPU            string `json:"gpu"` // a key of GPUs
+	Region         string `json:"region"`
+	Residency      string `json:"residency"`    // where its data stays, e.g. US or EU
+	InputPrice     string `json:"input_price"`  // per million prompt tokens, e.g. "0.10"
+	OutputPrice    string `json:"output_price"` // per million completion tokens
+	MaxConcurrency int    `json:"max_concurrency"`
+	Faults         Faults `json:"faults"`
+}
+
+// DefaultFleet is the fleet a replay runs against unless told otherwise:
+// six providers in four regions on three GPUs, priced so that the
+// cheapest ones are the least reliable and so draw the failover.
+var DefaultFleet = []ProviderSpec{
+	{Name: "sim-4090-flaky", GPU: "RTX4090", Region: "us-east", Residency: "US", InputPrice: "0.05", OutputPrice: "0.15", MaxConcurrency: 16, Faults: Faults{Error500: 0.15, Drop: 0.02}},
+	{Name: "sim-4090-eu", GPU: "RTX4090", Region: "eu-west", Residency: "EU", InputPrice: "0.06", OutputPrice: "0.18", MaxConcurrency: 16, Faults: Faults{Busy429: 0.03, Stall: 0.01}},
+	{Name: "sim-a100-us", GPU: "A100-80GB", Region: "us-west", Residency: "US", InputPrice: "0.10", OutputPrice: "0.30", MaxConcurrency: 48, Faults: Faults{Error500: 0.02}},
+	{Name: "sim-a100-eu", GPU: "A100-80GB", Region: "eu-central", Residency: "EU", InputPrice: "0.11", OutputPrice: "0.33", MaxConcurrency: 48, Faults: Faults{Stall: 0.01, Drop: 0.01}},
+	{Name: "sim-h100-us", GPU: "H100-80GB", Region: "us-east", Residency: "US", InputPrice: "0.18", OutputPrice: "0.54", MaxConcurrency: 96},
+	{Name: "sim-h100-ap", GPU: "H100-80GB", Region: "ap-south", Residency: "IN", InputPrice: "0.20", OutputPrice: "0.60", MaxConcurrency: 96, Faults: Faults{Error500: 0.005}},
+}
+
+// provider is a running simulated provider: an OpenAI-compatible model
+// server on loopback whose speed and faults follow its spec.
+type provider struct {
+	spec     ProviderSpec
+	gpu      GPU
+	faults   Faults
+	seed     uint64
+	scale    float64 // ServiceSpeedup
+	models   map[string]bool
+	breakerN int // the gateway's BreakerFailures, for inferring its trips
+
+	srv  *http.Server
+	url  string
+	done chan struct{}
+
+	mu      sync.Mutex
+	stats   ProviderReport
+	failRun int // failures in a row, in the order they happened here
+}
+
+func startProvider(spec ProviderSpec, models []string, seed uint64, scale float64, breakerN int) (*provider, error) {
+	g, ok := GPUs[spec.GPU]
+	if !ok {
+		return nil, fmt.Errorf("provider %s: unknown GPU %q", spec.Name, spec.GPU)
+	}
+	p := &provider{spec: spec, gpu: g, faults: spec.Faults, seed: seed, scale: scale, models: map[string]bool{}, breakerN: breakerN, done: make(chan struct{})}
+	for _, m := range models {
+		p.models[m] = true
+	}
+	p.stats = ProviderReport{Name: spec.Name, GPU: spec.GPU, Region: spec.Region, InputPrice: spec.InputPrice, OutputPrice: spec.OutputPrice,
+		PrefillTokensPerSecond: g.PrefillTokensPerSecond(), DecodeTokensPerSecond: g.DecodeTokensPerSecond(), Faults: map[string]int{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/models", p.listModels)
+	mux.HandleFunc("POST /v1/chat/completions", p.chat)
+	p.srv = &http.Server{Handler: mux, ErrorLog: discardLog}
+	p.url = "http://" + ln.Addr().String() + "/v1"
+	go func() { defer close(p.done); p.srv.Serve(ln) }()
+	return p, nil
+}
+
+// close stops the model server, cutting what is still running.
+func (p *provider) close() {
+	p.srv.Close()
+	<-p.done
+}
+
+func (p *provider) listModels(w http.ResponseWriter, r *http.Request) {
+	var b strings.Builder
+	b.WriteString(`{"object":"list","data":[`)
+	i := 0
+	for m := range p.models {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":%q,"object":"model","owned_by":"simulated"}`, m)
+		i++
+	}
+	b.WriteString(`]}`)
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, b.String())
+}
+
+// chatRequest is what a simulated provider reads of a request. User
+// carries the replay's request ID, which the fault draw keys on.
+type chatRequest struct {
+	Model     string `json:"model"`
+	Stream    bool   `json:"stream"`
+	MaxTokens int    `json:"max_tokens"`
+	User      string `json:"user"`
+	Messages  []struct {
+		Content string `json:"content"`
+	} `json:"messages"`
+}
+
+func (p *provider) chat(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "bad JSON: "+err.Error())
+		return
+	}
+	if !p.models[req.Model] {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "no model "+req.Model)
+		return
+	}
+	prompt := 0
+	for _, m := range req.Messages {
+		prompt += countWords(m.Content)
+	}
+	completion := max(req.MaxTokens, 1)
+	fault := p.faults.draw(unitHash(p.seed, p.spec.Name, req.User))
+	p.begin(fault)
+	ttft, decode := p.gpu.Timing(prompt, completion)
+	ttft, decode = p.scaled(ttft), p.scaled(decode)
+	ok := false
+	if req.Stream {
+		ok = p.stream(w, r, &req, fault, prompt, completion, ttft, decode)
+	} else {
+		ok = p.whole(w, r, &req, fault, prompt, completion, ttft+decode)
+	}
+	p.end(ok, prompt, completion)
+}
+
+func (p *provider) scaled(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / p.scale)
+}
+
+// whole answers a non-streamed request once it is complete.
+func (p *provider) whole(w http.ResponseWriter, r *http.Request, req *chatRequest, fault string, prompt, completion int, took time.Duration) bool {
+	switch fault {
+	case fault429:
+		writeError(w, http.StatusTooManyRequests, "rate_limit_error", "queue full")
+		return false
+	case fault500:
+		wait(r.Context(), p.scaled(requestOverhead))
+		writeError(w, http.StatusInternalServerError, "server_error", "CUDA error: an illegal memory access was encountered")
+		return false
+	case faultStall:
+		<-r.Context().Done()
+		return false
+	}
+	if !wait(r.Context(), took) {
+		return false
+	}
+	if fault == faultDrop {
+		panic(http.ErrAbortHandler)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"id":"chatcmpl-%s","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"length"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
+		req.User, req.Model, words(completion), prompt, completion, prompt+completion)
+	return true
+}
+
+// stream answers a streamed request: its first event at ttft, the rest
+// spread evenly over decode, then the usage and [DONE].
+func (p *provider) stream(w http.ResponseWriter, r *http.Request, req *chatRequest, fault string, prompt, completion int, ttft, decode time.Duration) bool {
+	switch fault {
+	case fault429, fault500:
+		return p.whole(w, r, req, fault, prompt, completion, 0)
+	}
+	if !wait(r.Context(), ttft) {
+		return false
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	rc := http.NewResponseController(w)
+	chunks := min(completion, maxStreamChunks)
+	for i := range chunks {
+		if i > 0 && !wait(r.Context(), decode/time.Duration(chunks-1)) {
+			return false
+		}
+		n := completion/chunks + boolInt(i < completion%chunks)
+		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-%s\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", req.User, req.Model, words(n))
+		if rc.Flush() != nil {
+			return false
+		}
+		switch {
+		case fault == faultStall && i == 0:
+			<-r.Context().Done()
+			return false
+		case fault == faultDrop && i == chunks/2:
+			panic(http.ErrAbortHandler)
+		}
+	}
+	fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-%s\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\ndata: [DONE]\n\n",
+		req.User, req.Model, prompt, completion, prompt+completion)
+	return true
+}
+
+// begin and end count a request as it arrives and as it ends. A run of
+// BreakerFailures failures in a row is counted as one breaker trip: the
+// gateway opens its breaker on the same count, so this infers its trips
+// from the provider's side.
+func (p *provider) begin(fault string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stats.Calls++
+	if fault != faultNone {
+		p.stats.Faults[fault]++
+	}
+}
+
+func (p *provider) end(ok bool, prompt, completion int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !ok {
+		if p.failRun++; p.failRun == p.breakerN {
+			p.stats.BreakerTripsInferred++
+		}
+		return
+	}
+	p.failRun = 0
+	p.stats.Served++
+	p.stats.InputTokens += int64(prompt)
+	p.stats.OutputTokens += int64(completion)
+}
+
+func (p *provider) report() ProviderReport {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.stats
+	r.Faults = map[string]int{}
+	for k, v := range p.stats.Faults {
+		r.Faults[k] = v
+	}
+	return r
+}
+
+// wait waits d, or until ctx ends; it reports whether d passed.
+func wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"error":{"message":%q,"type":%q,"param":null,"code":null}}`, msg, typ)
+}
+
+// tokenWord is one token of a simulated prompt or answer. A simulated
+// model server's tokenizer counts words, and four bytes a word is also
+// what the gateway's estimate (openai.BytesPerToken) counts, so a stream
+// cut off before its usage is metered at about its true size.
+const tokenWord = "tok "
+
+func words(n int) string { return strings.Repeat(tokenWord, n) }
+
+func countWords(s string) int {
+	n, in := 0, false
+	for i := 0; i < len(s); i++ {
+		sp := s[i] == ' ' || s[i] == '\n' || s[i] == '\t'
+		if !sp && !in {
+			n++
+		}
+		in = !sp
+	}
+	return n
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// unitHash is a uniform number in [0, 1) fixed by its inputs: the same
+// seed gives every request the same fault at the same provider, and the
+// same choice of streaming, whatever the timing.
+func unitHash(seed uint64, parts ...string) float64 {
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], seed)
+	h.Write(b[:])
+	for _, s := range parts {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	x := h.Sum64() // FNV spreads nearby inputs poorly; splitmix64's finaliser mixes them
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return float64(x>>11) / (1 << 53)
+}

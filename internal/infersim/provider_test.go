@@ -1,0 +1,87 @@
+package infersim
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+	"time"
+)
+
+func TestGPU_Timing(t *testing.T) {
+	h100 := GPUs["H100-80GB"]
+	// 989.4 TFLOP/s × 0.5 / (2 × 8e9) and 3.35 TB/s × 0.6 / 16 GB.
+	if got, want := h100.PrefillTokensPerSecond(), 30918.75; math.Abs(got-want) > 0.01 {
+		t.Errorf("prefill = %v tokens/s, want %v", got, want)
+	}
+	if got, want := h100.DecodeTokensPerSecond(), 125.625; math.Abs(got-want) > 0.001 {
+		t.Errorf("decode = %v tokens/s, want %v", got, want)
+	}
+	ttft, decode := h100.Timing(1000, 101)
+	if want := requestOverhead + 32343*time.Microsecond; ttft.Round(time.Microsecond) != want {
+		t.Errorf("ttft = %v, want %v", ttft, want)
+	}
+	if want := 796020 * time.Microsecond; decode.Round(time.Microsecond) != want {
+		t.Errorf("decode = %v, want %v", decode, want)
+	}
+	if _, decode := h100.Timing(10, 1); decode != 0 {
+		t.Errorf("one token's decode = %v, want 0: it comes with the first", decode)
+	}
+}
+
+func TestFaults_Draw(t *testing.T) {
+	f := Faults{Error500: 0.1, Busy429: 0.2, Stall: 0.3, Drop: 0.1}
+	for _, tc := range []struct {
+		u    float64
+		want string
+	}{{0, fault500}, {0.05, fault500}, {0.15, fault429}, {0.45, faultStall}, {0.65, faultDrop}, {0.75, faultNone}, {0.99, faultNone}} {
+		if got := f.draw(tc.u); got != tc.want {
+			t.Errorf("draw(%v) = %q, want %q", tc.u, got, tc.want)
+		}
+	}
+	// Twice the shares add to 1.4: they keep their ratio and add to 1.
+	got := f.scaled(2)
+	if math.Abs(got.Error500+got.Busy429+got.Stall+got.Drop-1) > 1e-9 || math.Abs(got.Stall-3*got.Error500) > 1e-9 || math.Abs(got.Busy429-2*got.Drop) > 1e-9 {
+		t.Errorf("scaled(2) = %+v, want shares in ratio 1:2:3:1 adding to 1", got)
+	}
+	if got, want := f.scaled(0.5), (Faults{0.05, 0.1, 0.15, 0.05}); got != want {
+		t.Errorf("scaled(0.5) = %+v, want %+v", got, want)
+	}
+	if got := f.scaled(0); got != (Faults{}) {
+		t.Errorf("scaled(0) = %+v, want none", got)
+	}
+}
+
+func TestChatBody(t *testing.T) {
+	for _, tc := range []struct{ context, generated, wantPrompt, wantMax int }{
+		{1469, 13, 1469, 13}, {1, 1, 1, 1}, {0, 0, 1, 1},
+	} {
+		var body chatRequest
+		if err := json.Unmarshal(chatBody(7, Request{Service: "code", ContextTokens: tc.context, GeneratedTokens: tc.generated}, true), &body); err != nil {
+			t.Fatal(err)
+		}
+		if got := countWords(body.Messages[0].Content); got != tc.wantPrompt || body.MaxTokens != tc.wantMax || body.User != "code-7" || !body.Stream || body.Model != "sim-8b-code" {
+			t.Errorf("context %d, generated %d: got %d prompt words, %+v; want %d words, max_tokens %d, user code-7, streamed, model sim-8b-code",
+				tc.context, tc.generated, got, body, tc.wantPrompt, tc.wantMax)
+		}
+	}
+}
+
+func TestUnitHash(t *testing.T) {
+	a, b := unitHash(1, "p", "code-1"), unitHash(1, "p", "code-1")
+	if a != b || a < 0 || a >= 1 {
+		t.Fatalf("unitHash = %v then %v, want the same number in [0, 1)", a, b)
+	}
+	// Neighbouring requests must not draw alike: over 10,000 of them a
+	// 15% fault strikes 15% ± 1%.
+	hits := 0
+	for i := range 10000 {
+		if unitHash(1, "p", "code-"+itoa(i)) < 0.15 {
+			hits++
+		}
+	}
+	if hits < 1400 || hits > 1600 {
+		t.Errorf("%d of 10000 under 0.15, want about 1500", hits)
+	}
+}
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }

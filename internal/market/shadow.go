@@ -1,0 +1,177 @@
+package market
+
+import (
+	"math"
+	"slices"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// shadow is the search for a shadow runner-up: when no free node was left
+// out, the winners are priced against the best busy competitor instead of
+// the cap (see docs/market.md, "Saturation: the shadow runner-up").
+type shadow struct {
+	q       *query
+	winners []cand
+	floor   float64 // the worst winner's score: a competitor scores at least this
+	best    cand
+	found   bool
+}
+
+// shadowRunnerUp returns the node whose score prices winners when no free
+// node was left out: among the nodes that pass every constraint their
+// offer and record decide (free GPUs, reservations and open windows
+// aside), other than the winners and their providers' nodes, in the
+// winners' preference group, the one with the least score at or above the
+// worst winner's. A cheaper busy node would only pay a winner its own ask,
+// so that asking more would pay more; and a provider's own busy nodes
+// could raise its price by their asks. It returns false when there is
+// none: then the cap sets the price.
+func (e *Engine) shadowRunnerUp(q *query, winners []cand) (cand, bool) {
+	if q.sig == nil {
+		return cand{}, false
+	}
+	x := shadow{q: q, winners: winners, floor: math.Inf(-1)}
+	for i := range winners {
+		x.floor = max(x.floor, winners[i].score)
+	}
+	classes := q.sig.entries
+	if r := q.job.Region; q.job.RegionPreferred && winners[0].nd.n.Region == r {
+		classes = q.sig.byRegion[r] // preferred winners compete only among themselves
+	}
+	var credit idlegrid.Micros // the most a node could earn, for the bounds
+	if len(q.job.Datasets) > 0 {
+		credit = e.maxCredit(q)
+	}
+	for i := range classes {
+		if c := &classes[i]; c.maxJob == 0 || c.maxJob >= q.dur {
+			x.searchShelf(c.sh, credit)
+		}
+	}
+	return x.best, x.found
+}
+
+// searchShelf offers x the competitors on a class's shelf. In an ordered
+// view it starts where the weight-1 scores reach the floor, scaled by
+// ceilingFactor (no node before can score that much), and stops where no
+// node left can beat the best found or ask within the cap. Any view skips
+// the blocks and nodes whose entries rule them out, so that it reads only
+// the nodes that might compete.
+func (x *shadow) searchShelf(s *shelf, credit idlegrid.Micros) {
+	q := x.q
+	s.clean()
+	ti := q.ti
+	least := s.plan[1].s1[ti]
+	if least == noScore {
+		return // no node of the class is in the tier's view
+	}
+	f, off := scale(q, s, credit)
+	relMin := float64(s.relMin[ti])
+	if x.past(least, f, off, relMin) {
+		return
+	}
+	ordered, start := s.ordered[ti], 0
+	if ordered {
+		start = s.firstAtLeast(ti, x.floor*ceilingFactor(q.w, relMin))
+	}
+	for j := start / blockLen; j*blockLen < len(s.order); j++ {
+		if least := s.plan[s.size+j].s1[ti]; least == noScore {
+			continue // no node of the block is in the view
+		} else if x.past(least, f, off, relMin) {
+			if ordered {
+				return // every block after scores at least as much
+			}
+			continue
+		}
+		for pos := j * blockLen; pos < s.blockEnd(j); pos++ {
+			if least := s.leafPlans[pos].s1[ti]; least == noScore {
+				continue
+			} else if x.past(least, f, off, relMin) {
+				if ordered {
+					return // every node after scores at least as much
+				}
+				continue
+			}
+			x.offer(s.order[pos])
+		}
+	}
+}
+
+// ceilingFactor is the most a node's score can be, for weight w, as a
+// share of its weight-1 score: (ask-credit)/rel^w is at most
+// (ask/rel)·rel^(1-w), and for w above 1 that factor is largest at the
+// view's lowest reliability. A node whose weight-1 score is below
+// floor·ceilingFactor cannot reach the floor.
+func ceilingFactor(w, relMin float64) float64 {
+	if w <= 1 {
+		return 1
+	}
+	return relPow(relMin, w-1)
+}
+
+// past reports whether nodes whose weight-1 scores are at least least,
+// rounded down as the index keeps them, can neither beat the best found
+// nor ask within the cap. f, off and relMin scale the weight-1 score to a
+// bound on the job's score and ask, as in a walk.
+func (x *shadow) past(least score32, f, off, relMin float64) bool {
+	s1 := least.float()
+	return (x.found && beyond(s1*f-off, x.best.score)) || beyond(s1*relMin, float64(x.q.cap))
+}
+
+// offer makes nd the shadow runner-up if it competes and beats the best
+// found.
+func (x *shadow) offer(nd *node) {
+	q := x.q
+	ask, credit := nd.asks[q.ti], q.e.credit(q, nd)
+	c := cand{nd: nd, ask: ask, credit: credit, score: scoreOf(ask, credit, nd.rel, q.w)}
+	if c.score < x.floor || (x.found && rank(&c, &x.best) >= 0) {
+		return
+	}
+	// Last, as it reads the node's record: most nodes are ruled out above.
+	if x.competes(nd) {
+		x.best, x.found = c, true
+	}
+}
+
+// competes reports whether nd passes the per-node constraints its offer
+// and record decide, and is neither a winner nor one of a winner's
+// provider's nodes. The class and its view settle the rest.
+func (x *shadow) competes(nd *node) bool {
+	q := x.q
+	if avoided(q, nd) || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) || nd.asks[q.ti] > q.cap {
+		return false
+	}
+	return !slices.ContainsFunc(x.winners, func(w cand) bool {
+		return w.nd == nd || w.nd.n.ProviderID == nd.n.ProviderID
+	})
+}
+
+// firstAtLeast returns a position in the order before which no node of
+// tier t's view has a weight-1 score of at least x. The view must be
+// ordered: its scores never fall along the order. It descends the plan
+// tree, whose scores (of busy nodes too) are rounded down: a subtree
+// holding a node that surely scores below x rules out every node of the
+// view before it.
+func (s *shelf) firstAtLeast(t int, x float64) int {
+	k, lo, span := 1, 0, s.size
+	for k < s.size {
+		span /= 2
+		l, r := 2*k, 2*k+1
+		if s.plan[l].s1[t] == noScore || surelyBelow(s.plan[r].s1[t], x) {
+			k, lo = r, lo+span
+		} else {
+			k = l
+		}
+	}
+	return lo * blockLen
+}
+
+// surelyBelow reports whether every score that rounds down to s is below
+// x.
+func surelyBelow(s score32, x float64) bool {
+	if s == noScore {
+		return false
+	}
+	up := math.Nextafter32(math.Float32frombits(uint32(s)), float32(math.Inf(1)))
+	return float64(up) < x
+}

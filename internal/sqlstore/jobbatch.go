@@ -1,0 +1,191 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"sync"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// maxJobBatch bounds the jobs one commit stores, and jobQueueDepth the
+// submissions that may wait for one; callers beyond that wait to queue.
+const (
+	maxJobBatch   = 256
+	jobQueueDepth = 4096
+)
+
+// jobSubmissionQueue is DB's group commit of CreateJob calls.
+type jobSubmissionQueue struct {
+	once sync.Once
+	q    *groupCommit[jobRow]
+}
+
+func (db *DB) jobSubmissions() *groupCommit[jobRow] {
+	db.jobQueue.once.Do(func() { db.jobQueue.q = newGroupCommit(maxJobBatch, jobQueueDepth, db.storeJobs) })
+	return db.jobQueue.q
+}
+
+// jobRow is a job ready to insert: its columns' values, in jobColumns order.
+type jobRow struct {
+	id, renterID string
+	values       []any
+}
+
+func newJobRow(j *idlegrid.Job, spec string) jobRow {
+	return jobRow{id: j.ID, renterID: j.RenterID, values: []any{
+		j.ID, j.RenterID, spec, string(j.State), j.Reason, j.Attempts,
+		timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timePtrArg(j.StartedAt), timePtrArg(j.EndedAt),
+		int64(j.ChargedMicros), j.SubmittedByKey,
+	}}
+}
+
+// errRowFailed says that a multi-row insert failed for a row that must
+// then be found and failed alone.
+var errRowFailed = errors.New("a row of the batch failed")
+
+// storeJobs is the leader's commit of a batch of submissions. It first
+// inserts them all with a few multi-row statements. If a row breaks such a
+// statement (its renter is missing), that transaction is rolled back and a
+// second one stores each job behind a savepoint of its own, so that only
+// the bad one fails. A failed transaction fails every job in it, and none
+// of them is stored.
+func (db *DB) storeJobs(ctx context.Context, take func() []*pending[jobRow]) {
+	var batch []*pending[jobRow]
+	var errs []error
+	took := false
+	store := func(insert func(context.Context, *sql.Tx, []*pending[jobRow], []error) error) error {
+		return db.update(ctx, func(tx *sql.Tx) error {
+			if !took {
+				batch, took = take(), true // now, so that it holds every job that came while we waited for the writer
+			}
+			errs = make([]error, len(batch))
+			return insert(ctx, tx, batch, errs)
+		})
+	}
+	err := store(db.insertJobsTogether)
+	if errors.Is(err, errRowFailed) {
+		err = store(db.insertJobsAlone)
+	}
+	if !took { // no transaction began: what waits fails with it
+		batch = take()
+	}
+	for i, p := range batch {
+		if err != nil {
+			p.finish(err)
+		} else {
+			p.finish(errs[i])
+		}
+	}
+}
+
+// insertJobsTogether inserts the batch with multi-row statements. A job
+// whose ID is taken, in the store or earlier in the batch, is ECONFLICT
+// and the others are stored; any other failure of a row is errRowFailed.
+func (db *DB) insertJobsTogether(ctx context.Context, tx *sql.Tx, batch []*pending[jobRow], errs []error) error {
+	var rows []jobRow
+	first := map[string]int{} // job ID → its index in batch
+	for i, p := range batch {
+		if _, dup := first[p.item.id]; dup {
+			errs[i] = jobExists(p.item.id)
+			continue
+		}
+		first[p.item.id] = i
+		rows = append(rows, p.item)
+	}
+	stored, err := insertJobRows(ctx, tx, rows)
+	if err != nil {
+		if db.dialect.retryable(err) {
+			return err
+		}
+		return errRowFailed // which row and why, insertJobsAlone finds
+	}
+	for _, r := range rows {
+		if !stored[r.id] {
+			errs[first[r.id]] = jobExists(r.id)
+		}
+	}
+	return nil
+}
+
+// insertJobsAlone inserts each job of the batch behind a savepoint, so
+// that one that fails is rolled back alone.
+func (db *DB) insertJobsAlone(ctx context.Context, tx *sql.Tx, batch []*pending[jobRow], errs []error) error {
+	for i, p := range batch {
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT job`); err != nil {
+			return err
+		}
+		stored, err := insertJobRows(ctx, tx, []jobRow{p.item})
+		switch {
+		case err != nil && db.dialect.retryable(err):
+			return err
+		case err != nil:
+			if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT job`); err != nil {
+				return err
+			}
+			errs[i] = jobRowError(db.dialect.translate(err), p.item)
+		case !stored[p.item.id]:
+			errs[i] = jobExists(p.item.id)
+		}
+		if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT job`); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// jobRowError says why one job could not be inserted.
+func jobRowError(err error, r jobRow) error {
+	switch {
+	case isCode(err, idlegrid.ENOTFOUND):
+		return notFound("account", r.renterID)
+	case isCode(err, idlegrid.ECONFLICT):
+		return jobExists(r.id)
+	}
+	return err
+}
+
+func jobExists(id string) error {
+	return idlegrid.Errorf(idlegrid.ECONFLICT, "job %q already exists", id)
+}
+
+const insertJobs = `INSERT INTO jobs (id, renter_id, spec, state, reason, attempts, created_at, updated_at,
+	started_at, ended_at, charged_micros, submitted_by_key) VALUES `
+
+// insertJobRows inserts rows, skipping those whose ID is taken, and
+// returns the IDs it stored.
+func insertJobRows(ctx context.Context, tx *sql.Tx, rows []jobRow) (map[string]bool, error) {
+	stored := make(map[string]bool, len(rows))
+	for len(rows) > 0 {
+		n := rowsPerStatement(len(rows))
+		var a args
+		groups := make([]string, n)
+		for i, r := range rows[:n] {
+			groups[i] = valuesGroup(&a, r.values)
+		}
+		q := insertJobs + strings.Join(groups, ", ") + ` ON CONFLICT (id) DO NOTHING RETURNING id`
+		if err := insertedIDs(ctx, tx, q, a, stored); err != nil {
+			return nil, err
+		}
+		rows = rows[n:]
+	}
+	return stored, nil
+}
+
+func insertedIDs(ctx context.Context, tx *sql.Tx, q string, a args, into map[string]bool) error {
+	rs, err := tx.QueryContext(ctx, q, a...)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var id string
+		if err := rs.Scan(&id); err != nil {
+			return err
+		}
+		into[id] = true
+	}
+	return rs.Err()
+}

@@ -1,0 +1,179 @@
+package idlegrid
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Routing is how the inference gateway chooses among the providers of a
+// model: the renter's "provider" object, in the style of OpenRouter
+// (docs/gateway.md). A request may carry its own; an API key may carry
+// defaults (KeyRouting), which apply to every request the key sends, each
+// field giving way to the same field of the request's own object.
+type Routing struct {
+	// Sort orders the providers: price, latency or throughput. Empty: the
+	// gateway's default, price weighted by load and reliability.
+	Sort string `json:"sort,omitempty"`
+	// Order are tried first, in this order.
+	Order []string `json:"order,omitempty"`
+	// Only, when set, are the only providers used; Ignore are never used.
+	Only   []string `json:"only,omitempty"`
+	Ignore []string `json:"ignore,omitempty"`
+	// AllowFallbacks false allows one provider only: no failover.
+	AllowFallbacks *bool `json:"allow_fallbacks,omitempty"`
+	// Region and DataResidency are hard constraints.
+	Region        []string `json:"region,omitempty"`
+	DataResidency []string `json:"data_residency,omitempty"`
+	// MaxPrice caps a provider's prices per million tokens.
+	MaxPrice *RoutingMaxPrice `json:"max_price,omitempty"`
+	// Sticky false turns off routing by prompt prefix; default on.
+	Sticky *bool `json:"sticky,omitempty"`
+}
+
+// RoutingMaxPrice caps the prices per million tokens; nil: no cap. In JSON
+// each is a decimal amount, "1.50" or 1.5, as in a request's max_price.
+type RoutingMaxPrice struct {
+	Prompt     *Micros
+	Completion *Micros
+}
+
+// The routing sorts.
+const (
+	RoutingSortPrice      = "price"
+	RoutingSortLatency    = "latency"
+	RoutingSortThroughput = "throughput"
+)
+
+// Bounds on a Routing's lists.
+const (
+	MaxRoutingNames   = 64
+	MaxRoutingNameLen = 256
+)
+
+// Validate checks r; field prefixes the names of the fields in its errors,
+// e.g. "routing".
+func (r *Routing) Validate(field string) error {
+	switch r.Sort {
+	case "", RoutingSortPrice, RoutingSortLatency, RoutingSortThroughput:
+	default:
+		return Invalid(field+".sort", "must be price, latency or throughput, got %q", r.Sort)
+	}
+	for _, l := range []struct {
+		name  string
+		names []string
+	}{{"order", r.Order}, {"only", r.Only}, {"ignore", r.Ignore}, {"region", r.Region}, {"data_residency", r.DataResidency}} {
+		if err := validateNames(field+"."+l.name, l.names); err != nil {
+			return err
+		}
+	}
+	if p := r.MaxPrice; p != nil {
+		if p.Prompt != nil && *p.Prompt < 0 {
+			return Invalid(field+".max_price.prompt", "must not be negative")
+		}
+		if p.Completion != nil && *p.Completion < 0 {
+			return Invalid(field+".max_price.completion", "must not be negative")
+		}
+	}
+	return nil
+}
+
+func validateNames(field string, names []string) error {
+	if len(names) > MaxRoutingNames {
+		return Invalid(field, "at most %d entries", MaxRoutingNames)
+	}
+	seen := make(map[string]bool, len(names))
+	for i, n := range names {
+		switch {
+		case strings.TrimSpace(n) == "":
+			return Invalid(fmt.Sprintf("%s[%d]", field, i), "must not be empty")
+		case len(n) > MaxRoutingNameLen:
+			return Invalid(fmt.Sprintf("%s[%d]", field, i), "at most %d characters", MaxRoutingNameLen)
+		case seen[n]:
+			return Invalid(fmt.Sprintf("%s[%d]", field, i), "%q is listed twice", n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// IsZero reports whether r sets nothing.
+func (r *Routing) IsZero() bool {
+	return r.Sort == "" && len(r.Order) == 0 && len(r.Only) == 0 && len(r.Ignore) == 0 &&
+		r.AllowFallbacks == nil && len(r.Region) == 0 && len(r.DataResidency) == 0 &&
+		(r.MaxPrice == nil || (r.MaxPrice.Prompt == nil && r.MaxPrice.Completion == nil)) && r.Sticky == nil
+}
+
+type routingMaxPriceJSON struct {
+	Prompt     json.Number `json:"prompt,omitempty"`
+	Completion json.Number `json:"completion,omitempty"`
+}
+
+// MarshalJSON writes the prices as decimal strings, e.g. "1.500000", so
+// that no reader takes them for floats.
+func (p RoutingMaxPrice) MarshalJSON() ([]byte, error) {
+	var j struct {
+		Prompt     string `json:"prompt,omitempty"`
+		Completion string `json:"completion,omitempty"`
+	}
+	if p.Prompt != nil {
+		j.Prompt = strings.TrimPrefix(p.Prompt.String(), "$")
+	}
+	if p.Completion != nil {
+		j.Completion = strings.TrimPrefix(p.Completion.String(), "$")
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads decimal amounts, as strings or numbers, never
+// through a float.
+func (p *RoutingMaxPrice) UnmarshalJSON(b []byte) error {
+	var j routingMaxPriceJSON
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return Invalid("routing.max_price", "want {\"prompt\": \"1.50\", \"completion\": \"2.00\"}: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	var err error
+	if p.Prompt, err = priceField("routing.max_price.prompt", j.Prompt); err != nil {
+		return err
+	}
+	p.Completion, err = priceField("routing.max_price.completion", j.Completion)
+	return err
+}
+
+func priceField(field string, n json.Number) (*Micros, error) {
+	if n == "" {
+		return nil, nil
+	}
+	m, err := ParseMicros(string(n))
+	if err != nil {
+		return nil, Invalid(field, "want a price per million tokens such as 1.50, with at most 6 decimals: %v", err)
+	}
+	return &m, nil
+}
+
+// KeyRouting is an API key's default routing for the inference requests it
+// sends. Only the key's own account may set or read it.
+type KeyRouting struct {
+	KeyID     string    `json:"key_id"`
+	AccountID string    `json:"account_id"`
+	Routing   Routing   `json:"routing"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// KeyRoutingStore keeps the API keys' default routing.
+type KeyRoutingStore interface {
+	// SetKeyRouting stores kr, replacing what the key had. ENOTFOUND when
+	// kr.AccountID has no unrevoked key kr.KeyID.
+	SetKeyRouting(ctx context.Context, kr *KeyRouting) error
+	// FindKeyRouting returns a key's default routing; ENOTFOUND when it
+	// has none.
+	FindKeyRouting(ctx context.Context, keyID string) (*KeyRouting, error)
+	// RemoveKeyRouting removes an account's key's default routing;
+	// ENOTFOUND when it has none.
+	RemoveKeyRouting(ctx context.Context, accountID, keyID string) error
+}
