@@ -135,38 +135,10 @@ func flushAudit(ctx context.Context, tx *sql.Tx) (uint64, error) {
 			subjects = append(subjects, []any{s, idx})
 		}
 	}
-	if err := insertRows(ctx, tx, `INSERT INTO audit_entries (idx, kind, at, entry, leaf_hash) VALUES `, entries); err != nil {
+	if err := insertRows(ctx, tx, `INSERT INTO audit_entries (idx, kind, at, entry, leaf_hash)`, entries); err != nil {
 		return 0, err
 	}
-	return uint64(first), insertRows(ctx, tx, `INSERT INTO audit_subjects (subject, idx) VALUES `, subjects)
-}
-
-// insertRows inserts rows with statements of 64, 16, 4 or 1 rows each: few
-// round trips, and few distinct texts for the statement cache.
-func insertRows(ctx context.Context, tx *sql.Tx, insert string, rows [][]any) error {
-	for len(rows) > 0 {
-		n := 1
-		for _, size := range []int{64, 16, 4} {
-			if len(rows) >= size {
-				n = size
-				break
-			}
-		}
-		var a args
-		groups := make([]string, n)
-		for i, row := range rows[:n] {
-			ps := make([]string, len(row))
-			for j, v := range row {
-				ps[j] = a.add(v)
-			}
-			groups[i] = "(" + strings.Join(ps, ", ") + ")"
-		}
-		if _, err := tx.ExecContext(ctx, insert+strings.Join(groups, ", "), a...); err != nil {
-			return err
-		}
-		rows = rows[n:]
-	}
-	return nil
+	return uint64(first), insertRows(ctx, tx, `INSERT INTO audit_subjects (subject, idx)`, subjects)
 }
 
 // AuditSize returns the number of entries in the audit log.

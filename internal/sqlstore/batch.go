@@ -105,10 +105,10 @@ func (r *laterRows) undo(m laterMark) {
 
 // insert writes the rows and forgets them.
 func (r *laterRows) insert(ctx context.Context, tx *sql.Tx) error {
-	if err := insertAll(ctx, tx, `INSERT INTO lease_events (lease_id, seq, from_state, to_state, reason, at) VALUES `, r.events); err != nil {
+	if err := insertRows(ctx, tx, `INSERT INTO lease_events (lease_id, seq, from_state, to_state, reason, at)`, r.events); err != nil {
 		return err
 	}
-	if err := insertAll(ctx, tx, `INSERT INTO ledger_entries (transfer_id, idx, account, owner, amount) VALUES `, r.entries); err != nil {
+	if err := insertRows(ctx, tx, `INSERT INTO ledger_entries (transfer_id, idx, account, owner, amount)`, r.entries); err != nil {
 		return err
 	}
 	r.events, r.entries = nil, nil

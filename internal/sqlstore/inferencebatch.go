@@ -3,8 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"strconv"
-	"strings"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/audit"
@@ -22,11 +20,6 @@ import (
 // zero), or a transfer whose idempotency key was seen before. The caller
 // then records the charges one by one. Every posting still has its entries
 // and its audit entry, in the same transaction as its usage row.
-
-// rowChunks are the sizes multi-row statements come in, so that the
-// statement cache holds a few texts per table, not one per batch size.
-// writeRows is insertRows with an ON CONFLICT tail and RETURNING.
-var rowChunks = []int{64, 16, 4, 1} // as insertRows in audit.go
 
 // recordBatch records cs, whose errs are nil, in one go behind a
 // savepoint; done false: it changed nothing and the caller must record
@@ -173,72 +166,4 @@ func mixed(entries []idlegrid.Entry) bool {
 		sign[e.Account] = s
 	}
 	return false
-}
-
-// writeRows runs head VALUES (...), (...) tail for rows, in chunks of
-// rowChunks' sizes; scan, when not nil, reads what each chunk returns.
-func writeRows(ctx context.Context, tx *sql.Tx, head, tail string, rows [][]any, scan func(*sql.Rows) error) error {
-	for len(rows) > 0 {
-		n := rowChunks[len(rowChunks)-1]
-		for _, size := range rowChunks {
-			if size <= len(rows) {
-				n = size
-				break
-			}
-		}
-		q, args := valuesOf(head, tail, rows[:n])
-		rows = rows[n:]
-		if scan == nil {
-			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := queryEach(ctx, tx, q, args, scan); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func queryEach(ctx context.Context, tx *sql.Tx, q string, args []any, scan func(*sql.Rows) error) error {
-	rs, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rs.Close()
-	for rs.Next() {
-		if err := scan(rs); err != nil {
-			return err
-		}
-	}
-	return rs.Err()
-}
-
-// valuesOf builds one multi-row statement and its arguments.
-func valuesOf(head, tail string, rows [][]any) (string, []any) {
-	var b strings.Builder
-	args := make([]any, 0, len(rows)*len(rows[0]))
-	b.WriteString(head)
-	b.WriteString(" VALUES ")
-	for i, row := range rows {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteByte('(')
-		for j := range row {
-			if j > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteByte('$')
-			b.WriteString(strconv.Itoa(len(args) + j + 1))
-		}
-		b.WriteByte(')')
-		args = append(args, row...)
-	}
-	if tail != "" {
-		b.WriteByte(' ')
-		b.WriteString(tail)
-	}
-	return b.String(), args
 }

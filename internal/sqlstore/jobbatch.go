@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strings"
 	"sync"
 
 	"github.com/idlegrid/idlegrid"
@@ -152,40 +151,26 @@ func jobExists(id string) error {
 }
 
 const insertJobs = `INSERT INTO jobs (id, renter_id, spec, state, reason, attempts, created_at, updated_at,
-	started_at, ended_at, charged_micros, submitted_by_key) VALUES `
+	started_at, ended_at, charged_micros, submitted_by_key)`
 
 // insertJobRows inserts rows, skipping those whose ID is taken, and
 // returns the IDs it stored.
 func insertJobRows(ctx context.Context, tx *sql.Tx, rows []jobRow) (map[string]bool, error) {
 	stored := make(map[string]bool, len(rows))
-	for len(rows) > 0 {
-		n := rowsPerStatement(len(rows))
-		var a args
-		groups := make([]string, n)
-		for i, r := range rows[:n] {
-			groups[i] = valuesGroup(&a, r.values)
-		}
-		q := insertJobs + strings.Join(groups, ", ") + ` ON CONFLICT (id) DO NOTHING RETURNING id`
-		if err := insertedIDs(ctx, tx, q, a, stored); err != nil {
-			return nil, err
-		}
-		rows = rows[n:]
+	values := make([][]any, len(rows))
+	for i, r := range rows {
+		values[i] = r.values
 	}
-	return stored, nil
-}
-
-func insertedIDs(ctx context.Context, tx *sql.Tx, q string, a args, into map[string]bool) error {
-	rs, err := tx.QueryContext(ctx, q, a...)
-	if err != nil {
-		return err
-	}
-	defer rs.Close()
-	for rs.Next() {
+	err := writeRows(ctx, tx, insertJobs, `ON CONFLICT (id) DO NOTHING RETURNING id`, values, func(rs *sql.Rows) error {
 		var id string
 		if err := rs.Scan(&id); err != nil {
 			return err
 		}
-		into[id] = true
+		stored[id] = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return rs.Err()
+	return stored, nil
 }

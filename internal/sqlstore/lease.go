@@ -137,7 +137,7 @@ func (db *DB) insertLease(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, p *i
 	for i, gpu := range l.GPUUUIDs {
 		claims[i] = []any{l.NodeID, gpu, l.ID}
 	}
-	err = insertAll(ctx, tx, `INSERT INTO gpu_claims (node_id, gpu_uuid, lease_id) VALUES `, claims)
+	err = insertRows(ctx, tx, `INSERT INTO gpu_claims (node_id, gpu_uuid, lease_id)`, claims)
 	if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
 		return idlegrid.Errorf(idlegrid.ECONFLICT, "GPU %s on node %s is already claimed",
 			strings.Join(l.GPUUUIDs, ", "), l.NodeID)

@@ -67,40 +67,35 @@ func netEntries(entries []idlegrid.Entry) []idlegrid.Entry {
 	return out
 }
 
-// moveBalances adds each of net's entries to its account's balance, all
-// in one statement, refusing to take an account that may not go negative
+// moveBalances adds each of net's entries to its account's balance, in
+// multi-row statements, refusing to take an account that may not go negative
 // below zero. net holds an account at most once, in account order, so that
 // concurrent transactions lock balances in one order.
 func moveBalances(ctx context.Context, tx *sql.Tx, net []idlegrid.Entry) error {
 	if len(net) == 0 {
 		return nil
 	}
-	var a args
-	groups := make([]string, len(net))
+	rows := make([][]any, len(net))
 	amounts := make(map[idlegrid.LedgerAccount]idlegrid.Micros, len(net))
 	for i, e := range net {
-		groups[i] = valuesGroup(&a, []any{string(e.Account), int64(e.Amount)})
+		rows[i] = []any{string(e.Account), int64(e.Amount)}
 		amounts[e.Account] = e.Amount
 	}
-	rows, err := tx.QueryContext(ctx, `INSERT INTO balances (account, balance) VALUES `+strings.Join(groups, ", ")+`
-		ON CONFLICT (account) DO UPDATE SET balance = balances.balance + excluded.balance
-		RETURNING account, balance`, a...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
 	var short error
-	for rows.Next() {
-		var account idlegrid.LedgerAccount
-		var after int64
-		if err := rows.Scan(&account, &after); err != nil {
-			return err
-		}
-		if e := amounts[account]; after < 0 && !account.MayGoNegative() && short == nil {
-			short = overdrawn(account, -e, idlegrid.Micros(after)-e)
-		}
-	}
-	if err := rows.Err(); err != nil {
+	err := writeRows(ctx, tx, `INSERT INTO balances (account, balance)`,
+		`ON CONFLICT (account) DO UPDATE SET balance = balances.balance + excluded.balance RETURNING account, balance`,
+		rows, func(rs *sql.Rows) error {
+			var account idlegrid.LedgerAccount
+			var after int64
+			if err := rs.Scan(&account, &after); err != nil {
+				return err
+			}
+			if e := amounts[account]; after < 0 && !account.MayGoNegative() && short == nil {
+				short = overdrawn(account, -e, idlegrid.Micros(after)-e)
+			}
+			return nil
+		})
+	if err != nil {
 		return err
 	}
 	return short

@@ -192,7 +192,6 @@ func (a *args) add(v any) string {
 	return "$" + strconv.Itoa(len(*a))
 }
 
-// in returns a placeholder list for vs, e.g. "($3, $4)".
 // queryAll runs q in tx and scans every row it returns with scan.
 func queryAll[T any](ctx context.Context, tx *sql.Tx, scan func(scanner) (*T, error), q string, a ...any) ([]*T, error) {
 	rows, err := tx.QueryContext(ctx, q, a...)
