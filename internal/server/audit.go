@@ -161,9 +161,10 @@ func (s *Server) auditHeadAt(ctx context.Context, size uint64) (uint64, audit.Ha
 }
 
 // Trust events the coordinator logs beside the store's own entries
-// (docs/trust.md, "What the log holds"). Each records no other change of
-// the store, so it is appended (AppendAudit) right after the change it
-// records; a failure to log is logged, and does not undo the change.
+// (docs/trust.md, "What the log holds"; level changes are the store's, in
+// the transaction that saves them). Each is appended (AppendAudit) right
+// after the change it records; a failure to log is logged, and does not
+// undo the change.
 const (
 	// KindAttestation: a node presented a hardware fingerprint, with the
 	// changes from the one before.
@@ -186,13 +187,6 @@ func (s *Server) appendAudit(ctx context.Context, what string, e audit.Entry, er
 	if err != nil {
 		s.log.Error("audit log", "entry", what, "err", err)
 	}
-}
-
-// auditLevelChange logs a promotion or demotion with its reasons; its
-// subjects are the node or provider and, for a node, its provider.
-func (s *Server) auditLevelChange(ctx context.Context, c *idlegrid.LevelChange, providerID string) {
-	e, err := audit.NewEntry(audit.KindLevelChange, []string{c.SubjectID, providerID}, c, c.At)
-	s.appendAudit(ctx, "level change "+c.ID, e, err)
 }
 
 // policyRecord is the payload of a trust-policy entry: enough to name the

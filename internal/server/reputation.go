@@ -276,7 +276,6 @@ func (s *Server) saveNode(ctx context.Context, nodeID string, facts []idlegrid.R
 	}
 	if change != nil {
 		s.log.Info("node level changed", "node", nodeID, "from", change.From, "to", change.To, "reasons", change.Reasons)
-		s.auditLevelChange(ctx, change, n.ProviderID)
 	}
 	if rep.Score != score || rep.Level != level || rep.Version == 1 {
 		s.markNode(nodeID) // the engine ranks by the saved score and level
@@ -334,7 +333,6 @@ func (s *Server) saveProvider(ctx context.Context, providerID string, added prov
 	}
 	if change != nil {
 		s.log.Info("provider level changed", "provider", providerID, "from", change.From, "to", change.To, "reasons", change.Reasons)
-		s.auditLevelChange(ctx, change, providerID)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/audit"
 )
 
 // SaveReputation stores a subject's standing, its new facts and its level
@@ -41,7 +42,7 @@ func (db *DB) SaveReputation(ctx context.Context, u *idlegrid.ReputationUpdate) 
 			}
 		}
 		if c := u.Change; c != nil {
-			return insertLevelChange(ctx, tx, c)
+			return insertLevelChange(ctx, tx, c, r.ProviderID)
 		}
 		return nil
 	})
@@ -156,7 +157,9 @@ func insertFact(ctx context.Context, tx *sql.Tx, d *dialect, f *idlegrid.Reputat
 	return err
 }
 
-func insertLevelChange(ctx context.Context, tx *sql.Tx, c *idlegrid.LevelChange) error {
+// insertLevelChange records a promotion or demotion and its audit-log
+// entry, whose subjects are the node or provider and its provider.
+func insertLevelChange(ctx context.Context, tx *sql.Tx, c *idlegrid.LevelChange, providerID string) error {
 	reasons, err := jsonArg(c.Reasons)
 	if err != nil {
 		return err
@@ -164,7 +167,10 @@ func insertLevelChange(ctx context.Context, tx *sql.Tx, c *idlegrid.LevelChange)
 	_, err = tx.ExecContext(ctx, `INSERT INTO level_changes (id, subject, subject_id, from_level, to_level,
 		from_name, to_name, reasons, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		c.ID, string(c.Subject), c.SubjectID, c.From, c.To, c.FromName, c.ToName, reasons, timeArg(c.At))
-	return err
+	if err != nil {
+		return err
+	}
+	return appendAudit(tx)(audit.NewEntry(audit.KindLevelChange, []string{c.SubjectID, providerID}, c, c.At))
 }
 
 const reputationColumns = `r.subject, r.subject_id, r.provider_id, r.score, r.level, r.level_name,
