@@ -85,10 +85,8 @@ func (c *accountCommand) list(ctx context.Context, args []string) error {
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
 	cl, err := r.client()
@@ -121,10 +119,8 @@ an operator settles it, then paid out.`,
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 1, "at most one account ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 1, "at most one account ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()
@@ -158,10 +154,8 @@ default each call gets a fresh key.`,
 	r := c.env.remoteFlags(fs)
 	key := fs.String("idempotency-key", "", "makes a retried top-up a no-op (default: random)")
 	asJSON := fs.Bool("json", false, "print the new balance as JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 2, 2, "an account ID and an amount")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 2, 2, "an account ID and an amount"); err != nil {
 		return err
 	}
 	amount, err := idlegrid.ParseMicros(args[1])
@@ -199,10 +193,8 @@ your own; admins may name any account.`,
 	r := c.env.remoteFlags(fs)
 	limit := fs.Int("limit", 100, "at most this many transfers")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 1, "at most one account ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 1, "at most one account ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()

@@ -31,10 +31,8 @@ payouts. Admins may name any account.`,
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 1, "at most one account ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 1, "at most one account ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()
@@ -225,10 +223,8 @@ its own API keys with 'idlegrid key limit'.`,
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 2, 2, "an account ID and an amount (or none)")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 2, 2, "an account ID and an amount (or none)"); err != nil {
 		return err
 	}
 	limit, err := parseLimit(args[1])
@@ -281,10 +277,8 @@ stopped because the balance or a spend limit would not have lasted.`,
 	r := c.env.remoteFlags(fs)
 	limit := fs.Int("limit", 50, "at most this many notices")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 1, "at most one account ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 1, "at most one account ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()

@@ -120,10 +120,8 @@ its runs; admins all.`,
 	provider := fs.String("provider", "", "only verifications touching this provider's runs (admins)")
 	limit := fs.Int("limit", 100, "at most this many")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
 	cl, err := r.client()
@@ -155,20 +153,13 @@ func (c *disputeCommand) list(ctx context.Context, args []string) error {
 	provider := fs.String("provider", "", "only disputes against this provider (admins)")
 	limit := fs.Int("limit", 100, "at most this many disputes")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
 	f := idlegrid.DisputeFilter{ProviderID: *provider, Limit: *limit}
-	for _, s := range strings.Split(*states, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			if !idlegrid.DisputeState(s).Valid() {
-				return usagef("--state: unknown state %q; use open, upheld or dismissed", s)
-			}
-			f.States = append(f.States, idlegrid.DisputeState(s))
-		}
+	if f.States, err = parseStates(*states, idlegrid.DisputeState.Valid, "open, upheld or dismissed"); err != nil {
+		return err
 	}
 	cl, err := r.client()
 	if err != nil {
@@ -197,10 +188,8 @@ func (c *disputeCommand) show(ctx context.Context, args []string) error {
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "a dispute ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "a dispute ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()

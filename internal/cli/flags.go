@@ -88,6 +88,32 @@ func (fs *flagSet) printHelp(w io.Writer) {
 	}
 }
 
+// parseArgs is parse followed by wantArgs: the positional arguments, when
+// there are between min and max of them (max < 0: no limit).
+func (fs *flagSet) parseArgs(args []string, min, max int, names string) ([]string, error) {
+	args, err := fs.parse(args)
+	if err != nil {
+		return nil, err
+	}
+	return args, fs.wantArgs(args, min, max, names)
+}
+
+// parseStates reads a comma-separated --state flag into states, each
+// checked by valid; hint lists the states a user may give.
+func parseStates[S ~string](list string, valid func(S) bool, hint string) ([]S, error) {
+	var out []S
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !valid(S(s)) {
+			return nil, usagef("--state: unknown state %q; use %s", s, hint)
+		}
+		out = append(out, S(s))
+	}
+	return out, nil
+}
+
 // wantArgs checks the number of positional arguments.
 func (fs *flagSet) wantArgs(args []string, min, max int, names string) error {
 	if len(args) < min || (max >= 0 && len(args) > max) {

@@ -261,10 +261,8 @@ func (c *jobCommand) list(ctx context.Context, args []string) error {
 	fs.Var(&states, "state", "only jobs in these states: queued, running, succeeded, failed, cancelled")
 	limit := fs.Int("limit", 100, "at most this many jobs")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
 	f := idlegrid.JobFilter{Limit: *limit}
@@ -313,10 +311,8 @@ func (c *jobCommand) get(ctx context.Context, args []string) error {
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "one job ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "one job ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()
@@ -365,10 +361,8 @@ nodes and you pay for what ran until then.`,
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print the job as JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "one job ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "one job ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()
@@ -394,10 +388,8 @@ func (c *jobCommand) leases(ctx context.Context, args []string) error {
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "one job ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "one job ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()
@@ -435,10 +427,8 @@ lines until the lease ends (or Ctrl-C).`,
 	})
 	r := c.env.remoteFlags(fs)
 	follow := fs.Bool("f", false, "follow: keep printing until the lease ends")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "one job ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "one job ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()

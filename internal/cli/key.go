@@ -88,10 +88,8 @@ func (c *keyCommand) list(ctx context.Context, args []string) error {
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
 	cl, err := r.client()
@@ -127,10 +125,8 @@ func (c *keyCommand) revoke(ctx context.Context, args []string) error {
 		examples: "idlegrid key revoke key_abc123",
 	})
 	r := c.env.remoteFlags(fs)
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "one key ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "one key ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()
@@ -155,10 +151,8 @@ ones with their notice, when the limit would be reached.`,
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 2, 2, "a key ID and an amount (or none)")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 2, 2, "a key ID and an amount (or none)"); err != nil {
 		return err
 	}
 	limit, err := parseLimit(args[1])

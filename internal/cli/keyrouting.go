@@ -48,10 +48,8 @@ Providers are node IDs or provider account IDs; prices are per million tokens.`,
 	fs.StringVar(&f.sticky, "sticky", "", "false: no routing by prompt prefix")
 	clear := fs.Bool("clear", false, "remove the key's routing (before applying any other flag)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "one key ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "one key ID"); err != nil {
 		return err
 	}
 	changed := map[string]bool{}

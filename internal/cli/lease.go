@@ -30,10 +30,8 @@ func (c *leaseCommand) get(ctx context.Context, args []string) error {
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "one lease ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "one lease ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()

@@ -42,10 +42,8 @@ FAILED and the command exits non-zero.`,
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON, with each receipt's hash and check")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "one lease ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "one lease ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()

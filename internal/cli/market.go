@@ -24,10 +24,8 @@ clearing price, and a suggested ask per tier for providers.`,
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
 	cl, err := r.client()
@@ -79,10 +77,8 @@ would need to beat, and an estimated time to start.`,
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "one job ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "one job ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()

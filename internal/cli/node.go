@@ -29,10 +29,8 @@ func (c *nodeCommand) list(ctx context.Context, args []string) error {
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
 	cl, err := r.client()
@@ -63,10 +61,8 @@ func (c *nodeCommand) get(ctx context.Context, args []string) error {
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "one node ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "one node ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()

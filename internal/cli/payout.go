@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -48,10 +47,8 @@ paid out (providers only). It must not be more than is payable: see
 	r := c.env.remoteFlags(fs)
 	key := idempotencyFlag(fs, "request")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "an amount")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "an amount"); err != nil {
 		return err
 	}
 	amount, err := idlegrid.ParseMicros(args[0])
@@ -92,20 +89,13 @@ func (c *payoutCommand) list(ctx context.Context, args []string) error {
 	provider := fs.String("provider", "", "only this provider's payouts (admins)")
 	limit := fs.Int("limit", 100, "at most this many payouts")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
 	f := idlegrid.PayoutFilter{ProviderID: *provider, Limit: *limit}
-	for _, s := range strings.Split(*states, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			if !idlegrid.PayoutState(s).Valid() {
-				return usagef("--state: unknown state %q; use requested, settled or rejected", s)
-			}
-			f.States = append(f.States, idlegrid.PayoutState(s))
-		}
+	if f.States, err = parseStates(*states, idlegrid.PayoutState.Valid, "requested, settled or rejected"); err != nil {
+		return err
 	}
 	cl, err := r.client()
 	if err != nil {
@@ -140,10 +130,8 @@ market. --reference is the payment's reference, shown to the provider.`,
 	ref := fs.String("reference", "", "the payment's reference, e.g. a bank transfer ID")
 	key := idempotencyFlag(fs, "settle")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "a payout ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "a payout ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()

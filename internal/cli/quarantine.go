@@ -32,10 +32,8 @@ node's evidence with 'idlegrid node hardware ID'.`,
 	r := c.env.remoteFlags(fs)
 	all := fs.Bool("all", false, "include lifted quarantines")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
 	cl, err := r.client()
@@ -65,10 +63,8 @@ func (c *nodeCommand) quarantineAdd(ctx context.Context, args []string) error {
 	r := c.env.remoteFlags(fs)
 	reason := fs.String("reason", "", "why, for the provider to read (required)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "one node ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "one node ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()
@@ -95,10 +91,8 @@ func (c *nodeCommand) quarantineLift(ctx context.Context, args []string) error {
 	r := c.env.remoteFlags(fs)
 	note := fs.String("note", "", "why it is lifted, for the record")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "one node ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "one node ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()
@@ -129,10 +123,8 @@ admins. --challenge (admins) first issues a challenge to each of its GPUs.`,
 	r := c.env.remoteFlags(fs)
 	issue := fs.Bool("challenge", false, "issue a challenge to each GPU first (admins)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "one node ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "one node ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()

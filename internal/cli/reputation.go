@@ -24,10 +24,8 @@ the formula; 'idlegrid node ls' lists node IDs.`,
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "one node ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "one node ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()

@@ -53,10 +53,8 @@ providers, simulated", defines each. The same seed gives the same table.`,
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed for every random draw")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on standard error")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
 	if cfg.Behaviours, err = trustsim.ParseBehaviours(behaviours); err != nil {

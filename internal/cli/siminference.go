@@ -64,10 +64,8 @@ provider each request lands on follow the wall clock.`,
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed for the streaming choice and the fault draws")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on standard error")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
 	if cfg.Speedup <= 0 || cfg.ServiceSpeedup <= 0 || streams < 0 || streams > 1 || faultScale < 0 || slice.Start < 0 || slice.Duration < 0 || slice.Requests < 0 {

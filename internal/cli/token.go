@@ -76,10 +76,8 @@ func (c *tokenCommand) list(ctx context.Context, args []string) error {
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
 	cl, err := r.client()
@@ -123,10 +121,8 @@ func (c *tokenCommand) revoke(ctx context.Context, args []string) error {
 		examples: "idlegrid token revoke jt_abc123",
 	})
 	r := c.env.remoteFlags(fs)
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 1, 1, "one token ID")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 1, 1, "one token ID"); err != nil {
 		return err
 	}
 	cl, err := r.client()

@@ -16,10 +16,8 @@ type versionCommand struct{ env *env }
 
 func (c *versionCommand) Run(ctx context.Context, args []string) error {
 	fs := c.env.flags("version", help{usage: "idlegrid version", about: "Print the version of this binary."})
-	args, err := fs.parse(args)
+	args, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.env.Out, "idlegrid %s (%s, %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)

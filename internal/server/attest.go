@@ -404,18 +404,7 @@ func (s *Server) expire(ctx context.Context, c *idlegrid.Challenge, now time.Tim
 
 // runChallenges runs ChallengePass every challenge period until ctx is done.
 func (s *Server) runChallenges(ctx context.Context) {
-	ticker := time.NewTicker(s.attest.period)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		if err := s.ChallengePass(ctx); err != nil && ctx.Err() == nil {
-			s.log.Error("challenge pass", "err", err)
-		}
-	}
+	s.every(ctx, s.attest.period, "challenge pass", s.ChallengePass)
 }
 
 // ChallengePass expires the challenges past their deadline and issues

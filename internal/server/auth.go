@@ -47,6 +47,18 @@ func (s *Server) NodeIdentity(ctx context.Context, nodeID string) (ed25519.Publi
 	return pub, n.ProviderID, nil
 }
 
+// maxListLimit is the most rows one listing may ask for.
+const maxListLimit = 10000
+
+// checkLimit refuses a listing's limit outside 0–maxListLimit (0: the
+// store's default page).
+func checkLimit(limit int) error {
+	if limit < 0 || limit > maxListLimit {
+		return idlegrid.Invalid("limit", "must be between 0 and %d", maxListLimit)
+	}
+	return nil
+}
+
 // account returns the API-key caller in ctx, refusing agents and anonymous calls.
 func account(ctx context.Context) (*idlegrid.Caller, error) {
 	c := idlegrid.CallerFromContext(ctx)

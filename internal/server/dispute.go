@@ -232,8 +232,8 @@ func (s *Server) ListDisputes(ctx context.Context, f idlegrid.DisputeFilter) ([]
 	case idlegrid.RoleRenter:
 		f.RenterID = c.AccountID
 	}
-	if f.Limit < 0 || f.Limit > 10000 {
-		return nil, idlegrid.Invalid("limit", "must be between 0 and 10000")
+	if err := checkLimit(f.Limit); err != nil {
+		return nil, err
 	}
 	for _, st := range f.States {
 		if !st.Valid() {

@@ -41,8 +41,8 @@ func (s *Server) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegri
 	if c.Role == idlegrid.RoleRenter {
 		f.RenterID = c.AccountID
 	}
-	if f.Limit < 0 || f.Limit > 10000 {
-		return nil, idlegrid.Invalid("limit", "must be between 0 and 10000")
+	if err := checkLimit(f.Limit); err != nil {
+		return nil, err
 	}
 	return s.store.ListJobs(ctx, f)
 }
@@ -146,8 +146,8 @@ func (s *Server) ListLeases(ctx context.Context, f idlegrid.LeaseFilter) ([]*idl
 	case idlegrid.RoleProvider:
 		f.ProviderID = c.AccountID
 	}
-	if f.Limit < 0 || f.Limit > 10000 {
-		return nil, idlegrid.Invalid("limit", "must be between 0 and 10000")
+	if err := checkLimit(f.Limit); err != nil {
+		return nil, err
 	}
 	return s.store.ListLeases(ctx, f)
 }

@@ -71,8 +71,8 @@ func (s *Server) ListTransfers(ctx context.Context, accountID string, limit int)
 	if err != nil {
 		return nil, err
 	}
-	if limit < 0 || limit > 10000 {
-		return nil, idlegrid.Invalid("limit", "must be between 0 and 10000")
+	if err := checkLimit(limit); err != nil {
+		return nil, err
 	}
 	return s.store.ListTransfers(ctx, idlegrid.TransferFilter{AccountID: id, Limit: limit})
 }

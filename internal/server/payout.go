@@ -130,8 +130,8 @@ func (s *Server) ListPayouts(ctx context.Context, f idlegrid.PayoutFilter) ([]*i
 	if c.Role == idlegrid.RoleProvider {
 		f.ProviderID = c.AccountID
 	}
-	if f.Limit < 0 || f.Limit > 10000 {
-		return nil, idlegrid.Invalid("limit", "must be between 0 and 10000")
+	if err := checkLimit(f.Limit); err != nil {
+		return nil, err
 	}
 	for _, st := range f.States {
 		if !st.Valid() {

@@ -14,7 +14,13 @@ import (
 // runReaper ends what has gone quiet: nodes that miss heartbeats, leases
 // their agent never started, and leases that outrun their time limit.
 func (s *Server) runReaper(ctx context.Context) {
-	ticker := time.NewTicker(s.cfg.HeartbeatInterval)
+	s.every(ctx, s.cfg.HeartbeatInterval, "reap", s.Reap)
+}
+
+// every runs pass each period until ctx is done; a pass that fails is
+// logged as what, and the next runs on time.
+func (s *Server) every(ctx context.Context, period time.Duration, what string, pass func(context.Context) error) {
+	ticker := time.NewTicker(period)
 	defer ticker.Stop()
 	for {
 		select {
@@ -22,8 +28,8 @@ func (s *Server) runReaper(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		if err := s.Reap(ctx); err != nil && ctx.Err() == nil {
-			s.log.Error("reap", "err", err)
+		if err := pass(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error(what, "err", err)
 		}
 	}
 }

@@ -245,8 +245,8 @@ func (s *Server) ListVerifications(ctx context.Context, f idlegrid.VerificationF
 	case idlegrid.RoleRenter:
 		f.RenterID = c.AccountID
 	}
-	if f.Limit < 0 || f.Limit > 10000 {
-		return nil, idlegrid.Invalid("limit", "must be between 0 and 10000")
+	if err := checkLimit(f.Limit); err != nil {
+		return nil, err
 	}
 	return s.store.ListVerifications(ctx, f)
 }
