@@ -97,6 +97,10 @@ type Store interface {
 	// ReceiptUsage returns the sum of a lease's receipts' GPU-seconds and
 	// its last receipt; last is nil when it has none.
 	ReceiptUsage(ctx context.Context, leaseID string) (gpuSeconds int64, last *Receipt, err error)
+	// LastReceipts returns the last receipt of each of the leases that has
+	// one, by lease ID, in one snapshot: what the reaper checks every
+	// running lease against on each pass.
+	LastReceipts(ctx context.Context, leaseIDs []string) (map[string]*Receipt, error)
 
 	// PostTransfer applies a transfer. A transfer whose idempotency key was
 	// seen before is not applied again; the stored one is returned in its place.

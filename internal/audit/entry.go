@@ -3,8 +3,6 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"regexp"
 	"slices"
 	"strconv"
@@ -129,32 +127,9 @@ func CanonicalJSON(v any) (json.RawMessage, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return Canonicalize(buf.Bytes())
-}
-
-// Canonicalize rewrites one JSON value in canonical form: no insignificant
-// white space, object keys sorted bytewise (a repeated key keeps its last
-// value), strings escaped as encoding/json escapes them without HTML
-// escaping, and numbers exactly as written. Two encodings of the same value
-// (say, compact and indented) canonicalize to the same bytes, so a payload
-// that passed through a pretty-printer still hashes to its leaf.
-func Canonicalize(raw []byte) (json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, errors.New("not JSON: " + err.Error())
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("not JSON: more than one value")
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	// The encoder wrote one valid value: no need to check it again.
+	c := canonicalizer{data: buf.Bytes()}
+	return c.value(make([]byte, 0, buf.Len())), nil
 }
 
 func hasControl(s string) bool {

@@ -3,6 +3,8 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"testing"
 )
 
@@ -120,4 +122,61 @@ func FuzzCanonicalize(f *testing.F) {
 			t.Errorf("%q canonicalizes to invalid JSON %q", data, c)
 		}
 	})
+}
+
+// canonicalizeByDecoding is the definition Canonicalize must match: decode
+// into Go values, numbers kept as written, and encode them again without
+// HTML escaping (maps sort their keys; a repeated key keeps its last value).
+func canonicalizeByDecoding(raw []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("more than one value")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+var canonicalSeeds = []string{
+	`{"b":1,"a":[1,2.5e3,"x"]}`, `"\u00e9\ud800"`, `[{"":{}}]`, ` null `,
+	`{"a":1,"\u0061":2,"b":{"z":[],"y":{}}}`, `{"é":1,"e":2,"\u00e9":3}`,
+	`"<>&\u2028\u2029 \u007f"`, "\"caf\xc3\xa9 \xff\"", `{"k\"q":"v\\w","k":"\/"}`,
+	"{\n  \"x\" : [ true , false , null , -0.0E+1 ] ,\n\t\"w\":\"\"\n}",
+	`[[[[{"a":[{"b":{"c":1}}]}]]]]`, `{"dup":{"a":1},"dup":{"b":2}}`, `1`, `"s"`, `{}`, `[]`,
+}
+
+// TestCanonicalizeMatchesDecoder holds the byte-level Canonicalize to its
+// definition on payloads the market logs and on awkward ones.
+func TestCanonicalizeMatchesDecoder(t *testing.T) {
+	for _, s := range canonicalSeeds {
+		checkCanonical(t, []byte(s))
+	}
+}
+
+// FuzzCanonicalizeMatchesDecoder does the same on any input.
+func FuzzCanonicalizeMatchesDecoder(f *testing.F) {
+	for _, s := range canonicalSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(checkCanonical)
+}
+
+func checkCanonical(t *testing.T, data []byte) {
+	got, err := Canonicalize(data)
+	want, wantErr := canonicalizeByDecoding(data)
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("%q: error %v, want %v", data, err, wantErr)
+	}
+	if err == nil && !bytes.Equal(got, want) {
+		t.Fatalf("%q: got %q, want %q", data, got, want)
+	}
 }

@@ -35,28 +35,41 @@ func (e *Engine) shadowRunnerUp(q *query, winners []cand) (cand, bool) {
 	for i := range winners {
 		x.floor = max(x.floor, winners[i].score)
 	}
-	classes := q.sig.entries
+	classes, region := q.sig.entries, ""
 	if r := q.job.Region; q.job.RegionPreferred && winners[0].nd.n.Region == r {
-		classes = q.sig.byRegion[r] // preferred winners compete only among themselves
-	}
-	var credit idlegrid.Micros // the most a node could earn, for the bounds
-	if len(q.job.Datasets) > 0 {
-		credit = e.maxCredit(q)
+		classes, region = q.sig.byRegion[r], r // preferred winners compete only among themselves
 	}
 	for i := range classes {
 		if c := &classes[i]; c.maxJob == 0 || c.maxJob >= q.dur {
-			x.searchShelf(c.sh, credit)
+			x.searchRanked(c.sh)
+		}
+	}
+	if len(q.job.Datasets) == 0 {
+		return x.best, x.found
+	}
+	// Nodes caching the job's data, with their credit.
+	credit := e.maxCredit(q)
+	for i, ds := range q.job.Datasets {
+		if slices.ContainsFunc(q.job.Datasets[:i], func(d idlegrid.Dataset) bool { return d.Name == ds.Name }) {
+			continue
+		}
+		for _, c := range e.subShelves(q.sig, ds.Name) {
+			if (region == "" || c.region == region) && (c.maxJob == 0 || c.maxJob >= q.dur) {
+				x.searchShelf(c.sh, credit)
+			}
 		}
 	}
 	return x.best, x.found
 }
 
-// searchShelf offers x the competitors on a class's shelf. In an ordered
-// view it starts where the weight-1 scores reach the floor, scaled by
-// ceilingFactor (no node before can score that much), and stops where no
-// node left can beat the best found or ask within the cap. Any view skips
-// the blocks and nodes whose entries rule them out, so that it reads only
-// the nodes that might compete.
+// searchShelf offers x the competitors on a sub-shelf: the nodes of a
+// class that cache one of the job's datasets, whose credit the ranked
+// lists of class shelves leave out. In an ordered view it starts where
+// the weight-1 scores reach the floor, scaled by ceilingFactor (no node
+// before can score that much), and stops where no node left can beat the
+// best found or ask within the cap. Any view skips the blocks and nodes
+// whose entries rule them out, so that it reads only the nodes that might
+// compete. Sub-shelves are small: a walk of one is cheap.
 func (x *shadow) searchShelf(s *shelf, credit idlegrid.Micros) {
 	q := x.q
 	s.clean()

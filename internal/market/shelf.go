@@ -54,6 +54,7 @@ type shelf struct {
 
 	scratchLB lbEntry // fits for more GPUs than lbs keeps
 	pows      [tierCount]powMemo
+	ranks     [rankedMax]rankedList // views ranked by score, for shadow searches (ranked.go)
 
 	count     int            // nodes on the shelf
 	inView    [tierCount]int // of them, nodes in each tier's view

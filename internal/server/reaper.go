@@ -103,10 +103,13 @@ func (s *Server) reapLeases(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	lasts, err := s.lastReceipts(ctx, leases, heard)
+	if err != nil {
+		return err
+	}
 	for _, l := range leases {
-		stopped, err := s.receiptsStopped(ctx, l, now, heard)
-		switch {
-		case err != nil:
+		var err error
+		switch stopped := s.receiptsStopped(l, now, heard, lasts); {
 		case l.State == idlegrid.LeaseAssigned && now.Sub(l.CreatedAt) > s.cfg.StartTimeout:
 			err = s.endLease(ctx, l, leaseEnd{to: idlegrid.LeaseLost, fault: idlegrid.FaultProvider,
 				reason: fmt.Sprintf("the node did not start the lease within %s", s.cfg.StartTimeout)})
@@ -144,32 +147,51 @@ func (s *Server) reapLeases(ctx context.Context) error {
 //     working on it, and must not end as a plain cancel when asked to stop.
 //
 // A lease that already has a stop or a notice pending is the server's
-// doing and is left to it.
-func (s *Server) receiptsStopped(ctx context.Context, l *idlegrid.Lease, now time.Time, heard map[string]bool) (string, error) {
-	if l.State != idlegrid.LeaseRunning || l.StartedAt == nil || l.StopRequested != "" || !heard[l.NodeID] {
-		return "", nil
+// doing and is left to it. lasts holds the last receipts of the leases
+// watched (see lastReceipts).
+func (s *Server) receiptsStopped(l *idlegrid.Lease, now time.Time, heard map[string]bool, lasts map[string]*idlegrid.Receipt) string {
+	if !receiptsWatched(l, heard) {
+		return ""
 	}
-	_, last, err := s.store.ReceiptUsage(ctx, l.ID)
-	if err != nil {
-		return "", err
-	}
+	last := lasts[l.ID]
 	if last == nil {
 		// No receipt yet: nothing stopped. Such a lease is paid for
 		// NoReceiptCapSeconds at most, whatever it runs.
-		return "", nil
+		return ""
 	}
 	every := last.End.Sub(last.Start)
 	silent := now.Sub(last.End)
 	if limit := silenceFor(every, s.cfg.ReceiptSilence); silent > limit {
 		return fmt.Sprintf("the node heartbeats but sent no receipt for %s (more than %s): it stopped running the lease",
-			silent.Truncate(time.Second), limit), nil
+			silent.Truncate(time.Second), limit)
 	}
 	pastLimit := now.Sub(*l.StartedAt) > time.Duration(l.LimitSeconds)*time.Second+limitGrace
 	if overdue := every + s.cfg.HeartbeatInterval + limitGrace; pastLimit && silent > overdue {
 		return fmt.Sprintf("the lease reached its time limit, but its last receipt ended %s before (receipts every %s): "+
-			"the node had stopped running it", silent.Truncate(time.Second), every), nil
+			"the node had stopped running it", silent.Truncate(time.Second), every)
 	}
-	return "", nil
+	return ""
+}
+
+// receiptsWatched reports whether the reaper checks l's receipts: it runs,
+// with no stop or notice pending, on a node that is heartbeating.
+func receiptsWatched(l *idlegrid.Lease, heard map[string]bool) bool {
+	return l.State == idlegrid.LeaseRunning && l.StartedAt != nil && l.StopRequested == "" && heard[l.NodeID]
+}
+
+// lastReceipts reads the last receipt of every lease the reaper watches,
+// in one store call for the pass rather than one per lease.
+func (s *Server) lastReceipts(ctx context.Context, leases []*idlegrid.Lease, heard map[string]bool) (map[string]*idlegrid.Receipt, error) {
+	var ids []string
+	for _, l := range leases {
+		if receiptsWatched(l, heard) {
+			ids = append(ids, l.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return s.store.LastReceipts(ctx, ids)
 }
 
 // silenceFor is how long a lease whose receipts come every `every` may go

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/audit"
@@ -107,6 +109,49 @@ func (db *DB) ListReceipts(ctx context.Context, leaseID string) ([]idlegrid.Rece
 		return rows.Err()
 	})
 	return out, err
+}
+
+// lastReceiptsChunk is how many leases one LastReceipts query names, well
+// under the bind-variable limits of SQLite and PostgreSQL.
+const lastReceiptsChunk = 500
+
+// LastReceipts returns the last receipt of each of the leases that has one,
+// by lease ID, from one snapshot, a query per lastReceiptsChunk leases.
+func (db *DB) LastReceipts(ctx context.Context, leaseIDs []string) (map[string]*idlegrid.Receipt, error) {
+	out := make(map[string]*idlegrid.Receipt, len(leaseIDs))
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		clear(out)
+		for chunk := range slices.Chunk(leaseIDs, lastReceiptsChunk) {
+			if err := lastReceiptsOf(ctx, tx, chunk, out); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func lastReceiptsOf(ctx context.Context, tx *sql.Tx, leaseIDs []string, out map[string]*idlegrid.Receipt) error {
+	var a args
+	in := make([]string, len(leaseIDs))
+	for i, id := range leaseIDs {
+		in[i] = a.add(id)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT `+receiptColumns+` FROM lease_receipts
+		WHERE lease_id IN (`+strings.Join(in, ", ")+`)
+		AND seq = (SELECT MAX(m.seq) FROM lease_receipts m WHERE m.lease_id = lease_receipts.lease_id)`, a...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanReceipt(rows)
+		if err != nil {
+			return err
+		}
+		out[r.LeaseID] = &r
+	}
+	return rows.Err()
 }
 
 // ReceiptUsage returns the sum of the lease's receipts' GPU-seconds and its

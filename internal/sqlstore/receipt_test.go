@@ -82,6 +82,29 @@ func testReceipts(t *testing.T, db *sqlstore.DB) {
 			t.Errorf("ReceiptUsage = %d, %+v; want 180 and receipt 3", sum, last)
 		}
 	})
+	t.Run("LastReceipts", func(t *testing.T) {
+		one, none := mustRunningLease(t, db), mustRunningLease(t, db)
+		oneChain := receiptChain(one, 1)
+		mustOK(t, db.AppendReceipts(ctx, one.ID, oneChain))
+		// More IDs than one query names, the leases with receipts in
+		// different chunks, and IDs of no lease.
+		var ids []string
+		for i := range 1200 {
+			ids = append(ids, fmt.Sprintf("lease_nobody_%04d", i))
+		}
+		ids[3], ids[700], ids[1199] = l.ID, one.ID, none.ID
+		got, err := db.LastReceipts(ctx, ids)
+		mustOK(t, err)
+		want := map[string]*idlegrid.Receipt{l.ID: &chain[2], one.ID: &oneChain[0]}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("LastReceipts (-want +got):\n%s", diff)
+		}
+		got, err = db.LastReceipts(ctx, nil)
+		mustOK(t, err)
+		if len(got) != 0 {
+			t.Errorf("LastReceipts of no lease = %+v, want none", got)
+		}
+	})
 	t.Run("Refused", func(t *testing.T) {
 		broken := chain[3]
 		broken.PrevHash = chain[0].Hash()

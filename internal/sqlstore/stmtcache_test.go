@@ -116,3 +116,30 @@ func TestStmtCacheConn(t *testing.T) {
 		t.Errorf("%d statements cached, want the bound, %d", got, maxCachedStmts)
 	}
 }
+
+func TestAnonymousParams(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{`SELECT a FROM t WHERE id = $1 AND n > $2`, `SELECT a FROM t WHERE id = ? AND n > ?`},
+		{`INSERT INTO t VALUES ($1, $2, $3), ($4, $5, $6), ($7, $8, $9), ($10, $11, $12)`,
+			`INSERT INTO t VALUES (?, ?, ?), (?, ?, ?), (?, ?, ?), (?, ?, ?)`},
+		{`SELECT json_extract(x, '$.a'), "$2" FROM t WHERE id = $1 -- $9 in a comment` + "\n" + `AND k = $2`,
+			`SELECT json_extract(x, '$.a'), "$2" FROM t WHERE id = ? -- $9 in a comment` + "\n" + `AND k = ?`},
+		{`SELECT 'it''s $1' WHERE a = $1`, `SELECT 'it''s $1' WHERE a = ?`},
+		{`SELECT 1`, `SELECT 1`},
+		// Left as they are: SQLite binds them by name or number.
+		{`SELECT a FROM t WHERE id = $1 OR parent = $1`, ``},
+		{`SELECT a FROM t WHERE id = $2 AND n > $1`, ``},
+		{`SELECT a FROM t WHERE id = $1 AND n > ?2`, ``},
+		{`SELECT a FROM t WHERE id = :id`, ``},
+		{`SELECT '$1 unterminated`, ``},
+		{`SELECT $01`, ``},
+	} {
+		want := tt.want
+		if want == "" {
+			want = tt.in
+		}
+		if got := anonymousParams(tt.in); got != want {
+			t.Errorf("anonymousParams(%q)\n got %q\nwant %q", tt.in, got, want)
+		}
+	}
+}

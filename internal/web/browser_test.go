@@ -330,6 +330,16 @@ func TestDashboard(t *testing.T) {
 		}
 		b.waitText("#panel-job", money(job.ChargedMicros))
 		b.waitText("#panel-keys", "default")
+		// A key's routing defaults for the inference gateway show beside it.
+		rc := client.New(m.URL, m.RenterKey)
+		keys, err := rc.ListAPIKeys(ctx)
+		if err != nil || len(keys) == 0 {
+			t.Fatalf("the renter's keys: %v, %v", keys, err)
+		}
+		if _, err := rc.SetKeyRouting(ctx, keys[0].ID, idlegrid.Routing{Sort: idlegrid.RoutingSortLatency, Region: []string{"eu-west"}}); err != nil {
+			t.Fatal(err)
+		}
+		b.waitText("#panel-keys", "sort by latency · region eu-west")
 		// A panel shows what the server has, or says honestly that it has not.
 		b.waitText("#panel-inference", "No inference requests yet", "not available on this server yet")
 		b.waitText("#panel-verifications", "No verifications yet", "Re-run")

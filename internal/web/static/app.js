@@ -417,7 +417,9 @@
     const byKey = {};
     let account = null;
     for (const l of limits.limits) { if (l.key_id) byKey[l.key_id] = l; else account = l; }
-    fillBudgetKeys(keys.api_keys.filter((k) => !k.revoked_at));
+    const active = keys.api_keys.filter((k) => !k.revoked_at);
+    fillBudgetKeys(active);
+    const routing = await keyRoutings(active);
     return kpis([
       ['This month', esc(limits.month)], ['Used', money((limits.spend.charged_micros || 0) + (limits.spend.held_micros || 0))],
       ['Account budget', account ? money(account.limit_micros) : 'none'],
@@ -426,8 +428,42 @@
       { h: 'Created', f: (k) => when(k.created_at) },
       { h: 'Budget', num: true, f: (k) => byKey[k.id] ? money(byKey[k.id].limit_micros) : 'none' },
       { h: 'Used', num: true, f: (k) => byKey[k.id] ? money(byKey[k.id].spend.charged_micros + byKey[k.id].spend.held_micros) : '—' },
+      { h: 'Inference routing', f: (k) => k.revoked_at ? '—' : esc(routingSummary(routing[k.id])) },
       { h: 'State', f: (k) => k.revoked_at ? 'revoked' : 'active' },
     ], keys.api_keys);
+  }
+
+  // keyRoutings reads the default routing of each key for the inference
+  // gateway (docs/gateway.md, "Routing"), by key ID; a key without one,
+  // like a server without the endpoint, answers 404 and has none.
+  async function keyRoutings(keys) {
+    const out = {};
+    await Promise.all(keys.map(async (k) => {
+      try { out[k.id] = (await get('/v1/keys/' + encodeURIComponent(k.id) + '/routing')).routing; } catch (e) {
+        if (!(e instanceof APIError) || e.status !== 404) throw e;
+      }
+    }));
+    return out;
+  }
+
+  // routingSummary says in a line what a key's routing defaults do; set
+  // them with "idlegrid key routing" or PUT /v1/keys/{id}/routing.
+  function routingSummary(r) {
+    if (!r) return 'defaults';
+    const list = (xs) => (xs || []).join(', ');
+    const parts = [];
+    if (r.sort) parts.push('sort by ' + r.sort);
+    if (list(r.order)) parts.push('first ' + list(r.order));
+    if (list(r.only)) parts.push('only ' + list(r.only));
+    if (list(r.ignore)) parts.push('never ' + list(r.ignore));
+    if (list(r.region)) parts.push('region ' + list(r.region));
+    if (list(r.data_residency)) parts.push('residency ' + list(r.data_residency));
+    if (r.max_price && (r.max_price.prompt || r.max_price.completion)) {
+      parts.push('max $' + (r.max_price.prompt || '—') + ' in / $' + (r.max_price.completion || '—') + ' out per 1M tokens');
+    }
+    if (r.allow_fallbacks === false) parts.push('no failover');
+    if (r.sticky === false) parts.push('no sticky routing');
+    return parts.length ? parts.join(' · ') : 'defaults';
   }
 
   function budgetForm() {

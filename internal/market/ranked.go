@@ -1,0 +1,93 @@
+package market
+
+import (
+	"cmp"
+	"slices"
+	"sort"
+)
+
+// A shadow search (shadow.go) wants, on each class shelf, the node with the
+// least score at or above a floor. The shelf's order serves that only for
+// its key tier and a job of reliability weight 1; for any other tier or
+// weight the scores are scattered along it, and a search that can only
+// rule subtrees out by their least score reads most of the shelf. So a
+// shelf keeps, for the few (tier, weight) pairs shadow searches ask for, a
+// list of the tier's view ranked by score: a binary search finds the floor
+// and the first node after it that competes is the shelf's best.
+//
+// What ranks a node there (its ask, reliability and view) changes only
+// with a rebuild of the shelf, so a list is good while the shelf's gen is
+// the one it was built at. Free GPUs, windows and holds do not matter to a
+// shadow competitor, so placements never touch the lists.
+
+// rankedMax is how many lists a shelf keeps; asking for another replaces
+// the least recently used.
+const rankedMax = 12
+
+// rankedList is one ranked view of a shelf.
+type rankedList struct {
+	gen  uint64 // the shelf's gen when built; 0: unused
+	t    int
+	w    float64
+	used uint64 // the engine's search mark when last used
+	rs   []rankedNode
+}
+
+// rankedNode is a node of the view and its score at weight w, with no
+// locality credit: scoreOf(ask, 0, rel, w), as the search computes it.
+type rankedNode struct {
+	score float64
+	nd    *node
+}
+
+// ranked returns the shelf's view of tier t ranked by score at weight w,
+// then node ID (the order rank uses), building it when the shelf changed.
+func (s *shelf) ranked(t int, w float64, mark uint64) []rankedNode {
+	s.clean()
+	victim := &s.ranks[0]
+	for i := range s.ranks {
+		r := &s.ranks[i]
+		if r.gen == s.gen && r.t == t && r.w == w {
+			r.used = mark
+			return r.rs
+		}
+		if r.gen != s.gen || r.used < victim.used {
+			victim = r
+		}
+	}
+	rs := victim.rs[:0]
+	for _, nd := range s.order {
+		if nd.inView(t) {
+			rs = append(rs, rankedNode{score: scoreOf(nd.asks[t], 0, nd.rel, w), nd: nd})
+		}
+	}
+	slices.SortFunc(rs, func(a, b rankedNode) int {
+		return cmp.Or(cmp.Compare(a.score, b.score), compareStrings(a.nd.id, b.nd.id))
+	})
+	*victim = rankedList{gen: s.gen, t: t, w: w, used: mark, rs: rs}
+	return rs
+}
+
+// searchRanked offers x the competitors on a class shelf in score order,
+// from the floor on, and stops at the first that competes: every node
+// after it ranks below it. Nodes caching the job's data score less than
+// the list says; they are searched on their sub-shelves instead.
+func (x *shadow) searchRanked(s *shelf) {
+	q := x.q
+	rs := s.ranked(q.ti, q.w, q.mark)
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].score >= x.floor })
+	for ; i < len(rs); i++ {
+		r := &rs[i]
+		if x.found && (r.score > x.best.score || (r.score == x.best.score && compareStrings(r.nd.id, x.best.nd.id) >= 0)) {
+			return // neither this node nor any after beats the best found
+		}
+		nd := r.nd
+		if len(q.job.Datasets) > 0 && nd.cachesAny(q.job) {
+			continue
+		}
+		if x.competes(nd) {
+			x.best, x.found = cand{nd: nd, ask: nd.asks[q.ti], score: r.score}, true
+			return
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package market
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// A shelf's ranked lists must rank its view by the score a search computes,
+// for any tier and weight, keep no more than rankedMax of them, and follow
+// the shelf when a rebuild changes what ranks a node.
+func TestRankedLists(t *testing.T) {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	e := NewEngine(Config{GoldMinReliability: 0.5})
+	e.Advance(at)
+	for i := range 40 {
+		n := &idlegrid.Node{ID: fmt.Sprintf("n%02d", i), ProviderID: "p", State: idlegrid.NodeOnline, Reliability: 0.3 + float64(i%7)/10}
+		n.GPUs = []idlegrid.GPU{{UUID: fmt.Sprintf("g%02d", i), Model: "L4", VRAMMB: 24576}}
+		n.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleAlways}
+		silver := idlegrid.Micros(1_000_000 + 37_000*((i*13)%40))
+		n.Ask.FloorMicrosPerGPUHour = map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: silver, idlegrid.TierBronze: silver / 2}
+		if i%3 != 0 { // a third sell no gold; the rest ask for it out of step with silver
+			n.Ask.FloorMicrosPerGPUHour[idlegrid.TierGold] = 3_000_000 - silver/2
+		}
+		e.UpsertNode(n)
+	}
+	s := e.nodes["n00"].shelves[0]
+	weights := []float64{1, 0.5, 2, 0.25, 3, 1.5, 0.75, 4, 0.1, 1.1, 2.5, 5, 0.9}
+	for round := range 2 {
+		for ti := range tierCount {
+			for _, w := range weights {
+				e.mark++
+				rs := s.ranked(ti, w, e.mark)
+				want := 0
+				for _, nd := range s.order {
+					if nd.inView(ti) {
+						want++
+					}
+				}
+				if len(rs) != want {
+					t.Fatalf("round %d tier %d w %v: %d ranked, want the %d nodes in view", round, ti, w, len(rs), want)
+				}
+				for i, r := range rs {
+					if got := scoreOf(r.nd.asks[ti], 0, r.nd.rel, w); got != r.score {
+						t.Fatalf("tier %d w %v: %s ranked at %v, scores %v", ti, w, r.nd.id, r.score, got)
+					}
+					if i > 0 && (rs[i-1].score > r.score || (rs[i-1].score == r.score && rs[i-1].nd.id > r.nd.id)) {
+						t.Fatalf("tier %d w %v: %s before %s out of rank order", ti, w, rs[i-1].nd.id, r.nd.id)
+					}
+				}
+			}
+		}
+		used := 0
+		for _, r := range s.ranks {
+			if r.gen == s.gen {
+				used++
+			}
+		}
+		if used > rankedMax {
+			t.Fatalf("%d lists kept, want at most %d", used, rankedMax)
+		}
+		// A new ask for the cheapest node rebuilds the shelf: the lists follow.
+		first := s.ranked(1, 1, e.mark)[0].nd
+		n := *first.n
+		n.Ask.FloorMicrosPerGPUHour = map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: 9_000_000}
+		e.UpsertNode(&n)
+		got := s.ranked(1, 1, e.mark)
+		i := slices.IndexFunc(got, func(r rankedNode) bool { return r.nd.id == n.ID })
+		if want := scoreOf(9_000_000, 0, first.rel, 1); i < 0 || got[i].score != want {
+			t.Fatalf("%s now asks $9: ranked at %d of %d, want it there with score %v", n.ID, i, len(got), want)
+		}
+	}
+}
