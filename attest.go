@@ -100,6 +100,35 @@ type Attestation struct {
 	Hash string `json:"hash,omitempty"`
 	// ReceivedAt is when the coordinator accepted it; the server sets it.
 	ReceivedAt time.Time `json:"received_at,omitzero"`
+	// ChallengeRunner is what the node runs hardware challenges with; the
+	// coordinator sizes the node's challenges for it. It is signed with
+	// the fingerprint when set; older agents leave it out.
+	ChallengeRunner ChallengeRunner `json:"challenge_runner,omitempty"`
+}
+
+// ChallengeRunner is what runs the challenge workload on a node.
+type ChallengeRunner string
+
+const (
+	// RunnerUnknown: an older agent, or one that cannot run challenges on
+	// its GPUs; it gets challenges of the simulated size and answers them
+	// unsupported if it must.
+	RunnerUnknown ChallengeRunner = ""
+	// RunnerSimulated computes the product on the CPU for simulated GPUs
+	// (internal/gpu/fake): small challenges.
+	RunnerSimulated ChallengeRunner = "simulated"
+	// RunnerCUDA runs it on the GPU with cuBLAS (internal/gpu/cuda):
+	// challenges sized to keep the GPU busy about a second.
+	RunnerCUDA ChallengeRunner = "cuda"
+)
+
+// Validate checks that r is a runner this version knows.
+func (r ChallengeRunner) Validate(field string) error {
+	switch r {
+	case RunnerUnknown, RunnerSimulated, RunnerCUDA:
+		return nil
+	}
+	return Invalid(field, "must be %q, %q or left out, got %q", RunnerSimulated, RunnerCUDA, string(r))
 }
 
 // Message is what the signature covers:
@@ -108,9 +137,14 @@ type Attestation struct {
 //	node=<node ID>
 //	signed_at=<unix milliseconds>
 //	fingerprint=<hex SHA-256 of the canonical fingerprint>
+//	challenge_runner=<runner>     (only when set, so older agents' messages are unchanged)
 func (a *Attestation) Message() []byte {
-	return []byte("idlegrid-attestation-v1\nnode=" + a.NodeID + "\nsigned_at=" +
-		strconv.FormatInt(a.SignedAt.UnixMilli(), 10) + "\nfingerprint=" + a.Fingerprint.Hash() + "\n")
+	m := "idlegrid-attestation-v1\nnode=" + a.NodeID + "\nsigned_at=" +
+		strconv.FormatInt(a.SignedAt.UnixMilli(), 10) + "\nfingerprint=" + a.Fingerprint.Hash() + "\n"
+	if a.ChallengeRunner != RunnerUnknown {
+		m += "challenge_runner=" + string(a.ChallengeRunner) + "\n"
+	}
+	return []byte(m)
 }
 
 // HardwareChangeKind is what changed between two fingerprints.

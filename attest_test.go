@@ -3,6 +3,7 @@ package idlegrid_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/idlegrid/idlegrid"
@@ -85,5 +86,30 @@ func TestHardwareFingerprint_Validate(t *testing.T) {
 				t.Fatalf("Validate = %v, want EINVALID", err)
 			}
 		})
+	}
+}
+
+func TestAttestation_Message(t *testing.T) {
+	a := idlegrid.Attestation{NodeID: "nod_1", Fingerprint: idlegrid.FingerprintOf([]idlegrid.GPU{h100("GPU-a")}),
+		SignedAt: time.UnixMilli(1700000000123)}
+	old := "idlegrid-attestation-v1\nnode=nod_1\nsigned_at=1700000000123\nfingerprint=" + a.Fingerprint.Hash() + "\n"
+	if got := string(a.Message()); got != old {
+		t.Errorf("Message without a runner = %q, want the older agents' %q", got, old)
+	}
+	a.ChallengeRunner = idlegrid.RunnerCUDA
+	if got, want := string(a.Message()), old+"challenge_runner=cuda\n"; got != want {
+		t.Errorf("Message with a runner = %q, want %q", got, want)
+	}
+}
+
+func TestChallengeRunner_Validate(t *testing.T) {
+	for _, r := range []idlegrid.ChallengeRunner{"", "simulated", "cuda"} {
+		if err := r.Validate("attestation.challenge_runner"); err != nil {
+			t.Errorf("Validate(%q) = %v", r, err)
+		}
+	}
+	err := idlegrid.ChallengeRunner("cuda\nnode=x").Validate("attestation.challenge_runner")
+	if idlegrid.ErrorCode(err) != idlegrid.EINVALID || !strings.Contains(err.Error(), "attestation.challenge_runner") {
+		t.Errorf("Validate of an unknown runner = %v, want EINVALID naming the field", err)
 	}
 }

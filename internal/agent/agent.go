@@ -92,6 +92,9 @@ type Options struct {
 	// workloads, for when-idle mode; nil asks the runtime (when it is a
 	// ProcessOwner) and counts the agent's own descendants.
 	OwnsProcess func(pid int) bool
+	// Challenger runs hardware challenges on real GPUs (attest.go); nil
+	// opens CUDA (internal/gpu/cuda) when the driver and cuBLAS load.
+	Challenger GPUChallenger
 }
 
 // Agent is the provider daemon. Make one with New and call Run once.
@@ -119,6 +122,7 @@ type Agent struct {
 	telemetry    telemetry       // the GPUs' last telemetry, for the leases' meters
 	models       *models         // the models served for inference (models.go)
 	attested     attestation     // the fingerprint the server holds (attest.go)
+	challenger   GPUChallenger   // Options.Challenger; else opened by the attestation (attest.go)
 
 	mu        sync.Mutex
 	nodeID    string
@@ -149,7 +153,7 @@ func New(o Options) (*Agent, error) {
 		heartbeatEvery: defaultHeartbeat,
 		leases:         map[string]*lease{}, finished: map[string]time.Time{},
 		policy: newPolicy(o.Config), ownsProcess: o.OwnsProcess, powerRefused: map[string]bool{},
-		models: newModels(o.Config),
+		models: newModels(o.Config), challenger: o.Challenger,
 	}
 	if a.clock == nil {
 		a.clock = idlegrid.SystemClock{}

@@ -1,12 +1,19 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/challenge"
+	"github.com/idlegrid/idlegrid/internal/gpu/cuda"
 	"github.com/idlegrid/idlegrid/internal/gpu/fake"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 )
@@ -41,9 +48,61 @@ type simulatedGPUs interface {
 	Actual(uuid string) (fake.Actual, bool)
 }
 
-// attestation is what the agent attests, for its loop.
+// GPUChallenger runs the challenge workload on a real GPU; *cuda.Runner
+// is one. Its result is checked by the agent before it is sent
+// (checkGPUResult).
+type GPUChallenger interface {
+	Run(ctx context.Context, gpuUUID string, t challenge.Task) (*cuda.Result, error)
+}
+
+// SelfCheckRows is how many rows of a GPU's product the agent recomputes
+// on the CPU before it answers: a broken kernel, library or operand
+// layout gets every row wrong, and is caught here as unsupported rather
+// than failed by the coordinator, which would quarantine an honest node.
+const SelfCheckRows = 2
+
+// attestation is what the agent attests, for its loop, which owns it.
 type attestation struct {
 	hash string // of the fingerprint last accepted
+	// How the node runs challenges, settled at the first attestation.
+	settled bool
+	runner  idlegrid.ChallengeRunner
+	gpu     GPUChallenger // for RunnerCUDA
+	why     string        // why there is no runner, for the answers
+	closer  io.Closer     // a CUDA runner this agent opened
+}
+
+// settleRunner decides once how the node runs challenges: on the CPU for
+// simulated GPUs, else with the GPUChallenger given or CUDA if it loads.
+func (a *Agent) settleRunner(last *attestation) {
+	if last.settled {
+		return
+	}
+	last.settled = true
+	if _, ok := a.det.(simulatedGPUs); ok {
+		last.runner = idlegrid.RunnerSimulated
+		return
+	}
+	if a.challenger != nil {
+		last.runner, last.gpu = idlegrid.RunnerCUDA, a.challenger
+		return
+	}
+	r, err := cuda.Open()
+	if err != nil {
+		last.why = err.Error()
+		a.log.Info("hardware challenges cannot run on this node's GPUs; they will be answered unsupported", "err", err)
+		return
+	}
+	last.runner, last.gpu, last.closer = idlegrid.RunnerCUDA, r, r
+	a.log.Info("hardware challenges run on the GPUs with CUDA", "cublas", r.BLAS())
+}
+
+// close releases a runner the agent opened.
+func (last *attestation) close() {
+	if last.closer != nil {
+		last.closer.Close()
+		last.closer, last.gpu = nil, nil
+	}
 }
 
 // attest signs the node's fingerprint and sends it, unless the server
@@ -63,7 +122,9 @@ func (a *Agent) attest(ctx context.Context, last *attestation) {
 	for i, d := range devs {
 		gpus[i] = d.GPU
 	}
-	att := idlegrid.Attestation{NodeID: a.NodeID(), Fingerprint: idlegrid.FingerprintOf(gpus), SignedAt: a.clock.Now()}
+	a.settleRunner(last)
+	att := idlegrid.Attestation{NodeID: a.NodeID(), Fingerprint: idlegrid.FingerprintOf(gpus), SignedAt: a.clock.Now(),
+		ChallengeRunner: last.runner}
 	if h := att.Fingerprint.Hash(); h == last.hash {
 		return
 	}
@@ -84,9 +145,10 @@ func (a *Agent) challengeLoop(ctx context.Context, last *attestation) {
 	if !ok {
 		return
 	}
+	defer last.close()
 	for {
 		a.attest(ctx, last)
-		a.answerChallenges(ctx, as)
+		a.answerChallenges(ctx, as, last)
 		if !sleep(ctx, ChallengePoll) {
 			return
 		}
@@ -94,7 +156,7 @@ func (a *Agent) challengeLoop(ctx context.Context, last *attestation) {
 }
 
 // answerChallenges runs each waiting challenge and sends its answer.
-func (a *Agent) answerChallenges(ctx context.Context, as AttestServer) {
+func (a *Agent) answerChallenges(ctx context.Context, as AttestServer, last *attestation) {
 	cs, err := as.PendingChallenges(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -103,7 +165,7 @@ func (a *Agent) answerChallenges(ctx context.Context, as AttestServer) {
 		return
 	}
 	for _, c := range cs {
-		ans := a.runChallenge(ctx, c)
+		ans := a.runChallenge(ctx, c, last)
 		if ctx.Err() != nil {
 			return
 		}
@@ -119,12 +181,13 @@ func (a *Agent) answerChallenges(ctx context.Context, as AttestServer) {
 // runChallenge runs c's workload on its GPU. On simulated GPUs it computes
 // the product on the CPU and reports the time the GPU's actual model takes
 // at its peak (challenge.Spec.Expected) and the memory it lets a workload
-// allocate. Real GPUs need the challenge's CUDA image, not built yet: the
-// answer says so (docs/trust.md).
-func (a *Agent) runChallenge(ctx context.Context, c *idlegrid.Challenge) idlegrid.ChallengeAnswer {
+// allocate. On real GPUs it runs it with CUDA (runOnGPU), or answers
+// unsupported, saying why, where it cannot.
+func (a *Agent) runChallenge(ctx context.Context, c *idlegrid.Challenge, last *attestation) idlegrid.ChallengeAnswer {
+	a.settleRunner(last)
 	sim, ok := a.det.(simulatedGPUs)
 	if !ok {
-		return idlegrid.ChallengeAnswer{Unsupported: "this agent has no GPU kernel for the challenge workload yet; it runs only on simulated GPUs (docs/trust.md)"}
+		return a.runOnGPU(ctx, c, last)
 	}
 	actual, ok := sim.Actual(c.GPUUUID)
 	if !ok {
@@ -146,4 +209,89 @@ func (a *Agent) runChallenge(ctx context.Context, c *idlegrid.Challenge) idlegri
 	}
 	return idlegrid.ChallengeAnswer{RowHashes: hashes, Digest: challenge.Digest(hashes),
 		ElapsedNanos: max(int64(elapsed), 1), VRAMMB: actual.VRAMMB}
+}
+
+// runOnGPU runs c on a real GPU and answers only what it can stand by:
+// any error, a busy GPU, or a result that fails the agent's own check is
+// answered unsupported with the reason, never sent to be judged, so that
+// a fault here cannot get an honest node quarantined.
+func (a *Agent) runOnGPU(ctx context.Context, c *idlegrid.Challenge, last *attestation) idlegrid.ChallengeAnswer {
+	unsupported := func(format string, args ...any) idlegrid.ChallengeAnswer {
+		why := fmt.Sprintf(format, args...)
+		if len(why) > 500 { // the server's limit
+			why = why[:497] + "..."
+		}
+		return idlegrid.ChallengeAnswer{Unsupported: why}
+	}
+	if last.gpu == nil {
+		return unsupported("this agent cannot run the challenge workload on a real GPU: %s (docs/trust.md)", last.why)
+	}
+	t, err := challenge.TaskOf(c)
+	if err != nil {
+		return unsupported("%v", err)
+	}
+	if busy := a.gpuBusy(ctx, c.GPUUUID); busy != "" {
+		return unsupported("%s; its time and memory now would not be its own", busy)
+	}
+	res, err := last.gpu.Run(ctx, c.GPUUUID, t)
+	if err != nil {
+		return unsupported("the GPU could not run the challenge: %v", err)
+	}
+	if err := checkGPUResult(t, res, SelfCheckRows); err != nil {
+		a.log.Error("hardware challenge: the GPU's result failed the agent's own check; answering unsupported", "challenge", c.ID, "gpu", c.GPUUUID, "err", err)
+		return unsupported("the GPU result failed the agent's own self-check: %v", err)
+	}
+	need := int(math.Ceil(challenge.VRAMShare * float64(c.VRAMMB)))
+	if others := res.TotalMB - res.FreeMBAtRun; res.VRAMMB < need && res.VRAMMB+others >= need {
+		return unsupported("%d MB of the GPU's memory were in use by others when the challenge ran; it could allocate %d MB of the %d MB needed", others, res.VRAMMB, need)
+	}
+	a.log.Info("hardware challenge computed on the GPU", "challenge", c.ID, "gpu", c.GPUUUID, "device", res.Device, "size", t.Size, "elapsed", res.Elapsed, "vram_mb", res.VRAMMB)
+	return idlegrid.ChallengeAnswer{RowHashes: res.RowHashes, Digest: challenge.Digest(res.RowHashes),
+		ElapsedNanos: max(int64(res.Elapsed), 1), VRAMMB: res.VRAMMB}
+}
+
+// gpuBusy says which processes use the GPU, or "" when none but this one
+// does: another workload would slow the product and hold memory.
+func (a *Agent) gpuBusy(ctx context.Context, uuid string) string {
+	devs, err := a.det.Detect(ctx)
+	if err != nil {
+		return fmt.Sprintf("cannot tell whether GPU %s is busy: %v", uuid, err)
+	}
+	for _, d := range devs {
+		if d.UUID != uuid {
+			continue
+		}
+		var pids []int
+		for _, p := range d.Processes {
+			if p.PID != os.Getpid() {
+				pids = append(pids, p.PID)
+			}
+		}
+		if len(pids) > 0 {
+			return fmt.Sprintf("GPU %s is in use by %d other processes (PIDs %v)", uuid, len(pids), pids)
+		}
+		return ""
+	}
+	return fmt.Sprintf("GPU %s is not on this node now", uuid)
+}
+
+// errShape is a GPU result of the wrong size.
+var errShape = errors.New("not one 32-byte row hash per row")
+
+// checkGPUResult recomputes rows of the product picked at random on the
+// CPU (challenge.Task.Row) and compares their hashes with the GPU's.
+func checkGPUResult(t challenge.Task, res *cuda.Result, rows int) error {
+	if len(res.RowHashes) != 32*t.Size {
+		return fmt.Errorf("%d bytes of row hashes for N=%d: %w", len(res.RowHashes), t.Size, errShape)
+	}
+	if res.Elapsed <= 0 {
+		return fmt.Errorf("the product took %v by the GPU's clock", res.Elapsed)
+	}
+	for _, i := range rand.Perm(t.Size)[:min(rows, t.Size)] {
+		want := t.RowHash(i, t.Row(i))
+		if !bytes.Equal(res.RowHashes[32*i:32*i+32], want[:]) {
+			return fmt.Errorf("row %d of the product differs from the CPU's", i)
+		}
+	}
+	return nil
 }

@@ -14,8 +14,8 @@
 //
 // Run computes the product in Go, on the CPU: it is what the agent runs for
 // fake GPUs, whose declared performance stands in for the measured time.
-// On a real GPU the same computation would run as a CUDA container through
-// internal/runtime; that image is not built here (see docs/trust.md).
+// On a real NVIDIA GPU the agent runs the same product as one cuBLAS SGEMM
+// through internal/gpu/cuda (see docs/trust.md, "What runs it — honestly").
 package challenge
 
 import (

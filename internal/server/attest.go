@@ -34,9 +34,10 @@ import (
 
 // Defaults of the challenge settings in Config.
 const (
-	// DefaultChallengeMaxSize caps N while the workload runs in Go on the
-	// CPU for fake GPUs; a GPU kernel image would allow far larger sizes
-	// (see docs/trust.md).
+	// DefaultChallengeMaxSize caps N for nodes that compute challenges in
+	// Go on the CPU (simulated GPUs) or did not say what they run them
+	// with; a node whose agent runs them with CUDA gets challenges sized
+	// for its GPU, up to maxChallengeSize (see docs/trust.md).
 	DefaultChallengeMaxSize = 512
 	DefaultChallengeTimeout = 10 * time.Minute
 	DefaultChallengePeriod  = time.Minute
@@ -77,6 +78,16 @@ func newAttestState(cfg Config) *attestState {
 		st.random = rand.Reader
 	}
 	return st
+}
+
+// maxSizeFor caps N for a runner: a GPU's time is launch overhead at the
+// CPU's sizes, so a CUDA runner gets the one-second size up to what an
+// answer's row hashes allow in a request body.
+func (st *attestState) maxSizeFor(r idlegrid.ChallengeRunner) int {
+	if r == idlegrid.RunnerCUDA {
+		return maxChallengeSize
+	}
+	return st.maxSize
 }
 
 // uint64 reads 8 random bytes; st.mu must be held.
@@ -120,6 +131,9 @@ func (s *Server) Attest(ctx context.Context, req idlegrid.AttestRequest) (*idleg
 	if err := a.Fingerprint.Validate("attestation.fingerprint"); err != nil {
 		return nil, err
 	}
+	if err := a.ChallengeRunner.Validate("attestation.challenge_runner"); err != nil {
+		return nil, err
+	}
 	n, err := s.store.FindNode(ctx, c.NodeID)
 	if err != nil {
 		return nil, err
@@ -158,9 +172,9 @@ func (s *Server) Attest(ctx context.Context, req idlegrid.AttestRequest) (*idleg
 	err = nil
 	switch {
 	case prev == nil && policy.AtJoin:
-		resp.Challenges, err = s.challengeGPUs(ctx, n, a.Fingerprint.GPUs, idlegrid.ChallengeAtJoin)
+		resp.Challenges, err = s.challengeGPUs(ctx, n, a.Fingerprint.GPUs, idlegrid.ChallengeAtJoin, a.ChallengeRunner)
 	case len(changes) > 0 && policy.OnFingerprintChange:
-		resp.Challenges, err = s.challengeGPUs(ctx, n, changedGPUs(a.Fingerprint, changes), idlegrid.ChallengeOnChange)
+		resp.Challenges, err = s.challengeGPUs(ctx, n, changedGPUs(a.Fingerprint, changes), idlegrid.ChallengeOnChange, a.ChallengeRunner)
 	}
 	return resp, err
 }
@@ -206,9 +220,9 @@ func changedGPUs(f idlegrid.HardwareFingerprint, changes []idlegrid.HardwareChan
 	return out
 }
 
-// challengeGPUs issues a challenge to each of gpus that has none waiting;
-// s.attest.mu must be held.
-func (s *Server) challengeGPUs(ctx context.Context, n *idlegrid.Node, gpus []idlegrid.GPU, why idlegrid.ChallengeReason) ([]*idlegrid.Challenge, error) {
+// challengeGPUs issues a challenge to each of gpus that has none waiting,
+// sized for the node's runner; s.attest.mu must be held.
+func (s *Server) challengeGPUs(ctx context.Context, n *idlegrid.Node, gpus []idlegrid.GPU, why idlegrid.ChallengeReason, runner idlegrid.ChallengeRunner) ([]*idlegrid.Challenge, error) {
 	open, err := s.store.ListChallenges(ctx, idlegrid.ChallengeFilter{NodeID: n.ID, States: []idlegrid.ChallengeState{idlegrid.ChallengeIssued}})
 	if err != nil {
 		return nil, err
@@ -222,7 +236,7 @@ func (s *Server) challengeGPUs(ctx context.Context, n *idlegrid.Node, gpus []idl
 		if waiting[g.UUID] {
 			continue
 		}
-		c := s.newChallenge(n.ID, g, why)
+		c := s.newChallenge(n.ID, g, why, runner)
 		if err := s.store.CreateChallenge(ctx, c); err != nil {
 			return out, err
 		}
@@ -232,10 +246,11 @@ func (s *Server) challengeGPUs(ctx context.Context, n *idlegrid.Node, gpus []idl
 	return out, nil
 }
 
-// newChallenge sizes a challenge for g's claimed model and memory; s.attest.mu must be held.
-func (s *Server) newChallenge(nodeID string, g idlegrid.GPU, why idlegrid.ChallengeReason) *idlegrid.Challenge {
+// newChallenge sizes a challenge for g's claimed model and memory and the
+// node's runner; s.attest.mu must be held.
+func (s *Server) newChallenge(nodeID string, g idlegrid.GPU, why idlegrid.ChallengeReason, runner idlegrid.ChallengeRunner) *idlegrid.Challenge {
 	spec, ok := challenge.LookupSpec(g.Model)
-	size := challenge.SizeFor(spec, ok, g.VRAMMB, s.attest.maxSize)
+	size := challenge.SizeFor(spec, ok, g.VRAMMB, s.attest.maxSizeFor(runner))
 	var seed [challenge.SeedSize]byte
 	binary.LittleEndian.PutUint64(seed[:8], s.attest.uint64())
 	binary.LittleEndian.PutUint64(seed[8:], s.attest.uint64())
@@ -443,13 +458,14 @@ func (s *Server) ChallengePass(ctx context.Context) error {
 		if n.Quarantined || len(n.GPUs) == 0 || s.attest.float() >= chance {
 			continue
 		}
-		if _, err := s.store.LatestAttestation(ctx, n.ID); idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		att, err := s.store.LatestAttestation(ctx, n.ID)
+		if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
 			continue // an agent that does not attest cannot answer either
 		} else if err != nil {
 			return err
 		}
 		g := n.GPUs[s.attest.uint64()%uint64(len(n.GPUs))]
-		if _, err := s.challengeGPUs(ctx, n, []idlegrid.GPU{g}, idlegrid.ChallengeAtRandom); err != nil {
+		if _, err := s.challengeGPUs(ctx, n, []idlegrid.GPU{g}, idlegrid.ChallengeAtRandom, att.ChallengeRunner); err != nil {
 			return err
 		}
 	}
@@ -466,9 +482,15 @@ func (s *Server) ChallengeNode(ctx context.Context, nodeID string) ([]*idlegrid.
 	if err != nil {
 		return nil, err
 	}
+	runner := idlegrid.RunnerUnknown
+	if att, err := s.store.LatestAttestation(ctx, n.ID); err == nil {
+		runner = att.ChallengeRunner
+	} else if idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+		return nil, err
+	}
 	s.attest.mu.Lock()
 	defer s.attest.mu.Unlock()
-	return s.challengeGPUs(ctx, n, n.GPUs, idlegrid.ChallengeByAdmin)
+	return s.challengeGPUs(ctx, n, n.GPUs, idlegrid.ChallengeByAdmin, runner)
 }
 
 // NodeAttestation shows a node's hardware record to its owner or an admin:

@@ -189,6 +189,66 @@ func TestServer_Attest(t *testing.T) {
 	})
 }
 
+// A node whose agent runs challenges with CUDA gets them sized to keep its
+// GPU busy about a second (capped so that the answer fits a request);
+// others keep the CPU's size. The runner is signed with the fingerprint
+// and stored with it, for the challenges issued later.
+func TestServer_AttestCUDARunner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		gpus := fingerprinted("barn-1")
+		cudaAttestation := func() idlegrid.Attestation {
+			a := signedAttestation(t, m.nodeID, gpus)
+			a.ChallengeRunner = idlegrid.RunnerCUDA
+			k, _ := nodeKeys.Load(m.nodeID)
+			nodekey.SignAttestation(k.(ed25519.PrivateKey), &a)
+			return a
+		}
+		{ // UnknownRunner
+			a := cudaAttestation()
+			a.ChallengeRunner = "opencl"
+			_, err := m.srv.Attest(m.node, idlegrid.AttestRequest{Attestation: a})
+			if idlegrid.ErrorCode(err) != idlegrid.EINVALID || !strings.Contains(err.Error(), "attestation.challenge_runner") {
+				t.Fatalf("Attest(runner opencl) = %v, want EINVALID on attestation.challenge_runner", err)
+			}
+		}
+		{ // RunnerNotSigned
+			a := cudaAttestation()
+			a.ChallengeRunner = idlegrid.RunnerSimulated // after signing
+			if _, err := m.srv.Attest(m.node, idlegrid.AttestRequest{Attestation: a}); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+				t.Fatalf("Attest(runner changed after signing) = %v, want EINVALID", err)
+			}
+		}
+		spec, ok := challenge.LookupSpec(gpus[0].Model)
+		want := challenge.SizeFor(spec, ok, gpus[0].VRAMMB, 16384)
+		if want <= server.DefaultChallengeMaxSize {
+			t.Fatalf("SizeFor(%s) = %d: the test needs a GPU whose CUDA size is above the CPU's", gpus[0].Model, want)
+		}
+		checkSizes := func(cs []*idlegrid.Challenge, n int) {
+			t.Helper()
+			if len(cs) != n {
+				t.Fatalf("%d challenges, want %d", len(cs), n)
+			}
+			for _, c := range cs {
+				lo, hi := spec.Band(want)
+				if c.Size != want || c.MinNanos != int64(lo) || c.MaxNanos != int64(hi) {
+					t.Fatalf("challenge size %d, band %d–%d ns; want %d, %d–%d ns", c.Size, c.MinNanos, c.MaxNanos, want, lo, hi)
+				}
+			}
+		}
+		resp := mustAttest(t, m, m.node, cudaAttestation())
+		checkSizes(resp.Challenges, 2)
+		for _, c := range resp.Challenges {
+			mustAnswer(t, m, m.node, c, idlegrid.ChallengeAnswer{Unsupported: "not now"})
+		}
+		cs, err := m.srv.ChallengeNode(m.admin, m.nodeID) // sized from the stored attestation
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSizes(cs, 2)
+	})
+}
+
 // rivalID is barn-2's node ID.
 func rivalID(t *testing.T, m *testMarket) string {
 	t.Helper()

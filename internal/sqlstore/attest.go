@@ -37,11 +37,11 @@ func (db *DB) SaveAttestation(ctx context.Context, a *idlegrid.Attestation, prev
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO attestations
-			(node_id, hash, fingerprint, signed_at, signature, first_received, received_at, is_current)
-			VALUES ($1, $2, $3, $4, $5, $6, $6, TRUE)
+			(node_id, hash, fingerprint, signed_at, signature, first_received, received_at, is_current, challenge_runner)
+			VALUES ($1, $2, $3, $4, $5, $6, $6, TRUE, $7)
 			ON CONFLICT (node_id, hash) DO UPDATE SET signed_at = excluded.signed_at, signature = excluded.signature,
-				received_at = excluded.received_at, is_current = TRUE`,
-			a.NodeID, a.Hash, fp, timeArg(a.SignedAt), a.Signature, timeArg(a.ReceivedAt))
+				received_at = excluded.received_at, is_current = TRUE, challenge_runner = excluded.challenge_runner`,
+			a.NodeID, a.Hash, fp, timeArg(a.SignedAt), a.Signature, timeArg(a.ReceivedAt), string(a.ChallengeRunner))
 		if err != nil {
 			return err
 		}
@@ -57,13 +57,13 @@ func (db *DB) SaveAttestation(ctx context.Context, a *idlegrid.Attestation, prev
 	})
 }
 
-const attestationColumns = `node_id, hash, fingerprint, signed_at, signature, received_at`
+const attestationColumns = `node_id, hash, fingerprint, signed_at, signature, received_at, challenge_runner`
 
 func scanAttestation(s scanner) (*idlegrid.Attestation, error) {
 	var a idlegrid.Attestation
 	var fp string
 	var signed, received sql.NullInt64
-	if err := s.Scan(&a.NodeID, &a.Hash, &fp, &signed, &a.Signature, &received); err != nil {
+	if err := s.Scan(&a.NodeID, &a.Hash, &fp, &signed, &a.Signature, &received, &a.ChallengeRunner); err != nil {
 		return nil, err
 	}
 	a.SignedAt, a.ReceivedAt = timeOf(signed), timeOf(received)

@@ -41,8 +41,14 @@ func testAttestations(t *testing.T, db *sqlstore.DB) {
 	}
 	mustOK(t, db.SaveAttestation(ctx, second, first.Hash, changes))
 	// Back to the first fingerprint: it is current again, listed once.
+	// Signed again by an agent that runs challenges with CUDA: the runner
+	// is stored with the new signature.
 	third := attestationOf(n, at(2*time.Hour), n.GPUs...)
+	third.ChallengeRunner = idlegrid.RunnerCUDA
 	mustOK(t, db.SaveAttestation(ctx, third, second.Hash, nil))
+	if got, err := db.LatestAttestation(ctx, n.ID); err != nil || got.ChallengeRunner != idlegrid.RunnerCUDA || got.Signature != third.Signature {
+		t.Fatalf("LatestAttestation = %+v, %v, want the third signature with runner cuda", got, err)
+	}
 
 	hist, err := db.ListAttestations(ctx, n.ID, 0)
 	mustOK(t, err)
