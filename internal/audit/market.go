@@ -65,6 +65,73 @@ func DisputeEntry(d *idlegrid.Dispute, at time.Time) (Entry, error) {
 	return NewEntry(KindDispute, subjects, d, at)
 }
 
+// The trust events the store logs in the transaction that saves them.
+const (
+	// KindAttestation: a node presented a hardware fingerprint, with the
+	// changes from the one before.
+	KindAttestation Kind = "trust.attestation"
+	// KindChallenge: a hardware challenge was resolved: passed, failed
+	// (with the quarantine it caused), expired or unsupported.
+	KindChallenge Kind = "trust.challenge"
+)
+
+// attestationRecord is the payload of an attestation entry.
+type attestationRecord struct {
+	Attestation *idlegrid.Attestation     `json:"attestation"`
+	Changes     []idlegrid.HardwareChange `json:"changes,omitempty"`
+}
+
+// AttestationEntry is the entry of a fingerprint node presented, signed,
+// with the changes it flagged. Its subjects are the node and its
+// provider; its time is when the server received it.
+func AttestationEntry(a *idlegrid.Attestation, providerID string, changes []idlegrid.HardwareChange) (Entry, error) {
+	return NewEntry(KindAttestation, nonEmpty(a.NodeID, providerID), attestationRecord{Attestation: a, Changes: changes}, a.ReceivedAt)
+}
+
+// challengeRecord is the payload of a challenge entry.
+type challengeRecord struct {
+	Challenge  *idlegrid.Challenge  `json:"challenge"`
+	Quarantine *idlegrid.Quarantine `json:"quarantine,omitempty"`
+}
+
+// ChallengeEntry is the entry of a resolved challenge, with the
+// quarantine it caused. The answer's row hashes are left out, as the store
+// leaves them out: its digest stands for them, and a GPU-sized answer
+// (up to 16,384 hashes) would not fit an entry. So is the quarantine's
+// evidence, which is the challenge itself. Its subjects are the
+// challenge, its node and the node's provider; its time is the
+// resolution's.
+func ChallengeEntry(c *idlegrid.Challenge, q *idlegrid.Quarantine, providerID string) (Entry, error) {
+	kept := *c
+	if c.Answer != nil {
+		ans := *c.Answer
+		ans.RowHashes = nil
+		kept.Answer = &ans
+	}
+	var qk *idlegrid.Quarantine
+	if q != nil {
+		x := *q
+		x.Evidence = nil
+		qk = &x
+	}
+	at := c.IssuedAt
+	if c.ResolvedAt != nil {
+		at = *c.ResolvedAt
+	}
+	return NewEntry(KindChallenge, nonEmpty(c.ID, c.NodeID, providerID), challengeRecord{Challenge: &kept, Quarantine: qk}, at)
+}
+
+// nonEmpty returns the strings that are not empty.
+func nonEmpty(ss ...string) []string {
+	out := ss[:0:0]
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func leaseSubjects(l *idlegrid.Lease) []string {
 	var out []string
 	for _, s := range []string{l.ID, l.JobID, l.NodeID, l.RenterID, l.ProviderID} {

@@ -163,7 +163,6 @@ func (s *Server) Attest(ctx context.Context, req idlegrid.AttestRequest) (*idleg
 	if err := s.store.SaveAttestation(ctx, &a, prevHash, changes); err != nil {
 		return nil, err
 	}
-	s.auditAttestation(ctx, n, &a, changes)
 	for _, ch := range changes {
 		s.log.Warn("hardware changed", "node", n.ID, "kind", ch.Kind, "gpu", ch.GPUUUID, "before", ch.Before, "after", ch.After)
 	}
@@ -373,16 +372,11 @@ func quarantineFor(c *idlegrid.Challenge, failures []string, now time.Time) (*id
 	return &idlegrid.Quarantine{ID: idlegrid.NewID("qua"), NodeID: c.NodeID, Reason: reason, Evidence: evidence, Since: now}, nil
 }
 
-// afterChallenge logs an outcome (and appends it to the audit log), lets
+// afterChallenge logs an outcome (the store logged it to the audit log), lets
 // the engine drop a quarantined node and records the outcome in the
 // node's reputation.
 func (s *Server) afterChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine) {
 	s.log.Info("hardware challenge resolved", "node", c.NodeID, "challenge", c.ID, "state", c.State)
-	providerID := ""
-	if n, err := s.store.FindNode(ctx, c.NodeID); err == nil {
-		providerID = n.ProviderID
-	}
-	s.auditChallenge(ctx, c, q, providerID)
 	if q != nil {
 		s.log.Warn("node quarantined", "node", c.NodeID, "reason", q.Reason)
 		s.markNode(c.NodeID)

@@ -160,34 +160,9 @@ func (s *Server) auditHeadAt(ctx context.Context, size uint64) (uint64, audit.Ha
 	return size, root, err
 }
 
-// Trust events the coordinator logs beside the store's own entries
-// (docs/trust.md, "What the log holds"; level changes are the store's, in
-// the transaction that saves them). Each is appended (AppendAudit) right
-// after the change it records; a failure to log is logged, and does not
-// undo the change.
-const (
-	// KindAttestation: a node presented a hardware fingerprint, with the
-	// changes from the one before.
-	KindAttestation audit.Kind = "trust.attestation"
-	// KindChallenge: a hardware challenge was resolved: passed, failed
-	// (with the quarantine it caused), expired or unsupported.
-	KindChallenge audit.Kind = "trust.challenge"
-)
-
 // PolicySubject names the trust policy's entries in the audit log, so
 // that anyone can list every policy the market has run under.
 const PolicySubject = "trust-policy"
-
-// appendAudit appends e, made with err, and logs a failure.
-func (s *Server) appendAudit(ctx context.Context, what string, e audit.Entry, err error) {
-	if err == nil {
-		stored := &idlegrid.AuditEntry{Kind: string(e.Kind), Subjects: e.Subjects, Payload: e.Payload, At: e.At}
-		_, err = s.store.AppendAudit(context.WithoutCancel(ctx), []*idlegrid.AuditEntry{stored})
-	}
-	if err != nil {
-		s.log.Error("audit log", "entry", what, "err", err)
-	}
-}
 
 // policyRecord is the payload of a trust-policy entry: enough to name the
 // policy file exactly (its SHA-256) and read its rules.
@@ -220,37 +195,4 @@ func (s *Server) auditPolicy(ctx context.Context) error {
 	// and the audit entry is the record.
 	_, err = s.store.AppendAudit(ctx, []*idlegrid.AuditEntry{{Kind: string(e.Kind), Subjects: e.Subjects, Payload: e.Payload, At: e.At}})
 	return err
-}
-
-// attestationRecord is the payload of an attestation entry.
-type attestationRecord struct {
-	Attestation *idlegrid.Attestation     `json:"attestation"`
-	Changes     []idlegrid.HardwareChange `json:"changes,omitempty"`
-}
-
-// auditAttestation logs a fingerprint a node presented, signed, with the
-// changes it flagged.
-func (s *Server) auditAttestation(ctx context.Context, n *idlegrid.Node, a *idlegrid.Attestation, changes []idlegrid.HardwareChange) {
-	e, err := audit.NewEntry(KindAttestation, []string{n.ID, n.ProviderID}, attestationRecord{Attestation: a, Changes: changes}, a.ReceivedAt)
-	s.appendAudit(ctx, "attestation of "+n.ID, e, err)
-}
-
-// challengeRecord is the payload of a challenge entry.
-type challengeRecord struct {
-	Challenge  *idlegrid.Challenge  `json:"challenge"`
-	Quarantine *idlegrid.Quarantine `json:"quarantine,omitempty"`
-}
-
-// auditChallenge logs a resolved challenge with the quarantine it caused.
-func (s *Server) auditChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine, providerID string) {
-	at := s.Now()
-	if c.ResolvedAt != nil {
-		at = *c.ResolvedAt
-	}
-	subjects := []string{c.ID, c.NodeID}
-	if providerID != "" {
-		subjects = append(subjects, providerID)
-	}
-	e, err := audit.NewEntry(KindChallenge, subjects, challengeRecord{Challenge: c, Quarantine: q}, at)
-	s.appendAudit(ctx, "challenge "+c.ID, e, err)
 }

@@ -262,8 +262,8 @@ func TestServer_AuditTrustEvents(t *testing.T) {
 			}
 			return n
 		}
-		if count(string(server.KindAttestation)) != 1 || count(string(server.KindChallenge)) != 2 {
-			t.Errorf("barn-1's entries = %v, want one %s and two %s", kinds, server.KindAttestation, server.KindChallenge)
+		if count(string(audit.KindAttestation)) != 1 || count(string(audit.KindChallenge)) != 2 {
+			t.Errorf("barn-1's entries = %v, want one %s and two %s", kinds, audit.KindAttestation, audit.KindChallenge)
 		}
 		// A newcomer holds level 1 under levelsByScore; the failed challenge
 		// quarantines barn-1, which demotes it to level 0.

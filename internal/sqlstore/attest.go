@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/audit"
 )
 
 var _ idlegrid.AttestationStore = (*DB)(nil)
 
 // SaveAttestation stores a as the node's current fingerprint, with the
-// changes from the fingerprint prevHash names.
+// changes from the fingerprint prevHash names, and logs it to the audit
+// log in the same transaction (audit.AttestationEntry).
 func (db *DB) SaveAttestation(ctx context.Context, a *idlegrid.Attestation, prevHash string, changes []idlegrid.HardwareChange) error {
 	if a.Hash == "" || a.NodeID == "" {
 		return idlegrid.Invalid("attestation", "node and hash are required")
@@ -22,11 +24,12 @@ func (db *DB) SaveAttestation(ctx context.Context, a *idlegrid.Attestation, prev
 		return err
 	}
 	return db.update(ctx, func(tx *sql.Tx) error {
-		if _, err := findNode(ctx, tx, a.NodeID); err != nil {
+		n, err := findNodeState(ctx, tx, a.NodeID)
+		if err != nil {
 			return err
 		}
 		var cur string
-		err := tx.QueryRowContext(ctx, `SELECT hash FROM attestations WHERE node_id = $1 AND is_current`, a.NodeID).Scan(&cur)
+		err = tx.QueryRowContext(ctx, `SELECT hash FROM attestations WHERE node_id = $1 AND is_current`, a.NodeID).Scan(&cur)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -53,7 +56,7 @@ func (db *DB) SaveAttestation(ctx context.Context, a *idlegrid.Attestation, prev
 				return err
 			}
 		}
-		return nil
+		return appendAudit(tx)(audit.AttestationEntry(a, n.ProviderID, changes))
 	})
 }
 
@@ -225,7 +228,9 @@ func (db *DB) ListChallenges(ctx context.Context, f idlegrid.ChallengeFilter) ([
 	return out, err
 }
 
-// ResolveChallenge stores c's outcome if it is still issued, and q with it.
+// ResolveChallenge stores c's outcome if it is still issued, and q with
+// it, and logs both to the audit log in the same transaction
+// (audit.ChallengeEntry).
 func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine) error {
 	if c.State == idlegrid.ChallengeIssued || c.ResolvedAt == nil {
 		return idlegrid.Invalid("challenge.state", "a resolution needs a final state and a time")
@@ -256,10 +261,16 @@ func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *id
 		}); err != nil {
 			return err
 		}
-		if q == nil {
-			return nil
+		n, err := findNodeState(ctx, tx, c.NodeID)
+		if err != nil {
+			return err
 		}
-		return quarantine(ctx, tx, q)
+		if q != nil {
+			if err := quarantine(ctx, tx, q); err != nil {
+				return err
+			}
+		}
+		return appendAudit(tx)(audit.ChallengeEntry(c, q, n.ProviderID))
 	})
 }
 

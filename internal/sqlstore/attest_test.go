@@ -3,11 +3,13 @@ package sqlstore_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/audit"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
 )
 
@@ -62,6 +64,29 @@ func testAttestations(t *testing.T, db *sqlstore.DB) {
 		t.Fatalf("ListHardwareChanges = %+v, want the VBIOS change with its evidence", gotChanges)
 	}
 	wantCode(t, db.SaveAttestation(ctx, attestationOf(&idlegrid.Node{ID: "node_missing"}, t0, n.GPUs[0]), "", nil), idlegrid.ENOTFOUND)
+
+	// Each attestation saved is in the audit log, for the node and its
+	// provider; the refused ones are not.
+	for _, subject := range []string{n.ID, p.ID} {
+		logged := auditKinds(t, db, subject, audit.KindAttestation)
+		if len(logged) != 3 || !strings.Contains(string(logged[1].Payload), `"changes":[`) {
+			t.Fatalf("%s's attestation entries = %d, want 3, the second with its change", subject, len(logged))
+		}
+	}
+}
+
+// auditKinds returns the audit entries of kind that name subject.
+func auditKinds(t *testing.T, db *sqlstore.DB, subject string, kind audit.Kind) []*idlegrid.AuditEntry {
+	t.Helper()
+	all, err := db.ListAuditEntries(context.Background(), idlegrid.AuditFilter{Subject: subject, Limit: 1000})
+	mustOK(t, err)
+	var out []*idlegrid.AuditEntry
+	for _, e := range all {
+		if e.Kind == string(kind) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func attestationOf(n *idlegrid.Node, signed time.Time, gpus ...idlegrid.GPU) *idlegrid.Attestation {
@@ -138,6 +163,23 @@ func testChallenges(t *testing.T, db *sqlstore.DB) {
 	if gotQ.ProviderID != p.ID || gotQ.Reason != q.Reason || string(gotQ.Evidence) != string(evidence) || !gotQ.Active() {
 		t.Fatalf("FindQuarantine = %+v, want the quarantine with its evidence", gotQ)
 	}
+
+	// Each outcome is in the audit log, for the challenge, node and
+	// provider, the failure with its quarantine; the refused ones are not.
+	logged := auditKinds(t, db, p.ID, audit.KindChallenge)
+	if len(logged) != 2 || !strings.Contains(string(logged[1].Payload), `"quarantine":{`) || strings.Contains(string(logged[0].Payload), "row_hashes") {
+		t.Fatalf("challenge entries = %d, want the pass then the failure with its quarantine, and no row hashes", len(logged))
+	}
+	if got := auditKinds(t, db, failed.ID, audit.KindChallenge); len(got) != 1 {
+		t.Fatalf("%s has %d challenge entries, want 1", failed.ID, len(got))
+	}
+
+	// An answer sized for a real GPU (16,384 row hashes) resolves: its
+	// hashes are not logged, the digest stands for them.
+	big := issue(at(3 * time.Minute))
+	big.State, big.ResolvedAt = idlegrid.ChallengePassed, ptr(at(4*time.Minute))
+	big.Answer = &idlegrid.ChallengeAnswer{RowHashes: make([]byte, 32*16384), Digest: "0123", ElapsedNanos: 30, VRAMMB: 80000}
+	mustOK(t, db.ResolveChallenge(ctx, big, nil))
 }
 
 func testQuarantine(t *testing.T, db *sqlstore.DB) {
