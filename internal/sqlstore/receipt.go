@@ -137,21 +137,18 @@ func lastReceiptsOf(ctx context.Context, tx *sql.Tx, leaseIDs []string, out map[
 	for i, id := range leaseIDs {
 		in[i] = a.add(id)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+receiptColumns+` FROM lease_receipts
+	last, err := queryAll(ctx, tx, scanReceiptPtr, `SELECT `+receiptColumns+` FROM lease_receipts
 		WHERE lease_id IN (`+strings.Join(in, ", ")+`)
 		AND seq = (SELECT MAX(m.seq) FROM lease_receipts m WHERE m.lease_id = lease_receipts.lease_id)`, a...)
-	if err != nil {
-		return err
+	for _, r := range last {
+		out[r.LeaseID] = r
 	}
-	defer rows.Close()
-	for rows.Next() {
-		r, err := scanReceipt(rows)
-		if err != nil {
-			return err
-		}
-		out[r.LeaseID] = &r
-	}
-	return rows.Err()
+	return err
+}
+
+func scanReceiptPtr(s scanner) (*idlegrid.Receipt, error) {
+	r, err := scanReceipt(s)
+	return &r, err
 }
 
 // ReceiptUsage returns the sum of the lease's receipts' GPU-seconds and its
