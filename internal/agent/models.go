@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/openai"
 )
 
 // Inference serving (docs/gateway.md). The config lists the models the
@@ -386,11 +387,17 @@ func answerWhole(w http.ResponseWriter, resp *http.Response) {
 	}
 }
 
+// copyBufs are copyFlushing's buffers: one a streamed answer would
+// otherwise be 32 KiB of garbage a request.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
 // copyFlushing copies src to w, flushing after every read, so that each
 // chunk of a stream goes on at once.
 func copyFlushing(w http.ResponseWriter, src io.Reader) {
 	rc := http.NewResponseController(w)
-	buf := make([]byte, 32<<10)
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
@@ -408,15 +415,15 @@ func copyFlushing(w http.ResponseWriter, src io.Reader) {
 	}
 }
 
-// renameModel sets a request body's model.
+// renameModel sets a request body's model, splicing the name in: the
+// rest of the body goes on byte for byte, without a decoding and an
+// encoding on every request.
 func renameModel(body []byte, model string) ([]byte, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return nil, errors.New("not a JSON object")
+	name, err := json.Marshal(model)
+	if err != nil {
+		return nil, err
 	}
-	name, _ := json.Marshal(model)
-	fields["model"] = name
-	return json.Marshal(fields)
+	return openai.SetField(body, "model", name)
 }
 
 func writeModelError(w http.ResponseWriter, status int, typ, msg string) {

@@ -273,6 +273,19 @@ func (r *reservation) done() {
 	}
 }
 
+// hold makes the reservation the request's charge, once it is known and
+// waits for the meter, which writes in batches: meanwhile the renter's
+// next request sees what this one cost, not its worst case.
+func (r *reservation) hold(charge idlegrid.Micros) {
+	r.a.mu.Lock()
+	r.a.reserved += charge - r.amount
+	r.a.mu.Unlock()
+	r.k.mu.Lock()
+	r.k.reserved += charge - r.amount
+	r.k.mu.Unlock()
+	r.amount = charge
+}
+
 // release frees the slot, if done has not, and the reservation, once the
 // charge (written, or refused) no longer needs it. charged is what was
 // written: it counts as spent until a read of the store holds it.

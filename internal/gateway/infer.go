@@ -240,7 +240,9 @@ func (x *exchange) open(parent context.Context, c *candidate) (*answer, *attempt
 		a.close()
 		return nil, fail(st, "%s", msg)
 	}
-	a.stall = time.AfterFunc(g.cfg.StallTimeout, func() { cancel(errStalled) })
+	if !a.complete { // a whole answer has nothing left to stall
+		a.stall = time.AfterFunc(g.cfg.StallTimeout, func() { cancel(errStalled) })
+	}
 	return a, nil
 }
 

@@ -164,6 +164,7 @@ func (x *exchange) meter(c *candidate, m openai.Metered, ttft, latency time.Dura
 	var t *idlegrid.Transfer
 	u.FeeMicros, t = x.g.rules.Inference(u, u.CreatedAt)
 	x.res.done()
+	x.res.hold(u.ChargeMicros)
 	x.g.meter.add(idlegrid.InferenceCharge{Usage: u, Transfer: t}, x.res)
 	smp := sample{latency: latency, ttft: ttft, tokens: in + out, charge: u.ChargeMicros}
 	if out > 0 && latency > ttft {

@@ -228,20 +228,25 @@ func decodeField(fields map[string]json.RawMessage, name string, v any) error {
 // Upstream returns the body to send to a model server: the renter's, less
 // the gateway's own "provider" field, and with a streamed request asking
 // for usage in its last chunk, which metering needs. A request that needs
-// neither change is sent byte for byte as it came.
+// neither change is sent byte for byte as it came; the changes are spliced
+// into the body (SetField, DeleteField), so its other fields keep their
+// bytes and order.
 func (r *Request) Upstream() ([]byte, error) {
 	_, hasProvider := r.fields["provider"]
-	if !hasProvider && (!r.Stream || r.IncludeUsage) {
+	addUsage := r.Stream && !r.IncludeUsage
+	if !hasProvider && !addUsage {
 		return r.body, nil
 	}
-	out := make(map[string]json.RawMessage, len(r.fields))
-	for k, v := range r.fields {
-		out[k] = v
+	body := r.body
+	var err error
+	if hasProvider {
+		if body, err = DeleteField(body, "provider"); err != nil {
+			return nil, err
+		}
 	}
-	delete(out, "provider")
-	if r.Stream && !r.IncludeUsage {
+	if addUsage {
 		so := map[string]json.RawMessage{}
-		if raw, ok := out["stream_options"]; ok && string(raw) != "null" {
+		if raw, ok := r.fields["stream_options"]; ok && string(raw) != "null" {
 			if err := json.Unmarshal(raw, &so); err != nil {
 				return nil, idlegrid.Invalid("stream_options", "%s", jsonProblem(err))
 			}
@@ -251,9 +256,11 @@ func (r *Request) Upstream() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		out["stream_options"] = b
+		if body, err = SetField(body, "stream_options", b); err != nil {
+			return nil, err
+		}
 	}
-	return json.Marshal(out)
+	return body, nil
 }
 
 // Body returns the request's body as the renter sent it.

@@ -31,6 +31,17 @@ type joinFrames struct {
 	header [yamuxHeaderSize]byte
 	want   int // the body length the held header announces; 0: none held
 	buf    []byte
+	// beforeClose runs as Close begins, before the WebSocket's close
+	// handshake (liveStreams.expireReads); nil: nothing.
+	beforeClose func()
+}
+
+// Close closes the connection, after beforeClose.
+func (j *joinFrames) Close() error {
+	if j.beforeClose != nil {
+		j.beforeClose()
+	}
+	return j.Conn.Close()
 }
 
 func (j *joinFrames) Write(p []byte) (int, error) {

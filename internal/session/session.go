@@ -110,6 +110,7 @@ func (c Config) withDefaults() Config {
 type Session struct {
 	nodeID  string
 	mux     *yamux.Session
+	live    *liveStreams // its open streams, whose reads expire when it closes
 	log     *slog.Logger
 	out     *http.Transport // requests to the peer, on streams this end opens (idle ones are reused)
 	opened  time.Time
@@ -137,12 +138,13 @@ func newSession(conn net.Conn, agentEnd bool, nodeID string, h http.Handler, c C
 	if agentEnd {
 		start = yamux.Client
 	}
-	mux, err := start(&joinFrames{Conn: conn}, cfg)
+	live := &liveStreams{}
+	mux, err := start(&joinFrames{Conn: conn, beforeClose: live.expireReads}, cfg)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("start session: %w", err)
 	}
-	s := &Session{nodeID: nodeID, mux: mux, log: c.Logger, opened: time.Now(), trouble: trouble, done: make(chan struct{})}
+	s := &Session{nodeID: nodeID, mux: mux, live: live, log: c.Logger, opened: time.Now(), trouble: trouble, done: make(chan struct{})}
 	s.reqCtx, s.cancelReq = context.WithCancel(context.Background())
 	s.out = &http.Transport{
 		DialContext:         s.dial,
@@ -161,7 +163,7 @@ func (s *Session) dial(context.Context, string, string) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open stream on the session: %w", err)
 	}
-	return st, nil
+	return s.live.add(st), nil
 }
 
 // serve answers the streams the peer opens until the session closes, then
@@ -183,7 +185,7 @@ func (s *Session) serve(h http.Handler, agentEnd bool) {
 		// end sets none.
 		srv.ReadHeaderTimeout, srv.IdleTimeout = 0, 0
 	}
-	_ = srv.Serve(s.mux) // returns when the session closes, and closes it
+	_ = srv.Serve(streamListener{s.mux, s.live}) // returns when the session closes, and closes it
 	s.cancelReq()
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
 	defer cancel()
