@@ -30,7 +30,9 @@ import (
 // Both collect the setup's garbage before the loop, and report the CPU
 // time the loop used per placement (cpu-µs/op) beside the wall-clock
 // placements/s and p99: on a machine shared with other work, the wall
-// clock also counts the time the others ran.
+// clock also counts the time the others ran. The engine's also reports
+// the share of placements priced against a shadow runner-up (shadow-%)
+// and their median latency (shadow-p50-µs).
 //
 // Run: go test -run '^$' -bench BenchmarkPlace -benchtime 200000x ./internal/market
 func BenchmarkPlace(b *testing.B) {
@@ -224,6 +226,7 @@ func benchEngine(b *testing.B, n int) {
 	target := held
 	clock := now
 	lat := make(latencies, 0, 1<<20)
+	var shadowLat latencies // placements priced against a shadow runner-up
 	waited, seq := 0, 0
 	e.Advance(clock) // the start of a pass: builds the index
 	runtime.GC()     // collect the setup's garbage outside the loop's time
@@ -260,8 +263,22 @@ func benchEngine(b *testing.B, n int) {
 			fifo = fifo[1:]
 		}
 		lat = append(lat, time.Since(t0))
+		if d.Placed() && d.Picks[0].ShadowRunnerUp {
+			shadowLat = append(shadowLat, lat[len(lat)-1])
+		}
 	}
 	lat.report(b, waited, cpu0)
+	shadowLat.reportShadow(b)
+}
+
+// reportShadow reports the share of placements priced against a shadow
+// runner-up (shadow-%) and their median latency (shadow-p50-µs).
+func (l latencies) reportShadow(b *testing.B) {
+	b.ReportMetric(100*float64(len(l))/float64(max(b.N, 1)), "shadow-%")
+	if len(l) > 0 {
+		slices.Sort(l)
+		b.ReportMetric(float64(l[len(l)/2].Nanoseconds())/1000, "shadow-p50-µs")
+	}
 }
 
 func benchNaive(b *testing.B, n int) {
