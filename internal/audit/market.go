@@ -56,13 +56,7 @@ func LeaseEntry(l *idlegrid.Lease, ev idlegrid.LeaseEvent) (Entry, error) {
 // the lease can each find it. The penalty's ledger transfer has its own
 // posting entry.
 func DisputeEntry(d *idlegrid.Dispute, at time.Time) (Entry, error) {
-	var subjects []string
-	for _, s := range []string{d.ID, d.ProviderID, d.RenterID, d.NodeID, d.LeaseID} {
-		if s != "" {
-			subjects = append(subjects, s)
-		}
-	}
-	return NewEntry(KindDispute, subjects, d, at)
+	return NewEntry(KindDispute, nonEmpty(d.ID, d.ProviderID, d.RenterID, d.NodeID, d.LeaseID), d, at)
 }
 
 // The trust events the store logs in the transaction that saves them.
@@ -123,7 +117,7 @@ func ChallengeEntry(c *idlegrid.Challenge, q *idlegrid.Quarantine, providerID st
 
 // nonEmpty returns the strings that are not empty.
 func nonEmpty(ss ...string) []string {
-	out := ss[:0:0]
+	var out []string
 	for _, s := range ss {
 		if s != "" {
 			out = append(out, s)
@@ -133,13 +127,7 @@ func nonEmpty(ss ...string) []string {
 }
 
 func leaseSubjects(l *idlegrid.Lease) []string {
-	var out []string
-	for _, s := range []string{l.ID, l.JobID, l.NodeID, l.RenterID, l.ProviderID} {
-		if s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
+	return nonEmpty(l.ID, l.JobID, l.NodeID, l.RenterID, l.ProviderID)
 }
 
 // NewEntry makes a valid entry of kind k about subjects, with v in canonical

@@ -3,7 +3,6 @@ package market_test
 import (
 	"fmt"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -79,13 +78,7 @@ func benchCalls(b *testing.B, n int) {
 		leases = leases[:0]
 		for _, p := range d.Picks {
 			seq++
-			started := clock
-			l := &idlegrid.Lease{ID: "bench-" + strconv.Itoa(seq), JobID: j.ID, NodeID: p.Node.ID,
-				Tier: j.Tier, State: idlegrid.LeaseRunning, CreatedAt: clock, StartedAt: &started, LimitSeconds: j.DurationSeconds}
-			for _, g := range p.GPUs {
-				l.GPUUUIDs = append(l.GPUUUIDs, g.UUID)
-			}
-			leases = append(leases, l)
+			leases = append(leases, placedLease(j, p, seq, clock))
 		}
 		c.lap(-1)
 		for _, l := range leases {

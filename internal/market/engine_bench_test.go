@@ -183,6 +183,18 @@ func benchJob(r *rand.Rand, id string) *idlegrid.Job {
 	return j
 }
 
+// placedLease is the running lease the coordinator would store for pick p
+// of job j, the seq-th of the benchmark.
+func placedLease(j *idlegrid.Job, p market.Pick, seq int, at time.Time) *idlegrid.Lease {
+	started := at
+	l := &idlegrid.Lease{ID: "bench-" + strconv.Itoa(seq), JobID: j.ID, NodeID: p.Node.ID,
+		Tier: j.Tier, State: idlegrid.LeaseRunning, CreatedAt: at, StartedAt: &started, LimitSeconds: j.DurationSeconds}
+	for _, g := range p.GPUs {
+		l.GPUUUIDs = append(l.GPUUUIDs, g.UUID)
+	}
+	return l
+}
+
 // latencies collects one sample per placement and reports the metrics.
 type latencies []time.Duration
 
@@ -243,12 +255,7 @@ func benchEngine(b *testing.B, n int) {
 			e.Commit(j, d, clock)
 			for _, p := range d.Picks {
 				seq++
-				started := clock
-				l := &idlegrid.Lease{ID: "bench-" + strconv.Itoa(seq), JobID: j.ID, NodeID: p.Node.ID,
-					Tier: j.Tier, State: idlegrid.LeaseRunning, CreatedAt: clock, StartedAt: &started, LimitSeconds: j.DurationSeconds}
-				for _, g := range p.GPUs {
-					l.GPUUUIDs = append(l.GPUUUIDs, g.UUID)
-				}
+				l := placedLease(j, p, seq, clock)
 				e.AddLease(l)
 				fifo = append(fifo, l)
 				held += len(l.GPUUUIDs)
