@@ -138,14 +138,35 @@ func parseClock(v string) (int, error) {
 // AvailableUntil returns the end of the span of availability that contains
 // now, merging windows that touch or overlap, capped at now+WindowHorizon.
 // It returns the zero time when the node is not available at now.
+//
+// It reads a few days first and the whole horizon only when the span runs
+// past them: a span that ends before the days read is exact, since every
+// window that could extend it starts before its end and so was read.
 func (s *Schedule) AvailableUntil(now time.Time) time.Time {
 	limit := now.Add(WindowHorizon)
 	if s.Mode == ScheduleAlways {
 		return limit
 	}
-	spans := s.spans(now.Add(-48*time.Hour), limit)
+	if near := now.Add(nearDays); near.Before(limit) {
+		if end := s.spanEnd(now, near); end.Before(near) {
+			return end
+		}
+	}
+	if end := s.spanEnd(now, limit); end.Before(limit) {
+		return end
+	}
+	return limit
+}
+
+// nearDays is how far AvailableUntil and NextOpening read before the
+// whole horizon: most windows end or open within it.
+const nearDays = 3 * 24 * time.Hour
+
+// spanEnd is the end of the merged span containing now among the windows
+// that intersect [now-48h, to), or the zero time when none contains now.
+func (s *Schedule) spanEnd(now, to time.Time) time.Time {
 	end := time.Time{}
-	for _, sp := range spans { // sorted by start; extend while contiguous
+	for _, sp := range s.spans(now.Add(-48*time.Hour), to) { // sorted by start; extend while contiguous
 		if end.IsZero() {
 			if !sp.Start.After(now) && sp.End.After(now) {
 				end = sp.End
@@ -154,19 +175,25 @@ func (s *Schedule) AvailableUntil(now time.Time) time.Time {
 			end = sp.End
 		}
 	}
-	if end.After(limit) {
-		return limit
-	}
 	return end
 }
 
 // NextOpening returns the start of the next window after now, or the zero
-// time when none opens within the horizon.
+// time when none opens within the horizon. Like AvailableUntil it reads a
+// few days first: every window opening in them was read, so the first
+// found there is the first.
 func (s *Schedule) NextOpening(now time.Time) time.Time {
 	if s.Mode == ScheduleAlways {
 		return now
 	}
-	for _, sp := range s.spans(now, now.Add(WindowHorizon)) {
+	if o := s.firstOpening(now, now.Add(nearDays)); !o.IsZero() {
+		return o
+	}
+	return s.firstOpening(now, now.Add(WindowHorizon))
+}
+
+func (s *Schedule) firstOpening(now, to time.Time) time.Time {
+	for _, sp := range s.spans(now, to) {
 		if sp.Start.After(now) {
 			return sp.Start
 		}
@@ -186,24 +213,20 @@ func (s *Schedule) spans(from, to time.Time) []OneOffWindow {
 			out = append(out, w)
 		}
 	}
+	weekly := s.compiledWeekly()
 	// Step by calendar date, not from one midnight to the next: where DST
 	// starts at midnight (America/Santiago), that midnight does not exist
 	// and time.Date normalizes it back into the day before.
 	y, mo, d := from.In(loc).Date()
 	for i := -1; time.Date(y, mo, d+i, 0, 0, 0, 0, loc).Before(to); i++ {
 		weekday := time.Date(y, mo, d+i, 12, 0, 0, 0, loc).Weekday() // noon always exists
-		for _, w := range s.Weekly {
-			if !w.on(weekday) {
+		for _, w := range weekly {
+			if w.days&(1<<weekday) == 0 {
 				continue
 			}
-			start, _ := parseClock(w.Start)
-			end, _ := parseClock(w.End)
-			if end <= start {
-				end += 24 * 60
-			}
 			sp := OneOffWindow{
-				Start: time.Date(y, mo, d+i, 0, start, 0, 0, loc),
-				End:   time.Date(y, mo, d+i, 0, end, 0, 0, loc),
+				Start: time.Date(y, mo, d+i, 0, w.start, 0, 0, loc),
+				End:   time.Date(y, mo, d+i, 0, w.end, 0, 0, loc),
 			}
 			if sp.End.After(from) && sp.Start.Before(to) {
 				out = append(out, sp)
@@ -211,6 +234,32 @@ func (s *Schedule) spans(from, to time.Time) []OneOffWindow {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
+	return out
+}
+
+// weeklyWindow is a WeeklyWindow read once: a bit per weekday and its
+// minutes after midnight, the end past the start.
+type weeklyWindow struct {
+	days       uint8
+	start, end int
+}
+
+func (s *Schedule) compiledWeekly() []weeklyWindow {
+	out := make([]weeklyWindow, 0, len(s.Weekly))
+	for _, w := range s.Weekly {
+		c := weeklyWindow{}
+		for d := time.Sunday; d <= time.Saturday; d++ {
+			if w.on(d) {
+				c.days |= 1 << d
+			}
+		}
+		c.start, _ = parseClock(w.Start)
+		c.end, _ = parseClock(w.End)
+		if c.end <= c.start {
+			c.end += 24 * 60
+		}
+		out = append(out, c)
+	}
 	return out
 }
 
