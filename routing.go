@@ -1,18 +1,23 @@
 package idlegrid
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // Routing is how the inference gateway chooses among the providers of a
 // model: the renter's "provider" object, in the style of OpenRouter
-// (docs/gateway.md). A request may carry its own; an API key may carry
-// defaults (KeyRouting), which apply to every request the key sends, each
-// field giving way to the same field of the request's own object.
+// (docs/gateway.md). A request may carry its own (ParseRouting reads it);
+// an API key may carry defaults (KeyRouting), which apply to every request
+// the key sends, each field giving way to the same field of the request's
+// own object (openai.WithDefaults). Provider names are node IDs or
+// provider account IDs.
 type Routing struct {
 	// Sort orders the providers: price, latency or throughput. Empty: the
 	// gateway's default, price weighted by load and reliability.
@@ -34,7 +39,7 @@ type Routing struct {
 }
 
 // RoutingMaxPrice caps the prices per million tokens; nil: no cap. In JSON
-// each is a decimal amount, "1.50" or 1.5, as in a request's max_price.
+// each is a decimal amount, "1.50" or 1.5, read as text, never a float.
 type RoutingMaxPrice struct {
 	Prompt     *Micros
 	Completion *Micros
@@ -107,8 +112,8 @@ func (r *Routing) IsZero() bool {
 }
 
 type routingMaxPriceJSON struct {
-	Prompt     json.Number `json:"prompt,omitempty"`
-	Completion json.Number `json:"completion,omitempty"`
+	Prompt     json.RawMessage `json:"prompt,omitempty"`
+	Completion json.RawMessage `json:"completion,omitempty"`
 }
 
 // MarshalJSON writes the prices as decimal strings, e.g. "1.500000", so
@@ -128,32 +133,84 @@ func (p RoutingMaxPrice) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads decimal amounts, as strings or numbers, never
-// through a float.
+// through a float. Its errors name fields within the routing object,
+// max_price.prompt; whoever reads the object puts its own name in front
+// (ParseRouting).
 func (p *RoutingMaxPrice) UnmarshalJSON(b []byte) error {
 	var j routingMaxPriceJSON
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.UseNumber()
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
-		return Invalid("routing.max_price", "want {\"prompt\": \"1.50\", \"completion\": \"2.00\"}: %s", strings.TrimPrefix(err.Error(), "json: "))
+		return Invalid("max_price", "want {\"prompt\": \"1.50\", \"completion\": \"2.00\"}: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	var err error
-	if p.Prompt, err = priceField("routing.max_price.prompt", j.Prompt); err != nil {
+	if p.Prompt, err = priceField("max_price.prompt", j.Prompt); err != nil {
 		return err
 	}
-	p.Completion, err = priceField("routing.max_price.completion", j.Completion)
+	p.Completion, err = priceField("max_price.completion", j.Completion)
 	return err
 }
 
-func priceField(field string, n json.Number) (*Micros, error) {
-	if n == "" {
+// priceField reads a price from its JSON, a number or a string holding
+// one (as json.Number takes them), whose text it parses; null or absent:
+// nil.
+func priceField(field string, raw json.RawMessage) (*Micros, error) {
+	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	m, err := ParseMicros(string(n))
-	if err != nil {
-		return nil, Invalid(field, "want a price per million tokens such as 1.50, with at most 6 decimals: %v", err)
+	text := string(raw)
+	if raw[0] == '"' && json.Unmarshal(raw, &text) != nil {
+		text = ""
+	}
+	m, err := ParseMicros(text)
+	if err != nil || !isJSONNumber(text) {
+		return nil, Invalid(field, "want a price per million tokens such as 1.50, with at most 6 decimals")
 	}
 	return &m, nil
+}
+
+func isJSONNumber(s string) bool {
+	return s != "" && (s[0] == '-' || s[0] >= '0' && s[0] <= '9') && strings.TrimSpace(s) == s && json.Valid([]byte(s))
+}
+
+// ParseRouting reads and checks a routing object, b, found at field: a
+// request's "provider", or "routing" for a key's default. Its errors name
+// the field within, e.g. provider.max_price.prompt or provider.only[2].
+func ParseRouting(field string, b []byte) (*Routing, error) {
+	var r Routing
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, routingJSONError(field, err)
+	}
+	if dec.More() {
+		return nil, Invalid(field, "has data after the object")
+	}
+	if err := r.Validate(field); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// routingJSONError names the field of a routing object that err, from
+// decoding it, is about.
+func routingJSONError(field string, err error) error {
+	var e *Error
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &e) && e.Field != "":
+		named := *e
+		named.Field = field + "." + e.Field
+		return &named
+	case errors.As(err, &te) && te.Field != "":
+		return Invalid(field+"."+te.Field, "has the wrong type: got a JSON %s", te.Value)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if n, uerr := strconv.Unquote(name); uerr == nil {
+			return Invalid(field+"."+n, "unknown field; see docs/gateway.md for the routing fields")
+		}
+	}
+	return Invalid(field, "want a routing object: %s", strings.TrimPrefix(err.Error(), "json: "))
 }
 
 // KeyRouting is an API key's default routing for the inference requests it

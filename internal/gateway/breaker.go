@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +37,15 @@ type upstream struct {
 	ttftMS    float64   // EWMA; 0: unknown
 	tps       float64   // EWMA of completion tokens per second; 0: unknown
 	okRate    float64   // EWMA of successes, starting at 1
+	moves     breakerMoves
+}
+
+// breakerMoves counts a breaker's changes of state since the gateway
+// started: trips (to open from closed or half-open), half-opens (a
+// cooldown ended and a trial may go) and closes (a provider that had
+// tripped answered again).
+type breakerMoves struct {
+	trips, halfOpens, closes int64
 }
 
 // ewmaWeight is how much one new sample moves a moving average.
@@ -71,6 +82,7 @@ func (h *healthBook) allow(u *upstream) bool {
 			return false
 		}
 		u.state, u.trial = breakerHalfOpen, false
+		u.moves.halfOpens++
 		fallthrough
 	case breakerHalfOpen:
 		if u.trial {
@@ -99,6 +111,9 @@ func (h *healthBook) usable(u *upstream) bool {
 func (h *healthBook) success(u *upstream, ttft time.Duration, tps float64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.state != breakerClosed {
+		u.moves.closes++
+	}
 	u.state, u.failures, u.trial = breakerClosed, 0, false
 	u.okRate = ewma(u.okRate, 1)
 	u.ttftMS = ewma(u.ttftMS, float64(ttft)/float64(time.Millisecond))
@@ -108,13 +123,18 @@ func (h *healthBook) success(u *upstream, ttft time.Duration, tps float64) {
 }
 
 // failure records a request the provider failed; the breaker opens after
-// enough in a row, or at once when the trial of a half-open one fails.
+// enough in a row, or at once when the trial of a half-open one fails. A
+// failure while it is open already (a request sent before it tripped)
+// extends the cooldown but is no new trip.
 func (h *healthBook) failure(u *upstream) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.failures++
 	u.okRate = ewma(u.okRate, 0)
 	if u.state == breakerHalfOpen || u.failures >= h.failures {
+		if u.state != breakerOpen {
+			u.moves.trips++
+		}
 		u.state, u.openUntil, u.trial = breakerOpen, h.clock.Now().Add(h.cooldown), false
 	}
 }
@@ -134,6 +154,31 @@ func (u *upstream) snapshot() (ttftMS, tps, okRate float64, state breakerState) 
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.ttftMS, u.tps, u.okRate, u.state
+}
+
+// breakers returns every breaker that has ever tripped, by node and model.
+func (h *healthBook) breakers() []BreakerStats {
+	var out []BreakerStats
+	h.m.Range(func(k, v any) bool {
+		u := v.(*upstream)
+		u.mu.Lock()
+		st, mv := u.state, u.moves
+		u.mu.Unlock()
+		if mv.trips == 0 {
+			return true
+		}
+		node, model, _ := strings.Cut(k.(string), "/")
+		out = append(out, BreakerStats{NodeID: node, Model: model, State: st.String(),
+			Trips: mv.trips, HalfOpens: mv.halfOpens, Closes: mv.closes})
+		return true
+	})
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].NodeID != out[j].NodeID {
+			return out[i].NodeID < out[j].NodeID
+		}
+		return out[i].Model < out[j].Model
+	})
+	return out
 }
 
 func ewma(old, sample float64) float64 {

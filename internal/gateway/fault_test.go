@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -153,6 +154,12 @@ func TestGateway_circuitBreaker(t *testing.T) {
 	if got := p.A.Calls.Load(); got != 2 {
 		t.Fatalf("alpha got %d calls, want 2 before its breaker opens", got)
 	}
+	t.Run("stats count the trip", func(t *testing.T) {
+		want := []gateway.BreakerStats{{NodeID: p.NodeA.NodeID, Model: testModel, State: "open", Trips: 1}}
+		if got := mustBreakers(t, p.fixture); !slices.Equal(got, want) {
+			t.Errorf("breakers = %+v, want %+v", got, want)
+		}
+	})
 	t.Run("open: alpha is skipped", func(t *testing.T) {
 		for range 3 {
 			if _, _, err := p.chat(t, cheapestFirst); err != nil {
@@ -176,7 +183,22 @@ func TestGateway_circuitBreaker(t *testing.T) {
 		if _, _, err := p.chat(t, cheapestFirst); err != nil || p.A.Served.Load() != 2 {
 			t.Errorf("after the trial alpha served %d, want 2 (%v)", p.A.Served.Load(), err)
 		}
+		want := []gateway.BreakerStats{{NodeID: p.NodeA.NodeID, Model: testModel, State: "closed", Trips: 1, HalfOpens: 1, Closes: 1}}
+		if got := mustBreakers(t, p.fixture); !slices.Equal(got, want) {
+			t.Errorf("breakers = %+v, want %+v", got, want)
+		}
 	})
+}
+
+// mustBreakers reads the breakers GET /v1/inference/stats lists.
+func mustBreakers(tb testing.TB, f *fixture) []gateway.BreakerStats {
+	tb.Helper()
+	var st gateway.StatsResponse
+	c := f.sdk(f.RenterKey)
+	if err := c.Get(context.Background(), "inference/stats", nil, &st); err != nil {
+		tb.Fatal(err)
+	}
+	return st.Breakers
 }
 
 func TestGateway_midStream(t *testing.T) {

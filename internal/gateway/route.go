@@ -43,7 +43,7 @@ func (e excluded) String() string {
 func (g *Gateway) plan(req *openai.Request, all []*provider, attempts int) ([]*candidate, excluded) {
 	p := req.Provider
 	if p == nil {
-		p = &openai.ProviderPrefs{}
+		p = &idlegrid.Routing{}
 	}
 	why := excluded{}
 	var cs []*candidate
@@ -72,7 +72,7 @@ func (g *Gateway) plan(req *openai.Request, all []*provider, attempts int) ([]*c
 }
 
 // refuse says why pr fails a hard constraint of the request, or "".
-func (g *Gateway) refuse(req *openai.Request, p *openai.ProviderPrefs, pr *provider) string {
+func (g *Gateway) refuse(req *openai.Request, p *idlegrid.Routing, pr *provider) string {
 	switch {
 	case req.Endpoint == openai.Embeddings && !pr.Model.Embeddings:
 		return "not serving embeddings"
@@ -84,15 +84,20 @@ func (g *Gateway) refuse(req *openai.Request, p *openai.ProviderPrefs, pr *provi
 		return "not in provider.only"
 	case slices.Contains(p.Ignore, pr.NodeID) || slices.Contains(p.Ignore, pr.ProviderID):
 		return "in provider.ignore"
-	case p.MaxPrice != nil && p.MaxPrice.PromptMicros >= 0 && pr.Model.InputMicrosPerMTokens > p.MaxPrice.PromptMicros:
+	case p.MaxPrice != nil && above(pr.Model.InputMicrosPerMTokens, p.MaxPrice.Prompt):
 		return "above the max prompt price"
-	case p.MaxPrice != nil && p.MaxPrice.CompletionMicros >= 0 && pr.Model.OutputMicrosPerMTokens > p.MaxPrice.CompletionMicros:
+	case p.MaxPrice != nil && above(pr.Model.OutputMicrosPerMTokens, p.MaxPrice.Completion):
 		return "above the max completion price"
 	}
 	if _, ok := g.cfg.Nodes.Dial(pr.NodeID); !ok {
 		return reasonNoSession
 	}
 	return ""
+}
+
+// above reports whether price is above limit; a nil limit is none.
+func above(price idlegrid.Micros, limit *idlegrid.Micros) bool {
+	return limit != nil && price > *limit
 }
 
 // order sorts the candidates for the request:
@@ -109,17 +114,17 @@ func (g *Gateway) refuse(req *openai.Request, p *openai.ProviderPrefs, pr *provi
 //
 // and, whatever the sort, the providers named in provider.order go first,
 // in that order. Saturated providers (load ≥ 1) always go after the rest.
-func order(cs []*candidate, p *openai.ProviderPrefs, prefix uint64) {
+func order(cs []*candidate, p *idlegrid.Routing, prefix uint64) {
 	price := func(c *candidate) float64 {
 		return float64(c.Model.InputMicrosPerMTokens + c.Model.OutputMicrosPerMTokens)
 	}
 	var key func(c *candidate) float64
 	switch p.Sort {
-	case openai.SortPrice:
+	case idlegrid.RoutingSortPrice:
 		key = func(c *candidate) float64 { return price(c) + c.load*1e-3 }
-	case openai.SortLatency:
+	case idlegrid.RoutingSortLatency:
 		key = func(c *candidate) float64 { return c.ttft * (1 + c.load) }
-	case openai.SortThroughput:
+	case idlegrid.RoutingSortThroughput:
 		key = func(c *candidate) float64 { return -c.tps / (1 + c.load) }
 	default:
 		key = func(c *candidate) float64 {

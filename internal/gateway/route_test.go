@@ -1,12 +1,12 @@
 package gateway
 
 import (
+	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
-	"github.com/idlegrid/idlegrid/internal/openai"
 )
 
 func mustCandidate(name string, in, out idlegrid.Micros, load, ttft, tps float64) *candidate {
@@ -39,14 +39,14 @@ func TestOrder(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name string
-		p    openai.ProviderPrefs
+		p    idlegrid.Routing
 		want string
 	}{
-		{"price", openai.ProviderPrefs{Sort: "price"}, "cheap-slow,mid,dear-fast,mid-full"},
-		{"latency", openai.ProviderPrefs{Sort: "latency"}, "dear-fast,mid,cheap-slow,mid-full"},
-		{"throughput", openai.ProviderPrefs{Sort: "throughput"}, "dear-fast,mid,cheap-slow,mid-full"},
-		{"default weighs price by load", openai.ProviderPrefs{}, "cheap-slow,mid,dear-fast,mid-full"},
-		{"order goes first", openai.ProviderPrefs{Sort: "price", Order: []string{"prov_dear-fast", "mid-full"}}, "dear-fast,mid-full,cheap-slow,mid"},
+		{"price", idlegrid.Routing{Sort: "price"}, "cheap-slow,mid,dear-fast,mid-full"},
+		{"latency", idlegrid.Routing{Sort: "latency"}, "dear-fast,mid,cheap-slow,mid-full"},
+		{"throughput", idlegrid.Routing{Sort: "throughput"}, "dear-fast,mid,cheap-slow,mid-full"},
+		{"default weighs price by load", idlegrid.Routing{}, "cheap-slow,mid,dear-fast,mid-full"},
+		{"order goes first", idlegrid.Routing{Sort: "price", Order: []string{"prov_dear-fast", "mid-full"}}, "dear-fast,mid-full,cheap-slow,mid"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cs := fresh()
@@ -59,7 +59,7 @@ func TestOrder(t *testing.T) {
 	t.Run("reliability", func(t *testing.T) {
 		cs := []*candidate{mustCandidate("flaky", 1, 1, 0, 0, 0), mustCandidate("solid", 2, 2, 0, 0, 0)}
 		cs[0].ok = 0.3
-		order(cs, &openai.ProviderPrefs{}, 0)
+		order(cs, &idlegrid.Routing{}, 0)
 		if got := names(cs); got != "solid,flaky" {
 			t.Errorf("order = %s, want the reliable one first despite its price", got)
 		}
@@ -70,7 +70,7 @@ func TestOrder(t *testing.T) {
 			var got string
 			for range 3 { // the same prefix always lands on the same node
 				cs := fresh()
-				order(cs, &openai.ProviderPrefs{}, prefix)
+				order(cs, &idlegrid.Routing{}, prefix)
 				if got != "" && cs[0].NodeID != got {
 					t.Fatalf("prefix %d went to %s, then %s", prefix, got, cs[0].NodeID)
 				}
@@ -86,7 +86,7 @@ func TestOrder(t *testing.T) {
 		}
 		off := false
 		cs := fresh()
-		order(cs, &openai.ProviderPrefs{Sticky: &off}, 12345)
+		order(cs, &idlegrid.Routing{Sticky: &off}, 12345)
 		if names(cs) != "cheap-slow,mid,dear-fast,mid-full" {
 			t.Errorf("sticky off still moved a provider: %s", names(cs))
 		}
@@ -141,6 +141,28 @@ func TestHealthBook_breaker(t *testing.T) {
 	h.success(u, time.Millisecond, 0)
 	if state() != breakerClosed || !h.allow(u) || !h.allow(u) {
 		t.Fatalf("a successful trial must close the breaker; state %v", state())
+	}
+	// Opened, failed its trial, reopened, half-opened again, closed.
+	want := []BreakerStats{{NodeID: "n", Model: "m", State: "closed", Trips: 2, HalfOpens: 2, Closes: 1}}
+	if got := h.breakers(); !reflect.DeepEqual(got, want) {
+		t.Errorf("breakers() = %+v, want %+v", got, want)
+	}
+}
+
+func TestHealthBook_breakers(t *testing.T) {
+	clock := &stepClock{now: time.Unix(1_800_000_000, 0)}
+	var h healthBook
+	h.init(clock, 2, 30*time.Second)
+	h.of("node_a/org/model-7b") // used, never failing: not listed
+	u := h.of("node_b/org/model-7b")
+	for range 2 {
+		h.allow(u)
+		h.failure(u)
+	}
+	h.failure(u) // a request sent before the trip fails late: no new trip
+	want := []BreakerStats{{NodeID: "node_b", Model: "org/model-7b", State: "open", Trips: 1}}
+	if got := h.breakers(); !reflect.DeepEqual(got, want) {
+		t.Errorf("breakers() = %+v, want %+v", got, want)
 	}
 }
 

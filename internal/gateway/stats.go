@@ -73,6 +73,33 @@ type ModelStats struct {
 // StatsResponse is the answer of GET /v1/inference/stats.
 type StatsResponse struct {
 	Models []ModelStats `json:"models"`
+	// Breakers are the circuit breakers that have tripped since the
+	// gateway started; one that never has is closed and not listed.
+	Breakers []BreakerStats `json:"breakers"`
+}
+
+// BreakerStats is one node's circuit breaker for one model: its state now
+// and its moves since the gateway started. Trips counts each opening, from
+// closed or from a failed half-open trial; HalfOpens each cooldown that
+// ended with a trial let through; Closes each return to closed, by a
+// trial or a late answer that succeeded.
+type BreakerStats struct {
+	NodeID    string `json:"node_id"`
+	Model     string `json:"model"`
+	State     string `json:"state"` // closed, open or half-open
+	Trips     int64  `json:"trips"`
+	HalfOpens int64  `json:"half_opens"`
+	Closes    int64  `json:"closes"`
+}
+
+// Breakers returns the circuit breakers that have tripped since the
+// gateway started, by node and model: what GET /v1/inference/stats lists.
+func (g *Gateway) Breakers() []BreakerStats {
+	out := g.health.breakers()
+	if out == nil {
+		out = []BreakerStats{}
+	}
+	return out
 }
 
 // snapshot computes every model's statistics.
@@ -127,9 +154,10 @@ func quantile(xs []float64, q float64) float64 {
 	return xs[min(max(i, 0), len(xs)-1)]
 }
 
-// serveStats answers GET /v1/inference/stats: every model's figures.
+// serveStats answers GET /v1/inference/stats: every model's figures and
+// the breakers that have tripped.
 func (g *Gateway) serveStats(w http.ResponseWriter, r *http.Request, c *apiKey) error {
-	writeJSON(w, http.StatusOK, StatsResponse{Models: g.stats.snapshot()})
+	writeJSON(w, http.StatusOK, StatsResponse{Models: g.stats.snapshot(), Breakers: g.Breakers()})
 	return nil
 }
 

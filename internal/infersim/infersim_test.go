@@ -39,7 +39,7 @@ func TestRun(t *testing.T) {
 		byName[p.Name] = p
 	}
 	b, g := byName["bad"], byName["good"]
-	t.Logf("bad provider: %d calls; failovers %d; breaker trips inferred %d", b.Calls, rep.Failovers, rep.BreakerTripsInferred)
+	t.Logf("bad provider: %d calls; failovers %d; breaker trips %d", b.Calls, rep.Failovers, rep.BreakerTrips)
 	t.Run("Failover", func(t *testing.T) {
 		if b.Calls == 0 || b.Served != 0 || b.Faults["500"] != b.Calls {
 			t.Fatalf("bad provider: %d calls, %d served, faults %v; want calls, each a 500", b.Calls, b.Served, b.Faults)
@@ -48,8 +48,17 @@ func TestRun(t *testing.T) {
 		if rep.Failovers != b.Calls || rep.ExtraAttempts != b.Calls {
 			t.Errorf("got %d failovers, %d extra attempts; want %d each, one per call to the bad provider", rep.Failovers, rep.ExtraAttempts, b.Calls)
 		}
-		if b.Calls >= 5 && rep.BreakerTripsInferred == 0 {
-			t.Errorf("%d failures in a row and no breaker trip inferred", b.Calls)
+		// The gateway's own count: every call to the bad provider failed,
+		// so it tripped once it had BreakerFailures (5) of them, and the
+		// good provider's never did.
+		if b.Calls >= 5 && b.BreakerTrips == 0 {
+			t.Errorf("%d failures in a row and no breaker trip counted", b.Calls)
+		}
+		if b.Calls < 5 && b.BreakerTrips != 0 {
+			t.Errorf("%d failures and %d breaker trips; fewer than 5 cannot trip it", b.Calls, b.BreakerTrips)
+		}
+		if g.BreakerTrips != 0 || rep.BreakerTrips != b.BreakerTrips {
+			t.Errorf("breaker trips: good %d, all %d; want none for the good provider, all the bad one's", g.BreakerTrips, rep.BreakerTrips)
 		}
 		if g.Served != len(reqs) {
 			t.Errorf("good provider served %d, want %d", g.Served, len(reqs))

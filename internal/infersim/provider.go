@@ -146,29 +146,27 @@ var DefaultFleet = []ProviderSpec{
 // provider is a running simulated provider: an OpenAI-compatible model
 // server on loopback whose speed and faults follow its spec.
 type provider struct {
-	spec     ProviderSpec
-	gpu      GPU
-	faults   Faults
-	seed     uint64
-	scale    float64 // ServiceSpeedup
-	models   map[string]bool
-	breakerN int // the gateway's BreakerFailures, for inferring its trips
+	spec   ProviderSpec
+	gpu    GPU
+	faults Faults
+	seed   uint64
+	scale  float64 // ServiceSpeedup
+	models map[string]bool
 
 	srv  *http.Server
 	url  string
 	done chan struct{}
 
-	mu      sync.Mutex
-	stats   ProviderReport
-	failRun int // failures in a row, in the order they happened here
+	mu    sync.Mutex
+	stats ProviderReport
 }
 
-func startProvider(spec ProviderSpec, models []string, seed uint64, scale float64, breakerN int) (*provider, error) {
+func startProvider(spec ProviderSpec, models []string, seed uint64, scale float64) (*provider, error) {
 	g, ok := GPUs[spec.GPU]
 	if !ok {
 		return nil, fmt.Errorf("provider %s: unknown GPU %q", spec.Name, spec.GPU)
 	}
-	p := &provider{spec: spec, gpu: g, faults: spec.Faults, seed: seed, scale: scale, models: map[string]bool{}, breakerN: breakerN, done: make(chan struct{})}
+	p := &provider{spec: spec, gpu: g, faults: spec.Faults, seed: seed, scale: scale, models: map[string]bool{}, done: make(chan struct{})}
 	for _, m := range models {
 		p.models[m] = true
 	}
@@ -314,10 +312,7 @@ func (p *provider) stream(w http.ResponseWriter, r *http.Request, req *chatReque
 	return true
 }
 
-// begin and end count a request as it arrives and as it ends. A run of
-// BreakerFailures failures in a row is counted as one breaker trip: the
-// gateway opens its breaker on the same count, so this infers its trips
-// from the provider's side.
+// begin and end count a request as it arrives and as it ends.
 func (p *provider) begin(fault string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -331,12 +326,8 @@ func (p *provider) end(ok bool, prompt, completion int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !ok {
-		if p.failRun++; p.failRun == p.breakerN {
-			p.stats.BreakerTripsInferred++
-		}
 		return
 	}
-	p.failRun = 0
 	p.stats.Served++
 	p.stats.InputTokens += int64(prompt)
 	p.stats.OutputTokens += int64(completion)

@@ -47,9 +47,10 @@ type Report struct {
 	// BrokenStreams broke off after their first byte, when failover is no
 	// longer possible.
 	BrokenStreams int `json:"broken_streams"`
-	// BreakerTripsInferred counts, per provider, runs of BreakerFailures
-	// failures in a row, the count at which the gateway opens a breaker.
-	BreakerTripsInferred int `json:"breaker_trips_inferred"`
+	// BreakerTrips is how often the gateway opened the providers' circuit
+	// breakers, by its own count (gateway.Gateway.Breakers), over all
+	// providers and models; ProviderReport.BreakerTrips is each provider's.
+	BreakerTrips int64 `json:"breaker_trips"`
 
 	Services  []ServiceReport  `json:"services"`
 	Providers []ProviderReport `json:"providers"`
@@ -102,7 +103,7 @@ type ProviderReport struct {
 	Calls                  int             `json:"calls"`  // requests that reached its model server
 	Served                 int             `json:"served"` // answered in full
 	Faults                 map[string]int  `json:"faults"` // drawn, by kind
-	BreakerTripsInferred   int             `json:"breaker_trips_inferred"`
+	BreakerTrips           int64           `json:"breaker_trips"`
 	InputTokens            int64           `json:"input_tokens"`
 	OutputTokens           int64           `json:"output_tokens"`
 	EarnedMicros           idlegrid.Micros `json:"earned_micros"` // pending and payable, from the ledger
@@ -217,19 +218,33 @@ func (m *market) money(ctx context.Context, rep *Report, results []result) error
 		rep.MeteredOutput += sr.OutputTokens
 	}
 	rep.MicrosPerMTokens = perMTokens(rep.ChargedMicros, rep.MeteredInput+rep.MeteredOutput)
+	trips := m.breakerTrips()
 	for _, p := range m.providers {
 		pr := p.report()
+		pr.BreakerTrips = trips[p]
 		bal, err := m.admin.Balance(ctx, m.accounts[p])
 		if err != nil {
 			return err
 		}
 		pr.EarnedMicros = bal.Pending + bal.Payable
 		rep.EarnedMicros += pr.EarnedMicros
-		rep.BreakerTripsInferred += pr.BreakerTripsInferred
+		rep.BreakerTrips += pr.BreakerTrips
 		rep.Providers = append(rep.Providers, pr)
 	}
 	rep.FeeMicros = rep.ChargedMicros - rep.EarnedMicros
 	return nil
+}
+
+// breakerTrips reads the gateway's count of circuit breaker trips, by
+// provider, over the models its node serves.
+func (m *market) breakerTrips() map[*provider]int64 {
+	out := map[*provider]int64{}
+	for _, b := range m.gw.Breakers() {
+		if p := m.byNode[b.NodeID]; p != nil {
+			out[p] += b.Trips
+		}
+	}
+	return out
 }
 
 func perMTokens(m idlegrid.Micros, tokens int64) idlegrid.Micros {
@@ -260,7 +275,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(tw, "replayed %d requests (%d streamed) of %.0fs of trace at speedup %g: %.1f req/s offered, %.0fs wall\n",
 		r.Requests, r.Streamed, r.TraceSeconds, r.Speedup, r.OfferedRPS, r.WallSeconds)
 	fmt.Fprintf(tw, "served %d; failed %d %s\n", r.Served, r.Requests-r.Served, errorList(r.Errors))
-	fmt.Fprintf(tw, "failovers %d (%d extra attempts); breaker trips (inferred) %d\n\n", r.Failovers, r.ExtraAttempts, r.BreakerTripsInferred)
+	fmt.Fprintf(tw, "failovers %d (%d extra attempts); breaker trips %d\n\n", r.Failovers, r.ExtraAttempts, r.BreakerTrips)
 	fmt.Fprintln(tw, "\tp50 ms\tp95 ms\tp99 ms")
 	for _, row := range []struct {
 		name string
@@ -277,7 +292,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintln(tw, "\nprovider\tGPU\tregion\t$ in/out per 1M\tprefill/decode tok/s\tcalls\tserved\tfaults drawn\tbreaker trips\tearned $")
 	for _, p := range r.Providers {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s / %s\t%.0f / %.0f\t%d\t%d\t%s\t%d\t%s\n", p.Name, p.GPU, p.Region, p.InputPrice, p.OutputPrice,
-			p.PrefillTokensPerSecond, p.DecodeTokensPerSecond, p.Calls, p.Served, errorList(p.Faults), p.BreakerTripsInferred, p.EarnedMicros)
+			p.PrefillTokensPerSecond, p.DecodeTokensPerSecond, p.Calls, p.Served, errorList(p.Faults), p.BreakerTrips, p.EarnedMicros)
 	}
 	fmt.Fprintf(tw, "\nledger: renters charged %s = providers earned %s + platform fee %s; usage records charge %s\n",
 		r.ChargedMicros, r.EarnedMicros, r.FeeMicros, r.UsageChargedMicros)

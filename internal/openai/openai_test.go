@@ -18,18 +18,18 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // parsed is what a golden file holds for one request: what the gateway
 // read from it, and the body it would send upstream, or the error.
 type parsed struct {
-	Endpoint     openai.Endpoint       `json:"endpoint"`
-	Model        string                `json:"model,omitempty"`
-	Stream       bool                  `json:"stream,omitempty"`
-	IncludeUsage bool                  `json:"include_usage,omitempty"`
-	MaxTokens    int64                 `json:"max_tokens,omitempty"`
-	PromptTokens int64                 `json:"prompt_tokens,omitempty"`
-	Sticky       bool                  `json:"has_prefix_hash,omitempty"`
-	Provider     *openai.ProviderPrefs `json:"provider,omitempty"`
-	MaxPrice     []idlegrid.Micros     `json:"max_price_micros,omitempty"`
-	Upstream     json.RawMessage       `json:"upstream,omitempty"`
-	Error        string                `json:"error,omitempty"`
-	ErrorField   string                `json:"error_field,omitempty"`
+	Endpoint     openai.Endpoint   `json:"endpoint"`
+	Model        string            `json:"model,omitempty"`
+	Stream       bool              `json:"stream,omitempty"`
+	IncludeUsage bool              `json:"include_usage,omitempty"`
+	MaxTokens    int64             `json:"max_tokens,omitempty"`
+	PromptTokens int64             `json:"prompt_tokens,omitempty"`
+	Sticky       bool              `json:"has_prefix_hash,omitempty"`
+	Provider     *idlegrid.Routing `json:"provider,omitempty"`
+	MaxPrice     []idlegrid.Micros `json:"max_price_micros,omitempty"` // -1: not set
+	Upstream     json.RawMessage   `json:"upstream,omitempty"`
+	Error        string            `json:"error,omitempty"`
+	ErrorField   string            `json:"error_field,omitempty"`
 }
 
 func endpointOf(name string) openai.Endpoint {
@@ -89,7 +89,7 @@ func mustSummarise(tb testing.TB, e openai.Endpoint, body []byte) []byte {
 		p.Model, p.Stream, p.IncludeUsage, p.MaxTokens = r.Model, r.Stream, r.IncludeUsage, r.MaxTokens
 		p.PromptTokens, p.Sticky, p.Provider = r.PromptTokens, r.PrefixHash != 0, r.Provider
 		if r.Provider != nil && r.Provider.MaxPrice != nil {
-			p.MaxPrice = []idlegrid.Micros{r.Provider.MaxPrice.PromptMicros, r.Provider.MaxPrice.CompletionMicros}
+			p.MaxPrice = []idlegrid.Micros{microsOrNone(r.Provider.MaxPrice.Prompt), microsOrNone(r.Provider.MaxPrice.Completion)}
 		}
 		up, err := r.Upstream()
 		if err != nil {
@@ -102,6 +102,13 @@ func mustSummarise(tb testing.TB, e openai.Endpoint, body []byte) []byte {
 		tb.Fatal(err)
 	}
 	return append(out, '\n')
+}
+
+func microsOrNone(m *idlegrid.Micros) idlegrid.Micros {
+	if m == nil {
+		return -1
+	}
+	return *m
 }
 
 func asError(err error, target **idlegrid.Error) bool {

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"hash/fnv"
@@ -35,54 +34,14 @@ type Request struct {
 	// PrefixHash identifies the prompt's first MaxPrefixBytes, for sticky
 	// routing; 0 when the prompt is empty.
 	PrefixHash uint64
-	// Provider is the renter's routing preferences; nil when absent.
-	Provider *ProviderPrefs
+	// Provider is the request's own "provider" object, the same routing
+	// object an API key may carry as its default (WithDefaults); nil when
+	// absent.
+	Provider *idlegrid.Routing
 
 	body   []byte
 	fields map[string]json.RawMessage
 }
-
-// ProviderPrefs are a request's routing preferences, in the style of
-// OpenRouter's "provider" object. Provider names are node IDs or provider
-// account IDs.
-type ProviderPrefs struct {
-	// Sort orders the providers by price (cheapest first), latency
-	// (fastest first) or throughput (most tokens per second first).
-	// Empty: the gateway's default, price weighted by load and reliability.
-	Sort string `json:"sort,omitempty"`
-	// Order is tried first, in this order, before the rest.
-	Order []string `json:"order,omitempty"`
-	// Only, when set, are the only providers allowed; Ignore are never used.
-	Only   []string `json:"only,omitempty"`
-	Ignore []string `json:"ignore,omitempty"`
-	// AllowFallbacks false allows one provider only: no failover.
-	AllowFallbacks *bool `json:"allow_fallbacks,omitempty"`
-	// Region and DataResidency are hard constraints: a provider outside
-	// them is never used, e.g. region ["eu-west"], data_residency ["EU"].
-	Region        []string `json:"region,omitempty"`
-	DataResidency []string `json:"data_residency,omitempty"`
-	// MaxPrice caps the price per million tokens, in units of account
-	// ("1.50" or 1.5).
-	MaxPrice *MaxPrice `json:"max_price,omitempty"`
-	// Sticky false turns off routing by prompt prefix; default on.
-	Sticky *bool `json:"sticky,omitempty"`
-}
-
-// MaxPrice caps a provider's prices per million tokens.
-type MaxPrice struct {
-	Prompt     json.Number `json:"prompt,omitempty"`
-	Completion json.Number `json:"completion,omitempty"`
-	// Parsed by ParseRequest; -1 when not set.
-	PromptMicros     idlegrid.Micros `json:"-"`
-	CompletionMicros idlegrid.Micros `json:"-"`
-}
-
-// Sort orders.
-const (
-	SortPrice      = "price"
-	SortLatency    = "latency"
-	SortThroughput = "throughput"
-)
 
 // ParseRequest reads a request body for endpoint e. A body that is not a
 // request of that endpoint is an EINVALID error naming the field.
@@ -175,42 +134,12 @@ func (r *Request) parseProvider() error {
 	if !ok || string(raw) == "null" {
 		return nil
 	}
-	var p ProviderPrefs
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(&p); err != nil {
-		return idlegrid.Invalid("provider", "%s; see docs/gateway.md for its fields", jsonProblem(err))
+	p, err := idlegrid.ParseRouting("provider", raw)
+	if err != nil {
+		return err
 	}
-	switch p.Sort {
-	case "", SortPrice, SortLatency, SortThroughput:
-	default:
-		return idlegrid.Invalid("provider.sort", "must be price, latency or throughput, got %q", p.Sort)
-	}
-	if p.MaxPrice != nil {
-		var err error
-		if p.MaxPrice.PromptMicros, err = priceOf("provider.max_price.prompt", p.MaxPrice.Prompt); err != nil {
-			return err
-		}
-		if p.MaxPrice.CompletionMicros, err = priceOf("provider.max_price.completion", p.MaxPrice.Completion); err != nil {
-			return err
-		}
-	}
-	r.Provider = &p
+	r.Provider = p
 	return nil
-}
-
-// priceOf reads a price per million tokens from its JSON text, never
-// through a float; -1 when absent.
-func priceOf(field string, n json.Number) (idlegrid.Micros, error) {
-	if n == "" {
-		return -1, nil
-	}
-	m, err := idlegrid.ParseMicros(string(n))
-	if err != nil || m < 0 {
-		return 0, idlegrid.Invalid(field, "want a price per million tokens such as 1.50, with at most 6 decimals")
-	}
-	return m, nil
 }
 
 // decodeField decodes fields[name] into v, when present and not null.

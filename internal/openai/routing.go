@@ -9,13 +9,21 @@ import "github.com/idlegrid/idlegrid"
 // sends replaces the key's whole, even an empty one, so that a request can
 // lift a key's "only"; each of max_price's two prices is a field of its
 // own. Neither p nor d is changed.
-func WithDefaults(p *ProviderPrefs, d *idlegrid.Routing) *ProviderPrefs {
+func WithDefaults(p, d *idlegrid.Routing) *idlegrid.Routing {
 	if d == nil || d.IsZero() {
 		return p
 	}
-	out := prefsOf(d)
+	out := *d
+	if m := d.MaxPrice; m != nil {
+		if m.Prompt == nil && m.Completion == nil {
+			out.MaxPrice = nil
+		} else {
+			mp := *m
+			out.MaxPrice = &mp
+		}
+	}
 	if p == nil {
-		return out
+		return &out
 	}
 	if p.Sort != "" {
 		out.Sort = p.Sort
@@ -37,32 +45,14 @@ func WithDefaults(p *ProviderPrefs, d *idlegrid.Routing) *ProviderPrefs {
 	if p.MaxPrice != nil {
 		mp := *p.MaxPrice
 		if out.MaxPrice != nil {
-			if mp.PromptMicros < 0 {
-				mp.Prompt, mp.PromptMicros = out.MaxPrice.Prompt, out.MaxPrice.PromptMicros
+			if mp.Prompt == nil {
+				mp.Prompt = out.MaxPrice.Prompt
 			}
-			if mp.CompletionMicros < 0 {
-				mp.Completion, mp.CompletionMicros = out.MaxPrice.Completion, out.MaxPrice.CompletionMicros
+			if mp.Completion == nil {
+				mp.Completion = out.MaxPrice.Completion
 			}
 		}
 		out.MaxPrice = &mp
 	}
-	return out
-}
-
-// prefsOf is a key's default routing as a request's preferences.
-func prefsOf(d *idlegrid.Routing) *ProviderPrefs {
-	p := &ProviderPrefs{
-		Sort: d.Sort, Order: d.Order, Only: d.Only, Ignore: d.Ignore, AllowFallbacks: d.AllowFallbacks,
-		Region: d.Region, DataResidency: d.DataResidency, Sticky: d.Sticky,
-	}
-	if m := d.MaxPrice; m != nil && (m.Prompt != nil || m.Completion != nil) {
-		p.MaxPrice = &MaxPrice{PromptMicros: -1, CompletionMicros: -1}
-		if m.Prompt != nil {
-			p.MaxPrice.PromptMicros = *m.Prompt
-		}
-		if m.Completion != nil {
-			p.MaxPrice.CompletionMicros = *m.Completion
-		}
-	}
-	return p
+	return &out
 }

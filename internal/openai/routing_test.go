@@ -16,7 +16,7 @@ func TestWithDefaults(t *testing.T) {
 		Sort: "price", Region: []string{"eu-west"}, Only: []string{"node_a"}, Sticky: &no,
 		MaxPrice: &idlegrid.RoutingMaxPrice{Prompt: m(2_000_000), Completion: m(4_000_000)},
 	}
-	parse := func(t *testing.T, provider string) *openai.ProviderPrefs {
+	parse := func(t *testing.T, provider string) *idlegrid.Routing {
 		t.Helper()
 		r, err := openai.ParseRequest(openai.ChatCompletions, []byte(`{"model":"m","messages":[{"role":"user","content":"Hi"}],"provider":`+provider+`}`))
 		if err != nil {
@@ -28,28 +28,56 @@ func TestWithDefaults(t *testing.T) {
 		name     string
 		provider string // the request's own; "null": none
 		key      *idlegrid.Routing
-		want     *openai.ProviderPrefs
+		want     *idlegrid.Routing
 	}{
-		{"no key default", `{"sort":"latency"}`, nil, &openai.ProviderPrefs{Sort: "latency"}},
+		{"no key default", `{"sort":"latency"}`, nil, &idlegrid.Routing{Sort: "latency"}},
 		{"neither", `null`, nil, nil},
-		{"the key's alone", `null`, key, &openai.ProviderPrefs{
+		{"the key's alone", `null`, key, &idlegrid.Routing{
 			Sort: "price", Region: []string{"eu-west"}, Only: []string{"node_a"}, Sticky: &no,
-			MaxPrice: &openai.MaxPrice{PromptMicros: 2_000_000, CompletionMicros: 4_000_000}}},
-		{"field by field", `{"sort":"latency","sticky":true,"only":[],"max_price":{"completion":"1.5"}}`, key, &openai.ProviderPrefs{
+			MaxPrice: &idlegrid.RoutingMaxPrice{Prompt: m(2_000_000), Completion: m(4_000_000)}}},
+		{"field by field", `{"sort":"latency","sticky":true,"only":[],"max_price":{"completion":"1.5"}}`, key, &idlegrid.Routing{
 			Sort: "latency", Region: []string{"eu-west"}, Only: []string{}, Sticky: &yes,
-			MaxPrice: &openai.MaxPrice{Completion: "1.5", PromptMicros: 2_000_000, CompletionMicros: 1_500_000}}},
-		{"an empty key default", `{"ignore":["node_b"]}`, &idlegrid.Routing{}, &openai.ProviderPrefs{Ignore: []string{"node_b"}}},
+			MaxPrice: &idlegrid.RoutingMaxPrice{Prompt: m(2_000_000), Completion: m(1_500_000)}}},
+		{"an empty max_price keeps the key's", `{"max_price":{}}`, key, &idlegrid.Routing{
+			Sort: "price", Region: []string{"eu-west"}, Only: []string{"node_a"}, Sticky: &no,
+			MaxPrice: &idlegrid.RoutingMaxPrice{Prompt: m(2_000_000), Completion: m(4_000_000)}}},
+		{"a key's empty max_price is none", `{"ignore":["node_b"]}`, &idlegrid.Routing{Sort: "price", MaxPrice: &idlegrid.RoutingMaxPrice{}},
+			&idlegrid.Routing{Sort: "price", Ignore: []string{"node_b"}}},
+		{"an empty key default", `{"ignore":["node_b"]}`, &idlegrid.Routing{}, &idlegrid.Routing{Ignore: []string{"node_b"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			req := parse(t, tt.provider)
-			before := cmp.Diff(nil, req)
+			before, keyBefore := cmp.Diff(nil, req), cmp.Diff(nil, tt.key)
 			got := openai.WithDefaults(req, tt.key)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("WithDefaults (-want +got):\n%s", diff)
 			}
 			if after := cmp.Diff(nil, req); after != before {
-				t.Errorf("WithDefaults changed the request's own preferences")
+				t.Errorf("WithDefaults changed the request's own routing")
+			}
+			if after := cmp.Diff(nil, tt.key); after != keyBefore {
+				t.Errorf("WithDefaults changed the key's default routing")
 			}
 		})
+	}
+}
+
+func TestParseRequest_provider(t *testing.T) {
+	for _, tt := range []struct{ provider, field string }{
+		{`{"sort":"cheapest"}`, "provider.sort"},
+		{`{"sorting":"price"}`, "provider.sorting"},
+		{`{"region":"eu-west"}`, "provider.region"},
+		{`{"only":["node_a","node_a"]}`, "provider.only[1]"},
+		{`{"ignore":[" "]}`, "provider.ignore[0]"},
+		{`{"max_price":{"prompt":"1.2345678"}}`, "provider.max_price.prompt"},
+		{`{"max_price":{"completion":-1}}`, "provider.max_price.completion"},
+		{`{"max_price":{"input":1}}`, "provider.max_price"},
+		{`["price"]`, "provider"},
+	} {
+		_, err := openai.ParseRequest(openai.ChatCompletions, []byte(`{"model":"m","messages":[{"role":"user","content":"Hi"}],"provider":`+tt.provider+`}`))
+		e, ok := err.(*idlegrid.Error)
+		if !ok || e.Code != idlegrid.EINVALID || e.Field != tt.field {
+			t.Errorf("provider %s: error %v, want EINVALID on %s", tt.provider, err, tt.field)
+		}
 	}
 }
