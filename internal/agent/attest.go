@@ -13,6 +13,7 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/challenge"
+	"github.com/idlegrid/idlegrid/internal/gpu"
 	"github.com/idlegrid/idlegrid/internal/gpu/cuda"
 	"github.com/idlegrid/idlegrid/internal/gpu/fake"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
@@ -250,29 +251,71 @@ func (a *Agent) runOnGPU(ctx context.Context, c *idlegrid.Challenge, last *attes
 		ElapsedNanos: max(int64(res.Elapsed), 1), VRAMMB: res.VRAMMB}
 }
 
-// gpuBusy says which processes use the GPU, or "" when none but this one
-// does: another workload would slow the product and hold memory.
+// A GPU that drives a display always has graphics processes on it: the
+// display server and the compositor. A challenge runs beside them when
+// between them they hold at most DisplayMaxVRAMPercent of the GPU's
+// memory and the GPU is at most DisplayMaxUtilPct busy, a desktop at rest:
+// they then take neither the memory the challenge needs (runOnGPU checks
+// what others held when it ran) nor time enough to leave the model's band.
+// A compute process, or graphics ones beyond these bounds (a game), make
+// the GPU busy (docs/trust.md).
+const (
+	DisplayMaxVRAMPercent = 10
+	DisplayMaxUtilPct     = 10
+)
+
+// gpuBusy says why the GPU is not free to run a challenge, or "" when it
+// is (busyWith).
 func (a *Agent) gpuBusy(ctx context.Context, uuid string) string {
 	devs, err := a.det.Detect(ctx)
 	if err != nil {
 		return fmt.Sprintf("cannot tell whether GPU %s is busy: %v", uuid, err)
 	}
 	for _, d := range devs {
-		if d.UUID != uuid {
-			continue
+		if d.UUID == uuid {
+			return busyWith(d, os.Getpid())
 		}
-		var pids []int
-		for _, p := range d.Processes {
-			if p.PID != os.Getpid() {
-				pids = append(pids, p.PID)
-			}
-		}
-		if len(pids) > 0 {
-			return fmt.Sprintf("GPU %s is in use by %d other processes (PIDs %v)", uuid, len(pids), pids)
-		}
-		return ""
 	}
 	return fmt.Sprintf("GPU %s is not on this node now", uuid)
+}
+
+// busyWith says which processes other than self keep d busy, or "" when
+// none does: another compute workload would slow the product and hold
+// memory; a display's graphics processes do not while they stay within
+// DisplayMaxVRAMPercent and DisplayMaxUtilPct. A process of unknown kind
+// counts as compute.
+func busyWith(d gpu.Device, self int) string {
+	var compute, graphics []int
+	graphicsMB, unknownMB := 0, false
+	for _, p := range d.Processes {
+		switch {
+		case p.PID == self:
+		case p.GraphicsOnly():
+			graphics = append(graphics, p.PID)
+			graphicsMB += p.UsedMB
+			unknownMB = unknownMB || p.UsedMB <= 0
+		default:
+			compute = append(compute, p.PID)
+		}
+	}
+	switch {
+	case len(compute) > 0:
+		return fmt.Sprintf("GPU %s is in use by %d other processes (PIDs %v)", d.UUID, len(compute), compute)
+	case len(graphics) == 0:
+		return ""
+	}
+	if unknownMB { // the driver does not say what each holds: all that is in use bounds it
+		graphicsMB = max(graphicsMB, d.MemUsedMB)
+	}
+	if d.VRAMMB <= 0 || 100*graphicsMB > DisplayMaxVRAMPercent*d.VRAMMB {
+		return fmt.Sprintf("GPU %s is in use by %d graphics processes (PIDs %v) holding %d MB, more than %d%% of its %d MB",
+			d.UUID, len(graphics), graphics, graphicsMB, DisplayMaxVRAMPercent, d.VRAMMB)
+	}
+	if d.UtilPct > DisplayMaxUtilPct {
+		return fmt.Sprintf("GPU %s is %d%% busy drawing for %d graphics processes (PIDs %v), more than %d%%",
+			d.UUID, d.UtilPct, len(graphics), graphics, DisplayMaxUtilPct)
+	}
+	return ""
 }
 
 // errShape is a GPU result of the wrong size.

@@ -168,3 +168,98 @@ func TestAgent_settleRunner(t *testing.T) {
 		t.Errorf("no CUDA: runner %q, why %q; want none, saying CUDA is unavailable", last.runner, last.why)
 	}
 }
+
+// A GPU that drives a display runs its challenge beside the display
+// server and compositor while they hold little of its memory and draw
+// little; the answer is judged like any other.
+func TestAgent_runOnGPU_desktop(t *testing.T) {
+	ctx := context.Background()
+	det, err := fake.Parse("1xRTX4090", "desktop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, _ := det.Detect(ctx)
+	uuid := devs[0].UUID
+	const n = 128
+	c := testChallenge(n)
+	c.GPUUUID = uuid
+	spec, _ := challenge.LookupSpec(c.Model)
+	lo, hi := spec.Band(n)
+	c.MinNanos, c.MaxNanos = int64(lo), int64(hi)
+	a := &Agent{det: det, log: slog.New(slog.DiscardHandler)}
+	// What the GPU gives the challenge with the display's memory taken.
+	beside := func(displayMB int) *cpuChallenger {
+		res := honestResult(n)
+		res.FreeMBAtRun -= displayMB
+		res.VRAMMB -= displayMB
+		return &cpuChallenger{res: res}
+	}
+
+	det.SetProcesses(uuid, fake.Display(1700)...) // 7% of 24564 MB
+	ch := beside(1700)
+	ans := a.runOnGPU(ctx, c, &attestation{gpu: ch})
+	if ans.Unsupported != "" || ch.runs != 1 {
+		t.Fatalf("desktop at rest: answer unsupported %q after %d runs; want the challenge run", ans.Unsupported, ch.runs)
+	}
+	if v := challenge.Judge(c, &ans, []int{0, n - 1}); !v.Passed {
+		t.Fatalf("the coordinator would fail the desktop's answer: %v", v.Failures)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		set   func()
+		want  string
+		noRun bool
+	}{
+		{"a compute process too", func() {
+			det.SetProcesses(uuid, append(fake.Display(1700), gpu.Process{PID: 9001, Name: "python", UsedMB: 300, Kind: gpu.ProcessCompute})...)
+		}, "in use by 1 other processes (PIDs [9001])", true},
+		{"a game that only draws", func() {
+			det.SetProcesses(uuid, append(fake.Display(1700), gpu.Process{PID: 48721, Name: "game.x86_64", UsedMB: 9000, Kind: gpu.ProcessGraphics})...)
+		}, "3 graphics processes (PIDs [2143 2587 48721]) holding 10700 MB, more than 10% of its 24564 MB", true},
+		{"drawing hard", func() {
+			det.SetProcesses(uuid, fake.Display(1700)...)
+			det.SetUtil(uuid, 60)
+		}, "60% busy drawing", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			det.SetUtil(uuid, 0)
+			tc.set()
+			ch := beside(1700)
+			ans := a.runOnGPU(ctx, c, &attestation{gpu: ch})
+			if !strings.Contains(ans.Unsupported, tc.want) || ans.Digest != "" || (ch.runs > 0) == tc.noRun {
+				t.Fatalf("answer = %+v after %d runs, want unsupported saying %q, unrun", ans, ch.runs, tc.want)
+			}
+		})
+	}
+}
+
+func TestBusyWith(t *testing.T) {
+	const self = 4000
+	g := func(pid, mb int) gpu.Process { return gpu.Process{PID: pid, UsedMB: mb, Kind: gpu.ProcessGraphics} }
+	dev := func(util, memUsed int, ps ...gpu.Process) gpu.Device {
+		return gpu.Device{GPU: idlegrid.GPU{UUID: "GPU-1", VRAMMB: 10000}, UtilPct: util, MemUsedMB: memUsed, Processes: ps}
+	}
+	for _, tc := range []struct {
+		name string
+		d    gpu.Device
+		want string // "" when free
+	}{
+		{"idle", dev(0, 1), ""},
+		{"only this agent", dev(0, 1, gpu.Process{PID: self}), ""},
+		{"display at the bound", dev(DisplayMaxUtilPct, 1001, g(1, 600), g(2, 400)), ""},
+		{"display over the bound", dev(0, 1002, g(1, 600), g(2, 401)), "holding 1001 MB, more than 10% of its 10000 MB"},
+		{"display of unknown memory, little in use", dev(0, 700, g(1, 0)), ""},
+		{"display of unknown memory, much in use", dev(0, 3000, g(1, 0)), "holding 3000 MB"},
+		{"drawing over the bound", dev(DisplayMaxUtilPct+1, 101, g(1, 100)), "11% busy drawing for 1 graphics processes"},
+		{"unknown kind counts as compute", dev(0, 101, gpu.Process{PID: 7, UsedMB: 100}), "in use by 1 other processes (PIDs [7])"},
+		{"memory unknown", gpu.Device{GPU: idlegrid.GPU{UUID: "GPU-1"}, Processes: []gpu.Process{g(1, 100)}}, "more than 10% of its 0 MB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := busyWith(tc.d, self)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("busyWith = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

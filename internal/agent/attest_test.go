@@ -20,6 +20,7 @@ import (
 	rtfake "github.com/idlegrid/idlegrid/internal/runtime/fake"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
 // The public client takes attestations and challenges for the agent.
@@ -41,7 +42,12 @@ func mustAttestServer(tb testing.TB, maxSize int) *attestServer {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { store.Close() })
-	srv, err := server.Open(server.Config{Store: store, SchedulePeriod: 50 * time.Millisecond, ChallengeMaxSize: maxSize})
+	// The agents' GPUs are simulated: let their passes verify hardware.
+	policy, err := trustpolicy.Parse([]byte("version: 2\nchallenges: {allow_simulated_runners: true}\n"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv, err := server.Open(server.Config{Store: store, SchedulePeriod: 50 * time.Millisecond, ChallengeMaxSize: maxSize, TrustPolicy: policy})
 	if err != nil {
 		tb.Fatal(err)
 	}

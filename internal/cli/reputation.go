@@ -136,9 +136,11 @@ func loadTrustPolicy(path string) (*trustpolicy.Policy, error) {
 
 // devTrustPolicy is the demo market's policy: the default, except that
 // newcomers may run gold jobs, since the demo's nodes are all new and gold
-// would otherwise wait until they had served 200 GPU-hours.
+// would otherwise wait until they had served 200 GPU-hours, and that the
+// demo's simulated GPUs, whose challenges are computed on the CPU, count
+// as verified hardware when they pass.
 func devTrustPolicy() *trustpolicy.Policy {
-	p, err := trustpolicy.Parse([]byte("version: 1\ngold: {min_level: 0}\n"))
+	p, err := trustpolicy.Parse([]byte("version: 2\ngold: {min_level: 0}\nchallenges: {allow_simulated_runners: true}\n"))
 	if err != nil {
 		panic("cli: the demo trust policy is invalid: " + err.Error())
 	}

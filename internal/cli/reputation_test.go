@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -55,7 +56,7 @@ func TestNodeReputation(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("got %s, want exit 0", r)
 		}
-		for _, want := range []string{"Score", "0.900", "0 (newcomer)", "version 1", "Formula", "score 0.900 = (good 0.0 + prior 9)",
+		for _, want := range []string{"Score", "0.900", "0 (newcomer)", fmt.Sprintf("version %d", trustpolicy.Version), "Formula", "score 0.900 = (good 0.0 + prior 9)",
 			"leases", "level 1 (established) needs 10 GPU-hours served, has 0", "What would raise the score:"} {
 			if !strings.Contains(r.out, want) {
 				t.Errorf("output lacks %q:\n%s", want, r.out)

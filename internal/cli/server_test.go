@@ -117,13 +117,13 @@ func (b *background) waitForMatch(t *testing.T, re *regexp.Regexp) string {
 	return got
 }
 
-// mustServer runs "idlegrid server" on a fresh SQLite file and returns its
-// URL and the bootstrapped admin key.
-func mustServer(t *testing.T) (url, adminKey string) {
+// mustServer runs "idlegrid server" on a fresh SQLite file, with flags
+// added, and returns its URL and the bootstrapped admin key.
+func mustServer(t *testing.T, flags ...string) (url, adminKey string) {
 	t.Helper()
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "admin.key")
-	b := startMain(t, "server", "--listen", "127.0.0.1:0", "--db", filepath.Join(dir, "idlegrid.db"), "--bootstrap-admin-key-file", keyFile)
+	b := startMain(t, append([]string{"server", "--listen", "127.0.0.1:0", "--db", filepath.Join(dir, "idlegrid.db"), "--bootstrap-admin-key-file", keyFile}, flags...)...)
 	url = b.waitForMatch(t, regexp.MustCompile(`^idlegrid server listening on (http://127\.0\.0\.1:\d+)\n`))
 	key, err := os.ReadFile(keyFile)
 	if err != nil {

@@ -70,7 +70,28 @@ type Process struct {
 	PID    int
 	Name   string // as the driver reports it: often the executable's path
 	UsedMB int    // GPU memory it holds; 0 when unknown
+	Kind   ProcessKind
 }
+
+// ProcessKind is how a process uses a GPU, as the driver lists it: NVML
+// has one list of compute processes and one of graphics processes, and
+// nvidia-smi marks each C, G or C+G.
+type ProcessKind string
+
+const (
+	// ProcessUnknown: the detector could not tell. Count it as compute.
+	ProcessUnknown ProcessKind = ""
+	// ProcessCompute holds a compute (CUDA) context, whether or not it
+	// also draws: a training job, a miner, a game listed as C+G.
+	ProcessCompute ProcessKind = "compute"
+	// ProcessGraphics holds only a graphics context: a display server, a
+	// compositor, a browser's GPU process, a game that only draws.
+	ProcessGraphics ProcessKind = "graphics"
+)
+
+// GraphicsOnly reports whether p only draws: the driver lists it as a
+// graphics process and not as a compute one.
+func (p Process) GraphicsOnly() bool { return p.Kind == ProcessGraphics }
 
 // applicationXids are Xid errors that a program, not the hardware, causes
 // (a bad memory access, an illegal instruction, a killed context). They

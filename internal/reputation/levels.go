@@ -72,8 +72,11 @@ type Standing struct {
 	Score            float64 `json:"score"`
 	GPUSecondsServed int64   `json:"gpu_seconds_served"`
 	HardwareVerified bool    `json:"hardware_verified"`
-	Quarantined      bool    `json:"quarantined"` // a quarantined node holds level 0
-	Current          int     `json:"current"`     // the level held now, for the demotion margin
+	// HardwareNote says why the hardware is not verified, when there is
+	// more to say than that its challenges have not all passed.
+	HardwareNote string `json:"hardware_note,omitempty"`
+	Quarantined  bool   `json:"quarantined"` // a quarantined node holds level 0
+	Current      int    `json:"current"`     // the level held now, for the demotion margin
 }
 
 // Assessment is a level with its reasons, in words: what the level rests on,
@@ -120,7 +123,11 @@ func (ls Levels) missing(r LevelRule, s Standing) []string {
 		out = append(out, fmt.Sprintf("%s GPU-hours served, has %s", trim(r.MinGPUHours), trim(h)))
 	}
 	if r.VerifiedHardware && !s.HardwareVerified {
-		out = append(out, "verified hardware: its challenges have not all passed yet")
+		why := "its challenges have not all passed yet"
+		if s.HardwareNote != "" {
+			why = s.HardwareNote
+		}
+		out = append(out, "verified hardware: "+why)
 	}
 	return out
 }

@@ -44,6 +44,10 @@ func TestLevels_Level(t *testing.T) {
 		}},
 		{"no margin for a promotion", Standing{Score: 0.905, GPUSecondsServed: 300 * hour, HardwareVerified: true, Current: 1}, 1, nil},
 		{"below the margin", Standing{Score: 0.899, GPUSecondsServed: 300 * hour, HardwareVerified: true, Current: 2}, 1, nil},
+		{"hardware unchecked", Standing{Score: 0.95, GPUSecondsServed: 300 * hour, Current: 2,
+			HardwareNote: "hardware could not be checked: 3 challenges in a row answered unsupported: busy"}, 0, []string{
+			"level 1 (established) needs verified hardware: hardware could not be checked: 3 challenges in a row answered unsupported: busy",
+		}},
 		{"quarantined", Standing{Score: 0.99, GPUSecondsServed: 3000 * hour, HardwareVerified: true, Quarantined: true, Current: 3}, 0, []string{
 			"quarantined: level 0 until the quarantine is lifted",
 		}},

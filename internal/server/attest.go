@@ -374,7 +374,9 @@ func quarantineFor(c *idlegrid.Challenge, failures []string, now time.Time) (*id
 
 // afterChallenge logs an outcome (the store logged it to the audit log), lets
 // the engine drop a quarantined node and records the outcome in the
-// node's reputation.
+// node's reputation. An unsupported answer is no fact either way, but the
+// node's level is assessed again: enough of them in a row leave its
+// hardware unverified (hardwareDoubt), a demotion recorded like any other.
 func (s *Server) afterChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine) {
 	s.log.Info("hardware challenge resolved", "node", c.NodeID, "challenge", c.ID, "state", c.State)
 	if q != nil {
@@ -384,16 +386,20 @@ func (s *Server) afterChallenge(ctx context.Context, c *idlegrid.Challenge, q *i
 			s.fakeHardware(ctx, c, q) // dispute.go
 		}
 	}
-	kind := reputation.FactChallengePassed
+	fact := func(kind reputation.FactKind) []idlegrid.ReputationFact {
+		return []idlegrid.ReputationFact{storedFact(c.NodeID, "challenge:"+c.ID, c.ID, reputation.Fact{Kind: kind, At: *c.ResolvedAt}, 1)}
+	}
+	var facts []idlegrid.ReputationFact
 	switch c.State {
 	case idlegrid.ChallengePassed:
+		facts = fact(reputation.FactChallengePassed)
 	case idlegrid.ChallengeFailed, idlegrid.ChallengeExpired:
-		kind = reputation.FactChallengeFailed
+		facts = fact(reputation.FactChallengeFailed)
+	case idlegrid.ChallengeUnsupported: // no evidence either way; the level is assessed again
 	default:
-		return // no evidence either way
+		return
 	}
-	fact := storedFact(c.NodeID, "challenge:"+c.ID, c.ID, reputation.Fact{Kind: kind, At: *c.ResolvedAt}, 1)
-	if err := s.recordFacts(ctx, c.NodeID, []idlegrid.ReputationFact{fact}, standingDelta{}); err != nil {
+	if err := s.recordFacts(ctx, c.NodeID, facts, standingDelta{}); err != nil {
 		s.log.Error("record challenge fact", "node", c.NodeID, "challenge", c.ID, "err", err)
 	}
 }
@@ -515,17 +521,25 @@ func (s *Server) NodeAttestation(ctx context.Context, nodeID string) (*idlegrid.
 			v.Quarantine = q
 		}
 	}
-	v.VerifiedNote = verifiedNote(v)
+	doubt, err := s.hardwareDoubt(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	v.VerifiedNote = verifiedNote(v, doubt)
 	return v, nil
 }
 
-// verifiedNote says in words where the node's hardware stands.
-func verifiedNote(v *idlegrid.NodeAttestationView) string {
+// verifiedNote says in words where the node's hardware stands; doubt is
+// why its challenges leave it unverified (hardwareDoubt), or "".
+func verifiedNote(v *idlegrid.NodeAttestationView, doubt string) string {
 	if v.Quarantine != nil {
 		return "quarantined: " + v.Quarantine.Reason + "; an admin can lift it (idlegrid node quarantine lift " + v.NodeID + ")"
 	}
 	if v.Current == nil {
 		return "not attested: the node's agent has not signed its hardware fingerprint; upgrade the agent"
+	}
+	if doubt != "" {
+		return "hardware not verified: " + doubt
 	}
 	for _, c := range v.Challenges {
 		switch c.State {

@@ -269,8 +269,12 @@ func (s *Server) saveNode(ctx context.Context, nodeID string, facts []idlegrid.R
 	if d.through.After(rep.UptimeThrough) {
 		rep.UptimeThrough = d.through
 	}
+	chk, err := s.nodeChecks(ctx, n)
+	if err != nil {
+		return nil, added, err
+	}
 	score, level := rep.Score, rep.Level
-	change, _ := s.restand(rep, ev, now, n.Quarantined)
+	change, _ := s.restand(rep, ev, now, chk)
 	if err := s.store.SaveReputation(ctx, &idlegrid.ReputationUpdate{Reputation: rep, Facts: facts, Change: change}); err != nil {
 		return nil, added, err
 	}
@@ -327,7 +331,7 @@ func (s *Server) saveProvider(ctx context.Context, providerID string, added prov
 		}
 		rep.GPUSecondsServed += added.served
 	}
-	change, _ := s.restand(rep, ev, now, false)
+	change, _ := s.restand(rep, ev, now, levelChecks{})
 	if err := s.store.SaveReputation(ctx, &idlegrid.ReputationUpdate{Reputation: rep, Change: change}); err != nil {
 		return err
 	}
@@ -364,12 +368,12 @@ func (s *Server) providerStanding(ctx context.Context, providerID string) (*idle
 // restand sets r's counts, score and level from ev at now, and returns the
 // level change to record, if any, with the assessment behind the level. A
 // quarantined node holds level 0.
-func (s *Server) restand(r *idlegrid.Reputation, ev reputation.Evidence, now time.Time, quarantined bool) (*idlegrid.LevelChange, reputation.Assessment) {
+func (s *Server) restand(r *idlegrid.Reputation, ev reputation.Evidence, now time.Time, chk levelChecks) (*idlegrid.LevelChange, reputation.Assessment) {
 	pol := s.trust.policy
 	ev = pol.Reputation.DecayedTo(ev, now)
 	r.Counts, r.CountsAt, r.UpdatedAt = countsOf(ev), ev.At, now
 	r.Score = pol.Reputation.Score(ev, now)
-	a := s.assess(r, ev, quarantined)
+	a := s.assess(r, ev, chk)
 	held := r.Level
 	r.Level, r.LevelName = a.Level, a.Name
 	c, ok := pol.Levels.ChangeOf(r.SubjectID, held, a, now)
@@ -380,16 +384,22 @@ func (s *Server) restand(r *idlegrid.Reputation, ev reputation.Evidence, now tim
 		From: c.From, To: c.To, FromName: c.FromName, ToName: c.ToName, Reasons: c.Reasons, At: c.At}, a
 }
 
-// assess is the level r earns with its score, what it served and ev.
-func (s *Server) assess(r *idlegrid.Reputation, ev reputation.Evidence, quarantined bool) reputation.Assessment {
-	return s.trust.policy.Levels.Level(reputation.Standing{Score: r.Score, GPUSecondsServed: r.GPUSecondsServed,
-		HardwareVerified: hardwareVerified(ev), Quarantined: quarantined, Current: r.Level})
+// assess is the level r earns with its score, what it served, ev and chk.
+func (s *Server) assess(r *idlegrid.Reputation, ev reputation.Evidence, chk levelChecks) reputation.Assessment {
+	st := reputation.Standing{Score: r.Score, GPUSecondsServed: r.GPUSecondsServed,
+		HardwareVerified: hardwareVerified(ev), Quarantined: chk.quarantined, Current: r.Level}
+	if st.HardwareVerified && chk.hardwareDoubt != "" {
+		st.HardwareVerified, st.HardwareNote = false, chk.hardwareDoubt
+	}
+	return s.trust.policy.Levels.Level(st)
 }
 
 // hardwareVerified: no hardware challenge failed (or went unanswered)
 // within about one half-life: the failed count, decayed, is below a half.
 // A node not challenged yet counts as verified; a failed challenge also
-// quarantines it (attest.go), which holds it at level 0 meanwhile.
+// quarantines it (attest.go), which holds it at level 0 meanwhile. What
+// the trust policy makes of passes at the simulated size and of
+// unsupported answers is hardwareDoubt's (hardware.go).
 func hardwareVerified(ev reputation.Evidence) bool { return ev.Challenges.Bad < 0.5 }
 
 func countsOf(ev reputation.Evidence) map[string]idlegrid.ReputationTally {
@@ -437,8 +447,14 @@ func (s *Server) measureUptime(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("node %s: %w", n.ID, err))
 			continue
 		}
-		if len(facts) == 0 && !s.stale(rep, now, n.Quarantined) {
-			continue
+		if len(facts) == 0 {
+			stale, err := s.stale(ctx, rep, n, now)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("node %s: %w", n.ID, err))
+			}
+			if !stale {
+				continue
+			}
 		}
 		if err := s.recordFacts(ctx, n.ID, facts, standingDelta{through: through}); err != nil {
 			errs = append(errs, fmt.Errorf("node %s: %w", n.ID, err))
@@ -506,21 +522,31 @@ func (s *Server) watchedSince(nodeID string) time.Time {
 	return time.Time{}
 }
 
-// stale reports whether a node's standing is due a save with no new fact:
-// it has none yet (its first carries its lease record over), or decay has
-// moved its score by a thousandth or more, or its level, since it was saved.
-func (s *Server) stale(r *idlegrid.Reputation, now time.Time, quarantined bool) bool {
+// stale reports whether node n's standing r is due a save with no new
+// fact: it has none yet (its first carries its lease record over), or
+// decay has moved its score by a thousandth or more, or its level, since
+// it was saved. Its challenges are read only when the level would move
+// without them: a doubt about its hardware only holds a level down, and
+// the answer that raises one restands the node itself (afterChallenge).
+func (s *Server) stale(ctx context.Context, r *idlegrid.Reputation, n *idlegrid.Node, now time.Time) (bool, error) {
 	if r == nil {
-		return true
+		return true, nil
 	}
 	ev := reputation.EvidenceOf(r)
 	score := s.trust.policy.Reputation.Score(ev, now)
 	if math.Abs(score-r.Score) >= 0.001 {
-		return true
+		return true, nil
 	}
 	moved := *r
 	moved.Score = score
-	return s.assess(&moved, ev, quarantined).Level != r.Level
+	if s.assess(&moved, ev, levelChecks{quarantined: n.Quarantined}).Level == r.Level {
+		return false, nil
+	}
+	chk, err := s.nodeChecks(ctx, n)
+	if err != nil {
+		return false, err
+	}
+	return s.assess(&moved, ev, chk).Level != r.Level, nil
 }
 
 // NodeReputation returns a node's reputation. Anyone signed in sees its
@@ -546,11 +572,15 @@ func (s *Server) NodeReputation(ctx context.Context, nodeID string) (*idlegrid.R
 	if err != nil {
 		return nil, err
 	}
-	v, a := s.viewOf(rep, reputation.EvidenceOf(rep), now, n.Quarantined)
+	chk, err := s.nodeChecks(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	v, a := s.viewOf(rep, reputation.EvidenceOf(rep), now, chk)
 	if !c.IsAdmin() && c.AccountID != n.ProviderID {
 		return v, nil
 	}
-	return v, s.detail(ctx, v, rep, reputation.EvidenceOf(rep), a, now, windowHours(&n.Schedule, now))
+	return v, s.detail(ctx, v, rep, reputation.EvidenceOf(rep), a, chk, now, windowHours(&n.Schedule, now))
 }
 
 // ProviderReputation returns a provider's reputation: its nodes' evidence
@@ -572,21 +602,21 @@ func (s *Server) ProviderReputation(ctx context.Context, providerID string) (*id
 	if err != nil {
 		return nil, err
 	}
-	v, a := s.viewOf(rep, ev, now, false)
+	v, a := s.viewOf(rep, ev, now, levelChecks{})
 	if !c.IsAdmin() && c.AccountID != providerID {
 		return v, nil
 	}
-	return v, s.detail(ctx, v, rep, ev, a, now, 0)
+	return v, s.detail(ctx, v, rep, ev, a, levelChecks{}, now, 0)
 }
 
 // viewOf is the public part of a view: the score as of now, the level in
 // force and its badges.
-func (s *Server) viewOf(rep *idlegrid.Reputation, ev reputation.Evidence, now time.Time, quarantined bool) (*idlegrid.ReputationView, reputation.Assessment) {
+func (s *Server) viewOf(rep *idlegrid.Reputation, ev reputation.Evidence, now time.Time, chk levelChecks) (*idlegrid.ReputationView, reputation.Assessment) {
 	pol := s.trust.policy
 	score := pol.Reputation.Score(ev, now)
 	current := *rep
 	current.Score = score
-	a := s.assess(&current, pol.Reputation.DecayedTo(ev, now), quarantined)
+	a := s.assess(&current, pol.Reputation.DecayedTo(ev, now), chk)
 	v := &idlegrid.ReputationView{Subject: rep.Subject, SubjectID: rep.SubjectID, ProviderID: rep.ProviderID,
 		Score: score, Level: rep.Level, LevelName: pol.Levels.Name(rep.Level), AsOf: now,
 		PolicyVersion: pol.Version, PolicySHA256: pol.SHA256}
@@ -594,7 +624,7 @@ func (s *Server) viewOf(rep *idlegrid.Reputation, ev reputation.Evidence, now ti
 	if pol.Gold.Allows(rep.Level) {
 		v.Badges = append(v.Badges, "gold")
 	}
-	if ev.Challenges.Good > 0 && ev.Challenges.Bad == 0 {
+	if ev.Challenges.Good > 0 && ev.Challenges.Bad == 0 && chk.hardwareDoubt == "" {
 		v.Badges = append(v.Badges, "hardware-verified")
 	}
 	return v, a
@@ -602,12 +632,12 @@ func (s *Server) viewOf(rep *idlegrid.Reputation, ev reputation.Evidence, now ti
 
 // detail fills in the evidence behind v, for its owner.
 func (s *Server) detail(ctx context.Context, v *idlegrid.ReputationView, rep *idlegrid.Reputation, ev reputation.Evidence,
-	a reputation.Assessment, now time.Time, windowHours float64) error {
+	a reputation.Assessment, chk levelChecks, now time.Time, windowHours float64) error {
 	pol := s.trust.policy
 	p := pol.Reputation
 	d := &idlegrid.ReputationDetail{
 		Formula: p.Formula(ev, now), GPUHoursServed: float64(rep.GPUSecondsServed) / 3600,
-		HardwareVerified: hardwareVerified(ev), LevelReasons: a.Reasons,
+		HardwareVerified: hardwareVerified(ev) && chk.hardwareDoubt == "", LevelReasons: a.Reasons,
 	}
 	decayed := p.DecayedTo(ev, now)
 	for _, dim := range reputation.Dimensions {

@@ -19,6 +19,7 @@ func FuzzParse(f *testing.F) {
 		"version: 1\nreputation: {half_life: 0, prior: {good: 1, bad: 0}}\n",
 		"version: 1\nx: &a [*a]\n",
 		"version: 1\ngold: !!binary aGVsbG8=\n",
+		"version: 2\nchallenges: {allow_simulated_runners: true, unverified_after_unsupported: 5}\n",
 	} {
 		f.Add([]byte(s))
 	}

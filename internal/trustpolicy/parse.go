@@ -64,14 +64,15 @@ func Parse(data []byte) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkVersion(root); err != nil {
+	version, err := checkVersion(root)
+	if err != nil {
 		return nil, err
 	}
 	f, err := defaultFile()
 	if err != nil {
 		return nil, err
 	}
-	if err := decode(root, reflect.ValueOf(f).Elem(), ""); err != nil {
+	if err := decode(root, reflect.ValueOf(f).Elem(), "", version); err != nil {
 		return nil, err
 	}
 	p, err := f.policy()
@@ -104,26 +105,27 @@ func document(data []byte) (*yaml.Node, error) {
 
 // checkVersion checks the version before anything else, so that a newer
 // file fails on its version, not on the first key this build does not know.
-func checkVersion(root *yaml.Node) error {
+func checkVersion(root *yaml.Node) (int, error) {
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		if k, v := root.Content[i], root.Content[i+1]; k.Value == "version" {
 			n, err := strconv.Atoi(v.Value)
 			if v.Kind != yaml.ScalarNode || err != nil {
-				return idlegrid.Invalid("version", "line %d: must be a whole number, got %q", v.Line, v.Value)
-			} else if n != Version {
-				return idlegrid.Invalid("version", "line %d: this build reads version %d policies, got %d", v.Line, Version, n)
+				return 0, idlegrid.Invalid("version", "line %d: must be a whole number, got %q", v.Line, v.Value)
+			} else if n < 1 || n > Version {
+				return 0, idlegrid.Invalid("version", "line %d: this build reads version 1 to %d policies, got %d", v.Line, Version, n)
 			}
-			return nil
+			return n, nil
 		}
 	}
-	return idlegrid.Invalid("version", "required: \"version: %d\"", Version)
+	return 0, idlegrid.Invalid("version", "required: \"version: %d\"", Version)
 }
 
 // scalar is a value read from one YAML scalar by its own rules.
 type scalar interface{ parseScalar(s string) error }
 
-// decode sets v from n, by v's yaml tags, naming path in every error.
-func decode(n *yaml.Node, v reflect.Value, path string) error {
+// decode sets v from n, by v's yaml tags, naming path in every error. A
+// key whose field has a since tag needs a file of at least that version.
+func decode(n *yaml.Node, v reflect.Value, path string, version int) error {
 	if n.Kind == yaml.AliasNode {
 		return idlegrid.Invalid(orRoot(path), "line %d: aliases are not allowed in a policy", n.Line)
 	}
@@ -137,14 +139,14 @@ func decode(n *yaml.Node, v reflect.Value, path string) error {
 	}
 	switch v.Kind() {
 	case reflect.Struct:
-		return decodeMapping(n, v, path)
+		return decodeMapping(n, v, path, version)
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			return idlegrid.Invalid(path, "line %d: want a list", n.Line)
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 		for i, item := range n.Content {
-			if err := decode(item, s.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			if err := decode(item, s.Index(i), fmt.Sprintf("%s[%d]", path, i), version); err != nil {
 				return err
 			}
 		}
@@ -160,7 +162,7 @@ func decode(n *yaml.Node, v reflect.Value, path string) error {
 	return nil
 }
 
-func decodeMapping(n *yaml.Node, v reflect.Value, path string) error {
+func decodeMapping(n *yaml.Node, v reflect.Value, path string, version int) error {
 	if n.Kind != yaml.MappingNode {
 		return idlegrid.Invalid(orRoot(path), "line %d: want a mapping with keys %s", n.Line, strings.Join(keysOf(v.Type()), ", "))
 	}
@@ -179,7 +181,10 @@ func decodeMapping(n *yaml.Node, v reflect.Value, path string) error {
 		if !ok {
 			return idlegrid.Invalid(at, "line %d: unknown key; known keys here: %s", k.Line, strings.Join(keysOf(v.Type()), ", "))
 		}
-		if err := decode(val, v.Field(i), at); err != nil {
+		if since := sinceVersion(v.Type().Field(i)); version < since {
+			return idlegrid.Invalid(at, "line %d: needs a version %d policy; this file is version %d", k.Line, since, version)
+		}
+		if err := decode(val, v.Field(i), at, version); err != nil {
 			return err
 		}
 	}
@@ -193,6 +198,15 @@ func fieldIndex(t reflect.Type, key string) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// sinceVersion is the policy version that added a field's key: its since
+// tag, or 1.
+func sinceVersion(f reflect.StructField) int {
+	if n, err := strconv.Atoi(f.Tag.Get("since")); err == nil {
+		return n
+	}
+	return 1
 }
 
 func keysOf(t reflect.Type) []string {
@@ -273,9 +287,11 @@ type (
 		MinLevel int `yaml:"min_level"`
 	}
 	fileChallenges struct {
-		AtJoin              bool    `yaml:"at_join"`
-		OnFingerprintChange bool    `yaml:"on_fingerprint_change"`
-		PerNodePerDay       float64 `yaml:"per_node_per_day"`
+		AtJoin                     bool    `yaml:"at_join"`
+		OnFingerprintChange        bool    `yaml:"on_fingerprint_change"`
+		PerNodePerDay              float64 `yaml:"per_node_per_day"`
+		AllowSimulatedRunners      bool    `yaml:"allow_simulated_runners" since:"2"`
+		UnverifiedAfterUnsupported int     `yaml:"unverified_after_unsupported" since:"2"`
 	}
 	fileVerification struct {
 		SampleFraction         float64 `yaml:"sample_fraction"`
@@ -304,7 +320,7 @@ func defaultFile() (*file, error) {
 		return nil, err
 	}
 	f := &file{}
-	return f, decode(root, reflect.ValueOf(f).Elem(), "")
+	return f, decode(root, reflect.ValueOf(f).Elem(), "", Version)
 }
 
 // policy checks the file's values and makes the Policy.
@@ -358,6 +374,8 @@ func (p *Policy) Validate() error {
 		return idlegrid.Invalid("verification.sample_fraction", "must be between 0 and 1, got %g", p.Verification.SampleFraction)
 	case !fraction(p.Verification.NewcomerSampleFraction):
 		return idlegrid.Invalid("verification.newcomer_sample_fraction", "must be between 0 and 1, got %g", p.Verification.NewcomerSampleFraction)
+	case p.Challenges.UnverifiedAfterUnsupported < 0 || p.Challenges.UnverifiedAfterUnsupported > 100:
+		return idlegrid.Invalid("challenges.unverified_after_unsupported", "must be between 0 (never) and 100, got %d", p.Challenges.UnverifiedAfterUnsupported)
 	case p.Verification.FirstChecks < 0 || p.Verification.FirstChecks > 100:
 		return idlegrid.Invalid("verification.first_checks", "must be between 0 and 100, got %d", p.Verification.FirstChecks)
 	}

@@ -18,8 +18,11 @@ import (
 	"github.com/idlegrid/idlegrid/internal/reputation"
 )
 
-// Version is the policy file version this build reads.
-const Version = 1
+// Version is the newest policy file version this build reads; it reads
+// every version from 1. Version 2 added challenges.allow_simulated_runners
+// and challenges.unverified_after_unsupported; a version 1 file may not
+// name them, and gets their defaults.
+const Version = 2
 
 // Policy is a parsed, valid trust policy.
 type Policy struct {
@@ -43,11 +46,22 @@ type Gold struct {
 // Allows reports whether a node of level may run gold jobs.
 func (g Gold) Allows(level int) bool { return level >= g.MinLevel }
 
-// Challenges says when nodes run the hardware challenge workload.
+// Challenges says when nodes run the hardware challenge workload, and what
+// their answers prove.
 type Challenges struct {
 	AtJoin              bool
 	OnFingerprintChange bool
 	PerNodePerDay       float64 // mean random challenges a day, a Poisson rate
+	// AllowSimulatedRunners lets a challenge passed at the size for
+	// simulated GPUs (computed on the CPU) count as verified hardware.
+	// Which runner a node has is its own word, so a node with a real GPU
+	// could claim the simulated one to get small challenges; only a
+	// development market should allow it.
+	AllowSimulatedRunners bool
+	// UnverifiedAfterUnsupported: after this many challenges of one GPU in
+	// a row answered unsupported, the node's hardware counts as unverified
+	// until a challenge of that GPU passes again; 0 never.
+	UnverifiedAfterUnsupported int
 }
 
 // Chance is the probability that a node is due a random challenge in an

@@ -16,7 +16,7 @@ import (
 
 func TestDefault(t *testing.T) {
 	p := Default()
-	if p.Version != 1 || len(p.SHA256) != 64 {
+	if p.Version != Version || len(p.SHA256) != 64 {
 		t.Errorf("got version %d, digest %q", p.Version, p.SHA256)
 	}
 	// The file and the reputation package's defaults must not drift apart.
@@ -29,7 +29,7 @@ func TestDefault(t *testing.T) {
 	if p.Gold.MinLevel != 2 || p.Gold.Allows(1) || !p.Gold.Allows(2) {
 		t.Errorf("gold: got %+v, want level 2 and above", p.Gold)
 	}
-	if c := p.Challenges; !c.AtJoin || !c.OnFingerprintChange || c.PerNodePerDay != 1 {
+	if c := p.Challenges; !c.AtJoin || !c.OnFingerprintChange || c.PerNodePerDay != 1 || c.AllowSimulatedRunners || c.UnverifiedAfterUnsupported != 3 {
 		t.Errorf("challenges: got %+v", c)
 	}
 	if v := p.Verification; v.Fraction(0, 2) != 0.25 || v.Fraction(2, 2) != 0.05 || v.FirstChecks != 2 {
@@ -91,13 +91,30 @@ slashing:
 	}
 }
 
+// A version 1 file still reads, with the defaults of the keys version 2
+// added; a version 2 file may set them.
+func TestParse_Versions(t *testing.T) {
+	old := mustParse(t, "version: 1\nchallenges: {per_node_per_day: 2}\n")
+	if c := old.Challenges; old.Version != 1 || c.PerNodePerDay != 2 || c.AllowSimulatedRunners || c.UnverifiedAfterUnsupported != 3 {
+		t.Errorf("version 1: got version %d, challenges %+v; want its rate and version 2's defaults", old.Version, c)
+	}
+	dev := mustParse(t, "version: 2\nchallenges: {allow_simulated_runners: true, unverified_after_unsupported: 0}\n")
+	if c := dev.Challenges; dev.Version != 2 || !c.AllowSimulatedRunners || c.UnverifiedAfterUnsupported != 0 || !c.AtJoin {
+		t.Errorf("version 2: got version %d, challenges %+v; want the keys set and the rest default", dev.Version, c)
+	}
+}
+
 func TestParse_Errors(t *testing.T) {
 	for _, tt := range []struct {
 		name, yaml, field, msg string
 	}{
 		{"empty", ``, "version", "empty"},
 		{"no version", "gold: {min_level: 1}\n", "version", "required"},
-		{"newer version", "version: 2\nfuture_key: 1\n", "version", "reads version 1 policies, got 2"},
+		{"newer version", "version: 3\nfuture_key: 1\n", "version", "reads version 1 to 2 policies, got 3"},
+		{"version 0", "version: 0\n", "version", "reads version 1 to 2 policies, got 0"},
+		{"version 2 key in a version 1 file", "version: 1\nchallenges: {allow_simulated_runners: true}\n",
+			"challenges.allow_simulated_runners", "line 2: needs a version 2 policy; this file is version 1"},
+		{"unsupported limit", "version: 2\nchallenges: {unverified_after_unsupported: -1}\n", "challenges.unverified_after_unsupported", "between 0 (never) and 100"},
 		{"version not a number", "version: one\n", "version", "whole number"},
 		{"not a mapping", "- version: 1\n", "policy", "mapping"},
 		{"not YAML", "version: 1\n\tgold: [\n", "policy", "not YAML"},

@@ -71,6 +71,16 @@ type Config struct {
 	Progress io.Writer // one line every few simulated hours; nil: none
 }
 
+// realGPUs is p for providers that stand for real GPUs: their challenges
+// are sized for the CPU (ChallengeMaxSize) only to keep a run fast, so a
+// pass counts as verified hardware, as an honest GPU's pass at its own size
+// does in a market (challenges.allow_simulated_runners, docs/trust.md).
+func realGPUs(p *trustpolicy.Policy) *trustpolicy.Policy {
+	q := *p
+	q.Challenges.AllowSimulatedRunners = true
+	return &q
+}
+
 // DefaultFlagScore is the default policy's flag line
 // (reputation.DefaultFlagBelow).
 const DefaultFlagScore = reputation.DefaultFlagBelow
@@ -183,7 +193,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		// The loops that run on the wall clock are held off: the
 		// simulation calls Reap and ChallengePass itself, once a step.
 		SchedulePeriod: time.Hour, ChallengePeriod: 24 * time.Hour,
-		PayoutHold: -1, Logger: slog.New(slog.DiscardHandler), TrustPolicy: cfg.Policy,
+		PayoutHold: -1, Logger: slog.New(slog.DiscardHandler), TrustPolicy: realGPUs(cfg.Policy),
 		Sample: func() float64 { sampleMu.Lock(); defer sampleMu.Unlock(); return sample.Float64() },
 		// ChallengeRandom: seeds, spot-checked rows, random times.
 		ChallengeRandom: rand.NewChaCha8(seed32(cfg.Seed)),

@@ -2,8 +2,9 @@
 // GPUs named in a spec such as "2xRTX4090" or "1xH100-80GB,4xT4", with
 // realistic memory sizes, UUIDs that are stable for a given seed, and the
 // telemetry of an idle GPU. Tests turn its knobs (SetUtil, SetTemp,
-// SetProcesses, AddXid, Remove) to play an owner coming back, a GPU running
-// hot or failing; it records the power limits it is asked to apply.
+// SetProcesses, AddXid, Remove) to play an owner coming back, a desktop
+// drawing on its GPU (Display), a GPU running hot or failing; it records
+// the power limits it is asked to apply.
 package fake
 
 import (
@@ -184,7 +185,19 @@ func (d *Detector) SetTemp(uuid string, c int) error {
 	return d.Update(uuid, func(g *gpu.Device) { g.TempC = c })
 }
 
+// Display is a desktop's display server and compositor, graphics
+// processes holding usedMB of GPU memory between them, for SetProcesses:
+// the users a GPU that drives a monitor always has.
+func Display(usedMB int) []gpu.Process {
+	compositor := usedMB / 5
+	return []gpu.Process{
+		{PID: 2143, Name: "/usr/lib/xorg/Xorg", UsedMB: usedMB - compositor, Kind: gpu.ProcessGraphics},
+		{PID: 2587, Name: "/usr/bin/gnome-shell", UsedMB: compositor, Kind: gpu.ProcessGraphics},
+	}
+}
+
 // SetProcesses replaces the processes on a GPU; none makes it idle again.
+// Each process's Kind says how the driver lists it (see Display).
 func (d *Detector) SetProcesses(uuid string, ps ...gpu.Process) error {
 	return d.Update(uuid, func(g *gpu.Device) {
 		g.Processes = append([]gpu.Process(nil), ps...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -202,6 +203,25 @@ func TestDetector_Knobs(t *testing.T) {
 		again, _ := d.Detect(context.Background())
 		if again[1].Processes[0].PID != 4242 {
 			t.Error("Detect shares its process list with the caller")
+		}
+	})
+	t.Run("Display", func(t *testing.T) {
+		d, gpus := mustFake(t)
+		u := gpus[0].UUID
+		d.SetProcesses(u, append(fake.Display(900), gpu.Process{PID: 77, Name: "python", UsedMB: 4000, Kind: gpu.ProcessCompute})...)
+		got, _ := d.Detect(context.Background())
+		g := got[0]
+		var graphicsMB int
+		var kinds []gpu.ProcessKind
+		for _, p := range g.Processes {
+			kinds = append(kinds, p.Kind)
+			if p.GraphicsOnly() {
+				graphicsMB += p.UsedMB
+			}
+		}
+		want := []gpu.ProcessKind{gpu.ProcessGraphics, gpu.ProcessGraphics, gpu.ProcessCompute}
+		if !slices.Equal(kinds, want) || graphicsMB != 900 || g.MemUsedMB != 1+900+4000 {
+			t.Errorf("GPU 0 processes %+v, %d MB used; want the display's two graphics processes holding 900 MB, then the compute one", g.Processes, g.MemUsedMB)
 		}
 	})
 	t.Run("Xid", func(t *testing.T) {

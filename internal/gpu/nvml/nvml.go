@@ -161,12 +161,18 @@ func (d *Detector) device(i int, h nv.Device) (gpu.Device, bool) {
 	return dev, true
 }
 
-// processes lists the compute and graphics processes on a GPU, once each.
+// processes lists the compute and graphics processes on a GPU, once each,
+// with their kind: a process in both lists (a game that also computes)
+// is listed first as compute, and stays compute.
 func (d *Detector) processes(h nv.Device) []gpu.Process {
 	var out []gpu.Process
 	seen := map[uint32]bool{}
-	for _, list := range []func() ([]nv.ProcessInfo, nv.Return){h.GetComputeRunningProcesses, h.GetGraphicsRunningProcesses} {
-		ps, ret := list()
+	lists := []struct {
+		kind gpu.ProcessKind
+		list func() ([]nv.ProcessInfo, nv.Return)
+	}{{gpu.ProcessCompute, h.GetComputeRunningProcesses}, {gpu.ProcessGraphics, h.GetGraphicsRunningProcesses}}
+	for _, l := range lists {
+		ps, ret := l.list()
 		if ret != nv.SUCCESS {
 			continue
 		}
@@ -180,7 +186,7 @@ func (d *Detector) processes(h nv.Device) []gpu.Process {
 			if p.UsedGpuMemory != ^uint64(0) && p.UsedGpuMemory>>20 < 1<<30 { // all ones: NVML_VALUE_NOT_AVAILABLE
 				used = int(p.UsedGpuMemory >> 20)
 			}
-			out = append(out, gpu.Process{PID: int(p.Pid), Name: name, UsedMB: used})
+			out = append(out, gpu.Process{PID: int(p.Pid), Name: name, UsedMB: used, Kind: l.kind})
 		}
 	}
 	return out

@@ -33,8 +33,11 @@ func newNode(tb testing.TB) *node {
 	tb.Helper()
 	n := &node{Server: dgxh100.New(), events: make(chan nv.EventData, 8), limits: map[int]uint32{}, root: true}
 	n.SystemGetProcessNameFunc = func(pid int) (string, nv.Return) {
-		if pid == 4242 {
+		switch pid {
+		case 4242:
 			return "/usr/bin/python3", nv.SUCCESS
+		case 2143:
+			return "/usr/lib/xorg/Xorg", nv.SUCCESS
 		}
 		return "", nv.ERROR_NOT_FOUND
 	}
@@ -83,7 +86,8 @@ func (n *node) wire(i int, d *server.Device) {
 		if i != 2 {
 			return nil, nv.ERROR_NOT_SUPPORTED
 		}
-		return []nv.ProcessInfo{{Pid: 4242, UsedGpuMemory: 70_000 << 20}}, nv.SUCCESS // a C+G process is listed twice
+		// A C+G process is listed twice; a compositor only here.
+		return []nv.ProcessInfo{{Pid: 4242, UsedGpuMemory: 70_000 << 20}, {Pid: 2143, UsedGpuMemory: 312 << 20}}, nv.SUCCESS
 	}
 	d.GetSupportedEventTypesFunc = func() (uint64, nv.Return) {
 		return nv.EventTypeXidCriticalError | nv.EventTypeSingleBitEccError, nv.SUCCESS
@@ -168,7 +172,8 @@ func testDetect(t *testing.T) {
 		Index: 2, Name: "NVIDIA H100 80GB HBM3", Driver: "550.54.15", CUDA: "12.4", ComputeCap: "9.0",
 		PowerLimitW: 700, PowerMinW: 200, PowerMaxW: 700, PowerDrawW: 71,
 		TempC: 32, UtilPct: 20, MemUsedMB: 512,
-		Processes: []gpu.Process{{PID: 4242, Name: "/usr/bin/python3", UsedMB: 70_000}, {PID: 5151}},
+		Processes: []gpu.Process{{PID: 4242, Name: "/usr/bin/python3", UsedMB: 70_000, Kind: gpu.ProcessCompute},
+			{PID: 5151, Kind: gpu.ProcessCompute}, {PID: 2143, Name: "/usr/lib/xorg/Xorg", UsedMB: 312, Kind: gpu.ProcessGraphics}},
 	}
 	want.UUID, want.Model, want.VRAMMB = n.Devices[2].(*server.Device).UUID, "H100-80GB", 81920
 	want.PCIBusID, want.PCIDeviceID, want.PCISubsystemID = "00000000:38:00.0", "233010DE", "16C110DE"

@@ -204,6 +204,7 @@ type reportProc struct {
 	PID  string `xml:"pid"`
 	Name string `xml:"process_name"`
 	Used string `xml:"used_memory"`
+	Type string `xml:"type"` // C, G or C+G
 }
 
 // Parse reads an nvidia-smi -q -x report. GPUs without a UUID (which
@@ -253,9 +254,21 @@ func (g *reportGPU) device(index int, r *report) (gpu.Device, bool) {
 		if err != nil || pid <= 0 {
 			continue
 		}
-		d.Processes = append(d.Processes, gpu.Process{PID: pid, Name: clean(p.Name), UsedMB: number(p.Used)})
+		d.Processes = append(d.Processes, gpu.Process{PID: pid, Name: clean(p.Name), UsedMB: number(p.Used), Kind: processKind(p.Type)})
 	}
 	return d, true
+}
+
+// processKind reads nvidia-smi's process type: G only draws, C and C+G
+// compute; an older report without the type leaves it unknown.
+func processKind(t string) gpu.ProcessKind {
+	switch strings.ToUpper(strings.TrimSpace(t)) {
+	case "G":
+		return gpu.ProcessGraphics
+	case "C", "C+G":
+		return gpu.ProcessCompute
+	}
+	return gpu.ProcessUnknown
 }
 
 // faults lists what the report says is wrong with the GPU. nvidia-smi has

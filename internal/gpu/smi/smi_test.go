@@ -54,7 +54,7 @@ func TestParse(t *testing.T) {
 		if busy.UtilPct != 100 || busy.TempC != 58 || busy.PowerDrawW != 612 || busy.MemUsedMB != 71846 {
 			t.Errorf("GPU 2 = %+v, want the training job's telemetry", busy)
 		}
-		if want := []gpu.Process{{PID: 3911802, Name: "/usr/bin/python3", UsedMB: 71830}}; !cmp.Equal(want, busy.Processes) {
+		if want := []gpu.Process{{PID: 3911802, Name: "/usr/bin/python3", UsedMB: 71830, Kind: gpu.ProcessCompute}}; !cmp.Equal(want, busy.Processes) {
 			t.Errorf("GPU 2 processes = %+v, want %+v", busy.Processes, want)
 		}
 		for i, d := range devs {
@@ -96,8 +96,14 @@ func TestParse(t *testing.T) {
 		if got, want := strings.Join(names, ","), "Xorg,gnome-shell,chrome"; got != want {
 			t.Errorf("processes = %s, want %s", got, want)
 		}
-		if game := d.Processes[3]; game.PID != 48721 || game.UsedMB != 15040 || !strings.HasSuffix(game.Name, "/Cyberpunk 2077/bin/x64/Cyberpunk2077.exe") {
-			t.Errorf("game = %+v", game)
+		for _, p := range d.Processes[:3] {
+			if !p.GraphicsOnly() {
+				t.Errorf("%s is %q, want graphics (G)", p.Name, p.Kind)
+			}
+		}
+		if game := d.Processes[3]; game.PID != 48721 || game.UsedMB != 15040 || game.Kind != gpu.ProcessCompute ||
+			!strings.HasSuffix(game.Name, "/Cyberpunk 2077/bin/x64/Cyberpunk2077.exe") {
+			t.Errorf("game = %+v, want the C+G game counted as compute", game)
 		}
 	})
 	t.Run("T4InContainer", func(t *testing.T) {
@@ -110,7 +116,7 @@ func TestParse(t *testing.T) {
 			PowerLimitW: 70, PowerMinW: 60, PowerMaxW: 70, PowerDrawW: 10,
 			TempC: 38, MemUsedMB: 58,
 			// inside a container, nvidia-smi cannot name host processes
-			Processes: []gpu.Process{{PID: 41394, Name: "", UsedMB: 56}},
+			Processes: []gpu.Process{{PID: 41394, Name: "", UsedMB: 56, Kind: gpu.ProcessCompute}},
 		}}
 		if diff := cmp.Diff(want, devs); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
