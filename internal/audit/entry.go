@@ -43,6 +43,12 @@ type Entry struct {
 	Subjects []string        `json:"subjects"`
 	Payload  json.RawMessage `json:"payload"`
 	At       time.Time       `json:"at"` // to the microsecond, like every time in idlegrid
+
+	// canonical says Payload is canonical JSON already: NewEntry wrote it
+	// so, and Validate and Leaf need not read it again. An entry decoded
+	// or built by hand has it false, and its payload is checked and
+	// canonicalized as it is hashed.
+	canonical bool
 }
 
 // leafTag starts every leaf. It differs from the tags of receipts and tree
@@ -60,7 +66,7 @@ func (e *Entry) Validate() error {
 		return idlegrid.Invalid("entry.at", "required")
 	case len(e.Payload) > MaxPayloadBytes:
 		return idlegrid.Invalid("entry.payload", "at most %d bytes, got %d", MaxPayloadBytes, len(e.Payload))
-	case !json.Valid(e.Payload):
+	case !e.canonical && !json.Valid(e.Payload):
 		return idlegrid.Invalid("entry.payload", "must be one JSON value")
 	}
 	for _, s := range e.Subjects {
@@ -85,9 +91,12 @@ func (e *Entry) Validate() error {
 // when the payload is not JSON. The encoding never changes for version 1; a
 // new field means a new tag.
 func (e *Entry) Leaf() ([]byte, error) {
-	payload, err := Canonicalize(e.Payload)
-	if err != nil {
-		return nil, idlegrid.Invalid("entry.payload", "%v", err)
+	payload := e.Payload
+	if !e.canonical {
+		var err error
+		if payload, err = Canonicalize(e.Payload); err != nil {
+			return nil, idlegrid.Invalid("entry.payload", "%v", err)
+		}
 	}
 	subjects := slices.Clone(e.Subjects)
 	slices.Sort(subjects)

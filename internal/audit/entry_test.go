@@ -171,3 +171,45 @@ func TestLeaseEntry(t *testing.T) {
 		t.Errorf("receipt entry: got %+v, %v", re, err)
 	}
 }
+
+// TestNewEntry_canonicalLeaf holds NewEntry's shortcut to the rule: the
+// leaf of an entry NewEntry made, whose payload it does not canonicalize
+// again, is the leaf of the same entry read back from its JSON, which it
+// does.
+func TestNewEntry_canonicalLeaf(t *testing.T) {
+	values := []any{
+		map[string]any{"z": 1, "a": []any{true, nil, "x<y&z>"}, "m": 1.5, "é": "ü\u2028\t\"q\""},
+		struct {
+			B string  `json:"b"`
+			A float64 `json:"a"`
+			C []int   `json:"c"`
+		}{"\\u00e9 \x01", 1e21, []int{3, 1, 2}},
+		"just a string",
+		[]any{map[string]any{"y": map[string]any{"b": 2, "a": 1}}, 0.1, -0},
+	}
+	for i, v := range values {
+		e, err := NewEntry(KindPosting, []string{"rnt_a", "prv_b"}, v, t0)
+		if err != nil {
+			t.Fatalf("value %d: %v", i, err)
+		}
+		raw, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Entry
+		if err := json.Unmarshal(raw, &back); err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.Leaf()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := back.Leaf()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("value %d: leaf of the entry made\n%s\nwant the leaf of the entry read back\n%s", i, got, want)
+		}
+	}
+}

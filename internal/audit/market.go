@@ -141,6 +141,6 @@ func NewEntry(k Kind, subjects []string, v any, at time.Time) (Entry, error) {
 	}
 	subjects = slices.Clone(subjects)
 	slices.Sort(subjects)
-	e := Entry{Kind: k, Subjects: slices.Compact(subjects), Payload: payload, At: at}
+	e := Entry{Kind: k, Subjects: slices.Compact(subjects), Payload: payload, At: at, canonical: true}
 	return e, e.Validate()
 }
