@@ -510,9 +510,13 @@ func (s *Server) NodeAttestation(ctx context.Context, nodeID string) (*idlegrid.
 	if v.Changes, err = s.store.ListHardwareChanges(ctx, n.ID, viewHardwareChanges); err != nil {
 		return nil, err
 	}
-	if v.Challenges, err = s.store.ListChallenges(ctx, idlegrid.ChallengeFilter{NodeID: n.ID, Limit: viewChallenges}); err != nil {
+	// One read serves both the view and the hardware's judgement, which
+	// looks further back.
+	recent, err := s.store.ListChallenges(ctx, idlegrid.ChallengeFilter{NodeID: n.ID, Limit: hardwareWindow})
+	if err != nil {
 		return nil, err
 	}
+	v.Challenges = recent[:min(len(recent), viewChallenges)]
 	if v.Quarantines, err = s.store.ListQuarantines(ctx, idlegrid.QuarantineFilter{NodeID: n.ID}); err != nil {
 		return nil, err
 	}
@@ -521,11 +525,7 @@ func (s *Server) NodeAttestation(ctx context.Context, nodeID string) (*idlegrid.
 			v.Quarantine = q
 		}
 	}
-	doubt, err := s.hardwareDoubt(ctx, n)
-	if err != nil {
-		return nil, err
-	}
-	v.VerifiedNote = verifiedNote(v, doubt)
+	v.VerifiedNote = verifiedNote(v, hardwareDoubt(s.trust.policy.Challenges, n.GPUs, recent))
 	return v, nil
 }
 
