@@ -25,6 +25,10 @@ type Reputation struct {
 	// UptimeThrough is the end of the promised time already measured for
 	// uptime facts (nodes only); the zero time when none was.
 	UptimeThrough time.Time `json:"uptime_through,omitzero"`
+	// HardwareNote says why the node's challenges left its hardware
+	// unverified under the trust policy when this standing was saved, or ""
+	// (nodes only; docs/trust.md, "Verified hardware").
+	HardwareNote string `json:"hardware_note,omitempty"`
 	// Version bumps on every save; a save names the version it read.
 	Version   int64     `json:"version"`
 	UpdatedAt time.Time `json:"updated_at"`
@@ -93,6 +97,9 @@ type ReputationUpdate struct {
 type ReputationFilter struct {
 	Subject    ReputationSubject
 	ProviderID string
+	// HardwareDoubted keeps only standings with a HardwareNote.
+	HardwareDoubted bool
+	Limit           int // 0: all
 }
 
 // ReputationStore keeps reputations, their facts and level history.

@@ -27,8 +27,9 @@ import (
 // judge its hardware: at one random challenge a day, months of them.
 const hardwareWindow = 200
 
-// levelChecks is what a standing's level rests on besides its evidence. A
-// provider's standing has none of it.
+// levelChecks is what a standing's level rests on besides its evidence.
+// A provider is never quarantined itself (its nodes are), and its hardware
+// is in doubt while a node's is (providerChecks).
 type levelChecks struct {
 	quarantined bool // a quarantined node holds level 0
 	// hardwareDoubt says why the node's challenges leave its hardware
@@ -41,6 +42,21 @@ type levelChecks struct {
 func (s *Server) nodeChecks(ctx context.Context, n *idlegrid.Node) (levelChecks, error) {
 	doubt, err := s.hardwareDoubt(ctx, n)
 	return levelChecks{quarantined: n.Quarantined, hardwareDoubt: doubt}, err
+}
+
+// providerChecks are a provider's level checks: while the saved standing
+// of one of its nodes says that node's hardware is unverified, the
+// provider's hardware is unverified too, as a failed challenge on one node
+// makes the provider's pooled evidence unverified. Nodes' notes are as of
+// their last save, so they follow a changed trust policy at each node's
+// next save.
+func (s *Server) providerChecks(ctx context.Context, providerID string) (levelChecks, error) {
+	rs, err := s.store.ListReputations(ctx, idlegrid.ReputationFilter{
+		Subject: idlegrid.SubjectNode, ProviderID: providerID, HardwareDoubted: true, Limit: 1})
+	if err != nil || len(rs) == 0 {
+		return levelChecks{}, err
+	}
+	return levelChecks{hardwareDoubt: fmt.Sprintf("node %s: %s", rs[0].SubjectID, rs[0].HardwareNote)}, nil
 }
 
 // hardwareDoubt reads n's newest challenges and says why they leave its

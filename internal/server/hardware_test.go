@@ -28,6 +28,16 @@ levels:
 `)
 }
 
+// providerStanding is barn-1's provider's reputation as it sees it.
+func providerStanding(t *testing.T, m *testMarket) *idlegrid.ReputationView {
+	t.Helper()
+	v, err := m.srv.ProviderReputation(m.provider, idlegrid.CallerFromContext(m.provider).AccountID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // nodeStanding is barn-1's reputation as its provider sees it.
 func nodeStanding(t *testing.T, m *testMarket) *idlegrid.ReputationView {
 	t.Helper()
@@ -187,6 +197,12 @@ func TestServer_HardwareVerified_unsupportedInARow(t *testing.T) {
 		if av, err := m.srv.NodeAttestation(m.provider, m.nodeID); err != nil || !strings.Contains(av.VerifiedNote, "hardware could not be checked") {
 			t.Errorf("attestation note = %q (%v), want it to say the hardware could not be checked", av.VerifiedNote, err)
 		}
+		// The provider's standing follows its node's hardware.
+		if p := providerStanding(t, m); p.Detail.HardwareVerified || slices.Contains(p.Badges, "hardware-verified") ||
+			!hasReason(p.Detail.LevelReasons, append([]string{"node " + m.nodeID}, want...)...) {
+			t.Errorf("provider: verified %v, badges %v, reasons %q; want unverified, no badge, naming node %s and saying %q",
+				p.Detail.HardwareVerified, p.Badges, p.Detail.LevelReasons, m.nodeID, want)
+		}
 
 		round(again(), "") // the busy GPU passes again
 		back := nodeStanding(t, m)
@@ -195,6 +211,9 @@ func TestServer_HardwareVerified_unsupportedInARow(t *testing.T) {
 		}
 		if c := lastLevelChange(t, m); c.From != 0 || c.To != back.Level {
 			t.Errorf("level change = %+v, want the promotion back to %d", c, back.Level)
+		}
+		if p := providerStanding(t, m); !p.Detail.HardwareVerified || !slices.Contains(p.Badges, "hardware-verified") {
+			t.Errorf("provider after the pass: verified %v, badges %v; want verified, the badge", p.Detail.HardwareVerified, p.Badges)
 		}
 	})
 }

@@ -274,6 +274,7 @@ func (s *Server) saveNode(ctx context.Context, nodeID string, facts []idlegrid.R
 		return nil, added, err
 	}
 	score, level := rep.Score, rep.Level
+	rep.HardwareNote = chk.hardwareDoubt // its provider's standing reads it (providerChecks)
 	change, _ := s.restand(rep, ev, now, chk)
 	if err := s.store.SaveReputation(ctx, &idlegrid.ReputationUpdate{Reputation: rep, Facts: facts, Change: change}); err != nil {
 		return nil, added, err
@@ -331,7 +332,11 @@ func (s *Server) saveProvider(ctx context.Context, providerID string, added prov
 		}
 		rep.GPUSecondsServed += added.served
 	}
-	change, _ := s.restand(rep, ev, now, levelChecks{})
+	chk, err := s.providerChecks(ctx, providerID)
+	if err != nil {
+		return err
+	}
+	change, _ := s.restand(rep, ev, now, chk)
 	if err := s.store.SaveReputation(ctx, &idlegrid.ReputationUpdate{Reputation: rep, Change: change}); err != nil {
 		return err
 	}
@@ -602,11 +607,15 @@ func (s *Server) ProviderReputation(ctx context.Context, providerID string) (*id
 	if err != nil {
 		return nil, err
 	}
-	v, a := s.viewOf(rep, ev, now, levelChecks{})
+	chk, err := s.providerChecks(ctx, providerID)
+	if err != nil {
+		return nil, err
+	}
+	v, a := s.viewOf(rep, ev, now, chk)
 	if !c.IsAdmin() && c.AccountID != providerID {
 		return v, nil
 	}
-	return v, s.detail(ctx, v, rep, ev, a, levelChecks{}, now, 0)
+	return v, s.detail(ctx, v, rep, ev, a, chk, now, 0)
 }
 
 // viewOf is the public part of a view: the score as of now, the level in

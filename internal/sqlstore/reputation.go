@@ -109,19 +109,19 @@ func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 func putReputation(ctx context.Context, tx *sql.Tx, d *dialect, r *idlegrid.Reputation) error {
 	if r.Version == 0 {
 		_, err := tx.ExecContext(ctx, `INSERT INTO reputations (subject, subject_id, provider_id, score, level,
-			level_name, gpu_seconds_served, uptime_through, version, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9)`,
+			level_name, gpu_seconds_served, uptime_through, hardware_note, version, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, $10)`,
 			string(r.Subject), r.SubjectID, r.ProviderID, r.Score, r.Level, r.LevelName, r.GPUSecondsServed,
-			timeArg(r.UptimeThrough), timeArg(r.UpdatedAt))
+			timeArg(r.UptimeThrough), r.HardwareNote, timeArg(r.UpdatedAt))
 		if isCode(d.translate(err), idlegrid.ECONFLICT) {
 			return staleReputation(r)
 		}
 		return err
 	}
 	res, err := tx.ExecContext(ctx, `UPDATE reputations SET score = $1, level = $2, level_name = $3,
-		gpu_seconds_served = $4, uptime_through = $5, version = version + 1, updated_at = $6
-		WHERE subject = $7 AND subject_id = $8 AND version = $9`,
-		r.Score, r.Level, r.LevelName, r.GPUSecondsServed, timeArg(r.UptimeThrough), timeArg(r.UpdatedAt),
+		gpu_seconds_served = $4, uptime_through = $5, hardware_note = $6, version = version + 1, updated_at = $7
+		WHERE subject = $8 AND subject_id = $9 AND version = $10`,
+		r.Score, r.Level, r.LevelName, r.GPUSecondsServed, timeArg(r.UptimeThrough), r.HardwareNote, timeArg(r.UpdatedAt),
 		string(r.Subject), r.SubjectID, r.Version)
 	return expectOne(res, err, func() error { return staleReputation(r) })
 }
@@ -174,13 +174,13 @@ func insertLevelChange(ctx context.Context, tx *sql.Tx, c *idlegrid.LevelChange,
 }
 
 const reputationColumns = `r.subject, r.subject_id, r.provider_id, r.score, r.level, r.level_name,
-	r.gpu_seconds_served, r.uptime_through, r.version, r.updated_at`
+	r.gpu_seconds_served, r.uptime_through, r.hardware_note, r.version, r.updated_at`
 
 func scanReputation(s scanner) (*idlegrid.Reputation, error) {
 	var r idlegrid.Reputation
 	var uptime, updated sql.NullInt64
 	if err := s.Scan(&r.Subject, &r.SubjectID, &r.ProviderID, &r.Score, &r.Level, &r.LevelName,
-		&r.GPUSecondsServed, &uptime, &r.Version, &updated); err != nil {
+		&r.GPUSecondsServed, &uptime, &r.HardwareNote, &r.Version, &updated); err != nil {
 		return nil, err
 	}
 	r.UptimeThrough, r.UpdatedAt = timeOf(uptime), timeOf(updated)
@@ -256,7 +256,17 @@ func (db *DB) ListReputations(ctx context.Context, f idlegrid.ReputationFilter) 
 	if f.ProviderID != "" {
 		filter += ` AND r.provider_id = ` + a.add(f.ProviderID)
 	}
+	if f.HardwareDoubted {
+		filter += ` AND r.hardware_note <> ''`
+	}
+	if f.Limit < 0 {
+		return nil, idlegrid.Invalid("limit", "must not be negative")
+	}
 	q := `SELECT ` + reputationColumns + ` FROM reputations r WHERE ` + filter + ` ORDER BY r.subject, r.subject_id`
+	filterArgs := a
+	if f.Limit > 0 {
+		q += ` LIMIT ` + a.add(f.Limit)
+	}
 	var out []*idlegrid.Reputation
 	err := db.view(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, q, a...)
@@ -274,7 +284,7 @@ func (db *DB) ListReputations(ctx context.Context, f idlegrid.ReputationFilter) 
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return err
 		}
-		return loadCounts(ctx, tx, out, filter, a)
+		return loadCounts(ctx, tx, out, filter, filterArgs)
 	})
 	return out, err
 }

@@ -32,6 +32,7 @@ func testReputation(t *testing.T, db *sqlstore.DB) {
 	n1, n2 := mustNode(t, db, p.ID, 1), mustNode(t, db, p.ID, 1)
 
 	first := nodeReputation(n1, 0.93, 1, time.Hour)
+	first.HardwareNote = "hardware could not be checked: 3 challenges in a row answered unsupported on GPU g0"
 	window := idlegrid.ReputationFact{Key: "window:" + n1.ID + ":1", NodeID: n1.ID, Kind: "window", At: at(time.Hour),
 		Count: 1, PromisedSeconds: 3600, OnlineSeconds: 3000}
 	promotion := &idlegrid.LevelChange{ID: id("lvl"), Subject: idlegrid.SubjectNode, SubjectID: n1.ID, From: 0, To: 1,
@@ -54,6 +55,7 @@ func testReputation(t *testing.T, db *sqlstore.DB) {
 
 	next := nodeReputation(n1, 0.8, 0, 2*time.Hour)
 	next.Counts = map[string]idlegrid.ReputationTally{"leases": {Good: 2.9, Bad: 1.5}}
+	next.HardwareNote = "challenge chl_1 on GPU g0 passed at the simulated size"
 	next.Version = 1
 	demotion := &idlegrid.LevelChange{ID: id("lvl"), Subject: idlegrid.SubjectNode, SubjectID: n1.ID, From: 1, To: 0,
 		FromName: "established", ToName: "newcomer", Reasons: []string{"level 1 (established) needs a score of 0.850, has 0.800"}, At: at(2 * time.Hour)}
@@ -79,6 +81,8 @@ func testReputation(t *testing.T, db *sqlstore.DB) {
 			{"nodes of a provider", idlegrid.ReputationFilter{Subject: idlegrid.SubjectNode, ProviderID: p.ID}, sortedIDs(n1.ID, n2.ID)},
 			{"providers", idlegrid.ReputationFilter{Subject: idlegrid.SubjectProvider}, []string{p.ID}},
 			{"none", idlegrid.ReputationFilter{ProviderID: other.ID}, nil},
+			{"nodes whose hardware is in doubt", idlegrid.ReputationFilter{Subject: idlegrid.SubjectNode, ProviderID: p.ID, HardwareDoubted: true}, []string{n1.ID}},
+			{"the first of a provider's", idlegrid.ReputationFilter{ProviderID: p.ID, Limit: 1}, sortedIDs(n1.ID, n2.ID)[:1]},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				rs, err := db.ListReputations(ctx, tt.f)
@@ -94,6 +98,12 @@ func testReputation(t *testing.T, db *sqlstore.DB) {
 					t.Errorf("ids = %v, want %v", ids, tt.want)
 				}
 			})
+		}
+	})
+	t.Run("ListReputations/negative limit", func(t *testing.T) {
+		_, err := db.ListReputations(ctx, idlegrid.ReputationFilter{Limit: -1})
+		if idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+			t.Fatalf("err = %v, want EINVALID", err)
 		}
 	})
 	t.Run("ListReputationFacts", func(t *testing.T) {
