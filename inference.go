@@ -125,6 +125,10 @@ type InferenceUsage struct {
 	Status        int   `json:"status"`         // HTTP status the renter got
 
 	CreatedAt time.Time `json:"created_at"`
+	// TransferID is the ledger posting that charged the request: its own,
+	// or its batch's (docs/gateway.md); "" when it was free. The store
+	// records it; what the gateway hands the store leaves it empty.
+	TransferID string `json:"transfer_id,omitempty"`
 }
 
 // Validate checks a usage record before it is stored.
@@ -156,11 +160,14 @@ type InferenceCharge struct {
 // InferenceStore keeps the gateway's usage records. internal/sqlstore
 // implements it beside idlegrid.Store.
 type InferenceStore interface {
-	// RecordInference stores each charge's record and posts its transfer
-	// in one transaction, each behind a savepoint of its own, so that one
-	// that fails does not undo the others: errs[i] is charge i's error
-	// (EPAYMENT when the renter's balance cannot cover it). A record whose
-	// ID is stored already is not stored again, and is no error.
+	// RecordInference stores each charge's record and posts its charge in
+	// one transaction: all of them as one posting (ledger.InferenceBatch)
+	// when that leaves the balances as posting each would, otherwise each
+	// transfer behind a savepoint of its own, so that one that fails does
+	// not undo the others. errs[i] is charge i's error (EPAYMENT when the
+	// renter's balance cannot cover it). A record whose ID is stored
+	// already is not stored again, nor charged, and is no error. Each
+	// stored record names the posting that charged it (TransferID).
 	RecordInference(ctx context.Context, cs []InferenceCharge) (errs []error)
 	// InferenceSpend returns what f's scope was charged for inference in
 	// [f.From, f.To).

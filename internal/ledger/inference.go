@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -37,5 +39,57 @@ func (r Rules) Inference(u *idlegrid.InferenceUsage, at time.Time) (fee idlegrid
 			u.Model, u.NodeID, u.InputTokens, u.OutputTokens, u.Source, fee),
 		Entries:   entries,
 		CreatedAt: at,
+	}
+}
+
+// InferenceBatch (key "inference-batch:<first request>"): the inference
+// transfers of a batch of metered requests, posted as one. Each account's
+// entries are summed, in account order, so a batch of one renter's
+// requests to one provider is three entries and one audit entry however
+// many requests it holds, where a posting per request would cost the
+// ledger three entries and an audit entry each. first names the batch's
+// first request, whose ID no other batch holds. Every request's usage row
+// names the posting that charged it (idlegrid.InferenceUsage.TransferID).
+// A batch of one is the request's own transfer, unchanged. It returns nil
+// when ts is empty.
+//
+// The store posts a batch so only when it records exactly as the
+// requests' own transfers would one by one (internal/sqlstore,
+// RecordInference): the same balances, no account that may not go
+// negative both debited and credited, none overdrawn.
+func InferenceBatch(ts []*idlegrid.Transfer, first string) *idlegrid.Transfer {
+	switch len(ts) {
+	case 0:
+		return nil
+	case 1:
+		return ts[0]
+	}
+	sums := map[idlegrid.LedgerAccount]idlegrid.Micros{}
+	var at time.Time
+	var charged idlegrid.Micros
+	for _, t := range ts {
+		for _, e := range t.Entries {
+			sums[e.Account] += e.Amount
+			if e.Amount < 0 {
+				charged -= e.Amount
+			}
+		}
+		if t.CreatedAt.After(at) {
+			at = t.CreatedAt
+		}
+	}
+	entries := make([]idlegrid.Entry, 0, len(sums))
+	for _, acct := range slices.Sorted(maps.Keys(sums)) {
+		if sums[acct] != 0 {
+			entries = append(entries, idlegrid.Entry{Account: acct, Amount: sums[acct]})
+		}
+	}
+	return &idlegrid.Transfer{
+		ID:             idlegrid.NewID("tr"),
+		IdempotencyKey: "inference-batch:" + first,
+		Kind:           idlegrid.TransferInference,
+		Memo:           fmt.Sprintf("inference: %d requests, %s charged", len(ts), charged),
+		Entries:        entries,
+		CreatedAt:      at,
 	}
 }

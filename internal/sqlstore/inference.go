@@ -82,14 +82,21 @@ func (db *DB) recordBehindSavepoint(ctx context.Context, tx *sql.Tx, c idlegrid.
 
 func recordInference(ctx context.Context, tx *sql.Tx, c idlegrid.InferenceCharge) error {
 	u := c.Usage
+	transferID := ""
+	if c.Transfer != nil {
+		if c.Transfer.ID == "" {
+			c.Transfer.ID = idlegrid.NewID("xfer")
+		}
+		transferID = c.Transfer.ID
+	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO inference_usage (id, renter_id, key_id, provider_id, node_id,
 		model, endpoint, stream, input_tokens, output_tokens, source, charge_micros, fee_micros,
-		latency_micros, ttft_micros, attempts, status, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+		latency_micros, ttft_micros, attempts, status, created_at, transfer_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 		ON CONFLICT (id) DO NOTHING`,
 		u.ID, u.RenterID, u.KeyID, u.ProviderID, u.NodeID, u.Model, u.Endpoint, u.Stream,
 		u.InputTokens, u.OutputTokens, string(u.Source), int64(u.ChargeMicros), int64(u.FeeMicros),
-		u.LatencyMicros, u.TTFTMicros, u.Attempts, u.Status, timeArg(u.CreatedAt))
+		u.LatencyMicros, u.TTFTMicros, u.Attempts, u.Status, timeArg(u.CreatedAt), transferID)
 	if err := expectOne(res, err, func() error { return errSeen }); err != nil {
 		return err
 	}
@@ -122,7 +129,7 @@ func (db *DB) ListInferenceUsage(ctx context.Context, accountID string, limit in
 	err := db.view(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT id, renter_id, key_id, provider_id, node_id, model, endpoint,
 			stream, input_tokens, output_tokens, source, charge_micros, fee_micros, latency_micros,
-			ttft_micros, attempts, status, created_at FROM inference_usage
+			ttft_micros, attempts, status, created_at, transfer_id FROM inference_usage
 			WHERE renter_id = $1 OR provider_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`,
 			accountID, limitOf(limit))
 		if err != nil {
@@ -134,7 +141,7 @@ func (db *DB) ListInferenceUsage(ctx context.Context, accountID string, limit in
 			var created sql.NullInt64
 			if err := rows.Scan(&u.ID, &u.RenterID, &u.KeyID, &u.ProviderID, &u.NodeID, &u.Model, &u.Endpoint,
 				&u.Stream, &u.InputTokens, &u.OutputTokens, &u.Source, &u.ChargeMicros, &u.FeeMicros,
-				&u.LatencyMicros, &u.TTFTMicros, &u.Attempts, &u.Status, &created); err != nil {
+				&u.LatencyMicros, &u.TTFTMicros, &u.Attempts, &u.Status, &created, &u.TransferID); err != nil {
 				return err
 			}
 			u.CreatedAt = timeOf(created)
