@@ -71,7 +71,10 @@ func (s *Server) markNode(id string)  { s.marks.mark(&s.marks.nodes, id); s.Kick
 func (s *Server) markLease(id string) { s.marks.mark(&s.marks.leases, id); s.Kick() }
 func (s *Server) markJob(id string)   { s.marks.mark(&s.marks.jobs, id); s.Kick() }
 
-// ask runs f against the engine on the scheduler goroutine and waits.
+// ask runs f against the engine on the scheduler goroutine and waits. ctx
+// bounds only the wait for the scheduler to take f (it may be in a
+// placement pass); once taken, f runs at once and ask waits for it to
+// return, so that the caller never reads what f writes while it runs.
 func (s *Server) ask(ctx context.Context, f func(e *market.Engine)) error {
 	done := make(chan struct{})
 	select {
@@ -81,12 +84,8 @@ func (s *Server) ask(ctx context.Context, f func(e *market.Engine)) error {
 	case <-s.stopped:
 		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is shutting down")
 	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	<-done
+	return nil
 }
 
 // runScheduler runs a placement pass whenever something may have changed

@@ -487,6 +487,34 @@ func TestServer_PreemptsBronzeWithNotice(t *testing.T) {
 	})
 }
 
+// A question to the engine whose caller gives up while the scheduler runs
+// it still returns only after it has run: its caller reads what it wrote
+// (a data race under -race before, when the dashboard's request was cut).
+func TestServer_askCancelledWhileRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		started, release := make(chan struct{}), make(chan struct{})
+		answered := 0
+		returned := make(chan error, 1)
+		go func() {
+			returned <- m.srv.Ask(ctx, func(*market.Engine) { close(started); <-release; answered = 1 })
+		}()
+		<-started
+		cancel()
+		synctest.Wait()
+		select {
+		case err := <-returned:
+			t.Fatalf("ask returned (%v) while its question still ran", err)
+		default:
+		}
+		close(release)
+		if err := <-returned; err != nil || answered != 1 {
+			t.Fatalf("ask = %v, answered %d; want nil after the answer", err, answered)
+		}
+	})
+}
+
 func TestServer_ExplainAndMarket(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMarket(t)
