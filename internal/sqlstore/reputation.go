@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/audit"
@@ -269,6 +270,7 @@ func (db *DB) ListReputations(ctx context.Context, f idlegrid.ReputationFilter) 
 	}
 	var out []*idlegrid.Reputation
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = nil // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, q, a...)
 		if err != nil {
 			return err
@@ -284,7 +286,16 @@ func (db *DB) ListReputations(ctx context.Context, f idlegrid.ReputationFilter) 
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return err
 		}
-		return loadCounts(ctx, tx, out, filter, filterArgs)
+		countsOf, countsArgs := filter, filterArgs
+		if f.Limit > 0 && len(out) > 0 { // the counts of the rows returned, not of all that match
+			countsArgs = append(args(nil), filterArgs...)
+			ids := make([]string, len(out))
+			for i, r := range out {
+				ids[i] = countsArgs.add(r.SubjectID)
+			}
+			countsOf += ` AND r.subject_id IN (` + strings.Join(ids, ", ") + `)`
+		}
+		return loadCounts(ctx, tx, out, countsOf, countsArgs)
 	})
 	return out, err
 }

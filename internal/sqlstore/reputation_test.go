@@ -93,6 +93,11 @@ func testReputation(t *testing.T, db *sqlstore.DB) {
 					if r.Subject == idlegrid.SubjectNode && r.SubjectID == n1.ID && !cmp.Equal(r, next) {
 						t.Errorf("listed %s differs from the saved: %s", r.SubjectID, cmp.Diff(next, r))
 					}
+					found, err := db.FindReputation(ctx, r.Subject, r.SubjectID)
+					mustOK(t, err)
+					if !cmp.Equal(r, found) {
+						t.Errorf("listed %s differs from the one found: %s", r.SubjectID, cmp.Diff(found, r))
+					}
 				}
 				if !cmp.Equal(ids, tt.want) {
 					t.Errorf("ids = %v, want %v", ids, tt.want)
