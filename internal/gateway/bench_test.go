@@ -29,7 +29,10 @@ import (
 //
 // -gateway.rates sets the rates, e.g. -gateway.rates 200,1000: on a
 // machine too busy for 1,000 a second both paths only queue, and a lower
-// rate still shows what the gateway itself adds.
+// rate still shows what the gateway itself adds. -gateway.outside runs the
+// load generator in a process of its own (this test binary again, as
+// TestLoadGenerator), so that it shares neither the gateway's goroutine
+// scheduler nor its garbage collector.
 func BenchmarkGatewayOverhead(b *testing.B) {
 	rates, err := parseRates(*benchRates)
 	if err != nil {
@@ -51,11 +54,15 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 				direct := []byte(fmt.Sprintf(`{"model":"upstream-model","messages":[{"role":"user","content":"Hi"}],"stream":%v,"stream_options":{"include_usage":true},"max_tokens":16}`, stream))
 				const seconds = 2
 				n := rate * seconds
-				warm := func(url string, key string, body []byte) { load(b, client, url, key, body, rate, rate/4) }
-				warm(up.URL+"/v1/chat/completions", "", direct)
-				d := load(b, client, up.URL+"/v1/chat/completions", "", direct, rate, n)
-				warm(f.URL+"/v1/chat/completions", f.RenterKey, body)
-				g := load(b, client, f.URL+"/v1/chat/completions", f.RenterKey, body, rate, n)
+				run := func(url, key string, body []byte) []time.Duration {
+					if *benchOutside {
+						return loadOutside(b, loadSpec{URL: url, Key: key, Body: body, Rate: rate, N: n, Warm: rate / 4})
+					}
+					load(b, client, url, key, body, rate, rate/4) // warm up
+					return load(b, client, url, key, body, rate, n)
+				}
+				d := run(up.URL+"/v1/chat/completions", "", direct)
+				g := run(f.URL+"/v1/chat/completions", f.RenterKey, body)
 				dp50, dp99 := pct(d, 0.50), pct(d, 0.99)
 				gp50, gp99 := pct(g, 0.50), pct(g, 0.99)
 				b.ReportMetric(us(dp50), "direct-p50-µs")
