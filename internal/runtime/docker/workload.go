@@ -156,7 +156,7 @@ func (wl *workload) signal(sig string) {
 func (r *Runtime) finish(wl *workload, exit *runtime.Exit) {
 	ctx, cancel := context.WithTimeout(context.Background(), engineTimeout)
 	defer cancel()
-	if info, err := r.cli.ContainerInspect(ctx, wl.containerID); err == nil && info.State != nil && info.State.OOMKilled {
+	if r.oomKilled(ctx, wl, exit) {
 		wl.note(fmt.Sprintf("the workload ran out of memory: its limit is %d MB", wl.memoryBytes>>20))
 	}
 	r.remove(wl)
@@ -166,6 +166,40 @@ func (r *Runtime) finish(wl *workload, exit *runtime.Exit) {
 		r.removeVolume(wl.checkpoint) // the job is done here: nothing to resume
 	default:
 		exit.CheckpointRef = CheckpointRefPrefix + wl.checkpoint
+	}
+}
+
+// How long finish looks again for an out-of-memory kill that Docker has
+// not recorded yet.
+const (
+	oomRecheckEvery = 50 * time.Millisecond
+	oomRechecks     = 20
+)
+
+// oomKilled reports whether the kernel killed the workload for its
+// memory. Docker marks the container OOMKilled when the kernel's event
+// reaches it, which on a busy machine can be after the exit it caused
+// (seen with cgroup v1), so a SIGKILL exit (137) that the agent did not
+// ask for is looked at again for up to a second.
+func (r *Runtime) oomKilled(ctx context.Context, wl *workload, exit *runtime.Exit) bool {
+	for attempt := 0; ; attempt++ {
+		info, err := r.cli.ContainerInspect(ctx, wl.containerID)
+		if err != nil || info.State == nil {
+			return false
+		}
+		if info.State.OOMKilled {
+			return true
+		}
+		if exit.Code != 137 || exit.Stopped || attempt == oomRechecks {
+			return false
+		}
+		t := time.NewTimer(oomRecheckEvery)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
 	}
 }
 
