@@ -41,6 +41,7 @@ func (db *DB) FindAccount(ctx context.Context, id string) (*idlegrid.Account, er
 func (db *DB) ListAccounts(ctx context.Context) ([]*idlegrid.Account, error) {
 	var out []*idlegrid.Account
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, `SELECT `+accountColumns+` FROM accounts ORDER BY created_at, id`)
 		if err != nil {
 			return err
@@ -141,6 +142,7 @@ func (db *DB) FindAPIKey(ctx context.Context, hash string) (*idlegrid.APIKey, *i
 func (db *DB) ListAPIKeys(ctx context.Context, accountID string) ([]*idlegrid.APIKey, error) {
 	var out []*idlegrid.APIKey
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, `SELECT `+apiKeyColumns+` FROM api_keys k
 			WHERE k.account_id = $1 ORDER BY k.created_at, k.id`, accountID)
 		if err != nil {
@@ -213,6 +215,7 @@ func scanJoinToken(s scanner) (*idlegrid.JoinToken, error) {
 func (db *DB) ListJoinTokens(ctx context.Context, providerID string) ([]*idlegrid.JoinToken, error) {
 	var out []*idlegrid.JoinToken
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens
 			WHERE provider_id = $1 ORDER BY created_at, id`, providerID)
 		if err != nil {

@@ -92,6 +92,7 @@ func (db *DB) LatestAttestation(ctx context.Context, nodeID string) (*idlegrid.A
 func (db *DB) ListAttestations(ctx context.Context, nodeID string, limit int) ([]*idlegrid.Attestation, error) {
 	var out []*idlegrid.Attestation
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, `SELECT `+attestationColumns+` FROM attestations WHERE node_id = $1
 			ORDER BY is_current DESC, received_at DESC, hash LIMIT $2`, nodeID, limitOf(limit))
 		if err != nil {
@@ -114,6 +115,7 @@ func (db *DB) ListAttestations(ctx context.Context, nodeID string, limit int) ([
 func (db *DB) ListHardwareChanges(ctx context.Context, nodeID string, limit int) ([]*idlegrid.HardwareChange, error) {
 	var out []*idlegrid.HardwareChange
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, `SELECT id, node_id, kind, gpu_uuid, before_value, after_value, from_hash, to_hash, at
 			FROM hardware_changes WHERE node_id = $1 ORDER BY at DESC, id DESC LIMIT $2`, nodeID, limitOf(limit))
 		if err != nil {
@@ -211,6 +213,7 @@ func (db *DB) ListChallenges(ctx context.Context, f idlegrid.ChallengeFilter) ([
 	q += ` ORDER BY issued_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
 	var out []*idlegrid.Challenge
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, q, a...)
 		if err != nil {
 			return err
@@ -376,6 +379,7 @@ func (db *DB) ListQuarantines(ctx context.Context, f idlegrid.QuarantineFilter) 
 	q += ` ORDER BY since DESC, id DESC LIMIT ` + a.add(DefaultLimit)
 	var out []*idlegrid.Quarantine
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, q, a...)
 		if err != nil {
 			return err

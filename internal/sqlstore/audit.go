@@ -157,6 +157,7 @@ func (db *DB) AuditLeafHashes(ctx context.Context, start, end uint64) ([][32]byt
 	}
 	out := make([][32]byte, 0, end-start)
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, `SELECT idx, leaf_hash FROM audit_entries
 			WHERE idx >= $1 AND idx < $2 ORDER BY idx`, int64(start), int64(end))
 		if err != nil {
@@ -209,6 +210,7 @@ func (db *DB) ListAuditEntries(ctx context.Context, f idlegrid.AuditFilter) ([]*
 	q += ` ORDER BY e.idx LIMIT ` + a.add(limitOf(f.Limit))
 	var out []*idlegrid.AuditEntry
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, q, a...)
 		if err != nil {
 			return err

@@ -46,6 +46,7 @@ func (db *DB) NoteHeartbeat(ctx context.Context, nodeID string, at time.Time, in
 func (db *DB) ListHeartbeatSpans(ctx context.Context, nodeID string, from, to time.Time) ([]idlegrid.HeartbeatSpan, error) {
 	var out []idlegrid.HeartbeatSpan
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, `SELECT start_at, end_at, heartbeats FROM heartbeat_spans
 			WHERE node_id = $1 AND end_at > $2 AND start_at < $3 ORDER BY start_at`, nodeID, timeArg(from), timeArg(to))
 		if err != nil {

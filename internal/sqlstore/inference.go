@@ -127,6 +127,7 @@ func (db *DB) InferenceSpend(ctx context.Context, f idlegrid.SpendFilter) (idleg
 func (db *DB) ListInferenceUsage(ctx context.Context, accountID string, limit int) ([]*idlegrid.InferenceUsage, error) {
 	var out []*idlegrid.InferenceUsage
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, `SELECT id, renter_id, key_id, provider_id, node_id, model, endpoint,
 			stream, input_tokens, output_tokens, source, charge_micros, fee_micros, latency_micros,
 			ttft_micros, attempts, status, created_at, transfer_id FROM inference_usage

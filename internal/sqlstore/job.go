@@ -90,6 +90,7 @@ func (db *DB) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegrid.J
 	q += order + ` LIMIT ` + a.add(limitOf(f.Limit))
 	var out []*idlegrid.Job
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, q, a...)
 		if err != nil {
 			return err

@@ -264,6 +264,7 @@ func (db *DB) ListLeases(ctx context.Context, f idlegrid.LeaseFilter) ([]*idlegr
 func (db *DB) ListLeaseEvents(ctx context.Context, leaseID string) ([]*idlegrid.LeaseEvent, error) {
 	var out []*idlegrid.LeaseEvent
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		if _, err := findLease(ctx, tx, leaseID, ""); err != nil {
 			return err
 		}
@@ -521,6 +522,7 @@ func (db *DB) AppendLogs(ctx context.Context, leaseID string, lines []idlegrid.L
 func (db *DB) ListLogs(ctx context.Context, leaseID string, afterSeq int64, limit int) ([]idlegrid.LogLine, error) {
 	var out []idlegrid.LogLine
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		if _, err := findLease(ctx, tx, leaseID, ""); err != nil {
 			return err
 		}

@@ -63,6 +63,7 @@ func scanSpendLimit(s scanner) (*idlegrid.SpendLimit, error) {
 func (db *DB) ListSpendLimits(ctx context.Context, accountID string) ([]*idlegrid.SpendLimit, error) {
 	var out []*idlegrid.SpendLimit
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, `SELECT `+spendLimitColumns+` FROM spend_limits WHERE account_id = $1
 			ORDER BY scope, key_id`, accountID)
 		if err != nil {

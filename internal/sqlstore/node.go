@@ -75,6 +75,7 @@ func (db *DB) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid
 	q += ` ORDER BY created_at, id`
 	var out []*idlegrid.Node
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, q, a...)
 		if err != nil {
 			return err

@@ -37,6 +37,7 @@ func (db *DB) AddNotice(ctx context.Context, n *idlegrid.Notice) (bool, error) {
 func (db *DB) ListNotices(ctx context.Context, accountID string, limit int) ([]*idlegrid.Notice, error) {
 	var out []*idlegrid.Notice
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, `SELECT id, account_id, kind, notice_key, lease_id, job_id, message, created_at
 			FROM notices WHERE account_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, accountID, limitOf(limit))
 		if err != nil {

@@ -90,6 +90,7 @@ func lastReceipt(ctx context.Context, tx *sql.Tx, leaseID string) (*idlegrid.Rec
 func (db *DB) ListReceipts(ctx context.Context, leaseID string) ([]idlegrid.Receipt, error) {
 	var out []idlegrid.Receipt
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		if _, err := findLease(ctx, tx, leaseID, ""); err != nil {
 			return err
 		}

@@ -304,6 +304,7 @@ func (db *DB) ListReputations(ctx context.Context, f idlegrid.ReputationFilter) 
 func (db *DB) ListReputationFacts(ctx context.Context, nodeID string, limit int) ([]*idlegrid.ReputationFact, error) {
 	var out []*idlegrid.ReputationFact
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, `SELECT fact_key, node_id, kind, at, count, promised_seconds, online_seconds, source
 			FROM reputation_facts WHERE node_id = $1 ORDER BY at DESC, fact_key DESC LIMIT $2`, nodeID, limitOf(limit))
 		if err != nil {
@@ -328,6 +329,7 @@ func (db *DB) ListReputationFacts(ctx context.Context, nodeID string, limit int)
 func (db *DB) ListLevelChanges(ctx context.Context, s idlegrid.ReputationSubject, id string, limit int) ([]*idlegrid.LevelChange, error) {
 	var out []*idlegrid.LevelChange
 	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, `SELECT id, subject, subject_id, from_level, to_level, from_name, to_name, reasons, at
 			FROM level_changes WHERE subject = $1 AND subject_id = $2 ORDER BY at DESC, id DESC LIMIT $3`,
 			string(s), id, limitOf(limit))
