@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -64,12 +63,12 @@ func InferenceBatch(ts []*idlegrid.Transfer, first string) *idlegrid.Transfer {
 	case 1:
 		return ts[0]
 	}
-	sums := map[idlegrid.LedgerAccount]idlegrid.Micros{}
+	var all []idlegrid.Entry
 	var at time.Time
 	var charged idlegrid.Micros
 	for _, t := range ts {
 		for _, e := range t.Entries {
-			sums[e.Account] += e.Amount
+			all = append(all, e)
 			if e.Amount < 0 {
 				charged -= e.Amount
 			}
@@ -78,12 +77,7 @@ func InferenceBatch(ts []*idlegrid.Transfer, first string) *idlegrid.Transfer {
 			at = t.CreatedAt
 		}
 	}
-	entries := make([]idlegrid.Entry, 0, len(sums))
-	for _, acct := range slices.Sorted(maps.Keys(sums)) {
-		if sums[acct] != 0 {
-			entries = append(entries, idlegrid.Entry{Account: acct, Amount: sums[acct]})
-		}
-	}
+	entries := slices.DeleteFunc(Net(all), func(e idlegrid.Entry) bool { return e.Amount == 0 })
 	return &idlegrid.Transfer{
 		ID:             idlegrid.NewID("tr"),
 		IdempotencyKey: "inference-batch:" + first,

@@ -69,6 +69,8 @@ package ledger
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -232,6 +234,22 @@ func nonZero(entries ...idlegrid.Entry) []idlegrid.Entry {
 		if e.Amount != 0 {
 			out = append(out, e)
 		}
+	}
+	return out
+}
+
+// Net sums entries per account, in account order: a balance moves once by
+// its account's net, concurrent transactions lock balances in one order,
+// and an account debited and credited in one posting is judged on the net.
+// An account whose entries cancel out keeps its entry, of 0.
+func Net(entries []idlegrid.Entry) []idlegrid.Entry {
+	sums := map[idlegrid.LedgerAccount]idlegrid.Micros{}
+	for _, e := range entries {
+		sums[e.Account] += e.Amount
+	}
+	out := make([]idlegrid.Entry, 0, len(sums))
+	for _, acct := range slices.Sorted(maps.Keys(sums)) {
+		out = append(out, idlegrid.Entry{Account: acct, Amount: sums[acct]})
 	}
 	return out
 }

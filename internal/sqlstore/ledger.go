@@ -4,11 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"sort"
 	"strings"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/audit"
+	"github.com/idlegrid/idlegrid/internal/ledger"
 )
 
 // errSeen reports that a transfer's idempotency key was used before.
@@ -45,26 +45,10 @@ func postTransferLater(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer, la
 	for i, e := range t.Entries {
 		later.entries = append(later.entries, []any{t.ID, i, string(e.Account), e.Account.Owner(), int64(e.Amount)})
 	}
-	if err := moveBalances(ctx, tx, netEntries(t.Entries)); err != nil {
+	if err := moveBalances(ctx, tx, ledger.Net(t.Entries)); err != nil {
 		return err
 	}
 	return appendAudit(tx)(audit.PostingEntry(t))
-}
-
-// netEntries sums t's entries per account, in account order, so that
-// concurrent transactions lock balances in one order and an account that
-// is debited and credited in one transfer is judged on the net.
-func netEntries(entries []idlegrid.Entry) []idlegrid.Entry {
-	sums := map[idlegrid.LedgerAccount]idlegrid.Micros{}
-	for _, e := range entries {
-		sums[e.Account] += e.Amount
-	}
-	out := make([]idlegrid.Entry, 0, len(sums))
-	for acct, amount := range sums {
-		out = append(out, idlegrid.Entry{Account: acct, Amount: amount})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Account < out[j].Account })
-	return out
 }
 
 // moveBalances adds each of net's entries to its account's balance, in
