@@ -25,7 +25,10 @@ type MarketStat struct {
 	// SuggestedAsk is a floor per tier that should sell: the median recent
 	// clearing price (the median ask when nothing cleared yet), 10% higher
 	// when queued demand exceeds the free GPUs, 10% lower when less than
-	// half the supply is filled.
+	// half the supply is filled. The tiers keep their order: a tier never
+	// gets a lower suggestion than a less certain one (bronze ≤ silver ≤
+	// gold), since a renter who pays a price for interruptible GPUs would
+	// pay at least as much for ones that stay.
 	SuggestedAsk map[idlegrid.Tier]idlegrid.Micros `json:"suggested_ask_micros_per_gpu_hour"`
 }
 
@@ -173,5 +176,22 @@ func suggestAsks(s *MarketStat, asks [tierCount][]idlegrid.Micros) map[idlegrid.
 		}
 		out[tier] = m
 	}
+	orderTiers(out)
 	return out
+}
+
+// orderTiers raises each tier's suggestion to the one below it where the
+// less certain tier's price came out higher, walking up from bronze.
+func orderTiers(asks map[idlegrid.Tier]idlegrid.Micros) {
+	var below idlegrid.Micros
+	for _, tier := range slices.Backward(idlegrid.Tiers) {
+		m, ok := asks[tier]
+		if !ok {
+			continue
+		}
+		if m < below {
+			asks[tier] = below
+		}
+		below = max(m, below)
+	}
 }
