@@ -101,6 +101,8 @@ type Engine struct {
 	bf     []bfItem
 	note   []byte
 	cover  coverScratch
+	// rankScratch holds the nodes a ranked list reranks (ranked.go).
+	rankScratch []rankedNode
 	// placed remembers the nodes of the last decision Place made, so that
 	// its Commit finds them without looking their IDs up.
 	placed []*node

@@ -18,7 +18,12 @@ import (
 // What ranks a node there (its ask, reliability and view) changes only
 // with a rebuild of the shelf, so a list is good while the shelf's gen is
 // the one it was built at. Free GPUs, windows and holds do not matter to a
-// shadow competitor, so placements never touch the lists.
+// shadow competitor, so placements never touch the lists. A rebuild for
+// prices alone (a time-of-day multiplier starting or ending) keeps the
+// shelf's members, and so each view's nodes: a list then only reranks the
+// nodes whose score moved, merging them back in, instead of sorting the
+// whole view again. Nodes join and leave a shelf, and change view or
+// reliability, only by being added or removed, which bumps members.
 
 // rankedMax is how many lists a shelf keeps; asking for another replaces
 // the least recently used.
@@ -26,11 +31,12 @@ const rankedMax = 12
 
 // rankedList is one ranked view of a shelf.
 type rankedList struct {
-	gen  uint64 // the shelf's gen when built; 0: unused
-	t    int
-	w    float64
-	used uint64 // the engine's search mark when last used
-	rs   []rankedNode
+	gen     uint64 // the shelf's gen when built or reranked; 0: unused
+	members uint64 // the shelf's members when built
+	t       int
+	w       float64
+	used    uint64 // the engine's search mark when last used
+	rs      []rankedNode
 }
 
 // rankedNode is a node of the view and its score at weight w, with no
@@ -41,17 +47,23 @@ type rankedNode struct {
 }
 
 // ranked returns the shelf's view of tier t ranked by score at weight w,
-// then node ID (the order rank uses), building it when the shelf changed.
+// then node ID (the order rank uses), building it when the shelf's members
+// changed and reranking it when only prices did.
 func (s *shelf) ranked(t int, w float64, mark uint64) []rankedNode {
 	s.clean()
 	victim := &s.ranks[0]
 	for i := range s.ranks {
 		r := &s.ranks[i]
-		if r.gen == s.gen && r.t == t && r.w == w {
+		kept := r.gen != 0 && r.members == s.members
+		if kept && r.t == t && r.w == w {
+			if r.gen != s.gen {
+				r.rerank(&s.e.rankScratch)
+				r.gen = s.gen
+			}
 			r.used = mark
 			return r.rs
 		}
-		if r.gen != s.gen || r.used < victim.used {
+		if !kept || r.used < victim.used {
 			victim = r
 		}
 	}
@@ -61,11 +73,41 @@ func (s *shelf) ranked(t int, w float64, mark uint64) []rankedNode {
 			rs = append(rs, rankedNode{score: scoreOf(nd.asks[t], 0, nd.rel, w), nd: nd})
 		}
 	}
-	slices.SortFunc(rs, func(a, b rankedNode) int {
-		return cmp.Or(cmp.Compare(a.score, b.score), compareStrings(a.nd.id, b.nd.id))
-	})
-	*victim = rankedList{gen: s.gen, t: t, w: w, used: mark, rs: rs}
+	slices.SortFunc(rs, compareRanked)
+	*victim = rankedList{gen: s.gen, members: s.members, t: t, w: w, used: mark, rs: rs}
 	return rs
+}
+
+// rerank brings r up to date with its nodes' scores. The nodes whose score
+// is unchanged keep their order among themselves; the others are taken
+// out, sorted, and merged back in from the end, so the whole costs one
+// pass over the list and a sort of the moved. scratch is reused for them.
+func (r *rankedList) rerank(scratch *[]rankedNode) {
+	moved, kept := (*scratch)[:0], r.rs[:0]
+	for _, x := range r.rs {
+		if sc := scoreOf(x.nd.asks[r.t], 0, x.nd.rel, r.w); sc != x.score {
+			moved = append(moved, rankedNode{score: sc, nd: x.nd})
+		} else {
+			kept = append(kept, x)
+		}
+	}
+	slices.SortFunc(moved, compareRanked)
+	i, j := len(kept)-1, len(moved)-1
+	for k := len(r.rs) - 1; j >= 0; k-- {
+		if i >= 0 && compareRanked(kept[i], moved[j]) > 0 {
+			r.rs[k] = kept[i]
+			i--
+		} else {
+			r.rs[k] = moved[j]
+			j--
+		}
+	}
+	*scratch = moved[:0]
+}
+
+// compareRanked is a ranked list's order: score, then node ID.
+func compareRanked(a, b rankedNode) int {
+	return cmp.Or(cmp.Compare(a.score, b.score), compareStrings(a.nd.id, b.nd.id))
 }
 
 // searchRanked offers x the competitors on a class shelf in score order,

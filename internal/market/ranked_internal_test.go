@@ -74,3 +74,63 @@ func TestRankedLists(t *testing.T) {
 		}
 	}
 }
+
+// When only prices change (time-of-day multipliers starting and ending),
+// the lists are reranked in place rather than built again: they must come
+// out exactly as a fresh ranking would.
+func TestRankedLists_rerankOnPrices(t *testing.T) {
+	at := time.Date(2026, 11, 30, 5, 30, 0, 0, time.UTC)
+	e := NewEngine(Config{GoldMinReliability: 0.5})
+	e.Advance(at)
+	for i := range 60 {
+		n := &idlegrid.Node{ID: fmt.Sprintf("n%02d", i), ProviderID: "p", State: idlegrid.NodeOnline, Reliability: 0.4 + float64(i%6)/10}
+		n.GPUs = []idlegrid.GPU{{UUID: fmt.Sprintf("g%02d", i), Model: "L4", VRAMMB: 24576}}
+		n.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleAlways}
+		silver := idlegrid.Micros(1_000_000 + 29_000*((i*17)%60))
+		n.Ask.FloorMicrosPerGPUHour = map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: silver, idlegrid.TierBronze: silver / 2, idlegrid.TierGold: 4_000_000 - silver}
+		switch i % 4 { // a quarter keep one price all day
+		case 1:
+			n.Ask.TimeOfDay = []idlegrid.PriceWindow{{Start: "06:00", End: "08:00", MultiplierPercent: 150}}
+		case 2:
+			n.Ask.TimeOfDay = []idlegrid.PriceWindow{{Start: "07:00", End: "09:00", MultiplierPercent: 60}}
+		case 3:
+			n.Ask.TimeOfDay = []idlegrid.PriceWindow{{Start: "06:00", End: "07:00", MultiplierPercent: 130}, {Start: "08:00", End: "10:00", MultiplierPercent: 80}}
+		}
+		e.UpsertNode(n)
+	}
+	e.Advance(at)
+	s := e.nodes["n00"].shelves[0]
+	weights := []float64{1, 0.5, 2}
+	check := func(when string) {
+		t.Helper()
+		for ti := range tierCount {
+			for _, w := range weights {
+				e.mark++
+				got := s.ranked(ti, w, e.mark)
+				var want []rankedNode
+				for _, nd := range s.order {
+					if nd.inView(ti) {
+						want = append(want, rankedNode{score: scoreOf(nd.asks[ti], 0, nd.rel, w), nd: nd})
+					}
+				}
+				slices.SortFunc(want, compareRanked)
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s, tier %d, weight %v: ranked list differs from a fresh ranking", when, ti, w)
+				}
+			}
+		}
+	}
+	check("before any multiplier")
+	members := s.members
+	for h := range 5 { // 06:30 to 10:30: multipliers started or ended in each hour
+		gen := s.gen
+		e.Advance(at.Add(time.Duration(h+1) * time.Hour))
+		if s.gen == gen {
+			t.Fatalf("hour %d: the shelf was not rebuilt for the new prices", h)
+		}
+		check(fmt.Sprintf("after hour %d", h))
+	}
+	if s.members != members {
+		t.Fatalf("prices alone changed the shelf's members (%d → %d)", members, s.members)
+	}
+}

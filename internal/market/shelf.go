@@ -56,6 +56,7 @@ type shelf struct {
 	pows      [tierCount]powMemo
 	ranks     [rankedMax]rankedList // views ranked by score, for shadow searches (ranked.go)
 
+	members   uint64         // bumps when a node is added or removed (ranked.go)
 	count     int            // nodes on the shelf
 	inView    [tierCount]int // of them, nodes in each tier's view
 	order     []*node
@@ -123,6 +124,7 @@ func (s *shelf) add(nd *node) {
 		}
 	}
 	s.order = append(s.order, nd)
+	s.members++
 	s.markDirty()
 }
 
@@ -147,6 +149,7 @@ func (s *shelf) remove(nd *node) {
 	}
 	nd.shelves = slices.Delete(nd.shelves, i, i+1)
 	nd.pos = slices.Delete(nd.pos, i, i+1)
+	s.members++
 	s.markDirty()
 }
 
