@@ -29,7 +29,9 @@ import (
 //
 // -gateway.rates sets the rates, e.g. -gateway.rates 200,1000: on a
 // machine too busy for 1,000 a second both paths only queue, and a lower
-// rate still shows what the gateway itself adds. -gateway.outside runs the
+// rate still shows what the gateway itself adds. -gateway.pacer=sleep
+// paces with time.Sleep instead of nanosleep (see preciseSleep), to show
+// what a generator that sends in bursts measures. -gateway.outside runs the
 // load generator in a process of its own (this test binary again, as
 // TestLoadGenerator), so that it shares neither the gateway's goroutine
 // scheduler nor its garbage collector.
@@ -56,7 +58,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 				n := rate * seconds
 				run := func(url, key string, body []byte) []time.Duration {
 					if *benchOutside {
-						return loadOutside(b, loadSpec{URL: url, Key: key, Body: body, Rate: rate, N: n, Warm: rate / 4})
+						return loadOutside(b, loadSpec{URL: url, Key: key, Body: body, Rate: rate, N: n, Warm: rate / 4, Pacer: *benchPacer})
 					}
 					load(b, client, url, key, body, rate, rate/4) // warm up
 					return load(b, client, url, key, body, rate, n)
@@ -109,13 +111,7 @@ func load(tb testing.TB, c *http.Client, url, key string, body []byte, rate, n i
 	lat := make([]time.Duration, n)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
-	interval := time.Second / time.Duration(rate)
-	start := time.Now()
-	for i := range n {
-		due := start.Add(time.Duration(i) * interval)
-		if d := time.Until(due); d > 0 {
-			time.Sleep(d)
-		}
+	err := pace(n, rate, func(i int, due time.Time) {
 		wg.Go(func() {
 			req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
@@ -134,6 +130,9 @@ func load(tb testing.TB, c *http.Client, url, key string, body []byte, rate, n i
 				errs <- fmt.Errorf("%s: %d %v", url, resp.StatusCode, err)
 			}
 		})
+	})
+	if err != nil {
+		tb.Fatal(err)
 	}
 	wg.Wait()
 	close(errs)
@@ -141,6 +140,44 @@ func load(tb testing.TB, c *http.Client, url, key string, body []byte, rate, n i
 		tb.Fatal(err)
 	}
 	return lat
+}
+
+// benchPacer picks how the load generator waits for each request's due
+// time.
+var benchPacer = flag.String("gateway.pacer", "precise", "BenchmarkGatewayOverhead: how the load generator waits for each request's time: precise (nanosleep on a thread of its own, Linux) or sleep (Go's time.Sleep, which can wake a millisecond late and so sends in bursts)")
+
+// pace calls send(i, due) for i from 0 to n-1, rate a second, each at its
+// due time as closely as -gateway.pacer allows, from a goroutine of its
+// own, and returns when the last was sent.
+func pace(n, rate int, send func(i int, due time.Time)) error {
+	errc := make(chan error, 1)
+	go func() {
+		sleep := time.Sleep
+		switch *benchPacer {
+		case "precise":
+			s, err := preciseSleep()
+			if err != nil {
+				errc <- err
+				return
+			}
+			sleep = s
+		case "sleep":
+		default:
+			errc <- fmt.Errorf("-gateway.pacer: want precise or sleep, got %q", *benchPacer)
+			return
+		}
+		interval := time.Second / time.Duration(rate)
+		start := time.Now()
+		for i := range n {
+			due := start.Add(time.Duration(i) * interval)
+			if d := time.Until(due); d > 0 {
+				sleep(d)
+			}
+			send(i, due)
+		}
+		errc <- nil
+	}()
+	return <-errc
 }
 
 // BenchmarkGatewaySequential is one request at a time through the gateway

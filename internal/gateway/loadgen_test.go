@@ -25,7 +25,8 @@ type loadSpec struct {
 	URL, Key string
 	Body     []byte
 	Rate, N  int
-	Warm     int // requests sent first, at the same rate, and not measured
+	Warm     int    // requests sent first, at the same rate, and not measured
+	Pacer    string // -gateway.pacer
 }
 
 // loadEnv carries a loadSpec, as JSON, to the load generator process.
@@ -43,6 +44,7 @@ func TestLoadGenerator(t *testing.T) {
 	if err := json.Unmarshal([]byte(spec), &s); err != nil {
 		t.Fatalf("%s: %v", loadEnv, err)
 	}
+	*benchPacer = s.Pacer
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute}}
 	defer client.CloseIdleConnections()
 	load(t, client, s.URL, s.Key, s.Body, s.Rate, s.Warm)
