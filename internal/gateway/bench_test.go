@@ -46,6 +46,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	up := mustMock(b, "alpha")
 	f.startAgent(b, "alpha", "eu-west", "EU", up.model(testModel, "0.10", "0.20", 100000))
 	f.waitProviders(b, testModel, 1)
+	f.waitChallenges(b)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute}}
 	b.Cleanup(client.CloseIdleConnections)
 	for _, rate := range rates {
@@ -189,6 +190,7 @@ func BenchmarkGatewaySequential(b *testing.B) {
 	up := mustMock(b, "alpha")
 	f.startAgent(b, "alpha", "eu-west", "EU", up.model(testModel, "0.10", "0.20", 100000))
 	f.waitProviders(b, testModel, 1)
+	f.waitChallenges(b)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	body := []byte(fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Hi"}],"max_tokens":16}`, testModel))
 	for _, target := range []struct{ name, url, key string }{

@@ -215,6 +215,31 @@ func (f *fixture) waitProviders(tb testing.TB, model string, n int) {
 	})
 }
 
+// waitChallenges waits until the agents have answered the hardware
+// challenges the server issued when they joined: each runs a matrix
+// product on the CPU for a simulated GPU, which a benchmark must not
+// measure beside its requests.
+func (f *fixture) waitChallenges(tb testing.TB) {
+	tb.Helper()
+	eventually(tb, "join challenges answered", func() string {
+		ctx := context.Background()
+		all, err := f.Store.ListChallenges(ctx, idlegrid.ChallengeFilter{})
+		if err != nil {
+			return err.Error()
+		}
+		open, err := f.Store.ListChallenges(ctx, idlegrid.ChallengeFilter{States: []idlegrid.ChallengeState{idlegrid.ChallengeIssued}})
+		switch {
+		case err != nil:
+			return err.Error()
+		case len(all) == 0:
+			return "none issued yet"
+		case len(open) > 0:
+			return fmt.Sprintf("%d of %d unanswered", len(open), len(all))
+		}
+		return ""
+	})
+}
+
 // eventually polls cond, which says what it still waits for, every 10ms
 // for at most 20s of real time: agents, sessions and model servers run over
 // real sockets, which testing/synctest cannot fake.
