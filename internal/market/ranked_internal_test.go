@@ -134,3 +134,53 @@ func TestRankedLists_rerankOnPrices(t *testing.T) {
 		t.Fatalf("prices alone changed the shelf's members (%d → %d)", members, s.members)
 	}
 }
+
+// BenchmarkRankedAfterPrices is what a shadow search's first ranked list
+// costs after a time-of-day price change rebuilt its shelf: reranked (the
+// list's nodes are the same, a fifth have new scores) against built
+// afresh, as every rebuild did before, in the same run. One shelf of
+// 20,000 nodes, gold view, reliability weight 0.5. Each round first moves
+// the engine's clock a day and an hour, untimed (the price events and the
+// shelf's rebuild take far longer than the list), so give it a count:
+//
+//	go test -run '^$' -bench RankedAfterPrices -benchtime 200x ./internal/market
+func BenchmarkRankedAfterPrices(b *testing.B) {
+	at := time.Date(2026, 11, 30, 8, 30, 0, 0, time.UTC)
+	e := NewEngine(Config{GoldMinReliability: 0.5})
+	e.Advance(at)
+	for i := range 20000 {
+		n := &idlegrid.Node{ID: fmt.Sprintf("n%05d", i), ProviderID: fmt.Sprintf("p%d", i%2000), State: idlegrid.NodeOnline, Reliability: 0.5 + float64(i%50)/100}
+		n.GPUs = []idlegrid.GPU{{UUID: fmt.Sprintf("g%05d", i), Model: "L4", VRAMMB: 24576}}
+		n.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleAlways}
+		silver := idlegrid.Micros(1_000_000 + 97*((i*7919)%10007))
+		n.Ask.FloorMicrosPerGPUHour = map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: silver, idlegrid.TierGold: 3_000_000 - silver/3}
+		if i%5 == 0 {
+			n.Ask.TimeOfDay = []idlegrid.PriceWindow{{Start: "09:00", End: "18:00", MultiplierPercent: 130}}
+		}
+		e.UpsertNode(n)
+	}
+	e.Advance(at)
+	s := e.nodes["n00000"].shelves[0]
+	step := 0 // the clock only moves on, across sub-benchmarks and counts
+	for _, mode := range []string{"rerank", "rebuild"} {
+		b.Run(mode, func(b *testing.B) {
+			e.mark++
+			s.ranked(0, 0.5, e.mark)
+			for b.Loop() {
+				b.StopTimer()
+				step++ // 08:30 and 09:30 on following days: the multiplier is on, or not yet
+				gen := s.gen
+				e.Advance(at.Add(time.Duration(step)*24*time.Hour + time.Duration(step%2)*time.Hour))
+				if s.gen == gen {
+					b.Fatal("the prices did not change: nothing to rerank")
+				}
+				if mode == "rebuild" {
+					s.members++ // as if the shelf's nodes had changed: the list is built again
+				}
+				e.mark++
+				b.StartTimer()
+				s.ranked(0, 0.5, e.mark)
+			}
+		})
+	}
+}
