@@ -37,7 +37,7 @@ import (
 // Run: go test -run '^$' -bench BenchmarkPlace -benchtime 200000x ./internal/market
 func BenchmarkPlace(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { benchEngine(b, n) })
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { benchEngine(b, n, nil) })
 	}
 	for _, n := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("naive/nodes=%d", n), func(b *testing.B) { benchNaive(b, n) })
@@ -232,7 +232,10 @@ func loadedEngine(m *placeMarket) (*market.Engine, []*idlegrid.Lease, int) {
 	return e, fifo, held
 }
 
-func benchEngine(b *testing.B, n int) {
+// benchEngine runs BenchmarkPlace's loop on n nodes. observe, when not
+// nil, is told each placement's job, decision, whether it ran the
+// periodic Advance, and its latency.
+func benchEngine(b *testing.B, n int, observe func(j *idlegrid.Job, d market.Decision, advanced bool, took time.Duration)) {
 	m := newPlaceMarket(n)
 	e, fifo, held := loadedEngine(m)
 	target := held
@@ -245,7 +248,8 @@ func benchEngine(b *testing.B, n int) {
 	cpu0, _ := cputime.Process()
 	for i := 0; b.Loop(); i++ {
 		t0 := time.Now()
-		if i%1000 == 0 {
+		advanced := i%1000 == 0
+		if advanced {
 			clock = clock.Add(10 * time.Second)
 			e.Advance(clock)
 		}
@@ -270,6 +274,9 @@ func benchEngine(b *testing.B, n int) {
 			fifo = fifo[1:]
 		}
 		lat = append(lat, time.Since(t0))
+		if observe != nil {
+			observe(j, d, advanced, lat[len(lat)-1])
+		}
 		if d.Placed() && d.Picks[0].ShadowRunnerUp {
 			shadowLat = append(shadowLat, lat[len(lat)-1])
 		}
