@@ -79,10 +79,13 @@ simulates the workloads and needs nothing.`,
 	perMinute := fs.Float64("jobs-per-minute", 8, "how many jobs the demo renter submits a minute, on average")
 	feeBPS := fs.Int64("fee-bps", 1000, "platform fee in basis points of each charge")
 	runtimeName := fs.String("runtime", agent.RuntimeFake, "what runs the jobs: fake (simulated) or docker (containers of the demo workload, on the local Docker engine)")
+	gcFloor := gcFloorFlag(fs)
 	args, err := fs.parse(args)
 	if err != nil {
 		return err
 	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	} else if err := checkGCFloor(*gcFloor); err != nil {
 		return err
 	} else if *speed <= 0 || *speed > 1000 {
 		return usagef("--speed must be above 0 and at most 1000, got %g", *speed)
@@ -95,6 +98,7 @@ simulates the workloads and needs nothing.`,
 	}
 	addrSet := false
 	fs.Visit(func(f *flag.Flag) { addrSet = addrSet || f.Name == "addr" })
+	defer startGCFloor(ctx, *gcFloor)()
 
 	d := &devMarket{env: c.env, dir: *dataDir, speed: *speed, perMinute: *perMinute, runtime: *runtimeName}
 	if d.dir == "" {

@@ -146,6 +146,8 @@ func TestMain_UsageErrors(t *testing.T) {
 		{"ZeroAmount", []string{"account", "topup", "acct_x", "0.00"}, "idlegrid: AMOUNT must be positive, got 0.00"},
 		{"BadFee", []string{"server", "--fee-bps", "20000"}, "idlegrid: --fee-bps must be between 0 and 10000, got 20000"},
 		{"BadLogLevel", []string{"server", "--log-level", "loud"}, `idlegrid: --log-level must be debug, info, warn or error, got "loud"`},
+		{"BadGCFloor", []string{"server", "--gc-floor-mib", "-1"}, "idlegrid: --gc-floor-mib must be between 0 and 1048576, got -1"},
+		{"BadDevGCFloor", []string{"dev", "--gc-floor-mib", "-5"}, "idlegrid: --gc-floor-mib must be between 0 and 1048576, got -5"},
 		{"GlobalFlagWithoutValue", []string{"--addr"}, "idlegrid: flag needs an argument: --addr"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

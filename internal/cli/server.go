@@ -54,6 +54,7 @@ Ctrl-C exits at once.`,
 	fs.StringVar(&cfg.auditKeyFile, "audit-key", "", "the audit log's signing key, created if missing; never replace it (default: audit.key next to a SQLite --db, else in the working directory)")
 	trustPolicy := fs.String("trust-policy", "", "the trust policy file: reputation formula, levels, the level gold jobs need (docs/trust.md); default: the built-in policy")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	gcFloor := gcFloorFlag(fs)
 	args, err := fs.parse(args)
 	if err != nil {
 		return err
@@ -67,9 +68,12 @@ Ctrl-C exits at once.`,
 		return usagef("--missed-heartbeats must be between 1 and 100, got %d", cfg.missedHeartbeats)
 	} else if cfg.payoutHold < 0 || cfg.payoutHold > 365*24*time.Hour {
 		return usagef("--payout-hold must be between 0 and 8760h, got %s", cfg.payoutHold)
+	} else if err := checkGCFloor(*gcFloor); err != nil {
+		return err
 	} else if cfg.payoutHold == 0 {
 		cfg.payoutHold = -1 // the coordinator reads 0 as its default
 	}
+	defer startGCFloor(ctx, *gcFloor)()
 	if cfg.logger, err = newLogger(c.env.Err, *level); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/internal/gateway"
+	"github.com/idlegrid/idlegrid/internal/gcfloor"
 )
 
 // BenchmarkGatewayOverhead measures the latency the gateway adds over
@@ -31,15 +33,18 @@ import (
 // machine too busy for 1,000 a second both paths only queue, and a lower
 // rate still shows what the gateway itself adds. -gateway.pacer=sleep
 // paces with time.Sleep instead of nanosleep (see preciseSleep), to show
-// what a generator that sends in bursts measures. -gateway.outside runs the
-// load generator in a process of its own (this test binary again, as
-// TestLoadGenerator), so that it shares neither the gateway's goroutine
-// scheduler nor its garbage collector.
+// what a generator that sends in bursts measures. The process keeps the
+// collector's heap goal at least -gateway.gcfloor-mib (256), as idlegrid
+// server does (internal/gcfloor); 0 runs at Go's default. -gateway.outside
+// runs the load generator in a process of its own (this test binary
+// again, as TestLoadGenerator), so that it shares neither the gateway's
+// goroutine scheduler nor its garbage collector.
 func BenchmarkGatewayOverhead(b *testing.B) {
 	rates, err := parseRates(*benchRates)
 	if err != nil {
 		b.Fatal(err)
 	}
+	keepGCFloor(b)
 	f := mustFixture(b, func(c *gateway.Config) {
 		c.CatalogTTL, c.BudgetTTL = gateway.DefaultCatalogTTL, gateway.DefaultBudgetTTL
 	})
@@ -143,6 +148,24 @@ func load(tb testing.TB, c *http.Client, url, key string, body []byte, rate, n i
 	return lat
 }
 
+// benchGCFloor is the heap goal the benchmarks keep at least, in MiB.
+var benchGCFloor = flag.Int("gateway.gcfloor-mib", gcfloor.DefaultFloor>>20, "the gateway benchmarks' heap goal floor in MiB, as idlegrid server keeps it (--gc-floor-mib); 0: Go's default")
+
+// keepGCFloor keeps the process's heap goal at -gateway.gcfloor-mib, as
+// idlegrid server does, until tb ends: the gateway runs in this process.
+func keepGCFloor(tb testing.TB) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		gcfloor.Run(ctx, uint64(*benchGCFloor)<<20, time.Second)
+	}()
+	tb.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
 // benchPacer picks how the load generator waits for each request's due
 // time.
 var benchPacer = flag.String("gateway.pacer", "precise", "BenchmarkGatewayOverhead: how the load generator waits for each request's time: precise (nanosleep on a thread of its own, Linux) or sleep (Go's time.Sleep, which can wake a millisecond late and so sends in bursts)")
@@ -184,6 +207,7 @@ func pace(n, rate int, send func(i int, due time.Time)) error {
 // BenchmarkGatewaySequential is one request at a time through the gateway
 // (non-streamed): the path's own latency, with no queueing.
 func BenchmarkGatewaySequential(b *testing.B) {
+	keepGCFloor(b)
 	f := mustFixture(b, func(c *gateway.Config) {
 		c.CatalogTTL, c.BudgetTTL = gateway.DefaultCatalogTTL, gateway.DefaultBudgetTTL
 	})
