@@ -148,6 +148,10 @@ func (e *Engine) UpsertNode(n *idlegrid.Node) {
 		return
 	}
 	nd := e.nodes[n.ID]
+	if nd != nil && e.restandOnly(nd, n) {
+		e.restand(nd, n) // a new reputation: it moves along its shelves (restand.go)
+		return
+	}
 	var old map[string]*hold
 	if nd == nil {
 		nd = &node{id: n.ID}

@@ -37,7 +37,7 @@ import (
 // Run: go test -run '^$' -bench BenchmarkPlace -benchtime 200000x ./internal/market
 func BenchmarkPlace(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { benchEngine(b, n, nil) })
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { benchEngine(b, n, benchOptions{}) })
 	}
 	for _, n := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("naive/nodes=%d", n), func(b *testing.B) { benchNaive(b, n) })
@@ -58,6 +58,7 @@ var (
 type placeMarket struct {
 	nodes  []*idlegrid.Node
 	leases []*idlegrid.Lease
+	byID   map[string]int // index of nodes by ID, built by restand
 	jobs   []*idlegrid.Job
 }
 
@@ -214,6 +215,27 @@ func (l latencies) report(b *testing.B, waited int, cpu0 time.Duration) {
 	b.ReportMetric(100*float64(waited)/float64(max(b.N, 1)), "waited-%")
 }
 
+// restand returns node id's record after the i-th placement ended one of
+// its leases: its reliability a step nearer 1, or one time in ten a step
+// down, as a reputation moves; it keeps the record for the next.
+func (m *placeMarket) restand(id string, i int) *idlegrid.Node {
+	if m.byID == nil {
+		m.byID = make(map[string]int, len(m.nodes))
+		for k, n := range m.nodes {
+			m.byID[n.ID] = k
+		}
+	}
+	k := m.byID[id]
+	n := *m.nodes[k]
+	if i%10 == 0 {
+		n.Reliability *= 0.98
+	} else {
+		n.Reliability += (1 - n.Reliability) / 50
+	}
+	m.nodes[k] = &n
+	return &n
+}
+
 // loadedEngine returns an engine holding m's nodes and leases, the leases
 // oldest first, and the GPUs they hold.
 func loadedEngine(m *placeMarket) (*market.Engine, []*idlegrid.Lease, int) {
@@ -232,10 +254,28 @@ func loadedEngine(m *placeMarket) (*market.Engine, []*idlegrid.Lease, int) {
 	return e, fifo, held
 }
 
-// benchEngine runs BenchmarkPlace's loop on n nodes. observe, when not
-// nil, is told each placement's job, decision, whether it ran the
-// periodic Advance, and its latency.
-func benchEngine(b *testing.B, n int, observe func(j *idlegrid.Job, d market.Decision, advanced bool, took time.Duration)) {
+// BenchmarkPlaceChurn is BenchmarkPlace at 100,000 nodes where, as in the
+// coordinator, every lease that ends moves its node's reputation: the
+// node is upserted with its reliability a step nearer 1 (or, one time in
+// ten, a failure, a step down), its offer unchanged.
+//
+//	go test -run '^$' -bench PlaceChurn -benchtime 3s ./internal/market
+func BenchmarkPlaceChurn(b *testing.B) {
+	benchEngine(b, 100_000, benchOptions{churn: true})
+}
+
+// benchOptions vary BenchmarkPlace's loop.
+type benchOptions struct {
+	// observe, when not nil, is told each placement's job, decision,
+	// whether it ran the periodic Advance, and its latency.
+	observe func(j *idlegrid.Job, d market.Decision, advanced bool, took time.Duration)
+	// churn upserts the node of every lease that ends with a new
+	// reliability (BenchmarkPlaceChurn).
+	churn bool
+}
+
+// benchEngine runs BenchmarkPlace's loop on n nodes.
+func benchEngine(b *testing.B, n int, o benchOptions) {
 	m := newPlaceMarket(n)
 	e, fifo, held := loadedEngine(m)
 	target := held
@@ -270,12 +310,15 @@ func benchEngine(b *testing.B, n int, observe func(j *idlegrid.Job, d market.Dec
 		}
 		for held > target && len(fifo) > 0 {
 			e.RemoveLease(fifo[0].ID)
+			if o.churn {
+				e.UpsertNode(m.restand(fifo[0].NodeID, i))
+			}
 			held -= len(fifo[0].GPUUUIDs)
 			fifo = fifo[1:]
 		}
 		lat = append(lat, time.Since(t0))
-		if observe != nil {
-			observe(j, d, advanced, lat[len(lat)-1])
+		if o.observe != nil {
+			o.observe(j, d, advanced, lat[len(lat)-1])
 		}
 		if d.Placed() && d.Picks[0].ShadowRunnerUp {
 			shadowLat = append(shadowLat, lat[len(lat)-1])

@@ -21,7 +21,7 @@ import (
 //	go test -run '^$' -bench PlaceBreakdown -benchtime 150000x -v ./internal/market   # -v: the table is a log
 func BenchmarkPlaceBreakdown(b *testing.B) {
 	br := breakdown{}
-	benchEngine(b, 100_000, br.observe)
+	benchEngine(b, 100_000, benchOptions{observe: br.observe})
 	br.report(b)
 }
 

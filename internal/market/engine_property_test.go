@@ -593,7 +593,8 @@ func TestEngine_Place_bruteForce(t *testing.T) {
 	}
 }
 
-// churn changes the engine's index and changes it back.
+// churn changes the engine's index and changes it back, but for new
+// reliabilities, which it keeps in m too.
 func churn(r *rand.Rand, e *market.Engine, m *refMarket) {
 	var extra []string
 	for i, n := range m.nodes {
@@ -611,6 +612,14 @@ func churn(r *rand.Rand, e *market.Engine, m *refMarket) {
 	probe := &idlegrid.Job{ID: "probe", JobSpec: idlegrid.JobSpec{Kind: idlegrid.KindOther, GPUs: 1, Nodes: 1,
 		Tier: idlegrid.TierSilver, MaxPriceMicrosPerGPUHour: 1000 * unit, DurationSeconds: 60}}
 	e.Place(probe, now) // builds the views with the extra leases in
+	for i, n := range m.nodes {
+		if r.IntN(3) == 0 { // a lease ended and its reputation moved: the same offer, a new score
+			moved := *n
+			moved.Reliability = []float64{0.5, 0.7, 0.85, 0.9, 0.95, 1}[r.IntN(6)]
+			m.nodes[i] = &moved
+			e.UpsertNode(&moved) // moves along its clean shelves (restand.go)
+		}
+	}
 	for _, id := range extra {
 		e.RemoveLease(id)
 	}

@@ -1,0 +1,123 @@
+package market
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// A node whose reputation moves is moved along its shelves in place: after
+// any number of moves each shelf must be exactly as a rebuild would leave
+// it, but for what a rebuild may tighten (the least reliabilities, the
+// ordered flags), which must still hold.
+func TestShelf_restand(t *testing.T) {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	r := rand.New(rand.NewPCG(1, 2))
+	e := NewEngine(Config{GoldMinReliability: 0.7}) // moves cross the gold bar
+	e.Advance(at)
+	var nodes []*idlegrid.Node
+	for i := range 300 {
+		// All start equally reliable, so that bronze, whose asks rise with
+		// silver's but not in proportion, starts ordered, and moves can
+		// break that.
+		n := &idlegrid.Node{ID: fmt.Sprintf("n%03d", i), ProviderID: fmt.Sprintf("p%d", i%7), State: idlegrid.NodeOnline, Reliability: 1}
+		n.GPUs = []idlegrid.GPU{{UUID: fmt.Sprintf("g%03d-0", i), Model: "L4", VRAMMB: 24576}, {UUID: fmt.Sprintf("g%03d-1", i), Model: "L4", VRAMMB: 24576}}
+		n.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleAlways}
+		silver := idlegrid.Micros(1_000_000 + r.IntN(400)*2_500)
+		n.Ask.FloorMicrosPerGPUHour = map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: silver, idlegrid.TierBronze: silver * silver / 3_000_000}
+		if i%3 != 0 {
+			n.Ask.FloorMicrosPerGPUHour[idlegrid.TierGold] = 3_000_000 - silver/2
+		}
+		if i%5 == 0 {
+			n.CachedDatasets = []string{"c4"} // on a sub-shelf too
+		}
+		nodes = append(nodes, n)
+		e.UpsertNode(n)
+		if i%2 == 0 { // some busy, so entries differ
+			started := at.Add(-time.Hour)
+			e.AddLease(&idlegrid.Lease{ID: "l" + n.ID, JobID: "j" + n.ID, NodeID: n.ID, Tier: idlegrid.TierBronze, State: idlegrid.LeaseRunning,
+				CreatedAt: started, StartedAt: &started, LimitSeconds: 7200, GPUUUIDs: []string{n.GPUs[0].UUID}})
+		}
+	}
+	e.Advance(at) // clean: the moves below are made in place
+	if s := e.nodes["n000"].shelves[0]; !s.ordered[2] {
+		t.Fatal("bronze starts unordered; the test wants it ordered")
+	}
+	for step := range 2000 {
+		i := r.IntN(len(nodes))
+		moved := *nodes[i]
+		moved.Reliability = 0.4 + 0.6*r.Float64()
+		if step%10 == 0 {
+			moved.Reliability = nodes[i].Reliability * (1 + 0.002*(r.Float64()-0.5)) // a small step: a short move
+		}
+		nodes[i] = &moved
+		e.UpsertNode(&moved)
+		nd := e.nodes[moved.ID]
+		if nd.views != viewsOf(nd, e.cfg) || nd.rel != clampReliability(moved.Reliability) {
+			t.Fatalf("step %d: %s's views or reliability not its new record's", step, nd.id)
+		}
+		for _, s := range nd.shelves {
+			if s.dirty {
+				t.Fatalf("step %d: a move marked the shelf dirty; want it made in place", step)
+			}
+			checkShelf(t, fmt.Sprintf("step %d", step), s)
+		}
+	}
+}
+
+// checkShelf holds a clean shelf to what clean would build.
+func checkShelf(t *testing.T, when string, s *shelf) {
+	t.Helper()
+	for k, nd := range s.order {
+		if k > 0 && !orderLess(s.order[k-1], nd) {
+			t.Fatalf("%s: %s before %s out of order", when, s.order[k-1].id, nd.id)
+		}
+		if p := *nd.posIn(s); int(p) != k {
+			t.Fatalf("%s: %s at %d, its pos says %d", when, nd.id, k, p)
+		}
+		if s.leaves[k] != nd.leaf || s.leafPlans[k] != nd.leafPlan {
+			t.Fatalf("%s: the entry at %d is not %s's", when, k, nd.id)
+		}
+	}
+	blocks := (len(s.order) + blockLen - 1) / blockLen
+	for j := range blocks {
+		if s.agg[s.size+j] != s.sumBlock(j) || s.plan[s.size+j] != s.sumBlockPlan(j) {
+			t.Fatalf("%s: block %d's sum is stale", when, j)
+		}
+	}
+	for k := s.size - 1; k >= 1; k-- {
+		if s.agg[k] != combine(s.agg[2*k], s.agg[2*k+1]) || s.plan[k] != combinePlan(s.plan[2*k], s.plan[2*k+1]) {
+			t.Fatalf("%s: tree node %d's sum is stale", when, k)
+		}
+	}
+	if s.root != s.agg[1] {
+		t.Fatalf("%s: the root is stale", when)
+	}
+	for ti := range tierCount {
+		n := 0
+		for _, nd := range s.order {
+			if nd.inView(ti) {
+				n++
+			}
+		}
+		if n != s.inView[ti] {
+			t.Fatalf("%s: tier %d's view counted %d, holds %d", when, ti, s.inView[ti], n)
+		}
+		var last float64
+		for _, nd := range s.order {
+			if !nd.inView(ti) {
+				continue
+			}
+			if lowFloat32(nd.rel) < s.relMin[ti] {
+				t.Fatalf("%s: tier %d's least reliability %v is above %s's %v", when, ti, s.relMin[ti], nd.id, nd.rel)
+			}
+			if s.ordered[ti] && nd.s1[ti] < last {
+				t.Fatalf("%s: tier %d is marked ordered, but %s's score falls", when, ti, nd.id)
+			}
+			last = nd.s1[ti]
+		}
+	}
+}
