@@ -22,8 +22,11 @@ import (
 // prices alone (a time-of-day multiplier starting or ending) keeps the
 // shelf's members, and so each view's nodes: a list then only reranks the
 // nodes whose score moved, merging them back in, instead of sorting the
-// whole view again. Nodes join and leave a shelf, and change view or
-// reliability, only by being added or removed, which bumps members.
+// whole view again. A node whose reputation moved (restand.go) is logged
+// by the shelf, and a list that only such moves have passed takes each
+// logged node out of its old place and merges it in at its new one,
+// without reading the rest. A list is built afresh when a node joins or
+// leaves the shelf, or its tier's view: the shelf's members for the tier.
 
 // rankedMax is how many lists a shelf keeps; asking for another replaces
 // the least recently used.
@@ -32,7 +35,7 @@ const rankedMax = 12
 // rankedList is one ranked view of a shelf.
 type rankedList struct {
 	gen     uint64 // the shelf's gen when built or reranked; 0: unused
-	members uint64 // the shelf's members when built
+	members uint64 // the shelf's members of tier t when built
 	t       int
 	w       float64
 	used    uint64 // the engine's search mark when last used
@@ -47,19 +50,20 @@ type rankedNode struct {
 }
 
 // ranked returns the shelf's view of tier t ranked by score at weight w,
-// then node ID (the order rank uses), building it when the shelf's members
-// changed and reranking it when only prices did.
+// then node ID (the order rank uses), building it when the view's members
+// changed, patching it when only logged moves did, and reranking it
+// otherwise.
 func (s *shelf) ranked(t int, w float64, mark uint64) []rankedNode {
 	s.clean()
 	victim := &s.ranks[0]
 	for i := range s.ranks {
 		r := &s.ranks[i]
-		kept := r.gen != 0 && r.members == s.members
+		kept := r.gen != 0 && r.members == s.members[r.t]
 		if kept && r.t == t && r.w == w {
-			if r.gen != s.gen {
+			if r.gen != s.gen && (r.gen < s.movesSince || !r.patch(s.moves, &s.e.rankScratch)) {
 				r.rerank(&s.e.rankScratch)
-				r.gen = s.gen
 			}
+			r.gen = s.gen
 			r.used = mark
 			return r.rs
 		}
@@ -74,7 +78,7 @@ func (s *shelf) ranked(t int, w float64, mark uint64) []rankedNode {
 		}
 	}
 	slices.SortFunc(rs, compareRanked)
-	*victim = rankedList{gen: s.gen, members: s.members, t: t, w: w, used: mark, rs: rs}
+	*victim = rankedList{gen: s.gen, members: s.members[t], t: t, w: w, used: mark, rs: rs}
 	return rs
 }
 
@@ -92,17 +96,66 @@ func (r *rankedList) rerank(scratch *[]rankedNode) {
 		}
 	}
 	slices.SortFunc(moved, compareRanked)
-	i, j := len(kept)-1, len(moved)-1
-	for k := len(r.rs) - 1; j >= 0; k-- {
-		if i >= 0 && compareRanked(kept[i], moved[j]) > 0 {
-			r.rs[k] = kept[i]
-			i--
-		} else {
-			r.rs[k] = moved[j]
-			j--
+	merge(r.rs, kept, moved)
+	*scratch = moved[:0]
+}
+
+// patch brings r up to date with the moves logged since it was made: each
+// node moved (in the list's view) leaves the place the score r holds for
+// it gives, found by binary search, and is merged back in at its score
+// now; the rest of the list is copied, not read. It reports false, having
+// changed nothing, if a node is not where its logged score says (then
+// rerank).
+func (r *rankedList) patch(log []moveRec, scratch *[]rankedNode) bool {
+	first := sort.Search(len(log), func(i int) bool { return log[i].gen > r.gen })
+	olds := (*scratch)[:0]
+	for _, m := range log[first:] {
+		if !m.nd.inView(r.t) || slices.ContainsFunc(olds, func(x rankedNode) bool { return x.nd == m.nd }) {
+			continue // not in the list, or moved before: its first move says what r holds
+		}
+		olds = append(olds, rankedNode{score: scoreOf(m.nd.asks[r.t], 0, m.oldRel, r.w), nd: m.nd})
+	}
+	k := len(olds)
+	slices.SortFunc(olds, compareRanked)
+	for _, o := range olds {
+		if _, found := slices.BinarySearchFunc(r.rs, o, compareRanked); !found {
+			*scratch = olds[:0]
+			return false
 		}
 	}
-	*scratch = moved[:0]
+	news := olds
+	for _, o := range olds[:k] {
+		news = append(news, rankedNode{score: scoreOf(o.nd.asks[r.t], 0, o.nd.rel, r.w), nd: o.nd})
+	}
+	news = news[k:]
+	slices.SortFunc(news, compareRanked)
+	kept, j := r.rs[:0], 0
+	for _, x := range r.rs {
+		if j < k && x == olds[j] {
+			j++
+			continue
+		}
+		kept = append(kept, x)
+	}
+	merge(r.rs, kept, news)
+	*scratch = olds[:0]
+	return true
+}
+
+// merge fills rs with kept, which is rs's own prefix, and news, each in
+// rank order: from the end, each new entry goes after the kept ones that
+// rank above it, found by binary search and moved in one copy, so that a
+// few news cost a few searches, not a comparison per entry.
+func merge(rs, kept, news []rankedNode) {
+	i, end := len(kept), len(rs)
+	for j := len(news) - 1; j >= 0; j-- {
+		p := sort.Search(i, func(x int) bool { return compareRanked(kept[x], news[j]) > 0 })
+		end -= i - p
+		copy(rs[end:], kept[p:i])
+		end--
+		rs[end] = news[j]
+		i = p
+	}
 }
 
 // compareRanked is a ranked list's order: score, then node ID.

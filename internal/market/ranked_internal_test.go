@@ -131,7 +131,7 @@ func TestRankedLists_rerankOnPrices(t *testing.T) {
 		check(fmt.Sprintf("after hour %d", h))
 	}
 	if s.members != members {
-		t.Fatalf("prices alone changed the shelf's members (%d → %d)", members, s.members)
+		t.Fatalf("prices alone changed the shelf's members (%v → %v)", members, s.members)
 	}
 }
 
@@ -175,7 +175,7 @@ func BenchmarkRankedAfterPrices(b *testing.B) {
 					b.Fatal("the prices did not change: nothing to rerank")
 				}
 				if mode == "rebuild" {
-					s.members++ // as if the shelf's nodes had changed: the list is built again
+					s.joined() // as if a node had joined the shelf: the list is built again
 				}
 				e.mark++
 				b.StartTimer()

@@ -44,10 +44,11 @@ func (e *Engine) restand(nd *node, n *idlegrid.Node) {
 		nd.views = views
 		e.memberGen++ // wait reasons count the views
 	}
+	oldRel := nd.rel
 	nd.rel = rel
 	nd.setPrices(nd.pct) // its scores, key and base entry
 	for i, s := range nd.shelves {
-		s.restand(nd, int(nd.pos[i]))
+		s.restand(nd, int(nd.pos[i]), oldRel)
 	}
 	e.touch(nd) // writes its new entry where it now stands
 }
@@ -57,8 +58,9 @@ func (e *Engine) restand(nd *node, n *idlegrid.Node) {
 // entries and the sums above them; nd's entry stays its old one, which
 // touch then rewrites. A dirty shelf is left to its rebuild, and a long
 // move marks the shelf dirty. What searches cached of the shelf (fits,
-// powers, ranked lists) is invalidated by a new gen.
-func (s *shelf) restand(nd *node, from int) {
+// powers, ranked lists) is invalidated by a new gen; the move is logged,
+// with the reliability nd had, for the ranked lists.
+func (s *shelf) restand(nd *node, from int, oldRel float64) {
 	if s.dirty {
 		return
 	}
@@ -99,21 +101,43 @@ func (s *shelf) restand(nd *node, from int) {
 		}
 	}
 	s.gen++
+	s.logMove(nd, oldRel)
+}
+
+// maxMoves bounds a shelf's log of moves; past it the log starts again,
+// and lists made before are reranked whole.
+const maxMoves = 256
+
+// moveRec is a logged restand: nd moved at the shelf's gen gen, from
+// reliability oldRel (its asks did not change).
+type moveRec struct {
+	nd     *node
+	gen    uint64
+	oldRel float64
+}
+
+func (s *shelf) logMove(nd *node, oldRel float64) {
+	if len(s.moves) >= maxMoves {
+		s.moves, s.movesSince = s.moves[:0], s.gen
+		return
+	}
+	s.moves = append(s.moves, moveRec{nd: nd, gen: s.gen, oldRel: oldRel})
 }
 
 // reView counts a node in the tier views it joined and not in those it
-// left (its views were old, are now). The shelf's ranked lists are built
-// afresh, as after a change of members.
+// left (its views were old, are now); those views' ranked lists are built
+// afresh.
 func (s *shelf) reView(old, now uint8) {
 	for t := range tierCount {
 		switch was, is := old&(1<<t) != 0, now&(1<<t) != 0; {
 		case is && !was:
 			s.inView[t]++
+			s.members[t]++
 		case was && !is:
 			s.inView[t]--
+			s.members[t]++
 		}
 	}
-	s.members++
 }
 
 // resum recomputes the sums of blocks first to last and the tree above.

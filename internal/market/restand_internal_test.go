@@ -3,6 +3,7 @@ package market
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -65,7 +66,30 @@ func TestShelf_restand(t *testing.T) {
 			}
 			checkShelf(t, fmt.Sprintf("step %d", step), s)
 		}
+		if step%7 == 0 { // the ranked lists, patched from the log of moves, or reranked
+			s := nd.shelves[0]
+			for _, ti := range []int{0, 1, 2} {
+				for _, w := range []float64{1, 0.5} {
+					e.mark++
+					if got, want := s.ranked(ti, w, e.mark), freshRanking(s, ti, w); !slices.Equal(got, want) {
+						t.Fatalf("step %d: tier %d weight %v: the ranked list differs from a fresh ranking", step, ti, w)
+					}
+				}
+			}
+		}
 	}
+}
+
+// freshRanking is tier ti's view of s ranked at weight w from scratch.
+func freshRanking(s *shelf, ti int, w float64) []rankedNode {
+	var out []rankedNode
+	for _, nd := range s.order {
+		if nd.inView(ti) {
+			out = append(out, rankedNode{score: scoreOf(nd.asks[ti], 0, nd.rel, w), nd: nd})
+		}
+	}
+	slices.SortFunc(out, compareRanked)
+	return out
 }
 
 // checkShelf holds a clean shelf to what clean would build.

@@ -56,15 +56,20 @@ type shelf struct {
 	pows      [tierCount]powMemo
 	ranks     [rankedMax]rankedList // views ranked by score, for shadow searches (ranked.go)
 
-	members   uint64         // bumps when a node is added or removed (ranked.go)
-	count     int            // nodes on the shelf
-	inView    [tierCount]int // of them, nodes in each tier's view
-	order     []*node
-	leaves    []agg     // by position, padded to whole blocks
-	leafPlans []planAgg // beside leaves
-	size      int       // the tree's leaves: a power of two at least the blocks
-	agg       []agg     // 2*size; agg[1] is the root
-	plan      []planAgg // 2*size, beside agg
+	// members bumps, per tier, when a node joins or leaves the shelf or the
+	// tier's view; moves logs the restands since the gen movesSince
+	// (ranked.go).
+	members    [tierCount]uint64
+	moves      []moveRec
+	movesSince uint64
+	count      int            // nodes on the shelf
+	inView     [tierCount]int // of them, nodes in each tier's view
+	order      []*node
+	leaves     []agg     // by position, padded to whole blocks
+	leafPlans  []planAgg // beside leaves
+	size       int       // the tree's leaves: a power of two at least the blocks
+	agg        []agg     // 2*size; agg[1] is the root
+	plan       []planAgg // 2*size, beside agg
 
 	e *Engine // whose list of shelves to clean at the next Advance it joins when dirty
 }
@@ -124,7 +129,7 @@ func (s *shelf) add(nd *node) {
 		}
 	}
 	s.order = append(s.order, nd)
-	s.members++
+	s.joined()
 	s.markDirty()
 }
 
@@ -149,7 +154,7 @@ func (s *shelf) remove(nd *node) {
 	}
 	nd.shelves = slices.Delete(nd.shelves, i, i+1)
 	nd.pos = slices.Delete(nd.pos, i, i+1)
-	s.members++
+	s.joined()
 	s.markDirty()
 }
 
@@ -212,6 +217,15 @@ func (s *shelf) clean() {
 	s.root = s.agg[1]
 	s.dirty = false
 	s.gen++
+	s.moves, s.movesSince = s.moves[:0], s.gen
+}
+
+// joined notes that a node joined or left the shelf: every tier's members
+// change.
+func (s *shelf) joined() {
+	for t := range tierCount {
+		s.members[t]++
+	}
 }
 
 // powMemo remembers, for one tier and reliability weight w, the factors
