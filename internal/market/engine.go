@@ -101,8 +101,10 @@ type Engine struct {
 	bf     []bfItem
 	note   []byte
 	cover  coverScratch
-	// rankScratch holds the nodes a ranked list reranks (ranked.go).
-	rankScratch []rankedNode
+	// rankScratch is what ranked lists reuse when they follow the shelf
+	// (ranked.go).
+	rankScratch rankScratch
+	rankMark    uint64 // counts reranks, to mark the nodes each found
 	// placed remembers the nodes of the last decision Place made, so that
 	// its Commit finds them without looking their IDs up.
 	placed []*node

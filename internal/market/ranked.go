@@ -22,11 +22,11 @@ import (
 // prices alone (a time-of-day multiplier starting or ending) keeps the
 // shelf's members, and so each view's nodes: a list then only reranks the
 // nodes whose score moved, merging them back in, instead of sorting the
-// whole view again. A node whose reputation moved (restand.go) is logged
-// by the shelf, and a list that only such moves have passed takes each
-// logged node out of its old place and merges it in at its new one,
-// without reading the rest. A list is built afresh when a node joins or
-// leaves the shelf, or its tier's view: the shelf's members for the tier.
+// whole view again. A node whose reputation moved (restand.go), even into
+// or out of the gold view, is logged by the shelf, and a list that only
+// such moves have passed takes each logged node out of its old place and
+// merges it in at its new one, without reading the rest. A list is built
+// afresh when a node joins or leaves the shelf: its members.
 
 // rankedMax is how many lists a shelf keeps; asking for another replaces
 // the least recently used.
@@ -35,7 +35,7 @@ const rankedMax = 12
 // rankedList is one ranked view of a shelf.
 type rankedList struct {
 	gen     uint64 // the shelf's gen when built or reranked; 0: unused
-	members uint64 // the shelf's members of tier t when built
+	members uint64 // the shelf's members when built
 	t       int
 	w       float64
 	used    uint64 // the engine's search mark when last used
@@ -50,7 +50,7 @@ type rankedNode struct {
 }
 
 // ranked returns the shelf's view of tier t ranked by score at weight w,
-// then node ID (the order rank uses), building it when the view's members
+// then node ID (the order rank uses), building it when the shelf's members
 // changed, patching it when only logged moves did, and reranking it
 // otherwise.
 func (s *shelf) ranked(t int, w float64, mark uint64) []rankedNode {
@@ -58,10 +58,10 @@ func (s *shelf) ranked(t int, w float64, mark uint64) []rankedNode {
 	victim := &s.ranks[0]
 	for i := range s.ranks {
 		r := &s.ranks[i]
-		kept := r.gen != 0 && r.members == s.members[r.t]
+		kept := r.gen != 0 && r.members == s.members
 		if kept && r.t == t && r.w == w {
 			if r.gen != s.gen && (r.gen < s.movesSince || !r.patch(s.moves, &s.e.rankScratch)) {
-				r.rerank(&s.e.rankScratch)
+				r.rerank(s, &s.e.rankScratch)
 			}
 			r.gen = s.gen
 			r.used = mark
@@ -78,54 +78,86 @@ func (s *shelf) ranked(t int, w float64, mark uint64) []rankedNode {
 		}
 	}
 	slices.SortFunc(rs, compareRanked)
-	*victim = rankedList{gen: s.gen, members: s.members[t], t: t, w: w, used: mark, rs: rs}
+	*victim = rankedList{gen: s.gen, members: s.members, t: t, w: w, used: mark, rs: rs}
 	return rs
 }
 
-// rerank brings r up to date with its nodes' scores. The nodes whose score
-// is unchanged keep their order among themselves; the others are taken
-// out, sorted, and merged back in from the end, so the whole costs one
-// pass over the list and a sort of the moved. scratch is reused for them.
-func (r *rankedList) rerank(scratch *[]rankedNode) {
-	moved, kept := (*scratch)[:0], r.rs[:0]
+// rerank brings r up to date with the shelf s: its nodes' scores, and the
+// nodes that left or joined the tier's view (a move into or out of gold
+// the log no longer tells). The nodes whose score is unchanged keep their
+// order among themselves; the others are taken out, sorted, and merged
+// back in from the end, so the whole costs one pass over the list (and
+// one over the shelf when the view gained nodes) and a sort of the moved.
+func (r *rankedList) rerank(s *shelf, sc *rankScratch) {
+	s.e.rankMark++
+	mark := s.e.rankMark
+	moved, kept := sc.rs[:0], r.rs[:0]
 	for _, x := range r.rs {
-		if sc := scoreOf(x.nd.asks[r.t], 0, x.nd.rel, r.w); sc != x.score {
-			moved = append(moved, rankedNode{score: sc, nd: x.nd})
+		nd := x.nd
+		if !nd.inView(r.t) {
+			continue // it left the view
+		}
+		nd.rankMark = mark
+		if score := scoreOf(nd.asks[r.t], 0, nd.rel, r.w); score != x.score {
+			moved = append(moved, rankedNode{score: score, nd: nd})
 		} else {
 			kept = append(kept, x)
 		}
 	}
+	if len(kept)+len(moved) != s.inView[r.t] { // some joined it
+		for _, nd := range s.order {
+			if nd.inView(r.t) && nd.rankMark != mark {
+				moved = append(moved, rankedNode{score: scoreOf(nd.asks[r.t], 0, nd.rel, r.w), nd: nd})
+			}
+		}
+	}
 	slices.SortFunc(moved, compareRanked)
+	r.resize(kept, moved)
 	merge(r.rs, kept, moved)
-	*scratch = moved[:0]
+	sc.rs = moved[:0]
+}
+
+// resize makes r's list as long as kept, its own prefix, and news.
+func (r *rankedList) resize(kept, news []rankedNode) {
+	if n := len(kept) + len(news); n <= cap(r.rs) {
+		r.rs = r.rs[:n]
+	} else {
+		r.rs = append(kept, news...) // the tail is rewritten by merge
+	}
 }
 
 // patch brings r up to date with the moves logged since it was made: each
-// node moved (in the list's view) leaves the place the score r holds for
-// it gives, found by binary search, and is merged back in at its score
-// now; the rest of the list is copied, not read. It reports false, having
-// changed nothing, if a node is not where its logged score says (then
-// rerank).
-func (r *rankedList) patch(log []moveRec, scratch *[]rankedNode) bool {
+// node moved leaves the place the score r holds for it gives (if it was in
+// the view), found by binary search, and is merged back in at its score
+// now (if it is in the view now); the rest of the list is copied, not
+// read. A node's first move after r was made says what r holds. It
+// reports false, having changed nothing, if a node is not where its
+// logged score says (then rerank).
+func (r *rankedList) patch(log []moveRec, sc *rankScratch) bool {
 	first := sort.Search(len(log), func(i int) bool { return log[i].gen > r.gen })
-	olds := (*scratch)[:0]
+	seen, olds := sc.seen[:0], sc.rs[:0]
 	for _, m := range log[first:] {
-		if !m.nd.inView(r.t) || slices.ContainsFunc(olds, func(x rankedNode) bool { return x.nd == m.nd }) {
-			continue // not in the list, or moved before: its first move says what r holds
+		if slices.Contains(seen, m.nd) {
+			continue
 		}
-		olds = append(olds, rankedNode{score: scoreOf(m.nd.asks[r.t], 0, m.oldRel, r.w), nd: m.nd})
+		seen = append(seen, m.nd)
+		if m.oldViews&(1<<r.t) != 0 {
+			olds = append(olds, rankedNode{score: scoreOf(m.nd.asks[r.t], 0, m.oldRel, r.w), nd: m.nd})
+		}
 	}
+	defer func() { sc.seen, sc.rs = seen[:0], olds[:0] }()
 	k := len(olds)
 	slices.SortFunc(olds, compareRanked)
 	for _, o := range olds {
 		if _, found := slices.BinarySearchFunc(r.rs, o, compareRanked); !found {
-			*scratch = olds[:0]
 			return false
 		}
 	}
 	news := olds
-	for _, o := range olds[:k] {
-		news = append(news, rankedNode{score: scoreOf(o.nd.asks[r.t], 0, o.nd.rel, r.w), nd: o.nd})
+	for _, nd := range seen {
+		if nd.inView(r.t) {
+			news = append(news, rankedNode{score: scoreOf(nd.asks[r.t], 0, nd.rel, r.w), nd: nd})
+		}
 	}
 	news = news[k:]
 	slices.SortFunc(news, compareRanked)
@@ -137,8 +169,8 @@ func (r *rankedList) patch(log []moveRec, scratch *[]rankedNode) bool {
 		}
 		kept = append(kept, x)
 	}
+	r.resize(kept, news)
 	merge(r.rs, kept, news)
-	*scratch = olds[:0]
 	return true
 }
 
@@ -156,6 +188,13 @@ func merge(rs, kept, news []rankedNode) {
 		rs[end] = news[j]
 		i = p
 	}
+}
+
+// rankScratch is what patching and reranking reuse: the entries they
+// take out and put in, and the nodes a patch has seen in the log.
+type rankScratch struct {
+	rs   []rankedNode
+	seen []*node
 }
 
 // compareRanked is a ranked list's order: score, then node ID.

@@ -37,6 +37,7 @@ func (e *Engine) restand(nd *node, n *idlegrid.Node) {
 	if rel == nd.rel && views == nd.views {
 		return // nothing the index reads changed
 	}
+	oldRel, oldViews := nd.rel, nd.views
 	if views != nd.views { // it may run gold now, or no longer
 		for _, s := range nd.shelves {
 			s.reView(nd.views, views)
@@ -44,11 +45,10 @@ func (e *Engine) restand(nd *node, n *idlegrid.Node) {
 		nd.views = views
 		e.memberGen++ // wait reasons count the views
 	}
-	oldRel := nd.rel
 	nd.rel = rel
 	nd.setPrices(nd.pct) // its scores, key and base entry
 	for i, s := range nd.shelves {
-		s.restand(nd, int(nd.pos[i]), oldRel)
+		s.restand(nd, int(nd.pos[i]), oldRel, oldViews)
 	}
 	e.touch(nd) // writes its new entry where it now stands
 }
@@ -59,8 +59,8 @@ func (e *Engine) restand(nd *node, n *idlegrid.Node) {
 // touch then rewrites. A dirty shelf is left to its rebuild, and a long
 // move marks the shelf dirty. What searches cached of the shelf (fits,
 // powers, ranked lists) is invalidated by a new gen; the move is logged,
-// with the reliability nd had, for the ranked lists.
-func (s *shelf) restand(nd *node, from int, oldRel float64) {
+// with the reliability and views nd had, for the ranked lists.
+func (s *shelf) restand(nd *node, from int, oldRel float64, oldViews uint8) {
 	if s.dirty {
 		return
 	}
@@ -101,7 +101,7 @@ func (s *shelf) restand(nd *node, from int, oldRel float64) {
 		}
 	}
 	s.gen++
-	s.logMove(nd, oldRel)
+	s.logMove(moveRec{nd: nd, gen: s.gen, oldRel: oldRel, oldViews: oldViews})
 }
 
 // maxMoves bounds a shelf's log of moves; past it the log starts again,
@@ -109,33 +109,31 @@ func (s *shelf) restand(nd *node, from int, oldRel float64) {
 const maxMoves = 256
 
 // moveRec is a logged restand: nd moved at the shelf's gen gen, from
-// reliability oldRel (its asks did not change).
+// reliability oldRel and views oldViews (its asks did not change).
 type moveRec struct {
-	nd     *node
-	gen    uint64
-	oldRel float64
+	nd       *node
+	gen      uint64
+	oldRel   float64
+	oldViews uint8
 }
 
-func (s *shelf) logMove(nd *node, oldRel float64) {
+func (s *shelf) logMove(m moveRec) {
 	if len(s.moves) >= maxMoves {
 		s.moves, s.movesSince = s.moves[:0], s.gen
 		return
 	}
-	s.moves = append(s.moves, moveRec{nd: nd, gen: s.gen, oldRel: oldRel})
+	s.moves = append(s.moves, m)
 }
 
 // reView counts a node in the tier views it joined and not in those it
-// left (its views were old, are now); those views' ranked lists are built
-// afresh.
+// left (its views were old, are now).
 func (s *shelf) reView(old, now uint8) {
 	for t := range tierCount {
 		switch was, is := old&(1<<t) != 0, now&(1<<t) != 0; {
 		case is && !was:
 			s.inView[t]++
-			s.members[t]++
 		case was && !is:
 			s.inView[t]--
-			s.members[t]++
 		}
 	}
 }

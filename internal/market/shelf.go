@@ -56,10 +56,9 @@ type shelf struct {
 	pows      [tierCount]powMemo
 	ranks     [rankedMax]rankedList // views ranked by score, for shadow searches (ranked.go)
 
-	// members bumps, per tier, when a node joins or leaves the shelf or the
-	// tier's view; moves logs the restands since the gen movesSince
-	// (ranked.go).
-	members    [tierCount]uint64
+	// members bumps when a node joins or leaves the shelf; moves logs the
+	// restands since the gen movesSince (ranked.go).
+	members    uint64
 	moves      []moveRec
 	movesSince uint64
 	count      int            // nodes on the shelf
@@ -220,13 +219,8 @@ func (s *shelf) clean() {
 	s.moves, s.movesSince = s.moves[:0], s.gen
 }
 
-// joined notes that a node joined or left the shelf: every tier's members
-// change.
-func (s *shelf) joined() {
-	for t := range tierCount {
-		s.members[t]++
-	}
-}
+// joined notes that a node joined or left the shelf.
+func (s *shelf) joined() { s.members++ }
 
 // powMemo remembers, for one tier and reliability weight w, the factors
 // searches scale the tier's least reliability by: lowFactor(w, relMin)

@@ -82,7 +82,8 @@ type node struct {
 	pct    int64                      // time-of-day multiplier in force, percent
 	loc    *time.Location
 
-	nextOpen int64 // unix nanos of the next opening when closed; 0 unknown
+	nextOpen int64  // unix nanos of the next opening when closed; 0 unknown
+	rankMark uint64 // the last rerank that found it in its list (ranked.go)
 
 	datasets []string // cached datasets, sorted
 }
