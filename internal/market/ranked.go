@@ -2,6 +2,7 @@ package market
 
 import (
 	"cmp"
+	"math/bits"
 	"slices"
 	"sort"
 )
@@ -89,22 +90,26 @@ func (s *shelf) ranked(t int, w float64, mark uint64) []rankedNode {
 // back in from the end, so the whole costs one pass over the list (and
 // one over the shelf when the view gained nodes) and a sort of the moved.
 func (r *rankedList) rerank(s *shelf, sc *rankScratch) {
-	s.e.rankMark++
-	mark := s.e.rankMark
 	moved, kept := sc.rs[:0], r.rs[:0]
 	for _, x := range r.rs {
 		nd := x.nd
 		if !nd.inView(r.t) {
 			continue // it left the view
 		}
-		nd.rankMark = mark
 		if score := scoreOf(nd.asks[r.t], 0, nd.rel, r.w); score != x.score {
 			moved = append(moved, rankedNode{score: score, nd: nd})
 		} else {
 			kept = append(kept, x)
 		}
 	}
-	if len(kept)+len(moved) != s.inView[r.t] { // some joined it
+	if len(kept)+len(moved) != s.inView[r.t] { // some joined it: mark those held, add the rest
+		s.e.rankMark++
+		mark := s.e.rankMark
+		for _, xs := range [][]rankedNode{kept, moved} {
+			for _, x := range xs {
+				x.nd.rankMark = mark
+			}
+		}
 		for _, nd := range s.order {
 			if nd.inView(r.t) && nd.rankMark != mark {
 				moved = append(moved, rankedNode{score: scoreOf(nd.asks[r.t], 0, nd.rel, r.w), nd: nd})
@@ -175,11 +180,23 @@ func (r *rankedList) patch(log []moveRec, sc *rankScratch) bool {
 }
 
 // merge fills rs with kept, which is rs's own prefix, and news, each in
-// rank order: from the end, each new entry goes after the kept ones that
-// rank above it, found by binary search and moved in one copy, so that a
-// few news cost a few searches, not a comparison per entry.
+// rank order, from the end. A few news are placed by binary search, each
+// after the kept entries that rank above it, moved in one copy; many are
+// merged entry by entry, which then compares less.
 func merge(rs, kept, news []rankedNode) {
 	i, end := len(kept), len(rs)
+	if len(news)*bits.Len(uint(len(kept))) >= len(kept) {
+		for j := len(news) - 1; j >= 0; end-- {
+			if i > 0 && compareRanked(kept[i-1], news[j]) > 0 {
+				i--
+				rs[end-1] = kept[i]
+			} else {
+				rs[end-1] = news[j]
+				j--
+			}
+		}
+		return
+	}
 	for j := len(news) - 1; j >= 0; j-- {
 		p := sort.Search(i, func(x int) bool { return compareRanked(kept[x], news[j]) > 0 })
 		end -= i - p
