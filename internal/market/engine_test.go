@@ -180,3 +180,36 @@ func TestEngine_NextEvent(t *testing.T) {
 		t.Errorf("second Advance() = %+v, want no repeated notice", got)
 	}
 }
+
+// A rebuilt engine takes over the one it replaces' clearing prices: the
+// coordinator rebuilds from the store every few minutes, and the market
+// view's prices over time must survive it.
+func TestEngine_TakeMarket(t *testing.T) {
+	old := mustEngine(t, engineNode("a"), engineNode("b"))
+	j := &idlegrid.Job{ID: "j1", JobSpec: idlegrid.JobSpec{Kind: idlegrid.KindTraining, GPUs: 1, Nodes: 1, Tier: idlegrid.TierSilver,
+		MaxPriceMicrosPerGPUHour: 10_000_000, DurationSeconds: 600}}
+	d := old.Place(j, now)
+	if !d.Placed() {
+		t.Fatalf("j1 waits: %s", d.Reason)
+	}
+	old.Commit(j, d, now)
+	fresh := mustEngine(t, engineNode("a"), engineNode("b"))
+	prices := func(e *market.Engine) int {
+		n := 0
+		for _, s := range e.MarketView(now) {
+			n += len(s.Prices)
+		}
+		return n
+	}
+	if prices(fresh) != 0 {
+		t.Fatal("a fresh engine has prices before it took any over")
+	}
+	fresh.TakeMarket(old)
+	if got := prices(fresh); got != 1 {
+		t.Fatalf("the rebuilt engine shows %d clearing prices, want the 1 the old one recorded", got)
+	}
+	fresh.TakeMarket(nil) // nothing to take: nothing changes
+	if got := prices(fresh); got != 1 {
+		t.Fatalf("after taking nothing, %d prices, want 1", got)
+	}
+}

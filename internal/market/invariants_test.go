@@ -175,10 +175,18 @@ func (d *driver) step() {
 			d.last = "finish " + id
 			d.endLease(id)
 		}
-	case x < 85:
+	case x < 80:
 		by := time.Duration(d.r.Int64N(int64(maxStep)))
 		d.last = "advance " + by.String()
 		d.advance(by)
+	case x < 85:
+		if id := d.pickNode(d.nodes); id != "" {
+			d.last = "reputation " + id // a lease ended: the same offer, a new score (restand.go)
+			n := *d.nodes[id]
+			n.Reliability = []float64{1, 0.97, 0.92, 0.88, 0.7}[d.r.IntN(5)]
+			d.nodes[id] = &n
+			d.e.UpsertNode(&n)
+		}
 	case x < 90:
 		if id := d.pickNode(d.nodes); id != "" {
 			d.last = "re-offer " + id

@@ -88,6 +88,21 @@ func (e *Engine) record(job *idlegrid.Job, p Pick, nd *node, now time.Time) {
 	c.add(PricePoint{At: now, Tier: job.Tier, PriceMicrosPerGPUHour: p.PriceMicrosPerGPUHour, GPUs: len(p.GPUs), JobID: job.ID})
 }
 
+// TakeMarket carries the clearing-price history of old, an engine e
+// replaces, over to e: the coordinator rebuilds its engine from the store
+// every few minutes, and the market view's prices over time must not go
+// blank with it. old must not be used afterwards.
+func (e *Engine) TakeMarket(old *Engine) {
+	if old == nil {
+		return
+	}
+	for k, c := range old.market {
+		if e.market[k] == nil {
+			e.market[k] = c
+		}
+	}
+}
+
 // MarketView returns the market per GPU model and region, by model then
 // region. It reads every node, so it is for the API, not the placement loop.
 func (e *Engine) MarketView(now time.Time) []MarketStat {

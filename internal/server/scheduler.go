@@ -94,7 +94,7 @@ func (s *Server) ask(ctx context.Context, f func(e *market.Engine)) error {
 // every SchedulePeriod.
 func (s *Server) runScheduler(ctx context.Context) {
 	defer close(s.stopped)
-	var engine *market.Engine
+	var engine, prev *market.Engine // prev: the engine a failed rebuild dropped
 	var built time.Time
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -113,6 +113,9 @@ func (s *Server) runScheduler(ctx context.Context) {
 		case <-timer.C:
 		}
 		if engine == nil || s.rebuild.Swap(false) || s.Now().Sub(built) > resyncEvery {
+			if engine != nil {
+				prev = engine // its clearing prices outlive it (TakeMarket)
+			}
 			var err error
 			if engine, err = s.buildEngine(ctx); err != nil {
 				s.log.Error("build engine", "err", err)
@@ -120,6 +123,8 @@ func (s *Server) runScheduler(ctx context.Context) {
 				timer.Reset(s.cfg.SchedulePeriod)
 				continue
 			}
+			engine.TakeMarket(prev)
+			prev = nil
 			built = s.Now()
 		}
 		if err := s.schedulePass(ctx, engine); err != nil && ctx.Err() == nil {

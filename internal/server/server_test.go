@@ -515,6 +515,42 @@ func TestServer_askCancelledWhileRunning(t *testing.T) {
 	})
 }
 
+// The market view's clearing prices survive the scheduler's rebuilds of
+// its engine from the store (every few minutes, and after a refused
+// placement).
+func TestServer_marketSurvivesResync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		j, err := m.srv.SubmitJob(m.renter, testSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got, err := m.srv.FindJob(m.renter, j.ID); err != nil || got.State != idlegrid.JobRunning {
+			t.Fatalf("job %s: %v, %v; want it running", j.ID, got, err)
+		}
+		prices := func() int {
+			stats, err := m.srv.Market(m.renter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, s := range stats {
+				n += len(s.Prices)
+			}
+			return n
+		}
+		if got := prices(); got != 1 {
+			t.Fatalf("%d clearing prices after one placement, want 1", got)
+		}
+		m.srv.Resync()
+		synctest.Wait()
+		if got := prices(); got != 1 {
+			t.Fatalf("%d clearing prices after the engine was rebuilt, want the 1 from before", got)
+		}
+	})
+}
+
 func TestServer_ExplainAndMarket(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMarket(t)
