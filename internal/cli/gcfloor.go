@@ -25,7 +25,8 @@ func checkGCFloor(mib int) error {
 }
 
 // startGCFloor keeps the process's heap goal at least mib MiB until the
-// returned stop is called, which waits for it to end.
+// returned stop is called, which waits for it to end; with 0 it does
+// nothing.
 func startGCFloor(ctx context.Context, mib int) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

@@ -148,6 +148,7 @@ func TestMain_UsageErrors(t *testing.T) {
 		{"BadLogLevel", []string{"server", "--log-level", "loud"}, `idlegrid: --log-level must be debug, info, warn or error, got "loud"`},
 		{"BadGCFloor", []string{"server", "--gc-floor-mib", "-1"}, "idlegrid: --gc-floor-mib must be between 0 and 1048576, got -1"},
 		{"BadDevGCFloor", []string{"dev", "--gc-floor-mib", "-5"}, "idlegrid: --gc-floor-mib must be between 0 and 1048576, got -5"},
+		{"BadAgentGCFloor", []string{"agent", "--config", "agent.yaml", "--gc-floor-mib", "2000000"}, "idlegrid: --gc-floor-mib must be between 0 and 1048576, got 2000000"},
 		{"GlobalFlagWithoutValue", []string{"--addr"}, "idlegrid: flag needs an argument: --addr"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
