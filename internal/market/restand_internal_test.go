@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,6 +106,14 @@ func checkShelf(t *testing.T, when string, s *shelf) {
 		if s.leaves[k] != nd.leaf || s.leafPlans[k] != nd.leafPlan {
 			t.Fatalf("%s: the entry at %d is not %s's", when, k, nd.id)
 		}
+		if a, p := s.e.entries(nd); a != nd.leaf || p != nd.leafPlan {
+			t.Fatalf("%s: %s's entry is stale", when, nd.id)
+		}
+		for ti := range tierCount {
+			if want := float64(nd.asks[ti]) / nd.rel; nd.s1[ti] != want {
+				t.Fatalf("%s: %s's tier %d score %v is stale, want %v", when, nd.id, ti, nd.s1[ti], want)
+			}
+		}
 	}
 	blocks := (len(s.order) + blockLen - 1) / blockLen
 	for j := range blocks {
@@ -143,5 +152,33 @@ func checkShelf(t *testing.T, when string, s *shelf) {
 			}
 			last = nd.s1[ti]
 		}
+	}
+}
+
+// A move across the gold bar changes which nodes a gold job's wait reason
+// counts as matching.
+func TestRestand_waitReason(t *testing.T) {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	e := NewEngine(Config{GoldMinReliability: 0.9})
+	e.Advance(at)
+	var nodes []*idlegrid.Node
+	for i := range 3 {
+		n := &idlegrid.Node{ID: fmt.Sprintf("n%d", i), ProviderID: "p", State: idlegrid.NodeOnline, Reliability: 0.95}
+		n.GPUs = []idlegrid.GPU{{UUID: fmt.Sprintf("g%d", i), Model: "L4", VRAMMB: 24576}}
+		n.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleAlways}
+		n.Ask.FloorMicrosPerGPUHour = map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierGold: 2_000_000, idlegrid.TierSilver: 1_000_000}
+		nodes = append(nodes, n)
+		e.UpsertNode(n)
+	}
+	job := &idlegrid.Job{ID: "j", JobSpec: idlegrid.JobSpec{Kind: idlegrid.KindTraining, GPUs: 1, Nodes: 1, Tier: idlegrid.TierGold,
+		MaxPriceMicrosPerGPUHour: 500_000, DurationSeconds: 600}} // below every gold ask: it waits
+	if d := e.Place(job, at); d.Placed() || !strings.Contains(d.Reason, "of the 3 nodes that match") {
+		t.Fatalf("before: %q, want a wait over 3 matching nodes", d.Reason)
+	}
+	moved := *nodes[0]
+	moved.Reliability = 0.8 // below the gold bar
+	e.UpsertNode(&moved)
+	if d := e.Place(job, at); d.Placed() || !strings.Contains(d.Reason, "of the 2 nodes that match") || !strings.Contains(d.Reason, "1 reliability bar") {
+		t.Fatalf("after n0 fell below the bar: %q, want 2 matching and 1 under the reliability bar", d.Reason)
 	}
 }
