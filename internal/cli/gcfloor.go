@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/idlegrid/idlegrid/internal/gcfloor"
@@ -28,11 +27,5 @@ func checkGCFloor(mib int) error {
 // returned stop is called, which waits for it to end; with 0 it does
 // nothing.
 func startGCFloor(ctx context.Context, mib int) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { gcfloor.Run(ctx, uint64(mib)<<20, time.Second) })
-	return func() {
-		cancel()
-		wg.Wait()
-	}
+	return gcfloor.Start(ctx, uint64(mib)<<20, time.Second)
 }

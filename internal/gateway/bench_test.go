@@ -154,16 +154,7 @@ var benchGCFloor = flag.Int("gateway.gcfloor-mib", gcfloor.DefaultFloor>>20, "th
 // keepGCFloor keeps the process's heap goal at -gateway.gcfloor-mib, as
 // idlegrid server does, until tb ends: the gateway runs in this process.
 func keepGCFloor(tb testing.TB) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		gcfloor.Run(ctx, uint64(*benchGCFloor)<<20, time.Second)
-	}()
-	tb.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	tb.Cleanup(gcfloor.Start(context.Background(), uint64(*benchGCFloor)<<20, time.Second))
 }
 
 // benchPacer picks how the load generator waits for each request's due

@@ -82,6 +82,21 @@ func Run(ctx context.Context, floor uint64, interval time.Duration) {
 	}
 }
 
+// Start runs Run on a goroutine of its own until the returned stop is
+// called, which waits for it to end.
+func Start(ctx context.Context, floor uint64, interval time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(ctx, floor, interval)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // changed reports whether p differs enough from the percent set (-1:
 // none yet) to be worth setting: by more than a tenth.
 func changed(set, p int) bool {

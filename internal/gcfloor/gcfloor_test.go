@@ -1,7 +1,6 @@
 package gcfloor
 
 import (
-	"context"
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
@@ -43,20 +42,14 @@ func TestRun(t *testing.T) {
 		t.Skip("GOGC is set in the environment, so Run leaves the collector alone")
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Run(ctx, 1<<40, 5*time.Millisecond) // a floor far above any live heap here
-	}()
+	stop := Start(t.Context(), 1<<40, 5*time.Millisecond) // a floor far above any live heap here
 	for deadline := time.Now().Add(10 * time.Second); gogc() <= 100; {
 		if time.Now().After(deadline) {
 			t.Fatalf("GOGC still %d after Run started; want it raised for a 1 TiB floor", gogc())
 		}
 		time.Sleep(time.Millisecond)
 	}
-	cancel()
-	<-done
+	stop()
 	if got := gogc(); got != 100 {
 		t.Fatalf("GOGC %d after Run stopped, want it back at 100", got)
 	}

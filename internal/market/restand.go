@@ -1,9 +1,7 @@
 package market
 
 import (
-	"cmp"
 	"reflect"
-	"strings"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -69,13 +67,13 @@ func (s *shelf) restand(nd *node, from int, oldRel float64, oldViews uint8) {
 		return
 	}
 	to := from
-	for to > 0 && orderLess(nd, s.order[to-1]) {
+	for to > 0 && compareOrder(nd, s.order[to-1]) < 0 {
 		if to--; from-to > maxRestandShift {
 			s.markDirty()
 			return
 		}
 	}
-	for to < len(s.order)-1 && orderLess(s.order[to+1], nd) {
+	for to < len(s.order)-1 && compareOrder(s.order[to+1], nd) < 0 {
 		if to++; to-from > maxRestandShift {
 			s.markDirty()
 			return
@@ -171,9 +169,4 @@ func (s *shelf) orderedAround(t, p int) bool {
 		}
 	}
 	return true
-}
-
-// orderLess is a shelf's order: key, then node ID (as clean sorts).
-func orderLess(a, b *node) bool {
-	return cmp.Or(cmp.Compare(a.key, b.key), strings.Compare(a.id, b.id)) < 0
 }

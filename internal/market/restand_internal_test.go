@@ -97,7 +97,7 @@ func freshRanking(s *shelf, ti int, w float64) []rankedNode {
 func checkShelf(t *testing.T, when string, s *shelf) {
 	t.Helper()
 	for k, nd := range s.order {
-		if k > 0 && !orderLess(s.order[k-1], nd) {
+		if k > 0 && compareOrder(s.order[k-1], nd) >= 0 {
 			t.Fatalf("%s: %s before %s out of order", when, s.order[k-1].id, nd.id)
 		}
 		if p := *nd.posIn(s); int(p) != k {

@@ -172,9 +172,7 @@ func (s *shelf) clean() {
 	if !s.dirty {
 		return
 	}
-	slices.SortFunc(s.order, func(a, b *node) int {
-		return cmp.Or(cmp.Compare(a.key, b.key), strings.Compare(a.id, b.id))
-	})
+	slices.SortFunc(s.order, compareOrder)
 	n := len(s.order)
 	blocks := (n + blockLen - 1) / blockLen
 	size := 1
@@ -217,6 +215,11 @@ func (s *shelf) clean() {
 	s.dirty = false
 	s.gen++
 	s.moves, s.movesSince = s.moves[:0], s.gen
+}
+
+// compareOrder is a shelf's order: key, then node ID.
+func compareOrder(a, b *node) int {
+	return cmp.Or(cmp.Compare(a.key, b.key), strings.Compare(a.id, b.id))
 }
 
 // joined notes that a node joined or left the shelf.
