@@ -9,10 +9,15 @@ import (
 )
 
 // PlaceJobs stores many placements in one transaction. Each is applied as
-// PlaceJob applies it, behind a savepoint of its own: one that fails is
-// rolled back alone, and its error is returned at its index, while the
-// others commit together. A failure of the transaction itself (the commit,
-// a lost connection) is returned at every index, and nothing is stored.
+// PlaceJob applies it, and one that fails is rolled back alone, its error
+// returned at its index, while the others commit together. A failure of
+// the transaction itself (the commit, a lost connection) is returned at
+// every index, and nothing is stored.
+//
+// The batch is first placed without savepoints. Only when a placement
+// fails is the whole transaction rolled back and the batch placed again,
+// each placement behind a savepoint of its own (placeBatch): placements
+// seldom fail, since the engine knows what the store holds.
 //
 // One commit for many placements is what lets the coordinator place
 // thousands of jobs a second: a commit, not a row, is the expensive part of
@@ -26,26 +31,57 @@ func (db *DB) PlaceJobs(ctx context.Context, ps []*idlegrid.Placement) []error {
 	// watch ctx too, which costs the driver a goroutine per statement.
 	stmtCtx := context.WithoutCancel(ctx)
 	err := db.update(ctx, func(tx *sql.Tx) error {
-		clear(errs) // a retried transaction starts over
-		var later laterRows
-		for i, p := range ps {
-			if errs[i] = checkPlacement(p); errs[i] != nil {
-				continue
-			}
-			failed, err := db.placeBehindSavepoint(stmtCtx, tx, p, &later)
-			if err != nil {
-				return err
-			}
-			errs[i] = failed
-		}
-		return later.insert(stmtCtx, tx)
+		return db.placeBatch(stmtCtx, tx, ps, errs, false)
 	})
+	if errors.Is(err, errPlacedFast) {
+		db.batchesRedone.Add(1)
+		err = db.update(ctx, func(tx *sql.Tx) error {
+			return db.placeBatch(stmtCtx, tx, ps, errs, true)
+		})
+	}
 	if err != nil {
 		for i := range errs {
 			errs[i] = err
 		}
 	}
 	return errs
+}
+
+// errPlacedFast ends a batch placed without savepoints at its first
+// placement that fails: the transaction rolls back whole, and PlaceJobs
+// places the batch again, each placement behind a savepoint.
+var errPlacedFast = errors.New("a placement failed in a batch placed without savepoints")
+
+// placeBatch applies the placements ps in tx, each one's failure in errs.
+// Without savepoints (the common case, when every placement succeeds) a
+// failure ends the batch with errPlacedFast, since the failed placement
+// may have written part of itself; behind savepoints each failure is
+// rolled back alone and the rest go on. A savepoint costs two statements,
+// and SQLite copies every page a placement changes into the savepoint's
+// journal first.
+func (db *DB) placeBatch(ctx context.Context, tx *sql.Tx, ps []*idlegrid.Placement, errs []error, savepoints bool) error {
+	clear(errs) // a retried transaction starts over
+	var later laterRows
+	for i, p := range ps {
+		if errs[i] = checkPlacement(p); errs[i] != nil {
+			continue
+		}
+		if !savepoints {
+			if failed := db.placeJob(ctx, tx, p, &later); failed != nil {
+				if db.dialect.retryable(failed) {
+					return failed // update retries the transaction whole
+				}
+				return errPlacedFast
+			}
+			continue
+		}
+		failed, err := db.placeBehindSavepoint(ctx, tx, p, &later)
+		if err != nil {
+			return err
+		}
+		errs[i] = failed
+	}
+	return later.insert(ctx, tx)
 }
 
 // placeBehindSavepoint applies p inside a savepoint and rolls it back if

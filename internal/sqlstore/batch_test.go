@@ -32,6 +32,8 @@ func testPlaceJobs(t *testing.T, db *sqlstore.DB) {
 	}
 	j := func(renter *idlegrid.Account) *idlegrid.Job { return mustJob(t, db, renter.ID, 1, 1) }
 
+	t.Run("AllGood", func(t *testing.T) { testPlaceJobsWithoutSavepoints(t, db, p) })
+
 	first := j(r)
 	add(placement(first, 0, lease(first, n1, 0)), "", "")
 	taken := j(r) // the batch's first placement claimed this GPU
@@ -48,7 +50,11 @@ func testPlaceJobs(t *testing.T, db *sqlstore.DB) {
 	add(placement(again, 0, lease(again, n2, 0)), "", "")
 	add(placement(again, 0, lease(again, n2, 1)), idlegrid.ECONFLICT, "moved on")
 
+	redone := sqlstore.BatchesRedone(db)
 	errs := db.PlaceJobs(ctx, ps)
+	if got := sqlstore.BatchesRedone(db) - redone; got != 1 {
+		t.Errorf("%d batches placed again behind savepoints, want 1: placements failed", got)
+	}
 	if len(errs) != len(ps) {
 		t.Fatalf("PlaceJobs returned %d errors for %d placements", len(errs), len(ps))
 	}
@@ -107,6 +113,57 @@ func testPlaceJobs(t *testing.T, db *sqlstore.DB) {
 		}
 		mustJobState(t, db, job.ID, idlegrid.JobQueued, "")
 	})
+}
+
+// testPlaceJobsWithoutSavepoints checks that a batch whose placements all
+// succeed, but for those checkPlacement turns away before they write, is
+// stored in one pass, without savepoints, and stores them all.
+func testPlaceJobsWithoutSavepoints(t *testing.T, db *sqlstore.DB, p *idlegrid.Account) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	mustTopUp(t, db, r.ID, 10*idlegrid.MicrosPerUnit)
+	n := mustNode(t, db, p.ID, 4)
+	var ps []*idlegrid.Placement
+	for gpu := range 4 {
+		job := mustJob(t, db, r.ID, 1, 1)
+		ps = append(ps, placement(job, 0, lease(job, n, gpu)))
+	}
+	empty := mustJob(t, db, r.ID, 1, 1)
+	ps = append(ps, placement(empty, 0))
+	before := mustBalance(t, db, r.ID)
+	redone := sqlstore.BatchesRedone(db)
+	errs := db.PlaceJobs(ctx, ps)
+	if got := sqlstore.BatchesRedone(db) - redone; got != 0 {
+		t.Errorf("%d batches placed again behind savepoints, want none", got)
+	}
+	for i, pl := range ps[:4] {
+		if errs[i] != nil {
+			t.Errorf("placement %d: %v", i, errs[i])
+		}
+		mustJobState(t, db, pl.JobID, idlegrid.JobRunning, "running on 1 node(s)")
+	}
+	if code := idlegrid.ErrorCode(errs[4]); code != idlegrid.EINVALID {
+		t.Errorf("placement without leases: error %q (%v), want %q", code, errs[4], idlegrid.EINVALID)
+	}
+	mustJobState(t, db, empty.ID, idlegrid.JobQueued, "")
+	if b := mustBalance(t, db, r.ID); b.Held-before.Held != 4*price {
+		t.Errorf("renter holds %d more, want %d: four one-GPU leases for an hour", b.Held-before.Held, 4*price)
+	}
+	checkLedger(t, db)
+	// The same jobs again: every one has moved on, so the batch is placed
+	// a second time behind savepoints and stores nothing more.
+	redone = sqlstore.BatchesRedone(db)
+	for i, err := range db.PlaceJobs(ctx, ps[:4]) {
+		if code := idlegrid.ErrorCode(err); code != idlegrid.ECONFLICT {
+			t.Errorf("placement %d placed twice: error %q (%v), want %q", i, code, err, idlegrid.ECONFLICT)
+		}
+	}
+	if got := sqlstore.BatchesRedone(db) - redone; got != 1 {
+		t.Errorf("%d batches placed again behind savepoints, want 1", got)
+	}
+	if b := mustBalance(t, db, r.ID); b.Held-before.Held != 4*price {
+		t.Errorf("renter holds %d more after placing the same jobs twice, want %d", b.Held-before.Held, 4*price)
+	}
 }
 
 // testListBeyondDefaultLimit checks that a list is cut at DefaultLimit only

@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -46,6 +47,9 @@ type DB struct {
 	writer sync.Mutex
 	// jobQueue commits concurrent CreateJob calls together (jobbatch.go).
 	jobQueue jobSubmissionQueue
+	// batchesRedone counts the batches of placements placed again behind
+	// savepoints after one failed (batch.go).
+	batchesRedone atomic.Int64
 }
 
 var _ idlegrid.Store = (*DB)(nil)
