@@ -1,6 +1,7 @@
 package market_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -211,5 +212,38 @@ func TestEngine_TakeMarket(t *testing.T) {
 	fresh.TakeMarket(nil) // nothing to take: nothing changes
 	if got := prices(fresh); got != 1 {
 		t.Fatalf("after taking nothing, %d prices, want 1", got)
+	}
+}
+
+// Prices recorded from stored leases join the history as the engine's own
+// do, oldest first, and a cell keeps only the latest of them.
+func TestEngine_RecordPrice(t *testing.T) {
+	e := mustEngine(t, engineNode("a"))
+	for i := range 70 {
+		e.RecordPrice("RTX4090", "eu-west", market.PricePoint{At: now.Add(time.Duration(i-70) * time.Minute),
+			Tier: idlegrid.TierSilver, PriceMicrosPerGPUHour: idlegrid.Micros(1_000_000 + i), GPUs: 1, JobID: fmt.Sprintf("old%d", i)})
+	}
+	e.RecordPrice("A100", "us-east", market.PricePoint{At: now, Tier: idlegrid.TierGold, PriceMicrosPerGPUHour: 3_000_000, GPUs: 8, JobID: "elsewhere"})
+	var cell *market.MarketStat
+	for _, s := range e.MarketView(now) {
+		switch {
+		case s.GPUModel == "RTX4090" && s.Region == "eu-west":
+			cell = &s
+		case s.GPUModel == "A100":
+			if len(s.Prices) != 1 || s.Prices[0].JobID != "elsewhere" || s.Region != "us-east" {
+				t.Errorf("A100 in %s: prices %+v, want the one recorded in us-east", s.Region, s.Prices)
+			}
+		case len(s.Prices) != 0:
+			t.Errorf("%s in %s: prices %+v, want none: none was recorded there", s.GPUModel, s.Region, s.Prices)
+		}
+	}
+	if cell == nil {
+		t.Fatal("no RTX4090 cell in eu-west")
+	}
+	if n := len(cell.Prices); n != 64 || cell.Prices[0].JobID != "old6" || cell.Prices[n-1].JobID != "old69" {
+		t.Fatalf("%d prices from %s to %s, want the latest 64, old6 to old69", n, cell.Prices[0].JobID, cell.Prices[n-1].JobID)
+	}
+	if got := cell.SuggestedAsk[idlegrid.TierSilver]; got < 1_000_000 {
+		t.Errorf("suggested silver ask %d, want it set from the recorded prices", got)
 	}
 }

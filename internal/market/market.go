@@ -14,7 +14,8 @@
 //
 //	at start           NewEngine(cfg); Advance(now); UpsertNode for every online node;
 //	                   AddLease for every live (assigned or running) lease; NoteQueued for queued jobs
-//	                   (a rebuild of a running engine: then TakeMarket(old), for its price history)
+//	                   (a rebuild of a running engine: then TakeMarket(old), for its price history;
+//	                   the first engine: RecordPrice for the newest stored leases, oldest first)
 //	node online/offer  UpsertNode(n)        (offline or lost: RemoveNode(id))
 //	new reputation     UpsertNode(n)        (the same offer: the node moves in place, restand.go)
 //	lease stored       AddLease(l)          (also when it starts running or is given notice)

@@ -88,6 +88,21 @@ func (e *Engine) record(job *idlegrid.Job, p Pick, nd *node, now time.Time) {
 	c.add(PricePoint{At: now, Tier: job.Tier, PriceMicrosPerGPUHour: p.PriceMicrosPerGPUHour, GPUs: len(p.GPUs), JobID: job.ID})
 }
 
+// RecordPrice enters in the market history of model in region a clearing
+// price the engine did not set itself: one a lease stored before the
+// engine was built, so that the market view's prices over time survive a
+// restart of the server. Give them oldest first, before the engine
+// places: a cell keeps the latest historyLen of what it is given.
+func (e *Engine) RecordPrice(model, region string, p PricePoint) {
+	k := cellKey{model, region}
+	c := e.market[k]
+	if c == nil {
+		c = &cell{}
+		e.market[k] = c
+	}
+	c.add(p)
+}
+
 // TakeMarket carries the clearing-price history of old, an engine e
 // replaces, over to e: the coordinator rebuilds its engine from the store
 // every few minutes, and the market view's prices over time must not go

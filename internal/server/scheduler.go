@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -123,6 +124,9 @@ func (s *Server) runScheduler(ctx context.Context) {
 				timer.Reset(s.cfg.SchedulePeriod)
 				continue
 			}
+			if prev == nil { // the first build: the history is in the store only
+				s.seedMarket(ctx, engine)
+			}
 			engine.TakeMarket(prev)
 			prev = nil
 			built = s.Now()
@@ -170,6 +174,54 @@ func (s *Server) buildEngine(ctx context.Context) (*market.Engine, error) {
 		s.naive = naiveSnapshot(nodes, leases, s.Now())
 	}
 	return e, nil
+}
+
+// seededLeases is how many of the newest stored leases a new server's
+// market history starts from: enough to fill the history of a few dozen
+// GPU models and regions.
+const seededLeases = 4096
+
+// seedMarket enters the clearing prices of the newest stored leases in the
+// market history of the server's first engine, oldest first, so that the
+// market view's prices over time and its suggested asks survive a restart.
+// A lease counts for its first GPU's model and its node's region, as the
+// engine counts its own. The history is a view: a store that cannot be
+// read leaves it empty, and is logged.
+func (s *Server) seedMarket(ctx context.Context, e *market.Engine) {
+	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{Limit: seededLeases})
+	if err != nil {
+		s.log.Error("market history from the store", "err", err)
+		return
+	}
+	nodes := map[string]*idlegrid.Node{}
+	for _, l := range slices.Backward(leases) {
+		n, seen := nodes[l.NodeID]
+		if !seen {
+			if n, err = s.store.FindNode(ctx, l.NodeID); err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+				s.log.Error("market history from the store", "node", l.NodeID, "err", err)
+				return
+			}
+			nodes[l.NodeID] = n
+		}
+		if model := leaseModel(n, l); model != "" {
+			e.RecordPrice(model, n.Region, market.PricePoint{At: l.CreatedAt, Tier: l.Tier,
+				PriceMicrosPerGPUHour: l.PriceMicrosPerGPUHour, GPUs: len(l.GPUUUIDs), JobID: l.JobID})
+		}
+	}
+}
+
+// leaseModel is the model of the lease's first GPU on node n, or "" when
+// the node or the GPU is gone.
+func leaseModel(n *idlegrid.Node, l *idlegrid.Lease) string {
+	if n == nil || len(l.GPUUUIDs) == 0 {
+		return ""
+	}
+	for _, g := range n.GPUs {
+		if g.UUID == l.GPUUUIDs[0] {
+			return g.Model
+		}
+	}
+	return ""
 }
 
 // applyMarks brings the engine up to date with what changed in the store.

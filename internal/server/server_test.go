@@ -551,6 +551,52 @@ func TestServer_marketSurvivesResync(t *testing.T) {
 	})
 }
 
+// A server started on a store that holds leases shows their clearing
+// prices in the market view: the history is not only in memory.
+func TestServer_marketSurvivesRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		j, err := m.srv.SubmitJob(m.renter, testSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		before := marketPrices(t, m.srv, m.renter)
+		if len(before) != 1 || before[0].JobID != j.ID {
+			t.Fatalf("clearing prices after one placement: %+v, want one for %s", before, j.ID)
+		}
+		m.srv.Close()
+		restarted, err := server.Open(server.Config{Store: m.store, HeartbeatInterval: 10 * time.Second, FeeBasisPoints: 1000, Logger: testLogger, TrustPolicy: goldForAll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer restarted.Close()
+		synctest.Wait()
+		after := marketPrices(t, restarted, m.renter)
+		if len(after) != 1 || !after[0].At.Equal(before[0].At) {
+			t.Fatalf("clearing prices after a restart: %+v, want %+v", after, before)
+		}
+		after[0].At = before[0].At // the store keeps the time, not its monotonic reading
+		if after[0] != before[0] {
+			t.Errorf("clearing price after a restart %+v, want %+v", after[0], before[0])
+		}
+	})
+}
+
+// marketPrices returns the clearing prices of every cell of srv's market.
+func marketPrices(t *testing.T, srv *server.Server, caller context.Context) []market.PricePoint {
+	t.Helper()
+	stats, err := srv.Market(caller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []market.PricePoint
+	for _, s := range stats {
+		out = append(out, s.Prices...)
+	}
+	return out
+}
+
 func TestServer_ExplainAndMarket(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMarket(t)
