@@ -241,10 +241,12 @@ type signature struct {
 	accepts  []bool   // by class idx
 	rejected []*class // with reason in reasons
 	reasons  []Reason
-	// waits caches wait reasons, which count nodes, while waitGen is the
-	// engine's memberGen.
-	waits   map[waitKey]string
-	waitGen uint64
+	// waits caches wait reasons, which count nodes and read their least
+	// asks, while waitGen is the engine's memberGen and waitAskGen its
+	// askGen.
+	waits      map[waitKey]string
+	waitGen    uint64
+	waitAskGen uint64
 	// subs caches, per dataset, the sub-shelves of accepted classes that
 	// cache it, while subGen is the engine's.
 	subs   map[string][]subEntry

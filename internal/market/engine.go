@@ -70,6 +70,7 @@ type Engine struct {
 	classes    []*class
 	classGen   uint64
 	memberGen  uint64 // bumps whenever a node joins or leaves a class
+	askGen     uint64 // bumps whenever a time-of-day multiplier moves a node's asks
 	subGen     uint64 // bumps whenever a sub-shelf appears or goes
 	sigs       map[sigKey]*signature
 	cachedBy   map[string][]*class // dataset → classes with a sub-shelf for it
@@ -629,6 +630,7 @@ func (e *Engine) refresh(nd *node) {
 	if pct != nd.pct {
 		nd.setPrices(pct)
 		e.reorder(nd)
+		e.askGen++
 	}
 	if until != nd.until {
 		nd.until = until

@@ -503,9 +503,9 @@ func choosePlan(q *query, cands []cand, less func(a, b *cand) int, key func(set 
 // exactly, and that the nodes that match have no room for it now.
 func (e *Engine) waitReason(q *query, sig *signature) string {
 	key := waitKey{ti: q.ti, g: q.g, n: q.n, dur: q.dur, cap: q.cap, bronze: q.job.Tier == idlegrid.TierBronze}
-	if sig.waitGen != e.memberGen {
+	if sig.waitGen != e.memberGen || sig.waitAskGen != e.askGen {
 		clear(sig.waits)
-		sig.waitGen = e.memberGen
+		sig.waitGen, sig.waitAskGen = e.memberGen, e.askGen
 	}
 	if len(q.job.AvoidProviders) > 0 {
 		return e.composeWaitReason(q, sig) // the cache's key does not hold the avoided providers
@@ -541,6 +541,7 @@ func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 		counts[sig.reasons[i]] += c.sold[q.ti]
 	}
 	matching := 0
+	var cheapest idlegrid.Micros // the least ask of a matching node; 0: none
 	for _, c := range sig.all {
 		counts[ReasonTier] += c.count - c.sold[q.ti]
 		switch {
@@ -549,16 +550,26 @@ func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 		default:
 			counts[ReasonReliability] += c.sold[q.ti] - c.inView[q.ti]
 			matching += c.inView[q.ti]
+			cheapest = leastOf(cheapest, c.leastAskOf(q.ti))
 		}
 	}
 	if avoided := e.avoidedMatching(q, sig); avoided > 0 {
 		counts[ReasonAvoided] += avoided
 		matching -= avoided
+		cheapest = 0 // it may be an avoided node's: say nothing of it
+	}
+	overCap := matching > 0 && cheapest > q.cap
+	if overCap { // every node that matches asks more: the cap is why
+		counts[ReasonPrice] += matching
 	}
 	for r, n := range counts {
 		if n == 0 {
 			delete(counts, r)
 		}
+	}
+	if overCap {
+		return fmt.Sprintf("no node fits: %s; the cheapest that matches asks %s/GPU-h now, above the cap %s/GPU-h",
+			summarize(counts), cheapest, q.cap)
 	}
 	if matching == 0 {
 		return "no node fits: " + summarize(counts)

@@ -95,6 +95,7 @@ func (s *shelf) restand(nd *node, from int, oldRel float64, oldViews uint8) {
 	for t := range tierCount {
 		if nd.inView(t) {
 			s.relMin[t] = min(s.relMin[t], lowFloat32(nd.rel))
+			s.lowerAsk(t, nd.asks[t])
 			s.ordered[t] = s.ordered[t] && s.orderedAround(t, to)
 		}
 	}
@@ -132,6 +133,7 @@ func (s *shelf) reView(old, now uint8) {
 			s.inView[t]++
 		case was && !is:
 			s.inView[t]--
+			s.askStale |= 1 << t // it may have been the least ask
 		}
 	}
 }

@@ -136,6 +136,15 @@ func checkShelf(t *testing.T, when string, s *shelf) {
 				n++
 			}
 		}
+		var least idlegrid.Micros
+		for _, nd := range s.order {
+			if nd.inView(ti) && (least == 0 || nd.asks[ti] < least) {
+				least = nd.asks[ti]
+			}
+		}
+		if got := s.leastAskOf(ti); got != least {
+			t.Fatalf("%s: tier %d's least ask %v, its view's is %v", when, ti, got, least)
+		}
 		if n != s.inView[ti] {
 			t.Fatalf("%s: tier %d's view counted %d, holds %d", when, ti, s.inView[ti], n)
 		}
@@ -172,13 +181,13 @@ func TestRestand_waitReason(t *testing.T) {
 	}
 	job := &idlegrid.Job{ID: "j", JobSpec: idlegrid.JobSpec{Kind: idlegrid.KindTraining, GPUs: 1, Nodes: 1, Tier: idlegrid.TierGold,
 		MaxPriceMicrosPerGPUHour: 500_000, DurationSeconds: 600}} // below every gold ask: it waits
-	if d := e.Place(job, at); d.Placed() || !strings.Contains(d.Reason, "of the 3 nodes that match") {
-		t.Fatalf("before: %q, want a wait over 3 matching nodes", d.Reason)
+	if d := e.Place(job, at); d.Placed() || !strings.HasPrefix(d.Reason, "no node fits: 3 cap below ask;") {
+		t.Fatalf("before: %q, want the 3 matching nodes' asks above the cap", d.Reason)
 	}
 	moved := *nodes[0]
 	moved.Reliability = 0.8 // below the gold bar
 	e.UpsertNode(&moved)
-	if d := e.Place(job, at); d.Placed() || !strings.Contains(d.Reason, "of the 2 nodes that match") || !strings.Contains(d.Reason, "1 reliability bar") {
-		t.Fatalf("after n0 fell below the bar: %q, want 2 matching and 1 under the reliability bar", d.Reason)
+	if d := e.Place(job, at); d.Placed() || !strings.HasPrefix(d.Reason, "no node fits: 2 cap below ask, 1 reliability bar;") {
+		t.Fatalf("after n0 fell below the bar: %q, want 2 matching above the cap and 1 under the reliability bar", d.Reason)
 	}
 }

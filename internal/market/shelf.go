@@ -52,6 +52,13 @@ type shelf struct {
 	_       [8]byte // lbs starts a cache line, so no entry's head straddles two
 	lbs     [tierCount][lbMax + 1]lbEntry
 
+	// leastAsk is, per tier, the least ask of a node in the tier's view,
+	// busy or not (0: none): wait reasons read it. A move into a view
+	// lowers it; one out of a view marks it stale (a bit per tier), and
+	// the next read finds it again.
+	leastAsk [tierCount]idlegrid.Micros
+	askStale uint8
+
 	scratchLB lbEntry // fits for more GPUs than lbs keeps
 	pows      [tierCount]powMemo
 	ranks     [rankedMax]rankedList // views ranked by score, for shadow searches (ranked.go)
@@ -184,6 +191,7 @@ func (s *shelf) clean() {
 	s.agg = grow(s.agg, 2*size)
 	s.plan = grow(s.plan, 2*size)
 	s.size, s.relMin, s.ordered = size, [tierCount]float32{1, 1, 1}, [tierCount]bool{true, true, true}
+	s.leastAsk, s.askStale = [tierCount]idlegrid.Micros{}, 0
 	var last [tierCount]float64
 	for i, nd := range s.order {
 		*nd.posIn(s) = int32(i)
@@ -192,6 +200,7 @@ func (s *shelf) clean() {
 		for t := range tierCount {
 			if nd.inView(t) {
 				s.relMin[t] = min(s.relMin[t], lowFloat32(nd.rel))
+				s.lowerAsk(t, nd.asks[t])
 				s.ordered[t] = s.ordered[t] && nd.s1[t] >= last[t]
 				last[t] = nd.s1[t]
 			}
@@ -220,6 +229,32 @@ func (s *shelf) clean() {
 // compareOrder is a shelf's order: key, then node ID.
 func compareOrder(a, b *node) int {
 	return cmp.Or(cmp.Compare(a.key, b.key), strings.Compare(a.id, b.id))
+}
+
+// lowerAsk takes ask, of a node in tier t's view, into the tier's least.
+func (s *shelf) lowerAsk(t int, ask idlegrid.Micros) { s.leastAsk[t] = leastOf(s.leastAsk[t], ask) }
+
+// leastAskOf returns the least ask in tier t's view (0: none).
+func (s *shelf) leastAskOf(t int) idlegrid.Micros {
+	s.clean()
+	if s.askStale&(1<<t) != 0 {
+		s.leastAsk[t] = 0
+		for _, nd := range s.order {
+			if nd.inView(t) {
+				s.lowerAsk(t, nd.asks[t])
+			}
+		}
+		s.askStale &^= 1 << t
+	}
+	return s.leastAsk[t]
+}
+
+// leastOf returns the lesser of two asks, where 0 is none.
+func leastOf(a, b idlegrid.Micros) idlegrid.Micros {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // joined notes that a node joined or left the shelf.

@@ -251,13 +251,15 @@ func (m *Metrics) finish(r *replay) {
 
 // ReasonCategory folds the market's reason for a wait into a few kinds,
 // for counting: "no node fits: 3 cap below ask, 2 window too short" is
-// "no node fits: cap below ask".
+// "no node fits: cap below ask", and so is "no node fits: 3 cap below
+// ask; the cheapest that matches asks …".
 func ReasonCategory(reason string) string {
 	switch {
 	case reason == "":
 		return "never tried"
 	case strings.HasPrefix(reason, "no node fits: "):
-		first, _, _ := strings.Cut(strings.TrimPrefix(reason, "no node fits: "), ",")
+		counts, _, _ := strings.Cut(strings.TrimPrefix(reason, "no node fits: "), ";")
+		first, _, _ := strings.Cut(counts, ",")
 		if _, r, ok := strings.Cut(first, " "); ok {
 			return "no node fits: " + r
 		}

@@ -347,9 +347,10 @@ func TestResult_WriteText(t *testing.T) {
 
 func TestReasonCategory(t *testing.T) {
 	for in, want := range map[string]string{
-		"no node fits: 3 cap below ask, 2 window too short": "no node fits: cap below ask",
-		"no room now: of the 5 nodes that match ...":        "no room: no matching node free, open long enough and within the cap",
-		"waiting for its reservation: 2 GPUs on n1 from x":  "holding a reservation that had not started",
+		"no node fits: 3 cap below ask, 2 window too short":                                                                "no node fits: cap below ask",
+		"no node fits: 3 cap below ask; the cheapest that matches asks $2.000000/GPU-h now, above the cap $1.500000/GPU-h": "no node fits: cap below ask",
+		"no room now: of the 5 nodes that match ...":                                                                       "no room: no matching node free, open long enough and within the cap",
+		"waiting for its reservation: 2 GPUs on n1 from x":                                                                 "holding a reservation that had not started",
 		"": "never tried",
 	} {
 		if got := sim.ReasonCategory(in); got != want {
