@@ -15,7 +15,8 @@ type MarketStat struct {
 	SupplyGPUs int    `json:"supply_gpus"` // GPUs on online nodes whose window is open
 	FreeGPUs   int    `json:"free_gpus"`   // of those, GPUs no lease holds
 	// QueuedJobs and QueuedGPUs are the queued jobs that would accept this
-	// model in this region (a job that accepts several counts in each).
+	// model in this region: some node of the cell meets the job's hardware
+	// and rules (a job that accepts several cells counts in each).
 	QueuedJobs int `json:"queued_jobs"`
 	QueuedGPUs int `json:"queued_gpus"`
 	// FillRate is the share of the supply that leases hold.
@@ -159,8 +160,8 @@ func (e *Engine) MarketView(now time.Time) []MarketStat {
 		get(k).Prices = c.ordered()
 	}
 	for _, j := range e.queued {
-		for k, s := range stats {
-			if modelAllowed(j.GPUModels, k.model) && (j.Region == "" || j.RegionPreferred || j.Region == k.region) {
+		for k := range e.demandCells(j) {
+			if s := stats[k]; s != nil {
 				s.QueuedJobs++
 				s.QueuedGPUs += max(j.GPUs, 1) * max(j.Nodes, 1)
 			}
@@ -178,6 +179,25 @@ func (e *Engine) MarketView(now time.Time) []MarketStat {
 		return cmp.Or(compareStrings(a.GPUModel, b.GPUModel), compareStrings(a.Region, b.Region))
 	})
 	return out
+}
+
+// demandCells returns the cells whose nodes a queued job would accept
+// for its hardware and rules: the GPU types that fit it (model and VRAM)
+// of the classes its signature accepts (region, residency, workload kind)
+// that hold a node selling its tier and allow a job as long.
+func (e *Engine) demandCells(job *idlegrid.Job) map[cellKey]bool {
+	cells := map[cellKey]bool{}
+	for _, c := range e.signatureOf(job).all {
+		if c.sold[job.Tier.Rank()] == 0 || (c.key.maxJob > 0 && c.key.maxJob < job.DurationSeconds) {
+			continue
+		}
+		for _, t := range c.types {
+			if modelAllowed(job.GPUModels, t.model) && t.vram >= job.MinVRAMMB {
+				cells[cellKey{t.model, c.key.region}] = true
+			}
+		}
+	}
+	return cells
 }
 
 // suggestAsks applies the rule documented on MarketStat.SuggestedAsk.
