@@ -70,8 +70,8 @@ func (c *jobCommand) explain(ctx context.Context, args []string) error {
 	fs := c.env.flags("job explain", help{
 		usage: "idlegrid job explain ID [--json]",
 		about: `Say why a queued job has not started: how many nodes each constraint
-rules out (GPU model, VRAM, region, residency, window too short, cap below
-ask, reliability bar, no free capacity), the cheapest asks the job's cap
+rules out (GPU model, VRAM, too few GPUs, region, residency, window too
+short, cap below ask, reliability bar, no free capacity), the cheapest asks the job's cap
 would need to beat, and an estimated time to start.`,
 		examples: "idlegrid job explain job_abc123",
 	})

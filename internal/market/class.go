@@ -174,9 +174,20 @@ func classReason(c *class, job *idlegrid.Job) Reason {
 	return reason
 }
 
+// allUsable reports whether every GPU of the class's nodes can serve
+// job, so that a node's usable GPUs are all its GPUs.
+func (c *class) allUsable(job *idlegrid.Job) bool {
+	for _, t := range c.types {
+		if !modelAllowed(job.GPUModels, t.model) || t.vram < job.MinVRAMMB {
+			return false
+		}
+	}
+	return true
+}
+
 // staticReason is the first constraint nd fails for job that its offer
 // and record alone decide, in check order, or "": tier, kind, longest
-// job, region, residency, GPU model, VRAM, reliability bar.
+// job, region, residency, GPU model, VRAM, reliability bar, GPU count.
 func (e *Engine) staticReason(nd *node, job *idlegrid.Job) Reason {
 	c := nd.cls
 	switch {
@@ -192,6 +203,9 @@ func (e *Engine) staticReason(nd *node, job *idlegrid.Job) Reason {
 	}
 	if job.Tier == idlegrid.TierGold && !goldAllowed(nd.n, e.cfg) {
 		return ReasonReliability
+	}
+	if countUsable(job, nd.gpus) < max(job.GPUs, 1) {
+		return ReasonGPUs
 	}
 	return ""
 }

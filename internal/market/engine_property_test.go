@@ -229,11 +229,14 @@ func judge(j *idlegrid.Job, n *idlegrid.Node, leases []*idlegrid.Lease) refNode 
 	if j.Tier == idlegrid.TierBronze {
 		need = min(need, refMinRuntime+refNotice)
 	}
-	anyModel, anyVRAM := false, false
+	anyModel, anyVRAM, usable := false, false, 0
 	for _, g := range n.GPUs {
 		if len(j.GPUModels) == 0 || slices.ContainsFunc(j.GPUModels, func(m string) bool { return strings.EqualFold(m, g.Model) }) {
 			anyModel = true
 			anyVRAM = anyVRAM || g.VRAMMB >= j.MinVRAMMB
+			if g.VRAMMB >= j.MinVRAMMB {
+				usable++
+			}
 		}
 	}
 	switch {
@@ -253,6 +256,8 @@ func judge(j *idlegrid.Job, n *idlegrid.Node, leases []*idlegrid.Lease) refNode 
 		v.reason = market.ReasonVRAM
 	case j.Tier == idlegrid.TierGold && n.Reliability < refGoldBar:
 		v.reason = market.ReasonReliability
+	case usable < max(j.GPUs, 1):
+		v.reason = market.ReasonGPUs
 	case n.CPUCores < j.CPUCores:
 		v.reason = market.ReasonCPU
 	case n.RAMMB < j.RAMMB:

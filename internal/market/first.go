@@ -25,15 +25,17 @@ import (
 //  5. ReasonResidency   the node's residency equals job.Residency (when set; case-insensitive)
 //  6. ReasonGPUModel    the node has a GPU of an allowed model (any, when job.GPUModels is empty)
 //  7. ReasonVRAM        ... and one of those has at least job.MinVRAMMB
-//  8. ReasonCPU         the node has at least job.CPUCores (when asked)
-//  9. ReasonRAM         the node has at least job.RAMMB (when asked)
-//  10. ReasonWindow     the node's window lasts the job's duration from now
+//  8. ReasonGPUs        ... and it has job.GPUs of those
+//  9. ReasonCPU         the node has at least job.CPUCores (when asked)
+//  10. ReasonRAM        the node has at least job.RAMMB (when asked)
+//  11. ReasonWindow     the node's window lasts the job's duration from now
 //     (a zero AvailableUntil means the node is not offered now)
-//  11. ReasonPrice      the job's cap is at least the ask's floor for its tier
-//  12. ReasonCapacity   the node has job.GPUs free GPUs that pass 6 and 7
+//  12. ReasonPrice      the job's cap is at least the ask's floor for its tier
+//  13. ReasonCapacity   the node has job.GPUs free GPUs that pass 6 and 7
 //
-// Model and VRAM (6, 7) are judged on all of the node's GPUs, busy or not,
-// so that "this node can never run it" and "this node is busy" read apart.
+// Model, VRAM and count (6–8) are judged on all of the node's GPUs, busy or
+// not, so that "this node can never run it" and "this node is busy" read
+// apart.
 //
 // Nodes that fit are ranked by Score = floor ÷ reliability (reliability
 // clamped to (0,1]); lower wins, so a reliable node may beat a cheaper
@@ -58,7 +60,7 @@ const minReliability = 1e-6
 // that breaks ties between equally common reasons in Decision.Reason.
 var checkOrder = []Reason{
 	ReasonTier, ReasonKind, ReasonMaxDuration, ReasonAvoided, ReasonRegion, ReasonResidency,
-	ReasonGPUModel, ReasonVRAM, ReasonReliability, ReasonCPU, ReasonRAM, ReasonWindow, ReasonPrice,
+	ReasonGPUModel, ReasonVRAM, ReasonReliability, ReasonGPUs, ReasonCPU, ReasonRAM, ReasonWindow, ReasonPrice,
 	ReasonCapacity,
 }
 
@@ -148,19 +150,25 @@ func check(job *idlegrid.Job, s *Snapshot, v *NodeView) (candidate, Reason) {
 	}, ""
 }
 
-// hardwareReason says whether any of gpus could ever run the job: "" when
-// one could, ReasonGPUModel when none is of an allowed model, ReasonVRAM
-// when none of those has enough memory.
+// hardwareReason says whether gpus could ever run the job: "" when enough
+// could, ReasonGPUModel when none is of an allowed model, ReasonVRAM when
+// none of those has enough memory, ReasonGPUs when too few do.
 func hardwareReason(job *idlegrid.Job, gpus []idlegrid.GPU) Reason {
-	reason := ReasonGPUModel
+	reason, usable := ReasonGPUModel, 0
 	for _, g := range gpus {
 		if !modelAllowed(job.GPUModels, g.Model) {
 			continue
 		}
-		if g.VRAMMB >= job.MinVRAMMB {
-			return ""
-		}
 		reason = ReasonVRAM
+		if g.VRAMMB >= job.MinVRAMMB {
+			usable++
+		}
+	}
+	switch {
+	case usable >= max(job.GPUs, 1):
+		return ""
+	case usable > 0:
+		return ReasonGPUs
 	}
 	return reason
 }

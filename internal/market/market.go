@@ -77,6 +77,10 @@ const (
 	// meets Config.GoldMinReliability and whose trust level meets
 	// Config.GoldMinLevel.
 	ReasonReliability Reason = "reliability bar"
+	// ReasonGPUs: the node has fewer GPUs that pass the model and VRAM
+	// checks than the job asks for on one node, busy or not: it can never
+	// run the job.
+	ReasonGPUs Reason = "too few GPUs"
 	// ReasonAvoided: the job avoids the node's provider (JobSpec.AvoidProviders),
 	// as a verification re-run avoids the provider it checks.
 	ReasonAvoided Reason = "provider avoided"

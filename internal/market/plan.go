@@ -549,7 +549,12 @@ func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 			counts[ReasonMaxDuration] += c.sold[q.ti]
 		default:
 			counts[ReasonReliability] += c.sold[q.ti] - c.inView[q.ti]
-			matching += c.inView[q.ti]
+			few := 0
+			if c.allUsable(q.job) { // else a node's usable GPUs are not its GPUs: count none
+				few = c.fewer(q.ti, q.g)
+			}
+			counts[ReasonGPUs] += few
+			matching += c.inView[q.ti] - few
 			cheapest = leastOf(cheapest, c.leastAskOf(q.ti))
 		}
 	}

@@ -171,6 +171,15 @@ var rules = []rule{
 	{market.ReasonVRAM, func(j *idlegrid.Job, _ *market.Snapshot, v *market.NodeView) bool {
 		return slices.ContainsFunc(v.Node.GPUs, func(g idlegrid.GPU) bool { return allowedModel(j, g) && g.VRAMMB >= j.MinVRAMMB })
 	}},
+	{market.ReasonGPUs, func(j *idlegrid.Job, _ *market.Snapshot, v *market.NodeView) bool {
+		n := 0
+		for _, g := range v.Node.GPUs {
+			if allowedModel(j, g) && g.VRAMMB >= j.MinVRAMMB {
+				n++
+			}
+		}
+		return n >= max(j.GPUs, 1)
+	}},
 	{market.ReasonCPU, func(j *idlegrid.Job, _ *market.Snapshot, v *market.NodeView) bool {
 		return v.Node.CPUCores >= j.CPUCores
 	}},

@@ -38,7 +38,7 @@ func (e *Engine) restand(nd *node, n *idlegrid.Node) {
 	oldRel, oldViews := nd.rel, nd.views
 	if views != nd.views { // it may run gold now, or no longer
 		for _, s := range nd.shelves {
-			s.reView(nd.views, views)
+			s.reView(nd, nd.views, views)
 		}
 		nd.views = views
 		e.memberGen++ // wait reasons count the views
@@ -126,16 +126,10 @@ func (s *shelf) logMove(m moveRec) {
 
 // reView counts a node in the tier views it joined and not in those it
 // left (its views were old, are now).
-func (s *shelf) reView(old, now uint8) {
-	for t := range tierCount {
-		switch was, is := old&(1<<t) != 0, now&(1<<t) != 0; {
-		case is && !was:
-			s.inView[t]++
-		case was && !is:
-			s.inView[t]--
-			s.askStale |= 1 << t // it may have been the least ask
-		}
-	}
+func (s *shelf) reView(nd *node, old, now uint8) {
+	s.countView(nd, now&^old, 1)
+	s.countView(nd, old&^now, -1)
+	s.askStale |= old &^ now // a node that left a view may have been its least ask
 }
 
 // resum recomputes the sums of blocks first to last and the tree above.

@@ -137,10 +137,17 @@ func checkShelf(t *testing.T, when string, s *shelf) {
 			}
 		}
 		var least idlegrid.Micros
+		var bySize [lbMax + 1]int32
 		for _, nd := range s.order {
 			if nd.inView(ti) && (least == 0 || nd.asks[ti] < least) {
 				least = nd.asks[ti]
 			}
+			if nd.inView(ti) {
+				bySize[min(len(nd.gpus), lbMax)]++
+			}
+		}
+		if bySize != s.bySize[ti] {
+			t.Fatalf("%s: tier %d's view by GPUs counted %v, holds %v", when, ti, s.bySize[ti], bySize)
 		}
 		if got := s.leastAskOf(ti); got != least {
 			t.Fatalf("%s: tier %d's least ask %v, its view's is %v", when, ti, got, least)

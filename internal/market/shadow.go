@@ -151,7 +151,8 @@ func (x *shadow) offer(nd *node) {
 // provider's nodes. The class and its view settle the rest.
 func (x *shadow) competes(nd *node) bool {
 	q := x.q
-	if avoided(q, nd) || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) || nd.asks[q.ti] > q.cap {
+	if avoided(q, nd) || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) || nd.asks[q.ti] > q.cap ||
+		countUsable(q.job, nd.gpus) < q.g { // it could never run the job, busy or not
 		return false
 	}
 	return !slices.ContainsFunc(x.winners, func(w cand) bool {

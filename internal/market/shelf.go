@@ -70,12 +70,15 @@ type shelf struct {
 	movesSince uint64
 	count      int            // nodes on the shelf
 	inView     [tierCount]int // of them, nodes in each tier's view
-	order      []*node
-	leaves     []agg     // by position, padded to whole blocks
-	leafPlans  []planAgg // beside leaves
-	size       int       // the tree's leaves: a power of two at least the blocks
-	agg        []agg     // 2*size; agg[1] is the root
-	plan       []planAgg // 2*size, beside agg
+	// bySize counts the nodes of each tier's view by their GPUs (at most
+	// lbMax), for wait reasons: those with too few for a job.
+	bySize    [tierCount][lbMax + 1]int32
+	order     []*node
+	leaves    []agg     // by position, padded to whole blocks
+	leafPlans []planAgg // beside leaves
+	size      int       // the tree's leaves: a power of two at least the blocks
+	agg       []agg     // 2*size; agg[1] is the root
+	plan      []planAgg // 2*size, beside agg
 
 	e *Engine // whose list of shelves to clean at the next Advance it joins when dirty
 }
@@ -129,11 +132,7 @@ func (s *shelf) add(nd *node) {
 	nd.shelves = append(nd.shelves, s)
 	nd.pos = append(nd.pos, -1)
 	s.count++
-	for t := range tierCount {
-		if nd.inView(t) {
-			s.inView[t]++
-		}
-	}
+	s.countView(nd, nd.views, 1)
 	s.order = append(s.order, nd)
 	s.joined()
 	s.markDirty()
@@ -146,11 +145,7 @@ func (s *shelf) remove(nd *node) {
 		return
 	}
 	s.count--
-	for t := range tierCount {
-		if nd.inView(t) {
-			s.inView[t]--
-		}
-	}
+	s.countView(nd, nd.views, -1)
 	p := int(nd.pos[i])
 	if p < 0 || p >= len(s.order) || s.order[p] != nd {
 		p = slices.Index(s.order, nd)
@@ -255,6 +250,27 @@ func leastOf(a, b idlegrid.Micros) idlegrid.Micros {
 		return b
 	}
 	return a
+}
+
+// countView counts nd into (delta 1) or out of (-1) the views whose bits
+// views sets.
+func (s *shelf) countView(nd *node, views uint8, delta int) {
+	g := min(len(nd.gpus), lbMax)
+	for t := range tierCount {
+		if views&(1<<t) != 0 {
+			s.inView[t] += delta
+			s.bySize[t][g] += int32(delta)
+		}
+	}
+}
+
+// fewer returns how many nodes of tier t's view have fewer than g GPUs.
+func (s *shelf) fewer(t, g int) int {
+	n := 0
+	for _, c := range s.bySize[t][:min(g, lbMax+1)] {
+		n += int(c)
+	}
+	return n
 }
 
 // joined notes that a node joined or left the shelf.
