@@ -247,3 +247,22 @@ func TestEngine_RecordPrice(t *testing.T) {
 		t.Errorf("suggested silver ask %d, want it set from the recorded prices", got)
 	}
 }
+
+// A job's wait reason counts each node once: one of an avoided provider
+// with too few GPUs for the job counts as too few GPUs, not avoided too.
+func TestEngine_waitReasonCountsOnce(t *testing.T) {
+	small := engineNode("small")
+	small.GPUs = small.GPUs[:1]
+	big := engineNode("big")
+	big.ProviderID = small.ProviderID
+	e := mustEngine(t, small, big)
+	j := &idlegrid.Job{ID: "j", JobSpec: idlegrid.JobSpec{Kind: idlegrid.KindTraining, GPUs: 2, Nodes: 1, Tier: idlegrid.TierSilver,
+		MaxPriceMicrosPerGPUHour: 10_000_000, DurationSeconds: 600, AvoidProviders: []string{small.ProviderID}}}
+	d := e.Place(j, now)
+	if want := "no node fits: 1 provider avoided, 1 too few GPUs"; d.Placed() || d.Reason != want {
+		t.Fatalf("reason %q, want %q", d.Reason, want)
+	}
+	if x := e.Explain(j, now); x.Rejections[market.ReasonGPUs] != 1 || x.Rejections[market.ReasonAvoided] != 1 {
+		t.Errorf("explain counts %v, want 1 too few GPUs and 1 provider avoided", x.Rejections)
+	}
+}

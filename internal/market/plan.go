@@ -603,8 +603,9 @@ func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 }
 
 // avoidedMatching counts the nodes in q's tier view, of classes sig
-// accepts, whose provider q's job avoids. It reads every such node, and
-// only jobs that avoid providers ask.
+// accepts, whose provider q's job avoids, but for those the reason counts
+// as too few GPUs. It reads every such node, and only jobs that avoid
+// providers ask.
 func (e *Engine) avoidedMatching(q *query, sig *signature) int {
 	if len(q.job.AvoidProviders) == 0 {
 		return 0
@@ -612,7 +613,8 @@ func (e *Engine) avoidedMatching(q *query, sig *signature) int {
 	n := 0
 	for _, nd := range e.nodes {
 		c := nd.cls
-		if c != nil && sig.accepts[c.idx] && (c.key.maxJob == 0 || c.key.maxJob >= q.dur) && nd.inView(q.ti) && avoided(q, nd) {
+		if c != nil && sig.accepts[c.idx] && (c.key.maxJob == 0 || c.key.maxJob >= q.dur) && nd.inView(q.ti) && avoided(q, nd) &&
+			!(len(nd.gpus) < q.g && c.allUsable(q.job)) { // counted as too few GPUs already
 			n++
 		}
 	}
