@@ -152,12 +152,22 @@ func (x *shadow) offer(nd *node) {
 func (x *shadow) competes(nd *node) bool {
 	q := x.q
 	if avoided(q, nd) || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) || nd.asks[q.ti] > q.cap ||
-		countUsable(q.job, nd.gpus) < q.g { // it could never run the job, busy or not
+		!nd.enoughGPUs(q) { // it could never run the job, busy or not
 		return false
 	}
 	return !slices.ContainsFunc(x.winners, func(w cand) bool {
 		return w.nd == nd || w.nd.n.ProviderID == nd.n.ProviderID
 	})
+}
+
+// enoughGPUs reports whether the node has q.g GPUs that can serve the job,
+// busy or not. A node of an accepted class with one GPU type can use them
+// all.
+func (nd *node) enoughGPUs(q *query) bool {
+	if len(nd.gpus) < q.g {
+		return false
+	}
+	return len(nd.cls.types) == 1 || countUsable(q.job, nd.gpus) >= q.g
 }
 
 // firstAtLeast returns a position in the order before which no node of
