@@ -147,7 +147,8 @@ func (x *shadow) offer(nd *node) {
 }
 
 // competes reports whether nd passes the per-node constraints its offer
-// and record decide, and is neither a winner nor one of a winner's
+// and record decide (avoided provider, CPU, RAM, ask within the cap,
+// enough GPUs for the job), and is neither a winner nor one of a winner's
 // provider's nodes. The class and its view settle the rest.
 func (x *shadow) competes(nd *node) bool {
 	q := x.q
