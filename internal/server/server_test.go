@@ -529,23 +529,12 @@ func TestServer_marketSurvivesResync(t *testing.T) {
 		if got, err := m.srv.FindJob(m.renter, j.ID); err != nil || got.State != idlegrid.JobRunning {
 			t.Fatalf("job %s: %v, %v; want it running", j.ID, got, err)
 		}
-		prices := func() int {
-			stats, err := m.srv.Market(m.renter)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := 0
-			for _, s := range stats {
-				n += len(s.Prices)
-			}
-			return n
-		}
-		if got := prices(); got != 1 {
+		if got := len(marketPrices(t, m.srv, m.renter)); got != 1 {
 			t.Fatalf("%d clearing prices after one placement, want 1", got)
 		}
 		m.srv.Resync()
 		synctest.Wait()
-		if got := prices(); got != 1 {
+		if got := len(marketPrices(t, m.srv, m.renter)); got != 1 {
 			t.Fatalf("%d clearing prices after the engine was rebuilt, want the 1 from before", got)
 		}
 	})
