@@ -94,6 +94,9 @@ func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
 	default:
 		ex.Summary = d.Reason
 		ex.EstimatedStart, ex.EstimateNote = e.estimate(&q, starts)
+		if ex.EstimatedStart.IsZero() {
+			ex.EstimateNote = neverNote(quotes)
+		}
 	}
 	return ex
 }
@@ -109,7 +112,19 @@ func (e *Engine) estimate(q *query, starts []cand) (time.Time, string) {
 				q.n, plural(q.n, "node", "nodes"), c.nd.n.Region, q.g, plural(q.g, "GPU", "GPUs"))
 		}
 	}
-	return time.Time{}, "unknown: no node that matches and is within the cap will have room for it within the schedule horizon; raise the cap or relax the constraints"
+	return time.Time{}, ""
+}
+
+// neverNote says why no start can be estimated, and what to change, from
+// the asks of the nodes that meet the job's hardware and rules.
+func neverNote(quotes []AskQuote) string {
+	switch {
+	case len(quotes) == 0:
+		return "unknown: no online node meets its hardware and rules; relax those that rule out the most nodes"
+	case !slices.ContainsFunc(quotes, func(a AskQuote) bool { return a.Blocker != ReasonPrice }):
+		return "unknown: every node that meets its hardware and rules asks more than the cap; raise the cap above the cheapest ask"
+	}
+	return "unknown: no node that matches and is within the cap will have room for it within the schedule horizon; ask for fewer GPUs or nodes, or a shorter run"
 }
 
 // estimateOn is the earliest time nd could start q: when enough GPUs free
