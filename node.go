@@ -2,7 +2,9 @@ package idlegrid
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -143,6 +145,28 @@ type Offer struct {
 	// Models are the models the node serves for inference now: those of
 	// its configured local servers that pass their health checks.
 	Models []ModelOffer `json:"models,omitempty"`
+}
+
+// Clone returns a copy of the offer that shares no slice or map with it,
+// so that changing either leaves the other as it was.
+func (o *Offer) Clone() Offer {
+	c := *o
+	c.GPUs = slices.Clone(o.GPUs)
+	c.Labels = maps.Clone(o.Labels)
+	c.Schedule.Weekly = slices.Clone(o.Schedule.Weekly)
+	for i := range c.Schedule.Weekly {
+		c.Schedule.Weekly[i].Days = slices.Clone(o.Schedule.Weekly[i].Days)
+	}
+	c.Schedule.OneOff = slices.Clone(o.Schedule.OneOff)
+	c.Ask.FloorMicrosPerGPUHour = maps.Clone(o.Ask.FloorMicrosPerGPUHour)
+	c.Ask.AllowedKinds = slices.Clone(o.Ask.AllowedKinds)
+	c.Ask.TimeOfDay = slices.Clone(o.Ask.TimeOfDay)
+	for i := range c.Ask.TimeOfDay {
+		c.Ask.TimeOfDay[i].Days = slices.Clone(o.Ask.TimeOfDay[i].Days)
+	}
+	c.CachedDatasets = slices.Clone(o.CachedDatasets)
+	c.Models = slices.Clone(o.Models)
+	return c
 }
 
 var (

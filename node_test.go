@@ -3,8 +3,10 @@ package idlegrid_test
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -198,4 +200,40 @@ func TestOffer_Validate(t *testing.T) {
 		o.DiskGB = -1
 		wantField(t, o.Validate(), "offer.disk_gb")
 	})
+}
+
+// A clone equals its offer and shares nothing with it: changing any list
+// or map of either leaves the other as it was.
+func TestOffer_Clone(t *testing.T) {
+	o := idlegrid.Offer{
+		Name: "rig", GPUs: []idlegrid.GPU{{UUID: "g0", Model: "RTX4090", VRAMMB: 24576}}, Region: "eu-west",
+		Labels: map[string]string{"rack": "a"},
+		Schedule: idlegrid.Schedule{Mode: idlegrid.ScheduleWindows,
+			Weekly: []idlegrid.WeeklyWindow{{Days: []string{"mon"}, Start: "08:00", End: "18:00"}},
+			OneOff: []idlegrid.OneOffWindow{{Start: time.Unix(0, 0), End: time.Unix(3600, 0)}}},
+		Ask: idlegrid.Ask{FloorMicrosPerGPUHour: map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: 1},
+			AllowedKinds: []idlegrid.WorkloadKind{idlegrid.KindTraining},
+			TimeOfDay:    []idlegrid.PriceWindow{{Days: []string{"sat"}, Start: "00:00", End: "06:00", MultiplierPercent: 80}}},
+		CachedDatasets: []string{"ds"},
+		Models:         []idlegrid.ModelOffer{{Name: "m", MaxConcurrency: 1}},
+	}
+	c := o.Clone()
+	if !reflect.DeepEqual(c, o) {
+		t.Fatalf("clone %+v, want %+v", c, o)
+	}
+	c.GPUs[0].Model = "T4"
+	c.Labels["rack"] = "b"
+	c.Schedule.Weekly[0].Days[0] = "tue"
+	c.Schedule.OneOff[0].End = time.Unix(7200, 0)
+	c.Ask.FloorMicrosPerGPUHour[idlegrid.TierSilver] = 2
+	c.Ask.AllowedKinds[0] = idlegrid.KindEval
+	c.Ask.TimeOfDay[0].Days[0] = "sun"
+	c.CachedDatasets[0] = "other"
+	c.Models[0].Name = "n"
+	if o.GPUs[0].Model != "RTX4090" || o.Labels["rack"] != "a" || o.Schedule.Weekly[0].Days[0] != "mon" ||
+		!o.Schedule.OneOff[0].End.Equal(time.Unix(3600, 0)) || o.Ask.FloorMicrosPerGPUHour[idlegrid.TierSilver] != 1 ||
+		o.Ask.AllowedKinds[0] != idlegrid.KindTraining || o.Ask.TimeOfDay[0].Days[0] != "sat" ||
+		o.CachedDatasets[0] != "ds" || o.Models[0].Name != "m" {
+		t.Fatalf("changing the clone changed the offer: %+v", o)
+	}
 }

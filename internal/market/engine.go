@@ -173,6 +173,7 @@ func (e *Engine) UpsertNode(n *idlegrid.Node) {
 		}
 	}
 	nd.n = n
+	nd.provider, nd.offer = n.ProviderID, n.Offer.Clone() // what restandOnly compares
 	nd.ver++
 	nd.gpus = append(nd.gpus[:0], n.GPUs...)
 	slices.SortFunc(nd.gpus, func(a, b idlegrid.GPU) int { return compareStrings(a.UUID, b.UUID) })

@@ -20,11 +20,12 @@ import (
 const maxRestandShift = 4096
 
 // restandOnly reports whether n, the new record of nd's node, differs
-// from the one the engine holds only in what restand handles: the same
-// provider and offer.
+// from the one the engine indexed only in what restand handles: the same
+// provider and offer. It compares with the engine's own copy of the
+// offer, not nd.n, which a caller may have changed in place before
+// passing it again.
 func (e *Engine) restandOnly(nd *node, n *idlegrid.Node) bool {
-	old := nd.n
-	return old != nil && nd.cls != nil && n.ProviderID == old.ProviderID && reflect.DeepEqual(n.Offer, old.Offer)
+	return nd.n != nil && nd.cls != nil && n.ProviderID == nd.provider && reflect.DeepEqual(n.Offer, nd.offer)
 }
 
 // restand takes n, whose reliability and level may differ from nd's, and

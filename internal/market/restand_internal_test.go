@@ -198,3 +198,28 @@ func TestRestand_waitReason(t *testing.T) {
 		t.Fatalf("after n0 fell below the bar: %q, want 2 matching above the cap and 1 under the reliability bar", d.Reason)
 	}
 }
+
+// A caller that changes a node's record in place and passes the same
+// pointer again is heard: the engine compares the new offer with its own
+// copy, not with the record it holds, which changed with it.
+func TestRestand_recordChangedInPlace(t *testing.T) {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	e := NewEngine(Config{})
+	e.Advance(at)
+	n := &idlegrid.Node{ID: "n", ProviderID: "p", State: idlegrid.NodeOnline, Reliability: 0.9}
+	n.GPUs = []idlegrid.GPU{{UUID: "g", Model: "L4", VRAMMB: 24576}}
+	n.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleAlways}
+	n.Ask.FloorMicrosPerGPUHour = map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: 2_000_000}
+	e.UpsertNode(n)
+	job := &idlegrid.Job{ID: "j", JobSpec: idlegrid.JobSpec{Kind: idlegrid.KindTraining, GPUs: 1, Nodes: 1, Tier: idlegrid.TierSilver,
+		MaxPriceMicrosPerGPUHour: 1_000_000, DurationSeconds: 600}}
+	if d := e.Place(job, at); d.Placed() {
+		t.Fatal("placed below the ask")
+	}
+	n.Ask.FloorMicrosPerGPUHour[idlegrid.TierSilver] = 500_000 // the same record, changed in place
+	n.Reliability = 0.95
+	e.UpsertNode(n)
+	if d := e.Place(job, at); !d.Placed() {
+		t.Fatalf("the new ask within the cap was not heard: %s", d.Reason)
+	}
+}

@@ -45,6 +45,10 @@ type node struct {
 
 	n  *idlegrid.Node
 	id string
+	// provider and offer are the engine's own copy of what it indexed the
+	// node by, which a new record must match to only move it (restand.go).
+	provider string
+	offer    idlegrid.Offer
 	// cell is the market view's cell of cellModel in its region, once a
 	// pick of it has cleared. Commit records each pick's price there, and
 	// reads n and id beside it.
