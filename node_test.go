@@ -221,6 +221,9 @@ func TestOffer_Clone(t *testing.T) {
 	if !reflect.DeepEqual(c, o) {
 		t.Fatalf("clone %+v, want %+v", c, o)
 	}
+	if path := shared(reflect.ValueOf(c), reflect.ValueOf(o), "offer"); path != "" {
+		t.Fatalf("the clone shares %s with the offer", path)
+	}
 	c.GPUs[0].Model = "T4"
 	c.Labels["rack"] = "b"
 	c.Schedule.Weekly[0].Days[0] = "tue"
@@ -236,4 +239,39 @@ func TestOffer_Clone(t *testing.T) {
 		o.CachedDatasets[0] != "ds" || o.Models[0].Name != "m" {
 		t.Fatalf("changing the clone changed the offer: %+v", o)
 	}
+}
+
+// shared returns the path of a slice or map that a and b, values of one
+// type, both hold, or "": a field added to Offer that Clone does not copy
+// is found here.
+func shared(a, b reflect.Value, path string) string {
+	if a.Type() == reflect.TypeFor[time.Time]() {
+		return "" // a time shares its immutable location
+	}
+	switch a.Kind() {
+	case reflect.Slice:
+		if a.Len() > 0 && a.Pointer() == b.Pointer() {
+			return path
+		}
+		for i := range a.Len() {
+			if p := shared(a.Index(i), b.Index(i), fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return p
+			}
+		}
+	case reflect.Map:
+		if a.Len() > 0 && a.Pointer() == b.Pointer() {
+			return path
+		}
+	case reflect.Struct:
+		for i := range a.NumField() {
+			if p := shared(a.Field(i), b.Field(i), path+"."+a.Type().Field(i).Name); p != "" {
+				return p
+			}
+		}
+	case reflect.Pointer:
+		if !a.IsNil() && a.Pointer() == b.Pointer() {
+			return path
+		}
+	}
+	return ""
 }
