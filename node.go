@@ -169,6 +169,32 @@ func (o *Offer) Clone() Offer {
 	return c
 }
 
+// Equal reports whether o and p offer the same, field by field; a nil and
+// an empty list or map are the same, and so are one-off windows at the
+// same instants.
+func (o *Offer) Equal(p *Offer) bool {
+	return o.Name == p.Name && slices.Equal(o.GPUs, p.GPUs) && o.CPUCores == p.CPUCores && o.RAMMB == p.RAMMB &&
+		o.DiskGB == p.DiskGB && o.Region == p.Region && o.Residency == p.Residency && maps.Equal(o.Labels, p.Labels) &&
+		o.Schedule.equal(&p.Schedule) && o.Ask.equal(&p.Ask) &&
+		slices.Equal(o.CachedDatasets, p.CachedDatasets) && slices.Equal(o.Models, p.Models)
+}
+
+func (s *Schedule) equal(t *Schedule) bool {
+	return s.Mode == t.Mode && s.TimeZone == t.TimeZone &&
+		slices.EqualFunc(s.Weekly, t.Weekly, func(a, b WeeklyWindow) bool {
+			return a.Start == b.Start && a.End == b.End && slices.Equal(a.Days, b.Days)
+		}) &&
+		slices.EqualFunc(s.OneOff, t.OneOff, func(a, b OneOffWindow) bool { return a.Start.Equal(b.Start) && a.End.Equal(b.End) })
+}
+
+func (a *Ask) equal(b *Ask) bool {
+	return maps.Equal(a.FloorMicrosPerGPUHour, b.FloorMicrosPerGPUHour) && slices.Equal(a.AllowedKinds, b.AllowedKinds) &&
+		a.MaxJobSeconds == b.MaxJobSeconds &&
+		slices.EqualFunc(a.TimeOfDay, b.TimeOfDay, func(x, y PriceWindow) bool {
+			return x.Start == y.Start && x.End == y.End && x.MultiplierPercent == y.MultiplierPercent && slices.Equal(x.Days, y.Days)
+		})
+}
+
 var (
 	regionRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
 	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)

@@ -205,18 +205,7 @@ func TestOffer_Validate(t *testing.T) {
 // A clone equals its offer and shares nothing with it: changing any list
 // or map of either leaves the other as it was.
 func TestOffer_Clone(t *testing.T) {
-	o := idlegrid.Offer{
-		Name: "rig", GPUs: []idlegrid.GPU{{UUID: "g0", Model: "RTX4090", VRAMMB: 24576}}, Region: "eu-west",
-		Labels: map[string]string{"rack": "a"},
-		Schedule: idlegrid.Schedule{Mode: idlegrid.ScheduleWindows,
-			Weekly: []idlegrid.WeeklyWindow{{Days: []string{"mon"}, Start: "08:00", End: "18:00"}},
-			OneOff: []idlegrid.OneOffWindow{{Start: time.Unix(0, 0), End: time.Unix(3600, 0)}}},
-		Ask: idlegrid.Ask{FloorMicrosPerGPUHour: map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: 1},
-			AllowedKinds: []idlegrid.WorkloadKind{idlegrid.KindTraining},
-			TimeOfDay:    []idlegrid.PriceWindow{{Days: []string{"sat"}, Start: "00:00", End: "06:00", MultiplierPercent: 80}}},
-		CachedDatasets: []string{"ds"},
-		Models:         []idlegrid.ModelOffer{{Name: "m", MaxConcurrency: 1}},
-	}
+	o := testFullOffer()
 	c := o.Clone()
 	if !reflect.DeepEqual(c, o) {
 		t.Fatalf("clone %+v, want %+v", c, o)
@@ -274,4 +263,103 @@ func shared(a, b reflect.Value, path string) string {
 		}
 	}
 	return ""
+}
+
+// Changing any one field of an offer, at any depth, makes it unequal to
+// the offer; a clone is equal. A field added to Offer that Equal does not
+// compare fails here.
+func TestOffer_Equal(t *testing.T) {
+	o := testFullOffer()
+	if c := o.Clone(); !o.Equal(&c) {
+		t.Fatal("an offer is not equal to its clone")
+	}
+	for i := 0; ; i++ {
+		c, k := o.Clone(), i
+		path, ok := changeField(reflect.ValueOf(&c).Elem(), "offer", &k)
+		if !ok {
+			break
+		}
+		if o.Equal(&c) {
+			t.Errorf("changing %s leaves the offers equal", path)
+		}
+	}
+}
+
+// changeField changes the *n-th changeable value under v (counting down n
+// as it goes), and returns its path; false when there are fewer.
+func changeField(v reflect.Value, path string, n *int) (string, bool) {
+	switch {
+	case v.Type() == reflect.TypeFor[time.Time]():
+		if *n == 0 {
+			v.Set(reflect.ValueOf(v.Interface().(time.Time).Add(time.Second)))
+			return path, true
+		}
+		*n--
+		return "", false
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if p, ok := changeField(v.Field(i), path+"."+v.Type().Field(i).Name, n); ok {
+				return p, true
+			}
+		}
+		return "", false
+	case reflect.Slice:
+		for i := range v.Len() {
+			if p, ok := changeField(v.Index(i), fmt.Sprintf("%s[%d]", path, i), n); ok {
+				return p, true
+			}
+		}
+	case reflect.Map:
+		if *n == 0 {
+			for _, k := range v.MapKeys() {
+				e := reflect.New(v.Type().Elem()).Elem()
+				e.Set(v.MapIndex(k))
+				zero := 0
+				changeField(e, "", &zero)
+				v.SetMapIndex(k, e)
+				return path + "[" + fmt.Sprint(k) + "]", true
+			}
+		}
+		*n--
+		return "", false
+	case reflect.String:
+		if *n == 0 {
+			v.SetString(v.String() + "x")
+			return path, true
+		}
+	case reflect.Int, reflect.Int64:
+		if *n == 0 {
+			v.SetInt(v.Int() + 1)
+			return path, true
+		}
+	case reflect.Bool:
+		if *n == 0 {
+			v.SetBool(!v.Bool())
+			return path, true
+		}
+	default:
+		panic(fmt.Sprintf("changeField: %s is a %s: teach the test to change it", path, v.Kind()))
+	}
+	if v.Kind() != reflect.Slice {
+		*n--
+	}
+	return "", false
+}
+
+// testFullOffer is an offer with every list and map filled.
+func testFullOffer() idlegrid.Offer {
+	return idlegrid.Offer{
+		Name: "rig", GPUs: []idlegrid.GPU{{UUID: "g0", Model: "RTX4090", VRAMMB: 24576}}, Region: "eu-west",
+		Labels: map[string]string{"rack": "a"},
+		Schedule: idlegrid.Schedule{Mode: idlegrid.ScheduleWindows,
+			Weekly: []idlegrid.WeeklyWindow{{Days: []string{"mon"}, Start: "08:00", End: "18:00"}},
+			OneOff: []idlegrid.OneOffWindow{{Start: time.Unix(0, 0), End: time.Unix(3600, 0)}}},
+		Ask: idlegrid.Ask{FloorMicrosPerGPUHour: map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: 1},
+			AllowedKinds: []idlegrid.WorkloadKind{idlegrid.KindTraining},
+			TimeOfDay:    []idlegrid.PriceWindow{{Days: []string{"sat"}, Start: "00:00", End: "06:00", MultiplierPercent: 80}}},
+		CachedDatasets: []string{"ds"},
+		Models:         []idlegrid.ModelOffer{{Name: "m", MaxConcurrency: 1}},
+	}
 }

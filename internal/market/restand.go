@@ -1,7 +1,6 @@
 package market
 
 import (
-	"reflect"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -25,7 +24,7 @@ const maxRestandShift = 4096
 // offer, not nd.n, which a caller may have changed in place before
 // passing it again.
 func (e *Engine) restandOnly(nd *node, n *idlegrid.Node) bool {
-	return nd.n != nil && nd.cls != nil && n.ProviderID == nd.provider && reflect.DeepEqual(n.Offer, nd.offer)
+	return nd.n != nil && nd.cls != nil && n.ProviderID == nd.provider && n.Offer.Equal(&nd.offer)
 }
 
 // restand takes n, whose reliability and level may differ from nd's, and
