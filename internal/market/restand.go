@@ -1,7 +1,6 @@
 package market
 
 import (
-
 	"github.com/idlegrid/idlegrid"
 )
 
