@@ -440,8 +440,13 @@ func TestDashboard(t *testing.T) {
 		// the confirmation, which refuses an empty resolution; Enter confirms.
 		b.waitText("#panel-disputes", dispute.ID)
 		uphold := fmt.Sprintf(`#panel-disputes button[data-action=uphold][data-id=%q]`, dispute.ID)
-		b.run("open the confirmation", chromedp.Focus(chromedp.CSS(uphold)), chromedp.KeyEvent("\r"),
-			chromedp.WaitVisible(chromedp.ID("confirm-text")))
+		// The panel is redrawn every refresh, so a node found by selector
+		// may be gone before the browser is told to focus it: the page
+		// focuses the button itself, and keeps the focus across redraws.
+		if !eval[bool](b, "focus the uphold button", fmt.Sprintf(`(() => { const e = document.querySelector(%s); if (e) e.focus(); return !!e; })()`, jsString(uphold))) {
+			t.Fatalf("no uphold button for dispute %s", dispute.ID)
+		}
+		b.run("open the confirmation", chromedp.KeyEvent("\r"), chromedp.WaitVisible(chromedp.ID("confirm-text")))
 		b.waitText("#confirm", "Uphold dispute "+dispute.ID)
 		if got := eval[string](b, "read the focus", `document.activeElement.id`); got != "confirm-text" {
 			t.Errorf("the focus is on %q after opening the confirmation, want confirm-text", got)
