@@ -27,6 +27,12 @@ type gpuType struct {
 	vram  int
 }
 
+// serves reports whether a GPU of the type can serve job: an allowed
+// model with enough memory, as usableBy says of one GPU.
+func (t gpuType) serves(job *idlegrid.Job) bool {
+	return modelAllowed(job.GPUModels, t.model) && t.vram >= job.MinVRAMMB
+}
+
 // class is the nodes with one classKey, on a shelf.
 type class struct {
 	shelf
@@ -178,7 +184,7 @@ func classReason(c *class, job *idlegrid.Job) Reason {
 // job, so that a node's usable GPUs are all its GPUs.
 func (c *class) allUsable(job *idlegrid.Job) bool {
 	for _, t := range c.types {
-		if !modelAllowed(job.GPUModels, t.model) || t.vram < job.MinVRAMMB {
+		if !t.serves(job) {
 			return false
 		}
 	}

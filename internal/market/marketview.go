@@ -192,7 +192,7 @@ func (e *Engine) demandCells(job *idlegrid.Job) map[cellKey]bool {
 			continue
 		}
 		for _, t := range c.types {
-			if modelAllowed(job.GPUModels, t.model) && t.vram >= job.MinVRAMMB {
+			if t.serves(job) {
 				cells[cellKey{t.model, c.key.region}] = true
 			}
 		}
