@@ -85,6 +85,13 @@ type JobSpec struct {
 	// CheckpointRef is where the job resumes from. A preempted job is
 	// requeued with the reference its last lease reported.
 	CheckpointRef string `json:"checkpoint_ref,omitempty"`
+	// CheckpointEverySeconds is how often the workload saves a checkpoint
+	// it can resume from. 0 says it cannot resume: a stop loses the whole
+	// run, so a bronze job starts only where its window covers its whole
+	// duration. A bronze job that checkpoints may start in a shorter
+	// fragment, one that leaves it a checkpoint's worth of run before its
+	// notice (docs/market.md, "Windows").
+	CheckpointEverySeconds int64 `json:"checkpoint_every_seconds,omitempty"`
 
 	// Verifiable says the job's output is deterministic: the same inputs
 	// print the same standard output. The market may then re-run a sample
@@ -175,6 +182,8 @@ func (s *JobSpec) Validate(now time.Time) error {
 		return Invalid("job.region_preferred", "needs job.region")
 	case s.DurationSeconds < 1 || s.DurationSeconds > MaxJobSeconds:
 		return Invalid("job.duration_seconds", "must be between 1 and %d (30 days)", MaxJobSeconds)
+	case s.CheckpointEverySeconds < 0 || s.CheckpointEverySeconds > MaxJobSeconds:
+		return Invalid("job.checkpoint_every_seconds", "must be between 0 (never) and %d (30 days)", MaxJobSeconds)
 	case s.Deadline != nil && !s.Deadline.After(now):
 		return Invalid("job.deadline", "must be in the future")
 	}

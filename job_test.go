@@ -120,6 +120,8 @@ func TestJobSpec_Validate(t *testing.T) {
 		{"preferred without region", func(s *idlegrid.JobSpec) { s.Region, s.RegionPreferred = "", true }, "job.region_preferred"},
 		{"zero duration", func(s *idlegrid.JobSpec) { s.DurationSeconds = 0 }, "job.duration_seconds"},
 		{"over 30 days", func(s *idlegrid.JobSpec) { s.DurationSeconds = idlegrid.MaxJobSeconds + 1 }, "job.duration_seconds"},
+		{"negative checkpoint interval", func(s *idlegrid.JobSpec) { s.CheckpointEverySeconds = -1 }, "job.checkpoint_every_seconds"},
+		{"checkpoint interval over 30 days", func(s *idlegrid.JobSpec) { s.CheckpointEverySeconds = idlegrid.MaxJobSeconds + 1 }, "job.checkpoint_every_seconds"},
 		{"30 days", func(s *idlegrid.JobSpec) { s.DurationSeconds = idlegrid.MaxJobSeconds }, ""},
 		{"deadline past", func(s *idlegrid.JobSpec) { s.Deadline = &past }, "job.deadline"},
 		{"deadline now", func(s *idlegrid.JobSpec) { s.Deadline = &jobNow }, "job.deadline"},

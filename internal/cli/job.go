@@ -103,6 +103,7 @@ errors. For example:
 	tier: silver               # gold, silver or bronze
 	max_price: "2.50"          # per GPU-hour; or max_price_micros_per_gpu_hour: 2500000
 	duration: 2h               # or duration_seconds: 7200
+	checkpoint_every: 30m      # how often it saves work it can resume from (default never)
 	region: eu-west
 	residency: EU
 
@@ -123,7 +124,7 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 		file, name, image, kind, tier, region, residency string
 		gpus, nodes, minVRAM                             int
 		maxPrice                                         priceFlag
-		duration                                         durationFlag
+		duration, checkpointEvery                        durationFlag
 		models                                           stringList
 		envs                                             = envList{}
 		regionPreferred, asJSON                          bool
@@ -139,6 +140,7 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 	fs.StringVar(&tier, "tier", "", "gold (guaranteed), silver (on demand) or bronze (interruptible) (default silver)")
 	fs.Var(&maxPrice, "max-price", "the most you pay per GPU-hour, e.g. 2.50")
 	fs.Var(&duration, "duration", "expected run time and time limit, e.g. 90m")
+	fs.Var(&checkpointEvery, "checkpoint-every", "how often the job saves a checkpoint it can resume from, e.g. 30m (default never;\nbronze that checkpoints may take window fragments shorter than its run)")
 	fs.StringVar(&region, "region", "", "region, e.g. eu-west")
 	fs.BoolVar(&regionPreferred, "region-preferred", false, "treat --region as a preference, not a requirement")
 	fs.StringVar(&residency, "residency", "", "required data jurisdiction, e.g. EU")
@@ -183,6 +185,9 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 	}
 	if set["duration"] {
 		spec.DurationSeconds = duration.secs
+	}
+	if set["checkpoint-every"] {
+		spec.CheckpointEverySeconds = checkpointEvery.secs
 	}
 	if len(envs) > 0 && spec.Env == nil {
 		spec.Env = map[string]string{}
@@ -342,6 +347,7 @@ func printJob(e *env, j *idlegrid.Job) error {
 	t.row("GPU models", orDash(strings.Join(j.GPUModels, ", ")))
 	t.row("Max price", perGPUHour(j.MaxPriceMicrosPerGPUHour))
 	t.row("Duration", seconds(j.DurationSeconds))
+	t.row("Checkpoint", checkpointsEvery(j.CheckpointEverySeconds))
 	t.row("Region", orDash(j.Region))
 	t.row("Residency", orDash(j.Residency))
 	t.row("Attempts", j.Attempts)
@@ -350,6 +356,14 @@ func printJob(e *env, j *idlegrid.Job) error {
 	t.row("Started", stamp(j.StartedAt))
 	t.row("Ended", stamp(j.EndedAt))
 	return t.flush()
+}
+
+// checkpointsEvery says how often a job saves work it can resume from.
+func checkpointsEvery(secs int64) string {
+	if secs <= 0 {
+		return "never (a stop loses the whole run)"
+	}
+	return "every " + seconds(secs)
 }
 
 func (c *jobCommand) cancel(ctx context.Context, args []string) error {

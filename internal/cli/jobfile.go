@@ -19,8 +19,9 @@ import (
 const maxJobFileBytes = 1 << 20
 
 // jobFile is a job spec as renters write it, in YAML or JSON. It is the
-// wire JobSpec plus two conveniences: max_price as a decimal ("2.50") and
-// duration as a Go duration ("90m"). Unknown fields are errors.
+// wire JobSpec plus conveniences: max_price as a decimal ("2.50"), and
+// duration and checkpoint_every as Go durations ("90m"). Unknown fields
+// are errors.
 type jobFile struct {
 	Name    string            `json:"name" yaml:"name"`
 	Kind    string            `json:"kind" yaml:"kind"`
@@ -47,6 +48,9 @@ type jobFile struct {
 	Duration        string     `json:"duration" yaml:"duration"`
 	DurationSeconds int64      `json:"duration_seconds" yaml:"duration_seconds"`
 	Deadline        *time.Time `json:"deadline" yaml:"deadline"`
+
+	CheckpointEvery        string `json:"checkpoint_every" yaml:"checkpoint_every"`
+	CheckpointEverySeconds int64  `json:"checkpoint_every_seconds" yaml:"checkpoint_every_seconds"`
 }
 
 // price is a decimal amount of money in a job file: "2.50" or 2.50. It is
@@ -163,7 +167,7 @@ func (f *jobFile) spec() (idlegrid.JobSpec, error) {
 		Tier:                     idlegrid.Tier(f.Tier),
 		MaxPriceMicrosPerGPUHour: idlegrid.Micros(f.MaxPriceMicrosPerGPUHour),
 		Region:                   f.Region, RegionPreferred: f.RegionPreferred, Residency: f.Residency,
-		DurationSeconds: f.DurationSeconds, Deadline: f.Deadline,
+		DurationSeconds: f.DurationSeconds, Deadline: f.Deadline, CheckpointEverySeconds: f.CheckpointEverySeconds,
 	}
 	if f.MaxPrice != nil {
 		if f.MaxPriceMicrosPerGPUHour != 0 {
@@ -180,6 +184,16 @@ func (f *jobFile) spec() (idlegrid.JobSpec, error) {
 			return s, idlegrid.Invalid("job.duration", "%v", err)
 		}
 		s.DurationSeconds = secs
+	}
+	if f.CheckpointEvery != "" {
+		if f.CheckpointEverySeconds != 0 {
+			return s, idlegrid.Invalid("job.checkpoint_every", "give checkpoint_every or checkpoint_every_seconds, not both")
+		}
+		secs, err := parseDurationSeconds(f.CheckpointEvery)
+		if err != nil {
+			return s, idlegrid.Invalid("job.checkpoint_every", "%v", err)
+		}
+		s.CheckpointEverySeconds = secs
 	}
 	if f.Interruptible != nil {
 		s.Interruptible = *f.Interruptible

@@ -253,11 +253,12 @@ func TestCommands_AgainstServer(t *testing.T) {
 	t.Run("Jobs", func(t *testing.T) {
 		var job idlegrid.Job
 		out := must(t, renter, "job", "submit", "--json", "--name", "tiny", "--image", "ghcr.io/acme/x:1", "--gpus", "2",
-			"--gpu-model", "H100-80GB,A100-80GB", "--tier", "gold", "--max-price", "2.5", "--duration", "90m", "--env", "A=1", "--", "python", "-c", "print(1)")
+			"--gpu-model", "H100-80GB,A100-80GB", "--tier", "gold", "--max-price", "2.5", "--duration", "90m", "--checkpoint-every", "30m",
+			"--env", "A=1", "--", "python", "-c", "print(1)")
 		if err := json.Unmarshal([]byte(out), &job); err != nil {
 			t.Fatalf("%v:\n%s", err, out)
 		}
-		if job.State != idlegrid.JobQueued || job.GPUs != 2 || job.DurationSeconds != 5400 || job.Env["A"] != "1" ||
+		if job.State != idlegrid.JobQueued || job.GPUs != 2 || job.DurationSeconds != 5400 || job.CheckpointEverySeconds != 1800 || job.Env["A"] != "1" ||
 			strings.Join(job.Command, " ") != "python -c print(1)" || strings.Join(job.GPUModels, ",") != "H100-80GB,A100-80GB" {
 			t.Fatalf("submitted %+v", job)
 		}
@@ -265,7 +266,8 @@ func TestCommands_AgainstServer(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^ID +NAME +STATE +TIER +GPUS +CAP +CHARGED +AGE +REASON\n` + job.ID + ` +tiny +queued +gold +1x2 +\$2\.500000/GPU-h +\$0\.000000 +\d+s +`).MatchString(ls) {
 			t.Errorf("job ls printed:\n%s", ls)
 		}
-		if get := must(t, renter, "job", "get", job.ID); !strings.Contains(get, "Max price   $2.500000/GPU-h\n") || !strings.Contains(get, "Command     python -c print(1)\n") {
+		if get := must(t, renter, "job", "get", job.ID); !strings.Contains(get, "Max price   $2.500000/GPU-h\n") || !strings.Contains(get, "Command     python -c print(1)\n") ||
+			!strings.Contains(get, "Checkpoint  every 30m0s\n") {
 			t.Errorf("job get printed:\n%s", get)
 		}
 		if out := must(t, renter, "job", "explain", job.ID); !strings.Contains(out, job.ID+": ") ||

@@ -150,6 +150,9 @@ func benchJob(r *rand.Rand, id string) *idlegrid.Job {
 		MaxPriceMicrosPerGPUHour: idlegrid.Micros(2+r.IntN(5)) * 1_000_000,
 		DurationSeconds:          int64(15+r.IntN(8*60)) * 60,
 	}}
+	if j.Tier == idlegrid.TierBronze && j.DurationSeconds%120 == 0 { // half of bronze resumes, from the draws made
+		j.CheckpointEverySeconds = 1800
+	}
 	if r.IntN(20) == 0 {
 		j.Nodes = 2 + r.IntN(3)
 	}

@@ -124,6 +124,7 @@ func randomEngineJob(r *rand.Rand) *idlegrid.Job {
 		MaxPriceMicrosPerGPUHour: idlegrid.Micros(2+r.IntN(8)) * 300_000,
 		DurationSeconds:          int64(1+r.IntN(16)) * 900,
 		ReliabilityWeight:        []float64{0, 0, 0.5, 1, 2}[r.IntN(5)],
+		CheckpointEverySeconds:   []int64{0, 0, 60, 1800}[r.IntN(4)],
 	}}
 	if r.IntN(4) == 0 {
 		j.GPUModels = []string{refModels[r.IntN(len(refModels))]}
@@ -226,8 +227,8 @@ func judge(j *idlegrid.Job, n *idlegrid.Node, leases []*idlegrid.Lease) refNode 
 	floor := n.Ask.FloorMicrosPerGPUHour[j.Tier]
 	v.ask = floor * idlegrid.Micros(refMultiplier(n)) / 100
 	need := j.DurationSeconds
-	if j.Tier == idlegrid.TierBronze {
-		need = min(need, refMinRuntime+refNotice)
+	if j.Tier == idlegrid.TierBronze && j.CheckpointEverySeconds > 0 { // else it cannot resume, and needs it all
+		need = min(need, max(j.CheckpointEverySeconds, refMinRuntime)+refNotice)
 	}
 	anyModel, anyVRAM, usable := false, false, 0
 	for _, g := range n.GPUs {
@@ -477,13 +478,26 @@ func refPreemption(j *idlegrid.Job, m *refMarket, judged []refNode) (string, int
 			continue
 		}
 		var victims []*idlegrid.Lease
-		for _, l := range m.leases {
-			if l.NodeID == v.n.ID && l.Tier == idlegrid.TierBronze && now.Sub(*l.StartedAt) >= refMinRuntime*time.Second {
-				victims = append(victims, l)
-			}
-		}
 		need := max(j.GPUs, 1) - len(v.free)
-		found, least := false, int64(0)
+		if need <= 0 {
+			continue
+		}
+		noticeEnd := now.Add(refNotice * time.Second)
+		for _, l := range m.leases {
+			if l.NodeID != v.n.ID || l.Tier != idlegrid.TierBronze || now.Sub(*l.StartedAt) < refMinRuntime*time.Second {
+				continue
+			}
+			if !l.StartedAt.Add(time.Duration(l.LimitSeconds) * time.Second).After(noticeEnd) { // free by then anyway
+				for _, u := range l.GPUUUIDs {
+					if refUsable(j, gpuOf(v.n, u)) {
+						need--
+					}
+				}
+				continue
+			}
+			victims = append(victims, l)
+		}
+		found, least := need <= 0, int64(0) // leases that end by the notice's end may be enough
 		for mask := 1; mask < 1<<len(victims); mask++ {
 			got, lost := 0, int64(0)
 			for i, l := range victims {
@@ -501,7 +515,7 @@ func refPreemption(j *idlegrid.Job, m *refMarket, judged []refNode) (string, int
 				found, least = true, lost
 			}
 		}
-		if !found || need <= 0 {
+		if !found {
 			continue
 		}
 		pref := j.RegionPreferred && v.n.Region == j.Region
@@ -806,6 +820,10 @@ func checkPlan(t *testing.T, j *idlegrid.Job, m *refMarket, judged []refNode, go
 		return
 	}
 	wantNode, wantLost := refPreemption(j, m, judged)
+	resNode, resStart := refReservation(j, m, judged)
+	if wantNode != "" && resNode != "" && !resStart.After(now.Add(refNotice*time.Second)) {
+		wantNode = "" // GPUs free up by the end of the notice anyway: nothing need be lost
+	}
 	if wantNode != "" {
 		if len(got.Preemptions) == 0 {
 			fail("no preemption; reference preempts on %s losing %d", wantNode, wantLost)
@@ -820,9 +838,8 @@ func checkPlan(t *testing.T, j *idlegrid.Job, m *refMarket, judged []refNode, go
 		return
 	}
 	if len(got.Preemptions) > 0 {
-		fail("preempts %+v; reference finds no node to free", got.Preemptions)
+		fail("preempts %+v; reference finds no node to free, or reserves one that frees up as soon", got.Preemptions)
 	}
-	resNode, resStart := refReservation(j, m, judged)
 	switch {
 	case resNode == "" && got.Reservation != nil:
 		fail("reserved %+v; reference reserves nothing", *got.Reservation)

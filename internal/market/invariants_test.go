@@ -147,6 +147,7 @@ func (d *driver) randomJob() *idlegrid.Job {
 		Tier:                     []idlegrid.Tier{idlegrid.TierGold, idlegrid.TierSilver, idlegrid.TierSilver, idlegrid.TierBronze, idlegrid.TierBronze}[r.IntN(5)],
 		MaxPriceMicrosPerGPUHour: idlegrid.Micros(2+r.IntN(6)) * 500_000,
 		DurationSeconds:          int64(10+r.IntN(170)) * 60,
+		CheckpointEverySeconds:   []int64{0, 60, 1800}[r.IntN(3)],
 	}}
 	if r.IntN(8) == 0 {
 		j.Nodes = 2 + r.IntN(2)
@@ -388,8 +389,8 @@ func (d *driver) checkPicks(j *idlegrid.Job, dec market.Decision) {
 		}
 		until := d.until(n)
 		need := time.Duration(j.DurationSeconds) * time.Second
-		if j.Tier == idlegrid.TierBronze {
-			need = min(need, time.Duration(d.cfg.MinRuntimeSeconds+d.cfg.NoticeSeconds)*time.Second)
+		if ck := j.CheckpointEverySeconds; j.Tier == idlegrid.TierBronze && ck > 0 {
+			need = min(need, time.Duration(max(ck, d.cfg.MinRuntimeSeconds)+d.cfg.NoticeSeconds)*time.Second)
 		}
 		if until.Before(d.now.Add(need)) {
 			d.fail("%s: window ends at %s, the job needs %s", n.ID, until.Sub(now), need)

@@ -53,15 +53,18 @@ func (e *Engine) query(job *idlegrid.Job, now time.Time) query {
 }
 
 // windowNeed is how many seconds of window a job needs to start now. Gold
-// and silver need their whole duration. Bronze may run in any fragment
-// that fits it whole, or that leaves it the minimum runtime before its
-// notice must begin, so that it always gets its full notice.
+// and silver need their whole duration, and so does bronze that cannot
+// resume: a stop at the window's end would lose its whole run. Bronze
+// that checkpoints may run in any fragment that fits it whole, or that
+// leaves it a checkpoint interval, and at least the minimum runtime,
+// before its notice must begin: it always gets its full notice and always
+// keeps some work.
 func (e *Engine) windowNeed(job *idlegrid.Job) int64 {
 	d := max(job.DurationSeconds, 1)
-	if job.Tier != idlegrid.TierBronze {
+	if job.Tier != idlegrid.TierBronze || job.CheckpointEverySeconds <= 0 {
 		return d
 	}
-	return min(d, e.cfg.MinRuntimeSeconds+e.cfg.NoticeSeconds)
+	return min(d, max(job.CheckpointEverySeconds, e.cfg.MinRuntimeSeconds)+e.cfg.NoticeSeconds)
 }
 
 // cand is a node that can take the job, with its score, and for plans the

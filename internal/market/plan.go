@@ -13,7 +13,8 @@ import (
 
 // plan decides what a job that cannot start now waits for: the
 // reservation it holds, or for gold and silver a preemption of bronze
-// leases, or else a new reservation. Bronze jobs only wait.
+// leases (unless GPUs free up as soon without one), or else a new
+// reservation. Bronze jobs only wait.
 func (e *Engine) plan(q *query, sig *signature) Decision {
 	if r := e.reservations[q.job.ID]; r != nil {
 		if start, ok := e.reservedStart(q, r); ok {
@@ -22,6 +23,9 @@ func (e *Engine) plan(q *query, sig *signature) Decision {
 	}
 	if q.job.Tier != idlegrid.TierBronze {
 		if d, ok := e.planPreemption(q, sig); ok {
+			if r, ok := e.reserveInstead(q, sig, d); ok {
+				return r
+			}
 			return d
 		}
 		if d, ok := e.planReservation(q, sig); ok {
@@ -29,6 +33,17 @@ func (e *Engine) plan(q *query, sig *signature) Decision {
 		}
 	}
 	return Decision{Reason: e.waitReason(q, sig)}
+}
+
+// reserveInstead is a reservation for q that starts no later than
+// preemption d would let it: GPUs that free up by the end of d's notice
+// anyway, so that no bronze work is thrown away for nothing.
+func (e *Engine) reserveInstead(q *query, sig *signature, d Decision) (Decision, bool) {
+	r, ok := e.planReservation(q, sig)
+	if !ok || r.Reservation.Start.After(d.Reservation.Start) {
+		return Decision{}, false
+	}
+	return r, true
 }
 
 // reservedStart re-estimates when a job's reservation lets it start, and
@@ -237,7 +252,8 @@ func (e *Engine) preemptionDecision(q *query, set []cand) Decision {
 }
 
 // victimsOn finds the bronze leases on nd whose stop frees enough GPUs for
-// q while losing the least work.
+// q while losing the least work. A bronze lease whose time limit ends
+// before the notice would is no victim: its GPUs are free by then anyway.
 func (e *Engine) victimsOn(q *query, nd *node) (cand, bool) {
 	if avoided(q, nd) {
 		return cand{}, false
@@ -250,11 +266,11 @@ func (e *Engine) victimsOn(q *query, nd *node) (cand, bool) {
 			free++
 		}
 	}
-	need := q.g - free
-	if need <= 0 {
+	if free >= q.g {
 		return c, true
 	}
 	minRun := e.cfg.MinRuntimeSeconds * int64(time.Second)
+	noticeEnd := q.now + e.cfg.NoticeSeconds*int64(time.Second)
 	var pool []*hold
 	var counts []int
 	var losses []int64
@@ -268,9 +284,17 @@ func (e *Engine) victimsOn(q *query, nd *node) (cand, bool) {
 				n++
 			}
 		}
-		if n > 0 {
+		switch {
+		case n == 0:
+		case h.freeBy() <= noticeEnd:
+			free += n
+		default:
 			pool, counts, losses = append(pool, h), append(counts, n), append(losses, h.lostGPUSeconds(q.now))
 		}
+	}
+	need := q.g - free
+	if need <= 0 {
+		return c, true
 	}
 	picked, lost, ok := minLossCover(counts, losses, need)
 	if !ok {
@@ -502,7 +526,7 @@ func choosePlan(q *query, cands []cand, less func(a, b *cand) int, key func(set 
 // waitReason says, cheaply, why a job waits: the class-level rejections
 // exactly, and that the nodes that match have no room for it now.
 func (e *Engine) waitReason(q *query, sig *signature) string {
-	key := waitKey{ti: q.ti, g: q.g, n: q.n, dur: q.dur, cap: q.cap, bronze: q.job.Tier == idlegrid.TierBronze}
+	key := waitKey{ti: q.ti, g: q.g, n: q.n, dur: q.dur, need: e.windowNeed(q.job), cap: q.cap, bronze: q.job.Tier == idlegrid.TierBronze}
 	if sig.waitGen != e.memberGen || sig.waitAskGen != e.askGen {
 		clear(sig.waits)
 		sig.waitGen, sig.waitAskGen = e.memberGen, e.askGen
@@ -525,10 +549,10 @@ func (e *Engine) waitReason(q *query, sig *signature) string {
 
 // waitKey is what a wait reason reads of a job, besides its signature.
 type waitKey struct {
-	ti, g, n int
-	dur      int64
-	cap      idlegrid.Micros
-	bronze   bool
+	ti, g, n  int
+	dur, need int64
+	cap       idlegrid.Micros
+	bronze    bool
 }
 
 // maxWaits bounds the wait reasons a signature keeps.
@@ -587,8 +611,8 @@ func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 	} else {
 		fmt.Fprintf(&b, "none has %d free %s", q.g, plural(q.g, "GPU", "GPUs"))
 	}
-	if q.job.Tier == idlegrid.TierBronze {
-		fmt.Fprintf(&b, ", an open window")
+	if need := e.windowNeed(q.job); need < q.dur {
+		fmt.Fprintf(&b, ", a window of at least %s", time.Duration(need)*time.Second)
 	} else {
 		fmt.Fprintf(&b, ", a window of %s", time.Duration(q.dur)*time.Second)
 	}

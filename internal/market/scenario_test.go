@@ -25,8 +25,8 @@ import (
 //	     kinds=(training,eval) max-job=2h cached=(ds1,ds2) open=(-1h..+6h,+8h..+9h)
 //	     weekly=mon@08:00-18:00 tz=Europe/Berlin tod=(18:00-22:00x150)]
 //	lease id=l1 node=n1 [job=jl1 tier=bronze gpus=1 age=10m limit=2h checkpoint=5m]
-//	place job=j1 [tier=silver gpus=1 nodes=1 cap=3 dur=1h models=(A,B) vram=.. region=..
-//	     preferred residency=.. weight=1 datasets=(name:GB) kind=training cpu=.. ram=..] [commit]
+//	place job=j1 [tier=silver gpus=1 nodes=1 cap=3 dur=1h checkpoint-every=30m models=(A,B) vram=..
+//	     region=.. preferred residency=.. weight=1 datasets=(name:GB) kind=training cpu=.. ram=..] [commit]
 //	advance by=2m        (gives the notices due, and stops leases whose notice ended)
 //	end lease=l1         (the lease finished)
 //	remove-node id=n1
@@ -319,6 +319,7 @@ func (h *harness) job(a args) *idlegrid.Job {
 	s.Nodes = a.num("nodes", s.Nodes)
 	s.MaxPriceMicrosPerGPUHour = a.money("cap", s.MaxPriceMicrosPerGPUHour)
 	s.DurationSeconds = int64(a.dur("dur", time.Duration(s.DurationSeconds)*time.Second) / time.Second)
+	s.CheckpointEverySeconds = int64(a.dur("checkpoint-every", time.Duration(s.CheckpointEverySeconds)*time.Second) / time.Second)
 	if v := a.list("models"); v != nil {
 		s.GPUModels = v
 	}

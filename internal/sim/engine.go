@@ -169,6 +169,9 @@ func (m *engineMatcher) queued(j *liveJob) {
 				Region: m.w.regions[spec.region],
 			},
 		}
+		if j.eng.Tier == idlegrid.TierBronze { // the replay checkpoints bronze alone
+			j.eng.CheckpointEverySeconds = m.r.checkpointEvery()
+		}
 	}
 	j.eng.DurationSeconds, j.eng.Attempts = j.remaining, j.attempts
 	m.e.NoteQueued(j.eng)

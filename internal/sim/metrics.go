@@ -38,6 +38,7 @@ type Metrics struct {
 	// by the last reason the market gave; GaveUpAfterRequeue those that
 	// ran, were requeued, and gave up.
 	NeverPlaced        map[string]int
+	NeverPlacedByTier  [3]int // gold, silver, bronze
 	GaveUpAfterRequeue int
 	// WaitingAtEnd counts jobs still queued when the span ended, by
 	// reason; RunningAtEnd the leases still running (settled at the end).
@@ -206,6 +207,7 @@ func (m *Metrics) gaveUp(j *liveJob) {
 		return
 	}
 	m.NeverPlaced[ReasonCategory(j.reason)]++
+	m.NeverPlacedByTier[j.spec.tier]++
 }
 
 func (m *Metrics) waitingAtEnd(j *liveJob) {

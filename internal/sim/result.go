@@ -120,6 +120,7 @@ func (r *Result) Flat() map[string]any {
 		put("placements", m.Placements)
 		for t, tier := range idlegrid.Tiers {
 			put("started_"+string(tier), s.Started[t])
+			put("never_placed_"+string(tier), m.NeverPlacedByTier[t])
 			put("wait_p50_s_"+string(tier), s.WaitP50[t])
 			put("wait_p95_s_"+string(tier), s.WaitP95[t])
 			put("wait_p99_s_"+string(tier), s.WaitP99[t])
@@ -233,6 +234,10 @@ func (r *Result) WriteText(out io.Writer) error {
 		return fmt.Sprintf("%d (%s)", m.Failures, fmtHours(hours(m.FailedLostGPUSeconds)))
 	})
 	line("jobs never placed", func(m *Metrics) string { return grouped(int64(m.Summary.NeverPlaced)) })
+	line("never placed gold/silver/bronze", func(m *Metrics) string {
+		t := &m.NeverPlacedByTier
+		return fmt.Sprintf("%s/%s/%s", grouped(int64(t[0])), grouped(int64(t[1])), grouped(int64(t[2])))
+	})
 	line("gave up after a requeue", func(m *Metrics) string { return grouped(int64(m.GaveUpAfterRequeue)) })
 	line("still waiting at the end", func(m *Metrics) string { return grouped(int64(sum(m.WaitingAtEnd))) })
 	line("decisions (skipped as dominated)", func(m *Metrics) string {
