@@ -132,5 +132,8 @@ func printExplanation(e *env, x *wire.Explanation) error {
 		fmt.Fprintf(e.Out, " (%s)", x.EstimateNote)
 	}
 	fmt.Fprintln(e.Out)
+	for _, a := range x.Advice {
+		fmt.Fprintf(e.Out, "to start sooner: %s\n", a)
+	}
 	return nil
 }

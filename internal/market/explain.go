@@ -29,6 +29,8 @@ type Explanation struct {
 	// the zero time when no node that matches would take it.
 	EstimatedStart time.Time `json:"estimated_start,omitzero"`
 	EstimateNote   string    `json:"estimate_note"`
+	// Advice says what the renter could change in the job to start sooner.
+	Advice []string `json:"advice,omitempty"`
 }
 
 // AskQuote is one node's ask as Explain shows it.
@@ -81,6 +83,7 @@ func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
 		return cmp.Or(cmp.Compare(a.Score, b.Score), compareStrings(a.NodeID, b.NodeID))
 	})
 	ex.CheapestAsks = quotes[:min(len(quotes), maxQuotes)]
+	ex.Advice = advice(job, ex.Rejections)
 	d := e.Place(job, now)
 	ex.Reservation = d.Reservation
 	switch {
@@ -99,6 +102,18 @@ func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
 		}
 	}
 	return ex
+}
+
+// advice says what in the job, besides its cap and hardware (which the
+// estimate's note covers), keeps nodes from taking it.
+func advice(job *idlegrid.Job, rejections map[Reason]int) []string {
+	var out []string
+	if n := rejections[ReasonWindow]; n > 0 && job.Tier == idlegrid.TierBronze && job.CheckpointEverySeconds <= 0 {
+		out = append(out, fmt.Sprintf("%d %s too short for its whole run, which bronze that cannot resume needs; "+
+			"if the job can resume from a checkpoint, say how often it saves one (checkpoint_every_seconds, or --checkpoint-every) "+
+			"and it may start in shorter windows", n, plural(n, "node's window is", "nodes' windows are")))
+	}
+	return out
 }
 
 // estimate is when q.n of the nodes could start the job, in one region.

@@ -502,6 +502,9 @@ func (h *harness) explain(j *idlegrid.Job) string {
 			q.AskMicrosPerGPUHour, q.Reliability, q.Score/1e6, orNone(string(q.Blocker)))
 	}
 	fmt.Fprintf(&b, "estimated start: %s (%s)\n", h.rel(ex.EstimatedStart), ex.EstimateNote)
+	for _, a := range ex.Advice {
+		fmt.Fprintf(&b, "advice: %s\n", a)
+	}
 	return b.String()
 }
 

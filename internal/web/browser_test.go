@@ -312,6 +312,7 @@ func TestDashboard(t *testing.T) {
 			chromedp.SetValue(chromedp.ID("j-image"), "python:3.12"),
 			chromedp.SetValue(chromedp.ID("j-price"), "9.50"),
 			chromedp.SetValue(chromedp.ID("j-duration"), "1"),
+			chromedp.SetValue(chromedp.ID("j-checkpoint"), "10"),
 			chromedp.Click(chromedp.CSS(`#submit-form button[type=submit]`)))
 		b.waitText("#toast", "Submitted job_")
 		jobID = regexp.MustCompile(`job_[a-z0-9]+`).FindString(b.text("#toast"))
@@ -325,8 +326,9 @@ func TestDashboard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if job.State != idlegrid.JobSucceeded || job.ChargedMicros <= 0 {
-			t.Fatalf("job %s is %s charged %d, want succeeded with a charge", jobID, job.State, job.ChargedMicros)
+		if job.State != idlegrid.JobSucceeded || job.ChargedMicros <= 0 || job.CheckpointEverySeconds != 600 {
+			t.Fatalf("job %s is %s charged %d, checkpoints every %ds; want succeeded with a charge, every 600s",
+				jobID, job.State, job.ChargedMicros, job.CheckpointEverySeconds)
 		}
 		b.waitText("#panel-job", money(job.ChargedMicros))
 		b.waitText("#panel-keys", "default")

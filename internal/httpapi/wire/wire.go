@@ -143,6 +143,7 @@ type Explanation struct {
 	Reservation    *Reservation   `json:"reservation,omitempty"`
 	EstimatedStart time.Time      `json:"estimated_start,omitzero"`
 	EstimateNote   string         `json:"estimate_note"`
+	Advice         []string       `json:"advice,omitempty"`
 }
 
 // AskQuote is one node's ask in an Explanation.

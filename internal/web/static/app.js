@@ -276,6 +276,9 @@
         <input id="j-price" type="text" inputmode="decimal" value="5.00" required></div>
       <div><label for="j-duration">Duration, minutes</label>
         <input id="j-duration" type="number" min="1" max="43200" value="60" required></div>
+      <div><label for="j-checkpoint">Checkpoints every, minutes (optional)</label>
+        <input id="j-checkpoint" type="number" min="1" max="43200" placeholder="never"
+          title="How often the job saves work it can resume from. Bronze that checkpoints may take window fragments shorter than its run."></div>
       <div><label for="j-region">Region (optional)</label><input id="j-region" type="text" placeholder="any"></div>
       <div><label class="check"><input id="j-interruptible" type="checkbox"> Interruptible</label></div>
       <p id="submit-error" class="error full" role="alert"></p>
@@ -297,6 +300,8 @@
       };
       const region = $('#j-region').value.trim();
       if (region) spec.region = region;
+      const checkpoint = Number($('#j-checkpoint').value);
+      if (checkpoint > 0) spec.checkpoint_every_seconds = checkpoint * 60;
       try {
         const job = await api('POST', '/v1/jobs', spec);
         st.job = job.id;
@@ -313,7 +318,8 @@
   // fieldInput maps an API error's field to the form input it names.
   function fieldInput(field) {
     const m = { 'job.name': 'j-name', 'job.kind': 'j-kind', 'job.image': 'j-image', 'job.gpus': 'j-gpus', 'job.tier': 'j-tier',
-      'job.max_price_micros_per_gpu_hour': 'j-price', 'job.duration_seconds': 'j-duration', 'job.region': 'j-region' }[field];
+      'job.max_price_micros_per_gpu_hour': 'j-price', 'job.duration_seconds': 'j-duration', 'job.region': 'j-region',
+      'job.checkpoint_every_seconds': 'j-checkpoint' }[field];
     return m ? document.getElementById(m) : null;
   }
 
@@ -336,7 +342,8 @@
       { h: 'Cap', num: true, f: (j) => price(j.max_price_micros_per_gpu_hour) },
       { h: 'Charged', num: true, f: (j) => money(j.charged_micros, 4) },
       { h: 'Why / what', f: (j) => esc(j.reason) + (why[j.id] ? `<br><span class="hint">${
-        why[j.id].summary && why[j.id].summary !== j.reason ? esc(why[j.id].summary) + ' ' : ''}${esc(why[j.id].estimate_note || '')}</span>` : '') },
+        why[j.id].summary && why[j.id].summary !== j.reason ? esc(why[j.id].summary) + ' ' : ''}${esc(why[j.id].estimate_note || '')}${
+        (why[j.id].advice || []).map((a) => '<br>To start sooner: ' + esc(a)).join('')}</span>` : '') },
       { h: 'Submitted', f: (j) => when(j.created_at) },
     ], jobs, 'No jobs yet. Submit one with the form.');
   }

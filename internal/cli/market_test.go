@@ -1,0 +1,24 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
+)
+
+func TestPrintExplanation_advice(t *testing.T) {
+	var out bytes.Buffer
+	e := &env{Stdio: Stdio{Out: &out, Err: &bytes.Buffer{}}}
+	x := &wire.Explanation{JobID: "job_1", Summary: "no room now", Rejections: map[string]int{"window too short": 2},
+		EstimateNote: "unknown", Advice: []string{"say how often it checkpoints", "ask for fewer GPUs"}}
+	if err := printExplanation(e, x); err != nil {
+		t.Fatal(err)
+	}
+	want := "estimated start: unknown: no matching node would take it (unknown)\n" +
+		"to start sooner: say how often it checkpoints\nto start sooner: ask for fewer GPUs\n"
+	if got := out.String(); !strings.HasSuffix(got, want) {
+		t.Errorf("printed:\n%s\nwant it to end:\n%s", got, want)
+	}
+}
