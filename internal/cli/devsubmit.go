@@ -87,6 +87,7 @@ func (s *submitter) submitOne(ctx context.Context) {
 		spec.Image, spec.Command = s.image, nil
 		spec.Env["DEMO_STEPS"] = fmt.Sprint(secs)
 		spec.Env["DEMO_STEP_MS"] = fmt.Sprint(max(1, int(1000/max(s.speed, 1e-3))))
+		spec.CheckpointEverySeconds = 1 // the demo workload checkpoints after every step, a second of its run
 	}
 	job, err := s.renter.SubmitJob(ctx, spec)
 	if err != nil {
