@@ -208,6 +208,7 @@ func (r *Result) WriteText(out io.Writer) error {
 	}
 	line("fill rate (GPU-h leased ÷ offered)", func(m *Metrics) string { return pct(m.Summary.FillRate) })
 	line("paid fill rate (GPU-h charged ÷ offered)", func(m *Metrics) string { return pct(m.Summary.PaidFillRate) })
+	line("useful work (leased, less work lost)", func(m *Metrics) string { return fmtHours(hours(m.UsefulGPUSeconds)) })
 	line("renter cost", func(m *Metrics) string { return dollars(m.RenterCost) })
 	line("same work at cloud on-demand", func(m *Metrics) string { return dollars(m.OnDemandCost) })
 	line("renter savings", func(m *Metrics) string { return fmt.Sprintf("%.1f%%", m.Summary.SavingsPercent) })

@@ -384,3 +384,33 @@ func TestScheduleWindows(t *testing.T) {
 		t.Errorf("always = %v, want one window over the whole span", always)
 	}
 }
+
+// TestRun_bronzeWindows checks that the engine starts bronze that cannot
+// resume only in a window that covers its run, and lets bronze that
+// checkpoints take a shorter one first, to be stopped at its end and
+// resumed. The baselines never use a short window.
+func TestRun_bronzeWindows(t *testing.T) {
+	const supply = "node,gpu_model,gpus,region,window_start,window_end\nn1,T4,1,eu-west,0,1800\nn2,T4,1,eu-west,3600,100000\n"
+	const demand = "submit,duration,gpus,gpu_models,tier\n0,7200,1,T4,bronze\n"
+	for _, tc := range []struct {
+		every      time.Duration
+		stops      int
+		waitAtMost int32
+	}{
+		{0, 0, 3600},             // it waits for n2
+		{10 * time.Minute, 1, 0}, // it starts on n1 at once
+	} {
+		cfg := mustCSV(t, demand, supply)
+		cfg.CheckpointEvery = tc.every
+		for _, m := range mustRun(t, cfg).Runs {
+			stops, waitAtMost := 0, int32(3600)
+			if m.Name == "engine" {
+				stops, waitAtMost = tc.stops, tc.waitAtMost
+			}
+			if m.WindowStops != stops || m.JobsCompleted != 1 || len(m.Waits[2]) != 1 || m.Waits[2][0] > waitAtMost {
+				t.Errorf("checkpoint every %v, %s: %d window-end stops, %d completed, bronze waits %v; want %d stops, 1 completed, a wait of at most %ds",
+					tc.every, m.Name, m.WindowStops, m.JobsCompleted, m.Waits[2], stops, waitAtMost)
+			}
+		}
+	}
+}
