@@ -32,12 +32,21 @@ type estimate struct {
 	windowText []string
 	ask        idlegrid.Micros
 	// renter
-	tier     idlegrid.Tier // "" shows every tier alike
-	cap      idlegrid.Micros
-	duration int64
-	models   []string
-	feeBPS   int64
-	rel      float64
+	tier            idlegrid.Tier // "" shows every tier alike
+	cap             idlegrid.Micros
+	duration        int64
+	checkpointEvery int64 // seconds; 0: the job cannot resume
+	models          []string
+	feeBPS          int64
+	rel             float64
+}
+
+// renterFlags are the flags that describe a renter's job, beside a job file.
+type renterFlags struct {
+	path, gpus, tier          string
+	models                    []string
+	cap                       idlegrid.Micros
+	duration, checkpointEvery int64
 }
 
 func (c *estimateCommand) Run(ctx context.Context, args []string) error {
@@ -72,7 +81,7 @@ comma-separated, in --tz (default: the region's usual zone).`,
 		gpus, windows, jobPath   string
 		q                        estimate
 		ask, maxPrice            priceFlag
-		duration                 durationFlag
+		duration, checkpoint     durationFlag
 		models                   stringList
 		seed                     uint64
 		jobs, seeds              int
@@ -92,6 +101,7 @@ comma-separated, in --tz (default: the region's usual zone).`,
 	fs.StringVar(&tier, "tier", "", "renter: the tier you mean to use (every tier is shown)")
 	fs.Var(&maxPrice, "max-price", "renter: your cap per GPU-hour (default: from cloud on-demand prices, per tier)")
 	fs.Var(&duration, "duration", "renter: the job's run time, e.g. 4h")
+	fs.Var(&checkpoint, "checkpoint-every", "renter: how often the job saves work it can resume from, e.g. 30m (default never)")
 	fs.Uint64Var(&seed, "seed", 1, "with traces: the first replay's seed")
 	fs.IntVar(&seeds, "replays", 5, "with traces: how many replays, each with the next seed, the estimate pools")
 	fs.IntVar(&jobs, "jobs", 0, "with traces: resample the demand to N jobs (0: as in the trace)")
@@ -119,7 +129,9 @@ comma-separated, in --tz (default: the region's usual zone).`,
 			out, err = c.providerTrace(ctx, tf, &q, seed, max(seeds, 1), jobs)
 		}
 	} else {
-		if err := q.parseRenter(c.env, jobPath, gpus, models, tier, maxPrice.m, duration.secs, set); err != nil {
+		f := renterFlags{path: jobPath, gpus: gpus, tier: tier, models: models, cap: maxPrice.m,
+			duration: duration.secs, checkpointEvery: checkpoint.secs}
+		if err := q.parseRenter(c.env, f, set); err != nil {
 			return err
 		}
 		if live {
@@ -485,16 +497,16 @@ func cellsFor(stats []wire.MarketStat, models []string, region string, fallback 
 	return pick(false), "in every region (none in " + region + " yet)"
 }
 
-func (q *estimate) parseRenter(e *env, path, gpus string, models []string, tier string, cap idlegrid.Micros, duration int64, set map[string]bool) error {
+func (q *estimate) parseRenter(e *env, f renterFlags, set map[string]bool) error {
 	var spec idlegrid.JobSpec
-	if path != "" {
+	if f.path != "" {
 		var err error
-		if spec, err = readJobFile(e, path); err != nil {
+		if spec, err = readJobFile(e, f.path); err != nil {
 			return err
 		}
 	}
 	if set["gpus"] {
-		n, model, err := parseGPUs(gpus)
+		n, model, err := parseGPUs(f.gpus)
 		if err != nil {
 			return err
 		}
@@ -504,16 +516,19 @@ func (q *estimate) parseRenter(e *env, path, gpus string, models []string, tier 
 		}
 	}
 	if set["gpu-model"] {
-		spec.GPUModels = models
+		spec.GPUModels = f.models
 	}
 	if set["tier"] {
-		spec.Tier = idlegrid.Tier(tier)
+		spec.Tier = idlegrid.Tier(f.tier)
 	}
 	if set["max-price"] {
-		spec.MaxPriceMicrosPerGPUHour = cap
+		spec.MaxPriceMicrosPerGPUHour = f.cap
 	}
 	if set["duration"] {
-		spec.DurationSeconds = duration
+		spec.DurationSeconds = f.duration
+	}
+	if set["checkpoint-every"] {
+		spec.CheckpointEverySeconds = f.checkpointEvery
 	}
 	if set["region"] {
 		spec.Region = q.region
@@ -532,8 +547,11 @@ func (q *estimate) parseRenter(e *env, path, gpus string, models []string, tier 
 		return idlegrid.Invalid("job.tier", "must be gold, silver or bronze, got %q", spec.Tier)
 	case spec.Nodes > 1:
 		return idlegrid.Invalid("job.nodes", "estimates are for one-node jobs")
+	case spec.CheckpointEverySeconds < 0 || spec.CheckpointEverySeconds > idlegrid.MaxJobSeconds:
+		return idlegrid.Invalid("job.checkpoint_every", "must be between 0 (never) and 30 days")
 	}
 	q.gpus, q.duration, q.tier, q.cap, q.region = spec.GPUs, spec.DurationSeconds, spec.Tier, spec.MaxPriceMicrosPerGPUHour, spec.Region
+	q.checkpointEvery = spec.CheckpointEverySeconds
 	for _, m := range spec.GPUModels {
 		q.models = append(q.models, trace.CanonicalModel(m, 0))
 	}
@@ -553,7 +571,11 @@ func (q *estimate) jobText() string {
 	if q.cap > 0 {
 		cap = "cap " + trimMoney(q.cap) + "/GPU-h"
 	}
-	return fmt.Sprintf("%d GPU(s) of %s in %s for %s, %s", q.gpus, models, region, seconds(q.duration), cap)
+	checkpoints := "no checkpoints"
+	if q.checkpointEvery > 0 {
+		checkpoints = "checkpoints every " + seconds(q.checkpointEvery)
+	}
+	return fmt.Sprintf("%d GPU(s) of %s in %s for %s, %s, %s", q.gpus, models, region, seconds(q.duration), checkpoints, cap)
 }
 
 func (c *estimateCommand) renterTrace(ctx context.Context, tf *traceFlags, q *estimate, seed uint64, seeds, jobs int, every time.Duration) (estimateResult, error) {
@@ -566,7 +588,7 @@ func (c *estimateCommand) renterTrace(ctx context.Context, tf *traceFlags, q *es
 	for _, t := range idlegrid.Tiers {
 		cfg.Probes = append(cfg.Probes, sim.Probe{Every: every, Job: trace.Job{
 			ID: "your-job-" + string(t), GPUs: q.gpus, GPUModels: q.models, Tier: t,
-			MaxPrice: q.cap, DurationSeconds: q.duration, Region: q.region,
+			MaxPrice: q.cap, DurationSeconds: q.duration, Region: q.region, CheckpointEverySeconds: q.checkpointEvery,
 		}})
 	}
 	results, err := replays(ctx, cfg, seed, seeds)

@@ -146,9 +146,9 @@ func TestEstimate_Trace(t *testing.T) {
 	})
 	t.Run("Renter", func(t *testing.T) {
 		job := filepath.Join(t.TempDir(), "job.yaml")
-		mustWriteFile(t, job, "image: ghcr.io/acme/train:1\ngpus: 1\ntier: bronze\nduration: 1h\n")
+		mustWriteFile(t, job, "image: ghcr.io/acme/train:1\ngpus: 1\ntier: bronze\nduration: 1h\ncheckpoint_every: 30m\n")
 		r := run(t, noData, append([]string{"estimate", "--renter", "--job", job, "--probe-every", "3h"}, traceArgs()...)...)
-		for _, want := range []string{"your job: 1 GPU(s) of any model", "TIER", "bronze (yours)", "TIME TO START", "assumptions:"} {
+		for _, want := range []string{"your job: 1 GPU(s) of any model in any region for 1h0m0s, checkpoints every 30m0s", "TIER", "bronze (yours)", "TIME TO START", "assumptions:"} {
 			if r.code != 0 || !strings.Contains(r.out, want) {
 				t.Errorf("stdout lacks %q:\n%s", want, r)
 			}
@@ -173,6 +173,7 @@ func TestEstimate_Trace(t *testing.T) {
 		{"BadWindows", []string{"estimate", "--provider", "--gpus", "1xT4", "--region", "eu-west", "--ask", "1", "--windows", "lunch"}, 1, `unknown window "lunch"`},
 		{"BadDays", []string{"estimate", "--provider", "--gpus", "1xT4", "--region", "eu-west", "--ask", "1", "--windows", "mon-fry/10:00-12:00"}, 1, "unknown days"},
 		{"NoDuration", []string{"estimate", "--renter", "--gpus", "1"}, 1, "job.duration: required"},
+		{"BadCheckpoint", []string{"estimate", "--renter", "--gpus", "1", "--duration", "1h", "--checkpoint-every", "soon"}, 2, "must be a duration such as 90m"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if r := run(t, noData, tt.args...); r.code != tt.code || !strings.Contains(r.err, tt.want) {

@@ -166,11 +166,8 @@ func (m *engineMatcher) queued(j *liveJob) {
 				Kind: idlegrid.KindOther, Image: "sim", GPUs: int(spec.gpus), Nodes: 1,
 				GPUModels: m.w.modelSets[spec.models], Tier: spec.tierOf(),
 				MaxPriceMicrosPerGPUHour: spec.cap, Interruptible: spec.tierOf() == idlegrid.TierBronze,
-				Region: m.w.regions[spec.region],
+				Region: m.w.regions[spec.region], CheckpointEverySeconds: int64(spec.ckpt),
 			},
-		}
-		if j.eng.Tier == idlegrid.TierBronze { // the replay checkpoints bronze alone
-			j.eng.CheckpointEverySeconds = m.r.checkpointEvery()
 		}
 	}
 	j.eng.DurationSeconds, j.eng.Attempts = j.remaining, j.attempts

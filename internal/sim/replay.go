@@ -343,7 +343,7 @@ func (r *replay) handle(e event) {
 	case evCheckpoint:
 		if !e.l.done {
 			r.m.checkpoint(e.l, e.at)
-			if next := e.at + r.checkpointEvery(); next < e.l.end {
+			if next := e.at + int64(e.l.job.spec.ckpt); next < e.l.end {
 				r.push(event{at: next, kind: evCheckpoint, l: e.l})
 			}
 		}
@@ -386,7 +386,6 @@ func (r *replay) handle(e event) {
 	}
 }
 
-func (r *replay) checkpointEvery() int64 { return int64(r.w.cfg.CheckpointEvery / time.Second) }
 
 // arrive makes job i live and queues it.
 func (r *replay) arrive(i int32, t int64) {
@@ -573,7 +572,7 @@ func (r *replay) place(j *liveJob, d *decision, t int64) {
 		if at, ok := r.failureAt(l); ok {
 			r.push(event{at: at, kind: evFail, l: l})
 		}
-		if ck := r.checkpointEvery(); ck > 0 && j.spec.tier == int8(idlegrid.TierBronze.Rank()) && t+ck < l.end {
+		if ck := int64(j.spec.ckpt); ck > 0 && j.spec.tier == int8(idlegrid.TierBronze.Rank()) && t+ck < l.end {
 			r.push(event{at: t + ck, kind: evCheckpoint, l: l})
 		}
 		r.met.priced(r, l)
@@ -633,7 +632,7 @@ const (
 
 // lastCheckpoint is when the lease last saved its work, by t.
 func (r *replay) lastCheckpoint(l *lease, t int64) int64 {
-	ck := r.checkpointEvery()
+	ck := int64(l.job.spec.ckpt)
 	if ck <= 0 {
 		return l.start
 	}

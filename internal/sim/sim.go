@@ -56,8 +56,9 @@ type Config struct {
 	// Patience is how long a job waits in the queue before its renter
 	// gives up. Default 24 hours.
 	Patience time.Duration
-	// CheckpointEvery is how often jobs save their work; a preempted or
-	// failed lease loses what ran since. 0: jobs never checkpoint.
+	// CheckpointEvery is how often jobs save their work, unless a job says
+	// (trace.Job.CheckpointEverySeconds); a preempted or failed lease loses
+	// what ran since. 0: jobs never checkpoint.
 	CheckpointEvery time.Duration
 	// FeeBasisPoints is the platform's share of every charge, as the
 	// server's --fee-bps. Default 1000 (10%); negative means none.

@@ -392,15 +392,19 @@ func TestScheduleWindows(t *testing.T) {
 func TestRun_bronzeWindows(t *testing.T) {
 	const supply = "node,gpu_model,gpus,region,window_start,window_end\nn1,T4,1,eu-west,0,1800\nn2,T4,1,eu-west,3600,100000\n"
 	const demand = "submit,duration,gpus,gpu_models,tier\n0,7200,1,T4,bronze\n"
+	const saysItself = "submit,duration,gpus,gpu_models,tier,checkpoint_every\n0,7200,1,T4,bronze,10m\n"
 	for _, tc := range []struct {
+		demand     string
 		every      time.Duration
 		stops      int
 		waitAtMost int32
 	}{
-		{0, 0, 3600},             // it waits for n2
-		{10 * time.Minute, 1, 0}, // it starts on n1 at once
+		{demand, 0, 0, 3600},               // it waits for n2
+		{demand, 10 * time.Minute, 1, 0},   // it starts on n1 at once
+		{saysItself, 0, 1, 0},              // the job's own interval
+		{saysItself, 10 * time.Hour, 1, 0}, // ... wins over the replay's
 	} {
-		cfg := mustCSV(t, demand, supply)
+		cfg := mustCSV(t, tc.demand, supply)
 		cfg.CheckpointEvery = tc.every
 		for _, m := range mustRun(t, cfg).Runs {
 			stops, waitAtMost := 0, int32(3600)
@@ -408,8 +412,8 @@ func TestRun_bronzeWindows(t *testing.T) {
 				stops, waitAtMost = tc.stops, tc.waitAtMost
 			}
 			if m.WindowStops != stops || m.JobsCompleted != 1 || len(m.Waits[2]) != 1 || m.Waits[2][0] > waitAtMost {
-				t.Errorf("checkpoint every %v, %s: %d window-end stops, %d completed, bronze waits %v; want %d stops, 1 completed, a wait of at most %ds",
-					tc.every, m.Name, m.WindowStops, m.JobsCompleted, m.Waits[2], stops, waitAtMost)
+				t.Errorf("%q, checkpoint every %v, %s: %d window-end stops, %d completed, bronze waits %v; want %d stops, 1 completed, a wait of at most %ds",
+					tc.demand, tc.every, m.Name, m.WindowStops, m.JobsCompleted, m.Waits[2], stops, waitAtMost)
 			}
 		}
 	}

@@ -114,6 +114,7 @@ type jobSpec struct {
 	submit int64
 	cap    idlegrid.Micros
 	dur    int32 // seconds
+	ckpt   int32 // seconds between checkpoints; 0: it never saves its work
 	src    int32 // index into world.jobIDs
 	copy   int32 // 0: the trace's own job; k: its k-th copy
 	models uint16
@@ -634,6 +635,10 @@ func (w *world) spec(t *trace.Job, setIdx, regIdx map[string]uint16) jobSpec {
 		tier = idlegrid.TierSilver
 	}
 	js := jobSpec{dur: int32(t.DurationSeconds), gpus: int8(t.GPUs), tier: int8(tier.Rank())}
+	js.ckpt = int32(t.CheckpointEverySeconds)
+	if js.ckpt == 0 {
+		js.ckpt = int32(w.cfg.CheckpointEvery / time.Second)
+	}
 	key := strings.Join(t.GPUModels, "|")
 	idx, ok := setIdx[key]
 	if !ok {

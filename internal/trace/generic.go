@@ -21,6 +21,8 @@ import (
 //	tier        optional  gold, silver or bronze; empty: silver
 //	max_price   optional  the renter's cap per GPU-hour, e.g. 2.50; empty: set from on-demand prices
 //	region      optional  e.g. eu-west; empty: any
+//	checkpoint_every  optional  how often it saves work it can resume from: seconds,
+//	                  or a duration such as 30m; empty: as the replay's --checkpoint-every
 //	id          optional  a name for the job; empty: "line-N"
 func ReadDemandCSV(r io.Reader, source string, opts Options) (*Demand, error) {
 	d := &Demand{Source: source}
@@ -79,6 +81,11 @@ func demandRow(t *table, kind *timeKind) (Job, error) {
 	}
 	if j.Region = t.get("region"); j.Region != "" && !regionOK(j.Region) {
 		return j, t.errf("region", "must be lower-case letters, digits and '-', e.g. eu-west, got %q", j.Region)
+	}
+	if v := t.get("checkpoint_every"); v != "" {
+		if j.CheckpointEverySeconds, err = parseDuration(v); err != nil {
+			return j, t.errf("checkpoint_every", "%v", err)
+		}
 	}
 	return j, nil
 }

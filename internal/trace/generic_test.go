@@ -40,7 +40,7 @@ func TestReadDemandCSV(t *testing.T) {
 		want := []trace.Job{
 			{ID: "train-1", Submit: at(0), DurationSeconds: 7200, GPUs: 4, GPUModels: []string{"A100-80GB", "V100-32GB"}, Tier: idlegrid.TierGold, MaxPrice: 2_500_000},
 			{ID: "eval-1", Submit: at(600), DurationSeconds: 900, GPUs: 1, Tier: idlegrid.TierBronze, MaxPrice: 300_000},
-			{ID: "sweep-1", Submit: at(1800), DurationSeconds: 2700, GPUs: 1, GPUModels: []string{"A10", "T4"}, Tier: idlegrid.TierBronze},
+			{ID: "sweep-1", Submit: at(1800), DurationSeconds: 2700, GPUs: 1, GPUModels: []string{"A10", "T4"}, Tier: idlegrid.TierBronze, CheckpointEverySeconds: 600},
 			{ID: "infer-1", Submit: at(3600), DurationSeconds: 10800, GPUs: 2, Tier: idlegrid.TierSilver, MaxPrice: 1_200_000, Region: "eu-west"},
 			{ID: "train-2", Submit: at(7200), DurationSeconds: 28800, GPUs: 8, GPUModels: []string{"V100-32GB"}, Tier: idlegrid.TierSilver},
 			{ID: "eval-2", Submit: at(9000), DurationSeconds: 1200, GPUs: 1, Tier: idlegrid.TierBronze, MaxPrice: 250_000, Region: "us-east"},
@@ -69,10 +69,11 @@ func TestReadDemandCSV(t *testing.T) {
 		{"BadSubmit", "yesterday,60,1,", `x.csv line 3: submit: must be seconds from the start of the trace (e.g. 3600) or an RFC 3339 time (e.g. 2025-03-10T12:00:00Z), got "yesterday"`},
 		{"MixedTimes", "2025-03-10T12:00:00Z,60,1,", `x.csv line 3: submit: mixes seconds and RFC 3339 times in one file; use one kind, got "2025-03-10T12:00:00Z"`},
 		{"BadTier", "0,60,1,platinum", `x.csv line 3: tier: must be gold, silver or bronze, got "platinum"`},
+		{"BadCheckpointEvery", "0,60,1,bronze,often", `x.csv line 3: checkpoint_every: must be whole seconds (e.g. 5400) or a duration (e.g. 90m), got "often"`},
 		{"BadCSV", `0,60,"1`, `x.csv line 3: not valid CSV: extraneous or missing " in quoted-field`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			in := "submit,duration,gpus,tier\n0,60,1,\n" + tt.row + "\n"
+			in := "submit,duration,gpus,tier,checkpoint_every\n0,60,1,,\n" + tt.row + "\n"
 			_, err := trace.ReadDemandCSV(strings.NewReader(in), "x.csv", trace.Options{})
 			if got := idlegrid.ErrorMessage(err); got != tt.want || idlegrid.ErrorCode(err) != idlegrid.EINVALID {
 				t.Fatalf("error = %q (%s), want %q (invalid)", got, idlegrid.ErrorCode(err), tt.want)

@@ -56,6 +56,10 @@ type Job struct {
 	// not say, and the simulator sets it from cloud on-demand prices.
 	MaxPrice idlegrid.Micros
 	Region   string // empty: any region
+	// CheckpointEverySeconds is how often the job saves work it can
+	// resume from; zero when the trace does not say, and the simulator
+	// uses its --checkpoint-every.
+	CheckpointEverySeconds int64
 }
 
 // Demand is the jobs of a trace, sorted by Submit.
