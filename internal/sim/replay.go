@@ -386,7 +386,6 @@ func (r *replay) handle(e event) {
 	}
 }
 
-
 // arrive makes job i live and queues it.
 func (r *replay) arrive(i int32, t int64) {
 	spec := &r.w.jobs[i]
