@@ -216,6 +216,10 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 	fmt.Fprintf(c.env.Out, "submitted %s (%s, %d node(s) x %d GPU(s), cap %s, up to %s)\n",
 		job.ID, job.Tier, job.Nodes, job.GPUs, perGPUHour(job.MaxPriceMicrosPerGPUHour), seconds(job.DurationSeconds))
 	fmt.Fprintf(c.env.Out, "follow it with: idlegrid job get %s    (logs: idlegrid job logs %s -f)\n", job.ID, job.ID)
+	if job.Tier == idlegrid.TierBronze && job.CheckpointEverySeconds == 0 {
+		fmt.Fprintln(c.env.Out, "note: bronze that cannot resume starts only where a node's window covers its whole run;\n"+
+			"      if it saves checkpoints, say how often with --checkpoint-every to use shorter idle windows too")
+	}
 	return nil
 }
 

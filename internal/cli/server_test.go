@@ -302,6 +302,18 @@ func TestCommands_AgainstServer(t *testing.T) {
 		if r.code != 1 || !strings.Contains(r.err, "check the ID") {
 			t.Errorf("job get of a missing job: %s", r)
 		}
+		// Bronze that cannot resume is told what it gives up; bronze that checkpoints is not.
+		for _, every := range []string{"", "20m"} {
+			args := []string{"job", "submit", "--image", "ghcr.io/acme/x:1", "--tier", "bronze", "--max-price", "0.4", "--duration", "1h"}
+			if every != "" {
+				args = append(args, "--checkpoint-every", every)
+			}
+			out := must(t, renter, args...)
+			if hinted := strings.Contains(out, "say how often with --checkpoint-every"); hinted != (every == "") {
+				t.Errorf("job submit %v printed:\n%s", args, out)
+			}
+			must(t, renter, "job", "cancel", regexp.MustCompile(`job_\w+`).FindString(out))
+		}
 	})
 
 	t.Run("KeysAndTokens", func(t *testing.T) {
