@@ -167,7 +167,7 @@ func (f *jobFile) spec() (idlegrid.JobSpec, error) {
 		Tier:                     idlegrid.Tier(f.Tier),
 		MaxPriceMicrosPerGPUHour: idlegrid.Micros(f.MaxPriceMicrosPerGPUHour),
 		Region:                   f.Region, RegionPreferred: f.RegionPreferred, Residency: f.Residency,
-		DurationSeconds: f.DurationSeconds, Deadline: f.Deadline, CheckpointEverySeconds: f.CheckpointEverySeconds,
+		Deadline: f.Deadline,
 	}
 	if f.MaxPrice != nil {
 		if f.MaxPriceMicrosPerGPUHour != 0 {
@@ -175,30 +175,32 @@ func (f *jobFile) spec() (idlegrid.JobSpec, error) {
 		}
 		s.MaxPriceMicrosPerGPUHour = f.MaxPrice.micros
 	}
-	if f.Duration != "" {
-		if f.DurationSeconds != 0 {
-			return s, idlegrid.Invalid("job.duration", "give duration or duration_seconds, not both")
-		}
-		secs, err := parseDurationSeconds(f.Duration)
-		if err != nil {
-			return s, idlegrid.Invalid("job.duration", "%v", err)
-		}
-		s.DurationSeconds = secs
+	var err error
+	if s.DurationSeconds, err = durationField("duration", f.Duration, f.DurationSeconds); err != nil {
+		return s, err
 	}
-	if f.CheckpointEvery != "" {
-		if f.CheckpointEverySeconds != 0 {
-			return s, idlegrid.Invalid("job.checkpoint_every", "give checkpoint_every or checkpoint_every_seconds, not both")
-		}
-		secs, err := parseDurationSeconds(f.CheckpointEvery)
-		if err != nil {
-			return s, idlegrid.Invalid("job.checkpoint_every", "%v", err)
-		}
-		s.CheckpointEverySeconds = secs
+	if s.CheckpointEverySeconds, err = durationField("checkpoint_every", f.CheckpointEvery, f.CheckpointEverySeconds); err != nil {
+		return s, err
 	}
 	if f.Interruptible != nil {
 		s.Interruptible = *f.Interruptible
 	}
 	return s, nil
+}
+
+// durationField resolves a field a job file may give as a Go duration
+// (name: "90m") or in whole seconds (name_seconds: 5400), but not both.
+func durationField(name, text string, secs int64) (int64, error) {
+	if text == "" {
+		return secs, nil
+	} else if secs != 0 {
+		return 0, idlegrid.Invalid("job."+name, "give %s or %s_seconds, not both", name, name)
+	}
+	v, err := parseDurationSeconds(text)
+	if err != nil {
+		return 0, idlegrid.Invalid("job."+name, "%v", err)
+	}
+	return v, nil
 }
 
 // parseDurationSeconds parses a Go duration such as "90m" or "1h30m" into
