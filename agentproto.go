@@ -1,5 +1,7 @@
 package idlegrid
 
+import "time"
+
 // The agent protocol: what an agent and the server say to each other under
 // /v1/agent. Every request is signed with the node's ed25519 key (see
 // internal/nodekey); the agent opens every connection, so a node behind NAT
@@ -39,6 +41,9 @@ type HeartbeatRequest struct {
 type LeaseProgress struct {
 	LeaseID  string  `json:"lease_id"`
 	Progress float64 `json:"progress"`
+	// CheckpointAt is when the workload last saved a checkpoint it can
+	// resume from, if it has; a preemption then loses only what ran since.
+	CheckpointAt *time.Time `json:"checkpoint_at,omitempty"`
 }
 
 // HeartbeatResponse tells the agent how often to heartbeat.

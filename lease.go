@@ -63,6 +63,9 @@ type Lease struct {
 	NoticeAt      *time.Time `json:"notice_at,omitempty"`
 	// CheckpointRef is the checkpoint the workload last reported.
 	CheckpointRef string `json:"checkpoint_ref,omitempty"`
+	// CheckpointAt is when the running workload last saved a checkpoint,
+	// as its agent reported: a preemption loses only the work since.
+	CheckpointAt *time.Time `json:"checkpoint_at,omitempty"`
 
 	CreatedAt time.Time  `json:"created_at"`
 	StartedAt *time.Time `json:"started_at,omitempty"`

@@ -76,8 +76,10 @@ type Store interface {
 	ListLeaseEvents(ctx context.Context, leaseID string) ([]*LeaseEvent, error)
 	// RequestLeaseStop asks the agent to stop a live lease, with a reason.
 	RequestLeaseStop(ctx context.Context, leaseID, reason string, at time.Time) error
-	// SetLeaseProgress records the agent's progress report for a running lease.
-	SetLeaseProgress(ctx context.Context, leaseID string, progress float64, at time.Time) error
+	// SetLeaseProgress records the agent's progress report for a running
+	// lease, received at at, and reports whether it moved the lease's
+	// last checkpoint on.
+	SetLeaseProgress(ctx context.Context, p LeaseProgress, at time.Time) (checkpointed bool, err error)
 	// TransitionLease applies t and its transfers atomically, frees the GPUs
 	// of a lease that ends, updates the node's record and moves the job on
 	// by NextJobState.

@@ -415,14 +415,15 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 	}
 }
 
-// progress lists the running leases' progress, in lease order.
+// progress lists the running leases' progress and last checkpoints, in
+// lease order.
 func (a *Agent) progress() []idlegrid.LeaseProgress {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []idlegrid.LeaseProgress
 	for _, l := range a.leases {
 		if p, ok := l.running(); ok {
-			out = append(out, idlegrid.LeaseProgress{LeaseID: l.id, Progress: p})
+			out = append(out, p)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].LeaseID < out[j].LeaseID })

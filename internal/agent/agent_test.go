@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -330,6 +331,32 @@ func TestAgent_Lease(t *testing.T) {
 			}
 			if len(progress) < 100 || progress[len(progress)-1] < 0.9 || progress[0] > 0.1 {
 				t.Errorf("heartbeat progress = %v, want about 120 reports rising to near 1", progress)
+			}
+			if err := r.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			rt.Close()
+		})
+	})
+	t.Run("ReportsCheckpoints", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv, rt := &fakeServer{}, &rtfake.Runtime{}
+			r := startAgent(t, testConfig(t), srv, rt)
+			j := job(600, nil)
+			j.CheckpointEverySeconds = 120
+			r.assign(srv, "lease_a", j)
+			began := time.Now()
+			waitFor(t, "the lease to succeed", leaseIn(srv, "lease_a", idlegrid.LeaseSucceeded))
+			var seen []time.Duration // each new checkpoint the heartbeats carry, from the start
+			for _, hb := range srv.heartbeats() {
+				for _, p := range hb.Leases {
+					if p.LeaseID == "lease_a" && p.CheckpointAt != nil && (len(seen) == 0 || p.CheckpointAt.Sub(began) != seen[len(seen)-1]) {
+						seen = append(seen, p.CheckpointAt.Sub(began))
+					}
+				}
+			}
+			if len(seen) != 4 || !slices.IsSorted(seen) || seen[0] < 120*time.Second || seen[3] > 600*time.Second {
+				t.Errorf("heartbeats carried checkpoints at %v, want 4, every 2 minutes or so", seen)
 			}
 			if err := r.stop(t); err != nil {
 				t.Fatal(err)

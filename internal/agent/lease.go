@@ -47,6 +47,7 @@ type lease struct {
 	stopReason string
 	stopSent   bool // runtime.Stop was called
 	progress   float64
+	checkpoint *time.Time         // when the workload last saved a checkpoint
 	lines      []idlegrid.LogLine // not yet sent
 	seq        int64              // of the last line numbered
 	dropped    int                // lines dropped since the last note
@@ -160,6 +161,9 @@ func (l *lease) take(ev runtime.Event) bool {
 		l.addLine(*ev.Log)
 	case ev.Progress != nil:
 		l.progress = min(max(*ev.Progress, 0), 1)
+	case ev.Checkpoint != nil:
+		at := *ev.Checkpoint
+		l.checkpoint = &at
 	case ev.Exit != nil:
 		e := *ev.Exit
 		l.exit = &e
@@ -257,11 +261,12 @@ func (l *lease) requestStop(cause stopCause, reason string) (first, now bool) {
 	return first, now
 }
 
-// running returns the progress of a lease whose workload runs.
-func (l *lease) running() (float64, bool) {
+// running returns the progress, and last checkpoint, of a lease whose
+// workload runs.
+func (l *lease) running() (idlegrid.LeaseProgress, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.progress, l.started && l.exit == nil
+	return idlegrid.LeaseProgress{LeaseID: l.id, Progress: l.progress, CheckpointAt: l.checkpoint}, l.started && l.exit == nil
 }
 
 // grace is how long the workload has to end once asked to stop: its

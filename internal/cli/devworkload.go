@@ -18,8 +18,9 @@ import (
 // idlegrid binary (see selfImage). It pretends to train: it prints a step
 // line and a progress report ("idlegrid:progress=0.42", which the docker
 // runtime turns into the lease's progress) per step, checkpoints its step
-// to $IDLEGRID_CHECKPOINT_DIR after each, resumes from a checkpoint it
-// finds there, and when stopped (SIGTERM) saves its checkpoint and exits.
+// to $IDLEGRID_CHECKPOINT_DIR after each and says so ("idlegrid:checkpoint"),
+// resumes from a checkpoint it finds there, and when stopped (SIGTERM)
+// saves its checkpoint and exits.
 //
 // Its env steers it:
 //
@@ -83,6 +84,9 @@ func (w *devWorkload) run(ctx context.Context) error {
 			return fmt.Errorf("RuntimeError: CUDA error: an illegal memory access was encountered (step %d, DEMO_FAIL_AT)", step)
 		}
 		w.saveStep(dir, step)
+		if !w.noCkpt {
+			fmt.Fprintln(w.out, "idlegrid:checkpoint") // the runtime tells the market: a preemption now loses no work
+		}
 		fmt.Fprintf(w.out, "step %d/%d loss=%.4f\n", step, steps, 2.5*math.Exp(-3*frac)+0.1)
 		fmt.Fprintf(w.out, "idlegrid:progress=%.4f\n", frac)
 	}

@@ -307,6 +307,9 @@ func (e *Engine) AddLease(l *idlegrid.Lease) {
 	if len(e.checkpoints) > 0 {
 		h.checkpoint = e.checkpoints[l.ID]
 	}
+	if l.CheckpointAt != nil { // the store's, which outlives this engine
+		h.checkpoint = max(h.checkpoint, l.CheckpointAt.UnixNano())
+	}
 	if l.NoticeAt != nil {
 		notice := l.NoticeSeconds
 		if notice == 0 {

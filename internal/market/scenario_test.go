@@ -24,7 +24,7 @@ import (
 //	     residency=EU gold=3 silver=2 bronze=1 (or none) rel=1 cpu=32 ram=256000
 //	     kinds=(training,eval) max-job=2h cached=(ds1,ds2) open=(-1h..+6h,+8h..+9h)
 //	     weekly=mon@08:00-18:00 tz=Europe/Berlin tod=(18:00-22:00x150)]
-//	lease id=l1 node=n1 [job=jl1 tier=bronze gpus=1 age=10m limit=2h checkpoint=5m]
+//	lease id=l1 node=n1 [job=jl1 tier=bronze gpus=1 age=10m limit=2h checkpoint=5m saved=5m]
 //	place job=j1 [tier=silver gpus=1 nodes=1 cap=3 dur=1h checkpoint-every=30m models=(A,B) vram=..
 //	     region=.. preferred residency=.. weight=1 datasets=(name:GB) kind=training cpu=.. ram=..] [commit]
 //	advance by=2m        (gives the notices due, and stops leases whose notice ended)
@@ -292,6 +292,11 @@ func (h *harness) lease(a args) error {
 	}
 	if len(l.GPUUUIDs) < a.num("gpus", 1) {
 		return fmt.Errorf("node %s has only %d free GPUs", nodeID, len(l.GPUUUIDs))
+	}
+	if v, ok := a["saved"]; ok { // a checkpoint the store holds for the lease, as its agent reported
+		d, _ := time.ParseDuration(v)
+		saved := h.now.Add(-d)
+		l.CheckpointAt = &saved
 	}
 	h.leases[id] = l
 	h.e.AddLease(l)

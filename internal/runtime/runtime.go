@@ -55,12 +55,15 @@ type Workload struct {
 }
 
 // Event is one thing that happened to a running workload. Exactly one of
-// Log, Progress and Exit is set.
+// Log, Progress, Checkpoint and Exit is set.
 type Event struct {
 	LeaseID  string
 	Log      *idlegrid.LogLine // At, Stream and Text set; the agent numbers lines (Seq)
 	Progress *float64          // 0..1, as the workload reports it
-	Exit     *Exit
+	// Checkpoint is when the workload said it saved a checkpoint it can
+	// resume from.
+	Checkpoint *time.Time
+	Exit       *Exit
 }
 
 // Exit is how a workload ended.

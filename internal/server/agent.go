@@ -72,7 +72,7 @@ func (s *Server) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (
 		s.markNode(c.NodeID)
 	}
 	for _, p := range req.Leases {
-		if err := s.setProgress(ctx, c.NodeID, p.LeaseID, p.Progress); err != nil &&
+		if err := s.setProgress(ctx, c.NodeID, p); err != nil &&
 			idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
 			return nil, err
 		}
@@ -80,14 +80,20 @@ func (s *Server) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (
 	return &idlegrid.HeartbeatResponse{HeartbeatSeconds: s.heartbeatSeconds()}, nil
 }
 
-func (s *Server) setProgress(ctx context.Context, nodeID, leaseID string, progress float64) error {
-	if progress < 0 || progress > 1 {
+// setProgress records a lease's progress; a checkpoint it reports for the
+// first time goes to the engine, for the work a preemption would lose.
+func (s *Server) setProgress(ctx context.Context, nodeID string, p idlegrid.LeaseProgress) error {
+	if p.Progress < 0 || p.Progress > 1 {
 		return idlegrid.Invalid("progress", "must be between 0 and 1")
 	}
-	if _, err := s.nodeLease(ctx, nodeID, leaseID); err != nil {
+	if _, err := s.nodeLease(ctx, nodeID, p.LeaseID); err != nil {
 		return err
 	}
-	return s.store.SetLeaseProgress(ctx, leaseID, progress, s.Now())
+	checkpointed, err := s.store.SetLeaseProgress(ctx, p, s.Now())
+	if checkpointed {
+		s.markLease(p.LeaseID)
+	}
+	return err
 }
 
 // nodeLease returns a lease that runs on the calling node.
@@ -200,7 +206,7 @@ func stoppedEnd(l *idlegrid.Lease, r idlegrid.LeaseReport, end leaseEnd) leaseEn
 
 func (s *Server) leaseStarted(ctx context.Context, l *idlegrid.Lease, progress float64) error {
 	if l.State == idlegrid.LeaseRunning {
-		return s.setProgress(ctx, l.NodeID, l.ID, progress)
+		return s.setProgress(ctx, l.NodeID, idlegrid.LeaseProgress{LeaseID: l.ID, Progress: progress})
 	}
 	err := s.store.TransitionLease(ctx, &idlegrid.LeaseTransition{
 		LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseAssigned}, To: idlegrid.LeaseRunning,

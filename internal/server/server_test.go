@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -485,6 +486,63 @@ func TestServer_PreemptsBronzeWithNotice(t *testing.T) {
 		}
 		mustLedgerBalanced(t, m.store)
 	})
+}
+
+// A checkpoint an agent reports in its heartbeat reaches the engine, so a
+// gold job preempts the bronze lease that would lose the least work: the
+// one that saved its work a minute ago, on whichever node it runs.
+func TestServer_PreemptsTheLeaseThatCheckpointed(t *testing.T) {
+	for _, which := range []int{0, 1} {
+		t.Run(fmt.Sprint("node", which), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := mustMarket(t)
+				bronze := testSpec()
+				bronze.Tier, bronze.MaxPriceMicrosPerGPUHour, bronze.CheckpointEverySeconds = idlegrid.TierBronze, 600_000, 60
+				for range 2 { // fill both nodes
+					if _, err := m.srv.SubmitJob(m.renter, bronze); err != nil {
+						t.Fatal(err)
+					}
+				}
+				m.advance(t, 5*time.Second)
+				nodes := []context.Context{m.node, m.rival}
+				var leases []string
+				for _, n := range nodes {
+					cmds, err := m.srv.Commands(n, 0)
+					if err != nil || len(cmds) != 1 {
+						t.Fatalf("commands = %+v (%v), want one start per node", cmds, err)
+					}
+					leases = append(leases, cmds[0].Lease.ID)
+					if err := m.srv.ReportLease(n, cmds[0].Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				m.advance(t, 10*time.Minute) // past the minimum runtime
+				m.srv.Resync()               // so that no rebuild from the store comes before the gold job's pass
+				synctest.Wait()
+				saved := m.srv.Now().Add(-time.Minute)
+				if _, err := m.srv.Heartbeat(nodes[which], idlegrid.HeartbeatRequest{Leases: []idlegrid.LeaseProgress{
+					{LeaseID: leases[which], Progress: 0.3, CheckpointAt: &saved},
+				}}); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+
+				gold := testSpec()
+				gold.Tier = idlegrid.TierGold
+				if _, err := m.srv.SubmitJob(m.renter, gold); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				cmds, err := m.srv.Commands(nodes[which], 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(cmds) != 1 || cmds[0].Kind != idlegrid.CommandStop || cmds[0].Lease.ID != leases[which] {
+					t.Fatalf("commands to the node whose lease checkpointed = %+v, want a stop of %s", cmds, leases[which])
+				}
+			})
+		})
+	}
 }
 
 // A question to the engine whose caller gives up while the scheduler runs

@@ -47,6 +47,14 @@ func wantCode(tb testing.TB, err error, code string) {
 	}
 }
 
+// wantField fails tb unless err is invalid input naming field.
+func wantField(tb testing.TB, err error, field string) {
+	tb.Helper()
+	if e, ok := err.(*idlegrid.Error); !ok || e.Code != idlegrid.EINVALID || e.Field != field {
+		tb.Fatalf("error = %v, want invalid %s", err, field)
+	}
+}
+
 // mustOK fails tb on err.
 func mustOK(tb testing.TB, err error) {
 	tb.Helper()

@@ -177,16 +177,16 @@ func exitCodeArg(c *int) any {
 
 const leaseColumns = `id, job_id, renter_id, node_id, provider_id, attempt, gpu_uuids, tier, price_micros,
 	price_note, limit_seconds, hold_micros, charged_micros, state, reason, fault, stop_requested, exit_code,
-	progress, created_at, started_at, ended_at, notice_seconds, notice_at, checkpoint_ref`
+	progress, created_at, started_at, ended_at, notice_seconds, notice_at, checkpoint_ref, checkpoint_at`
 
 func scanLease(s scanner) (*idlegrid.Lease, error) {
 	var l idlegrid.Lease
 	var gpus string
-	var exit, created, started, ended, noticeAt sql.NullInt64
+	var exit, created, started, ended, noticeAt, checkpointAt sql.NullInt64
 	if err := s.Scan(&l.ID, &l.JobID, &l.RenterID, &l.NodeID, &l.ProviderID, &l.Attempt, &gpus, &l.Tier,
 		&l.PriceMicrosPerGPUHour, &l.PriceNote, &l.LimitSeconds, &l.HoldMicros, &l.ChargedMicros, &l.State,
 		&l.Reason, &l.Fault, &l.StopRequested, &exit, &l.Progress, &created, &started, &ended,
-		&l.NoticeSeconds, &noticeAt, &l.CheckpointRef); err != nil {
+		&l.NoticeSeconds, &noticeAt, &l.CheckpointRef, &checkpointAt); err != nil {
 		return nil, err
 	}
 	if err := jsonOf(gpus, &l.GPUUUIDs); err != nil {
@@ -197,7 +197,7 @@ func scanLease(s scanner) (*idlegrid.Lease, error) {
 		l.ExitCode = &c
 	}
 	l.CreatedAt, l.StartedAt, l.EndedAt = timeOf(created), timePtrOf(started), timePtrOf(ended)
-	l.NoticeAt = timePtrOf(noticeAt)
+	l.NoticeAt, l.CheckpointAt = timePtrOf(noticeAt), timePtrOf(checkpointAt)
 	return &l, nil
 }
 
@@ -310,21 +310,59 @@ func (db *DB) RequestLeaseStop(ctx context.Context, leaseID, reason string, at t
 	})
 }
 
-// SetLeaseProgress records the agent's progress, 0..1, of a running lease.
-func (db *DB) SetLeaseProgress(ctx context.Context, leaseID string, progress float64, at time.Time) error {
-	if !(progress >= 0 && progress <= 1) {
-		return idlegrid.Invalid("lease.progress", "must be between 0 and 1")
+// maxClockSkew is how far ahead of the server's clock a node's report of
+// a checkpoint may be: nodes' clocks drift.
+const maxClockSkew = time.Minute
+
+// SetLeaseProgress records the agent's progress, 0..1, of a running lease,
+// and the time of its workload's last checkpoint when it moved on. A
+// checkpoint a little ahead of at counts as at.
+func (db *DB) SetLeaseProgress(ctx context.Context, p idlegrid.LeaseProgress, at time.Time) (checkpointed bool, err error) {
+	if !(p.Progress >= 0 && p.Progress <= 1) {
+		return false, idlegrid.Invalid("lease.progress", "must be between 0 and 1")
+	} else if c := p.CheckpointAt; c != nil && c.After(at.Add(maxClockSkew)) {
+		return false, idlegrid.Invalid("lease.checkpoint_at", "%s is ahead of the server's clock (%s); check the node's clock",
+			c.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))
 	}
-	return db.update(ctx, func(tx *sql.Tx) error {
-		l, err := findLease(ctx, tx, leaseID, db.dialect.forUpdate)
+	err = db.update(ctx, func(tx *sql.Tx) error {
+		l, err := findLease(ctx, tx, p.LeaseID, db.dialect.forUpdate)
 		if err != nil {
 			return err
 		} else if l.State != idlegrid.LeaseRunning {
-			return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s is %s, not running", leaseID, l.State)
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s is %s, not running", p.LeaseID, l.State)
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE leases SET progress = $1 WHERE id = $2`, progress, leaseID)
+		ck, err := laterCheckpoint(l, p.CheckpointAt, at)
+		if err != nil {
+			return err
+		}
+		checkpointed = ck != l.CheckpointAt
+		_, err = tx.ExecContext(ctx, `UPDATE leases SET progress = $1, checkpoint_at = $2 WHERE id = $3`,
+			p.Progress, timePtrArg(ck), p.LeaseID)
 		return err
 	})
+	return checkpointed, err
+}
+
+// laterCheckpoint is the lease's checkpoint after a report of one at c
+// (nil: none), received at at: the later of the two, or l's own when c
+// is not later. A checkpoint cannot be older than the lease's start.
+func laterCheckpoint(l *idlegrid.Lease, c *time.Time, at time.Time) (*time.Time, error) {
+	if c == nil {
+		return l.CheckpointAt, nil
+	}
+	if l.StartedAt != nil && c.Before(*l.StartedAt) {
+		return nil, idlegrid.Invalid("lease.checkpoint_at", "%s is before the lease started (%s)",
+			c.UTC().Format(time.RFC3339), l.StartedAt.UTC().Format(time.RFC3339))
+	}
+	t := c.UTC()
+	if t.After(at) {
+		t = at.UTC()
+	}
+	t = t.Truncate(time.Microsecond) // as the store keeps it, so that a repeated report is no news
+	if l.CheckpointAt != nil && !t.After(*l.CheckpointAt) {
+		return l.CheckpointAt, nil
+	}
+	return &t, nil
 }
 
 // TransitionLease applies t and its transfers in one transaction: the lease

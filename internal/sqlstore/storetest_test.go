@@ -841,16 +841,53 @@ func testSetLeaseProgress(t *testing.T, db *sqlstore.DB) {
 	l := lease(j, n, 0)
 	mustPlace(t, db, placement(j, 0, l))
 
-	wantCode(t, db.SetLeaseProgress(ctx, l.ID, 0.5, t0), idlegrid.ECONFLICT) // assigned
-	start(t, db, l)
-	mustOK(t, db.SetLeaseProgress(ctx, l.ID, 0.25, at(time.Hour)))
+	report := func(progress float64, checkpoint *time.Time, now time.Time) (bool, error) {
+		return db.SetLeaseProgress(ctx, idlegrid.LeaseProgress{LeaseID: l.ID, Progress: progress, CheckpointAt: checkpoint}, now)
+	}
+	_, err := report(0.5, nil, t0)
+	wantCode(t, err, idlegrid.ECONFLICT) // assigned
+	start(t, db, l)                      // at 2 minutes
+	if ck, err := report(0.25, nil, at(time.Hour)); err != nil || ck {
+		t.Fatalf("a report without a checkpoint: checkpointed %v, %v", ck, err)
+	}
 	got, err := db.FindLease(ctx, l.ID)
 	mustOK(t, err)
-	if got.Progress != 0.25 {
-		t.Errorf("progress = %v, want 0.25", got.Progress)
+	if got.Progress != 0.25 || got.CheckpointAt != nil {
+		t.Errorf("progress = %v, checkpoint %v; want 0.25, none", got.Progress, got.CheckpointAt)
 	}
-	wantCode(t, db.SetLeaseProgress(ctx, l.ID, 1.5, t0), idlegrid.EINVALID)
-	wantCode(t, db.SetLeaseProgress(ctx, "lease_missing", 0.5, t0), idlegrid.ENOTFOUND)
+
+	// A checkpoint is kept to the microsecond, moves only forward, and one
+	// a little ahead of the server's clock counts as now.
+	ck1, ck2, ahead := at(30*time.Minute+time.Nanosecond), at(40*time.Minute), at(time.Hour+30*time.Second)
+	for _, tt := range []struct {
+		checkpoint *time.Time
+		wantNews   bool
+		want       time.Time
+	}{
+		{&ck1, true, ck1.Truncate(time.Microsecond)},
+		{&ck1, false, ck1.Truncate(time.Microsecond)}, // the same again
+		{&ck2, true, ck2},
+		{&ck1, false, ck2},          // an older one
+		{nil, false, ck2},           // none
+		{&ahead, true, at(time.Hour)},
+	} {
+		news, err := report(0.5, tt.checkpoint, at(time.Hour))
+		mustOK(t, err)
+		got, err := db.FindLease(ctx, l.ID)
+		mustOK(t, err)
+		if news != tt.wantNews || got.CheckpointAt == nil || !got.CheckpointAt.Equal(tt.want) {
+			t.Errorf("report of %v: news %v, checkpoint %v; want %v, %v", tt.checkpoint, news, got.CheckpointAt, tt.wantNews, tt.want)
+		}
+	}
+	farAhead, beforeStart := at(time.Hour+2*time.Minute), at(time.Minute)
+	_, err = report(0.5, &farAhead, at(time.Hour))
+	wantField(t, err, "lease.checkpoint_at")
+	_, err = report(0.5, &beforeStart, at(time.Hour))
+	wantField(t, err, "lease.checkpoint_at")
+	_, err = report(1.5, nil, t0)
+	wantCode(t, err, idlegrid.EINVALID)
+	_, err = db.SetLeaseProgress(ctx, idlegrid.LeaseProgress{LeaseID: "lease_missing", Progress: 0.5}, t0)
+	wantCode(t, err, idlegrid.ENOTFOUND)
 }
 
 func testListLeases(t *testing.T, db *sqlstore.DB) {

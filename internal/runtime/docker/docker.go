@@ -28,7 +28,8 @@
 // Containers and volumes carry the labels idlegrid.managed-by,
 // idlegrid.lease, idlegrid.job and idlegrid.node. The workload's stdout and
 // stderr come back as log events; a stdout line "idlegrid:progress=0.42"
-// becomes a progress event instead.
+// becomes a progress event instead, and a stdout line "idlegrid:checkpoint"
+// (the workload saved a checkpoint it can resume from) a checkpoint event.
 //
 // Stop sends SIGTERM, and SIGKILL once the grace period is out, from a
 // timer the runtime owns. After the exit the runtime removes the container
@@ -131,6 +132,7 @@ const (
 	logDrain       = 5 * time.Second  // how long the output may trail the exit
 	maxLineBytes   = 64 << 10         // longer lines are split
 	progressPrefix = "idlegrid:progress="
+	checkpointLine = "idlegrid:checkpoint"
 )
 
 // New connects to the engine and returns a runtime. It fails, saying what

@@ -234,10 +234,11 @@ func TestLineWriter(t *testing.T) {
 	wl := r.newWorkload("lease_a", "job_a", events)
 	out := &lineWriter{wl: wl, stream: "stdout"}
 	out.Write([]byte("2024-05-01T12:00:00.5Z step 1/2\n2024-05-01T12:00:01Z idlegrid:progress=0.5\n2024-05-01T12:00:02Z idlegrid:progress=7\nno stamp\r\n2024-05-01T12:00:03Z par"))
-	out.Write([]byte("tial\n"))
+	out.Write([]byte("tial\n2024-05-01T12:00:03.5Z idlegrid:checkpoint\n"))
 	out.Write([]byte(strings.Repeat("x", maxLineBytes+1)))
 	errw := &lineWriter{wl: wl, stream: "stderr"}
 	errw.Write([]byte("2024-05-01T12:00:04Z idlegrid:progress=0.9\n")) // progress only counts on stdout
+	errw.Write([]byte("2024-05-01T12:00:05Z idlegrid:checkpoint\n"))   // and so do checkpoints
 	close(events)
 	var got []string
 	for ev := range events {
@@ -246,6 +247,8 @@ func TestLineWriter(t *testing.T) {
 			t.Errorf("event for lease %q", ev.LeaseID)
 		case ev.Progress != nil:
 			got = append(got, "progress "+strconv.FormatFloat(*ev.Progress, 'g', -1, 64))
+		case ev.Checkpoint != nil:
+			got = append(got, "checkpoint at "+ev.Checkpoint.Format(time.StampMilli))
 		case ev.Log != nil:
 			text := ev.Log.Text
 			if len(text) > 100 {
@@ -260,8 +263,10 @@ func TestLineWriter(t *testing.T) {
 		"progress 1",
 		"09:30:00 stdout no stamp", // stamped by the clock
 		"12:00:03 stdout partial",
+		"checkpoint at May  1 12:00:03.500",
 		"09:30:00 stdout xxx…", // a line too long is split
 		"12:00:04 stderr idlegrid:progress=0.9",
+		"12:00:05 stderr idlegrid:checkpoint",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)

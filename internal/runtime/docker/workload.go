@@ -285,6 +285,10 @@ func (w *lineWriter) emit(line []byte) {
 		w.wl.send(runtime.Event{Progress: &p})
 		return
 	}
+	if w.stream == "stdout" && strings.TrimSpace(text) == checkpointLine {
+		w.wl.send(runtime.Event{Checkpoint: &at})
+		return
+	}
 	w.wl.send(runtime.Event{Log: &idlegrid.LogLine{At: at, Stream: w.stream, Text: text}})
 }
 

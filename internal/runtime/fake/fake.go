@@ -1,8 +1,10 @@
 // Package fake is a simulated runtime for development and tests. Its
 // workload pretends to train a model: it runs for the job's duration
 // (divided by Speed), reports progress every 2%, writes log lines like a
-// trainer ("step 120/1000 loss=1.234 …"), and on Stop checkpoints and exits
-// 143 within the grace period.
+// trainer ("step 120/1000 loss=1.234 …"), saves a checkpoint as often as
+// the job says it does (CheckpointEverySeconds of its run, at the end of a
+// progress report's tick), and on Stop checkpoints and exits 143 within the
+// grace period.
 //
 // A job's env steers the simulation:
 //
@@ -215,12 +217,25 @@ func (wl *workload) run() runtime.Exit {
 		}
 		wl.send(runtime.Event{Progress: &frac})
 		wl.logf("stdout", "%s", wl.stepLine(frac))
+		wl.checkpointAfter(i)
 	}
 	wl.logf("stdout", "training complete: %d steps, final loss=%.4f", Steps, wl.loss(1))
 	if c := wl.plan.exitCode; c != 0 {
 		wl.logf("stderr", "exiting with code %d", c)
 	}
 	return runtime.Exit{Code: wl.plan.exitCode}
+}
+
+// checkpointAfter saves a checkpoint after tick i when the job said it
+// checkpoints and an interval of its run ended during the tick.
+func (wl *workload) checkpointAfter(i int) {
+	every, dur := wl.w.Job.CheckpointEverySeconds, wl.w.Job.DurationSeconds
+	if every <= 0 || i == Ticks || int64(i)*dur/Ticks/every == int64(i-1)*dur/Ticks/every {
+		return
+	}
+	wl.logf("stdout", "checkpoint saved: /checkpoints/step-%d.pt", step(float64(i)/Ticks))
+	at := wl.clock.Now()
+	wl.send(runtime.Event{Checkpoint: &at})
 }
 
 // stopped plays out a stop request after tick ticks: checkpoint and exit 143

@@ -2,6 +2,7 @@ package fake_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -18,6 +19,9 @@ type run struct {
 	progress []float64
 	exit     runtime.Exit
 	took     time.Duration // from Start to Exit
+	// checkpoints are when the workload said it saved its work, from
+	// Start.
+	checkpoints []time.Duration
 }
 
 func (r *run) text() string {
@@ -56,6 +60,8 @@ func mustStart(tb testing.TB, r *fake.Runtime, w runtime.Workload) <-chan *run {
 				out.logs = append(out.logs, *ev.Log)
 			case ev.Progress != nil:
 				out.progress = append(out.progress, *ev.Progress)
+			case ev.Checkpoint != nil:
+				out.checkpoints = append(out.checkpoints, time.Since(began))
 			case ev.Exit != nil:
 				out.exit, out.took = *ev.Exit, time.Since(began)
 				done <- out
@@ -67,6 +73,24 @@ func mustStart(tb testing.TB, r *fake.Runtime, w runtime.Workload) <-chan *run {
 }
 
 func TestRuntime_Start(t *testing.T) {
+	t.Run("Checkpoints", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			w := workload("lease_a", 3600, nil)
+			w.Job.CheckpointEverySeconds = 1000 // at the tick that holds 1,000, 2,000 and 3,000 s
+			got := <-mustStart(t, &fake.Runtime{}, w)
+			want := []time.Duration{1008 * time.Second, 2016 * time.Second, 3024 * time.Second} // ticks of 72 s
+			if !slices.Equal(got.checkpoints, want) {
+				t.Errorf("checkpoints at %v, want %v", got.checkpoints, want)
+			}
+			if n := strings.Count(got.text(), "checkpoint saved"); n != 3 {
+				t.Errorf("%d checkpoint lines, want 3:\n%s", n, got.text())
+			}
+			got = <-mustStart(t, &fake.Runtime{}, workload("lease_b", 3600, nil))
+			if len(got.checkpoints) != 0 {
+				t.Errorf("a job that does not checkpoint saved at %v", got.checkpoints)
+			}
+		})
+	})
 	t.Run("RunsToCompletion", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			r := &fake.Runtime{}
