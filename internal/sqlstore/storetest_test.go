@@ -867,8 +867,8 @@ func testSetLeaseProgress(t *testing.T, db *sqlstore.DB) {
 		{&ck1, true, ck1.Truncate(time.Microsecond)},
 		{&ck1, false, ck1.Truncate(time.Microsecond)}, // the same again
 		{&ck2, true, ck2},
-		{&ck1, false, ck2},          // an older one
-		{nil, false, ck2},           // none
+		{&ck1, false, ck2}, // an older one
+		{nil, false, ck2},  // none
 		{&ahead, true, at(time.Hour)},
 	} {
 		news, err := report(0.5, tt.checkpoint, at(time.Hour))
