@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -81,7 +82,9 @@ func (s *Server) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (
 }
 
 // setProgress records a lease's progress; a checkpoint it reports for the
-// first time goes to the engine, for the work a preemption would lose.
+// first time goes to the engine, for the work a preemption would lose. A
+// checkpoint the store refuses (a node's clock far off) is left out, with
+// a warning, rather than failing the node's heartbeat.
 func (s *Server) setProgress(ctx context.Context, nodeID string, p idlegrid.LeaseProgress) error {
 	if p.Progress < 0 || p.Progress > 1 {
 		return idlegrid.Invalid("progress", "must be between 0 and 1")
@@ -90,6 +93,11 @@ func (s *Server) setProgress(ctx context.Context, nodeID string, p idlegrid.Leas
 		return err
 	}
 	checkpointed, err := s.store.SetLeaseProgress(ctx, p, s.Now())
+	if e := (*idlegrid.Error)(nil); errors.As(err, &e) && e.Field == "lease.checkpoint_at" {
+		s.log.Warn("ignoring a lease's checkpoint", "node", nodeID, "lease", p.LeaseID, "err", err)
+		p.CheckpointAt = nil
+		checkpointed, err = s.store.SetLeaseProgress(ctx, p, s.Now())
+	}
 	if checkpointed {
 		s.markLease(p.LeaseID)
 	}

@@ -545,6 +545,45 @@ func TestServer_PreemptsTheLeaseThatCheckpointed(t *testing.T) {
 	}
 }
 
+// A node whose clock is far off reports a checkpoint the store refuses:
+// the heartbeat still counts, with the lease's progress, and the
+// checkpoint is left out.
+func TestServer_HeartbeatWithAFarOffCheckpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		if _, err := m.srv.SubmitJob(m.renter, testSpec()); err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 5*time.Second)
+		var node context.Context
+		var lease *idlegrid.Lease
+		for _, n := range []context.Context{m.node, m.rival} {
+			if cmds, err := m.srv.Commands(n, 0); err == nil && len(cmds) == 1 {
+				node, lease = n, cmds[0].Lease
+			}
+		}
+		if lease == nil {
+			t.Fatal("the job was not started on either node")
+		}
+		if err := m.srv.ReportLease(node, lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+			t.Fatal(err)
+		}
+		ahead := m.srv.Now().Add(time.Hour)
+		if _, err := m.srv.Heartbeat(node, idlegrid.HeartbeatRequest{Leases: []idlegrid.LeaseProgress{
+			{LeaseID: lease.ID, Progress: 0.4, CheckpointAt: &ahead},
+		}}); err != nil {
+			t.Fatalf("heartbeat with a checkpoint an hour ahead: %v", err)
+		}
+		got, _, err := m.srv.FindLease(m.renter, lease.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Progress != 0.4 || got.CheckpointAt != nil {
+			t.Fatalf("lease progress %v, checkpoint %v; want 0.4 and none", got.Progress, got.CheckpointAt)
+		}
+	})
+}
+
 // A question to the engine whose caller gives up while the scheduler runs
 // it still returns only after it has run: its caller reads what it wrote
 // (a data race under -race before, when the dashboard's request was cut).
