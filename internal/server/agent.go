@@ -81,15 +81,17 @@ func (s *Server) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (
 	return &idlegrid.HeartbeatResponse{HeartbeatSeconds: s.heartbeatSeconds()}, nil
 }
 
-// setProgress records a lease's progress; a checkpoint it reports for the
-// first time goes to the engine, for the work a preemption would lose. A
+// setProgress records a lease's progress; a bronze lease's checkpoint it
+// reports for the first time goes to the engine, for the work a preemption
+// would lose (the engine reads the others' when it is rebuilt). A
 // checkpoint the store refuses (a node's clock far off) is left out, with
 // a warning, rather than failing the node's heartbeat.
 func (s *Server) setProgress(ctx context.Context, nodeID string, p idlegrid.LeaseProgress) error {
 	if p.Progress < 0 || p.Progress > 1 {
 		return idlegrid.Invalid("progress", "must be between 0 and 1")
 	}
-	if _, err := s.nodeLease(ctx, nodeID, p.LeaseID); err != nil {
+	l, err := s.nodeLease(ctx, nodeID, p.LeaseID)
+	if err != nil {
 		return err
 	}
 	checkpointed, err := s.store.SetLeaseProgress(ctx, p, s.Now())
@@ -98,7 +100,7 @@ func (s *Server) setProgress(ctx context.Context, nodeID string, p idlegrid.Leas
 		p.CheckpointAt = nil
 		checkpointed, err = s.store.SetLeaseProgress(ctx, p, s.Now())
 	}
-	if checkpointed {
+	if checkpointed && l.Tier == idlegrid.TierBronze { // only bronze is preempted, so only its checkpoints matter now
 		s.markLease(p.LeaseID)
 	}
 	return err
