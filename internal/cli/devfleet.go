@@ -96,9 +96,12 @@ type devJob struct {
 	maxPrice   idlegrid.Micros
 	minSeconds int64
 	maxSeconds int64
-	region     string
-	residency  string
-	impossible bool // no node can ever take it: it shows how a queued job says why
+	// checkpointEvery is how often its simulated run saves its work, in
+	// seconds; 0: never.
+	checkpointEvery int64
+	region          string
+	residency       string
+	impossible      bool // no node can ever take it: it shows how a queued job says why
 }
 
 func cents(n int64) idlegrid.Micros {
@@ -113,11 +116,11 @@ var devJobs = []devJob{
 	{name: "resnet50-train", kind: idlegrid.KindTraining, image: "ghcr.io/acme/torchvision:2.5", command: []string{"python", "train.py", "--arch", "resnet50"},
 		gpus: 1, models: []string{"RTX4090", "RTX3090", "L40S"}, tier: idlegrid.TierSilver, maxPrice: cents(95), minSeconds: 40, maxSeconds: 100},
 	{name: "whisper-batch", kind: idlegrid.KindInference, image: "ghcr.io/acme/whisperx:3.1", command: []string{"python", "transcribe.py", "--shard", "7"},
-		gpus: 1, models: []string{"T4", "RTX3090"}, tier: idlegrid.TierBronze, maxPrice: cents(20), minSeconds: 20, maxSeconds: 60},
+		gpus: 1, models: []string{"T4", "RTX3090"}, tier: idlegrid.TierBronze, maxPrice: cents(20), minSeconds: 20, maxSeconds: 60, checkpointEvery: 10},
 	{name: "mmlu-eval", kind: idlegrid.KindEval, image: "ghcr.io/acme/lm-eval:0.4", command: []string{"lm_eval", "--tasks", "mmlu"},
 		gpus: 1, tier: idlegrid.TierSilver, maxPrice: cents(120), minSeconds: 20, maxSeconds: 60, residency: "EU"},
 	{name: "sdxl-render", kind: idlegrid.KindInference, image: "ghcr.io/acme/diffusers:0.31", command: []string{"python", "render.py", "--batch", "64"},
-		gpus: 2, models: []string{"RTX4090"}, tier: idlegrid.TierBronze, maxPrice: cents(45), minSeconds: 30, maxSeconds: 90},
+		gpus: 2, models: []string{"RTX4090"}, tier: idlegrid.TierBronze, maxPrice: cents(45), minSeconds: 30, maxSeconds: 90, checkpointEvery: 15},
 	{name: "gpt2-pretrain", kind: idlegrid.KindTraining, image: "ghcr.io/acme/nanogpt:1.0", command: []string{"torchrun", "--nproc_per_node=4", "train.py"},
 		gpus: 4, models: []string{"H100-80GB"}, tier: idlegrid.TierGold, maxPrice: cents(275), minSeconds: 60, maxSeconds: 120, region: "us-east"},
 	{name: "mistral-lora-eu", kind: idlegrid.KindFineTune, image: "ghcr.io/acme/peft:0.13", command: []string{"python", "lora.py"},

@@ -81,7 +81,7 @@ func (s *submitter) submitOne(ctx context.Context) {
 		Name: fmt.Sprintf("%s-%03d", j.name, s.n), Kind: j.kind, Image: j.image, Command: j.command,
 		Env:  map[string]string{"RUN_ID": fmt.Sprint(s.n)},
 		GPUs: j.gpus, Nodes: 1, GPUModels: j.models, Tier: j.tier, MaxPriceMicrosPerGPUHour: j.maxPrice,
-		Region: j.region, Residency: j.residency, DurationSeconds: secs,
+		Region: j.region, Residency: j.residency, DurationSeconds: secs, CheckpointEverySeconds: j.checkpointEvery,
 	}
 	if s.image != "" {
 		spec.Image, spec.Command = s.image, nil
