@@ -320,9 +320,6 @@ const maxClockSkew = time.Minute
 func (db *DB) SetLeaseProgress(ctx context.Context, p idlegrid.LeaseProgress, at time.Time) (checkpointed bool, err error) {
 	if !(p.Progress >= 0 && p.Progress <= 1) {
 		return false, idlegrid.Invalid("lease.progress", "must be between 0 and 1")
-	} else if c := p.CheckpointAt; c != nil && c.After(at.Add(maxClockSkew)) {
-		return false, idlegrid.Invalid("lease.checkpoint_at", "%s is ahead of the server's clock (%s); check the node's clock",
-			c.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))
 	}
 	err = db.update(ctx, func(tx *sql.Tx) error {
 		l, err := findLease(ctx, tx, p.LeaseID, db.dialect.forUpdate)
@@ -345,10 +342,15 @@ func (db *DB) SetLeaseProgress(ctx context.Context, p idlegrid.LeaseProgress, at
 
 // laterCheckpoint is the lease's checkpoint after a report of one at c
 // (nil: none), received at at: the later of the two, or l's own when c
-// is not later. A checkpoint cannot be older than the lease's start.
+// is not later. A checkpoint cannot be older than the lease's start, nor
+// more than maxClockSkew ahead of at.
 func laterCheckpoint(l *idlegrid.Lease, c *time.Time, at time.Time) (*time.Time, error) {
 	if c == nil {
 		return l.CheckpointAt, nil
+	}
+	if c.After(at.Add(maxClockSkew)) {
+		return nil, idlegrid.Invalid("lease.checkpoint_at", "%s is ahead of the server's clock (%s); check the node's clock",
+			c.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))
 	}
 	if l.StartedAt != nil && c.Before(*l.StartedAt) {
 		return nil, idlegrid.Invalid("lease.checkpoint_at", "%s is before the lease started (%s)",
