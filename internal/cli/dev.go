@@ -130,6 +130,17 @@ type devMarket struct {
 	watch *marketWatch
 }
 
+// devHeartbeat is how often the demo agents heartbeat at a speed, and how
+// many heartbeats a node may miss. Leases run speed times faster, so the
+// agents report progress and checkpoints that much more often, down to
+// once a second, while a node is still lost only after 30 s of silence, as
+// at the server's defaults.
+func devHeartbeat(speed float64) (time.Duration, int) {
+	const every, lostAfter = 10 * time.Second, 30 * time.Second
+	hb := min(every, max(time.Second, time.Duration(float64(every)/speed).Truncate(time.Second)))
+	return hb, int(lostAfter / hb)
+}
+
 // devState is what a reused data dir remembers about the demo market.
 type devState struct {
 	Addr      string                `json:"addr"`
@@ -166,10 +177,12 @@ func (d *devMarket) run(ctx context.Context, addr string, addrSet bool, feeBPS i
 	if reused && !addrSet && d.state.Addr != "" {
 		addr = d.state.Addr // the nodes joined that address; keep it
 	}
+	hb, missed := devHeartbeat(d.speed)
 	rs, err := startServer(ctx, serveConfig{
 		listen: addr, dsn: d.path("idlegrid.db"), feeBPS: feeBPS,
 		adminKeyFile: d.path(devAdminKeyFile), logger: d.log, trustPolicy: devTrustPolicy(),
 		auditKeyFile: d.path("audit.key"),
+		heartbeat:    hb, missedHeartbeats: missed,
 	})
 	if err != nil {
 		return err

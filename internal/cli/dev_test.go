@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -68,5 +69,24 @@ func TestDevCommand(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "renter.key")); err != nil {
 		t.Errorf("no renter.key: %v", err)
+	}
+}
+
+func TestDevHeartbeat(t *testing.T) {
+	for _, tc := range []struct {
+		speed  float64
+		every  time.Duration
+		missed int
+	}{
+		{0.5, 10 * time.Second, 3},
+		{1, 10 * time.Second, 3},
+		{4, 2 * time.Second, 15},
+		{30, time.Second, 30},
+		{1000, time.Second, 30},
+	} {
+		every, missed := devHeartbeat(tc.speed)
+		if every != tc.every || missed != tc.missed {
+			t.Errorf("devHeartbeat(%g) = %s, %d; want %s, %d", tc.speed, every, missed, tc.every, tc.missed)
+		}
 	}
 }

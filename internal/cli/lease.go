@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"io"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -45,7 +46,12 @@ func (c *leaseCommand) get(ctx context.Context, args []string) error {
 	if *asJSON {
 		return printJSON(c.env.Out, leaseWithEvents{Lease: l, Events: nonNil(events)})
 	}
-	t := newTable(c.env.Out, "ID", l.ID)
+	return printLease(c.env.Out, l, events)
+}
+
+// printLease shows a lease as a table of fields, then its events.
+func printLease(out io.Writer, l *idlegrid.Lease, events []*idlegrid.LeaseEvent) error {
+	t := newTable(out, "ID", l.ID)
 	t.row("Job", l.JobID)
 	t.row("Node", l.NodeID)
 	t.row("Provider", l.ProviderID)
@@ -60,15 +66,45 @@ func (c *leaseCommand) get(ctx context.Context, args []string) error {
 	t.row("State", l.State)
 	t.row("Reason", orDash(l.Reason))
 	t.row("Fault", orDash(string(l.Fault)))
+	t.row("Stop asked", orDash(l.StopRequested))
+	t.row("Notice", leaseNotice(l))
+	t.row("Checkpoint", leaseCheckpoint(l))
 	t.row("Started", stamp(l.StartedAt))
 	t.row("Ended", stamp(l.EndedAt))
 	if err := t.flush(); err != nil {
 		return err
 	}
-	c.env.Out.Write([]byte("\nEvents:\n"))
-	t = newTable(c.env.Out, "  AT", "FROM", "TO", "REASON")
+	io.WriteString(out, "\nEvents:\n")
+	t = newTable(out, "  AT", "FROM", "TO", "REASON")
 	for _, ev := range events {
 		t.row("  "+ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), orDash(string(ev.From)), ev.To, orDash(ev.Reason))
 	}
 	return t.flush()
+}
+
+// leaseNotice says what notice a bronze lease is guaranteed before it is
+// stopped, and when it was given.
+func leaseNotice(l *idlegrid.Lease) string {
+	if l.NoticeSeconds == 0 {
+		return "-"
+	}
+	s := seconds(l.NoticeSeconds) + " guaranteed"
+	if l.NoticeAt != nil {
+		s += ", given " + stamp(l.NoticeAt)
+	}
+	return s
+}
+
+// leaseCheckpoint says what the workload last saved and when: a preemption
+// loses only the work since, and a requeued job resumes from the reference.
+func leaseCheckpoint(l *idlegrid.Lease) string {
+	switch {
+	case l.CheckpointAt != nil && l.CheckpointRef != "":
+		return l.CheckpointRef + ", saved " + stamp(l.CheckpointAt)
+	case l.CheckpointAt != nil:
+		return "saved " + stamp(l.CheckpointAt)
+	case l.CheckpointRef != "":
+		return l.CheckpointRef
+	}
+	return "none reported"
 }

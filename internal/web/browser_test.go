@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -136,6 +138,34 @@ func mustRead(tb testing.TB, path string) string {
 
 // eventually polls check until it returns nil, failing with its last error
 // after waitLimit.
+// checkpointedJob waits for a job among the renter's 30 newest, those the
+// jobs panel lists, with a lease that reported a checkpoint, and returns its ID.
+func checkpointedJob(t *testing.T, c *client.Client) string {
+	t.Helper()
+	var id string
+	eventually(t, "a demo job's lease reports a checkpoint", func() error {
+		jobs, err := c.ListJobs(context.Background(), idlegrid.JobFilter{Limit: 100})
+		if err != nil {
+			return err
+		}
+		slices.SortFunc(jobs, func(a, b *idlegrid.Job) int { return b.CreatedAt.Compare(a.CreatedAt) })
+		for _, j := range jobs[:min(len(jobs), 30)] {
+			ls, err := c.ListLeases(context.Background(), idlegrid.LeaseFilter{JobID: j.ID})
+			if err != nil {
+				return err
+			}
+			for _, l := range ls {
+				if l.CheckpointAt != nil {
+					id = j.ID
+					return nil
+				}
+			}
+		}
+		return errors.New("no lease of the 30 newest jobs has reported a checkpoint yet")
+	})
+	return id
+}
+
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
@@ -331,6 +361,18 @@ func TestDashboard(t *testing.T) {
 				jobID, job.State, job.ChargedMicros, job.CheckpointEverySeconds)
 		}
 		b.waitText("#panel-job", money(job.ChargedMicros))
+		// A lease's last checkpoint shows beside it: the dev market's bronze
+		// demo jobs save every 10 or 15 s.
+		saved := checkpointedJob(t, client.New(m.URL, m.RenterKey))
+		b.run("open the job that checkpointed", chromedp.Click(chromedp.CSS(`#panel-jobs button[data-action=job][data-id="`+saved+`"]`)))
+		b.waitText("#panel-job", saved)
+		if n := eval[int](b, "read the Saved column", `(() => {
+			const t = document.querySelector('#panel-job table');
+			const i = [...t.querySelectorAll('thead th')].map((h) => h.innerText.trim()).indexOf('Saved');
+			return i < 0 ? -1 : [...t.querySelectorAll('tbody tr')].filter((r) => r.children[i].querySelector('time')).length;
+		})()`); n < 1 {
+			t.Errorf("job %s's leases show %d checkpoint times in a Saved column (-1: no such column), want at least 1", saved, n)
+		}
 		b.waitText("#panel-keys", "default")
 		// A key's routing defaults for the inference gateway show beside it.
 		rc := client.New(m.URL, m.RenterKey)

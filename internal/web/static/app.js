@@ -348,6 +348,15 @@
     ], jobs, 'No jobs yet. Submit one with the form.');
   }
 
+  // savedCell shows a lease's last checkpoint: a preemption loses only the
+  // work since, and a requeued job resumes from its reference.
+  function savedCell(l) {
+    if (!l.checkpoint_at && !l.checkpoint_ref) return '—';
+    const r = l.checkpoint_ref || '';
+    const ref = r ? `<code title="${esc(r)}">${esc(r.length > 40 ? r.slice(0, 39) + '…' : r)}</code> ` : '';
+    return ref + (l.checkpoint_at ? when(l.checkpoint_at) : '');
+  }
+
   async function jobDetails() {
     if (!st.job) return '<p class="muted">Choose a job in the list to see its leases, charge and logs.</p>';
     const q = encodeURIComponent(st.job);
@@ -361,6 +370,7 @@
       { h: 'Lease', f: (l) => id(l.id) }, { h: 'State', f: (l) => stateTag(l.state) },
       { h: 'Node', f: (l) => id(l.node_id) }, { h: 'Price', num: true, f: (l) => price(l.price_micros_per_gpu_hour) },
       { h: 'Progress', num: true, f: (l) => l.state === 'running' || l.state === 'assigned' ? pct(l.progress) : '—' }, { h: 'Held', num: true, f: (l) => money(l.hold_micros, 4) },
+      { h: 'Saved', f: savedCell },
       { h: 'Charged', num: true, f: (l) => money(l.charged_micros, 6) }, { h: 'Note', f: (l) => esc(l.reason) },
     ], ls, 'Not placed yet: ' + job.reason);
     const last = ls[ls.length - 1];
