@@ -139,6 +139,23 @@ func (h *healthBook) failure(u *upstream) {
 	}
 }
 
+// busy records a provider that answered it is at its concurrency (429).
+// That is back-pressure from a provider that works, not a failure: it
+// neither counts towards opening the breaker nor decides a half-open
+// trial, which goes back for another request to take.
+func (h *healthBook) busy(u *upstream) { h.release(u) }
+
+// cooldownLeft is how long until u's open breaker lets a trial through;
+// 0 when it is not open.
+func (h *healthBook) cooldownLeft(u *upstream) time.Duration {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.state != breakerOpen {
+		return 0
+	}
+	return max(0, u.openUntil.Sub(h.clock.Now()))
+}
+
 // release gives back a half-open trial that ended neither way (the renter
 // went away), so that another request may try.
 func (h *healthBook) release(u *upstream) {

@@ -148,13 +148,14 @@ func (b *budgets) take(k *keyBudget) error {
 		}
 		k.refilled = now
 		if k.tokens < 1 {
-			return idlegrid.Errorf(idlegrid.ETOOMANY, "this API key is over its rate limit of %g requests a second; slow down and retry", rps)
+			refill := time.Duration((1 - k.tokens) / rps * float64(time.Second))
+			return retryAfter(idlegrid.Errorf(idlegrid.ETOOMANY, "this API key is over its rate limit of %g requests a second; slow down and retry", rps), refill)
 		}
 		k.tokens--
 	}
 	if n := b.cfg.KeyConcurrency; n > 0 && k.inflight >= n {
 		k.tokens++ // not spent: the request did not start
-		return idlegrid.Errorf(idlegrid.ETOOMANY, "this API key has %d requests in flight, its limit; wait for one to finish", n)
+		return retryAfter(idlegrid.Errorf(idlegrid.ETOOMANY, "this API key has %d requests in flight, its limit; wait for one to finish", n), time.Second)
 	}
 	k.inflight++
 	return nil

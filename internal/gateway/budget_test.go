@@ -99,8 +99,9 @@ func TestGateway_keyLimits(t *testing.T) {
 			}
 		}
 		_, _, err := p.chat(t)
-		if e := apiError(t, err); e.StatusCode != 429 || e.Type != "rate_limit_error" {
-			t.Errorf("beyond the burst: %d %s, want 429 rate_limit_error", e.StatusCode, e.Type)
+		if e := apiError(t, err); e.StatusCode != 429 || e.Type != "rate_limit_error" || e.Response.Header.Get("Retry-After") != "1" {
+			t.Errorf("beyond the burst: %d %s, Retry-After %q; want 429 rate_limit_error, retry after 1 s (a token a second)",
+				e.StatusCode, e.Type, e.Response.Header.Get("Retry-After"))
 		}
 		clock.advance(time.Second)
 		if _, _, err := p.chat(t); err != nil {
@@ -120,8 +121,9 @@ func TestGateway_keyLimits(t *testing.T) {
 			return ""
 		})
 		_, err := p.stream(t)
-		if e := apiError(t, err); e.StatusCode != 429 {
-			t.Errorf("a second stream with one running: %d (%s), want 429", e.StatusCode, e.Message)
+		if e := apiError(t, err); e.StatusCode != 429 || e.Response.Header.Get("Retry-After") != "1" {
+			t.Errorf("a second stream with one running: %d (%s), Retry-After %q; want 429, retry after 1 s",
+				e.StatusCode, e.Message, e.Response.Header.Get("Retry-After"))
 		}
 		up.free()
 		<-first

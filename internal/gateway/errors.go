@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/openai"
@@ -23,6 +26,27 @@ var errorTypes = map[string]string{
 	idlegrid.ETOOMANY:      openai.TypeRateLimit,
 	idlegrid.EUNAVAILABLE:  openai.TypeUnavailable,
 	idlegrid.EINTERNAL:     openai.TypeServer,
+}
+
+// retryLater is an error whose request may succeed if sent again after a
+// while: the answer says when in Retry-After, which OpenAI's SDKs honour.
+type retryLater struct {
+	error
+	after time.Duration
+}
+
+func (e *retryLater) Unwrap() error { return e.error }
+
+// retryAfter marks err as worth retrying after d (at least a second).
+func retryAfter(err error, d time.Duration) error { return &retryLater{err, d} }
+
+// retryAfterSeconds is Retry-After for err in whole seconds, or "".
+func retryAfterSeconds(err error) string {
+	var rl *retryLater
+	if !errors.As(err, &rl) {
+		return ""
+	}
+	return strconv.Itoa(int(math.Ceil(max(rl.after, time.Second).Seconds())))
 }
 
 // errorBody is err in OpenAI's format. Internal errors say no more than
@@ -50,6 +74,9 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	if idlegrid.ErrorCode(err) == idlegrid.EUNAUTHORIZED {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="idlegrid"`)
+	}
+	if ra := retryAfterSeconds(err); ra != "" {
+		w.Header().Set("Retry-After", ra)
 	}
 	writeJSON(w, g.cfg.StatusCode(idlegrid.ErrorCode(err)), errorBody(err))
 }

@@ -113,8 +113,9 @@ func TestGateway_allProvidersFail(t *testing.T) {
 		p.A.set(fault429)
 		p.B.set(fault429)
 		_, _, err := p.chat(t)
-		if e := apiError(t, err); e.StatusCode != 429 || e.Type != "rate_limit_error" {
-			t.Errorf("got %d %s (%s), want 429 rate_limit_error", e.StatusCode, e.Type, e.Message)
+		if e := apiError(t, err); e.StatusCode != 429 || e.Type != "rate_limit_error" || e.Response.Header.Get("Retry-After") != "1" {
+			t.Errorf("got %d %s (%s), Retry-After %q; want 429 rate_limit_error, retry after 1 s",
+				e.StatusCode, e.Type, e.Message, e.Response.Header.Get("Retry-After"))
 		}
 	})
 	t.Run("broken", func(t *testing.T) {
@@ -188,6 +189,60 @@ func TestGateway_circuitBreaker(t *testing.T) {
 			t.Errorf("breakers = %+v, want %+v", got, want)
 		}
 	})
+}
+
+// A provider at its concurrency answers 429. That is back-pressure from a
+// provider that works: the request goes to the next provider, and the
+// busy one's breaker stays closed however often it says so.
+func TestGateway_busyIsNoFailure(t *testing.T) {
+	p := mustPair(t, func(c *gateway.Config) { c.BreakerFailures = 2 })
+	p.A.set(fault429)
+	answer := func() string {
+		got, _, err := p.chat(t, cheapestFirst)
+		if err != nil {
+			return describe(err)
+		}
+		return got.Choices[0].Message.Content
+	}
+	for i := range 4 {
+		if got := answer(); got != "Hello from beta." {
+			t.Fatalf("request %d: %s; want beta's answer", i, got)
+		}
+	}
+	if got := p.A.Calls.Load(); got != 4 {
+		t.Errorf("alpha got %d calls, want all 4: a busy provider is tried first again", got)
+	}
+	if got := mustBreakers(t, p.fixture); len(got) != 0 {
+		t.Errorf("breakers = %+v, want none tripped", got)
+	}
+	p.A.set(faultNone)
+	if got := answer(); got != "Hello from alpha." {
+		t.Errorf("once alpha has room: %s; want alpha's answer", got)
+	}
+}
+
+// When every provider's breaker is open the renter is told when to retry:
+// when the first of them lets a trial through.
+func TestGateway_retryAfterBreakers(t *testing.T) {
+	clock := &manualClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	p := mustPair(t, func(c *gateway.Config) {
+		c.Clock, c.BreakerFailures, c.BreakerCooldown = clock, 1, time.Minute
+	})
+	p.A.set(fault500)
+	p.B.set(fault500)
+	_, _, err := p.chat(t)
+	if e := apiError(t, err); e.StatusCode != 503 || e.Response.Header.Get("Retry-After") != "60" {
+		t.Errorf("both failing: %d (%s), Retry-After %q; want 503, retry after 60 s", e.StatusCode, e.Message, e.Response.Header.Get("Retry-After"))
+	}
+	clock.advance(20 * time.Second)
+	_, _, err = p.chat(t)
+	if e := apiError(t, err); e.StatusCode != 503 || e.Response.Header.Get("Retry-After") != "40" || !strings.Contains(e.Message, "circuit breaker open") {
+		t.Errorf("both cut off: %d (%s), Retry-After %q; want 503 naming the breakers, retry after 40 s",
+			e.StatusCode, e.Message, e.Response.Header.Get("Retry-After"))
+	}
+	if calls := p.A.Calls.Load() + p.B.Calls.Load(); calls != 2 {
+		t.Errorf("the providers got %d calls, want 2: none while their breakers are open", calls)
+	}
 }
 
 // mustBreakers reads the breakers GET /v1/inference/stats lists.

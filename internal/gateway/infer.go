@@ -59,7 +59,7 @@ func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 		}
 		plan, why := g.plan(req, all, g.cfg.MaxAttempts)
 		if len(plan) == 0 {
-			return noProvider(req.Model, len(all), why)
+			return g.unavailable(noProvider(req.Model, len(all), why), all)
 		}
 		res, err := g.budgets.admit(r.Context(), c.Caller, g.worstCost(req, plan))
 		if err != nil {
@@ -142,7 +142,11 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 				g.health.release(c.up)
 				break
 			}
-			g.health.failure(c.up)
+			if fail.status == http.StatusTooManyRequests {
+				g.health.busy(c.up)
+			} else {
+				g.health.failure(c.up)
+			}
 			if fail.status == http.StatusNotFound {
 				g.catalog.invalidate() // the node no longer serves the model
 			}
@@ -158,14 +162,42 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 	if r.Context().Err() != nil {
 		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "request cancelled")
 	}
-	return allFailed(x.req.Model, failures)
+	ps := make([]*provider, len(plan))
+	for i, c := range plan {
+		ps[i] = c.provider
+	}
+	if len(failures) == 0 {
+		return g.unavailable(idlegrid.Errorf(idlegrid.EUNAVAILABLE, "every provider of model %q is cut off after failing; retry in a while", x.req.Model), ps)
+	}
+	return g.unavailable(allFailed(x.req.Model, failures), ps)
 }
 
-// allFailed is the renter's error when no provider answered.
-func allFailed(model string, fs []*attemptError) error {
-	if len(fs) == 0 {
-		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "every provider of model %q is cut off after failing; retry in a while", model)
+// soonestTrial is how long until the first of the providers' open
+// breakers lets a request through; 0 when none is open.
+func (g *Gateway) soonestTrial(ps []*provider) time.Duration {
+	soonest := time.Duration(0)
+	for _, p := range ps {
+		if d := g.health.cooldownLeft(g.health.of(p.key)); d > 0 && (soonest == 0 || d < soonest) {
+			soonest = d
+		}
 	}
+	return soonest
+}
+
+// unavailable marks err, when the breakers of some of ps are open, as worth
+// retrying once the first of them lets a trial through.
+func (g *Gateway) unavailable(err error, ps []*provider) error {
+	if idlegrid.ErrorCode(err) != idlegrid.EUNAVAILABLE {
+		return err
+	}
+	if d := g.soonestTrial(ps); d > 0 {
+		return retryAfter(err, d)
+	}
+	return err
+}
+
+// allFailed is the renter's error when every provider tried failed.
+func allFailed(model string, fs []*attemptError) error {
 	busy := true
 	msgs := make([]string, len(fs))
 	for i, f := range fs {
@@ -173,7 +205,7 @@ func allFailed(model string, fs []*attemptError) error {
 		msgs[i] = f.Error()
 	}
 	if busy {
-		return idlegrid.Errorf(idlegrid.ETOOMANY, "every provider of model %q tried is at capacity; retry shortly", model)
+		return retryAfter(idlegrid.Errorf(idlegrid.ETOOMANY, "every provider of model %q tried is at capacity; retry shortly", model), time.Second)
 	}
 	return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "%d providers of model %q failed: %s", len(fs), model, strings.Join(msgs, "; "))
 }
