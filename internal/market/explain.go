@@ -96,7 +96,11 @@ func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
 		ex.EstimateNote = "when its reserved GPUs should be free"
 	default:
 		ex.Summary = d.Reason
+		ahead := e.queueAhead(&q, starts)
 		ex.EstimatedStart, ex.EstimateNote = e.estimate(&q, starts)
+		if ahead > 0 && !ex.EstimatedStart.IsZero() {
+			ex.EstimateNote += fmt.Sprintf(", after the %d queued %s ahead of it that could use the same nodes", ahead, plural(ahead, "job", "jobs"))
+		}
 		if ex.EstimatedStart.IsZero() {
 			ex.EstimateNote = neverNote(quotes)
 		}
@@ -128,6 +132,77 @@ func (e *Engine) estimate(q *query, starts []cand) (time.Time, string) {
 		}
 	}
 	return time.Time{}, ""
+}
+
+// maxAhead is how many of the jobs queued ahead of a job its estimate
+// reckons with.
+const maxAhead = 256
+
+// queueAhead moves the starts of q's job later by the jobs queued ahead of
+// it, in the scheduler's order (tier, then arrival): each in turn takes,
+// for its duration, the node among starts it could use that is free soonest
+// and cannot also hold q's job beside it. Those holding a reservation are
+// counted already, on the nodes they reserved. Jobs that arrive later are not
+// foreseen, though gold and silver go ahead of bronze when they come. It
+// returns how many of the jobs ahead could use the nodes.
+func (e *Engine) queueAhead(q *query, starts []cand) int {
+	if len(starts) == 0 {
+		return 0
+	}
+	var ahead []*idlegrid.Job
+	for _, j := range e.queued {
+		// A job with a reservation is in starts already: its reserved
+		// nodes free up only when it ends (estimateOn).
+		if j.ID != q.job.ID && e.reservations[j.ID] == nil && queuedBefore(j, q.job) {
+			ahead = append(ahead, j)
+		}
+	}
+	slices.SortFunc(ahead, func(a, b *idlegrid.Job) int {
+		return cmp.Or(cmp.Compare(a.Tier.Rank(), b.Tier.Rank()), a.CreatedAt.Compare(b.CreatedAt), compareStrings(a.ID, b.ID))
+	})
+	// The soonest nodes decide the estimate; the rest keep their starts.
+	slices.SortFunc(starts, func(a, b cand) int { return cmp.Compare(a.start, b.start) })
+	soonest := starts[:min(len(starts), maxAhead/4)]
+	competing := 0
+	for _, a := range ahead[:min(len(ahead), maxAhead)] {
+		qa := e.query(a, timeOf(q.now))
+		best := -1
+		for i := range soonest {
+			nd := soonest[i].nd
+			if len(nd.gpus) >= max(a.GPUs, 1)+q.g || !e.couldUse(&qa, nd) {
+				continue // room for both, or it cannot use nd
+			}
+			if best < 0 || soonest[i].start < soonest[best].start {
+				best = i
+			}
+		}
+		if best >= 0 {
+			competing++
+			soonest[best].start += max(a.DurationSeconds, 1) * int64(time.Second)
+		}
+	}
+	return competing
+}
+
+// queuedBefore reports whether the scheduler takes a before b.
+func queuedBefore(a, b *idlegrid.Job) bool {
+	if ra, rb := a.Tier.Rank(), b.Tier.Rank(); ra != rb {
+		return ra < rb
+	}
+	return a.CreatedAt.Before(b.CreatedAt) || (a.CreatedAt.Equal(b.CreatedAt) && a.ID < b.ID)
+}
+
+// couldUse reports whether the job of qa meets nd's hardware, rules and
+// ask, whatever nd's load and window now.
+func (e *Engine) couldUse(qa *query, nd *node) bool {
+	if e.staticReason(nd, qa.job) != "" {
+		return false
+	}
+	switch e.nodeReason(qa, nd) {
+	case "", ReasonWindow, ReasonCapacity:
+		return true
+	}
+	return false
 }
 
 // neverNote says why no start can be estimated, and what to change, from

@@ -174,6 +174,22 @@ func (m *engineMatcher) queued(j *liveJob) {
 	m.e.NoteQueued(j.eng)
 }
 
+// estimator is a matcher that can say when a waiting job should start.
+type estimator interface {
+	// estimateStart is when j, waiting at now, should start, in seconds;
+	// 0 when it cannot say.
+	estimateStart(j *liveJob, now int64) int64
+}
+
+// estimateStart is the estimated start of idlegrid job explain.
+func (m *engineMatcher) estimateStart(j *liveJob, now int64) int64 {
+	ex := m.e.Explain(j.eng, at(now))
+	if ex.EstimatedStart.IsZero() {
+		return 0
+	}
+	return seconds(ex.EstimatedStart)
+}
+
 func (m *engineMatcher) forget(j *liveJob) { m.e.ForgetJob(j.eng.ID) }
 
 func (m *engineMatcher) place(j *liveJob, now int64) decision {

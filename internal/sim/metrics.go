@@ -68,10 +68,32 @@ type Metrics struct {
 	PriceSeries     map[string][]idlegrid.Micros
 	PriceBinSeconds int64
 
+	// Estimates holds the estimated starts (idlegrid job explain) of jobs
+	// when they first waited against their actual starts; matchers that
+	// cannot estimate leave it empty.
+	Estimates EstimateStats
+
 	Probes  [3]ProbeStats // the estimator's probe jobs, per tier
 	Watched WatchedStats  // the estimator's own nodes
 
 	Summary Summary
+}
+
+// OnTimeSlack is how late, in seconds, a start may be and still count as
+// on time against its estimate: a placement pass and a little rounding.
+const OnTimeSlack = 300
+
+// EstimateStats compares the start the market estimated for each job when
+// it first waited with the start the job got.
+type EstimateStats struct {
+	Asked   int // jobs that waited, asked once each
+	Unknown int // of those, the ones the market gave no estimate
+	// Late holds per tier (gold, silver, bronze), for each job with an
+	// estimate that later started, its actual start less its estimate in
+	// seconds: above 0 it started late.
+	Late [3][]int32
+	// UnknownStarted counts the jobs without an estimate that started.
+	UnknownStarted int
 }
 
 // ProbeStats is what became of the estimator's probe jobs of one tier.
@@ -98,6 +120,13 @@ type Summary struct {
 	WaitP50, WaitP95, WaitP99 [3]int32 // seconds, per tier
 	Started                   [3]int
 	NeverPlaced               int
+	// LateP10, LateP50 and LateP90 are percentiles of how much later than
+	// estimated jobs started (negative: earlier); OnTime is the share that
+	// started no more than OnTimeSlack after their estimate, of all tiers
+	// and per tier.
+	LateP10, LateP50, LateP90 int32
+	OnTime                    float64
+	OnTimeByTier              [3]float64
 	PlaceMeanNanos            int64
 	PlaceP50Nanos             uint32
 	PlaceP99Nanos             uint32
@@ -142,8 +171,27 @@ func (m *Metrics) arrived(j *liveJob) {
 	}
 }
 
+// Started counts the jobs with an estimate that started.
+func (e *EstimateStats) Started() int {
+	return len(e.Late[0]) + len(e.Late[1]) + len(e.Late[2])
+}
+
+func (m *Metrics) askedEstimate(j *liveJob) {
+	m.Estimates.Asked++
+	if j.estimate == 0 {
+		m.Estimates.Unknown++
+	}
+}
+
 func (m *Metrics) started(j *liveJob, t int64, price idlegrid.Micros) {
 	m.JobsStarted++
+	switch {
+	case j.asked && j.estimate != 0:
+		late := &m.Estimates.Late[j.spec.tier]
+		*late = append(*late, int32(max(min(t-j.estimate, 1<<31-1), -1<<31)))
+	case j.asked:
+		m.Estimates.UnknownStarted++
+	}
 	wait := int32(min(t-j.arrived, 1<<31-1))
 	m.Waits[j.spec.tier] = append(m.Waits[j.spec.tier], wait)
 	if j.spec.probe {
@@ -239,6 +287,13 @@ func (m *Metrics) finish(r *replay) {
 	for _, n := range m.NeverPlaced {
 		s.NeverPlaced += n
 	}
+	if late := sortedCopy(slices.Concat(m.Estimates.Late[:]...)); len(late) > 0 {
+		s.LateP10, s.LateP50, s.LateP90 = percentile(late, 10), percentile(late, 50), percentile(late, 90)
+		s.OnTime = onTime(late)
+		for t, l := range m.Estimates.Late {
+			s.OnTimeByTier[t] = onTime(sortedCopy(l))
+		}
+	}
 	if len(m.placeNanos) > 0 {
 		var total int64
 		for _, d := range m.placeNanos {
@@ -249,6 +304,16 @@ func (m *Metrics) finish(r *replay) {
 		s.PlaceP50Nanos, s.PlaceP99Nanos = percentile(ns, 50), percentile(ns, 99)
 	}
 	m.placeNanos = nil
+}
+
+// onTime is the share of sorted lateness no more than OnTimeSlack; 0 when
+// there is none.
+func onTime(late []int32) float64 {
+	if len(late) == 0 {
+		return 0
+	}
+	n, _ := slices.BinarySearch(late, OnTimeSlack+1)
+	return float64(n) / float64(len(late))
 }
 
 // ReasonCategory folds the market's reason for a wait into a few kinds,

@@ -76,9 +76,14 @@ type liveJob struct {
 	tried     bool // tried since it last joined the queue
 	reserved  bool // the matcher holds GPUs for it: no other job speaks for it
 	reason    string
-	running   int             // live leases
-	leases    []*lease        // of its current placement
-	charged   idlegrid.Micros // every charge so far
+	// asked is whether the matcher was asked, when the job first waited,
+	// when it should start (see estimator); estimate is its answer, in
+	// seconds, 0 when it had none.
+	asked    bool
+	estimate int64
+	running  int             // live leases
+	leases   []*lease        // of its current placement
+	charged  idlegrid.Micros // every charge so far
 }
 
 // lease is one node's share of a placed job.
@@ -537,9 +542,23 @@ func (r *replay) try(j *liveJob, t int64) {
 	j.reserved = d.reserved
 	if len(d.picks) == 0 {
 		j.reason = d.reason
+		r.askEstimate(j, t)
 		k := domKey{j.spec.tier, j.spec.models, j.spec.region}
 		r.fails[k] = append(r.fails[k], failure{j.spec.gpus, j.remaining, j.spec.cap, d.reason})
 	}
+}
+
+// askEstimate asks the matcher, the first time j waits, when j should
+// start, as a renter running idlegrid job explain would; the answer is
+// held up against the start the replay then gives it.
+func (r *replay) askEstimate(j *liveJob, t int64) {
+	est, ok := r.m.(estimator)
+	if !ok || j.asked || j.started {
+		return
+	}
+	j.asked = true
+	j.estimate = est.estimateStart(j, t)
+	r.met.askedEstimate(j)
 }
 
 func (r *replay) noticeSeconds() int64 {

@@ -134,6 +134,19 @@ func (r *Result) Flat() map[string]any {
 		for reason, n := range m.NeverPlaced {
 			put("never_placed_"+slug(reason), n)
 		}
+		if e := &m.Estimates; e.Asked > 0 {
+			put("estimates_asked", e.Asked)
+			put("estimates_unknown", e.Unknown)
+			put("estimates_unknown_started", e.UnknownStarted)
+			put("estimates_started", e.Started())
+			put("estimate_late_p10_s", s.LateP10)
+			put("estimate_late_p50_s", s.LateP50)
+			put("estimate_late_p90_s", s.LateP90)
+			put("estimate_on_time", s.OnTime)
+			for t, tier := range idlegrid.Tiers {
+				put("estimate_on_time_"+string(tier), s.OnTimeByTier[t])
+			}
+		}
 		put("place_calls", m.PlaceCalls)
 		put("place_skipped", m.Skipped)
 		put("place_mean_us", float64(s.PlaceMeanNanos)/1000)
@@ -241,6 +254,45 @@ func (r *Result) WriteText(out io.Writer) error {
 	})
 	line("gave up after a requeue", func(m *Metrics) string { return grouped(int64(m.GaveUpAfterRequeue)) })
 	line("still waiting at the end", func(m *Metrics) string { return grouped(int64(sum(m.WaitingAtEnd))) })
+	estimates := func(f func(m *Metrics) string) func(m *Metrics) string {
+		return func(m *Metrics) string {
+			if m.Estimates.Asked == 0 {
+				return "-"
+			}
+			return f(m)
+		}
+	}
+	line("waited: estimated start given / none", estimates(func(m *Metrics) string {
+		e := &m.Estimates
+		return fmt.Sprintf("%s / %s", grouped(int64(e.Asked-e.Unknown)), grouped(int64(e.Unknown)))
+	}))
+	line("started vs estimate p10/p50/p90", estimates(func(m *Metrics) string {
+		s := &m.Summary
+		if m.Estimates.Started() == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%s/%s/%s", signedDur(s.LateP10), signedDur(s.LateP50), signedDur(s.LateP90))
+	}))
+	line("started by the estimate (+5m), g/s/b", estimates(func(m *Metrics) string {
+		if m.Estimates.Started() == 0 {
+			return "-"
+		}
+		s := &m.Summary
+		cell := pct(s.OnTime) + ","
+		for t, l := range m.Estimates.Late {
+			if sep := "/"; t == 0 {
+				cell += " "
+			} else {
+				cell += sep
+			}
+			if len(l) == 0 {
+				cell += "-"
+			} else {
+				cell += fmt.Sprintf("%.0f%%", 100*s.OnTimeByTier[t])
+			}
+		}
+		return cell
+	}))
 	line("decisions (skipped as dominated)", func(m *Metrics) string {
 		return fmt.Sprintf("%s (%s)", grouped(int64(m.PlaceCalls)), grouped(int64(m.Skipped)))
 	})
@@ -359,6 +411,17 @@ func dur(s int32) string {
 		return fmt.Sprintf("%.1fh", float64(s)/3600)
 	}
 	return fmt.Sprintf("%.1fd", float64(s)/86400)
+}
+
+// signedDur is dur with a sign: "+2m" late, "-1.5h" early, "0s" on time.
+func signedDur(s int32) string {
+	switch {
+	case s > 0:
+		return "+" + dur(s)
+	case s < 0:
+		return "-" + dur(-max(s, -1<<31+1))
+	}
+	return "0s"
 }
 
 func micro(ns int64) string {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -415,6 +416,28 @@ func TestRun_bronzeWindows(t *testing.T) {
 				t.Errorf("%q, checkpoint every %v, %s: %d window-end stops, %d completed, bronze waits %v; want %d stops, 1 completed, a wait of at most %ds",
 					tc.demand, tc.every, m.Name, m.WindowStops, m.JobsCompleted, m.Waits[2], stops, waitAtMost)
 			}
+		}
+	}
+}
+
+// The engine's estimated start, asked when a job first waits, is held up
+// against its actual start: on one GPU, a bronze job that waits for the
+// running one, and a shorter bronze job behind it that waits for both,
+// start when estimated.
+func TestRun_estimates(t *testing.T) {
+	const supply = "node,gpu_model,gpus,region,window_start,window_end\nn1,T4,1,eu-west,0,100000\n"
+	const demand = "submit,duration,gpus,gpu_models,tier\n0,3600,1,T4,silver\n60,1800,1,T4,bronze\n120,600,1,T4,bronze\n"
+	for _, m := range mustRun(t, mustCSV(t, demand, supply)).Runs {
+		e := &m.Estimates
+		if m.Name != "engine" {
+			if e.Asked != 0 {
+				t.Errorf("%s: %d estimates asked; only the engine estimates", m.Name, e.Asked)
+			}
+			continue
+		}
+		if e.Asked != 2 || e.Unknown != 0 || !slices.Equal(e.Late[2], []int32{0, 0}) || m.Summary.OnTimeByTier[2] != 1 {
+			t.Errorf("engine: asked %d, unknown %d, late %v, on time %.2f; want 2 asked, both started when estimated",
+				e.Asked, e.Unknown, e.Late, m.Summary.OnTime)
 		}
 	}
 }
