@@ -49,6 +49,8 @@ const (
 	DefaultReserveOutputTokens = 4096
 	DefaultMaxBodyBytes        = 8 << 20
 	DefaultMaxAnswerBytes      = 64 << 20
+	DefaultQueueTimeout        = 10 * time.Second
+	DefaultMaxQueue            = 1024
 )
 
 // NodeDialer reaches a node's agent: the round tripper of its live
@@ -120,6 +122,13 @@ type Config struct {
 	// MaxBodyBytes caps a request; MaxAnswerBytes a non-streamed answer.
 	MaxBodyBytes   int64
 	MaxAnswerBytes int64
+	// QueueTimeout is how long a request may wait for room when every
+	// provider it may use is at its max_concurrency (by this gateway's
+	// count), before it is refused with 429. Default 10s; negative: it is
+	// refused, or tried at the busy providers, at once. MaxQueue caps the
+	// requests waiting per model; more are refused at once. Default 1024.
+	QueueTimeout time.Duration
+	MaxQueue     int
 }
 
 func (c *Config) setDefaults() {
@@ -141,6 +150,10 @@ func (c *Config) setDefaults() {
 	setDefault(&c.ReserveOutputTokens, DefaultReserveOutputTokens)
 	setDefault(&c.MaxBodyBytes, DefaultMaxBodyBytes)
 	setDefault(&c.MaxAnswerBytes, DefaultMaxAnswerBytes)
+	if c.QueueTimeout == 0 {
+		c.QueueTimeout = DefaultQueueTimeout
+	}
+	setDefault(&c.MaxQueue, DefaultMaxQueue)
 }
 
 func setDefault[T int | int64 | time.Duration](v *T, def T) {
@@ -162,7 +175,8 @@ type Gateway struct {
 	stats   statsBook
 	meter   *meter
 	auth    authCache
-	active  activity // inference requests running
+	active  activity    // inference requests running
+	waiting waitingRoom // requests waiting for a provider with room
 }
 
 // Patterns are the routes the gateway answers, for the API's mux.

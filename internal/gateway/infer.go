@@ -32,7 +32,8 @@ type exchange struct {
 	caller *idlegrid.Caller
 	start  time.Time
 	res    *reservation
-	body   []byte // what goes upstream
+	body   []byte     // what goes upstream
+	held   *candidate // counted in at its provider already (waitForRoom)
 }
 
 // infer serves one of the inference endpoints.
@@ -61,17 +62,23 @@ func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 		if len(plan) == 0 {
 			return g.unavailable(noProvider(req.Model, len(all), why), all)
 		}
+		plan, held, err := g.waitForRoom(r.Context(), req, all, plan)
+		if err != nil {
+			return err
+		}
 		res, err := g.budgets.admit(r.Context(), c.Caller, g.worstCost(req, plan))
 		if err != nil {
+			g.leave(held, req.Model)
 			return err
 		}
 		defer res.done()
 		up, err := req.Upstream()
 		if err != nil {
+			g.leave(held, req.Model)
 			res.release(0)
 			return err
 		}
-		x := &exchange{g: g, id: idlegrid.NewID("req"), req: req, caller: c.Caller, start: start, res: res, body: up}
+		x := &exchange{g: g, id: idlegrid.NewID("req"), req: req, caller: c.Caller, start: start, res: res, body: up, held: held}
 		w.Header().Set("X-Request-Id", x.id)
 		return x.run(w, r, plan)
 	}
@@ -127,17 +134,24 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 	var failures []*attemptError
 	attempts := 0
 	for _, c := range plan {
-		if r.Context().Err() != nil {
-			break
-		}
-		if !g.health.allow(c.up) {
+		held := c == x.held
+		x.held = nil
+		if r.Context().Err() != nil || !g.health.allow(c.up) {
+			if held {
+				g.leave(c, x.req.Model)
+			}
+			if r.Context().Err() != nil {
+				break
+			}
 			continue
 		}
 		attempts++
-		c.up.inflight.Add(1)
+		if !held {
+			c.up.inflight.Add(1)
+		}
 		a, fail := x.open(r.Context(), c)
 		if fail != nil {
-			c.up.inflight.Add(-1)
+			g.leave(c, x.req.Model)
 			if r.Context().Err() != nil {
 				g.health.release(c.up)
 				break
@@ -155,7 +169,7 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 			continue
 		}
 		x.deliver(w, r, c, a, attempts)
-		c.up.inflight.Add(-1)
+		g.leave(c, x.req.Model)
 		return nil
 	}
 	x.res.release(0)
@@ -170,6 +184,16 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 		return g.unavailable(idlegrid.Errorf(idlegrid.EUNAVAILABLE, "every provider of model %q is cut off after failing; retry in a while", x.req.Model), ps)
 	}
 	return g.unavailable(allFailed(x.req.Model, failures), ps)
+}
+
+// leave counts a request out of c's provider, and wakes the requests
+// waiting for room at one of the model's providers. A nil c is none.
+func (g *Gateway) leave(c *candidate, model string) {
+	if c == nil {
+		return
+	}
+	c.up.inflight.Add(-1)
+	g.waiting.freed(model)
 }
 
 // soonestTrial is how long until the first of the providers' open

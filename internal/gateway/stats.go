@@ -76,6 +76,9 @@ type StatsResponse struct {
 	// Breakers are the circuit breakers that have tripped since the
 	// gateway started; one that never has is closed and not listed.
 	Breakers []BreakerStats `json:"breakers"`
+	// Waiting is, per model, how many requests wait now for one of its
+	// providers to have room; a model none wait for is not listed.
+	Waiting map[string]int `json:"waiting"`
 }
 
 // BreakerStats is one node's circuit breaker for one model: its state now
@@ -157,7 +160,7 @@ func quantile(xs []float64, q float64) float64 {
 // serveStats answers GET /v1/inference/stats: every model's figures and
 // the breakers that have tripped.
 func (g *Gateway) serveStats(w http.ResponseWriter, r *http.Request, c *apiKey) error {
-	writeJSON(w, http.StatusOK, StatsResponse{Models: g.stats.snapshot(), Breakers: g.Breakers()})
+	writeJSON(w, http.StatusOK, StatsResponse{Models: g.stats.snapshot(), Breakers: g.Breakers(), Waiting: g.waiting.depth()})
 	return nil
 }
 
