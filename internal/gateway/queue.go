@@ -114,6 +114,15 @@ func (g *Gateway) waitForRoom(ctx context.Context, req *openai.Request, all []*p
 	timeout := time.NewTimer(g.cfg.QueueTimeout)
 	defer timeout.Stop()
 	for {
+		// Planned after taking the channel, so that a slot freed since the
+		// last plan is seen or wakes it.
+		plan, why := g.plan(req, all, g.cfg.MaxAttempts)
+		if len(plan) == 0 {
+			return nil, nil, g.unavailable(noProvider(req.Model, len(all), why), all)
+		}
+		if c := plan[0]; !saturated(plan) && c.up.take(int64(c.Model.MaxConcurrency)) {
+			return plan, c, nil
+		}
 		select {
 		case <-freed:
 		case <-timeout.C:
@@ -122,14 +131,7 @@ func (g *Gateway) waitForRoom(ctx context.Context, req *openai.Request, all []*p
 		case <-ctx.Done():
 			return nil, nil, idlegrid.Errorf(idlegrid.EUNAVAILABLE, "request cancelled")
 		}
-		freed = g.waiting.next(req.Model) // before planning, so that no slot freed meanwhile is missed
-		plan, why := g.plan(req, all, g.cfg.MaxAttempts)
-		if len(plan) == 0 {
-			return nil, nil, g.unavailable(noProvider(req.Model, len(all), why), all)
-		}
-		if c := plan[0]; !saturated(plan) && c.up.take(int64(c.Model.MaxConcurrency)) {
-			return plan, c, nil
-		}
+		freed = g.waiting.next(req.Model)
 	}
 }
 
