@@ -101,6 +101,9 @@ func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
 		if ahead > 0 && !ex.EstimatedStart.IsZero() {
 			ex.EstimateNote += fmt.Sprintf(", after the %d queued %s ahead of it that could use the same nodes", ahead, plural(ahead, "job", "jobs"))
 		}
+		if job.Tier != idlegrid.TierGold && !ex.EstimatedStart.IsZero() {
+			ex.EstimateNote += "; " + string(job.Tier) + " starts later if jobs of a higher tier come first"
+		}
 		if ex.EstimatedStart.IsZero() {
 			ex.EstimateNote = neverNote(quotes)
 		}
