@@ -254,45 +254,7 @@ func (r *Result) WriteText(out io.Writer) error {
 	})
 	line("gave up after a requeue", func(m *Metrics) string { return grouped(int64(m.GaveUpAfterRequeue)) })
 	line("still waiting at the end", func(m *Metrics) string { return grouped(int64(sum(m.WaitingAtEnd))) })
-	estimates := func(f func(m *Metrics) string) func(m *Metrics) string {
-		return func(m *Metrics) string {
-			if m.Estimates.Asked == 0 {
-				return "-"
-			}
-			return f(m)
-		}
-	}
-	line("waited: estimated start given / none", estimates(func(m *Metrics) string {
-		e := &m.Estimates
-		return fmt.Sprintf("%s / %s", grouped(int64(e.Asked-e.Unknown)), grouped(int64(e.Unknown)))
-	}))
-	line("started vs estimate p10/p50/p90", estimates(func(m *Metrics) string {
-		s := &m.Summary
-		if m.Estimates.Started() == 0 {
-			return "-"
-		}
-		return fmt.Sprintf("%s/%s/%s", signedDur(s.LateP10), signedDur(s.LateP50), signedDur(s.LateP90))
-	}))
-	line("started by the estimate (+5m), g/s/b", estimates(func(m *Metrics) string {
-		if m.Estimates.Started() == 0 {
-			return "-"
-		}
-		s := &m.Summary
-		cell := pct(s.OnTime) + ","
-		for t, l := range m.Estimates.Late {
-			if sep := "/"; t == 0 {
-				cell += " "
-			} else {
-				cell += sep
-			}
-			if len(l) == 0 {
-				cell += "-"
-			} else {
-				cell += fmt.Sprintf("%.0f%%", 100*s.OnTimeByTier[t])
-			}
-		}
-		return cell
-	}))
+	estimateLines(line)
 	line("decisions (skipped as dominated)", func(m *Metrics) string {
 		return fmt.Sprintf("%s (%s)", grouped(int64(m.PlaceCalls)), grouped(int64(m.Skipped)))
 	})
@@ -338,6 +300,44 @@ func (r *Result) WriteText(out io.Writer) error {
 	}
 	fmt.Fprintln(out)
 	return nil
+}
+
+// estimateLines writes the rows on the engine's estimated starts: how many
+// jobs that waited got one, how late they started against it, and the
+// share on time, of all tiers and per tier; "-" for runs without them.
+func estimateLines(line func(label string, f func(m *Metrics) string)) {
+	estimates := func(f func(m *Metrics) string) func(m *Metrics) string {
+		return func(m *Metrics) string {
+			if m.Estimates.Asked == 0 {
+				return "-"
+			}
+			return f(m)
+		}
+	}
+	line("waited: estimated start given / none", estimates(func(m *Metrics) string {
+		e := &m.Estimates
+		return fmt.Sprintf("%s / %s", grouped(int64(e.Asked-e.Unknown)), grouped(int64(e.Unknown)))
+	}))
+	line("started vs estimate p10/p50/p90", estimates(func(m *Metrics) string {
+		if m.Estimates.Started() == 0 {
+			return "-"
+		}
+		s := &m.Summary
+		return fmt.Sprintf("%s/%s/%s", signedDur(s.LateP10), signedDur(s.LateP50), signedDur(s.LateP90))
+	}))
+	line("started by the estimate (+5m), g/s/b", estimates(func(m *Metrics) string {
+		if m.Estimates.Started() == 0 {
+			return "-"
+		}
+		tiers := make([]string, len(m.Estimates.Late))
+		for t, l := range m.Estimates.Late {
+			tiers[t] = "-"
+			if len(l) > 0 {
+				tiers[t] = fmt.Sprintf("%.0f%%", 100*m.Summary.OnTimeByTier[t])
+			}
+		}
+		return pct(m.Summary.OnTime) + ", " + strings.Join(tiers, "/")
+	}))
 }
 
 func writeReport(out io.Writer, what string, rep trace.Report) {
