@@ -48,6 +48,7 @@ func commands() []command {
 		{"lease", "inspect a lease and its events", func(ctx context.Context, e *env, a []string) error { return (&leaseCommand{env: e}).Run(ctx, a) }},
 		{"node", "list and inspect nodes", func(ctx context.Context, e *env, a []string) error { return (&nodeCommand{env: e}).Run(ctx, a) }},
 		{"market", "prices, supply, demand and suggested asks per GPU model and region", func(ctx context.Context, e *env, a []string) error { return (&marketCommand{env: e}).Run(ctx, a) }},
+		{"inference", "the OpenAI-compatible gateway: models served, latency and price per model, your metered requests", func(ctx context.Context, e *env, a []string) error { return (&inferenceCommand{env: e}).Run(ctx, a) }},
 		{"sim", "replay real traces through the market engine and baselines: fill, savings, earnings, waits", func(ctx context.Context, e *env, a []string) error { return (&simCommand{env: e}).Run(ctx, a) }},
 		{"estimate", "what a provider would earn, or a renter pay, from the live market or a trace replay", func(ctx context.Context, e *env, a []string) error { return (&estimateCommand{env: e}).Run(ctx, a) }},
 		{"token", "create, list and revoke join tokens (providers)", func(ctx context.Context, e *env, a []string) error { return (&tokenCommand{env: e}).Run(ctx, a) }},

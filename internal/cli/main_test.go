@@ -84,6 +84,7 @@ var everyCommand = [][]string{
 	{"account", "create"}, {"account", "ls"}, {"account", "balance"}, {"account", "topup"}, {"account", "transfers"},
 	{"account", "show"}, {"account", "statement"}, {"account", "limit"}, {"account", "notices"}, {"key", "limit"},
 	{"payout", "request"}, {"payout", "ls"}, {"payout", "settle"}, {"payout", "reject"},
+	{"inference", "models"}, {"inference", "stats"}, {"inference", "usage"},
 }
 
 func TestMain_CommandHelp(t *testing.T) {

@@ -1,0 +1,42 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/gateway"
+	"github.com/idlegrid/idlegrid/internal/openai"
+)
+
+// InferenceModels lists the models providers serve now through the
+// inference gateway, with the cheapest prices and the number of providers
+// of each (GET /v1/models). Renters call them with any OpenAI client.
+func (c *Client) InferenceModels(ctx context.Context) ([]openai.Model, error) {
+	var out openai.ModelList
+	err := c.do(ctx, call{method: http.MethodGet, path: path("models"), out: &out})
+	return out.Data, err
+}
+
+// InferenceStats returns the gateway's figures per model: latency and time
+// to first token, tokens a second, price per million tokens, requests
+// waiting for room; and the circuit breakers that have tripped.
+func (c *Client) InferenceStats(ctx context.Context) (*gateway.StatsResponse, error) {
+	var out gateway.StatsResponse
+	err := c.do(ctx, call{method: http.MethodGet, path: path("inference", "stats"), out: &out})
+	return &out, err
+}
+
+// InferenceUsage lists the caller's metered gateway requests, as renter or
+// provider, newest first; limit 0 is the server's default (100).
+func (c *Client) InferenceUsage(ctx context.Context, limit int) ([]*idlegrid.InferenceUsage, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out gateway.UsageResponse
+	err := c.do(ctx, call{method: http.MethodGet, path: path("inference", "usage"), query: q, out: &out})
+	return out.Data, err
+}

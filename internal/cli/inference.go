@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/gateway"
+)
+
+// inferenceCommand is "idlegrid inference": the inference gateway from the
+// terminal. Requests themselves go through any OpenAI client.
+type inferenceCommand struct{ env *env }
+
+func (c *inferenceCommand) Run(ctx context.Context, args []string) error {
+	return c.env.runGroup("inference", `The OpenAI-compatible gateway to the models providers serve. Point any
+OpenAI client at this server's /v1/ with your API key (docs/gateway.md).`, []subcommand{
+		{"models", "the models served now, with the cheapest prices and how many providers serve each", func(a []string) error { return c.models(ctx, a) }},
+		{"stats", "per model: latency, time to first token, tokens/s, $ per million tokens, requests waiting", func(a []string) error { return c.stats(ctx, a) }},
+		{"usage", "your metered requests, newest first: tokens, latency, charge", func(a []string) error { return c.usage(ctx, a) }},
+	}, args)
+}
+
+func (c *inferenceCommand) models(ctx context.Context, args []string) error {
+	fs := c.env.flags("inference models", help{
+		usage: "idlegrid inference models [--json]",
+		about: `List the models that providers serve now through the gateway, with the
+cheapest price per million prompt and completion tokens, and how many
+providers serve each. Providers cut off by their circuit breaker, or
+without a live session, do not count.`,
+		examples: "idlegrid inference models\n idlegrid inference models --json",
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := fs.parseArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	ms, err := cl.InferenceModels(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, nonNil(ms))
+	}
+	if len(ms) == 0 {
+		_, err := io.WriteString(c.env.Out, "no model is served now; providers list theirs in the agent config (docs/gateway.md)\n")
+		return err
+	}
+	t := newTable(c.env.Out, "MODEL", "PROVIDERS", "PROMPT $/M TOKENS", "COMPLETION $/M TOKENS")
+	for _, m := range ms {
+		in, out := "-", "-"
+		if p := m.Pricing; p != nil {
+			in, out = idlegrid.Micros(p.InputMicrosPerMTokens).String(), idlegrid.Micros(p.OutputMicrosPerMTokens).String()
+		}
+		t.row(m.ID, m.Providers, in, out)
+	}
+	return t.flush()
+}
+
+func (c *inferenceCommand) stats(ctx context.Context, args []string) error {
+	fs := c.env.flags("inference stats", help{
+		usage: "idlegrid inference stats [--json]",
+		about: `Show the gateway's figures per model over its recent requests: latency
+and time to first token at p50 and p95, completion tokens a second, what a
+million tokens cost on average, and the requests waiting now for a
+provider with room; then the providers' circuit breakers that have tripped.`,
+		examples: "idlegrid inference stats\n idlegrid inference stats --json",
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := fs.parseArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	st, err := cl.InferenceStats(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, st)
+	}
+	return printInferenceStats(c.env.Out, st)
+}
+
+// printInferenceStats shows the models' figures, then the breakers.
+func printInferenceStats(out io.Writer, st *gateway.StatsResponse) error {
+	if len(st.Models) == 0 && len(st.Waiting) == 0 {
+		_, err := io.WriteString(out, "no inference requests yet\n")
+		return err
+	}
+	t := newTable(out, "MODEL", "REQUESTS", "LATENCY P50/P95 MS", "TTFT P50/P95 MS", "TOKENS/S", "$/M TOKENS", "WAITING")
+	seen := map[string]bool{}
+	for _, m := range st.Models {
+		seen[m.Model] = true
+		t.row(m.Model, m.Requests, fmt.Sprintf("%.0f/%.0f", m.LatencyP50MS, m.LatencyP95MS),
+			fmt.Sprintf("%.0f/%.0f", m.TTFTP50MS, m.TTFTP95MS), fmt.Sprintf("%.1f", m.TokensPerSecond), m.MicrosPerMTokens, st.Waiting[m.Model])
+	}
+	for _, model := range sortedKeys(st.Waiting) {
+		if !seen[model] {
+			t.row(model, 0, "-", "-", "-", "-", st.Waiting[model])
+		}
+	}
+	if err := t.flush(); err != nil || len(st.Breakers) == 0 {
+		return err
+	}
+	io.WriteString(out, "\nCircuit breakers that have tripped:\n")
+	t = newTable(out, "  NODE", "MODEL", "STATE", "TRIPS", "HALF-OPENS", "CLOSES")
+	for _, b := range st.Breakers {
+		t.row("  "+b.NodeID, b.Model, b.State, b.Trips, b.HalfOpens, b.Closes)
+	}
+	return t.flush()
+}
+
+func (c *inferenceCommand) usage(ctx context.Context, args []string) error {
+	fs := c.env.flags("inference usage", help{
+		usage: "idlegrid inference usage [--limit N] [--json]",
+		about: `List your metered gateway requests, newest first: model, node, tokens in
+and out (and whether the model server reported them or the gateway
+counted them), latency, time to first token, providers tried, the status
+and the charge. A provider sees the requests its nodes served.`,
+		examples: "idlegrid inference usage\n idlegrid inference usage --limit 1000 --json",
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	limit := fs.Int("limit", 100, "at most this many requests (1–1000)")
+	if _, err := fs.parseArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	if *limit < 1 || *limit > 1000 {
+		return usagef("--limit must be between 1 and 1000, got %d", *limit)
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	us, err := cl.InferenceUsage(ctx, *limit)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, nonNil(us))
+	}
+	if len(us) == 0 {
+		_, err := io.WriteString(c.env.Out, "no inference requests yet\n")
+		return err
+	}
+	t := newTable(c.env.Out, "AT", "MODEL", "NODE", "TOKENS IN/OUT", "COUNTED BY", "LATENCY", "TTFT", "TRIES", "STATUS", "CHARGE")
+	for _, u := range us {
+		t.row(u.CreatedAt.UTC().Format(time.RFC3339), u.Model, u.NodeID, fmt.Sprintf("%d/%d", u.InputTokens, u.OutputTokens), u.Source,
+			micros(u.LatencyMicros), micros(u.TTFTMicros), u.Attempts, u.Status, u.ChargeMicros)
+	}
+	return t.flush()
+}
+
+// micros shows a duration in microseconds as milliseconds, e.g. "12.3ms".
+func micros(us int64) string {
+	return (time.Duration(us) * time.Microsecond).Round(100 * time.Microsecond).String()
+}

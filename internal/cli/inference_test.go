@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/idlegrid/idlegrid/internal/gateway"
+)
+
+func TestPrintInferenceStats(t *testing.T) {
+	var out bytes.Buffer
+	st := &gateway.StatsResponse{
+		Models: []gateway.ModelStats{{Model: "llama-3.1-8b", Requests: 12, LatencyP50MS: 420.4, LatencyP95MS: 1800,
+			TTFTP50MS: 61, TTFTP95MS: 240, TokensPerSecond: 38.25, MicrosPerMTokens: 171_000}},
+		Waiting:  map[string]int{"llama-3.1-8b": 3, "qwen-72b": 2},
+		Breakers: []gateway.BreakerStats{{NodeID: "node_a", Model: "llama-3.1-8b", State: "open", Trips: 2, HalfOpens: 1}},
+	}
+	if err := printInferenceStats(&out, st); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"llama-3.1-8b  12        420/1800            61/240           38.2      $0.171000   3\n",
+		"qwen-72b      0         -                   -                -         -           2\n",
+		"Circuit breakers that have tripped:\n",
+		"  node_a  llama-3.1-8b  open   2      1           0\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("printed:\n%s\nwant a line:\n%s", out.String(), want)
+		}
+	}
+}
+
+// The inference commands against a server no provider serves a model on
+// yet: they say so, and --json gives empty lists.
+func TestInferenceCommands_nothingServed(t *testing.T) {
+	url, adminKey := mustServer(t)
+	admin := map[string]string{"IDLEGRID_ADDR": url, "IDLEGRID_KEY": adminKey}
+	if out := must(t, admin, "inference", "models"); !strings.Contains(out, "no model is served now") {
+		t.Errorf("inference models printed:\n%s", out)
+	}
+	if out := must(t, admin, "inference", "stats"); out != "no inference requests yet\n" {
+		t.Errorf("inference stats printed:\n%s", out)
+	}
+	if out := must(t, admin, "inference", "usage"); out != "no inference requests yet\n" {
+		t.Errorf("inference usage printed:\n%s", out)
+	}
+	for _, cmd := range [][]string{{"inference", "models", "--json"}, {"inference", "usage", "--json"}} {
+		var list []json.RawMessage
+		mustJSON(t, admin, &list, cmd...)
+		if list == nil || len(list) != 0 {
+			t.Errorf("%v: %v, want an empty list", cmd, list)
+		}
+	}
+	var st gateway.StatsResponse
+	mustJSON(t, admin, &st, "inference", "stats", "--json")
+	if len(st.Models) != 0 || st.Breakers == nil {
+		t.Errorf("inference stats --json: %+v, want no models and an empty list of breakers", st)
+	}
+	if r := run(t, admin, "inference", "usage", "--limit", "0"); r.code != 2 || !strings.Contains(r.err, "--limit must be between 1 and 1000") {
+		t.Errorf("--limit 0: %s", r)
+	}
+}
