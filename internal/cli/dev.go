@@ -19,6 +19,7 @@ import (
 	"github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/agent"
 	gpufake "github.com/idlegrid/idlegrid/internal/gpu/fake"
+	"github.com/idlegrid/idlegrid/internal/infersim"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/runtime"
 	runtimefake "github.com/idlegrid/idlegrid/internal/runtime/fake"
@@ -310,11 +311,17 @@ func (d *devMarket) startAgents(ctx context.Context, wg *sync.WaitGroup, url str
 	for _, p := range devFleet {
 		token := d.state.Providers[p.name].JoinToken
 		for _, n := range p.nodes {
-			a, rt, err := d.newAgent(ctx, n, url, token)
+			models, stopModels, err := serveDevModels(n)
 			if err != nil {
 				return fmt.Errorf("node %s: %w", n.name, err)
 			}
+			a, rt, err := d.newAgent(ctx, n, url, token, models)
+			if err != nil {
+				stopModels()
+				return fmt.Errorf("node %s: %w", n.name, err)
+			}
 			wg.Go(func() {
+				defer stopModels()
 				defer rt.Close()
 				if err := a.Run(ctx); err != nil {
 					d.watch.note(fmt.Sprintf("agent of %s stopped: %s", n.name, errorText(err)))
@@ -325,8 +332,36 @@ func (d *devMarket) startAgents(ctx context.Context, wg *sync.WaitGroup, url str
 	return nil
 }
 
-func (d *devMarket) newAgent(ctx context.Context, n devNode, url, token string) (*agent.Agent, runtime.Runtime, error) {
+// servingNodes counts the fleet's nodes that serve the demo model.
+func servingNodes() int {
+	n := 0
+	for _, p := range devFleet {
+		for _, nd := range p.nodes {
+			if nd.serves != nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// serveDevModels starts the simulated model server of a node that serves
+// the demo model, and returns the agent's config of it and how to stop it.
+func serveDevModels(n devNode) ([]agent.ModelConfig, func(), error) {
+	if n.serves == nil {
+		return nil, func() {}, nil
+	}
+	ms, err := infersim.StartModelServer(n.serves.gpu, []string{devModelName})
+	if err != nil {
+		return nil, nil, err
+	}
+	return []agent.ModelConfig{{Name: devModelName, Upstream: ms.URL(), InputPrice: n.serves.inputPrice,
+		OutputPrice: n.serves.outputPrice, MaxConcurrency: n.serves.concurrency}}, ms.Close, nil
+}
+
+func (d *devMarket) newAgent(ctx context.Context, n devNode, url, token string, models []agent.ModelConfig) (*agent.Agent, runtime.Runtime, error) {
 	cfg := n.agentConfig(url, token, filepath.Join(d.dir, "nodes", n.name), d.speed)
+	cfg.Models = models
 	key, err := nodekey.LoadOrCreate(cfg.KeyPath())
 	if err != nil {
 		return nil, nil, err
@@ -373,6 +408,8 @@ func (d *devMarket) printHeader(url string) {
 	fmt.Fprintf(w, "  logs      %s\n", d.path("idlegrid.log"))
 	fmt.Fprintf(w, "  fleet     %d providers, %d nodes, %d GPUs; demo renter %s funded with %s\n",
 		len(devFleet), nodes, gpus, d.state.Renter.ID, devRenterFunds)
+	fmt.Fprintf(w, "  inference %s on %d nodes, from simulated model servers, through the OpenAI-compatible %s/v1/\n",
+		devModelName, servingNodes(), url)
 	if d.docker != nil {
 		fmt.Fprintf(w, "  runtime   docker at %s: jobs run %s in containers\n\n", d.docker.cli.DaemonHost(), d.docker.image)
 	} else {

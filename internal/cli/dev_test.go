@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/openai"
 )
 
 // TestDevCommand runs the whole demo market in-process: server, eight
@@ -58,6 +61,7 @@ func TestDevCommand(t *testing.T) {
 		}
 		return fmt.Errorf("none of %d jobs has succeeded with a charge", len(jobs))
 	})
+	devInference(t, url, dir)
 	if b.stop(t) != 0 {
 		t.Fatalf("dev exited non-zero:\n%s", b.err.String())
 	}
@@ -70,6 +74,49 @@ func TestDevCommand(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "renter.key")); err != nil {
 		t.Errorf("no renter.key: %v", err)
 	}
+}
+
+// devInference checks the dev market's inference: two nodes serve the demo
+// model from simulated model servers, the renter calls it through the
+// gateway, and the request is metered and charged.
+func devInference(t *testing.T, url, dir string) {
+	t.Helper()
+	key, err := os.ReadFile(filepath.Join(dir, "renter.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renter := map[string]string{"IDLEGRID_ADDR": url, "IDLEGRID_KEY": strings.TrimSpace(string(key))}
+	eventually(t, "both nodes serve the demo model", func() error {
+		var models []openai.Model
+		mustJSON(t, renter, &models, "inference", "models")
+		if len(models) != 1 || models[0].ID != devModelName || models[0].Providers != 2 {
+			return fmt.Errorf("models served: %+v", models)
+		}
+		return nil
+	})
+	body := `{"model":"` + devModelName + `","messages":[{"role":"user","content":"Hello there"}],"max_tokens":8}`
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+renter["IDLEGRID_KEY"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), `"completion_tokens":8`) {
+		t.Fatalf("chat completion: %s %s", resp.Status, answer)
+	}
+	eventually(t, "the request is metered", func() error {
+		var us []*idlegrid.InferenceUsage
+		mustJSON(t, renter, &us, "inference", "usage")
+		if len(us) != 1 || us[0].OutputTokens != 8 || us[0].ChargeMicros <= 0 {
+			return fmt.Errorf("usage: %+v", us)
+		}
+		return nil
+	})
 }
 
 func TestDevHeartbeat(t *testing.T) {

@@ -24,7 +24,20 @@ type devNode struct {
 	schedule  agent.ScheduleConfig
 	floor     map[idlegrid.Tier]string // per GPU-hour; a tier left out is not sold
 	kinds     []idlegrid.WorkloadKind  // empty: all
+	serves    *devModel                // a model it serves for inference, or nil
 }
+
+// devModel is a model a dev node serves through the gateway, from a
+// simulated model server (infersim.ModelServer) timed by the node's GPU.
+type devModel struct {
+	gpu                     string // a key of infersim.GPUs
+	inputPrice, outputPrice string // per million tokens
+	concurrency             int
+}
+
+// devModelName is the model the demo fleet serves: an 8B instruct model,
+// simulated.
+const devModelName = "sim-8b-instruct"
 
 var alwaysOn = agent.ScheduleConfig{Mode: idlegrid.ScheduleAlways}
 
@@ -36,7 +49,7 @@ var alwaysOn = agent.ScheduleConfig{Mode: idlegrid.ScheduleAlways}
 var devFleet = []devProvider{
 	{name: "northbeam-dc", nodes: []devNode{
 		{name: "nb-h100-01", gpus: "4xH100-80GB", region: "us-east", residency: "US", cpuCores: 96, ramMB: 1 << 20, diskGB: 8000,
-			schedule: alwaysOn, floor: tiers("2.49", "2.19", "1.59")},
+			schedule: alwaysOn, floor: tiers("2.49", "2.19", "1.59"), serves: &devModel{gpu: "H100-80GB", inputPrice: "0.20", outputPrice: "0.60", concurrency: 64}},
 		{name: "nb-a100-01", gpus: "4xA100-80GB", region: "us-east", residency: "US", cpuCores: 64, ramMB: 512 << 10, diskGB: 4000,
 			schedule: alwaysOn, floor: tiers("1.79", "1.49", "0.99")},
 	}},
@@ -66,7 +79,7 @@ var devFleet = []devProvider{
 		{name: "ml-t4-01", gpus: "8xT4", region: "ap-southeast", residency: "SG", cpuCores: 48, ramMB: 192 << 10, diskGB: 2000,
 			schedule: alwaysOn, floor: tiers("0.19", "0.15", "0.09")},
 		{name: "ml-4090-01", gpus: "4xRTX4090", region: "ap-southeast", residency: "SG", cpuCores: 32, ramMB: 128 << 10, diskGB: 2000,
-			schedule: alwaysOn, floor: tiers("0.49", "0.42", "0.34")},
+			schedule: alwaysOn, floor: tiers("0.49", "0.42", "0.34"), serves: &devModel{gpu: "RTX4090", inputPrice: "0.06", outputPrice: "0.18", concurrency: 16}},
 	}},
 }
 

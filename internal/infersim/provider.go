@@ -412,3 +412,25 @@ func unitHash(seed uint64, parts ...string) float64 {
 	x ^= x >> 31
 	return float64(x>>11) / (1 << 53)
 }
+
+// ModelServer is a simulated OpenAI-compatible model server, named so: it
+// answers chat completions with filler words, as long as max_tokens asks,
+// in the time its GPU's speed model gives, with no faults. "idlegrid dev"
+// serves its demo model from these.
+type ModelServer struct{ p *provider }
+
+// StartModelServer starts a simulated model server of gpu (a key of GPUs)
+// on loopback that serves models.
+func StartModelServer(gpu string, models []string) (*ModelServer, error) {
+	p, err := startProvider(ProviderSpec{Name: "sim-" + gpu, GPU: gpu}, models, 1, 1)
+	if err != nil {
+		return nil, err
+	}
+	return &ModelServer{p}, nil
+}
+
+// URL is the base URL of its OpenAI API, ending in /v1.
+func (s *ModelServer) URL() string { return s.p.url }
+
+// Close stops it, cutting what is still running.
+func (s *ModelServer) Close() { s.p.close() }
