@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -215,6 +216,9 @@ func (d *devMarket) run(ctx context.Context, addr string, addrSet bool, feeBPS i
 		renter.image, renter.speed = d.docker.image, d.speed
 	}
 	wg.Go(func() { renter.run(ctx) })
+	caller := &devCaller{url: rs.url, key: d.state.Renter.Key, every: devCallEvery, report: d.watch.note, nodeName: d.watch.nodeName,
+		rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0xca11)), http: &http.Client{Timeout: time.Minute}}
+	wg.Go(func() { caller.run(ctx) })
 
 	d.show(ctx, rs.url)
 

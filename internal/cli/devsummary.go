@@ -22,12 +22,12 @@ const maxEvents = 8
 type marketWatch struct {
 	admin *client.Client
 
-	mu     sync.Mutex // guards events; the submitter reports from its goroutine
-	events []string   // newest last
-	fresh  []string   // not yet printed (for the line-by-line mode)
+	mu     sync.Mutex        // guards events and nodes; the renter reports from its goroutines
+	events []string          // newest last
+	fresh  []string          // not yet printed (for the line-by-line mode)
+	nodes  map[string]string // node ID → name
 
-	jobs  map[string]jobSeen // by ID: what the last look found
-	nodes map[string]string  // node ID → name
+	jobs map[string]jobSeen // by ID: what the last look found
 }
 
 type jobSeen struct {
@@ -86,9 +86,11 @@ func (w *marketWatch) look(ctx context.Context) (*idlegrid.Summary, error) {
 		return nil, err
 	}
 	if nodes, err := w.admin.ListNodes(ctx); err == nil {
+		w.mu.Lock()
 		for _, n := range nodes {
 			w.nodes[n.ID] = n.Name
 		}
+		w.mu.Unlock()
 	}
 	jobs, err := w.admin.ListJobs(ctx, idlegrid.JobFilter{Limit: 500})
 	if err != nil {
@@ -136,6 +138,8 @@ func (w *marketWatch) latestLease(ctx context.Context, jobID string) *idlegrid.L
 }
 
 func (w *marketWatch) nodeName(id string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if name, ok := w.nodes[id]; ok {
 		return name
 	}

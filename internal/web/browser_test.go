@@ -385,7 +385,7 @@ func TestDashboard(t *testing.T) {
 		}
 		b.waitText("#panel-keys", "sort by latency · region eu-west")
 		// A panel shows what the server has, or says honestly that it has not.
-		b.waitText("#panel-inference", "No inference requests yet", "not available on this server yet")
+		b.waitText("#panel-inference", "No inference requests yet", "not available on this server yet", "sim-8b-instruct")
 		b.waitText("#panel-verifications", "No verifications yet", "Re-run")
 		b.checkAccessible("renter")
 		b.screenshot("renter")

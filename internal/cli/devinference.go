@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// devCaller is the demo renter's inference: every so often it calls the
+// demo model through the gateway, as an application with an OpenAI client
+// would, so that the dashboard's inference panel and idlegrid inference
+// stats have something to show.
+type devCaller struct {
+	url, key string
+	every    time.Duration
+	rand     *rand.Rand
+	report   func(msg string)
+	nodeName func(id string) string
+	http     *http.Client
+}
+
+// devCallEvery is how often the demo renter calls the demo model.
+const devCallEvery = 15 * time.Second
+
+// run calls the model until ctx is done.
+func (c *devCaller) run(ctx context.Context) {
+	for {
+		gap := c.every/2 + time.Duration(c.rand.Int64N(int64(c.every)))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(gap):
+		}
+		if msg, err := c.call(ctx); err != nil && ctx.Err() == nil {
+			c.report("renter's inference call failed: " + err.Error())
+		} else if err == nil {
+			c.report(msg)
+		}
+	}
+}
+
+// devPrompts are what the demo renter asks.
+var devPrompts = []string{
+	"Summarise this support ticket in one line.",
+	"Translate 'the GPU is idle tonight' into German.",
+	"Write a haiku about spot instances.",
+	"Classify the sentiment of: the job finished early and cheap.",
+}
+
+// call sends one chat completion and says what came back.
+func (c *devCaller) call(ctx context.Context) (string, error) {
+	maxTokens := 16 + c.rand.IntN(113)
+	body, _ := json.Marshal(map[string]any{
+		"model":      devModelName,
+		"messages":   []map[string]string{{"role": "user", "content": devPrompts[c.rand.IntN(len(devPrompts))]}},
+		"max_tokens": maxTokens,
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/chat/completions", strings.NewReader(string(body)))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	req.Header.Set("Content-Type", "application/json")
+	began := time.Now()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return "", err
+	}
+	var out struct {
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(answer, &out); err != nil {
+		return "", fmt.Errorf("%s: %s", resp.Status, clip(string(answer), 120))
+	} else if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", resp.Status, out.Error.Message)
+	}
+	return fmt.Sprintf("renter called %s: %d tokens in %s on %s", devModelName, out.Usage.CompletionTokens,
+		time.Since(began).Round(time.Millisecond), c.nodeName(resp.Header.Get("X-Idlegrid-Node"))), nil
+}

@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestDevCaller_call(t *testing.T) {
+	var asked struct {
+		Model     string `json:"model"`
+		MaxTokens int    `json:"max_tokens"`
+	}
+	busy := false
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer igk_renter" {
+			http.Error(w, "wrong request", http.StatusBadRequest)
+			return
+		}
+		json.NewDecoder(r.Body).Decode(&asked)
+		if busy {
+			w.WriteHeader(http.StatusTooManyRequests)
+			w.Write([]byte(`{"error":{"message":"every provider of model \"sim-8b-instruct\" stayed at capacity for 10s; retry shortly","type":"rate_limit_error"}}`))
+			return
+		}
+		w.Header().Set("X-Idlegrid-Node", "node_1")
+		w.Write([]byte(`{"choices":[{"message":{"content":"tok tok"}}],"usage":{"prompt_tokens":5,"completion_tokens":2}}`))
+	}))
+	defer gw.Close()
+	c := &devCaller{url: gw.URL, key: "igk_renter", rand: rand.New(rand.NewPCG(1, 2)), http: gw.Client(),
+		nodeName: func(id string) string { return map[string]string{"node_1": "nb-h100-01"}[id] }}
+
+	msg, err := c.call(context.Background())
+	if err != nil || !regexp.MustCompile(`^renter called sim-8b-instruct: 2 tokens in \d+ms on nb-h100-01$`).MatchString(msg) {
+		t.Errorf("call = %q, %v", msg, err)
+	}
+	if asked.Model != devModelName || asked.MaxTokens < 16 || asked.MaxTokens > 128 {
+		t.Errorf("asked %+v, want the demo model and 16–128 tokens", asked)
+	}
+	busy = true
+	if _, err := c.call(context.Background()); err == nil || !strings.Contains(err.Error(), "429 Too Many Requests: every provider") {
+		t.Errorf("a refused call: %v, want the status and the gateway's message", err)
+	}
+}
