@@ -170,17 +170,18 @@ func (r *Runtime) finish(wl *workload, exit *runtime.Exit) {
 }
 
 // How long finish looks again for an out-of-memory kill that Docker has
-// not recorded yet.
+// not recorded yet: up to 5 s, since on a machine as busy as CI's the
+// kernel's event has come more than a second after the exit.
 const (
 	oomRecheckEvery = 50 * time.Millisecond
-	oomRechecks     = 20
+	oomRechecks     = 100
 )
 
 // oomKilled reports whether the kernel killed the workload for its
 // memory. Docker marks the container OOMKilled when the kernel's event
 // reaches it, which on a busy machine can be after the exit it caused
 // (seen with cgroup v1), so a SIGKILL exit (137) that the agent did not
-// ask for is looked at again for up to a second.
+// ask for is looked at again for up to oomRechecks × oomRecheckEvery.
 func (r *Runtime) oomKilled(ctx context.Context, wl *workload, exit *runtime.Exit) bool {
 	for attempt := 0; ; attempt++ {
 		info, err := r.cli.ContainerInspect(ctx, wl.containerID)
