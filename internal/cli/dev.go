@@ -203,8 +203,13 @@ func (d *devMarket) run(ctx context.Context, addr string, addrSet bool, feeBPS i
 	d.watch.prime(ctx)
 	d.printHeader(rs.url)
 
+	// The agents run until ctx ends, or until one fails to start: then
+	// those started before it stop, rather than wait for the user's Ctrl-C.
+	agentsCtx, stopAgents := context.WithCancel(ctx)
+	defer stopAgents()
 	var wg sync.WaitGroup
-	if err := d.startAgents(ctx, &wg, rs.url); err != nil {
+	if err := d.startAgents(agentsCtx, &wg, rs.url); err != nil {
+		stopAgents()
 		wg.Wait()
 		return quietCancel(ctx, err)
 	}
