@@ -55,6 +55,7 @@ Ctrl-C exits at once.`,
 	trustPolicy := fs.String("trust-policy", "", "the trust policy file: reputation formula, levels, the level gold jobs need (docs/trust.md); default: the built-in policy")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	gcFloor := gcFloorFlag(fs)
+	cfg.inference = inferenceFlags(fs) // serverinference.go
 	args, err := fs.parse(args)
 	if err != nil {
 		return err
@@ -69,6 +70,8 @@ Ctrl-C exits at once.`,
 	} else if cfg.payoutHold < 0 || cfg.payoutHold > 365*24*time.Hour {
 		return usagef("--payout-hold must be between 0 and 8760h, got %s", cfg.payoutHold)
 	} else if err := checkGCFloor(*gcFloor); err != nil {
+		return err
+	} else if err := cfg.inference.check(); err != nil {
 		return err
 	} else if cfg.payoutHold == 0 {
 		cfg.payoutHold = -1 // the coordinator reads 0 as its default
@@ -120,6 +123,7 @@ type serveConfig struct {
 	announceKey      io.Writer     // where to print it when there is no file
 	logger           *slog.Logger
 	trustPolicy      *trustpolicy.Policy // nil: the default policy
+	inference        *inferenceLimits    // nil: the gateway's defaults
 }
 
 // runningServer is a store, a coordinator and an HTTP server over them.
@@ -217,11 +221,13 @@ func (rs *runningServer) stop() error {
 // openGateway starts the inference gateway over the store, the
 // coordinator's API keys and the agents' sessions.
 func openGateway(store *sqlstore.DB, srv *server.Server, sessions *session.Registry, cfg serveConfig) (*gateway.Gateway, error) {
-	return gateway.New(gateway.Config{
+	gc := gateway.Config{
 		Store: store, Usage: store, Nodes: gateway.Sessions{Registry: sessions},
 		Authenticate: srv.AuthenticateKey, StatusCode: httpapi.StatusCode,
 		FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger,
-	})
+	}
+	cfg.inference.apply(&gc)
+	return gateway.New(gc)
 }
 
 func storeKind(dsn string) string {
