@@ -113,6 +113,10 @@ func (g *Gateway) waitForRoom(ctx context.Context, req *openai.Request, all []*p
 	defer g.waiting.leave(req.Model)
 	timeout := time.NewTimer(g.cfg.QueueTimeout)
 	defer timeout.Stop()
+	// Providers that join, reconnect or lose their session free no slot:
+	// a waiter also looks again every replanEvery.
+	replan := time.NewTicker(replanEvery)
+	defer replan.Stop()
 	for {
 		// Planned after taking the channel, so that a slot freed since the
 		// last plan is seen or wakes it.
@@ -125,6 +129,12 @@ func (g *Gateway) waitForRoom(ctx context.Context, req *openai.Request, all []*p
 		}
 		select {
 		case <-freed:
+		case <-replan.C:
+			ps, err := g.catalog.providers(ctx, req.Model)
+			if err != nil {
+				return nil, nil, err
+			}
+			all = ps
 		case <-timeout.C:
 			return nil, nil, retryAfter(idlegrid.Errorf(idlegrid.ETOOMANY,
 				"every provider of model %q stayed at capacity for %s; retry shortly", req.Model, g.cfg.QueueTimeout), time.Second)
@@ -134,6 +144,10 @@ func (g *Gateway) waitForRoom(ctx context.Context, req *openai.Request, all []*p
 		freed = g.waiting.next(req.Model)
 	}
 }
+
+// replanEvery is how often a waiting request plans again without being
+// woken.
+const replanEvery = time.Second
 
 // take counts a request in at u if it has fewer than limit in flight.
 func (u *upstream) take(limit int64) bool {

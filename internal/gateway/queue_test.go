@@ -134,3 +134,35 @@ func TestGateway_queueOff(t *testing.T) {
 		t.Errorf("%d (%s), provider calls %d; want the agent's 429 without reaching the model server", e.StatusCode, e.Message, p.A.Calls.Load())
 	}
 }
+
+// A provider that joins while requests wait serves them: waiters plan
+// again every second, not only when a slot frees.
+func TestGateway_queueJoiner(t *testing.T) {
+	p, stalled := mustBusyProvider(t, func(c *gateway.Config) { c.QueueTimeout = 15 * time.Second })
+	defer func() { p.A.free(); <-stalled }()
+	answered := make(chan string, 1)
+	go func() {
+		got, _, err := p.chat(t)
+		if err != nil {
+			answered <- describe(err)
+			return
+		}
+		answered <- got.Choices[0].Message.Content
+	}()
+	eventually(t, "the request to wait", func() string {
+		if n := waiting(t, p.fixture); n != 1 {
+			return fmt.Sprintf("%d waiting", n)
+		}
+		return ""
+	})
+	beta := mustMock(t, "beta")
+	p.startAgent(t, "beta", "us-east", "US", beta.model(testModel, "30", "60", 1))
+	select {
+	case got := <-answered:
+		if got != "Hello from beta." {
+			t.Errorf("the waiting request got %q, want beta's answer", got)
+		}
+	case <-time.After(14 * time.Second):
+		t.Fatal("the waiting request was not served by the provider that joined")
+	}
+}
