@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,6 +140,26 @@ func mustRead(tb testing.TB, path string) string {
 
 // eventually polls check until it returns nil, failing with its last error
 // after waitLimit.
+// chat calls the dev market's demo model through the gateway.
+func chat(url, key string) error {
+	body := `{"model":"sim-8b-instruct","messages":[{"role":"user","content":"Hello"}],"max_tokens":4}`
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, answer)
+	}
+	return nil
+}
+
 // checkpointedJob waits for a job among the renter's 30 newest, those the
 // jobs panel lists, with a lease that reported a checkpoint, and returns its ID.
 func checkpointedJob(t *testing.T, c *client.Client) string {
@@ -364,7 +386,17 @@ func TestDashboard(t *testing.T) {
 		// A lease's last checkpoint shows beside it: the dev market's bronze
 		// demo jobs save every 10 or 15 s.
 		saved := checkpointedJob(t, client.New(m.URL, m.RenterKey))
-		b.run("open the job that checkpointed", chromedp.Click(chromedp.CSS(`#panel-jobs button[data-action=job][data-id="`+saved+`"]`)))
+		// Clicked from the page's own script: the jobs panel is redrawn
+		// every refresh, and a node chromedp found could be gone before
+		// its click landed.
+		open := fmt.Sprintf(`(() => { const e = document.querySelector(%s); if (e) e.click(); return !!e; })()`,
+			jsString(`#panel-jobs button[data-action=job][data-id="`+saved+`"]`))
+		eventually(t, "open the job that checkpointed", func() error {
+			if !eval[bool](b, "click the job", open) {
+				return errors.New("the jobs panel does not list it yet")
+			}
+			return nil
+		})
 		b.waitText("#panel-job", saved)
 		if n := eval[int](b, "read the Saved column", `(() => {
 			const t = document.querySelector('#panel-job table');
@@ -385,7 +417,13 @@ func TestDashboard(t *testing.T) {
 		}
 		b.waitText("#panel-keys", "sort by latency · region eu-west")
 		// A panel shows what the server has, or says honestly that it has not.
-		b.waitText("#panel-inference", "No inference requests yet", "not available on this server yet", "sim-8b-instruct")
+		// The demo renter calls the demo model every 15 s or so; one call
+		// of our own makes sure there is one.
+		eventually(t, "the demo model answers through the gateway", func() error { return chat(m.URL, m.RenterKey) })
+		b.waitText("#panel-inference", "sim-8b-instruct")
+		if head := b.text("#panel-inference thead"); !strings.Contains(head, "Latency p50 / p95") || !strings.Contains(head, "Tokens/s p50") {
+			t.Errorf("the inference panel's columns are %q, want latency p50 / p95 and tokens/s", head)
+		}
 		b.waitText("#panel-verifications", "No verifications yet", "Re-run")
 		b.checkAccessible("renter")
 		b.screenshot("renter")

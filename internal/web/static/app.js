@@ -407,26 +407,32 @@
     if (p.missing) return unavailable('Inference usage (p95 latency, time to first token, $/token)');
     const byModel = {};
     for (const u of p.data.data || []) {
-      const m = byModel[u.model] || (byModel[u.model] = { model: u.model, n: 0, lat: [], ttft: [], tokens: 0, charge: 0 });
+      const m = byModel[u.model] || (byModel[u.model] = { model: u.model, n: 0, lat: [], ttft: [], tps: [], tokens: 0, charge: 0 });
       m.n++; m.lat.push(u.latency_micros); m.ttft.push(u.ttft_micros);
+      // Completion tokens a second, as the gateway measures them: after the
+      // first byte of a stream, over the whole of any other answer.
+      const took = u.stream ? u.latency_micros - u.ttft_micros : u.latency_micros;
+      if (u.output_tokens > 0 && took > 0) m.tps.push(u.output_tokens * 1e6 / took);
       m.tokens += u.input_tokens + u.output_tokens; m.charge += u.charge_micros;
     }
     const rows = Object.values(byModel);
     const ms = (us) => (Math.round(us / 100) / 10) + ' ms';
+    const both = (xs) => ms(quantile(xs, 0.50)) + ' / ' + ms(quantile(xs, 0.95));
     return table([
       { h: 'Model', f: (m) => esc(m.model) }, { h: 'Requests', num: true, f: (m) => esc(m.n) },
-      { h: 'p95 latency', num: true, f: (m) => ms(p95(m.lat)) }, { h: 'p95 time to first token', num: true, f: (m) => ms(p95(m.ttft)) },
+      { h: 'Latency p50 / p95', num: true, f: (m) => both(m.lat) }, { h: 'Time to first token p50 / p95', num: true, f: (m) => both(m.ttft) },
+      { h: 'Tokens/s p50', num: true, f: (m) => m.tps.length ? esc(Math.round(quantile(m.tps, 0.50) * 10) / 10) : '—' },
       { h: 'Tokens', num: true, f: (m) => esc(m.tokens.toLocaleString('en-US')) },
       { h: '$ per 1M tokens', num: true, f: (m) => m.tokens ? money(Math.floor(m.charge * 1e6 / m.tokens), 4) : '—' },
       { h: 'Spent', num: true, f: (m) => money(m.charge, 4) },
     ], rows, 'No inference requests yet. Send OpenAI-compatible requests to this server with your key.');
   }
 
-  // p95 is the nearest-rank 95th percentile, as the gateway computes it.
-  function p95(xs) {
+  // quantile is the nearest-rank percentile q (0.5, 0.95), as the gateway computes it.
+  function quantile(xs, q) {
     if (!xs.length) return 0;
     const s = [...xs].sort((a, b) => a - b);
-    return s[Math.min(Math.max(Math.round(0.95 * s.length) - 1, 0), s.length - 1)];
+    return s[Math.min(Math.max(Math.round(q * s.length) - 1, 0), s.length - 1)];
   }
 
   async function keysAndBudgets() {
