@@ -32,6 +32,21 @@ func mustBusyProvider(t *testing.T, tune func(*gateway.Config)) (*pair, <-chan e
 	return p, stalled
 }
 
+// chatLater sends a chat completion in the background and returns where
+// its answer's text, or its error, arrives.
+func chatLater(t *testing.T, p *pair) <-chan string {
+	answered := make(chan string, 1)
+	go func() {
+		got, _, err := p.chat(t)
+		if err != nil {
+			answered <- describe(err)
+			return
+		}
+		answered <- got.Choices[0].Message.Content
+	}()
+	return answered
+}
+
 // waiting reads how many requests wait for the test model.
 func waiting(t *testing.T, f *fixture) int {
 	t.Helper()
@@ -49,16 +64,9 @@ func waiting(t *testing.T, f *fixture) int {
 func TestGateway_queueWaitsForRoom(t *testing.T) {
 	p, stalled := mustBusyProvider(t, nil)
 	const waiters = 3
-	answered := make(chan string, waiters)
+	var answers []<-chan string
 	for range waiters {
-		go func() {
-			got, _, err := p.chat(t)
-			if err != nil {
-				answered <- describe(err)
-				return
-			}
-			answered <- got.Choices[0].Message.Content
-		}()
+		answers = append(answers, chatLater(t, p))
 	}
 	eventually(t, "the requests to wait", func() string {
 		if n := waiting(t, p.fixture); n != waiters {
@@ -72,7 +80,7 @@ func TestGateway_queueWaitsForRoom(t *testing.T) {
 	p.A.set(faultNone)
 	p.A.free()
 	<-stalled
-	for range waiters {
+	for _, answered := range answers {
 		select {
 		case got := <-answered:
 			if got != "Hello from alpha." {
@@ -140,15 +148,7 @@ func TestGateway_queueOff(t *testing.T) {
 func TestGateway_queueJoiner(t *testing.T) {
 	p, stalled := mustBusyProvider(t, func(c *gateway.Config) { c.QueueTimeout = 15 * time.Second })
 	defer func() { p.A.free(); <-stalled }()
-	answered := make(chan string, 1)
-	go func() {
-		got, _, err := p.chat(t)
-		if err != nil {
-			answered <- describe(err)
-			return
-		}
-		answered <- got.Choices[0].Message.Content
-	}()
+	answered := chatLater(t, p)
 	eventually(t, "the request to wait", func() string {
 		if n := waiting(t, p.fixture); n != 1 {
 			return fmt.Sprintf("%d waiting", n)
