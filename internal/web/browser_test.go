@@ -405,6 +405,14 @@ func TestDashboard(t *testing.T) {
 		})()`); n < 1 {
 			t.Errorf("job %s's leases show %d checkpoint times in a Saved column (-1: no such column), want at least 1", saved, n)
 		}
+		// The demo renter calls the demo model every 15 s or so; one call
+		// of our own makes sure there is one (before the key's routing
+		// below confines it to a region where no node serves the model).
+		eventually(t, "the demo model answers through the gateway", func() error { return chat(m.URL, m.RenterKey) })
+		b.waitText("#panel-inference", "sim-8b-instruct")
+		if head := b.text("#panel-inference thead"); !strings.Contains(head, "Latency p50 / p95") || !strings.Contains(head, "Tokens/s p50") {
+			t.Errorf("the inference panel's columns are %q, want latency p50 / p95 and tokens/s", head)
+		}
 		b.waitText("#panel-keys", "default")
 		// A key's routing defaults for the inference gateway show beside it.
 		rc := client.New(m.URL, m.RenterKey)
@@ -417,13 +425,6 @@ func TestDashboard(t *testing.T) {
 		}
 		b.waitText("#panel-keys", "sort by latency · region eu-west")
 		// A panel shows what the server has, or says honestly that it has not.
-		// The demo renter calls the demo model every 15 s or so; one call
-		// of our own makes sure there is one.
-		eventually(t, "the demo model answers through the gateway", func() error { return chat(m.URL, m.RenterKey) })
-		b.waitText("#panel-inference", "sim-8b-instruct")
-		if head := b.text("#panel-inference thead"); !strings.Contains(head, "Latency p50 / p95") || !strings.Contains(head, "Tokens/s p50") {
-			t.Errorf("the inference panel's columns are %q, want latency p50 / p95 and tokens/s", head)
-		}
 		b.waitText("#panel-verifications", "No verifications yet", "Re-run")
 		b.checkAccessible("renter")
 		b.screenshot("renter")
