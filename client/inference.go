@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	"github.com/idlegrid/idlegrid"
-	"github.com/idlegrid/idlegrid/internal/gateway"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 	"github.com/idlegrid/idlegrid/internal/openai"
 )
 
@@ -23,8 +23,8 @@ func (c *Client) InferenceModels(ctx context.Context) ([]openai.Model, error) {
 // InferenceStats returns the gateway's figures per model: latency and time
 // to first token, tokens a second, price per million tokens, requests
 // waiting for room; and the circuit breakers that have tripped.
-func (c *Client) InferenceStats(ctx context.Context) (*gateway.StatsResponse, error) {
-	var out gateway.StatsResponse
+func (c *Client) InferenceStats(ctx context.Context) (*wire.InferenceStats, error) {
+	var out wire.InferenceStats
 	err := c.do(ctx, call{method: http.MethodGet, path: path("inference", "stats"), out: &out})
 	return &out, err
 }
@@ -36,7 +36,7 @@ func (c *Client) InferenceUsage(ctx context.Context, limit int) ([]*idlegrid.Inf
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	var out gateway.UsageResponse
+	var out wire.InferenceUsageList
 	err := c.do(ctx, call{method: http.MethodGet, path: path("inference", "usage"), query: q, out: &out})
 	return out.Data, err
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
-	"github.com/idlegrid/idlegrid/internal/gateway"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
 // inferenceCommand is "idlegrid inference": the inference gateway from the
@@ -92,7 +92,7 @@ provider with room; then the providers' circuit breakers that have tripped.`,
 }
 
 // printInferenceStats shows the models' figures, then the breakers.
-func printInferenceStats(out io.Writer, st *gateway.StatsResponse) error {
+func printInferenceStats(out io.Writer, st *wire.InferenceStats) error {
 	if len(st.Models) == 0 && len(st.Waiting) == 0 {
 		_, err := io.WriteString(out, "no inference requests yet\n")
 		return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
 // statsWindow is how many recent requests of each model the statistics
@@ -54,46 +55,14 @@ func (s *statsBook) add(model string, smp sample) {
 	r.next = (r.next + 1) % statsWindow
 }
 
-// ModelStats is what renters see of a model's recent requests: latency
-// and time to first token at the median and the 95th percentile, the
-// median completion tokens per second, and what a million tokens cost on
-// average. Times are in milliseconds.
-type ModelStats struct {
-	Model            string          `json:"model"`
-	Requests         int64           `json:"requests"` // since the gateway started
-	Window           int             `json:"window"`   // requests the figures cover
-	LatencyP50MS     float64         `json:"latency_p50_ms"`
-	LatencyP95MS     float64         `json:"latency_p95_ms"`
-	TTFTP50MS        float64         `json:"ttft_p50_ms"`
-	TTFTP95MS        float64         `json:"ttft_p95_ms"`
-	TokensPerSecond  float64         `json:"tokens_per_second"`
-	MicrosPerMTokens idlegrid.Micros `json:"micros_per_mtokens"` // charged per million tokens, prompt and completion together
-}
-
-// StatsResponse is the answer of GET /v1/inference/stats.
-type StatsResponse struct {
-	Models []ModelStats `json:"models"`
-	// Breakers are the circuit breakers that have tripped since the
-	// gateway started; one that never has is closed and not listed.
-	Breakers []BreakerStats `json:"breakers"`
-	// Waiting is, per model, how many requests wait now for one of its
-	// providers to have room; a model none wait for is not listed.
-	Waiting map[string]int `json:"waiting"`
-}
-
-// BreakerStats is one node's circuit breaker for one model: its state now
-// and its moves since the gateway started. Trips counts each opening, from
-// closed or from a failed half-open trial; HalfOpens each cooldown that
-// ended with a trial let through; Closes each return to closed, by a
-// trial or a late answer that succeeded.
-type BreakerStats struct {
-	NodeID    string `json:"node_id"`
-	Model     string `json:"model"`
-	State     string `json:"state"` // closed, open or half-open
-	Trips     int64  `json:"trips"`
-	HalfOpens int64  `json:"half_opens"`
-	Closes    int64  `json:"closes"`
-}
+// The answers of GET /v1/inference/stats and its parts are wire types,
+// so that clients read them without importing the gateway.
+type (
+	StatsResponse = wire.InferenceStats
+	ModelStats    = wire.ModelStats
+	BreakerStats  = wire.BreakerStats
+	UsageResponse = wire.InferenceUsageList
+)
 
 // Breakers returns the circuit breakers that have tripped since the
 // gateway started, by node and model: what GET /v1/inference/stats lists.
@@ -162,11 +131,6 @@ func quantile(xs []float64, q float64) float64 {
 func (g *Gateway) serveStats(w http.ResponseWriter, r *http.Request, c *apiKey) error {
 	writeJSON(w, http.StatusOK, StatsResponse{Models: g.stats.snapshot(), Breakers: g.Breakers(), Waiting: g.waiting.depth()})
 	return nil
-}
-
-// UsageResponse is the answer of GET /v1/inference/usage.
-type UsageResponse struct {
-	Data []*idlegrid.InferenceUsage `json:"data"`
 }
 
 // serveUsage answers GET /v1/inference/usage: the caller's own metered
