@@ -307,6 +307,47 @@ func (b *browser) signOut() {
 	b.run("sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("key")))
 }
 
+// signOutWhileLoading signs out while the panels' requests are slowed down
+// and in flight, starts typing the next key, and checks that nothing the
+// old panels asked for afterwards signed the next user out again (which
+// cleared the half-typed key in CI).
+func (b *browser) signOutWhileLoading() {
+	b.t.Helper()
+	eval[bool](b, "slow the requests down", `(() => {
+		const orig = window.fetch;
+		window.restoreFetch = () => { window.fetch = orig; };
+		window.pending = 0; window.lastFetch = Date.now();
+		window.fetch = async (...args) => {
+			window.pending++; window.lastFetch = Date.now();
+			try { await new Promise((r) => setTimeout(r, 400)); return await orig(...args); }
+			finally { window.pending--; window.lastFetch = Date.now(); }
+		};
+		return true;
+	})()`)
+	b.poll("a refresh in flight", `window.pending > 0`)
+	b.signOut()
+	const typing = "igk_half_typed"
+	b.run("start typing a key", chromedp.SendKeys(chromedp.ID("key"), typing))
+	b.poll("the old panels' requests to end", `window.pending === 0 && Date.now() - window.lastFetch > 1000`)
+	if got := eval[string](b, "read the key", `document.getElementById("key").value`); got != typing {
+		b.t.Errorf("the key being typed reads %q after the old panels finished loading, want %q", got, typing)
+	}
+	if got := b.text("#signin-error"); got != "Signed out." {
+		b.t.Errorf("the sign-in form says %q after the old panels finished loading, want %q", got, "Signed out.")
+	}
+	eval[bool](b, "restore the requests", `(window.restoreFetch(), document.getElementById("key").value = "") === ""`)
+}
+
+// poll waits until the expression js is true in the page.
+func (b *browser) poll(what, js string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, waitLimit)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(waitLimit))); err != nil {
+		b.t.Fatalf("wait for %s: %v", what, err)
+	}
+}
+
 // checkAccessible fails on inputs without a label and on horizontal
 // scrolling of the whole page.
 func (b *browser) checkAccessible(where string) {
@@ -504,7 +545,7 @@ func TestDashboard(t *testing.T) {
 		b.waitText("#panel-nodes", "Europe/Berlin")
 		b.checkAccessible("provider")
 		b.screenshot("provider")
-		b.signOut()
+		b.signOutWhileLoading()
 	})
 
 	t.Run("operator", func(t *testing.T) {

@@ -32,7 +32,12 @@
   }
 
   async function api(method, path, body, headers) {
-    const h = Object.assign({ Accept: 'application/json', Authorization: 'Bearer ' + st.key }, headers || {});
+    // The key is read once: a panel still loading when its user signs out
+    // (or signs in as someone else) must not sign the next user out when
+    // the old or empty key is refused.
+    const key = st.key;
+    if (!key) throw new APIError(401, { error: { message: 'signed out' } });
+    const h = Object.assign({ Accept: 'application/json', Authorization: 'Bearer ' + key }, headers || {});
     const init = { method, headers: h, cache: 'no-store' };
     if (body !== undefined) { h['Content-Type'] = 'application/json'; init.body = JSON.stringify(body); }
     const r = await fetch(path, init);
@@ -41,7 +46,7 @@
     try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
     if (!r.ok) {
       const err = new APIError(r.status, data);
-      if (r.status === 401 && path !== '/v1/me') signOut('Your key was refused: ' + err.message);
+      if (r.status === 401 && path !== '/v1/me' && key === st.key) signOut('Your key was refused: ' + err.message);
       throw err;
     }
     return data;
