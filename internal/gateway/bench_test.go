@@ -26,6 +26,9 @@ import (
 // the 50th and 99th percentiles of each and of the difference. Latency is
 // measured from when each request was due to its last byte, so a
 // generator that falls behind counts against the system, not for it.
+// Failed requests are counted (-failed-%), not timed; -done-req/s is the
+// rate the path answered at, from the first due time to the last answer,
+// which falls below the rate asked for when the path saturates.
 //
 //	go test ./internal/gateway -run '^$' -bench GatewayOverhead -benchtime 1x -cpu 2
 //
@@ -38,7 +41,8 @@ import (
 // server does (internal/gcfloor); 0 runs at Go's default. -gateway.outside
 // runs the load generator in a process of its own (this test binary
 // again, as TestLoadGenerator), so that it shares neither the gateway's
-// goroutine scheduler nor its garbage collector.
+// goroutine scheduler nor its garbage collector. -gateway.conns (512)
+// bounds the generator's connections to each target.
 func BenchmarkGatewayOverhead(b *testing.B) {
 	rates, err := parseRates(*benchRates)
 	if err != nil {
@@ -52,7 +56,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	f.startAgent(b, "alpha", "eu-west", "EU", up.model(testModel, "0.10", "0.20", 100000))
 	f.waitProviders(b, testModel, 1)
 	f.waitChallenges(b)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute}}
+	client := loadClient(*benchConns)
 	b.Cleanup(client.CloseIdleConnections)
 	for _, rate := range rates {
 		for _, stream := range []bool{false, true} {
@@ -62,15 +66,26 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 				direct := []byte(fmt.Sprintf(`{"model":"upstream-model","messages":[{"role":"user","content":"Hi"}],"stream":%v,"stream_options":{"include_usage":true},"max_tokens":16}`, stream))
 				const seconds = 2
 				n := rate * seconds
-				run := func(url, key string, body []byte) []time.Duration {
+				run := func(what, url, key string, body []byte) []time.Duration {
+					var r loadResult
 					if *benchOutside {
-						return loadOutside(b, loadSpec{URL: url, Key: key, Body: body, Rate: rate, N: n, Warm: rate / 4, Pacer: *benchPacer})
+						r = loadOutside(b, loadSpec{URL: url, Key: key, Body: body, Rate: rate, N: n, Warm: rate / 4, Pacer: *benchPacer, Conns: *benchConns})
+					} else {
+						load(b, client, url, key, body, rate, rate/4) // warm up
+						r = load(b, client, url, key, body, rate, n)
 					}
-					load(b, client, url, key, body, rate, rate/4) // warm up
-					return load(b, client, url, key, body, rate, n)
+					b.ReportMetric(100*float64(r.Failed)/float64(n), what+"-failed-%")
+					b.ReportMetric(r.Done, what+"-done-req/s")
+					if r.Failed > 0 {
+						b.Logf("%s: %d of %d requests failed, the first: %s", what, r.Failed, n, r.FirstError)
+					}
+					if len(r.Latency) == 0 {
+						b.Fatalf("%s: every request failed, the first: %s", what, r.FirstError)
+					}
+					return r.Latency
 				}
-				d := run(up.URL+"/v1/chat/completions", "", direct)
-				g := run(f.URL+"/v1/chat/completions", f.RenterKey, body)
+				d := run("direct", up.URL+"/v1/chat/completions", "", direct)
+				g := run("gateway", f.URL+"/v1/chat/completions", f.RenterKey, body)
 				dp50, dp99 := pct(d, 0.50), pct(d, 0.99)
 				gp50, gp99 := pct(g, 0.50), pct(g, 0.99)
 				b.ReportMetric(us(dp50), "direct-p50-µs")
@@ -88,6 +103,19 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 }
 
 var benchRates = flag.String("gateway.rates", "1000,5000", "BenchmarkGatewayOverhead's request rates a second, comma-separated")
+
+// benchConns bounds the load generator's connections to each target, as
+// a real client's pool would: beyond it a request waits for a connection,
+// and the wait counts in its latency. Unbounded, a rate the system cannot
+// carry opens a connection per waiting request until the process runs out
+// of file descriptors, and nothing is measured.
+var benchConns = flag.Int("gateway.conns", 512, "BenchmarkGatewayOverhead: the most connections the load generator opens to each target")
+
+// loadClient is the load generator's HTTP client, with at most conns
+// connections to a host.
+func loadClient(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxConnsPerHost: conns, MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: time.Minute}}
+}
 
 func parseRates(s string) ([]int, error) {
 	var rates []int
@@ -109,20 +137,44 @@ func pct(xs []time.Duration, q float64) time.Duration {
 	return s[min(int(q*float64(len(s))), len(s)-1)]
 }
 
+// loadResult is what a load run measured: the latency of each request
+// that succeeded, from its due time to its last byte, and the failures.
+type loadResult struct {
+	Latency    []time.Duration
+	Failed     int
+	FirstError string
+	Done       float64 // requests that succeeded a second, from the first due time to the last answer
+}
+
 // load sends n requests at rate a second, each in its own goroutine at its
-// due time, and returns each one's latency from its due time to its last
-// byte. A request that fails fails the benchmark.
-func load(tb testing.TB, c *http.Client, url, key string, body []byte, rate, n int) []time.Duration {
+// due time, and returns what it measured. A failed request (an error
+// status, or no answer) is counted, not timed: a quick refusal would
+// otherwise pass for a quick answer.
+func load(tb testing.TB, c *http.Client, url, key string, body []byte, rate, n int) loadResult {
 	tb.Helper()
 	lat := make([]time.Duration, n)
-	errs := make(chan error, n)
+	ok := make([]bool, n)
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var r loadResult
+	var first, last time.Time
 	err := pace(n, rate, func(i int, due time.Time) {
+		if i == 0 {
+			first = due
+		}
 		wg.Go(func() {
 			err := post(c, url, key, body)
-			lat[i] = time.Since(due)
+			done := time.Now()
+			lat[i], ok[i] = done.Sub(due), err == nil
+			mu.Lock()
+			defer mu.Unlock()
+			if done.After(last) {
+				last = done
+			}
 			if err != nil {
-				errs <- err
+				if r.Failed++; r.FirstError == "" {
+					r.FirstError = err.Error()
+				}
 			}
 		})
 	})
@@ -130,11 +182,15 @@ func load(tb testing.TB, c *http.Client, url, key string, body []byte, rate, n i
 		tb.Fatal(err)
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		tb.Fatal(err)
+	for i, d := range lat {
+		if ok[i] {
+			r.Latency = append(r.Latency, d)
+		}
 	}
-	return lat
+	if span := last.Sub(first); span > 0 {
+		r.Done = float64(len(r.Latency)) / span.Seconds()
+	}
+	return r
 }
 
 // post sends one chat completion and reads its whole answer.

@@ -1,17 +1,12 @@
 package gateway_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
-	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"testing"
-	"time"
 )
 
 // benchOutside runs BenchmarkGatewayOverhead's load generator in a process
@@ -27,6 +22,7 @@ type loadSpec struct {
 	Rate, N  int
 	Warm     int    // requests sent first, at the same rate, and not measured
 	Pacer    string // -gateway.pacer
+	Conns    int    // -gateway.conns
 }
 
 // loadEnv carries a loadSpec, as JSON, to the load generator process.
@@ -45,22 +41,17 @@ func TestLoadGenerator(t *testing.T) {
 		t.Fatalf("%s: %v", loadEnv, err)
 	}
 	*benchPacer = s.Pacer
-	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute}}
+	client := loadClient(s.Conns)
 	defer client.CloseIdleConnections()
 	load(t, client, s.URL, s.Key, s.Body, s.Rate, s.Warm)
-	lat := load(t, client, s.URL, s.Key, s.Body, s.Rate, s.N)
-	w := bufio.NewWriter(os.Stdout)
-	for _, d := range lat {
-		fmt.Fprintf(w, "latency-ns %d\n", d.Nanoseconds())
-	}
-	if err := w.Flush(); err != nil {
+	if err := json.NewEncoder(os.Stdout).Encode(load(t, client, s.URL, s.Key, s.Body, s.Rate, s.N)); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// loadOutside runs s in a load generator process and returns each
-// request's latency.
-func loadOutside(tb testing.TB, s loadSpec) []time.Duration {
+// loadOutside runs s in a load generator process and returns what it
+// measured.
+func loadOutside(tb testing.TB, s loadSpec) loadResult {
 	tb.Helper()
 	spec, err := json.Marshal(s)
 	if err != nil {
@@ -72,18 +63,21 @@ func loadOutside(tb testing.TB, s loadSpec) []time.Duration {
 	if err != nil {
 		tb.Fatalf("load generator process: %v\n%s", err, out)
 	}
-	var lat []time.Duration
+	// Its answer is the first line that is a JSON object; go test adds
+	// its own lines after it.
 	for line := range bytes.Lines(out) {
-		if v, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("latency-ns ")); ok {
-			n, err := strconv.ParseInt(string(v), 10, 64)
-			if err != nil {
-				tb.Fatalf("load generator process: %q: %v", line, err)
-			}
-			lat = append(lat, time.Duration(n))
+		if !bytes.HasPrefix(line, []byte("{")) {
+			continue
 		}
+		var r loadResult
+		if err := json.Unmarshal(line, &r); err != nil {
+			tb.Fatalf("load generator process: %q: %v", line, err)
+		}
+		if len(r.Latency)+r.Failed != s.N {
+			tb.Fatalf("load generator process: %d latencies and %d failures, want %d requests in all", len(r.Latency), r.Failed, s.N)
+		}
+		return r
 	}
-	if len(lat) != s.N {
-		tb.Fatalf("load generator process: %d latencies, want %d\n%s", len(lat), s.N, out)
-	}
-	return lat
+	tb.Fatalf("load generator process: no answer in\n%s", out)
+	return loadResult{}
 }
