@@ -258,9 +258,7 @@ func (b *browser) waitText(sel, want string, others ...string) {
 	b.t.Helper()
 	js := fmt.Sprintf(`(() => { const e = document.querySelector(%s); return !!e && %s.some((w) => e.innerText.includes(w)); })()`,
 		jsString(sel), jsStrings(append([]string{want}, others...)))
-	ctx, cancel := context.WithTimeout(b.ctx, waitLimit)
-	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(waitLimit))); err != nil {
+	if err := b.until(js); err != nil {
 		b.t.Fatalf("%s does not show %q: %v\nit shows:\n%s", sel, want, err, b.text(sel))
 	}
 }
@@ -341,11 +339,17 @@ func (b *browser) signOutWhileLoading() {
 // poll waits until the expression js is true in the page.
 func (b *browser) poll(what, js string) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, waitLimit)
-	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(waitLimit))); err != nil {
+	if err := b.until(js); err != nil {
 		b.t.Fatalf("wait for %s: %v", what, err)
 	}
+}
+
+// until waits up to waitLimit for the expression js to be true in the page.
+func (b *browser) until(js string) error {
+	ctx, cancel := context.WithTimeout(b.ctx, waitLimit)
+	defer cancel()
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(waitLimit)))
+	return err
 }
 
 // checkAccessible fails on inputs without a label and on horizontal
@@ -488,9 +492,12 @@ func TestDashboard(t *testing.T) {
 		b.waitText("#view h1", "Market")
 		b.waitText("#panel-prices", "H100-80GB")
 		b.waitText("#panel-fill", "Fill rate")
-		charts := eval[int](b, "count charts", `document.querySelectorAll('#view svg.chart[role=img][aria-label]').length`)
-		if charts < 2 {
-			t.Errorf("the market view has %d labelled charts, want at least 2 (prices, supply and demand)", charts)
+		// Each panel draws from its own answer, so the charts may come a
+		// refresh apart.
+		charts := `document.querySelectorAll('#view svg.chart[role=img][aria-label]').length`
+		if err := b.until(charts + ` >= 2`); err != nil {
+			t.Errorf("the market view has %d labelled charts, want at least 2 (prices, supply and demand): %v\nprices panel:\n%s",
+				eval[int](b, "count charts", charts), err, b.text("#panel-prices"))
 		}
 		b.screenshot("market")
 		b.signOut()
