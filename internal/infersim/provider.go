@@ -213,8 +213,11 @@ type chatRequest struct {
 	Model     string `json:"model"`
 	Stream    bool   `json:"stream"`
 	MaxTokens int    `json:"max_tokens"`
-	User      string `json:"user"`
-	Messages  []struct {
+	// MaxCompletionTokens is max_tokens' newer name, which OpenAI's
+	// SDKs send for chat; it wins when both are set.
+	MaxCompletionTokens int    `json:"max_completion_tokens"`
+	User                string `json:"user"`
+	Messages            []struct {
 		Content string `json:"content"`
 	} `json:"messages"`
 }
@@ -233,7 +236,7 @@ func (p *provider) chat(w http.ResponseWriter, r *http.Request) {
 	for _, m := range req.Messages {
 		prompt += countWords(m.Content)
 	}
-	completion := max(req.MaxTokens, 1)
+	completion := req.answerTokens()
 	fault := p.faults.draw(unitHash(p.seed, p.spec.Name, req.User))
 	p.begin(fault)
 	ttft, decode := p.gpu.Timing(prompt, completion)
@@ -245,6 +248,22 @@ func (p *provider) chat(w http.ResponseWriter, r *http.Request) {
 		ok = p.whole(w, r, &req, fault, prompt, completion, ttft+decode)
 	}
 	p.end(ok, prompt, completion)
+}
+
+// DefaultAnswerTokens is how long an answer is when the request sets no
+// limit: a short paragraph, where a real model would stop of itself.
+const DefaultAnswerTokens = 64
+
+// answerTokens is how many tokens the answer has: the request's limit,
+// max_completion_tokens or else max_tokens, or DefaultAnswerTokens.
+func (r *chatRequest) answerTokens() int {
+	switch {
+	case r.MaxCompletionTokens > 0:
+		return r.MaxCompletionTokens
+	case r.MaxTokens > 0:
+		return r.MaxTokens
+	}
+	return DefaultAnswerTokens
 }
 
 func (p *provider) scaled(d time.Duration) time.Duration {
@@ -414,7 +433,8 @@ func unitHash(seed uint64, parts ...string) float64 {
 }
 
 // ModelServer is a simulated OpenAI-compatible model server, named so: it
-// answers chat completions with filler words, as long as max_tokens asks,
+// answers chat completions with filler words, as long as max_tokens (or
+// max_completion_tokens) asks, DefaultAnswerTokens when neither is set,
 // in the time its GPU's speed model gives, with no faults. "idlegrid dev"
 // serves its demo model from these.
 type ModelServer struct{ p *provider }

@@ -3,6 +3,8 @@ package infersim
 import (
 	"encoding/json"
 	"math"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -85,3 +87,51 @@ func TestUnitHash(t *testing.T) {
 }
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+func TestChatRequest_answerTokens(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want int
+	}{
+		{`{"max_tokens":7}`, 7},
+		{`{"max_completion_tokens":5}`, 5},
+		{`{"max_tokens":7,"max_completion_tokens":5}`, 5},
+		{`{}`, DefaultAnswerTokens},
+		{`{"max_tokens":0}`, DefaultAnswerTokens},
+	} {
+		var req chatRequest
+		if err := json.Unmarshal([]byte(tc.body), &req); err != nil {
+			t.Fatal(err)
+		}
+		if got := req.answerTokens(); got != tc.want {
+			t.Errorf("%s: %d tokens, want %d", tc.body, got, tc.want)
+		}
+	}
+}
+
+// A request with no limit gets a whole short answer, not one token.
+func TestModelServer_noLimit(t *testing.T) {
+	s, err := StartModelServer("H100-80GB", []string{"m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	resp, err := http.Post(s.URL()+"/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"Hello there"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Usage struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %v", resp.Status, err)
+	}
+	if got.Usage.PromptTokens != 2 || got.Usage.CompletionTokens != DefaultAnswerTokens {
+		t.Errorf("usage %+v, want 2 prompt tokens and %d completion tokens", got.Usage, DefaultAnswerTokens)
+	}
+}
