@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -18,6 +19,12 @@ import (
 type waitingRoom struct {
 	mu     sync.Mutex
 	models map[string]*queue
+	// waiters counts every model's waiting requests, so that a request
+	// leaving a provider while none wait (the usual case) takes no lock.
+	// A waiter counts itself before it plans, and a leaving request frees
+	// its slot before it looks: either the waiter's plan sees the slot, or
+	// the leaving request sees the waiter and wakes it.
+	waiters atomic.Int64
 }
 
 // queue is one model's waiting requests.
@@ -48,6 +55,7 @@ func (w *waitingRoom) enter(model string, limit int) (<-chan struct{}, bool) {
 		return nil, false
 	}
 	q.waiting++
+	w.waiters.Add(1)
 	return q.freed, true
 }
 
@@ -63,6 +71,7 @@ func (w *waitingRoom) leave(model string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.of(model)
+	w.waiters.Add(-1)
 	if q.waiting--; q.waiting == 0 {
 		delete(w.models, model)
 	}
@@ -70,6 +79,9 @@ func (w *waitingRoom) leave(model string) {
 
 // freed wakes model's waiters, if any: a request left one of its providers.
 func (w *waitingRoom) freed(model string) {
+	if w.waiters.Load() == 0 {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if q := w.models[model]; q != nil {
