@@ -170,8 +170,12 @@ func (e *env) runGroup(group, about string, subs []subcommand, args []string) er
 			w = e.Err
 		}
 		fmt.Fprintf(w, "Usage:\n\n\tidlegrid %s <command> [arguments]\n\n%s\n\nCommands:\n\n", group, about)
+		width := 0
 		for _, s := range subs {
-			fmt.Fprintf(w, "\t%-9s %s\n", s.name, s.summary)
+			width = max(width, len(s.name))
+		}
+		for _, s := range subs {
+			fmt.Fprintf(w, "\t%-*s %s\n", width, s.name, s.summary)
 		}
 		fmt.Fprintf(w, "\nRun 'idlegrid %s <command> --help' for a command's flags.\n", group)
 		if len(args) == 0 {

@@ -144,8 +144,13 @@ Usage:
 Commands:
 
 `)
-	for _, c := range commands() {
-		fmt.Fprintf(w, "\t%-8s %s\n", c.name, c.summary)
+	cs := commands()
+	width := 0
+	for _, c := range cs {
+		width = max(width, len(c.name))
+	}
+	for _, c := range cs {
+		fmt.Fprintf(w, "\t%-*s %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprint(w, `
 Start here:

@@ -47,6 +47,7 @@ func TestMain_Help(t *testing.T) {
 				t.Errorf("help does not list %q", c.name)
 			}
 		}
+		checkAligned(t, r.out, commands()[0].name)
 	})
 	t.Run("HelpCommand", func(t *testing.T) {
 		got, want := run(t, nil, "help", "server"), run(t, nil, "server", "--help")
@@ -66,12 +67,47 @@ func TestMain_Help(t *testing.T) {
 			t.Fatalf("got %s\nwant exit 2 and stderr %q", r, want)
 		}
 	})
+	t.Run("GroupHelp", func(t *testing.T) {
+		for _, group := range []string{"job", "account", "inference", "node"} {
+			r := run(t, nil, group, "--help")
+			if r.code != 0 {
+				t.Fatalf("%s --help: %s", group, r)
+			}
+			checkAligned(t, r.out, "")
+		}
+	})
 	t.Run("GroupWithoutSubcommand", func(t *testing.T) {
 		r := run(t, nil, "payout")
 		if r.code != 2 || !strings.Contains(r.err, "\trequest ") || !strings.Contains(r.err, "idlegrid: idlegrid payout needs a command") {
 			t.Fatalf("got %s", r)
 		}
 	})
+}
+
+// checkAligned fails unless every line of the commands table in help (a
+// tab, a name, then its summary) starts its summary in the same column.
+// first, when set, is the table's first name.
+func checkAligned(t *testing.T, help, first string) {
+	t.Helper()
+	_, table, ok := strings.Cut(help, "Commands:\n\n")
+	if !ok {
+		t.Fatalf("help has no commands table:\n%s", help)
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	column := -1
+	for i, line := range strings.Split(table, "\n") {
+		name, _, _ := strings.Cut(strings.TrimPrefix(line, "\t"), " ")
+		if i == 0 && first != "" && name != first {
+			t.Errorf("the commands table starts with %q, want %q", name, first)
+		}
+		rest := strings.TrimPrefix(line, "\t"+name)
+		col := len(line) - len(strings.TrimLeft(rest, " "))
+		if column < 0 {
+			column = col
+		} else if col != column {
+			t.Errorf("the summary of %q starts in column %d, others in %d:\n%s", name, col, column, table)
+		}
+	}
 }
 
 // everyCommand lists every leaf command line, for tests that check them all.
