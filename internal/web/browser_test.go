@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -75,6 +76,9 @@ func (s *syncBuffer) String() string {
 // devMarket is "idlegrid dev" running in this process, and the keys it wrote.
 type devMarket struct {
 	URL, AdminKey, RenterKey, ProviderKey string
+	// OtherProvider and OtherProviderKey are a second provider's name and
+	// key.
+	OtherProvider, OtherProviderKey string
 }
 
 // mustDevMarket runs "idlegrid dev" on a free port until the test ends.
@@ -125,6 +129,15 @@ func mustDevMarket(t *testing.T) *devMarket {
 	m.ProviderKey = state.Providers["fjord-compute"].Key
 	if m.ProviderKey == "" {
 		t.Fatalf("dev.json has no key for the provider fjord-compute: %+v", state)
+	}
+	for _, name := range slices.Sorted(maps.Keys(state.Providers)) {
+		if name != "fjord-compute" {
+			m.OtherProvider, m.OtherProviderKey = name, state.Providers[name].Key
+			break
+		}
+	}
+	if m.OtherProviderKey == "" {
+		t.Fatalf("dev.json has no provider but fjord-compute: %+v", state)
 	}
 	return &m
 }
@@ -305,28 +318,67 @@ func (b *browser) signOut() {
 	b.run("sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("key")))
 }
 
+// slowRequests delays every request the page makes by 400 ms, counting
+// those in flight (window.pending) and when the last began or ended
+// (window.lastFetch), until window.restoreFetch() is called.
+const slowRequests = `(() => {
+	const orig = window.fetch;
+	window.restoreFetch = () => { window.fetch = orig; };
+	window.pending = 0; window.lastFetch = Date.now();
+	window.fetch = async (...args) => {
+		window.pending++; window.lastFetch = Date.now();
+		try { await new Promise((r) => setTimeout(r, 400)); return await orig(...args); }
+		finally { window.pending--; window.lastFetch = Date.now(); }
+	};
+	return true;
+})()`
+
+// requestsDone is true once the page has had no request in flight for a
+// second.
+const requestsDone = `window.pending === 0 && Date.now() - window.lastFetch > 1000`
+
+// switchWhileLoading signs out and in with key, whose account is who, while
+// the panels' requests are slowed down and in flight, and checks that the
+// page never shows hidden, something only the account before may see: a
+// panel that was loading for that account must not draw into the next
+// one's view (of the same role, so the same panels).
+func (b *browser) switchWhileLoading(key, who, hidden string) {
+	b.t.Helper()
+	eval[bool](b, "slow the requests down", slowRequests)
+	eval[bool](b, "watch the view", fmt.Sprintf(`(() => {
+		window.leaked = "";
+		window.leakWatch = new MutationObserver(() => {
+			const v = document.getElementById("view");
+			if (document.getElementById("signin").hidden && v.innerText.includes(%[1]s)) window.leaked = v.innerText;
+		});
+		window.leakWatch.observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
+		return true;
+	})()`, jsString(hidden)))
+	b.poll("a refresh in flight", `window.pending > 0`)
+	b.signOut()
+	b.signIn(key, who)
+	// The next account's panels refresh on; only the requests slowed so
+	// far are waited for (the counters stay with the slow fetch), and then
+	// a second for the old panels to finish with unslowed ones.
+	eval[bool](b, "restore the requests", `(window.restoreFetch(), true)`)
+	b.poll("the old panels' requests to end", requestsDone)
+	if leaked := eval[string](b, "read what the view showed", `(window.leakWatch.disconnect(), window.leaked)`); leaked != "" {
+		b.t.Errorf("signed in as %s, the view showed %q, which only the account before may see:\n%s", who, hidden, leaked)
+	}
+}
+
 // signOutWhileLoading signs out while the panels' requests are slowed down
 // and in flight, starts typing the next key, and checks that nothing the
 // old panels asked for afterwards signed the next user out again (which
 // cleared the half-typed key in CI).
 func (b *browser) signOutWhileLoading() {
 	b.t.Helper()
-	eval[bool](b, "slow the requests down", `(() => {
-		const orig = window.fetch;
-		window.restoreFetch = () => { window.fetch = orig; };
-		window.pending = 0; window.lastFetch = Date.now();
-		window.fetch = async (...args) => {
-			window.pending++; window.lastFetch = Date.now();
-			try { await new Promise((r) => setTimeout(r, 400)); return await orig(...args); }
-			finally { window.pending--; window.lastFetch = Date.now(); }
-		};
-		return true;
-	})()`)
+	eval[bool](b, "slow the requests down", slowRequests)
 	b.poll("a refresh in flight", `window.pending > 0`)
 	b.signOut()
 	const typing = "igk_half_typed"
 	b.run("start typing a key", chromedp.SendKeys(chromedp.ID("key"), typing))
-	b.poll("the old panels' requests to end", `window.pending === 0 && Date.now() - window.lastFetch > 1000`)
+	b.poll("the old panels' requests to end", requestsDone)
 	if got := eval[string](b, "read the key", `document.getElementById("key").value`); got != typing {
 		b.t.Errorf("the key being typed reads %q after the old panels finished loading, want %q", got, typing)
 	}
@@ -552,6 +604,9 @@ func TestDashboard(t *testing.T) {
 		b.waitText("#panel-nodes", "Europe/Berlin")
 		b.checkAccessible("provider")
 		b.screenshot("provider")
+		// Another provider signs in while fjord-compute's panels load:
+		// none of fjord-compute's nodes may show in theirs.
+		b.switchWhileLoading(m.OtherProviderKey, m.OtherProvider+" (provider)", "fj-l40s-01")
 		b.signOutWhileLoading()
 	})
 

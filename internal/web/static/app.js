@@ -12,6 +12,7 @@
   const st = {
     key: sessionStorage.getItem(KEY) || '',
     me: null, view: '', timer: 0, busy: false,
+    gen: 0,                 // bumps at each sign-in and sign-out: a refresh begun before draws nothing
     job: '', node: '',      // selected job (renter) and node (provider window editor)
     samples: [],            // own fill-rate samples since this page opened: [t, share]
     rows: {},               // rows that action buttons name, by ID (see remember)
@@ -1083,6 +1084,7 @@
   }
 
   function signOut(why) {
+    st.gen++;
     sessionStorage.removeItem(KEY);
     st.key = ''; st.me = null; st.view = ''; st.job = ''; st.node = ''; st.samples = []; st.rows = {};
     if ($('#confirm').open) $('#confirm').close();
@@ -1098,6 +1100,7 @@
   }
 
   async function signIn(key) {
+    st.gen++;
     st.key = key;
     try {
       st.me = await api('GET', '/v1/me');
@@ -1152,7 +1155,10 @@
     clearTimeout(st.timer);
     if (!st.me || st.busy) { st.timer = setTimeout(refresh, REFRESH_MS); return; }
     st.busy = true;
-    const view = $('#view'), v = st.view;
+    // A panel may ask several things in turn; if its user signs out, or
+    // someone else signs in, before it is done, what it found (partly with
+    // the next user's key) belongs to nobody and is not drawn.
+    const view = $('#view'), v = st.view, gen = st.gen;
     let ok = true;
     await Promise.all((view.panels || []).filter((p) => p.body).map(async (p) => {
       let html;
@@ -1161,13 +1167,14 @@
         html = `<p class="error">Could not load: ${esc(e.message)}</p>`;
       }
       const el = view.querySelector(`[data-panel="${p.id}"]`);
-      if (el && st.view === v && el.dataset.html !== html) {
+      if (el && st.gen === gen && st.view === v && el.dataset.html !== html) {
         const focus = focusedIn(el);
         el.innerHTML = html; el.dataset.html = html;
         if (focus) { const b = el.querySelector(focus); if (b) b.focus(); }
       }
     }));
     st.busy = false;
+    if (st.gen !== gen) return; // the next user's refreshes are already scheduled
     $('#live').className = ok ? 'live' : 'live stale';
     $('#live').textContent = ok ? 'live' : 'reconnecting';
     if (st.me) st.timer = setTimeout(refresh, document.hidden ? REFRESH_MS * 5 : REFRESH_MS);
