@@ -83,6 +83,13 @@ type Metrics struct {
 // on time against its estimate: a placement pass and a little rounding.
 const OnTimeSlack = 300
 
+// NearSlack is how far, in seconds, a start may be from its estimate,
+// earlier or later, and still count as near it. OnTime counts a start
+// that comes early as on time, however early, so an estimate that is
+// always late would score well; the share near and the mean error judge
+// it both ways.
+const NearSlack = 900
+
 // EstimateStats compares the start the market estimated for each job when
 // it first waited with the start the job got.
 type EstimateStats struct {
@@ -127,9 +134,16 @@ type Summary struct {
 	LateP10, LateP50, LateP90 int32
 	OnTime                    float64
 	OnTimeByTier              [3]float64
-	PlaceMeanNanos            int64
-	PlaceP50Nanos             uint32
-	PlaceP99Nanos             uint32
+	// Near is the share of estimated jobs that started within NearSlack
+	// of their estimate, either way, of all tiers and per tier;
+	// MeanErrorByTier is how far from it they started, on average, in
+	// seconds.
+	Near            float64
+	NearByTier      [3]float64
+	MeanErrorByTier [3]int32
+	PlaceMeanNanos  int64
+	PlaceP50Nanos   uint32
+	PlaceP99Nanos   uint32
 }
 
 func newMetrics(w *world, m matcher) *Metrics {
@@ -289,9 +303,9 @@ func (m *Metrics) finish(r *replay) {
 	}
 	if late := sortedCopy(slices.Concat(m.Estimates.Late[:]...)); len(late) > 0 {
 		s.LateP10, s.LateP50, s.LateP90 = percentile(late, 10), percentile(late, 50), percentile(late, 90)
-		s.OnTime = onTime(late)
+		s.OnTime, s.Near = onTime(late), near(late)
 		for t, l := range m.Estimates.Late {
-			s.OnTimeByTier[t] = onTime(sortedCopy(l))
+			s.OnTimeByTier[t], s.NearByTier[t], s.MeanErrorByTier[t] = onTime(sortedCopy(l)), near(l), meanError(l)
 		}
 	}
 	if len(m.placeNanos) > 0 {
@@ -304,6 +318,41 @@ func (m *Metrics) finish(r *replay) {
 		s.PlaceP50Nanos, s.PlaceP99Nanos = percentile(ns, 50), percentile(ns, 99)
 	}
 	m.placeNanos = nil
+}
+
+// near is the share of lateness within NearSlack either way; 0 when there
+// is none.
+func near(late []int32) float64 {
+	if len(late) == 0 {
+		return 0
+	}
+	n := 0
+	for _, l := range late {
+		if -NearSlack <= l && l <= NearSlack {
+			n++
+		}
+	}
+	return float64(n) / float64(len(late))
+}
+
+// meanError is the mean of lateness either way, in seconds; 0 when there
+// is none.
+func meanError(late []int32) int32 {
+	if len(late) == 0 {
+		return 0
+	}
+	var sum int64
+	for _, l := range late {
+		sum += abs(int64(l))
+	}
+	return int32(sum / int64(len(late)))
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // onTime is the share of sorted lateness no more than OnTimeSlack; 0 when

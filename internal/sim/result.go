@@ -143,8 +143,11 @@ func (r *Result) Flat() map[string]any {
 			put("estimate_late_p50_s", s.LateP50)
 			put("estimate_late_p90_s", s.LateP90)
 			put("estimate_on_time", s.OnTime)
+			put("estimate_near", s.Near)
 			for t, tier := range idlegrid.Tiers {
 				put("estimate_on_time_"+string(tier), s.OnTimeByTier[t])
+				put("estimate_near_"+string(tier), s.NearByTier[t])
+				put("estimate_mean_error_s_"+string(tier), s.MeanErrorByTier[t])
 			}
 		}
 		put("place_calls", m.PlaceCalls)
@@ -326,18 +329,30 @@ func estimateLines(line func(label string, f func(m *Metrics) string)) {
 		return fmt.Sprintf("%s/%s/%s", signedDur(s.LateP10), signedDur(s.LateP50), signedDur(s.LateP90))
 	}))
 	line("started by the estimate (+5m), g/s/b", estimates(func(m *Metrics) string {
-		if m.Estimates.Started() == 0 {
-			return "-"
-		}
-		tiers := make([]string, len(m.Estimates.Late))
-		for t, l := range m.Estimates.Late {
-			tiers[t] = "-"
-			if len(l) > 0 {
-				tiers[t] = fmt.Sprintf("%.0f%%", 100*m.Summary.OnTimeByTier[t])
-			}
-		}
-		return pct(m.Summary.OnTime) + ", " + strings.Join(tiers, "/")
+		return byTier(m, pct(m.Summary.OnTime)+", ", func(t int) string { return fmt.Sprintf("%.0f%%", 100*m.Summary.OnTimeByTier[t]) })
 	}))
+	line("started within ±15m of it, g/s/b", estimates(func(m *Metrics) string {
+		return byTier(m, pct(m.Summary.Near)+", ", func(t int) string { return fmt.Sprintf("%.0f%%", 100*m.Summary.NearByTier[t]) })
+	}))
+	line("started off it by, mean g/s/b", estimates(func(m *Metrics) string {
+		return byTier(m, "", func(t int) string { return dur(m.Summary.MeanErrorByTier[t]) })
+	}))
+}
+
+// byTier is all, then each tier's figure, g/s/b, with "-" for a tier with no
+// estimated job that started; "-" alone when there is none at all.
+func byTier(m *Metrics, all string, tier func(t int) string) string {
+	if m.Estimates.Started() == 0 {
+		return "-"
+	}
+	tiers := make([]string, len(m.Estimates.Late))
+	for t, l := range m.Estimates.Late {
+		tiers[t] = "-"
+		if len(l) > 0 {
+			tiers[t] = tier(t)
+		}
+	}
+	return all + strings.Join(tiers, "/")
 }
 
 func writeReport(out io.Writer, what string, rep trace.Report) {

@@ -435,9 +435,10 @@ func TestRun_estimates(t *testing.T) {
 			}
 			continue
 		}
-		if e.Asked != 2 || e.Unknown != 0 || !slices.Equal(e.Late[2], []int32{0, 0}) || m.Summary.OnTimeByTier[2] != 1 {
-			t.Errorf("engine: asked %d, unknown %d, late %v, on time %.2f; want 2 asked, both started when estimated",
-				e.Asked, e.Unknown, e.Late, m.Summary.OnTime)
+		s := &m.Summary
+		if e.Asked != 2 || e.Unknown != 0 || !slices.Equal(e.Late[2], []int32{0, 0}) || s.OnTimeByTier[2] != 1 || s.NearByTier[2] != 1 || s.MeanErrorByTier[2] != 0 {
+			t.Errorf("engine: asked %d, unknown %d, late %v, on time %.2f, near %.2f, off by %ds; want 2 asked, both started when estimated",
+				e.Asked, e.Unknown, e.Late, s.OnTime, s.NearByTier[2], s.MeanErrorByTier[2])
 		}
 	}
 }
