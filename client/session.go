@@ -5,20 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"sync/atomic"
 	"time"
 
+	"github.com/idlegrid/idlegrid/internal/backoff"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/session"
 )
 
-// How RunSession reconnects.
+// How RunSession reconnects (with backoff's default delays between tries).
 const (
-	sessionBackoffBase = time.Second
-	sessionBackoffMax  = 30 * time.Second
 	// sessionStable is how long a session must have lived for the next
 	// reconnection's backoff to start from the beginning again, so that a
 	// server that accepts sessions and drops them at once is not hammered.
@@ -84,7 +82,7 @@ func (a *AgentClient) RunSession(ctx context.Context, h http.Handler, log *slog.
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var b sessionBackoff
+	var b backoff.Backoff
 	toldNotOffered := false
 	for {
 		s, err := a.dialSession(ctx, h, log)
@@ -102,7 +100,7 @@ func (a *AgentClient) RunSession(ctx context.Context, h http.Handler, log *slog.
 			}
 			wait = notOfferedRetry
 		case err != nil:
-			wait = b.next()
+			wait = b.Next()
 			log.Warn("session: cannot connect; will retry", "in", wait.Round(time.Millisecond), "err", err)
 		default:
 			lived := a.useSession(ctx, s, log)
@@ -110,16 +108,16 @@ func (a *AgentClient) RunSession(ctx context.Context, h http.Handler, log *slog.
 				return nil
 			}
 			if lived >= sessionStable {
-				b.reset()
+				b.Reset()
 			}
-			wait = b.next()
+			wait = b.Next()
 			attrs := []any{"after", lived.Round(time.Second), "reconnect_in", wait.Round(time.Millisecond)}
 			if err := s.Err(); err != nil {
 				attrs = append(attrs, "err", err)
 			}
 			log.Warn("session lost; requests go over plain HTTP until it is back", attrs...)
 		}
-		if !sleepCtx(ctx, wait) {
+		if !backoff.Sleep(ctx, wait) {
 			return nil
 		}
 	}
@@ -161,29 +159,4 @@ func (a *AgentClient) useSession(ctx context.Context, s *session.Session, log *s
 	a.route.live.CompareAndSwap(s, nil)
 	s.Close()
 	return time.Since(s.Opened())
-}
-
-// sessionBackoff is jittered exponential backoff: each delay is drawn from
-// the upper half of base·2ⁿ, capped at sessionBackoffMax, so that agents
-// cut off together do not all come back at once.
-type sessionBackoff struct{ attempt int }
-
-func (b *sessionBackoff) next() time.Duration {
-	d := min(sessionBackoffBase<<min(b.attempt, 10), sessionBackoffMax)
-	b.attempt++
-	return d/2 + rand.N(d/2+1)
-}
-
-func (b *sessionBackoff) reset() { b.attempt = 0 }
-
-// sleepCtx waits for d or until ctx is done, and reports whether it waited.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

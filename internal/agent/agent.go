@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/backoff"
 	"github.com/idlegrid/idlegrid/internal/gpu"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/runtime"
@@ -387,7 +388,7 @@ func (a *Agent) shutdown(cancelWork context.CancelFunc) {
 // heartbeatLoop tells the server the node is alive, with its leases'
 // progress, until ctx is done. A failed heartbeat is retried sooner.
 func (a *Agent) heartbeatLoop(ctx context.Context) {
-	var b backoff
+	var b backoff.Backoff
 	t := time.NewTimer(a.heartbeatEvery)
 	defer t.Stop()
 	for {
@@ -402,10 +403,10 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			next = min(b.next(), a.heartbeatEvery)
+			next = min(b.Next(), a.heartbeatEvery)
 			a.log.Warn("heartbeat failed", "retry_in", next.Round(time.Millisecond), "err", err)
 		default:
-			b.reset()
+			b.Reset()
 			if resp != nil && resp.HeartbeatSeconds > 0 {
 				a.heartbeatEvery = heartbeatInterval(resp.HeartbeatSeconds)
 			}
@@ -435,7 +436,7 @@ func (a *Agent) progress() []idlegrid.LeaseProgress {
 // when a poll brings nothing new, the next waits a little so that a server
 // answering at once with the same commands is not hammered.
 func (a *Agent) commandLoop(ctx, workCtx context.Context) {
-	var b backoff
+	var b backoff.Backoff
 	for {
 		began := a.clock.Now()
 		cmds, err := a.srv.Commands(ctx, CommandWait)
@@ -443,19 +444,19 @@ func (a *Agent) commandLoop(ctx, workCtx context.Context) {
 			return
 		}
 		if err != nil {
-			d := b.next()
+			d := b.Next()
 			a.log.Warn("polling for commands failed", "retry_in", d.Round(time.Millisecond), "err", err)
-			if !sleep(ctx, d) {
+			if !backoff.Sleep(ctx, d) {
 				return
 			}
 			continue
 		}
-		b.reset()
+		b.Reset()
 		fresh := false
 		for _, c := range cmds {
 			fresh = a.handle(ctx, workCtx, c) || fresh
 		}
-		if d := minPoll - a.clock.Now().Sub(began); !fresh && d > 0 && !sleep(ctx, d) {
+		if d := minPoll - a.clock.Now().Sub(began); !fresh && d > 0 && !backoff.Sleep(ctx, d) {
 			return
 		}
 	}

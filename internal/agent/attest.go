@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/backoff"
 	"github.com/idlegrid/idlegrid/internal/challenge"
 	"github.com/idlegrid/idlegrid/internal/gpu"
 	"github.com/idlegrid/idlegrid/internal/gpu/cuda"
@@ -150,7 +151,7 @@ func (a *Agent) challengeLoop(ctx context.Context, last *attestation) {
 	for {
 		a.attest(ctx, last)
 		a.answerChallenges(ctx, as, last)
-		if !sleep(ctx, ChallengePoll) {
+		if !backoff.Sleep(ctx, ChallengePoll) {
 			return
 		}
 	}

@@ -45,6 +45,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/agent"
+	"github.com/idlegrid/idlegrid/internal/backoff"
 	"github.com/idlegrid/idlegrid/internal/gateway"
 	gpufake "github.com/idlegrid/idlegrid/internal/gpu/fake"
 	"github.com/idlegrid/idlegrid/internal/httpapi"
@@ -386,7 +387,7 @@ func (m *market) waitListed(ctx context.Context, models []string) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the gateway lists %d of %d providers for every model after a minute (last error: %v)", n, len(m.providers), err)
 		}
-		if !wait(ctx, 50*time.Millisecond) {
+		if !backoff.Sleep(ctx, 50*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -426,7 +427,7 @@ func (m *market) startAgent(ctx context.Context, spec ProviderSpec, join string,
 	ra := &runningAgent{stop: func() { cancel(); <-done; rt.Close() }}
 	deadline := time.Now().Add(time.Minute)
 	for ra.nodeID = a.NodeID(); ra.nodeID == ""; ra.nodeID = a.NodeID() {
-		if time.Now().After(deadline) || !wait(ctx, 20*time.Millisecond) {
+		if time.Now().After(deadline) || !backoff.Sleep(ctx, 20*time.Millisecond) {
 			ra.stop()
 			return nil, fmt.Errorf("the agent did not join within a minute")
 		}

@@ -1,7 +1,6 @@
 package infersim
 
 import (
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idlegrid/idlegrid/internal/backoff"
 )
 
 // The speed model of a simulated provider. A model server that serves an
@@ -277,14 +278,14 @@ func (p *provider) whole(w http.ResponseWriter, r *http.Request, req *chatReques
 		writeError(w, http.StatusTooManyRequests, "rate_limit_error", "queue full")
 		return false
 	case fault500:
-		wait(r.Context(), p.scaled(requestOverhead))
+		backoff.Sleep(r.Context(), p.scaled(requestOverhead))
 		writeError(w, http.StatusInternalServerError, "server_error", "CUDA error: an illegal memory access was encountered")
 		return false
 	case faultStall:
 		<-r.Context().Done()
 		return false
 	}
-	if !wait(r.Context(), took) {
+	if !backoff.Sleep(r.Context(), took) {
 		return false
 	}
 	if fault == faultDrop {
@@ -303,14 +304,14 @@ func (p *provider) stream(w http.ResponseWriter, r *http.Request, req *chatReque
 	case fault429, fault500:
 		return p.whole(w, r, req, fault, prompt, completion, 0)
 	}
-	if !wait(r.Context(), ttft) {
+	if !backoff.Sleep(r.Context(), ttft) {
 		return false
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	rc := http.NewResponseController(w)
 	chunks := min(completion, maxStreamChunks)
 	for i := range chunks {
-		if i > 0 && !wait(r.Context(), decode/time.Duration(chunks-1)) {
+		if i > 0 && !backoff.Sleep(r.Context(), decode/time.Duration(chunks-1)) {
 			return false
 		}
 		n := completion/chunks + boolInt(i < completion%chunks)
@@ -361,21 +362,6 @@ func (p *provider) report() ProviderReport {
 		r.Faults[k] = v
 	}
 	return r
-}
-
-// wait waits d, or until ctx ends; it reports whether d passed.
-func wait(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idlegrid/idlegrid/internal/backoff"
 )
 
 // result is what the renter saw of one request.
@@ -46,7 +48,7 @@ func (m *market) replay(ctx context.Context) ([]result, time.Duration, error) {
 	start := time.Now()
 	for i, r := range reqs {
 		at := start.Add(time.Duration(float64(r.Offset) / m.cfg.Speedup))
-		if !wait(ctx, time.Until(at)) {
+		if !backoff.Sleep(ctx, time.Until(at)) {
 			break
 		}
 		stream := unitHash(m.cfg.Seed, "stream", strconv.Itoa(i)) < m.cfg.StreamShare
