@@ -345,17 +345,19 @@ const requestsDone = `window.pending === 0 && Date.now() - window.lastFetch > 10
 func (b *browser) switchWhileLoading(key, who, hidden string) {
 	b.t.Helper()
 	eval[bool](b, "slow the requests down", slowRequests)
+	b.poll("a refresh in flight", `window.pending > 0`)
+	b.signOut()
+	// Watched from the sign-out on, and only while the page names the
+	// next account: before, the view is the last account's own.
 	eval[bool](b, "watch the view", fmt.Sprintf(`(() => {
 		window.leaked = "";
 		window.leakWatch = new MutationObserver(() => {
 			const v = document.getElementById("view");
-			if (document.getElementById("signin").hidden && v.innerText.includes(%[1]s)) window.leaked = v.innerText;
+			if (document.getElementById("who-name").innerText === %[1]s && v.innerText.includes(%[2]s)) window.leaked = v.innerText;
 		});
 		window.leakWatch.observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
 		return true;
-	})()`, jsString(hidden)))
-	b.poll("a refresh in flight", `window.pending > 0`)
-	b.signOut()
+	})()`, jsString(who), jsString(hidden)))
 	b.signIn(key, who)
 	// The next account's panels refresh on; only the requests slowed so
 	// far are waited for (the counters stay with the slow fetch), and then
