@@ -184,8 +184,11 @@ const TransferInference TransferKind = "inference"
 // The gateway's requests to an agent, over the agent's session: POST
 // InferencePath + "chat/completions" (or "completions", "embeddings"),
 // naming the offered model in the header ModelHeader. The body is the
-// renter's request as the model server should see it.
+// renter's request as the model server should see it. The agent's answer
+// carries, in ModelQueueHeader, how many requests the model's server held
+// waiting when the agent last read its metrics, when it knows.
 const (
-	InferencePath = "/agent/v1/inference/"
-	ModelHeader   = "X-Idlegrid-Model"
+	InferencePath    = "/agent/v1/inference/"
+	ModelHeader      = "X-Idlegrid-Model"
+	ModelQueueHeader = "X-Idlegrid-Model-Queue"
 )

@@ -329,6 +329,7 @@ func (a *Agent) serve(ctx context.Context) {
 	loops.Go(func() { a.commandLoop(ctx, workCtx) })
 	loops.Go(func() { a.watchLoop(ctx) })
 	loops.Go(func() { a.models.loop(ctx, a.log.Info) })
+	loops.Go(func() { a.models.loadLoop(ctx, a.log.Info) })
 	loops.Go(func() { a.challengeLoop(ctx, &a.attested) })
 	loops.Wait()
 	a.shutdown(cancelWork)

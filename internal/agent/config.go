@@ -83,9 +83,12 @@ type Config struct {
 
 	// Models are served for inference through the gateway (models.go);
 	// ModelHealthInterval is how often their servers are checked, zero
-	// means DefaultModelHealthInterval.
+	// means DefaultModelHealthInterval; ModelLoadInterval how often their
+	// queue depths are read from the servers' metrics (modelload.go), zero
+	// means DefaultModelLoadInterval.
 	Models              []ModelConfig `yaml:"models"`
 	ModelHealthInterval time.Duration `yaml:"model_health_interval"`
+	ModelLoadInterval   time.Duration `yaml:"model_load_interval"`
 }
 
 // ScheduleConfig is when the node is offered. Mode defaults to always.

@@ -54,6 +54,10 @@ type ModelConfig struct {
 	MaxConcurrency int  `yaml:"max_concurrency"`
 	ContextTokens  int  `yaml:"context_tokens"`
 	Embeddings     bool `yaml:"embeddings"`
+	// MetricsURL is where the model server serves its Prometheus metrics,
+	// read for its queue depth (modelload.go); empty: /metrics at the
+	// upstream's host; "off": none.
+	MetricsURL string `yaml:"metrics_url"`
 }
 
 // offer is the model as the node advertises it.
@@ -88,6 +92,9 @@ func (c *Config) validateModels() error {
 	if c.ModelHealthInterval < 0 || (c.ModelHealthInterval > 0 && c.ModelHealthInterval < 10*time.Millisecond) {
 		return idlegrid.Invalid("model_health_interval", "must be at least 10ms (0 means %v)", DefaultModelHealthInterval)
 	}
+	if c.ModelLoadInterval < 0 || (c.ModelLoadInterval > 0 && c.ModelLoadInterval < 10*time.Millisecond) {
+		return idlegrid.Invalid("model_load_interval", "must be at least 10ms (0 means %v)", DefaultModelLoadInterval)
+	}
 	if len(c.Models) > idlegrid.MaxModelsPerNode {
 		return idlegrid.Invalid("models", "at most %d models", idlegrid.MaxModelsPerNode)
 	}
@@ -106,6 +113,9 @@ func (c *Config) validateModels() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return idlegrid.Invalid(field+".upstream", "want the model server's base URL, e.g. http://127.0.0.1:8000/v1, got %q", m.Upstream)
 		}
+		if err := m.validateMetricsURL(field); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -118,14 +128,17 @@ func (c *Config) modelHealthInterval() time.Duration {
 }
 
 // models is the agent's inference side: the configured models, which of
-// them are healthy, and the requests in flight. Its health loop is owned by
-// the agent's serve; its handler by the session.
+// them are healthy, their queues at their servers, and the requests in
+// flight. Its health and load loops are owned by the agent's serve; its
+// handler by the session.
 type models struct {
-	byName  map[string]*servedModel
-	names   []string // in config order
-	client  *http.Client
-	every   time.Duration
-	changed chan struct{} // the healthy set changed; buffered, never blocks
+	byName    map[string]*servedModel
+	names     []string // in config order
+	client    *http.Client
+	every     time.Duration
+	changed   chan struct{} // the healthy set changed; buffered, never blocks
+	pages     []*metricsPage
+	loadEvery time.Duration
 
 	mu      sync.Mutex
 	healthy map[string]bool
@@ -138,11 +151,12 @@ type servedModel struct {
 	offer idlegrid.ModelOffer
 	slots chan struct{}
 	base  string // Upstream without its trailing slash
+	queue *queueDepth
 }
 
 func newModels(c *Config) *models {
 	ms := &models{
-		byName: map[string]*servedModel{}, every: c.modelHealthInterval(), changed: make(chan struct{}, 1),
+		byName: map[string]*servedModel{}, every: c.modelHealthInterval(), changed: make(chan struct{}, 1), loadEvery: c.modelLoadInterval(),
 		healthy: map[string]bool{}, reasons: map[string]string{},
 		client: &http.Client{Transport: &http.Transport{
 			Proxy:               nil, // model servers are local
@@ -162,9 +176,14 @@ func newModels(c *Config) *models {
 		if m.UpstreamModel == "" {
 			m.UpstreamModel = m.Name
 		}
-		ms.byName[m.Name] = &servedModel{cfg: m, offer: o, slots: make(chan struct{}, m.MaxConcurrency), base: strings.TrimRight(m.Upstream, "/")}
+		ms.byName[m.Name] = &servedModel{cfg: m, offer: o, slots: make(chan struct{}, m.MaxConcurrency), base: strings.TrimRight(m.Upstream, "/"), queue: newQueueDepth()}
 		ms.names = append(ms.names, m.Name)
 	}
+	served := make([]*servedModel, len(ms.names))
+	for i, name := range ms.names {
+		served[i] = ms.byName[name]
+	}
+	ms.pages = loadPages(served)
 	return ms
 }
 
@@ -300,6 +319,9 @@ func (ms *models) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if m == nil {
 		writeModelError(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("this node does not serve model %q", r.Header.Get(idlegrid.ModelHeader)))
 		return
+	}
+	if q := m.queue.header(); q != "" {
+		w.Header().Set(idlegrid.ModelQueueHeader, q)
 	}
 	select {
 	case m.slots <- struct{}{}:

@@ -364,8 +364,9 @@ func serveDevModels(n devNode) ([]agent.ModelConfig, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// The simulated server holds no queue of its own, and serves no metrics.
 	return []agent.ModelConfig{{Name: devModelName, Upstream: ms.URL(), InputPrice: n.serves.inputPrice,
-		OutputPrice: n.serves.outputPrice, MaxConcurrency: n.serves.concurrency}}, ms.Close, nil
+		OutputPrice: n.serves.outputPrice, MaxConcurrency: n.serves.concurrency, MetricsURL: agent.MetricsOff}}, ms.Close, nil
 }
 
 func (d *devMarket) newAgent(ctx context.Context, n devNode, url, token string, models []agent.ModelConfig) (*agent.Agent, runtime.Runtime, error) {

@@ -28,6 +28,8 @@ func (s breakerState) String() string {
 // time to first byte, its tokens per second and its success.
 type upstream struct {
 	inflight atomic.Int64
+	queued   atomic.Int64 // at the model server, as last reported (queuedepth.go)
+	queuedAt atomic.Int64 // unix ns of that report; 0: none
 
 	mu        sync.Mutex
 	state     breakerState

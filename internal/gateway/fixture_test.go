@@ -151,6 +151,9 @@ func (f *fixture) startAgent(tb testing.TB, name, region, residency string, mode
 		Region: region, Residency: residency, Ask: agent.AskConfig{Floor: map[idlegrid.Tier]string{idlegrid.TierBronze: "1.00"}},
 		FakeGPUs: "1xRTX4090", Models: models, ModelHealthInterval: 50 * time.Millisecond,
 	}
+	if _, ok := tb.(*testing.B); !ok {
+		cfg.ModelLoadInterval = 50 * time.Millisecond // a benchmark reads the queues at the default pace
+	}
 	key, err := nodekey.LoadOrCreate(cfg.KeyPath())
 	if err != nil {
 		tb.Fatal(err)
@@ -270,6 +273,9 @@ type mock struct {
 	freed  chan struct{}
 	once   sync.Once
 	bodies chan []byte // the last requests' bodies, newest kept
+
+	Waiting      atomic.Int64 // requests its metrics say wait in its queue
+	MetricsReads atomic.Int64 // GET /metrics received
 }
 
 // Faults a mock can be switched into.
@@ -292,6 +298,7 @@ func mustMock(tb testing.TB, name string) *mock {
 	m.mode.Store(faultNone)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", m.models)
+	mux.HandleFunc("GET /metrics", m.metrics)
 	mux.HandleFunc("POST /v1/chat/completions", m.chat)
 	mux.HandleFunc("POST /v1/completions", m.completion)
 	mux.HandleFunc("POST /v1/embeddings", m.embeddings)
@@ -343,6 +350,13 @@ func (m *mock) models(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	io.WriteString(w, `{"object":"list","data":[{"id":"upstream-model","object":"model"}]}`)
+}
+
+// metrics serves the queue gauge as vLLM does.
+func (m *mock) metrics(w http.ResponseWriter, r *http.Request) {
+	m.MetricsReads.Add(1)
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprintf(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"upstream-model\"} %d\n", m.Waiting.Load())
 }
 
 // fault answers the faults that strike before any byte; it reports

@@ -280,6 +280,7 @@ func (x *exchange) open(parent context.Context, c *candidate) (*answer, *attempt
 	a := &answer{ctx: ctx, cancel: cancel}
 	a.resp, err = rt.RoundTrip(req)
 	if err == nil {
+		g.health.noteQueue(c.up, a.resp.Header.Get(idlegrid.ModelQueueHeader))
 		err = a.readFirst(x.req.Stream, g.cfg.MaxAnswerBytes)
 	}
 	firstByte.Stop()

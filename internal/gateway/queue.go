@@ -103,8 +103,9 @@ func (w *waitingRoom) depth() map[string]int {
 
 // saturated reports whether every provider of the plan is at its
 // max_concurrency by this gateway's own count: order puts those last, so
-// the first decides.
-func saturated(plan []*candidate) bool { return len(plan) > 0 && plan[0].load >= 1 }
+// the first decides. A queue at the model servers does not count: waiting
+// here would not shorten it.
+func saturated(plan []*candidate) bool { return len(plan) > 0 && plan[0].full }
 
 // waitForRoom plans the request again each time a provider of its model
 // frees a slot, until a plan has a provider with room, QueueTimeout passes,

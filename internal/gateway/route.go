@@ -17,7 +17,8 @@ import (
 type candidate struct {
 	*provider
 	up   *upstream
-	load float64 // in flight / max concurrency; above 1 means a queue
+	load float64 // (in flight + queued at the model server) / max concurrency; from 1 up, a queue
+	full bool    // at max concurrency by the gateway's own count: the agent would refuse
 	ttft float64 // ms, EWMA; 0 unknown
 	tps  float64 // EWMA; 0 unknown
 	ok   float64 // EWMA of successes
@@ -47,6 +48,7 @@ func (g *Gateway) plan(req *openai.Request, all []*provider, attempts int) ([]*c
 	}
 	why := excluded{}
 	var cs []*candidate
+	now := g.health.clock.Now()
 	for _, pr := range all {
 		if reason := g.refuse(req, p, pr); reason != "" {
 			why[reason]++
@@ -58,8 +60,10 @@ func (g *Gateway) plan(req *openai.Request, all []*provider, attempts int) ([]*c
 			continue
 		}
 		ttft, tps, ok, _ := up.snapshot()
+		inflight := up.inflight.Load()
 		cs = append(cs, &candidate{provider: pr, up: up, ttft: ttft, tps: tps, ok: ok,
-			load: float64(up.inflight.Load()) / float64(pr.Model.MaxConcurrency)})
+			load: float64(inflight+up.queue(now)) / float64(pr.Model.MaxConcurrency),
+			full: inflight >= int64(pr.Model.MaxConcurrency)})
 	}
 	order(cs, p, req.PrefixHash)
 	if p.AllowFallbacks != nil && !*p.AllowFallbacks {
@@ -113,7 +117,9 @@ func above(price idlegrid.Micros, limit *idlegrid.Micros) bool {
 //     meet a warm KV cache;
 //
 // and, whatever the sort, the providers named in provider.order go first,
-// in that order. Saturated providers (load ≥ 1) always go after the rest.
+// in that order. Saturated providers (load ≥ 1: a queue, the gateway's or
+// the model server's) always go after the rest, and of them those at
+// their max concurrency by the gateway's count, which would refuse, last.
 func order(cs []*candidate, p *idlegrid.Routing, prefix uint64) {
 	price := func(c *candidate) float64 {
 		return float64(c.Model.InputMicrosPerMTokens + c.Model.OutputMicrosPerMTokens)
@@ -138,8 +144,8 @@ func order(cs []*candidate, p *idlegrid.Routing, prefix uint64) {
 	}
 	sort.SliceStable(cs, func(i, j int) bool {
 		a, b := cs[i], cs[j]
-		if sa, sb := a.load >= 1, b.load >= 1; sa != sb {
-			return sb
+		if sa, sb := saturation(a), saturation(b); sa != sb {
+			return sa < sb
 		}
 		return keys[a] < keys[b]
 	})
@@ -157,6 +163,18 @@ func order(cs []*candidate, p *idlegrid.Routing, prefix uint64) {
 		}
 		sort.SliceStable(cs, func(i, j int) bool { return rank(cs[i]) < rank(cs[j]) })
 	}
+}
+
+// saturation ranks a candidate for order: 0 with room, 1 with a queue (at
+// the model server, or as many in flight as it takes), 2 full.
+func saturation(c *candidate) int {
+	switch {
+	case c.full:
+		return 2
+	case c.load >= 1:
+		return 1
+	}
+	return 0
 }
 
 // stickFirst moves the unsaturated candidate that prefix hashes to

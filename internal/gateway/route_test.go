@@ -13,7 +13,7 @@ func mustCandidate(name string, in, out idlegrid.Micros, load, ttft, tps float64
 	return &candidate{
 		provider: &provider{key: name + "/m", NodeID: name, ProviderID: "prov_" + name, Reliability: 0.9,
 			Model: idlegrid.ModelOffer{Name: "m", InputMicrosPerMTokens: in, OutputMicrosPerMTokens: out, MaxConcurrency: 4}},
-		load: load, ttft: ttft, tps: tps, ok: 1,
+		load: load, full: load >= 1, ttft: ttft, tps: tps, ok: 1,
 	}
 }
 
@@ -91,6 +91,60 @@ func TestOrder(t *testing.T) {
 			t.Errorf("sticky off still moved a provider: %s", names(cs))
 		}
 	})
+}
+
+// TestOrder_modelServerQueue checks that a provider whose model server
+// reports a queue goes after those with room, but before those the
+// gateway has filled, and loses its prompt prefixes meanwhile.
+func TestOrder_modelServerQueue(t *testing.T) {
+	clock := &stepClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	h := &healthBook{}
+	h.init(clock, 3, time.Second)
+	queued := h.of("queued/m")
+	h.noteQueue(queued, "6") // 6 waiting at its model server, max_concurrency 4
+	fresh := func() []*candidate {
+		q := mustCandidate("queued", 1, 1, 0, 0, 0)
+		q.load = float64(queued.queue(clock.Now())) / 4
+		return []*candidate{mustCandidate("full", 1, 1, 1, 0, 0), q, mustCandidate("dear", 9, 9, 0.25, 0, 0)}
+	}
+	cs := fresh()
+	order(cs, &idlegrid.Routing{}, 0)
+	if got := names(cs); got != "dear,queued,full" {
+		t.Errorf("order = %s, want dear,queued,full", got)
+	}
+	for prefix := uint64(1); prefix <= 32; prefix++ {
+		cs := fresh()
+		order(cs, &idlegrid.Routing{}, prefix)
+		if cs[0].NodeID != "dear" {
+			t.Fatalf("prefix %d went to %s, a provider with a queue", prefix, cs[0].NodeID)
+		}
+	}
+	if saturated(fresh()[1:]) {
+		t.Errorf("a queue at the model server made the plan saturated: requests would wait in the gateway for a slot it holds free")
+	}
+
+	clock.advance(queueFresh + time.Second) // no answer since: the report is stale
+	cs = fresh()
+	order(cs, &idlegrid.Routing{}, 0)
+	if got := names(cs); got != "queued,dear,full" {
+		t.Errorf("order after the report went stale = %s, want queued,dear,full", got)
+	}
+	h.noteQueue(queued, "6")
+	h.noteQueue(queued, "") // the agent no longer knows: forget
+	if n := queued.queue(clock.Now()); n != 0 {
+		t.Errorf("queue after an answer without a depth = %d, want 0", n)
+	}
+	for _, bad := range []string{"-3", "lots", "1e3"} {
+		h.noteQueue(queued, "6")
+		h.noteQueue(queued, bad)
+		if n := queued.queue(clock.Now()); n != 0 {
+			t.Errorf("queue after a report of %q = %d, want 0 (unknown)", bad, n)
+		}
+	}
+	h.noteQueue(queued, "99999999999")
+	if n := queued.queue(clock.Now()); n != maxQueueDepth {
+		t.Errorf("queue after a wild report = %d, want it capped at %d", n, maxQueueDepth)
+	}
 }
 
 type stepClock struct {

@@ -56,6 +56,34 @@ func TestGateway_routing(t *testing.T) {
 	})
 }
 
+// TestGateway_modelServerQueue checks that a provider whose model server
+// holds a queue (others' requests, which the gateway does not count) gets
+// no more requests once an answer has said so, though it is the cheaper
+// and the renter sorts by price.
+func TestGateway_modelServerQueue(t *testing.T) {
+	p := mustPair(t, nil) // alpha: 10/20, max_concurrency 8; beta: 30/60, 8
+	p.A.Waiting.Store(16)
+	read := p.A.MetricsReads.Load()
+	eventually(t, "alpha's agent to read its metrics", func() string {
+		if p.A.MetricsReads.Load() < read+2 { // a read begun after the Store has ended
+			return "not yet"
+		}
+		return ""
+	})
+	for i := range 6 {
+		_, resp, err := p.chat(t, cheapestFirst)
+		if err != nil {
+			t.Fatal(describe(err))
+		}
+		if got := resp.Header.Get("X-Idlegrid-Node"); i > 0 && got != p.NodeB.NodeID {
+			t.Errorf("request %d went to %s, whose model server has 16 waiting; want %s", i, got, p.NodeB.NodeID)
+		}
+	}
+	if n := p.A.Served.Load(); n != 1 {
+		t.Errorf("alpha served %d requests, want only the first (before the gateway knew its queue)", n)
+	}
+}
+
 // TestGateway_concurrentStreams runs more streams at once than alpha's
 // max_concurrency (8): the rest spill over to beta, and every one is
 // charged exactly once, at the price of the node that served it.

@@ -359,7 +359,8 @@ func (m *market) addProvider(ctx context.Context, spec ProviderSpec, models []st
 	}
 	var offers []agent.ModelConfig
 	for _, name := range models {
-		offers = append(offers, agent.ModelConfig{Name: name, Upstream: p.url, InputPrice: spec.InputPrice, OutputPrice: spec.OutputPrice, MaxConcurrency: spec.MaxConcurrency})
+		offers = append(offers, agent.ModelConfig{Name: name, Upstream: p.url, InputPrice: spec.InputPrice, OutputPrice: spec.OutputPrice,
+			MaxConcurrency: spec.MaxConcurrency, MetricsURL: agent.MetricsOff}) // the simulated server holds no queue of its own
 	}
 	a, err := m.startAgent(ctx, spec, join, offers)
 	if err != nil {

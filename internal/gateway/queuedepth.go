@@ -1,0 +1,44 @@
+package gateway
+
+import (
+	"strconv"
+	"time"
+)
+
+// A provider's queue at its model server. The gateway counts its own
+// requests in flight at each provider, but the model server may also be
+// busy with others' (its owner's, another gateway's) and hold requests in
+// its own queue. Each agent's answer says how many wait there
+// (idlegrid.ModelQueueHeader), read from the server's metrics; routing
+// counts them into the provider's load for queueFresh after the answer.
+
+// queueFresh is how long a reported queue depth counts. A provider
+// reported busy gets fewer requests, and so fewer fresh reports: after
+// this its queue is taken as empty again until an answer says otherwise.
+const queueFresh = 10 * time.Second
+
+// maxQueueDepth bounds a reported depth, so that a wild report cannot
+// overflow the load.
+const maxQueueDepth = 1 << 20
+
+// noteQueue records the queue depth in an answer's header: a count, or
+// nothing when the agent does not know it, which forgets the last.
+func (h *healthBook) noteQueue(u *upstream, header string) {
+	n, err := strconv.ParseInt(header, 10, 64)
+	if header == "" || err != nil || n < 0 {
+		u.queuedAt.Store(0)
+		return
+	}
+	u.queued.Store(min(n, maxQueueDepth))
+	u.queuedAt.Store(h.clock.Now().UnixNano())
+}
+
+// queue is the requests waiting at u's model server by its last fresh
+// report at now; 0 when unknown or stale.
+func (u *upstream) queue(now time.Time) int64 {
+	at := u.queuedAt.Load()
+	if at == 0 || now.UnixNano()-at > int64(queueFresh) {
+		return 0
+	}
+	return u.queued.Load()
+}
