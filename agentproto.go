@@ -43,7 +43,31 @@ type LeaseProgress struct {
 	Progress float64 `json:"progress"`
 	// CheckpointAt is when the workload last saved a checkpoint it can
 	// resume from, if it has; a preemption then loses only what ran since.
-	CheckpointAt *time.Time `json:"checkpoint_at,omitempty"`
+	// It is in the node's clock. CheckpointAgeSeconds, how long before the
+	// report that was, by the node's clock too, needs no agreement between
+	// the clocks: when it is set the server takes the checkpoint's time as
+	// its own now less the age, and CheckpointAt is only shown.
+	CheckpointAt         *time.Time `json:"checkpoint_at,omitempty"`
+	CheckpointAgeSeconds *float64   `json:"checkpoint_age_seconds,omitempty"`
+}
+
+// maxCheckpointAge bounds a reported checkpoint age: a year.
+const maxCheckpointAge = 365 * 24 * 3600
+
+// CheckpointIn returns when the reported checkpoint was saved by the
+// clock whose time is now: now less CheckpointAgeSeconds when that is set,
+// else CheckpointAt; nil when none is reported. A bad age is an error
+// naming the field.
+func (p *LeaseProgress) CheckpointIn(now time.Time) (*time.Time, error) {
+	if p.CheckpointAgeSeconds == nil {
+		return p.CheckpointAt, nil
+	}
+	age := *p.CheckpointAgeSeconds
+	if !(age >= 0 && age <= maxCheckpointAge) { // NaN fails both
+		return nil, Invalid("lease.checkpoint_age_seconds", "must be between 0 and %d seconds, got %v", maxCheckpointAge, age)
+	}
+	t := now.Add(-time.Duration(age * float64(time.Second)))
+	return &t, nil
 }
 
 // HeartbeatResponse tells the agent how often to heartbeat.

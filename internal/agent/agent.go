@@ -417,14 +417,15 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 	}
 }
 
-// progress lists the running leases' progress and last checkpoints, in
-// lease order.
+// progress lists the running leases' progress and last checkpoints, with
+// their ages, in lease order.
 func (a *Agent) progress() []idlegrid.LeaseProgress {
+	now := a.clock.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []idlegrid.LeaseProgress
 	for _, l := range a.leases {
-		if p, ok := l.running(); ok {
+		if p, ok := l.running(now); ok {
 			out = append(out, p)
 		}
 	}

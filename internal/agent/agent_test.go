@@ -348,10 +348,23 @@ func TestAgent_Lease(t *testing.T) {
 			began := time.Now()
 			waitFor(t, "the lease to succeed", leaseIn(srv, "lease_a", idlegrid.LeaseSucceeded))
 			var seen []time.Duration // each new checkpoint the heartbeats carry, from the start
-			for _, hb := range srv.heartbeats() {
+			beatAt := srv.heartbeatTimes()
+			for i, hb := range srv.heartbeats() {
 				for _, p := range hb.Leases {
 					if p.LeaseID == "lease_a" && p.CheckpointAt != nil && (len(seen) == 0 || p.CheckpointAt.Sub(began) != seen[len(seen)-1]) {
 						seen = append(seen, p.CheckpointAt.Sub(began))
+					}
+					// The age says the same as the time, by the clock of the
+					// heartbeat: the server places the checkpoint by it.
+					if p.CheckpointAt == nil {
+						continue
+					}
+					if p.CheckpointAgeSeconds == nil {
+						t.Fatalf("heartbeat %d carries a checkpoint at %v without its age", i, p.CheckpointAt)
+					}
+					age := time.Duration(*p.CheckpointAgeSeconds * float64(time.Second))
+					if off := beatAt[i].Sub(*p.CheckpointAt) - age; off < 0 || off > time.Second {
+						t.Errorf("heartbeat %d at %v: checkpoint at %v, age %v; off by %v", i, beatAt[i], *p.CheckpointAt, age, off)
 					}
 				}
 			}

@@ -23,6 +23,7 @@ type fakeServer struct {
 	joins    []idlegrid.JoinRequest
 	offers   []idlegrid.OfferRequest
 	beats    []idlegrid.HeartbeatRequest
+	beatAt   []time.Time // when each of beats came
 	reports  []fakeReport
 	logs     map[string][]idlegrid.LogLine
 	receipts map[string][]idlegrid.Receipt // by lease, as accepted
@@ -146,6 +147,13 @@ func (f *fakeServer) heartbeats() []idlegrid.HeartbeatRequest {
 	return append([]idlegrid.HeartbeatRequest(nil), f.beats...)
 }
 
+// heartbeatTimes returns when each of heartbeats came.
+func (f *fakeServer) heartbeatTimes() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Time(nil), f.beatAt...)
+}
+
 func (f *fakeServer) Join(ctx context.Context, req idlegrid.JoinRequest) (*idlegrid.JoinResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -182,7 +190,7 @@ func (f *fakeServer) Heartbeat(ctx context.Context, req idlegrid.HeartbeatReques
 	if err := f.call("Heartbeat"); err != nil {
 		return nil, err
 	}
-	f.beats = append(f.beats, req)
+	f.beats, f.beatAt = append(f.beats, req), append(f.beatAt, time.Now())
 	return &idlegrid.HeartbeatResponse{HeartbeatSeconds: 5}, nil
 }
 

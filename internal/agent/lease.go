@@ -261,12 +261,17 @@ func (l *lease) requestStop(cause stopCause, reason string) (first, now bool) {
 	return first, now
 }
 
-// running returns the progress, and last checkpoint, of a lease whose
-// workload runs.
-func (l *lease) running() (idlegrid.LeaseProgress, bool) {
+// running returns the progress, and last checkpoint with its age at now,
+// of a lease whose workload runs.
+func (l *lease) running(now time.Time) (idlegrid.LeaseProgress, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return idlegrid.LeaseProgress{LeaseID: l.id, Progress: l.progress, CheckpointAt: l.checkpoint}, l.started && l.exit == nil
+	p := idlegrid.LeaseProgress{LeaseID: l.id, Progress: l.progress, CheckpointAt: l.checkpoint}
+	if l.checkpoint != nil {
+		age := max(now.Sub(*l.checkpoint), 0).Seconds()
+		p.CheckpointAgeSeconds = &age
+	}
+	return p, l.started && l.exit == nil
 }
 
 // grace is how long the workload has to end once asked to stop: its

@@ -84,8 +84,10 @@ func (s *Server) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (
 // setProgress records a lease's progress; a bronze lease's checkpoint it
 // reports for the first time goes to the engine, for the work a preemption
 // would lose (the engine reads the others' when it is rebuilt). A
-// checkpoint the store refuses (a node's clock far off) is left out, with
-// a warning, rather than failing the node's heartbeat.
+// checkpoint reported by its age is placed in the server's clock, so the
+// node's clock need not agree. A checkpoint the store refuses (a bad age,
+// or a time from a node's clock far off) is left out, with a warning,
+// rather than failing the node's heartbeat.
 func (s *Server) setProgress(ctx context.Context, nodeID string, p idlegrid.LeaseProgress) error {
 	if p.Progress < 0 || p.Progress > 1 {
 		return idlegrid.Invalid("progress", "must be between 0 and 1")
@@ -94,11 +96,17 @@ func (s *Server) setProgress(ctx context.Context, nodeID string, p idlegrid.Leas
 	if err != nil {
 		return err
 	}
-	checkpointed, err := s.store.SetLeaseProgress(ctx, p, s.Now())
-	if e := (*idlegrid.Error)(nil); errors.As(err, &e) && e.Field == "lease.checkpoint_at" {
+	now := s.Now()
+	p.CheckpointAt, err = p.CheckpointIn(now) // in the server's clock when the node says the age
+	p.CheckpointAgeSeconds = nil
+	checkpointed := false
+	if err == nil {
+		checkpointed, err = s.store.SetLeaseProgress(ctx, p, now)
+	}
+	if e := (*idlegrid.Error)(nil); errors.As(err, &e) && strings.HasPrefix(e.Field, "lease.checkpoint_") {
 		s.log.Warn("ignoring a lease's checkpoint", "node", nodeID, "lease", p.LeaseID, "err", err)
 		p.CheckpointAt = nil
-		checkpointed, err = s.store.SetLeaseProgress(ctx, p, s.Now())
+		checkpointed, err = s.store.SetLeaseProgress(ctx, p, now)
 	}
 	if checkpointed && l.Tier == idlegrid.TierBronze { // only bronze is preempted, so only its checkpoints matter now
 		s.markLease(p.LeaseID)

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -580,6 +581,59 @@ func TestServer_HeartbeatWithAFarOffCheckpoint(t *testing.T) {
 		}
 		if got.Progress != 0.4 || got.CheckpointAt != nil {
 			t.Fatalf("lease progress %v, checkpoint %v; want 0.4 and none", got.Progress, got.CheckpointAt)
+		}
+	})
+}
+
+// A node whose clock is an hour ahead reports a checkpoint by its time
+// and its age: the server places it by the age, in its own clock, so the
+// checkpoint counts though its time alone would be refused. A bad age is
+// left out like a far-off time, and the heartbeat still counts.
+func TestServer_HeartbeatWithACheckpointAge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		if _, err := m.srv.SubmitJob(m.renter, testSpec()); err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 5*time.Second)
+		var node context.Context
+		var lease *idlegrid.Lease
+		for _, n := range []context.Context{m.node, m.rival} {
+			if cmds, err := m.srv.Commands(n, 0); err == nil && len(cmds) == 1 {
+				node, lease = n, cmds[0].Lease
+			}
+		}
+		if lease == nil {
+			t.Fatal("the job was not started on either node")
+		}
+		if err := m.srv.ReportLease(node, lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 3*time.Minute)
+		beat := func(progress, age float64) *idlegrid.Lease {
+			t.Helper()
+			nodeTime := m.srv.Now().Add(time.Hour).Add(-time.Duration(age * float64(time.Second)))
+			if _, err := m.srv.Heartbeat(node, idlegrid.HeartbeatRequest{Leases: []idlegrid.LeaseProgress{
+				{LeaseID: lease.ID, Progress: progress, CheckpointAt: &nodeTime, CheckpointAgeSeconds: &age},
+			}}); err != nil {
+				t.Fatalf("heartbeat with a checkpoint %vs old: %v", age, err)
+			}
+			got, _, err := m.srv.FindLease(m.renter, lease.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		got := beat(0.4, 90)
+		if want := m.srv.Now().Add(-90 * time.Second); got.CheckpointAt == nil || !got.CheckpointAt.Equal(want) {
+			t.Fatalf("checkpoint %v, want %v: the server's now less the age", got.CheckpointAt, want)
+		}
+		saved := *got.CheckpointAt
+		for _, bad := range []float64{-1, math.NaN(), math.Inf(1)} {
+			got = beat(0.5, bad)
+			if got.Progress != 0.5 || got.CheckpointAt == nil || !got.CheckpointAt.Equal(saved) {
+				t.Fatalf("after an age of %v: progress %v, checkpoint %v; want 0.5 and still %v", bad, got.Progress, got.CheckpointAt, saved)
+			}
 		}
 	})
 }
