@@ -69,7 +69,11 @@ func (c *inferenceCommand) stats(ctx context.Context, args []string) error {
 		about: `Show the gateway's figures per model over its recent requests: latency
 and time to first token at p50 and p95, completion tokens a second, what a
 million tokens cost on average, and the requests waiting now for a
-provider with room; then the providers' circuit breakers that have tripped.`,
+provider with room. Then each provider as routing sees it now: the requests
+in flight there over its max concurrency, those its model server says wait
+in its queue, the load they make, its time to first token, tokens a second
+and share of requests answered (moving averages), and its circuit breaker;
+then the breakers that have tripped.`,
 		examples: "idlegrid inference stats\n idlegrid inference stats --json",
 	})
 	r := c.env.remoteFlags(fs)
@@ -91,8 +95,48 @@ provider with room; then the providers' circuit breakers that have tripped.`,
 	return printInferenceStats(c.env.Out, st)
 }
 
-// printInferenceStats shows the models' figures, then the breakers.
+// printInferenceStats shows the models' figures, then the providers' load
+// and the breakers.
 func printInferenceStats(out io.Writer, st *wire.InferenceStats) error {
+	if err := printModelStats(out, st); err != nil {
+		return err
+	}
+	if len(st.Providers) > 0 {
+		io.WriteString(out, "\nProviders now (queued: at the node's model server, by its metrics; - when it does not say):\n")
+		t := newTable(out, "  NODE", "MODEL", "IN FLIGHT", "QUEUED", "LOAD", "TTFT MS", "TOKENS/S", "ANSWERED", "BREAKER")
+		for _, p := range st.Providers {
+			queued := "-"
+			if p.Queued != nil {
+				queued = fmt.Sprint(*p.Queued)
+			}
+			t.row("  "+p.NodeID, p.Model, fmt.Sprintf("%d/%d", p.InFlight, p.MaxConcurrency), queued, fmt.Sprintf("%.0f%%", 100*p.Load),
+				measured("%.0f", p.TTFTMS), measured("%.1f", p.TokensPerSecond), fmt.Sprintf("%.0f%%", 100*p.SuccessRate), p.Breaker)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if len(st.Breakers) == 0 {
+		return nil
+	}
+	io.WriteString(out, "\nCircuit breakers that have tripped:\n")
+	t := newTable(out, "  NODE", "MODEL", "STATE", "TRIPS", "HALF-OPENS", "CLOSES")
+	for _, b := range st.Breakers {
+		t.row("  "+b.NodeID, b.Model, b.State, b.Trips, b.HalfOpens, b.Closes)
+	}
+	return t.flush()
+}
+
+// measured formats a moving average, or "-" when there is none yet.
+func measured(format string, x float64) string {
+	if x == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, x)
+}
+
+// printModelStats shows the models' figures and the requests waiting.
+func printModelStats(out io.Writer, st *wire.InferenceStats) error {
 	if len(st.Models) == 0 && len(st.Waiting) == 0 {
 		_, err := io.WriteString(out, "no inference requests yet\n")
 		return err
@@ -108,14 +152,6 @@ func printInferenceStats(out io.Writer, st *wire.InferenceStats) error {
 		if !seen[model] {
 			t.row(model, 0, "-", "-", "-", "-", st.Waiting[model])
 		}
-	}
-	if err := t.flush(); err != nil || len(st.Breakers) == 0 {
-		return err
-	}
-	io.WriteString(out, "\nCircuit breakers that have tripped:\n")
-	t = newTable(out, "  NODE", "MODEL", "STATE", "TRIPS", "HALF-OPENS", "CLOSES")
-	for _, b := range st.Breakers {
-		t.row("  "+b.NodeID, b.Model, b.State, b.Trips, b.HalfOpens, b.Closes)
 	}
 	return t.flush()
 }

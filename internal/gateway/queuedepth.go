@@ -33,12 +33,40 @@ func (h *healthBook) noteQueue(u *upstream, header string) {
 	u.queuedAt.Store(h.clock.Now().UnixNano())
 }
 
+// reported is the requests waiting at u's model server by its last
+// report, and whether that report is fresh at now.
+func (u *upstream) reported(now time.Time) (int64, bool) {
+	at := u.queuedAt.Load()
+	if at == 0 || now.UnixNano()-at > int64(queueFresh) {
+		return 0, false
+	}
+	return u.queued.Load(), true
+}
+
 // queue is the requests waiting at u's model server by its last fresh
 // report at now; 0 when unknown or stale.
 func (u *upstream) queue(now time.Time) int64 {
-	at := u.queuedAt.Load()
-	if at == 0 || now.UnixNano()-at > int64(queueFresh) {
-		return 0
+	n, _ := u.reported(now)
+	return n
+}
+
+// load is pr as routing sees it at now, for the statistics.
+func (h *healthBook) load(pr *provider, now time.Time) ProviderLoad {
+	up := h.of(pr.key)
+	ttft, tps, ok, state := up.snapshot()
+	inflight := up.inflight.Load()
+	l := ProviderLoad{NodeID: pr.NodeID, Model: pr.Model.Name, InFlight: inflight, MaxConcurrency: pr.Model.MaxConcurrency,
+		TTFTMS: ttft, TokensPerSecond: tps, SuccessRate: ok, Breaker: state.String()}
+	q, fresh := up.reported(now)
+	if fresh {
+		l.Queued = &q
 	}
-	return u.queued.Load()
+	l.Load = loadOf(inflight, q, pr.Model.MaxConcurrency)
+	return l
+}
+
+// loadOf is a provider's load: the requests it has in flight and those
+// waiting at its model server, over its max concurrency.
+func loadOf(inflight, queued int64, maxConcurrency int) float64 {
+	return float64(inflight+queued) / float64(max(maxConcurrency, 1))
 }

@@ -62,7 +62,7 @@ func (g *Gateway) plan(req *openai.Request, all []*provider, attempts int) ([]*c
 		ttft, tps, ok, _ := up.snapshot()
 		inflight := up.inflight.Load()
 		cs = append(cs, &candidate{provider: pr, up: up, ttft: ttft, tps: tps, ok: ok,
-			load: float64(inflight+up.queue(now)) / float64(pr.Model.MaxConcurrency),
+			load: loadOf(inflight, up.queue(now), pr.Model.MaxConcurrency),
 			full: inflight >= int64(pr.Model.MaxConcurrency)})
 	}
 	order(cs, p, req.PrefixHash)

@@ -8,6 +8,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
+	"github.com/idlegrid/idlegrid/internal/gateway"
 )
 
 func TestGateway_routing(t *testing.T) {
@@ -81,6 +83,21 @@ func TestGateway_modelServerQueue(t *testing.T) {
 	}
 	if n := p.A.Served.Load(); n != 1 {
 		t.Errorf("alpha served %d requests, want only the first (before the gateway knew its queue)", n)
+	}
+	st, err := client.New(p.URL, p.RenterKey).InferenceStats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	loads := map[string]gateway.ProviderLoad{}
+	for _, l := range st.Providers {
+		loads[l.NodeID] = l
+	}
+	a, b := loads[p.NodeA.NodeID], loads[p.NodeB.NodeID]
+	if len(st.Providers) != 2 || a.Queued == nil || *a.Queued != 16 || a.Load != 2 || a.MaxConcurrency != 8 || a.Breaker != "closed" {
+		t.Errorf("stats show alpha as %+v (queued %v), want 16 queued at its model server, load 2", a, a.Queued)
+	}
+	if b.Queued == nil || *b.Queued != 0 || b.InFlight != 0 || b.Load != 0 || b.TTFTMS <= 0 || b.SuccessRate != 1 {
+		t.Errorf("stats show beta as %+v (queued %v), want none queued or in flight, and measured", b, b.Queued)
 	}
 }
 

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 	"sort"
 	"sync"
@@ -61,6 +62,7 @@ type (
 	StatsResponse = wire.InferenceStats
 	ModelStats    = wire.ModelStats
 	BreakerStats  = wire.BreakerStats
+	ProviderLoad  = wire.ProviderLoad
 	UsageResponse = wire.InferenceUsageList
 )
 
@@ -129,8 +131,36 @@ func quantile(xs []float64, q float64) float64 {
 // serveStats answers GET /v1/inference/stats: every model's figures and
 // the breakers that have tripped.
 func (g *Gateway) serveStats(w http.ResponseWriter, r *http.Request, c *apiKey) error {
-	writeJSON(w, http.StatusOK, StatsResponse{Models: g.stats.snapshot(), Breakers: g.Breakers(), Waiting: g.waiting.depth()})
+	providers, err := g.providerLoads(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, StatsResponse{Models: g.stats.snapshot(), Breakers: g.Breakers(), Waiting: g.waiting.depth(),
+		Providers: providers})
 	return nil
+}
+
+// providerLoads returns every provider of every model in the catalog as
+// routing sees it now, by model then node.
+func (g *Gateway) providerLoads(ctx context.Context) ([]ProviderLoad, error) {
+	byModel, err := g.catalog.models(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := g.health.clock.Now()
+	out := []ProviderLoad{}
+	for _, ps := range byModel {
+		for _, pr := range ps {
+			out = append(out, g.health.load(pr, now))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Model != out[j].Model {
+			return out[i].Model < out[j].Model
+		}
+		return out[i].NodeID < out[j].NodeID
+	})
+	return out, nil
 }
 
 // serveUsage answers GET /v1/inference/usage: the caller's own metered

@@ -11,6 +11,29 @@ type InferenceStats struct {
 	// Waiting is, per model, how many requests wait now for one of its
 	// providers to have room; a model none wait for is not listed.
 	Waiting map[string]int `json:"waiting"`
+	// Providers are the nodes serving each model now, with the load and
+	// record routing reads, by model then node.
+	Providers []ProviderLoad `json:"providers"`
+}
+
+// ProviderLoad is one node serving one model, as the gateway's routing
+// sees it now: the requests it has there, those the node's model server
+// last said wait in its queue (null when it does not say, or said over
+// 10 s ago), the load they make over its max concurrency, and the moving
+// averages of its time to first token (milliseconds), completion tokens a
+// second and share of requests answered (0 for the first two: not
+// measured yet), and its circuit breaker's state.
+type ProviderLoad struct {
+	NodeID          string  `json:"node_id"`
+	Model           string  `json:"model"`
+	InFlight        int64   `json:"in_flight"`
+	MaxConcurrency  int     `json:"max_concurrency"`
+	Queued          *int64  `json:"queued"`
+	Load            float64 `json:"load"`
+	TTFTMS          float64 `json:"ttft_ms"`
+	TokensPerSecond float64 `json:"tokens_per_second"`
+	SuccessRate     float64 `json:"success_rate"`
+	Breaker         string  `json:"breaker"` // closed, open or half-open
 }
 
 // ModelStats is what renters see of a model's recent requests: latency
