@@ -103,13 +103,13 @@ func printInferenceStats(out io.Writer, st *wire.InferenceStats) error {
 	}
 	if len(st.Providers) > 0 {
 		io.WriteString(out, "\nProviders now (queued: at the node's model server, by its metrics; - when it does not say):\n")
-		t := newTable(out, "  NODE", "MODEL", "IN FLIGHT", "QUEUED", "LOAD", "TTFT MS", "TOKENS/S", "ANSWERED", "BREAKER")
+		t := newTable(out, "  NODE", "NAME", "MODEL", "IN FLIGHT", "QUEUED", "LOAD", "TTFT MS", "TOKENS/S", "ANSWERED", "BREAKER")
 		for _, p := range st.Providers {
 			queued := "-"
 			if p.Queued != nil {
 				queued = fmt.Sprint(*p.Queued)
 			}
-			t.row("  "+p.NodeID, p.Model, fmt.Sprintf("%d/%d", p.InFlight, p.MaxConcurrency), queued, fmt.Sprintf("%.0f%%", 100*p.Load),
+			t.row("  "+p.NodeID, p.NodeName, p.Model, fmt.Sprintf("%d/%d", p.InFlight, p.MaxConcurrency), queued, fmt.Sprintf("%.0f%%", 100*p.Load),
 				measured("%.0f", p.TTFTMS), measured("%.1f", p.TokensPerSecond), fmt.Sprintf("%.0f%%", 100*p.SuccessRate), p.Breaker)
 		}
 		if err := t.flush(); err != nil {

@@ -18,9 +18,9 @@ func TestPrintInferenceStats(t *testing.T) {
 		Waiting:  map[string]int{"llama-3.1-8b": 3, "qwen-72b": 2},
 		Breakers: []gateway.BreakerStats{{NodeID: "node_a", Model: "llama-3.1-8b", State: "open", Trips: 2, HalfOpens: 1}},
 		Providers: []gateway.ProviderLoad{
-			{NodeID: "node_a", Model: "llama-3.1-8b", InFlight: 3, MaxConcurrency: 8, Queued: &queued, Load: 1.25,
+			{NodeID: "node_a", NodeName: "rig-4090", Model: "llama-3.1-8b", InFlight: 3, MaxConcurrency: 8, Queued: &queued, Load: 1.25,
 				TTFTMS: 61.4, TokensPerSecond: 38.25, SuccessRate: 0.97, Breaker: "open"},
-			{NodeID: "node_b", Model: "llama-3.1-8b", MaxConcurrency: 16, SuccessRate: 1, Breaker: "closed"},
+			{NodeID: "node_b", NodeName: "b", Model: "llama-3.1-8b", MaxConcurrency: 16, SuccessRate: 1, Breaker: "closed"},
 		},
 	}
 	if err := printInferenceStats(&out, st); err != nil {
@@ -29,9 +29,9 @@ func TestPrintInferenceStats(t *testing.T) {
 	for _, want := range []string{
 		"llama-3.1-8b  12        420/1800            61/240           38.2      $0.171000   3\n",
 		"qwen-72b      0         -                   -                -         -           2\n",
-		"  NODE    MODEL         IN FLIGHT  QUEUED  LOAD  TTFT MS  TOKENS/S  ANSWERED  BREAKER\n",
-		"  node_a  llama-3.1-8b  3/8        7       125%  61       38.2      97%       open\n",
-		"  node_b  llama-3.1-8b  0/16       -       0%    -        -         100%      closed\n",
+		"  NODE    NAME      MODEL         IN FLIGHT  QUEUED  LOAD  TTFT MS  TOKENS/S  ANSWERED  BREAKER\n",
+		"  node_a  rig-4090  llama-3.1-8b  3/8        7       125%  61       38.2      97%       open\n",
+		"  node_b  b         llama-3.1-8b  0/16       -       0%    -        -         100%      closed\n",
 		"Circuit breakers that have tripped:\n",
 		"  node_a  llama-3.1-8b  open   2      1           0\n",
 	} {

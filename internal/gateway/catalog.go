@@ -13,6 +13,7 @@ import (
 type provider struct {
 	key         string // nodeID "/" model: the breaker's and the statistics' key
 	NodeID      string
+	NodeName    string // the owner's name for the node
 	ProviderID  string // the provider's account
 	Region      string
 	Residency   string
@@ -91,7 +92,7 @@ func (c *catalog) load(ctx context.Context) (map[string][]*provider, error) {
 	for _, n := range nodes {
 		for _, m := range n.Models {
 			out[m.Name] = append(out[m.Name], &provider{
-				key: n.ID + "/" + m.Name, NodeID: n.ID, ProviderID: n.ProviderID,
+				key: n.ID + "/" + m.Name, NodeID: n.ID, NodeName: n.Name, ProviderID: n.ProviderID,
 				Region: n.Region, Residency: n.Residency, Reliability: n.Reliability, Model: m,
 			})
 		}

@@ -55,7 +55,7 @@ func (h *healthBook) load(pr *provider, now time.Time) ProviderLoad {
 	up := h.of(pr.key)
 	ttft, tps, ok, state := up.snapshot()
 	inflight := up.inflight.Load()
-	l := ProviderLoad{NodeID: pr.NodeID, Model: pr.Model.Name, InFlight: inflight, MaxConcurrency: pr.Model.MaxConcurrency,
+	l := ProviderLoad{NodeID: pr.NodeID, NodeName: pr.NodeName, Model: pr.Model.Name, InFlight: inflight, MaxConcurrency: pr.Model.MaxConcurrency,
 		TTFTMS: ttft, TokensPerSecond: tps, SuccessRate: ok, Breaker: state.String()}
 	q, fresh := up.reported(now)
 	if fresh {

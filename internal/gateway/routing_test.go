@@ -93,7 +93,7 @@ func TestGateway_modelServerQueue(t *testing.T) {
 		loads[l.NodeID] = l
 	}
 	a, b := loads[p.NodeA.NodeID], loads[p.NodeB.NodeID]
-	if len(st.Providers) != 2 || a.Queued == nil || *a.Queued != 16 || a.Load != 2 || a.MaxConcurrency != 8 || a.Breaker != "closed" {
+	if len(st.Providers) != 2 || a.Queued == nil || *a.Queued != 16 || a.Load != 2 || a.MaxConcurrency != 8 || a.Breaker != "closed" || a.NodeName != "alpha" {
 		t.Errorf("stats show alpha as %+v (queued %v), want 16 queued at its model server, load 2", a, a.Queued)
 	}
 	if b.Queued == nil || *b.Queued != 0 || b.InFlight != 0 || b.Load != 0 || b.TTFTMS <= 0 || b.SuccessRate != 1 {

@@ -25,6 +25,7 @@ type InferenceStats struct {
 // measured yet), and its circuit breaker's state.
 type ProviderLoad struct {
 	NodeID          string  `json:"node_id"`
+	NodeName        string  `json:"node_name"`
 	Model           string  `json:"model"`
 	InFlight        int64   `json:"in_flight"`
 	MaxConcurrency  int     `json:"max_concurrency"`
