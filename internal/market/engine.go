@@ -1,7 +1,6 @@
 package market
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"slices"
@@ -175,7 +174,8 @@ func (e *Engine) UpsertNode(n *idlegrid.Node) {
 	nd.n = n
 	nd.provider, nd.offer = n.ProviderID, n.Offer.Clone() // what restandOnly compares
 	nd.ver++
-	nd.gpus = append(nd.gpus[:0], n.GPUs...)
+	// A new slice, never changed after: picks share it (pickGPUs).
+	nd.gpus = slices.Clone(n.GPUs)
 	slices.SortFunc(nd.gpus, func(a, b idlegrid.GPU) int { return compareStrings(a.UUID, b.UUID) })
 	if len(nd.gpus) <= inlineSlots {
 		nd.held = nd.heldBuf[:len(nd.gpus)]
@@ -193,6 +193,7 @@ func (e *Engine) UpsertNode(n *idlegrid.Node) {
 			}
 		}
 	}
+	gone := e.takeGone(nd, old)
 	nd.resumAll()
 	nd.rel = clampReliability(n.Reliability)
 	nd.cpu, nd.ram = int32(min(max(n.CPUCores, math.MinInt32), math.MaxInt32)), int32(min(max(n.RAMMB, math.MinInt32), math.MaxInt32))
@@ -214,13 +215,58 @@ func (e *Engine) UpsertNode(n *idlegrid.Node) {
 			e.cachedBy[ds] = append(e.cachedBy[ds], c)
 		}
 	}
-	for _, h := range e.orphans[nd.id] {
-		e.attach(h, nd, h.uuids)
+	waiting := e.orphans[nd.id]
+	delete(e.orphans, nd.id)
+	for _, h := range waiting {
+		if e.attach(h, nd, h.uuids); h.gpus == 0 {
+			h.nd = nil // none of its GPUs is back: it waits on
+			e.orphan(nd.id, h)
+			continue
+		}
 		h.uuids = nil
 	}
-	delete(e.orphans, nd.id)
+	for _, h := range gone {
+		e.orphan(nd.id, h)
+	}
 	nd.leaf, nd.leafPlan = e.entries(nd) // its shelves are dirty: the rebuild writes it
 	e.refresh(nd)
+}
+
+// takeGone takes off nd the holds that kept none of its GPUs when it was
+// upserted with others (old: the holds by the UUIDs they had). A claim is
+// released; a lease's hold is returned, with its UUIDs, to wait as an
+// orphan, as a removed node's do, for a GPU it had to come back.
+func (e *Engine) takeGone(nd *node, old map[string]*hold) []*hold {
+	var gone []*hold
+	for _, h := range slices.Clone(nd.holds) {
+		if h.gpus > 0 {
+			continue
+		}
+		nd.dropHold(h)
+		h.nd, h.uuids = nil, h.uuids[:0]
+		for u, x := range old {
+			if x == h {
+				h.uuids = append(h.uuids, u)
+			}
+		}
+		slices.Sort(h.uuids)
+		if h.leaseID == "" {
+			delete(e.claims, claimKey{h.jobID, nd.id})
+			e.releaseHold(h)
+			continue
+		}
+		gone = append(gone, h)
+	}
+	return gone
+}
+
+// orphan keeps h, a lease's hold on none of node's GPUs, until the node
+// has one of h.uuids again.
+func (e *Engine) orphan(nodeID string, h *hold) {
+	if e.orphans[nodeID] == nil {
+		e.orphans[nodeID] = map[string]*hold{}
+	}
+	e.orphans[nodeID][h.leaseID] = h
 }
 
 // RemoveNode forgets a node that went offline or was lost. Its leases stay
@@ -249,10 +295,7 @@ func (e *Engine) RemoveNode(nodeID string) {
 			e.releaseHold(h)
 			continue
 		}
-		if e.orphans[nodeID] == nil {
-			e.orphans[nodeID] = map[string]*hold{}
-		}
-		e.orphans[nodeID][h.leaseID] = h
+		e.orphan(nodeID, h)
 	}
 	clear(nd.holds)
 	nd.holds, nd.sums = nd.holds[:0], nd.sums[:0]
@@ -335,10 +378,7 @@ func (e *Engine) AddLease(l *idlegrid.Lease) {
 	if nd == nil {
 		e.watchEligible(h)
 		h.uuids = slices.Clone(l.GPUUUIDs)
-		if e.orphans[l.NodeID] == nil {
-			e.orphans[l.NodeID] = map[string]*hold{}
-		}
-		e.orphans[l.NodeID][l.ID] = h
+		e.orphan(l.NodeID, h)
 		return
 	}
 	var claimed hold
@@ -558,7 +598,7 @@ func (e *Engine) Advance(now time.Time) []Notice {
 	e.processEligible(e.nowNano)
 	var out []Notice
 	for len(e.events) > 0 && e.events[0].at <= e.nowNano {
-		ev := heap.Pop(&e.events).(event)
+		ev := e.events.pop()
 		switch {
 		case ev.h != nil:
 			if n, ok := e.windowNotice(ev); ok {
@@ -693,25 +733,57 @@ type event struct {
 func (e *Engine) push(ev event) {
 	e.seq++
 	ev.seq = e.seq
-	heap.Push(&e.events, ev)
+	e.events.push(ev)
 }
 
+// eventHeap is a binary min-heap of events, soonest first, in the order
+// they were pushed among equals. It is typed, not a container/heap: that
+// would box every event pushed and popped, an allocation each.
 type eventHeap []event
 
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
+func (h eventHeap) less(i, j int) bool {
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
 	return h[i].seq < h[j].seq
 }
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+
+func (h *eventHeap) push(ev event) {
+	*h = append(*h, ev)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !q.less(i, parent) {
+			break
+		}
+		q[i], q[parent] = q[parent], q[i]
+		i = parent
+	}
+}
+
+// pop removes and returns the soonest event; h must not be empty.
+func (h *eventHeap) pop() event {
+	q := *h
+	top, last := q[0], len(q)-1
+	q[0] = q[last]
+	q[last] = event{} // let go of its node and hold
+	q = q[:last]
+	for i := 0; ; {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < len(q) && q.less(l, least) {
+			least = l
+		}
+		if r < len(q) && q.less(r, least) {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		q[i], q[least] = q[least], q[i]
+		i = least
+	}
+	*h = q
+	return top
 }
 
 func compareStrings(a, b string) int {

@@ -83,6 +83,69 @@ func TestEngine_Place(t *testing.T) {
 	})
 }
 
+// A pick's GPUs are the node's lowest-UUID free ones, whether they lie
+// side by side or not, and stay as they were when the node is upserted
+// with other GPUs, or its GPUs are claimed, after: a pick may share the
+// engine's record of the node.
+func TestEngine_pickGPUs(t *testing.T) {
+	e := mustEngine(t, engineNode("n1")) // n1-gpu-0 … n1-gpu-3
+	e.AddLease(mustLease("l1", "n1", idlegrid.TierSilver, "n1-gpu-1"))
+	uuids := func(gs []idlegrid.GPU) string {
+		s := ""
+		for _, g := range gs {
+			s += g.UUID + " "
+		}
+		return s
+	}
+	two := newJob()
+	two.GPUs = 2
+	apart := e.Place(two, now)
+	one := newJob()
+	together := e.Place(one, now)
+	if got := uuids(apart.Picks[0].GPUs); got != "n1-gpu-0 n1-gpu-2 " {
+		t.Fatalf("2 GPUs with gpu-1 held: picked %s", got)
+	}
+	if got := uuids(together.Picks[0].GPUs); got != "n1-gpu-0 " {
+		t.Fatalf("1 GPU: picked %s", got)
+	}
+	_ = append(together.Picks[0].GPUs, idlegrid.GPU{UUID: "appended"}) // must not write into the engine's record
+	e.Commit(one, together, now)
+	renamed := engineNode("n1")
+	for i := range renamed.GPUs {
+		renamed.GPUs[i].UUID = "other-" + renamed.GPUs[i].UUID
+	}
+	e.UpsertNode(renamed)
+	if got := uuids(apart.Picks[0].GPUs) + uuids(together.Picks[0].GPUs); got != "n1-gpu-0 n1-gpu-2 n1-gpu-0 " {
+		t.Errorf("after the node changed, the earlier picks read %s", got)
+	}
+	if got := e.Place(newJob(), now); !got.Placed() || uuids(got.Picks[0].GPUs) != "other-n1-gpu-0 " {
+		t.Errorf("after the node changed, a job was placed on %+v", got.Picks)
+	}
+	if err := e.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	// The lease whose GPU went away holds it again when it comes back; the
+	// claim of the job placed before the change is gone with its GPU.
+	e.UpsertNode(engineNode("n1"))
+	if err := e.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	three := newJob()
+	three.GPUs = 3
+	if got := e.Place(three, now); !got.Placed() || uuids(got.Picks[0].GPUs) != "n1-gpu-0 n1-gpu-2 n1-gpu-3 " {
+		t.Errorf("with gpu-1 back under its lease, 3 GPUs were placed on %+v (%s)", got.Picks, got.Reason)
+	}
+	e.RemoveLease("l1")
+	four := newJob()
+	four.GPUs = 4
+	if got := e.Place(four, now); !got.Placed() {
+		t.Errorf("the lease ended, but 4 GPUs were not placed: %s", got.Reason)
+	}
+	if err := e.Verify(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestEngine_AddLease(t *testing.T) {
 	t.Run("before its node", func(t *testing.T) {
 		e := mustEngine(t)

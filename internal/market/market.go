@@ -89,7 +89,7 @@ const (
 // Pick is one node chosen for a job, with the GPUs and the locked price.
 type Pick struct {
 	Node                  *idlegrid.Node
-	GPUs                  []idlegrid.GPU
+	GPUs                  []idlegrid.GPU  // read only: it may share the engine's record of the node
 	PriceMicrosPerGPUHour idlegrid.Micros // the clearing price, locked in the lease
 	PriceNote             string          // how the price was set, in words
 	Score                 float64         // the ranking score in micros per useful GPU-hour; lower wins

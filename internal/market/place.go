@@ -785,20 +785,40 @@ func (e *Engine) award(q *query, winners, losers []cand) Decision {
 	return d
 }
 
-// pick turns a winner into a Pick: its lowest-UUID usable free GPUs, and
-// the second-score price (against a shadow runner-up when busy).
-func (e *Engine) pick(q *query, w *cand, ru *cand, busy bool) Pick {
-	nd := w.nd
-	gpus := make([]idlegrid.GPU, 0, q.g)
+// pickGPUs returns nd's lowest-UUID free GPUs usable by q's job, q.g of
+// them. When they lie side by side in nd's GPUs, as one always does, the
+// answer shares that slice, which is never changed once set (UpsertNode
+// sets a new one), capped so that an append copies; else it is a new one.
+func pickGPUs(q *query, nd *node) []idlegrid.GPU {
+	var at [idlegrid.MaxGPUsPerNode]int
+	n := 0
 	for i, h := range nd.held {
 		if h == nil && (!nd.mixed || usableBy(q.job, nd.gpus[i])) {
-			if gpus = append(gpus, nd.gpus[i]); len(gpus) == q.g {
+			at[n] = i
+			if n++; n == q.g || n == len(at) {
 				break
 			}
 		}
 	}
+	if n == 0 {
+		return nil
+	}
+	if at[n-1]-at[0] == n-1 {
+		return nd.gpus[at[0] : at[0]+n : at[0]+n]
+	}
+	gpus := make([]idlegrid.GPU, n)
+	for k := range n {
+		gpus[k] = nd.gpus[at[k]]
+	}
+	return gpus
+}
+
+// pick turns a winner into a Pick: its lowest-UUID usable free GPUs, and
+// the second-score price (against a shadow runner-up when busy).
+func (e *Engine) pick(q *query, w *cand, ru *cand, busy bool) Pick {
+	nd := w.nd
 	p := Pick{
-		Node: nd.n, GPUs: gpus, Score: w.score,
+		Node: nd.n, GPUs: pickGPUs(q, nd), Score: w.score,
 		AskMicrosPerGPUHour: w.ask, CreditMicrosPerGPUHour: w.credit,
 	}
 	if ru == nil {
