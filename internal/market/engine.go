@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/minheap"
 )
 
 // Config tunes the Engine. Zero fields take the defaults.
@@ -81,7 +82,7 @@ type Engine struct {
 	reservations map[string]*reservation     // by job ID
 	queued       map[string]*idlegrid.Job
 
-	events eventHeap
+	events minheap.Heap[event]
 	seq    uint64
 	locs   map[string]*time.Location
 	market map[cellKey]*cell
@@ -598,7 +599,7 @@ func (e *Engine) Advance(now time.Time) []Notice {
 	e.processEligible(e.nowNano)
 	var out []Notice
 	for len(e.events) > 0 && e.events[0].at <= e.nowNano {
-		ev := e.events.pop()
+		ev := e.events.Pop()
 		switch {
 		case ev.h != nil:
 			if n, ok := e.windowNotice(ev); ok {
@@ -733,57 +734,15 @@ type event struct {
 func (e *Engine) push(ev event) {
 	e.seq++
 	ev.seq = e.seq
-	e.events.push(ev)
+	e.events.Push(ev)
 }
 
-// eventHeap is a binary min-heap of events, soonest first, in the order
-// they were pushed among equals. It is typed, not a container/heap: that
-// would box every event pushed and popped, an allocation each.
-type eventHeap []event
-
-func (h eventHeap) less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
+// Before orders events soonest first, then in the order they were pushed.
+func (ev event) Before(o event) bool {
+	if ev.at != o.at {
+		return ev.at < o.at
 	}
-	return h[i].seq < h[j].seq
-}
-
-func (h *eventHeap) push(ev event) {
-	*h = append(*h, ev)
-	q := *h
-	for i := len(q) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !q.less(i, parent) {
-			break
-		}
-		q[i], q[parent] = q[parent], q[i]
-		i = parent
-	}
-}
-
-// pop removes and returns the soonest event; h must not be empty.
-func (h *eventHeap) pop() event {
-	q := *h
-	top, last := q[0], len(q)-1
-	q[0] = q[last]
-	q[last] = event{} // let go of its node and hold
-	q = q[:last]
-	for i := 0; ; {
-		least, l, r := i, 2*i+1, 2*i+2
-		if l < len(q) && q.less(l, least) {
-			least = l
-		}
-		if r < len(q) && q.less(r, least) {
-			least = r
-		}
-		if least == i {
-			break
-		}
-		q[i], q[least] = q[least], q[i]
-		i = least
-	}
-	*h = q
-	return top
+	return ev.seq < o.seq
 }
 
 func compareStrings(a, b string) int {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/ledger"
+	"github.com/idlegrid/idlegrid/internal/minheap"
 )
 
 // matcher is what a replay runs: the engine, or a baseline. The replay
@@ -141,48 +142,8 @@ type event struct {
 	kind uint8
 }
 
-// eventHeap is a min-heap by time, then by the order events were pushed.
-type eventHeap []event
-
-func (h *eventHeap) push(e event) {
-	*h = append(*h, e)
-	q := *h
-	for i := len(q) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !q[i].before(q[p]) {
-			break
-		}
-		q[i], q[p] = q[p], q[i]
-		i = p
-	}
-}
-
-func (h *eventHeap) pop() event {
-	q := *h
-	top := q[0]
-	last := len(q) - 1
-	q[0] = q[last]
-	q[last] = event{}
-	q = q[:last]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(q) && q[l].before(q[m]) {
-			m = l
-		}
-		if r < len(q) && q[r].before(q[m]) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		q[i], q[m] = q[m], q[i]
-		i = m
-	}
-	*h = q
-	return top
-}
-
-func (e event) before(o event) bool {
+// Before orders events by time, then by the order they were pushed.
+func (e event) Before(o event) bool {
 	if e.at != o.at {
 		return e.at < o.at
 	}
@@ -197,7 +158,7 @@ type replay struct {
 	rules     ledger.Rules
 
 	now     int64
-	events  eventHeap
+	events  minheap.Heap[event]
 	seq     uint64
 	arrival int // next job of w.jobs to arrive
 	live    []*liveJob
@@ -245,7 +206,7 @@ func newReplay(w *world, m matcher, idx, runs int) *replay {
 func (r *replay) push(e event) {
 	r.seq++
 	e.seq = r.seq
-	r.events.push(e)
+	r.events.Push(e)
 }
 
 // run replays the world and returns what it measured.
@@ -323,7 +284,7 @@ func (r *replay) nextTime() int64 {
 // step applies what happens at t: events, then arrivals.
 func (r *replay) step(t int64) {
 	for len(r.events) > 0 && r.events[0].at <= t {
-		r.handle(r.events.pop())
+		r.handle(r.events.Pop())
 	}
 	for r.arrival < len(r.w.jobs) && r.w.jobs[r.arrival].submit <= t {
 		r.arrive(int32(r.arrival), t)
