@@ -65,6 +65,17 @@ func (m *ModelConfig) metricsURL() string {
 	return m.MetricsURL
 }
 
+// keyFor is the API key to send with a request to u: m's own, but only to
+// its upstream's host, so that it never goes elsewhere.
+func (m *ModelConfig) keyFor(u string) string {
+	up, err1 := url.Parse(m.Upstream)
+	to, err2 := url.Parse(u)
+	if m.APIKey == "" || err1 != nil || err2 != nil || up.Scheme != to.Scheme || up.Host != to.Host {
+		return ""
+	}
+	return m.APIKey
+}
+
 // validateMetricsURL checks a model's metrics_url, naming field.
 func (m *ModelConfig) validateMetricsURL(field string) error {
 	if m.MetricsURL == "" || m.MetricsURL == MetricsOff {
@@ -107,6 +118,7 @@ func (q *queueDepth) header() string {
 // from it.
 type metricsPage struct {
 	url    string
+	apiKey string // sent as a bearer token: the first model's api_key, when the page is on its upstream's host
 	models []*servedModel
 	failed string // why the last read failed; "" when it did not
 }
@@ -122,7 +134,7 @@ func loadPages(ms []*servedModel) []*metricsPage {
 			continue
 		}
 		if byURL[u] == nil {
-			byURL[u] = &metricsPage{url: u}
+			byURL[u] = &metricsPage{url: u, apiKey: m.cfg.keyFor(u)}
 			pages = append(pages, byURL[u])
 		}
 		byURL[u].models = append(byURL[u].models, m)
@@ -160,7 +172,7 @@ func (ms *models) readPages(ctx context.Context, log func(msg string, args ...an
 // the page cannot be read they become unknown. A change of whether it can
 // be read is logged.
 func (ms *models) readPage(ctx context.Context, p *metricsPage, log func(msg string, args ...any)) {
-	families, err := ms.fetchMetrics(ctx, p.url)
+	families, err := ms.fetchMetrics(ctx, p)
 	if ctx.Err() != nil {
 		return
 	}
@@ -186,14 +198,18 @@ func (ms *models) readPage(ctx context.Context, p *metricsPage, log func(msg str
 }
 
 // fetchMetrics reads and parses a Prometheus text metrics page.
-func (ms *models) fetchMetrics(ctx context.Context, u string) (map[string]*dto.MetricFamily, error) {
+func (ms *models) fetchMetrics(ctx context.Context, p *metricsPage) (map[string]*dto.MetricFamily, error) {
 	ctx, cancel := context.WithTimeout(ctx, modelCheckTimeout)
 	defer cancel()
+	u := p.url
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	if p.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+p.apiKey)
+	}
 	resp, err := ms.client.Do(req)
 	if err != nil {
 		return nil, err

@@ -132,4 +132,14 @@ func TestModelConfig_metricsURL(t *testing.T) {
 	if len(ms.pages) != 0 {
 		t.Errorf("metrics_url off still reads %d pages", len(ms.pages))
 	}
+	// The model's API key goes with the read of its own server's page, and
+	// nowhere else.
+	for _, tt := range []struct{ metrics, want string }{
+		{"", "sk-local"}, {"http://127.0.0.1:8000/stats", "sk-local"}, {"http://metrics.lan:9090/metrics", ""}, {"https://127.0.0.1:8000/metrics", ""},
+	} {
+		m := ModelConfig{Upstream: "http://127.0.0.1:8000/v1", APIKey: "sk-local", MetricsURL: tt.metrics}
+		if got := m.keyFor(m.metricsURL()); got != tt.want {
+			t.Errorf("metrics_url %q: key %q, want %q", tt.metrics, got, tt.want)
+		}
+	}
 }
