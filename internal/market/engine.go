@@ -386,7 +386,12 @@ func (e *Engine) AddLease(l *idlegrid.Lease) {
 	if c != nil {
 		claimed = *c
 	}
-	e.attach(h, nd, l.GPUUUIDs)
+	if e.attach(h, nd, l.GPUUUIDs); h.gpus == 0 && len(l.GPUUUIDs) > 0 {
+		h.nd, h.uuids = nil, slices.Clone(l.GPUUUIDs) // none of its GPUs is the node's now: it waits for them
+		e.orphan(l.NodeID, h)
+		e.watchEligible(h)
+		return
+	}
 	if !e.replaces(h, c, &claimed) {
 		e.touch(nd)
 	}

@@ -146,6 +146,32 @@ func TestEngine_pickGPUs(t *testing.T) {
 	}
 }
 
+// A lease on GPUs its node does not list (the node's record changed
+// since) waits for them, and holds them once an upsert lists them again.
+func TestEngine_AddLease_gpusNotListed(t *testing.T) {
+	n := engineNode("n1")
+	listed := n.GPUs
+	n.GPUs = []idlegrid.GPU{{UUID: "n1-gpu-9", Model: "H100-80GB", VRAMMB: 81920}}
+	e := mustEngine(t, n)
+	e.AddLease(mustLease("l1", "n1", idlegrid.TierSilver, "n1-gpu-0", "n1-gpu-1", "n1-gpu-2", "n1-gpu-3"))
+	if err := e.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	back := engineNode("n1")
+	back.GPUs = listed
+	e.UpsertNode(back)
+	if err := e.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	if d := e.Place(newJob(), now); d.Placed() {
+		t.Errorf("placed on %+v, though the lease holds every GPU listed again", d.Picks)
+	}
+	e.RemoveLease("l1")
+	if d := e.Place(newJob(), now); !d.Placed() {
+		t.Errorf("not placed after the lease ended: %s", d.Reason)
+	}
+}
+
 func TestEngine_AddLease(t *testing.T) {
 	t.Run("before its node", func(t *testing.T) {
 		e := mustEngine(t)
