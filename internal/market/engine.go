@@ -389,6 +389,11 @@ func (e *Engine) AddLease(l *idlegrid.Lease) {
 	if e.attach(h, nd, l.GPUUUIDs); h.gpus == 0 && len(l.GPUUUIDs) > 0 {
 		h.nd, h.uuids = nil, slices.Clone(l.GPUUUIDs) // none of its GPUs is the node's now: it waits for them
 		e.orphan(l.NodeID, h)
+		if key := (claimKey{l.JobID, l.NodeID}); c != nil && e.claims[key] == c { // the lease replaces its job's claim
+			e.detach(c)
+			delete(e.claims, key)
+			e.releaseHold(c)
+		}
 		e.watchEligible(h)
 		return
 	}

@@ -147,15 +147,26 @@ func TestEngine_pickGPUs(t *testing.T) {
 }
 
 // A lease on GPUs its node does not list (the node's record changed
-// since) waits for them, and holds them once an upsert lists them again.
+// since) waits for them, and holds them once an upsert lists them again;
+// meanwhile its job's claim on the node is released.
 func TestEngine_AddLease_gpusNotListed(t *testing.T) {
 	n := engineNode("n1")
 	listed := n.GPUs
 	n.GPUs = []idlegrid.GPU{{UUID: "n1-gpu-9", Model: "H100-80GB", VRAMMB: 81920}}
 	e := mustEngine(t, n)
+	j := newJob()
+	j.ID = "jl1" // the job of mustLease("l1", …)
+	d := e.Place(j, now)
+	if !d.Placed() {
+		t.Fatalf("not placed: %s", d.Reason)
+	}
+	e.Commit(j, d, now) // it claims n1-gpu-9
 	e.AddLease(mustLease("l1", "n1", idlegrid.TierSilver, "n1-gpu-0", "n1-gpu-1", "n1-gpu-2", "n1-gpu-3"))
 	if err := e.Verify(); err != nil {
 		t.Fatal(err)
+	}
+	if d := e.Place(newJob(), now); !d.Placed() {
+		t.Errorf("n1-gpu-9 still claimed by a job whose lease went elsewhere: %s", d.Reason)
 	}
 	back := engineNode("n1")
 	back.GPUs = listed
