@@ -188,6 +188,25 @@ func (d *driver) step() {
 			d.nodes[id] = &n
 			d.e.UpsertNode(&n)
 		}
+	case x < 86:
+		if id := d.pickNode(d.nodes); id != "" {
+			d.last = "hardware change " + id // a GPU swapped out: the offer comes first, then the lease on it fails
+			n := *d.nodes[id]
+			n.GPUs = slices.Clone(n.GPUs)
+			g := d.r.IntN(len(n.GPUs))
+			old := n.GPUs[g].UUID
+			n.GPUs[g].UUID += "-swapped"
+			d.nodes[id] = &n
+			d.e.UpsertNode(&n)
+			if err := d.e.Verify(); err != nil {
+				d.fail("after the swap: %v", err)
+			}
+			for _, lid := range slices.Sorted(maps.Keys(d.leases)) {
+				if l := d.leases[lid]; l.NodeID == id && slices.Contains(l.GPUUUIDs, old) {
+					d.endLease(lid)
+				}
+			}
+		}
 	case x < 90:
 		if id := d.pickNode(d.nodes); id != "" {
 			d.last = "re-offer " + id
@@ -413,7 +432,11 @@ func (d *driver) checkBackfill(j *idlegrid.Job, n *idlegrid.Node, k int) {
 	free := len(n.GPUs)
 	for _, l := range d.leases {
 		if l.NodeID == n.ID && d.leaseEnd(l).After(p.start) {
-			free -= len(l.GPUUUIDs)
+			for _, u := range l.GPUUUIDs { // a GPU swapped out since is no longer the node's
+				if slices.ContainsFunc(n.GPUs, func(g idlegrid.GPU) bool { return g.UUID == u }) {
+					free--
+				}
+			}
 		}
 	}
 	if free-k < p.gpus {
