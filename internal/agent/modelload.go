@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -183,7 +184,7 @@ func (ms *models) readPage(ctx context.Context, p *metricsPage, log func(msg str
 	for _, m := range p.models {
 		n := int64(-1)
 		if err == nil {
-			n = queuedFor(families, m.cfg.UpstreamModel)
+			n, _ = queuedFor(families, m.cfg.UpstreamModel)
 		}
 		m.queue.n.Store(n)
 	}
@@ -227,10 +228,10 @@ func (ms *models) fetchMetrics(ctx context.Context, p *metricsPage) (map[string]
 }
 
 // queuedFor is how many requests for model wait at the server, by the
-// first of queueGauges the page has: the sum of its series whose
-// model_name label, where they have one, names the model. It is -1 when
-// the page has none of them.
-func queuedFor(families map[string]*dto.MetricFamily, upstreamModel string) int64 {
+// first of queueGauges the page has (which it returns): the sum of its
+// series whose model_name label, where they have one, names the model. It
+// is -1 when the page has none of them.
+func queuedFor(families map[string]*dto.MetricFamily, upstreamModel string) (int64, string) {
 	for _, name := range queueGauges {
 		f := families[name]
 		if f == nil {
@@ -249,11 +250,11 @@ func queuedFor(families map[string]*dto.MetricFamily, upstreamModel string) int6
 			}
 		}
 		if math.IsNaN(sum) || sum < 0 {
-			return -1
+			return -1, name
 		}
-		return int64(math.Round(sum))
+		return int64(math.Round(sum)), name
 	}
-	return -1
+	return -1, ""
 }
 
 // namesModel reports whether a series is the model's: it has no
@@ -265,4 +266,43 @@ func namesModel(s *dto.Metric, upstreamModel string) bool {
 		}
 	}
 	return true
+}
+
+// ModelCheck is what one check of a configured model found, for
+// 'idlegrid agent --check'.
+type ModelCheck struct {
+	Name     string `json:"name"`
+	Upstream string `json:"upstream"`
+	// Problem says why the server is not healthy, as the running agent
+	// would find it; "" when it is, and the model would be offered.
+	Problem string `json:"problem,omitempty"`
+	// MetricsURL is the page read for the queue depth; "" when
+	// metrics_url is off. Queued is the depth it gave (-1: none), from
+	// the gauge Gauge; MetricsProblem says why there is none.
+	MetricsURL     string `json:"metrics_url,omitempty"`
+	Queued         int64  `json:"queued"`
+	Gauge          string `json:"gauge,omitempty"`
+	MetricsProblem string `json:"metrics_problem,omitempty"`
+}
+
+// CheckModels checks each configured model's server once, as the running
+// agent does, and reads its queue depth, in config order.
+func (c *Config) CheckModels(ctx context.Context) []ModelCheck {
+	ms := newModels(c)
+	defer ms.client.CloseIdleConnections()
+	out := make([]ModelCheck, 0, len(ms.names))
+	for _, name := range ms.names {
+		m := ms.byName[name]
+		mc := ModelCheck{Name: name, Upstream: m.cfg.Upstream, Problem: ms.check(ctx, m), MetricsURL: m.cfg.metricsURL(), Queued: -1}
+		if mc.MetricsURL != "" {
+			families, err := ms.fetchMetrics(ctx, &metricsPage{url: mc.MetricsURL, apiKey: m.cfg.keyFor(mc.MetricsURL)})
+			if err != nil {
+				mc.MetricsProblem = err.Error()
+			} else if mc.Queued, mc.Gauge = queuedFor(families, m.cfg.UpstreamModel); mc.Gauge == "" {
+				mc.MetricsProblem = "the page has none of the queue gauges idlegrid reads (" + strings.Join(queueGauges, ", ") + ")"
+			}
+		}
+		out = append(out, mc)
+	}
+	return out
 }

@@ -42,8 +42,10 @@ the renter pays nothing for it.
 --check checks the machine and the config without starting the agent,
 and says, line by line, what works and what to fix: the config, the GPU
 driver and GPUs (and whether the node's policy offers each now), the
-schedule, Docker, the NVIDIA Container Toolkit and whether GPUs reach
-containers, the server, the clock and the node's identity. It exits 1 when
+schedule, each model server (that it answers and lists its model, and
+its queue depth from its metrics), Docker, the NVIDIA Container Toolkit
+and whether GPUs reach containers, the server, the clock and the node's
+identity. It exits 1 when
 a check fails. ('idlegrid agent gpu-probe' is what it runs inside a
 container.)`,
 		examples: `idlegrid agent --check --config agent.yaml

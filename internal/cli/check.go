@@ -93,6 +93,7 @@ func (c *agentCheck) run(ctx context.Context, cfgErr error) {
 	c.checkConfig(cfgErr)
 	c.checkDriver(ctx)
 	c.checkSchedule()
+	c.checkModels(ctx)
 	c.checkDocker(ctx)
 	c.checkNvidiaRuntime()
 	c.checkGPUsInContainers(ctx)
@@ -118,6 +119,32 @@ func (c *agentCheck) checkConfig(err error) {
 	}
 	c.add("config", checkOK, fmt.Sprintf("%s is valid: node %s in %s (%s), runtime %s%s",
 		c.cfgPath, name, c.cfg.Region, c.cfg.Residency, c.cfg.RuntimeName(), runtimeWhy), "")
+}
+
+// checkModels checks each model the node serves: that its server answers
+// and lists it, as the running agent checks before offering it, and that
+// its queue depth can be read for the gateway's routing.
+func (c *agentCheck) checkModels(ctx context.Context) {
+	if c.cfg == nil {
+		return
+	}
+	for _, m := range c.cfg.CheckModels(ctx) {
+		check := "model " + m.Name
+		if m.Problem != "" {
+			c.add(check, checkFail, fmt.Sprintf("%s: %s; the agent will not offer it", m.Upstream, m.Problem),
+				"start the model server (vLLM, Ollama, llama.cpp's server, SGLang, TGI) at upstream, set upstream_model to the name it lists, or take the model out of models:")
+			continue
+		}
+		switch {
+		case m.MetricsURL == "":
+			c.add(check, checkOK, m.Upstream+" serves it; its queue is not read (metrics_url: off)", "")
+		case m.MetricsProblem != "":
+			c.add(check, checkWarn, fmt.Sprintf("%s serves it, but its queue depth cannot be read: %s", m.Upstream, m.MetricsProblem),
+				"set metrics_url to the server's Prometheus metrics (vLLM and TGI serve them; SGLang with --enable-metrics, llama.cpp's server with --metrics), or metrics_url: off, as for Ollama; the gateway then counts only its own requests there")
+		default:
+			c.add(check, checkOK, fmt.Sprintf("%s serves it; %d waiting in its queue (%s at %s)", m.Upstream, m.Queued, m.Gauge, m.MetricsURL), "")
+		}
+	}
 }
 
 // checkDriver finds the GPU driver, then lists the GPUs it sees and what

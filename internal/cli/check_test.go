@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -263,6 +264,48 @@ func TestAgentCheck_Server(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAgentCheck_Models checks a line per model: its server answers and
+// lists it, with the queue depth its metrics give; metrics it cannot read
+// are a warning; a server that does not answer fails the check.
+func TestAgentCheck_Models(t *testing.T) {
+	vllm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			io.WriteString(w, `{"object":"list","data":[{"id":"meta-llama/Llama-3.1-8B-Instruct","object":"model"}]}`)
+		case "/metrics":
+			io.WriteString(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"meta-llama/Llama-3.1-8B-Instruct\"} 3.0\n")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(vllm.Close)
+	ollama := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/models" {
+			http.NotFound(w, r) // no /metrics
+			return
+		}
+		io.WriteString(w, `{"object":"list","data":[{"id":"llama3.1:8b","object":"model"}]}`)
+	}))
+	t.Cleanup(ollama.Close)
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	model := func(name, upstream, upstreamModel, extra string) string {
+		return fmt.Sprintf("  - {name: %s, upstream: %s/v1, upstream_model: %q, input_price: \"0.10\", output_price: \"0.20\", max_concurrency: 4%s}\n",
+			name, upstream, upstreamModel, extra)
+	}
+	path, _ := mustCheckConfig(t, "http://127.0.0.1:1", "fake_gpus: 1xT4\nmodels:\n"+
+		model("llama", vllm.URL, "meta-llama/Llama-3.1-8B-Instruct", "")+
+		model("llama-ollama", ollama.URL, "llama3.1:8b", "")+
+		model("llama-quiet", ollama.URL, "llama3.1:8b", ", metrics_url: \"off\"")+
+		model("llama-down", down.URL, "x", ""))
+	r := run(t, nil, "agent", "--check", "--config", path)
+	lines := checkedLines(t, r.out)
+	want(t, lines, "model llama", checkOK, vllm.URL+"/v1 serves it", "3 waiting", "vllm:num_requests_waiting")
+	want(t, lines, "model llama-ollama", checkWarn, "queue depth cannot be read", "404 Not Found", "metrics_url: off")
+	want(t, lines, "model llama-quiet", checkOK, "metrics_url: off")
+	want(t, lines, "model llama-down", checkFail, "will not offer it", "start the model server")
 }
 
 // TestAgentCheck_Docker checks the Docker lines against the machine's
