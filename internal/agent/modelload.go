@@ -89,13 +89,6 @@ func (m *ModelConfig) validateMetricsURL(field string) error {
 	return nil
 }
 
-func (c *Config) modelLoadInterval() time.Duration {
-	if c.ModelLoadInterval > 0 {
-		return c.ModelLoadInterval
-	}
-	return DefaultModelLoadInterval
-}
-
 // queueDepth is what the agent knows of one model's queue at its server.
 type queueDepth struct {
 	n atomic.Int64 // requests waiting; -1: unknown

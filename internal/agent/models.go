@@ -89,11 +89,11 @@ func (m *ModelConfig) offer(field string) (idlegrid.ModelOffer, error) {
 
 // validateModels checks the models section of the config.
 func (c *Config) validateModels() error {
-	if c.ModelHealthInterval < 0 || (c.ModelHealthInterval > 0 && c.ModelHealthInterval < 10*time.Millisecond) {
-		return idlegrid.Invalid("model_health_interval", "must be at least 10ms (0 means %v)", DefaultModelHealthInterval)
+	if err := checkInterval("model_health_interval", c.ModelHealthInterval, DefaultModelHealthInterval); err != nil {
+		return err
 	}
-	if c.ModelLoadInterval < 0 || (c.ModelLoadInterval > 0 && c.ModelLoadInterval < 10*time.Millisecond) {
-		return idlegrid.Invalid("model_load_interval", "must be at least 10ms (0 means %v)", DefaultModelLoadInterval)
+	if err := checkInterval("model_load_interval", c.ModelLoadInterval, DefaultModelLoadInterval); err != nil {
+		return err
 	}
 	if len(c.Models) > idlegrid.MaxModelsPerNode {
 		return idlegrid.Invalid("models", "at most %d models", idlegrid.MaxModelsPerNode)
@@ -120,11 +120,21 @@ func (c *Config) validateModels() error {
 	return nil
 }
 
-func (c *Config) modelHealthInterval() time.Duration {
-	if c.ModelHealthInterval > 0 {
-		return c.ModelHealthInterval
+// checkInterval checks a model loop's interval, d of field: 0 for def, or
+// at least 10ms.
+func checkInterval(field string, d, def time.Duration) error {
+	if d < 0 || (d > 0 && d < 10*time.Millisecond) {
+		return idlegrid.Invalid(field, "must be at least 10ms (0 means %v)", def)
 	}
-	return DefaultModelHealthInterval
+	return nil
+}
+
+// intervalOr is d, or def when d is 0.
+func intervalOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }
 
 // models is the agent's inference side: the configured models, which of
@@ -156,7 +166,7 @@ type servedModel struct {
 
 func newModels(c *Config) *models {
 	ms := &models{
-		byName: map[string]*servedModel{}, every: c.modelHealthInterval(), changed: make(chan struct{}, 1), loadEvery: c.modelLoadInterval(),
+		byName: map[string]*servedModel{}, every: intervalOr(c.ModelHealthInterval, DefaultModelHealthInterval), changed: make(chan struct{}, 1), loadEvery: intervalOr(c.ModelLoadInterval, DefaultModelLoadInterval),
 		healthy: map[string]bool{}, reasons: map[string]string{},
 		client: &http.Client{Transport: &http.Transport{
 			Proxy:               nil, // model servers are local

@@ -546,29 +546,33 @@ func TestServer_PreemptsTheLeaseThatCheckpointed(t *testing.T) {
 	}
 }
 
+// runningLease submits a job, and returns the node it started on and its
+// lease, reported running.
+func (m *testMarket) runningLease(t *testing.T) (context.Context, *idlegrid.Lease) {
+	t.Helper()
+	if _, err := m.srv.SubmitJob(m.renter, testSpec()); err != nil {
+		t.Fatal(err)
+	}
+	m.advance(t, 5*time.Second)
+	for _, n := range []context.Context{m.node, m.rival} {
+		if cmds, err := m.srv.Commands(n, 0); err == nil && len(cmds) == 1 {
+			if err := m.srv.ReportLease(n, cmds[0].Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+				t.Fatal(err)
+			}
+			return n, cmds[0].Lease
+		}
+	}
+	t.Fatal("the job was not started on either node")
+	return nil, nil
+}
+
 // A node whose clock is far off reports a checkpoint the store refuses:
 // the heartbeat still counts, with the lease's progress, and the
 // checkpoint is left out.
 func TestServer_HeartbeatWithAFarOffCheckpoint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMarket(t)
-		if _, err := m.srv.SubmitJob(m.renter, testSpec()); err != nil {
-			t.Fatal(err)
-		}
-		m.advance(t, 5*time.Second)
-		var node context.Context
-		var lease *idlegrid.Lease
-		for _, n := range []context.Context{m.node, m.rival} {
-			if cmds, err := m.srv.Commands(n, 0); err == nil && len(cmds) == 1 {
-				node, lease = n, cmds[0].Lease
-			}
-		}
-		if lease == nil {
-			t.Fatal("the job was not started on either node")
-		}
-		if err := m.srv.ReportLease(node, lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
-			t.Fatal(err)
-		}
+		node, lease := m.runningLease(t)
 		ahead := m.srv.Now().Add(time.Hour)
 		if _, err := m.srv.Heartbeat(node, idlegrid.HeartbeatRequest{Leases: []idlegrid.LeaseProgress{
 			{LeaseID: lease.ID, Progress: 0.4, CheckpointAt: &ahead},
@@ -592,23 +596,7 @@ func TestServer_HeartbeatWithAFarOffCheckpoint(t *testing.T) {
 func TestServer_HeartbeatWithACheckpointAge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMarket(t)
-		if _, err := m.srv.SubmitJob(m.renter, testSpec()); err != nil {
-			t.Fatal(err)
-		}
-		m.advance(t, 5*time.Second)
-		var node context.Context
-		var lease *idlegrid.Lease
-		for _, n := range []context.Context{m.node, m.rival} {
-			if cmds, err := m.srv.Commands(n, 0); err == nil && len(cmds) == 1 {
-				node, lease = n, cmds[0].Lease
-			}
-		}
-		if lease == nil {
-			t.Fatal("the job was not started on either node")
-		}
-		if err := m.srv.ReportLease(node, lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
-			t.Fatal(err)
-		}
+		node, lease := m.runningLease(t)
 		m.advance(t, 3*time.Minute)
 		beat := func(progress, age float64) *idlegrid.Lease {
 			t.Helper()
