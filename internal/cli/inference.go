@@ -101,27 +101,38 @@ func printInferenceStats(out io.Writer, st *wire.InferenceStats) error {
 	if err := printModelStats(out, st); err != nil {
 		return err
 	}
-	if len(st.Providers) > 0 {
-		io.WriteString(out, "\nProviders now (queued: at the node's model server, by its metrics; - when it does not say):\n")
-		t := newTable(out, "  NODE", "NAME", "MODEL", "IN FLIGHT", "QUEUED", "LOAD", "TTFT MS", "TOKENS/S", "ANSWERED", "BREAKER")
-		for _, p := range st.Providers {
-			queued := "-"
-			if p.Queued != nil {
-				queued = fmt.Sprint(*p.Queued)
-			}
-			t.row("  "+p.NodeID, p.NodeName, p.Model, fmt.Sprintf("%d/%d", p.InFlight, p.MaxConcurrency), queued, fmt.Sprintf("%.0f%%", 100*p.Load),
-				measured("%.0f", p.TTFTMS), measured("%.1f", p.TokensPerSecond), fmt.Sprintf("%.0f%%", 100*p.SuccessRate), p.Breaker)
-		}
-		if err := t.flush(); err != nil {
-			return err
-		}
+	if err := printProviderLoads(out, st.Providers); err != nil {
+		return err
 	}
-	if len(st.Breakers) == 0 {
+	return printBreakers(out, st.Breakers)
+}
+
+// printProviderLoads shows each provider as routing sees it now.
+func printProviderLoads(out io.Writer, ps []wire.ProviderLoad) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	io.WriteString(out, "\nProviders now (queued: at the node's model server, by its metrics; - when it does not say):\n")
+	t := newTable(out, "  NODE", "NAME", "MODEL", "IN FLIGHT", "QUEUED", "LOAD", "TTFT MS", "TOKENS/S", "ANSWERED", "BREAKER")
+	for _, p := range ps {
+		queued := "-"
+		if p.Queued != nil {
+			queued = fmt.Sprint(*p.Queued)
+		}
+		t.row("  "+p.NodeID, p.NodeName, p.Model, fmt.Sprintf("%d/%d", p.InFlight, p.MaxConcurrency), queued, fmt.Sprintf("%.0f%%", 100*p.Load),
+			measured("%.0f", p.TTFTMS), measured("%.1f", p.TokensPerSecond), fmt.Sprintf("%.0f%%", 100*p.SuccessRate), p.Breaker)
+	}
+	return t.flush()
+}
+
+// printBreakers shows the circuit breakers that have tripped.
+func printBreakers(out io.Writer, bs []wire.BreakerStats) error {
+	if len(bs) == 0 {
 		return nil
 	}
 	io.WriteString(out, "\nCircuit breakers that have tripped:\n")
 	t := newTable(out, "  NODE", "MODEL", "STATE", "TRIPS", "HALF-OPENS", "CLOSES")
-	for _, b := range st.Breakers {
+	for _, b := range bs {
 		t.row("  "+b.NodeID, b.Model, b.State, b.Trips, b.HalfOpens, b.Closes)
 	}
 	return t.flush()
