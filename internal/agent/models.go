@@ -166,8 +166,10 @@ type servedModel struct {
 
 func newModels(c *Config) *models {
 	ms := &models{
-		byName: map[string]*servedModel{}, every: intervalOr(c.ModelHealthInterval, DefaultModelHealthInterval), changed: make(chan struct{}, 1), loadEvery: intervalOr(c.ModelLoadInterval, DefaultModelLoadInterval),
-		healthy: map[string]bool{}, reasons: map[string]string{},
+		byName: map[string]*servedModel{}, changed: make(chan struct{}, 1),
+		every:     intervalOr(c.ModelHealthInterval, DefaultModelHealthInterval),
+		loadEvery: intervalOr(c.ModelLoadInterval, DefaultModelLoadInterval),
+		healthy:   map[string]bool{}, reasons: map[string]string{},
 		client: &http.Client{Transport: &http.Transport{
 			Proxy:               nil, // model servers are local
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
