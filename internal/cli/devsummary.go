@@ -105,16 +105,21 @@ func (w *marketWatch) look(ctx context.Context) (*idlegrid.Summary, error) {
 // see compares a job with what the last look found and notes what changed.
 func (w *marketWatch) see(ctx context.Context, j *idlegrid.Job) {
 	prev, known := w.jobs[j.ID]
-	w.jobs[j.ID] = jobSeen{state: j.State, reason: j.Reason}
-	if known && prev == w.jobs[j.ID] {
+	seen := jobSeen{state: j.State, reason: j.Reason}
+	if known && prev == seen {
 		return
 	}
 	label := jobLabel(j)
 	if j.State != idlegrid.JobQueued && (!known || prev.state == idlegrid.JobQueued) {
-		if l := w.latestLease(ctx, j.ID); l != nil {
+		l, err := latestLease(ctx, w.admin, j.ID)
+		if err != nil {
+			return // not seen yet: the next look notes it, placement first
+		}
+		if l != nil {
 			w.note(fmt.Sprintf("%s placed on %s at %s (%s, %d GPU)", label, w.nodeName(l.NodeID), perGPUHour(l.PriceMicrosPerGPUHour), l.Tier, len(l.GPUUUIDs)))
 		}
 	}
+	w.jobs[j.ID] = seen
 	switch j.State {
 	case idlegrid.JobQueued:
 		if j.Reason != "" && j.Reason != prev.reason {
@@ -127,14 +132,6 @@ func (w *marketWatch) see(ctx context.Context, j *idlegrid.Job) {
 	case idlegrid.JobCancelled:
 		w.note(fmt.Sprintf("%s cancelled: %s", label, orDash(j.Reason)))
 	}
-}
-
-func (w *marketWatch) latestLease(ctx context.Context, jobID string) *idlegrid.Lease {
-	l, err := latestLease(ctx, w.admin, jobID)
-	if err != nil {
-		return nil
-	}
-	return l
 }
 
 func (w *marketWatch) nodeName(id string) string {
