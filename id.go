@@ -4,17 +4,43 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"strings"
+	"time"
 )
 
 var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
-// NewID returns a random identifier with a readable prefix, e.g. "job_…".
+// idDigits is base32 in the order of its characters, so that IDs sort as
+// the numbers they encode.
+const idDigits = "0123456789abcdefghijklmnopqrstuv"
+
+var sortableEncoding = base32.NewEncoding(idDigits).WithPadding(base32.NoPadding)
+
+// NewID returns an identifier with a readable prefix, e.g. "job_…": the
+// millisecond it was made, in 9 characters, then 80 random bits, in 16.
 // IDs are made by the coordinator, not the database, so that several
 // servers can share one PostgreSQL.
+//
+// The time goes first so that rows made together sit together in the
+// indexes keyed by ID: a batch of placements then changes a few pages at
+// the end of each index instead of one page per row across it, which is
+// what a commit writes. It is the wall clock's, not the server's injected
+// clock's, because nothing reads it back: an ID orders nothing but pages.
 func NewID(prefix string) string {
-	b := make([]byte, 10)
-	rand.Read(b)
-	return prefix + "_" + strings.ToLower(idEncoding.EncodeToString(b))
+	return idAt(prefix, time.Now())
+}
+
+// idAt is NewID's identifier for a given time.
+func idAt(prefix string, t time.Time) string {
+	var b [9 + 16]byte
+	ms := uint64(t.UnixMilli()) // 45 bits reach the year 3084
+	for i := 8; i >= 0; i-- {
+		b[i] = idDigits[ms&31]
+		ms >>= 5
+	}
+	var r [10]byte
+	rand.Read(r[:])
+	sortableEncoding.Encode(b[9:], r[:])
+	return prefix + "_" + string(b[:])
 }
 
 // NewSecret returns a random secret of 32 bytes with a readable prefix, e.g.

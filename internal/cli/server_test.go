@@ -223,7 +223,7 @@ func TestCommands_AgainstServer(t *testing.T) {
 	t.Run("TopUpAndBalance", func(t *testing.T) {
 		out := must(t, admin, "account", "topup", renterID, "12.50", "--idempotency-key", "k1")
 		want := "topped up " + renterID + " by $12.500000 (idempotency key k1)\n" +
-			"ACCOUNT                AVAILABLE   HELD       SPENT      PENDING    PAYABLE    PAID OUT\n" +
+			fmt.Sprintf("%-*s  AVAILABLE   HELD       SPENT      PENDING    PAYABLE    PAID OUT\n", len(renterID), "ACCOUNT") +
 			renterID + "  $12.500000  $0.000000  $0.000000  $0.000000  $0.000000  $0.000000\n"
 		if out != want {
 			t.Errorf("topup printed:\n%s\nwant:\n%s", out, want)
