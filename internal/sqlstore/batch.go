@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/ledger"
 )
 
 // PlaceJobs stores many placements in one transaction. Each is applied as
@@ -61,7 +62,7 @@ var errPlacedFast = errors.New("a placement failed in a batch placed without sav
 // journal first.
 func (db *DB) placeBatch(ctx context.Context, tx *sql.Tx, ps []*idlegrid.Placement, errs []error, savepoints bool) error {
 	clear(errs) // a retried transaction starts over
-	var later laterRows
+	later := laterRows{batched: !savepoints}
 	for i, p := range ps {
 		if errs[i] = checkPlacement(p); errs[i] != nil {
 			continue
@@ -81,7 +82,11 @@ func (db *DB) placeBatch(ctx context.Context, tx *sql.Tx, ps []*idlegrid.Placeme
 		}
 		errs[i] = failed
 	}
-	return later.insert(ctx, tx)
+	err := later.insert(ctx, tx)
+	if err != nil && later.batched && !db.dialect.retryable(err) {
+		return errPlacedFast // which placement failed is found behind savepoints
+	}
+	return err
 }
 
 // placeBehindSavepoint applies p inside a savepoint and rolls it back if
@@ -125,12 +130,24 @@ func findNodeState(ctx context.Context, tx *sql.Tx, id string) (*idlegrid.Node, 
 // inserts them together with a few multi-row statements before it commits,
 // instead of one statement each. A placement rolled back behind its
 // savepoint takes its rows with it (mark, undo).
+//
+// In a batch placed without savepoints (batched) the rows that can
+// conflict wait too: leases, GPU claims, transfers, and the balances the
+// transfers move, summed by account. A conflict among them, or a balance
+// taken below zero, fails the batch, which is then placed again behind
+// savepoints, where each placement writes them at once and fails alone.
+// A read that sums them (a spend limit's) inserts them first.
 type laterRows struct {
-	events, entries [][]any
+	batched                   bool
+	leases, claims, transfers [][]any
+	moves                     []idlegrid.Entry // the transfers' entries, for the balances
+	events, entries           [][]any
 }
 
 type laterMark struct{ events, entries int }
 
+// mark and undo serve placements behind savepoints, which leave only
+// events and entries here.
 func (r *laterRows) mark() laterMark { return laterMark{len(r.events), len(r.entries)} }
 
 func (r *laterRows) undo(m laterMark) {
@@ -139,16 +156,38 @@ func (r *laterRows) undo(m laterMark) {
 	r.events, r.entries = r.events[:m.events], r.entries[:m.entries]
 }
 
-// insert writes the rows and forgets them.
+// insertBatched inserts the rows of a batch placed without savepoints now.
+// Behind savepoints leases are written at once, and what waits must wait:
+// a placement rolled back to its savepoint would take the rows of those
+// before it along.
+func (r *laterRows) insertBatched(ctx context.Context, tx *sql.Tx) error {
+	if !r.batched {
+		return nil
+	}
+	return r.insert(ctx, tx)
+}
+
+// insert writes the rows, parents before the rows that refer to them, moves
+// the balances, and forgets them.
 func (r *laterRows) insert(ctx context.Context, tx *sql.Tx) error {
-	if err := insertRows(ctx, tx, `INSERT INTO lease_events (lease_id, seq, from_state, to_state, reason, at)`, r.events); err != nil {
-		return err
+	for _, w := range []struct {
+		head string
+		rows *[][]any
+	}{
+		{leaseInsert, &r.leases},
+		{claimInsert, &r.claims},
+		{`INSERT INTO lease_events (lease_id, seq, from_state, to_state, reason, at)`, &r.events},
+		{transferInsert, &r.transfers},
+		{`INSERT INTO ledger_entries (transfer_id, idx, account, owner, amount)`, &r.entries},
+	} {
+		if err := insertRows(ctx, tx, w.head, *w.rows); err != nil {
+			return err
+		}
+		*w.rows = nil
 	}
-	if err := insertRows(ctx, tx, `INSERT INTO ledger_entries (transfer_id, idx, account, owner, amount)`, r.entries); err != nil {
-		return err
-	}
-	r.events, r.entries = nil, nil
-	return nil
+	moves := r.moves
+	r.moves = nil
+	return moveBalances(ctx, tx, ledger.Net(moves))
 }
 
 // findPlacedJob reads what placing a job needs of it, locked: its spec is

@@ -189,3 +189,55 @@ func testListBeyondDefaultLimit(t *testing.T, db *sqlstore.DB) {
 		}
 	}
 }
+
+// testPlaceJobsTogether checks what a batch placed without savepoints
+// leaves to its end, the leases and the balances they move, against what
+// each placement alone would be refused: holds that fit the renter's
+// balance one by one but not together, and holds that a spend limit
+// allows one by one but not together.
+func testPlaceJobsTogether(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n := mustNode(t, db, p.ID, 6)
+	threeJobs := func(r *idlegrid.Account, gpu int) []*idlegrid.Placement {
+		var ps []*idlegrid.Placement
+		for i := range 3 {
+			job := mustJob(t, db, r.ID, 1, 1)
+			ps = append(ps, placement(job, 0, lease(job, n, gpu+i)))
+		}
+		return ps
+	}
+	for _, tt := range []struct {
+		name, refusal string
+		gpu           int // the first of the three on n
+		prepare       func(r *idlegrid.Account)
+	}{
+		{"Balance", "renter balance too low", 0, func(r *idlegrid.Account) {
+			mustTopUp(t, db, r.ID, 2*price) // two one-GPU hours
+		}},
+		{"SpendLimit", "spend limit of account", 3, func(r *idlegrid.Account) {
+			mustTopUp(t, db, r.ID, 10*price)
+			mustOK(t, db.SetSpendLimit(ctx, &idlegrid.SpendLimit{Scope: idlegrid.SpendAccount, AccountID: r.ID,
+				LimitMicros: 2*price + price/2, UpdatedAt: t0}))
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := mustAccount(t, db, idlegrid.RoleRenter)
+			tt.prepare(r)
+			before := mustBalance(t, db, r.ID)
+			ps := threeJobs(r, tt.gpu)
+			errs := db.PlaceJobs(ctx, ps)
+			if errs[0] != nil || errs[1] != nil {
+				t.Errorf("the first two placements: %v, %v; want both stored", errs[0], errs[1])
+			}
+			if code := idlegrid.ErrorCode(errs[2]); code != idlegrid.EPAYMENT || !strings.Contains(idlegrid.ErrorMessage(errs[2]), tt.refusal) {
+				t.Errorf("the third placement: error %q (%v), want %q saying %q", code, errs[2], idlegrid.EPAYMENT, tt.refusal)
+			}
+			mustJobState(t, db, ps[2].JobID, idlegrid.JobQueued, "")
+			if b := mustBalance(t, db, r.ID); b.Held != 2*price || b.Available != before.Available-2*price {
+				t.Errorf("renter balance %+v, want two holds of %d taken from %d", *b, price, before.Available)
+			}
+			checkLedger(t, db)
+		})
+	}
+}

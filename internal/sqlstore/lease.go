@@ -54,7 +54,7 @@ func (db *DB) placeJob(ctx context.Context, tx *sql.Tx, p *idlegrid.Placement, l
 		return idlegrid.Errorf(idlegrid.ECONFLICT, "job %s moved on: %s at attempt %d, placement was for queued at attempt %d",
 			j.ID, j.State, j.Attempts, p.Attempt)
 	}
-	if err := checkSpendLimits(ctx, tx, db.dialect, j, placementHold(p), p.At); err != nil {
+	if err := checkSpendLimits(ctx, tx, db.dialect, j, placementHold(p), p.At, later); err != nil {
 		return err
 	}
 	for i, l := range p.Leases {
@@ -114,38 +114,59 @@ func (db *DB) insertLease(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, p *i
 	if l.CreatedAt.IsZero() {
 		l.CreatedAt = p.At
 	}
-	gpus, err := jsonArg(l.GPUUUIDs)
+	row, err := leaseRow(l)
 	if err != nil {
-		return err
-	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO leases (id, job_id, renter_id, node_id, provider_id, attempt,
-		gpu_uuids, tier, price_micros, price_note, limit_seconds, hold_micros, charged_micros, state, reason,
-		fault, stop_requested, exit_code, progress, created_at, started_at, ended_at, events, log_lines,
-		notice_seconds, checkpoint_ref)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-		$21, $22, 1, 0, $23, $24)`,
-		l.ID, l.JobID, l.RenterID, l.NodeID, l.ProviderID, l.Attempt, gpus, string(l.Tier),
-		int64(l.PriceMicrosPerGPUHour), l.PriceNote, l.LimitSeconds, int64(l.HoldMicros), int64(l.ChargedMicros),
-		string(l.State), l.Reason, string(l.Fault), l.StopRequested, exitCodeArg(l.ExitCode), l.Progress,
-		timeArg(l.CreatedAt), timePtrArg(l.StartedAt), timePtrArg(l.EndedAt), l.NoticeSeconds, l.CheckpointRef)
-	if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
-		return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %q already exists", l.ID)
-	} else if err != nil {
 		return err
 	}
 	claims := make([][]any, len(l.GPUUUIDs))
 	for i, gpu := range l.GPUUUIDs {
 		claims[i] = []any{l.NodeID, gpu, l.ID}
 	}
-	err = insertRows(ctx, tx, `INSERT INTO gpu_claims (node_id, gpu_uuid, lease_id)`, claims)
-	if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
-		return idlegrid.Errorf(idlegrid.ECONFLICT, "GPU %s on node %s is already claimed",
-			strings.Join(l.GPUUUIDs, ", "), l.NodeID)
-	} else if err != nil {
+	if later.batched {
+		later.leases, later.claims = append(later.leases, row), append(later.claims, claims...)
+	} else if err := db.insertLeaseNow(ctx, tx, l, row, claims); err != nil {
 		return err
 	}
 	later.events = append(later.events, []any{l.ID, 1, "", string(l.State), l.Reason, timeArg(l.CreatedAt)})
 	return appendAudit(tx)(audit.LeaseEntry(l, idlegrid.LeaseEvent{LeaseID: l.ID, To: l.State, Reason: l.Reason, At: l.CreatedAt}))
+}
+
+const (
+	leaseInsert = `INSERT INTO leases (id, job_id, renter_id, node_id, provider_id, attempt, gpu_uuids, tier,
+		price_micros, price_note, limit_seconds, hold_micros, charged_micros, state, reason, fault,
+		stop_requested, exit_code, progress, created_at, started_at, ended_at, events, log_lines,
+		notice_seconds, checkpoint_ref)`
+	claimInsert = `INSERT INTO gpu_claims (node_id, gpu_uuid, lease_id)`
+)
+
+// leaseRow is a new lease's row for leaseInsert: its first event is the
+// one it opens with, and it has no log lines yet.
+func leaseRow(l *idlegrid.Lease) ([]any, error) {
+	gpus, err := jsonArg(l.GPUUUIDs)
+	if err != nil {
+		return nil, err
+	}
+	return []any{l.ID, l.JobID, l.RenterID, l.NodeID, l.ProviderID, l.Attempt, gpus, string(l.Tier),
+		int64(l.PriceMicrosPerGPUHour), l.PriceNote, l.LimitSeconds, int64(l.HoldMicros), int64(l.ChargedMicros),
+		string(l.State), l.Reason, string(l.Fault), l.StopRequested, exitCodeArg(l.ExitCode), l.Progress,
+		timeArg(l.CreatedAt), timePtrArg(l.StartedAt), timePtrArg(l.EndedAt), 1, 0, l.NoticeSeconds, l.CheckpointRef}, nil
+}
+
+// insertLeaseNow inserts lease l's row and its GPU claims, and says which
+// conflicted.
+func (db *DB) insertLeaseNow(ctx context.Context, tx *sql.Tx, l *idlegrid.Lease, row []any, claims [][]any) error {
+	err := insertRows(ctx, tx, leaseInsert, [][]any{row})
+	if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %q already exists", l.ID)
+	} else if err != nil {
+		return err
+	}
+	err = insertRows(ctx, tx, claimInsert, claims)
+	if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "GPU %s on node %s is already claimed",
+			strings.Join(l.GPUUUIDs, ", "), l.NodeID)
+	}
+	return err
 }
 
 func checkLease(j *idlegrid.Job, p *idlegrid.Placement, l *idlegrid.Lease) error {

@@ -25,8 +25,11 @@ func postTransfer(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer) error {
 	return later.insert(ctx, tx)
 }
 
+const transferInsert = `INSERT INTO transfers (id, idempotency_key, kind, lease_id, memo, created_at, gpu_seconds)`
+
 // postTransferLater is postTransfer, but leaves t's entries to later,
-// for the caller to insert before it commits. The balances move now.
+// for the caller to insert before it commits. The transfer is recorded and
+// the balances move now, unless later is a batch's (laterRows).
 func postTransferLater(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer, later *laterRows) error {
 	if err := t.Validate(); err != nil {
 		return err
@@ -36,17 +39,20 @@ func postTransferLater(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer, la
 	if t.ID == "" {
 		t.ID = idlegrid.NewID("xfer")
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO transfers (id, idempotency_key, kind, lease_id, memo, created_at, gpu_seconds)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (idempotency_key) DO NOTHING`,
-		t.ID, t.IdempotencyKey, string(t.Kind), t.LeaseID, t.Memo, timeArg(t.CreatedAt), t.GPUSeconds)
-	if err := expectOne(res, err, func() error { return errSeen }); err != nil {
-		return err
+	row := []any{t.ID, t.IdempotencyKey, string(t.Kind), t.LeaseID, t.Memo, timeArg(t.CreatedAt), t.GPUSeconds}
+	if later.batched {
+		later.transfers, later.moves = append(later.transfers, row), append(later.moves, t.Entries...)
+	} else {
+		res, err := tx.ExecContext(ctx, transferInsert+` VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (idempotency_key) DO NOTHING`, row...)
+		if err := expectOne(res, err, func() error { return errSeen }); err != nil {
+			return err
+		}
+		if err := moveBalances(ctx, tx, ledger.Net(t.Entries)); err != nil {
+			return err
+		}
 	}
 	for i, e := range t.Entries {
 		later.entries = append(later.entries, []any{t.ID, i, string(e.Account), e.Account.Owner(), int64(e.Amount)})
-	}
-	if err := moveBalances(ctx, tx, ledger.Net(t.Entries)); err != nil {
-		return err
 	}
 	return appendAudit(tx)(audit.PostingEntry(t))
 }

@@ -126,7 +126,7 @@ var liveStates = []idlegrid.LeaseState{idlegrid.LeaseAssigned, idlegrid.LeaseRun
 // account or the key that submitted it over its limit for the month of at.
 // It locks the limits it reads, so that two placements cannot both fit
 // under the same limit.
-func checkSpendLimits(ctx context.Context, tx *sql.Tx, d *dialect, j *idlegrid.Job, hold idlegrid.Micros, at time.Time) error {
+func checkSpendLimits(ctx context.Context, tx *sql.Tx, d *dialect, j *idlegrid.Job, hold idlegrid.Micros, at time.Time, pending *laterRows) error {
 	from, to := idlegrid.MonthOf(at)
 	scopes := []struct {
 		scope idlegrid.SpendScope
@@ -144,6 +144,9 @@ func checkSpendLimits(ctx context.Context, tx *sql.Tx, d *dialect, j *idlegrid.J
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		} else if err != nil {
+			return err
+		}
+		if err := pending.insertBatched(ctx, tx); err != nil { // the holds placed before this one in the batch count
 			return err
 		}
 		s, err := monthSpend(ctx, tx, idlegrid.SpendFilter{AccountID: j.RenterID, KeyID: sc.keyID, From: from, To: to})

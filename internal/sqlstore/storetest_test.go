@@ -33,6 +33,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"PlaceJob", testPlaceJob},
 		{"PlaceJob_Conflicts", testPlaceJobConflicts},
 		{"PlaceJobs", testPlaceJobs},
+		{"PlaceJobsTogether", testPlaceJobsTogether},
 		{"List_BeyondDefaultLimit", testListBeyondDefaultLimit},
 		{"TransitionLease", testTransitionLease},
 		{"TransitionLease_Outcomes", testTransitionOutcomes},
