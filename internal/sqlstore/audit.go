@@ -53,18 +53,29 @@ var pendingAudit = struct {
 // A maker's error (an entry that cannot be logged) fails the transaction.
 func appendAudit(tx *sql.Tx) func(audit.Entry, error) error {
 	return func(e audit.Entry, err error) error {
-		if err != nil {
-			return fmt.Errorf("audit entry: %w", err)
-		}
-		row, err := auditRow(e)
+		row, err := encodeEntry(e, err)
 		if err != nil {
 			return err
 		}
-		pendingAudit.Lock()
-		defer pendingAudit.Unlock()
-		pendingAudit.m[tx] = append(pendingAudit.m[tx], row)
+		addAudit(tx, row)
 		return nil
 	}
+}
+
+// encodeEntry is the row of the entry one of audit's makers returned, or
+// its error.
+func encodeEntry(e audit.Entry, err error) (auditEntry, error) {
+	if err != nil {
+		return auditEntry{}, fmt.Errorf("audit entry: %w", err)
+	}
+	return auditRow(e)
+}
+
+// addAudit logs rows, encoded, in tx.
+func addAudit(tx *sql.Tx, rows ...auditEntry) {
+	pendingAudit.Lock()
+	defer pendingAudit.Unlock()
+	pendingAudit.m[tx] = append(pendingAudit.m[tx], rows...)
 }
 
 // auditRow encodes e, which audit's makers have validated.

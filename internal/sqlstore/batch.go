@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/audit"
 	"github.com/idlegrid/idlegrid/internal/ledger"
 )
 
@@ -136,12 +137,25 @@ func findNodeState(ctx context.Context, tx *sql.Tx, id string) (*idlegrid.Node, 
 // transfers move, summed by account. A conflict among them, or a balance
 // taken below zero, fails the batch, which is then placed again behind
 // savepoints, where each placement writes them at once and fails alone.
-// A read that sums them (a spend limit's) inserts them first.
+// A read that sums them (a spend limit's) inserts them first. Their audit
+// entries wait as well, to be encoded and hashed on a goroutine of their
+// own while the rows are inserted, and logged in the order they came.
 type laterRows struct {
 	batched                   bool
 	leases, claims, transfers [][]any
 	moves                     []idlegrid.Entry // the transfers' entries, for the balances
+	audits                    []func() (audit.Entry, error)
 	events, entries           [][]any
+}
+
+// audit logs the entry that makeEntry returns in tx, now or, batched, when
+// the rows are inserted.
+func (r *laterRows) audit(tx *sql.Tx, makeEntry func() (audit.Entry, error)) error {
+	if r.batched {
+		r.audits = append(r.audits, makeEntry)
+		return nil
+	}
+	return appendAudit(tx)(makeEntry())
 }
 
 type laterMark struct{ events, entries int }
@@ -168,8 +182,48 @@ func (r *laterRows) insertBatched(ctx context.Context, tx *sql.Tx) error {
 }
 
 // insert writes the rows, parents before the rows that refer to them, moves
-// the balances, and forgets them.
+// the balances, logs the audit entries, and forgets them all.
 func (r *laterRows) insert(ctx context.Context, tx *sql.Tx) error {
+	encoded := encodeAudit(r.audits)
+	r.audits = nil
+	err := r.write(ctx, tx)
+	rows, encodeErr := encoded()
+	if err != nil {
+		return err
+	} else if encodeErr != nil {
+		return encodeErr
+	}
+	addAudit(tx, rows...)
+	return nil
+}
+
+// encodeAudit makes, encodes and hashes the entries of makers on a
+// goroutine of its own and returns the wait for their rows.
+func encodeAudit(makers []func() (audit.Entry, error)) (wait func() ([]auditEntry, error)) {
+	if len(makers) == 0 {
+		return func() ([]auditEntry, error) { return nil, nil }
+	}
+	rows := make([]auditEntry, 0, len(makers))
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, makeEntry := range makers {
+			var row auditEntry
+			if row, err = encodeEntry(makeEntry()); err != nil {
+				return
+			}
+			rows = append(rows, row)
+		}
+	}()
+	return func() ([]auditEntry, error) {
+		<-done
+		return rows, err
+	}
+}
+
+// write inserts the rows and moves the balances.
+func (r *laterRows) write(ctx context.Context, tx *sql.Tx) error {
 	for _, w := range []struct {
 		head string
 		rows *[][]any

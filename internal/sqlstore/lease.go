@@ -128,7 +128,9 @@ func (db *DB) insertLease(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, p *i
 		return err
 	}
 	later.events = append(later.events, []any{l.ID, 1, "", string(l.State), l.Reason, timeArg(l.CreatedAt)})
-	return appendAudit(tx)(audit.LeaseEntry(l, idlegrid.LeaseEvent{LeaseID: l.ID, To: l.State, Reason: l.Reason, At: l.CreatedAt}))
+	return later.audit(tx, func() (audit.Entry, error) {
+		return audit.LeaseEntry(l, idlegrid.LeaseEvent{LeaseID: l.ID, To: l.State, Reason: l.Reason, At: l.CreatedAt})
+	})
 }
 
 const (

@@ -54,7 +54,7 @@ func postTransferLater(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer, la
 	for i, e := range t.Entries {
 		later.entries = append(later.entries, []any{t.ID, i, string(e.Account), e.Account.Owner(), int64(e.Amount)})
 	}
-	return appendAudit(tx)(audit.PostingEntry(t))
+	return later.audit(tx, func() (audit.Entry, error) { return audit.PostingEntry(t) })
 }
 
 // moveBalances adds each of net's entries to its account's balance, in
