@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/audit"
@@ -64,6 +66,12 @@ var errPlacedFast = errors.New("a placement failed in a batch placed without sav
 func (db *DB) placeBatch(ctx context.Context, tx *sql.Tx, ps []*idlegrid.Placement, errs []error, savepoints bool) error {
 	clear(errs) // a retried transaction starts over
 	later := laterRows{batched: !savepoints}
+	if later.batched {
+		var err error
+		if later.read, err = readBatch(ctx, tx, db.dialect, ps); err != nil {
+			return err
+		}
+	}
 	for i, p := range ps {
 		if errs[i] = checkPlacement(p); errs[i] != nil {
 			continue
@@ -142,10 +150,53 @@ func findNodeState(ctx context.Context, tx *sql.Tx, id string) (*idlegrid.Node, 
 // own while the rows are inserted, and logged in the order they came.
 type laterRows struct {
 	batched                   bool
+	read                      *batchRead         // batched: the batch's jobs, nodes and limits, read up front
+	started                   map[jobStart][]any // batched: the IDs of the jobs placed, by what they become
 	leases, claims, transfers [][]any
 	moves                     []idlegrid.Entry // the transfers' entries, for the balances
 	audits                    []func() (audit.Entry, error)
 	events, entries           [][]any
+}
+
+// job reads placement p's job, locked, from the batch's reads or the
+// store.
+func (r *laterRows) job(ctx context.Context, tx *sql.Tx, d *dialect, p *idlegrid.Placement) (*idlegrid.Job, error) {
+	if r.read != nil {
+		return r.read.job(p)
+	}
+	return findPlacedJob(ctx, tx, p, d.forUpdate)
+}
+
+// node reads what a placement needs of node id, from the batch's reads or
+// the store.
+func (r *laterRows) node(ctx context.Context, tx *sql.Tx, id string) (*idlegrid.Node, error) {
+	if r.read != nil {
+		return r.read.node(id)
+	}
+	return findNodeState(ctx, tx, id)
+}
+
+// startJob writes that job j is placed at at on so many nodes: now, or
+// batched, with the batch's rows.
+func (r *laterRows) startJob(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, nodes int, at time.Time) error {
+	reason := fmt.Sprintf("running on %d node(s)", nodes)
+	if r.read != nil {
+		r.read.started(j, at)
+		if r.started == nil {
+			r.started = map[jobStart][]any{}
+		}
+		js := jobStart{reason, at}
+		r.started[js] = append(r.started[js], j.ID)
+		return nil
+	}
+	started := j.StartedAt
+	if started == nil {
+		started = &at
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = $1, reason = $2, attempts = attempts + 1,
+		started_at = $3, updated_at = $4 WHERE id = $5`,
+		string(idlegrid.JobRunning), reason, timePtrArg(started), timeArg(at), j.ID)
+	return err
 }
 
 // audit logs the entry that makeEntry returns in tx, now or, batched, when
@@ -222,8 +273,12 @@ func encodeAudit(makers []func() (audit.Entry, error)) (wait func() ([]auditEntr
 	}
 }
 
-// write inserts the rows and moves the balances.
+// write inserts the rows, moves the balances and starts the jobs.
 func (r *laterRows) write(ctx context.Context, tx *sql.Tx) error {
+	if err := startJobs(ctx, tx, r.started); err != nil {
+		return err
+	}
+	r.started = nil
 	for _, w := range []struct {
 		head string
 		rows *[][]any

@@ -47,7 +47,7 @@ func checkPlacement(p *idlegrid.Placement) error {
 // The rows nothing reads back in the transaction go to later, which the
 // caller inserts before it commits.
 func (db *DB) placeJob(ctx context.Context, tx *sql.Tx, p *idlegrid.Placement, later *laterRows) error {
-	j, err := findPlacedJob(ctx, tx, p, db.dialect.forUpdate)
+	j, err := later.job(ctx, tx, db.dialect, p)
 	if err != nil {
 		return err
 	} else if j.State != idlegrid.JobQueued || j.Attempts != p.Attempt {
@@ -70,15 +70,7 @@ func (db *DB) placeJob(ctx context.Context, tx *sql.Tx, p *idlegrid.Placement, l
 	if err := postTransfersLater(ctx, tx, p.Transfers, later); err != nil {
 		return err
 	}
-	started := j.StartedAt
-	if started == nil {
-		started = &p.At
-	}
-	_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = $1, reason = $2, attempts = attempts + 1,
-		started_at = $3, updated_at = $4 WHERE id = $5`,
-		string(idlegrid.JobRunning), fmt.Sprintf("running on %d node(s)", len(p.Leases)),
-		timePtrArg(started), timeArg(p.At), j.ID)
-	return err
+	return later.startJob(ctx, tx, j, len(p.Leases), p.At)
 }
 
 // placementHold is what a placement escrows in all.
@@ -96,7 +88,7 @@ func (db *DB) insertLease(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, p *i
 	if err := checkLease(j, p, l); err != nil {
 		return err
 	}
-	n, err := findNodeState(ctx, tx, l.NodeID)
+	n, err := later.node(ctx, tx, l.NodeID)
 	if err != nil {
 		return err
 	} else if n.State != idlegrid.NodeOnline {

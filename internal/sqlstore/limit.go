@@ -122,6 +122,19 @@ func monthSpend(ctx context.Context, tx *sql.Tx, f idlegrid.SpendFilter) (*idleg
 
 var liveStates = []idlegrid.LeaseState{idlegrid.LeaseAssigned, idlegrid.LeaseRunning}
 
+// spendLimit reads the limit of key, locked, from the batch's reads or the
+// store: sql.ErrNoRows when there is none.
+func (r *laterRows) spendLimit(ctx context.Context, tx *sql.Tx, d *dialect, key spendKey) (*idlegrid.SpendLimit, error) {
+	if r.read != nil {
+		if l := r.read.limits[key]; l != nil {
+			return l, nil
+		}
+		return nil, sql.ErrNoRows
+	}
+	return scanSpendLimit(tx.QueryRowContext(ctx, `SELECT `+spendLimitColumns+` FROM spend_limits
+		WHERE scope = $1 AND account_id = $2 AND key_id = $3`+d.forUpdate, string(key.scope), key.accountID, key.keyID))
+}
+
 // checkSpendLimits refuses, with EPAYMENT, holds that would take the job's
 // account or the key that submitted it over its limit for the month of at.
 // It locks the limits it reads, so that two placements cannot both fit
@@ -139,8 +152,7 @@ func checkSpendLimits(ctx context.Context, tx *sql.Tx, d *dialect, j *idlegrid.J
 		}{idlegrid.SpendKey, j.SubmittedByKey})
 	}
 	for _, sc := range scopes {
-		l, err := scanSpendLimit(tx.QueryRowContext(ctx, `SELECT `+spendLimitColumns+` FROM spend_limits
-			WHERE scope = $1 AND account_id = $2 AND key_id = $3`+d.forUpdate, string(sc.scope), j.RenterID, sc.keyID))
+		l, err := pending.spendLimit(ctx, tx, d, spendKey{sc.scope, j.RenterID, sc.keyID})
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		} else if err != nil {
