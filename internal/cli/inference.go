@@ -131,9 +131,9 @@ func printBreakers(out io.Writer, bs []wire.BreakerStats) error {
 		return nil
 	}
 	io.WriteString(out, "\nCircuit breakers that have tripped:\n")
-	t := newTable(out, "  NODE", "MODEL", "STATE", "TRIPS", "HALF-OPENS", "CLOSES")
+	t := newTable(out, "  NODE", "NAME", "MODEL", "STATE", "TRIPS", "HALF-OPENS", "CLOSES")
 	for _, b := range bs {
-		t.row("  "+b.NodeID, b.Model, b.State, b.Trips, b.HalfOpens, b.Closes)
+		t.row("  "+b.NodeID, orDash(b.NodeName), b.Model, b.State, b.Trips, b.HalfOpens, b.Closes)
 	}
 	return t.flush()
 }

@@ -15,8 +15,9 @@ func TestPrintInferenceStats(t *testing.T) {
 	st := &gateway.StatsResponse{
 		Models: []gateway.ModelStats{{Model: "llama-3.1-8b", Requests: 12, LatencyP50MS: 420.4, LatencyP95MS: 1800,
 			TTFTP50MS: 61, TTFTP95MS: 240, TokensPerSecond: 38.25, MicrosPerMTokens: 171_000}},
-		Waiting:  map[string]int{"llama-3.1-8b": 3, "qwen-72b": 2},
-		Breakers: []gateway.BreakerStats{{NodeID: "node_a", Model: "llama-3.1-8b", State: "open", Trips: 2, HalfOpens: 1}},
+		Waiting: map[string]int{"llama-3.1-8b": 3, "qwen-72b": 2},
+		Breakers: []gateway.BreakerStats{{NodeID: "node_a", NodeName: "rig-4090", Model: "llama-3.1-8b", State: "open", Trips: 2, HalfOpens: 1},
+			{NodeID: "node_gone", Model: "llama-3.1-8b", State: "half-open", Trips: 1, HalfOpens: 1}},
 		Providers: []gateway.ProviderLoad{
 			{NodeID: "node_a", NodeName: "rig-4090", Model: "llama-3.1-8b", InFlight: 3, MaxConcurrency: 8, Queued: &queued, Load: 1.25,
 				TTFTMS: 61.4, TokensPerSecond: 38.25, SuccessRate: 0.97, Breaker: "open"},
@@ -33,7 +34,9 @@ func TestPrintInferenceStats(t *testing.T) {
 		"  node_a  rig-4090  llama-3.1-8b  3/8        7       125%  61       38.2      97%       open\n",
 		"  node_b  b         llama-3.1-8b  0/16       -       0%    -        -         100%      closed\n",
 		"Circuit breakers that have tripped:\n",
-		"  node_a  llama-3.1-8b  open   2      1           0\n",
+		"  NODE       NAME      MODEL         STATE      TRIPS  HALF-OPENS  CLOSES\n",
+		"  node_a     rig-4090  llama-3.1-8b  open       2      1           0\n",
+		"  node_gone  -         llama-3.1-8b  half-open  1      1           0\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("printed:\n%s\nwant a line:\n%s", out.String(), want)

@@ -156,7 +156,7 @@ func TestGateway_circuitBreaker(t *testing.T) {
 		t.Fatalf("alpha got %d calls, want 2 before its breaker opens", got)
 	}
 	t.Run("stats count the trip", func(t *testing.T) {
-		want := []gateway.BreakerStats{{NodeID: p.NodeA.NodeID, Model: testModel, State: "open", Trips: 1}}
+		want := []gateway.BreakerStats{{NodeID: p.NodeA.NodeID, NodeName: "alpha", Model: testModel, State: "open", Trips: 1}}
 		if got := mustBreakers(t, p.fixture); !slices.Equal(got, want) {
 			t.Errorf("breakers = %+v, want %+v", got, want)
 		}
@@ -184,7 +184,7 @@ func TestGateway_circuitBreaker(t *testing.T) {
 		if _, _, err := p.chat(t, cheapestFirst); err != nil || p.A.Served.Load() != 2 {
 			t.Errorf("after the trial alpha served %d, want 2 (%v)", p.A.Served.Load(), err)
 		}
-		want := []gateway.BreakerStats{{NodeID: p.NodeA.NodeID, Model: testModel, State: "closed", Trips: 1, HalfOpens: 1, Closes: 1}}
+		want := []gateway.BreakerStats{{NodeID: p.NodeA.NodeID, NodeName: "alpha", Model: testModel, State: "closed", Trips: 1, HalfOpens: 1, Closes: 1}}
 		if got := mustBreakers(t, p.fixture); !slices.Equal(got, want) {
 			t.Errorf("breakers = %+v, want %+v", got, want)
 		}

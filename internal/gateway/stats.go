@@ -135,9 +135,23 @@ func (g *Gateway) serveStats(w http.ResponseWriter, r *http.Request, c *apiKey) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, StatsResponse{Models: g.stats.snapshot(), Breakers: g.Breakers(), Waiting: g.waiting.depth(),
+	breakers := g.Breakers()
+	nameBreakers(breakers, providers)
+	writeJSON(w, http.StatusOK, StatsResponse{Models: g.stats.snapshot(), Breakers: breakers, Waiting: g.waiting.depth(),
 		Providers: providers})
 	return nil
+}
+
+// nameBreakers gives each breaker its node's name, from the providers
+// online now; a node that has gone keeps its ID only.
+func nameBreakers(bs []BreakerStats, online []ProviderLoad) {
+	names := make(map[string]string, len(online))
+	for _, p := range online {
+		names[p.NodeID] = p.NodeName
+	}
+	for i := range bs {
+		bs[i].NodeName = names[bs[i].NodeID]
+	}
 }
 
 // providerLoads returns every provider of every model in the catalog as

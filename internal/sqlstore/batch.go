@@ -161,8 +161,8 @@ type laterRows struct {
 // job reads placement p's job, locked, from the batch's reads or the
 // store.
 func (r *laterRows) job(ctx context.Context, tx *sql.Tx, d *dialect, p *idlegrid.Placement) (*idlegrid.Job, error) {
-	if r.read != nil {
-		return r.read.job(p)
+	if r.batched {
+		return r.read.job(ctx, tx, p)
 	}
 	return findPlacedJob(ctx, tx, p, d.forUpdate)
 }
@@ -170,7 +170,7 @@ func (r *laterRows) job(ctx context.Context, tx *sql.Tx, d *dialect, p *idlegrid
 // node reads what a placement needs of node id, from the batch's reads or
 // the store.
 func (r *laterRows) node(ctx context.Context, tx *sql.Tx, id string) (*idlegrid.Node, error) {
-	if r.read != nil {
+	if r.batched {
 		return r.read.node(id)
 	}
 	return findNodeState(ctx, tx, id)
@@ -180,7 +180,7 @@ func (r *laterRows) node(ctx context.Context, tx *sql.Tx, id string) (*idlegrid.
 // batched, with the batch's rows.
 func (r *laterRows) startJob(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, nodes int, at time.Time) error {
 	reason := fmt.Sprintf("running on %d node(s)", nodes)
-	if r.read != nil {
+	if r.batched {
 		r.read.started(j, at)
 		if r.started == nil {
 			r.started = map[jobStart][]any{}

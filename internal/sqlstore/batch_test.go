@@ -128,6 +128,7 @@ func testPlaceJobsWithoutSavepoints(t *testing.T, db *sqlstore.DB, p *idlegrid.A
 		job := mustJob(t, db, r.ID, 1, 1)
 		ps = append(ps, placement(job, 0, lease(job, n, gpu)))
 	}
+	ps[0].Leases[0].Tier = "" // left to the job's spec
 	empty := mustJob(t, db, r.ID, 1, 1)
 	ps = append(ps, placement(empty, 0))
 	before := mustBalance(t, db, r.ID)
@@ -141,6 +142,9 @@ func testPlaceJobsWithoutSavepoints(t *testing.T, db *sqlstore.DB, p *idlegrid.A
 			t.Errorf("placement %d: %v", i, errs[i])
 		}
 		mustJobState(t, db, pl.JobID, idlegrid.JobRunning, "running on 1 node(s)")
+	}
+	if l, err := db.FindLease(ctx, ps[0].Leases[0].ID); err != nil || l.Tier != idlegrid.TierSilver {
+		t.Errorf("a lease placed without a tier: %v, %v; want the job's, silver", l, err)
 	}
 	if code := idlegrid.ErrorCode(errs[4]); code != idlegrid.EINVALID {
 		t.Errorf("placement without leases: error %q (%v), want %q", code, errs[4], idlegrid.EINVALID)

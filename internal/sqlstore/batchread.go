@@ -17,15 +17,9 @@ import (
 // with a statement of its own. Locks are taken as the single reads take
 // them (the jobs and limits, FOR UPDATE on PostgreSQL).
 type batchRead struct {
-	jobs   map[string]*readJob
+	jobs   map[string]*idlegrid.Job  // as findPlacedJob reads them, without their specs
 	nodes  map[string]*idlegrid.Node // ID, owner and state only
 	limits map[spendKey]*idlegrid.SpendLimit
-}
-
-// readJob is a job as findPlacedJob reads it, its spec still encoded.
-type readJob struct {
-	job  idlegrid.Job
-	spec string
 }
 
 type spendKey struct {
@@ -35,7 +29,7 @@ type spendKey struct {
 
 // readBatch reads what placing ps needs, in d's dialect.
 func readBatch(ctx context.Context, tx *sql.Tx, d *dialect, ps []*idlegrid.Placement) (*batchRead, error) {
-	r := &batchRead{jobs: map[string]*readJob{}, nodes: map[string]*idlegrid.Node{}, limits: map[spendKey]*idlegrid.SpendLimit{}}
+	r := &batchRead{jobs: map[string]*idlegrid.Job{}, nodes: map[string]*idlegrid.Node{}, limits: map[spendKey]*idlegrid.SpendLimit{}}
 	var jobIDs, nodeIDs []string
 	for _, p := range ps {
 		jobIDs = append(jobIDs, p.JobID)
@@ -43,7 +37,7 @@ func readBatch(ctx context.Context, tx *sql.Tx, d *dialect, ps []*idlegrid.Place
 			nodeIDs = append(nodeIDs, l.NodeID)
 		}
 	}
-	err := selectIn(ctx, tx, `SELECT id, renter_id, state, attempts, started_at, submitted_by_key, spec FROM jobs WHERE id`,
+	err := selectIn(ctx, tx, `SELECT id, renter_id, state, attempts, started_at, submitted_by_key FROM jobs WHERE id`,
 		d.forUpdate, jobIDs, r.scanJob)
 	if err != nil {
 		return nil, err
@@ -53,19 +47,19 @@ func readBatch(ctx context.Context, tx *sql.Tx, d *dialect, ps []*idlegrid.Place
 	}
 	var renters []string
 	for _, j := range r.jobs {
-		renters = append(renters, j.job.RenterID)
+		renters = append(renters, j.RenterID)
 	}
 	return r, selectIn(ctx, tx, `SELECT `+spendLimitColumns+` FROM spend_limits WHERE account_id`, d.forUpdate, renters, r.scanLimit)
 }
 
 func (r *batchRead) scanJob(rs *sql.Rows) error {
-	j := &readJob{}
+	j := &idlegrid.Job{}
 	var started sql.NullInt64
-	if err := rs.Scan(&j.job.ID, &j.job.RenterID, &j.job.State, &j.job.Attempts, &started, &j.job.SubmittedByKey, &j.spec); err != nil {
+	if err := rs.Scan(&j.ID, &j.RenterID, &j.State, &j.Attempts, &started, &j.SubmittedByKey); err != nil {
 		return err
 	}
-	j.job.StartedAt = timePtrOf(started)
-	r.jobs[j.job.ID] = j
+	j.StartedAt = timePtrOf(started)
+	r.jobs[j.ID] = j
 	return nil
 }
 
@@ -87,16 +81,21 @@ func (r *batchRead) scanLimit(rs *sql.Rows) error {
 	return nil
 }
 
-// job is placement p's job as findPlacedJob would read it now.
-func (r *batchRead) job(p *idlegrid.Placement) (*idlegrid.Job, error) {
-	bj, ok := r.jobs[p.JobID]
+// job is placement p's job as findPlacedJob would read it now: its spec
+// is read, and decoded, only when a lease leaves its tier to the job's.
+func (r *batchRead) job(ctx context.Context, tx *sql.Tx, p *idlegrid.Placement) (*idlegrid.Job, error) {
+	read, ok := r.jobs[p.JobID]
 	if !ok {
 		return nil, notFound("job", p.JobID)
 	}
-	j := bj.job
+	j := *read
 	for _, l := range p.Leases {
 		if l.Tier == "" {
-			return &j, jsonOf(bj.spec, &j.JobSpec)
+			var spec string
+			if err := tx.QueryRowContext(ctx, `SELECT spec FROM jobs WHERE id = $1`, j.ID).Scan(&spec); err != nil {
+				return nil, err
+			}
+			return &j, jsonOf(spec, &j.JobSpec)
 		}
 	}
 	return &j, nil
@@ -105,10 +104,10 @@ func (r *batchRead) job(p *idlegrid.Placement) (*idlegrid.Job, error) {
 // started records what placing job j writes of it, for a later read in
 // the batch: it runs, one attempt on, started at the latest at at.
 func (r *batchRead) started(j *idlegrid.Job, at time.Time) {
-	bj := r.jobs[j.ID]
-	bj.job.State, bj.job.Attempts = idlegrid.JobRunning, bj.job.Attempts+1
-	if bj.job.StartedAt == nil {
-		bj.job.StartedAt = &at
+	read := r.jobs[j.ID]
+	read.State, read.Attempts = idlegrid.JobRunning, read.Attempts+1
+	if read.StartedAt == nil {
+		read.StartedAt = &at
 	}
 }
 

@@ -125,7 +125,7 @@ var liveStates = []idlegrid.LeaseState{idlegrid.LeaseAssigned, idlegrid.LeaseRun
 // spendLimit reads the limit of key, locked, from the batch's reads or the
 // store: sql.ErrNoRows when there is none.
 func (r *laterRows) spendLimit(ctx context.Context, tx *sql.Tx, d *dialect, key spendKey) (*idlegrid.SpendLimit, error) {
-	if r.read != nil {
+	if r.batched {
 		if l := r.read.limits[key]; l != nil {
 			return l, nil
 		}

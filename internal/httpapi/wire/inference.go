@@ -54,12 +54,14 @@ type ModelStats struct {
 }
 
 // BreakerStats is one node's circuit breaker for one model: its state now
-// and its moves since the gateway started. Trips counts each opening, from
-// closed or from a failed half-open trial; HalfOpens each cooldown that
-// ended with a trial let through; Closes each return to closed, by a
+// and its moves since the gateway started. NodeName is the node's name
+// while it is online, empty once it is gone. Trips counts each opening,
+// from closed or from a failed half-open trial; HalfOpens each cooldown
+// that ended with a trial let through; Closes each return to closed, by a
 // trial or a late answer that succeeded.
 type BreakerStats struct {
 	NodeID    string `json:"node_id"`
+	NodeName  string `json:"node_name"`
 	Model     string `json:"model"`
 	State     string `json:"state"` // closed, open or half-open
 	Trips     int64  `json:"trips"`
