@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,7 +39,7 @@ func readBatch(ctx context.Context, tx *sql.Tx, d *dialect, ps []*idlegrid.Place
 		}
 	}
 	err := selectIn(ctx, tx, `SELECT id, renter_id, state, attempts, started_at, submitted_by_key FROM jobs WHERE id`,
-		d.forUpdate, jobIDs, r.scanJob)
+		` ORDER BY id`+d.forUpdate, jobIDs, r.scanJob)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +50,8 @@ func readBatch(ctx context.Context, tx *sql.Tx, d *dialect, ps []*idlegrid.Place
 	for _, j := range r.jobs {
 		renters = append(renters, j.RenterID)
 	}
-	return r, selectIn(ctx, tx, `SELECT `+spendLimitColumns+` FROM spend_limits WHERE account_id`, d.forUpdate, renters, r.scanLimit)
+	return r, selectIn(ctx, tx, `SELECT `+spendLimitColumns+` FROM spend_limits WHERE account_id`,
+		` ORDER BY account_id, scope, key_id`+d.forUpdate, renters, r.scanLimit)
 }
 
 func (r *batchRead) scanJob(rs *sql.Rows) error {
@@ -120,16 +122,16 @@ func (r *batchRead) node(id string) (*idlegrid.Node, error) {
 	return n, nil
 }
 
-// selectIn runs "head IN (…) tail" for ids, each once, several a
-// statement, and reads every row with scan.
+// selectIn runs "head IN (…) tail" for ids, each once and in sorted
+// order, several a statement, and reads every row with scan. With a tail
+// that orders by the same key, rows are locked in one order whatever the
+// batch: two coordinators placing the same jobs on PostgreSQL wait for
+// each other instead of deadlocking.
 func selectIn(ctx context.Context, tx *sql.Tx, head, tail string, ids []string, scan func(*sql.Rows) error) error {
-	seen := make(map[string]bool, len(ids))
-	var unique []any
-	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			unique = append(unique, id)
-		}
+	sorted := slices.Compact(slices.Sorted(slices.Values(ids)))
+	unique := make([]any, len(sorted))
+	for i, id := range sorted {
+		unique[i] = id
 	}
 	for len(unique) > 0 {
 		n := rowsPerStatement(len(unique))
