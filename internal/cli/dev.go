@@ -364,9 +364,10 @@ func serveDevModels(n devNode) ([]agent.ModelConfig, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	// The simulated server holds no queue of its own, and serves no metrics.
+	// The agent reads the simulated server's metrics (vLLM's gauges) at
+	// the default /metrics, as it would a real vLLM's.
 	return []agent.ModelConfig{{Name: devModelName, Upstream: ms.URL(), InputPrice: n.serves.inputPrice,
-		OutputPrice: n.serves.outputPrice, MaxConcurrency: n.serves.concurrency, MetricsURL: agent.MetricsOff}}, ms.Close, nil
+		OutputPrice: n.serves.outputPrice, MaxConcurrency: n.serves.concurrency}}, ms.Close, nil
 }
 
 func (d *devMarket) newAgent(ctx context.Context, n devNode, url, token string, models []agent.ModelConfig) (*agent.Agent, runtime.Runtime, error) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 	"github.com/idlegrid/idlegrid/internal/openai"
 )
 
@@ -118,6 +119,16 @@ func devInference(t *testing.T, url, dir string) {
 			}
 		}
 		return fmt.Errorf("usage: %+v", us)
+	})
+	eventually(t, "a model server's queue is known", func() error {
+		var st wire.InferenceStats
+		mustJSON(t, renter, &st, "inference", "stats", "--json")
+		for _, p := range st.Providers {
+			if p.Model == devModelName && p.Queued != nil && *p.Queued == 0 {
+				return nil
+			}
+		}
+		return fmt.Errorf("providers: %+v", st.Providers)
 	})
 }
 

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -158,8 +160,9 @@ type provider struct {
 	url  string
 	done chan struct{}
 
-	mu    sync.Mutex
-	stats ProviderReport
+	mu      sync.Mutex
+	stats   ProviderReport
+	running map[string]int // requests being answered now, by model
 }
 
 func startProvider(spec ProviderSpec, models []string, seed uint64, scale float64) (*provider, error) {
@@ -167,7 +170,8 @@ func startProvider(spec ProviderSpec, models []string, seed uint64, scale float6
 	if !ok {
 		return nil, fmt.Errorf("provider %s: unknown GPU %q", spec.Name, spec.GPU)
 	}
-	p := &provider{spec: spec, gpu: g, faults: spec.Faults, seed: seed, scale: scale, models: map[string]bool{}, done: make(chan struct{})}
+	p := &provider{spec: spec, gpu: g, faults: spec.Faults, seed: seed, scale: scale, models: map[string]bool{},
+		done: make(chan struct{}), running: map[string]int{}}
 	for _, m := range models {
 		p.models[m] = true
 	}
@@ -180,10 +184,38 @@ func startProvider(spec ProviderSpec, models []string, seed uint64, scale float6
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", p.listModels)
 	mux.HandleFunc("POST /v1/chat/completions", p.chat)
+	mux.HandleFunc("GET /metrics", p.metrics)
 	p.srv = &http.Server{Handler: mux, ErrorLog: discardLog}
 	p.url = "http://" + ln.Addr().String() + "/v1"
 	go func() { defer close(p.done); p.srv.Serve(ln) }()
 	return p, nil
+}
+
+// metrics serves the gauges vLLM's /metrics page has for its scheduler,
+// in Prometheus' text format, per model: the requests being answered, and
+// those waiting, always none, since the simulated server batches every
+// request it is sent (the agent sends at most MaxConcurrency).
+func (p *provider) metrics(w http.ResponseWriter, r *http.Request) {
+	models := slices.Sorted(maps.Keys(p.models))
+	running := make([]int, len(models))
+	p.mu.Lock()
+	for i, m := range models {
+		running[i] = p.running[m]
+	}
+	p.mu.Unlock()
+	var b strings.Builder
+	b.WriteString("# HELP vllm:num_requests_running Number of requests in model execution batches.\n")
+	b.WriteString("# TYPE vllm:num_requests_running gauge\n")
+	for i, m := range models {
+		fmt.Fprintf(&b, "vllm:num_requests_running{model_name=%q} %d\n", m, running[i])
+	}
+	b.WriteString("# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n")
+	b.WriteString("# TYPE vllm:num_requests_waiting gauge\n")
+	for _, m := range models {
+		fmt.Fprintf(&b, "vllm:num_requests_waiting{model_name=%q} 0\n", m)
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	io.WriteString(w, b.String())
 }
 
 // close stops the model server, cutting what is still running.
@@ -239,7 +271,7 @@ func (p *provider) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	completion := req.answerTokens()
 	fault := p.faults.draw(unitHash(p.seed, p.spec.Name, req.User))
-	p.begin(fault)
+	p.begin(req.Model, fault)
 	ttft, decode := p.gpu.Timing(prompt, completion)
 	ttft, decode = p.scaled(ttft), p.scaled(decode)
 	ok := false
@@ -248,7 +280,7 @@ func (p *provider) chat(w http.ResponseWriter, r *http.Request) {
 	} else {
 		ok = p.whole(w, r, &req, fault, prompt, completion, ttft+decode)
 	}
-	p.end(ok, prompt, completion)
+	p.end(req.Model, ok, prompt, completion)
 }
 
 // DefaultAnswerTokens is how long an answer is when the request sets no
@@ -333,18 +365,20 @@ func (p *provider) stream(w http.ResponseWriter, r *http.Request, req *chatReque
 }
 
 // begin and end count a request as it arrives and as it ends.
-func (p *provider) begin(fault string) {
+func (p *provider) begin(model, fault string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.running[model]++
 	p.stats.Calls++
 	if fault != faultNone {
 		p.stats.Faults[fault]++
 	}
 }
 
-func (p *provider) end(ok bool, prompt, completion int) {
+func (p *provider) end(model string, ok bool, prompt, completion int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.running[model]--
 	if !ok {
 		return
 	}

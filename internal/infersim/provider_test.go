@@ -1,12 +1,16 @@
 package infersim
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idlegrid/idlegrid/internal/agent"
 )
 
 func TestGPU_Timing(t *testing.T) {
@@ -133,5 +137,53 @@ func TestModelServer_noLimit(t *testing.T) {
 	}
 	if got.Usage.PromptTokens != 2 || got.Usage.CompletionTokens != DefaultAnswerTokens {
 		t.Errorf("usage %+v, want 2 prompt tokens and %d completion tokens", got.Usage, DefaultAnswerTokens)
+	}
+}
+
+// The simulated model server's /metrics page counts the requests being
+// answered and says none wait, in vLLM's gauges, which the agent reads.
+func TestModelServer_metrics(t *testing.T) {
+	s, err := StartModelServer("RTX4090", []string{"m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	page := func() string {
+		resp, err := http.Get(strings.TrimSuffix(s.URL(), "/v1") + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	// A streamed answer of 400 tokens takes the RTX 4090's decode about
+	// 10 s: it runs while the page is read.
+	resp, err := http.Post(s.URL()+"/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","stream":true,"max_tokens":400,"messages":[{"role":"user","content":"Hello"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, 1)
+	if _, err := resp.Body.Read(first); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`vllm:num_requests_running{model_name="m"} 1`, `vllm:num_requests_waiting{model_name="m"} 0`} {
+		if got := page(); !strings.Contains(got, want+"\n") {
+			t.Errorf("metrics while answering:\n%s\nwant a line %s", got, want)
+		}
+	}
+	cfg := agent.Config{Models: []agent.ModelConfig{{Name: "m", Upstream: s.URL(), InputPrice: "0.10", OutputPrice: "0.30", MaxConcurrency: 4}}}
+	checks := cfg.CheckModels(context.Background())
+	if len(checks) != 1 || checks[0].Problem != "" || checks[0].Queued != 0 || checks[0].Gauge != "vllm:num_requests_waiting" {
+		t.Errorf("the agent's check: %+v, want the model healthy and 0 queued by vllm:num_requests_waiting", checks)
+	}
+	resp.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(page(), `vllm:num_requests_running{model_name="m"} 0`+"\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics after the answer was cut:\n%s", page())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
