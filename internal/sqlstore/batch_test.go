@@ -2,7 +2,9 @@ package sqlstore_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/idlegrid/idlegrid"
@@ -244,4 +246,63 @@ func testPlaceJobsTogether(t *testing.T, db *sqlstore.DB) {
 			checkLedger(t, db)
 		})
 	}
+}
+
+// testConcurrentPlaceJobs runs several batches of the same jobs at once, on
+// the same GPUs, each batch in an order of its own, as coordinators sharing
+// a database would: every job is placed once, by one batch, and the others
+// are told ECONFLICT for it, never an error of their own; no hold is left
+// behind.
+func testConcurrentPlaceJobs(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	const gpus = 100 // more than one statement reads: rowsPerStatement
+	mustTopUp(t, db, r.ID, 2*gpus*price)
+	var nodes []*idlegrid.Node
+	for range gpus / 4 {
+		nodes = append(nodes, mustNode(t, db, p.ID, 4))
+	}
+	var jobs []*idlegrid.Job
+	for range gpus {
+		jobs = append(jobs, mustJob(t, db, r.ID, 1, 1))
+	}
+	const racers = 4
+	batches := make([][]*idlegrid.Placement, racers)
+	for k := range batches {
+		for i, j := range jobs {
+			batches[k] = append(batches[k], placement(j, 0, lease(j, nodes[i/4], i%4)))
+		}
+		rand.New(rand.NewPCG(uint64(k), 7)).Shuffle(len(jobs), func(a, b int) {
+			batches[k][a], batches[k][b] = batches[k][b], batches[k][a]
+		})
+	}
+	errs := make([][]error, racers)
+	var wg sync.WaitGroup
+	for k := range batches {
+		wg.Go(func() { errs[k] = db.PlaceJobs(ctx, batches[k]) })
+	}
+	wg.Wait()
+	placed := map[string]int{}
+	for k, batch := range batches {
+		for i, pl := range batch {
+			switch err := errs[k][i]; idlegrid.ErrorCode(err) {
+			case "":
+				placed[pl.JobID]++
+			case idlegrid.ECONFLICT:
+			default:
+				t.Errorf("batch %d, job %s: %v; want it placed or ECONFLICT", k, pl.JobID, err)
+			}
+		}
+	}
+	for _, j := range jobs {
+		if placed[j.ID] != 1 {
+			t.Errorf("job %s placed by %d batches, want 1", j.ID, placed[j.ID])
+		}
+		mustJobState(t, db, j.ID, idlegrid.JobRunning, "running on 1 node(s)")
+	}
+	if b := mustBalance(t, db, r.ID); b.Held != gpus*price {
+		t.Errorf("renter holds %d, want %d: %d one-GPU leases for an hour", b.Held, gpus*price, gpus)
+	}
+	checkLedger(t, db)
 }

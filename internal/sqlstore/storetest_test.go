@@ -34,6 +34,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"PlaceJob_Conflicts", testPlaceJobConflicts},
 		{"PlaceJobs", testPlaceJobs},
 		{"PlaceJobsTogether", testPlaceJobsTogether},
+		{"Concurrency_PlaceJobs", testConcurrentPlaceJobs},
 		{"List_BeyondDefaultLimit", testListBeyondDefaultLimit},
 		{"TransitionLease", testTransitionLease},
 		{"TransitionLease_Outcomes", testTransitionOutcomes},
