@@ -142,12 +142,15 @@ func findNodeState(ctx context.Context, tx *sql.Tx, id string) (*idlegrid.Node, 
 //
 // In a batch placed without savepoints (batched) the rows that can
 // conflict wait too: leases, GPU claims, transfers, and the balances the
-// transfers move, summed by account. A conflict among them, or a balance
-// taken below zero, fails the batch, which is then placed again behind
+// transfers move, summed by account; and the jobs' updates, one statement
+// for all that become the same. A conflict among them, or a balance taken
+// below zero, fails the batch, which is then placed again behind
 // savepoints, where each placement writes them at once and fails alone.
 // A read that sums them (a spend limit's) inserts them first. Their audit
 // entries wait as well, to be encoded and hashed on a goroutine of their
-// own while the rows are inserted, and logged in the order they came.
+// own while the rows are inserted, and logged in the order they came. What
+// the batch reads of its jobs, nodes and limits it reads up front
+// (batchRead), and placeJob asks laterRows for it.
 type laterRows struct {
 	batched                   bool
 	read                      *batchRead         // batched: the batch's jobs, nodes and limits, read up front
