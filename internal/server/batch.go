@@ -9,11 +9,13 @@ import (
 )
 
 // batchSize is how many placements a pass stores in one transaction. A
-// durable commit costs far more than the rows it writes, so a pass that
-// places many jobs commits them together (Store.PlaceJobs); a batch this
-// size is stored in tens of milliseconds, so a job that arrives while the
-// scheduler is idle is still placed at once, in a batch of one.
-const batchSize = 512
+// durable commit costs far more than the rows it writes, and a batch's
+// placements share the index pages it changes (those keyed by node, say),
+// so a pass that places many jobs commits them together
+// (Store.PlaceJobs). Only a backlog fills a batch, which is stored in a
+// fifth of a second or so; a job that arrives while the scheduler is idle
+// is placed at once, in a batch of one.
+const batchSize = 1024
 
 // placementBatch is what one pass has decided to place and not stored yet.
 // The engine already holds the picked GPUs for each job (Commit leaves a
