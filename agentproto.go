@@ -1,6 +1,10 @@
 package idlegrid
 
-import "time"
+import (
+	"fmt"
+	"slices"
+	"time"
+)
 
 // The agent protocol: what an agent and the server say to each other under
 // /v1/agent. Every request is signed with the node's ed25519 key (see
@@ -32,9 +36,43 @@ type OfferRequest struct {
 	AgentVersion string `json:"agent_version"`
 }
 
-// HeartbeatRequest says the node is alive, with progress of its leases.
+// HeartbeatRequest says the node is alive, with progress of its leases
+// and the queues at its model servers.
 type HeartbeatRequest struct {
 	Leases []LeaseProgress `json:"leases,omitempty"`
+	// ModelQueues are the requests waiting at the node's model servers, by
+	// model, as the agent last read the servers' metrics. A model whose
+	// queue the agent does not know is left out. The inference gateway
+	// routes by them between answers (ModelQueueHeader says the same on
+	// each answer).
+	ModelQueues []ModelQueue `json:"model_queues,omitempty"`
+}
+
+// ModelQueue is the requests waiting at the server of one model a node
+// serves.
+type ModelQueue struct {
+	Model  string `json:"model"`
+	Queued int64  `json:"queued"`
+}
+
+// Validate checks the model queues: at most MaxModelsPerNode, each named
+// once, none negative. (The leases' progress is checked lease by lease.)
+func (r *HeartbeatRequest) Validate() error {
+	if len(r.ModelQueues) > MaxModelsPerNode {
+		return Invalid("model_queues", "at most %d models, got %d", MaxModelsPerNode, len(r.ModelQueues))
+	}
+	for i, q := range r.ModelQueues {
+		field := fmt.Sprintf("model_queues[%d]", i)
+		switch {
+		case q.Model == "":
+			return Invalid(field+".model", "is required")
+		case q.Queued < 0:
+			return Invalid(field+".queued", "must not be negative, got %d", q.Queued)
+		case slices.ContainsFunc(r.ModelQueues[:i], func(p ModelQueue) bool { return p.Model == q.Model }):
+			return Invalid(field+".model", "model %q listed twice", q.Model)
+		}
+	}
+	return nil
 }
 
 // LeaseProgress is a running lease's progress as the agent sees it.

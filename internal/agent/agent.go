@@ -398,7 +398,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		resp, err := a.srv.Heartbeat(ctx, idlegrid.HeartbeatRequest{Leases: a.progress()})
+		resp, err := a.srv.Heartbeat(ctx, idlegrid.HeartbeatRequest{Leases: a.progress(), ModelQueues: a.models.queues()})
 		next := a.heartbeatEvery
 		switch {
 		case ctx.Err() != nil:

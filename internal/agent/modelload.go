@@ -108,6 +108,20 @@ func (q *queueDepth) header() string {
 	return ""
 }
 
+// queues lists the healthy models whose queues the agent knows, for its
+// heartbeat, in config order.
+func (ms *models) queues() []idlegrid.ModelQueue {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	var out []idlegrid.ModelQueue
+	for _, name := range ms.names {
+		if n := ms.byName[name].queue.n.Load(); n >= 0 && ms.healthy[name] {
+			out = append(out, idlegrid.ModelQueue{Model: name, Queued: n})
+		}
+	}
+	return out
+}
+
 // metricsPage is one model server's metrics page and the models read
 // from it.
 type metricsPage struct {

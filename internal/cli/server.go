@@ -227,7 +227,12 @@ func openGateway(store *sqlstore.DB, srv *server.Server, sessions *session.Regis
 		FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger,
 	}
 	cfg.inference.apply(&gc)
-	return gateway.New(gc)
+	g, err := gateway.New(gc)
+	if err != nil {
+		return nil, err
+	}
+	srv.ReportQueuesTo(g) // the agents' heartbeats say their model servers' queues
+	return g, nil
 }
 
 func storeKind(dsn string) string {

@@ -27,9 +27,9 @@ func (s breakerState) String() string {
 // requests: in flight now, its circuit breaker, and moving averages of its
 // time to first byte, its tokens per second and its success.
 type upstream struct {
-	inflight atomic.Int64
-	queued   atomic.Int64 // at the model server, as last reported (queuedepth.go)
-	queuedAt atomic.Int64 // unix ns of that report; 0: none
+	inflight    atomic.Int64
+	queued      atomic.Int64 // at the model server, as last reported (queuedepth.go)
+	queuedUntil atomic.Int64 // unix ns until which that report holds; 0: none
 
 	mu        sync.Mutex
 	state     breakerState

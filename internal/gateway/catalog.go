@@ -30,7 +30,8 @@ type catalog struct {
 
 	mu         sync.Mutex
 	byModel    map[string][]*provider
-	fetched    time.Time // zero: never
+	keys       map[string]bool // every provider's key
+	fetched    time.Time       // zero: never
 	refreshing bool
 }
 
@@ -80,7 +81,21 @@ func (c *catalog) fresh(ctx context.Context) error {
 		return nil // keep the last catalog; a later request tries again
 	}
 	c.byModel, c.fetched = byModel, now
+	c.keys = make(map[string]bool, len(c.keys))
+	for _, ps := range byModel {
+		for _, p := range ps {
+			c.keys[p.key] = true
+		}
+	}
 	return nil
+}
+
+// lists reports whether the catalog as last read lists the provider key,
+// without reading it again.
+func (c *catalog) lists(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.keys[key]
 }
 
 func (c *catalog) load(ctx context.Context) (map[string][]*provider, error) {

@@ -102,6 +102,7 @@ func mustFixture(tb testing.TB, tune func(*gateway.Config)) *fixture {
 		tb.Fatalf("gateway.New: %v", err)
 	}
 	tb.Cleanup(func() { gw.Close() })
+	srv.ReportQueuesTo(gw)
 	ts := httptest.NewServer(httpapi.New(srv, httpapi.Options{Logger: log, Sessions: reg, Gateway: gw}))
 	tb.Cleanup(ts.Close)
 	tb.Cleanup(func() { reg.Close() }) // before the HTTP server closes

@@ -3,14 +3,20 @@ package gateway
 import (
 	"strconv"
 	"time"
+
+	"github.com/idlegrid/idlegrid"
 )
 
 // A provider's queue at its model server. The gateway counts its own
 // requests in flight at each provider, but the model server may also be
 // busy with others' (its owner's, another gateway's) and hold requests in
-// its own queue. Each agent's answer says how many wait there
-// (idlegrid.ModelQueueHeader), read from the server's metrics; routing
-// counts them into the provider's load for queueFresh after the answer.
+// its own queue. The agent reads how many wait there from the server's
+// metrics and says so in two places: in each answer
+// (idlegrid.ModelQueueHeader), which counts for queueFresh, and in each
+// heartbeat (NoteQueues), which counts until the heartbeat after next is
+// due, so that a provider the gateway has not called lately is known too.
+// Routing counts the latest report into the provider's load while it
+// holds.
 
 // queueFresh is how long a reported queue depth counts. A provider
 // reported busy gets fewer requests, and so fewer fresh reports: after
@@ -26,18 +32,37 @@ const maxQueueDepth = 1 << 20
 func (h *healthBook) noteQueue(u *upstream, header string) {
 	n, err := strconv.ParseInt(header, 10, 64)
 	if header == "" || err != nil || n < 0 {
-		u.queuedAt.Store(0)
+		u.queuedUntil.Store(0)
 		return
 	}
+	u.setQueue(n, h.clock.Now().Add(queueFresh))
+}
+
+// setQueue records a report of n waiting, which holds until until.
+func (u *upstream) setQueue(n int64, until time.Time) {
 	u.queued.Store(min(n, maxQueueDepth))
-	u.queuedAt.Store(h.clock.Now().UnixNano())
+	u.queuedUntil.Store(until.UnixNano())
+}
+
+// NoteQueues records the queues that node nodeID's agent reported in a
+// heartbeat, each holding for validFor: those of the models the catalog
+// lists the node serving. The others (a model the catalog does not know
+// yet) are left for the next heartbeat, so that an agent cannot grow the
+// gateway's memory with names.
+func (g *Gateway) NoteQueues(nodeID string, queues []idlegrid.ModelQueue, validFor time.Duration) {
+	until := g.health.clock.Now().Add(validFor)
+	for _, q := range queues {
+		key := nodeID + "/" + q.Model
+		if q.Queued >= 0 && g.catalog.lists(key) {
+			g.health.of(key).setQueue(q.Queued, until)
+		}
+	}
 }
 
 // reported is the requests waiting at u's model server by its last
 // report, and whether that report is fresh at now.
 func (u *upstream) reported(now time.Time) (int64, bool) {
-	at := u.queuedAt.Load()
-	if at == 0 || now.UnixNano()-at > int64(queueFresh) {
+	if now.UnixNano() > u.queuedUntil.Load() {
 		return 0, false
 	}
 	return u.queued.Load(), true

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -61,9 +62,11 @@ func TestGateway_routing(t *testing.T) {
 // TestGateway_modelServerQueue checks that a provider whose model server
 // holds a queue (others' requests, which the gateway does not count) gets
 // no more requests once an answer has said so, though it is the cheaper
-// and the renter sorts by price.
+// and the renter sorts by price. The heartbeats' reports are off, so that
+// only the answers say it.
 func TestGateway_modelServerQueue(t *testing.T) {
 	p := mustPair(t, nil) // alpha: 10/20, max_concurrency 8; beta: 30/60, 8
+	p.Server.ReportQueuesTo(nil)
 	p.A.Waiting.Store(16)
 	read := p.A.MetricsReads.Load()
 	eventually(t, "alpha's agent to read its metrics", func() string {
@@ -98,6 +101,40 @@ func TestGateway_modelServerQueue(t *testing.T) {
 	}
 	if b.Queued == nil || *b.Queued != 0 || b.InFlight != 0 || b.Load != 0 || b.TTFTMS <= 0 || b.SuccessRate != 1 {
 		t.Errorf("stats show beta as %+v (queued %v), want none queued or in flight, and measured", b, b.Queued)
+	}
+}
+
+// TestGateway_modelServerQueueHeartbeat checks that the gateway learns a
+// model server's queue from its agent's heartbeats, before it has sent the
+// provider a request: the cheaper provider, whose server holds 16
+// waiting, gets none.
+func TestGateway_modelServerQueueHeartbeat(t *testing.T) {
+	p := mustPair(t, nil) // alpha: 10/20, max_concurrency 8; beta: 30/60, 8
+	p.A.Waiting.Store(16)
+	rc := client.New(p.URL, p.RenterKey)
+	eventually(t, "a heartbeat to report alpha's queue", func() string {
+		st, err := rc.InferenceStats(context.Background())
+		if err != nil {
+			return err.Error()
+		}
+		for _, l := range st.Providers {
+			if l.NodeID == p.NodeA.NodeID && l.Queued != nil && *l.Queued == 16 {
+				return ""
+			}
+		}
+		return fmt.Sprintf("stats: %+v", st.Providers)
+	})
+	if n := p.A.Served.Load() + p.B.Served.Load(); n != 0 {
+		t.Fatalf("the providers served %d requests before any was sent", n)
+	}
+	for i := range 4 {
+		_, resp, err := p.chat(t, cheapestFirst)
+		if err != nil {
+			t.Fatal(describe(err))
+		}
+		if got := resp.Header.Get("X-Idlegrid-Node"); got != p.NodeB.NodeID {
+			t.Errorf("request %d went to %s, whose model server has 16 waiting; want %s", i, got, p.NodeB.NodeID)
+		}
 	}
 }
 

@@ -257,6 +257,7 @@ func openMarket(ctx context.Context, cfg *Config, dir string) (_ *market, err er
 	}); err != nil {
 		return nil, err
 	}
+	m.srv.ReportQueuesTo(m.gw)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err

@@ -78,7 +78,23 @@ func (s *Server) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (
 			return nil, err
 		}
 	}
+	s.reportQueues(c.NodeID, req)
 	return &idlegrid.HeartbeatResponse{HeartbeatSeconds: s.heartbeatSeconds()}, nil
+}
+
+// reportQueues passes a heartbeat's model queues to the gateway. Bad
+// ones are left out with a warning rather than failing the heartbeat, as
+// a bad checkpoint is: a node must not be lost over its queue report.
+func (s *Server) reportQueues(nodeID string, req idlegrid.HeartbeatRequest) {
+	r := s.queues.Load()
+	if r == nil || *r == nil || len(req.ModelQueues) == 0 {
+		return
+	}
+	if err := req.Validate(); err != nil {
+		s.log.Warn("ignoring a heartbeat's model queues", "node", nodeID, "err", err)
+		return
+	}
+	(*r).NoteQueues(nodeID, req.ModelQueues, 2*s.cfg.HeartbeatInterval)
 }
 
 // setProgress records a lease's progress; a bronze lease's checkpoint it

@@ -142,9 +142,23 @@ type Server struct {
 	// attest is hardware attestation, challenges and quarantine; attest.go.
 	attest *attestState
 
+	// queues takes the model queues agents report in their heartbeats.
+	queues atomic.Pointer[QueueReporter]
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
+
+// QueueReporter takes the queues at nodes' model servers that their agents
+// report in heartbeats: the inference gateway. Each report holds for
+// validFor, the time until the heartbeat after next is due.
+type QueueReporter interface {
+	NoteQueues(nodeID string, queues []idlegrid.ModelQueue, validFor time.Duration)
+}
+
+// ReportQueuesTo passes the model queues of every later heartbeat to r;
+// nil stops them.
+func (s *Server) ReportQueuesTo(r QueueReporter) { s.queues.Store(&r) }
 
 // Open validates cfg and starts the coordinator's loops.
 func Open(cfg Config) (*Server, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -751,6 +752,51 @@ func TestServer_ExplainAndMarket(t *testing.T) {
 		}
 		if _, err := m.srv.Explain(m.provider, j.ID); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
 			t.Fatalf("provider explains a renter's job: err = %v, want forbidden", err)
+		}
+	})
+}
+
+// queueLog is a QueueReporter that keeps what it is told, in the
+// heartbeat's goroutine.
+type queueLog struct {
+	reports [][]idlegrid.ModelQueue
+	valid   []time.Duration
+}
+
+func (q *queueLog) NoteQueues(nodeID string, queues []idlegrid.ModelQueue, validFor time.Duration) {
+	q.reports = append(q.reports, queues)
+	q.valid = append(q.valid, validFor)
+}
+
+// A heartbeat's model queues reach the gateway, valid until the heartbeat
+// after next is due; bad ones are left out and the heartbeat still counts.
+func TestServer_HeartbeatModelQueues(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		node, _ := m.runningLease(t)
+		var got queueLog
+		m.srv.ReportQueuesTo(&got)
+		good := []idlegrid.ModelQueue{{Model: "llama", Queued: 3}, {Model: "qwen", Queued: 0}}
+		for _, qs := range [][]idlegrid.ModelQueue{
+			good,
+			{{Model: "llama", Queued: -1}},
+			{{Model: "llama", Queued: 1}, {Model: "llama", Queued: 2}},
+			{{Queued: 1}},
+			nil,
+		} {
+			if _, err := m.srv.Heartbeat(node, idlegrid.HeartbeatRequest{ModelQueues: qs}); err != nil {
+				t.Fatalf("heartbeat with model queues %+v: %v", qs, err)
+			}
+		}
+		if len(got.reports) != 1 || !reflect.DeepEqual(got.reports[0], good) {
+			t.Fatalf("the gateway was told %+v, want only %+v", got.reports, good)
+		}
+		if want := 2 * 10 * time.Second; got.valid[0] != want { // the default heartbeat interval, twice
+			t.Errorf("valid for %s, want %s", got.valid[0], want)
+		}
+		m.srv.ReportQueuesTo(nil)
+		if _, err := m.srv.Heartbeat(node, idlegrid.HeartbeatRequest{ModelQueues: good}); err != nil || len(got.reports) != 1 {
+			t.Fatalf("after ReportQueuesTo(nil): err %v, %d reports; want none more", err, len(got.reports))
 		}
 	})
 }
