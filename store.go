@@ -158,6 +158,9 @@ type Store interface {
 type NodeFilter struct {
 	ProviderID string
 	States     []NodeState
+	// ServesModels keeps only the nodes whose offer lists models they
+	// serve for inference.
+	ServesModels bool
 }
 
 // Summary is the market at a glance.

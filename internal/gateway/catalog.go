@@ -99,7 +99,7 @@ func (c *catalog) lists(key string) bool {
 }
 
 func (c *catalog) load(ctx context.Context) (map[string][]*provider, error) {
-	nodes, err := c.store.ListNodes(ctx, idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeOnline}})
+	nodes, err := c.store.ListNodes(ctx, idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeOnline}, ServesModels: true})
 	if err != nil {
 		return nil, err
 	}

@@ -14,10 +14,10 @@ func insertNode(ctx context.Context, tx *sql.Tx, d *dialect, n *idlegrid.Node) e
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO nodes (id, provider_id, public_key, offer, gpu_count, state,
-		last_heartbeat, agent_version, reliability, leases_completed, leases_failed, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-		n.ID, n.ProviderID, n.PublicKey, offer, len(n.GPUs), string(n.State),
+	_, err = tx.ExecContext(ctx, `INSERT INTO nodes (id, provider_id, public_key, offer, gpu_count, serves_models,
+		state, last_heartbeat, agent_version, reliability, leases_completed, leases_failed, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		n.ID, n.ProviderID, n.PublicKey, offer, len(n.GPUs), len(n.Models) > 0, string(n.State),
 		timeArg(n.LastHeartbeat), n.AgentVersion, n.Reliability, n.LeasesCompleted, n.LeasesFailed,
 		timeArg(n.CreatedAt))
 	if isCode(d.translate(err), idlegrid.ECONFLICT) {
@@ -72,6 +72,9 @@ func (db *DB) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid
 	if len(f.States) > 0 {
 		q += ` AND state IN ` + in(&a, f.States)
 	}
+	if f.ServesModels {
+		q += ` AND serves_models = ` + a.add(true)
+	}
 	q += ` ORDER BY created_at, id`
 	var out []*idlegrid.Node
 	err := db.view(ctx, func(tx *sql.Tx) error {
@@ -105,9 +108,9 @@ func (db *DB) UpdateOffer(ctx context.Context, nodeID string, o idlegrid.Offer, 
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE nodes SET offer = $1, gpu_count = $2, agent_version = $3,
-			state = $4, last_heartbeat = $5 WHERE id = $6`,
-			offer, len(o.GPUs), agentVersion, string(idlegrid.NodeOnline), timeArg(at), nodeID)
+		res, err := tx.ExecContext(ctx, `UPDATE nodes SET offer = $1, gpu_count = $2, serves_models = $3,
+			agent_version = $4, state = $5, last_heartbeat = $6 WHERE id = $7`,
+			offer, len(o.GPUs), len(o.Models) > 0, agentVersion, string(idlegrid.NodeOnline), timeArg(at), nodeID)
 		return expectOne(res, err, func() error { return notFound("node", nodeID) })
 	})
 }

@@ -132,6 +132,6 @@ func setOffer(ctx context.Context, tx *sql.Tx, n *idlegrid.Node) error {
 	if err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE nodes SET offer = $1 WHERE id = $2`, offer, n.ID)
+	res, err := tx.ExecContext(ctx, `UPDATE nodes SET offer = $1, serves_models = $2 WHERE id = $3`, offer, len(n.Models) > 0, n.ID)
 	return expectOne(res, err, func() error { return notFound("node", n.ID) })
 }

@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -302,6 +303,36 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 	t.Run("Find", func(t *testing.T) {
 		_, err := db.FindNode(ctx, "node_missing")
 		wantCode(t, err, idlegrid.ENOTFOUND)
+	})
+	t.Run("ServesModels", func(t *testing.T) {
+		serving := func() []string {
+			t.Helper()
+			got, err := db.ListNodes(ctx, idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeOnline}, ServesModels: true})
+			mustOK(t, err)
+			return nodeIDs(got)
+		}
+		o := n3.Offer
+		o.Models = []idlegrid.ModelOffer{{Name: "llama-3.1-8b", InputMicrosPerMTokens: 100_000, OutputMicrosPerMTokens: 200_000, MaxConcurrency: 4}}
+		mustOK(t, db.UpdateOffer(ctx, n3.ID, o, "v2", at(2*time.Hour)))
+		if got := serving(); !slices.Equal(got, []string{n3.ID}) {
+			t.Fatalf("online nodes serving models: %v, want only %s", got, n3.ID)
+		}
+		// The migration that added the column finds the same nodes.
+		mustOK(t, sqlstore.Remigrate(ctx, db, 17))
+		if got := serving(); !slices.Equal(got, []string{n3.ID}) {
+			t.Fatalf("after migrating again: online nodes serving models: %v, want only %s", got, n3.ID)
+		}
+		// An owner's schedule rewrites the offer, models and all.
+		_, err := db.SetNodeSchedule(ctx, n3.ID, &idlegrid.Schedule{Mode: idlegrid.ScheduleAlways}, at(2*time.Hour))
+		mustOK(t, err)
+		if got := serving(); !slices.Equal(got, []string{n3.ID}) {
+			t.Fatalf("after a schedule: online nodes serving models: %v, want only %s", got, n3.ID)
+		}
+		o.Models = nil
+		mustOK(t, db.UpdateOffer(ctx, n3.ID, o, "v2", at(2*time.Hour)))
+		if got := serving(); len(got) != 0 {
+			t.Fatalf("online nodes serving models: %v, want none once the offer lists none", got)
+		}
 	})
 	t.Run("List", func(t *testing.T) {
 		for _, tt := range []struct {
