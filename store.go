@@ -41,6 +41,10 @@ type Store interface {
 
 	FindNode(ctx context.Context, id string) (*Node, error)
 	ListNodes(ctx context.Context, f NodeFilter) ([]*Node, error)
+	// OnlineHeartbeats returns the last heartbeat of every online node, by
+	// node ID, without reading the nodes' offers: what the reaper reads on
+	// each pass.
+	OnlineHeartbeats(ctx context.Context) (map[string]time.Time, error)
 	// UpdateOffer replaces what the node offers and marks it online.
 	UpdateOffer(ctx context.Context, nodeID string, o Offer, agentVersion string, at time.Time) error
 	// Heartbeat marks the node online at at.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,13 +57,20 @@ func (s *Server) Reap(ctx context.Context) error {
 func (s *Server) reapNodes(ctx context.Context) error {
 	now := s.Now()
 	silence := time.Duration(s.cfg.MissedHeartbeats) * s.cfg.HeartbeatInterval
-	nodes, err := s.store.ListNodes(ctx, idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeOnline}})
+	beats, err := s.store.OnlineHeartbeats(ctx)
 	if err != nil {
 		return err
 	}
-	for _, n := range nodes {
-		if now.Sub(n.LastHeartbeat) <= silence {
+	for _, id := range slices.Sorted(maps.Keys(beats)) {
+		if now.Sub(beats[id]) <= silence {
 			continue
+		}
+		n, err := s.store.FindNode(ctx, id)
+		if err != nil {
+			return err
+		}
+		if n.State != idlegrid.NodeOnline || now.Sub(n.LastHeartbeat) <= silence {
+			continue // it beat, or went, since the read
 		}
 		if err := s.store.SetNodeState(ctx, n.ID, idlegrid.NodeLost, now); err != nil {
 			return err
@@ -201,13 +210,13 @@ func silenceFor(every, floor time.Duration) time.Duration { return max(3*every, 
 // heartbeating returns the online nodes whose last heartbeat is at most an
 // interval and its jitter allowance old.
 func (s *Server) heartbeating(ctx context.Context, now time.Time) (map[string]bool, error) {
-	nodes, err := s.store.ListNodes(ctx, idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeOnline}})
+	beats, err := s.store.OnlineHeartbeats(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]bool, len(nodes))
-	for _, n := range nodes {
-		out[n.ID] = now.Sub(n.LastHeartbeat) <= s.cfg.HeartbeatInterval+s.heartbeatJitter()
+	out := make(map[string]bool, len(beats))
+	for id, at := range beats {
+		out[id] = now.Sub(at) <= s.cfg.HeartbeatInterval+s.heartbeatJitter()
 	}
 	return out, nil
 }

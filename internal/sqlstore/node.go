@@ -96,6 +96,29 @@ func (db *DB) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid
 	return out, err
 }
 
+// OnlineHeartbeats returns the last heartbeat of every online node.
+func (db *DB) OnlineHeartbeats(ctx context.Context) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		clear(out) // a retried transaction reads again
+		rows, err := tx.QueryContext(ctx, `SELECT id, last_heartbeat FROM nodes WHERE state = $1`, string(idlegrid.NodeOnline))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			var heartbeat sql.NullInt64
+			if err := rows.Scan(&id, &heartbeat); err != nil {
+				return err
+			}
+			out[id] = timeOf(heartbeat)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
 // UpdateOffer replaces what the node offers and marks it online at at.
 // An owner's schedule (SetNodeSchedule) replaces the one in o.
 func (db *DB) UpdateOffer(ctx context.Context, nodeID string, o idlegrid.Offer, agentVersion string, at time.Time) error {

@@ -300,6 +300,15 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 		}
 		wantCode(t, db.Heartbeat(ctx, "node_missing", t0), idlegrid.ENOTFOUND)
 	})
+	t.Run("OnlineHeartbeats", func(t *testing.T) {
+		got, err := db.OnlineHeartbeats(ctx)
+		mustOK(t, err)
+		// n1 beat at 1m (UpdateOffer), n3 at 2h; n2 is lost.
+		want := map[string]time.Time{n1.ID: at(time.Minute), n3.ID: at(2 * time.Hour)}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("OnlineHeartbeats (-want +got):\n%s", diff)
+		}
+	})
 	t.Run("Find", func(t *testing.T) {
 		_, err := db.FindNode(ctx, "node_missing")
 		wantCode(t, err, idlegrid.ENOTFOUND)

@@ -1,0 +1,56 @@
+package sqlstore_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// BenchmarkNodeReads reads the nodes of a market of 10,000 online nodes,
+// of which 50 serve a model, as the coordinator's periodic passes do:
+//
+//   - online: every online node, offers and all; what the inference
+//     gateway's catalog read every CatalogTTL before serves_models, and
+//     the reaper twice a pass before OnlineHeartbeats;
+//   - serving: the nodes that serve models, as the catalog reads now;
+//   - heartbeats: the online nodes' last heartbeats, as the reaper reads
+//     now.
+//
+//	go test -run '^$' -bench NodeReads ./internal/sqlstore
+func BenchmarkNodeReads(b *testing.B) {
+	const nodes, serving = 10_000, 50
+	ctx := context.Background()
+	db := mustOpen(b, filepath.Join(b.TempDir(), "idlegrid.db"))
+	p := mustAccount(b, db, idlegrid.RoleProvider)
+	for i := range nodes {
+		n := mustNode(b, db, p.ID, 8)
+		if i%(nodes/serving) == 0 {
+			o := n.Offer
+			o.Models = []idlegrid.ModelOffer{{Name: "llama-3.1-8b", InputMicrosPerMTokens: 100_000, OutputMicrosPerMTokens: 200_000, MaxConcurrency: 8}}
+			mustOK(b, db.UpdateOffer(ctx, n.ID, o, "v1", t0))
+		}
+	}
+	online := []idlegrid.NodeState{idlegrid.NodeOnline}
+	list := func(f idlegrid.NodeFilter) func() (int, error) {
+		return func() (int, error) { ns, err := db.ListNodes(ctx, f); return len(ns), err }
+	}
+	for _, tt := range []struct {
+		name string
+		read func() (int, error)
+		want int
+	}{
+		{"online", list(idlegrid.NodeFilter{States: online}), nodes},
+		{"serving", list(idlegrid.NodeFilter{States: online, ServesModels: true}), serving},
+		{"heartbeats", func() (int, error) { m, err := db.OnlineHeartbeats(ctx); return len(m), err }, nodes},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			for b.Loop() {
+				if n, err := tt.read(); err != nil || n != tt.want {
+					b.Fatalf("%d nodes (%v), want %d", n, err, tt.want)
+				}
+			}
+		})
+	}
+}
