@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"time"
 
 	"github.com/idlegrid/idlegrid/internal/gcfloor"
 )
@@ -27,5 +26,5 @@ func checkGCFloor(mib int) error {
 // returned stop is called, which waits for it to end; with 0 it does
 // nothing.
 func startGCFloor(ctx context.Context, mib int) (stop func()) {
-	return gcfloor.Start(ctx, uint64(mib)<<20, time.Second)
+	return gcfloor.Start(ctx, uint64(mib)<<20, gcfloor.DefaultInterval)
 }

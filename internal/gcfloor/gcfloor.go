@@ -11,14 +11,25 @@
 // cycles rare, costs at most the floor in memory, and changes nothing once
 // the live heap is large enough to set a goal above it.
 //
-// Run polls the live heap (as of the last collection) and sets the
-// collector's percent to the larger of GOGC's default and what the floor
-// needs. An operator's own GOGC, in the environment, wins: Run then does
-// nothing. GOMEMLIMIT, when set, still bounds the heap as usual.
+// The floor is kept with a memory limit, not with GOGC. Under GOGC the
+// runtime's scavenger aims to keep about 110% of the heap in use at the
+// last collection: with a small live heap and a large goal it hands the
+// pages each cycle freed back to the operating system, and the next cycle
+// faults them in again, one page fault for every 4 KiB allocated. Under a
+// memory limit alone (GOGC off) it keeps pages up to 95% of the limit, so
+// a cycle reuses the pages the last one freed.
+//
+// Run polls the runtime's memory every interval. While twice the live heap
+// (as of the last collection), GOGC's default goal, is under the floor, it
+// turns GOGC off and sets the memory limit to the floor plus the runtime's
+// memory outside the heap; once the default goal reaches the floor, it
+// sets GOGC back to 100 and lifts the limit. An operator's own GOGC or
+// GOMEMLIMIT, in the environment, wins: Run then does nothing.
 package gcfloor
 
 import (
 	"context"
+	"math"
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
@@ -29,57 +40,120 @@ import (
 // (--gc-floor-mib).
 const DefaultFloor = 256 << 20
 
-// basePercent is the collector's percent above the floor: GOGC's default.
+// DefaultInterval is how often idlegrid server and dev read the runtime's
+// memory. Under the limit a live heap that outgrew the floor between two
+// reads makes the collector run back to back (at most half the CPU, the
+// runtime's own cap) until the next read lifts the limit, so reads are
+// frequent; each costs a few microseconds.
+const DefaultInterval = 100 * time.Millisecond
+
+// basePercent is GOGC's default, which applies above the floor.
 const basePercent = 100
 
-// liveHeap is the runtime metric Run reads: the heap the last collection
-// found live.
-const liveHeap = "/gc/heap/live:bytes"
-
-// Percent returns the collector percent that gives a heap goal of at
-// least floor bytes for live bytes live, and never less than base. The
-// goal is live × (1 + percent/100).
-func Percent(live, floor uint64, base int) int {
-	live = max(live, 1<<20) // at start-up nothing is measured yet: assume a megabyte
-	if live >= floor {
-		return base
-	}
-	need := (floor - live) * 100 / live
-	return max(base, int(min(need+1, 1<<30)))
+// The runtime metrics Run reads.
+var sampleNames = [...]string{
+	"/gc/heap/live:bytes",                 // the heap the last collection found live
+	"/memory/classes/total:bytes",         // all the runtime has mapped
+	"/memory/classes/heap/released:bytes", // of which returned to the OS
+	"/memory/classes/heap/objects:bytes",
+	"/memory/classes/heap/free:bytes",
+	"/memory/classes/heap/unused:bytes",
 }
 
-// Run keeps the heap goal at or above floor bytes, reading the live heap
-// every interval, until ctx is done; then it sets the percent back to the
-// default and returns. With floor 0, or GOGC set in the environment, it
-// returns at once and changes nothing.
+// Memory is what Run reads of the runtime's memory, in bytes.
+type Memory struct {
+	Live  uint64 // the heap the last collection found live
+	Other uint64 // mapped and not released, outside the heap's spans: stacks, the runtime's own
+}
+
+// readMemory reads the runtime's memory, into samples (of sampleNames).
+func readMemory(samples []metrics.Sample) Memory {
+	metrics.Read(samples)
+	var v [len(sampleNames)]uint64
+	for i, s := range samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = s.Value.Uint64()
+		}
+	}
+	total, released, heap := v[1], v[2], v[3]+v[4]+v[5]
+	var other uint64
+	if total > released+heap {
+		other = total - released - heap
+	}
+	return Memory{Live: v[0], Other: other}
+}
+
+// Limit returns the memory limit that keeps the heap goal at the floor for
+// a process using m, or 0 when GOGC's default goal, twice the live heap,
+// already reaches it (no limit is needed).
+func Limit(m Memory, floor uint64) uint64 {
+	if m.Live+m.Live*basePercent/100 >= floor {
+		return 0
+	}
+	return floor + m.Other
+}
+
+// Run keeps the heap goal at or above floor bytes, reading the runtime's
+// memory every interval, until ctx is done; then it sets GOGC back to its
+// default, lifts the memory limit and returns. With floor 0, or GOGC or
+// GOMEMLIMIT set in the environment, it returns at once and changes
+// nothing.
 func Run(ctx context.Context, floor uint64, interval time.Duration) {
 	if floor == 0 {
 		return
 	}
-	if _, ok := os.LookupEnv("GOGC"); ok {
-		return
+	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
+		if _, ok := os.LookupEnv(env); ok {
+			return
+		}
 	}
-	defer debug.SetGCPercent(basePercent)
-	sample := []metrics.Sample{{Name: liveHeap}}
-	set := -1
+	samples := make([]metrics.Sample, len(sampleNames))
+	for i, name := range sampleNames {
+		samples[i].Name = name
+	}
+	var k keeper
+	defer k.set(0)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		metrics.Read(sample)
-		var live uint64
-		if sample[0].Value.Kind() == metrics.KindUint64 {
-			live = sample[0].Value.Uint64()
-		}
-		if p := Percent(live, floor, basePercent); changed(set, p) {
-			debug.SetGCPercent(p)
-			set = p
-		}
+		k.set(Limit(readMemory(samples), floor))
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// keeper holds the limit Run set last.
+type keeper struct {
+	limit uint64 // 0: none, GOGC at its default
+	on    bool   // whether a limit is set
+}
+
+// set sets the memory limit (GOGC off), or with 0 GOGC's default and no
+// limit; a limit within a sixteenth of the one set is left as it is. The
+// limit goes on before GOGC goes off, and GOGC back on before the limit
+// is lifted, so that the heap is never unbounded between the two.
+func (k *keeper) set(limit uint64) {
+	switch {
+	case limit == 0 && k.on:
+		debug.SetGCPercent(basePercent)
+		debug.SetMemoryLimit(math.MaxInt64)
+		k.on, k.limit = false, 0
+	case limit != 0 && (!k.on || differs(limit, k.limit)):
+		debug.SetMemoryLimit(int64(min(limit, math.MaxInt64)))
+		if !k.on {
+			debug.SetGCPercent(-1)
+		}
+		k.on, k.limit = true, limit
+	}
+}
+
+// differs reports whether a and b differ by more than a sixteenth of b.
+func differs(a, b uint64) bool {
+	d := max(a, b) - min(a, b)
+	return d > b/16
 }
 
 // Start runs Run on a goroutine of its own until the returned stop is
@@ -95,10 +169,4 @@ func Start(ctx context.Context, floor uint64, interval time.Duration) (stop func
 		cancel()
 		<-done
 	}
-}
-
-// changed reports whether p differs enough from the percent set (-1:
-// none yet) to be worth setting: by more than a tenth.
-func changed(set, p int) bool {
-	return set < 0 || p*10 > set*11 || p*11 < set*10
 }

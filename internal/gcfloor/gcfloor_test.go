@@ -1,6 +1,7 @@
 package gcfloor
 
 import (
+	"math"
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
@@ -8,67 +9,78 @@ import (
 	"time"
 )
 
-func TestPercent(t *testing.T) {
+func TestLimit(t *testing.T) {
 	const mib = 1 << 20
 	for _, tc := range []struct {
-		live, floor uint64
-		want        int
+		m     Memory
+		floor uint64
+		want  uint64
 	}{
-		{live: 4 * mib, floor: 256 * mib, want: 6301}, // goal 4 MiB × 64.01 ≥ 256 MiB
-		{live: 128 * mib, floor: 256 * mib, want: 101},
-		{live: 200 * mib, floor: 256 * mib, want: 100}, // the default already reaches the floor
-		{live: 2048 * mib, floor: 256 * mib, want: 100},
-		{live: 0, floor: 64 * mib, want: 6301}, // nothing measured yet: a megabyte assumed
+		{Memory{Live: 4 * mib, Other: 10 * mib}, 256 * mib, 266 * mib},   // the floor, and what lies outside the heap
+		{Memory{Live: 127 * mib, Other: 10 * mib}, 256 * mib, 266 * mib}, // GOGC's default would give 254 MiB
+		{Memory{Live: 128 * mib, Other: 10 * mib}, 256 * mib, 0},         // it reaches the floor: no limit
+		{Memory{Live: 2048 * mib}, 256 * mib, 0},
+		{Memory{}, 64 * mib, 64 * mib}, // nothing measured yet
 	} {
-		got := Percent(tc.live, tc.floor, 100)
-		if got != tc.want {
-			t.Errorf("Percent(%d MiB live, %d MiB floor) = %d, want %d", tc.live/mib, tc.floor/mib, got, tc.want)
-		}
-		if goal := tc.live + tc.live*uint64(got)/100; tc.live >= mib && goal < tc.floor {
-			t.Errorf("Percent(%d MiB live, %d MiB floor) = %d: a goal of %d MiB, under the floor", tc.live/mib, tc.floor/mib, got, goal/mib)
+		if got := Limit(tc.m, tc.floor); got != tc.want {
+			t.Errorf("Limit(%+v, %d MiB floor) = %d MiB, want %d MiB", tc.m, tc.floor/mib, got/mib, tc.want/mib)
 		}
 	}
 }
 
-// gogc reads the collector's percent as the runtime has it.
-func gogc() uint64 {
-	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+// settings reads GOGC and the memory limit as the runtime has them.
+func settings() (gogc, limit uint64) {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"}}
 	metrics.Read(s)
-	return s[0].Value.Uint64()
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
 }
+
+const gogcOff = math.MaxUint64 // how the runtime reports GOGC=off
 
 func TestRun(t *testing.T) {
-	if _, ok := os.LookupEnv("GOGC"); ok {
-		t.Skip("GOGC is set in the environment, so Run leaves the collector alone")
-	}
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	stop := Start(t.Context(), 1<<40, 5*time.Millisecond) // a floor far above any live heap here
-	for deadline := time.Now().Add(10 * time.Second); gogc() <= 100; {
-		if time.Now().After(deadline) {
-			t.Fatalf("GOGC still %d after Run started; want it raised for a 1 TiB floor", gogc())
+	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
+		if _, ok := os.LookupEnv(env); ok {
+			t.Skipf("%s is set in the environment, so Run leaves the collector alone", env)
 		}
-		time.Sleep(time.Millisecond)
+	}
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	const floor = 1 << 40 // far above any live heap here
+	stop := Start(t.Context(), floor, 5*time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		gogc, limit := settings()
+		if gogc == gogcOff && limit >= floor && limit < floor+floor/16 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC %d, memory limit %d after Run started; want GOGC off and a limit just above the 1 TiB floor", gogc, limit)
+		}
 	}
 	stop()
-	if got := gogc(); got != 100 {
-		t.Fatalf("GOGC %d after Run stopped, want it back at 100", got)
+	if gogc, limit := settings(); gogc != 100 || limit != math.MaxInt64 {
+		t.Fatalf("GOGC %d, memory limit %d after Run stopped; want 100 and none", gogc, limit)
 	}
 }
 
-func TestRun_respectsGOGC(t *testing.T) {
-	t.Setenv("GOGC", "100")
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Run(t.Context(), 1<<40, time.Millisecond)
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return at once with GOGC set")
-	}
-	if got := gogc(); got != 100 {
-		t.Fatalf("GOGC %d, want Run to have left it at 100", got)
+func TestRun_respectsEnvironment(t *testing.T) {
+	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, map[string]string{"GOGC": "100", "GOMEMLIMIT": "off"}[env])
+			defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+			defer debug.SetGCPercent(debug.SetGCPercent(100))
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				Run(t.Context(), 1<<40, time.Millisecond)
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("Run did not return at once with %s set", env)
+			}
+			if gogc, limit := settings(); gogc != 100 || limit != math.MaxInt64 {
+				t.Fatalf("GOGC %d, memory limit %d; want Run to have left them at 100 and none", gogc, limit)
+			}
+		})
 	}
 }
