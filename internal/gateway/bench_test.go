@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +43,8 @@ import (
 // runs the load generator in a process of its own (this test binary
 // again, as TestLoadGenerator), so that it shares neither the gateway's
 // goroutine scheduler nor its garbage collector. -gateway.conns (512)
-// bounds the generator's connections to each target.
+// bounds the generator's connections to each target. Before the first
+// rate the process is warmed up (-gateway.warm-heap, see warmHeap).
 func BenchmarkGatewayOverhead(b *testing.B) {
 	rates, err := parseRates(*benchRates)
 	if err != nil {
@@ -58,6 +60,8 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	f.waitChallenges(b)
 	client := loadClient(*benchConns)
 	b.Cleanup(client.CloseIdleConnections)
+	warmBody := []byte(fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Hi"}],"max_tokens":16}`, testModel))
+	warmHeap(b, func() error { return post(client, f.URL+"/v1/chat/completions", f.RenterKey, warmBody) })
 	for _, rate := range rates {
 		for _, stream := range []bool{false, true} {
 			name := fmt.Sprintf("rate=%d/stream=%v", rate, stream)
@@ -218,7 +222,43 @@ var benchGCFloor = flag.Int("gateway.gcfloor-mib", gcfloor.DefaultFloor>>20, "th
 // keepGCFloor keeps the process's heap goal at -gateway.gcfloor-mib, as
 // idlegrid server does, until tb ends: the gateway runs in this process.
 func keepGCFloor(tb testing.TB) {
-	tb.Cleanup(gcfloor.Start(context.Background(), uint64(*benchGCFloor)<<20, time.Second))
+	tb.Cleanup(gcfloor.Start(context.Background(), uint64(*benchGCFloor)<<20, gcfloor.DefaultInterval))
+}
+
+// benchWarmHeap says whether the gateway benchmarks warm the heap first.
+var benchWarmHeap = flag.Bool("gateway.warm-heap", true, "the gateway benchmarks: before measuring, send requests through the gateway until the collector has run twice, so that the heap's pages have all been touched once, as in a server that has run a while; false measures a fresh process")
+
+// warmHeapMax bounds the requests warmHeap sends.
+const warmHeapMax = 100_000
+
+// warmHeap sends requests with send, one at a time, until the collector
+// has finished two cycles, when -gateway.warm-heap is set. Under the
+// heap floor a fresh process's heap grows into pages the kernel has never
+// given it, and faults each in on its first use: about nine faults a
+// request through the gateway, for its first quarter of a gigabyte of
+// allocations. A server that has run a while reuses its pages; this is
+// its state, and what the benchmarks measure.
+func warmHeap(tb testing.TB, send func() error) {
+	if !*benchWarmHeap {
+		return
+	}
+	start := gcCycles()
+	for i := 0; gcCycles() < start+2; i++ {
+		if i == warmHeapMax {
+			tb.Logf("the collector ran %d times in %d requests; measuring anyway", gcCycles()-start, i)
+			return
+		}
+		if err := send(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// gcCycles is how many collection cycles the process has finished.
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // benchPacer picks how the load generator waits for each request's due
@@ -260,7 +300,8 @@ func pace(n, rate int, send func(i int, due time.Time)) error {
 }
 
 // BenchmarkGatewaySequential is one request at a time through the gateway
-// (non-streamed): the path's own latency, with no queueing.
+// (non-streamed): the path's own latency, with no queueing. The process
+// is warmed up first (-gateway.warm-heap, see warmHeap).
 func BenchmarkGatewaySequential(b *testing.B) {
 	keepGCFloor(b)
 	f := mustFixture(b, func(c *gateway.Config) {
@@ -272,6 +313,7 @@ func BenchmarkGatewaySequential(b *testing.B) {
 	f.waitChallenges(b)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	body := []byte(fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Hi"}],"max_tokens":16}`, testModel))
+	warmHeap(b, func() error { return post(client, f.URL+"/v1/chat/completions", f.RenterKey, body) })
 	for _, target := range []struct{ name, url, key string }{
 		{"direct", up.URL + "/v1/chat/completions", ""},
 		{"gateway", f.URL + "/v1/chat/completions", f.RenterKey},
