@@ -243,7 +243,8 @@ func warmHeap(tb testing.TB, send func() error) {
 		return
 	}
 	start := gcCycles()
-	for i := 0; gcCycles() < start+2; i++ {
+	i := 0
+	for ; gcCycles() < start+2; i++ {
 		if i == warmHeapMax {
 			tb.Logf("the collector ran %d times in %d requests; measuring anyway", gcCycles()-start, i)
 			return
@@ -252,6 +253,7 @@ func warmHeap(tb testing.TB, send func() error) {
 			tb.Fatal(err)
 		}
 	}
+	tb.Logf("warmed the heap with %d requests", i)
 }
 
 // gcCycles is how many collection cycles the process has finished.
