@@ -11,7 +11,7 @@ import (
 // megabytes until its market grows, and at Go's default it would collect
 // every few tens of milliseconds under load.
 func gcFloorFlag(fs *flagSet) *int {
-	return fs.Int("gc-floor-mib", gcfloor.DefaultFloor>>20, "keep the garbage collector's heap goal at least this many MiB, so that a small heap is not collected every few milliseconds under load; 0: Go's default (GOGC in the environment also overrides it)")
+	return fs.Int("gc-floor-mib", gcfloor.DefaultFloor>>20, "keep the garbage collector's heap goal at least this many MiB, so that a small heap is not collected every few milliseconds under load; 0: Go's default (GOGC or GOMEMLIMIT in the environment also overrides it)")
 }
 
 // checkGCFloor validates --gc-floor-mib.
