@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -141,5 +142,31 @@ func TestModelConfig_metricsURL(t *testing.T) {
 		if got := m.keyFor(m.metricsURL()); got != tt.want {
 			t.Errorf("metrics_url %q: key %q, want %q", tt.metrics, got, tt.want)
 		}
+	}
+}
+
+// TestModels_queues checks what a heartbeat reports: the known queues of
+// the healthy models, in config order, and nothing for a page that cannot
+// be read.
+func TestModels_queues(t *testing.T) {
+	var page atomic.Value
+	page.Store("vllm.txt")
+	ts := metricsServer(t, &page)
+	ms := newModels(&Config{Models: []ModelConfig{
+		{Name: "qwen", Upstream: ts.URL + "/v1", UpstreamModel: "Qwen/Qwen2.5-7B-Instruct", InputPrice: "1", OutputPrice: "1", MaxConcurrency: 4},
+		{Name: "llama", Upstream: ts.URL + "/v1", UpstreamModel: "meta-llama/Llama-3.1-8B-Instruct", InputPrice: "1", OutputPrice: "1", MaxConcurrency: 4},
+		{Name: "sick", Upstream: ts.URL + "/v1", UpstreamModel: "meta-llama/Llama-3.1-8B-Instruct", InputPrice: "1", OutputPrice: "1", MaxConcurrency: 4},
+	}})
+	ms.healthy["qwen"], ms.healthy["llama"] = true, true // sick failed its health check
+	nolog := func(string, ...any) {}
+	ms.readPages(context.Background(), nolog)
+	want := []idlegrid.ModelQueue{{Model: "qwen", Queued: 0}, {Model: "llama", Queued: 9}}
+	if got := ms.queues(); !slices.Equal(got, want) {
+		t.Errorf("queues = %+v, want %+v", got, want)
+	}
+	page.Store("404")
+	ms.readPages(context.Background(), nolog)
+	if got := ms.queues(); len(got) != 0 {
+		t.Errorf("queues = %+v once the page cannot be read, want none", got)
 	}
 }
