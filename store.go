@@ -77,6 +77,10 @@ type Store interface {
 	PlaceJobs(ctx context.Context, ps []*Placement) (errs []error)
 	FindLease(ctx context.Context, id string) (*Lease, error)
 	ListLeases(ctx context.Context, f LeaseFilter) ([]*Lease, error)
+	// LeasesToReap returns the live leases that meet any of q's
+	// conditions, newest first: a superset of those the reaper acts on,
+	// read without the others.
+	LeasesToReap(ctx context.Context, q ReapQuery) ([]*Lease, error)
 	ListLeaseEvents(ctx context.Context, leaseID string) ([]*LeaseEvent, error)
 	// RequestLeaseStop asks the agent to stop a live lease, with a reason.
 	RequestLeaseStop(ctx context.Context, leaseID, reason string, at time.Time) error
@@ -156,6 +160,21 @@ type Store interface {
 	ListSettlements(ctx context.Context, f SettlementFilter) ([]*Settlement, error)
 
 	Close() error
+}
+
+// ReapQuery picks the live leases the reaper looks at in a pass
+// (Store.LeasesToReap): those that meet any of its conditions. Each is a
+// time in the server's clock; the zero time matches nothing.
+type ReapQuery struct {
+	// AssignedBefore: assigned leases, never started, placed before it.
+	AssignedBefore time.Time
+	// LimitBefore: running leases whose time limit ended before it.
+	LimitBefore time.Time
+	// NoticeBefore: live leases asked to stop whose notice ended before it.
+	NoticeBefore time.Time
+	// ReceiptsBefore: running leases with no stop asked whose last receipt
+	// ended before it.
+	ReceiptsBefore time.Time
 }
 
 // NodeFilter selects nodes. ProviderID empty means every provider.

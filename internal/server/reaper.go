@@ -101,10 +101,11 @@ func noticeExpired(l *idlegrid.Lease, now time.Time) bool {
 
 // reapLeases ends leases that were never started, ends as the provider's
 // failure running leases whose receipts stopped while their node kept
-// heartbeating, and asks agents to stop leases past their time limit.
+// heartbeating, and asks agents to stop leases past their time limit. It
+// reads only the leases that may need one of those (reapQuery).
 func (s *Server) reapLeases(ctx context.Context) error {
 	now := s.Now()
-	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{States: liveLeaseStates, Limit: everyRow})
+	leases, err := s.store.LeasesToReap(ctx, s.reapQuery(now))
 	if err != nil {
 		return err
 	}
@@ -141,6 +142,20 @@ func (s *Server) reapLeases(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// reapQuery picks the leases reapLeases may act on at now, a superset of
+// them: never started for StartTimeout; past their time limit by
+// limitGrace (a stop, or an overdue last receipt, see receiptsStopped);
+// past their notice by limitGrace (noticeExpired); or with no receipt for
+// ReceiptSilence, the least silence receiptsStopped acts on (silenceFor).
+func (s *Server) reapQuery(now time.Time) idlegrid.ReapQuery {
+	return idlegrid.ReapQuery{
+		AssignedBefore: now.Add(-s.cfg.StartTimeout),
+		LimitBefore:    now.Add(-limitGrace),
+		NoticeBefore:   now.Add(-limitGrace),
+		ReceiptsBefore: now.Add(-s.cfg.ReceiptSilence),
+	}
 }
 
 // receiptsStopped says why a running lease counts as abandoned by its

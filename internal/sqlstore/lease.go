@@ -274,6 +274,39 @@ func (db *DB) ListLeases(ctx context.Context, f idlegrid.LeaseFilter) ([]*idlegr
 	return out, err
 }
 
+// LeasesToReap returns the live leases that meet any of q's conditions,
+// newest first. The conditions are checked in the database, on the
+// columns alone, so the other leases are never read.
+func (db *DB) LeasesToReap(ctx context.Context, q idlegrid.ReapQuery) ([]*idlegrid.Lease, error) {
+	var a args
+	assigned, running := a.add(string(idlegrid.LeaseAssigned)), a.add(string(idlegrid.LeaseRunning))
+	var or []string
+	if !q.AssignedBefore.IsZero() {
+		or = append(or, `(state = `+assigned+` AND created_at < `+a.add(timeArg(q.AssignedBefore))+`)`)
+	}
+	if !q.LimitBefore.IsZero() {
+		or = append(or, `(state = `+running+` AND started_at + limit_seconds * 1000000 < `+a.add(timeArg(q.LimitBefore))+`)`)
+	}
+	if !q.NoticeBefore.IsZero() {
+		or = append(or, `(stop_requested <> '' AND notice_at + notice_seconds * 1000000 < `+a.add(timeArg(q.NoticeBefore))+`)`)
+	}
+	if !q.ReceiptsBefore.IsZero() {
+		or = append(or, `(state = `+running+` AND stop_requested = '' AND (SELECT r.end_at FROM lease_receipts r
+			WHERE r.lease_id = leases.id ORDER BY r.seq DESC LIMIT 1) < `+a.add(timeArg(q.ReceiptsBefore))+`)`)
+	}
+	if len(or) == 0 {
+		return nil, nil
+	}
+	query := `SELECT ` + leaseColumns + ` FROM leases WHERE state IN (` + assigned + `, ` + running + `)
+		AND (` + strings.Join(or, ` OR `) + `) ORDER BY created_at DESC, id DESC`
+	var out []*idlegrid.Lease
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		out, err = queryLeases(ctx, tx, query, a...)
+		return err
+	})
+	return out, err
+}
+
 // ListLeaseEvents returns the lease's state changes in order, its placement
 // (from "") first.
 func (db *DB) ListLeaseEvents(ctx context.Context, leaseID string) ([]*idlegrid.LeaseEvent, error) {

@@ -14,11 +14,13 @@ import (
 //   - online: every online node, offers and all; what the inference
 //     gateway's catalog read every CatalogTTL before serves_models, and
 //     the reaper twice a pass before OnlineHeartbeats;
+//
 //   - serving: the nodes that serve models, as the catalog reads now;
+//
 //   - heartbeats: the online nodes' last heartbeats, as the reaper reads
 //     now.
 //
-//	go test -run '^$' -bench NodeReads ./internal/sqlstore
+//     go test -run '^$' -bench NodeReads ./internal/sqlstore
 func BenchmarkNodeReads(b *testing.B) {
 	const nodes, serving = 10_000, 50
 	ctx := context.Background()

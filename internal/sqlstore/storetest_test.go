@@ -44,6 +44,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"RequestLeaseStop", testRequestLeaseStop},
 		{"SetLeaseProgress", testSetLeaseProgress},
 		{"ListLeases", testListLeases},
+		{"LeasesToReap", testLeasesToReap},
 		{"Logs", testLogs},
 		{"Receipts", testReceipts},
 		{"Concurrency_Receipts", testConcurrentReceipts},

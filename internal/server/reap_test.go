@@ -1,0 +1,86 @@
+package server_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// TestServer_Reap_leases runs the reaper's lease rules on leases placed by
+// hand (their job asks for a GPU no node has, so the scheduler leaves it
+// alone): a lease never started is lost; one past its time limit is asked
+// to stop; one whose notice ran out unconfirmed ends preempted.
+func TestServer_Reap_leases(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		start         bool
+		limit, notice int64 // seconds
+		stop          string
+		wait          time.Duration
+		check         func(l *idlegrid.Lease) bool
+		want          string
+	}{
+		{name: "never started", limit: 3600, wait: 2*time.Minute + 15*time.Second,
+			check: func(l *idlegrid.Lease) bool {
+				return l.State == idlegrid.LeaseLost && strings.Contains(l.Reason, "did not start the lease within 2m0s")
+			},
+			want: "lost: the node did not start the lease within 2m0s"},
+		{name: "past its limit", start: true, limit: 60, wait: 60*time.Second + 45*time.Second,
+			check: func(l *idlegrid.Lease) bool {
+				return l.State == idlegrid.LeaseRunning && l.StopRequested == "time limit of 60s reached"
+			},
+			want: "running, asked to stop: time limit of 60s reached"},
+		{name: "notice unconfirmed", start: true, limit: 3600, notice: 120, stop: "notice: preempted for a gold job",
+			wait: 120*time.Second + 45*time.Second,
+			check: func(l *idlegrid.Lease) bool {
+				return l.State == idlegrid.LeasePreempted && strings.Contains(l.Reason, "did not confirm the stop within the notice")
+			},
+			want: "preempted: the node did not confirm the stop within the notice"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := mustMoneyMarket(t)
+				ctx := context.Background()
+				spec := testSpec()
+				spec.GPUModels = []string{"NO-SUCH-GPU"}
+				j, err := m.srv.SubmitJob(m.renter, spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				now := m.srv.Now()
+				l := &idlegrid.Lease{ID: idlegrid.NewID("lease"), NodeID: m.nodeID, GPUUUIDs: []string{"GPU-barn-1-0"},
+					PriceMicrosPerGPUHour: 500_000, LimitSeconds: tt.limit, HoldMicros: 500_000, NoticeSeconds: tt.notice, Reason: "placed by hand"}
+				p := &idlegrid.Placement{JobID: j.ID, Leases: []*idlegrid.Lease{l}, At: now, Transfers: []*idlegrid.Transfer{{
+					IdempotencyKey: "hold:" + l.ID, Kind: idlegrid.TransferHold, LeaseID: l.ID, CreatedAt: now,
+					Entries: []idlegrid.Entry{{Account: idlegrid.RenterAvailable(m.renterID), Amount: -500_000}, {Account: idlegrid.RenterHeld(m.renterID), Amount: 500_000}},
+				}}}
+				if err := m.store.PlaceJob(ctx, p); err != nil {
+					t.Fatal(err)
+				}
+				if tt.start {
+					if err := m.srv.ReportLease(m.node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if tt.stop != "" {
+					if err := m.store.RequestLeaseStop(ctx, l.ID, tt.stop, m.srv.Now()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				m.advance(t, tt.wait/2)
+				if got := mustFindLease(t, m, l.ID); tt.check(got) {
+					t.Fatalf("halfway, the lease is already %s (%q, stop %q)", got.State, got.Reason, got.StopRequested)
+				}
+				m.advance(t, tt.wait-tt.wait/2)
+				if got := mustFindLease(t, m, l.ID); !tt.check(got) {
+					t.Fatalf("lease is %s (%q, stop %q), want %s", got.State, got.Reason, got.StopRequested, tt.want)
+				}
+			})
+		})
+	}
+}
