@@ -9,18 +9,14 @@ import (
 )
 
 // BenchmarkNodeReads reads the nodes of a market of 10,000 online nodes,
-// of which 50 serve a model, as the coordinator's periodic passes do:
+// of which 50 serve a model, as the coordinator's periodic passes do.
+// online reads every online node, offers and all: what the inference
+// gateway's catalog read every CatalogTTL before serves_models, and the
+// reaper twice a pass before OnlineHeartbeats. serving reads the nodes that
+// serve models, as the catalog does now; heartbeats the online nodes' last
+// heartbeats, as the reaper does now.
 //
-//   - online: every online node, offers and all; what the inference
-//     gateway's catalog read every CatalogTTL before serves_models, and
-//     the reaper twice a pass before OnlineHeartbeats;
-//
-//   - serving: the nodes that serve models, as the catalog reads now;
-//
-//   - heartbeats: the online nodes' last heartbeats, as the reaper reads
-//     now.
-//
-//     go test -run '^$' -bench NodeReads ./internal/sqlstore
+//	go test -run '^$' -bench NodeReads ./internal/sqlstore
 func BenchmarkNodeReads(b *testing.B) {
 	const nodes, serving = 10_000, 50
 	ctx := context.Background()
