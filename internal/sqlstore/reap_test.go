@@ -59,16 +59,3 @@ func testLeasesToReap(t *testing.T, db *sqlstore.DB) {
 		})
 	}
 }
-
-// mustAssignedLease places a one-GPU lease, not started.
-func mustAssignedLease(tb testing.TB, db *sqlstore.DB) *idlegrid.Lease {
-	tb.Helper()
-	r := mustAccount(tb, db, idlegrid.RoleRenter)
-	p := mustAccount(tb, db, idlegrid.RoleProvider)
-	n := mustNode(tb, db, p.ID, 1)
-	mustTopUp(tb, db, r.ID, 10*idlegrid.MicrosPerUnit)
-	j := mustJob(tb, db, r.ID, 1, 1)
-	l := lease(j, n, 0)
-	mustPlace(tb, db, placement(j, 0, l))
-	return l
-}

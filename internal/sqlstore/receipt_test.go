@@ -34,6 +34,15 @@ func receiptChain(l *idlegrid.Lease, n int) []idlegrid.Receipt {
 // mustRunningLease places a one-GPU lease and starts it.
 func mustRunningLease(tb testing.TB, db *sqlstore.DB) *idlegrid.Lease {
 	tb.Helper()
+	l := mustAssignedLease(tb, db)
+	start(tb, db, l)
+	return l
+}
+
+// mustAssignedLease places a one-GPU lease, of a renter and a provider of
+// its own, not started.
+func mustAssignedLease(tb testing.TB, db *sqlstore.DB) *idlegrid.Lease {
+	tb.Helper()
 	r := mustAccount(tb, db, idlegrid.RoleRenter)
 	p := mustAccount(tb, db, idlegrid.RoleProvider)
 	n := mustNode(tb, db, p.ID, 1)
@@ -41,7 +50,6 @@ func mustRunningLease(tb testing.TB, db *sqlstore.DB) *idlegrid.Lease {
 	j := mustJob(tb, db, r.ID, 1, 1)
 	l := lease(j, n, 0)
 	mustPlace(tb, db, placement(j, 0, l))
-	start(tb, db, l)
 	return l
 }
 
