@@ -43,10 +43,14 @@ const limitGrace = 30 * time.Second
 // Reap runs one round of the reaper: it also matures earnings past the
 // payout hold and stops leases before their renter's money runs out.
 func (s *Server) Reap(ctx context.Context) error {
-	if err := s.reapNodes(ctx); err != nil {
+	beats, err := s.store.OnlineHeartbeats(ctx)
+	if err != nil {
 		return err
 	}
-	if err := s.reapLeases(ctx); err != nil {
+	if err := s.reapNodes(ctx, beats); err != nil {
+		return err
+	}
+	if err := s.reapLeases(ctx, beats); err != nil {
 		return err
 	}
 	return errors.Join(s.matureEarnings(ctx), s.checkRunout(ctx), s.measureUptime(ctx))
@@ -54,13 +58,12 @@ func (s *Server) Reap(ctx context.Context) error {
 
 // reapNodes declares lost the nodes that missed too many heartbeats and ends
 // their live leases as the provider's fault, which requeues their jobs.
-func (s *Server) reapNodes(ctx context.Context) error {
+// beats, the online nodes' last heartbeats as the pass read them, is kept
+// true for the rest of the pass: a node declared lost, or gone since the
+// read, leaves it, and one that beat since gets its new heartbeat.
+func (s *Server) reapNodes(ctx context.Context, beats map[string]time.Time) error {
 	now := s.Now()
 	silence := time.Duration(s.cfg.MissedHeartbeats) * s.cfg.HeartbeatInterval
-	beats, err := s.store.OnlineHeartbeats(ctx)
-	if err != nil {
-		return err
-	}
 	for _, id := range slices.Sorted(maps.Keys(beats)) {
 		if now.Sub(beats[id]) <= silence {
 			continue
@@ -69,12 +72,16 @@ func (s *Server) reapNodes(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if n.State != idlegrid.NodeOnline || now.Sub(n.LastHeartbeat) <= silence {
-			continue // it beat, or went, since the read
+		if n.State != idlegrid.NodeOnline {
+			delete(beats, id) // it went since the read
+			continue
+		} else if beats[id] = n.LastHeartbeat; now.Sub(n.LastHeartbeat) <= silence {
+			continue // it beat since the read
 		}
 		if err := s.store.SetNodeState(ctx, n.ID, idlegrid.NodeLost, now); err != nil {
 			return err
 		}
+		delete(beats, id)
 		s.markNode(n.ID)
 		reason := fmt.Sprintf("node %s missed %d heartbeats", n.Name, s.cfg.MissedHeartbeats)
 		s.log.Warn("node lost", "node", n.ID, "reason", reason)
@@ -102,17 +109,15 @@ func noticeExpired(l *idlegrid.Lease, now time.Time) bool {
 // reapLeases ends leases that were never started, ends as the provider's
 // failure running leases whose receipts stopped while their node kept
 // heartbeating, and asks agents to stop leases past their time limit. It
-// reads only the leases that may need one of those (reapQuery).
-func (s *Server) reapLeases(ctx context.Context) error {
+// reads only the leases that may need one of those (reapQuery); beats are
+// the online nodes' last heartbeats (see reapNodes).
+func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) error {
 	now := s.Now()
 	leases, err := s.store.LeasesToReap(ctx, s.reapQuery(now))
 	if err != nil {
 		return err
 	}
-	heard, err := s.heartbeating(ctx, now)
-	if err != nil {
-		return err
-	}
+	heard := s.heartbeating(beats, now)
 	lasts, err := s.lastReceipts(ctx, leases, heard)
 	if err != nil {
 		return err
@@ -222,18 +227,14 @@ func (s *Server) lastReceipts(ctx context.Context, leases []*idlegrid.Lease, hea
 // without one: three intervals, and never less than floor.
 func silenceFor(every, floor time.Duration) time.Duration { return max(3*every, floor) }
 
-// heartbeating returns the online nodes whose last heartbeat is at most an
-// interval and its jitter allowance old.
-func (s *Server) heartbeating(ctx context.Context, now time.Time) (map[string]bool, error) {
-	beats, err := s.store.OnlineHeartbeats(ctx)
-	if err != nil {
-		return nil, err
-	}
+// heartbeating says which of the online nodes, by their last heartbeats,
+// beat at most an interval and its jitter allowance before now.
+func (s *Server) heartbeating(beats map[string]time.Time, now time.Time) map[string]bool {
 	out := make(map[string]bool, len(beats))
 	for id, at := range beats {
 		out[id] = now.Sub(at) <= s.cfg.HeartbeatInterval+s.heartbeatJitter()
 	}
-	return out, nil
+	return out
 }
 
 // abandonedBeforeStop turns the confirmation of a stop the server asked
