@@ -387,16 +387,9 @@ func TestServer_RunoutGivesNotice(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		now := m.srv.Now()
 		l := &idlegrid.Lease{ID: idlegrid.NewID("lease"), NodeID: m.nodeID, GPUUUIDs: []string{"GPU-barn-1-0", "GPU-barn-1-1"},
 			PriceMicrosPerGPUHour: 500_000, LimitSeconds: 3600, HoldMicros: 10_000, NoticeSeconds: 120, Reason: "placed by hand"}
-		p := &idlegrid.Placement{JobID: j.ID, Leases: []*idlegrid.Lease{l}, At: now, Transfers: []*idlegrid.Transfer{{
-			IdempotencyKey: "hold:" + l.ID, Kind: idlegrid.TransferHold, LeaseID: l.ID, CreatedAt: now,
-			Entries: []idlegrid.Entry{{Account: idlegrid.RenterAvailable(poor.ID), Amount: -10_000}, {Account: idlegrid.RenterHeld(poor.ID), Amount: 10_000}},
-		}}}
-		if err := m.store.PlaceJob(ctx, p); err != nil {
-			t.Fatal(err)
-		}
+		mustPlaceByHand(t, m, j, l)
 		if err := m.srv.ReportLease(m.node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
 			t.Fatal(err)
 		}

@@ -52,16 +52,9 @@ func TestServer_Reap_leases(t *testing.T) {
 					t.Fatal(err)
 				}
 				synctest.Wait()
-				now := m.srv.Now()
 				l := &idlegrid.Lease{ID: idlegrid.NewID("lease"), NodeID: m.nodeID, GPUUUIDs: []string{"GPU-barn-1-0"},
 					PriceMicrosPerGPUHour: 500_000, LimitSeconds: tt.limit, HoldMicros: 500_000, NoticeSeconds: tt.notice, Reason: "placed by hand"}
-				p := &idlegrid.Placement{JobID: j.ID, Leases: []*idlegrid.Lease{l}, At: now, Transfers: []*idlegrid.Transfer{{
-					IdempotencyKey: "hold:" + l.ID, Kind: idlegrid.TransferHold, LeaseID: l.ID, CreatedAt: now,
-					Entries: []idlegrid.Entry{{Account: idlegrid.RenterAvailable(m.renterID), Amount: -500_000}, {Account: idlegrid.RenterHeld(m.renterID), Amount: 500_000}},
-				}}}
-				if err := m.store.PlaceJob(ctx, p); err != nil {
-					t.Fatal(err)
-				}
+				mustPlaceByHand(t, m, j, l)
 				if tt.start {
 					if err := m.srv.ReportLease(m.node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
 						t.Fatal(err)
@@ -82,5 +75,24 @@ func TestServer_Reap_leases(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// mustPlaceByHand stores job j placed as lease l, now, holding l's
+// HoldMicros of j's renter: what the coordinator stores for a placement,
+// for a job the scheduler leaves alone (one that asks for a GPU no node
+// has).
+func mustPlaceByHand(t *testing.T, m *testMarket, j *idlegrid.Job, l *idlegrid.Lease) {
+	t.Helper()
+	now := m.srv.Now()
+	p := &idlegrid.Placement{JobID: j.ID, Leases: []*idlegrid.Lease{l}, At: now, Transfers: []*idlegrid.Transfer{{
+		IdempotencyKey: "hold:" + l.ID, Kind: idlegrid.TransferHold, LeaseID: l.ID, CreatedAt: now,
+		Entries: []idlegrid.Entry{
+			{Account: idlegrid.RenterAvailable(j.RenterID), Amount: -l.HoldMicros},
+			{Account: idlegrid.RenterHeld(j.RenterID), Amount: l.HoldMicros},
+		},
+	}}}
+	if err := m.store.PlaceJob(context.Background(), p); err != nil {
+		t.Fatal(err)
 	}
 }
