@@ -128,7 +128,6 @@ func Run(ctx context.Context, floor uint64, interval time.Duration) {
 // keeper holds the limit Run set last.
 type keeper struct {
 	limit uint64 // 0: none, GOGC at its default
-	on    bool   // whether a limit is set
 }
 
 // set sets the memory limit (GOGC off), or with 0 GOGC's default and no
@@ -137,17 +136,18 @@ type keeper struct {
 // is lifted, so that the heap is never unbounded between the two.
 func (k *keeper) set(limit uint64) {
 	switch {
-	case limit == 0 && k.on:
+	case limit == 0 && k.limit != 0:
 		debug.SetGCPercent(basePercent)
 		debug.SetMemoryLimit(math.MaxInt64)
-		k.on, k.limit = false, 0
-	case limit != 0 && (!k.on || differs(limit, k.limit)):
+	case limit != 0 && (k.limit == 0 || differs(limit, k.limit)):
 		debug.SetMemoryLimit(int64(min(limit, math.MaxInt64)))
-		if !k.on {
+		if k.limit == 0 {
 			debug.SetGCPercent(-1)
 		}
-		k.on, k.limit = true, limit
+	default:
+		return
 	}
+	k.limit = limit
 }
 
 // differs reports whether a and b differ by more than a sixteenth of b.
