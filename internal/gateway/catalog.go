@@ -90,6 +90,9 @@ func (c *catalog) fresh(ctx context.Context) error {
 	return nil
 }
 
+// providerKey is the key of the provider of model on node nodeID.
+func providerKey(nodeID, model string) string { return nodeID + "/" + model }
+
 // lists reports whether the catalog as last read lists the provider key,
 // without reading it again.
 func (c *catalog) lists(key string) bool {
@@ -107,7 +110,7 @@ func (c *catalog) load(ctx context.Context) (map[string][]*provider, error) {
 	for _, n := range nodes {
 		for _, m := range n.Models {
 			out[m.Name] = append(out[m.Name], &provider{
-				key: n.ID + "/" + m.Name, NodeID: n.ID, NodeName: n.Name, ProviderID: n.ProviderID,
+				key: providerKey(n.ID, m.Name), NodeID: n.ID, NodeName: n.Name, ProviderID: n.ProviderID,
 				Region: n.Region, Residency: n.Residency, Reliability: n.Reliability, Model: m,
 			})
 		}

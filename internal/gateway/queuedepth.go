@@ -52,7 +52,7 @@ func (u *upstream) setQueue(n int64, until time.Time) {
 func (g *Gateway) NoteQueues(nodeID string, queues []idlegrid.ModelQueue, validFor time.Duration) {
 	until := g.health.clock.Now().Add(validFor)
 	for _, q := range queues {
-		key := nodeID + "/" + q.Model
+		key := providerKey(nodeID, q.Model)
 		if q.Queued >= 0 && g.catalog.lists(key) {
 			g.health.of(key).setQueue(q.Queued, until)
 		}
