@@ -55,6 +55,7 @@ func (s *Server) UpdateOffer(ctx context.Context, req idlegrid.OfferRequest) err
 		return err
 	}
 	s.markNode(c.NodeID)
+	s.lookSoon(c.NodeID) // its windows may have changed
 	return nil
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/idlegrid/idlegrid/internal/market"
 )
@@ -15,4 +16,15 @@ func (s *Server) Ask(ctx context.Context, f func(e *market.Engine)) error { retu
 func (s *Server) Resync() {
 	s.rebuild.Store(true)
 	s.Kick()
+}
+
+// NextUptimeLook is when the uptime pass next looks at a node; ok is false
+// when this coordinator does not watch it.
+func (s *Server) NextUptimeLook(nodeID string) (at time.Time, ok bool) {
+	s.trust.umu.Lock()
+	defer s.trust.umu.Unlock()
+	if tr := s.trust.uptime[nodeID]; tr != nil {
+		return tr.due, true
+	}
+	return time.Time{}, false
 }

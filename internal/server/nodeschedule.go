@@ -41,5 +41,6 @@ func (s *Server) SetNodeSchedule(ctx context.Context, nodeID string, sched *idle
 	}
 	s.log.Info("node schedule set by its owner", "node", nodeID, "provider", c.AccountID, "mode", ns.Schedule.Mode, "removed", sched == nil)
 	s.markNode(nodeID) // the engine must see the new windows
+	s.lookSoon(nodeID) // and the uptime measure
 	return ns, nil
 }

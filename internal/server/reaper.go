@@ -53,7 +53,7 @@ func (s *Server) Reap(ctx context.Context) error {
 	if err := s.reapLeases(ctx, beats); err != nil {
 		return err
 	}
-	return errors.Join(s.matureEarnings(ctx), s.checkRunout(ctx), s.measureUptime(ctx))
+	return errors.Join(s.matureEarnings(ctx), s.checkRunout(ctx), s.measureUptime(ctx, beats))
 }
 
 // reapNodes declares lost the nodes that missed too many heartbeats and ends

@@ -2,10 +2,8 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"sync"
 	"time"
 
@@ -41,22 +39,10 @@ type trust struct {
 	uptime map[string]*uptimeTrack // by node ID
 }
 
-// uptimeTrack is since when this coordinator has watched a node. The
-// heartbeats themselves are kept in the store as they arrive
-// (noteHeartbeat); a coordinator judges only the time it watched, since a
-// heartbeat sent while it was down was heard by nobody.
-type uptimeTrack struct {
-	since time.Time // when this process began watching the node
-}
-
 const (
 	// keepOnline is how long heartbeat spans are kept, to check the
 	// receipts of leases that ended.
 	keepOnline = 7 * 24 * time.Hour
-	// lostWatch is how long after its last heartbeat a lost node's promised
-	// windows still count against it; after that it is taken as gone, and
-	// measured again when it returns.
-	lostWatch = 24 * time.Hour
 	// saveAttempts bounds the retries of a save that met a newer version.
 	saveAttempts = 3
 	// viewFacts and viewChanges bound what a reputation view lists.
@@ -424,107 +410,6 @@ func expand(f idlegrid.ReputationFact) []reputation.Fact {
 		out[i] = one
 	}
 	return out
-}
-
-// measureUptime is the reaper's uptime pass: it measures the promised
-// windows that ended since the last pass against the heartbeats heard in
-// them, and saves standings that are due (stale).
-// A node that said goodbye is not measured until it returns.
-func (s *Server) measureUptime(ctx context.Context) error {
-	now := s.Now()
-	nodes, err := s.store.ListNodes(ctx, idlegrid.NodeFilter{})
-	if err != nil {
-		return err
-	}
-	reps, err := s.store.ListReputations(ctx, idlegrid.ReputationFilter{Subject: idlegrid.SubjectNode})
-	if err != nil {
-		return err
-	}
-	byNode := make(map[string]*idlegrid.Reputation, len(reps))
-	for _, r := range reps {
-		byNode[r.SubjectID] = r
-	}
-	var errs []error
-	for _, n := range nodes {
-		rep := byNode[n.ID]
-		facts, through, err := s.observe(ctx, n, rep, now)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("node %s: %w", n.ID, err))
-			continue
-		}
-		if len(facts) == 0 {
-			stale, err := s.stale(ctx, rep, n, now)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("node %s: %w", n.ID, err))
-			}
-			if !stale {
-				continue
-			}
-		}
-		if err := s.recordFacts(ctx, n.ID, facts, standingDelta{through: through}); err != nil {
-			errs = append(errs, fmt.Errorf("node %s: %w", n.ID, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// observe returns the window facts of the promised spans that ended since
-// the last measured, against the heartbeats heard in them, and where they
-// end.
-func (s *Server) observe(ctx context.Context, n *idlegrid.Node, rep *idlegrid.Reputation, now time.Time) ([]idlegrid.ReputationFact, time.Time, error) {
-	since, watched := s.watch(n, now)
-	if !watched {
-		return nil, time.Time{}, nil
-	}
-	from := since
-	if rep != nil && rep.UptimeThrough.After(from) {
-		from = rep.UptimeThrough
-	}
-	spans := reputation.PromisedSpans(&n.Schedule, from, now)
-	if k := len(spans); k > 0 && !spans[k-1].End.Before(now) {
-		spans = spans[:k-1] // still open: measured when it ends
-	}
-	if len(spans) == 0 {
-		return nil, time.Time{}, nil
-	}
-	heard, err := s.heardSpans(ctx, n.ID, spans[0].Start, spans[len(spans)-1].End)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	var out []idlegrid.ReputationFact
-	for _, f := range reputation.WindowFacts(spans, heard) {
-		out = append(out, storedFact(n.ID, "window:"+n.ID+":"+strconv.FormatInt(f.At.UnixMicro(), 10), "", f, 1))
-	}
-	return out, spans[len(spans)-1].End, nil
-}
-
-// watch notes that this coordinator watches n from now on, unless it
-// already does, and returns since when; watched is false for a node that
-// said goodbye or was lost long ago, which is forgotten until it returns.
-func (s *Server) watch(n *idlegrid.Node, now time.Time) (since time.Time, watched bool) {
-	s.trust.umu.Lock()
-	defer s.trust.umu.Unlock()
-	if !(n.State == idlegrid.NodeOnline || (n.State == idlegrid.NodeLost && now.Sub(n.LastHeartbeat) <= lostWatch)) {
-		delete(s.trust.uptime, n.ID)
-		return time.Time{}, false
-	}
-	tr := s.trust.uptime[n.ID]
-	if tr == nil {
-		tr = &uptimeTrack{since: now}
-		s.trust.uptime[n.ID] = tr
-	}
-	return tr.since, true
-}
-
-// watchedSince returns since when this coordinator has watched a node (the
-// zero time when it does not).
-func (s *Server) watchedSince(nodeID string) time.Time {
-	s.trust.umu.Lock()
-	defer s.trust.umu.Unlock()
-	if tr := s.trust.uptime[nodeID]; tr != nil {
-		return tr.since
-	}
-	return time.Time{}
 }
 
 // stale reports whether node n's standing r is due a save with no new

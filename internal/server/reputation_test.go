@@ -350,3 +350,37 @@ func TestServer_Reputation_uptime(t *testing.T) {
 		}
 	})
 }
+
+// A pass looks at a node only when one of its promised windows ends or its
+// standing may have decayed; an offer that changes its windows has the
+// next pass look at it.
+func TestServer_Reputation_uptimeLooksWhenDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarketWith(t, nil)
+		m.advance(t, 6*time.Minute) // every node has had its first look
+		next, ok := m.srv.NextUptimeLook(m.nodeID)
+		if now := time.Now(); !ok || !next.After(now) || next.After(now.Add(10*time.Minute)) {
+			t.Fatalf("next look at barn-1 %s from now (watched %v), want within 10 minutes", next.Sub(now), ok)
+		}
+		start := time.Now()
+		offer := testOffer("barn-1")
+		offer.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleWindows, OneOff: []idlegrid.OneOffWindow{
+			{Start: start.Add(time.Minute), End: start.Add(2 * time.Minute)},
+		}}
+		if err := m.srv.UpdateOffer(m.node, idlegrid.OfferRequest{Offer: offer}); err != nil {
+			t.Fatal(err)
+		}
+		if next, _ := m.srv.NextUptimeLook(m.nodeID); next.After(start) {
+			t.Fatalf("after its offer changed, barn-1's next look is %s from now, want at the next pass", next.Sub(start))
+		}
+		m.advance(t, 10*time.Second)
+		if next, _ := m.srv.NextUptimeLook(m.nodeID); !next.Equal(start.Add(2 * time.Minute)) {
+			t.Fatalf("next look at barn-1 %s from the change, want when its new window ends (2m0s)", next.Sub(start))
+		}
+		m.advance(t, 2*time.Minute+10*time.Second)
+		v := mustNodeReputation(t, m, m.provider)
+		if len(v.Detail.Facts) != 1 || v.Detail.Facts[0].PromisedSeconds != 60 || v.Detail.Facts[0].OnlineSeconds != 60 {
+			t.Fatalf("facts = %+v, want the new window measured: 60 s promised, 60 s online", v.Detail.Facts)
+		}
+	})
+}
