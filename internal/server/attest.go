@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -450,26 +451,45 @@ func (s *Server) ChallengePass(ctx context.Context) error {
 	if chance <= 0 {
 		return nil
 	}
-	nodes, err := s.store.ListNodes(ctx, idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeOnline}})
+	// The draw comes first, on the online nodes' IDs alone, so that a pass
+	// reads only the few nodes drawn and not every node's offer.
+	online, err := s.store.OnlineHeartbeats(ctx)
 	if err != nil {
 		return err
 	}
-	for _, n := range nodes {
-		if n.Quarantined || len(n.GPUs) == 0 || s.attest.float() >= chance {
+	for _, id := range slices.Sorted(maps.Keys(online)) {
+		if s.attest.float() >= chance {
 			continue
 		}
-		att, err := s.store.LatestAttestation(ctx, n.ID)
-		if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-			continue // an agent that does not attest cannot answer either
-		} else if err != nil {
-			return err
-		}
-		g := n.GPUs[s.attest.uint64()%uint64(len(n.GPUs))]
-		if _, err := s.challengeGPUs(ctx, n, []idlegrid.GPU{g}, idlegrid.ChallengeAtRandom, att.ChallengeRunner); err != nil {
+		if err := s.challengeAtRandom(ctx, id); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// challengeAtRandom challenges one of node id's offered GPUs, picked at
+// random, unless the node is no longer online, is quarantined, offers no
+// GPU or has never attested. s.attest.mu must be held.
+func (s *Server) challengeAtRandom(ctx context.Context, id string) error {
+	n, err := s.store.FindNode(ctx, id)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil // gone since the read
+	} else if err != nil {
+		return err
+	}
+	if n.State != idlegrid.NodeOnline || n.Quarantined || len(n.GPUs) == 0 {
+		return nil
+	}
+	att, err := s.store.LatestAttestation(ctx, n.ID)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil // an agent that does not attest cannot answer either
+	} else if err != nil {
+		return err
+	}
+	g := n.GPUs[s.attest.uint64()%uint64(len(n.GPUs))]
+	_, err = s.challengeGPUs(ctx, n, []idlegrid.GPU{g}, idlegrid.ChallengeAtRandom, att.ChallengeRunner)
+	return err
 }
 
 // ChallengeNode issues a challenge to every GPU a node offers, at an

@@ -492,5 +492,20 @@ func TestServer_ChallengePass(t *testing.T) {
 		if !strings.Contains(un.Findings[0], "no GPU kernel") {
 			t.Fatalf("findings = %q", un.Findings)
 		}
+		// A quarantined node is drawn but not challenged: it runs nothing.
+		if _, err := srv.QuarantineNode(m.admin, nodeID, "under review"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute) // a pass draws with the chance of the time since the last
+		if _, err := srv.Heartbeat(node, idlegrid.HeartbeatRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		before := len(pending())
+		if err := srv.ChallengePass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := pending(); len(got) != before {
+			t.Fatalf("a pass challenged a quarantined node: %d pending, want %d", len(got), before)
+		}
 	})
 }
