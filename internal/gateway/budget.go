@@ -191,7 +191,7 @@ func (b *budgets) reserve(ctx context.Context, c *idlegrid.Caller, a *accountBud
 // with what was read before; only a key never read before waits.
 func (b *budgets) refresh(ctx context.Context, c *idlegrid.Caller, a *accountBudget, k *keyBudget) error {
 	fresh := func() (fresh, known bool) {
-		now := time.Now()
+		now := b.cfg.Clock.Now()
 		a.mu.Lock()
 		k.mu.Lock()
 		defer a.mu.Unlock()
@@ -211,7 +211,7 @@ func (b *budgets) refresh(ctx context.Context, c *idlegrid.Caller, a *accountBud
 	if ok, _ := fresh(); ok {
 		return nil // read while this one waited
 	}
-	now := time.Now()
+	now := b.cfg.Clock.Now()
 	began := now
 	st := b.cfg.Store
 	bal, err := st.Balance(ctx, c.AccountID)
@@ -293,7 +293,7 @@ func (r *reservation) hold(charge idlegrid.Micros) {
 func (r *reservation) release(charged idlegrid.Micros) {
 	r.once.Do(func() {
 		r.done()
-		w := writtenCharge{at: time.Now(), amount: charged}
+		w := writtenCharge{at: r.b.cfg.Clock.Now(), amount: charged}
 		r.a.mu.Lock()
 		r.a.reserved -= r.amount
 		if charged > 0 {

@@ -26,6 +26,7 @@ type provider struct {
 // others keep using the old one meanwhile.
 type catalog struct {
 	store idlegrid.Store
+	clock idlegrid.Clock
 	ttl   time.Duration
 
 	mu         sync.Mutex
@@ -35,8 +36,8 @@ type catalog struct {
 	refreshing bool
 }
 
-func (c *catalog) init(s idlegrid.Store, ttl time.Duration) {
-	c.store, c.ttl = s, ttl
+func (c *catalog) init(s idlegrid.Store, clock idlegrid.Clock, ttl time.Duration) {
+	c.store, c.clock, c.ttl = s, clock, ttl
 }
 
 // providers returns the providers of model, refreshing the catalog when it
@@ -61,7 +62,7 @@ func (c *catalog) models(ctx context.Context) (map[string][]*provider, error) {
 }
 
 func (c *catalog) fresh(ctx context.Context) error {
-	now := time.Now()
+	now := c.clock.Now()
 	c.mu.Lock()
 	have := !c.fetched.IsZero()
 	if have && (now.Sub(c.fetched) < c.ttl || c.refreshing) {

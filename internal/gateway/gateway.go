@@ -209,7 +209,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, rules: rules, log: cfg.Logger, mux: http.NewServeMux()}
-	g.catalog.init(cfg.Store, cfg.CatalogTTL)
+	g.catalog.init(cfg.Store, cfg.Clock, cfg.CatalogTTL)
 	g.health.init(cfg.Clock, cfg.BreakerFailures, cfg.BreakerCooldown)
 	g.budgets.init(&g.cfg)
 	g.meter = startMeter(cfg.Usage, &g.budgets, cfg.Logger)
@@ -324,7 +324,7 @@ func (g *Gateway) authenticate(r *http.Request) (*apiKey, error) {
 	if h == "" || !strings.EqualFold(scheme, "Bearer") || secret == "" {
 		return nil, idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "missing API key; send the header Authorization: Bearer <key>")
 	}
-	return g.auth.get(r.Context(), secret, g.cfg.AuthTTL, time.Now(), g.keyOf)
+	return g.auth.get(r.Context(), secret, g.cfg.AuthTTL, g.cfg.Clock.Now(), g.keyOf)
 }
 
 // keyOf authenticates secret and reads its key's default routing.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"reflect"
 	"sync"
 	"testing"
@@ -258,4 +259,37 @@ func TestBudgets_take(t *testing.T) {
 			t.Fatalf("second request after half a second: %v, want too_many", err)
 		}
 	})
+}
+
+// nodeLister is a store whose online nodes are nodes, counting the reads.
+type nodeLister struct {
+	idlegrid.Store
+	nodes []*idlegrid.Node
+	reads int
+}
+
+func (s *nodeLister) ListNodes(context.Context, idlegrid.NodeFilter) ([]*idlegrid.Node, error) {
+	s.reads++
+	return s.nodes, nil
+}
+
+// The catalog is read again once CatalogTTL has passed on the gateway's
+// clock, not on the wall's.
+func TestCatalog_ttlOnItsClock(t *testing.T) {
+	clock := &stepClock{now: time.Unix(1_800_000_000, 0)}
+	store := &nodeLister{nodes: []*idlegrid.Node{{ID: "node_a", Offer: idlegrid.Offer{Models: []idlegrid.ModelOffer{{Name: "org/m"}}}}}}
+	var c catalog
+	c.init(store, clock, time.Second)
+	for range 2 {
+		if ps, err := c.providers(context.Background(), "org/m"); err != nil || len(ps) != 1 {
+			t.Fatalf("providers = %v, %v; want node_a's", ps, err)
+		}
+	}
+	if store.reads != 1 {
+		t.Fatalf("%d reads within the TTL, want 1", store.reads)
+	}
+	clock.advance(time.Second)
+	if _, err := c.providers(context.Background(), "org/m"); err != nil || store.reads != 2 {
+		t.Fatalf("after the TTL on the gateway's clock: %d reads (%v), want 2", store.reads, err)
+	}
 }
