@@ -81,6 +81,11 @@ type Store interface {
 	// conditions, newest first: a superset of those the reaper acts on,
 	// read without the others.
 	LeasesToReap(ctx context.Context, q ReapQuery) ([]*Lease, error)
+	// LiveLeaseCosts returns, by renter, what its live leases would cost
+	// if each ran to its time limit at its locked price (CostOf of its
+	// GPU-seconds), for the renters that have any; the leases themselves
+	// are not read.
+	LiveLeaseCosts(ctx context.Context) (map[string]Micros, error)
 	ListLeaseEvents(ctx context.Context, leaseID string) ([]*LeaseEvent, error)
 	// RequestLeaseStop asks the agent to stop a live lease, with a reason.
 	RequestLeaseStop(ctx context.Context, leaseID, reason string, at time.Time) error

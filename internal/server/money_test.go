@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,14 +16,22 @@ import (
 
 // mustMoneyMarket is mustMarket with a payout hold of a minute, and a
 // renter whose caller carries its API key, as the HTTP layer's would.
-func mustMoneyMarket(t *testing.T) *testMarket {
+func mustMoneyMarket(t *testing.T) *testMarket { return mustMoneyMarketOn(t, nil) }
+
+// mustMoneyMarketOn is mustMoneyMarket whose coordinator uses the store
+// wrap returns in place of the database, when wrap is not nil.
+func mustMoneyMarketOn(t *testing.T, wrap func(idlegrid.Store) idlegrid.Store) *testMarket {
 	t.Helper()
 	ctx := context.Background()
 	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Open(server.Config{Store: store, HeartbeatInterval: 10 * time.Second, FeeBasisPoints: 1000,
+	var coordinated idlegrid.Store = store
+	if wrap != nil {
+		coordinated = wrap(store)
+	}
+	srv, err := server.Open(server.Config{Store: coordinated, HeartbeatInterval: 10 * time.Second, FeeBasisPoints: 1000,
 		PayoutHold: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -494,4 +503,55 @@ func TestServer_Statement(t *testing.T) {
 		_, err = m.srv.Statement(m.renter, "", "November")
 		wantCode(t, err, idlegrid.EINVALID)
 	})
+}
+
+// A renter whose money covers what its live leases would cost to their
+// time limits is safe from running out: the check does not read its
+// leases (Store.LiveLeaseCosts).
+func TestServer_RunoutReadsOnlyUncovered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reads := &leaseReads{}
+		m := mustMoneyMarketOn(t, func(s idlegrid.Store) idlegrid.Store { reads.Store = s; return reads })
+		ctx := context.Background()
+		j, err := m.srv.SubmitJob(m.renter, testSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if live, err := m.store.ListLeases(ctx, idlegrid.LeaseFilter{JobID: j.ID}); err != nil || len(live) != 1 {
+			t.Fatalf("leases of the job = %d (%v), want 1", len(live), err)
+		}
+		reads.reset()
+		if err := m.srv.Reap(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := reads.of(m.renterID); got != 0 {
+			t.Fatalf("the reaper read the covered renter's leases %d times, want none", got)
+		}
+	})
+}
+
+// leaseReads is a store that counts the lease listings of each renter.
+type leaseReads struct {
+	idlegrid.Store
+	mu       sync.Mutex
+	byRenter map[string]int
+}
+
+func (s *leaseReads) ListLeases(ctx context.Context, f idlegrid.LeaseFilter) ([]*idlegrid.Lease, error) {
+	s.mu.Lock()
+	if s.byRenter == nil {
+		s.byRenter = map[string]int{}
+	}
+	s.byRenter[f.RenterID]++
+	s.mu.Unlock()
+	return s.Store.ListLeases(ctx, f)
+}
+
+func (s *leaseReads) reset() { s.mu.Lock(); clear(s.byRenter); s.mu.Unlock() }
+
+func (s *leaseReads) of(renterID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byRenter[renterID]
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -31,29 +32,64 @@ import (
 // taken out of escrow by a future adjustment. A spend limit lowered below
 // what is running does trip it today.
 
-// checkRunout runs the check for every renter with live leases.
+// checkRunout runs the check for every renter with live leases. A lease's
+// need never exceeds what it would cost to its time limit, so a renter
+// whose money covers what its live leases would cost to their limits, and
+// each of whose spend limits covers that beside what the month already
+// charged, is safe without reading its leases (Store.LiveLeaseCosts). A
+// renter whose holds cover its leases' limits, as today's do, always is,
+// unless a limit was lowered; only the others' leases are read.
 func (s *Server) checkRunout(ctx context.Context) error {
 	now := s.Now()
-	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{States: liveLeaseStates, Limit: everyRow})
+	costs, err := s.store.LiveLeaseCosts(ctx)
 	if err != nil {
 		return err
 	}
-	byRenter := map[string][]*idlegrid.Lease{}
-	for _, l := range leases {
-		byRenter[l.RenterID] = append(byRenter[l.RenterID], l)
-	}
-	renters := make([]string, 0, len(byRenter))
-	for r := range byRenter {
-		renters = append(renters, r)
-	}
-	slices.Sort(renters)
 	var errs []error
-	for _, r := range renters {
-		if err := s.checkRenterRunout(ctx, r, byRenter[r], now); err != nil && ctx.Err() == nil {
+	for _, r := range slices.Sorted(maps.Keys(costs)) {
+		if err := s.checkRenterCosts(ctx, r, costs[r], now); err != nil && ctx.Err() == nil {
 			errs = append(errs, fmt.Errorf("renter %s: %w", r, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkRenterCosts runs the check for renterID, whose live leases would
+// cost atMost to their time limits, when its money or one of its spend
+// limits may not cover that.
+func (s *Server) checkRenterCosts(ctx context.Context, renterID string, atMost idlegrid.Micros, now time.Time) error {
+	covered, err := s.costsCovered(ctx, renterID, atMost, now)
+	if err != nil || covered {
+		return err
+	}
+	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{RenterID: renterID, States: liveLeaseStates, Limit: everyRow})
+	if err != nil {
+		return err
+	}
+	return s.checkRenterRunout(ctx, renterID, leases, now)
+}
+
+// costsCovered reports whether renterID's balance covers atMost, and each
+// of its spend limits atMost beside what its scope was charged this month.
+// For a key's limit that counts the leases of the renter's other keys too,
+// which errs towards reading the leases.
+func (s *Server) costsCovered(ctx context.Context, renterID string, atMost idlegrid.Micros, now time.Time) (bool, error) {
+	b, err := s.store.Balance(ctx, renterID)
+	if err != nil || atMost > b.Available+b.Held {
+		return false, err
+	}
+	limits, err := s.store.ListSpendLimits(ctx, renterID)
+	if err != nil {
+		return false, err
+	}
+	from, to := idlegrid.MonthOf(now)
+	for _, lim := range limits {
+		spend, err := s.store.MonthSpend(ctx, idlegrid.SpendFilter{AccountID: renterID, KeyID: lim.KeyID, From: from, To: to})
+		if err != nil || spend.ChargedMicros+atMost > lim.LimitMicros {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 func (s *Server) checkRenterRunout(ctx context.Context, renterID string, leases []*idlegrid.Lease, now time.Time) error {

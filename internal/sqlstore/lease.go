@@ -307,6 +307,38 @@ func (db *DB) LeasesToReap(ctx context.Context, q idlegrid.ReapQuery) ([]*idlegr
 	return out, err
 }
 
+// LiveLeaseCosts returns, by renter, what its live leases would cost if
+// each ran to its time limit, summed in the database: idlegrid.CostOf, in
+// the same integer steps. A lease's GPUs are counted as the commas of its
+// JSON list of UUIDs, plus one; a UUID with a comma in it could only make
+// the sum larger.
+func (db *DB) LiveLeaseCosts(ctx context.Context) (map[string]idlegrid.Micros, error) {
+	const gpuSeconds = `(CASE WHEN gpu_uuids = '[]' THEN 0
+		ELSE LENGTH(gpu_uuids) - LENGTH(REPLACE(gpu_uuids, ',', '')) + 1 END) * limit_seconds`
+	var a args
+	query := `SELECT renter_id, CAST(SUM(price_micros * (` + gpuSeconds + ` / 3600) + price_micros * (` + gpuSeconds + ` % 3600) / 3600) AS BIGINT)
+		FROM leases WHERE state IN ` + in(&a, liveStates) + ` GROUP BY renter_id`
+	out := map[string]idlegrid.Micros{}
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		clear(out) // a retried transaction reads again
+		rows, err := tx.QueryContext(ctx, query, a...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var renter string
+			var cost int64
+			if err := rows.Scan(&renter, &cost); err != nil {
+				return err
+			}
+			out[renter] = idlegrid.Micros(cost)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
 // ListLeaseEvents returns the lease's state changes in order, its placement
 // (from "") first.
 func (db *DB) ListLeaseEvents(ctx context.Context, leaseID string) ([]*idlegrid.LeaseEvent, error) {

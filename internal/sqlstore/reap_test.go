@@ -59,3 +59,42 @@ func testLeasesToReap(t *testing.T, db *sqlstore.DB) {
 		})
 	}
 }
+
+// testLiveLeaseCosts checks that LiveLeaseCosts sums what each renter's
+// live leases would cost to their time limits, leaving out ended leases
+// and renters with none live.
+func testLiveLeaseCosts(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	got, err := db.LiveLeaseCosts(ctx)
+	mustOK(t, err)
+	if len(got) != 0 {
+		t.Fatalf("LiveLeaseCosts of an empty store = %v, want none", got)
+	}
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n := mustNode(t, db, p.ID, 4)
+	mustTopUp(t, db, r.ID, 100*idlegrid.MicrosPerUnit)
+	var costs []idlegrid.Micros
+	for i, gpus := range [][]int{{0}, {1, 2}, {3}} {
+		j := mustJob(t, db, r.ID, 1, len(gpus))
+		l := lease(j, n, gpus...)
+		l.PriceMicrosPerGPUHour, l.LimitSeconds = 1_234_567, 5000+int64(i)*77 // not whole hours: CostOf rounds
+		l.HoldMicros = 1000                                                   // an escrow topped up per interval holds less
+		mustPlace(t, db, placement(j, 0, l))
+		costs = append(costs, idlegrid.CostOf(l.PriceMicrosPerGPUHour, int64(len(gpus))*l.LimitSeconds))
+		if i == 1 {
+			start(t, db, l) // running counts as live too
+		}
+		if i == 2 {
+			mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseAssigned},
+				To: idlegrid.LeaseCancelled, Reason: "cancelled", At: at(3 * time.Minute)})
+		}
+	}
+	other := mustAssignedLease(t, db) // a renter of its own
+	got, err = db.LiveLeaseCosts(ctx)
+	mustOK(t, err)
+	want := map[string]idlegrid.Micros{r.ID: costs[0] + costs[1], other.RenterID: idlegrid.CostOf(other.PriceMicrosPerGPUHour, other.LimitSeconds)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("LiveLeaseCosts (-want +got):\n%s", diff)
+	}
+}
