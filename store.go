@@ -81,11 +81,9 @@ type Store interface {
 	// conditions, newest first: a superset of those the reaper acts on,
 	// read without the others.
 	LeasesToReap(ctx context.Context, q ReapQuery) ([]*Lease, error)
-	// LiveLeaseCosts returns, by renter, what its live leases would cost
-	// if each ran to its time limit at its locked price (CostOf of its
-	// GPU-seconds), for the renters that have any; the leases themselves
-	// are not read.
-	LiveLeaseCosts(ctx context.Context) (map[string]Micros, error)
+	// RenterStakes returns the stake of every renter with live leases, by
+	// renter ID; the leases themselves are not read.
+	RenterStakes(ctx context.Context) ([]*RenterStake, error)
 	ListLeaseEvents(ctx context.Context, leaseID string) ([]*LeaseEvent, error)
 	// RequestLeaseStop asks the agent to stop a live lease, with a reason.
 	RequestLeaseStop(ctx context.Context, leaseID, reason string, at time.Time) error
@@ -189,6 +187,20 @@ type NodeFilter struct {
 	// ServesModels keeps only the nodes whose offer lists models they
 	// serve for inference.
 	ServesModels bool
+}
+
+// RenterStake is what a renter's live leases would cost at most, and the
+// money and limits behind them: what the runout check reads of every renter
+// with live leases each reaper pass.
+type RenterStake struct {
+	RenterID string
+	// AtMost is what its live leases would cost if each ran to its time
+	// limit at its locked price (CostOf of its GPU-seconds).
+	AtMost Micros
+	Funds  Micros // its balance: available plus held
+	// Limited reports whether the renter or one of its keys has a spend
+	// limit.
+	Limited bool
 }
 
 // Summary is the market at a glance.

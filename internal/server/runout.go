@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -36,56 +34,58 @@ import (
 // need never exceeds what it would cost to its time limit, so a renter
 // whose money covers what its live leases would cost to their limits, and
 // each of whose spend limits covers that beside what the month already
-// charged, is safe without reading its leases (Store.LiveLeaseCosts). A
-// renter whose holds cover its leases' limits, as today's do, always is,
-// unless a limit was lowered; only the others' leases are read.
+// charged, is safe without reading its leases: one query gives every
+// renter's sums (Store.RenterStakes). A renter whose holds cover its
+// leases' limits, as today's do, always is, unless a limit was lowered;
+// only the others' leases are read.
 func (s *Server) checkRunout(ctx context.Context) error {
 	now := s.Now()
-	costs, err := s.store.LiveLeaseCosts(ctx)
+	stakes, err := s.store.RenterStakes(ctx)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, r := range slices.Sorted(maps.Keys(costs)) {
-		if err := s.checkRenterCosts(ctx, r, costs[r], now); err != nil && ctx.Err() == nil {
-			errs = append(errs, fmt.Errorf("renter %s: %w", r, err))
+	for _, st := range stakes {
+		if err := s.checkStake(ctx, st, now); err != nil && ctx.Err() == nil {
+			errs = append(errs, fmt.Errorf("renter %s: %w", st.RenterID, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// checkRenterCosts runs the check for renterID, whose live leases would
-// cost atMost to their time limits, when its money or one of its spend
-// limits may not cover that.
-func (s *Server) checkRenterCosts(ctx context.Context, renterID string, atMost idlegrid.Micros, now time.Time) error {
-	covered, err := s.costsCovered(ctx, renterID, atMost, now)
+// checkStake runs the check for a renter when its money or one of its
+// spend limits may not cover what its live leases would cost at most.
+func (s *Server) checkStake(ctx context.Context, st *idlegrid.RenterStake, now time.Time) error {
+	covered, err := s.stakeCovered(ctx, st, now)
 	if err != nil || covered {
 		return err
 	}
-	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{RenterID: renterID, States: liveLeaseStates, Limit: everyRow})
+	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{RenterID: st.RenterID, States: liveLeaseStates, Limit: everyRow})
 	if err != nil {
 		return err
 	}
-	return s.checkRenterRunout(ctx, renterID, leases, now)
+	return s.checkRenterRunout(ctx, st.RenterID, leases, now)
 }
 
-// costsCovered reports whether renterID's balance covers atMost, and each
-// of its spend limits atMost beside what its scope was charged this month.
-// For a key's limit that counts the leases of the renter's other keys too,
-// which errs towards reading the leases.
-func (s *Server) costsCovered(ctx context.Context, renterID string, atMost idlegrid.Micros, now time.Time) (bool, error) {
-	b, err := s.store.Balance(ctx, renterID)
-	if err != nil || atMost > b.Available+b.Held {
-		return false, err
+// stakeCovered reports whether the renter's funds cover st.AtMost, and
+// each of its spend limits st.AtMost beside what its scope was charged
+// this month. For a key's limit that counts the leases of the renter's
+// other keys too, which errs towards reading the leases.
+func (s *Server) stakeCovered(ctx context.Context, st *idlegrid.RenterStake, now time.Time) (bool, error) {
+	if st.AtMost > st.Funds {
+		return false, nil
 	}
-	limits, err := s.store.ListSpendLimits(ctx, renterID)
+	if !st.Limited {
+		return true, nil
+	}
+	limits, err := s.store.ListSpendLimits(ctx, st.RenterID)
 	if err != nil {
 		return false, err
 	}
 	from, to := idlegrid.MonthOf(now)
 	for _, lim := range limits {
-		spend, err := s.store.MonthSpend(ctx, idlegrid.SpendFilter{AccountID: renterID, KeyID: lim.KeyID, From: from, To: to})
-		if err != nil || spend.ChargedMicros+atMost > lim.LimitMicros {
+		spend, err := s.store.MonthSpend(ctx, idlegrid.SpendFilter{AccountID: st.RenterID, KeyID: lim.KeyID, From: from, To: to})
+		if err != nil || spend.ChargedMicros+st.AtMost > lim.LimitMicros {
 			return false, err
 		}
 	}

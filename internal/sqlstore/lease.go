@@ -307,32 +307,37 @@ func (db *DB) LeasesToReap(ctx context.Context, q idlegrid.ReapQuery) ([]*idlegr
 	return out, err
 }
 
-// LiveLeaseCosts returns, by renter, what its live leases would cost if
-// each ran to its time limit, summed in the database: idlegrid.CostOf, in
-// the same integer steps. A lease's GPUs are counted as the commas of its
-// JSON list of UUIDs, plus one; a UUID with a comma in it could only make
-// the sum larger.
-func (db *DB) LiveLeaseCosts(ctx context.Context) (map[string]idlegrid.Micros, error) {
-	const gpuSeconds = `(CASE WHEN gpu_uuids = '[]' THEN 0
-		ELSE LENGTH(gpu_uuids) - LENGTH(REPLACE(gpu_uuids, ',', '')) + 1 END) * limit_seconds`
+// RenterStakes returns the stake of every renter with live leases, by
+// renter ID, in one query. AtMost is summed in the database with
+// idlegrid.CostOf's integer steps; a lease's GPUs are counted as the
+// commas of its JSON list of UUIDs, plus one, so a UUID with a comma in it
+// could only make the sum larger.
+func (db *DB) RenterStakes(ctx context.Context) ([]*idlegrid.RenterStake, error) {
+	const gpuSeconds = `(LENGTH(gpu_uuids) - LENGTH(REPLACE(gpu_uuids, ',', '')) + 1) * limit_seconds`
 	var a args
-	query := `SELECT renter_id, CAST(SUM(price_micros * (` + gpuSeconds + ` / 3600) + price_micros * (` + gpuSeconds + ` % 3600) / 3600) AS BIGINT)
-		FROM leases WHERE state IN ` + in(&a, liveStates) + ` GROUP BY renter_id`
-	out := map[string]idlegrid.Micros{}
+	live := in(&a, liveStates)
+	query := `SELECT c.renter_id, c.at_most,
+			(SELECT CAST(COALESCE(SUM(b.balance), 0) AS BIGINT) FROM balances b
+				WHERE b.account IN ('renter:' || c.renter_id || ':available', 'renter:' || c.renter_id || ':held')),
+			EXISTS (SELECT 1 FROM spend_limits s WHERE s.scope IN (` + a.add(string(idlegrid.SpendAccount)) + `, ` + a.add(string(idlegrid.SpendKey)) + `)
+				AND s.account_id = c.renter_id)
+		FROM (SELECT renter_id, CAST(SUM(price_micros * (` + gpuSeconds + ` / 3600) + price_micros * (` + gpuSeconds + ` % 3600) / 3600) AS BIGINT) AS at_most
+			FROM leases WHERE state IN ` + live + ` GROUP BY renter_id) c
+		ORDER BY c.renter_id`
+	var out []*idlegrid.RenterStake
 	err := db.view(ctx, func(tx *sql.Tx) error {
-		clear(out) // a retried transaction reads again
+		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, query, a...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var renter string
-			var cost int64
-			if err := rows.Scan(&renter, &cost); err != nil {
+			st := &idlegrid.RenterStake{}
+			if err := rows.Scan(&st.RenterID, &st.AtMost, &st.Funds, &st.Limited); err != nil {
 				return err
 			}
-			out[renter] = idlegrid.Micros(cost)
+			out = append(out, st)
 		}
 		return rows.Err()
 	})

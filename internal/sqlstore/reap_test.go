@@ -2,6 +2,8 @@ package sqlstore_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,15 +62,16 @@ func testLeasesToReap(t *testing.T, db *sqlstore.DB) {
 	}
 }
 
-// testLiveLeaseCosts checks that LiveLeaseCosts sums what each renter's
-// live leases would cost to their time limits, leaving out ended leases
-// and renters with none live.
-func testLiveLeaseCosts(t *testing.T, db *sqlstore.DB) {
+// testRenterStakes checks that RenterStakes sums what each renter's live
+// leases would cost to their time limits, leaving out ended leases and
+// renters with none live, beside the renter's balance and whether it has
+// a spend limit.
+func testRenterStakes(t *testing.T, db *sqlstore.DB) {
 	ctx := context.Background()
-	got, err := db.LiveLeaseCosts(ctx)
+	got, err := db.RenterStakes(ctx)
 	mustOK(t, err)
 	if len(got) != 0 {
-		t.Fatalf("LiveLeaseCosts of an empty store = %v, want none", got)
+		t.Fatalf("RenterStakes of an empty store = %+v, want none", got)
 	}
 	r := mustAccount(t, db, idlegrid.RoleRenter)
 	p := mustAccount(t, db, idlegrid.RoleProvider)
@@ -90,11 +93,17 @@ func testLiveLeaseCosts(t *testing.T, db *sqlstore.DB) {
 				To: idlegrid.LeaseCancelled, Reason: "cancelled", At: at(3 * time.Minute)})
 		}
 	}
-	other := mustAssignedLease(t, db) // a renter of its own
-	got, err = db.LiveLeaseCosts(ctx)
+	mustOK(t, db.SetSpendLimit(ctx, &idlegrid.SpendLimit{Scope: idlegrid.SpendAccount, AccountID: r.ID,
+		LimitMicros: 50 * idlegrid.MicrosPerUnit, SetBy: "admin", UpdatedAt: t0}))
+	other := mustAssignedLease(t, db) // a renter of its own, with 10 units
+	got, err = db.RenterStakes(ctx)
 	mustOK(t, err)
-	want := map[string]idlegrid.Micros{r.ID: costs[0] + costs[1], other.RenterID: idlegrid.CostOf(other.PriceMicrosPerGPUHour, other.LimitSeconds)}
+	want := []*idlegrid.RenterStake{
+		{RenterID: r.ID, AtMost: costs[0] + costs[1], Funds: 100 * idlegrid.MicrosPerUnit, Limited: true},
+		{RenterID: other.RenterID, AtMost: idlegrid.CostOf(other.PriceMicrosPerGPUHour, other.LimitSeconds), Funds: 10 * idlegrid.MicrosPerUnit},
+	}
+	slices.SortFunc(want, func(a, b *idlegrid.RenterStake) int { return strings.Compare(a.RenterID, b.RenterID) })
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("LiveLeaseCosts (-want +got):\n%s", diff)
+		t.Errorf("RenterStakes (-want +got):\n%s", diff)
 	}
 }

@@ -45,7 +45,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"SetLeaseProgress", testSetLeaseProgress},
 		{"ListLeases", testListLeases},
 		{"LeasesToReap", testLeasesToReap},
-		{"LiveLeaseCosts", testLiveLeaseCosts},
+		{"RenterStakes", testRenterStakes},
 		{"Logs", testLogs},
 		{"Receipts", testReceipts},
 		{"Concurrency_Receipts", testConcurrentReceipts},
