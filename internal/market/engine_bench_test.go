@@ -190,13 +190,59 @@ func benchJob(r *rand.Rand, id string) *idlegrid.Job {
 // placedLease is the running lease the coordinator would store for pick p
 // of job j, the seq-th of the benchmark.
 func placedLease(j *idlegrid.Job, p market.Pick, seq int, at time.Time) *idlegrid.Lease {
-	started := at
-	l := &idlegrid.Lease{ID: "bench-" + strconv.Itoa(seq), JobID: j.ID, NodeID: p.Node.ID,
-		Tier: j.Tier, State: idlegrid.LeaseRunning, CreatedAt: at, StartedAt: &started, LimitSeconds: j.DurationSeconds}
-	for _, g := range p.GPUs {
-		l.GPUUUIDs = append(l.GPUUUIDs, g.UUID)
+	return fillLease(&idlegrid.Lease{}, j, p, seq, at)
+}
+
+// fillLease makes l, whose record the engine no longer holds, placedLease's
+// lease, reusing its GPU list and start time.
+func fillLease(l *idlegrid.Lease, j *idlegrid.Job, p market.Pick, seq int, at time.Time) *idlegrid.Lease {
+	started, uuids := l.StartedAt, l.GPUUUIDs[:0]
+	if started == nil {
+		started = new(time.Time)
 	}
+	*started = at
+	*l = idlegrid.Lease{ID: "bench-" + strconv.Itoa(seq), JobID: j.ID, NodeID: p.Node.ID,
+		Tier: j.Tier, State: idlegrid.LeaseRunning, CreatedAt: at, StartedAt: started, LimitSeconds: j.DurationSeconds}
+	for _, g := range p.GPUs {
+		uuids = append(uuids, g.UUID)
+	}
+	l.GPUUUIDs = uuids
 	return l
+}
+
+// liveLeases are the benchmark's running leases, oldest first. The records
+// of those that ended are reused for new ones (the engine keeps none of a
+// lease's record), so that the loop measures the engine rather than the
+// coordinator building its records.
+type liveLeases struct {
+	fifo  []*idlegrid.Lease
+	head  int // fifo[head:] are live
+	spare []*idlegrid.Lease
+}
+
+func (q *liveLeases) len() int                { return len(q.fifo) - q.head }
+func (q *liveLeases) oldest() *idlegrid.Lease { return q.fifo[q.head] }
+
+// add records the lease for pick p of job j.
+func (q *liveLeases) add(j *idlegrid.Job, p market.Pick, seq int, at time.Time) *idlegrid.Lease {
+	l := &idlegrid.Lease{}
+	if k := len(q.spare); k > 0 {
+		l, q.spare = q.spare[k-1], q.spare[:k-1]
+	}
+	fillLease(l, j, p, seq, at)
+	if q.head > 0 && len(q.fifo) == cap(q.fifo) { // slide down rather than grow
+		q.fifo = q.fifo[:copy(q.fifo, q.fifo[q.head:])]
+		q.head = 0
+	}
+	q.fifo = append(q.fifo, l)
+	return l
+}
+
+// end drops the oldest lease, for reuse once the engine has forgotten it.
+func (q *liveLeases) end() {
+	q.spare = append(q.spare, q.fifo[q.head])
+	q.fifo[q.head] = nil
+	q.head++
 }
 
 // latencies collects one sample per placement and reports the metrics.
@@ -283,7 +329,8 @@ type benchOptions struct {
 // benchEngine runs BenchmarkPlace's loop on n nodes.
 func benchEngine(b *testing.B, n int, o benchOptions) {
 	m := newPlaceMarket(n)
-	e, fifo, held := loadedEngine(m)
+	e, loaded, held := loadedEngine(m)
+	live := &liveLeases{fifo: slices.Grow(loaded, len(loaded))}
 	target := held
 	clock := now
 	lat := make(latencies, 0, 1<<20)
@@ -305,22 +352,22 @@ func benchEngine(b *testing.B, n int, o benchOptions) {
 			e.Commit(j, d, clock)
 			for _, p := range d.Picks {
 				seq++
-				l := placedLease(j, p, seq, clock)
+				l := live.add(j, p, seq, clock)
 				e.AddLease(l)
-				fifo = append(fifo, l)
 				held += len(l.GPUUUIDs)
 			}
 		} else {
 			waited++
 			e.Commit(j, d, clock) // a reservation or notices, as the coordinator stores them
 		}
-		for held > target && len(fifo) > 0 {
-			e.RemoveLease(fifo[0].ID)
+		for held > target && live.len() > 0 {
+			l := live.oldest()
+			e.RemoveLease(l.ID)
 			if o.churn {
-				e.UpsertNode(m.restand(fifo[0].NodeID, i))
+				e.UpsertNode(m.restand(l.NodeID, i))
 			}
-			held -= len(fifo[0].GPUUUIDs)
-			fifo = fifo[1:]
+			held -= len(l.GPUUUIDs)
+			live.end()
 		}
 		lat = append(lat, time.Since(t0))
 		if o.observe != nil {
