@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -14,16 +15,17 @@ import (
 
 // BenchmarkReap measures the reaper's passes (Server.Reap) over
 // BenchmarkServerPlace's market of benchNodes online nodes, a fifth of
-// them offered in a daily window and the rest always, one heartbeat
-// interval (10 s) of the coordinator's clock apart. Before the timer
-// starts, reapWarmup passes run, so that every node has been looked at and
-// its standing saved; each timed pass is the steady state of a market
-// where nothing else happens. It reports ms/pass.
+// them offered in a daily window and the rest always, with reapLeases
+// jobs placed (assigned, never started, within StartTimeout), one
+// heartbeat interval (10 s) of the coordinator's clock apart. Before the
+// timer starts, reapWarmup passes run, so that every node has been looked
+// at and its standing saved; each timed pass is the steady state of a
+// market where nothing else happens. It reports ms/pass.
 //
 //	go test -run '^$' -bench BenchmarkReap -benchtime 100x ./internal/server
 func BenchmarkReap(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "market.db")
-	mustSeed(b, path, benchNodes)
+	seed := mustSeed(b, path, benchNodes)
 	ctx := context.Background()
 	store, err := sqlstore.Open(ctx, path)
 	if err != nil {
@@ -32,7 +34,9 @@ func BenchmarkReap(b *testing.B) {
 	defer store.Close()
 	clock := &stepClock{}
 	clock.set(idlegrid.SystemClock{}.Now())
-	srv, err := server.Open(server.Config{Store: store, Clock: clock,
+	counted := &placementCounter{Store: store, want: reapLeases, done: make(chan struct{}),
+		listing: make(chan struct{}), gate: make(chan struct{})}
+	srv, err := server.Open(server.Config{Store: counted, Clock: clock,
 		// No node misses a heartbeat in the hours the passes cover, and
 		// the pass runs only when called.
 		HeartbeatInterval: 1000 * time.Hour, StartTimeout: time.Hour})
@@ -40,6 +44,15 @@ func BenchmarkReap(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer srv.Close()
+	<-counted.listing
+	r := rand.New(rand.NewPCG(reapLeases, 3))
+	specs := make([]idlegrid.JobSpec, reapLeases)
+	for i := range specs {
+		specs[i] = benchJob(r)
+	}
+	mustQueue(b, store, seed.renter, specs)
+	close(counted.gate)
+	mustAllPlaced(b, counted, store)
 	pass := func() {
 		clock.add(reapEvery)
 		if err := srv.Reap(ctx); err != nil {
@@ -59,6 +72,7 @@ func BenchmarkReap(b *testing.B) {
 const (
 	reapEvery  = 10 * time.Second // the default heartbeat interval
 	reapWarmup = 120              // 20 minutes of passes
+	reapLeases = 5000             // jobs placed, one lease each
 )
 
 // stepClock is a clock the benchmark moves.
