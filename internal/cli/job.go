@@ -359,7 +359,14 @@ func printJob(e *env, j *idlegrid.Job) error {
 	t.row("Created", stamp(&j.CreatedAt))
 	t.row("Started", stamp(j.StartedAt))
 	t.row("Ended", stamp(j.EndedAt))
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if j.State == idlegrid.JobQueued {
+		_, err := fmt.Fprintf(e.Out, "\nWhy it waits, node by node, with the asks to beat and an estimated start: idlegrid job explain %s\n", j.ID)
+		return err
+	}
+	return nil
 }
 
 // checkpointsEvery says how often a job saves work it can resume from.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
@@ -20,5 +21,21 @@ func TestPrintExplanation_advice(t *testing.T) {
 		"to start sooner: say how often it checkpoints\nto start sooner: ask for fewer GPUs\n"
 	if got := out.String(); !strings.HasSuffix(got, want) {
 		t.Errorf("printed:\n%s\nwant it to end:\n%s", got, want)
+	}
+}
+
+// A queued job's details point to job explain; a running job's do not.
+func TestPrintJob_explainHint(t *testing.T) {
+	for _, state := range []idlegrid.JobState{idlegrid.JobQueued, idlegrid.JobRunning} {
+		var out bytes.Buffer
+		e := &env{Stdio: Stdio{Out: &out, Err: &bytes.Buffer{}}}
+		j := &idlegrid.Job{ID: "job_1", State: state, Reason: "no room now"}
+		if err := printJob(e, j); err != nil {
+			t.Fatal(err)
+		}
+		hint := strings.Contains(out.String(), "idlegrid job explain job_1")
+		if want := state == idlegrid.JobQueued; hint != want {
+			t.Errorf("%s job: hint to explain printed %v, want %v:\n%s", state, hint, want, out.String())
+		}
 	}
 }
