@@ -83,6 +83,7 @@ func (b *placementBatch) settle(ctx context.Context, i int, err error) error {
 		b.stored++
 		for k, l := range p.Leases {
 			b.e.AddLease(l)
+			b.s.resyncing.noteLease(l.ID)
 			b.s.waiters.notify(l.NodeID)
 			b.s.log.Info("job placed", "job", j.ID, "lease", l.ID, "node", l.NodeID,
 				"price_per_gpu_hour", l.PriceMicrosPerGPUHour.String(), "note", d.Picks[k].PriceNote)
@@ -94,6 +95,7 @@ func (b *placementBatch) settle(ctx context.Context, i int, err error) error {
 		b.s.rebuild.Store(true) // the snapshot holds GPUs the store did not give
 	}
 	b.e.ForgetJob(j.ID)
+	b.s.resyncing.noteJob(j.ID)
 	b.e.NoteQueued(j)
 	b.funds[j.RenterID] += b.holds[i]
 	switch idlegrid.ErrorCode(err) {

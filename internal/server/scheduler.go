@@ -95,6 +95,7 @@ func (s *Server) ask(ctx context.Context, f func(e *market.Engine)) error {
 // every SchedulePeriod.
 func (s *Server) runScheduler(ctx context.Context) {
 	defer close(s.stopped)
+	defer s.waitResync()
 	var engine, prev *market.Engine // prev: the engine a failed rebuild dropped
 	var built time.Time
 	timer := time.NewTimer(0)
@@ -112,13 +113,17 @@ func (s *Server) runScheduler(ctx context.Context) {
 			continue
 		case <-s.kick:
 		case <-timer.C:
+		case b := <-s.resyncDone():
+			engine = s.takeResync(ctx, engine, b)
 		}
-		if engine == nil || s.rebuild.Swap(false) || s.Now().Sub(built) > resyncEvery {
+		resync := s.Now().Sub(built) > resyncEvery
+		if engine == nil || s.rebuild.Swap(false) || (resync && s.cfg.NaiveMatcher) {
+			s.dropResync() // this build reads the store later
 			if engine != nil {
 				prev = engine // its clearing prices outlive it (TakeMarket)
 			}
 			var err error
-			if engine, err = s.buildEngine(ctx); err != nil {
+			if engine, err = s.buildEngine(ctx, true); err != nil {
 				s.log.Error("build engine", "err", err)
 				engine = nil
 				timer.Reset(s.cfg.SchedulePeriod)
@@ -129,6 +134,9 @@ func (s *Server) runScheduler(ctx context.Context) {
 			}
 			engine.TakeMarket(prev)
 			prev = nil
+			built = s.Now()
+		} else if resync && s.resyncing == nil {
+			s.startResync(ctx)
 			built = s.Now()
 		}
 		if err := s.schedulePass(ctx, engine); err != nil && ctx.Err() == nil {
@@ -147,9 +155,14 @@ func (s *Server) untilNext(e *market.Engine) time.Duration {
 	return wait
 }
 
-// buildEngine loads the market from the store into a new engine.
-func (s *Server) buildEngine(ctx context.Context) (*market.Engine, error) {
-	s.marks.take() // the store is read whole below
+// buildEngine loads the market from the store into a new engine. On the
+// scheduler goroutine (onScheduler) the marks are dropped, as the store is
+// read whole, and the NaiveMatcher's snapshot is rebuilt; off it (a resync)
+// the marks are left to the engine in use.
+func (s *Server) buildEngine(ctx context.Context, onScheduler bool) (*market.Engine, error) {
+	if onScheduler {
+		s.marks.take() // the store is read whole below
+	}
 	e := market.NewEngine(s.cfg.Market)
 	e.Advance(s.Now())
 	nodes, err := s.store.ListNodes(ctx, idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeOnline}})
@@ -170,7 +183,7 @@ func (s *Server) buildEngine(ctx context.Context) (*market.Engine, error) {
 	for _, l := range leases {
 		e.AddLease(l)
 	}
-	if s.cfg.NaiveMatcher {
+	if s.cfg.NaiveMatcher && onScheduler {
 		s.naive = naiveSnapshot(nodes, leases, s.Now())
 	}
 	return e, nil
@@ -227,6 +240,13 @@ func leaseModel(n *idlegrid.Node, l *idlegrid.Lease) string {
 // applyMarks brings the engine up to date with what changed in the store.
 func (s *Server) applyMarks(ctx context.Context, e *market.Engine) error {
 	nodes, leases, jobs := s.marks.take()
+	s.resyncing.note(nodes, leases, jobs)
+	return s.applyChanges(ctx, e, nodes, leases, jobs)
+}
+
+// applyChanges reads the nodes, leases and jobs named into the engine as
+// the store has them now.
+func (s *Server) applyChanges(ctx context.Context, e *market.Engine, nodes, leases, jobs map[string]bool) error {
 	for id := range nodes {
 		n, err := s.store.FindNode(ctx, id)
 		if err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
@@ -314,6 +334,7 @@ const queuedPerPass = 10000
 func (s *Server) placeJob(ctx context.Context, e *market.Engine, j *idlegrid.Job, now time.Time, b *placementBatch) error {
 	if j.Deadline != nil && !now.Before(*j.Deadline) {
 		e.ForgetJob(j.ID)
+		s.resyncing.noteJob(j.ID)
 		return s.store.CancelQueuedJob(ctx, j.ID, "deadline passed before a node could take it", now)
 	}
 	d := s.decide(e, j, now)
@@ -395,6 +416,7 @@ func (s *Server) giveNotice(ctx context.Context, e *market.Engine, leaseID, reas
 	}
 	if l, err = s.store.FindLease(ctx, leaseID); err == nil && !l.State.Terminal() {
 		e.AddLease(l) // the engine sees the notice
+		s.resyncing.noteLease(leaseID)
 	}
 	return nil
 }

@@ -136,6 +136,9 @@ type Server struct {
 	receiptLocks leaseLocks
 	// naive is the NaiveMatcher baseline's market, owned by the scheduler.
 	naive *market.Snapshot
+	// resyncing is the periodic rebuild of the engine in flight, if any,
+	// owned by the scheduler; resync.go.
+	resyncing *resync
 	// audit is the audit log's tree and signing key; audit.go.
 	audit *auditLog
 	trust trust // reputation and levels; reputation.go
