@@ -28,3 +28,10 @@ func (s *Server) NextUptimeLook(nodeID string) (at time.Time, ok bool) {
 	}
 	return time.Time{}, false
 }
+
+// BuildEngine builds an engine from the store, as a resync does, and
+// drops it.
+func (s *Server) BuildEngine(ctx context.Context) error {
+	_, err := s.buildEngine(ctx, false)
+	return err
+}

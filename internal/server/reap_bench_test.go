@@ -24,35 +24,8 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkReap -benchtime 100x ./internal/server
 func BenchmarkReap(b *testing.B) {
-	path := filepath.Join(b.TempDir(), "market.db")
-	seed := mustSeed(b, path, benchNodes)
+	srv, clock := mustLeasedMarket(b)
 	ctx := context.Background()
-	store, err := sqlstore.Open(ctx, path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
-	clock := &stepClock{}
-	clock.set(idlegrid.SystemClock{}.Now())
-	counted := &placementCounter{Store: store, want: reapLeases, done: make(chan struct{}),
-		listing: make(chan struct{}), gate: make(chan struct{})}
-	srv, err := server.Open(server.Config{Store: counted, Clock: clock,
-		// No node misses a heartbeat in the hours the passes cover, and
-		// the pass runs only when called.
-		HeartbeatInterval: 1000 * time.Hour, StartTimeout: time.Hour})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	<-counted.listing
-	r := rand.New(rand.NewPCG(reapLeases, 3))
-	specs := make([]idlegrid.JobSpec, reapLeases)
-	for i := range specs {
-		specs[i] = benchJob(r)
-	}
-	mustQueue(b, store, seed.renter, specs)
-	close(counted.gate)
-	mustAllPlaced(b, counted, store)
 	pass := func() {
 		clock.add(reapEvery)
 		if err := srv.Reap(ctx); err != nil {
@@ -67,6 +40,57 @@ func BenchmarkReap(b *testing.B) {
 		pass()
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/pass")
+}
+
+// BenchmarkBuildEngine measures building the scheduler's engine from the
+// store (what the first pass, a rebuild and each 5-minute resync do) over
+// BenchmarkReap's market. It reports ms/build.
+//
+//	go test -run '^$' -bench BenchmarkBuildEngine -benchtime 10x ./internal/server
+func BenchmarkBuildEngine(b *testing.B) {
+	srv, _ := mustLeasedMarket(b)
+	ctx := context.Background()
+	for b.Loop() {
+		if err := srv.BuildEngine(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/build")
+}
+
+// mustLeasedMarket opens a server over BenchmarkServerPlace's market with
+// reapLeases jobs placed, on a clock the benchmark moves.
+func mustLeasedMarket(b *testing.B) (*server.Server, *stepClock) {
+	path := filepath.Join(b.TempDir(), "market.db")
+	seed := mustSeed(b, path, benchNodes)
+	ctx := context.Background()
+	store, err := sqlstore.Open(ctx, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	clock := &stepClock{}
+	clock.set(idlegrid.SystemClock{}.Now())
+	counted := &placementCounter{Store: store, want: reapLeases, done: make(chan struct{}),
+		listing: make(chan struct{}), gate: make(chan struct{})}
+	srv, err := server.Open(server.Config{Store: counted, Clock: clock,
+		// No node misses a heartbeat in the hours the passes cover, and
+		// the reaper's pass runs only when called.
+		HeartbeatInterval: 1000 * time.Hour, StartTimeout: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	<-counted.listing
+	r := rand.New(rand.NewPCG(reapLeases, 3))
+	specs := make([]idlegrid.JobSpec, reapLeases)
+	for i := range specs {
+		specs[i] = benchJob(r)
+	}
+	mustQueue(b, store, seed.renter, specs)
+	close(counted.gate)
+	mustAllPlaced(b, counted, store)
+	return srv, clock
 }
 
 const (
