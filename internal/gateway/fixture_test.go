@@ -46,6 +46,11 @@ type fixture struct {
 	providerKey                      string
 	joinToken                        string
 	log                              *slog.Logger
+	// clock is the gateway's clock when a test moves it by hand; waits
+	// for the catalog move it on by catalogTTL, so that the catalog is
+	// read again.
+	clock      *manualClock
+	catalogTTL time.Duration
 }
 
 // testWriter logs to the test until it ends.
@@ -111,7 +116,9 @@ func mustFixture(tb testing.TB, tune func(*gateway.Config)) *fixture {
 	if err != nil {
 		tb.Fatalf("bootstrap: %v", err)
 	}
-	f := &fixture{URL: ts.URL, Store: store, Server: srv, GW: gw, Admin: client.New(ts.URL, adminSecret), log: log}
+	f := &fixture{URL: ts.URL, Store: store, Server: srv, GW: gw, Admin: client.New(ts.URL, adminSecret), log: log,
+		catalogTTL: cfg.CatalogTTL}
+	f.clock, _ = cfg.Clock.(*manualClock)
 	renter, key, secret, err := f.Admin.CreateAccount(ctx, "renter", idlegrid.RoleRenter)
 	if err != nil {
 		tb.Fatal(err)
@@ -199,6 +206,9 @@ func (f *fixture) waitProviders(tb testing.TB, model string, n int) {
 	tb.Helper()
 	c := f.sdk(f.RenterKey)
 	eventually(tb, fmt.Sprintf("%d providers of %s", n, model), func() string {
+		if f.clock != nil {
+			f.clock.advance(f.catalogTTL) // the catalog ages on the gateway's clock
+		}
 		page, err := c.Models.List(context.Background())
 		if err != nil {
 			return err.Error()
