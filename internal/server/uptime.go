@@ -61,6 +61,9 @@ func (s *Server) measureUptime(ctx context.Context, online map[string]time.Time)
 	now := s.Now()
 	var errs []error
 	for _, id := range s.uptimeDue(online, now) {
+		if ctx.Err() != nil {
+			break // the rest are looked at by the next pass
+		}
 		if err := s.lookAtUptime(ctx, id, now); err != nil {
 			errs = append(errs, fmt.Errorf("node %s: %w", id, err))
 		}
