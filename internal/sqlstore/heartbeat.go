@@ -16,7 +16,7 @@ func (db *DB) NoteHeartbeat(ctx context.Context, nodeID string, at time.Time, in
 	if interval <= 0 || jitter < 0 {
 		return idlegrid.Invalid("heartbeat.interval", "must be positive, with a jitter allowance of 0 or more")
 	}
-	return db.update(ctx, func(tx *sql.Tx) error {
+	return db.writes().submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var start, end sql.NullInt64
 		err := tx.QueryRowContext(ctx, `SELECT start_at, end_at FROM heartbeat_spans
 			WHERE node_id = $1 ORDER BY start_at DESC LIMIT 1`, nodeID).Scan(&start, &end)

@@ -2,6 +2,8 @@ package sqlstore_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,5 +55,47 @@ func testHeartbeatSpans(t *testing.T, db *sqlstore.DB) {
 	}
 	if err := db.NoteHeartbeat(ctx, n.ID, at(0), 0, 0, time.Time{}); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
 		t.Errorf("NoteHeartbeat(interval 0) = %v, want EINVALID", err)
+	}
+}
+
+// testHeartbeatsTogether sends heartbeats for many nodes at once, so that
+// they share commits, with one for a node that does not exist among them:
+// it alone fails, not found, and every other is recorded.
+func testHeartbeatsTogether(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	const nodes, rounds = 24, 3
+	ids := make([]string, nodes)
+	for i := range ids {
+		ids[i] = mustNode(t, db, p.ID, 1).ID
+	}
+	ids = append(ids, "node_missing")
+	var wg sync.WaitGroup
+	errs := make([][]error, len(ids))
+	for i, id := range ids {
+		wg.Go(func() {
+			for r := range rounds {
+				beat := at(time.Duration(r) * 10 * time.Second)
+				errs[i] = append(errs[i], db.Heartbeat(ctx, id, beat),
+					db.NoteHeartbeat(ctx, id, beat, 10*time.Second, 5*time.Second, time.Time{}))
+			}
+		})
+	}
+	wg.Wait()
+	for i, id := range ids[:nodes] {
+		if err := errors.Join(errs[i]...); err != nil {
+			t.Errorf("node %s: %v", id, err)
+		}
+		n, err := db.FindNode(ctx, id)
+		if err != nil || n.State != idlegrid.NodeOnline || !n.LastHeartbeat.Equal(at(20*time.Second)) {
+			t.Errorf("node %s: %+v (%v), want online, last heard at 20 s", id, n, err)
+		}
+		spans, err := db.ListHeartbeatSpans(ctx, id, at(0), at(time.Hour))
+		if err != nil || len(spans) != 1 || spans[0].Heartbeats != rounds {
+			t.Errorf("node %s spans = %+v (%v), want one of %d heartbeats", id, spans, err, rounds)
+		}
+	}
+	if got := idlegrid.ErrorCode(errs[nodes][0]); got != idlegrid.ENOTFOUND {
+		t.Errorf("the missing node's heartbeat: %v, want not found", errs[nodes][0])
 	}
 }

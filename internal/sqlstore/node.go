@@ -139,8 +139,11 @@ func (db *DB) UpdateOffer(ctx context.Context, nodeID string, o idlegrid.Offer, 
 }
 
 // Heartbeat marks the node online at at.
+// Heartbeats from many nodes share their commits (writebatch.go).
 func (db *DB) Heartbeat(ctx context.Context, nodeID string, at time.Time) error {
-	return db.SetNodeState(ctx, nodeID, idlegrid.NodeOnline, at)
+	return db.writes().submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return setNodeState(ctx, tx, nodeID, idlegrid.NodeOnline, at)
+	})
 }
 
 // SetNodeState records the node's state; at is its last heartbeat when the
@@ -151,16 +154,18 @@ func (db *DB) SetNodeState(ctx context.Context, nodeID string, s idlegrid.NodeSt
 	default:
 		return idlegrid.Invalid("node.state", "must be online, offline or lost, got %q", s)
 	}
+	return db.update(ctx, func(tx *sql.Tx) error { return setNodeState(ctx, tx, nodeID, s, at) })
+}
+
+func setNodeState(ctx context.Context, tx *sql.Tx, nodeID string, s idlegrid.NodeState, at time.Time) error {
 	q := `UPDATE nodes SET state = $1 WHERE id = $2`
 	a := []any{string(s), nodeID}
 	if s == idlegrid.NodeOnline {
 		q = `UPDATE nodes SET state = $1, last_heartbeat = $3 WHERE id = $2`
 		a = append(a, timeArg(at))
 	}
-	return db.update(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, q, a...)
-		return expectOne(res, err, func() error { return notFound("node", nodeID) })
-	})
+	res, err := tx.ExecContext(ctx, q, a...)
+	return expectOne(res, err, func() error { return notFound("node", nodeID) })
 }
 
 // recordLeaseEnd updates the node's record for a lease that ended in state s

@@ -47,6 +47,8 @@ type DB struct {
 	writer sync.Mutex
 	// jobQueue commits concurrent CreateJob calls together (jobbatch.go).
 	jobQueue jobSubmissionQueue
+	// writeQueue commits concurrent heartbeats together (writebatch.go).
+	writeQueue writeQueue
 	// batchesRedone counts the batches of placements placed again behind
 	// savepoints after one failed (batch.go).
 	batchesRedone atomic.Int64

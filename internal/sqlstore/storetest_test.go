@@ -65,6 +65,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"Reputation_Conflicts", testReputationConflicts},
 		{"Reputation_NodeRecord", testReputationNodeRecord},
 		{"HeartbeatSpans", testHeartbeatSpans},
+		{"HeartbeatsTogether", testHeartbeatsTogether},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
