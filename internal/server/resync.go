@@ -9,13 +9,12 @@ import (
 // Resync: every resyncEvery the scheduler rebuilds its engine from the
 // store, a safety net under the marks. A build reads every online node and
 // live lease (0.3 s at 10,000 nodes and 5,000 leases, BenchmarkBuildEngine),
-// so the periodic one runs off
-// the scheduler goroutine while the scheduler goes on placing with the
-// engine it has, noting what it changes in it meanwhile: the nodes, leases
-// and jobs of the marks it applies, the leases it places or gives notice
-// to, the jobs it forgets. When the build is done, those are read again
-// into the new engine, which then takes over with the old one's clearing
-// prices. A rebuild asked for because the engine disagrees with the store
+// so the periodic one runs off the scheduler goroutine while the scheduler
+// goes on placing with the engine it has, noting what it changes in it
+// meanwhile: the nodes, leases and jobs of the marks it applies, the
+// leases it places or gives notice to, the jobs it forgets. When the build
+// is done, those are read again into the new engine, which then takes over
+// with the old one's clearing prices. A rebuild asked for because the engine disagrees with the store
 // (a refused placement), the first build, and the NaiveMatcher's stay on
 // the scheduler goroutine, and drop a resync in flight.
 
