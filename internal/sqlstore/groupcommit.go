@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync/atomic"
 )
@@ -129,3 +130,43 @@ func (g *groupCommit[T]) take() []*pending[T] {
 	}
 	return batch
 }
+
+// commitBatch is a leader's commit of the items take returns, for a
+// commit function of groupCommit. together writes them in one
+// transaction, filling in each item's own error; when it fails with
+// errRowFailed, a second transaction writes them with alone, which puts
+// each behind a savepoint so that a bad one fails by itself. take is
+// called once, in the first transaction, once it holds the writer. A
+// failed transaction fails every item in it; a retried one writes them
+// all again.
+func commitBatch[T any](ctx context.Context, db *DB, take func() []*pending[T], together, alone batchWrite[T]) {
+	var batch []*pending[T]
+	var errs []error
+	took := false
+	commit := func(run batchWrite[T]) error {
+		return db.update(ctx, func(tx *sql.Tx) error {
+			if !took {
+				batch, took = take(), true // now, so that it holds every item that came while we waited for the writer
+			}
+			errs = make([]error, len(batch))
+			return run(ctx, tx, batch, errs)
+		})
+	}
+	err := commit(together)
+	if errors.Is(err, errRowFailed) {
+		err = commit(alone)
+	}
+	if !took { // no transaction began: what waits fails with it
+		batch = take()
+	}
+	for i, p := range batch {
+		if err != nil {
+			p.finish(err)
+		} else {
+			p.finish(errs[i])
+		}
+	}
+}
+
+// batchWrite writes a batch in tx, setting errs[i] to item i's own error.
+type batchWrite[T any] func(ctx context.Context, tx *sql.Tx, batch []*pending[T], errs []error) error

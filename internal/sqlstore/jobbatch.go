@@ -52,32 +52,7 @@ var errRowFailed = errors.New("a row of the batch failed")
 // the bad one fails. A failed transaction fails every job in it, and none
 // of them is stored.
 func (db *DB) storeJobs(ctx context.Context, take func() []*pending[jobRow]) {
-	var batch []*pending[jobRow]
-	var errs []error
-	took := false
-	store := func(insert func(context.Context, *sql.Tx, []*pending[jobRow], []error) error) error {
-		return db.update(ctx, func(tx *sql.Tx) error {
-			if !took {
-				batch, took = take(), true // now, so that it holds every job that came while we waited for the writer
-			}
-			errs = make([]error, len(batch))
-			return insert(ctx, tx, batch, errs)
-		})
-	}
-	err := store(db.insertJobsTogether)
-	if errors.Is(err, errRowFailed) {
-		err = store(db.insertJobsAlone)
-	}
-	if !took { // no transaction began: what waits fails with it
-		batch = take()
-	}
-	for i, p := range batch {
-		if err != nil {
-			p.finish(err)
-		} else {
-			p.finish(errs[i])
-		}
-	}
+	commitBatch(ctx, db, take, db.insertJobsTogether, db.insertJobsAlone)
 }
 
 // insertJobsTogether inserts the batch with multi-row statements. A job

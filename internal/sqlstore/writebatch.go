@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"sync"
 
 	"github.com/idlegrid/idlegrid"
@@ -50,32 +49,7 @@ func (db *DB) writes() *groupCommit[write] {
 // failed statement spoils its transaction). A failed transaction fails
 // every write in it; a retried one runs them all again.
 func (db *DB) commitWrites(ctx context.Context, take func() []*pending[write]) {
-	var batch []*pending[write]
-	var errs []error
-	took := false
-	commit := func(run func(context.Context, *sql.Tx, []*pending[write], []error) error) error {
-		return db.update(ctx, func(tx *sql.Tx) error {
-			if !took {
-				batch, took = take(), true // now, so that it holds every write that came while we waited for the writer
-			}
-			errs = make([]error, len(batch))
-			return run(ctx, tx, batch, errs)
-		})
-	}
-	err := commit(db.writeTogether)
-	if errors.Is(err, errRowFailed) {
-		err = commit(db.writeAlone)
-	}
-	if !took { // no transaction began: what waits fails with it
-		batch = take()
-	}
-	for i, p := range batch {
-		if err != nil {
-			p.finish(err)
-		} else {
-			p.finish(errs[i])
-		}
-	}
+	commitBatch(ctx, db, take, db.writeTogether, db.writeAlone)
 }
 
 // writeTogether runs the batch's writes one after another; a write that
