@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync"
 	"sync/atomic"
 )
 
@@ -61,6 +62,18 @@ func (p *pending[T]) finish(err error) {
 // depth items may wait, and callers beyond that wait to queue.
 func newGroupCommit[T any](max, depth int, commit func(ctx context.Context, take func() []*pending[T])) *groupCommit[T] {
 	return &groupCommit[T]{max: max, queue: make(chan *pending[T], depth), leader: make(chan struct{}, 1), commit: commit}
+}
+
+// lazyGroupCommit is a group commit made on first use.
+type lazyGroupCommit[T any] struct {
+	once sync.Once
+	g    *groupCommit[T]
+}
+
+// get returns the group commit, made with these arguments the first time.
+func (l *lazyGroupCommit[T]) get(max, depth int, commit func(ctx context.Context, take func() []*pending[T])) *groupCommit[T] {
+	l.once.Do(func() { l.g = newGroupCommit(max, depth, commit) })
+	return l.g
 }
 
 // submit queues item and returns its commit's result.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"sync"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -16,15 +15,9 @@ const (
 	jobQueueDepth = 4096
 )
 
-// jobSubmissionQueue is DB's group commit of CreateJob calls.
-type jobSubmissionQueue struct {
-	once sync.Once
-	q    *groupCommit[jobRow]
-}
-
+// jobSubmissions is DB's group commit of CreateJob calls.
 func (db *DB) jobSubmissions() *groupCommit[jobRow] {
-	db.jobQueue.once.Do(func() { db.jobQueue.q = newGroupCommit(maxJobBatch, jobQueueDepth, db.storeJobs) })
-	return db.jobQueue.q
+	return db.jobQueue.get(maxJobBatch, jobQueueDepth, db.storeJobs)
 }
 
 // jobRow is a job ready to insert: its columns' values, in jobColumns order.

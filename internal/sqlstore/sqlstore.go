@@ -46,9 +46,9 @@ type DB struct {
 	// sleeps 1, 2, 5, … 100 ms between tries.
 	writer sync.Mutex
 	// jobQueue commits concurrent CreateJob calls together (jobbatch.go).
-	jobQueue jobSubmissionQueue
+	jobQueue lazyGroupCommit[jobRow]
 	// writeQueue commits concurrent heartbeats together (writebatch.go).
-	writeQueue writeQueue
+	writeQueue lazyGroupCommit[write]
 	// batchesRedone counts the batches of placements placed again behind
 	// savepoints after one failed (batch.go).
 	batchesRedone atomic.Int64

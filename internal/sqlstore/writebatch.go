@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"sync"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -30,15 +29,9 @@ const (
 // caller's alone, and must leave the transaction usable.
 type write func(ctx context.Context, tx *sql.Tx) error
 
-// writeQueue is DB's group commit of small writes.
-type writeQueue struct {
-	once sync.Once
-	q    *groupCommit[write]
-}
-
+// writes is DB's group commit of small writes.
 func (db *DB) writes() *groupCommit[write] {
-	db.writeQueue.once.Do(func() { db.writeQueue.q = newGroupCommit(maxWriteBatch, writeQueueDepth, db.commitWrites) })
-	return db.writeQueue.q
+	return db.writeQueue.get(maxWriteBatch, writeQueueDepth, db.commitWrites)
 }
 
 // commitWrites is the leader's commit of a batch of writes, in the order
