@@ -225,9 +225,11 @@ func (q *liveLeases) oldest() *idlegrid.Lease { return q.fifo[q.head] }
 
 // add records the lease for pick p of job j.
 func (q *liveLeases) add(j *idlegrid.Job, p market.Pick, seq int, at time.Time) *idlegrid.Lease {
-	l := &idlegrid.Lease{}
+	var l *idlegrid.Lease
 	if k := len(q.spare); k > 0 {
 		l, q.spare = q.spare[k-1], q.spare[:k-1]
+	} else {
+		l = &idlegrid.Lease{}
 	}
 	fillLease(l, j, p, seq, at)
 	if q.head > 0 && len(q.fifo) == cap(q.fifo) { // slide down rather than grow
