@@ -104,14 +104,17 @@ type ReputationFilter struct {
 
 // ReputationStore keeps reputations, their facts and level history.
 type ReputationStore interface {
-	// SaveReputation stores u in one transaction: the standing (ECONFLICT
-	// when its version moved on since it was read, so that the caller
-	// recomputes), the facts (ECONFLICT when a key was stored before, and
-	// nothing is saved) and the level change. A node's record takes the
-	// score as its reliability and the level as its level in the same
+	// SaveReputation stores the updates in one transaction, all of them or
+	// none (a node's standing and its provider's, which pools it, so that
+	// no crash leaves one counting facts the other lacks). Each stores the
+	// standing (ECONFLICT when its version moved on since it was read, so
+	// that the caller recomputes), the facts (ECONFLICT when a key was
+	// stored before) and the level change. A node's record takes the score
+	// as its reliability and the level as its level in the same
 	// transaction, so the engine ranks by what was saved; from then on the
-	// node's lease record no longer sets its reliability.
-	SaveReputation(ctx context.Context, u *ReputationUpdate) error
+	// node's lease record no longer sets its reliability. Each saved
+	// standing's Version moves on by one.
+	SaveReputation(ctx context.Context, us ...*ReputationUpdate) error
 	// FindReputation returns a subject's standing; ENOTFOUND when none was saved.
 	FindReputation(ctx context.Context, s ReputationSubject, id string) (*Reputation, error)
 	// ListReputations returns the standings f selects, by subject ID.

@@ -49,14 +49,27 @@ func (s *Server) nodeChecks(ctx context.Context, n *idlegrid.Node) (levelChecks,
 // provider's hardware is unverified too, as a failed challenge on one node
 // makes the provider's pooled evidence unverified. Nodes' notes are as of
 // their last save, so they follow a changed trust policy at each node's
-// next save.
-func (s *Server) providerChecks(ctx context.Context, providerID string) (levelChecks, error) {
+// next save. A pending node standing, when not nil, stands in for that
+// node's saved one.
+func (s *Server) providerChecks(ctx context.Context, providerID string, pending *idlegrid.Reputation) (levelChecks, error) {
 	rs, err := s.store.ListReputations(ctx, idlegrid.ReputationFilter{
-		Subject: idlegrid.SubjectNode, ProviderID: providerID, HardwareDoubted: true, Limit: 1})
-	if err != nil || len(rs) == 0 {
+		Subject: idlegrid.SubjectNode, ProviderID: providerID, HardwareDoubted: true, Limit: 2})
+	if err != nil {
 		return levelChecks{}, err
 	}
-	return levelChecks{hardwareDoubt: fmt.Sprintf("node %s: %s", rs[0].SubjectID, rs[0].HardwareNote)}, nil
+	if pending != nil {
+		rs = withPending(rs, pending)
+	}
+	var doubted *idlegrid.Reputation // the first by node ID, as listed
+	for _, r := range rs {
+		if r.HardwareNote != "" && (doubted == nil || r.SubjectID < doubted.SubjectID) {
+			doubted = r
+		}
+	}
+	if doubted == nil {
+		return levelChecks{}, nil
+	}
+	return levelChecks{hardwareDoubt: fmt.Sprintf("node %s: %s", doubted.SubjectID, doubted.HardwareNote)}, nil
 }
 
 // hardwareDoubt reads n's newest challenges and says why they leave its

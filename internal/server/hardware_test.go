@@ -197,7 +197,11 @@ func TestServer_HardwareVerified_unsupportedInARow(t *testing.T) {
 		if av, err := m.srv.NodeAttestation(m.provider, m.nodeID); err != nil || !strings.Contains(av.VerifiedNote, "hardware could not be checked") {
 			t.Errorf("attestation note = %q (%v), want it to say the hardware could not be checked", av.VerifiedNote, err)
 		}
-		// The provider's standing follows its node's hardware.
+		// The provider's standing follows its node's hardware, and its saved
+		// level is demoted in the same save as the node's.
+		if p := providerStanding(t, m); p.Level != 0 {
+			t.Errorf("provider level = %d after its node's demotion, want 0", p.Level)
+		}
 		if p := providerStanding(t, m); p.Detail.HardwareVerified || slices.Contains(p.Badges, "hardware-verified") ||
 			!hasReason(p.Detail.LevelReasons, append([]string{"node " + m.nodeID}, want...)...) {
 			t.Errorf("provider: verified %v, badges %v, reasons %q; want unverified, no badge, naming node %s and saying %q",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -193,23 +194,30 @@ type standingDelta struct {
 }
 
 // recordFacts adds facts to a node's standing, recomputes its score and
-// level and then its provider's, and saves both with any level change.
+// level and then its provider's, and saves both with any level change in
+// one transaction, so that the provider's pooled evidence never lacks, nor
+// counts twice, what its node's holds.
 func (s *Server) recordFacts(ctx context.Context, nodeID string, facts []idlegrid.ReputationFact, d standingDelta) error {
 	s.trust.mu.Lock()
 	defer s.trust.mu.Unlock()
-	var n *idlegrid.Node
-	var added providerDelta
-	err := retryStale(func() (err error) {
-		n, added, err = s.saveNode(ctx, nodeID, facts, d)
-		return err
+	return retryStale(func() error {
+		ns, err := s.nodeUpdate(ctx, nodeID, facts, d)
+		if err != nil {
+			return err
+		}
+		pu, err := s.providerUpdate(ctx, ns)
+		if err != nil {
+			return err
+		}
+		if err := s.store.SaveReputation(ctx, ns.update, pu); err != nil {
+			return err
+		}
+		s.saved(ns, pu)
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	return retryStale(func() error { return s.saveProvider(ctx, n.ProviderID, added) })
 }
 
-// providerDelta is what a node's save added to its provider's evidence.
+// providerDelta is what a node's save adds to its provider's evidence.
 type providerDelta struct {
 	facts   []reputation.Fact
 	carried *reputation.Evidence // the node's first standing's carried-over record
@@ -227,51 +235,68 @@ func retryStale(save func() error) error {
 	return err
 }
 
-func (s *Server) saveNode(ctx context.Context, nodeID string, facts []idlegrid.ReputationFact, d standingDelta) (*idlegrid.Node, providerDelta, error) {
+// nodeSave is a node's standing about to be saved.
+type nodeSave struct {
+	node   *idlegrid.Node
+	update *idlegrid.ReputationUpdate
+	added  providerDelta // what it adds to the provider's evidence
+	score  float64       // the standing's score before
+	level  int           // and its level
+}
+
+// nodeUpdate reads node nodeID's standing (or carries its lease record
+// over into a first one) and returns it with facts and d added, rescored.
+func (s *Server) nodeUpdate(ctx context.Context, nodeID string, facts []idlegrid.ReputationFact, d standingDelta) (*nodeSave, error) {
 	now := s.Now()
-	var added providerDelta
 	n, err := s.store.FindNode(ctx, nodeID)
 	if err != nil {
-		return nil, added, err
+		return nil, err
 	}
+	ns := &nodeSave{node: n}
 	rep, err := s.store.FindReputation(ctx, idlegrid.SubjectNode, nodeID)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
 		rep = carriedOver(n, d.ended, now)
 		carried := reputation.EvidenceOf(rep)
-		added.carried = &carried
+		ns.added.carried = &carried
 	} else if err != nil {
-		return nil, added, err
+		return nil, err
 	}
-	p := s.trust.policy.Reputation
 	for _, f := range facts {
-		added.facts = append(added.facts, expand(f)...)
+		ns.added.facts = append(ns.added.facts, expand(f)...)
 	}
-	ev, err := p.Add(reputation.EvidenceOf(rep), added.facts...)
+	ev, err := s.trust.policy.Reputation.Add(reputation.EvidenceOf(rep), ns.added.facts...)
 	if err != nil {
-		return nil, added, err
+		return nil, err
 	}
-	added.served = d.served
+	ns.added.served = d.served
 	rep.GPUSecondsServed += d.served
 	if d.through.After(rep.UptimeThrough) {
 		rep.UptimeThrough = d.through
 	}
 	chk, err := s.nodeChecks(ctx, n)
 	if err != nil {
-		return nil, added, err
+		return nil, err
 	}
-	score, level := rep.Score, rep.Level
+	ns.score, ns.level = rep.Score, rep.Level
 	rep.HardwareNote = chk.hardwareDoubt // its provider's standing reads it (providerChecks)
 	change, _ := s.restand(rep, ev, now, chk)
-	if err := s.store.SaveReputation(ctx, &idlegrid.ReputationUpdate{Reputation: rep, Facts: facts, Change: change}); err != nil {
-		return nil, added, err
+	ns.update = &idlegrid.ReputationUpdate{Reputation: rep, Facts: facts, Change: change}
+	return ns, nil
+}
+
+// saved logs the level changes of a node's and its provider's saved
+// standings and has the engine rank the node by its new one.
+func (s *Server) saved(ns *nodeSave, pu *idlegrid.ReputationUpdate) {
+	rep := ns.update.Reputation
+	if c := ns.update.Change; c != nil {
+		s.log.Info("node level changed", "node", rep.SubjectID, "from", c.From, "to", c.To, "reasons", c.Reasons)
 	}
-	if change != nil {
-		s.log.Info("node level changed", "node", nodeID, "from", change.From, "to", change.To, "reasons", change.Reasons)
+	if c := pu.Change; c != nil {
+		s.log.Info("provider level changed", "provider", pu.Reputation.SubjectID, "from", c.From, "to", c.To, "reasons", c.Reasons)
 	}
-	if rep.Score != score || rep.Level != level || rep.Version == 1 {
-		s.markNode(nodeID) // the engine ranks by the saved score and level
+	if rep.Score != ns.score || rep.Level != ns.level || rep.Version == 1 {
+		s.markNode(rep.SubjectID) // the engine ranks by the saved score and level
 	}
-	return n, added, nil
 }
 
 // carriedOver is the first standing of a node: its lease record carried
@@ -292,52 +317,52 @@ func carriedOver(n *idlegrid.Node, ended *idlegrid.Lease, now time.Time) *idlegr
 		Counts: countsOf(ev), CountsAt: now, Score: n.Reliability, Level: n.Level}
 }
 
-// saveProvider adds what a node's save added to its provider's standing.
-// Pooling is linear (decayed counts add up), so the provider's evidence
-// stays its nodes' evidence pooled (Params.Pool) without reading them all;
-// its first standing pools them.
-func (s *Server) saveProvider(ctx context.Context, providerID string, added providerDelta) error {
+// providerUpdate is the node's provider's standing with what the node's
+// save adds. Pooling is linear (decayed counts add up), so the provider's
+// evidence stays its nodes' evidence pooled (Params.Pool) without reading
+// them all; its first standing pools them, the node's as it will be saved.
+func (s *Server) providerUpdate(ctx context.Context, ns *nodeSave) (*idlegrid.ReputationUpdate, error) {
 	now := s.Now()
 	p := s.trust.policy.Reputation
+	providerID, pending := ns.node.ProviderID, ns.update.Reputation
 	rep, err := s.store.FindReputation(ctx, idlegrid.SubjectProvider, providerID)
 	var ev reputation.Evidence
 	switch {
 	case idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND:
-		if rep, ev, err = s.providerStanding(ctx, providerID); err != nil {
-			return err
+		if rep, ev, err = s.providerStanding(ctx, providerID, pending); err != nil {
+			return nil, err
 		}
 	case err != nil:
-		return err
+		return nil, err
 	default:
 		ev = reputation.EvidenceOf(rep)
-		if added.carried != nil {
-			ev = p.Pool(ev, *added.carried)
+		if ns.added.carried != nil {
+			ev = p.Pool(ev, *ns.added.carried)
 		}
-		if ev, err = p.Add(ev, added.facts...); err != nil {
-			return err
+		if ev, err = p.Add(ev, ns.added.facts...); err != nil {
+			return nil, err
 		}
-		rep.GPUSecondsServed += added.served
+		rep.GPUSecondsServed += ns.added.served
 	}
-	chk, err := s.providerChecks(ctx, providerID)
+	chk, err := s.providerChecks(ctx, providerID, pending)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	change, _ := s.restand(rep, ev, now, chk)
-	if err := s.store.SaveReputation(ctx, &idlegrid.ReputationUpdate{Reputation: rep, Change: change}); err != nil {
-		return err
-	}
-	if change != nil {
-		s.log.Info("provider level changed", "provider", providerID, "from", change.From, "to", change.To, "reasons", change.Reasons)
-	}
-	return nil
+	return &idlegrid.ReputationUpdate{Reputation: rep, Change: change}, nil
 }
 
 // providerStanding is a provider's saved standing (or a newcomer's) with
 // its nodes' evidence pooled, as of now, and the GPU-seconds they served.
-func (s *Server) providerStanding(ctx context.Context, providerID string) (*idlegrid.Reputation, reputation.Evidence, error) {
+// A pending node standing, when not nil, stands in for that node's saved
+// one.
+func (s *Server) providerStanding(ctx context.Context, providerID string, pending *idlegrid.Reputation) (*idlegrid.Reputation, reputation.Evidence, error) {
 	nodes, err := s.store.ListReputations(ctx, idlegrid.ReputationFilter{Subject: idlegrid.SubjectNode, ProviderID: providerID})
 	if err != nil {
 		return nil, reputation.Evidence{}, err
+	}
+	if pending != nil {
+		nodes = withPending(nodes, pending)
 	}
 	rep, err := s.store.FindReputation(ctx, idlegrid.SubjectProvider, providerID)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
@@ -354,6 +379,13 @@ func (s *Server) providerStanding(ctx context.Context, providerID string) (*idle
 		rep.GPUSecondsServed += n.GPUSecondsServed
 	}
 	return rep, p.DecayedTo(p.Pool(evs...), s.Now()), nil
+}
+
+// withPending is the node standings rs with pending in place of its
+// node's saved one, or added.
+func withPending(rs []*idlegrid.Reputation, pending *idlegrid.Reputation) []*idlegrid.Reputation {
+	out := slices.DeleteFunc(slices.Clone(rs), func(r *idlegrid.Reputation) bool { return r.SubjectID == pending.SubjectID })
+	return append(out, pending)
 }
 
 // restand sets r's counts, score and level from ev at now, and returns the
@@ -488,11 +520,11 @@ func (s *Server) ProviderReputation(ctx context.Context, providerID string) (*id
 		return nil, err
 	}
 	now := s.Now()
-	rep, ev, err := s.providerStanding(ctx, providerID)
+	rep, ev, err := s.providerStanding(ctx, providerID, nil)
 	if err != nil {
 		return nil, err
 	}
-	chk, err := s.providerChecks(ctx, providerID)
+	chk, err := s.providerChecks(ctx, providerID, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -383,4 +384,46 @@ func TestServer_Reputation_uptimeLooksWhenDue(t *testing.T) {
 			t.Fatalf("facts = %+v, want the new window measured: 60 s promised, 60 s online", v.Detail.Facts)
 		}
 	})
+}
+
+// A node's standing and its provider's, which pools it, are saved in one
+// call, so that one store transaction holds both (Store.SaveReputation):
+// no crash between two saves can leave the provider without the node's
+// facts.
+func TestServer_Reputation_savedWithItsProvider(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		saves := &reputationSaves{}
+		m := mustMoneyMarketOn(t, func(s idlegrid.Store) idlegrid.Store { saves.Store = s; return saves })
+		mustRun(t, m, testSpec(), time.Hour) // the first standings of both
+		mustRun(t, m, testSpec(), time.Hour)
+		saves.mu.Lock()
+		defer saves.mu.Unlock()
+		if len(saves.calls) < 2 {
+			t.Fatalf("%d saves after two leases ended, want at least 2", len(saves.calls))
+		}
+		for i, call := range saves.calls {
+			if len(call) != 2 || call[0].Subject != idlegrid.SubjectNode || call[1].Subject != idlegrid.SubjectProvider ||
+				call[1].SubjectID != call[0].ProviderID {
+				t.Errorf("save %d holds %v, want a node's standing and its provider's", i, call)
+			}
+		}
+	})
+}
+
+// reputationSaves is a store that records each SaveReputation's standings.
+type reputationSaves struct {
+	idlegrid.Store
+	mu    sync.Mutex
+	calls [][]idlegrid.Reputation
+}
+
+func (s *reputationSaves) SaveReputation(ctx context.Context, us ...*idlegrid.ReputationUpdate) error {
+	var call []idlegrid.Reputation
+	for _, u := range us {
+		call = append(call, *u.Reputation)
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, call)
+	s.mu.Unlock()
+	return s.Store.SaveReputation(ctx, us...)
 }

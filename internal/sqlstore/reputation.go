@@ -13,44 +13,61 @@ import (
 	"github.com/idlegrid/idlegrid/internal/audit"
 )
 
-// SaveReputation stores a subject's standing, its new facts and its level
-// change in one transaction; see idlegrid.ReputationStore.
-func (db *DB) SaveReputation(ctx context.Context, u *idlegrid.ReputationUpdate) error {
-	if err := validateReputationUpdate(u); err != nil {
-		return err
+// SaveReputation stores each update's standing, new facts and level
+// change, all in one transaction; see idlegrid.ReputationStore.
+func (db *DB) SaveReputation(ctx context.Context, us ...*idlegrid.ReputationUpdate) error {
+	if len(us) == 0 {
+		return idlegrid.Invalid("reputation", "at least one update is required")
 	}
-	r := u.Reputation
+	for _, u := range us {
+		if err := validateReputationUpdate(u); err != nil {
+			return err
+		}
+	}
 	err := db.update(ctx, func(tx *sql.Tx) error {
-		if _, err := findAccount(ctx, tx, r.ProviderID); err != nil {
-			return err
-		}
-		if r.Subject == idlegrid.SubjectNode {
-			res, err := tx.ExecContext(ctx, `UPDATE nodes SET reliability = $1, level = $2 WHERE id = $3 AND provider_id = $4`,
-				r.Score, r.Level, r.SubjectID, r.ProviderID)
-			if err := expectOne(res, err, func() error { return notFound("node", r.SubjectID) }); err != nil {
+		for _, u := range us {
+			if err := saveReputation(ctx, tx, db.dialect, u); err != nil {
 				return err
 			}
-		}
-		if err := putReputation(ctx, tx, db.dialect, r); err != nil {
-			return err
-		}
-		if err := putCounts(ctx, tx, r); err != nil {
-			return err
-		}
-		for i := range u.Facts {
-			if err := insertFact(ctx, tx, db.dialect, &u.Facts[i]); err != nil {
-				return err
-			}
-		}
-		if c := u.Change; c != nil {
-			return insertLevelChange(ctx, tx, c, r.ProviderID)
 		}
 		return nil
 	})
 	if err == nil {
-		r.Version++
+		for _, u := range us {
+			u.Reputation.Version++
+		}
 	}
 	return err
+}
+
+// saveReputation stores u in tx; see SaveReputation.
+func saveReputation(ctx context.Context, tx *sql.Tx, d *dialect, u *idlegrid.ReputationUpdate) error {
+	r := u.Reputation
+	if _, err := findAccount(ctx, tx, r.ProviderID); err != nil {
+		return err
+	}
+	if r.Subject == idlegrid.SubjectNode {
+		res, err := tx.ExecContext(ctx, `UPDATE nodes SET reliability = $1, level = $2 WHERE id = $3 AND provider_id = $4`,
+			r.Score, r.Level, r.SubjectID, r.ProviderID)
+		if err := expectOne(res, err, func() error { return notFound("node", r.SubjectID) }); err != nil {
+			return err
+		}
+	}
+	if err := putReputation(ctx, tx, d, r); err != nil {
+		return err
+	}
+	if err := putCounts(ctx, tx, r); err != nil {
+		return err
+	}
+	for i := range u.Facts {
+		if err := insertFact(ctx, tx, d, &u.Facts[i]); err != nil {
+			return err
+		}
+	}
+	if c := u.Change; c != nil {
+		return insertLevelChange(ctx, tx, c, r.ProviderID)
+	}
+	return nil
 }
 
 func validateReputationUpdate(u *idlegrid.ReputationUpdate) error {

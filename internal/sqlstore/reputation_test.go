@@ -232,6 +232,56 @@ func testReputationConflicts(t *testing.T, db *sqlstore.DB) {
 	wantCode(t, err, idlegrid.ENOTFOUND)
 }
 
+// testReputationTogether: a node's standing and its provider's are saved
+// in one transaction, both or neither.
+func testReputationTogether(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n := mustNode(t, db, p.ID, 1)
+	provider := func(score float64, version int64) *idlegrid.Reputation {
+		return &idlegrid.Reputation{Subject: idlegrid.SubjectProvider, SubjectID: p.ID, ProviderID: p.ID,
+			Counts: map[string]idlegrid.ReputationTally{"leases": {Good: 1}}, CountsAt: at(time.Hour), Score: score,
+			Level: 1, LevelName: "established", UpdatedAt: at(time.Hour), Version: version}
+	}
+	node, prov := nodeReputation(n, 0.9, 1, time.Hour), provider(0.9, 0)
+	mustOK(t, db.SaveReputation(ctx, &idlegrid.ReputationUpdate{Reputation: node,
+		Facts: []idlegrid.ReputationFact{fact(n, "lease:a", "lease_completed", time.Hour)}}, &idlegrid.ReputationUpdate{Reputation: prov}))
+	if node.Version != 1 || prov.Version != 1 {
+		t.Fatalf("versions after saving both = %d and %d, want 1 and 1", node.Version, prov.Version)
+	}
+	for _, want := range []*idlegrid.Reputation{node, prov} {
+		got, err := db.FindReputation(ctx, want.Subject, want.SubjectID)
+		mustOK(t, err)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("saved %s (-want +got):\n%s", want.Subject, diff)
+		}
+	}
+
+	next := nodeReputation(n, 0.5, 0, 2*time.Hour)
+	next.Version = 1
+	stale := provider(0.5, 7)
+	err := db.SaveReputation(ctx, &idlegrid.ReputationUpdate{Reputation: next,
+		Facts: []idlegrid.ReputationFact{fact(n, "lease:b", "lease_failed", 2*time.Hour)}}, &idlegrid.ReputationUpdate{Reputation: stale})
+	wantCode(t, err, idlegrid.ECONFLICT)
+	if next.Version != 1 || stale.Version != 7 {
+		t.Errorf("versions after a refused save = %d and %d, want them unchanged (1 and 7)", next.Version, stale.Version)
+	}
+	for _, want := range []*idlegrid.Reputation{node, prov} {
+		got, err := db.FindReputation(ctx, want.Subject, want.SubjectID)
+		mustOK(t, err)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("a refused pair changed the %s standing (-want +got):\n%s", want.Subject, diff)
+		}
+	}
+	if fs, err := db.ListReputationFacts(ctx, n.ID, 0); err != nil || len(fs) != 1 {
+		t.Errorf("facts after a refused pair = %d, %v; want the first save's one", len(fs), err)
+	}
+	if rec, err := db.FindNode(ctx, n.ID); err != nil || rec.Reliability != 0.9 {
+		t.Errorf("node record %v, %v after a refused pair, want reliability 0.9", rec, err)
+	}
+	wantCode(t, db.SaveReputation(ctx), idlegrid.EINVALID)
+}
+
 // testReputationNodeRecord: once a node has a reputation, ending its leases
 // still counts them on its record but leaves its reliability, the score the
 // engine ranks it by, to the reputation.

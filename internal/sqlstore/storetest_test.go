@@ -64,6 +64,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"Reputation", testReputation},
 		{"Reputation_Conflicts", testReputationConflicts},
 		{"Reputation_NodeRecord", testReputationNodeRecord},
+		{"Reputation_Together", testReputationTogether},
 		{"HeartbeatSpans", testHeartbeatSpans},
 		{"HeartbeatsTogether", testHeartbeatsTogether},
 	} {
