@@ -11,7 +11,7 @@ import (
 // POST /v1/agent/join, signed by the key in the X-Idlegrid-Public-Key header.
 func (a *api) join(w http.ResponseWriter, r *http.Request) error {
 	var req idlegrid.JoinRequest
-	if err := a.readJSON(w, r, &req); err != nil {
+	if err := a.readAgentJSON(w, r, &req); err != nil {
 		return err
 	}
 	if req.PublicKey != r.Header.Get(nodekey.HeaderPublicKey) {
@@ -27,7 +27,7 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) error {
 // PUT /v1/agent/offer
 func (a *api) updateOffer(w http.ResponseWriter, r *http.Request) error {
 	var req idlegrid.OfferRequest
-	if err := a.readJSON(w, r, &req); err != nil {
+	if err := a.readAgentJSON(w, r, &req); err != nil {
 		return err
 	}
 	if err := a.srv.UpdateOffer(r.Context(), req); err != nil {
@@ -39,7 +39,7 @@ func (a *api) updateOffer(w http.ResponseWriter, r *http.Request) error {
 // POST /v1/agent/heartbeat
 func (a *api) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	var req idlegrid.HeartbeatRequest
-	if err := a.readJSON(w, r, &req); err != nil {
+	if err := a.readAgentJSON(w, r, &req); err != nil {
 		return err
 	}
 	resp, err := a.srv.Heartbeat(r.Context(), req)
@@ -71,7 +71,7 @@ func (a *api) commands(w http.ResponseWriter, r *http.Request) error {
 // POST /v1/agent/leases/{id}/report
 func (a *api) reportLease(w http.ResponseWriter, r *http.Request) error {
 	var rep idlegrid.LeaseReport
-	if err := a.readJSON(w, r, &rep); err != nil {
+	if err := a.readAgentJSON(w, r, &rep); err != nil {
 		return err
 	}
 	if err := a.srv.ReportLease(r.Context(), r.PathValue("id"), rep); err != nil {
@@ -83,7 +83,7 @@ func (a *api) reportLease(w http.ResponseWriter, r *http.Request) error {
 // POST /v1/agent/leases/{id}/logs
 func (a *api) appendLogs(w http.ResponseWriter, r *http.Request) error {
 	var b idlegrid.LogBatch
-	if err := a.readJSON(w, r, &b); err != nil {
+	if err := a.readAgentJSON(w, r, &b); err != nil {
 		return err
 	}
 	if err := a.srv.AppendLogs(r.Context(), r.PathValue("id"), b); err != nil {

@@ -24,7 +24,7 @@ func (a *api) attestRoutes(t time.Duration) {
 // POST /v1/agent/attestation
 func (a *api) attest(w http.ResponseWriter, r *http.Request) error {
 	var req idlegrid.AttestRequest
-	if err := a.readJSON(w, r, &req); err != nil {
+	if err := a.readAgentJSON(w, r, &req); err != nil {
 		return err
 	}
 	resp, err := a.srv.Attest(r.Context(), req)
@@ -49,7 +49,7 @@ func (a *api) pendingChallenges(w http.ResponseWriter, r *http.Request) error {
 // POST /v1/agent/challenges/{id}/answer
 func (a *api) answerChallenge(w http.ResponseWriter, r *http.Request) error {
 	var ans idlegrid.ChallengeAnswer
-	if err := a.readJSON(w, r, &ans); err != nil {
+	if err := a.readAgentJSON(w, r, &ans); err != nil {
 		return err
 	}
 	c, err := a.srv.AnswerChallenge(r.Context(), r.PathValue("id"), ans)

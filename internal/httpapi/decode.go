@@ -50,9 +50,22 @@ func checkContentType(r *http.Request) error {
 
 // decodeJSON decodes body into v: exactly one JSON value, no unknown fields.
 // Every failure is an EINVALID naming what is wrong, never an internal error.
-func decodeJSON(body []byte, v any) error {
+func decodeJSON(body []byte, v any) error { return decodeStrictly(body, v, true) }
+
+// decodeAgentJSON is decodeJSON for what agents send, which leaves out
+// fields this server does not know. Within one agent protocol version
+// (idlegrid.ProtocolVersion) a newer agent may send fields an older server
+// has no use for, as it may leave out those it lacks; what would change
+// their meaning moves the protocol on, and checkProtocol refuses it.
+func decodeAgentJSON(body []byte, v any) error { return decodeStrictly(body, v, false) }
+
+// decodeStrictly decodes exactly one JSON value of body into v, refusing
+// fields v lacks when strict.
+func decodeStrictly(body []byte, v any, strict bool) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
@@ -120,6 +133,16 @@ func (a *api) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		return err
 	}
 	return decodeJSON(body, v)
+}
+
+// readAgentJSON reads and decodes an agent's request body into v, leaving
+// out the fields this server does not know (decodeAgentJSON).
+func (a *api) readAgentJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := readBody(w, r, a.opts.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	return decodeAgentJSON(body, v)
 }
 
 // writeJSON writes v with status. It fails only when v cannot be encoded,

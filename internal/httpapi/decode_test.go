@@ -74,6 +74,23 @@ func TestDecodeJSON(t *testing.T) {
 	}
 }
 
+// TestDecodeAgentJSON: what an agent sends may hold fields this server does
+// not know (a newer agent of the same protocol); the rest is checked as
+// strictly as a client's body.
+func TestDecodeAgentJSON(t *testing.T) {
+	var hb idlegrid.HeartbeatRequest
+	if err := decodeAgentJSON([]byte(`{"gpu_count_from_a_newer_agent":3}`), &hb); err != nil {
+		t.Errorf("a field this server does not know: %v, want it left out", err)
+	}
+	for body, field := range map[string]string{`{"gpus":"x"}`: "gpus", `{} {}`: "", `[]`: ""} {
+		var spec idlegrid.JobSpec
+		var e *idlegrid.Error
+		if err := decodeAgentJSON([]byte(body), &spec); !errors.As(err, &e) || e.Code != idlegrid.EINVALID || e.Field != field {
+			t.Errorf("decodeAgentJSON(%s) = %v, want EINVALID naming %q", body, err, field)
+		}
+	}
+}
+
 // FuzzDecodeJSON checks that no body, however broken, is an internal error
 // or a panic: a client's mistake is always a 4xx.
 func FuzzDecodeJSON(f *testing.F) {

@@ -515,6 +515,9 @@ func TestAPI_agentSignatures(t *testing.T) {
 		wantText   string
 	}{
 		{"good signature", good, 204, "", ""},
+		{"a field this server does not know", with(func(s *signed) {
+			s.body = strings.Replace(s.body, "{", `{"from_a_newer_agent":true,`, 1)
+		}), 204, "", ""},
 		{"signed by another key", with(func(s *signed) { s.key = mustKey(t) }), 401, idlegrid.EUNAUTHORIZED, "bad node signature"},
 		{"stale time", with(func(s *signed) { s.at = now.Add(-10 * time.Minute) }), 401, idlegrid.EUNAUTHORIZED, "clock"},
 		{"time from the future", with(func(s *signed) { s.at = now.Add(10 * time.Minute) }), 401, idlegrid.EUNAUTHORIZED, "clock"},

@@ -9,7 +9,7 @@ import (
 // POST /v1/agent/leases/{id}/receipts
 func (a *api) sendReceipts(w http.ResponseWriter, r *http.Request) error {
 	var b wire.ReceiptBatch
-	if err := a.readJSON(w, r, &b); err != nil {
+	if err := a.readAgentJSON(w, r, &b); err != nil {
 		return err
 	}
 	if err := a.srv.ReceiveReceipts(r.Context(), r.PathValue("id"), b.Receipts); err != nil {
