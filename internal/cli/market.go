@@ -95,6 +95,20 @@ would need to beat, and an estimated time to start.`,
 	return printExplanation(c.env, x)
 }
 
+// estimatedStart is the explanation's estimated start in words: a time
+// and how it was reckoned, or, with none, the note that says why.
+func estimatedStart(x *wire.Explanation) string {
+	switch {
+	case !x.EstimatedStart.IsZero() && x.EstimateNote != "":
+		return x.EstimatedStart.Format(time.RFC3339) + " (" + x.EstimateNote + ")"
+	case !x.EstimatedStart.IsZero():
+		return x.EstimatedStart.Format(time.RFC3339)
+	case x.EstimateNote != "":
+		return x.EstimateNote // it says the start is unknown, and why
+	}
+	return "unknown: no matching node would take it"
+}
+
 func printExplanation(e *env, x *wire.Explanation) error {
 	fmt.Fprintf(e.Out, "%s: %s\n", x.JobID, x.Summary)
 	fmt.Fprintf(e.Out, "%d online nodes; %d could take a share of it now\n", x.Nodes, x.Fits)
@@ -123,15 +137,7 @@ func printExplanation(e *env, x *wire.Explanation) error {
 			return err
 		}
 	}
-	start := "unknown: no matching node would take it"
-	if !x.EstimatedStart.IsZero() {
-		start = x.EstimatedStart.Format(time.RFC3339)
-	}
-	fmt.Fprintf(e.Out, "\nestimated start: %s", start)
-	if x.EstimateNote != "" {
-		fmt.Fprintf(e.Out, " (%s)", x.EstimateNote)
-	}
-	fmt.Fprintln(e.Out)
+	fmt.Fprintf(e.Out, "\nestimated start: %s\n", estimatedStart(x))
 	for _, a := range x.Advice {
 		fmt.Fprintf(e.Out, "to start sooner: %s\n", a)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
@@ -13,14 +14,31 @@ func TestPrintExplanation_advice(t *testing.T) {
 	var out bytes.Buffer
 	e := &env{Stdio: Stdio{Out: &out, Err: &bytes.Buffer{}}}
 	x := &wire.Explanation{JobID: "job_1", Summary: "no room now", Rejections: map[string]int{"window too short": 2},
-		EstimateNote: "unknown", Advice: []string{"say how often it checkpoints", "ask for fewer GPUs"}}
+		EstimateNote: "unknown: no node that matches will have room", Advice: []string{"say how often it checkpoints", "ask for fewer GPUs"}}
 	if err := printExplanation(e, x); err != nil {
 		t.Fatal(err)
 	}
-	want := "estimated start: unknown: no matching node would take it (unknown)\n" +
+	want := "estimated start: unknown: no node that matches will have room\n" +
 		"to start sooner: say how often it checkpoints\nto start sooner: ask for fewer GPUs\n"
 	if got := out.String(); !strings.HasSuffix(got, want) {
 		t.Errorf("printed:\n%s\nwant it to end:\n%s", got, want)
+	}
+}
+
+func TestEstimatedStart(t *testing.T) {
+	at := time.Date(2026, 12, 2, 9, 30, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		x    wire.Explanation
+		want string
+	}{
+		{wire.Explanation{EstimatedStart: at, EstimateNote: "when its reserved GPUs should be free"}, "2026-12-02T09:30:00Z (when its reserved GPUs should be free)"},
+		{wire.Explanation{EstimatedStart: at}, "2026-12-02T09:30:00Z"},
+		{wire.Explanation{EstimateNote: "unknown: every node asks more than the cap"}, "unknown: every node asks more than the cap"},
+		{wire.Explanation{}, "unknown: no matching node would take it"},
+	} {
+		if got := estimatedStart(&tt.x); got != tt.want {
+			t.Errorf("estimatedStart(%+v) = %q, want %q", tt.x, got, tt.want)
+		}
 	}
 }
 
