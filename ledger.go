@@ -146,7 +146,7 @@ type Balance struct {
 	AccountID string `json:"account_id"`
 	Available Micros `json:"available_micros"`
 	Held      Micros `json:"held_micros"`
-	Spent     Micros `json:"spent_micros"` // charged to this renter so far
+	Spent     Micros `json:"spent_micros"` // charged to this renter so far, for leases and inference
 
 	Pending        Micros `json:"pending_micros"`          // earned, inside the payout hold
 	Payable        Micros `json:"payable_micros"`          // earned, may be paid out

@@ -209,7 +209,7 @@ type Summary struct {
 	NodesByState map[NodeState]int `json:"nodes_by_state"`
 	GPUsTotal    int               `json:"gpus_total"`    // on online nodes
 	GPUsBusy     int               `json:"gpus_busy"`     // claimed by live leases
-	SpentMicros  Micros            `json:"spent_micros"`  // charged to renters, all time
+	SpentMicros  Micros            `json:"spent_micros"`  // charged to renters, all time: leases and inference
 	EarnedMicros Micros            `json:"earned_micros"` // credited to providers, all time
 	FeesMicros   Micros            `json:"fees_micros"`
 	HeldMicros   Micros            `json:"held_micros"` // in escrow now

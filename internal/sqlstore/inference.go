@@ -100,6 +100,9 @@ func recordInference(ctx context.Context, tx *sql.Tx, c idlegrid.InferenceCharge
 	if err := expectOne(res, err, func() error { return errSeen }); err != nil {
 		return err
 	}
+	if err := addSpent(ctx, tx, u.RenterID, u.ChargeMicros); err != nil {
+		return err
+	}
 	if c.Transfer == nil {
 		return nil
 	}

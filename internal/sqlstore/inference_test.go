@@ -40,8 +40,14 @@ func testInferenceStore(t *testing.T, newDSN func(t *testing.T) string) {
 
 func mustCharge(t *testing.T, id, key string, charge idlegrid.Micros, at time.Time) idlegrid.InferenceCharge {
 	t.Helper()
+	return chargeOf("r1", "p1", id, key, charge, at)
+}
+
+// chargeOf is a metered request of renter's to provider's node n1, and its
+// transfer at a 10% fee.
+func chargeOf(renter, provider, id, key string, charge idlegrid.Micros, at time.Time) idlegrid.InferenceCharge {
 	u := &idlegrid.InferenceUsage{
-		ID: id, RenterID: "r1", KeyID: key, ProviderID: "p1", NodeID: "n1", Model: "m", Endpoint: "chat/completions",
+		ID: id, RenterID: renter, KeyID: key, ProviderID: provider, NodeID: "n1", Model: "m", Endpoint: "chat/completions",
 		Stream: true, InputTokens: 10, OutputTokens: 20, Source: idlegrid.UsageUpstream, ChargeMicros: charge,
 		LatencyMicros: 1500, TTFTMicros: 300, Attempts: 2, Status: 200, CreatedAt: at,
 	}
@@ -83,6 +89,9 @@ func testRecordInference(t *testing.T, db *sqlstore.DB) {
 		mustOK(t, err)
 		if r.Available != 200 {
 			t.Errorf("renter available = %d, want 1000-300-500 = 200", r.Available)
+		}
+		if r.Spent != 800 {
+			t.Errorf("renter spent = %d, want the two charges recorded, 300+500 = 800", r.Spent)
 		}
 		p, err := db.Balance(ctx, "p1")
 		mustOK(t, err)

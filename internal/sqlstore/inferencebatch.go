@@ -3,6 +3,8 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"maps"
+	"slices"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/audit"
@@ -86,6 +88,9 @@ func writeBatch(ctx context.Context, tx *sql.Tx, cs []idlegrid.InferenceCharge) 
 	if err != nil {
 		return false, err
 	}
+	if err := addBatchSpent(ctx, tx, cs, stored); err != nil {
+		return false, err
+	}
 	var ts []*idlegrid.Transfer
 	first := ""
 	for _, c := range cs {
@@ -112,6 +117,25 @@ func writeBatch(ctx context.Context, tx *sql.Tx, cs []idlegrid.InferenceCharge) 
 	t := ledger.InferenceBatch(ts, first)
 	t.ID = posting
 	return postBatch(ctx, tx, t)
+}
+
+// addBatchSpent adds the charges of the batch's usage rows newly stored
+// to their renters' spend, once per row.
+func addBatchSpent(ctx context.Context, tx *sql.Tx, cs []idlegrid.InferenceCharge, stored map[string]bool) error {
+	by := map[string]idlegrid.Micros{}
+	counted := make(map[string]bool, len(stored))
+	for _, c := range cs {
+		if u := c.Usage; stored[u.ID] && !counted[u.ID] {
+			counted[u.ID] = true
+			by[u.RenterID] += u.ChargeMicros
+		}
+	}
+	for _, renter := range slices.Sorted(maps.Keys(by)) {
+		if err := addSpent(ctx, tx, renter, by[renter]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // postBatch posts a batch's transfer, as postTransfer would, or says it

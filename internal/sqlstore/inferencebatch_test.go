@@ -97,6 +97,15 @@ func mustSameInference(t *testing.T, want, got *sqlstore.DB) {
 		if diff := cmp.Diff(wu, gu, cmpopts.IgnoreFields(idlegrid.InferenceUsage{}, "TransferID")); diff != "" {
 			t.Errorf("usage of %s (-one by one +batched):\n%s", acct, diff)
 		}
+		var charged idlegrid.Micros
+		for _, u := range gu {
+			if u.RenterID == acct {
+				charged += u.ChargeMicros
+			}
+		}
+		if gb.Spent != charged {
+			t.Errorf("%s spent %d batched, want its usage rows' charges, %d", acct, gb.Spent, charged)
+		}
 	}
 	if sum, err := got.LedgerSum(ctx); err != nil || sum != 0 {
 		t.Errorf("ledger sums to %d (%v)", sum, err)

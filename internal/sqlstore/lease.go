@@ -545,6 +545,9 @@ func moveLease(ctx context.Context, tx *sql.Tx, l *idlegrid.Lease, t *idlegrid.L
 	if err != nil {
 		return err
 	}
+	if err := addSpent(ctx, tx, l.RenterID, t.ChargedMicros); err != nil {
+		return err
+	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO lease_events (lease_id, seq, from_state, to_state, reason, at)
 		VALUES ($1, $2, $3, $4, $5, $6)`, l.ID, seq, string(l.State), string(t.To), t.Reason, timeArg(t.At))
 	if err != nil {

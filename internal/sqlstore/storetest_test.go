@@ -1179,18 +1179,38 @@ func testSummary(t *testing.T, db *sqlstore.DB) {
 	running := mustJob(t, db, r.ID, 1, 2)
 	mustPlace(t, db, placement(running, 0, lease(running, n1, 0, 1)))
 	mustJob(t, db, r.ID, 1, 1)
+	// Inference is spent too: one request alone, then two in a batch.
+	for _, cs := range [][]idlegrid.InferenceCharge{
+		{chargeOf(r.ID, p.ID, "req_a", "k1", 500, at(time.Hour))},
+		{chargeOf(r.ID, p.ID, "req_b", "k1", 200, at(time.Hour)), chargeOf(r.ID, p.ID, "req_c", "k1", 300, at(time.Hour))},
+	} {
+		for _, err := range db.RecordInference(ctx, cs) {
+			mustOK(t, err)
+		}
+	}
 
-	got, err := db.Summary(ctx)
-	mustOK(t, err)
 	want := &idlegrid.Summary{
 		JobsByState:  map[idlegrid.JobState]int{idlegrid.JobSucceeded: 1, idlegrid.JobRunning: 1, idlegrid.JobQueued: 1},
 		NodesByState: map[idlegrid.NodeState]int{idlegrid.NodeOnline: 2, idlegrid.NodeOffline: 1},
 		GPUsTotal:    10, GPUsBusy: 2,
-		SpentMicros: 1000, EarnedMicros: 900, FeesMicros: 100, HeldMicros: 4 * idlegrid.MicrosPerUnit,
+		SpentMicros: 2000, EarnedMicros: 1800, FeesMicros: 200, HeldMicros: 4 * idlegrid.MicrosPerUnit,
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Summary (-want +got):\n%s", diff)
+	check := func(when string) {
+		t.Helper()
+		got, err := db.Summary(ctx)
+		mustOK(t, err)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Summary %s (-want +got):\n%s", when, diff)
+		}
+		if b := mustBalance(t, db, r.ID); b.Spent != 2000 {
+			t.Errorf("renter spent %d %s, want the lease's 1000 and inference's 1000", b.Spent, when)
+		}
 	}
+	check("as charged")
+	// The migration that added the renters' spend sums what they were
+	// charged before it.
+	mustOK(t, sqlstore.Remigrate(ctx, db, 19))
+	check("after migrating again")
 }
 
 // testConcurrentPlaceJob races placements of many jobs onto one GPU:
