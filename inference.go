@@ -169,9 +169,6 @@ type InferenceStore interface {
 	// already is not stored again, nor charged, and is no error. Each
 	// stored record names the posting that charged it (TransferID).
 	RecordInference(ctx context.Context, cs []InferenceCharge) (errs []error)
-	// InferenceSpend returns what f's scope was charged for inference in
-	// [f.From, f.To).
-	InferenceSpend(ctx context.Context, f SpendFilter) (Micros, error)
 	// ListInferenceUsage returns up to limit of an account's records (as
 	// renter, or as provider), newest first.
 	ListInferenceUsage(ctx context.Context, accountID string, limit int) ([]*InferenceUsage, error)

@@ -223,14 +223,12 @@ func (b *budgets) refresh(ctx context.Context, c *idlegrid.Caller, a *accountBud
 		return err
 	}
 	from, to := idlegrid.MonthOf(b.cfg.Clock.Now())
-	spent := func(keyID string) (idlegrid.Micros, error) {
-		f := idlegrid.SpendFilter{AccountID: c.AccountID, KeyID: keyID, From: from, To: to}
-		leases, err := st.MonthSpend(ctx, f)
+	spent := func(keyID string) (idlegrid.Micros, error) { // leases and inference alike
+		s, err := st.MonthSpend(ctx, idlegrid.SpendFilter{AccountID: c.AccountID, KeyID: keyID, From: from, To: to})
 		if err != nil {
 			return 0, err
 		}
-		inf, err := b.cfg.Usage.InferenceSpend(ctx, f)
-		return leases.Used() + inf, err
+		return s.Used(), nil
 	}
 	var acctLimit, keyLimit *idlegrid.Micros
 	for _, l := range limits {

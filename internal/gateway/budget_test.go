@@ -73,10 +73,18 @@ func TestGateway_keyBudget(t *testing.T) {
 			t.Errorf("served %d requests under a limit of 1000, want 4", served)
 		}
 		mustSync(t, f)
-		spent, err := f.Store.InferenceSpend(ctx, idlegrid.SpendFilter{AccountID: f.RenterID, KeyID: f.RenterKeyID,
-			From: time.Now().AddDate(0, -1, 0), To: time.Now().AddDate(0, 1, 0)})
-		if err != nil || spent != 4*wantCharge {
-			t.Errorf("the key spent %d (%v), want %d", spent, err, 4*wantCharge)
+		var spent idlegrid.Micros
+		now := time.Now()
+		for _, in := range []time.Time{now.AddDate(0, -1, 0), now} { // this month, and the last should the test span midnight of its end
+			from, to := idlegrid.MonthOf(in)
+			s, err := f.Store.MonthSpend(ctx, idlegrid.SpendFilter{AccountID: f.RenterID, KeyID: f.RenterKeyID, From: from, To: to})
+			if err != nil {
+				t.Fatal(err)
+			}
+			spent += s.ChargedMicros
+		}
+		if spent != 4*wantCharge {
+			t.Errorf("the key spent %d, want %d", spent, 4*wantCharge)
 		}
 	})
 }

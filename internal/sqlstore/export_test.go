@@ -18,7 +18,8 @@ func Remigrate(ctx context.Context, db *DB, version int64) error {
 	if err != nil {
 		return err
 	}
-	p, err := goose.NewProvider(db.dialect.goose, db.db, fsys, goose.WithDisableGlobalRegistry(true))
+	p, err := goose.NewProvider(db.dialect.goose, db.db, fsys, goose.WithDisableGlobalRegistry(true),
+		goose.WithGoMigrations(spendMonthsMigration))
 	if err != nil {
 		return err
 	}

@@ -100,29 +100,13 @@ func recordInference(ctx context.Context, tx *sql.Tx, c idlegrid.InferenceCharge
 	if err := expectOne(res, err, func() error { return errSeen }); err != nil {
 		return err
 	}
-	if err := addSpent(ctx, tx, u.RenterID, u.ChargeMicros); err != nil {
+	if err := addSpent(ctx, tx, u.RenterID, u.KeyID, u.CreatedAt, u.ChargeMicros); err != nil {
 		return err
 	}
 	if c.Transfer == nil {
 		return nil
 	}
 	return postTransfer(ctx, tx, c.Transfer)
-}
-
-// InferenceSpend sums the inference charges of f's scope in [f.From, f.To).
-func (db *DB) InferenceSpend(ctx context.Context, f idlegrid.SpendFilter) (idlegrid.Micros, error) {
-	if f.AccountID == "" {
-		return 0, idlegrid.Invalid("spend.account_id", "required")
-	}
-	var a args
-	q := `SELECT CAST(COALESCE(SUM(charge_micros), 0) AS BIGINT) FROM inference_usage WHERE renter_id = ` + a.add(f.AccountID)
-	if f.KeyID != "" {
-		q += ` AND key_id = ` + a.add(f.KeyID)
-	}
-	q += ` AND created_at >= ` + a.add(timeArg(f.From)) + ` AND created_at < ` + a.add(timeArg(f.To))
-	var sum idlegrid.Micros
-	err := db.view(ctx, func(tx *sql.Tx) error { return sumInto(ctx, tx, &sum, q, a...) })
-	return sum, err
 }
 
 // ListInferenceUsage returns an account's records, as renter or provider,

@@ -104,24 +104,13 @@ func testRecordInference(t *testing.T, db *sqlstore.DB) {
 			t.Errorf("ledger sums to %d", sum)
 		}
 	})
-	t.Run("InferenceSpend", func(t *testing.T) {
-		month := idlegrid.SpendFilter{AccountID: "r1", From: t0.Add(-time.Hour), To: t0.Add(time.Hour)}
-		for _, tt := range []struct {
-			key  string
-			from time.Time
-			want idlegrid.Micros
-		}{
-			{"", month.From, 800},
-			{"k1", month.From, 300},
-			{"k2", month.From, 500},
-			{"", at(2 * time.Second), 500},
-		} {
-			f := month
-			f.KeyID, f.From = tt.key, tt.from
-			got, err := db.InferenceSpend(ctx, f)
+	t.Run("MonthSpend", func(t *testing.T) {
+		from, to := idlegrid.MonthOf(t0)
+		for key, want := range map[string]idlegrid.Micros{"": 800, "k1": 300, "k2": 500} {
+			got, err := db.MonthSpend(ctx, idlegrid.SpendFilter{AccountID: "r1", KeyID: key, From: from, To: to})
 			mustOK(t, err)
-			if got != tt.want {
-				t.Errorf("InferenceSpend(key %q from %v) = %d, want %d", tt.key, tt.from, got, tt.want)
+			if got.ChargedMicros != want {
+				t.Errorf("charged this month to key %q = %d, want %d", key, got.ChargedMicros, want)
 			}
 		}
 	})

@@ -3,8 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"maps"
-	"slices"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/audit"
@@ -119,23 +117,18 @@ func writeBatch(ctx context.Context, tx *sql.Tx, cs []idlegrid.InferenceCharge) 
 	return postBatch(ctx, tx, t)
 }
 
-// addBatchSpent adds the charges of the batch's usage rows newly stored
-// to their renters' spend, once per row.
+// addBatchSpent counts the charges of the batch's usage rows newly stored
+// in their renters' and keys' spend, once per row.
 func addBatchSpent(ctx context.Context, tx *sql.Tx, cs []idlegrid.InferenceCharge, stored map[string]bool) error {
-	by := map[string]idlegrid.Micros{}
+	sums := spendSums{}
 	counted := make(map[string]bool, len(stored))
 	for _, c := range cs {
 		if u := c.Usage; stored[u.ID] && !counted[u.ID] {
 			counted[u.ID] = true
-			by[u.RenterID] += u.ChargeMicros
+			sums.add(u.RenterID, u.KeyID, u.CreatedAt, u.ChargeMicros)
 		}
 	}
-	for _, renter := range slices.Sorted(maps.Keys(by)) {
-		if err := addSpent(ctx, tx, renter, by[renter]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return sums.write(ctx, tx)
 }
 
 // postBatch posts a batch's transfer, as postTransfer would, or says it

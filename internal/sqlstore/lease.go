@@ -478,6 +478,8 @@ func (db *DB) TransitionLease(ctx context.Context, t *idlegrid.LeaseTransition, 
 		}
 		if err := moveLease(ctx, tx, l, t); err != nil {
 			return err
+		} else if err := addSpent(ctx, tx, l.RenterID, j.SubmittedByKey, t.At, t.ChargedMicros); err != nil {
+			return err
 		}
 		if t.To.Terminal() {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM gpu_claims WHERE lease_id = $1`, l.ID); err != nil {
@@ -543,9 +545,6 @@ func moveLease(ctx context.Context, tx *sql.Tx, l *idlegrid.Lease, t *idlegrid.L
 		string(t.To), t.Reason, string(t.Fault), exitCodeArg(exit), timePtrArg(started), timePtrArg(ended),
 		int64(t.ChargedMicros), orKeep(t.CheckpointRef, l.CheckpointRef), l.ID).Scan(&seq)
 	if err != nil {
-		return err
-	}
-	if err := addSpent(ctx, tx, l.RenterID, t.ChargedMicros); err != nil {
 		return err
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO lease_events (lease_id, seq, from_state, to_state, reason, at)

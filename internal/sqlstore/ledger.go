@@ -279,24 +279,13 @@ func (db *DB) Balance(ctx context.Context, accountID string) (*idlegrid.Balance,
 			WHERE provider_id = $1 AND state = $2`, accountID, string(idlegrid.PayoutSettled)); err != nil {
 			return err
 		}
-		return sumInto(ctx, tx, &b.Spent, `SELECT charged_micros FROM renter_spend WHERE renter_id = $1`, accountID)
+		return sumInto(ctx, tx, &b.Spent, `SELECT CAST(COALESCE(SUM(charged_micros), 0) AS BIGINT) FROM spend_months
+			WHERE account_id = $1 AND key_id = ''`, accountID)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return b, nil
-}
-
-// addSpent adds amount to what renterID was charged, all time
-// (Balance.Spent), in the transaction that charges it.
-func addSpent(ctx context.Context, tx *sql.Tx, renterID string, amount idlegrid.Micros) error {
-	if amount == 0 {
-		return nil
-	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO renter_spend (renter_id, charged_micros) VALUES ($1, $2)
-		ON CONFLICT (renter_id) DO UPDATE SET charged_micros = renter_spend.charged_micros + excluded.charged_micros`,
-		renterID, int64(amount))
-	return err
 }
 
 // sumInto scans one integer, no row being zero. Sums are written
@@ -347,7 +336,7 @@ func (db *DB) Summary(ctx context.Context) (*idlegrid.Summary, error) {
 		}{
 			{&total, `SELECT CAST(COALESCE(SUM(gpu_count), 0) AS BIGINT) FROM nodes WHERE state = $1`, []any{string(idlegrid.NodeOnline)}},
 			{&busy, `SELECT COUNT(*) FROM gpu_claims`, nil},
-			{&s.SpentMicros, `SELECT CAST(COALESCE(SUM(charged_micros), 0) AS BIGINT) FROM renter_spend`, nil},
+			{&s.SpentMicros, `SELECT CAST(COALESCE(SUM(charged_micros), 0) AS BIGINT) FROM spend_months WHERE key_id = ''`, nil},
 			{&s.EarnedMicros, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account LIKE 'provider:%:pending' AND amount > 0`, nil},
 			{&s.FeesMicros, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account = $1 AND amount > 0`, []any{string(idlegrid.PlatformFees)}},
 			{&s.HeldMicros, `SELECT CAST(COALESCE(SUM(balance), 0) AS BIGINT) FROM balances WHERE account LIKE 'renter:%:held'`, nil},

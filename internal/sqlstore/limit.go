@@ -86,8 +86,9 @@ func (db *DB) ListSpendLimits(ctx context.Context, accountID string) ([]*idlegri
 func (db *DB) MonthSpend(ctx context.Context, f idlegrid.SpendFilter) (*idlegrid.Spend, error) {
 	if f.AccountID == "" {
 		return nil, idlegrid.Invalid("spend.account_id", "required")
-	} else if !f.From.Before(f.To) {
-		return nil, idlegrid.Invalid("spend.month", "from must be before to")
+	} else if from, to := idlegrid.MonthOf(f.From); !f.From.Equal(from) || !f.To.Equal(to) {
+		return nil, idlegrid.Invalid("spend.month", "must be one calendar month (UTC), from its first instant to the next month's; got [%s, %s)",
+			f.From.Format(time.RFC3339), f.To.Format(time.RFC3339))
 	}
 	var s *idlegrid.Spend
 	err := db.view(ctx, func(tx *sql.Tx) (err error) {
@@ -97,24 +98,23 @@ func (db *DB) MonthSpend(ctx context.Context, f idlegrid.SpendFilter) (*idlegrid
 	return s, err
 }
 
-// monthSpend sums the charges of the scope's leases that ended in the
-// month and the holds of its live leases.
+// monthSpend is what the scope was charged in the month f starts (its
+// leases that ended in it and its inference requests) and the holds of
+// its live leases.
 func monthSpend(ctx context.Context, tx *sql.Tx, f idlegrid.SpendFilter) (*idlegrid.Spend, error) {
-	var a args
-	from := ` FROM leases l WHERE l.renter_id = ` + a.add(f.AccountID)
-	if f.KeyID != "" {
-		from = ` FROM leases l JOIN jobs j ON j.id = l.job_id WHERE l.renter_id = $1 AND j.submitted_by_key = ` + a.add(f.KeyID)
-	}
-	s := &idlegrid.Spend{}
-	charged := append(args{}, a...)
-	q := `SELECT CAST(COALESCE(SUM(l.charged_micros), 0) AS BIGINT)` + from +
-		` AND l.ended_at >= ` + charged.add(timeArg(f.From)) + ` AND l.ended_at < ` + charged.add(timeArg(f.To))
-	if err := sumInto(ctx, tx, &s.ChargedMicros, q, charged...); err != nil {
+	charged, err := monthCharged(ctx, tx, f.AccountID, f.KeyID, monthKey(f.From))
+	if err != nil {
 		return nil, err
 	}
-	held := append(args{}, a...)
-	q = `SELECT CAST(COALESCE(SUM(l.hold_micros), 0) AS BIGINT)` + from + ` AND l.state IN ` + in(&held, liveStates)
-	if err := sumInto(ctx, tx, &s.HeldMicros, q, held...); err != nil {
+	s := &idlegrid.Spend{ChargedMicros: charged}
+	var a args
+	q := `SELECT CAST(COALESCE(SUM(l.hold_micros), 0) AS BIGINT) FROM leases l WHERE l.renter_id = ` + a.add(f.AccountID)
+	if f.KeyID != "" {
+		q = `SELECT CAST(COALESCE(SUM(l.hold_micros), 0) AS BIGINT) FROM leases l JOIN jobs j ON j.id = l.job_id
+			WHERE l.renter_id = $1 AND j.submitted_by_key = ` + a.add(f.KeyID)
+	}
+	q += ` AND l.state IN ` + in(&a, liveStates)
+	if err := sumInto(ctx, tx, &s.HeldMicros, q, a...); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -23,6 +23,7 @@ var moneyTests = []struct {
 	{"Payouts", testPayouts},
 	{"SpendLimits", testSpendLimits},
 	{"SpendLimits_PlaceJob", testSpendLimitsPlaceJob},
+	{"SpendLimits_Inference", testSpendLimitsInference},
 	{"Notices", testNotices},
 	{"Settlements", testSettlements},
 	{"Money_Property", testMoneyProperty},
@@ -306,6 +307,71 @@ func testSpendLimitsPlaceJob(t *testing.T, db *sqlstore.DB) {
 	if s.ChargedMicros != 0 || s.HeldMicros != 4*idlegrid.MicrosPerUnit {
 		t.Errorf("next month's spend %+v, want only the $4 held now", s)
 	}
+}
+
+// testSpendLimitsInference: metered inference requests count in their
+// month's spend, the account's and their key's, as lease charges do, so a
+// spend limit covers both.
+func testSpendLimitsInference(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r, p := mustAccount(t, db, idlegrid.RoleRenter), mustAccount(t, db, idlegrid.RoleProvider)
+	mustTopUp(t, db, r.ID, 100*idlegrid.MicrosPerUnit)
+	n := mustNode(t, db, p.ID, 4)
+	for _, cs := range [][]idlegrid.InferenceCharge{
+		{chargeOf(r.ID, p.ID, "req_1", "key_a", 2*idlegrid.MicrosPerUnit, at(time.Hour))},
+		{chargeOf(r.ID, p.ID, "req_2", "key_b", idlegrid.MicrosPerUnit, at(time.Hour)),
+			chargeOf(r.ID, p.ID, "req_3", "key_a", 5*idlegrid.MicrosPerUnit, at(13*time.Hour))}, // December
+	} {
+		for _, err := range db.RecordInference(ctx, cs) {
+			mustOK(t, err)
+		}
+	}
+	november := idlegrid.SpendFilter{AccountID: r.ID, From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	december := idlegrid.SpendFilter{AccountID: r.ID, From: november.To, To: november.To.AddDate(0, 1, 0)}
+	check := func(when string) {
+		t.Helper()
+		for _, tt := range []struct {
+			f    idlegrid.SpendFilter
+			key  string
+			want idlegrid.Micros
+		}{
+			{november, "", 3 * idlegrid.MicrosPerUnit},
+			{november, "key_a", 2 * idlegrid.MicrosPerUnit},
+			{november, "key_b", idlegrid.MicrosPerUnit},
+			{december, "", 5 * idlegrid.MicrosPerUnit},
+			{december, "key_b", 0},
+		} {
+			tt.f.KeyID = tt.key
+			s, err := db.MonthSpend(ctx, tt.f)
+			mustOK(t, err)
+			if s.ChargedMicros != tt.want {
+				t.Errorf("%s: charged in %s to key %q = %s, want %s", when, tt.f.From.Format("2006-01"), tt.key, s.ChargedMicros, tt.want)
+			}
+		}
+		if b := mustBalance(t, db, r.ID); b.Spent != 8*idlegrid.MicrosPerUnit {
+			t.Errorf("%s: spent in all %s, want $8", when, b.Spent)
+		}
+	}
+	check("as recorded")
+
+	// An account limit of $4 in November: $3 of inference leaves no room
+	// for a $2 hold.
+	mustOK(t, db.SetSpendLimit(ctx, &idlegrid.SpendLimit{Scope: idlegrid.SpendAccount, AccountID: r.ID,
+		LimitMicros: 4 * idlegrid.MicrosPerUnit, UpdatedAt: t0}))
+	j := mustJob(t, db, r.ID, 1, 1)
+	err := db.PlaceJob(ctx, placement(j, 0, lease(j, n, 2)))
+	wantCode(t, err, idlegrid.EPAYMENT)
+	if want := "$3.000000 charged"; !strings.Contains(idlegrid.ErrorMessage(err), want) {
+		t.Errorf("message %q, want it to say %q", idlegrid.ErrorMessage(err), want)
+	}
+
+	_, err = db.MonthSpend(ctx, idlegrid.SpendFilter{AccountID: r.ID, From: november.From.Add(time.Hour), To: november.To})
+	wantCode(t, err, idlegrid.EINVALID)
+
+	// The migration that made the monthly spend counts what was charged
+	// before it.
+	mustOK(t, sqlstore.Remigrate(ctx, db, 19))
+	check("after migrating again")
 }
 
 func testNotices(t *testing.T, db *sqlstore.DB) {

@@ -1,0 +1,122 @@
+package sqlstore
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// What renters were charged is kept as it is charged, by account, API key
+// and calendar month (UTC), in spend_months: a lease's charge when it ends
+// (the month of its end), a metered inference request's when it is
+// recorded (the month of the request). A row with key_id '' is the
+// account's whole; the others are what each key's jobs and requests were
+// charged. Spend limits (MonthSpend) and balances (Balance.Spent) read a
+// row or a few, however long the renter's history.
+
+// spendMonth names one row of spend_months.
+type spendMonth struct {
+	account, key, month string
+}
+
+// monthKey is the spend_months month of t: "2006-01", in UTC.
+func monthKey(t time.Time) string { return t.UTC().Format("2006-01") }
+
+// spendSums are charges summed by row of spend_months.
+type spendSums map[spendMonth]idlegrid.Micros
+
+// add counts a charge of amount to account, and to key when not empty, in
+// the month of at.
+func (s spendSums) add(account, key string, at time.Time, amount idlegrid.Micros) {
+	if amount == 0 {
+		return
+	}
+	m := monthKey(at)
+	s[spendMonth{account, "", m}] += amount
+	if key != "" {
+		s[spendMonth{account, key, m}] += amount
+	}
+}
+
+// write adds the sums to spend_months in tx, in key order.
+func (s spendSums) write(ctx context.Context, tx *sql.Tx) error {
+	if len(s) == 0 {
+		return nil
+	}
+	keys := slices.SortedFunc(maps.Keys(s), func(a, b spendMonth) int {
+		return cmp.Or(cmp.Compare(a.account, b.account), cmp.Compare(a.key, b.key), cmp.Compare(a.month, b.month))
+	})
+	rows := make([][]any, len(keys))
+	for i, k := range keys {
+		rows[i] = []any{k.account, k.key, k.month, int64(s[k])}
+	}
+	return writeRows(ctx, tx, `INSERT INTO spend_months (account_id, key_id, month, charged_micros)`,
+		`ON CONFLICT (account_id, key_id, month) DO UPDATE SET charged_micros = spend_months.charged_micros + excluded.charged_micros`,
+		rows, nil)
+}
+
+// addSpent counts, in the transaction that charges it, a charge of amount
+// to account and key (when not empty) in the month of at.
+func addSpent(ctx context.Context, tx *sql.Tx, account, key string, at time.Time, amount idlegrid.Micros) error {
+	s := spendSums{}
+	s.add(account, key, at, amount)
+	return s.write(ctx, tx)
+}
+
+// monthCharged is what the scope was charged in month.
+func monthCharged(ctx context.Context, tx *sql.Tx, account, key, month string) (idlegrid.Micros, error) {
+	var charged idlegrid.Micros
+	err := sumInto(ctx, tx, &charged, `SELECT charged_micros FROM spend_months
+		WHERE account_id = $1 AND key_id = $2 AND month = $3`, account, key, month)
+	return charged, err
+}
+
+// spendMonthsMigration (20) makes spend_months and counts in it what was
+// charged before: the leases that ended with a charge, in the month they
+// ended, and the inference requests, in theirs. It is a Go migration
+// because the month of a stored time takes a date function of each
+// database's own.
+var spendMonthsMigration = goose.NewGoMigration(20,
+	&goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE spend_months (
+			account_id     TEXT NOT NULL,
+			key_id         TEXT NOT NULL,
+			month          TEXT NOT NULL,
+			charged_micros BIGINT NOT NULL,
+			PRIMARY KEY (account_id, key_id, month)
+		)`); err != nil {
+			return err
+		}
+		sums := spendSums{}
+		for _, q := range []string{
+			`SELECT l.renter_id, j.submitted_by_key, l.ended_at, l.charged_micros FROM leases l JOIN jobs j ON j.id = l.job_id
+				WHERE l.charged_micros <> 0 AND l.ended_at IS NOT NULL`,
+			`SELECT renter_id, key_id, created_at, charge_micros FROM inference_usage WHERE charge_micros <> 0`,
+		} {
+			if err := queryEach(ctx, tx, q, nil, func(rows *sql.Rows) error {
+				var account, key string
+				var at sql.NullInt64
+				var amount int64
+				if err := rows.Scan(&account, &key, &at, &amount); err != nil {
+					return err
+				}
+				sums.add(account, key, timeOf(at), idlegrid.Micros(amount))
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return sums.write(ctx, tx)
+	}},
+	&goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DROP TABLE spend_months`)
+		return err
+	}},
+)
