@@ -173,15 +173,32 @@ type SettlementFilter struct {
 }
 
 // Statement is a month of an account's money, line by line: for a renter
-// one line per job and price, for a provider one line per node.
+// one line per job and price, for a provider one line per node; and its
+// metered inference requests, for a renter by model, for a provider by
+// node and model. Total adds up both.
 type Statement struct {
-	AccountID string          `json:"account_id"`
-	Role      Role            `json:"role"`
-	Month     string          `json:"month"` // e.g. "2026-11"
-	From      time.Time       `json:"from"`
-	To        time.Time       `json:"to"`
-	Lines     []StatementLine `json:"lines"`
-	Total     StatementLine   `json:"total"`
+	AccountID string           `json:"account_id"`
+	Role      Role             `json:"role"`
+	Month     string           `json:"month"` // e.g. "2026-11"
+	From      time.Time        `json:"from"`
+	To        time.Time        `json:"to"`
+	Lines     []StatementLine  `json:"lines"`
+	Inference []InferenceTotal `json:"inference"`
+	Total     StatementLine    `json:"total"`
+}
+
+// InferenceTotal is a month of metered inference requests added up: a
+// renter's of one model, or a provider's of one model on one node.
+type InferenceTotal struct {
+	NodeID         string `json:"node_id,omitempty"` // providers'
+	NodeName       string `json:"node_name,omitempty"`
+	Model          string `json:"model"`
+	Requests       int64  `json:"requests"`
+	InputTokens    int64  `json:"input_tokens"`
+	OutputTokens   int64  `json:"output_tokens"`
+	ChargedMicros  Micros `json:"charged_micros"` // renter: the total; provider: gross sales
+	FeesMicros     Micros `json:"fees_micros,omitempty"`
+	EarningsMicros Micros `json:"earnings_micros,omitempty"`
 }
 
 // StatementLine is one job (renters) or one node (providers) of a statement.
@@ -191,6 +208,8 @@ type StatementLine struct {
 	NodeID   string `json:"node_id,omitempty"`
 	NodeName string `json:"node_name,omitempty"`
 	Leases   int    `json:"leases"`
+	// Requests is the total's count of metered inference requests.
+	Requests int64 `json:"requests,omitempty"`
 	// GPUSeconds billed; GPUHours is the same as a decimal, e.g. "1.500000".
 	GPUSeconds int64  `json:"gpu_seconds"`
 	GPUHours   string `json:"gpu_hours"`

@@ -169,6 +169,10 @@ type InferenceStore interface {
 	// already is not stored again, nor charged, and is no error. Each
 	// stored record names the posting that charged it (TransferID).
 	RecordInference(ctx context.Context, cs []InferenceCharge) (errs []error)
+	// InferenceTotals adds up the requests made in [f.From, f.To) of f's
+	// renter, by model, or of f's provider, by node and model (exactly
+	// one of the two is set), in that order.
+	InferenceTotals(ctx context.Context, f SettlementFilter) ([]*InferenceTotal, error)
 	// ListInferenceUsage returns up to limit of an account's records (as
 	// renter, or as provider), newest first.
 	ListInferenceUsage(ctx context.Context, accountID string, limit int) ([]*InferenceUsage, error)

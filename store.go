@@ -21,6 +21,7 @@ type Store interface {
 	AttestationStore // attest.go
 	HeartbeatStore   // heartbeat.go
 	KeyRoutingStore  // routing.go
+	InferenceStore   // inference.go
 
 	CreateAccount(ctx context.Context, a *Account) error
 	FindAccount(ctx context.Context, id string) (*Account, error)

@@ -148,8 +148,10 @@ func (c *accountCommand) statement(ctx context.Context, args []string) error {
 		about: `Print a month's statement (UTC). A renter's has a line per job and locked
 price: GPU-hours, $/GPU-hour and the total. A provider's has a line per node:
 hours sold, sales, the platform's fees and the earnings. Each line adds up
-settlements, which are in 'idlegrid account transfers'. Without --month, this
-month so far. Admins may name any account.`,
+settlements, which are in 'idlegrid account transfers'. Metered inference
+requests follow, a line per model (a provider's per node and model), and the
+total adds them in. Without --month, this month so far. Admins may name any
+account.`,
 		examples: "idlegrid account statement --month 2026-11\n idlegrid account statement --month 2026-11 --csv > november.csv",
 	})
 	r := c.env.remoteFlags(fs)
@@ -195,18 +197,24 @@ month so far. Admins may name any account.`,
 func printStatement(e *env, s *idlegrid.Statement) error {
 	fmt.Fprintf(e.Out, "statement of %s %s for %s\n\n", s.Role, s.AccountID, s.Month)
 	if s.Role == idlegrid.RoleProvider {
-		t := newTable(e.Out, "NODE", "NAME", "LEASES", "GPU-HOURS", "SALES", "FEES", "EARNINGS")
+		t := newTable(e.Out, "NODE", "NAME", "MODEL", "LEASES", "GPU-HOURS", "REQUESTS", "SALES", "FEES", "EARNINGS")
 		for _, l := range s.Lines {
-			t.row(l.NodeID, orDash(l.NodeName), l.Leases, l.GPUHours, l.ChargedMicros, l.FeesMicros, l.EarningsMicros)
+			t.row(l.NodeID, orDash(l.NodeName), "-", l.Leases, l.GPUHours, "-", l.ChargedMicros, l.FeesMicros, l.EarningsMicros)
 		}
-		t.row("total", "", s.Total.Leases, s.Total.GPUHours, s.Total.ChargedMicros, s.Total.FeesMicros, s.Total.EarningsMicros)
+		for _, x := range s.Inference {
+			t.row(x.NodeID, orDash(x.NodeName), x.Model, "-", "-", x.Requests, x.ChargedMicros, x.FeesMicros, x.EarningsMicros)
+		}
+		t.row("total", "", "", s.Total.Leases, s.Total.GPUHours, s.Total.Requests, s.Total.ChargedMicros, s.Total.FeesMicros, s.Total.EarningsMicros)
 		return t.flush()
 	}
-	t := newTable(e.Out, "JOB", "NAME", "LEASES", "GPU-HOURS", "PRICE", "TOTAL")
+	t := newTable(e.Out, "JOB", "NAME", "LEASES", "GPU-HOURS", "REQUESTS", "PRICE", "TOTAL")
 	for _, l := range s.Lines {
-		t.row(l.JobID, orDash(l.JobName), l.Leases, l.GPUHours, perGPUHour(l.PriceMicrosPerGPUHour), l.ChargedMicros)
+		t.row(l.JobID, orDash(l.JobName), l.Leases, l.GPUHours, "-", perGPUHour(l.PriceMicrosPerGPUHour), l.ChargedMicros)
 	}
-	t.row("total", "", s.Total.Leases, s.Total.GPUHours, "", s.Total.ChargedMicros)
+	for _, x := range s.Inference {
+		t.row("inference", x.Model, "-", "-", x.Requests, fmt.Sprintf("%d+%d tokens", x.InputTokens, x.OutputTokens), x.ChargedMicros)
+	}
+	t.row("total", "", s.Total.Leases, s.Total.GPUHours, s.Total.Requests, "", s.Total.ChargedMicros)
 	return t.flush()
 }
 

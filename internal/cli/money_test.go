@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"log/slog"
@@ -125,8 +126,9 @@ func TestMoneyCommands(t *testing.T) {
 		month := time.Now().UTC().Format("2006-01")
 		csv := must(t, renter, "account", "statement", "--month", month, "--csv")
 		rows := strings.Split(strings.TrimSpace(csv), "\n")
-		if len(rows) != 3 || rows[0] != "month,job_id,job_name,leases,gpu_seconds,gpu_hours,price_per_gpu_hour,total" ||
-			!strings.HasSuffix(rows[1], ",sweep,1,30,0.008333,"+units(price)+","+units(charge)) || !strings.HasSuffix(rows[2], ",total,,1,30,0.008333,,"+units(charge)) {
+		if len(rows) != 3 || rows[0] != "month,job_id,job_name,leases,gpu_seconds,gpu_hours,price_per_gpu_hour,total,model,requests" ||
+			!strings.HasSuffix(rows[1], ",sweep,1,30,0.008333,"+units(price)+","+units(charge)+",,") ||
+			!strings.HasSuffix(rows[2], ",total,,1,30,0.008333,,"+units(charge)+",,0") {
 			t.Errorf("CSV statement:\n%s", csv)
 		}
 		var s idlegrid.Statement
@@ -207,4 +209,22 @@ func TestMoneyCommands(t *testing.T) {
 			t.Errorf("admin payout ls:\n%s", ls)
 		}
 	})
+}
+
+// A statement's inference totals print as rows of their own, and the
+// total row counts their requests.
+func TestPrintStatement_inference(t *testing.T) {
+	s := &idlegrid.Statement{AccountID: "acct_p", Role: idlegrid.RoleProvider, Month: "2026-11",
+		Lines:     []idlegrid.StatementLine{{NodeID: "node_a", NodeName: "rig", Leases: 1, GPUHours: "1.000000", ChargedMicros: 1_000_000, FeesMicros: 100_000, EarningsMicros: 900_000}},
+		Inference: []idlegrid.InferenceTotal{{NodeID: "node_a", NodeName: "rig", Model: "llama-8b", Requests: 12, ChargedMicros: 40_000, FeesMicros: 4_000, EarningsMicros: 36_000}},
+		Total:     idlegrid.StatementLine{Leases: 1, Requests: 12, GPUHours: "1.000000", ChargedMicros: 1_040_000, FeesMicros: 104_000, EarningsMicros: 936_000}}
+	var out bytes.Buffer
+	if err := printStatement(&env{Stdio: Stdio{Out: &out, Err: &bytes.Buffer{}}}, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"llama-8b", "$0.036000", "$0.936000", "REQUESTS"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("printed:\n%s\nwant it to show %s", out.String(), want)
+		}
+	}
 }

@@ -10,13 +10,17 @@ import (
 	"github.com/idlegrid/idlegrid"
 )
 
-// NewStatement adds up a month of settlements into a statement for the
-// account: a renter's has one line per job and locked price (so that every
-// line's total is its GPU-hours at its price, give or take the rounding of
-// each lease), a provider's one line per node. Settlements are taken in
-// the order given; lines keep the order of their first settlement.
-func NewStatement(accountID string, role idlegrid.Role, month string, from, to time.Time, settlements []*idlegrid.Settlement) *idlegrid.Statement {
-	s := &idlegrid.Statement{AccountID: accountID, Role: role, Month: month, From: from, To: to, Lines: []idlegrid.StatementLine{}}
+// NewStatement adds up a month of settlements and inference totals into a
+// statement for the account: a renter's has one line per job and locked
+// price (so that every line's total is its GPU-hours at its price, give or
+// take the rounding of each lease), a provider's one line per node.
+// Settlements are taken in the order given; lines keep the order of their
+// first settlement. The inference totals (Store.InferenceTotals) follow as
+// they are, a provider's with its earnings, and the total adds them in.
+func NewStatement(accountID string, role idlegrid.Role, month string, from, to time.Time,
+	settlements []*idlegrid.Settlement, inference []*idlegrid.InferenceTotal) *idlegrid.Statement {
+	s := &idlegrid.Statement{AccountID: accountID, Role: role, Month: month, From: from, To: to,
+		Lines: []idlegrid.StatementLine{}, Inference: []idlegrid.InferenceTotal{}}
 	index := map[string]int{}
 	for _, x := range settlements {
 		key, line := x.NodeID, idlegrid.StatementLine{NodeID: x.NodeID, NodeName: x.NodeName}
@@ -36,6 +40,19 @@ func NewStatement(accountID string, role idlegrid.Role, month string, from, to t
 	for i := range s.Lines {
 		s.Lines[i].GPUHours = idlegrid.GPUHours(s.Lines[i].GPUSeconds)
 	}
+	for _, x := range inference {
+		line := *x
+		if role == idlegrid.RoleProvider {
+			line.EarningsMicros = line.ChargedMicros - line.FeesMicros
+			s.Total.FeesMicros += line.FeesMicros
+			s.Total.EarningsMicros += line.EarningsMicros
+		} else {
+			line.NodeID, line.NodeName, line.FeesMicros = "", "", 0
+		}
+		s.Total.Requests += line.Requests
+		s.Total.ChargedMicros += line.ChargedMicros
+		s.Inference = append(s.Inference, line)
+	}
 	s.Total.GPUHours = idlegrid.GPUHours(s.Total.GPUSeconds)
 	return s
 }
@@ -50,15 +67,18 @@ func add(l *idlegrid.StatementLine, x *idlegrid.Settlement, role idlegrid.Role) 
 	}
 }
 
-// WriteStatementCSV writes s as CSV with a header row and a closing
-// "total" row. Amounts are decimal units with six places, e.g. 1.250000.
+// WriteStatementCSV writes s as CSV with a header row, a row per line, a
+// row per inference total (job_id "inference" for a renter's; its node's
+// ID and name for a provider's), and a closing "total" row. Amounts are
+// decimal units with six places, e.g. 1.250000. The last two columns,
+// model and requests, are the inference rows' (and the total's requests).
 func WriteStatementCSV(w io.Writer, s *idlegrid.Statement) error {
 	cw := csv.NewWriter(w)
 	provider := s.Role == idlegrid.RoleProvider
 	if provider {
-		cw.Write([]string{"month", "node_id", "node_name", "leases", "gpu_seconds", "gpu_hours", "sales", "fees", "earnings"})
+		cw.Write([]string{"month", "node_id", "node_name", "leases", "gpu_seconds", "gpu_hours", "sales", "fees", "earnings", "model", "requests"})
 	} else {
-		cw.Write([]string{"month", "job_id", "job_name", "leases", "gpu_seconds", "gpu_hours", "price_per_gpu_hour", "total"})
+		cw.Write([]string{"month", "job_id", "job_name", "leases", "gpu_seconds", "gpu_hours", "price_per_gpu_hour", "total", "model", "requests"})
 	}
 	row := func(l idlegrid.StatementLine, total bool) []string {
 		id, name := l.JobID, l.JobName
@@ -69,17 +89,30 @@ func WriteStatementCSV(w io.Writer, s *idlegrid.Statement) error {
 			id, name = "total", ""
 		}
 		r := []string{s.Month, id, name, strconv.Itoa(l.Leases), strconv.FormatInt(l.GPUSeconds, 10), l.GPUHours}
+		requests := ""
+		if total {
+			requests = strconv.FormatInt(l.Requests, 10)
+		}
 		if provider {
-			return append(r, units(l.ChargedMicros), units(l.FeesMicros), units(l.EarningsMicros))
+			return append(r, units(l.ChargedMicros), units(l.FeesMicros), units(l.EarningsMicros), "", requests)
 		}
 		price := ""
 		if !total {
 			price = units(l.PriceMicrosPerGPUHour)
 		}
-		return append(r, price, units(l.ChargedMicros))
+		return append(r, price, units(l.ChargedMicros), "", requests)
 	}
 	for _, l := range s.Lines {
 		cw.Write(row(l, false))
+	}
+	for _, x := range s.Inference {
+		requests := strconv.FormatInt(x.Requests, 10)
+		if provider {
+			cw.Write([]string{s.Month, x.NodeID, x.NodeName, "0", "0", idlegrid.GPUHours(0),
+				units(x.ChargedMicros), units(x.FeesMicros), units(x.EarningsMicros), x.Model, requests})
+		} else {
+			cw.Write([]string{s.Month, "inference", "", "0", "0", idlegrid.GPUHours(0), "", units(x.ChargedMicros), x.Model, requests})
+		}
 	}
 	cw.Write(row(s.Total, true))
 	cw.Flush()

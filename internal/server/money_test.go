@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/ledger"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
 )
@@ -491,6 +492,33 @@ func TestServer_Statement(t *testing.T) {
 					sum, len(export.Receipts), rs.Lines[0].GPUSeconds, ps.Lines[0].GPUSeconds)
 			}
 		}
+		// Metered inference requests on the same node are on both
+		// statements too, and in their totals.
+		u := &idlegrid.InferenceUsage{ID: "req_1", RenterID: m.renterID, KeyID: "key_1", ProviderID: l.ProviderID, NodeID: l.NodeID,
+			Model: "llama-8b", Endpoint: "chat/completions", InputTokens: 1000, OutputTokens: 500, Source: idlegrid.UsageUpstream,
+			ChargeMicros: 2_000, Status: 200, CreatedAt: m.srv.Now()}
+		var tr *idlegrid.Transfer
+		u.FeeMicros, tr = ledger.Rules{FeeBasisPoints: 1000}.Inference(u, u.CreatedAt)
+		for _, err := range m.store.RecordInference(context.Background(), []idlegrid.InferenceCharge{{Usage: u, Transfer: tr}}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rs, err = m.srv.Statement(m.renter, "", month); err != nil {
+			t.Fatal(err)
+		}
+		want := idlegrid.InferenceTotal{Model: "llama-8b", Requests: 1, InputTokens: 1000, OutputTokens: 500, ChargedMicros: 2_000}
+		if len(rs.Inference) != 1 || rs.Inference[0] != want || rs.Total.Requests != 1 || rs.Total.ChargedMicros != l.ChargedMicros+2_000 {
+			t.Fatalf("renter's inference %+v, total %+v; want %+v and the lease's charge and the request's", rs.Inference, rs.Total, want)
+		}
+		if ps, err = m.srv.Statement(m.provider, "", month); err != nil {
+			t.Fatal(err)
+		}
+		want.NodeID, want.NodeName, want.FeesMicros, want.EarningsMicros = l.NodeID, "barn-1", 200, 1_800
+		if len(ps.Inference) != 1 || ps.Inference[0] != want || ps.Total.EarningsMicros != l.ChargedMicros-fee+1_800 {
+			t.Fatalf("provider's inference %+v, total %+v; want %+v", ps.Inference, ps.Total, want)
+		}
+
 		next, _ := time.Parse("2006-01", month)
 		if empty, err := m.srv.Statement(m.renter, "", next.AddDate(0, 1, 0).Format("2006-01")); err != nil || len(empty.Lines) != 0 {
 			t.Fatalf("next month's statement = %+v (%v), want empty", empty, err)

@@ -38,7 +38,11 @@ func (s *Server) Statement(ctx context.Context, accountID, month string) (*idleg
 	if err != nil {
 		return nil, err
 	}
-	return ledger.NewStatement(a.ID, a.Role, from.Format("2006-01"), from, to, settlements), nil
+	inference, err := s.store.InferenceTotals(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.NewStatement(a.ID, a.Role, from.Format("2006-01"), from, to, settlements, inference), nil
 }
 
 // ListNotices lists what the market told an account, such as leases

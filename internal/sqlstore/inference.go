@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -107,6 +108,71 @@ func recordInference(ctx context.Context, tx *sql.Tx, c idlegrid.InferenceCharge
 		return nil
 	}
 	return postTransfer(ctx, tx, c.Transfer)
+}
+
+// InferenceTotals adds up a month of a renter's requests by model, or of a
+// provider's by node and model, each node named as its offer names it.
+func (db *DB) InferenceTotals(ctx context.Context, f idlegrid.SettlementFilter) ([]*idlegrid.InferenceTotal, error) {
+	if (f.RenterID == "") == (f.ProviderID == "") {
+		return nil, idlegrid.Invalid("filter", "name exactly one of a renter and a provider")
+	} else if !f.From.Before(f.To) {
+		return nil, idlegrid.Invalid("filter.from", "must be before to")
+	}
+	who, node, by := "renter_id", "''", "model"
+	if f.ProviderID != "" {
+		who, node, by = "provider_id", "node_id", "node_id, model"
+	}
+	q := `SELECT ` + node + `, model, COUNT(*), CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT),
+		CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT), CAST(COALESCE(SUM(charge_micros), 0) AS BIGINT),
+		CAST(COALESCE(SUM(fee_micros), 0) AS BIGINT) FROM inference_usage
+		WHERE ` + who + ` = $1 AND created_at >= $2 AND created_at < $3 GROUP BY ` + by + ` ORDER BY ` + by
+	var out []*idlegrid.InferenceTotal
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		out = out[:0] // a retried transaction reads again
+		err := queryEach(ctx, tx, q, []any{f.RenterID + f.ProviderID, timeArg(f.From), timeArg(f.To)}, func(rows *sql.Rows) error {
+			var x idlegrid.InferenceTotal
+			if err := rows.Scan(&x.NodeID, &x.Model, &x.Requests, &x.InputTokens, &x.OutputTokens,
+				&x.ChargedMicros, &x.FeesMicros); err != nil {
+				return err
+			}
+			out = append(out, &x)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return nameNodes(ctx, tx, out)
+	})
+	return out, err
+}
+
+// nameNodes sets each total's node name from its node's offer; a node no
+// longer stored keeps none.
+func nameNodes(ctx context.Context, tx *sql.Tx, ts []*idlegrid.InferenceTotal) error {
+	names := map[string]string{}
+	for _, x := range ts {
+		if x.NodeID == "" {
+			continue
+		}
+		name, ok := names[x.NodeID]
+		if !ok {
+			var offer string
+			err := tx.QueryRowContext(ctx, `SELECT offer FROM nodes WHERE id = $1`, x.NodeID).Scan(&offer)
+			var o idlegrid.Offer
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+			case err != nil:
+				return err
+			default:
+				if err := jsonOf(offer, &o); err != nil {
+					return err
+				}
+			}
+			name, names[x.NodeID] = o.Name, o.Name
+		}
+		x.NodeName = name
+	}
+	return nil
 }
 
 // ListInferenceUsage returns an account's records, as renter or provider,

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/ledger"
 	"github.com/idlegrid/idlegrid/internal/pgtest"
@@ -113,6 +114,28 @@ func testRecordInference(t *testing.T, db *sqlstore.DB) {
 				t.Errorf("charged this month to key %q = %d, want %d", key, got.ChargedMicros, want)
 			}
 		}
+	})
+	t.Run("InferenceTotals", func(t *testing.T) {
+		from, to := idlegrid.MonthOf(t0)
+		want := &idlegrid.InferenceTotal{Model: "m", Requests: 3, InputTokens: 30, OutputTokens: 60, ChargedMicros: 800, FeesMicros: 80}
+		got, err := db.InferenceTotals(ctx, idlegrid.SettlementFilter{RenterID: "r1", From: from, To: to})
+		mustOK(t, err)
+		if diff := cmp.Diff([]*idlegrid.InferenceTotal{want}, got); diff != "" {
+			t.Errorf("renter's totals (-want +got):\n%s", diff)
+		}
+		byNode := *want
+		byNode.NodeID = "n1"
+		got, err = db.InferenceTotals(ctx, idlegrid.SettlementFilter{ProviderID: "p1", From: from, To: to})
+		mustOK(t, err)
+		if diff := cmp.Diff([]*idlegrid.InferenceTotal{&byNode}, got); diff != "" {
+			t.Errorf("provider's totals (-want +got):\n%s", diff)
+		}
+		got, err = db.InferenceTotals(ctx, idlegrid.SettlementFilter{RenterID: "r1", From: to, To: to.AddDate(0, 1, 0)})
+		if err != nil || len(got) != 0 {
+			t.Errorf("next month's totals = %v, %v; want none", got, err)
+		}
+		_, err = db.InferenceTotals(ctx, idlegrid.SettlementFilter{RenterID: "r1", ProviderID: "p1", From: from, To: to})
+		wantCode(t, err, idlegrid.EINVALID)
 	})
 	t.Run("ListInferenceUsage", func(t *testing.T) {
 		for _, acct := range []string{"r1", "p1"} {

@@ -398,7 +398,9 @@
       get('/v1/balance'), get('/v1/statements?month=' + month()), get('/v1/transfers?limit=1000'),
     ]);
     const t = stmt.total || {};
-    const perHour = t.gpu_seconds > 0 ? Math.floor(t.charged_micros * 3600 / t.gpu_seconds) : 0;
+    // The total adds in inference; the hourly average is the leases' alone.
+    const leases = (stmt.lines || []).reduce((sum, l) => sum + l.charged_micros, 0);
+    const perHour = t.gpu_seconds > 0 ? Math.floor(leases * 3600 / t.gpu_seconds) : 0;
     const spend = settledTo(tx.transfers, /^(provider:|platform)/);
     return kpis([
       ['Available', money(bal.available_micros)], ['Held in escrow', money(bal.held_micros)],
