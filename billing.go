@@ -70,7 +70,8 @@ const (
 
 // SpendLimit caps what an account, or one of its API keys, may spend in a
 // calendar month (UTC). Spend counts the charges of leases that ended in
-// the month and the holds of leases still live.
+// the month and of metered inference requests made in it, and the holds
+// of leases still live.
 type SpendLimit struct {
 	Scope       SpendScope `json:"scope"`
 	AccountID   string     `json:"account_id"`
@@ -97,8 +98,9 @@ func (l *SpendLimit) Validate() error {
 	return nil
 }
 
-// Spend is what a scope has used of a month: charges of leases that ended
-// in it, and the holds of leases live now.
+// Spend is what a scope has used of a month: the charges of its leases
+// that ended in it and of its inference requests made in it, and the holds
+// of its leases live now.
 type Spend struct {
 	ChargedMicros Micros `json:"charged_micros"`
 	HeldMicros    Micros `json:"held_micros"`

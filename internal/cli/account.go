@@ -112,7 +112,7 @@ func (c *accountCommand) balance(ctx context.Context, args []string) error {
 		usage: "idlegrid account balance [ID] [--json]",
 		about: `Show a balance. Without an ID, your own; admins may name any account.
 Available is spendable; held is in escrow for running leases; spent is what
-you have been charged. A provider's earnings are pending for the payout hold
+you have been charged, for leases and inference. A provider's earnings are pending for the payout hold
 after each settlement, then payable; a requested payout is in flight until
 an operator settles it, then paid out.`,
 		examples: "idlegrid account balance\n idlegrid account balance acct_abc123 --json",

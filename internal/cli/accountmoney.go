@@ -224,9 +224,10 @@ func (c *accountCommand) limit(ctx context.Context, args []string) error {
 		about: `Set what a renter account may spend in a calendar month (UTC), or lift the
 limit with "none" (admins only). A job whose escrow hold would go over the
 limit waits, queued, with the reason; running leases are stopped, bronze ones
-with their notice, when the limit would be reached. Spend is the charges of
-leases that ended this month plus the holds of live leases. A renter limits
-its own API keys with 'idlegrid key limit'.`,
+with their notice, when the limit would be reached; the inference gateway
+refuses requests the limit cannot cover. Spend is the charges of leases that
+ended this month and of this month's inference requests, plus the holds of
+live leases. A renter limits its own API keys with 'idlegrid key limit'.`,
 		examples: "idlegrid account limit acct_abc123 500\n idlegrid account limit acct_abc123 none",
 	})
 	r := c.env.remoteFlags(fs)

@@ -143,10 +143,11 @@ func (c *keyCommand) revoke(ctx context.Context, args []string) error {
 func (c *keyCommand) limit(ctx context.Context, args []string) error {
 	fs := c.env.flags("key limit", help{
 		usage: "idlegrid key limit ID AMOUNT|none [--json]",
-		about: `Set what the jobs one of your API keys submits may spend in a calendar month
-(UTC), or lift the limit with "none". A job whose escrow hold would go over
-the limit waits, queued, with the reason; running leases are stopped, bronze
-ones with their notice, when the limit would be reached.`,
+		about: `Set what the jobs and inference requests of one of your API keys may spend
+in a calendar month (UTC), or lift the limit with "none". A job whose escrow
+hold would go over the limit waits, queued, with the reason; running leases
+are stopped, bronze ones with their notice, when the limit would be reached;
+the inference gateway refuses requests the limit cannot cover.`,
 		examples: "idlegrid key limit key_abc123 100\n idlegrid key limit key_abc123 none",
 	})
 	r := c.env.remoteFlags(fs)
