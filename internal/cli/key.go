@@ -16,7 +16,7 @@ func (c *keyCommand) Run(ctx context.Context, args []string) error {
 		{"create", "create a new API key for your account", func(a []string) error { return c.create(ctx, a) }},
 		{"ls", "list your API keys", func(a []string) error { return c.list(ctx, a) }},
 		{"revoke", "revoke an API key", func(a []string) error { return c.revoke(ctx, a) }},
-		{"limit", "set or lift what the jobs a key submits may spend a month", func(a []string) error { return c.limit(ctx, a) }},
+		{"limit", "set or lift what a key's jobs and inference requests may spend a month", func(a []string) error { return c.limit(ctx, a) }},
 		{"routing", "show or set how a key's inference requests choose providers", func(a []string) error { return c.routing(ctx, a) }},
 	}, args)
 }
@@ -32,13 +32,13 @@ func (c *keyCommand) create(ctx context.Context, args []string) error {
 	fs := c.env.flags("key create", help{
 		usage: "idlegrid key create --name N [--spend-limit AMOUNT] [--json]",
 		about: `Create another API key for your own account. Its secret is shown once.
---spend-limit caps what the jobs the key submits may spend in a calendar
-month (renters); see 'idlegrid key limit'.`,
+--spend-limit caps what the key's jobs and inference requests may spend in a
+calendar month (renters); see 'idlegrid key limit'.`,
 		examples: "idlegrid key create --name laptop\n idlegrid key create --name ci --spend-limit 100",
 	})
 	r := c.env.remoteFlags(fs)
 	name := fs.String("name", "", "a name to recognise the key by (required)")
-	spendLimit := fs.String("spend-limit", "", "the most the key's jobs may spend a month, e.g. 100")
+	spendLimit := fs.String("spend-limit", "", "the most the key's jobs and inference requests may spend a month, e.g. 100")
 	asJSON := fs.Bool("json", false, "print JSON")
 	args, err := fs.parse(args)
 	if err != nil {
