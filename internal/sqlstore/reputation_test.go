@@ -249,13 +249,18 @@ func testReputationTogether(t *testing.T, db *sqlstore.DB) {
 	if node.Version != 1 || prov.Version != 1 {
 		t.Fatalf("versions after saving both = %d and %d, want 1 and 1", node.Version, prov.Version)
 	}
-	for _, want := range []*idlegrid.Reputation{node, prov} {
-		got, err := db.FindReputation(ctx, want.Subject, want.SubjectID)
-		mustOK(t, err)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("saved %s (-want +got):\n%s", want.Subject, diff)
+	// saved checks that node and prov are what the store holds.
+	saved := func(when string) {
+		t.Helper()
+		for _, want := range []*idlegrid.Reputation{node, prov} {
+			got, err := db.FindReputation(ctx, want.Subject, want.SubjectID)
+			mustOK(t, err)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s standing %s (-want +got):\n%s", want.Subject, when, diff)
+			}
 		}
 	}
+	saved("saved")
 
 	next := nodeReputation(n, 0.5, 0, 2*time.Hour)
 	next.Version = 1
@@ -266,13 +271,7 @@ func testReputationTogether(t *testing.T, db *sqlstore.DB) {
 	if next.Version != 1 || stale.Version != 7 {
 		t.Errorf("versions after a refused save = %d and %d, want them unchanged (1 and 7)", next.Version, stale.Version)
 	}
-	for _, want := range []*idlegrid.Reputation{node, prov} {
-		got, err := db.FindReputation(ctx, want.Subject, want.SubjectID)
-		mustOK(t, err)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("a refused pair changed the %s standing (-want +got):\n%s", want.Subject, diff)
-		}
-	}
+	saved("after a refused pair")
 	if fs, err := db.ListReputationFacts(ctx, n.ID, 0); err != nil || len(fs) != 1 {
 		t.Errorf("facts after a refused pair = %d, %v; want the first save's one", len(fs), err)
 	}
