@@ -222,7 +222,7 @@ func (rs *runningServer) stop() error {
 // coordinator's API keys and the agents' sessions.
 func openGateway(store *sqlstore.DB, srv *server.Server, sessions *session.Registry, cfg serveConfig) (*gateway.Gateway, error) {
 	gc := gateway.Config{
-		Store: store, Usage: store, Nodes: gateway.Sessions{Registry: sessions},
+		Store: store, Nodes: gateway.Sessions{Registry: sessions},
 		Authenticate: srv.AuthenticateKey, StatusCode: httpapi.StatusCode,
 		FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger,
 	}

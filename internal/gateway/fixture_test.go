@@ -95,7 +95,7 @@ func mustFixture(tb testing.TB, tune func(*gateway.Config)) *fixture {
 	tb.Cleanup(func() { srv.Close() })
 	reg := session.NewRegistry(session.Config{Logger: log})
 	cfg := gateway.Config{
-		Store: store, Usage: store, Nodes: gateway.Sessions{Registry: reg},
+		Store: store, Nodes: gateway.Sessions{Registry: reg},
 		Authenticate: srv.AuthenticateKey, StatusCode: httpapi.StatusCode, FeeBasisPoints: 1000, Logger: log,
 		CatalogTTL: 10 * time.Millisecond, BudgetTTL: time.Nanosecond,
 	}

@@ -71,11 +71,10 @@ func (s Sessions) Dial(nodeID string) (http.RoundTripper, bool) {
 	return sess, true
 }
 
-// Config configures a Gateway. Store, Usage, Nodes, Authenticate and
-// StatusCode are required; zero values of the rest take the defaults.
+// Config configures a Gateway. Store, Nodes, Authenticate and StatusCode
+// are required; zero values of the rest take the defaults.
 type Config struct {
-	Store idlegrid.Store          // nodes, balances, spend limits
-	Usage idlegrid.InferenceStore // usage records and charges
+	Store idlegrid.Store // nodes, balances, spend limits, usage records and charges
 	Nodes NodeDialer
 	// Authenticate returns the caller an API key's secret identifies
 	// (server.Server.AuthenticateKey).
@@ -194,8 +193,6 @@ func New(cfg Config) (*Gateway, error) {
 	switch {
 	case cfg.Store == nil:
 		return nil, errors.New("gateway: Config.Store is required")
-	case cfg.Usage == nil:
-		return nil, errors.New("gateway: Config.Usage is required")
 	case cfg.Nodes == nil:
 		return nil, errors.New("gateway: Config.Nodes is required")
 	case cfg.Authenticate == nil:
@@ -212,7 +209,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.catalog.init(cfg.Store, cfg.Clock, cfg.CatalogTTL)
 	g.health.init(cfg.Clock, cfg.BreakerFailures, cfg.BreakerCooldown)
 	g.budgets.init(&g.cfg)
-	g.meter = startMeter(cfg.Usage, &g.budgets, cfg.Logger)
+	g.meter = startMeter(cfg.Store, &g.budgets, cfg.Logger)
 	g.mux.HandleFunc("GET /v1/models", g.withKey(g.listModels))
 	g.mux.HandleFunc("POST /v1/chat/completions", g.withKey(g.infer("chat/completions")))
 	g.mux.HandleFunc("POST /v1/completions", g.withKey(g.infer("completions")))

@@ -188,7 +188,7 @@ func (g *Gateway) serveUsage(w http.ResponseWriter, r *http.Request, c *apiKey) 
 		}
 		limit = n
 	}
-	us, err := g.cfg.Usage.ListInferenceUsage(r.Context(), c.AccountID, limit)
+	us, err := g.cfg.Store.ListInferenceUsage(r.Context(), c.AccountID, limit)
 	if err != nil {
 		return err
 	}

@@ -247,7 +247,7 @@ func openMarket(ctx context.Context, cfg *Config, dir string) (_ *market, err er
 	m.sessions = session.NewRegistry(session.Config{Logger: cfg.Logger})
 	t, k := cfg.Gateway, cfg.ServiceSpeedup
 	if m.gw, err = gateway.New(gateway.Config{
-		Store: m.store, Usage: m.store, Nodes: gateway.Sessions{Registry: m.sessions},
+		Store: m.store, Nodes: gateway.Sessions{Registry: m.sessions},
 		Authenticate: m.srv.AuthenticateKey, StatusCode: httpapi.StatusCode,
 		FeeBasisPoints: cfg.FeeBasisPoints, Logger: cfg.Logger,
 		MaxAttempts: t.MaxAttempts, BreakerFailures: t.BreakerFailures,
