@@ -204,7 +204,7 @@ func hintFor(err error) string {
 	case idlegrid.EFORBIDDEN:
 		return "this needs another role: use the API key of an account that may do it (see 'idlegrid account ls' as an admin)"
 	case idlegrid.ENOTFOUND:
-		return "check the ID, e.g. with 'idlegrid job ls', 'idlegrid node ls' or 'idlegrid account ls'"
+		return notFoundHint(idlegrid.ErrorMessage(err))
 	case idlegrid.EPAYMENT:
 		return "not enough balance: an admin can add funds with 'idlegrid account topup ACCOUNT_ID AMOUNT'"
 	case idlegrid.EINVALID:
@@ -215,6 +215,24 @@ func hintFor(err error) string {
 		return "the server is busy or starting; try again in a moment"
 	}
 	return ""
+}
+
+// listOf is the command that lists each kind of object the server says
+// it did not find ("API key \"key_x\" not found").
+var listOf = map[string]string{
+	"job": "idlegrid job ls", "lease": "idlegrid job leases JOB_ID", "node": "idlegrid node ls",
+	"account": "idlegrid account ls", "provider": "idlegrid account ls", "API key": "idlegrid key ls",
+	"join token": "idlegrid token ls", "dispute": "idlegrid dispute ls", "payout": "idlegrid payout ls",
+}
+
+// notFoundHint points to the listing of the kind of object msg says was
+// not found, or to the common ones.
+func notFoundHint(msg string) string {
+	kind, _, ok := strings.Cut(msg, ` "`)
+	if list := listOf[kind]; ok && list != "" {
+		return "check the ID, e.g. with '" + list + "'"
+	}
+	return "check the ID, e.g. with 'idlegrid job ls', 'idlegrid node ls' or 'idlegrid account ls'"
 }
 
 // hintError wraps an error with a specific hint.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/idlegrid/idlegrid"
 )
 
 // result is what one run of Main printed and returned.
@@ -282,6 +284,21 @@ func TestFlagSet_Parse(t *testing.T) {
 		pos, err := fs.parse(tt.args)
 		if got := strings.Join(pos, " "); err != nil || got != tt.wantPos || *asJSON != tt.wantJSON {
 			t.Errorf("parse(%q) = %q, json %v, %v; want %q, json %v", tt.args, got, *asJSON, err, tt.wantPos, tt.wantJSON)
+		}
+	}
+}
+
+// A not-found error points to the listing of its kind of object.
+func TestHintFor_notFound(t *testing.T) {
+	for msg, want := range map[string]string{
+		`API key "key_x" not found`:  "'idlegrid key ls'",
+		`lease "lea_x" not found`:    "'idlegrid job leases JOB_ID'",
+		`node "node_x" not found`:    "'idlegrid node ls'",
+		`join token "tok" not found`: "'idlegrid token ls'",
+		`not found`:                  "'idlegrid job ls', 'idlegrid node ls' or 'idlegrid account ls'",
+	} {
+		if got := hintFor(idlegrid.Errorf(idlegrid.ENOTFOUND, "%s", msg)); !strings.HasSuffix(got, want) {
+			t.Errorf("hint for %q = %q, want it to end %s", msg, got, want)
 		}
 	}
 }
