@@ -212,7 +212,7 @@ func printStatement(e *env, s *idlegrid.Statement) error {
 		t.row(l.JobID, orDash(l.JobName), l.Leases, l.GPUHours, "-", perGPUHour(l.PriceMicrosPerGPUHour), l.ChargedMicros)
 	}
 	for _, x := range s.Inference {
-		t.row("inference", x.Model, "-", "-", x.Requests, fmt.Sprintf("%d+%d tokens", x.InputTokens, x.OutputTokens), x.ChargedMicros)
+		t.row("inference", x.Model, "-", "-", x.Requests, perMTokens(x.ChargedMicros, x.InputTokens+x.OutputTokens), x.ChargedMicros)
 	}
 	t.row("total", "", s.Total.Leases, s.Total.GPUHours, s.Total.Requests, "", s.Total.ChargedMicros)
 	return t.flush()

@@ -227,4 +227,13 @@ func TestPrintStatement_inference(t *testing.T) {
 			t.Errorf("printed:\n%s\nwant it to show %s", out.String(), want)
 		}
 	}
+	// A renter's shows what a million tokens cost on average.
+	s.Role, s.Inference[0].InputTokens, s.Inference[0].OutputTokens = idlegrid.RoleRenter, 3000, 1000
+	out.Reset()
+	if err := printStatement(&env{Stdio: Stdio{Out: &out, Err: &bytes.Buffer{}}}, s); err != nil {
+		t.Fatal(err)
+	}
+	if want := "$10.000000/M tokens"; !strings.Contains(out.String(), want) {
+		t.Errorf("printed:\n%s\nwant it to show %s", out.String(), want)
+	}
 }

@@ -49,6 +49,15 @@ func toAny(ss []string) []any {
 // perGPUHour shows a price as "$2.500000/GPU-h".
 func perGPUHour(m idlegrid.Micros) string { return m.String() + "/GPU-h" }
 
+// perMTokens is what charged paid for a million of tokens, on average, or
+// "-" with none.
+func perMTokens(charged idlegrid.Micros, tokens int64) string {
+	if tokens <= 0 {
+		return "-"
+	}
+	return idlegrid.Micros(int64(charged)*1_000_000/tokens).String() + "/M tokens"
+}
+
 // age shows how long ago t was, coarsely: "42s", "5m", "3h", "2d".
 func age(t, now time.Time) string {
 	if t.IsZero() {
