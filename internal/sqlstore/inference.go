@@ -146,33 +146,38 @@ func (db *DB) InferenceTotals(ctx context.Context, f idlegrid.SettlementFilter) 
 	return out, err
 }
 
-// nameNodes sets each total's node name from its node's offer; a node no
-// longer stored keeps none.
+// nameNodes sets each total's node name from its node's offer.
 func nameNodes(ctx context.Context, tx *sql.Tx, ts []*idlegrid.InferenceTotal) error {
 	names := map[string]string{}
 	for _, x := range ts {
 		if x.NodeID == "" {
 			continue
 		}
-		name, ok := names[x.NodeID]
-		if !ok {
-			var offer string
-			err := tx.QueryRowContext(ctx, `SELECT offer FROM nodes WHERE id = $1`, x.NodeID).Scan(&offer)
-			var o idlegrid.Offer
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-			case err != nil:
+		if _, ok := names[x.NodeID]; !ok {
+			name, err := nodeName(ctx, tx, x.NodeID)
+			if err != nil {
 				return err
-			default:
-				if err := jsonOf(offer, &o); err != nil {
-					return err
-				}
 			}
-			name, names[x.NodeID] = o.Name, o.Name
+			names[x.NodeID] = name
 		}
-		x.NodeName = name
+		x.NodeName = names[x.NodeID]
 	}
 	return nil
+}
+
+// nodeName is the name node id's offer gives it: "" for a node no longer
+// stored.
+func nodeName(ctx context.Context, tx *sql.Tx, id string) (string, error) {
+	var offer string
+	err := tx.QueryRowContext(ctx, `SELECT offer FROM nodes WHERE id = $1`, id).Scan(&offer)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	} else if err != nil {
+		return "", err
+	}
+	var o idlegrid.Offer
+	err = jsonOf(offer, &o)
+	return o.Name, err
 }
 
 // ListInferenceUsage returns an account's records, as renter or provider,
