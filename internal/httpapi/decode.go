@@ -50,18 +50,18 @@ func checkContentType(r *http.Request) error {
 
 // decodeJSON decodes body into v: exactly one JSON value, no unknown fields.
 // Every failure is an EINVALID naming what is wrong, never an internal error.
-func decodeJSON(body []byte, v any) error { return decodeStrictly(body, v, true) }
+func decodeJSON(body []byte, v any) error { return decodeOne(body, v, true) }
 
 // decodeAgentJSON is decodeJSON for what agents send, which leaves out
 // fields this server does not know. Within one agent protocol version
 // (idlegrid.ProtocolVersion) a newer agent may send fields an older server
 // has no use for, as it may leave out those it lacks; what would change
 // their meaning moves the protocol on, and checkProtocol refuses it.
-func decodeAgentJSON(body []byte, v any) error { return decodeStrictly(body, v, false) }
+func decodeAgentJSON(body []byte, v any) error { return decodeOne(body, v, false) }
 
-// decodeStrictly decodes exactly one JSON value of body into v, refusing
+// decodeOne decodes exactly one JSON value of body into v, refusing
 // fields v lacks when strict.
-func decodeStrictly(body []byte, v any, strict bool) error {
+func decodeOne(body []byte, v any, strict bool) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if strict {
 		dec.DisallowUnknownFields()
