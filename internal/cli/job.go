@@ -22,6 +22,7 @@ func (c *jobCommand) Run(ctx context.Context, args []string) error {
 		{"ls", "list jobs", func(a []string) error { return c.list(ctx, a) }},
 		{"get", "show one job", func(a []string) error { return c.get(ctx, a) }},
 		{"cancel", "cancel a job", func(a []string) error { return c.cancel(ctx, a) }},
+		{"watch", "follow a job until it ends: placement, progress, notices, charges", func(a []string) error { return c.watch(ctx, a) }},
 		{"explain", "say why a queued job has not started", func(a []string) error { return c.explain(ctx, a) }},
 		{"leases", "list a job's leases", func(a []string) error { return c.leases(ctx, a) }},
 		{"logs", "print the logs of a job's latest lease", func(a []string) error { return c.logs(ctx, a) }},
@@ -117,7 +118,8 @@ fits, at a price no higher than your cap, and holds the worst-case cost in
 escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 		examples: `idlegrid job submit -f job.yaml
 		idlegrid job submit --image ghcr.io/acme/trainer:1.4 --gpus 2 --gpu-model H100-80GB --tier gold --max-price 2.50 --duration 1h
-		idlegrid job submit --image python:3.12 --kind eval --tier bronze --max-price 0.40 --duration 20m -- python eval.py`,
+		idlegrid job submit --image python:3.12 --kind eval --tier bronze --max-price 0.40 --duration 20m -- python eval.py
+		idlegrid job submit -f job.yaml --wait --timeout 2h   # follow it; exit 1 if it fails`,
 	})
 	r := c.env.remoteFlags(fs)
 	var (
@@ -127,7 +129,7 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 		duration, checkpointEvery                        durationFlag
 		models                                           stringList
 		envs                                             = envList{}
-		regionPreferred, asJSON                          bool
+		regionPreferred, asJSON, wait                    bool
 	)
 	fs.StringVar(&file, "f", "", "job file, YAML or JSON ('-' for standard input)")
 	fs.StringVar(&name, "name", "", "a name for the job")
@@ -145,9 +147,14 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 	fs.BoolVar(&regionPreferred, "region-preferred", false, "treat --region as a preference, not a requirement")
 	fs.StringVar(&residency, "residency", "", "required data jurisdiction, e.g. EU")
 	fs.Var(envs, "env", "environment variable KEY=VALUE (repeatable)")
-	fs.BoolVar(&asJSON, "json", false, "print the job as JSON")
+	fs.BoolVar(&asJSON, "json", false, "print the job as JSON (with --wait, each change as a line of JSON, as 'job watch --json')")
+	fs.BoolVar(&wait, "wait", false, "follow the job until it ends, as 'idlegrid job watch' does; exit 1 if it fails or is cancelled")
+	watch := watchFlags(fs, "wait")
 	command, err := fs.parse(args)
 	if err != nil {
+		return err
+	}
+	if err := checkWaitFlags(fs, wait, watch); err != nil {
 		return err
 	}
 
@@ -210,12 +217,45 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 	if err != nil {
 		return err
 	}
+	if !wait || !asJSON {
+		if err := c.printSubmitted(job, asJSON, wait); err != nil {
+			return err
+		}
+	}
+	if !wait {
+		return nil
+	}
+	watch.json = asJSON
+	return c.follow(ctx, cl, job.ID, *watch)
+}
+
+// checkWaitFlags refuses the watch flags without --wait, and bad values.
+func checkWaitFlags(fs *flagSet, wait bool, o *watchOptions) error {
+	if !wait {
+		var given []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "every" || f.Name == "timeout" {
+				given = append(given, "--"+f.Name)
+			}
+		})
+		if len(given) > 0 {
+			return usagef("%s only applies with --wait; add --wait to follow the job", strings.Join(given, " and "))
+		}
+		return nil
+	}
+	return o.check()
+}
+
+// printSubmitted says what was submitted and how to follow it.
+func (c *jobCommand) printSubmitted(job *idlegrid.Job, asJSON, wait bool) error {
 	if asJSON {
 		return printJSON(c.env.Out, job)
 	}
 	fmt.Fprintf(c.env.Out, "submitted %s (%s, %d node(s) x %d GPU(s), cap %s, up to %s)\n",
 		job.ID, job.Tier, job.Nodes, job.GPUs, perGPUHour(job.MaxPriceMicrosPerGPUHour), seconds(job.DurationSeconds))
-	fmt.Fprintf(c.env.Out, "follow it with: idlegrid job get %s    (logs: idlegrid job logs %s -f)\n", job.ID, job.ID)
+	if !wait {
+		fmt.Fprintf(c.env.Out, "follow it with: idlegrid job watch %s    (logs: idlegrid job logs %s -f)\n", job.ID, job.ID)
+	}
 	if job.Tier == idlegrid.TierBronze && job.CheckpointEverySeconds == 0 {
 		fmt.Fprintln(c.env.Out, "note: bronze that cannot resume starts only where a node's window covers its whole run;\n"+
 			"      if it saves checkpoints, say how often with --checkpoint-every to use shorter idle windows too")

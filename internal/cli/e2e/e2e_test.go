@@ -108,6 +108,7 @@ duration: 20s
 		t.Fatalf("submitted job = %s %s cap %d for %ds; want queued, cap 2500000 for 20s", job.ID, job.State, job.MaxPriceMicrosPerGPUHour, job.DurationSeconds)
 	}
 	follow := startProc(t, "job logs -f", renterEnv, "job", "logs", job.ID, "-f")
+	watch := startProc(t, "job watch", renterEnv, "job", "watch", job.ID, "--every", "500ms")
 	eventually(t, "job succeeds", func() error {
 		cliJSON(t, renterEnv, &job, "job", "get", job.ID)
 		switch {
@@ -181,6 +182,21 @@ duration: 20s
 	})
 	if follow.err != nil {
 		t.Errorf("job logs -f exited with %v", follow.err)
+	}
+	// job watch followed it from the queue to the end, and exited 0.
+	eventually(t, "job watch ends with the job", func() error {
+		select {
+		case <-watch.done:
+			return nil
+		default:
+			return fmt.Errorf("still watching")
+		}
+	})
+	for _, want := range []string{"placed on " + gamer.ID + ": 1 GPU(s) at " + l.PriceMicrosPerGPUHour.String() + "/GPU-h, silver",
+		"started on " + gamer.ID, "succeeded; charged " + charge.String() + " in all"} {
+		if watch.err != nil || !strings.Contains(watch.out.String(), want) {
+			t.Errorf("job watch exited with %v, printed:\n%s\nwant %q", watch.err, watch.out.String(), want)
+		}
 	}
 	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
 		if !strings.Contains(follow.out.String(), line+"\n") {

@@ -1,0 +1,438 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
+)
+
+// watchEvery is how often "job watch" asks the server about the job, and
+// minWatchEvery the least it may be asked to.
+const (
+	watchEvery    = 2 * time.Second
+	minWatchEvery = 500 * time.Millisecond
+)
+
+// jobView is what "job watch" knows of a job at one moment: the job and its
+// leases, as the server listed them.
+type jobView struct {
+	At     time.Time         `json:"at"`
+	Job    *idlegrid.Job     `json:"job"`
+	Leases []*idlegrid.Lease `json:"leases"`
+}
+
+// watchOptions are "job watch"'s flags, shared with "job submit --wait".
+type watchOptions struct {
+	every   time.Duration
+	timeout time.Duration // 0: until the job ends
+	json    bool
+	now     func() time.Time
+}
+
+// watchFlags adds the watch flags to fs; wait names the flag that turns
+// watching on in "job submit" ("" in "job watch", which always watches).
+func watchFlags(fs *flagSet, wait string) *watchOptions {
+	o := &watchOptions{now: time.Now}
+	scope := ""
+	if wait != "" {
+		scope = "with --" + wait + ", "
+	}
+	fs.DurationVar(&o.every, "every", watchEvery, scope+"how often to ask the server about the job (at least "+minWatchEvery.String()+")")
+	fs.DurationVar(&o.timeout, "timeout", 0, scope+"stop watching after this long, e.g. 30m; the job goes on (default: until it ends)")
+	return o
+}
+
+func (o *watchOptions) check() error {
+	if o.every < minWatchEvery {
+		return usagef("--every: %s is too often; give at least %s", o.every, minWatchEvery)
+	}
+	if o.timeout < 0 {
+		return usagef("--timeout: %s is negative; give a duration such as 30m, or leave it out to watch until the job ends", o.timeout)
+	}
+	return nil
+}
+
+const watchHelp = `Follow a job until it ends: why it waits, where it is placed and at what
+price, when it starts, how far it has got, notices, checkpoints and
+requeues, and what it was charged. On a terminal a live line shows the
+running lease's progress; elsewhere each change is a line of its own, and
+--json prints each change as one line of JSON (the job and its leases).
+
+It exits 0 when the job succeeds and 1 when it fails or is cancelled, so a
+script can wait on it. Ctrl-C or --timeout stops watching; the job goes on.`
+
+func (c *jobCommand) watch(ctx context.Context, args []string) error {
+	fs := c.env.flags("job watch", help{
+		usage: "idlegrid job watch ID [--every 2s] [--timeout 30m] [--json]",
+		about: watchHelp,
+		examples: `idlegrid job watch job_abc123
+		idlegrid job watch job_abc123 --timeout 1h && echo done
+		idlegrid job watch job_abc123 --json | jq -c '{state: .job.state, progress: [.leases[].progress]}'`,
+	})
+	r := c.env.remoteFlags(fs)
+	o := watchFlags(fs, "")
+	fs.BoolVar(&o.json, "json", false, "print each change as a line of JSON: {at, job, leases}")
+	args, err := fs.parseArgs(args, 1, 1, "one job ID")
+	if err != nil {
+		return err
+	}
+	if err := o.check(); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	return c.follow(ctx, cl, args[0], *o)
+}
+
+// follow watches the job until it ends, the timeout passes or ctx is done
+// (Ctrl-C). A server it cannot reach for a while is said once and asked
+// again at the next tick.
+func (c *jobCommand) follow(ctx context.Context, cl *client.Client, jobID string, o watchOptions) error {
+	w := newJobWatcher(c.env.Out, c.env.Err, o.json)
+	var deadline <-chan time.Time
+	if o.timeout > 0 {
+		t := time.NewTimer(o.timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	tick := time.NewTicker(o.every)
+	defer tick.Stop()
+	for {
+		v, err := fetchJobView(ctx, cl, jobID, o.now)
+		switch {
+		case ctx.Err() != nil:
+			return c.stopWatching(w, jobID)
+		case err != nil && !transient(err):
+			w.endLive()
+			return err
+		case err != nil:
+			w.lost(o.now(), err)
+		default:
+			if err := w.show(v); err != nil {
+				return err
+			}
+			if v.Job.State.Terminal() {
+				w.endLive()
+				return jobOutcome(v.Job)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return c.stopWatching(w, jobID)
+		case <-deadline:
+			w.endLive()
+			state := "not seen"
+			if w.last != nil {
+				state = string(w.last.Job.State)
+			}
+			return withHint(fmt.Errorf("%s is still %s after %s of watching", jobID, state, o.timeout),
+				"it goes on; watch it again with 'idlegrid job watch "+jobID+"', or stop it with 'idlegrid job cancel "+jobID+"'")
+		case <-tick.C:
+		}
+	}
+}
+
+// stopWatching ends a watch the user interrupted: the job goes on.
+func (c *jobCommand) stopWatching(w *jobWatcher, jobID string) error {
+	w.endLive()
+	fmt.Fprintf(c.env.Err, "stopped watching; %s goes on ('idlegrid job cancel %s' stops it)\n", jobID, jobID)
+	return nil
+}
+
+// fetchJobView asks the server for the job's leases and then the job, in
+// that order: the job is then at least as new as its leases, so a job seen
+// queued has no lease it was placed on since.
+func fetchJobView(ctx context.Context, cl *client.Client, jobID string, now func() time.Time) (*jobView, error) {
+	leases, err := cl.ListLeases(ctx, idlegrid.LeaseFilter{JobID: jobID})
+	if err != nil {
+		return nil, err
+	}
+	j, err := cl.FindJob(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	return &jobView{At: now(), Job: j, Leases: nonNil(leases)}, nil
+}
+
+// transient reports whether err may pass if asked again: the server was
+// unreachable, busy or restarting. A mistake of the caller's (a wrong ID,
+// key or role) will not.
+func transient(err error) bool {
+	switch idlegrid.ErrorCode(err) {
+	case idlegrid.ENOTFOUND, idlegrid.EUNAUTHORIZED, idlegrid.EFORBIDDEN, idlegrid.EINVALID:
+		return false
+	}
+	return true
+}
+
+// jobOutcome is the watch's result for a job that ended: nil when it
+// succeeded, an error saying how it ended otherwise.
+func jobOutcome(j *idlegrid.Job) error {
+	switch j.State {
+	case idlegrid.JobSucceeded:
+		return nil
+	case idlegrid.JobCancelled:
+		return withHint(fmt.Errorf("%s was cancelled: %s", j.ID, orDash(j.Reason)), "its leases: 'idlegrid job leases "+j.ID+"'")
+	}
+	return withHint(fmt.Errorf("%s %s: %s", j.ID, j.State, orDash(j.Reason)),
+		"its output: 'idlegrid job logs "+j.ID+"'; its leases: 'idlegrid job leases "+j.ID+"'")
+}
+
+// jobWatcher prints what changes between the views it is shown.
+type jobWatcher struct {
+	w        io.Writer
+	notes    io.Writer // with --json, where the lines about the watch itself go
+	tty      bool
+	json     bool
+	last     *jobView
+	lastJSON []byte
+	live     bool           // a live line is on the terminal's last line
+	decile   map[string]int // off a terminal: per lease, the tenths of progress printed
+	lostErr  string         // the error that cut contact, until contact returns
+}
+
+func newJobWatcher(w, notes io.Writer, asJSON bool) *jobWatcher {
+	return &jobWatcher{w: w, notes: notes, tty: !asJSON && isTerminal(w), json: asJSON, decile: map[string]int{}}
+}
+
+// show prints what changed since the last view.
+func (w *jobWatcher) show(v *jobView) error {
+	if w.lostErr != "" {
+		w.lostErr = ""
+		w.line(v.At, "in contact with the server again")
+	}
+	if w.json {
+		return w.showJSON(v)
+	}
+	for _, ev := range jobChanges(w.last, v) {
+		w.line(v.At, ev)
+	}
+	if w.tty {
+		w.drawLive(v)
+	} else {
+		w.progressLines(v)
+	}
+	w.last = v
+	return nil
+}
+
+// showJSON prints v as a line of JSON when the job or its leases changed.
+func (w *jobWatcher) showJSON(v *jobView) error {
+	state, err := json.Marshal(struct {
+		Job    *idlegrid.Job     `json:"job"`
+		Leases []*idlegrid.Lease `json:"leases"`
+	}{v.Job, v.Leases})
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(state, w.lastJSON) {
+		return nil
+	}
+	w.last, w.lastJSON = v, state
+	line, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w.w, "%s\n", line)
+	return err
+}
+
+// lost says once that the server could not be reached.
+func (w *jobWatcher) lost(at time.Time, err error) {
+	if msg := errorText(err); w.lostErr == "" {
+		w.lostErr = msg
+		w.line(at, "cannot reach the server ("+msg+"); still trying")
+	}
+}
+
+// line prints one change, above the live line; with --json, only the
+// lines about the watch itself come here, and go to notes.
+func (w *jobWatcher) line(at time.Time, msg string) {
+	if w.json {
+		fmt.Fprintf(w.notes, "%s  %s\n", at.Local().Format("15:04:05"), msg)
+		return
+	}
+	w.clearLive()
+	fmt.Fprintf(w.w, "%s  %s\n", at.Local().Format("15:04:05"), msg)
+}
+
+func (w *jobWatcher) clearLive() {
+	if w.live {
+		fmt.Fprint(w.w, "\r\033[K")
+		w.live = false
+	}
+}
+
+// endLive leaves the live line on screen, ended.
+func (w *jobWatcher) endLive() {
+	if w.live {
+		fmt.Fprintln(w.w)
+		w.live = false
+	}
+}
+
+// drawLive redraws the terminal's live line.
+func (w *jobWatcher) drawLive(v *jobView) {
+	if s := liveLine(v); s != "" && !v.Job.State.Terminal() {
+		fmt.Fprintf(w.w, "\r\033[K%s", s)
+		w.live = true
+	} else {
+		w.clearLive()
+	}
+}
+
+// progressLines prints, off a terminal, a line for each tenth of progress
+// a running lease has passed.
+func (w *jobWatcher) progressLines(v *jobView) {
+	for _, l := range v.Leases {
+		if l.State != idlegrid.LeaseRunning {
+			continue
+		}
+		if d := int(l.Progress * 10); d > w.decile[l.ID] && d < 10 {
+			w.decile[l.ID] = d
+			w.line(v.At, fmt.Sprintf("%d%% done on %s", d*10, l.NodeID))
+		}
+	}
+}
+
+// liveLine is the status of the job now: how long it has waited, or the
+// progress of its running leases.
+func liveLine(v *jobView) string {
+	j := v.Job
+	if j.State == idlegrid.JobQueued {
+		return fmt.Sprintf("queued for %s", since(j.CreatedAt, v.At))
+	}
+	var running []*idlegrid.Lease
+	for _, l := range v.Leases {
+		if !l.State.Terminal() {
+			running = append(running, l)
+		}
+	}
+	if len(running) == 0 {
+		return ""
+	}
+	progress, started := 0.0, (*time.Time)(nil)
+	for _, l := range running {
+		progress += l.Progress / float64(len(running))
+		if l.StartedAt != nil && (started == nil || l.StartedAt.Before(*started)) {
+			started = l.StartedAt
+		}
+	}
+	where := running[0].NodeID
+	if len(running) > 1 {
+		where += fmt.Sprintf(" and %d more", len(running)-1)
+	}
+	if started == nil {
+		return "starting on " + where
+	}
+	return fmt.Sprintf("%s %3.0f%% on %s · %s of %s", bar(progress, 24), 100*progress, where,
+		since(*started, v.At), seconds(j.DurationSeconds))
+}
+
+// bar draws a progress bar of width cells.
+func bar(done float64, width int) string {
+	n := min(max(int(done*float64(width)), 0), width)
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}
+
+// since is the whole seconds from t to now, never negative (the server's
+// clock and this machine's may differ a little).
+func since(t, now time.Time) time.Duration {
+	return max(now.Sub(t), 0).Truncate(time.Second)
+}
+
+// jobChanges says what changed in a job and its leases from prev to next;
+// prev nil (the first view) says where the job stands.
+func jobChanges(prev, next *jobView) []string {
+	var out []string
+	before := map[string]*idlegrid.Lease{}
+	if prev != nil {
+		for _, l := range prev.Leases {
+			before[l.ID] = l
+		}
+	}
+	for _, l := range next.Leases {
+		out = append(out, leaseChanges(before[l.ID], l)...)
+	}
+	j := next.Job
+	switch {
+	case prev == nil:
+		out = append(out, jobStateLine(nil, j)...)
+	case prev.Job.State != j.State || (j.State == idlegrid.JobQueued && prev.Job.Reason != j.Reason):
+		out = append(out, jobStateLine(prev.Job, j)...)
+	}
+	return out
+}
+
+// jobStateLine says the job's state, when the leases' lines do not.
+func jobStateLine(prev, j *idlegrid.Job) []string {
+	charged := "charged " + j.ChargedMicros.String()
+	switch j.State {
+	case idlegrid.JobQueued:
+		reason := j.Reason
+		if reason == "" {
+			reason = "the market has not looked at it yet"
+		}
+		if prev == nil || prev.State == idlegrid.JobQueued {
+			if prev == nil {
+				return []string{"waits: " + reason, "  why, node by node: idlegrid job explain " + j.ID}
+			}
+			return []string{"waits: " + reason}
+		}
+		return []string{"back in the queue: " + reason}
+	case idlegrid.JobSucceeded:
+		return []string{"succeeded; " + charged + " in all"}
+	case idlegrid.JobFailed, idlegrid.JobCancelled:
+		return []string{fmt.Sprintf("%s: %s; %s in all", j.State, orDash(j.Reason), charged)}
+	}
+	return nil
+}
+
+// leaseChanges says what changed in one lease; prev nil: it is new.
+func leaseChanges(prev, l *idlegrid.Lease) []string {
+	var out []string
+	if prev == nil {
+		out = append(out, fmt.Sprintf("placed on %s: %d GPU(s) at %s, %s, attempt %d",
+			l.NodeID, len(l.GPUUUIDs), perGPUHour(l.PriceMicrosPerGPUHour), l.Tier, l.Attempt))
+		prev = &idlegrid.Lease{State: idlegrid.LeaseAssigned}
+	}
+	if l.CheckpointRef != "" && l.CheckpointRef != prev.CheckpointRef {
+		out = append(out, fmt.Sprintf("checkpoint on %s: %s", l.NodeID, l.CheckpointRef))
+	}
+	switch {
+	case l.NoticeAt != nil && prev.NoticeAt == nil && !l.State.Terminal():
+		by := l.NoticeAt.Add(time.Duration(l.NoticeSeconds) * time.Second)
+		out = append(out, fmt.Sprintf("notice on %s: it stops by %s (%s guaranteed): %s",
+			l.NodeID, by.Local().Format("15:04:05"), seconds(l.NoticeSeconds), orDash(l.StopRequested)))
+	case l.StopRequested != "" && prev.StopRequested == "" && !l.State.Terminal():
+		out = append(out, fmt.Sprintf("stopping on %s: %s", l.NodeID, l.StopRequested))
+	}
+	if l.State != prev.State {
+		out = append(out, leaseStateLine(l)...)
+	}
+	return out
+}
+
+// leaseStateLine says the state a lease moved to.
+func leaseStateLine(l *idlegrid.Lease) []string {
+	switch {
+	case l.State == idlegrid.LeaseRunning:
+		return []string{"started on " + l.NodeID}
+	case l.State.Terminal():
+		line := fmt.Sprintf("%s on %s: %s; charged %s", l.State, l.NodeID, orDash(l.Reason), l.ChargedMicros)
+		if l.Fault == idlegrid.FaultProvider {
+			line += " (the node's fault: you pay nothing for it)"
+		}
+		return []string{line}
+	}
+	return nil
+}

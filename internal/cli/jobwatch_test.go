@@ -1,0 +1,266 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// watchStart is when the watch tests' job was submitted.
+var watchStart = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+
+func at(secs int) *time.Time {
+	t := watchStart.Add(time.Duration(secs) * time.Second)
+	return &t
+}
+
+// watchScript is a bronze job's life, one view per poll: it waits, is
+// placed, starts, saves a checkpoint, is given notice and preempted, waits
+// again, is placed elsewhere and succeeds.
+func watchScript() []*jobView {
+	job := func(state idlegrid.JobState, reason string, charged idlegrid.Micros) *idlegrid.Job {
+		return &idlegrid.Job{ID: "job_1", State: state, Reason: reason, ChargedMicros: charged, CreatedAt: watchStart,
+			JobSpec: idlegrid.JobSpec{Tier: idlegrid.TierBronze, GPUs: 1, Nodes: 1, DurationSeconds: 600}}
+	}
+	first := idlegrid.Lease{ID: "lease_a", NodeID: "node_a", Attempt: 1, Tier: idlegrid.TierBronze, GPUUUIDs: []string{"g0"},
+		PriceMicrosPerGPUHour: 350_000, State: idlegrid.LeaseAssigned, NoticeSeconds: 120}
+	running := first
+	running.State, running.StartedAt, running.Progress = idlegrid.LeaseRunning, at(20), 0.25
+	saved := running
+	saved.CheckpointRef, saved.Progress = "s3://ckpt/step-400", 0.45
+	noticed := saved
+	noticed.NoticeAt, noticed.StopRequested = at(200), "notice: preempted for gold job job_9"
+	preempted := noticed
+	preempted.State, preempted.Reason, preempted.ChargedMicros = idlegrid.LeasePreempted, "preempted for gold job job_9", 31_000
+	second := idlegrid.Lease{ID: "lease_b", NodeID: "node_b", Attempt: 2, Tier: idlegrid.TierBronze, GPUUUIDs: []string{"g1"},
+		PriceMicrosPerGPUHour: 400_000, State: idlegrid.LeaseRunning, StartedAt: at(400)}
+	done := second
+	done.State, done.Reason, done.ChargedMicros, done.Progress = idlegrid.LeaseSucceeded, "exited 0", 40_000, 1
+	views := []struct {
+		job    *idlegrid.Job
+		leases []idlegrid.Lease
+	}{
+		{job(idlegrid.JobQueued, "", 0), nil},
+		{job(idlegrid.JobQueued, "no node fits: 3 cap below ask", 0), nil},
+		{job(idlegrid.JobQueued, "no node fits: 3 cap below ask", 0), nil}, // nothing new
+		{job(idlegrid.JobRunning, "", 0), []idlegrid.Lease{first}},
+		{job(idlegrid.JobRunning, "", 0), []idlegrid.Lease{running}},
+		{job(idlegrid.JobRunning, "", 0), []idlegrid.Lease{saved}},
+		{job(idlegrid.JobRunning, "", 0), []idlegrid.Lease{noticed}},
+		{job(idlegrid.JobQueued, "requeued from s3://ckpt/step-400", 31_000), []idlegrid.Lease{preempted}},
+		{job(idlegrid.JobRunning, "", 31_000), []idlegrid.Lease{preempted, second}},
+		{job(idlegrid.JobSucceeded, "", 71_000), []idlegrid.Lease{preempted, done}},
+	}
+	var out []*jobView
+	for i, v := range views {
+		jv := &jobView{At: watchStart.Add(time.Duration(i) * 50 * time.Second), Job: v.job, Leases: []*idlegrid.Lease{}}
+		for _, l := range v.leases {
+			jv.Leases = append(jv.Leases, &l)
+		}
+		out = append(out, jv)
+	}
+	return out
+}
+
+func TestJobChanges(t *testing.T) {
+	want := [][]string{
+		{"waits: the market has not looked at it yet", "  why, node by node: idlegrid job explain job_1"},
+		{"waits: no node fits: 3 cap below ask"},
+		nil,
+		{"placed on node_a: 1 GPU(s) at $0.350000/GPU-h, bronze, attempt 1"},
+		{"started on node_a"},
+		{"checkpoint on node_a: s3://ckpt/step-400"},
+		{"notice on node_a: it stops by " + at(320).Local().Format("15:04:05") + " (2m0s guaranteed): notice: preempted for gold job job_9"},
+		{"preempted on node_a: preempted for gold job job_9; charged $0.031000", "back in the queue: requeued from s3://ckpt/step-400"},
+		{"placed on node_b: 1 GPU(s) at $0.400000/GPU-h, bronze, attempt 2", "started on node_b"},
+		{"succeeded on node_b: exited 0; charged $0.040000", "succeeded; charged $0.071000 in all"},
+	}
+	var prev *jobView
+	for i, v := range watchScript() {
+		got := jobChanges(prev, v)
+		if strings.Join(got, "\n") != strings.Join(want[i], "\n") {
+			t.Errorf("view %d: changes\n%s\nwant\n%s", i, strings.Join(got, "\n"), strings.Join(want[i], "\n"))
+		}
+		prev = v
+	}
+}
+
+func TestJobChanges_joinsMidway(t *testing.T) {
+	views := watchScript()
+	got := strings.Join(jobChanges(nil, views[6]), "\n")
+	for _, w := range []string{"placed on node_a", "checkpoint on node_a", "notice on node_a", "started on node_a"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("first view of a running job:\n%s\nwant %q", got, w)
+		}
+	}
+}
+
+func TestJobChanges_providerFault(t *testing.T) {
+	l := &idlegrid.Lease{ID: "lease_a", NodeID: "node_a", State: idlegrid.LeaseRunning}
+	lost := *l
+	lost.State, lost.Reason, lost.Fault = idlegrid.LeaseLost, "node went silent", idlegrid.FaultProvider
+	got := leaseChanges(l, &lost)
+	if len(got) != 1 || got[0] != "lost on node_a: node went silent; charged $0.000000 (the node's fault: you pay nothing for it)" {
+		t.Errorf("changes = %q", got)
+	}
+}
+
+func TestLiveLine(t *testing.T) {
+	views := watchScript()
+	for _, tc := range []struct {
+		v    *jobView
+		want string
+	}{
+		{views[1], "queued for 50s"},
+		{views[3], "starting on node_a"},
+		{views[5], "[##########..............]  45% on node_a · 3m50s of 10m0s"},
+		{views[9], ""},
+	} {
+		if got := liveLine(tc.v); got != tc.want {
+			t.Errorf("live line of %s = %q, want %q", tc.v.Job.State, got, tc.want)
+		}
+	}
+}
+
+// scriptServer answers the lease and job reads of "job watch" from
+// views, moving to the next view after each job read; the last view
+// stays. fail makes the first fail requests answer 503.
+type scriptServer struct {
+	mu    sync.Mutex
+	views []*jobView
+	i     int
+	fail  int
+}
+
+func (s *scriptServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.views[min(s.i, len(s.views)-1)]
+	w.Header().Set("Content-Type", "application/json")
+	if s.fail > 0 {
+		s.fail--
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "unavailable", "message": "restarting"}})
+		return
+	}
+	switch {
+	case r.URL.Path == "/v1/leases": // as the server does, an empty list for an unknown job
+		leases := []*idlegrid.Lease{}
+		if r.URL.Query().Get("job_id") == v.Job.ID {
+			leases = v.Leases
+		}
+		json.NewEncoder(w).Encode(map[string]any{"leases": leases})
+	case r.URL.Path == "/v1/jobs/"+v.Job.ID:
+		json.NewEncoder(w).Encode(v.Job)
+		s.i++
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "not_found", "message": `job "` + strings.TrimPrefix(r.URL.Path, "/v1/jobs/") + `" not found`}})
+	}
+}
+
+func runWatch(t *testing.T, s *scriptServer, args ...string) result {
+	t.Helper()
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	vars := map[string]string{"IDLEGRID_ADDR": ts.URL, "IDLEGRID_KEY": "key_test"}
+	return run(t, vars, append([]string{"job", "watch"}, args...)...)
+}
+
+func TestJobWatch(t *testing.T) {
+	r := runWatch(t, &scriptServer{views: watchScript()}, "job_1", "--every", "500ms")
+	if r.code != 0 {
+		t.Fatalf("job watch of a job that succeeds: %s", r)
+	}
+	for _, w := range []string{"waits: no node fits", "placed on node_a", "20% done on node_a", "40% done on node_a",
+		"notice on node_a", "back in the queue", "placed on node_b", "succeeded; charged $0.071000 in all"} {
+		if !strings.Contains(r.out, w) {
+			t.Errorf("job watch printed:\n%s\nwant %q", r.out, w)
+		}
+	}
+	if n := strings.Count(r.out, "waits: no node fits"); n != 1 {
+		t.Errorf("the same wait reason printed %d times, want once:\n%s", n, r.out)
+	}
+}
+
+func TestJobWatch_failedExits1(t *testing.T) {
+	views := watchScript()[:5]
+	failed := *views[4]
+	failed.Job = &idlegrid.Job{ID: "job_1", State: idlegrid.JobFailed, Reason: "workload exited 3", CreatedAt: watchStart}
+	r := runWatch(t, &scriptServer{views: append(views, &failed)}, "job_1", "--every", "500ms")
+	if r.code != 1 || !strings.Contains(r.err, "job_1 failed: workload exited 3") || !strings.Contains(r.err, "idlegrid job logs job_1") {
+		t.Errorf("job watch of a job that fails: %s", r)
+	}
+}
+
+func TestJobWatch_json(t *testing.T) {
+	r := runWatch(t, &scriptServer{views: watchScript()}, "job_1", "--every", "500ms", "--json")
+	if r.code != 0 {
+		t.Fatalf("job watch --json: %s", r)
+	}
+	var states []string
+	for line := range strings.Lines(r.out) {
+		var v jobView
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("line %q is not a view: %v", line, err)
+		}
+		states = append(states, string(v.Job.State))
+	}
+	// One line per change: the repeated queued view prints nothing.
+	if got := strings.Join(states, ","); got != "queued,queued,running,running,running,running,queued,running,succeeded" {
+		t.Errorf("job watch --json printed states %s", got)
+	}
+}
+
+func TestJobWatch_serverAway(t *testing.T) {
+	s := &scriptServer{views: watchScript()[8:], fail: 2}
+	r := runWatch(t, s, "job_1", "--every", "500ms")
+	if r.code != 0 || strings.Count(r.out, "cannot reach the server") != 1 || !strings.Contains(r.out, "in contact with the server again") {
+		t.Errorf("job watch across a server restart: %s", r)
+	}
+}
+
+func TestJobWatch_timeoutAndMistakes(t *testing.T) {
+	queued := watchScript()[1:2]
+	r := runWatch(t, &scriptServer{views: queued}, "job_1", "--every", "500ms", "--timeout", "1200ms")
+	if r.code != 1 || !strings.Contains(r.err, "job_1 is still queued after 1.2s of watching") || !strings.Contains(r.err, "idlegrid job cancel job_1") {
+		t.Errorf("job watch --timeout: %s", r)
+	}
+	r = runWatch(t, &scriptServer{views: queued}, "job_nope", "--every", "500ms")
+	if r.code != 1 || !strings.Contains(r.err, `job "job_nope" not found`) {
+		t.Errorf("job watch of an unknown job: %s", r)
+	}
+	r = runWatch(t, &scriptServer{views: queued}, "job_1", "--every", "10ms")
+	if r.code != 2 || !strings.Contains(r.err, "--every: 10ms is too often") {
+		t.Errorf("job watch --every 10ms: %s", r)
+	}
+	r = run(t, nil, "job", "submit", "--image", "x", "--max-price", "1", "--duration", "1m", "--timeout", "1h")
+	if r.code != 2 || !strings.Contains(r.err, "--timeout only applies with --wait") {
+		t.Errorf("job submit --timeout without --wait: %s", r)
+	}
+}
+
+func TestJobWatch_interrupted(t *testing.T) {
+	ts := httptest.NewServer(&scriptServer{views: watchScript()[1:2]})
+	defer ts.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	var out, errOut bytes.Buffer
+	done := make(chan int)
+	go func() {
+		done <- Main(ctx, []string{"job", "watch", "job_1", "--every", "500ms"}, Stdio{Out: &out, Err: &errOut},
+			func(k string) string { return map[string]string{"IDLEGRID_ADDR": ts.URL, "IDLEGRID_KEY": "k"}[k] })
+	}()
+	time.Sleep(700 * time.Millisecond) // a poll or two, then Ctrl-C
+	cancel()
+	if code := <-done; code != 0 || !strings.Contains(errOut.String(), "stopped watching; job_1 goes on") {
+		t.Errorf("job watch after Ctrl-C: exit %d, stderr %q", code, errOut.String())
+	}
+}
