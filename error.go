@@ -26,13 +26,45 @@ type Error struct {
 	Code    string
 	Field   string // the input field at fault, e.g. "job.gpus", when known
 	Message string
+	// More are the other problems found in the same input, each naming
+	// its own field, so that a caller can mend them all at once (see
+	// Problems).
+	More []*Error
 }
 
+// Error is the problem's text, "field: message", followed by the others'
+// joined with "; ".
 func (e *Error) Error() string {
+	s := e.one()
+	for _, m := range e.More {
+		s += "; " + m.one()
+	}
+	return s
+}
+
+func (e *Error) one() string {
 	if e.Field != "" {
 		return e.Field + ": " + e.Message
 	}
 	return e.Message
+}
+
+// All lists e and the problems in More, each alone.
+func (e *Error) All() []*Error {
+	first := *e
+	first.More = nil
+	return append([]*Error{&first}, e.More...)
+}
+
+// Problems returns nil for no problems, or the first carrying the others
+// in More: a check that finds several reports them all in one error.
+func Problems(ps []*Error) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	first := *ps[0]
+	first.More = ps[1:]
+	return &first
 }
 
 // Errorf returns an *Error with the given code.
@@ -68,4 +100,20 @@ func ErrorMessage(err error) string {
 		return e.Error()
 	}
 	return "internal error"
+}
+
+// problems collects what is wrong with one input, to be reported together
+// (Problems).
+type problems []*Error
+
+// add records that field is invalid, and why.
+func (p *problems) add(field, format string, args ...any) {
+	*p = append(*p, Invalid(field, format, args...))
+}
+
+// check records that field is invalid, and why, unless ok.
+func (p *problems) check(ok bool, field, format string, args ...any) {
+	if !ok {
+		p.add(field, format, args...)
+	}
 }

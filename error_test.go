@@ -85,4 +85,7 @@ func wantField(tb testing.TB, err error, field string) {
 	if e.Message == "" {
 		tb.Fatalf("error on %s has no message", field)
 	}
+	if len(e.More) > 0 {
+		tb.Fatalf("got %d more problems besides %s: %v", len(e.More), field, e)
+	}
 }

@@ -1,6 +1,7 @@
 package idlegrid_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -143,11 +144,63 @@ func TestJobSpec_Validate(t *testing.T) {
 			wantField(t, err, tt.field)
 		})
 	}
-	t.Run("normalized empty spec names the image", func(t *testing.T) {
+	t.Run("normalized empty spec names the image and the rest", func(t *testing.T) {
 		var s idlegrid.JobSpec
 		s.Normalize()
-		wantField(t, s.Validate(jobNow), "job.image")
+		err := s.Validate(jobNow)
+		for _, f := range []string{"job.image", "job.gpus", "job.max_price_micros_per_gpu_hour", "job.duration_seconds"} {
+			if !strings.Contains(idlegrid.ErrorMessage(err), f+": ") {
+				t.Errorf("empty spec: %v; want it to name %s", err, f)
+			}
+		}
+		if e := (*idlegrid.Error)(nil); !errors.As(err, &e) || e.Field != "job.image" {
+			t.Errorf("empty spec: %v; want job.image first", err)
+		}
 	})
+}
+
+// TestJobSpec_Validate_everyProblem: a spec wrong in several fields is
+// refused with every one of them named, in the spec's order.
+func TestJobSpec_Validate_everyProblem(t *testing.T) {
+	s := validSpec()
+	s.GPUs, s.Tier, s.DurationSeconds, s.Env = 0, "platinum", 0, map[string]string{"B-AD": "x", "A-BAD": "y"}
+	var e *idlegrid.Error
+	if !errors.As(s.Validate(jobNow), &e) {
+		t.Fatalf("a spec wrong in four fields is valid")
+	}
+	var fields []string
+	for _, p := range e.All() {
+		if p.Code != idlegrid.EINVALID || p.Message == "" || len(p.More) != 0 {
+			t.Errorf("problem %+v: want an invalid field with a reason, alone", p)
+		}
+		fields = append(fields, p.Field)
+	}
+	if got := strings.Join(fields, ","); got != "job.env,job.gpus,job.tier,job.duration_seconds" {
+		t.Errorf("fields at fault = %s, want job.env,job.gpus,job.tier,job.duration_seconds", got)
+	}
+	want := `job.env: bad variable name "A-BAD"; job.gpus: must be between 1 and 16; ` +
+		`job.tier: must be gold, silver or bronze, got "platinum"; job.duration_seconds: must be between 1 and 2592000 (30 days)`
+	if e.Error() != want {
+		t.Errorf("error = %q\nwant    %q", e.Error(), want)
+	}
+	if e.Field != "job.env" || idlegrid.ErrorMessage(e) != want {
+		t.Errorf("the error's own field %q and message %q: want the first problem's field and every problem", e.Field, idlegrid.ErrorMessage(e))
+	}
+}
+
+func TestProblems(t *testing.T) {
+	if err := idlegrid.Problems(nil); err != nil {
+		t.Errorf("no problems = %v, want nil", err)
+	}
+	one := idlegrid.Invalid("a", "bad")
+	if err := idlegrid.Problems([]*idlegrid.Error{one}); err.Error() != "a: bad" {
+		t.Errorf("one problem = %v", err)
+	}
+	two := idlegrid.Problems([]*idlegrid.Error{one, idlegrid.Invalid("b", "worse")})
+	var e *idlegrid.Error
+	if !errors.As(two, &e) || len(e.All()) != 2 || e.All()[1].Field != "b" || len(e.All()[0].More) != 0 || len(one.More) != 0 {
+		t.Errorf("two problems = %+v; want a then b, the first's record left alone", two)
+	}
 }
 
 func TestTier(t *testing.T) {

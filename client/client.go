@@ -165,13 +165,14 @@ func (t transport) decodeError(resp *http.Response, data []byte) error {
 	var body wire.ErrorBody
 	if json.Unmarshal(data, &body) == nil && body.Error.Code != "" {
 		e := body.Error
-		// The wire message carries "field: " in front for people reading
-		// raw JSON; *idlegrid.Error adds it back in Error().
-		msg := e.Message
-		if e.Field != "" {
-			msg = strings.TrimPrefix(msg, e.Field+": ")
+		if len(e.Problems) > 1 {
+			ps := make([]*idlegrid.Error, len(e.Problems))
+			for i, p := range e.Problems {
+				ps[i] = fieldError(e.Code, p.Field, p.Message)
+			}
+			return idlegrid.Problems(ps)
 		}
-		return &idlegrid.Error{Code: e.Code, Field: e.Field, Message: msg}
+		return fieldError(e.Code, e.Field, e.Message)
 	}
 	code := idlegrid.EINTERNAL
 	switch resp.StatusCode {
@@ -216,4 +217,14 @@ func path(segments ...string) string {
 		b.WriteString(url.PathEscape(s))
 	}
 	return b.String()
+}
+
+// fieldError is an error of the API's as *idlegrid.Error. The wire message
+// carries "field: " in front for people reading raw JSON; *idlegrid.Error
+// adds it back in Error().
+func fieldError(code, field, msg string) *idlegrid.Error {
+	if field != "" {
+		msg = strings.TrimPrefix(msg, field+": ")
+	}
+	return &idlegrid.Error{Code: code, Field: field, Message: msg}
 }

@@ -269,18 +269,30 @@ func override(isSet bool, dst *string, v string) {
 	}
 }
 
-// checkSpec normalises spec and validates it here, so mistakes are named
-// before anything is sent; the server checks again.
+// checkSpec normalises spec and validates it here, so that every mistake
+// is named before anything is sent; the server checks again.
 func checkSpec(spec *idlegrid.JobSpec) error {
 	spec.Normalize()
-	if spec.Image == "" {
-		return idlegrid.Invalid("job.image", "required: give --image or image: in the job file")
-	} else if spec.MaxPriceMicrosPerGPUHour == 0 {
-		return idlegrid.Invalid("job.max_price", "required: give --max-price 2.50 (per GPU-hour) or max_price in the job file")
-	} else if spec.DurationSeconds == 0 {
-		return idlegrid.Invalid("job.duration", "required: give --duration 1h or duration in the job file")
+	var ps []*idlegrid.Error
+	covered := map[string]bool{} // the spec's fields a missing flag's problem already names
+	require := func(missing bool, field, flag, hint string) {
+		if missing {
+			ps = append(ps, idlegrid.Invalid(flag, "required: give %s", hint))
+			covered[field] = true
+		}
 	}
-	return spec.Validate(time.Now())
+	require(spec.Image == "", "job.image", "job.image", "--image or image: in the job file")
+	require(spec.MaxPriceMicrosPerGPUHour == 0, "job.max_price_micros_per_gpu_hour", "job.max_price", "--max-price 2.50 (per GPU-hour) or max_price in the job file")
+	require(spec.DurationSeconds == 0, "job.duration_seconds", "job.duration", "--duration 1h or duration in the job file")
+	var e *idlegrid.Error
+	if errors.As(spec.Validate(time.Now()), &e) {
+		for _, p := range e.All() {
+			if !covered[p.Field] {
+				ps = append(ps, p)
+			}
+		}
+	}
+	return idlegrid.Problems(ps)
 }
 
 func readJobFile(e *env, path string) (idlegrid.JobSpec, error) {

@@ -130,15 +130,19 @@ func (c *jobCommand) follow(ctx context.Context, cl *client.Client, jobID string
 			return c.stopWatching(w, jobID)
 		case <-deadline:
 			w.endLive()
-			state := "not seen"
-			if w.last != nil {
-				state = string(w.last.Job.State)
-			}
-			return withHint(fmt.Errorf("%s is still %s after %s of watching", jobID, state, o.timeout),
-				"it goes on; watch it again with 'idlegrid job watch "+jobID+"', or stop it with 'idlegrid job cancel "+jobID+"'")
+			return w.timedOut(jobID, o.timeout)
 		case <-tick.C:
 		}
 	}
+}
+
+// timedOut is the error of a watch that ran out of time.
+func (w *jobWatcher) timedOut(jobID string, after time.Duration) error {
+	err := fmt.Errorf("could not read %s in %s of watching", jobID, after)
+	if w.last != nil {
+		err = fmt.Errorf("%s is still %s after %s of watching", jobID, w.last.Job.State, after)
+	}
+	return withHint(err, "it goes on; watch it again with 'idlegrid job watch "+jobID+"', or stop it with 'idlegrid job cancel "+jobID+"'")
 }
 
 // stopWatching ends a watch the user interrupted: the job goes on.

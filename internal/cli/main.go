@@ -175,7 +175,15 @@ func usagef(format string, args ...any) error {
 
 // printError prints err as "idlegrid: message" followed by what to do next.
 func printError(w io.Writer, err error) {
-	fmt.Fprintf(w, "idlegrid: %s\n", errorText(err))
+	var e *idlegrid.Error
+	if errors.As(err, &e) && len(e.More) > 0 {
+		fmt.Fprintf(w, "idlegrid: %d problems:\n", len(e.More)+1)
+		for _, p := range e.All() {
+			fmt.Fprintf(w, "  %s\n", p.Error())
+		}
+	} else {
+		fmt.Fprintf(w, "idlegrid: %s\n", errorText(err))
+	}
 	if hint := hintFor(err); hint != "" {
 		fmt.Fprintf(w, "  %s\n", hint)
 	}
@@ -208,6 +216,9 @@ func hintFor(err error) string {
 	case idlegrid.EPAYMENT:
 		return "not enough balance: an admin can add funds with 'idlegrid account topup ACCOUNT_ID AMOUNT'"
 	case idlegrid.EINVALID:
+		if e := (*idlegrid.Error)(nil); errors.As(err, &e) && len(e.More) > 0 {
+			return "fix the fields named above and try again; 'idlegrid help <command>' shows the flags"
+		}
 		return "fix the field named above and try again; 'idlegrid help <command>' shows the flags"
 	case idlegrid.ECONFLICT:
 		return "the object is not in a state that allows this; look at it with the matching 'get' command"

@@ -217,6 +217,18 @@ func TestMain_Errors(t *testing.T) {
 			t.Fatalf("got %s\nwant exit 1 and stderr %q", r, want)
 		}
 	})
+	t.Run("InvalidSpecNamesEveryField", func(t *testing.T) {
+		r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit", "--gpus", "17", "--tier", "platinum", "--max-price", "2")
+		want := "idlegrid: 4 problems:\n" +
+			"  job.image: required: give --image or image: in the job file\n" +
+			"  job.duration: required: give --duration 1h or duration in the job file\n" +
+			"  job.gpus: must be between 1 and 16\n" +
+			"  job.tier: must be gold, silver or bronze, got \"platinum\"\n" +
+			"  fix the fields named above and try again; 'idlegrid help <command>' shows the flags\n"
+		if r.code != 1 || r.err != want {
+			t.Fatalf("got %s\nwant exit 1 and stderr %q", r, want)
+		}
+	})
 	t.Run("MissingPrice", func(t *testing.T) {
 		r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit", "--image", "ghcr.io/acme/x:1", "--duration", "1h")
 		if want := "idlegrid: job.max_price: required: give --max-price 2.50 (per GPU-hour) or max_price in the job file\n"; r.code != 1 || firstLines(r.err, 1)+"\n" != want {

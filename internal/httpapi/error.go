@@ -42,6 +42,11 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *idlegrid.Error
 	if errors.As(err, &e) {
 		detail.Field = e.Field
+		if len(e.More) > 0 {
+			for _, p := range e.All() {
+				detail.Problems = append(detail.Problems, wire.ErrorProblem{Field: p.Field, Message: p.Error()})
+			}
+		}
 	}
 	if code == idlegrid.EINTERNAL {
 		a.log.Error("http: internal error", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -5,11 +5,13 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -436,6 +438,42 @@ func TestAPI_emptyListsAreArrays(t *testing.T) {
 	}
 }
 
+// TestAPI_everyProblem: a spec wrong in several fields is refused with
+// each named in problems, and the client gives them back as one error.
+func TestAPI_everyProblem(t *testing.T) {
+	f := mustOpen(t, httpapi.Options{})
+	renter, _, secret := f.mustAccount(t, "ren", idlegrid.RoleRenter)
+	body := `{"image":"ghcr.io/a/b:1","gpus":0,"tier":"platinum","max_price_micros_per_gpu_hour":1000000,"duration_seconds":0}`
+	got := mustDo(t, request(t, "POST", f.URL+"/v1/jobs", secret, body))
+	e := got.Err(t)
+	want := []wire.ErrorProblem{
+		{Field: "job.gpus", Message: "job.gpus: must be between 1 and 16"},
+		{Field: "job.tier", Message: `job.tier: must be gold, silver or bronze, got "platinum"`},
+		{Field: "job.duration_seconds", Message: "job.duration_seconds: must be between 1 and 2592000 (30 days)"},
+	}
+	if got.Status != http.StatusBadRequest || e.Code != idlegrid.EINVALID || e.Field != "job.gpus" || !reflect.DeepEqual(e.Problems, want) {
+		t.Fatalf("answer = %d %s; want 400, field job.gpus, problems %+v", got.Status, got.Body, want)
+	}
+	if !strings.HasPrefix(e.Message, want[0].Message+"; ") || !strings.HasSuffix(e.Message, "; "+want[2].Message) {
+		t.Errorf("message %q: want every problem's, in order", e.Message)
+	}
+	_, err := renter.SubmitJob(t.Context(), idlegrid.JobSpec{Image: "ghcr.io/a/b:1", GPUs: 0, Tier: "platinum", MaxPriceMicrosPerGPUHour: 1_000_000})
+	var ce *idlegrid.Error
+	if !errors.As(err, &ce) || len(ce.More) != 2 {
+		t.Fatalf("client error = %#v, want the first problem with two more", err)
+	}
+	for i, p := range ce.All() {
+		if p.Code != idlegrid.EINVALID || p.Field != want[i].Field || p.Error() != want[i].Message {
+			t.Errorf("client problem %d = %+v (%q), want %+v", i, p, p.Error(), want[i])
+		}
+	}
+	// A single problem has no list.
+	got = mustDo(t, request(t, "POST", f.URL+"/v1/jobs", secret, `{"image":"ghcr.io/a/b:1","gpus":0,"max_price_micros_per_gpu_hour":1000000,"duration_seconds":60}`))
+	if e := got.Err(t); e.Field != "job.gpus" || e.Problems != nil {
+		t.Errorf("one problem: %s; want field job.gpus and no problems list", got.Body)
+	}
+}
+
 // TestAPI_internalError breaks the database under the server: the caller
 // gets a 500 that says nothing of the cause.
 func TestAPI_internalError(t *testing.T) {
@@ -445,7 +483,7 @@ func TestAPI_internalError(t *testing.T) {
 	if got.Status != http.StatusInternalServerError {
 		t.Fatalf("status = %d %s, want 500", got.Status, got.Body)
 	}
-	if e := got.Err(t); e != (wire.ErrorDetail{Code: idlegrid.EINTERNAL, Message: "internal error"}) {
+	if e := got.Err(t); !reflect.DeepEqual(e, wire.ErrorDetail{Code: idlegrid.EINTERNAL, Message: "internal error"}) {
 		t.Errorf("error = %+v, want only code internal and message \"internal error\"", e)
 	}
 }

@@ -458,7 +458,20 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("a renter's views are %q, want Renter and Market only", nav)
 		}
 		b.waitText("#panel-spend", "Available")
+		// A spec wrong in two fields: both are said and marked at once.
+		b.run("submit a job with no GPUs and no duration",
+			chromedp.SetValue(chromedp.ID("j-gpus"), "0"),
+			chromedp.SetValue(chromedp.ID("j-duration"), "0"),
+			chromedp.Click(chromedp.CSS(`#submit-form button[type=submit]`)))
+		b.waitText("#submit-error", "job.duration_seconds: must be between")
+		if msg := b.text("#submit-error"); !strings.Contains(msg, "job.gpus: must be between 1 and 16") {
+			t.Errorf("submit error = %q, want the GPUs' problem too", msg)
+		}
+		if got := eval[string](b, "read the inputs marked", `[...document.querySelectorAll('#submit-form [aria-invalid=true]')].map((e) => e.id).join(',')`); got != "j-gpus,j-duration" {
+			t.Errorf("inputs marked invalid = %q, want j-gpus,j-duration", got)
+		}
 		b.run("fill the job form",
+			chromedp.SetValue(chromedp.ID("j-gpus"), "1"),
 			chromedp.SetValue(chromedp.ID("j-name"), "browser-job"),
 			chromedp.SetValue(chromedp.ID("j-image"), "python:3.12"),
 			chromedp.SetValue(chromedp.ID("j-price"), "9.50"),
@@ -466,6 +479,9 @@ func TestDashboard(t *testing.T) {
 			chromedp.SetValue(chromedp.ID("j-checkpoint"), "10"),
 			chromedp.Click(chromedp.CSS(`#submit-form button[type=submit]`)))
 		b.waitText("#toast", "Submitted job_")
+		if n := eval[int](b, "count the inputs marked", `document.querySelectorAll('#submit-form [aria-invalid]').length`); n != 0 {
+			t.Errorf("%d inputs still marked invalid after a submission that was taken", n)
+		}
 		jobID = regexp.MustCompile(`job_[a-z0-9]+`).FindString(b.text("#toast"))
 		b.waitText("#panel-jobs", "browser-job")
 		b.waitText("#panel-job", jobID)

@@ -22,14 +22,26 @@ const HeaderIdempotencyKey = "Idempotency-Key"
 //	{"error":{"code":"invalid","field":"job.gpus","message":"job.gpus: must be between 1 and 16"}}
 //
 // Message is the whole caller-safe text, field included, so that a person
-// reading raw JSON needs nothing else.
+// reading raw JSON needs nothing else. An input with several fields at
+// fault lists each in problems, the first being the error's own field:
+//
+//	{"error":{"code":"invalid","field":"job.gpus","message":"job.gpus: must be between 1 and 16; job.tier: …",
+//	  "problems":[{"field":"job.gpus","message":"job.gpus: must be between 1 and 16"},{"field":"job.tier","message":"job.tier: …"}]}}
 type ErrorBody struct {
 	Error ErrorDetail `json:"error"`
 }
 
 // ErrorDetail is the inside of an ErrorBody.
 type ErrorDetail struct {
-	Code    string `json:"code"`
+	Code     string         `json:"code"`
+	Field    string         `json:"field,omitempty"`
+	Message  string         `json:"message"`
+	Problems []ErrorProblem `json:"problems,omitempty"` // when more than one field is at fault
+}
+
+// ErrorProblem is one field at fault; Message starts with the field, as
+// ErrorDetail's does.
+type ErrorProblem struct {
 	Field   string `json:"field,omitempty"`
 	Message string `json:"message"`
 }

@@ -26,6 +26,9 @@
       const e = (body && body.error) || {};
       super(e.message || ('HTTP ' + status));
       this.status = status; this.code = e.code || ''; this.field = e.field || '';
+      // problems: every field at fault, each with its message (one, or the
+      // server's list when a spec broke several rules).
+      this.problems = e.problems || (e.field ? [{ field: e.field, message: e.message }] : []);
     }
     // missing is true when the server has no such endpoint (an older server,
     // or a feature not built yet), as opposed to no such object.
@@ -297,6 +300,7 @@
       ev.preventDefault();
       const errOut = $('#submit-error');
       errOut.textContent = '';
+      for (const el of ev.target.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
       const max = parseMoney($('#j-price').value);
       if (max === null) { errOut.textContent = 'Max price: write dollars per GPU-hour, e.g. 2.50'; $('#j-price').focus(); return; }
       const spec = {
@@ -314,11 +318,24 @@
         toast('Submitted ' + job.id + ' (' + job.state + ')');
         refresh();
       } catch (e) {
-        errOut.textContent = e.message;
-        const input = fieldInput(e.field);
-        if (input) input.focus();
+        showProblems(errOut, e);
       }
     });
+  }
+
+  // showProblems says what the server refused, a line a problem, marks
+  // each input at fault and focuses the first.
+  function showProblems(out, e) {
+    const ps = (e.problems && e.problems.length > 1) ? e.problems : [{ field: e.field, message: e.message }];
+    out.textContent = ps.map((p) => p.message).join('\n');
+    let first = null;
+    for (const p of ps) {
+      const input = fieldInput(p.field);
+      if (!input) continue;
+      input.setAttribute('aria-invalid', 'true');
+      first = first || input;
+    }
+    if (first) first.focus();
   }
 
   // fieldInput maps an API error's field to the form input it names.
