@@ -11,6 +11,7 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
 // jobCommand is "idlegrid job": what renters do.
@@ -222,6 +223,9 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 			return err
 		}
 	}
+	if !asJSON {
+		c.warnIfStuck(ctx, cl, job.ID)
+	}
 	if !wait {
 		return nil
 	}
@@ -244,6 +248,31 @@ func checkWaitFlags(fs *flagSet, wait bool, o *watchOptions) error {
 		return nil
 	}
 	return o.check()
+}
+
+// warnIfStuck says, right after a submission, when no node would take the
+// job as the market stands: no online node meets its hardware and rules,
+// or every one asks more than its cap. Such a job waits until one would,
+// which a renter should hear now rather than find out later. Nothing is
+// said when the market cannot be asked.
+func (c *jobCommand) warnIfStuck(ctx context.Context, cl *client.Client, jobID string) {
+	x, err := cl.Explain(ctx, jobID)
+	if err != nil {
+		return
+	}
+	if note := stuckNote(x); note != "" {
+		fmt.Fprintf(c.env.Out, "note: as the market stands no node will take it: %s\n"+
+			"      it waits until one would; what rules the nodes out: idlegrid job explain %s\n", note, jobID)
+	}
+}
+
+// stuckNote says why no node would take the explained job, or "" when
+// one could now or later (a fit, a reservation or an estimated start).
+func stuckNote(x *wire.Explanation) string {
+	if x.Fits > 0 || x.Reservation != nil || !x.EstimatedStart.IsZero() || x.EstimateNote == "" {
+		return ""
+	}
+	return strings.TrimPrefix(x.EstimateNote, "unknown: ")
 }
 
 // printSubmitted says what was submitted and how to follow it.
