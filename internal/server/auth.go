@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
@@ -81,7 +82,31 @@ func requireRole(ctx context.Context, roles ...idlegrid.Role) (*idlegrid.Caller,
 			return c, nil
 		}
 	}
-	return nil, idlegrid.Errorf(idlegrid.EFORBIDDEN, "a %s account may not do this", c.Role)
+	return nil, idlegrid.Errorf(idlegrid.EFORBIDDEN, "%s account may not do this; it takes %s account", withArticle(c.Role), roleList(roles))
+}
+
+// withArticle is "a renter", "an admin".
+func withArticle(r idlegrid.Role) string {
+	if strings.ContainsRune("aeiou", rune(string(r + " ")[0])) {
+		return "an " + string(r)
+	}
+	return "a " + string(r)
+}
+
+// roleList is "a provider", "a provider or an admin", "a renter, a provider or an admin".
+func roleList(roles []idlegrid.Role) string {
+	s := ""
+	for i, r := range roles {
+		switch {
+		case i == 0:
+		case i == len(roles)-1:
+			s += " or "
+		default:
+			s += ", "
+		}
+		s += withArticle(r)
+	}
+	return s
 }
 
 // node returns the agent caller in ctx.
