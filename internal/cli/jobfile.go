@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -143,7 +144,8 @@ func jobFileError(err error) error {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
-		return idlegrid.Invalid("job."+te.Field, "must be a %s, not a %s", te.Type, te.Value)
+		return idlegrid.Invalid("job."+te.Field, "must be %s, not %s", kindOr(goKinds, te.Type.String(), "a "+te.Type.String()),
+			kindOr(jsonKinds, te.Value, "a "+te.Value))
 	}
 	// yaml.v3: "yaml: unmarshal errors:\n  line 3: field gpu not found in type cli.jobFile"
 	msg = strings.TrimPrefix(msg, "yaml: unmarshal errors:\n")
@@ -154,9 +156,51 @@ func jobFileError(err error) error {
 			field := strings.SplitN(l[i+len(": field "):], " ", 2)[0]
 			return idlegrid.Invalid("job."+field, "unknown field (%s); see 'idlegrid job submit --help' for the fields", l[:i])
 		}
-		lines = append(lines, l)
+		lines = append(lines, plainYAMLError(l))
 	}
 	return idlegrid.Invalid("job", "cannot read job file: %s", strings.Join(lines, "; "))
+}
+
+// yamlTypeRE matches yaml.v3's "line 2: cannot unmarshal !!str `two` into int".
+var yamlTypeRE = regexp.MustCompile("^(line \\d+): cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
+
+// yamlKinds and goKinds name YAML's and the job file's kinds of value in
+// words.
+var (
+	yamlKinds = map[string]string{"str": "text", "int": "a number", "float": "a number", "bool": "true or false",
+		"seq": "a list", "map": "a mapping", "null": "nothing", "timestamp": "a time"}
+	goKinds = map[string]string{"int": "a whole number", "int64": "a whole number", "float64": "a number", "string": "text",
+		"bool": "true or false", "[]string": "a list", "map[string]string": "a mapping of names to values",
+		"cli.jobFile": "a mapping of job fields (image: …, gpus: …)"}
+)
+
+// jsonKinds names encoding/json's kinds of value in words.
+var jsonKinds = map[string]string{"string": "text", "number": "a number", "bool": "true or false",
+	"array": "a list", "object": "a mapping"}
+
+// kindOr is kinds[k], or otherwise.
+func kindOr(kinds map[string]string, k, otherwise string) string {
+	if w, ok := kinds[k]; ok {
+		return w
+	}
+	return otherwise
+}
+
+// plainYAMLError says a yaml.v3 type error in the file's words rather than
+// Go's: "line 2: two is text; want a whole number".
+func plainYAMLError(l string) string {
+	m := yamlTypeRE.FindStringSubmatch(l)
+	if m == nil {
+		return l
+	}
+	got, want := yamlKinds[m[2]], goKinds[m[4]]
+	if got == "" || want == "" {
+		return l
+	}
+	if m[3] == "" {
+		return fmt.Sprintf("%s: found %s; want %s", m[1], got, want)
+	}
+	return fmt.Sprintf("%s: %q is %s; want %s", m[1], m[3], got, want)
 }
 
 // spec turns the file into a JobSpec, resolving the conveniences.
