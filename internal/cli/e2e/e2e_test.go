@@ -172,26 +172,12 @@ duration: 20s
 	if !strings.Contains(logs, "step") {
 		t.Errorf("job logs have no training steps:\n%s", logs)
 	}
-	eventually(t, "job logs -f ends with the lease", func() error {
-		select {
-		case <-follow.done:
-			return nil
-		default:
-			return fmt.Errorf("still following")
-		}
-	})
+	follow.waitExit(t, "with the lease")
 	if follow.err != nil {
 		t.Errorf("job logs -f exited with %v", follow.err)
 	}
 	// job watch followed it from the queue to the end, and exited 0.
-	eventually(t, "job watch ends with the job", func() error {
-		select {
-		case <-watch.done:
-			return nil
-		default:
-			return fmt.Errorf("still watching")
-		}
-	})
+	watch.waitExit(t, "with the job")
 	for _, want := range []string{"placed on " + gamer.ID + ": 1 GPU(s) at " + l.PriceMicrosPerGPUHour.String() + "/GPU-h, silver",
 		"started on " + gamer.ID, "succeeded; charged " + charge.String() + " in all"} {
 		if watch.err != nil || !strings.Contains(watch.out.String(), want) {

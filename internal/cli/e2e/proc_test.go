@@ -155,6 +155,20 @@ func (p *proc) stop(tb testing.TB) error {
 	return p.err
 }
 
+// waitExit waits until the process exits of itself, as it should when
+// (why) something it follows ends; p.err then says how.
+func (p *proc) waitExit(tb testing.TB, why string) {
+	tb.Helper()
+	eventually(tb, p.name+" exits "+why, func() error {
+		select {
+		case <-p.done:
+			return nil
+		default:
+			return errors.New("still running")
+		}
+	})
+}
+
 // waitForLine waits until the process prints a line matching re and returns
 // the first submatch.
 func (p *proc) waitForLine(tb testing.TB, re *regexp.Regexp) string {
