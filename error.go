@@ -117,3 +117,16 @@ func (p *problems) check(ok bool, field, format string, args ...any) {
 		p.add(field, format, args...)
 	}
 }
+
+// also records the problems err reports, when it is not nil: a part of the
+// input checked on its own (a schedule, an ask).
+func (p *problems) also(err error) {
+	var e *Error
+	switch {
+	case err == nil:
+	case errors.As(err, &e):
+		*p = append(*p, e.All()...)
+	default:
+		*p = append(*p, Invalid("", "%v", err))
+	}
+}

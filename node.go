@@ -202,45 +202,34 @@ var (
 
 // Validate checks an offer before it is stored.
 func (o *Offer) Validate() error {
-	if !nameRE.MatchString(o.Name) {
-		return Invalid("offer.name", "must be 1-63 letters, digits, '.', '_' or '-'")
-	}
-	if len(o.GPUs) == 0 || len(o.GPUs) > 64 {
-		return Invalid("offer.gpus", "must list between 1 and 64 GPUs")
-	}
+	var p problems
+	p.check(nameRE.MatchString(o.Name), "offer.name", "must be 1-63 letters, digits, '.', '_' or '-'")
+	p.check(len(o.GPUs) >= 1 && len(o.GPUs) <= 64, "offer.gpus", "must list between 1 and 64 GPUs")
+	o.checkGPUs(&p)
+	p.check(o.CPUCores >= 0, "offer.cpu_cores", "must not be negative")
+	p.check(o.RAMMB >= 0, "offer.ram_mb", "must not be negative")
+	p.check(o.DiskGB >= 0, "offer.disk_gb", "must not be negative")
+	p.check(regionRE.MatchString(o.Region), "offer.region", "must be lower-case letters, digits and '-', e.g. eu-west")
+	p.check(o.Residency != "", "offer.residency", "required, e.g. EU or US")
+	p.also(o.Schedule.Validate("offer.schedule"))
+	p.also(validateModels(o.Models))
+	p.also(o.Ask.Validate("offer.ask"))
+	return Problems(p)
+}
+
+// checkGPUs checks the offer's GPUs, naming the first fault of each kind.
+func (o *Offer) checkGPUs(p *problems) {
 	seen := map[string]bool{}
+	var dup, noModel, noVRAM bool
 	for _, g := range o.GPUs {
-		if g.UUID == "" || seen[g.UUID] {
-			return Invalid("offer.gpus.uuid", "every GPU needs a unique UUID")
-		}
+		dup = dup || g.UUID == "" || seen[g.UUID]
 		seen[g.UUID] = true
-		if g.Model == "" {
-			return Invalid("offer.gpus.model", "required")
-		} else if g.VRAMMB <= 0 {
-			return Invalid("offer.gpus.vram_mb", "must be positive")
-		}
+		noModel = noModel || g.Model == ""
+		noVRAM = noVRAM || g.VRAMMB <= 0
 	}
-	switch {
-	case o.CPUCores < 0:
-		return Invalid("offer.cpu_cores", "must not be negative")
-	case o.RAMMB < 0:
-		return Invalid("offer.ram_mb", "must not be negative")
-	case o.DiskGB < 0:
-		return Invalid("offer.disk_gb", "must not be negative")
-	}
-	if !regionRE.MatchString(o.Region) {
-		return Invalid("offer.region", "must be lower-case letters, digits and '-', e.g. eu-west")
-	}
-	if o.Residency == "" {
-		return Invalid("offer.residency", "required, e.g. EU or US")
-	}
-	if err := o.Schedule.Validate("offer.schedule"); err != nil {
-		return err
-	}
-	if err := validateModels(o.Models); err != nil {
-		return err
-	}
-	return o.Ask.Validate("offer.ask")
+	p.check(!dup, "offer.gpus.uuid", "every GPU needs a unique UUID")
+	p.check(!noModel, "offer.gpus.model", "required")
+	p.check(!noVRAM, "offer.gpus.vram_mb", "must be positive")
 }
 
 // Node is a provider's machine, known by the public half of its identity key.

@@ -1,6 +1,7 @@
 package idlegrid_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -200,6 +201,26 @@ func TestOffer_Validate(t *testing.T) {
 		o.DiskGB = -1
 		wantField(t, o.Validate(), "offer.disk_gb")
 	})
+}
+
+// TestOffer_Validate_everyProblem: an offer wrong in several places is
+// refused with each named, the schedule's and the ask's included.
+func TestOffer_Validate_everyProblem(t *testing.T) {
+	o := validOffer()
+	o.Name, o.Region, o.Residency, o.Schedule.Mode, o.Ask.MaxJobSeconds = "", "EU West", "", "sometimes", -1
+	o.GPUs[0].Model, o.GPUs[1].Model = "", ""
+	var e *idlegrid.Error
+	if !errors.As(o.Validate(), &e) {
+		t.Fatal("an offer wrong in six places is valid")
+	}
+	var fields []string
+	for _, p := range e.All() {
+		fields = append(fields, p.Field)
+	}
+	want := "offer.name,offer.gpus.model,offer.region,offer.residency,offer.schedule.mode,offer.ask.max_job_seconds"
+	if got := strings.Join(fields, ","); got != want {
+		t.Errorf("fields at fault = %s\nwant %s", got, want)
+	}
 }
 
 // A clone equals its offer and shares nothing with it: changing any list

@@ -302,24 +302,25 @@ var offerFields = []struct{ offer, config string }{
 	{"offer.", ""},
 }
 
-// configField renames the field of an offer validation error to the config
-// key a person would edit.
+// configField renames the fields of an offer validation error, each of its
+// problems, to the config keys a person would edit.
 func configField(err error) error {
 	var e *idlegrid.Error
 	if !errors.As(err, &e) {
 		return err
 	}
-	out := *e
-	for _, f := range offerFields {
-		if strings.HasPrefix(out.Field, f.offer) {
-			out.Field = f.config + strings.TrimPrefix(out.Field, f.offer)
-			break
+	ps := e.All()
+	for i, p := range ps {
+		out := *p
+		for _, f := range offerFields {
+			if strings.HasPrefix(out.Field, f.offer) {
+				out.Field = f.config + strings.TrimPrefix(out.Field, f.offer)
+				break
+			}
 		}
+		ps[i] = &out
 	}
-	if out.Field == "cpu_cores" {
-		out.Message = "cpu_cores, ram_mb and disk_gb must not be negative"
-	}
-	return &out
+	return idlegrid.Problems(ps)
 }
 
 func or(s, def string) string {

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -251,6 +252,22 @@ func TestConfig_Offer(t *testing.T) {
 	if until := o.Schedule.AvailableUntil(time.Date(2030, 6, 1, 10, 0, 0, 0, time.UTC)); until.IsZero() {
 		t.Error("not available on a Saturday")
 	}
+	t.Run("EveryProblemByItsConfigKey", func(t *testing.T) {
+		bad := *c
+		bad.Region, bad.Residency = "", ""
+		_, err := bad.Offer(nil, agent.Host{})
+		var e *idlegrid.Error
+		if !errors.As(err, &e) {
+			t.Fatalf("error = %v, want *idlegrid.Error", err)
+		}
+		var fields []string
+		for _, p := range e.All() {
+			fields = append(fields, p.Field)
+		}
+		if got := strings.Join(fields, ","); got != "fake_gpus,region,residency" {
+			t.Errorf("fields at fault = %s, want fake_gpus,region,residency (%v)", got, err)
+		}
+	})
 	t.Run("NoGPUs", func(t *testing.T) {
 		_, err := c.Offer(nil, agent.Host{})
 		if e, ok := err.(*idlegrid.Error); !ok || e.Field != "fake_gpus" {
