@@ -230,8 +230,13 @@ func (a *auditServer) rewrite(t *testing.T, idx int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	if _, err := db.Exec(`UPDATE audit_entries SET leaf_hash = $1 WHERE idx = $2`, strings.Repeat("0f", 32), idx); err != nil {
+	_, err = db.Exec(`UPDATE audit_entries SET leaf_hash = $1 WHERE idx = $2`, strings.Repeat("0f", 32), idx)
+	// Closed before the server opens the file again: a connection closing
+	// beside the server's could still hold the file's lock (SQLITE_BUSY).
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	a.open(t)
