@@ -102,31 +102,46 @@ func ErrorMessage(err error) string {
 	return "internal error"
 }
 
-// problems collects what is wrong with one input, to be reported together
-// (Problems).
-type problems []*Error
+// Faults collects what is wrong with one input, each fault with its field,
+// to be reported together (Err). A field is named once: a later fault on a
+// field already at fault is dropped.
+type Faults []*Error
 
-// add records that field is invalid, and why.
-func (p *problems) add(field, format string, args ...any) {
-	*p = append(*p, Invalid(field, format, args...))
+// Add records that field is invalid, and why.
+func (f *Faults) Add(field, format string, args ...any) {
+	f.add(Invalid(field, format, args...))
 }
 
-// check records that field is invalid, and why, unless ok.
-func (p *problems) check(ok bool, field, format string, args ...any) {
+// Check records that field is invalid, and why, unless ok.
+func (f *Faults) Check(ok bool, field, format string, args ...any) {
 	if !ok {
-		p.add(field, format, args...)
+		f.Add(field, format, args...)
 	}
 }
 
-// also records the problems err reports, when it is not nil: a part of the
+// Also records the faults err reports, when it is not nil: a part of the
 // input checked on its own (a schedule, an ask).
-func (p *problems) also(err error) {
+func (f *Faults) Also(err error) {
 	var e *Error
 	switch {
 	case err == nil:
 	case errors.As(err, &e):
-		*p = append(*p, e.All()...)
+		for _, p := range e.All() {
+			f.add(p)
+		}
 	default:
-		*p = append(*p, Invalid("", "%v", err))
+		f.add(Invalid("", "%v", err))
 	}
 }
+
+func (f *Faults) add(e *Error) {
+	for _, x := range *f {
+		if x.Field == e.Field && e.Field != "" {
+			return
+		}
+	}
+	*f = append(*f, e)
+}
+
+// Err is nil for no faults, or the first carrying the others (Problems).
+func (f Faults) Err() error { return Problems(f) }

@@ -151,81 +151,81 @@ func (s *JobSpec) Normalize() {
 // at fault at once, each with its reason (Problems), so that a renter mends
 // a spec in one go.
 func (s *JobSpec) Validate(now time.Time) error {
-	var p problems
+	var p Faults
 	s.checkWorkload(&p)
 	s.checkSize(&p)
 	s.checkTerms(&p, now)
 	s.checkLists(&p)
-	return Problems(p)
+	return p.Err()
 }
 
 // checkWorkload checks what runs: name, kind, image, command, environment.
-func (s *JobSpec) checkWorkload(p *problems) {
-	p.check(len(s.Name) <= 100, "job.name", "at most 100 characters")
+func (s *JobSpec) checkWorkload(p *Faults) {
+	p.Check(len(s.Name) <= 100, "job.name", "at most 100 characters")
 	if !s.Kind.Valid() { // not p.check: kindList is built only when needed
-		p.add("job.kind", "unknown workload kind %q; use one of %s", s.Kind, kindList())
+		p.Add("job.kind", "unknown workload kind %q; use one of %s", s.Kind, kindList())
 	}
-	p.check(imageRE.MatchString(s.Image), "job.image", "must be an image reference such as ghcr.io/org/trainer:1.2")
-	p.check(len(s.Command) <= MaxCommandWords, "job.command", "at most %d words", MaxCommandWords)
-	p.check(len(s.Env) <= MaxEnvEntries, "job.env", "at most %d variables", MaxEnvEntries)
+	p.Check(imageRE.MatchString(s.Image), "job.image", "must be an image reference such as ghcr.io/org/trainer:1.2")
+	p.Check(len(s.Command) <= MaxCommandWords, "job.command", "at most %d words", MaxCommandWords)
+	p.Check(len(s.Env) <= MaxEnvEntries, "job.env", "at most %d variables", MaxEnvEntries)
 	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		if !envKeyRE.MatchString(k) {
-			p.add("job.env", "bad variable name %q", k)
+			p.Add("job.env", "bad variable name %q", k)
 			break
 		} else if reservedEnv(k) {
-			p.add("job.env", "%s is reserved: NVIDIA_* and IDLEGRID_* are set by the node, not the job", k)
+			p.Add("job.env", "%s is reserved: NVIDIA_* and IDLEGRID_* are set by the node, not the job", k)
 			break
 		}
 	}
-	p.check(len(s.CheckpointRef) <= 1000, "job.checkpoint_ref", "at most 1000 characters")
+	p.Check(len(s.CheckpointRef) <= 1000, "job.checkpoint_ref", "at most 1000 characters")
 }
 
 // checkSize checks the hardware asked for.
-func (s *JobSpec) checkSize(p *problems) {
-	p.check(s.GPUs >= 1 && s.GPUs <= MaxGPUsPerNode, "job.gpus", "must be between 1 and %d", MaxGPUsPerNode)
-	p.check(s.Nodes >= 1 && s.Nodes <= MaxNodesPerJob, "job.nodes", "must be between 1 and %d", MaxNodesPerJob)
-	p.check(s.MinVRAMMB >= 0, "job.min_vram_mb", "must not be negative")
-	p.check(s.CPUCores >= 0, "job.cpu_cores", "must not be negative")
-	p.check(s.RAMMB >= 0, "job.ram_mb", "must not be negative")
+func (s *JobSpec) checkSize(p *Faults) {
+	p.Check(s.GPUs >= 1 && s.GPUs <= MaxGPUsPerNode, "job.gpus", "must be between 1 and %d", MaxGPUsPerNode)
+	p.Check(s.Nodes >= 1 && s.Nodes <= MaxNodesPerJob, "job.nodes", "must be between 1 and %d", MaxNodesPerJob)
+	p.Check(s.MinVRAMMB >= 0, "job.min_vram_mb", "must not be negative")
+	p.Check(s.CPUCores >= 0, "job.cpu_cores", "must not be negative")
+	p.Check(s.RAMMB >= 0, "job.ram_mb", "must not be negative")
 	for _, m := range s.GPUModels {
 		if m == "" || len(m) > 64 {
-			p.add("job.gpu_models", "model names must be 1-64 characters")
+			p.Add("job.gpu_models", "model names must be 1-64 characters")
 			break
 		}
 	}
 }
 
 // checkTerms checks the market's terms: tier, price, place and time.
-func (s *JobSpec) checkTerms(p *problems, now time.Time) {
+func (s *JobSpec) checkTerms(p *Faults, now time.Time) {
 	if !s.Tier.Valid() {
-		p.add("job.tier", "must be gold, silver or bronze, got %q", s.Tier)
+		p.Add("job.tier", "must be gold, silver or bronze, got %q", s.Tier)
 	}
-	p.check(s.MaxPriceMicrosPerGPUHour > 0 && s.MaxPriceMicrosPerGPUHour <= 1000*MicrosPerUnit,
+	p.Check(s.MaxPriceMicrosPerGPUHour > 0 && s.MaxPriceMicrosPerGPUHour <= 1000*MicrosPerUnit,
 		"job.max_price_micros_per_gpu_hour", "must be between 1 micro and 1000 per GPU-hour")
-	p.check(s.Tier != TierGold || !s.Interruptible, "job.interruptible", "gold jobs are never interrupted")
-	p.check(s.Tier != TierBronze || s.Interruptible, "job.interruptible", "bronze jobs are always interruptible")
-	p.check(s.Region == "" || regionRE.MatchString(s.Region), "job.region", "must be lower-case letters, digits and '-', e.g. eu-west")
-	p.check(!s.RegionPreferred || s.Region != "", "job.region_preferred", "needs job.region")
-	p.check(s.DurationSeconds >= 1 && s.DurationSeconds <= MaxJobSeconds, "job.duration_seconds", "must be between 1 and %d (30 days)", MaxJobSeconds)
-	p.check(s.CheckpointEverySeconds >= 0 && s.CheckpointEverySeconds <= MaxJobSeconds,
+	p.Check(s.Tier != TierGold || !s.Interruptible, "job.interruptible", "gold jobs are never interrupted")
+	p.Check(s.Tier != TierBronze || s.Interruptible, "job.interruptible", "bronze jobs are always interruptible")
+	p.Check(s.Region == "" || regionRE.MatchString(s.Region), "job.region", "must be lower-case letters, digits and '-', e.g. eu-west")
+	p.Check(!s.RegionPreferred || s.Region != "", "job.region_preferred", "needs job.region")
+	p.Check(s.DurationSeconds >= 1 && s.DurationSeconds <= MaxJobSeconds, "job.duration_seconds", "must be between 1 and %d (30 days)", MaxJobSeconds)
+	p.Check(s.CheckpointEverySeconds >= 0 && s.CheckpointEverySeconds <= MaxJobSeconds,
 		"job.checkpoint_every_seconds", "must be between 0 (never) and %d (30 days)", MaxJobSeconds)
-	p.check(s.Deadline == nil || s.Deadline.After(now), "job.deadline", "must be in the future")
-	p.check(s.ReliabilityWeight >= 0 && s.ReliabilityWeight <= 4, "job.reliability_weight", "must be between 0 and 4")
+	p.Check(s.Deadline == nil || s.Deadline.After(now), "job.deadline", "must be in the future")
+	p.Check(s.ReliabilityWeight >= 0 && s.ReliabilityWeight <= 4, "job.reliability_weight", "must be between 0 and 4")
 }
 
 // checkLists checks the datasets and the providers to avoid.
-func (s *JobSpec) checkLists(p *problems) {
+func (s *JobSpec) checkLists(p *Faults) {
 	for i, d := range s.Datasets {
 		if d.Name == "" || len(d.Name) > 200 {
-			p.add(fmt.Sprintf("job.datasets[%d].name", i), "must be 1-200 characters")
+			p.Add(fmt.Sprintf("job.datasets[%d].name", i), "must be 1-200 characters")
 		} else if d.SizeGB < 0 || d.SizeGB > 1_000_000 {
-			p.add(fmt.Sprintf("job.datasets[%d].size_gb", i), "must be between 0 and 1000000")
+			p.Add(fmt.Sprintf("job.datasets[%d].size_gb", i), "must be between 0 and 1000000")
 		}
 	}
-	p.check(len(s.AvoidProviders) <= MaxAvoidProviders, "job.avoid_providers", "at most %d providers", MaxAvoidProviders)
+	p.Check(len(s.AvoidProviders) <= MaxAvoidProviders, "job.avoid_providers", "at most %d providers", MaxAvoidProviders)
 	for _, id := range s.AvoidProviders {
 		if id == "" || len(id) > 64 {
-			p.add("job.avoid_providers", "provider IDs must be 1-64 characters")
+			p.Add("job.avoid_providers", "provider IDs must be 1-64 characters")
 			break
 		}
 	}

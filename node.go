@@ -202,23 +202,23 @@ var (
 
 // Validate checks an offer before it is stored.
 func (o *Offer) Validate() error {
-	var p problems
-	p.check(nameRE.MatchString(o.Name), "offer.name", "must be 1-63 letters, digits, '.', '_' or '-'")
-	p.check(len(o.GPUs) >= 1 && len(o.GPUs) <= 64, "offer.gpus", "must list between 1 and 64 GPUs")
+	var p Faults
+	p.Check(nameRE.MatchString(o.Name), "offer.name", "must be 1-63 letters, digits, '.', '_' or '-'")
+	p.Check(len(o.GPUs) >= 1 && len(o.GPUs) <= 64, "offer.gpus", "must list between 1 and 64 GPUs")
 	o.checkGPUs(&p)
-	p.check(o.CPUCores >= 0, "offer.cpu_cores", "must not be negative")
-	p.check(o.RAMMB >= 0, "offer.ram_mb", "must not be negative")
-	p.check(o.DiskGB >= 0, "offer.disk_gb", "must not be negative")
-	p.check(regionRE.MatchString(o.Region), "offer.region", "must be lower-case letters, digits and '-', e.g. eu-west")
-	p.check(o.Residency != "", "offer.residency", "required, e.g. EU or US")
-	p.also(o.Schedule.Validate("offer.schedule"))
-	p.also(validateModels(o.Models))
-	p.also(o.Ask.Validate("offer.ask"))
-	return Problems(p)
+	p.Check(o.CPUCores >= 0, "offer.cpu_cores", "must not be negative")
+	p.Check(o.RAMMB >= 0, "offer.ram_mb", "must not be negative")
+	p.Check(o.DiskGB >= 0, "offer.disk_gb", "must not be negative")
+	p.Check(regionRE.MatchString(o.Region), "offer.region", "must be lower-case letters, digits and '-', e.g. eu-west")
+	p.Check(o.Residency != "", "offer.residency", "required, e.g. EU or US")
+	p.Also(o.Schedule.Validate("offer.schedule"))
+	p.Also(validateModels(o.Models))
+	p.Also(o.Ask.Validate("offer.ask"))
+	return p.Err()
 }
 
 // checkGPUs checks the offer's GPUs, naming the first fault of each kind.
-func (o *Offer) checkGPUs(p *problems) {
+func (o *Offer) checkGPUs(p *Faults) {
 	seen := map[string]bool{}
 	var dup, noModel, noVRAM bool
 	for _, g := range o.GPUs {
@@ -227,9 +227,9 @@ func (o *Offer) checkGPUs(p *problems) {
 		noModel = noModel || g.Model == ""
 		noVRAM = noVRAM || g.VRAMMB <= 0
 	}
-	p.check(!dup, "offer.gpus.uuid", "every GPU needs a unique UUID")
-	p.check(!noModel, "offer.gpus.model", "required")
-	p.check(!noVRAM, "offer.gpus.vram_mb", "must be positive")
+	p.Check(!dup, "offer.gpus.uuid", "every GPU needs a unique UUID")
+	p.Check(!noModel, "offer.gpus.model", "required")
+	p.Check(!noVRAM, "offer.gpus.vram_mb", "must be positive")
 }
 
 // Node is a provider's machine, known by the public half of its identity key.

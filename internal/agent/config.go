@@ -180,40 +180,33 @@ func (c *Config) KeyPath() string { return filepath.Join(c.DataDir, "node.key") 
 // offer the config describes as the server would, with one placeholder GPU
 // and the host's name when Name is empty.
 func (c *Config) Validate() error {
+	var f idlegrid.Faults
 	switch {
 	case strings.TrimSpace(c.Server) == "":
-		return idlegrid.Invalid("server", "required, e.g. http://127.0.0.1:7070")
+		f.Add("server", "required, e.g. http://127.0.0.1:7070")
 	case strings.ContainsAny(c.Server, " \t\n"):
-		return idlegrid.Invalid("server", "must be an address such as http://127.0.0.1:7070, got %q", c.Server)
-	case strings.TrimSpace(c.DataDir) == "":
-		return idlegrid.Invalid("data_dir", "required: where the node keeps its key and state, e.g. /var/lib/idlegrid")
-	case c.CPUCores < 0:
-		return idlegrid.Invalid("cpu_cores", "must not be negative (0 detects)")
-	case c.RAMMB < 0:
-		return idlegrid.Invalid("ram_mb", "must not be negative (0 detects)")
-	case c.DiskGB < 0:
-		return idlegrid.Invalid("disk_gb", "must not be negative (0 detects)")
-	case c.FakeSpeed < 0 || c.FakeSpeed > 1e6:
-		return idlegrid.Invalid("fake_speed", "must be between 0 and 1000000 (0 means real time)")
-	case c.Runtime != "" && c.Runtime != RuntimeDocker && c.Runtime != RuntimeFake:
-		return idlegrid.Invalid("runtime", "must be docker or fake, got %q", c.Runtime)
-	case c.ReceiptInterval != 0 && (c.ReceiptInterval < time.Second || c.ReceiptInterval > time.Hour || c.ReceiptInterval%time.Second != 0):
-		return idlegrid.Invalid("receipt_interval", "must be whole seconds between 1s and 1h (0 means %v), got %v", DefaultReceiptInterval, c.ReceiptInterval)
+		f.Add("server", "must be an address such as http://127.0.0.1:7070, got %q", c.Server)
 	}
-	if err := c.validatePolicy(); err != nil {
-		return err
+	f.Check(strings.TrimSpace(c.DataDir) != "", "data_dir", "required: where the node keeps its key and state, e.g. /var/lib/idlegrid")
+	f.Check(c.CPUCores >= 0, "cpu_cores", "must not be negative (0 detects)")
+	f.Check(c.RAMMB >= 0, "ram_mb", "must not be negative (0 detects)")
+	f.Check(c.DiskGB >= 0, "disk_gb", "must not be negative (0 detects)")
+	f.Check(c.FakeSpeed >= 0 && c.FakeSpeed <= 1e6, "fake_speed", "must be between 0 and 1000000 (0 means real time)")
+	f.Check(c.Runtime == "" || c.Runtime == RuntimeDocker || c.Runtime == RuntimeFake, "runtime", "must be docker or fake, got %q", c.Runtime)
+	if r := c.ReceiptInterval; r != 0 && (r < time.Second || r > time.Hour || r%time.Second != 0) {
+		f.Add("receipt_interval", "must be whole seconds between 1s and 1h (0 means %v), got %v", DefaultReceiptInterval, r)
 	}
-	if err := c.validateModels(); err != nil {
-		return err
-	}
+	f.Also(c.validatePolicy())
+	f.Also(c.validateModels())
 	gpus := []idlegrid.GPU{{UUID: "GPU-placeholder", Model: "placeholder", VRAMMB: 1}}
 	if c.FakeGPUs != "" {
 		if _, err := gpufake.Parse(c.FakeGPUs, ""); err != nil {
-			return err
+			f.Also(err)
 		}
 	}
 	_, err := c.Offer(gpus, Host{Name: "placeholder"})
-	return err
+	f.Also(err)
+	return f.Err()
 }
 
 // Offer builds what the node publishes from the config, the detected GPUs

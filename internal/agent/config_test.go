@@ -166,8 +166,8 @@ func TestParseConfig_Errors(t *testing.T) {
 			if !ok {
 				t.Fatalf("error %v is a %T, want *idlegrid.Error", err, err)
 			}
-			if e.Code != idlegrid.EINVALID || e.Field != tt.field {
-				t.Errorf("error %q: code %q field %q, want %q %q", err, e.Code, e.Field, idlegrid.EINVALID, tt.field)
+			if e.Code != idlegrid.EINVALID || e.Field != tt.field || len(e.More) != 0 {
+				t.Errorf("error %q: code %q field %q and %d more, want %q %q alone", err, e.Code, e.Field, len(e.More), idlegrid.EINVALID, tt.field)
 			}
 			for _, m := range tt.mentions {
 				if !strings.Contains(err.Error(), m) {
@@ -175,6 +175,25 @@ func TestParseConfig_Errors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestParseConfig_everyFault: a config wrong in several places names each,
+// by the key to edit, so that a provider mends it in one go.
+func TestParseConfig_everyFault(t *testing.T) {
+	yaml := strings.NewReplacer("server: 127.0.0.1:7070\n", "", "us-east", "US East", "1xT4", "1xGTX1080").Replace(minimal) +
+		"runtime: podman\nram_mb: -1\nschedule:\n  mode: sometimes\n"
+	_, err := agent.ParseConfig([]byte(yaml))
+	var e *idlegrid.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error = %v, want *idlegrid.Error", err)
+	}
+	var fields []string
+	for _, p := range e.All() {
+		fields = append(fields, p.Field)
+	}
+	if got, want := strings.Join(fields, ","), "server,ram_mb,runtime,fake_gpus,region,schedule.mode"; got != want {
+		t.Errorf("fields at fault = %s\nwant %s\n(%v)", got, want, err)
 	}
 }
 

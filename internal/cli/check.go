@@ -103,7 +103,7 @@ func (c *agentCheck) run(ctx context.Context, cfgErr error) {
 
 func (c *agentCheck) checkConfig(err error) {
 	if err != nil {
-		c.add("config", checkFail, errorText(err), "fix the agent config; internal/agent/testdata/agent.yaml is a commented example")
+		c.add("config", checkFail, faultLines(err), "fix the agent config; internal/agent/testdata/agent.yaml is a commented example")
 		return
 	}
 	runtimeWhy := ""
@@ -582,12 +582,31 @@ func dirWritable(dir string) error {
 	return os.Remove(f.Name())
 }
 
+// faultLines is err's text, a line for each field at fault.
+func faultLines(err error) string {
+	var e *idlegrid.Error
+	if !errors.As(err, &e) || len(e.More) == 0 {
+		return errorText(err)
+	}
+	var lines []string
+	for _, p := range e.All() {
+		lines = append(lines, p.Error())
+	}
+	return strings.Join(lines, "\n")
+}
+
 // print writes the lines for a person, and returns the failures.
 func (c *agentCheck) print(w io.Writer) int {
 	fmt.Fprintf(w, "idlegrid agent --check (%s)\n\n", c.cfgPath)
 	fails, warns := 0, 0
 	for _, l := range c.lines {
-		fmt.Fprintf(w, "  %-4s  %-18s  %s\n", l.Status, l.Check, l.Detail)
+		for i, line := range strings.Split(l.Detail, "\n") { // a detail may list several faults, one a line
+			status, check := l.Status, l.Check
+			if i > 0 {
+				status, check = "", ""
+			}
+			fmt.Fprintf(w, "  %-4s  %-18s  %s\n", status, check, line)
+		}
 		if l.Hint != "" {
 			fmt.Fprintf(w, "  %-4s  %-18s  fix: %s\n", "", "", l.Hint)
 		}

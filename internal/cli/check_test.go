@@ -169,6 +169,16 @@ func TestAgentCheck(t *testing.T) {
 			t.Errorf("got %s, want exit 1", r)
 		}
 	})
+	t.Run("BadConfigInPlaces", func(t *testing.T) {
+		path, _ := mustCheckConfig(t, url, "fake_gpus: 1xT4\nram_mb: -1\nruntime: podman\n")
+		r := run(t, nil, "agent", "--check", "--config", path)
+		lines := checkedLines(t, r.out)
+		want(t, lines, "config", checkFail, "ram_mb: must not be negative")
+		// Each fault on a line of its own, under the first.
+		if !regexp.MustCompile(`(?m)^  FAIL  config +ram_mb: must not be negative.*\n {28}runtime: must be docker or fake, got "podman"\n {28}fix: `).MatchString(r.out) {
+			t.Errorf("agent --check printed:\n%s\nwant each fault of the config on a line of its own", r.out)
+		}
+	})
 	t.Run("NoDriver", func(t *testing.T) {
 		old := checkDetector
 		t.Cleanup(func() { checkDetector = old })
