@@ -162,7 +162,7 @@ func (s *JobSpec) Validate(now time.Time) error {
 // checkWorkload checks what runs: name, kind, image, command, environment.
 func (s *JobSpec) checkWorkload(p *Faults) {
 	p.Check(len(s.Name) <= 100, "job.name", "at most 100 characters")
-	if !s.Kind.Valid() { // not p.check: kindList is built only when needed
+	if !s.Kind.Valid() { // not p.Check: kindList is built only when needed
 		p.Add("job.kind", "unknown workload kind %q; use one of %s", s.Kind, kindList())
 	}
 	p.Check(imageRE.MatchString(s.Image), "job.image", "must be an image reference such as ghcr.io/org/trainer:1.2")
