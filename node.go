@@ -95,35 +95,32 @@ func (a *Ask) Allows(k WorkloadKind) bool {
 	return false
 }
 
-// Validate checks an ask, naming fields under prefix.
+// Validate checks an ask, naming fields under prefix; it reports every
+// field at fault (Faults).
 func (a *Ask) Validate(prefix string) error {
-	if len(a.FloorMicrosPerGPUHour) == 0 {
-		return Invalid(prefix+".floor_micros_per_gpu_hour", "at least one tier must have a price")
-	}
-	for t, p := range a.FloorMicrosPerGPUHour {
-		if !t.Valid() {
-			return Invalid(prefix+".floor_micros_per_gpu_hour", "unknown tier %q", t)
+	var f Faults
+	floors := prefix + ".floor_micros_per_gpu_hour"
+	f.Check(len(a.FloorMicrosPerGPUHour) > 0, floors, "at least one tier must have a price")
+	for _, t := range slices.Sorted(maps.Keys(a.FloorMicrosPerGPUHour)) {
+		if p := a.FloorMicrosPerGPUHour[t]; !t.Valid() {
+			f.Add(floors, "unknown tier %q", t)
 		} else if p <= 0 || p > 1000*MicrosPerUnit {
-			return Invalid(prefix+".floor_micros_per_gpu_hour."+string(t), "must be between 1 micro and 1000 per GPU-hour")
+			f.Add(floors+"."+string(t), "must be between 1 micro and 1000 per GPU-hour")
 		}
 	}
 	for _, k := range a.AllowedKinds {
 		if !k.Valid() {
-			return Invalid(prefix+".allowed_kinds", "unknown workload kind %q", k)
+			f.Add(prefix+".allowed_kinds", "unknown workload kind %q", k)
+			break
 		}
 	}
 	for i, w := range a.TimeOfDay {
-		f := fmt.Sprintf("%s.time_of_day[%d]", prefix, i)
-		if err := (WeeklyWindow{Days: w.Days, Start: w.Start, End: w.End}).validate(f, false); err != nil {
-			return err
-		} else if w.MultiplierPercent < 10 || w.MultiplierPercent > 1000 {
-			return Invalid(f+".multiplier_percent", "must be between 10 and 1000")
-		}
+		at := fmt.Sprintf("%s.time_of_day[%d]", prefix, i)
+		f.Also(WeeklyWindow{Days: w.Days, Start: w.Start, End: w.End}.validate(at, false))
+		f.Check(w.MultiplierPercent >= 10 && w.MultiplierPercent <= 1000, at+".multiplier_percent", "must be between 10 and 1000")
 	}
-	if a.MaxJobSeconds < 0 {
-		return Invalid(prefix+".max_job_seconds", "must not be negative")
-	}
-	return nil
+	f.Check(a.MaxJobSeconds >= 0, prefix+".max_job_seconds", "must not be negative")
+	return f.Err()
 }
 
 // Offer is what an agent publishes about its node: hardware, place, when it

@@ -223,6 +223,29 @@ func TestOffer_Validate_everyProblem(t *testing.T) {
 	}
 }
 
+// TestOffer_Validate_scheduleAndAskFaults: the schedule's and the ask's
+// faults are each named too, not only the first of each part.
+func TestOffer_Validate_scheduleAndAskFaults(t *testing.T) {
+	o := validOffer()
+	o.Schedule = idlegrid.Schedule{Mode: "sometimes", TimeZone: "Mars/Olympus",
+		Weekly: []idlegrid.WeeklyWindow{{Days: []string{"caturday"}, Start: "25:00", End: "01:00"}}}
+	o.Ask.FloorMicrosPerGPUHour["platinum"] = 1
+	o.Ask.TimeOfDay = []idlegrid.PriceWindow{{Start: "09:00", End: "18:00", MultiplierPercent: 5}}
+	var e *idlegrid.Error
+	if !errors.As(o.Validate(), &e) {
+		t.Fatal("an offer wrong in six places is valid")
+	}
+	var fields []string
+	for _, p := range e.All() {
+		fields = append(fields, p.Field)
+	}
+	want := "offer.schedule.mode,offer.schedule.time_zone,offer.schedule.weekly[0].days,offer.schedule.weekly[0].start," +
+		"offer.ask.floor_micros_per_gpu_hour,offer.ask.time_of_day[0].multiplier_percent"
+	if got := strings.Join(fields, ","); got != want {
+		t.Errorf("fields at fault = %s\nwant %s", got, want)
+	}
+}
+
 // A clone equals its offer and shares nothing with it: changing any list
 // or map of either leaves the other as it was.
 func TestOffer_Clone(t *testing.T) {

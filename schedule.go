@@ -51,50 +51,44 @@ var weekdays = map[string]time.Weekday{
 	"thu": time.Thursday, "fri": time.Friday, "sat": time.Saturday,
 }
 
-// Validate checks a schedule, naming fields under prefix.
+// Validate checks a schedule, naming fields under prefix; it reports
+// every field at fault (Faults).
 func (s *Schedule) Validate(prefix string) error {
-	switch s.Mode {
-	case ScheduleAlways, ScheduleWindows:
-	default:
-		return Invalid(prefix+".mode", "must be always or windows, got %q", s.Mode)
+	var f Faults
+	if s.Mode != ScheduleAlways && s.Mode != ScheduleWindows {
+		f.Add(prefix+".mode", "must be always or windows, got %q", s.Mode)
 	}
 	if _, err := s.location(); err != nil {
-		return Invalid(prefix+".time_zone", "unknown time zone %q", s.TimeZone)
+		f.Add(prefix+".time_zone", "unknown time zone %q", s.TimeZone)
 	}
 	for i, w := range s.Weekly {
-		if err := w.validate(fmt.Sprintf("%s.weekly[%d]", prefix, i), true); err != nil {
-			return err
-		}
+		f.Also(w.validate(fmt.Sprintf("%s.weekly[%d]", prefix, i), true))
 	}
 	for i, w := range s.OneOff {
-		if !w.End.After(w.Start) {
-			return Invalid(fmt.Sprintf("%s.one_off[%d].end", prefix, i), "must be after start")
-		}
+		f.Check(w.End.After(w.Start), fmt.Sprintf("%s.one_off[%d].end", prefix, i), "must be after start")
 	}
-	if s.Mode == ScheduleWindows && len(s.Weekly) == 0 && len(s.OneOff) == 0 {
-		return Invalid(prefix+".weekly", "mode windows needs at least one weekly or one-off window")
-	}
-	return nil
+	f.Check(s.Mode != ScheduleWindows || len(s.Weekly) > 0 || len(s.OneOff) > 0, prefix+".weekly", "mode windows needs at least one weekly or one-off window")
+	return f.Err()
 }
 
-// validate checks a weekly window, naming fields under f. Days may be
+// validate checks a weekly window, naming fields under at. Days may be
 // empty (meaning every day) only when needDays is false.
-func (w WeeklyWindow) validate(f string, needDays bool) error {
-	if needDays && len(w.Days) == 0 {
-		return Invalid(f+".days", "name at least one day, e.g. [sat, sun]")
-	}
+func (w WeeklyWindow) validate(at string, needDays bool) error {
+	var f Faults
+	f.Check(!needDays || len(w.Days) > 0, at+".days", "name at least one day, e.g. [sat, sun]")
 	for _, d := range w.Days {
 		if _, ok := weekdays[strings.ToLower(d)]; !ok {
-			return Invalid(f+".days", "unknown day %q; use mon, tue, wed, thu, fri, sat, sun", d)
+			f.Add(at+".days", "unknown day %q; use mon, tue, wed, thu, fri, sat, sun", d)
+			break
 		}
 	}
 	if _, err := parseClock(w.Start); err != nil {
-		return Invalid(f+".start", "%v", err)
+		f.Add(at+".start", "%v", err)
 	}
 	if _, err := parseClock(w.End); err != nil {
-		return Invalid(f+".end", "%v", err)
+		f.Add(at+".end", "%v", err)
 	}
-	return nil
+	return f.Err()
 }
 
 func (s *Schedule) location() (*time.Location, error) {
