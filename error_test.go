@@ -3,6 +3,7 @@ package idlegrid_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/idlegrid/idlegrid"
@@ -88,4 +89,19 @@ func wantField(tb testing.TB, err error, field string) {
 	if len(e.More) > 0 {
 		tb.Fatalf("got %d more problems besides %s: %v", len(e.More), field, e)
 	}
+}
+
+// fieldsAtFault is the fields err names, in order, comma-separated; it
+// fails the test when err is not an *idlegrid.Error.
+func fieldsAtFault(tb testing.TB, err error) string {
+	tb.Helper()
+	var e *idlegrid.Error
+	if !errors.As(err, &e) {
+		tb.Fatalf("got %v (%T), want *idlegrid.Error", err, err)
+	}
+	var fields []string
+	for _, p := range e.All() {
+		fields = append(fields, p.Field)
+	}
+	return strings.Join(fields, ",")
 }

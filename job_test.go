@@ -164,18 +164,17 @@ func TestJobSpec_Validate(t *testing.T) {
 func TestJobSpec_Validate_everyProblem(t *testing.T) {
 	s := validSpec()
 	s.GPUs, s.Tier, s.DurationSeconds, s.Env = 0, "platinum", 0, map[string]string{"B-AD": "x", "A-BAD": "y"}
+	err := s.Validate(jobNow)
 	var e *idlegrid.Error
-	if !errors.As(s.Validate(jobNow), &e) {
+	if !errors.As(err, &e) {
 		t.Fatalf("a spec wrong in four fields is valid")
 	}
-	var fields []string
 	for _, p := range e.All() {
 		if p.Code != idlegrid.EINVALID || p.Message == "" || len(p.More) != 0 {
 			t.Errorf("problem %+v: want an invalid field with a reason, alone", p)
 		}
-		fields = append(fields, p.Field)
 	}
-	if got := strings.Join(fields, ","); got != "job.env,job.gpus,job.tier,job.duration_seconds" {
+	if got := fieldsAtFault(t, err); got != "job.env,job.gpus,job.tier,job.duration_seconds" {
 		t.Errorf("fields at fault = %s, want job.env,job.gpus,job.tier,job.duration_seconds", got)
 	}
 	want := `job.env: bad variable name "A-BAD"; job.gpus: must be between 1 and 16; ` +

@@ -1,7 +1,6 @@
 package idlegrid_test
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -209,16 +208,8 @@ func TestOffer_Validate_everyProblem(t *testing.T) {
 	o := validOffer()
 	o.Name, o.Region, o.Residency, o.Schedule.Mode, o.Ask.MaxJobSeconds = "", "EU West", "", "sometimes", -1
 	o.GPUs[0].Model, o.GPUs[1].Model = "", ""
-	var e *idlegrid.Error
-	if !errors.As(o.Validate(), &e) {
-		t.Fatal("an offer wrong in six places is valid")
-	}
-	var fields []string
-	for _, p := range e.All() {
-		fields = append(fields, p.Field)
-	}
 	want := "offer.name,offer.gpus.model,offer.region,offer.residency,offer.schedule.mode,offer.ask.max_job_seconds"
-	if got := strings.Join(fields, ","); got != want {
+	if got := fieldsAtFault(t, o.Validate()); got != want {
 		t.Errorf("fields at fault = %s\nwant %s", got, want)
 	}
 }
@@ -231,17 +222,9 @@ func TestOffer_Validate_scheduleAndAskFaults(t *testing.T) {
 		Weekly: []idlegrid.WeeklyWindow{{Days: []string{"caturday"}, Start: "25:00", End: "01:00"}}}
 	o.Ask.FloorMicrosPerGPUHour["platinum"] = 1
 	o.Ask.TimeOfDay = []idlegrid.PriceWindow{{Start: "09:00", End: "18:00", MultiplierPercent: 5}}
-	var e *idlegrid.Error
-	if !errors.As(o.Validate(), &e) {
-		t.Fatal("an offer wrong in six places is valid")
-	}
-	var fields []string
-	for _, p := range e.All() {
-		fields = append(fields, p.Field)
-	}
 	want := "offer.schedule.mode,offer.schedule.time_zone,offer.schedule.weekly[0].days,offer.schedule.weekly[0].start," +
 		"offer.ask.floor_micros_per_gpu_hour,offer.ask.time_of_day[0].multiplier_percent"
-	if got := strings.Join(fields, ","); got != want {
+	if got := fieldsAtFault(t, o.Validate()); got != want {
 		t.Errorf("fields at fault = %s\nwant %s", got, want)
 	}
 }

@@ -184,15 +184,7 @@ func TestParseConfig_everyFault(t *testing.T) {
 	yaml := strings.NewReplacer("server: 127.0.0.1:7070\n", "", "us-east", "US East", "1xT4", "1xGTX1080").Replace(minimal) +
 		"runtime: podman\nram_mb: -1\nschedule:\n  mode: sometimes\n"
 	_, err := agent.ParseConfig([]byte(yaml))
-	var e *idlegrid.Error
-	if !errors.As(err, &e) {
-		t.Fatalf("error = %v, want *idlegrid.Error", err)
-	}
-	var fields []string
-	for _, p := range e.All() {
-		fields = append(fields, p.Field)
-	}
-	if got, want := strings.Join(fields, ","), "server,ram_mb,runtime,fake_gpus,region,schedule.mode"; got != want {
+	if got, want := fieldsAtFault(t, err), "server,ram_mb,runtime,fake_gpus,region,schedule.mode"; got != want {
 		t.Errorf("fields at fault = %s\nwant %s\n(%v)", got, want, err)
 	}
 }
@@ -275,15 +267,7 @@ func TestConfig_Offer(t *testing.T) {
 		bad := *c
 		bad.Region, bad.Residency = "", ""
 		_, err := bad.Offer(nil, agent.Host{})
-		var e *idlegrid.Error
-		if !errors.As(err, &e) {
-			t.Fatalf("error = %v, want *idlegrid.Error", err)
-		}
-		var fields []string
-		for _, p := range e.All() {
-			fields = append(fields, p.Field)
-		}
-		if got := strings.Join(fields, ","); got != "fake_gpus,region,residency" {
+		if got := fieldsAtFault(t, err); got != "fake_gpus,region,residency" {
 			t.Errorf("fields at fault = %s, want fake_gpus,region,residency (%v)", got, err)
 		}
 	})
@@ -337,4 +321,18 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("valid config gives an invalid offer: %v", err)
 		}
 	})
+}
+
+// fieldsAtFault is the config keys err names, in order, comma-separated.
+func fieldsAtFault(tb testing.TB, err error) string {
+	tb.Helper()
+	var e *idlegrid.Error
+	if !errors.As(err, &e) {
+		tb.Fatalf("got %v (%T), want *idlegrid.Error", err, err)
+	}
+	var fields []string
+	for _, p := range e.All() {
+		fields = append(fields, p.Field)
+	}
+	return strings.Join(fields, ",")
 }
