@@ -604,6 +604,19 @@ func TestDashboard(t *testing.T) {
 		b.waitText("#panel-earnings", "GPU-hours leased") // the fill chart reads the server's history, not page samples
 		b.waitText("#panel-windows", "In force")
 		nodeID := eval[string](b, "read the chosen node", `document.getElementById('w-node').value`)
+		// Windows wrong in two places: both are said, a line each.
+		b.run("set a zone that does not exist, and add a window",
+			chromedp.SetValue(chromedp.ID("w-tz"), "Mars/Olympus"),
+			chromedp.Click(chromedp.ID("w-add")))
+		eval[bool](b, "untick the new window's days", `(() => { const ws = document.querySelectorAll('[data-window]');
+			ws[ws.length - 1].querySelectorAll('input[name=day]').forEach((c) => { c.checked = false; }); return true; })()`)
+		b.run("save", chromedp.Click(chromedp.CSS(`#window-form button[type=submit]`)))
+		b.waitText("#window-error", "time_zone")
+		if msg := b.text("#window-error"); !regexp.MustCompile(`time_zone: unknown time zone "Mars/Olympus"\n.*\.days: name at least one day`).MatchString(msg) {
+			t.Errorf("window error = %q, want the zone's and the days' problems, a line each", msg)
+		}
+		eval[bool](b, "remove the window", `(() => { const ws = document.querySelectorAll('[data-window]');
+			ws[ws.length - 1].querySelector('[data-action=w-remove]').click(); return true; })()`)
 		b.run("edit the window",
 			chromedp.SetValue(chromedp.ID("w-tz"), "Europe/Berlin"),
 			chromedp.Click(chromedp.ID("w-add")))

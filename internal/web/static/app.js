@@ -323,11 +323,16 @@
     });
   }
 
+  // problemLines is what the server refused, a line a field at fault.
+  function problemLines(e) {
+    return (e.problems && e.problems.length > 1) ? e.problems.map((p) => p.message).join('\n') : e.message;
+  }
+
   // showProblems says what the server refused, a line a problem, marks
   // each input at fault and focuses the first.
   function showProblems(out, e) {
     const ps = (e.problems && e.problems.length > 1) ? e.problems : [{ field: e.field, message: e.message }];
-    out.textContent = ps.map((p) => p.message).join('\n');
+    out.textContent = problemLines(e);
     let first = null;
     for (const p of ps) {
       const input = fieldInput(p.field);
@@ -685,7 +690,7 @@
       try {
         await api('PUT', '/v1/nodes/' + encodeURIComponent(st.node) + '/schedule', { schedule });
         toast('Windows saved: ' + scheduleText(schedule)); refresh();
-      } catch (e) { out.textContent = e.message; }
+      } catch (e) { out.textContent = problemLines(e); }
     });
     $('#w-reset').addEventListener('click', async () => {
       const out = $('#window-error'); out.textContent = '';
