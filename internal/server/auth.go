@@ -87,7 +87,7 @@ func requireRole(ctx context.Context, roles ...idlegrid.Role) (*idlegrid.Caller,
 
 // withArticle is "a renter", "an admin".
 func withArticle(r idlegrid.Role) string {
-	if strings.ContainsRune("aeiou", rune(string(r + " ")[0])) {
+	if r != "" && strings.ContainsRune("aeiou", rune(r[0])) {
 		return "an " + string(r)
 	}
 	return "a " + string(r)
