@@ -252,10 +252,11 @@ func (w *jobWatcher) showJSON(v *jobView) error {
 
 // lost says once that the server could not be reached.
 func (w *jobWatcher) lost(at time.Time, err error) {
-	if msg := errorText(err); w.lostErr == "" {
-		w.lostErr = msg
-		w.line(at, "cannot reach the server ("+msg+"); still trying")
+	if w.lostErr != "" {
+		return
 	}
+	w.lostErr = errorText(err)
+	w.line(at, "cannot reach the server ("+w.lostErr+"); still trying")
 }
 
 // line prints one change, above the live line; with --json, only the
