@@ -66,7 +66,8 @@ running lease's progress; elsewhere each change is a line of its own, and
 --json prints each change as one line of JSON (the job and its leases).
 
 It exits 0 when the job succeeds and 1 when it fails or is cancelled, so a
-script can wait on it. Ctrl-C or --timeout stops watching; the job goes on.`
+script can wait on it. Ctrl-C stops watching (exit 0), and so does
+--timeout when it passes (exit 1); the job goes on either way.`
 
 func (c *jobCommand) watch(ctx context.Context, args []string) error {
 	fs := c.env.flags("job watch", help{
