@@ -582,19 +582,6 @@ func dirWritable(dir string) error {
 	return os.Remove(f.Name())
 }
 
-// faultLines is err's text, a line for each field at fault.
-func faultLines(err error) string {
-	var e *idlegrid.Error
-	if !errors.As(err, &e) || len(e.More) == 0 {
-		return errorText(err)
-	}
-	var lines []string
-	for _, p := range e.All() {
-		lines = append(lines, p.Error())
-	}
-	return strings.Join(lines, "\n")
-}
-
 // print writes the lines for a person, and returns the failures.
 func (c *agentCheck) print(w io.Writer) int {
 	fmt.Fprintf(w, "idlegrid agent --check (%s)\n\n", c.cfgPath)

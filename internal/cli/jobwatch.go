@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -342,12 +341,6 @@ func liveLine(v *jobView) string {
 	}
 	return fmt.Sprintf("%s %3.0f%% on %s · %s of %s", bar(progress, 24), 100*progress, where,
 		since(*started, v.At), seconds(j.DurationSeconds))
-}
-
-// bar draws a progress bar of width cells.
-func bar(done float64, width int) string {
-	n := min(max(int(done*float64(width)), 0), width)
-	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
 }
 
 // since is the whole seconds from t to now, never negative (the server's

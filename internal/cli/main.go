@@ -175,11 +175,10 @@ func usagef(format string, args ...any) error {
 
 // printError prints err as "idlegrid: message" followed by what to do next.
 func printError(w io.Writer, err error) {
-	var e *idlegrid.Error
-	if errors.As(err, &e) && len(e.More) > 0 {
-		fmt.Fprintf(w, "idlegrid: %d problems:\n", len(e.More)+1)
-		for _, p := range e.All() {
-			fmt.Fprintf(w, "  %s\n", p.Error())
+	if faults := faultList(err); faults != nil {
+		fmt.Fprintf(w, "idlegrid: %d problems:\n", len(faults))
+		for _, f := range faults {
+			fmt.Fprintf(w, "  %s\n", f)
 		}
 	} else {
 		fmt.Fprintf(w, "idlegrid: %s\n", errorText(err))
@@ -200,6 +199,29 @@ func errorText(err error) string {
 	return err.Error()
 }
 
+// faultList is the text of each field at fault when err names several,
+// and nil otherwise.
+func faultList(err error) []string {
+	var e *idlegrid.Error
+	if !errors.As(err, &e) || len(e.More) == 0 {
+		return nil
+	}
+	var faults []string
+	for _, p := range e.All() {
+		faults = append(faults, p.Error())
+	}
+	return faults
+}
+
+// faultLines is err's text, a line for each field at fault when it names
+// several.
+func faultLines(err error) string {
+	if faults := faultList(err); faults != nil {
+		return strings.Join(faults, "\n")
+	}
+	return errorText(err)
+}
+
 // hintFor says what to do next about err, or "".
 func hintFor(err error) string {
 	var h *hintError
@@ -216,7 +238,7 @@ func hintFor(err error) string {
 	case idlegrid.EPAYMENT:
 		return "not enough balance: an admin can add funds with 'idlegrid account topup ACCOUNT_ID AMOUNT'"
 	case idlegrid.EINVALID:
-		if e := (*idlegrid.Error)(nil); errors.As(err, &e) && len(e.More) > 0 {
+		if faultList(err) != nil {
 			return "fix the fields named above and try again; 'idlegrid help <command>' shows the flags"
 		}
 		return "fix the field named above and try again; 'idlegrid help <command>' shows the flags"

@@ -143,3 +143,9 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// bar draws a progress bar of width cells for done in [0,1]: "[###.....]".
+func bar(done float64, width int) string {
+	n := min(max(int(done*float64(width)), 0), width)
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}

@@ -425,10 +425,8 @@ func (p *progress) update(s sim.Progress) {
 	}
 	p.last = now
 	const width = 30
-	filled := int(s.Done * width)
-	bar := strings.Repeat("#", min(filled, width)) + strings.Repeat(".", width-min(filled, width))
-	line := fmt.Sprintf("[%s] %3.0f%% %s (%d/%d) at %s: %d jobs, %d placed, %d queued, %s",
-		bar, 100*s.Done, s.Run, s.Index+1, s.Of, s.Virtual.Format("2006-01-02 15:04"), s.Jobs, s.Placements, s.Queued,
+	line := fmt.Sprintf("%s %3.0f%% %s (%d/%d) at %s: %d jobs, %d placed, %d queued, %s",
+		bar(s.Done, width), 100*s.Done, s.Run, s.Index+1, s.Of, s.Virtual.Format("2006-01-02 15:04"), s.Jobs, s.Placements, s.Queued,
 		s.Wall.Round(100*time.Millisecond))
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s", line)

@@ -331,10 +331,9 @@
   // showProblems says what the server refused, a line a problem, marks
   // each input at fault and focuses the first.
   function showProblems(out, e) {
-    const ps = (e.problems && e.problems.length > 1) ? e.problems : [{ field: e.field, message: e.message }];
     out.textContent = problemLines(e);
     let first = null;
-    for (const p of ps) {
+    for (const p of e.problems) {
       const input = fieldInput(p.field);
       if (!input) continue;
       input.setAttribute('aria-invalid', 'true');
