@@ -791,13 +791,13 @@ func checkAward(t *testing.T, j *idlegrid.Job, got market.Decision, want *refAwa
 	}
 	for _, p := range got.Picks {
 		if w := want.prices[p.Node.ID]; p.PriceMicrosPerGPUHour != w {
-			fail("%s priced %s, reference %s (shadow runner-up %q)\nnote: %s", p.Node.ID, p.PriceMicrosPerGPUHour, w, want.shadow, p.PriceNote)
+			fail("%s priced %s, reference %s (shadow runner-up %q)\nnote: %s", p.Node.ID, p.PriceMicrosPerGPUHour, w, want.shadow, p.PriceNote())
 		}
 		if want.shadow != "" && (!p.ShadowRunnerUp || p.RunnerUpNodeID != want.shadow) {
-			fail("%s priced against %q (shadow %v), reference shadow runner-up %s\nnote: %s", p.Node.ID, p.RunnerUpNodeID, p.ShadowRunnerUp, want.shadow, p.PriceNote)
+			fail("%s priced against %q (shadow %v), reference shadow runner-up %s\nnote: %s", p.Node.ID, p.RunnerUpNodeID, p.ShadowRunnerUp, want.shadow, p.PriceNote())
 		}
 		if want.reserve && want.shadow == "" && (p.RunnerUpNodeID != "" || p.ShadowRunnerUp) {
-			fail("%s priced against %q; reference: the cap\nnote: %s", p.Node.ID, p.RunnerUpNodeID, p.PriceNote)
+			fail("%s priced against %q; reference: the cap\nnote: %s", p.Node.ID, p.RunnerUpNodeID, p.PriceNote())
 		}
 	}
 }

@@ -305,9 +305,8 @@ func pick(job *idlegrid.Job, c candidate) Pick {
 		Node:                  c.view.Node,
 		GPUs:                  gpus[:max(job.GPUs, 1)],
 		PriceMicrosPerGPUHour: c.floor,
-		PriceNote: fmt.Sprintf("ask %s/GPU-h (first matcher pays the ask; cap %s)",
-			c.floor, job.MaxPriceMicrosPerGPUHour),
-		Score: c.score,
+		Score:                 c.score,
+		basis:                 priceBasis{how: pricedFirst, cap: job.MaxPriceMicrosPerGPUHour},
 	}
 }
 

@@ -511,7 +511,7 @@ func TestFirstMatcher_Place_pick(t *testing.T) {
 	if want := []string{"node_a-gpu-0", "node_a-gpu-2"}; !slices.Equal(uuids, want) {
 		t.Errorf("gpus = %v, want %v", uuids, want)
 	}
-	if got, want := p.PriceNote, "ask $2.000000/GPU-h (first matcher pays the ask; cap $2.500000)"; got != want {
+	if got, want := p.PriceNote(), "ask $2.000000/GPU-h (first matcher pays the ask; cap $2.500000)"; got != want {
 		t.Errorf("price note = %q, want %q", got, want)
 	}
 	if got, want := len(d.Rejections), 0; got != want {

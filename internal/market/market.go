@@ -90,8 +90,7 @@ const (
 type Pick struct {
 	Node                  *idlegrid.Node
 	GPUs                  []idlegrid.GPU  // read only: it may share the engine's record of the node
-	PriceMicrosPerGPUHour idlegrid.Micros // the clearing price, locked in the lease
-	PriceNote             string          // how the price was set, in words
+	PriceMicrosPerGPUHour idlegrid.Micros // the clearing price, locked in the lease; PriceNote says how it was set
 	Score                 float64         // the ranking score in micros per useful GPU-hour; lower wins
 
 	// How the Engine's auction set the price; FirstMatcher leaves these zero.
@@ -107,6 +106,8 @@ type Pick struct {
 	// node was left out, so the price was set against the best busy
 	// competitor scoring at least the winners (see docs/market.md).
 	ShadowRunnerUp bool
+
+	basis priceBasis // the rest of what PriceNote is written from
 }
 
 // Decision is the engine's answer for one job. Exactly one of these holds:

@@ -8,7 +8,7 @@ import (
 )
 
 // The price notes are built with strconv rather than fmt: one is written
-// for every pick, on the placement path.
+// for every lease.
 
 // appendMoney appends m as Micros.String writes it, e.g. "$1.250000".
 func appendMoney(b []byte, m idlegrid.Micros) []byte {
@@ -41,21 +41,61 @@ func copysignHalf(s float64) float64 {
 	return 0.5
 }
 
-// appendScoreOf appends how a node's score is made:
+// priceBasis is what a Pick's price note is written from, besides the
+// Pick's own numbers. The engine records the numbers when it prices a
+// pick, and the words are written when asked (Pick.PriceNote): by the
+// coordinator as it makes the lease, off the engine's placement path.
+type priceBasis struct {
+	how    priceHow
+	gang   int             // the job's node count
+	rel    float64         // the winner's reliability, as the engine ranked it
+	weight float64         // the job's reliability weight
+	cap    idlegrid.Micros // the renter's cap
+}
+
+// priceHow is which rule set a pick's price.
+type priceHow uint8
+
+const (
+	pricedSecondScore priceHow = iota // against the runner-up (or shadow runner-up)
+	pricedReserve                     // the cap, with no competitor
+	pricedFirst                       // FirstMatcher: the ask
+)
+
+// PriceNote says how the price was set, in words, for the lease, the
+// renter and the provider.
+func (p Pick) PriceNote() string {
+	b := make([]byte, 0, 320)
+	switch p.basis.how {
+	case pricedFirst:
+		b = append(b, "ask "...)
+		b = appendMoney(b, p.PriceMicrosPerGPUHour)
+		b = append(b, "/GPU-h (first matcher pays the ask; cap "...)
+		b = appendMoney(b, p.basis.cap)
+		b = append(b, ')')
+	case pricedReserve:
+		b = p.appendReserveNote(b)
+	default:
+		b = p.appendSecondScoreNote(b)
+	}
+	return string(b)
+}
+
+// appendScoreOf appends how the pick's score is made:
 // "ask $2.000000 ÷ 0.950^1" or "(ask $2.000000 − credit $0.250000) ÷ 0.950^1".
-func appendScoreOf(b []byte, q *query, c *cand) []byte {
-	if c.credit > 0 {
+func (p *Pick) appendScoreOf(b []byte) []byte {
+	if p.CreditMicrosPerGPUHour > 0 {
 		b = append(b, "(ask "...)
-		b = appendMoney(b, c.ask)
+		b = appendMoney(b, p.AskMicrosPerGPUHour)
 		b = append(b, " − locality credit "...)
-		b = appendMoney(b, c.credit)
+		b = appendMoney(b, p.CreditMicrosPerGPUHour)
 		b = append(b, ')')
 	} else {
 		b = append(b, "ask "...)
-		b = appendMoney(b, c.ask)
+		b = appendMoney(b, p.AskMicrosPerGPUHour)
 	}
 	b = append(b, " ÷ "...)
-	return appendPow(b, c.nd.rel, q.w)
+	return appendPow(b, p.basis.rel, p.basis.weight)
 }
 
 // appendPow appends "rel^w", e.g. "0.95^1": the reliability to the
@@ -87,14 +127,20 @@ func appendFixed(b []byte, x float64, decimals int) []byte {
 	return b
 }
 
-// secondScoreNote says how a second-score price was set.
-// A busy runner-up is a shadow runner-up: the note names that basis.
-func secondScoreNote(q *query, w, ru *cand, raw float64, price idlegrid.Micros, busy bool) string {
-	b := q.e.note[:0]
-	defer func() { q.e.note = b }()
-	if q.n > 1 {
+// secondPrice is the price at which a winner of reliability rel under
+// weight w, with credit taken off its ask, ties a runner-up scoring ru
+// (before the ask and the cap bound it).
+func secondPrice(ru, rel, w float64, credit idlegrid.Micros) float64 {
+	return ru*relPow(rel, w) + float64(credit)
+}
+
+// appendSecondScoreNote says how a second-score price was set. A shadow
+// runner-up's note names that basis.
+func (p *Pick) appendSecondScoreNote(b []byte) []byte {
+	q, busy := &p.basis, p.ShadowRunnerUp
+	if q.gang > 1 {
 		b = append(b, "uniform clearing for "...)
-		b = strconv.AppendInt(b, int64(q.n), 10)
+		b = strconv.AppendInt(b, int64(q.gang), 10)
 		b = append(b, " nodes"...)
 	} else {
 		b = append(b, "second score"...)
@@ -103,66 +149,63 @@ func secondScoreNote(q *query, w, ru *cand, raw float64, price idlegrid.Micros, 
 		b = append(b, " against a shadow runner-up"...)
 	}
 	b = append(b, ": this node scores "...)
-	b = appendScore(b, w.score)
+	b = appendScore(b, p.Score)
 	b = append(b, " ("...)
-	b = appendScoreOf(b, q, w)
+	b = p.appendScoreOf(b)
 	switch {
-	case busy && q.n > 1:
+	case busy && q.gang > 1:
 		b = append(b, "); no node left out could have taken a place in the gang, and the best busy node of another provider scoring at least the worst winner, "...)
 	case busy:
 		b = append(b, "); no other node could take the job now, and the best busy node of another provider scoring at least this one, "...)
-	case q.n > 1:
+	case q.gang > 1:
 		b = append(b, "); the best node left out, "...)
 	default:
 		b = append(b, "); the runner-up, "...)
 	}
-	b = append(b, ru.nd.id...)
+	b = append(b, p.RunnerUpNodeID...)
 	b = append(b, ", scores "...)
-	b = appendScore(b, ru.score)
+	b = appendScore(b, p.RunnerUpScore)
 	b = append(b, "; tying it takes "...)
-	b = appendScore(b, ru.score)
+	b = appendScore(b, p.RunnerUpScore)
 	b = append(b, " × "...)
-	b = appendPow(b, w.nd.rel, q.w)
-	if w.credit > 0 {
+	b = appendPow(b, q.rel, q.weight)
+	if p.CreditMicrosPerGPUHour > 0 {
 		b = append(b, " + "...)
-		b = appendMoney(b, w.credit)
+		b = appendMoney(b, p.CreditMicrosPerGPUHour)
 	}
 	b = append(b, " = "...)
+	raw := secondPrice(p.RunnerUpScore, q.rel, q.weight, p.CreditMicrosPerGPUHour)
 	b = appendScore(b, raw)
 	rounded := idlegrid.Micros(math.Round(raw))
 	switch {
-	case rounded < w.ask:
+	case rounded < p.AskMicrosPerGPUHour:
 		b = append(b, ", raised to the ask: "...)
 	case rounded > q.cap:
 		b = append(b, ", held to the renter's cap: "...)
 	default:
 		b = append(b, ", between the ask "...)
-		b = appendMoney(b, w.ask)
+		b = appendMoney(b, p.AskMicrosPerGPUHour)
 		b = append(b, " and the cap "...)
 		b = appendMoney(b, q.cap)
 		b = append(b, ": "...)
 	}
-	b = appendMoney(b, price)
-	b = append(b, "/GPU-h"...)
-	return string(b)
+	b = appendMoney(b, p.PriceMicrosPerGPUHour)
+	return append(b, "/GPU-h"...)
 }
 
-// reserveNote says that no competitor, free or busy, set the price, so the
-// cap did.
-func reserveNote(q *query, w *cand) string {
-	b := q.e.note[:0]
-	defer func() { q.e.note = b }()
-	if q.n > 1 {
+// appendReserveNote says that no competitor, free or busy, set the price,
+// so the cap did.
+func (p *Pick) appendReserveNote(b []byte) []byte {
+	if p.basis.gang > 1 {
 		b = append(b, "no node left out could have taken a place in the gang, and no busy node of another provider scores as much as the worst winner within the cap"...)
 	} else {
 		b = append(b, "no other node could take the job, and no busy node of another provider scores as much as this one within the cap"...)
 	}
 	b = append(b, ", so the renter's cap is the reserve price: "...)
-	b = appendMoney(b, q.cap)
+	b = appendMoney(b, p.basis.cap)
 	b = append(b, "/GPU-h (ask "...)
-	b = appendMoney(b, w.ask)
+	b = appendMoney(b, p.AskMicrosPerGPUHour)
 	b = append(b, ", score "...)
-	b = appendScore(b, w.score)
-	b = append(b, ')')
-	return string(b)
+	b = appendScore(b, p.Score)
+	return append(b, ')')
 }

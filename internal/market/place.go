@@ -814,23 +814,22 @@ func pickGPUs(q *query, nd *node) []idlegrid.GPU {
 }
 
 // pick turns a winner into a Pick: its lowest-UUID usable free GPUs, and
-// the second-score price (against a shadow runner-up when busy).
+// the second-score price (against a shadow runner-up when busy). It records
+// what the price note is written from, not the words (Pick.PriceNote).
 func (e *Engine) pick(q *query, w *cand, ru *cand, busy bool) Pick {
 	nd := w.nd
 	p := Pick{
 		Node: nd.n, GPUs: pickGPUs(q, nd), Score: w.score,
 		AskMicrosPerGPUHour: w.ask, CreditMicrosPerGPUHour: w.credit,
+		basis: priceBasis{gang: q.n, rel: nd.rel, weight: q.w, cap: q.cap},
 	}
 	if ru == nil {
 		p.PriceMicrosPerGPUHour = q.cap
-		p.PriceNote = reserveNote(q, w)
+		p.basis.how = pricedReserve
 		return p
 	}
 	p.RunnerUpNodeID, p.RunnerUpScore, p.ShadowRunnerUp = ru.nd.id, ru.score, busy
-	raw := ru.score*relPow(nd.rel, q.w) + float64(w.credit)
-	price := idlegrid.Micros(math.Round(raw))
-	price = min(max(price, w.ask), q.cap)
-	p.PriceMicrosPerGPUHour = price
-	p.PriceNote = secondScoreNote(q, w, ru, raw, price, busy)
+	price := idlegrid.Micros(math.Round(secondPrice(ru.score, nd.rel, q.w, w.credit)))
+	p.PriceMicrosPerGPUHour = min(max(price, w.ask), q.cap)
 	return p
 }

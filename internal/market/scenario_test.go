@@ -432,7 +432,7 @@ func writeDecision(b *strings.Builder, h *harness, d market.Decision) {
 			if p.ShadowRunnerUp {
 				b.WriteString(" (shadow)")
 			}
-			fmt.Fprintf(b, "\n    %s\n", p.PriceNote)
+			fmt.Fprintf(b, "\n    %s\n", p.PriceNote())
 		}
 	case len(d.Preemptions) > 0:
 		b.WriteString("preempt:\n")

@@ -86,7 +86,7 @@ func (b *placementBatch) settle(ctx context.Context, i int, err error) error {
 			b.s.resyncing.noteLease(l.ID)
 			b.s.waiters.notify(l.NodeID)
 			b.s.log.Info("job placed", "job", j.ID, "lease", l.ID, "node", l.NodeID,
-				"price_per_gpu_hour", l.PriceMicrosPerGPUHour.String(), "note", d.Picks[k].PriceNote)
+				"price_per_gpu_hour", l.PriceMicrosPerGPUHour.String(), "note", d.Picks[k].PriceNote())
 		}
 		return nil
 	}

@@ -382,7 +382,7 @@ func (s *Server) placement(e *market.Engine, j *idlegrid.Job, picks []market.Pic
 		l := &idlegrid.Lease{
 			ID: idlegrid.NewID("lease"), JobID: j.ID, RenterID: j.RenterID,
 			NodeID: pick.Node.ID, ProviderID: pick.Node.ProviderID, Attempt: j.Attempts + 1,
-			Tier: j.Tier, PriceMicrosPerGPUHour: pick.PriceMicrosPerGPUHour, PriceNote: pick.PriceNote,
+			Tier: j.Tier, PriceMicrosPerGPUHour: pick.PriceMicrosPerGPUHour, PriceNote: pick.PriceNote(),
 			LimitSeconds: j.DurationSeconds, State: idlegrid.LeaseAssigned,
 			Reason: "placed on " + pick.Node.Name, CreatedAt: now, CheckpointRef: j.CheckpointRef,
 		}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -183,6 +184,11 @@ func TestServer_JobLifecycle(t *testing.T) {
 		// ties barn-2's (ask 0.50, same reliability).
 		if got, want := l.PriceMicrosPerGPUHour, idlegrid.Micros(500_000); got != want {
 			t.Fatalf("price = %d, want the runner-up's 500000 (%s)", got, l.PriceNote)
+		}
+		// The lease says how: the engine keeps the numbers, and the note is
+		// written from them as the lease is made.
+		if note := l.PriceNote; !strings.HasPrefix(note, "second score: this node scores $0.4") || !strings.HasSuffix(note, "$0.500000/GPU-h") {
+			t.Fatalf("price note = %q, want the second-score arithmetic ending at $0.500000/GPU-h", note)
 		}
 		if got, want := l.HoldMicros, idlegrid.Micros(1_000_000); got != want {
 			t.Fatalf("hold = %d, want %d (2 GPUs for an hour)", got, want)
