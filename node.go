@@ -251,6 +251,24 @@ type Node struct {
 	Quarantined bool `json:"quarantined,omitempty"`
 }
 
+// Public returns what any account may see of the node: its offer as the
+// market matches it (GPU models and memory, place, schedule, ask, cached
+// datasets, models served), its state, record and trust level, and its
+// public key, which receipts are checked against. It leaves out what is
+// its owner's: labels, the agent's version, and the GPUs' hardware
+// fingerprints (PCI IDs and VBIOS), which attestation compares. n is not
+// changed.
+func (n *Node) Public() *Node {
+	p := *n
+	p.Offer = n.Offer.Clone()
+	p.Labels, p.AgentVersion = nil, ""
+	for i := range p.GPUs {
+		g := &p.GPUs[i]
+		g.PCIBusID, g.PCIDeviceID, g.PCISubsystemID, g.VBIOSVersion = "", "", "", ""
+	}
+	return &p
+}
+
 // ReliabilityOf is a node's reliability from its record: the share of leases
 // it completed, with a prior of 9 completions in 10 so that a newcomer starts
 // at 0.9 and one early failure does not ruin it.

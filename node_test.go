@@ -390,3 +390,21 @@ func testFullOffer() idlegrid.Offer {
 		Models:         []idlegrid.ModelOffer{{Name: "m", MaxConcurrency: 1}},
 	}
 }
+
+func TestNode_Public(t *testing.T) {
+	n := &idlegrid.Node{ID: "node_1", ProviderID: "acct_p", PublicKey: "pk", AgentVersion: "1.2.3", Reliability: 0.97, Level: 2,
+		Offer: idlegrid.Offer{Name: "rig", Region: "eu-west", Labels: map[string]string{"room": "attic"}, CachedDatasets: []string{"c4"},
+			GPUs: []idlegrid.GPU{{UUID: "GPU-0", Model: "RTX4090", VRAMMB: 24564, DriverVersion: "550.54.15",
+				PCIBusID: "00000000:18:00.0", PCIDeviceID: "268410DE", PCISubsystemID: "16C110DE", VBIOSVersion: "95.02"}}}}
+	p := n.Public()
+	want := idlegrid.GPU{UUID: "GPU-0", Model: "RTX4090", VRAMMB: 24564, DriverVersion: "550.54.15"}
+	if p.GPUs[0] != want || p.Labels != nil || p.AgentVersion != "" {
+		t.Errorf("public = GPU %+v, labels %v, agent %q; want %+v and no labels or agent version", p.GPUs[0], p.Labels, p.AgentVersion, want)
+	}
+	if p.Name != "rig" || p.Region != "eu-west" || p.PublicKey != "pk" || p.Reliability != 0.97 || p.Level != 2 || p.CachedDatasets[0] != "c4" {
+		t.Errorf("public = %+v, want the offer, key and record kept", p)
+	}
+	if n.GPUs[0].PCIBusID == "" || n.Labels == nil || n.AgentVersion == "" {
+		t.Errorf("Public changed the node: %+v", n)
+	}
+}

@@ -223,7 +223,7 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 			return err
 		}
 	}
-	if !asJSON {
+	if !asJSON && !wait { // a watch says why the job waits
 		c.warnIfStuck(ctx, cl, job.ID)
 	}
 	if !wait {

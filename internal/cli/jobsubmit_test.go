@@ -35,6 +35,12 @@ func TestJobSubmit_stuckNote(t *testing.T) {
 	if r = submit("--gpu-model", "H200", "--max-price", "5", "--json"); strings.Contains(r.out, "note:") {
 		t.Errorf("job submit --json printed a note into its JSON:\n%s", r.out)
 	}
+	// With --wait the watch says why it waits, so the note is not said twice.
+	r = run(t, renter, "job", "submit", "--image", "python:3.12", "--duration", "1m", "--gpu-model", "H200", "--max-price", "5",
+		"--wait", "--every", "500ms", "--timeout", "1500ms")
+	if r.code != 1 || strings.Contains(r.out, "note: as the market stands") || !strings.Contains(r.out, "waits: ") {
+		t.Errorf("job submit --wait of a job no node would take: %s", r)
+	}
 }
 
 func TestStuckNote(t *testing.T) {

@@ -20,11 +20,50 @@ const (
 )
 
 // jobView is what "job watch" knows of a job at one moment: the job and its
-// leases, as the server listed them.
+// leases, as the server listed them, and the nodes they are on.
 type jobView struct {
 	At     time.Time         `json:"at"`
 	Job    *idlegrid.Job     `json:"job"`
 	Leases []*idlegrid.Lease `json:"leases"`
+	Nodes  nodeNames         `json:"-"`
+}
+
+// nodeNames are the nodes a watch has read, by ID, as the market shows
+// them (nil: the server would not say), so that its lines name a node as
+// its owner does rather than by its ID.
+type nodeNames map[string]*idlegrid.Node
+
+// name is how the lines call node id: its name, or its ID when unknown.
+func (nn nodeNames) name(id string) string {
+	if n := nn[id]; n != nil && n.Name != "" {
+		return n.Name
+	}
+	return id
+}
+
+// placedOn is how a placement names node id: its name with its ID, its
+// GPUs and region, e.g. "fj-l40s-01 (node_…, L40S, eu-west)".
+func (nn nodeNames) placedOn(id string) string {
+	n := nn[id]
+	if n == nil || n.Name == "" {
+		return id
+	}
+	return fmt.Sprintf("%s (%s, %s, %s)", n.Name, id, gpuSummary(n.GPUs), n.Region)
+}
+
+// learn reads the nodes of leases it does not know yet. A node it cannot
+// read for good (an older server, a node gone) is remembered as unknown;
+// one it cannot read for now is asked again next time.
+func (nn nodeNames) learn(ctx context.Context, cl *client.Client, leases []*idlegrid.Lease) {
+	for _, l := range leases {
+		if _, known := nn[l.NodeID]; known || l.NodeID == "" {
+			continue
+		}
+		n, err := cl.FindNode(ctx, l.NodeID)
+		if err == nil || !transient(err) {
+			nn[l.NodeID] = n
+		}
+	}
 }
 
 // watchOptions are "job watch"'s flags, shared with "job submit --wait".
@@ -98,6 +137,7 @@ func (c *jobCommand) watch(ctx context.Context, args []string) error {
 // again at the next tick.
 func (c *jobCommand) follow(ctx context.Context, cl *client.Client, jobID string, o watchOptions) error {
 	w := newJobWatcher(c.env.Out, c.env.Err, o.json)
+	nodes := nodeNames{}
 	var deadline <-chan time.Time
 	if o.timeout > 0 {
 		t := time.NewTimer(o.timeout)
@@ -107,7 +147,7 @@ func (c *jobCommand) follow(ctx context.Context, cl *client.Client, jobID string
 	tick := time.NewTicker(o.every)
 	defer tick.Stop()
 	for {
-		v, err := fetchJobView(ctx, cl, jobID, o.now)
+		v, err := fetchJobView(ctx, cl, jobID, o.now, nodes)
 		switch {
 		case ctx.Err() != nil:
 			return c.stopWatching(w, jobID)
@@ -154,8 +194,9 @@ func (c *jobCommand) stopWatching(w *jobWatcher, jobID string) error {
 
 // fetchJobView asks the server for the job's leases and then the job, in
 // that order: the job is then at least as new as its leases, so a job seen
-// queued has no lease it was placed on since.
-func fetchJobView(ctx context.Context, cl *client.Client, jobID string, now func() time.Time) (*jobView, error) {
+// queued has no lease it was placed on since. It reads the nodes of new
+// leases into nodes.
+func fetchJobView(ctx context.Context, cl *client.Client, jobID string, now func() time.Time, nodes nodeNames) (*jobView, error) {
 	leases, err := cl.ListLeases(ctx, idlegrid.LeaseFilter{JobID: jobID})
 	if err != nil {
 		return nil, err
@@ -164,7 +205,8 @@ func fetchJobView(ctx context.Context, cl *client.Client, jobID string, now func
 	if err != nil {
 		return nil, err
 	}
-	return &jobView{At: now(), Job: j, Leases: nonNil(leases)}, nil
+	nodes.learn(ctx, cl, leases)
+	return &jobView{At: now(), Job: j, Leases: nonNil(leases), Nodes: nodes}, nil
 }
 
 // transient reports whether err may pass if asked again: the server was
@@ -304,7 +346,7 @@ func (w *jobWatcher) progressLines(v *jobView) {
 		}
 		if d := int(l.Progress * 10); d > w.decile[l.ID] && d < 10 {
 			w.decile[l.ID] = d
-			w.line(v.At, fmt.Sprintf("%d%% done on %s", d*10, l.NodeID))
+			w.line(v.At, fmt.Sprintf("%d%% done on %s", d*10, v.Nodes.name(l.NodeID)))
 		}
 	}
 }
@@ -332,7 +374,7 @@ func liveLine(v *jobView) string {
 			started = l.StartedAt
 		}
 	}
-	where := running[0].NodeID
+	where := v.Nodes.name(running[0].NodeID)
 	if len(running) > 1 {
 		where += fmt.Sprintf(" and %d more", len(running)-1)
 	}
@@ -360,7 +402,7 @@ func jobChanges(prev, next *jobView) []string {
 		}
 	}
 	for _, l := range next.Leases {
-		out = append(out, leaseChanges(before[l.ID], l)...)
+		out = append(out, leaseChanges(before[l.ID], l, next.Nodes)...)
 	}
 	j := next.Job
 	switch {
@@ -397,37 +439,38 @@ func jobStateLine(prev, j *idlegrid.Job) []string {
 }
 
 // leaseChanges says what changed in one lease; prev nil: it is new.
-func leaseChanges(prev, l *idlegrid.Lease) []string {
+func leaseChanges(prev, l *idlegrid.Lease, nodes nodeNames) []string {
 	var out []string
+	on := nodes.name(l.NodeID)
 	if prev == nil {
 		out = append(out, fmt.Sprintf("placed on %s: %d GPU(s) at %s, %s, attempt %d",
-			l.NodeID, len(l.GPUUUIDs), perGPUHour(l.PriceMicrosPerGPUHour), l.Tier, l.Attempt))
+			nodes.placedOn(l.NodeID), len(l.GPUUUIDs), perGPUHour(l.PriceMicrosPerGPUHour), l.Tier, l.Attempt))
 		prev = &idlegrid.Lease{State: idlegrid.LeaseAssigned}
 	}
 	if l.CheckpointRef != "" && l.CheckpointRef != prev.CheckpointRef {
-		out = append(out, fmt.Sprintf("checkpoint on %s: %s", l.NodeID, l.CheckpointRef))
+		out = append(out, fmt.Sprintf("checkpoint on %s: %s", on, l.CheckpointRef))
 	}
 	switch {
 	case l.NoticeAt != nil && prev.NoticeAt == nil && !l.State.Terminal():
 		by := l.NoticeAt.Add(time.Duration(l.NoticeSeconds) * time.Second)
 		out = append(out, fmt.Sprintf("notice on %s: it stops by %s (%s guaranteed): %s",
-			l.NodeID, by.Local().Format("15:04:05"), seconds(l.NoticeSeconds), orDash(l.StopRequested)))
+			on, by.Local().Format("15:04:05"), seconds(l.NoticeSeconds), orDash(l.StopRequested)))
 	case l.StopRequested != "" && prev.StopRequested == "" && !l.State.Terminal():
-		out = append(out, fmt.Sprintf("stopping on %s: %s", l.NodeID, l.StopRequested))
+		out = append(out, fmt.Sprintf("stopping on %s: %s", on, l.StopRequested))
 	}
 	if l.State != prev.State {
-		out = append(out, leaseStateLine(l)...)
+		out = append(out, leaseStateLine(l, on)...)
 	}
 	return out
 }
 
-// leaseStateLine says the state a lease moved to.
-func leaseStateLine(l *idlegrid.Lease) []string {
+// leaseStateLine says the state a lease on node on moved to.
+func leaseStateLine(l *idlegrid.Lease, on string) []string {
 	switch {
 	case l.State == idlegrid.LeaseRunning:
-		return []string{"started on " + l.NodeID}
+		return []string{"started on " + on}
 	case l.State.Terminal():
-		line := fmt.Sprintf("%s on %s: %s; charged %s", l.State, l.NodeID, orDash(l.Reason), l.ChargedMicros)
+		line := fmt.Sprintf("%s on %s: %s; charged %s", l.State, on, orDash(l.Reason), l.ChargedMicros)
 		if l.Fault == idlegrid.FaultProvider {
 			line += " (the node's fault: you pay nothing for it)"
 		}

@@ -107,7 +107,7 @@ func TestJobChanges_providerFault(t *testing.T) {
 	l := &idlegrid.Lease{ID: "lease_a", NodeID: "node_a", State: idlegrid.LeaseRunning}
 	lost := *l
 	lost.State, lost.Reason, lost.Fault = idlegrid.LeaseLost, "node went silent", idlegrid.FaultProvider
-	got := leaseChanges(l, &lost)
+	got := leaseChanges(l, &lost, nil)
 	if len(got) != 1 || got[0] != "lost on node_a: node went silent; charged $0.000000 (the node's fault: you pay nothing for it)" {
 		t.Errorf("changes = %q", got)
 	}
@@ -132,12 +132,15 @@ func TestLiveLine(t *testing.T) {
 
 // scriptServer answers the lease and job reads of "job watch" from
 // views, moving to the next view after each job read; the last view
-// stays. fail makes the first fail requests answer 503.
+// stays. It answers node reads from nodes, and counts them in nodeReads.
+// fail makes the first fail requests answer 503.
 type scriptServer struct {
-	mu    sync.Mutex
-	views []*jobView
-	i     int
-	fail  int
+	mu        sync.Mutex
+	views     []*jobView
+	i         int
+	fail      int
+	nodes     map[string]*idlegrid.Node
+	nodeReads map[string]int
 }
 
 func (s *scriptServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -161,6 +164,15 @@ func (s *scriptServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/v1/jobs/"+v.Job.ID:
 		json.NewEncoder(w).Encode(v.Job)
 		s.i++
+	case strings.HasPrefix(r.URL.Path, "/v1/nodes/") && s.nodes[strings.TrimPrefix(r.URL.Path, "/v1/nodes/")] != nil:
+		s.nodeReads[r.URL.Path]++
+		json.NewEncoder(w).Encode(s.nodes[strings.TrimPrefix(r.URL.Path, "/v1/nodes/")])
+	case strings.HasPrefix(r.URL.Path, "/v1/nodes/"):
+		if s.nodeReads != nil {
+			s.nodeReads[r.URL.Path]++
+		}
+		w.WriteHeader(http.StatusNotFound)
+		json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "not_found", "message": "node not found"}})
 	default:
 		w.WriteHeader(http.StatusNotFound)
 		json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "not_found", "message": `job "` + strings.TrimPrefix(r.URL.Path, "/v1/jobs/") + `" not found`}})
@@ -175,19 +187,30 @@ func runWatch(t *testing.T, s *scriptServer, args ...string) result {
 	return run(t, vars, append([]string{"job", "watch"}, args...)...)
 }
 
+// TestJobWatch follows a job's whole life. Its first node is named as its
+// owner calls it, with its ID, GPUs and region where it is placed; the
+// server will not say what the second is, so the watch names it by its
+// ID, and asks about it once.
 func TestJobWatch(t *testing.T) {
-	r := runWatch(t, &scriptServer{views: watchScript()}, "job_1", "--every", "500ms")
+	s := &scriptServer{views: watchScript(), nodeReads: map[string]int{}, nodes: map[string]*idlegrid.Node{
+		"node_a": {ID: "node_a", Offer: idlegrid.Offer{Name: "rig-a", Region: "eu-west", GPUs: []idlegrid.GPU{{Model: "RTX4090"}, {Model: "RTX4090"}}}},
+	}}
+	r := runWatch(t, s, "job_1", "--every", "500ms")
 	if r.code != 0 {
 		t.Fatalf("job watch of a job that succeeds: %s", r)
 	}
-	for _, w := range []string{"waits: no node fits", "placed on node_a", "20% done on node_a", "40% done on node_a",
-		"notice on node_a", "back in the queue", "placed on node_b", "succeeded; charged $0.071000 in all"} {
+	for _, w := range []string{"waits: no node fits", "placed on rig-a (node_a, 2xRTX4090, eu-west): 1 GPU(s)", "started on rig-a",
+		"20% done on rig-a", "40% done on rig-a", "notice on rig-a", "preempted on rig-a", "back in the queue", "placed on node_b: 1 GPU(s)",
+		"succeeded on node_b", "succeeded; charged $0.071000 in all"} {
 		if !strings.Contains(r.out, w) {
 			t.Errorf("job watch printed:\n%s\nwant %q", r.out, w)
 		}
 	}
 	if n := strings.Count(r.out, "waits: no node fits"); n != 1 {
 		t.Errorf("the same wait reason printed %d times, want once:\n%s", n, r.out)
+	}
+	if a, b := s.nodeReads["/v1/nodes/node_a"], s.nodeReads["/v1/nodes/node_b"]; a != 1 || b != 1 {
+		t.Errorf("node reads: node_a %d, node_b %d; want each once", a, b)
 	}
 }
 

@@ -24,7 +24,7 @@ func (c *nodeCommand) Run(ctx context.Context, args []string) error {
 func (c *nodeCommand) list(ctx context.Context, args []string) error {
 	fs := c.env.flags("node ls", help{
 		usage:    "idlegrid node ls [--json]",
-		about:    "List nodes: a provider sees their own, an admin sees all.",
+		about:    "List nodes: a provider sees their own, an admin sees all, and a renter the market's online nodes, as anyone may see them.",
 		examples: "idlegrid node ls",
 	})
 	r := c.env.remoteFlags(fs)
@@ -56,7 +56,7 @@ func (c *nodeCommand) list(ctx context.Context, args []string) error {
 func (c *nodeCommand) get(ctx context.Context, args []string) error {
 	fs := c.env.flags("node get", help{
 		usage:    "idlegrid node get ID [--json]",
-		about:    "Show a node: its GPUs, place, schedule, ask and record.",
+		about:    "Show a node: its GPUs, place, schedule, ask and record. Its provider and admins see all of it; anyone else what the market shows (not its labels, agent version or hardware fingerprints).",
 		examples: "idlegrid node get node_abc123",
 	})
 	r := c.env.remoteFlags(fs)

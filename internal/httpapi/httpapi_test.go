@@ -305,9 +305,11 @@ func TestAPI_authorisation(t *testing.T) {
 		{"provider may not submit jobs", provider1Secret, "POST", "/v1/jobs", `{"image":"x","gpus":1}`, 403},
 
 		{"provider sees own node", provider1Secret, "GET", "/v1/nodes/" + nodeID, "", 200},
-		{"provider cannot see another provider's node", provider2Secret, "GET", "/v1/nodes/" + nodeID, "", 404},
+		{"provider sees what the market shows of another provider's node", provider2Secret, "GET", "/v1/nodes/" + nodeID, "", 200},
+		{"renter sees what the market shows of a node", renter1Secret, "GET", "/v1/nodes/" + nodeID, "", 200},
+		{"no such node", renter1Secret, "GET", "/v1/nodes/node_nope", "", 404},
 		{"admin sees any node", f.AdminSecret, "GET", "/v1/nodes/" + nodeID, "", 200},
-		{"renter cannot list nodes", renter1Secret, "GET", "/v1/nodes", "", 403},
+		{"renter lists the market's nodes", renter1Secret, "GET", "/v1/nodes", "", 200},
 		{"renter cannot make join tokens", renter1Secret, "POST", "/v1/join-tokens", `{"name":"t"}`, 403},
 
 		{"renter cannot top up", renter1Secret, "POST", "/v1/accounts/" + renter1Acct.ID + "/topup", `{"amount_micros":1}`, 403},

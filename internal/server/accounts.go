@@ -150,21 +150,59 @@ func (s *Server) RevokeJoinToken(ctx context.Context, tokenID string) error {
 	return s.store.RevokeJoinToken(ctx, c.AccountID, tokenID, s.Now())
 }
 
-// ListNodes lists the caller's nodes; admins see every node.
+// ListNodes lists the nodes the caller may see: a provider its own, an
+// admin every node, and a renter the market's offers: every online node
+// not in quarantine, as anyone may see it (Node.Public).
 func (s *Server) ListNodes(ctx context.Context) ([]*idlegrid.Node, error) {
-	c, err := requireRole(ctx, idlegrid.RoleProvider, idlegrid.RoleAdmin)
+	c, err := account(ctx)
 	if err != nil {
 		return nil, err
 	}
-	f := idlegrid.NodeFilter{}
-	if c.Role == idlegrid.RoleProvider {
+	f, public := idlegrid.NodeFilter{}, false
+	switch c.Role {
+	case idlegrid.RoleAdmin:
+	case idlegrid.RoleProvider:
 		f.ProviderID = c.AccountID
+	default:
+		f.States, public = []idlegrid.NodeState{idlegrid.NodeOnline}, true
 	}
-	return s.store.ListNodes(ctx, f)
+	nodes, err := s.store.ListNodes(ctx, f)
+	if err != nil || !public {
+		return nodes, err
+	}
+	offered := nodes[:0]
+	for _, n := range nodes {
+		if !n.Quarantined {
+			offered = append(offered, n.Public())
+		}
+	}
+	return offered, nil
 }
 
-// FindNode returns one of the caller's nodes.
+// FindNode returns a node: the whole record to its provider and admins,
+// and to anyone else what the market shows of it (Node.Public), so that a
+// renter can see where its work ran.
 func (s *Server) FindNode(ctx context.Context, id string) (*idlegrid.Node, error) {
+	c, err := account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.store.FindNode(ctx, id)
+	switch {
+	case idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND:
+		return nil, notFound("node", id)
+	case err != nil:
+		return nil, err
+	case c.IsAdmin() || n.ProviderID == c.AccountID:
+		return n, nil
+	}
+	return n.Public(), nil
+}
+
+// ownNode returns one of the caller's nodes, or for an admin any node:
+// the check in front of what only a node's owner and admins may see. A
+// node of another provider's is not found.
+func (s *Server) ownNode(ctx context.Context, id string) (*idlegrid.Node, error) {
 	c, err := requireRole(ctx, idlegrid.RoleProvider, idlegrid.RoleAdmin)
 	if err != nil {
 		return nil, err

@@ -516,7 +516,7 @@ func (s *Server) ChallengeNode(ctx context.Context, nodeID string) ([]*idlegrid.
 // NodeAttestation shows a node's hardware record to its owner or an admin:
 // its fingerprints, their changes, its challenges and its quarantines.
 func (s *Server) NodeAttestation(ctx context.Context, nodeID string) (*idlegrid.NodeAttestationView, error) {
-	n, err := s.FindNode(ctx, nodeID) // the owner or an admin
+	n, err := s.ownNode(ctx, nodeID)
 	if err != nil {
 		return nil, err
 	}

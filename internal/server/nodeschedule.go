@@ -9,7 +9,7 @@ import (
 // NodeSchedule returns when one of the caller's nodes is offered: the
 // schedule in force, its owner's and its agent's. Admins see any node's.
 func (s *Server) NodeSchedule(ctx context.Context, nodeID string) (*idlegrid.NodeSchedule, error) {
-	if _, err := s.FindNode(ctx, nodeID); err != nil {
+	if _, err := s.ownNode(ctx, nodeID); err != nil {
 		return nil, err
 	}
 	return s.store.FindNodeSchedule(ctx, nodeID)

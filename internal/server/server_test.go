@@ -371,6 +371,59 @@ func TestServer_WaitsForFunds(t *testing.T) {
 	})
 }
 
+// TestServer_Nodes_public: anyone may see what the market shows of a node,
+// so that a renter can see where its work ran and what it could rent; its
+// owner and admins see the whole record. A renter's list is the market's
+// offers: online nodes not in quarantine.
+func TestServer_Nodes_public(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		offer := testOffer("barn-1")
+		offer.Labels = map[string]string{"rack": "basement"}
+		offer.GPUs[0].PCIBusID, offer.GPUs[0].VBIOSVersion = "00000000:18:00.0", "95.02.3C.40.E1"
+		if err := m.srv.UpdateOffer(m.node, idlegrid.OfferRequest{Offer: offer}); err != nil {
+			t.Fatal(err)
+		}
+		rival, _, _, err := m.srv.CreateAccount(m.admin, "rival-gpus", idlegrid.RoleProvider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, who := range []struct {
+			name   string
+			ctx    context.Context
+			public bool
+		}{{"Owner", m.provider, false}, {"Admin", m.admin, false}, {"Renter", m.renter, true}, {"OtherProvider", as(rival), true}} {
+			n, err := m.srv.FindNode(who.ctx, m.nodeID)
+			if err != nil {
+				t.Fatalf("%s: FindNode: %v", who.name, err)
+			}
+			if n.Name != "barn-1" || n.Region != "eu-west" || len(n.GPUs) != 2 || n.GPUs[0].Model != "RTX4090" || n.Ask.FloorMicrosPerGPUHour[idlegrid.TierSilver] != 400_000 {
+				t.Errorf("%s: node = %+v, want its offer as the market sees it", who.name, n)
+			}
+			if hidden := n.Labels == nil && n.GPUs[0].PCIBusID == "" && n.GPUs[0].VBIOSVersion == ""; hidden != who.public {
+				t.Errorf("%s: labels %v, PCI bus %q, VBIOS %q; want them hidden: %v", who.name, n.Labels, n.GPUs[0].PCIBusID, n.GPUs[0].VBIOSVersion, who.public)
+			}
+		}
+
+		nodes, err := m.srv.ListNodes(m.renter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(nodes) != 2 || nodes[0].Labels != nil || nodes[1].Labels != nil {
+			t.Fatalf("a renter's list = %d nodes (%+v), want both online nodes, public", len(nodes), nodes)
+		}
+		if _, err := m.srv.QuarantineNode(m.admin, m.nodeID, "under review"); err != nil {
+			t.Fatal(err)
+		}
+		if nodes, err = m.srv.ListNodes(m.renter); err != nil || len(nodes) != 1 || nodes[0].ID == m.nodeID {
+			t.Fatalf("a renter's list with barn-1 quarantined = %+v, %v; want barn-2 alone", nodes, err)
+		}
+		if nodes, err = m.srv.ListNodes(as(rival)); err != nil || len(nodes) != 0 {
+			t.Fatalf("a provider's list = %+v, %v; want its own nodes: none", nodes, err)
+		}
+	})
+}
+
 func TestServer_Authorization(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMarket(t)
@@ -390,8 +443,7 @@ func TestServer_Authorization(t *testing.T) {
 		}{
 			{"RenterSeesOtherJob", func() error { _, err := m.srv.FindJob(as(other), j.ID); return err }, idlegrid.ENOTFOUND},
 			{"RenterCancelsOtherJob", func() error { _, err := m.srv.CancelJob(as(other), j.ID); return err }, idlegrid.ENOTFOUND},
-			{"ProviderSeesOtherNode", func() error { _, err := m.srv.FindNode(as(otherProvider), m.nodeID); return err }, idlegrid.ENOTFOUND},
-			{"RenterListsNodes", func() error { _, err := m.srv.ListNodes(m.renter); return err }, idlegrid.EFORBIDDEN},
+			{"NoSuchNode", func() error { _, err := m.srv.FindNode(as(otherProvider), "node_nope"); return err }, idlegrid.ENOTFOUND},
 			{"RenterTopsUp", func() error { _, err := m.srv.TopUp(m.renter, m.renterID, 1, "x"); return err }, idlegrid.EFORBIDDEN},
 			{"ProviderSubmitsJob", func() error { _, err := m.srv.SubmitJob(m.provider, testSpec()); return err }, idlegrid.EFORBIDDEN},
 			{"RenterMakesJoinToken", func() error { _, _, err := m.srv.CreateJoinToken(m.renter, "x", 1, time.Hour); return err }, idlegrid.EFORBIDDEN},

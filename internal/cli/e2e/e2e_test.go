@@ -178,8 +178,10 @@ duration: 20s
 	}
 	// job watch followed it from the queue to the end, and exited 0.
 	watch.waitExit(t, "with the job")
-	for _, want := range []string{"placed on " + gamer.ID + ": 1 GPU(s) at " + l.PriceMicrosPerGPUHour.String() + "/GPU-h, silver",
-		"started on " + gamer.ID, "succeeded; charged " + charge.String() + " in all"} {
+	// It names the node as its owner does; the renter may read what the
+	// market shows of it.
+	placedOn := fmt.Sprintf("placed on gamer (%s, 2xRTX4090, %s): 1 GPU(s) at %s/GPU-h, silver", gamer.ID, gamer.Region, l.PriceMicrosPerGPUHour)
+	for _, want := range []string{placedOn, "started on gamer", "succeeded; charged " + charge.String() + " in all"} {
 		if watch.err != nil || !strings.Contains(watch.out.String(), want) {
 			t.Errorf("job watch exited with %v, printed:\n%s\nwant %q", watch.err, watch.out.String(), want)
 		}
