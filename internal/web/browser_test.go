@@ -498,6 +498,17 @@ func TestDashboard(t *testing.T) {
 				jobID, job.State, job.ChargedMicros, job.CheckpointEverySeconds)
 		}
 		b.waitText("#panel-job", money(job.ChargedMicros))
+		// Its lease names the node as its owner does, read as the market
+		// shows it.
+		leases, err := client.New(m.URL, m.RenterKey).ListLeases(ctx, idlegrid.LeaseFilter{JobID: jobID})
+		if err != nil || len(leases) == 0 {
+			t.Fatalf("the job's leases: %v, %v", leases, err)
+		}
+		ran, err := client.New(m.URL, m.RenterKey).FindNode(ctx, leases[0].NodeID)
+		if err != nil || ran.Name == "" {
+			t.Fatalf("the renter reads node %s: %+v, %v", leases[0].NodeID, ran, err)
+		}
+		b.waitText("#panel-job table", ran.Name)
 		// A lease's last checkpoint shows beside it: the dev market's bronze
 		// demo jobs save every 10 or 15 s.
 		saved := checkpointedJob(t, client.New(m.URL, m.RenterKey))

@@ -16,6 +16,7 @@
     job: '', node: '',      // selected job (renter) and node (provider window editor)
     samples: [],            // own fill-rate samples since this page opened: [t, share]
     rows: {},               // rows that action buttons name, by ID (see remember)
+    nodes: {},              // nodes the renter's leases ran on, as the market shows them, by ID (null: unknown)
   };
   const $ = (sel, root = document) => root.querySelector(sel);
 
@@ -384,18 +385,40 @@
     return ref + (l.checkpoint_at ? when(l.checkpoint_at) : '');
   }
 
+  // learnNodes reads what the market shows of the nodes not read yet. One
+  // the server will not show (403, 404) stays unknown, named by its ID; one
+  // it could not read now is asked again at the next refresh.
+  async function learnNodes(ids) {
+    const fresh = [...new Set(ids)].filter((n) => n && !(n in st.nodes));
+    await Promise.all(fresh.map(async (n) => {
+      try {
+        st.nodes[n] = await get('/v1/nodes/' + encodeURIComponent(n));
+      } catch (e) {
+        if (e.status === 403 || e.status === 404) st.nodes[n] = null;
+      }
+    }));
+  }
+
+  // nodeCell names a node as its owner does, with its GPUs, region and ID.
+  function nodeCell(nodeID) {
+    const n = st.nodes[nodeID];
+    if (!n || !n.name) return id(nodeID);
+    return `${esc(n.name)} <span class="muted">${esc(gpuSummary(n.gpus || []))}, ${esc(n.region)}</span><br>${id(nodeID)}`;
+  }
+
   async function jobDetails() {
     if (!st.job) return '<p class="muted">Choose a job in the list to see its leases, charge and logs.</p>';
     const q = encodeURIComponent(st.job);
     const [job, leases] = await Promise.all([get('/v1/jobs/' + q), get('/v1/leases?job_id=' + q)]);
     const ls = leases.leases.sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at));
+    await learnNodes(ls.map((l) => l.node_id));
     let html = `<h3>${esc(job.name || job.id)} ${id(job.id)} ${stateTag(job.state)}</h3>` + kpis([
       ['Charged', money(job.charged_micros, 6)], ['Attempts', esc(job.attempts)],
       ['Image', esc(job.image)], ['Started', when(job.started_at)], ['Ended', when(job.ended_at)],
     ]) + `<p>${esc(job.reason)}</p>`;
     html += table([
       { h: 'Lease', f: (l) => id(l.id) }, { h: 'State', f: (l) => stateTag(l.state) },
-      { h: 'Node', f: (l) => id(l.node_id) }, { h: 'Price', num: true, f: (l) => price(l.price_micros_per_gpu_hour) },
+      { h: 'Node', f: (l) => nodeCell(l.node_id) }, { h: 'Price', num: true, f: (l) => price(l.price_micros_per_gpu_hour) },
       { h: 'Progress', num: true, f: (l) => l.state === 'running' || l.state === 'assigned' ? pct(l.progress) : '—' }, { h: 'Held', num: true, f: (l) => money(l.hold_micros, 4) },
       { h: 'Saved', f: savedCell },
       { h: 'Charged', num: true, f: (l) => money(l.charged_micros, 6) }, { h: 'Note', f: (l) => esc(l.reason) },
@@ -1109,7 +1132,7 @@
   function signOut(why) {
     st.gen++;
     sessionStorage.removeItem(KEY);
-    st.key = ''; st.me = null; st.view = ''; st.job = ''; st.node = ''; st.samples = []; st.rows = {};
+    st.key = ''; st.me = null; st.view = ''; st.job = ''; st.node = ''; st.samples = []; st.rows = {}; st.nodes = {};
     if ($('#confirm').open) $('#confirm').close();
     $('#toast').className = 'toast';
     clearTimeout(st.timer);
