@@ -188,6 +188,11 @@ type NodeFilter struct {
 	// ServesModels keeps only the nodes whose offer lists models they
 	// serve for inference.
 	ServesModels bool
+	// Offered keeps only the market's offers: online nodes not in
+	// quarantine.
+	Offered bool
+	// Limit returns at most this many, oldest first (0: all).
+	Limit int
 }
 
 // RenterStake is what a renter's live leases would cost at most, and the

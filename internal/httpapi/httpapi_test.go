@@ -310,6 +310,7 @@ func TestAPI_authorisation(t *testing.T) {
 		{"no such node", renter1Secret, "GET", "/v1/nodes/node_nope", "", 404},
 		{"admin sees any node", f.AdminSecret, "GET", "/v1/nodes/" + nodeID, "", 200},
 		{"renter lists the market's nodes", renter1Secret, "GET", "/v1/nodes", "", 200},
+		{"renter lists the market's first node", renter1Secret, "GET", "/v1/nodes?limit=1", "", 200},
 		{"renter cannot make join tokens", renter1Secret, "POST", "/v1/join-tokens", `{"name":"t"}`, 403},
 
 		{"renter cannot top up", renter1Secret, "POST", "/v1/accounts/" + renter1Acct.ID + "/topup", `{"amount_micros":1}`, 403},

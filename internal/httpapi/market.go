@@ -7,12 +7,17 @@ import (
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
-// GET /v1/nodes
+// GET /v1/nodes?limit=N
 func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
-	if _, err := parseQuery(r); err != nil {
+	q, err := parseQuery(r, "limit")
+	if err != nil {
 		return err
 	}
-	nodes, err := a.srv.ListNodes(r.Context())
+	limit, err := q.limit()
+	if err != nil {
+		return err
+	}
+	nodes, err := a.srv.ListNodes(r.Context(), limit)
 	if err != nil {
 		return err
 	}

@@ -150,33 +150,38 @@ func (s *Server) RevokeJoinToken(ctx context.Context, tokenID string) error {
 	return s.store.RevokeJoinToken(ctx, c.AccountID, tokenID, s.Now())
 }
 
-// ListNodes lists the nodes the caller may see: a provider its own, an
-// admin every node, and a renter the market's offers: every online node
-// not in quarantine, as anyone may see it (Node.Public).
-func (s *Server) ListNodes(ctx context.Context) ([]*idlegrid.Node, error) {
+// marketNodesShown is how many nodes a renter's list holds unless it asks
+// for another number: the oldest offers first.
+const marketNodesShown = 1000
+
+// ListNodes lists at most limit nodes (0: all, or for a renter
+// marketNodesShown), oldest first, of those the caller may see: a
+// provider its own, an admin every node, and a renter the market's
+// offers (online, not in quarantine) as anyone may see them (Node.Public).
+func (s *Server) ListNodes(ctx context.Context, limit int) ([]*idlegrid.Node, error) {
 	c, err := account(ctx)
 	if err != nil {
 		return nil, err
 	}
-	f, public := idlegrid.NodeFilter{}, false
+	f, public := idlegrid.NodeFilter{Limit: limit}, false
 	switch c.Role {
 	case idlegrid.RoleAdmin:
 	case idlegrid.RoleProvider:
 		f.ProviderID = c.AccountID
 	default:
-		f.States, public = []idlegrid.NodeState{idlegrid.NodeOnline}, true
+		f.Offered, public = true, true
+		if f.Limit == 0 {
+			f.Limit = marketNodesShown
+		}
 	}
 	nodes, err := s.store.ListNodes(ctx, f)
 	if err != nil || !public {
 		return nodes, err
 	}
-	offered := nodes[:0]
-	for _, n := range nodes {
-		if !n.Quarantined {
-			offered = append(offered, n.Public())
-		}
+	for i, n := range nodes {
+		nodes[i] = n.Public()
 	}
-	return offered, nil
+	return nodes, nil
 }
 
 // FindNode returns a node: the whole record to its provider and admins,

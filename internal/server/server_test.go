@@ -405,20 +405,23 @@ func TestServer_Nodes_public(t *testing.T) {
 			}
 		}
 
-		nodes, err := m.srv.ListNodes(m.renter)
+		nodes, err := m.srv.ListNodes(m.renter, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(nodes) != 2 || nodes[0].Labels != nil || nodes[1].Labels != nil {
 			t.Fatalf("a renter's list = %d nodes (%+v), want both online nodes, public", len(nodes), nodes)
 		}
+		if nodes, err = m.srv.ListNodes(m.renter, 1); err != nil || len(nodes) != 1 || nodes[0].ID != m.nodeID {
+			t.Fatalf("a renter's list of one = %+v, %v; want the oldest, barn-1", nodes, err)
+		}
 		if _, err := m.srv.QuarantineNode(m.admin, m.nodeID, "under review"); err != nil {
 			t.Fatal(err)
 		}
-		if nodes, err = m.srv.ListNodes(m.renter); err != nil || len(nodes) != 1 || nodes[0].ID == m.nodeID {
+		if nodes, err = m.srv.ListNodes(m.renter, 0); err != nil || len(nodes) != 1 || nodes[0].ID == m.nodeID {
 			t.Fatalf("a renter's list with barn-1 quarantined = %+v, %v; want barn-2 alone", nodes, err)
 		}
-		if nodes, err = m.srv.ListNodes(as(rival)); err != nil || len(nodes) != 0 {
+		if nodes, err = m.srv.ListNodes(as(rival), 0); err != nil || len(nodes) != 0 {
 			t.Fatalf("a provider's list = %+v, %v; want its own nodes: none", nodes, err)
 		}
 	})

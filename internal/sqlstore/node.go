@@ -75,7 +75,13 @@ func (db *DB) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid
 	if f.ServesModels {
 		q += ` AND serves_models = ` + a.add(true)
 	}
+	if f.Offered {
+		q += ` AND state = ` + a.add(string(idlegrid.NodeOnline)) + ` AND quarantined = ` + a.add(false)
+	}
 	q += ` ORDER BY created_at, id`
+	if f.Limit > 0 {
+		q += ` LIMIT ` + a.add(f.Limit)
+	}
 	var out []*idlegrid.Node
 	err := db.view(ctx, func(tx *sql.Tx) error {
 		out = out[:0] // a retried transaction reads again

@@ -317,6 +317,27 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 		_, err := db.FindNode(ctx, "node_missing")
 		wantCode(t, err, idlegrid.ENOTFOUND)
 	})
+	t.Run("Offered", func(t *testing.T) {
+		offered := func(limit int) []string {
+			t.Helper()
+			got, err := db.ListNodes(ctx, idlegrid.NodeFilter{Offered: true, Limit: limit})
+			mustOK(t, err)
+			return nodeIDs(got)
+		}
+		// n2 is lost; n1 and n3 are online, oldest first.
+		if got := offered(0); !slices.Equal(got, []string{n1.ID, n3.ID}) {
+			t.Fatalf("offered nodes: %v, want %s and %s", got, n1.ID, n3.ID)
+		}
+		if got := offered(1); !slices.Equal(got, []string{n1.ID}) {
+			t.Fatalf("the first offered node: %v, want %s", got, n1.ID)
+		}
+		mustOK(t, db.QuarantineNode(ctx, &idlegrid.Quarantine{ID: id("qua"), NodeID: n1.ID, Reason: "under review", Since: at(time.Hour)}))
+		if got := offered(0); !slices.Equal(got, []string{n3.ID}) {
+			t.Fatalf("offered nodes with %s in quarantine: %v, want %s alone", n1.ID, got, n3.ID)
+		}
+		_, err := db.LiftQuarantine(ctx, n1.ID, "acct_admin", "reviewed", at(time.Hour))
+		mustOK(t, err)
+	})
 	t.Run("ServesModels", func(t *testing.T) {
 		serving := func() []string {
 			t.Helper()
