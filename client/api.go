@@ -103,14 +103,19 @@ func (c *Client) RevokeJoinToken(ctx context.Context, tokenID string) error {
 	return c.do(ctx, call{method: http.MethodDelete, path: path("join-tokens", tokenID)})
 }
 
-// ListNodes lists the caller's nodes; admins see all. Renters may not.
-func (c *Client) ListNodes(ctx context.Context) ([]*idlegrid.Node, error) {
+// ListNodes lists at most limit nodes (0: the server's default), oldest
+// first: a provider's own, for an admin all, and for a renter the market's
+// offers as anyone may see them.
+func (c *Client) ListNodes(ctx context.Context, limit int) ([]*idlegrid.Node, error) {
+	q := url.Values{}
+	setInt(q, "limit", int64(limit))
 	var out wire.Nodes
-	err := c.do(ctx, call{method: http.MethodGet, path: path("nodes"), out: &out})
+	err := c.do(ctx, call{method: http.MethodGet, path: path("nodes"), query: q, out: &out})
 	return out.Nodes, err
 }
 
-// FindNode returns one of the caller's nodes.
+// FindNode returns a node: the whole record of one of the caller's (or
+// for an admin any), and of another provider's what the market shows.
 func (c *Client) FindNode(ctx context.Context, id string) (*idlegrid.Node, error) {
 	if err := requireID("node_id", id); err != nil {
 		return nil, err

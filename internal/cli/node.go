@@ -23,21 +23,25 @@ func (c *nodeCommand) Run(ctx context.Context, args []string) error {
 
 func (c *nodeCommand) list(ctx context.Context, args []string) error {
 	fs := c.env.flags("node ls", help{
-		usage:    "idlegrid node ls [--json]",
-		about:    "List nodes: a provider sees their own, an admin sees all, and a renter the market's online nodes, as anyone may see them.",
-		examples: "idlegrid node ls",
+		usage:    "idlegrid node ls [--limit N] [--json]",
+		about:    "List nodes, oldest first: a provider sees their own, an admin sees all, and a renter the nodes on offer now (online, not in quarantine), as anyone may see them.",
+		examples: "idlegrid node ls\n idlegrid node ls --limit 5000 --json",
 	})
 	r := c.env.remoteFlags(fs)
+	limit := fs.Int("limit", 0, "at most this many nodes, 1–10000 (default: all of yours; for a renter the server's first 1000)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	args, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}
+	if *limit < 0 || *limit > 10000 {
+		return usagef("--limit: %d is out of range; give 1 to 10000 nodes, or leave it out", *limit)
+	}
 	cl, err := r.client()
 	if err != nil {
 		return err
 	}
-	nodes, err := cl.ListNodes(ctx)
+	nodes, err := cl.ListNodes(ctx, *limit)
 	if err != nil {
 		return err
 	}
