@@ -197,6 +197,10 @@ var (
 	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 )
 
+// ValidRegion reports whether r is written as a region is: lower-case
+// letters, digits and '-', e.g. "eu-west".
+func ValidRegion(r string) bool { return regionRE.MatchString(r) }
+
 // Validate checks an offer before it is stored.
 func (o *Offer) Validate() error {
 	var p Faults

@@ -191,6 +191,9 @@ type NodeFilter struct {
 	// Offered keeps only the market's offers: online nodes not in
 	// quarantine.
 	Offered bool
+	// Regions keeps only nodes in one of these regions, and GPUModels
+	// those with a GPU of one of these models (empty: any).
+	Regions, GPUModels []string
 	// Limit returns at most this many, oldest first (0: all).
 	Limit int
 }

@@ -103,12 +103,15 @@ func (c *Client) RevokeJoinToken(ctx context.Context, tokenID string) error {
 	return c.do(ctx, call{method: http.MethodDelete, path: path("join-tokens", tokenID)})
 }
 
-// ListNodes lists at most limit nodes (0: the server's default), oldest
-// first: a provider's own, for an admin all, and for a renter the market's
-// offers as anyone may see them.
-func (c *Client) ListNodes(ctx context.Context, limit int) ([]*idlegrid.Node, error) {
+// ListNodes lists nodes, oldest first: a provider's own, for an admin all,
+// and for a renter the market's offers as anyone may see them. Of f it
+// sends the search (GPUModels, Regions) and Limit (0: the server's
+// default); the caller's role decides the rest.
+func (c *Client) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid.Node, error) {
 	q := url.Values{}
-	setInt(q, "limit", int64(limit))
+	setList(q, "gpu_model", f.GPUModels)
+	setList(q, "region", f.Regions)
+	setInt(q, "limit", int64(f.Limit))
 	var out wire.Nodes
 	err := c.do(ctx, call{method: http.MethodGet, path: path("nodes"), query: q, out: &out})
 	return out.Nodes, err

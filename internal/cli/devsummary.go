@@ -85,7 +85,7 @@ func (w *marketWatch) look(ctx context.Context) (*idlegrid.Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	if nodes, err := w.admin.ListNodes(ctx, 0); err == nil {
+	if nodes, err := w.admin.ListNodes(ctx, idlegrid.NodeFilter{}); err == nil {
 		w.mu.Lock()
 		for _, n := range nodes {
 			w.nodes[n.ID] = n.Name

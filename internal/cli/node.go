@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/idlegrid/idlegrid"
 )
 
 // nodeCommand is "idlegrid node".
@@ -23,11 +25,14 @@ func (c *nodeCommand) Run(ctx context.Context, args []string) error {
 
 func (c *nodeCommand) list(ctx context.Context, args []string) error {
 	fs := c.env.flags("node ls", help{
-		usage:    "idlegrid node ls [--limit N] [--json]",
+		usage:    "idlegrid node ls [--gpu-model M,…] [--region R,…] [--limit N] [--json]",
 		about:    "List nodes, oldest first: a provider sees their own, an admin sees all, and a renter the nodes on offer now (online, not in quarantine), as anyone may see them.",
-		examples: "idlegrid node ls\n idlegrid node ls --limit 5000 --json",
+		examples: "idlegrid node ls\n idlegrid node ls --gpu-model H100-80GB,A100-80GB --region eu-west\n idlegrid node ls --limit 5000 --json",
 	})
 	r := c.env.remoteFlags(fs)
+	var models, regions stringList
+	fs.Var(&models, "gpu-model", "only nodes with a GPU of one of these models, e.g. H100-80GB (repeat or comma-separate)")
+	fs.Var(&regions, "region", "only nodes in one of these regions, e.g. eu-west (repeat or comma-separate)")
 	limit := fs.Int("limit", 0, "at most this many nodes, 1–10000 (default: all of yours; for a renter the server's first 1000)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	args, err := fs.parseArgs(args, 0, 0, "no arguments")
@@ -41,7 +46,7 @@ func (c *nodeCommand) list(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	nodes, err := cl.ListNodes(ctx, *limit)
+	nodes, err := cl.ListNodes(ctx, idlegrid.NodeFilter{GPUModels: models, Regions: regions, Limit: *limit})
 	if err != nil {
 		return err
 	}

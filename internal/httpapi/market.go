@@ -2,26 +2,62 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
-// GET /v1/nodes?limit=N
+// GET /v1/nodes?gpu_model=A,B&region=C,D&limit=N
 func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "limit")
+	q, err := parseQuery(r, "gpu_model", "region", "limit")
 	if err != nil {
 		return err
 	}
-	limit, err := q.limit()
+	f, err := nodeSearch(q)
 	if err != nil {
 		return err
 	}
-	nodes, err := a.srv.ListNodes(r.Context(), limit)
+	nodes, err := a.srv.ListNodes(r.Context(), f)
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, wire.Nodes{Nodes: nonNil(nodes)})
+}
+
+// nodeSearch reads a node list's search: GPU models and regions, each a
+// comma-separated list (any of them), and a limit.
+func nodeSearch(q query) (idlegrid.NodeFilter, error) {
+	var f idlegrid.NodeFilter
+	var err error
+	if f.Limit, err = q.limit(); err != nil {
+		return f, err
+	}
+	f.GPUModels, f.Regions = words(q.string("gpu_model")), words(q.string("region"))
+	var p idlegrid.Faults
+	p.Check(len(f.GPUModels) <= maxSearchTerms, "gpu_model", "names at most %d models", maxSearchTerms)
+	p.Check(len(f.Regions) <= maxSearchTerms, "region", "names at most %d regions", maxSearchTerms)
+	for _, r := range f.Regions {
+		if !idlegrid.ValidRegion(r) {
+			p.Add("region", "%q is not a region: lower-case letters, digits and '-', e.g. eu-west", r)
+			break
+		}
+	}
+	return f, p.Err()
+}
+
+// maxSearchTerms bounds each list of a node search.
+const maxSearchTerms = 32
+
+// words splits a comma-separated list, dropping blanks.
+func words(s string) []string {
+	var out []string
+	for w := range strings.SplitSeq(s, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // GET /v1/nodes/{id}

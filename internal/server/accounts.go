@@ -154,16 +154,17 @@ func (s *Server) RevokeJoinToken(ctx context.Context, tokenID string) error {
 // for another number: the oldest offers first.
 const marketNodesShown = 1000
 
-// ListNodes lists at most limit nodes (0: all, or for a renter
-// marketNodesShown), oldest first, of those the caller may see: a
-// provider its own, an admin every node, and a renter the market's
-// offers (online, not in quarantine) as anyone may see them (Node.Public).
-func (s *Server) ListNodes(ctx context.Context, limit int) ([]*idlegrid.Node, error) {
+// ListNodes lists the nodes the caller may see, oldest first: a provider
+// its own, an admin every node, and a renter the market's offers (online,
+// not in quarantine) as anyone may see them (Node.Public). Of q it reads
+// the search (Regions, GPUModels) and Limit (0: all, or for a renter
+// marketNodesShown); the caller's role sets the rest.
+func (s *Server) ListNodes(ctx context.Context, q idlegrid.NodeFilter) ([]*idlegrid.Node, error) {
 	c, err := account(ctx)
 	if err != nil {
 		return nil, err
 	}
-	f, public := idlegrid.NodeFilter{Limit: limit}, false
+	f, public := idlegrid.NodeFilter{Regions: q.Regions, GPUModels: q.GPUModels, Limit: q.Limit}, false
 	switch c.Role {
 	case idlegrid.RoleAdmin:
 	case idlegrid.RoleProvider:

@@ -405,23 +405,31 @@ func TestServer_Nodes_public(t *testing.T) {
 			}
 		}
 
-		nodes, err := m.srv.ListNodes(m.renter, 0)
+		nodes, err := m.srv.ListNodes(m.renter, idlegrid.NodeFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(nodes) != 2 || nodes[0].Labels != nil || nodes[1].Labels != nil {
 			t.Fatalf("a renter's list = %d nodes (%+v), want both online nodes, public", len(nodes), nodes)
 		}
-		if nodes, err = m.srv.ListNodes(m.renter, 1); err != nil || len(nodes) != 1 || nodes[0].ID != m.nodeID {
-			t.Fatalf("a renter's list of one = %+v, %v; want the oldest, barn-1", nodes, err)
+		first := nodes[0].ID // both joined at one instant: the order is by ID
+		if nodes, err = m.srv.ListNodes(m.renter, idlegrid.NodeFilter{Limit: 1}); err != nil || len(nodes) != 1 || nodes[0].ID != first {
+			t.Fatalf("a renter's list of one = %+v, %v; want the first of the whole list, %s", nodes, err, first)
+		}
+		// A search: both nodes are RTX4090s in eu-west.
+		if nodes, err = m.srv.ListNodes(m.renter, idlegrid.NodeFilter{GPUModels: []string{"RTX4090"}, Regions: []string{"eu-west"}}); err != nil || len(nodes) != 2 {
+			t.Fatalf("a renter's RTX4090s in eu-west = %+v, %v; want both", nodes, err)
+		}
+		if nodes, err = m.srv.ListNodes(m.renter, idlegrid.NodeFilter{Regions: []string{"us-east"}}); err != nil || len(nodes) != 0 {
+			t.Fatalf("a renter's nodes in us-east = %+v, %v; want none", nodes, err)
 		}
 		if _, err := m.srv.QuarantineNode(m.admin, m.nodeID, "under review"); err != nil {
 			t.Fatal(err)
 		}
-		if nodes, err = m.srv.ListNodes(m.renter, 0); err != nil || len(nodes) != 1 || nodes[0].ID == m.nodeID {
+		if nodes, err = m.srv.ListNodes(m.renter, idlegrid.NodeFilter{}); err != nil || len(nodes) != 1 || nodes[0].ID == m.nodeID {
 			t.Fatalf("a renter's list with barn-1 quarantined = %+v, %v; want barn-2 alone", nodes, err)
 		}
-		if nodes, err = m.srv.ListNodes(as(rival), 0); err != nil || len(nodes) != 0 {
+		if nodes, err = m.srv.ListNodes(as(rival), idlegrid.NodeFilter{}); err != nil || len(nodes) != 0 {
 			t.Fatalf("a provider's list = %+v, %v; want its own nodes: none", nodes, err)
 		}
 	})

@@ -22,8 +22,10 @@ func insertNode(ctx context.Context, tx *sql.Tx, d *dialect, n *idlegrid.Node) e
 		timeArg(n.CreatedAt))
 	if isCode(d.translate(err), idlegrid.ECONFLICT) {
 		return idlegrid.Errorf(idlegrid.ECONFLICT, "node %q or its public key is already known", n.ID)
+	} else if err != nil {
+		return err
 	}
-	return err
+	return setOfferColumns(ctx, tx, n.ID, &n.Offer)
 }
 
 const nodeColumns = `id, provider_id, public_key, offer, state, last_heartbeat, agent_version,
@@ -78,6 +80,7 @@ func (db *DB) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid
 	if f.Offered {
 		q += ` AND state = ` + a.add(string(idlegrid.NodeOnline)) + ` AND quarantined = ` + a.add(false)
 	}
+	q = nodeSearchFilter(q, &a, f)
 	q += ` ORDER BY created_at, id`
 	if f.Limit > 0 {
 		q += ` LIMIT ` + a.add(f.Limit)
@@ -140,7 +143,10 @@ func (db *DB) UpdateOffer(ctx context.Context, nodeID string, o idlegrid.Offer, 
 		res, err := tx.ExecContext(ctx, `UPDATE nodes SET offer = $1, gpu_count = $2, serves_models = $3,
 			agent_version = $4, state = $5, last_heartbeat = $6 WHERE id = $7`,
 			offer, len(o.GPUs), len(o.Models) > 0, agentVersion, string(idlegrid.NodeOnline), timeArg(at), nodeID)
-		return expectOne(res, err, func() error { return notFound("node", nodeID) })
+		if err := expectOne(res, err, func() error { return notFound("node", nodeID) }); err != nil {
+			return err
+		}
+		return setOfferColumns(ctx, tx, nodeID, &o)
 	})
 }
 

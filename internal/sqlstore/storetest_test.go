@@ -338,6 +338,45 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 		_, err := db.LiftQuarantine(ctx, n1.ID, "acct_admin", "reviewed", at(time.Hour))
 		mustOK(t, err)
 	})
+	t.Run("Search", func(t *testing.T) {
+		search := func(f idlegrid.NodeFilter) []string {
+			t.Helper()
+			got, err := db.ListNodes(ctx, f)
+			mustOK(t, err)
+			return nodeIDs(got)
+		}
+		o := offer(n3.ID, 2)
+		o.Region, o.GPUs[0].Model, o.GPUs[1].Model = "us-east", "A100-80GB", "L40S"
+		mustOK(t, db.UpdateOffer(ctx, n3.ID, o, "v2", at(2*time.Hour)))
+		for _, remigrated := range []bool{false, true} {
+			if remigrated { // the migration that added the search finds the same from the offers
+				mustOK(t, sqlstore.Remigrate(ctx, db, 20))
+			}
+			for _, tc := range []struct {
+				f    idlegrid.NodeFilter
+				want []string
+			}{
+				{idlegrid.NodeFilter{Regions: []string{"us-east"}}, []string{n3.ID}},
+				{idlegrid.NodeFilter{Regions: []string{"eu-west", "ap-south"}}, []string{n1.ID, n2.ID}},
+				{idlegrid.NodeFilter{GPUModels: []string{"A100-80GB"}}, []string{n3.ID}},
+				{idlegrid.NodeFilter{GPUModels: []string{"H100-80GB"}}, []string{n1.ID, n2.ID}},
+				{idlegrid.NodeFilter{GPUModels: []string{"L40S", "H100-80GB"}}, []string{n1.ID, n2.ID, n3.ID}},
+				{idlegrid.NodeFilter{GPUModels: []string{"RTX4090"}}, nil},
+				{idlegrid.NodeFilter{GPUModels: []string{"A100-80GB"}, Regions: []string{"eu-west"}}, nil},
+				{idlegrid.NodeFilter{GPUModels: []string{"H100-80GB"}, Offered: true}, []string{n1.ID}},
+			} {
+				if got := search(tc.f); !slices.Equal(got, tc.want) {
+					t.Errorf("remigrated %v: nodes in %v with %v (offered %v): %v, want %v", remigrated, tc.f.Regions, tc.f.GPUModels, tc.f.Offered, got, tc.want)
+				}
+			}
+		}
+		// An offer that changes its GPUs leaves no model behind.
+		o.GPUs = o.GPUs[1:]
+		mustOK(t, db.UpdateOffer(ctx, n3.ID, o, "v2", at(2*time.Hour)))
+		if got := search(idlegrid.NodeFilter{GPUModels: []string{"A100-80GB"}}); len(got) != 0 {
+			t.Errorf("nodes with an A100-80GB after n3 dropped it: %v", got)
+		}
+	})
 	t.Run("ServesModels", func(t *testing.T) {
 		serving := func() []string {
 			t.Helper()
