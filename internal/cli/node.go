@@ -110,7 +110,9 @@ func (c *nodeCommand) get(ctx context.Context, args []string) error {
 	}
 	t.row("Allowed kinds", firstNonEmpty(strings.Join(kinds, ", "), "all"))
 	t.row("Reliability", fmt.Sprintf("%.3f (%d completed, %d failed)", n.Reliability, n.LeasesCompleted, n.LeasesFailed))
-	t.row("Agent", orDash(n.AgentVersion))
+	if n.AgentVersion != "" { // not shown to those who do not own the node
+		t.row("Agent", n.AgentVersion)
+	}
 	t.row("Last heartbeat", fmt.Sprintf("%s (%s ago)", stamp(&n.LastHeartbeat), age(n.LastHeartbeat, now)))
 	return t.flush()
 }
