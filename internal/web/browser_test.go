@@ -452,6 +452,15 @@ func TestDashboard(t *testing.T) {
 	var jobID string
 	t.Run("renter", func(t *testing.T) {
 		b.t = t // report in the subtest
+		// A job sure to save checkpoints, for the Saved column below: the
+		// demo's own checkpointing jobs are a chance draw, and at this
+		// speed may end before their first one is reported. 20 minutes
+		// with one every minute is 40 s with one every 2 s here.
+		if _, err := client.New(m.URL, m.RenterKey).SubmitJob(ctx, idlegrid.JobSpec{Name: "checkpointing-sweep", Kind: idlegrid.KindSweep,
+			Image: "ghcr.io/acme/sweep:2", GPUs: 1, Nodes: 1, Tier: idlegrid.TierBronze, Interruptible: true,
+			MaxPriceMicrosPerGPUHour: idlegrid.MicrosPerUnit, DurationSeconds: 1200, CheckpointEverySeconds: 60}); err != nil {
+			t.Fatal(err)
+		}
 		b.signIn(m.RenterKey, "demo-renter (renter)")
 		b.waitText("#nav", "Renter")
 		if nav := b.text("#nav"); strings.Contains(nav, "Provider") || strings.Contains(nav, "Operator") {
@@ -509,8 +518,8 @@ func TestDashboard(t *testing.T) {
 			t.Fatalf("the renter reads node %s: %+v, %v", leases[0].NodeID, ran, err)
 		}
 		b.waitText("#panel-job table", ran.Name)
-		// A lease's last checkpoint shows beside it: the dev market's bronze
-		// demo jobs save every 10 or 15 s.
+		// A lease's last checkpoint shows beside it: the checkpointing
+		// sweep's, or a bronze demo job's.
 		saved := checkpointedJob(t, client.New(m.URL, m.RenterKey))
 		// Clicked from the page's own script: the jobs panel is redrawn
 		// every refresh, and a node chromedp found could be gone before
@@ -531,6 +540,20 @@ func TestDashboard(t *testing.T) {
 		})()`); n < 1 {
 			t.Errorf("job %s's leases show %d checkpoint times in a Saved column (-1: no such column), want at least 1", saved, n)
 		}
+		// The nodes on offer, searched: the fleet's RTX4090s and no H100;
+		// a region written wrong is said by the form.
+		b.waitText("#panel-offers table", "nb-h100-01")
+		b.run("search the nodes on offer for RTX4090s",
+			chromedp.SetValue(chromedp.ID("o-models"), "RTX4090"),
+			chromedp.Click(chromedp.CSS(`#offers-form button[type=submit]`)))
+		b.poll("the search to show only RTX4090s", `(() => {
+			const t = document.querySelector('#panel-offers table');
+			return !!t && t.innerText.includes('ml-4090-01') && !t.innerText.includes('nb-h100-01');
+		})()`)
+		b.run("search a region written wrong",
+			chromedp.SetValue(chromedp.ID("o-regions"), "EU-West"),
+			chromedp.Click(chromedp.CSS(`#offers-form button[type=submit]`)))
+		b.waitText("#offers-error", `"EU-West" is not a region`)
 		// The demo renter calls the demo model every 15 s or so; one call
 		// of our own makes sure there is one (before the key's routing
 		// below confines it to a region where no node serves the model).

@@ -17,6 +17,7 @@
     samples: [],            // own fill-rate samples since this page opened: [t, share]
     rows: {},               // rows that action buttons name, by ID (see remember)
     nodes: {},              // nodes the renter's leases ran on, as the market shows them, by ID (null: unknown)
+    offers: '',             // the renter's search of the nodes on offer, as a query string
   };
   const $ = (sel, root = document) => root.querySelector(sel);
 
@@ -236,6 +237,7 @@
       { id: 'submit', title: 'Submit a job', form: submitForm, bind: bindSubmit },
       { id: 'jobs', title: 'Jobs', wide: true, body: renterJobs },
       { id: 'job', title: 'Job details', wide: true, body: jobDetails },
+      { id: 'offers', title: 'Nodes on offer', wide: true, body: nodesOnOffer, form: offersForm, bind: bindOffers },
       { id: 'spend', title: 'Spend', body: renterSpend },
       { id: 'inference', title: 'Inference usage', body: inferenceUsage },
       { id: 'keys', title: 'Keys and budgets', body: keysAndBudgets, form: budgetForm, bind: bindBudget },
@@ -383,6 +385,51 @@
     const r = l.checkpoint_ref || '';
     const ref = r ? `<code title="${esc(r)}">${esc(r.length > 40 ? r.slice(0, 39) + '…' : r)}</code> ` : '';
     return ref + (l.checkpoint_at ? when(l.checkpoint_at) : '');
+  }
+
+  // -- nodes on offer: the renter's search of the market's nodes --
+
+  function offersForm() {
+    return `<form id="offers-form" class="stack" novalidate>
+      <div><label for="o-models">GPU models</label><input id="o-models" type="text" placeholder="H100-80GB, A100-80GB"></div>
+      <div><label for="o-regions">Regions</label><input id="o-regions" type="text" placeholder="eu-west, us-east"></div>
+      <p id="offers-error" class="error full" role="alert"></p>
+      <div class="row full"><button type="submit">Search</button></div></form>`;
+  }
+
+  // offersQuery is the search's query string: each field a comma list
+  // (any of them), left out when blank.
+  function offersQuery(models, regions) {
+    const q = new URLSearchParams({ limit: '200' });
+    const list = (v) => v.split(',').map((x) => x.trim()).filter(Boolean).join(',');
+    if (list(models)) q.set('gpu_model', list(models));
+    if (list(regions)) q.set('region', list(regions));
+    return q.toString();
+  }
+
+  function bindOffers() {
+    const out = $('#offers-error');
+    $('#offers-form').addEventListener('submit', async (ev) => {
+      ev.preventDefault(); out.textContent = '';
+      const q = offersQuery($('#o-models').value, $('#o-regions').value);
+      try {
+        await get('/v1/nodes?' + q); // a mistake is said here, by the form
+        st.offers = q; refresh();
+      } catch (e) { out.textContent = e.message; }
+    });
+  }
+
+  async function nodesOnOffer() {
+    const nodes = (await get('/v1/nodes?' + (st.offers || offersQuery('', '')))).nodes;
+    const ask = (n, tier) => { const f = (n.ask.floor_micros_per_gpu_hour || {})[tier]; return f ? price(f) : '—'; };
+    return table([
+      { h: 'Node', f: (n) => esc(n.name) + '<br>' + id(n.id) }, { h: 'GPUs', f: (n) => esc(gpuSummary(n.gpus)) },
+      { h: 'Region', f: (n) => esc(n.region) + ' <span class="muted">' + esc(n.residency) + '</span>' },
+      { h: 'Schedule', f: (n) => esc(scheduleText(n.schedule)) },
+      { h: 'Silver ask', num: true, f: (n) => ask(n, 'silver') }, { h: 'Gold ask', num: true, f: (n) => ask(n, 'gold') },
+      { h: 'Bronze ask', num: true, f: (n) => ask(n, 'bronze') },
+      { h: 'Reliability', num: true, f: (n) => esc(Number(n.reliability).toFixed(3)) },
+    ], nodes, 'No node on offer matches.');
   }
 
   // learnNodes reads what the market shows of the nodes not read yet. One
@@ -1132,7 +1179,7 @@
   function signOut(why) {
     st.gen++;
     sessionStorage.removeItem(KEY);
-    st.key = ''; st.me = null; st.view = ''; st.job = ''; st.node = ''; st.samples = []; st.rows = {}; st.nodes = {};
+    st.key = ''; st.me = null; st.view = ''; st.job = ''; st.node = ''; st.samples = []; st.rows = {}; st.nodes = {}; st.offers = '';
     if ($('#confirm').open) $('#confirm').close();
     $('#toast').className = 'toast';
     clearTimeout(st.timer);
