@@ -399,7 +399,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		resp, err := a.srv.Heartbeat(ctx, idlegrid.HeartbeatRequest{Leases: a.progress(), ModelQueues: a.models.queues()})
-		next := a.heartbeatEvery
+		var next time.Duration
 		switch {
 		case ctx.Err() != nil:
 			return

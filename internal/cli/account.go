@@ -85,7 +85,7 @@ func (c *accountCommand) list(ctx context.Context, args []string) error {
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}

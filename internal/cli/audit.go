@@ -84,7 +84,7 @@ problem is named, and the command exits non-zero.`,
 	logKey := fs.String("log-key", "", "the log's public key, base64 (default $IDLEGRID_LOG_KEY, else the state file's)")
 	accountID := fs.String("account", "", "check another account's entries (admins)")
 	asJSON := fs.Bool("json", false, "print the verdict as JSON")
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}
@@ -328,7 +328,7 @@ the key you trust.`,
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}

@@ -120,7 +120,7 @@ its runs; admins all.`,
 	provider := fs.String("provider", "", "only verifications touching this provider's runs (admins)")
 	limit := fs.Int("limit", 100, "at most this many")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func (c *disputeCommand) list(ctx context.Context, args []string) error {
 	provider := fs.String("provider", "", "only disputes against this provider (admins)")
 	limit := fs.Int("limit", 100, "at most this many disputes")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}

@@ -108,7 +108,7 @@ comma-separated, in --tz (default: the region's usual zone).`,
 	fs.Var(&probeEvery, "probe-every", "renter, with traces: how often the job is sent into the market")
 	fs.Int64Var(&q.feeBPS, "fee-bps", sim.DefaultFeeBasisPoints, "the platform's fee in basis points")
 	fs.BoolVar(&asJSON, "json", false, "print one flat JSON object")
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}

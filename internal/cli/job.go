@@ -351,7 +351,7 @@ func (c *jobCommand) list(ctx context.Context, args []string) error {
 	fs.Var(&states, "state", "only jobs in these states: queued, running, succeeded, failed, cancelled")
 	limit := fs.Int("limit", 100, "at most this many jobs")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}

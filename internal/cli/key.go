@@ -88,7 +88,7 @@ func (c *keyCommand) list(ctx context.Context, args []string) error {
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ clearing price, and a suggested ask per tier for providers.`,
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}

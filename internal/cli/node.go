@@ -35,7 +35,7 @@ func (c *nodeCommand) list(ctx context.Context, args []string) error {
 	fs.Var(&regions, "region", "only nodes in one of these regions, e.g. eu-west (repeat or comma-separate)")
 	limit := fs.Int("limit", 0, "at most this many nodes, 1–10000 (default: all of yours; for a renter the server's first 1000)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}

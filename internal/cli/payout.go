@@ -89,7 +89,7 @@ func (c *payoutCommand) list(ctx context.Context, args []string) error {
 	provider := fs.String("provider", "", "only this provider's payouts (admins)")
 	limit := fs.Int("limit", 100, "at most this many payouts")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}

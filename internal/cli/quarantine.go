@@ -32,7 +32,7 @@ node's evidence with 'idlegrid node hardware ID'.`,
 	r := c.env.remoteFlags(fs)
 	all := fs.Bool("all", false, "include lifted quarantines")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}

@@ -310,7 +310,7 @@ replays the Azure LLM inference trace through the real gateway.`,
 	fs.Var(&checkpoint, "checkpoint-every", "how often jobs checkpoint (default never: a stop loses the whole run)")
 	fs.Int64Var(&feeBPS, "fee-bps", sim.DefaultFeeBasisPoints, "the platform's fee in basis points, as the server's --fee-bps")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on standard error")
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ providers, simulated", defines each. The same seed gives the same table.`,
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed for every random draw")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on standard error")
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ provider each request lands on follow the wall clock.`,
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed for the streaming choice and the fault draws")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on standard error")
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}

@@ -76,7 +76,7 @@ func (c *tokenCommand) list(ctx context.Context, args []string) error {
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}

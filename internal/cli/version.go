@@ -16,7 +16,7 @@ type versionCommand struct{ env *env }
 
 func (c *versionCommand) Run(ctx context.Context, args []string) error {
 	fs := c.env.flags("version", help{usage: "idlegrid version", about: "Print the version of this binary."})
-	args, err := fs.parseArgs(args, 0, 0, "no arguments")
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}

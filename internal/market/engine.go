@@ -100,7 +100,6 @@ type Engine struct {
 	top    topK
 	bounds []classBound
 	bf     []bfItem
-	cover  coverScratch
 	// rankScratch is what ranked lists reuse when they follow the shelf
 	// (ranked.go).
 	rankScratch rankScratch

@@ -52,7 +52,7 @@ func TestEngine_randomRun(t *testing.T) {
 const maxStep = 60 * time.Second
 
 type runStats struct {
-	placed, gangs, preempted, reserved, windowNotices, stops, waited int
+	placed, gangs, preempted, reserved, windowNotices, stops int
 	// shadowed counts picks priced by a shadow runner-up.
 	shadowed int
 }

@@ -669,6 +669,3 @@ func plural(n int, one, many string) string {
 	}
 	return many
 }
-
-// coverScratch is reused by victim searches.
-type coverScratch struct{}

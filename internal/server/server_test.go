@@ -480,13 +480,10 @@ func TestServer_PreemptsBronzeWithNotice(t *testing.T) {
 		m := mustMarket(t)
 		bronze := testSpec()
 		bronze.Tier, bronze.MaxPriceMicrosPerGPUHour = idlegrid.TierBronze, 600_000
-		var bronzeJobs []*idlegrid.Job
 		for range 2 { // fill both nodes
-			j, err := m.srv.SubmitJob(m.renter, bronze)
-			if err != nil {
+			if _, err := m.srv.SubmitJob(m.renter, bronze); err != nil {
 				t.Fatal(err)
 			}
-			bronzeJobs = append(bronzeJobs, j)
 		}
 		// A pass that raced the second node's offer may have to retry on
 		// the scheduler's next tick; let one go by.

@@ -110,8 +110,6 @@ type nodeState struct {
 	used              int
 	win               int  // the window open now, or the next one
 	open              bool // a window is open now
-	leased            int64
-	earned            idlegrid.Micros
 }
 
 // reliability is the node's record as the market sees it.

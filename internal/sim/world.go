@@ -72,10 +72,6 @@ func (n *simNode) askAt(i int) idlegrid.Micros {
 
 // floor is the node's floor for a tier in window i: silver is the ask,
 // bronze 60% of it, gold 125%.
-func (n *simNode) floor(t idlegrid.Tier, i int) idlegrid.Micros {
-	return floorOf(n.askAt(i), t)
-}
-
 func floorOf(ask idlegrid.Micros, t idlegrid.Tier) idlegrid.Micros {
 	switch t {
 	case idlegrid.TierGold:
@@ -125,15 +121,6 @@ type jobSpec struct {
 }
 
 func (j *jobSpec) tierOf() idlegrid.Tier { return idlegrid.Tiers[j.tier] }
-
-func (w *world) jobID(i int) string {
-	j := &w.jobs[i]
-	id := w.jobIDs[j.src]
-	if j.copy > 0 {
-		id += "#" + strconv.Itoa(int(j.copy))
-	}
-	return id
-}
 
 // buildWorld turns the traces into a world.
 func buildWorld(cfg Config) (*world, error) {
