@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,11 @@ func TestJobSubmit_stuckNote(t *testing.T) {
 	r = submit("--gpu-model", "RTX4090", "--max-price", "0.10")
 	if !strings.Contains(r.out, "no node will take it: every node that meets its hardware and rules asks more than the cap") {
 		t.Errorf("a job capped under every ask:\n%s", r.out)
+	}
+	// Explain names the node whose ask it would need to beat.
+	capped := regexp.MustCompile(`job_[a-z0-9]+`).FindString(r.out)
+	if x := run(t, renter, "job", "explain", capped); x.code != 0 || !regexp.MustCompile(`(?m)^rig +node_[a-z0-9]+ +eu-west +RTX4090 +\$0\.400000 `).MatchString(x.out) {
+		t.Errorf("job explain of the capped job: %s", x)
 	}
 	if r = submit("--gpu-model", "RTX4090", "--max-price", "5"); strings.Contains(r.out, "note:") {
 		t.Errorf("a job the node would take:\n%s", r.out)

@@ -129,9 +129,9 @@ func printExplanation(e *env, x *wire.Explanation) error {
 	}
 	if len(x.CheapestAsks) > 0 {
 		fmt.Fprintln(e.Out, "\ncheapest asks that match the job's hardware and rules:")
-		t := newTable(e.Out, "NODE", "REGION", "MODEL", "ASK $/GPU-h", "RELIABILITY", "BLOCKED BY")
+		t := newTable(e.Out, "NODE", "ID", "REGION", "MODEL", "ASK $/GPU-h", "RELIABILITY", "BLOCKED BY")
 		for _, q := range x.CheapestAsks {
-			t.row(q.NodeID, q.Region, q.GPUModel, q.AskMicrosPerGPUHour, fmt.Sprintf("%.2f", q.Reliability), orDash(q.Blocker))
+			t.row(orDash(q.NodeName), q.NodeID, q.Region, q.GPUModel, q.AskMicrosPerGPUHour, fmt.Sprintf("%.2f", q.Reliability), orDash(q.Blocker))
 		}
 		if err := t.flush(); err != nil {
 			return err

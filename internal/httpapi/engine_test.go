@@ -20,7 +20,7 @@ func TestWire_MatchesEngine(t *testing.T) {
 	x := market.Explanation{
 		JobID: "job_1", Nodes: 3, Fits: 1, Rejections: map[market.Reason]int{market.ReasonPrice: 2},
 		Summary:        "waits",
-		CheapestAsks:   []market.AskQuote{{NodeID: "n", Region: "eu-west", GPUModel: "T4", AskMicrosPerGPUHour: 5, Reliability: 0.9, Score: 5.5, Blocker: market.ReasonCapacity}},
+		CheapestAsks:   []market.AskQuote{{NodeID: "n", NodeName: "rig", Region: "eu-west", GPUModel: "T4", AskMicrosPerGPUHour: 5, Reliability: 0.9, Score: 5.5, Blocker: market.ReasonCapacity}},
 		Reservation:    &market.Reservation{JobID: "job_1", Start: at, Nodes: []market.ReservedNode{{NodeID: "n", GPUs: 1}}, Preempting: true},
 		EstimatedStart: at, EstimateNote: "soon",
 	}

@@ -36,6 +36,7 @@ type Explanation struct {
 // AskQuote is one node's ask as Explain shows it.
 type AskQuote struct {
 	NodeID              string          `json:"node_id"`
+	NodeName            string          `json:"node_name"` // as its owner names it
 	Region              string          `json:"region"`
 	GPUModel            string          `json:"gpu_model"`
 	AskMicrosPerGPUHour idlegrid.Micros `json:"ask_micros_per_gpu_hour"`
@@ -69,7 +70,7 @@ func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
 		case "", ReasonWindow, ReasonPrice, ReasonCapacity:
 			ask, credit := nd.asks[q.ti], e.credit(&q, nd)
 			quotes = append(quotes, AskQuote{
-				NodeID: nd.id, Region: nd.n.Region, GPUModel: modelOf(job, nd), AskMicrosPerGPUHour: ask,
+				NodeID: nd.id, NodeName: nd.n.Name, Region: nd.n.Region, GPUModel: modelOf(job, nd), AskMicrosPerGPUHour: ask,
 				Reliability: nd.rel, Score: scoreOf(ask, credit, nd.rel, q.w), Blocker: r,
 			})
 			if r != ReasonPrice {

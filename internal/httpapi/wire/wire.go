@@ -161,6 +161,7 @@ type Explanation struct {
 // AskQuote is one node's ask in an Explanation.
 type AskQuote struct {
 	NodeID              string          `json:"node_id"`
+	NodeName            string          `json:"node_name"`
 	Region              string          `json:"region"`
 	GPUModel            string          `json:"gpu_model"`
 	AskMicrosPerGPUHour idlegrid.Micros `json:"ask_micros_per_gpu_hour"`
