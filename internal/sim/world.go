@@ -70,8 +70,8 @@ func (n *simNode) askAt(i int) idlegrid.Micros {
 	return n.ask
 }
 
-// floor is the node's floor for a tier in window i: silver is the ask,
-// bronze 60% of it, gold 125%.
+// floorOf is the floor for tier t of a node asking ask (its silver
+// floor): bronze 60% of it, gold 125%.
 func floorOf(ask idlegrid.Micros, t idlegrid.Tier) idlegrid.Micros {
 	switch t {
 	case idlegrid.TierGold:
