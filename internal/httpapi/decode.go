@@ -214,15 +214,23 @@ func (q query) limit() (int, error) {
 // maxLimit caps the page size a caller may ask for.
 const maxLimit = 10000
 
+// words splits a comma-separated parameter, trimming each item and
+// dropping blanks.
+func (q query) words(name string) []string {
+	var out []string
+	for w := range strings.SplitSeq(q.values.Get(name), ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // list splits a comma-separated parameter and checks each item with valid.
 func list[T ~string](q query, name string, valid []T) ([]T, error) {
-	s := q.values.Get(name)
-	if s == "" {
-		return nil, nil
-	}
 	var out []T
-	for _, item := range strings.Split(s, ",") {
-		v := T(strings.TrimSpace(item))
+	for _, item := range q.words(name) {
+		v := T(item)
 		if !slices.Contains(valid, v) {
 			names := make([]string, len(valid))
 			for i, x := range valid {

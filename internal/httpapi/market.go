@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
@@ -33,7 +32,7 @@ func nodeSearch(q query) (idlegrid.NodeFilter, error) {
 	if f.Limit, err = q.limit(); err != nil {
 		return f, err
 	}
-	f.GPUModels, f.Regions = words(q.string("gpu_model")), words(q.string("region"))
+	f.GPUModels, f.Regions = q.words("gpu_model"), q.words("region")
 	var p idlegrid.Faults
 	p.Check(len(f.GPUModels) <= maxSearchTerms, "gpu_model", "names at most %d models", maxSearchTerms)
 	p.Check(len(f.Regions) <= maxSearchTerms, "region", "names at most %d regions", maxSearchTerms)
@@ -48,17 +47,6 @@ func nodeSearch(q query) (idlegrid.NodeFilter, error) {
 
 // maxSearchTerms bounds each list of a node search.
 const maxSearchTerms = 32
-
-// words splits a comma-separated list, dropping blanks.
-func words(s string) []string {
-	var out []string
-	for w := range strings.SplitSeq(s, ",") {
-		if w = strings.TrimSpace(w); w != "" {
-			out = append(out, w)
-		}
-	}
-	return out
-}
 
 // GET /v1/nodes/{id}
 func (a *api) findNode(w http.ResponseWriter, r *http.Request) error {

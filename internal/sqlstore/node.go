@@ -15,9 +15,9 @@ func insertNode(ctx context.Context, tx *sql.Tx, d *dialect, n *idlegrid.Node) e
 		return err
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO nodes (id, provider_id, public_key, offer, gpu_count, serves_models,
-		state, last_heartbeat, agent_version, reliability, leases_completed, leases_failed, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-		n.ID, n.ProviderID, n.PublicKey, offer, len(n.GPUs), len(n.Models) > 0, string(n.State),
+		region, state, last_heartbeat, agent_version, reliability, leases_completed, leases_failed, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+		n.ID, n.ProviderID, n.PublicKey, offer, len(n.GPUs), len(n.Models) > 0, n.Region, string(n.State),
 		timeArg(n.LastHeartbeat), n.AgentVersion, n.Reliability, n.LeasesCompleted, n.LeasesFailed,
 		timeArg(n.CreatedAt))
 	if isCode(d.translate(err), idlegrid.ECONFLICT) {
@@ -25,7 +25,7 @@ func insertNode(ctx context.Context, tx *sql.Tx, d *dialect, n *idlegrid.Node) e
 	} else if err != nil {
 		return err
 	}
-	return setOfferColumns(ctx, tx, n.ID, &n.Offer)
+	return setGPUModels(ctx, tx, n.ID, n.GPUs)
 }
 
 const nodeColumns = `id, provider_id, public_key, offer, state, last_heartbeat, agent_version,
@@ -141,12 +141,12 @@ func (db *DB) UpdateOffer(ctx context.Context, nodeID string, o idlegrid.Offer, 
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE nodes SET offer = $1, gpu_count = $2, serves_models = $3,
-			agent_version = $4, state = $5, last_heartbeat = $6 WHERE id = $7`,
-			offer, len(o.GPUs), len(o.Models) > 0, agentVersion, string(idlegrid.NodeOnline), timeArg(at), nodeID)
+			region = $4, agent_version = $5, state = $6, last_heartbeat = $7 WHERE id = $8`,
+			offer, len(o.GPUs), len(o.Models) > 0, o.Region, agentVersion, string(idlegrid.NodeOnline), timeArg(at), nodeID)
 		if err := expectOne(res, err, func() error { return notFound("node", nodeID) }); err != nil {
 			return err
 		}
-		return setOfferColumns(ctx, tx, nodeID, &o)
+		return setGPUModels(ctx, tx, nodeID, o.GPUs)
 	})
 }
 

@@ -10,20 +10,17 @@ import (
 )
 
 // What a search of the market's nodes filters on is kept beside each
-// node's offer: its region in nodes.region, and its GPU models in
-// node_gpu_models, one row a model, so that a renter's list of the nodes
-// on offer (NodeFilter.Regions, GPUModels) is filtered by the database
-// rather than by decoding every offer.
+// node's offer: its region in nodes.region (written with the offer), and
+// its GPU models in node_gpu_models, one row a model, so that a renter's
+// list of the nodes on offer (NodeFilter.Regions, GPUModels) is filtered
+// by the database rather than by decoding every offer.
 
-// setOfferColumns writes what is kept beside node id's offer o.
-func setOfferColumns(ctx context.Context, tx *sql.Tx, id string, o *idlegrid.Offer) error {
-	if _, err := tx.ExecContext(ctx, `UPDATE nodes SET region = $1 WHERE id = $2`, o.Region, id); err != nil {
-		return err
-	}
+// setGPUModels writes node id's GPU models into node_gpu_models.
+func setGPUModels(ctx context.Context, tx *sql.Tx, id string, gpus []idlegrid.GPU) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM node_gpu_models WHERE node_id = $1`, id); err != nil {
 		return err
 	}
-	models := gpuModels(o.GPUs)
+	models := gpuModels(gpus)
 	if len(models) == 0 {
 		return nil
 	}
@@ -92,7 +89,10 @@ var nodeSearchMigration = goose.NewGoMigration(21,
 			return err
 		}
 		for id, o := range offers { // after the read: PostgreSQL runs one statement at a time on a transaction
-			if err := setOfferColumns(ctx, tx, id, o); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE nodes SET region = $1 WHERE id = $2`, o.Region, id); err != nil {
+				return err
+			}
+			if err := setGPUModels(ctx, tx, id, o.GPUs); err != nil {
 				return err
 			}
 		}
