@@ -28,7 +28,7 @@ func (s *Server) PostBond(ctx context.Context, providerID string, amount idlegri
 	from := ledger.BondFromPayable
 	if c.IsAdmin() {
 		from = ledger.BondFromWorld
-		if err := s.mustProvider(ctx, providerID); err != nil {
+		if err := s.mustProvider(ctx, "bond.provider_id", providerID); err != nil {
 			return nil, err
 		}
 	} else if providerID != "" && providerID != c.AccountID {
@@ -73,16 +73,69 @@ func (s *Server) ReleaseBond(ctx context.Context, amount idlegrid.Micros, idempo
 	return s.store.Balance(ctx, c.AccountID)
 }
 
-func (s *Server) mustProvider(ctx context.Context, id string) error {
+// mustProvider refuses, naming field, an id that is not a provider's.
+func (s *Server) mustProvider(ctx context.Context, field, id string) error {
+	return s.mustRole(ctx, field, id, idlegrid.RoleProvider)
+}
+
+// mustRole refuses, naming field, an id that is not an account of role.
+func (s *Server) mustRole(ctx context.Context, field, id string, role idlegrid.Role) error {
+	if id == "" {
+		return idlegrid.Invalid(field, "required: the %s account's ID", role)
+	}
 	a, err := s.store.FindAccount(ctx, id)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		return idlegrid.Invalid("bond.provider_id", "no account %q", id)
+		return idlegrid.Invalid(field, "no account %q", id)
 	} else if err != nil {
 		return err
-	} else if a.Role != idlegrid.RoleProvider {
-		return idlegrid.Invalid("bond.provider_id", "%s is a %s account; only providers stake bonds", id, a.Role)
+	} else if a.Role != role {
+		return idlegrid.Invalid(field, "%s is a %s account, not a %s", id, a.Role, role)
 	}
 	return nil
+}
+
+// checkParties refuses a dispute whose node or lease is not the
+// provider's, or whose renter is not a renter (or not the lease's): a
+// penalty paid to the wrong account could not be taken back.
+func (s *Server) checkParties(ctx context.Context, d idlegrid.Dispute) error {
+	var f idlegrid.Faults
+	fault := func(err error) error { // a fault of the input is kept; a store's error ends the check
+		if idlegrid.ErrorCode(err) == idlegrid.EINVALID {
+			f.Also(err)
+			return nil
+		}
+		return err
+	}
+	if err := fault(s.mustProvider(ctx, "dispute.provider_id", d.ProviderID)); err != nil {
+		return err
+	}
+	if d.NodeID != "" {
+		n, err := s.store.FindNode(ctx, d.NodeID)
+		if err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			return err
+		}
+		f.Check(err == nil, "dispute.node_id", "no node %q", d.NodeID)
+		f.Check(err != nil || n.ProviderID == d.ProviderID, "dispute.node_id", "node %s is not provider %s's", d.NodeID, d.ProviderID)
+	}
+	renter := d.RenterID
+	if d.LeaseID != "" {
+		l, err := s.store.FindLease(ctx, d.LeaseID)
+		if err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			return err
+		}
+		f.Check(err == nil, "dispute.lease_id", "no lease %q", d.LeaseID)
+		if err == nil {
+			f.Check(l.ProviderID == d.ProviderID, "dispute.lease_id", "lease %s ran for provider %s, not %s", l.ID, l.ProviderID, d.ProviderID)
+			f.Check(d.NodeID == "" || l.NodeID == d.NodeID, "dispute.lease_id", "lease %s ran on node %s, not %s", l.ID, l.NodeID, d.NodeID)
+			f.Check(renter == "" || l.RenterID == renter, "dispute.renter_id", "lease %s was renter %s's, not %s", l.ID, l.RenterID, renter)
+		}
+	}
+	if renter != "" {
+		if err := fault(s.mustRole(ctx, "dispute.renter_id", renter, idlegrid.RoleRenter)); err != nil {
+			return err
+		}
+	}
+	return f.Err()
 }
 
 // offence is what a detector found: the offence, who committed it, whom it
@@ -126,7 +179,7 @@ func (s *Server) OpenDispute(ctx context.Context, d idlegrid.Dispute) (*idlegrid
 	} else if d.HarmMicros < 0 {
 		return nil, idlegrid.Invalid("dispute.harm_micros", "must not be negative")
 	}
-	if err := s.mustProvider(ctx, d.ProviderID); err != nil {
+	if err := s.checkParties(ctx, d); err != nil {
 		return nil, err
 	}
 	o := offence{kind: trustpolicy.Offence(d.Offence), providerID: d.ProviderID, nodeID: d.NodeID,

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -224,5 +226,61 @@ func TestServer_DisputeByOperator(t *testing.T) {
 			t.Errorf("release once resolved: %v", err)
 		}
 		mustLedgerBalanced(t, m.store)
+	})
+}
+
+// TestServer_DisputeParties: an operator's dispute names a provider, and
+// its node, lease and harmed renter must be that provider's and that
+// renter's, or a penalty could go to an account that was never harmed.
+// Every fault is named at once.
+func TestServer_DisputeParties(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarketWith(t, trustpolicy.Default())
+		providerID := callerID(m.provider)
+		_, lease := mustStart(t, m)
+		otherID, otherNode := mustProviderNode(t, m, "elsewhere")
+		stranger, _, _, err := m.srv.CreateAccount(m.admin, "stranger", idlegrid.RoleRenter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		otherNodeID := idlegrid.CallerFromContext(otherNode).NodeID
+		for _, tc := range []struct {
+			name   string
+			d      idlegrid.Dispute
+			fields []string
+		}{
+			{"no provider", idlegrid.Dispute{}, []string{"dispute.provider_id"}},
+			{"a renter as provider", idlegrid.Dispute{ProviderID: m.renterID}, []string{"dispute.provider_id"}},
+			{"another provider's node", idlegrid.Dispute{ProviderID: providerID, NodeID: otherNodeID}, []string{"dispute.node_id"}},
+			{"no such node", idlegrid.Dispute{ProviderID: providerID, NodeID: "node_nope"}, []string{"dispute.node_id"}},
+			{"no such lease", idlegrid.Dispute{ProviderID: otherID, LeaseID: "lease_nope"}, []string{"dispute.lease_id"}},
+			{"another provider's lease", idlegrid.Dispute{ProviderID: otherID, LeaseID: lease.ID}, []string{"dispute.lease_id"}},
+			{"another renter than the lease's", idlegrid.Dispute{ProviderID: lease.ProviderID, LeaseID: lease.ID, RenterID: stranger.ID}, []string{"dispute.renter_id"}},
+			{"a provider as renter", idlegrid.Dispute{ProviderID: providerID, RenterID: otherID}, []string{"dispute.renter_id"}},
+			{"every fault", idlegrid.Dispute{ProviderID: providerID, NodeID: otherNodeID, LeaseID: "lease_nope", RenterID: providerID},
+				[]string{"dispute.node_id", "dispute.lease_id", "dispute.renter_id"}},
+		} {
+			tc.d.Offence, tc.d.Evidence = "mismatched_result", "x"
+			_, err := m.srv.OpenDispute(m.admin, tc.d)
+			var e *idlegrid.Error
+			if !errors.As(err, &e) || e.Code != idlegrid.EINVALID {
+				t.Errorf("%s: %v, want EINVALID", tc.name, err)
+				continue
+			}
+			var got []string
+			for _, p := range e.All() {
+				got = append(got, p.Field)
+			}
+			if !slices.Equal(got, tc.fields) {
+				t.Errorf("%s: fields %v (%v), want %v", tc.name, got, err, tc.fields)
+			}
+		}
+		if ds, _ := m.srv.ListDisputes(m.admin, idlegrid.DisputeFilter{}); len(ds) != 0 {
+			t.Errorf("%d disputes opened, want none", len(ds))
+		}
+		if _, err := m.srv.OpenDispute(m.admin, idlegrid.Dispute{Offence: "mismatched_result", ProviderID: providerID,
+			NodeID: lease.NodeID, LeaseID: lease.ID, RenterID: lease.RenterID, Evidence: "x"}); err != nil {
+			t.Errorf("a dispute naming the provider's node, lease and renter: %v", err)
+		}
 	})
 }
