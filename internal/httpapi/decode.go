@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -60,7 +62,7 @@ func decodeJSON(body []byte, v any) error { return decodeOne(body, v, true) }
 func decodeAgentJSON(body []byte, v any) error { return decodeOne(body, v, false) }
 
 // decodeOne decodes exactly one JSON value of body into v, refusing
-// fields v lacks when strict.
+// fields v lacks when strict, and text no store can keep (checkNUL).
 func decodeOne(body []byte, v any, strict bool) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if strict {
@@ -72,7 +74,64 @@ func decodeOne(body []byte, v any, strict bool) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return idlegrid.Errorf(idlegrid.EINVALID, "request body has data after the JSON value; send exactly one JSON object")
 	}
-	return nil
+	return checkNUL(body)
+}
+
+// isText reports whether s is text every store keeps as it is: UTF-8
+// without the NUL character, which PostgreSQL refuses in text.
+func isText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
+
+// notText is the error for a field whose value is not text (isText).
+func notText(field string) error {
+	return idlegrid.Invalid(field, "must be UTF-8 text without the NUL character")
+}
+
+// checkNUL refuses a JSON body with a string that holds the NUL character
+// (written \u0000), naming where it is, e.g. "env.HOME" or "lines.text"
+// (arrays add no name). A decoded body is UTF-8 already: the decoder
+// replaces invalid bytes.
+func checkNUL(body []byte) error {
+	if !bytes.Contains(body, []byte(`\u0000`)) { // most bodies: no walk
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		object, atKey bool
+		key           string
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // decoded once already: the end
+		}
+		top := len(stack) - 1
+		switch t := tok.(type) {
+		case json.Delim:
+			if t == '{' || t == '[' {
+				stack = append(stack, frame{object: t == '{', atKey: t == '{'})
+				continue
+			}
+			stack = stack[:top]
+		case string:
+			if top >= 0 && stack[top].atKey {
+				stack[top].key, stack[top].atKey = t, false
+				continue
+			}
+			if strings.IndexByte(t, 0) >= 0 {
+				var path []string
+				for _, f := range stack {
+					if f.object {
+						path = append(path, f.key)
+					}
+				}
+				return notText(cmp.Or(strings.Join(path, "."), "request body"))
+			}
+		}
+		if top = len(stack) - 1; top >= 0 && stack[top].object { // a value ended: a key comes next
+			stack[top].atKey = true
+		}
+	}
 }
 
 // jsonError explains a decoding error to the caller.
@@ -177,6 +236,9 @@ func parseQuery(r *http.Request, known ...string) (query, error) {
 		return query{}, idlegrid.Errorf(idlegrid.EINVALID, "malformed query string: %v", err)
 	}
 	for name, vs := range values {
+		if !isText(name) || !isText(vs[0]) {
+			return query{}, notText(strings.ToValidUTF8(name, "?"))
+		}
 		if !slices.Contains(known, name) {
 			if len(known) == 0 {
 				return query{}, idlegrid.Invalid(name, "unknown query parameter; this endpoint takes none")

@@ -111,3 +111,27 @@ func FuzzDecodeJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckNUL: a string holding the NUL character is named by its place
+// in the body; text that only looks like one is not.
+func TestCheckNUL(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"name":"a"}`:                                       "",
+		`{"name":"a\\u0000"}`:                                "", // a backslash, then "u0000"
+		`{"name":"\u0000"}`:                                  "name",
+		`{"a":1,"b":[2,{"c":"x"}],"d":"\u0000"}`:             "d",
+		`{"lines":[{"seq":1},{"text":"x\u0000"}]}`:           "lines.text",
+		`{"env":{"HOME":"/","PATH":"\u0000"}}`:               "env.PATH",
+		`["\u0000"]`:                                         "request body",
+		`{"offer":{"gpus":[{"uuid":"g","model":"\u0000"}]}}`: "offer.gpus.model",
+	} {
+		err := checkNUL([]byte(body))
+		var e *idlegrid.Error
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v, want no fault", body, err)
+		case want != "" && (!errors.As(err, &e) || e.Field != want || e.Code != idlegrid.EINVALID):
+			t.Errorf("%s: %v, want EINVALID naming %q", body, err, want)
+		}
+	}
+}

@@ -179,6 +179,10 @@ func (a *api) handle(pattern string, timeout time.Duration, fn handlerFunc) {
 				a.writeError(w, r, idlegrid.Errorf(idlegrid.EINTERNAL, "panic: %v", p))
 			}
 		}()
+		if !isText(r.URL.Path) { // an ID no store could hold, e.g. /v1/jobs/%00
+			a.writeError(w, r, notText("path"))
+			return
+		}
 		if err := fn(w, r); err != nil {
 			a.writeError(w, r, err)
 		}

@@ -56,7 +56,7 @@ func decodeRouting(body []byte) (idlegrid.Routing, error) {
 		if _, tail := dec.Token(); tail != io.EOF {
 			return out, idlegrid.Errorf(idlegrid.EINVALID, "request body has data after the JSON value; send exactly one JSON object")
 		}
-		return out, nil
+		return out, checkNUL(body)
 	}
 	var e *idlegrid.Error
 	if !errors.As(err, &e) {

@@ -129,6 +129,8 @@ func (d *dialect) translate(err error) error {
 		return idlegrid.Errorf(idlegrid.ENOTFOUND, "refers to an object that does not exist")
 	case idlegrid.EUNAVAILABLE:
 		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "database busy; try again")
+	case idlegrid.EINVALID: // what the API did not catch, by field, before
+		return idlegrid.Errorf(idlegrid.EINVALID, "text must be UTF-8 without the NUL character")
 	}
 	return fmt.Errorf("%s: %w", d.name, err)
 }
@@ -153,6 +155,8 @@ func postgresCode(err error) string {
 		return idlegrid.ENOTFOUND
 	case "40001", "40P01", "55P03": // serialization, deadlock, lock_not_available
 		return idlegrid.EUNAVAILABLE
+	case "22021", "22P05": // character_not_in_repertoire, untranslatable_character
+		return idlegrid.EINVALID // the caller's text: not UTF-8, or a NUL
 	}
 	return ""
 }
