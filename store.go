@@ -194,9 +194,32 @@ type NodeFilter struct {
 	// Regions keeps only nodes in one of these regions, and GPUModels
 	// those with a GPU of one of these models (empty: any).
 	Regions, GPUModels []string
-	// Limit returns at most this many, oldest first (0: all).
+	// MinGPUs keeps only nodes with at least this many GPUs, and MinVRAMMB
+	// those with a GPU of at least this much memory (0: any).
+	MinGPUs, MinVRAMMB int
+	// Tier keeps only nodes that sell it (empty: any), and MaxFloor, when
+	// set, those whose floor for it is at most this per GPU-hour: the ask
+	// before any time-of-day multiplier. Sorting by price reads Tier's
+	// floor too.
+	Tier     Tier
+	MaxFloor Micros
+	// Sort orders the nodes (and so says which a Limit keeps).
+	Sort NodeSort
+	// Limit returns at most this many, in Sort's order (0: all).
 	Limit int
 }
+
+// NodeSort is an order of a list of nodes.
+type NodeSort string
+
+const (
+	NodesOldestFirst NodeSort = "oldest"      // by when they joined; also the zero value's order
+	NodesCheapest    NodeSort = "price"       // by the filter's tier's floor, cheapest first
+	NodesReliable    NodeSort = "reliability" // most reliable first
+)
+
+// NodeSorts are the orders a node list may take.
+var NodeSorts = []NodeSort{NodesOldestFirst, NodesCheapest, NodesReliable}
 
 // RenterStake is what a renter's live leases would cost at most, and the
 // money and limits behind them: what the runout check reads of every renter

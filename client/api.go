@@ -103,14 +103,20 @@ func (c *Client) RevokeJoinToken(ctx context.Context, tokenID string) error {
 	return c.do(ctx, call{method: http.MethodDelete, path: path("join-tokens", tokenID)})
 }
 
-// ListNodes lists nodes, oldest first: a provider's own, for an admin all,
-// and for a renter the market's offers as anyone may see them. Of f it
-// sends the search (GPUModels, Regions) and Limit (0: the server's
-// default); the caller's role decides the rest.
+// ListNodes lists nodes: a provider's own, for an admin all, and for a
+// renter the market's offers as anyone may see them. Of f it sends the
+// search (GPUModels, Regions, MinGPUs, MinVRAMMB, Tier, MaxFloor), Sort
+// (oldest first by default) and Limit (0: the server's default); the
+// caller's role decides the rest.
 func (c *Client) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid.Node, error) {
 	q := url.Values{}
 	setList(q, "gpu_model", f.GPUModels)
 	setList(q, "region", f.Regions)
+	setInt(q, "min_gpus", int64(f.MinGPUs))
+	setInt(q, "min_vram_mb", int64(f.MinVRAMMB))
+	setString(q, "tier", string(f.Tier))
+	setInt(q, "max_price_micros_per_gpu_hour", int64(f.MaxFloor))
+	setString(q, "sort", string(f.Sort))
 	setInt(q, "limit", int64(f.Limit))
 	var out wire.Nodes
 	err := c.do(ctx, call{method: http.MethodGet, path: path("nodes"), query: q, out: &out})

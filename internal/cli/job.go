@@ -509,13 +509,18 @@ func (c *jobCommand) leases(ctx context.Context, args []string) error {
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(leases))
 	}
-	return printLeases(c.env, leases)
+	nodes := nodeNames{}
+	nodes.learn(ctx, cl, leases)
+	return printLeases(c.env, leases, nodes)
 }
 
-func printLeases(e *env, leases []*idlegrid.Lease) error {
-	t := newTable(e.Out, "ID", "NODE", "ATTEMPT", "STATE", "GPUS", "PRICE", "HOLD", "CHARGED", "REASON")
+// printLeases lists leases with their nodes named as their owners name
+// them (by ID alone where nodes do not know them), beside the ID that
+// "node get" takes.
+func printLeases(e *env, leases []*idlegrid.Lease, nodes nodeNames) error {
+	t := newTable(e.Out, "ID", "NODE", "NODE ID", "ATTEMPT", "STATE", "GPUS", "PRICE", "HOLD", "CHARGED", "REASON")
 	for _, l := range leases {
-		t.row(l.ID, l.NodeID, l.Attempt, l.State, len(l.GPUUUIDs), perGPUHour(l.PriceMicrosPerGPUHour),
+		t.row(l.ID, nodes.name(l.NodeID), l.NodeID, l.Attempt, l.State, len(l.GPUUUIDs), perGPUHour(l.PriceMicrosPerGPUHour),
 			l.HoldMicros, l.ChargedMicros, orDash(clip(l.Reason, 50)))
 	}
 	return t.flush()

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,28 +26,47 @@ func (c *nodeCommand) Run(ctx context.Context, args []string) error {
 
 func (c *nodeCommand) list(ctx context.Context, args []string) error {
 	fs := c.env.flags("node ls", help{
-		usage:    "idlegrid node ls [--gpu-model M,…] [--region R,…] [--limit N] [--json]",
-		about:    "List nodes, oldest first: a provider sees their own, an admin sees all, and a renter the nodes on offer now (online, not in quarantine), as anyone may see them.",
-		examples: "idlegrid node ls\n idlegrid node ls --gpu-model H100-80GB,A100-80GB --region eu-west\n idlegrid node ls --limit 5000 --json",
+		usage: "idlegrid node ls [--gpu-model M,…] [--region R,…] [--min-gpus N] [--min-vram-mb MB] [--tier T] [--max-price P] [--sort S] [--limit N] [--json]",
+		about: `List nodes: a provider sees their own, an admin sees all, and a renter the
+nodes on offer now (online, not in quarantine), as anyone may see them.
+Oldest first, unless --sort says otherwise. A price is a tier's floor per
+GPU-hour, before any time-of-day multiplier; --max-price and --sort price
+read silver's unless --tier names another.`,
+		examples: `idlegrid node ls
+ idlegrid node ls --gpu-model H100-80GB,A100-80GB --region eu-west
+ idlegrid node ls --min-vram-mb 40960 --min-gpus 4 --tier bronze --max-price 1.20 --sort price
+ idlegrid node ls --limit 5000 --json`,
 	})
 	r := c.env.remoteFlags(fs)
-	var models, regions stringList
+	var (
+		models, regions stringList
+		f               idlegrid.NodeFilter
+		maxPrice        priceFlag
+		tier, sort      string
+	)
 	fs.Var(&models, "gpu-model", "only nodes with a GPU of one of these models, e.g. H100-80GB (repeat or comma-separate)")
 	fs.Var(&regions, "region", "only nodes in one of these regions, e.g. eu-west (repeat or comma-separate)")
-	limit := fs.Int("limit", 0, "at most this many nodes, 1–10000 (default: all of yours; for a renter the server's first 1000)")
+	fs.IntVar(&f.MinGPUs, "min-gpus", 0, "only nodes with at least this many GPUs")
+	fs.IntVar(&f.MinVRAMMB, "min-vram-mb", 0, "only nodes with a GPU of at least this much memory, in MB, e.g. 40960")
+	fs.StringVar(&tier, "tier", "", "only nodes that sell this tier: gold, silver or bronze")
+	fs.Var(&maxPrice, "max-price", "only nodes whose floor for the tier is at most this per GPU-hour, e.g. 1.20")
+	fs.StringVar(&sort, "sort", "", "order: oldest (the default), price (cheapest first) or reliability (most reliable first)")
+	fs.IntVar(&f.Limit, "limit", 0, "at most this many nodes, 1–10000 (default: all of yours; for a renter the server's first 1000)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}
-	if *limit < 0 || *limit > 10000 {
-		return usagef("--limit: %d is out of range; give 1 to 10000 nodes, or leave it out", *limit)
+	f.GPUModels, f.Regions, f.MaxFloor = models, regions, maxPrice.m
+	f.Tier, f.Sort = idlegrid.Tier(tier), idlegrid.NodeSort(sort)
+	if err := checkNodeSearch(f); err != nil {
+		return err
 	}
 	cl, err := r.client()
 	if err != nil {
 		return err
 	}
-	nodes, err := cl.ListNodes(ctx, idlegrid.NodeFilter{GPUModels: models, Regions: regions, Limit: *limit})
+	nodes, err := cl.ListNodes(ctx, f)
 	if err != nil {
 		return err
 	}
@@ -60,6 +80,24 @@ func (c *nodeCommand) list(ctx context.Context, args []string) error {
 			askSummary(n.Ask), fmt.Sprintf("%.2f", n.Reliability), age(n.LastHeartbeat, now))
 	}
 	return t.flush()
+}
+
+// checkNodeSearch refuses the flags of "node ls" that no server would
+// take, saying what to write instead.
+func checkNodeSearch(f idlegrid.NodeFilter) error {
+	switch {
+	case f.Limit < 0 || f.Limit > 10000:
+		return usagef("--limit: %d is out of range; give 1 to 10000 nodes, or leave it out", f.Limit)
+	case f.MinGPUs < 0:
+		return usagef("--min-gpus: %d is negative; give a number of GPUs, e.g. 4", f.MinGPUs)
+	case f.MinVRAMMB < 0:
+		return usagef("--min-vram-mb: %d is negative; give megabytes, e.g. 40960", f.MinVRAMMB)
+	case f.Tier != "" && !f.Tier.Valid():
+		return usagef("--tier: %q is not a tier; give gold, silver or bronze", f.Tier)
+	case f.Sort != "" && !slices.Contains(idlegrid.NodeSorts, f.Sort):
+		return usagef("--sort: %q is not an order; give oldest, price or reliability", f.Sort)
+	}
+	return nil
 }
 
 func (c *nodeCommand) get(ctx context.Context, args []string) error {

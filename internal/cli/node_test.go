@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -27,8 +28,41 @@ func TestNode_asRenter(t *testing.T) {
 	if r := run(t, renter, "node", "ls", "--region", "EU-West"); r.code != 1 || !strings.Contains(r.err, `"EU-West" is not a region`) {
 		t.Errorf("node ls --region EU-West: %s", r)
 	}
+	// rig sells silver alone, at $0.40 a GPU-hour, on one 24 GB GPU.
+	for _, tc := range []struct {
+		flags []string
+		want  int
+	}{
+		{[]string{"--max-price", "0.40", "--sort", "price"}, 1},
+		{[]string{"--max-price", "0.39"}, 0},
+		{[]string{"--tier", "gold"}, 0},
+		{[]string{"--tier", "silver", "--min-vram-mb", "24576", "--min-gpus", "1", "--sort", "reliability"}, 1},
+		{[]string{"--min-vram-mb", "24577"}, 0},
+		{[]string{"--min-gpus", "2"}, 0},
+	} {
+		mustJSON(t, renter, &nodes, append([]string{"node", "ls"}, tc.flags...)...)
+		if len(nodes) != tc.want {
+			t.Errorf("node ls %v: %d nodes, want %d", tc.flags, len(nodes), tc.want)
+		}
+	}
+	for flag, want := range map[string]string{"--sort=cheap": "give oldest, price or reliability", "--tier=platinum": "give gold, silver or bronze",
+		"--max-price=cheap": "a decimal amount such as 2.50", "--min-gpus=-1": "give a number of GPUs"} {
+		if r := run(t, renter, "node", "ls", flag); r.code != 2 || !strings.Contains(r.err, want) {
+			t.Errorf("node ls %s: %s; want a usage error saying %q", flag, r, want)
+		}
+	}
+	mustJSON(t, renter, &nodes, "node", "ls")
 	r := run(t, renter, "node", "get", nodes[0].ID)
 	if r.code != 0 || !strings.Contains(r.out, "rig") || !strings.Contains(r.out, "1xRTX4090") || !strings.Contains(r.out, "eu-west") {
 		t.Errorf("a renter's node get: %s", r)
+	}
+	var jobs []*idlegrid.Job
+	mustJSON(t, renter, &jobs, "job", "ls")
+	if len(jobs) != 1 {
+		t.Fatalf("the renter's jobs = %+v, want the one placed on rig", jobs)
+	}
+	r = run(t, renter, "job", "leases", jobs[0].ID)
+	if r.code != 0 || !regexp.MustCompile(`\brig +`+nodes[0].ID+` `).MatchString(r.out) {
+		t.Errorf("job leases names its node rig beside its ID %s: %s", nodes[0].ID, r)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/httpapi"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
+	"github.com/idlegrid/idlegrid/internal/pgtest"
 )
 
 // fuzzRoute is one of the API's routes as FuzzAPI calls it: its method,
@@ -129,8 +131,8 @@ type fuzzMarket struct {
 	ids     []string // a provider, renter, node, job, lease and the renter's spare key
 }
 
-func newFuzzMarket(tb testing.TB) *fuzzMarket {
-	f := mustOpen(tb, httpapi.Options{Logger: slog.New(slog.DiscardHandler), MaxWait: time.Millisecond})
+func newFuzzMarket(tb testing.TB, dsn string) *fuzzMarket {
+	f := mustOpenOn(tb, dsn, httpapi.Options{Logger: slog.New(slog.DiscardHandler), MaxWait: time.Millisecond})
 	ctx := context.Background()
 	provider, provAcct, provSecret := f.mustAccount(tb, "prov", idlegrid.RoleProvider)
 	renter, renterAcct, renterSecret := f.mustAccount(tb, "ren", idlegrid.RoleRenter)
@@ -212,32 +214,72 @@ func printable(q string) string {
 	return b.String()
 }
 
+// fuzzInput is one of FuzzAPI's requests: a route (an index into
+// fuzzRoutes), a caller (see request), an ID for the path ("": the
+// caller's), a query and a body.
+type fuzzInput struct {
+	route     uint16
+	caller    uint8
+	id, query string
+	body      []byte
+}
+
+// fuzzSeeds are the requests FuzzAPI starts from: each route as each role
+// sends it, then malformed, then with text no store can keep (a NUL
+// character, bytes that are not UTF-8) in its path, query and body.
+func fuzzSeeds() []fuzzInput {
+	var seeds []fuzzInput
+	for i, r := range fuzzRoutes {
+		for role := range 3 {
+			seeds = append(seeds, fuzzInput{uint16(i), uint8(role + 3*r.id), "", "", []byte(r.body)})
+		}
+		seeds = append(seeds,
+			fuzzInput{uint16(i), uint8(3 * r.id), "no_such_id", "limit=-1&after=x&from=2&to=1&wait=99999", []byte(`{"name":`)},
+			fuzzInput{uint16(i), uint8(1 + 3*r.id), "\x00", "gpu_model=%FF&state=%00", []byte(strings.Replace(r.body, `":"`, `":"\u0000`, 1))},
+			fuzzInput{uint16(i), uint8(2 + 3*r.id), "\xff\xfe", "", []byte(strings.Replace(r.body, `":"`, "\":\"\xff", 1))})
+	}
+	return seeds
+}
+
+// try sends in and holds the API to its promise (see FuzzAPI).
+func (m *fuzzMarket) try(t *testing.T, in fuzzInput) {
+	r := fuzzRoutes[int(in.route)%len(fuzzRoutes)]
+	body := []byte(strings.NewReplacer("{id}", m.idOf(in.caller), "{pub}", m.publicKey()).Replace(string(in.body))) // as the seeds name them
+	got := mustDo(t, m.request(t, r, in.caller, in.id, in.query, body))
+	if got.Status >= 500 {
+		t.Fatalf("%s %s as caller %d, id %q, query %q, body %q: status %d %s", r.method, r.path, in.caller, in.id, in.query, body, got.Status, got.Body)
+	}
+	if got.Status < 400 {
+		return
+	}
+	var e wire.ErrorBody
+	if err := json.Unmarshal(got.Body, &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
+		t.Fatalf("%s %s: status %d with body %q, want the API's error body (%v)", r.method, r.path, got.Status, got.Body, err)
+	}
+}
+
 // FuzzAPI sends every route malformed and unexpected requests, from every
 // role, and holds the API to its promise: a client's mistake is never a
 // 500, and every refusal is the API's error body with a code and a
-// message. The seeds (each route with a request it takes) run with the
-// tests; `go test -fuzz FuzzAPI ./internal/httpapi` searches further.
+// message. The seeds run with the tests, on SQLite here and on PostgreSQL
+// in TestAPI_fuzzSeedsOnPostgres; `go test -fuzz FuzzAPI
+// ./internal/httpapi` searches further.
 func FuzzAPI(f *testing.F) {
-	for i, r := range fuzzRoutes {
-		for role := range 3 {
-			f.Add(uint16(i), uint8(role+3*r.id), "", "", []byte(r.body))
-		}
-		f.Add(uint16(i), uint8(3*r.id), "no_such_id", "limit=-1&after=x&from=2&to=1&wait=99999", []byte(`{"name":`))
+	for _, in := range fuzzSeeds() {
+		f.Add(in.route, in.caller, in.id, in.query, in.body)
 	}
-	m := newFuzzMarket(f)
+	m := newFuzzMarket(f, filepath.Join(f.TempDir(), "db"))
 	f.Fuzz(func(t *testing.T, route uint16, caller uint8, id, query string, body []byte) {
-		r := fuzzRoutes[int(route)%len(fuzzRoutes)]
-		body = []byte(strings.NewReplacer("{id}", m.idOf(caller), "{pub}", m.publicKey()).Replace(string(body))) // as the seeds name them
-		got := mustDo(t, m.request(t, r, caller, id, query, body))
-		if got.Status >= 500 {
-			t.Fatalf("%s %s as caller %d, id %q, query %q, body %q: status %d %s", r.method, r.path, caller, id, query, body, got.Status, got.Body)
-		}
-		if got.Status < 400 {
-			return
-		}
-		var e wire.ErrorBody
-		if err := json.Unmarshal(got.Body, &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
-			t.Fatalf("%s %s: status %d with body %q, want the API's error body (%v)", r.method, r.path, got.Status, got.Body, err)
-		}
+		m.try(t, fuzzInput{route, caller, id, query, body})
 	})
+}
+
+// TestAPI_fuzzSeedsOnPostgres sends FuzzAPI's seeds to a market on
+// PostgreSQL, which refuses text SQLite keeps (a NUL character, bytes
+// that are not UTF-8): the API must refuse it first, naming the field.
+func TestAPI_fuzzSeedsOnPostgres(t *testing.T) {
+	m := newFuzzMarket(t, pgtest.NewDSN(t))
+	for _, in := range fuzzSeeds() {
+		m.try(t, in)
+	}
 }

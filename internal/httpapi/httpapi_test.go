@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,8 +69,15 @@ func (w tbWriter) Write(p []byte) (int, error) {
 
 func mustOpen(tb testing.TB, opts httpapi.Options) *fixture {
 	tb.Helper()
+	return mustOpenOn(tb, filepath.Join(tb.TempDir(), "db"), opts)
+}
+
+// mustOpenOn is mustOpen on the store dsn names: a SQLite file or a
+// PostgreSQL database.
+func mustOpenOn(tb testing.TB, dsn string, opts httpapi.Options) *fixture {
+	tb.Helper()
 	ctx := context.Background()
-	store, err := sqlstore.Open(ctx, filepath.Join(tb.TempDir(), "db"))
+	store, err := sqlstore.Open(ctx, dsn)
 	if err != nil {
 		tb.Fatalf("open store: %v", err)
 	}
@@ -401,6 +409,24 @@ func TestAPI_badRequests(t *testing.T) {
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "gpu_model", wantText: "at most 32 models"},
 		{name: "no nodes is not a list", secret: renterSecret, method: "GET", path: "/v1/nodes?limit=0",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "limit"},
+		{name: "not a tier", secret: renterSecret, method: "GET", path: "/v1/nodes?tier=platinum&sort=price",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "tier", wantText: `got "platinum"`},
+		{name: "not an order", secret: renterSecret, method: "GET", path: "/v1/nodes?sort=cheapest",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "sort", wantText: "[oldest price reliability]"},
+		{name: "no GPUs", secret: renterSecret, method: "GET", path: "/v1/nodes?min_gpus=0",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "min_gpus", wantText: "between 1 and 64"},
+		{name: "a price above any cap", secret: renterSecret, method: "GET", path: "/v1/nodes?max_price_micros_per_gpu_hour=1000000001",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "max_price_micros_per_gpu_hour"},
+		{name: "a NUL in the path", secret: renterSecret, method: "GET", path: "/v1/jobs/job_%00",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "path", wantText: "UTF-8 text without the NUL character"},
+		{name: "not UTF-8 in the path", secret: renterSecret, method: "GET", path: "/v1/leases/%FF%FE/logs",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "path"},
+		{name: "not UTF-8 in the query", secret: renterSecret, method: "GET", path: "/v1/nodes?gpu_model=%FF",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "gpu_model"},
+		{name: "a NUL in a name", secret: renterSecret, method: "POST", path: "/v1/keys",
+			body: `{"name":"lap\u0000top"}`, wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "name"},
+		{name: "a NUL deep in a spec", secret: renterSecret, method: "POST", path: "/v1/jobs",
+			body: `{"image":"ghcr.io/a/b:1","command":["run"],"env":{"HOME":"/\u0000"},"gpus":1}`, wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "env.HOME"},
 		{name: "bad log cursor", secret: renterSecret, method: "GET", path: "/v1/leases/lease_x/logs?after=-5",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "after"},
 		{name: "top-up without idempotency key", secret: f.AdminSecret, method: "POST", path: "/v1/accounts/" + renterAcct.ID + "/topup",
@@ -475,6 +501,15 @@ func TestAPI_everyProblem(t *testing.T) {
 		if p.Code != idlegrid.EINVALID || p.Field != want[i].Field || p.Error() != want[i].Message {
 			t.Errorf("client problem %d = %+v (%q), want %+v", i, p, p.Error(), want[i])
 		}
+	}
+	// A node search names each parameter at fault.
+	got = mustDo(t, request(t, "GET", f.URL+"/v1/nodes?min_vram_mb=-1&region=EU&tier=x&sort=y&limit=0", secret, ""))
+	var fields []string
+	for _, p := range got.Err(t).Problems {
+		fields = append(fields, p.Field)
+	}
+	if want := []string{"limit", "min_vram_mb", "region", "tier", "sort"}; !slices.Equal(fields, want) {
+		t.Errorf("node search problems: %s; want fields %v", got.Body, want)
 	}
 	// A single problem has no list.
 	got = mustDo(t, request(t, "POST", f.URL+"/v1/jobs", secret, `{"image":"ghcr.io/a/b:1","gpus":0,"max_price_micros_per_gpu_hour":1000000,"duration_seconds":60}`))

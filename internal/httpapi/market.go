@@ -2,14 +2,15 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
-// GET /v1/nodes?gpu_model=A,B&region=C,D&limit=N
+// GET /v1/nodes?gpu_model=A,B&region=C,D&min_gpus=N&min_vram_mb=N&tier=T&max_price_micros_per_gpu_hour=N&sort=S&limit=N
 func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "gpu_model", "region", "limit")
+	q, err := parseQuery(r, "gpu_model", "region", "min_gpus", "min_vram_mb", "tier", "max_price_micros_per_gpu_hour", "sort", "limit")
 	if err != nil {
 		return err
 	}
@@ -25,15 +26,22 @@ func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
 }
 
 // nodeSearch reads a node list's search: GPU models and regions, each a
-// comma-separated list (any of them), and a limit.
+// comma-separated list (any of them); the least GPUs and GPU memory; a
+// tier and the most its floor may be; an order; and a limit. Every
+// parameter at fault is named.
 func nodeSearch(q query) (idlegrid.NodeFilter, error) {
-	var f idlegrid.NodeFilter
-	var err error
-	if f.Limit, err = q.limit(); err != nil {
-		return f, err
-	}
-	f.GPUModels, f.Regions = q.words("gpu_model"), q.words("region")
+	f := idlegrid.NodeFilter{GPUModels: q.words("gpu_model"), Regions: q.words("region"),
+		Tier: idlegrid.Tier(q.string("tier")), Sort: idlegrid.NodeSort(q.string("sort"))}
 	var p idlegrid.Faults
+	number := func(name string, max int64) int64 {
+		n, err := q.int(name, 0, 1, max)
+		p.Also(err)
+		return n
+	}
+	f.Limit = int(number("limit", maxLimit))
+	f.MinGPUs = int(number("min_gpus", 64)) // an offer lists at most 64
+	f.MinVRAMMB = int(number("min_vram_mb", 1<<30))
+	f.MaxFloor = idlegrid.Micros(number("max_price_micros_per_gpu_hour", int64(1000*idlegrid.MicrosPerUnit))) // as a job's cap
 	p.Check(len(f.GPUModels) <= maxSearchTerms, "gpu_model", "names at most %d models", maxSearchTerms)
 	p.Check(len(f.Regions) <= maxSearchTerms, "region", "names at most %d regions", maxSearchTerms)
 	for _, r := range f.Regions {
@@ -42,6 +50,8 @@ func nodeSearch(q query) (idlegrid.NodeFilter, error) {
 			break
 		}
 	}
+	p.Check(f.Tier == "" || f.Tier.Valid(), "tier", "must be gold, silver or bronze, got %q", f.Tier)
+	p.Check(f.Sort == "" || slices.Contains(idlegrid.NodeSorts, f.Sort), "sort", "must be one of %v, got %q", idlegrid.NodeSorts, f.Sort)
 	return f, p.Err()
 }
 

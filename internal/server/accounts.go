@@ -151,20 +151,26 @@ func (s *Server) RevokeJoinToken(ctx context.Context, tokenID string) error {
 }
 
 // marketNodesShown is how many nodes a renter's list holds unless it asks
-// for another number: the oldest offers first.
+// for another number: the first in the search's order.
 const marketNodesShown = 1000
 
-// ListNodes lists the nodes the caller may see, oldest first: a provider
-// its own, an admin every node, and a renter the market's offers (online,
-// not in quarantine) as anyone may see them (Node.Public). Of q it reads
-// the search (Regions, GPUModels) and Limit (0: all, or for a renter
-// marketNodesShown); the caller's role sets the rest.
+// ListNodes lists the nodes the caller may see: a provider its own, an
+// admin every node, and a renter the market's offers (online, not in
+// quarantine) as anyone may see them (Node.Public). Of q it reads the
+// search (regions, GPU models, GPUs, memory, tier and price), the order
+// (oldest first unless it says) and Limit (0: all, or for a renter
+// marketNodesShown); the caller's role sets the rest. A price filter or
+// order without a tier reads silver's floors.
 func (s *Server) ListNodes(ctx context.Context, q idlegrid.NodeFilter) ([]*idlegrid.Node, error) {
 	c, err := account(ctx)
 	if err != nil {
 		return nil, err
 	}
-	f, public := idlegrid.NodeFilter{Regions: q.Regions, GPUModels: q.GPUModels, Limit: q.Limit}, false
+	f, public := idlegrid.NodeFilter{Regions: q.Regions, GPUModels: q.GPUModels, MinGPUs: q.MinGPUs, MinVRAMMB: q.MinVRAMMB,
+		Tier: q.Tier, MaxFloor: q.MaxFloor, Sort: q.Sort, Limit: q.Limit}, false
+	if f.Tier == "" && (f.MaxFloor > 0 || f.Sort == idlegrid.NodesCheapest) {
+		f.Tier = idlegrid.TierSilver // a price is a tier's: on demand unless the search says
+	}
 	switch c.Role {
 	case idlegrid.RoleAdmin:
 	case idlegrid.RoleProvider:

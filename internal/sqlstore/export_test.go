@@ -19,7 +19,7 @@ func Remigrate(ctx context.Context, db *DB, version int64) error {
 		return err
 	}
 	p, err := goose.NewProvider(db.dialect.goose, db.db, fsys, goose.WithDisableGlobalRegistry(true),
-		goose.WithGoMigrations(spendMonthsMigration, nodeSearchMigration))
+		goose.WithGoMigrations(spendMonthsMigration, nodeSearchMigration, nodePriceMigration))
 	if err != nil {
 		return err
 	}

@@ -14,12 +14,12 @@ func insertNode(ctx context.Context, tx *sql.Tx, d *dialect, n *idlegrid.Node) e
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO nodes (id, provider_id, public_key, offer, gpu_count, serves_models,
-		region, state, last_heartbeat, agent_version, reliability, leases_completed, leases_failed, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
-		n.ID, n.ProviderID, n.PublicKey, offer, len(n.GPUs), len(n.Models) > 0, n.Region, string(n.State),
-		timeArg(n.LastHeartbeat), n.AgentVersion, n.Reliability, n.LeasesCompleted, n.LeasesFailed,
-		timeArg(n.CreatedAt))
+	_, err = tx.ExecContext(ctx, `INSERT INTO nodes (id, provider_id, public_key, offer, state, last_heartbeat,
+		agent_version, reliability, leases_completed, leases_failed, created_at, `+offerColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+		append([]any{n.ID, n.ProviderID, n.PublicKey, offer, string(n.State), timeArg(n.LastHeartbeat),
+			n.AgentVersion, n.Reliability, n.LeasesCompleted, n.LeasesFailed, timeArg(n.CreatedAt)},
+			offerValues(n.Offer)...)...)
 	if isCode(d.translate(err), idlegrid.ECONFLICT) {
 		return idlegrid.Errorf(idlegrid.ECONFLICT, "node %q or its public key is already known", n.ID)
 	} else if err != nil {
@@ -80,8 +80,7 @@ func (db *DB) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid
 	if f.Offered {
 		q += ` AND state = ` + a.add(string(idlegrid.NodeOnline)) + ` AND quarantined = ` + a.add(false)
 	}
-	q = nodeSearchFilter(q, &a, f)
-	q += ` ORDER BY created_at, id`
+	q = nodeSearchFilter(q, &a, f) + nodeOrder(f)
 	if f.Limit > 0 {
 		q += ` LIMIT ` + a.add(f.Limit)
 	}
@@ -140,9 +139,9 @@ func (db *DB) UpdateOffer(ctx context.Context, nodeID string, o idlegrid.Offer, 
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE nodes SET offer = $1, gpu_count = $2, serves_models = $3,
-			region = $4, agent_version = $5, state = $6, last_heartbeat = $7 WHERE id = $8`,
-			offer, len(o.GPUs), len(o.Models) > 0, o.Region, agentVersion, string(idlegrid.NodeOnline), timeArg(at), nodeID)
+		res, err := tx.ExecContext(ctx, `UPDATE nodes SET offer = $1, agent_version = $2, state = $3, last_heartbeat = $4,
+			(`+offerColumns+`) = ($5, $6, $7, $8, $9, $10, $11) WHERE id = $12`,
+			append(append([]any{offer, agentVersion, string(idlegrid.NodeOnline), timeArg(at)}, offerValues(o)...), nodeID)...)
 		if err := expectOne(res, err, func() error { return notFound("node", nodeID) }); err != nil {
 			return err
 		}

@@ -10,10 +10,35 @@ import (
 )
 
 // What a search of the market's nodes filters on is kept beside each
-// node's offer: its region in nodes.region (written with the offer), and
-// its GPU models in node_gpu_models, one row a model, so that a renter's
-// list of the nodes on offer (NodeFilter.Regions, GPUModels) is filtered
-// by the database rather than by decoding every offer.
+// node's offer: its region in nodes.region, its GPU count, its largest
+// GPU memory in nodes.vram_mb and its floor per tier in nodes.floor_gold,
+// floor_silver and floor_bronze (0: not sold), all written with the
+// offer; and its GPU models in node_gpu_models, one row a model. So a
+// renter's search of the nodes on offer (NodeFilter) is filtered and
+// sorted by the database rather than by decoding every offer.
+
+// offerColumns are the nodes' columns a search reads, beside the offer.
+const offerColumns = `gpu_count, vram_mb, floor_gold, floor_silver, floor_bronze, serves_models, region`
+
+// offerValues are offerColumns' values for o.
+func offerValues(o idlegrid.Offer) []any {
+	vram := 0
+	for _, g := range o.GPUs {
+		vram = max(vram, g.VRAMMB)
+	}
+	floor := o.Ask.FloorMicrosPerGPUHour
+	return []any{len(o.GPUs), vram, floor[idlegrid.TierGold], floor[idlegrid.TierSilver], floor[idlegrid.TierBronze],
+		len(o.Models) > 0, o.Region}
+}
+
+// floorColumn is the column of tier's floor; "" for a tier not known.
+func floorColumn(tier idlegrid.Tier) string {
+	switch tier {
+	case idlegrid.TierGold, idlegrid.TierSilver, idlegrid.TierBronze:
+		return "floor_" + string(tier)
+	}
+	return ""
+}
 
 // setGPUModels writes node id's GPU models into node_gpu_models.
 func setGPUModels(ctx context.Context, tx *sql.Tx, id string, gpus []idlegrid.GPU) error {
@@ -43,7 +68,7 @@ func gpuModels(gpus []idlegrid.GPU) []string {
 	return slices.Compact(models)
 }
 
-// nodeSearchFilter adds f's region and GPU model filters to q.
+// nodeSearchFilter adds f's search of the offers to q.
 func nodeSearchFilter(q string, a *args, f idlegrid.NodeFilter) string {
 	if len(f.Regions) > 0 {
 		q += ` AND region IN ` + in(a, f.Regions)
@@ -51,7 +76,30 @@ func nodeSearchFilter(q string, a *args, f idlegrid.NodeFilter) string {
 	if len(f.GPUModels) > 0 {
 		q += ` AND id IN (SELECT node_id FROM node_gpu_models WHERE model IN ` + in(a, f.GPUModels) + `)`
 	}
+	if f.MinGPUs > 0 {
+		q += ` AND gpu_count >= ` + a.add(f.MinGPUs)
+	}
+	if f.MinVRAMMB > 0 {
+		q += ` AND vram_mb >= ` + a.add(f.MinVRAMMB)
+	}
+	if col := floorColumn(f.Tier); col != "" {
+		q += ` AND ` + col + ` > 0`
+		if f.MaxFloor > 0 {
+			q += ` AND ` + col + ` <= ` + a.add(int64(f.MaxFloor))
+		}
+	}
 	return q
+}
+
+// nodeOrder is the ORDER BY clause of f's sort, ties oldest first.
+func nodeOrder(f idlegrid.NodeFilter) string {
+	switch col := floorColumn(f.Tier); {
+	case f.Sort == idlegrid.NodesCheapest && col != "":
+		return ` ORDER BY ` + col + `, created_at, id`
+	case f.Sort == idlegrid.NodesReliable:
+		return ` ORDER BY reliability DESC, created_at, id`
+	}
+	return ` ORDER BY created_at, id`
 }
 
 // nodeSearchMigration (21) adds nodes.region and node_gpu_models and fills
@@ -105,6 +153,50 @@ var nodeSearchMigration = goose.NewGoMigration(21,
 			`ALTER TABLE nodes DROP COLUMN region`,
 		} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	}},
+)
+
+// nodePriceMigration (22) adds the nodes' largest GPU memory and floors
+// per tier, and fills them from the stored offers, as
+// nodeSearchMigration does.
+var nodePriceMigration = goose.NewGoMigration(22,
+	&goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
+		for _, col := range []string{"vram_mb", "floor_gold", "floor_silver", "floor_bronze"} {
+			if _, err := tx.ExecContext(ctx, `ALTER TABLE nodes ADD COLUMN `+col+` BIGINT NOT NULL DEFAULT 0`); err != nil {
+				return err
+			}
+		}
+		offers := map[string]*idlegrid.Offer{}
+		err := queryEach(ctx, tx, `SELECT id, offer FROM nodes`, nil, func(rows *sql.Rows) error {
+			var id, offer string
+			o := &idlegrid.Offer{}
+			if err := rows.Scan(&id, &offer); err != nil {
+				return err
+			} else if err := jsonOf(offer, o); err != nil {
+				return err
+			}
+			offers[id] = o
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for id, o := range offers {
+			v := offerValues(*o)
+			if _, err := tx.ExecContext(ctx, `UPDATE nodes SET vram_mb = $1, floor_gold = $2, floor_silver = $3, floor_bronze = $4 WHERE id = $5`,
+				v[1], v[2], v[3], v[4], id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}},
+	&goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
+		for _, col := range []string{"vram_mb", "floor_gold", "floor_silver", "floor_bronze"} {
+			if _, err := tx.ExecContext(ctx, `ALTER TABLE nodes DROP COLUMN `+col); err != nil {
 				return err
 			}
 		}

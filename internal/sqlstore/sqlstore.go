@@ -82,7 +82,7 @@ func migrate(ctx context.Context, conn *sql.DB, d *dialect) error {
 	if err != nil {
 		return err
 	}
-	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true), goose.WithGoMigrations(spendMonthsMigration, nodeSearchMigration)}
+	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true), goose.WithGoMigrations(spendMonthsMigration, nodeSearchMigration, nodePriceMigration)}
 	if d.locker != nil {
 		locker, err := d.locker()
 		if err != nil {

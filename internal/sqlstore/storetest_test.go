@@ -316,6 +316,14 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 	t.Run("Find", func(t *testing.T) {
 		_, err := db.FindNode(ctx, "node_missing")
 		wantCode(t, err, idlegrid.ENOTFOUND)
+		// Text PostgreSQL cannot hold is the caller's mistake, not the
+		// store's failure; SQLite holds it and finds no such node.
+		for _, id := range []string{"node_\x00", "node_\xff\xfe"} {
+			_, err := db.FindNode(ctx, id)
+			if c := idlegrid.ErrorCode(err); c != idlegrid.ENOTFOUND && c != idlegrid.EINVALID {
+				t.Errorf("FindNode(%q): %v (%s), want not found or invalid", id, err, c)
+			}
+		}
 	})
 	t.Run("Offered", func(t *testing.T) {
 		offered := func(limit int) []string {
@@ -347,15 +355,34 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 		}
 		o := offer(n3.ID, 2)
 		o.Region, o.GPUs[0].Model, o.GPUs[1].Model = "us-east", "A100-80GB", "L40S"
+		o.GPUs[0].VRAMMB, o.GPUs[1].VRAMMB = 40960, 49152
+		o.Ask.FloorMicrosPerGPUHour = map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: 800_000, idlegrid.TierBronze: 300_000}
 		mustOK(t, db.UpdateOffer(ctx, n3.ID, o, "v2", at(2*time.Hour)))
-		for _, remigrated := range []bool{false, true} {
-			if remigrated { // the migration that added the search finds the same from the offers
-				mustOK(t, sqlstore.Remigrate(ctx, db, 20))
+		o2 := n2.Offer // n2 (4 H100s, lost) sells gold too, and silver dearer than n1
+		o2.Ask.FloorMicrosPerGPUHour = map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierGold: 3_000_000, idlegrid.TierSilver: 2_000_000}
+		mustOK(t, db.UpdateOffer(ctx, n2.ID, o2, "v2", at(2*time.Hour)))
+		mustOK(t, db.SetNodeState(ctx, n2.ID, idlegrid.NodeLost, at(2*time.Hour)))
+		// n1: 3 H100s, silver $1; n2: 4 H100s, gold $3, silver $2; n3: 2 (48 GB at most), silver $0.80, bronze $0.30.
+		for _, version := range []int64{0, 21, 20} {
+			if version > 0 { // the migrations that added the search find the same from the offers
+				mustOK(t, sqlstore.Remigrate(ctx, db, version))
 			}
+			remigrated := version
 			for _, tc := range []struct {
 				f    idlegrid.NodeFilter
 				want []string
 			}{
+				{idlegrid.NodeFilter{MinGPUs: 4}, []string{n2.ID}},
+				{idlegrid.NodeFilter{MinGPUs: 3}, []string{n1.ID, n2.ID}},
+				{idlegrid.NodeFilter{MinVRAMMB: 49152}, []string{n1.ID, n2.ID, n3.ID}},
+				{idlegrid.NodeFilter{MinVRAMMB: 49153}, []string{n1.ID, n2.ID}},
+				{idlegrid.NodeFilter{Tier: idlegrid.TierGold}, []string{n2.ID}},
+				{idlegrid.NodeFilter{Tier: idlegrid.TierBronze}, []string{n3.ID}},
+				{idlegrid.NodeFilter{Tier: idlegrid.TierSilver, MaxFloor: 1_000_000}, []string{n1.ID, n3.ID}},
+				{idlegrid.NodeFilter{Tier: idlegrid.TierSilver, MaxFloor: 999_999}, []string{n3.ID}},
+				{idlegrid.NodeFilter{Tier: idlegrid.TierSilver, Sort: idlegrid.NodesCheapest}, []string{n3.ID, n1.ID, n2.ID}},
+				{idlegrid.NodeFilter{Tier: idlegrid.TierSilver, Sort: idlegrid.NodesCheapest, Limit: 1}, []string{n3.ID}},
+				{idlegrid.NodeFilter{Tier: idlegrid.TierSilver, Sort: idlegrid.NodesCheapest, Offered: true, GPUModels: []string{"H100-80GB"}}, []string{n1.ID}},
 				{idlegrid.NodeFilter{Regions: []string{"us-east"}}, []string{n3.ID}},
 				{idlegrid.NodeFilter{Regions: []string{"eu-west", "ap-south"}}, []string{n1.ID, n2.ID}},
 				{idlegrid.NodeFilter{GPUModels: []string{"A100-80GB"}}, []string{n3.ID}},
@@ -366,9 +393,15 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 				{idlegrid.NodeFilter{GPUModels: []string{"H100-80GB"}, Offered: true}, []string{n1.ID}},
 			} {
 				if got := search(tc.f); !slices.Equal(got, tc.want) {
-					t.Errorf("remigrated %v: nodes in %v with %v (offered %v): %v, want %v", remigrated, tc.f.Regions, tc.f.GPUModels, tc.f.Offered, got, tc.want)
+					t.Errorf("remigrated to %d and up: nodes by %+v: %v, want %v", remigrated, tc.f, got, tc.want)
 				}
 			}
+		}
+		// The most reliable first: n3 ranks above the others once its
+		// reputation says so (the others' reliability is as they joined).
+		mustOK(t, db.SaveReputation(ctx, &idlegrid.ReputationUpdate{Reputation: nodeReputation(n3, 0.99, 1, 2*time.Hour)}))
+		if got := search(idlegrid.NodeFilter{Sort: idlegrid.NodesReliable}); len(got) != 3 || got[0] != n3.ID {
+			t.Errorf("nodes, most reliable first: %v, want %s first", got, n3.ID)
 		}
 		// An offer that changes its GPUs leaves no model behind.
 		o.GPUs = o.GPUs[1:]

@@ -554,6 +554,21 @@ func TestDashboard(t *testing.T) {
 			chromedp.SetValue(chromedp.ID("o-regions"), "EU-West"),
 			chromedp.Click(chromedp.CSS(`#offers-form button[type=submit]`)))
 		b.waitText("#offers-error", `"EU-West" is not a region`)
+		b.run("search with a price written wrong",
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('#o-regions').value = document.querySelector('#o-models').value = ''`),
+			chromedp.SetValue(chromedp.ID("o-price"), "cheap"),
+			chromedp.Click(chromedp.CSS(`#offers-form button[type=submit]`)))
+		b.waitText("#offers-error", "Max price: write dollars per GPU-hour")
+		b.run("search the cheapest first, under $5 a GPU-hour",
+			chromedp.SetValue(chromedp.ID("o-price"), "5"), chromedp.SetValue(chromedp.ID("o-sort"), "price"),
+			chromedp.Click(chromedp.CSS(`#offers-form button[type=submit]`)))
+		b.poll("the offers to be listed cheapest first", `(() => {
+			const t = document.querySelector('#panel-offers table');
+			if (!t || document.querySelector('#offers-error').textContent) return false;
+			const i = [...t.querySelectorAll('thead th')].map((h) => h.innerText.trim()).indexOf('Silver ask');
+			const asks = [...t.querySelectorAll('tbody tr')].map((r) => Number(r.children[i].innerText.replace(/[^0-9.]/g, '')));
+			return asks.length > 2 && asks.every((a, k) => k === 0 || asks[k - 1] <= a) && asks[0] < asks[asks.length - 1];
+		})()`)
 		// The demo renter calls the demo model every 15 s or so; one call
 		// of our own makes sure there is one (before the key's routing
 		// below confines it to a region where no node serves the model).

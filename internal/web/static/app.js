@@ -393,17 +393,33 @@
     return `<form id="offers-form" class="stack" novalidate>
       <div><label for="o-models">GPU models</label><input id="o-models" type="text" placeholder="H100-80GB, A100-80GB"></div>
       <div><label for="o-regions">Regions</label><input id="o-regions" type="text" placeholder="eu-west, us-east"></div>
+      <div><label for="o-vram">Min GPU memory (GB)</label><input id="o-vram" type="number" min="1" placeholder="40"></div>
+      <div><label for="o-tier">Tier</label><select id="o-tier"><option value="">any (prices: silver)</option>
+        <option>gold</option><option>silver</option><option>bronze</option></select></div>
+      <div><label for="o-price">Max price ($/GPU-h)</label><input id="o-price" type="text" inputmode="decimal" placeholder="2.50"></div>
+      <div><label for="o-sort">Order</label><select id="o-sort"><option value="">oldest first</option>
+        <option value="price">cheapest first</option><option value="reliability">most reliable first</option></select></div>
       <p id="offers-error" class="error full" role="alert"></p>
       <div class="row full"><button type="submit">Search</button></div></form>`;
   }
 
-  // offersQuery is the search's query string: each field a comma list
-  // (any of them), left out when blank.
-  function offersQuery(models, regions) {
+  // offersQuery is the search's query string from the form's fields (all
+  // blank: the market's first 200): models and regions are comma lists
+  // (any of them), memory is in GB, a price in dollars. It throws a field's
+  // mistake the server could not name in its own words.
+  function offersQuery(f) {
     const q = new URLSearchParams({ limit: '200' });
-    const list = (v) => v.split(',').map((x) => x.trim()).filter(Boolean).join(',');
-    if (list(models)) q.set('gpu_model', list(models));
-    if (list(regions)) q.set('region', list(regions));
+    const list = (v) => (v || '').split(',').map((x) => x.trim()).filter(Boolean).join(',');
+    if (list(f.models)) q.set('gpu_model', list(f.models));
+    if (list(f.regions)) q.set('region', list(f.regions));
+    if (f.vram) q.set('min_vram_mb', String(Math.round(Number(f.vram) * 1024)));
+    if (f.tier) q.set('tier', f.tier);
+    if (f.price) {
+      const max = parseMoney(f.price);
+      if (max === null) throw new Error('Max price: write dollars per GPU-hour, e.g. 2.50');
+      q.set('max_price_micros_per_gpu_hour', String(max));
+    }
+    if (f.sort) q.set('sort', f.sort);
     return q.toString();
   }
 
@@ -411,8 +427,9 @@
     const out = $('#offers-error');
     $('#offers-form').addEventListener('submit', async (ev) => {
       ev.preventDefault(); out.textContent = '';
-      const q = offersQuery($('#o-models').value, $('#o-regions').value);
       try {
+        const q = offersQuery({ models: $('#o-models').value, regions: $('#o-regions').value, vram: $('#o-vram').value.trim(),
+          tier: $('#o-tier').value, price: $('#o-price').value.trim(), sort: $('#o-sort').value });
         await get('/v1/nodes?' + q); // a mistake is said here, by the form
         st.offers = q; refresh();
       } catch (e) { out.textContent = e.message; }
@@ -420,7 +437,7 @@
   }
 
   async function nodesOnOffer() {
-    const nodes = (await get('/v1/nodes?' + (st.offers || offersQuery('', '')))).nodes;
+    const nodes = (await get('/v1/nodes?' + (st.offers || offersQuery({})))).nodes;
     const ask = (n, tier) => { const f = (n.ask.floor_micros_per_gpu_hour || {})[tier]; return f ? price(f) : '—'; };
     return table([
       { h: 'Node', f: (n) => esc(n.name) + '<br>' + id(n.id) }, { h: 'GPUs', f: (n) => esc(gpuSummary(n.gpus)) },
@@ -436,12 +453,12 @@
   // the server will not show (403, 404) stays unknown, named by its ID; one
   // it could not read now is asked again at the next refresh.
   async function learnNodes(ids) {
-    const fresh = [...new Set(ids)].filter((n) => n && !(n in st.nodes));
+    const fresh = [...new Set(ids)].filter((n) => n && !(n in st.nodes)), nodes = st.nodes;
     await Promise.all(fresh.map(async (n) => {
       try {
-        st.nodes[n] = await get('/v1/nodes/' + encodeURIComponent(n));
+        nodes[n] = await get('/v1/nodes/' + encodeURIComponent(n)); // a sign-out leaves this map behind
       } catch (e) {
-        if (e.status === 403 || e.status === 404) st.nodes[n] = null;
+        if (e.status === 403 || e.status === 404) nodes[n] = null;
       }
     }));
   }
@@ -623,6 +640,7 @@
   // -- provider --
 
   async function providerNodes() {
+    const gen = st.gen; // what it found is this user's: another's sign-in must not see it
     const [nodes, leases] = await Promise.all([get('/v1/nodes'), get('/v1/leases?state=assigned,running&limit=500')]);
     const live = leases.leases;
     // Telemetry: the latest signed usage receipt of each running lease.
@@ -636,9 +654,11 @@
     }));
     const total = nodes.nodes.reduce((a, n) => a + (n.state === 'online' ? n.gpus.length : 0), 0);
     const busy = live.reduce((a, l) => a + l.gpu_uuids.length, 0);
-    if (total) st.samples.push([Date.now(), busy / total]);
-    st.samples = st.samples.slice(-300);
-    fillWindowNodes(nodes.nodes);
+    if (st.gen === gen) { // the samples and the windows' node list live beyond this body
+      if (total) st.samples.push([Date.now(), busy / total]);
+      st.samples = st.samples.slice(-300);
+      fillWindowNodes(nodes.nodes);
+    }
     const rows = nodes.nodes.map((n) => {
       const ls = live.filter((l) => l.node_id === n.id);
       return Object.assign({}, n, { __leases: ls });
