@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"flag"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -258,17 +259,27 @@ func (m *fuzzMarket) try(t *testing.T, in fuzzInput) {
 	}
 }
 
+// fuzzOnPostgres puts FuzzAPI's market on PostgreSQL, to search there:
+//
+//	IDLEGRID_TEST_POSTGRES=postgres://… go test -fuzz FuzzAPI ./internal/httpapi -args -fuzz.postgres
+var fuzzOnPostgres = flag.Bool("fuzz.postgres", false, "run FuzzAPI's market on the PostgreSQL server "+pgtest.EnvVar+" names")
+
 // FuzzAPI sends every route malformed and unexpected requests, from every
 // role, and holds the API to its promise: a client's mistake is never a
 // 500, and every refusal is the API's error body with a code and a
 // message. The seeds run with the tests, on SQLite here and on PostgreSQL
 // in TestAPI_fuzzSeedsOnPostgres; `go test -fuzz FuzzAPI
-// ./internal/httpapi` searches further.
+// ./internal/httpapi` searches further (on PostgreSQL with
+// -fuzz.postgres).
 func FuzzAPI(f *testing.F) {
 	for _, in := range fuzzSeeds() {
 		f.Add(in.route, in.caller, in.id, in.query, in.body)
 	}
-	m := newFuzzMarket(f, filepath.Join(f.TempDir(), "db"))
+	dsn := filepath.Join(f.TempDir(), "db")
+	if *fuzzOnPostgres {
+		dsn = pgtest.NewDSN(f)
+	}
+	m := newFuzzMarket(f, dsn)
 	f.Fuzz(func(t *testing.T, route uint16, caller uint8, id, query string, body []byte) {
 		m.try(t, fuzzInput{route, caller, id, query, body})
 	})
