@@ -102,6 +102,24 @@ func nodeOrder(f idlegrid.NodeFilter) string {
 	return ` ORDER BY created_at, id`
 }
 
+// storedOffers reads every node's offer, by node ID: what a migration
+// that keeps a new column beside the offer fills it from.
+func storedOffers(ctx context.Context, tx *sql.Tx) (map[string]*idlegrid.Offer, error) {
+	offers := map[string]*idlegrid.Offer{}
+	err := queryEach(ctx, tx, `SELECT id, offer FROM nodes`, nil, func(rows *sql.Rows) error {
+		var id, offer string
+		o := &idlegrid.Offer{}
+		if err := rows.Scan(&id, &offer); err != nil {
+			return err
+		} else if err := jsonOf(offer, o); err != nil {
+			return err
+		}
+		offers[id] = o
+		return nil
+	})
+	return offers, err
+}
+
 // nodeSearchMigration (21) adds nodes.region and node_gpu_models and fills
 // them from the stored offers. It is a Go migration because it reads the
 // offers' JSON.
@@ -121,18 +139,7 @@ var nodeSearchMigration = goose.NewGoMigration(21,
 				return err
 			}
 		}
-		offers := map[string]*idlegrid.Offer{}
-		err := queryEach(ctx, tx, `SELECT id, offer FROM nodes`, nil, func(rows *sql.Rows) error {
-			var id, offer string
-			o := &idlegrid.Offer{}
-			if err := rows.Scan(&id, &offer); err != nil {
-				return err
-			} else if err := jsonOf(offer, o); err != nil {
-				return err
-			}
-			offers[id] = o
-			return nil
-		})
+		offers, err := storedOffers(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -170,25 +177,18 @@ var nodePriceMigration = goose.NewGoMigration(22,
 				return err
 			}
 		}
-		offers := map[string]*idlegrid.Offer{}
-		err := queryEach(ctx, tx, `SELECT id, offer FROM nodes`, nil, func(rows *sql.Rows) error {
-			var id, offer string
-			o := &idlegrid.Offer{}
-			if err := rows.Scan(&id, &offer); err != nil {
-				return err
-			} else if err := jsonOf(offer, o); err != nil {
-				return err
-			}
-			offers[id] = o
-			return nil
-		})
+		offers, err := storedOffers(ctx, tx)
 		if err != nil {
 			return err
 		}
-		for id, o := range offers {
-			v := offerValues(*o)
+		for id, o := range offers { // as offerValues, as it was: a migration must not change with the code
+			vram := 0
+			for _, g := range o.GPUs {
+				vram = max(vram, g.VRAMMB)
+			}
+			floor := o.Ask.FloorMicrosPerGPUHour
 			if _, err := tx.ExecContext(ctx, `UPDATE nodes SET vram_mb = $1, floor_gold = $2, floor_silver = $3, floor_bronze = $4 WHERE id = $5`,
-				v[1], v[2], v[3], v[4], id); err != nil {
+				vram, floor[idlegrid.TierGold], floor[idlegrid.TierSilver], floor[idlegrid.TierBronze], id); err != nil {
 				return err
 			}
 		}
