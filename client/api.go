@@ -109,6 +109,17 @@ func (c *Client) RevokeJoinToken(ctx context.Context, tokenID string) error {
 // (oldest first by default) and Limit (0: the server's default); the
 // caller's role decides the rest.
 func (c *Client) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid.Node, error) {
+	out, err := c.SearchNodes(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	return out.Nodes, nil
+}
+
+// SearchNodes is ListNodes with, beside the nodes, how many GPUs of each
+// a job could take now (FreeGPUs; a node the market does not hold now is
+// left out of it).
+func (c *Client) SearchNodes(ctx context.Context, f idlegrid.NodeFilter) (*wire.Nodes, error) {
 	q := url.Values{}
 	setList(q, "gpu_model", f.GPUModels)
 	setList(q, "region", f.Regions)
@@ -119,8 +130,10 @@ func (c *Client) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idleg
 	setString(q, "sort", string(f.Sort))
 	setInt(q, "limit", int64(f.Limit))
 	var out wire.Nodes
-	err := c.do(ctx, call{method: http.MethodGet, path: path("nodes"), query: q, out: &out})
-	return out.Nodes, err
+	if err := c.do(ctx, call{method: http.MethodGet, path: path("nodes"), query: q, out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // FindNode returns a node: the whole record of one of the caller's (or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,20 +67,42 @@ read silver's unless --tier names another.`,
 	if err != nil {
 		return err
 	}
-	nodes, err := cl.ListNodes(ctx, f)
+	found, err := cl.SearchNodes(ctx, f)
 	if err != nil {
 		return err
 	}
+	rows := make([]nodeRow, len(found.Nodes))
+	for i, n := range found.Nodes {
+		rows[i].Node = n
+		if free, ok := found.FreeGPUs[n.ID]; ok {
+			rows[i].FreeGPUs = &free
+		}
+	}
 	if *asJSON {
-		return printJSON(c.env.Out, nonNil(nodes))
+		return printJSON(c.env.Out, rows)
 	}
 	now := time.Now()
-	t := newTable(c.env.Out, "ID", "NAME", "STATE", "GPUS", "REGION", "RESIDENCY", "SCHEDULE", "ASK $/GPU-h", "RELIABILITY", "HEARTBEAT")
-	for _, n := range nodes {
-		t.row(n.ID, n.Name, n.State, gpuSummary(n.GPUs), n.Region, n.Residency, n.Schedule.Mode,
+	t := newTable(c.env.Out, "ID", "NAME", "STATE", "GPUS", "FREE", "REGION", "RESIDENCY", "SCHEDULE", "ASK $/GPU-h", "RELIABILITY", "HEARTBEAT")
+	for _, r := range rows {
+		n := r.Node
+		t.row(n.ID, n.Name, n.State, gpuSummary(n.GPUs), r.free(), n.Region, n.Residency, n.Schedule.Mode,
 			askSummary(n.Ask), fmt.Sprintf("%.2f", n.Reliability), age(n.LastHeartbeat, now))
 	}
 	return t.flush()
+}
+
+// nodeRow is a node as "node ls" lists it: the node, and how many of its
+// GPUs a job could take now (nil: the market does not hold the node now).
+type nodeRow struct {
+	*idlegrid.Node
+	FreeGPUs *int `json:"free_gpus,omitempty"`
+}
+
+func (r nodeRow) free() string {
+	if r.FreeGPUs == nil {
+		return "-"
+	}
+	return strconv.Itoa(*r.FreeGPUs)
 }
 
 // checkNodeSearch refuses the flags of "node ls" that no server would

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -50,6 +51,21 @@ func TestNode_asRenter(t *testing.T) {
 		if r := run(t, renter, "node", "ls", flag); r.code != 2 || !strings.Contains(r.err, want) {
 			t.Errorf("node ls %s: %s; want a usage error saying %q", flag, r, want)
 		}
+	}
+	// rig's one GPU is free now: the market's lease has ended.
+	var free []struct {
+		Name     string `json:"name"`
+		FreeGPUs *int   `json:"free_gpus"`
+	}
+	eventually(t, "the market to free rig's GPU", func() error { // the scheduler takes the lease's end in on its own goroutine
+		mustJSON(t, renter, &free, "node", "ls")
+		if len(free) != 1 || free[0].FreeGPUs == nil || *free[0].FreeGPUs != 1 {
+			return fmt.Errorf("node ls --json: %+v, want rig with free_gpus 1", free)
+		}
+		return nil
+	})
+	if r := run(t, renter, "node", "ls"); !regexp.MustCompile(`(?m)^\S+ +rig +online +1xRTX4090 +1 +eu-west `).MatchString(r.out) {
+		t.Errorf("node ls names rig's GPUs and how many are free: %s", r)
 	}
 	mustJSON(t, renter, &nodes, "node", "ls")
 	r := run(t, renter, "node", "get", nodes[0].ID)

@@ -22,7 +22,11 @@ func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, wire.Nodes{Nodes: nonNil(nodes)})
+	free, err := a.srv.FreeGPUs(r.Context(), nodes)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wire.Nodes{Nodes: nonNil(nodes), FreeGPUs: free})
 }
 
 // nodeSearch reads a node list's search: GPU models and regions, each a

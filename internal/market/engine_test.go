@@ -366,3 +366,26 @@ func TestEngine_waitReasonCountsOnce(t *testing.T) {
 		t.Errorf("explain counts %v, want 1 too few GPUs and 1 provider avoided", x.Rejections)
 	}
 }
+
+// TestEngine_FreeNow: a node's GPUs no lease holds while its window is
+// open; none while it is closed; a node the engine does not hold, none.
+func TestEngine_FreeNow(t *testing.T) {
+	closed := engineNode("n2")
+	closed.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleWindows,
+		OneOff: []idlegrid.OneOffWindow{{Start: now.Add(time.Hour), End: now.Add(2 * time.Hour)}}}
+	open := engineNode("n1")
+	e := mustEngine(t, open, closed)
+	e.AddLease(mustLease("l1", "n1", idlegrid.TierSilver, open.GPUs[0].UUID, open.GPUs[2].UUID))
+	got := e.FreeNow([]string{"n1", "n2", "nope"}, now)
+	if want := map[string]int{"n1": 2, "n2": 0}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("FreeNow = %v, want %v", got, want)
+	}
+	e.RemoveLease("l1")
+	if got := e.FreeNow([]string{"n1"}, now); got["n1"] != 4 {
+		t.Errorf("FreeNow after the lease ended = %v, want n1: 4", got)
+	}
+	e.Advance(now.Add(90 * time.Minute)) // the coordinator's clock reaches the window
+	if got := e.FreeNow([]string{"n2"}, now.Add(90*time.Minute)); got["n2"] != 4 {
+		t.Errorf("FreeNow in n2's window = %v, want n2: 4", got)
+	}
+}

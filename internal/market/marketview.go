@@ -119,6 +119,29 @@ func (e *Engine) TakeMarket(old *Engine) {
 	}
 }
 
+// FreeNow returns, for each of ids the engine holds, how many of its GPUs
+// a job could take now: those no lease or claim holds, while its window
+// is open (none while it is closed), as MarketView counts them. A node
+// the engine does not hold (lost, in quarantine, unknown) is left out.
+func (e *Engine) FreeNow(ids []string, now time.Time) map[string]int {
+	out := make(map[string]int, len(ids))
+	open := now.UnixNano()
+	for _, id := range ids {
+		nd := e.nodes[id]
+		if nd == nil {
+			continue
+		}
+		free := 0
+		for _, h := range nd.held {
+			if h == nil && nd.until > open {
+				free++
+			}
+		}
+		out[id] = free
+	}
+	return out
+}
+
 // MarketView returns the market per GPU model and region, by model then
 // region. It reads every node, so it is for the API, not the placement loop.
 func (e *Engine) MarketView(now time.Time) []MarketStat {

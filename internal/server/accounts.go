@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/market"
 )
 
 // CreateAccount creates an account and its first API key. Admins only.
@@ -189,6 +190,22 @@ func (s *Server) ListNodes(ctx context.Context, q idlegrid.NodeFilter) ([]*idleg
 		nodes[i] = n.Public()
 	}
 	return nodes, nil
+}
+
+// FreeGPUs returns how many GPUs of each of nodes a job could take now, as
+// the engine sees the market: its window open, no lease holding them. A
+// node the engine does not hold (lost, in quarantine) is left out.
+func (s *Server) FreeGPUs(ctx context.Context, nodes []*idlegrid.Node) (map[string]int, error) {
+	if _, err := account(ctx); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(nodes))
+	for i, n := range nodes {
+		ids[i] = n.ID
+	}
+	var free map[string]int
+	err := s.ask(ctx, func(e *market.Engine) { free = e.FreeNow(ids, s.Now()) })
+	return free, err
 }
 
 // FindNode returns a node: the whole record to its provider and admins,

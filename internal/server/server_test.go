@@ -423,8 +423,33 @@ func TestServer_Nodes_public(t *testing.T) {
 		if nodes, err = m.srv.ListNodes(m.renter, idlegrid.NodeFilter{Regions: []string{"us-east"}}); err != nil || len(nodes) != 0 {
 			t.Fatalf("a renter's nodes in us-east = %+v, %v; want none", nodes, err)
 		}
+		// The GPUs a job could take now: all of each node's, then none
+		// where a 2-GPU lease runs; none of a node in quarantine.
+		all, err := m.srv.ListNodes(m.admin, idlegrid.NodeFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		freeOf := func() map[string]int {
+			t.Helper()
+			synctest.Wait() // the scheduler has taken in what changed
+			free, err := m.srv.FreeGPUs(m.renter, all)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return free
+		}
+		if free := freeOf(); len(free) != 2 || free[all[0].ID] != 2 || free[all[1].ID] != 2 {
+			t.Fatalf("free GPUs = %v, want 2 of each node", free)
+		}
+		_, lease := mustStart(t, m)
+		if free := freeOf(); free[lease.NodeID] != 0 || len(free) != 2 || (free[all[0].ID]+free[all[1].ID]) != 2 {
+			t.Fatalf("free GPUs with a 2-GPU lease on %s = %v, want none there and 2 on the other", lease.NodeID, free)
+		}
 		if _, err := m.srv.QuarantineNode(m.admin, m.nodeID, "under review"); err != nil {
 			t.Fatal(err)
+		}
+		if free, in := freeOf()[m.nodeID]; in {
+			t.Errorf("free GPUs of barn-1 in quarantine = %d, want it left out", free)
 		}
 		if nodes, err = m.srv.ListNodes(m.renter, idlegrid.NodeFilter{}); err != nil || len(nodes) != 1 || nodes[0].ID == m.nodeID {
 			t.Fatalf("a renter's list with barn-1 quarantined = %+v, %v; want barn-2 alone", nodes, err)

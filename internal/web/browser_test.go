@@ -543,6 +543,7 @@ func TestDashboard(t *testing.T) {
 		// The nodes on offer, searched: the fleet's RTX4090s and no H100;
 		// a region written wrong is said by the form.
 		b.waitText("#panel-offers table", "nb-h100-01")
+		b.waitText("#panel-offers thead", "Free now")
 		b.run("search the nodes on offer for RTX4090s",
 			chromedp.SetValue(chromedp.ID("o-models"), "RTX4090"),
 			chromedp.Click(chromedp.CSS(`#offers-form button[type=submit]`)))

@@ -108,6 +108,10 @@ type JoinTokens struct {
 // Nodes answers GET /v1/nodes.
 type Nodes struct {
 	Nodes []*idlegrid.Node `json:"nodes"`
+	// FreeGPUs is, by node ID, how many of its GPUs a job could take now
+	// (its window open, no lease holding them); a node the market does not
+	// hold now (lost, in quarantine) is left out.
+	FreeGPUs map[string]int `json:"free_gpus"`
 }
 
 // Jobs answers GET /v1/jobs.

@@ -437,10 +437,12 @@
   }
 
   async function nodesOnOffer() {
-    const nodes = (await get('/v1/nodes?' + (st.offers || offersQuery({})))).nodes;
+    const found = await get('/v1/nodes?' + (st.offers || offersQuery({})));
+    const nodes = found.nodes, free = found.free_gpus || {};
     const ask = (n, tier) => { const f = (n.ask.floor_micros_per_gpu_hour || {})[tier]; return f ? price(f) : '—'; };
     return table([
       { h: 'Node', f: (n) => esc(n.name) + '<br>' + id(n.id) }, { h: 'GPUs', f: (n) => esc(gpuSummary(n.gpus)) },
+      { h: 'Free now', num: true, f: (n) => n.id in free ? esc(free[n.id]) : '—' },
       { h: 'Region', f: (n) => esc(n.region) + ' <span class="muted">' + esc(n.residency) + '</span>' },
       { h: 'Schedule', f: (n) => esc(scheduleText(n.schedule)) },
       { h: 'Silver ask', num: true, f: (n) => ask(n, 'silver') }, { h: 'Gold ask', num: true, f: (n) => ask(n, 'gold') },
