@@ -315,8 +315,10 @@
       if (region) spec.region = region;
       const checkpoint = Number($('#j-checkpoint').value);
       if (checkpoint > 0) spec.checkpoint_every_seconds = checkpoint * 60;
+      const gen = st.gen;
       try {
         const job = await api('POST', '/v1/jobs', spec);
+        if (st.gen !== gen) return; // signed out meanwhile: the job is the last user's
         st.job = job.id;
         toast('Submitted ' + job.id + ' (' + job.state + ')');
         refresh();
@@ -430,8 +432,9 @@
       try {
         const q = offersQuery({ models: $('#o-models').value, regions: $('#o-regions').value, vram: $('#o-vram').value.trim(),
           tier: $('#o-tier').value, price: $('#o-price').value.trim(), sort: $('#o-sort').value });
+        const gen = st.gen;
         await get('/v1/nodes?' + q); // a mistake is said here, by the form
-        st.offers = q; refresh();
+        if (st.gen === gen) { st.offers = q; refresh(); }
       } catch (e) { out.textContent = e.message; }
     });
   }
@@ -748,13 +751,15 @@
 
   async function loadWindows() {
     if (!st.node) return;
+    const gen = st.gen; // the form is filled for the user who asked, or not at all
     try {
       const ns = await get('/v1/nodes/' + encodeURIComponent(st.node) + '/schedule');
+      if (st.gen !== gen) return;
       const s = ns.owner || ns.schedule;
       $('#w-mode').value = s.mode;
       $('#w-tz').value = s.time_zone || 'UTC';
       drawWindows(s.weekly || []);
-    } catch (e) { $('#window-error').textContent = e.message; }
+    } catch (e) { if (st.gen === gen) $('#window-error').textContent = e.message; }
   }
 
   function bindWindows() {
