@@ -121,9 +121,10 @@ var fuzzRoutes = []fuzzRoute{
 	{agent: true, method: "POST", path: "/v1/agent/challenges/{id}/answer", body: `{"row_hashes":"AAAA","digest":"c00fcd84","elapsed_nanos":4011,"vram_mb":79462}`},
 }
 
-// fuzzMarket is the market FuzzAPI's requests land in: a real coordinator
-// on SQLite behind the real API, with an account of each role, a node
-// that runs a job's lease, and the IDs a request may name.
+// fuzzMarket is the market FuzzAPI's requests land in: a real
+// coordinator on SQLite or PostgreSQL behind the real API, with an
+// account of each role, a node that runs a job's lease, and the IDs a
+// request may name.
 type fuzzMarket struct {
 	*fixture
 	secrets [3]string // admin, provider, renter
