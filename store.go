@@ -2,7 +2,9 @@ package idlegrid
 
 import (
 	"context"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Store is everything the coordinator keeps. Each method is one transaction:
@@ -208,6 +210,11 @@ type NodeFilter struct {
 	// Limit returns at most this many, in Sort's order (0: all).
 	Limit int
 }
+
+// IsText reports whether every Store keeps s as it is: UTF-8 without the
+// NUL character, which PostgreSQL refuses in text (SQLite keeps both).
+// Input that reaches a store is checked with it, by field.
+func IsText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
 
 // NodeSort is an order of a list of nodes.
 type NodeSort string

@@ -86,7 +86,7 @@ func (a *api) withNode(next handlerFunc) handlerFunc {
 		nodeID := r.Header.Get(nodekey.HeaderNode)
 		if nodeID == "" {
 			return idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "missing %s header; a node must join before it can call the agent API", nodekey.HeaderNode)
-		} else if !isText(nodeID) {
+		} else if !idlegrid.IsText(nodeID) {
 			return idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "the %s header is not a node ID; join again with a new join token", nodekey.HeaderNode)
 		}
 		body, err := readBody(w, r, a.opts.MaxBodyBytes)

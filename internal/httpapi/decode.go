@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -77,11 +76,7 @@ func decodeOne(body []byte, v any, strict bool) error {
 	return checkNUL(body)
 }
 
-// isText reports whether s is text every store keeps as it is: UTF-8
-// without the NUL character, which PostgreSQL refuses in text.
-func isText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
-
-// notText is the error for a field whose value is not text (isText).
+// notText is the error for a field whose value is not text (IsText).
 func notText(field string) error {
 	return idlegrid.Invalid(field, "must be UTF-8 text without the NUL character")
 }
@@ -236,7 +231,7 @@ func parseQuery(r *http.Request, known ...string) (query, error) {
 		return query{}, idlegrid.Errorf(idlegrid.EINVALID, "malformed query string: %v", err)
 	}
 	for name, vs := range values {
-		if !isText(name) || !isText(vs[0]) {
+		if !idlegrid.IsText(name) || !idlegrid.IsText(vs[0]) {
 			return query{}, notText(strings.ToValidUTF8(name, "?"))
 		}
 		if !slices.Contains(known, name) {

@@ -179,7 +179,7 @@ func (a *api) handle(pattern string, timeout time.Duration, fn handlerFunc) {
 				a.writeError(w, r, idlegrid.Errorf(idlegrid.EINTERNAL, "panic: %v", p))
 			}
 		}()
-		if !isText(r.URL.Path) { // an ID no store could hold, e.g. /v1/jobs/%00
+		if !idlegrid.IsText(r.URL.Path) { // an ID no store could hold, e.g. /v1/jobs/%00
 			a.writeError(w, r, notText("path"))
 			return
 		}

@@ -71,9 +71,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -118,7 +116,7 @@ func CheckIdempotencyKey(field, key string) error {
 		return idlegrid.Invalid(field, "required, so that a retried call is applied once")
 	} else if len(key) > maxIdempotencyKey {
 		return idlegrid.Invalid(field, "at most %d characters", maxIdempotencyKey)
-	} else if !utf8.ValidString(key) || strings.IndexByte(key, 0) >= 0 {
+	} else if !idlegrid.IsText(key) {
 		return idlegrid.Invalid(field, "must be UTF-8 text without the NUL character")
 	}
 	return nil
