@@ -205,6 +205,12 @@ type NodeFilter struct {
 	// floor too.
 	Tier     Tier
 	MaxFloor Micros
+	// MinFreeGPUs keeps only nodes with at least this many GPUs a job
+	// could take now (0: any). The market engine knows which those are,
+	// not the Store, which ignores it: the server turns it into IDs.
+	MinFreeGPUs int
+	// IDs, when not nil, keeps only these nodes; empty, none.
+	IDs []string
 	// Sort orders the nodes (and so says which a Limit keeps).
 	Sort NodeSort
 	// Limit returns at most this many, in Sort's order (0: all).

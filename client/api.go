@@ -127,6 +127,7 @@ func (c *Client) SearchNodes(ctx context.Context, f idlegrid.NodeFilter) (*wire.
 	setInt(q, "min_vram_mb", int64(f.MinVRAMMB))
 	setString(q, "tier", string(f.Tier))
 	setInt(q, "max_price_micros_per_gpu_hour", int64(f.MaxFloor))
+	setInt(q, "min_free_gpus", int64(f.MinFreeGPUs))
 	setString(q, "sort", string(f.Sort))
 	setInt(q, "limit", int64(f.Limit))
 	var out wire.Nodes

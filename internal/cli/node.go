@@ -27,15 +27,18 @@ func (c *nodeCommand) Run(ctx context.Context, args []string) error {
 
 func (c *nodeCommand) list(ctx context.Context, args []string) error {
 	fs := c.env.flags("node ls", help{
-		usage: "idlegrid node ls [--gpu-model M,…] [--region R,…] [--min-gpus N] [--min-vram-mb MB] [--tier T] [--max-price P] [--sort S] [--limit N] [--json]",
+		usage: "idlegrid node ls [--gpu-model M,…] [--region R,…] [--min-gpus N] [--min-vram-mb MB] [--min-free-gpus N] [--tier T] [--max-price P] [--sort S] [--limit N] [--json]",
 		about: `List nodes: a provider sees their own, an admin sees all, and a renter the
 nodes on offer now (online, not in quarantine), as anyone may see them.
 Oldest first, unless --sort says otherwise. A price is a tier's floor per
 GPU-hour, before any time-of-day multiplier; --max-price and --sort price
-read silver's unless --tier names another.`,
+read silver's unless --tier names another. FREE is how many GPUs a job
+could take now (window open, no lease holding them); --min-free-gpus
+keeps the nodes with at least that many.`,
 		examples: `idlegrid node ls
  idlegrid node ls --gpu-model H100-80GB,A100-80GB --region eu-west
  idlegrid node ls --min-vram-mb 40960 --min-gpus 4 --tier bronze --max-price 1.20 --sort price
+ idlegrid node ls --gpu-model H100-80GB --min-free-gpus 8   # eight H100s free on one node now
  idlegrid node ls --limit 5000 --json`,
 	})
 	r := c.env.remoteFlags(fs)
@@ -49,6 +52,7 @@ read silver's unless --tier names another.`,
 	fs.Var(&regions, "region", "only nodes in one of these regions, e.g. eu-west (repeat or comma-separate)")
 	fs.IntVar(&f.MinGPUs, "min-gpus", 0, "only nodes with at least this many GPUs")
 	fs.IntVar(&f.MinVRAMMB, "min-vram-mb", 0, "only nodes with a GPU of at least this much memory, in MB, e.g. 40960")
+	fs.IntVar(&f.MinFreeGPUs, "min-free-gpus", 0, "only nodes with at least this many GPUs free now, e.g. 4")
 	fs.StringVar(&tier, "tier", "", "only nodes that sell this tier: gold, silver or bronze")
 	fs.Var(&maxPrice, "max-price", "only nodes whose floor for the tier is at most this per GPU-hour, e.g. 1.20")
 	fs.StringVar(&sort, "sort", "", "order: oldest (the default), price (cheapest first) or reliability (most reliable first)")
@@ -115,6 +119,8 @@ func checkNodeSearch(f idlegrid.NodeFilter) error {
 		return usagef("--min-gpus: %d is negative; give a number of GPUs, e.g. 4", f.MinGPUs)
 	case f.MinVRAMMB < 0:
 		return usagef("--min-vram-mb: %d is negative; give megabytes, e.g. 40960", f.MinVRAMMB)
+	case f.MinFreeGPUs < 0 || f.MinFreeGPUs > 64:
+		return usagef("--min-free-gpus: %d is out of range; give 1 to 64 GPUs, e.g. 4, or leave it out", f.MinFreeGPUs)
 	case f.Tier != "" && !f.Tier.Valid():
 		return usagef("--tier: %q is not a tier; give gold, silver or bronze", f.Tier)
 	case f.Sort != "" && !slices.Contains(idlegrid.NodeSorts, f.Sort):

@@ -47,7 +47,8 @@ func TestNode_asRenter(t *testing.T) {
 		}
 	}
 	for flag, want := range map[string]string{"--sort=cheap": "give oldest, price or reliability", "--tier=platinum": "give gold, silver or bronze",
-		"--max-price=cheap": "a decimal amount such as 2.50", "--min-gpus=-1": "give a number of GPUs"} {
+		"--max-price=cheap": "a decimal amount such as 2.50", "--min-gpus=-1": "give a number of GPUs",
+		"--min-free-gpus=65": "give 1 to 64 GPUs"} {
 		if r := run(t, renter, "node", "ls", flag); r.code != 2 || !strings.Contains(r.err, want) {
 			t.Errorf("node ls %s: %s; want a usage error saying %q", flag, r, want)
 		}
@@ -66,6 +67,21 @@ func TestNode_asRenter(t *testing.T) {
 	})
 	if r := run(t, renter, "node", "ls"); !regexp.MustCompile(`(?m)^\S+ +rig +online +1xRTX4090 +1 +eu-west `).MatchString(r.out) {
 		t.Errorf("node ls names rig's GPUs and how many are free: %s", r)
+	}
+	for _, tc := range []struct {
+		flags []string
+		want  int
+	}{
+		{[]string{"--min-free-gpus", "1"}, 1},
+		{[]string{"--min-free-gpus", "1", "--gpu-model", "RTX4090", "--region", "eu-west", "--tier", "silver"}, 1},
+		{[]string{"--min-free-gpus", "2"}, 0},
+		{[]string{"--min-free-gpus", "1", "--gpu-model", "H100-80GB"}, 0},
+		{[]string{"--min-free-gpus", "1", "--region", "us-east"}, 0},
+	} {
+		mustJSON(t, renter, &free, append([]string{"node", "ls"}, tc.flags...)...)
+		if len(free) != tc.want {
+			t.Errorf("node ls %v: %+v, want %d nodes", tc.flags, free, tc.want)
+		}
 	}
 	mustJSON(t, renter, &nodes, "node", "ls")
 	r := run(t, renter, "node", "get", nodes[0].ID)

@@ -415,6 +415,8 @@ func TestAPI_badRequests(t *testing.T) {
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "sort", wantText: "[oldest price reliability]"},
 		{name: "no GPUs", secret: renterSecret, method: "GET", path: "/v1/nodes?min_gpus=0",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "min_gpus", wantText: "between 1 and 64"},
+		{name: "more free GPUs than a node has", secret: renterSecret, method: "GET", path: "/v1/nodes?min_free_gpus=65",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "min_free_gpus", wantText: "between 1 and 64"},
 		{name: "a price above any cap", secret: renterSecret, method: "GET", path: "/v1/nodes?max_price_micros_per_gpu_hour=1000000001",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "max_price_micros_per_gpu_hour"},
 		{name: "a NUL in the path", secret: renterSecret, method: "GET", path: "/v1/jobs/job_%00",
@@ -503,12 +505,12 @@ func TestAPI_everyProblem(t *testing.T) {
 		}
 	}
 	// A node search names each parameter at fault.
-	got = mustDo(t, request(t, "GET", f.URL+"/v1/nodes?min_vram_mb=-1&region=EU&tier=x&sort=y&limit=0", secret, ""))
+	got = mustDo(t, request(t, "GET", f.URL+"/v1/nodes?min_vram_mb=-1&region=EU&tier=x&sort=y&limit=0&min_free_gpus=x", secret, ""))
 	var fields []string
 	for _, p := range got.Err(t).Problems {
 		fields = append(fields, p.Field)
 	}
-	if want := []string{"limit", "min_vram_mb", "region", "tier", "sort"}; !slices.Equal(fields, want) {
+	if want := []string{"limit", "min_free_gpus", "min_vram_mb", "region", "tier", "sort"}; !slices.Equal(fields, want) {
 		t.Errorf("node search problems: %s; want fields %v", got.Body, want)
 	}
 	// A single problem has no list.

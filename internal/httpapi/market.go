@@ -8,9 +8,10 @@ import (
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
-// GET /v1/nodes?gpu_model=A,B&region=C,D&min_gpus=N&min_vram_mb=N&tier=T&max_price_micros_per_gpu_hour=N&sort=S&limit=N
+// GET /v1/nodes?gpu_model=A,B&region=C,D&min_gpus=N&min_vram_mb=N&tier=T&max_price_micros_per_gpu_hour=N&min_free_gpus=N&sort=S&limit=N
 func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "gpu_model", "region", "min_gpus", "min_vram_mb", "tier", "max_price_micros_per_gpu_hour", "sort", "limit")
+	q, err := parseQuery(r, "gpu_model", "region", "min_gpus", "min_vram_mb", "tier", "max_price_micros_per_gpu_hour",
+		"min_free_gpus", "sort", "limit")
 	if err != nil {
 		return err
 	}
@@ -30,9 +31,9 @@ func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
 }
 
 // nodeSearch reads a node list's search: GPU models and regions, each a
-// comma-separated list (any of them); the least GPUs and GPU memory; a
-// tier and the most its floor may be; an order; and a limit. Every
-// parameter at fault is named.
+// comma-separated list (any of them); the least GPUs, GPU memory and GPUs
+// free now; a tier and the most its floor may be; an order; and a limit.
+// Every parameter at fault is named.
 func nodeSearch(q query) (idlegrid.NodeFilter, error) {
 	f := idlegrid.NodeFilter{GPUModels: q.words("gpu_model"), Regions: q.words("region"),
 		Tier: idlegrid.Tier(q.string("tier")), Sort: idlegrid.NodeSort(q.string("sort"))}
@@ -44,6 +45,7 @@ func nodeSearch(q query) (idlegrid.NodeFilter, error) {
 	}
 	f.Limit = int(number("limit", maxLimit))
 	f.MinGPUs = int(number("min_gpus", 64)) // an offer lists at most 64
+	f.MinFreeGPUs = int(number("min_free_gpus", 64))
 	f.MinVRAMMB = int(number("min_vram_mb", 1<<30))
 	f.MaxFloor = idlegrid.Micros(number("max_price_micros_per_gpu_hour", int64(1000*idlegrid.MicrosPerUnit))) // as a job's cap
 	p.Check(len(f.GPUModels) <= maxSearchTerms, "gpu_model", "names at most %d models", maxSearchTerms)

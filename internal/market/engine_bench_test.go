@@ -425,3 +425,59 @@ func benchNaive(b *testing.B, n int) {
 	}
 	lat.report(b, waited, cpu0)
 }
+
+// BenchmarkNodesFree measures the API's search for nodes with free GPUs
+// now (Engine.NodesFree) on BenchmarkPlace's 100,000-node market, 80%
+// busy: any node, then with a GPU model and two regions. Beside it,
+// FreeNow for a page of 1,000 nodes, which every node list asks, and as
+// the baseline FreeNow for every node (scan). All run on the scheduler's
+// goroutine, between placements.
+//
+//	go test -run '^$' -bench NodesFree ./internal/market
+func BenchmarkNodesFree(b *testing.B) {
+	m := newPlaceMarket(100_000)
+	e, _, _ := loadedEngine(m)
+	page := make([]string, 1000)
+	for i := range page {
+		page[i] = m.nodes[i*len(m.nodes)/len(page)].ID
+	}
+	for _, f := range []idlegrid.NodeFilter{
+		{MinFreeGPUs: 1}, {MinFreeGPUs: 4}, {MinFreeGPUs: 8},
+		{MinFreeGPUs: 1, GPUModels: []string{"H100-80GB"}, Regions: []string{"eu-west", "eu-north"}},
+	} {
+		name := fmt.Sprintf("at-least=%d", f.MinFreeGPUs)
+		if f.GPUModels != nil {
+			name += "/model,region"
+		}
+		b.Run(name, func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				n = len(e.NodesFree(f, now))
+			}
+			b.ReportMetric(float64(n), "nodes")
+		})
+	}
+	b.Run("page", func(b *testing.B) {
+		for b.Loop() {
+			if len(e.FreeNow(page, now)) == 0 {
+				b.Fatal("no node of the page is held")
+			}
+		}
+	})
+	all := make([]string, len(m.nodes))
+	for i, n := range m.nodes {
+		all[i] = n.ID
+	}
+	b.Run("scan/at-least=1", func(b *testing.B) { // the baseline: every node's FreeNow
+		n := 0
+		for b.Loop() {
+			n = 0
+			for _, free := range e.FreeNow(all, now) {
+				if free >= 1 {
+					n++
+				}
+			}
+		}
+		b.ReportMetric(float64(n), "nodes")
+	})
+}

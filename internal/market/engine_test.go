@@ -2,6 +2,7 @@ package market_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -367,8 +368,49 @@ func TestEngine_waitReasonCountsOnce(t *testing.T) {
 	}
 }
 
+// TestEngine_NodesFree: on a random market, with claims and leases made
+// since its index was built, NodesFree finds the nodes FreeNow counts
+// enough free GPUs on, for every count and for a search by model.
+func TestEngine_NodesFree(t *testing.T) {
+	m := newPlaceMarket(3000)
+	e, _, _ := loadedEngine(m)
+	e.Advance(now)
+	for i, j := range m.jobs[:300] {
+		d := e.Place(j, now)
+		e.Commit(j, d, now) // claims, and reservations
+		if i%2 == 0 {
+			for k, p := range d.Picks {
+				e.AddLease(placedLease(j, p, i*10+k, now))
+			}
+		}
+	}
+	ids := make([]string, len(m.nodes))
+	for i, n := range m.nodes {
+		ids[i] = n.ID
+	}
+	free := e.FreeNow(ids, now)
+	for _, f := range []idlegrid.NodeFilter{
+		{MinFreeGPUs: 1}, {MinFreeGPUs: 2}, {MinFreeGPUs: 4}, {MinFreeGPUs: 8},
+		{MinFreeGPUs: 2, GPUModels: []string{"L40S", "RTX4090"}, Regions: []string{"eu-west"}},
+	} {
+		var want []string
+		for _, n := range m.nodes {
+			if free[n.ID] >= f.MinFreeGPUs && (f.GPUModels == nil || slices.Contains(f.GPUModels, n.GPUs[0].Model)) &&
+				(f.Regions == nil || slices.Contains(f.Regions, n.Region)) {
+				want = append(want, n.ID)
+			}
+		}
+		got := e.NodesFree(f, now)
+		slices.Sort(got)
+		if len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("NodesFree(%+v): %d nodes, want %d (%v)", f, len(got), len(want), want[:min(len(want), 5)])
+		}
+	}
+}
+
 // TestEngine_FreeNow: a node's GPUs no lease holds while its window is
 // open; none while it is closed; a node the engine does not hold, none.
+// NodesFree finds the nodes with enough of them.
 func TestEngine_FreeNow(t *testing.T) {
 	closed := engineNode("n2")
 	closed.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleWindows,
@@ -380,12 +422,38 @@ func TestEngine_FreeNow(t *testing.T) {
 	if want := map[string]int{"n1": 2, "n2": 0}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("FreeNow = %v, want %v", got, want)
 	}
+	n1 := []string{"n1"}
+	for _, tc := range []struct {
+		f    idlegrid.NodeFilter
+		want []string
+	}{
+		{idlegrid.NodeFilter{MinFreeGPUs: 1}, n1},
+		{idlegrid.NodeFilter{MinFreeGPUs: 2}, n1},
+		{idlegrid.NodeFilter{MinFreeGPUs: 3}, nil},
+		{idlegrid.NodeFilter{MinFreeGPUs: 1, Regions: []string{"us-east", "eu-west"},
+			GPUModels: []string{"A100-80GB", "H100-80GB"}, MinVRAMMB: 81920}, n1},
+		{idlegrid.NodeFilter{MinFreeGPUs: 1, Regions: []string{"us-east"}}, nil},
+		{idlegrid.NodeFilter{MinFreeGPUs: 1, GPUModels: []string{"A100-80GB"}}, nil},
+		{idlegrid.NodeFilter{MinFreeGPUs: 1, MinVRAMMB: 81921}, nil},
+	} {
+		if got := e.NodesFree(tc.f, now); !slices.Equal(got, tc.want) {
+			t.Errorf("NodesFree(%+v) = %v, want %v", tc.f, got, tc.want)
+		}
+	}
 	e.RemoveLease("l1")
+	if got := e.NodesFree(idlegrid.NodeFilter{MinFreeGPUs: 3}, now); !slices.Equal(got, []string{"n1"}) {
+		t.Errorf("NodesFree(3) after the lease ended = %v, want [n1]", got)
+	}
 	if got := e.FreeNow([]string{"n1"}, now); got["n1"] != 4 {
 		t.Errorf("FreeNow after the lease ended = %v, want n1: 4", got)
 	}
 	e.Advance(now.Add(90 * time.Minute)) // the coordinator's clock reaches the window
 	if got := e.FreeNow([]string{"n2"}, now.Add(90*time.Minute)); got["n2"] != 4 {
 		t.Errorf("FreeNow in n2's window = %v, want n2: 4", got)
+	}
+	got2 := e.NodesFree(idlegrid.NodeFilter{MinFreeGPUs: 4}, now.Add(90*time.Minute))
+	slices.Sort(got2)
+	if want := []string{"n1", "n2"}; !slices.Equal(got2, want) {
+		t.Errorf("NodesFree(4) in n2's window = %v, want %v", got2, want)
 	}
 }

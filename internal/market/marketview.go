@@ -127,19 +127,63 @@ func (e *Engine) FreeNow(ids []string, now time.Time) map[string]int {
 	out := make(map[string]int, len(ids))
 	open := now.UnixNano()
 	for _, id := range ids {
-		nd := e.nodes[id]
-		if nd == nil {
-			continue
+		if nd := e.nodes[id]; nd != nil {
+			out[id] = nd.freeNow(open)
 		}
-		free := 0
-		for _, h := range nd.held {
-			if h == nil && nd.until > open {
-				free++
-			}
-		}
-		out[id] = free
 	}
 	return out
+}
+
+// NodesFree returns the IDs of the nodes with at least f.MinFreeGPUs
+// (1 or more) GPUs a job could take now, as FreeNow counts them, among
+// those of f's regions with a GPU of one of its models and one of at least
+// its memory (the rest of f is the store's), by class. It walks each
+// matching class's index, skipping the subtrees with too few free GPUs or
+// no window open, so it reads the nodes it returns and few others.
+func (e *Engine) NodesFree(f idlegrid.NodeFilter, now time.Time) []string {
+	e.cleanShelves()
+	var ids []string
+	atLeast, open := max(f.MinFreeGPUs, 1), now.UnixNano()
+	for _, c := range e.classes {
+		if !c.mayHold(f) {
+			continue
+		}
+		c.eachFree(atLeast, secDown(open), func(nd *node) {
+			if nd.freeNow(open) >= atLeast {
+				ids = append(ids, nd.id)
+			}
+		})
+	}
+	return ids
+}
+
+// mayHold reports whether the class's nodes are in f's regions, with a
+// GPU of one of its models and one of at least its memory.
+func (c *class) mayHold(f idlegrid.NodeFilter) bool {
+	if len(f.Regions) > 0 && !slices.Contains(f.Regions, c.key.region) {
+		return false
+	}
+	model, vram := len(f.GPUModels) == 0, false
+	for _, t := range c.types {
+		model = model || slices.Contains(f.GPUModels, t.model)
+		vram = vram || t.vram >= f.MinVRAMMB
+	}
+	return model && vram
+}
+
+// freeNow is how many of the node's GPUs no hold takes, while its window
+// is open at open (unix nanos); none while it is closed.
+func (nd *node) freeNow(open int64) int {
+	if nd.until <= open {
+		return 0
+	}
+	free := 0
+	for _, h := range nd.held {
+		if h == nil {
+			free++
+		}
+	}
+	return free
 }
 
 // MarketView returns the market per GPU model and region, by model then

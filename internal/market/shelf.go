@@ -688,3 +688,28 @@ func popItem(h []bfItem) (bfItem, []bfItem) {
 	}
 	return top, h
 }
+
+// eachFree calls f with each node on the shelf whose entry counts at
+// least n free GPUs with a window open until at least until (agg
+// seconds), skipping the subtrees whose bounds have none. The entries are
+// bounds, so f checks the node itself. The shelf must be clean.
+func (s *shelf) eachFree(n int, until uint32, f func(*node)) {
+	stack := []int{1}
+	for len(stack) > 0 {
+		k := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if a := &s.agg[k]; int(a.free) < n || a.until < until {
+			continue
+		}
+		if k < s.size {
+			stack = append(stack, 2*k+1, 2*k)
+			continue
+		}
+		first := (k - s.size) << blockShift
+		for pos := first; pos < min(first+blockLen, len(s.order)); pos++ {
+			if a := &s.leaves[pos]; int(a.free) >= n && a.until >= until {
+				f(s.order[pos])
+			}
+		}
+	}
+}

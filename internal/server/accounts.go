@@ -158,17 +158,19 @@ const marketNodesShown = 1000
 // ListNodes lists the nodes the caller may see: a provider its own, an
 // admin every node, and a renter the market's offers (online, not in
 // quarantine) as anyone may see them (Node.Public). Of q it reads the
-// search (regions, GPU models, GPUs, memory, tier and price), the order
-// (oldest first unless it says) and Limit (0: all, or for a renter
-// marketNodesShown); the caller's role sets the rest. A price filter or
-// order without a tier reads silver's floors.
+// search (regions, GPU models, GPUs, memory, tier, price and free GPUs
+// now), the order (oldest first unless it says) and Limit (0: all, or for
+// a renter marketNodesShown); the caller's role sets the rest. A price
+// filter or order without a tier reads silver's floors. Free GPUs are
+// the engine's to count: it names the nodes with enough (Engine.NodesFree)
+// and the store reads those.
 func (s *Server) ListNodes(ctx context.Context, q idlegrid.NodeFilter) ([]*idlegrid.Node, error) {
 	c, err := account(ctx)
 	if err != nil {
 		return nil, err
 	}
 	f, public := idlegrid.NodeFilter{Regions: q.Regions, GPUModels: q.GPUModels, MinGPUs: q.MinGPUs, MinVRAMMB: q.MinVRAMMB,
-		Tier: q.Tier, MaxFloor: q.MaxFloor, Sort: q.Sort, Limit: q.Limit}, false
+		Tier: q.Tier, MaxFloor: q.MaxFloor, MinFreeGPUs: q.MinFreeGPUs, Sort: q.Sort, Limit: q.Limit}, false
 	if f.Tier == "" && (f.MaxFloor > 0 || f.Sort == idlegrid.NodesCheapest) {
 		f.Tier = idlegrid.TierSilver // a price is a tier's: on demand unless the search says
 	}
@@ -180,6 +182,14 @@ func (s *Server) ListNodes(ctx context.Context, q idlegrid.NodeFilter) ([]*idleg
 		f.Offered, public = true, true
 		if f.Limit == 0 {
 			f.Limit = marketNodesShown
+		}
+	}
+	if f.MinFreeGPUs > 0 {
+		if err := s.ask(ctx, func(e *market.Engine) { f.IDs = e.NodesFree(f, s.Now()) }); err != nil {
+			return nil, err
+		}
+		if len(f.IDs) == 0 {
+			return nil, nil // none has enough free; nil IDs would be no filter
 		}
 	}
 	nodes, err := s.store.ListNodes(ctx, f)

@@ -445,6 +445,25 @@ func TestServer_Nodes_public(t *testing.T) {
 		if free := freeOf(); free[lease.NodeID] != 0 || len(free) != 2 || (free[all[0].ID]+free[all[1].ID]) != 2 {
 			t.Fatalf("free GPUs with a 2-GPU lease on %s = %v, want none there and 2 on the other", lease.NodeID, free)
 		}
+		// A search for free GPUs finds the other node alone, and for more
+		// than it has, or in another region, none.
+		for _, tc := range []struct {
+			ctx  context.Context
+			f    idlegrid.NodeFilter
+			want int
+		}{
+			{m.renter, idlegrid.NodeFilter{MinFreeGPUs: 1}, 1},
+			{m.renter, idlegrid.NodeFilter{MinFreeGPUs: 2, GPUModels: []string{"RTX4090"}, Tier: idlegrid.TierSilver}, 1},
+			{m.renter, idlegrid.NodeFilter{MinFreeGPUs: 3}, 0},
+			{m.renter, idlegrid.NodeFilter{MinFreeGPUs: 1, Regions: []string{"us-east"}}, 0},
+			{m.admin, idlegrid.NodeFilter{MinFreeGPUs: 2}, 1},
+			{m.provider, idlegrid.NodeFilter{MinFreeGPUs: 2}, 1},
+		} {
+			nodes, err := m.srv.ListNodes(tc.ctx, tc.f)
+			if err != nil || len(nodes) != tc.want || (tc.want == 1 && nodes[0].ID == lease.NodeID) {
+				t.Errorf("nodes by %+v = %v, %v; want %d, not %s", tc.f, nodeIDsOf(nodes), err, tc.want, lease.NodeID)
+			}
+		}
 		if _, err := m.srv.QuarantineNode(m.admin, m.nodeID, "under review"); err != nil {
 			t.Fatal(err)
 		}
@@ -890,4 +909,13 @@ func TestServer_HeartbeatModelQueues(t *testing.T) {
 			t.Fatalf("after ReportQueuesTo(nil): err %v, %d reports; want none more", err, len(got.reports))
 		}
 	})
+}
+
+// nodeIDsOf is the IDs of nodes, in order.
+func nodeIDsOf(nodes []*idlegrid.Node) []string {
+	ids := make([]string, len(nodes))
+	for i, n := range nodes {
+		ids[i] = n.ID
+	}
+	return ids
 }

@@ -32,6 +32,9 @@ type dialect struct {
 	forUpdate string
 	// code classifies a driver error as an idlegrid code, or "".
 	code func(err error) string
+	// texts is a subquery of the strings of the JSON array in parameter p,
+	// for "x IN (…)" over more values than a statement takes parameters.
+	texts func(p string) string
 }
 
 func dialectFor(dsn string) *dialect {
@@ -48,6 +51,7 @@ var postgresDialect = &dialect{
 	locker:    func() (lock.SessionLocker, error) { return lock.NewPostgresSessionLocker() },
 	forUpdate: " FOR UPDATE",
 	code:      postgresCode,
+	texts:     func(p string) string { return `SELECT json_array_elements_text(` + p + `::json)` },
 }
 
 var sqliteDialect = &dialect{
@@ -55,6 +59,7 @@ var sqliteDialect = &dialect{
 	goose: goose.DialectSQLite3,
 	open:  openSQLite,
 	code:  sqliteCode,
+	texts: func(p string) string { return `SELECT value FROM json_each(` + p + `)` },
 }
 
 func openPostgres(dsn string) (*sql.DB, error) {

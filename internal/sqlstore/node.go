@@ -80,12 +80,16 @@ func (db *DB) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid
 	if f.Offered {
 		q += ` AND state = ` + a.add(string(idlegrid.NodeOnline)) + ` AND quarantined = ` + a.add(false)
 	}
-	q = nodeSearchFilter(q, &a, f) + nodeOrder(f)
+	q, err := db.nodeSearchFilter(q, &a, f)
+	if err != nil {
+		return nil, err
+	}
+	q += nodeOrder(f)
 	if f.Limit > 0 {
 		q += ` LIMIT ` + a.add(f.Limit)
 	}
 	var out []*idlegrid.Node
-	err := db.view(ctx, func(tx *sql.Tx) error {
+	err = db.view(ctx, func(tx *sql.Tx) error {
 		out = out[:0] // a retried transaction reads again
 		rows, err := tx.QueryContext(ctx, q, a...)
 		if err != nil {

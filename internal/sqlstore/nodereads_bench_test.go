@@ -17,7 +17,9 @@ import (
 // heartbeats, as the reaper does now. offers is a renter's first page of
 // the market's offers (1,000, oldest first), and cheapest and search the
 // same page cheapest first, and filtered by model, memory and price (a
-// node in ten asks above the price), as GET /v1/nodes reads them.
+// node in ten asks above the price), as GET /v1/nodes reads them. free is
+// the first page of a search for free GPUs: the 5,000 nodes the engine
+// named (every other one) as one JSON array of IDs.
 //
 //	go test -run '^$' -bench NodeReads ./internal/sqlstore
 func BenchmarkNodeReads(b *testing.B) {
@@ -35,6 +37,12 @@ func BenchmarkNodeReads(b *testing.B) {
 		mustOK(b, db.UpdateOffer(ctx, n.ID, o, "v1", t0))
 	}
 	online := []idlegrid.NodeState{idlegrid.NodeOnline}
+	all, err := db.ListNodes(ctx, idlegrid.NodeFilter{})
+	mustOK(b, err)
+	var half []string
+	for i := 0; i < len(all); i += 2 {
+		half = append(half, all[i].ID)
+	}
 	list := func(f idlegrid.NodeFilter) func() (int, error) {
 		return func() (int, error) { ns, err := db.ListNodes(ctx, f); return len(ns), err }
 	}
@@ -50,6 +58,7 @@ func BenchmarkNodeReads(b *testing.B) {
 		{"cheapest", list(idlegrid.NodeFilter{Offered: true, Tier: idlegrid.TierSilver, Sort: idlegrid.NodesCheapest, Limit: 1000}), 1000},
 		{"search", list(idlegrid.NodeFilter{Offered: true, GPUModels: []string{"H100-80GB"}, MinVRAMMB: 81920,
 			Tier: idlegrid.TierSilver, MaxFloor: 1_300_000, Sort: idlegrid.NodesCheapest, Limit: 1000}), 1000},
+		{"free", list(idlegrid.NodeFilter{Offered: true, IDs: half, Limit: 1000}), 1000},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
 			for b.Loop() {

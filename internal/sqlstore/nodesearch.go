@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"slices"
 
 	"github.com/idlegrid/idlegrid"
@@ -68,8 +69,16 @@ func gpuModels(gpus []idlegrid.GPU) []string {
 	return slices.Compact(models)
 }
 
-// nodeSearchFilter adds f's search of the offers to q.
-func nodeSearchFilter(q string, a *args, f idlegrid.NodeFilter) string {
+// nodeSearchFilter adds f's search of the offers to q. The IDs, which
+// may be thousands, travel as one JSON array.
+func (db *DB) nodeSearchFilter(q string, a *args, f idlegrid.NodeFilter) (string, error) {
+	if f.IDs != nil {
+		ids, err := json.Marshal(f.IDs)
+		if err != nil {
+			return "", err
+		}
+		q += ` AND id IN (` + db.dialect.texts(a.add(string(ids))) + `)`
+	}
 	if len(f.Regions) > 0 {
 		q += ` AND region IN ` + in(a, f.Regions)
 	}
@@ -88,7 +97,7 @@ func nodeSearchFilter(q string, a *args, f idlegrid.NodeFilter) string {
 			q += ` AND ` + col + ` <= ` + a.add(int64(f.MaxFloor))
 		}
 	}
-	return q
+	return q, nil
 }
 
 // nodeOrder is the ORDER BY clause of f's sort, ties oldest first.

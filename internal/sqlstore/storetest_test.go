@@ -391,6 +391,11 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 				{idlegrid.NodeFilter{GPUModels: []string{"RTX4090"}}, nil},
 				{idlegrid.NodeFilter{GPUModels: []string{"A100-80GB"}, Regions: []string{"eu-west"}}, nil},
 				{idlegrid.NodeFilter{GPUModels: []string{"H100-80GB"}, Offered: true}, []string{n1.ID}},
+				{idlegrid.NodeFilter{IDs: []string{n3.ID, n2.ID, "node_missing"}}, []string{n2.ID, n3.ID}},
+				{idlegrid.NodeFilter{IDs: []string{n3.ID, n1.ID}, Tier: idlegrid.TierSilver, Sort: idlegrid.NodesCheapest}, []string{n3.ID, n1.ID}},
+				{idlegrid.NodeFilter{IDs: []string{n1.ID, n2.ID}, GPUModels: []string{"H100-80GB"}, Offered: true}, []string{n1.ID}},
+				{idlegrid.NodeFilter{IDs: []string{}}, nil},
+				{idlegrid.NodeFilter{IDs: manyIDs(n2.ID, 70_000)}, []string{n2.ID}}, // more than a statement takes parameters
 			} {
 				if got := search(tc.f); !slices.Equal(got, tc.want) {
 					t.Errorf("remigrated to %d and up: nodes by %+v: %v, want %v", remigrated, tc.f, got, tc.want)
@@ -462,6 +467,17 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 			})
 		}
 	})
+}
+
+// manyIDs is n node IDs, id among them: more than SQLite (32,766) or
+// PostgreSQL (65,535) take parameters in one statement.
+func manyIDs(id string, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("node_%07d", i)
+	}
+	ids[n/2] = id
+	return ids
 }
 
 func nodeIDs(ns []*idlegrid.Node) (ids []string) {

@@ -570,6 +570,20 @@ func TestDashboard(t *testing.T) {
 			const asks = [...t.querySelectorAll('tbody tr')].map((r) => Number(r.children[i].innerText.replace(/[^0-9.]/g, '')));
 			return asks.length > 2 && asks.every((a, k) => k === 0 || asks[k - 1] <= a) && asks[0] < asks[asks.length - 1];
 		})()`)
+		b.run("search more free GPUs than a node has",
+			chromedp.SetValue(chromedp.ID("o-free"), "65"),
+			chromedp.Click(chromedp.CSS(`#offers-form button[type=submit]`)))
+		b.waitText("#offers-error", "min_free_gpus: must be an integer between 1 and 64")
+		b.run("search the nodes with a GPU free now",
+			chromedp.SetValue(chromedp.ID("o-free"), "1"),
+			chromedp.Click(chromedp.CSS(`#offers-form button[type=submit]`)))
+		b.poll("the offers to show only nodes with a GPU free", `(() => {
+			const t = document.querySelector('#panel-offers table');
+			if (!t || document.querySelector('#offers-error').textContent) return false;
+			const i = [...t.querySelectorAll('thead th')].map((h) => h.innerText.trim()).indexOf('Free now');
+			const free = [...t.querySelectorAll('tbody tr')].map((r) => Number(r.children[i].innerText));
+			return free.length > 0 && free.every((n) => n >= 1);
+		})()`)
 		// The demo renter calls the demo model every 15 s or so; one call
 		// of our own makes sure there is one (before the key's routing
 		// below confines it to a region where no node serves the model).

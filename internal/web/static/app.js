@@ -396,6 +396,7 @@
       <div><label for="o-models">GPU models</label><input id="o-models" type="text" placeholder="H100-80GB, A100-80GB"></div>
       <div><label for="o-regions">Regions</label><input id="o-regions" type="text" placeholder="eu-west, us-east"></div>
       <div><label for="o-vram">Min GPU memory (GB)</label><input id="o-vram" type="number" min="1" placeholder="40"></div>
+      <div><label for="o-free">Min GPUs free now</label><input id="o-free" type="number" min="1" max="64" placeholder="4"></div>
       <div><label for="o-tier">Tier</label><select id="o-tier"><option value="">any (prices: silver)</option>
         <option>gold</option><option>silver</option><option>bronze</option></select></div>
       <div><label for="o-price">Max price ($/GPU-h)</label><input id="o-price" type="text" inputmode="decimal" placeholder="2.50"></div>
@@ -415,6 +416,7 @@
     if (list(f.models)) q.set('gpu_model', list(f.models));
     if (list(f.regions)) q.set('region', list(f.regions));
     if (f.vram) q.set('min_vram_mb', String(Math.round(Number(f.vram) * 1024)));
+    if (f.free) q.set('min_free_gpus', f.free);
     if (f.tier) q.set('tier', f.tier);
     if (f.price) {
       const max = parseMoney(f.price);
@@ -431,7 +433,7 @@
       ev.preventDefault(); out.textContent = '';
       try {
         const q = offersQuery({ models: $('#o-models').value, regions: $('#o-regions').value, vram: $('#o-vram').value.trim(),
-          tier: $('#o-tier').value, price: $('#o-price').value.trim(), sort: $('#o-sort').value });
+          free: $('#o-free').value.trim(), tier: $('#o-tier').value, price: $('#o-price').value.trim(), sort: $('#o-sort').value });
         const gen = st.gen;
         await get('/v1/nodes?' + q); // a mistake is said here, by the form
         if (st.gen === gen) { st.offers = q; refresh(); }
