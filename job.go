@@ -266,6 +266,13 @@ type Job struct {
 	ChargedMicros Micros `json:"charged_micros"`
 }
 
+// JobView is a job and its leases at one moment: what a watch of the job
+// shows.
+type JobView struct {
+	Job    *Job     `json:"job"`
+	Leases []*Lease `json:"leases"`
+}
+
 // JobFilter selects jobs. RenterID empty means every renter (admins only).
 type JobFilter struct {
 	RenterID string

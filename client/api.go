@@ -182,6 +182,33 @@ func (c *Client) FindJob(ctx context.Context, id string) (*idlegrid.Job, error) 
 	return &out, nil
 }
 
+// WatchJob returns a job and its leases with their version. Given the
+// version seen last, it waits up to wait (the server caps it, at 30 s by
+// default) for the job or a lease to change, and returns nil and the same
+// version if nothing did. An older server without the watch answers
+// ENOTFOUND, "no such endpoint".
+func (c *Client) WatchJob(ctx context.Context, id, seen string, wait time.Duration) (*idlegrid.JobView, string, error) {
+	if err := requireID("job_id", id); err != nil {
+		return nil, "", err
+	}
+	secs := int64((max(wait, 0) + time.Second - 1) / time.Second)
+	cl := call{method: http.MethodGet, path: path("jobs", id, "watch"), query: url.Values{"wait": {strconv.FormatInt(secs, 10)}},
+		timeout: time.Duration(secs)*time.Second + longPollMargin, answered: &answerMeta{}}
+	if seen != "" {
+		cl.header = http.Header{"If-None-Match": {`"` + seen + `"`}}
+	}
+	var out idlegrid.JobView
+	cl.out = &out
+	if err := c.do(ctx, cl); err != nil {
+		return nil, "", err
+	}
+	version := strings.Trim(cl.answered.header.Get("ETag"), `"`)
+	if cl.answered.status == http.StatusNotModified {
+		return nil, version, nil
+	}
+	return &out, version, nil
+}
+
 // CancelJob cancels one of the caller's jobs and returns it as it is now.
 func (c *Client) CancelJob(ctx context.Context, id string) (*idlegrid.Job, error) {
 	if err := requireID("job_id", id); err != nil {

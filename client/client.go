@@ -80,6 +80,15 @@ type call struct {
 	out     any        // where the JSON answer goes, or nil
 	header  http.Header
 	timeout time.Duration // 0: requestTimeout
+	// answered, when not nil, gets the answer's status and headers: an
+	// answer 304 (Not Modified, to a conditional request) is no error.
+	answered *answerMeta
+}
+
+// answerMeta is the status and headers of an answer.
+type answerMeta struct {
+	status int
+	header http.Header
 }
 
 // do sends c, with sign adding credentials to the finished request.
@@ -122,6 +131,12 @@ func (t transport) do(ctx context.Context, c call, sign func(req *http.Request, 
 		return t.unreachable(ctx, err)
 	}
 	defer resp.Body.Close()
+	if c.answered != nil {
+		*c.answered = answerMeta{resp.StatusCode, resp.Header}
+		if resp.StatusCode == http.StatusNotModified {
+			return nil
+		}
+	}
 	return t.answer(resp, c.out)
 }
 

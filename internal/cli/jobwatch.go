@@ -4,16 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
 )
 
-// watchEvery is how often "job watch" asks the server about the job, and
-// minWatchEvery the least it may be asked to.
+// watchEvery is how often "job watch" redraws its live line, and asks a
+// server without watches about the job; minWatchEvery is the least.
 const (
 	watchEvery    = 2 * time.Second
 	minWatchEvery = 500 * time.Millisecond
@@ -82,7 +84,7 @@ func watchFlags(fs *flagSet, wait string) *watchOptions {
 	if wait != "" {
 		scope = "with --" + wait + ", "
 	}
-	fs.DurationVar(&o.every, "every", watchEvery, scope+"how often to ask the server about the job (at least "+minWatchEvery.String()+")")
+	fs.DurationVar(&o.every, "every", watchEvery, scope+"how often the live line is redrawn, and the server asked when it cannot say at once what changed (at least "+minWatchEvery.String()+")")
 	fs.DurationVar(&o.timeout, "timeout", 0, scope+"stop watching after this long, e.g. 30m; the job goes on (default: until it ends)")
 	return o
 }
@@ -99,9 +101,10 @@ func (o *watchOptions) check() error {
 
 const watchHelp = `Follow a job until it ends: why it waits, where it is placed and at what
 price, when it starts, how far it has got, notices, checkpoints and
-requeues, and what it was charged. On a terminal a live line shows the
-running lease's progress; elsewhere each change is a line of its own, and
---json prints each change as one line of JSON (the job and its leases).
+requeues, and what it was charged. Each change shows as the server stores
+it. On a terminal a live line shows the running lease's progress;
+elsewhere each change is a line of its own, and --json prints each change
+as one line of JSON (the job and its leases).
 
 It exits 0 when the job succeeds and 1 when it fails or is cancelled, so a
 script can wait on it. Ctrl-C stops watching (exit 0), and so does
@@ -133,24 +136,31 @@ func (c *jobCommand) watch(ctx context.Context, args []string) error {
 }
 
 // follow watches the job until it ends, the timeout passes or ctx is done
-// (Ctrl-C). A server it cannot reach for a while is said once and asked
-// again at the next tick.
+// (Ctrl-C). It asks the server to answer when the job changes (a watch);
+// a server without watches is asked every o.every instead. On a terminal
+// the answer comes at least every o.every, so that the live line's clock
+// moves. A server it cannot reach for a while is said once and asked again
+// o.every later.
 func (c *jobCommand) follow(ctx context.Context, cl *client.Client, jobID string, o watchOptions) error {
 	w := newJobWatcher(c.env.Out, c.env.Err, o.json)
-	nodes := nodeNames{}
+	ask := &jobAsker{cl: cl, jobID: jobID, now: o.now, nodes: nodeNames{}, watch: true, wait: watchWait}
+	if w.tty {
+		ask.wait = o.every
+	}
 	var deadline <-chan time.Time
 	if o.timeout > 0 {
 		t := time.NewTimer(o.timeout)
 		defer t.Stop()
 		deadline = t.C
 	}
-	tick := time.NewTicker(o.every)
-	defer tick.Stop()
 	for {
-		v, err := fetchJobView(ctx, cl, jobID, o.now, nodes)
+		v, err := ask.next(ctx, deadline)
 		switch {
 		case ctx.Err() != nil:
 			return c.stopWatching(w, jobID)
+		case errors.Is(err, errWatchTimedOut):
+			w.endLive()
+			return w.timedOut(jobID, o.timeout)
 		case err != nil && !transient(err):
 			w.endLive()
 			return err
@@ -164,6 +174,9 @@ func (c *jobCommand) follow(ctx context.Context, cl *client.Client, jobID string
 				w.endLive()
 				return jobOutcome(v.Job)
 			}
+			if ask.watch {
+				continue // the server waited: ask again at once
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -171,9 +184,75 @@ func (c *jobCommand) follow(ctx context.Context, cl *client.Client, jobID string
 		case <-deadline:
 			w.endLive()
 			return w.timedOut(jobID, o.timeout)
-		case <-tick.C:
+		case <-time.After(o.every):
 		}
 	}
+}
+
+// watchWait is how long one watch asks the server to wait for a change.
+const watchWait = 30 * time.Second
+
+// errWatchTimedOut is a watch's --timeout passing while it waited.
+var errWatchTimedOut = errors.New("the watch timed out")
+
+// jobAsker reads a job's view for "job watch": by the server's watch,
+// which answers when the job changes (or after wait, the view as it was),
+// or from a server without it, by reading the job and its leases.
+type jobAsker struct {
+	cl      *client.Client
+	jobID   string
+	now     func() time.Time
+	nodes   nodeNames
+	watch   bool          // the server has watches
+	wait    time.Duration // how long a watch waits for a change
+	version string        // the view's, as the server last said it
+	last    *jobView
+}
+
+// next returns the job's view, once it changed or after a.wait. The
+// deadline, when it passes first, ends the wait with errWatchTimedOut.
+func (a *jobAsker) next(ctx context.Context, deadline <-chan time.Time) (*jobView, error) {
+	if !a.watch {
+		return fetchJobView(ctx, a.cl, a.jobID, a.now, a.nodes)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	timedOut := make(chan struct{})
+	go func() { // owned by next: ends when the deadline passes or next returns
+		select {
+		case <-deadline:
+			close(timedOut)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	jv, version, err := a.cl.WatchJob(ctx, a.jobID, a.version, a.wait)
+	select {
+	case <-timedOut:
+		return nil, errWatchTimedOut
+	default:
+	}
+	switch {
+	case isNoSuchEndpoint(err): // an older server: read the job and its leases
+		a.watch = false
+		return fetchJobView(ctx, a.cl, a.jobID, a.now, a.nodes)
+	case err != nil:
+		return nil, err
+	case jv == nil: // unchanged since a.last, which set a.version: the same view, now
+		v := *a.last
+		v.At = a.now()
+		return &v, nil
+	}
+	a.version = version
+	a.nodes.learn(ctx, a.cl, jv.Leases)
+	a.last = &jobView{At: a.now(), Job: jv.Job, Leases: nonNil(jv.Leases), Nodes: a.nodes}
+	return a.last, nil
+}
+
+// isNoSuchEndpoint reports whether err is a server's answer that it has no
+// such endpoint: one older than the call.
+func isNoSuchEndpoint(err error) bool {
+	return idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND && strings.Contains(err.Error(), "no such endpoint")
 }
 
 // timedOut is the error of a watch that ran out of time.

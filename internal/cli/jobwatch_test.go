@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -130,20 +131,35 @@ func TestLiveLine(t *testing.T) {
 	}
 }
 
-// scriptServer answers the lease and job reads of "job watch" from
-// views, moving to the next view after each job read; the last view
-// stays. It answers node reads from nodes, and counts them in nodeReads.
-// fail makes the first fail requests answer 503.
+// scriptServer answers "job watch" from views: its watches, each with the
+// next view (the view's index is its version; asked with the last one's,
+// it waits out the wait and answers 304), or, as an older server without
+// watches (noWatch), the lease and job reads, moving to the next view
+// after each job read. The last view stays. It answers node reads from
+// nodes, and counts them in nodeReads. fail makes the first fail requests
+// answer 503.
 type scriptServer struct {
 	mu        sync.Mutex
 	views     []*jobView
 	i         int
 	fail      int
+	noWatch   bool
 	nodes     map[string]*idlegrid.Node
 	nodeReads map[string]int
+	watches   int // watch requests answered
 }
 
 func (s *scriptServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasSuffix(r.URL.Path, "/watch") && !s.noWatch && s.unchanged(r) {
+		wait, _ := time.ParseDuration(r.URL.Query().Get("wait") + "s")
+		select { // nothing will change: wait it out, as the server does
+		case <-time.After(wait):
+		case <-r.Context().Done():
+		}
+		w.Header().Set("ETag", r.Header.Get("If-None-Match"))
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.views[min(s.i, len(s.views)-1)]
@@ -155,6 +171,14 @@ func (s *scriptServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case r.URL.Path == "/v1/jobs/"+v.Job.ID+"/watch" && !s.noWatch:
+		s.watches++
+		w.Header().Set("ETag", fmt.Sprintf(`"%d"`, min(s.i, len(s.views)-1)))
+		json.NewEncoder(w).Encode(idlegrid.JobView{Job: v.Job, Leases: v.Leases})
+		s.i++
+	case strings.HasSuffix(r.URL.Path, "/watch") && s.noWatch:
+		w.WriteHeader(http.StatusNotFound)
+		json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "not_found", "message": "no such endpoint: GET " + r.URL.Path}})
 	case r.URL.Path == "/v1/leases": // as the server does, an empty list for an unknown job
 		leases := []*idlegrid.Lease{}
 		if r.URL.Query().Get("job_id") == v.Job.ID {
@@ -174,9 +198,19 @@ func (s *scriptServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotFound)
 		json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "not_found", "message": "node not found"}})
 	default:
+		id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/jobs/"), "/watch")
 		w.WriteHeader(http.StatusNotFound)
-		json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "not_found", "message": `job "` + strings.TrimPrefix(r.URL.Path, "/v1/jobs/") + `" not found`}})
+		json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "not_found", "message": `job "` + id + `" not found`}})
 	}
+}
+
+// unchanged reports whether a watch asks with the version of the view it
+// would get: the last view, which stays.
+func (s *scriptServer) unchanged(r *http.Request) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := len(s.views) - 1
+	return s.fail == 0 && s.i >= last && r.Header.Get("If-None-Match") == fmt.Sprintf(`"%d"`, last)
 }
 
 func runWatch(t *testing.T, s *scriptServer, args ...string) result {
@@ -214,6 +248,20 @@ func TestJobWatch(t *testing.T) {
 	}
 }
 
+// TestJobWatch_olderServer: a server without watches is asked about the
+// job and its leases every --every instead, and the watch shows the same.
+func TestJobWatch_olderServer(t *testing.T) {
+	watched := &scriptServer{views: watchScript()}
+	polled := &scriptServer{views: watchScript(), noWatch: true}
+	a, b := runWatch(t, watched, "job_1", "--every", "500ms", "--json"), runWatch(t, polled, "job_1", "--every", "500ms", "--json")
+	if a.code != 0 || b.code != 0 || watched.watches == 0 || polled.watches != 0 {
+		t.Fatalf("job watch of a job that succeeds: %s, and without watches %s; %d and %d watches answered", a, b, watched.watches, polled.watches)
+	}
+	if states(t, a.out) != states(t, b.out) {
+		t.Errorf("job watch printed states %s by watches and %s without", states(t, a.out), states(t, b.out))
+	}
+}
+
 func TestJobWatch_failedExits1(t *testing.T) {
 	views := watchScript()[:5]
 	failed := *views[4]
@@ -229,18 +277,24 @@ func TestJobWatch_json(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("job watch --json: %s", r)
 	}
+	// One line per change: the repeated queued view prints nothing.
+	if got := states(t, r.out); got != "queued,queued,running,running,running,running,queued,running,succeeded" {
+		t.Errorf("job watch --json printed states %s", got)
+	}
+}
+
+// states is the job's states in the lines "job watch --json" printed.
+func states(t *testing.T, out string) string {
+	t.Helper()
 	var states []string
-	for line := range strings.Lines(r.out) {
+	for line := range strings.Lines(out) {
 		var v jobView
 		if err := json.Unmarshal([]byte(line), &v); err != nil {
 			t.Fatalf("line %q is not a view: %v", line, err)
 		}
 		states = append(states, string(v.Job.State))
 	}
-	// One line per change: the repeated queued view prints nothing.
-	if got := strings.Join(states, ","); got != "queued,queued,running,running,running,running,queued,running,succeeded" {
-		t.Errorf("job watch --json printed states %s", got)
-	}
+	return strings.Join(states, ",")
 }
 
 func TestJobWatch_serverAway(t *testing.T) {

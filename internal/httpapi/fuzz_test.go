@@ -75,6 +75,7 @@ var fuzzRoutes = []fuzzRoute{
 	{method: "GET", path: "/v1/jobs/{id}", id: idJob},
 	{method: "POST", path: "/v1/jobs/{id}/cancel", id: idJob},
 	{method: "GET", path: "/v1/jobs/{id}/explain", id: idJob},
+	{method: "GET", path: "/v1/jobs/{id}/watch?wait=0", id: idJob},
 	{method: "GET", path: "/v1/market?gpu_model=RTX4090&region=eu-west&window=24h"},
 	{method: "GET", path: "/v1/leases?state=running&job_id={id}", id: idJob},
 	{method: "GET", path: "/v1/leases/{id}", id: idLease},

@@ -110,6 +110,7 @@ func (a *api) routes() {
 	a.handle("GET /v1/jobs/{id}", t, a.withKey(a.findJob))
 	a.handle("POST /v1/jobs/{id}/cancel", t, a.withKey(a.cancelJob))
 	a.handle("GET /v1/jobs/{id}/explain", t, a.withKey(a.explainJob))
+	a.handle("GET /v1/jobs/{id}/watch", t, a.withKey(a.watchJob))
 	a.handle("GET /v1/market", t, a.withKey(a.marketView))
 	a.handle("GET /v1/leases", t, a.withKey(a.listLeases))
 	a.handle("GET /v1/leases/{id}", t, a.withKey(a.findLease))

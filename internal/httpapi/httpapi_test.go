@@ -415,6 +415,8 @@ func TestAPI_badRequests(t *testing.T) {
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "sort", wantText: "[oldest price reliability]"},
 		{name: "no GPUs", secret: renterSecret, method: "GET", path: "/v1/nodes?min_gpus=0",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "min_gpus", wantText: "between 1 and 64"},
+		{name: "a watch's wait not a number", secret: renterSecret, method: "GET", path: "/v1/jobs/job_x/watch?wait=soon",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "wait"},
 		{name: "more free GPUs than a node has", secret: renterSecret, method: "GET", path: "/v1/nodes?min_free_gpus=65",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "min_free_gpus", wantText: "between 1 and 64"},
 		{name: "a price above any cap", secret: renterSecret, method: "GET", path: "/v1/nodes?max_price_micros_per_gpu_hour=1000000001",
@@ -702,12 +704,39 @@ func TestAPI_happyPath(t *testing.T) {
 	if err := agent.AppendLogs(ctx, lease.ID, logs); err != nil {
 		t.Fatalf("append logs: %v", err)
 	}
+	// A watch of the job answers its view and version; asked with that
+	// version, 304 (nil) while nothing changes, and the next change when
+	// it comes.
+	v, halfway, err := renter.WatchJob(ctx, job.ID, "", 0)
+	if err != nil || halfway == "" || v.Job.ID != job.ID || len(v.Leases) != 1 || v.Leases[0].Progress != 0.5 {
+		t.Fatalf("watch = %+v, %q, %v; want the job with its lease half done", v, halfway, err)
+	}
+	if v, again, err := renter.WatchJob(ctx, job.ID, halfway, 0); err != nil || v != nil || again != halfway {
+		t.Errorf("watch with the version seen = %+v, %q, %v; want nothing new, the same version", v, again, err)
+	}
+	if _, _, err := other.WatchJob(ctx, job.ID, "", 0); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+		t.Errorf("another renter's watch err = %v, want not_found", err)
+	}
+	ended := make(chan *idlegrid.JobView, 1)
+	go func() {
+		v, _, err := renter.WatchJob(ctx, job.ID, halfway, time.Minute)
+		if err != nil {
+			t.Errorf("watch across the end: %v", err)
+		}
+		ended <- v
+	}()
 	f.Clock.Advance(90 * time.Second) // the lease runs 90 GPU-seconds
 	// The node signs receipts for them.
 	f.mustSendReceipts(t, agent, nodeKey, lease.ID, 60, 30)
 	exit := 0
 	if err := agent.ReportLease(ctx, lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseSucceeded, ExitCode: &exit, Progress: 1}); err != nil {
 		t.Fatalf("report succeeded: %v", err)
+	}
+	if v = <-ended; v == nil || v.Job.State != idlegrid.JobSucceeded { // the receipts may have woken it first
+		v, _, err = renter.WatchJob(ctx, job.ID, "", 0)
+	}
+	if err != nil || v.Job.State != idlegrid.JobSucceeded {
+		t.Errorf("watch after the end = %+v, %v; want the job succeeded", v, err)
 	}
 
 	got, err := renter.FindJob(ctx, job.ID)

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"net/http"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
@@ -113,6 +115,34 @@ func (a *api) findJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, j)
+}
+
+// GET /v1/jobs/{id}/watch?wait=SECONDS answers the job and its leases
+// ({"job", "leases"}) with their version as the ETag. Given the version
+// last seen (If-None-Match), it waits up to wait (capped at
+// Options.MaxWait) for a change, and answers 304 if none came: a watch
+// sees each change as it is stored, without polling.
+func (a *api) watchJob(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "wait")
+	if err != nil {
+		return err
+	}
+	secs, err := q.int("wait", 0, 0, 24*3600)
+	if err != nil {
+		return err
+	}
+	seen := strings.Trim(strings.TrimPrefix(r.Header.Get("If-None-Match"), "W/"), `"`)
+	wait := min(time.Duration(secs)*time.Second, a.opts.MaxWait)
+	v, version, err := a.srv.WatchJob(r.Context(), r.PathValue("id"), seen, wait)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", `"`+version+`"`)
+	if version == seen {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	return writeJSON(w, http.StatusOK, v)
 }
 
 // POST /v1/jobs/{id}/cancel

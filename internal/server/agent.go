@@ -125,6 +125,9 @@ func (s *Server) setProgress(ctx context.Context, nodeID string, p idlegrid.Leas
 		p.CheckpointAt = nil
 		checkpointed, err = s.store.SetLeaseProgress(ctx, p, now)
 	}
+	if err == nil {
+		s.jobChanged(l.JobID)
+	}
 	if checkpointed && l.Tier == idlegrid.TierBronze { // only bronze is preempted, so only its checkpoints matter now
 		s.markLease(p.LeaseID)
 	}
@@ -249,6 +252,7 @@ func (s *Server) leaseStarted(ctx context.Context, l *idlegrid.Lease, progress f
 	}, nil)
 	if err == nil {
 		s.markLease(l.ID) // its start time matters to preemption
+		s.jobChanged(l.JobID)
 	}
 	return err
 }

@@ -76,6 +76,7 @@ func (s *Server) CancelJob(ctx context.Context, id string) (*idlegrid.Job, error
 		case j.State == idlegrid.JobQueued:
 			if err = s.store.CancelQueuedJob(ctx, j.ID, reason, s.Now()); err == nil {
 				s.markJob(j.ID)
+				s.jobChanged(j.ID)
 			}
 		default:
 			err = s.stopJobLeases(ctx, j, reason)
@@ -128,6 +129,7 @@ func (s *Server) stopLease(ctx context.Context, l *idlegrid.Lease, reason string
 	}
 	s.markLease(l.ID)
 	s.waiters.notify(l.NodeID)
+	s.jobChanged(l.JobID)
 	return nil
 }
 

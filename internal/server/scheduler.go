@@ -335,7 +335,11 @@ func (s *Server) placeJob(ctx context.Context, e *market.Engine, j *idlegrid.Job
 	if j.Deadline != nil && !now.Before(*j.Deadline) {
 		e.ForgetJob(j.ID)
 		s.resyncing.noteJob(j.ID)
-		return s.store.CancelQueuedJob(ctx, j.ID, "deadline passed before a node could take it", now)
+		err := s.store.CancelQueuedJob(ctx, j.ID, "deadline passed before a node could take it", now)
+		if err == nil {
+			s.jobChanged(j.ID)
+		}
+		return err
 	}
 	d := s.decide(e, j, now)
 	switch {
@@ -442,7 +446,11 @@ func (s *Server) setReason(ctx context.Context, j *idlegrid.Job, reason string) 
 	if reason == j.Reason || reason == "" {
 		return nil
 	}
-	return s.store.SetJobReason(ctx, j.ID, reason, s.Now())
+	err := s.store.SetJobReason(ctx, j.ID, reason, s.Now())
+	if err == nil {
+		s.jobChanged(j.ID)
+	}
+	return err
 }
 
 // Explain says why a queued job has not started: what ruled nodes out, the

@@ -131,7 +131,8 @@ type Server struct {
 	rebuild atomic.Bool   // the engine disagrees with the store: rebuild it
 	asks    chan func(*market.Engine)
 	stopped chan struct{} // closed when the scheduler has stopped
-	waiters nodeWaiters   // wakes agents' long polls
+	waiters waiters       // wakes agents' long polls, by node
+	watches waiters       // wakes watches of jobs, by job (jobwatch.go)
 	// receiptLocks serialise each lease's receipts with its settlement.
 	receiptLocks leaseLocks
 	// naive is the NaiveMatcher baseline's market, owned by the scheduler.
@@ -215,32 +216,33 @@ func (s *Server) Kick() {
 	}
 }
 
-// nodeWaiters wakes the long polls of agents when their commands change.
-type nodeWaiters struct {
+// waiters wakes long polls when what they wait on changes: an agent's
+// commands, by node ID, or a watched job, by job ID.
+type waiters struct {
 	mu sync.Mutex
 	ch map[string]chan struct{}
 }
 
-// wait returns a channel closed at the next notify for nodeID.
-func (w *nodeWaiters) wait(nodeID string) <-chan struct{} {
+// wait returns a channel closed at the next notify for id.
+func (w *waiters) wait(id string) <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ch == nil {
 		w.ch = map[string]chan struct{}{}
 	}
-	c, ok := w.ch[nodeID]
+	c, ok := w.ch[id]
 	if !ok {
 		c = make(chan struct{})
-		w.ch[nodeID] = c
+		w.ch[id] = c
 	}
 	return c
 }
 
-func (w *nodeWaiters) notify(nodeID string) {
+func (w *waiters) notify(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if c, ok := w.ch[nodeID]; ok {
+	if c, ok := w.ch[id]; ok {
 		close(c)
-		delete(w.ch, nodeID)
+		delete(w.ch, id)
 	}
 }

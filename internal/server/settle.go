@@ -70,6 +70,7 @@ type leaseEnd struct {
 func (s *Server) afterLeaseEnded(ctx context.Context, l *idlegrid.Lease, to idlegrid.LeaseState) {
 	s.markLease(l.ID)
 	s.waiters.notify(l.NodeID)
+	s.jobChanged(l.JobID)
 	if to == idlegrid.LeaseSucceeded {
 		return
 	}

@@ -1,0 +1,93 @@
+package server_test
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// TestServer_WatchJob: a watch answers at once with a version the caller
+// has not seen; with the one it has, it waits, and each change to the job
+// or its leases (a start, a stop asked for) wakes it with a new version at
+// once; with nothing changing it answers the same version when its wait
+// runs out. It sees what FindJob lets the caller see.
+func TestServer_WatchJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		j, err := m.srv.SubmitJob(m.renter, testSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // placed
+		v, placed, err := m.srv.WatchJob(m.renter, j.ID, "", time.Minute)
+		if err != nil || v.Job.ID != j.ID || len(v.Leases) != 1 || v.Leases[0].State != idlegrid.LeaseAssigned || placed == "" {
+			t.Fatalf("a first watch = %+v, %q, %v; want the job with its assigned lease, at once", v, placed, err)
+		}
+		type answer struct {
+			v       *idlegrid.JobView
+			version string
+			err     error
+			took    time.Duration
+		}
+		watch := func(seen string, wait time.Duration) <-chan answer {
+			out := make(chan answer, 1)
+			go func() {
+				start := time.Now()
+				v, version, err := m.srv.WatchJob(m.renter, j.ID, seen, wait)
+				out <- answer{v, version, err, time.Since(start)}
+			}()
+			synctest.Wait()
+			return out
+		}
+		woken := func(what string, got <-chan answer) answer {
+			t.Helper()
+			select {
+			case a := <-got:
+				t.Fatalf("the watch answered before %s: %+v", what, a)
+			default:
+			}
+			return <-got
+		}
+
+		started := watch(placed, time.Minute)
+		lease := v.Leases[0]
+		if err := m.srv.ReportLease(m.node, lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+			t.Fatal(err)
+		}
+		a := woken("the lease started", started)
+		if a.err != nil || a.version == placed || a.v.Leases[0].State != idlegrid.LeaseRunning || a.took != 0 {
+			t.Fatalf("the watch woken by the start = %+v, want the running lease, a new version, at once", a)
+		}
+		running := a.version
+
+		a = <-watch(running, 12*time.Second) // nothing changes: it reads again every 5 s, and answers at 12
+		if a.err != nil || a.version != running || a.took != 12*time.Second {
+			t.Errorf("a watch of an unchanged job = %+v, want version %s after 12s", a, running)
+		}
+
+		stopping := watch(running, time.Minute)
+		if _, err := m.srv.CancelJob(m.renter, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		a = woken("the job was cancelled", stopping)
+		if a.err != nil || a.version == running || a.v.Leases[0].StopRequested == "" || a.took != 0 {
+			t.Errorf("the watch woken by the cancel = %+v, want the lease asked to stop, at once", a)
+		}
+
+		rival, _, _, err := m.srv.CreateAccount(m.admin, "rival", idlegrid.RoleRenter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := m.srv.WatchJob(as(rival), j.ID, "", 0); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			t.Errorf("another renter's watch: %v, want not found", err)
+		}
+		if _, _, err := m.srv.WatchJob(m.provider, j.ID, "", 0); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
+			t.Errorf("a provider's watch: %v, want forbidden", err)
+		}
+		if v, _, err := m.srv.WatchJob(m.admin, j.ID, "", 0); err != nil || v.Job.ID != j.ID {
+			t.Errorf("an admin's watch: %+v, %v", v, err)
+		}
+	})
+}
