@@ -52,20 +52,26 @@ func (a *api) heartbeat(w http.ResponseWriter, r *http.Request) error {
 // GET /v1/agent/commands?wait=SECONDS is the agents' long poll. The wait is
 // capped at Options.MaxWait; without one the answer is immediate.
 func (a *api) commands(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "wait")
+	wait, err := a.longPollWait(r)
 	if err != nil {
 		return err
 	}
-	secs, err := q.int("wait", 0, 0, 24*3600)
-	if err != nil {
-		return err
-	}
-	wait := min(time.Duration(secs)*time.Second, a.opts.MaxWait)
 	cmds, err := a.srv.Commands(r.Context(), wait)
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, idlegrid.CommandsResponse{Commands: nonNil(cmds)})
+}
+
+// longPollWait reads a long poll's only parameter, wait (whole seconds),
+// capped at Options.MaxWait.
+func (a *api) longPollWait(r *http.Request) (time.Duration, error) {
+	q, err := parseQuery(r, "wait")
+	if err != nil {
+		return 0, err
+	}
+	secs, err := q.int("wait", 0, 0, 24*3600)
+	return min(time.Duration(secs)*time.Second, a.opts.MaxWait), err
 }
 
 // POST /v1/agent/leases/{id}/report

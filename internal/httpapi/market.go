@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
@@ -123,16 +122,11 @@ func (a *api) findJob(w http.ResponseWriter, r *http.Request) error {
 // Options.MaxWait) for a change, and answers 304 if none came: a watch
 // sees each change as it is stored, without polling.
 func (a *api) watchJob(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "wait")
-	if err != nil {
-		return err
-	}
-	secs, err := q.int("wait", 0, 0, 24*3600)
+	wait, err := a.longPollWait(r)
 	if err != nil {
 		return err
 	}
 	seen := strings.Trim(strings.TrimPrefix(r.Header.Get("If-None-Match"), "W/"), `"`)
-	wait := min(time.Duration(secs)*time.Second, a.opts.MaxWait)
 	v, version, err := a.srv.WatchJob(r.Context(), r.PathValue("id"), seen, wait)
 	if err != nil {
 		return err

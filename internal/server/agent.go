@@ -150,7 +150,8 @@ func (s *Server) Commands(ctx context.Context, wait time.Duration) ([]idlegrid.C
 	if err != nil {
 		return nil, err
 	}
-	changed := s.waiters.wait(c.NodeID) // before reading, so no change is missed
+	changed, done := s.waiters.wait(c.NodeID) // before reading, so no change is missed
+	defer done()
 	cmds, err := s.commandsFor(ctx, c.NodeID)
 	if err != nil || len(cmds) > 0 || wait <= 0 {
 		return cmds, err

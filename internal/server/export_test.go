@@ -35,3 +35,6 @@ func (s *Server) BuildEngine(ctx context.Context) error {
 	_, err := s.buildEngine(ctx, false)
 	return err
 }
+
+// JobsWatched is how many jobs watches wait on now.
+func (s *Server) JobsWatched() int { return s.watches.len() }

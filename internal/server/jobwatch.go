@@ -26,21 +26,35 @@ func (s *Server) WatchJob(ctx context.Context, jobID, seen string, wait time.Dur
 	defer deadline.Stop()
 	defer recheck.Stop()
 	for {
-		changed := s.watches.wait(jobID) // before reading, so no change is missed
-		v, version, err := s.jobView(ctx, jobID)
-		if err != nil || version != seen || wait <= 0 {
+		v, version, again, err := s.waitOnce(ctx, jobID, seen, wait, deadline, recheck)
+		if !again {
 			return v, version, err
 		}
-		recheck.Reset(watchRecheck)
-		select {
-		case <-changed:
-		case <-recheck.C:
-		case <-deadline.C:
-			return v, version, nil
-		case <-ctx.Done():
-			return v, version, nil
-		}
 	}
+}
+
+// waitOnce reads the job's view and returns it, unless it is still the
+// one seen: then it waits, and says to read again (again) when a change
+// wakes it or recheck fires, or returns the view unchanged when the
+// deadline passes or ctx ends.
+func (s *Server) waitOnce(ctx context.Context, jobID, seen string, wait time.Duration, deadline, recheck *time.Timer) (
+	v *idlegrid.JobView, version string, again bool, err error) {
+	woken, done := s.watches.wait(jobID) // before reading, so no change is missed
+	defer done()
+	v, version, err = s.jobView(ctx, jobID)
+	if err != nil || version != seen || wait <= 0 {
+		return v, version, false, err
+	}
+	recheck.Reset(watchRecheck)
+	select {
+	case <-woken:
+	case <-recheck.C:
+	case <-deadline.C:
+		return v, version, false, nil
+	case <-ctx.Done():
+		return v, version, false, nil
+	}
+	return nil, "", true, nil
 }
 
 // jobView reads a job's leases and then the job, in that order, so that

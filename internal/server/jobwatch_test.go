@@ -89,5 +89,8 @@ func TestServer_WatchJob(t *testing.T) {
 		if v, _, err := m.srv.WatchJob(m.admin, j.ID, "", 0); err != nil || v.Job.ID != j.ID {
 			t.Errorf("an admin's watch: %+v, %v", v, err)
 		}
+		if n := m.srv.JobsWatched(); n != 0 {
+			t.Errorf("%d jobs still watched after every watch answered, want none", n)
+		}
 	})
 }

@@ -217,32 +217,54 @@ func (s *Server) Kick() {
 }
 
 // waiters wakes long polls when what they wait on changes: an agent's
-// commands, by node ID, or a watched job, by job ID.
+// commands, by node ID, or a watched job, by job ID. It keeps an ID only
+// while a poll waits on it.
 type waiters struct {
 	mu sync.Mutex
-	ch map[string]chan struct{}
+	ch map[string]*waiting
 }
 
-// wait returns a channel closed at the next notify for id.
-func (w *waiters) wait(id string) <-chan struct{} {
+// waiting is the polls waiting on one ID.
+type waiting struct {
+	c chan struct{} // closed at the next notify
+	n int           // polls waiting
+}
+
+// wait returns a channel closed at the next notify for id, and done, which
+// the poll calls once it stops waiting.
+func (w *waiters) wait(id string) (changed <-chan struct{}, done func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ch == nil {
-		w.ch = map[string]chan struct{}{}
+		w.ch = map[string]*waiting{}
 	}
-	c, ok := w.ch[id]
-	if !ok {
-		c = make(chan struct{})
-		w.ch[id] = c
+	g := w.ch[id]
+	if g == nil {
+		g = &waiting{c: make(chan struct{})}
+		w.ch[id] = g
 	}
-	return c
+	g.n++
+	return g.c, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if g.n--; g.n == 0 && w.ch[id] == g {
+			delete(w.ch, id)
+		}
+	}
 }
 
 func (w *waiters) notify(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if c, ok := w.ch[id]; ok {
-		close(c)
+	if g := w.ch[id]; g != nil {
+		close(g.c)
 		delete(w.ch, id)
 	}
+}
+
+// len is how many IDs polls wait on.
+func (w *waiters) len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.ch)
 }
