@@ -60,7 +60,7 @@ type fixture struct {
 }
 
 func testLogger(tb testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tb.(*testing.T).Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(slog.NewTextHandler(tb.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 func mustServe(tb testing.TB) *fixture {
