@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,6 +37,10 @@ import (
 //	              would, and the time of their commits counts
 //	submitted-64  the same from benchManySubmitters goroutines, as many
 //	              renters' handlers at once
+//	queued-lists  queued, while a renter asks the free GPUs of a page of
+//	              1,000 nodes (Server.FreeGPUs, what every node list asks
+//	              the scheduler) every 10 ms; it reports their latency,
+//	              list-p50-ms, list-p99-ms and list-max-ms
 //
 // The timer stops when the store has committed the last placement: every
 // job is running, with its leases, GPU claims and escrow holds stored.
@@ -90,9 +95,12 @@ const (
 	benchMaxJobs = 10_000
 )
 
-// benchModes are the ways jobs arrive: queued (0), or submitted by so many
-// goroutines.
-var benchModes = []int{0, benchSubmitters, benchManySubmitters}
+// benchModes are the ways jobs arrive: queued (0; benchQueuedLists with
+// node lists beside), or submitted by so many goroutines.
+var benchModes = []int{0, benchQueuedLists, benchSubmitters, benchManySubmitters}
+
+// benchQueuedLists is the mode queued-lists.
+const benchQueuedLists = -1
 
 func benchName(naive bool, submitters int) string {
 	name := "engine/"
@@ -102,6 +110,8 @@ func benchName(naive bool, submitters int) string {
 	switch submitters {
 	case 0:
 		return name + "queued"
+	case benchQueuedLists:
+		return name + "queued-lists"
 	case benchSubmitters:
 		return name + "submitted"
 	}
@@ -143,6 +153,7 @@ func benchPlace(b *testing.B, dsn string, seed *benchSeed, naive bool, submitter
 		specs[i] = benchJob(r)
 	}
 	var cpu0 time.Duration
+	stopLists := func() {}
 	if submitters > 0 {
 		close(counted.gate)
 		cpu0, _ = cputime.Process()
@@ -150,12 +161,16 @@ func benchPlace(b *testing.B, dsn string, seed *benchSeed, naive bool, submitter
 		mustSubmit(b, srv, as(seed.renter), specs, submitters)
 	} else {
 		mustQueue(b, store, seed.renter, specs)
+		if submitters == benchQueuedLists {
+			stopLists = listNodesMeanwhile(b, srv, store, seed.renter)
+		}
 		cpu0, _ = cputime.Process()
 		b.ResetTimer()
 		close(counted.gate)
 	}
 	mustAllPlaced(b, counted, store)
 	b.StopTimer()
+	stopLists()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "placements/s")
 	// The process's CPU time per placement (the store is in-process on
 	// SQLite) varies far less than wall time on a shared machine.
@@ -163,6 +178,48 @@ func benchPlace(b *testing.B, dsn string, seed *benchSeed, naive bool, submitter
 		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/1000/float64(b.N), "cpu-µs/placement")
 	}
 	mustAllRunning(b, store, b.N)
+}
+
+// listNodesMeanwhile asks the free GPUs of a page of 1,000 nodes as the
+// renter every 10 ms until the returned func is called, which reports the
+// asks' latency.
+func listNodesMeanwhile(b *testing.B, srv *server.Server, store idlegrid.Store, renter *idlegrid.Account) (stop func()) {
+	page, err := store.ListNodes(context.Background(), idlegrid.NodeFilter{Limit: 1000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var lat []time.Duration
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			t0 := time.Now()
+			if _, err := srv.FreeGPUs(as(renter), page); err != nil {
+				b.Error(err)
+				return
+			}
+			lat = append(lat, time.Since(t0))
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+		if len(lat) == 0 {
+			return
+		}
+		slices.Sort(lat)
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		b.ReportMetric(ms(lat[len(lat)/2]), "list-p50-ms")
+		b.ReportMetric(ms(lat[len(lat)*99/100]), "list-p99-ms")
+		b.ReportMetric(ms(lat[len(lat)-1]), "list-max-ms")
+	}
 }
 
 // mustSubmit submits the jobs through the server from so many goroutines.

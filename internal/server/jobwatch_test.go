@@ -41,22 +41,22 @@ func TestServer_WatchJob(t *testing.T) {
 			synctest.Wait()
 			return out
 		}
-		woken := func(what string, got <-chan answer) answer {
+		waiting := func(got <-chan answer, before string) {
 			t.Helper()
 			select {
 			case a := <-got:
-				t.Fatalf("the watch answered before %s: %+v", what, a)
+				t.Fatalf("the watch answered before %s: %+v", before, a)
 			default:
 			}
-			return <-got
 		}
 
 		started := watch(placed, time.Minute)
+		waiting(started, "the lease started")
 		lease := v.Leases[0]
 		if err := m.srv.ReportLease(m.node, lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
 			t.Fatal(err)
 		}
-		a := woken("the lease started", started)
+		a := <-started
 		if a.err != nil || a.version == placed || a.v.Leases[0].State != idlegrid.LeaseRunning || a.took != 0 {
 			t.Fatalf("the watch woken by the start = %+v, want the running lease, a new version, at once", a)
 		}
@@ -68,10 +68,11 @@ func TestServer_WatchJob(t *testing.T) {
 		}
 
 		stopping := watch(running, time.Minute)
+		waiting(stopping, "the job was cancelled")
 		if _, err := m.srv.CancelJob(m.renter, j.ID); err != nil {
 			t.Fatal(err)
 		}
-		a = woken("the job was cancelled", stopping)
+		a = <-stopping
 		if a.err != nil || a.version == running || a.v.Leases[0].StopRequested == "" || a.took != 0 {
 			t.Errorf("the watch woken by the cancel = %+v, want the lease asked to stop, at once", a)
 		}

@@ -73,9 +73,10 @@ func (s *Server) markLease(id string) { s.marks.mark(&s.marks.leases, id); s.Kic
 func (s *Server) markJob(id string)   { s.marks.mark(&s.marks.jobs, id); s.Kick() }
 
 // ask runs f against the engine on the scheduler goroutine and waits. ctx
-// bounds only the wait for the scheduler to take f (it may be in a
-// placement pass); once taken, f runs at once and ask waits for it to
-// return, so that the caller never reads what f writes while it runs.
+// bounds only the wait for the scheduler to take f (between passes, or
+// between two placements of a pass: answerAsks); once taken, f runs at
+// once and ask waits for it to return, so that the caller never reads what
+// f writes while it runs.
 func (s *Server) ask(ctx context.Context, f func(e *market.Engine)) error {
 	done := make(chan struct{})
 	select {
@@ -315,6 +316,7 @@ func (s *Server) schedulePass(ctx context.Context, e *market.Engine) error {
 		if err := s.placeJob(ctx, e, j, now, b); err != nil {
 			s.log.Error("place job", "job", j.ID, "err", err)
 		}
+		s.answerAsks(e)
 	}
 	err = b.flush(ctx)
 	if len(jobs) == queuedPerPass && b.stored > 0 {
@@ -326,6 +328,20 @@ func (s *Server) schedulePass(ctx context.Context, e *market.Engine) error {
 // everyRow is the Limit of the server's own reads that must see every row:
 // without one the store returns its default page.
 const everyRow = 1 << 30
+
+// answerAsks runs the asks waiting for the engine (ask), between two
+// placements of a pass: a pass of thousands of jobs takes seconds, and a
+// node list or an explanation must not wait that long.
+func (s *Server) answerAsks(e *market.Engine) {
+	for {
+		select {
+		case f := <-s.asks:
+			f(e)
+		default:
+			return
+		}
+	}
+}
 
 // queuedPerPass is how many queued jobs one pass reads.
 const queuedPerPass = 10000
