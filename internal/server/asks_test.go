@@ -91,3 +91,59 @@ func TestServer_asksDuringPass(t *testing.T) {
 		}
 	})
 }
+
+// placeGate is a store whose PlaceJobs, while held, says it was entered
+// and goes on when released: a test holds the scheduler in a batch's write.
+type placeGate struct {
+	idlegrid.Store
+	held     atomic.Bool
+	entered  chan struct{}
+	released chan struct{}
+}
+
+func (g *placeGate) PlaceJobs(ctx context.Context, ps []*idlegrid.Placement) []error {
+	if g.held.Load() {
+		g.entered <- struct{}{}
+		<-g.released
+	}
+	return g.Store.PlaceJobs(ctx, ps)
+}
+
+// TestServer_asksWhileStoring: an ask is answered while the scheduler
+// waits for a batch of placements to be stored, and it sees the batch's
+// GPUs taken already.
+func TestServer_asksWhileStoring(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := &placeGate{entered: make(chan struct{}), released: make(chan struct{})}
+		m := mustMarketOn(t, goldForAll, func(s idlegrid.Store) idlegrid.Store { gate.Store = s; return gate })
+		nodes, err := m.srv.ListNodes(m.admin, idlegrid.NodeFilter{})
+		if err != nil || len(nodes) != 2 {
+			t.Fatalf("nodes = %v, %v; want 2", nodeIDsOf(nodes), err)
+		}
+		gate.held.Store(true)
+		if _, err := m.srv.SubmitJob(m.renter, testSpec()); err != nil {
+			t.Fatal(err)
+		}
+		<-gate.entered // the scheduler stores the placement
+		type answer struct {
+			free map[string]int
+			err  error
+		}
+		answered := make(chan answer, 1)
+		go func() { free, err := m.srv.FreeGPUs(m.renter, nodes); answered <- answer{free, err} }()
+		synctest.Wait()
+		gate.held.Store(false)
+		var a answer
+		select {
+		case a = <-answered:
+			gate.released <- struct{}{}
+		default:
+			t.Error("the ask waits for the batch's write; want it answered meanwhile")
+			gate.released <- struct{}{}
+			a = <-answered
+		}
+		if a.err != nil || a.free[nodes[0].ID]+a.free[nodes[1].ID] != 2 {
+			t.Errorf("free GPUs while the placement is stored = %v, %v; want 2 of the 4, the job's 2 taken", a.free, a.err)
+		}
+	})
+}

@@ -62,7 +62,7 @@ func (b *placementBatch) flush(ctx context.Context) error {
 	if len(b.ps) == 0 {
 		return nil
 	}
-	errs := b.s.store.PlaceJobs(ctx, b.ps)
+	errs := b.s.answeringWhile(b.e, func() []error { return b.s.store.PlaceJobs(ctx, b.ps) })
 	var first error
 	for i, err := range errs {
 		if err := b.settle(ctx, i, err); err != nil && first == nil {

@@ -74,7 +74,8 @@ func (s *Server) markJob(id string)   { s.marks.mark(&s.marks.jobs, id); s.Kick(
 
 // ask runs f against the engine on the scheduler goroutine and waits. ctx
 // bounds only the wait for the scheduler to take f (between passes, or
-// between two placements of a pass: answerAsks); once taken, f runs at
+// between two placements of a pass, or while a batch is stored:
+// answerAsks, answeringWhile); once taken, f runs at
 // once and ask waits for it to return, so that the caller never reads what
 // f writes while it runs.
 func (s *Server) ask(ctx context.Context, f func(e *market.Engine)) error {
@@ -339,6 +340,22 @@ func (s *Server) answerAsks(e *market.Engine) {
 			f(e)
 		default:
 			return
+		}
+	}
+}
+
+// answeringWhile runs write, a store write that does not read the engine,
+// on a goroutine of its own, and answers the asks for e until it returns:
+// a full batch takes a fifth of a second to store.
+func (s *Server) answeringWhile(e *market.Engine, write func() []error) []error {
+	done := make(chan []error, 1)
+	go func() { done <- write() }() // ends with write; answeringWhile waits for it
+	for {
+		select {
+		case errs := <-done:
+			return errs
+		case f := <-s.asks:
+			f(e)
 		}
 	}
 }

@@ -44,17 +44,24 @@ func mustMarket(t *testing.T) *testMarket { return mustMarketWith(t, goldForAll)
 
 // mustMarketWith is mustMarket under a trust policy.
 func mustMarketWith(t *testing.T, policy *trustpolicy.Policy) *testMarket {
+	return mustMarketOn(t, policy, func(s idlegrid.Store) idlegrid.Store { return s })
+}
+
+// mustMarketOn is mustMarketWith with the server on wrap's store, which
+// wraps the database.
+func mustMarketOn(t *testing.T, policy *trustpolicy.Policy, wrap func(idlegrid.Store) idlegrid.Store) *testMarket {
 	t.Helper()
 	ctx := context.Background()
-	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
+	db, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	store := wrap(db)
 	srv, err := server.Open(server.Config{Store: store, HeartbeatInterval: 10 * time.Second, FeeBasisPoints: 1000, Logger: testLogger, TrustPolicy: policy})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.Close(); store.Close() })
+	t.Cleanup(func() { srv.Close(); db.Close() })
 
 	m := &testMarket{srv: srv, store: store}
 	admin, _, _, err := srv.Bootstrap(ctx, "ops", idlegrid.RoleAdmin)
