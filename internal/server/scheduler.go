@@ -73,11 +73,10 @@ func (s *Server) markLease(id string) { s.marks.mark(&s.marks.leases, id); s.Kic
 func (s *Server) markJob(id string)   { s.marks.mark(&s.marks.jobs, id); s.Kick() }
 
 // ask runs f against the engine on the scheduler goroutine and waits. ctx
-// bounds only the wait for the scheduler to take f (between passes, or
-// between two placements of a pass, or while a batch is stored:
-// answerAsks, answeringWhile); once taken, f runs at
-// once and ask waits for it to return, so that the caller never reads what
-// f writes while it runs.
+// bounds only the wait for the scheduler to take f: between passes,
+// between two placements of a pass (answerAsks), or while a batch is
+// stored (answeringWhile). Once taken, f runs at once and ask waits for it
+// to return, so that the caller never reads what f writes while it runs.
 func (s *Server) ask(ctx context.Context, f func(e *market.Engine)) error {
 	done := make(chan struct{})
 	select {
