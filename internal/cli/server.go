@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/gateway"
 	"github.com/idlegrid/idlegrid/internal/httpapi"
@@ -156,8 +159,9 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	if err != nil {
 		return nil, err
 	}
+	metrics := newMetricsRegistry()
 	srv, err := server.Open(server.Config{
-		Store: store, FeeBasisPoints: serverFee(cfg.feeBPS), Logger: cfg.logger, AuditKey: auditKey,
+		Store: store, Metrics: metrics, FeeBasisPoints: serverFee(cfg.feeBPS), Logger: cfg.logger, AuditKey: auditKey,
 		HeartbeatInterval: cfg.heartbeat, MissedHeartbeats: cfg.missedHeartbeats,
 		PayoutHold: cfg.payoutHold, TrustPolicy: cfg.trustPolicy,
 	})
@@ -189,7 +193,8 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		rs.sessions.Close()
 		return nil, err
 	}
-	rs.http = httpapi.NewServer(cfg.listen, web.Handler(httpapi.New(srv, httpapi.Options{Logger: cfg.logger, Sessions: rs.sessions, Gateway: rs.gateway})))
+	api := httpapi.New(srv, httpapi.Options{Logger: cfg.logger, Sessions: rs.sessions, Gateway: rs.gateway, Metrics: metrics})
+	rs.http = httpapi.NewServer(cfg.listen, web.Handler(api))
 	rs.http.BaseContext = func(net.Listener) context.Context { return base }
 	rs.http.ErrorLog = slog.NewLogLogger(cfg.logger.Handler(), slog.LevelWarn)
 	go func() {
@@ -299,4 +304,12 @@ func serverFee(feeBPS int64) int64 {
 		return -1
 	}
 	return feeBPS
+}
+
+// newMetricsRegistry is the registry GET /metrics serves: the Go runtime's
+// and the process's, then what the coordinator and the API register.
+func newMetricsRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }

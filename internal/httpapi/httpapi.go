@@ -16,6 +16,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 	"github.com/idlegrid/idlegrid/internal/server"
@@ -49,11 +51,18 @@ type Options struct {
 	// Gateway serves the OpenAI-compatible inference API (see gateway.go).
 	// Nil: the server offers none.
 	Gateway http.Handler
+	// Metrics is where the API counts its requests and what GET /metrics
+	// serves (metrics.go); give it the registry the coordinator registers
+	// on too. Nil: a registry of the API's own.
+	Metrics *prometheus.Registry
 }
 
 func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Metrics == nil {
+		o.Metrics = prometheus.NewRegistry()
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
@@ -73,6 +82,7 @@ type api struct {
 	opts Options
 	log  *slog.Logger
 	mux  *http.ServeMux
+	http *httpMetrics
 }
 
 // handlerFunc is an HTTP handler that returns its error instead of writing it.
@@ -81,7 +91,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // New returns the API of srv as an http.Handler.
 func New(srv *server.Server, opts Options) http.Handler {
 	opts = opts.withDefaults()
-	a := &api{srv: srv, opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	a := &api{srv: srv, opts: opts, log: opts.Logger, mux: http.NewServeMux(), http: newHTTPMetrics(opts.Metrics)}
 	a.routes()
 	return a.mux
 }
@@ -89,6 +99,7 @@ func New(srv *server.Server, opts Options) http.Handler {
 func (a *api) routes() {
 	t := a.opts.RequestTimeout
 	a.handle("GET /v1/healthz", t, a.healthz)
+	a.handle("GET /metrics", t, a.withKey(a.metrics))
 
 	a.handle("POST /v1/accounts", t, a.withKey(a.createAccount))
 	a.handle("GET /v1/accounts", t, a.withKey(a.listAccounts))
@@ -169,7 +180,9 @@ func (a *api) handle(pattern string, timeout time.Duration, fn handlerFunc) {
 		_ = http.NewResponseController(w).SetWriteDeadline(start.Add(timeout + time.Second))
 		w.Header().Set("Cache-Control", "no-store")
 		defer func() {
-			a.log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", w.status, "duration", time.Since(start))
+			took := time.Since(start)
+			a.http.observe(pattern, w.status, took)
+			a.log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", w.status, "duration", took)
 		}()
 		defer func() {
 			if p := recover(); p != nil {

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/httpapi"
@@ -83,8 +85,11 @@ func mustOpenOn(tb testing.TB, dsn string, opts httpapi.Options) *fixture {
 	}
 	tb.Cleanup(func() { store.Close() })
 	clock := &fakeClock{now: idlegrid.SystemClock{}.Now()}
+	if opts.Metrics == nil {
+		opts.Metrics = prometheus.NewRegistry() // the coordinator's and the API's, as idlegrid server wires them
+	}
 	srv, err := server.Open(server.Config{
-		Store: store, Clock: clock,
+		Store: store, Clock: clock, Metrics: opts.Metrics,
 		// Nothing here should be reaped while the fake clock moves.
 		HeartbeatInterval: time.Hour, StartTimeout: time.Hour,
 	})

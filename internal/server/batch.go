@@ -81,6 +81,7 @@ func (b *placementBatch) settle(ctx context.Context, i int, err error) error {
 	j, d, p := b.jobs[i], b.ds[i], b.ps[i]
 	if err == nil {
 		b.stored++
+		b.s.metrics.placements.Inc()
 		b.s.jobChanged(j.ID)
 		for k, l := range p.Leases {
 			b.e.AddLease(l)

@@ -78,9 +78,9 @@ func (s *Server) markJob(id string)   { s.marks.mark(&s.marks.jobs, id); s.Kick(
 // stored (answeringWhile). Once taken, f runs at once and ask waits for it
 // to return, so that the caller never reads what f writes while it runs.
 func (s *Server) ask(ctx context.Context, f func(e *market.Engine)) error {
-	done := make(chan struct{})
+	done, asked := make(chan struct{}), time.Now()
 	select {
-	case s.asks <- func(e *market.Engine) { f(e); close(done) }:
+	case s.asks <- func(e *market.Engine) { s.metrics.askWait.Observe(time.Since(asked).Seconds()); f(e); close(done) }:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-s.stopped:
@@ -140,9 +140,11 @@ func (s *Server) runScheduler(ctx context.Context) {
 			s.startResync(ctx)
 			built = s.Now()
 		}
+		start := time.Now()
 		if err := s.schedulePass(ctx, engine); err != nil && ctx.Err() == nil {
 			s.log.Error("schedule pass", "err", err)
 		}
+		s.metrics.timePass(start)
 		timer.Reset(s.untilNext(engine))
 	}
 }

@@ -10,12 +10,15 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/ledger"
@@ -25,7 +28,10 @@ import (
 
 // Config configures a Server. Zero values take the documented defaults.
 type Config struct {
-	Store             idlegrid.Store
+	Store idlegrid.Store
+	// Metrics is where the coordinator registers its metrics (metrics.go);
+	// nil: a registry of its own, which nobody reads.
+	Metrics           prometheus.Registerer
 	Market            market.Config  // the engine's rules; zero values take its defaults
 	Clock             idlegrid.Clock // nil: idlegrid.SystemClock{}
 	FeeBasisPoints    int64          // platform share of each charge; 0: the default, 1000 (10%); negative: no fee
@@ -79,6 +85,9 @@ func (c *Config) setDefaults() {
 	if c.Clock == nil {
 		c.Clock = idlegrid.SystemClock{}
 	}
+	if c.Metrics == nil {
+		c.Metrics = prometheus.NewRegistry()
+	}
 	if c.FeeBasisPoints == 0 {
 		c.FeeBasisPoints = 1000
 	} else if c.FeeBasisPoints < 0 {
@@ -131,8 +140,9 @@ type Server struct {
 	rebuild atomic.Bool   // the engine disagrees with the store: rebuild it
 	asks    chan func(*market.Engine)
 	stopped chan struct{} // closed when the scheduler has stopped
-	waiters waiters       // wakes agents' long polls, by node
-	watches waiters       // wakes watches of jobs, by job (jobwatch.go)
+	metrics *metrics
+	waiters waiters // wakes agents' long polls, by node
+	watches waiters // wakes watches of jobs, by job (jobwatch.go)
 	// receiptLocks serialise each lease's receipts with its settlement.
 	receiptLocks leaseLocks
 	// naive is the NaiveMatcher baseline's market, owned by the scheduler.
@@ -187,6 +197,10 @@ func Open(cfg Config) (*Server, error) {
 		trust: trust{policy: cfg.TrustPolicy, uptime: map[string]*uptimeTrack{}},
 	}
 	s.attest = newAttestState(cfg)
+	if s.metrics, err = newMetrics(cfg.Metrics, s); err != nil {
+		cancel()
+		return nil, fmt.Errorf("server: register metrics: %w", err)
+	}
 	if err := s.auditPolicy(ctx); err != nil { // trust policy changes are logged (audit.go)
 		cancel()
 		return nil, err

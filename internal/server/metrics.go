@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// metrics are the coordinator's own measures, for an operator's Prometheus
+// (GET /metrics): how much it places, how long its passes take, and how
+// long a request that asks the engine waits for the scheduler.
+type metrics struct {
+	placements prometheus.Counter
+	passes     prometheus.Histogram
+	askWait    prometheus.Histogram
+}
+
+// newMetrics registers the coordinator's metrics on reg.
+func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
+	m := &metrics{
+		placements: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idlegrid_placements_total", Help: "Jobs placed and stored.",
+		}),
+		passes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "idlegrid_schedule_pass_seconds", Help: "How long a placement pass took, queue read and writes included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10), // 0.5 ms to 131 s
+		}),
+		askWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "idlegrid_engine_ask_wait_seconds", Help: "How long a request waited for the scheduler to read the engine for it (node lists, explain, market).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 0.1 ms to 26 s
+		}),
+	}
+	watches := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "idlegrid_job_watches", Help: "Jobs that watches (GET /v1/jobs/{id}/watch) wait on now.",
+	}, func() float64 { return float64(s.watches.len()) })
+	for _, c := range []prometheus.Collector{m.placements, m.passes, m.askWait, watches} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// timePass records how long a placement pass took since start.
+func (m *metrics) timePass(start time.Time) { m.passes.Observe(time.Since(start).Seconds()) }
+
+// RequireAdmin refuses anyone but an admin: what only the operator may
+// read, such as the server's metrics.
+func (s *Server) RequireAdmin(ctx context.Context) error {
+	_, err := requireRole(ctx, idlegrid.RoleAdmin)
+	return err
+}
