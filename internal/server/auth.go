@@ -123,3 +123,10 @@ func node(ctx context.Context) (*idlegrid.Caller, error) {
 func notFound(kind, id string) error {
 	return idlegrid.Errorf(idlegrid.ENOTFOUND, "%s %q not found", kind, id)
 }
+
+// RequireAdmin refuses anyone but an admin: for what only the operator may
+// read, such as the server's metrics.
+func (s *Server) RequireAdmin(ctx context.Context) error {
+	_, err := requireRole(ctx, idlegrid.RoleAdmin)
+	return err
+}

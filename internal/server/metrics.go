@@ -1,12 +1,9 @@
 package server
 
 import (
-	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/idlegrid/idlegrid"
 )
 
 // metrics are the coordinator's own measures, for an operator's Prometheus
@@ -46,10 +43,3 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 
 // timePass records how long a placement pass took since start.
 func (m *metrics) timePass(start time.Time) { m.passes.Observe(time.Since(start).Seconds()) }
-
-// RequireAdmin refuses anyone but an admin: what only the operator may
-// read, such as the server's metrics.
-func (s *Server) RequireAdmin(ctx context.Context) error {
-	_, err := requireRole(ctx, idlegrid.RoleAdmin)
-	return err
-}

@@ -28,10 +28,7 @@ import (
 
 // Config configures a Server. Zero values take the documented defaults.
 type Config struct {
-	Store idlegrid.Store
-	// Metrics is where the coordinator registers its metrics (metrics.go);
-	// nil: a registry of its own, which nobody reads.
-	Metrics           prometheus.Registerer
+	Store             idlegrid.Store
 	Market            market.Config  // the engine's rules; zero values take its defaults
 	Clock             idlegrid.Clock // nil: idlegrid.SystemClock{}
 	FeeBasisPoints    int64          // platform share of each charge; 0: the default, 1000 (10%); negative: no fee
@@ -79,6 +76,9 @@ type Config struct {
 	ChallengeMaxSize int
 	ChallengeTimeout time.Duration
 	ChallengePeriod  time.Duration
+	// Metrics is where the coordinator registers its metrics (metrics.go);
+	// nil: a registry of its own, which nobody reads.
+	Metrics prometheus.Registerer
 }
 
 func (c *Config) setDefaults() {
