@@ -28,7 +28,8 @@ func TestAPI_metrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustStartCommand(t, agent, job.ID) // placed and stored
-	if _, err := renter.ListNodes(ctx, idlegrid.NodeFilter{}); err != nil { // asks the engine
+	// A node list asks the engine.
+	if _, err := renter.ListNodes(ctx, idlegrid.NodeFilter{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := renter.FindJob(ctx, "job_nope"); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
