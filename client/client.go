@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -123,12 +124,9 @@ func (t transport) do(ctx context.Context, c call, sign func(req *http.Request, 
 	if c.in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if err := sign(req, body); err != nil {
-		return err
-	}
-	resp, err := t.http.Do(req)
+	resp, err := t.send(ctx, req, body, sign)
 	if err != nil {
-		return t.unreachable(ctx, err)
+		return err
 	}
 	defer resp.Body.Close()
 	if c.answered != nil {
@@ -138,6 +136,58 @@ func (t transport) do(ctx context.Context, c call, sign func(req *http.Request, 
 		}
 	}
 	return t.answer(resp, c.out)
+}
+
+// Retries of a request the server refused as over its account's rate
+// limit (429, before doing anything with it): at most maxRateRetries,
+// each after the Retry-After the server said if it is at most
+// maxRateWait, and within the request's own time.
+const (
+	maxRateRetries = 3
+	maxRateWait    = 10 * time.Second
+)
+
+// send signs req and sends it; a 429 with a short Retry-After is sent
+// again after it.
+func (t transport) send(ctx context.Context, req *http.Request, body []byte, sign func(req *http.Request, body []byte) error) (*http.Response, error) {
+	for try := 0; ; try++ {
+		if try > 0 {
+			req.Body = http.NoBody
+			if len(body) > 0 {
+				req.Body = io.NopCloser(bytes.NewReader(body))
+			}
+		}
+		if err := sign(req, body); err != nil {
+			return nil, err
+		}
+		resp, err := t.http.Do(req)
+		if err != nil {
+			return nil, t.unreachable(ctx, err)
+		}
+		wait, ok := rateWait(resp)
+		if dl, has := ctx.Deadline(); !ok || try == maxRateRetries || has && time.Until(dl) < wait {
+			return resp, nil
+		}
+		resp.Body.Close()
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, t.unreachable(ctx, ctx.Err())
+		}
+	}
+}
+
+// rateWait is how long to wait before sending again a request resp
+// refused as over a rate limit, when it said a wait short enough.
+func rateWait(resp *http.Response) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusTooManyRequests {
+		return 0, false
+	}
+	secs, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if err != nil || secs < 0 || time.Duration(secs)*time.Second > maxRateWait {
+		return 0, false
+	}
+	return time.Duration(secs) * time.Second, true
 }
 
 // unreachable explains a request that got no answer.

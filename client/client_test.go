@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -338,6 +339,54 @@ func TestNew_addr(t *testing.T) {
 			}
 			if got := rec.last(t).URI; got != "/v1/me" {
 				t.Errorf("URI = %q, want /v1/me", got)
+			}
+		})
+	}
+}
+
+// A request refused as over the account's rate limit is sent again after
+// the Retry-After the server said, body and all, a few times at most; a
+// long wait is the caller's to decide.
+func TestClient_rateLimited(t *testing.T) {
+	serve := func(refusals int, retryAfter string) (*httptest.Server, *atomic.Int64) {
+		var n atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			if string(body) != `{"name":"ci"}` {
+				t.Errorf("attempt %d sent %q", n.Load()+1, body)
+			}
+			if int(n.Add(1)) <= refusals {
+				w.Header().Set("Retry-After", retryAfter)
+				w.WriteHeader(http.StatusTooManyRequests)
+				io.WriteString(w, `{"error":{"code":"too_many","message":"account acct_1 is over the API's limit"}}`)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, `{"key":{"id":"key_1","name":"ci"},"secret":"igk_x"}`)
+		}))
+		t.Cleanup(srv.Close)
+		return srv, &n
+	}
+	for _, c := range []struct {
+		name       string
+		refusals   int
+		retryAfter string
+		wantSent   int64
+		wantCode   string
+	}{
+		{"twice, then served", 2, "0", 3, ""},
+		{"every time", 100, "0", 4, idlegrid.ETOOMANY},
+		{"a wait too long to take", 1, "60", 1, idlegrid.ETOOMANY},
+		{"no Retry-After", 1, "", 1, idlegrid.ETOOMANY},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, sent := serve(c.refusals, c.retryAfter)
+			_, _, err := client.New(srv.URL, "k").CreateAPIKey(context.Background(), "ci")
+			if got := idlegrid.ErrorCode(err); err != nil && got != c.wantCode || err == nil && c.wantCode != "" {
+				t.Errorf("err = %v, want code %q", err, c.wantCode)
+			}
+			if got := sent.Load(); got != c.wantSent {
+				t.Errorf("sent %d times, want %d", got, c.wantSent)
 			}
 		})
 	}

@@ -63,6 +63,7 @@ func TestDevCommand(t *testing.T) {
 		return fmt.Errorf("none of %d jobs has succeeded with a charge", len(jobs))
 	})
 	devInference(t, url, dir)
+	devMetrics(t, url, admin["IDLEGRID_KEY"])
 	if b.stop(t) != 0 {
 		t.Fatalf("dev exited non-zero:\n%s", b.err.String())
 	}
@@ -130,6 +131,45 @@ func devInference(t *testing.T, url, dir string) {
 		}
 		return fmt.Errorf("providers: %+v", st.Providers)
 	})
+}
+
+// devMetrics checks that GET /metrics carries every part's metrics: the
+// store's, the agents' sessions, the gateway's and its routes'.
+func devMetrics(t *testing.T, url, adminKey string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s %s", resp.Status, body)
+	}
+	for _, want := range []string{
+		`idlegrid_agent_sessions 8`,
+		`idlegrid_agent_sessions_opened_total [1-9]`,
+		`idlegrid_http_requests_total\{code="200",route="POST /v1/chat/completions"\} [1-9]`,
+		`idlegrid_http_requests_total\{code="200",route="GET /v1/inference/usage"\} [1-9]`,
+		`idlegrid_inference_latency_seconds_count\{model="` + devModelName + `"\} [1-9]`,
+		`idlegrid_inference_tokens_total\{kind="output",model="` + devModelName + `"\} [1-9]`,
+		`idlegrid_inference_meter_write_seconds_count [1-9]`,
+		`idlegrid_inference_breakers_open 0`,
+		`idlegrid_store_transaction_seconds_count\{kind="read"\} [1-9]`,
+		`idlegrid_store_transaction_seconds_count\{kind="write"\} [1-9]`,
+		`idlegrid_store_writer_wait_seconds_count [1-9]`,
+		`go_sql_open_connections\{db_name="idlegrid"\} [1-9]`,
+		`idlegrid_placements_total [1-9]`,
+	} {
+		if !regexp.MustCompile(`(?m)^` + want).Match(body) {
+			t.Errorf("GET /metrics lacks a line matching %q", want)
+		}
+	}
 }
 
 func TestDevHeartbeat(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -59,6 +60,8 @@ Ctrl-C exits at once.`,
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	gcFloor := gcFloorFlag(fs)
 	cfg.inference = inferenceFlags(fs) // serverinference.go
+	fs.Float64Var(&cfg.accountRPS, "api-account-rps", defaultAccountRPS, "API requests a second each account but admins may send (a token bucket; agents and inference are limited apart); 0: no limit")
+	fs.IntVar(&cfg.accountBurst, "api-account-burst", 0, "how many requests above --api-account-rps an account may send at once (default: a second's worth, at least 1)")
 	args, err := fs.parse(args)
 	if err != nil {
 		return err
@@ -76,6 +79,10 @@ Ctrl-C exits at once.`,
 		return err
 	} else if err := cfg.inference.check(); err != nil {
 		return err
+	} else if cfg.accountRPS < 0 || cfg.accountRPS > 1e6 || math.IsNaN(cfg.accountRPS) {
+		return usagef("--api-account-rps must be between 0 and 1000000, got %g", cfg.accountRPS)
+	} else if cfg.accountBurst < 0 || cfg.accountBurst > 1e6 {
+		return usagef("--api-account-burst must be between 0 and 1000000, got %d", cfg.accountBurst)
 	} else if cfg.payoutHold == 0 {
 		cfg.payoutHold = -1 // the coordinator reads 0 as its default
 	}
@@ -127,7 +134,14 @@ type serveConfig struct {
 	logger           *slog.Logger
 	trustPolicy      *trustpolicy.Policy // nil: the default policy
 	inference        *inferenceLimits    // nil: the gateway's defaults
+	accountRPS       float64             // each account's API requests a second; 0: no limit
+	accountBurst     int                 // 0: a second's worth
 }
+
+// defaultAccountRPS is --api-account-rps's default, and dev's: far above
+// what the CLI, the dashboard or a reasonable script sends, far below what
+// a runaway loop does.
+const defaultAccountRPS = 50
 
 // runningServer is a store, a coordinator and an HTTP server over them.
 type runningServer struct {
@@ -160,6 +174,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		return nil, err
 	}
 	metrics := newMetricsRegistry()
+	metrics.MustRegister(store.Collectors()...)
 	srv, err := server.Open(server.Config{
 		Store: store, Metrics: metrics, FeeBasisPoints: serverFee(cfg.feeBPS), Logger: cfg.logger, AuditKey: auditKey,
 		HeartbeatInterval: cfg.heartbeat, MissedHeartbeats: cfg.missedHeartbeats,
@@ -188,12 +203,14 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	base, cancelBase := context.WithCancel(context.Background())
 	rs.cancelBase = cancelBase
 	rs.sessions = session.NewRegistry(session.Config{Logger: cfg.logger})
-	if rs.gateway, err = openGateway(store, srv, rs.sessions, cfg); err != nil {
+	metrics.MustRegister(rs.sessions.Collectors()...)
+	if rs.gateway, err = openGateway(store, srv, rs.sessions, metrics, cfg); err != nil {
 		cancelBase()
 		rs.sessions.Close()
 		return nil, err
 	}
-	api := httpapi.New(srv, httpapi.Options{Logger: cfg.logger, Sessions: rs.sessions, Gateway: rs.gateway, Metrics: metrics})
+	api := httpapi.New(srv, httpapi.Options{Logger: cfg.logger, Sessions: rs.sessions, Gateway: rs.gateway, Metrics: metrics,
+		AccountRequestsPerSecond: cfg.accountRPS, AccountBurst: cfg.accountBurst})
 	rs.http = httpapi.NewServer(cfg.listen, web.Handler(api))
 	rs.http.BaseContext = func(net.Listener) context.Context { return base }
 	rs.http.ErrorLog = slog.NewLogLogger(cfg.logger.Handler(), slog.LevelWarn)
@@ -225,11 +242,11 @@ func (rs *runningServer) stop() error {
 
 // openGateway starts the inference gateway over the store, the
 // coordinator's API keys and the agents' sessions.
-func openGateway(store *sqlstore.DB, srv *server.Server, sessions *session.Registry, cfg serveConfig) (*gateway.Gateway, error) {
+func openGateway(store *sqlstore.DB, srv *server.Server, sessions *session.Registry, metrics prometheus.Registerer, cfg serveConfig) (*gateway.Gateway, error) {
 	gc := gateway.Config{
 		Store: store, Nodes: gateway.Sessions{Registry: sessions},
 		Authenticate: srv.AuthenticateKey, StatusCode: httpapi.StatusCode,
-		FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger,
+		FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger, Metrics: metrics,
 	}
 	cfg.inference.apply(&gc)
 	g, err := gateway.New(gc)
@@ -307,7 +324,8 @@ func serverFee(feeBPS int64) int64 {
 }
 
 // newMetricsRegistry is the registry GET /metrics serves: the Go runtime's
-// and the process's, then what the coordinator and the API register.
+// and the process's, then what the store, the coordinator, the agents'
+// sessions, the gateway and the API register.
 func newMetricsRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

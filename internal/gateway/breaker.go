@@ -200,6 +200,22 @@ func (h *healthBook) breakers() []BreakerStats {
 	return out
 }
 
+// totals are the trips of every breaker since the gateway started, and
+// how many breakers are open now.
+func (h *healthBook) totals() (trips, open int64) {
+	h.m.Range(func(_, v any) bool {
+		u := v.(*upstream)
+		u.mu.Lock()
+		trips += u.moves.trips
+		if u.state == breakerOpen {
+			open++
+		}
+		u.mu.Unlock()
+		return true
+	})
+	return trips, open
+}
+
 func ewma(old, sample float64) float64 {
 	if old == 0 {
 		return sample

@@ -24,11 +24,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/ledger"
@@ -128,6 +131,10 @@ type Config struct {
 	// requests waiting per model; more are refused at once. Default 1024.
 	QueueTimeout time.Duration
 	MaxQueue     int
+	// Metrics is where the gateway registers its metrics (metrics.go), the
+	// registry the server's GET /metrics serves. Nil: they are kept but
+	// served nowhere.
+	Metrics prometheus.Registerer
 }
 
 func (c *Config) setDefaults() {
@@ -176,6 +183,7 @@ type Gateway struct {
 	auth    authCache
 	active  activity    // inference requests running
 	waiting waitingRoom // requests waiting for a provider with room
+	metrics *metrics
 }
 
 // Patterns are the routes the gateway answers, for the API's mux.
@@ -205,11 +213,16 @@ func New(cfg Config) (*Gateway, error) {
 	if err := rules.Validate(); err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, rules: rules, log: cfg.Logger, mux: http.NewServeMux()}
+	g := &Gateway{cfg: cfg, rules: rules, log: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics()}
+	if cfg.Metrics != nil {
+		if err := g.metrics.register(cfg.Metrics, g); err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+	}
 	g.catalog.init(cfg.Store, cfg.Clock, cfg.CatalogTTL)
 	g.health.init(cfg.Clock, cfg.BreakerFailures, cfg.BreakerCooldown)
 	g.budgets.init(&g.cfg)
-	g.meter = startMeter(cfg.Store, &g.budgets, cfg.Logger)
+	g.meter = startMeter(cfg.Store, g.metrics, cfg.Logger)
 	g.mux.HandleFunc("GET /v1/models", g.withKey(g.listModels))
 	g.mux.HandleFunc("POST /v1/chat/completions", g.withKey(g.infer("chat/completions")))
 	g.mux.HandleFunc("POST /v1/completions", g.withKey(g.infer("completions")))
@@ -250,6 +263,13 @@ func (a *activity) enter() {
 	a.mu.Lock()
 	a.n++
 	a.mu.Unlock()
+}
+
+// count is the number of requests running now.
+func (a *activity) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n
 }
 
 func (a *activity) leave() {

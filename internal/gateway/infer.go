@@ -158,8 +158,10 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 			}
 			if fail.status == http.StatusTooManyRequests {
 				g.health.busy(c.up)
+				g.metrics.failures.WithLabelValues("busy").Inc()
 			} else {
 				g.health.failure(c.up)
+				g.metrics.failures.WithLabelValues("failed").Inc()
 			}
 			if fail.status == http.StatusNotFound {
 				g.catalog.invalidate() // the node no longer serves the model

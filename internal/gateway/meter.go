@@ -30,10 +30,11 @@ const meterQueue = 16384
 // batches, and then releases their reservations. Its goroutine is started
 // by New and stopped by close, which writes what waits first.
 type meter struct {
-	store idlegrid.InferenceStore
-	log   *slog.Logger
-	in    chan meterItem
-	done  chan struct{}
+	store   idlegrid.InferenceStore
+	log     *slog.Logger
+	metrics *metrics
+	in      chan meterItem
+	done    chan struct{}
 
 	mu     sync.RWMutex // held for reading while sending on in
 	closed bool
@@ -47,8 +48,8 @@ type meterItem struct {
 	barrier chan struct{}
 }
 
-func startMeter(s idlegrid.InferenceStore, _ *budgets, log *slog.Logger) *meter {
-	m := &meter{store: s, log: log, in: make(chan meterItem, meterQueue), done: make(chan struct{})}
+func startMeter(s idlegrid.InferenceStore, ms *metrics, log *slog.Logger) *meter {
+	m := &meter{store: s, log: log, metrics: ms, in: make(chan meterItem, meterQueue), done: make(chan struct{})}
 	go m.run()
 	return m
 }
@@ -114,13 +115,16 @@ func (m *meter) write(batch []meterItem) {
 	}
 	var errs []error
 	if len(cs) > 0 {
+		start := time.Now()
 		errs = m.store.RecordInference(context.Background(), cs)
+		m.metrics.meterWrites.Observe(time.Since(start).Seconds())
 	}
 	for j, i := range idx {
 		it := batch[i]
 		charged := it.charge.Usage.ChargeMicros
 		if err := errs[j]; err != nil {
 			charged = 0
+			m.metrics.chargesLost.Inc()
 			m.log.Error("gateway: could not record an inference charge", "request", it.charge.Usage.ID,
 				"renter", it.charge.Usage.RenterID, "charge", it.charge.Usage.ChargeMicros, "err", err)
 		}

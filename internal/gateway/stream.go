@@ -171,4 +171,5 @@ func (x *exchange) meter(c *candidate, m openai.Metered, ttft, latency time.Dura
 		smp.tps = tokensPerSecond(m, x.req.PromptTokens, latency-ttft, !x.req.Stream, latency)
 	}
 	x.g.stats.add(x.req.Model, smp)
+	x.g.metrics.served(x.req.Model, latency, ttft, in, out, u.ChargeMicros)
 }

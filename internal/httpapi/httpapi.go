@@ -55,6 +55,12 @@ type Options struct {
 	// serves (metrics.go); give it the registry the coordinator registers
 	// on too. Nil: a registry of the API's own.
 	Metrics *prometheus.Registry
+	// AccountRequestsPerSecond and AccountBurst rate-limit each account's
+	// requests but admins' (ratelimit.go): a token bucket of AccountBurst
+	// (default: a second's worth) refilled at AccountRequestsPerSecond.
+	// Zero: no limit.
+	AccountRequestsPerSecond float64
+	AccountBurst             int
 }
 
 func (o Options) withDefaults() Options {
@@ -78,11 +84,12 @@ func (o Options) withDefaults() Options {
 
 // api serves the routes of one server.
 type api struct {
-	srv  *server.Server
-	opts Options
-	log  *slog.Logger
-	mux  *http.ServeMux
-	http *httpMetrics
+	srv    *server.Server
+	opts   Options
+	log    *slog.Logger
+	mux    *http.ServeMux
+	http   *httpMetrics
+	limits *accountLimits
 }
 
 // handlerFunc is an HTTP handler that returns its error instead of writing it.
@@ -91,7 +98,8 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // New returns the API of srv as an http.Handler.
 func New(srv *server.Server, opts Options) http.Handler {
 	opts = opts.withDefaults()
-	a := &api{srv: srv, opts: opts, log: opts.Logger, mux: http.NewServeMux(), http: newHTTPMetrics(opts.Metrics)}
+	a := &api{srv: srv, opts: opts, log: opts.Logger, mux: http.NewServeMux(), http: newHTTPMetrics(opts.Metrics),
+		limits: newAccountLimits(opts.AccountRequestsPerSecond, opts.AccountBurst)}
 	a.routes()
 	return a.mux
 }

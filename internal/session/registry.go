@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -23,6 +24,9 @@ type Registry struct {
 	closed  bool
 	byNode  map[string]*Session
 	serving sync.WaitGroup // the handlers inside Serve
+	// opened and replaced count sessions since the registry was made
+	// (metrics.go).
+	opened, replaced atomic.Int64
 }
 
 // NewRegistry returns an empty registry.
@@ -105,6 +109,10 @@ func (r *Registry) add(s *Session) bool {
 	}
 	old := r.byNode[s.nodeID]
 	r.byNode[s.nodeID] = s
+	r.opened.Add(1)
+	if old != nil {
+		r.replaced.Add(1)
+	}
 	r.mu.Unlock()
 	if old != nil {
 		r.cfg.Logger.Info("session replaced; the agent reconnected", "node", s.nodeID)

@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/metricstest"
 	"github.com/idlegrid/idlegrid/internal/session"
 )
 
@@ -229,6 +232,15 @@ func TestRegistry_replace(t *testing.T) {
 	}
 	if _, err := f.Registry.Ping(context.Background(), "node_a"); err != nil {
 		t.Errorf("Ping over the new session: %v", err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(f.Registry.Collectors()...)
+	for name, want := range map[string]float64{
+		"idlegrid_agent_sessions": 1, "idlegrid_agent_sessions_opened_total": 2, "idlegrid_agent_sessions_replaced_total": 1,
+	} {
+		if got := metricstest.Value(t, reg, name, nil); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
 	}
 }
 

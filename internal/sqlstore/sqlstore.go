@@ -52,6 +52,7 @@ type DB struct {
 	// batchesRedone counts the batches of placements placed again behind
 	// savepoints after one failed (batch.go).
 	batchesRedone atomic.Int64
+	metrics       *storeMetrics // metrics.go
 }
 
 var _ idlegrid.Store = (*DB)(nil)
@@ -73,7 +74,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		conn.Close()
 		return nil, fmt.Errorf("migrate %s store: %w", d.name, err)
 	}
-	return &DB{db: conn, dialect: d}, nil
+	return &DB{db: conn, dialect: d, metrics: newStoreMetrics()}, nil
 }
 
 // migrate applies the embedded migrations that the database lacks.
@@ -113,8 +114,10 @@ func (db *DB) Ping(ctx context.Context) error {
 // A transaction the database aborted to break a deadlock is retried.
 func (db *DB) update(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if db.dialect == sqliteDialect {
+		start := time.Now()
 		db.writer.Lock()
 		defer db.writer.Unlock()
+		db.metrics.writerWait.Observe(time.Since(start).Seconds())
 	}
 	return db.inTx(ctx, nil, fn)
 }
@@ -127,10 +130,15 @@ func (db *DB) view(ctx context.Context, fn func(tx *sql.Tx) error) error {
 
 func (db *DB) inTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
 	const attempts = 3
+	start := time.Now()
+	defer db.metrics.observeTx(opts, start)
 	var err error
 	for i := 0; i < attempts; i++ {
 		if err = db.tryTx(ctx, opts, fn); !db.dialect.retryable(err) {
 			break
+		}
+		if i+1 < attempts {
+			db.metrics.retries.Inc()
 		}
 	}
 	return db.dialect.translate(err)

@@ -1,0 +1,118 @@
+package gateway
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// metrics are the gateway's measures for an operator's Prometheus (the
+// server's GET /metrics): per model, what it served, how fast and for how
+// much; providers that failed and breakers that tripped; requests running
+// and waiting; and the meter's writes. The HTTP layer counts the routes'
+// requests by status.
+type metrics struct {
+	latency, ttft *prometheus.HistogramVec // by model
+	tokens        *prometheus.CounterVec   // by model, kind (input, output)
+	charged       *prometheus.CounterVec   // by model
+	failures      *prometheus.CounterVec   // by reason (busy, failed)
+	meterWrites   prometheus.Histogram
+	chargesLost   prometheus.Counter
+
+	mu      sync.Mutex
+	byModel map[string]*modelMetrics
+}
+
+// modelMetrics are one model's series, looked up once per request.
+type modelMetrics struct {
+	latency, ttft prometheus.Observer
+	input, output prometheus.Counter
+	chargedMicros prometheus.Counter
+}
+
+// latencyBuckets run from 1 ms to about 4.4 minutes.
+var latencyBuckets = prometheus.ExponentialBuckets(0.001, 4, 10)
+
+func newMetrics() *metrics {
+	return &metrics{
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "idlegrid_inference_latency_seconds", Help: "Answered inference requests, by model: from the request in to the answer's last byte out.",
+			Buckets: latencyBuckets,
+		}, []string{"model"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "idlegrid_inference_ttft_seconds", Help: "Answered inference requests, by model: from the request in to the answer's first byte out.",
+			Buckets: latencyBuckets,
+		}, []string{"model"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idlegrid_inference_tokens_total", Help: "Tokens metered, by model and kind (input, output).",
+		}, []string{"model", "kind"}),
+		charged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idlegrid_inference_charged_micros_total", Help: "What renters were charged for inference, by model, in micro-dollars.",
+		}, []string{"model"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idlegrid_inference_provider_failures_total", Help: "Attempts a provider failed before the renter had a byte, by reason: busy (it answered 429) or failed; the next provider was tried.",
+		}, []string{"reason"}),
+		meterWrites: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "idlegrid_inference_meter_write_seconds", Help: "How long the meter took to write a batch of charges to the ledger.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 0.1 ms to 26 s
+		}),
+		chargesLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idlegrid_inference_charges_failed_total", Help: "Charges the ledger refused (each is logged with its request); the renter was not charged.",
+		}),
+		byModel: map[string]*modelMetrics{},
+	}
+}
+
+// of returns model's series.
+func (m *metrics) of(model string) *modelMetrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mm, ok := m.byModel[model]
+	if !ok {
+		mm = &modelMetrics{
+			latency: m.latency.WithLabelValues(model), ttft: m.ttft.WithLabelValues(model),
+			input: m.tokens.WithLabelValues(model, "input"), output: m.tokens.WithLabelValues(model, "output"),
+			chargedMicros: m.charged.WithLabelValues(model),
+		}
+		m.byModel[model] = mm
+	}
+	return mm
+}
+
+// served records one answered request.
+func (m *metrics) served(model string, latency, ttft time.Duration, in, out int64, charge idlegrid.Micros) {
+	mm := m.of(model)
+	mm.latency.Observe(latency.Seconds())
+	mm.ttft.Observe(ttft.Seconds())
+	mm.input.Add(float64(in))
+	mm.output.Add(float64(out))
+	mm.chargedMicros.Add(float64(charge))
+}
+
+// register adds the gateway's metrics to reg, with gauges and counters
+// read from g when scraped.
+func (m *metrics) register(reg prometheus.Registerer, g *Gateway) error {
+	cs := []prometheus.Collector{m.latency, m.ttft, m.tokens, m.charged, m.failures, m.meterWrites, m.chargesLost,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "idlegrid_inference_in_flight", Help: "Inference requests running now.",
+		}, func() float64 { return float64(g.active.count()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "idlegrid_inference_waiting", Help: "Inference requests waiting now for a provider with room (every one they may use is at its max_concurrency).",
+		}, func() float64 { return float64(g.waiting.waiters.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "idlegrid_inference_breaker_trips_total", Help: "Times a provider's circuit breaker opened after it kept failing.",
+		}, func() float64 { trips, _ := g.health.totals(); return float64(trips) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "idlegrid_inference_breakers_open", Help: "Providers' circuit breakers open now (their model on their node gets no requests until a trial).",
+		}, func() float64 { _, open := g.health.totals(); return float64(open) }),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
