@@ -406,6 +406,56 @@ func (b *browser) until(js string) error {
 	return err
 }
 
+// within waits up to d for the expression js to be true in the page: for
+// what must happen sooner than the page's refresh would make it.
+func (b *browser) within(what string, d time.Duration, js string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, d)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(d))); err != nil {
+		b.t.Fatalf("%s: not within %s: %v\njob details:\n%s", what, d, err, b.text("#panel-job"))
+	}
+}
+
+// chooseJob clicks the job in the jobs panel, from the page's own script
+// (see the renter's test for why).
+func (b *browser) chooseJob(id string) {
+	b.t.Helper()
+	b.poll("choose job "+id, fmt.Sprintf(`(() => { const e = document.querySelector(%s); if (e) e.click(); return !!e; })()`,
+		jsString(`#panel-jobs button[data-action=job][data-id="`+id+`"]`)))
+}
+
+// countWatches counts the page's requests to the jobs' watch
+// (GET /v1/jobs/{id}/watch), by job: window.watchAsks, those made,
+// window.watchTimes, when, and window.watching, those not answered yet; and
+// the page's reads of a job (window.jobReads). While window.watchAnswer is
+// set, the page meets a server other than this one: 404 answers the watch
+// as an older server does, "no such endpoint"; 503, a server failing.
+const countWatches = `(() => {
+	const orig = window.fetch;
+	window.restoreFetch = () => { window.fetch = orig; };
+	window.watchAsks = {}; window.watchTimes = {}; window.watching = {}; window.jobReads = {}; window.watchAnswer = 0;
+	window.fetch = (url, init) => {
+		const read = /^\/v1\/jobs\/([^/?]+)$/.exec(String(url));
+		if (read) window.jobReads[read[1]] = (window.jobReads[read[1]] || 0) + 1;
+		const m = /^\/v1\/jobs\/([^/?]+)\/watch/.exec(String(url));
+		if (!m) return orig(url, init);
+		const job = m[1];
+		window.watchAsks[job] = (window.watchAsks[job] || 0) + 1;
+		(window.watchTimes[job] = window.watchTimes[job] || []).push(Date.now());
+		if (window.watchAnswer) return Promise.resolve(new Response(JSON.stringify({ error: {
+			code: window.watchAnswer === 404 ? 'not_found' : 'unavailable',
+			message: window.watchAnswer === 404 ? 'no such endpoint: GET ' + url : 'try again later' } }),
+			{ status: window.watchAnswer, headers: { 'Content-Type': 'application/json' } }));
+		window.watching[job] = (window.watching[job] || 0) + 1;
+		const done = () => { window.watching[job]--; };
+		const p = orig(url, init);
+		p.then(done, done);
+		return p;
+	};
+	return true;
+})()`
+
 // checkAccessible fails on inputs without a label and on horizontal
 // scrolling of the whole page.
 func (b *browser) checkAccessible(where string) {
@@ -618,6 +668,100 @@ func TestDashboard(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	})
+
+	// Job details follow the chosen job with the server's watch: the page
+	// is opened with a refresh far longer than the test, so only the
+	// watch can show the job's changes.
+	t.Run("job details follow the job", func(t *testing.T) {
+		b.t = t // report in the subtest
+		t.Cleanup(func() {
+			if t.Failed() { // the next subtests' page: the usual refresh and no counting
+				chromedp.Run(b.ctx, chromedp.Navigate(m.URL+"/?refresh_ms=300#renter"))
+			}
+		})
+		rc := client.New(m.URL, m.RenterKey)
+		// Jobs that stay queued, their cap below every ask, until the test
+		// cancels them.
+		queued := func(name string) string {
+			j, err := rc.SubmitJob(ctx, idlegrid.JobSpec{Name: name, Kind: idlegrid.KindEval, Image: "python:3.12", GPUs: 1, Nodes: 1,
+				Tier: idlegrid.TierSilver, MaxPriceMicrosPerGPUHour: 1, DurationSeconds: 600})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return j.ID
+		}
+		first, second := queued("watched-first"), queued("watched-second")
+		b.run("reopen the dashboard refreshing every 10 minutes", chromedp.Navigate(m.URL+"/?refresh_ms=600000#renter"))
+		b.waitText("#who-name", "demo-renter (renter)") // the key survives in the tab
+		b.waitText("#panel-jobs", "watched-second")
+		eval[bool](b, "count the watches", countWatches)
+		b.chooseJob(first)
+		b.waitText("#panel-job", first)
+		b.waitText("#panel-job h3", "queued")
+		b.within("the first job's watch to be asked", 5*time.Second, fmt.Sprintf(`window.watching[%s] === 1`, jsString(first)))
+		// Choosing another job ends the first one's watch: its request is
+		// aborted, it asks no more, and nothing it gets is drawn.
+		b.chooseJob(second)
+		b.waitText("#panel-job", second)
+		b.within("the first job's watch to end and the second's to be asked", 5*time.Second, fmt.Sprintf(
+			`window.watching[%s] === 0 && window.watching[%s] === 1`, jsString(first), jsString(second)))
+		firstAsks := eval[int](b, "count the first job's watches", fmt.Sprintf(`window.watchAsks[%s]`, jsString(first)))
+		eval[bool](b, "watch the job details", fmt.Sprintf(`(() => {
+			window.leaked = "";
+			window.leakWatch = new MutationObserver(() => {
+				const p = document.getElementById("panel-job");
+				if (p.innerText.includes(%[1]s)) window.leaked = p.innerText;
+			});
+			window.leakWatch.observe(document.getElementById("panel-job"), { subtree: true, childList: true, characterData: true });
+			return true;
+		})()`, jsString(first)))
+		for _, id := range []string{first, second} {
+			if _, err := rc.CancelJob(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Within seconds, where the refresh would take ten minutes: the
+		// panel, and the jobs list, which the watch's news refreshes.
+		b.within("the job details to show the job cancelled", 15*time.Second, `(() => {
+			const h = document.querySelector('#panel-job h3');
+			return !!h && h.innerText.includes('cancelled');
+		})()`)
+		b.within("the jobs list to show the job cancelled", 15*time.Second, fmt.Sprintf(`(() => {
+			const b = document.querySelector(%s);
+			return !!b && b.closest('tr').innerText.includes('cancelled');
+		})()`, jsString(`#panel-jobs button[data-action=job][data-id="`+second+`"]`)))
+		if leaked := eval[string](b, "read what the panel showed", `(window.leakWatch.disconnect(), window.leaked)`); leaked != "" {
+			t.Errorf("after choosing job %s, the job details showed job %s, chosen before:\n%s", second, first, leaked)
+		}
+		if n := eval[int](b, "count the first job's watches", fmt.Sprintf(`window.watchAsks[%s]`, jsString(first))); n != firstAsks {
+			t.Errorf("job %s's watch was asked %d times after another job was chosen, want none", first, n-firstAsks)
+		}
+		b.screenshot("renter-watched")
+
+		// An older server, without the watch: the page asks it once, and
+		// the refresh draws the job. A server failing: the page asks again
+		// after a pause that doubles, and the refresh draws the job
+		// meanwhile.
+		b.run("reopen the dashboard", chromedp.Navigate(m.URL+"/?refresh_ms=300#renter"))
+		b.waitText("#who-name", "demo-renter (renter)")
+		b.waitText("#panel-jobs", "watched-first")
+		eval[bool](b, "answer the watch as an older server", countWatches+` && (window.watchAnswer = 404) === 404`)
+		b.chooseJob(first)
+		b.waitText("#panel-job h3", "cancelled")
+		b.poll("the refresh to read the job three times", fmt.Sprintf(`window.jobReads[%s] >= 3`, jsString(first)))
+		if n := eval[int](b, "count the watches", fmt.Sprintf(`window.watchAsks[%s]`, jsString(first))); n != 1 {
+			t.Errorf("a server without the watch was asked it %d times for job %s, want once", n, first)
+		}
+		eval[bool](b, "answer the watch as a failing server", `(window.watchAnswer = 503) === 503`)
+		b.chooseJob(second)
+		b.poll("the watch to be asked three times", fmt.Sprintf(`(window.watchTimes[%s] || []).length >= 3`, jsString(second)))
+		b.waitText("#panel-job", second)
+		if gaps := eval[[]int](b, "read the pauses", fmt.Sprintf(`(() => { const t = window.watchTimes[%s];
+			return t.slice(1).map((x, i) => x - t[i]); })()`, jsString(second))); gaps[0] < 900 || gaps[1] < 1900 {
+			t.Errorf("a failing watch was asked again after %v ms, want pauses of at least 1 s, then 2 s", gaps)
+		}
+		eval[bool](b, "restore the requests", `(window.restoreFetch(), true)`)
 	})
 
 	t.Run("market", func(t *testing.T) {

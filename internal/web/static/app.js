@@ -18,6 +18,8 @@
     rows: {},               // rows that action buttons name, by ID (see remember)
     nodes: {},              // nodes the renter's leases ran on, as the market shows them, by ID (null: unknown)
     offers: '',             // the renter's search of the nodes on offer, as a query string
+    watch: null,            // the loop following the chosen job's changes (see follow), or null
+    again: false,           // a refresh was asked for while one ran: run another once it ends
   };
   const $ = (sel, root = document) => root.querySelector(sel);
 
@@ -37,26 +39,30 @@
     get missing() { return this.status === 404 && /^no such endpoint/.test(this.message); }
   }
 
-  async function api(method, path, body, headers) {
+  // request calls the API and answers {status, etag, data}. A 304, the
+  // answer to an If-None-Match whose version is still current, has no body
+  // and is an answer, not an error; signal ends the call (AbortController).
+  async function request(method, path, { body, headers, signal } = {}) {
     // The key is read once: a panel still loading when its user signs out
     // (or signs in as someone else) must not sign the next user out when
     // the old or empty key is refused.
     const key = st.key;
     if (!key) throw new APIError(401, { error: { message: 'signed out' } });
     const h = Object.assign({ Accept: 'application/json', Authorization: 'Bearer ' + key }, headers || {});
-    const init = { method, headers: h, cache: 'no-store' };
+    const init = { method, headers: h, cache: 'no-store', signal };
     if (body !== undefined) { h['Content-Type'] = 'application/json'; init.body = JSON.stringify(body); }
     const r = await fetch(path, init);
-    const text = r.status === 204 ? '' : await r.text();
+    const text = r.status === 204 || r.status === 304 ? '' : await r.text();
     let data = null;
     try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
-    if (!r.ok) {
+    if (!r.ok && r.status !== 304) {
       const err = new APIError(r.status, data);
       if (r.status === 401 && path !== '/v1/me' && key === st.key) signOut('Your key was refused: ' + err.message);
       throw err;
     }
-    return data;
+    return { status: r.status, etag: r.headers.get('ETag') || '', data };
   }
+  const api = async (method, path, body, headers) => (await request(method, path, { body, headers })).data;
   const get = (path) => api('GET', path);
 
   // probe asks the first of paths that this server has. It answers
@@ -477,11 +483,33 @@
     return `${esc(n.name)} <span class="muted">${esc(gpuSummary(n.gpus || []))}, ${esc(n.region)}</span><br>${id(nodeID)}`;
   }
 
+  // jobDetails draws the chosen job from the view its watch answered last
+  // (see follow) or, before the watch has answered and on a server without
+  // one, from GET /v1/jobs/{id} and its leases. It answers its HTML with
+  // fresh, which says whether that is still the newest view of the job
+  // chosen: drawn late, it must not cover a newer one, nor another job.
   async function jobDetails() {
     if (!st.job) return '<p class="muted">Choose a job in the list to see its leases, charge and logs.</p>';
-    const q = encodeURIComponent(st.job);
-    const [job, leases] = await Promise.all([get('/v1/jobs/' + q), get('/v1/leases?job_id=' + q)]);
-    const ls = leases.leases.sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at));
+    const jobID = st.job, seen = watchedView(jobID);
+    const fresh = () => st.job === jobID && watchedView(jobID) === seen;
+    try {
+      let view = seen;
+      if (!view) {
+        const q = encodeURIComponent(jobID);
+        const [job, leases] = await Promise.all([get('/v1/jobs/' + q), get('/v1/leases?job_id=' + q)]);
+        view = { job, leases: leases.leases };
+      }
+      return { html: await jobHTML(view.job, view.leases), fresh };
+    } catch (e) {
+      e.fresh = fresh; // an error about another job, or an older view, is not drawn either
+      throw e;
+    }
+  }
+
+  // jobHTML is the Job details of job and its leases, with the logs of the
+  // latest lease read now.
+  async function jobHTML(job, leases) {
+    const ls = [...leases].sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at));
     await learnNodes(ls.map((l) => l.node_id));
     let html = `<h3>${esc(job.name || job.id)} ${id(job.id)} ${stateTag(job.state)}</h3>` + kpis([
       ['Charged', money(job.charged_micros, 6)], ['Attempts', esc(job.attempts)],
@@ -507,6 +535,92 @@
     }
     return html;
   }
+
+  // -- following the chosen job (push) --
+
+  // The Job details panel follows the chosen job with the server's watch,
+  // GET /v1/jobs/{id}/watch: a long poll that answers the job and its
+  // leases as soon as either changes, so that a placement, start, progress
+  // or end shows at once rather than at the next refresh. One loop runs at
+  // a time, st.watch: {job, gen, ctrl, etag, view}, view being its last
+  // answer ({job, leases}), which jobDetails draws; null while it has none.
+  const WATCH_WAIT_S = 25;         // the server caps a wait at 30 s
+  const WATCH_PAUSE_MAX_MS = 30000; // the longest pause after a failure
+
+  // follow starts the loop for the job chosen, while a view shows its
+  // details, and ends any other. It runs at every refresh and at sign-out,
+  // so that choosing another job, leaving the view, signing out or another
+  // user's sign-in ends the old loop; it does nothing when none of those
+  // changed, so a loop that stopped for good is not started again.
+  function follow() {
+    const job = st.me && $('[data-panel="job"]') ? st.job : '';
+    const w = st.watch;
+    if (w && w.job === job && w.gen === st.gen) return;
+    if (w) w.ctrl.abort();
+    st.watch = job ? { job, gen: st.gen, ctrl: new AbortController(), etag: '', view: null } : null;
+    if (st.watch) watchLoop(st.watch);
+  }
+
+  // watchedView is the view of job the watch answered last, or null.
+  const watchedView = (job) => st.watch && st.watch.job === job ? st.watch.view : null;
+
+  // watchLoop asks the watch until the loop w is ended (st.watch is no
+  // longer w); what an ended loop gets back is dropped. A new view is drawn
+  // at once and, when the job changed, kicks the refresh, so that the job
+  // list and the balance follow; an unchanged one (304) is asked for again. While the server is
+  // unreachable or failing (5xx, 408, 429), w has no view, so the refresh
+  // reads the job as it does without a watch, and the watch is asked again
+  // after a pause that doubles from 1 s to 30 s. A server without the
+  // endpoint (an older one), or one refusing it for this job, is not asked
+  // again for this job: the refresh draws it.
+  async function watchLoop(w) {
+    let pause = 0;
+    while (st.watch === w) {
+      const asked = Date.now();
+      let r;
+      try {
+        r = await request('GET', '/v1/jobs/' + encodeURIComponent(w.job) + '/watch?wait=' + WATCH_WAIT_S,
+          { headers: w.etag ? { 'If-None-Match': w.etag } : {}, signal: w.ctrl.signal });
+      } catch (e) {
+        if (st.watch !== w) return;
+        w.etag = ''; w.view = null; // the next answer is the whole view, drawn at once
+        if (e instanceof APIError && e.status < 500 && e.status !== 408 && e.status !== 429) return;
+        pause = Math.min(pause ? pause * 2 : 1000, WATCH_PAUSE_MAX_MS);
+        await sleep(pause, w.ctrl.signal);
+        continue;
+      }
+      pause = 0;
+      if (st.watch !== w) return;
+      if (r.status === 304) { // a server that waits less (its cap) is asked at most once a second
+        await sleep(1000 - (Date.now() - asked), w.ctrl.signal);
+        continue;
+      }
+      if (!r.etag) { w.view = null; return; } // without a version, every ask would answer at once
+      const before = w.view; // null at the first answer, which is no news: the choice itself refreshed
+      w.etag = r.etag; w.view = r.data;
+      drawJob();
+      // The job list and the balance show the job, not its leases: a change
+      // of the job (placed, started, charged, ended) refreshes them, a
+      // lease's progress alone does not.
+      if (before && JSON.stringify(before.job) !== JSON.stringify(r.data.job)) refresh();
+    }
+  }
+
+  // drawJob redraws the Job details panel now, outside the refresh, for
+  // the user and view that asked and only with the newest view (fresh).
+  async function drawJob() {
+    const p = ($('#view').panels || []).find((x) => x.id === 'job');
+    if (!p) return;
+    const gen = st.gen, v = st.view, r = await render(p);
+    const el = $('[data-panel="job"]');
+    if (el && st.gen === gen && st.view === v && r.fresh()) paint(el, r.html);
+  }
+
+  // sleep waits ms, or until signal aborts.
+  const sleep = (ms, signal) => new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+  });
 
   async function renterSpend() {
     const [bal, stmt, tx] = await Promise.all([
@@ -1209,6 +1323,7 @@
     st.gen++;
     sessionStorage.removeItem(KEY);
     st.key = ''; st.me = null; st.view = ''; st.job = ''; st.node = ''; st.samples = []; st.rows = {}; st.nodes = {}; st.offers = '';
+    follow(); // ends the loop following the job
     if ($('#confirm').open) $('#confirm').close();
     $('#toast').className = 'toast';
     clearTimeout(st.timer);
@@ -1272,9 +1387,13 @@
 
   // refresh redraws every panel body of the current view, then schedules
   // the next refresh. A body whose HTML did not change is left alone, so
-  // that focus and selection inside it survive.
+  // that focus and selection inside it survive. One asked for while another
+  // runs (a job chosen, a change the watch saw) runs as soon as it ends,
+  // since the one running may have read what was there before.
   async function refresh() {
     clearTimeout(st.timer);
+    follow();
+    if (st.busy) st.again = true;
     if (!st.me || st.busy) { st.timer = setTimeout(refresh, REFRESH_MS); return; }
     st.busy = true;
     // A panel may ask several things in turn; if its user signs out, or
@@ -1283,23 +1402,42 @@
     const view = $('#view'), v = st.view, gen = st.gen;
     let ok = true;
     await Promise.all((view.panels || []).filter((p) => p.body).map(async (p) => {
-      let html;
-      try { html = await p.body(); } catch (e) {
-        ok = ok && !(e instanceof TypeError);
-        html = `<p class="error">Could not load: ${esc(e.message)}</p>`;
-      }
+      const r = await render(p);
+      ok = ok && r.ok;
       const el = view.querySelector(`[data-panel="${p.id}"]`);
-      if (el && st.gen === gen && st.view === v && el.dataset.html !== html) {
-        const focus = focusedIn(el);
-        el.innerHTML = html; el.dataset.html = html;
-        if (focus) { const b = el.querySelector(focus); if (b) b.focus(); }
-      }
+      if (el && st.gen === gen && st.view === v && r.fresh()) paint(el, r.html);
     }));
     st.busy = false;
+    const again = st.again;
+    st.again = false;
+    if (again && st.me) { refresh(); return; }
     if (st.gen !== gen) return; // the next user's refreshes are already scheduled
     $('#live').className = ok ? 'live' : 'live stale';
     $('#live').textContent = ok ? 'live' : 'reconnecting';
     if (st.me) st.timer = setTimeout(refresh, document.hidden ? REFRESH_MS * 5 : REFRESH_MS);
+  }
+
+  // render runs a panel's body: {html, fresh, ok}. A body answers its HTML,
+  // or {html, fresh} where fresh() says, just before drawing, whether that
+  // is still what the panel should show (an error may carry one too); ok is
+  // false when the server could not be reached.
+  async function render(p) {
+    try {
+      const out = await p.body();
+      return typeof out === 'string' ? { html: out, fresh: () => true, ok: true } : Object.assign({ ok: true }, out);
+    } catch (e) {
+      return { html: `<p class="error">Could not load: ${esc(e.message)}</p>`, fresh: e.fresh || (() => true),
+        ok: !(e instanceof TypeError) };
+    }
+  }
+
+  // paint puts html into the panel body el unless it shows it already,
+  // keeping the focus on the action button that had it.
+  function paint(el, html) {
+    if (el.dataset.html === html) return;
+    const focus = focusedIn(el);
+    el.innerHTML = html; el.dataset.html = html;
+    if (focus) { const b = el.querySelector(focus); if (b) b.focus(); }
   }
 
   // focusedIn names the action button focused inside el, if any, so that a
