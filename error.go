@@ -3,6 +3,7 @@ package idlegrid
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Error codes. Exactly one table, in internal/httpapi, maps them to HTTP
@@ -30,6 +31,10 @@ type Error struct {
 	// its own field, so that a caller can mend them all at once (see
 	// Problems).
 	More []*Error
+	// RetryAfter, when set, is how long the caller should wait before
+	// sending the request again (a rate limit, a busy market); the API
+	// says it in Retry-After.
+	RetryAfter time.Duration
 }
 
 // Error is the problem's text, "field: message", followed by the others'

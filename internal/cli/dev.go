@@ -185,7 +185,6 @@ func (d *devMarket) run(ctx context.Context, addr string, addrSet bool, feeBPS i
 		adminKeyFile: d.path(devAdminKeyFile), logger: d.log, trustPolicy: devTrustPolicy(),
 		auditKeyFile: d.path("audit.key"),
 		heartbeat:    hb, missedHeartbeats: missed,
-		accountRPS: defaultAccountRPS,
 	})
 	if err != nil {
 		return err

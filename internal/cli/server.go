@@ -138,9 +138,9 @@ type serveConfig struct {
 	accountBurst     int                 // 0: a second's worth
 }
 
-// defaultAccountRPS is --api-account-rps's default, and dev's: far above
-// what the CLI, the dashboard or a reasonable script sends, far below what
-// a runaway loop does.
+// defaultAccountRPS is --api-account-rps's default: far above what the
+// CLI, the dashboard or a reasonable script sends, far below what a
+// runaway loop does. idlegrid dev, one person's market, has no limit.
 const defaultAccountRPS = 50
 
 // runningServer is a store, a coordinator and an HTTP server over them.

@@ -32,7 +32,7 @@ func (a *api) withKey(next handlerFunc) handlerFunc {
 		} else if err != nil {
 			return err
 		}
-		if err := a.limit(w, caller); err != nil { // ratelimit.go
+		if err := a.limit(caller); err != nil { // ratelimit.go
 			return err
 		}
 		return next(w, r.WithContext(idlegrid.NewContextWithCaller(r.Context(), caller)))

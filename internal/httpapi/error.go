@@ -3,8 +3,11 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
@@ -42,6 +45,9 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *idlegrid.Error
 	if errors.As(err, &e) {
 		detail.Field = e.Field
+		if e.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(e.RetryAfter, time.Second).Seconds()))))
+		}
 		if len(e.More) > 0 {
 			for _, p := range e.All() {
 				detail.Problems = append(detail.Problems, wire.ErrorProblem{Field: p.Field, Message: p.Error()})

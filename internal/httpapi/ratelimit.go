@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"math"
-	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -74,9 +72,9 @@ func (l *accountLimits) forgetIdle(now time.Time) {
 	l.sweep = max(2*len(l.m), minSweep)
 }
 
-// limit refuses caller's request with 429 and Retry-After when its account
+// limit refuses caller's request (429, with Retry-After) when its account
 // is over its rate.
-func (a *api) limit(w http.ResponseWriter, caller *idlegrid.Caller) error {
+func (a *api) limit(caller *idlegrid.Caller) error {
 	if caller.Role == idlegrid.RoleAdmin {
 		return nil
 	}
@@ -84,7 +82,8 @@ func (a *api) limit(w http.ResponseWriter, caller *idlegrid.Caller) error {
 	if ok {
 		return nil
 	}
-	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(wait, time.Second).Seconds()))))
-	return idlegrid.Errorf(idlegrid.ETOOMANY, "account %s is over the API's limit of %g requests a second (bursts of %d); wait %s and retry, and space out scripted requests",
+	err := idlegrid.Errorf(idlegrid.ETOOMANY, "account %s is over the API's limit of %g requests a second (bursts of %d); wait %s and retry, and space out scripted requests",
 		caller.AccountID, float64(a.limits.rps), a.limits.burst, wait.Round(time.Millisecond))
+	err.RetryAfter = wait
+	return err
 }

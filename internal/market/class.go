@@ -195,18 +195,31 @@ func (c *class) allUsable(job *idlegrid.Job) bool {
 // and record alone decide, in check order, or "": tier, kind, longest
 // job, region, residency, GPU model, VRAM, reliability bar, GPU count.
 func (e *Engine) staticReason(nd *node, job *idlegrid.Job) Reason {
-	c := nd.cls
-	switch {
-	case nd.floors[job.Tier.Rank()] <= 0:
+	if nd.floors[job.Tier.Rank()] <= 0 {
 		return ReasonTier
+	}
+	if r := classStaticReason(nd.cls, job); r != "" {
+		return r
+	}
+	return e.nodeStaticReason(nd, job)
+}
+
+// classStaticReason is the part of staticReason that nd's class decides
+// for all its nodes alike: kind, longest job, region, residency, GPU
+// model, VRAM.
+func classStaticReason(c *class, job *idlegrid.Job) Reason {
+	switch {
 	case len(c.kinds) > 0 && !slices.Contains(c.kinds, job.Kind):
 		return ReasonKind
 	case c.key.maxJob > 0 && c.key.maxJob < job.DurationSeconds:
 		return ReasonMaxDuration
 	}
-	if r := classReason(c, job); r != "" {
-		return r
-	}
+	return classReason(c, job)
+}
+
+// nodeStaticReason is the part of staticReason after the class's: the
+// node's own record and GPUs.
+func (e *Engine) nodeStaticReason(nd *node, job *idlegrid.Job) Reason {
 	if job.Tier == idlegrid.TierGold && !goldAllowed(nd.n, e.cfg) {
 		return ReasonReliability
 	}

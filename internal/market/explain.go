@@ -54,13 +54,11 @@ const maxQuotes = 5
 func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
 	q := e.query(job, now)
 	ex := Explanation{JobID: job.ID, Nodes: len(e.nodes), Rejections: map[Reason]int{}}
-	var quotes []AskQuote
-	var starts []cand
+	var quotes bestQuotes
+	var starts []nodeStart
+	byClass := map[*class]Reason{} // what each class decides for all its nodes
 	for _, nd := range e.nodes {
-		r := e.staticReason(nd, job)
-		if r == "" {
-			r = e.nodeReason(&q, nd)
-		}
+		r := e.explainReason(&q, nd, byClass)
 		if r == "" {
 			ex.Fits++
 		} else {
@@ -68,22 +66,15 @@ func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
 		}
 		switch r {
 		case "", ReasonWindow, ReasonPrice, ReasonCapacity:
-			ask, credit := nd.asks[q.ti], e.credit(&q, nd)
-			quotes = append(quotes, AskQuote{
-				NodeID: nd.id, NodeName: nd.n.Name, Region: nd.n.Region, GPUModel: modelOf(job, nd), AskMicrosPerGPUHour: ask,
-				Reliability: nd.rel, Score: scoreOf(ask, credit, nd.rel, q.w), Blocker: r,
-			})
+			quotes.add(e, &q, nd, r)
 			if r != ReasonPrice {
 				if t := e.estimateOn(&q, nd); t >= 0 {
-					starts = append(starts, cand{nd: nd, start: t})
+					starts = append(starts, nodeStart{nd: nd, start: t})
 				}
 			}
 		}
 	}
-	slices.SortFunc(quotes, func(a, b AskQuote) int {
-		return cmp.Or(cmp.Compare(a.Score, b.Score), compareStrings(a.NodeID, b.NodeID))
-	})
-	ex.CheapestAsks = quotes[:min(len(quotes), maxQuotes)]
+	ex.CheapestAsks = quotes.top
 	ex.Advice = advice(job, ex.Rejections)
 	d := e.Place(job, now)
 	ex.Reservation = d.Reservation
@@ -106,7 +97,7 @@ func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
 			ex.EstimateNote += "; " + string(job.Tier) + " starts later if jobs of a higher tier come first"
 		}
 		if ex.EstimatedStart.IsZero() {
-			ex.EstimateNote = neverNote(quotes)
+			ex.EstimateNote = neverNote(quotes.seen, quotes.withinCap)
 		}
 	}
 	return ex
@@ -125,8 +116,8 @@ func advice(job *idlegrid.Job, rejections map[Reason]int) []string {
 }
 
 // estimate is when q.n of the nodes could start the job, in one region.
-func (e *Engine) estimate(q *query, starts []cand) (time.Time, string) {
-	slices.SortFunc(starts, func(a, b cand) int { return cmp.Compare(a.start, b.start) })
+func (e *Engine) estimate(q *query, starts []nodeStart) (time.Time, string) {
+	slices.SortFunc(starts, func(a, b nodeStart) int { return cmp.Compare(a.start, b.start) })
 	count := map[string]int{}
 	for _, c := range starts {
 		if count[c.nd.n.Region]++; count[c.nd.n.Region] == q.n {
@@ -136,6 +127,13 @@ func (e *Engine) estimate(q *query, starts []cand) (time.Time, string) {
 		}
 	}
 	return time.Time{}, ""
+}
+
+// nodeStart is the earliest a node could start a job being explained,
+// unix nanos.
+type nodeStart struct {
+	nd    *node
+	start int64
 }
 
 // maxAhead is how many of the jobs queued ahead of a job its estimate
@@ -149,7 +147,7 @@ const maxAhead = 256
 // counted already, on the nodes they reserved. Jobs that arrive later are not
 // foreseen, though gold and silver go ahead of bronze when they come. It
 // returns how many of the jobs ahead could use the nodes.
-func (e *Engine) queueAhead(q *query, starts []cand) int {
+func (e *Engine) queueAhead(q *query, starts []nodeStart) int {
 	if len(starts) == 0 {
 		return 0
 	}
@@ -165,7 +163,7 @@ func (e *Engine) queueAhead(q *query, starts []cand) int {
 		return cmp.Or(cmp.Compare(a.Tier.Rank(), b.Tier.Rank()), a.CreatedAt.Compare(b.CreatedAt), compareStrings(a.ID, b.ID))
 	})
 	// The soonest nodes decide the estimate; the rest keep their starts.
-	slices.SortFunc(starts, func(a, b cand) int { return cmp.Compare(a.start, b.start) })
+	slices.SortFunc(starts, func(a, b nodeStart) int { return cmp.Compare(a.start, b.start) })
 	soonest := starts[:min(len(starts), maxAhead/4)]
 	competing := 0
 	for _, a := range ahead[:min(len(ahead), maxAhead)] {
@@ -210,15 +208,74 @@ func (e *Engine) couldUse(qa *query, nd *node) bool {
 }
 
 // neverNote says why no start can be estimated, and what to change, from
-// the asks of the nodes that meet the job's hardware and rules.
-func neverNote(quotes []AskQuote) string {
+// the asks of the nodes that meet the job's hardware and rules: how many
+// there are, and how many of those are within the cap.
+func neverNote(quoted, withinCap int) string {
 	switch {
-	case len(quotes) == 0:
+	case quoted == 0:
 		return "unknown: no online node meets its hardware and rules; relax those that rule out the most nodes"
-	case !slices.ContainsFunc(quotes, func(a AskQuote) bool { return a.Blocker != ReasonPrice }):
+	case withinCap == 0:
 		return "unknown: every node that meets its hardware and rules asks more than the cap; raise the cap above the cheapest ask"
 	}
 	return "unknown: no node that matches and is within the cap will have room for it within the schedule horizon; ask for fewer GPUs or nodes, or a shorter run"
+}
+
+// explainReason is the first constraint nd fails for q's job now, or "",
+// as staticReason then nodeReason say, with the class's part looked up in
+// byClass once per class.
+func (e *Engine) explainReason(q *query, nd *node, byClass map[*class]Reason) Reason {
+	if nd.floors[q.job.Tier.Rank()] <= 0 {
+		return ReasonTier
+	}
+	r, ok := byClass[nd.cls]
+	if !ok {
+		r = classStaticReason(nd.cls, q.job)
+		byClass[nd.cls] = r
+	}
+	if r == "" {
+		r = e.nodeStaticReason(nd, q.job)
+	}
+	if r == "" {
+		r = e.nodeReason(q, nd)
+	}
+	return r
+}
+
+// bestQuotes keeps the maxQuotes best-scoring asks of the nodes that meet
+// a job's hardware and rules, best first (ties by node ID), and counts
+// them all: a market of 100,000 nodes quotes most of them.
+type bestQuotes struct {
+	top             []AskQuote
+	seen, withinCap int
+}
+
+// add counts nd, blocked by r ("" when it could take the job now), and
+// keeps its quote if it is among the best.
+func (b *bestQuotes) add(e *Engine, q *query, nd *node, r Reason) {
+	b.seen++
+	if r != ReasonPrice {
+		b.withinCap++
+	}
+	ask := nd.asks[q.ti]
+	score := scoreOf(ask, e.credit(q, nd), nd.rel, q.w)
+	if len(b.top) == maxQuotes && compareQuote(score, nd.id, &b.top[maxQuotes-1]) >= 0 {
+		return
+	}
+	a := AskQuote{
+		NodeID: nd.id, NodeName: nd.n.Name, Region: nd.n.Region, GPUModel: modelOf(q.job, nd), AskMicrosPerGPUHour: ask,
+		Reliability: nd.rel, Score: score, Blocker: r,
+	}
+	i, _ := slices.BinarySearchFunc(b.top, a, func(x, a AskQuote) int { return -compareQuote(a.Score, a.NodeID, &x) })
+	if len(b.top) == maxQuotes {
+		b.top = b.top[:maxQuotes-1]
+	}
+	b.top = slices.Insert(b.top, i, a)
+}
+
+// compareQuote orders a quote of score by nodeID against x: by score,
+// then node ID.
+func compareQuote(score float64, nodeID string, x *AskQuote) int {
+	return cmp.Or(cmp.Compare(score, x.Score), compareStrings(nodeID, x.NodeID))
 }
 
 // estimateOn is the earliest time nd could start q: when enough GPUs free

@@ -186,60 +186,69 @@ func (nd *node) freeNow(open int64) int {
 	return free
 }
 
+// viewCell is one GPU model and region of MarketView as it is counted:
+// its stat and the asks of the nodes whose first GPU is of its model.
+type viewCell struct {
+	stat *MarketStat
+	asks [tierCount][]idlegrid.Micros
+}
+
 // MarketView returns the market per GPU model and region, by model then
 // region. It reads every node, so it is for the API, not the placement loop.
 func (e *Engine) MarketView(now time.Time) []MarketStat {
-	stats := map[cellKey]*MarketStat{}
-	asks := map[cellKey][tierCount][]idlegrid.Micros{}
-	get := func(k cellKey) *MarketStat {
-		s := stats[k]
-		if s == nil {
-			s = &MarketStat{GPUModel: k.model, Region: k.region}
-			stats[k] = s
+	cells := map[cellKey]*viewCell{}
+	get := func(k cellKey) *viewCell {
+		c := cells[k]
+		if c == nil {
+			c = &viewCell{stat: &MarketStat{GPUModel: k.model, Region: k.region}}
+			cells[k] = c
 		}
-		return s
+		return c
 	}
 	open := now.UnixNano()
 	for _, nd := range e.nodes {
+		var c *viewCell
+		var k cellKey
 		for i, g := range nd.gpus {
-			k := cellKey{g.Model, nd.n.Region}
-			s := get(k)
+			if c == nil || g.Model != k.model { // a node's GPUs are mostly of one model
+				k = cellKey{g.Model, nd.n.Region}
+				c = get(k)
+			}
 			if nd.until <= open {
 				continue
 			}
-			s.SupplyGPUs++
+			c.stat.SupplyGPUs++
 			if nd.held[i] == nil {
-				s.FreeGPUs++
+				c.stat.FreeGPUs++
 			}
 		}
 		if len(nd.gpus) > 0 && nd.until > open {
-			k := cellKey{nd.gpus[0].Model, nd.n.Region}
-			a := asks[k]
+			a := get(cellKey{nd.gpus[0].Model, nd.n.Region})
 			for t := range tierCount {
 				if nd.asks[t] > 0 {
-					a[t] = append(a[t], nd.asks[t])
+					a.asks[t] = append(a.asks[t], nd.asks[t])
 				}
 			}
-			asks[k] = a
 		}
 	}
 	for k, c := range e.market {
-		get(k).Prices = c.ordered()
+		get(k).stat.Prices = c.ordered()
 	}
 	for _, j := range e.queued {
 		for k := range e.demandCells(j) {
-			if s := stats[k]; s != nil {
-				s.QueuedJobs++
-				s.QueuedGPUs += max(j.GPUs, 1) * max(j.Nodes, 1)
+			if c := cells[k]; c != nil {
+				c.stat.QueuedJobs++
+				c.stat.QueuedGPUs += max(j.GPUs, 1) * max(j.Nodes, 1)
 			}
 		}
 	}
-	out := make([]MarketStat, 0, len(stats))
-	for k, s := range stats {
+	out := make([]MarketStat, 0, len(cells))
+	for _, c := range cells {
+		s := c.stat
 		if s.SupplyGPUs > 0 {
 			s.FillRate = float64(s.SupplyGPUs-s.FreeGPUs) / float64(s.SupplyGPUs)
 		}
-		s.SuggestedAsk = suggestAsks(s, asks[k])
+		s.SuggestedAsk = suggestAsks(s, c.asks)
 		out = append(out, *s)
 	}
 	slices.SortFunc(out, func(a, b MarketStat) int {

@@ -185,7 +185,7 @@ func (s *Server) ListNodes(ctx context.Context, q idlegrid.NodeFilter) ([]*idleg
 		}
 	}
 	if f.MinFreeGPUs > 0 {
-		if err := s.ask(ctx, func(e *market.Engine) { f.IDs = e.NodesFree(f, s.Now()) }); err != nil {
+		if err := s.askScan(ctx, "searches for free GPUs", func(e *market.Engine) { f.IDs = e.NodesFree(f, s.Now()) }); err != nil {
 			return nil, err
 		}
 		if len(f.IDs) == 0 {

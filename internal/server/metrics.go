@@ -13,6 +13,7 @@ type metrics struct {
 	placements prometheus.Counter
 	passes     prometheus.Histogram
 	askWait    prometheus.Histogram
+	scans      prometheus.Histogram
 }
 
 // newMetrics registers the coordinator's metrics on reg.
@@ -29,11 +30,15 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 			Name: "idlegrid_engine_ask_wait_seconds", Help: "How long a request waited for the scheduler to read the engine for it (node lists, explain, market).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 0.1 ms to 26 s
 		}),
+		scans: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "idlegrid_engine_scan_seconds", Help: "How long the scheduler spent on a read of every node for someone (explain, the market view, a search for free GPUs), which placements waited for.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 0.1 ms to 26 s
+		}),
 	}
 	watches := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idlegrid_job_watches", Help: "Jobs that watches (GET /v1/jobs/{id}/watch) wait on now.",
 	}, func() float64 { return float64(s.watches.len()) })
-	for _, c := range []prometheus.Collector{m.placements, m.passes, m.askWait, watches} {
+	for _, c := range []prometheus.Collector{m.placements, m.passes, m.askWait, m.scans, watches} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -90,6 +90,23 @@ func (s *Server) ask(ctx context.Context, f func(e *market.Engine)) error {
 	return nil
 }
 
+// BetweenPasses returns once the scheduler is between placement passes: a
+// pass that had begun has ended. A simulation driving the coordinator step
+// by step waits on it. (Questions to the engine, ask, are also answered
+// between the placements of a pass.)
+func (s *Server) BetweenPasses(ctx context.Context) error {
+	done := make(chan struct{})
+	select {
+	case s.passGap <- done:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.stopped:
+		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is shutting down")
+	}
+	<-done
+	return nil
+}
+
 // runScheduler runs a placement pass whenever something may have changed
 // (a job arrived, capacity freed, money came in), when the engine's next
 // event is due (a window opens or closes, a notice runs out), and at least
@@ -111,6 +128,9 @@ func (s *Server) runScheduler(ctx context.Context) {
 			} else {
 				f(engine)
 			}
+			continue
+		case done := <-s.passGap:
+			close(done)
 			continue
 		case <-s.kick:
 		case <-timer.C:
@@ -488,26 +508,30 @@ func (s *Server) setReason(ctx context.Context, j *idlegrid.Job, reason string) 
 }
 
 // Explain says why a queued job has not started: what ruled nodes out, the
-// asks it would need to beat, and when it may start.
+// asks it would need to beat, and when it may start. The explanation is at
+// most explainTTL old.
 func (s *Server) Explain(ctx context.Context, jobID string) (*market.Explanation, error) {
 	j, err := s.FindJob(ctx, jobID)
 	if err != nil {
 		return nil, err
 	}
-	var x market.Explanation
-	if err := s.ask(ctx, func(e *market.Engine) { x = e.Explain(j, s.Now()) }); err != nil {
-		return nil, err
-	}
-	return &x, nil
+	return s.explains.get(j.ID, s.Now(), func() (*market.Explanation, error) {
+		var x market.Explanation
+		err := s.askScan(ctx, "explains", func(e *market.Engine) { x = e.Explain(j, s.Now()) })
+		return &x, err
+	})
 }
 
 // Market returns supply, demand, clearing prices, fill rate and a
-// suggested ask for each GPU model and region. Any account may look.
+// suggested ask for each GPU model and region. Any account may look; the
+// view is at most marketViewTTL old.
 func (s *Server) Market(ctx context.Context) ([]market.MarketStat, error) {
 	if _, err := account(ctx); err != nil {
 		return nil, err
 	}
-	var stats []market.MarketStat
-	err := s.ask(ctx, func(e *market.Engine) { stats = e.MarketView(s.Now()) })
-	return stats, err
+	return s.marketView.get("", s.Now(), func() ([]market.MarketStat, error) {
+		var stats []market.MarketStat
+		err := s.askScan(ctx, "market views", func(e *market.Engine) { stats = e.MarketView(s.Now()) })
+		return stats, err
+	})
 }

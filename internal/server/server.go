@@ -79,6 +79,13 @@ type Config struct {
 	// Metrics is where the coordinator registers its metrics (metrics.go);
 	// nil: a registry of its own, which nobody reads.
 	Metrics prometheus.Registerer
+	// ScanShare is the share of the scheduler's time that reads of every
+	// node for people (explain, the market view, a search for free GPUs)
+	// may take, in bursts of up to ScanBurst (scanbudget.go); over it they
+	// are refused with a time to retry. Defaults DefaultScanShare and
+	// DefaultScanBurst.
+	ScanShare float64
+	ScanBurst time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -124,6 +131,12 @@ func (c *Config) setDefaults() {
 		c.TrustPolicy = trustpolicy.Default()
 	}
 	c.Market.GoldMinLevel = c.TrustPolicy.Gold.MinLevel
+	if c.ScanShare <= 0 {
+		c.ScanShare = DefaultScanShare
+	}
+	if c.ScanBurst <= 0 {
+		c.ScanBurst = DefaultScanBurst
+	}
 }
 
 // Server is the coordinator. Its goroutines (the scheduler and the reaper)
@@ -139,7 +152,8 @@ type Server struct {
 	marks   marks         // what changed in the store since the scheduler's last pass
 	rebuild atomic.Bool   // the engine disagrees with the store: rebuild it
 	asks    chan func(*market.Engine)
-	stopped chan struct{} // closed when the scheduler has stopped
+	passGap chan chan struct{} // BetweenPasses: closed by the scheduler between passes
+	stopped chan struct{}      // closed when the scheduler has stopped
 	metrics *metrics
 	waiters waiters // wakes agents' long polls, by node
 	watches waiters // wakes watches of jobs, by job (jobwatch.go)
@@ -155,6 +169,10 @@ type Server struct {
 	trust trust // reputation and levels; reputation.go
 	// attest is hardware attestation, challenges and quarantine; attest.go.
 	attest *attestState
+
+	scans      *scanBudget // reads of every node for people; scanbudget.go
+	marketView readCache[[]market.MarketStat]
+	explains   readCache[*market.Explanation] // by job ID
 
 	// queues takes the model queues agents report in their heartbeats.
 	queues atomic.Pointer[QueueReporter]
@@ -192,8 +210,9 @@ func Open(cfg Config) (*Server, error) {
 	s := &Server{
 		store: cfg.Store, clock: cfg.Clock, rules: rules,
 		cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), cancel: cancel,
-		asks: make(chan func(*market.Engine)), stopped: make(chan struct{}),
-		audit: auditLog,
+		asks: make(chan func(*market.Engine)), passGap: make(chan chan struct{}), stopped: make(chan struct{}),
+		audit: auditLog, scans: newScanBudget(cfg.ScanShare, cfg.ScanBurst),
+		marketView: readCache[[]market.MarketStat]{ttl: marketViewTTL}, explains: readCache[*market.Explanation]{ttl: explainTTL},
 		trust: trust{policy: cfg.TrustPolicy, uptime: map[string]*uptimeTrack{}},
 	}
 	s.attest = newAttestState(cfg)

@@ -48,8 +48,8 @@ func mustMarketWith(t *testing.T, policy *trustpolicy.Policy) *testMarket {
 }
 
 // mustMarketOn is mustMarketWith with the server on wrap's store, which
-// wraps the database.
-func mustMarketOn(t *testing.T, policy *trustpolicy.Policy, wrap func(idlegrid.Store) idlegrid.Store) *testMarket {
+// wraps the database, and its configuration changed by tune.
+func mustMarketOn(t *testing.T, policy *trustpolicy.Policy, wrap func(idlegrid.Store) idlegrid.Store, tune ...func(*server.Config)) *testMarket {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
@@ -57,7 +57,11 @@ func mustMarketOn(t *testing.T, policy *trustpolicy.Policy, wrap func(idlegrid.S
 		t.Fatal(err)
 	}
 	store := wrap(db)
-	srv, err := server.Open(server.Config{Store: store, HeartbeatInterval: 10 * time.Second, FeeBasisPoints: 1000, Logger: testLogger, TrustPolicy: policy})
+	cfg := server.Config{Store: store, HeartbeatInterval: 10 * time.Second, FeeBasisPoints: 1000, Logger: testLogger, TrustPolicy: policy}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	srv, err := server.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -431,25 +431,23 @@ func (w *world) demand() error {
 }
 
 // schedule lets the scheduler run one pass over what this step changed
-// and waits for it: the pass starts after the gate opens and Market's
-// question is answered between passes, on the scheduler's goroutine.
-// Market is only asked while the gate is open: a pass waiting at a
-// closed gate would never answer it.
+// and waits for it: the pass starts after the gate opens, and
+// BetweenPasses returns only between passes. It is only asked while the
+// gate is open: a pass waiting at a closed gate would never end.
 func (w *world) schedule() error {
 	before := w.store.passes.Load()
 	w.store.open()
 	defer w.store.close()
 	w.srv.Kick()
 	for range 10000 {
-		if _, err := w.srv.Market(w.admin); err != nil {
+		if err := w.srv.BetweenPasses(w.ctx); err != nil {
 			return err
 		}
 		if w.store.passes.Load() > before {
 			// Asked again with the gate still open, so that no pass waits
-			// at the gate while Market waits for the scheduler: the pass
+			// at the gate while BetweenPasses waits for the scheduler: the pass
 			// that got through has ended when this is answered.
-			_, err := w.srv.Market(w.admin)
-			return err
+			return w.srv.BetweenPasses(w.ctx)
 		}
 	}
 	return errors.New("the scheduler ran no pass: is the coordinator's queue read still ListJobs(queued, oldest first)?")
