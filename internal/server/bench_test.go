@@ -41,6 +41,12 @@ import (
 //	              1,000 nodes (Server.FreeGPUs, what every node list asks
 //	              the scheduler) every 10 ms; it reports their latency,
 //	              list-p50-ms, list-p99-ms and list-max-ms
+//	queued-scans  queued, while a renter asks every 10 ms for the
+//	              explanation of a queued job (another each time) and the
+//	              market view, reads of every node that share the
+//	              scheduler's scan budget; it reports their latency
+//	              (scan-p50-ms, …) and the share refused (scan-refused-%)
+//	queued-scans-unbounded  the same with no budget (ScanShare 1,000)
 //
 // The timer stops when the store has committed the last placement: every
 // job is running, with its leases, GPU claims and escrow holds stored.
@@ -96,11 +102,16 @@ const (
 )
 
 // benchModes are the ways jobs arrive: queued (0; benchQueuedLists with
-// node lists beside), or submitted by so many goroutines.
-var benchModes = []int{0, benchQueuedLists, benchSubmitters, benchManySubmitters}
+// node lists beside, benchQueuedScans with explains and market views), or
+// submitted by so many goroutines.
+var benchModes = []int{0, benchQueuedLists, benchQueuedScans, benchQueuedScansUnbounded, benchSubmitters, benchManySubmitters}
 
-// benchQueuedLists is the mode queued-lists.
-const benchQueuedLists = -1
+// The modes queued-lists, queued-scans and queued-scans-unbounded.
+const (
+	benchQueuedLists          = -1
+	benchQueuedScans          = -2
+	benchQueuedScansUnbounded = -3
+)
 
 func benchName(naive bool, submitters int) string {
 	name := "engine/"
@@ -112,6 +123,10 @@ func benchName(naive bool, submitters int) string {
 		return name + "queued"
 	case benchQueuedLists:
 		return name + "queued-lists"
+	case benchQueuedScans:
+		return name + "queued-scans"
+	case benchQueuedScansUnbounded:
+		return name + "queued-scans-unbounded"
 	case benchSubmitters:
 		return name + "submitted"
 	}
@@ -135,12 +150,16 @@ func benchPlace(b *testing.B, dsn string, seed *benchSeed, naive bool, submitter
 	defer store.Close()
 	counted := &placementCounter{Store: store, want: int64(b.N), done: make(chan struct{}),
 		listing: make(chan struct{}), gate: make(chan struct{})}
-	srv, err := server.Open(server.Config{
+	cfg := server.Config{
 		Store: counted, NaiveMatcher: naive,
 		// The seeded nodes' heartbeats are old by now: nothing here should
 		// reap them, nor the leases no agent starts.
 		HeartbeatInterval: time.Hour, StartTimeout: time.Hour,
-	})
+	}
+	if submitters == benchQueuedScansUnbounded {
+		cfg.ScanShare = 1000
+	}
+	srv, err := server.Open(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -160,9 +179,12 @@ func benchPlace(b *testing.B, dsn string, seed *benchSeed, naive bool, submitter
 		b.ResetTimer()
 		mustSubmit(b, srv, as(seed.renter), specs, submitters)
 	} else {
-		mustQueue(b, store, seed.renter, specs)
-		if submitters == benchQueuedLists {
+		ids := mustQueue(b, store, seed.renter, specs)
+		switch submitters {
+		case benchQueuedLists:
 			stopLists = listNodesMeanwhile(b, srv, store, seed.renter)
+		case benchQueuedScans, benchQueuedScansUnbounded:
+			stopLists = scanMeanwhile(b, srv, seed.renter, ids)
 		}
 		cpu0, _ = cputime.Process()
 		b.ResetTimer()
@@ -188,20 +210,58 @@ func listNodesMeanwhile(b *testing.B, srv *server.Server, store idlegrid.Store, 
 	if err != nil {
 		b.Fatal(err)
 	}
+	return meanwhile(b, "list", func(int) error {
+		_, err := srv.FreeGPUs(as(renter), page)
+		return err
+	})
+}
+
+// scanMeanwhile asks as the renter, every 10 ms, for the explanation of
+// one of the queued jobs (each in turn, so that none is answered from the
+// last read) and for the market view, until the returned func is called,
+// which reports their latency and the share refused over the scan budget.
+func scanMeanwhile(b *testing.B, srv *server.Server, renter *idlegrid.Account, jobs []string) (stop func()) {
+	asks, refused := 0, 0
+	report := meanwhile(b, "scan", func(i int) error {
+		for _, err := range []error{
+			func() error { _, err := srv.Explain(as(renter), jobs[i%len(jobs)]); return err }(),
+			func() error { _, err := srv.Market(as(renter)); return err }(),
+		} {
+			asks++
+			if idlegrid.ErrorCode(err) == idlegrid.ETOOMANY {
+				refused++
+			} else if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return func() {
+		report()
+		if asks > 0 {
+			b.ReportMetric(100*float64(refused)/float64(asks), "scan-refused-%")
+		}
+	}
+}
+
+// meanwhile calls ask(i), i counting from 0, every 10 ms until the returned
+// func is called, which reports its latency as name-p50-ms, name-p99-ms
+// and name-max-ms.
+func meanwhile(b *testing.B, name string, ask func(i int) error) (stop func()) {
 	var lat []time.Duration
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
-		for {
+		for i := 0; ; i++ {
 			select {
 			case <-quit:
 				return
 			case <-tick.C:
 			}
 			t0 := time.Now()
-			if _, err := srv.FreeGPUs(as(renter), page); err != nil {
+			if err := ask(i); err != nil {
 				b.Error(err)
 				return
 			}
@@ -216,9 +276,9 @@ func listNodesMeanwhile(b *testing.B, srv *server.Server, store idlegrid.Store, 
 		}
 		slices.Sort(lat)
 		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-		b.ReportMetric(ms(lat[len(lat)/2]), "list-p50-ms")
-		b.ReportMetric(ms(lat[len(lat)*99/100]), "list-p99-ms")
-		b.ReportMetric(ms(lat[len(lat)-1]), "list-max-ms")
+		b.ReportMetric(ms(lat[len(lat)/2]), name+"-p50-ms")
+		b.ReportMetric(ms(lat[len(lat)*99/100]), name+"-p99-ms")
+		b.ReportMetric(ms(lat[len(lat)-1]), name+"-max-ms")
 	}
 }
 
@@ -244,9 +304,11 @@ func mustSubmit(b *testing.B, srv *server.Server, renter context.Context, specs 
 	}
 }
 
-// mustQueue puts the jobs in the store, queued, as SubmitJob would.
-func mustQueue(b *testing.B, store idlegrid.Store, renter *idlegrid.Account, specs []idlegrid.JobSpec) {
+// mustQueue puts the jobs in the store, queued, as SubmitJob would, and
+// returns their IDs.
+func mustQueue(b *testing.B, store idlegrid.Store, renter *idlegrid.Account, specs []idlegrid.JobSpec) []string {
 	now := idlegrid.SystemClock{}.Now()
+	ids := make([]string, len(specs))
 	for i, spec := range specs {
 		spec.Normalize()
 		if err := spec.Validate(now); err != nil {
@@ -257,7 +319,9 @@ func mustQueue(b *testing.B, store idlegrid.Store, renter *idlegrid.Account, spe
 		if err := store.CreateJob(context.Background(), j); err != nil {
 			b.Fatal(err)
 		}
+		ids[i] = j.ID
 	}
+	return ids
 }
 
 // placementCounter counts the placements the store committed, and closes
