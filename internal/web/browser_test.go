@@ -727,6 +727,7 @@ func TestDashboard(t *testing.T) {
 			const h = document.querySelector('#panel-job h3');
 			return !!h && h.innerText.includes('cancelled');
 		})()`)
+		b.waitText("#panel-job", "Never placed: cancelled by the renter")
 		b.within("the jobs list to show the job cancelled", 15*time.Second, fmt.Sprintf(`(() => {
 			const b = document.querySelector(%s);
 			return !!b && b.closest('tr').innerText.includes('cancelled');

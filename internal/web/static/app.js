@@ -521,7 +521,7 @@
       { h: 'Progress', num: true, f: (l) => l.state === 'running' || l.state === 'assigned' ? pct(l.progress) : '—' }, { h: 'Held', num: true, f: (l) => money(l.hold_micros, 4) },
       { h: 'Saved', f: savedCell },
       { h: 'Charged', num: true, f: (l) => money(l.charged_micros, 6) }, { h: 'Note', f: (l) => esc(l.reason) },
-    ], ls, 'Not placed yet: ' + job.reason);
+    ], ls, (job.state === 'queued' ? 'Not placed yet: ' : 'Never placed: ') + job.reason);
     const last = ls[ls.length - 1];
     if (last) {
       const logs = (await get('/v1/leases/' + encodeURIComponent(last.id) + '/logs?after=0&limit=500')).lines.slice(-60);
