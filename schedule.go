@@ -2,7 +2,7 @@ package idlegrid
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -201,13 +201,14 @@ func (s *Schedule) spans(from, to time.Time) []OneOffWindow {
 	if err != nil {
 		loc = time.UTC
 	}
-	var out []OneOffWindow
+	weekly := s.compiledWeekly()
+	days := int(to.Sub(from)/(24*time.Hour)) + 3
+	out := make([]OneOffWindow, 0, len(s.OneOff)+days*len(weekly))
 	for _, w := range s.OneOff {
 		if w.End.After(from) && w.Start.Before(to) {
 			out = append(out, w)
 		}
 	}
-	weekly := s.compiledWeekly()
 	// Step by calendar date, not from one midnight to the next: where DST
 	// starts at midnight (America/Santiago), that midnight does not exist
 	// and time.Date normalizes it back into the day before.
@@ -227,7 +228,7 @@ func (s *Schedule) spans(from, to time.Time) []OneOffWindow {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
+	slices.SortFunc(out, func(a, b OneOffWindow) int { return a.Start.Compare(b.Start) })
 	return out
 }
 
