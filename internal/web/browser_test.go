@@ -763,6 +763,29 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("a failing watch was asked again after %v ms, want pauses of at least 1 s, then 2 s", gaps)
 		}
 		eval[bool](b, "restore the requests", `(window.restoreFetch(), true)`)
+
+		// The jobs list says why a queued job waits from its explanation,
+		// which reads every node on the server's scheduler: asked once, and
+		// shown again at the next refreshes without asking.
+		third := queued("explained-once")
+		defer rc.CancelJob(ctx, third)
+		eval[bool](b, "count the explanations", fmt.Sprintf(`(() => {
+			const orig = window.fetch;
+			window.explainAsks = 0; window.jobLists = 0;
+			window.fetch = (url, init) => {
+				if (String(url) === '/v1/jobs/' + %s + '/explain') window.explainAsks++;
+				if (String(url).startsWith('/v1/jobs?')) window.jobLists++;
+				return orig(url, init);
+			};
+			window.restoreFetch = () => { window.fetch = orig; };
+			return true;
+		})()`, jsString(third)))
+		b.waitText("#panel-jobs", "explained-once")
+		b.poll("six refreshes of the jobs list after the job's first", `window.explainAsks >= 1 && window.jobLists >= 7`)
+		if n := eval[int](b, "count the explanations", `window.explainAsks`); n != 1 {
+			t.Errorf("the queued job was explained %d times in six refreshes, want once", n)
+		}
+		eval[bool](b, "restore the requests", `(window.restoreFetch(), true)`)
 	})
 
 	t.Run("market", func(t *testing.T) {

@@ -9,6 +9,7 @@
 (() => {
   const KEY = 'idlegrid.key';
   const REFRESH_MS = Number(new URLSearchParams(location.search).get('refresh_ms')) || 2000;
+  const EXPLAIN_MS = 30000; // how long the jobs list shows a queued job's explanation before asking again
   const st = {
     key: sessionStorage.getItem(KEY) || '',
     me: null, view: '', timer: 0, busy: false,
@@ -19,6 +20,7 @@
     nodes: {},              // nodes the renter's leases ran on, as the market shows them, by ID (null: unknown)
     offers: '',             // the renter's search of the nodes on offer, as a query string
     watch: null,            // the loop following the chosen job's changes (see follow), or null
+    explained: {},          // queued jobs' explanations, by ID: {at, x} (see renterJobs)
     again: false,           // a refresh was asked for while one ran: run another once it ends
   };
   const $ = (sel, root = document) => root.querySelector(sel);
@@ -364,11 +366,18 @@
   async function renterJobs() {
     const jobs = (await get('/v1/jobs?limit=100')).jobs
       .sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at)).slice(0, 30);
-    // Say why each queued job waits, in the engine's words.
+    // Say why each queued job waits, in the engine's words: an explanation
+    // reads every node of the market on the server's scheduler, so each is
+    // asked again only after EXPLAIN_MS (see explained).
     const queued = jobs.filter((j) => j.state === 'queued').slice(0, 5);
-    const why = {};
+    const why = {}, gen = st.gen;
     await Promise.all(queued.map(async (j) => {
-      try { why[j.id] = await get('/v1/jobs/' + encodeURIComponent(j.id) + '/explain'); } catch (_) { /* shown from reason */ }
+      const kept = st.explained[j.id];
+      if (kept && Date.now() - kept.at < EXPLAIN_MS) { why[j.id] = kept.x; return; }
+      try {
+        why[j.id] = await get('/v1/jobs/' + encodeURIComponent(j.id) + '/explain');
+        if (st.gen === gen) st.explained[j.id] = { at: Date.now(), x: why[j.id] };
+      } catch (_) { why[j.id] = kept && kept.x; /* else shown from reason */ }
     }));
     for (const j of jobs) j.__selected = j.id === st.job;
     return table([
@@ -1322,7 +1331,7 @@
   function signOut(why) {
     st.gen++;
     sessionStorage.removeItem(KEY);
-    st.key = ''; st.me = null; st.view = ''; st.job = ''; st.node = ''; st.samples = []; st.rows = {}; st.nodes = {}; st.offers = '';
+    st.key = ''; st.me = null; st.view = ''; st.job = ''; st.node = ''; st.samples = []; st.rows = {}; st.nodes = {}; st.offers = ''; st.explained = {};
     follow(); // ends the loop following the job
     if ($('#confirm').open) $('#confirm').close();
     $('#toast').className = 'toast';
