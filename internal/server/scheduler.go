@@ -78,16 +78,8 @@ func (s *Server) markJob(id string)   { s.marks.mark(&s.marks.jobs, id); s.Kick(
 // stored (answeringWhile). Once taken, f runs at once and ask waits for it
 // to return, so that the caller never reads what f writes while it runs.
 func (s *Server) ask(ctx context.Context, f func(e *market.Engine)) error {
-	done, asked := make(chan struct{}), time.Now()
-	select {
-	case s.asks <- func(e *market.Engine) { s.metrics.askWait.Observe(time.Since(asked).Seconds()); f(e); close(done) }:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.stopped:
-		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is shutting down")
-	}
-	<-done
-	return nil
+	asked := time.Now()
+	return s.runOn(ctx, s.asks, func(e *market.Engine) { s.metrics.askWait.Observe(time.Since(asked).Seconds()); f(e) })
 }
 
 // BetweenPasses returns once the scheduler is between placement passes: a
@@ -95,9 +87,15 @@ func (s *Server) ask(ctx context.Context, f func(e *market.Engine)) error {
 // by step waits on it. (Questions to the engine, ask, are also answered
 // between the placements of a pass.)
 func (s *Server) BetweenPasses(ctx context.Context) error {
+	return s.runOn(ctx, s.passGap, func(*market.Engine) {})
+}
+
+// runOn hands f to the scheduler's goroutine on ch, which it reads at the
+// moments ch's owner documents, and waits until f has run.
+func (s *Server) runOn(ctx context.Context, ch chan func(*market.Engine), f func(*market.Engine)) error {
 	done := make(chan struct{})
 	select {
-	case s.passGap <- done:
+	case ch <- func(e *market.Engine) { f(e); close(done) }:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-s.stopped:
@@ -129,8 +127,8 @@ func (s *Server) runScheduler(ctx context.Context) {
 				f(engine)
 			}
 			continue
-		case done := <-s.passGap:
-			close(done)
+		case f := <-s.passGap:
+			f(engine)
 			continue
 		case <-s.kick:
 		case <-timer.C:

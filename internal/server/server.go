@@ -152,8 +152,8 @@ type Server struct {
 	marks   marks         // what changed in the store since the scheduler's last pass
 	rebuild atomic.Bool   // the engine disagrees with the store: rebuild it
 	asks    chan func(*market.Engine)
-	passGap chan chan struct{} // BetweenPasses: closed by the scheduler between passes
-	stopped chan struct{}      // closed when the scheduler has stopped
+	passGap chan func(*market.Engine) // BetweenPasses: run by the scheduler between passes only
+	stopped chan struct{}             // closed when the scheduler has stopped
 	metrics *metrics
 	waiters waiters // wakes agents' long polls, by node
 	watches waiters // wakes watches of jobs, by job (jobwatch.go)
@@ -210,7 +210,7 @@ func Open(cfg Config) (*Server, error) {
 	s := &Server{
 		store: cfg.Store, clock: cfg.Clock, rules: rules,
 		cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), cancel: cancel,
-		asks: make(chan func(*market.Engine)), passGap: make(chan chan struct{}), stopped: make(chan struct{}),
+		asks: make(chan func(*market.Engine)), passGap: make(chan func(*market.Engine)), stopped: make(chan struct{}),
 		audit: auditLog, scans: newScanBudget(cfg.ScanShare, cfg.ScanBurst),
 		marketView: readCache[[]market.MarketStat]{ttl: marketViewTTL}, explains: readCache[*market.Explanation]{ttl: explainTTL},
 		trust: trust{policy: cfg.TrustPolicy, uptime: map[string]*uptimeTrack{}},
