@@ -204,7 +204,7 @@ func (e *Engine) UpsertNode(n *idlegrid.Node) {
 	nd.datasets = slices.Compact(slices.Sorted(slices.Values(n.CachedDatasets)))
 	nd.cached = len(nd.datasets) > 0
 	nd.cell = nil
-	nd.pct, nd.until, nd.nextOpen = 0, 0, 0
+	nd.pct, nd.until, nd.nextOpen, nd.nextUntil = 0, 0, 0, 0
 	nd.setPrices(100)
 	key, types := e.keyOf(nd)
 	c := e.classFor(key, types)
@@ -679,7 +679,7 @@ func (e *Engine) refresh(nd *node) {
 	if next != 0 {
 		e.push(event{at: next, nd: nd, ver: nd.ver})
 	}
-	nd.nextOpen = nextOpen
+	nd.nextOpen, nd.nextUntil = nextOpen, 0
 	if pct != nd.pct {
 		nd.setPrices(pct)
 		e.reorder(nd)

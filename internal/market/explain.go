@@ -300,7 +300,13 @@ func (e *Engine) estimateOn(q *query, nd *node) int64 {
 		return -1
 	}
 	t = max(t, nd.nextOpen)
-	if u := nd.n.Schedule.AvailableUntil(timeOf(nd.nextOpen)); u.UnixNano() >= t+need {
+	if nd.nextUntil == 0 { // read once a refresh: a schedule's spans are most of an explanation
+		nd.nextUntil = -1 // not open then after all
+		if u := nd.n.Schedule.AvailableUntil(timeOf(nd.nextOpen)); !u.IsZero() {
+			nd.nextUntil = u.UnixNano()
+		}
+	}
+	if nd.nextUntil >= t+need {
 		return t
 	}
 	return -1

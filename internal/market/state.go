@@ -86,8 +86,11 @@ type node struct {
 	pct    int64                      // time-of-day multiplier in force, percent
 	loc    *time.Location
 
-	nextOpen int64  // unix nanos of the next opening when closed; 0 unknown
-	rankMark uint64 // the last rerank that found it in its list (ranked.go)
+	nextOpen int64 // unix nanos of the next opening when closed; 0 unknown
+	// nextUntil is when the window opening at nextOpen ends, as Explain
+	// last read it; 0: not read since the last refresh.
+	nextUntil int64
+	rankMark  uint64 // the last rerank that found it in its list (ranked.go)
 
 	datasets []string // cached datasets, sorted
 }

@@ -27,8 +27,8 @@ const (
 // scanBudget bounds the scheduler's time spent on reads that scan the
 // whole market for people: explain, the market view and a search for free
 // GPUs. Each runs on the scheduler's goroutine and holds every placement
-// back while it runs, and at 100,000 nodes an explain takes about 75 ms
-// and the market view 95 ms, so that a few callers could otherwise stop
+// back while it runs, and at 100,000 nodes an explain takes about 45 ms
+// and the market view 75 ms, so that a few callers could otherwise stop
 // placements altogether. A token bucket of microseconds of the
 // scheduler's time (golang.org/x/time/rate) refills at share of the
 // clock's time up to burst; a scan may start while the bucket is not
