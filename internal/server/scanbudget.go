@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 
 	"github.com/idlegrid/idlegrid"
@@ -69,11 +70,14 @@ func (s *Server) askScan(ctx context.Context, what string, f func(e *market.Engi
 // readCache answers a read of every node again to everyone who asks
 // within its time to live: the market view (one key) however many
 // dashboards show it, a job's explanation however often it is asked.
-// Callers that find an entry stale together wait for one read.
+// Callers that find an entry stale together wait for one read
+// (golang.org/x/sync/singleflight), each only as long as its own context
+// lasts; the read goes on for the others.
 type readCache[T any] struct {
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[string]cached[T]
+	ttl   time.Duration
+	group singleflight.Group
+	mu    sync.Mutex
+	m     map[string]cached[T]
 }
 
 type cached[T any] struct {
@@ -86,22 +90,50 @@ type cached[T any] struct {
 const maxCached = 1024
 
 // get returns key's value read at most ttl before now, reading it anew
-// with read when there is none.
-func (c *readCache[T]) get(key string, now time.Time, read func() (T, error)) (T, error) {
+// with read when there is none. read gets a context that the callers'
+// ends do not cancel.
+func (c *readCache[T]) get(ctx context.Context, key string, now time.Time, read func(context.Context) (T, error)) (T, error) {
+	if v, ok := c.fresh(key, now); ok {
+		return v, nil
+	}
+	shared := context.WithoutCancel(ctx)
+	ch := c.group.DoChan(key, func() (any, error) {
+		v, err := read(shared)
+		if err == nil {
+			c.keep(key, now, v)
+		}
+		return v, err
+	})
+	select {
+	case r := <-ch:
+		v, _ := r.Val.(T)
+		return v, r.Err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// fresh returns key's value if it was read less than ttl before now.
+func (c *readCache[T]) fresh(key string, now time.Time) (T, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.m[key]; ok && now.Sub(e.at) < c.ttl && !now.Before(e.at) {
-		return e.v, nil
+	e, ok := c.m[key]
+	if !ok || now.Sub(e.at) >= c.ttl || now.Before(e.at) {
+		var zero T
+		return zero, false
 	}
-	v, err := read()
-	if err != nil {
-		return v, err
-	}
+	return e.v, true
+}
+
+// keep stores key's value as read at now.
+func (c *readCache[T]) keep(key string, now time.Time, v T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= maxCached {
 		c.forgetOld(now)
 	}
 	c.m[key] = cached[T]{at: now, v: v}
-	return v, nil
 }
 
 // forgetOld drops the entries past their time.

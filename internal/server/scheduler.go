@@ -513,7 +513,7 @@ func (s *Server) Explain(ctx context.Context, jobID string) (*market.Explanation
 	if err != nil {
 		return nil, err
 	}
-	return s.explains.get(j.ID, s.Now(), func() (*market.Explanation, error) {
+	return s.explains.get(ctx, j.ID, s.Now(), func(ctx context.Context) (*market.Explanation, error) {
 		var x market.Explanation
 		err := s.askScan(ctx, "explains", func(e *market.Engine) { x = e.Explain(j, s.Now()) })
 		return &x, err
@@ -527,7 +527,7 @@ func (s *Server) Market(ctx context.Context) ([]market.MarketStat, error) {
 	if _, err := account(ctx); err != nil {
 		return nil, err
 	}
-	return s.marketView.get("", s.Now(), func() ([]market.MarketStat, error) {
+	return s.marketView.get(ctx, "", s.Now(), func(ctx context.Context) ([]market.MarketStat, error) {
 		var stats []market.MarketStat
 		err := s.askScan(ctx, "market views", func(e *market.Engine) { stats = e.MarketView(s.Now()) })
 		return stats, err
