@@ -444,9 +444,10 @@ const countWatches = `(() => {
 		window.watchAsks[job] = (window.watchAsks[job] || 0) + 1;
 		(window.watchTimes[job] = window.watchTimes[job] || []).push(Date.now());
 		if (window.watchAnswer) return Promise.resolve(new Response(JSON.stringify({ error: {
-			code: window.watchAnswer === 404 ? 'not_found' : 'unavailable',
+			code: { 404: 'not_found', 429: 'too_many' }[window.watchAnswer] || 'unavailable',
 			message: window.watchAnswer === 404 ? 'no such endpoint: GET ' + url : 'try again later' } }),
-			{ status: window.watchAnswer, headers: { 'Content-Type': 'application/json' } }));
+			{ status: window.watchAnswer, headers: Object.assign({ 'Content-Type': 'application/json' },
+				window.watchAnswer === 429 ? { 'Retry-After': '3' } : {}) }));
 		window.watching[job] = (window.watching[job] || 0) + 1;
 		const done = () => { window.watching[job]--; };
 		const p = orig(url, init);
@@ -761,6 +762,15 @@ func TestDashboard(t *testing.T) {
 		if gaps := eval[[]int](b, "read the pauses", fmt.Sprintf(`(() => { const t = window.watchTimes[%s];
 			return t.slice(1).map((x, i) => x - t[i]); })()`, jsString(second))); gaps[0] < 900 || gaps[1] < 1900 {
 			t.Errorf("a failing watch was asked again after %v ms, want pauses of at least 1 s, then 2 s", gaps)
+		}
+		// Over a rate limit, the page waits what Retry-After says (3 s here)
+		// before asking again.
+		eval[bool](b, "answer the watch as a server over its limit", `(window.watchAnswer = 429) === 429`)
+		b.chooseJob(first)
+		b.poll("the watch to be asked twice more", fmt.Sprintf(`(window.watchTimes[%s] || []).length >= 3`, jsString(first)))
+		// The first ask was the older server's, above.
+		if at := eval[[]int](b, "read the times", fmt.Sprintf(`window.watchTimes[%s]`, jsString(first))); at[2]-at[1] < 2900 {
+			t.Errorf("a watch refused with Retry-After: 3 was asked again after %d ms, want at least 3 s", at[2]-at[1])
 		}
 		eval[bool](b, "restore the requests", `(window.restoreFetch(), true)`)
 

@@ -59,6 +59,7 @@
     try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
     if (!r.ok && r.status !== 304) {
       const err = new APIError(r.status, data);
+      err.retryAfterMs = 1000 * (Number(r.headers.get('Retry-After')) || 0); // a limit's wait; 0: none said
       if (r.status === 401 && path !== '/v1/me' && key === st.key) signOut('Your key was refused: ' + err.message);
       throw err;
     }
@@ -579,7 +580,8 @@
   // list and the balance follow; an unchanged one (304) is asked for again. While the server is
   // unreachable or failing (5xx, 408, 429), w has no view, so the refresh
   // reads the job as it does without a watch, and the watch is asked again
-  // after a pause that doubles from 1 s to 30 s. A server without the
+  // after a pause that doubles from 1 s to 30 s, or the Retry-After of a
+  // server over its limit if that is longer. A server without the
   // endpoint (an older one), or one refusing it for this job, is not asked
   // again for this job: the refresh draws it.
   async function watchLoop(w) {
@@ -594,7 +596,7 @@
         if (st.watch !== w) return;
         w.etag = ''; w.view = null; // the next answer is the whole view, drawn at once
         if (e instanceof APIError && e.status < 500 && e.status !== 408 && e.status !== 429) return;
-        pause = Math.min(pause ? pause * 2 : 1000, WATCH_PAUSE_MAX_MS);
+        pause = Math.min(Math.max(pause ? pause * 2 : 1000, e.retryAfterMs || 0), WATCH_PAUSE_MAX_MS);
         await sleep(pause, w.ctrl.signal);
         continue;
       }
