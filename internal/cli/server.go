@@ -61,7 +61,7 @@ Ctrl-C exits at once.`,
 	gcFloor := gcFloorFlag(fs)
 	cfg.inference = inferenceFlags(fs) // serverinference.go
 	fs.Float64Var(&cfg.accountRPS, "api-account-rps", defaultAccountRPS, "API requests a second each account but admins may send (a token bucket; agents and inference are limited apart); 0: no limit")
-	fs.IntVar(&cfg.accountBurst, "api-account-burst", 0, "how many requests above --api-account-rps an account may send at once (default: a second's worth, at least 1)")
+	fs.IntVar(&cfg.accountBurst, "api-account-burst", defaultAccountBurst, "how many requests an account may send at once before --api-account-rps paces it; 0: a second's worth")
 	args, err := fs.parse(args)
 	if err != nil {
 		return err
@@ -142,6 +142,12 @@ type serveConfig struct {
 // CLI, the dashboard or a reasonable script sends, far below what a
 // runaway loop does. idlegrid dev, one person's market, has no limit.
 const defaultAccountRPS = 50
+
+// defaultAccountBurst is --api-account-burst's default: a dashboard's
+// refresh asks up to about fifty things at once (a provider's nodes,
+// their reputations, the running leases' receipts), and two tabs or a
+// script beside it must not be refused.
+const defaultAccountBurst = 200
 
 // runningServer is a store, a coordinator and an HTTP server over them.
 type runningServer struct {
