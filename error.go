@@ -3,6 +3,8 @@ package idlegrid
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 )
 
@@ -81,6 +83,28 @@ func Errorf(code, format string, args ...any) *Error {
 // e.g. Invalid("job.gpus", "must be between 1 and 16").
 func Invalid(field, format string, args ...any) *Error {
 	return &Error{Code: EINVALID, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// WithRetryAfter returns err, an *Error, marked as worth sending again
+// after d (a copy: err is left as it was); any other error unchanged.
+func WithRetryAfter(err error, d time.Duration) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	c := *e
+	c.RetryAfter = d
+	return &c
+}
+
+// RetryAfterSeconds is err's RetryAfter in whole seconds, at least one, as
+// an HTTP Retry-After header says it; "" when err says none.
+func RetryAfterSeconds(err error) string {
+	var e *Error
+	if !errors.As(err, &e) || e.RetryAfter <= 0 {
+		return ""
+	}
+	return strconv.Itoa(int(math.Ceil(max(e.RetryAfter, time.Second).Seconds())))
 }
 
 // ErrorCode returns the code of err, EINTERNAL for errors that are not *Error,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -104,4 +105,27 @@ func fieldsAtFault(tb testing.TB, err error) string {
 		fields = append(fields, p.Field)
 	}
 	return strings.Join(fields, ",")
+}
+
+// An error marked to be sent again says when in whole seconds, at least
+// one; the error marked is left as it was, and others say nothing.
+func TestRetryAfter(t *testing.T) {
+	base := idlegrid.Errorf(idlegrid.ETOOMANY, "slow down")
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{idlegrid.WithRetryAfter(base, 2500*time.Millisecond), "3"},
+		{idlegrid.WithRetryAfter(base, time.Millisecond), "1"},
+		{fmt.Errorf("wrapped: %w", idlegrid.WithRetryAfter(base, 2*time.Second)), "2"},
+		{base, ""},
+		{idlegrid.WithRetryAfter(errors.New("not ours"), time.Second), ""},
+	} {
+		if got := idlegrid.RetryAfterSeconds(c.err); got != c.want {
+			t.Errorf("RetryAfterSeconds(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+	if base.RetryAfter != 0 {
+		t.Errorf("WithRetryAfter changed the error it marked: %s", base.RetryAfter)
+	}
 }

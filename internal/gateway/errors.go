@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -28,26 +26,10 @@ var errorTypes = map[string]string{
 	idlegrid.EINTERNAL:     openai.TypeServer,
 }
 
-// retryLater is an error whose request may succeed if sent again after a
-// while: the answer says when in Retry-After, which OpenAI's SDKs honour.
-type retryLater struct {
-	error
-	after time.Duration
-}
-
-func (e *retryLater) Unwrap() error { return e.error }
-
-// retryAfter marks err as worth retrying after d (at least a second).
-func retryAfter(err error, d time.Duration) error { return &retryLater{err, d} }
-
-// retryAfterSeconds is Retry-After for err in whole seconds, or "".
-func retryAfterSeconds(err error) string {
-	var rl *retryLater
-	if !errors.As(err, &rl) {
-		return ""
-	}
-	return strconv.Itoa(int(math.Ceil(max(rl.after, time.Second).Seconds())))
-}
+// retryAfter marks err as worth sending again after d (at least a
+// second): the answer says when in Retry-After, which OpenAI's SDKs
+// honour.
+func retryAfter(err error, d time.Duration) error { return idlegrid.WithRetryAfter(err, d) }
 
 // errorBody is err in OpenAI's format. Internal errors say no more than
 // "internal error".
@@ -75,7 +57,7 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if idlegrid.ErrorCode(err) == idlegrid.EUNAUTHORIZED {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="idlegrid"`)
 	}
-	if ra := retryAfterSeconds(err); ra != "" {
+	if ra := idlegrid.RetryAfterSeconds(err); ra != "" {
 		w.Header().Set("Retry-After", ra)
 	}
 	writeJSON(w, g.cfg.StatusCode(idlegrid.ErrorCode(err)), errorBody(err))

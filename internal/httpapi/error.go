@@ -3,11 +3,8 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"math"
 	"net/http"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
@@ -45,14 +42,14 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *idlegrid.Error
 	if errors.As(err, &e) {
 		detail.Field = e.Field
-		if e.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(e.RetryAfter, time.Second).Seconds()))))
-		}
 		if len(e.More) > 0 {
 			for _, p := range e.All() {
 				detail.Problems = append(detail.Problems, wire.ErrorProblem{Field: p.Field, Message: p.Error()})
 			}
 		}
+	}
+	if ra := idlegrid.RetryAfterSeconds(err); ra != "" {
+		w.Header().Set("Retry-After", ra)
 	}
 	if code == idlegrid.EINTERNAL {
 		a.log.Error("http: internal error", "method", r.Method, "path", r.URL.Path, "err", err)
