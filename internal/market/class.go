@@ -13,12 +13,21 @@ import (
 // besides the tiers it sells: nodes with equal keys are one class, which a
 // job accepts whole or not at all. (Which tiers a node sells, and whether
 // it meets the gold bar, decide which of its class's views it is in.)
+//
+// Nodes offered in windows are kept apart from nodes offered around the
+// clock (windowed), though jobs accept both alike: when windows near
+// their end, a search for a job longer than what is left would otherwise
+// walk past the closing nodes one by one among the open ones of the same
+// price; apart, their shelf's root turns the job away at once. Only the
+// mode is in the key, not the windows: a class per schedule could be a
+// class per node.
 type classKey struct {
 	region    string
 	residency string
 	gpuTypes  string // "model/vram" of each distinct GPU type, sorted, comma-separated
 	kinds     string // allowed kinds, sorted; empty: all
 	maxJob    int64
+	windowed  bool // offered in windows, not always
 }
 
 // gpuType is one kind of GPU a class's nodes have.
@@ -77,6 +86,7 @@ func (e *Engine) keyOf(nd *node) (classKey, []gpuType) {
 		gpuTypes:  tb.String(),
 		kinds:     strings.Join(slices.Compact(kinds), ","),
 		maxJob:    n.Ask.MaxJobSeconds,
+		windowed:  n.Schedule.Mode == idlegrid.ScheduleWindows,
 	}, types
 }
 

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/idlegrid/idlegrid"
 )
 
 // The index's whole-second times must keep every date a clock may give,
@@ -45,5 +47,53 @@ func TestShelfLayout(t *testing.T) {
 	}
 	if got := unsafe.Sizeof(l); got%32 != 0 {
 		t.Errorf("an lbs entry is %d bytes, want a multiple of 32", got)
+	}
+}
+
+// Nodes offered around the clock and nodes offered in windows are apart
+// in classes, though their offers are otherwise alike, so that a windowed
+// class whose windows all end too soon for a job is passed over at its
+// shelf's root rather than node by node among open nodes of the same
+// price. The split changes no decision.
+func TestClass_windowedApart(t *testing.T) {
+	at := time.Date(2025, 3, 10, 15, 30, 0, 0, time.UTC) // a Monday
+	node := func(id string, silver idlegrid.Micros) *idlegrid.Node {
+		return &idlegrid.Node{ID: id, ProviderID: "prov_" + id, State: idlegrid.NodeOnline, Reliability: 1,
+			Offer: idlegrid.Offer{Name: id, CPUCores: 32, RAMMB: 256000, Region: "eu-west", Residency: "EU",
+				GPUs:     []idlegrid.GPU{{UUID: id + "-gpu-0", Model: "H100-80GB", VRAMMB: 81920}},
+				Schedule: idlegrid.Schedule{Mode: idlegrid.ScheduleAlways},
+				Ask:      idlegrid.Ask{FloorMicrosPerGPUHour: map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: silver}}}}
+	}
+	always, office := node("always", 2_000_000), node("office", 1_000_000)
+	office.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleWindows, Weekly: []idlegrid.WeeklyWindow{
+		{Days: []string{"mon", "tue", "wed", "thu", "fri"}, Start: "09:00", End: "16:00"}}} // UTC: 30 minutes left
+	e := NewEngine(Config{})
+	e.Advance(at)
+	e.UpsertNode(always)
+	e.UpsertNode(office)
+	if len(e.classes) != 2 || e.nodes["always"].cls == e.nodes["office"].cls {
+		t.Fatalf("%d classes, the two nodes' the same: %v; want two", len(e.classes), e.nodes["always"].cls == e.nodes["office"].cls)
+	}
+	job := func(id string, minutes int64) *idlegrid.Job {
+		return &idlegrid.Job{ID: id, State: idlegrid.JobQueued, JobSpec: idlegrid.JobSpec{Kind: idlegrid.KindTraining, Image: "x",
+			GPUs: 1, Nodes: 1, Tier: idlegrid.TierSilver, MaxPriceMicrosPerGPUHour: 5_000_000, DurationSeconds: minutes * 60}}
+	}
+	long, short := job("long", 120), job("short", 20)
+	q := e.query(long, at)
+	e.nodes["office"].cls.clean()
+	e.nodes["always"].cls.clean()
+	if e.nodes["office"].cls.root.mayPlace(&q) {
+		t.Error("the windowed class's root may place a 2-hour job with 30 minutes of window left")
+	}
+	if !e.nodes["always"].cls.root.mayPlace(&q) {
+		t.Error("the always-open class's root may not place the 2-hour job")
+	}
+	for _, c := range []struct {
+		j    *idlegrid.Job
+		want string
+	}{{long, "always"}, {short, "office"}} {
+		if d := e.Place(c.j, at); !d.Placed() || d.Picks[0].Node.ID != c.want {
+			t.Errorf("%s: placed %v %+v, want on %s", c.j.ID, d.Placed(), d.Picks, c.want)
+		}
 	}
 }
