@@ -14,10 +14,11 @@ import (
 
 // BenchmarkPlaceBreakdown runs BenchmarkPlace's loop at 100,000 nodes and
 // logs where the latency is, by kind of placement: for each kind its
-// share, mean, p50 and p99, its share of the loop's time, of the
-// placements slower than the overall p99 and of all placements slower than
-// issue 3's 50 µs, and what the overall p99 would
-// be without it. It reports the overall p99-µs, and p99-without-gangs-µs.
+// share, mean, p50 and p99, its share of the loop's time and of the
+// placements slower than the overall p99, its placements slower than
+// issue 3's 50 µs as a share of all placements, and what the overall p99
+// would be without it. It reports the overall p99-µs, and
+// p99-without-gangs-µs.
 //
 //	go test -run '^$' -bench PlaceBreakdown -benchtime 150000x -v ./internal/market   # -v: the table is a log
 func BenchmarkPlaceBreakdown(b *testing.B) {
