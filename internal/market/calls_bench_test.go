@@ -5,8 +5,6 @@ import (
 	"runtime"
 	"testing"
 	"time"
-
-	"github.com/idlegrid/idlegrid"
 )
 
 // BenchmarkPlaceCalls runs BenchmarkPlace's loop and reports the CPU time
@@ -54,45 +52,12 @@ func (c *callTimes) report(b *testing.B) {
 func benchCalls(b *testing.B, n int) {
 	runtime.LockOSThread() // the thread's clock must be the loop's
 	defer runtime.UnlockOSThread()
-	m := newPlaceMarket(n)
-	e, fifo, held := loadedEngine(m)
-	target := held
-	clock := now
-	seq := 0
-	e.Advance(clock)
+	l := newPlaceLoop(n, false)
 	runtime.GC()
 	var c callTimes
-	var leases []*idlegrid.Lease
+	l.lap = c.lap
 	for i := 0; b.Loop(); i++ {
-		c.lap(-1)
-		if i%1000 == 0 {
-			clock = clock.Add(10 * time.Second)
-			e.Advance(clock)
-		}
-		c.lap(0)
-		j := m.jobs[i%len(m.jobs)]
-		d := e.Place(j, clock)
-		c.lap(1)
-		e.Commit(j, d, clock)
-		c.lap(2)
-		leases = leases[:0]
-		for _, p := range d.Picks {
-			seq++
-			leases = append(leases, placedLease(j, p, seq, clock))
-		}
-		c.lap(-1)
-		for _, l := range leases {
-			e.AddLease(l)
-			fifo = append(fifo, l)
-			held += len(l.GPUUUIDs)
-		}
-		c.lap(3)
-		for held > target && len(fifo) > 0 {
-			e.RemoveLease(fifo[0].ID)
-			held -= len(fifo[0].GPUUUIDs)
-			fifo = fifo[1:]
-		}
-		c.lap(4)
+		l.step(i)
 	}
 	c.report(b)
 }

@@ -328,49 +328,92 @@ type benchOptions struct {
 	churn bool
 }
 
-// benchEngine runs BenchmarkPlace's loop on n nodes.
-func benchEngine(b *testing.B, n int, o benchOptions) {
+// placeLoop is BenchmarkPlace's loop: the market, the engine that holds
+// it, and the leases placed and not yet ended.
+type placeLoop struct {
+	m            *placeMarket
+	e            *market.Engine
+	live         *liveLeases
+	held, target int // GPUs leases hold, and what the loop holds them at
+	clock        time.Time
+	seq, waited  int
+	clockStep    time.Duration // what each Advance moves the clock: 10 s, 10 ms a placement
+	churn        bool
+	notices      []market.Notice   // the last step's Advance's
+	placed       []*idlegrid.Lease // the last step's leases
+	// lap, when set, is called after each part of a step with its kind
+	// (0 the Advance, 1 Place, 2 Commit, 3 AddLease, 4 RemoveLease), and
+	// with -1 before each part and after the loop's own work.
+	lap func(kind int)
+}
+
+// newPlaceLoop builds the loop's market of n nodes and its engine, the
+// index built.
+func newPlaceLoop(n int, churn bool) *placeLoop {
 	m := newPlaceMarket(n)
 	e, loaded, held := loadedEngine(m)
-	live := &liveLeases{fifo: slices.Grow(loaded, len(loaded))}
-	target := held
-	clock := now
+	l := &placeLoop{m: m, e: e, live: &liveLeases{fifo: slices.Grow(loaded, len(loaded))}, held: held, target: held, clock: now, clockStep: 10 * time.Second, churn: churn}
+	e.Advance(l.clock) // the start of a pass: builds the index
+	return l
+}
+
+// step makes the loop's i-th placement, as the coordinator would: an
+// Advance of clockStep every 1,000 (advanced), the job's Place, Commit and
+// leases, and the oldest leases ended to hold the market where it was.
+func (l *placeLoop) step(i int) (j *idlegrid.Job, d market.Decision, advanced bool) {
+	e, lap := l.e, l.lap
+	if lap == nil {
+		lap = func(int) {}
+	}
+	lap(-1)
+	l.notices = l.notices[:0]
+	if advanced = i%1000 == 0; advanced {
+		l.clock = l.clock.Add(l.clockStep)
+		l.notices = e.Advance(l.clock)
+	}
+	lap(0)
+	j = l.m.jobs[i%len(l.m.jobs)]
+	d = e.Place(j, l.clock)
+	lap(1)
+	e.Commit(j, d, l.clock) // when it waits, a reservation or notices, as the coordinator stores them
+	lap(2)
+	if !d.Placed() {
+		l.waited++
+	}
+	l.placed = l.placed[:0]
+	for _, p := range d.Picks {
+		l.seq++
+		l.placed = append(l.placed, l.live.add(j, p, l.seq, l.clock))
+	}
+	lap(-1)
+	for _, lease := range l.placed {
+		e.AddLease(lease)
+		l.held += len(lease.GPUUUIDs)
+	}
+	lap(3)
+	for l.held > l.target && l.live.len() > 0 {
+		old := l.live.oldest()
+		e.RemoveLease(old.ID)
+		if l.churn {
+			e.UpsertNode(l.m.restand(old.NodeID, i))
+		}
+		l.held -= len(old.GPUUUIDs)
+		l.live.end()
+	}
+	lap(4)
+	return j, d, advanced
+}
+
+// benchEngine runs BenchmarkPlace's loop on n nodes.
+func benchEngine(b *testing.B, n int, o benchOptions) {
+	l := newPlaceLoop(n, o.churn)
 	lat := make(latencies, 0, 1<<20)
 	var shadowLat latencies // placements priced against a shadow runner-up
-	waited, seq := 0, 0
-	e.Advance(clock) // the start of a pass: builds the index
-	runtime.GC()     // collect the setup's garbage outside the loop's time
+	runtime.GC()            // collect the setup's garbage outside the loop's time
 	cpu0, _ := cputime.Process()
 	for i := 0; b.Loop(); i++ {
 		t0 := time.Now()
-		advanced := i%1000 == 0
-		if advanced {
-			clock = clock.Add(10 * time.Second)
-			e.Advance(clock)
-		}
-		j := m.jobs[i%len(m.jobs)]
-		d := e.Place(j, clock)
-		if d.Placed() {
-			e.Commit(j, d, clock)
-			for _, p := range d.Picks {
-				seq++
-				l := live.add(j, p, seq, clock)
-				e.AddLease(l)
-				held += len(l.GPUUUIDs)
-			}
-		} else {
-			waited++
-			e.Commit(j, d, clock) // a reservation or notices, as the coordinator stores them
-		}
-		for held > target && live.len() > 0 {
-			l := live.oldest()
-			e.RemoveLease(l.ID)
-			if o.churn {
-				e.UpsertNode(m.restand(l.NodeID, i))
-			}
-			held -= len(l.GPUUUIDs)
-			live.end()
-		}
+		j, d, advanced := l.step(i)
 		lat = append(lat, time.Since(t0))
 		if o.observe != nil {
 			o.observe(j, d, advanced, lat[len(lat)-1])
@@ -379,7 +422,7 @@ func benchEngine(b *testing.B, n int, o benchOptions) {
 			shadowLat = append(shadowLat, lat[len(lat)-1])
 		}
 	}
-	lat.report(b, waited, cpu0)
+	lat.report(b, l.waited, cpu0)
 	shadowLat.reportShadow(b)
 }
 
