@@ -337,13 +337,14 @@ type placeLoop struct {
 	held, target int // GPUs leases hold, and what the loop holds them at
 	clock        time.Time
 	seq, waited  int
-	clockStep    time.Duration // what each Advance moves the clock: 10 s, 10 ms a placement
+	clockStep    time.Duration // how far each Advance moves the clock; 10 s (10 ms a placement) unless set
 	churn        bool
 	notices      []market.Notice   // the last step's Advance's
 	placed       []*idlegrid.Lease // the last step's leases
 	// lap, when set, is called after each part of a step with its kind
 	// (0 the Advance, 1 Place, 2 Commit, 3 AddLease, 4 RemoveLease), and
-	// with -1 before each part and after the loop's own work.
+	// with -1 at the start of a step and after the loop's own work
+	// (building the leases), which no kind counts.
 	lap func(kind int)
 }
 
