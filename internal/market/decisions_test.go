@@ -18,12 +18,12 @@ import (
 	"github.com/idlegrid/idlegrid/internal/market"
 )
 
-// updateDigest rewrites testdata/market/decisions.digest with what the
+// updateDigest rewrites testdata/decisions.digest with what the
 // engine decides now.
 var updateDigest = flag.Bool("update-digest", false, "TestEngine_decisionDigest: write the engine's digest to its testdata file")
 
 // decisionDigestFile holds the digest TestEngine_decisionDigest expects.
-const decisionDigestFile = "testdata/market/decisions.digest"
+const decisionDigestFile = "testdata/decisions.digest"
 
 // The engine's work on speed must not change what it decides. This runs
 // BenchmarkPlace's loop (mixed models, regions, windows in six time zones,
