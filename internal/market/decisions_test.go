@@ -29,11 +29,11 @@ const decisionDigestFile = "testdata/decisions.digest"
 // BenchmarkPlace's loop (mixed models, regions, windows in six time zones,
 // time-of-day prices, gangs, data, reliability weights, 80% busy) on 3,000
 // nodes for 40,000 placements, its clock moving ten minutes every 1,000
-// (six hours and forty minutes in all), and
-// compares a digest of everything it decided (picks, GPUs, prices, scores,
-// price notes, runner-ups, preemptions, reservations, rejections, window
-// notices) with the one on record. A change that means to decide
-// differently updates the record:
+// (six hours and forty minutes in all), and compares a digest of
+// everything it decided (picks, GPUs, prices, scores, price notes,
+// runner-ups, preemptions, reservations, rejections, window notices) with
+// the one on record. A change that means to decide differently updates
+// the record:
 //
 //	go test ./internal/market -run TestEngine_decisionDigest -update-digest
 //
