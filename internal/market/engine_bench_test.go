@@ -321,8 +321,9 @@ func BenchmarkPlaceChurn(b *testing.B) {
 // benchOptions vary BenchmarkPlace's loop.
 type benchOptions struct {
 	// observe, when not nil, is told each placement's job, decision,
-	// whether it ran the periodic Advance, and its latency.
-	observe func(j *idlegrid.Job, d market.Decision, advanced bool, took time.Duration)
+	// whether it ran the periodic Advance, the market time it was made at,
+	// and its latency.
+	observe func(j *idlegrid.Job, d market.Decision, advanced bool, at time.Time, took time.Duration)
 	// churn upserts the node of every lease that ends with a new
 	// reliability (BenchmarkPlaceChurn).
 	churn bool
@@ -417,7 +418,7 @@ func benchEngine(b *testing.B, n int, o benchOptions) {
 		j, d, advanced := l.step(i)
 		lat = append(lat, time.Since(t0))
 		if o.observe != nil {
-			o.observe(j, d, advanced, lat[len(lat)-1])
+			o.observe(j, d, advanced, l.clock, lat[len(lat)-1])
 		}
 		if d.Placed() && d.Picks[0].ShadowRunnerUp {
 			shadowLat = append(shadowLat, lat[len(lat)-1])

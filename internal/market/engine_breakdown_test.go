@@ -37,7 +37,7 @@ type breakdown map[string][]time.Duration
 
 // observe files one placement under its kind: the first that applies, in
 // this order.
-func (br breakdown) observe(j *idlegrid.Job, d market.Decision, advanced bool, took time.Duration) {
+func (br breakdown) observe(j *idlegrid.Job, d market.Decision, advanced bool, _ time.Time, took time.Duration) {
 	kind := "other"
 	switch {
 	case advanced:
@@ -132,14 +132,12 @@ func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 //	go test -run '^$' -bench PlaceHours -benchtime 1500000x -v ./internal/market   # -v: the table is a log
 func BenchmarkPlaceHours(b *testing.B) {
 	var hours [][]time.Duration
-	n := 0
-	benchEngine(b, 100_000, benchOptions{observe: func(_ *idlegrid.Job, _ market.Decision, _ bool, took time.Duration) {
-		h := int(time.Duration(n/1000) * 10 * time.Second / time.Hour)
+	benchEngine(b, 100_000, benchOptions{observe: func(_ *idlegrid.Job, _ market.Decision, _ bool, at time.Time, took time.Duration) {
+		h := int(at.Sub(now) / time.Hour)
 		for len(hours) <= h {
 			hours = append(hours, nil)
 		}
 		hours[h] = append(hours[h], took)
-		n++
 	}})
 	var t strings.Builder
 	fmt.Fprintf(&t, "%-11s %9s %8s %8s %8s\n", "hour (UTC)", "n", "mean µs", "p99 µs", ">50 µs")
