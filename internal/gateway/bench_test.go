@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"runtime/metrics"
 	"slices"
 	"strconv"
@@ -22,9 +25,12 @@ import (
 // BenchmarkGatewayOverhead measures the latency the gateway adds over
 // calling the model server directly, in the same run: an open-loop load
 // generator sends chat completions at a fixed rate, first straight to the
-// mock model server, then through the gateway (API key, routing, budget,
+// mock model server, then through two bare reverse proxies in front of it
+// (bareProxies: the floor of any path with two HTTP hops, as the server
+// and the agent are), then through the gateway (API key, routing, budget,
 // the agent's session, the agent, metering into the ledger), and reports
-// the 50th and 99th percentiles of each and of the difference. Latency is
+// the 50th and 99th percentiles of each and of each one's difference from
+// direct (added-… for the gateway, proxies-added-… for the floor). Latency is
 // measured from when each request was due to its last byte, so a
 // generator that falls behind counts against the system, not for it.
 // Failed requests are counted (-failed-%), not timed; -done-req/s is the
@@ -60,6 +66,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	f.waitChallenges(b)
 	client := loadClient(*benchConns)
 	b.Cleanup(client.CloseIdleConnections)
+	proxies := bareProxies(b, up.URL, *benchConns)
 	warmBody := []byte(fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Hi"}],"max_tokens":16}`, testModel))
 	warmHeap(b, func() error { return post(client, f.URL+"/v1/chat/completions", f.RenterKey, warmBody) })
 	for _, rate := range rates {
@@ -89,13 +96,19 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 					return r.Latency
 				}
 				d := run("direct", up.URL+"/v1/chat/completions", "", direct)
+				p := run("proxies", proxies+"/v1/chat/completions", "", direct)
 				g := run("gateway", f.URL+"/v1/chat/completions", f.RenterKey, body)
 				dp50, dp99 := pct(d, 0.50), pct(d, 0.99)
+				pp50, pp99 := pct(p, 0.50), pct(p, 0.99)
 				gp50, gp99 := pct(g, 0.50), pct(g, 0.99)
 				b.ReportMetric(us(dp50), "direct-p50-µs")
 				b.ReportMetric(us(dp99), "direct-p99-µs")
+				b.ReportMetric(us(pp50), "proxies-p50-µs")
+				b.ReportMetric(us(pp99), "proxies-p99-µs")
 				b.ReportMetric(us(gp50), "gateway-p50-µs")
 				b.ReportMetric(us(gp99), "gateway-p99-µs")
+				b.ReportMetric(us(pp50-dp50), "proxies-added-p50-µs")
+				b.ReportMetric(us(pp99-dp99), "proxies-added-p99-µs")
 				b.ReportMetric(us(gp50-dp50), "added-p50-µs")
 				b.ReportMetric(us(gp99-dp99), "added-p99-µs")
 				if err := f.GW.Sync(b.Context()); err != nil {
@@ -301,9 +314,11 @@ func pace(n, rate int, send func(i int, due time.Time)) error {
 	return <-errc
 }
 
-// BenchmarkGatewaySequential is one request at a time through the gateway
-// (non-streamed): the path's own latency, with no queueing. The process
-// is warmed up first (-gateway.warm-heap, see warmHeap).
+// BenchmarkGatewaySequential is one request at a time (non-streamed)
+// straight to the model server, through two bare reverse proxies
+// (bareProxies, the floor of a path with two HTTP hops), and through the
+// gateway: each path's own latency, with no queueing. The process is
+// warmed up first (-gateway.warm-heap, see warmHeap).
 func BenchmarkGatewaySequential(b *testing.B) {
 	keepGCFloor(b)
 	f := mustFixture(b, func(c *gateway.Config) {
@@ -316,8 +331,10 @@ func BenchmarkGatewaySequential(b *testing.B) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	body := []byte(fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Hi"}],"max_tokens":16}`, testModel))
 	warmHeap(b, func() error { return post(client, f.URL+"/v1/chat/completions", f.RenterKey, body) })
+	proxies := bareProxies(b, up.URL, 16)
 	for _, target := range []struct{ name, url, key string }{
 		{"direct", up.URL + "/v1/chat/completions", ""},
+		{"proxies", proxies + "/v1/chat/completions", ""},
 		{"gateway", f.URL + "/v1/chat/completions", f.RenterKey},
 	} {
 		b.Run(target.name, func(b *testing.B) {
@@ -333,4 +350,28 @@ func BenchmarkGatewaySequential(b *testing.B) {
 			}
 		})
 	}
+}
+
+// bareProxies starts two reverse proxies (net/http/httputil), each in
+// front of the next and the last in front of upstream, and returns the
+// first one's URL. They do nothing but pass requests on, each over pooled
+// connections (at most conns to its upstream): no key, no routing, no
+// metering, no session. Any design with two HTTP hops between a client
+// and a model server, as the server and the agent are, pays at least what
+// they add; the benchmarks run them beside the gateway as that floor.
+func bareProxies(tb testing.TB, upstream string, conns int) string {
+	tb.Helper()
+	for range 2 {
+		u, err := url.Parse(upstream)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		rp := httputil.NewSingleHostReverseProxy(u)
+		tr := &http.Transport{MaxConnsPerHost: conns, MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: time.Minute}
+		rp.Transport = tr
+		ts := httptest.NewServer(rp)
+		tb.Cleanup(func() { ts.Close(); tr.CloseIdleConnections() })
+		upstream = ts.URL
+	}
+	return upstream
 }
