@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/internal/cputime"
 	"github.com/idlegrid/idlegrid/internal/gateway"
 	"github.com/idlegrid/idlegrid/internal/gcfloor"
 )
@@ -317,8 +318,10 @@ func pace(n, rate int, send func(i int, due time.Time)) error {
 // BenchmarkGatewaySequential is one request at a time (non-streamed)
 // straight to the model server, through two bare reverse proxies
 // (bareProxies, the floor of a path with two HTTP hops), and through the
-// gateway: each path's own latency, with no queueing. The process is
-// warmed up first (-gateway.warm-heap, see warmHeap).
+// gateway: each path's own latency, with no queueing, and the CPU time
+// the whole process (client, paths and model server) spent a request,
+// cpu-µs/req. The process is warmed up first (-gateway.warm-heap, see
+// warmHeap).
 func BenchmarkGatewaySequential(b *testing.B) {
 	keepGCFloor(b)
 	f := mustFixture(b, func(c *gateway.Config) {
@@ -339,6 +342,7 @@ func BenchmarkGatewaySequential(b *testing.B) {
 	} {
 		b.Run(target.name, func(b *testing.B) {
 			direct := bytes.Replace(body, []byte(testModel), []byte("upstream-model"), 1)
+			cpu0, _ := cputime.Process()
 			for b.Loop() {
 				bd := body
 				if target.key == "" {
@@ -347,6 +351,9 @@ func BenchmarkGatewaySequential(b *testing.B) {
 				if err := post(client, target.url, target.key, bd); err != nil {
 					b.Fatal(err)
 				}
+			}
+			if cpu1, ok := cputime.Process(); ok {
+				b.ReportMetric(us(cpu1-cpu0)/float64(b.N), "cpu-µs/req")
 			}
 		})
 	}
