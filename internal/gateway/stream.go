@@ -42,6 +42,9 @@ func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate,
 		h.Set("Content-Length", strconv.Itoa(len(a.first)))
 		w.WriteHeader(http.StatusOK)
 		w.Write(a.first)
+		// Out now, in one write, rather than when the handler returns:
+		// the renter need not wait for the metering below.
+		http.NewResponseController(w).Flush()
 		ttft = time.Since(x.start)
 		m = openai.MeterAnswer(a.first)
 	} else {
