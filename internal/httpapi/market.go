@@ -20,11 +20,7 @@ func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	nodes, err := a.srv.ListNodes(r.Context(), f)
-	if err != nil {
-		return err
-	}
-	free, err := a.srv.FreeGPUs(r.Context(), nodes)
+	nodes, free, err := a.srv.ListNodesFree(r.Context(), f)
 	if err != nil {
 		return err
 	}

@@ -165,9 +165,30 @@ const marketNodesShown = 1000
 // the engine's to count: it names the nodes with enough (Engine.NodesFree)
 // and the store reads those.
 func (s *Server) ListNodes(ctx context.Context, q idlegrid.NodeFilter) ([]*idlegrid.Node, error) {
+	nodes, _, err := s.listNodes(ctx, q)
+	return nodes, err
+}
+
+// ListNodesFree is ListNodes with how many GPUs each node listed has free
+// now, as FreeGPUs counts them. A search for free GPUs counts them in the
+// same question to the scheduler that finds the nodes, so that every node
+// listed shows at least the GPUs searched for, and the list waits for the
+// scheduler once; any other list asks after reading the store.
+func (s *Server) ListNodesFree(ctx context.Context, q idlegrid.NodeFilter) ([]*idlegrid.Node, map[string]int, error) {
+	nodes, free, err := s.listNodes(ctx, q)
+	if err != nil || free != nil {
+		return nodes, free, err
+	}
+	free, err = s.FreeGPUs(ctx, nodes)
+	return nodes, free, err
+}
+
+// listNodes lists the nodes as ListNodes does and, for a search for free
+// GPUs, how many each node listed has free: nil for any other list.
+func (s *Server) listNodes(ctx context.Context, q idlegrid.NodeFilter) ([]*idlegrid.Node, map[string]int, error) {
 	c, err := account(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	f, public := idlegrid.NodeFilter{Regions: q.Regions, GPUModels: q.GPUModels, MinGPUs: q.MinGPUs, MinVRAMMB: q.MinVRAMMB,
 		Tier: q.Tier, MaxFloor: q.MaxFloor, MinFreeGPUs: q.MinFreeGPUs, Sort: q.Sort, Limit: q.Limit}, false
@@ -184,22 +205,37 @@ func (s *Server) ListNodes(ctx context.Context, q idlegrid.NodeFilter) ([]*idleg
 			f.Limit = marketNodesShown
 		}
 	}
+	var found map[string]int // a search for free GPUs: what each node found has free
 	if f.MinFreeGPUs > 0 {
-		if err := s.askScan(ctx, "searches for free GPUs", func(e *market.Engine) { f.IDs = e.NodesFree(f, s.Now()) }); err != nil {
-			return nil, err
+		err := s.askScan(ctx, "searches for free GPUs", func(e *market.Engine) {
+			now := s.Now()
+			f.IDs = e.NodesFree(f, now)
+			found = e.FreeNow(f.IDs, now)
+		})
+		if err != nil {
+			return nil, nil, err
 		}
 		if len(f.IDs) == 0 {
-			return nil, nil // none has enough free; nil IDs would be no filter
+			return nil, map[string]int{}, nil // none has enough free; nil IDs would be no filter
 		}
 	}
 	nodes, err := s.store.ListNodes(ctx, f)
-	if err != nil || !public {
-		return nodes, err
+	if err != nil {
+		return nil, nil, err
 	}
-	for i, n := range nodes {
-		nodes[i] = n.Public()
+	var free map[string]int
+	if found != nil {
+		free = make(map[string]int, len(nodes))
+		for _, n := range nodes {
+			free[n.ID] = found[n.ID]
+		}
 	}
-	return nodes, nil
+	if public {
+		for i, n := range nodes {
+			nodes[i] = n.Public()
+		}
+	}
+	return nodes, free, nil
 }
 
 // FreeGPUs returns how many GPUs of each of nodes a job could take now, as

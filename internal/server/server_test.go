@@ -474,6 +474,20 @@ func TestServer_Nodes_public(t *testing.T) {
 			if err != nil || len(nodes) != tc.want || (tc.want == 1 && nodes[0].ID == lease.NodeID) {
 				t.Errorf("nodes by %+v = %v, %v; want %d, not %s", tc.f, nodeIDsOf(nodes), err, tc.want, lease.NodeID)
 			}
+			// With their free GPUs, as the search counted them: each
+			// listed node's, and no other's.
+			nodes, free, err := m.srv.ListNodesFree(tc.ctx, tc.f)
+			if err != nil || len(nodes) != tc.want || len(free) != tc.want {
+				t.Errorf("nodes and free GPUs by %+v = %v, %v, %v; want %d of each", tc.f, nodeIDsOf(nodes), free, err, tc.want)
+			}
+			for _, n := range nodes {
+				if got, in := free[n.ID]; !in || got < tc.f.MinFreeGPUs || got != 2 {
+					t.Errorf("free GPUs of %s by %+v = %d (listed %v), want 2", n.ID, tc.f, got, in)
+				}
+			}
+		}
+		if nodes, free, err := m.srv.ListNodesFree(m.renter, idlegrid.NodeFilter{}); err != nil || len(nodes) != 2 || len(free) != 2 || free[lease.NodeID] != 0 {
+			t.Errorf("every node with its free GPUs = %v, %v, %v; want both, none free on %s", nodeIDsOf(nodes), free, err, lease.NodeID)
 		}
 		if _, err := m.srv.QuarantineNode(m.admin, m.nodeID, "under review"); err != nil {
 			t.Fatal(err)
