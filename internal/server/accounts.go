@@ -207,12 +207,7 @@ func (s *Server) listNodes(ctx context.Context, q idlegrid.NodeFilter) ([]*idleg
 	}
 	var found map[string]int // a search for free GPUs: what each node found has free
 	if f.MinFreeGPUs > 0 {
-		err := s.askScan(ctx, "searches for free GPUs", func(e *market.Engine) {
-			now := s.Now()
-			f.IDs = e.NodesFree(f, now)
-			found = e.FreeNow(f.IDs, now)
-		})
-		if err != nil {
+		if found, err = s.searchFree(ctx, &f); err != nil {
 			return nil, nil, err
 		}
 		if len(f.IDs) == 0 {
@@ -236,6 +231,19 @@ func (s *Server) listNodes(ctx context.Context, q idlegrid.NodeFilter) ([]*idleg
 		}
 	}
 	return nodes, free, nil
+}
+
+// searchFree asks the engine, in one question, which nodes of f's search
+// have f.MinFreeGPUs GPUs free now, which it sets f.IDs to, and how many
+// each of them has.
+func (s *Server) searchFree(ctx context.Context, f *idlegrid.NodeFilter) (map[string]int, error) {
+	var found map[string]int
+	err := s.askScan(ctx, "searches for free GPUs", func(e *market.Engine) {
+		now := s.Now()
+		f.IDs = e.NodesFree(*f, now)
+		found = e.FreeNow(f.IDs, now)
+	})
+	return found, err
 }
 
 // FreeGPUs returns how many GPUs of each of nodes a job could take now, as
