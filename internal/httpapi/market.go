@@ -20,7 +20,7 @@ func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	nodes, free, err := a.srv.ListNodesFree(r.Context(), f)
+	nodes, free, err := a.srv.ListNodes(r.Context(), f)
 	if err != nil {
 		return err
 	}

@@ -161,20 +161,14 @@ const marketNodesShown = 1000
 // search (regions, GPU models, GPUs, memory, tier, price and free GPUs
 // now), the order (oldest first unless it says) and Limit (0: all, or for
 // a renter marketNodesShown); the caller's role sets the rest. A price
-// filter or order without a tier reads silver's floors. Free GPUs are
-// the engine's to count: it names the nodes with enough (Engine.NodesFree)
-// and the store reads those.
-func (s *Server) ListNodes(ctx context.Context, q idlegrid.NodeFilter) ([]*idlegrid.Node, error) {
-	nodes, _, err := s.listNodes(ctx, q)
-	return nodes, err
-}
-
-// ListNodesFree is ListNodes with how many GPUs each node listed has free
-// now, as FreeGPUs counts them. A search for free GPUs counts them in the
-// same question to the scheduler that finds the nodes, so that every node
-// listed shows at least the GPUs searched for, and the list waits for the
-// scheduler once; any other list asks after reading the store.
-func (s *Server) ListNodesFree(ctx context.Context, q idlegrid.NodeFilter) ([]*idlegrid.Node, map[string]int, error) {
+// filter or order without a tier reads silver's floors. Beside the nodes
+// it returns how many GPUs each has free now, as FreeGPUs counts them.
+// Free GPUs are the engine's to count: for a search for free GPUs it
+// names the nodes with enough (Engine.NodesFree) and counts theirs in the
+// same question to the scheduler, so that every node listed shows at
+// least the GPUs searched for, and the store reads those nodes; any other
+// list asks the engine once after reading the store.
+func (s *Server) ListNodes(ctx context.Context, q idlegrid.NodeFilter) ([]*idlegrid.Node, map[string]int, error) {
 	nodes, free, err := s.listNodes(ctx, q)
 	if err != nil || free != nil {
 		return nodes, free, err

@@ -116,7 +116,7 @@ func TestServer_asksWhileStoring(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		gate := &placeGate{entered: make(chan struct{}), released: make(chan struct{})}
 		m := mustMarketOn(t, goldForAll, func(s idlegrid.Store) idlegrid.Store { gate.Store = s; return gate })
-		nodes, err := m.srv.ListNodes(m.admin, idlegrid.NodeFilter{})
+		nodes, _, err := m.srv.ListNodes(m.admin, idlegrid.NodeFilter{})
 		if err != nil || len(nodes) != 2 {
 			t.Fatalf("nodes = %v, %v; want 2", nodeIDsOf(nodes), err)
 		}

@@ -53,11 +53,11 @@ func TestServer_scanBudget(t *testing.T) {
 		if _, err := m.srv.Market(m.renter); err != nil {
 			t.Fatal(err)
 		}
-		_, err = m.srv.ListNodes(m.renter, idlegrid.NodeFilter{MinFreeGPUs: 1})
+		_, _, err = m.srv.ListNodes(m.renter, idlegrid.NodeFilter{MinFreeGPUs: 1})
 		if idlegrid.ErrorCode(err) != idlegrid.ETOOMANY {
 			t.Errorf("a search for free GPUs over the budget: %v, want too_many", err)
 		}
-		if _, err := m.srv.ListNodes(m.renter, idlegrid.NodeFilter{}); err != nil {
+		if _, _, err := m.srv.ListNodes(m.renter, idlegrid.NodeFilter{}); err != nil {
 			t.Errorf("a plain node list, which scans nothing: %v", err)
 		}
 	})

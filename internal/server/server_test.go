@@ -416,7 +416,7 @@ func TestServer_Nodes_public(t *testing.T) {
 			}
 		}
 
-		nodes, err := m.srv.ListNodes(m.renter, idlegrid.NodeFilter{})
+		nodes, _, err := m.srv.ListNodes(m.renter, idlegrid.NodeFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -424,19 +424,19 @@ func TestServer_Nodes_public(t *testing.T) {
 			t.Fatalf("a renter's list = %d nodes (%+v), want both online nodes, public", len(nodes), nodes)
 		}
 		first := nodes[0].ID // both joined at one instant: the order is by ID
-		if nodes, err = m.srv.ListNodes(m.renter, idlegrid.NodeFilter{Limit: 1}); err != nil || len(nodes) != 1 || nodes[0].ID != first {
+		if nodes, _, err = m.srv.ListNodes(m.renter, idlegrid.NodeFilter{Limit: 1}); err != nil || len(nodes) != 1 || nodes[0].ID != first {
 			t.Fatalf("a renter's list of one = %+v, %v; want the first of the whole list, %s", nodes, err, first)
 		}
 		// A search: both nodes are RTX4090s in eu-west.
-		if nodes, err = m.srv.ListNodes(m.renter, idlegrid.NodeFilter{GPUModels: []string{"RTX4090"}, Regions: []string{"eu-west"}}); err != nil || len(nodes) != 2 {
+		if nodes, _, err = m.srv.ListNodes(m.renter, idlegrid.NodeFilter{GPUModels: []string{"RTX4090"}, Regions: []string{"eu-west"}}); err != nil || len(nodes) != 2 {
 			t.Fatalf("a renter's RTX4090s in eu-west = %+v, %v; want both", nodes, err)
 		}
-		if nodes, err = m.srv.ListNodes(m.renter, idlegrid.NodeFilter{Regions: []string{"us-east"}}); err != nil || len(nodes) != 0 {
+		if nodes, _, err = m.srv.ListNodes(m.renter, idlegrid.NodeFilter{Regions: []string{"us-east"}}); err != nil || len(nodes) != 0 {
 			t.Fatalf("a renter's nodes in us-east = %+v, %v; want none", nodes, err)
 		}
 		// The GPUs a job could take now: all of each node's, then none
 		// where a 2-GPU lease runs; none of a node in quarantine.
-		all, err := m.srv.ListNodes(m.admin, idlegrid.NodeFilter{})
+		all, _, err := m.srv.ListNodes(m.admin, idlegrid.NodeFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -470,14 +470,13 @@ func TestServer_Nodes_public(t *testing.T) {
 			{m.admin, idlegrid.NodeFilter{MinFreeGPUs: 2}, 1},
 			{m.provider, idlegrid.NodeFilter{MinFreeGPUs: 2}, 1},
 		} {
-			nodes, err := m.srv.ListNodes(tc.ctx, tc.f)
+			nodes, free, err := m.srv.ListNodes(tc.ctx, tc.f)
 			if err != nil || len(nodes) != tc.want || (tc.want == 1 && nodes[0].ID == lease.NodeID) {
 				t.Errorf("nodes by %+v = %v, %v; want %d, not %s", tc.f, nodeIDsOf(nodes), err, tc.want, lease.NodeID)
 			}
 			// With their free GPUs, as the search counted them: each
 			// listed node's, and no other's.
-			nodes, free, err := m.srv.ListNodesFree(tc.ctx, tc.f)
-			if err != nil || len(nodes) != tc.want || len(free) != tc.want {
+			if len(free) != tc.want {
 				t.Errorf("nodes and free GPUs by %+v = %v, %v, %v; want %d of each", tc.f, nodeIDsOf(nodes), free, err, tc.want)
 			}
 			for _, n := range nodes {
@@ -486,7 +485,7 @@ func TestServer_Nodes_public(t *testing.T) {
 				}
 			}
 		}
-		if nodes, free, err := m.srv.ListNodesFree(m.renter, idlegrid.NodeFilter{}); err != nil || len(nodes) != 2 || len(free) != 2 || free[lease.NodeID] != 0 {
+		if nodes, free, err := m.srv.ListNodes(m.renter, idlegrid.NodeFilter{}); err != nil || len(nodes) != 2 || len(free) != 2 || free[lease.NodeID] != 0 {
 			t.Errorf("every node with its free GPUs = %v, %v, %v; want both, none free on %s", nodeIDsOf(nodes), free, err, lease.NodeID)
 		}
 		if _, err := m.srv.QuarantineNode(m.admin, m.nodeID, "under review"); err != nil {
@@ -495,10 +494,10 @@ func TestServer_Nodes_public(t *testing.T) {
 		if free, in := freeOf()[m.nodeID]; in {
 			t.Errorf("free GPUs of barn-1 in quarantine = %d, want it left out", free)
 		}
-		if nodes, err = m.srv.ListNodes(m.renter, idlegrid.NodeFilter{}); err != nil || len(nodes) != 1 || nodes[0].ID == m.nodeID {
+		if nodes, _, err = m.srv.ListNodes(m.renter, idlegrid.NodeFilter{}); err != nil || len(nodes) != 1 || nodes[0].ID == m.nodeID {
 			t.Fatalf("a renter's list with barn-1 quarantined = %+v, %v; want barn-2 alone", nodes, err)
 		}
-		if nodes, err = m.srv.ListNodes(as(rival), idlegrid.NodeFilter{}); err != nil || len(nodes) != 0 {
+		if nodes, _, err = m.srv.ListNodes(as(rival), idlegrid.NodeFilter{}); err != nil || len(nodes) != 0 {
 			t.Fatalf("a provider's list = %+v, %v; want its own nodes: none", nodes, err)
 		}
 	})
