@@ -281,15 +281,19 @@ func (c *auditCommand) defaultStatePath(server string) (string, error) {
 // without --audit-key: next to a SQLite database, or in the working
 // directory for PostgreSQL (coordinators sharing one database must share
 // the key too).
-func defaultAuditKeyFile(dsn string) string {
+func defaultAuditKeyFile(dsn string) string { return besideDatabase(dsn, "audit.key") }
+
+// besideDatabase is where the server keeps a file of its own by default:
+// next to a SQLite --db, else in the working directory.
+func besideDatabase(dsn, name string) string {
 	if storeKind(dsn) == "postgres" {
-		return "audit.key"
+		return name
 	}
 	path, _, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
 	if path == ":memory:" {
-		return "audit.key"
+		return name
 	}
-	return filepath.Join(filepath.Dir(path), "audit.key")
+	return filepath.Join(filepath.Dir(path), name)
 }
 
 // loadAuditKey reads the log's signing key, creating it on first start.

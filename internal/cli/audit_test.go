@@ -249,6 +249,9 @@ func TestDefaultAuditPaths(t *testing.T) {
 		if got := defaultAuditKeyFile(dsn); got != want {
 			t.Errorf("defaultAuditKeyFile(%q) = %q, want %q", dsn, got, want)
 		}
+		if got, want := besideDatabase(dsn, "meter-journal"), strings.TrimSuffix(want, "audit.key")+"meter-journal"; got != want {
+			t.Errorf("besideDatabase(%q, meter-journal) = %q, want %q", dsn, got, want)
+		}
 	}
 	c := &auditCommand{env: &env{getenv: func(k string) string { return map[string]string{"HOME": "/home/ada"}[k] }}}
 	got, err := c.defaultStatePath("https://market.example:7070/")

@@ -183,8 +183,8 @@ func (d *devMarket) run(ctx context.Context, addr string, addrSet bool, feeBPS i
 	rs, err := startServer(ctx, serveConfig{
 		listen: addr, dsn: d.path("idlegrid.db"), feeBPS: feeBPS,
 		adminKeyFile: d.path(devAdminKeyFile), logger: d.log, trustPolicy: devTrustPolicy(),
-		auditKeyFile: d.path("audit.key"),
-		heartbeat:    hb, missedHeartbeats: missed,
+		auditKeyFile: d.path("audit.key"), meterJournal: d.path("meter-journal"),
+		heartbeat: hb, missedHeartbeats: missed,
 	})
 	if err != nil {
 		return err

@@ -56,6 +56,7 @@ Ctrl-C exits at once.`,
 	fs.IntVar(&cfg.missedHeartbeats, "missed-heartbeats", 3, "a node that misses this many heartbeats is lost and its work requeued")
 	fs.DurationVar(&cfg.payoutHold, "payout-hold", server.DefaultPayoutHold, "how long providers' earnings stay pending after a settlement before they may be paid out; 0 for none")
 	fs.StringVar(&cfg.auditKeyFile, "audit-key", "", "the audit log's signing key, created if missing; never replace it (default: audit.key next to a SQLite --db, else in the working directory)")
+	fs.StringVar(&cfg.meterJournal, "meter-journal", "", "directory where the inference gateway journals each charge until the database has it, so that a crash loses none; a start writes what it finds there first (default: meter-journal next to a SQLite --db, else in the working directory)")
 	trustPolicy := fs.String("trust-policy", "", "the trust policy file: reputation formula, levels, the level gold jobs need (docs/trust.md); default: the built-in policy")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	gcFloor := gcFloorFlag(fs)
@@ -97,6 +98,9 @@ Ctrl-C exits at once.`,
 	if cfg.auditKeyFile == "" {
 		cfg.auditKeyFile = defaultAuditKeyFile(cfg.dsn) // audit.go
 	}
+	if cfg.meterJournal == "" {
+		cfg.meterJournal = besideDatabase(cfg.dsn, "meter-journal")
+	}
 
 	rs, err := startServer(ctx, cfg)
 	if err != nil {
@@ -130,6 +134,7 @@ type serveConfig struct {
 	payoutHold       time.Duration // 0: the coordinator's default; negative: none
 	adminKeyFile     string        // where to write a bootstrapped admin key
 	auditKeyFile     string        // the audit log's signing key; "": a throwaway one (tests)
+	meterJournal     string        // the inference gateway's journal of charges (gateway.Config.Journal); "": none (tests)
 	announceKey      io.Writer     // where to print it when there is no file
 	logger           *slog.Logger
 	trustPolicy      *trustpolicy.Policy // nil: the default policy
@@ -227,7 +232,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		}
 		rs.served <- err
 	}()
-	cfg.logger.Info("server started", "url", rs.url, "store", storeKind(cfg.dsn), "fee_bps", cfg.feeBPS)
+	cfg.logger.Info("server started", "url", rs.url, "store", storeKind(cfg.dsn), "fee_bps", cfg.feeBPS, "meter_journal", cfg.meterJournal)
 	logAuditKey(cfg, srv) // audit.go
 	return rs, nil
 }
@@ -252,7 +257,7 @@ func openGateway(store *sqlstore.DB, srv *server.Server, sessions *session.Regis
 	gc := gateway.Config{
 		Store: store, Nodes: gateway.Sessions{Registry: sessions},
 		Authenticate: srv.AuthenticateKey, StatusCode: httpapi.StatusCode,
-		FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger, Metrics: metrics,
+		FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger, Metrics: metrics, Journal: cfg.meterJournal,
 	}
 	cfg.inference.apply(&gc)
 	g, err := gateway.New(gc)

@@ -165,6 +165,9 @@ func TestServerCommand_Bootstrap(t *testing.T) {
 		t.Errorf("key file mode = %v, want 0600", fi.Mode().Perm())
 	}
 	key, _ := os.ReadFile(keyFile)
+	if fi, err := os.Stat(filepath.Join(dir, "meter-journal")); err != nil || !fi.IsDir() {
+		t.Errorf("the inference meter's journal beside the database: %v", err)
+	}
 	if !strings.HasPrefix(first.err.String(), "idlegrid: created admin account acct_") || !strings.Contains(first.err.String(), "its API key is in "+keyFile) {
 		t.Errorf("stderr does not announce the admin:\n%s", first.err.String())
 	}

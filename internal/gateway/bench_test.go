@@ -51,16 +51,16 @@ import (
 // again, as TestLoadGenerator), so that it shares neither the gateway's
 // goroutine scheduler nor its garbage collector. -gateway.conns (512)
 // bounds the generator's connections to each target. Before the first
-// rate the process is warmed up (-gateway.warm-heap, see warmHeap).
+// rate the process is warmed up (-gateway.warm-heap, see warmHeap). The
+// meter journals each charge, as idlegrid server does
+// (-gateway.journal=false: no journal).
 func BenchmarkGatewayOverhead(b *testing.B) {
 	rates, err := parseRates(*benchRates)
 	if err != nil {
 		b.Fatal(err)
 	}
 	keepGCFloor(b)
-	f := mustFixture(b, func(c *gateway.Config) {
-		c.CatalogTTL, c.BudgetTTL = gateway.DefaultCatalogTTL, gateway.DefaultBudgetTTL
-	})
+	f := mustFixture(b, benchConfig(b))
 	up := mustMock(b, "alpha")
 	f.startAgent(b, "alpha", "eu-west", "EU", up.model(testModel, "0.10", "0.20", 100000))
 	f.waitProviders(b, testModel, 1)
@@ -231,6 +231,20 @@ func post(c *http.Client, url, key string, body []byte) error {
 }
 
 // benchGCFloor is the heap goal the benchmarks keep at least, in MiB.
+var benchJournal = flag.Bool("gateway.journal", true, "the gateway benchmarks: journal each charge (Config.Journal), as idlegrid server does; false: no journal")
+
+// benchConfig is the gateway's configuration in the benchmarks: the
+// defaults of idlegrid server, with the meter's journal in a temporary
+// directory (mustFixture's) unless -gateway.journal=false.
+func benchConfig(b *testing.B) func(*gateway.Config) {
+	return func(c *gateway.Config) {
+		c.CatalogTTL, c.BudgetTTL = gateway.DefaultCatalogTTL, gateway.DefaultBudgetTTL
+		if !*benchJournal {
+			c.Journal = ""
+		}
+	}
+}
+
 var benchGCFloor = flag.Int("gateway.gcfloor-mib", gcfloor.DefaultFloor>>20, "the gateway benchmarks' heap goal floor in MiB, as idlegrid server keeps it (--gc-floor-mib); 0: Go's default")
 
 // keepGCFloor keeps the process's heap goal at -gateway.gcfloor-mib, as
@@ -324,9 +338,7 @@ func pace(n, rate int, send func(i int, due time.Time)) error {
 // warmHeap).
 func BenchmarkGatewaySequential(b *testing.B) {
 	keepGCFloor(b)
-	f := mustFixture(b, func(c *gateway.Config) {
-		c.CatalogTTL, c.BudgetTTL = gateway.DefaultCatalogTTL, gateway.DefaultBudgetTTL
-	})
+	f := mustFixture(b, benchConfig(b))
 	up := mustMock(b, "alpha")
 	f.startAgent(b, "alpha", "eu-west", "EU", up.model(testModel, "0.10", "0.20", 100000))
 	f.waitProviders(b, testModel, 1)

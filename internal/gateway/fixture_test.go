@@ -98,6 +98,7 @@ func mustFixture(tb testing.TB, tune func(*gateway.Config)) *fixture {
 		Store: store, Nodes: gateway.Sessions{Registry: reg},
 		Authenticate: srv.AuthenticateKey, StatusCode: httpapi.StatusCode, FeeBasisPoints: 1000, Logger: log,
 		CatalogTTL: 10 * time.Millisecond, BudgetTTL: time.Nanosecond,
+		Journal: tb.TempDir(), // as idlegrid server keeps one
 	}
 	if tune != nil {
 		tune(&cfg)

@@ -118,6 +118,12 @@ type Config struct {
 	KeyRequestsPerSecond float64
 	KeyBurst             int
 	KeyConcurrency       int
+	// Journal is the directory where the meter journals each charge
+	// before its request's handler returns, until the store has it
+	// (journal.go); New first writes what a crash left there. "": no
+	// journal, and a crash loses the charges not yet written (up to
+	// meterLinger's worth, more when the store falls behind).
+	Journal string
 	// ReserveOutputTokens is the completion reserved for a request that
 	// sets no max_tokens. Default 4096.
 	ReserveOutputTokens int64
@@ -222,7 +228,11 @@ func New(cfg Config) (*Gateway, error) {
 	g.catalog.init(cfg.Store, cfg.Clock, cfg.CatalogTTL)
 	g.health.init(cfg.Clock, cfg.BreakerFailures, cfg.BreakerCooldown)
 	g.budgets.init(&g.cfg)
-	g.meter = startMeter(cfg.Store, g.metrics, cfg.Logger)
+	j, err := g.openJournal()
+	if err != nil {
+		return nil, err
+	}
+	g.meter = startMeter(cfg.Store, j, g.metrics, cfg.Logger)
 	g.mux.HandleFunc("GET /v1/models", g.withKey(g.listModels))
 	g.mux.HandleFunc("POST /v1/chat/completions", g.withKey(g.infer("chat/completions")))
 	g.mux.HandleFunc("POST /v1/completions", g.withKey(g.infer("completions")))
@@ -230,6 +240,32 @@ func New(cfg Config) (*Gateway, error) {
 	g.mux.HandleFunc("GET /v1/inference/stats", g.withKey(g.serveStats))
 	g.mux.HandleFunc("GET /v1/inference/usage", g.withKey(g.serveUsage))
 	return g, nil
+}
+
+// openJournal opens the meter's journal, if the gateway keeps one, and
+// writes the charges a crash left there to the store. When the store
+// fails them, their files stay for the next start, and this one goes on:
+// a charge that cannot be written must not keep the market from opening.
+func (g *Gateway) openJournal() (*journal, error) {
+	if g.cfg.Journal == "" {
+		return nil, nil
+	}
+	j, left, files, err := openJournal(g.cfg.Journal, g.log)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if len(files) == 0 {
+		return j, nil
+	}
+	if err := replay(context.Background(), g.cfg.Store, left, g.metrics, g.log); err != nil {
+		g.log.Error("gateway: could not write the charges left in the meter journal; its files stay for the next start to write",
+			"files", files, "err", err)
+		return j, nil
+	}
+	if err := forget(files); err != nil {
+		return nil, fmt.Errorf("gateway: delete the meter journal's written files: %w", err)
+	}
+	return j, nil
 }
 
 // ServeHTTP answers the gateway's routes.
@@ -243,7 +279,8 @@ func (g *Gateway) Close() error {
 }
 
 // Sync returns once no inference request is running and every charge
-// metered before is written. Tests use it to read the ledger after their
+// metered before is written (or, the store failing, waits to be tried
+// again). Tests use it to read the ledger after their
 // requests.
 func (g *Gateway) Sync(ctx context.Context) error {
 	if err := g.active.wait(ctx); err != nil {

@@ -21,50 +21,65 @@ const meterBatch = 256
 // Close write at once.
 const meterLinger = 10 * time.Millisecond
 
+// meterRetry is how long the meter waits before it writes again the
+// charges the store could not take for a reason of its own (it could not
+// be reached, say). They keep their reservations meanwhile, so budgets
+// stay on the safe side; at most meterQueue of them wait, and close tries
+// them once more.
+const meterRetry = time.Second
+
 // meterQueue is how many charges may wait to be written before requests
 // wait for the meter: it bounds the memory, and the money at risk, when the
 // store falls behind.
 const meterQueue = 16384
 
 // meter writes metered requests to the store off the requests' path, in
-// batches, and then releases their reservations. Its goroutine is started
-// by New and stopped by close, which writes what waits first.
+// batches, and then releases their reservations. With a journal
+// (journal.go) each charge is journaled before it is queued. Its goroutine
+// is started by New and stopped by close, which writes what waits first.
 type meter struct {
 	store   idlegrid.InferenceStore
+	journal *journal // nil: none
 	log     *slog.Logger
 	metrics *metrics
 	in      chan meterItem
 	done    chan struct{}
+	failed  []meterItem // charges to write again after meterRetry; the meter's goroutine's
 
 	mu     sync.RWMutex // held for reading while sending on in
 	closed bool
 }
 
-// meterItem is a charge to write, or a barrier (sync) to close once all
-// before it are written.
+// meterItem is a charge to write, with the journal file that holds it, or
+// a barrier (sync) to close once all before it are written.
 type meterItem struct {
 	charge  idlegrid.InferenceCharge
 	res     *reservation
+	seg     *segment
 	barrier chan struct{}
 }
 
-func startMeter(s idlegrid.InferenceStore, ms *metrics, log *slog.Logger) *meter {
-	m := &meter{store: s, log: log, metrics: ms, in: make(chan meterItem, meterQueue), done: make(chan struct{})}
+func startMeter(s idlegrid.InferenceStore, j *journal, ms *metrics, log *slog.Logger) *meter {
+	m := &meter{store: s, journal: j, log: log, metrics: ms, in: make(chan meterItem, meterQueue), done: make(chan struct{})}
 	go m.run()
 	return m
 }
 
-// add queues a charge; the reservation is released once it is written.
-// After close it writes the charge itself.
+// add journals and queues a charge; the reservation is released once it
+// is written. After close it writes the charge itself.
 func (m *meter) add(c idlegrid.InferenceCharge, res *reservation) {
+	it := meterItem{charge: c, res: res}
 	m.mu.RLock()
 	if !m.closed {
-		m.in <- meterItem{charge: c, res: res}
+		if m.journal != nil {
+			it.seg = m.journal.append(c)
+		}
+		m.in <- it
 		m.mu.RUnlock()
 		return
 	}
 	m.mu.RUnlock()
-	m.write([]meterItem{{charge: c, res: res}})
+	m.write([]meterItem{it}, true)
 }
 
 func (m *meter) run() {
@@ -72,8 +87,46 @@ func (m *meter) run() {
 	batch := make([]meterItem, 0, meterBatch)
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
-	for it := range m.in {
-		m.write(m.gather(append(batch[:0], it), linger))
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	armed := false
+	for {
+		var again <-chan time.Time
+		if armed {
+			again = retry.C
+		}
+		select {
+		case it, ok := <-m.in:
+			if !ok {
+				m.retryFailed(true) // a last try; the journal keeps what fails again
+				return
+			}
+			m.write(m.gather(append(batch[:0], it), linger), false)
+		case <-again:
+			armed = false
+			m.retryFailed(false)
+		}
+		if len(m.failed) > 0 && !armed {
+			retry.Reset(meterRetry)
+			armed = true
+		}
+	}
+}
+
+// retryFailed writes the charges that failed again, a batch at a time,
+// until a batch fails again (the rest then waits with it for the next
+// try) or none is left; final, every batch once.
+func (m *meter) retryFailed(final bool) {
+	failed := m.failed
+	m.failed = nil
+	for len(failed) > 0 {
+		if len(m.failed) > 0 { // the store still fails
+			m.failed = append(m.failed, failed...)
+			return
+		}
+		n := min(len(failed), meterBatch)
+		m.write(failed[:n], final)
+		failed = failed[n:]
 	}
 }
 
@@ -103,8 +156,9 @@ func (m *meter) gather(batch []meterItem, linger *time.Timer) []meterItem {
 }
 
 // write stores a batch of charges, then releases their reservations and
-// closes the barriers among them.
-func (m *meter) write(batch []meterItem) {
+// closes the barriers among them. A charge the store could not take for a
+// reason of its own waits in failed to be written again, unless final.
+func (m *meter) write(batch []meterItem, final bool) {
 	cs := make([]idlegrid.InferenceCharge, 0, len(batch))
 	idx := make([]int, 0, len(batch))
 	for i, it := range batch {
@@ -119,18 +173,18 @@ func (m *meter) write(batch []meterItem) {
 		errs = m.store.RecordInference(context.Background(), cs)
 		m.metrics.meterWrites.Observe(time.Since(start).Seconds())
 	}
+	retried := 0
 	for j, i := range idx {
-		it := batch[i]
-		charged := it.charge.Usage.ChargeMicros
-		if err := errs[j]; err != nil {
-			charged = 0
-			m.metrics.chargesLost.Inc()
-			m.log.Error("gateway: could not record an inference charge", "request", it.charge.Usage.ID,
-				"renter", it.charge.Usage.RenterID, "charge", it.charge.Usage.ChargeMicros, "err", err)
+		it, err := batch[i], errs[j]
+		if err != nil && idlegrid.ErrorCode(err) == idlegrid.EINTERNAL && !final && len(m.failed) < meterQueue {
+			if retried++; retried == 1 {
+				m.log.Warn("gateway: the store could not take inference charges; the meter tries them again",
+					"in", meterRetry, "err", err)
+			}
+			m.failed = append(m.failed, it)
+			continue
 		}
-		if it.res != nil {
-			it.res.release(charged)
-		}
+		m.settle(it, err)
 	}
 	for _, it := range batch {
 		if it.barrier != nil {
@@ -139,7 +193,27 @@ func (m *meter) write(batch []meterItem) {
 	}
 }
 
-// sync waits until every charge queued before it is written.
+// settle releases a charge's reservation, once the store took it (err
+// nil) or gave up on it, and tells the journal. A charge the store could
+// not take for a reason of its own stays in the journal for the next
+// start.
+func (m *meter) settle(it meterItem, err error) {
+	charged := it.charge.Usage.ChargeMicros
+	kept := err != nil && it.seg != nil && idlegrid.ErrorCode(err) == idlegrid.EINTERNAL
+	if err != nil {
+		charged = 0
+		m.metrics.chargesLost.Inc()
+		m.log.Error("gateway: could not record an inference charge", "request", it.charge.Usage.ID,
+			"renter", it.charge.Usage.RenterID, "charge", it.charge.Usage.ChargeMicros, "kept_in_journal", kept, "err", err)
+	}
+	m.journal.done(it.seg, kept)
+	if it.res != nil {
+		it.res.release(charged)
+	}
+}
+
+// sync waits until every charge queued before it is written, or waits to
+// be written again (meterRetry).
 func (m *meter) sync(ctx context.Context) error {
 	m.mu.RLock()
 	if m.closed {
@@ -157,7 +231,8 @@ func (m *meter) sync(ctx context.Context) error {
 	}
 }
 
-// close writes what waits and stops the meter's goroutine.
+// close writes what waits, stops the meter's goroutine and closes the
+// journal.
 func (m *meter) close() {
 	m.mu.Lock()
 	if !m.closed {
@@ -166,4 +241,5 @@ func (m *meter) close() {
 	}
 	m.mu.Unlock()
 	<-m.done
+	m.journal.close()
 }

@@ -60,7 +60,7 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 0.1 ms to 26 s
 		}),
 		chargesLost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "idlegrid_inference_charges_failed_total", Help: "Charges the ledger refused (each is logged with its request); the renter was not charged.",
+			Name: "idlegrid_inference_charges_failed_total", Help: "Charges the store refused, or could not take by the time the gateway closed (each is logged with its request); the renter was not charged, unless the meter journal kept the charge for the next start.",
 		}),
 		byModel: map[string]*modelMetrics{},
 	}

@@ -1,0 +1,293 @@
+package gateway
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// The meter writes charges to the store in batches, a few milliseconds
+// after their requests were answered, and more when the store falls
+// behind. Without more, a crash in between loses them: the renter got an
+// answer nobody pays for, and the provider is never credited. So the
+// meter journals each charge first: a line appended to a file in
+// Config.Journal before the request's handler returns. Once the store has
+// the charge (or has refused it for good: a renter without the money),
+// its line is done; a file whose lines are all done is deleted once the
+// meter has moved on to the next. When the gateway starts, New writes the
+// charges in the files it finds, a crash's, to the store before it serves:
+// a charge the store already has (its request ID) is not charged again,
+// so replaying a file twice, or a line the store had committed just
+// before the crash, is harmless.
+//
+// A line reaches the operating system with one write system call and no
+// fsync, so a journaled charge survives the process, as a SQLite commit
+// in WAL mode with synchronous=NORMAL does, not a power cut.
+
+// journalSegmentBytes is the size at which the meter starts a new file.
+// A busy gateway fills one in a second or two; the store catches up
+// within milliseconds, so only a file or two is live.
+const journalSegmentBytes = 1 << 20
+
+// journalPrefix and journalSuffix name the journal's files:
+// meter-<sequence number>.jsonl.
+const (
+	journalPrefix = "meter-"
+	journalSuffix = ".jsonl"
+)
+
+// journal is the meter's journal of charges not yet in the store.
+type journal struct {
+	dir          string
+	log          *slog.Logger
+	segmentBytes int64 // journalSegmentBytes, but in tests
+
+	mu     sync.Mutex
+	cur    *segment // the file lines are appended to; nil until the first
+	seq    uint64   // the last file's sequence number
+	closed bool
+}
+
+// segment is one file of the journal.
+type segment struct {
+	path    string
+	f       *os.File // nil once the journal has moved past it
+	size    int64
+	pending int  // lines appended whose charges are not done
+	kept    bool // a charge failed in a way a later start may put right: the file stays
+}
+
+// journalLine is a charge as a line of the journal.
+type journalLine struct {
+	Usage    *idlegrid.InferenceUsage `json:"usage"`
+	Transfer *idlegrid.Transfer       `json:"transfer,omitempty"`
+}
+
+// openJournal opens the journal in dir, creating dir, and returns the
+// charges its files hold and the files, which the caller deletes
+// (forget) once the store has them.
+func openJournal(dir string, log *slog.Logger) (j *journal, left []idlegrid.InferenceCharge, files []string, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, nil, fmt.Errorf("meter journal: %w", err)
+	}
+	j = &journal{dir: dir, log: log, segmentBytes: journalSegmentBytes}
+	names, err := j.files()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, name := range names {
+		cs, err := j.read(name)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		left = append(left, cs...)
+		files = append(files, filepath.Join(dir, name))
+		j.seq = max(j.seq, journalSeq(name))
+	}
+	return j, left, files, nil
+}
+
+// files lists the journal's files, oldest first.
+func (j *journal) files() ([]string, error) {
+	entries, err := os.ReadDir(j.dir)
+	if err != nil {
+		return nil, fmt.Errorf("meter journal: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if name := e.Name(); e.Type().IsRegular() && journalSeq(name) > 0 {
+			names = append(names, name)
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(journalSeq(a), journalSeq(b)) })
+	return names, nil
+}
+
+// journalSeq is the sequence number a journal file's name carries, or 0
+// when name is not one.
+func journalSeq(name string) uint64 {
+	digits, ok := strings.CutPrefix(name, journalPrefix)
+	if digits, ok = strings.CutSuffix(digits, journalSuffix); !ok {
+		return 0
+	}
+	n, err := strconv.ParseUint(digits, 10, 63)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// read returns the charges of one file. A line that does not decode (the
+// last, torn by a power cut) is skipped with a warning.
+func (j *journal) read(name string) ([]idlegrid.InferenceCharge, error) {
+	f, err := os.Open(filepath.Join(j.dir, name))
+	if err != nil {
+		return nil, fmt.Errorf("meter journal: %w", err)
+	}
+	defer f.Close()
+	var cs []idlegrid.InferenceCharge
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		var l journalLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.Usage == nil {
+			j.log.Warn("gateway: skipped a line of the meter journal that does not decode", "file", name, "line", n, "err", err)
+			continue
+		}
+		cs = append(cs, idlegrid.InferenceCharge{Usage: l.Usage, Transfer: l.Transfer})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("meter journal %s: %w", name, err)
+	}
+	return cs, nil
+}
+
+// forget deletes files whose charges the store has.
+func forget(files []string) error {
+	var errs []error
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// append journals a charge and returns its file, to be told when the
+// charge is done; nil (logged) when the line could not be written: the
+// charge then lives in memory only, as without a journal.
+func (j *journal) append(c idlegrid.InferenceCharge) *segment {
+	line, err := json.Marshal(journalLine{Usage: c.Usage, Transfer: c.Transfer})
+	if err == nil {
+		var s *segment
+		if s, err = j.write(append(line, '\n')); err == nil {
+			return s
+		}
+	}
+	j.log.Error("gateway: could not journal an inference charge; it is lost if the server stops before the store has it",
+		"request", c.Usage.ID, "renter", c.Usage.RenterID, "charge", c.Usage.ChargeMicros, "err", err)
+	return nil
+}
+
+func (j *journal) write(line []byte) (*segment, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return nil, errors.New("meter journal closed")
+	}
+	if j.cur == nil || j.cur.size >= j.segmentBytes {
+		if err := j.rotate(); err != nil {
+			return nil, err
+		}
+	}
+	n, err := j.cur.f.Write(line)
+	j.cur.size += int64(n)
+	if err != nil {
+		j.cur.size = j.segmentBytes // a torn line must not run into the next: start a new file
+		return nil, fmt.Errorf("meter journal: %w", err)
+	}
+	j.cur.pending++
+	return j.cur, nil
+}
+
+// rotate starts the next file. The one before it goes once its charges
+// are done.
+func (j *journal) rotate() error {
+	path := filepath.Join(j.dir, fmt.Sprintf("%s%020d%s", journalPrefix, j.seq+1, journalSuffix))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("meter journal: %w", err)
+	}
+	j.seq++
+	if old := j.cur; old != nil {
+		j.retire(old)
+	}
+	j.cur = &segment{path: path, f: f}
+	return nil
+}
+
+// retire closes a file the journal moved past, and deletes it when its
+// charges are done.
+func (j *journal) retire(s *segment) {
+	if s.f != nil {
+		if err := s.f.Close(); err != nil {
+			j.log.Warn("gateway: close a meter journal file", "file", s.path, "err", err)
+		}
+		s.f = nil
+	}
+	if s.pending == 0 && !s.kept {
+		if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			j.log.Warn("gateway: delete a meter journal file", "file", s.path, "err", err)
+		}
+	}
+}
+
+// done tells the journal a charge of s is done: the store has it or
+// refused it for good; kept, it failed otherwise (the store could not be
+// reached, say), and s stays for the next start to write.
+func (j *journal) done(s *segment, kept bool) {
+	if j == nil || s == nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s.pending--
+	s.kept = s.kept || kept
+	if s != j.cur && s.pending == 0 {
+		j.retire(s)
+	}
+}
+
+// close closes the current file, deleting it if its charges are done.
+// The meter has written every charge by then.
+func (j *journal) close() {
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return
+	}
+	j.closed = true
+	if j.cur != nil {
+		j.retire(j.cur)
+		j.cur = nil
+	}
+}
+
+// replay writes the charges a crash left in the journal to the store, in
+// batches as the meter does. A charge the store refuses for good (the
+// renter's money ran out) is logged and dropped; any other failure stops
+// the replay, and the caller keeps the files.
+func replay(ctx context.Context, s idlegrid.InferenceStore, cs []idlegrid.InferenceCharge, ms *metrics, log *slog.Logger) error {
+	refused := 0
+	for batch := range slices.Chunk(cs, meterBatch) {
+		for i, err := range s.RecordInference(ctx, batch) {
+			switch {
+			case err == nil:
+			case idlegrid.ErrorCode(err) == idlegrid.EINTERNAL:
+				return fmt.Errorf("gateway: write the charges in the meter journal to the store: %w", err)
+			default:
+				refused++
+				ms.chargesLost.Inc()
+				log.Error("gateway: the store refused an inference charge from the meter journal", "request", batch[i].Usage.ID,
+					"renter", batch[i].Usage.RenterID, "charge", batch[i].Usage.ChargeMicros, "err", err)
+			}
+		}
+	}
+	log.Info("gateway: wrote the charges left in the meter journal", "charges", len(cs), "refused", refused)
+	return nil
+}

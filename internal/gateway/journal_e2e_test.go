@@ -1,0 +1,179 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/gateway"
+	"github.com/idlegrid/idlegrid/internal/httpapi"
+)
+
+// unreachableMeter is a store whose inference writes fail, as when the
+// database cannot be reached, while down is set.
+type unreachableMeter struct {
+	idlegrid.Store
+	down atomic.Bool
+}
+
+func (s *unreachableMeter) RecordInference(ctx context.Context, cs []idlegrid.InferenceCharge) []error {
+	if !s.down.Load() {
+		return s.Store.RecordInference(ctx, cs)
+	}
+	errs := make([]error, len(cs))
+	for i := range errs {
+		errs[i] = errors.New("database unreachable")
+	}
+	return errs
+}
+
+// noNodes reaches no agent: a gateway that only replays its journal.
+type noNodes struct{}
+
+func (noNodes) Dial(string) (http.RoundTripper, bool) { return nil, false }
+
+// TestGateway_meterJournal checks that a charge the store could not take
+// before the gateway stopped is not lost: its journal keeps it, and the
+// next gateway on the same journal whose store takes it charges it, once,
+// before it serves, however often its line is replayed.
+func TestGateway_meterJournal(t *testing.T) {
+	dir := t.TempDir()
+	store := &unreachableMeter{}
+	store.down.Store(true)
+	f := mustFixture(t, func(c *gateway.Config) {
+		store.Store = c.Store
+		c.Store, c.Journal = store, dir
+	})
+	up := mustMock(t, "alpha")
+	node := f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
+	f.waitProviders(t, testModel, 1)
+	ctx := context.Background()
+	c := f.sdk(f.RenterKey)
+	if _, err := c.Chat.Completions.New(ctx, chatParams("Say hello.")); err != nil {
+		t.Fatalf("chat: %v", err)
+	}
+	mustSync(t, f)
+	const start = 100 * idlegrid.MicrosPerUnit
+	wantBalances(t, f, node.NodeID, start, 0)
+	files, err := filepath.Glob(filepath.Join(dir, "meter-*.jsonl"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("journal files %v (%v), want the one that holds the charge", files, err)
+	}
+	line, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.GW.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(files[0]); err != nil {
+		t.Fatalf("the journal's file is gone after Close, with its charge unwritten: %v", err)
+	}
+
+	reopen := func(s idlegrid.Store) {
+		t.Helper()
+		g, err := gateway.New(gateway.Config{Store: s, Nodes: noNodes{}, Authenticate: f.Server.AuthenticateKey,
+			StatusCode: httpapi.StatusCode, FeeBasisPoints: 1000, Logger: f.log, Journal: dir})
+		if err != nil {
+			t.Fatalf("gateway.New on the journal: %v", err)
+		}
+		if err := g.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A start while the store still fails: the gateway opens, and the
+	// file stays.
+	reopen(store)
+	wantBalances(t, f, node.NodeID, start, 0)
+	if _, err := os.Stat(files[0]); err != nil {
+		t.Fatalf("a start that could not write the journal's charges deleted its file: %v", err)
+	}
+	// The next start, with the store back: the charge is written before
+	// the gateway serves.
+	reopen(f.Store)
+	wantBalances(t, f, node.NodeID, start-wantCharge, wantCharge-wantFee)
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+		t.Errorf("journal files %v left after the replay, want none", left)
+	}
+
+	// The same line again, as when a crash came between the store's commit
+	// and the file's deletion: the store has the request, so no charge.
+	if err := os.WriteFile(filepath.Join(dir, "meter-00000000000000000007.jsonl"), line, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reopen(f.Store)
+	wantBalances(t, f, node.NodeID, start-wantCharge, wantCharge-wantFee)
+	us, err := f.Store.ListInferenceUsage(ctx, f.RenterID, 10)
+	if err != nil || len(us) != 1 || us[0].NodeID != node.NodeID || us[0].ChargeMicros != wantCharge {
+		t.Fatalf("usage records %+v (%v), want the one request, charged %d", us, err, wantCharge)
+	}
+}
+
+// wantBalances checks the renter's available balance, the node's
+// provider's pending earnings and that the ledger sums to zero.
+func wantBalances(t *testing.T, f *fixture, nodeID string, renter, provider idlegrid.Micros) {
+	t.Helper()
+	ctx := context.Background()
+	bal, err := f.Store.Balance(ctx, f.RenterID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov, err := f.Store.Balance(ctx, providerOf(t, f, nodeID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bal.Available != renter || prov.Pending != provider {
+		t.Errorf("renter available %s, provider pending %s; want %s and %s", bal.Available, prov.Pending, renter, provider)
+	}
+	if sum, err := f.Store.LedgerSum(ctx); err != nil || sum != 0 {
+		t.Errorf("the ledger sums to %d (%v), want 0", sum, err)
+	}
+}
+
+// TestGateway_meterRetries checks that a charge the store could not take
+// is written once the store is back, while the gateway runs: charged
+// once, and its journal file gone at Close.
+func TestGateway_meterRetries(t *testing.T) {
+	dir := t.TempDir()
+	store := &unreachableMeter{}
+	store.down.Store(true)
+	f := mustFixture(t, func(c *gateway.Config) {
+		store.Store = c.Store
+		c.Store, c.Journal = store, dir
+	})
+	up := mustMock(t, "alpha")
+	node := f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
+	f.waitProviders(t, testModel, 1)
+	ctx := context.Background()
+	c := f.sdk(f.RenterKey)
+	if _, err := c.Chat.Completions.New(ctx, chatParams("Say hello.")); err != nil {
+		t.Fatalf("chat: %v", err)
+	}
+	mustSync(t, f)
+	const start = 100 * idlegrid.MicrosPerUnit
+	wantBalances(t, f, node.NodeID, start, 0)
+
+	store.down.Store(false) // the meter tries again within meterRetry
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		bal, err := f.Store.Balance(ctx, f.RenterID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bal.Available != start || time.Now().After(deadline) {
+			break
+		}
+	}
+	wantBalances(t, f, node.NodeID, start-wantCharge, wantCharge-wantFee)
+	if err := f.GW.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+		t.Errorf("journal files %v left after Close, with every charge written", left)
+	}
+}
