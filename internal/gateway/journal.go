@@ -26,11 +26,14 @@ import (
 // Config.Journal before the request's handler returns. Once the store has
 // the charge (or has refused it for good: a renter without the money),
 // its line is done; a file whose lines are all done is deleted once the
-// meter has moved on to the next. When the gateway starts, New writes the
-// charges in the files it finds, a crash's, to the store before it serves:
-// a charge the store already has (its request ID) is not charged again,
-// so replaying a file twice, or a line the store had committed just
-// before the crash, is harmless.
+// meter has moved on to the next. A charge the store fails for a reason
+// of its own (it cannot be reached) is tried again by the meter, and a
+// file holding one the meter gave up on at Close stays. When the gateway
+// starts, New writes the charges in the files it finds to the store
+// before it serves: a charge the store already has (its request ID) is
+// not charged again, so replaying a file twice, or a line the store had
+// committed just before the crash, is harmless. Files New cannot write
+// stay for the next start.
 //
 // A line reaches the operating system with one write system call and no
 // fsync, so a journaled charge survives the process, as a SQLite commit

@@ -50,7 +50,7 @@ func TestCrash_Postgres(t *testing.T) {
 func testCrash(t *testing.T, dsn string) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	rig := &crashRig{t: t, dsn: dsn, addr: freeAddr(t), keyFile: filepath.Join(t.TempDir(), "admin.key")}
+	rig := newCrashRig(t, dsn)
 	rig.start()
 	rig.setup(seed)
 
@@ -110,6 +110,7 @@ type crashRig struct {
 	dsn     string
 	addr    string // the server's address, the same across restarts
 	keyFile string
+	journal string // the inference meter's journal, the same across restarts
 	srv     *proc
 	url     string
 
@@ -122,6 +123,11 @@ type crashRig struct {
 	mu           sync.Mutex
 	payoutKeys   []string // keys the provider used, to retry with
 	limitLowered bool
+}
+
+func newCrashRig(t *testing.T, dsn string) *crashRig {
+	dir := t.TempDir()
+	return &crashRig{t: t, dsn: dsn, addr: freeAddr(t), keyFile: filepath.Join(dir, "admin.key"), journal: filepath.Join(dir, "meter-journal")}
 }
 
 // freeAddr returns a loopback address with a port that was free a moment ago.
@@ -139,7 +145,7 @@ func (c *crashRig) start() {
 	c.t.Helper()
 	c.srv = startProc(c.t, "server", nil, "server", "--listen", c.addr, "--db", c.dsn, "--fee-bps", fmt.Sprint(feeBPS),
 		"--bootstrap-admin-key-file", c.keyFile, "--heartbeat-interval", "1s", "--missed-heartbeats", "3",
-		"--payout-hold", "0s", "--log-level", "warn")
+		"--payout-hold", "0s", "--log-level", "warn", "--meter-journal", c.journal)
 	c.url = c.srv.waitForLine(c.t, listening)
 	eventually(c.t, "the server answers", func() error {
 		resp, err := http.Get(c.url + "/v1/healthz")

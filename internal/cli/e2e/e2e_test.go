@@ -259,7 +259,7 @@ var listening = regexp.MustCompile(`idlegrid server listening on (http://127\.0\
 func startMarket(t *testing.T, dsn, dir string) *market {
 	keyFile := filepath.Join(dir, "admin.key")
 	srv := startProc(t, "server", nil, "server", "--listen", "127.0.0.1:0", "--db", dsn,
-		"--fee-bps", fmt.Sprint(feeBPS), "--bootstrap-admin-key-file", keyFile)
+		"--fee-bps", fmt.Sprint(feeBPS), "--bootstrap-admin-key-file", keyFile, "--meter-journal", filepath.Join(dir, "meter-journal"))
 	m := &market{dir: dir, url: srv.waitForLine(t, listening), procs: []*proc{srv}}
 	fi, err := os.Stat(keyFile)
 	if err != nil {
