@@ -220,11 +220,6 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, rules: rules, log: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics()}
-	if cfg.Metrics != nil {
-		if err := g.metrics.register(cfg.Metrics, g); err != nil {
-			return nil, fmt.Errorf("gateway: %w", err)
-		}
-	}
 	g.catalog.init(cfg.Store, cfg.Clock, cfg.CatalogTTL)
 	g.health.init(cfg.Clock, cfg.BreakerFailures, cfg.BreakerCooldown)
 	g.budgets.init(&g.cfg)
@@ -233,6 +228,12 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g.meter = startMeter(cfg.Store, j, g.metrics, cfg.Logger)
+	if cfg.Metrics != nil {
+		if err := g.metrics.register(cfg.Metrics, g); err != nil {
+			g.meter.close()
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+	}
 	g.mux.HandleFunc("GET /v1/models", g.withKey(g.listModels))
 	g.mux.HandleFunc("POST /v1/chat/completions", g.withKey(g.infer("chat/completions")))
 	g.mux.HandleFunc("POST /v1/completions", g.withKey(g.infer("completions")))

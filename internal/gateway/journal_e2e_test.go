@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/gateway"
 	"github.com/idlegrid/idlegrid/internal/httpapi"
+	"github.com/idlegrid/idlegrid/internal/metricstest"
 )
 
 // unreachableMeter is a store whose inference writes fail, as when the
@@ -143,9 +146,10 @@ func TestGateway_meterRetries(t *testing.T) {
 	dir := t.TempDir()
 	store := &unreachableMeter{}
 	store.down.Store(true)
+	reg := prometheus.NewPedanticRegistry()
 	f := mustFixture(t, func(c *gateway.Config) {
 		store.Store = c.Store
-		c.Store, c.Journal = store, dir
+		c.Store, c.Journal, c.Metrics = store, dir, reg
 	})
 	up := mustMock(t, "alpha")
 	node := f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
@@ -158,6 +162,9 @@ func TestGateway_meterRetries(t *testing.T) {
 	mustSync(t, f)
 	const start = 100 * idlegrid.MicrosPerUnit
 	wantBalances(t, f, node.NodeID, start, 0)
+	if n := metricstest.Value(t, reg, "idlegrid_inference_charges_retrying", nil); n != 1 {
+		t.Errorf("idlegrid_inference_charges_retrying = %v, want 1", n)
+	}
 
 	store.down.Store(false) // the meter tries again within meterRetry
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -170,6 +177,12 @@ func TestGateway_meterRetries(t *testing.T) {
 		}
 	}
 	wantBalances(t, f, node.NodeID, start-wantCharge, wantCharge-wantFee)
+	if n := metricstest.Value(t, reg, "idlegrid_inference_charges_retrying", nil); n != 0 {
+		t.Errorf("idlegrid_inference_charges_retrying = %v once written, want 0", n)
+	}
+	if n := metricstest.Value(t, reg, "idlegrid_inference_charges_failed_total", nil); n != 0 {
+		t.Errorf("idlegrid_inference_charges_failed_total = %v, want 0: the charge was written", n)
+	}
 	if err := f.GW.Close(); err != nil {
 		t.Fatal(err)
 	}

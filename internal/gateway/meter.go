@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -44,7 +45,8 @@ type meter struct {
 	metrics *metrics
 	in      chan meterItem
 	done    chan struct{}
-	failed  []meterItem // charges to write again after meterRetry; the meter's goroutine's
+	failed  []meterItem  // charges to write again after meterRetry; the meter's goroutine's
+	retries atomic.Int64 // len(failed), for the metrics
 
 	mu     sync.RWMutex // held for reading while sending on in
 	closed bool
@@ -106,6 +108,7 @@ func (m *meter) run() {
 			armed = false
 			m.retryFailed(false)
 		}
+		m.retries.Store(int64(len(m.failed)))
 		if len(m.failed) > 0 && !armed {
 			retry.Reset(meterRetry)
 			armed = true
@@ -173,11 +176,12 @@ func (m *meter) write(batch []meterItem, final bool) {
 		errs = m.store.RecordInference(context.Background(), cs)
 		m.metrics.meterWrites.Observe(time.Since(start).Seconds())
 	}
-	retried := 0
+	failing := len(m.failed) > 0 // logged already
 	for j, i := range idx {
 		it, err := batch[i], errs[j]
 		if err != nil && idlegrid.ErrorCode(err) == idlegrid.EINTERNAL && !final && len(m.failed) < meterQueue {
-			if retried++; retried == 1 {
+			if !failing {
+				failing = true
 				m.log.Warn("gateway: the store could not take inference charges; the meter tries them again",
 					"in", meterRetry, "err", err)
 			}

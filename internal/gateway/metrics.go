@@ -102,6 +102,9 @@ func (m *metrics) register(reg prometheus.Registerer, g *Gateway) error {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "idlegrid_inference_waiting", Help: "Inference requests waiting now for a provider with room (every one they may use is at its max_concurrency).",
 		}, func() float64 { return float64(g.waiting.waiters.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "idlegrid_inference_charges_retrying", Help: "Charges the store could not take (it could not be reached, say), waiting to be written again; their reservations hold meanwhile.",
+		}, func() float64 { return float64(g.meter.retries.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "idlegrid_inference_breaker_trips_total", Help: "Times a provider's circuit breaker opened after it kept failing.",
 		}, func() float64 { trips, _ := g.health.totals(); return float64(trips) }),
