@@ -46,24 +46,8 @@ func (noNodes) Dial(string) (http.RoundTripper, bool) { return nil, false }
 // next gateway on the same journal whose store takes it charges it, once,
 // before it serves, however often its line is replayed.
 func TestGateway_meterJournal(t *testing.T) {
-	dir := t.TempDir()
-	store := &unreachableMeter{}
-	store.down.Store(true)
-	f := mustFixture(t, func(c *gateway.Config) {
-		store.Store = c.Store
-		c.Store, c.Journal = store, dir
-	})
-	up := mustMock(t, "alpha")
-	node := f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
-	f.waitProviders(t, testModel, 1)
-	ctx := context.Background()
-	c := f.sdk(f.RenterKey)
-	if _, err := c.Chat.Completions.New(ctx, chatParams("Say hello.")); err != nil {
-		t.Fatalf("chat: %v", err)
-	}
-	mustSync(t, f)
-	const start = 100 * idlegrid.MicrosPerUnit
-	wantBalances(t, f, node.NodeID, start, 0)
+	m := mustChargeWhileDown(t)
+	f, store, dir, node := m.f, m.store, m.dir, m.nodeID
 	files, err := filepath.Glob(filepath.Join(dir, "meter-*.jsonl"))
 	if err != nil || len(files) != 1 {
 		t.Fatalf("journal files %v (%v), want the one that holds the charge", files, err)
@@ -93,14 +77,14 @@ func TestGateway_meterJournal(t *testing.T) {
 	// A start while the store still fails: the gateway opens, and the
 	// file stays.
 	reopen(store)
-	wantBalances(t, f, node.NodeID, start, 0)
+	wantBalances(t, f, node, startFunds, 0)
 	if _, err := os.Stat(files[0]); err != nil {
 		t.Fatalf("a start that could not write the journal's charges deleted its file: %v", err)
 	}
 	// The next start, with the store back: the charge is written before
 	// the gateway serves.
 	reopen(f.Store)
-	wantBalances(t, f, node.NodeID, start-wantCharge, wantCharge-wantFee)
+	wantBalances(t, f, node, startFunds-wantCharge, wantCharge-wantFee)
 	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
 		t.Errorf("journal files %v left after the replay, want none", left)
 	}
@@ -111,11 +95,46 @@ func TestGateway_meterJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	reopen(f.Store)
-	wantBalances(t, f, node.NodeID, start-wantCharge, wantCharge-wantFee)
-	us, err := f.Store.ListInferenceUsage(ctx, f.RenterID, 10)
-	if err != nil || len(us) != 1 || us[0].NodeID != node.NodeID || us[0].ChargeMicros != wantCharge {
+	wantBalances(t, f, node, startFunds-wantCharge, wantCharge-wantFee)
+	us, err := f.Store.ListInferenceUsage(context.Background(), f.RenterID, 10)
+	if err != nil || len(us) != 1 || us[0].NodeID != node || us[0].ChargeMicros != wantCharge {
 		t.Fatalf("usage records %+v (%v), want the one request, charged %d", us, err, wantCharge)
 	}
+}
+
+// startFunds is what the fixture's renter starts with.
+const startFunds = 100 * idlegrid.MicrosPerUnit
+
+// downMarket is a gateway whose store cannot take charges, after one
+// request was answered and metered.
+type downMarket struct {
+	f      *fixture
+	store  *unreachableMeter // down: set it false to let charges through
+	nodeID string            // the node that answered
+	dir    string            // the meter's journal
+	reg    *prometheus.Registry
+}
+
+// mustChargeWhileDown answers a chat completion while the store cannot
+// take its charge, and checks that nobody was charged.
+func mustChargeWhileDown(t *testing.T) *downMarket {
+	t.Helper()
+	m := &downMarket{store: &unreachableMeter{}, dir: t.TempDir(), reg: prometheus.NewPedanticRegistry()}
+	m.store.down.Store(true)
+	m.f = mustFixture(t, func(c *gateway.Config) {
+		m.store.Store = c.Store
+		c.Store, c.Journal, c.Metrics = m.store, m.dir, m.reg
+	})
+	up := mustMock(t, "alpha")
+	m.nodeID = m.f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4)).NodeID
+	m.f.waitProviders(t, testModel, 1)
+	c := m.f.sdk(m.f.RenterKey)
+	if _, err := c.Chat.Completions.New(context.Background(), chatParams("Say hello.")); err != nil {
+		t.Fatalf("chat: %v", err)
+	}
+	mustSync(t, m.f)
+	wantBalances(t, m.f, m.nodeID, startFunds, 0)
+	return m
 }
 
 // wantBalances checks the renter's available balance, the node's
@@ -143,40 +162,25 @@ func wantBalances(t *testing.T, f *fixture, nodeID string, renter, provider idle
 // is written once the store is back, while the gateway runs: charged
 // once, and its journal file gone at Close.
 func TestGateway_meterRetries(t *testing.T) {
-	dir := t.TempDir()
-	store := &unreachableMeter{}
-	store.down.Store(true)
-	reg := prometheus.NewPedanticRegistry()
-	f := mustFixture(t, func(c *gateway.Config) {
-		store.Store = c.Store
-		c.Store, c.Journal, c.Metrics = store, dir, reg
-	})
-	up := mustMock(t, "alpha")
-	node := f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
-	f.waitProviders(t, testModel, 1)
+	m := mustChargeWhileDown(t)
+	f, reg, node := m.f, m.reg, m.nodeID
 	ctx := context.Background()
-	c := f.sdk(f.RenterKey)
-	if _, err := c.Chat.Completions.New(ctx, chatParams("Say hello.")); err != nil {
-		t.Fatalf("chat: %v", err)
-	}
-	mustSync(t, f)
-	const start = 100 * idlegrid.MicrosPerUnit
-	wantBalances(t, f, node.NodeID, start, 0)
 	if n := metricstest.Value(t, reg, "idlegrid_inference_charges_retrying", nil); n != 1 {
 		t.Errorf("idlegrid_inference_charges_retrying = %v, want 1", n)
 	}
 
-	store.down.Store(false) // the meter tries again within meterRetry
+	m.store.down.Store(false) // the meter tries again within meterRetry
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		bal, err := f.Store.Balance(ctx, f.RenterID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bal.Available != start || time.Now().After(deadline) {
+		if bal.Available != startFunds || time.Now().After(deadline) {
 			break
 		}
 	}
-	wantBalances(t, f, node.NodeID, start-wantCharge, wantCharge-wantFee)
+	wantBalances(t, f, node, startFunds-wantCharge, wantCharge-wantFee)
+	mustSync(t, f) // the meter has counted what still waits
 	if n := metricstest.Value(t, reg, "idlegrid_inference_charges_retrying", nil); n != 0 {
 		t.Errorf("idlegrid_inference_charges_retrying = %v once written, want 0", n)
 	}
@@ -186,7 +190,7 @@ func TestGateway_meterRetries(t *testing.T) {
 	if err := f.GW.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(m.dir, "*")); len(left) != 0 {
 		t.Errorf("journal files %v left after Close, with every charge written", left)
 	}
 }

@@ -101,6 +101,7 @@ func (m *meter) run() {
 		case it, ok := <-m.in:
 			if !ok {
 				m.retryFailed(true) // a last try; the journal keeps what fails again
+				m.retries.Store(0)
 				return
 			}
 			m.write(m.gather(append(batch[:0], it), linger), false)
@@ -108,7 +109,6 @@ func (m *meter) run() {
 			armed = false
 			m.retryFailed(false)
 		}
-		m.retries.Store(int64(len(m.failed)))
 		if len(m.failed) > 0 && !armed {
 			retry.Reset(meterRetry)
 			armed = true
@@ -125,6 +125,7 @@ func (m *meter) retryFailed(final bool) {
 	for len(failed) > 0 {
 		if len(m.failed) > 0 { // the store still fails
 			m.failed = append(m.failed, failed...)
+			m.retries.Store(int64(len(m.failed)))
 			return
 		}
 		n := min(len(failed), meterBatch)
@@ -189,6 +190,9 @@ func (m *meter) write(batch []meterItem, final bool) {
 			continue
 		}
 		m.settle(it, err)
+	}
+	if !final {
+		m.retries.Store(int64(len(m.failed))) // before the barriers: who syncs sees it
 	}
 	for _, it := range batch {
 		if it.barrier != nil {
