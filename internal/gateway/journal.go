@@ -121,8 +121,9 @@ func (j *journal) files() ([]string, error) {
 // journalSeq is the sequence number a journal file's name carries, or 0
 // when name is not one.
 func journalSeq(name string) uint64 {
-	digits, ok := strings.CutPrefix(name, journalPrefix)
-	if digits, ok = strings.CutSuffix(digits, journalSuffix); !ok {
+	rest, named := strings.CutPrefix(name, journalPrefix)
+	digits, ok := strings.CutSuffix(rest, journalSuffix)
+	if !named || !ok {
 		return 0
 	}
 	n, err := strconv.ParseUint(digits, 10, 63)

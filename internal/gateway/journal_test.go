@@ -131,3 +131,19 @@ func TestJournal_unwritable(t *testing.T) {
 		t.Fatalf("openJournal under a file: %v, want an error naming the meter journal", err)
 	}
 }
+
+func TestJournalSeq(t *testing.T) {
+	for name, want := range map[string]uint64{
+		"meter-00000000000000000012.jsonl": 12,
+		"meter-1.jsonl":                    1,
+		"xmeter-1.jsonl":                   0,
+		"meter-1.jsonl.bak":                0,
+		"meter-.jsonl":                     0,
+		"meter--1.jsonl":                   0,
+		"notes.txt":                        0,
+	} {
+		if got := journalSeq(name); got != want {
+			t.Errorf("journalSeq(%q) = %d, want %d", name, got, want)
+		}
+	}
+}
