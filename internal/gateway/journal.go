@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -56,6 +57,8 @@ type journal struct {
 	dir          string
 	log          *slog.Logger
 	segmentBytes int64 // journalSegmentBytes, but in tests
+
+	failing atomic.Bool // the last line could not be written
 
 	mu     sync.Mutex
 	cur    *segment // the file lines are appended to; nil until the first
@@ -170,19 +173,23 @@ func forget(files []string) error {
 }
 
 // append journals a charge and returns its file, to be told when the
-// charge is done; nil (logged) when the line could not be written: the
-// charge then lives in memory only, as without a journal.
+// charge is done; nil when the line could not be written: the charge then
+// lives in memory only, as without a journal. The first failure of a
+// spell is logged, and the journal's working again.
 func (j *journal) append(c idlegrid.InferenceCharge) *segment {
 	line, err := json.Marshal(journalLine{Usage: c.Usage, Transfer: c.Transfer})
+	var s *segment
 	if err == nil {
-		var s *segment
-		if s, err = j.write(append(line, '\n')); err == nil {
-			return s
-		}
+		s, err = j.write(append(line, '\n'))
 	}
-	j.log.Error("gateway: could not journal an inference charge; it is lost if the server stops before the store has it",
-		"request", c.Usage.ID, "renter", c.Usage.RenterID, "charge", c.Usage.ChargeMicros, "err", err)
-	return nil
+	switch {
+	case err != nil && j.failing.CompareAndSwap(false, true):
+		j.log.Error("gateway: could not journal an inference charge; until the journal works again, charges are lost if the server stops before the store has them",
+			"dir", j.dir, "request", c.Usage.ID, "err", err)
+	case err == nil && j.failing.Load() && j.failing.CompareAndSwap(true, false):
+		j.log.Info("gateway: the meter journal works again", "dir", j.dir)
+	}
+	return s
 }
 
 func (j *journal) write(line []byte) (*segment, error) {
@@ -206,9 +213,12 @@ func (j *journal) write(line []byte) (*segment, error) {
 	return j.cur, nil
 }
 
-// rotate starts the next file. The one before it goes once its charges
-// are done.
+// rotate starts the next file, in a directory made again if someone
+// removed it. The one before it goes once its charges are done.
 func (j *journal) rotate() error {
+	if err := os.MkdirAll(j.dir, 0o700); err != nil {
+		return fmt.Errorf("meter journal: %w", err)
+	}
 	path := filepath.Join(j.dir, fmt.Sprintf("%s%020d%s", journalPrefix, j.seq+1, journalSuffix))
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err != nil {

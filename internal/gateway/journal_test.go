@@ -147,3 +147,44 @@ func TestJournalSeq(t *testing.T) {
 		}
 	}
 }
+
+// TestJournal_failing checks that a journal that cannot write says so
+// once a spell, takes charges again once it can, and makes its directory
+// again if it was removed.
+func TestJournal_failing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	var logged bytes.Buffer
+	j, _, _, err := openJournal(dir, slog.New(slog.NewTextHandler(&logged, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.segmentBytes = 1 // each line starts a file
+	if j.append(journalCharge("req_a")) == nil {
+		t.Fatal("the first line failed")
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, nil, 0o600); err != nil { // a file where the directory was
+		t.Fatal(err)
+	}
+	if j.append(journalCharge("req_b")) != nil || j.append(journalCharge("req_c")) != nil {
+		t.Fatal("a line was journaled where no directory can be made")
+	}
+	if n := strings.Count(logged.String(), "could not journal"); n != 1 {
+		t.Errorf("%d failures logged for a spell of two, want 1:\n%s", n, logged.String())
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if j.append(journalCharge("req_d")) == nil {
+		t.Fatal("the journal did not make its directory again")
+	}
+	if !strings.Contains(logged.String(), "works again") {
+		t.Errorf("the recovery was not logged:\n%s", logged.String())
+	}
+	if got := journalFiles(t, dir); len(got) != 1 {
+		t.Errorf("files %v, want the one holding req_d", got)
+	}
+	j.close()
+}
