@@ -262,7 +262,7 @@ func openGateway(store *sqlstore.DB, srv *server.Server, sessions *session.Regis
 	cfg.inference.apply(&gc)
 	g, err := gateway.New(gc)
 	if err != nil {
-		return nil, err
+		return nil, withHint(err, "check --meter-journal: a directory the server can create and write")
 	}
 	srv.ReportQueuesTo(g) // the agents' heartbeats say their model servers' queues
 	return g, nil

@@ -210,6 +210,18 @@ func TestServerCommand_BadDatabase(t *testing.T) {
 	}
 }
 
+func TestServerCommand_BadMeterJournal(t *testing.T) {
+	dir := t.TempDir()
+	notADir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, nil, "server", "--listen", "127.0.0.1:0", "--db", filepath.Join(dir, "x.db"), "--meter-journal", filepath.Join(notADir, "journal"))
+	if r.code != 1 || !strings.Contains(r.err, "meter journal") || !strings.Contains(r.err, "check --meter-journal") {
+		t.Fatalf("got %s", r)
+	}
+}
+
 // TestCommands_AgainstServer runs the account, key, token and job commands
 // against a real server and checks their text and JSON output.
 func TestCommands_AgainstServer(t *testing.T) {
