@@ -200,12 +200,25 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		}
 	}()
 	rs := &runningServer{store: store, srv: srv, served: make(chan error, 1)}
-	if rs.adminKey, err = bootstrapAdmin(ctx, store, srv, cfg.adminKeyFile, cfg.announceKey); err != nil {
+	rs.sessions = session.NewRegistry(session.Config{Logger: cfg.logger})
+	metrics.MustRegister(rs.sessions.Collectors()...)
+	// The gateway first writes the charges its journal holds: before the
+	// server serves, and before a bad flag has created an admin.
+	if rs.gateway, err = openGateway(store, srv, rs.sessions, metrics, cfg); err != nil {
+		rs.sessions.Close()
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
+		rs.gateway.Close()
+		rs.sessions.Close()
 		return nil, withHint(err, "pick another address with --listen, e.g. 127.0.0.1:0 for any free port")
+	}
+	if rs.adminKey, err = bootstrapAdmin(ctx, store, srv, cfg.adminKeyFile, cfg.announceKey); err != nil {
+		ln.Close()
+		rs.gateway.Close()
+		rs.sessions.Close()
+		return nil, err
 	}
 	rs.url = "http://" + ln.Addr().String()
 
@@ -213,13 +226,6 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	// agents' long polls at once instead of waiting them out.
 	base, cancelBase := context.WithCancel(context.Background())
 	rs.cancelBase = cancelBase
-	rs.sessions = session.NewRegistry(session.Config{Logger: cfg.logger})
-	metrics.MustRegister(rs.sessions.Collectors()...)
-	if rs.gateway, err = openGateway(store, srv, rs.sessions, metrics, cfg); err != nil {
-		cancelBase()
-		rs.sessions.Close()
-		return nil, err
-	}
 	api := httpapi.New(srv, httpapi.Options{Logger: cfg.logger, Sessions: rs.sessions, Gateway: rs.gateway, Metrics: metrics,
 		AccountRequestsPerSecond: cfg.accountRPS, AccountBurst: cfg.accountBurst})
 	rs.http = httpapi.NewServer(cfg.listen, web.Handler(api))

@@ -143,7 +143,9 @@ func (s *Server) runScheduler(ctx context.Context) {
 			}
 			var err error
 			if engine, err = s.buildEngine(ctx, true); err != nil {
-				s.log.Error("build engine", "err", err)
+				if ctx.Err() == nil { // not the server closing
+					s.log.Error("build engine", "err", err)
+				}
 				engine = nil
 				timer.Reset(s.cfg.SchedulePeriod)
 				continue
@@ -222,9 +224,14 @@ const seededLeases = 4096
 // engine counts its own. The history is a view: a store that cannot be
 // read leaves it empty, and is logged.
 func (s *Server) seedMarket(ctx context.Context, e *market.Engine) {
+	failed := func(err error, attrs ...any) {
+		if ctx.Err() == nil { // not a server closing as it starts
+			s.log.Error("market history from the store", append(attrs, "err", err)...)
+		}
+	}
 	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{Limit: seededLeases})
 	if err != nil {
-		s.log.Error("market history from the store", "err", err)
+		failed(err)
 		return
 	}
 	nodes := map[string]*idlegrid.Node{}
@@ -232,7 +239,7 @@ func (s *Server) seedMarket(ctx context.Context, e *market.Engine) {
 		n, seen := nodes[l.NodeID]
 		if !seen {
 			if n, err = s.store.FindNode(ctx, l.NodeID); err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
-				s.log.Error("market history from the store", "node", l.NodeID, "err", err)
+				failed(err, "node", l.NodeID)
 				return
 			}
 			nodes[l.NodeID] = n
