@@ -175,11 +175,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	if err != nil {
 		return nil, withHint(err, "check --db: a writable SQLite file path, or a reachable postgres:// URL")
 	}
-	defer func() {
-		if err != nil {
-			store.Close()
-		}
-	}()
+	defer closeIfFailed(&err, store.Close)
 	auditKey, err := loadAuditKey(cfg) // audit.go
 	if err != nil {
 		return nil, err
@@ -194,30 +190,23 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			srv.Close()
-		}
-	}()
+	defer closeIfFailed(&err, srv.Close)
 	rs := &runningServer{store: store, srv: srv, served: make(chan error, 1)}
 	rs.sessions = session.NewRegistry(session.Config{Logger: cfg.logger})
 	metrics.MustRegister(rs.sessions.Collectors()...)
+	defer closeIfFailed(&err, rs.sessions.Close)
 	// The gateway first writes the charges its journal holds: before the
 	// server serves, and before a bad flag has created an admin.
 	if rs.gateway, err = openGateway(store, srv, rs.sessions, metrics, cfg); err != nil {
-		rs.sessions.Close()
 		return nil, err
 	}
+	defer closeIfFailed(&err, rs.gateway.Close)
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
-		rs.gateway.Close()
-		rs.sessions.Close()
 		return nil, withHint(err, "pick another address with --listen, e.g. 127.0.0.1:0 for any free port")
 	}
+	defer closeIfFailed(&err, ln.Close)
 	if rs.adminKey, err = bootstrapAdmin(ctx, store, srv, cfg.adminKeyFile, cfg.announceKey); err != nil {
-		ln.Close()
-		rs.gateway.Close()
-		rs.sessions.Close()
 		return nil, err
 	}
 	rs.url = "http://" + ln.Addr().String()
@@ -241,6 +230,14 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	cfg.logger.Info("server started", "url", rs.url, "store", storeKind(cfg.dsn), "fee_bps", cfg.feeBPS, "meter_journal", cfg.meterJournal)
 	logAuditKey(cfg, srv) // audit.go
 	return rs, nil
+}
+
+// closeIfFailed, deferred, closes what a function opened when it returns
+// the error *err.
+func closeIfFailed(err *error, close func() error) {
+	if *err != nil {
+		close()
+	}
 }
 
 // stop shuts the HTTP server down gracefully, then the coordinator, then
