@@ -219,12 +219,15 @@ func (j *journal) rotate() error {
 	if err := os.MkdirAll(j.dir, 0o700); err != nil {
 		return fmt.Errorf("meter journal: %w", err)
 	}
-	path := filepath.Join(j.dir, fmt.Sprintf("%s%020d%s", journalPrefix, j.seq+1, journalSuffix))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("meter journal: %w", err)
+	var path string
+	var f *os.File
+	for err := os.ErrExist; err != nil; { // a number someone else took is passed over
+		j.seq++
+		path = filepath.Join(j.dir, fmt.Sprintf("%s%020d%s", journalPrefix, j.seq, journalSuffix))
+		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("meter journal: %w", err)
+		}
 	}
-	j.seq++
 	if old := j.cur; old != nil {
 		j.retire(old)
 	}

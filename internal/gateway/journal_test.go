@@ -82,9 +82,20 @@ func TestJournal_files(t *testing.T) {
 	if err := forget(files); err != nil {
 		t.Fatal(err)
 	}
+	j.segmentBytes = 1
 	j.append(journalCharge("req_e"))
 	if got := journalFiles(t, dir); !slices.Equal(got, want[2:]) {
 		t.Fatalf("after a reopen: files = %v, want the number after the last file found, %v", got, want[2:])
+	}
+	// A number someone else took is passed over.
+	if err := os.WriteFile(filepath.Join(dir, "meter-00000000000000000004.jsonl"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if j.append(journalCharge("req_f")) == nil {
+		t.Fatal("the journal stopped at a taken number")
+	}
+	if got, want := journalFiles(t, dir), []string{want[2], "meter-00000000000000000004.jsonl", "meter-00000000000000000005.jsonl"}; !slices.Equal(got, want) {
+		t.Fatalf("files = %v, want %v", got, want)
 	}
 	j.close()
 }
