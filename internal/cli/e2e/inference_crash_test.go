@@ -62,9 +62,11 @@ func testInferenceCrash(t *testing.T, dsn string) {
 	renterID, renterKey := rig.inferenceSetup(models.URL())
 
 	url := rig.url // the same across restarts: the rig listens on one address
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
 	seen := &seenRequests{ids: map[string]bool{}}
 	var wg sync.WaitGroup
+	stop := func() { cancel(); wg.Wait() }
+	defer stop() // a failed wait must not leave the renters running
 	for i := range 12 {
 		r := mrand.New(mrand.NewPCG(seed, uint64(i)))
 		wg.Add(1)
@@ -98,7 +100,6 @@ func testInferenceCrash(t *testing.T, dsn string) {
 		rig.start()
 	}
 	stop()
-	wg.Wait()
 	rig.kill()
 	t.Logf("the last kill: %d journal lines left", journalLines(t, rig.journal))
 	rig.start() // writes what the last kill left
