@@ -295,7 +295,7 @@ func replay(ctx context.Context, s idlegrid.InferenceStore, cs []idlegrid.Infere
 		for i, err := range s.RecordInference(ctx, batch) {
 			switch {
 			case err == nil:
-			case idlegrid.ErrorCode(err) == idlegrid.EINTERNAL:
+			case storeFault(err):
 				return fmt.Errorf("gateway: write the charges in the meter journal to the store: %w", err)
 			default:
 				refused++

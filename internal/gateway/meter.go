@@ -180,7 +180,7 @@ func (m *meter) write(batch []meterItem, final bool) {
 	failing := len(m.failed) > 0 // logged already
 	for j, i := range idx {
 		it, err := batch[i], errs[j]
-		if err != nil && idlegrid.ErrorCode(err) == idlegrid.EINTERNAL && !final && len(m.failed) < meterQueue {
+		if storeFault(err) && !final && len(m.failed) < meterQueue {
 			if !failing {
 				failing = true
 				m.log.Warn("gateway: the store could not take inference charges; the meter tries them again",
@@ -207,7 +207,7 @@ func (m *meter) write(batch []meterItem, final bool) {
 // start.
 func (m *meter) settle(it meterItem, err error) {
 	charged := it.charge.Usage.ChargeMicros
-	kept := err != nil && it.seg != nil && idlegrid.ErrorCode(err) == idlegrid.EINTERNAL
+	kept := it.seg != nil && storeFault(err)
 	if err != nil {
 		charged = 0
 		m.metrics.chargesLost.Inc()
@@ -219,6 +219,11 @@ func (m *meter) settle(it meterItem, err error) {
 		it.res.release(charged)
 	}
 }
+
+// storeFault reports whether the store failed a charge for a reason of
+// its own (it could not be reached, say), which trying again may put
+// right, rather than refused it.
+func storeFault(err error) bool { return err != nil && idlegrid.ErrorCode(err) == idlegrid.EINTERNAL }
 
 // sync waits until every charge queued before it is written, or waits to
 // be written again (meterRetry).

@@ -167,11 +167,7 @@ func (c *crashRig) kill() {
 // setup makes a provider with three nodes and two renters with money.
 func (c *crashRig) setup(seed uint64) {
 	t, ctx := c.t, context.Background()
-	b, err := os.ReadFile(c.keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.admin = client.New(c.url, strings.TrimSpace(string(b)))
+	c.connectAdmin()
 	_, _, pkey, err := c.admin.CreateAccount(ctx, "crash-gpus", idlegrid.RoleProvider)
 	if err != nil {
 		t.Fatal(err)
@@ -195,6 +191,15 @@ func (c *crashRig) setup(seed uint64) {
 		c.renterIDs = append(c.renterIDs, a.ID)
 		c.renters = append(c.renters, &crashRenter{cl: client.New(c.url, key)})
 	}
+}
+
+// connectAdmin makes the client of the admin the server bootstrapped.
+func (c *crashRig) connectAdmin() {
+	b, err := os.ReadFile(c.keyFile)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.admin = client.New(c.url, strings.TrimSpace(string(b)))
 }
 
 // providerStep asks for a third of what is payable, or retries an earlier

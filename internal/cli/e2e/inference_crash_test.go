@@ -117,11 +117,7 @@ func testInferenceCrash(t *testing.T, dsn string) {
 // the renter's account and API key once the model is served.
 func (c *crashRig) inferenceSetup(upstream string) (renterID, renterKey string) {
 	t, ctx := c.t, context.Background()
-	b, err := os.ReadFile(c.keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.admin = client.New(c.url, strings.TrimSpace(string(b)))
+	c.connectAdmin()
 	_, _, pkey, err := c.admin.CreateAccount(ctx, "crash-inference", idlegrid.RoleProvider)
 	if err != nil {
 		t.Fatal(err)
