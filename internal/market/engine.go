@@ -99,7 +99,9 @@ type Engine struct {
 	mark   uint64
 	top    topK
 	bounds []classBound
-	bf     []bfItem
+	// gangBounds holds the shelves gangRegions bounded, region by region.
+	gangBounds []classBound
+	bf         []bfItem
 	// rankScratch is what ranked lists reuse when they follow the shelf
 	// (ranked.go).
 	rankScratch rankScratch

@@ -177,7 +177,7 @@ type regionPick struct {
 func (e *Engine) placeGang(q *query, sig *signature) (Decision, bool) {
 	n := q.n
 	if q.job.RegionPreferred {
-		if list := e.regionTop(q, sig, q.job.Region, n+1); len(list) >= n {
+		if list := e.regionTop(q, sig, q.job.Region, n+1, nil); len(list) >= n {
 			return e.award(q, list[:n], list[n:]), true
 		}
 	}
@@ -189,7 +189,7 @@ func (e *Engine) placeGang(q *query, sig *signature) (Decision, bool) {
 			later = append(later, rb) // n nodes there score more than best's n
 			continue
 		}
-		rp := e.gangIn(q, sig, rb.region)
+		rp := e.gangIn(q, sig, rb)
 		if rp == nil {
 			continue
 		}
@@ -212,7 +212,7 @@ func (e *Engine) placeGang(q *query, sig *signature) (Decision, bool) {
 		if len(losers) > 0 && beyond(rb.lb, losers[0].score) {
 			continue // its best node cannot set the price
 		}
-		if rp := e.gangIn(q, sig, rb.region); rp != nil {
+		if rp := e.gangIn(q, sig, rb); rp != nil {
 			i, _ := slices.BinarySearchFunc(losers, rp.list[0], func(a, b cand) int { return rank(&a, &b) })
 			losers = slices.Insert(losers, i, rp.list[0])
 		}
@@ -222,8 +222,8 @@ func (e *Engine) placeGang(q *query, sig *signature) (Decision, bool) {
 
 // gangIn returns the region's best q.n+1 nodes for q's gang, with the total
 // score of the first q.n, or nil when the region cannot hold the gang.
-func (e *Engine) gangIn(q *query, sig *signature, region string) *regionPick {
-	list := e.regionTop(q, sig, region, q.n+1)
+func (e *Engine) gangIn(q *query, sig *signature, rb regionBound) *regionPick {
+	list := e.regionTop(q, sig, rb.region, q.n+1, rb.shelves)
 	if len(list) < q.n {
 		return nil
 	}
@@ -236,10 +236,13 @@ func (e *Engine) gangIn(q *query, sig *signature, region string) *regionPick {
 }
 
 // regionBound is a region a gang may run in, with a lower bound on the
-// score of every node there that can take the job now.
+// score of every node there that can take the job now, and the shelves
+// that bound it, so that its search need not bound them again (nil when
+// the region was not bounded).
 type regionBound struct {
-	lb     float64
-	region string
+	lb      float64
+	region  string
+	shelves []classBound
 }
 
 // gangRegions returns the regions of sig, other than a preferred one
@@ -249,39 +252,48 @@ type regionBound struct {
 func (e *Engine) gangRegions(q *query, sig *signature) []regionBound {
 	_, reserved := e.reservations[q.job.ID]
 	out := make([]regionBound, 0, len(sig.regions))
+	e.gangBounds = e.gangBounds[:0]
 	for _, r := range sig.regions {
 		if q.job.RegionPreferred && r == q.job.Region {
 			continue
 		}
 		if reserved {
-			out = append(out, regionBound{math.Inf(-1), r})
-		} else if lb, ok := e.regionBound(q, sig, r); ok {
-			out = append(out, regionBound{lb, r})
+			out = append(out, regionBound{lb: math.Inf(-1), region: r})
+		} else if rb, ok := e.regionBound(q, sig, r); ok {
+			out = append(out, rb)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b regionBound) int { return cmp.Compare(a.lb, b.lb) })
 	return out
 }
 
-// regionBound is the least bound of the region's shelves that have a node
-// for q (see appendBound), and false when none has: then no node there
-// can take q now.
-func (e *Engine) regionBound(q *query, sig *signature, region string) (float64, bool) {
+// regionBound bounds the region's shelves that have a node for q (see
+// appendBound), keeping them in e.gangBounds, and returns the least bound;
+// false when no shelf has a node for q: then no node there can take q now.
+func (e *Engine) regionBound(q *query, sig *signature, region string) (regionBound, bool) {
 	bounds := e.shelfBounds(q, sig, sig.byRegion[region], region)
 	lb := math.Inf(1)
 	for i := range bounds {
 		lb = min(lb, bounds[i].lb)
 	}
+	start := len(e.gangBounds)
+	e.gangBounds = append(e.gangBounds, bounds...)
 	e.bounds = bounds[:0]
-	return lb, len(bounds) > 0
+	return regionBound{lb: lb, region: region, shelves: e.gangBounds[start:len(e.gangBounds):len(e.gangBounds)]}, len(bounds) > 0
 }
 
-// regionTop returns up to k best candidates in a region, best first.
-func (e *Engine) regionTop(q *query, sig *signature, region string, k int) []cand {
+// regionTop returns up to k best candidates in a region, best first. When
+// shelves is not nil it holds the region's shelves for q, as regionBound
+// bounded them.
+func (e *Engine) regionTop(q *query, sig *signature, region string, k int, shelves []classBound) []cand {
 	top := &e.top
 	top.reset(k)
 	e.offerDirect(q, sig, region, top)
-	e.searchClasses(q, sig, sig.byRegion[region], region, top)
+	if shelves != nil {
+		e.searchBounds(q, append(e.bounds[:0], shelves...), top)
+	} else {
+		e.searchClasses(q, sig, sig.byRegion[region], region, top)
+	}
 	return slices.Clone(top.c)
 }
 
@@ -373,7 +385,12 @@ func scale(q *query, s *shelf, credit idlegrid.Micros) (f, off float64) {
 // from the lowest bound up, until no shelf left can beat what top holds.
 // Nodes that offerDirect judged are skipped.
 func (e *Engine) searchClasses(q *query, sig *signature, classes []sigEntry, region string, top *topK) {
-	bounds := e.shelfBounds(q, sig, classes, region)
+	e.searchBounds(q, e.shelfBounds(q, sig, classes, region), top)
+}
+
+// searchBounds is searchClasses's search of the shelves in bounds, which
+// it reorders; they stay valid while the engine does not change.
+func (e *Engine) searchBounds(q *query, bounds []classBound, top *topK) {
 	// Judge each shelf's first fits, which are most often its best nodes,
 	// so that the walks below start with top full and stop early. Both
 	// loops take the shelves by bound, and most often stop after a few: the
