@@ -119,6 +119,18 @@ func ErrorCode(err error) string {
 	return EINTERNAL
 }
 
+// FieldPlacementAttempt is the Field of the ECONFLICT a store answers a
+// placement whose job moved on (Store.PlaceJob).
+const FieldPlacementAttempt = "placement.attempt"
+
+// JobMovedOn reports whether err is a store's refusal of a placement
+// because its job moved on: cancelled, say, while the placement was
+// decided. Nothing else the placement read was wrong.
+func JobMovedOn(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == ECONFLICT && e.Field == FieldPlacementAttempt
+}
+
 // ErrorMessage returns the caller-safe message of err. Errors that are not
 // *Error are internal and get a generic message.
 func ErrorMessage(err error) string {

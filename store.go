@@ -70,8 +70,10 @@ type Store interface {
 	CancelQueuedJob(ctx context.Context, jobID, reason string, at time.Time) error
 
 	// PlaceJob stores a placement: the leases, their GPU claims and their
-	// holds, and moves the job to running. ECONFLICT if the job moved on or
-	// a GPU is already claimed; EPAYMENT if a hold exceeds the balance.
+	// holds, and moves the job to running. ECONFLICT if the job moved on
+	// (it is no longer queued at the placement's attempt: the error's Field
+	// is "placement.attempt", see JobMovedOn) or a GPU is already claimed;
+	// EPAYMENT if a hold exceeds the balance.
 	PlaceJob(ctx context.Context, p *Placement) error
 	// PlaceJobs stores many placements in one transaction, each as PlaceJob
 	// would and behind a savepoint of its own, so that one that fails does

@@ -101,8 +101,14 @@ func (b *placementBatch) settle(ctx context.Context, i int, err error) error {
 	b.e.NoteQueued(j)
 	b.funds[j.RenterID] += b.holds[i]
 	switch idlegrid.ErrorCode(err) {
-	case idlegrid.ECONFLICT: // the job or a GPU moved on under the engine: rebuild it from the store
-		b.s.rebuild.Store(true)
+	case idlegrid.ECONFLICT:
+		// A job that moved on (cancelled while it was placed, say) is
+		// forgotten above, and nothing else the engine holds is wrong; a GPU
+		// or a node that moved on under the engine is: rebuild it from the
+		// store, which at 100,000 nodes takes the scheduler seconds.
+		if !idlegrid.JobMovedOn(err) {
+			b.s.rebuild.Store(true)
+		}
 		b.s.Kick()
 		return nil
 	case idlegrid.EPAYMENT:

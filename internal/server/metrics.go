@@ -11,6 +11,7 @@ import (
 // long a request that asks the engine waits for the scheduler.
 type metrics struct {
 	placements prometheus.Counter
+	rebuilds   prometheus.Counter
 	passes     prometheus.Histogram
 	askWait    prometheus.Histogram
 	scans      prometheus.Histogram
@@ -21,6 +22,10 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 	m := &metrics{
 		placements: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "idlegrid_placements_total", Help: "Jobs placed and stored.",
+		}),
+		rebuilds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idlegrid_engine_rebuilds_total",
+			Help: "Times the engine was rebuilt from the store whole on the scheduler's goroutine, placements waiting meanwhile, because the store refused a placement for what the engine held (a GPU or node that moved on; not a job that did).",
 		}),
 		passes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "idlegrid_schedule_pass_seconds", Help: "How long a placement pass took, queue read and writes included.",
@@ -38,7 +43,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 	watches := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idlegrid_job_watches", Help: "Jobs that watches (GET /v1/jobs/{id}/watch) wait on now.",
 	}, func() float64 { return float64(s.watches.len()) })
-	for _, c := range []prometheus.Collector{m.placements, m.passes, m.askWait, m.scans, watches} {
+	for _, c := range []prometheus.Collector{m.placements, m.rebuilds, m.passes, m.askWait, m.scans, watches} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -136,7 +136,11 @@ func (s *Server) runScheduler(ctx context.Context) {
 			engine = s.takeResync(ctx, engine, b)
 		}
 		resync := s.Now().Sub(built) > resyncEvery
-		if engine == nil || s.rebuild.Swap(false) || (resync && s.cfg.NaiveMatcher) {
+		refused := engine != nil && s.rebuild.Swap(false)
+		if engine == nil || refused || (resync && s.cfg.NaiveMatcher) {
+			if refused {
+				s.metrics.rebuilds.Inc()
+			}
 			s.dropResync() // this build reads the store later
 			if engine != nil {
 				prev = engine // its clearing prices outlive it (TakeMarket)

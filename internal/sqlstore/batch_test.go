@@ -64,6 +64,9 @@ func testPlaceJobs(t *testing.T, db *sqlstore.DB) {
 		if got := idlegrid.ErrorCode(errs[i]); got != w.code || !strings.Contains(idlegrid.ErrorMessage(errs[i]), w.message) {
 			t.Errorf("placement %d: error %q (%v), want %q saying %q", i, got, errs[i], w.code, w.message)
 		}
+		if movedOn := w.message == "moved on"; idlegrid.JobMovedOn(errs[i]) != movedOn {
+			t.Errorf("placement %d: JobMovedOn(%v) = %v, want %v", i, errs[i], !movedOn, movedOn)
+		}
 	}
 	checkLedger(t, db)
 	for _, job := range []*idlegrid.Job{first, second, again} {

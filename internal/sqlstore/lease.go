@@ -51,8 +51,10 @@ func (db *DB) placeJob(ctx context.Context, tx *sql.Tx, p *idlegrid.Placement, l
 	if err != nil {
 		return err
 	} else if j.State != idlegrid.JobQueued || j.Attempts != p.Attempt {
-		return idlegrid.Errorf(idlegrid.ECONFLICT, "job %s moved on: %s at attempt %d, placement was for queued at attempt %d",
+		err := idlegrid.Errorf(idlegrid.ECONFLICT, "job %s moved on: %s at attempt %d, placement was for queued at attempt %d",
 			j.ID, j.State, j.Attempts, p.Attempt)
+		err.Field = idlegrid.FieldPlacementAttempt
+		return err
 	}
 	if err := checkSpendLimits(ctx, tx, db.dialect, j, placementHold(p), p.At, later); err != nil {
 		return err

@@ -685,6 +685,11 @@ func testPlaceJobConflicts(t *testing.T, db *sqlstore.DB) {
 			if !strings.Contains(idlegrid.ErrorMessage(err), tt.message) {
 				t.Errorf("message %q does not say %q", idlegrid.ErrorMessage(err), tt.message)
 			}
+			// Only a job that moved on says so: the scheduler rebuilds its
+			// engine for any other conflict.
+			if movedOn := tt.message == "moved on"; idlegrid.JobMovedOn(err) != movedOn {
+				t.Errorf("JobMovedOn(%v) = %v, want %v", err, !movedOn, movedOn)
+			}
 			checkLedger(t, db)
 			mustJobState(t, db, j.ID, idlegrid.JobQueued, "")
 			if got, _ := db.FindJob(ctx, j.ID); got.Attempts != 0 || got.StartedAt != nil {
