@@ -37,20 +37,9 @@ func TestServer_jobCancelledWhilePlaced(t *testing.T) {
 		gate.released <- struct{}{}
 		synctest.Wait()
 
-		if got, err := m.srv.FindJob(m.renter, j.ID); err != nil || got.State != idlegrid.JobCancelled {
-			t.Fatalf("job = %+v, %v; want cancelled", got, err)
-		}
-		next, err := m.srv.SubmitJob(m.renter, testSpec())
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		if got, err := m.srv.FindJob(m.renter, next.ID); err != nil || got.State != idlegrid.JobRunning {
-			t.Fatalf("next job = %+v, %v; want running", got, err)
-		}
-		if n := metricstest.Value(t, reg, "idlegrid_engine_rebuilds_total", nil); n != 0 {
-			t.Errorf("engine rebuilt %v times, want none: only the job moved on", n)
-		}
+		wantJobState(t, m, j.ID, idlegrid.JobCancelled)
+		submitPlaced(t, m)      // the cancelled job's GPUs are free again
+		wantRebuilds(t, reg, 0) // only the job moved on
 	})
 }
 
@@ -64,18 +53,35 @@ func TestServer_gpuConflictRebuilds(t *testing.T) {
 		m := mustMarketOn(t, goldForAll, func(s idlegrid.Store) idlegrid.Store { refuse.Store = s; return refuse },
 			func(c *server.Config) { c.Metrics = reg })
 		synctest.Wait()
-		j, err := m.srv.SubmitJob(m.renter, testSpec())
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		if got, err := m.srv.FindJob(m.renter, j.ID); err != nil || got.State != idlegrid.JobRunning {
-			t.Fatalf("job = %+v, %v; want running once the engine was rebuilt", got, err)
-		}
-		if n := metricstest.Value(t, reg, "idlegrid_engine_rebuilds_total", nil); n != 1 {
-			t.Errorf("engine rebuilt %v times, want 1", n)
-		}
+		submitPlaced(t, m) // once the engine was rebuilt
+		wantRebuilds(t, reg, 1)
 	})
+}
+
+// submitPlaced submits a job and checks that the scheduler placed it once
+// the bubble settles.
+func submitPlaced(t *testing.T, m *testMarket) {
+	t.Helper()
+	j, err := m.srv.SubmitJob(m.renter, testSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	wantJobState(t, m, j.ID, idlegrid.JobRunning)
+}
+
+func wantJobState(t *testing.T, m *testMarket, id string, want idlegrid.JobState) {
+	t.Helper()
+	if got, err := m.srv.FindJob(m.renter, id); err != nil || got.State != want {
+		t.Fatalf("job %s = %+v, %v; want %s", id, got, err, want)
+	}
+}
+
+func wantRebuilds(t *testing.T, reg prometheus.Gatherer, want float64) {
+	t.Helper()
+	if n := metricstest.Value(t, reg, "idlegrid_engine_rebuilds_total", nil); n != want {
+		t.Errorf("engine rebuilt from the store %v times, want %v", n, want)
+	}
 }
 
 // refuseOnce is a store that refuses the first batch of placements as
