@@ -28,7 +28,26 @@ type AuditStore interface {
 	// transaction, and returns the index of the first. Index and LeafHash
 	// are filled in.
 	AppendAudit(ctx context.Context, entries []*AuditEntry) (first uint64, err error)
+
+	// AuditSigner returns the key the log's tree heads are signed with, as
+	// recorded by the first server that signed them; the zero AuditSigner
+	// when none has been recorded yet.
+	AuditSigner(ctx context.Context) (AuditSigner, error)
+	// ClaimAuditSigner records s as the log's signer unless one is already
+	// recorded, and returns the one recorded: s, or the earlier claim.
+	// Users hold heads signed with that key, so it is never replaced.
+	ClaimAuditSigner(ctx context.Context, s AuditSigner) (AuditSigner, error)
 }
+
+// AuditSigner is the public key that signs the audit log's tree heads
+// (internal/audit.PublicKeyString), and since when.
+type AuditSigner struct {
+	PublicKey string    `json:"public_key"`
+	Since     time.Time `json:"since"`
+}
+
+// IsZero reports whether no signer is recorded.
+func (s AuditSigner) IsZero() bool { return s.PublicKey == "" }
 
 // AuditEntry is one entry of the audit log as the store keeps it. Kind,
 // Subjects, Payload and At are the entry (internal/audit.Entry), from

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/audit"
 	"github.com/idlegrid/idlegrid/internal/server"
@@ -297,10 +298,24 @@ func besideDatabase(dsn, name string) string {
 }
 
 // loadAuditKey reads the log's signing key, creating it on first start.
-// Without a file the server signs with a throwaway key.
-func loadAuditKey(cfg serveConfig) (ed25519.PrivateKey, error) {
+// Without a file the server signs with a throwaway key. A missing file is
+// not created when the database's log already has a signer: the server
+// was started from elsewhere, or the file is lost, and a new key would
+// orphan every head users hold (server.ErrAuditKeyReplaced).
+func loadAuditKey(ctx context.Context, cfg serveConfig, store idlegrid.AuditStore) (ed25519.PrivateKey, error) {
 	if cfg.auditKeyFile == "" {
 		return nil, nil
+	}
+	if _, err := os.Stat(cfg.auditKeyFile); errors.Is(err, os.ErrNotExist) {
+		signer, err := store.AuditSigner(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !signer.IsZero() {
+			return nil, withHint(fmt.Errorf("no audit log key at %s, but this database's log has been signed with %s since %s",
+				cfg.auditKeyFile, signer.PublicKey, signer.Since.Format(time.RFC3339)),
+				"point --audit-key at the file that holds that key (the server creates audit.key beside a SQLite --db, else in the directory it was started from); a new key would break every user's 'idlegrid audit verify'")
+		}
 	}
 	key, err := audit.LoadOrCreateKey(cfg.auditKeyFile)
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"database/sql"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/audit"
+	"github.com/idlegrid/idlegrid/internal/server"
 )
 
 // auditMarket is a real server on a SQLite file and a key file that
@@ -259,4 +262,52 @@ func TestDefaultAuditPaths(t *testing.T) {
 	if want := "/home/ada/.config/idlegrid/audit/market.example_7070.json"; got != want {
 		t.Errorf("defaultStatePath = %q, want %q", got, want)
 	}
+}
+
+// TestServer_auditKeyLost: a server whose log key file is missing (started
+// from another directory, or the file lost) or holds another key refuses
+// to start, and creates no new key; with the key back it starts.
+func TestServer_auditKeyLost(t *testing.T) {
+	m := mustAuditMarket(t, 1)
+	mustOK(t, m.rs.stop())
+	original, err := os.ReadFile(m.keyFile)
+	mustOK(t, err)
+	startWith := func() error {
+		rs, err := startServer(context.Background(), serveConfig{
+			listen: "127.0.0.1:0", dsn: m.dsn, adminKeyFile: filepath.Join(m.dir, "admin.key"),
+			auditKeyFile: m.keyFile, logger: slog.New(slog.DiscardHandler),
+		})
+		if err == nil {
+			mustOK(t, rs.stop())
+		}
+		return err
+	}
+
+	mustOK(t, os.Remove(m.keyFile))
+	err = startWith()
+	if err == nil || !strings.Contains(err.Error(), "no audit log key at "+m.keyFile) || !strings.Contains(hintOf(err), "--audit-key") {
+		t.Fatalf("start without the key file: %v (hint %q), want a refusal naming the file and --audit-key", err, hintOf(err))
+	}
+	if _, err := os.Stat(m.keyFile); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused start left a key file behind: %v", err)
+	}
+
+	_, other, err := ed25519.GenerateKey(nil)
+	mustOK(t, err)
+	mustOK(t, os.WriteFile(m.keyFile, []byte(base64.StdEncoding.EncodeToString(other.Seed())+"\n"), 0o600))
+	if err := startWith(); !errors.Is(err, server.ErrAuditKeyReplaced) || !strings.Contains(hintOf(err), "--audit-key") {
+		t.Fatalf("start with another key: %v (hint %q), want ErrAuditKeyReplaced and a hint", err, hintOf(err))
+	}
+
+	mustOK(t, os.WriteFile(m.keyFile, original, 0o600))
+	mustOK(t, startWith())
+}
+
+// hintOf is the hint err carries for the user, if any.
+func hintOf(err error) string {
+	var h *hintError
+	if errors.As(err, &h) {
+		return h.hint
+	}
+	return ""
 }

@@ -55,7 +55,7 @@ Ctrl-C exits at once.`,
 	fs.DurationVar(&cfg.heartbeat, "heartbeat-interval", 10*time.Second, "how often agents heartbeat")
 	fs.IntVar(&cfg.missedHeartbeats, "missed-heartbeats", 3, "a node that misses this many heartbeats is lost and its work requeued")
 	fs.DurationVar(&cfg.payoutHold, "payout-hold", server.DefaultPayoutHold, "how long providers' earnings stay pending after a settlement before they may be paid out; 0 for none")
-	fs.StringVar(&cfg.auditKeyFile, "audit-key", "", "the audit log's signing key, created if missing; never replace it (default: audit.key next to a SQLite --db, else in the working directory)")
+	fs.StringVar(&cfg.auditKeyFile, "audit-key", "", "the audit log's signing key, created on first start; the database remembers it and refuses another (default: audit.key next to a SQLite --db, else in the working directory)")
 	fs.StringVar(&cfg.meterJournal, "meter-journal", "", "directory where the inference gateway journals each charge until the database has it, so that a crash loses none; a start writes what it finds there first (default: meter-journal next to a SQLite --db, else in the working directory)")
 	trustPolicy := fs.String("trust-policy", "", "the trust policy file: reputation formula, levels, the level gold jobs need (docs/trust.md); default: the built-in policy")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -176,7 +176,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		return nil, withHint(err, "check --db: a writable SQLite file path, or a reachable postgres:// URL")
 	}
 	defer closeIfFailed(&err, store.Close)
-	auditKey, err := loadAuditKey(cfg) // audit.go
+	auditKey, err := loadAuditKey(ctx, cfg, store) // audit.go
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +187,9 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		HeartbeatInterval: cfg.heartbeat, MissedHeartbeats: cfg.missedHeartbeats,
 		PayoutHold: cfg.payoutHold, TrustPolicy: cfg.trustPolicy,
 	})
-	if err != nil {
+	if errors.Is(err, server.ErrAuditKeyReplaced) {
+		return nil, withHint(err, "start with --audit-key naming the file that holds the log's key; a new key would break every user's 'idlegrid audit verify'")
+	} else if err != nil {
 		return nil, err
 	}
 	defer closeIfFailed(&err, srv.Close)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/audit"
@@ -48,6 +49,30 @@ func newAuditLog(cfg Config) (*auditLog, error) {
 		return nil, idlegrid.Invalid("audit_key", "must be an ed25519 private key of %d bytes, got %d", ed25519.PrivateKeySize, len(key))
 	}
 	return &auditLog{tree: audit.NewTree(audit.StoreLeaves(cfg.Store)), key: key}, nil
+}
+
+// ErrAuditKeyReplaced is what Open returns when Config.AuditKey is not the
+// key the store records as the log's signer: users hold heads signed with
+// that one, and every `idlegrid audit verify` would fail against another.
+var ErrAuditKeyReplaced = errors.New("server: the audit log is signed with another key")
+
+// claimAuditSigner records the configured key as the log's signer on first
+// start, and refuses a key other than the one recorded. A throwaway key
+// (none configured) is neither recorded nor checked.
+func claimAuditSigner(ctx context.Context, cfg Config) error {
+	if cfg.AuditKey == nil {
+		return nil
+	}
+	mine := audit.PublicKeyString(cfg.AuditKey.Public().(ed25519.PublicKey))
+	got, err := cfg.Store.ClaimAuditSigner(ctx, idlegrid.AuditSigner{PublicKey: mine, Since: cfg.Clock.Now()})
+	if err != nil {
+		return fmt.Errorf("server: record the audit log's key: %w", err)
+	}
+	if got.PublicKey != mine {
+		return fmt.Errorf("%w: this database's log has been signed with %s since %s, and the configured key is %s",
+			ErrAuditKeyReplaced, got.PublicKey, got.Since.Format(time.RFC3339), mine)
+	}
+	return nil
 }
 
 // AuditKey is the public key the log's tree heads are signed with. Users

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -286,5 +287,48 @@ func TestServer_Audit_rewrittenHistory(t *testing.T) {
 				t.Errorf("Check found %+v, want one %s", r.Problems, tt.want)
 			}
 		})
+	}
+}
+
+// TestServer_auditKeyReplaced: the first start records its key as the
+// log's signer; a later start with another key is refused, naming both,
+// since every head users hold would stop verifying.
+func TestServer_auditKeyReplaced(t *testing.T) {
+	store, err := sqlstore.Open(context.Background(), filepath.Join(t.TempDir(), "idlegrid.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	key := func() ed25519.PrivateKey {
+		_, k, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	open := func(k ed25519.PrivateKey) error {
+		srv, err := server.Open(server.Config{Store: store, AuditKey: k})
+		if err == nil {
+			srv.Close()
+		}
+		return err
+	}
+	first, other := key(), key()
+	for _, k := range []ed25519.PrivateKey{first, first, nil} {
+		if err := open(k); err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+	}
+	err = open(other)
+	if !errors.Is(err, server.ErrAuditKeyReplaced) {
+		t.Fatalf("Open with another key: %v, want ErrAuditKeyReplaced", err)
+	}
+	for _, k := range []ed25519.PrivateKey{first, other} {
+		if pub := audit.PublicKeyString(k.Public().(ed25519.PublicKey)); !strings.Contains(err.Error(), pub) {
+			t.Errorf("the refusal %q does not name key %s", err, pub)
+		}
+	}
+	if s, err := store.AuditSigner(context.Background()); err != nil || s.PublicKey != audit.PublicKeyString(first.Public().(ed25519.PublicKey)) {
+		t.Errorf("recorded signer = %+v, %v; want the first key", s, err)
 	}
 }

@@ -63,6 +63,8 @@ type Config struct {
 	Sample func() float64
 	// AuditKey signs the audit log's tree heads (see audit.go); nil: a
 	// key for this process alone, which no user can check heads with.
+	// The first start records its public half in the store; Open refuses
+	// any other key after that (ErrAuditKeyReplaced).
 	AuditKey ed25519.PrivateKey
 	// TrustPolicy is the reputation formula, the levels and what gold jobs
 	// need (see reputation.go); nil: trustpolicy.Default(). Its gold level
@@ -204,6 +206,9 @@ func Open(cfg Config) (*Server, error) {
 	}
 	auditLog, err := newAuditLog(cfg)
 	if err != nil {
+		return nil, err
+	}
+	if err := claimAuditSigner(context.Background(), cfg); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -287,3 +287,45 @@ func (db *DB) AppendAudit(ctx context.Context, entries []*idlegrid.AuditEntry) (
 	}
 	return first, nil
 }
+
+// AuditSigner returns the key recorded as the log's signer, if any.
+func (db *DB) AuditSigner(ctx context.Context) (idlegrid.AuditSigner, error) {
+	var s idlegrid.AuditSigner
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		s, err = auditSigner(ctx, tx)
+		return err
+	})
+	return s, err
+}
+
+// ClaimAuditSigner records s as the log's signer unless one is recorded.
+func (db *DB) ClaimAuditSigner(ctx context.Context, s idlegrid.AuditSigner) (idlegrid.AuditSigner, error) {
+	var f idlegrid.Faults
+	f.Check(s.PublicKey != "", "audit_signer.public_key", "is required")
+	f.Check(!s.Since.IsZero(), "audit_signer.since", "is required")
+	if err := f.Err(); err != nil {
+		return idlegrid.AuditSigner{}, err
+	}
+	var got idlegrid.AuditSigner
+	err := db.update(ctx, func(tx *sql.Tx) (err error) {
+		if _, err := tx.ExecContext(ctx, `UPDATE audit_log SET signer = $1, signer_since = $2 WHERE id = 1 AND signer = ''`,
+			s.PublicKey, timeArg(s.Since)); err != nil {
+			return err
+		}
+		got, err = auditSigner(ctx, tx)
+		return err
+	})
+	return got, err
+}
+
+func auditSigner(ctx context.Context, tx *sql.Tx) (idlegrid.AuditSigner, error) {
+	var key string
+	var since sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT signer, signer_since FROM audit_log WHERE id = 1`).Scan(&key, &since); err != nil {
+		return idlegrid.AuditSigner{}, err
+	}
+	if key == "" {
+		return idlegrid.AuditSigner{}, nil
+	}
+	return idlegrid.AuditSigner{PublicKey: key, Since: timeOf(since)}, nil
+}

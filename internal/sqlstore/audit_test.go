@@ -3,7 +3,10 @@ package sqlstore_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +27,53 @@ func testAudit(t *testing.T, db *sqlstore.DB) {
 	t.Run("Concurrent", func(t *testing.T) { testAuditConcurrent(t, db) })
 	t.Run("AppendAudit", func(t *testing.T) { testAuditAppend(t, db) })
 	t.Run("Proofs", func(t *testing.T) { testAuditProofs(t, db) })
+	t.Run("Signer", func(t *testing.T) { testAuditSigner(t, db) })
+}
+
+// testAuditSigner: the first claim of the log's signer is kept, even
+// among servers claiming at once; later claims get it back.
+func testAuditSigner(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	got, err := db.AuditSigner(ctx)
+	mustOK(t, err)
+	if !got.IsZero() {
+		t.Fatalf("a fresh log's signer = %+v, want none", got)
+	}
+	_, err = db.ClaimAuditSigner(ctx, idlegrid.AuditSigner{})
+	wantField(t, err, "audit_signer.public_key")
+	_, err = db.ClaimAuditSigner(ctx, idlegrid.AuditSigner{PublicKey: "key"})
+	wantField(t, err, "audit_signer.since")
+
+	at := time.Date(2026, 12, 3, 12, 0, 0, 123456000, time.UTC)
+	claims := make([]idlegrid.AuditSigner, 6)
+	var wg sync.WaitGroup
+	for i := range claims {
+		wg.Go(func() {
+			claims[i], err = db.ClaimAuditSigner(ctx, idlegrid.AuditSigner{PublicKey: fmt.Sprintf("key-%d", i), Since: at.Add(time.Duration(i) * time.Second)})
+			if err != nil {
+				t.Errorf("claim %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	first := claims[0]
+	if !strings.HasPrefix(first.PublicKey, "key-") {
+		t.Fatalf("claim 0 got %+v, want one of the claimed keys", first)
+	}
+	i, _ := strconv.Atoi(strings.TrimPrefix(first.PublicKey, "key-"))
+	if want := at.Add(time.Duration(i) * time.Second); !first.Since.Equal(want) {
+		t.Errorf("%s recorded since %v, want %v", first.PublicKey, first.Since, want)
+	}
+	for i, c := range claims {
+		if c != first {
+			t.Errorf("claim %d got %+v, claim 0 got %+v: want the same signer", i, c, first)
+		}
+	}
+	later, err := db.ClaimAuditSigner(ctx, idlegrid.AuditSigner{PublicKey: "key-later", Since: at.Add(time.Hour)})
+	mustOK(t, err)
+	if got, err = db.AuditSigner(ctx); err != nil || got != first || later != first {
+		t.Errorf("after a later claim: AuditSigner %+v, %v; the claim got %+v; want %+v", got, err, later, first)
+	}
 }
 
 func mustAuditSize(tb testing.TB, db *sqlstore.DB) uint64 {
