@@ -266,7 +266,9 @@ func openGateway(store *sqlstore.DB, srv *server.Server, sessions *session.Regis
 	}
 	cfg.inference.apply(&gc)
 	g, err := gateway.New(gc)
-	if err != nil {
+	if errors.Is(err, gateway.ErrJournalInUse) {
+		return nil, withHint(err, "is another 'idlegrid server' running on this database? Stop it, or give this one its own --meter-journal (with PostgreSQL)")
+	} else if err != nil {
 		return nil, withHint(err, "check --meter-journal: a directory the server can create and write")
 	}
 	srv.ReportQueuesTo(g) // the agents' heartbeats say their model servers' queues

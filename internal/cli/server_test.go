@@ -191,6 +191,31 @@ func TestServerCommand_Bootstrap(t *testing.T) {
 	}
 }
 
+// TestServerCommand_secondOnOneDatabase: a second server on the SQLite
+// database one is serving would share its meter journal (beside the
+// database by default); it exits at once saying why, and the first
+// serves on.
+func TestServerCommand_secondOnOneDatabase(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"server", "--listen", "127.0.0.1:0", "--db", filepath.Join(dir, "idlegrid.db")}
+	first := startMain(t, append(args, "--bootstrap-admin-key-file", filepath.Join(dir, "admin.key"))...)
+	url := first.waitForMatch(t, regexp.MustCompile(`(?m)^idlegrid server listening on (http://127\.0\.0\.1:\d+)$`))
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit) // without the refusal it serves until then
+	defer cancel()
+	var out, errOut bytes.Buffer
+	r := result{code: Main(ctx, args, Stdio{Out: &out, Err: &errOut}, func(string) string { return "" })}
+	r.out, r.err = out.String(), errOut.String()
+	if r.code != 1 || !strings.Contains(r.err, "the meter journal is in use by another server") || !strings.Contains(r.err, "another 'idlegrid server' running on this database") {
+		t.Fatalf("a second server: %s\nwant exit 1, saying the journal is in use and what to do", r)
+	}
+	key, err := os.ReadFile(filepath.Join(dir, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, map[string]string{"IDLEGRID_ADDR": url, "IDLEGRID_KEY": strings.TrimSpace(string(key))}, "account", "ls")
+}
+
 func TestServerCommand_NoKeyFile(t *testing.T) {
 	b := startMain(t, "server", "--listen", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "x.db"))
 	b.waitForMatch(t, regexp.MustCompile(`listening on (http://\S+)`))

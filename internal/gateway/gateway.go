@@ -264,6 +264,7 @@ func (g *Gateway) openJournal() (*journal, error) {
 		return j, nil
 	}
 	if err := forget(files); err != nil {
+		j.close()
 		return nil, fmt.Errorf("gateway: delete the meter journal's written files: %w", err)
 	}
 	return j, nil

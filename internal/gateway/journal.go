@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gofrs/flock"
+
 	"github.com/idlegrid/idlegrid"
 )
 
@@ -36,6 +38,13 @@ import (
 // committed just before the crash, is harmless. Files New cannot write
 // stay for the next start.
 //
+// One gateway at a time owns a journal: it holds an exclusive lock on
+// the file LOCK in its directory while it is open, since a second one
+// would write another's live files to the store and delete them under it
+// (two servers on one SQLite database, or given the same
+// --meter-journal). The lock goes with the process, so a crash leaves
+// none behind.
+//
 // A line reaches the operating system with one write system call and no
 // fsync, so a journaled charge survives the process, as a SQLite commit
 // in WAL mode with synchronous=NORMAL does, not a power cut.
@@ -52,9 +61,17 @@ const (
 	journalSuffix = ".jsonl"
 )
 
+// journalLock names the file a journal's owner locks.
+const journalLock = "LOCK"
+
+// ErrJournalInUse is what opening a journal another gateway has open
+// returns.
+var ErrJournalInUse = errors.New("the meter journal is in use by another server")
+
 // journal is the meter's journal of charges not yet in the store.
 type journal struct {
 	dir          string
+	lock         *flock.Flock // held until close
 	log          *slog.Logger
 	segmentBytes int64 // journalSegmentBytes, but in tests
 
@@ -88,7 +105,16 @@ func openJournal(dir string, log *slog.Logger) (j *journal, left []idlegrid.Infe
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, nil, fmt.Errorf("meter journal: %w", err)
 	}
-	j = &journal{dir: dir, log: log, segmentBytes: journalSegmentBytes}
+	lock, err := lockJournal(dir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	j = &journal{dir: dir, lock: lock, log: log, segmentBytes: journalSegmentBytes}
+	defer func() {
+		if err != nil {
+			j.close()
+		}
+	}()
 	names, err := j.files()
 	if err != nil {
 		return nil, nil, nil, err
@@ -103,6 +129,18 @@ func openJournal(dir string, log *slog.Logger) (j *journal, left []idlegrid.Infe
 		j.seq = max(j.seq, journalSeq(name))
 	}
 	return j, left, files, nil
+}
+
+// lockJournal takes dir's lock, or says who holds it.
+func lockJournal(dir string) (*flock.Flock, error) {
+	lock := flock.New(filepath.Join(dir, journalLock), flock.SetPermissions(0o600))
+	switch ok, err := lock.TryLock(); {
+	case err != nil:
+		return nil, fmt.Errorf("meter journal: lock %s: %w", lock.Path(), err)
+	case !ok:
+		return nil, fmt.Errorf("%w: %s is locked; give each server a --meter-journal of its own, and run one server on a SQLite database", ErrJournalInUse, lock.Path())
+	}
+	return lock, nil
 }
 
 // files lists the journal's files, oldest first.
@@ -282,6 +320,9 @@ func (j *journal) close() {
 	if j.cur != nil {
 		j.retire(j.cur)
 		j.cur = nil
+	}
+	if err := j.lock.Unlock(); err != nil {
+		j.log.Warn("gateway: unlock the meter journal", "file", j.lock.Path(), "err", err)
 	}
 }
 

@@ -85,7 +85,7 @@ func TestGateway_meterJournal(t *testing.T) {
 	// the gateway serves.
 	reopen(f.Store)
 	wantBalances(t, f, node, startFunds-wantCharge, wantCharge-wantFee)
-	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(dir, "meter-*")); len(left) != 0 {
 		t.Errorf("journal files %v left after the replay, want none", left)
 	}
 
@@ -190,7 +190,7 @@ func TestGateway_meterRetries(t *testing.T) {
 	if err := f.GW.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(m.dir, "*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(m.dir, "meter-*")); len(left) != 0 {
 		t.Errorf("journal files %v left after Close, with every charge written", left)
 	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -21,7 +22,7 @@ func journalCharge(id string) idlegrid.InferenceCharge {
 	}}
 }
 
-// journalFiles lists the journal's file names in dir.
+// journalFiles lists the journal's file names in dir, all but its lock.
 func journalFiles(t *testing.T, dir string) []string {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
@@ -30,7 +31,9 @@ func journalFiles(t *testing.T, dir string) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		names = append(names, e.Name())
+		if e.Name() != journalLock {
+			names = append(names, e.Name())
+		}
 	}
 	return names
 }
@@ -113,7 +116,10 @@ func TestJournal_tornLine(t *testing.T) {
 	if _, err := s.f.WriteString(`{"usage":{"id":"req_c","renter`); err != nil {
 		t.Fatal(err)
 	}
-	s.f.Close() // the crash: the file stays as it is
+	s.f.Close() // the crash: the file stays as it is, and the lock goes with the process
+	if err := j.lock.Unlock(); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not a charge\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +147,27 @@ func TestJournal_unwritable(t *testing.T) {
 	if _, _, _, err := openJournal(filepath.Join(file, "journal"), slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "meter journal") {
 		t.Fatalf("openJournal under a file: %v, want an error naming the meter journal", err)
 	}
+}
+
+// TestJournal_inUse checks that one journal has one owner at a time: a
+// second open of its directory is refused, naming the lock, until the
+// first closes.
+func TestJournal_inUse(t *testing.T) {
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	j, _, _, err := openJournal(dir, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := openJournal(dir, log); !errors.Is(err, ErrJournalInUse) || !strings.Contains(err.Error(), filepath.Join(dir, journalLock)) {
+		t.Fatalf("a second open: %v, want ErrJournalInUse naming the lock", err)
+	}
+	j.close()
+	j, _, _, err = openJournal(dir, log)
+	if err != nil {
+		t.Fatalf("an open after the first closed: %v", err)
+	}
+	j.close()
 }
 
 func TestJournalSeq(t *testing.T) {
