@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
 )
 
 func TestLoadAgentConfig(t *testing.T) {
@@ -67,4 +71,38 @@ ask:
 			t.Errorf("got %s", r)
 		}
 	})
+}
+
+// TestAgentCommand_secondOnOneDataDir: a second agent on the data dir of
+// one that runs (a systemd service and a manual start, say) would be the
+// same node; it exits at once saying why, and the first stays the node.
+func TestAgentCommand_secondOnOneDataDir(t *testing.T) {
+	url, adminKey := mustServer(t)
+	admin := client.New(url, adminKey)
+	ctx := context.Background()
+	_, _, providerKey, err := admin.CreateAccount(ctx, "provider", idlegrid.RoleProvider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider := client.New(url, providerKey)
+	_, token, err := provider.CreateJoinToken(ctx, "fleet", 2, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath, _ := mustCheckConfig(t, url, "fake_gpus: 1xT4\njoin_token: "+token+"\n")
+	startMain(t, "agent", "--config", cfgPath)
+	eventually(t, "the first agent to join", func() error {
+		if ns, err := provider.ListNodes(ctx, idlegrid.NodeFilter{}); err != nil || len(ns) != 1 {
+			return fmt.Errorf("nodes %v, %v", ns, err)
+		}
+		return nil
+	})
+
+	r := runUntil(t, waitLimit, nil, "agent", "--config", cfgPath) // without the refusal it runs until then
+	if r.code != 1 || !strings.Contains(r.err, "the data dir is in use by another agent") || !strings.Contains(r.err, "another 'idlegrid agent' running") {
+		t.Fatalf("a second agent: %s\nwant exit 1, saying the data dir is in use and what to do", r)
+	}
+	if ns, err := provider.ListNodes(ctx, idlegrid.NodeFilter{}); err != nil || len(ns) != 1 {
+		t.Errorf("nodes after the second agent: %d (%v), want the first one only", len(ns), err)
+	}
 }

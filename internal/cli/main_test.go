@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -20,6 +21,18 @@ func run(tb testing.TB, vars map[string]string, args ...string) result {
 	tb.Helper()
 	var out, errOut bytes.Buffer
 	code := Main(context.Background(), args, Stdio{Out: &out, Err: &errOut}, func(k string) string { return vars[k] })
+	return result{code: code, out: out.String(), err: errOut.String()}
+}
+
+// runUntil runs a command that should return by itself, as run does, but
+// cancels it when d has passed: one that serves (a server, an agent) then
+// returns instead of hanging the test.
+func runUntil(tb testing.TB, d time.Duration, vars map[string]string, args ...string) result {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := Main(ctx, args, Stdio{Out: &out, Err: &errOut}, func(k string) string { return vars[k] })
 	return result{code: code, out: out.String(), err: errOut.String()}
 }
 

@@ -201,11 +201,7 @@ func TestServerCommand_secondOnOneDatabase(t *testing.T) {
 	first := startMain(t, append(args, "--bootstrap-admin-key-file", filepath.Join(dir, "admin.key"))...)
 	url := first.waitForMatch(t, regexp.MustCompile(`(?m)^idlegrid server listening on (http://127\.0\.0\.1:\d+)$`))
 
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit) // without the refusal it serves until then
-	defer cancel()
-	var out, errOut bytes.Buffer
-	r := result{code: Main(ctx, args, Stdio{Out: &out, Err: &errOut}, func(string) string { return "" })}
-	r.out, r.err = out.String(), errOut.String()
+	r := runUntil(t, waitLimit, nil, args...) // without the refusal it serves until then
 	if r.code != 1 || !strings.Contains(r.err, "the meter journal is in use by another server") || !strings.Contains(r.err, "another 'idlegrid server' running on this database") {
 		t.Fatalf("a second server: %s\nwant exit 1, saying the journal is in use and what to do", r)
 	}
