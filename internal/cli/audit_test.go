@@ -85,7 +85,7 @@ func (m *auditMarket) topUp(t *testing.T) {
 func (m *auditMarket) tamper(t *testing.T, stmt string, args ...any) {
 	t.Helper()
 	mustOK(t, m.rs.stop())
-	db, err := sql.Open("sqlite", m.dsn)
+	db, err := sql.Open("sqlite", m.dsn+"?_pragma=busy_timeout(10000)") // as the store waits for the file's lock
 	mustOK(t, err)
 	res, err := db.Exec(stmt, args...)
 	mustOK(t, err)

@@ -227,7 +227,10 @@ func (a *auditServer) rewrite(t *testing.T, idx int) {
 	t.Helper()
 	a.srv.Close()
 	a.store.Close()
-	db, err := sql.Open("sqlite", a.dsn)
+	// Waits for the file's lock as the store's connections do: on a loaded
+	// machine it was seen still locked a moment after the store closed
+	// (SQLITE_BUSY at once, without a busy timeout).
+	db, err := sql.Open("sqlite", a.dsn+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
