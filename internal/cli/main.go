@@ -57,6 +57,7 @@ func commands() []command {
 		{"payout", "request, list, settle and reject payouts of providers' earnings", func(ctx context.Context, e *env, a []string) error { return (&payoutCommand{env: e}).Run(ctx, a) }},
 		{"bond", "stake and release a provider's bond against penalties", func(ctx context.Context, e *env, a []string) error { return (&bondCommand{env: e}).Run(ctx, a) }},
 		{"dispute", "offences charged to providers, their evidence and penalties", func(ctx context.Context, e *env, a []string) error { return (&disputeCommand{env: e}).Run(ctx, a) }},
+		{"backup", "copy a running SQLite market to a new file, and check the copy", func(ctx context.Context, e *env, a []string) error { return (&backupCommand{env: e}).Run(ctx, a) }},
 		{"audit", "verify the audit log: your entries are in it, and it was only ever appended to", func(ctx context.Context, e *env, a []string) error { return (&auditCommand{env: e}).Run(ctx, a) }},
 		{"version", "print the version", func(ctx context.Context, e *env, a []string) error { return (&versionCommand{env: e}).Run(ctx, a) }},
 	}
