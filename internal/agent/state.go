@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gofrs/flock"
+	"github.com/idlegrid/idlegrid/internal/dirlock"
 )
 
 // State is what a node remembers between runs, in DATA_DIR/node.json: who it
@@ -27,23 +27,18 @@ type State struct {
 // the data dir.
 var ErrDataDirInUse = errors.New("the data dir is in use by another agent")
 
-// LockDataDir makes dataDir and takes its lock (the file LOCK in it) for
-// as long as the agent runs: one agent at a time may be a node. A second
+// LockDataDir makes dataDir and takes its lock (internal/dirlock) for as
+// long as the agent runs: one agent at a time may be a node. A second
 // would join again, or take over the first one's node key, session and
-// containers. The lock goes with the process, so a crash leaves none.
-// release gives it back.
-func LockDataDir(dataDir string) (release func(), err error) {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+// containers.
+func LockDataDir(dataDir string) (*dirlock.Lock, error) {
+	lock, err := dirlock.Take(dataDir)
+	if errors.Is(err, dirlock.ErrHeld) {
+		return nil, fmt.Errorf("%w: %w", ErrDataDirInUse, err)
+	} else if err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	lock := flock.New(filepath.Join(dataDir, "LOCK"), flock.SetPermissions(0o600))
-	switch ok, err := lock.TryLock(); {
-	case err != nil:
-		return nil, fmt.Errorf("data dir: lock %s: %w", lock.Path(), err)
-	case !ok:
-		return nil, fmt.Errorf("%w: %s is locked", ErrDataDirInUse, lock.Path())
-	}
-	return func() { lock.Unlock() }, nil
+	return lock, nil
 }
 
 // StatePath is where a node's state lives under dataDir.

@@ -110,13 +110,13 @@ container.)`,
 	}
 
 	defer startGCFloor(ctx, *gcFloor)()
-	release, err := agent.LockDataDir(cfg.DataDir)
+	lock, err := agent.LockDataDir(cfg.DataDir)
 	if errors.Is(err, agent.ErrDataDirInUse) {
 		return withHint(err, "is another 'idlegrid agent' running with this data dir (a systemd service, say)? Stop it; each node needs a --data dir of its own")
 	} else if err != nil {
 		return err
 	}
-	defer release()
+	defer lock.Release()
 	key, err := nodekey.LoadOrCreate(cfg.KeyPath())
 	if err != nil {
 		return err

@@ -16,9 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/gofrs/flock"
-
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/dirlock"
 )
 
 // The meter writes charges to the store in batches, a few milliseconds
@@ -38,12 +37,10 @@ import (
 // committed just before the crash, is harmless. Files New cannot write
 // stay for the next start.
 //
-// One gateway at a time owns a journal: it holds an exclusive lock on
-// the file LOCK in its directory while it is open, since a second one
-// would write another's live files to the store and delete them under it
-// (two servers on one SQLite database, or given the same
-// --meter-journal). The lock goes with the process, so a crash leaves
-// none behind.
+// One gateway at a time owns a journal: it holds its directory's lock
+// (internal/dirlock) while it is open, since a second one would write
+// another's live files to the store and delete them under it (two
+// servers on one SQLite database, or given the same --meter-journal).
 //
 // A line reaches the operating system with one write system call and no
 // fsync, so a journaled charge survives the process, as a SQLite commit
@@ -61,9 +58,6 @@ const (
 	journalSuffix = ".jsonl"
 )
 
-// journalLock names the file a journal's owner locks.
-const journalLock = "LOCK"
-
 // ErrJournalInUse is what opening a journal another gateway has open
 // returns.
 var ErrJournalInUse = errors.New("the meter journal is in use by another server")
@@ -71,7 +65,7 @@ var ErrJournalInUse = errors.New("the meter journal is in use by another server"
 // journal is the meter's journal of charges not yet in the store.
 type journal struct {
 	dir          string
-	lock         *flock.Flock // held until close
+	lock         *dirlock.Lock // held until close
 	log          *slog.Logger
 	segmentBytes int64 // journalSegmentBytes, but in tests
 
@@ -105,9 +99,11 @@ func openJournal(dir string, log *slog.Logger) (j *journal, left []idlegrid.Infe
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, nil, fmt.Errorf("meter journal: %w", err)
 	}
-	lock, err := lockJournal(dir)
-	if err != nil {
-		return nil, nil, nil, err
+	lock, err := dirlock.Take(dir)
+	if errors.Is(err, dirlock.ErrHeld) {
+		return nil, nil, nil, fmt.Errorf("%w: %w; give each server a --meter-journal of its own, and run one server on a SQLite database", ErrJournalInUse, err)
+	} else if err != nil {
+		return nil, nil, nil, fmt.Errorf("meter journal: %w", err)
 	}
 	j = &journal{dir: dir, lock: lock, log: log, segmentBytes: journalSegmentBytes}
 	defer func() {
@@ -129,18 +125,6 @@ func openJournal(dir string, log *slog.Logger) (j *journal, left []idlegrid.Infe
 		j.seq = max(j.seq, journalSeq(name))
 	}
 	return j, left, files, nil
-}
-
-// lockJournal takes dir's lock, or says who holds it.
-func lockJournal(dir string) (*flock.Flock, error) {
-	lock := flock.New(filepath.Join(dir, journalLock), flock.SetPermissions(0o600))
-	switch ok, err := lock.TryLock(); {
-	case err != nil:
-		return nil, fmt.Errorf("meter journal: lock %s: %w", lock.Path(), err)
-	case !ok:
-		return nil, fmt.Errorf("%w: %s is locked; give each server a --meter-journal of its own, and run one server on a SQLite database", ErrJournalInUse, lock.Path())
-	}
-	return lock, nil
 }
 
 // files lists the journal's files, oldest first.
@@ -321,7 +305,7 @@ func (j *journal) close() {
 		j.retire(j.cur)
 		j.cur = nil
 	}
-	if err := j.lock.Unlock(); err != nil {
+	if err := j.lock.Release(); err != nil {
 		j.log.Warn("gateway: unlock the meter journal", "file", j.lock.Path(), "err", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/dirlock"
 )
 
 func journalCharge(id string) idlegrid.InferenceCharge {
@@ -31,7 +32,7 @@ func journalFiles(t *testing.T, dir string) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		if e.Name() != journalLock {
+		if e.Name() != dirlock.Name {
 			names = append(names, e.Name())
 		}
 	}
@@ -117,7 +118,7 @@ func TestJournal_tornLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.f.Close() // the crash: the file stays as it is, and the lock goes with the process
-	if err := j.lock.Unlock(); err != nil {
+	if err := j.lock.Release(); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not a charge\n"), 0o600); err != nil {
@@ -159,7 +160,7 @@ func TestJournal_inUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := openJournal(dir, log); !errors.Is(err, ErrJournalInUse) || !strings.Contains(err.Error(), filepath.Join(dir, journalLock)) {
+	if _, _, _, err := openJournal(dir, log); !errors.Is(err, ErrJournalInUse) || !strings.Contains(err.Error(), filepath.Join(dir, dirlock.Name)) {
 		t.Fatalf("a second open: %v, want ErrJournalInUse naming the lock", err)
 	}
 	j.close()
