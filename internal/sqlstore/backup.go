@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,11 +77,31 @@ func Backup(ctx context.Context, dsn, to string) (*BackupReport, error) {
 	if err := syncFile(tmp.Name()); err != nil {
 		return nil, err
 	}
-	if err := os.Link(tmp.Name(), to); err != nil { // unlike a rename, never replaces a file made meanwhile
-		return nil, fmt.Errorf("backup: %w", err)
+	if err := publish(tmp.Name(), to); err != nil {
+		return nil, err
 	}
 	r.Path = to
 	return r, syncFile(filepath.Dir(to))
+}
+
+// publish gives the checked copy its name: a hard link, which unlike a
+// rename never replaces a file made meanwhile, or a rename where the file
+// system has no hard links (some network shares).
+func publish(tmp, to string) error {
+	err := os.Link(tmp, to)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrExist):
+		return fmt.Errorf("%w: %s", ErrBackupExists, to)
+	}
+	if _, serr := os.Lstat(to); serr == nil {
+		return fmt.Errorf("%w: %s", ErrBackupExists, to)
+	}
+	if rerr := os.Rename(tmp, to); rerr != nil {
+		return fmt.Errorf("backup: %w", errors.Join(err, rerr))
+	}
+	return nil
 }
 
 // vacuumInto copies the database at from into the new file to.
