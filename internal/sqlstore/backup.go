@@ -61,8 +61,7 @@ func Backup(ctx context.Context, dsn, to string) (*BackupReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
-	tmp.Close()
-	os.Remove(tmp.Name()) // VACUUM INTO writes a file of its own there
+	tmp.Close() // empty, as VACUUM INTO needs, and mode 0600: the copy holds key hashes and the ledger
 	defer os.Remove(tmp.Name())
 	if err := vacuumInto(ctx, from, tmp.Name()); err != nil {
 		return nil, err
@@ -70,9 +69,6 @@ func Backup(ctx context.Context, dsn, to string) (*BackupReport, error) {
 	r, err := checkBackup(ctx, tmp.Name())
 	if err != nil {
 		return nil, err
-	}
-	if err := os.Chmod(tmp.Name(), 0o600); err != nil { // it holds key hashes and the ledger
-		return nil, fmt.Errorf("backup: %w", err)
 	}
 	if err := syncFile(tmp.Name()); err != nil {
 		return nil, err
