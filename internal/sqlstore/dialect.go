@@ -100,6 +100,9 @@ func openSQLite(dsn string) (*sql.DB, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, err
 		}
+		if err := createPrivate(path); err != nil {
+			return nil, err
+		}
 	}
 	sep := "?"
 	if strings.Contains(dsn, "?") {
@@ -114,6 +117,20 @@ func openSQLite(dsn string) (*sql.DB, error) {
 		db.SetMaxOpenConns(1) // every connection would be its own database
 	}
 	return db, nil
+}
+
+// createPrivate creates a missing database file with mode 0600, which
+// SQLite gives its -wal and -shm files too: the market holds renters' job
+// environments, key hashes and the ledger, for the server's user alone.
+// An existing file keeps its mode.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // translate turns a driver error into an *idlegrid.Error where it has a

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -24,6 +25,40 @@ func TestOpen_SQLitePragmas(t *testing.T) {
 		} else if got != want {
 			t.Errorf("PRAGMA %s = %q, want %q", pragma, got, want)
 		}
+	}
+}
+
+// TestOpen_SQLitePrivate: a new database and its -wal and -shm files are
+// for the server's user alone; an existing file keeps its mode.
+func TestOpen_SQLitePrivate(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "new.db")
+	db, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.CreateAccount(ctx, &idlegrid.Account{ID: "acct_1", Name: "a", Role: idlegrid.RoleAdmin, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v (%v), want mode 0600", filepath.Base(f), fi.Mode().Perm(), err)
+		}
+	}
+
+	shared := filepath.Join(dir, "shared.db")
+	if err := os.WriteFile(shared, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	db2, err := Open(ctx, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	if fi, err := os.Stat(shared); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("an existing database's mode became %v (%v), want it kept, 0640", fi.Mode().Perm(), err)
 	}
 }
 
