@@ -49,6 +49,7 @@ func testAuditSigner(t *testing.T, db *sqlstore.DB) {
 	var wg sync.WaitGroup
 	for i := range claims {
 		wg.Go(func() {
+			var err error
 			claims[i], err = db.ClaimAuditSigner(ctx, idlegrid.AuditSigner{PublicKey: fmt.Sprintf("key-%d", i), Since: at.Add(time.Duration(i) * time.Second)})
 			if err != nil {
 				t.Errorf("claim %d: %v", i, err)
