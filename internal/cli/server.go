@@ -34,7 +34,7 @@ type serverCommand struct{ env *env }
 
 func (c *serverCommand) Run(ctx context.Context, args []string) error {
 	fs := c.env.flags("server", help{
-		usage: "idlegrid server [--listen 127.0.0.1:7070] [--db idlegrid.db|postgres://…] [--fee-bps 1000] [--payout-hold 72h] [--trust-policy FILE] [--bootstrap-admin-key-file FILE]",
+		usage: "idlegrid server [--listen 127.0.0.1:7070] [--db idlegrid.db|postgres://…] [--tls-cert FILE --tls-key FILE] [--fee-bps 1000] [--payout-hold 72h] [--trust-policy FILE] [--bootstrap-admin-key-file FILE]",
 		about: `Run the coordinator: the HTTP API under /v1, the market engine that places
 jobs on nodes, the escrow ledger, and the reapers that notice silent nodes.
 Agents connect to it; nothing connects to them.
@@ -45,7 +45,8 @@ its API key to --bootstrap-admin-key-file (mode 0600), or prints it once to
 standard error when no file is given. Ctrl-C shuts down gracefully; a second
 Ctrl-C exits at once.`,
 		examples: `idlegrid server --db idlegrid.db --bootstrap-admin-key-file admin.key
-		idlegrid server --listen 0.0.0.0:7070 --db postgres://idlegrid@db:5432/idlegrid?sslmode=disable`,
+		idlegrid server --listen 0.0.0.0:7070 --db postgres://idlegrid@db:5432/idlegrid?sslmode=disable
+		idlegrid server --listen :443 --tls-cert /etc/letsencrypt/live/market.example.com/fullchain.pem --tls-key /etc/letsencrypt/live/market.example.com/privkey.pem`,
 	})
 	cfg := serveConfig{}
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:7070", "address to listen on; port 0 picks a free one")
@@ -56,6 +57,8 @@ Ctrl-C exits at once.`,
 	fs.IntVar(&cfg.missedHeartbeats, "missed-heartbeats", 3, "a node that misses this many heartbeats is lost and its work requeued")
 	fs.DurationVar(&cfg.payoutHold, "payout-hold", server.DefaultPayoutHold, "how long providers' earnings stay pending after a settlement before they may be paid out; 0 for none")
 	fs.StringVar(&cfg.auditKeyFile, "audit-key", "", "the audit log's signing key, created on first start; the database remembers it and refuses another (default: audit.key next to a SQLite --db, else in the working directory)")
+	fs.StringVar(&cfg.tlsCert, "tls-cert", "", "serve HTTPS with the certificate (and its chain) in this PEM file; read again when it changes, e.g. after a renewal")
+	fs.StringVar(&cfg.tlsKey, "tls-key", "", "the private key of --tls-cert, a PEM file")
 	fs.StringVar(&cfg.meterJournal, "meter-journal", "", "directory where the inference gateway journals each charge until the database has it, so that a crash loses none; a start writes what it finds there first (default: meter-journal next to a SQLite --db, else in the working directory)")
 	trustPolicy := fs.String("trust-policy", "", "the trust policy file: reputation formula, levels, the level gold jobs need (docs/trust.md); default: the built-in policy")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -84,6 +87,8 @@ Ctrl-C exits at once.`,
 		return usagef("--api-account-rps must be between 0 and 1000000, got %g", cfg.accountRPS)
 	} else if cfg.accountBurst < 0 || cfg.accountBurst > 1e6 {
 		return usagef("--api-account-burst must be between 0 and 1000000, got %d", cfg.accountBurst)
+	} else if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
+		return usagef("--tls-cert and --tls-key go together: the certificate and its private key")
 	} else if cfg.payoutHold == 0 {
 		cfg.payoutHold = -1 // the coordinator reads 0 as its default
 	}
@@ -135,6 +140,7 @@ type serveConfig struct {
 	adminKeyFile     string        // where to write a bootstrapped admin key
 	auditKeyFile     string        // the audit log's signing key; "": a throwaway one (tests)
 	meterJournal     string        // the inference gateway's journal of charges (gateway.Config.Journal); "": none (tests)
+	tlsCert, tlsKey  string        // PEM files to serve HTTPS with; "": plain HTTP
 	announceKey      io.Writer     // where to print it when there is no file
 	logger           *slog.Logger
 	trustPolicy      *trustpolicy.Policy // nil: the default policy
@@ -203,6 +209,12 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		return nil, err
 	}
 	defer closeIfFailed(&err, rs.gateway.Close)
+	var certs *certFiles
+	if cfg.tlsCert != "" {
+		if certs, err = loadCertFiles(cfg.tlsCert, cfg.tlsKey, cfg.logger); err != nil {
+			return nil, withHint(err, "check --tls-cert and --tls-key: a PEM certificate (with its chain) and its private key")
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return nil, withHint(err, "pick another address with --listen, e.g. 127.0.0.1:0 for any free port")
@@ -212,6 +224,9 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		return nil, err
 	}
 	rs.url = "http://" + ln.Addr().String()
+	if certs != nil {
+		rs.url = "https://" + ln.Addr().String()
+	}
 
 	// Requests derive their context from base, so that a shutdown ends the
 	// agents' long polls at once instead of waiting them out.
@@ -222,8 +237,15 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	rs.http = httpapi.NewServer(cfg.listen, web.Handler(api))
 	rs.http.BaseContext = func(net.Listener) context.Context { return base }
 	rs.http.ErrorLog = slog.NewLogLogger(cfg.logger.Handler(), slog.LevelWarn)
+	serve := rs.http.Serve
+	if certs != nil {
+		rs.http.TLSConfig = certs.tlsConfig()
+		serve = func(ln net.Listener) error { return rs.http.ServeTLS(ln, "", "") }
+	} else if !loopback(ln.Addr().String()) {
+		cfg.logger.Warn("serving plain HTTP beyond this machine: API keys cross the network in the clear; serve HTTPS with --tls-cert and --tls-key, or behind a TLS reverse proxy", "listen", cfg.listen)
+	}
 	go func() {
-		err := rs.http.Serve(ln)
+		err := serve(ln)
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
