@@ -140,6 +140,9 @@ container.)`,
 		return errors.Join(err, rt.Close())
 	}
 	fmt.Fprintf(c.env.Out, "idlegrid agent: GPUs from %s; workloads in %s; serving %s (data in %s); Ctrl-C to stop\n", detected, rt.about, cfg.Server, cfg.DataDir)
+	if plainBeyondLoopback(cfg.Server) {
+		logger.Warn("the server is plain HTTP on another machine: the join token and the renters' traffic to your node cross the network in the clear; use its https:// address", "server", cfg.Server)
+	}
 	if cfg.RuntimeName() == agent.RuntimeFake && cfg.FakeGPUs == "" {
 		fmt.Fprintln(c.env.Err, "idlegrid agent: warning: the node offers real GPUs but simulates its workloads (runtime: fake); renters' jobs will not really run")
 	}

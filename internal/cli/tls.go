@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -91,4 +92,18 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// plainBeyondLoopback reports whether a server address is plain HTTP to
+// another machine.
+func plainBeyondLoopback(server string) bool {
+	u, err := url.Parse(server)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "80")
+	}
+	return !loopback(host)
 }

@@ -134,3 +134,14 @@ func TestLoopback(t *testing.T) {
 		}
 	}
 }
+
+func TestPlainBeyondLoopback(t *testing.T) {
+	for server, want := range map[string]bool{
+		"http://127.0.0.1:7070": false, "http://localhost": false, "http://[::1]:7070/": false,
+		"https://market.example.com": false, "http://market.example.com": true, "http://10.0.0.5:7070": true,
+	} {
+		if got := plainBeyondLoopback(server); got != want {
+			t.Errorf("plainBeyondLoopback(%q) = %v, want %v", server, got, want)
+		}
+	}
+}
