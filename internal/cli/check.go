@@ -488,7 +488,13 @@ func (c *agentCheck) checkServer(ctx context.Context) {
 			"upgrade the agent (or the server) so that both speak the same version")
 		return
 	}
-	c.add("server", checkOK, fmt.Sprintf("%s answers, agent protocol %d, in %v", serverURL(c.cfg.Server), h.Protocol, rtt.Round(time.Millisecond)), "")
+	answers := fmt.Sprintf("%s answers, agent protocol %d, in %v", serverURL(c.cfg.Server), h.Protocol, rtt.Round(time.Millisecond))
+	if plainBeyondLoopback(c.cfg.Server) { // tls.go
+		c.add("server", checkWarn, answers+", in plain HTTP across the network",
+			"use the server's https:// address: the join token and renters' traffic would cross the network in the clear")
+		return
+	}
+	c.add("server", checkOK, answers, "")
 }
 
 // checkClock compares the server's Date with this machine's clock at the
