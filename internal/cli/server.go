@@ -223,10 +223,11 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	if rs.adminKey, err = bootstrapAdmin(ctx, store, srv, cfg.adminKeyFile, cfg.announceKey); err != nil {
 		return nil, err
 	}
-	rs.url = "http://" + ln.Addr().String()
+	scheme := "http"
 	if certs != nil {
-		rs.url = "https://" + ln.Addr().String()
+		scheme = "https"
 	}
+	rs.url = scheme + "://" + ln.Addr().String()
 
 	// Requests derive their context from base, so that a shutdown ends the
 	// agents' long polls at once instead of waiting them out.
