@@ -97,11 +97,27 @@ func testCrash(t *testing.T, dsn string) {
 		time.Sleep(down)
 		rig.start()
 	}
-	time.Sleep(1500 * time.Millisecond) // a last stretch without kills
+	rig.lastStretch(1500*time.Millisecond, 30*time.Second)
 	stop()
 	wg.Wait()
 	rig.kill()
 	rig.check()
+}
+
+// lastStretch lets the stream run without kills for at least least, and
+// on until a lease has succeeded or most has passed: on a loaded machine
+// a random schedule of kills can leave no lease time to finish, and the
+// check that the stream ran would fail for want of time, not of money.
+func (c *crashRig) lastStretch(least, most time.Duration) {
+	time.Sleep(least)
+	deadline := time.Now().Add(most - least)
+	for time.Now().Before(deadline) {
+		ls, err := c.admin.ListLeases(context.Background(), idlegrid.LeaseFilter{States: []idlegrid.LeaseState{idlegrid.LeaseSucceeded}, Limit: 1})
+		if err == nil && len(ls) > 0 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // crashRig is the server under test and the parties around it.
