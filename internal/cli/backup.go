@@ -58,7 +58,7 @@ func (c *backupCommand) printReport(r *sqlstore.BackupReport) {
 	fmt.Fprintf(out, "  schema %d; %d accounts, %d nodes, %d jobs, %d leases, %d transfers; audit log of %d entries\n",
 		r.SchemaVersion, r.Accounts, r.Nodes, r.Jobs, r.Leases, r.Transfers, r.AuditEntries)
 	if r.AuditSigner != "" {
-		fmt.Fprintf(out, "  the audit log is signed with %s; its key file is not in the backup: keep it with it\n", r.AuditSigner)
+		fmt.Fprintf(out, "  the audit log is signed with %s: keep its key file (audit.key) with this backup, which does not hold it\n", r.AuditSigner)
 	}
 }
 
