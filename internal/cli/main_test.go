@@ -19,9 +19,7 @@ type result struct {
 // run calls Main with args and the environment vars.
 func run(tb testing.TB, vars map[string]string, args ...string) result {
 	tb.Helper()
-	var out, errOut bytes.Buffer
-	code := Main(context.Background(), args, Stdio{Out: &out, Err: &errOut}, func(k string) string { return vars[k] })
-	return result{code: code, out: out.String(), err: errOut.String()}
+	return runIn(context.Background(), vars, args...)
 }
 
 // runUntil runs a command that should return by itself, as run does, but
@@ -31,6 +29,10 @@ func runUntil(tb testing.TB, d time.Duration, vars map[string]string, args ...st
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
+	return runIn(ctx, vars, args...)
+}
+
+func runIn(ctx context.Context, vars map[string]string, args ...string) result {
 	var out, errOut bytes.Buffer
 	code := Main(ctx, args, Stdio{Out: &out, Err: &errOut}, func(k string) string { return vars[k] })
 	return result{code: code, out: out.String(), err: errOut.String()}

@@ -171,7 +171,7 @@ func checkLedgerSums(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("backup: check the copy's balances: %w", err)
 	}
 	var sum int64
-	if err := db.QueryRowContext(ctx, `SELECT COALESCE(SUM(balance), 0) FROM balances`).Scan(&sum); err != nil {
+	if err := db.QueryRowContext(ctx, ledgerSumQuery).Scan(&sum); err != nil {
 		return fmt.Errorf("backup: check the copy's balances: %w", err)
 	} else if sum != 0 {
 		return fmt.Errorf("backup: the copy's balances sum to %d, not zero", sum)
