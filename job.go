@@ -76,8 +76,12 @@ type JobSpec struct {
 
 	// DurationSeconds is the expected run time. It must fit the node's
 	// window, and it is the lease's time limit: the escrow hold covers it.
-	DurationSeconds int64      `json:"duration_seconds"`
-	Deadline        *time.Time `json:"deadline,omitempty"`
+	DurationSeconds int64 `json:"duration_seconds"`
+	// Deadline, when set, is when the job must have finished. The job
+	// starts only while its whole duration fits before it (LatestStart);
+	// a job still queued after that is cancelled, since it could no
+	// longer finish in time.
+	Deadline *time.Time `json:"deadline,omitempty"`
 
 	// ReliabilityWeight says how much the job cares about reliability: the
 	// engine ranks by price ÷ reliability^weight. 0 means the default, 1.
@@ -209,8 +213,32 @@ func (s *JobSpec) checkTerms(p *Faults, now time.Time) {
 	p.Check(s.DurationSeconds >= 1 && s.DurationSeconds <= MaxJobSeconds, "job.duration_seconds", "must be between 1 and %d (30 days)", MaxJobSeconds)
 	p.Check(s.CheckpointEverySeconds >= 0 && s.CheckpointEverySeconds <= MaxJobSeconds,
 		"job.checkpoint_every_seconds", "must be between 0 (never) and %d (30 days)", MaxJobSeconds)
-	p.Check(s.Deadline == nil || s.Deadline.After(now), "job.deadline", "must be in the future")
+	s.checkDeadline(p, now)
 	p.Check(s.ReliabilityWeight >= 0 && s.ReliabilityWeight <= 4, "job.reliability_weight", "must be between 0 and 4")
+}
+
+// checkDeadline checks that the job could still finish by its deadline
+// if it started now.
+func (s *JobSpec) checkDeadline(p *Faults, now time.Time) {
+	if s.Deadline == nil {
+		return
+	}
+	if !s.Deadline.After(now) {
+		p.Add("job.deadline", "must be in the future")
+	} else if latest, _ := s.LatestStart(); latest.Before(now) && s.DurationSeconds > 0 {
+		p.Add("job.deadline", "leaves less than the job's duration (%s): a job started now would end at %s at the latest; set a later deadline or a shorter duration",
+			time.Duration(s.DurationSeconds)*time.Second, now.Add(time.Duration(s.DurationSeconds)*time.Second).UTC().Format(time.RFC3339))
+	}
+}
+
+// LatestStart is the last moment the job can start and still finish by its
+// deadline, running for its whole duration; ok is false without a
+// deadline.
+func (s *JobSpec) LatestStart() (latest time.Time, ok bool) {
+	if s.Deadline == nil {
+		return time.Time{}, false
+	}
+	return s.Deadline.Add(-time.Duration(s.DurationSeconds) * time.Second), true
 }
 
 // checkLists checks the datasets and the providers to avoid.

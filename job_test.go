@@ -127,6 +127,7 @@ func TestJobSpec_Validate(t *testing.T) {
 		{"deadline past", func(s *idlegrid.JobSpec) { s.Deadline = &past }, "job.deadline"},
 		{"deadline now", func(s *idlegrid.JobSpec) { s.Deadline = &jobNow }, "job.deadline"},
 		{"deadline ahead", func(s *idlegrid.JobSpec) { s.Deadline = &future }, ""},
+		{"deadline before the run could end", func(s *idlegrid.JobSpec) { s.Deadline, s.DurationSeconds = &future, 3601 }, "job.deadline"},
 		{"empty model name", func(s *idlegrid.JobSpec) { s.GPUModels = []string{"H100", ""} }, "job.gpu_models"},
 		{"long model name", func(s *idlegrid.JobSpec) { s.GPUModels = []string{strings.Repeat("m", 65)} }, "job.gpu_models"},
 	}

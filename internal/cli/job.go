@@ -108,6 +108,11 @@ errors. For example:
 	checkpoint_every: 30m      # how often it saves work it can resume from (default never)
 	region: eu-west
 	residency: EU
+	deadline: 2026-12-24T18:00:00Z   # when it must have finished; it starts only while its run fits before
+	reliability_weight: 2      # how much reliability counts against price, 0 to 4 (default 1)
+	datasets: [{name: imagenet, size_gb: 150}]   # nodes that cache them rank better
+	verifiable: true           # deterministic output: the market may re-run a sample to check it
+	avoid_providers: [acct_1k8lr82e8u8ob9jefcacou5q3]   # providers whose nodes must not run it
 
 Flags given next to -f override the file's fields.`
 
@@ -124,30 +129,12 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 	})
 	r := c.env.remoteFlags(fs)
 	var (
-		file, name, image, kind, tier, region, residency string
-		gpus, nodes, minVRAM                             int
-		maxPrice                                         priceFlag
-		duration, checkpointEvery                        durationFlag
-		models                                           stringList
-		envs                                             = envList{}
-		regionPreferred, asJSON, wait                    bool
+		file         string
+		sf           specFlags
+		asJSON, wait bool
 	)
 	fs.StringVar(&file, "f", "", "job file, YAML or JSON ('-' for standard input)")
-	fs.StringVar(&name, "name", "", "a name for the job")
-	fs.StringVar(&image, "image", "", "container image, e.g. ghcr.io/acme/trainer:1.4")
-	fs.StringVar(&kind, "kind", "", "workload kind: training, fine-tuning, batch-inference, eval, sweep, other (default other)")
-	fs.IntVar(&gpus, "gpus", 1, "GPUs per node")
-	fs.IntVar(&nodes, "nodes", 1, "nodes, all placed at once")
-	fs.Var(&models, "gpu-model", "acceptable GPU model, e.g. H100-80GB (repeat or comma-separate; default any)")
-	fs.IntVar(&minVRAM, "min-vram-mb", 0, "minimum memory per GPU in MB")
-	fs.StringVar(&tier, "tier", "", "gold (guaranteed), silver (on demand) or bronze (interruptible) (default silver)")
-	fs.Var(&maxPrice, "max-price", "the most you pay per GPU-hour, e.g. 2.50")
-	fs.Var(&duration, "duration", "expected run time and time limit, e.g. 90m")
-	fs.Var(&checkpointEvery, "checkpoint-every", "how often the job saves a checkpoint it can resume from, e.g. 30m (default never;\nbronze that checkpoints may take window fragments shorter than its run)")
-	fs.StringVar(&region, "region", "", "region, e.g. eu-west")
-	fs.BoolVar(&regionPreferred, "region-preferred", false, "treat --region as a preference, not a requirement")
-	fs.StringVar(&residency, "residency", "", "required data jurisdiction, e.g. EU")
-	fs.Var(envs, "env", "environment variable KEY=VALUE (repeatable)")
+	sf.define(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the job as JSON (with --wait, each change as a line of JSON, as 'job watch --json')")
 	fs.BoolVar(&wait, "wait", false, "follow the job until it ends, as 'idlegrid job watch' does; exit 1 if it fails or is cancelled")
 	watch := watchFlags(fs, "wait")
@@ -165,44 +152,7 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 			return err
 		}
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if file == "" || set["gpus"] {
-		spec.GPUs = gpus
-	}
-	if file == "" || set["nodes"] {
-		spec.Nodes = nodes
-	}
-	override(set["name"], &spec.Name, name)
-	override(set["image"], &spec.Image, image)
-	override(set["kind"], (*string)(&spec.Kind), kind)
-	override(set["tier"], (*string)(&spec.Tier), tier)
-	override(set["region"], &spec.Region, region)
-	override(set["residency"], &spec.Residency, residency)
-	if set["region-preferred"] {
-		spec.RegionPreferred = regionPreferred
-	}
-	if set["gpu-model"] {
-		spec.GPUModels = models
-	}
-	if set["min-vram-mb"] {
-		spec.MinVRAMMB = minVRAM
-	}
-	if set["max-price"] {
-		spec.MaxPriceMicrosPerGPUHour = maxPrice.m
-	}
-	if set["duration"] {
-		spec.DurationSeconds = duration.secs
-	}
-	if set["checkpoint-every"] {
-		spec.CheckpointEverySeconds = checkpointEvery.secs
-	}
-	if len(envs) > 0 && spec.Env == nil {
-		spec.Env = map[string]string{}
-	}
-	for k, v := range envs {
-		spec.Env[k] = v
-	}
+	sf.apply(&spec, flagsSet(fs), file != "")
 	if len(command) > 0 {
 		spec.Command = command
 	}
@@ -290,12 +240,6 @@ func (c *jobCommand) printSubmitted(job *idlegrid.Job, asJSON, wait bool) error 
 			"      if it saves checkpoints, say how often with --checkpoint-every to use shorter idle windows too")
 	}
 	return nil
-}
-
-func override(isSet bool, dst *string, v string) {
-	if isSet {
-		*dst = v
-	}
 }
 
 // checkSpec normalises spec and validates it here, so that every mistake
@@ -435,6 +379,8 @@ func printJob(e *env, j *idlegrid.Job) error {
 	t.row("Checkpoint", checkpointsEvery(j.CheckpointEverySeconds))
 	t.row("Region", orDash(j.Region))
 	t.row("Residency", orDash(j.Residency))
+	t.row("Deadline", deadlineOf(&j.JobSpec))
+	optionalRows(t, &j.JobSpec)
 	t.row("Attempts", j.Attempts)
 	t.row("Charged", j.ChargedMicros)
 	t.row("Created", stamp(&j.CreatedAt))
@@ -448,6 +394,42 @@ func printJob(e *env, j *idlegrid.Job) error {
 		return err
 	}
 	return nil
+}
+
+// deadlineOf says when the job must have finished, and the last start
+// that lets it.
+func deadlineOf(s *idlegrid.JobSpec) string {
+	latest, ok := s.LatestStart()
+	if !ok {
+		return "-"
+	}
+	return fmt.Sprintf("%s (it must start by %s)", stamp(s.Deadline), stamp(&latest))
+}
+
+// optionalRows shows the spec's less common fields, those that are set.
+func optionalRows(t *table, s *idlegrid.JobSpec) {
+	if s.CPUCores > 0 {
+		t.row("CPU cores", s.CPUCores)
+	}
+	if s.RAMMB > 0 {
+		t.row("RAM", fmt.Sprintf("%d MB", s.RAMMB))
+	}
+	if s.ReliabilityWeight > 0 {
+		t.row("Rel weight", fmt.Sprintf("%g: nodes rank by ask ÷ reliability^%g", s.ReliabilityWeight, s.ReliabilityWeight))
+	}
+	if len(s.Datasets) > 0 {
+		var parts []string
+		for _, d := range s.Datasets {
+			parts = append(parts, fmt.Sprintf("%s (%d GB)", d.Name, d.SizeGB))
+		}
+		t.row("Datasets", strings.Join(parts, ", "))
+	}
+	if s.Verifiable {
+		t.row("Verifiable", "yes: the market may re-run a sample elsewhere and compare the output")
+	}
+	if len(s.AvoidProviders) > 0 {
+		t.row("Avoids", strings.Join(s.AvoidProviders, ", "))
+	}
 }
 
 // checkpointsEvery says how often a job saves work it can resume from.

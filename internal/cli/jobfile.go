@@ -52,6 +52,17 @@ type jobFile struct {
 
 	CheckpointEvery        string `json:"checkpoint_every" yaml:"checkpoint_every"`
 	CheckpointEverySeconds int64  `json:"checkpoint_every_seconds" yaml:"checkpoint_every_seconds"`
+
+	ReliabilityWeight float64       `json:"reliability_weight" yaml:"reliability_weight"`
+	Datasets          []fileDataset `json:"datasets" yaml:"datasets"`
+	Verifiable        bool          `json:"verifiable" yaml:"verifiable"`
+	AvoidProviders    []string      `json:"avoid_providers" yaml:"avoid_providers"`
+}
+
+// fileDataset is a dataset in a job file: {name: imagenet, size_gb: 150}.
+type fileDataset struct {
+	Name   string `json:"name" yaml:"name"`
+	SizeGB int64  `json:"size_gb" yaml:"size_gb"`
 }
 
 // price is a decimal amount of money in a job file: "2.50" or 2.50. It is
@@ -211,7 +222,11 @@ func (f *jobFile) spec() (idlegrid.JobSpec, error) {
 		Tier:                     idlegrid.Tier(f.Tier),
 		MaxPriceMicrosPerGPUHour: idlegrid.Micros(f.MaxPriceMicrosPerGPUHour),
 		Region:                   f.Region, RegionPreferred: f.RegionPreferred, Residency: f.Residency,
-		Deadline: f.Deadline,
+		Deadline:          f.Deadline,
+		ReliabilityWeight: f.ReliabilityWeight, Verifiable: f.Verifiable, AvoidProviders: f.AvoidProviders,
+	}
+	for _, d := range f.Datasets {
+		s.Datasets = append(s.Datasets, idlegrid.Dataset{Name: d.Name, SizeGB: d.SizeGB})
 	}
 	if f.MaxPrice != nil {
 		if f.MaxPriceMicrosPerGPUHour != 0 {

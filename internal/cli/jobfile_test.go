@@ -59,6 +59,18 @@ deadline: 2030-01-02T03:04:05Z
 			idlegrid.JobSpec{Image: "x", CheckpointEverySeconds: 600}},
 		{"Interruptible", "image: x\ninterruptible: true\n",
 			idlegrid.JobSpec{Image: "x", Interruptible: true}},
+		{"RankingAndTrust", `
+image: x
+reliability_weight: 2.5
+datasets:
+  - {name: imagenet, size_gb: 150}
+  - name: c4
+verifiable: true
+avoid_providers: [acct_a, acct_b]
+`, idlegrid.JobSpec{Image: "x", ReliabilityWeight: 2.5, Datasets: []idlegrid.Dataset{{Name: "imagenet", SizeGB: 150}, {Name: "c4"}},
+			Verifiable: true, AvoidProviders: []string{"acct_a", "acct_b"}}},
+		{"RankingAndTrustJSON", `{"image": "x", "reliability_weight": 0.5, "datasets": [{"name": "laion", "size_gb": 9}]}`,
+			idlegrid.JobSpec{Image: "x", ReliabilityWeight: 0.5, Datasets: []idlegrid.Dataset{{Name: "laion", SizeGB: 9}}}},
 		{"LeadingSpaceJSON", "\n  {\"image\": \"x\"}\n", idlegrid.JobSpec{Image: "x"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

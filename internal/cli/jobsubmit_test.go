@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"encoding/json"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
@@ -63,6 +66,81 @@ func TestStuckNote(t *testing.T) {
 	} {
 		if got := stuckNote(&tc.x); got != tc.want {
 			t.Errorf("%s: note = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestJobSubmit_specFlags: every field of a job spec can be given as a
+// flag, reaches the server, and job get shows it; a flag's bad value is
+// refused naming the flag, and a deadline the run cannot fit before is
+// refused naming job.deadline.
+func TestJobSubmit_specFlags(t *testing.T) {
+	_, renter, _, _, _ := moneyMarket(t)
+	r := run(t, renter, "job", "submit", "--image", "python:3.12", "--duration", "1h", "--max-price", "5", "--json",
+		"--deadline", "6h", "--cpu-cores", "4", "--ram-mb", "8000", "--reliability-weight", "2",
+		"--dataset", "imagenet:150", "--dataset", "c4:0", "--verifiable", "--avoid-provider", "acct_x,acct_y")
+	if r.code != 0 {
+		t.Fatalf("job submit: %s", r)
+	}
+	var job idlegrid.Job
+	mustOK(t, json.Unmarshal([]byte(r.out), &job))
+	if job.Deadline == nil || job.Deadline.Sub(time.Now()) < 5*time.Hour || job.Deadline.Sub(time.Now()) > 6*time.Hour {
+		t.Errorf("deadline = %v, want about 6 h from now", job.Deadline)
+	}
+	want := idlegrid.JobSpec{CPUCores: 4, RAMMB: 8000, ReliabilityWeight: 2, Verifiable: true,
+		Datasets: []idlegrid.Dataset{{Name: "imagenet", SizeGB: 150}, {Name: "c4"}}, AvoidProviders: []string{"acct_x", "acct_y"}}
+	got := idlegrid.JobSpec{CPUCores: job.CPUCores, RAMMB: job.RAMMB, ReliabilityWeight: job.ReliabilityWeight,
+		Verifiable: job.Verifiable, Datasets: job.Datasets, AvoidProviders: job.AvoidProviders}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("submitted %+v, want %+v", got, want)
+	}
+	g := run(t, renter, "job", "get", job.ID)
+	for _, line := range []string{"it must start by ", "CPU cores   4", "RAM         8000 MB",
+		"imagenet (150 GB), c4 (0 GB)", "Verifiable  yes", "Avoids      acct_x, acct_y", "Rel weight  2: nodes rank by ask ÷ reliability^2"} {
+		if !strings.Contains(g.out, line) {
+			t.Errorf("job get lacks %q:\n%s", line, g.out)
+		}
+	}
+
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dataset", ":3"}, `invalid value ":3" for flag -dataset`},
+		{[]string{"--dataset", "imagenet"}, "want NAME:SIZE_GB"},
+		{[]string{"--dataset", "imagenet:big"}, "must be whole gigabytes"},
+		{[]string{"--deadline", "tomorrow"}, `invalid value "tomorrow" for flag -deadline`},
+		{[]string{"--deadline", "30m"}, "job.deadline: leaves less than the job's duration (1h0m0s)"},
+		{[]string{"--reliability-weight", "5"}, "job.reliability_weight: must be between 0 and 4"},
+	} {
+		r := run(t, renter, append([]string{"job", "submit", "--image", "python:3.12", "--duration", "1h", "--max-price", "5"}, tt.args...)...)
+		if r.code == 0 || !strings.Contains(r.err, tt.want) {
+			t.Errorf("job submit %v: %s, want an error saying %q", tt.args, r, tt.want)
+		}
+	}
+}
+
+func TestParseDeadline(t *testing.T) {
+	now := time.Date(2026, 12, 3, 14, 0, 0, 500, time.UTC)
+	for _, tt := range []struct {
+		in   string
+		want time.Time
+	}{
+		{"6h", time.Date(2026, 12, 3, 20, 0, 0, 0, time.UTC)},
+		{"90m", time.Date(2026, 12, 3, 15, 30, 0, 0, time.UTC)},
+		{"2026-12-24T18:00:00Z", time.Date(2026, 12, 24, 18, 0, 0, 0, time.UTC)},
+		{"2026-12-24T18:00:00+01:00", time.Date(2026, 12, 24, 17, 0, 0, 0, time.UTC)},
+		{"2026-12-24 18:00", time.Date(2026, 12, 24, 18, 0, 0, 0, time.UTC)},
+		{"2026-12-24T18:00", time.Date(2026, 12, 24, 18, 0, 0, 0, time.UTC)},
+	} {
+		got, err := parseDeadline(tt.in, now)
+		if err != nil || !got.Equal(tt.want) {
+			t.Errorf("parseDeadline(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "-1h", "0s", "tomorrow", "24/12/2026"} {
+		if _, err := parseDeadline(bad, now); err == nil {
+			t.Errorf("parseDeadline(%q) took it", bad)
 		}
 	}
 }

@@ -100,7 +100,22 @@ func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
 			ex.EstimateNote = neverNote(quotes.seen, quotes.withinCap)
 		}
 	}
+	if note := lateNote(job, ex.EstimatedStart); note != "" {
+		ex.Advice = append(ex.Advice, note)
+	}
 	return ex
+}
+
+// lateNote warns when a job's estimated start is after the last start
+// that finishes it by its deadline, when the scheduler cancels it.
+func lateNote(job *idlegrid.Job, start time.Time) string {
+	latest, ok := job.LatestStart()
+	if !ok || start.IsZero() || !start.After(latest) {
+		return ""
+	}
+	return fmt.Sprintf("the estimated start is after %s, the last start that finishes its run by its deadline; "+
+		"unless a node takes it sooner it is cancelled then: a higher cap, a shorter run, fewer GPUs or a later deadline would help",
+		latest.UTC().Format(time.RFC3339))
 }
 
 // advice says what in the job, besides its cap and hardware (which the

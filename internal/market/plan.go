@@ -21,18 +21,38 @@ func (e *Engine) plan(q *query, sig *signature) Decision {
 			return Decision{Reservation: r.public(start), Reason: holdingReason(r, start)}
 		}
 	}
+	late := false // GPUs free up, but only after the job's last start
 	if q.job.Tier != idlegrid.TierBronze {
-		if d, ok := e.planPreemption(q, sig); ok {
+		if d, ok := e.planPreemption(q, sig); ok && !startsTooLate(q, d) {
 			if r, ok := e.reserveInstead(q, sig, d); ok {
 				return r
 			}
 			return d
+		} else if ok {
+			late = true
 		}
-		if d, ok := e.planReservation(q, sig); ok {
+		if d, ok := e.planReservation(q, sig); ok && !startsTooLate(q, d) {
 			return d
+		} else if ok {
+			late = true
 		}
 	}
-	return Decision{Reason: e.waitReason(q, sig)}
+	reason := e.waitReason(q, sig)
+	if late {
+		latest, _ := q.job.LatestStart()
+		reason = strings.TrimSuffix(reason, noPlanNote) + fmt.Sprintf(
+			"; nothing is preempted or reserved for it, as the first GPUs to free up would start it after %s, too late to finish by its deadline",
+			latest.UTC().Format(time.RFC3339))
+	}
+	return Decision{Reason: reason}
+}
+
+// startsTooLate reports whether d, a preemption or a reservation, would
+// start q's job after the last start that finishes it by its deadline: a
+// job the scheduler will cancel then must not hold GPUs or stop bronze.
+func startsTooLate(q *query, d Decision) bool {
+	latest, ok := q.job.LatestStart()
+	return ok && d.Reservation != nil && d.Reservation.Start.After(latest)
 }
 
 // reserveInstead is a reservation for q that starts no later than
@@ -555,6 +575,10 @@ type waitKey struct {
 	bronze    bool
 }
 
+// noPlanNote ends the wait reason of a gold or silver job that found no
+// preemption or reservation.
+const noPlanNote = "; no bronze lease can be preempted for it and no GPUs can be reserved"
+
 // maxWaits bounds the wait reasons a signature keeps.
 const maxWaits = 64
 
@@ -621,7 +645,7 @@ func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 		fmt.Fprintf(&b, " (other nodes: %s)", summarize(counts))
 	}
 	if q.job.Tier != idlegrid.TierBronze {
-		b.WriteString("; no bronze lease can be preempted for it and no GPUs can be reserved")
+		b.WriteString(noPlanNote)
 	}
 	return b.String()
 }

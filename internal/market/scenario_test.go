@@ -349,6 +349,10 @@ func (h *harness) job(a args) *idlegrid.Job {
 			s.Datasets = append(s.Datasets, idlegrid.Dataset{Name: name, SizeGB: int64(n)})
 		}
 	}
+	if d := a.dur("deadline", 0); d > 0 { // from the scenario's start, like rel
+		at := now.Add(d)
+		s.Deadline = &at
+	}
 	s.Interruptible = s.Tier == idlegrid.TierBronze
 	if err := s.Validate(h.now); err != nil {
 		panic(err)

@@ -393,12 +393,23 @@ func (s *Server) answeringWhile(e *market.Engine, write func() []error) []error 
 // queuedPerPass is how many queued jobs one pass reads.
 const queuedPerPass = 10000
 
+// pastLatestStart says why a queued job can no longer finish by its
+// deadline, or "" while it still can.
+func pastLatestStart(j *idlegrid.Job, now time.Time) string {
+	latest, ok := j.LatestStart()
+	if !ok || !now.After(latest) {
+		return ""
+	}
+	return fmt.Sprintf("no node took it by %s, the last start that could finish its %s run by its deadline, %s",
+		latest.UTC().Format(time.RFC3339), time.Duration(j.DurationSeconds)*time.Second, j.Deadline.UTC().Format(time.RFC3339))
+}
+
 // placeJob asks the engine about one job and carries out its decision.
 func (s *Server) placeJob(ctx context.Context, e *market.Engine, j *idlegrid.Job, now time.Time, b *placementBatch) error {
-	if j.Deadline != nil && !now.Before(*j.Deadline) {
+	if reason := pastLatestStart(j, now); reason != "" {
 		e.ForgetJob(j.ID)
 		s.resyncing.noteJob(j.ID)
-		err := s.store.CancelQueuedJob(ctx, j.ID, "deadline passed before a node could take it", now)
+		err := s.store.CancelQueuedJob(ctx, j.ID, reason, now)
 		if err == nil {
 			s.jobChanged(j.ID)
 		}

@@ -355,6 +355,44 @@ func TestServer_CancelJob(t *testing.T) {
 	})
 }
 
+// A job with a deadline waits only while its whole run still fits before
+// the deadline; then it is cancelled, saying why. One whose run could not
+// fit even now is refused at once.
+func TestServer_Deadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		spec := testSpec()
+		spec.MaxPriceMicrosPerGPUHour = 1 // below every ask: stays queued
+		deadline := time.Now().Add(time.Hour + 10*time.Minute)
+		spec.Deadline = &deadline
+
+		tight := spec
+		tight.DurationSeconds = 2 * 3600
+		var e *idlegrid.Error
+		if _, err := m.srv.SubmitJob(m.renter, tight); !asError(err, &e) || e.Field != "job.deadline" {
+			t.Fatalf("a 2 h job due in 70 min: %v, want an error naming job.deadline", err)
+		}
+
+		j, err := m.srv.SubmitJob(m.renter, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 9*time.Minute)
+		if got, _ := m.srv.FindJob(m.renter, j.ID); got.State != idlegrid.JobQueued {
+			t.Fatalf("9 min in, with 61 min to its deadline: %s (%q), want still queued", got.State, got.Reason)
+		}
+		m.advance(t, 2*time.Minute+5*time.Second)
+		got, err := m.srv.FindJob(m.renter, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != idlegrid.JobCancelled || !strings.Contains(got.Reason, "deadline") || got.EndedAt == nil {
+			t.Fatalf("past its last start: %s (%q), want cancelled for its deadline", got.State, got.Reason)
+		}
+		mustLedgerBalanced(t, m.store)
+	})
+}
+
 func TestServer_WaitsForFunds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMarket(t)

@@ -518,19 +518,22 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("a renter's views are %q, want Renter and Market only", nav)
 		}
 		b.waitText("#panel-spend", "Available")
-		// A spec wrong in two fields: both are said and marked at once.
-		b.run("submit a job with no GPUs and no duration",
+		// A spec wrong in three fields: all are said and marked at once.
+		b.run("submit a job with no GPUs, no duration and a past deadline",
 			chromedp.SetValue(chromedp.ID("j-gpus"), "0"),
 			chromedp.SetValue(chromedp.ID("j-duration"), "0"),
+			chromedp.SetValue(chromedp.ID("j-deadline"), "2020-01-01T00:00"),
 			chromedp.Click(chromedp.CSS(`#submit-form button[type=submit]`)))
 		b.waitText("#submit-error", "job.duration_seconds: must be between")
-		if msg := b.text("#submit-error"); !strings.Contains(msg, "job.gpus: must be between 1 and 16") {
-			t.Errorf("submit error = %q, want the GPUs' problem too", msg)
+		if msg := b.text("#submit-error"); !strings.Contains(msg, "job.gpus: must be between 1 and 16") ||
+			!strings.Contains(msg, "job.deadline: must be in the future") {
+			t.Errorf("submit error = %q, want the GPUs' and the deadline's problems too", msg)
 		}
-		if got := eval[string](b, "read the inputs marked", `[...document.querySelectorAll('#submit-form [aria-invalid=true]')].map((e) => e.id).join(',')`); got != "j-gpus,j-duration" {
-			t.Errorf("inputs marked invalid = %q, want j-gpus,j-duration", got)
+		if got := eval[string](b, "read the inputs marked", `[...document.querySelectorAll('#submit-form [aria-invalid=true]')].map((e) => e.id).join(',')`); got != "j-gpus,j-duration,j-deadline" {
+			t.Errorf("inputs marked invalid = %q, want j-gpus,j-duration,j-deadline", got)
 		}
 		b.run("fill the job form",
+			chromedp.SetValue(chromedp.ID("j-deadline"), ""),
 			chromedp.SetValue(chromedp.ID("j-gpus"), "1"),
 			chromedp.SetValue(chromedp.ID("j-name"), "browser-job"),
 			chromedp.SetValue(chromedp.ID("j-image"), "python:3.12"),

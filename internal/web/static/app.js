@@ -301,6 +301,9 @@
         <input id="j-checkpoint" type="number" min="1" max="43200" placeholder="never"
           title="How often the job saves work it can resume from. Bronze that checkpoints may take window fragments shorter than its run."></div>
       <div><label for="j-region">Region (optional)</label><input id="j-region" type="text" placeholder="any"></div>
+      <div><label for="j-deadline">Finish by, your time (optional)</label>
+        <input id="j-deadline" type="datetime-local"
+          title="When the job must have finished. It starts only while its whole duration fits before then, and is cancelled once it no longer can."></div>
       <div><label class="check"><input id="j-interruptible" type="checkbox"> Interruptible</label></div>
       <p id="submit-error" class="error full" role="alert"></p>
       <div class="full"><button type="submit">Submit job</button></div>
@@ -324,6 +327,8 @@
       if (region) spec.region = region;
       const checkpoint = Number($('#j-checkpoint').value);
       if (checkpoint > 0) spec.checkpoint_every_seconds = checkpoint * 60;
+      const deadline = $('#j-deadline').value; // local time, as the input shows it
+      if (deadline) spec.deadline = new Date(deadline).toISOString();
       const gen = st.gen;
       try {
         const job = await api('POST', '/v1/jobs', spec);
@@ -360,7 +365,7 @@
   function fieldInput(field) {
     const m = { 'job.name': 'j-name', 'job.kind': 'j-kind', 'job.image': 'j-image', 'job.gpus': 'j-gpus', 'job.tier': 'j-tier',
       'job.max_price_micros_per_gpu_hour': 'j-price', 'job.duration_seconds': 'j-duration', 'job.region': 'j-region',
-      'job.checkpoint_every_seconds': 'j-checkpoint' }[field];
+      'job.checkpoint_every_seconds': 'j-checkpoint', 'job.deadline': 'j-deadline' }[field];
     return m ? document.getElementById(m) : null;
   }
 
@@ -521,10 +526,12 @@
   async function jobHTML(job, leases) {
     const ls = [...leases].sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at));
     await learnNodes(ls.map((l) => l.node_id));
-    let html = `<h3>${esc(job.name || job.id)} ${id(job.id)} ${stateTag(job.state)}</h3>` + kpis([
+    const facts = [
       ['Charged', money(job.charged_micros, 6)], ['Attempts', esc(job.attempts)],
       ['Image', esc(job.image)], ['Started', when(job.started_at)], ['Ended', when(job.ended_at)],
-    ]) + `<p>${esc(job.reason)}</p>`;
+    ];
+    if (job.deadline) facts.push(['Finish by', when(job.deadline)]);
+    let html = `<h3>${esc(job.name || job.id)} ${id(job.id)} ${stateTag(job.state)}</h3>` + kpis(facts) + `<p>${esc(job.reason)}</p>`;
     html += table([
       { h: 'Lease', f: (l) => id(l.id) }, { h: 'State', f: (l) => stateTag(l.state) },
       { h: 'Node', f: (l) => nodeCell(l.node_id) }, { h: 'Price', num: true, f: (l) => price(l.price_micros_per_gpu_hour) },
