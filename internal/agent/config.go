@@ -127,7 +127,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, idlegrid.Invalid("config", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	if len(doc.Content) == 0 {
-		return nil, idlegrid.Invalid("config", "empty; see internal/agent/testdata/agent.yaml for an example")
+		return nil, idlegrid.Invalid("config", "empty; 'idlegrid agent init' writes a commented config for this machine")
 	}
 	paths := map[int]string{}
 	if err := checkKeys(doc.Content[0], configType, "", paths); err != nil {

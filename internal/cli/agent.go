@@ -19,7 +19,7 @@ type agentCommand struct{ env *env }
 
 func (c *agentCommand) Run(ctx context.Context, args []string) error {
 	fs := c.env.flags("agent", help{
-		usage: "idlegrid agent --config agent.yaml [--check [--json]] [--runtime docker|fake] [--server URL] [--join-token T] [--data DIR] [--fake-gpus 2xRTX4090]",
+		usage: "idlegrid agent --config agent.yaml [--check [--json]] [--runtime docker|fake] [--server URL] [--join-token T] [--data DIR] [--fake-gpus 2xRTX4090]\n\tidlegrid agent init --region R --ask PRICE [flags]   (writes agent.yaml; see 'idlegrid agent init --help')",
 		about: `Run the provider agent on a machine with GPUs. On its first start it joins
 the provider's fleet with a join token ('idlegrid token create') and keeps
 its identity key and node ID in its data dir; later starts need no token.
@@ -32,9 +32,9 @@ them with --fake-gpus. Workloads run in Docker containers (--runtime
 docker, the default for real GPUs: only the leased GPUs, least privilege,
 see deploy/README.md), or are simulated (--runtime fake, the default with
 --fake-gpus). A restarted agent takes back the containers its node left
-running. The config file is YAML;
-internal/agent/testdata/agent.yaml is a commented example. Flags
-override the file; the join token may also come from IDLEGRID_JOIN_TOKEN.
+running. The config file is YAML: 'idlegrid agent init' writes one for
+this machine, every setting explained in comments. Flags override the
+file; the join token may also come from IDLEGRID_JOIN_TOKEN.
 Ctrl-C stops the running leases and reports them before exiting; a lease
 cut short by its node is the provider's fault, so its job is requeued and
 the renter pays nothing for it.
@@ -48,7 +48,8 @@ and whether GPUs reach containers, the server, the clock and the node's
 identity. It exits 1 when
 a check fails. ('idlegrid agent gpu-probe' is what it runs inside a
 container.)`,
-		examples: `idlegrid agent --check --config agent.yaml
+		examples: `idlegrid agent init --region eu-west --ask 0.40 --windows nights,weekends   # writes agent.yaml
+		idlegrid agent --check --config agent.yaml
 		idlegrid agent --config agent.yaml --join-token igj_…
 		idlegrid agent --config agent.yaml --server http://market.example:7070 --data /var/lib/idlegrid --fake-gpus 2xRTX4090`,
 	})
@@ -58,6 +59,8 @@ container.)`,
 	)
 	if len(args) > 0 && args[0] == "gpu-probe" {
 		return printJSON(c.env.Out, probeGPUs(ctx))
+	} else if len(args) > 0 && args[0] == "init" {
+		return c.init(ctx, args[1:])
 	}
 	fs.StringVar(&configPath, "config", "", "agent config file, YAML (required)")
 	fs.StringVar(overrides["server"], "server", "", "server address, e.g. http://127.0.0.1:7070 (overrides server:)")
@@ -76,7 +79,7 @@ container.)`,
 	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	} else if configPath == "" {
-		return usagef("--config is required: the agent's YAML config (see internal/agent/testdata/agent.yaml)")
+		return usagef("--config is required: the agent's YAML config; 'idlegrid agent init --region R --ask PRICE' writes one for this machine")
 	} else if err := checkGCFloor(*gcFloor); err != nil {
 		return err
 	}
@@ -106,7 +109,7 @@ container.)`,
 	} else if *asJSON {
 		return usagef("--json goes with --check")
 	} else if err != nil {
-		return withHint(err, "fix the agent config; internal/agent/testdata/agent.yaml is a commented example")
+		return withHint(err, "fix the agent config; 'idlegrid agent init' writes a commented one for this machine")
 	}
 
 	defer startGCFloor(ctx, *gcFloor)()

@@ -103,7 +103,7 @@ func (c *agentCheck) run(ctx context.Context, cfgErr error) {
 
 func (c *agentCheck) checkConfig(err error) {
 	if err != nil {
-		c.add("config", checkFail, faultLines(err), "fix the agent config; internal/agent/testdata/agent.yaml is a commented example")
+		c.add("config", checkFail, faultLines(err), "fix the agent config; 'idlegrid agent init' writes a commented one for this machine")
 		return
 	}
 	runtimeWhy := ""
