@@ -118,22 +118,24 @@ Flags given next to -f override the file's fields.`
 
 func (c *jobCommand) submit(ctx context.Context, args []string) error {
 	fs := c.env.flags("job submit", help{
-		usage: "idlegrid job submit [-f job.yaml] [flags] [-- command...]",
+		usage: "idlegrid job submit [-f job.yaml | --from JOB_ID] [flags] [-- command...]",
 		about: `Submit a job. The market places it on the cheapest reliable node that
 fits, at a price no higher than your cap, and holds the worst-case cost in
 escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 		examples: `idlegrid job submit -f job.yaml
 		idlegrid job submit --image ghcr.io/acme/trainer:1.4 --gpus 2 --gpu-model H100-80GB --tier gold --max-price 2.50 --duration 1h
 		idlegrid job submit --image python:3.12 --kind eval --tier bronze --max-price 0.40 --duration 20m -- python eval.py
-		idlegrid job submit -f job.yaml --wait --timeout 2h   # follow it; exit 1 if it fails`,
+		idlegrid job submit -f job.yaml --wait --timeout 2h   # follow it; exit 1 if it fails
+		idlegrid job submit --from job_abc123 --max-price 3.00   # run an earlier job again, with a higher cap`,
 	})
 	r := c.env.remoteFlags(fs)
 	var (
-		file         string
+		file, from   string
 		sf           specFlags
 		asJSON, wait bool
 	)
 	fs.StringVar(&file, "f", "", "job file, YAML or JSON ('-' for standard input)")
+	fs.StringVar(&from, "from", "", "start from the spec of this earlier job of yours, e.g. to run it again (flags override it)")
 	sf.define(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the job as JSON (with --wait, each change as a line of JSON, as 'job watch --json')")
 	fs.BoolVar(&wait, "wait", false, "follow the job until it ends, as 'idlegrid job watch' does; exit 1 if it fails or is cancelled")
@@ -146,13 +148,11 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 		return err
 	}
 
-	var spec idlegrid.JobSpec
-	if file != "" {
-		if spec, err = readJobFile(c.env, file); err != nil {
-			return err
-		}
+	spec, err := c.baseSpec(ctx, r, file, from)
+	if err != nil {
+		return err
 	}
-	sf.apply(&spec, flagsSet(fs), file != "")
+	sf.apply(&spec, flagsSet(fs), file != "" || from != "")
 	if len(command) > 0 {
 		spec.Command = command
 	}
@@ -181,6 +181,31 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 	}
 	watch.json = asJSON
 	return c.follow(ctx, cl, job.ID, *watch)
+}
+
+// baseSpec is the spec the flags amend: the job file's, an earlier job's
+// (without what the market set on it: its checkpoint, a re-run's lease),
+// or none.
+func (c *jobCommand) baseSpec(ctx context.Context, r *remote, file, from string) (idlegrid.JobSpec, error) {
+	switch {
+	case file != "" && from != "":
+		return idlegrid.JobSpec{}, usagef("give -f or --from, not both")
+	case file != "":
+		return readJobFile(c.env, file)
+	case from == "":
+		return idlegrid.JobSpec{}, nil
+	}
+	cl, err := r.client()
+	if err != nil {
+		return idlegrid.JobSpec{}, err
+	}
+	old, err := cl.FindJob(ctx, from)
+	if err != nil {
+		return idlegrid.JobSpec{}, err
+	}
+	spec := old.JobSpec
+	spec.CheckpointRef, spec.VerifiesLeaseID = "", ""
+	return spec, nil
 }
 
 // checkWaitFlags refuses the watch flags without --wait, and bad values.

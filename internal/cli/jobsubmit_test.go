@@ -71,9 +71,9 @@ func TestStuckNote(t *testing.T) {
 }
 
 // TestJobSubmit_specFlags: every field of a job spec can be given as a
-// flag, reaches the server, and job get shows it; a flag's bad value is
-// refused naming the flag, and a deadline the run cannot fit before is
-// refused naming job.deadline.
+// flag, reaches the server, and job get shows it; --from starts from an
+// earlier job's spec; a flag's bad value is refused naming the flag, and a
+// deadline the run cannot fit before is refused naming job.deadline.
 func TestJobSubmit_specFlags(t *testing.T) {
 	_, renter, _, _, _ := moneyMarket(t)
 	r := run(t, renter, "job", "submit", "--image", "python:3.12", "--duration", "1h", "--max-price", "5", "--json",
@@ -100,6 +100,25 @@ func TestJobSubmit_specFlags(t *testing.T) {
 		if !strings.Contains(g.out, line) {
 			t.Errorf("job get lacks %q:\n%s", line, g.out)
 		}
+	}
+
+	// --from starts from that job's spec; the flags given override it.
+	r = run(t, renter, "job", "submit", "--from", job.ID, "--max-price", "6", "--name", "again", "--json")
+	if r.code != 0 {
+		t.Fatalf("job submit --from: %s", r)
+	}
+	var again idlegrid.Job
+	mustOK(t, json.Unmarshal([]byte(r.out), &again))
+	wantSpec := job.JobSpec
+	wantSpec.MaxPriceMicrosPerGPUHour, wantSpec.Name = 6*idlegrid.MicrosPerUnit, "again"
+	if again.ID == job.ID || !reflect.DeepEqual(again.JobSpec, wantSpec) {
+		t.Errorf("job submit --from %s:\n got %+v\nwant %+v", job.ID, again.JobSpec, wantSpec)
+	}
+	if r := run(t, renter, "job", "submit", "--from", job.ID, "-f", "job.yaml"); r.code != 2 || !strings.Contains(r.err, "not both") {
+		t.Errorf("job submit with -f and --from: %s", r)
+	}
+	if r := run(t, renter, "job", "submit", "--from", "job_nosuch"); r.code == 0 || !strings.Contains(r.err, "job_nosuch") {
+		t.Errorf("job submit --from a job that is not there: %s", r)
 	}
 
 	for _, tt := range []struct {

@@ -166,7 +166,7 @@ func firstLines(s string, n int) string {
 func TestMain_JobSubmitHelp(t *testing.T) {
 	r := run(t, nil, "job", "submit", "-h")
 	for _, want := range []string{
-		"idlegrid job submit [-f job.yaml] [flags] [-- command...]",
+		"idlegrid job submit [-f job.yaml | --from JOB_ID] [flags] [-- command...]",
 		"max_price: \"2.50\"",
 		"  -max-price value\n",
 		"  -gpu-model value\n",
