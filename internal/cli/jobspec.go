@@ -51,7 +51,8 @@ func (f *specFlags) define(fs *flagSet) {
 		"nodes that cache it rank better by what moving SIZE_GB would cost")
 	fs.BoolVar(&f.verifiable, "verifiable", false, "the job's output is deterministic, so the market may re-run a sample elsewhere to check it")
 	fs.Var(&f.avoid, "avoid-provider", "a provider ID whose nodes must not run the job (repeat or comma-separate)")
-	fs.Var(f.envs, "env", "environment variable KEY=VALUE (repeatable)")
+	fs.Var(f.envs, "env", "environment variable KEY=VALUE (repeatable); the node's owner can read it, so pass\n"+
+		"credentials only as short-lived, narrowly scoped tokens (docs/trust.md)")
 }
 
 // apply sets the fields of spec whose flags were given (set), and without
