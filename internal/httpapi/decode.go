@@ -68,7 +68,7 @@ func decodeOne(body []byte, v any, strict bool) error {
 		dec.DisallowUnknownFields()
 	}
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+		return jsonError(err, body)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return idlegrid.Errorf(idlegrid.EINVALID, "request body has data after the JSON value; send exactly one JSON object")
@@ -89,6 +89,21 @@ func checkNUL(body []byte) error {
 	if !bytes.Contains(body, []byte(`\u0000`)) { // most bodies: no walk
 		return nil
 	}
+	field, found := "", false
+	eachString(body, func(path, s string) bool {
+		field, found = path, strings.IndexByte(s, 0) >= 0
+		return !found
+	})
+	if found {
+		return notText(cmp.Or(field, "request body"))
+	}
+	return nil
+}
+
+// eachString calls visit with each string value in body, in order, and
+// where it is: the keys of the objects it is in, joined by dots (arrays add
+// no name), "" at the top; it stops when visit returns false.
+func eachString(body []byte, visit func(path, s string) bool) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	type frame struct {
 		object, atKey bool
@@ -98,7 +113,7 @@ func checkNUL(body []byte) error {
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil // decoded once already: the end
+			return
 		}
 		top := len(stack) - 1
 		switch t := tok.(type) {
@@ -113,14 +128,14 @@ func checkNUL(body []byte) error {
 				stack[top].key, stack[top].atKey = t, false
 				continue
 			}
-			if strings.IndexByte(t, 0) >= 0 {
-				var path []string
-				for _, f := range stack {
-					if f.object {
-						path = append(path, f.key)
-					}
+			var keys []string
+			for _, f := range stack {
+				if f.object {
+					keys = append(keys, f.key)
 				}
-				return notText(cmp.Or(strings.Join(path, "."), "request body"))
+			}
+			if !visit(strings.Join(keys, "."), t) {
+				return
 			}
 		}
 		if top = len(stack) - 1; top >= 0 && stack[top].object { // a value ended: a key comes next
@@ -129,8 +144,24 @@ func checkNUL(body []byte) error {
 	}
 }
 
-// jsonError explains a decoding error to the caller.
-func jsonError(err error) error {
+// onlyPathOf is where the one string value in body equal to text is, or
+// "" when none is or more than one.
+func onlyPathOf(body []byte, text string) string {
+	var paths []string
+	eachString(body, func(path, s string) bool {
+		if s == text {
+			paths = append(paths, path)
+		}
+		return len(paths) < 2
+	})
+	if len(paths) != 1 {
+		return ""
+	}
+	return paths[0]
+}
+
+// jsonError explains an error decoding body to the caller.
+func jsonError(err error, body []byte) error {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	var tm *time.ParseError
@@ -146,7 +177,15 @@ func jsonError(err error) error {
 	case errors.As(err, &typ):
 		return idlegrid.Invalid(typ.Field, "must be %s, got %s", jsonType(typ.Type), typ.Value)
 	case errors.As(err, &tm):
-		return idlegrid.Errorf(idlegrid.EINVALID, "times must be RFC 3339, e.g. 2026-01-02T15:04:05Z; got %q", tm.Value)
+		const want = "must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z, got %q"
+		text := tm.Value // as written between the quotes, escapes and all
+		if err := json.Unmarshal([]byte(`"`+text+`"`), &text); err != nil {
+			text = tm.Value
+		}
+		if field := onlyPathOf(body, text); field != "" {
+			return idlegrid.Invalid(field, want, tm.Value)
+		}
+		return idlegrid.Errorf(idlegrid.EINVALID, "times "+want, tm.Value)
 	}
 	// encoding/json reports unknown fields only as text.
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {

@@ -51,7 +51,10 @@ func TestDecodeJSON(t *testing.T) {
 		{name: "two values", body: `{} {}`, wantErr: true},
 		{name: "garbage after", body: `{}x`, wantErr: true},
 		{name: "empty", body: ``, wantErr: true},
-		{name: "bad time", body: `{"deadline":"soon"}`, wantErr: true},
+		{name: "bad time", body: `{"deadline":"soon"}`, wantField: "deadline", wantErr: true},
+		{name: "bad time, the same text elsewhere too", body: `{"name":"soon","deadline":"soon"}`,
+			wantErr: true}, // which field is not known, so none is named
+		{name: "bad time, escaped", body: `{"deadline":"so\u006fn"}`, wantField: "deadline", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -392,7 +392,7 @@ func TestAPI_badRequests(t *testing.T) {
 		{name: "empty body", secret: renterSecret, method: "POST", path: "/v1/keys",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantText: "empty"},
 		{name: "bad time", secret: renterSecret, method: "POST", path: "/v1/jobs",
-			body: `{"deadline":"tomorrow"}`, wantStatus: 400, wantCode: idlegrid.EINVALID, wantText: "RFC 3339"},
+			body: `{"deadline":"tomorrow"}`, wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "deadline", wantText: "RFC 3339"},
 		{name: "not JSON", secret: renterSecret, method: "POST", path: "/v1/keys",
 			body: `name=a`, contentType: "application/x-www-form-urlencoded",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "Content-Type"},

@@ -60,7 +60,7 @@ func decodeRouting(body []byte) (idlegrid.Routing, error) {
 	}
 	var e *idlegrid.Error
 	if !errors.As(err, &e) {
-		err = jsonError(err)
+		err = jsonError(err, body)
 		errors.As(err, &e)
 	}
 	if e != nil && e.Field != "" && !strings.HasPrefix(e.Field, "routing") {
