@@ -161,7 +161,7 @@ func TestAgentCheck(t *testing.T) {
 		path, _ := mustCheckConfig(t, url, "fake_gpus: 1xT4\ngpus: 4\n")
 		r := run(t, nil, "agent", "--check", "--config", path)
 		lines := checkedLines(t, r.out)
-		want(t, lines, "config", checkFail, "gpus", "unknown key", "testdata/agent.yaml")
+		want(t, lines, "config", checkFail, "gpus", "unknown key", "idlegrid agent init")
 		for _, skipped := range []string{"gpu driver", "server", "identity"} {
 			want(t, lines, skipped, checkWarn, "skipped: the config is not valid")
 		}
