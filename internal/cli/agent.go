@@ -71,7 +71,8 @@ container.)`,
 	check := fs.Bool("check", false, "check the machine and the config, say what to fix, and exit")
 	asJSON := fs.Bool("json", false, "with --check: print the checks as JSON")
 	fakeSpeed := fs.Float64("fake-speed", 0, "run simulated workloads this many times faster than real time (overrides fake_speed:)")
-	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	var logs logFlags
+	logs.define(fs)
 	gcFloor := fs.Int("gc-floor-mib", 0, "keep the garbage collector's heap goal at least this many MiB (0: Go's default); on a node that serves models, e.g. 128 takes the collector's pauses out of most inference requests")
 	args, err := fs.parse(args)
 	if err != nil {
@@ -83,7 +84,7 @@ container.)`,
 	} else if err := checkGCFloor(*gcFloor); err != nil {
 		return err
 	}
-	logger, err := newLogger(c.env.Err, *level)
+	logger, err := logs.newLogger(c.env.Err)
 	if err != nil {
 		return err
 	}

@@ -201,6 +201,8 @@ func TestMain_UsageErrors(t *testing.T) {
 		{"ZeroAmount", []string{"account", "topup", "acct_x", "0.00"}, "idlegrid: AMOUNT must be positive, got 0.00"},
 		{"BadFee", []string{"server", "--fee-bps", "20000"}, "idlegrid: --fee-bps must be between 0 and 10000, got 20000"},
 		{"BadLogLevel", []string{"server", "--log-level", "loud"}, `idlegrid: --log-level must be debug, info, warn or error, got "loud"`},
+		{"BadLogFormat", []string{"server", "--log-format", "xml"}, `idlegrid: --log-format must be text or json, got "xml"`},
+		{"BadAgentLogFormat", []string{"agent", "--config", "agent.yaml", "--log-format", "yaml"}, `idlegrid: --log-format must be text or json, got "yaml"`},
 		{"BadGCFloor", []string{"server", "--gc-floor-mib", "-1"}, "idlegrid: --gc-floor-mib must be between 0 and 1048576, got -1"},
 		{"BadQueueTimeout", []string{"server", "--inference-queue-timeout", "10m"}, "idlegrid: --inference-queue-timeout must be between 0 and 5m, got 10m0s"},
 		{"BadMaxQueue", []string{"server", "--inference-max-queue", "0"}, "idlegrid: --inference-max-queue must be between 1 and 1000000, got 0"},

@@ -61,7 +61,8 @@ Ctrl-C exits at once.`,
 	fs.StringVar(&cfg.tlsKey, "tls-key", "", "the private key of --tls-cert, a PEM file")
 	fs.StringVar(&cfg.meterJournal, "meter-journal", "", "directory where the inference gateway journals each charge until the database has it, so that a crash loses none; a start writes what it finds there first (default: meter-journal next to a SQLite --db, else in the working directory)")
 	trustPolicy := fs.String("trust-policy", "", "the trust policy file: reputation formula, levels, the level gold jobs need (docs/trust.md); default: the built-in policy")
-	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	var logs logFlags
+	logs.define(fs)
 	gcFloor := gcFloorFlag(fs)
 	cfg.inference = inferenceFlags(fs) // serverinference.go
 	fs.Float64Var(&cfg.accountRPS, "api-account-rps", defaultAccountRPS, "API requests a second each account but admins may send (a token bucket; agents and inference are limited apart); 0: no limit")
@@ -93,7 +94,7 @@ Ctrl-C exits at once.`,
 		cfg.payoutHold = -1 // the coordinator reads 0 as its default
 	}
 	defer startGCFloor(ctx, *gcFloor)()
-	if cfg.logger, err = newLogger(c.env.Err, *level); err != nil {
+	if cfg.logger, err = logs.newLogger(c.env.Err); err != nil {
 		return err
 	}
 	cfg.announceKey = c.env.Err
@@ -121,12 +122,29 @@ Ctrl-C exits at once.`,
 }
 
 // newLogger returns a text logger at the named level.
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+// logFlags are --log-level and --log-format, which the server and the
+// agent share.
+type logFlags struct{ level, format string }
+
+func (f *logFlags) define(fs *flagSet) {
+	fs.StringVar(&f.level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&f.format, "log-format", "text", "log format: text (key=value lines) or json (one object a line, for log collectors)")
+}
+
+// newLogger writes to w at the level and in the format the flags say.
+func (f *logFlags) newLogger(w io.Writer) (*slog.Logger, error) {
 	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, usagef("--log-level must be debug, info, warn or error, got %q", level)
+	if err := l.UnmarshalText([]byte(f.level)); err != nil {
+		return nil, usagef("--log-level must be debug, info, warn or error, got %q", f.level)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	switch f.format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usagef("--log-format must be text or json, got %q", f.format)
 }
 
 // serveConfig is what a running server needs; "server" and "dev" share it.
@@ -220,7 +238,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		return nil, withHint(err, "pick another address with --listen, e.g. 127.0.0.1:0 for any free port")
 	}
 	defer closeIfFailed(&err, ln.Close)
-	if rs.adminKey, err = bootstrapAdmin(ctx, store, srv, cfg.adminKeyFile, cfg.announceKey); err != nil {
+	if rs.adminKey, err = bootstrapAdmin(ctx, store, srv, cfg.adminKeyFile, cfg.announceKey, cfg.logger); err != nil {
 		return nil, err
 	}
 	scheme := "http"
@@ -306,10 +324,10 @@ func storeKind(dsn string) string {
 }
 
 // bootstrapAdmin creates the first admin account on a database that has
-// none and hands its API key to the operator: written to keyFile (mode 0600)
-// or, without a file, printed once to announce. It returns the key, or ""
-// when an admin already exists.
-func bootstrapAdmin(ctx context.Context, store idlegrid.Store, srv *server.Server, keyFile string, announce io.Writer) (string, error) {
+// none and hands its API key to the operator: written to keyFile (mode
+// 0600), which is logged, or, without a file, printed once to announce,
+// never to the log. It returns the key, or "" when an admin already exists.
+func bootstrapAdmin(ctx context.Context, store idlegrid.Store, srv *server.Server, keyFile string, announce io.Writer, log *slog.Logger) (string, error) {
 	accounts, err := store.ListAccounts(ctx)
 	if err != nil {
 		return "", err
@@ -349,8 +367,8 @@ func bootstrapAdmin(ctx context.Context, store idlegrid.Store, srv *server.Serve
 	if err := f.Close(); err != nil {
 		return "", err
 	}
-	if announce != nil {
-		fmt.Fprintf(announce, "idlegrid: created admin account %s; its API key is in %s\n", a.ID, keyFile)
+	if log != nil {
+		log.Info("created the admin account; its API key is in the key file", "account", a.ID, "key_file", keyFile)
 	}
 	return secret, nil
 }

@@ -168,7 +168,7 @@ func TestServerCommand_Bootstrap(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, "meter-journal")); err != nil || !fi.IsDir() {
 		t.Errorf("the inference meter's journal beside the database: %v", err)
 	}
-	if !strings.HasPrefix(first.err.String(), "idlegrid: created admin account acct_") || !strings.Contains(first.err.String(), "its API key is in "+keyFile) {
+	if !regexp.MustCompile(`msg="created the admin account; its API key is in the key file" account=acct_\w+ key_file=` + regexp.QuoteMeta(keyFile)).MatchString(first.err.String()) {
 		t.Errorf("stderr does not announce the admin:\n%s", first.err.String())
 	}
 	if code := first.stop(t); code != 0 {

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"log/slog"
 	"math/big"
@@ -143,5 +144,24 @@ func TestPlainBeyondLoopback(t *testing.T) {
 		if got := plainBeyondLoopback(server); got != want {
 			t.Errorf("plainBeyondLoopback(%q) = %v, want %v", server, got, want)
 		}
+	}
+}
+
+// TestServerCommand_logFormatJSON: with --log-format json every line the
+// server logs is a JSON object with its time, level and message.
+func TestServerCommand_logFormatJSON(t *testing.T) {
+	dir := t.TempDir()
+	b := startMain(t, "server", "--listen", "127.0.0.1:0", "--db", filepath.Join(dir, "x.db"), "--log-format", "json",
+		"--bootstrap-admin-key-file", filepath.Join(dir, "admin.key")) // else the key is shown on stderr, for a person
+	b.waitForMatch(t, regexp.MustCompile(`listening on (http://\S+)`))
+	lines := strings.Split(strings.TrimSpace(b.err.String()), "\n")
+	for _, line := range lines {
+		var rec struct{ Time, Level, Msg string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Time == "" || rec.Level == "" || rec.Msg == "" {
+			t.Errorf("a log line is not a JSON record with time, level and msg: %q (%v)", line, err)
+		}
+	}
+	if len(lines) < 2 {
+		t.Errorf("stderr: %q, want the server's start logged", b.err.String())
 	}
 }
