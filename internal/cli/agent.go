@@ -148,7 +148,7 @@ container.)`,
 		logger.Warn("the server is plain HTTP on another machine: the join token and the renters' traffic to your node cross the network in the clear; use its https:// address", "server", cfg.Server)
 	}
 	if cfg.RuntimeName() == agent.RuntimeFake && cfg.FakeGPUs == "" {
-		fmt.Fprintln(c.env.Err, "idlegrid agent: warning: the node offers real GPUs but simulates its workloads (runtime: fake); renters' jobs will not really run")
+		logger.Warn("the node offers real GPUs but simulates its workloads (runtime: fake); renters' jobs will not really run")
 	}
 	err = a.Run(ctx)
 	return errors.Join(err, rt.Close())
