@@ -170,11 +170,12 @@ func (r *Runtime) finish(wl *workload, exit *runtime.Exit) {
 }
 
 // How long finish looks again for an out-of-memory kill that Docker has
-// not recorded yet: up to 5 s, since on a machine as busy as CI's the
-// kernel's event has come more than a second after the exit.
+// not recorded yet: up to 10 s, since on a machine as busy as CI's the
+// kernel's event has come more than a second after the exit, and once
+// more than 5 s. Only a SIGKILL the agent did not send waits this long.
 const (
 	oomRecheckEvery = 50 * time.Millisecond
-	oomRechecks     = 100
+	oomRechecks     = 200
 )
 
 // oomKilled reports whether the kernel killed the workload for its
