@@ -435,7 +435,11 @@ func (w *jobWatcher) progressLines(v *jobView) {
 func liveLine(v *jobView) string {
 	j := v.Job
 	if j.State == idlegrid.JobQueued {
-		return fmt.Sprintf("queued for %s", since(j.CreatedAt, v.At))
+		line := fmt.Sprintf("queued for %s", since(j.CreatedAt, v.At))
+		if latest, ok := j.LatestStart(); ok {
+			line += fmt.Sprintf("; must start within %s to finish by its deadline", since(v.At, latest))
+		}
+		return line
 	}
 	var running []*idlegrid.Lease
 	for _, l := range v.Leases {

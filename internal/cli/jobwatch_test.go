@@ -129,6 +129,13 @@ func TestLiveLine(t *testing.T) {
 			t.Errorf("live line of %s = %q, want %q", tc.v.Job.State, got, tc.want)
 		}
 	}
+	due := *views[1]
+	job := *due.Job
+	deadline := due.At.Add(5*time.Minute + time.Duration(job.DurationSeconds)*time.Second)
+	job.Deadline, due.Job = &deadline, &job
+	if got, want := liveLine(&due), "queued for 50s; must start within 5m0s to finish by its deadline"; got != want {
+		t.Errorf("live line of a queued job with a deadline = %q, want %q", got, want)
+	}
 }
 
 // scriptServer answers "job watch" from views: its watches, each with the
