@@ -309,6 +309,9 @@ type JobFilter struct {
 	// OldestFirst lists the oldest jobs first, as a queue is served;
 	// otherwise the newest come first, as a person reads them.
 	OldestFirst bool
+	// Before, a job ID, lists only the jobs listed after it, newest first:
+	// the next page after a page that ended with it. Not with OldestFirst.
+	Before string
 }
 
 // String is a short description for logs, e.g. "job_x (silver 2xGPU)".

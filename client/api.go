@@ -165,6 +165,9 @@ func (c *Client) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegri
 	q := url.Values{}
 	setList(q, "state", f.States)
 	setInt(q, "limit", int64(f.Limit))
+	if f.Before != "" {
+		q.Set("before", f.Before)
+	}
 	var out wire.Jobs
 	err := c.do(ctx, call{method: http.MethodGet, path: path("jobs"), query: q, out: &out})
 	return out.Jobs, err

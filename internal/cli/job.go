@@ -311,20 +311,23 @@ func readJobFile(e *env, path string) (idlegrid.JobSpec, error) {
 
 func (c *jobCommand) list(ctx context.Context, args []string) error {
 	fs := c.env.flags("job ls", help{
-		usage:    "idlegrid job ls [--state queued,running] [--limit N] [--json]",
-		about:    "List jobs, newest first: a renter sees their own, an admin sees all.",
-		examples: "idlegrid job ls\n idlegrid job ls --state queued --json",
+		usage: "idlegrid job ls [--state queued,running] [--limit N] [--before JOB_ID] [--json]",
+		about: `List jobs, newest first: a renter sees their own, an admin sees all.
+A full page ends with the command for the next one (--before, the last
+job listed).`,
+		examples: "idlegrid job ls\n idlegrid job ls --state queued --json\n idlegrid job ls --limit 50 --before job_1k8u463kvnnic8nqadt023cub   # the next page",
 	})
 	r := c.env.remoteFlags(fs)
 	var states stringList
 	fs.Var(&states, "state", "only jobs in these states: queued, running, succeeded, failed, cancelled")
 	limit := fs.Int("limit", 100, "at most this many jobs")
+	before := fs.String("before", "", "list the jobs after this one, newest first: the next page after a page that ended with it")
 	asJSON := fs.Bool("json", false, "print JSON")
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}
-	f := idlegrid.JobFilter{Limit: *limit}
+	f := idlegrid.JobFilter{Limit: *limit, Before: *before}
 	for _, s := range states {
 		st := idlegrid.JobState(s)
 		switch st {
@@ -351,7 +354,21 @@ func (c *jobCommand) list(ctx context.Context, args []string) error {
 		t.row(j.ID, orDash(clip(j.Name, 24)), j.State, j.Tier, fmt.Sprintf("%dx%d", j.Nodes, j.GPUs),
 			perGPUHour(j.MaxPriceMicrosPerGPUHour), j.ChargedMicros, age(j.CreatedAt, now), orDash(clip(j.Reason, 60)))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(jobs) > 0 && len(jobs) == *limit {
+		_, err = fmt.Fprintf(c.env.Out, "more may follow: idlegrid job ls%s --limit %d --before %s\n", statesFlag(states), *limit, jobs[len(jobs)-1].ID)
+	}
+	return err
+}
+
+// statesFlag is " --state a,b" for the states given, or "".
+func statesFlag(states []string) string {
+	if len(states) == 0 {
+		return ""
+	}
+	return " --state " + strings.Join(states, ",")
 }
 
 // nonNil makes an empty listing print as [] rather than null.

@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
@@ -161,5 +164,42 @@ func TestParseDeadline(t *testing.T) {
 		if _, err := parseDeadline(bad, now); err == nil {
 			t.Errorf("parseDeadline(%q) took it", bad)
 		}
+	}
+}
+
+// TestJobList_pages: a full page of job ls ends with the command for the
+// next, which lists the jobs after it; a cursor that is not one of the
+// renter's jobs is refused naming --before's field.
+func TestJobList_pages(t *testing.T) {
+	admin, renter, _, _, _ := moneyMarket(t)
+	var ids []string
+	for range 3 {
+		r := run(t, renter, "job", "submit", "--image", "python:3.12", "--duration", "1m", "--max-price", "0.01", "--json")
+		if r.code != 0 {
+			t.Fatalf("job submit: %s", r)
+		}
+		var j idlegrid.Job
+		mustOK(t, json.Unmarshal([]byte(r.out), &j))
+		ids = append([]string{j.ID}, ids...) // newest first
+	}
+	r := run(t, renter, "job", "ls", "--limit", "2")
+	next := regexp.MustCompile(`(?m)^more may follow: idlegrid job ls --limit 2 --before (job_\w+)$`).FindStringSubmatch(r.out)
+	if r.code != 0 || next == nil || next[1] != ids[1] || strings.Contains(r.out, ids[2]) {
+		t.Fatalf("job ls --limit 2 of 3 jobs: %s\nwant %s and %s, then the next page's command", r, ids[0], ids[1])
+	}
+	r = run(t, renter, "job", "ls", "--limit", "2", "--before", next[1], "--json")
+	var page []idlegrid.Job
+	mustOK(t, json.Unmarshal([]byte(r.out), &page))
+	if len(page) == 0 || page[0].ID != ids[2] || slices.ContainsFunc(page, func(j idlegrid.Job) bool { return j.ID == ids[0] || j.ID == ids[1] }) {
+		t.Errorf("the next page: %s, want %s first and none of the page before", r.out, ids[2]) // then moneyMarket's own job
+	}
+	if r := run(t, renter, "job", "ls", "--before", "job_nosuch"); r.code == 0 || !strings.Contains(r.err, "before: no job job_nosuch of yours") {
+		t.Errorf("job ls --before a job that is not there: %s", r)
+	}
+	// Another renter's job is no cursor for this one.
+	_, _, other, err := client.New(admin["IDLEGRID_ADDR"], admin["IDLEGRID_KEY"]).CreateAccount(context.Background(), "other", idlegrid.RoleRenter)
+	mustOK(t, err)
+	if r := run(t, map[string]string{"IDLEGRID_ADDR": admin["IDLEGRID_ADDR"], "IDLEGRID_KEY": other}, "job", "ls", "--before", ids[0]); r.code == 0 || !strings.Contains(r.err, "of yours") {
+		t.Errorf("job ls --before another renter's job: %s", r)
 	}
 }

@@ -85,11 +85,11 @@ func (a *api) submitJob(w http.ResponseWriter, r *http.Request) error {
 
 // GET /v1/jobs?state=queued,running&limit=N
 func (a *api) listJobs(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "state", "limit")
+	q, err := parseQuery(r, "state", "limit", "before")
 	if err != nil {
 		return err
 	}
-	var f idlegrid.JobFilter
+	f := idlegrid.JobFilter{Before: q.string("before")}
 	if f.States, err = list(q, "state", jobStates); err != nil {
 		return err
 	}

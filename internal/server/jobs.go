@@ -44,6 +44,15 @@ func (s *Server) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegri
 	if err := checkLimit(f.Limit); err != nil {
 		return nil, err
 	}
+	if f.Before != "" {
+		if f.OldestFirst {
+			return nil, idlegrid.Invalid("before", "pages newest first; it does not go with the oldest first")
+		} else if _, err := s.FindJob(ctx, f.Before); idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+			return nil, idlegrid.Invalid("before", "no job %s of yours to list from; give the last job ID of the page before", f.Before)
+		} else if err != nil {
+			return nil, err
+		}
+	}
 	return s.store.ListJobs(ctx, f)
 }
 

@@ -83,6 +83,9 @@ func (db *DB) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegrid.J
 	if len(f.States) > 0 {
 		q += ` AND state IN ` + in(&a, f.States)
 	}
+	if f.Before != "" { // the page after Before's, in the same order; none if it is not a job
+		q += ` AND (created_at, id) < (SELECT created_at, id FROM jobs WHERE id = ` + a.add(f.Before) + `)`
+	}
 	order := ` ORDER BY created_at DESC, id DESC`
 	if f.OldestFirst {
 		order = ` ORDER BY created_at, id`

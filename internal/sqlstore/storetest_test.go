@@ -556,6 +556,47 @@ func testJobs(t *testing.T, db *sqlstore.DB) {
 			})
 		}
 	})
+	t.Run("Pages", func(t *testing.T) {
+		r3 := mustAccount(t, db, idlegrid.RoleRenter)
+		var all []*idlegrid.Job // five jobs, in pairs created at the same time
+		for i := range 5 {
+			j := newJob(r3.ID, 1, 1)
+			j.CreatedAt = at(time.Duration(i/2) * time.Minute)
+			mustOK(t, db.CreateJob(ctx, j))
+			all = append(all, j)
+		}
+		slices.SortFunc(all, func(a, b *idlegrid.Job) int { // newest first, then the higher ID
+			if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+				return c
+			}
+			return strings.Compare(b.ID, a.ID)
+		})
+		var paged []string
+		f := idlegrid.JobFilter{RenterID: r3.ID, Limit: 2}
+		for range len(all) {
+			page, err := db.ListJobs(ctx, f)
+			mustOK(t, err)
+			if len(page) == 0 {
+				break
+			}
+			for _, j := range page {
+				paged = append(paged, j.ID)
+			}
+			f.Before = page[len(page)-1].ID
+		}
+		want := make([]string, len(all))
+		for i, j := range all {
+			want[i] = j.ID
+		}
+		if diff := cmp.Diff(want, paged); diff != "" {
+			t.Errorf("pages of two (-want +got):\n%s", diff)
+		}
+		none, err := db.ListJobs(ctx, idlegrid.JobFilter{RenterID: r3.ID, Before: "job_missing"})
+		mustOK(t, err)
+		if len(none) != 0 {
+			t.Errorf("before a job that is not there: %d jobs, want none", len(none))
+		}
+	})
 }
 
 func testCancelQueuedJob(t *testing.T, db *sqlstore.DB) {
