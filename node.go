@@ -253,6 +253,11 @@ type Node struct {
 	// Quarantined nodes take no new leases until an admin lifts the
 	// quarantine (attest.go).
 	Quarantined bool `json:"quarantined,omitempty"`
+	// DrainingSince, when set, is when the node's owner (or an admin)
+	// began to drain it for maintenance: it takes no new leases, its
+	// bronze leases get their notice, and its gold and silver leases run
+	// to their end. It lasts until undone, whatever the agent publishes.
+	DrainingSince *time.Time `json:"draining_since,omitempty"`
 }
 
 // Public returns what any account may see of the node: its offer as the

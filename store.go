@@ -59,6 +59,9 @@ type Store interface {
 	// applies it to every later offer.
 	FindNodeSchedule(ctx context.Context, nodeID string) (*NodeSchedule, error)
 	SetNodeSchedule(ctx context.Context, nodeID string, owner *Schedule, at time.Time) (*NodeSchedule, error)
+	// SetNodeDraining starts draining the node at since, or ends it (nil),
+	// and returns the node. Draining again keeps the first start.
+	SetNodeDraining(ctx context.Context, nodeID string, since *time.Time) (*Node, error)
 
 	CreateJob(ctx context.Context, j *Job) error
 	FindJob(ctx context.Context, id string) (*Job, error)
@@ -192,8 +195,8 @@ type NodeFilter struct {
 	// ServesModels keeps only the nodes whose offer lists models they
 	// serve for inference.
 	ServesModels bool
-	// Offered keeps only the market's offers: online nodes not in
-	// quarantine.
+	// Offered keeps only the market's offers: online nodes neither in
+	// quarantine nor draining.
 	Offered bool
 	// Regions keeps only nodes in one of these regions, and GPUModels
 	// those with a GPU of one of these models (empty: any).

@@ -22,6 +22,7 @@ func (c *nodeCommand) Run(ctx context.Context, args []string) error {
 		{"hardware", "show a node's attested hardware, changes and challenges", func(a []string) error { return c.hardware(ctx, a) }},
 		{"quarantine", "list, add or lift quarantines", func(a []string) error { return c.quarantine(ctx, a) }},
 		{"schedule", "show, set or clear when a node is offered (its windows)", func(a []string) error { return c.schedule(ctx, a) }},
+		{"drain", "take a node out of the market for maintenance, and follow it until it is empty", func(a []string) error { return c.drain(ctx, a) }},
 	}, args)
 }
 
@@ -89,7 +90,7 @@ keeps the nodes with at least that many.`,
 	t := newTable(c.env.Out, "ID", "NAME", "STATE", "GPUS", "FREE", "REGION", "RESIDENCY", "SCHEDULE", "ASK $/GPU-h", "RELIABILITY", "HEARTBEAT")
 	for _, r := range rows {
 		n := r.Node
-		t.row(n.ID, n.Name, n.State, gpuSummary(n.GPUs), r.free(), n.Region, n.Residency, n.Schedule.Mode,
+		t.row(n.ID, n.Name, nodeState(n), gpuSummary(n.GPUs), r.free(), n.Region, n.Residency, n.Schedule.Mode,
 			askSummary(n.Ask), fmt.Sprintf("%.2f", n.Reliability), age(n.LastHeartbeat, now))
 	}
 	return t.flush()
@@ -157,6 +158,9 @@ func (c *nodeCommand) get(ctx context.Context, args []string) error {
 	t.row("Name", n.Name)
 	t.row("Provider", n.ProviderID)
 	t.row("State", n.State)
+	if n.DrainingSince != nil {
+		t.row("Draining", "since "+stamp(n.DrainingSince)+": takes no new leases; 'idlegrid node drain "+n.ID+" --undo' ends it")
+	}
 	if n.Quarantined {
 		t.row("Quarantined", "yes: takes no new leases; see 'idlegrid node hardware "+n.ID+"'")
 	}

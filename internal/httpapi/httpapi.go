@@ -124,6 +124,8 @@ func (a *api) routes() {
 	a.handle("GET /v1/nodes/{id}/schedule", t, a.withKey(a.nodeSchedule))
 	a.handle("PUT /v1/nodes/{id}/schedule", t, a.withKey(a.setNodeSchedule))
 	a.handle("DELETE /v1/nodes/{id}/schedule", t, a.withKey(a.removeNodeSchedule))
+	a.handle("PUT /v1/nodes/{id}/drain", t, a.withKey(a.drainNode))
+	a.handle("DELETE /v1/nodes/{id}/drain", t, a.withKey(a.undrainNode))
 	a.handle("POST /v1/jobs", t, a.withKey(a.submitJob))
 	a.handle("GET /v1/jobs", t, a.withKey(a.listJobs))
 	a.handle("GET /v1/jobs/{id}", t, a.withKey(a.findJob))

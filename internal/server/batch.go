@@ -150,6 +150,10 @@ func naiveSnapshot(nodes []*idlegrid.Node, leases []*idlegrid.Lease, now time.Ti
 	}
 	snap := &market.Snapshot{Now: now}
 	for _, n := range nodes {
+		if n.Quarantined {
+			continue // takes no new leases, as in the engine
+		}
+		n = marketNode(n)
 		v := &market.NodeView{Node: n, AvailableUntil: n.Schedule.AvailableUntil(now)}
 		for _, g := range n.GPUs {
 			if !held[gpuKey{n.ID, g.UUID}] {

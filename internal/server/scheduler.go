@@ -200,7 +200,7 @@ func (s *Server) buildEngine(ctx context.Context, onScheduler bool) (*market.Eng
 		if n.Quarantined { // takes no new leases (attest.go)
 			continue
 		}
-		e.UpsertNode(n)
+		e.UpsertNode(marketNode(n))
 		s.marks.setKnown(n.ID, true)
 	}
 	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{States: liveLeaseStates, Limit: everyRow})
@@ -209,6 +209,13 @@ func (s *Server) buildEngine(ctx context.Context, onScheduler bool) (*market.Eng
 	}
 	for _, l := range leases {
 		e.AddLease(l)
+	}
+	if onScheduler { // a drain that a crash cut short before its notices
+		for _, n := range nodes {
+			if err := s.drainNotices(ctx, e, n); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if s.cfg.NaiveMatcher && onScheduler {
 		s.naive = naiveSnapshot(nodes, leases, s.Now())
@@ -285,7 +292,10 @@ func (s *Server) applyChanges(ctx context.Context, e *market.Engine, nodes, leas
 			return err
 		}
 		if n != nil && n.State == idlegrid.NodeOnline && !n.Quarantined { // a quarantined node takes no new leases (attest.go)
-			e.UpsertNode(n)
+			e.UpsertNode(marketNode(n))
+			if err := s.drainNotices(ctx, e, n); err != nil {
+				return err
+			}
 		} else {
 			e.RemoveNode(id)
 		}

@@ -29,16 +29,17 @@ func insertNode(ctx context.Context, tx *sql.Tx, d *dialect, n *idlegrid.Node) e
 }
 
 const nodeColumns = `id, provider_id, public_key, offer, state, last_heartbeat, agent_version,
-	reliability, leases_completed, leases_failed, created_at, level, quarantined`
+	reliability, leases_completed, leases_failed, created_at, level, quarantined, draining_since`
 
 func scanNode(s scanner) (*idlegrid.Node, error) {
 	var n idlegrid.Node
 	var offer string
-	var heartbeat, created sql.NullInt64
+	var heartbeat, created, draining sql.NullInt64
 	if err := s.Scan(&n.ID, &n.ProviderID, &n.PublicKey, &offer, &n.State, &heartbeat, &n.AgentVersion,
-		&n.Reliability, &n.LeasesCompleted, &n.LeasesFailed, &created, &n.Level, &n.Quarantined); err != nil {
+		&n.Reliability, &n.LeasesCompleted, &n.LeasesFailed, &created, &n.Level, &n.Quarantined, &draining); err != nil {
 		return nil, err
 	}
+	n.DrainingSince = timePtrOf(draining)
 	if err := jsonOf(offer, &n.Offer); err != nil {
 		return nil, err
 	}
@@ -78,7 +79,7 @@ func (db *DB) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid
 		q += ` AND serves_models = ` + a.add(true)
 	}
 	if f.Offered {
-		q += ` AND state = ` + a.add(string(idlegrid.NodeOnline)) + ` AND quarantined = ` + a.add(false)
+		q += ` AND state = ` + a.add(string(idlegrid.NodeOnline)) + ` AND quarantined = ` + a.add(false) + ` AND draining_since IS NULL`
 	}
 	q, err := db.nodeSearchFilter(q, &a, f)
 	if err != nil {

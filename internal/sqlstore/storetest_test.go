@@ -284,6 +284,34 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 		wantCode(t, db.UpdateOffer(ctx, "node_missing", o, "v2", t0), idlegrid.ENOTFOUND)
 		n1 = got
 	})
+	t.Run("SetNodeDraining", func(t *testing.T) {
+		got, err := db.SetNodeDraining(ctx, n3.ID, ptr(at(time.Minute)))
+		mustOK(t, err)
+		if got.DrainingSince == nil || !got.DrainingSince.Equal(at(time.Minute)) {
+			t.Fatalf("draining since %v, want %v", got.DrainingSince, at(time.Minute))
+		}
+		again, err := db.SetNodeDraining(ctx, n3.ID, ptr(at(time.Hour))) // a drain under way keeps its start
+		mustOK(t, err)
+		read, err := db.FindNode(ctx, n3.ID)
+		mustOK(t, err)
+		for _, n := range []*idlegrid.Node{again, read} {
+			if n.DrainingSince == nil || !n.DrainingSince.Equal(at(time.Minute)) {
+				t.Errorf("draining since %v after draining again, want the first start, %v", n.DrainingSince, at(time.Minute))
+			}
+		}
+		online, err := db.ListNodes(ctx, idlegrid.NodeFilter{ProviderID: p2.ID})
+		mustOK(t, err)
+		if len(online) != 1 || online[0].DrainingSince == nil {
+			t.Errorf("listed: %+v, want the node, draining", online)
+		}
+		done, err := db.SetNodeDraining(ctx, n3.ID, nil)
+		mustOK(t, err)
+		if read, _ := db.FindNode(ctx, n3.ID); done.DrainingSince != nil || read.DrainingSince != nil {
+			t.Errorf("after the drain ended: %v, stored %v; want none", done.DrainingSince, read.DrainingSince)
+		}
+		_, err = db.SetNodeDraining(ctx, "node_missing", ptr(t0))
+		wantCode(t, err, idlegrid.ENOTFOUND)
+	})
 	t.Run("SetNodeState", func(t *testing.T) {
 		mustOK(t, db.SetNodeState(ctx, n2.ID, idlegrid.NodeLost, at(time.Hour)))
 		got, err := db.FindNode(ctx, n2.ID)
@@ -344,6 +372,13 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 			t.Fatalf("offered nodes with %s in quarantine: %v, want %s alone", n1.ID, got, n3.ID)
 		}
 		_, err := db.LiftQuarantine(ctx, n1.ID, "acct_admin", "reviewed", at(time.Hour))
+		mustOK(t, err)
+		_, err = db.SetNodeDraining(ctx, n3.ID, ptr(at(time.Hour)))
+		mustOK(t, err)
+		if got := offered(0); !slices.Equal(got, []string{n1.ID}) {
+			t.Fatalf("offered nodes with %s draining: %v, want %s alone", n3.ID, got, n1.ID)
+		}
+		_, err = db.SetNodeDraining(ctx, n3.ID, nil)
 		mustOK(t, err)
 	})
 	t.Run("Search", func(t *testing.T) {

@@ -1,0 +1,66 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/market"
+)
+
+// DrainNode starts draining one of the caller's nodes for maintenance
+// (on), or ends the drain. A draining node takes no new leases and holds
+// no reservations; its bronze leases get their notice at once, and its
+// gold and silver leases run to their end, so that the node empties
+// without breaking a guarantee. It lasts, whatever the agent publishes,
+// until undone. Its owner may drain it, and so may an admin.
+func (s *Server) DrainNode(ctx context.Context, nodeID string, on bool) (*idlegrid.Node, error) {
+	if _, err := s.ownNode(ctx, nodeID); err != nil {
+		return nil, err
+	}
+	var since *time.Time
+	if on {
+		now := s.Now()
+		since = &now
+	}
+	n, err := s.store.SetNodeDraining(ctx, nodeID, since)
+	if err != nil {
+		return nil, err
+	}
+	c, _ := account(ctx)
+	s.log.Info("node drain", "node", nodeID, "draining", on, "by", c.AccountID)
+	s.markNode(nodeID) // the engine must close it, or open it again
+	return n, nil
+}
+
+// marketNode is n as the engine is to see it: a draining node closed, so
+// that it takes no new leases and its bronze leases get their notice.
+func marketNode(n *idlegrid.Node) *idlegrid.Node {
+	if n.DrainingSince == nil {
+		return n
+	}
+	closed := *n
+	closed.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleWindows, TimeZone: n.Schedule.TimeZone}
+	return &closed
+}
+
+// drainNotices gives each live bronze lease on draining node n its notice,
+// once: the engine gives notice where a window ends at a time, and a drain
+// closes the node now. Gold and silver leases run to their end.
+func (s *Server) drainNotices(ctx context.Context, e *market.Engine, n *idlegrid.Node) error {
+	if n.DrainingSince == nil {
+		return nil
+	}
+	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{NodeID: n.ID, States: liveLeaseStates, Limit: everyRow})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, l := range leases {
+		if l.Tier == idlegrid.TierBronze && l.StopRequested == "" {
+			errs = append(errs, s.giveNotice(ctx, e, l.ID, "node "+n.Name+" is draining for maintenance"))
+		}
+	}
+	return errors.Join(errs...)
+}

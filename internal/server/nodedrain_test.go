@@ -1,0 +1,124 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// TestServer_DrainNode: a draining node takes no new work, though it asks
+// less; its bronze lease gets its notice and its silver lease runs on; the
+// renters' view of the market leaves it out; undone, it takes work again.
+// Only its owner and admins may drain it.
+func TestServer_DrainNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		rivalID := idlegrid.CallerFromContext(m.rival).NodeID
+		if _, err := m.srv.DrainNode(m.provider, rivalID, true); err != nil {
+			t.Fatal(err)
+		}
+		// With barn-2 drained, a bronze and a silver job, one GPU each, both
+		// go to barn-1.
+		bronze, silver := testSpec(), testSpec()
+		bronze.GPUs, bronze.Tier, bronze.MaxPriceMicrosPerGPUHour = 1, idlegrid.TierBronze, 600_000
+		silver.GPUs = 1
+		for _, spec := range []idlegrid.JobSpec{bronze, silver} {
+			if _, err := m.srv.SubmitJob(m.renter, spec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m.advance(t, 5*time.Second)
+		leases := startAll(t, m, m.node, 2)
+		if cmds, _ := m.srv.Commands(m.rival, 0); len(cmds) != 0 {
+			t.Fatalf("the drained node was sent %+v, want nothing", cmds)
+		}
+		m.advance(t, 10*time.Minute)
+
+		n, err := m.srv.DrainNode(m.provider, m.nodeID, true)
+		if err != nil || n.DrainingSince == nil {
+			t.Fatalf("drain barn-1: %+v, %v", n, err)
+		}
+		synctest.Wait()
+		cmds, err := m.srv.Commands(m.node, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cmds) != 1 || cmds[0].Kind != idlegrid.CommandStop || cmds[0].Lease.Tier != idlegrid.TierBronze || cmds[0].Lease.NoticeSeconds != 120 {
+			t.Fatalf("commands after the drain: %+v, want the bronze lease's stop with its 120 s notice", cmds)
+		}
+		for _, l := range leases {
+			if l.Tier == idlegrid.TierSilver {
+				if got, _, _ := m.srv.FindLease(m.renter, l.ID); got.State != idlegrid.LeaseRunning || got.NoticeAt != nil {
+					t.Errorf("the silver lease on the draining node: %s, notice at %v; want it running on", got.State, got.NoticeAt)
+				}
+			}
+		}
+		offered, _, err := m.srv.ListNodes(m.renter, idlegrid.NodeFilter{})
+		if err != nil || len(offered) != 0 {
+			t.Errorf("the renters' view with both nodes draining: %d nodes (%v), want none", len(offered), err)
+		}
+
+		queued, err := m.srv.SubmitJob(m.renter, silver)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 5*time.Second)
+		if got, _ := m.srv.FindJob(m.renter, queued.ID); got.State != idlegrid.JobQueued {
+			t.Fatalf("a job with every node draining: %s, want queued", got.State)
+		}
+		if _, err := m.srv.DrainNode(m.provider, rivalID, false); err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 5*time.Second)
+		if started := startAll(t, m, m.rival, 1); started[0].JobID != queued.ID {
+			t.Errorf("barn-2, drained no more, started %s, want %s", started[0].JobID, queued.ID)
+		}
+
+		renter, other := m.renter, otherProvider(t, m)
+		for who, ctx := range map[string]context.Context{"a renter": renter, "another provider": other} {
+			if _, err := m.srv.DrainNode(ctx, m.nodeID, false); err == nil {
+				t.Errorf("%s undid barn-1's drain", who)
+			}
+		}
+		if n, err := m.srv.DrainNode(m.admin, m.nodeID, false); err != nil || n.DrainingSince != nil {
+			t.Errorf("an admin ends barn-1's drain: %+v, %v", n, err)
+		}
+	})
+}
+
+// startAll reports every start command node has as running, and wants
+// there to be want of them.
+func startAll(t *testing.T, m *testMarket, node context.Context, want int) []*idlegrid.Lease {
+	t.Helper()
+	cmds, err := m.srv.Commands(node, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started []*idlegrid.Lease
+	for _, c := range cmds {
+		if c.Kind != idlegrid.CommandStart {
+			continue
+		}
+		if err := m.srv.ReportLease(node, c.Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+			t.Fatal(err)
+		}
+		started = append(started, c.Lease)
+	}
+	if len(started) != want {
+		t.Fatalf("%d starts (%+v), want %d", len(started), cmds, want)
+	}
+	return started
+}
+
+// otherProvider is a provider who owns none of m's nodes.
+func otherProvider(t *testing.T, m *testMarket) context.Context {
+	t.Helper()
+	a, _, _, err := m.srv.CreateAccount(m.admin, "elsewhere", idlegrid.RoleProvider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return as(a)
+}
