@@ -878,6 +878,29 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("node %s schedule after the edit = %+v, want the owner's windows in Europe/Berlin", nodeID, ns)
 		}
 		b.waitText("#panel-nodes", "Europe/Berlin")
+
+		// Drain the node from its row, after a confirmation that asks for no
+		// words, then undrain it.
+		for _, step := range []struct{ action, result string }{{"drain", "is draining"}, {"undrain", "is drained no more"}} {
+			button := fmt.Sprintf(`#panel-nodes button[data-action=%s][data-id=%q]`, step.action, nodeID)
+			b.poll("the "+step.action+" button", fmt.Sprintf(`!!document.querySelector(%s)`, jsString(button)))
+			if !eval[bool](b, "click "+step.action, fmt.Sprintf(`(() => { const e = document.querySelector(%s); if (e) e.click(); return !!e; })()`, jsString(button))) {
+				t.Fatalf("no %s button for node %s", step.action, nodeID)
+			}
+			b.run("wait for the confirmation", chromedp.WaitVisible(chromedp.ID("confirm-ok")))
+			if eval[bool](b, "is the text box shown", `!document.getElementById("confirm-text").hidden`) {
+				t.Errorf("the %s confirmation asks for words it does not record", step.action)
+			}
+			b.run("confirm", chromedp.Click(chromedp.ID("confirm-ok")))
+			b.waitText("#result-nodes", step.result)
+			n, err := client.New(m.URL, m.ProviderKey).FindNode(ctx, nodeID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if draining := n.DrainingSince != nil; draining != (step.action == "drain") {
+				t.Errorf("after %s on the page the node is draining: %v", step.action, draining)
+			}
+		}
 		b.checkAccessible("provider")
 		b.screenshot("provider")
 		// Another provider signs in while fjord-compute's panels load:

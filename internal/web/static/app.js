@@ -253,7 +253,7 @@
       { id: 'verifications', title: 'Verifications of your results', wide: true, body: verifications },
     ] },
     provider: { title: 'Provider', roles: ['provider'], panels: () => [
-      { id: 'nodes', title: 'Nodes and GPUs', wide: true, body: providerNodes },
+      { id: 'nodes', title: 'Nodes and GPUs', wide: true, body: providerNodes, result: true },
       { id: 'windows', title: 'Windows', body: windowStatus, form: windowForm, bind: bindWindows },
       { id: 'asks', title: 'Asks and suggested prices', body: providerAsks },
       { id: 'earnings', title: 'Fill rate and earnings', body: providerEarnings },
@@ -798,13 +798,14 @@
       st.samples = st.samples.slice(-300);
       fillWindowNodes(nodes.nodes);
     }
-    const rows = nodes.nodes.map((n) => {
+    const rows = remember(nodes.nodes.map((n) => {
       const ls = live.filter((l) => l.node_id === n.id);
       return Object.assign({}, n, { __leases: ls });
-    });
+    }));
     return kpis([['Nodes', esc(nodes.nodes.length)], ['GPUs online', esc(total)], ['GPUs busy', esc(busy)]]) + table([
       { h: 'Node', f: (n) => esc(n.name) + '<br>' + id(n.id) },
-      { h: 'State', f: (n) => stateTag(n.state) + `<br><span class="hint">heartbeat ${ago(n.last_heartbeat)}</span>` },
+      { h: 'State', f: (n) => stateTag(n.state) + (n.draining_since ? ' ' + stateTag('draining') : '') +
+        `<br><span class="hint">heartbeat ${ago(n.last_heartbeat)}</span>` },
       { h: 'GPUs', f: (n) => esc(gpuSummary(n.gpus)) },
       { h: 'Region', f: (n) => esc(n.region) + ' / ' + esc(n.residency) },
       { h: 'Window', f: (n) => esc(scheduleText(n.schedule)) },
@@ -813,6 +814,9 @@
         return `${id(l.id)} ${stateTag(l.state)} ${pct(l.progress)} · ${price(l.price_micros_per_gpu_hour)}` +
           (r ? ` · GPU ${esc(r.avg_util_pct)}% · ${esc(r.energy_wh)} Wh` : '');
       }).join('<br>') : '<span class="muted">idle</span>' },
+      { h: 'Maintenance', f: (n) => n.draining_since
+        ? actionButton('undrain', n.id, 'Undrain', 'node ' + n.name)
+        : actionButton('drain', n.id, 'Drain', 'node ' + n.name) },
     ], rows, 'No nodes yet. Create a join token (idlegrid token create) and start an agent with it.');
   }
 
@@ -1247,6 +1251,17 @@
       what: (r) => `Clears provider ${r.provider_id} of ${words(r.offence)}: nothing is taken from their bond.`,
       run: (r, text) => api('POST', '/v1/disputes/' + enc(r.id) + '/dismiss', { resolution: text }),
       done: (d) => `Dispute ${d.id} dismissed: nothing moved.` },
+    drain: { panel: 'nodes', ok: 'Drain node',
+      title: (r) => 'Drain node ' + r.name,
+      what: (r) => `Node ${r.name} takes no new leases: its bronze leases get their notice now, its gold and silver ` +
+        `leases run to their end (${r.__leases.length} live now). Stop its agent once it is empty; undrain it to offer it again.`,
+      run: (r) => api('PUT', '/v1/nodes/' + enc(r.id) + '/drain'),
+      done: (n) => `Node ${n.name} is draining: no new leases. Stop its agent once "Running now" says idle.` },
+    undrain: { panel: 'nodes', ok: 'Undrain node',
+      title: (r) => 'Undrain node ' + r.name,
+      what: (r) => `Node ${r.name} takes new leases again, in its windows.`,
+      run: (r) => api('DELETE', '/v1/nodes/' + enc(r.id) + '/drain'),
+      done: (n) => `Node ${n.name} is drained no more: it takes new leases again.` },
     lift: { panel: 'quarantine', ok: 'Lift quarantine', label: 'Note, for the record',
       title: (r) => 'Lift the quarantine of node ' + r.node_id,
       what: (r) => `Node ${r.node_id} takes new leases again. It was quarantined because: ${r.reason}`,
@@ -1261,14 +1276,15 @@
     confirming = { a, row, rowID, name, key: 'web-' + name + '-' + crypto.randomUUID() };
     $('#confirm-h').textContent = a.title(row);
     $('#confirm-what').textContent = a.what(row);
-    $('#confirm-label').textContent = a.label + (a.required ? '' : ' (optional)');
+    $('#confirm-label').textContent = a.label ? a.label + (a.required ? '' : ' (optional)') : '';
+    $('#confirm-label').hidden = $('#confirm-text').hidden = !a.label; // an action that records no words asks for none
     $('#confirm-text').value = '';
     $('#confirm-text').required = !!a.required;
     $('#confirm-error').textContent = '';
     const ok = $('#confirm-ok');
     ok.textContent = a.ok; ok.className = a.danger ? 'danger' : ''; ok.disabled = false;
     $('#confirm').showModal();
-    $('#confirm-text').focus();
+    (a.label ? $('#confirm-text') : ok).focus();
   }
 
   async function confirmSubmit(ev) {
