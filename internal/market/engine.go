@@ -231,6 +231,11 @@ func (e *Engine) UpsertNode(n *idlegrid.Node) {
 	}
 	nd.leaf, nd.leafPlan = e.entries(nd) // its shelves are dirty: the rebuild writes it
 	e.refresh(nd)
+	if nd.until == 0 && !e.now.IsZero() { // closed now: refresh, after the reset above, saw no change
+		for _, h := range nd.holds {
+			e.scheduleNotice(nd, h)
+		}
+	}
 }
 
 // takeGone takes off nd the holds that kept none of its GPUs when it was
@@ -697,26 +702,39 @@ func (e *Engine) refresh(nd *node) {
 }
 
 // scheduleNotice arranges for a bronze lease that would outlive its node's
-// window to be given notice NoticeSeconds before the window ends.
+// window to be given notice NoticeSeconds before the window ends, or at
+// once when the node is closed now (its owner closed it, or it is
+// drained): the notice period is guaranteed either way.
 func (e *Engine) scheduleNotice(nd *node, h *hold) {
-	if h.leaseID == "" || !h.bronze || h.noticed || nd.until == always || nd.until == 0 || h.end <= nd.until {
+	if h.leaseID == "" || !h.bronze || h.noticed || nd.until == always || h.end <= nd.until {
 		return
 	}
-	e.push(event{at: nd.until - e.cfg.NoticeSeconds*int64(time.Second), nd: nd, h: h, hgen: h.gen, until: nd.until})
+	at := nd.until - e.cfg.NoticeSeconds*int64(time.Second)
+	if nd.until == 0 {
+		if h.end <= e.nowNano {
+			return // its time is up: it ends anyway
+		}
+		at = e.nowNano
+	}
+	e.push(event{at: at, nd: nd, h: h, hgen: h.gen, until: nd.until})
 }
 
 // windowNotice gives a bronze lease notice because its window ends, if
 // that is still so.
 func (e *Engine) windowNotice(ev event) (Notice, bool) {
 	h, nd := ev.h, ev.nd
-	if h.gen != ev.hgen || e.leases[h.leaseID] != h || h.nd != nd || h.noticed || nd.until != ev.until || h.end <= nd.until {
+	if h.gen != ev.hgen || e.leases[h.leaseID] != h || h.nd != nd || h.noticed || nd.until != ev.until || h.end <= nd.until ||
+		(nd.until == 0 && h.end <= e.nowNano) {
 		return Notice{}, false
 	}
 	e.giveNotice(h, e.nowNano, max(nd.until, e.nowNano+e.cfg.NoticeSeconds*int64(time.Second)))
+	reason := fmt.Sprintf("the window of node %s ends at %s", nd.id, timeOf(nd.until).Format(time.RFC3339))
+	if nd.until == 0 {
+		reason = fmt.Sprintf("node %s is not offered now: its window was closed", nd.id)
+	}
 	return Notice{
 		LeaseID: h.leaseID, JobID: h.jobID, NodeID: nd.id, NoticeSeconds: e.cfg.NoticeSeconds,
-		NoticeAt: e.now, StopAt: timeOf(h.stopAt),
-		Reason: fmt.Sprintf("the window of node %s ends at %s", nd.id, timeOf(nd.until).Format(time.RFC3339)),
+		NoticeAt: e.now, StopAt: timeOf(h.stopAt), Reason: reason,
 	}, true
 }
 

@@ -46,8 +46,9 @@ func marketNode(n *idlegrid.Node) *idlegrid.Node {
 }
 
 // drainNotices gives each live bronze lease on draining node n its notice,
-// once: the engine gives notice where a window ends at a time, and a drain
-// closes the node now. Gold and silver leases run to their end.
+// once, saying why. (The engine would give it too, at the pass's Advance,
+// as to any node closed now, but in the words of a window; after a
+// restart it is the engine's.) Gold and silver leases run to their end.
 func (s *Server) drainNotices(ctx context.Context, e *market.Engine, n *idlegrid.Node) error {
 	if n.DrainingSince == nil {
 		return nil

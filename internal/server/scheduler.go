@@ -210,13 +210,6 @@ func (s *Server) buildEngine(ctx context.Context, onScheduler bool) (*market.Eng
 	for _, l := range leases {
 		e.AddLease(l)
 	}
-	if onScheduler { // a drain that a crash cut short before its notices
-		for _, n := range nodes {
-			if err := s.drainNotices(ctx, e, n); err != nil {
-				return nil, err
-			}
-		}
-	}
 	if s.cfg.NaiveMatcher && onScheduler {
 		s.naive = naiveSnapshot(nodes, leases, s.Now())
 	}
