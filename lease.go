@@ -1,6 +1,9 @@
 package idlegrid
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // LeaseState is where a lease is in its life.
 type LeaseState string
@@ -14,6 +17,12 @@ const (
 	LeaseLost      LeaseState = "lost"      // the node went silent or never started it
 	LeasePreempted LeaseState = "preempted" // a bronze lease stopped, after its notice, for higher-tier work
 )
+
+// LeaseStates lists every lease state, in the order of a lease's life.
+var LeaseStates = []LeaseState{LeaseAssigned, LeaseRunning, LeaseSucceeded, LeaseFailed, LeaseCancelled, LeaseLost, LeasePreempted}
+
+// Valid reports whether s is a known lease state.
+func (s LeaseState) Valid() bool { return slices.Contains(LeaseStates, s) }
 
 // Terminal reports whether the lease can change no more.
 func (s LeaseState) Terminal() bool {
@@ -119,6 +128,9 @@ type LeaseFilter struct {
 	RenterID   string
 	States     []LeaseState
 	Limit      int
+	// Before, a lease ID, lists only the leases listed after it, newest
+	// first: the next page after a page that ended with it.
+	Before string
 }
 
 // LogLine is one line of a lease's output.

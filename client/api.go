@@ -165,9 +165,7 @@ func (c *Client) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegri
 	q := url.Values{}
 	setList(q, "state", f.States)
 	setInt(q, "limit", int64(f.Limit))
-	if f.Before != "" {
-		q.Set("before", f.Before)
-	}
+	setString(q, "before", f.Before)
 	var out wire.Jobs
 	err := c.do(ctx, call{method: http.MethodGet, path: path("jobs"), query: q, out: &out})
 	return out.Jobs, err
@@ -233,6 +231,7 @@ func (c *Client) ListLeases(ctx context.Context, f idlegrid.LeaseFilter) ([]*idl
 	setString(q, "node_id", f.NodeID)
 	setList(q, "state", f.States)
 	setInt(q, "limit", int64(f.Limit))
+	setString(q, "before", f.Before)
 	var out wire.Leases
 	err := c.do(ctx, call{method: http.MethodGet, path: path("leases"), query: q, out: &out})
 	return out.Leases, err

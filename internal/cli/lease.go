@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"strings"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -12,9 +14,82 @@ type leaseCommand struct{ env *env }
 
 func (c *leaseCommand) Run(ctx context.Context, args []string) error {
 	return c.env.runGroup("lease", "A lease is one node's share of a job, at a price locked when it was placed.", []subcommand{
+		{"ls", "list leases: a renter's, a provider's nodes', or all", func(a []string) error { return c.list(ctx, a) }},
 		{"get", "show a lease and its events", func(a []string) error { return c.get(ctx, a) }},
 		{"receipts", "export a lease's signed usage receipts and verify them", func(a []string) error { return c.receipts(ctx, a) }},
 	}, args)
+}
+
+func (c *leaseCommand) list(ctx context.Context, args []string) error {
+	fs := c.env.flags("lease ls", help{
+		usage: "idlegrid lease ls [--node ID] [--job ID] [--state running,…] [--limit N] [--before LEASE_ID] [--json]",
+		about: `List leases, newest first: a renter sees their jobs', a provider their
+nodes', an admin all. A full page ends with the command for the next one
+(--before, the last lease listed).`,
+		examples: `idlegrid lease ls --state assigned,running             # what runs now
+		idlegrid lease ls --node node_abc123 --limit 20
+		idlegrid lease ls --limit 20 --before lease_1k8u7bk86760od68tjkhklaoi   # the next page`,
+	})
+	r := c.env.remoteFlags(fs)
+	var states stringList
+	f := idlegrid.LeaseFilter{}
+	fs.StringVar(&f.NodeID, "node", "", "only the leases of this node")
+	fs.StringVar(&f.JobID, "job", "", "only the leases of this job")
+	fs.Var(&states, "state", "only leases in these states: "+leaseStateList)
+	fs.IntVar(&f.Limit, "limit", 100, "at most this many leases")
+	fs.StringVar(&f.Before, "before", "", "list the leases after this one, newest first: the next page after a page that ended with it")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := fs.parseArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	for _, s := range states {
+		if !idlegrid.LeaseState(s).Valid() {
+			return usagef("--state: unknown lease state %q; use %s", s, leaseStateList)
+		}
+		f.States = append(f.States, idlegrid.LeaseState(s))
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	leases, err := cl.ListLeases(ctx, f)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, nonNil(leases))
+	}
+	nodes := nodeNames{}
+	nodes.learn(ctx, cl, leases)
+	if err := printLeases(c.env, leases, nodes); err != nil {
+		return err
+	}
+	if len(leases) > 0 && len(leases) == f.Limit {
+		_, err = fmt.Fprintf(c.env.Out, "more may follow: idlegrid lease ls%s --limit %d --before %s\n",
+			leaseFlags(f, states), f.Limit, leases[len(leases)-1].ID)
+	}
+	return err
+}
+
+// leaseStateList names the lease states, for help and errors.
+var leaseStateList = func() string {
+	names := make([]string, len(idlegrid.LeaseStates))
+	for i, s := range idlegrid.LeaseStates {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}()
+
+// leaseFlags are the filters of f given as flags, for the next page.
+func leaseFlags(f idlegrid.LeaseFilter, states []string) string {
+	var b strings.Builder
+	if f.NodeID != "" {
+		b.WriteString(" --node " + f.NodeID)
+	}
+	if f.JobID != "" {
+		b.WriteString(" --job " + f.JobID)
+	}
+	return b.String() + statesFlag(states)
 }
 
 // leaseWithEvents is the --json form of "lease get".

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,5 +44,41 @@ func TestPrintLease_noticeAndCheckpoint(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLeaseList: a provider and a renter each list the lease between
+// them; a full page ends with the command for the next; every lease state
+// is a filter, preempted too; a cursor the caller may not see is refused.
+func TestLeaseList(t *testing.T) {
+	_, renter, provider, _, _ := moneyMarket(t)
+	var ids []string
+	for _, who := range []map[string]string{provider, renter} {
+		r := run(t, who, "lease", "ls", "--json")
+		var leases []idlegrid.Lease
+		if r.code != 0 || json.Unmarshal([]byte(r.out), &leases) != nil || len(leases) != 1 {
+			t.Fatalf("lease ls: %s, want moneyMarket's one lease", r)
+		}
+		ids = append(ids, leases[0].ID)
+	}
+	if ids[0] != ids[1] {
+		t.Errorf("the provider lists %s, the renter %s; want the same lease", ids[0], ids[1])
+	}
+	r := run(t, provider, "lease", "ls", "--limit", "1", "--state", "succeeded,failed")
+	want := "more may follow: idlegrid lease ls --state succeeded,failed --limit 1 --before " + ids[0]
+	if r.code != 0 || !strings.Contains(r.out, ids[0]) || !strings.Contains(r.out, want) {
+		t.Errorf("lease ls --limit 1: %s\nwant the lease, then %q", r, want)
+	}
+	if r := run(t, provider, "lease", "ls", "--before", ids[0], "--json"); r.code != 0 || strings.TrimSpace(r.out) != "[]" {
+		t.Errorf("the page after the only lease: %s, want none", r)
+	}
+	if r := run(t, renter, "lease", "ls", "--state", "preempted", "--json"); r.code != 0 || strings.TrimSpace(r.out) != "[]" {
+		t.Errorf("lease ls --state preempted: %s, want an empty list", r)
+	}
+	if r := run(t, renter, "lease", "ls", "--state", "done"); r.code != 2 || !strings.Contains(r.err, `unknown lease state "done"`) {
+		t.Errorf("lease ls --state done: %s", r)
+	}
+	if r := run(t, renter, "lease", "ls", "--before", "lease_nosuch"); r.code == 0 || !strings.Contains(r.err, "before: no lease lease_nosuch of yours") {
+		t.Errorf("lease ls --before a lease that is not there: %s", r)
 	}
 }

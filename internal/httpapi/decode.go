@@ -341,7 +341,7 @@ func list[T ~string](q query, name string, valid []T) ([]T, error) {
 
 var (
 	jobStates   = []idlegrid.JobState{idlegrid.JobQueued, idlegrid.JobRunning, idlegrid.JobSucceeded, idlegrid.JobFailed, idlegrid.JobCancelled}
-	leaseStates = []idlegrid.LeaseState{idlegrid.LeaseAssigned, idlegrid.LeaseRunning, idlegrid.LeaseSucceeded, idlegrid.LeaseFailed, idlegrid.LeaseCancelled, idlegrid.LeaseLost}
+	leaseStates = idlegrid.LeaseStates
 )
 
 // nonNil makes an empty list encode as [] rather than null.

@@ -144,13 +144,13 @@ func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, j)
 }
 
-// GET /v1/leases?job_id=&node_id=&state=&limit=
+// GET /v1/leases?job_id=&node_id=&state=&limit=&before=
 func (a *api) listLeases(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "job_id", "node_id", "state", "limit")
+	q, err := parseQuery(r, "job_id", "node_id", "state", "limit", "before")
 	if err != nil {
 		return err
 	}
-	f := idlegrid.LeaseFilter{JobID: q.string("job_id"), NodeID: q.string("node_id")}
+	f := idlegrid.LeaseFilter{JobID: q.string("job_id"), NodeID: q.string("node_id"), Before: q.string("before")}
 	if f.States, err = list(q, "state", leaseStates); err != nil {
 		return err
 	}

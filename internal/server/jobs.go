@@ -160,6 +160,13 @@ func (s *Server) ListLeases(ctx context.Context, f idlegrid.LeaseFilter) ([]*idl
 	if err := checkLimit(f.Limit); err != nil {
 		return nil, err
 	}
+	if f.Before != "" {
+		if _, err := s.visibleLease(ctx, f.Before); idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+			return nil, idlegrid.Invalid("before", "no lease %s of yours to list from; give the last lease ID of the page before", f.Before)
+		} else if err != nil {
+			return nil, err
+		}
+	}
 	return s.store.ListLeases(ctx, f)
 }
 

@@ -267,6 +267,9 @@ func (db *DB) ListLeases(ctx context.Context, f idlegrid.LeaseFilter) ([]*idlegr
 	if len(f.States) > 0 {
 		q += ` AND state IN ` + in(&a, f.States)
 	}
+	if f.Before != "" { // the page after Before's; none if it is not a lease
+		q += ` AND (created_at, id) < (SELECT created_at, id FROM leases WHERE id = ` + a.add(f.Before) + `)`
+	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
 	var out []*idlegrid.Lease
 	err := db.view(ctx, func(tx *sql.Tx) (err error) {

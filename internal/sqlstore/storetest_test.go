@@ -1155,6 +1155,9 @@ func testListLeases(t *testing.T, db *sqlstore.DB) {
 		{"states", idlegrid.LeaseFilter{States: []idlegrid.LeaseState{idlegrid.LeaseRunning}}, []string{a2.ID}},
 		{"limit", idlegrid.LeaseFilter{NodeID: n1.ID, Limit: 1}, []string{b1.ID}},
 		{"none", idlegrid.LeaseFilter{JobID: ja.ID, RenterID: r2.ID}, nil},
+		{"the page after the newest", idlegrid.LeaseFilter{NodeID: n1.ID, Before: b1.ID}, []string{a1.ID}},
+		{"the page after the last", idlegrid.LeaseFilter{NodeID: n1.ID, Before: a1.ID}, nil},
+		{"after no lease", idlegrid.LeaseFilter{Before: "lease_missing"}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := db.ListLeases(ctx, tt.f)
@@ -1173,6 +1176,16 @@ func testListLeases(t *testing.T, db *sqlstore.DB) {
 			}
 		})
 	}
+	t.Run("pages through a tie", func(t *testing.T) { // a1 and a2, placed at the same instant, by ID
+		first, err := db.ListLeases(ctx, idlegrid.LeaseFilter{JobID: ja.ID, Limit: 1})
+		mustOK(t, err)
+		second, err := db.ListLeases(ctx, idlegrid.LeaseFilter{JobID: ja.ID, Limit: 1, Before: first[0].ID})
+		mustOK(t, err)
+		hi, lo := max(a1.ID, a2.ID), min(a1.ID, a2.ID)
+		if len(first) != 1 || len(second) != 1 || first[0].ID != hi || second[0].ID != lo {
+			t.Errorf("pages of one: %v then %v, want %s then %s", first, second, hi, lo)
+		}
+	})
 }
 
 func testLogs(t *testing.T, db *sqlstore.DB) {
