@@ -117,7 +117,7 @@ func (c *agentCommand) starter(ctx context.Context, f *initFlags) (agent.Starter
 		s.Mode = agent.ModeWhenIdle
 	}
 	if s.DataDir == "" {
-		s.DataDir = defaultDataDir()
+		s.DataDir = defaultDataDir(c.env.getenv)
 	}
 	if s.Name == "" {
 		s.Name = agent.DetectHost(os.TempDir()).Name
@@ -144,11 +144,11 @@ func usualResidency(region string) string {
 
 // defaultDataDir is /var/lib/idlegrid for root, as the systemd unit in
 // deploy/ runs it, and the user's own data directory otherwise.
-func defaultDataDir() string {
+func defaultDataDir(getenv func(string) string) string {
 	if os.Geteuid() == 0 {
 		return "/var/lib/idlegrid"
 	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+	if d := getenv("XDG_DATA_HOME"); d != "" {
 		return filepath.Join(d, "idlegrid")
 	}
 	if home, err := os.UserHomeDir(); err == nil {

@@ -357,10 +357,10 @@ job listed).`,
 	if err := t.flush(); err != nil {
 		return err
 	}
-	if len(jobs) > 0 && len(jobs) == *limit {
-		_, err = fmt.Fprintf(c.env.Out, "more may follow: idlegrid job ls%s --limit %d --before %s\n", statesFlag(states), *limit, jobs[len(jobs)-1].ID)
+	if len(jobs) == 0 {
+		return nil
 	}
-	return err
+	return nextPage(c.env.Out, "idlegrid job ls"+statesFlag(states), len(jobs), *limit, jobs[len(jobs)-1].ID)
 }
 
 // statesFlag is " --state a,b" for the states given, or "".

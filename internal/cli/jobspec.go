@@ -55,10 +55,11 @@ func (f *specFlags) define(fs *flagSet) {
 		"credentials only as short-lived, narrowly scoped tokens (docs/trust.md)")
 }
 
-// apply sets the fields of spec whose flags were given (set), and without
-// a job file (fromFile false) the flags' defaults too.
-func (f *specFlags) apply(spec *idlegrid.JobSpec, set map[string]bool, fromFile bool) {
-	given := func(name string) bool { return set[name] || !fromFile && (name == "gpus" || name == "nodes") }
+// apply sets the fields of spec whose flags were given (set), and, when
+// no job file or earlier job gave the spec (based false), the defaults
+// of --gpus and --nodes too.
+func (f *specFlags) apply(spec *idlegrid.JobSpec, set map[string]bool, based bool) {
+	given := func(name string) bool { return set[name] || !based && (name == "gpus" || name == "nodes") }
 	for _, o := range []struct {
 		flag string
 		do   func()

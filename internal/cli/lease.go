@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"strings"
 
@@ -64,11 +63,10 @@ nodes', an admin all. A full page ends with the command for the next one
 	if err := printLeases(c.env, leases, nodes); err != nil {
 		return err
 	}
-	if len(leases) > 0 && len(leases) == f.Limit {
-		_, err = fmt.Fprintf(c.env.Out, "more may follow: idlegrid lease ls%s --limit %d --before %s\n",
-			leaseFlags(f, states), f.Limit, leases[len(leases)-1].ID)
+	if len(leases) == 0 {
+		return nil
 	}
-	return err
+	return nextPage(c.env.Out, "idlegrid lease ls"+leaseFlags(f, states), len(leases), f.Limit, leases[len(leases)-1].ID)
 }
 
 // leaseStateList names the lease states, for help and errors.

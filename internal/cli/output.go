@@ -149,3 +149,14 @@ func bar(done float64, width int) string {
 	n := min(max(int(done*float64(width)), 0), width)
 	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
 }
+
+// nextPage ends a full page of a listing (listed as many as limit) with
+// the command for the next: cmd, with --limit and --before the last ID
+// listed. A shorter page is the last, and says nothing.
+func nextPage(w io.Writer, cmd string, listed, limit int, lastID string) error {
+	if listed < limit {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "more may follow: %s --limit %d --before %s\n", cmd, limit, lastID)
+	return err
+}

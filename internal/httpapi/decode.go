@@ -177,15 +177,14 @@ func jsonError(err error, body []byte) error {
 	case errors.As(err, &typ):
 		return idlegrid.Invalid(typ.Field, "must be %s, got %s", jsonType(typ.Type), typ.Value)
 	case errors.As(err, &tm):
-		const want = "must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z, got %q"
 		text := tm.Value // as written between the quotes, escapes and all
 		if err := json.Unmarshal([]byte(`"`+text+`"`), &text); err != nil {
 			text = tm.Value
 		}
 		if field := onlyPathOf(body, text); field != "" {
-			return idlegrid.Invalid(field, want, tm.Value)
+			return idlegrid.Invalid(field, "must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z, got %q", tm.Value)
 		}
-		return idlegrid.Errorf(idlegrid.EINVALID, "times "+want, tm.Value)
+		return idlegrid.Errorf(idlegrid.EINVALID, "times must be RFC 3339, e.g. 2026-01-02T15:04:05Z; got %q", tm.Value)
 	}
 	// encoding/json reports unknown fields only as text.
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {

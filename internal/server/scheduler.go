@@ -286,8 +286,8 @@ func (s *Server) applyChanges(ctx context.Context, e *market.Engine, nodes, leas
 		}
 		if n != nil && n.State == idlegrid.NodeOnline && !n.Quarantined { // a quarantined node takes no new leases (attest.go)
 			e.UpsertNode(marketNode(n))
-			if err := s.drainNotices(ctx, e, n); err != nil {
-				return err
+			if err := s.drainNotices(ctx, e, n); err != nil { // the engine's Advance gives any left, in a window's words
+				s.log.Error("drain notices", "node", n.ID, "err", err)
 			}
 		} else {
 			e.RemoveNode(id)

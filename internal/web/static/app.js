@@ -1223,8 +1223,9 @@
 
   // ---- operator actions, each confirmed in a dialog ------------------
 
-  // ACTIONS are the operator's actions on a row: what the dialog asks, the
-  // call made once it is confirmed, and what the panel then says. key is an
+  // ACTIONS are the actions on a row (an operator's, and a provider's
+  // drain): what the dialog asks, the call made once it is confirmed, and
+  // what the panel then says. key is an
   // Idempotency-Key made when the dialog opens, so that retrying one
   // confirmation is applied once.
   const ACTIONS = {
