@@ -484,20 +484,24 @@ func checkpointsEvery(secs int64) string {
 
 func (c *jobCommand) cancel(ctx context.Context, args []string) error {
 	fs := c.env.flags("job cancel", help{
-		usage: "idlegrid job cancel ID",
-		about: `Cancel a job. A queued job ends at once; a running one is stopped on its
-nodes and you pay for what ran until then.`,
-		examples: "idlegrid job cancel job_abc123",
+		usage: "idlegrid job cancel ID [ID...] [--json]",
+		about: `Cancel jobs. A queued job ends at once; a running one is stopped on its
+nodes and you pay for what ran until then. Given several, it cancels each
+and says which it could not; --json prints the job, or a list of them.`,
+		examples: "idlegrid job cancel job_abc123\n idlegrid job cancel job_abc123 job_def456 job_ghi789   # a sweep's jobs",
 	})
 	r := c.env.remoteFlags(fs)
-	asJSON := fs.Bool("json", false, "print the job as JSON")
-	args, err := fs.parseArgs(args, 1, 1, "one job ID")
+	asJSON := fs.Bool("json", false, "print the job as JSON (a list, given several)")
+	args, err := fs.parseArgs(args, 1, 1000, "one or more job IDs")
 	if err != nil {
 		return err
 	}
 	cl, err := r.client()
 	if err != nil {
 		return err
+	}
+	if len(args) > 1 {
+		return c.cancelEach(ctx, cl, args, *asJSON)
 	}
 	j, err := cl.CancelJob(ctx, args[0])
 	if err != nil {
@@ -507,6 +511,34 @@ nodes and you pay for what ran until then.`,
 		return printJSON(c.env.Out, j)
 	}
 	fmt.Fprintf(c.env.Out, "%s: %s (%s)\n", j.ID, j.State, orDash(j.Reason))
+	return nil
+}
+
+// cancelEach cancels each of ids, saying on stderr why any could not be,
+// and fails naming those.
+func (c *jobCommand) cancelEach(ctx context.Context, cl *client.Client, ids []string, asJSON bool) error {
+	cancelled := []*idlegrid.Job{}
+	var failed []string
+	for _, id := range ids {
+		j, err := cl.CancelJob(ctx, id)
+		if err != nil {
+			fmt.Fprintf(c.env.Err, "idlegrid: %s: %s\n", id, idlegrid.ErrorMessage(err))
+			failed = append(failed, id)
+			continue
+		}
+		cancelled = append(cancelled, j)
+		if !asJSON {
+			fmt.Fprintf(c.env.Out, "%s: %s (%s)\n", j.ID, j.State, orDash(j.Reason))
+		}
+	}
+	if asJSON {
+		if err := printJSON(c.env.Out, cancelled); err != nil {
+			return err
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d jobs not cancelled: %s", len(failed), len(ids), strings.Join(failed, " "))
+	}
 	return nil
 }
 

@@ -203,3 +203,30 @@ func TestJobList_pages(t *testing.T) {
 		t.Errorf("job ls --before another renter's job: %s", r)
 	}
 }
+
+// TestJobCancel_several: job cancel takes several IDs, cancels those it
+// can, says why not for the others, and fails naming them.
+func TestJobCancel_several(t *testing.T) {
+	_, renter, _, _, _ := moneyMarket(t)
+	var ids []string
+	for range 2 {
+		r := run(t, renter, "job", "submit", "--image", "python:3.12", "--duration", "1m", "--max-price", "0.01", "--json")
+		var j idlegrid.Job
+		if r.code != 0 || json.Unmarshal([]byte(r.out), &j) != nil {
+			t.Fatalf("job submit: %s", r)
+		}
+		ids = append(ids, j.ID)
+	}
+	r := run(t, renter, "job", "cancel", ids[0], "job_nosuch", ids[1], "--json")
+	var cancelled []idlegrid.Job
+	if json.Unmarshal([]byte(r.out), &cancelled) != nil || len(cancelled) != 2 || cancelled[0].ID != ids[0] || cancelled[1].ID != ids[1] ||
+		cancelled[0].State != idlegrid.JobCancelled || cancelled[1].State != idlegrid.JobCancelled {
+		t.Errorf("job cancel of three, one not there: %s\nwant both real jobs cancelled, as a JSON list", r)
+	}
+	if r.code != 1 || !strings.Contains(r.err, "idlegrid: job_nosuch: ") || !strings.Contains(r.err, "1 of 3 jobs not cancelled: job_nosuch") {
+		t.Errorf("job cancel of three, one not there: %s\nwant exit 1, naming job_nosuch", r)
+	}
+	if r := run(t, renter, "job", "cancel", ids[0]); r.code != 1 || !strings.Contains(r.err, "already cancelled") {
+		t.Errorf("job cancel of a cancelled job: %s", r)
+	}
+}
