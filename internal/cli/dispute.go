@@ -158,7 +158,7 @@ func (c *disputeCommand) list(ctx context.Context, args []string) error {
 		return err
 	}
 	f := idlegrid.DisputeFilter{ProviderID: *provider, Limit: *limit}
-	if f.States, err = parseStates(*states, idlegrid.DisputeState.Valid, "open, upheld or dismissed"); err != nil {
+	if f.States, err = parseStates(*states, idlegrid.DisputeState.Valid, "dispute", "open, upheld or dismissed"); err != nil {
 		return err
 	}
 	cl, err := r.client()

@@ -98,16 +98,17 @@ func (fs *flagSet) parseArgs(args []string, min, max int, names string) ([]strin
 	return args, fs.wantArgs(args, min, max, names)
 }
 
-// parseStates reads a comma-separated --state flag into states, each
-// checked by valid; hint lists the states a user may give.
-func parseStates[S ~string](list string, valid func(S) bool, hint string) ([]S, error) {
+// parseStates reads a comma-separated --state flag into states of what
+// (a lease, a payout), each checked by valid; hint lists the states a user
+// may give.
+func parseStates[S ~string](list string, valid func(S) bool, what, hint string) ([]S, error) {
 	var out []S
 	for _, s := range strings.Split(list, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
 		if !valid(S(s)) {
-			return nil, usagef("--state: unknown state %q; use %s", s, hint)
+			return nil, usagef("--state: unknown %s state %q; use %s", what, s, hint)
 		}
 		out = append(out, S(s))
 	}

@@ -38,14 +38,12 @@ nodes', an admin all. A full page ends with the command for the next one
 	fs.IntVar(&f.Limit, "limit", 100, "at most this many leases")
 	fs.StringVar(&f.Before, "before", "", "list the leases after this one, newest first: the next page after a page that ended with it")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := fs.parseArgs(args, 0, 0, "no arguments"); err != nil {
+	_, err := fs.parseArgs(args, 0, 0, "no arguments")
+	if err != nil {
 		return err
 	}
-	for _, s := range states {
-		if !idlegrid.LeaseState(s).Valid() {
-			return usagef("--state: unknown lease state %q; use %s", s, leaseStateList)
-		}
-		f.States = append(f.States, idlegrid.LeaseState(s))
+	if f.States, err = parseStates(strings.Join(states, ","), idlegrid.LeaseState.Valid, "lease", leaseStateList); err != nil {
+		return err
 	}
 	cl, err := r.client()
 	if err != nil {

@@ -94,7 +94,7 @@ func (c *payoutCommand) list(ctx context.Context, args []string) error {
 		return err
 	}
 	f := idlegrid.PayoutFilter{ProviderID: *provider, Limit: *limit}
-	if f.States, err = parseStates(*states, idlegrid.PayoutState.Valid, "requested, settled or rejected"); err != nil {
+	if f.States, err = parseStates(*states, idlegrid.PayoutState.Valid, "payout", "requested, settled or rejected"); err != nil {
 		return err
 	}
 	cl, err := r.client()
