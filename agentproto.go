@@ -108,9 +108,20 @@ func (p *LeaseProgress) CheckpointIn(now time.Time) (*time.Time, error) {
 	return &t, nil
 }
 
-// HeartbeatResponse tells the agent how often to heartbeat.
+// HeartbeatResponse tells the agent how often to heartbeat, and whether
+// the market holds its node out of new leases.
 type HeartbeatResponse struct {
-	HeartbeatSeconds int `json:"heartbeat_seconds"`
+	HeartbeatSeconds int          `json:"heartbeat_seconds"`
+	Standing         NodeStanding `json:"standing"`
+}
+
+// NodeStanding is what holds a node out of new leases whatever its agent
+// publishes: a drain its owner or an admin began (Node.DrainingSince),
+// and a quarantine only an admin lifts (Node.Quarantined). The zero value
+// is a node in the market.
+type NodeStanding struct {
+	DrainingSince *time.Time `json:"draining_since,omitempty"`
+	Quarantined   bool       `json:"quarantined,omitempty"`
 }
 
 // CommandKind is what the server asks an agent to do.

@@ -50,8 +50,8 @@ type Store interface {
 	OnlineHeartbeats(ctx context.Context) (map[string]time.Time, error)
 	// UpdateOffer replaces what the node offers and marks it online.
 	UpdateOffer(ctx context.Context, nodeID string, o Offer, agentVersion string, at time.Time) error
-	// Heartbeat marks the node online at at.
-	Heartbeat(ctx context.Context, nodeID string, at time.Time) error
+	// Heartbeat marks the node online at at, and returns its standing.
+	Heartbeat(ctx context.Context, nodeID string, at time.Time) (NodeStanding, error)
 	SetNodeState(ctx context.Context, nodeID string, s NodeState, at time.Time) error
 	// FindNodeSchedule returns a node's schedule in force, its owner's and
 	// its agent's. SetNodeSchedule keeps the owner's (nil removes it) and

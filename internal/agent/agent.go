@@ -111,8 +111,9 @@ type Agent struct {
 	host    Host
 
 	ran            atomic.Bool
-	heartbeatEvery time.Duration  // written before the loops start, then only by the heartbeat loop
-	leaseWG        sync.WaitGroup // lease goroutines and lone reports
+	heartbeatEvery time.Duration         // written before the loops start, then only by the heartbeat loop
+	standing       idlegrid.NodeStanding // the last heartbeat's answer, the heartbeat loop's (standing.go)
+	leaseWG        sync.WaitGroup        // lease goroutines and lone reports
 
 	// The policy's state, used by Run and then by the watch loop only.
 	policy       *policy
@@ -410,6 +411,9 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 			b.Reset()
 			if resp != nil && resp.HeartbeatSeconds > 0 {
 				a.heartbeatEvery = heartbeatInterval(resp.HeartbeatSeconds)
+			}
+			if resp != nil {
+				a.noteStanding(resp.Standing)
 			}
 			next = a.heartbeatEvery
 		}

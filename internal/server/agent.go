@@ -60,13 +60,16 @@ func (s *Server) UpdateOffer(ctx context.Context, req idlegrid.OfferRequest) err
 }
 
 // Heartbeat marks the calling node alive and records its leases' progress.
+// The answer tells the agent whether its node is draining or quarantined,
+// so that its owner reads in the agent's log why no new lease comes.
 func (s *Server) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (*idlegrid.HeartbeatResponse, error) {
 	c, err := node(ctx)
 	if err != nil {
 		return nil, err
 	}
 	now := s.Now()
-	if err := s.store.Heartbeat(ctx, c.NodeID, now); err != nil {
+	standing, err := s.store.Heartbeat(ctx, c.NodeID, now)
+	if err != nil {
 		return nil, err
 	}
 	s.noteHeartbeat(ctx, c.NodeID, now)
@@ -80,7 +83,7 @@ func (s *Server) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (
 		}
 	}
 	s.reportQueues(c.NodeID, req)
-	return &idlegrid.HeartbeatResponse{HeartbeatSeconds: s.heartbeatSeconds()}, nil
+	return &idlegrid.HeartbeatResponse{HeartbeatSeconds: s.heartbeatSeconds(), Standing: standing}, nil
 }
 
 // reportQueues passes a heartbeat's model queues to the gateway. Bad

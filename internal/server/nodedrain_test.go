@@ -10,7 +10,8 @@ import (
 )
 
 // TestServer_DrainNode: a draining node takes no new work, though it asks
-// less; its bronze lease gets its notice and its silver lease runs on; the
+// less, and its agent's heartbeats are told so; its bronze lease gets its
+// notice and its silver lease runs on; the
 // renters' view of the market leaves it out; undone, it takes work again.
 // Only its owner and admins may drain it.
 func TestServer_DrainNode(t *testing.T) {
@@ -40,6 +41,10 @@ func TestServer_DrainNode(t *testing.T) {
 		n, err := m.srv.DrainNode(m.provider, m.nodeID, true)
 		if err != nil || n.DrainingSince == nil {
 			t.Fatalf("drain barn-1: %+v, %v", n, err)
+		}
+		beat, err := m.srv.Heartbeat(m.node, idlegrid.HeartbeatRequest{})
+		if err != nil || beat.Standing.DrainingSince == nil || !beat.Standing.DrainingSince.Equal(*n.DrainingSince) || beat.Standing.Quarantined {
+			t.Fatalf("barn-1's heartbeat answer: %+v, %v; want draining since %v", beat, err, n.DrainingSince)
 		}
 		synctest.Wait()
 		cmds, err := m.srv.Commands(m.node, 0)
@@ -85,6 +90,9 @@ func TestServer_DrainNode(t *testing.T) {
 		}
 		if n, err := m.srv.DrainNode(m.admin, m.nodeID, false); err != nil || n.DrainingSince != nil {
 			t.Errorf("an admin ends barn-1's drain: %+v, %v", n, err)
+		}
+		if beat, err := m.srv.Heartbeat(m.node, idlegrid.HeartbeatRequest{}); err != nil || beat.Standing != (idlegrid.NodeStanding{}) {
+			t.Errorf("barn-1's heartbeat answer once its drain is undone: %+v, %v; want no standing", beat, err)
 		}
 	})
 }

@@ -33,7 +33,7 @@ func BenchmarkHeartbeats(b *testing.B) {
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
 				id, at := ids[i%nodes], t0.Add(time.Duration(i/nodes)*10*time.Second)
-				if err := db.Heartbeat(ctx, id, at); err != nil {
+				if _, err := db.Heartbeat(ctx, id, at); err != nil {
 					b.Error(err)
 					return
 				}

@@ -76,8 +76,8 @@ func testHeartbeatsTogether(t *testing.T, db *sqlstore.DB) {
 		wg.Go(func() {
 			for r := range rounds {
 				beat := at(time.Duration(r) * 10 * time.Second)
-				errs[i] = append(errs[i], db.Heartbeat(ctx, id, beat),
-					db.NoteHeartbeat(ctx, id, beat, 10*time.Second, 5*time.Second, time.Time{}))
+				_, err := db.Heartbeat(ctx, id, beat)
+				errs[i] = append(errs[i], err, db.NoteHeartbeat(ctx, id, beat, 10*time.Second, 5*time.Second, time.Time{}))
 			}
 		})
 	}

@@ -154,12 +154,21 @@ func (db *DB) UpdateOffer(ctx context.Context, nodeID string, o idlegrid.Offer, 
 	})
 }
 
-// Heartbeat marks the node online at at.
+// Heartbeat marks the node online at at, and returns its standing.
 // Heartbeats from many nodes share their commits (writebatch.go).
-func (db *DB) Heartbeat(ctx context.Context, nodeID string, at time.Time) error {
-	return db.writes().submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		return setNodeState(ctx, tx, nodeID, idlegrid.NodeOnline, at)
+func (db *DB) Heartbeat(ctx context.Context, nodeID string, at time.Time) (idlegrid.NodeStanding, error) {
+	var st idlegrid.NodeStanding
+	err := db.writes().submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var draining sql.NullInt64
+		err := tx.QueryRowContext(ctx, `UPDATE nodes SET state = $1, last_heartbeat = $2 WHERE id = $3
+			RETURNING draining_since, quarantined`, string(idlegrid.NodeOnline), timeArg(at), nodeID).Scan(&draining, &st.Quarantined)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("node", nodeID)
+		}
+		st.DrainingSince = timePtrOf(draining)
+		return err
 	})
+	return st, err
 }
 
 // SetNodeState records the node's state; at is its last heartbeat when the

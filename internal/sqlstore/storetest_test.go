@@ -324,13 +324,36 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 	})
 	t.Run("Heartbeat", func(t *testing.T) {
 		mustOK(t, db.SetNodeState(ctx, n3.ID, idlegrid.NodeOffline, at(time.Hour)))
-		mustOK(t, db.Heartbeat(ctx, n3.ID, at(2*time.Hour)))
+		standing, err := db.Heartbeat(ctx, n3.ID, at(2*time.Hour))
+		mustOK(t, err)
+		if standing != (idlegrid.NodeStanding{}) {
+			t.Errorf("a node in the market: standing %+v, want none", standing)
+		}
 		got, err := db.FindNode(ctx, n3.ID)
 		mustOK(t, err)
 		if got.State != idlegrid.NodeOnline || !got.LastHeartbeat.Equal(at(2*time.Hour)) {
 			t.Errorf("node is %s, last heartbeat %v; want online, %v", got.State, got.LastHeartbeat, at(2*time.Hour))
 		}
-		wantCode(t, db.Heartbeat(ctx, "node_missing", t0), idlegrid.ENOTFOUND)
+		_, err = db.Heartbeat(ctx, "node_missing", t0)
+		wantCode(t, err, idlegrid.ENOTFOUND)
+	})
+	t.Run("HeartbeatStanding", func(t *testing.T) {
+		since := at(90 * time.Minute)
+		_, err := db.SetNodeDraining(ctx, n3.ID, &since)
+		mustOK(t, err)
+		mustOK(t, db.QuarantineNode(ctx, &idlegrid.Quarantine{ID: id("qua"), NodeID: n3.ID, Reason: "failed a challenge", Since: since}))
+		standing, err := db.Heartbeat(ctx, n3.ID, at(2*time.Hour))
+		mustOK(t, err)
+		if !standing.Quarantined || standing.DrainingSince == nil || !standing.DrainingSince.Equal(since) {
+			t.Errorf("a draining, quarantined node: standing %+v, want both, draining since %v", standing, since)
+		}
+		_, err = db.SetNodeDraining(ctx, n3.ID, nil)
+		mustOK(t, err)
+		_, err = db.LiftQuarantine(ctx, n3.ID, "acct_admin", "", at(2*time.Hour))
+		mustOK(t, err)
+		if standing, err = db.Heartbeat(ctx, n3.ID, at(2*time.Hour)); err != nil || standing != (idlegrid.NodeStanding{}) {
+			t.Errorf("drain undone, quarantine lifted: standing %+v, %v; want none", standing, err)
+		}
 	})
 	t.Run("OnlineHeartbeats", func(t *testing.T) {
 		got, err := db.OnlineHeartbeats(ctx)
