@@ -160,5 +160,9 @@ type TransferFilter struct {
 	AccountID string // any entry on an account owned by this ID
 	LeaseID   string
 	Kinds     []TransferKind
-	Limit     int
+	ID        string // only this transfer
+	// Before pages: the transfers listed after this one, newest first;
+	// none when it is not one of those the rest of the filter selects.
+	Before string
+	Limit  int
 }

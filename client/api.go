@@ -292,12 +292,13 @@ func (c *Client) Balance(ctx context.Context, accountID string) (*idlegrid.Balan
 	return &out, nil
 }
 
-// ListTransfers lists up to limit transfers that touch an account;
-// accountID "" is the caller's own.
-func (c *Client) ListTransfers(ctx context.Context, accountID string, limit int) ([]*idlegrid.Transfer, error) {
+// ListTransfers lists up to f.Limit transfers that touch f.AccountID
+// ("" is the caller's own), newest first, after f.Before when it is set.
+func (c *Client) ListTransfers(ctx context.Context, f idlegrid.TransferFilter) ([]*idlegrid.Transfer, error) {
 	q := url.Values{}
-	setString(q, "account_id", accountID)
-	setInt(q, "limit", int64(limit))
+	setString(q, "account_id", f.AccountID)
+	setInt(q, "limit", int64(f.Limit))
+	setString(q, "before", f.Before)
 	var out wire.Transfers
 	err := c.do(ctx, call{method: http.MethodGet, path: path("transfers"), query: q, out: &out})
 	return out.Transfers, err

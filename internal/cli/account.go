@@ -184,14 +184,17 @@ default each call gets a fresh key.`,
 
 func (c *accountCommand) transfers(ctx context.Context, args []string) error {
 	fs := c.env.flags("account transfers", help{
-		usage: "idlegrid account transfers [ID] [--limit N] [--json]",
+		usage: "idlegrid account transfers [ID] [--limit N] [--before TRANSFER_ID] [--json]",
 		about: `List the ledger transfers that touch an account, newest first: top-ups,
 escrow holds at placement, and settlements when leases end. Without an ID,
-your own; admins may name any account.`,
-		examples: "idlegrid account transfers\n idlegrid account transfers acct_abc123 --json",
+your own; admins may name any account. A full page ends with the command
+for the next one (--before the page's last transfer).`,
+		examples: "idlegrid account transfers\n idlegrid account transfers acct_abc123 --json\n idlegrid account transfers --limit 20 --before xfer_abc123",
 	})
 	r := c.env.remoteFlags(fs)
-	limit := fs.Int("limit", 100, "at most this many transfers")
+	f := idlegrid.TransferFilter{}
+	fs.IntVar(&f.Limit, "limit", 100, "at most this many transfers")
+	fs.StringVar(&f.Before, "before", "", "the transfers listed after this one: the last of the page before")
 	asJSON := fs.Bool("json", false, "print JSON")
 	args, err := fs.parseArgs(args, 0, 1, "at most one account ID")
 	if err != nil {
@@ -201,7 +204,8 @@ your own; admins may name any account.`,
 	if err != nil {
 		return err
 	}
-	ts, err := cl.ListTransfers(ctx, firstNonEmpty(args...), *limit)
+	f.AccountID = firstNonEmpty(args...)
+	ts, err := cl.ListTransfers(ctx, f)
 	if err != nil {
 		return err
 	}
@@ -216,5 +220,8 @@ your own; admins may name any account.`,
 		}
 		t.row(tr.ID, tr.Kind, tr.CreatedAt.UTC().Format(time.RFC3339), orDash(tr.LeaseID), strings.Join(entries, "; "))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil || len(ts) == 0 {
+		return err
+	}
+	return nextPage(c.env.Out, strings.TrimSpace("idlegrid account transfers "+f.AccountID), len(ts), f.Limit, ts[len(ts)-1].ID)
 }

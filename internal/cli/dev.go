@@ -384,13 +384,13 @@ func (d *devMarket) newAgent(ctx context.Context, n devNode, url, token string, 
 	var rt runtime.Runtime = &runtimefake.Runtime{Speed: d.speed}
 	if d.docker != nil {
 		cfg.Runtime = agent.RuntimeDocker
-		if rt, err = d.docker.runtime(ctx, key, d.log.With("node", n.name)); err != nil {
+		if rt, err = d.docker.runtime(ctx, key, d.log.With("agent", n.name)); err != nil {
 			return nil, nil, err
 		}
 	}
 	a, err := agent.New(agent.Options{
 		Config: cfg, Server: client.NewAgent(url, key), Detector: det, Runtime: rt,
-		Logger: d.log.With("node", n.name), Version: versionString(), Key: key,
+		Logger: d.log.With("agent", n.name), Version: versionString(), Key: key,
 		Host: &agent.Host{Name: n.name, CPUCores: n.cpuCores, RAMMB: n.ramMB, DiskGB: n.diskGB},
 	})
 	if err != nil {

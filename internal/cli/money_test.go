@@ -237,3 +237,36 @@ func TestPrintStatement_inference(t *testing.T) {
 		t.Errorf("printed:\n%s\nwant it to show %s", out.String(), want)
 	}
 }
+
+// TestAccountTransfers_pages: a full page of account transfers ends with
+// the command for the next, which lists the transfers after it; a cursor
+// that is not on the account is refused, naming --before's field.
+func TestAccountTransfers_pages(t *testing.T) {
+	admin, renter, provider, renterID, _ := moneyMarket(t)
+	for _, amount := range []string{"1.00", "2.00"} {
+		must(t, admin, "account", "topup", renterID, amount)
+	}
+	var all []idlegrid.Transfer
+	mustJSON(t, renter, &all, "account", "transfers")
+	if len(all) < 4 { // three top-ups and the job's hold
+		t.Fatalf("the renter's transfers: %+v, want at least four", all)
+	}
+	out := must(t, admin, "account", "transfers", renterID, "--limit", "2")
+	next := regexp.MustCompile(`(?m)^more may follow: idlegrid account transfers ` + renterID + ` --limit 2 --before (\S+)$`).FindStringSubmatch(out)
+	if next == nil || next[1] != all[1].ID || !strings.Contains(out, all[0].ID) || strings.Contains(out, all[2].ID) {
+		t.Fatalf("account transfers --limit 2 of %d: %s\nwant %s and %s, then the next page's command", len(all), out, all[0].ID, all[1].ID)
+	}
+	var page []idlegrid.Transfer
+	mustJSON(t, renter, &page, "account", "transfers", "--limit", "2", "--before", next[1])
+	if len(page) != 2 || page[0].ID != all[2].ID || page[1].ID != all[3].ID {
+		t.Errorf("the next page: %+v, want %s and %s", page, all[2].ID, all[3].ID)
+	}
+	last := all[len(all)-1].ID
+	if out := must(t, renter, "account", "transfers", "--before", last); strings.Contains(out, "more may follow") || strings.Count(out, "\n") != 1 {
+		t.Errorf("the page after the last transfer: %q, want the header alone", out)
+	}
+	// The renter's transfer is no cursor for the provider's own.
+	if r := run(t, provider, "account", "transfers", "--before", all[0].ID); r.code == 0 || !strings.Contains(r.err, "before: no transfer "+all[0].ID+" on account") {
+		t.Errorf("account transfers --before another account's transfer: %s", r)
+	}
+}

@@ -777,7 +777,7 @@ func TestAPI_happyPath(t *testing.T) {
 	if _, _, err := other.FindLease(ctx, lease.ID); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
 		t.Errorf("another renter's FindLease err = %v, want not_found", err)
 	}
-	if ts, err := renter.ListTransfers(ctx, "", 0); err != nil || len(ts) < 3 {
+	if ts, err := renter.ListTransfers(ctx, idlegrid.TransferFilter{}); err != nil || len(ts) < 3 {
 		t.Errorf("renter transfers = %d, %v; want the top-up, the hold and the settlement", len(ts), err)
 	}
 	sum, err := f.Admin.Summary(ctx)

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
@@ -44,9 +45,9 @@ func (a *api) balance(w http.ResponseWriter, r *http.Request, accountID string) 
 	return writeJSON(w, http.StatusOK, b)
 }
 
-// GET /v1/transfers?account_id=&limit=
+// GET /v1/transfers?account_id=&limit=&before=
 func (a *api) listTransfers(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "account_id", "limit")
+	q, err := parseQuery(r, "account_id", "limit", "before")
 	if err != nil {
 		return err
 	}
@@ -54,7 +55,7 @@ func (a *api) listTransfers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ts, err := a.srv.ListTransfers(r.Context(), q.string("account_id"), limit)
+	ts, err := a.srv.ListTransfers(r.Context(), idlegrid.TransferFilter{AccountID: q.string("account_id"), Before: q.string("before"), Limit: limit})
 	if err != nil {
 		return err
 	}

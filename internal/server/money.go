@@ -65,16 +65,26 @@ func (s *Server) Balance(ctx context.Context, accountID string) (*idlegrid.Balan
 	return s.store.Balance(ctx, id)
 }
 
-// ListTransfers lists the transfers that touch an account.
-func (s *Server) ListTransfers(ctx context.Context, accountID string, limit int) ([]*idlegrid.Transfer, error) {
-	id, err := ownAccount(ctx, accountID)
+// ListTransfers lists the transfers that touch an account (f.AccountID:
+// the caller's own when empty, any for admins), newest first, f.Limit of
+// them from after f.Before. The rest of f is not the caller's to set.
+func (s *Server) ListTransfers(ctx context.Context, f idlegrid.TransferFilter) ([]*idlegrid.Transfer, error) {
+	id, err := ownAccount(ctx, f.AccountID)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLimit(limit); err != nil {
+	if err := checkLimit(f.Limit); err != nil {
 		return nil, err
 	}
-	return s.store.ListTransfers(ctx, idlegrid.TransferFilter{AccountID: id, Limit: limit})
+	f = idlegrid.TransferFilter{AccountID: id, Before: f.Before, Limit: f.Limit}
+	if f.Before != "" {
+		if cursor, err := s.store.ListTransfers(ctx, idlegrid.TransferFilter{AccountID: id, ID: f.Before, Limit: 1}); err != nil {
+			return nil, err
+		} else if len(cursor) == 0 {
+			return nil, idlegrid.Invalid("before", "no transfer %s on account %s to list from; give the last transfer ID of the page before", f.Before, id)
+		}
+	}
+	return s.store.ListTransfers(ctx, f)
 }
 
 // Summary counts the market at a glance. Admins only.

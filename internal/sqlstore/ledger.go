@@ -241,6 +241,12 @@ func (db *DB) ListTransfers(ctx context.Context, f idlegrid.TransferFilter) ([]*
 	if len(f.Kinds) > 0 {
 		q += ` AND kind IN ` + in(&a, f.Kinds)
 	}
+	if f.ID != "" {
+		q += ` AND id = ` + a.add(f.ID)
+	}
+	if f.Before != "" { // the page after Before's; none if it is not a transfer
+		q += ` AND (created_at, id) < (SELECT created_at, id FROM transfers WHERE id = ` + a.add(f.Before) + `)`
+	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
 	var out []*idlegrid.Transfer
 	err := db.view(ctx, func(tx *sql.Tx) (err error) {

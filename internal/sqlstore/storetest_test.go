@@ -1355,6 +1355,12 @@ func testListTransfers(t *testing.T, db *sqlstore.DB) {
 		{"account", idlegrid.TransferFilter{AccountID: r1.ID}, []*idlegrid.Transfer{x3, x1}},
 		{"lease", idlegrid.TransferFilter{LeaseID: "lease_1"}, []*idlegrid.Transfer{x3}},
 		{"limit", idlegrid.TransferFilter{Limit: 1}, []*idlegrid.Transfer{x3}},
+		{"one", idlegrid.TransferFilter{ID: x2.ID}, []*idlegrid.Transfer{x2}},
+		{"one of the account's", idlegrid.TransferFilter{AccountID: r1.ID, ID: x2.ID}, nil},
+		{"pages", idlegrid.TransferFilter{Before: x3.ID, Limit: 1}, []*idlegrid.Transfer{x2}},
+		{"the account's pages", idlegrid.TransferFilter{AccountID: r1.ID, Before: x3.ID}, []*idlegrid.Transfer{x1}},
+		{"after the last", idlegrid.TransferFilter{Before: x1.ID}, nil},
+		{"after no transfer", idlegrid.TransferFilter{Before: "xfer_missing"}, nil},
 		{"none", idlegrid.TransferFilter{AccountID: "acct_missing"}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
