@@ -25,6 +25,9 @@ type Store interface {
 	KeyRoutingStore  // routing.go
 	InferenceStore   // inference.go
 
+	// Ping checks that the database answers: EUNAVAILABLE when it does not.
+	Ping(ctx context.Context) error
+
 	CreateAccount(ctx context.Context, a *Account) error
 	FindAccount(ctx context.Context, id string) (*Account, error)
 	ListAccounts(ctx context.Context) ([]*Account, error)

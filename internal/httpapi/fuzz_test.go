@@ -48,6 +48,7 @@ var fuzzRoutes = []fuzzRoute{
 	{method: "POST", path: "/v1/accounts", body: `{"name":"carol","role":"renter"}`},
 	{method: "GET", path: "/v1/accounts"},
 	{method: "GET", path: "/v1/me"},
+	{method: "GET", path: "/v1/readyz"},
 	{method: "GET", path: "/metrics"},
 	{method: "GET", path: "/v1/keys"},
 	{method: "GET", path: "/v1/join-tokens"},

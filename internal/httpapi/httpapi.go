@@ -107,6 +107,7 @@ func New(srv *server.Server, opts Options) http.Handler {
 func (a *api) routes() {
 	t := a.opts.RequestTimeout
 	a.handle("GET /v1/healthz", t, a.healthz)
+	a.handle("GET /v1/readyz", t, a.readyz)
 	a.handle("GET /metrics", t, a.withKey(a.metrics))
 
 	a.handle("POST /v1/accounts", t, a.withKey(a.createAccount))
@@ -236,7 +237,21 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// GET /v1/healthz: the server serves HTTP (liveness), and speaks this
+// agent protocol.
 func (a *api) healthz(w http.ResponseWriter, r *http.Request) error {
+	return writeJSON(w, http.StatusOK, wire.Health{OK: true, Protocol: idlegrid.ProtocolVersion})
+}
+
+// GET /v1/readyz: the server can do its work (readiness): its engine is
+// built and its database answers; else 503 saying which.
+func (a *api) readyz(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
+	if err := a.srv.Ready(r.Context()); err != nil {
+		return err
+	}
 	return writeJSON(w, http.StatusOK, wire.Health{OK: true, Protocol: idlegrid.ProtocolVersion})
 }
 

@@ -239,6 +239,26 @@ func TestAPI_healthz(t *testing.T) {
 	}
 }
 
+// TestAPI_readyz: once the engine is built GET /v1/readyz answers 200,
+// and 503 in the API's error format once the database is gone.
+func TestAPI_readyz(t *testing.T) {
+	f := mustOpen(t, httpapi.Options{})
+	deadline := time.Now().Add(10 * time.Second)
+	got := mustDo(t, request(t, "GET", f.URL+"/v1/readyz", "", ""))
+	for got.Status != http.StatusOK && time.Now().Before(deadline) { // the engine's first build
+		time.Sleep(10 * time.Millisecond)
+		got = mustDo(t, request(t, "GET", f.URL+"/v1/readyz", "", ""))
+	}
+	if got.Status != http.StatusOK || !strings.Contains(string(got.Body), `"ok":true`) {
+		t.Fatalf("readyz: %d %s, want 200 once the engine is built", got.Status, got.Body)
+	}
+	f.Store.Close()
+	got = mustDo(t, request(t, "GET", f.URL+"/v1/readyz", "", ""))
+	if got.Status != http.StatusServiceUnavailable || !strings.Contains(string(got.Body), "database unavailable") {
+		t.Errorf("readyz with the database closed: %d %s, want 503 naming the database", got.Status, got.Body)
+	}
+}
+
 func TestAPI_authentication(t *testing.T) {
 	f := mustOpen(t, httpapi.Options{})
 	ctx := context.Background()

@@ -146,7 +146,9 @@ func (s *Server) runScheduler(ctx context.Context) {
 				prev = engine // its clearing prices outlive it (TakeMarket)
 			}
 			var err error
-			if engine, err = s.buildEngine(ctx, true); err != nil {
+			engine, err = s.buildEngine(ctx, true)
+			s.built.Store(err == nil)
+			if err != nil {
 				if ctx.Err() == nil { // not the server closing
 					s.log.Error("build engine", "err", err)
 				}

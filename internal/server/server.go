@@ -153,6 +153,7 @@ type Server struct {
 	kick    chan struct{} // wakes the scheduler; buffered, never blocks
 	marks   marks         // what changed in the store since the scheduler's last pass
 	rebuild atomic.Bool   // the engine disagrees with the store: rebuild it
+	built   atomic.Bool   // the scheduler has an engine built from the store (Ready)
 	asks    chan func(*market.Engine)
 	passGap chan func(*market.Engine) // BetweenPasses: run by the scheduler between passes only
 	stopped chan struct{}             // closed when the scheduler has stopped
