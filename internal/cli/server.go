@@ -117,6 +117,9 @@ Ctrl-C exits at once.`,
 	case <-ctx.Done():
 		cfg.logger.Info("shutting down")
 	case err = <-rs.served:
+	case <-rs.lock.Lost():
+		err = withHint(errors.New("lost the market lock: the connection that held it broke, and another server took it meanwhile"),
+			"stop one of the servers: one server runs the market on a database")
 	}
 	return errors.Join(err, rs.stop())
 }
@@ -185,6 +188,7 @@ type runningServer struct {
 	served   chan error
 
 	store      *sqlstore.DB
+	lock       *sqlstore.MarketLock // one server runs the market on a database
 	srv        *server.Server
 	http       *http.Server
 	sessions   *session.Registry // agents' outbound sessions; http.Server does not track upgraded connections
@@ -200,6 +204,13 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		return nil, withHint(err, "check --db: a writable SQLite file path, or a reachable postgres:// URL")
 	}
 	defer closeIfFailed(&err, store.Close)
+	lock, err := store.LockMarket(ctx)
+	if errors.Is(err, sqlstore.ErrMarketLocked) {
+		return nil, withHint(err, "stop the other server first (a second replica, or an old one still running): one server runs the market on a database")
+	} else if err != nil {
+		return nil, err
+	}
+	defer closeIfFailed(&err, lock.Close)
 	auditKey, err := loadAuditKey(ctx, cfg, store) // audit.go
 	if err != nil {
 		return nil, err
@@ -217,7 +228,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		return nil, err
 	}
 	defer closeIfFailed(&err, srv.Close)
-	rs := &runningServer{store: store, srv: srv, served: make(chan error, 1)}
+	rs := &runningServer{store: store, lock: lock, srv: srv, served: make(chan error, 1)}
 	rs.sessions = session.NewRegistry(session.Config{Logger: cfg.logger})
 	metrics.MustRegister(rs.sessions.Collectors()...)
 	defer closeIfFailed(&err, rs.sessions.Close)
@@ -294,7 +305,7 @@ func (rs *runningServer) stop() error {
 	if err != nil {
 		err = errors.Join(err, rs.http.Close())
 	}
-	return errors.Join(err, rs.gateway.Close(), rs.srv.Close(), rs.store.Close())
+	return errors.Join(err, rs.gateway.Close(), rs.srv.Close(), rs.lock.Close(), rs.store.Close())
 }
 
 // openGateway starts the inference gateway over the store, the
@@ -308,7 +319,7 @@ func openGateway(store *sqlstore.DB, srv *server.Server, sessions *session.Regis
 	cfg.inference.apply(&gc)
 	g, err := gateway.New(gc)
 	if errors.Is(err, gateway.ErrJournalInUse) {
-		return nil, withHint(err, "is another 'idlegrid server' running on this database? Stop it, or give this one its own --meter-journal (with PostgreSQL)")
+		return nil, withHint(err, "another 'idlegrid server' writes its charges there: give each server its own --meter-journal")
 	} else if err != nil {
 		return nil, withHint(err, "check --meter-journal: a directory the server can create and write")
 	}

@@ -192,18 +192,24 @@ func TestServerCommand_Bootstrap(t *testing.T) {
 }
 
 // TestServerCommand_secondOnOneDatabase: a second server on the SQLite
-// database one is serving would share its meter journal (beside the
-// database by default); it exits at once saying why, and the first
-// serves on.
+// database one is serving, even with a meter journal of its own, is
+// refused the market lock; one on another database sharing the first's
+// meter journal is refused the journal. Each exits at once saying why,
+// and the first serves on.
 func TestServerCommand_secondOnOneDatabase(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"server", "--listen", "127.0.0.1:0", "--db", filepath.Join(dir, "idlegrid.db")}
 	first := startMain(t, append(args, "--bootstrap-admin-key-file", filepath.Join(dir, "admin.key"))...)
 	url := first.waitForMatch(t, regexp.MustCompile(`(?m)^idlegrid server listening on (http://127\.0\.0\.1:\d+)$`))
 
-	r := runUntil(t, waitLimit, nil, args...) // without the refusal it serves until then
-	if r.code != 1 || !strings.Contains(r.err, "the meter journal is in use by another server") || !strings.Contains(r.err, "another 'idlegrid server' running on this database") {
-		t.Fatalf("a second server: %s\nwant exit 1, saying the journal is in use and what to do", r)
+	// Without the refusals each would serve until waitLimit.
+	r := runUntil(t, waitLimit, nil, append(args, "--meter-journal", filepath.Join(dir, "journal-2"))...)
+	if r.code != 1 || !strings.Contains(r.err, "another idlegrid server is running the market on this database (") || !strings.Contains(r.err, "stop the other server first") {
+		t.Fatalf("a second server on the database: %s\nwant exit 1, saying another runs the market and what to do", r)
+	}
+	r = runUntil(t, waitLimit, nil, "server", "--listen", "127.0.0.1:0", "--db", filepath.Join(dir, "other.db"), "--meter-journal", filepath.Join(dir, "meter-journal"))
+	if r.code != 1 || !strings.Contains(r.err, "the meter journal is in use by another server") || !strings.Contains(r.err, "give each server its own --meter-journal") {
+		t.Fatalf("a server sharing the first's meter journal: %s\nwant exit 1, saying the journal is in use and what to do", r)
 	}
 	key, err := os.ReadFile(filepath.Join(dir, "admin.key"))
 	if err != nil {

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"io/fs"
+	"time"
 
 	"github.com/pressly/goose/v3"
 )
@@ -28,4 +29,36 @@ func Remigrate(ctx context.Context, db *DB, version int64) error {
 	}
 	_, err = p.Up(ctx)
 	return err
+}
+
+// LockMarketEvery is db.LockMarket with the PostgreSQL lock's connection
+// checked every every.
+func LockMarketEvery(ctx context.Context, db *DB, every time.Duration) (*MarketLock, error) {
+	return db.lockMarket(ctx, every)
+}
+
+// CheckMarketLock has l check its connection now, and returns once it has.
+func CheckMarketLock(l *MarketLock) {
+	answer := make(chan struct{})
+	select {
+	case l.poke <- answer:
+		<-answer
+	case <-l.done:
+	}
+}
+
+// KillMarketLock ends, from db, the PostgreSQL session that holds the
+// market lock, as a broken connection would, and waits until the lock is
+// free.
+func KillMarketLock(ctx context.Context, db *DB) error {
+	if _, err := db.db.ExecContext(ctx, `SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE `+marketLockRow("l")); err != nil {
+		return err
+	}
+	for {
+		var held bool
+		if err := db.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE `+marketLockRow("l")+`)`).Scan(&held); err != nil || !held {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -40,6 +40,7 @@ const DefaultLimit = 1000
 type DB struct {
 	db      *sql.DB
 	dialect *dialect
+	path    string // the SQLite file; "" in memory and on PostgreSQL
 	// writer queues this process's write transactions on SQLite, which runs
 	// one at a time anyway: waiting here costs nothing, while a writer that
 	// finds the database locked waits in SQLite's busy handler, which
@@ -74,7 +75,19 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		conn.Close()
 		return nil, fmt.Errorf("migrate %s store: %w", d.name, err)
 	}
-	return &DB{db: conn, dialect: d, metrics: newStoreMetrics()}, nil
+	return &DB{db: conn, dialect: d, path: sqlitePath(d, dsn), metrics: newStoreMetrics()}, nil
+}
+
+// sqlitePath is the SQLite file dsn names, or "" for PostgreSQL and an
+// in-memory database.
+func sqlitePath(d *dialect, dsn string) string {
+	if d != sqliteDialect {
+		return ""
+	}
+	if path, _, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?"); path != ":memory:" {
+		return path
+	}
+	return ""
 }
 
 // migrate applies the embedded migrations that the database lacks.

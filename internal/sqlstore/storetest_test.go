@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -88,6 +89,10 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 	t.Run("Reopen", func(t *testing.T) {
 		t.Parallel()
 		testReopen(t, newDSN(t))
+	})
+	t.Run("MarketLock", func(t *testing.T) {
+		t.Parallel()
+		testMarketLock(t, newDSN(t))
 	})
 }
 
@@ -1556,4 +1561,52 @@ func testReopen(t *testing.T, dsn string) {
 		t.Errorf("after reopen (-want +got):\n%s", diff)
 	}
 	mustOK(t, db.Ping(ctx))
+}
+
+// testMarketLock: one server at a time holds a database's market lock; a
+// second is refused, saying so, until the first lets go. On PostgreSQL a
+// lock whose connection broke is taken again, or lost to a server that
+// took it meanwhile.
+func testMarketLock(t *testing.T, dsn string) {
+	ctx := context.Background()
+	first, second := mustOpen(t, dsn), mustOpen(t, dsn)
+	held, err := sqlstore.LockMarketEvery(ctx, first, time.Hour)
+	mustOK(t, err)
+	if _, err := second.LockMarket(ctx); !errors.Is(err, sqlstore.ErrMarketLocked) || !strings.Contains(err.Error(), "(") {
+		t.Fatalf("a second lock: %v, want ErrMarketLocked saying who holds it", err)
+	}
+	mustOK(t, held.Close())
+	taken, err := second.LockMarket(ctx)
+	mustOK(t, err)
+	mustOK(t, taken.Close())
+	if !strings.HasPrefix(dsn, "postgres") {
+		return
+	}
+
+	// Its connection broken, the lock is taken again at the next check.
+	held, err = sqlstore.LockMarketEvery(ctx, first, time.Hour)
+	mustOK(t, err)
+	defer held.Close()
+	mustOK(t, sqlstore.KillMarketLock(ctx, second))
+	sqlstore.CheckMarketLock(held)
+	if _, err := second.LockMarket(ctx); !errors.Is(err, sqlstore.ErrMarketLocked) {
+		t.Fatalf("a lock while the first took its own again: %v, want ErrMarketLocked", err)
+	}
+	select {
+	case <-held.Lost():
+		t.Fatal("the lock taken again is lost")
+	default:
+	}
+
+	// Taken by another server meanwhile, it is lost.
+	mustOK(t, sqlstore.KillMarketLock(ctx, second))
+	taken, err = second.LockMarket(ctx)
+	mustOK(t, err)
+	defer taken.Close()
+	sqlstore.CheckMarketLock(held)
+	select {
+	case <-held.Lost():
+	default:
+		t.Error("the lock another server took meanwhile is not lost")
+	}
 }
