@@ -40,8 +40,8 @@ const marketLockCheck = 10 * time.Second
 // connection breaks, the lock is taken again on a new one; if meanwhile
 // another server took it, Lost is closed and the server must stop.
 type MarketLock struct {
-	file *flock.Flock // SQLite: a lock on the file beside the database
-	conn *sql.Conn    // PostgreSQL: the session holding the advisory lock; owned by watch once it runs
+	file *flock.Flock       // SQLite: a lock on the file beside the database
+	conn *sql.Conn          // PostgreSQL: the session holding the advisory lock; owned by watch once it runs
 	poke chan chan struct{} // a check now, answered when done (tests)
 	lost chan struct{}
 	stop chan struct{}
