@@ -27,7 +27,8 @@ import (
 // token, so that it need not be written into the config file.
 const EnvJoinToken = "IDLEGRID_JOIN_TOKEN"
 
-// Config is the agent's configuration file (YAML; see testdata/agent.yaml).
+// Config is the agent's configuration file (YAML; 'idlegrid agent init'
+// writes one with every key explained, from starter.yaml.tmpl).
 // Zero resources mean "detect from the OS".
 type Config struct {
 	Server    string            `yaml:"server"`     // e.g. http://127.0.0.1:7070
