@@ -1,12 +1,20 @@
 package cli
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 // The systemd units in deploy/ name the binary and the server's state
@@ -99,5 +107,99 @@ func verifyUnits(t *testing.T, units ...string) {
 	out, err := exec.Command(analyze, append([]string{"verify"}, paths...)...).CombinedOutput()
 	if err != nil || len(out) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// TestDeployKubernetes_server runs the server as deploy/kubernetes's
+// StatefulSet does, its volume in a temporary directory, and asks it
+// what the pod's probes ask: each answers 200 once the server is up.
+func TestDeployKubernetes_server(t *testing.T) {
+	spec := serverPodSpec(t)
+	state := t.TempDir()
+	var args []string
+	for _, a := range spec.Args {
+		switch {
+		case a == "0.0.0.0:7070":
+			a = "127.0.0.1:0"
+		case strings.HasPrefix(a, spec.Mount):
+			a = state + strings.TrimPrefix(a, spec.Mount)
+		}
+		args = append(args, a)
+	}
+	server := startMain(t, args...)
+	url := server.waitForMatch(t, regexp.MustCompile(`(?m)^idlegrid server listening on (http://\S+)$`))
+	if !strings.Contains(server.err.String(), "its API key (shown once, keep it safe):\nigk_") {
+		t.Errorf("the first start's log does not show the admin's key, as the manifest says:\n%s", server.err.String())
+	}
+	for _, path := range spec.Probes {
+		eventually(t, "GET "+path+" answering 200", func() error {
+			resp, err := http.Get(url + path)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s", resp.Status)
+			}
+			return nil
+		})
+	}
+}
+
+// podSpec is what TestDeployKubernetes_server reads of the server's pod:
+// its container's arguments, where its volume is mounted, and its probes'
+// paths.
+type podSpec struct {
+	Args   []string
+	Mount  string
+	Probes []string
+}
+
+func serverPodSpec(t *testing.T) podSpec {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join("..", "..", "deploy", "kubernetes", "idlegrid-server.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type probe struct {
+		HTTPGet struct{ Path string } `yaml:"httpGet"`
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(text))
+	for {
+		var doc struct {
+			Kind string
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Args         []string
+							VolumeMounts []struct {
+								MountPath string `yaml:"mountPath"`
+							} `yaml:"volumeMounts"`
+							Liveness  probe `yaml:"livenessProbe"`
+							Readiness probe `yaml:"readinessProbe"`
+							Startup   probe `yaml:"startupProbe"`
+						}
+					}
+				}
+			}
+		}
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			t.Fatal("deploy/kubernetes/idlegrid-server.yaml has no StatefulSet")
+		} else if err != nil {
+			t.Fatalf("deploy/kubernetes/idlegrid-server.yaml: %v", err)
+		}
+		if doc.Kind != "StatefulSet" {
+			continue
+		}
+		c := doc.Spec.Template.Spec.Containers
+		if len(c) != 1 || len(c[0].VolumeMounts) != 1 || c[0].VolumeMounts[0].MountPath == "" {
+			t.Fatalf("the StatefulSet's pod: %+v, want one container with one volume", c)
+		}
+		probes := []string{c[0].Liveness.HTTPGet.Path, c[0].Readiness.HTTPGet.Path, c[0].Startup.HTTPGet.Path}
+		if slices.Contains(probes, "") {
+			t.Fatalf("the StatefulSet's probes: %q, want a liveness, a readiness and a startup probe", probes)
+		}
+		return podSpec{Args: c[0].Args, Mount: c[0].VolumeMounts[0].MountPath, Probes: probes}
 	}
 }
