@@ -46,6 +46,12 @@ const (
 	JobCancelled JobState = "cancelled" // the renter cancelled it
 )
 
+// JobStates lists every job state, in the order of a job's life.
+var JobStates = []JobState{JobQueued, JobRunning, JobSucceeded, JobFailed, JobCancelled}
+
+// Valid reports whether s is a known job state.
+func (s JobState) Valid() bool { return slices.Contains(JobStates, s) }
+
 // Terminal reports whether the job can change no more.
 func (s JobState) Terminal() bool {
 	return s == JobSucceeded || s == JobFailed || s == JobCancelled

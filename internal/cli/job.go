@@ -328,14 +328,8 @@ job listed).`,
 		return err
 	}
 	f := idlegrid.JobFilter{Limit: *limit, Before: *before}
-	for _, s := range states {
-		st := idlegrid.JobState(s)
-		switch st {
-		case idlegrid.JobQueued, idlegrid.JobRunning, idlegrid.JobSucceeded, idlegrid.JobFailed, idlegrid.JobCancelled:
-		default:
-			return usagef("--state: unknown job state %q; use queued, running, succeeded, failed or cancelled", s)
-		}
-		f.States = append(f.States, st)
+	if f.States, err = parseStates(strings.Join(states, ","), idlegrid.JobState.Valid, "job", "queued, running, succeeded, failed or cancelled"); err != nil {
+		return err
 	}
 	cl, err := r.client()
 	if err != nil {

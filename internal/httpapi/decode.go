@@ -339,7 +339,7 @@ func list[T ~string](q query, name string, valid []T) ([]T, error) {
 }
 
 var (
-	jobStates   = []idlegrid.JobState{idlegrid.JobQueued, idlegrid.JobRunning, idlegrid.JobSucceeded, idlegrid.JobFailed, idlegrid.JobCancelled}
+	jobStates   = idlegrid.JobStates
 	leaseStates = idlegrid.LeaseStates
 )
 
