@@ -287,6 +287,10 @@ type Job struct {
 	// SubmittedByKey is the API key that submitted the job; its spend limit
 	// applies to the job's leases.
 	SubmittedByKey string `json:"submitted_by_key,omitempty"`
+	// IdempotencyKey is the renter's key of the submission (the
+	// Idempotency-Key header), if it had one: the same key submitted again
+	// with the same spec answers with this job instead of making another.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	JobSpec
 	State JobState `json:"state"`
 	// Reason says why the job is in its state: why it waits, why it failed.

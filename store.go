@@ -68,6 +68,8 @@ type Store interface {
 
 	CreateJob(ctx context.Context, j *Job) error
 	FindJob(ctx context.Context, id string) (*Job, error)
+	// FindJobByIdempotencyKey returns the renter's job submitted with key.
+	FindJobByIdempotencyKey(ctx context.Context, renterID, key string) (*Job, error)
 	ListJobs(ctx context.Context, f JobFilter) ([]*Job, error)
 	// SetJobReason records why a queued job waits. It is a no-op for jobs
 	// that are no longer queued.

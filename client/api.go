@@ -152,11 +152,25 @@ func (c *Client) FindNode(ctx context.Context, id string) (*idlegrid.Node, error
 
 // SubmitJob queues a job. Renters only.
 func (c *Client) SubmitJob(ctx context.Context, spec idlegrid.JobSpec) (*idlegrid.Job, error) {
+	j, _, err := c.SubmitJobOnce(ctx, spec, "")
+	return j, err
+}
+
+// SubmitJobOnce submits a job with an idempotency key ("" for none), so
+// that sending it again, after an answer that never came, makes no second
+// job: the server answers with the first, and replayed says so. A key
+// sent with another spec is refused (ECONFLICT).
+func (c *Client) SubmitJobOnce(ctx context.Context, spec idlegrid.JobSpec, key string) (j *idlegrid.Job, replayed bool, err error) {
 	var out idlegrid.Job
-	if err := c.do(ctx, call{method: http.MethodPost, path: path("jobs"), in: spec, out: &out}); err != nil {
-		return nil, err
+	var meta answerMeta
+	cl := call{method: http.MethodPost, path: path("jobs"), in: spec, out: &out, answered: &meta}
+	if key != "" {
+		cl.header = idempotent(key)
 	}
-	return &out, nil
+	if err := c.do(ctx, cl); err != nil {
+		return nil, false, err
+	}
+	return &out, meta.header.Get(wire.HeaderIdempotentReplayed) == "true", nil
 }
 
 // ListJobs lists the caller's jobs (admins: everyone's) in f's states, up

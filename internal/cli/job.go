@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -126,16 +127,18 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 		idlegrid job submit --image ghcr.io/acme/trainer:1.4 --gpus 2 --gpu-model H100-80GB --tier gold --max-price 2.50 --duration 1h
 		idlegrid job submit --image python:3.12 --kind eval --tier bronze --max-price 0.40 --duration 20m -- python eval.py
 		idlegrid job submit -f job.yaml --wait --timeout 2h   # follow it; exit 1 if it fails
-		idlegrid job submit --from job_abc123 --max-price 3.00   # run an earlier job again, with a higher cap`,
+		idlegrid job submit --from job_abc123 --max-price 3.00   # run an earlier job again, with a higher cap
+		idlegrid job submit -f job.yaml --idempotency-key nightly-2026-12-03   # from a script: run twice, it submits once`,
 	})
 	r := c.env.remoteFlags(fs)
 	var (
-		file, from   string
-		sf           specFlags
-		asJSON, wait bool
+		file, from, key string
+		sf              specFlags
+		asJSON, wait    bool
 	)
 	fs.StringVar(&file, "f", "", "job file, YAML or JSON ('-' for standard input)")
 	fs.StringVar(&from, "from", "", "start from the spec of this earlier job of yours, e.g. to run it again (flags override it)")
+	fs.StringVar(&key, "idempotency-key", "", "submit at most once under this key: the same submission sent again with it shows the job the first made instead of making another (default: a new key each time)")
 	sf.define(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the job as JSON (with --wait, each change as a line of JSON, as 'job watch --json')")
 	fs.BoolVar(&wait, "wait", false, "follow the job until it ends, as 'idlegrid job watch' does; exit 1 if it fails or is cancelled")
@@ -164,12 +167,15 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 	if err != nil {
 		return err
 	}
-	job, err := cl.SubmitJob(ctx, spec)
+	if key == "" {
+		key = idlegrid.NewID("sub")
+	}
+	job, replayed, err := cl.SubmitJobOnce(ctx, spec, key)
 	if err != nil {
-		return err
+		return submitFailed(ctx, err, key)
 	}
 	if !wait || !asJSON {
-		if err := c.printSubmitted(job, asJSON, wait); err != nil {
+		if err := c.printSubmitted(job, replayed, asJSON, wait); err != nil {
 			return err
 		}
 	}
@@ -251,12 +257,29 @@ func stuckNote(x *wire.Explanation) string {
 }
 
 // printSubmitted says what was submitted and how to follow it.
-func (c *jobCommand) printSubmitted(job *idlegrid.Job, asJSON, wait bool) error {
+// submitFailed explains a submission that failed. One sent that got no
+// answer may have been stored all the same: the same key sent again says
+// which. (One refused, or never sent for want of a connection, was not.)
+func submitFailed(ctx context.Context, err error, key string) error {
+	var answered *idlegrid.Error
+	var op *net.OpError
+	if errors.As(err, &answered) || ctx.Err() != nil || errors.As(err, &op) && op.Op == "dial" {
+		return err
+	}
+	return withHint(err, "it may have been submitted before the answer was lost: run the same command with --idempotency-key "+key+
+		" to submit it at most once (it shows the job if there is one), or look with 'idlegrid job ls'")
+}
+
+func (c *jobCommand) printSubmitted(job *idlegrid.Job, replayed, asJSON, wait bool) error {
 	if asJSON {
 		return printJSON(c.env.Out, job)
 	}
-	fmt.Fprintf(c.env.Out, "submitted %s (%s, %d node(s) x %d GPU(s), cap %s, up to %s)\n",
-		job.ID, job.Tier, job.Nodes, job.GPUs, perGPUHour(job.MaxPriceMicrosPerGPUHour), seconds(job.DurationSeconds))
+	if replayed {
+		fmt.Fprintf(c.env.Out, "already submitted under idempotency key %s: %s (%s), not submitted again\n", job.IdempotencyKey, job.ID, job.State)
+	} else {
+		fmt.Fprintf(c.env.Out, "submitted %s (%s, %d node(s) x %d GPU(s), cap %s, up to %s)\n",
+			job.ID, job.Tier, job.Nodes, job.GPUs, perGPUHour(job.MaxPriceMicrosPerGPUHour), seconds(job.DurationSeconds))
+	}
 	if !wait {
 		fmt.Fprintf(c.env.Out, "follow it with: idlegrid job watch %s    (logs: idlegrid job logs %s -f)\n", job.ID, job.ID)
 	}

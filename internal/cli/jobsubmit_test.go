@@ -3,6 +3,9 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
 	"reflect"
 	"regexp"
 	"slices"
@@ -228,5 +231,55 @@ func TestJobCancel_several(t *testing.T) {
 	}
 	if r := run(t, renter, "job", "cancel", ids[0]); r.code != 1 || !strings.Contains(r.err, "already cancelled") {
 		t.Errorf("job cancel of a cancelled job: %s", r)
+	}
+}
+
+// TestJobSubmit_idempotencyKey: the same submission run again under its
+// --idempotency-key shows the job the first made and makes no other;
+// with another spec the key is refused, naming it.
+func TestJobSubmit_idempotencyKey(t *testing.T) {
+	_, renter, _, _, _ := moneyMarket(t)
+	args := []string{"job", "submit", "--image", "python:3.12", "--duration", "1m", "--max-price", "0.01", "--idempotency-key", "nightly-42"}
+	var first idlegrid.Job
+	mustJSON(t, renter, &first, args...)
+	if first.IdempotencyKey != "nightly-42" {
+		t.Fatalf("the job submitted: %+v, want its key", first)
+	}
+	out := must(t, renter, args...)
+	if !strings.Contains(out, "already submitted under idempotency key nightly-42: "+first.ID) {
+		t.Errorf("the same submission again printed:\n%s\nwant it to show %s, not submitted again", out, first.ID)
+	}
+	var jobs []idlegrid.Job
+	mustJSON(t, renter, &jobs, "job", "ls")
+	n := 0
+	for _, j := range jobs {
+		if j.IdempotencyKey == "nightly-42" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("jobs under the key: %d, want 1", n)
+	}
+	r := run(t, renter, append(args, "--gpus", "2")...)
+	if r.code != 1 || !strings.Contains(r.err, `idempotency key "nightly-42" was used for job `+first.ID+", whose spec differs") {
+		t.Errorf("the key with another spec: %s", r)
+	}
+}
+
+// TestSubmitFailed: a submission sent that got no answer names its key,
+// to send again safely; one refused, or never sent, does not.
+func TestSubmitFailed(t *testing.T) {
+	ctx := context.Background()
+	lost := fmt.Errorf("no answer from the idlegrid server at http://x in time: %w", context.DeadlineExceeded)
+	var hinted *hintError
+	if got := submitFailed(ctx, lost, "sub_1"); !errors.As(got, &hinted) || !strings.Contains(hinted.hint, "--idempotency-key sub_1") {
+		t.Errorf("an answer lost: %v, want a hint with the key to send again with", got)
+	}
+	refused := idlegrid.Invalid("job.gpus", "must be between 1 and 16")
+	dial := fmt.Errorf("cannot reach http://127.0.0.1:1: %w", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")})
+	for _, err := range []error{refused, dial} {
+		if got := submitFailed(ctx, err, "sub_1"); got != err {
+			t.Errorf("submitFailed(%v) = %v, want it unchanged", err, got)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -257,6 +258,44 @@ func TestAPI_readyz(t *testing.T) {
 	if got.Status != http.StatusServiceUnavailable || !strings.Contains(string(got.Body), "database unavailable") {
 		t.Errorf("readyz with the database closed: %d %s, want 503 naming the database", got.Status, got.Body)
 	}
+}
+
+// TestAPI_submitJobIdempotencyKey: POST /v1/jobs sent again with its
+// Idempotency-Key answers 200 with the first job, marked replayed; the
+// key with another spec is 409, a bad key 400, each naming the header.
+func TestAPI_submitJobIdempotencyKey(t *testing.T) {
+	f := mustOpen(t, httpapi.Options{})
+	_, _, secret := f.mustAccount(t, "ren", idlegrid.RoleRenter)
+	spec := `{"kind":"training","image":"x/y:1","gpus":1,"tier":"silver","max_price_micros_per_gpu_hour":1000000,"duration_seconds":600}`
+	submit := func(key, body string) answer {
+		req := request(t, "POST", f.URL+"/v1/jobs", secret, body)
+		req.Header.Set(wire.HeaderIdempotencyKey, key)
+		return mustDo(t, req)
+	}
+	first := submit("k-1", spec)
+	if first.Status != http.StatusCreated || first.Header.Get(wire.HeaderIdempotentReplayed) != "" {
+		t.Fatalf("the first submission: %d %s, want 201, not replayed", first.Status, first.Body)
+	}
+	again := submit("k-1", spec)
+	if again.Status != http.StatusOK || again.Header.Get(wire.HeaderIdempotentReplayed) != "true" || !bytes.Equal(jobID(t, again.Body), jobID(t, first.Body)) {
+		t.Errorf("sent again: %d %v %s, want 200, replayed, the first job", again.Status, again.Header, again.Body)
+	}
+	if a := submit("k-1", strings.Replace(spec, `"gpus":1`, `"gpus":2`, 1)); a.Status != http.StatusConflict || !strings.Contains(string(a.Body), "whose spec differs") {
+		t.Errorf("the key with another spec: %d %s, want 409 saying the spec differs", a.Status, a.Body)
+	}
+	if a := submit(strings.Repeat("k", 300), spec); a.Status != http.StatusBadRequest || a.Err(t).Field != wire.HeaderIdempotencyKey {
+		t.Errorf("a key of 300 characters: %d %s, want 400 naming %s", a.Status, a.Body, wire.HeaderIdempotencyKey)
+	}
+}
+
+// jobID is the id in a job's JSON.
+func jobID(t *testing.T, body []byte) []byte {
+	t.Helper()
+	var j struct{ ID string }
+	if err := json.Unmarshal(body, &j); err != nil || j.ID == "" {
+		t.Fatalf("not a job: %s", body)
+	}
+	return []byte(j.ID)
 }
 
 func TestAPI_authentication(t *testing.T) {

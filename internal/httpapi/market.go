@@ -7,6 +7,7 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
+	"github.com/idlegrid/idlegrid/internal/ledger"
 )
 
 // GET /v1/nodes?gpu_model=A,B&region=C,D&min_gpus=N&min_vram_mb=N&tier=T&max_price_micros_per_gpu_hour=N&min_free_gpus=N&sort=S&limit=N
@@ -70,15 +71,26 @@ func (a *api) findNode(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, n)
 }
 
-// POST /v1/jobs
+// POST /v1/jobs, with an optional Idempotency-Key header: sent again with
+// the same key and spec, it answers 200 with the job the first made, and
+// Idempotent-Replayed: true.
 func (a *api) submitJob(w http.ResponseWriter, r *http.Request) error {
+	key := r.Header.Get(wire.HeaderIdempotencyKey)
+	if _, given := r.Header[wire.HeaderIdempotencyKey]; given {
+		if err := ledger.CheckIdempotencyKey(wire.HeaderIdempotencyKey, key); err != nil {
+			return err
+		}
+	}
 	var spec idlegrid.JobSpec
 	if err := a.readJSON(w, r, &spec); err != nil {
 		return err
 	}
-	j, err := a.srv.SubmitJob(r.Context(), spec)
+	j, replayed, err := a.srv.SubmitJobOnce(r.Context(), spec, key)
 	if err != nil {
 		return err
+	} else if replayed {
+		w.Header().Set(wire.HeaderIdempotentReplayed, "true")
+		return writeJSON(w, http.StatusOK, j)
 	}
 	return writeJSON(w, http.StatusCreated, j)
 }

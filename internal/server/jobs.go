@@ -1,34 +1,81 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/ledger"
 )
 
 // SubmitJob queues a renter's job. It is placed by the scheduler, which the
 // submission wakes.
 func (s *Server) SubmitJob(ctx context.Context, spec idlegrid.JobSpec) (*idlegrid.Job, error) {
+	j, _, err := s.SubmitJobOnce(ctx, spec, "")
+	return j, err
+}
+
+// SubmitJobOnce is SubmitJob with the renter's idempotency key ("" for
+// none): a submission sent again with the same key and the same spec
+// answers with the job the first one made, and replayed says so; with
+// another spec it is refused (ECONFLICT), since the key names a job
+// already. Two renters' keys never meet.
+func (s *Server) SubmitJobOnce(ctx context.Context, spec idlegrid.JobSpec, key string) (j *idlegrid.Job, replayed bool, err error) {
 	c, err := requireRole(ctx, idlegrid.RoleRenter)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	now := s.Now()
 	spec.Normalize()
 	if err := spec.Validate(now); err != nil {
-		return nil, err
+		return nil, false, err
 	} else if spec.VerifiesLeaseID != "" {
-		return nil, idlegrid.Invalid("job.verifies_lease_id", "only the market sets it, on the re-runs it makes; leave it out")
+		return nil, false, idlegrid.Invalid("job.verifies_lease_id", "only the market sets it, on the re-runs it makes; leave it out")
+	} else if key != "" {
+		if err := ledger.CheckIdempotencyKey("idempotency_key", key); err != nil {
+			return nil, false, err
+		}
+		if j, err := s.submitted(ctx, c.AccountID, key, spec); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			return j, err == nil, err
+		}
 	}
-	j := &idlegrid.Job{
-		ID: idlegrid.NewID("job"), RenterID: c.AccountID, SubmittedByKey: c.KeyID, JobSpec: spec,
+	j = &idlegrid.Job{
+		ID: idlegrid.NewID("job"), RenterID: c.AccountID, SubmittedByKey: c.KeyID, IdempotencyKey: key, JobSpec: spec,
 		State: idlegrid.JobQueued, Reason: "waiting for the matcher",
 		CreatedAt: now, UpdatedAt: now,
 	}
-	if err := s.store.CreateJob(ctx, j); err != nil {
-		return nil, err
+	if err := s.store.CreateJob(ctx, j); idlegrid.ErrorCode(err) == idlegrid.ECONFLICT && key != "" {
+		j, err := s.submitted(ctx, c.AccountID, key, spec) // sent twice at once: the other was stored
+		return j, err == nil, err
+	} else if err != nil {
+		return nil, false, err
 	}
 	s.Kick()
+	return j, false, nil
+}
+
+// submitted returns the renter's job submitted with key, if its spec is
+// spec; ENOTFOUND when the key names no job, ECONFLICT when it names one
+// of another spec.
+func (s *Server) submitted(ctx context.Context, renterID, key string, spec idlegrid.JobSpec) (*idlegrid.Job, error) {
+	j, err := s.store.FindJobByIdempotencyKey(ctx, renterID, key)
+	if err != nil {
+		return nil, err
+	}
+	was, err := json.Marshal(j.JobSpec)
+	if err != nil {
+		return nil, err
+	}
+	now, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(was, now) {
+		return nil, &idlegrid.Error{Code: idlegrid.ECONFLICT, Field: "idempotency_key", Message: fmt.Sprintf(
+			"idempotency key %q was used for job %s, whose spec differs; use a new key for a new job", key, j.ID)}
+	}
 	return j, nil
 }
 

@@ -35,14 +35,14 @@ func (db *DB) CreateJob(ctx context.Context, j *idlegrid.Job) error {
 }
 
 const jobColumns = `id, renter_id, spec, state, reason, attempts, created_at, updated_at,
-	started_at, ended_at, charged_micros, submitted_by_key`
+	started_at, ended_at, charged_micros, submitted_by_key, idempotency_key`
 
 func scanJob(s scanner) (*idlegrid.Job, error) {
 	var j idlegrid.Job
 	var spec string
 	var created, updated, started, ended sql.NullInt64
 	if err := s.Scan(&j.ID, &j.RenterID, &spec, &j.State, &j.Reason, &j.Attempts,
-		&created, &updated, &started, &ended, &j.ChargedMicros, &j.SubmittedByKey); err != nil {
+		&created, &updated, &started, &ended, &j.ChargedMicros, &j.SubmittedByKey, &j.IdempotencyKey); err != nil {
 		return nil, err
 	}
 	if err := jsonOf(spec, &j.JobSpec); err != nil {
@@ -67,6 +67,22 @@ func (db *DB) FindJob(ctx context.Context, id string) (*idlegrid.Job, error) {
 	var j *idlegrid.Job
 	err := db.view(ctx, func(tx *sql.Tx) (err error) {
 		j, err = findJob(ctx, tx, id, "")
+		return err
+	})
+	return j, err
+}
+
+// FindJobByIdempotencyKey returns the renter's job submitted with key.
+func (db *DB) FindJobByIdempotencyKey(ctx context.Context, renterID, key string) (*idlegrid.Job, error) {
+	if key == "" {
+		return nil, idlegrid.Invalid("job.idempotency_key", "required")
+	}
+	var j *idlegrid.Job
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE renter_id = $1 AND idempotency_key = $2`, renterID, key))
+		if errors.Is(err, sql.ErrNoRows) {
+			return idlegrid.Errorf(idlegrid.ENOTFOUND, "no job of %s was submitted with idempotency key %q", renterID, key)
+		}
 		return err
 	})
 	return j, err

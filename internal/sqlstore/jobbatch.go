@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -22,17 +23,20 @@ func (db *DB) jobSubmissions() *groupCommit[jobRow] {
 
 // jobRow is a job ready to insert: its columns' values, in jobColumns order.
 type jobRow struct {
-	id, renterID string
-	values       []any
+	id, renterID, key string // key: the submission's idempotency key, or ""
+	values            []any
 }
 
 func newJobRow(j *idlegrid.Job, spec string) jobRow {
-	return jobRow{id: j.ID, renterID: j.RenterID, values: []any{
+	return jobRow{id: j.ID, renterID: j.RenterID, key: j.IdempotencyKey, values: []any{
 		j.ID, j.RenterID, spec, string(j.State), j.Reason, j.Attempts,
 		timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timePtrArg(j.StartedAt), timePtrArg(j.EndedAt),
-		int64(j.ChargedMicros), j.SubmittedByKey,
+		int64(j.ChargedMicros), j.SubmittedByKey, j.IdempotencyKey,
 	}}
 }
+
+// submission is a renter's idempotency key, which names one job.
+type submission struct{ renterID, key string }
 
 // errRowFailed says that a multi-row insert failed for a row that must
 // then be found and failed alone.
@@ -49,15 +53,24 @@ func (db *DB) storeJobs(ctx context.Context, take func() []*pending[jobRow]) {
 }
 
 // insertJobsTogether inserts the batch with multi-row statements. A job
-// whose ID is taken, in the store or earlier in the batch, is ECONFLICT
-// and the others are stored; any other failure of a row is errRowFailed.
+// whose ID or idempotency key is taken, in the store or earlier in the
+// batch, is ECONFLICT and the others are stored; any other failure of a
+// row is errRowFailed.
 func (db *DB) insertJobsTogether(ctx context.Context, tx *sql.Tx, batch []*pending[jobRow], errs []error) error {
 	var rows []jobRow
-	first := map[string]int{} // job ID → its index in batch
+	first := map[string]int{}      // job ID → its index in batch
+	keys := map[submission]bool{} // the keys of the rows taken
 	for i, p := range batch {
 		if _, dup := first[p.item.id]; dup {
 			errs[i] = jobExists(p.item.id)
 			continue
+		}
+		if s := (submission{p.item.renterID, p.item.key}); s.key != "" {
+			if keys[s] {
+				errs[i] = keyUsed(s.key)
+				continue
+			}
+			keys[s] = true
 		}
 		first[p.item.id] = i
 		rows = append(rows, p.item)
@@ -71,7 +84,7 @@ func (db *DB) insertJobsTogether(ctx context.Context, tx *sql.Tx, batch []*pendi
 	}
 	for _, r := range rows {
 		if !stored[r.id] {
-			errs[first[r.id]] = jobExists(r.id)
+			errs[first[r.id]] = notStored(r)
 		}
 	}
 	return nil
@@ -94,7 +107,7 @@ func (db *DB) insertJobsAlone(ctx context.Context, tx *sql.Tx, batch []*pending[
 			}
 			errs[i] = jobRowError(db.dialect.translate(err), p.item)
 		case !stored[p.item.id]:
-			errs[i] = jobExists(p.item.id)
+			errs[i] = notStored(p.item)
 		}
 		if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT job`); err != nil {
 			return err
@@ -118,8 +131,24 @@ func jobExists(id string) error {
 	return idlegrid.Errorf(idlegrid.ECONFLICT, "job %q already exists", id)
 }
 
+// keyUsed is CreateJob's answer for a job whose idempotency key names
+// another of its renter's jobs.
+func keyUsed(key string) error {
+	return &idlegrid.Error{Code: idlegrid.ECONFLICT, Field: "job.idempotency_key",
+		Message: "idempotency key " + strconv.Quote(key) + " names another job"}
+}
+
+// notStored says why a row the insert skipped was: its key was taken, or
+// else its ID (a random ID is taken only by the same job sent twice).
+func notStored(r jobRow) error {
+	if r.key != "" {
+		return keyUsed(r.key)
+	}
+	return jobExists(r.id)
+}
+
 const insertJobs = `INSERT INTO jobs (id, renter_id, spec, state, reason, attempts, created_at, updated_at,
-	started_at, ended_at, charged_micros, submitted_by_key)`
+	started_at, ended_at, charged_micros, submitted_by_key, idempotency_key)`
 
 // insertJobRows inserts rows, skipping those whose ID is taken, and
 // returns the IDs it stored.
@@ -129,7 +158,7 @@ func insertJobRows(ctx context.Context, tx *sql.Tx, rows []jobRow) (map[string]b
 	for i, r := range rows {
 		values[i] = r.values
 	}
-	err := writeRows(ctx, tx, insertJobs, `ON CONFLICT (id) DO NOTHING RETURNING id`, values, func(rs *sql.Rows) error {
+	err := writeRows(ctx, tx, insertJobs, `ON CONFLICT DO NOTHING RETURNING id`, values, func(rs *sql.Rows) error {
 		var id string
 		if err := rs.Scan(&id); err != nil {
 			return err

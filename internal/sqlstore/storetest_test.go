@@ -31,6 +31,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"Nodes", testNodes},
 		{"Jobs", testJobs},
 		{"Concurrency_CreateJob", testConcurrentCreateJob},
+		{"Jobs_IdempotencyKeys", testJobIdempotencyKeys},
 		{"CancelQueuedJob", testCancelQueuedJob},
 		{"PlaceJob", testPlaceJob},
 		{"PlaceJob_Conflicts", testPlaceJobConflicts},

@@ -14,8 +14,13 @@ import (
 )
 
 // HeaderIdempotencyKey makes a retried money-moving call (a top-up, a
-// payout request, a payout settled or rejected) a no-op.
+// payout request, a payout settled or rejected) a no-op, and a job's
+// submission sent again answer with the job the first one made.
 const HeaderIdempotencyKey = "Idempotency-Key"
+
+// HeaderIdempotentReplayed is "true" on the answer to a submission sent
+// again with its Idempotency-Key: the job is the one the first made.
+const HeaderIdempotentReplayed = "Idempotent-Replayed"
 
 // ErrorBody is every error answer:
 //

@@ -330,6 +330,8 @@
       const deadline = $('#j-deadline').value; // local time, as the input shows it
       if (deadline) spec.deadline = new Date(deadline).toISOString();
       const gen = st.gen;
+      const button = ev.target.querySelector('button[type=submit]');
+      button.disabled = true; // a second click while the first is out would submit the job twice
       try {
         const job = await api('POST', '/v1/jobs', spec);
         if (st.gen !== gen) return; // signed out meanwhile: the job is the last user's
@@ -338,6 +340,8 @@
         refresh();
       } catch (e) {
         showProblems(errOut, e);
+      } finally {
+        button.disabled = false;
       }
     });
   }
