@@ -58,7 +58,7 @@ func (db *DB) storeJobs(ctx context.Context, take func() []*pending[jobRow]) {
 // row is errRowFailed.
 func (db *DB) insertJobsTogether(ctx context.Context, tx *sql.Tx, batch []*pending[jobRow], errs []error) error {
 	var rows []jobRow
-	first := map[string]int{}      // job ID → its index in batch
+	first := map[string]int{}     // job ID → its index in batch
 	keys := map[submission]bool{} // the keys of the rows taken
 	for i, p := range batch {
 		if _, dup := first[p.item.id]; dup {
