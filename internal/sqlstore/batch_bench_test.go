@@ -53,18 +53,30 @@ func BenchmarkDB_PlaceJobs(b *testing.B) {
 
 // BenchmarkDB_CreateJob measures the store alone taking job submissions on
 // SQLite from several goroutines at once, as the HTTP handlers would: each
-// call returns once its job is committed.
+// call returns once its job is committed. ",keyed": each job carries an
+// idempotency key of its own, as those of 'idlegrid job submit' do.
 //
 // Run: go test -run '^$' -bench BenchmarkDB_CreateJob ./internal/sqlstore
 func BenchmarkDB_CreateJob(b *testing.B) {
-	for _, submitters := range []int{1, 4, 64} {
-		b.Run(fmt.Sprintf("submitters=%d", submitters), func(b *testing.B) {
+	for _, bench := range []struct {
+		submitters int
+		keyed      bool // each job has an idempotency key, as idlegrid job submit sends
+	}{{1, false}, {4, false}, {64, false}, {64, true}} {
+		name := fmt.Sprintf("submitters=%d", bench.submitters)
+		if bench.keyed {
+			name += ",keyed"
+		}
+		submitters := bench.submitters
+		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
 			db := mustOpen(b, filepath.Join(b.TempDir(), "bench.db"))
 			r := mustAccount(b, db, idlegrid.RoleRenter)
 			jobs := make([]*idlegrid.Job, b.N)
 			for i := range jobs {
 				jobs[i] = newJob(r.ID, 1, 1)
+				if bench.keyed {
+					jobs[i].IdempotencyKey = fmt.Sprintf("sub-%d", i)
+				}
 			}
 			var next atomic.Int64
 			var wg sync.WaitGroup
