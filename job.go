@@ -247,6 +247,14 @@ func (s *JobSpec) LatestStart() (latest time.Time, ok bool) {
 	return s.Deadline.Add(-time.Duration(s.DurationSeconds) * time.Second), true
 }
 
+// Submitted is the spec as its renter would submit it again: without what
+// the market sets on a job (the checkpoint a requeue resumes from, the
+// lease a verification re-run checks). s is not changed.
+func (s JobSpec) Submitted() JobSpec {
+	s.CheckpointRef, s.VerifiesLeaseID = "", ""
+	return s
+}
+
 // checkLists checks the datasets and the providers to avoid.
 func (s *JobSpec) checkLists(p *Faults) {
 	for i, d := range s.Datasets {

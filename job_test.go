@@ -232,3 +232,16 @@ func TestJob_String(t *testing.T) {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
+
+// TestJobSpec_Submitted: what the market set on a job is left out, and
+// the spec itself is not changed.
+func TestJobSpec_Submitted(t *testing.T) {
+	s := idlegrid.JobSpec{Image: "x/y:1", GPUs: 2, CheckpointRef: "s3://ckpt/7", VerifiesLeaseID: "lease_1"}
+	got := s.Submitted()
+	if got.CheckpointRef != "" || got.VerifiesLeaseID != "" || got.Image != "x/y:1" || got.GPUs != 2 {
+		t.Errorf("Submitted() = %+v, want the spec without its checkpoint and verified lease", got)
+	}
+	if s.CheckpointRef != "s3://ckpt/7" {
+		t.Errorf("Submitted changed the spec: %+v", s)
+	}
+}

@@ -209,9 +209,7 @@ func (c *jobCommand) baseSpec(ctx context.Context, r *remote, file, from string)
 	if err != nil {
 		return idlegrid.JobSpec{}, err
 	}
-	spec := old.JobSpec
-	spec.CheckpointRef, spec.VerifiesLeaseID = "", ""
-	return spec, nil
+	return old.JobSpec.Submitted(), nil
 }
 
 // checkWaitFlags refuses the watch flags without --wait, and bad values.

@@ -57,18 +57,18 @@ func (s *Server) SubmitJobOnce(ctx context.Context, spec idlegrid.JobSpec, key s
 }
 
 // submitted returns the renter's job submitted with key, if its spec is
-// spec; ENOTFOUND when the key names no job, ECONFLICT when it names one
-// of another spec.
+// spec (a requeue's checkpoint aside); ENOTFOUND when the key names no
+// job, ECONFLICT when it names one of another spec.
 func (s *Server) submitted(ctx context.Context, renterID, key string, spec idlegrid.JobSpec) (*idlegrid.Job, error) {
 	j, err := s.store.FindJobByIdempotencyKey(ctx, renterID, key)
 	if err != nil {
 		return nil, err
 	}
-	was, err := json.Marshal(j.JobSpec)
+	was, err := json.Marshal(j.JobSpec.Submitted())
 	if err != nil {
 		return nil, err
 	}
-	now, err := json.Marshal(spec)
+	now, err := json.Marshal(spec.Submitted())
 	if err != nil {
 		return nil, err
 	}
