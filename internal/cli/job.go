@@ -441,6 +441,9 @@ func printJob(e *env, j *idlegrid.Job) error {
 	t.row("Attempts", j.Attempts)
 	t.row("Charged", j.ChargedMicros)
 	t.row("Created", stamp(&j.CreatedAt))
+	if j.IdempotencyKey != "" {
+		t.row("Submitted as", "idempotency key "+j.IdempotencyKey)
+	}
 	t.row("Started", stamp(j.StartedAt))
 	t.row("Ended", stamp(j.EndedAt))
 	if err := t.flush(); err != nil {
