@@ -113,9 +113,16 @@ Ctrl-C exits at once.`,
 		return err
 	}
 	fmt.Fprintf(c.env.Out, "idlegrid server listening on %s\n", rs.url)
+	return rs.serve(ctx, cfg.logger)
+}
+
+// serve waits until ctx is done, the HTTP server fails, or the market
+// lock is lost to another server, then stops rs.
+func (rs *runningServer) serve(ctx context.Context, logger *slog.Logger) error {
+	var err error
 	select {
 	case <-ctx.Done():
-		cfg.logger.Info("shutting down")
+		logger.Info("shutting down")
 	case err = <-rs.served:
 	case <-rs.lock.Lost():
 		err = withHint(errors.New("lost the market lock: the connection that held it broke, and another server took it meanwhile"),
@@ -161,6 +168,7 @@ type serveConfig struct {
 	adminKeyFile     string        // where to write a bootstrapped admin key
 	auditKeyFile     string        // the audit log's signing key; "": a throwaway one (tests)
 	meterJournal     string        // the inference gateway's journal of charges (gateway.Config.Journal); "": none (tests)
+	lockCheck        time.Duration // how often the PostgreSQL market lock is checked; 0: the store's default (tests shorten it)
 	tlsCert, tlsKey  string        // PEM files to serve HTTPS with; "": plain HTTP
 	announceKey      io.Writer     // where to print it when there is no file
 	logger           *slog.Logger
@@ -204,7 +212,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		return nil, withHint(err, "check --db: a writable SQLite file path, or a reachable postgres:// URL")
 	}
 	defer closeIfFailed(&err, store.Close)
-	lock, err := store.LockMarket(ctx)
+	lock, err := store.LockMarket(ctx, cfg.lockCheck)
 	if errors.Is(err, sqlstore.ErrMarketLocked) {
 		return nil, withHint(err, "stop the other server first (a second replica, or an old one still running): one server runs the market on a database")
 	} else if err != nil {

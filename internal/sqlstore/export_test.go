@@ -31,12 +31,6 @@ func Remigrate(ctx context.Context, db *DB, version int64) error {
 	return err
 }
 
-// LockMarketEvery is db.LockMarket with the PostgreSQL lock's connection
-// checked every every.
-func LockMarketEvery(ctx context.Context, db *DB, every time.Duration) (*MarketLock, error) {
-	return db.lockMarket(ctx, every)
-}
-
 // CheckMarketLock has l check its connection now, and returns once it has.
 func CheckMarketLock(l *MarketLock) {
 	answer := make(chan struct{})

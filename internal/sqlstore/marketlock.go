@@ -31,9 +31,9 @@ var ErrMarketLocked = errors.New("another idlegrid server is running the market 
 // goose's migrations, under a key of their own.
 const marketLockKey int64 = 0x1d1e_9d1d
 
-// marketLockCheck is how often a PostgreSQL market lock checks that its
-// connection, which holds it, is alive.
-const marketLockCheck = 10 * time.Second
+// DefaultMarketLockCheck is how often a PostgreSQL market lock checks that
+// its connection, which holds it, is alive, unless LockMarket is told.
+const DefaultMarketLockCheck = 10 * time.Second
 
 // MarketLock is a server's hold on the market in its database, kept until
 // Close. On PostgreSQL the lock lives as long as one connection: if the
@@ -49,15 +49,13 @@ type MarketLock struct {
 }
 
 // LockMarket takes the market lock without waiting: ErrMarketLocked, with
-// who holds it, when another server does. An in-memory SQLite database is
-// its process's alone and needs none.
-func (db *DB) LockMarket(ctx context.Context) (*MarketLock, error) {
-	return db.lockMarket(ctx, marketLockCheck)
-}
-
-// lockMarket is LockMarket with PostgreSQL's connection checked every
-// every.
-func (db *DB) lockMarket(ctx context.Context, every time.Duration) (*MarketLock, error) {
+// who holds it, when another server does. On PostgreSQL its connection is
+// checked every check (0: DefaultMarketLockCheck). An in-memory SQLite
+// database is its process's alone and needs none.
+func (db *DB) LockMarket(ctx context.Context, check time.Duration) (*MarketLock, error) {
+	if check <= 0 {
+		check = DefaultMarketLockCheck
+	}
 	l := &MarketLock{poke: make(chan chan struct{}), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	switch {
 	case db.dialect == postgresDialect:
@@ -66,7 +64,7 @@ func (db *DB) lockMarket(ctx context.Context, every time.Duration) (*MarketLock,
 			return nil, err
 		}
 		l.conn = conn
-		go l.watch(db, every)
+		go l.watch(db, check)
 		return l, nil
 	case db.path != "":
 		l.file = flock.New(db.path+"-lock", flock.SetPermissions(0o600))
@@ -139,7 +137,7 @@ func (l *MarketLock) watch(db *DB, every time.Duration) {
 		case <-tick.C:
 		case answer = <-l.poke:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), marketLockCheck)
+		ctx, cancel := context.WithTimeout(context.Background(), max(every, DefaultMarketLockCheck))
 		err := l.keep(ctx, db)
 		cancel()
 		if errors.Is(err, ErrMarketLocked) {

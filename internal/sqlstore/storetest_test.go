@@ -1571,13 +1571,13 @@ func testReopen(t *testing.T, dsn string) {
 func testMarketLock(t *testing.T, dsn string) {
 	ctx := context.Background()
 	first, second := mustOpen(t, dsn), mustOpen(t, dsn)
-	held, err := sqlstore.LockMarketEvery(ctx, first, time.Hour)
+	held, err := first.LockMarket(ctx, time.Hour)
 	mustOK(t, err)
-	if _, err := second.LockMarket(ctx); !errors.Is(err, sqlstore.ErrMarketLocked) || !strings.Contains(err.Error(), "(") {
+	if _, err := second.LockMarket(ctx, 0); !errors.Is(err, sqlstore.ErrMarketLocked) || !strings.Contains(err.Error(), "(") {
 		t.Fatalf("a second lock: %v, want ErrMarketLocked saying who holds it", err)
 	}
 	mustOK(t, held.Close())
-	taken, err := second.LockMarket(ctx)
+	taken, err := second.LockMarket(ctx, 0)
 	mustOK(t, err)
 	mustOK(t, taken.Close())
 	if !strings.HasPrefix(dsn, "postgres") {
@@ -1585,12 +1585,12 @@ func testMarketLock(t *testing.T, dsn string) {
 	}
 
 	// Its connection broken, the lock is taken again at the next check.
-	held, err = sqlstore.LockMarketEvery(ctx, first, time.Hour)
+	held, err = first.LockMarket(ctx, time.Hour)
 	mustOK(t, err)
 	defer held.Close()
 	mustOK(t, sqlstore.KillMarketLock(ctx, second))
 	sqlstore.CheckMarketLock(held)
-	if _, err := second.LockMarket(ctx); !errors.Is(err, sqlstore.ErrMarketLocked) {
+	if _, err := second.LockMarket(ctx, 0); !errors.Is(err, sqlstore.ErrMarketLocked) {
 		t.Fatalf("a lock while the first took its own again: %v, want ErrMarketLocked", err)
 	}
 	select {
@@ -1601,7 +1601,7 @@ func testMarketLock(t *testing.T, dsn string) {
 
 	// Taken by another server meanwhile, it is lost.
 	mustOK(t, sqlstore.KillMarketLock(ctx, second))
-	taken, err = second.LockMarket(ctx)
+	taken, err = second.LockMarket(ctx, 0)
 	mustOK(t, err)
 	defer taken.Close()
 	sqlstore.CheckMarketLock(held)

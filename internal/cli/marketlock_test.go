@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/internal/pgtest"
+	"github.com/idlegrid/idlegrid/internal/sqlstore"
+)
+
+// TestServer_lostMarketLock: a server on PostgreSQL whose lock's session
+// is ended, and whose lock another server takes before it can take it
+// again, stops serving and says why.
+func TestServer_lostMarketLock(t *testing.T) {
+	dsn := pgtest.NewDSN(t) // skips without IDLEGRID_TEST_POSTGRES
+	ctx := context.Background()
+	rs, err := startServer(ctx, serveConfig{listen: "127.0.0.1:0", dsn: dsn, meterJournal: filepath.Join(t.TempDir(), "journal"),
+		logger: slog.New(slog.DiscardHandler), lockCheck: 50 * time.Millisecond})
+	mustOK(t, err)
+	served := make(chan error, 1)
+	go func() { served <- rs.serve(ctx, slog.New(slog.DiscardHandler)) }()
+
+	// Another server's lock, taken the moment the first server's session
+	// ends: the first finds it taken at its next check.
+	raw, err := sql.Open("pgx", dsn)
+	mustOK(t, err)
+	defer raw.Close()
+	second, err := sqlstore.Open(ctx, dsn)
+	mustOK(t, err)
+	defer second.Close()
+	var taken *sqlstore.MarketLock
+	deadline := time.Now().Add(waitLimit)
+	for taken == nil && time.Now().Before(deadline) {
+		// The database's advisory locks are the market lock's alone.
+		if _, err := raw.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks
+			WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`); err != nil {
+			t.Fatal(err)
+		}
+		if taken, err = second.LockMarket(ctx, time.Hour); errors.Is(err, sqlstore.ErrMarketLocked) {
+			time.Sleep(time.Millisecond) // the first's session is still ending, or it took its lock again
+			continue
+		}
+		mustOK(t, err)
+	}
+	if taken == nil {
+		t.Fatal("the second server never got the lock: the first took it again each time")
+	}
+	defer taken.Close()
+	select {
+	case err := <-served:
+		if err == nil || !strings.Contains(err.Error(), "lost the market lock") {
+			t.Errorf("the first server stopped with %v, want it to say it lost the market lock", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("the first server serves on without its lock")
+	}
+}
