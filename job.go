@@ -310,6 +310,21 @@ type Job struct {
 	EndedAt   *time.Time `json:"ended_at,omitempty"`
 	// ChargedMicros is the total charged across all leases so far.
 	ChargedMicros Micros `json:"charged_micros"`
+	// ResumeSeconds is the run a requeued job's checkpoint already holds:
+	// how long its leases ran up to the checkpoint it resumes from
+	// (CheckpointRef). It needs DurationSeconds less this to finish.
+	ResumeSeconds int64 `json:"resume_seconds,omitempty"`
+}
+
+// LatestStart is the last moment the job can start and still finish by
+// its deadline: the deadline less the run it has left, its duration less
+// what its checkpoint holds. ok is false without a deadline.
+func (j *Job) LatestStart() (latest time.Time, ok bool) {
+	if j.Deadline == nil {
+		return time.Time{}, false
+	}
+	left := max(j.DurationSeconds-j.ResumeSeconds, 1)
+	return j.Deadline.Add(-time.Duration(left) * time.Second), true
 }
 
 // JobView is a job and its leases at one moment: what a watch of the job

@@ -245,3 +245,26 @@ func TestJobSpec_Submitted(t *testing.T) {
 		t.Errorf("Submitted changed the spec: %+v", s)
 	}
 }
+
+// TestJob_LatestStart: a job that resumes from a checkpoint needs only the
+// run it has left before its deadline; one with none, its whole run.
+func TestJob_LatestStart(t *testing.T) {
+	due := time.Date(2026, 12, 3, 20, 0, 0, 0, time.UTC)
+	j := &idlegrid.Job{JobSpec: idlegrid.JobSpec{DurationSeconds: 3600, Deadline: &due}}
+	for _, tt := range []struct {
+		resume int64
+		want   time.Time
+	}{
+		{0, due.Add(-time.Hour)},
+		{45 * 60, due.Add(-15 * time.Minute)},
+		{3600, due.Add(-time.Second)}, // it still has to start
+	} {
+		j.ResumeSeconds = tt.resume
+		if got, ok := j.LatestStart(); !ok || !got.Equal(tt.want) {
+			t.Errorf("with %d s done: latest start %v, %v; want %v", tt.resume, got, ok, tt.want)
+		}
+	}
+	if _, ok := (&idlegrid.Job{}).LatestStart(); ok {
+		t.Error("a job without a deadline has a latest start")
+	}
+}

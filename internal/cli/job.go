@@ -436,13 +436,16 @@ func printJob(e *env, j *idlegrid.Job) error {
 	t.row("Checkpoint", checkpointsEvery(j.CheckpointEverySeconds))
 	t.row("Region", orDash(j.Region))
 	t.row("Residency", orDash(j.Residency))
-	t.row("Deadline", deadlineOf(&j.JobSpec))
+	t.row("Deadline", deadlineOf(j))
+	if j.ResumeSeconds > 0 {
+		t.row("Resumes", fmt.Sprintf("from its checkpoint, %s of its %s run done", seconds(j.ResumeSeconds), seconds(j.DurationSeconds)))
+	}
 	optionalRows(t, &j.JobSpec)
 	t.row("Attempts", j.Attempts)
 	t.row("Charged", j.ChargedMicros)
 	t.row("Created", stamp(&j.CreatedAt))
 	if j.IdempotencyKey != "" {
-		t.row("Submitted as", "idempotency key "+j.IdempotencyKey)
+		t.row("Submitted", "under idempotency key "+j.IdempotencyKey)
 	}
 	t.row("Started", stamp(j.StartedAt))
 	t.row("Ended", stamp(j.EndedAt))
@@ -458,12 +461,12 @@ func printJob(e *env, j *idlegrid.Job) error {
 
 // deadlineOf says when the job must have finished, and the last start
 // that lets it.
-func deadlineOf(s *idlegrid.JobSpec) string {
-	latest, ok := s.LatestStart()
+func deadlineOf(j *idlegrid.Job) string {
+	latest, ok := j.LatestStart()
 	if !ok {
 		return "-"
 	}
-	return fmt.Sprintf("%s (it must start by %s)", stamp(s.Deadline), stamp(&latest))
+	return fmt.Sprintf("%s (it must start by %s)", stamp(j.Deadline), stamp(&latest))
 }
 
 // optionalRows shows the spec's less common fields, those that are set.

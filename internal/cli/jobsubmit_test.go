@@ -249,7 +249,7 @@ func TestJobSubmit_idempotencyKey(t *testing.T) {
 	if !strings.Contains(out, "already submitted under idempotency key nightly-42: "+first.ID) {
 		t.Errorf("the same submission again printed:\n%s\nwant it to show %s, not submitted again", out, first.ID)
 	}
-	if out := must(t, renter, "job", "get", first.ID); !regexp.MustCompile(`(?m)^Submitted as +idempotency key nightly-42$`).MatchString(out) {
+	if out := must(t, renter, "job", "get", first.ID); !regexp.MustCompile(`(?m)^Submitted +under idempotency key nightly-42$`).MatchString(out) {
 		t.Errorf("job get printed:\n%s\nwant the key it was submitted under", out)
 	}
 	var jobs []idlegrid.Job

@@ -586,6 +586,10 @@ func TestServer_PreemptsBronzeWithNotice(t *testing.T) {
 		m := mustMarket(t)
 		bronze := testSpec()
 		bronze.Tier, bronze.MaxPriceMicrosPerGPUHour = idlegrid.TierBronze, 600_000
+		// Due 5 minutes after a whole run from now: once preempted, the
+		// job can finish by then only with the run its checkpoint holds.
+		due := m.srv.Now().Add(time.Duration(bronze.DurationSeconds)*time.Second + 5*time.Minute)
+		bronze.Deadline = &due
 		for range 2 { // fill both nodes
 			if _, err := m.srv.SubmitJob(m.renter, bronze); err != nil {
 				t.Fatal(err)
@@ -654,6 +658,13 @@ func TestServer_PreemptsBronzeWithNotice(t *testing.T) {
 		}
 		if requeued.State != idlegrid.JobQueued || requeued.CheckpointRef != "docker-volume:ckpt-1" {
 			t.Fatalf("bronze job = %s from %q, want queued again from its checkpoint", requeued.State, requeued.CheckpointRef)
+		}
+		if ran := int64(ended.EndedAt.Sub(*ended.StartedAt) / time.Second); requeued.ResumeSeconds != ran {
+			t.Errorf("the requeued job resumes with %d s of its run done, want %d, what its lease ran to the checkpoint", requeued.ResumeSeconds, ran)
+		}
+		m.advance(t, 5*time.Second)
+		if got, _ := m.srv.FindJob(m.renter, requeued.ID); got.State != idlegrid.JobQueued {
+			t.Errorf("the requeued job, whose run left fits before its deadline: %s (%s), want queued", got.State, got.Reason)
 		}
 		if got, _ := m.srv.FindJob(m.renter, g.ID); got.State != idlegrid.JobRunning {
 			t.Fatalf("gold job = %s (%s), want running on the freed GPUs", got.State, got.Reason)

@@ -592,14 +592,18 @@ func moveJob(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, attempt int, t *i
 }
 
 // resumeFrom hands a requeued job the checkpoint its leases last reported,
-// so that the next placement resumes where the last one stopped.
+// so that the next placement resumes where the last one stopped, and the
+// run that checkpoint holds (Job.ResumeSeconds): what the job held before,
+// and what its lease ran from its start to the checkpoint. A checkpoint
+// the ending report names was saved as the lease stopped; one reported
+// before, at its CheckpointAt, when that is known.
 func resumeFrom(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, leases []*idlegrid.Lease, t *idlegrid.LeaseTransition) error {
-	ref := ""
+	ref, saved, from := "", (*time.Time)(nil), (*idlegrid.Lease)(nil)
 	for _, l := range leases {
 		if l.ID == t.LeaseID && t.CheckpointRef != "" {
-			ref = t.CheckpointRef
+			ref, saved, from = t.CheckpointRef, &t.At, l
 		} else if ref == "" && l.CheckpointRef != "" {
-			ref = l.CheckpointRef
+			ref, saved, from = l.CheckpointRef, l.CheckpointAt, l
 		}
 	}
 	if ref == "" || ref == j.CheckpointRef {
@@ -611,8 +615,18 @@ func resumeFrom(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, leases []*idle
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE jobs SET spec = $1 WHERE id = $2`, arg, j.ID)
+	resume := min(j.ResumeSeconds+ranUntil(from, saved), j.DurationSeconds)
+	_, err = tx.ExecContext(ctx, `UPDATE jobs SET spec = $1, resume_seconds = $2 WHERE id = $3`, arg, resume, j.ID)
 	return err
+}
+
+// ranUntil is how long l ran from its start until saved, in whole
+// seconds; 0 when either is unknown.
+func ranUntil(l *idlegrid.Lease, saved *time.Time) int64 {
+	if l.StartedAt == nil || saved == nil || !saved.After(*l.StartedAt) {
+		return 0
+	}
+	return int64(saved.Sub(*l.StartedAt) / time.Second)
 }
 
 func orKeep(v, old string) string {

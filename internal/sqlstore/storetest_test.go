@@ -41,6 +41,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"List_BeyondDefaultLimit", testListBeyondDefaultLimit},
 		{"TransitionLease", testTransitionLease},
 		{"TransitionLease_Outcomes", testTransitionOutcomes},
+		{"TransitionLease_ResumeFrom", testResumeFrom},
 		{"TransitionLease_MultiNode", testTransitionMultiNode},
 		{"TransitionLease_Errors", testTransitionErrors},
 		{"RequestLeaseStop", testRequestLeaseStop},
@@ -1609,5 +1610,39 @@ func testMarketLock(t *testing.T, dsn string) {
 	case <-held.Lost():
 	default:
 		t.Error("the lock another server took meanwhile is not lost")
+	}
+}
+
+// testResumeFrom: a job requeued from a checkpoint holds the run its
+// leases made up to it, across attempts, at most its duration; a requeue
+// with no new checkpoint leaves it.
+func testResumeFrom(t *testing.T, db *sqlstore.DB) {
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	mustTopUp(t, db, r.ID, 100*idlegrid.MicrosPerUnit)
+	n := mustNode(t, db, p.ID, 1)
+	j := mustJob(t, db, r.ID, 1, 1) // a run of an hour
+	for _, step := range []struct {
+		attempt    int
+		start, end time.Duration
+		ref        string
+		want       int64
+	}{
+		{0, 2 * time.Minute, time.Hour, "ckpt-1", 58 * 60},      // ran 58 minutes to its checkpoint
+		{1, 70 * time.Minute, 71 * time.Minute, "", 58 * 60},    // lost before a new checkpoint
+		{2, 80 * time.Minute, 90 * time.Minute, "ckpt-2", 3600}, // 68 minutes held, more than the run
+	} {
+		l := lease(j, n, 0)
+		pl := placement(j, step.attempt, l)
+		pl.At = at(step.start - time.Second)
+		mustPlace(t, db, pl)
+		mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseAssigned},
+			To: idlegrid.LeaseRunning, Reason: "started", At: at(step.start)})
+		mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseRunning},
+			To: idlegrid.LeaseLost, Reason: "node lost", CheckpointRef: step.ref, At: at(step.end)})
+		got := mustJobState(t, db, j.ID, idlegrid.JobQueued, "requeued")
+		if got.ResumeSeconds != step.want {
+			t.Errorf("after attempt %d: resumes with %d s done, want %d", step.attempt+1, got.ResumeSeconds, step.want)
+		}
 	}
 }
