@@ -1,5 +1,6 @@
 // Package dirlock keeps a directory to one process at a time: the
-// server's meter journal, the agent's data dir. The lock is an exclusive
+// server's meter journal, the agent's data dir (and, with TakeFile, a lock
+// file of its own: the market lock beside a SQLite database). The lock is an exclusive
 // advisory lock (github.com/gofrs/flock) on the file LOCK in the
 // directory; it goes with the process that holds it, so a crash leaves
 // none behind, and the file itself stays.
@@ -29,7 +30,15 @@ func Take(dir string) (*Lock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	f := flock.New(filepath.Join(dir, Name), flock.SetPermissions(0o600))
+	return TakeFile(filepath.Join(dir, Name))
+}
+
+// TakeFile takes the lock on the file at path (made with mode 0600 if it
+// is missing) without waiting: what Take does for a directory's LOCK, for
+// a lock file of the caller's naming (the market lock beside a SQLite
+// database).
+func TakeFile(path string) (*Lock, error) {
+	f := flock.New(path, flock.SetPermissions(0o600))
 	switch ok, err := f.TryLock(); {
 	case err != nil:
 		return nil, fmt.Errorf("lock %s: %w", f.Path(), err)

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gofrs/flock"
+	"github.com/idlegrid/idlegrid/internal/dirlock"
 )
 
 // One server runs the market on a database: its engine is the only one
@@ -40,7 +40,7 @@ const DefaultMarketLockCheck = 10 * time.Second
 // connection breaks, the lock is taken again on a new one; if meanwhile
 // another server took it, Lost is closed and the server must stop.
 type MarketLock struct {
-	file *flock.Flock       // SQLite: a lock on the file beside the database
+	file *dirlock.Lock      // SQLite: a lock on the file beside the database
 	conn *sql.Conn          // PostgreSQL: the session holding the advisory lock; owned by watch once it runs
 	poke chan chan struct{} // a check now, answered when done (tests)
 	lost chan struct{}
@@ -67,13 +67,13 @@ func (db *DB) LockMarket(ctx context.Context, check time.Duration) (*MarketLock,
 		go l.watch(db, check)
 		return l, nil
 	case db.path != "":
-		l.file = flock.New(db.path+"-lock", flock.SetPermissions(0o600))
-		switch ok, err := l.file.TryLock(); {
-		case err != nil:
+		file, err := dirlock.TakeFile(db.path + "-lock")
+		if errors.Is(err, dirlock.ErrHeld) {
+			return nil, fmt.Errorf("%w (%v)", ErrMarketLocked, err)
+		} else if err != nil {
 			return nil, fmt.Errorf("lock the market: %w", err)
-		case !ok:
-			return nil, fmt.Errorf("%w (%s is locked by another process)", ErrMarketLocked, l.file.Path())
 		}
+		l.file = file
 	}
 	close(l.done)
 	return l, nil
@@ -185,7 +185,7 @@ func (l *MarketLock) Lost() <-chan struct{} { return l.lost }
 // Close lets the market lock go.
 func (l *MarketLock) Close() error {
 	if l.file != nil {
-		return l.file.Unlock()
+		return l.file.Release()
 	}
 	select {
 	case <-l.stop:
