@@ -124,7 +124,7 @@ func (l *MarketLock) watch(db *DB, every time.Duration) {
 	defer close(l.done)
 	defer func() {
 		if l.conn != nil {
-			discard(l.conn)
+			unlock(l.conn)
 		}
 	}()
 	tick := time.NewTicker(every)
@@ -169,6 +169,17 @@ func (l *MarketLock) keep(ctx context.Context, db *DB) error {
 	}
 	l.conn = conn
 	return nil
+}
+
+// unlock lets the advisory lock go on its own session before discarding
+// it: a closed session's backend ends, and frees its locks, some time
+// after the client hangs up, and a server started at once would be
+// refused meanwhile.
+func unlock(conn *sql.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	conn.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, marketLockKey) // on failure, the hang-up frees it
+	discard(conn)
 }
 
 // discard closes the session of a connection that holds, or may hold, the
