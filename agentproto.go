@@ -140,6 +140,9 @@ type Command struct {
 	Lease  *Lease      `json:"lease"`
 	Job    *JobSpec    `json:"job,omitempty"` // for start
 	Reason string      `json:"reason,omitempty"`
+	// RegistryAuth, on a start, is the renter's login to the registry of
+	// the job's image, when it keeps one (RegistryLogin).
+	RegistryAuth *RegistryAuth `json:"registry_auth,omitempty"`
 }
 
 // CommandsResponse is the answer to a long poll for commands.

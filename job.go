@@ -176,6 +176,7 @@ func (s *JobSpec) checkWorkload(p *Faults) {
 		p.Add("job.kind", "unknown workload kind %q; use one of %s", s.Kind, kindList())
 	}
 	p.Check(imageRE.MatchString(s.Image), "job.image", "must be an image reference such as ghcr.io/org/trainer:1.2")
+	p.Check(!IsPrivateMark(s.Image), "job.image", "the repository %s is the nodes' own, for their marks of private images", PrivateImageRepository)
 	p.Check(len(s.Command) <= MaxCommandWords, "job.command", "at most %d words", MaxCommandWords)
 	p.Check(len(s.Env) <= MaxEnvEntries, "job.env", "at most %d variables", MaxEnvEntries)
 	for _, k := range slices.Sorted(maps.Keys(s.Env)) {

@@ -25,6 +25,8 @@ type Store interface {
 	KeyRoutingStore  // routing.go
 	InferenceStore   // inference.go
 
+	RegistryLoginStore // registry.go
+
 	// Ping checks that the database answers: EUNAVAILABLE when it does not.
 	Ping(ctx context.Context) error
 

@@ -141,15 +141,28 @@ func logText(lines []idlegrid.LogLine) string {
 	return b.String()
 }
 
-// countingRuntime counts Start calls.
+// countingRuntime counts Start calls, and keeps the last one's registry
+// login.
 type countingRuntime struct {
 	runtime.Runtime
 	starts atomic.Int32
+	auth   atomic.Pointer[idlegrid.RegistryAuth]
 }
 
 func (c *countingRuntime) Start(ctx context.Context, w runtime.Workload, events chan<- runtime.Event) error {
 	c.starts.Add(1)
+	c.auth.Store(w.RegistryAuth)
 	return c.Runtime.Start(ctx, w, events)
+}
+
+// failingRuntime fails every Start with err.
+type failingRuntime struct {
+	runtime.Runtime
+	err error
+}
+
+func (f failingRuntime) Start(context.Context, runtime.Workload, chan<- runtime.Event) error {
+	return f.err
 }
 
 func TestAgent_Run(t *testing.T) {
@@ -404,6 +417,34 @@ func TestAgent_Lease(t *testing.T) {
 			}
 			if last.Progress < 0.45 || last.Progress >= 0.5 {
 				t.Errorf("progress = %v, want just under 0.5", last.Progress)
+			}
+			r.stop(t)
+		})
+	})
+	t.Run("PullsWithTheRenterLogin", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := &fakeServer{}
+			rt := &countingRuntime{Runtime: &rtfake.Runtime{}}
+			r := startAgent(t, testConfig(t), srv, rt)
+			j := job(60, nil)
+			login := &idlegrid.RegistryAuth{Registry: "ghcr.io", Username: "acme-bot", Password: "ghp_secret"}
+			srv.assignWithLogin(idlegrid.Lease{ID: "lease_a", JobID: "job_a", GPUUUIDs: r.gpus[:1], LimitSeconds: 60, Tier: j.Tier}, j, login)
+			waitFor(t, "the lease to run", leaseIn(srv, "lease_a", idlegrid.LeaseRunning))
+			if got := rt.auth.Load(); got == nil || *got != *login {
+				t.Errorf("the runtime was given login %v, want the start command's %v", got, login)
+			}
+			r.stop(t)
+		})
+	})
+	t.Run("ImageRefusedIsTheRenters", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := &fakeServer{}
+			refused := idlegrid.Errorf(idlegrid.EFORBIDDEN, "the registry ghcr.io refused the image without a login")
+			r := startAgent(t, testConfig(t), srv, failingRuntime{Runtime: &rtfake.Runtime{}, err: refused})
+			r.assign(srv, "lease_a", job(60, nil))
+			waitFor(t, "the lease to fail", leaseIn(srv, "lease_a", idlegrid.LeaseFailed))
+			if got := lastReport(srv, "lease_a"); got.Fault != idlegrid.FaultWorkload || !strings.Contains(got.Message, "the job's image could not be pulled: the registry ghcr.io refused") {
+				t.Errorf("report = %+v, want the workload's fault, saying the registry refused the image", got)
 			}
 			r.stop(t)
 		})

@@ -40,6 +40,7 @@ type fakeReport struct {
 type fakeLease struct {
 	lease idlegrid.Lease
 	job   idlegrid.JobSpec
+	auth  *idlegrid.RegistryAuth // the start command's
 }
 
 var _ agent.Server = (*fakeServer)(nil)
@@ -78,13 +79,18 @@ func (f *fakeServer) notify() {
 
 // assign places a lease on the node.
 func (f *fakeServer) assign(l idlegrid.Lease, job idlegrid.JobSpec) {
+	f.assignWithLogin(l, job, nil)
+}
+
+// assignWithLogin assigns a lease whose start command carries auth.
+func (f *fakeServer) assignWithLogin(l idlegrid.Lease, job idlegrid.JobSpec, auth *idlegrid.RegistryAuth) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.leases == nil {
 		f.leases = map[string]*fakeLease{}
 	}
 	l.State = idlegrid.LeaseAssigned
-	f.leases[l.ID] = &fakeLease{lease: l, job: job}
+	f.leases[l.ID] = &fakeLease{lease: l, job: job, auth: auth}
 	f.notify()
 }
 
@@ -241,7 +247,7 @@ func (f *fakeServer) commands() []idlegrid.Command {
 		case l.StopRequested != "":
 			cmds = append(cmds, idlegrid.Command{Kind: idlegrid.CommandStop, Lease: &l, Reason: l.StopRequested})
 		case l.State == idlegrid.LeaseAssigned:
-			cmds = append(cmds, idlegrid.Command{Kind: idlegrid.CommandStart, Lease: &l, Job: &job})
+			cmds = append(cmds, idlegrid.Command{Kind: idlegrid.CommandStart, Lease: &l, Job: &job, RegistryAuth: fl.auth})
 		}
 	}
 	return cmds

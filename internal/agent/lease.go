@@ -73,12 +73,15 @@ func newLease(w runtime.Workload, clock idlegrid.Clock) *lease {
 func (a *Agent) runLease(ctx, workCtx context.Context, l *lease) {
 	defer a.retire(l.id)
 	if err := a.rt.Start(ctx, l.w, l.events); err != nil {
-		msg := "the node could not start the workload: " + err.Error()
-		if ctx.Err() != nil {
+		fault, msg := idlegrid.FaultProvider, "the node could not start the workload: "+err.Error()
+		switch {
+		case ctx.Err() != nil:
 			msg = "the node agent shut down before the workload started"
+		case idlegrid.ErrorCode(err) == idlegrid.EFORBIDDEN: // the registry refused the renter's image (runtime.Runtime)
+			fault, msg = idlegrid.FaultWorkload, "the job's image could not be pulled: "+err.Error()
 		}
 		a.log.Warn("lease failed to start", "lease", l.id, "err", err)
-		a.report(workCtx, l.id, idlegrid.LeaseReport{State: idlegrid.LeaseFailed, Fault: idlegrid.FaultProvider, Message: msg})
+		a.report(workCtx, l.id, idlegrid.LeaseReport{State: idlegrid.LeaseFailed, Fault: fault, Message: msg})
 		return
 	}
 	a.beginMeter(l)

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -109,30 +108,9 @@ func TestAgentCommand_DockerAdopts(t *testing.T) {
 	img := mustSelfImage(t, cli, "idlegrid-test/agent-workload", "dev", "workload")
 	url, adminKey := mustServer(t)
 	admin := client.New(url, adminKey)
-	_, _, providerKey, err := admin.CreateAccount(ctx, "provider", idlegrid.RoleProvider)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, token, err := client.New(url, providerKey).CreateJoinToken(ctx, "fleet", 1, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	renterAcct, _, renterKey, err := admin.CreateAccount(ctx, "renter", idlegrid.RoleRenter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.TopUp(ctx, renterAcct.ID, 100*idlegrid.MicrosPerUnit, "topup-"+renterAcct.ID); err != nil {
-		t.Fatal(err)
-	}
-	renter := client.New(url, renterKey)
-
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "idlegrid")
-	exe, _ := os.Executable()
-	if err := os.Symlink(exe, bin); err != nil {
-		t.Fatal(err)
-	}
-	cfgPath, _ := mustCheckConfig(t, url, "fake_gpus: 1xT4\nruntime: docker\njoin_token: "+token+"\ntelemetry_interval: 1s\n")
+	renter, _ := fundedRenter(t, admin, url, "renter")
+	cfgPath := dockerAgentConfig(t, admin, url)
+	bin := selfBinary(t)
 
 	first := startAgentProcess(t, bin, "agent", "--config", cfgPath)
 	job, err := renter.SubmitJob(ctx, idlegrid.JobSpec{

@@ -53,6 +53,7 @@ func commands() []command {
 		{"estimate", "what a provider would earn, or a renter pay, from the live market or a trace replay", func(ctx context.Context, e *env, a []string) error { return (&estimateCommand{env: e}).Run(ctx, a) }},
 		{"token", "create, list and revoke join tokens (providers)", func(ctx context.Context, e *env, a []string) error { return (&tokenCommand{env: e}).Run(ctx, a) }},
 		{"key", "create, list and revoke your API keys", func(ctx context.Context, e *env, a []string) error { return (&keyCommand{env: e}).Run(ctx, a) }},
+		{"registry", "your logins to private container registries, for your jobs' images", func(ctx context.Context, e *env, a []string) error { return (&registryCommand{env: e}).Run(ctx, a) }},
 		{"account", "your money: balances, holds, spend, earnings, statements, limits", func(ctx context.Context, e *env, a []string) error { return (&accountCommand{env: e}).Run(ctx, a) }},
 		{"payout", "request, list, settle and reject payouts of providers' earnings", func(ctx context.Context, e *env, a []string) error { return (&payoutCommand{env: e}).Run(ctx, a) }},
 		{"bond", "stake and release a provider's bond against penalties", func(ctx context.Context, e *env, a []string) error { return (&bondCommand{env: e}).Run(ctx, a) }},

@@ -161,6 +161,9 @@ func (a *api) routes() {
 	a.handle("GET /v1/keys/{id}/routing", t, a.withKey(a.keyRouting))
 	a.handle("PUT /v1/keys/{id}/routing", t, a.withKey(a.setKeyRouting))
 	a.handle("DELETE /v1/keys/{id}/routing", t, a.withKey(a.removeKeyRouting))
+	a.handle("GET /v1/registry-logins", t, a.withKey(a.listRegistryLogins)) // registry.go
+	a.handle("PUT /v1/registry-logins/{registry}", t, a.withKey(a.putRegistryLogin))
+	a.handle("DELETE /v1/registry-logins/{registry}", t, a.withKey(a.removeRegistryLogin))
 	a.disputeRoutes(t) // dispute.go
 
 	a.handle("POST /v1/agent/join", t, a.withJoinSignature(a.join))

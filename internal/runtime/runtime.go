@@ -8,8 +8,10 @@
 //
 //   - Start returns once the workload runs, or with an error when it could
 //     not be started (bad image, no such GPU, the runtime is closed). An
-//     error from Start is the node's failure, not the workload's; after it
-//     no event is ever sent for that lease.
+//     error from Start is the node's failure, not the workload's, but for
+//     one whose code is EFORBIDDEN: the job's registry refused its image to
+//     the renter's login, or to a job without one, which is the renter's
+//     to mend. After an error no event is ever sent for that lease.
 //   - After Start returns nil, the runtime sends the lease's events on the
 //     channel given to Start, in order, from goroutines it owns, and ends
 //     with exactly one event whose Exit is set. Nothing follows the Exit.
@@ -52,6 +54,9 @@ type Workload struct {
 	// runtime that sandboxes (docker) refuses to start a workload granted
 	// one its own allow-list lacks.
 	Capabilities []string
+	// RegistryAuth is the login to pull Job.Image with, when its registry
+	// is private to the job's renter; nil pulls without one.
+	RegistryAuth *idlegrid.RegistryAuth
 }
 
 // Event is one thing that happened to a running workload. Exactly one of

@@ -188,7 +188,11 @@ func (s *Server) commandsFor(ctx context.Context, nodeID string) ([]idlegrid.Com
 			if err != nil {
 				return nil, err
 			}
-			cmds = append(cmds, idlegrid.Command{Kind: idlegrid.CommandStart, Lease: l, Job: &j.JobSpec})
+			auth, err := s.registryAuth(ctx, j)
+			if err != nil {
+				return nil, err
+			}
+			cmds = append(cmds, idlegrid.Command{Kind: idlegrid.CommandStart, Lease: l, Job: &j.JobSpec, RegistryAuth: auth})
 		}
 	}
 	return cmds, nil

@@ -8,6 +8,7 @@ package server
 
 import (
 	"context"
+	"crypto/cipher"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -169,7 +170,9 @@ type Server struct {
 	resyncing *resync
 	// audit is the audit log's tree and signing key; audit.go.
 	audit *auditLog
-	trust trust // reputation and levels; reputation.go
+	// logins seals renters' registry logins; registry.go.
+	logins cipher.AEAD
+	trust  trust // reputation and levels; reputation.go
 	// attest is hardware attestation, challenges and quarantine; attest.go.
 	attest *attestState
 
@@ -212,12 +215,16 @@ func Open(cfg Config) (*Server, error) {
 	if err := claimAuditSigner(context.Background(), cfg); err != nil {
 		return nil, err
 	}
+	logins, err := newLoginSealer(auditLog)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		store: cfg.Store, clock: cfg.Clock, rules: rules,
 		cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), cancel: cancel,
 		asks: make(chan func(*market.Engine)), passGap: make(chan func(*market.Engine)), stopped: make(chan struct{}),
-		audit: auditLog, scans: newScanBudget(cfg.ScanShare, cfg.ScanBurst),
+		audit: auditLog, logins: logins, scans: newScanBudget(cfg.ScanShare, cfg.ScanBurst),
 		marketView: readCache[[]market.MarketStat]{ttl: marketViewTTL}, explains: readCache[*market.Explanation]{ttl: explainTTL},
 		trust: trust{policy: cfg.TrustPolicy, uptime: map[string]*uptimeTrack{}},
 	}

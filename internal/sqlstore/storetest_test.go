@@ -27,6 +27,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"Accounts", testAccounts},
 		{"APIKeys", testAPIKeys},
 		{"JoinTokens", testJoinTokens},
+		{"RegistryLogins", testRegistryLogins},
 		{"JoinNode", testJoinNode},
 		{"Nodes", testNodes},
 		{"Jobs", testJobs},

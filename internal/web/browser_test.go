@@ -657,6 +657,38 @@ func TestDashboard(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.waitText("#panel-keys", "sort by latency · region eu-west")
+		// A registry login: a registry written wrong is said and marked; a
+		// good one is listed, its password never shown again, and removed
+		// from its row after a confirmation.
+		b.waitText("#panel-registries", "No registry logins")
+		const token = "ghp_browser-token-never-shown"
+		b.run("save a login to a registry written wrong",
+			chromedp.SetValue(chromedp.ID("r-registry"), "acme"),
+			chromedp.SetValue(chromedp.ID("r-user"), "acme-bot"),
+			chromedp.SetValue(chromedp.ID("r-password"), token),
+			chromedp.Click(chromedp.CSS(`#registry-form button[type=submit]`)))
+		b.waitText("#registry-error", "registry: must be a registry host")
+		if got := eval[string](b, "read the inputs marked", `[...document.querySelectorAll('#registry-form [aria-invalid=true]')].map((e) => e.id).join(',')`); got != "r-registry" {
+			t.Errorf("inputs marked invalid = %q, want r-registry", got)
+		}
+		b.run("save a login to ghcr.io",
+			chromedp.SetValue(chromedp.ID("r-registry"), "https://ghcr.io/"),
+			chromedp.Click(chromedp.CSS(`#registry-form button[type=submit]`)))
+		b.waitText("#toast", "Login to ghcr.io saved")
+		b.waitText("#panel-registries table", "ghcr.io", "acme-bot")
+		if page := eval[string](b, "read the page", `document.documentElement.outerHTML + [...document.querySelectorAll('input')].map((e) => e.value).join(' ')`); strings.Contains(page, token) {
+			t.Error("the page still holds the registry password after it was saved")
+		}
+		if logins, err := client.New(m.URL, m.RenterKey).ListRegistryLogins(ctx, ""); err != nil || len(logins) != 1 || logins[0].Username != "acme-bot" {
+			t.Errorf("the renter's logins after the form: %+v, %v", logins, err)
+		}
+		if !eval[bool](b, "click Remove", `(() => { const e = document.querySelector('#panel-registries button[data-action=logout][data-id="ghcr.io"]'); if (e) e.click(); return !!e; })()`) {
+			t.Fatal("no Remove button for the ghcr.io login")
+		}
+		b.run("wait for the confirmation", chromedp.WaitVisible(chromedp.ID("confirm-ok")))
+		b.run("confirm", chromedp.Click(chromedp.ID("confirm-ok")))
+		b.waitText("#result-registries", "Login removed")
+		b.waitText("#panel-registries", "No registry logins")
 		// A panel shows what the server has, or says honestly that it has not.
 		b.waitText("#panel-verifications", "No verifications yet", "Re-run")
 		b.checkAccessible("renter")

@@ -146,6 +146,17 @@ type TopUpRequest struct {
 	AmountMicros idlegrid.Micros `json:"amount_micros"`
 }
 
+// RegistryLoginRequest is the body of PUT /v1/registry-logins/{registry}.
+type RegistryLoginRequest struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// RegistryLogins answers GET /v1/registry-logins.
+type RegistryLogins struct {
+	Logins []*idlegrid.RegistryLogin `json:"logins"`
+}
+
 // Transfers answers GET /v1/transfers.
 type Transfers struct {
 	Transfers []*idlegrid.Transfer `json:"transfers"`

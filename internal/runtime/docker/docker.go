@@ -25,6 +25,22 @@
 //     prep container that is created (never started) and removed before
 //     the workload starts.
 //
+// Images come from the node, or from their registry. A workload whose
+// renter keeps a login for the registry of its image
+// (runtime.Workload.RegistryAuth) always pulls the image with it, even when
+// the node has the image, as Kubernetes' AlwaysPullImages does: the
+// registry checks that this renter may read the image, and the tag's
+// current version runs. The image is then marked private, by a tag
+// PrivateRepository:<hex of the image ID> ("idlegrid-private:3f2a…") that
+// outlives the agent. A workload without a login uses the image the node
+// has, or pulls it without credentials when the node lacks it; but when the
+// image it finds is marked private, it must pull it without credentials
+// first, and does not start when the registry refuses: another renter's
+// private image is not free to all on the node that cached it. With
+// Options.NoPull nothing is pulled. Removing a private image by its name
+// leaves the image under its mark; remove it by ID (docker rmi -f ID), or
+// with docker image prune -a.
+//
 // Containers and volumes carry the labels idlegrid.managed-by,
 // idlegrid.lease, idlegrid.job and idlegrid.node. The workload's stdout and
 // stderr come back as log events; a stdout line "idlegrid:progress=0.42"
@@ -101,7 +117,9 @@ type Options struct {
 	// DefaultUser (nobody).
 	User string
 	// NoPull refuses images that are not on the node already, instead of
-	// pulling them.
+	// pulling them. A workload's login then changes nothing, but a private
+	// image (PrivateRepository) does not run for a workload without one,
+	// since the node cannot ask the registry whether the image is public.
 	NoPull bool
 }
 
@@ -114,11 +132,12 @@ type Runtime struct {
 	close     context.CancelFunc
 	procRoot  string // where the host's processes are seen: /proc, or a test's
 
-	mu       sync.Mutex
-	running  map[string]*workload // by lease ID
-	starting map[string]bool      // lease IDs whose Start is in flight
-	closed   bool
-	wg       sync.WaitGroup // one per Start in flight and per running workload
+	mu         sync.Mutex
+	running    map[string]*workload // by lease ID
+	starting   map[string]bool      // lease IDs whose Start is in flight
+	loginPulls map[string]int       // pulls with a login in flight, by repository
+	closed     bool
+	wg         sync.WaitGroup // one per Start in flight and per running workload
 }
 
 var (
@@ -138,7 +157,7 @@ const (
 // New connects to the engine and returns a runtime. It fails, saying what
 // to fix, when the engine cannot be reached.
 func New(ctx context.Context, o Options) (*Runtime, error) {
-	r := &Runtime{cli: o.Client, running: map[string]*workload{}, starting: map[string]bool{}, procRoot: "/proc"}
+	r := &Runtime{cli: o.Client, running: map[string]*workload{}, starting: map[string]bool{}, loginPulls: map[string]int{}, procRoot: "/proc"}
 	if r.cli == nil {
 		cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 		if err != nil {
@@ -202,7 +221,9 @@ func (o *Options) setDefaults(engineCPUs int, engineMemBytes int64) error {
 }
 
 // Start creates the lease's volumes and container, starts it, and returns
-// once it runs. It pulls the image when the node lacks it.
+// once it runs. It pulls the image as the package comment says: always
+// with the workload's login, else when the node lacks it or has it only as
+// a private image.
 func (r *Runtime) Start(ctx context.Context, w runtime.Workload, events chan<- runtime.Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -266,7 +287,7 @@ func (r *Runtime) create(ctx context.Context, w runtime.Workload, events chan<- 
 	if err := r.removeStale(ctx, w.LeaseID); err != nil {
 		return nil, err
 	}
-	img, err := r.ensureImage(ctx, w.Job.Image)
+	img, err := r.ensureImage(ctx, w)
 	if err != nil {
 		return nil, err
 	}

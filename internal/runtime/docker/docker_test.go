@@ -115,16 +115,24 @@ func buildImage(cli *client.Client) error {
 	if err != nil {
 		return err
 	}
+	return buildTagged(cli, testImage,
+		contextFile{"Dockerfile", 0o644, []byte("FROM scratch\nCOPY workload /workload\nENTRYPOINT [\"/workload\"]\n")},
+		contextFile{"workload", 0o755, exe})
+}
+
+// contextFile is a file of a build's context.
+type contextFile struct {
+	name string
+	mode int64
+	data []byte
+}
+
+// buildTagged builds an image tagged tag from a context of files, through
+// the engine's build API with a tar context.
+func buildTagged(cli *client.Client, tag string, files ...contextFile) error {
 	var ctxTar bytes.Buffer
 	tw := tar.NewWriter(&ctxTar)
-	for _, f := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{
-		{"Dockerfile", 0o644, []byte("FROM scratch\nCOPY workload /workload\nENTRYPOINT [\"/workload\"]\n")},
-		{"workload", 0o755, exe},
-	} {
+	for _, f := range files {
 		tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))})
 		tw.Write(f.data)
 	}
@@ -133,13 +141,13 @@ func buildImage(cli *client.Client) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	res, err := cli.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{Tags: []string{testImage}, Remove: true, ForceRemove: true})
+	res, err := cli.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true})
 	if err != nil {
-		return fmt.Errorf("build the test image: %w", err)
+		return fmt.Errorf("build image %s: %w", tag, err)
 	}
 	defer res.Body.Close()
 	if err := streamError(res.Body); err != nil {
-		return fmt.Errorf("build the test image: %w", err)
+		return fmt.Errorf("build image %s: %w", tag, err)
 	}
 	return nil
 }

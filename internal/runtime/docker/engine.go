@@ -4,82 +4,16 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/idlegrid/idlegrid/internal/runtime"
 )
-
-// ensureImage returns the local image ref, pulling it first when the node
-// lacks it (and may pull).
-func (r *Runtime) ensureImage(ctx context.Context, ref string) (image.InspectResponse, error) {
-	img, err := r.cli.ImageInspect(ctx, ref)
-	if err == nil {
-		return img, nil
-	} else if !cerrdefs.IsNotFound(err) {
-		return img, fmt.Errorf("docker runtime: inspect image %s: %w", ref, err)
-	} else if r.opt.NoPull {
-		return img, fmt.Errorf("image %s is not present locally, and this node does not pull images; load it with docker load or build it on this node", ref)
-	}
-	if err := r.pull(ctx, ref); err != nil {
-		return img, fmt.Errorf("image %s is not present locally and could not be pulled: %v; load it with docker load or build it on this node", ref, err)
-	}
-	img, err = r.cli.ImageInspect(ctx, ref)
-	if err != nil {
-		return img, fmt.Errorf("docker runtime: inspect image %s after pulling it: %w", ref, err)
-	}
-	return img, nil
-}
-
-// pull pulls ref. The engine reports most failures inside the stream.
-func (r *Runtime) pull(ctx context.Context, ref string) error {
-	rc, err := r.cli.ImagePull(ctx, ref, image.PullOptions{})
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	return streamError(rc)
-}
-
-// streamError reads a stream of the engine's JSON progress messages (from
-// a pull or a build) to its end and returns the first error in it.
-func streamError(rc io.Reader) error {
-	dec := json.NewDecoder(rc)
-	for {
-		var msg struct {
-			Error       string `json:"error"`
-			ErrorDetail struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
-		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if msg.Error != "" {
-			return errors.New(msg.Error)
-		} else if msg.ErrorDetail.Message != "" {
-			return errors.New(msg.ErrorDetail.Message)
-		}
-	}
-}
-
-func imageUser(img image.InspectResponse) string {
-	if img.Config == nil {
-		return ""
-	}
-	return img.Config.User
-}
 
 func (r *Runtime) volumeExists(ctx context.Context, name string) (bool, error) {
 	_, err := r.cli.VolumeInspect(ctx, name)

@@ -98,6 +98,11 @@ func (o *Options) checkWorkload(w runtime.Workload) error {
 		return idlegrid.Invalid("workload.job_id", "%q: want letters, digits, '_', '.' or '-'", w.JobID)
 	case strings.TrimSpace(w.Job.Image) == "":
 		return idlegrid.Invalid("job.image", "required")
+	case idlegrid.IsPrivateMark(w.Job.Image):
+		return idlegrid.Invalid("job.image", "the repository %s is the node's, for its marks of private images", PrivateRepository)
+	}
+	if err := checkLogin(w); err != nil {
+		return err
 	}
 	for k := range w.Job.Env {
 		for _, p := range reservedEnv {
@@ -119,6 +124,22 @@ func (o *Options) checkWorkload(w runtime.Workload) error {
 	}
 	_, err := o.capabilities(w.Capabilities)
 	return err
+}
+
+// checkLogin refuses a login for another registry than the image's: the
+// server hands the node the renter's login for the image's registry, and
+// no other registry may see it.
+func checkLogin(w runtime.Workload) error {
+	if w.RegistryAuth == nil {
+		return nil
+	}
+	reg, err := idlegrid.ImageRegistry(w.Job.Image)
+	if err != nil {
+		return idlegrid.Invalid("job.image", "%q is not an image reference: %v", w.Job.Image, err)
+	} else if !strings.EqualFold(reg, w.RegistryAuth.Registry) {
+		return idlegrid.Invalid("workload.registry_auth", "the login is for %s, but image %s comes from %s", w.RegistryAuth.Registry, w.Job.Image, reg)
+	}
+	return nil
 }
 
 // capabilities normalizes the capabilities a workload is granted

@@ -180,6 +180,17 @@ func TestOptions_CheckWorkload(t *testing.T) {
 		{"BadGPU", func(w *runtime.Workload) { w.GPUs = []string{"GPU-1,GPU-2"} }, "workload.gpus"},
 		{"DeniedCapability", func(w *runtime.Workload) { w.Capabilities = []string{"SYS_ADMIN"} }, "workload.capabilities"},
 		{"BadCapability", func(w *runtime.Workload) { w.Capabilities = []string{"all"} }, "workload.capabilities"},
+		{"Login", func(w *runtime.Workload) {
+			w.RegistryAuth = &idlegrid.RegistryAuth{Registry: "ghcr.io", Username: "u", Password: "p"}
+		}, ""},
+		{"LoginForAnotherRegistry", func(w *runtime.Workload) {
+			w.RegistryAuth = &idlegrid.RegistryAuth{Registry: "docker.io", Username: "u", Password: "p"}
+		}, "workload.registry_auth"},
+		{"LoginForDockerHub", func(w *runtime.Workload) {
+			w.Job.Image, w.RegistryAuth = "acme/train:1", &idlegrid.RegistryAuth{Registry: "docker.io", Username: "u", Password: "p"}
+		}, ""},
+		{"PrivateMark", func(w *runtime.Workload) { w.Job.Image = PrivateRepository + ":0123abcd" }, "job.image"},
+		{"PrivateMarkInFull", func(w *runtime.Workload) { w.Job.Image = "docker.io/library/" + PrivateRepository + ":1" }, "job.image"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := specWorkload()

@@ -250,6 +250,7 @@
       { id: 'spend', title: 'Spend', body: renterSpend },
       { id: 'inference', title: 'Inference usage', body: inferenceUsage },
       { id: 'keys', title: 'Keys and budgets', body: keysAndBudgets, form: budgetForm, bind: bindBudget },
+      { id: 'registries', title: 'Registry logins', body: registryLogins, form: registryForm, bind: bindRegistry, result: true },
       { id: 'verifications', title: 'Verifications of your results', wide: true, body: verifications },
     ] },
     provider: { title: 'Provider', roles: ['provider'], panels: () => [
@@ -780,6 +781,51 @@
     });
   }
 
+  // registryLogins lists the renter's logins to private registries, which
+  // its jobs' images are pulled with (docs/api.md, "Private images"); the
+  // server never answers their passwords.
+  async function registryLogins() {
+    const logins = remember((await get('/v1/registry-logins')).logins, (l) => l.registry);
+    return table([
+      { h: 'Registry', f: (l) => esc(l.registry) }, { h: 'Username', f: (l) => esc(l.username) },
+      { h: 'Since', f: (l) => when(l.created_at) }, { h: 'Updated', f: (l) => when(l.updated_at) },
+      { h: '', f: (l) => actionButton('logout', l.registry, 'Remove', 'the login to ' + l.registry, true) },
+    ], logins, 'No registry logins: your jobs pull their images without one.');
+  }
+
+  function registryForm() {
+    return `<form id="registry-form" class="stack" novalidate autocomplete="off">
+      <div><label for="r-registry">Registry</label>
+        <input id="r-registry" type="text" placeholder="ghcr.io" spellcheck="false" required
+          title="The host your images name: ghcr.io, nvcr.io, registry.example.com:5000; docker.io for Docker Hub."></div>
+      <div><label for="r-user">Username</label><input id="r-user" type="text" spellcheck="false" required></div>
+      <div class="full"><label for="r-password">Password or token (a read-only pull token)</label>
+        <input id="r-password" type="password" autocomplete="new-password" required></div>
+      <p id="registry-error" class="error full" role="alert"></p>
+      <div class="full"><button type="submit">Save login</button></div></form>`;
+  }
+
+  function bindRegistry() {
+    $('#registry-form').addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      const out = $('#registry-error'); out.textContent = '';
+      const inputs = { registry: $('#r-registry'), username: $('#r-user'), password: $('#r-password') };
+      for (const el of Object.values(inputs)) el.removeAttribute('aria-invalid');
+      const reg = inputs.registry.value.trim().replace(/^https?:\/\//, '').replace(/\/$/, '');
+      try {
+        const l = await api('PUT', '/v1/registry-logins/' + enc(reg || '-'),
+          { username: inputs.username.value.trim(), password: inputs.password.value });
+        inputs.password.value = '';
+        toast('Login to ' + l.registry + ' saved: your jobs pull its images as ' + l.username); refresh();
+      } catch (e) {
+        out.textContent = problemLines(e);
+        const bad = (e.problems || []).map((p) => inputs[p.field]).filter(Boolean);
+        for (const el of bad) el.setAttribute('aria-invalid', 'true');
+        if (bad.length) bad[0].focus();
+      }
+    });
+  }
+
   // -- provider --
 
   async function providerNodes() {
@@ -1267,6 +1313,12 @@
       what: (r) => `Node ${r.name} takes new leases again, in its windows.`,
       run: (r) => api('DELETE', '/v1/nodes/' + enc(r.id) + '/drain'),
       done: (n) => `Node ${n.name} is drained no more: it takes new leases again.` },
+    logout: { panel: 'registries', ok: 'Remove login', danger: true,
+      title: (r) => 'Remove your login to ' + r.registry,
+      what: (r) => `Your jobs that start from now on pull their images from ${r.registry} without a login; those private there will fail to start. ` +
+        'Revoke the token at the registry too if you no longer use it.',
+      run: (r) => api('DELETE', '/v1/registry-logins/' + enc(r.registry)),
+      done: () => 'Login removed.' },
     lift: { panel: 'quarantine', ok: 'Lift quarantine', label: 'Note, for the record',
       title: (r) => 'Lift the quarantine of node ' + r.node_id,
       what: (r) => `Node ${r.node_id} takes new leases again. It was quarantined because: ${r.reason}`,

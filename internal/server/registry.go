@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"strings"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// Renters' registry logins (idlegrid.RegistryLogin) are sealed before the
+// store keeps them: AES-256-GCM under a key derived from the audit log's
+// signing key, which lives in a file beside the database, never in it. The
+// sealed bytes are bound to their account and registry, so they cannot be
+// moved to another's row. A start command carries the login its job's
+// image needs (registryAuth).
+
+// registryLoginInfo labels the key derived for sealing registry logins.
+const registryLoginInfo = "idlegrid registry logins v1"
+
+// newLoginSealer derives the registry logins' sealing key from the audit
+// log's.
+func newLoginSealer(audit *auditLog) (cipher.AEAD, error) {
+	key, err := hkdf.Key(sha256.New, audit.key.Seed(), nil, registryLoginInfo, 32)
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+// sealLogin encrypts l.Secret into l.Sealed, and clears Secret.
+func (s *Server) sealLogin(l *idlegrid.RegistryLogin) {
+	nonce := make([]byte, s.logins.NonceSize())
+	rand.Read(nonce)
+	l.Sealed = s.logins.Seal(nonce, nonce, []byte(l.Secret), loginBinding(l))
+	l.Secret = ""
+}
+
+// openLogin decrypts l.Sealed.
+func (s *Server) openLogin(l *idlegrid.RegistryLogin) (string, error) {
+	n := s.logins.NonceSize()
+	if len(l.Sealed) < n {
+		return "", errors.New("sealed login too short")
+	}
+	plain, err := s.logins.Open(nil, l.Sealed[:n], l.Sealed[n:], loginBinding(l))
+	return string(plain), err
+}
+
+func loginBinding(l *idlegrid.RegistryLogin) []byte {
+	return []byte(l.AccountID + "\x00" + l.Registry)
+}
+
+// PutRegistryLogin keeps the calling renter's login to a registry, replacing
+// the one it had there: its jobs whose images are on the registry are
+// pulled with it. The registry may be given as docker login takes it
+// ("https://ghcr.io/"); the answer names it as image references do.
+func (s *Server) PutRegistryLogin(ctx context.Context, l idlegrid.RegistryLogin) (*idlegrid.RegistryLogin, error) {
+	c, err := requireRole(ctx, idlegrid.RoleRenter)
+	if err != nil {
+		return nil, err
+	}
+	l.Registry = normalRegistry(l.Registry)
+	l.AccountID, l.Sealed = c.AccountID, nil
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	now := s.Now()
+	l.CreatedAt, l.UpdatedAt = now, now
+	s.sealLogin(&l)
+	if err := s.store.PutRegistryLogin(ctx, &l); err != nil {
+		return nil, err
+	}
+	kept, err := s.store.FindRegistryLogin(ctx, l.AccountID, l.Registry)
+	if err != nil {
+		return nil, err
+	}
+	kept.Sealed = nil
+	return kept, nil
+}
+
+// normalRegistry is the registry s names as image references name it; s
+// itself when it names none, for Validate to refuse.
+func normalRegistry(s string) string {
+	s = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(s, "https://"), "http://"), "/")
+	if reg, err := idlegrid.ParseRegistry(s); err == nil {
+		return reg
+	}
+	return s
+}
+
+// ListRegistryLogins lists an account's registry logins, without their
+// secrets: the caller's own, or for an admin any account's ("": its own).
+func (s *Server) ListRegistryLogins(ctx context.Context, accountID string) ([]*idlegrid.RegistryLogin, error) {
+	c, err := account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if accountID == "" {
+		accountID = c.AccountID
+	} else if accountID != c.AccountID && c.Role != idlegrid.RoleAdmin {
+		return nil, idlegrid.Errorf(idlegrid.EFORBIDDEN, "only an admin may list another account's registry logins")
+	}
+	logins, err := s.store.ListRegistryLogins(ctx, accountID)
+	for _, l := range logins {
+		l.Sealed = nil
+	}
+	return logins, err
+}
+
+// RemoveRegistryLogin removes the caller's login to a registry: its jobs
+// started after this pull from it without one.
+func (s *Server) RemoveRegistryLogin(ctx context.Context, registry string) error {
+	c, err := account(ctx)
+	if err != nil {
+		return err
+	}
+	return s.store.RemoveRegistryLogin(ctx, c.AccountID, normalRegistry(registry))
+}
+
+// registryAuth is the login a start command of j carries: its renter's for
+// its image's registry, or nil when the renter keeps none there. A login
+// that cannot be opened is logged and left out: the node's pull then says
+// that the registry refused it.
+func (s *Server) registryAuth(ctx context.Context, j *idlegrid.Job) (*idlegrid.RegistryAuth, error) {
+	reg, err := idlegrid.ImageRegistry(j.Image)
+	if err != nil {
+		return nil, nil // Validate took the image; a node refuses it anyway
+	}
+	l, err := s.store.FindRegistryLogin(ctx, j.RenterID, reg)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	secret, err := s.openLogin(l)
+	if err != nil {
+		s.log.Error("a registry login cannot be opened; was the audit key replaced?", "account", l.AccountID, "registry", reg, "err", err)
+		return nil, nil
+	}
+	return &idlegrid.RegistryAuth{Registry: reg, Username: l.Username, Password: secret}, nil
+}

@@ -1,0 +1,120 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// TestServer_RegistryLogins: a renter's login to a registry is kept sealed,
+// listed without its secret, and carried by the start command of each of
+// its jobs whose image is on that registry, and by no other.
+func TestServer_RegistryLogins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		ctx := context.Background()
+		const secret = "ghp_0123456789abcdef"
+		got, err := m.srv.PutRegistryLogin(m.renter, idlegrid.RegistryLogin{Registry: "https://ghcr.io/", Username: "acme-bot", Secret: secret})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Registry != "ghcr.io" || got.Username != "acme-bot" || got.AccountID != m.renterID || got.Secret != "" || got.Sealed != nil {
+			t.Errorf("PutRegistryLogin answered %+v, want ghcr.io's login for the renter, without its secret", got)
+		}
+		kept, err := m.store.FindRegistryLogin(ctx, m.renterID, "ghcr.io")
+		if err != nil || len(kept.Sealed) == 0 || bytes.Contains(kept.Sealed, []byte(secret)) || kept.Secret != "" {
+			t.Fatalf("the stored login: %+v, %v; want it sealed", kept, err)
+		}
+		list, err := m.srv.ListRegistryLogins(m.renter, "")
+		if err != nil || len(list) != 1 || list[0].Registry != "ghcr.io" || list[0].Sealed != nil {
+			t.Errorf("ListRegistryLogins = %+v, %v; want ghcr.io's, unsealed nothing", list, err)
+		}
+		other := otherRenter(t, m)
+		if _, err := m.srv.ListRegistryLogins(other, m.renterID); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
+			t.Errorf("another renter lists the renter's logins: %v, want EFORBIDDEN", err)
+		}
+		if list, err := m.srv.ListRegistryLogins(m.admin, m.renterID); err != nil || len(list) != 1 {
+			t.Errorf("an admin lists the renter's logins: %+v, %v", list, err)
+		}
+
+		// Three one-GPU jobs: the renter's on ghcr.io and on Docker Hub,
+		// and another renter's on ghcr.io.
+		private, hub := testSpec(), testSpec()
+		private.GPUs, hub.GPUs = 1, 1
+		private.Image = "ghcr.io/acme/trainer:2"
+		mine, err := m.srv.SubmitJob(m.renter, private)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.srv.SubmitJob(m.renter, hub); err != nil {
+			t.Fatal(err)
+		}
+		theirs, err := m.srv.SubmitJob(other, private)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 5*time.Second)
+		auths := map[string]*idlegrid.RegistryAuth{}
+		for _, node := range []context.Context{m.node, m.rival} {
+			cmds, err := m.srv.Commands(node, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cmds {
+				if c.Kind == idlegrid.CommandStart {
+					auths[c.Lease.JobID] = c.RegistryAuth
+				}
+			}
+		}
+		if len(auths) != 3 {
+			t.Fatalf("%d jobs started, want 3", len(auths))
+		}
+		want := idlegrid.RegistryAuth{Registry: "ghcr.io", Username: "acme-bot", Password: secret}
+		for job, auth := range auths {
+			switch {
+			case job == mine.ID && (auth == nil || *auth != want):
+				t.Errorf("the renter's ghcr.io job started with login %v, want %v", auth, want)
+			case job != mine.ID && auth != nil:
+				t.Errorf("job %s (theirs: %v) started with login %v, want none", job, job == theirs.ID, auth)
+			}
+		}
+
+		if err := m.srv.RemoveRegistryLogin(m.renter, "ghcr.io"); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.srv.RemoveRegistryLogin(m.renter, "ghcr.io"); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			t.Errorf("removing it twice: %v, want ENOTFOUND", err)
+		}
+	})
+}
+
+// TestServer_PutRegistryLogin_invalid: each field at fault is named, and
+// only renters keep logins.
+func TestServer_PutRegistryLogin_invalid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		for _, tc := range []struct {
+			login idlegrid.RegistryLogin
+			field string
+		}{
+			{idlegrid.RegistryLogin{Registry: "", Username: "u", Secret: "s"}, "registry"},
+			{idlegrid.RegistryLogin{Registry: "acme", Username: "u", Secret: "s"}, "registry"},
+			{idlegrid.RegistryLogin{Registry: "ghcr.io/acme", Username: "u", Secret: "s"}, "registry"},
+			{idlegrid.RegistryLogin{Registry: "ghcr.io", Username: "", Secret: "s"}, "username"},
+			{idlegrid.RegistryLogin{Registry: "ghcr.io", Username: "u", Secret: ""}, "password"},
+			{idlegrid.RegistryLogin{Registry: "ghcr.io", Username: "u", Secret: string(make([]byte, idlegrid.MaxRegistrySecret+1))}, "password"},
+		} {
+			_, err := m.srv.PutRegistryLogin(m.renter, tc.login)
+			if e, ok := err.(*idlegrid.Error); !ok || e.Code != idlegrid.EINVALID || e.Field != tc.field {
+				t.Errorf("PutRegistryLogin(%q, %q) = %v, want EINVALID naming %s", tc.login.Registry, tc.login.Username, err, tc.field)
+			}
+		}
+		if _, err := m.srv.PutRegistryLogin(m.provider, idlegrid.RegistryLogin{Registry: "ghcr.io", Username: "u", Secret: "s"}); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
+			t.Errorf("a provider keeps a login: %v, want EFORBIDDEN", err)
+		}
+	})
+}

@@ -1,0 +1,127 @@
+package idlegrid
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/distribution/reference"
+)
+
+// A renter's images are usually private: its training code lives in its
+// own repository on ghcr.io, a cloud's registry or Docker Hub. The renter
+// keeps a login per registry on its account (a RegistryLogin); when one of
+// its jobs starts, the node it runs on is handed the login for the job's
+// image's registry (RegistryAuth, in the start command) and pulls the
+// image with it. The secret is never in an answer to anyone, and it is
+// sealed in the database with a key the database does not hold.
+
+// RegistryLogin is a renter's login to a private container registry, used
+// to pull the images of its jobs that name the registry.
+type RegistryLogin struct {
+	AccountID string `json:"account_id"`
+	// Registry is the image registry's host, with its port when it has
+	// one, as image references name it: "ghcr.io", "nvcr.io",
+	// "registry.example.com:5000"; "docker.io" for Docker Hub.
+	Registry string `json:"registry"`
+	Username string `json:"username"`
+	// Secret is the password or access token, as the renter gives it. It
+	// is written, never read back: no answer carries it, and the store
+	// keeps only Sealed.
+	Secret string `json:"-"`
+	// Sealed is Secret encrypted by the server (internal/server), the form
+	// the Store keeps.
+	Sealed    []byte    `json:"-"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// RegistryLoginStore keeps renters' registry logins.
+type RegistryLoginStore interface {
+	// PutRegistryLogin stores l, Sealed set and Secret empty, replacing the
+	// account's login to the same registry (CreatedAt then stays). An
+	// account holds at most MaxRegistryLogins: ECONFLICT past it.
+	PutRegistryLogin(ctx context.Context, l *RegistryLogin) error
+	// FindRegistryLogin returns the account's login to registry, Sealed
+	// set; ENOTFOUND when it has none.
+	FindRegistryLogin(ctx context.Context, accountID, registry string) (*RegistryLogin, error)
+	// ListRegistryLogins returns the account's logins by registry, Sealed
+	// not set.
+	ListRegistryLogins(ctx context.Context, accountID string) ([]*RegistryLogin, error)
+	// RemoveRegistryLogin removes the account's login to registry;
+	// ENOTFOUND when it has none.
+	RemoveRegistryLogin(ctx context.Context, accountID, registry string) error
+}
+
+// RegistryAuth is what a node needs to pull a start command's image: the
+// login of the job's renter for the image's registry.
+type RegistryAuth struct {
+	Registry string `json:"registry"`
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// String keeps the password out of logs and error messages.
+func (a RegistryAuth) String() string {
+	return fmt.Sprintf("%s@%s", a.Username, a.Registry)
+}
+
+// PrivateImageRepository is the repository a node tags the images it pulled
+// with a renter's login in, "idlegrid-private:<hex of the image ID>", so
+// that it remembers, across restarts, that they are private
+// (internal/runtime/docker). No job may name it.
+const PrivateImageRepository = "idlegrid-private"
+
+// IsPrivateMark reports whether image names PrivateImageRepository, in
+// whichever spelling ("idlegrid-private:x", "docker.io/library/idlegrid-private:x").
+func IsPrivateMark(image string) bool {
+	named, err := reference.ParseNormalizedNamed(image)
+	return err == nil && named.Name() == "docker.io/library/"+PrivateImageRepository
+}
+
+// Limits on a registry login.
+const (
+	MaxRegistryUsername = 256
+	MaxRegistrySecret   = 8192 // cloud registries' tokens run to a few kilobytes
+	MaxRegistryLogins   = 32   // an account's
+)
+
+// ImageRegistry returns the registry an image reference pulls from, as
+// RegistryLogin.Registry names it: "docker.io" for a bare name such as
+// "ubuntu:22.04" or "acme/trainer:1".
+func ImageRegistry(image string) (string, error) {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return "", err
+	}
+	return reference.Domain(named), nil
+}
+
+// Validate checks a login as a renter writes it: the registry a host name
+// (with an optional port), a username and a secret, each within its
+// limit; every field at fault is named.
+func (l *RegistryLogin) Validate() error {
+	var p Faults
+	reg, err := ParseRegistry(l.Registry)
+	p.Check(err == nil && reg == l.Registry, "registry", "must be a registry host such as ghcr.io or registry.example.com:5000, got %q", l.Registry)
+	p.Check(l.Username != "" && len(l.Username) <= MaxRegistryUsername && IsText(l.Username), "username",
+		"required, printable, at most %d bytes", MaxRegistryUsername)
+	p.Check(l.Secret != "" && len(l.Secret) <= MaxRegistrySecret && IsText(l.Secret), "password",
+		"required, printable, at most %d bytes", MaxRegistrySecret)
+	return p.Err()
+}
+
+// ParseRegistry returns the registry s names, as an image "s/x" would
+// pull from: s itself, or its usual name ("docker.io" for
+// "index.docker.io").
+func ParseRegistry(s string) (string, error) {
+	if s == "" || len(s) > 253 || strings.ContainsAny(s, "/@") {
+		return "", fmt.Errorf("%q is not a registry host", s)
+	}
+	got, err := ImageRegistry(s + "/x")
+	if err != nil || (got == "docker.io" && !strings.Contains(s, "docker.io")) {
+		return "", fmt.Errorf("%q is not a registry host", s) // "acme/x" is Docker Hub's acme
+	}
+	return got, nil
+}

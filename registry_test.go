@@ -1,0 +1,61 @@
+package idlegrid_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+func TestImageRegistry(t *testing.T) {
+	for image, want := range map[string]string{
+		"ubuntu:22.04":             "docker.io",
+		"acme/trainer:1":           "docker.io",
+		"docker.io/acme/trainer:1": "docker.io",
+		"ghcr.io/acme/trainer:1.4": "ghcr.io",
+		"registry.example.com:5000/team/x@sha256:" + strings.Repeat("a", 64): "registry.example.com:5000",
+		"localhost/x":             "localhost",
+		"127.0.0.1:5000/acme/x:1": "127.0.0.1:5000",
+	} {
+		if got, err := idlegrid.ImageRegistry(image); err != nil || got != want {
+			t.Errorf("ImageRegistry(%q) = %q, %v; want %q", image, got, err, want)
+		}
+	}
+	if _, err := idlegrid.ImageRegistry("Not An Image"); err == nil {
+		t.Error("ImageRegistry of a malformed reference: no error")
+	}
+}
+
+func TestParseRegistry(t *testing.T) {
+	for in, want := range map[string]string{
+		"ghcr.io": "ghcr.io", "docker.io": "docker.io", "index.docker.io": "docker.io",
+		"registry.example.com:5000": "registry.example.com:5000", "localhost:5000": "localhost:5000",
+	} {
+		if got, err := idlegrid.ParseRegistry(in); err != nil || got != want {
+			t.Errorf("ParseRegistry(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "acme", "ghcr.io/acme", "https://ghcr.io", "user@ghcr.io", "GHCR IO"} {
+		if got, err := idlegrid.ParseRegistry(bad); err == nil {
+			t.Errorf("ParseRegistry(%q) = %q, want an error", bad, got)
+		}
+	}
+}
+
+func TestRegistryAuth_String(t *testing.T) {
+	a := idlegrid.RegistryAuth{Registry: "ghcr.io", Username: "acme-bot", Password: "ghp_secret"}
+	if s := a.String(); strings.Contains(s, "ghp_secret") || s != "acme-bot@ghcr.io" {
+		t.Errorf("String() = %q, want the user and registry, no password", s)
+	}
+}
+
+func TestJobSpec_privateMark(t *testing.T) {
+	for _, image := range []string{"idlegrid-private:3f2a", "docker.io/library/idlegrid-private:3f2a"} {
+		s := idlegrid.JobSpec{Kind: idlegrid.KindTraining, Image: image, GPUs: 1, Nodes: 1, Tier: idlegrid.TierSilver,
+			MaxPriceMicrosPerGPUHour: 1, DurationSeconds: 60}
+		if err := s.Validate(time.Now()); idlegrid.ErrorCode(err) != idlegrid.EINVALID || !strings.Contains(err.Error(), "job.image: the repository idlegrid-private") {
+			t.Errorf("a job naming %s: %v, want job.image refused", image, err)
+		}
+	}
+}
