@@ -315,6 +315,12 @@ type Job struct {
 	// how long its leases ran up to the checkpoint it resumes from
 	// (CheckpointRef). It needs DurationSeconds less this to finish.
 	ResumeSeconds int64 `json:"resume_seconds,omitempty"`
+	// CheckpointNodeID is the node that keeps that checkpoint, when the
+	// runtime kept it on the node that ran the job (a Docker volume): the
+	// job resumes only there, so the market prefers that node; placed on
+	// another, it starts over, and ResumeSeconds go back to 0
+	// (docs/market.md, "Checkpoints"). Gangs keep none.
+	CheckpointNodeID string `json:"checkpoint_node_id,omitempty"`
 }
 
 // LatestStart is the last moment the job can start and still finish by

@@ -438,7 +438,11 @@ func printJob(e *env, j *idlegrid.Job) error {
 	t.row("Residency", orDash(j.Residency))
 	t.row("Deadline", deadlineOf(j))
 	if j.ResumeSeconds > 0 {
-		t.row("Resumes", fmt.Sprintf("from its checkpoint, %s of its %s run done", seconds(j.ResumeSeconds), seconds(j.DurationSeconds)))
+		on := ""
+		if j.CheckpointNodeID != "" {
+			on = " (on node " + j.CheckpointNodeID + ", which the market prefers; elsewhere it starts over)"
+		}
+		t.row("Resumes", fmt.Sprintf("from its checkpoint, %s of its %s run done%s", seconds(j.ResumeSeconds), seconds(j.DurationSeconds), on))
 	}
 	optionalRows(t, &j.JobSpec)
 	t.row("Attempts", j.Attempts)

@@ -57,3 +57,24 @@ func TestPrintJob_explainHint(t *testing.T) {
 		}
 	}
 }
+
+// A requeued job's details say what its checkpoint holds, and where.
+func TestPrintJob_resumes(t *testing.T) {
+	for _, tt := range []struct {
+		node, want string
+	}{
+		{"", "from its checkpoint, 20m0s of its 1h0m0s run done\n"},
+		{"node_a", "from its checkpoint, 20m0s of its 1h0m0s run done (on node node_a, which the market prefers; elsewhere it starts over)\n"},
+	} {
+		var out bytes.Buffer
+		e := &env{Stdio: Stdio{Out: &out, Err: &bytes.Buffer{}}}
+		j := &idlegrid.Job{ID: "job_1", State: idlegrid.JobQueued, ResumeSeconds: 1200, CheckpointNodeID: tt.node,
+			JobSpec: idlegrid.JobSpec{DurationSeconds: 3600}}
+		if err := printJob(e, j); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "Resumes") || !strings.Contains(out.String(), tt.want) {
+			t.Errorf("job get of a job resuming on %q:\n%s\nwant a Resumes row %q", tt.node, out.String(), tt.want)
+		}
+	}
+}

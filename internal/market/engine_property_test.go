@@ -156,6 +156,16 @@ func randomEngineJob(r *rand.Rand) *idlegrid.Job {
 	return j
 }
 
+// resumeSomewhere gives one job in three a checkpoint on one of the
+// market's nodes, holding from none to all of its run.
+func resumeSomewhere(r *rand.Rand, j *idlegrid.Job, m *refMarket) {
+	if r.IntN(3) != 0 {
+		return
+	}
+	j.CheckpointNodeID = m.nodes[r.IntN(len(m.nodes))].ID
+	j.ResumeSeconds = j.DurationSeconds * int64(r.IntN(5)) / 4
+}
+
 // refNode is the reference's view of one node for one job.
 type refNode struct {
 	n      *idlegrid.Node
@@ -281,6 +291,9 @@ func judge(j *idlegrid.Job, n *idlegrid.Node, leases []*idlegrid.Lease) refNode 
 		}
 	}
 	v.credit = idlegrid.Micros(gb*refTransfer*3600) / idlegrid.Micros(int64(max(j.GPUs, 1))*j.DurationSeconds)
+	if n.ID == j.CheckpointNodeID && max(j.Nodes, 1) == 1 && j.ResumeSeconds > 0 { // it would not run again what the checkpoint holds
+		v.credit += j.MaxPriceMicrosPerGPUHour * idlegrid.Micros(min(j.ResumeSeconds, j.DurationSeconds)) / idlegrid.Micros(j.DurationSeconds)
+	}
 	w := j.ReliabilityWeight
 	if w == 0 {
 		w = 1
@@ -682,6 +695,7 @@ func bruteForce(t *testing.T, size, rounds int, saturated bool) {
 		if saturated {
 			saturate(r, m)
 		}
+		resumeSomewhere(rand.New(rand.NewPCG(seed, 7)), j, m) // a source of its own: the markets stay as they were
 		e := market.NewEngine(market.Config{})
 		e.Advance(now)
 		for _, n := range m.nodes {

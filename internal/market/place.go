@@ -679,26 +679,51 @@ func (e *Engine) judge(q *query, nd *node, main bool, top *topK) {
 	}
 }
 
-// offerDirect judges the nodes (in region, when set) of q's own
-// reservation, whose index entries understate what q may use there, and
-// marks them for the walks to skip. It starts a new search mark.
+// offerDirect judges the nodes (in region, when set) whose index entries
+// understate them for q: those of q's own reservation, where q may use
+// what the reservation holds, and the node that keeps q's checkpoint,
+// whose credit the index leaves out. It marks them for the walks to skip,
+// and starts a new search mark.
 func (e *Engine) offerDirect(q *query, sig *signature, region string, top *topK) {
 	e.mark++
 	q.mark = e.mark
+	if nd := e.checkpointNode(q); nd != nil && e.direct(q, sig, region, nd) {
+		e.judgeDirect(q, nd, top)
+	}
 	r := e.reservations[q.job.ID]
 	if r == nil {
 		return
 	}
 	for _, nd := range r.nodes {
-		c := nd.cls
-		if c == nil || (region != "" && nd.n.Region != region) || !sig.accepts[c.idx] || (c.key.maxJob > 0 && c.key.maxJob < q.dur) || !nd.inView(q.ti) {
-			continue
-		}
-		nd.mark = e.mark
-		if x, ok := e.consider(q, nd); ok {
-			top.offer(x)
+		if nd.mark != e.mark && e.direct(q, sig, region, nd) {
+			e.judgeDirect(q, nd, top)
 		}
 	}
+}
+
+// direct reports whether a search of q (in region, when set) would come
+// upon nd: it is in a class sig accepts that takes q's duration, and in
+// q's tier's view.
+func (e *Engine) direct(q *query, sig *signature, region string, nd *node) bool {
+	c := nd.cls
+	return c != nil && (region == "" || nd.n.Region == region) && sig.accepts[c.idx] &&
+		(c.key.maxJob == 0 || c.key.maxJob >= q.dur) && nd.inView(q.ti)
+}
+
+func (e *Engine) judgeDirect(q *query, nd *node, top *topK) {
+	nd.mark = e.mark
+	if x, ok := e.consider(q, nd); ok {
+		top.offer(x)
+	}
+}
+
+// checkpointNode is the node that keeps the checkpoint q's job resumes
+// from, when it is a one-node job with one and the node is in the market.
+func (e *Engine) checkpointNode(q *query) *node {
+	if q.job.CheckpointNodeID == "" || q.n != 1 || q.job.ResumeSeconds <= 0 {
+		return nil
+	}
+	return e.nodes[q.job.CheckpointNodeID]
 }
 
 // maxCredit is the credit of a node that caches every dataset q names.
@@ -763,12 +788,14 @@ func (e *Engine) available(q *query, nd *node) int {
 	return max(u, 0)
 }
 
-// credit is the node's data-locality credit for q, in micros per GPU-hour:
-// what moving the datasets it caches would cost (size × the configured
-// cost per GB), spread over the GPU-hours the job runs there.
+// credit is the node's locality credit for q, in micros per GPU-hour: what
+// moving the datasets it caches would cost (size × the configured cost per
+// GB), spread over the GPU-hours the job runs there, and on the node that
+// keeps the job's checkpoint, the run it would not repeat (resumeCredit).
 func (e *Engine) credit(q *query, nd *node) idlegrid.Micros {
+	resume := resumeCredit(q, nd)
 	if len(q.job.Datasets) == 0 || !nd.cached { // cached is on the line judging reads
-		return 0
+		return resume
 	}
 	var gb int64
 	for _, d := range q.job.Datasets {
@@ -777,9 +804,20 @@ func (e *Engine) credit(q *query, nd *node) idlegrid.Micros {
 		}
 	}
 	if gb == 0 {
+		return resume
+	}
+	return resume + idlegrid.Micros(gb)*e.cfg.TransferCostMicrosPerGB*3600/idlegrid.Micros(int64(q.g)*q.dur)
+}
+
+// resumeCredit is the credit of the node that keeps the checkpoint a
+// one-node job resumes from: elsewhere it would run again what the
+// checkpoint holds, ResumeSeconds of its duration, which at its cap comes
+// to cap × ResumeSeconds ÷ duration a GPU-hour of its run.
+func resumeCredit(q *query, nd *node) idlegrid.Micros {
+	if q.job.CheckpointNodeID == "" || q.n != 1 || nd.id != q.job.CheckpointNodeID || q.job.ResumeSeconds <= 0 {
 		return 0
 	}
-	return idlegrid.Micros(gb) * e.cfg.TransferCostMicrosPerGB * 3600 / idlegrid.Micros(int64(q.g)*q.dur)
+	return q.cap * idlegrid.Micros(min(q.job.ResumeSeconds, q.dur)) / idlegrid.Micros(q.dur)
 }
 
 // award makes the decision for winners, priced against the best of losers

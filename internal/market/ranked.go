@@ -233,8 +233,8 @@ func (x *shadow) searchRanked(s *shelf) {
 			return // neither this node nor any after beats the best found
 		}
 		nd := r.nd
-		if len(q.job.Datasets) > 0 && nd.cachesAny(q.job) {
-			continue
+		if (len(q.job.Datasets) > 0 && nd.cachesAny(q.job)) || resumeCredit(q, nd) > 0 {
+			continue // its credit, which r.score leaves out, counts where it is offered (shadowRunnerUp)
 		}
 		if x.competes(nd) {
 			x.best, x.found = cand{nd: nd, ask: nd.asks[q.ti], score: r.score}, true

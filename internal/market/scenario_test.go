@@ -26,7 +26,8 @@ import (
 //	     weekly=mon@08:00-18:00 tz=Europe/Berlin tod=(18:00-22:00x150)]
 //	lease id=l1 node=n1 [job=jl1 tier=bronze gpus=1 age=10m limit=2h checkpoint=5m saved=5m]
 //	place job=j1 [tier=silver gpus=1 nodes=1 cap=3 dur=1h checkpoint-every=30m models=(A,B) vram=..
-//	     region=.. preferred residency=.. weight=1 datasets=(name:GB) kind=training cpu=.. ram=..] [commit]
+//	     region=.. preferred residency=.. weight=1 datasets=(name:GB) kind=training cpu=.. ram=..
+//	     resume=20m@n1 (its checkpoint holds 20 minutes of its run, on n1)] [commit]
 //	advance by=2m        (gives the notices due, and stops leases whose notice ended)
 //	end lease=l1         (the lease finished)
 //	remove-node id=n1
@@ -348,6 +349,11 @@ func (h *harness) job(a args) *idlegrid.Job {
 			n, _ := strconv.Atoi(gb)
 			s.Datasets = append(s.Datasets, idlegrid.Dataset{Name: name, SizeGB: int64(n)})
 		}
+	}
+	if v, ok := a["resume"]; ok {
+		held, node, _ := strings.Cut(v, "@")
+		d, _ := time.ParseDuration(held)
+		j.ResumeSeconds, j.CheckpointNodeID = int64(d/time.Second), node
 	}
 	if d := a.dur("deadline", 0); d > 0 { // from the scenario's start, like rel
 		at := now.Add(d)

@@ -44,6 +44,9 @@ func (e *Engine) shadowRunnerUp(q *query, winners []cand) (cand, bool) {
 			x.searchRanked(c.sh)
 		}
 	}
+	if nd := e.checkpointNode(q); nd != nil && e.direct(q, q.sig, region, nd) {
+		x.offer(nd) // its credit, which the ranked lists leave out, may make it compete
+	}
 	if len(q.job.Datasets) == 0 {
 		return x.best, x.found
 	}

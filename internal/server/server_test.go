@@ -586,6 +586,7 @@ func TestServer_PreemptsBronzeWithNotice(t *testing.T) {
 		m := mustMarket(t)
 		bronze := testSpec()
 		bronze.Tier, bronze.MaxPriceMicrosPerGPUHour = idlegrid.TierBronze, 600_000
+		bronze.CheckpointEverySeconds = 600 // it can resume
 		// Due 5 minutes after a whole run from now: once preempted, the
 		// job can finish by then only with the run its checkpoint holds.
 		due := m.srv.Now().Add(time.Duration(bronze.DurationSeconds)*time.Second + 5*time.Minute)
@@ -659,8 +660,9 @@ func TestServer_PreemptsBronzeWithNotice(t *testing.T) {
 		if requeued.State != idlegrid.JobQueued || requeued.CheckpointRef != "docker-volume:ckpt-1" {
 			t.Fatalf("bronze job = %s from %q, want queued again from its checkpoint", requeued.State, requeued.CheckpointRef)
 		}
-		if ran := int64(ended.EndedAt.Sub(*ended.StartedAt) / time.Second); requeued.ResumeSeconds != ran {
-			t.Errorf("the requeued job resumes with %d s of its run done, want %d, what its lease ran to the checkpoint", requeued.ResumeSeconds, ran)
+		if ran := int64(ended.EndedAt.Sub(*ended.StartedAt) / time.Second); requeued.ResumeSeconds != ran || requeued.CheckpointNodeID != ended.NodeID {
+			t.Errorf("the requeued job resumes with %d s of its run done on %q, want %d, what its lease ran to the checkpoint, on %s",
+				requeued.ResumeSeconds, requeued.CheckpointNodeID, ran, ended.NodeID)
 		}
 		m.advance(t, 5*time.Second)
 		if got, _ := m.srv.FindJob(m.renter, requeued.ID); got.State != idlegrid.JobQueued {
@@ -669,8 +671,65 @@ func TestServer_PreemptsBronzeWithNotice(t *testing.T) {
 		if got, _ := m.srv.FindJob(m.renter, g.ID); got.State != idlegrid.JobRunning {
 			t.Fatalf("gold job = %s (%s), want running on the freed GPUs", got.State, got.Reason)
 		}
+
+		// With both nodes free again, the requeued job goes back to the node
+		// that keeps its checkpoint, though that node now asks more.
+		dearer := testOffer(map[string]string{m.nodeID: "barn-1"}[ended.NodeID])
+		if dearer.Name == "" {
+			dearer = testOffer("barn-2")
+			dearer.Ask.FloorMicrosPerGPUHour[idlegrid.TierSilver] = 500_000
+		}
+		dearer.Ask.FloorMicrosPerGPUHour[idlegrid.TierBronze] = 350_000
+		if err := m.srv.UpdateOffer(victimNode, idlegrid.OfferRequest{Offer: dearer}); err != nil {
+			t.Fatal(err)
+		}
+		// A spend limit the renter has reached holds the job back until
+		// both nodes are free, whichever frees first.
+		none := idlegrid.Micros(1)
+		if _, err := m.srv.SetAccountLimit(m.admin, m.renterID, &none); err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := m.srv.ListJobs(m.renter, idlegrid.JobFilter{States: []idlegrid.JobState{idlegrid.JobRunning}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			if _, err := m.srv.CancelJob(m.renter, j.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stopAll(t, m)
+		m.advance(t, 5*time.Second)
+		if _, err := m.srv.SetAccountLimit(m.admin, m.renterID, nil); err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 5*time.Second)
+		back, err := m.srv.ListLeases(m.renter, idlegrid.LeaseFilter{JobID: requeued.ID, States: []idlegrid.LeaseState{idlegrid.LeaseAssigned}})
+		if err != nil || len(back) != 1 || back[0].NodeID != ended.NodeID {
+			t.Errorf("the requeued job's new lease: %+v, %v; want one on %s, which keeps its checkpoint", back, err, ended.NodeID)
+		}
 		mustLedgerBalanced(t, m.store)
 	})
+}
+
+// stopAll reports every lease both of m's nodes were asked to stop as
+// cancelled, as their agents would.
+func stopAll(t *testing.T, m *testMarket) {
+	t.Helper()
+	synctest.Wait()
+	for _, n := range []context.Context{m.node, m.rival} {
+		cmds, err := m.srv.Commands(n, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cmds {
+			if c.Kind == idlegrid.CommandStop {
+				if err := m.srv.ReportLease(n, c.Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
 }
 
 // A checkpoint an agent reports in its heartbeat reaches the engine, so a

@@ -308,8 +308,8 @@ func findPlacedJob(ctx context.Context, tx *sql.Tx, p *idlegrid.Placement, lock 
 	j := &idlegrid.Job{ID: p.JobID}
 	var spec string
 	var started sql.NullInt64
-	err := tx.QueryRowContext(ctx, `SELECT renter_id, state, attempts, started_at, submitted_by_key, spec
-		FROM jobs WHERE id = $1`+lock, p.JobID).Scan(&j.RenterID, &j.State, &j.Attempts, &started, &j.SubmittedByKey, &spec)
+	err := tx.QueryRowContext(ctx, `SELECT renter_id, state, attempts, started_at, submitted_by_key, checkpoint_node_id, spec
+		FROM jobs WHERE id = $1`+lock, p.JobID).Scan(&j.RenterID, &j.State, &j.Attempts, &started, &j.SubmittedByKey, &j.CheckpointNodeID, &spec)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("job", p.JobID)
 	} else if err != nil {

@@ -38,7 +38,7 @@ func readBatch(ctx context.Context, tx *sql.Tx, d *dialect, ps []*idlegrid.Place
 			nodeIDs = append(nodeIDs, l.NodeID)
 		}
 	}
-	err := selectIn(ctx, tx, `SELECT id, renter_id, state, attempts, started_at, submitted_by_key FROM jobs WHERE id`,
+	err := selectIn(ctx, tx, `SELECT id, renter_id, state, attempts, started_at, submitted_by_key, checkpoint_node_id FROM jobs WHERE id`,
 		` ORDER BY id`+d.forUpdate, jobIDs, r.scanJob)
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func readBatch(ctx context.Context, tx *sql.Tx, d *dialect, ps []*idlegrid.Place
 func (r *batchRead) scanJob(rs *sql.Rows) error {
 	j := &idlegrid.Job{}
 	var started sql.NullInt64
-	if err := rs.Scan(&j.ID, &j.RenterID, &j.State, &j.Attempts, &started, &j.SubmittedByKey); err != nil {
+	if err := rs.Scan(&j.ID, &j.RenterID, &j.State, &j.Attempts, &started, &j.SubmittedByKey, &j.CheckpointNodeID); err != nil {
 		return err
 	}
 	j.StartedAt = timePtrOf(started)

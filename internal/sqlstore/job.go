@@ -35,14 +35,15 @@ func (db *DB) CreateJob(ctx context.Context, j *idlegrid.Job) error {
 }
 
 const jobColumns = `id, renter_id, spec, state, reason, attempts, created_at, updated_at,
-	started_at, ended_at, charged_micros, submitted_by_key, idempotency_key, resume_seconds`
+	started_at, ended_at, charged_micros, submitted_by_key, idempotency_key, resume_seconds, checkpoint_node_id`
 
 func scanJob(s scanner) (*idlegrid.Job, error) {
 	var j idlegrid.Job
 	var spec string
 	var created, updated, started, ended sql.NullInt64
 	if err := s.Scan(&j.ID, &j.RenterID, &spec, &j.State, &j.Reason, &j.Attempts,
-		&created, &updated, &started, &ended, &j.ChargedMicros, &j.SubmittedByKey, &j.IdempotencyKey, &j.ResumeSeconds); err != nil {
+		&created, &updated, &started, &ended, &j.ChargedMicros, &j.SubmittedByKey, &j.IdempotencyKey, &j.ResumeSeconds,
+		&j.CheckpointNodeID); err != nil {
 		return nil, err
 	}
 	if err := jsonOf(spec, &j.JobSpec); err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,7 +73,21 @@ func (db *DB) placeJob(ctx context.Context, tx *sql.Tx, p *idlegrid.Placement, l
 	if err := postTransfersLater(ctx, tx, p.Transfers, later); err != nil {
 		return err
 	}
+	if err := leaveCheckpoint(ctx, tx, j, p); err != nil {
+		return err
+	}
 	return later.startJob(ctx, tx, j, len(p.Leases), p.At)
+}
+
+// leaveCheckpoint forgets the run a job's checkpoint holds when the job is
+// placed on another node than the one that keeps the checkpoint: there it
+// starts over.
+func leaveCheckpoint(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, p *idlegrid.Placement) error {
+	if j.CheckpointNodeID == "" || slices.ContainsFunc(p.Leases, func(l *idlegrid.Lease) bool { return l.NodeID == j.CheckpointNodeID }) {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE jobs SET resume_seconds = 0, checkpoint_node_id = '' WHERE id = $1`, j.ID)
+	return err
 }
 
 // placementHold is what a placement escrows in all.
@@ -606,7 +621,7 @@ func resumeFrom(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, leases []*idle
 			ref, saved, from = l.CheckpointRef, l.CheckpointAt, l
 		}
 	}
-	if ref == "" || ref == j.CheckpointRef {
+	if ref == "" { // no lease of the attempt saved one: the job keeps what it had
 		return nil
 	}
 	spec := j.JobSpec
@@ -615,8 +630,14 @@ func resumeFrom(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, leases []*idle
 	if err != nil {
 		return err
 	}
-	resume := min(j.ResumeSeconds+ranUntil(from, saved), j.DurationSeconds)
-	_, err = tx.ExecContext(ctx, `UPDATE jobs SET spec = $1, resume_seconds = $2 WHERE id = $3`, arg, resume, j.ID)
+	resume, node := min(j.ResumeSeconds+ranUntil(from, saved), j.DurationSeconds), ""
+	if j.CheckpointEverySeconds == 0 {
+		resume = 0 // a job that says it cannot resume starts over wherever it goes
+	} else if j.Nodes <= 1 {
+		node = from.NodeID // the runtime keeps the checkpoint on the node
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE jobs SET spec = $1, resume_seconds = $2, checkpoint_node_id = $3 WHERE id = $4`,
+		arg, resume, node, j.ID)
 	return err
 }
 

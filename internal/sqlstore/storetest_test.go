@@ -1615,35 +1615,65 @@ func testMarketLock(t *testing.T, dsn string) {
 }
 
 // testResumeFrom: a job requeued from a checkpoint holds the run its
-// leases made up to it, across attempts, at most its duration; a requeue
-// with no new checkpoint leaves it.
+// leases made up to it, across attempts, at most its duration, and the node
+// that keeps it; a requeue with no new checkpoint leaves both. Placed on
+// another node, it starts over there. A job that cannot resume holds none.
 func testResumeFrom(t *testing.T, db *sqlstore.DB) {
 	r := mustAccount(t, db, idlegrid.RoleRenter)
 	p := mustAccount(t, db, idlegrid.RoleProvider)
 	mustTopUp(t, db, r.ID, 100*idlegrid.MicrosPerUnit)
-	n := mustNode(t, db, p.ID, 1)
-	j := mustJob(t, db, r.ID, 1, 1) // a run of an hour
+	a, b := mustNode(t, db, p.ID, 1), mustNode(t, db, p.ID, 1)
+	j := newJob(r.ID, 1, 1) // a run of an hour
+	j.CheckpointEverySeconds = 600
+	mustOK(t, db.CreateJob(context.Background(), j))
 	for _, step := range []struct {
 		attempt    int
+		on         *idlegrid.Node
 		start, end time.Duration
 		ref        string
 		want       int64
+		wantNode   *idlegrid.Node
 	}{
-		{0, 2 * time.Minute, time.Hour, "ckpt-1", 58 * 60},      // ran 58 minutes to its checkpoint
-		{1, 70 * time.Minute, 71 * time.Minute, "", 58 * 60},    // lost before a new checkpoint
-		{2, 80 * time.Minute, 90 * time.Minute, "ckpt-2", 3600}, // 68 minutes held, more than the run
+		{0, a, 2 * time.Minute, 30 * time.Minute, "ckpt-1", 28 * 60, a},   // ran 28 minutes to its checkpoint on a
+		{1, a, 40 * time.Minute, 41 * time.Minute, "", 28 * 60, a},        // lost before a new checkpoint
+		{2, a, 50 * time.Minute, 70 * time.Minute, "ckpt-1", 48 * 60, a},  // 20 more on a, under the same reference
+		{3, b, 80 * time.Minute, 81 * time.Minute, "", 0, nil},            // on b it started over, and saved nothing
+		{4, b, 90 * time.Minute, 100 * time.Minute, "ckpt-1", 10 * 60, b}, // 10 minutes on b
+		{5, b, 110 * time.Minute, 190 * time.Minute, "ckpt-1", 3600, b},   // 90 minutes held, more than the run
 	} {
-		l := lease(j, n, 0)
+		l := lease(j, step.on, 0)
 		pl := placement(j, step.attempt, l)
 		pl.At = at(step.start - time.Second)
-		mustPlace(t, db, pl)
+		if step.attempt%2 == 0 {
+			mustPlace(t, db, pl)
+		} else { // batched, as the scheduler places
+			mustOK(t, db.PlaceJobs(context.Background(), []*idlegrid.Placement{pl})[0])
+		}
 		mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseAssigned},
 			To: idlegrid.LeaseRunning, Reason: "started", At: at(step.start)})
 		mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseRunning},
 			To: idlegrid.LeaseLost, Reason: "node lost", CheckpointRef: step.ref, At: at(step.end)})
 		got := mustJobState(t, db, j.ID, idlegrid.JobQueued, "requeued")
-		if got.ResumeSeconds != step.want {
-			t.Errorf("after attempt %d: resumes with %d s done, want %d", step.attempt+1, got.ResumeSeconds, step.want)
+		wantNode := ""
+		if step.wantNode != nil {
+			wantNode = step.wantNode.ID
 		}
+		if got.ResumeSeconds != step.want || got.CheckpointNodeID != wantNode {
+			t.Errorf("after attempt %d: resumes with %d s done on %q, want %d on %q", step.attempt+1, got.ResumeSeconds,
+				got.CheckpointNodeID, step.want, wantNode)
+		}
+	}
+
+	// A job whose workload cannot resume (no checkpoint_every_seconds)
+	// holds no run and no node, whatever its runtime kept.
+	once := mustJob(t, db, r.ID, 1, 1)
+	l := lease(once, a, 0)
+	mustPlace(t, db, placement(once, 0, l))
+	mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseAssigned},
+		To: idlegrid.LeaseRunning, Reason: "started", At: at(time.Minute)})
+	mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseRunning},
+		To: idlegrid.LeaseLost, Reason: "node lost", CheckpointRef: "docker-volume:x", At: at(30 * time.Minute)})
+	if got := mustJobState(t, db, once.ID, idlegrid.JobQueued, "requeued"); got.ResumeSeconds != 0 || got.CheckpointNodeID != "" {
+		t.Errorf("a job that cannot resume holds %d s on %q, want none", got.ResumeSeconds, got.CheckpointNodeID)
 	}
 }
