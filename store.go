@@ -225,6 +225,9 @@ type NodeFilter struct {
 	IDs []string
 	// Sort orders the nodes (and so says which a Limit keeps).
 	Sort NodeSort
+	// After, when set, lists the nodes that come after this one in Sort's
+	// order: the last node of a page asks for the next page.
+	After string
 	// Limit returns at most this many, in Sort's order (0: all).
 	Limit int
 }

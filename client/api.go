@@ -130,6 +130,7 @@ func (c *Client) SearchNodes(ctx context.Context, f idlegrid.NodeFilter) (*wire.
 	setInt(q, "min_free_gpus", int64(f.MinFreeGPUs))
 	setString(q, "sort", string(f.Sort))
 	setInt(q, "limit", int64(f.Limit))
+	setString(q, "after", f.After)
 	var out wire.Nodes
 	if err := c.do(ctx, call{method: http.MethodGet, path: path("nodes"), query: q, out: &out}); err != nil {
 		return nil, err

@@ -190,7 +190,7 @@ func TestMain_UsageErrors(t *testing.T) {
 		{"UnknownFlag", []string{"job", "ls", "--bogus"}, "idlegrid: flag provided but not defined: -bogus"},
 		{"MissingID", []string{"job", "get"}, "idlegrid: idlegrid job get takes one job ID, got 0 argument(s)"},
 		{"ExtraArgs", []string{"node", "ls", "extra"}, "idlegrid: idlegrid node ls takes no arguments, got 1 argument(s)"},
-		{"BadNodeLimit", []string{"node", "ls", "--limit", "-1"}, "idlegrid: --limit: -1 is out of range; give 1 to 10000 nodes, or leave it out"},
+		{"BadNodeLimit", []string{"node", "ls", "--limit", "-1"}, "idlegrid: --limit: -1 is out of range; give 1 to 10000 nodes, or leave it out for 1000"},
 		{"BadState", []string{"job", "ls", "--state", "queued,done"}, `idlegrid: --state: unknown job state "done"; use queued, running, succeeded, failed or cancelled`},
 		{"BadPrice", []string{"job", "submit", "--max-price", "2.5.0"}, `idlegrid: invalid value "2.5.0" for flag -max-price: not a decimal amount: "2.5.0"; write a decimal amount such as 2.50`},
 		{"BadDuration", []string{"job", "submit", "--duration", "soon"}, `idlegrid: invalid value "soon" for flag -duration: must be a duration such as 90m or 1h30m, got "soon"`},

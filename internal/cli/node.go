@@ -28,14 +28,16 @@ func (c *nodeCommand) Run(ctx context.Context, args []string) error {
 
 func (c *nodeCommand) list(ctx context.Context, args []string) error {
 	fs := c.env.flags("node ls", help{
-		usage: "idlegrid node ls [--gpu-model M,…] [--region R,…] [--min-gpus N] [--min-vram-mb MB] [--min-free-gpus N] [--tier T] [--max-price P] [--sort S] [--limit N] [--json]",
+		usage: "idlegrid node ls [--gpu-model M,…] [--region R,…] [--min-gpus N] [--min-vram-mb MB] [--min-free-gpus N] [--tier T] [--max-price P] [--sort S] [--limit N] [--after ID] [--json]",
 		about: `List nodes: a provider sees their own, an admin sees all, and a renter the
 nodes on offer now (online, not in quarantine), as anyone may see them.
 Oldest first, unless --sort says otherwise. A price is a tier's floor per
 GPU-hour, before any time-of-day multiplier; --max-price and --sort price
 read silver's unless --tier names another. FREE is how many GPUs a job
 could take now (window open, no lease holding them); --min-free-gpus
-keeps the nodes with at least that many.`,
+keeps the nodes with at least that many. A page holds 1000 nodes unless
+--limit says; a full page ends with the command for the next, which
+--after the last node's ID asks for.`,
 		examples: `idlegrid node ls
  idlegrid node ls --gpu-model H100-80GB,A100-80GB --region eu-west
  idlegrid node ls --min-vram-mb 40960 --min-gpus 4 --tier bronze --max-price 1.20 --sort price
@@ -57,7 +59,8 @@ keeps the nodes with at least that many.`,
 	fs.StringVar(&tier, "tier", "", "only nodes that sell this tier: gold, silver or bronze")
 	fs.Var(&maxPrice, "max-price", "only nodes whose floor for the tier is at most this per GPU-hour, e.g. 1.20")
 	fs.StringVar(&sort, "sort", "", "order: oldest (the default), price (cheapest first) or reliability (most reliable first)")
-	fs.IntVar(&f.Limit, "limit", 0, "at most this many nodes, 1–10000 (default: all of yours; for a renter the server's first 1000)")
+	fs.IntVar(&f.Limit, "limit", defaultNodePage, "at most this many nodes, 1–10000")
+	fs.StringVar(&f.After, "after", "", "the nodes after this one, the last of the page before")
 	asJSON := fs.Bool("json", false, "print JSON")
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
@@ -93,7 +96,38 @@ keeps the nodes with at least that many.`,
 		t.row(n.ID, n.Name, nodeState(n), gpuSummary(n.GPUs), r.free(), n.Region, n.Residency, n.Schedule.Mode,
 			askSummary(n.Ask), fmt.Sprintf("%.2f", n.Reliability), age(n.LastHeartbeat, now))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil || len(rows) == 0 {
+		return err
+	}
+	return nextPageAfter(c.env.Out, "idlegrid node ls"+nodeFlags(f, tier, maxPrice), len(rows), f.Limit, rows[len(rows)-1].ID)
+}
+
+// defaultNodePage is how many nodes "node ls" lists unless told.
+const defaultNodePage = 1000
+
+// nodeFlags are the flags of "node ls" that f and the flags tier and price
+// stand for, for the command that lists the next page.
+func nodeFlags(f idlegrid.NodeFilter, tier string, price priceFlag) string {
+	var b strings.Builder
+	for _, fl := range []struct {
+		name string
+		set  bool
+		v    string
+	}{
+		{"--gpu-model", len(f.GPUModels) > 0, strings.Join(f.GPUModels, ",")},
+		{"--region", len(f.Regions) > 0, strings.Join(f.Regions, ",")},
+		{"--min-gpus", f.MinGPUs > 0, strconv.Itoa(f.MinGPUs)},
+		{"--min-vram-mb", f.MinVRAMMB > 0, strconv.Itoa(f.MinVRAMMB)},
+		{"--min-free-gpus", f.MinFreeGPUs > 0, strconv.Itoa(f.MinFreeGPUs)},
+		{"--tier", tier != "", tier},
+		{"--max-price", price.m > 0, price.m.String()},
+		{"--sort", f.Sort != "", string(f.Sort)},
+	} {
+		if fl.set {
+			b.WriteString(" " + fl.name + " " + fl.v)
+		}
+	}
+	return b.String()
 }
 
 // nodeRow is a node as "node ls" lists it: the node, and how many of its
@@ -114,8 +148,8 @@ func (r nodeRow) free() string {
 // take, saying what to write instead.
 func checkNodeSearch(f idlegrid.NodeFilter) error {
 	switch {
-	case f.Limit < 0 || f.Limit > 10000:
-		return usagef("--limit: %d is out of range; give 1 to 10000 nodes, or leave it out", f.Limit)
+	case f.Limit < 1 || f.Limit > 10000:
+		return usagef("--limit: %d is out of range; give 1 to 10000 nodes, or leave it out for %d", f.Limit, defaultNodePage)
 	case f.MinGPUs < 0:
 		return usagef("--min-gpus: %d is negative; give a number of GPUs, e.g. 4", f.MinGPUs)
 	case f.MinVRAMMB < 0:

@@ -26,6 +26,18 @@ func TestNode_asRenter(t *testing.T) {
 	if len(nodes) != 1 {
 		t.Fatalf("a renter's RTX4090s in us-east or eu-west = %+v, want rig", nodes)
 	}
+	// Pages: a full one ends with the command for the next.
+	if r := run(t, renter, "node", "ls", "--limit", "1", "--sort", "price"); r.code != 0 ||
+		!strings.Contains(r.out, "more may follow: idlegrid node ls --sort price --limit 1 --after "+nodes[0].ID+"\n") {
+		t.Errorf("a full page of node ls: %s", r)
+	}
+	mustJSON(t, renter, &nodes, "node", "ls", "--after", nodes[0].ID)
+	if len(nodes) != 0 {
+		t.Errorf("the page after the last node: %+v, want none", nodes)
+	}
+	if r := run(t, renter, "node", "ls", "--after", "node_missing"); r.code != 1 || !strings.Contains(r.err, "after: \"node_missing\" is not a node you list") {
+		t.Errorf("node ls --after a node that is not there: %s", r)
+	}
 	if r := run(t, renter, "node", "ls", "--region", "EU-West"); r.code != 1 || !strings.Contains(r.err, `"EU-West" is not a region`) {
 		t.Errorf("node ls --region EU-West: %s", r)
 	}

@@ -154,9 +154,19 @@ func bar(done float64, width int) string {
 // the command for the next: cmd, with --limit and --before the last ID
 // listed. A shorter page is the last, and says nothing.
 func nextPage(w io.Writer, cmd string, listed, limit int, lastID string) error {
+	return pageHint(w, cmd, listed, limit, "--before", lastID)
+}
+
+// nextPageAfter is nextPage for a list that goes on after its last item
+// (oldest first, or in a sort's order).
+func nextPageAfter(w io.Writer, cmd string, listed, limit int, lastID string) error {
+	return pageHint(w, cmd, listed, limit, "--after", lastID)
+}
+
+func pageHint(w io.Writer, cmd string, listed, limit int, cursor, lastID string) error {
 	if listed < limit {
 		return nil
 	}
-	_, err := fmt.Fprintf(w, "more may follow: %s --limit %d --before %s\n", cmd, limit, lastID)
+	_, err := fmt.Fprintf(w, "more may follow: %s --limit %d %s %s\n", cmd, limit, cursor, lastID)
 	return err
 }

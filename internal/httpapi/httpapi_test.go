@@ -477,6 +477,8 @@ func TestAPI_badRequests(t *testing.T) {
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "tier", wantText: `got "platinum"`},
 		{name: "not an order", secret: renterSecret, method: "GET", path: "/v1/nodes?sort=cheapest",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "sort", wantText: "[oldest price reliability]"},
+		{name: "a page after no node", secret: renterSecret, method: "GET", path: "/v1/nodes?after=node_missing&sort=price",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "after", wantText: "the last node of the page before"},
 		{name: "no GPUs", secret: renterSecret, method: "GET", path: "/v1/nodes?min_gpus=0",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "min_gpus", wantText: "between 1 and 64"},
 		{name: "a watch's wait not a number", secret: renterSecret, method: "GET", path: "/v1/jobs/job_x/watch?wait=soon",

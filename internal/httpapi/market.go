@@ -10,10 +10,10 @@ import (
 	"github.com/idlegrid/idlegrid/internal/ledger"
 )
 
-// GET /v1/nodes?gpu_model=A,B&region=C,D&min_gpus=N&min_vram_mb=N&tier=T&max_price_micros_per_gpu_hour=N&min_free_gpus=N&sort=S&limit=N
+// GET /v1/nodes?gpu_model=A,B&region=C,D&min_gpus=N&min_vram_mb=N&tier=T&max_price_micros_per_gpu_hour=N&min_free_gpus=N&sort=S&limit=N&after=ID
 func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
 	q, err := parseQuery(r, "gpu_model", "region", "min_gpus", "min_vram_mb", "tier", "max_price_micros_per_gpu_hour",
-		"min_free_gpus", "sort", "limit")
+		"min_free_gpus", "sort", "limit", "after")
 	if err != nil {
 		return err
 	}
@@ -30,11 +30,12 @@ func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
 
 // nodeSearch reads a node list's search: GPU models and regions, each a
 // comma-separated list (any of them); the least GPUs, GPU memory and GPUs
-// free now; a tier and the most its floor may be; an order; and a limit.
+// free now; a tier and the most its floor may be; an order; a limit; and
+// the node a page starts after.
 // Every parameter at fault is named.
 func nodeSearch(q query) (idlegrid.NodeFilter, error) {
 	f := idlegrid.NodeFilter{GPUModels: q.words("gpu_model"), Regions: q.words("region"),
-		Tier: idlegrid.Tier(q.string("tier")), Sort: idlegrid.NodeSort(q.string("sort"))}
+		Tier: idlegrid.Tier(q.string("tier")), Sort: idlegrid.NodeSort(q.string("sort")), After: q.string("after")}
 	var p idlegrid.Faults
 	number := func(name string, max int64) int64 {
 		n, err := q.int(name, 0, 1, max)

@@ -185,7 +185,10 @@ func (s *Server) listNodes(ctx context.Context, q idlegrid.NodeFilter) ([]*idleg
 		return nil, nil, err
 	}
 	f, public := idlegrid.NodeFilter{Regions: q.Regions, GPUModels: q.GPUModels, MinGPUs: q.MinGPUs, MinVRAMMB: q.MinVRAMMB,
-		Tier: q.Tier, MaxFloor: q.MaxFloor, MinFreeGPUs: q.MinFreeGPUs, Sort: q.Sort, Limit: q.Limit}, false
+		Tier: q.Tier, MaxFloor: q.MaxFloor, MinFreeGPUs: q.MinFreeGPUs, Sort: q.Sort, Limit: q.Limit, After: q.After}, false
+	if err := s.checkNodeCursor(ctx, c, f.After); err != nil {
+		return nil, nil, err
+	}
 	if f.Tier == "" && (f.MaxFloor > 0 || f.Sort == idlegrid.NodesCheapest) {
 		f.Tier = idlegrid.TierSilver // a price is a tier's: on demand unless the search says
 	}
@@ -225,6 +228,21 @@ func (s *Server) listNodes(ctx context.Context, q idlegrid.NodeFilter) ([]*idleg
 		}
 	}
 	return nodes, free, nil
+}
+
+// checkNodeCursor refuses a page's cursor (NodeFilter.After) that is not
+// a node the caller lists: one of its own for a provider, any other
+// caller's any node.
+func (s *Server) checkNodeCursor(ctx context.Context, c *idlegrid.Caller, after string) error {
+	if after == "" {
+		return nil
+	}
+	n, err := s.store.FindNode(ctx, after)
+	switch {
+	case idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND || (err == nil && c.Role == idlegrid.RoleProvider && n.ProviderID != c.AccountID):
+		return idlegrid.Invalid("after", "%q is not a node you list; give the ID of the last node of the page before", after)
+	}
+	return err
 }
 
 // searchFree asks the engine, in one question, which nodes of f's search

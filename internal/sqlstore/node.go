@@ -85,7 +85,7 @@ func (db *DB) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid
 	if err != nil {
 		return nil, err
 	}
-	q += nodeOrder(f)
+	q += nodesAfter(&a, f) + nodeOrder(f)
 	if f.Limit > 0 {
 		q += ` LIMIT ` + a.add(f.Limit)
 	}

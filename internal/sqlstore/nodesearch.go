@@ -100,6 +100,24 @@ func (db *DB) nodeSearchFilter(q string, a *args, f idlegrid.NodeFilter) (string
 	return q, nil
 }
 
+// nodesAfter is the condition that keeps the nodes after f.After in
+// nodeOrder's order, as the node's row stands now; "" without one.
+func nodesAfter(a *args, f idlegrid.NodeFilter) string {
+	if f.After == "" {
+		return ""
+	}
+	id := a.add(f.After)
+	at := func(col string) string { return `(SELECT ` + col + ` FROM nodes WHERE id = ` + id + `)` }
+	later := `(created_at > ` + at("created_at") + ` OR (created_at = ` + at("created_at") + ` AND id > ` + id + `))`
+	switch col := floorColumn(f.Tier); {
+	case f.Sort == idlegrid.NodesCheapest && col != "":
+		return ` AND (` + col + ` > ` + at(col) + ` OR (` + col + ` = ` + at(col) + ` AND ` + later + `))`
+	case f.Sort == idlegrid.NodesReliable:
+		return ` AND (reliability < ` + at("reliability") + ` OR (reliability = ` + at("reliability") + ` AND ` + later + `))`
+	}
+	return ` AND ` + later
+}
+
 // nodeOrder is the ORDER BY clause of f's sort, ties oldest first.
 func nodeOrder(f idlegrid.NodeFilter) string {
 	switch col := floorColumn(f.Tier); {

@@ -462,6 +462,12 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 				{idlegrid.NodeFilter{IDs: []string{n1.ID, n2.ID}, GPUModels: []string{"H100-80GB"}, Offered: true}, []string{n1.ID}},
 				{idlegrid.NodeFilter{IDs: []string{}}, nil},
 				{idlegrid.NodeFilter{IDs: manyIDs(n2.ID, 70_000)}, []string{n2.ID}}, // more than a statement takes parameters
+				{idlegrid.NodeFilter{After: n1.ID}, []string{n2.ID, n3.ID}},
+				{idlegrid.NodeFilter{After: n3.ID}, nil},
+				{idlegrid.NodeFilter{After: "node_missing"}, nil},
+				{idlegrid.NodeFilter{Tier: idlegrid.TierSilver, Sort: idlegrid.NodesCheapest, After: n3.ID}, []string{n1.ID, n2.ID}},
+				{idlegrid.NodeFilter{Tier: idlegrid.TierSilver, Sort: idlegrid.NodesCheapest, After: n1.ID, Limit: 1}, []string{n2.ID}},
+				{idlegrid.NodeFilter{GPUModels: []string{"H100-80GB"}, After: n1.ID}, []string{n2.ID}},
 			} {
 				if got := search(tc.f); !slices.Equal(got, tc.want) {
 					t.Errorf("remigrated to %d and up: nodes by %+v: %v, want %v", remigrated, tc.f, got, tc.want)
@@ -473,6 +479,21 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 		mustOK(t, db.SaveReputation(ctx, &idlegrid.ReputationUpdate{Reputation: nodeReputation(n3, 0.99, 1, 2*time.Hour)}))
 		if got := search(idlegrid.NodeFilter{Sort: idlegrid.NodesReliable}); len(got) != 3 || got[0] != n3.ID {
 			t.Errorf("nodes, most reliable first: %v, want %s first", got, n3.ID)
+		}
+		// Paged one node at a time, every order lists what it lists whole.
+		for _, f := range []idlegrid.NodeFilter{{}, {Sort: idlegrid.NodesReliable}, {Tier: idlegrid.TierSilver, Sort: idlegrid.NodesCheapest}} {
+			whole, paged := search(f), []string(nil)
+			for page := f; ; {
+				page.Limit = 1
+				got := search(page)
+				if len(got) == 0 || len(paged) > len(whole) {
+					break
+				}
+				paged, page.After = append(paged, got...), got[0]
+			}
+			if !slices.Equal(paged, whole) {
+				t.Errorf("nodes by %+v, a page of one at a time: %v, want %v", f, paged, whole)
+			}
 		}
 		// An offer that changes its GPUs leaves no model behind.
 		o.GPUs = o.GPUs[1:]
