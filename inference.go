@@ -173,9 +173,20 @@ type InferenceStore interface {
 	// renter, by model, or of f's provider, by node and model (exactly
 	// one of the two is set), in that order.
 	InferenceTotals(ctx context.Context, f SettlementFilter) ([]*InferenceTotal, error)
-	// ListInferenceUsage returns up to limit of an account's records (as
-	// renter, or as provider), newest first.
-	ListInferenceUsage(ctx context.Context, accountID string, limit int) ([]*InferenceUsage, error)
+	// ListInferenceUsage returns the records f selects, newest first (then
+	// by ID). A Before that is not one of the account's records is
+	// EINVALID, naming before.
+	ListInferenceUsage(ctx context.Context, f UsageFilter) ([]*InferenceUsage, error)
+}
+
+// UsageFilter selects an account's metered gateway requests, as renter or
+// as provider.
+type UsageFilter struct {
+	AccountID string
+	// Before, when set, lists the records older than this one, in the
+	// list's order: the last record of a page asks for the next page.
+	Before string
+	Limit  int
 }
 
 // TransferInference charges a renter for one metered gateway request:

@@ -30,11 +30,16 @@ func (c *Client) InferenceStats(ctx context.Context) (*wire.InferenceStats, erro
 }
 
 // InferenceUsage lists the caller's metered gateway requests, as renter or
-// provider, newest first; limit 0 is the server's default (100).
-func (c *Client) InferenceUsage(ctx context.Context, limit int) ([]*idlegrid.InferenceUsage, error) {
+// provider, newest first: those older than f.Before, when set, and at most
+// f.Limit (0: the server's default, 100). f.AccountID is the caller's, and
+// not sent.
+func (c *Client) InferenceUsage(ctx context.Context, f idlegrid.UsageFilter) ([]*idlegrid.InferenceUsage, error) {
 	q := url.Values{}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.Before != "" {
+		q.Set("before", f.Before)
 	}
 	var out wire.InferenceUsageList
 	err := c.do(ctx, call{method: http.MethodGet, path: path("inference", "usage"), query: q, out: &out})

@@ -121,6 +121,22 @@ func devInference(t *testing.T, url, dir string) {
 		}
 		return fmt.Errorf("usage: %+v", us)
 	})
+	// A page of one ends with the command for the next, which lists the
+	// request before it.
+	var first []*idlegrid.InferenceUsage
+	mustJSON(t, renter, &first, "inference", "usage", "--limit", "1", "--json")
+	if r := run(t, renter, "inference", "usage", "--limit", "1"); len(first) != 1 || r.code != 0 ||
+		!strings.Contains(r.out, "more may follow: idlegrid inference usage --limit 1 --before ") {
+		t.Errorf("a page of one request: %v; %s", first, r)
+	}
+	var next []*idlegrid.InferenceUsage
+	mustJSON(t, renter, &next, "inference", "usage", "--limit", "1", "--before", first[0].ID, "--json")
+	if len(next) == 1 && (next[0].ID == first[0].ID || next[0].CreatedAt.After(first[0].CreatedAt)) {
+		t.Errorf("the page before %s: %+v, want an older request", first[0].ID, next[0])
+	}
+	if r := run(t, renter, "inference", "usage", "--before", "req_missing"); r.code != 1 || !strings.Contains(r.err, "is not one of your requests") {
+		t.Errorf("inference usage --before a request that is not there: %s", r)
+	}
 	eventually(t, "a model server's queue is known", func() error {
 		var st wire.InferenceStats
 		mustJSON(t, renter, &st, "inference", "stats", "--json")

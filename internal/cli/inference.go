@@ -169,16 +169,19 @@ func printModelStats(out io.Writer, st *wire.InferenceStats) error {
 
 func (c *inferenceCommand) usage(ctx context.Context, args []string) error {
 	fs := c.env.flags("inference usage", help{
-		usage: "idlegrid inference usage [--limit N] [--json]",
+		usage: "idlegrid inference usage [--limit N] [--before ID] [--json]",
 		about: `List your metered gateway requests, newest first: model, node, tokens in
 and out (and whether the model server reported them or the gateway
 counted them), latency, time to first token, providers tried, the status
-and the charge. A provider sees the requests its nodes served.`,
+and the charge. A provider sees the requests its nodes served. A full
+page ends with the command for the next, which --before the last
+request's ID asks for.`,
 		examples: "idlegrid inference usage\n idlegrid inference usage --limit 1000 --json",
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	limit := fs.Int("limit", 100, "at most this many requests (1–1000)")
+	before := fs.String("before", "", "the requests older than this one, the last of the page before")
 	if _, err := fs.parseArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
@@ -189,7 +192,7 @@ and the charge. A provider sees the requests its nodes served.`,
 	if err != nil {
 		return err
 	}
-	us, err := cl.InferenceUsage(ctx, *limit)
+	us, err := cl.InferenceUsage(ctx, idlegrid.UsageFilter{Limit: *limit, Before: *before})
 	if err != nil {
 		return err
 	}
@@ -205,7 +208,10 @@ and the charge. A provider sees the requests its nodes served.`,
 		t.row(u.CreatedAt.UTC().Format(time.RFC3339), u.Model, u.NodeID, fmt.Sprintf("%d/%d", u.InputTokens, u.OutputTokens), u.Source,
 			micros(u.LatencyMicros), micros(u.TTFTMicros), u.Attempts, u.Status, u.ChargeMicros)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return nextPage(c.env.Out, "idlegrid inference usage", len(us), *limit, us[len(us)-1].ID)
 }
 
 // micros shows a duration in microseconds as milliseconds, e.g. "12.3ms".

@@ -96,7 +96,7 @@ func TestGateway_failover(t *testing.T) {
 				t.Errorf("alpha got %d calls and served %d; want 1 failed call", p.A.Calls.Load(), p.A.Served.Load())
 			}
 			mustSync(t, p.fixture)
-			us, err := p.Store.ListInferenceUsage(context.Background(), p.RenterID, 10)
+			us, err := p.Store.ListInferenceUsage(context.Background(), idlegrid.UsageFilter{AccountID: p.RenterID, Limit: 10})
 			if err != nil || len(us) != 1 {
 				t.Fatalf("usage records %v, %v; want one", us, err)
 			}
@@ -276,7 +276,7 @@ func TestGateway_midStream(t *testing.T) {
 				t.Errorf("beta was called after alpha's first byte had gone out")
 			}
 			mustSync(t, p.fixture)
-			us, err := p.Store.ListInferenceUsage(context.Background(), p.RenterID, 1)
+			us, err := p.Store.ListInferenceUsage(context.Background(), idlegrid.UsageFilter{AccountID: p.RenterID, Limit: 1})
 			if err != nil || len(us) != 1 {
 				t.Fatalf("usage %v, %v", us, err)
 			}

@@ -120,7 +120,7 @@ func TestGateway_endToEnd(t *testing.T) {
 		if sum, err := f.Store.LedgerSum(ctx); err != nil || sum != 0 {
 			t.Errorf("the ledger sums to %d (%v), want 0", sum, err)
 		}
-		us, err := f.Store.ListInferenceUsage(ctx, f.RenterID, 10)
+		us, err := f.Store.ListInferenceUsage(ctx, idlegrid.UsageFilter{AccountID: f.RenterID, Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestGateway_endToEnd(t *testing.T) {
 			t.Fatalf("the mock gave usage %+v", got.Usage)
 		}
 		mustSync(t, f)
-		us, err := f.Store.ListInferenceUsage(ctx, f.RenterID, 1)
+		us, err := f.Store.ListInferenceUsage(ctx, idlegrid.UsageFilter{AccountID: f.RenterID, Limit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

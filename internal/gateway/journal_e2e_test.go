@@ -96,7 +96,7 @@ func TestGateway_meterJournal(t *testing.T) {
 	}
 	reopen(f.Store)
 	wantBalances(t, f, node, startFunds-wantCharge, wantCharge-wantFee)
-	us, err := f.Store.ListInferenceUsage(context.Background(), f.RenterID, 10)
+	us, err := f.Store.ListInferenceUsage(context.Background(), idlegrid.UsageFilter{AccountID: f.RenterID, Limit: 10})
 	if err != nil || len(us) != 1 || us[0].NodeID != node || us[0].ChargeMicros != wantCharge {
 		t.Fatalf("usage records %+v (%v), want the one request, charged %d", us, err, wantCharge)
 	}

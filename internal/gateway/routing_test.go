@@ -171,7 +171,7 @@ func TestGateway_concurrentStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	us, err := p.Store.ListInferenceUsage(ctx, p.RenterID, 100)
+	us, err := p.Store.ListInferenceUsage(ctx, idlegrid.UsageFilter{AccountID: p.RenterID, Limit: 100})
 	if err != nil || len(us) != n {
 		t.Fatalf("%d usage records (%v), want %d", len(us), err, n)
 	}

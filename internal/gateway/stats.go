@@ -178,17 +178,18 @@ func (g *Gateway) providerLoads(ctx context.Context) ([]ProviderLoad, error) {
 }
 
 // serveUsage answers GET /v1/inference/usage: the caller's own metered
-// requests, as renter or provider, newest first (?limit=, default 100).
+// requests, as renter or provider, newest first (?limit=, default 100;
+// ?before=, the last request ID of a page, for the next page).
 func (g *Gateway) serveUsage(w http.ResponseWriter, r *http.Request, c *apiKey) error {
-	limit := 100
+	f := idlegrid.UsageFilter{AccountID: c.AccountID, Limit: 100, Before: r.URL.Query().Get("before")}
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := parseLimit(s)
 		if err != nil {
 			return err
 		}
-		limit = n
+		f.Limit = n
 	}
-	us, err := g.cfg.Store.ListInferenceUsage(r.Context(), c.AccountID, limit)
+	us, err := g.cfg.Store.ListInferenceUsage(r.Context(), f)
 	if err != nil {
 		return err
 	}

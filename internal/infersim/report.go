@@ -159,7 +159,7 @@ func (m *market) report(ctx context.Context, results []result, wall time.Duratio
 func (m *market) attempts(ctx context.Context) (map[string]int, error) {
 	out := map[string]int{}
 	for _, r := range m.renters {
-		us, err := m.store.ListInferenceUsage(ctx, r.id, len(m.cfg.Requests)+1)
+		us, err := m.store.ListInferenceUsage(ctx, idlegrid.UsageFilter{AccountID: r.id, Limit: len(m.cfg.Requests) + 1})
 		if err != nil {
 			return nil, err
 		}
@@ -199,7 +199,7 @@ func (m *market) money(ctx context.Context, rep *Report, results []result) error
 		if err != nil {
 			return err
 		}
-		us, err := m.store.ListInferenceUsage(ctx, r.id, len(m.cfg.Requests)+1)
+		us, err := m.store.ListInferenceUsage(ctx, idlegrid.UsageFilter{AccountID: r.id, Limit: len(m.cfg.Requests) + 1})
 		if err != nil {
 			return err
 		}

@@ -182,15 +182,25 @@ func nodeName(ctx context.Context, tx *sql.Tx, id string) (string, error) {
 
 // ListInferenceUsage returns an account's records, as renter or provider,
 // newest first.
-func (db *DB) ListInferenceUsage(ctx context.Context, accountID string, limit int) ([]*idlegrid.InferenceUsage, error) {
+func (db *DB) ListInferenceUsage(ctx context.Context, f idlegrid.UsageFilter) ([]*idlegrid.InferenceUsage, error) {
+	a := args{f.AccountID}
+	q := `SELECT id, renter_id, key_id, provider_id, node_id, model, endpoint,
+		stream, input_tokens, output_tokens, source, charge_micros, fee_micros, latency_micros,
+		ttft_micros, attempts, status, created_at, transfer_id FROM inference_usage
+		WHERE (renter_id = $1 OR provider_id = $1)`
+	if f.Before != "" {
+		before := a.add(f.Before)
+		at := `(SELECT created_at FROM inference_usage WHERE id = ` + before + `)`
+		q += ` AND (created_at < ` + at + ` OR (created_at = ` + at + ` AND id < ` + before + `))`
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
 	var out []*idlegrid.InferenceUsage
 	err := db.view(ctx, func(tx *sql.Tx) error {
 		out = out[:0] // a retried transaction reads again
-		rows, err := tx.QueryContext(ctx, `SELECT id, renter_id, key_id, provider_id, node_id, model, endpoint,
-			stream, input_tokens, output_tokens, source, charge_micros, fee_micros, latency_micros,
-			ttft_micros, attempts, status, created_at, transfer_id FROM inference_usage
-			WHERE renter_id = $1 OR provider_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`,
-			accountID, limitOf(limit))
+		if err := checkUsageCursor(ctx, tx, f); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, q, a...)
 		if err != nil {
 			return err
 		}
@@ -209,4 +219,20 @@ func (db *DB) ListInferenceUsage(ctx context.Context, accountID string, limit in
 		return rows.Err()
 	})
 	return out, err
+}
+
+// checkUsageCursor refuses a page's cursor that is not one of the
+// account's records.
+func checkUsageCursor(ctx context.Context, tx *sql.Tx, f idlegrid.UsageFilter) error {
+	if f.Before == "" {
+		return nil
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM inference_usage WHERE id = $1 AND (renter_id = $2 OR provider_id = $2)`,
+		f.Before, f.AccountID).Scan(&n); err != nil {
+		return err
+	} else if n == 0 {
+		return idlegrid.Invalid("before", "%q is not one of your requests; give the ID of the last request of the page before", f.Before)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -139,7 +140,7 @@ func testRecordInference(t *testing.T, db *sqlstore.DB) {
 	})
 	t.Run("ListInferenceUsage", func(t *testing.T) {
 		for _, acct := range []string{"r1", "p1"} {
-			got, err := db.ListInferenceUsage(ctx, acct, 10)
+			got, err := db.ListInferenceUsage(ctx, idlegrid.UsageFilter{AccountID: acct, Limit: 10})
 			mustOK(t, err)
 			if len(got) != 3 || got[0].ID != "req_4" || got[2].ID != "req_1" {
 				t.Fatalf("ListInferenceUsage(%s) = %d records, want req_4, req_3, req_1", acct, len(got))
@@ -152,6 +153,23 @@ func testRecordInference(t *testing.T, db *sqlstore.DB) {
 			if got[1].TransferID != "" {
 				t.Errorf("free request %s names posting %q, want none", got[1].ID, got[1].TransferID)
 			}
+			// A page at a time, the same records in the same order.
+			var paged []string
+			for f := (idlegrid.UsageFilter{AccountID: acct, Limit: 1}); ; {
+				page, err := db.ListInferenceUsage(ctx, f)
+				mustOK(t, err)
+				if len(page) == 0 || len(paged) > 3 {
+					break
+				}
+				paged, f.Before = append(paged, page[0].ID), page[0].ID
+			}
+			if want := []string{"req_4", "req_3", "req_1"}; !slices.Equal(paged, want) {
+				t.Errorf("ListInferenceUsage(%s) a page of one at a time: %v, want %v", acct, paged, want)
+			}
+		}
+		_, err := db.ListInferenceUsage(ctx, idlegrid.UsageFilter{AccountID: "r2", Before: "req_4"})
+		if e, ok := err.(*idlegrid.Error); !ok || e.Code != idlegrid.EINVALID || e.Field != "before" {
+			t.Errorf("another account's page after req_4: %v, want EINVALID naming before", err)
 		}
 	})
 }

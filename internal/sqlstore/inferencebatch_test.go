@@ -90,9 +90,9 @@ func mustSameInference(t *testing.T, want, got *sqlstore.DB) {
 		if diff := cmp.Diff(wb, gb); diff != "" {
 			t.Errorf("balance of %s (-one by one +batched):\n%s", acct, diff)
 		}
-		wu, err := want.ListInferenceUsage(ctx, acct, 1000)
+		wu, err := want.ListInferenceUsage(ctx, idlegrid.UsageFilter{AccountID: acct, Limit: 1000})
 		mustOK(t, err)
-		gu, err := got.ListInferenceUsage(ctx, acct, 1000)
+		gu, err := got.ListInferenceUsage(ctx, idlegrid.UsageFilter{AccountID: acct, Limit: 1000})
 		mustOK(t, err)
 		if diff := cmp.Diff(wu, gu, cmpopts.IgnoreFields(idlegrid.InferenceUsage{}, "TransferID")); diff != "" {
 			t.Errorf("usage of %s (-one by one +batched):\n%s", acct, diff)
@@ -132,7 +132,7 @@ func mustPostings(t *testing.T, single, batched *sqlstore.DB, merged bool) {
 		if n, err := db.AuditSize(ctx); err != nil || n != uint64(len(ts)) {
 			t.Errorf("audit log has %d entries (%v) for %d postings", n, err, len(ts))
 		}
-		us, err := db.ListInferenceUsage(ctx, "r1", 1000)
+		us, err := db.ListInferenceUsage(ctx, idlegrid.UsageFilter{AccountID: "r1", Limit: 1000})
 		mustOK(t, err)
 		for _, u := range us {
 			if (u.ChargeMicros > 0) != inference[u.TransferID] {

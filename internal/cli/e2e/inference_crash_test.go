@@ -232,7 +232,7 @@ func checkInferenceCharged(t *testing.T, dsn, renterID string, seen *seenRequest
 		t.Fatal(err)
 	}
 	defer db.Close()
-	us, err := db.ListInferenceUsage(ctx, renterID, 1_000_000)
+	us, err := db.ListInferenceUsage(ctx, idlegrid.UsageFilter{AccountID: renterID, Limit: 1_000_000})
 	if err != nil {
 		t.Fatal(err)
 	}
