@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -182,6 +183,9 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 	if !asJSON && !wait { // a watch says why the job waits
 		c.warnIfStuck(ctx, cl, job.ID)
 	}
+	if !asJSON {
+		c.noteNoLogin(ctx, cl, job.Image)
+	}
 	if !wait {
 		return nil
 	}
@@ -243,6 +247,22 @@ func (c *jobCommand) warnIfStuck(ctx context.Context, cl *client.Client, jobID s
 		fmt.Fprintf(c.env.Out, "note: as the market stands no node will take it: %s\n"+
 			"      it waits until one would; what rules the nodes out: idlegrid job explain %s\n", note, jobID)
 	}
+}
+
+// noteNoLogin says, when the image is on a registry other than Docker Hub
+// for which the renter keeps no login, how to add one should the image be
+// private: the node would find out only when it pulls.
+func (c *jobCommand) noteNoLogin(ctx context.Context, cl *client.Client, image string) {
+	reg, err := idlegrid.ImageRegistry(image)
+	if err != nil || reg == "docker.io" {
+		return
+	}
+	logins, err := cl.ListRegistryLogins(ctx, "")
+	if err != nil || slices.ContainsFunc(logins, func(l *idlegrid.RegistryLogin) bool { return l.Registry == reg }) {
+		return
+	}
+	fmt.Fprintf(c.env.Out, "note: you keep no login for %s; if %s is private there, add one before the job starts:\n"+
+		"      echo \"$TOKEN\" | idlegrid registry login %s -u USER --password-stdin\n", reg, image, reg)
 }
 
 // stuckNote says why no node would take the explained job, or "" when

@@ -54,6 +54,15 @@ func TestRegistryCommand(t *testing.T) {
 		t.Errorf("a listing shows a password:\n%s", all)
 	}
 
+	// A job on a registry the renter keeps no login for says how to add
+	// one; one it keeps a login for, or Docker Hub, says nothing of it.
+	for image, note := range map[string]bool{"nvcr.io/nvidia/pytorch:24.01": true, "ghcr.io/acme/trainer:1": false, "python:3.12": false} {
+		out := must(t, renter, "job", "submit", "--image", image, "--gpus", "1", "--max-price", "1", "--duration", "1m")
+		if got := strings.Contains(out, "note: you keep no login for nvcr.io") && strings.Contains(out, "idlegrid registry login nvcr.io"); got != note {
+			t.Errorf("job submit --image %s says how to add a login: %v, want %v:\n%s", image, got, note, out)
+		}
+	}
+
 	// Mistakes, each with what to do.
 	for _, tc := range []struct {
 		args []string
