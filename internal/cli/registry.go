@@ -22,7 +22,7 @@ the node it runs on is handed your login for its image's registry and pulls
 the image with it, even when it has the image already, so that only renters
 who may read an image run it. The server keeps passwords sealed and never
 shows them again; the provider's machine holds them while it pulls, so use
-a read-only pull token (docs/api.md, "Registry logins").`, []subcommand{
+a read-only pull token (docs/api.md, "Private images").`, []subcommand{
 		{"login", "keep your login to a registry (replacing the one you had there)", func(a []string) error { return c.login(ctx, a) }},
 		{"ls", "list your registry logins", func(a []string) error { return c.list(ctx, a) }},
 		{"logout", "remove your login to a registry", func(a []string) error { return c.logout(ctx, a) }},

@@ -102,24 +102,44 @@ func mustRun(t *testing.T, m *testMarket, spec idlegrid.JobSpec, ran time.Durati
 // lease and the node that runs it.
 func mustStarted(t *testing.T, m *testMarket, j *idlegrid.Job) (*idlegrid.Lease, context.Context) {
 	t.Helper()
+	started := reportOn(t, m, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}, func(c idlegrid.Command) bool {
+		return c.Kind == idlegrid.CommandStart && c.Lease.JobID == j.ID
+	})
+	if len(started) == 0 {
+		got, _ := m.srv.FindJob(m.renter, j.ID)
+		t.Fatalf("job %s not started: %s (%s)", j.ID, got.State, got.Reason)
+	}
+	return started[0].lease, started[0].node
+}
+
+// answered is a command's lease and the node that answered it.
+type answered struct {
+	lease *idlegrid.Lease
+	node  context.Context
+}
+
+// reportOn lets the scheduler act, then reports r, as the agents of m's
+// nodes would, on each lease whose command match picks.
+func reportOn(t *testing.T, m *testMarket, r idlegrid.LeaseReport, match func(idlegrid.Command) bool) []answered {
+	t.Helper()
 	synctest.Wait()
+	var out []answered
 	for _, n := range []context.Context{m.node, m.rival} {
 		cmds, err := m.srv.Commands(n, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range cmds {
-			if c.Kind == idlegrid.CommandStart && c.Lease.JobID == j.ID {
-				if err := m.srv.ReportLease(n, c.Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
-					t.Fatal(err)
-				}
-				return c.Lease, n
+			if !match(c) {
+				continue
 			}
+			if err := m.srv.ReportLease(n, c.Lease.ID, r); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, answered{c.Lease, n})
 		}
 	}
-	got, _ := m.srv.FindJob(m.renter, j.ID)
-	t.Fatalf("job %s not started: %s (%s)", j.ID, got.State, got.Reason)
-	return nil, nil
+	return out
 }
 
 func mustBalance(t *testing.T, ctx context.Context, srv *server.Server) *idlegrid.Balance {

@@ -698,7 +698,7 @@ func TestServer_PreemptsBronzeWithNotice(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		stopAll(t, m)
+		reportOn(t, m, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled}, func(c idlegrid.Command) bool { return c.Kind == idlegrid.CommandStop })
 		m.advance(t, 5*time.Second)
 		if _, err := m.srv.SetAccountLimit(m.admin, m.renterID, nil); err != nil {
 			t.Fatal(err)
@@ -710,26 +710,6 @@ func TestServer_PreemptsBronzeWithNotice(t *testing.T) {
 		}
 		mustLedgerBalanced(t, m.store)
 	})
-}
-
-// stopAll reports every lease both of m's nodes were asked to stop as
-// cancelled, as their agents would.
-func stopAll(t *testing.T, m *testMarket) {
-	t.Helper()
-	synctest.Wait()
-	for _, n := range []context.Context{m.node, m.rival} {
-		cmds, err := m.srv.Commands(n, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range cmds {
-			if c.Kind == idlegrid.CommandStop {
-				if err := m.srv.ReportLease(n, c.Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled}); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-	}
 }
 
 // A checkpoint an agent reports in its heartbeat reaches the engine, so a
