@@ -129,18 +129,21 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 		idlegrid job submit --image python:3.12 --kind eval --tier bronze --max-price 0.40 --duration 20m -- python eval.py
 		idlegrid job submit -f job.yaml --wait --timeout 2h   # follow it; exit 1 if it fails
 		idlegrid job submit --from job_abc123 --max-price 3.00   # run an earlier job again, with a higher cap
-		idlegrid job submit -f job.yaml --idempotency-key nightly-2026-12-03   # from a script: run twice, it submits once`,
+		idlegrid job submit -f job.yaml --idempotency-key nightly-2026-12-03   # from a script: run twice, it submits once
+		idlegrid job submit -f job.yaml --sweep LR=1e-3,3e-4 --sweep BATCH=32,64   # a grid: four jobs, LR and BATCH in each one's env`,
 	})
 	r := c.env.remoteFlags(fs)
 	var (
 		file, from, key string
 		sf              specFlags
+		sweep           sweepFlag
 		asJSON, wait    bool
 	)
 	fs.StringVar(&file, "f", "", "job file, YAML or JSON ('-' for standard input)")
 	fs.StringVar(&from, "from", "", "start from the spec of this earlier job of yours, e.g. to run it again (flags override it)")
 	fs.StringVar(&key, "idempotency-key", "", "submit at most once under this key: the same submission sent again with it shows the job the first made instead of making another (default: a new key each time)")
 	sf.define(fs)
+	fs.Var(&sweep, "sweep", "run the job once for each value of an environment variable, NAME=V1,V2,… (repeat it for a grid: one job per combination, at most 1000)")
 	fs.BoolVar(&asJSON, "json", false, "print the job as JSON (with --wait, each change as a line of JSON, as 'job watch --json')")
 	fs.BoolVar(&wait, "wait", false, "follow the job until it ends, as 'idlegrid job watch' does; exit 1 if it fails or is cancelled")
 	watch := watchFlags(fs, "wait")
@@ -150,6 +153,8 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 	}
 	if err := checkWaitFlags(fs, wait, watch); err != nil {
 		return err
+	} else if len(sweep) > 0 && wait {
+		return usagef("--wait follows one job, and --sweep submits many; follow each with idlegrid job watch ID")
 	}
 
 	spec, err := c.baseSpec(ctx, r, file, from)
@@ -170,6 +175,9 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 	}
 	if key == "" {
 		key = idlegrid.NewID("sub")
+	}
+	if len(sweep) > 0 {
+		return c.sweep(ctx, cl, spec, sweep, key, asJSON)
 	}
 	job, replayed, err := cl.SubmitJobOnce(ctx, spec, key)
 	if err != nil {
