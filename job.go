@@ -352,6 +352,9 @@ type JobFilter struct {
 	// Before, a job ID, lists only the jobs listed after it, newest first:
 	// the next page after a page that ended with it. Not with OldestFirst.
 	Before string
+	// NamePrefix keeps the jobs whose name begins with it, e.g. a sweep's
+	// ("lr-search-").
+	NamePrefix string
 }
 
 // String is a short description for logs, e.g. "job_x (silver 2xGPU)".

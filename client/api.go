@@ -181,6 +181,7 @@ func (c *Client) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegri
 	setList(q, "state", f.States)
 	setInt(q, "limit", int64(f.Limit))
 	setString(q, "before", f.Before)
+	setString(q, "name", f.NamePrefix)
 	var out wire.Jobs
 	err := c.do(ctx, call{method: http.MethodGet, path: path("jobs"), query: q, out: &out})
 	return out.Jobs, err

@@ -360,23 +360,24 @@ func readJobFile(e *env, path string) (idlegrid.JobSpec, error) {
 
 func (c *jobCommand) list(ctx context.Context, args []string) error {
 	fs := c.env.flags("job ls", help{
-		usage: "idlegrid job ls [--state queued,running] [--limit N] [--before JOB_ID] [--json]",
+		usage: "idlegrid job ls [--state queued,running] [--name PREFIX] [--limit N] [--before JOB_ID] [--json]",
 		about: `List jobs, newest first: a renter sees their own, an admin sees all.
 A full page ends with the command for the next one (--before, the last
 job listed).`,
-		examples: "idlegrid job ls\n idlegrid job ls --state queued --json\n idlegrid job ls --limit 50 --before job_1k8u463kvnnic8nqadt023cub   # the next page",
+		examples: "idlegrid job ls\n idlegrid job ls --state queued --json\n idlegrid job ls --name lr-search-   # a sweep's jobs\n idlegrid job ls --limit 50 --before job_1k8u463kvnnic8nqadt023cub   # the next page",
 	})
 	r := c.env.remoteFlags(fs)
 	var states stringList
 	fs.Var(&states, "state", "only jobs in these states: queued, running, succeeded, failed, cancelled")
 	limit := fs.Int("limit", 100, "at most this many jobs")
 	before := fs.String("before", "", "list the jobs after this one, newest first: the next page after a page that ended with it")
+	name := fs.String("name", "", "only jobs whose name begins with this, e.g. a sweep's: lr-search-")
 	asJSON := fs.Bool("json", false, "print JSON")
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}
-	f := idlegrid.JobFilter{Limit: *limit, Before: *before}
+	f := idlegrid.JobFilter{Limit: *limit, Before: *before, NamePrefix: *name}
 	if f.States, err = parseStates(strings.Join(states, ","), idlegrid.JobState.Valid, "job", "queued, running, succeeded, failed or cancelled"); err != nil {
 		return err
 	}
@@ -403,7 +404,11 @@ job listed).`,
 	if len(jobs) == 0 {
 		return nil
 	}
-	return nextPage(c.env.Out, "idlegrid job ls"+statesFlag(states), len(jobs), *limit, jobs[len(jobs)-1].ID)
+	cmd := "idlegrid job ls" + statesFlag(states)
+	if *name != "" {
+		cmd += " --name " + *name
+	}
+	return nextPage(c.env.Out, cmd, len(jobs), *limit, jobs[len(jobs)-1].ID)
 }
 
 // statesFlag is " --state a,b" for the states given, or "".
@@ -537,23 +542,36 @@ func checkpointsEvery(secs int64) string {
 
 func (c *jobCommand) cancel(ctx context.Context, args []string) error {
 	fs := c.env.flags("job cancel", help{
-		usage: "idlegrid job cancel ID [ID...] [--json]",
+		usage: "idlegrid job cancel ID [ID...] | --name PREFIX [--json]",
 		about: `Cancel jobs. A queued job ends at once; a running one is stopped on its
 nodes and you pay for what ran until then. Given several, it cancels each
-and says which it could not; --json prints the job, or a list of them.`,
-		examples: "idlegrid job cancel job_abc123\n idlegrid job cancel job_abc123 job_def456 job_ghi789   # a sweep's jobs",
+and says which it could not; --json prints the job, or a list of them.
+--name cancels every queued or running job whose name begins so, e.g. a
+sweep's.`,
+		examples: "idlegrid job cancel job_abc123\n idlegrid job cancel job_abc123 job_def456 job_ghi789\n idlegrid job cancel --name lr-search-   # a sweep's jobs that have not ended",
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print the job as JSON (a list, given several)")
-	args, err := fs.parseArgs(args, 1, 1000, "one or more job IDs")
+	name := fs.String("name", "", "cancel the queued and running jobs whose name begins with this, e.g. a sweep's: lr-search-")
+	args, err := fs.parseArgs(args, 0, 1000, "one or more job IDs")
 	if err != nil {
 		return err
+	} else if (*name == "") == (len(args) == 0) {
+		return usagef("give the IDs of the jobs to cancel, or --name and the start of their names, not both")
 	}
 	cl, err := r.client()
 	if err != nil {
 		return err
 	}
-	if len(args) > 1 {
+	if *name != "" {
+		if args, err = liveJobsNamed(ctx, cl, *name); err != nil {
+			return err
+		} else if len(args) == 0 {
+			fmt.Fprintf(c.env.Out, "no queued or running job's name begins with %q: nothing to cancel\n", *name)
+			return nil
+		}
+	}
+	if len(args) > 1 || *name != "" {
 		return c.cancelEach(ctx, cl, args, *asJSON)
 	}
 	j, err := cl.CancelJob(ctx, args[0])
@@ -565,6 +583,26 @@ and says which it could not; --json prints the job, or a list of them.`,
 	}
 	fmt.Fprintf(c.env.Out, "%s: %s (%s)\n", j.ID, j.State, orDash(j.Reason))
 	return nil
+}
+
+// liveJobsNamed lists the IDs of the caller's queued and running jobs
+// whose name begins with prefix, every page of them.
+func liveJobsNamed(ctx context.Context, cl *client.Client, prefix string) ([]string, error) {
+	f := idlegrid.JobFilter{NamePrefix: prefix, States: []idlegrid.JobState{idlegrid.JobQueued, idlegrid.JobRunning}, Limit: 1000}
+	var ids []string
+	for {
+		jobs, err := cl.ListJobs(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range jobs {
+			ids = append(ids, j.ID)
+		}
+		if len(jobs) < f.Limit {
+			return ids, nil
+		}
+		f.Before = jobs[len(jobs)-1].ID
+	}
 }
 
 // cancelEach cancels each of ids, saying on stderr why any could not be,

@@ -109,6 +109,12 @@ func sweepSpecs(spec idlegrid.JobSpec, points []map[string]string) []idlegrid.Jo
 	return out
 }
 
+// sweepName is the name the sweep's jobs share, less their numbers.
+func sweepName(jobs []sweptJob) string {
+	name := jobs[0].Name
+	return name[:strings.LastIndex(name, "-")]
+}
+
 // sweptJob is a job of a sweep as submit --sweep lists it.
 type sweptJob struct {
 	*idlegrid.Job
@@ -192,7 +198,8 @@ func (c *jobCommand) printSweep(sweep sweepFlag, jobs []sweptJob, key string) er
 	if err := t.flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(c.env.Out, "follow one with: idlegrid job watch ID\ncancel them all: idlegrid job cancel %s\n", strings.Join(ids, " "))
+	_, err := fmt.Fprintf(c.env.Out, "list them: idlegrid job ls --name %s-\nfollow one with: idlegrid job watch ID\ncancel them all: idlegrid job cancel %s\n",
+		sweepName(jobs), strings.Join(ids, " "))
 	return err
 }
 

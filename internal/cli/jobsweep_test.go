@@ -44,8 +44,28 @@ func TestJobSubmit_sweep(t *testing.T) {
 	if n := strings.Count(fmtNames(all), "lr-search-"); n != 6 {
 		t.Errorf("%d jobs of the sweep stored after it ran twice, want 6", n)
 	}
+	var named []idlegrid.Job
+	mustJSON(t, renter, &named, "job", "ls", "--name", "lr-search-", "--json")
+	if len(named) != 6 || named[0].Name != "lr-search-6" || !strings.Contains(out, "list them: idlegrid job ls --name lr-search-\n") {
+		t.Errorf("job ls --name lr-search-: %s; want the sweep's 6 jobs, newest first, as the sweep said", fmtNames(named))
+	}
+	if r := run(t, renter, "job", "ls", "--name", "lr-search-", "--limit", "2"); !strings.Contains(r.out, "more may follow: idlegrid job ls --name lr-search- --limit 2 --before ") {
+		t.Errorf("a full page of job ls --name: %s", r)
+	}
 
 	before := len(all)
+	// The sweep's jobs cancelled by name, and none other.
+	var cancelled []idlegrid.Job
+	mustJSON(t, renter, &cancelled, "job", "cancel", "--name", "lr-search-", "--json")
+	if len(cancelled) != 6 || strings.Count(fmtNames(cancelled), "lr-search-") != 6 {
+		t.Errorf("job cancel --name lr-search-: %s, want the sweep's 6 jobs", fmtNames(cancelled))
+	}
+	if out := must(t, renter, "job", "cancel", "--name", "lr-search-"); !strings.Contains(out, "nothing to cancel") {
+		t.Errorf("job cancel --name again: %q, want nothing to cancel", out)
+	}
+	if r := run(t, renter, "job", "cancel", "--name", "x", jobs[0].ID); r.code != 2 || !strings.Contains(r.err, "not both") {
+		t.Errorf("job cancel with IDs and --name: %s", r)
+	}
 	for _, tc := range []struct {
 		flags []string
 		want  string

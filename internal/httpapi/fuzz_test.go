@@ -77,6 +77,7 @@ var fuzzRoutes = []fuzzRoute{
 	{method: "DELETE", path: "/v1/nodes/{id}/drain", id: idNode},
 	{method: "POST", path: "/v1/jobs", body: `{"name":"train","kind":"training","image":"ghcr.io/acme/trainer:1.2","gpus":1,"tier":"silver","max_price_micros_per_gpu_hour":5000000,"duration_seconds":3600,"datasets":[{"name":"c4","size_gb":20}],"deadline":"2030-01-01T00:00:00Z"}`},
 	{method: "GET", path: "/v1/jobs?state=queued,running&limit=5"},
+	{method: "GET", path: "/v1/jobs?name=train-&limit=5&before={id}", id: idJob},
 	{method: "GET", path: "/v1/jobs/{id}", id: idJob},
 	{method: "POST", path: "/v1/jobs/{id}/cancel", id: idJob},
 	{method: "GET", path: "/v1/jobs/{id}/explain", id: idJob},

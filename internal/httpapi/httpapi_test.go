@@ -477,6 +477,8 @@ func TestAPI_badRequests(t *testing.T) {
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "tier", wantText: `got "platinum"`},
 		{name: "not an order", secret: renterSecret, method: "GET", path: "/v1/nodes?sort=cheapest",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "sort", wantText: "[oldest price reliability]"},
+		{name: "a name longer than any", secret: renterSecret, method: "GET", path: "/v1/jobs?name=" + strings.Repeat("x", 101),
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "name", wantText: "at most 100 characters"},
 		{name: "a page after no node", secret: renterSecret, method: "GET", path: "/v1/nodes?after=node_missing&sort=price",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "after", wantText: "the last node of the page before"},
 		{name: "no GPUs", secret: renterSecret, method: "GET", path: "/v1/nodes?min_gpus=0",

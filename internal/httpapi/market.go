@@ -96,13 +96,13 @@ func (a *api) submitJob(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusCreated, j)
 }
 
-// GET /v1/jobs?state=queued,running&limit=N
+// GET /v1/jobs?state=queued,running&limit=N&before=ID&name=PREFIX
 func (a *api) listJobs(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "state", "limit", "before")
+	q, err := parseQuery(r, "state", "limit", "before", "name")
 	if err != nil {
 		return err
 	}
-	f := idlegrid.JobFilter{Before: q.string("before")}
+	f := idlegrid.JobFilter{Before: q.string("before"), NamePrefix: q.string("name")}
 	if f.States, err = list(q, "state", jobStates); err != nil {
 		return err
 	}

@@ -90,6 +90,8 @@ func (s *Server) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegri
 	}
 	if err := checkLimit(f.Limit); err != nil {
 		return nil, err
+	} else if len(f.NamePrefix) > 100 || !idlegrid.IsText(f.NamePrefix) {
+		return nil, idlegrid.Invalid("name", "the start of a job name: text of at most 100 characters")
 	}
 	if f.Before != "" {
 		if f.OldestFirst {

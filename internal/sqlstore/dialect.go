@@ -35,6 +35,8 @@ type dialect struct {
 	// texts is a subquery of the strings of the JSON array in parameter p,
 	// for "x IN (…)" over more values than a statement takes parameters.
 	texts func(p string) string
+	// jsonText is the text of field key of the JSON object in column col.
+	jsonText func(col, key string) string
 }
 
 func dialectFor(dsn string) *dialect {
@@ -52,14 +54,16 @@ var postgresDialect = &dialect{
 	forUpdate: " FOR UPDATE",
 	code:      postgresCode,
 	texts:     func(p string) string { return `SELECT json_array_elements_text(` + p + `::json)` },
+	jsonText:  func(col, key string) string { return `(` + col + `::json->>'` + key + `')` },
 }
 
 var sqliteDialect = &dialect{
-	name:  "sqlite",
-	goose: goose.DialectSQLite3,
-	open:  openSQLite,
-	code:  sqliteCode,
-	texts: func(p string) string { return `SELECT value FROM json_each(` + p + `)` },
+	name:     "sqlite",
+	goose:    goose.DialectSQLite3,
+	open:     openSQLite,
+	code:     sqliteCode,
+	texts:    func(p string) string { return `SELECT value FROM json_each(` + p + `)` },
+	jsonText: func(col, key string) string { return `json_extract(` + col + `, '$.` + key + `')` },
 }
 
 func openPostgres(dsn string) (*sql.DB, error) {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -99,6 +100,9 @@ func (db *DB) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegrid.J
 	}
 	if len(f.States) > 0 {
 		q += ` AND state IN ` + in(&a, f.States)
+	}
+	if f.NamePrefix != "" { // substr, not LIKE: the same on both databases, case and all
+		q += ` AND substr(` + db.dialect.jsonText("spec", "name") + `, 1, ` + a.add(utf8.RuneCountInString(f.NamePrefix)) + `) = ` + a.add(f.NamePrefix)
 	}
 	if f.Before != "" { // the page after Before's, in the same order; none if it is not a job
 		q += ` AND (created_at, id) < (SELECT created_at, id FROM jobs WHERE id = ` + a.add(f.Before) + `)`

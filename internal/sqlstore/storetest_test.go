@@ -33,6 +33,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"Jobs", testJobs},
 		{"Concurrency_CreateJob", testConcurrentCreateJob},
 		{"Jobs_IdempotencyKeys", testJobIdempotencyKeys},
+		{"Jobs_NamePrefix", testJobNamePrefix},
 		{"CancelQueuedJob", testCancelQueuedJob},
 		{"PlaceJob", testPlaceJob},
 		{"PlaceJob_Conflicts", testPlaceJobConflicts},
@@ -1696,5 +1697,49 @@ func testResumeFrom(t *testing.T, db *sqlstore.DB) {
 		To: idlegrid.LeaseLost, Reason: "node lost", CheckpointRef: "docker-volume:x", At: at(30 * time.Minute)})
 	if got := mustJobState(t, db, once.ID, idlegrid.JobQueued, "requeued"); got.ResumeSeconds != 0 || got.CheckpointNodeID != "" {
 		t.Errorf("a job that cannot resume holds %d s on %q, want none", got.ResumeSeconds, got.CheckpointNodeID)
+	}
+}
+
+// testJobNamePrefix: a list by the start of the jobs' names keeps those
+// whose name begins so, case and all, with the other filters and pages.
+func testJobNamePrefix(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r, other := mustAccount(t, db, idlegrid.RoleRenter), mustAccount(t, db, idlegrid.RoleRenter)
+	var sweep []string
+	for i, name := range []string{"lr-search-1", "lr-search-2", "LR-SEARCH-3", "lr-search", "ünï-1", "", "lr-search-4"} {
+		j := newJob(r.ID, 1, 1)
+		j.Name, j.CreatedAt = name, at(time.Duration(i)*time.Second)
+		mustOK(t, db.CreateJob(ctx, j))
+		if strings.HasPrefix(name, "lr-search-") {
+			sweep = append([]string{j.ID}, sweep...) // newest first
+		}
+	}
+	theirs := newJob(other.ID, 1, 1)
+	theirs.Name = "lr-search-9"
+	mustOK(t, db.CreateJob(ctx, theirs))
+	ids := func(f idlegrid.JobFilter) []string {
+		t.Helper()
+		jobs, err := db.ListJobs(ctx, f)
+		mustOK(t, err)
+		var out []string
+		for _, j := range jobs {
+			out = append(out, j.ID)
+		}
+		return out
+	}
+	if got := ids(idlegrid.JobFilter{RenterID: r.ID, NamePrefix: "lr-search-"}); !slices.Equal(got, sweep) {
+		t.Errorf("jobs named lr-search-…: %v, want %v", got, sweep)
+	}
+	if got := ids(idlegrid.JobFilter{RenterID: r.ID, NamePrefix: "lr-search-", Limit: 1, Before: sweep[0]}); !slices.Equal(got, sweep[1:2]) {
+		t.Errorf("the second page of one: %v, want %v", got, sweep[1:2])
+	}
+	if got := ids(idlegrid.JobFilter{NamePrefix: "lr-search-"}); len(got) != 4 {
+		t.Errorf("every renter's lr-search-…: %d jobs, want 4", len(got))
+	}
+	if got := ids(idlegrid.JobFilter{RenterID: r.ID, NamePrefix: "ünï"}); len(got) != 1 {
+		t.Errorf("jobs named ünï…: %v, want one", got)
+	}
+	if got := ids(idlegrid.JobFilter{RenterID: r.ID, NamePrefix: "lr-search-", States: []idlegrid.JobState{idlegrid.JobRunning}}); len(got) != 0 {
+		t.Errorf("running jobs named lr-search-…: %v, want none", got)
 	}
 }
