@@ -182,8 +182,7 @@ func (c *jobCommand) printSweep(sweep sweepFlag, jobs []sweptJob, key string) er
 		headers = append(headers, v.name)
 	}
 	t := newTable(c.env.Out, append(headers, "STATE")...)
-	ids := make([]string, len(jobs))
-	for i, j := range jobs {
+	for _, j := range jobs {
 		row := []any{j.ID, j.Name}
 		for _, v := range sweep {
 			row = append(row, j.Settings[v.name])
@@ -193,13 +192,13 @@ func (c *jobCommand) printSweep(sweep sweepFlag, jobs []sweptJob, key string) er
 			state += " (submitted before)"
 		}
 		t.row(append(row, state)...)
-		ids[i] = j.ID
 	}
 	if err := t.flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(c.env.Out, "list them: idlegrid job ls --name %s-\nfollow one with: idlegrid job watch ID\ncancel them all: idlegrid job cancel %s\n",
-		sweepName(jobs), strings.Join(ids, " "))
+	name := sweepName(jobs)
+	_, err := fmt.Fprintf(c.env.Out, "list them: idlegrid job ls --name %s-\nfollow one with: idlegrid job watch ID\n"+
+		"cancel those not ended: idlegrid job cancel --name %s-   (any job of yours named so)\n", name, name)
 	return err
 }
 
