@@ -112,6 +112,18 @@ func (l *RegistryLogin) Validate() error {
 	return p.Err()
 }
 
+// NormalRegistry is the registry s names, written as docker login takes it
+// ("https://ghcr.io/", "index.docker.io"), as image references name it
+// ("ghcr.io", "docker.io"); s itself when it names none, for Validate to
+// refuse.
+func NormalRegistry(s string) string {
+	s = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(s, "https://"), "http://"), "/")
+	if reg, err := ParseRegistry(s); err == nil {
+		return reg
+	}
+	return s
+}
+
 // ParseRegistry returns the registry s names, as an image "s/x" would
 // pull from: s itself, or its usual name ("docker.io" for
 // "index.docker.io").

@@ -59,3 +59,14 @@ func TestJobSpec_privateMark(t *testing.T) {
 		}
 	}
 }
+
+func TestNormalRegistry(t *testing.T) {
+	for in, want := range map[string]string{
+		"ghcr.io": "ghcr.io", "https://ghcr.io/": "ghcr.io", "http://localhost:5000": "localhost:5000",
+		"index.docker.io": "docker.io", "acme": "acme", "ghcr.io/acme": "ghcr.io/acme",
+	} {
+		if got := idlegrid.NormalRegistry(in); got != want {
+			t.Errorf("NormalRegistry(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

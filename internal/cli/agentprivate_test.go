@@ -17,6 +17,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	idlegridclient "github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/registrytest"
+	idlegriddocker "github.com/idlegrid/idlegrid/internal/runtime/docker"
 )
 
 // TestAgentCommand_DockerPrivateImage runs a job whose image is in a
@@ -141,7 +142,7 @@ func mustPrivateImage(t *testing.T, cli *client.Client, reg *registrytest.Regist
 	}
 	res, err := cli.ImageBuild(ctx, buildCtx, build.ImageBuildOptions{Tags: []string{built}, Remove: true})
 	if err == nil {
-		err = buildStreamError(res.Body)
+		err = idlegriddocker.StreamError(res.Body)
 		res.Body.Close()
 	}
 	if err != nil {
@@ -162,7 +163,7 @@ func mustPrivateImage(t *testing.T, cli *client.Client, reg *registrytest.Regist
 	}
 	rc, err := cli.ImagePush(ctx, ref, image.PushOptions{RegistryAuth: auth})
 	if err == nil {
-		err = buildStreamError(rc)
+		err = idlegriddocker.StreamError(rc)
 		rc.Close()
 	}
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/idlegrid/idlegrid"
 )
 
 // registryCommand is "idlegrid registry": a renter's logins to the private
@@ -59,7 +61,7 @@ never from the command line, where your shell's history would keep it.`,
 	if err != nil {
 		return err
 	}
-	l, err := cl.PutRegistryLogin(ctx, registryHost(args[0]), *username, password)
+	l, err := cl.PutRegistryLogin(ctx, idlegrid.NormalRegistry(args[0]), *username, password)
 	if err != nil {
 		return err
 	}
@@ -87,12 +89,6 @@ func (c *registryCommand) password(fromStdin bool) (string, error) {
 		return p, nil
 	}
 	return "", usagef("--password-stdin: standard input held no password")
-}
-
-// registryHost is a registry as docker login takes it ("https://ghcr.io/")
-// as the API names it ("ghcr.io").
-func registryHost(s string) string {
-	return strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(s, "https://"), "http://"), "/")
 }
 
 func (c *registryCommand) list(ctx context.Context, args []string) error {
@@ -144,9 +140,9 @@ func (c *registryCommand) logout(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := cl.RemoveRegistryLogin(ctx, registryHost(args[0])); err != nil {
+	if err := cl.RemoveRegistryLogin(ctx, idlegrid.NormalRegistry(args[0])); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.env.Out, "removed your login to %s\n", registryHost(args[0]))
+	fmt.Fprintf(c.env.Out, "removed your login to %s\n", idlegrid.NormalRegistry(args[0]))
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -78,7 +77,7 @@ func selfImage(ctx context.Context, cli *client.Client, repo string, args ...str
 		return "", fmt.Errorf("build image %s: %w", ref, err)
 	}
 	defer res.Body.Close()
-	if err := buildStreamError(res.Body); err != nil {
+	if err := docker.StreamError(res.Body); err != nil {
 		return "", fmt.Errorf("build image %s: %w", ref, err)
 	}
 	removeOtherTags(ctx, cli, repo, ref)
@@ -261,28 +260,4 @@ func prefixed(dir string, files []imageFile) []imageFile {
 		out[i] = f
 	}
 	return out
-}
-
-// buildStreamError reads the engine's build output to its end and returns
-// the first error in it.
-func buildStreamError(r io.Reader) error {
-	dec := json.NewDecoder(r)
-	for {
-		var msg struct {
-			Error       string `json:"error"`
-			ErrorDetail struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
-		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if msg.Error != "" {
-			return errors.New(msg.Error)
-		} else if msg.ErrorDetail.Message != "" {
-			return errors.New(msg.ErrorDetail.Message)
-		}
-	}
 }

@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
-	"strings"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -68,7 +67,7 @@ func (s *Server) PutRegistryLogin(ctx context.Context, l idlegrid.RegistryLogin)
 	if err != nil {
 		return nil, err
 	}
-	l.Registry = normalRegistry(l.Registry)
+	l.Registry = idlegrid.NormalRegistry(l.Registry)
 	l.AccountID, l.Sealed = c.AccountID, nil
 	if err := l.Validate(); err != nil {
 		return nil, err
@@ -85,16 +84,6 @@ func (s *Server) PutRegistryLogin(ctx context.Context, l idlegrid.RegistryLogin)
 	}
 	kept.Sealed = nil
 	return kept, nil
-}
-
-// normalRegistry is the registry s names as image references name it; s
-// itself when it names none, for Validate to refuse.
-func normalRegistry(s string) string {
-	s = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(s, "https://"), "http://"), "/")
-	if reg, err := idlegrid.ParseRegistry(s); err == nil {
-		return reg
-	}
-	return s
 }
 
 // ListRegistryLogins lists an account's registry logins, without their
@@ -123,7 +112,7 @@ func (s *Server) RemoveRegistryLogin(ctx context.Context, registry string) error
 	if err != nil {
 		return err
 	}
-	return s.store.RemoveRegistryLogin(ctx, c.AccountID, normalRegistry(registry))
+	return s.store.RemoveRegistryLogin(ctx, c.AccountID, idlegrid.NormalRegistry(registry))
 }
 
 // registryAuth is the login a start command of j carries: its renter's for

@@ -146,7 +146,7 @@ func buildTagged(cli *client.Client, tag string, files ...contextFile) error {
 		return fmt.Errorf("build image %s: %w", tag, err)
 	}
 	defer res.Body.Close()
-	if err := streamError(res.Body); err != nil {
+	if err := StreamError(res.Body); err != nil {
 		return fmt.Errorf("build image %s: %w", tag, err)
 	}
 	return nil

@@ -114,7 +114,7 @@ func (r *Runtime) pull(ctx context.Context, ref, encodedAuth string) error {
 		return err
 	}
 	defer rc.Close()
-	return streamError(rc)
+	return StreamError(rc)
 }
 
 // encodeAuth encodes a renter's login as the engine takes it with a pull.
@@ -218,9 +218,9 @@ func privateError(ref, why string) error {
 	return idlegrid.Errorf(idlegrid.EFORBIDDEN, "image %s came to this node from a private registry, %s, and the job's renter has no login for %s; %s; if the renter may pull the image, it adds its login with idlegrid registry login %s", ref, reg, reg, why, reg)
 }
 
-// streamError reads a stream of the engine's JSON progress messages (from
+// StreamError reads a stream of the engine's JSON progress messages (from
 // a pull, a push or a build) to its end and returns the first error in it.
-func streamError(rc io.Reader) error {
+func StreamError(rc io.Reader) error {
 	dec := json.NewDecoder(rc)
 	for {
 		var msg struct {

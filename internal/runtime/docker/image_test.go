@@ -64,7 +64,7 @@ func mustPush(tb testing.TB, reg *registrytest.Registry, ref string) {
 	}
 	rc, err := mustEngine(tb).ImagePush(context.Background(), ref, image.PushOptions{RegistryAuth: encoded})
 	if err == nil {
-		err = streamError(rc)
+		err = StreamError(rc)
 		rc.Close()
 	}
 	if err != nil {
