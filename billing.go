@@ -47,7 +47,10 @@ type Payout struct {
 type PayoutFilter struct {
 	ProviderID string
 	States     []PayoutState
-	Limit      int
+	// Before, a payout ID, lists only the payouts listed after it, newest
+	// first: the next page after a page that ended with it.
+	Before string
+	Limit  int
 }
 
 // PayoutResolution is an operator settling or rejecting a requested payout.
@@ -145,6 +148,15 @@ type Notice struct {
 	JobID     string    `json:"job_id,omitempty"`
 	Message   string    `json:"message"`
 	CreatedAt time.Time `json:"created_at"`
+}
+
+// NoticeFilter selects an account's notices, newest first.
+type NoticeFilter struct {
+	AccountID string
+	// Before, a notice ID, lists only the notices listed after it: the
+	// next page after a page that ended with it.
+	Before string
+	Limit  int
 }
 
 // Settlement is one settled lease as statements see it: what was billed,

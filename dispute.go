@@ -63,7 +63,10 @@ type DisputeFilter struct {
 	ProviderID string
 	RenterID   string
 	States     []DisputeState
-	Limit      int
+	// Before, a dispute ID, lists only the disputes listed after it,
+	// newest first: the next page after a page that ended with it.
+	Before string
+	Limit  int
 }
 
 // DisputeResolution upholds or dismisses an open dispute. An upheld one

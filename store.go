@@ -172,8 +172,9 @@ type Store interface {
 	// AddNotice stores n unless a notice with its key exists; it reports
 	// whether n was stored.
 	AddNotice(ctx context.Context, n *Notice) (bool, error)
-	// ListNotices returns an account's notices, newest first.
-	ListNotices(ctx context.Context, accountID string, limit int) ([]*Notice, error)
+	// ListNotices returns an account's notices, newest first; EINVALID
+	// when f.Before is not one of them.
+	ListNotices(ctx context.Context, f NoticeFilter) ([]*Notice, error)
 	// ListSettlements returns the settlements f selects, oldest first.
 	ListSettlements(ctx context.Context, f SettlementFilter) ([]*Settlement, error)
 

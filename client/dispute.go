@@ -40,6 +40,7 @@ func (c *Client) ListDisputes(ctx context.Context, f idlegrid.DisputeFilter) ([]
 	q := url.Values{}
 	setString(q, "provider_id", f.ProviderID)
 	setList(q, "state", f.States)
+	setString(q, "before", f.Before)
 	setInt(q, "limit", int64(f.Limit))
 	var out wire.Disputes
 	err := c.do(ctx, call{method: http.MethodGet, path: path("disputes"), query: q, out: &out})

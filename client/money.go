@@ -30,6 +30,7 @@ func (c *Client) ListPayouts(ctx context.Context, f idlegrid.PayoutFilter) ([]*i
 	q := url.Values{}
 	setString(q, "provider_id", f.ProviderID)
 	setList(q, "state", f.States)
+	setString(q, "before", f.Before)
 	setInt(q, "limit", int64(f.Limit))
 	var out wire.Payouts
 	err := c.do(ctx, call{method: http.MethodGet, path: path("payouts"), query: q, out: &out})
@@ -86,11 +87,13 @@ func statementQuery(accountID, month, format string) url.Values {
 }
 
 // ListNotices lists what the market told an account, newest first, such as
-// leases stopped before its money ran out; accountID "" is the caller's own.
-func (c *Client) ListNotices(ctx context.Context, accountID string, limit int) ([]*idlegrid.Notice, error) {
+// leases stopped before its money ran out: f.AccountID's ("" is the
+// caller's own), after f.Before when it is set.
+func (c *Client) ListNotices(ctx context.Context, f idlegrid.NoticeFilter) ([]*idlegrid.Notice, error) {
 	q := url.Values{}
-	setString(q, "account_id", accountID)
-	setInt(q, "limit", int64(limit))
+	setString(q, "account_id", f.AccountID)
+	setString(q, "before", f.Before)
+	setInt(q, "limit", int64(f.Limit))
 	var out wire.Notices
 	err := c.do(ctx, call{method: http.MethodGet, path: path("notices"), query: q, out: &out})
 	return out.Notices, err

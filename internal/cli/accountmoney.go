@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -63,7 +64,7 @@ func loadAccountView(ctx context.Context, cl *client.Client, id string) (*accoun
 		if v.Spend, err = cl.SpendLimits(ctx, id); err != nil {
 			return nil, err
 		}
-		if v.Notices, err = cl.ListNotices(ctx, id, 5); err != nil {
+		if v.Notices, err = cl.ListNotices(ctx, idlegrid.NoticeFilter{AccountID: id, Limit: 5}); err != nil {
 			return nil, err
 		}
 	case idlegrid.RoleProvider:
@@ -278,13 +279,16 @@ func printLimit(e *env, what string, st *idlegrid.SpendLimitStatus, asJSON bool)
 
 func (c *accountCommand) notices(ctx context.Context, args []string) error {
 	fs := c.env.flags("account notices", help{
-		usage: "idlegrid account notices [ID] [--limit N] [--json]",
+		usage: "idlegrid account notices [ID] [--limit N] [--before NOTICE_ID] [--json]",
 		about: `List what the market told an account, newest first: leases given notice or
-stopped because the balance or a spend limit would not have lasted.`,
-		examples: "idlegrid account notices",
+stopped because the balance or a spend limit would not have lasted. A full
+page ends with the command for the next one (--before the page's last notice).`,
+		examples: "idlegrid account notices\n idlegrid account notices --limit 20 --before notice_abc123",
 	})
 	r := c.env.remoteFlags(fs)
-	limit := fs.Int("limit", 50, "at most this many notices")
+	f := idlegrid.NoticeFilter{}
+	fs.IntVar(&f.Limit, "limit", 50, "at most this many notices")
+	fs.StringVar(&f.Before, "before", "", "the notices listed after this one: the last of the page before")
 	asJSON := fs.Bool("json", false, "print JSON")
 	args, err := fs.parseArgs(args, 0, 1, "at most one account ID")
 	if err != nil {
@@ -294,16 +298,20 @@ stopped because the balance or a spend limit would not have lasted.`,
 	if err != nil {
 		return err
 	}
-	ns, err := cl.ListNotices(ctx, firstNonEmpty(args...), *limit)
+	f.AccountID = firstNonEmpty(args...)
+	ns, err := cl.ListNotices(ctx, f)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(ns))
 	}
-	t := newTable(c.env.Out, "AT", "KIND", "JOB", "LEASE", "MESSAGE")
+	t := newTable(c.env.Out, "ID", "AT", "KIND", "JOB", "LEASE", "MESSAGE")
 	for _, n := range ns {
-		t.row(n.CreatedAt.UTC().Format(time.RFC3339), n.Kind, orDash(n.JobID), orDash(n.LeaseID), n.Message)
+		t.row(n.ID, n.CreatedAt.UTC().Format(time.RFC3339), n.Kind, orDash(n.JobID), orDash(n.LeaseID), n.Message)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil || len(ns) == 0 {
+		return err
+	}
+	return nextPage(c.env.Out, strings.TrimSpace("idlegrid account notices "+f.AccountID), len(ns), f.Limit, ns[len(ns)-1].ID)
 }

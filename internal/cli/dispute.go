@@ -144,20 +144,23 @@ its runs; admins all.`,
 
 func (c *disputeCommand) list(ctx context.Context, args []string) error {
 	fs := c.env.flags("dispute ls", help{
-		usage:    "idlegrid dispute ls [--state open,upheld,dismissed] [--provider ID] [--limit N] [--json]",
-		about:    "List disputes, newest first: those against you, those you were harmed in, or all for admins.",
-		examples: "idlegrid dispute ls\n idlegrid dispute ls --state open",
+		usage: "idlegrid dispute ls [--state open,upheld,dismissed] [--provider ID] [--limit N] [--before DISPUTE_ID] [--json]",
+		about: `List disputes, newest first: those against you, those you were harmed in, or
+all for admins. A full page ends with the command for the next one (--before
+the page's last dispute).`,
+		examples: "idlegrid dispute ls\n idlegrid dispute ls --state open\n idlegrid dispute ls --limit 20 --before dispute_abc123",
 	})
 	r := c.env.remoteFlags(fs)
 	states := fs.String("state", "", "only disputes in these states, comma-separated")
 	provider := fs.String("provider", "", "only disputes against this provider (admins)")
 	limit := fs.Int("limit", 100, "at most this many disputes")
+	before := fs.String("before", "", "the disputes listed after this one: the last of the page before")
 	asJSON := fs.Bool("json", false, "print JSON")
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}
-	f := idlegrid.DisputeFilter{ProviderID: *provider, Limit: *limit}
+	f := idlegrid.DisputeFilter{ProviderID: *provider, Limit: *limit, Before: *before}
 	if f.States, err = parseStates(*states, idlegrid.DisputeState.Valid, "dispute", "open, upheld or dismissed"); err != nil {
 		return err
 	}
@@ -177,7 +180,10 @@ func (c *disputeCommand) list(ctx context.Context, args []string) error {
 		t.row(d.ID, d.Offence, d.State, d.ProviderID, orDash(d.LeaseID), d.PenaltyMicros, orDash(d.PenaltyTo),
 			d.CreatedAt.UTC().Format(time.RFC3339))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil || len(ds) == 0 {
+		return err
+	}
+	return nextPage(c.env.Out, "idlegrid dispute ls"+listFlags(*states, *provider), len(ds), f.Limit, ds[len(ds)-1].ID)
 }
 
 func (c *disputeCommand) show(ctx context.Context, args []string) error {

@@ -165,7 +165,7 @@ func TestMoneyCommands(t *testing.T) {
 			t.Errorf("a renter limiting its own account: %s", r)
 		}
 		must(t, admin, "account", "limit", renterID, "none")
-		if out := must(t, renter, "account", "notices"); strings.TrimSpace(out) != "AT  KIND  JOB  LEASE  MESSAGE" {
+		if out := must(t, renter, "account", "notices"); strings.TrimSpace(out) != "ID  AT  KIND  JOB  LEASE  MESSAGE" {
 			t.Errorf("notices:\n%s", out)
 		}
 	})
@@ -207,6 +207,17 @@ func TestMoneyCommands(t *testing.T) {
 		}
 		if ls := must(t, admin, "payout", "ls", "--state", "settled"); !strings.Contains(ls, m[1]) {
 			t.Errorf("admin payout ls:\n%s", ls)
+		}
+		// A full page ends with the command for the next, which is empty.
+		next := "idlegrid payout ls --state settled --provider " + v.Payouts[0].ProviderID + " --limit 1 --before " + m[1]
+		if ls := must(t, admin, "payout", "ls", "--state", "settled", "--provider", v.Payouts[0].ProviderID, "--limit", "1"); !strings.HasSuffix(ls, "more may follow: "+next+"\n") {
+			t.Errorf("a full page of payouts:\n%s", ls)
+		}
+		if ls := must(t, admin, strings.Fields(next)[1:]...); strings.Count(ls, "\n") != 1 || strings.Contains(ls, m[1]) {
+			t.Errorf("the page after the only payout:\n%s", ls)
+		}
+		if r := run(t, admin, "payout", "ls", "--before", "payout_missing"); r.code != 1 || !strings.Contains(r.err, "before") {
+			t.Errorf("a page after no payout: %s", r)
 		}
 	})
 }

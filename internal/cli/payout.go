@@ -80,20 +80,23 @@ func withKeyHint(err error, key string) error {
 
 func (c *payoutCommand) list(ctx context.Context, args []string) error {
 	fs := c.env.flags("payout ls", help{
-		usage:    "idlegrid payout ls [--state requested,settled,rejected] [--provider ID] [--limit N] [--json]",
-		about:    "List payouts, newest first: a provider's own, or everyone's for admins.",
-		examples: "idlegrid payout ls\n idlegrid payout ls --state requested",
+		usage: "idlegrid payout ls [--state requested,settled,rejected] [--provider ID] [--limit N] [--before PAYOUT_ID] [--json]",
+		about: `List payouts, newest first: a provider's own, or everyone's for admins. A
+full page ends with the command for the next one (--before the page's last
+payout).`,
+		examples: "idlegrid payout ls\n idlegrid payout ls --state requested\n idlegrid payout ls --limit 20 --before payout_abc123",
 	})
 	r := c.env.remoteFlags(fs)
 	states := fs.String("state", "", "only payouts in these states, comma-separated")
 	provider := fs.String("provider", "", "only this provider's payouts (admins)")
 	limit := fs.Int("limit", 100, "at most this many payouts")
+	before := fs.String("before", "", "the payouts listed after this one: the last of the page before")
 	asJSON := fs.Bool("json", false, "print JSON")
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}
-	f := idlegrid.PayoutFilter{ProviderID: *provider, Limit: *limit}
+	f := idlegrid.PayoutFilter{ProviderID: *provider, Limit: *limit, Before: *before}
 	if f.States, err = parseStates(*states, idlegrid.PayoutState.Valid, "payout", "requested, settled or rejected"); err != nil {
 		return err
 	}
@@ -108,7 +111,23 @@ func (c *payoutCommand) list(ctx context.Context, args []string) error {
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(ps))
 	}
-	return printPayouts(c.env, ps)
+	if err := printPayouts(c.env, ps); err != nil || len(ps) == 0 {
+		return err
+	}
+	return nextPage(c.env.Out, "idlegrid payout ls"+listFlags(*states, *provider), len(ps), f.Limit, ps[len(ps)-1].ID)
+}
+
+// listFlags are the --state and --provider flags of a payout or dispute
+// list, for the command of its next page.
+func listFlags(states, provider string) string {
+	s := ""
+	if states != "" {
+		s += " --state " + states
+	}
+	if provider != "" {
+		s += " --provider " + provider
+	}
+	return s
 }
 
 func printPayouts(e *env, ps []*idlegrid.Payout) error {

@@ -73,13 +73,13 @@ func (a *api) releaseBond(w http.ResponseWriter, r *http.Request) error {
 
 var disputeStates = []idlegrid.DisputeState{idlegrid.DisputeOpen, idlegrid.DisputeUpheld, idlegrid.DisputeDismissed}
 
-// GET /v1/disputes?state=&provider_id=&limit=
+// GET /v1/disputes?state=&provider_id=&before=&limit=
 func (a *api) listDisputes(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "state", "provider_id", "limit")
+	q, err := parseQuery(r, "state", "provider_id", "before", "limit")
 	if err != nil {
 		return err
 	}
-	f := idlegrid.DisputeFilter{ProviderID: q.string("provider_id")}
+	f := idlegrid.DisputeFilter{ProviderID: q.string("provider_id"), Before: q.string("before")}
 	if f.States, err = list(q, "state", disputeStates); err != nil {
 		return err
 	}

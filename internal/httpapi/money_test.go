@@ -82,6 +82,13 @@ func TestAPI_payouts(t *testing.T) {
 	if ps, err := f.Admin.ListPayouts(ctx, idlegrid.PayoutFilter{ProviderID: providerAcct.ID, States: []idlegrid.PayoutState{idlegrid.PayoutRequested}}); err != nil || len(ps) != 1 {
 		t.Fatalf("admin's list of requested payouts = %d, %v; want 1", len(ps), err)
 	}
+	if ps, err := provider.ListPayouts(ctx, idlegrid.PayoutFilter{Before: p.ID}); err != nil || len(ps) != 0 {
+		t.Fatalf("the page after the only payout = %+v, %v; want none", ps, err)
+	}
+	a = mustDo(t, request(t, http.MethodGet, f.URL+"/v1/payouts?before=payout_missing", providerSecret, ""))
+	if a.Status != http.StatusBadRequest || !strings.Contains(string(a.Body), "before") {
+		t.Fatalf("a page after no payout: %d %s, want 400 naming before", a.Status, a.Body)
+	}
 	a = mustDo(t, request(t, http.MethodPost, f.URL+"/v1/payouts/"+p.ID+"/settle", f.AdminSecret, `{"reason":"wire"}`))
 	if a.Status != http.StatusBadRequest {
 		t.Fatalf("settle without an idempotency key: %d %s", a.Status, a.Body)
@@ -146,7 +153,7 @@ func TestAPI_statementsLimitsNotices(t *testing.T) {
 		}
 	}
 
-	if ns, err := renter.ListNotices(ctx, "", 0); err != nil || ns == nil || len(ns) != 0 {
+	if ns, err := renter.ListNotices(ctx, idlegrid.NoticeFilter{}); err != nil || ns == nil || len(ns) != 0 {
 		t.Fatalf("notices = %#v, %v; want an empty list", ns, err)
 	}
 

@@ -68,13 +68,13 @@ func (a *api) resolvePayout(w http.ResponseWriter, r *http.Request, to idlegrid.
 
 var payoutStates = []idlegrid.PayoutState{idlegrid.PayoutRequested, idlegrid.PayoutSettled, idlegrid.PayoutRejected}
 
-// GET /v1/payouts?state=&provider_id=&limit=
+// GET /v1/payouts?state=&provider_id=&before=&limit=
 func (a *api) listPayouts(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "state", "provider_id", "limit")
+	q, err := parseQuery(r, "state", "provider_id", "before", "limit")
 	if err != nil {
 		return err
 	}
-	f := idlegrid.PayoutFilter{ProviderID: q.string("provider_id")}
+	f := idlegrid.PayoutFilter{ProviderID: q.string("provider_id"), Before: q.string("before")}
 	if f.States, err = list(q, "state", payoutStates); err != nil {
 		return err
 	}
@@ -116,17 +116,17 @@ func (a *api) statement(w http.ResponseWriter, r *http.Request) error {
 	return ledger.WriteStatementCSV(w, s)
 }
 
-// GET /v1/notices?account_id=&limit=
+// GET /v1/notices?account_id=&before=&limit=
 func (a *api) listNotices(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "account_id", "limit")
+	q, err := parseQuery(r, "account_id", "before", "limit")
 	if err != nil {
 		return err
 	}
-	limit, err := q.limit()
-	if err != nil {
+	f := idlegrid.NoticeFilter{AccountID: q.string("account_id"), Before: q.string("before")}
+	if f.Limit, err = q.limit(); err != nil {
 		return err
 	}
-	ns, err := a.srv.ListNotices(r.Context(), q.string("account_id"), limit)
+	ns, err := a.srv.ListNotices(r.Context(), f)
 	if err != nil {
 		return err
 	}

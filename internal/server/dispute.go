@@ -293,7 +293,26 @@ func (s *Server) ListDisputes(ctx context.Context, f idlegrid.DisputeFilter) ([]
 			return nil, idlegrid.Invalid("state", "must be open, upheld or dismissed, got %q", st)
 		}
 	}
+	if err := s.checkDisputeCursor(ctx, f); err != nil {
+		return nil, err
+	}
 	return s.store.ListDisputes(ctx, f)
+}
+
+// checkDisputeCursor refuses a page's cursor that is not a dispute of
+// the filter's provider and renter (any, where the filter names none).
+func (s *Server) checkDisputeCursor(ctx context.Context, f idlegrid.DisputeFilter) error {
+	if f.Before == "" {
+		return nil
+	}
+	d, err := s.store.FindDispute(ctx, f.Before)
+	if err == nil && (f.ProviderID != "" && d.ProviderID != f.ProviderID || f.RenterID != "" && d.RenterID != f.RenterID) {
+		err = idlegrid.Errorf(idlegrid.ENOTFOUND, "not in the list")
+	}
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return idlegrid.Invalid("before", "no dispute %s in this list to list from; give the last dispute ID of the page before", f.Before)
+	}
+	return err
 }
 
 // ResolveDispute lets an admin uphold an open dispute, taking the policy's

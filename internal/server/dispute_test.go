@@ -180,6 +180,13 @@ func TestServer_ForgedReceiptSlashesBond(t *testing.T) {
 		if ds, _ := m.srv.ListDisputes(m.admin, idlegrid.DisputeFilter{}); len(ds) != 1 {
 			t.Errorf("%d disputes after a resend, want 1", len(ds))
 		}
+		if after, err := m.srv.ListDisputes(m.provider, idlegrid.DisputeFilter{Before: ds[0].ID}); err != nil || len(after) != 0 {
+			t.Errorf("disputes after the only one = %+v (%v), want none", after, err)
+		}
+		_, err = m.srv.ListDisputes(m.admin, idlegrid.DisputeFilter{ProviderID: m.renterID, Before: ds[0].ID}) // not against that account
+		wantCode(t, err, idlegrid.EINVALID)
+		_, err = m.srv.ListDisputes(m.admin, idlegrid.DisputeFilter{Before: "dispute_missing"})
+		wantCode(t, err, idlegrid.EINVALID)
 		mustLedgerBalanced(t, m.store)
 	})
 }

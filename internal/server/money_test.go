@@ -267,6 +267,17 @@ func TestServer_Payouts(t *testing.T) {
 		}
 		_, err = m.srv.ListPayouts(m.renter, idlegrid.PayoutFilter{})
 		wantCode(t, err, idlegrid.EFORBIDDEN)
+		page, err := m.srv.ListPayouts(m.provider, idlegrid.PayoutFilter{Limit: 1})
+		if err != nil || len(page) != 1 || page[0].ID != mine[0].ID {
+			t.Fatalf("the first page of one = %+v (%v), want %s", page, err, mine[0].ID)
+		}
+		if page, err = m.srv.ListPayouts(m.provider, idlegrid.PayoutFilter{Before: mine[0].ID}); err != nil || len(page) != 1 || page[0].ID != mine[1].ID {
+			t.Fatalf("the page after %s = %+v (%v), want %s", mine[0].ID, page, err, mine[1].ID)
+		}
+		_, err = m.srv.ListPayouts(m.provider, idlegrid.PayoutFilter{Before: "payout_missing"})
+		wantCode(t, err, idlegrid.EINVALID)
+		_, err = m.srv.ListPayouts(m.admin, idlegrid.PayoutFilter{ProviderID: m.renterID, Before: mine[0].ID}) // not that provider's
+		wantCode(t, err, idlegrid.EINVALID)
 		mustLedgerBalanced(t, m.store)
 	})
 }
@@ -346,7 +357,7 @@ func TestServer_SpendLimitWhileRunning(t *testing.T) {
 		}
 		l, node := mustStarted(t, m, j)
 		m.advance(t, 5*time.Minute)
-		if n, err := m.srv.ListNotices(m.renter, "", 0); err != nil || len(n) != 0 {
+		if n, err := m.srv.ListNotices(m.renter, idlegrid.NoticeFilter{}); err != nil || len(n) != 0 {
 			t.Fatalf("notices before any limit: %+v (%v)", n, err)
 		}
 
@@ -365,16 +376,23 @@ func TestServer_SpendLimitWhileRunning(t *testing.T) {
 		if !strings.HasPrefix(got.StopRequested, "notice: spend limit of account "+m.renterID+" reached") || got.NoticeAt == nil {
 			t.Fatalf("lease stop = %q at %v, want a notice for the spend limit", got.StopRequested, got.NoticeAt)
 		}
-		notices, err := m.srv.ListNotices(m.renter, "", 0)
+		notices, err := m.srv.ListNotices(m.renter, idlegrid.NoticeFilter{})
 		if err != nil || len(notices) != 1 || notices[0].Kind != idlegrid.NoticeSpendLimit || notices[0].LeaseID != l.ID {
 			t.Fatalf("notices = %+v (%v), want one spend-limit notice for %s", notices, err, l.ID)
 		}
 		if err := m.srv.Reap(context.Background()); err != nil { // a second pass tells no more
 			t.Fatal(err)
 		}
-		if again, _ := m.srv.ListNotices(m.renter, "", 0); len(again) != 1 {
+		if again, _ := m.srv.ListNotices(m.renter, idlegrid.NoticeFilter{}); len(again) != 1 {
 			t.Fatalf("%d notices after a second pass, want 1", len(again))
 		}
+		if after, err := m.srv.ListNotices(m.renter, idlegrid.NoticeFilter{Before: notices[0].ID}); err != nil || len(after) != 0 {
+			t.Fatalf("notices after the only one = %+v (%v), want none", after, err)
+		}
+		_, err = m.srv.ListNotices(m.admin, idlegrid.NoticeFilter{AccountID: idlegrid.CallerFromContext(m.admin).AccountID, Before: notices[0].ID}) // not the admin's
+		wantCode(t, err, idlegrid.EINVALID)
+		_, err = m.srv.ListNotices(m.renter, idlegrid.NoticeFilter{Limit: -1})
+		wantCode(t, err, idlegrid.EINVALID)
 
 		m.advance(t, 30*time.Second) // the workload stops within its notice, which is paid
 		if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled}); err != nil {
@@ -432,11 +450,11 @@ func TestServer_RunoutGivesNotice(t *testing.T) {
 		if !strings.HasPrefix(got.StopRequested, "notice: balance running out") {
 			t.Fatalf("lease stop = %q, want a notice that the balance runs out", got.StopRequested)
 		}
-		notices, _ := m.srv.ListNotices(poorCtx, "", 0)
+		notices, _ := m.srv.ListNotices(poorCtx, idlegrid.NoticeFilter{})
 		if len(notices) != 1 || notices[0].Kind != idlegrid.NoticeRunout {
 			t.Fatalf("notices = %+v, want one runout notice", notices)
 		}
-		if others, _ := m.srv.ListNotices(m.renter, "", 0); len(others) != 0 {
+		if others, _ := m.srv.ListNotices(m.renter, idlegrid.NoticeFilter{}); len(others) != 0 {
 			t.Fatalf("the rich renter got notices: %+v", others)
 		}
 		m.advance(t, 20*time.Second)

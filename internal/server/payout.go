@@ -138,5 +138,21 @@ func (s *Server) ListPayouts(ctx context.Context, f idlegrid.PayoutFilter) ([]*i
 			return nil, idlegrid.Invalid("state", "must be requested, settled or rejected, got %q", st)
 		}
 	}
+	if err := s.checkPayoutCursor(ctx, f); err != nil {
+		return nil, err
+	}
 	return s.store.ListPayouts(ctx, f)
+}
+
+// checkPayoutCursor refuses a page's cursor that is not a payout the
+// filter's provider (any, for an admin's list of all) requested.
+func (s *Server) checkPayoutCursor(ctx context.Context, f idlegrid.PayoutFilter) error {
+	if f.Before == "" {
+		return nil
+	}
+	p, err := s.store.FindPayout(ctx, f.Before)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND || (err == nil && f.ProviderID != "" && p.ProviderID != f.ProviderID) {
+		return idlegrid.Invalid("before", "no payout %s in this list to list from; give the last payout ID of the page before", f.Before)
+	}
+	return err
 }

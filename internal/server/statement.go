@@ -46,14 +46,15 @@ func (s *Server) Statement(ctx context.Context, accountID, month string) (*idleg
 }
 
 // ListNotices lists what the market told an account, such as leases
-// stopped before its money ran out: the caller's own, or any for admins.
-func (s *Server) ListNotices(ctx context.Context, accountID string, limit int) ([]*idlegrid.Notice, error) {
-	id, err := ownAccount(ctx, accountID)
+// stopped before its money ran out: the caller's own (f.AccountID empty),
+// or any for admins; newest first, after f.Before when it is set.
+func (s *Server) ListNotices(ctx context.Context, f idlegrid.NoticeFilter) ([]*idlegrid.Notice, error) {
+	id, err := ownAccount(ctx, f.AccountID)
 	if err != nil {
 		return nil, err
 	}
-	if limit < 0 || limit > 10000 {
-		return nil, idlegrid.Invalid("limit", "must be between 0 and 10000")
+	if err := checkLimit(f.Limit); err != nil {
+		return nil, err
 	}
-	return s.store.ListNotices(ctx, id, limit)
+	return s.store.ListNotices(ctx, idlegrid.NoticeFilter{AccountID: id, Before: f.Before, Limit: f.Limit})
 }

@@ -133,6 +133,9 @@ func (db *DB) ListDisputes(ctx context.Context, f idlegrid.DisputeFilter) ([]*id
 	if len(f.States) > 0 {
 		q += ` AND state IN ` + in(&a, f.States)
 	}
+	if f.Before != "" { // the page after Before's; none if it is not a dispute
+		q += ` AND (created_at, id) < (SELECT created_at, id FROM disputes WHERE id = ` + a.add(f.Before) + `)`
+	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
 	var out []*idlegrid.Dispute
 	err := db.view(ctx, func(tx *sql.Tx) (err error) {

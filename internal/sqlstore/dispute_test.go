@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/ledger"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
@@ -134,6 +135,18 @@ func testDisputes(t *testing.T, db *sqlstore.DB) {
 		mustOK(t, err)
 		if len(ups) != 2 {
 			t.Errorf("ListDisputes(renter, upheld) = %d disputes, want 2", len(ups))
+		}
+		var paged []*idlegrid.Dispute // a page at a time, each after the last
+		for before := ""; len(paged) <= len(all); {
+			page, err := db.ListDisputes(ctx, idlegrid.DisputeFilter{ProviderID: p.ID, Before: before, Limit: 2})
+			mustOK(t, err)
+			if paged = append(paged, page...); len(page) < 2 {
+				break
+			}
+			before = page[len(page)-1].ID
+		}
+		if diff := cmp.Diff(all, paged); diff != "" {
+			t.Errorf("ListDisputes two at a time (-all +paged):\n%s", diff)
 		}
 	})
 }

@@ -203,6 +203,13 @@ func testPayouts(t *testing.T, db *sqlstore.DB) {
 		if len(settled) != 1 || settled[0].ID != p1.ID {
 			t.Errorf("settled payouts %+v, want only %s", settled, p1.ID)
 		}
+		first, err := db.ListPayouts(ctx, idlegrid.PayoutFilter{ProviderID: prov.ID, Limit: 1})
+		mustOK(t, err)
+		rest, err := db.ListPayouts(ctx, idlegrid.PayoutFilter{ProviderID: prov.ID, Before: first[0].ID})
+		mustOK(t, err)
+		if diff := cmp.Diff(all, append(first, rest...)); diff != "" {
+			t.Errorf("ListPayouts a page at a time (-all +paged):\n%s", diff)
+		}
 		none, err := db.ListPayouts(ctx, idlegrid.PayoutFilter{ProviderID: "acct_missing"})
 		mustOK(t, err)
 		if len(none) != 0 {
@@ -393,10 +400,25 @@ func testNotices(t *testing.T, db *sqlstore.DB) {
 		Message: "limit", CreatedAt: at(time.Hour)}
 	_, err = db.AddNotice(ctx, n2)
 	mustOK(t, err)
-	got, err := db.ListNotices(ctx, r.ID, 0)
+	got, err := db.ListNotices(ctx, idlegrid.NoticeFilter{AccountID: r.ID})
 	mustOK(t, err)
 	if diff := cmp.Diff([]*idlegrid.Notice{n2, n1}, got); diff != "" {
 		t.Errorf("ListNotices (-want +got):\n%s", diff)
+	}
+	for _, page := range []struct {
+		before string
+		want   []*idlegrid.Notice
+	}{{"", []*idlegrid.Notice{n2}}, {n2.ID, []*idlegrid.Notice{n1}}, {n1.ID, nil}} {
+		got, err := db.ListNotices(ctx, idlegrid.NoticeFilter{AccountID: r.ID, Before: page.before, Limit: 1})
+		mustOK(t, err)
+		if diff := cmp.Diff(page.want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("ListNotices a page after %q (-want +got):\n%s", page.before, diff)
+		}
+	}
+	other := mustAccount(t, db, idlegrid.RoleRenter)
+	for _, before := range []string{n1.ID, "ntc_missing"} {
+		_, err := db.ListNotices(ctx, idlegrid.NoticeFilter{AccountID: other.ID, Before: before})
+		wantCode(t, err, idlegrid.EINVALID)
 	}
 	_, err = db.AddNotice(ctx, &idlegrid.Notice{ID: id("ntc"), AccountID: "acct_missing", Key: "x", Message: "m", CreatedAt: t0})
 	wantCode(t, err, idlegrid.ENOTFOUND)

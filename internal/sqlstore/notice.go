@@ -33,13 +33,23 @@ func (db *DB) AddNotice(ctx context.Context, n *idlegrid.Notice) (bool, error) {
 	return added, err
 }
 
-// ListNotices returns the account's notices, newest first.
-func (db *DB) ListNotices(ctx context.Context, accountID string, limit int) ([]*idlegrid.Notice, error) {
+// ListNotices returns the account's notices, newest first: after f.Before,
+// which must be one of them, when it is set.
+func (db *DB) ListNotices(ctx context.Context, f idlegrid.NoticeFilter) ([]*idlegrid.Notice, error) {
+	a := args{f.AccountID}
+	q := `SELECT id, account_id, kind, notice_key, lease_id, job_id, message, created_at
+		FROM notices WHERE account_id = $1`
+	if f.Before != "" {
+		q += ` AND (created_at, id) < (SELECT created_at, id FROM notices WHERE id = ` + a.add(f.Before) + `)`
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
 	var out []*idlegrid.Notice
 	err := db.view(ctx, func(tx *sql.Tx) error {
 		out = out[:0] // a retried transaction reads again
-		rows, err := tx.QueryContext(ctx, `SELECT id, account_id, kind, notice_key, lease_id, job_id, message, created_at
-			FROM notices WHERE account_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, accountID, limitOf(limit))
+		if err := checkNoticeCursor(ctx, tx, f); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, q, a...)
 		if err != nil {
 			return err
 		}
@@ -56,4 +66,20 @@ func (db *DB) ListNotices(ctx context.Context, accountID string, limit int) ([]*
 		return rows.Err()
 	})
 	return out, err
+}
+
+// checkNoticeCursor refuses a page's cursor that is not one of the
+// account's notices.
+func checkNoticeCursor(ctx context.Context, tx *sql.Tx, f idlegrid.NoticeFilter) error {
+	if f.Before == "" {
+		return nil
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM notices WHERE id = $1 AND account_id = $2`,
+		f.Before, f.AccountID).Scan(&n); err != nil {
+		return err
+	} else if n == 0 {
+		return idlegrid.Invalid("before", "%q is not one of the account's notices; give the ID of the last notice of the page before", f.Before)
+	}
+	return nil
 }

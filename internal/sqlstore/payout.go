@@ -183,6 +183,9 @@ func (db *DB) ListPayouts(ctx context.Context, f idlegrid.PayoutFilter) ([]*idle
 	if len(f.States) > 0 {
 		q += ` AND state IN ` + in(&a, f.States)
 	}
+	if f.Before != "" { // the page after Before's; none if it is not a payout
+		q += ` AND (created_at, id) < (SELECT created_at, id FROM payouts WHERE id = ` + a.add(f.Before) + `)`
+	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
 	var out []*idlegrid.Payout
 	err := db.view(ctx, func(tx *sql.Tx) (err error) {
