@@ -39,10 +39,15 @@ func (c *Client) ListRegistryLogins(ctx context.Context, accountID string) ([]*i
 	return out.Logins, nil
 }
 
-// RemoveRegistryLogin removes the caller's login to a registry.
-func (c *Client) RemoveRegistryLogin(ctx context.Context, registry string) error {
+// RemoveRegistryLogin removes an account's login to a registry: the
+// caller's own (accountID ""), or for an admin any account's.
+func (c *Client) RemoveRegistryLogin(ctx context.Context, accountID, registry string) error {
 	if err := requireID("registry", registry); err != nil {
 		return err
 	}
-	return c.do(ctx, call{method: http.MethodDelete, path: path("registry-logins", registry)})
+	q := url.Values{}
+	if accountID != "" {
+		q.Set("account_id", accountID)
+	}
+	return c.do(ctx, call{method: http.MethodDelete, path: path("registry-logins", registry), query: q})
 }

@@ -127,11 +127,14 @@ func (c *registryCommand) list(ctx context.Context, args []string) error {
 
 func (c *registryCommand) logout(ctx context.Context, args []string) error {
 	fs := c.env.flags("registry logout", help{
-		usage:    "idlegrid registry logout REGISTRY",
-		about:    "Remove your login to REGISTRY. Your jobs that start from now on pull their images there without one.",
-		examples: "idlegrid registry logout ghcr.io",
+		usage: "idlegrid registry logout REGISTRY [--account ID]",
+		about: `Remove your login to REGISTRY. Your jobs that start from now on pull their
+images there without one. Admins may remove another account's login with
+--account, e.g. one whose password leaked.`,
+		examples: "idlegrid registry logout ghcr.io\n idlegrid registry logout ghcr.io --account acct_abc123",
 	})
 	r := c.env.remoteFlags(fs)
+	accountID := fs.String("account", "", "the account whose login to remove (admins); yours when empty")
 	args, err := fs.parseArgs(args, 1, 1, "one registry, e.g. ghcr.io")
 	if err != nil {
 		return err
@@ -140,9 +143,14 @@ func (c *registryCommand) logout(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := cl.RemoveRegistryLogin(ctx, idlegrid.NormalRegistry(args[0])); err != nil {
+	registry := idlegrid.NormalRegistry(args[0])
+	if err := cl.RemoveRegistryLogin(ctx, *accountID, registry); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.env.Out, "removed your login to %s\n", idlegrid.NormalRegistry(args[0]))
+	whose := "your"
+	if *accountID != "" {
+		whose = *accountID + "'s"
+	}
+	fmt.Fprintf(c.env.Out, "removed %s login to %s\n", whose, registry)
 	return nil
 }

@@ -87,6 +87,15 @@ func TestRegistryCommand(t *testing.T) {
 	if len(logins) != 1 || logins[0].Registry != "docker.io" {
 		t.Errorf("after logout: %+v, want docker.io's alone", logins)
 	}
+	if r := run(t, renter, "registry", "logout", "docker.io", "--account", "acct_other"); r.code != 1 || !strings.Contains(r.err, "only an admin") {
+		t.Errorf("a renter removing another account's login: %s", r)
+	}
+	if out := must(t, adminEnv, "registry", "logout", "docker.io", "--account", r.ID); out != "removed "+r.ID+"'s login to docker.io\n" {
+		t.Errorf("an admin's registry logout --account: %q", out)
+	}
+	if out := must(t, renter, "registry", "ls"); !strings.Contains(out, "no registry logins") {
+		t.Errorf("registry ls after the admin removed the last login: %q", out)
+	}
 }
 
 // runStdin is run with stdin as the command's standard input.

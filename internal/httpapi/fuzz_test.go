@@ -112,6 +112,7 @@ var fuzzRoutes = []fuzzRoute{
 	{method: "GET", path: "/v1/registry-logins?account_id={id}", id: idRenter},
 	{method: "PUT", path: "/v1/registry-logins/ghcr.io", body: `{"username":"acme-bot","password":"ghp_x"}`},
 	{method: "DELETE", path: "/v1/registry-logins/ghcr.io"},
+	{method: "DELETE", path: "/v1/registry-logins/ghcr.io?account_id={id}", id: idRenter},
 	{method: "POST", path: "/v1/bonds", body: `{"provider_id":"{id}","amount_micros":1000000}`, id: idProvider},
 	{method: "POST", path: "/v1/bonds/release", body: `{"amount_micros":1000000}`},
 	{method: "POST", path: "/v1/disputes", id: idLease, body: `{"offence":"mismatched_result","lease_id":"{id}","evidence":"the output differs"}`},

@@ -36,9 +36,14 @@ func (a *api) putRegistryLogin(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, l)
 }
 
-// DELETE /v1/registry-logins/{registry}
+// DELETE /v1/registry-logins/{registry}?account_id=: the caller's login,
+// or for an admin another account's.
 func (a *api) removeRegistryLogin(w http.ResponseWriter, r *http.Request) error {
-	if err := a.srv.RemoveRegistryLogin(r.Context(), r.PathValue("registry")); err != nil {
+	q, err := parseQuery(r, "account_id")
+	if err != nil {
+		return err
+	}
+	if err := a.srv.RemoveRegistryLogin(r.Context(), q.string("account_id"), r.PathValue("registry")); err != nil {
 		return err
 	}
 	return writeNoContent(w)

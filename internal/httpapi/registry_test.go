@@ -16,7 +16,7 @@ import (
 // field.
 func TestAPI_registryLogins(t *testing.T) {
 	f := mustOpen(t, httpapi.Options{})
-	_, _, secret := f.mustAccount(t, "ren", idlegrid.RoleRenter)
+	_, renterAcct, secret := f.mustAccount(t, "ren", idlegrid.RoleRenter)
 	_, _, otherSecret := f.mustAccount(t, "other", idlegrid.RoleRenter)
 	_, _, providerSecret := f.mustAccount(t, "prov", idlegrid.RoleProvider)
 	const password = "ghp_do-not-echo-me"
@@ -59,7 +59,14 @@ func TestAPI_registryLogins(t *testing.T) {
 	if a := mustDo(t, request(t, http.MethodDelete, url+"/ghcr.io", otherSecret, "")); a.Status != http.StatusNotFound {
 		t.Errorf("DELETE by another renter: %d %s, want 404", a.Status, a.Body)
 	}
+	if a := mustDo(t, request(t, http.MethodDelete, url+"/ghcr.io?account_id="+renterAcct.ID, otherSecret, "")); a.Status != http.StatusForbidden {
+		t.Errorf("DELETE of its login by another renter naming it: %d %s, want 403", a.Status, a.Body)
+	}
 	if a := mustDo(t, request(t, http.MethodDelete, url+"/ghcr.io", secret, "")); a.Status != http.StatusNoContent {
 		t.Errorf("DELETE: %d %s, want 204", a.Status, a.Body)
+	}
+	mustDo(t, request(t, http.MethodPut, url+"/ghcr.io", secret, `{"username":"acme-bot","password":"`+password+`"}`))
+	if a := mustDo(t, request(t, http.MethodDelete, url+"/ghcr.io?account_id="+renterAcct.ID, f.AdminSecret, "")); a.Status != http.StatusNoContent {
+		t.Errorf("DELETE of the renter's login by an admin: %d %s, want 204", a.Status, a.Body)
 	}
 }

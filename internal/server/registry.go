@@ -105,14 +105,27 @@ func (s *Server) ListRegistryLogins(ctx context.Context, accountID string) ([]*i
 	return logins, err
 }
 
-// RemoveRegistryLogin removes the caller's login to a registry: its jobs
-// started after this pull from it without one.
-func (s *Server) RemoveRegistryLogin(ctx context.Context, registry string) error {
+// RemoveRegistryLogin removes an account's login to a registry: the
+// caller's own (accountID ""), or for an admin any account's, e.g. one
+// whose password leaked. The account's jobs started after this pull from
+// the registry without one.
+func (s *Server) RemoveRegistryLogin(ctx context.Context, accountID, registry string) error {
 	c, err := account(ctx)
 	if err != nil {
 		return err
 	}
-	return s.store.RemoveRegistryLogin(ctx, c.AccountID, idlegrid.NormalRegistry(registry))
+	if accountID == "" {
+		accountID = c.AccountID
+	} else if accountID != c.AccountID && c.Role != idlegrid.RoleAdmin {
+		return idlegrid.Errorf(idlegrid.EFORBIDDEN, "only an admin may remove another account's registry login")
+	}
+	if err := s.store.RemoveRegistryLogin(ctx, accountID, idlegrid.NormalRegistry(registry)); err != nil {
+		return err
+	}
+	if accountID != c.AccountID {
+		s.log.Info("registry login removed by an admin", "account", accountID, "registry", idlegrid.NormalRegistry(registry), "admin", c.AccountID)
+	}
+	return nil
 }
 
 // registryAuth is the login a start command of j carries: its renter's for

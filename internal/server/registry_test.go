@@ -83,11 +83,25 @@ func TestServer_RegistryLogins(t *testing.T) {
 			}
 		}
 
-		if err := m.srv.RemoveRegistryLogin(m.renter, "ghcr.io"); err != nil {
+		if err := m.srv.RemoveRegistryLogin(m.renter, "", "ghcr.io"); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.srv.RemoveRegistryLogin(m.renter, "ghcr.io"); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+		if err := m.srv.RemoveRegistryLogin(m.renter, "", "ghcr.io"); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
 			t.Errorf("removing it twice: %v, want ENOTFOUND", err)
+		}
+
+		// An admin may remove a renter's login (a leaked password); nobody else.
+		if _, err := m.srv.PutRegistryLogin(m.renter, idlegrid.RegistryLogin{Registry: "quay.io", Username: "bot", Secret: "s"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.srv.RemoveRegistryLogin(m.provider, m.renterID, "quay.io"); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
+			t.Errorf("a provider removing a renter's login: %v, want EFORBIDDEN", err)
+		}
+		if err := m.srv.RemoveRegistryLogin(m.admin, m.renterID, "https://quay.io/"); err != nil {
+			t.Fatalf("an admin removing a renter's login: %v", err)
+		}
+		if logins, err := m.srv.ListRegistryLogins(m.renter, ""); err != nil || len(logins) != 0 {
+			t.Errorf("the renter's logins after the admin removed the last = %+v (%v), want none", logins, err)
 		}
 	})
 }
