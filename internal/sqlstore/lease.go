@@ -630,11 +630,12 @@ func resumeFrom(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, leases []*idle
 	if err != nil {
 		return err
 	}
-	resume, node := min(j.ResumeSeconds+ranUntil(from, saved), j.DurationSeconds), ""
-	if j.CheckpointEverySeconds == 0 {
-		resume = 0 // a job that says it cannot resume starts over wherever it goes
-	} else if j.Nodes <= 1 {
-		node = from.NodeID // the runtime keeps the checkpoint on the node
+	resume, node := min(j.ResumeSeconds+ranUntil(from, saved), j.DurationSeconds), from.NodeID // the runtime keeps it on the node
+	if j.CheckpointEverySeconds == 0 || j.Nodes > 1 {
+		// A job that says it cannot resume starts over wherever it goes; a
+		// gang's checkpoints are spread over its nodes, which it seldom
+		// gets again all together: the market counts its run from zero.
+		resume, node = 0, ""
 	}
 	_, err = tx.ExecContext(ctx, `UPDATE jobs SET spec = $1, resume_seconds = $2, checkpoint_node_id = $3 WHERE id = $4`,
 		arg, resume, node, j.ID)

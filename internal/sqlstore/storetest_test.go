@@ -1639,7 +1639,8 @@ func testMarketLock(t *testing.T, dsn string) {
 // testResumeFrom: a job requeued from a checkpoint holds the run its
 // leases made up to it, across attempts, at most its duration, and the node
 // that keeps it; a requeue with no new checkpoint leaves both. Placed on
-// another node, it starts over there. A job that cannot resume holds none.
+// another node, it starts over there. A job that cannot resume holds none,
+// nor does a gang.
 func testResumeFrom(t *testing.T, db *sqlstore.DB) {
 	r := mustAccount(t, db, idlegrid.RoleRenter)
 	p := mustAccount(t, db, idlegrid.RoleProvider)
@@ -1697,6 +1698,25 @@ func testResumeFrom(t *testing.T, db *sqlstore.DB) {
 		To: idlegrid.LeaseLost, Reason: "node lost", CheckpointRef: "docker-volume:x", At: at(30 * time.Minute)})
 	if got := mustJobState(t, db, once.ID, idlegrid.JobQueued, "requeued"); got.ResumeSeconds != 0 || got.CheckpointNodeID != "" {
 		t.Errorf("a job that cannot resume holds %d s on %q, want none", got.ResumeSeconds, got.CheckpointNodeID)
+	}
+
+	// Nor does a gang: its checkpoints are spread over its nodes. It keeps
+	// the reference, which its workloads read where they find it.
+	gang := newJob(r.ID, 2, 1)
+	gang.CheckpointEverySeconds = 600
+	mustOK(t, db.CreateJob(context.Background(), gang))
+	la, lb := lease(gang, a, 0), lease(gang, b, 0)
+	mustPlace(t, db, placement(gang, 0, la, lb))
+	for _, l := range []*idlegrid.Lease{la, lb} {
+		mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseAssigned},
+			To: idlegrid.LeaseRunning, Reason: "started", At: at(time.Minute)})
+	}
+	mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: lb.ID, From: []idlegrid.LeaseState{idlegrid.LeaseRunning},
+		To: idlegrid.LeaseLost, Reason: "node lost", At: at(30 * time.Minute)})
+	mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: la.ID, From: []idlegrid.LeaseState{idlegrid.LeaseRunning},
+		To: idlegrid.LeaseLost, Reason: "node lost", CheckpointRef: "docker-volume:g", At: at(30 * time.Minute)})
+	if got := mustJobState(t, db, gang.ID, idlegrid.JobQueued, ""); got.ResumeSeconds != 0 || got.CheckpointNodeID != "" || got.CheckpointRef != "docker-volume:g" {
+		t.Errorf("a requeued gang holds %d s on %q from %q, want none, from docker-volume:g", got.ResumeSeconds, got.CheckpointNodeID, got.CheckpointRef)
 	}
 }
 
