@@ -27,6 +27,15 @@ type Account struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// AccountFilter selects accounts, oldest first.
+type AccountFilter struct {
+	Role Role // "": any
+	// After, an account ID, lists only the accounts listed after it: the
+	// next page after a page that ended with it.
+	After string
+	Limit int
+}
+
 // Validate checks an account before it is created.
 func (a *Account) Validate() error {
 	if a.Name == "" {

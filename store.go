@@ -32,7 +32,9 @@ type Store interface {
 
 	CreateAccount(ctx context.Context, a *Account) error
 	FindAccount(ctx context.Context, id string) (*Account, error)
-	ListAccounts(ctx context.Context) ([]*Account, error)
+	// ListAccounts returns the accounts f selects, oldest first (then by
+	// ID); none after an f.After that is not an account.
+	ListAccounts(ctx context.Context, f AccountFilter) ([]*Account, error)
 
 	CreateAPIKey(ctx context.Context, k *APIKey) error
 	// FindAPIKey returns the unrevoked key whose secret hashes to hash, and its account.

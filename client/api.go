@@ -33,11 +33,28 @@ func (c *Client) CreateAccount(ctx context.Context, name string, role idlegrid.R
 	return out.Account, out.APIKey, out.Secret, nil
 }
 
-// ListAccounts lists every account. Admins only.
-func (c *Client) ListAccounts(ctx context.Context) ([]*idlegrid.Account, error) {
+// ListAccounts lists the accounts f selects, oldest first, a page at a
+// time (f.After: the last of the page before). Admins only.
+func (c *Client) ListAccounts(ctx context.Context, f idlegrid.AccountFilter) ([]*idlegrid.Account, error) {
+	q := url.Values{}
+	setString(q, "role", string(f.Role))
+	setString(q, "after", f.After)
+	setInt(q, "limit", int64(f.Limit))
 	var out wire.Accounts
-	err := c.do(ctx, call{method: http.MethodGet, path: path("accounts"), out: &out})
+	err := c.do(ctx, call{method: http.MethodGet, path: path("accounts"), query: q, out: &out})
 	return out.Accounts, err
+}
+
+// FindAccount returns an account: the caller's own, or any for admins.
+func (c *Client) FindAccount(ctx context.Context, id string) (*idlegrid.Account, error) {
+	if err := requireID("account", id); err != nil {
+		return nil, err
+	}
+	var out idlegrid.Account
+	if err := c.do(ctx, call{method: http.MethodGet, path: path("accounts", id), out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Me returns the caller's own account.

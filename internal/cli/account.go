@@ -79,21 +79,29 @@ hand it to the account's owner.`,
 
 func (c *accountCommand) list(ctx context.Context, args []string) error {
 	fs := c.env.flags("account ls", help{
-		usage:    "idlegrid account ls [--json]",
-		about:    "List every account (admins only).",
-		examples: "idlegrid account ls",
+		usage: "idlegrid account ls [--role renter|provider|admin] [--limit N] [--after ACCOUNT_ID] [--json]",
+		about: `List accounts, oldest first (admins only). A full page ends with the command
+for the next one (--after the page's last account).`,
+		examples: "idlegrid account ls\n idlegrid account ls --role provider --limit 50",
 	})
 	r := c.env.remoteFlags(fs)
+	role := fs.String("role", "", "only accounts with this role: renter, provider or admin")
+	f := idlegrid.AccountFilter{}
+	fs.IntVar(&f.Limit, "limit", 1000, "at most this many accounts")
+	fs.StringVar(&f.After, "after", "", "the accounts listed after this one: the last of the page before")
 	asJSON := fs.Bool("json", false, "print JSON")
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}
+	if f.Role = idlegrid.Role(*role); *role != "" && !f.Role.Valid() {
+		return usagef("--role: unknown role %q; use renter, provider or admin", *role)
+	}
 	cl, err := r.client()
 	if err != nil {
 		return err
 	}
-	accounts, err := cl.ListAccounts(ctx)
+	accounts, err := cl.ListAccounts(ctx, f)
 	if err != nil {
 		return err
 	}
@@ -104,7 +112,14 @@ func (c *accountCommand) list(ctx context.Context, args []string) error {
 	for _, a := range accounts {
 		t.row(a.ID, a.Name, a.Role, a.CreatedAt.UTC().Format(time.RFC3339))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil || len(accounts) == 0 {
+		return err
+	}
+	cmd := "idlegrid account ls"
+	if *role != "" {
+		cmd += " --role " + *role
+	}
+	return nextPageAfter(c.env.Out, cmd, len(accounts), f.Limit, accounts[len(accounts)-1].ID)
 }
 
 func (c *accountCommand) balance(ctx context.Context, args []string) error {

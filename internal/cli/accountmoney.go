@@ -81,16 +81,7 @@ func findAccount(ctx context.Context, cl *client.Client, id string) (*idlegrid.A
 	if err != nil || id == "" || id == me.ID {
 		return me, err
 	}
-	all, err := cl.ListAccounts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, a := range all {
-		if a.ID == id {
-			return a, nil
-		}
-	}
-	return nil, idlegrid.Errorf(idlegrid.ENOTFOUND, "account %q not found", id)
+	return cl.FindAccount(ctx, id)
 }
 
 func (c *accountCommand) printAccountView(v *accountView) error {

@@ -281,3 +281,42 @@ func TestAccountTransfers_pages(t *testing.T) {
 		t.Errorf("account transfers --before another account's transfer: %s", r)
 	}
 }
+
+// TestAccountList_pages: account ls lists by role, a page at a time, a
+// full page ending with the command for the next; an admin's account
+// show of another account finds it by its ID.
+func TestAccountList_pages(t *testing.T) {
+	admin, renter, _, renterID, _ := moneyMarket(t)
+	var all []idlegrid.Account
+	mustJSON(t, admin, &all, "account", "ls")
+	if len(all) < 3 {
+		t.Fatalf("account ls: %+v, want the admin, the renter and the provider", all)
+	}
+	out := must(t, admin, "account", "ls", "--limit", "1")
+	want := "more may follow: idlegrid account ls --limit 1 --after " + all[0].ID + "\n"
+	if !strings.HasSuffix(out, want) || strings.Contains(out, all[1].ID) {
+		t.Fatalf("account ls --limit 1:\n%s\nwant %s alone, then %q", out, all[0].ID, want)
+	}
+	var page []idlegrid.Account
+	mustJSON(t, admin, &page, "account", "ls", "--limit", "1", "--after", all[0].ID)
+	if len(page) != 1 || page[0].ID != all[1].ID {
+		t.Errorf("the next page: %+v, want %s", page, all[1].ID)
+	}
+	var renters []idlegrid.Account
+	mustJSON(t, admin, &renters, "account", "ls", "--role", "renter")
+	if len(renters) != 1 || renters[0].ID != renterID {
+		t.Errorf("account ls --role renter: %+v, want %s alone", renters, renterID)
+	}
+	if r := run(t, admin, "account", "ls", "--role", "king"); r.code != 2 || !strings.Contains(r.err, "--role") {
+		t.Errorf("account ls --role king: %s, want a usage error naming --role", r)
+	}
+	if r := run(t, renter, "account", "ls"); r.code != 1 {
+		t.Errorf("a renter listing accounts: %s", r)
+	}
+	if out := must(t, admin, "account", "show", renterID); !strings.Contains(out, "renter account "+renterID) {
+		t.Errorf("an admin's account show of the renter:\n%s", out)
+	}
+	if r := run(t, renter, "account", "show", all[0].ID); r.code != 1 || !strings.Contains(r.err, "not found") {
+		t.Errorf("a renter's account show of another account: %s", r)
+	}
+}

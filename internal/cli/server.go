@@ -347,14 +347,9 @@ func storeKind(dsn string) string {
 // 0600), which is logged, or, without a file, printed once to announce,
 // never to the log. It returns the key, or "" when an admin already exists.
 func bootstrapAdmin(ctx context.Context, store idlegrid.Store, srv *server.Server, keyFile string, announce io.Writer, log *slog.Logger) (string, error) {
-	accounts, err := store.ListAccounts(ctx)
-	if err != nil {
+	admins, err := store.ListAccounts(ctx, idlegrid.AccountFilter{Role: idlegrid.RoleAdmin, Limit: 1})
+	if err != nil || len(admins) > 0 {
 		return "", err
-	}
-	for _, a := range accounts {
-		if a.Role == idlegrid.RoleAdmin {
-			return "", nil
-		}
 	}
 	// Open the file first, so a key is never created that cannot be kept.
 	var f *os.File

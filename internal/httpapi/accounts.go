@@ -22,16 +22,33 @@ func (a *api) createAccount(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusCreated, wire.CreateAccountResponse{Account: acct, APIKey: key, Secret: secret})
 }
 
-// GET /v1/accounts
+// GET /v1/accounts?role=&after=&limit=
 func (a *api) listAccounts(w http.ResponseWriter, r *http.Request) error {
-	if _, err := parseQuery(r); err != nil {
+	q, err := parseQuery(r, "role", "after", "limit")
+	if err != nil {
 		return err
 	}
-	accts, err := a.srv.ListAccounts(r.Context())
+	f := idlegrid.AccountFilter{Role: idlegrid.Role(q.string("role")), After: q.string("after")}
+	if f.Limit, err = q.limit(); err != nil {
+		return err
+	}
+	accts, err := a.srv.ListAccounts(r.Context(), f)
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, wire.Accounts{Accounts: nonNil(accts)})
+}
+
+// GET /v1/accounts/{id}
+func (a *api) findAccount(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
+	acct, err := a.srv.FindAccount(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, acct)
 }
 
 // GET /v1/me

@@ -47,6 +47,8 @@ const (
 var fuzzRoutes = []fuzzRoute{
 	{method: "POST", path: "/v1/accounts", body: `{"name":"carol","role":"renter"}`},
 	{method: "GET", path: "/v1/accounts"},
+	{method: "GET", path: "/v1/accounts?role=renter&after={id}&limit=1", id: idProvider},
+	{method: "GET", path: "/v1/accounts/{id}", id: idRenter},
 	{method: "GET", path: "/v1/me"},
 	{method: "GET", path: "/v1/readyz"},
 	{method: "GET", path: "/metrics"},

@@ -112,6 +112,7 @@ func (a *api) routes() {
 
 	a.handle("POST /v1/accounts", t, a.withKey(a.createAccount))
 	a.handle("GET /v1/accounts", t, a.withKey(a.listAccounts))
+	a.handle("GET /v1/accounts/{id}", t, a.withKey(a.findAccount))
 	a.handle("GET /v1/me", t, a.withKey(a.me))
 	a.handle("POST /v1/keys", t, a.withKey(a.createAPIKey))
 	a.handle("GET /v1/keys", t, a.withKey(a.listAPIKeys))

@@ -394,6 +394,10 @@ func TestAPI_authorisation(t *testing.T) {
 
 		{"renter cannot create accounts", renter1Secret, "POST", "/v1/accounts", `{"name":"x","role":"admin"}`, 403},
 		{"provider cannot list accounts", provider1Secret, "GET", "/v1/accounts", "", 403},
+		{"admin lists providers a page at a time", f.AdminSecret, "GET", "/v1/accounts?role=provider&limit=1&after=" + renter1Acct.ID, "", 200},
+		{"renter sees own account", renter1Secret, "GET", "/v1/accounts/" + renter1Acct.ID, "", 200},
+		{"renter cannot see another's account", renter2Secret, "GET", "/v1/accounts/" + renter1Acct.ID, "", 404},
+		{"admin sees any account", f.AdminSecret, "GET", "/v1/accounts/" + renter1Acct.ID, "", 200},
 		{"renter cannot read the summary", renter1Secret, "GET", "/v1/summary", "", 403},
 		{"admin reads the summary", f.AdminSecret, "GET", "/v1/summary", "", 200},
 	}
@@ -505,6 +509,10 @@ func TestAPI_badRequests(t *testing.T) {
 			body: `{"amount_micros":1000}`, wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "Idempotency-Key"},
 		{name: "bad role", secret: f.AdminSecret, method: "POST", path: "/v1/accounts",
 			body: `{"name":"x","role":"king"}`, wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "account.role"},
+		{name: "bad role to list", secret: f.AdminSecret, method: "GET", path: "/v1/accounts?role=king",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "role"},
+		{name: "accounts after no account", secret: f.AdminSecret, method: "GET", path: "/v1/accounts?after=acct_nosuch",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "after"},
 		{name: "unknown endpoint", secret: renterSecret, method: "GET", path: "/v1/nope",
 			wantStatus: 404, wantCode: idlegrid.ENOTFOUND, wantText: "no such endpoint"},
 		{name: "wrong method", secret: renterSecret, method: "DELETE", path: "/v1/jobs",

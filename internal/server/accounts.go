@@ -33,12 +33,42 @@ func (s *Server) Bootstrap(ctx context.Context, name string, role idlegrid.Role)
 	return a, key, secret, nil
 }
 
-// ListAccounts lists every account. Admins only.
-func (s *Server) ListAccounts(ctx context.Context) ([]*idlegrid.Account, error) {
+// ListAccounts lists the accounts f selects, oldest first, a page at a
+// time. Admins only.
+func (s *Server) ListAccounts(ctx context.Context, f idlegrid.AccountFilter) ([]*idlegrid.Account, error) {
 	if _, err := requireRole(ctx, idlegrid.RoleAdmin); err != nil {
 		return nil, err
 	}
-	return s.store.ListAccounts(ctx)
+	if err := checkLimit(f.Limit); err != nil {
+		return nil, err
+	}
+	if f.Role != "" && !f.Role.Valid() {
+		return nil, idlegrid.Invalid("role", "must be renter, provider or admin, got %q", f.Role)
+	}
+	if f.After != "" {
+		if _, err := s.store.FindAccount(ctx, f.After); idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+			return nil, idlegrid.Invalid("after", "no account %s to list from; give the last account ID of the page before", f.After)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return s.store.ListAccounts(ctx, f)
+}
+
+// FindAccount returns an account: the caller's own, or any for admins.
+func (s *Server) FindAccount(ctx context.Context, id string) (*idlegrid.Account, error) {
+	c, err := account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if id != c.AccountID && !c.IsAdmin() {
+		return nil, notFound("account", id)
+	}
+	a, err := s.store.FindAccount(ctx, id)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, notFound("account", id)
+	}
+	return a, err
 }
 
 // Me returns the caller's account.

@@ -37,12 +37,21 @@ func (db *DB) FindAccount(ctx context.Context, id string) (*idlegrid.Account, er
 	return a, err
 }
 
-// ListAccounts returns every account, oldest first.
-func (db *DB) ListAccounts(ctx context.Context) ([]*idlegrid.Account, error) {
+// ListAccounts returns the accounts f selects, oldest first.
+func (db *DB) ListAccounts(ctx context.Context, f idlegrid.AccountFilter) ([]*idlegrid.Account, error) {
+	var qa args
+	q := `SELECT ` + accountColumns + ` FROM accounts WHERE 1 = 1`
+	if f.Role != "" {
+		q += ` AND role = ` + qa.add(string(f.Role))
+	}
+	if f.After != "" { // the page after After's; none if it is not an account
+		q += ` AND (created_at, id) > (SELECT created_at, id FROM accounts WHERE id = ` + qa.add(f.After) + `)`
+	}
+	q += ` ORDER BY created_at, id LIMIT ` + qa.add(limitOf(f.Limit))
 	var out []*idlegrid.Account
 	err := db.view(ctx, func(tx *sql.Tx) error {
 		out = out[:0] // a retried transaction reads again
-		rows, err := tx.QueryContext(ctx, `SELECT `+accountColumns+` FROM accounts ORDER BY created_at, id`)
+		rows, err := tx.QueryContext(ctx, q, qa...)
 		if err != nil {
 			return err
 		}

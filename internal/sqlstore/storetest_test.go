@@ -117,10 +117,25 @@ func testAccounts(t *testing.T, db *sqlstore.DB) {
 		wantCode(t, err, idlegrid.ENOTFOUND)
 	})
 	t.Run("List", func(t *testing.T) {
-		got, err := db.ListAccounts(ctx)
-		mustOK(t, err)
-		if diff := cmp.Diff([]*idlegrid.Account{a, b}, got); diff != "" {
-			t.Errorf("ListAccounts (-want +got):\n%s", diff)
+		c := &idlegrid.Account{ID: "acct_c", Name: "Cy", Role: idlegrid.RoleRenter, CreatedAt: at(time.Second)}
+		mustOK(t, db.CreateAccount(ctx, c))
+		for _, tc := range []struct {
+			f    idlegrid.AccountFilter
+			want []*idlegrid.Account
+		}{
+			{idlegrid.AccountFilter{}, []*idlegrid.Account{a, b, c}},
+			{idlegrid.AccountFilter{Role: idlegrid.RoleRenter}, []*idlegrid.Account{a, c}},
+			{idlegrid.AccountFilter{Limit: 2}, []*idlegrid.Account{a, b}},
+			{idlegrid.AccountFilter{After: "acct_b"}, []*idlegrid.Account{c}}, // b and c share a time: by ID
+			{idlegrid.AccountFilter{Role: idlegrid.RoleRenter, After: "acct_a", Limit: 1}, []*idlegrid.Account{c}},
+			{idlegrid.AccountFilter{After: "acct_c"}, nil},
+			{idlegrid.AccountFilter{After: "acct_missing"}, nil},
+		} {
+			got, err := db.ListAccounts(ctx, tc.f)
+			mustOK(t, err)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("ListAccounts(%+v) (-want +got):\n%s", tc.f, diff)
+			}
 		}
 	})
 	t.Run("Duplicate", func(t *testing.T) {
