@@ -146,9 +146,10 @@ type Store interface {
 	// Money beyond the lease (docs/billing.md): maturing earnings, payouts,
 	// spend limits, notices and statements.
 
-	// ListMaturing returns up to limit settlements made at or before
-	// before that credited a provider's pending account and have not
-	// matured yet (no transfer "mature:<settlement key>"), oldest first.
+	// ListMaturing returns up to limit postings made at or before before
+	// that credited a provider's pending account (lease settlements and
+	// inference charges) and have not matured yet (no transfer
+	// "mature:<posting's key>"), oldest first.
 	ListMaturing(ctx context.Context, before time.Time, limit int) ([]*Transfer, error)
 	// CreatePayout stores a requested payout and posts t, which moves its
 	// amount from payable to in flight, in one transaction. A request whose

@@ -91,6 +91,31 @@ func testListMaturing(t *testing.T, db *sqlstore.DB) {
 	if b := mustBalance(t, db, p.ID); b.Payable != earned1 || b.Pending != earned2 {
 		t.Errorf("provider payable %s pending %s, want %s and %s", b.Payable, b.Pending, earned1, earned2)
 	}
+
+	// The provider's earnings from metered inference mature as a
+	// settlement's do, a batch of charges at once.
+	batch := []idlegrid.InferenceCharge{chargeOf(r.ID, p.ID, id("req"), "k", 1000, at(2*time.Hour)),
+		chargeOf(r.ID, p.ID, id("req"), "k", 2000, at(2*time.Hour))}
+	for _, err := range db.RecordInference(ctx, batch) {
+		mustOK(t, err)
+	}
+	got, err = db.ListMaturing(ctx, at(3*time.Hour), 10)
+	mustOK(t, err)
+	if len(got) != 2 || got[0].IdempotencyKey != s2.IdempotencyKey || got[1].Kind != idlegrid.TransferInference {
+		t.Fatalf("maturing by 3h: %v, want %s and the inference posting", keys(got), s2.IdempotencyKey)
+	}
+	for _, st := range got {
+		_, err = db.PostTransfer(ctx, ledger.Mature(st, at(3*time.Hour)))
+		mustOK(t, err)
+	}
+	checkLedger(t, db)
+	inference := batch[0].Usage.ChargeMicros - batch[0].Usage.FeeMicros + batch[1].Usage.ChargeMicros - batch[1].Usage.FeeMicros
+	if b := mustBalance(t, db, p.ID); b.Pending != 0 || b.Payable != earned1+earned2+inference {
+		t.Errorf("provider payable %s pending %s, want %s and none", b.Payable, b.Pending, earned1+earned2+inference)
+	}
+	if got, err = db.ListMaturing(ctx, at(3*time.Hour), 10); err != nil || len(got) != 0 {
+		t.Errorf("maturing after all matured: %v (%v), want none", keys(got), err)
+	}
 }
 
 // mustPayable credits amount to a provider's payable account directly.

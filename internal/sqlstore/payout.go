@@ -9,20 +9,21 @@ import (
 	"github.com/idlegrid/idlegrid"
 )
 
-// ListMaturing returns settlements made at or before before that credited a
-// provider's pending account and have no mature transfer yet, oldest first.
-// The mature transfer's key ("mature:<settlement key>") is what marks a
-// settlement as done, so that maturing twice is impossible.
+// ListMaturing returns the postings made at or before before that credited
+// a provider's pending account (settlements of leases, and charges for
+// metered inference) and have no mature transfer yet, oldest first. The
+// mature transfer's key ("mature:<posting's key>") is what marks a posting
+// as done, so that maturing twice is impossible.
 func (db *DB) ListMaturing(ctx context.Context, before time.Time, limit int) ([]*idlegrid.Transfer, error) {
 	var out []*idlegrid.Transfer
 	err := db.view(ctx, func(tx *sql.Tx) (err error) {
 		out, err = queryTransfers(ctx, tx, `SELECT `+transferColumns+` FROM transfers t
-			WHERE t.kind = $1 AND t.created_at <= $2
+			WHERE t.kind IN ($1, $2) AND t.created_at <= $3
 			AND EXISTS (SELECT 1 FROM ledger_entries e WHERE e.transfer_id = t.id
 				AND e.account LIKE 'provider:%:pending' AND e.amount > 0)
 			AND NOT EXISTS (SELECT 1 FROM transfers m WHERE m.idempotency_key = 'mature:' || t.idempotency_key)
-			ORDER BY t.created_at, t.id LIMIT $3`,
-			string(idlegrid.TransferSettle), timeArg(before), limitOf(limit))
+			ORDER BY t.created_at, t.id LIMIT $4`,
+			string(idlegrid.TransferSettle), string(idlegrid.TransferInference), timeArg(before), limitOf(limit))
 		return err
 	})
 	return out, err
