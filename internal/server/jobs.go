@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/ledger"
@@ -167,10 +168,17 @@ func (s *Server) stopJobLeases(ctx context.Context, j *idlegrid.Job, reason stri
 	return nil
 }
 
-// stopLease ends an unstarted lease at once or asks its agent to stop.
+// stopLease ends an unstarted lease at once or asks its agent to stop. An
+// unstarted lease given a bronze notice (reason begins noticePrefix) ends
+// preempted, so that its job waits queued again, as a started one's does;
+// any other ends cancelled.
 func (s *Server) stopLease(ctx context.Context, l *idlegrid.Lease, reason string) error {
 	if l.State == idlegrid.LeaseAssigned {
-		err := s.endLease(ctx, l, leaseEnd{to: idlegrid.LeaseCancelled, reason: reason})
+		to := idlegrid.LeaseCancelled
+		if strings.HasPrefix(reason, noticePrefix) {
+			to = idlegrid.LeasePreempted
+		}
+		err := s.endLease(ctx, l, leaseEnd{to: to, reason: reason})
 		if idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
 			return err
 		}

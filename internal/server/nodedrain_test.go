@@ -130,3 +130,37 @@ func otherProvider(t *testing.T, m *testMarket) context.Context {
 	}
 	return as(a)
 }
+
+// TestServer_DrainNode_unstartedBronze: a bronze lease its agent has not
+// started yet, given notice by a drain, ends preempted and its job waits
+// queued again, as a started one's does: notice never cancels a job.
+func TestServer_DrainNode_unstartedBronze(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		rivalID := idlegrid.CallerFromContext(m.rival).NodeID
+		if _, err := m.srv.DrainNode(m.provider, rivalID, true); err != nil {
+			t.Fatal(err)
+		}
+		bronze := testSpec()
+		bronze.GPUs, bronze.Tier, bronze.MaxPriceMicrosPerGPUHour = 1, idlegrid.TierBronze, 600_000
+		j, err := m.srv.SubmitJob(m.renter, bronze)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 5*time.Second)
+		leases, err := m.srv.ListLeases(m.renter, idlegrid.LeaseFilter{JobID: j.ID})
+		if err != nil || len(leases) != 1 || leases[0].State != idlegrid.LeaseAssigned {
+			t.Fatalf("the bronze job's leases: %+v (%v), want one assigned", leases, err)
+		}
+		if _, err := m.srv.DrainNode(m.provider, m.nodeID, true); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got, _, _ := m.srv.FindLease(m.renter, leases[0].ID); got.State != idlegrid.LeasePreempted {
+			t.Errorf("the unstarted bronze lease after the drain: %s (%q), want preempted", got.State, got.Reason)
+		}
+		if got, _ := m.srv.FindJob(m.renter, j.ID); got.State != idlegrid.JobQueued {
+			t.Errorf("its job: %s (%q), want queued again", got.State, got.Reason)
+		}
+	})
+}

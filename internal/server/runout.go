@@ -154,12 +154,9 @@ func (s *Server) stopForMoney(ctx context.Context, leases []*idlegrid.Lease, kin
 			continue // already ending
 		}
 		var err error
-		switch {
-		case l.Tier == idlegrid.TierBronze && l.State == idlegrid.LeaseAssigned:
-			err = s.endLease(ctx, l, leaseEnd{to: idlegrid.LeasePreempted, reason: why})
-		case l.Tier == idlegrid.TierBronze:
+		if l.Tier == idlegrid.TierBronze {
 			err = s.stopLease(ctx, l, noticePrefix+why)
-		default:
+		} else {
 			err = s.stopLease(ctx, l, why)
 		}
 		if err != nil && idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
