@@ -230,18 +230,18 @@ func (s *Server) ReportLease(ctx context.Context, leaseID string, r idlegrid.Lea
 	return s.endLease(ctx, l, end)
 }
 
-// stoppedEnd decides how a lease the node stopped ends. A stop the server
-// asked for is a cancel, or a preemption after a bronze notice; a bronze
-// lease the node reclaimed for its owner is preempted too; anything else is
-// the node breaking its word.
+// stoppedEnd decides how a lease the node reports cancelled or preempted
+// ends. A stop the server asked for is a cancel, or a preemption after a
+// bronze notice; anything else is the node breaking its word, whatever it
+// calls it: the server cannot tell that a node gave the notice it claims.
+// (A node whose owner takes a GPU back gives its leases their notice and
+// reports each failed by the node's fault: a failure, not a broken word.)
 func stoppedEnd(l *idlegrid.Lease, r idlegrid.LeaseReport, end leaseEnd) leaseEnd {
 	switch {
 	case strings.HasPrefix(l.StopRequested, noticePrefix):
 		end.to, end.reason = idlegrid.LeasePreempted, strings.TrimPrefix(l.StopRequested, noticePrefix)
 	case l.StopRequested != "":
 		end.to, end.reason = idlegrid.LeaseCancelled, l.StopRequested
-	case r.State == idlegrid.LeasePreempted && l.Tier == idlegrid.TierBronze:
-		end.to, end.reason = idlegrid.LeasePreempted, "the node reclaimed its GPU: "+orDefault(r.Message, "no reason given")
 	default:
 		end.to, end.fault = idlegrid.LeaseFailed, idlegrid.FaultProvider
 		end.reason = "stopped by the node: " + orDefault(r.Message, "no reason given")

@@ -291,3 +291,35 @@ func TestServer_DisputeParties(t *testing.T) {
 		}
 	})
 }
+
+// TestServer_PreemptedWithoutNoticeBreaksIt: a node that reports a bronze
+// lease preempted when the server gave it no notice broke the notice its
+// tier guarantees, whatever it calls the stop.
+func TestServer_PreemptedWithoutNoticeBreaksIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarketWith(t, trustpolicy.Default())
+		mustBond(t, m, 100)
+		spec := testSpec()
+		spec.Tier = idlegrid.TierBronze
+		j, err := m.srv.SubmitJob(m.renter, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		l, node := mustCommandFor(t, m, j.ID)
+		if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 10*time.Minute)
+		if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeasePreempted, Message: "the owner reclaimed it"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustFindLease(t, m, l.ID); got.State != idlegrid.LeaseFailed || got.Fault != idlegrid.FaultProvider {
+			t.Errorf("the lease: %s (fault %q), want failed by the provider", got.State, got.Fault)
+		}
+		ds, err := m.srv.ListDisputes(m.renter, idlegrid.DisputeFilter{})
+		if err != nil || len(ds) != 1 || ds[0].Offence != "broken_notice" || ds[0].State != idlegrid.DisputeUpheld {
+			t.Errorf("disputes = %+v (%v), want one broken_notice upheld", ds, err)
+		}
+	})
+}

@@ -384,8 +384,9 @@ func randomEnd(r *mrand.Rand, l *idlegrid.Lease) idlegrid.LeaseReport {
 	switch n := r.IntN(20); {
 	case n < 2:
 		return idlegrid.LeaseReport{State: idlegrid.LeaseFailed, ExitCode: &exit1, Message: "loss went NaN"}
-	case n < 4 && l.Tier == idlegrid.TierBronze:
-		return idlegrid.LeaseReport{State: idlegrid.LeasePreempted, Message: "the owner is gaming"}
+	case n < 4 && l.Tier == idlegrid.TierBronze: // as the agent reports it, after the notice
+		return idlegrid.LeaseReport{State: idlegrid.LeaseFailed, Fault: idlegrid.FaultProvider,
+			Message: "the node withdrew its GPU after 2m0s notice: the owner is gaming"}
 	case n < 5:
 		return idlegrid.LeaseReport{State: idlegrid.LeaseFailed, Fault: idlegrid.FaultProvider, Message: "GPU fell off the bus"}
 	}
