@@ -342,7 +342,8 @@ type AttestationStore interface {
 	ListChallenges(ctx context.Context, f ChallengeFilter) ([]*Challenge, error)
 	// ResolveChallenge stores c's outcome (State, Answer less its row
 	// hashes, Findings, ResolvedAt) if it is still issued, ECONFLICT
-	// otherwise; with q, it quarantines the node in the same transaction.
+	// otherwise; with q, it quarantines the node in the same transaction,
+	// unless the node is in a quarantine already, which stands.
 	ResolveChallenge(ctx context.Context, c *Challenge, q *Quarantine) error
 
 	// QuarantineNode puts a node in quarantine. A node already quarantined

@@ -232,8 +232,8 @@ func (db *DB) ListChallenges(ctx context.Context, f idlegrid.ChallengeFilter) ([
 }
 
 // ResolveChallenge stores c's outcome if it is still issued, and q with
-// it, and logs both to the audit log in the same transaction
-// (audit.ChallengeEntry).
+// it unless the node is in a quarantine already (which stands), and logs
+// both to the audit log in the same transaction (audit.ChallengeEntry).
 func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine) error {
 	if c.State == idlegrid.ChallengeIssued || c.ResolvedAt == nil {
 		return idlegrid.Invalid("challenge.state", "a resolution needs a final state and a time")
@@ -264,11 +264,14 @@ func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *id
 		}); err != nil {
 			return err
 		}
-		n, err := findNodeState(ctx, tx, c.NodeID)
+		n, err := findNode(ctx, tx, c.NodeID)
 		if err != nil {
 			return err
 		}
-		if q != nil {
+		switch {
+		case q != nil && n.Quarantined:
+			q = nil // the quarantine it is in stands; the failure is recorded all the same
+		case q != nil:
 			if err := quarantine(ctx, tx, q); err != nil {
 				return err
 			}

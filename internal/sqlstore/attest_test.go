@@ -180,6 +180,18 @@ func testChallenges(t *testing.T, db *sqlstore.DB) {
 	big.State, big.ResolvedAt = idlegrid.ChallengePassed, ptr(at(4*time.Minute))
 	big.Answer = &idlegrid.ChallengeAnswer{RowHashes: make([]byte, 32*16384), Digest: "0123", ElapsedNanos: 30, VRAMMB: 80000}
 	mustOK(t, db.ResolveChallenge(ctx, big, nil))
+
+	// A node in quarantine that fails another challenge: the failure is
+	// recorded, and the quarantine it is in stands.
+	again := issue(at(5 * time.Minute))
+	again.State, again.ResolvedAt, again.Findings = idlegrid.ChallengeFailed, ptr(at(6*time.Minute)), []string{"digest differs"}
+	mustOK(t, db.ResolveChallenge(ctx, again, &idlegrid.Quarantine{ID: id("qua"), NodeID: n.ID, Reason: "failed again", Since: at(6 * time.Minute)}))
+	if got, err := db.FindChallenge(ctx, again.ID); err != nil || got.State != idlegrid.ChallengeFailed {
+		t.Errorf("the second failure: %+v (%v), want it failed", got, err)
+	}
+	if got, err := db.FindQuarantine(ctx, n.ID); err != nil || got.ID != q.ID {
+		t.Errorf("the node's quarantine after a second failure: %+v (%v), want the first, %s", got, err, q.ID)
+	}
 }
 
 func testQuarantine(t *testing.T, db *sqlstore.DB) {
