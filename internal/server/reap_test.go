@@ -13,7 +13,8 @@ import (
 // TestServer_Reap_leases runs the reaper's lease rules on leases placed by
 // hand (their job asks for a GPU no node has, so the scheduler leaves it
 // alone): a lease never started is lost; one past its time limit is asked
-// to stop; one whose notice ran out unconfirmed ends preempted.
+// to stop; one whose notice ran out unconfirmed ends preempted; one whose
+// stop its node never confirmed ends cancelled.
 func TestServer_Reap_leases(t *testing.T) {
 	for _, tt := range []struct {
 		name          string
@@ -40,6 +41,12 @@ func TestServer_Reap_leases(t *testing.T) {
 				return l.State == idlegrid.LeasePreempted && strings.Contains(l.Reason, "did not confirm the stop within the notice")
 			},
 			want: "preempted: the node did not confirm the stop within the notice"},
+		{name: "stop unconfirmed", start: true, limit: 3600, stop: "cancelled by its renter",
+			wait: 2 * time.Minute,
+			check: func(l *idlegrid.Lease) bool {
+				return l.State == idlegrid.LeaseCancelled && l.Reason == "cancelled by its renter; the node did not confirm the stop"
+			},
+			want: "cancelled: the node did not confirm the stop"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -106,9 +106,24 @@ func noticeExpired(l *idlegrid.Lease, now time.Time) bool {
 		now.Sub(*l.NoticeAt) > time.Duration(l.NoticeSeconds)*time.Second+limitGrace
 }
 
+// stopWait is how long past its notice, if it has one, a node has to
+// confirm a stop the server asked for that is not a bronze notice (a
+// cancel, a time limit): an agent gives the workload StopGrace and
+// reports at once.
+const stopWait = time.Minute
+
+// stopUnconfirmed reports whether a lease asked to stop, not by a bronze
+// notice, is still live past stopWait after its notice (an agent gives a
+// bronze lease its notice whatever the stop).
+func stopUnconfirmed(l *idlegrid.Lease, now time.Time) bool {
+	return l.StopRequested != "" && !strings.HasPrefix(l.StopRequested, noticePrefix) && l.NoticeAt != nil &&
+		now.Sub(*l.NoticeAt) > time.Duration(l.NoticeSeconds)*time.Second+stopWait
+}
+
 // reapLeases ends leases that were never started, ends as the provider's
 // failure running leases whose receipts stopped while their node kept
-// heartbeating, and asks agents to stop leases past their time limit. It
+// heartbeating, asks agents to stop leases past their time limit, and ends
+// leases whose stop their node never confirmed. It
 // reads only the leases that may need one of those (reapQuery); beats are
 // the online nodes' last heartbeats (see reapNodes).
 func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) error {
@@ -138,6 +153,11 @@ func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) err
 			// pays for what ran; the job is requeued.
 			err = s.endLease(ctx, l, leaseEnd{to: idlegrid.LeasePreempted,
 				reason: strings.TrimPrefix(l.StopRequested, noticePrefix) + "; the node did not confirm the stop within the notice"})
+		case stopUnconfirmed(l, now):
+			// It ends as the stop would have: its hold is released and its
+			// GPUs go back to the market, whatever the node still runs.
+			err = s.endLease(ctx, l, leaseEnd{to: idlegrid.LeaseCancelled,
+				reason: l.StopRequested + "; the node did not confirm the stop"})
 		case l.State == idlegrid.LeaseRunning && l.StopRequested == "" && l.StartedAt != nil &&
 			now.Sub(*l.StartedAt) > time.Duration(l.LimitSeconds)*time.Second+limitGrace:
 			err = s.stopLease(ctx, l, fmt.Sprintf("time limit of %ds reached", l.LimitSeconds))
@@ -152,7 +172,8 @@ func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) err
 // reapQuery picks the leases reapLeases may act on at now, a superset of
 // them: never started for StartTimeout; past their time limit by
 // limitGrace (a stop, or an overdue last receipt, see receiptsStopped);
-// past their notice by limitGrace (noticeExpired); or with no receipt for
+// past their notice by limitGrace (noticeExpired, and stopUnconfirmed,
+// which waits longer); or with no receipt for
 // ReceiptSilence, the least silence receiptsStopped acts on (silenceFor).
 func (s *Server) reapQuery(now time.Time) idlegrid.ReapQuery {
 	return idlegrid.ReapQuery{
