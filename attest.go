@@ -365,8 +365,8 @@ type AttestRequest struct {
 // AttestResponse says what the coordinator made of an attestation.
 type AttestResponse struct {
 	Hash       string           `json:"hash"`
-	Changes    []HardwareChange `json:"changes,omitempty"`    // flagged since the last one
-	Challenges []*Challenge     `json:"challenges,omitempty"` // issued now: run them
+	Changes    []HardwareChange `json:"changes"`    // flagged since the last one
+	Challenges []*Challenge     `json:"challenges"` // issued now: run them
 }
 
 // ChallengesResponse lists the challenges waiting for a node's answer
@@ -380,11 +380,11 @@ type ChallengesResponse struct {
 type NodeAttestationView struct {
 	NodeID       string            `json:"node_id"`
 	Current      *Attestation      `json:"current,omitempty"`
-	History      []*Attestation    `json:"history,omitempty"`
-	Changes      []*HardwareChange `json:"changes,omitempty"`
-	Challenges   []*Challenge      `json:"challenges,omitempty"`
+	History      []*Attestation    `json:"history"`
+	Changes      []*HardwareChange `json:"changes"`
+	Challenges   []*Challenge      `json:"challenges"`
 	Quarantine   *Quarantine       `json:"quarantine,omitempty"` // in force
-	Quarantines  []*Quarantine     `json:"quarantines,omitempty"`
+	Quarantines  []*Quarantine     `json:"quarantines"`
 	VerifiedNote string            `json:"verified_note"` // in words
 }
 

@@ -11,6 +11,9 @@ import (
 
 // POST /v1/accounts
 func (a *api) createAccount(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var req wire.CreateAccountRequest
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
@@ -53,6 +56,9 @@ func (a *api) findAccount(w http.ResponseWriter, r *http.Request) error {
 
 // GET /v1/me
 func (a *api) me(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	acct, err := a.srv.Me(r.Context())
 	if err != nil {
 		return err
@@ -62,6 +68,9 @@ func (a *api) me(w http.ResponseWriter, r *http.Request) error {
 
 // POST /v1/keys
 func (a *api) createAPIKey(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var req wire.CreateAPIKeyRequest
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
@@ -87,6 +96,9 @@ func (a *api) listAPIKeys(w http.ResponseWriter, r *http.Request) error {
 
 // DELETE /v1/keys/{id}
 func (a *api) revokeAPIKey(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	if err := a.srv.RevokeAPIKey(r.Context(), r.PathValue("id")); err != nil {
 		return err
 	}
@@ -98,6 +110,9 @@ const maxTTLSeconds = math.MaxInt64 / int64(time.Second)
 
 // POST /v1/join-tokens
 func (a *api) createJoinToken(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var req wire.CreateJoinTokenRequest
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
@@ -126,6 +141,9 @@ func (a *api) listJoinTokens(w http.ResponseWriter, r *http.Request) error {
 
 // DELETE /v1/join-tokens/{id}
 func (a *api) revokeJoinToken(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	if err := a.srv.RevokeJoinToken(r.Context(), r.PathValue("id")); err != nil {
 		return err
 	}

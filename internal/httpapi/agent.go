@@ -10,6 +10,9 @@ import (
 
 // POST /v1/agent/join, signed by the key in the X-Idlegrid-Public-Key header.
 func (a *api) join(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var req idlegrid.JoinRequest
 	if err := a.readAgentJSON(w, r, &req); err != nil {
 		return err
@@ -26,6 +29,9 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) error {
 
 // PUT /v1/agent/offer
 func (a *api) updateOffer(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var req idlegrid.OfferRequest
 	if err := a.readAgentJSON(w, r, &req); err != nil {
 		return err
@@ -38,6 +44,9 @@ func (a *api) updateOffer(w http.ResponseWriter, r *http.Request) error {
 
 // POST /v1/agent/heartbeat
 func (a *api) heartbeat(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var req idlegrid.HeartbeatRequest
 	if err := a.readAgentJSON(w, r, &req); err != nil {
 		return err
@@ -76,6 +85,9 @@ func (a *api) longPollWait(r *http.Request) (time.Duration, error) {
 
 // POST /v1/agent/leases/{id}/report
 func (a *api) reportLease(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var rep idlegrid.LeaseReport
 	if err := a.readAgentJSON(w, r, &rep); err != nil {
 		return err
@@ -88,6 +100,9 @@ func (a *api) reportLease(w http.ResponseWriter, r *http.Request) error {
 
 // POST /v1/agent/leases/{id}/logs
 func (a *api) appendLogs(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var b idlegrid.LogBatch
 	if err := a.readAgentJSON(w, r, &b); err != nil {
 		return err

@@ -23,6 +23,9 @@ func (a *api) attestRoutes(t time.Duration) {
 
 // POST /v1/agent/attestation
 func (a *api) attest(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var req idlegrid.AttestRequest
 	if err := a.readAgentJSON(w, r, &req); err != nil {
 		return err
@@ -31,6 +34,7 @@ func (a *api) attest(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	resp.Changes, resp.Challenges = nonNil(resp.Changes), nonNil(resp.Challenges)
 	return writeJSON(w, http.StatusOK, resp)
 }
 
@@ -48,6 +52,9 @@ func (a *api) pendingChallenges(w http.ResponseWriter, r *http.Request) error {
 
 // POST /v1/agent/challenges/{id}/answer
 func (a *api) answerChallenge(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var ans idlegrid.ChallengeAnswer
 	if err := a.readAgentJSON(w, r, &ans); err != nil {
 		return err
@@ -68,11 +75,15 @@ func (a *api) nodeAttestation(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	v.History, v.Changes, v.Challenges, v.Quarantines = nonNil(v.History), nonNil(v.Changes), nonNil(v.Challenges), nonNil(v.Quarantines)
 	return writeJSON(w, http.StatusOK, v)
 }
 
 // POST /v1/nodes/{id}/challenge (admins)
 func (a *api) challengeNode(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	cs, err := a.srv.ChallengeNode(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -87,6 +98,9 @@ type quarantineRequest struct {
 
 // POST /v1/nodes/{id}/quarantine (admins)
 func (a *api) quarantineNode(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var req quarantineRequest
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
@@ -100,6 +114,9 @@ func (a *api) quarantineNode(w http.ResponseWriter, r *http.Request) error {
 
 // POST /v1/nodes/{id}/quarantine/lift (admins)
 func (a *api) liftQuarantine(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var req idlegrid.LiftQuarantineRequest
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err

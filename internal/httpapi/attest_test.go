@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/idlegrid/idlegrid"
@@ -67,6 +68,13 @@ func TestAPI_attestation(t *testing.T) {
 		}
 		if got := mustDo(t, request(t, http.MethodGet, f.URL+"/v1/nodes/"+nodeID+"/attestation", renterSecret, "")); got.Status != http.StatusForbidden {
 			t.Fatalf("a renter reading it: %d, want 403", got.Status)
+		}
+		// Empty lists are [], never left out.
+		got := mustDo(t, request(t, http.MethodGet, f.URL+"/v1/nodes/"+nodeID+"/attestation", providerSecret, ""))
+		for _, field := range []string{`"changes":[]`, `"quarantines":[]`} {
+			if got.Status != http.StatusOK || !strings.Contains(string(got.Body), field) {
+				t.Errorf("the node's attestation: %d %s, want %s", got.Status, got.Body, field)
+			}
 		}
 	})
 

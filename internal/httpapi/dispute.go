@@ -39,6 +39,9 @@ func (a *api) listVerifications(w http.ResponseWriter, r *http.Request) error {
 
 // POST /v1/bonds, with an Idempotency-Key header.
 func (a *api) postBond(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	key, err := idempotencyKey(r, "bond")
 	if err != nil {
 		return err
@@ -56,6 +59,9 @@ func (a *api) postBond(w http.ResponseWriter, r *http.Request) error {
 
 // POST /v1/bonds/release, with an Idempotency-Key header.
 func (a *api) releaseBond(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	key, err := idempotencyKey(r, "bond release")
 	if err != nil {
 		return err
@@ -95,6 +101,9 @@ func (a *api) listDisputes(w http.ResponseWriter, r *http.Request) error {
 
 // POST /v1/disputes: an operator charges a provider (admins only).
 func (a *api) openDispute(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var d idlegrid.Dispute
 	if err := a.readJSON(w, r, &d); err != nil {
 		return err
@@ -108,6 +117,9 @@ func (a *api) openDispute(w http.ResponseWriter, r *http.Request) error {
 
 // GET /v1/disputes/{id}
 func (a *api) findDispute(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	d, err := a.srv.FindDispute(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -117,11 +129,17 @@ func (a *api) findDispute(w http.ResponseWriter, r *http.Request) error {
 
 // POST /v1/disputes/{id}/uphold
 func (a *api) upholdDispute(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	return a.resolveDispute(w, r, idlegrid.DisputeUpheld)
 }
 
 // POST /v1/disputes/{id}/dismiss
 func (a *api) dismissDispute(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	return a.resolveDispute(w, r, idlegrid.DisputeDismissed)
 }
 

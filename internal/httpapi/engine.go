@@ -4,6 +4,9 @@ import "net/http"
 
 // GET /v1/jobs/{id}/explain
 func (a *api) explainJob(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	x, err := a.srv.Explain(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -13,6 +16,9 @@ func (a *api) explainJob(w http.ResponseWriter, r *http.Request) error {
 
 // GET /v1/market
 func (a *api) marketView(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	stats, err := a.srv.Market(r.Context())
 	if err != nil {
 		return err

@@ -244,6 +244,9 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // GET /v1/healthz: the server serves HTTP (liveness), and speaks this
 // agent protocol.
 func (a *api) healthz(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	return writeJSON(w, http.StatusOK, wire.Health{OK: true, Protocol: idlegrid.ProtocolVersion})
 }
 

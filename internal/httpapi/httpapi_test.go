@@ -519,6 +519,10 @@ func TestAPI_badRequests(t *testing.T) {
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantText: "use GET, POST"},
 		{name: "missing job", secret: renterSecret, method: "GET", path: "/v1/jobs/job_nosuch",
 			wantStatus: 404, wantCode: idlegrid.ENOTFOUND},
+		{name: "a query parameter a route does not take", secret: renterSecret, method: "GET", path: "/v1/jobs/job_nosuch?verbose=1",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "verbose"},
+		{name: "a query parameter on a cancel", secret: renterSecret, method: "POST", path: "/v1/jobs/job_nosuch/cancel?force=1",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "force"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,6 +13,9 @@ import (
 
 // GET /v1/keys/{id}/routing
 func (a *api) keyRouting(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	kr, err := a.srv.KeyRouting(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -23,6 +26,9 @@ func (a *api) keyRouting(w http.ResponseWriter, r *http.Request) error {
 // PUT /v1/keys/{id}/routing: the body is the routing object itself, the
 // same as a request's "provider" object.
 func (a *api) setKeyRouting(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	body, err := readBody(w, r, a.opts.MaxBodyBytes)
 	if err != nil {
 		return err
@@ -40,6 +46,9 @@ func (a *api) setKeyRouting(w http.ResponseWriter, r *http.Request) error {
 
 // DELETE /v1/keys/{id}/routing
 func (a *api) removeKeyRouting(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	if err := a.srv.RemoveKeyRouting(r.Context(), r.PathValue("id")); err != nil {
 		return err
 	}

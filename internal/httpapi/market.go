@@ -65,6 +65,9 @@ const maxSearchTerms = 32
 
 // GET /v1/nodes/{id}
 func (a *api) findNode(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	n, err := a.srv.FindNode(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -76,6 +79,9 @@ func (a *api) findNode(w http.ResponseWriter, r *http.Request) error {
 // the same key and spec, it answers 200 with the job the first made, and
 // Idempotent-Replayed: true.
 func (a *api) submitJob(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	key := r.Header.Get(wire.HeaderIdempotencyKey)
 	if _, given := r.Header[wire.HeaderIdempotencyKey]; given {
 		if err := ledger.CheckIdempotencyKey(wire.HeaderIdempotencyKey, key); err != nil {
@@ -118,6 +124,9 @@ func (a *api) listJobs(w http.ResponseWriter, r *http.Request) error {
 
 // GET /v1/jobs/{id}
 func (a *api) findJob(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	j, err := a.srv.FindJob(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -150,6 +159,9 @@ func (a *api) watchJob(w http.ResponseWriter, r *http.Request) error {
 
 // POST /v1/jobs/{id}/cancel
 func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	j, err := a.srv.CancelJob(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -179,6 +191,9 @@ func (a *api) listLeases(w http.ResponseWriter, r *http.Request) error {
 
 // GET /v1/leases/{id}
 func (a *api) findLease(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	l, events, err := a.srv.FindLease(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err

@@ -9,6 +9,9 @@ import (
 
 // POST /v1/accounts/{id}/topup, with an Idempotency-Key header.
 func (a *api) topUp(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	key, err := idempotencyKey(r, "top-up")
 	if err != nil {
 		return err
@@ -26,11 +29,17 @@ func (a *api) topUp(w http.ResponseWriter, r *http.Request) error {
 
 // GET /v1/balance
 func (a *api) ownBalance(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	return a.balance(w, r, "")
 }
 
 // GET /v1/accounts/{id}/balance
 func (a *api) accountBalance(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	return a.balance(w, r, r.PathValue("id"))
 }
 
@@ -64,6 +73,9 @@ func (a *api) listTransfers(w http.ResponseWriter, r *http.Request) error {
 
 // GET /v1/summary
 func (a *api) summary(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	s, err := a.srv.Summary(r.Context())
 	if err != nil {
 		return err

@@ -4,11 +4,17 @@ import "net/http"
 
 // PUT /v1/nodes/{id}/drain starts draining a node for maintenance.
 func (a *api) drainNode(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	return a.setDraining(w, r, true)
 }
 
 // DELETE /v1/nodes/{id}/drain ends the drain: the node takes work again.
 func (a *api) undrainNode(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	return a.setDraining(w, r, false)
 }
 

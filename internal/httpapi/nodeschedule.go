@@ -25,6 +25,9 @@ func (a *api) nodeSchedule(w http.ResponseWriter, r *http.Request) error {
 
 // PUT /v1/nodes/{id}/schedule
 func (a *api) setNodeSchedule(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var req nodeScheduleRequest
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
@@ -38,6 +41,9 @@ func (a *api) setNodeSchedule(w http.ResponseWriter, r *http.Request) error {
 
 // DELETE /v1/nodes/{id}/schedule hands the schedule back to the agent.
 func (a *api) removeNodeSchedule(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	ns, err := a.srv.SetNodeSchedule(r.Context(), r.PathValue("id"), nil)
 	if err != nil {
 		return err

@@ -20,6 +20,9 @@ func idempotencyKey(r *http.Request, what string) (string, error) {
 
 // POST /v1/payouts, with an Idempotency-Key header.
 func (a *api) requestPayout(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	key, err := idempotencyKey(r, "payout request")
 	if err != nil {
 		return err
@@ -37,11 +40,17 @@ func (a *api) requestPayout(w http.ResponseWriter, r *http.Request) error {
 
 // POST /v1/payouts/{id}/settle, with an Idempotency-Key header.
 func (a *api) settlePayout(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	return a.resolvePayout(w, r, idlegrid.PayoutSettled)
 }
 
 // POST /v1/payouts/{id}/reject, with an Idempotency-Key header.
 func (a *api) rejectPayout(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	return a.resolvePayout(w, r, idlegrid.PayoutRejected)
 }
 
@@ -135,6 +144,9 @@ func (a *api) listNotices(w http.ResponseWriter, r *http.Request) error {
 
 // PUT /v1/accounts/{id}/spend-limit
 func (a *api) setAccountLimit(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var req wire.SpendLimitRequest
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
@@ -148,6 +160,9 @@ func (a *api) setAccountLimit(w http.ResponseWriter, r *http.Request) error {
 
 // DELETE /v1/accounts/{id}/spend-limit
 func (a *api) removeAccountLimit(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	if _, err := a.srv.SetAccountLimit(r.Context(), r.PathValue("id"), nil); err != nil {
 		return err
 	}
@@ -156,6 +171,9 @@ func (a *api) removeAccountLimit(w http.ResponseWriter, r *http.Request) error {
 
 // PUT /v1/keys/{id}/spend-limit
 func (a *api) setKeyLimit(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var req wire.SpendLimitRequest
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
@@ -169,6 +187,9 @@ func (a *api) setKeyLimit(w http.ResponseWriter, r *http.Request) error {
 
 // DELETE /v1/keys/{id}/spend-limit
 func (a *api) removeKeyLimit(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	if _, err := a.srv.SetKeyLimit(r.Context(), r.PathValue("id"), nil); err != nil {
 		return err
 	}

@@ -8,6 +8,9 @@ import (
 
 // POST /v1/agent/leases/{id}/receipts
 func (a *api) sendReceipts(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var b wire.ReceiptBatch
 	if err := a.readAgentJSON(w, r, &b); err != nil {
 		return err

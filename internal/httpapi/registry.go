@@ -24,6 +24,9 @@ func (a *api) listRegistryLogins(w http.ResponseWriter, r *http.Request) error {
 // PUT /v1/registry-logins/{registry}: sets the caller's login to the
 // registry, replacing the one it had.
 func (a *api) putRegistryLogin(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
 	var req wire.RegistryLoginRequest
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err

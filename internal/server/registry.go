@@ -89,14 +89,9 @@ func (s *Server) PutRegistryLogin(ctx context.Context, l idlegrid.RegistryLogin)
 // ListRegistryLogins lists an account's registry logins, without their
 // secrets: the caller's own, or for an admin any account's ("": its own).
 func (s *Server) ListRegistryLogins(ctx context.Context, accountID string) ([]*idlegrid.RegistryLogin, error) {
-	c, err := account(ctx)
+	accountID, err := ownAccount(ctx, accountID)
 	if err != nil {
 		return nil, err
-	}
-	if accountID == "" {
-		accountID = c.AccountID
-	} else if accountID != c.AccountID && c.Role != idlegrid.RoleAdmin {
-		return nil, idlegrid.Errorf(idlegrid.EFORBIDDEN, "only an admin may list another account's registry logins")
 	}
 	logins, err := s.store.ListRegistryLogins(ctx, accountID)
 	for _, l := range logins {
@@ -110,19 +105,14 @@ func (s *Server) ListRegistryLogins(ctx context.Context, accountID string) ([]*i
 // whose password leaked. The account's jobs started after this pull from
 // the registry without one.
 func (s *Server) RemoveRegistryLogin(ctx context.Context, accountID, registry string) error {
-	c, err := account(ctx)
+	accountID, err := ownAccount(ctx, accountID)
 	if err != nil {
 		return err
-	}
-	if accountID == "" {
-		accountID = c.AccountID
-	} else if accountID != c.AccountID && c.Role != idlegrid.RoleAdmin {
-		return idlegrid.Errorf(idlegrid.EFORBIDDEN, "only an admin may remove another account's registry login")
 	}
 	if err := s.store.RemoveRegistryLogin(ctx, accountID, idlegrid.NormalRegistry(registry)); err != nil {
 		return err
 	}
-	if accountID != c.AccountID {
+	if c := idlegrid.CallerFromContext(ctx); accountID != c.AccountID {
 		s.log.Info("registry login removed by an admin", "account", accountID, "registry", idlegrid.NormalRegistry(registry), "admin", c.AccountID)
 	}
 	return nil

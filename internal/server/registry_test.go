@@ -34,8 +34,8 @@ func TestServer_RegistryLogins(t *testing.T) {
 			t.Errorf("ListRegistryLogins = %+v, %v; want ghcr.io's, unsealed nothing", list, err)
 		}
 		other := otherRenter(t, m)
-		if _, err := m.srv.ListRegistryLogins(other, m.renterID); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
-			t.Errorf("another renter lists the renter's logins: %v, want EFORBIDDEN", err)
+		if _, err := m.srv.ListRegistryLogins(other, m.renterID); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			t.Errorf("another renter lists the renter's logins: %v, want ENOTFOUND, as if there were no such account", err)
 		}
 		if list, err := m.srv.ListRegistryLogins(m.admin, m.renterID); err != nil || len(list) != 1 {
 			t.Errorf("an admin lists the renter's logins: %+v, %v", list, err)
@@ -94,8 +94,8 @@ func TestServer_RegistryLogins(t *testing.T) {
 		if _, err := m.srv.PutRegistryLogin(m.renter, idlegrid.RegistryLogin{Registry: "quay.io", Username: "bot", Secret: "s"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.srv.RemoveRegistryLogin(m.provider, m.renterID, "quay.io"); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
-			t.Errorf("a provider removing a renter's login: %v, want EFORBIDDEN", err)
+		if err := m.srv.RemoveRegistryLogin(m.provider, m.renterID, "quay.io"); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			t.Errorf("a provider removing a renter's login: %v, want ENOTFOUND, as if there were no such account", err)
 		}
 		if err := m.srv.RemoveRegistryLogin(m.admin, m.renterID, "https://quay.io/"); err != nil {
 			t.Fatalf("an admin removing a renter's login: %v", err)
