@@ -67,7 +67,18 @@ const (
 	// KindChallenge: a hardware challenge was resolved: passed, failed
 	// (with the quarantine it caused), expired or unsupported.
 	KindChallenge Kind = "trust.challenge"
+	// KindQuarantine: an admin quarantined a node, or lifted its
+	// quarantine (a failed challenge's quarantine is in its challenge's
+	// entry).
+	KindQuarantine Kind = "trust.quarantine"
 )
+
+// QuarantineEntry is the entry of a quarantine an admin put a node in, or,
+// once LiftedAt is set, lifted: at is when. Its subjects are the
+// quarantine, its node and the node's provider.
+func QuarantineEntry(q *idlegrid.Quarantine, at time.Time) (Entry, error) {
+	return NewEntry(KindQuarantine, nonEmpty(q.ID, q.NodeID, q.ProviderID), q, at)
+}
 
 // attestationRecord is the payload of an attestation entry.
 type attestationRecord struct {

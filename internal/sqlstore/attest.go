@@ -280,9 +280,15 @@ func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *id
 	})
 }
 
-// QuarantineNode puts the node in quarantine unless it is in one.
+// QuarantineNode puts the node in quarantine unless it is in one, and
+// logs it to the audit log in the same transaction.
 func (db *DB) QuarantineNode(ctx context.Context, q *idlegrid.Quarantine) error {
-	return db.update(ctx, func(tx *sql.Tx) error { return quarantine(ctx, tx, q) })
+	return db.update(ctx, func(tx *sql.Tx) error {
+		if err := quarantine(ctx, tx, q); err != nil {
+			return err
+		}
+		return appendAudit(tx)(audit.QuarantineEntry(q, q.Since))
+	})
 }
 
 func quarantine(ctx context.Context, tx *sql.Tx, q *idlegrid.Quarantine) error {
@@ -313,7 +319,8 @@ func quarantine(ctx context.Context, tx *sql.Tx, q *idlegrid.Quarantine) error {
 	return err
 }
 
-// LiftQuarantine ends the node's quarantine in force.
+// LiftQuarantine ends the node's quarantine in force, and logs it to the
+// audit log in the same transaction.
 func (db *DB) LiftQuarantine(ctx context.Context, nodeID, by, note string, at time.Time) (*idlegrid.Quarantine, error) {
 	var q *idlegrid.Quarantine
 	err := db.update(ctx, func(tx *sql.Tx) (err error) {
@@ -328,8 +335,10 @@ func (db *DB) LiftQuarantine(ctx context.Context, nodeID, by, note string, at ti
 			return err
 		}
 		q.LiftedAt, q.LiftedBy, q.LiftNote = &at, by, note
-		_, err = tx.ExecContext(ctx, `UPDATE nodes SET quarantined = FALSE WHERE id = $1`, nodeID)
-		return err
+		if _, err := tx.ExecContext(ctx, `UPDATE nodes SET quarantined = FALSE WHERE id = $1`, nodeID); err != nil {
+			return err
+		}
+		return appendAudit(tx)(audit.QuarantineEntry(q, at))
 	})
 	return q, err
 }

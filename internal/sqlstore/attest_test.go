@@ -230,6 +230,19 @@ func testQuarantine(t *testing.T, db *sqlstore.DB) {
 	// Lifted, it can be quarantined again.
 	mustOK(t, db.QuarantineNode(ctx, &idlegrid.Quarantine{ID: id("qua"), NodeID: n.ID, Reason: "again", Since: at(2 * time.Hour)}))
 
+	// Each quarantine and lift is in the audit log, for the quarantine,
+	// its node and its provider; the refused ones are not.
+	logged := auditKinds(t, db, n.ID, audit.KindQuarantine)
+	if len(logged) != 3 || !strings.Contains(string(logged[1].Payload), `"lift_note":"reflashed by the vendor"`) {
+		t.Errorf("quarantine entries of the node = %d, want the quarantine, its lift, and the next", len(logged))
+	}
+	if got := auditKinds(t, db, p.ID, audit.KindQuarantine); len(got) != 3 {
+		t.Errorf("quarantine entries of the provider = %d, want 3", len(got))
+	}
+	if got := auditKinds(t, db, first.ID, audit.KindQuarantine); len(got) != 2 {
+		t.Errorf("entries of the first quarantine = %d, want it and its lift", len(got))
+	}
+
 	for _, tt := range []struct {
 		name string
 		f    idlegrid.QuarantineFilter
