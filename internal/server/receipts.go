@@ -138,7 +138,8 @@ func checkReceipt(l *idlegrid.Lease, last *idlegrid.Receipt, sum int64, r *idleg
 	// The node starts the workload before the server hears that it did
 	// (much before, when the server was unreachable), so a receipt may
 	// start before l.StartedAt; not before the lease was placed. The
-	// charge never counts time before l.StartedAt (chargeableGPUSeconds).
+	// charge never exceeds the wall-clock time since l.StartedAt
+	// (chargeableGPUSeconds).
 	const rfc = time.RFC3339Nano
 	if earliest := l.CreatedAt.Add(-nodekey.MaxSkew); r.Start.Before(earliest) {
 		return idlegrid.Invalid("receipt.interval", "receipt %d starts at %s, before the lease was placed at %s",
