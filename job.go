@@ -355,6 +355,8 @@ type JobFilter struct {
 	// NamePrefix keeps the jobs whose name begins with it, e.g. a sweep's
 	// ("lr-search-").
 	NamePrefix string
+	// Tiers keeps the jobs of these SLA tiers; empty keeps every tier.
+	Tiers []Tier
 }
 
 // String is a short description for logs, e.g. "job_x (silver 2xGPU)".

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -313,15 +312,32 @@ func (s *Server) applyChanges(ctx context.Context, e *market.Engine, nodes, leas
 	return nil
 }
 
+// readQueue reads up to Config.QueuedPerPass queued jobs, highest tier
+// first and oldest first within a tier: a tier at a time, so that however
+// many older jobs of lower tiers wait, a gold job is read at once.
+func (s *Server) readQueue(ctx context.Context) ([]*idlegrid.Job, error) {
+	var jobs []*idlegrid.Job
+	for _, tier := range idlegrid.Tiers { // highest first
+		if len(jobs) >= s.cfg.QueuedPerPass {
+			break
+		}
+		more, err := s.store.ListJobs(ctx, idlegrid.JobFilter{States: []idlegrid.JobState{idlegrid.JobQueued},
+			Tiers: []idlegrid.Tier{tier}, Limit: s.cfg.QueuedPerPass - len(jobs), OldestFirst: true})
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, more...)
+	}
+	return jobs, nil
+}
+
 // schedulePass gives the notices that are due, then tries to place every
 // queued job, highest tier first and oldest first within a tier. A job that
 // cannot be placed stays queued with the engine's reason.
 func (s *Server) schedulePass(ctx context.Context, e *market.Engine) error {
 	// Read the queue before the marks: every change that happened before a
 	// job was submitted is then in the engine when the job is placed.
-	jobs, err := s.store.ListJobs(ctx, idlegrid.JobFilter{
-		States: []idlegrid.JobState{idlegrid.JobQueued}, Limit: queuedPerPass, OldestFirst: true,
-	})
+	jobs, err := s.readQueue(ctx)
 	if err != nil {
 		return err
 	}
@@ -337,12 +353,6 @@ func (s *Server) schedulePass(ctx context.Context, e *market.Engine) error {
 	if len(jobs) == 0 {
 		return nil
 	}
-	sort.SliceStable(jobs, func(a, b int) bool {
-		if ra, rb := jobs[a].Tier.Rank(), jobs[b].Tier.Rank(); ra != rb {
-			return ra < rb
-		}
-		return jobs[a].CreatedAt.Before(jobs[b].CreatedAt)
-	})
 	b := s.newBatch(e, now)
 	for _, j := range jobs {
 		if ctx.Err() != nil {
@@ -355,7 +365,7 @@ func (s *Server) schedulePass(ctx context.Context, e *market.Engine) error {
 		s.answerAsks(e)
 	}
 	err = b.flush(ctx)
-	if len(jobs) == queuedPerPass && b.stored > 0 {
+	if len(jobs) == s.cfg.QueuedPerPass && b.stored > 0 {
 		s.Kick() // more may wait unread: the next pass takes them at once
 	}
 	return err
@@ -395,8 +405,9 @@ func (s *Server) answeringWhile(e *market.Engine, write func() []error) []error 
 	}
 }
 
-// queuedPerPass is how many queued jobs one pass reads.
-const queuedPerPass = 10000
+// defaultQueuedPerPass is how many queued jobs one pass reads unless
+// Config.QueuedPerPass says.
+const defaultQueuedPerPass = 10000
 
 // pastLatestStart says why a queued job can no longer finish by its
 // deadline, or "" while it still can.

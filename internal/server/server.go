@@ -45,6 +45,9 @@ type Config struct {
 	// SchedulePeriod is how often the engine runs when no event wakes it,
 	// so that windows opening and deadlines passing are noticed; default 2s.
 	SchedulePeriod time.Duration
+	// QueuedPerPass is how many queued jobs one placement pass reads,
+	// highest tier first; default 10,000.
+	QueuedPerPass int
 	// PayoutHold is how long a provider's earnings stay pending after the
 	// settlement that credited them before they become payable; default
 	// 72h, negative for none (payable at the next reaper pass).
@@ -120,6 +123,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.PayoutHold == 0 {
 		c.PayoutHold = DefaultPayoutHold
+	}
+	if c.QueuedPerPass <= 0 {
+		c.QueuedPerPass = defaultQueuedPerPass
 	}
 	if c.RunoutMargin == 0 {
 		c.RunoutMargin = 2 * time.Minute

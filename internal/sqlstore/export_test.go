@@ -20,7 +20,7 @@ func Remigrate(ctx context.Context, db *DB, version int64) error {
 		return err
 	}
 	p, err := goose.NewProvider(db.dialect.goose, db.db, fsys, goose.WithDisableGlobalRegistry(true),
-		goose.WithGoMigrations(spendMonthsMigration, nodeSearchMigration, nodePriceMigration))
+		goose.WithGoMigrations(goMigrations()...))
 	if err != nil {
 		return err
 	}

@@ -101,6 +101,9 @@ func (db *DB) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegrid.J
 	if len(f.States) > 0 {
 		q += ` AND state IN ` + in(&a, f.States)
 	}
+	if len(f.Tiers) > 0 {
+		q += ` AND tier IN ` + in(&a, f.Tiers)
+	}
 	if f.NamePrefix != "" { // substr, not LIKE: the same on both databases, case and all
 		q += ` AND substr(` + db.dialect.jsonText("spec", "name") + `, 1, ` + a.add(utf8.RuneCountInString(f.NamePrefix)) + `) = ` + a.add(f.NamePrefix)
 	}

@@ -31,7 +31,7 @@ func newJobRow(j *idlegrid.Job, spec string) jobRow {
 	return jobRow{id: j.ID, renterID: j.RenterID, key: j.IdempotencyKey, values: []any{
 		j.ID, j.RenterID, spec, string(j.State), j.Reason, j.Attempts,
 		timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timePtrArg(j.StartedAt), timePtrArg(j.EndedAt),
-		int64(j.ChargedMicros), j.SubmittedByKey, j.IdempotencyKey,
+		int64(j.ChargedMicros), j.SubmittedByKey, j.IdempotencyKey, string(j.Tier),
 	}}
 }
 
@@ -148,7 +148,7 @@ func notStored(r jobRow) error {
 }
 
 const insertJobs = `INSERT INTO jobs (id, renter_id, spec, state, reason, attempts, created_at, updated_at,
-	started_at, ended_at, charged_micros, submitted_by_key, idempotency_key)`
+	started_at, ended_at, charged_micros, submitted_by_key, idempotency_key, tier)`
 
 // insertJobRows inserts rows, skipping those whose ID is taken, and
 // returns the IDs it stored.

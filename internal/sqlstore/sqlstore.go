@@ -96,7 +96,7 @@ func migrate(ctx context.Context, conn *sql.DB, d *dialect) error {
 	if err != nil {
 		return err
 	}
-	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true), goose.WithGoMigrations(spendMonthsMigration, nodeSearchMigration, nodePriceMigration)}
+	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true), goose.WithGoMigrations(goMigrations()...)}
 	if d.locker != nil {
 		locker, err := d.locker()
 		if err != nil {
@@ -243,6 +243,12 @@ func in[T ~string](a *args, vs []T) string {
 		ps[i] = a.add(string(v))
 	}
 	return "(" + strings.Join(ps, ", ") + ")"
+}
+
+// goMigrations are the migrations written in Go, beside the SQL ones in
+// migrations/.
+func goMigrations() []*goose.Migration {
+	return []*goose.Migration{spendMonthsMigration, nodeSearchMigration, nodePriceMigration, jobTierMigration}
 }
 
 // Times are unix microseconds in UTC; the zero time and nil are NULL.

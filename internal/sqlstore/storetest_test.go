@@ -34,6 +34,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"Concurrency_CreateJob", testConcurrentCreateJob},
 		{"Jobs_IdempotencyKeys", testJobIdempotencyKeys},
 		{"Jobs_NamePrefix", testJobNamePrefix},
+		{"Jobs_Tiers", testJobTiers},
 		{"CancelQueuedJob", testCancelQueuedJob},
 		{"PlaceJob", testPlaceJob},
 		{"PlaceJob_Conflicts", testPlaceJobConflicts},
@@ -1733,6 +1734,45 @@ func testResumeFrom(t *testing.T, db *sqlstore.DB) {
 	if got := mustJobState(t, db, gang.ID, idlegrid.JobQueued, ""); got.ResumeSeconds != 0 || got.CheckpointNodeID != "" || got.CheckpointRef != "docker-volume:g" {
 		t.Errorf("a requeued gang holds %d s on %q from %q, want none, from docker-volume:g", got.ResumeSeconds, got.CheckpointNodeID, got.CheckpointRef)
 	}
+}
+
+// testJobTiers: a list by tier keeps the jobs of those tiers, with the
+// other filters and in the asked order; the migration that added the
+// column fills it from the specs stored before.
+func testJobTiers(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	byTier := map[idlegrid.Tier][]string{}
+	for i, tier := range []idlegrid.Tier{idlegrid.TierBronze, idlegrid.TierGold, idlegrid.TierSilver, idlegrid.TierGold, idlegrid.TierBronze} {
+		j := newJob(r.ID, 1, 1)
+		j.Tier, j.State, j.CreatedAt = tier, idlegrid.JobQueued, at(time.Duration(i)*time.Second)
+		mustOK(t, db.CreateJob(ctx, j))
+		byTier[tier] = append(byTier[tier], j.ID) // oldest first
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, tc := range []struct {
+			tiers []idlegrid.Tier
+			want  []string
+		}{
+			{[]idlegrid.Tier{idlegrid.TierGold}, byTier[idlegrid.TierGold]},
+			{[]idlegrid.Tier{idlegrid.TierBronze}, byTier[idlegrid.TierBronze]},
+			{[]idlegrid.Tier{idlegrid.TierGold, idlegrid.TierSilver}, []string{byTier[idlegrid.TierGold][0], byTier[idlegrid.TierSilver][0], byTier[idlegrid.TierGold][1]}},
+		} {
+			jobs, err := db.ListJobs(ctx, idlegrid.JobFilter{RenterID: r.ID, States: []idlegrid.JobState{idlegrid.JobQueued}, Tiers: tc.tiers, OldestFirst: true})
+			mustOK(t, err)
+			var got []string
+			for _, j := range jobs {
+				got = append(got, j.ID)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("%s: queued jobs of %v, oldest first: %v, want %v", when, tc.tiers, got, tc.want)
+			}
+		}
+	}
+	check("as stored")
+	mustOK(t, sqlstore.Remigrate(ctx, db, 28))
+	check("after migrating again")
 }
 
 // testJobNamePrefix: a list by the start of the jobs' names keeps those
