@@ -357,6 +357,9 @@ type JobFilter struct {
 	NamePrefix string
 	// Tiers keeps the jobs of these SLA tiers; empty keeps every tier.
 	Tiers []Tier
+	// After, a job ID, lists only the jobs listed after it, oldest first:
+	// the next page after one that ended with it. Only with OldestFirst.
+	After string
 }
 
 // String is a short description for logs, e.g. "job_x (silver 2xGPU)".

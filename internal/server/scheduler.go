@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -313,22 +314,42 @@ func (s *Server) applyChanges(ctx context.Context, e *market.Engine, nodes, leas
 }
 
 // readQueue reads up to Config.QueuedPerPass queued jobs, highest tier
-// first and oldest first within a tier: a tier at a time, so that however
-// many older jobs of lower tiers wait, a gold job is read at once.
+// first and oldest first within a tier. It reads the oldest queued jobs
+// and, when they fill a page, the younger jobs of the tiers above the
+// page's lowest too, which outrank its jobs of that tier: a gold job is
+// read at once however many older jobs of lower tiers wait.
 func (s *Server) readQueue(ctx context.Context) ([]*idlegrid.Job, error) {
-	var jobs []*idlegrid.Job
-	for _, tier := range idlegrid.Tiers { // highest first
-		if len(jobs) >= s.cfg.QueuedPerPass {
-			break
-		}
-		more, err := s.store.ListJobs(ctx, idlegrid.JobFilter{States: []idlegrid.JobState{idlegrid.JobQueued},
-			Tiers: []idlegrid.Tier{tier}, Limit: s.cfg.QueuedPerPass - len(jobs), OldestFirst: true})
+	queued, limit := []idlegrid.JobState{idlegrid.JobQueued}, s.cfg.QueuedPerPass
+	jobs, err := s.store.ListJobs(ctx, idlegrid.JobFilter{States: queued, Limit: limit, OldestFirst: true})
+	if err != nil {
+		return nil, err
+	}
+	if above := tiersAbove(jobs); len(jobs) == limit && len(above) > 0 {
+		more, err := s.store.ListJobs(ctx, idlegrid.JobFilter{States: queued, Tiers: above,
+			After: jobs[len(jobs)-1].ID, Limit: limit, OldestFirst: true})
 		if err != nil {
 			return nil, err
 		}
 		jobs = append(jobs, more...)
 	}
-	return jobs, nil
+	// Within a tier the jobs after the page are younger than its own.
+	slices.SortStableFunc(jobs, func(a, b *idlegrid.Job) int { return cmp.Compare(a.Tier.Rank(), b.Tier.Rank()) })
+	return jobs[:min(len(jobs), limit)], nil
+}
+
+// tiersAbove returns the tiers above the lowest of jobs'.
+func tiersAbove(jobs []*idlegrid.Job) []idlegrid.Tier {
+	lowest := 0
+	for _, j := range jobs {
+		lowest = max(lowest, j.Tier.Rank())
+	}
+	var above []idlegrid.Tier
+	for _, t := range idlegrid.Tiers {
+		if t.Rank() < lowest {
+			above = append(above, t)
+		}
+	}
+	return above
 }
 
 // schedulePass gives the notices that are due, then tries to place every

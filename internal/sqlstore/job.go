@@ -110,6 +110,9 @@ func (db *DB) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegrid.J
 	if f.Before != "" { // the page after Before's, in the same order; none if it is not a job
 		q += ` AND (created_at, id) < (SELECT created_at, id FROM jobs WHERE id = ` + a.add(f.Before) + `)`
 	}
+	if f.After != "" { // the same, oldest first
+		q += ` AND (created_at, id) > (SELECT created_at, id FROM jobs WHERE id = ` + a.add(f.After) + `)`
+	}
 	order := ` ORDER BY created_at DESC, id DESC`
 	if f.OldestFirst {
 		order = ` ORDER BY created_at, id`

@@ -10,20 +10,18 @@ import (
 	"github.com/idlegrid/idlegrid"
 )
 
-// jobTierMigration (29) adds jobs.tier, the spec's SLA tier, with an index
-// on (state, tier, created_at): the scheduler reads the queue a tier at a
-// time (idlegrid.JobFilter.Tiers), highest first, so that a gold job is
-// read at once however many older jobs of lower tiers wait. It is a Go
-// migration because it reads the stored specs' JSON.
+// jobTierMigration (29) adds jobs.tier, the spec's SLA tier: under a
+// backlog the scheduler reads, beyond the oldest queued jobs, the younger
+// ones of the tiers that outrank them (idlegrid.JobFilter.Tiers), so that
+// a gold job is read at once however many older jobs of lower tiers wait.
+// It has no index of its own: one would cost every submission and
+// placement, and those reads, rare, walk the queued jobs by (state,
+// created_at) instead. It is a Go migration because it reads the stored
+// specs' JSON.
 var jobTierMigration = goose.NewGoMigration(29,
 	&goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
-		for _, q := range []string{
-			`ALTER TABLE jobs ADD COLUMN tier TEXT NOT NULL DEFAULT ''`,
-			`CREATE INDEX jobs_state_tier ON jobs (state, tier, created_at)`,
-		} {
-			if _, err := tx.ExecContext(ctx, q); err != nil {
-				return err
-			}
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE jobs ADD COLUMN tier TEXT NOT NULL DEFAULT ''`); err != nil {
+			return err
 		}
 		byTier, err := storedTiers(ctx, tx)
 		if err != nil {
@@ -43,12 +41,8 @@ var jobTierMigration = goose.NewGoMigration(29,
 		return nil
 	}},
 	&goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
-		for _, q := range []string{`DROP INDEX jobs_state_tier`, `ALTER TABLE jobs DROP COLUMN tier`} {
-			if _, err := tx.ExecContext(ctx, q); err != nil {
-				return err
-			}
-		}
-		return nil
+		_, err := tx.ExecContext(ctx, `ALTER TABLE jobs DROP COLUMN tier`)
+		return err
 	}},
 )
 

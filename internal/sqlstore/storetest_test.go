@@ -1749,24 +1749,28 @@ func testJobTiers(t *testing.T, db *sqlstore.DB) {
 		mustOK(t, db.CreateJob(ctx, j))
 		byTier[tier] = append(byTier[tier], j.ID) // oldest first
 	}
+	gold, silver, bronze := byTier[idlegrid.TierGold], byTier[idlegrid.TierSilver], byTier[idlegrid.TierBronze]
 	check := func(when string) {
 		t.Helper()
 		for _, tc := range []struct {
 			tiers []idlegrid.Tier
+			after string
 			want  []string
 		}{
-			{[]idlegrid.Tier{idlegrid.TierGold}, byTier[idlegrid.TierGold]},
-			{[]idlegrid.Tier{idlegrid.TierBronze}, byTier[idlegrid.TierBronze]},
-			{[]idlegrid.Tier{idlegrid.TierGold, idlegrid.TierSilver}, []string{byTier[idlegrid.TierGold][0], byTier[idlegrid.TierSilver][0], byTier[idlegrid.TierGold][1]}},
+			{[]idlegrid.Tier{idlegrid.TierGold}, "", gold},
+			{[]idlegrid.Tier{idlegrid.TierBronze}, "", bronze},
+			{[]idlegrid.Tier{idlegrid.TierGold, idlegrid.TierSilver}, "", []string{gold[0], silver[0], gold[1]}},
+			{[]idlegrid.Tier{idlegrid.TierGold, idlegrid.TierBronze}, silver[0], []string{gold[1], bronze[1]}},
 		} {
-			jobs, err := db.ListJobs(ctx, idlegrid.JobFilter{RenterID: r.ID, States: []idlegrid.JobState{idlegrid.JobQueued}, Tiers: tc.tiers, OldestFirst: true})
+			jobs, err := db.ListJobs(ctx, idlegrid.JobFilter{RenterID: r.ID, States: []idlegrid.JobState{idlegrid.JobQueued},
+				Tiers: tc.tiers, After: tc.after, OldestFirst: true})
 			mustOK(t, err)
 			var got []string
 			for _, j := range jobs {
 				got = append(got, j.ID)
 			}
 			if !slices.Equal(got, tc.want) {
-				t.Errorf("%s: queued jobs of %v, oldest first: %v, want %v", when, tc.tiers, got, tc.want)
+				t.Errorf("%s: queued jobs of %v after %q, oldest first: %v, want %v", when, tc.tiers, tc.after, got, tc.want)
 			}
 		}
 	}
