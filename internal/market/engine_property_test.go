@@ -80,6 +80,13 @@ func randomEngineMarket(r *rand.Rand, size int) *refMarket {
 		case 3:
 			n.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleWindows, OneOff: []idlegrid.OneOffWindow{
 				{Start: now.Add(time.Hour), End: now.Add(5 * time.Hour)}}}
+		case 4:
+			if r.IntN(3) == 0 { // closed for good, as a drained node is: it competes for nothing
+				n.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleWindows, OneOff: []idlegrid.OneOffWindow{
+					{Start: now.Add(-5 * time.Hour), End: now.Add(-time.Hour)}}}
+				break
+			}
+			n.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleAlways}
 		default:
 			n.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleAlways}
 		}
@@ -193,6 +200,12 @@ func refUntil(n *idlegrid.Node) time.Time {
 	return time.Time{}
 }
 
+// refOpens reports whether n's window is open or opens later.
+func refOpens(n *idlegrid.Node) bool {
+	return n.Schedule.Mode == idlegrid.ScheduleAlways ||
+		slices.ContainsFunc(n.Schedule.OneOff, func(w idlegrid.OneOffWindow) bool { return w.End.After(now) })
+}
+
 func refMultiplier(n *idlegrid.Node) int64 {
 	if len(n.Ask.TimeOfDay) == 0 {
 		return 100
@@ -282,7 +295,7 @@ func judge(j *idlegrid.Job, n *idlegrid.Node, leases []*idlegrid.Lease) refNode 
 	}
 	switch v.reason {
 	case "", market.ReasonWindow, market.ReasonPrice, market.ReasonCapacity:
-		v.competes = v.ask <= j.MaxPriceMicrosPerGPUHour && !slices.Contains(j.AvoidProviders, n.ProviderID)
+		v.competes = v.ask <= j.MaxPriceMicrosPerGPUHour && !slices.Contains(j.AvoidProviders, n.ProviderID) && refOpens(n)
 	}
 	var gb int64
 	for _, d := range j.Datasets {

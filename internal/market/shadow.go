@@ -151,13 +151,17 @@ func (x *shadow) offer(nd *node) {
 
 // competes reports whether nd passes the per-node constraints its offer
 // and record decide (avoided provider, CPU, RAM, ask within the cap,
-// enough GPUs for the job), and is neither a winner nor one of a winner's
-// provider's nodes. The class and its view settle the rest.
+// enough GPUs for the job), has a window open or to come, and is neither a
+// winner nor one of a winner's provider's nodes. The class and its view
+// settle the rest.
 func (x *shadow) competes(nd *node) bool {
 	q := x.q
 	if avoided(q, nd) || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) || nd.asks[q.ti] > q.cap ||
 		!nd.enoughGPUs(q) { // it could never run the job, busy or not
 		return false
+	}
+	if nd.until == 0 && nd.nextOpen == 0 {
+		return false // closed, and no window opens (a drained node): it will take nothing
 	}
 	return !slices.ContainsFunc(x.winners, func(w cand) bool {
 		return w.nd == nd || w.nd.n.ProviderID == nd.n.ProviderID
