@@ -69,22 +69,31 @@ func TestServer_Bond(t *testing.T) {
 	})
 }
 
+// mustRunningBronze starts a bronze job on a market under the default
+// trust policy whose provider has bonded 100, and runs it for d: its lease
+// and the node running it.
+func mustRunningBronze(t *testing.T, d time.Duration) (*testMarket, *idlegrid.Lease, context.Context) {
+	t.Helper()
+	m := mustMarketWith(t, trustpolicy.Default())
+	mustBond(t, m, 100)
+	spec := testSpec()
+	spec.Tier = idlegrid.TierBronze
+	j, err := m.srv.SubmitJob(m.renter, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	l, node := mustCommandFor(t, m, j.ID)
+	if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+		t.Fatal(err)
+	}
+	m.advance(t, d)
+	return m, l, node
+}
+
 func TestServer_BrokenNoticeSlashesBond(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mustMarketWith(t, trustpolicy.Default())
-		mustBond(t, m, 100)
-		spec := testSpec()
-		spec.Tier = idlegrid.TierBronze
-		j, err := m.srv.SubmitJob(m.renter, spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		l, node := mustCommandFor(t, m, j.ID)
-		if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
-			t.Fatal(err)
-		}
-		m.advance(t, 30*time.Minute)
+		m, l, node := mustRunningBronze(t, 30*time.Minute)
 
 		// The node kills a bronze lease with no notice at all.
 		if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled, Message: "owner wanted the GPU"}); err != nil {
@@ -297,20 +306,7 @@ func TestServer_DisputeParties(t *testing.T) {
 // tier guarantees, whatever it calls the stop.
 func TestServer_PreemptedWithoutNoticeBreaksIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mustMarketWith(t, trustpolicy.Default())
-		mustBond(t, m, 100)
-		spec := testSpec()
-		spec.Tier = idlegrid.TierBronze
-		j, err := m.srv.SubmitJob(m.renter, spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		l, node := mustCommandFor(t, m, j.ID)
-		if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
-			t.Fatal(err)
-		}
-		m.advance(t, 10*time.Minute)
+		m, l, node := mustRunningBronze(t, 10*time.Minute)
 		if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeasePreempted, Message: "the owner reclaimed it"}); err != nil {
 			t.Fatal(err)
 		}
