@@ -306,10 +306,8 @@ func (s *Server) checkDisputeCursor(ctx context.Context, f idlegrid.DisputeFilte
 		return nil
 	}
 	d, err := s.store.FindDispute(ctx, f.Before)
-	if err == nil && (f.ProviderID != "" && d.ProviderID != f.ProviderID || f.RenterID != "" && d.RenterID != f.RenterID) {
-		err = idlegrid.Errorf(idlegrid.ENOTFOUND, "not in the list")
-	}
-	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+	outside := err == nil && (f.ProviderID != "" && d.ProviderID != f.ProviderID || f.RenterID != "" && d.RenterID != f.RenterID)
+	if outside || idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
 		return idlegrid.Invalid("before", "no dispute %s in this list to list from; give the last dispute ID of the page before", f.Before)
 	}
 	return err

@@ -123,9 +123,9 @@ func stopUnconfirmed(l *idlegrid.Lease, now time.Time) bool {
 // reapLeases ends leases that were never started, ends as the provider's
 // failure running leases whose receipts stopped while their node kept
 // heartbeating, asks agents to stop leases past their time limit, and ends
-// leases whose stop their node never confirmed. It
-// reads only the leases that may need one of those (reapQuery); beats are
-// the online nodes' last heartbeats (see reapNodes).
+// leases whose stop their node never confirmed. It reads only the leases
+// that may need one of those (reapQuery); beats are the online nodes' last
+// heartbeats (see reapNodes).
 func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) error {
 	now := s.Now()
 	leases, err := s.store.LeasesToReap(ctx, s.reapQuery(now))
@@ -173,8 +173,8 @@ func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) err
 // them: never started for StartTimeout; past their time limit by
 // limitGrace (a stop, or an overdue last receipt, see receiptsStopped);
 // past their notice by limitGrace (noticeExpired, and stopUnconfirmed,
-// which waits longer); or with no receipt for
-// ReceiptSilence, the least silence receiptsStopped acts on (silenceFor).
+// which waits longer); or with no receipt for ReceiptSilence, the least
+// silence receiptsStopped acts on (silenceFor).
 func (s *Server) reapQuery(now time.Time) idlegrid.ReapQuery {
 	return idlegrid.ReapQuery{
 		AssignedBefore: now.Add(-s.cfg.StartTimeout),
