@@ -67,7 +67,7 @@ func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
 		switch r {
 		case "", ReasonWindow, ReasonPrice, ReasonCapacity:
 			quotes.add(e, &q, nd, r)
-			if r != ReasonPrice {
+			if withinCap(&q, nd) {
 				if t := e.estimateOn(&q, nd); t >= 0 {
 					starts = append(starts, nodeStart{nd: nd, start: t})
 				}
@@ -217,10 +217,13 @@ func (e *Engine) couldUse(qa *query, nd *node) bool {
 	}
 	switch e.nodeReason(qa, nd) {
 	case "", ReasonWindow, ReasonCapacity:
-		return true
+		return withinCap(qa, nd) // a short window is judged before the ask
 	}
 	return false
 }
+
+// withinCap reports whether nd's ask now is within q's cap.
+func withinCap(q *query, nd *node) bool { return nd.asks[q.ti] <= q.cap }
 
 // neverNote says why no start can be estimated, and what to change, from
 // the asks of the nodes that meet the job's hardware and rules: how many
@@ -264,11 +267,12 @@ type bestQuotes struct {
 	seen, withinCap int
 }
 
-// add counts nd, blocked by r ("" when it could take the job now), and
-// keeps its quote if it is among the best.
+// add counts nd, which meets the job's hardware and rules and is blocked
+// by r ("" when it could take the job now), and keeps its quote if it is
+// among the best.
 func (b *bestQuotes) add(e *Engine, q *query, nd *node, r Reason) {
 	b.seen++
-	if r != ReasonPrice {
+	if withinCap(q, nd) {
 		b.withinCap++
 	}
 	ask := nd.asks[q.ti]
