@@ -113,6 +113,18 @@ func (p *LeaseProgress) CheckpointIn(now time.Time) (*time.Time, error) {
 type HeartbeatResponse struct {
 	HeartbeatSeconds int          `json:"heartbeat_seconds"`
 	Standing         NodeStanding `json:"standing"`
+	// Ended lists the leases the heartbeat reported running that the
+	// server has ended (say it declared the node lost while the network was
+	// down): the agent stops their workloads at once, unpaid, and reports
+	// nothing more of them.
+	Ended []EndedLease `json:"ended,omitempty"`
+}
+
+// EndedLease is a lease the server has ended, and how.
+type EndedLease struct {
+	LeaseID string     `json:"lease_id"`
+	State   LeaseState `json:"state"`
+	Reason  string     `json:"reason"`
 }
 
 // NodeStanding is what holds a node out of new leases whatever its agent

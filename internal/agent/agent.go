@@ -414,10 +414,25 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 			}
 			if resp != nil {
 				a.noteStanding(resp.Standing)
+				a.stopEnded(resp.Ended)
 			}
 			next = a.heartbeatEvery
 		}
 		t.Reset(next)
+	}
+}
+
+// stopEnded stops the workloads of leases the server has ended while
+// this agent ran them (it declared the node lost during an outage, say):
+// no one pays for them, and their GPUs may already be another lease's.
+func (a *Agent) stopEnded(ended []idlegrid.EndedLease) {
+	for _, e := range ended {
+		a.mu.Lock()
+		l := a.leases[e.LeaseID]
+		a.mu.Unlock()
+		if l != nil && a.stopLease(l, stopByEnd, fmt.Sprintf("the server ended the lease (%s: %s)", e.State, e.Reason)) {
+			a.log.Warn("lease ended by the server while it ran here; its workload is stopped", "lease", e.LeaseID, "state", e.State, "reason", e.Reason)
+		}
 	}
 }
 

@@ -197,7 +197,13 @@ func (f *fakeServer) Heartbeat(ctx context.Context, req idlegrid.HeartbeatReques
 		return nil, err
 	}
 	f.beats, f.beatAt = append(f.beats, req), append(f.beatAt, time.Now())
-	return &idlegrid.HeartbeatResponse{HeartbeatSeconds: 5}, nil
+	resp := &idlegrid.HeartbeatResponse{HeartbeatSeconds: 5}
+	for _, p := range req.Leases { // as the server tells of leases it ended
+		if fl := f.leases[p.LeaseID]; fl != nil && fl.lease.State.Terminal() {
+			resp.Ended = append(resp.Ended, idlegrid.EndedLease{LeaseID: p.LeaseID, State: fl.lease.State, Reason: fl.lease.Reason})
+		}
+	}
+	return resp, nil
 }
 
 // Commands answers at once when there is something to do, else waits for a

@@ -26,6 +26,7 @@ const (
 	stopByServer             // the server asked: reported cancelled
 	stopByShutdown           // the agent is shutting down: the node's failure
 	stopByPolicy             // the node withdrew a GPU (owner back, too hot): the node's failure, after notice
+	stopByEnd                // the server had already ended it: stopped at once; the report is moot
 )
 
 // lease is one workload this agent runs. Two goroutines serve it: runLease
@@ -306,7 +307,7 @@ func (l *lease) final() idlegrid.LeaseReport {
 	case e.Err != nil:
 		r.State, r.Fault, r.ExitCode = idlegrid.LeaseFailed, idlegrid.FaultProvider, nil
 		r.Message = "the runtime lost the workload: " + e.Err.Error()
-	case e.Stopped && l.stopCause == stopByServer:
+	case e.Stopped && (l.stopCause == stopByServer || l.stopCause == stopByEnd):
 		r.State, r.Message = idlegrid.LeaseCancelled, "stopped: "+l.stopReason
 	case e.Stopped && l.stopCause == stopByShutdown:
 		r.State, r.Fault, r.Message = idlegrid.LeaseFailed, idlegrid.FaultProvider, "the node agent shut down"

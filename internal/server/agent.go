@@ -76,14 +76,30 @@ func (s *Server) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (
 	if !s.marks.isKnown(c.NodeID) { // back from lost or offline: the engine should see it
 		s.markNode(c.NodeID)
 	}
+	resp := &idlegrid.HeartbeatResponse{HeartbeatSeconds: s.heartbeatSeconds(), Standing: standing}
 	for _, p := range req.Leases {
-		if err := s.setProgress(ctx, c.NodeID, p); err != nil &&
-			idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
+		err := s.setProgress(ctx, c.NodeID, p)
+		if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
+			err = s.noteEnded(ctx, c.NodeID, p.LeaseID, resp)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
 	s.reportQueues(c.NodeID, req)
-	return &idlegrid.HeartbeatResponse{HeartbeatSeconds: s.heartbeatSeconds(), Standing: standing}, nil
+	return resp, nil
+}
+
+// noteEnded tells the agent of a lease it runs that the server has ended,
+// so that it stops the workload: no one pays for it any more, and its
+// GPUs may be another's.
+func (s *Server) noteEnded(ctx context.Context, nodeID, leaseID string, resp *idlegrid.HeartbeatResponse) error {
+	l, err := s.nodeLease(ctx, nodeID, leaseID)
+	if err != nil || !l.State.Terminal() {
+		return err
+	}
+	resp.Ended = append(resp.Ended, idlegrid.EndedLease{LeaseID: l.ID, State: l.State, Reason: l.Reason})
+	return nil
 }
 
 // reportQueues passes a heartbeat's model queues to the gateway. Bad

@@ -103,3 +103,31 @@ func mustPlaceByHand(t *testing.T, m *testMarket, j *idlegrid.Job, l *idlegrid.L
 		t.Fatal(err)
 	}
 }
+
+// TestServer_HeartbeatNamesEndedLeases: a node declared lost while its
+// network was down comes back with its lease still running; the lease
+// ended when the node was lost, so no command will stop it, and the
+// heartbeat's answer names it for the agent to stop.
+func TestServer_HeartbeatNamesEndedLeases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		node, l := m.runningLease(t)
+		time.Sleep(time.Minute) // no heartbeats: the node is lost
+		if err := m.srv.Reap(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustFindLease(t, m, l.ID); got.State != idlegrid.LeaseLost {
+			t.Fatalf("the lease after its node went silent: %s, want lost", got.State)
+		}
+		resp, err := m.srv.Heartbeat(node, idlegrid.HeartbeatRequest{Leases: []idlegrid.LeaseProgress{{LeaseID: l.ID, Progress: 0.5}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Ended) != 1 || resp.Ended[0].LeaseID != l.ID || resp.Ended[0].State != idlegrid.LeaseLost {
+			t.Errorf("the heartbeat's answer names %+v, want %s lost", resp.Ended, l.ID)
+		}
+		if resp, _ := m.srv.Heartbeat(node, idlegrid.HeartbeatRequest{}); len(resp.Ended) != 0 {
+			t.Errorf("a heartbeat that reports no lease is told of %+v", resp.Ended)
+		}
+	})
+}

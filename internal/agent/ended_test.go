@@ -1,0 +1,38 @@
+package agent_test
+
+import (
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	rtfake "github.com/idlegrid/idlegrid/internal/runtime/fake"
+)
+
+// TestAgent_StopsLeaseTheServerEnded: a lease the server ended while its
+// agent ran it (it declared the node lost during an outage, say) sends no
+// stop command, as the server keeps none for ended leases; the heartbeat's
+// answer names it, and the agent stops its workload at once.
+func TestAgent_StopsLeaseTheServerEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg, srv := testConfig(t), &fakeServer{}
+		r := startAgent(t, cfg, srv, &rtfake.Runtime{})
+		waitFor(t, "the agent to join", func() bool { return len(srv.heartbeats()) > 0 })
+		r.assign(srv, "lease_x", job(3600, nil))
+		waitFor(t, "the lease to run", leaseIn(srv, "lease_x", idlegrid.LeaseRunning))
+		srv.setState("lease_x", idlegrid.LeaseLost)
+		ended := time.Now()
+		carries := func(hb idlegrid.HeartbeatRequest) bool {
+			return slices.ContainsFunc(hb.Leases, func(p idlegrid.LeaseProgress) bool { return p.LeaseID == "lease_x" })
+		}
+		waitFor(t, "a heartbeat with the lease", func() bool { return slices.ContainsFunc(srv.heartbeats(), carries) })
+		waitFor(t, "a heartbeat without it", func() bool { hbs := srv.heartbeats(); return !carries(hbs[len(hbs)-1]) })
+		if took := time.Since(ended); took > time.Minute { // its run had an hour to go
+			t.Errorf("the workload ran %s after the server ended its lease, want it stopped at the next heartbeat", took)
+		}
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
