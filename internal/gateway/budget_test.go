@@ -137,3 +137,25 @@ func TestGateway_keyLimits(t *testing.T) {
 		<-first
 	})
 }
+
+// TestGateway_reserveChoices: a request for n completions reserves each
+// one's max_tokens: five of 10 tokens at 20 a million, with the prompt,
+// come to over 1,000 micros, more than the key may spend, where one fits.
+func TestGateway_reserveChoices(t *testing.T) {
+	f := mustFixture(t, func(*gateway.Config) {})
+	up := mustMock(t, "alpha")
+	f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 8))
+	f.waitProviders(t, testModel, 1)
+	limit := idlegrid.Micros(1000)
+	if _, err := client.New(f.URL, f.RenterKey).SetKeyLimit(context.Background(), f.RenterKeyID, &limit); err != nil {
+		t.Fatal(err)
+	}
+	p := &pair{fixture: f, A: up}
+	_, _, err := p.chat(t, withMaxTokens, option.WithJSONSet("n", 5))
+	if e := apiError(t, err); e.StatusCode != 402 || e.Type != "insufficient_quota" {
+		t.Errorf("five completions of 10 tokens under a limit of 1000: %d %s (%s), want 402 insufficient_quota", e.StatusCode, e.Type, e.Message)
+	}
+	if _, _, err := p.chat(t, withMaxTokens); err != nil {
+		t.Errorf("one completion of 10 tokens: %v", err)
+	}
+}

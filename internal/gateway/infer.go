@@ -85,12 +85,14 @@ func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 }
 
 // worstCost is what the request may cost at the dearest provider it may
-// reach: its prompt, and its max_tokens or ReserveOutputTokens.
+// reach: its prompt, and its max_tokens (or ReserveOutputTokens) for each
+// of the n completions it asks for.
 func (g *Gateway) worstCost(req *openai.Request, plan []*candidate) idlegrid.Micros {
 	out := req.MaxTokens
 	if out == 0 {
 		out = g.cfg.ReserveOutputTokens
 	}
+	out *= max(req.Choices, 1)
 	if req.Endpoint == openai.Embeddings {
 		out = 0
 	}

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -19,10 +20,11 @@ import (
 )
 
 // unreachableMeter is a store whose inference writes fail, as when the
-// database cannot be reached, while down is set.
+// database cannot be reached, while down is set; with fault, that error.
 type unreachableMeter struct {
 	idlegrid.Store
-	down atomic.Bool
+	down  atomic.Bool
+	fault error
 }
 
 func (s *unreachableMeter) RecordInference(ctx context.Context, cs []idlegrid.InferenceCharge) []error {
@@ -31,7 +33,7 @@ func (s *unreachableMeter) RecordInference(ctx context.Context, cs []idlegrid.In
 	}
 	errs := make([]error, len(cs))
 	for i := range errs {
-		errs[i] = errors.New("database unreachable")
+		errs[i] = cmp.Or(s.fault, errors.New("database unreachable"))
 	}
 	return errs
 }
@@ -46,7 +48,7 @@ func (noNodes) Dial(string) (http.RoundTripper, bool) { return nil, false }
 // next gateway on the same journal whose store takes it charges it, once,
 // before it serves, however often its line is replayed.
 func TestGateway_meterJournal(t *testing.T) {
-	m := mustChargeWhileDown(t)
+	m := mustChargeWhileDown(t, nil)
 	f, store, dir, node := m.f, m.store, m.dir, m.nodeID
 	files, err := filepath.Glob(filepath.Join(dir, "meter-*.jsonl"))
 	if err != nil || len(files) != 1 {
@@ -117,9 +119,9 @@ type downMarket struct {
 
 // mustChargeWhileDown answers a chat completion while the store cannot
 // take its charge, and checks that nobody was charged.
-func mustChargeWhileDown(t *testing.T) *downMarket {
+func mustChargeWhileDown(t *testing.T, fault error) *downMarket {
 	t.Helper()
-	m := &downMarket{store: &unreachableMeter{}, dir: t.TempDir(), reg: prometheus.NewPedanticRegistry()}
+	m := &downMarket{store: &unreachableMeter{fault: fault}, dir: t.TempDir(), reg: prometheus.NewPedanticRegistry()}
 	m.store.down.Store(true)
 	m.f = mustFixture(t, func(c *gateway.Config) {
 		m.store.Store = c.Store
@@ -162,7 +164,19 @@ func wantBalances(t *testing.T, f *fixture, nodeID string, renter, provider idle
 // is written once the store is back, while the gateway runs: charged
 // once, and its journal file gone at Close.
 func TestGateway_meterRetries(t *testing.T) {
-	m := mustChargeWhileDown(t)
+	for _, tc := range []struct {
+		name  string
+		fault error
+	}{
+		{"unreachable", nil},
+		{"busy", idlegrid.Errorf(idlegrid.EUNAVAILABLE, "database busy; try again")}, // as sqlstore says of a lock it waited out
+	} {
+		t.Run(tc.name, func(t *testing.T) { testMeterRetries(t, tc.fault) })
+	}
+}
+
+func testMeterRetries(t *testing.T, fault error) {
+	m := mustChargeWhileDown(t, fault)
 	f, reg, node := m.f, m.reg, m.nodeID
 	ctx := context.Background()
 	if n := metricstest.Value(t, reg, "idlegrid_inference_charges_retrying", nil); n != 1 {

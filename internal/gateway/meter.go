@@ -221,9 +221,12 @@ func (m *meter) settle(it meterItem, err error) {
 }
 
 // storeFault reports whether the store failed a charge for a reason of
-// its own (it could not be reached, say), which trying again may put
-// right, rather than refused it.
-func storeFault(err error) bool { return err != nil && idlegrid.ErrorCode(err) == idlegrid.EINTERNAL }
+// its own (it could not be reached, or was too busy), which trying again
+// may put right, rather than refused it.
+func storeFault(err error) bool {
+	code := idlegrid.ErrorCode(err)
+	return err != nil && (code == idlegrid.EINTERNAL || code == idlegrid.EUNAVAILABLE)
+}
 
 // sync waits until every charge queued before it is written, or waits to
 // be written again (meterRetry).

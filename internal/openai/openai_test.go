@@ -23,6 +23,7 @@ type parsed struct {
 	Stream       bool              `json:"stream,omitempty"`
 	IncludeUsage bool              `json:"include_usage,omitempty"`
 	MaxTokens    int64             `json:"max_tokens,omitempty"`
+	Choices      int64             `json:"choices,omitempty"` // when more than one
 	PromptTokens int64             `json:"prompt_tokens,omitempty"`
 	Sticky       bool              `json:"has_prefix_hash,omitempty"`
 	Provider     *idlegrid.Routing `json:"provider,omitempty"`
@@ -88,6 +89,9 @@ func mustSummarise(tb testing.TB, e openai.Endpoint, body []byte) []byte {
 	} else {
 		p.Model, p.Stream, p.IncludeUsage, p.MaxTokens = r.Model, r.Stream, r.IncludeUsage, r.MaxTokens
 		p.PromptTokens, p.Sticky, p.Provider = r.PromptTokens, r.PrefixHash != 0, r.Provider
+		if r.Choices > 1 {
+			p.Choices = r.Choices
+		}
 		if r.Provider != nil && r.Provider.MaxPrice != nil {
 			p.MaxPrice = []idlegrid.Micros{microsOrNone(r.Provider.MaxPrice.Prompt), microsOrNone(r.Provider.MaxPrice.Completion)}
 		}

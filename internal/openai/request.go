@@ -27,6 +27,9 @@ type Request struct {
 	// MaxTokens is the completion's cap (max_completion_tokens, else
 	// max_tokens); 0 when the renter set none.
 	MaxTokens int64
+	// Choices is how many completions the request asks for (n); 1 unless
+	// set.
+	Choices int64
 	// PromptTokens estimates the prompt's tokens (EstimateTokens over its
 	// text), for reservations and for metering when the model server
 	// reports no usage.
@@ -125,6 +128,15 @@ func (r *Request) parseCommon() error {
 			return idlegrid.Invalid(f, "must be between 1 and 10000000")
 		}
 		r.MaxTokens = *n
+	}
+	var n *int64
+	if err := decodeField(r.fields, "n", &n); err != nil {
+		return err
+	} else if r.Choices = 1; n != nil {
+		if *n < 1 || *n > 128 {
+			return idlegrid.Invalid("n", "must be between 1 and 128")
+		}
+		r.Choices = *n
 	}
 	return r.parseProvider()
 }
