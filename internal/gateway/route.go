@@ -161,7 +161,15 @@ func order(cs []*candidate, p *idlegrid.Routing, prefix uint64) {
 			}
 			return len(p.Order)
 		}
-		sort.SliceStable(cs, func(i, j int) bool { return rank(cs[i]) < rank(cs[j]) })
+		// Those at max_concurrency stay last, as order puts them: first
+		// in the plan, one would make the request wait (saturated) while
+		// another provider has room.
+		sort.SliceStable(cs, func(i, j int) bool {
+			if cs[i].full != cs[j].full {
+				return !cs[i].full
+			}
+			return rank(cs[i]) < rank(cs[j])
+		})
 	}
 }
 

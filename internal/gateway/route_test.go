@@ -47,7 +47,8 @@ func TestOrder(t *testing.T) {
 		{"latency", idlegrid.Routing{Sort: "latency"}, "dear-fast,mid,cheap-slow,mid-full"},
 		{"throughput", idlegrid.Routing{Sort: "throughput"}, "dear-fast,mid,cheap-slow,mid-full"},
 		{"default weighs price by load", idlegrid.Routing{}, "cheap-slow,mid,dear-fast,mid-full"},
-		{"order goes first", idlegrid.Routing{Sort: "price", Order: []string{"prov_dear-fast", "mid-full"}}, "dear-fast,mid-full,cheap-slow,mid"},
+		{"order goes first", idlegrid.Routing{Sort: "price", Order: []string{"prov_dear-fast", "mid"}}, "dear-fast,mid,cheap-slow,mid-full"},
+		{"order goes first, but not one at capacity", idlegrid.Routing{Sort: "price", Order: []string{"mid-full", "prov_dear-fast"}}, "dear-fast,cheap-slow,mid,mid-full"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cs := fresh()
