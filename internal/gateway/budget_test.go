@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -158,4 +159,33 @@ func TestGateway_reserveChoices(t *testing.T) {
 	if _, _, err := p.chat(t, withMaxTokens); err != nil {
 		t.Errorf("one completion of 10 tokens: %v", err)
 	}
+}
+
+// TestGateway_keyLimitsBeforeTheWaitingRoom: a key at its concurrency
+// limit is refused at once, not after a wait in the waiting room for a
+// provider at capacity, whose places are for requests that may run.
+func TestGateway_keyLimitsBeforeTheWaitingRoom(t *testing.T) {
+	f := mustFixture(t, func(c *gateway.Config) {
+		c.KeyConcurrency, c.FirstByteTimeout, c.QueueTimeout = 1, time.Minute, time.Minute
+	})
+	up := mustMock(t, "alpha")
+	f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 1)) // one at a time
+	f.waitProviders(t, testModel, 1)
+	p := &pair{fixture: f, A: up}
+	up.set(faultStall)
+	calls := up.Calls.Load()
+	first := make(chan error, 1)
+	go func() { _, err := p.stream(t); first <- err }()
+	eventually(t, "the first stream to reach the model server", func() string {
+		if up.Calls.Load() == calls {
+			return "not yet"
+		}
+		return ""
+	})
+	_, err := p.stream(t) // the provider is full, and so is the key
+	if e := apiError(t, err); e.StatusCode != 429 || !strings.Contains(e.Message, "requests in flight, its limit") {
+		t.Errorf("a second stream of a key at its limit, its provider full: %d (%s), want 429 naming the key's limit", e.StatusCode, e.Message)
+	}
+	up.free()
+	<-first
 }

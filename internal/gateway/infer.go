@@ -62,16 +62,18 @@ func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 		if len(plan) == 0 {
 			return g.unavailable(noProvider(req.Model, len(all), why), all)
 		}
-		plan, held, err := g.waitForRoom(r.Context(), req, all, plan)
-		if err != nil {
-			return err
-		}
+		// The key's rate, concurrency and money first: a request they
+		// refuse takes no place in the waiting room.
 		res, err := g.budgets.admit(r.Context(), c.Caller, g.worstCost(req, plan))
 		if err != nil {
-			g.leave(held, req.Model)
 			return err
 		}
 		defer res.done()
+		plan, held, err := g.waitForRoom(r.Context(), req, all, plan)
+		if err != nil {
+			res.release(0)
+			return err
+		}
 		up, err := req.Upstream()
 		if err != nil {
 			g.leave(held, req.Model)
