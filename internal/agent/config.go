@@ -61,6 +61,9 @@ type Config struct {
 	// references or prefixes ("ghcr.io/acme/", "pytorch/pytorch") or globs
 	// ("ghcr.io/acme/*:v1*"). Short Docker Hub names are expanded first.
 	AllowedImages []string `yaml:"allowed_images"`
+	// Sandbox is what the node's containers may do beyond the least the
+	// docker runtime gives them.
+	Sandbox SandboxConfig `yaml:"sandbox"`
 	// TelemetryInterval is how often the GPUs are looked at again; zero
 	// means DefaultTelemetryInterval.
 	TelemetryInterval time.Duration `yaml:"telemetry_interval"`
@@ -90,6 +93,30 @@ type Config struct {
 	Models              []ModelConfig `yaml:"models"`
 	ModelHealthInterval time.Duration `yaml:"model_health_interval"`
 	ModelLoadInterval   time.Duration `yaml:"model_load_interval"`
+}
+
+// SandboxConfig widens or narrows what every workload of the node may do
+// (docker runtime). The zero value is the default: Docker's default
+// bridge network and no Linux capability.
+type SandboxConfig struct {
+	// NoNetwork runs workloads with no network at all: they reach neither
+	// the internet nor the owner's network (a job that downloads its data
+	// or model cannot run here).
+	NoNetwork bool `yaml:"no_network"`
+	// Capabilities are Linux capabilities (e.g. SYS_PTRACE) every workload
+	// gets back; every other one stays dropped.
+	Capabilities []string `yaml:"capabilities"`
+}
+
+func (s SandboxConfig) validate() error {
+	var f idlegrid.Faults
+	for i, c := range s.Capabilities {
+		name := strings.TrimPrefix(strings.ToUpper(c), "CAP_")
+		if name == "" || strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_") != "" {
+			f.Add(fmt.Sprintf("sandbox.capabilities[%d]", i), "%q is not a Linux capability name, e.g. SYS_PTRACE", c)
+		}
+	}
+	return f.Err()
 }
 
 // ScheduleConfig is when the node is offered. Mode defaults to always.
@@ -199,6 +226,7 @@ func (c *Config) Validate() error {
 	}
 	f.Also(c.validatePolicy())
 	f.Also(c.validateModels())
+	f.Also(c.Sandbox.validate())
 	gpus := []idlegrid.GPU{{UUID: "GPU-placeholder", Model: "placeholder", VRAMMB: 1}}
 	if c.FakeGPUs != "" {
 		if _, err := gpufake.Parse(c.FakeGPUs, ""); err != nil {
