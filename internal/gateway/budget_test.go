@@ -119,23 +119,13 @@ func TestGateway_keyLimits(t *testing.T) {
 	})
 	t.Run("concurrency holds while a stream runs", func(t *testing.T) {
 		clock.advance(time.Hour) // a full bucket
-		up.set(faultStall)
-		calls := up.Calls.Load()
-		first := make(chan error, 1)
-		go func() { _, err := p.stream(t); first <- err }()
-		eventually(t, "the first stream to reach the model server", func() string {
-			if up.Calls.Load() == calls {
-				return "not yet"
-			}
-			return ""
-		})
+		release := stallAStream(t, p, up)
 		_, err := p.stream(t)
 		if e := apiError(t, err); e.StatusCode != 429 || e.Response.Header.Get("Retry-After") != "1" {
 			t.Errorf("a second stream with one running: %d (%s), Retry-After %q; want 429, retry after 1 s",
 				e.StatusCode, e.Message, e.Response.Header.Get("Retry-After"))
 		}
-		up.free()
-		<-first
+		release()
 	})
 }
 
@@ -172,6 +162,18 @@ func TestGateway_keyLimitsBeforeTheWaitingRoom(t *testing.T) {
 	f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 1)) // one at a time
 	f.waitProviders(t, testModel, 1)
 	p := &pair{fixture: f, A: up}
+	release := stallAStream(t, p, up)
+	_, err := p.stream(t) // the provider is full, and so is the key
+	if e := apiError(t, err); e.StatusCode != 429 || !strings.Contains(e.Message, "requests in flight, its limit") {
+		t.Errorf("a second stream of a key at its limit, its provider full: %d (%s), want 429 naming the key's limit", e.StatusCode, e.Message)
+	}
+	release()
+}
+
+// stallAStream starts a stream that stalls at the model server, and
+// returns once it is there: release lets it end, and waits for it.
+func stallAStream(t *testing.T, p *pair, up *mock) (release func()) {
+	t.Helper()
 	up.set(faultStall)
 	calls := up.Calls.Load()
 	first := make(chan error, 1)
@@ -182,10 +184,8 @@ func TestGateway_keyLimitsBeforeTheWaitingRoom(t *testing.T) {
 		}
 		return ""
 	})
-	_, err := p.stream(t) // the provider is full, and so is the key
-	if e := apiError(t, err); e.StatusCode != 429 || !strings.Contains(e.Message, "requests in flight, its limit") {
-		t.Errorf("a second stream of a key at its limit, its provider full: %d (%s), want 429 naming the key's limit", e.StatusCode, e.Message)
+	return func() {
+		up.free()
+		<-first
 	}
-	up.free()
-	<-first
 }
