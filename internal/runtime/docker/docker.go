@@ -14,8 +14,10 @@
 //     workload is granted; no-new-privileges; a read-only root filesystem
 //     with a tmpfs /tmp; no network when the node or the lease says so;
 //   - a user other than root: the image's USER when it names one, else
-//     nobody (65534:65534). Images that must run as root need
-//     Options.User = "root";
+//     nobody (65534:65534). A USER that is a name runs as the uid:gid the
+//     image's own /etc/passwd and /etc/group give it, and as nobody when
+//     that is uid 0. Images that must run as root need Options.User =
+//     "root";
 //   - a scratch volume at /scratch for the lease, removed after it, and a
 //     checkpoint volume at /checkpoint for the job, kept when the workload
 //     did not succeed and reported as Exit.CheckpointRef, e.g.
@@ -317,6 +319,7 @@ func (r *Runtime) create(ctx context.Context, w runtime.Workload, events chan<- 
 		r.removeFailed(wl, ckptExists)
 		return nil, err
 	}
+	wl.notes = s.notes // with what resolveUser said
 	if err := r.startContainer(ctx, wl, s); err != nil {
 		r.removeFailed(wl, ckptExists)
 		return nil, err

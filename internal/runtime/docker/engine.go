@@ -45,7 +45,8 @@ func (r *Runtime) createVolumes(ctx context.Context, w runtime.Workload, checkpo
 // that (its root filesystem is read-only, and the engine will not chown a
 // mount's root from inside it), so a prep container of the same image,
 // never started, takes a tar holding the two mount points with the owner
-// and mode they must have.
+// and mode they must have. The prep container first gives the image's
+// /etc/passwd to resolveUser, which settles who the workload runs as.
 func (r *Runtime) setVolumeOwner(ctx context.Context, w runtime.Workload, imageID string, s *sandbox) error {
 	r.removeContainer(prepName(w.LeaseID)) // one a crash left
 	prep, err := r.cli.ContainerCreate(ctx,
@@ -56,6 +57,9 @@ func (r *Runtime) setVolumeOwner(ctx context.Context, w runtime.Workload, imageI
 		return fmt.Errorf("docker runtime: create the prep container: %w", err)
 	}
 	defer r.removeContainer(prep.ID)
+	if err := r.resolveUser(ctx, prep.ID, s); err != nil {
+		return err
+	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, m := range s.host.Mounts {

@@ -177,11 +177,6 @@ func orNone(s []string) string {
 // checkWorkload passed.
 func (o *Options) sandboxFor(w runtime.Workload, imageID, imageUser, checkpointVolume string) *sandbox {
 	s := &sandbox{}
-	user := o.userFor(imageUser)
-	s.uid, s.gid, s.mode = 0, 0, 0o1777
-	if uid, gid, ok := numericUser(user); ok {
-		s.uid, s.gid, s.mode = uid, gid, 0o755
-	}
 	caps, _ := o.capabilities(w.Capabilities)
 	labels := o.labels(w.LeaseID, w.JobID, roleWorkload)
 	labels[LabelImage] = w.Job.Image
@@ -192,10 +187,10 @@ func (o *Options) sandboxFor(w runtime.Workload, imageID, imageUser, checkpointV
 		Image:      imageID, // the image inspected, even if its tag moves meanwhile
 		Cmd:        w.Job.Command,
 		Env:        o.env(w),
-		User:       user,
 		Labels:     labels,
 		StopSignal: "SIGTERM",
 	}
+	s.runAs(o.userFor(imageUser))
 	network := container.NetworkMode("")
 	if o.NoNetwork || w.NoNetwork {
 		network = "none"
@@ -309,7 +304,8 @@ func (o *Options) userFor(imageUser string) string {
 
 func isRoot(user string) bool {
 	name, _, _ := strings.Cut(user, ":")
-	return name == "" || name == "0" || name == "root"
+	uid, err := strconv.Atoi(name)
+	return name == "" || name == "root" || err == nil && uid == 0
 }
 
 // numericUser parses "uid" or "uid:gid".

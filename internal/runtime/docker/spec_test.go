@@ -147,6 +147,7 @@ func TestOptions_SandboxFor(t *testing.T) {
 			{"", "", DefaultUser, 65534, 65534, 0o755},
 			{"root", "", DefaultUser, 65534, 65534, 0o755},
 			{"0:0", "", DefaultUser, 65534, 65534, 0o755},
+			{"00:staff", "", DefaultUser, 65534, 65534, 0o755},
 			{"1000", "", "1000", 1000, 1000, 0o755},
 			{"1000:100", "", "1000:100", 1000, 100, 0o755},
 			{"trainer", "", "trainer", 0, 0, 0o1777}, // a name: its uid is unknown, so anyone may write

@@ -1,0 +1,81 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/docker/docker/api/types/image"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/runtime"
+)
+
+// The account files of the images TestRuntime_Start_ImageUser builds.
+const (
+	testPasswd = "root:x:0:0:root:/root:/bin/sh\n" +
+		"  toor:x:0:0:a second root:/:/bin/sh\n" + // leading space: the engine trims it
+		"trainer:x:1234:4321::/home/trainer:/bin/sh\n" +
+		"broken:x:12ab:0::/:/bin/sh\n"
+	testGroup = "root:x:0:\nstaff:x:777:trainer\n"
+)
+
+func TestRuntime_Start_ImageUser(t *testing.T) {
+	t.Parallel()
+	r := mustRuntime(t, Options{})
+	for _, tt := range []struct {
+		user string
+		want string // the workload's line, or the start's error
+	}{
+		{"toor", "uid=65534 gid=65534"},       // uid 0 under another name
+		{"00", "uid=65534 gid=65534"},         // uid 0 written otherwise
+		{"trainer", "uid=1234 gid=4321"},      // its primary group
+		{"trainer:staff", "uid=1234 gid=777"}, // a group by name
+		{"1234:staff", "uid=1234 gid=777"},    // a uid with a named group
+		{"ghost", `runs as "ghost", which its /etc/passwd does not list`},
+		{"broken", `runs as "broken", which its /etc/passwd does not list with numeric IDs`},
+		{"trainer:nogroup", `runs as "nogroup", which its /etc/group does not list`},
+	} {
+		t.Run(tt.user, func(t *testing.T) {
+			w := testWorkload(map[string]string{"WORKLOAD_STEPS": "1"})
+			w.Job.Image = mustUserImage(t, tt.user)
+			events := make(chan runtime.Event, 64)
+			err := r.Start(context.Background(), w, events)
+			if !strings.HasPrefix(tt.want, "uid=") {
+				if idlegrid.ErrorCode(err) != idlegrid.EINVALID || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("Start: %v, want EINVALID saying %q", err, tt.want)
+				}
+				mustBeGone(t, w.LeaseID)
+				return
+			}
+			if err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			wa := watchEvents(t, events, w.LeaseID)
+			wa.exited(t)
+			wa.mustHave(t, "stdout: "+tt.want+"\n")
+			if tt.user == "toor" {
+				wa.mustHave(t, fmt.Sprintf("the image's user %q is uid 0 in its /etc/passwd; the workload runs as %s instead", tt.user, DefaultUser))
+			}
+		})
+	}
+}
+
+// mustUserImage builds the test image with testPasswd, testGroup and USER
+// user, and removes it once the test is over.
+func mustUserImage(tb testing.TB, user string) string {
+	tb.Helper()
+	cli := mustEngine(tb)
+	tag := "idlegrid-test/" + randomID("user") + ":1"
+	dockerfile := fmt.Sprintf("FROM %s\nCOPY passwd /etc/passwd\nCOPY group /etc/group\nUSER %s\n", testImage, user)
+	err := buildTagged(cli, tag,
+		contextFile{"Dockerfile", 0o644, []byte(dockerfile)},
+		contextFile{"passwd", 0o644, []byte(testPasswd)},
+		contextFile{"group", 0o644, []byte(testGroup)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cli.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true}) })
+	return tag
+}
