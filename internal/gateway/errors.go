@@ -52,7 +52,7 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		err = idlegrid.Errorf(idlegrid.EUNAVAILABLE, "request cancelled")
 	}
 	if idlegrid.ErrorCode(err) == idlegrid.EINTERNAL {
-		g.log.Error("gateway: internal error", "path", r.URL.Path, "err", err)
+		g.log.Error("gateway: internal error", "path", r.URL.Path, "request", requestID(w), "err", err)
 	}
 	if idlegrid.ErrorCode(err) == idlegrid.EUNAUTHORIZED {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="idlegrid"`)

@@ -351,9 +351,11 @@ type apiKey struct {
 	routing *idlegrid.Routing
 }
 
-// withKey authenticates the bearer API key and runs next.
+// withKey names the request (X-Request-Id, on every answer, errors too),
+// authenticates the bearer API key and runs next.
 func (g *Gateway) withKey(next handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", idlegrid.NewID("req"))
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {

@@ -244,6 +244,9 @@ func TestGateway_errors(t *testing.T) {
 			if e.StatusCode != tt.wantStatus || e.Type != tt.wantType || e.Param != tt.wantParam {
 				t.Errorf("got %d %s param %q (%s), want %d %s param %q", e.StatusCode, e.Type, e.Param, e.Message, tt.wantStatus, tt.wantType, tt.wantParam)
 			}
+			if id := e.Response.Header.Get("X-Request-Id"); !strings.HasPrefix(id, "req") {
+				t.Errorf("X-Request-Id = %q: every answer carries one", id)
+			}
 		})
 	}
 	t.Run("a provider may not run inference", func(t *testing.T) {

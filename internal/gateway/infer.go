@@ -80,11 +80,13 @@ func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 			res.release(0)
 			return err
 		}
-		x := &exchange{g: g, id: idlegrid.NewID("req"), req: req, caller: c.Caller, start: start, res: res, body: up, held: held}
-		w.Header().Set("X-Request-Id", x.id)
+		x := &exchange{g: g, id: requestID(w), req: req, caller: c.Caller, start: start, res: res, body: up, held: held}
 		return x.run(w, r, plan)
 	}
 }
+
+// requestID is the ID withKey gave the request.
+func requestID(w http.ResponseWriter) string { return w.Header().Get("X-Request-Id") }
 
 // worstCost is what the request may cost at the dearest provider it may
 // reach: its prompt, and its max_tokens (or ReserveOutputTokens) for each
