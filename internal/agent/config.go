@@ -114,6 +114,8 @@ func (s SandboxConfig) validate() error {
 		name := strings.TrimPrefix(strings.ToUpper(c), "CAP_")
 		if name == "" || strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_") != "" {
 			f.Add(fmt.Sprintf("sandbox.capabilities[%d]", i), "%q is not a Linux capability name, e.g. SYS_PTRACE", c)
+		} else if name == "ALL" {
+			f.Add(fmt.Sprintf("sandbox.capabilities[%d]", i), "ALL would give workloads every capability, root's power over the machine; list the few they need, e.g. SYS_PTRACE")
 		}
 	}
 	return f.Err()

@@ -51,8 +51,10 @@ func TestAgent_Sandbox(t *testing.T) {
 	if !c.Sandbox.NoNetwork || len(c.Sandbox.Capabilities) != 2 {
 		t.Errorf("sandbox = %+v", c.Sandbox)
 	}
-	_, err := agent.ParseConfig([]byte(minimal + "sandbox: {capabilities: [SYS PTRACE]}\n"))
-	if e, ok := err.(*idlegrid.Error); !ok || e.Field != "sandbox.capabilities[0]" {
-		t.Errorf("a capability with a space: %v, want an error naming sandbox.capabilities[0]", err)
+	for _, c := range []string{"SYS PTRACE", "all"} {
+		_, err := agent.ParseConfig([]byte(minimal + "sandbox: {capabilities: [" + c + "]}\n"))
+		if e, ok := err.(*idlegrid.Error); !ok || e.Field != "sandbox.capabilities[0]" {
+			t.Errorf("capability %q: %v, want an error naming sandbox.capabilities[0]", c, err)
+		}
 	}
 }

@@ -214,8 +214,8 @@ func (o *Options) setDefaults(engineCPUs int, engineMemBytes int64) error {
 	o.AllowedCapabilities = nil
 	for _, c := range allowed { // normalized as workloads' grants are
 		name := normalizeCap(c)
-		if !capRE.MatchString(name) {
-			return idlegrid.Invalid("runtime.allowed_capabilities", "%q is not a capability name", c)
+		if !capRE.MatchString(name) || name == "ALL" {
+			return idlegrid.Invalid("runtime.allowed_capabilities", "%q is not a capability name (ALL, which gives every one, is refused)", c)
 		}
 		o.AllowedCapabilities = append(o.AllowedCapabilities, name)
 	}

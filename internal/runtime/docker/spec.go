@@ -148,7 +148,7 @@ func (o *Options) capabilities(granted []string) ([]string, error) {
 	var out []string
 	for _, c := range granted {
 		name := normalizeCap(c)
-		if !capRE.MatchString(name) {
+		if !capRE.MatchString(name) || name == "ALL" {
 			return nil, idlegrid.Invalid("workload.capabilities", "%q is not a capability name", c)
 		} else if !slices.Contains(o.AllowedCapabilities, name) {
 			return nil, idlegrid.Invalid("workload.capabilities", "%s is not allowed on this node (allowed: %s)", name, orNone(o.AllowedCapabilities))

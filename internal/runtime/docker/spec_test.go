@@ -207,9 +207,11 @@ func TestOptions_CheckWorkload(t *testing.T) {
 		})
 	}
 	t.Run("BadAllowList", func(t *testing.T) {
-		o := Options{AllowedCapabilities: []string{"not a cap"}}
-		if err := o.setDefaults(1, 1<<30); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
-			t.Errorf("got %v, want EINVALID", err)
+		for _, c := range []string{"not a cap", "all", "CAP_ALL"} { // ALL would win over CapDrop ALL
+			o := Options{AllowedCapabilities: []string{c}}
+			if err := o.setDefaults(1, 1<<30); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+				t.Errorf("%q: got %v, want EINVALID", c, err)
+			}
 		}
 	})
 }
