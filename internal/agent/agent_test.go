@@ -449,6 +449,19 @@ func TestAgent_Lease(t *testing.T) {
 			r.stop(t)
 		})
 	})
+	t.Run("CommandMissingIsTheRenters", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := &fakeServer{}
+			missing := idlegrid.Errorf(idlegrid.EINVALID, "the job's command cannot run in its image: exec: \"/nope\": no such file or directory")
+			r := startAgent(t, testConfig(t), srv, failingRuntime{Runtime: &rtfake.Runtime{}, err: missing})
+			r.assign(srv, "lease_a", job(60, nil))
+			waitFor(t, "the lease to fail", leaseIn(srv, "lease_a", idlegrid.LeaseFailed))
+			if got := lastReport(srv, "lease_a"); got.Fault != idlegrid.FaultWorkload || !strings.Contains(got.Message, "the job cannot start: the job's command cannot run") {
+				t.Errorf("report = %+v, want the workload's fault, saying why", got)
+			}
+			r.stop(t)
+		})
+	})
 	t.Run("StopCancels", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := &fakeServer{}

@@ -80,6 +80,8 @@ func (a *Agent) runLease(ctx, workCtx context.Context, l *lease) {
 			msg = "the node agent shut down before the workload started"
 		case idlegrid.ErrorCode(err) == idlegrid.EFORBIDDEN: // the registry refused the renter's image (runtime.Runtime)
 			fault, msg = idlegrid.FaultWorkload, "the job's image could not be pulled: "+err.Error()
+		case idlegrid.ErrorCode(err) == idlegrid.EINVALID: // the job cannot run as it is (runtime.Runtime)
+			fault, msg = idlegrid.FaultWorkload, "the job cannot start: "+idlegrid.ErrorMessage(err)
 		}
 		a.log.Warn("lease failed to start", "lease", l.id, "err", err)
 		a.report(workCtx, l.id, idlegrid.LeaseReport{State: idlegrid.LeaseFailed, Fault: fault, Message: msg})

@@ -9,9 +9,12 @@
 //   - Start returns once the workload runs, or with an error when it could
 //     not be started (bad image, no such GPU, the runtime is closed). An
 //     error from Start is the node's failure, not the workload's, but for
-//     one whose code is EFORBIDDEN: the job's registry refused its image to
-//     the renter's login, or to a job without one, which is the renter's
-//     to mend. After an error no event is ever sent for that lease.
+//     one whose code is EFORBIDDEN (the job's registry refused its image
+//     to the renter's login, or to a job without one) or EINVALID (the job
+//     cannot run as it is: its command is not in its image or cannot be
+//     run, its image has none, or names a user it does not list), which
+//     are the renter's to mend. After an error no event is ever sent for
+//     that lease.
 //   - After Start returns nil, the runtime sends the lease's events on the
 //     channel given to Start, in order, from goroutines it owns, and ends
 //     with exactly one event whose Exit is set. Nothing follows the Exit.

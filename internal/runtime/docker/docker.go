@@ -72,6 +72,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
 	"github.com/idlegrid/idlegrid"
@@ -293,6 +294,9 @@ func (r *Runtime) create(ctx context.Context, w runtime.Workload, events chan<- 
 	if err != nil {
 		return nil, err
 	}
+	if err := noCommand(w, img); err != nil {
+		return nil, err
+	}
 	// From here on the runtime makes things on the engine. The engine may
 	// carry out a request whose caller gave up, leaving a container or a
 	// volume nobody removes, so these requests run to their end even when
@@ -340,9 +344,28 @@ func (r *Runtime) startContainer(ctx context.Context, wl *workload, s *sandbox) 
 	}
 	wl.waitC, wl.errC = r.cli.ContainerWait(wl.ctx, created.ID, container.WaitConditionNextExit)
 	if err := r.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
-		return fmt.Errorf("docker runtime: start the container: %w", explainCreate(err, s))
+		return startError(err, s)
 	}
 	return nil
+}
+
+// startError explains why the engine would not start the container. The
+// engine calls the job's command not being in its image, or not runnable,
+// an invalid parameter: that is the renter's to mend (EINVALID), unless it
+// is the GPU runtime's.
+func startError(err error, s *sandbox) error {
+	if cerrdefs.IsInvalidArgument(err) && !isGPURuntimeError(err, s) {
+		return idlegrid.Errorf(idlegrid.EINVALID, "the job's command cannot run in its image: %v; check the job's command and the image's entrypoint", err)
+	}
+	return fmt.Errorf("docker runtime: start the container: %w", explainCreate(err, s))
+}
+
+// noCommand refuses an image that has no command when the job names none.
+func noCommand(w runtime.Workload, img image.InspectResponse) error {
+	if len(w.Job.Command) > 0 || img.Config != nil && (len(img.Config.Entrypoint) > 0 || len(img.Config.Cmd) > 0) {
+		return nil
+	}
+	return idlegrid.Errorf(idlegrid.EINVALID, "image %s has no command (no ENTRYPOINT or CMD), and the job names none; give the job a command", w.Job.Image)
 }
 
 // removeStale removes the lease's container that an earlier agent left,
@@ -365,10 +388,16 @@ func (r *Runtime) removeStale(ctx context.Context, leaseID string) error {
 
 // explainCreate adds what to fix to an engine error the node's owner can fix.
 func explainCreate(err error, s *sandbox) error {
-	if len(s.host.DeviceRequests) > 0 && containsAny(err.Error(), "could not select device driver", "nvidia-container-cli", "unknown or invalid runtime") {
+	if isGPURuntimeError(err, s) {
 		return fmt.Errorf("%w (is the NVIDIA Container Toolkit installed and configured for Docker? see deploy/README.md)", err)
 	}
 	return err
+}
+
+// isGPURuntimeError reports whether err came from giving the workload its
+// GPUs: the NVIDIA Container Toolkit missing or failing.
+func isGPURuntimeError(err error, s *sandbox) bool {
+	return len(s.host.DeviceRequests) > 0 && containsAny(err.Error(), "could not select device driver", "nvidia-container-cli", "unknown or invalid runtime")
 }
 
 // Stop asks the lease's workload to end: SIGTERM now, SIGKILL after grace.

@@ -79,3 +79,49 @@ func mustUserImage(tb testing.TB, user string) string {
 	tb.Cleanup(func() { cli.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true}) })
 	return tag
 }
+
+// TestRuntime_Start_JobCannotRun: a job whose command is not in its image,
+// or whose image has none, is refused as the renter's to mend (EINVALID),
+// and leaves nothing behind.
+func TestRuntime_Start_JobCannotRun(t *testing.T) {
+	t.Parallel()
+	r := mustRuntime(t, Options{})
+	cli := mustEngine(t)
+	bare := "idlegrid-test/" + randomID("bare") + ":1"
+	if err := buildTagged(cli, bare, contextFile{"Dockerfile", 0o644, []byte("FROM " + testImage + "\nENTRYPOINT []\n")}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.ImageRemove(context.Background(), bare, image.RemoveOptions{Force: true}) })
+	for _, tt := range []struct {
+		name    string
+		image   string
+		command []string
+		want    string
+	}{
+		{"NotInImage", bare, []string{"/nope"}, "the job's command cannot run in its image"},
+		{"NoCommand", bare, nil, "has no command (no ENTRYPOINT or CMD), and the job names none"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := testWorkload(nil)
+			w.Job.Image, w.Job.Command = tt.image, tt.command
+			events := make(chan runtime.Event, 64)
+			err := r.Start(context.Background(), w, events)
+			if err == nil && tt.command != nil {
+				// runc may find the command missing only once the start
+				// has returned: the workload then exits 127, its own
+				// failure as well.
+				if exit := watchEvents(t, events, w.LeaseID).exited(t); exit.Code != 127 {
+					t.Errorf("exit = %+v, want 127", exit)
+				}
+				return
+			}
+			if idlegrid.ErrorCode(err) != idlegrid.EINVALID || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Start: %v, want EINVALID saying %q", err, tt.want)
+			}
+			mustBeGone(t, w.LeaseID)
+			if volumeExists(t, CheckpointVolume(w.JobID)) {
+				t.Errorf("a refused start left a checkpoint volume")
+			}
+		})
+	}
+}
