@@ -140,6 +140,31 @@ func (t *Transfer) Validate() error {
 	return nil
 }
 
+// OtherAccounts stands, in a transfer shown to an account holder (SeenBy),
+// for every account not theirs.
+const OtherAccounts LedgerAccount = "others"
+
+// SeenBy is t as the holder of accountID may see it: its entries on their
+// own accounts, and the rest summed into one entry on OtherAccounts, so
+// that it still balances and names nobody else. A batch of metered
+// inference is one transfer for many renters and providers.
+func (t *Transfer) SeenBy(accountID string) *Transfer {
+	seen := *t
+	seen.Entries = nil
+	var others Micros
+	for _, e := range t.Entries {
+		if e.Account.Owner() == accountID {
+			seen.Entries = append(seen.Entries, e)
+		} else {
+			others += e.Amount
+		}
+	}
+	if others != 0 || len(seen.Entries) < len(t.Entries) {
+		seen.Entries = append(seen.Entries, Entry{Account: OtherAccounts, Amount: others})
+	}
+	return &seen
+}
+
 // Balance is one account holder's money. A renter has the first three; a
 // provider the rest.
 type Balance struct {

@@ -84,7 +84,14 @@ func (s *Server) ListTransfers(ctx context.Context, f idlegrid.TransferFilter) (
 			return nil, idlegrid.Invalid("before", "no transfer %s on account %s to list from; give the last transfer ID of the page before", f.Before, id)
 		}
 	}
-	return s.store.ListTransfers(ctx, f)
+	ts, err := s.store.ListTransfers(ctx, f)
+	if err != nil || idlegrid.CallerFromContext(ctx).IsAdmin() {
+		return ts, err
+	}
+	for i, t := range ts {
+		ts[i] = t.SeenBy(id)
+	}
+	return ts, nil
 }
 
 // Summary counts the market at a glance. Admins only.

@@ -2,7 +2,10 @@ package server_test
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -620,4 +623,70 @@ func (s *leaseReads) of(renterID string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.byRenter[renterID]
+}
+
+// TestServer_TransfersShowOnlyYours: a batch of metered inference is one
+// transfer for many renters and providers, so each account holder sees its
+// own entries and the rest summed as others; admins see every entry.
+func TestServer_TransfersShowOnlyYours(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMoneyMarket(t)
+		other, _, _, err := m.srv.CreateAccount(m.admin, "rival", idlegrid.RoleRenter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.srv.TopUp(m.admin, other.ID, 10*idlegrid.MicrosPerUnit, "topup-rival"); err != nil {
+			t.Fatal(err)
+		}
+		providerID := idlegrid.CallerFromContext(m.provider).AccountID
+		var charges []idlegrid.InferenceCharge
+		for i, renter := range []string{m.renterID, other.ID} {
+			u := &idlegrid.InferenceUsage{ID: fmt.Sprintf("req_%d", i), RenterID: renter, KeyID: "key_1", ProviderID: providerID, NodeID: m.nodeID,
+				Model: "llama-8b", Endpoint: "chat/completions", InputTokens: 1000, OutputTokens: 500, Source: idlegrid.UsageUpstream,
+				ChargeMicros: idlegrid.Micros(2_000 * (i + 1)), Status: 200, CreatedAt: m.srv.Now()}
+			var tr *idlegrid.Transfer
+			u.FeeMicros, tr = ledger.Rules{FeeBasisPoints: 1000}.Inference(u, u.CreatedAt)
+			charges = append(charges, idlegrid.InferenceCharge{Usage: u, Transfer: tr})
+		}
+		for _, err := range m.store.RecordInference(context.Background(), charges) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		seen := func(who context.Context, accountID string) *idlegrid.Transfer {
+			t.Helper()
+			ts, err := m.srv.ListTransfers(who, idlegrid.TransferFilter{AccountID: accountID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tr := range ts {
+				if tr.Kind == idlegrid.TransferInference {
+					return tr
+				}
+			}
+			t.Fatalf("transfers = %+v, want the inference batch among them", ts)
+			return nil
+		}
+		for _, tt := range []struct {
+			who      context.Context
+			id       string
+			want     map[idlegrid.LedgerAccount]idlegrid.Micros
+			wantSeen string
+		}{
+			{m.renter, m.renterID, map[idlegrid.LedgerAccount]idlegrid.Micros{idlegrid.RenterAvailable(m.renterID): -2_000, idlegrid.OtherAccounts: 2_000}, "renter"},
+			{m.provider, providerID, map[idlegrid.LedgerAccount]idlegrid.Micros{idlegrid.ProviderPending(providerID): 5_400, idlegrid.OtherAccounts: -5_400}, "provider"},
+		} {
+			got := map[idlegrid.LedgerAccount]idlegrid.Micros{}
+			for _, e := range seen(tt.who, "").Entries {
+				got[e.Account] += e.Amount
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("the %s sees %v, want %v", tt.wantSeen, got, tt.want)
+			}
+		}
+		all := seen(m.admin, m.renterID)
+		if !slices.ContainsFunc(all.Entries, func(e idlegrid.Entry) bool { return e.Account == idlegrid.RenterAvailable(other.ID) }) {
+			t.Errorf("the admin sees %+v, want every entry", all.Entries)
+		}
+	})
 }
