@@ -141,6 +141,16 @@ type LogLine struct {
 	Text   string    `json:"text"`
 }
 
+// LogFilter selects lines of a lease's output, in order: those after line
+// After, at most Limit of them (0: the store's default), the first ones or,
+// with Tail, the last ones.
+type LogFilter struct {
+	LeaseID string
+	After   int64
+	Limit   int
+	Tail    bool
+}
+
 // Placement is the engine's decision to run a job, ready to be stored: the
 // leases and the escrow holds. The store applies it only if the job is still
 // queued at Attempt and every GPU is still free.

@@ -114,8 +114,8 @@ type Store interface {
 	TransitionLease(ctx context.Context, t *LeaseTransition, transfers []*Transfer) error
 
 	AppendLogs(ctx context.Context, leaseID string, lines []LogLine) error
-	// ListLogs returns up to limit lines with Seq > afterSeq, in order.
-	ListLogs(ctx context.Context, leaseID string, afterSeq int64, limit int) ([]LogLine, error)
+	// ListLogs returns the lines f selects, in order.
+	ListLogs(ctx context.Context, f LogFilter) ([]LogLine, error)
 
 	// AppendReceipts stores a lease's next usage receipts, in order, as
 	// they are: the caller has checked them (signature, chain, limits). The

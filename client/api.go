@@ -296,6 +296,18 @@ func (c *Client) LeaseLogs(ctx context.Context, leaseID string, afterSeq int64, 
 	return out.Lines, err
 }
 
+// LeaseLogTail returns the last n lines of a lease's output, in order.
+func (c *Client) LeaseLogTail(ctx context.Context, leaseID string, n int) ([]idlegrid.LogLine, error) {
+	if err := requireID("lease_id", leaseID); err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	setInt(q, "tail", int64(n))
+	var out wire.Logs
+	err := c.do(ctx, call{method: http.MethodGet, path: path("leases", leaseID, "logs"), query: q, out: &out})
+	return out.Lines, err
+}
+
 // TopUp credits a renter's balance. A retry with the same idempotencyKey is
 // not applied twice. Admins only.
 func (c *Client) TopUp(ctx context.Context, accountID string, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Balance, error) {

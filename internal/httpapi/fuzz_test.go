@@ -89,6 +89,7 @@ var fuzzRoutes = []fuzzRoute{
 	{method: "GET", path: "/v1/leases?state=running&job_id={id}", id: idJob},
 	{method: "GET", path: "/v1/leases/{id}", id: idLease},
 	{method: "GET", path: "/v1/leases/{id}/logs?after=0&limit=100", id: idLease},
+	{method: "GET", path: "/v1/leases/{id}/logs?tail=60", id: idLease},
 	{method: "GET", path: "/v1/leases/{id}/receipts", id: idLease},
 	{method: "GET", path: "/v1/audit/head"},
 	{method: "GET", path: "/v1/audit/consistency?from=1&to=2"},

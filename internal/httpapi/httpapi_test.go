@@ -505,6 +505,8 @@ func TestAPI_badRequests(t *testing.T) {
 			body: `{"image":"ghcr.io/a/b:1","command":["run"],"env":{"HOME":"/\u0000"},"gpus":1}`, wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "env.HOME"},
 		{name: "bad log cursor", secret: renterSecret, method: "GET", path: "/v1/leases/lease_x/logs?after=-5",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "after"},
+		{name: "log tail and limit", secret: renterSecret, method: "GET", path: "/v1/leases/lease_x/logs?tail=5&limit=5",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "tail"},
 		{name: "top-up without idempotency key", secret: f.AdminSecret, method: "POST", path: "/v1/accounts/" + renterAcct.ID + "/topup",
 			body: `{"amount_micros":1000}`, wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "Idempotency-Key"},
 		{name: "bad role", secret: f.AdminSecret, method: "POST", path: "/v1/accounts",
@@ -841,6 +843,9 @@ func TestAPI_happyPath(t *testing.T) {
 	lines, err := renter.LeaseLogs(ctx, lease.ID, 0, 0)
 	if err != nil || len(lines) != 2 || lines[0].Text != "epoch 1" || lines[1].Stream != "stderr" {
 		t.Errorf("logs = %+v, %v; want the two lines the agent sent", lines, err)
+	}
+	if tail, err := renter.LeaseLogTail(ctx, lease.ID, 1); err != nil || len(tail) != 1 || tail[0].Seq != lines[1].Seq {
+		t.Errorf("the last line = %+v, %v; want line %d", tail, err, lines[1].Seq)
 	}
 	l, events, err := renter.FindLease(ctx, lease.ID)
 	if err != nil || l.State != idlegrid.LeaseSucceeded || len(events) < 2 {

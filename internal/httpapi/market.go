@@ -201,21 +201,28 @@ func (a *api) findLease(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, wire.LeaseDetail{Lease: l, Events: nonNil(events)})
 }
 
-// GET /v1/leases/{id}/logs?after=SEQ&limit=N
+// GET /v1/leases/{id}/logs?after=SEQ&limit=N or ?tail=N
 func (a *api) leaseLogs(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "after", "limit")
+	q, err := parseQuery(r, "after", "limit", "tail")
 	if err != nil {
 		return err
 	}
-	after, err := q.int("after", 0, 0, 1<<62)
-	if err != nil {
+	f := idlegrid.LogFilter{LeaseID: r.PathValue("id")}
+	if f.After, err = q.int("after", 0, 0, 1<<62); err != nil {
 		return err
 	}
-	limit, err := q.limit()
-	if err != nil {
+	if f.Limit, err = q.limit(); err != nil {
 		return err
 	}
-	lines, err := a.srv.LeaseLogs(r.Context(), r.PathValue("id"), after, limit)
+	tail, err := q.int("tail", 0, 1, 10000)
+	if err != nil {
+		return err
+	} else if tail > 0 && f.Limit > 0 {
+		return idlegrid.Invalid("tail", "give tail (the last N lines) or limit (the first N), not both")
+	} else if tail > 0 {
+		f.Limit, f.Tail = int(tail), true
+	}
+	lines, err := a.srv.LeaseLogs(r.Context(), f)
 	if err != nil {
 		return err
 	}

@@ -255,18 +255,18 @@ func (s *Server) visibleLease(ctx context.Context, id string) (*idlegrid.Lease, 
 	return nil, notFound("lease", id)
 }
 
-// LeaseLogs returns a lease's output after line afterSeq.
-func (s *Server) LeaseLogs(ctx context.Context, leaseID string, afterSeq int64, limit int) ([]idlegrid.LogLine, error) {
-	if _, err := s.visibleLease(ctx, leaseID); err != nil {
+// LeaseLogs returns the lines of a lease's output f selects.
+func (s *Server) LeaseLogs(ctx context.Context, f idlegrid.LogFilter) ([]idlegrid.LogLine, error) {
+	if _, err := s.visibleLease(ctx, f.LeaseID); err != nil {
 		return nil, err
 	}
-	if limit == 0 {
-		limit = 1000
-	} else if limit < 0 || limit > 10000 {
+	if f.Limit == 0 {
+		f.Limit = 1000
+	} else if f.Limit < 0 || f.Limit > 10000 {
 		return nil, idlegrid.Invalid("limit", "must be between 1 and 10000")
 	}
-	if afterSeq < 0 {
+	if f.After < 0 {
 		return nil, idlegrid.Invalid("after", "must not be negative")
 	}
-	return s.store.ListLogs(ctx, leaseID, afterSeq, limit)
+	return s.store.ListLogs(ctx, f)
 }

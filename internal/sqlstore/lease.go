@@ -686,16 +686,21 @@ func (db *DB) AppendLogs(ctx context.Context, leaseID string, lines []idlegrid.L
 	})
 }
 
-// ListLogs returns up to limit lines with Seq > afterSeq, in order.
-func (db *DB) ListLogs(ctx context.Context, leaseID string, afterSeq int64, limit int) ([]idlegrid.LogLine, error) {
+// ListLogs returns the lines f selects, in order.
+func (db *DB) ListLogs(ctx context.Context, f idlegrid.LogFilter) ([]idlegrid.LogLine, error) {
 	var out []idlegrid.LogLine
+	query := `SELECT seq, at, stream, text FROM lease_logs
+		WHERE lease_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`
+	if f.Tail {
+		query = `SELECT seq, at, stream, text FROM (SELECT seq, at, stream, text FROM lease_logs
+			WHERE lease_id = $1 AND seq > $2 ORDER BY seq DESC LIMIT $3) AS tail ORDER BY seq`
+	}
 	err := db.view(ctx, func(tx *sql.Tx) error {
 		out = out[:0] // a retried transaction reads again
-		if _, err := findLease(ctx, tx, leaseID, ""); err != nil {
+		if _, err := findLease(ctx, tx, f.LeaseID, ""); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT seq, at, stream, text FROM lease_logs
-			WHERE lease_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, leaseID, afterSeq, limitOf(limit))
+		rows, err := tx.QueryContext(ctx, query, f.LeaseID, f.After, limitOf(f.Limit))
 		if err != nil {
 			return err
 		}

@@ -1286,21 +1286,25 @@ func testLogs(t *testing.T, db *sqlstore.DB) {
 	for _, tt := range []struct {
 		after int64
 		limit int
+		tail  bool
 		want  []idlegrid.LogLine
 	}{
-		{0, 0, want},
-		{1, 0, want[1:]},
-		{0, 2, want[:2]},
-		{3, 10, nil},
+		{0, 0, false, want},
+		{1, 0, false, want[1:]},
+		{0, 2, false, want[:2]},
+		{3, 10, false, nil},
+		{0, 2, true, want[1:]},
+		{0, 10, true, want},
+		{2, 2, true, want[2:]},
 	} {
-		got, err := db.ListLogs(ctx, l.ID, tt.after, tt.limit)
+		got, err := db.ListLogs(ctx, idlegrid.LogFilter{LeaseID: l.ID, After: tt.after, Limit: tt.limit, Tail: tt.tail})
 		mustOK(t, err)
 		if diff := cmp.Diff(tt.want, got); diff != "" {
-			t.Errorf("ListLogs(%d, %d) (-want +got):\n%s", tt.after, tt.limit, diff)
+			t.Errorf("ListLogs(after %d, limit %d, tail %v) (-want +got):\n%s", tt.after, tt.limit, tt.tail, diff)
 		}
 	}
 	wantCode(t, db.AppendLogs(ctx, "lease_missing", want), idlegrid.ENOTFOUND)
-	_, err := db.ListLogs(ctx, "lease_missing", 0, 10)
+	_, err := db.ListLogs(ctx, idlegrid.LogFilter{LeaseID: "lease_missing", Limit: 10})
 	wantCode(t, err, idlegrid.ENOTFOUND)
 }
 

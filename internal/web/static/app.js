@@ -546,7 +546,7 @@
     ], ls, (job.state === 'queued' ? 'Not placed yet: ' : 'Never placed: ') + job.reason);
     const last = ls[ls.length - 1];
     if (last) {
-      const logs = (await get('/v1/leases/' + encodeURIComponent(last.id) + '/logs?after=0&limit=500')).lines.slice(-60);
+      const logs = (await get('/v1/leases/' + encodeURIComponent(last.id) + '/logs?tail=60')).lines;
       html += `<h3>Logs of ${esc(last.id)}</h3>` + (logs.length
         ? `<pre class="logs" tabindex="0" aria-label="Job logs">${logs.map((l) =>
           `<span class="${esc(l.stream)}">${esc(l.text)}</span>`).join('\n')}</pre>`
