@@ -12,7 +12,8 @@
 //     or the node's defaults per GPU, never more than the node's caps;
 //   - no capabilities (CapDrop ALL) but those the node allows and the
 //     workload is granted; no-new-privileges; a read-only root filesystem
-//     with a tmpfs /tmp; no network when the node or the lease says so;
+//     with a tmpfs /tmp; no network when the node or the lease says so,
+//     else WorkloadNetwork, where workloads cannot reach each other;
 //   - a user other than root: the image's USER when it names one, else
 //     nobody (65534:65534). A USER that is a name runs as the uid:gid the
 //     image's own /etc/passwd and /etc/group give it, and as nobody when
@@ -116,6 +117,9 @@ type Options struct {
 	AllowedCapabilities []string
 	// NoNetwork runs every workload with no network.
 	NoNetwork bool
+	// network is the ID of WorkloadNetwork, which New finds or makes.
+	network string
+
 	// User runs workloads whose image names no user, or root; default
 	// DefaultUser (nobody).
 	User string
@@ -178,6 +182,10 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 		return nil, err
 	}
 	r.opt = o
+	if r.opt.network, err = r.ensureNetwork(ctx); err != nil {
+		r.closeClient()
+		return nil, err
+	}
 	r.closing, r.close = context.WithCancel(context.Background())
 	return r, nil
 }
@@ -351,10 +359,11 @@ func (r *Runtime) startContainer(ctx context.Context, wl *workload, s *sandbox) 
 
 // startError explains why the engine would not start the container. The
 // engine calls the job's command not being in its image, or not runnable,
-// an invalid parameter: that is the renter's to mend (EINVALID), unless it
-// is the GPU runtime's.
+// an invalid parameter, as the OCI runtime's "exec:" failure: that is the
+// renter's to mend (EINVALID). Other invalid parameters, and the GPU
+// runtime's failures, are the node's.
 func startError(err error, s *sandbox) error {
-	if cerrdefs.IsInvalidArgument(err) && !isGPURuntimeError(err, s) {
+	if cerrdefs.IsInvalidArgument(err) && containsAny(err.Error(), "exec:", "executable file not found") && !isGPURuntimeError(err, s) {
 		return idlegrid.Errorf(idlegrid.EINVALID, "the job's command cannot run in its image: %v; check the job's command and the image's entrypoint", err)
 	}
 	return fmt.Errorf("docker runtime: start the container: %w", explainCreate(err, s))

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"regexp"
@@ -191,7 +192,7 @@ func (o *Options) sandboxFor(w runtime.Workload, imageID, imageUser, checkpointV
 		StopSignal: "SIGTERM",
 	}
 	s.runAs(o.userFor(imageUser))
-	network := container.NetworkMode("")
+	network := container.NetworkMode(cmp.Or(o.network, WorkloadNetwork))
 	if o.NoNetwork || w.NoNetwork {
 		network = "none"
 	}

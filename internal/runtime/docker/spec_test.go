@@ -46,8 +46,8 @@ func TestOptions_SandboxFor(t *testing.T) {
 		if h.NanoCPUs != 4e9 || h.Memory != 16384<<20 || h.MemorySwap != h.Memory || *h.PidsLimit != 4096 {
 			t.Errorf("cpus %d, memory %d, swap %d, pids %d: want 4 cores, 16 GiB, no swap, 4096 pids", h.NanoCPUs, h.Memory, h.MemorySwap, *h.PidsLimit)
 		}
-		if h.NetworkMode != "" {
-			t.Errorf("network mode = %q, want the engine's default", h.NetworkMode)
+		if h.NetworkMode != WorkloadNetwork {
+			t.Errorf("network mode = %q, want %s", h.NetworkMode, WorkloadNetwork)
 		}
 		if len(h.DeviceRequests) != 0 {
 			t.Errorf("device requests = %+v, want none for fake GPUs", h.DeviceRequests)

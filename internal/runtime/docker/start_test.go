@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -124,4 +125,29 @@ func TestRuntime_Start_JobCannotRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRuntime_Start_WorkloadsApart: a workload reaches the internet's side
+// of the bridge but not another workload, even one on the same node.
+func TestRuntime_Start_WorkloadsApart(t *testing.T) {
+	t.Parallel()
+	r := mustRuntime(t, Options{})
+	server := testWorkload(map[string]string{"WORKLOAD_STEPS": "100000", "WORKLOAD_LISTEN": ":8000"})
+	wa := mustStart(t, r, server)
+	wa.line(t, "listening on :8000")
+	info, err := mustEngine(t).ContainerInspect(context.Background(), containerName(server.LeaseID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := info.NetworkSettings.Networks[WorkloadNetwork]
+	if ep == nil || ep.IPAddress == "" {
+		t.Fatalf("the workload is on networks %v, want %s", maps.Keys(info.NetworkSettings.Networks), WorkloadNetwork)
+	}
+	addr := ep.IPAddress + ":8000"
+	client := testWorkload(map[string]string{"WORKLOAD_STEPS": "1", "WORKLOAD_CONNECT": addr})
+	cw := mustStart(t, r, client)
+	cw.exited(t)
+	cw.mustHave(t, "connect "+addr+": failed")
+	r.Stop(server.LeaseID, 0)
+	wa.exited(t)
 }

@@ -12,6 +12,8 @@
 //	WORKLOAD_EXIT_CODE=3       exit with code 3 at the end instead of 0
 //	WORKLOAD_IGNORE_SIGTERM=1  ignore SIGTERM, so only a kill ends it early
 //	WORKLOAD_ALLOC_MB=512      first take and touch this much memory
+//	WORKLOAD_LISTEN=:8000      accept TCP connections there while it runs
+//	WORKLOAD_CONNECT=IP:8000   first try to connect there, and say whether it could
 package main
 
 import (
@@ -43,6 +45,7 @@ func run() int {
 		signal.Notify(term, syscall.SIGTERM)
 	}
 	sandboxReport()
+	reach()
 	if mb := envInt("WORKLOAD_ALLOC_MB", 0); mb > 0 {
 		fmt.Printf("allocating %d MB\n", mb)
 		hog = make([][]byte, mb)
@@ -86,6 +89,38 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "exiting with code %d\n", exitCode)
 	}
 	return exitCode
+}
+
+// reach listens and connects as WORKLOAD_LISTEN and WORKLOAD_CONNECT ask.
+func reach() {
+	if addr := os.Getenv("WORKLOAD_LISTEN"); addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			fmt.Printf("listen %s: %v\n", addr, err)
+		} else {
+			fmt.Printf("listening on %s\n", addr)
+			go accept(ln)
+		}
+	}
+	if addr := os.Getenv("WORKLOAD_CONNECT"); addr != "" {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			fmt.Printf("connect %s: failed\n", addr)
+		} else {
+			c.Close()
+			fmt.Printf("connect %s: connected\n", addr)
+		}
+	}
+}
+
+func accept(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c.Close()
+	}
 }
 
 // sandboxReport prints one line per fact the tests check.
