@@ -3,6 +3,7 @@ package idlegrid
 import (
 	"slices"
 	"time"
+	"unicode/utf8"
 )
 
 // LeaseState is where a lease is in its life.
@@ -131,6 +132,22 @@ type LeaseFilter struct {
 	// Before, a lease ID, lists only the leases listed after it, newest
 	// first: the next page after a page that ended with it.
 	Before string
+}
+
+// MaxLogLineBytes is the most of a line of a lease's output that is kept;
+// the rest is cut off (ClipLogLine).
+const MaxLogLineBytes = 4096
+
+// ClipLogLine cuts text to at most MaxLogLineBytes, on a character's edge.
+func ClipLogLine(text string) string {
+	if len(text) <= MaxLogLineBytes {
+		return text
+	}
+	cut := MaxLogLineBytes
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return text[:cut]
 }
 
 // LogLine is one line of a lease's output.

@@ -190,6 +190,9 @@ func (l *lease) addLine(line idlegrid.LogLine) {
 		return
 	}
 	l.noteDropped()
+	// The server keeps no more of a line; buffered whole, a batch of long
+	// lines would be over its size limit, and refused.
+	line.Text = idlegrid.ClipLogLine(line.Text)
 	if line.At.IsZero() {
 		line.At = l.clock.Now()
 	}

@@ -1,11 +1,16 @@
 package agent_test
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/runtime"
 	rtfake "github.com/idlegrid/idlegrid/internal/runtime/fake"
 )
 
@@ -46,5 +51,62 @@ func TestAgent_OutputDigest(t *testing.T) {
 			t.Fatal(err)
 		}
 		rt.Close()
+	})
+}
+
+// longLineRuntime runs every workload as one that prints lines of
+// lineBytes, each followed by a short marker, then succeeds.
+type longLineRuntime struct {
+	runtime.Runtime
+	lines, lineBytes int
+}
+
+func (r longLineRuntime) Start(ctx context.Context, w runtime.Workload, events chan<- runtime.Event) error {
+	go func() {
+		for i := range r.lines {
+			for _, text := range []string{strings.Repeat("x", r.lineBytes), fmt.Sprintf("marker %d", i)} {
+				events <- runtime.Event{LeaseID: w.LeaseID, Log: &idlegrid.LogLine{Stream: "stdout", Text: text}}
+			}
+		}
+		events <- runtime.Event{LeaseID: w.LeaseID, Exit: &runtime.Exit{}}
+	}()
+	return nil
+}
+
+// A line longer than the server keeps is cut before it is sent, so that a
+// batch of them stays within a request's size; the digest still covers
+// the whole line.
+func TestAgent_LongLines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &fakeServer{}
+		rt := longLineRuntime{Runtime: &rtfake.Runtime{}, lines: 150, lineBytes: 20_000}
+		r := startAgent(t, testConfig(t), srv, rt)
+		j := job(60, nil)
+		j.Verifiable = true
+		r.assign(srv, "lease_a", j)
+		waitFor(t, "the lease to succeed", leaseIn(srv, "lease_a", idlegrid.LeaseSucceeded))
+		logs, markers := srv.logsFor("lease_a"), 0
+		for _, l := range logs {
+			if len(l.Text) > idlegrid.MaxLogLineBytes {
+				t.Fatalf("a line of %d bytes was sent, over the %d the server keeps", len(l.Text), idlegrid.MaxLogLineBytes)
+			}
+			if strings.HasPrefix(l.Text, "marker ") {
+				markers++
+			}
+		}
+		if markers != rt.lines {
+			t.Errorf("%d markers arrived, want %d", markers, rt.lines)
+		}
+		h := sha256.New()
+		for i := range rt.lines {
+			fmt.Fprintf(h, "%s\nmarker %d\n", strings.Repeat("x", rt.lineBytes), i)
+		}
+		rs := srv.reportsFor("lease_a")
+		if got, want := rs[len(rs)-1].OutputDigest, "sha256:"+hex.EncodeToString(h.Sum(nil)); got != want {
+			t.Errorf("digest = %s, want %s, of the whole lines", got, want)
+		}
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
 	})
 }

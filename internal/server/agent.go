@@ -303,11 +303,8 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// Log limits per request.
-const (
-	maxLogLinesPerBatch = 1000
-	maxLogLineBytes     = 4096
-)
+// maxLogLinesPerBatch limits a request's lines of output.
+const maxLogLinesPerBatch = 1000
 
 // AppendLogs stores lines of a lease's output sent by its node.
 func (s *Server) AppendLogs(ctx context.Context, leaseID string, b idlegrid.LogBatch) error {
@@ -322,9 +319,7 @@ func (s *Server) AppendLogs(ctx context.Context, leaseID string, b idlegrid.LogB
 		return idlegrid.Invalid("logs.lines", "at most %d lines per batch", maxLogLinesPerBatch)
 	}
 	for i := range b.Lines {
-		if len(b.Lines[i].Text) > maxLogLineBytes {
-			b.Lines[i].Text = b.Lines[i].Text[:maxLogLineBytes] // keep the line, drop the excess
-		}
+		b.Lines[i].Text = idlegrid.ClipLogLine(b.Lines[i].Text) // keep the line, drop the excess
 		if b.Lines[i].Stream != "stderr" {
 			b.Lines[i].Stream = "stdout"
 		}

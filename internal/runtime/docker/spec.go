@@ -210,8 +210,10 @@ func (o *Options) sandboxFor(w runtime.Workload, imageID, imageUser, checkpointV
 		Tmpfs:         map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%dm,mode=1777", o.TmpMB)},
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		// The runtime reads the output back through the engine, so the
-		// driver must be one it can read, whatever the daemon's default.
-		LogConfig: container.LogConfig{Type: "local", Config: map[string]string{"max-size": "20m", "max-file": "5"}},
+		// driver must be one it can read, whatever the daemon's default:
+		// json-file, since the local driver of older engines (20.10) loses
+		// the end of a line over 16 KiB, joining it to the next.
+		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "20m", "max-file": "5"}},
 	}
 	s.host.Resources = s.resources(o, w)
 	s.host.ShmSize = min(s.host.Memory/4, 8<<30) // PyTorch's data loaders share tensors through /dev/shm

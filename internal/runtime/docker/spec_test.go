@@ -2,6 +2,7 @@ package docker
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -243,16 +244,21 @@ func TestCheckpointPlan(t *testing.T) {
 }
 
 func TestLineWriter(t *testing.T) {
-	events := make(chan runtime.Event, 16)
+	events := make(chan runtime.Event, 64)
 	r := &Runtime{opt: *mustOptions(t, Options{Clock: fixedClock{}})}
 	wl := r.newWorkload("lease_a", "job_a", events)
 	out := &lineWriter{wl: wl, stream: "stdout"}
-	out.Write([]byte("2024-05-01T12:00:00.5Z step 1/2\n2024-05-01T12:00:01Z idlegrid:progress=0.5\n2024-05-01T12:00:02Z idlegrid:progress=7\nno stamp\r\n2024-05-01T12:00:03Z par"))
-	out.Write([]byte("tial\n2024-05-01T12:00:03.5Z idlegrid:checkpoint\n"))
-	out.Write([]byte(strings.Repeat("x", maxLineBytes+1)))
+	out.Write([]byte("step 1/2\nidlegrid:progress=0.5\nidlegrid:progress=7\ncr\r\npar"))
+	out.Write([]byte("tial\nidlegrid:checkpoint\n"))
+	// A long line goes in pieces of maxLineBytes, however it is read.
+	long := strings.Repeat("x", maxLineBytes) + strings.Repeat("y", maxLineBytes) + "zz\n"
+	for chunk := range slices.Chunk([]byte(long), 1000) {
+		out.Write(chunk)
+	}
+	out.Write([]byte(long))
 	errw := &lineWriter{wl: wl, stream: "stderr"}
-	errw.Write([]byte("2024-05-01T12:00:04Z idlegrid:progress=0.9\n")) // progress only counts on stdout
-	errw.Write([]byte("2024-05-01T12:00:05Z idlegrid:checkpoint\n"))   // and so do checkpoints
+	errw.Write([]byte("idlegrid:progress=0.9\n")) // progress only counts on stdout
+	errw.Write([]byte("idlegrid:checkpoint\n"))   // and so do checkpoints
 	close(events)
 	var got []string
 	for ev := range events {
@@ -262,25 +268,27 @@ func TestLineWriter(t *testing.T) {
 		case ev.Progress != nil:
 			got = append(got, "progress "+strconv.FormatFloat(*ev.Progress, 'g', -1, 64))
 		case ev.Checkpoint != nil:
-			got = append(got, "checkpoint at "+ev.Checkpoint.Format(time.StampMilli))
+			got = append(got, "checkpoint at "+ev.Checkpoint.Format(time.TimeOnly))
 		case ev.Log != nil:
 			text := ev.Log.Text
 			if len(text) > 100 {
-				text = text[:3] + "…"
+				text = fmt.Sprintf("%s…×%d", text[:1], len(text))
 			}
 			got = append(got, ev.Log.At.Format(time.TimeOnly)+" "+ev.Log.Stream+" "+text)
 		}
 	}
+	piece := fmt.Sprint(maxLineBytes)
 	want := []string{
-		"12:00:00 stdout step 1/2",
+		"09:30:00 stdout step 1/2", // stamped by the clock
 		"progress 0.5",
 		"progress 1",
-		"09:30:00 stdout no stamp", // stamped by the clock
-		"12:00:03 stdout partial",
-		"checkpoint at May  1 12:00:03.500",
-		"09:30:00 stdout xxx…", // a line too long is split
-		"12:00:04 stderr idlegrid:progress=0.9",
-		"12:00:05 stderr idlegrid:checkpoint",
+		"09:30:00 stdout cr",
+		"09:30:00 stdout partial",
+		"checkpoint at 09:30:00",
+		"09:30:00 stdout x…×" + piece, "09:30:00 stdout y…×" + piece, "09:30:00 stdout zz",
+		"09:30:00 stdout x…×" + piece, "09:30:00 stdout y…×" + piece, "09:30:00 stdout zz",
+		"09:30:00 stderr idlegrid:progress=0.9",
+		"09:30:00 stderr idlegrid:checkpoint",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)

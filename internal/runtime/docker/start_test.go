@@ -151,3 +151,14 @@ func TestRuntime_Start_WorkloadsApart(t *testing.T) {
 	r.Stop(server.LeaseID, 0)
 	wa.exited(t)
 }
+
+// TestRuntime_Start_LongLine: the engine keeps a long line in 16 KiB
+// pieces; the workload's line comes back whole, as it printed it, so that
+// two nodes hash the same output.
+func TestRuntime_Start_LongLine(t *testing.T) {
+	t.Parallel()
+	r := mustRuntime(t, Options{})
+	wa := mustStart(t, r, testWorkload(map[string]string{"WORKLOAD_STEPS": "1", "WORKLOAD_LONG_LINE": "40000"}))
+	wa.exited(t)
+	wa.mustHave(t, "stdout: "+strings.Repeat("x", 40000)+"\n")
+}

@@ -211,7 +211,10 @@ func (wl *workload) stream(ctx context.Context) {
 	for _, n := range wl.notes {
 		wl.note(n)
 	}
-	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true, Timestamps: true, Tail: "all"}
+	// Without the engine's timestamps: it stamps each 16 KiB piece of a
+	// long line again, which would split the line's text with stamps.
+	// Lines are stamped as they are read, while the output is followed.
+	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true, Tail: "all"}
 	if wl.adopted {
 		opts.Tail = "0"
 	}
@@ -241,9 +244,11 @@ func (wl *workload) send(ev runtime.Event) {
 	wl.events <- ev
 }
 
-// lineWriter turns one stream of timestamped output into events, a line
-// at a time. stdcopy writes to both of a workload's writers from one
-// goroutine, so the events keep the output's order.
+// lineWriter turns one stream of output into events, a line at a time; a
+// line over maxLineBytes goes in pieces of that size, so that the pieces
+// are the same however the output was read. stdcopy writes to both of a
+// workload's writers from one goroutine, so the events keep the output's
+// order.
 type lineWriter struct {
 	wl     *workload
 	stream string
@@ -254,16 +259,17 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	w.buf = append(w.buf, p...)
 	for {
 		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
+		switch {
+		case i >= 0 && i <= maxLineBytes:
+			w.emit(w.buf[:i])
+			w.buf = w.buf[i+1:]
+		case len(w.buf) > maxLineBytes:
+			w.emit(w.buf[:maxLineBytes])
+			w.buf = w.buf[maxLineBytes:]
+		default:
+			return len(p), nil
 		}
-		w.emit(w.buf[:i])
-		w.buf = w.buf[i+1:]
 	}
-	if len(w.buf) > maxLineBytes {
-		w.flush()
-	}
-	return len(p), nil
 }
 
 func (w *lineWriter) flush() {
@@ -273,16 +279,10 @@ func (w *lineWriter) flush() {
 	}
 }
 
-// emit sends one line: "2024-05-01T12:00:00.123456789Z text", as the engine
-// stamps it.
+// emit sends one line, stamped now.
 func (w *lineWriter) emit(line []byte) {
 	text := strings.TrimSuffix(string(line), "\r")
 	at := w.wl.r.opt.Clock.Now()
-	if ts, rest, ok := strings.Cut(text, " "); ok {
-		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
-			at, text = t.UTC(), rest
-		}
-	}
 	if p, ok := progress(w.stream, text); ok {
 		w.wl.send(runtime.Event{Progress: &p})
 		return

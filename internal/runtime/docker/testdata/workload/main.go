@@ -14,6 +14,7 @@
 //	WORKLOAD_ALLOC_MB=512      first take and touch this much memory
 //	WORKLOAD_LISTEN=:8000      accept TCP connections there while it runs
 //	WORKLOAD_CONNECT=IP:8000   first try to connect there, and say whether it could
+//	WORKLOAD_LONG_LINE=40000   first print a line of this many x's
 package main
 
 import (
@@ -46,6 +47,9 @@ func run() int {
 	}
 	sandboxReport()
 	reach()
+	if n := envInt("WORKLOAD_LONG_LINE", 0); n > 0 {
+		fmt.Println(strings.Repeat("x", n))
+	}
 	if mb := envInt("WORKLOAD_ALLOC_MB", 0); mb > 0 {
 		fmt.Printf("allocating %d MB\n", mb)
 		hog = make([][]byte, mb)
