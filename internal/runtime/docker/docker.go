@@ -63,6 +63,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -475,6 +476,7 @@ func (r *Runtime) Adopt(ctx context.Context, events chan<- runtime.Event) ([]str
 		return nil, fmt.Errorf("docker runtime: list the node's containers: %w", err)
 	}
 	var adopted []string
+	var errs []error
 	for _, c := range found {
 		lease, role := c.Labels[LabelLease], c.Labels[LabelRole]
 		if role == rolePrep && !r.isStarting(lease) {
@@ -483,15 +485,17 @@ func (r *Runtime) Adopt(ctx context.Context, events chan<- runtime.Event) ([]str
 		} else if role != roleWorkload || lease == "" {
 			continue
 		}
+		// One container the engine fails to show leaves the others to
+		// be taken back all the same.
 		ok, err := r.adopt(ctx, c.ID, lease, c.Labels[LabelJob], events)
 		if err != nil {
-			return adopted, err
+			errs = append(errs, err)
 		} else if ok {
 			adopted = append(adopted, lease)
 		}
 	}
 	r.removeOrphanScratch(ctx)
-	return adopted, nil
+	return adopted, errors.Join(errs...)
 }
 
 // adopt follows one container found by Adopt, unless it is already followed.

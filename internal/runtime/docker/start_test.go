@@ -3,11 +3,16 @@ package docker
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/runtime"
@@ -161,4 +166,51 @@ func TestRuntime_Start_LongLine(t *testing.T) {
 	wa := mustStart(t, r, testWorkload(map[string]string{"WORKLOAD_STEPS": "1", "WORKLOAD_LONG_LINE": "40000"}))
 	wa.exited(t)
 	wa.mustHave(t, "stdout: "+strings.Repeat("x", 40000)+"\n")
+}
+
+// TestRuntime_Adopt_PastAFailure: a container the engine fails to show
+// leaves the node's other workloads to be taken back all the same.
+func TestRuntime_Adopt_PastAFailure(t *testing.T) {
+	t.Parallel()
+	node := randomID("node_test")
+	old := mustRuntime(t, Options{NodeID: node})
+	var ws []runtime.Workload
+	for range 2 {
+		w := testWorkload(map[string]string{"WORKLOAD_STEPS": "100000"})
+		mustStart(t, old, w).line(t, "step 1/")
+		ws = append(ws, w)
+	}
+	old.detach() // the agent crashes
+
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation(),
+		client.WithHTTPClient(&http.Client{Transport: &failFirstInspect{base: mustEngine(t).HTTPClient().Transport}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mustRuntime(t, Options{NodeID: node, Client: cli})
+	got, err := r.Adopt(context.Background(), make(chan runtime.Event, 64))
+	if err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Errorf("Adopt's error = %v, want the failed inspection's", err)
+	}
+	if len(got) != 1 || !slices.Contains([]string{ws[0].LeaseID, ws[1].LeaseID}, got[0]) {
+		t.Errorf("Adopt took back %v, want the one workload it could inspect", got)
+	}
+}
+
+// failFirstInspect is a transport to the engine that fails the first
+// container inspection it carries.
+type failFirstInspect struct {
+	base   http.RoundTripper
+	failed atomic.Bool
+}
+
+func (f *failFirstInspect) RoundTrip(req *http.Request) (*http.Response, error) {
+	inspect := strings.Contains(req.URL.Path, "/containers/") && strings.HasSuffix(req.URL.Path, "/json") &&
+		!strings.HasSuffix(req.URL.Path, "/containers/json") // the list
+	if inspect && f.failed.CompareAndSwap(false, true) {
+		return &http.Response{StatusCode: http.StatusInternalServerError, Request: req,
+			Header: http.Header{"Content-Type": {"application/json"}},
+			Body:   io.NopCloser(strings.NewReader(`{"message":"injected failure"}`))}, nil
+	}
+	return f.base.RoundTrip(req)
 }
