@@ -933,6 +933,7 @@ func TestDashboard(t *testing.T) {
 				t.Errorf("after %s on the page the node is draining: %v", step.action, draining)
 			}
 		}
+		checkPayoutForm(b)
 		b.checkAccessible("provider")
 		b.screenshot("provider")
 		// Another provider signs in while fjord-compute's panels load:
@@ -1008,4 +1009,45 @@ func TestDashboard(t *testing.T) {
 		b.run("reload", chromedp.Reload())
 		b.waitText("#nav", "Operator") // the key survives a reload of the tab
 	})
+}
+
+// stubPayouts answers the page's payout requests itself, after 300 ms,
+// with the status in window.payoutAnswer, and records each request's
+// Idempotency-Key in window.payoutKeys.
+const stubPayouts = `(() => {
+	window.payoutKeys = []; window.payoutAnswer = 503;
+	const orig = window.fetch;
+	window.fetch = (url, init) => {
+		if (String(url) !== '/v1/payouts' || !init || init.method !== 'POST') return orig(url, init);
+		window.payoutKeys.push(init.headers['Idempotency-Key']);
+		const status = window.payoutAnswer;
+		const body = status === 201 ? { id: 'payout_stub', state: 'requested', amount_micros: 1000000 }
+			: { error: { code: status === 402 ? 'payment_required' : 'unavailable', message: 'stubbed ' + status + ' #' + window.payoutKeys.length } };
+		return new Promise((resolve) => setTimeout(() => resolve(new Response(JSON.stringify(body),
+			{ status, headers: { 'Content-Type': 'application/json' } })), 300));
+	};
+	return true;
+})()`
+
+// checkPayoutForm: a double click requests one payout, a retry after the
+// server failed carries the same Idempotency-Key (the first may have been
+// taken), and one after a refusal a new one.
+func checkPayoutForm(b *browser) {
+	b.t.Helper()
+	eval[bool](b, "stub the payouts", stubPayouts)
+	b.run("write an amount", chromedp.SetValue(chromedp.ID("p-amount"), "1.00"))
+	submit := func(what string, times, answer int, wantError string) {
+		eval[bool](b, what, fmt.Sprintf(`(() => { window.payoutAnswer = %d;
+			const btn = document.querySelector('#payout-form button[type=submit]');
+			for (let i = 0; i < %d; i++) btn.click(); return true; })()`, answer, times))
+		b.waitText("#payout-error", wantError)
+	}
+	submit("double-click while the server fails", 2, 503, "stubbed 503 #1")
+	submit("retry", 1, 402, "stubbed 402 #2")
+	submit("retry after the refusal", 1, 503, "stubbed 503 #3")
+	keys := eval[[]string](b, "read the keys", `window.payoutKeys`)
+	if len(keys) != 3 || keys[0] != keys[1] || keys[2] == keys[0] || keys[0] == "" {
+		b.t.Errorf("payout requests' Idempotency-Keys = %q; want three requests (a double click is one), the retry "+
+			"after a failure with the first's key, the one after a refusal with a new key", keys)
+	}
 }

@@ -79,6 +79,40 @@
     return { missing: true };
   }
 
+  // pages asks a listing that pages with before= (newest first) for up to
+  // max rows, a page of size at a time: {rows, more}, more when rows were
+  // left unread. key names the list in the answer.
+  async function pages(path, key, max = 5000, size = 500) {
+    const rows = [];
+    for (let before = ''; rows.length < max;) {
+      const sep = path.includes('?') ? '&' : '?';
+      const page = (await get(path + sep + 'limit=' + size + (before ? '&before=' + encodeURIComponent(before) : '')))[key] || [];
+      rows.push(...page);
+      if (page.length < size) return { rows, more: false };
+      before = page[page.length - 1].id;
+    }
+    return { rows, more: true };
+  }
+
+  // transfersSince is the caller's transfers since the time since (ms),
+  // newest first, read a page at a time: metered inference and maturing
+  // earnings may put many in a day.
+  async function transfersSince(since) {
+    const out = [];
+    for (let before = '', n = 0; n < 20; n++) {
+      const page = (await get('/v1/transfers?limit=1000' + (before ? '&before=' + encodeURIComponent(before) : ''))).transfers || [];
+      out.push(...page);
+      if (page.length < 1000 || Date.parse(page[page.length - 1].created_at) < since) break;
+      before = page[page.length - 1].id;
+    }
+    return out;
+  }
+
+  // more is a hint that a list shows only its newest n rows, and where the
+  // rest are.
+  const more = (rows, n, cli) => rows.length < n ? '' :
+    `<p class="hint">Showing the newest ${esc(n)}; <code>${esc(cli)}</code> lists the rest, a page at a time.</p>`;
+
   // ---- formatting ----------------------------------------------------
 
   const esc = (v) => String(v == null ? '' : v).replace(/[&<>"']/g, (c) =>
@@ -223,11 +257,13 @@
 
   // ---- money in the ledger -------------------------------------------
 
-  // settledTo sums what settlements credited to accounts matching re, by time.
-  function settledTo(transfers, re) {
+  // charged sums what the charges (lease settlements and metered
+  // inference) credited to the accounts matching re, by time. A renter
+  // sees the others' side of its charges as one entry, "others".
+  function charged(transfers, re) {
     const out = [];
     for (const t of transfers) {
-      if (t.kind !== 'settle') continue;
+      if (t.kind !== 'settle' && t.kind !== 'inference') continue;
       const v = t.entries.filter((e) => re.test(e.account) && e.amount > 0).reduce((a, e) => a + e.amount, 0);
       if (v) out.push([Date.parse(t.created_at), v]);
     }
@@ -641,19 +677,20 @@
 
   // sleep waits ms, or until signal aborts.
   const sleep = (ms, signal) => new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+    const done = () => { clearTimeout(t); signal.removeEventListener('abort', done); resolve(); };
+    const t = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
   });
 
   async function renterSpend() {
     const [bal, stmt, tx] = await Promise.all([
-      get('/v1/balance'), get('/v1/statements?month=' + month()), get('/v1/transfers?limit=1000'),
+      get('/v1/balance'), get('/v1/statements?month=' + month()), transfersSince(Date.now() - 24 * 3600e3),
     ]);
     const t = stmt.total || {};
     // The total adds in inference; the hourly average is the leases' alone.
     const leases = (stmt.lines || []).reduce((sum, l) => sum + l.charged_micros, 0);
     const perHour = t.gpu_seconds > 0 ? Math.floor(leases * 3600 / t.gpu_seconds) : 0;
-    const spend = settledTo(tx.transfers, /^(provider:|platform)/);
+    const spend = charged(tx, /^others$/);
     return kpis([
       ['Available', money(bal.available_micros)], ['Held in escrow', money(bal.held_micros)],
       ['Spent, all time', money(bal.spent_micros)], ['This month', money(t.charged_micros)],
@@ -676,6 +713,8 @@
       m.tokens += u.input_tokens + u.output_tokens; m.charge += u.charge_micros;
     }
     const rows = Object.values(byModel);
+    const over = (p.data.data || []).length >= 1000 ? '<p class="hint">Over your newest 1,000 requests; ' +
+      '<code>idlegrid inference usage</code> lists the rest, and Spend has this month\'s totals.</p>' : '';
     const ms = (us) => (Math.round(us / 100) / 10) + ' ms';
     const both = (xs) => ms(quantile(xs, 0.50)) + ' / ' + ms(quantile(xs, 0.95));
     return table([
@@ -685,7 +724,7 @@
       { h: 'Tokens', num: true, f: (m) => esc(m.tokens.toLocaleString('en-US')) },
       { h: '$ per 1M tokens', num: true, f: (m) => m.tokens ? money(Math.floor(m.charge * 1e6 / m.tokens), 4) : '—' },
       { h: 'Spent', num: true, f: (m) => money(m.charge, 4) },
-    ], rows, 'No inference requests yet. Send OpenAI-compatible requests to this server with your key.');
+    ], rows, 'No inference requests yet. Send OpenAI-compatible requests to this server with your key.') + over;
   }
 
   // quantile is the nearest-rank percentile q (0.5, 0.95), as the gateway computes it.
@@ -834,7 +873,8 @@
     const live = leases.leases;
     // Telemetry: the latest signed usage receipt of each running lease.
     const util = {};
-    await Promise.all(live.filter((l) => l.state === 'running').slice(0, 20).map(async (l) => {
+    const running = live.filter((l) => l.state === 'running');
+    await Promise.all(running.slice(0, 20).map(async (l) => {
       try {
         const r = await get('/v1/leases/' + encodeURIComponent(l.id) + '/receipts');
         const last = (r.receipts || [])[r.receipts.length - 1];
@@ -867,7 +907,9 @@
       { h: 'Maintenance', f: (n) => n.draining_since
         ? actionButton('undrain', n.id, 'Undrain', 'node ' + n.name)
         : actionButton('drain', n.id, 'Drain', 'node ' + n.name) },
-    ], rows, 'No nodes yet. Create a join token (idlegrid token create) and start an agent with it.');
+    ], rows, 'No nodes yet. Create a join token (idlegrid token create) and start an agent with it.') +
+      (running.length > 20 ? `<p class="hint">GPU use and energy shown for 20 of ${esc(running.length)} running leases; ` +
+        '<code>idlegrid lease receipts ID</code> shows any lease\'s.</p>' : '');
   }
 
   function gpuSummary(gpus) {
@@ -1035,8 +1077,8 @@
   }
 
   async function providerEarnings() {
-    const [bal, tx, fill] = await Promise.all([get('/v1/balance'), get('/v1/transfers?limit=1000'), fillChart()]);
-    const earned = settledTo(tx.transfers, /^provider:.*:pending$/);
+    const [bal, tx, fill] = await Promise.all([get('/v1/balance'), transfersSince(Date.now() - 24 * 3600e3), fillChart()]);
+    const earned = charged(tx, /^provider:.*:pending$/);
     const total = (bal.pending_micros || 0) + (bal.payable_micros || 0) + (bal.payout_in_flight_micros || 0) + (bal.paid_out_micros || 0);
     return kpis([
       ['Earned, all time', money(total)], ['Pending', money(bal.pending_micros)], ['Payable', money(bal.payable_micros)],
@@ -1046,6 +1088,8 @@
 
   // reputations asks the server for each node's reputation (docs/trust.md);
   // it answers null where the server has none.
+  // Only the first 20 nodes are asked, to keep a refresh light; the
+  // panels say so (reputationNote).
   async function reputations(nodes) {
     const out = {};
     let missing = false;
@@ -1055,6 +1099,9 @@
     }));
     return missing ? null : out;
   }
+
+  const reputationNote = (nodes) => nodes.length <= 20 ? '' : `<p class="hint">Reputations shown for 20 of ${esc(nodes.length)} ` +
+    'nodes; <code>idlegrid node reputation ID</code> shows any node\'s.</p>';
 
   async function providerReliability() {
     const nodes = (await get('/v1/nodes')).nodes;
@@ -1071,7 +1118,7 @@
       { h: 'Level', f: (n) => reps && reps[n.id] ? esc(reps[n.id].level_name) : '—' },
       { h: 'Completed', num: true, f: (n) => esc(n.leases_completed) }, { h: 'Failed (yours)', num: true, f: (n) => esc(n.leases_failed) },
       { h: 'What would raise it', f: advice },
-    ], nodes, 'No nodes yet.') + (reps ? '' : unavailable('The reputation score (levels and what decides them)'));
+    ], nodes, 'No nodes yet.') + (reps ? reputationNote(nodes) : unavailable('The reputation score (levels and what decides them)'));
   }
 
   // raise says how many clean completions lift a node's reliability to the
@@ -1096,16 +1143,18 @@
     const list = (bs) => (bs || []).length ? (bs || []).map((b) => `<span class="badge">${esc(b)}</span>`).join(' ') : '<span class="muted">none yet</span>';
     return `<p>You: ${list(p.data.badges)}</p>` + table([
       { h: 'Node', f: (n) => esc(n.name) }, { h: 'Badges', f: (n) => list(reps[n.id] && reps[n.id].badges) },
-    ], nodes, 'No nodes yet.');
+    ], nodes, 'No nodes yet.') + reputationNote(nodes);
   }
 
   async function providerPayouts() {
     const [bal, payouts] = await Promise.all([get('/v1/balance'), get('/v1/payouts?limit=50')]);
+    const ps = payouts.payouts;
+    const rest = more(ps, 50, 'idlegrid payout ls --before ' + (ps.length ? ps[ps.length - 1].id : ''));
     return kpis([['Payable now', money(bal.payable_micros)], ['In flight', money(bal.payout_in_flight_micros)]]) + table([
       { h: 'Payout', f: (p) => id(p.id) }, { h: 'Amount', num: true, f: (p) => money(p.amount_micros) },
       { h: 'State', f: (p) => stateTag(p.state) }, { h: 'Requested', f: (p) => when(p.created_at) },
       { h: 'Note', f: (p) => esc(p.reason || '') },
-    ], payouts.payouts, 'No payouts yet.');
+    ], payouts.payouts, 'No payouts yet.') + rest;
   }
 
   function payoutForm() {
@@ -1115,16 +1164,30 @@
       <p id="payout-error" class="error full" role="alert"></p></form>`;
   }
 
+  // bindPayout sends the payout form once per request: the button waits
+  // for the answer, and a retry of the same amount after a failure (no
+  // answer, or the server's 5xx) carries the same Idempotency-Key, so that
+  // one the server did take is not paid twice; after a refusal (4xx) a
+  // retry is a new request.
   function bindPayout() {
+    let intent = null; // {amount, key} of the request not yet answered with success
     $('#payout-form').addEventListener('submit', async (ev) => {
       ev.preventDefault();
       const out = $('#payout-error'); out.textContent = '';
       const amount = parseMoney($('#p-amount').value);
       if (amount === null) { out.textContent = 'Amount: write dollars, e.g. 50.00'; return; }
+      if (!intent || intent.amount !== amount) intent = { amount, key: 'web-' + crypto.randomUUID() };
+      const button = ev.target.querySelector('button[type=submit]');
+      button.disabled = true;
       try {
-        await api('POST', '/v1/payouts', { amount_micros: amount }, { 'Idempotency-Key': 'web-' + crypto.randomUUID() });
+        await api('POST', '/v1/payouts', { amount_micros: amount }, { 'Idempotency-Key': intent.key });
+        intent = null;
         toast('Payout requested'); refresh();
-      } catch (e) { out.textContent = e.message; }
+      } catch (e) {
+        out.textContent = e.message;
+        // Refused: the server took nothing, so a retry is a new request.
+        if (e instanceof APIError && e.status < 500) intent = null;
+      } finally { button.disabled = false; }
     });
   }
 
@@ -1194,13 +1257,15 @@
     data-action="${action}" data-id="${esc(rowID)}" aria-haspopup="dialog" aria-label="${esc(text + ' ' + what)}">${esc(text)}…</button>`;
 
   async function payoutsToSettle() {
-    const p = remember((await get('/v1/payouts?state=requested&limit=100')).payouts);
+    const all = await pages('/v1/payouts?state=requested', 'payouts');
+    const p = remember(all.rows.reverse()); // the longest waiting first
+    const rest = all.more ? `<p class="hint">The oldest ${esc(p.length)} shown; <code>idlegrid payout ls --state requested</code> lists them all.</p>` : '';
     return table([
       { h: 'Payout', f: (x) => id(x.id) }, { h: 'Provider', f: (x) => id(x.provider_id) },
       { h: 'Amount', num: true, f: (x) => money(x.amount_micros) }, { h: 'Requested', f: (x) => when(x.created_at) },
       { h: 'Decide', f: (x) => '<div class="row">' + actionButton('settle', x.id, 'Settle', 'payout ' + x.id) +
         actionButton('reject', x.id, 'Reject', 'payout ' + x.id, true) + '</div>' },
-    ], p, 'No payouts waiting.');
+    ], p, 'No payouts waiting.') + rest;
   }
 
   // disputeColumns are a dispute's columns, for the operator and for the
@@ -1215,16 +1280,25 @@
     { h: 'Resolution', f: (d) => d.resolution ? esc(d.resolution) + `<br><span class="hint">${esc(d.resolved_by || '')} ${when(d.resolved_at)}</span>` : '—' },
   ];
 
-  // openFirst puts open disputes first, then the newest.
-  const openFirst = (ds) => ds.sort((a, b) => (a.state === 'open' ? 0 : 1) - (b.state === 'open' ? 0 : 1) ||
-    Date.parse(b.created_at) - Date.parse(a.created_at)).slice(0, 30);
+  // disputeList is every open dispute (of the caller's, as the server
+  // shows them), then the newest 30 decided ones: {rows, open, more}, open
+  // the number open and more whether some open ones were left unread. It
+  // is null when the server has no disputes.
+  async function disputeList() {
+    const p = await probe(['/v1/disputes?limit=30']);
+    if (p.missing) return null;
+    const open = await pages('/v1/disputes?state=open', 'disputes');
+    const decided = (p.data.disputes || []).filter((d) => d.state !== 'open');
+    return { rows: open.rows.concat(decided), open: open.rows.length, more: open.more };
+  }
+
+  const atLeast = (n, more) => esc(n) + (more ? '+' : '');
 
   async function disputes() {
-    const p = await probe(['/v1/disputes?limit=200']);
-    if (p.missing) return unavailable('Disputes');
-    const ds = remember(openFirst(p.data.disputes || []));
-    const open = ds.filter((d) => d.state === 'open').length;
-    return kpis([['Open', esc(open)], ['Shown', esc(ds.length)]]) + table([
+    const list = await disputeList();
+    if (!list) return unavailable('Disputes');
+    const ds = remember(list.rows);
+    return kpis([['Open', atLeast(list.open, list.more)], ['Shown', esc(ds.length)]]) + table([
       { h: 'Provider', f: (d) => id(d.provider_id) }, ...disputeColumns,
       { h: 'Decide', f: (d) => d.state !== 'open' ? '' : '<div class="row">' +
         actionButton('uphold', d.id, 'Uphold', 'dispute ' + d.id) + actionButton('dismiss', d.id, 'Dismiss', 'dispute ' + d.id, true) + '</div>' },
@@ -1255,17 +1329,19 @@
       { h: 'Original', f: (v) => run(v.original) }, { h: 'Re-run', f: (v) => run(v.rerun) }, { h: 'Tie-break', f: (v) => run(v.tiebreak) },
       { h: 'Outcome', f: (v) => esc(v.outcome || 'pending') + (v.dispute_id ? '<br>dispute ' + id(v.dispute_id) : '') },
     ], p.data.verifications || [], 'No verifications yet. A verifiable job (deterministic output) is re-run on another ' +
-      'provider\'s node for a sample of its leases.');
+      'provider\'s node for a sample of its leases.') + ((p.data.verifications || []).length < 50 ? '' :
+      '<p class="hint">Showing the newest 50; <code>idlegrid dispute verifications --limit 1000</code> lists more.</p>');
   }
 
   // providerBond shows the provider's bond and the disputes against it.
   async function providerBond() {
-    const [bal, p] = await Promise.all([get('/v1/balance'), probe(['/v1/disputes?limit=200'])]);
+    const [bal, list] = await Promise.all([get('/v1/balance'), disputeList()]);
     const head = [['Bond', money(bal.bond_micros)]];
-    if (p.missing) return kpis(head) + unavailable('Disputes');
-    const ds = openFirst(p.data.disputes || []);
-    const taken = ds.filter((d) => d.state === 'upheld').reduce((a, d) => a + (d.penalty_micros || 0), 0);
-    return kpis(head.concat([['Open disputes', esc(ds.filter((d) => d.state === 'open').length)], ['Penalties taken', money(taken)]])) +
+    if (!list) return kpis(head) + unavailable('Disputes');
+    const upheld = await pages('/v1/disputes?state=upheld', 'disputes');
+    const taken = upheld.rows.reduce((a, d) => a + (d.penalty_micros || 0), 0);
+    const ds = list.rows;
+    return kpis(head.concat([['Open disputes', atLeast(list.open, list.more)], ['Penalties taken', money(taken) + (upheld.more ? '+' : '')]])) +
       table(disputeColumns, ds, 'No disputes against you.') +
       '<p class="hint">A bond backs your promises: an upheld dispute takes the trust policy\'s penalty from it. ' +
       'Post one with <code>idlegrid bond post</code>; see docs/trust.md.</p>';
@@ -1484,8 +1560,8 @@
   async function refresh() {
     clearTimeout(st.timer);
     follow();
-    if (st.busy) st.again = true;
-    if (!st.me || st.busy) { st.timer = setTimeout(refresh, REFRESH_MS); return; }
+    if (!st.me) return; // signed out: signing in starts the refreshes again
+    if (st.busy) { st.again = true; st.timer = setTimeout(refresh, REFRESH_MS); return; }
     st.busy = true;
     // A panel may ask several things in turn; if its user signs out, or
     // someone else signs in, before it is done, what it found (partly with
@@ -1518,7 +1594,7 @@
       return typeof out === 'string' ? { html: out, fresh: () => true, ok: true } : Object.assign({ ok: true }, out);
     } catch (e) {
       return { html: `<p class="error">Could not load: ${esc(e.message)}</p>`, fresh: e.fresh || (() => true),
-        ok: !(e instanceof TypeError) };
+        ok: !(e instanceof TypeError) && !(e instanceof APIError && e.status >= 500) };
     }
   }
 
