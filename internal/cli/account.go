@@ -223,6 +223,10 @@ for the next one (--before the page's last transfer).`,
 	ts, err := cl.ListTransfers(ctx, f)
 	if err != nil {
 		return err
+	} else if len(ts) == 0 && f.AccountID != "" { // none, or no such account
+		if _, err := cl.FindAccount(ctx, f.AccountID); err != nil {
+			return err
+		}
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(ts))

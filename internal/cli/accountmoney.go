@@ -293,6 +293,10 @@ page ends with the command for the next one (--before the page's last notice).`,
 	ns, err := cl.ListNotices(ctx, f)
 	if err != nil {
 		return err
+	} else if len(ns) == 0 && f.AccountID != "" { // none, or no such account
+		if _, err := cl.FindAccount(ctx, f.AccountID); err != nil {
+			return err
+		}
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(ns))

@@ -58,6 +58,9 @@ container.)`,
 		overrides  = map[string]*string{"server": new(string), "join_token": new(string), "data_dir": new(string), "fake_gpus": new(string), "runtime": new(string)}
 	)
 	if len(args) > 0 && args[0] == "gpu-probe" {
+		if wantsHelp(args[1:]) {
+			return c.env.flags("agent gpu-probe", gpuProbeHelp).helpOnly()
+		}
 		return printJSON(c.env.Out, probeGPUs(ctx))
 	} else if len(args) > 0 && args[0] == "init" {
 		return c.init(ctx, args[1:])

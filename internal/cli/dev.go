@@ -42,6 +42,9 @@ const (
 
 func (c *devCommand) Run(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "workload" { // in a container of the demo market
+		if wantsHelp(args[1:]) {
+			return c.env.flags("dev workload", devWorkloadHelp).helpOnly()
+		}
 		return (&devWorkload{out: c.env.Out, errOut: c.env.Err, getenv: c.env.getenv}).run(ctx)
 	}
 	fs := c.env.flags("dev", help{
@@ -181,7 +184,7 @@ func (d *devMarket) run(ctx context.Context, addr string, addrSet bool, feeBPS i
 	}
 	hb, missed := devHeartbeat(d.speed)
 	rs, err := startServer(ctx, serveConfig{
-		listen: addr, dsn: d.path("idlegrid.db"), feeBPS: feeBPS,
+		listen: addr, listenFlag: "--addr", dsn: d.path("idlegrid.db"), feeBPS: feeBPS,
 		adminKeyFile: d.path(devAdminKeyFile), logger: d.log, trustPolicy: devTrustPolicy(),
 		auditKeyFile: d.path("audit.key"), meterJournal: d.path("meter-journal"),
 		heartbeat: hb, missedHeartbeats: missed,

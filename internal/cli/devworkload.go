@@ -33,6 +33,18 @@ type devWorkload struct {
 	noCkpt      bool // a checkpoint failed: the run goes on without
 }
 
+var devWorkloadHelp = help{
+	usage: "idlegrid dev workload",
+	about: `The demo workload that 'idlegrid dev --runtime docker' runs in its
+containers. It pretends to train: each step it prints a line and a progress
+report, and saves a checkpoint to $IDLEGRID_CHECKPOINT_DIR (default
+/checkpoint), from which a later run resumes; on SIGTERM it saves and exits.
+Its environment steers it: DEMO_STEPS (default 30), DEMO_STEP_MS (default
+1000) and DEMO_FAIL_AT (a fraction of the steps, to fail part way). It
+takes no flags, and ignores its arguments.`,
+	examples: "DEMO_STEPS=5 DEMO_STEP_MS=200 IDLEGRID_CHECKPOINT_DIR=/tmp/ckpt idlegrid dev workload",
+}
+
 // Defaults of the demo workload.
 const (
 	devWorkloadSteps  = 30

@@ -66,7 +66,9 @@ refused while a dispute against you is open.`,
 		return err
 	}
 	b, err := cl.ReleaseBond(ctx, amount, orNewKey(key, "cli-release"))
-	if err != nil {
+	if idlegrid.ErrorCode(err) == idlegrid.EPAYMENT {
+		return bondTooSmall(ctx, cl, amount, err)
+	} else if err != nil {
 		return withKeyHint(err, *key)
 	}
 	if *asJSON {
@@ -74,6 +76,20 @@ refused while a dispute against you is open.`,
 	}
 	fmt.Fprintf(c.env.Out, "released %s; your bond is now %s and %s is payable (idempotency key %s)\n", amount, b.Bond, b.Payable, *key)
 	return nil
+}
+
+// bondTooSmall says, in the provider's terms, that a release of amount
+// was refused for want of bond (the server names the ledger account).
+func bondTooSmall(ctx context.Context, cl *client.Client, amount idlegrid.Micros, refused error) error {
+	b, err := cl.Balance(ctx, "")
+	if err != nil {
+		return refused
+	}
+	short := idlegrid.Errorf(idlegrid.EPAYMENT, "your bond is %s, less than the %s to release", b.Bond, amount)
+	if b.Bond <= 0 {
+		return withHint(short, "you have no bond to release; 'idlegrid bond post AMOUNT' stakes one")
+	}
+	return withHint(short, "release at most your bond: idlegrid bond release "+units(b.Bond))
 }
 
 func (c *bondCommand) amountArgs(fs *flagSet, r *remote, args []string) (idlegrid.Micros, *client.Client, error) {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/idlegrid/idlegrid/client"
@@ -41,9 +42,20 @@ func (e *env) flags(name string, h help) *flagSet {
 // after "--" is positional. On --help it prints the help and returns
 // flag.ErrHelp.
 func (fs *flagSet) parse(args []string) ([]string, error) {
+	fs.e.ran = fs
+	positional, err := fs.parseAll(args)
+	fs.e.args = positional
+	return positional, err
+}
+
+func (fs *flagSet) parseAll(args []string) ([]string, error) {
 	var positional []string
 	for {
 		err := fs.Parse(args)
+		if n := fs.negativeNumber(err, args); n != "" { // an argument such as an amount, -5, is no flag
+			positional, args = append(positional, n), fs.Args()
+			continue
+		}
 		if errors.Is(err, flag.ErrHelp) {
 			fs.printHelp(fs.e.Out)
 			return nil, err
@@ -60,6 +72,21 @@ func (fs *flagSet) parse(args []string) ([]string, error) {
 		positional = append(positional, rest[0])
 		args = rest[1:]
 	}
+}
+
+// negativeNumber is the argument that Parse of args refused with err as
+// an unknown flag when it is a number below zero, "-5" or "-12.50": an
+// argument, not a flag. Otherwise "". Parse has consumed it: the rest of
+// args is fs.Args().
+func (fs *flagSet) negativeNumber(err error, args []string) string {
+	i := len(args) - len(fs.Args()) - 1
+	if err == nil || i < 0 || err.Error() != "flag provided but not defined: "+args[i] {
+		return ""
+	}
+	if _, perr := strconv.ParseFloat(args[i], 64); perr != nil || !strings.HasPrefix(args[i], "-") || strings.HasPrefix(args[i], "--") {
+		return ""
+	}
+	return args[i]
 }
 
 func (fs *flagSet) commandPath() string {
@@ -86,6 +113,27 @@ func (fs *flagSet) printHelp(w io.Writer) {
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
 	}
+}
+
+// wantsHelp reports whether args, before any "--", ask for help, for the
+// commands that parse no flags ("dev workload", "agent gpu-probe").
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// helpOnly prints the help, for a command that parses no flags, and
+// returns flag.ErrHelp as parse does.
+func (fs *flagSet) helpOnly() error {
+	fs.printHelp(fs.e.Out)
+	return flag.ErrHelp
 }
 
 // parseArgs is parse followed by wantArgs: the positional arguments, when

@@ -33,6 +33,15 @@ type gpuProbe struct {
 	Note    string   `json:"note,omitempty"`  // why it could not name them
 }
 
+var gpuProbeHelp = help{
+	usage: "idlegrid agent gpu-probe",
+	about: `Print as JSON the GPUs this process sees, and how it looked: NVML,
+nvidia-smi, the driver's /proc entries or the device nodes. 'idlegrid agent
+--check' runs it in a container given the node's GPUs, as a workload's
+would be, to check that they reach containers. It takes no flags.`,
+	examples: "idlegrid agent gpu-probe",
+}
+
 // probeRoot is "/" but for tests.
 var probeRoot = "/"
 

@@ -161,11 +161,12 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 	if err != nil {
 		return err
 	}
-	sf.apply(&spec, flagsSet(fs), file != "" || from != "")
+	set := flagsSet(fs)
+	sf.apply(&spec, set, file != "" || from != "")
 	if len(command) > 0 {
 		spec.Command = command
 	}
-	if err := checkSpec(&spec); err != nil {
+	if err := checkSpec(&spec, sf.problems(set)...); err != nil {
 		return err
 	}
 
@@ -317,11 +318,15 @@ func (c *jobCommand) printSubmitted(job *idlegrid.Job, replayed, asJSON, wait bo
 }
 
 // checkSpec normalises spec and validates it here, so that every mistake
-// is named before anything is sent; the server checks again.
-func checkSpec(spec *idlegrid.JobSpec) error {
+// is named before anything is sent; the server checks again. found are
+// the problems the flags had already, which Validate does not repeat.
+func checkSpec(spec *idlegrid.JobSpec, found ...*idlegrid.Error) error {
 	spec.Normalize()
-	var ps []*idlegrid.Error
+	ps := found
 	covered := map[string]bool{} // the spec's fields a missing flag's problem already names
+	for _, p := range found {
+		covered[p.Field] = true
+	}
 	require := func(missing bool, field, flag, hint string) {
 		if missing {
 			ps = append(ps, idlegrid.Invalid(flag, "required: give %s", hint))
@@ -556,8 +561,10 @@ sweep's.`,
 	args, err := fs.parseArgs(args, 0, 1000, "one or more job IDs")
 	if err != nil {
 		return err
-	} else if (*name == "") == (len(args) == 0) {
-		return usagef("give the IDs of the jobs to cancel, or --name and the start of their names, not both")
+	} else if *name == "" && len(args) == 0 {
+		return usagef("give the IDs of the jobs to cancel, or --name and the start of their names, e.g. idlegrid job cancel job_abc123")
+	} else if *name != "" && len(args) > 0 {
+		return usagef("give the IDs of the jobs to cancel or --name, not both")
 	}
 	cl, err := r.client()
 	if err != nil {
@@ -581,8 +588,34 @@ sweep's.`,
 	if *asJSON {
 		return printJSON(c.env.Out, j)
 	}
-	fmt.Fprintf(c.env.Out, "%s: %s (%s)\n", j.ID, j.State, orDash(j.Reason))
+	c.printCancelled(ctx, cl, j)
 	return nil
+}
+
+// printCancelled says what a cancel did: a queued job ends at once; a
+// running one ends when its nodes have stopped its leases, and until
+// then it still runs, and costs.
+func (c *jobCommand) printCancelled(ctx context.Context, cl *client.Client, j *idlegrid.Job) {
+	if j.State.Terminal() {
+		fmt.Fprintf(c.env.Out, "%s: %s (%s)\n", j.ID, j.State, orDash(j.Reason))
+		return
+	}
+	var nodes []string
+	if leases, err := cl.ListLeases(ctx, idlegrid.LeaseFilter{JobID: j.ID}); err == nil {
+		for _, l := range leases {
+			if !l.State.Terminal() {
+				nodes = append(nodes, l.NodeID)
+			}
+		}
+	}
+	stopping, they := "its leases", "they stop"
+	if len(nodes) == 1 {
+		stopping, they = "its lease on "+nodes[0], "it stops"
+	} else if len(nodes) > 1 {
+		stopping += " on " + strings.Join(nodes, ", ")
+	}
+	fmt.Fprintf(c.env.Out, "%s: cancelling: stopping %s; the job is cancelled once %s, and you pay for what ran until then (idlegrid job watch %s)\n",
+		j.ID, stopping, they, j.ID)
 }
 
 // liveJobsNamed lists the IDs of the caller's queued and running jobs
@@ -619,7 +652,7 @@ func (c *jobCommand) cancelEach(ctx context.Context, cl *client.Client, ids []st
 		}
 		cancelled = append(cancelled, j)
 		if !asJSON {
-			fmt.Fprintf(c.env.Out, "%s: %s (%s)\n", j.ID, j.State, orDash(j.Reason))
+			c.printCancelled(ctx, cl, j)
 		}
 	}
 	if asJSON {
@@ -652,6 +685,10 @@ func (c *jobCommand) leases(ctx context.Context, args []string) error {
 	leases, err := cl.ListLeases(ctx, idlegrid.LeaseFilter{JobID: args[0]})
 	if err != nil {
 		return err
+	} else if len(leases) == 0 { // none, or no such job of yours
+		if _, err := cl.FindJob(ctx, args[0]); err != nil {
+			return err
+		}
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(leases))
@@ -663,14 +700,31 @@ func (c *jobCommand) leases(ctx context.Context, args []string) error {
 
 // printLeases lists leases with their nodes named as their owners name
 // them (by ID alone where nodes do not know them), beside the ID that
-// "node get" takes.
+// "node get" takes, and what set each price ('lease get' says how in full).
 func printLeases(e *env, leases []*idlegrid.Lease, nodes nodeNames) error {
-	t := newTable(e.Out, "ID", "NODE", "NODE ID", "ATTEMPT", "STATE", "GPUS", "PRICE", "HOLD", "CHARGED", "REASON")
+	t := newTable(e.Out, "ID", "NODE", "NODE ID", "ATTEMPT", "STATE", "GPUS", "PRICE", "PRICED BY", "HOLD", "CHARGED", "REASON")
 	for _, l := range leases {
 		t.row(l.ID, nodes.name(l.NodeID), l.NodeID, l.Attempt, l.State, len(l.GPUUUIDs), perGPUHour(l.PriceMicrosPerGPUHour),
-			l.HoldMicros, l.ChargedMicros, orDash(clip(l.Reason, 50)))
+			pricedBy(l.PriceNote), l.HoldMicros, l.ChargedMicros, orDash(clip(l.Reason, 50)))
 	}
 	return t.flush()
+}
+
+// pricedBy says in a word or two what set a lease's price, from the
+// opening of its price note (internal/market/note.go writes them).
+func pricedBy(note string) string {
+	for _, p := range []struct{ opening, by string }{
+		{"ask ", "the ask"},
+		{"second score against a shadow runner-up", "a busy rival"},
+		{"second score", "the runner-up"},
+		{"uniform clearing", "gang clearing"},
+		{"no ", "the cap"},
+	} {
+		if strings.HasPrefix(note, p.opening) {
+			return p.by
+		}
+	}
+	return orDash(clip(note, 20))
 }
 
 // logPollInterval is how often "job logs -f" asks for new lines.
@@ -703,24 +757,18 @@ lines until the lease ends (or Ctrl-C).`,
 		if err != nil {
 			return err
 		}
-		if lease != nil {
+		if lease == nil {
+			if done, err := c.noLease(ctx, cl, jobID, *follow); done || err != nil {
+				return err
+			}
+		} else {
 			if lease.ID != leaseID { // a requeued job runs on a new lease with its own numbering
 				leaseID, after = lease.ID, 0
 			}
 			if after, err = c.printLogs(ctx, cl, lease.ID, after); err != nil {
 				return err
 			}
-		}
-		if !*follow || (lease != nil && lease.State.Terminal()) {
-			if lease == nil && !*follow {
-				fmt.Fprintf(c.env.Err, "%s has no lease yet; it has not been placed (see 'idlegrid job get %s')\n", jobID, jobID)
-			}
-			return nil
-		}
-		if lease == nil {
-			if j, err := cl.FindJob(ctx, jobID); err != nil {
-				return err
-			} else if j.State.Terminal() {
+			if !*follow || lease.State.Terminal() {
 				return nil
 			}
 		}
@@ -730,6 +778,24 @@ lines until the lease ends (or Ctrl-C).`,
 		case <-time.After(logPollInterval):
 		}
 	}
+}
+
+// noLease says why the job has no logs, when it has no lease: it is not
+// there, it ended before it was placed, or (done only when not following)
+// it waits to be placed.
+func (c *jobCommand) noLease(ctx context.Context, cl *client.Client, jobID string, follow bool) (done bool, err error) {
+	j, err := cl.FindJob(ctx, jobID)
+	switch {
+	case err != nil:
+		return true, err
+	case j.State.Terminal():
+		fmt.Fprintf(c.env.Err, "%s never ran, so it has no logs: it ended %s before it was placed (%s)\n", j.ID, j.State, orDash(j.Reason))
+		return true, nil
+	case !follow:
+		fmt.Fprintf(c.env.Err, "%s has no lease yet; it has not been placed (why it waits: 'idlegrid job explain %s'; -f waits for its logs)\n", j.ID, j.ID)
+		return true, nil
+	}
+	return false, nil
 }
 
 // latestLease returns the job's lease of the highest attempt, or nil.

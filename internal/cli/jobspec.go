@@ -98,6 +98,15 @@ func (f *specFlags) apply(spec *idlegrid.JobSpec, set map[string]bool, based boo
 	}
 }
 
+// problems are the mistakes in the flags given (set) that the spec cannot
+// show: --nodes 0 would read as a spec that leaves the count out, one node.
+func (f *specFlags) problems(set map[string]bool) []*idlegrid.Error {
+	if set["nodes"] && f.nodes < 1 {
+		return []*idlegrid.Error{idlegrid.Invalid("job.nodes", "must be between 1 and %d, got %d", idlegrid.MaxNodesPerJob, f.nodes)}
+	}
+	return nil
+}
+
 // flagsSet names the flags given on fs's command line.
 func flagsSet(fs *flagSet) map[string]bool {
 	set := map[string]bool{}

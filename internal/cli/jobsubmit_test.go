@@ -135,12 +135,12 @@ func TestJobSubmit_specFlags(t *testing.T) {
 		{[]string{"--dataset", "imagenet"}, "want NAME:SIZE_GB"},
 		{[]string{"--dataset", "imagenet:big"}, "must be whole gigabytes"},
 		{[]string{"--deadline", "tomorrow"}, `invalid value "tomorrow" for flag -deadline`},
-		{[]string{"--deadline", "30m"}, "job.deadline: leaves less than the job's duration (1h0m0s)"},
-		{[]string{"--reliability-weight", "5"}, "job.reliability_weight: must be between 0 and 4"},
+		{[]string{"--deadline", "30m"}, "--deadline: leaves less than the job's duration (1h0m0s)"},
+		{[]string{"--reliability-weight", "5"}, "--reliability-weight: must be between 0 and 4"},
 	} {
 		r := run(t, renter, append([]string{"job", "submit", "--image", "python:3.12", "--duration", "1h", "--max-price", "5"}, tt.args...)...)
-		if r.code == 0 || !strings.Contains(r.err, tt.want) {
-			t.Errorf("job submit %v: %s, want an error saying %q", tt.args, r, tt.want)
+		if r.code != 2 || !strings.Contains(r.err, tt.want) {
+			t.Errorf("job submit %v: %s, want a usage error saying %q", tt.args, r, tt.want)
 		}
 	}
 }

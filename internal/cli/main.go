@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/idlegrid/idlegrid"
@@ -30,6 +31,11 @@ type env struct {
 	// addr and key are the global --addr and --key given before the
 	// command ("idlegrid --addr URL job ls"); a command's own flags win.
 	addr, key string
+	// ran is the flags of the command that ran, and args its positional
+	// arguments, once parsed: errors name the flags the caller typed, and
+	// hints the command's own objects.
+	ran  *flagSet
+	args []string
 }
 
 // command is one subcommand.
@@ -79,10 +85,13 @@ func Main(ctx context.Context, args []string, stdio Stdio, getenv func(string) s
 	case errors.As(err, new(*usageError)):
 		fmt.Fprintf(e.Err, "idlegrid: %s\n", err)
 		return 2
-	default:
-		printError(e.Err, err)
-		return 1
 	}
+	err = e.inCommandTerms(err)
+	printError(e.Err, err)
+	if e.typedFlagWrong(err) {
+		return 2
+	}
+	return 1
 }
 
 func (e *env) dispatch(ctx context.Context, args []string) error {
@@ -96,8 +105,8 @@ func (e *env) dispatch(ctx context.Context, args []string) error {
 	}
 	name := args[0]
 	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
-		if len(args) > 1 {
-			return e.dispatch(ctx, []string{args[1], "--help"})
+		if len(args) > 1 { // "help job submit" is "job submit --help"
+			return e.dispatch(ctx, append(slices.Clone(args[1:]), "--help"))
 		}
 		e.rootUsage(e.Out)
 		return nil
@@ -238,6 +247,9 @@ func hintFor(err error) string {
 	case idlegrid.ENOTFOUND:
 		return notFoundHint(idlegrid.ErrorMessage(err))
 	case idlegrid.EPAYMENT:
+		if strings.Contains(idlegrid.ErrorMessage(err), "spend limit") {
+			return "an admin raises an account's limit with 'idlegrid account limit ACCOUNT_ID AMOUNT'; the renter raises a key's with 'idlegrid key limit'"
+		}
 		return "not enough balance: an admin can add funds with 'idlegrid account topup ACCOUNT_ID AMOUNT'"
 	case idlegrid.EINVALID:
 		if faultList(err) != nil {
@@ -245,7 +257,7 @@ func hintFor(err error) string {
 		}
 		return "fix the field named above and try again; 'idlegrid help <command>' shows the flags"
 	case idlegrid.ECONFLICT:
-		return "the object is not in a state that allows this; look at it with the matching 'get' command"
+		return "it is not in a state that allows this now; the message above says what state it is in"
 	case idlegrid.EUNAVAILABLE:
 		return "the server is busy or starting; try again in a moment"
 	}

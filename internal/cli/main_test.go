@@ -72,6 +72,12 @@ func TestMain_Help(t *testing.T) {
 			t.Fatalf("'help server' = %s\nwant the output of 'server --help':\n%s", got, want.out)
 		}
 	})
+	t.Run("HelpSubcommand", func(t *testing.T) {
+		got, want := run(t, nil, "help", "job", "submit"), run(t, nil, "job", "submit", "--help")
+		if got.code != 0 || got.out != want.out || !strings.HasPrefix(got.out, "Usage:\n\n\tidlegrid job submit") {
+			t.Fatalf("'help job submit' = %s\nwant the output of 'job submit --help':\n%s", got, want.out)
+		}
+	})
 	t.Run("UnknownCommand", func(t *testing.T) {
 		r := run(t, nil, "jbo", "ls")
 		if want := "idlegrid: unknown command \"jbo\"; run 'idlegrid help' to list the commands\n"; r.code != 2 || r.err != want {
@@ -138,6 +144,7 @@ var everyCommand = [][]string{
 	{"account", "show"}, {"account", "statement"}, {"account", "limit"}, {"account", "notices"}, {"key", "limit"},
 	{"payout", "request"}, {"payout", "ls"}, {"payout", "settle"}, {"payout", "reject"},
 	{"inference", "models"}, {"inference", "stats"}, {"inference", "usage"},
+	{"dev", "workload"}, {"agent", "gpu-probe"},
 }
 
 func TestMain_CommandHelp(t *testing.T) {
@@ -210,6 +217,17 @@ func TestMain_UsageErrors(t *testing.T) {
 		{"BadDevGCFloor", []string{"dev", "--gc-floor-mib", "-5"}, "idlegrid: --gc-floor-mib must be between 0 and 1048576, got -5"},
 		{"BadAgentGCFloor", []string{"agent", "--config", "agent.yaml", "--gc-floor-mib", "2000000"}, "idlegrid: --gc-floor-mib must be between 0 and 1048576, got 2000000"},
 		{"GlobalFlagWithoutValue", []string{"--addr"}, "idlegrid: flag needs an argument: --addr"},
+		{"CancelNothing", []string{"job", "cancel"}, "idlegrid: give the IDs of the jobs to cancel, or --name and the start of their names, e.g. idlegrid job cancel job_abc123"},
+		{"CancelBoth", []string{"job", "cancel", "job_x", "--name", "lr-"}, "idlegrid: give the IDs of the jobs to cancel or --name, not both"},
+		{"NegativeAmount", []string{"account", "topup", "acct_x", "-5"}, "idlegrid: AMOUNT must be positive, got -5"},
+		{"NegativeAmountFirst", []string{"account", "topup", "-12.50", "acct_x"}, `idlegrid: AMOUNT: not a decimal amount: "acct_x"; write a decimal amount such as 100 or 12.50`},
+		{"NegativeAmountAfterFlag", []string{"account", "topup", "acct_x", "--json", "-5"}, "idlegrid: AMOUNT must be positive, got -5"},
+		// What the spec's check refuses is a mistake in the command line
+		// too, and names the flag given rather than the spec's field.
+		{"ZeroGPUs", []string{"job", "submit", "--image", "x/y:1", "--max-price", "1", "--duration", "1m", "--gpus", "0"}, "idlegrid: --gpus: must be between 1 and 16"},
+		{"ZeroNodes", []string{"job", "submit", "--image", "x/y:1", "--max-price", "1", "--duration", "1m", "--nodes", "0"}, "idlegrid: --nodes: must be between 1 and 64, got 0"},
+		{"NegativeNodes", []string{"job", "submit", "--image", "x/y:1", "--max-price", "1", "--duration", "1m", "--nodes", "-2"}, "idlegrid: --nodes: must be between 1 and 64, got -2"},
+		{"PriceOverLimit", []string{"job", "submit", "--image", "x/y:1", "--max-price", "5000", "--duration", "1m"}, "idlegrid: --max-price: must be between 1 micro and 1000 per GPU-hour"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := run(t, key, tt.args...)
@@ -230,9 +248,9 @@ func TestMain_Errors(t *testing.T) {
 	})
 	t.Run("InvalidSpecNamesField", func(t *testing.T) {
 		r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit", "--image", "ghcr.io/acme/x:1", "--gpus", "17", "--max-price", "2", "--duration", "1h")
-		want := "idlegrid: job.gpus: must be between 1 and 16\n  fix the field named above and try again; 'idlegrid help <command>' shows the flags\n"
-		if r.code != 1 || r.err != want {
-			t.Fatalf("got %s\nwant exit 1 and stderr %q", r, want)
+		want := "idlegrid: --gpus: must be between 1 and 16\n  fix the flag named above and try again; 'idlegrid help job submit' shows the flags\n"
+		if r.code != 2 || r.err != want {
+			t.Fatalf("got %s\nwant exit 2 and stderr %q", r, want)
 		}
 	})
 	t.Run("InvalidSpecNamesEveryField", func(t *testing.T) {
@@ -240,11 +258,18 @@ func TestMain_Errors(t *testing.T) {
 		want := "idlegrid: 4 problems:\n" +
 			"  job.image: required: give --image or image: in the job file\n" +
 			"  job.duration: required: give --duration 1h or duration in the job file\n" +
-			"  job.gpus: must be between 1 and 16\n" +
-			"  job.tier: must be gold, silver or bronze, got \"platinum\"\n" +
-			"  fix the fields named above and try again; 'idlegrid help <command>' shows the flags\n"
-		if r.code != 1 || r.err != want {
-			t.Fatalf("got %s\nwant exit 1 and stderr %q", r, want)
+			"  --gpus: must be between 1 and 16\n" +
+			"  --tier: must be gold, silver or bronze, got \"platinum\"\n" +
+			"  fix the fields named above and try again; 'idlegrid help job submit' shows the flags\n"
+		if r.code != 2 || r.err != want {
+			t.Fatalf("got %s\nwant exit 2 and stderr %q", r, want)
+		}
+	})
+	t.Run("InvalidFileFieldKeepsItsName", func(t *testing.T) {
+		file := mustFile(t, "job.yaml", "image: x/y:1\ngpus: 0\nmax_price: \"1\"\nduration: 1m\n")
+		r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit", "-f", file, "--tier", "gold")
+		if want := "idlegrid: job.gpus: must be between 1 and 16\n"; r.code != 1 || firstLines(r.err, 1)+"\n" != want {
+			t.Fatalf("got %s\nwant exit 1 and stderr starting %q", r, want)
 		}
 	})
 	t.Run("MissingPrice", func(t *testing.T) {

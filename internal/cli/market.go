@@ -72,7 +72,8 @@ func (c *jobCommand) explain(ctx context.Context, args []string) error {
 		about: `Say why a queued job has not started: how many nodes each constraint
 rules out (GPU model, VRAM, too few GPUs, region, residency, window too
 short, cap below ask, reliability bar, no free capacity), the cheapest asks the job's cap
-would need to beat, and an estimated time to start.`,
+would need to beat, and an estimated time to start. A job that runs or has
+ended has no wait to explain: it says which, and exits 1.`,
 		examples: "idlegrid job explain job_abc123",
 	})
 	r := c.env.remoteFlags(fs)
@@ -86,7 +87,9 @@ would need to beat, and an estimated time to start.`,
 		return err
 	}
 	x, err := cl.Explain(ctx, args[0])
-	if err != nil {
+	if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT { // it runs or ended: no wait to explain
+		return withHint(err, fmt.Sprintf("see it with 'idlegrid job get %s', and its leases with 'idlegrid job leases %s'", args[0], args[0]))
+	} else if err != nil {
 		return err
 	}
 	if *asJSON {

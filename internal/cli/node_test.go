@@ -35,10 +35,10 @@ func TestNode_asRenter(t *testing.T) {
 	if len(nodes) != 0 {
 		t.Errorf("the page after the last node: %+v, want none", nodes)
 	}
-	if r := run(t, renter, "node", "ls", "--after", "node_missing"); r.code != 1 || !strings.Contains(r.err, "after: \"node_missing\" is not a node you list") {
+	if r := run(t, renter, "node", "ls", "--after", "node_missing"); r.code != 2 || !strings.Contains(r.err, "--after: \"node_missing\" is not a node you list") {
 		t.Errorf("node ls --after a node that is not there: %s", r)
 	}
-	if r := run(t, renter, "node", "ls", "--region", "EU-West"); r.code != 1 || !strings.Contains(r.err, `"EU-West" is not a region`) {
+	if r := run(t, renter, "node", "ls", "--region", "EU-West"); r.code != 2 || !strings.Contains(r.err, `--region: "EU-West" is not a region`) {
 		t.Errorf("node ls --region EU-West: %s", r)
 	}
 	// rig sells silver alone, at $0.40 a GPU-hour, on one 24 GB GPU.

@@ -19,7 +19,9 @@ import (
 // call to the gateway, so that the front door never shows a command that
 // no longer works. The tour's placeholders are filled in as a reader
 // would: DIR with the data directory, JOB_ID with the first job it
-// submits, LEASE_ID with that job's lease, NODE_ID with a node.
+// submits, LEASE_ID with that job's lease, NODE_ID with a node, QUEUED_ID
+// with a job that waits (the demo renter's second job is one no node can
+// take).
 func TestReadmeTour(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a whole market; skipped with -short")
@@ -128,6 +130,13 @@ func runTourLine(t *testing.T, env, ids map[string]string, line string) {
 	args := strings.Fields(line)[1:]
 	var last result
 	eventually(t, line, func() error {
+		if strings.Contains(line, "QUEUED_ID") { // looked up each time: the market moves on under the tour
+			id, err := queuedJob(t, env)
+			if err != nil {
+				return err
+			}
+			args = strings.Fields(strings.ReplaceAll(line, "QUEUED_ID", id))[1:]
+		}
 		switch last = run(t, env, args...); last.code {
 		case 0:
 			return nil
@@ -165,6 +174,16 @@ func findID(t *testing.T, env, ids map[string]string, id string) error {
 		return errors.New("the tour uses JOB_ID before it submits a job")
 	}
 	return nil
+}
+
+// queuedJob is the ID of a job that waits now.
+func queuedJob(t *testing.T, env map[string]string) (string, error) {
+	var jobs []*idlegrid.Job
+	mustJSON(t, env, &jobs, "job", "ls", "--state", "queued")
+	if len(jobs) == 0 {
+		return "", errors.New("no job waits")
+	}
+	return jobs[0].ID, nil
 }
 
 // curlTour makes the tour's curl call: a POST of -d's body with its

@@ -144,7 +144,10 @@ images there without one. Admins may remove another account's login with
 		return err
 	}
 	registry := idlegrid.NormalRegistry(args[0])
-	if err := cl.RemoveRegistryLogin(ctx, *accountID, registry); err != nil {
+	err = cl.RemoveRegistryLogin(ctx, *accountID, registry)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return withHint(err, "'idlegrid registry ls' lists the registries you keep a login for (admins: --account ID, another's)")
+	} else if err != nil {
 		return err
 	}
 	whose := "your"

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -160,6 +161,7 @@ func (f *logFlags) newLogger(w io.Writer) (*slog.Logger, error) {
 // serveConfig is what a running server needs; "server" and "dev" share it.
 type serveConfig struct {
 	listen           string
+	listenFlag       string // the flag that sets listen, named when the address is taken; "": --listen
 	dsn              string
 	feeBPS           int64
 	heartbeat        time.Duration // 0: the coordinator's default
@@ -254,7 +256,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	}
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
-		return nil, withHint(err, "pick another address with --listen, e.g. 127.0.0.1:0 for any free port")
+		return nil, withHint(err, "pick another address with "+cmp.Or(cfg.listenFlag, "--listen")+", e.g. 127.0.0.1:0 for any free port")
 	}
 	defer closeIfFailed(&err, ln.Close)
 	if rs.adminKey, err = bootstrapAdmin(ctx, store, srv, cfg.adminKeyFile, cfg.announceKey, cfg.logger); err != nil {

@@ -230,7 +230,7 @@ func scanMeanwhile(b *testing.B, srv *server.Server, renter *idlegrid.Account, j
 			asks++
 			if idlegrid.ErrorCode(err) == idlegrid.ETOOMANY {
 				refused++
-			} else if err != nil {
+			} else if err != nil && idlegrid.ErrorCode(err) != idlegrid.ECONFLICT { // a job placed meanwhile has no wait to explain
 				return err
 			}
 		}

@@ -566,17 +566,45 @@ func (s *Server) setReason(ctx context.Context, j *idlegrid.Job, reason string) 
 
 // Explain says why a queued job has not started: what ruled nodes out, the
 // asks it would need to beat, and when it may start. The explanation is at
-// most explainTTL old.
+// most explainTTL old. A job that is not queued has no wait to explain:
+// ECONFLICT, naming its state.
 func (s *Server) Explain(ctx context.Context, jobID string) (*market.Explanation, error) {
 	j, err := s.FindJob(ctx, jobID)
 	if err != nil {
 		return nil, err
+	}
+	if j.State != idlegrid.JobQueued {
+		return nil, notQueued(j)
 	}
 	return s.explains.get(ctx, j.ID, s.Now(), func(ctx context.Context) (*market.Explanation, error) {
 		var x market.Explanation
 		err := s.askScan(ctx, "explains", func(e *market.Engine) { x = e.Explain(j, s.Now()) })
 		return &x, err
 	})
+}
+
+// notQueued is the ECONFLICT of explaining j, which is not queued: it runs,
+// or it ended.
+func notQueued(j *idlegrid.Job) error {
+	const rest = "; only a queued job has a wait to explain"
+	at := func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return " " + t.UTC().Format(time.RFC3339)
+	}
+	why := ""
+	if j.Reason != "" {
+		why = " (" + j.Reason + ")"
+	}
+	if j.State.Terminal() {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "job %s is not queued: it ended%s, %s%s%s", j.ID, at(j.EndedAt), j.State, why, rest)
+	}
+	since := ""
+	if j.StartedAt != nil {
+		since = " since" + at(j.StartedAt)
+	}
+	return idlegrid.Errorf(idlegrid.ECONFLICT, "job %s is not queued: it has been %s%s%s%s", j.ID, j.State, since, why, rest)
 }
 
 // Market returns supply, demand, clearing prices, fill rate and a
