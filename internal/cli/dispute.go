@@ -79,7 +79,7 @@ refused while a dispute against you is open.`,
 }
 
 // bondTooSmall says, in the provider's terms, that a release of amount
-// was refused for want of bond (the server names the ledger account).
+// was refused for want of bond, with the bond it has.
 func bondTooSmall(ctx context.Context, cl *client.Client, amount idlegrid.Micros, refused error) error {
 	b, err := cl.Balance(ctx, "")
 	if err != nil {

@@ -101,6 +101,10 @@ func overdrawn(account idlegrid.LedgerAccount, need, have idlegrid.Micros) error
 		return idlegrid.Errorf(idlegrid.EPAYMENT, "payable earnings too low: need %s, have %s; earnings become payable once the payout hold after their settlement has passed (account %s)",
 			need, have, account)
 	}
+	if strings.HasPrefix(string(account), "provider:") && strings.HasSuffix(string(account), ":bond") {
+		return idlegrid.Errorf(idlegrid.EPAYMENT, "bond too low: need %s, have %s; at most the bond posted can be released (account %s)",
+			need, have, account)
+	}
 	return idlegrid.Errorf(idlegrid.EPAYMENT, "ledger account %s too low: need %s, have %s", account, need, have)
 }
 
