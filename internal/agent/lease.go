@@ -42,18 +42,19 @@ type lease struct {
 	events chan runtime.Event
 	wake   chan struct{} // a batch of lines is ready, or the workload exited
 
-	mu         sync.Mutex
-	started    bool // the runtime accepted it
-	stopCause  stopCause
-	stopReason string
-	stopSent   bool // runtime.Stop was called
-	progress   float64
-	checkpoint *time.Time         // when the workload last saved a checkpoint
-	lines      []idlegrid.LogLine // not yet sent
-	seq        int64              // of the last line numbered
-	dropped    int                // lines dropped since the last note
-	lastErr    string             // the last stderr line, for the failure message
-	exit       *runtime.Exit
+	mu          sync.Mutex
+	started     bool               // the runtime accepted it
+	cancelStart context.CancelFunc // ends a Start in flight (a pull): a stop need not wait for it
+	stopCause   stopCause
+	stopReason  string
+	stopSent    bool // runtime.Stop was called
+	progress    float64
+	checkpoint  *time.Time         // when the workload last saved a checkpoint
+	lines       []idlegrid.LogLine // not yet sent
+	seq         int64              // of the last line numbered
+	dropped     int                // lines dropped since the last note
+	lastErr     string             // the last stderr line, for the failure message
+	exit        *runtime.Exit
 	// output hashes standard output as it comes, dropped lines too, for
 	// a verifiable job's OutputDigest.
 	output hash.Hash
@@ -73,7 +74,14 @@ func newLease(w runtime.Workload, clock idlegrid.Clock) *lease {
 // and waits until ship has reported it.
 func (a *Agent) runLease(ctx, workCtx context.Context, l *lease) {
 	defer a.retire(l.id)
-	if err := a.rt.Start(ctx, l.w, l.events); err != nil {
+	startCtx := l.startContext(ctx)
+	err := a.rt.Start(startCtx, l.w, l.events)
+	l.startContext(nil)
+	if err != nil && l.stoppedBeforeStart() {
+		a.log.Info("lease stopped before its workload started", "lease", l.id, "err", err)
+		a.report(workCtx, l.id, l.final())
+		return
+	} else if err != nil {
 		fault, msg := idlegrid.FaultProvider, "the node could not start the workload: "+err.Error()
 		switch {
 		case ctx.Err() != nil:
@@ -244,6 +252,37 @@ func (l *lease) batch(n int) []idlegrid.LogLine {
 
 // markStarted records that the runtime runs the workload, and reports
 // whether a stop came meanwhile that must now be passed on.
+// startContext gives the lease's Start a context of its own, under ctx,
+// that a stop ends; startContext(nil) says the Start is over.
+func (l *lease) startContext(ctx context.Context) context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cancelStart != nil {
+		l.cancelStart()
+		l.cancelStart = nil
+	}
+	if ctx == nil {
+		return nil
+	}
+	ctx, l.cancelStart = context.WithCancel(ctx)
+	if l.stopCause != notStopped {
+		l.cancelStart()
+	}
+	return ctx
+}
+
+// stoppedBeforeStart reports whether a stop came before the workload
+// started, which then never runs: its Exit is a stop without a code.
+func (l *lease) stoppedBeforeStart() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopCause == notStopped {
+		return false
+	}
+	l.exit = &runtime.Exit{Stopped: true}
+	return true
+}
+
 func (l *lease) markStarted() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -263,6 +302,9 @@ func (l *lease) requestStop(cause stopCause, reason string) (first, now bool) {
 	defer l.mu.Unlock()
 	if l.stopCause == notStopped {
 		l.stopCause, l.stopReason, first = cause, reason, true
+	}
+	if l.cancelStart != nil {
+		l.cancelStart() // a Start still pulling the image gives up
 	}
 	if l.started && !l.stopSent && l.exit == nil {
 		l.stopSent, now = true, true
@@ -308,6 +350,9 @@ func (l *lease) final() idlegrid.LeaseReport {
 	defer l.mu.Unlock()
 	e, code := l.exit, l.exit.Code
 	r := idlegrid.LeaseReport{Progress: l.progress, ExitCode: &code, CheckpointRef: e.CheckpointRef}
+	if !l.started {
+		r.ExitCode = nil // it never ran
+	}
 	switch {
 	case e.Err != nil:
 		r.State, r.Fault, r.ExitCode = idlegrid.LeaseFailed, idlegrid.FaultProvider, nil

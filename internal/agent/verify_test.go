@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/runtime"
@@ -104,6 +105,44 @@ func TestAgent_LongLines(t *testing.T) {
 		rs := srv.reportsFor("lease_a")
 		if got, want := rs[len(rs)-1].OutputDigest, "sha256:"+hex.EncodeToString(h.Sum(nil)); got != want {
 			t.Errorf("digest = %s, want %s, of the whole lines", got, want)
+		}
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// pullingRuntime's Start pulls an image that never arrives: it returns
+// only when its context ends.
+type pullingRuntime struct {
+	runtime.Runtime
+	gaveUp chan struct{}
+}
+
+func (r pullingRuntime) Start(ctx context.Context, w runtime.Workload, events chan<- runtime.Event) error {
+	<-ctx.Done()
+	close(r.gaveUp)
+	return fmt.Errorf("pull image %s: %w", w.Job.Image, ctx.Err())
+}
+
+// A stop that comes while the workload's image is still being pulled ends
+// the pull, and the lease is reported as the stop asked, at once.
+func TestAgent_StopWhilePulling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &fakeServer{}
+		rt := pullingRuntime{Runtime: &rtfake.Runtime{}, gaveUp: make(chan struct{})}
+		r := startAgent(t, testConfig(t), srv, rt)
+		r.assign(srv, "lease_a", job(3600, nil))
+		time.Sleep(time.Minute) // pulling
+		srv.requestStop("lease_a", "cancelled by the renter")
+		waitFor(t, "the lease to be cancelled", leaseIn(srv, "lease_a", idlegrid.LeaseCancelled))
+		select {
+		case <-rt.gaveUp:
+		default:
+			t.Error("the pull goes on after the stop")
+		}
+		if got := lastReport(srv, "lease_a"); got.ExitCode != nil || !strings.Contains(got.Message, "cancelled by the renter") {
+			t.Errorf("report = %+v, want cancelled with the reason and no exit code: it never ran", got)
 		}
 		if err := r.stop(t); err != nil {
 			t.Fatal(err)
