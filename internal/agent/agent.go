@@ -517,7 +517,7 @@ func (a *Agent) start(ctx, workCtx context.Context, c idlegrid.Command) bool {
 	}
 	l := newLease(runtime.Workload{
 		LeaseID: id, JobID: c.Lease.JobID, Job: *c.Job, GPUs: append([]string(nil), c.Lease.GPUUUIDs...), LimitSeconds: c.Lease.LimitSeconds,
-		RegistryAuth: c.RegistryAuth, NoNetwork: a.cfg.Sandbox.NoNetwork, Capabilities: a.cfg.Sandbox.Capabilities,
+		NodeGPUs: len(a.gpus), RegistryAuth: c.RegistryAuth, NoNetwork: a.cfg.Sandbox.NoNetwork, Capabilities: a.cfg.Sandbox.Capabilities,
 	}, a.clock)
 	l.tier, l.notice = c.Job.Tier, noticeOf(c.Lease)
 	a.leases[id] = l

@@ -48,6 +48,11 @@ type Workload struct {
 	Job          idlegrid.JobSpec
 	GPUs         []string // UUIDs of the GPUs the lease holds; the workload sees only these
 	LimitSeconds int64    // the run time the renter's hold covers, for the runtime's information
+	// NodeGPUs is how many GPUs the node has. A runtime that limits memory
+	// gives a workload at most its GPUs' share of what workloads may use,
+	// so that the node's leases together never ask for more than there
+	// is; 0 sets no share.
+	NodeGPUs int
 
 	// NoNetwork runs the workload with no network at all, when the node's
 	// policy says so. The zero value gives it the runtime's usual network.

@@ -239,11 +239,11 @@ func (s *sandbox) resources(o *Options, w runtime.Workload) container.Resources 
 	if memMB <= 0 {
 		memMB = int64(float64(o.DefaultMemoryMBPerGPU) * perGPU)
 	}
-	if memMB > int64(o.MaxMemoryMB) {
+	if limit := memoryShare(o, w); memMB > limit {
 		if w.Job.RAMMB > 0 {
-			s.notef("the job asked for %d MB of memory; this node gives a workload at most %d MB", w.Job.RAMMB, o.MaxMemoryMB)
+			s.notef("the job asked for %d MB of memory; this node gives a workload on %d of its GPUs at most %d MB", w.Job.RAMMB, len(w.GPUs), limit)
 		}
-		memMB = int64(o.MaxMemoryMB)
+		memMB = limit
 	}
 	pids := o.PidsLimit
 	r := container.Resources{
@@ -260,6 +260,17 @@ func (s *sandbox) resources(o *Options, w runtime.Workload) container.Resources 
 		}}
 	}
 	return r
+}
+
+// memoryShare is the most memory, in MB, a workload may have: the node's
+// MaxMemoryMB, or the share of it that the workload's GPUs are of the
+// node's, so that the node's workloads together fit in it.
+func memoryShare(o *Options, w runtime.Workload) int64 {
+	limit := int64(o.MaxMemoryMB)
+	if w.NodeGPUs > len(w.GPUs) && len(w.GPUs) > 0 {
+		limit = limit * int64(len(w.GPUs)) / int64(w.NodeGPUs)
+	}
+	return max(limit, 64)
 }
 
 // env is the workload's environment: the job's, then the node's variables,

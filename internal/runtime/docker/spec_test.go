@@ -121,6 +121,29 @@ func TestOptions_SandboxFor(t *testing.T) {
 			t.Errorf("notes = %q, want one per capped limit", s.notes)
 		}
 	})
+	t.Run("MemoryShare", func(t *testing.T) {
+		// Two GPUs of eight: a quarter of the node's memory, so that the
+		// node's workloads together fit in it.
+		o := mustOptions(t, Options{MaxMemoryMB: 64000, DefaultMemoryMBPerGPU: 20000})
+		for _, tt := range []struct {
+			ram, nodeGPUs int
+			want          int64
+			note          string
+		}{
+			{0, 8, 16000, ""}, // the default, 40000 MB for two GPUs, is over the share
+			{30000, 8, 16000, "on 2 of its GPUs at most 16000 MB"},
+			{10000, 8, 10000, ""}, // within the share
+			{30000, 0, 30000, ""}, // no share told: the node's cap
+			{30000, 2, 30000, ""}, // all the node's GPUs
+		} {
+			w := specWorkload()
+			w.Job.RAMMB, w.NodeGPUs = tt.ram, tt.nodeGPUs
+			s := o.sandboxFor(w, "img", "", "v")
+			if s.host.Memory != tt.want<<20 || (tt.note == "") != (len(s.notes) == 0) || tt.note != "" && !strings.Contains(s.notes[0], tt.note) {
+				t.Errorf("ram %d on 2 of %d GPUs: memory %d MB, notes %q; want %d MB, a note saying %q", tt.ram, tt.nodeGPUs, s.host.Memory>>20, s.notes, tt.want, tt.note)
+			}
+		}
+	})
 	t.Run("NoNetwork", func(t *testing.T) {
 		w := specWorkload()
 		w.NoNetwork = true
