@@ -177,6 +177,24 @@ func (e *estimateResult) write(w io.Writer) {
 	}
 }
 
+// skippedRows says, as sim's report does, how many bad rows of each input
+// --bad-rows skip left out, and the first few.
+func (e *estimateResult) skippedRows(w *sim.WorldSummary) {
+	for _, in := range []struct {
+		key, what string
+		rep       trace.Report
+	}{{"demand", "demand trace", w.DemandReport}, {"supply", "supply trace", w.SupplyReport}, {"prices", "price tables", w.PricesReport}} {
+		e.flat[in.key+"_rows_skipped"] = in.rep.Skipped
+		if in.rep.Skipped > 0 {
+			rows := "rows"
+			if in.rep.Skipped == 1 {
+				rows = "row"
+			}
+			e.assume("%d bad %s of the %s skipped (--bad-rows skip), e.g. %s", in.rep.Skipped, rows, in.what, strings.Join(in.rep.SkipNotes, "; "))
+		}
+	}
+}
+
 // table adds a table's lines, indented.
 func (e *estimateResult) table(headers []string, fill func(t *table)) {
 	var b strings.Builder
@@ -334,7 +352,7 @@ func (c *estimateCommand) providerTrace(ctx context.Context, tf *traceFlags, q *
 	if err != nil {
 		return out, err
 	}
-	cfg.Runs, cfg.Jobs, cfg.FeeBasisPoints = []string{sim.RunEngine}, jobs, q.feeBPS
+	cfg.Runs, cfg.Jobs, cfg.FeeBasisPoints = []string{sim.RunEngine}, jobs, replayFee(q.feeBPS)
 	cfg.ExtraNodes = []sim.ExtraNode{{
 		Node:     trace.Node{ID: "your-node", GPUModel: q.model, GPUs: q.gpus, Region: q.region},
 		Schedule: q.schedule, Ask: q.ask, Reliability: q.rel,
@@ -393,6 +411,7 @@ func (c *estimateCommand) providerTrace(ctx context.Context, tf *traceFlags, q *
 	out.assume("your node is a newcomer (record 0.9 to the market) that completes %.0f%% of its leases", 100*q.rel)
 	out.assume("windows are read in %s; a month is %d days; the platform keeps %s of each charge", zoneName(q.tz), daysPerMonth, bps(q.feeBPS))
 	out.assume("the trace's jobs accept any region, so the region changes the time zone of your windows, not who rents")
+	out.skippedRows(&res.World)
 	for _, n := range res.World.Notes {
 		out.assume("%s", n)
 	}
@@ -458,7 +477,7 @@ func (c *estimateCommand) providerLive(ctx context.Context, r *remote, q *estima
 	out.flat["fill_rate"], out.flat["monthly_earnings_micros"] = expected, int64(monthly)
 	out.flat["expected_price_micros"], out.flat["offered_gpu_hours_per_month"] = int64(price), hours*float64(q.gpus)
 	out.assume("recent conditions hold for the month: your GPUs fill as the %s %s market does now (fill %.0f%%), times the share of recent clearing prices your ask would have won", q.model, where, 100*fill)
-	out.assume("queued demand beyond the free GPUs adds its share of the supply to your fill")
+	out.assume("queued demand beyond the free GPUs adds its share of the supply, times the share of prices your ask would have won, to your fill")
 	out.assume("you are paid at least your ask: the median of the recent prices you would have won (second-score prices sit above the winner's ask)")
 	out.assume("windows are read in %s; a month is %d days; the platform keeps %s of each charge", zoneName(q.tz), daysPerMonth, bps(q.feeBPS))
 	return out, nil
@@ -584,7 +603,7 @@ func (c *estimateCommand) renterTrace(ctx context.Context, tf *traceFlags, q *es
 	if err != nil {
 		return out, err
 	}
-	cfg.Runs, cfg.Jobs, cfg.FeeBasisPoints = []string{sim.RunEngine}, jobs, q.feeBPS
+	cfg.Runs, cfg.Jobs, cfg.FeeBasisPoints = []string{sim.RunEngine}, jobs, replayFee(q.feeBPS)
 	for _, t := range idlegrid.Tiers {
 		cfg.Probes = append(cfg.Probes, sim.Probe{Every: every, Job: trace.Job{
 			ID: "your-job-" + string(t), GPUs: q.gpus, GPUModels: q.models, Tier: t,
@@ -611,6 +630,7 @@ func (c *estimateCommand) renterTrace(ctx context.Context, tf *traceFlags, q *es
 	out.assume("each replay draws the nodes' models, regions, asks and reliability anew; the figures pool %d replays", len(results))
 	out.assume("a job that cannot start within the patience of %s gives up (NEVER STARTED)", sim.DefaultPatience)
 	out.assume("cost is what completed runs were charged, lost runs included; prices are the engine's locked prices")
+	out.skippedRows(&res.World)
 	for _, n := range res.World.Notes {
 		out.assume("%s", n)
 	}

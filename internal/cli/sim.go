@@ -325,10 +325,7 @@ replays the Azure LLM inference trace through the real gateway.`,
 	read := time.Since(began)
 	cfg.Nodes, cfg.Jobs, cfg.Seed, cfg.Span, cfg.Patience = nodes, jobs, seed, span.d, patience.d
 	cfg.CheckpointEvery = time.Duration(checkpoint.secs) * time.Second
-	cfg.FeeBasisPoints, cfg.Parallel = feeBPS, parallel
-	if feeBPS == 0 {
-		cfg.FeeBasisPoints = -1
-	}
+	cfg.FeeBasisPoints, cfg.Parallel = replayFee(feeBPS), parallel
 	cfg.Runs = nil
 	for _, r := range strings.Split(runs, ",") {
 		if r = strings.TrimSpace(r); r != "" {
@@ -363,6 +360,15 @@ replays the Azure LLM inference trace through the real gateway.`,
 		fmt.Fprintf(c.env.Out, "plots and metrics written to %s (utilisation.svg, prices.svg, queue.svg, metrics.json, summary.txt)\n", out)
 	}
 	return nil
+}
+
+// replayFee is --fee-bps as sim.Config takes it: there 0 is the default
+// fee, and a negative fee none.
+func replayFee(bps int64) int64 {
+	if bps == 0 {
+		return -1
+	}
+	return bps
 }
 
 // writeSimOut writes the plots, the flat metrics and the text summary.

@@ -249,3 +249,61 @@ func TestEstimate_Live(t *testing.T) {
 		}
 	})
 }
+
+// --fee-bps 0 is no fee, as in 'idlegrid sim', not the replay's default
+// 10%: a provider keeps every charge.
+func TestEstimate_FeeZero(t *testing.T) {
+	earnings := func(fee string) float64 {
+		m := mustSimJSON(t, run(t, noData, append([]string{"estimate", "--provider", "--gpus", "8xV100-32GB", "--region", "eu-west",
+			"--windows", "always", "--ask", "0.05", "--replays", "1", "--fee-bps", fee, "--json"}, traceArgs()...)...))
+		return m["monthly_earnings_micros"].(float64)
+	}
+	none, tenth := earnings("0"), earnings("1000")
+	if tenth <= 0 || none < tenth/0.9*0.999 || none > tenth/0.9*1.001 {
+		t.Errorf("monthly earnings %v with no fee, %v with 10%%; want the first 10/9 of the second", none, tenth)
+	}
+}
+
+// mustBadPrices writes the slice's price tables with one bad row added
+// to the cloud table, line 80.
+func mustBadPrices(tb testing.TB) string {
+	tb.Helper()
+	dir := tb.TempDir()
+	cloud, err := os.ReadFile(filepath.Join(traceData, "prices", "cloud-gpus.csv"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if n := strings.Count(string(cloud), "\n"); n != 79 {
+		tb.Fatalf("the slice's cloud table has %d lines, want 79", n)
+	}
+	mustWriteFile(tb, filepath.Join(dir, "cloud-gpus.csv"), string(cloud)+"Nimbus,T4 (16 GB),Turing,1,16,4,16,0.50,cheap,,n1\n")
+	return dir
+}
+
+// Bad rows of the price tables are skipped as the traces' are: counted,
+// and the first shown, in the text and in --json.
+func TestSim_BadPriceRows(t *testing.T) {
+	args := []string{"sim", "--demand", "alibaba:" + filepath.Join(traceData, "alibaba"), "--supply", "helios:" + filepath.Join(traceData, "helios"),
+		"--prices", mustBadPrices(t), "--quiet", "--runs", "engine"}
+	if r := run(t, noData, args...); r.code != 1 || !strings.Contains(r.err, "cloud-gpus.csv line 80: per-gpu") {
+		t.Fatalf("got %s\nwant exit 1 naming line 80", r)
+	}
+	r := run(t, noData, append(args, "--bad-rows", "skip")...)
+	if want := "price tables: 79 rows, 1 bad rows skipped (e.g. "; r.code != 0 || !strings.Contains(r.out, want) || !strings.Contains(r.out, "cloud-gpus.csv line 80: per-gpu") {
+		t.Errorf("got %s\nwant %q naming line 80", r, want)
+	}
+	m := mustSimJSON(t, run(t, noData, append(args, "--bad-rows", "skip", "--json")...))
+	if m["prices_rows_skipped"] != 1.0 || m["prices_rows"] != 79.0 {
+		t.Errorf("prices_rows_skipped %v, prices_rows %v; want 1 and 79", m["prices_rows_skipped"], m["prices_rows"])
+	}
+	est := []string{"estimate", "--provider", "--gpus", "1xV100-32GB", "--region", "eu-west", "--ask", "0.30", "--replays", "1",
+		"--demand", "alibaba:" + filepath.Join(traceData, "alibaba"), "--supply", "helios:" + filepath.Join(traceData, "helios"),
+		"--prices", mustBadPrices(t), "--bad-rows", "skip"}
+	if r := run(t, noData, est...); r.code != 0 || !strings.Contains(r.out, "1 bad row of the price tables skipped") {
+		t.Errorf("estimate: got %s\nwant the skipped row among the assumptions", r)
+	}
+	m = mustSimJSON(t, run(t, noData, append(est, "--json")...))
+	if m["prices_rows_skipped"] != 1.0 || m["demand_rows_skipped"] != 0.0 {
+		t.Errorf("estimate: prices_rows_skipped %v, demand_rows_skipped %v; want 1 and 0", m["prices_rows_skipped"], m["demand_rows_skipped"])
+	}
+}

@@ -450,12 +450,24 @@ func (r *replay) pass(t int64) {
 }
 
 // domKey and failure let a pass skip a job when one it needs no less than
-// could not start: same tier, models and region, no more GPUs, no longer
-// run and no lower cap. Within a pass the market only fills up, so the
-// skipped job could not start either, unless GPUs are reserved for it.
+// could not start: same tier, models and region, and for bronze the same
+// checkpoint interval (the engine lets bronze that checkpoints start in a
+// window shorter than its run); no more GPUs, no longer run, and a cap no
+// lower than the skipped job's. Within a pass the market only fills up,
+// so the skipped job could not start either, unless GPUs are reserved
+// for it. The replay's jobs differ in nothing else the engine reads.
 type domKey struct {
 	tier          int8
 	models, place uint16
+	ckpt          int32 // bronze only; 0 for gold and silver
+}
+
+func domKeyOf(j *liveJob) domKey {
+	k := domKey{tier: j.spec.tier, models: j.spec.models, place: j.spec.region}
+	if j.spec.tier == int8(idlegrid.TierBronze.Rank()) {
+		k.ckpt = j.spec.ckpt
+	}
+	return k
 }
 
 type failure struct {
@@ -463,26 +475,33 @@ type failure struct {
 	dur    int64
 	cap    idlegrid.Micros
 	reason string
+	// noEstimate: the matcher, asked in this pass when the failed job
+	// should start, had no answer. It has none for a job the failure
+	// dominates either: a node that could start the dominated job could
+	// start the failed one no later.
+	noEstimate bool
 }
 
-func (r *replay) dominated(j *liveJob) (string, bool) {
+func (r *replay) dominated(j *liveJob) (*failure, bool) {
 	if j.reserved {
-		return "", false // its reservation gives it GPUs no other job has
+		return nil, false // its reservation gives it GPUs no other job has
 	}
-	for _, f := range r.fails[domKey{j.spec.tier, j.spec.models, j.spec.region}] {
-		if j.spec.gpus >= f.gpus && j.remaining >= f.dur && j.spec.cap <= f.cap {
-			return f.reason, true
+	fs := r.fails[domKeyOf(j)]
+	for i := range fs {
+		if f := &fs[i]; j.spec.gpus >= f.gpus && j.remaining >= f.dur && j.spec.cap <= f.cap {
+			return f, true
 		}
 	}
-	return "", false
+	return nil, false
 }
 
 // try asks the matcher about one queued job and carries out its answer.
 func (r *replay) try(j *liveJob, t int64) {
 	j.tried = true
-	if reason, ok := r.dominated(j); ok {
-		j.reason = reason
+	if f, ok := r.dominated(j); ok {
+		j.reason = f.reason
 		r.met.Skipped++
+		r.askEstimate(j, t, f.noEstimate)
 		return
 	}
 	began := time.Now()
@@ -501,23 +520,31 @@ func (r *replay) try(j *liveJob, t int64) {
 	j.reserved = d.reserved
 	if len(d.picks) == 0 {
 		j.reason = d.reason
-		r.askEstimate(j, t)
-		k := domKey{j.spec.tier, j.spec.models, j.spec.region}
-		r.fails[k] = append(r.fails[k], failure{j.spec.gpus, j.remaining, j.spec.cap, d.reason})
+		none := r.askEstimate(j, t, false)
+		k := domKeyOf(j)
+		r.fails[k] = append(r.fails[k], failure{j.spec.gpus, j.remaining, j.spec.cap, d.reason, none})
 	}
 }
 
 // askEstimate asks the matcher, the first time j waits, when j should
 // start, as a renter running idlegrid job explain would; the answer is
-// held up against the start the replay then gives it.
-func (r *replay) askEstimate(j *liveJob, t int64) {
+// held up against the start the replay then gives it. A job waits from
+// the first pass that does not start it, whether the matcher was asked
+// or the pass skipped it as dominated. With knownNone, the answer is known
+// to be none: a job that dominates j had none in this pass, and asking
+// again would read every node for nothing. It reports whether it asked
+// now and had no answer.
+func (r *replay) askEstimate(j *liveJob, t int64, knownNone bool) bool {
 	est, ok := r.m.(estimator)
 	if !ok || j.asked || j.started {
-		return
+		return false
 	}
 	j.asked = true
-	j.estimate = est.estimateStart(j, t)
+	if !knownNone {
+		j.estimate = est.estimateStart(j, t)
+	}
 	r.met.askedEstimate(j)
+	return j.estimate == 0
 }
 
 func (r *replay) noticeSeconds() int64 {

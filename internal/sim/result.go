@@ -35,8 +35,10 @@ type WorldSummary struct {
 	OfferedSeries              []int64 // GPU-seconds offered per bin
 	Models                     []ModelSummary
 	Notes                      []string
-	DemandReport, SupplyReport trace.Report
-	BuildWall                  time.Duration
+	// DemandReport, SupplyReport and PricesReport say what the reads of
+	// the traces and the price tables left out or changed.
+	DemandReport, SupplyReport, PricesReport trace.Report
+	BuildWall                                time.Duration
 }
 
 // ModelSummary is one GPU model of the world, and how it was priced.
@@ -52,7 +54,7 @@ func (w *world) summary() WorldSummary {
 		DemandSource: w.cfg.Demand.Source, SupplySource: w.cfg.Supply.Source, Seed: w.cfg.Seed,
 		Start: at(w.start), End: at(w.end), Nodes: len(w.nodes), Jobs: len(w.jobs),
 		OfferedGPUSeconds: w.offered, BinSeconds: w.binSeconds, OfferedSeries: w.offeredBins,
-		Notes: w.notes, DemandReport: w.demandReport, SupplyReport: w.supplyReport,
+		Notes: w.notes, DemandReport: w.demandReport, SupplyReport: w.supplyReport, PricesReport: w.pricesReport,
 	}
 	byModel := map[string]*ModelSummary{}
 	for _, n := range w.nodes {
@@ -95,6 +97,7 @@ func (r *Result) Flat() map[string]any {
 		"build_wall_seconds": w.BuildWall.Seconds(), "peak_rss_bytes": r.PeakRSSBytes,
 		"demand_rows": w.DemandReport.Rows, "demand_rows_skipped": w.DemandReport.Skipped,
 		"supply_rows": w.SupplyReport.Rows, "supply_rows_skipped": w.SupplyReport.Skipped,
+		"prices_rows": w.PricesReport.Rows, "prices_rows_skipped": w.PricesReport.Skipped,
 	}
 	for _, m := range r.Runs {
 		p := strings.ReplaceAll(m.Name, "-", "_") + "_"
@@ -285,8 +288,9 @@ func (r *Result) WriteText(out io.Writer) error {
 	for _, m := range r.Runs {
 		fmt.Fprintf(out, "  %-10s %s\n", m.Name, m.Title)
 	}
-	writeReport(out, "demand", w.DemandReport)
-	writeReport(out, "supply", w.SupplyReport)
+	writeReport(out, "demand trace", w.DemandReport)
+	writeReport(out, "supply trace", w.SupplyReport)
+	writeReport(out, "price tables", w.PricesReport)
 	if len(w.Notes) > 0 {
 		fmt.Fprintln(out, "\nnotes:")
 		for _, n := range w.Notes {
@@ -355,11 +359,13 @@ func byTier(m *Metrics, all string, tier func(t int) string) string {
 	return all + strings.Join(tiers, "/")
 }
 
+// writeReport says what the read of what (the demand trace, ...) skipped,
+// left out or changed, when it did.
 func writeReport(out io.Writer, what string, rep trace.Report) {
 	if rep.Skipped == 0 && len(rep.Dropped) == 0 && len(rep.Adjusted) == 0 {
 		return
 	}
-	fmt.Fprintf(out, "\n%s trace: %d rows", what, rep.Rows)
+	fmt.Fprintf(out, "\n%s: %d rows", what, rep.Rows)
 	if rep.Skipped > 0 {
 		fmt.Fprintf(out, ", %d bad rows skipped (e.g. %s)", rep.Skipped, strings.Join(rep.SkipNotes, "; "))
 	}

@@ -442,3 +442,49 @@ func TestRun_estimates(t *testing.T) {
 		}
 	}
 }
+
+// A bronze job that checkpoints may start in a window too short for its
+// run, so a pass must not skip it as dominated by a twin that cannot
+// resume and failed to start: here b starts on n1 at once, while a waits
+// for n2.
+func TestRun_dominanceKeepsCheckpoints(t *testing.T) {
+	const supply = "node,gpu_model,gpus,region,window_start,window_end\nn1,T4,1,eu-west,0,1800\nn2,T4,1,eu-west,3600,100000\n"
+	const demand = "id,submit,duration,gpus,gpu_models,tier,checkpoint_every\na,0,7200,1,T4,bronze,\nb,0,7200,1,T4,bronze,10m\n"
+	cfg := mustCSV(t, demand, supply)
+	cfg.Runs = []string{sim.RunEngine}
+	e := mustRun(t, cfg).Run(sim.RunEngine)
+	waits := slices.Sorted(slices.Values(e.Waits[2]))
+	if !slices.Equal(waits, []int32{0, 3600}) || e.WindowStops != 1 {
+		t.Errorf("bronze waits %v s, %d window-end stops; want [0 3600]: b starts on n1 at once and is stopped at its end, a waits for n2", waits, e.WindowStops)
+	}
+}
+
+// A job is asked for its estimated start when it first waits, even when
+// the pass skips it as dominated: c, the twin of b, is asked on arrival,
+// before the gold job g arrives to go ahead of both, so both bronze jobs
+// start 1800 s after their estimates. Asked only when first really tried
+// (once b had started), c would look on time.
+func TestRun_estimateWhenFirstWaiting(t *testing.T) {
+	const supply = "node,gpu_model,gpus,region,window_start,window_end\nn1,T4,1,eu-west,0,100000\n"
+	const demand = "id,submit,duration,gpus,gpu_models,tier\na,0,3600,1,T4,silver\nb,60,1800,1,T4,bronze\nc,60,1800,1,T4,bronze\ng,120,1800,1,T4,gold\n"
+	cfg := mustCSV(t, demand, supply)
+	cfg.Runs = []string{sim.RunEngine}
+	e := mustRun(t, cfg).Run(sim.RunEngine)
+	if got := e.Estimates; got.Asked != 3 || !slices.Equal(got.Late[2], []int32{1800, 1800}) {
+		t.Errorf("asked %d, bronze late %v s; want 3 asked (b, c, g), both bronze jobs 1800 s late", got.Asked, got.Late[2])
+	}
+}
+
+// A job skipped as dominated by one the engine had no estimate for in
+// the same pass has none either, and is counted so without a second
+// Explain: no window is long enough for either job here.
+func TestRun_noEstimateForDominated(t *testing.T) {
+	const supply = "node,gpu_model,gpus,region,window_start,window_end\nn1,T4,1,eu-west,0,3600\n"
+	const demand = "id,submit,duration,gpus,gpu_models,tier\nx,0,7200,1,T4,silver\ny,0,9000,1,T4,silver\n"
+	cfg := mustCSV(t, demand, supply)
+	cfg.Runs = []string{sim.RunEngine}
+	e := mustRun(t, cfg).Run(sim.RunEngine)
+	if got := e.Estimates; got.Asked != 2 || got.Unknown != 2 || e.Skipped == 0 {
+		t.Errorf("asked %d, unknown %d, skipped %d; want both asked, neither estimated, y skipped", got.Asked, got.Unknown, e.Skipped)
+	}
+}

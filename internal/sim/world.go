@@ -39,6 +39,7 @@ type world struct {
 	notes            []string                   // what the build did, for the report
 	demandReport     trace.Report
 	supplyReport     trace.Report
+	pricesReport     trace.Report
 }
 
 // span is a window of a node, [start, end) in unix seconds.
@@ -129,7 +130,7 @@ func buildWorld(cfg Config) (*world, error) {
 	if cfg.Demand == nil || cfg.Supply == nil || cfg.Prices == nil {
 		return nil, fmt.Errorf("sim: a simulation needs demand, supply and prices")
 	}
-	w.demandReport, w.supplyReport = cfg.Demand.Report, cfg.Supply.Report
+	w.demandReport, w.supplyReport, w.pricesReport = cfg.Demand.Report, cfg.Supply.Report, cfg.Prices.Report
 	if err := w.setSpan(); err != nil {
 		return nil, err
 	}
@@ -348,7 +349,7 @@ func (w *world) setPrices() {
 		}
 	}
 	if len(w.proxied) > 0 {
-		w.notef("no on-demand price for %s: priced at %s/GPU-h, the median of the models the tables price",
+		w.notef("no on-demand price for %s: priced at %s/GPU-h, the median of this replay's models that the tables price",
 			strings.Join(w.proxied, ", "), rate(proxy))
 	}
 }

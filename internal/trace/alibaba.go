@@ -69,7 +69,9 @@ type AlibabaOptions struct {
 //   - qos sets the tier (AlibabaTiers);
 //   - CPU-only pods, pods never scheduled (their run time is unknown) and
 //     pods that ran for no time are dropped, by reason; run times over 30
-//     days are capped at 30 days (the longest job idlegrid takes).
+//     days are capped at 30 days (the longest job idlegrid takes);
+//   - a row with fewer fields than the header is a bad row: cut short, it
+//     would read as a pod never scheduled.
 //
 // The trace has no prices or regions: the simulator sets caps from cloud
 // on-demand prices, and the jobs accept any region.
@@ -115,6 +117,9 @@ func ReadAlibabaPods(r io.Reader, source string, opts AlibabaOptions) (*Demand, 
 // alibabaPod reads one pod: a job, or why it is not one.
 func alibabaPod(t *table, tiers map[string]idlegrid.Tier, rep *Report) (Job, string, error) {
 	j := Job{ID: t.get("name")}
+	if err := t.whole(); err != nil {
+		return j, "", err // cut short, an empty scheduled_time is no pod never scheduled
+	}
 	if j.ID == "" {
 		return j, "", t.errf("name", "required")
 	}

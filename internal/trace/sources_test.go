@@ -80,6 +80,19 @@ func TestReadAlibabaPods(t *testing.T) {
 			t.Fatalf("skip: %+v, %v; want one job and one skip", d, err)
 		}
 	})
+	t.Run("ShortRow", func(t *testing.T) {
+		// Cut short before scheduled_time, the row is bad, not a pod
+		// never scheduled (which has the column, empty).
+		in := "name,num_gpu,qos,creation_time,deletion_time,scheduled_time\nok,1,LS,0,10,0\nnever,1,LS,0,10,\ncut,1,LS,30,40\n"
+		_, err := trace.ReadAlibabaPods(strings.NewReader(in), "x.csv", trace.AlibabaOptions{})
+		if want := "x.csv line 4: the row has 5 fields, the header 6"; idlegrid.ErrorMessage(err) != want {
+			t.Fatalf("error = %v, want %q", err, want)
+		}
+		d, err := trace.ReadAlibabaPods(strings.NewReader(in), "x.csv", trace.AlibabaOptions{Options: trace.Options{BadRows: trace.BadRowsSkip}})
+		if err != nil || len(d.Jobs) != 1 || d.Skipped != 1 || d.Dropped["never scheduled in the source trace (run time unknown)"] != 1 {
+			t.Fatalf("skip: %+v, %v; want one job, one skip and one pod never scheduled", d, err)
+		}
+	})
 	t.Run("NoTimes", func(t *testing.T) {
 		_, err := trace.ReadAlibabaPods(strings.NewReader("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"), "multigpu50.csv", trace.AlibabaOptions{})
 		if err == nil || !strings.Contains(err.Error(), "use openb_pod_list_default.csv") {

@@ -230,6 +230,7 @@ type table struct {
 	source string
 	r      *csv.Reader
 	cols   map[string]int // lower-case, trimmed header name → index
+	width  int            // the header's fields
 	line   int            // line of the current record
 	rec    []string
 	opts   Options
@@ -248,7 +249,7 @@ func newTable(r io.Reader, source string, opts Options, rep *Report, want ...str
 	} else if err != nil {
 		return nil, idlegrid.Invalid(source+" line 1", "cannot read the header: %v", csvReason(err))
 	}
-	t := &table{source: source, r: cr, cols: map[string]int{}, opts: opts, rep: rep}
+	t := &table{source: source, r: cr, cols: map[string]int{}, width: len(header), opts: opts, rep: rep}
 	for i, h := range header {
 		h = strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))
 		if _, dup := t.cols[h]; !dup && h != "" {
@@ -321,6 +322,16 @@ func (t *table) get(col string) string {
 		return ""
 	}
 	return strings.TrimSpace(t.rec[i])
+}
+
+// whole reports a row with fewer fields than the header as bad: read by
+// name, the cells it lacks would look empty, where a file of fixed
+// columns means something by an empty one.
+func (t *table) whole() error {
+	if len(t.rec) < t.width {
+		return t.errf("", "the row has %d fields, the header %d", len(t.rec), t.width)
+	}
+	return nil
 }
 
 // errf is a bad value in a column of the current row.

@@ -23,8 +23,10 @@ type Report struct {
 	Rows []Row `json:"behaviours"`
 	// CheatersDetected is the share of all cheaters flagged within Leases.
 	CheatersDetected float64 `json:"cheaters_detected"`
-	// HonestFlagged is the share of honest providers flagged within
-	// Leases: the false positives.
+	// HonestFlagged is the share of honest providers flagged at any
+	// time in the run, within Leases or later: the false positives. An
+	// honest provider wrongly flagged is as wronged after its watched
+	// leases as within them.
 	HonestFlagged float64 `json:"honest_flagged"`
 }
 
@@ -80,7 +82,7 @@ func (w *world) report() *Report {
 			row.MedianLeases, row.MedianHours = median(leases), median(hours)
 		}
 		if b == Honest {
-			r.HonestFlagged = row.Rate
+			r.HonestFlagged = float64(row.Flagged+row.FlaggedLater) / float64(row.Providers)
 		} else {
 			cheaters += row.Providers
 			caught += row.Flagged
@@ -113,7 +115,7 @@ func (r *Report) WriteTable(out io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(out, "\ncheaters flagged within %d leases: %.1f%%; honest providers flagged (false positives): %.1f%%\n"+
+	_, err := fmt.Fprintf(out, "\ncheaters flagged within %d leases: %.1f%%; honest providers flagged at any time (false positives): %.1f%%\n"+
 		"%d providers, %d leases, %.1f simulated hours, seed %d; flagged = upheld dispute, quarantine, or reputation flag (score < %.2f, ≥2 incidents, not only plausible accidents)\n",
 		r.Leases, 100*r.CheatersDetected, 100*r.HonestFlagged, r.Providers, r.LeasesTotal, r.Hours, r.Seed, r.FlagScore)
 	return err
