@@ -227,7 +227,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.meter = startMeter(cfg.Store, j, g.metrics, cfg.Logger)
+	g.meter = startMeter(cfg.Store, j, g.metrics, cfg.Logger, g.capToBalance)
 	if cfg.Metrics != nil {
 		if err := g.metrics.register(cfg.Metrics, g); err != nil {
 			g.meter.close()

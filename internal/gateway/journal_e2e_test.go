@@ -208,3 +208,40 @@ func testMeterRetries(t *testing.T, fault error) {
 		t.Errorf("journal files %v left after Close, with every charge written", left)
 	}
 }
+
+// TestGateway_meterChargesWhatIsLeft: a charge that comes to more than
+// its renter has when it is written (here the renter spent the rest
+// meanwhile) takes what is left, rather than nothing: the provider served
+// the request.
+func TestGateway_meterChargesWhatIsLeft(t *testing.T) {
+	m := mustChargeWhileDown(t, nil)
+	f := m.f
+	ctx := context.Background()
+	const left = 100 // micros, less than the charge of 170
+	spend := &idlegrid.Transfer{IdempotencyKey: "spent-meanwhile", Kind: idlegrid.TransferHold, CreatedAt: time.Now(), Entries: []idlegrid.Entry{
+		{Account: idlegrid.RenterAvailable(f.RenterID), Amount: -(startFunds - left)},
+		{Account: idlegrid.RenterHeld(f.RenterID), Amount: startFunds - left},
+	}}
+	if _, err := f.Store.PostTransfer(ctx, spend); err != nil {
+		t.Fatal(err)
+	}
+	m.store.down.Store(false) // the meter tries again within meterRetry
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		bal, err := f.Store.Balance(ctx, f.RenterID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bal.Available != left || time.Now().After(deadline) {
+			break
+		}
+	}
+	wantBalances(t, f, m.nodeID, 0, left-left/10)
+	mustSync(t, f)
+	if n := metricstest.Value(t, m.reg, "idlegrid_inference_charges_failed_total", nil); n != 0 {
+		t.Errorf("idlegrid_inference_charges_failed_total = %v, want 0: what was left was charged", n)
+	}
+	us, err := f.Store.ListInferenceUsage(ctx, idlegrid.UsageFilter{AccountID: f.RenterID})
+	if err != nil || len(us) != 1 || us[0].ChargeMicros != left || us[0].FeeMicros != left/10 {
+		t.Errorf("usage records = %+v (%v), want one charged %d with a fee of %d", us, err, left, left/10)
+	}
+}

@@ -47,6 +47,9 @@ type meter struct {
 	done    chan struct{}
 	failed  []meterItem  // charges to write again after meterRetry; the meter's goroutine's
 	retries atomic.Int64 // len(failed), for the metrics
+	// capped is a charge the store refused as more than its renter has,
+	// charged only what the renter has now; false when nothing can be.
+	capped func(idlegrid.InferenceCharge) (idlegrid.InferenceCharge, bool)
 
 	mu     sync.RWMutex // held for reading while sending on in
 	closed bool
@@ -61,8 +64,8 @@ type meterItem struct {
 	barrier chan struct{}
 }
 
-func startMeter(s idlegrid.InferenceStore, j *journal, ms *metrics, log *slog.Logger) *meter {
-	m := &meter{store: s, journal: j, log: log, metrics: ms, in: make(chan meterItem, meterQueue), done: make(chan struct{})}
+func startMeter(s idlegrid.InferenceStore, j *journal, ms *metrics, log *slog.Logger, capped func(idlegrid.InferenceCharge) (idlegrid.InferenceCharge, bool)) *meter {
+	m := &meter{store: s, journal: j, log: log, metrics: ms, capped: capped, in: make(chan meterItem, meterQueue), done: make(chan struct{})}
 	go m.run()
 	return m
 }
@@ -189,6 +192,9 @@ func (m *meter) write(batch []meterItem, final bool) {
 			m.failed = append(m.failed, it)
 			continue
 		}
+		if idlegrid.ErrorCode(err) == idlegrid.EPAYMENT {
+			it, err = m.chargeWhatIsLeft(it, err)
+		}
 		m.settle(it, err)
 	}
 	if !final {
@@ -199,6 +205,45 @@ func (m *meter) write(batch []meterItem, final bool) {
 			close(it.barrier)
 		}
 	}
+}
+
+// chargeWhatIsLeft writes a charge the store refused (refused) as more
+// than its renter has, for what the renter has now: a request's usage may
+// come to more than its reservation (docs/gateway.md), and the provider
+// served it all. It returns the charge as written, and why it could not
+// be when it could not.
+func (m *meter) chargeWhatIsLeft(it meterItem, refused error) (meterItem, error) {
+	if m.capped == nil {
+		return it, refused
+	}
+	c, ok := m.capped(it.charge)
+	if !ok {
+		return it, refused
+	}
+	if err := m.store.RecordInference(context.Background(), []idlegrid.InferenceCharge{c})[0]; err != nil {
+		return it, err
+	}
+	m.log.Warn("gateway: an inference charge was more than its renter had; charged what was left", "request", c.Usage.ID,
+		"renter", c.Usage.RenterID, "charge", it.charge.Usage.ChargeMicros, "charged", c.Usage.ChargeMicros)
+	it.charge = c
+	return it, nil
+}
+
+// capToBalance is c for no more than its renter has available now, with
+// the fee and the provider's earnings of that; false when the renter has
+// nothing, or enough.
+func (g *Gateway) capToBalance(c idlegrid.InferenceCharge) (idlegrid.InferenceCharge, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bal, err := g.cfg.Store.Balance(ctx, c.Usage.RenterID)
+	if err != nil || bal.Available <= 0 || bal.Available >= c.Usage.ChargeMicros {
+		return c, false
+	}
+	u := *c.Usage
+	u.ChargeMicros = bal.Available
+	var t *idlegrid.Transfer
+	u.FeeMicros, t = g.rules.Inference(&u, u.CreatedAt)
+	return idlegrid.InferenceCharge{Usage: &u, Transfer: t}, true
 }
 
 // settle releases a charge's reservation, once the store took it (err
