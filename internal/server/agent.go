@@ -306,14 +306,24 @@ func orDefault(s, def string) string {
 // maxLogLinesPerBatch limits a request's lines of output.
 const maxLogLinesPerBatch = 1000
 
+// logsAfterEnd is how long after a lease ends its node may still send the
+// output it buffered (a node back from an outage, whose lease the server
+// ended meanwhile). Later, a node could write what the renter would take
+// for its job's output, to a lease long over.
+const logsAfterEnd = 10 * time.Minute
+
 // AppendLogs stores lines of a lease's output sent by its node.
 func (s *Server) AppendLogs(ctx context.Context, leaseID string, b idlegrid.LogBatch) error {
 	c, err := node(ctx)
 	if err != nil {
 		return err
 	}
-	if _, err := s.nodeLease(ctx, c.NodeID, leaseID); err != nil {
+	l, err := s.nodeLease(ctx, c.NodeID, leaseID)
+	if err != nil {
 		return err
+	}
+	if l.EndedAt != nil && s.Now().Sub(*l.EndedAt) > logsAfterEnd {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s ended at %s; its output closed %v later", l.ID, l.EndedAt.UTC().Format(time.RFC3339), logsAfterEnd)
 	}
 	if len(b.Lines) > maxLogLinesPerBatch {
 		return idlegrid.Invalid("logs.lines", "at most %d lines per batch", maxLogLinesPerBatch)
