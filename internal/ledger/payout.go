@@ -135,7 +135,7 @@ func Bond(providerID string, amount idlegrid.Micros, from BondSource, key string
 // Penalty returns the transfer that takes amount from the provider's bond
 // into the market's penalties account, for reason.
 func Penalty(providerID string, amount idlegrid.Micros, reason, key string, at time.Time) (*idlegrid.Transfer, error) {
-	if err := checkProviderMove("penalty", providerID, amount, key); err != nil {
+	if err := checkProviderMove("penalty", providerID, min(amount, MaxPayoutMicros), key); err != nil { // no ceiling but the bond, as Slash
 		return nil, err
 	} else if reason == "" {
 		return nil, idlegrid.Invalid("penalty.reason", "required")

@@ -141,6 +141,18 @@ func TestBondAndPenalty(t *testing.T) {
 			t.Errorf("transfer = %+v\nwant key %s kind %s entries %v", tt.tr, tt.key, tt.kind, tt.entries)
 		}
 	}
+	// A bond may be posted in parts, each within a payout's ceiling; a
+	// penalty takes its share of the whole.
+	big := 3 * ledger.MaxPayoutMicros
+	if tr, err := ledger.Slash("prov_1", "", big, "dispute_1", "fake_hardware", at); err != nil || tr.Entries[0].Amount != -big {
+		t.Errorf("a slash of %s: %+v, %v; want it whole", big, tr, err)
+	}
+	if tr, err := ledger.Penalty("prov_1", big, "broke a notice", "k", at); err != nil || tr.Entries[0].Amount != -big {
+		t.Errorf("a penalty of %s: %+v, %v; want it whole", big, tr, err)
+	}
+	if _, err := ledger.Slash("prov_1", "", 0, "dispute_1", "fake_hardware", at); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+		t.Errorf("a slash of nothing: %v, want EINVALID", err)
+	}
 	if _, err := ledger.Penalty("prov_1", unit, "", "k", at); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
 		t.Errorf("penalty without a reason: %v, want EINVALID", err)
 	}
