@@ -26,8 +26,9 @@ type AgentClient struct {
 	now   func() time.Time
 	route *sessionRoute // the live session, if any, that requests take
 
-	mu     sync.Mutex
-	nodeID string
+	mu       sync.Mutex
+	nodeID   string
+	signedAt int64 // the time of the last request signed, unix ms
 }
 
 // NewAgent returns an agent client of the server at addr that signs with key.
@@ -75,12 +76,23 @@ func (a *AgentClient) do(ctx context.Context, c call, join bool) error {
 }
 
 // sign adds the protocol version, the time and the node's signature of the
-// request to h.
+// request to h. No two requests are signed at the same time, so that no two
+// signatures are the same: the server refuses a signature it has taken.
 func (a *AgentClient) sign(h http.Header, method, requestURI string, body []byte) {
-	ms := a.now().UnixMilli()
+	ms := a.signingTime()
 	h.Set(nodekey.HeaderProtocol, strconv.Itoa(idlegrid.ProtocolVersion))
 	h.Set(nodekey.HeaderTime, strconv.FormatInt(ms, 10))
 	h.Set(nodekey.HeaderSignature, nodekey.Sign(a.key, method, requestURI, ms, body))
+}
+
+// signingTime is now in unix ms, or a millisecond after the last request
+// signed when that is later: requests signed in the same millisecond, or
+// under a clock that stands still, still differ.
+func (a *AgentClient) signingTime() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.signedAt = max(a.now().UnixMilli(), a.signedAt+1)
+	return a.signedAt
 }
 
 // Join joins a provider's fleet with a join token. The request's public key

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
@@ -70,10 +71,14 @@ func checkProtocol(r *http.Request) error {
 // body, at a time close to the server's clock. The body, already read, is
 // put back on r so that the handler can decode it.
 func (a *api) verifySigned(r *http.Request, pub ed25519.PublicKey, body []byte) error {
-	err := nodekey.Verify(pub, r.Method, r.URL.RequestURI(), r.Header.Get(nodekey.HeaderTime),
-		body, r.Header.Get(nodekey.HeaderSignature), a.srv.Now())
+	now, sig := a.srv.Now(), r.Header.Get(nodekey.HeaderSignature)
+	err := nodekey.Verify(pub, r.Method, r.URL.RequestURI(), r.Header.Get(nodekey.HeaderTime), body, sig, now)
 	if err != nil {
 		return idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "%v", err)
+	}
+	ms, _ := strconv.ParseInt(r.Header.Get(nodekey.HeaderTime), 10, 64) // Verify parsed it
+	if !a.seen.first(sig, time.UnixMilli(ms), now) {
+		return idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "this signed request was taken before: a node signs each request anew; one sent again is refused")
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return nil

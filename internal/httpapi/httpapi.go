@@ -90,6 +90,7 @@ type api struct {
 	mux    *http.ServeMux
 	http   *httpMetrics
 	limits *accountLimits
+	seen   *replays // signed agent requests taken
 }
 
 // handlerFunc is an HTTP handler that returns its error instead of writing it.
@@ -99,7 +100,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 func New(srv *server.Server, opts Options) http.Handler {
 	opts = opts.withDefaults()
 	a := &api{srv: srv, opts: opts, log: opts.Logger, mux: http.NewServeMux(), http: newHTTPMetrics(opts.Metrics),
-		limits: newAccountLimits(opts.AccountRequestsPerSecond, opts.AccountBurst)}
+		limits: newAccountLimits(opts.AccountRequestsPerSecond, opts.AccountBurst), seen: newReplays()}
 	a.routes()
 	return a.mux
 }

@@ -683,6 +683,7 @@ func TestAPI_agentSignatures(t *testing.T) {
 		wantText   string
 	}{
 		{"good signature", good, 204, "", ""},
+		{"the same request again", good, 401, idlegrid.EUNAUTHORIZED, "taken before"}, // a replay
 		{"a field this server does not know", with(func(s *signed) {
 			s.body = strings.Replace(s.body, "{", `{"from_a_newer_agent":true,`, 1)
 		}), 204, "", ""},

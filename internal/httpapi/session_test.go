@@ -283,7 +283,9 @@ func TestSession_signedByAnother(t *testing.T) {
 		}
 	})
 	t.Run("a plain GET is not an upgrade", func(t *testing.T) {
-		got := mustDo(t, open.request(t, f.URL))
+		plain := open
+		plain.at = now.Add(time.Millisecond) // open was sent once already: again, it is a replay
+		got := mustDo(t, plain.request(t, f.URL))
 		if got.Status != http.StatusBadRequest || !strings.Contains(got.Err(t).Message, "WebSocket") {
 			t.Errorf("got %d %s, want 400 saying it must be a WebSocket upgrade", got.Status, got.Body)
 		}
