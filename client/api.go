@@ -78,19 +78,30 @@ func (c *Client) CreateAPIKey(ctx context.Context, name string) (*idlegrid.APIKe
 	return out.APIKey, out.Secret, nil
 }
 
-// ListAPIKeys lists the caller's keys.
-func (c *Client) ListAPIKeys(ctx context.Context) ([]*idlegrid.APIKey, error) {
+// ListAPIKeys lists an account's keys: the caller's own (accountID ""), or
+// any account's for admins.
+func (c *Client) ListAPIKeys(ctx context.Context, accountID string) ([]*idlegrid.APIKey, error) {
 	var out wire.APIKeys
-	err := c.do(ctx, call{method: http.MethodGet, path: path("keys"), out: &out})
+	err := c.do(ctx, call{method: http.MethodGet, path: path("keys"), query: accountQuery(accountID), out: &out})
 	return out.APIKeys, err
 }
 
-// RevokeAPIKey revokes one of the caller's keys.
-func (c *Client) RevokeAPIKey(ctx context.Context, keyID string) error {
+// RevokeAPIKey revokes one of an account's keys: the caller's own
+// (accountID ""), or any account's for admins.
+func (c *Client) RevokeAPIKey(ctx context.Context, accountID, keyID string) error {
 	if err := requireID("key_id", keyID); err != nil {
 		return err
 	}
-	return c.do(ctx, call{method: http.MethodDelete, path: path("keys", keyID)})
+	return c.do(ctx, call{method: http.MethodDelete, path: path("keys", keyID), query: accountQuery(accountID)})
+}
+
+// accountQuery names an account other than the caller's, for admins; nil
+// for the caller's own.
+func accountQuery(accountID string) url.Values {
+	if accountID == "" {
+		return nil
+	}
+	return url.Values{"account_id": {accountID}}
 }
 
 // CreateJoinToken makes a token that lets up to maxUses agents join the

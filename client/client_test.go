@@ -154,7 +154,7 @@ func TestClient_requests(t *testing.T) {
 			name:   "revoke key answers no content",
 			answer: ``,
 			call: func(c *client.Client) error {
-				return c.RevokeAPIKey(ctx, "key_1")
+				return c.RevokeAPIKey(ctx, "", "key_1")
 			},
 			wantMethod: "DELETE", wantURI: "/v1/keys/key_1",
 		},

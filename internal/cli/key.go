@@ -82,11 +82,12 @@ calendar month (renters); see 'idlegrid key limit'.`,
 
 func (c *keyCommand) list(ctx context.Context, args []string) error {
 	fs := c.env.flags("key ls", help{
-		usage:    "idlegrid key ls [--json]",
-		about:    "List your API keys; their secrets are never shown again.",
-		examples: "idlegrid key ls",
+		usage:    "idlegrid key ls [--account ID] [--json]",
+		about:    "List your API keys; their secrets are never shown again. An admin may list another account's.",
+		examples: "idlegrid key ls\n idlegrid key ls --account acct_abc123   # an admin, before revoking a leaked key",
 	})
 	r := c.env.remoteFlags(fs)
+	account := fs.String("account", "", "the account whose keys to list (admins); default your own")
 	asJSON := fs.Bool("json", false, "print JSON")
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
@@ -96,7 +97,7 @@ func (c *keyCommand) list(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	keys, err := cl.ListAPIKeys(ctx)
+	keys, err := cl.ListAPIKeys(ctx, *account)
 	if err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func (c *keyCommand) list(ctx context.Context, args []string) error {
 		return printJSON(c.env.Out, nonNil(keys))
 	}
 	limits := map[string]string{}
-	if rep, err := cl.SpendLimits(ctx, ""); err == nil {
+	if rep, err := cl.SpendLimits(ctx, *account); err == nil {
 		for _, l := range rep.Limits {
 			if l.Scope == idlegrid.SpendKey {
 				limits[l.KeyID] = fmt.Sprintf("%s (%s used)", l.LimitMicros, l.Spend.Used())
@@ -120,11 +121,12 @@ func (c *keyCommand) list(ctx context.Context, args []string) error {
 
 func (c *keyCommand) revoke(ctx context.Context, args []string) error {
 	fs := c.env.flags("key revoke", help{
-		usage:    "idlegrid key revoke ID",
-		about:    "Revoke one of your API keys. Requests with it fail from now on.",
-		examples: "idlegrid key revoke key_abc123",
+		usage:    "idlegrid key revoke ID [--account ACCOUNT]",
+		about:    "Revoke one of your API keys, or, as an admin, another account's (a leaked key). Requests with it fail from now on.",
+		examples: "idlegrid key revoke key_abc123\n idlegrid key revoke key_abc123 --account acct_abc123   # an admin",
 	})
 	r := c.env.remoteFlags(fs)
+	account := fs.String("account", "", "the account the key is of (admins); default your own")
 	args, err := fs.parseArgs(args, 1, 1, "one key ID")
 	if err != nil {
 		return err
@@ -133,7 +135,7 @@ func (c *keyCommand) revoke(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := cl.RevokeAPIKey(ctx, args[0]); err != nil {
+	if err := cl.RevokeAPIKey(ctx, *account, args[0]); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.env.Out, "revoked API key %s\n", args[0])

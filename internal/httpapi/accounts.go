@@ -84,10 +84,11 @@ func (a *api) createAPIKey(w http.ResponseWriter, r *http.Request) error {
 
 // GET /v1/keys
 func (a *api) listAPIKeys(w http.ResponseWriter, r *http.Request) error {
-	if _, err := parseQuery(r); err != nil {
+	q, err := parseQuery(r, "account_id")
+	if err != nil {
 		return err
 	}
-	keys, err := a.srv.ListAPIKeys(r.Context())
+	keys, err := a.srv.ListAPIKeys(r.Context(), q.string("account_id"))
 	if err != nil {
 		return err
 	}
@@ -96,10 +97,11 @@ func (a *api) listAPIKeys(w http.ResponseWriter, r *http.Request) error {
 
 // DELETE /v1/keys/{id}
 func (a *api) revokeAPIKey(w http.ResponseWriter, r *http.Request) error {
-	if _, err := parseQuery(r); err != nil {
+	q, err := parseQuery(r, "account_id")
+	if err != nil {
 		return err
 	}
-	if err := a.srv.RevokeAPIKey(r.Context(), r.PathValue("id")); err != nil {
+	if err := a.srv.RevokeAPIKey(r.Context(), q.string("account_id"), r.PathValue("id")); err != nil {
 		return err
 	}
 	return writeNoContent(w)

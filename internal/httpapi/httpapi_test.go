@@ -298,6 +298,41 @@ func jobID(t *testing.T, body []byte) []byte {
 	return []byte(j.ID)
 }
 
+// TestAPI_adminRevokesKey: an admin may list and revoke another account's
+// keys (a key leaked); no one else may, and the key fails at once.
+func TestAPI_adminRevokesKey(t *testing.T) {
+	f := mustOpen(t, httpapi.Options{})
+	ctx := context.Background()
+	renter, renterAcct, _ := f.mustAccount(t, "ren", idlegrid.RoleRenter)
+	other, _, _ := f.mustAccount(t, "other", idlegrid.RoleRenter)
+	leaked, secret, err := renter.CreateAPIKey(ctx, "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ListAPIKeys(ctx, renterAcct.ID); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+		t.Errorf("another renter lists the renter's keys: %v, want ENOTFOUND", err)
+	}
+	if err := other.RevokeAPIKey(ctx, renterAcct.ID, leaked.ID); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+		t.Errorf("another renter revokes the renter's key: %v, want ENOTFOUND", err)
+	}
+	if err := other.RevokeAPIKey(ctx, "", leaked.ID); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+		t.Errorf("another renter revokes the renter's key as its own: %v, want ENOTFOUND", err)
+	}
+	keys, err := f.Admin.ListAPIKeys(ctx, renterAcct.ID)
+	if err != nil || !slices.ContainsFunc(keys, func(k *idlegrid.APIKey) bool { return k.ID == leaked.ID }) {
+		t.Fatalf("the admin lists the renter's keys: %v (%v), want the leaked one among them", keys, err)
+	}
+	if err := f.Admin.RevokeAPIKey(ctx, renterAcct.ID, leaked.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.New(f.URL, secret).Me(ctx); idlegrid.ErrorCode(err) != idlegrid.EUNAUTHORIZED {
+		t.Errorf("the revoked key: %v, want EUNAUTHORIZED", err)
+	}
+	if _, err := f.Admin.ListAPIKeys(ctx, "acct_nosuch"); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+		t.Errorf("the keys of no account: %v, want ENOTFOUND", err)
+	}
+}
+
 func TestAPI_authentication(t *testing.T) {
 	f := mustOpen(t, httpapi.Options{})
 	ctx := context.Background()
@@ -306,7 +341,7 @@ func TestAPI_authentication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := renter.RevokeAPIKey(ctx, key.ID); err != nil {
+	if err := renter.RevokeAPIKey(ctx, "", key.ID); err != nil {
 		t.Fatal(err)
 	}
 

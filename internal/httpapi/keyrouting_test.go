@@ -16,7 +16,7 @@ func TestAPI_keyRouting(t *testing.T) {
 	renter, _, secret := f.mustAccount(t, "ren", idlegrid.RoleRenter)
 	_, _, otherSecret := f.mustAccount(t, "other", idlegrid.RoleRenter)
 	_, _, providerSecret := f.mustAccount(t, "prov", idlegrid.RoleProvider)
-	keys, err := renter.ListAPIKeys(ctx)
+	keys, err := renter.ListAPIKeys(ctx, "")
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("keys = %v, %v", keys, err)
 	}

@@ -165,7 +165,7 @@ func TestAPI_statementsLimitsNotices(t *testing.T) {
 	if err != nil || st.LimitMicros != ten || st.Spend.ChargedMicros != l.ChargedMicros {
 		t.Fatalf("account limit = %+v, %v; want $10 with this month's charge", st, err)
 	}
-	keys, err := renter.ListAPIKeys(ctx)
+	keys, err := renter.ListAPIKeys(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}

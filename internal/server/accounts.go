@@ -105,22 +105,27 @@ func (s *Server) newAPIKey(ctx context.Context, accountID, name string) (*idlegr
 	return k, secret, nil
 }
 
-// ListAPIKeys lists the caller's keys.
-func (s *Server) ListAPIKeys(ctx context.Context) ([]*idlegrid.APIKey, error) {
-	c, err := account(ctx)
+// ListAPIKeys lists an account's keys: the caller's own ("" or its ID),
+// or any account's for admins.
+func (s *Server) ListAPIKeys(ctx context.Context, accountID string) ([]*idlegrid.APIKey, error) {
+	id, err := ownAccount(ctx, accountID)
 	if err != nil {
 		return nil, err
 	}
-	return s.store.ListAPIKeys(ctx, c.AccountID)
+	if _, err := s.store.FindAccount(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.store.ListAPIKeys(ctx, id)
 }
 
-// RevokeAPIKey revokes one of the caller's keys.
-func (s *Server) RevokeAPIKey(ctx context.Context, keyID string) error {
-	c, err := account(ctx)
+// RevokeAPIKey revokes one of an account's keys: the caller's own, or, for
+// admins, any account's (a key leaked, or an account to stop at once).
+func (s *Server) RevokeAPIKey(ctx context.Context, accountID, keyID string) error {
+	id, err := ownAccount(ctx, accountID)
 	if err != nil {
 		return err
 	}
-	return s.store.RevokeAPIKey(ctx, c.AccountID, keyID, s.Now())
+	return s.store.RevokeAPIKey(ctx, id, keyID, s.Now())
 }
 
 // Join token limits.

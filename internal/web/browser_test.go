@@ -649,7 +649,7 @@ func TestDashboard(t *testing.T) {
 		b.waitText("#panel-keys", "default")
 		// A key's routing defaults for the inference gateway show beside it.
 		rc := client.New(m.URL, m.RenterKey)
-		keys, err := rc.ListAPIKeys(ctx)
+		keys, err := rc.ListAPIKeys(ctx, "")
 		if err != nil || len(keys) == 0 {
 			t.Fatalf("the renter's keys: %v, %v", keys, err)
 		}
