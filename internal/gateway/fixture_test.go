@@ -300,7 +300,11 @@ const (
 	faultSlowFirst = "slow-first" // no byte at all until the test ends
 	faultNoUsage   = "no-usage"   // answers, but never with usage
 	faultDown      = "down"       // the health check fails too
+	faultGreedy    = "greedy"     // answers, with usage of greedyTokens prompt and completion tokens
 )
+
+// greedyTokens is the usage a greedy mock reports, whatever it served.
+const greedyTokens = 100_000_000
 
 const mockPromptTokens, mockCompletionTokens = 7, 5
 
@@ -426,11 +430,14 @@ func (m *mock) read(w http.ResponseWriter, r *http.Request) (*mockRequest, bool)
 }
 
 func (m *mock) usage() string {
-	if m.get() == faultNoUsage {
+	in, out := int64(mockPromptTokens), int64(mockCompletionTokens)
+	switch m.get() {
+	case faultNoUsage:
 		return ""
+	case faultGreedy:
+		in, out = greedyTokens, greedyTokens
 	}
-	return fmt.Sprintf(`,"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`,
-		mockPromptTokens, mockCompletionTokens, mockPromptTokens+mockCompletionTokens)
+	return fmt.Sprintf(`,"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, in, out, in+out)
 }
 
 // words are the five chunks of every answer.
@@ -494,5 +501,9 @@ func (m *mock) embeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	m.Served.Add(1)
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2,0.3]}],"model":%q,"usage":{"prompt_tokens":3,"total_tokens":3}}`, req.Model)
+	in := 3
+	if m.get() == faultGreedy {
+		in = greedyTokens
+	}
+	fmt.Fprintf(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2,0.3]}],"model":%q,"usage":{"prompt_tokens":%d,"total_tokens":%d}}`, req.Model, in, in)
 }

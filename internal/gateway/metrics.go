@@ -18,6 +18,7 @@ type metrics struct {
 	latency, ttft *prometheus.HistogramVec // by model
 	tokens        *prometheus.CounterVec   // by model, kind (input, output)
 	charged       *prometheus.CounterVec   // by model
+	usageCapped   *prometheus.CounterVec   // by model, kind (input, output)
 	failures      *prometheus.CounterVec   // by reason (busy, failed)
 	meterWrites   prometheus.Histogram
 	chargesLost   prometheus.Counter
@@ -52,6 +53,9 @@ func newMetrics() *metrics {
 		charged: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idlegrid_inference_charged_micros_total", Help: "What renters were charged for inference, by model, in micro-dollars.",
 		}, []string{"model"}),
+		usageCapped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idlegrid_inference_usage_capped_total", Help: "Answers whose model server reported more tokens than the request or the answer relayed could have used, by model and kind (input, output); the renter was charged the most they could have used, and each is logged with its request and node.",
+		}, []string{"model", "kind"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idlegrid_inference_provider_failures_total", Help: "Attempts a provider failed before the renter had a byte, by reason: busy (it answered 429) or failed; the next provider was tried.",
 		}, []string{"reason"}),
@@ -92,10 +96,21 @@ func (m *metrics) served(model string, latency, ttft time.Duration, in, out int6
 	mm.chargedMicros.Add(float64(charge))
 }
 
+// capped records an answer whose usage was capped: its input, its output
+// or both.
+func (m *metrics) capped(model string, in, out bool) {
+	if in {
+		m.usageCapped.WithLabelValues(model, "input").Inc()
+	}
+	if out {
+		m.usageCapped.WithLabelValues(model, "output").Inc()
+	}
+}
+
 // register adds the gateway's metrics to reg, with gauges and counters
 // read from g when scraped.
 func (m *metrics) register(reg prometheus.Registerer, g *Gateway) error {
-	cs := []prometheus.Collector{m.latency, m.ttft, m.tokens, m.charged, m.failures, m.meterWrites, m.chargesLost,
+	cs := []prometheus.Collector{m.latency, m.ttft, m.tokens, m.charged, m.usageCapped, m.failures, m.meterWrites, m.chargesLost,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "idlegrid_inference_in_flight", Help: "Inference requests running now.",
 		}, func() float64 { return float64(g.active.count()) }),

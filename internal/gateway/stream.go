@@ -55,9 +55,10 @@ func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate,
 	}
 	renterGone := errors.Is(broke, errRenterGone) || r.Context().Err() != nil
 	latency := time.Since(x.start)
+	u := x.usage(c, m)
 	switch {
 	case broke == nil:
-		tps := tokensPerSecond(m, x.req.PromptTokens, latency-ttft, a.complete, latency)
+		tps := tokensPerSecond(u.out, latency-ttft, a.complete, latency)
 		x.g.health.success(c.up, a.ttft, tps)
 	case renterGone:
 		x.g.health.release(c.up)
@@ -65,7 +66,7 @@ func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate,
 		x.g.health.failure(c.up)
 		x.g.log.Warn("gateway: a stream broke off after its first byte", "request", x.id, "node", c.NodeID, "err", broke)
 	}
-	x.meter(c, m, ttft, latency, attempts)
+	x.meter(c, u, ttft, latency, attempts)
 }
 
 // errRenterGone is why a stream ended when the renter stopped reading.
@@ -134,8 +135,7 @@ func (x *exchange) streamError(w http.ResponseWriter, rc *http.ResponseControlle
 
 // tokensPerSecond is the completion's speed: after the first byte for a
 // stream, over the whole request otherwise; 0 when unknown.
-func tokensPerSecond(m openai.Metered, prompt int64, streaming time.Duration, whole bool, latency time.Duration) float64 {
-	_, out, _ := m.Tokens(prompt)
+func tokensPerSecond(out int64, streaming time.Duration, whole bool, latency time.Duration) float64 {
 	d := streaming
 	if whole {
 		d = latency
@@ -146,15 +146,38 @@ func tokensPerSecond(m openai.Metered, prompt int64, streaming time.Duration, wh
 	return float64(out) / d.Seconds()
 }
 
-// meter charges the renter for what the provider served, through the
-// meter, and adds the request to the statistics.
-func (x *exchange) meter(c *candidate, m openai.Metered, ttft, latency time.Duration, attempts int) {
-	in, out, fromUpstream := m.Tokens(x.req.PromptTokens)
+// tokens is what an answer is charged for.
+type tokens struct {
+	in, out  int64
+	upstream bool // the model server's usage, not the gateway's count
+}
+
+// usage is what the renter is charged for an answer: the model server's
+// usage (or the gateway's count when it gave none), capped by what the
+// request and the answer relayed could honestly have used, so that a
+// provider bills no more than it served. A cap on the model server's
+// usage is logged and counted.
+func (x *exchange) usage(c *candidate, m openai.Metered) tokens {
+	in, out, upstream := m.Tokens(x.req.PromptTokens)
 	if x.req.Endpoint == openai.Embeddings {
 		out = 0
 	}
+	mostIn, mostOut := x.req.MostPromptTokens(len(x.body)), x.req.MostCompletionTokens(m.Bytes)
+	if upstream && (in > mostIn || out > mostOut) {
+		x.g.log.Warn("gateway: the model server reported more tokens than the request could have used; charging the most it could",
+			"request", x.id, "node", c.NodeID, "model", x.req.Model,
+			"input", in, "max_input", mostIn, "output", out, "max_output", mostOut)
+		x.g.metrics.capped(x.req.Model, in > mostIn, out > mostOut)
+	}
+	return tokens{in: min(in, mostIn), out: min(out, mostOut), upstream: upstream}
+}
+
+// meter charges the renter for what the provider served, through the
+// meter, and adds the request to the statistics.
+func (x *exchange) meter(c *candidate, t tokens, ttft, latency time.Duration, attempts int) {
+	in, out := t.in, t.out
 	source := idlegrid.UsageCounted
-	if fromUpstream {
+	if t.upstream {
 		source = idlegrid.UsageUpstream
 	}
 	u := &idlegrid.InferenceUsage{
@@ -164,14 +187,14 @@ func (x *exchange) meter(c *candidate, m openai.Metered, ttft, latency time.Dura
 		LatencyMicros: latency.Microseconds(), TTFTMicros: ttft.Microseconds(), Attempts: attempts, Status: http.StatusOK,
 		CreatedAt: x.g.cfg.Clock.Now(),
 	}
-	var t *idlegrid.Transfer
-	u.FeeMicros, t = x.g.rules.Inference(u, u.CreatedAt)
+	var tr *idlegrid.Transfer
+	u.FeeMicros, tr = x.g.rules.Inference(u, u.CreatedAt)
 	x.res.done()
 	x.res.hold(u.ChargeMicros)
-	x.g.meter.add(idlegrid.InferenceCharge{Usage: u, Transfer: t}, x.res)
+	x.g.meter.add(idlegrid.InferenceCharge{Usage: u, Transfer: tr}, x.res)
 	smp := sample{latency: latency, ttft: ttft, tokens: in + out, charge: u.ChargeMicros}
 	if out > 0 && latency > ttft {
-		smp.tps = tokensPerSecond(m, x.req.PromptTokens, latency-ttft, !x.req.Stream, latency)
+		smp.tps = tokensPerSecond(out, latency-ttft, !x.req.Stream, latency)
 	}
 	x.g.stats.add(x.req.Model, smp)
 	x.g.metrics.served(x.req.Model, latency, ttft, in, out, u.ChargeMicros)

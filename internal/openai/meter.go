@@ -11,6 +11,7 @@ import (
 type Metered struct {
 	Usage           *Usage
 	CompletionBytes int
+	Bytes           int  // the answer's bytes as relayed, events and all
 	Chunks          int  // events with data, for a stream
 	Done            bool // a stream's "data: [DONE]" arrived
 }
@@ -27,9 +28,46 @@ func (m *Metered) Tokens(promptTokens int64) (in, out int64, upstream bool) {
 
 // MeterAnswer reads a whole (non-streamed) answer.
 func MeterAnswer(body []byte) Metered {
-	var m Metered
+	m := Metered{Bytes: len(body)}
 	m.add(body)
 	return m
+}
+
+// What a chat template and a tokenizer may add to the bytes of a request
+// and of its answer, in tokens. The byte-level tokenizers of today's open
+// models (Llama's, Qwen's, Mistral's) make at most one token of each byte
+// of text, so an honest prompt is at most the bytes of the body sent
+// upstream plus its chat template's tokens, and an honest completion at
+// most the bytes relayed plus the tokens that decode to none.
+const (
+	// templateTokens is what a template may add once a request: a default
+	// system prompt, a preamble to the tools, the start of the sequence,
+	// the assistant's header.
+	templateTokens = 256
+	// messageTemplateTokens is what it may add to each message: its role
+	// header and end-of-turn markers.
+	messageTemplateTokens = 16
+	// silentTokens is what a completion may have that decodes to no
+	// bytes: its end of sequence, special tokens the server strips.
+	silentTokens = 16
+)
+
+// MostPromptTokens is the most prompt tokens the request can honestly
+// take when sent upstream as sent bytes.
+func (r *Request) MostPromptTokens(sent int) int64 {
+	return int64(sent) + templateTokens + int64(r.messages)*messageTemplateTokens
+}
+
+// MostCompletionTokens is the most completion tokens an honest answer to
+// the request can have when it relayed bytes: no more than max_tokens for
+// each of the n completions, when the request set max_tokens.
+func (r *Request) MostCompletionTokens(relayed int) int64 {
+	choices := max(r.Choices, 1)
+	most := int64(relayed) + silentTokens*choices
+	if r.MaxTokens > 0 {
+		most = min(most, r.MaxTokens*choices)
+	}
+	return most
 }
 
 func (m *Metered) add(payload []byte) {
@@ -78,6 +116,7 @@ const maxLine = 1 << 20
 // Write reads p, the next bytes of the stream. It never fails.
 func (s *StreamMeter) Write(p []byte) (int, error) {
 	n := len(p)
+	s.Bytes += n
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {

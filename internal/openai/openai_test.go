@@ -189,8 +189,8 @@ func TestStreamMeter_Write(t *testing.T) {
 			m.Write([]byte(s[:n]))
 			s = s[n:]
 		}
-		if !m.Done || m.Chunks != 4 || m.CompletionBytes != len("Hello world") {
-			t.Errorf("pieces of %d: done %v, chunks %d, bytes %d; want true, 4, 11", size, m.Done, m.Chunks, m.CompletionBytes)
+		if !m.Done || m.Chunks != 4 || m.CompletionBytes != len("Hello world") || m.Bytes != len(stream) {
+			t.Errorf("pieces of %d: done %v, chunks %d, bytes %d of %d; want true, 4, 11 of %d", size, m.Done, m.Chunks, m.CompletionBytes, m.Bytes, len(stream))
 		}
 		in, out, upstream := m.Tokens(99)
 		if in != 12 || out != 2 || !upstream {
@@ -208,13 +208,38 @@ func TestStreamMeter_Write(t *testing.T) {
 }
 
 func TestMeterAnswer(t *testing.T) {
-	m := openai.MeterAnswer([]byte(`{"choices":[{"message":{"role":"assistant","content":"Hi there"}}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`))
+	body := []byte(`{"choices":[{"message":{"role":"assistant","content":"Hi there"}}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`)
+	m := openai.MeterAnswer(body)
 	if in, out, up := m.Tokens(1); in != 5 || out != 3 || !up {
 		t.Errorf("Tokens = %d, %d, %v; want 5, 3, true", in, out, up)
+	}
+	if m.Bytes != len(body) {
+		t.Errorf("Bytes = %d, want the answer's %d", m.Bytes, len(body))
 	}
 	m = openai.MeterAnswer([]byte(`{"choices":[{"text":"0123456789"}]}`))
 	if in, out, up := m.Tokens(4); in != 4 || out != 3 || up {
 		t.Errorf("without usage: Tokens = %d, %d, %v; want 4, 3, false", in, out, up)
+	}
+}
+
+// A prompt is at most a token a byte sent plus its template's; a
+// completion at most max_tokens for each of n, and a token a byte relayed
+// plus those that decode to none.
+func TestRequest_MostTokens(t *testing.T) {
+	body := chat("m", "You are terse.", "Hi")
+	r := mustParse(t, openai.ChatCompletions, body)
+	if got, want := r.MostPromptTokens(len(body)), int64(len(body)+256+2*16); got != want {
+		t.Errorf("MostPromptTokens = %d, want %d: the bytes, the template's 256 and 16 a message", got, want)
+	}
+	if got := r.MostCompletionTokens(100); got != 116 {
+		t.Errorf("without max_tokens: MostCompletionTokens(100) = %d, want 116", got)
+	}
+	r = mustParse(t, openai.Completions, []byte(`{"model":"m","prompt":"x","max_tokens":5,"n":3}`))
+	if got := r.MostPromptTokens(10); got != 266 {
+		t.Errorf("a completion's MostPromptTokens(10) = %d, want 266", got)
+	}
+	if got := r.MostCompletionTokens(1000); got != 15 {
+		t.Errorf("max_tokens 5, n 3: MostCompletionTokens(1000) = %d, want 15", got)
 	}
 }
 

@@ -42,8 +42,9 @@ type Request struct {
 	// absent.
 	Provider *idlegrid.Routing
 
-	body   []byte
-	fields map[string]json.RawMessage
+	body     []byte
+	fields   map[string]json.RawMessage
+	messages int // a chat's messages; 0 for other endpoints
 }
 
 // ParseRequest reads a request body for endpoint e. A body that is not a
@@ -72,6 +73,7 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 		return nil, err
 	}
 	r.PromptTokens = prompt.tokens()
+	r.messages = prompt.nMessages
 	if len(prompt.prefix) > 0 {
 		h := fnv.New64a()
 		h.Write([]byte(r.Model))
