@@ -118,6 +118,11 @@ type Options struct {
 	AllowedCapabilities []string
 	// NoNetwork runs every workload with no network.
 	NoNetwork bool
+	// CheckpointTTL is how long a checkpoint volume is kept, from when it
+	// was made, once no workload uses it: Adopt (the agent's start)
+	// removes older ones. Default a week.
+	CheckpointTTL time.Duration
+
 	// network is the ID of WorkloadNetwork, which New finds or makes.
 	network string
 
@@ -138,7 +143,8 @@ type Runtime struct {
 	opt       Options
 	closing   context.Context // done once Close begins: ends Starts in flight
 	close     context.CancelFunc
-	procRoot  string // where the host's processes are seen: /proc, or a test's
+	procRoot  string    // where the host's processes are seen: /proc, or a test's
+	pruned    time.Time // when pruneCheckpoints last ran; under mu
 
 	mu         sync.Mutex
 	running    map[string]*workload // by lease ID
@@ -219,6 +225,9 @@ func (o *Options) setDefaults(engineCPUs int, engineMemBytes int64) error {
 	}
 	if o.User == "" {
 		o.User = DefaultUser
+	}
+	if o.CheckpointTTL <= 0 {
+		o.CheckpointTTL = 7 * 24 * time.Hour
 	}
 	allowed := o.AllowedCapabilities
 	o.AllowedCapabilities = nil
@@ -495,6 +504,7 @@ func (r *Runtime) Adopt(ctx context.Context, events chan<- runtime.Event) ([]str
 		}
 	}
 	r.removeOrphanScratch(ctx)
+	r.prunePeriodically(ctx)
 	return adopted, errors.Join(errs...)
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -142,6 +143,45 @@ func (r *Runtime) removeOrphanScratch(ctx context.Context) {
 		if !busy && r.unused(ctx, v.Name) {
 			r.removeVolume(v.Name)
 		}
+	}
+}
+
+// pruneCheckpoints removes this node's checkpoint volumes that no
+// container uses and that were made more than CheckpointTTL ago: the
+// checkpoints of jobs that failed or were stopped here and never came
+// back, which would otherwise fill the disk. A job requeued to this node
+// within CheckpointTTL of its first lease here resumes from its own.
+func (r *Runtime) pruneCheckpoints(ctx context.Context) {
+	args := r.nodeFilter()
+	args.Add("label", LabelRole+"="+roleCheckpoint)
+	list, err := r.cli.VolumeList(ctx, volume.ListOptions{Filters: args})
+	if err != nil {
+		r.opt.Logger.Warn("docker runtime: cannot list checkpoint volumes", "err", err)
+		return
+	}
+	cutoff := r.opt.Clock.Now().Add(-r.opt.CheckpointTTL)
+	for _, v := range list.Volumes {
+		made, err := time.Parse(time.RFC3339, v.CreatedAt)
+		if err != nil || !made.Before(cutoff) || !r.unused(ctx, v.Name) {
+			continue
+		}
+		r.opt.Logger.Info("docker runtime: removing an old checkpoint", "volume", v.Name, "made", made)
+		r.removeVolume(v.Name)
+	}
+}
+
+// prunePeriodically runs pruneCheckpoints when it has not run for an hour,
+// so that an agent that runs for months keeps its disk too.
+func (r *Runtime) prunePeriodically(ctx context.Context) {
+	now := r.opt.Clock.Now()
+	r.mu.Lock()
+	due := now.Sub(r.pruned) >= time.Hour
+	if due {
+		r.pruned = now
+	}
+	r.mu.Unlock()
+	if due {
+		r.pruneCheckpoints(ctx)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
@@ -213,4 +214,44 @@ func (f *failFirstInspect) RoundTrip(req *http.Request) (*http.Response, error) 
 			Body:   io.NopCloser(strings.NewReader(`{"message":"injected failure"}`))}, nil
 	}
 	return f.base.RoundTrip(req)
+}
+
+// aheadClock is the wall clock moved on by d.
+type aheadClock struct{ d time.Duration }
+
+func (c aheadClock) Now() time.Time { return time.Now().Add(c.d) }
+
+// TestRuntime_PruneCheckpoints: the checkpoints of jobs that never came
+// back are removed once older than CheckpointTTL, when the agent starts;
+// younger ones, and one a workload uses, stay.
+func TestRuntime_PruneCheckpoints(t *testing.T) {
+	t.Parallel()
+	node := randomID("node_test")
+	r := mustRuntime(t, Options{NodeID: node})
+	ctx := context.Background()
+	old, inUse := testWorkload(nil), testWorkload(map[string]string{"WORKLOAD_STEPS": "100000"})
+	if err := r.createVolumes(ctx, old, CheckpointVolume(old.JobID)); err != nil {
+		t.Fatal(err)
+	}
+	wa := mustStart(t, r, inUse)
+	wa.line(t, "step 1/")
+
+	if _, err := mustRuntime(t, Options{NodeID: node}).Adopt(ctx, make(chan runtime.Event, 64)); err != nil {
+		t.Fatal(err)
+	}
+	if !volumeExists(t, CheckpointVolume(old.JobID)) {
+		t.Fatal("a checkpoint younger than CheckpointTTL was removed")
+	}
+	later := mustRuntime(t, Options{NodeID: node, Clock: aheadClock{2 * time.Hour}, CheckpointTTL: time.Hour})
+	if _, err := later.Adopt(ctx, make(chan runtime.Event, 64)); err != nil {
+		t.Fatal(err)
+	}
+	if volumeExists(t, CheckpointVolume(old.JobID)) {
+		t.Error("a checkpoint older than CheckpointTTL, used by nothing, was kept")
+	}
+	if !volumeExists(t, CheckpointVolume(inUse.JobID)) {
+		t.Error("the checkpoint of a running workload was removed")
+	}
+	r.Stop(inUse.LeaseID, 0)
+	wa.exited(t)
 }

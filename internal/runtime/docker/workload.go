@@ -160,6 +160,7 @@ func (r *Runtime) finish(wl *workload, exit *runtime.Exit) {
 		wl.note(fmt.Sprintf("the workload ran out of memory: its limit is %d MB", wl.memoryBytes>>20))
 	}
 	r.remove(wl)
+	defer r.prunePeriodically(ctx)
 	switch {
 	case wl.checkpoint == "":
 	case exit.Err == nil && exit.Code == 0:
