@@ -121,6 +121,7 @@ type Agent struct {
 	offerKey     string          // what the last published offer offered
 	lastGPUs     []idlegrid.GPU  // the GPUs of the last offer built
 	powerRefused map[string]bool // GPUs that refused the power cap
+	powerWas     powerWas        // the limits the GPUs had before the cap (power.go)
 	telemetry    telemetry       // the GPUs' last telemetry, for the leases' meters
 	models       *models         // the models served for inference (models.go)
 	attested     attestation     // the fingerprint the server holds (attest.go)
@@ -166,6 +167,11 @@ func New(o Options) (*Agent, error) {
 	if a.version == "" {
 		a.version = "dev"
 	}
+	was, err := readPowerWas(o.Config.DataDir)
+	if err != nil {
+		a.log.Warn("cannot read the GPUs' power limits from before the cap; they will not be set back", "file", powerPath(o.Config.DataDir), "err", err)
+	}
+	a.powerWas = was
 	if a.key == nil {
 		key, err := nodekey.LoadOrCreate(o.Config.KeyPath())
 		if err != nil {
@@ -199,6 +205,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if !a.ran.CompareAndSwap(false, true) {
 		return errors.New("agent: Run called twice")
 	}
+	defer a.restorePowerLimits()
 	a.models.checkAll(ctx, a.log.Info) // so that the first offer lists the healthy models
 	offer, err := a.offer(ctx)
 	if err != nil {

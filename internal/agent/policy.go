@@ -521,6 +521,10 @@ func (a *Agent) applyPowerCap(ctx context.Context, devs []gpu.Device) {
 			a.log.Warn("power cap not applied: the GPU detector cannot set power limits", "gpu", d.UUID, "cap_w", a.cfg.PowerCapW)
 			continue
 		}
+		if err := a.notePowerLimit(d); err != nil {
+			a.log.Warn("power cap not applied: cannot record the GPU's limit to set it back later", "gpu", d.UUID, "err", err)
+			continue
+		}
 		w, err := pc.SetPowerLimit(ctx, d.UUID, want)
 		if err != nil {
 			a.log.Warn("power cap not applied; the GPU keeps its limit", "gpu", d.UUID, "cap_w", a.cfg.PowerCapW, "limit_w", d.PowerLimitW, "err", err)

@@ -3,7 +3,10 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -401,6 +404,37 @@ func TestPolicy_PowerCap(t *testing.T) {
 				t.Errorf("power limits = %v after %d calls, want %v once each", got, pc.count(), want)
 			}
 			r.stop(t)
+		})
+	})
+	t.Run("SetBackAtStop", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.PowerCapW = 300
+			// A previous agent capped GPU 0 from 420 W and crashed: what
+			// GPU 0 has now is the cap, and 420 W is what it gets back.
+			r := startRig(t, cfg, func(d *gpufake.Detector) gpu.Detector {
+				devs, _ := d.Detect(context.Background())
+				if err := os.WriteFile(filepath.Join(cfg.DataDir, "power.json"), []byte(fmt.Sprintf(`{%q: 420}`, devs[0].UUID)), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				return d
+			})
+			time.Sleep(time.Hour)
+			devs, _ := r.det.Detect(context.Background())
+			before := devs[1].PowerMaxW // the fake's limit before the cap: its most
+			r.stop(t)
+			got := r.det.PowerLimits()
+			want := []gpufake.PowerLimit{{UUID: r.gpus[0], Watts: 300}, {UUID: r.gpus[1], Watts: 300}}
+			if len(got) != 4 || !slices.Equal(got[:2], want) {
+				t.Fatalf("power limits = %v, want the caps, then the limits from before", got)
+			}
+			back := map[string]int{got[2].UUID: got[2].Watts, got[3].UUID: got[3].Watts}
+			if back[r.gpus[0]] != 420 || back[r.gpus[1]] != before {
+				t.Errorf("set back to %v, want GPU 0 to 420 W (the record) and GPU 1 to %d W", back, before)
+			}
+			if _, err := os.Stat(filepath.Join(cfg.DataDir, "power.json")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("power.json after the limits were set back: %v, want it gone", err)
+			}
 		})
 	})
 	t.Run("BelowTheBoardsMinimum", func(t *testing.T) {

@@ -63,14 +63,20 @@ func ReadState(dataDir string) (*State, error) {
 
 // writeState saves s atomically: a crash leaves the old file or the new one.
 func writeState(dataDir string, s *State) error {
-	data, err := json.MarshalIndent(s, "", "  ")
+	return writeJSONFile(StatePath(dataDir), s)
+}
+
+// writeJSONFile saves v as JSON at path atomically.
+func writeJSONFile(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dataDir, ".node.json.*")
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
@@ -86,7 +92,7 @@ func writeState(dataDir string, s *State) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), StatePath(dataDir))
+	return os.Rename(tmp.Name(), path)
 }
 
 // sameServer reports whether two server addresses name the same server,
