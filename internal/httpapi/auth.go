@@ -97,11 +97,11 @@ func (a *api) withNode(next handlerFunc) handlerFunc {
 		} else if !idlegrid.IsText(nodeID) {
 			return idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "the %s header is not a node ID; join again with a new join token", nodekey.HeaderNode)
 		}
-		body, err := readBody(w, r, a.opts.MaxBodyBytes)
+		pub, providerID, err := a.srv.NodeIdentity(r.Context(), nodeID) // before the body: no node, no read
 		if err != nil {
 			return err
 		}
-		pub, providerID, err := a.srv.NodeIdentity(r.Context(), nodeID)
+		body, err := readBody(w, r, a.opts.MaxBodyBytes)
 		if err != nil {
 			return err
 		}
