@@ -8,6 +8,10 @@ import (
 	"github.com/pressly/goose/v3"
 )
 
+// KeepLogLines makes db keep n of a lease's latest lines, not
+// MaxLogLinesKept.
+func KeepLogLines(db *DB, n int64) { db.logsKept.Store(n) }
+
 // BatchesRedone returns how many batches of placements db placed again
 // behind savepoints after one of them failed.
 func BatchesRedone(db *DB) int64 { return db.batchesRedone.Load() }

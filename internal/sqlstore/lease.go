@@ -658,8 +658,14 @@ func orKeep(v, old string) string {
 	return v
 }
 
+// MaxLogLinesKept is how many of a lease's latest lines of output the
+// store keeps: beyond it, AppendLogs drops the oldest, so that a job (or a
+// node) that writes without end does not fill the database. The numbering
+// goes on, so a reader sees where the lines begin.
+const MaxLogLinesKept = 100_000
+
 // AppendLogs appends lines to the lease's log, numbering them on from the
-// last line stored; it sets each line's Seq.
+// last line stored; it sets each line's Seq, and keeps MaxLogLinesKept.
 func (db *DB) AppendLogs(ctx context.Context, leaseID string, lines []idlegrid.LogLine) error {
 	if len(lines) == 0 {
 		return nil
@@ -682,8 +688,20 @@ func (db *DB) AppendLogs(ctx context.Context, leaseID string, lines []idlegrid.L
 				return err
 			}
 		}
-		return nil
+		kept := db.keptLogLines()
+		if last <= kept {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM lease_logs WHERE lease_id = $1 AND seq <= $2`, leaseID, last-kept)
+		return err
 	})
+}
+
+func (db *DB) keptLogLines() int64 {
+	if n := db.logsKept.Load(); n > 0 {
+		return n
+	}
+	return MaxLogLinesKept
 }
 
 // ListLogs returns the lines f selects, in order.

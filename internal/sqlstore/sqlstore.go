@@ -54,6 +54,9 @@ type DB struct {
 	// savepoints after one failed (batch.go).
 	batchesRedone atomic.Int64
 	metrics       *storeMetrics // metrics.go
+	// logsKept is how many of a lease's latest lines AppendLogs keeps:
+	// MaxLogLinesKept, less in tests.
+	logsKept atomic.Int64
 }
 
 var _ idlegrid.Store = (*DB)(nil)

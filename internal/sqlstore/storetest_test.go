@@ -338,6 +338,11 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 		wantCode(t, err, idlegrid.ENOTFOUND)
 	})
 	t.Run("SetNodeState", func(t *testing.T) {
+		// A node that beat after the heartbeat its reaper saw is not lost.
+		wantCode(t, db.SetNodeState(ctx, n2.ID, idlegrid.NodeLost, t0.Add(-time.Second)), idlegrid.ECONFLICT)
+		if got, err := db.FindNode(ctx, n2.ID); err != nil || got.State != idlegrid.NodeOnline {
+			t.Fatalf("node after a late loss: %+v, %v; want still online", got, err)
+		}
 		mustOK(t, db.SetNodeState(ctx, n2.ID, idlegrid.NodeLost, at(time.Hour)))
 		got, err := db.FindNode(ctx, n2.ID)
 		mustOK(t, err)
@@ -1303,6 +1308,21 @@ func testLogs(t *testing.T, db *sqlstore.DB) {
 			t.Errorf("ListLogs(after %d, limit %d, tail %v) (-want +got):\n%s", tt.after, tt.limit, tt.tail, diff)
 		}
 	}
+	t.Run("only the latest are kept", func(t *testing.T) {
+		sqlstore.KeepLogLines(db, 4)
+		defer sqlstore.KeepLogLines(db, 0)
+		more := []idlegrid.LogLine{{At: at(4 * time.Second), Stream: "stdout", Text: "epoch 3"}, {At: at(5 * time.Second), Stream: "stdout", Text: "epoch 4"}}
+		mustOK(t, db.AppendLogs(ctx, l.ID, more))
+		got, err := db.ListLogs(ctx, idlegrid.LogFilter{LeaseID: l.ID})
+		mustOK(t, err)
+		var seqs []int64
+		for _, g := range got {
+			seqs = append(seqs, g.Seq)
+		}
+		if !slices.Equal(seqs, []int64{2, 3, 4, 5}) {
+			t.Errorf("lines kept = %v, want the latest four, 2–5, numbered on", seqs)
+		}
+	})
 	wantCode(t, db.AppendLogs(ctx, "lease_missing", want), idlegrid.ENOTFOUND)
 	_, err := db.ListLogs(ctx, idlegrid.LogFilter{LeaseID: "lease_missing", Limit: 10})
 	wantCode(t, err, idlegrid.ENOTFOUND)
