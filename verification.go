@@ -63,12 +63,17 @@ type VerificationFilter struct {
 
 // VerificationStore keeps verifications.
 type VerificationStore interface {
-	CreateVerification(ctx context.Context, v *Verification) error
+	// CreateVerification stores v and, when run is not nil, the job that
+	// re-runs the work, in one transaction: a crash leaves both or neither
+	// (a re-run with no verification would be charged to its renter and
+	// read by nobody).
+	CreateVerification(ctx context.Context, v *Verification, run *Job) error
 	// FindVerificationByJob returns the verification whose re-run or
 	// tie-break is job jobID; ENOTFOUND when there is none.
 	FindVerificationByJob(ctx context.Context, jobID string) (*Verification, error)
-	// UpdateVerification stores v if it is still in state from;
-	// ECONFLICT when another update came first.
-	UpdateVerification(ctx context.Context, v *Verification, from VerificationState) error
+	// UpdateVerification stores v if it is still in state from, and run
+	// (a tie-break), when not nil, in the same transaction; ECONFLICT
+	// when another update came first.
+	UpdateVerification(ctx context.Context, v *Verification, from VerificationState, run *Job) error
 	ListVerifications(ctx context.Context, f VerificationFilter) ([]*Verification, error)
 }

@@ -57,19 +57,17 @@ func (s *Server) maybeVerify(ctx context.Context, j *idlegrid.Job, l *idlegrid.L
 		return nil
 	}
 	now := s.Now()
-	rerun, err := s.queueRun(ctx, j, l.ID, l.ProviderID)
-	if err != nil {
-		return err
-	}
+	rerun := s.newRun(j, l.ID, l.ProviderID)
 	v := &idlegrid.Verification{
 		ID: idlegrid.NewID("verif"), RenterID: j.RenterID, State: idlegrid.VerificationRerunning,
 		Original:  idlegrid.Run{JobID: j.ID, LeaseID: l.ID, ProviderID: l.ProviderID, NodeID: l.NodeID, Digest: digest},
 		Rerun:     idlegrid.Run{JobID: rerun.ID},
 		CreatedAt: now, UpdatedAt: now,
 	}
-	if err := s.store.CreateVerification(ctx, v); err != nil {
+	if err := s.store.CreateVerification(ctx, v, rerun); err != nil {
 		return err
 	}
+	s.Kick()
 	s.log.Info("verification started", "verification", v.ID, "lease", l.ID, "rerun_job", rerun.ID)
 	return nil
 }
@@ -102,10 +100,10 @@ func (s *Server) firstChecks(ctx context.Context, l *idlegrid.Lease) (int, error
 	return n, nil
 }
 
-// queueRun queues a run of j's work for the same renter, as bronze (it is
-// not urgent, and costs least), avoiding the providers whose output it
-// checks.
-func (s *Server) queueRun(ctx context.Context, j *idlegrid.Job, leaseID string, avoid ...string) (*idlegrid.Job, error) {
+// newRun is a run of j's work for the same renter, as bronze (it is not
+// urgent, and costs least), avoiding the providers whose output it checks,
+// to be stored with its verification.
+func (s *Server) newRun(j *idlegrid.Job, leaseID string, avoid ...string) *idlegrid.Job {
 	spec := j.JobSpec
 	spec.Tier, spec.Interruptible = idlegrid.TierBronze, true
 	spec.VerifiesLeaseID, spec.CheckpointRef, spec.Deadline = leaseID, "", nil
@@ -117,11 +115,7 @@ func (s *Server) queueRun(ctx context.Context, j *idlegrid.Job, leaseID string, 
 		State: idlegrid.JobQueued, Reason: "a verification re-run of lease " + leaseID + ", waiting for the matcher",
 		CreatedAt: now, UpdatedAt: now,
 	}
-	if err := s.store.CreateJob(ctx, run); err != nil {
-		return nil, err
-	}
-	s.Kick()
-	return run, nil
+	return run
 }
 
 // recordRun records how a re-run or tie-break lease ended, and decides.
@@ -167,14 +161,15 @@ func (s *Server) compareRerun(ctx context.Context, j *idlegrid.Job, v *idlegrid.
 		v.Outcome = fmt.Sprintf("the re-run on %s printed the same output (%s)", v.Rerun.NodeID, v.Rerun.Digest)
 		return s.saveVerification(ctx, v, idlegrid.VerificationRerunning)
 	}
-	tb, err := s.queueRun(ctx, j, v.Original.LeaseID, v.Original.ProviderID, v.Rerun.ProviderID)
-	if err != nil {
-		return err
-	}
+	tb := s.newRun(j, v.Original.LeaseID, v.Original.ProviderID, v.Rerun.ProviderID)
 	v.State, v.Tiebreak = idlegrid.VerificationTiebreaking, &idlegrid.Run{JobID: tb.ID}
 	v.Outcome = fmt.Sprintf("the re-run printed %s, the original %s: a third provider breaks the tie",
 		orDefault(v.Rerun.Digest, "no digest"), v.Original.Digest)
-	return s.saveVerification(ctx, v, idlegrid.VerificationRerunning)
+	if err := s.saveVerificationWith(ctx, v, idlegrid.VerificationRerunning, tb); err != nil {
+		return err
+	}
+	s.Kick()
+	return nil
 }
 
 // breakTie decides on a tie-break: the provider whose digest the other
@@ -189,22 +184,21 @@ func (s *Server) breakTie(ctx context.Context, v *idlegrid.Verification) error {
 	v.State = idlegrid.VerificationConvicted
 	v.Outcome = fmt.Sprintf("lease %s printed %s; leases %s and %s both printed %s",
 		odd.LeaseID, orDefault(odd.Digest, "no digest"), agree[0].LeaseID, agree[1].LeaseID, agree[0].Digest)
-	if err := s.saveVerification(ctx, v, idlegrid.VerificationTiebreaking); err != nil {
-		return err
-	}
 	l, err := s.store.FindLease(ctx, odd.LeaseID)
 	if err != nil {
 		return err
 	}
+	// The conviction first, then the verification that names it: a crash
+	// between them leaves the penalty taken and the verification still
+	// deciding, never a conviction that took nothing.
 	d := s.convict(ctx, offence{
 		kind: trustpolicy.OffenceMismatchedResult, providerID: odd.ProviderID, nodeID: odd.NodeID, leaseID: odd.LeaseID,
 		renterID: v.RenterID, harm: l.ChargedMicros, evidence: "verification " + v.ID + ": " + v.Outcome, detail: v,
 	})
 	if d != nil {
 		v.DisputeID = d.ID
-		return s.saveVerification(ctx, v, idlegrid.VerificationConvicted)
 	}
-	return nil
+	return s.saveVerification(ctx, v, idlegrid.VerificationTiebreaking)
 }
 
 // oddOneOut returns the run whose digest the other two share, and those
@@ -221,8 +215,13 @@ func oddOneOut(v *idlegrid.Verification) (*idlegrid.Run, [2]*idlegrid.Run) {
 }
 
 func (s *Server) saveVerification(ctx context.Context, v *idlegrid.Verification, from idlegrid.VerificationState) error {
+	return s.saveVerificationWith(ctx, v, from, nil)
+}
+
+// saveVerificationWith saves v and stores run, its tie-break, with it.
+func (s *Server) saveVerificationWith(ctx context.Context, v *idlegrid.Verification, from idlegrid.VerificationState, run *idlegrid.Job) error {
 	v.UpdatedAt = s.Now()
-	if err := s.store.UpdateVerification(ctx, v, from); err != nil {
+	if err := s.store.UpdateVerification(ctx, v, from, run); err != nil {
 		return err
 	}
 	s.log.Info("verification", "verification", v.ID, "state", v.State, "outcome", v.Outcome)

@@ -41,7 +41,7 @@ func checkVerification(v *idlegrid.Verification) error {
 
 // CreateVerification stores a new verification; a lease is verified at
 // most once (ECONFLICT).
-func (db *DB) CreateVerification(ctx context.Context, v *idlegrid.Verification) error {
+func (db *DB) CreateVerification(ctx context.Context, v *idlegrid.Verification, run *idlegrid.Job) error {
 	if err := checkVerification(v); err != nil {
 		return err
 	}
@@ -50,6 +50,9 @@ func (db *DB) CreateVerification(ctx context.Context, v *idlegrid.Verification) 
 		return err
 	}
 	return db.update(ctx, func(tx *sql.Tx) error {
+		if err := insertRun(ctx, tx, run); err != nil {
+			return err
+		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO verifications (id, renter_id, original_lease_id, original_provider,
 			created_at, state, rerun_job_id, rerun_provider, tiebreak_job_id, tiebreak_provider, body, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
@@ -89,7 +92,7 @@ func (db *DB) FindVerificationByJob(ctx context.Context, jobID string) (*idlegri
 }
 
 // UpdateVerification stores v if the stored one is still in state from.
-func (db *DB) UpdateVerification(ctx context.Context, v *idlegrid.Verification, from idlegrid.VerificationState) error {
+func (db *DB) UpdateVerification(ctx context.Context, v *idlegrid.Verification, from idlegrid.VerificationState, run *idlegrid.Job) error {
 	if err := checkVerification(v); err != nil {
 		return err
 	}
@@ -98,6 +101,9 @@ func (db *DB) UpdateVerification(ctx context.Context, v *idlegrid.Verification, 
 		return err
 	}
 	return db.update(ctx, func(tx *sql.Tx) error {
+		if err := insertRun(ctx, tx, run); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE verifications SET state = $1, rerun_job_id = $2, rerun_provider = $3,
 			tiebreak_job_id = $4, tiebreak_provider = $5, body = $6, updated_at = $7 WHERE id = $8 AND state = $9`,
 			append(a, v.ID, string(from))...)
@@ -128,4 +134,30 @@ func (db *DB) ListVerifications(ctx context.Context, f idlegrid.VerificationFilt
 		return err
 	})
 	return out, err
+}
+
+// insertRun stores a verification's re-run or tie-break job, if any, in tx.
+func insertRun(ctx context.Context, tx *sql.Tx, run *idlegrid.Job) error {
+	if run == nil {
+		return nil
+	} else if err := required("job.id", run.ID); err != nil {
+		return err
+	}
+	spec, err := jsonArg(run.JobSpec)
+	if err != nil {
+		return err
+	}
+	if run.State == "" {
+		run.State = idlegrid.JobQueued
+	}
+	if run.UpdatedAt.IsZero() {
+		run.UpdatedAt = run.CreatedAt
+	}
+	stored, err := insertJobRows(ctx, tx, []jobRow{newJobRow(run, spec)})
+	if err != nil {
+		return err
+	} else if !stored[run.ID] {
+		return jobExists(run.ID)
+	}
+	return nil
 }
