@@ -378,7 +378,11 @@ func quarantineFor(c *idlegrid.Challenge, failures []string, now time.Time) (*id
 // node's reputation. An unsupported answer is no fact either way, but the
 // node's level is assessed again: enough of them in a row leave its
 // hardware unverified (hardwareDoubt), a demotion recorded like any other.
+// It runs to the end whether or not the request that resolved the
+// challenge is still there (followUp).
 func (s *Server) afterChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine) {
+	ctx, cancel := followUp(ctx)
+	defer cancel()
 	s.log.Info("hardware challenge resolved", "node", c.NodeID, "challenge", c.ID, "state", c.State)
 	if q != nil {
 		s.log.Warn("node quarantined", "node", c.NodeID, "reason", q.Reason)

@@ -50,17 +50,18 @@ func (s *Server) Reap(ctx context.Context) error {
 	if err := s.reapNodes(ctx, beats); err != nil {
 		return err
 	}
+	lost := s.endLostLeases(ctx)
 	if err := s.reapLeases(ctx, beats); err != nil {
-		return err
+		return errors.Join(lost, err)
 	}
-	return errors.Join(s.matureEarnings(ctx), s.checkRunout(ctx), s.measureUptime(ctx, beats))
+	return errors.Join(lost, s.matureEarnings(ctx), s.checkRunout(ctx), s.measureUptime(ctx, beats))
 }
 
-// reapNodes declares lost the nodes that missed too many heartbeats and ends
-// their live leases as the provider's fault, which requeues their jobs.
-// beats, the online nodes' last heartbeats as the pass read them, is kept
-// true for the rest of the pass: a node declared lost, or gone since the
-// read, leaves it, and one that beat since gets its new heartbeat.
+// reapNodes declares lost the nodes that missed too many heartbeats;
+// endLostLeases then ends their leases. beats, the online nodes' last
+// heartbeats as the pass read them, is kept true for the rest of the
+// pass: a node declared lost, or gone since the read, leaves it, and one
+// that beat since gets its new heartbeat.
 func (s *Server) reapNodes(ctx context.Context, beats map[string]time.Time) error {
 	now := s.Now()
 	silence := time.Duration(s.cfg.MissedHeartbeats) * s.cfg.HeartbeatInterval
@@ -78,25 +79,51 @@ func (s *Server) reapNodes(ctx context.Context, beats map[string]time.Time) erro
 		} else if beats[id] = n.LastHeartbeat; now.Sub(n.LastHeartbeat) <= silence {
 			continue // it beat since the read
 		}
-		if err := s.store.SetNodeState(ctx, n.ID, idlegrid.NodeLost, now); err != nil {
+		// The store declares it lost only if it has not beaten since
+		// this read.
+		err = s.store.SetNodeState(ctx, n.ID, idlegrid.NodeLost, n.LastHeartbeat)
+		if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
+			beats[id] = now // it beat just now
+			continue
+		} else if err != nil {
 			return err
 		}
 		delete(beats, id)
 		s.markNode(n.ID)
-		reason := fmt.Sprintf("node %s missed %d heartbeats", n.Name, s.cfg.MissedHeartbeats)
-		s.log.Warn("node lost", "node", n.ID, "reason", reason)
+		s.log.Warn("node lost", "node", n.ID, "reason", lostReason(n, s.cfg.MissedHeartbeats))
+	}
+	return nil
+}
+
+func lostReason(n *idlegrid.Node, missed int) string {
+	return fmt.Sprintf("node %s missed %d heartbeats", n.Name, missed)
+}
+
+// endLostLeases ends the live leases of every lost node as the provider's
+// fault, which requeues their jobs: those of the nodes reapNodes has just
+// declared lost, and any that an earlier pass left live, because ending
+// it failed or the coordinator stopped after declaring the node lost.
+// A lease that fails to end is left to the next pass; the others end.
+func (s *Server) endLostLeases(ctx context.Context) error {
+	nodes, err := s.store.ListNodes(ctx, idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeLost}})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range nodes {
 		leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{NodeID: n.ID, States: liveLeaseStates})
 		if err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("leases of lost node %s: %w", n.ID, err))
+			continue
 		}
+		end := leaseEnd{to: idlegrid.LeaseLost, reason: lostReason(n, s.cfg.MissedHeartbeats), fault: idlegrid.FaultProvider}
 		for _, l := range leases {
-			if err := s.endLease(ctx, l, leaseEnd{to: idlegrid.LeaseLost, reason: reason, fault: idlegrid.FaultProvider}); err != nil &&
-				idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
-				return err
+			if err := s.endLease(ctx, l, end); err != nil && idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
+				errs = append(errs, fmt.Errorf("lease %s of lost node %s: %w", l.ID, n.ID, err))
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // noticeExpired reports whether a bronze lease given notice is still live

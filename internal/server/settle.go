@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -37,6 +38,8 @@ func (s *Server) endLease(ctx context.Context, l *idlegrid.Lease, end leaseEnd) 
 		return err
 	}
 	release() // before afterLeaseEnded, which may end other leases
+	ctx, cancel := followUp(ctx)
+	defer cancel()
 	s.noteLeaseEnded(ctx, l, t, gpuSeconds)
 	ended := *l // as it is now, for verify.go: a provider's fault requeues a re-run
 	ended.State, ended.Fault = to, fault
@@ -47,8 +50,19 @@ func (s *Server) endLease(ctx context.Context, l *idlegrid.Lease, end leaseEnd) 
 	}
 	s.log.Info("lease ended", "lease", l.ID, "job", l.JobID, "node", l.NodeID, "state", to,
 		"reason", reason, "charged", charge.String())
-	s.afterLeaseEnded(ctx, l, to)
+	s.afterLeaseEnded(ctx, l, to, fault)
 	return nil
+}
+
+// followUpTimeout bounds what follows a commit (followUp).
+const followUpTimeout = time.Minute
+
+// followUp returns the context for the work that follows a commit: the
+// reputation facts, convictions and gang stops it calls for. It does not
+// end with the request that made the commit, since a client that hangs up
+// then must not undo them; it ends after followUpTimeout.
+func followUp(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), followUpTimeout)
 }
 
 // leaseEnd is how a lease ends.
@@ -66,8 +80,9 @@ type leaseEnd struct {
 }
 
 // afterLeaseEnded frees capacity for the scheduler and, when one lease of a
-// multi-node job ends badly, stops the rest of its gang.
-func (s *Server) afterLeaseEnded(ctx context.Context, l *idlegrid.Lease, to idlegrid.LeaseState) {
+// multi-node job ends before the job is done, stops the rest of its gang
+// (gangStop says how).
+func (s *Server) afterLeaseEnded(ctx context.Context, l *idlegrid.Lease, to idlegrid.LeaseState, fault idlegrid.Fault) {
 	s.markLease(l.ID)
 	s.waiters.notify(l.NodeID)
 	s.jobChanged(l.JobID)
@@ -79,12 +94,29 @@ func (s *Server) afterLeaseEnded(ctx context.Context, l *idlegrid.Lease, to idle
 		s.log.Error("list gang leases", "job", l.JobID, "err", err)
 		return
 	}
+	why := gangStop(to, fault)
 	for _, sib := range siblings {
 		if sib.ID == l.ID || sib.Attempt != l.Attempt {
 			continue // a requeued job's new leases are not this gang
 		}
-		if err := s.stopLease(ctx, sib, "another lease of the job ended: "+string(to)); err != nil {
+		if err := s.stopLease(ctx, sib, why); err != nil {
 			s.log.Error("stop gang lease", "lease", sib.ID, "err", err)
 		}
 	}
+}
+
+// gangStop is why the rest of a gang is stopped when one of its leases
+// ends as to, through fault. A gang runs whole or not at all. When the job
+// will run again, because a node failed or was lost or a lease was
+// preempted, the rest is stopped as a preemption stops a lease
+// (noticePrefix): each ends preempted, paid for what it ran, and the job
+// is requeued as a one-node job would be (idlegrid.NextJobState). When
+// the job is over (its workload failed, its renter cancelled), the rest
+// ends cancelled.
+func gangStop(to idlegrid.LeaseState, fault idlegrid.Fault) string {
+	why := "another lease of the job ended: " + string(to)
+	if to == idlegrid.LeaseLost || to == idlegrid.LeasePreempted || to == idlegrid.LeaseFailed && fault == idlegrid.FaultProvider {
+		return noticePrefix + why
+	}
+	return why
 }

@@ -171,8 +171,10 @@ func (db *DB) Heartbeat(ctx context.Context, nodeID string, at time.Time) (idleg
 	return st, err
 }
 
-// SetNodeState records the node's state; at is its last heartbeat when the
-// node is online, and is otherwise ignored.
+// SetNodeState records the node's state. For an online node, at is its
+// last heartbeat. For a lost one, at is the last heartbeat the caller saw:
+// a node that has beaten since is not lost, and stays as it is (ECONFLICT).
+// It is otherwise ignored.
 func (db *DB) SetNodeState(ctx context.Context, nodeID string, s idlegrid.NodeState, at time.Time) error {
 	switch s {
 	case idlegrid.NodeOnline, idlegrid.NodeOffline, idlegrid.NodeLost:
@@ -185,12 +187,30 @@ func (db *DB) SetNodeState(ctx context.Context, nodeID string, s idlegrid.NodeSt
 func setNodeState(ctx context.Context, tx *sql.Tx, nodeID string, s idlegrid.NodeState, at time.Time) error {
 	q := `UPDATE nodes SET state = $1 WHERE id = $2`
 	a := []any{string(s), nodeID}
-	if s == idlegrid.NodeOnline {
+	switch s {
+	case idlegrid.NodeOnline:
 		q = `UPDATE nodes SET state = $1, last_heartbeat = $3 WHERE id = $2`
+		a = append(a, timeArg(at))
+	case idlegrid.NodeLost:
+		q += ` AND (last_heartbeat IS NULL OR last_heartbeat <= $3)`
 		a = append(a, timeArg(at))
 	}
 	res, err := tx.ExecContext(ctx, q, a...)
-	return expectOne(res, err, func() error { return notFound("node", nodeID) })
+	return expectOne(res, err, func() error { return stateNotSet(ctx, tx, nodeID, at) })
+}
+
+// stateNotSet says why setNodeState changed no node: there is none, or it
+// heartbeat after at, the last heartbeat the caller saw, and is not lost.
+func stateNotSet(ctx context.Context, tx *sql.Tx, nodeID string, at time.Time) error {
+	var beat sql.NullInt64
+	err := tx.QueryRowContext(ctx, `SELECT last_heartbeat FROM nodes WHERE id = $1`, nodeID).Scan(&beat)
+	if errors.Is(err, sql.ErrNoRows) {
+		return notFound("node", nodeID)
+	} else if err != nil {
+		return err
+	}
+	return idlegrid.Errorf(idlegrid.ECONFLICT, "node %s heartbeat at %s, after %s: it is not lost",
+		nodeID, timeOf(beat).Format(time.RFC3339Nano), at.UTC().Format(time.RFC3339Nano))
 }
 
 // recordLeaseEnd updates the node's record for a lease that ended in state s
