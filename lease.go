@@ -16,7 +16,7 @@ const (
 	LeaseFailed    LeaseState = "failed"    // the workload or the node failed; Fault says whose
 	LeaseCancelled LeaseState = "cancelled" // stopped at the renter's request
 	LeaseLost      LeaseState = "lost"      // the node went silent or never started it
-	LeasePreempted LeaseState = "preempted" // a bronze lease stopped, after its notice, for higher-tier work
+	LeasePreempted LeaseState = "preempted" // stopped, after its notice, for higher-tier work (bronze), or with the rest of a gang whose node failed
 )
 
 // LeaseStates lists every lease state, in the order of a lease's life.

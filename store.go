@@ -59,6 +59,9 @@ type Store interface {
 	UpdateOffer(ctx context.Context, nodeID string, o Offer, agentVersion string, at time.Time) error
 	// Heartbeat marks the node online at at, and returns its standing.
 	Heartbeat(ctx context.Context, nodeID string, at time.Time) (NodeStanding, error)
+	// SetNodeState records the node's state. For an online node, at is
+	// its last heartbeat; for a lost one, the last heartbeat the caller
+	// saw: a node that has beaten since is not lost (ECONFLICT).
 	SetNodeState(ctx context.Context, nodeID string, s NodeState, at time.Time) error
 	// FindNodeSchedule returns a node's schedule in force, its owner's and
 	// its agent's. SetNodeSchedule keeps the owner's (nil removes it) and
