@@ -151,12 +151,26 @@ type offence struct {
 	detail     any // marshalled as the dispute's Detail
 }
 
+// convictTries is how often convict prices a penalty against a bond that
+// shrinks under it before it gives up.
+const convictTries = 3
+
 // convict records a proven offence as an upheld dispute and takes its
 // penalty from the bond. A second conviction for the same offence on the
 // same lease changes nothing. Errors are logged, not returned: a detector
 // must not fail the request that revealed the offence.
 func (s *Server) convict(ctx context.Context, o offence) *idlegrid.Dispute {
-	d, err := s.openDispute(ctx, o, idlegrid.DisputeUpheld, "market", "proven by the market's own check")
+	var d *idlegrid.Dispute
+	var err error
+	for try := 1; ; try++ {
+		d, err = s.openDispute(ctx, o, idlegrid.DisputeUpheld, "market", "proven by the market's own check")
+		// EPAYMENT: the bond shrank (a release) between pricing the
+		// penalty and taking it, and the dispute went with it: price it
+		// again on the bond left.
+		if idlegrid.ErrorCode(err) != idlegrid.EPAYMENT || try == convictTries {
+			break
+		}
+	}
 	if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
 		return nil // already convicted
 	} else if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/ledger"
 	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
@@ -316,6 +317,64 @@ func TestServer_PreemptedWithoutNoticeBreaksIt(t *testing.T) {
 		ds, err := m.srv.ListDisputes(m.renter, idlegrid.DisputeFilter{})
 		if err != nil || len(ds) != 1 || ds[0].Offence != "broken_notice" || ds[0].State != idlegrid.DisputeUpheld {
 			t.Errorf("disputes = %+v (%v), want one broken_notice upheld", ds, err)
+		}
+	})
+}
+
+// releasing is a store that releases the provider's bond right after the
+// first time a penalty reads it, as a provider's release racing a
+// conviction would.
+type releasing struct {
+	idlegrid.Store
+	provider string
+	done     bool
+}
+
+func (r *releasing) Balance(ctx context.Context, accountID string) (*idlegrid.Balance, error) {
+	b, err := r.Store.Balance(ctx, accountID)
+	if err != nil || accountID != r.provider || r.done || b.Bond == 0 {
+		return b, err
+	}
+	r.done = true
+	t, err := ledger.ReleaseBond(accountID, b.Bond-1, "raced", time.Now()) // 1 micro left
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.Store.PostTransfer(ctx, t); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// A bond released while a conviction priced its penalty does not take the
+// conviction with it: the penalty is priced again on what is left.
+func TestServer_ConvictionOutlivesARelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &releasing{}
+		m := mustMarketOn(t, trustpolicy.Default(), func(s idlegrid.Store) idlegrid.Store { r.Store = s; return r })
+		mustBond(t, m, 100)
+		r.provider = callerID(m.provider)
+		spec := testSpec()
+		spec.Tier = idlegrid.TierBronze
+		j, err := m.srv.SubmitJob(m.renter, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		l, node := mustCommandFor(t, m, j.ID)
+		if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 30*time.Minute)
+		if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled, Message: "owner wanted the GPU"}); err != nil {
+			t.Fatal(err)
+		}
+		if !r.done {
+			t.Fatal("the penalty never read the bond")
+		}
+		wantConviction(t, m, "broken_notice", l.NodeID)
+		if b := mustAccountBalance(t, m, r.provider); b.Bond != 0 {
+			t.Errorf("bond = %s after the release and the penalty, want the micro left taken", b.Bond)
 		}
 	})
 }
