@@ -28,6 +28,9 @@ const (
 	NodeOnline  NodeState = "online"  // heartbeating
 	NodeOffline NodeState = "offline" // said goodbye, or never heartbeated yet
 	NodeLost    NodeState = "lost"    // missed too many heartbeats; its leases were ended
+	// NodeRetired is final: its provider or an admin retired it (its key
+	// may have leaked), its key is refused, and its leases were ended.
+	NodeRetired NodeState = "retired"
 )
 
 // WorkloadKind is a class of renter work an owner may allow or refuse.

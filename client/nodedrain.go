@@ -25,3 +25,17 @@ func (c *Client) DrainNode(ctx context.Context, nodeID string, on bool) (*idlegr
 	}
 	return &out, nil
 }
+
+// RetireNode takes a node out of the market for good: its key is refused
+// from then on and its leases end, their jobs requeued. Its provider and
+// admins may.
+func (c *Client) RetireNode(ctx context.Context, nodeID string) (*idlegrid.Node, error) {
+	if err := requireID("node_id", nodeID); err != nil {
+		return nil, err
+	}
+	var out idlegrid.Node
+	if err := c.do(ctx, call{method: http.MethodPost, path: path("nodes", nodeID, "retire"), out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -23,6 +23,7 @@ func (c *nodeCommand) Run(ctx context.Context, args []string) error {
 		{"quarantine", "list, add or lift quarantines", func(a []string) error { return c.quarantine(ctx, a) }},
 		{"schedule", "show, set or clear when a node is offered (its windows)", func(a []string) error { return c.schedule(ctx, a) }},
 		{"drain", "take a node out of the market for maintenance, and follow it until it is empty", func(a []string) error { return c.drain(ctx, a) }},
+		{"retire", "take a node out of the market for good, refusing its key (a machine given up, or a key leaked)", func(a []string) error { return c.retire(ctx, a) }},
 	}, args)
 }
 

@@ -129,3 +129,36 @@ func nodeState(n *idlegrid.Node) string {
 	}
 	return string(n.State)
 }
+
+func (c *nodeCommand) retire(ctx context.Context, args []string) error {
+	fs := c.env.flags("node retire", help{
+		usage: "idlegrid node retire ID [--json]",
+		about: `Retire a node for good: a machine given up, or one whose node key may have
+leaked. Its key is refused from now on, whoever holds it; its live leases
+end as the node's failure and their jobs go back to the queue. It cannot
+be undone: a machine that is to serve again joins as a new node, with a
+new key ('idlegrid agent' with a fresh data dir and a join token). To stop
+a node for maintenance, drain it instead. Its provider and admins may
+retire a node.`,
+		examples: `idlegrid node retire node_abc123`,
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print the node as JSON")
+	args, err := fs.parseArgs(args, 1, 1, "one node ID")
+	if err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	n, err := cl.RetireNode(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, n)
+	}
+	fmt.Fprintf(c.env.Out, "node %s (%s) is retired: its key is refused from now on, and its leases have ended, their jobs requeued\n", n.ID, n.Name)
+	return nil
+}

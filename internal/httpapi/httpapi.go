@@ -129,6 +129,7 @@ func (a *api) routes() {
 	a.handle("DELETE /v1/nodes/{id}/schedule", t, a.withKey(a.removeNodeSchedule))
 	a.handle("PUT /v1/nodes/{id}/drain", t, a.withKey(a.drainNode))
 	a.handle("DELETE /v1/nodes/{id}/drain", t, a.withKey(a.undrainNode))
+	a.handle("POST /v1/nodes/{id}/retire", t, a.withKey(a.retireNode))
 	a.handle("POST /v1/jobs", t, a.withKey(a.submitJob))
 	a.handle("GET /v1/jobs", t, a.withKey(a.listJobs))
 	a.handle("GET /v1/jobs/{id}", t, a.withKey(a.findJob))

@@ -28,3 +28,15 @@ func (a *api) setDraining(w http.ResponseWriter, r *http.Request, on bool) error
 	}
 	return writeJSON(w, http.StatusOK, n)
 }
+
+// POST /v1/nodes/{id}/retire takes the node out of the market for good.
+func (a *api) retireNode(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
+	n, err := a.srv.RetireNode(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, n)
+}

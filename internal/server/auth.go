@@ -40,6 +40,8 @@ func (s *Server) NodeIdentity(ctx context.Context, nodeID string) (ed25519.Publi
 		return nil, "", idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "unknown node %q; join again with a new join token", nodeID)
 	} else if err != nil {
 		return nil, "", err
+	} else if n.State == idlegrid.NodeRetired {
+		return nil, "", idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "node %s is retired: its key is refused for good; a machine that is to serve again joins as a new node, with a new key and a join token", nodeID)
 	}
 	pub, err := nodekey.ParsePublic(n.PublicKey)
 	if err != nil {

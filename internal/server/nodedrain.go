@@ -34,6 +34,34 @@ func (s *Server) DrainNode(ctx context.Context, nodeID string, on bool) (*idlegr
 	return n, nil
 }
 
+// RetireNode takes a node out of the market for good, for its provider or
+// an admin: a machine given up, or one whose key may have leaked. Its key
+// is refused from now on (NodeIdentity), and its live leases end as the
+// provider's fault, their jobs requeued, in this call or, should one fail,
+// the reaper's next pass. A machine that is to serve again joins as a new
+// node.
+func (s *Server) RetireNode(ctx context.Context, nodeID string) (*idlegrid.Node, error) {
+	n, err := s.ownNode(ctx, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	if n.State != idlegrid.NodeRetired {
+		if err := s.store.SetNodeState(ctx, nodeID, idlegrid.NodeRetired, s.Now()); err != nil && idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
+			return nil, err
+		}
+		c, _ := account(ctx)
+		s.log.Warn("node retired", "node", nodeID, "by", c.AccountID)
+		s.markNode(nodeID)
+	}
+	if n, err = s.store.FindNode(ctx, nodeID); err != nil {
+		return nil, err
+	}
+	if err := s.endNodeLeases(ctx, n); err != nil {
+		s.log.Error("end the retired node's leases; the reaper tries again", "node", nodeID, "err", err)
+	}
+	return n, nil
+}
+
 // marketNode is n as the engine is to see it: a draining node closed, so
 // that it takes no new leases and its bronze leases get their notice.
 func marketNode(n *idlegrid.Node) *idlegrid.Node {

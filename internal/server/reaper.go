@@ -96,31 +96,42 @@ func (s *Server) reapNodes(ctx context.Context, beats map[string]time.Time) erro
 }
 
 func lostReason(n *idlegrid.Node, missed int) string {
+	if n.State == idlegrid.NodeRetired {
+		return fmt.Sprintf("node %s was retired by its provider", n.Name)
+	}
 	return fmt.Sprintf("node %s missed %d heartbeats", n.Name, missed)
 }
 
-// endLostLeases ends the live leases of every lost node as the provider's
-// fault, which requeues their jobs: those of the nodes reapNodes has just
-// declared lost, and any that an earlier pass left live, because ending
-// it failed or the coordinator stopped after declaring the node lost.
-// A lease that fails to end is left to the next pass; the others end.
+// endLostLeases ends the live leases of every lost or retired node as the
+// provider's fault, which requeues their jobs: those of the nodes
+// reapNodes has just declared lost (or RetireNode retired), and any that
+// an earlier pass left live, because ending it failed or the coordinator
+// stopped after changing the node's state. A lease that fails to end is
+// left to the next pass; the others end.
 func (s *Server) endLostLeases(ctx context.Context) error {
-	nodes, err := s.store.ListNodes(ctx, idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeLost}})
+	nodes, err := s.store.ListNodes(ctx, idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeLost, idlegrid.NodeRetired}})
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, n := range nodes {
-		leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{NodeID: n.ID, States: liveLeaseStates})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("leases of lost node %s: %w", n.ID, err))
-			continue
-		}
-		end := leaseEnd{to: idlegrid.LeaseLost, reason: lostReason(n, s.cfg.MissedHeartbeats), fault: idlegrid.FaultProvider}
-		for _, l := range leases {
-			if err := s.endLease(ctx, l, end); err != nil && idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
-				errs = append(errs, fmt.Errorf("lease %s of lost node %s: %w", l.ID, n.ID, err))
-			}
+		errs = append(errs, s.endNodeLeases(ctx, n))
+	}
+	return errors.Join(errs...)
+}
+
+// endNodeLeases ends the live leases of n, lost or retired, as the
+// provider's fault; one that fails to end leaves the others to end.
+func (s *Server) endNodeLeases(ctx context.Context, n *idlegrid.Node) error {
+	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{NodeID: n.ID, States: liveLeaseStates})
+	if err != nil {
+		return fmt.Errorf("leases of %s node %s: %w", n.State, n.ID, err)
+	}
+	var errs []error
+	end := leaseEnd{to: idlegrid.LeaseLost, reason: lostReason(n, s.cfg.MissedHeartbeats), fault: idlegrid.FaultProvider}
+	for _, l := range leases {
+		if err := s.endLease(ctx, l, end); err != nil && idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
+			errs = append(errs, fmt.Errorf("lease %s of %s node %s: %w", l.ID, n.State, n.ID, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -145,8 +145,8 @@ func (db *DB) UpdateOffer(ctx context.Context, nodeID string, o idlegrid.Offer, 
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE nodes SET offer = $1, agent_version = $2, state = $3, last_heartbeat = $4,
-			(`+offerColumns+`) = ($5, $6, $7, $8, $9, $10, $11) WHERE id = $12`,
-			append(append([]any{offer, agentVersion, string(idlegrid.NodeOnline), timeArg(at)}, offerValues(o)...), nodeID)...)
+			(`+offerColumns+`) = ($5, $6, $7, $8, $9, $10, $11) WHERE id = $12 AND state <> $13`,
+			append(append([]any{offer, agentVersion, string(idlegrid.NodeOnline), timeArg(at)}, offerValues(o)...), nodeID, string(idlegrid.NodeRetired))...)
 		if err := expectOne(res, err, func() error { return notFound("node", nodeID) }); err != nil {
 			return err
 		}
@@ -160,8 +160,8 @@ func (db *DB) Heartbeat(ctx context.Context, nodeID string, at time.Time) (idleg
 	var st idlegrid.NodeStanding
 	err := db.writes().submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var draining sql.NullInt64
-		err := tx.QueryRowContext(ctx, `UPDATE nodes SET state = $1, last_heartbeat = $2 WHERE id = $3
-			RETURNING draining_since, quarantined`, string(idlegrid.NodeOnline), timeArg(at), nodeID).Scan(&draining, &st.Quarantined)
+		err := tx.QueryRowContext(ctx, `UPDATE nodes SET state = $1, last_heartbeat = $2 WHERE id = $3 AND state <> $4
+			RETURNING draining_since, quarantined`, string(idlegrid.NodeOnline), timeArg(at), nodeID, string(idlegrid.NodeRetired)).Scan(&draining, &st.Quarantined)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("node", nodeID)
 		}
@@ -177,9 +177,9 @@ func (db *DB) Heartbeat(ctx context.Context, nodeID string, at time.Time) (idleg
 // It is otherwise ignored.
 func (db *DB) SetNodeState(ctx context.Context, nodeID string, s idlegrid.NodeState, at time.Time) error {
 	switch s {
-	case idlegrid.NodeOnline, idlegrid.NodeOffline, idlegrid.NodeLost:
+	case idlegrid.NodeOnline, idlegrid.NodeOffline, idlegrid.NodeLost, idlegrid.NodeRetired:
 	default:
-		return idlegrid.Invalid("node.state", "must be online, offline or lost, got %q", s)
+		return idlegrid.Invalid("node.state", "must be online, offline, lost or retired, got %q", s)
 	}
 	return db.update(ctx, func(tx *sql.Tx) error { return setNodeState(ctx, tx, nodeID, s, at) })
 }
@@ -195,19 +195,24 @@ func setNodeState(ctx context.Context, tx *sql.Tx, nodeID string, s idlegrid.Nod
 		q += ` AND (last_heartbeat IS NULL OR last_heartbeat <= $3)`
 		a = append(a, timeArg(at))
 	}
+	q += ` AND state <> '` + string(idlegrid.NodeRetired) + `'` // retired is final
 	res, err := tx.ExecContext(ctx, q, a...)
 	return expectOne(res, err, func() error { return stateNotSet(ctx, tx, nodeID, at) })
 }
 
-// stateNotSet says why setNodeState changed no node: there is none, or it
-// heartbeat after at, the last heartbeat the caller saw, and is not lost.
+// stateNotSet says why setNodeState changed no node: there is none, it is
+// retired, or it heartbeat after at, the last heartbeat the caller saw,
+// and is not lost.
 func stateNotSet(ctx context.Context, tx *sql.Tx, nodeID string, at time.Time) error {
 	var beat sql.NullInt64
-	err := tx.QueryRowContext(ctx, `SELECT last_heartbeat FROM nodes WHERE id = $1`, nodeID).Scan(&beat)
+	var state string
+	err := tx.QueryRowContext(ctx, `SELECT last_heartbeat, state FROM nodes WHERE id = $1`, nodeID).Scan(&beat, &state)
 	if errors.Is(err, sql.ErrNoRows) {
 		return notFound("node", nodeID)
 	} else if err != nil {
 		return err
+	} else if state == string(idlegrid.NodeRetired) {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "node %s is retired, for good", nodeID)
 	}
 	return idlegrid.Errorf(idlegrid.ECONFLICT, "node %s heartbeat at %s, after %s: it is not lost",
 		nodeID, timeOf(beat).Format(time.RFC3339Nano), at.UTC().Format(time.RFC3339Nano))
