@@ -63,7 +63,7 @@ type Lease struct {
 	State         LeaseState `json:"state"`
 	Reason        string     `json:"reason"`
 	Fault         Fault      `json:"fault,omitempty"`
-	StopRequested string     `json:"stop_requested,omitempty"` // why the server asked the agent to stop
+	StopRequested string     `json:"stop_requested,omitempty"` // why the server asked the agent to stop; NoticeStopPrefix for a notice
 	ExitCode      *int       `json:"exit_code,omitempty"`
 	Progress      float64    `json:"progress"` // 0..1, as last reported by the agent
 
@@ -157,6 +157,12 @@ type LogLine struct {
 	Stream string    `json:"stream"` // stdout or stderr
 	Text   string    `json:"text"`
 }
+
+// NoticeStopPrefix begins the reason of a stop that is a notice (a bronze
+// lease preempted, its window ending, its node drained): the lease ends
+// preempted and its job is requeued. A later stop that is not a notice (its
+// renter's cancel) replaces it, so that the job ends as the renter asked.
+const NoticeStopPrefix = "notice: "
 
 // LogFilter selects lines of a lease's output, in order: those after line
 // After, at most Limit of them (0: the store's default), the first ones or,

@@ -106,6 +106,8 @@ type Store interface {
 	RenterStakes(ctx context.Context) ([]*RenterStake, error)
 	ListLeaseEvents(ctx context.Context, leaseID string) ([]*LeaseEvent, error)
 	// RequestLeaseStop asks the agent to stop a live lease, with a reason.
+	// The first stop stands, but for a notice (NoticeStopPrefix), which a
+	// later stop that is not one replaces, keeping the notice's time.
 	RequestLeaseStop(ctx context.Context, leaseID, reason string, at time.Time) error
 	// SetLeaseProgress records the agent's progress report for a running
 	// lease, received at at, and reports whether it moved the lease's

@@ -184,8 +184,8 @@ func (s *Server) stopLease(ctx context.Context, l *idlegrid.Lease, reason string
 		}
 		// The agent started it meanwhile: ask it to stop like any running lease.
 	}
-	if l.StopRequested != "" {
-		return nil
+	if l.StopRequested != "" && (!strings.HasPrefix(l.StopRequested, noticePrefix) || strings.HasPrefix(reason, noticePrefix)) {
+		return nil // the first stop stands, but for a notice, which a cancel replaces
 	}
 	err := s.store.RequestLeaseStop(ctx, l.ID, reason, s.Now())
 	if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -161,6 +162,46 @@ func TestServer_DrainNode_unstartedBronze(t *testing.T) {
 		}
 		if got, _ := m.srv.FindJob(m.renter, j.ID); got.State != idlegrid.JobQueued {
 			t.Errorf("its job: %s (%q), want queued again", got.State, got.Reason)
+		}
+	})
+}
+
+// A renter's cancel outranks a notice: a bronze job cancelled while its
+// lease runs out its notice ends cancelled, not requeued.
+func TestServer_CancelDuringNotice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		rivalID := idlegrid.CallerFromContext(m.rival).NodeID
+		if _, err := m.srv.DrainNode(m.provider, rivalID, true); err != nil {
+			t.Fatal(err)
+		}
+		bronze := testSpec()
+		bronze.GPUs, bronze.Tier, bronze.MaxPriceMicrosPerGPUHour = 1, idlegrid.TierBronze, 600_000
+		j, err := m.srv.SubmitJob(m.renter, bronze)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 5*time.Second)
+		l := startAll(t, m, m.node, 1)[0]
+		m.advance(t, 10*time.Minute)
+		if _, err := m.srv.DrainNode(m.provider, m.nodeID, true); err != nil { // its notice
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := mustFindLease(t, m, l.ID); !strings.HasPrefix(got.StopRequested, "notice: ") {
+			t.Fatalf("the lease's stop = %q, want its notice", got.StopRequested)
+		}
+		if _, err := m.srv.CancelJob(m.renter, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.srv.ReportLease(m.node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled, Message: "stopped"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustFindLease(t, m, l.ID); got.State != idlegrid.LeaseCancelled {
+			t.Errorf("the lease = %s (%s), want cancelled: the renter's cancel outranks the notice", got.State, got.StopRequested)
+		}
+		if got, err := m.srv.FindJob(m.renter, j.ID); err != nil || got.State != idlegrid.JobCancelled {
+			t.Errorf("the job = %+v (%v), want cancelled, not requeued", got, err)
 		}
 	})
 }

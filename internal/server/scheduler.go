@@ -538,7 +538,7 @@ func (s *Server) giveNotice(ctx context.Context, e *market.Engine, leaseID, reas
 
 // noticePrefix marks a stop that is a bronze notice: the lease ends as
 // preempted and its job is requeued from its checkpoint.
-const noticePrefix = "notice: "
+const noticePrefix = idlegrid.NoticeStopPrefix
 
 func (s *Server) available(ctx context.Context, renterID string, funds map[string]idlegrid.Micros) (idlegrid.Micros, error) {
 	if v, ok := funds[renterID]; ok {

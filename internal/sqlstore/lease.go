@@ -406,12 +406,16 @@ func (db *DB) RequestLeaseStop(ctx context.Context, leaseID, reason string, at t
 		} else if l.State.Terminal() {
 			return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s is already %s", leaseID, l.State)
 		}
-		if l.StopRequested != "" {
-			return nil // the first stop and its notice stand
+		switch {
+		case l.StopRequested == "":
+			_, err = tx.ExecContext(ctx, `UPDATE leases SET stop_requested = $1, notice_at = $2 WHERE id = $3`,
+				reason, timeArg(at), leaseID)
+		case strings.HasPrefix(l.StopRequested, idlegrid.NoticeStopPrefix) && !strings.HasPrefix(reason, idlegrid.NoticeStopPrefix):
+			// A cancel outranks a notice: the lease ends cancelled, and its
+			// job with it; the notice's time stands.
+			_, err = tx.ExecContext(ctx, `UPDATE leases SET stop_requested = $1 WHERE id = $2`, reason, leaseID)
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE leases SET stop_requested = $1, notice_at = $2 WHERE id = $3`,
-			reason, timeArg(at), leaseID)
-		return err
+		return err // otherwise the first stop and its notice stand
 	})
 }
 

@@ -1127,12 +1127,22 @@ func testRequestLeaseStop(t *testing.T, db *sqlstore.DB) {
 	l := lease(j, n, 0)
 	mustPlace(t, db, placement(j, 0, l))
 
-	mustOK(t, db.RequestLeaseStop(ctx, l.ID, "cancelled by renter", at(time.Hour)))
-	got, err := db.FindLease(ctx, l.ID)
-	mustOK(t, err)
-	if got.StopRequested != "cancelled by renter" {
-		t.Errorf("stop_requested = %q", got.StopRequested)
+	stop := func(reason string, when time.Duration, want string, wantAt time.Time) {
+		t.Helper()
+		mustOK(t, db.RequestLeaseStop(ctx, l.ID, reason, at(when)))
+		got, err := db.FindLease(ctx, l.ID)
+		mustOK(t, err)
+		if got.StopRequested != want || got.NoticeAt == nil || !got.NoticeAt.Equal(wantAt) {
+			t.Errorf("after %q: stop_requested = %q since %v, want %q since %v", reason, got.StopRequested, got.NoticeAt, want, wantAt)
+		}
 	}
+	// A notice stands against a later notice; a cancel replaces it, and
+	// the notice's time stands; a cancel stands against anything.
+	stop(idlegrid.NoticeStopPrefix+"preempted", 30*time.Minute, idlegrid.NoticeStopPrefix+"preempted", at(30*time.Minute))
+	stop(idlegrid.NoticeStopPrefix+"window ends", 40*time.Minute, idlegrid.NoticeStopPrefix+"preempted", at(30*time.Minute))
+	stop("cancelled by renter", time.Hour, "cancelled by renter", at(30*time.Minute))
+	stop("time limit", 2*time.Hour, "cancelled by renter", at(30*time.Minute))
+	stop(idlegrid.NoticeStopPrefix+"drained", 2*time.Hour, "cancelled by renter", at(30*time.Minute))
 	wantCode(t, db.RequestLeaseStop(ctx, "lease_missing", "x", t0), idlegrid.ENOTFOUND)
 	wantCode(t, db.RequestLeaseStop(ctx, l.ID, "", t0), idlegrid.EINVALID)
 	mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseAssigned},
