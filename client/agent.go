@@ -91,7 +91,12 @@ func (a *AgentClient) sign(h http.Header, method, requestURI string, body []byte
 func (a *AgentClient) signingTime() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.signedAt = max(a.now().UnixMilli(), a.signedAt+1)
+	now := a.now().UnixMilli()
+	if now < a.signedAt-1000 {
+		a.signedAt = now // the clock was stepped back (NTP): sign by it, not a second ahead of the server's
+	} else {
+		a.signedAt = max(now, a.signedAt+1)
+	}
 	return a.signedAt
 }
 

@@ -219,8 +219,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.attest(ctx, &a.attested)
 	a.log.Info("agent serving", "node", a.NodeID(), "server", a.cfg.Server, "gpus", len(offer.GPUs), "heartbeat", a.heartbeatEvery)
-	a.serve(ctx)
-	return nil
+	return a.serve(ctx)
 }
 
 // quiet turns an error caused by ctx ending into a clean return.
@@ -324,7 +323,9 @@ func heartbeatInterval(seconds int) time.Duration {
 
 // serve runs the heartbeat and command loops until ctx is done, then stops
 // and reports the leases.
-func (a *Agent) serve(ctx context.Context) {
+func (a *Agent) serve(ctx context.Context) error {
+	ctx, refuse := context.WithCancelCause(ctx)
+	defer refuse(nil)
 	// Reports outlive ctx: they are cut off only when shutdown gives up.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
@@ -333,7 +334,7 @@ func (a *Agent) serve(ctx context.Context) {
 	defer stopSession()
 	a.adopt(ctx, workCtx)
 	var loops sync.WaitGroup
-	loops.Go(func() { a.heartbeatLoop(ctx) })
+	loops.Go(func() { a.heartbeatLoop(ctx, refuse) })
 	loops.Go(func() { a.commandLoop(ctx, workCtx) })
 	loops.Go(func() { a.watchLoop(ctx) })
 	loops.Go(func() { a.models.loop(ctx, a.log.Info) })
@@ -341,7 +342,16 @@ func (a *Agent) serve(ctx context.Context) {
 	loops.Go(func() { a.challengeLoop(ctx, &a.attested) })
 	loops.Wait()
 	a.shutdown(cancelWork)
+	if err := context.Cause(ctx); errors.Is(err, errRetired) {
+		return err
+	}
+	return nil
 }
+
+// errRetired is why an agent whose node was retired stops.
+var errRetired = errors.New("the server refuses this node for good: it was retired, by its provider or an admin " +
+	"(idlegrid node retire); its workloads were stopped. To serve again, start the agent with an empty data dir " +
+	"(a new node key) and a join token")
 
 // keepSession runs the server's session, if Server can hold one, until
 // ctx is done or stop is called; stop returns once the session has closed.
@@ -396,7 +406,9 @@ func (a *Agent) shutdown(cancelWork context.CancelFunc) {
 
 // heartbeatLoop tells the server the node is alive, with its leases'
 // progress, until ctx is done. A failed heartbeat is retried sooner.
-func (a *Agent) heartbeatLoop(ctx context.Context) {
+// A 403 says the node was retired: refuse ends the agent's loops, and with
+// them its workloads.
+func (a *Agent) heartbeatLoop(ctx context.Context, refuse context.CancelCauseFunc) {
 	var b backoff.Backoff
 	t := time.NewTimer(a.heartbeatEvery)
 	defer t.Stop()
@@ -410,6 +422,10 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		var next time.Duration
 		switch {
 		case ctx.Err() != nil:
+			return
+		case idlegrid.ErrorCode(err) == idlegrid.EFORBIDDEN:
+			a.log.Error("the server refuses this node; stopping", "err", err)
+			refuse(fmt.Errorf("%w: %v", errRetired, err))
 			return
 		case err != nil:
 			next = min(b.Next(), a.heartbeatEvery)
@@ -484,7 +500,9 @@ func (a *Agent) commandLoop(ctx, workCtx context.Context) {
 		for _, c := range cmds {
 			fresh = a.handle(ctx, workCtx, c) || fresh
 		}
-		if d := minPoll - a.clock.Now().Sub(began); !fresh && d > 0 && !backoff.Sleep(ctx, d) {
+		// A clock stepped back makes the time since began negative: the
+		// wait is never more than minPoll.
+		if d := minPoll - max(a.clock.Now().Sub(began), 0); !fresh && d > 0 && !backoff.Sleep(ctx, d) {
 			return
 		}
 	}

@@ -2,20 +2,28 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/backoff"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
 )
 
 // definite reports whether err is the server's considered answer, which
-// asking again will not change (a 4xx: invalid, conflict, not found,
-// unauthorized…), as opposed to a network failure, an overloaded or broken
-// server, or a lapsed context.
+// asking again will not change (a 4xx: invalid, conflict, not found, a
+// refused token…), as opposed to a network failure, an overloaded or
+// broken server, or a lapsed context. A 401 for the request's signed time
+// (off the server's clock, which NTP mends) or for a signature taken
+// before is asked again, signed anew: a lease's final report must not be
+// dropped for it.
 func definite(err error) bool {
 	switch idlegrid.ErrorCode(err) {
 	case "", idlegrid.EINTERNAL, idlegrid.EUNAVAILABLE:
 		return false
+	case idlegrid.EUNAUTHORIZED:
+		msg := idlegrid.ErrorMessage(err)
+		return !strings.Contains(msg, nodekey.SkewWords) && !strings.Contains(msg, nodekey.ReplayWords)
 	}
 	return true
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/runtime"
 	rtfake "github.com/idlegrid/idlegrid/internal/runtime/fake"
 )
@@ -144,6 +145,42 @@ func TestAgent_StopWhilePulling(t *testing.T) {
 		if got := lastReport(srv, "lease_a"); got.ExitCode != nil || !strings.Contains(got.Message, "cancelled by the renter") {
 			t.Errorf("report = %+v, want cancelled with the reason and no exit code: it never ran", got)
 		}
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A node the server refuses for good (retired: 403) stops its workloads
+// and its agent ends, saying why, rather than trying again for ever.
+func TestAgent_Retired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &fakeServer{}
+		rt := &countingRuntime{Runtime: &rtfake.Runtime{}}
+		r := startAgent(t, testConfig(t), srv, rt)
+		r.assign(srv, "lease_a", job(3600, nil))
+		waitFor(t, "the lease to run", leaseIn(srv, "lease_a", idlegrid.LeaseRunning))
+		srv.fail("Heartbeat", idlegrid.Errorf(idlegrid.EFORBIDDEN, "node node_1 is retired: it is refused for good"))
+		err := r.wait(t)
+		if err == nil || !strings.Contains(err.Error(), "retired") || !strings.Contains(err.Error(), "empty data dir") {
+			t.Errorf("Run = %v, want it to end saying the node was retired and how to serve again", err)
+		}
+		if got := lastReport(srv, "lease_a"); got.State != idlegrid.LeaseFailed {
+			t.Errorf("the lease's last report = %+v, want its workload stopped", got)
+		}
+	})
+}
+
+// A 401 is asked again: the server refuses a request signed at a time off
+// its clock, which NTP mends, and a lease's report must not be lost for it.
+func TestAgent_ReportAfterA401(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &fakeServer{}
+		r := startAgent(t, testConfig(t), srv, &rtfake.Runtime{})
+		skew := idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "request time is 3m0s %s; check the node's clock (NTP)", nodekey.SkewWords)
+		srv.fail("ReportLease", skew, skew)
+		r.assign(srv, "lease_a", job(60, nil))
+		waitFor(t, "the lease to succeed", leaseIn(srv, "lease_a", idlegrid.LeaseSucceeded))
 		if err := r.stop(t); err != nil {
 			t.Fatal(err)
 		}

@@ -78,7 +78,7 @@ func (a *api) verifySigned(r *http.Request, pub ed25519.PublicKey, body []byte) 
 	}
 	ms, _ := strconv.ParseInt(r.Header.Get(nodekey.HeaderTime), 10, 64) // Verify parsed it
 	if !a.seen.first(sig, time.UnixMilli(ms), now) {
-		return idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "this signed request was taken before: a node signs each request anew; one sent again is refused")
+		return idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "this signed request was %s: a node signs each request anew; one sent again is refused", nodekey.ReplayWords)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return nil

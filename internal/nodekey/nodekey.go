@@ -37,6 +37,14 @@ const (
 // MaxSkew is how far a request's signed time may be from the server's clock.
 const MaxSkew = 2 * time.Minute
 
+// Words of the server's refusals of a signed request that the node mends
+// by signing it again: its time off the server's clock (NTP mends it), or
+// its signature taken before (a replay). An agent asks again on those.
+const (
+	SkewWords   = "off the server's clock"
+	ReplayWords = "taken before"
+)
+
 // LoadOrCreate reads the private key at path, creating it (mode 0600, and
 // its directory) when it does not exist yet.
 func LoadOrCreate(path string) (ed25519.PrivateKey, error) {
@@ -94,7 +102,7 @@ func Verify(pub ed25519.PublicKey, method, pathAndQuery, unixMillis string, body
 		return errors.New("missing or malformed " + HeaderTime)
 	}
 	if d := now.Sub(time.UnixMilli(ms)); d > MaxSkew || d < -MaxSkew {
-		return fmt.Errorf("request time is %s off the server's clock; check the node's clock (NTP)", d.Round(time.Second))
+		return fmt.Errorf("request time is %s %s; check the node's clock (NTP)", d.Round(time.Second), SkewWords)
 	}
 	raw, err := base64.StdEncoding.DecodeString(sig)
 	if err != nil || !ed25519.Verify(pub, message(method, pathAndQuery, ms, body), raw) {

@@ -41,7 +41,7 @@ func (s *Server) NodeIdentity(ctx context.Context, nodeID string) (ed25519.Publi
 	} else if err != nil {
 		return nil, "", err
 	} else if n.State == idlegrid.NodeRetired {
-		return nil, "", idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "node %s is retired: its key is refused for good; a machine that is to serve again joins as a new node, with a new key and a join token", nodeID)
+		return nil, "", idlegrid.Errorf(idlegrid.EFORBIDDEN, "node %s is retired: it is refused for good; a machine that is to serve again joins as a new node, with a new key and a join token", nodeID)
 	}
 	pub, err := nodekey.ParsePublic(n.PublicKey)
 	if err != nil {

@@ -40,8 +40,8 @@ func TestServer_RetireNode(t *testing.T) {
 			t.Errorf("its job = %s after %d attempts (%v), want it queued again, or placed again elsewhere", got.State, got.Attempts, err)
 		}
 		_, _, err = m.srv.NodeIdentity(context.Background(), l.NodeID)
-		if idlegrid.ErrorCode(err) != idlegrid.EUNAUTHORIZED || !strings.Contains(err.Error(), "retired") {
-			t.Errorf("the retired node's key: %v, want EUNAUTHORIZED saying it is retired", err)
+		if idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN || !strings.Contains(err.Error(), "retired") {
+			t.Errorf("the retired node's key: %v, want EFORBIDDEN saying it is retired", err)
 		}
 		// Retired is final: nothing brings it back.
 		if err := m.store.SetNodeState(context.Background(), l.NodeID, idlegrid.NodeOnline, m.srv.Now()); idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
