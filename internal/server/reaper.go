@@ -36,6 +36,22 @@ func (s *Server) every(ctx context.Context, period time.Duration, what string, p
 	}
 }
 
+// silentSince is how long the server has not heard what was last heard at
+// t: counted from when it opened, at the earliest. A node or lease that was
+// silent while the server was down was silent to no one (its agent was
+// turned away, and tries again with backoff), so a restart must not
+// declare every node lost, or fail every lease, on its first pass.
+func (s *Server) silentSince(t, now time.Time) time.Duration {
+	return now.Sub(later(t, s.opened))
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // limitGrace is how long past its time limit a lease may run before the
 // server asks its agent to stop it. The renter is never charged past the limit.
 const limitGrace = 30 * time.Second
@@ -66,7 +82,7 @@ func (s *Server) reapNodes(ctx context.Context, beats map[string]time.Time) erro
 	now := s.Now()
 	silence := time.Duration(s.cfg.MissedHeartbeats) * s.cfg.HeartbeatInterval
 	for _, id := range slices.Sorted(maps.Keys(beats)) {
-		if now.Sub(beats[id]) <= silence {
+		if s.silentSince(beats[id], now) <= silence {
 			continue
 		}
 		n, err := s.store.FindNode(ctx, id)
@@ -76,7 +92,7 @@ func (s *Server) reapNodes(ctx context.Context, beats map[string]time.Time) erro
 		if n.State != idlegrid.NodeOnline {
 			delete(beats, id) // it went since the read
 			continue
-		} else if beats[id] = n.LastHeartbeat; now.Sub(n.LastHeartbeat) <= silence {
+		} else if beats[id] = n.LastHeartbeat; s.silentSince(n.LastHeartbeat, now) <= silence {
 			continue // it beat since the read
 		}
 		// The store declares it lost only if it has not beaten since
@@ -178,7 +194,7 @@ func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) err
 	for _, l := range leases {
 		var err error
 		switch stopped := s.receiptsStopped(l, now, heard, lasts); {
-		case l.State == idlegrid.LeaseAssigned && now.Sub(l.CreatedAt) > s.cfg.StartTimeout:
+		case l.State == idlegrid.LeaseAssigned && s.silentSince(l.CreatedAt, now) > s.cfg.StartTimeout:
 			err = s.endLease(ctx, l, leaseEnd{to: idlegrid.LeaseLost, fault: idlegrid.FaultProvider,
 				reason: fmt.Sprintf("the node did not start the lease within %s", s.cfg.StartTimeout)})
 		case stopped != "":
@@ -248,7 +264,7 @@ func (s *Server) receiptsStopped(l *idlegrid.Lease, now time.Time, heard map[str
 		return ""
 	}
 	every := last.End.Sub(last.Start)
-	silent := now.Sub(last.End)
+	silent := s.silentSince(last.End, now)
 	if limit := silenceFor(every, s.cfg.ReceiptSilence); silent > limit {
 		return fmt.Sprintf("the node heartbeats but sent no receipt for %s (more than %s): it stopped running the lease",
 			silent.Truncate(time.Second), limit)

@@ -157,6 +157,7 @@ type Server struct {
 	cfg   Config
 	log   *slog.Logger
 
+	opened  time.Time     // when Open ran: what went unheard before it was said to no one (heardSince)
 	kick    chan struct{} // wakes the scheduler; buffered, never blocks
 	marks   marks         // what changed in the store since the scheduler's last pass
 	rebuild atomic.Bool   // the engine disagrees with the store: rebuild it
@@ -227,7 +228,7 @@ func Open(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		store: cfg.Store, clock: cfg.Clock, rules: rules,
+		store: cfg.Store, clock: cfg.Clock, rules: rules, opened: cfg.Clock.Now(),
 		cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), cancel: cancel,
 		asks: make(chan func(*market.Engine)), passGap: make(chan func(*market.Engine)), stopped: make(chan struct{}),
 		audit: auditLog, logins: logins, scans: newScanBudget(cfg.ScanShare, cfg.ScanBurst),
