@@ -209,6 +209,19 @@ type runningServer struct {
 // startServer opens the store and the coordinator, bootstraps the first
 // admin on a fresh database, and serves HTTP on cfg.listen until stop.
 func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err error) {
+	// The certificate and the address first: a typo in either must not
+	// leave a database, an audit key and a journal made for nothing.
+	var certs *certFiles
+	if cfg.tlsCert != "" {
+		if certs, err = loadCertFiles(cfg.tlsCert, cfg.tlsKey, cfg.logger); err != nil {
+			return nil, withHint(err, "check --tls-cert and --tls-key: a PEM certificate (with its chain) and its private key")
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return nil, withHint(err, "pick another address with "+cmp.Or(cfg.listenFlag, "--listen")+", e.g. 127.0.0.1:0 for any free port")
+	}
+	defer closeIfFailed(&err, ln.Close)
 	store, err := sqlstore.Open(ctx, cfg.dsn)
 	if err != nil {
 		return nil, withHint(err, "check --db: a writable SQLite file path, or a reachable postgres:// URL")
@@ -248,17 +261,6 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		return nil, err
 	}
 	defer closeIfFailed(&err, rs.gateway.Close)
-	var certs *certFiles
-	if cfg.tlsCert != "" {
-		if certs, err = loadCertFiles(cfg.tlsCert, cfg.tlsKey, cfg.logger); err != nil {
-			return nil, withHint(err, "check --tls-cert and --tls-key: a PEM certificate (with its chain) and its private key")
-		}
-	}
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return nil, withHint(err, "pick another address with "+cmp.Or(cfg.listenFlag, "--listen")+", e.g. 127.0.0.1:0 for any free port")
-	}
-	defer closeIfFailed(&err, ln.Close)
 	if rs.adminKey, err = bootstrapAdmin(ctx, store, srv, cfg.adminKeyFile, cfg.announceKey, cfg.logger); err != nil {
 		return nil, err
 	}

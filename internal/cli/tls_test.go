@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"log/slog"
 	"math/big"
 	"net"
@@ -112,6 +113,10 @@ func TestServerCommand_TLSFlags(t *testing.T) {
 		"--tls-cert", filepath.Join(dir, "cert.pem"), "--tls-key", filepath.Join(dir, "key.pem"))
 	if r.code != 1 || !strings.Contains(r.err, "check --tls-cert and --tls-key") {
 		t.Errorf("files that are no certificate: %s, want exit 1 with a hint", r)
+	}
+	// Nothing was made for a server that never started.
+	if _, err := os.Stat(filepath.Join(dir, "x.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the database after a start refused for its certificate: %v, want none made", err)
 	}
 }
 
