@@ -352,25 +352,25 @@ func storeKind(dsn string) string {
 // never to the log. It returns the key, or "" when an admin already exists.
 func bootstrapAdmin(ctx context.Context, store idlegrid.Store, srv *server.Server, keyFile string, announce io.Writer, log *slog.Logger) (string, error) {
 	admins, err := store.ListAccounts(ctx, idlegrid.AccountFilter{Role: idlegrid.RoleAdmin, Limit: 1})
-	if err != nil || len(admins) > 0 {
+	if err != nil {
 		return "", err
+	}
+	var keyless *idlegrid.Account
+	if len(admins) > 0 {
+		if keyless, err = srv.KeylessAdmin(ctx); err != nil || keyless == nil {
+			return "", err // an admin has a key: nothing to do
+		}
 	}
 	// Open the file first, so a key is never created that cannot be kept.
 	var f *os.File
 	if keyFile != "" {
-		if f, err = os.OpenFile(keyFile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
+		if f, err = os.OpenFile(keyFile, os.O_WRONLY|os.O_CREATE, 0o600); err != nil {
 			return "", withHint(err, "--bootstrap-admin-key-file must be a writable path")
 		}
 		defer f.Close()
-		if err := f.Chmod(0o600); err != nil {
-			return "", err
-		}
 	}
-	a, _, secret, err := srv.Bootstrap(ctx, "admin", idlegrid.RoleAdmin)
+	a, key, secret, err := adminKey(ctx, srv, keyless, log)
 	if err != nil {
-		if f != nil {
-			os.Remove(keyFile)
-		}
 		return "", err
 	}
 	if f == nil {
@@ -379,16 +379,41 @@ func bootstrapAdmin(ctx context.Context, store idlegrid.Store, srv *server.Serve
 		}
 		return secret, nil
 	}
-	if _, err := f.WriteString(secret + "\n"); err != nil {
-		return "", err
-	}
-	if err := f.Close(); err != nil {
-		return "", err
+	if err := keepKey(f, secret); err != nil {
+		// Revoked, the key leaves the admin keyless: the next start makes one.
+		return "", errors.Join(err, store.RevokeAPIKey(context.WithoutCancel(ctx), a.ID, key.ID, srv.Now()))
 	}
 	if log != nil {
 		log.Info("created the admin account; its API key is in the key file", "account", a.ID, "key_file", keyFile)
 	}
 	return secret, nil
+}
+
+// adminKey makes the first admin and its key, or a key for keyless, an
+// admin left without one.
+func adminKey(ctx context.Context, srv *server.Server, keyless *idlegrid.Account, log *slog.Logger) (*idlegrid.Account, *idlegrid.APIKey, string, error) {
+	if keyless == nil {
+		return srv.Bootstrap(ctx, "admin", idlegrid.RoleAdmin)
+	}
+	key, secret, err := srv.BootstrapKey(ctx, keyless.ID)
+	if err == nil && log != nil {
+		log.Warn("no admin had a usable API key (a first start cut short, or every key revoked): made one", "account", keyless.ID)
+	}
+	return keyless, key, secret, err
+}
+
+// keepKey writes the admin's key to f, alone, private to its owner.
+func keepKey(f *os.File, secret string) error {
+	if err := f.Chmod(0o600); err != nil {
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := f.WriteString(secret + "\n"); err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // serverFee is --fee-bps as server.Config reads it, where zero takes the

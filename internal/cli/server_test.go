@@ -189,6 +189,31 @@ func TestServerCommand_Bootstrap(t *testing.T) {
 	if len(accounts) != 1 || accounts[0].Role != idlegrid.RoleAdmin {
 		t.Errorf("accounts = %+v, want one admin", accounts)
 	}
+
+	// Every admin key revoked (or a first start cut short before its key
+	// was kept): the next start gives the admin a key again, in the file.
+	env := map[string]string{"IDLEGRID_ADDR": url, "IDLEGRID_KEY": strings.TrimSpace(string(key))}
+	var keys []*idlegrid.APIKey
+	mustJSON(t, env, &keys, "key", "ls")
+	if len(keys) != 1 {
+		t.Fatalf("keys = %+v, want the admin's one", keys)
+	}
+	if r := run(t, env, "key", "revoke", keys[0].ID); r.code != 0 {
+		t.Fatalf("revoke the admin's key: %s", r)
+	}
+	if code := second.stop(t); code != 0 {
+		t.Fatalf("server exited %d, want 0:\n%s", code, second.err.String())
+	}
+	third := startMain(t, args...)
+	url = third.waitForMatch(t, listening)
+	fresh, _ := os.ReadFile(keyFile)
+	if string(fresh) == string(key) || !strings.Contains(third.err.String(), "no admin had a usable API key") {
+		t.Fatalf("after every admin key was revoked, the key file holds %q (was %q); stderr:\n%s", fresh, key, third.err.String())
+	}
+	mustJSON(t, map[string]string{"IDLEGRID_ADDR": url, "IDLEGRID_KEY": strings.TrimSpace(string(fresh))}, &accounts, "account", "ls")
+	if len(accounts) != 1 {
+		t.Errorf("accounts = %+v, want the one admin, acting with its new key", accounts)
+	}
 }
 
 // TestServerCommand_secondOnOneDatabase: a second server on the SQLite

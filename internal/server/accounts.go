@@ -33,6 +33,37 @@ func (s *Server) Bootstrap(ctx context.Context, name string, role idlegrid.Role)
 	return a, key, secret, nil
 }
 
+// KeylessAdmin returns the oldest admin when no admin has a usable API key
+// (none unrevoked): a first start that stopped between making the admin
+// and its key, or whose key could not be kept, left an admin no one can
+// act as, and only the operator, who runs the server, can mend it
+// (BootstrapKey). It returns nil when an admin has a key, or there is no
+// admin.
+func (s *Server) KeylessAdmin(ctx context.Context) (*idlegrid.Account, error) {
+	admins, err := s.store.ListAccounts(ctx, idlegrid.AccountFilter{Role: idlegrid.RoleAdmin, Limit: maxListLimit})
+	if err != nil || len(admins) == 0 {
+		return nil, err
+	}
+	for _, a := range admins {
+		keys, err := s.store.ListAPIKeys(ctx, a.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			if k.RevokedAt == nil {
+				return nil, nil
+			}
+		}
+	}
+	return admins[0], nil
+}
+
+// BootstrapKey makes an API key for an account without a caller, for the
+// operator (KeylessAdmin); the HTTP API never reaches it.
+func (s *Server) BootstrapKey(ctx context.Context, accountID string) (*idlegrid.APIKey, string, error) {
+	return s.newAPIKey(ctx, accountID, "bootstrap")
+}
+
 // ListAccounts lists the accounts f selects, oldest first, a page at a
 // time. Admins only.
 func (s *Server) ListAccounts(ctx context.Context, f idlegrid.AccountFilter) ([]*idlegrid.Account, error) {
