@@ -119,6 +119,7 @@ type Agent struct {
 	policy       *policy
 	ownsProcess  func(pid int) bool
 	offerKey     string          // what the last published offer offered
+	offerTried   string          // the offer last tried, published or not: its change is logged once
 	lastGPUs     []idlegrid.GPU  // the GPUs of the last offer built
 	powerRefused map[string]bool // GPUs that refused the power cap
 	powerWas     powerWas        // the limits the GPUs had before the cap (power.go)

@@ -444,11 +444,18 @@ func (a *Agent) watch(ctx context.Context) {
 	if key == a.offerKey {
 		return
 	}
-	a.logOffer(devs, v)
+	first := key != a.offerTried
+	if first {
+		a.logOffer(devs, v)
+		a.offerTried = key
+	}
+	// One try a look: the next look tries again. Waiting here for the
+	// server, through an outage, would stop the looks that keep the
+	// node's rules (notices, the thermal and power caps) meanwhile.
 	req := idlegrid.OfferRequest{Offer: offer, AgentVersion: a.version}
-	if err := a.deliver(ctx, "publish offer", func(ctx context.Context) error { return a.srv.UpdateOffer(ctx, req) }); err != nil {
-		if ctx.Err() == nil {
-			a.log.Error("the server refused the new offer; will try again", "err", err)
+	if err := a.srv.UpdateOffer(ctx, req); err != nil {
+		if ctx.Err() == nil && first {
+			a.log.Warn("could not publish the new offer; each look tries again", "err", err)
 		}
 		return
 	}

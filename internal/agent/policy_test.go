@@ -366,6 +366,29 @@ func TestPolicy_ThermalCap(t *testing.T) {
 	})
 }
 
+// The node keeps its rules while the server is out of reach: a GPU over
+// the thermal cap gives its lease notice, though the offer that withdraws
+// it cannot be published.
+func TestPolicy_ThermalCapDuringAnOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig(t)
+		cfg.ThermalCapC = 80
+		r := startRig(t, cfg, nil)
+		r.lease("lease_gold", job(3600, nil), 0, 0)
+		waitFor(t, "the lease to run", leaseIn(r.srv, "lease_gold", idlegrid.LeaseRunning))
+		down := idlegrid.Errorf(idlegrid.EUNAVAILABLE, "server unreachable")
+		r.srv.fail("UpdateOffer", slices.Repeat([]error{down}, 1000)...)
+		r.det.SetTemp(r.gpus[1], 86) // a new offer, that cannot be published
+		time.Sleep(time.Minute)
+		r.det.SetTemp(r.gpus[0], 86) // then the leased GPU
+		time.Sleep(5 * time.Minute)  // more than the notice
+		if _, stopped := r.rt.stopped("lease_gold"); !stopped {
+			t.Fatal("the lease on the GPU over the cap was never stopped while its offer could not be published")
+		}
+		r.stop(t)
+	})
+}
+
 // powerCounter counts SetPowerLimit calls on a fake detector.
 type powerCounter struct {
 	*gpufake.Detector
