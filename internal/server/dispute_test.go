@@ -79,6 +79,14 @@ func mustRunningBronze(t *testing.T, d time.Duration) (*testMarket, *idlegrid.Le
 	mustBond(t, m, 100)
 	spec := testSpec()
 	spec.Tier = idlegrid.TierBronze
+	l, node := mustRunningFor(t, m, spec, d)
+	return m, l, node
+}
+
+// mustRunningFor submits spec on m, runs its lease, and lets d pass; it
+// returns the lease and the node running it.
+func mustRunningFor(t *testing.T, m *testMarket, spec idlegrid.JobSpec, d time.Duration) (*idlegrid.Lease, context.Context) {
+	t.Helper()
 	j, err := m.srv.SubmitJob(m.renter, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +97,7 @@ func mustRunningBronze(t *testing.T, d time.Duration) (*testMarket, *idlegrid.Le
 		t.Fatal(err)
 	}
 	m.advance(t, d)
-	return m, l, node
+	return l, node
 }
 
 func TestServer_BrokenNoticeSlashesBond(t *testing.T) {
@@ -356,16 +364,7 @@ func TestServer_ConvictionOutlivesARelease(t *testing.T) {
 		r.provider = callerID(m.provider)
 		spec := testSpec()
 		spec.Tier = idlegrid.TierBronze
-		j, err := m.srv.SubmitJob(m.renter, spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		l, node := mustCommandFor(t, m, j.ID)
-		if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
-			t.Fatal(err)
-		}
-		m.advance(t, 30*time.Minute)
+		l, node := mustRunningFor(t, m, spec, 30*time.Minute)
 		if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled, Message: "owner wanted the GPU"}); err != nil {
 			t.Fatal(err)
 		}

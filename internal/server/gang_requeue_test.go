@@ -211,16 +211,7 @@ func TestServer_FollowUpOutlivesTheRequest(t *testing.T) {
 			mustBond(t, m, 100)
 			spec := testSpec()
 			spec.Tier = idlegrid.TierBronze
-			j, err := m.srv.SubmitJob(m.renter, spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			synctest.Wait()
-			l, node := mustCommandFor(t, m, j.ID)
-			if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
-				t.Fatal(err)
-			}
-			m.advance(t, 30*time.Minute)
+			l, node := mustRunningFor(t, m, spec, 30*time.Minute)
 
 			req, cancel := h.request(node)
 			defer cancel()

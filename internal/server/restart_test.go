@@ -17,15 +17,7 @@ import (
 func TestServer_RestartKeepsLeases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMarket(t)
-		j, err := m.srv.SubmitJob(m.renter, testSpec())
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		l, node := mustCommandFor(t, m, j.ID)
-		if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
-			t.Fatal(err)
-		}
+		l, _ := mustRunningFor(t, m, testSpec(), 0)
 		m.srv.Close()
 		time.Sleep(20 * time.Minute) // down, longer than any silence the reaper acts on
 
