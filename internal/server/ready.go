@@ -5,20 +5,36 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/market"
 )
 
 // readyTimeout bounds the database's answer to a readiness check.
 const readyTimeout = 2 * time.Second
 
+// schedulerWait bounds how long a readiness check waits for the scheduler
+// to take a question. It takes them between passes and between two
+// placements of a pass, so one that has taken none for this long is stuck.
+const schedulerWait = 10 * time.Second
+
 // Ready says whether the server can do its work: EUNAVAILABLE, saying
 // why, until the scheduler has built its engine from the store (seconds,
-// at 100,000 nodes) and while the database does not answer. A load
-// balancer or an orchestrator sends traffic only to a ready server.
+// at 100,000 nodes), while the scheduler is stuck, and while the database
+// does not answer. A load balancer or an orchestrator sends traffic only
+// to a ready server.
 func (s *Server) Ready(ctx context.Context) error {
 	if !s.built.Load() {
 		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the market engine is not built from the database yet; try again shortly")
 	}
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	asked, cancel := context.WithTimeout(ctx, schedulerWait)
+	err := s.ask(asked, func(*market.Engine) {})
+	stuck := err != nil && asked.Err() != nil && ctx.Err() == nil
+	cancel()
+	if stuck {
+		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the scheduler has taken no question for %s: a placement pass is stuck (see the logs and idlegrid_schedule_pass_seconds)", schedulerWait)
+	} else if err != nil {
+		return err
+	}
+	ctx, cancel = context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	return s.store.Ping(ctx)
 }

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -57,6 +58,55 @@ func TestServer_Ready(t *testing.T) {
 		db.Close()
 		if err := srv.Ready(ctx); idlegrid.ErrorCode(err) != idlegrid.EUNAVAILABLE || idlegrid.ErrorMessage(err) != "database unavailable" {
 			t.Errorf("Ready with the database closed: %v, want unavailable, naming the database", err)
+		}
+	})
+}
+
+// jobsStuck is a store whose queue read blocks while stuck is set, until
+// release is closed: a placement pass that never ends.
+type jobsStuck struct {
+	idlegrid.Store
+	stuck   atomic.Bool
+	release chan struct{}
+}
+
+func (s *jobsStuck) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegrid.Job, error) {
+	if s.stuck.Load() {
+		<-s.release
+	}
+	return s.Store.ListJobs(ctx, f)
+}
+
+// A server whose scheduler is stuck in a pass is not ready, and says so.
+func TestServer_ReadyNotWhileStuck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		db, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		store := &jobsStuck{Store: db, release: make(chan struct{})}
+		srv, err := server.Open(server.Config{Store: store, Logger: testLogger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		synctest.Wait()
+		if err := srv.Ready(ctx); err != nil {
+			t.Fatalf("Ready once built: %v", err)
+		}
+		store.stuck.Store(true)
+		srv.Kick()
+		synctest.Wait() // the pass is stuck reading the queue
+		if err := srv.Ready(ctx); idlegrid.ErrorCode(err) != idlegrid.EUNAVAILABLE || !strings.Contains(idlegrid.ErrorMessage(err), "stuck") {
+			t.Errorf("Ready while a pass is stuck: %v, want unavailable, saying the scheduler is stuck", err)
+		}
+		store.stuck.Store(false)
+		close(store.release)
+		synctest.Wait()
+		if err := srv.Ready(ctx); err != nil {
+			t.Errorf("Ready once the pass ended: %v", err)
 		}
 	})
 }
