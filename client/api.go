@@ -81,8 +81,10 @@ func (c *Client) CreateAPIKey(ctx context.Context, name string) (*idlegrid.APIKe
 // ListAPIKeys lists an account's keys: the caller's own (accountID ""), or
 // any account's for admins.
 func (c *Client) ListAPIKeys(ctx context.Context, accountID string) ([]*idlegrid.APIKey, error) {
+	q := url.Values{}
+	setString(q, "account_id", accountID)
 	var out wire.APIKeys
-	err := c.do(ctx, call{method: http.MethodGet, path: path("keys"), query: accountQuery(accountID), out: &out})
+	err := c.do(ctx, call{method: http.MethodGet, path: path("keys"), query: q, out: &out})
 	return out.APIKeys, err
 }
 
@@ -92,16 +94,9 @@ func (c *Client) RevokeAPIKey(ctx context.Context, accountID, keyID string) erro
 	if err := requireID("key_id", keyID); err != nil {
 		return err
 	}
-	return c.do(ctx, call{method: http.MethodDelete, path: path("keys", keyID), query: accountQuery(accountID)})
-}
-
-// accountQuery names an account other than the caller's, for admins; nil
-// for the caller's own.
-func accountQuery(accountID string) url.Values {
-	if accountID == "" {
-		return nil
-	}
-	return url.Values{"account_id": {accountID}}
+	q := url.Values{}
+	setString(q, "account_id", accountID)
+	return c.do(ctx, call{method: http.MethodDelete, path: path("keys", keyID), query: q})
 }
 
 // CreateJoinToken makes a token that lets up to maxUses agents join the

@@ -66,33 +66,13 @@ func writeState(dataDir string, s *State) error {
 	return writeJSONFile(StatePath(dataDir), s)
 }
 
-// writeJSONFile saves v as JSON at path atomically.
+// writeJSONFile saves v as JSON at path atomically (writeFileAtomic).
 func writeJSONFile(path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return writeFileAtomic(path, append(data, '\n'))
 }
 
 // sameServer reports whether two server addresses name the same server,
