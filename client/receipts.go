@@ -19,6 +19,21 @@ func (a *AgentClient) SendReceipts(ctx context.Context, leaseID string, rs []idl
 		in: wire.ReceiptBatch{Receipts: rs}}, false)
 }
 
+// LastReceipt returns the last receipt the server accepted for one of the
+// node's leases, or nil when it has none: where the node's chain goes on
+// from when the server refused a batch or the node lost what it sent.
+func (a *AgentClient) LastReceipt(ctx context.Context, leaseID string) (*idlegrid.Receipt, error) {
+	if err := requireID("lease_id", leaseID); err != nil {
+		return nil, err
+	}
+	var out wire.LastReceipt
+	err := a.do(ctx, call{method: http.MethodGet, path: path("agent", "leases", leaseID, "receipts", "last"), out: &out}, false)
+	if err != nil {
+		return nil, err
+	}
+	return out.Receipt, nil
+}
+
 // ListReceipts exports a lease's usage receipts, in order, with the public
 // key of the node that signed them; the lease's renter, the provider whose
 // node ran it, and admins may. Check them with nodekey.VerifyReceipt rather

@@ -43,6 +43,7 @@ type Server interface {
 	ReportLease(ctx context.Context, leaseID string, r idlegrid.LeaseReport) error
 	AppendLogs(ctx context.Context, leaseID string, b idlegrid.LogBatch) error
 	SendReceipts(ctx context.Context, leaseID string, rs []idlegrid.Receipt) error
+	LastReceipt(ctx context.Context, leaseID string) (*idlegrid.Receipt, error)
 }
 
 // SessionServer is a Server that can carry the agent's calls over one

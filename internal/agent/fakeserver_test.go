@@ -27,6 +27,7 @@ type fakeServer struct {
 	reports  []fakeReport
 	logs     map[string][]idlegrid.LogLine
 	receipts map[string][]idlegrid.Receipt // by lease, as accepted
+	refuse   func(idlegrid.Receipt) error  // when set, refuses the receipts it returns an error for
 	leases   map[string]*fakeLease
 	failures map[string][]error     // method → errors for its next calls
 	calls    map[string][]time.Time // method → when it was called
@@ -285,7 +286,9 @@ func (f *fakeServer) ReportLease(ctx context.Context, leaseID string, r idlegrid
 }
 
 // SendReceipts accepts receipts in sequence, as the server does: one it
-// has is a no-op when unchanged; an ended lease takes none.
+// has is a no-op when unchanged and refused when changed; the next must
+// chain to the last and start after it ends; an ended lease takes none.
+// Nothing of a refused batch is kept.
 func (f *fakeServer) SendReceipts(ctx context.Context, leaseID string, rs []idlegrid.Receipt) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -302,16 +305,41 @@ func (f *fakeServer) SendReceipts(ctx context.Context, leaseID string, rs []idle
 	}
 	have := f.receipts[leaseID]
 	for _, r := range rs {
+		n := int64(len(have))
 		switch {
-		case r.Seq >= 1 && r.Seq <= int64(len(have)) && have[r.Seq-1].Hash() == r.Hash():
-		case r.Seq != int64(len(have))+1:
-			return idlegrid.Invalid("receipt.seq", "receipt %d is out of sequence: the next is %d", r.Seq, len(have)+1)
+		case r.Seq >= 1 && r.Seq <= n && have[r.Seq-1].Hash() == r.Hash():
+		case r.Seq >= 1 && r.Seq <= n:
+			return idlegrid.Invalid("receipt.seq", "receipt %d was already accepted with other contents", r.Seq)
+		case r.Seq != n+1:
+			return idlegrid.Invalid("receipt.seq", "receipt %d is out of sequence: the next is %d", r.Seq, n+1)
+		case n > 0 && (r.PrevHash != have[n-1].Hash() || r.Start.Before(have[n-1].End)):
+			return idlegrid.Invalid("receipt.prev_hash", "receipt %d does not follow receipt %d", r.Seq, n)
+		case f.refuse != nil && f.refuse(r) != nil:
+			return f.refuse(r)
 		default:
 			have = append(have, r)
 		}
 	}
 	f.receipts[leaseID] = have
 	return nil
+}
+
+// LastReceipt returns the last receipt the lease has, or nil.
+func (f *fakeServer) LastReceipt(ctx context.Context, leaseID string) (*idlegrid.Receipt, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("LastReceipt"); err != nil {
+		return nil, err
+	}
+	if f.leases[leaseID] == nil {
+		return nil, idlegrid.Errorf(idlegrid.ENOTFOUND, "lease %s not found", leaseID)
+	}
+	have := f.receipts[leaseID]
+	if len(have) == 0 {
+		return nil, nil
+	}
+	last := have[len(have)-1]
+	return &last, nil
 }
 
 func (f *fakeServer) receiptsFor(id string) []idlegrid.Receipt {

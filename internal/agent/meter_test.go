@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 )
 
@@ -58,6 +59,63 @@ func TestMeter_resume(t *testing.T) {
 	if err := third.resume(meterPath(dir, "lease_b"), nil); err == nil {
 		t.Error("resumed from a corrupt state file")
 	}
+}
+
+// TestMeter_rebase checks that a chain goes on from the server's last
+// receipt: what the server has is dropped, and the rest renumbered and
+// signed anew only where that changed them.
+func TestMeter_rebase(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(nil)
+	pub := key.Public().(ed25519.PublicKey)
+	began := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cut3 := func() *meter {
+		m := &meter{}
+		mustOK(t, m.begin("", "lease_a", []string{"GPU-0"}, 3600, began, nil))
+		mustOK(t, m.cutDue(began.Add(190*time.Second), time.Minute, key))
+		return m
+	}
+	t.Run("ServerHasTheFirst", func(t *testing.T) {
+		m := cut3()
+		rs := m.pending(10)
+		mustOK(t, m.rebase(&rs[0], key))
+		if got := m.pending(10); len(got) != 2 || got[0].Signature != rs[1].Signature || got[1].Signature != rs[2].Signature {
+			t.Errorf("unsent = %+v, want receipts 2 and 3 unchanged", got)
+		}
+	})
+	t.Run("FirstRefused", func(t *testing.T) {
+		m := cut3()
+		rs := m.pending(10)
+		mustOK(t, m.done(1))
+		mustOK(t, m.rebase(nil, key))
+		got := m.pending(10)
+		if len(got) != 2 || got[0].Seq != 1 || got[0].PrevHash != "" || got[1].Seq != 2 || got[1].PrevHash != got[0].Hash() ||
+			!got[0].Start.Equal(rs[1].Start) || !got[1].End.Equal(rs[2].End) {
+			t.Fatalf("unsent = %+v, want receipts 2 and 3 renumbered 1 and 2", got)
+		}
+		for i := range got {
+			if err := nodekey.VerifyReceipt(pub, &got[i]); err != nil {
+				t.Errorf("receipt %d: %v", got[i].Seq, err)
+			}
+		}
+		m.stop(began.Add(200 * time.Second))
+		mustOK(t, m.cutDue(began.Add(200*time.Second), time.Minute, key))
+		if all := m.pending(10); len(all) != 3 || all[2].Seq != 3 || all[2].PrevHash != got[1].Hash() {
+			t.Errorf("after the last cut: %+v, want it chained to the renumbered 2", all)
+		}
+	})
+	t.Run("ServerAhead", func(t *testing.T) {
+		// The server has receipts this meter lost: a later one of its own.
+		m := cut3()
+		rs := m.pending(10)
+		mustOK(t, m.done(3))
+		theirs := idlegrid.Receipt{LeaseID: "lease_a", Seq: 4, Start: rs[2].End, End: began.Add(240 * time.Second), GPUSeconds: 60}
+		nodekey.SignReceipt(key, &theirs)
+		mustOK(t, m.rebase(&theirs, key))
+		mustOK(t, m.cutDue(began.Add(300*time.Second), time.Minute, key))
+		if got := m.pending(10); len(got) != 1 || got[0].Seq != 5 || got[0].PrevHash != theirs.Hash() || !got[0].Start.Equal(theirs.End) {
+			t.Errorf("unsent = %+v, want receipt 5 from where the server's 4 ended", got)
+		}
+	})
 }
 
 func TestMeter_limit(t *testing.T) {

@@ -58,6 +58,11 @@ type meter struct {
 	seq      int64         // of the last receipt cut
 	prevHash string        // of the last receipt cut
 	unsent   []idlegrid.Receipt
+	// doubt is set when the chain may not follow the server's: a receipt
+	// was refused, or the chain was resumed from disk, which may be older
+	// than what was sent. Nothing is sent until rebase has checked it
+	// against the server's last receipt.
+	doubt bool
 
 	// Telemetry since cut: the lease's GPUs' mean utilisation at each
 	// sample, and their power draw held from one sample to the next.
@@ -227,26 +232,110 @@ func (m *meter) done(n int) error {
 	return m.save()
 }
 
+// unsure reports whether the chain must be checked against the server's
+// before anything is sent.
+func (m *meter) unsure() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.doubt
+}
+
+// settle takes the chain as it is.
+func (m *meter) settle() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.doubt = false
+}
+
+// refused drops the first unsent receipt, which the server refused; the
+// rest chain to it, so the chain must be checked against the server's.
+// It is kept on disk by the rebase that follows.
+func (m *meter) refused() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.unsent = m.unsent[min(1, len(m.unsent)):]
+	m.doubt = true
+}
+
+// rebase goes on with the chain from last, the server's last accepted
+// receipt (nil: it has none). Unsent receipts whose interval the server
+// already has, or overlaps, are dropped: it has them, or others for that
+// time, and an accepted receipt sent again with other contents reads as
+// forgery. The rest are renumbered and chained to last, and signed again
+// with key where that changed them; the next receipt follows them.
+func (m *meter) rebase(last *idlegrid.Receipt, key ed25519.PrivateKey) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.doubt = false
+	var seq int64
+	var hash string
+	var end time.Time
+	if last != nil {
+		seq, hash, end = last.Seq, last.Hash(), last.End
+	}
+	kept := make([]idlegrid.Receipt, 0, len(m.unsent))
+	for _, r := range m.unsent {
+		if r.Start.Before(end) {
+			continue
+		}
+		if r.Seq != seq+1 || r.PrevHash != hash {
+			r.Seq, r.PrevHash = seq+1, hash
+			nodekey.SignReceipt(key, &r)
+		}
+		kept = append(kept, r)
+		seq, hash = r.Seq, r.Hash()
+	}
+	m.unsent, m.seq, m.prevHash = kept, seq, hash
+	if m.cut.Before(end) { // the server has receipts past what this agent kept
+		m.cut = end
+		m.utilSum, m.samples, m.energyWus = 0, 0, 0
+		if m.powerSince.Before(end) {
+			m.powerSince = end
+		}
+	}
+	return m.save()
+}
+
 // sendReceipts cuts the lease's receipts that are due, and its last one
 // once the workload has exited, and sends those the server does not have
-// yet, in order, retrying until it takes them. A receipt the server
-// refuses definitely (the lease has ended, or it finds the receipt wrong)
-// is dropped and logged. It returns false when ctx ended first.
+// yet, in order, retrying until it takes them. A receipt the server finds
+// wrong is dropped and logged, and the receipts after it go on from the
+// server's last (rebaseReceipts), so that one refusal does not cost the
+// rest of the lease's pay; to find it, the batch it came in is sent again
+// one receipt at a time. When the lease has ended, the server takes no
+// more and the rest are dropped. It returns false when ctx ended first.
 func (a *Agent) sendReceipts(ctx context.Context, l *lease) bool {
 	if err := l.meter.cutDue(a.clock.Now(), a.cfg.receiptInterval(), a.key); err != nil {
 		a.log.Warn("could not keep the lease's receipts on disk; they are kept in memory", "lease", l.id, "err", err)
 	}
+	perSend := maxReceiptsPerSend
 	for {
-		batch := l.meter.pending(maxReceiptsPerSend)
+		if l.meter.unsure() {
+			if !a.rebaseReceipts(ctx, l) {
+				return false
+			} else if l.meter.unsure() {
+				return true // the server did not say: ask again at the next send
+			}
+		}
+		batch := l.meter.pending(perSend)
 		if len(batch) == 0 {
 			return true
 		}
 		err := a.deliver(ctx, "send usage receipts", func(ctx context.Context) error {
 			return a.srv.SendReceipts(ctx, l.id, batch)
 		})
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return false
-		} else if err != nil {
+		case idlegrid.ErrorCode(err) == idlegrid.EINVALID && len(batch) > 1:
+			perSend = 1 // nothing of it was kept: find the receipt refused
+			continue
+		case idlegrid.ErrorCode(err) == idlegrid.EINVALID:
+			a.log.Warn("server refused a usage receipt; dropping it, the next go on from the server's last",
+				"lease", l.id, "seq", batch[0].Seq, "err", err)
+			l.meter.refused()
+			continue
+		case err != nil:
 			a.log.Warn("server refused usage receipts; dropping them", "lease", l.id,
 				"from_seq", batch[0].Seq, "receipts", len(batch), "err", err)
 		}
@@ -254,6 +343,32 @@ func (a *Agent) sendReceipts(ctx context.Context, l *lease) bool {
 			a.log.Warn("could not keep the lease's receipts on disk; they are kept in memory", "lease", l.id, "err", err)
 		}
 	}
+}
+
+// rebaseReceipts asks the server for the lease's last accepted receipt and
+// goes on with the chain from it (meter.rebase). When the server cannot
+// say, the meter stays unsure. It returns false when ctx ended first.
+func (a *Agent) rebaseReceipts(ctx context.Context, l *lease) bool {
+	var last *idlegrid.Receipt
+	err := a.deliver(ctx, "ask for the last usage receipt", func(ctx context.Context) (err error) {
+		last, err = a.srv.LastReceipt(ctx, l.id)
+		return err
+	})
+	switch {
+	case ctx.Err() != nil:
+		return false
+	case err != nil:
+		a.log.Warn("could not ask the server for the lease's last usage receipt; will ask again", "lease", l.id, "err", err)
+		return true
+	case last != nil && (last.LeaseID != l.id || nodekey.VerifyReceipt(a.key.Public().(ed25519.PublicKey), last) != nil):
+		a.log.Warn("the server's last usage receipt is not one this node signed for the lease; going on with the chain as it is", "lease", l.id)
+		l.meter.settle()
+		return true
+	}
+	if err := l.meter.rebase(last, a.key); err != nil {
+		a.log.Warn("could not keep the lease's receipts on disk; they are kept in memory", "lease", l.id, "err", err)
+	}
+	return true
 }
 
 // telemetry is the GPUs' last telemetry, which a lease's meter starts
@@ -378,6 +493,7 @@ func (m *meter) resume(path string, last map[string]gpuSample) error {
 	m.path, m.leaseID, m.gpus = path, st.LeaseID, st.GPUs
 	m.limit = time.Duration(st.LimitSeconds) * time.Second
 	m.began, m.cut, m.seq, m.prevHash, m.unsent = st.Began, st.Cut, st.Seq, st.PrevHash, st.Unsent
+	m.doubt = true
 	m.lastUtil, m.powerW = meanUtil(m.gpus, last), totalPower(m.gpus, last)
 	m.powerSince = m.cut
 	return nil

@@ -3,8 +3,11 @@ package agent_test
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -162,48 +165,120 @@ func TestAgent_Receipts(t *testing.T) {
 			r.stop(t)
 		})
 	})
-	t.Run("RefusedAreDropped", func(t *testing.T) {
+	t.Run("RefusedDroppedRestKept", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := &fakeServer{}
-			r, _ := startMetered(t, testConfig(t), srv, nil)
+			r, pub := startMetered(t, testConfig(t), srv, nil)
 			waitFor(t, "the offer", func() bool { _, offers, _ := srv.counts(); return offers == 1 })
-			srv.fail("SendReceipts", idlegrid.Invalid("receipt.gpu_seconds", "too many"))
+			srv.fail("SendReceipts", idlegrid.Invalid("receipt.interval", "receipt 1 ends at a time that has not come yet"))
 			r.assign(srv, "lease_a", job(90, nil))
 			waitFor(t, "the lease to succeed", leaseIn(srv, "lease_a", idlegrid.LeaseSucceeded))
-			// The first receipt was refused and dropped; the second then
-			// cannot follow it, and is refused too. The lease still ends.
-			if rs := srv.receiptsFor("lease_a"); len(rs) != 0 {
-				t.Errorf("receipts = %+v, want none kept", rs)
+			// The first receipt was refused and dropped; the second goes
+			// on from the server's last (none), so the rest of the lease
+			// is still paid.
+			rs := srv.receiptsFor("lease_a")
+			if len(rs) != 1 {
+				t.Fatalf("receipts = %+v, want the second, 60..90 s, kept as receipt 1", rs)
+			}
+			if sum := checkChain(t, "lease_a", pub, rs); sum != 30 {
+				t.Errorf("the receipts claim %d GPU-seconds, want 30", sum)
+			}
+			r.stop(t)
+		})
+	})
+	t.Run("RefusedOneOfABatch", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := &fakeServer{}
+			r, pub := startMetered(t, testConfig(t), srv, nil)
+			waitFor(t, "the offer", func() bool { _, offers, _ := srv.counts(); return offers == 1 })
+			down := errors.New("dial tcp 127.0.0.1:7070: connection refused")
+			for range 9 { // about three minutes of backoff: the receipts come in one batch
+				srv.fail("SendReceipts", down)
+			}
+			var began time.Time
+			srv.refuse = func(rc idlegrid.Receipt) error {
+				if began.IsZero() {
+					began = rc.Start // the first receipt starts the run
+				}
+				if rc.Start.Sub(began) == 60*time.Second {
+					return idlegrid.Invalid("receipt.interval", "receipt %d: refused for this test", rc.Seq)
+				}
+				return nil
+			}
+			r.assign(srv, "lease_a", job(200, nil))
+			waitFor(t, "the lease to succeed", leaseIn(srv, "lease_a", idlegrid.LeaseSucceeded))
+			// Of 0..60, 60..120, 120..180 and 180..200 s, the second was
+			// refused; the others are kept, chained anew where it was.
+			rs := srv.receiptsFor("lease_a")
+			if len(rs) != 3 {
+				t.Fatalf("%d receipts, want 3 (all but the one refused): %+v", len(rs), rs)
+			}
+			for i := range rs {
+				if err := nodekey.VerifyReceipt(pub, &rs[i]); err != nil || rs[i].Seq != int64(i+1) || (i > 0 && rs[i].PrevHash != rs[i-1].Hash()) {
+					t.Errorf("receipt %d = %+v (%v), want #%d signed and chained", i, rs[i], err, i+1)
+				}
+			}
+			if got := rs[1].Start.Sub(began); got != 120*time.Second {
+				t.Errorf("receipt 2 starts %v into the run, want 120 s: the refused 60..120 s is left out", got)
+			}
+			var sum int64
+			for _, rc := range rs {
+				sum += rc.GPUSeconds
+			}
+			if sum != 140 {
+				t.Errorf("the receipts claim %d GPU-seconds, want 140 (200 less the 60 refused)", sum)
+			}
+			r.stop(t)
+		})
+	})
+	t.Run("StaleStateAfterRestart", func(t *testing.T) {
+		// The previous agent sent receipts 1 and 2 and the server took
+		// them, but its state file was last written after receipt 1 (the
+		// write of receipt 2 failed) before it died. The workload runs on.
+		synctest.Test(t, func(t *testing.T) {
+			cfg, srv, rt := leftBehind(t, idlegrid.LeaseRunning, 3600)
+			key, err := nodekey.LoadOrCreate(cfg.KeyPath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			began := time.Now().Add(-130 * time.Second)
+			sent := []idlegrid.Receipt{
+				{LeaseID: "lease_a", Seq: 1, Start: began, End: began.Add(time.Minute), GPUSeconds: 60, AvgUtilPct: 90},
+				{LeaseID: "lease_a", Seq: 2, Start: began.Add(time.Minute), End: began.Add(2 * time.Minute), GPUSeconds: 60, AvgUtilPct: 90},
+			}
+			nodekey.SignReceipt(key, &sent[0])
+			sent[1].PrevHash = sent[0].Hash()
+			nodekey.SignReceipt(key, &sent[1])
+			srv.receipts = map[string][]idlegrid.Receipt{"lease_a": sent}
+			writeMeterState(t, cfg.DataDir, map[string]any{
+				"lease_id": "lease_a", "gpus": rt.left[0].GPUs, "limit_seconds": 3600, "began": began,
+				"cut": sent[0].End, "seq": 1, "prev_hash": sent[0].Hash(), "unsent": []idlegrid.Receipt{},
+			})
+			r := startAgent(t, cfg, srv, rt)
+			waitFor(t, "a third receipt", func() bool { return len(srv.receiptsFor("lease_a")) >= 3 })
+			rs := srv.receiptsFor("lease_a")
+			checkChain(t, "lease_a", key.Public().(ed25519.PublicKey), rs)
+			if rs[1].Hash() != sent[1].Hash() || !rs[2].Start.Equal(sent[1].End) {
+				t.Errorf("receipts = %+v, want 1 and 2 as sent, then 3 from where 2 ended", rs)
 			}
 			r.stop(t)
 		})
 	})
 }
 
-func TestConfig_receiptInterval(t *testing.T) {
-	for _, tt := range []struct {
-		yaml string
-		want time.Duration
-		ok   bool
-	}{
-		{"", 0, true},
-		{"receipt_interval: 30s\n", 30 * time.Second, true},
-		{"receipt_interval: 1h\n", time.Hour, true},
-		{"receipt_interval: 500ms\n", 0, false},
-		{"receipt_interval: 1500ms\n", 0, false},
-		{"receipt_interval: 2h\n", 0, false},
-	} {
-		c, err := agent.ParseConfig([]byte(minimal + tt.yaml))
-		switch {
-		case tt.ok && err != nil:
-			t.Errorf("%q: %v", tt.yaml, err)
-		case tt.ok && c.ReceiptInterval != tt.want:
-			t.Errorf("%q: interval %v, want %v", tt.yaml, c.ReceiptInterval, tt.want)
-		case !tt.ok:
-			var e *idlegrid.Error
-			if !errors.As(err, &e) || e.Field != "receipt_interval" {
-				t.Errorf("%q: error %v, want one naming receipt_interval", tt.yaml, err)
-			}
-		}
+// writeMeterState writes a lease's receipt state as an agent keeps it
+// (DATA_DIR/receipts/LEASE.json).
+func writeMeterState(tb testing.TB, dataDir string, st map[string]any) {
+	tb.Helper()
+	data, err := json.Marshal(st)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := filepath.Join(dataDir, "receipts")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, st["lease_id"].(string)+".json"), data, 0o600); err != nil {
+		tb.Fatal(err)
 	}
 }

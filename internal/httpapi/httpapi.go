@@ -176,6 +176,7 @@ func (a *api) routes() {
 	a.handle("POST /v1/agent/leases/{id}/report", t, a.withNode(a.reportLease))
 	a.handle("POST /v1/agent/leases/{id}/logs", t, a.withNode(a.appendLogs))
 	a.handle("POST /v1/agent/leases/{id}/receipts", t, a.withNode(a.sendReceipts))
+	a.handle("GET /v1/agent/leases/{id}/receipts/last", t, a.withNode(a.lastReceipt))
 	a.mux.Handle("GET "+session.Path, a.sessionRoute()) // no time limit: it lasts as long as the session
 	a.attestRoutes(t)
 	a.gatewayRoutes()

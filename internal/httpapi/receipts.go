@@ -21,6 +21,18 @@ func (a *api) sendReceipts(w http.ResponseWriter, r *http.Request) error {
 	return writeNoContent(w)
 }
 
+// GET /v1/agent/leases/{id}/receipts/last
+func (a *api) lastReceipt(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
+	last, err := a.srv.LastReceipt(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wire.LastReceipt{Receipt: last})
+}
+
 // GET /v1/leases/{id}/receipts
 func (a *api) leaseReceipts(w http.ResponseWriter, r *http.Request) error {
 	if _, err := parseQuery(r); err != nil {

@@ -64,10 +64,20 @@ func TestAPI_receipts(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Clock.Advance(2 * time.Minute)
+	if last, err := agent.LastReceipt(ctx, lease.ID); err != nil || last != nil {
+		t.Errorf("LastReceipt before any = %+v, %v; want none", last, err)
+	}
 
 	sent := f.mustSendReceipts(t, agent, key, lease.ID, 60, 60)
 	if err := agent.SendReceipts(ctx, lease.ID, sent); err != nil {
 		t.Errorf("sending the same receipts again: %v, want a no-op", err)
+	}
+	if last, err := agent.LastReceipt(ctx, lease.ID); err != nil || last == nil || last.Hash() != sent[1].Hash() || last.Signature != sent[1].Signature {
+		t.Errorf("LastReceipt = %+v, %v; want receipt 2 as sent", last, err)
+	}
+	other, _, _ := f.mustNode(t, provider, "rig2")
+	if _, err := other.LastReceipt(ctx, lease.ID); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+		t.Errorf("LastReceipt from another node: err = %v, want not found", err)
 	}
 	forged := f.signedReceipts(t, mustKey(t), lease.ID, 60, 60, 1)[2:]
 	forged[0].PrevHash = sent[1].Hash()
@@ -108,6 +118,10 @@ func TestAPI_receipts(t *testing.T) {
 	a = mustDo(t, request(t, http.MethodPost, f.URL+"/v1/agent/leases/"+lease.ID+"/receipts", f.AdminSecret, `{"receipts":[]}`))
 	if a.Status < 400 || a.Status >= 500 {
 		t.Errorf("receipts with an API key: status %d, want a refusal (only a node's signature will do)", a.Status)
+	}
+	a = mustDo(t, request(t, http.MethodGet, f.URL+"/v1/agent/leases/"+lease.ID+"/receipts/last", f.AdminSecret, ""))
+	if a.Status < 400 || a.Status >= 500 {
+		t.Errorf("last receipt with an API key: status %d, want a refusal (only a node's signature will do)", a.Status)
 	}
 }
 

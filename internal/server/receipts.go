@@ -66,6 +66,24 @@ func (s *Server) ReceiveReceipts(ctx context.Context, leaseID string, rs []idleg
 	return s.store.AppendReceipts(ctx, leaseID, fresh)
 }
 
+// LastReceipt returns the last receipt the server accepted for one of the
+// calling node's leases, or nil when it has none. An agent whose chain has
+// drifted from the server's (a batch was refused, or it restarted from a
+// state file older than what it had sent) goes on from here, so that one
+// refusal or one lost write does not cost the rest of the lease's pay, nor
+// get a receipt sent twice with other contents.
+func (s *Server) LastReceipt(ctx context.Context, leaseID string) (*idlegrid.Receipt, error) {
+	c, err := node(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.nodeLease(ctx, c.NodeID, leaseID); err != nil {
+		return nil, err
+	}
+	_, last, err := s.store.ReceiptUsage(ctx, leaseID)
+	return last, err
+}
+
 // checkReceipts checks rs against the lease and the receipts it already
 // has, and returns those not stored yet. Receipts the lease already has may
 // lead the batch, sent again; the rest must each follow the one before.

@@ -8,3 +8,9 @@ import "github.com/idlegrid/idlegrid"
 type ReceiptBatch struct {
 	Receipts []idlegrid.Receipt `json:"receipts"`
 }
+
+// LastReceipt answers GET /v1/agent/leases/{id}/receipts/last: the last
+// receipt the server accepted for the lease, or null when it has none.
+type LastReceipt struct {
+	Receipt *idlegrid.Receipt `json:"receipt"`
+}
