@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -344,7 +345,7 @@ func (a *Agent) serve(ctx context.Context) error {
 	loops.Go(func() { a.challengeLoop(ctx, &a.attested) })
 	loops.Wait()
 	a.shutdown(cancelWork)
-	if err := context.Cause(ctx); errors.Is(err, errRetired) {
+	if err := context.Cause(ctx); errors.Is(err, errRetired) || errors.Is(err, errForgotten) {
 		return err
 	}
 	return nil
@@ -354,6 +355,17 @@ func (a *Agent) serve(ctx context.Context) error {
 var errRetired = errors.New("the server refuses this node for good: it was retired, by its provider or an admin " +
 	"(idlegrid node retire); its workloads were stopped. To serve again, start the agent with an empty data dir " +
 	"(a new node key) and a join token")
+
+// errForgotten is why an agent whose node the server no longer knows
+// stops.
+var errForgotten = errors.New("the server no longer knows this node: its database was reset, or restored from " +
+	"before the node joined; its workloads were stopped, as no one pays for them. The agent serves again once the " +
+	"server knows the node; to join it as a new node, move node.json out of the data dir and start the agent with a join token")
+
+// ForgetAfter is how long the server must say it does not know the node
+// before the agent stops: long enough to ride out a server briefly pointed
+// at the wrong database.
+const ForgetAfter = 2 * time.Minute
 
 // keepSession runs the server's session, if Server can hold one, until
 // ctx is done or stop is called; stop returns once the session has closed.
@@ -409,9 +421,11 @@ func (a *Agent) shutdown(cancelWork context.CancelFunc) {
 // heartbeatLoop tells the server the node is alive, with its leases'
 // progress, until ctx is done. A failed heartbeat is retried sooner.
 // A 403 says the node was retired: refuse ends the agent's loops, and with
-// them its workloads.
+// them its workloads. So does a 401 saying the server does not know the
+// node, once it has said so for ForgetAfter.
 func (a *Agent) heartbeatLoop(ctx context.Context, refuse context.CancelCauseFunc) {
 	var b backoff.Backoff
+	var unknownSince time.Time // since when the server has said it does not know the node
 	t := time.NewTimer(a.heartbeatEvery)
 	defer t.Stop()
 	for {
@@ -421,6 +435,11 @@ func (a *Agent) heartbeatLoop(ctx context.Context, refuse context.CancelCauseFun
 		case <-t.C:
 		}
 		resp, err := a.srv.Heartbeat(ctx, idlegrid.HeartbeatRequest{Leases: a.progress(), ModelQueues: a.models.queues()})
+		if !unknownNode(err) {
+			unknownSince = time.Time{}
+		} else if unknownSince.IsZero() {
+			unknownSince = a.clock.Now()
+		}
 		var next time.Duration
 		switch {
 		case ctx.Err() != nil:
@@ -428,6 +447,10 @@ func (a *Agent) heartbeatLoop(ctx context.Context, refuse context.CancelCauseFun
 		case idlegrid.ErrorCode(err) == idlegrid.EFORBIDDEN:
 			a.log.Error("the server refuses this node; stopping", "err", err)
 			refuse(fmt.Errorf("%w: %v", errRetired, err))
+			return
+		case !unknownSince.IsZero() && a.clock.Now().Sub(unknownSince) >= ForgetAfter:
+			a.log.Error("the server no longer knows this node; stopping", "since", unknownSince, "err", err)
+			refuse(fmt.Errorf("%w: %v", errForgotten, err))
 			return
 		case err != nil:
 			next = min(b.Next(), a.heartbeatEvery)
@@ -445,6 +468,12 @@ func (a *Agent) heartbeatLoop(ctx context.Context, refuse context.CancelCauseFun
 		}
 		t.Reset(next)
 	}
+}
+
+// unknownNode reports whether err is the server's 401 for a node it has no
+// record of.
+func unknownNode(err error) bool {
+	return idlegrid.ErrorCode(err) == idlegrid.EUNAUTHORIZED && strings.Contains(idlegrid.ErrorMessage(err), nodekey.UnknownWords)
 }
 
 // stopEnded stops the workloads of leases the server has ended while

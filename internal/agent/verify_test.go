@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/agent"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/runtime"
 	rtfake "github.com/idlegrid/idlegrid/internal/runtime/fake"
@@ -168,6 +169,51 @@ func TestAgent_Retired(t *testing.T) {
 		if got := lastReport(srv, "lease_a"); got.State != idlegrid.LeaseFailed {
 			t.Errorf("the lease's last report = %+v, want its workload stopped", got)
 		}
+	})
+}
+
+// A node the server no longer knows (its database was reset) stops its
+// workloads once the server has said so for agent.ForgetAfter, and its
+// agent ends saying why; a server that forgot it briefly is ridden out.
+func TestAgent_Forgotten(t *testing.T) {
+	unknown := idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "%s %q; join again with a new join token", nodekey.UnknownWords, "node_1")
+	t.Run("ForGood", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := &fakeServer{}
+			r := startAgent(t, testConfig(t), srv, &rtfake.Runtime{})
+			r.assign(srv, "lease_a", job(3600, nil))
+			waitFor(t, "the lease to run", leaseIn(srv, "lease_a", idlegrid.LeaseRunning))
+			for range 1000 {
+				srv.fail("Heartbeat", unknown)
+			}
+			began := time.Now()
+			err := r.wait(t)
+			if err == nil || !strings.Contains(err.Error(), "no longer knows") || !strings.Contains(err.Error(), "join token") {
+				t.Errorf("Run = %v, want it to end saying the server forgot the node and how to join again", err)
+			}
+			if took := time.Since(began); took < agent.ForgetAfter {
+				t.Errorf("stopped %v after the first refusal, want at least %v", took, agent.ForgetAfter)
+			}
+			if got := lastReport(srv, "lease_a"); got.State != idlegrid.LeaseFailed {
+				t.Errorf("the lease's last report = %+v, want its workload stopped", got)
+			}
+		})
+	})
+	t.Run("Briefly", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := &fakeServer{}
+			r := startAgent(t, testConfig(t), srv, &rtfake.Runtime{})
+			r.assign(srv, "lease_a", job(3600, nil))
+			waitFor(t, "the lease to run", leaseIn(srv, "lease_a", idlegrid.LeaseRunning))
+			srv.fail("Heartbeat", unknown, unknown, unknown)
+			time.Sleep(2 * agent.ForgetAfter)
+			if got := srv.lease("lease_a").State; got != idlegrid.LeaseRunning {
+				t.Errorf("lease is %s, want it still running", got)
+			}
+			if err := r.stop(t); err != nil {
+				t.Fatal(err)
+			}
+		})
 	})
 }
 

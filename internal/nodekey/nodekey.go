@@ -45,6 +45,10 @@ const (
 	ReplayWords = "taken before"
 )
 
+// UnknownWords are in the server's 401 for a node it has no record of (its
+// database was reset, or restored from before the node joined).
+const UnknownWords = "unknown node"
+
 // LoadOrCreate reads the private key at path, creating it (mode 0600, and
 // its directory) when it does not exist yet.
 func LoadOrCreate(path string) (ed25519.PrivateKey, error) {
