@@ -15,8 +15,9 @@ import (
 )
 
 // withMaxTokens caps the completion, which bounds what a request reserves:
-// about 14 prompt tokens at 10 and 10 completion tokens at 20 a million,
-// 340 micros, where the mock's answer costs 170.
+// 12 prompt tokens (16 bytes of text, two messages) at 10 and 10
+// completion tokens at 20 a million, 320 micros, where the mock's answer
+// costs 170.
 var withMaxTokens = option.WithJSONSet("max_tokens", 10)
 
 func TestGateway_keyBudget(t *testing.T) {
@@ -25,7 +26,7 @@ func TestGateway_keyBudget(t *testing.T) {
 	f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 8))
 	f.waitProviders(t, testModel, 1)
 	ctx := context.Background()
-	limit := idlegrid.Micros(1000)
+	limit := idlegrid.Micros(900) // three reservations are over it; three charges and a reservation are not
 	if _, err := client.New(f.URL, f.RenterKey).SetKeyLimit(ctx, f.RenterKeyID, &limit); err != nil {
 		t.Fatal(err)
 	}
@@ -69,9 +70,9 @@ func TestGateway_keyBudget(t *testing.T) {
 			// side, budget.go), which would refuse the fourth.
 			mustSync(t, f)
 		}
-		// 170 each; the fifth would find 680 spent and 340 to reserve, over 1000.
+		// 170 each; the fifth would find 680 spent and 320 to reserve, over 900.
 		if served != 4 {
-			t.Errorf("served %d requests under a limit of 1000, want 4", served)
+			t.Errorf("served %d requests under a limit of 900, want 4", served)
 		}
 		mustSync(t, f)
 		var spent idlegrid.Micros
@@ -137,7 +138,7 @@ func TestGateway_reserveChoices(t *testing.T) {
 	up := mustMock(t, "alpha")
 	f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 8))
 	f.waitProviders(t, testModel, 1)
-	limit := idlegrid.Micros(1000)
+	limit := idlegrid.Micros(900) // three reservations are over it; three charges and a reservation are not
 	if _, err := client.New(f.URL, f.RenterKey).SetKeyLimit(context.Background(), f.RenterKeyID, &limit); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,12 @@ const BytesPerToken = 4
 // costs on top of its text.
 const perMessageTokens = 4
 
+// MediaTokens is the gateway's estimate of a chat message's image, audio
+// or video part, which the model server fetches or decodes itself: about
+// what a 1024×1024 image costs in OpenAI's vision models (765). Like
+// BytesPerToken, it is used only when the model server gives no usage.
+const MediaTokens = 765
+
 // EstimateTokens estimates the tokens of n bytes of text, rounding up.
 func EstimateTokens(n int) int64 {
 	if n <= 0 {
@@ -31,15 +37,22 @@ type promptText struct {
 	textBytes int
 	ids       int64 // prompts given as token IDs
 	nMessages int
+	media     int // a chat's image, audio and video parts
 	prefix    []byte
 }
 
 func (p *promptText) tokens() int64 {
-	return EstimateTokens(p.textBytes) + p.ids + int64(p.nMessages*perMessageTokens)
+	return EstimateTokens(p.textBytes) + p.ids + int64(p.nMessages*perMessageTokens) + int64(p.media)*MediaTokens
 }
 
+// add counts s as prompt text.
 func (p *promptText) add(s string) {
 	p.textBytes += len(s)
+	p.mark(s)
+}
+
+// mark adds s to the prefix only: framing the message's tokens count.
+func (p *promptText) mark(s string) {
 	if room := MaxPrefixBytes - len(p.prefix); room > 0 {
 		p.prefix = append(p.prefix, s[:min(room, len(s))]...)
 	}
@@ -64,18 +77,19 @@ func (p *promptText) messages(raw json.RawMessage) error {
 			return idlegrid.Invalid(fmt.Sprintf("messages[%d].role", i), "required")
 		}
 		p.nMessages++
-		p.add(m.Role)
-		p.add("\x00")
+		p.mark(m.Role)
+		p.mark("\x00")
 		if err := p.content(fmt.Sprintf("messages[%d].content", i), m.Content); err != nil {
 			return err
 		}
-		p.add("\x00")
+		p.mark("\x00")
 	}
 	return nil
 }
 
 // content reads a message's content: a string, or a list of parts of
-// which the text parts count.
+// which the text parts count as text and the media parts (mediaParts) as
+// media.
 func (p *promptText) content(field string, raw json.RawMessage) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil // an assistant message with tool calls only
@@ -97,8 +111,19 @@ func (p *promptText) content(field string, raw json.RawMessage) error {
 	}
 	for _, part := range parts {
 		p.add(part.Text)
+		if mediaParts[part.Type] {
+			p.media++
+		}
 	}
 	return nil
+}
+
+// mediaParts are the content part types of OpenAI's API, and of the model
+// servers that follow it (vLLM, SGLang), that the model server turns into
+// tokens itself: images, audio and video, given by URL or inline.
+var mediaParts = map[string]bool{
+	"image_url": true, "input_image": true, "image": true,
+	"input_audio": true, "audio_url": true, "video_url": true, "video": true,
 }
 
 // prompt reads a completion's prompt or an embedding's input: a string, a

@@ -50,12 +50,17 @@ const (
 	// silentTokens is what a completion may have that decodes to no
 	// bytes: its end of sequence, special tokens the server strips.
 	silentTokens = 16
+	// mediaTokens is what one image, audio or video part may take, which
+	// its bytes in the request (a URL, say) do not bound: the most an
+	// image takes in today's open vision models (Qwen2.5-VL's 16,384 at
+	// its largest resolution).
+	mediaTokens = 16384
 )
 
 // MostPromptTokens is the most prompt tokens the request can honestly
 // take when sent upstream as sent bytes.
 func (r *Request) MostPromptTokens(sent int) int64 {
-	return int64(sent) + templateTokens + int64(r.messages)*messageTemplateTokens
+	return int64(sent) + templateTokens + int64(r.messages)*messageTemplateTokens + int64(r.media)*mediaTokens
 }
 
 // MostCompletionTokens is the most completion tokens an honest answer to

@@ -241,6 +241,17 @@ func TestRequest_MostTokens(t *testing.T) {
 	if got := r.MostCompletionTokens(1000); got != 15 {
 		t.Errorf("max_tokens 5, n 3: MostCompletionTokens(1000) = %d, want 15", got)
 	}
+	// An image given by URL is a few bytes of the request and thousands of
+	// tokens upstream: each may take 16,384.
+	body = []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"What is this?"},` +
+		`{"type":"image_url","image_url":{"url":"https://example.com/a.jpg"}},{"type":"input_audio","input_audio":{"data":"UklGRg==","format":"wav"}}]}]}`)
+	r = mustParse(t, openai.ChatCompletions, body)
+	if got, want := r.MostPromptTokens(len(body)), int64(len(body)+256+16+2*16384); got != want {
+		t.Errorf("with an image and an audio part: MostPromptTokens = %d, want %d", got, want)
+	}
+	if got, want := r.PromptTokens, int64(4+4+2*openai.MediaTokens); got != want {
+		t.Errorf("with an image and an audio part: PromptTokens = %d, want %d (13 bytes of text, a message, two media parts)", got, want)
+	}
 }
 
 func FuzzParseRequest(f *testing.F) {

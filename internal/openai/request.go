@@ -45,6 +45,7 @@ type Request struct {
 	body     []byte
 	fields   map[string]json.RawMessage
 	messages int // a chat's messages; 0 for other endpoints
+	media    int // a chat's image, audio and video parts
 }
 
 // ParseRequest reads a request body for endpoint e. A body that is not a
@@ -73,7 +74,7 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 		return nil, err
 	}
 	r.PromptTokens = prompt.tokens()
-	r.messages = prompt.nMessages
+	r.messages, r.media = prompt.nMessages, prompt.media
 	if len(prompt.prefix) > 0 {
 		h := fnv.New64a()
 		h.Write([]byte(r.Model))
