@@ -696,7 +696,10 @@ func TestAPI_agentSignatures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	offer, _ := json.Marshal(idlegrid.OfferRequest{Offer: testOffer("rig1"), AgentVersion: "test"})
+	// Not the body the node's client sent its offer with: signed in the
+	// same millisecond, that request's signature would be this one's, and
+	// good would be refused as its replay.
+	offer, _ := json.Marshal(idlegrid.OfferRequest{Offer: testOffer("rig1"), AgentVersion: "test-signatures"})
 	newKey := mustKey(t)
 	joinBody := func(pub ed25519.PublicKey) string {
 		b, _ := json.Marshal(idlegrid.JoinRequest{Token: token, PublicKey: nodekey.PublicString(pub), Offer: testOffer("rig2"), AgentVersion: "test"})
