@@ -48,6 +48,52 @@ func (a *Account) Validate() error {
 	return nil
 }
 
+// Access is how much of what its account's role allows an API key may do:
+// a key handed to a teammate or a script need not be able to mint keys or
+// lift its own spend limit.
+type Access string
+
+const (
+	// AccessAll may do everything the account's role allows. Every key
+	// made before keys had an access has it.
+	AccessAll Access = "all"
+	// AccessUse may do all but manage the account: it submits and cancels
+	// jobs, calls the inference gateway, operates nodes and reads, but
+	// does not touch API keys, spend limits, key routing, registry logins,
+	// join tokens, payouts, bonds or other accounts.
+	AccessUse Access = "use"
+	// AccessRead may only read.
+	AccessRead Access = "read"
+)
+
+// Valid reports whether a is a known access.
+func (a Access) Valid() bool { return a.rank() >= 0 }
+
+// Validate refuses an unknown access, naming field.
+func (a Access) Validate(field string) error {
+	if !a.Valid() {
+		return Invalid(field, "must be all, use or read, got %q", a)
+	}
+	return nil
+}
+
+// rank orders the accesses, each allowing what the ones below it do; -1
+// for an unknown access.
+func (a Access) rank() int {
+	switch a {
+	case AccessRead:
+		return 0
+	case AccessUse:
+		return 1
+	case AccessAll:
+		return 2
+	}
+	return -1
+}
+
+// Allows reports whether a key with access a may do what takes need.
+func (a Access) Allows(need Access) bool { return a.rank() >= need.rank() }
+
 // APIKey authenticates an account. Only the SHA-256 hash of the secret is
 // stored; the secret is shown once, when the key is created.
 type APIKey struct {
@@ -55,6 +101,7 @@ type APIKey struct {
 	AccountID string     `json:"account_id"`
 	Name      string     `json:"name"`
 	Prefix    string     `json:"prefix"` // the first characters of the secret, to recognise it
+	Access    Access     `json:"access"`
 	Hash      string     `json:"-"`
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
@@ -94,11 +141,32 @@ type Caller struct {
 	AccountID string
 	Role      Role
 	KeyID     string // set for API-key callers
-	NodeID    string // set for agents
+	// Access is the API key's access; "" (agents, callers made without a
+	// key) is AccessAll.
+	Access Access
+	NodeID string // set for agents
 }
 
 // IsAdmin reports whether the caller is an admin.
 func (c *Caller) IsAdmin() bool { return c != nil && c.Role == RoleAdmin && c.NodeID == "" }
+
+// Allow returns nil when the caller's key has the access need takes, or an
+// EFORBIDDEN that says which access does and how to get a key with it.
+func (c *Caller) Allow(need Access) error {
+	have := c.Access
+	if have == "" {
+		have = AccessAll
+	}
+	if have.Allows(need) {
+		return nil
+	}
+	if have == AccessRead { // the API refuses it by method, not knowing what the call takes
+		return Errorf(EFORBIDDEN, "this API key's access is read: it may only read; use a key with access use (or all, to manage the account), "+
+			"or create one with `idlegrid key create --access use`")
+	}
+	return Errorf(EFORBIDDEN, "this API key's access is %s: it may not manage the account (API keys, spend limits, key routing, "+
+		"registry logins, join tokens, payouts, bonds, other accounts); use a key with access all, or create one with `idlegrid key create --access all`", have)
+}
 
 type callerKey struct{}
 

@@ -236,6 +236,13 @@ const (
 	ChallengeUnsupported ChallengeState = "unsupported" // the agent cannot run the workload on this GPU
 )
 
+// ChallengeStates are the challenge states, in the order a challenge
+// goes through them.
+var ChallengeStates = []ChallengeState{ChallengeIssued, ChallengePassed, ChallengeFailed, ChallengeExpired, ChallengeUnsupported}
+
+// Valid reports whether s is one of ChallengeStates.
+func (s ChallengeState) Valid() bool { return slices.Contains(ChallengeStates, s) }
+
 // ChallengeReason is why a challenge was issued.
 type ChallengeReason string
 
@@ -309,6 +316,10 @@ type ChallengeFilter struct {
 	NodeID string
 	States []ChallengeState
 	Limit  int // 0: the store's default
+	// Before, a challenge ID, lists only the challenges listed after it,
+	// newest first: the next page after a page that ended with it.
+	// EINVALID when it is not one of NodeID's.
+	Before string
 }
 
 // QuarantineFilter selects quarantines. Empty fields match all.
@@ -316,6 +327,12 @@ type QuarantineFilter struct {
 	NodeID     string
 	ProviderID string
 	ActiveOnly bool
+	Limit      int // 0: the store's default
+	// Before, a quarantine ID, lists only the quarantines listed after
+	// it, newest first: the next page after a page that ended with it.
+	// EINVALID when it is not one of NodeID's and ProviderID's, lifted or
+	// not, so that a page lifted while read does not end the paging.
+	Before string
 }
 
 // AttestationStore keeps fingerprints, their changes, challenges and
@@ -338,7 +355,8 @@ type AttestationStore interface {
 
 	CreateChallenge(ctx context.Context, c *Challenge) error
 	FindChallenge(ctx context.Context, id string) (*Challenge, error)
-	// ListChallenges returns the challenges f selects, newest first.
+	// ListChallenges returns the challenges f selects, newest first (by
+	// issue, then ID).
 	ListChallenges(ctx context.Context, f ChallengeFilter) ([]*Challenge, error)
 	// ResolveChallenge stores c's outcome (State, Answer less its row
 	// hashes, Findings, ResolvedAt) if it is still issued, ECONFLICT
@@ -353,7 +371,8 @@ type AttestationStore interface {
 	LiftQuarantine(ctx context.Context, nodeID, by, note string, at time.Time) (*Quarantine, error)
 	// FindQuarantine returns the node's quarantine in force; ENOTFOUND when none.
 	FindQuarantine(ctx context.Context, nodeID string) (*Quarantine, error)
-	// ListQuarantines returns the quarantines f selects, newest first.
+	// ListQuarantines returns the quarantines f selects, newest first (by
+	// Since, then ID).
 	ListQuarantines(ctx context.Context, f QuarantineFilter) ([]*Quarantine, error)
 }
 
@@ -369,8 +388,9 @@ type AttestResponse struct {
 	Challenges []*Challenge     `json:"challenges"` // issued now: run them
 }
 
-// ChallengesResponse lists the challenges waiting for a node's answer
-// (GET /v1/agent/challenges).
+// ChallengesResponse lists challenges: those waiting for a node's answer
+// (GET /v1/agent/challenges), those just issued, or a page of a node's
+// (GET /v1/nodes/{id}/challenges).
 type ChallengesResponse struct {
 	Challenges []*Challenge `json:"challenges"`
 }

@@ -59,6 +59,10 @@ type VerificationFilter struct {
 	ProviderID string // the provider of any of its runs
 	RenterID   string
 	Limit      int
+	// Before, a verification ID, lists only the verifications listed
+	// after it, newest first: the next page after a page that ended with
+	// it. EINVALID when it is not one of the renter's or provider's.
+	Before string
 }
 
 // VerificationStore keeps verifications.
@@ -75,5 +79,7 @@ type VerificationStore interface {
 	// (a tie-break), when not nil, in the same transaction; ECONFLICT
 	// when another update came first.
 	UpdateVerification(ctx context.Context, v *Verification, from VerificationState, run *Job) error
+	// ListVerifications returns the verifications f selects, newest first
+	// (by creation, then ID).
 	ListVerifications(ctx context.Context, f VerificationFilter) ([]*Verification, error)
 }

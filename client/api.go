@@ -66,12 +66,19 @@ func (c *Client) Me(ctx context.Context) (*idlegrid.Account, error) {
 	return &out, nil
 }
 
-// CreateAPIKey makes a new key for the caller's account and returns its
-// secret, shown only this once.
+// CreateAPIKey makes a new key for the caller's account, with access all,
+// and returns its secret, shown only this once.
 func (c *Client) CreateAPIKey(ctx context.Context, name string) (*idlegrid.APIKey, string, error) {
+	return c.CreateAPIKeyWithAccess(ctx, name, "")
+}
+
+// CreateAPIKeyWithAccess is CreateAPIKey for a key that may do only what
+// access allows: use (all but manage the account) or read; "" is all, and
+// is not sent, so that a server older than accesses takes it.
+func (c *Client) CreateAPIKeyWithAccess(ctx context.Context, name string, access idlegrid.Access) (*idlegrid.APIKey, string, error) {
 	var out wire.CreateAPIKeyResponse
 	err := c.do(ctx, call{method: http.MethodPost, path: path("keys"),
-		in: wire.CreateAPIKeyRequest{Name: name}, out: &out})
+		in: wire.CreateAPIKeyRequest{Name: name, Access: access}, out: &out})
 	if err != nil {
 		return nil, "", err
 	}

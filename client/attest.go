@@ -100,15 +100,45 @@ func (c *Client) LiftQuarantine(ctx context.Context, nodeID, note string) (*idle
 }
 
 // ListQuarantines lists quarantines, newest first: those in force, or all
-// with all. Admins see every node's, providers their own nodes'.
+// with all. Admins see every node's, providers their own nodes'. It reads
+// the first page; ListQuarantinesPage reads any.
 func (c *Client) ListQuarantines(ctx context.Context, all bool) ([]*idlegrid.Quarantine, error) {
+	return c.ListQuarantinesPage(ctx, idlegrid.QuarantineFilter{ActiveOnly: !all})
+}
+
+// ListQuarantinesPage lists a page of quarantines, newest first: those in
+// force (f.ActiveOnly) or all, at most f.Limit, after f.Before when it is
+// set (the last of the page before). The server narrows them to the
+// caller's, as for ListQuarantines; f's node and provider are not sent.
+func (c *Client) ListQuarantinesPage(ctx context.Context, f idlegrid.QuarantineFilter) ([]*idlegrid.Quarantine, error) {
 	q := url.Values{}
-	if all {
+	if !f.ActiveOnly {
 		q.Set("state", "all")
 	}
+	setString(q, "before", f.Before)
+	setInt(q, "limit", int64(f.Limit))
 	var out []*idlegrid.Quarantine
 	if err := c.do(ctx, call{method: http.MethodGet, path: path("quarantine"), query: q, out: &out}); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// ListChallenges lists a node's hardware challenges, newest first: those
+// in f.States (all when empty), at most f.Limit, after f.Before when it is
+// set (the last of the page before). Its owner and admins; f.NodeID is
+// not sent, nodeID names the node.
+func (c *Client) ListChallenges(ctx context.Context, nodeID string, f idlegrid.ChallengeFilter) ([]*idlegrid.Challenge, error) {
+	if err := requireID("node_id", nodeID); err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	setList(q, "state", f.States)
+	setString(q, "before", f.Before)
+	setInt(q, "limit", int64(f.Limit))
+	var out idlegrid.ChallengesResponse
+	if err := c.do(ctx, call{method: http.MethodGet, path: path("nodes", nodeID, "challenges"), query: q, out: &out}); err != nil {
+		return nil, err
+	}
+	return out.Challenges, nil
 }

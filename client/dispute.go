@@ -47,11 +47,13 @@ func (c *Client) ListDisputes(ctx context.Context, f idlegrid.DisputeFilter) ([]
 	return out.Disputes, err
 }
 
-// ListVerifications lists verifications of work: a renter's own, those
-// touching a provider's runs, or any for admins.
+// ListVerifications lists verifications of work, newest first: a
+// renter's own, those touching a provider's runs, or any for admins; after
+// f.Before when it is set (the last of the page before).
 func (c *Client) ListVerifications(ctx context.Context, f idlegrid.VerificationFilter) ([]*idlegrid.Verification, error) {
 	q := url.Values{}
 	setString(q, "provider_id", f.ProviderID)
+	setString(q, "before", f.Before)
 	setInt(q, "limit", int64(f.Limit))
 	var out wire.Verifications
 	err := c.do(ctx, call{method: http.MethodGet, path: path("verifications"), query: q, out: &out})

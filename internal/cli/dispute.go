@@ -125,16 +125,18 @@ operator may open others and uphold or dismiss them.`, []subcommand{
 
 func (c *disputeCommand) verifications(ctx context.Context, args []string) error {
 	fs := c.env.flags("dispute verifications", help{
-		usage: "idlegrid dispute verifications [--provider ID] [--limit N] [--json]",
+		usage: "idlegrid dispute verifications [--provider ID] [--limit N] [--before VERIFICATION_ID] [--json]",
 		about: `List verifications of work, newest first: a sampled lease of a verifiable job
 re-run on another provider's node, and a tie-break on a third when the
 output digests differ. A renter sees its own; a provider those touching
-its runs; admins all.`,
-		examples: "idlegrid dispute verifications\n idlegrid dispute verifications --json",
+its runs; admins all. A full page ends with the command for the next one
+(--before the page's last verification).`,
+		examples: "idlegrid dispute verifications\n idlegrid dispute verifications --json\n idlegrid dispute verifications --limit 20 --before verif_abc123",
 	})
 	r := c.env.remoteFlags(fs)
 	provider := fs.String("provider", "", "only verifications touching this provider's runs (admins)")
 	limit := fs.Int("limit", 100, "at most this many")
+	before := fs.String("before", "", "the verifications listed after this one: the last of the page before")
 	asJSON := fs.Bool("json", false, "print JSON")
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
@@ -144,7 +146,8 @@ its runs; admins all.`,
 	if err != nil {
 		return err
 	}
-	vs, err := cl.ListVerifications(ctx, idlegrid.VerificationFilter{ProviderID: *provider, Limit: *limit})
+	f := idlegrid.VerificationFilter{ProviderID: *provider, Limit: *limit, Before: *before}
+	vs, err := cl.ListVerifications(ctx, f)
 	if err != nil {
 		return err
 	}
@@ -155,7 +158,10 @@ its runs; admins all.`,
 	for _, v := range vs {
 		t.row(v.ID, v.State, v.Original.LeaseID, v.Original.ProviderID, orDash(v.Rerun.LeaseID), orDash(clip(v.Outcome, 60)))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil || len(vs) == 0 {
+		return err
+	}
+	return nextPage(c.env.Out, "idlegrid dispute verifications"+listFlags("", *provider), len(vs), f.Limit, vs[len(vs)-1].ID)
 }
 
 func (c *disputeCommand) list(ctx context.Context, args []string) error {

@@ -30,14 +30,19 @@ type createdKey struct {
 
 func (c *keyCommand) create(ctx context.Context, args []string) error {
 	fs := c.env.flags("key create", help{
-		usage: "idlegrid key create --name N [--spend-limit AMOUNT] [--json]",
+		usage: "idlegrid key create --name N [--access all|use|read] [--spend-limit AMOUNT] [--json]",
 		about: `Create another API key for your own account. Its secret is shown once.
+--access says what the key may do of what your account may: all (the
+default), use (all but manage the account: no keys, spend limits, key
+routing, registry logins, join tokens, payouts or bonds) or read (only
+reads). Only a key with access all creates keys.
 --spend-limit caps what the key's jobs and inference requests may spend in a
 calendar month (renters); see 'idlegrid key limit'.`,
-		examples: "idlegrid key create --name laptop\n idlegrid key create --name ci --spend-limit 100",
+		examples: "idlegrid key create --name laptop\n idlegrid key create --name ci --access use --spend-limit 100\n idlegrid key create --name grafana --access read",
 	})
 	r := c.env.remoteFlags(fs)
 	name := fs.String("name", "", "a name to recognise the key by (required)")
+	access := fs.String("access", "all", "what the key may do: all, use or read")
 	spendLimit := fs.String("spend-limit", "", "the most the key's jobs and inference requests may spend a month, e.g. 100")
 	asJSON := fs.Bool("json", false, "print JSON")
 	args, err := fs.parse(args)
@@ -47,6 +52,8 @@ calendar month (renters); see 'idlegrid key limit'.`,
 		return err
 	} else if *name == "" {
 		return usagef("--name is required, e.g. idlegrid key create --name laptop")
+	} else if !idlegrid.Access(*access).Valid() {
+		return usagef("--access: want all, use or read, got %q", *access)
 	}
 	var limit *idlegrid.Micros
 	if *spendLimit != "" {
@@ -58,7 +65,7 @@ calendar month (renters); see 'idlegrid key limit'.`,
 	if err != nil {
 		return err
 	}
-	k, secret, err := cl.CreateAPIKey(ctx, *name)
+	k, secret, err := cl.CreateAPIKeyWithAccess(ctx, *name, keyAccess(*access))
 	if err != nil {
 		return err
 	}
@@ -73,7 +80,7 @@ calendar month (renters); see 'idlegrid key limit'.`,
 	if *asJSON {
 		return printJSON(c.env.Out, out)
 	}
-	fmt.Fprintf(c.env.Out, "created API key %s (%s)\nsecret (shown once): %s\n", k.ID, k.Name, secret)
+	fmt.Fprintf(c.env.Out, "created API key %s (%s), access %s\nsecret (shown once): %s\n", k.ID, k.Name, k.Access, secret)
 	if out.Limit != nil {
 		fmt.Fprintf(c.env.Out, "its jobs may spend %s a month\n", out.Limit.LimitMicros)
 	}
@@ -112,11 +119,20 @@ func (c *keyCommand) list(ctx context.Context, args []string) error {
 			}
 		}
 	}
-	t := newTable(c.env.Out, "ID", "NAME", "PREFIX", "CREATED", "REVOKED", "SPEND LIMIT")
+	t := newTable(c.env.Out, "ID", "NAME", "ACCESS", "PREFIX", "CREATED", "REVOKED", "SPEND LIMIT")
 	for _, k := range keys {
-		t.row(k.ID, k.Name, k.Prefix+"…", k.CreatedAt.UTC().Format(time.RFC3339), stamp(k.RevokedAt), orDash(limits[k.ID]))
+		t.row(k.ID, k.Name, orDash(string(k.Access)), k.Prefix+"…", k.CreatedAt.UTC().Format(time.RFC3339), stamp(k.RevokedAt), orDash(limits[k.ID]))
 	}
 	return t.flush()
+}
+
+// keyAccess is the access to ask for: "" for all, the server's default, so
+// that a server older than accesses still makes the key.
+func keyAccess(flag string) idlegrid.Access {
+	if a := idlegrid.Access(flag); a != idlegrid.AccessAll {
+		return a
+	}
+	return ""
 }
 
 func (c *keyCommand) revoke(ctx context.Context, args []string) error {

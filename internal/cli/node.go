@@ -20,6 +20,7 @@ func (c *nodeCommand) Run(ctx context.Context, args []string) error {
 		{"get", "show one node", func(a []string) error { return c.get(ctx, a) }},
 		{"reputation", "show a node's reputation: score, level, evidence, advice", func(a []string) error { return c.reputation(ctx, a) }},
 		{"hardware", "show a node's attested hardware, changes and challenges", func(a []string) error { return c.hardware(ctx, a) }},
+		{"challenges", "list a node's hardware challenges, a page at a time", func(a []string) error { return c.challenges(ctx, a) }},
 		{"quarantine", "list, add or lift quarantines", func(a []string) error { return c.quarantine(ctx, a) }},
 		{"schedule", "show, set or clear when a node is offered (its windows)", func(a []string) error { return c.schedule(ctx, a) }},
 		{"drain", "take a node out of the market for maintenance, and follow it until it is empty", func(a []string) error { return c.drain(ctx, a) }},

@@ -23,14 +23,17 @@ there with the evidence, or an admin does. Only an admin can lift it.`, []subcom
 
 func (c *nodeCommand) quarantineList(ctx context.Context, args []string) error {
 	fs := c.env.flags("node quarantine ls", help{
-		usage: "idlegrid node quarantine ls [--all] [--json]",
+		usage: "idlegrid node quarantine ls [--all] [--limit N] [--before QUARANTINE_ID] [--json]",
 		about: `List quarantines, newest first: those in force, or with --all the lifted
 ones too. Admins see every node's, providers their own nodes'. Show one
-node's evidence with 'idlegrid node hardware ID'.`,
-		examples: "idlegrid node quarantine ls\n\t\tidlegrid node quarantine ls --all --json",
+node's evidence with 'idlegrid node hardware ID'. A full page ends with the
+command for the next one (--before the page's last quarantine).`,
+		examples: "idlegrid node quarantine ls\n\t\tidlegrid node quarantine ls --all --json\n\t\tidlegrid node quarantine ls --all --limit 20 --before qua_abc123",
 	})
 	r := c.env.remoteFlags(fs)
 	all := fs.Bool("all", false, "include lifted quarantines")
+	limit := fs.Int("limit", 100, "at most this many quarantines")
+	before := fs.String("before", "", "the quarantines listed after this one: the last of the page before")
 	asJSON := fs.Bool("json", false, "print JSON")
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
@@ -40,18 +43,25 @@ node's evidence with 'idlegrid node hardware ID'.`,
 	if err != nil {
 		return err
 	}
-	qs, err := cl.ListQuarantines(ctx, *all)
+	qs, err := cl.ListQuarantinesPage(ctx, idlegrid.QuarantineFilter{ActiveOnly: !*all, Limit: *limit, Before: *before})
 	if err != nil {
 		return err
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(qs))
 	}
-	t := newTable(c.env.Out, "NODE", "PROVIDER", "SINCE", "LIFTED", "REASON")
+	t := newTable(c.env.Out, "ID", "NODE", "PROVIDER", "SINCE", "LIFTED", "REASON")
 	for _, q := range qs {
-		t.row(q.NodeID, q.ProviderID, stamp(&q.Since), stamp(q.LiftedAt), clip(q.Reason, 120))
+		t.row(q.ID, q.NodeID, q.ProviderID, stamp(&q.Since), stamp(q.LiftedAt), clip(q.Reason, 120))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil || len(qs) == 0 {
+		return err
+	}
+	cmd := "idlegrid node quarantine ls"
+	if *all {
+		cmd += " --all"
+	}
+	return nextPage(c.env.Out, cmd, len(qs), *limit, qs[len(qs)-1].ID)
 }
 
 func (c *nodeCommand) quarantineAdd(ctx context.Context, args []string) error {
@@ -108,6 +118,50 @@ func (c *nodeCommand) quarantineLift(ctx context.Context, args []string) error {
 	}
 	_, err = fmt.Fprintf(c.env.Out, "node %s: quarantine lifted (it was: %s)\n", q.NodeID, q.Reason)
 	return err
+}
+
+// challenges is "idlegrid node challenges": a node's challenge history,
+// where 'node hardware' shows the newest.
+func (c *nodeCommand) challenges(ctx context.Context, args []string) error {
+	fs := c.env.flags("node challenges", help{
+		usage: "idlegrid node challenges ID [--state issued,passed,failed,expired,unsupported] [--limit N] [--before CHALLENGE_ID] [--json]",
+		about: `List a node's hardware challenges, newest first, with their findings. Owners
+and admins. A full page ends with the command for the next one (--before
+the page's last challenge).`,
+		examples: "idlegrid node challenges node_abc123\n\t\tidlegrid node challenges node_abc123 --state failed\n\t\tidlegrid node challenges node_abc123 --limit 20 --before chl_abc123",
+	})
+	r := c.env.remoteFlags(fs)
+	states := fs.String("state", "", "only challenges in these states, comma-separated")
+	limit := fs.Int("limit", 100, "at most this many challenges")
+	before := fs.String("before", "", "the challenges listed after this one: the last of the page before")
+	asJSON := fs.Bool("json", false, "print JSON")
+	args, err := fs.parseArgs(args, 1, 1, "one node ID")
+	if err != nil {
+		return err
+	}
+	f := idlegrid.ChallengeFilter{Limit: *limit, Before: *before}
+	if f.States, err = parseStates(*states, idlegrid.ChallengeState.Valid, "challenge", "issued, passed, failed, expired or unsupported"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	cs, err := cl.ListChallenges(ctx, args[0], f)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, nonNil(cs))
+	}
+	t := newTable(c.env.Out, "ID", "GPU", "MODEL", "REASON", "STATE", "ISSUED", "FINDINGS")
+	for _, x := range cs {
+		t.row(x.ID, x.GPUUUID, x.Model, x.Reason, x.State, stamp(&x.IssuedAt), orDash(clip(strings.Join(x.Findings, "; "), 120)))
+	}
+	if err := t.flush(); err != nil || len(cs) == 0 {
+		return err
+	}
+	return nextPage(c.env.Out, "idlegrid node challenges "+args[0]+listFlags(*states, ""), len(cs), *limit, cs[len(cs)-1].ID)
 }
 
 // hardware is "idlegrid node hardware": a node's attested hardware.

@@ -60,6 +60,22 @@ func TestNodeQuarantine(t *testing.T) {
 		t.Errorf("node hardware printed:\n%s\nwant the fingerprint and the passed challenges", got)
 	}
 
+	// Its challenges a page at a time: a full page ends with the next.
+	var all, paged []*idlegrid.Challenge
+	mustJSON(t, provider, &all, "node", "challenges", nodeID)
+	next := regexp.MustCompile(`more may follow: idlegrid node challenges \S+ --limit 1 --before (chl_\w+)`).FindStringSubmatch(
+		must(t, provider, "node", "challenges", nodeID, "--limit", "1"))
+	if len(all) != 2 || next == nil || next[1] != all[0].ID {
+		t.Fatalf("node challenges: %d challenges, next page %q; want two, a page of one ending with the first", len(all), next)
+	}
+	mustJSON(t, provider, &paged, "node", "challenges", nodeID, "--limit", "1", "--before", next[1])
+	if len(paged) != 1 || paged[0].ID != all[1].ID {
+		t.Errorf("the page after %s = %+v, want %s", next[1], paged, all[1].ID)
+	}
+	if r := run(t, provider, "node", "quarantine", "ls", "--before", "qua_missing"); r.code != 2 || !strings.Contains(r.err, "--before: \"qua_missing\"") {
+		t.Errorf("quarantine ls after no quarantine: %s, want refused naming --before", r)
+	}
+
 	r := run(t, provider, "node", "quarantine", "add", nodeID, "--reason", "mine")
 	if r.code != 1 || !strings.Contains(r.err, "admin") {
 		t.Errorf("a provider quarantining: %s, want refused", r)

@@ -352,7 +352,9 @@ type apiKey struct {
 }
 
 // withKey names the request (X-Request-Id, on every answer, errors too),
-// authenticates the bearer API key and runs next.
+// authenticates the bearer API key and runs next. A key with access read
+// may only read (GET): a request that spends is refused, as the API
+// refuses it.
 func (g *Gateway) withKey(next handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Request-Id", idlegrid.NewID("req"))
@@ -366,6 +368,9 @@ func (g *Gateway) withKey(next handlerFunc) http.HandlerFunc {
 			}
 		}()
 		c, err := g.authenticate(r)
+		if err == nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			err = c.Allow(idlegrid.AccessUse)
+		}
 		if err == nil {
 			err = next(w, r, c)
 		}

@@ -75,7 +75,7 @@ func (a *api) createAPIKey(w http.ResponseWriter, r *http.Request) error {
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
 	}
-	key, secret, err := a.srv.CreateAPIKey(r.Context(), req.Name)
+	key, secret, err := a.srv.CreateAPIKey(r.Context(), req.Name, req.Access)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ func (a *api) attestRoutes(t time.Duration) {
 	a.handle("POST /v1/agent/challenges/{id}/answer", t, a.withNode(a.answerChallenge))
 
 	a.handle("GET /v1/nodes/{id}/attestation", t, a.withKey(a.nodeAttestation))
+	a.handle("GET /v1/nodes/{id}/challenges", t, a.withKey(a.listChallenges))
 	a.handle("POST /v1/nodes/{id}/challenge", t, a.withKey(a.challengeNode))
 	a.handle("POST /v1/nodes/{id}/quarantine", t, a.withKey(a.quarantineNode))
 	a.handle("POST /v1/nodes/{id}/quarantine/lift", t, a.withKey(a.liftQuarantine))
@@ -128,23 +129,46 @@ func (a *api) liftQuarantine(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, q)
 }
 
-// GET /v1/quarantine?state=active|all (default active)
+// GET /v1/quarantine?state=active|all&before=&limit= (default active)
 func (a *api) listQuarantines(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "state")
+	q, err := parseQuery(r, "state", "before", "limit")
 	if err != nil {
 		return err
 	}
-	active := true
+	f := idlegrid.QuarantineFilter{Before: q.string("before")}
 	switch q.string("state") {
 	case "", "active":
+		f.ActiveOnly = true
 	case "all":
-		active = false
 	default:
 		return idlegrid.Invalid("state", "must be active or all")
 	}
-	qs, err := a.srv.ListQuarantines(r.Context(), active)
+	if f.Limit, err = q.limit(); err != nil {
+		return err
+	}
+	qs, err := a.srv.ListQuarantines(r.Context(), f)
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, nonNil(qs))
+}
+
+// GET /v1/nodes/{id}/challenges?state=&before=&limit=
+func (a *api) listChallenges(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "state", "before", "limit")
+	if err != nil {
+		return err
+	}
+	f := idlegrid.ChallengeFilter{Before: q.string("before")}
+	if f.States, err = list(q, "state", idlegrid.ChallengeStates); err != nil {
+		return err
+	}
+	if f.Limit, err = q.limit(); err != nil {
+		return err
+	}
+	cs, err := a.srv.ListChallenges(r.Context(), r.PathValue("id"), f)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, idlegrid.ChallengesResponse{Challenges: nonNil(cs)})
 }

@@ -18,7 +18,10 @@ import (
 var errBadKey = idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "invalid or revoked API key")
 
 // withKey authenticates the request's bearer API key and puts the caller in
-// its context. Authorisation is the server's business.
+// its context. Authorisation is the server's business, but for one rule
+// that is the API's: a key with access read may only read, which here is
+// GET (and HEAD, which GET routes answer); the server holds the other
+// accesses (idlegrid.Caller.Allow).
 func (a *api) withKey(next handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		secret, err := bearer(r)
@@ -35,6 +38,11 @@ func (a *api) withKey(next handlerFunc) handlerFunc {
 		}
 		if err := a.limit(caller); err != nil { // ratelimit.go
 			return err
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if err := caller.Allow(idlegrid.AccessUse); err != nil {
+				return err
+			}
 		}
 		return next(w, r.WithContext(idlegrid.NewContextWithCaller(r.Context(), caller)))
 	}

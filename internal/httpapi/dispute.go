@@ -20,13 +20,13 @@ func (a *api) disputeRoutes(t time.Duration) {
 	a.handle("GET /v1/verifications", t, a.withKey(a.listVerifications))
 }
 
-// GET /v1/verifications?provider_id=&limit=
+// GET /v1/verifications?provider_id=&before=&limit=
 func (a *api) listVerifications(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "provider_id", "limit")
+	q, err := parseQuery(r, "provider_id", "before", "limit")
 	if err != nil {
 		return err
 	}
-	f := idlegrid.VerificationFilter{ProviderID: q.string("provider_id")}
+	f := idlegrid.VerificationFilter{ProviderID: q.string("provider_id"), Before: q.string("before")}
 	if f.Limit, err = q.limit(); err != nil {
 		return err
 	}

@@ -126,6 +126,9 @@ var fuzzRoutes = []fuzzRoute{
 	{method: "POST", path: "/v1/nodes/{id}/challenge", id: idNode, body: `{"gpu_uuid":"GPU-rig-0"}`},
 	{method: "POST", path: "/v1/nodes/{id}/quarantine", id: idNode, body: `{"reason":"failed a spot check"}`},
 	{method: "POST", path: "/v1/nodes/{id}/quarantine/lift", id: idNode, body: `{"note":"fixed"}`},
+	{method: "GET", path: "/v1/nodes/{id}/challenges?state=issued,failed&limit=2", id: idNode},
+	{method: "GET", path: "/v1/quarantine?state=all&before={id}&limit=1", id: idNode},
+	{method: "GET", path: "/v1/verifications?before={id}&limit=1", id: idLease},
 
 	{agent: true, join: true, method: "POST", path: "/v1/agent/join", body: `{"token":"igj_rj7dekvi7oyxwd7ah4vlnuxae4m4osjoeilnibxat35ivn4mx5oa","public_key":"{pub}","offer":{"name":"rig2","gpus":[{"uuid":"GPU-rig2-0","model":"L40S","vram_mb":49152}],"region":"eu-west","residency":"EU","schedule":{"mode":"always"},"ask":{"floor_micros_per_gpu_hour":{"silver":2000000}}},"agent_version":"0.1.0"}`},
 	{agent: true, method: "PUT", path: "/v1/agent/offer", body: `{"offer":{"name":"rig","gpus":[{"uuid":"GPU-rig-0","model":"RTX4090","vram_mb":24576}],"cpu_cores":16,"ram_mb":65536,"disk_gb":500,"region":"eu-west","residency":"EU","schedule":{"mode":"always"},"ask":{"floor_micros_per_gpu_hour":{"silver":2000000}}},"agent_version":"0.1.0"}`},

@@ -10,7 +10,7 @@ import (
 
 // CreateAccount creates an account and its first API key. Admins only.
 func (s *Server) CreateAccount(ctx context.Context, name string, role idlegrid.Role) (*idlegrid.Account, *idlegrid.APIKey, string, error) {
-	if _, err := requireRole(ctx, idlegrid.RoleAdmin); err != nil {
+	if _, err := requireManage(ctx, idlegrid.RoleAdmin); err != nil {
 		return nil, nil, "", err
 	}
 	return s.Bootstrap(ctx, name, role)
@@ -26,7 +26,7 @@ func (s *Server) Bootstrap(ctx context.Context, name string, role idlegrid.Role)
 	if err := s.store.CreateAccount(ctx, a); err != nil {
 		return nil, nil, "", err
 	}
-	key, secret, err := s.newAPIKey(ctx, a.ID, "default")
+	key, secret, err := s.newAPIKey(ctx, a.ID, "default", idlegrid.AccessAll)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -34,11 +34,11 @@ func (s *Server) Bootstrap(ctx context.Context, name string, role idlegrid.Role)
 }
 
 // KeylessAdmin returns the oldest admin when no admin has a usable API key
-// (none unrevoked): a first start that stopped between making the admin
-// and its key, or whose key could not be kept, left an admin no one can
-// act as, and only the operator, who runs the server, can mend it
-// (BootstrapKey). It returns nil when an admin has a key, or there is no
-// admin.
+// (none unrevoked with access all): a first start that stopped between
+// making the admin and its key, or whose key could not be kept, or an
+// admin left with only restricted keys, is an admin no one can act as, and
+// only the operator, who runs the server, can mend it (BootstrapKey). It
+// returns nil when an admin has a key, or there is no admin.
 func (s *Server) KeylessAdmin(ctx context.Context) (*idlegrid.Account, error) {
 	admins, err := s.store.ListAccounts(ctx, idlegrid.AccountFilter{Role: idlegrid.RoleAdmin, Limit: maxListLimit})
 	if err != nil || len(admins) == 0 {
@@ -50,7 +50,7 @@ func (s *Server) KeylessAdmin(ctx context.Context) (*idlegrid.Account, error) {
 			return nil, err
 		}
 		for _, k := range keys {
-			if k.RevokedAt == nil {
+			if k.RevokedAt == nil && k.Access == idlegrid.AccessAll {
 				return nil, nil
 			}
 		}
@@ -61,7 +61,7 @@ func (s *Server) KeylessAdmin(ctx context.Context) (*idlegrid.Account, error) {
 // BootstrapKey makes an API key for an account without a caller, for the
 // operator (KeylessAdmin); the HTTP API never reaches it.
 func (s *Server) BootstrapKey(ctx context.Context, accountID string) (*idlegrid.APIKey, string, error) {
-	return s.newAPIKey(ctx, accountID, "bootstrap")
+	return s.newAPIKey(ctx, accountID, "bootstrap", idlegrid.AccessAll)
 }
 
 // ListAccounts lists the accounts f selects, oldest first, a page at a
@@ -111,24 +111,30 @@ func (s *Server) Me(ctx context.Context) (*idlegrid.Account, error) {
 	return s.store.FindAccount(ctx, c.AccountID)
 }
 
-// CreateAPIKey makes a new key for the caller's own account. The secret is
-// returned once and never stored.
-func (s *Server) CreateAPIKey(ctx context.Context, name string) (*idlegrid.APIKey, string, error) {
-	c, err := account(ctx)
+// CreateAPIKey makes a new key for the caller's own account with access
+// ("": all). The secret is returned once and never stored. Only a key with
+// access all may make keys, so none makes a key that may do more than it.
+func (s *Server) CreateAPIKey(ctx context.Context, name string, access idlegrid.Access) (*idlegrid.APIKey, string, error) {
+	c, err := requireManage(ctx)
 	if err != nil {
 		return nil, "", err
 	}
-	return s.newAPIKey(ctx, c.AccountID, name)
+	if access == "" {
+		access = idlegrid.AccessAll
+	}
+	return s.newAPIKey(ctx, c.AccountID, name, access)
 }
 
-func (s *Server) newAPIKey(ctx context.Context, accountID, name string) (*idlegrid.APIKey, string, error) {
+func (s *Server) newAPIKey(ctx context.Context, accountID, name string, access idlegrid.Access) (*idlegrid.APIKey, string, error) {
 	if name == "" || len(name) > 100 {
 		return nil, "", idlegrid.Invalid("key.name", "must be 1-100 characters")
+	} else if err := access.Validate("key.access"); err != nil {
+		return nil, "", err
 	}
 	secret := idlegrid.NewSecret("igk")
 	k := &idlegrid.APIKey{
 		ID: idlegrid.NewID("key"), AccountID: accountID, Name: name,
-		Prefix: secret[:12], Hash: hashSecret(secret), CreatedAt: s.Now(),
+		Prefix: secret[:12], Access: access, Hash: hashSecret(secret), CreatedAt: s.Now(),
 	}
 	if err := s.store.CreateAPIKey(ctx, k); err != nil {
 		return nil, "", err
@@ -152,6 +158,9 @@ func (s *Server) ListAPIKeys(ctx context.Context, accountID string) ([]*idlegrid
 // RevokeAPIKey revokes one of an account's keys: the caller's own, or, for
 // admins, any account's (a key leaked, or an account to stop at once).
 func (s *Server) RevokeAPIKey(ctx context.Context, accountID, keyID string) error {
+	if _, err := requireManage(ctx); err != nil {
+		return err
+	}
 	id, err := ownAccount(ctx, accountID)
 	if err != nil {
 		return err
@@ -168,7 +177,7 @@ const (
 // CreateJoinToken makes a token that lets agents join the caller's fleet.
 // maxUses 0 means one use; ttl 0 means a day.
 func (s *Server) CreateJoinToken(ctx context.Context, name string, maxUses int, ttl time.Duration) (*idlegrid.JoinToken, string, error) {
-	c, err := requireRole(ctx, idlegrid.RoleProvider)
+	c, err := requireManage(ctx, idlegrid.RoleProvider)
 	if err != nil {
 		return nil, "", err
 	}
@@ -210,7 +219,7 @@ func (s *Server) ListJoinTokens(ctx context.Context) ([]*idlegrid.JoinToken, err
 
 // RevokeJoinToken revokes one of the caller's join tokens.
 func (s *Server) RevokeJoinToken(ctx context.Context, tokenID string) error {
-	c, err := requireRole(ctx, idlegrid.RoleProvider)
+	c, err := requireManage(ctx, idlegrid.RoleProvider)
 	if err != nil {
 		return err
 	}

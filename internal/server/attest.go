@@ -499,7 +499,7 @@ func (s *Server) challengeAtRandom(ctx context.Context, id string) error {
 // ChallengeNode issues a challenge to every GPU a node offers, at an
 // admin's request.
 func (s *Server) ChallengeNode(ctx context.Context, nodeID string) ([]*idlegrid.Challenge, error) {
-	if _, err := requireRole(ctx, idlegrid.RoleAdmin); err != nil {
+	if _, err := requireUse(ctx, idlegrid.RoleAdmin); err != nil {
 		return nil, err
 	}
 	n, err := s.store.FindNode(ctx, nodeID)
@@ -579,7 +579,7 @@ func verifiedNote(v *idlegrid.NodeAttestationView, doubt string) string {
 // QuarantineNode puts a node in quarantine at an admin's word, with the
 // reason as its evidence.
 func (s *Server) QuarantineNode(ctx context.Context, nodeID, reason string) (*idlegrid.Quarantine, error) {
-	c, err := requireRole(ctx, idlegrid.RoleAdmin)
+	c, err := requireUse(ctx, idlegrid.RoleAdmin)
 	if err != nil {
 		return nil, err
 	}
@@ -601,7 +601,7 @@ func (s *Server) QuarantineNode(ctx context.Context, nodeID, reason string) (*id
 
 // LiftQuarantine ends a node's quarantine at an admin's word.
 func (s *Server) LiftQuarantine(ctx context.Context, nodeID, note string) (*idlegrid.Quarantine, error) {
-	c, err := requireRole(ctx, idlegrid.RoleAdmin)
+	c, err := requireUse(ctx, idlegrid.RoleAdmin)
 	if err != nil {
 		return nil, err
 	}
@@ -620,16 +620,33 @@ func (s *Server) LiftQuarantine(ctx context.Context, nodeID, note string) (*idle
 	return q, nil
 }
 
-// ListQuarantines lists quarantines, newest first: every node's for an
-// admin, a provider's own nodes' for a provider.
-func (s *Server) ListQuarantines(ctx context.Context, activeOnly bool) ([]*idlegrid.Quarantine, error) {
+// ListQuarantines lists the quarantines f selects, newest first: every
+// node's for an admin, a provider's own nodes' for a provider.
+func (s *Server) ListQuarantines(ctx context.Context, f idlegrid.QuarantineFilter) ([]*idlegrid.Quarantine, error) {
 	c, err := requireRole(ctx, idlegrid.RoleProvider, idlegrid.RoleAdmin)
 	if err != nil {
 		return nil, err
 	}
-	f := idlegrid.QuarantineFilter{ActiveOnly: activeOnly}
 	if !c.IsAdmin() {
 		f.ProviderID = c.AccountID
 	}
+	if err := checkLimit(f.Limit); err != nil {
+		return nil, err
+	}
 	return s.store.ListQuarantines(ctx, f)
+}
+
+// ListChallenges lists the hardware challenges of node nodeID that f
+// selects, newest first, to its owner or an admin: the whole history,
+// where the attestation view shows only the newest.
+func (s *Server) ListChallenges(ctx context.Context, nodeID string, f idlegrid.ChallengeFilter) ([]*idlegrid.Challenge, error) {
+	n, err := s.ownNode(ctx, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLimit(f.Limit); err != nil {
+		return nil, err
+	}
+	f.NodeID = n.ID
+	return s.store.ListChallenges(ctx, f)
 }

@@ -348,7 +348,7 @@ func TestServer_AnswerChallenge(t *testing.T) {
 			if _, err := m.srv.LiftQuarantine(m.provider, m.nodeID, "mine"); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
 				t.Fatalf("LiftQuarantine(as the provider) = %v, want EFORBIDDEN", err)
 			}
-			qs, err := m.srv.ListQuarantines(m.admin, true)
+			qs, err := m.srv.ListQuarantines(m.admin, idlegrid.QuarantineFilter{ActiveOnly: true})
 			if err != nil || len(qs) != 1 || qs[0].NodeID != m.nodeID {
 				t.Fatalf("ListQuarantines = %+v, %v; want the node's", qs, err)
 			}

@@ -29,7 +29,7 @@ func (s *Server) AuthenticateKey(ctx context.Context, secret string) (*idlegrid.
 	} else if err != nil {
 		return nil, err
 	}
-	return &idlegrid.Caller{AccountID: acct.ID, Role: acct.Role, KeyID: key.ID}, nil
+	return &idlegrid.Caller{AccountID: acct.ID, Role: acct.Role, KeyID: key.ID, Access: key.Access}, nil
 }
 
 // NodeIdentity returns a node's identity key, to check its signatures, and
@@ -85,6 +85,35 @@ func requireRole(ctx context.Context, roles ...idlegrid.Role) (*idlegrid.Caller,
 		}
 	}
 	return nil, idlegrid.Errorf(idlegrid.EFORBIDDEN, "%s account may not do this; it takes %s account", withArticle(c.Role), roleList(roles))
+}
+
+// requireUse returns the caller if it has one of roles (any, when none are
+// given) and its API key may act, not only read: submit, cancel, operate
+// nodes (idlegrid.AccessUse).
+func requireUse(ctx context.Context, roles ...idlegrid.Role) (*idlegrid.Caller, error) {
+	return requireAccess(ctx, idlegrid.AccessUse, roles)
+}
+
+// requireManage returns the caller if it has one of roles (any, when none
+// are given) and its API key may manage the account: its keys, spend
+// limits, key routing, registry logins, join tokens, money, and for admins
+// other accounts (idlegrid.AccessAll).
+func requireManage(ctx context.Context, roles ...idlegrid.Role) (*idlegrid.Caller, error) {
+	return requireAccess(ctx, idlegrid.AccessAll, roles)
+}
+
+func requireAccess(ctx context.Context, need idlegrid.Access, roles []idlegrid.Role) (*idlegrid.Caller, error) {
+	c, err := account(ctx)
+	if err == nil && len(roles) > 0 {
+		c, err = requireRole(ctx, roles...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Allow(need); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // withArticle is "a renter", "an admin".

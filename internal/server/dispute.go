@@ -21,7 +21,7 @@ import (
 // payable earnings; an admin records a deposit from outside the market
 // for any provider. A retry with the same idempotency key moves nothing.
 func (s *Server) PostBond(ctx context.Context, providerID string, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Balance, error) {
-	c, err := requireRole(ctx, idlegrid.RoleProvider, idlegrid.RoleAdmin)
+	c, err := requireManage(ctx, idlegrid.RoleProvider, idlegrid.RoleAdmin)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +51,7 @@ func (s *Server) PostBond(ctx context.Context, providerID string, amount idlegri
 // payable earnings. It is refused while a dispute against the provider is
 // open, since the bond may yet be needed.
 func (s *Server) ReleaseBond(ctx context.Context, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Balance, error) {
-	c, err := requireRole(ctx, idlegrid.RoleProvider)
+	c, err := requireManage(ctx, idlegrid.RoleProvider)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +185,7 @@ func (s *Server) convict(ctx context.Context, o offence) *idlegrid.Dispute {
 // OpenDispute lets an operator charge a provider with an offence the
 // market cannot prove by itself; it stays open until upheld or dismissed.
 func (s *Server) OpenDispute(ctx context.Context, d idlegrid.Dispute) (*idlegrid.Dispute, error) {
-	if _, err := requireRole(ctx, idlegrid.RoleAdmin); err != nil {
+	if _, err := requireManage(ctx, idlegrid.RoleAdmin); err != nil {
 		return nil, err
 	}
 	if !knownOffence(d.Offence) {
@@ -330,7 +330,7 @@ func (s *Server) checkDisputeCursor(ctx context.Context, f idlegrid.DisputeFilte
 // ResolveDispute lets an admin uphold an open dispute, taking the policy's
 // penalty from the bond, or dismiss it.
 func (s *Server) ResolveDispute(ctx context.Context, id string, to idlegrid.DisputeState, resolution string) (*idlegrid.Dispute, error) {
-	c, err := requireRole(ctx, idlegrid.RoleAdmin)
+	c, err := requireManage(ctx, idlegrid.RoleAdmin)
 	if err != nil {
 		return nil, err
 	}

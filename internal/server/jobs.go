@@ -24,7 +24,7 @@ func (s *Server) SubmitJob(ctx context.Context, spec idlegrid.JobSpec) (*idlegri
 // another spec it is refused (ECONFLICT), since the key names a job
 // already. Two renters' keys never meet.
 func (s *Server) SubmitJobOnce(ctx context.Context, spec idlegrid.JobSpec, key string) (j *idlegrid.Job, replayed bool, err error) {
-	c, err := requireRole(ctx, idlegrid.RoleRenter)
+	c, err := requireUse(ctx, idlegrid.RoleRenter)
 	if err != nil {
 		return nil, false, err
 	}
@@ -123,6 +123,9 @@ func (s *Server) FindJob(ctx context.Context, id string) (*idlegrid.Job, error) 
 // has its leases stopped and is cancelled when the agents report, paying for
 // what ran.
 func (s *Server) CancelJob(ctx context.Context, id string) (*idlegrid.Job, error) {
+	if _, err := requireUse(ctx); err != nil {
+		return nil, err
+	}
 	j, err := s.FindJob(ctx, id)
 	if err != nil {
 		return nil, err

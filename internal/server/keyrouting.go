@@ -11,7 +11,7 @@ import (
 // "provider" object overrides it field by field. The gateway sees a change
 // within its AuthTTL.
 func (s *Server) SetKeyRouting(ctx context.Context, keyID string, r idlegrid.Routing) (*idlegrid.KeyRouting, error) {
-	c, err := requireRole(ctx, idlegrid.RoleRenter)
+	c, err := requireManage(ctx, idlegrid.RoleRenter)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func (s *Server) KeyRouting(ctx context.Context, keyID string) (*idlegrid.KeyRou
 // RemoveKeyRouting removes the default routing of one of the caller's
 // API keys; removing none is no error.
 func (s *Server) RemoveKeyRouting(ctx context.Context, keyID string) error {
-	c, err := account(ctx)
+	c, err := requireManage(ctx)
 	if err != nil {
 		return err
 	}

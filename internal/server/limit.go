@@ -11,7 +11,7 @@ import (
 // SetAccountLimit sets what an account may spend in a calendar month;
 // limit nil lifts the limit. Admins only.
 func (s *Server) SetAccountLimit(ctx context.Context, accountID string, limit *idlegrid.Micros) (*idlegrid.SpendLimitStatus, error) {
-	c, err := requireRole(ctx, idlegrid.RoleAdmin)
+	c, err := requireManage(ctx, idlegrid.RoleAdmin)
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +29,7 @@ func (s *Server) SetAccountLimit(ctx context.Context, accountID string, limit *i
 // SetKeyLimit sets what the jobs one of the caller's API keys submits may
 // spend in a calendar month; limit nil lifts the limit.
 func (s *Server) SetKeyLimit(ctx context.Context, keyID string, limit *idlegrid.Micros) (*idlegrid.SpendLimitStatus, error) {
-	c, err := requireRole(ctx, idlegrid.RoleRenter)
+	c, err := requireManage(ctx, idlegrid.RoleRenter)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 // TopUp credits a renter's available balance. Admins only. A repeated
 // idempotency key for the same account does not credit twice.
 func (s *Server) TopUp(ctx context.Context, accountID string, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Balance, error) {
-	if _, err := requireRole(ctx, idlegrid.RoleAdmin); err != nil {
+	if _, err := requireManage(ctx, idlegrid.RoleAdmin); err != nil {
 		return nil, err
 	}
 	if idempotencyKey == "" || len(idempotencyKey) > 200 {

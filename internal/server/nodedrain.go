@@ -16,6 +16,9 @@ import (
 // without breaking a guarantee. It lasts, whatever the agent publishes,
 // until undone. Its owner may drain it, and so may an admin.
 func (s *Server) DrainNode(ctx context.Context, nodeID string, on bool) (*idlegrid.Node, error) {
+	if _, err := requireUse(ctx); err != nil {
+		return nil, err
+	}
 	if _, err := s.ownNode(ctx, nodeID); err != nil {
 		return nil, err
 	}
@@ -39,8 +42,12 @@ func (s *Server) DrainNode(ctx context.Context, nodeID string, on bool) (*idlegr
 // is refused from now on (NodeIdentity), and its live leases end as the
 // provider's fault, their jobs requeued, in this call or, should one fail,
 // the reaper's next pass. A machine that is to serve again joins as a new
-// node.
+// node. Retiring is for good, like revoking a key, so it takes a key that
+// may manage the account.
 func (s *Server) RetireNode(ctx context.Context, nodeID string) (*idlegrid.Node, error) {
+	if _, err := requireManage(ctx); err != nil {
+		return nil, err
+	}
 	n, err := s.ownNode(ctx, nodeID)
 	if err != nil {
 		return nil, err

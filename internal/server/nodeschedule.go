@@ -20,7 +20,7 @@ func (s *Server) NodeSchedule(ctx context.Context, nodeID string) (*idlegrid.Nod
 // nil), when the agent's applies again. Only the node's owner may; an admin
 // may look but not decide when a provider's machine is rented out.
 func (s *Server) SetNodeSchedule(ctx context.Context, nodeID string, sched *idlegrid.Schedule) (*idlegrid.NodeSchedule, error) {
-	c, err := requireRole(ctx, idlegrid.RoleProvider)
+	c, err := requireUse(ctx, idlegrid.RoleProvider)
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ func (s *Server) matureEarnings(ctx context.Context) error {
 // or rejects the payout. A retry with the same idempotency key returns the
 // first request's payout and moves nothing.
 func (s *Server) RequestPayout(ctx context.Context, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Payout, error) {
-	c, err := requireRole(ctx, idlegrid.RoleProvider)
+	c, err := requireManage(ctx, idlegrid.RoleProvider)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func (s *Server) RejectPayout(ctx context.Context, id, reason, idempotencyKey st
 }
 
 func (s *Server) resolvePayout(ctx context.Context, id string, to idlegrid.PayoutState, reason, idempotencyKey string) (*idlegrid.Payout, error) {
-	c, err := requireRole(ctx, idlegrid.RoleAdmin)
+	c, err := requireManage(ctx, idlegrid.RoleAdmin)
 	if err != nil {
 		return nil, err
 	}

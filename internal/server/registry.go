@@ -63,7 +63,7 @@ func loginBinding(l *idlegrid.RegistryLogin) []byte {
 // pulled with it. The registry may be given as docker login takes it
 // ("https://ghcr.io/"); the answer names it as image references do.
 func (s *Server) PutRegistryLogin(ctx context.Context, l idlegrid.RegistryLogin) (*idlegrid.RegistryLogin, error) {
-	c, err := requireRole(ctx, idlegrid.RoleRenter)
+	c, err := requireManage(ctx, idlegrid.RoleRenter)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +105,9 @@ func (s *Server) ListRegistryLogins(ctx context.Context, accountID string) ([]*i
 // whose password leaked. The account's jobs started after this pull from
 // the registry without one.
 func (s *Server) RemoveRegistryLogin(ctx context.Context, accountID, registry string) error {
+	if _, err := requireManage(ctx); err != nil {
+		return err
+	}
 	accountID, err := ownAccount(ctx, accountID)
 	if err != nil {
 		return err

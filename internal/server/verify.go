@@ -231,8 +231,9 @@ func (s *Server) saveVerificationWith(ctx context.Context, v *idlegrid.Verificat
 // draw is a uniform draw in [0, 1) for sampling.
 func (s *Server) draw() float64 { return s.cfg.Sample() }
 
-// ListVerifications lists verifications: a renter's own, those touching
-// a provider's runs, or all for admins.
+// ListVerifications lists verifications, newest first: a renter's own,
+// those touching a provider's runs, or all for admins; a page at a time
+// after f.Before, which must be one of them.
 func (s *Server) ListVerifications(ctx context.Context, f idlegrid.VerificationFilter) ([]*idlegrid.Verification, error) {
 	c, err := account(ctx)
 	if err != nil {

@@ -90,20 +90,27 @@ func scanAccount(s scanner) (*idlegrid.Account, error) {
 	return &a, nil
 }
 
-// CreateAPIKey stores a new key for an existing account.
+// CreateAPIKey stores a new key for an existing account; a key without an
+// access gets AccessAll.
 func (db *DB) CreateAPIKey(ctx context.Context, k *idlegrid.APIKey) error {
 	if err := required("api_key.id", k.ID); err != nil {
 		return err
 	} else if err := required("api_key.hash", k.Hash); err != nil {
 		return err
 	}
+	access := k.Access
+	if access == "" {
+		access = idlegrid.AccessAll
+	} else if err := access.Validate("api_key.access"); err != nil {
+		return err
+	}
 	return db.update(ctx, func(tx *sql.Tx) error {
 		if _, err := findAccount(ctx, tx, k.AccountID); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, revoked_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			k.ID, k.AccountID, k.Name, k.Prefix, k.Hash, timeArg(k.CreatedAt), timePtrArg(k.RevokedAt))
+		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, account_id, name, prefix, access, hash, created_at, revoked_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			k.ID, k.AccountID, k.Name, k.Prefix, string(access), k.Hash, timeArg(k.CreatedAt), timePtrArg(k.RevokedAt))
 		if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
 			return idlegrid.Errorf(idlegrid.ECONFLICT, "API key %q already exists", k.ID)
 		}
@@ -111,12 +118,12 @@ func (db *DB) CreateAPIKey(ctx context.Context, k *idlegrid.APIKey) error {
 	})
 }
 
-const apiKeyColumns = `k.id, k.account_id, k.name, k.prefix, k.hash, k.created_at, k.revoked_at`
+const apiKeyColumns = `k.id, k.account_id, k.name, k.prefix, k.access, k.hash, k.created_at, k.revoked_at`
 
 func scanAPIKey(s scanner, extra ...any) (*idlegrid.APIKey, error) {
 	var k idlegrid.APIKey
 	var created, revoked sql.NullInt64
-	dest := append([]any{&k.ID, &k.AccountID, &k.Name, &k.Prefix, &k.Hash, &created, &revoked}, extra...)
+	dest := append([]any{&k.ID, &k.AccountID, &k.Name, &k.Prefix, &k.Access, &k.Hash, &created, &revoked}, extra...)
 	if err := s.Scan(dest...); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -203,30 +204,23 @@ func findChallenge(ctx context.Context, tx *sql.Tx, id string) (*idlegrid.Challe
 // ListChallenges returns the challenges f selects, newest first.
 func (db *DB) ListChallenges(ctx context.Context, f idlegrid.ChallengeFilter) ([]*idlegrid.Challenge, error) {
 	var a args
-	q := `SELECT ` + challengeColumns + ` FROM challenges WHERE 1 = 1`
+	scope := `1 = 1`
 	if f.NodeID != "" {
-		q += ` AND node_id = ` + a.add(f.NodeID)
+		scope += ` AND node_id = ` + a.add(f.NodeID)
 	}
+	scopeArgs := slices.Clone(a)
+	q := `SELECT ` + challengeColumns + ` FROM challenges WHERE ` + scope
 	if len(f.States) > 0 {
 		q += ` AND state IN ` + in(&a, f.States)
 	}
-	q += ` ORDER BY issued_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
+	q = newestFirst(q, &a, "challenges", "issued_at", f.Before, f.Limit)
 	var out []*idlegrid.Challenge
-	err := db.view(ctx, func(tx *sql.Tx) error {
-		out = out[:0] // a retried transaction reads again
-		rows, err := tx.QueryContext(ctx, q, a...)
-		if err != nil {
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		if err := checkCursor(ctx, tx, "challenges", scope, scopeArgs, f.Before, "challenge"); err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			c, err := scanChallenge(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, c)
-		}
-		return rows.Err()
+		out, err = queryAll(ctx, tx, scanChallenge, q, a...)
+		return err
 	})
 	return out, err
 }
@@ -378,33 +372,26 @@ func findQuarantine(ctx context.Context, tx *sql.Tx, nodeID string) (*idlegrid.Q
 // ListQuarantines returns the quarantines f selects, newest first.
 func (db *DB) ListQuarantines(ctx context.Context, f idlegrid.QuarantineFilter) ([]*idlegrid.Quarantine, error) {
 	var a args
-	q := `SELECT ` + quarantineColumns + ` FROM quarantines WHERE 1 = 1`
+	scope := `1 = 1`
 	if f.NodeID != "" {
-		q += ` AND node_id = ` + a.add(f.NodeID)
+		scope += ` AND node_id = ` + a.add(f.NodeID)
 	}
 	if f.ProviderID != "" {
-		q += ` AND provider_id = ` + a.add(f.ProviderID)
+		scope += ` AND provider_id = ` + a.add(f.ProviderID)
 	}
+	scopeArgs := slices.Clone(a)
+	q := `SELECT ` + quarantineColumns + ` FROM quarantines WHERE ` + scope
 	if f.ActiveOnly {
 		q += ` AND lifted_at IS NULL`
 	}
-	q += ` ORDER BY since DESC, id DESC LIMIT ` + a.add(DefaultLimit)
+	q = newestFirst(q, &a, "quarantines", "since", f.Before, f.Limit)
 	var out []*idlegrid.Quarantine
-	err := db.view(ctx, func(tx *sql.Tx) error {
-		out = out[:0] // a retried transaction reads again
-		rows, err := tx.QueryContext(ctx, q, a...)
-		if err != nil {
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		if err := checkCursor(ctx, tx, "quarantines", scope, scopeArgs, f.Before, "quarantine"); err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			q, err := scanQuarantine(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, q)
-		}
-		return rows.Err()
+		out, err = queryAll(ctx, tx, scanQuarantine, q, a...)
+		return err
 	})
 	return out, err
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"slices"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -119,7 +120,24 @@ func (db *DB) UpdateVerification(ctx context.Context, v *idlegrid.Verification, 
 // ListVerifications returns the verifications f selects, newest first.
 func (db *DB) ListVerifications(ctx context.Context, f idlegrid.VerificationFilter) ([]*idlegrid.Verification, error) {
 	var a args
-	q := `SELECT body FROM verifications WHERE 1 = 1`
+	scope := verificationScope(&a, f)
+	scopeArgs := slices.Clone(a)
+	q := newestFirst(`SELECT body FROM verifications WHERE `+scope, &a, "verifications", "created_at", f.Before, f.Limit)
+	var out []*idlegrid.Verification
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		if err := checkCursor(ctx, tx, "verifications", scope, scopeArgs, f.Before, "verification"); err != nil {
+			return err
+		}
+		out, err = queryAll(ctx, tx, scanVerification, q, a...)
+		return err
+	})
+	return out, err
+}
+
+// verificationScope is the condition on verifications of f's renter and
+// provider, over a.
+func verificationScope(a *args, f idlegrid.VerificationFilter) string {
+	q := `1 = 1`
 	if f.RenterID != "" {
 		q += ` AND renter_id = ` + a.add(f.RenterID)
 	}
@@ -127,13 +145,7 @@ func (db *DB) ListVerifications(ctx context.Context, f idlegrid.VerificationFilt
 		p := a.add(f.ProviderID)
 		q += ` AND (original_provider = ` + p + ` OR rerun_provider = ` + p + ` OR tiebreak_provider = ` + p + `)`
 	}
-	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
-	var out []*idlegrid.Verification
-	err := db.view(ctx, func(tx *sql.Tx) (err error) {
-		out, err = queryAll(ctx, tx, scanVerification, q, a...)
-		return err
-	})
-	return out, err
+	return q
 }
 
 // insertRun stores a verification's re-run or tie-break job, if any, in tx.

@@ -78,7 +78,8 @@ type Accounts struct {
 
 // CreateAPIKeyRequest is the body of POST /v1/keys.
 type CreateAPIKeyRequest struct {
-	Name string `json:"name"`
+	Name   string          `json:"name"`
+	Access idlegrid.Access `json:"access,omitempty"` // "": all
 }
 
 // CreateAPIKeyResponse carries the new key and its secret, shown only once.

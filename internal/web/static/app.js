@@ -81,12 +81,14 @@
 
   // pages asks a listing that pages with before= (newest first) for up to
   // max rows, a page of size at a time: {rows, more}, more when rows were
-  // left unread. key names the list in the answer.
+  // left unread. key names the list in the answer; null when the answer
+  // is the list itself (/v1/quarantine).
   async function pages(path, key, max = 5000, size = 500) {
     const rows = [];
     for (let before = ''; rows.length < max;) {
       const sep = path.includes('?') ? '&' : '?';
-      const page = (await get(path + sep + 'limit=' + size + (before ? '&before=' + encodeURIComponent(before) : '')))[key] || [];
+      const answer = await get(path + sep + 'limit=' + size + (before ? '&before=' + encodeURIComponent(before) : ''));
+      const page = (key === null ? answer : answer[key]) || [];
       rows.push(...page);
       if (page.length < size) return { rows, more: false };
       before = page[page.length - 1].id;
@@ -747,6 +749,7 @@
       ['Account budget', account ? money(account.limit_micros) : 'none'],
     ]) + table([
       { h: 'Key', f: (k) => esc(k.name) + ' ' + id(k.prefix + '…') },
+      { h: 'Access', f: (k) => esc(k.access || 'all') },
       { h: 'Created', f: (k) => when(k.created_at) },
       { h: 'Budget', num: true, f: (k) => byKey[k.id] ? money(byKey[k.id].limit_micros) : 'none' },
       { h: 'Used', num: true, f: (k) => byKey[k.id] ? money(byKey[k.id].spend.charged_micros + byKey[k.id].spend.held_micros) : '—' },
@@ -1306,15 +1309,17 @@
   }
 
   async function quarantined() {
-    const p = await probe(['/v1/quarantine']);
+    const p = await probe(['/v1/quarantine?limit=1']);
     if (p.missing) return unavailable('Quarantine');
-    const qs = remember(p.data || [], (q) => q.node_id);
+    const all = await pages('/v1/quarantine', null);
+    const qs = remember(all.rows, (q) => q.node_id);
+    const rest = all.more ? `<p class="hint">The newest ${esc(qs.length)} shown; <code>idlegrid node quarantine ls</code> lists them all, a page at a time.</p>` : '';
     return table([
       { h: 'Node', f: (q) => id(q.node_id) }, { h: 'Provider', f: (q) => id(q.provider_id) },
       { h: 'Since', f: (q) => when(q.since) }, { h: 'Reason', f: (q) => esc(q.reason) },
       { h: 'Evidence', f: (q) => q.evidence ? `<code>${esc(JSON.stringify(q.evidence).slice(0, 200))}</code>` : '—' },
       { h: 'Decide', f: (q) => actionButton('lift', q.node_id, 'Lift', 'the quarantine of node ' + q.node_id) },
-    ], qs, 'None right now.');
+    ], qs, 'None right now.') + rest;
   }
 
   // verifications lists re-runs of verifiable work: a renter's own, or
@@ -1322,15 +1327,16 @@
   async function verifications() {
     const p = await probe(['/v1/verifications?limit=50']);
     if (p.missing) return unavailable('Verification of results');
+    const vs = p.data.verifications || [];
     const run = (r) => r ? id(r.job_id) + (r.provider_id ? '<br><span class="hint">by ' + esc(r.provider_id) + '</span>' : '') +
       (r.digest ? '<br><span class="hint">output ' + esc(r.digest.slice(0, 12)) + '…</span>' : '') : '—';
     return table([
       { h: 'Verification', f: (v) => id(v.id) + '<br>' + when(v.created_at) }, { h: 'State', f: (v) => stateTag(v.state) },
       { h: 'Original', f: (v) => run(v.original) }, { h: 'Re-run', f: (v) => run(v.rerun) }, { h: 'Tie-break', f: (v) => run(v.tiebreak) },
       { h: 'Outcome', f: (v) => esc(v.outcome || 'pending') + (v.dispute_id ? '<br>dispute ' + id(v.dispute_id) : '') },
-    ], p.data.verifications || [], 'No verifications yet. A verifiable job (deterministic output) is re-run on another ' +
-      'provider\'s node for a sample of its leases.') + ((p.data.verifications || []).length < 50 ? '' :
-      '<p class="hint">Showing the newest 50; <code>idlegrid dispute verifications --limit 1000</code> lists more.</p>');
+    ], vs, 'No verifications yet. A verifiable job (deterministic output) is re-run on another ' +
+      'provider\'s node for a sample of its leases.') +
+      more(vs, 50, 'idlegrid dispute verifications --before ' + (vs.length ? vs[vs.length - 1].id : ''));
   }
 
   // providerBond shows the provider's bond and the disputes against it.
