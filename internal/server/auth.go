@@ -37,7 +37,7 @@ func (s *Server) AuthenticateKey(ctx context.Context, secret string) (*idlegrid.
 func (s *Server) NodeIdentity(ctx context.Context, nodeID string) (ed25519.PublicKey, string, error) {
 	n, err := s.store.FindNode(ctx, nodeID)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		return nil, "", idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "unknown node %q; join again with a new join token", nodeID)
+		return nil, "", idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "%s %q; join again with a new join token", nodekey.UnknownWords, nodeID)
 	} else if err != nil {
 		return nil, "", err
 	} else if n.State == idlegrid.NodeRetired {
