@@ -45,6 +45,9 @@ type Store interface {
 	CreateJoinToken(ctx context.Context, t *JoinToken) error
 	ListJoinTokens(ctx context.Context, providerID string) ([]*JoinToken, error)
 	RevokeJoinToken(ctx context.Context, providerID, tokenID string, at time.Time) error
+	// FindJoinToken returns the join token whose secret hashes to hash,
+	// used up, expired or revoked as it may be; ENOTFOUND when none does.
+	FindJoinToken(ctx context.Context, hash string) (*JoinToken, error)
 	// JoinNode uses up one use of the join token whose secret hashes to
 	// tokenHash and creates n under the token's provider. n.ProviderID is set.
 	JoinNode(ctx context.Context, tokenHash string, n *Node) error

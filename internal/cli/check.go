@@ -74,9 +74,10 @@ type agentCheck struct {
 	cfg     *agent.Config // nil when the config is not valid
 	lines   []checkLine
 
-	devs   []gpu.Device   // the GPUs detected
-	engine *client.Client // the Docker engine, when it answered
-	info   system.Info
+	devs     []gpu.Device   // the GPUs detected
+	engine   *client.Client // the Docker engine, when it answered
+	info     system.Info
+	serverUp bool // the server answered, speaking this agent's protocol
 }
 
 func (c *agentCheck) add(check, status, detail, hint string) {
@@ -98,7 +99,7 @@ func (c *agentCheck) run(ctx context.Context, cfgErr error) {
 	c.checkNvidiaRuntime()
 	c.checkGPUsInContainers(ctx)
 	c.checkServer(ctx)
-	c.checkIdentity()
+	c.checkIdentity(ctx)
 }
 
 func (c *agentCheck) checkConfig(err error) {
@@ -489,6 +490,7 @@ func (c *agentCheck) checkServer(ctx context.Context) {
 		return
 	}
 	answers := fmt.Sprintf("%s answers, agent protocol %d, in %v", serverURL(c.cfg.Server), h.Protocol, rtt.Round(time.Millisecond))
+	c.serverUp = true
 	if plainBeyondLoopback(c.cfg.Server) { // tls.go
 		c.add("server", checkWarn, answers+", in plain HTTP across the network",
 			"use the server's https:// address: the join token and renters' traffic would cross the network in the clear")
@@ -527,43 +529,6 @@ func serverURL(addr string) string {
 		addr = "http://" + addr
 	}
 	return addr
-}
-
-// checkIdentity says whether the node has its key and has joined.
-func (c *agentCheck) checkIdentity() {
-	if c.cfg == nil {
-		c.add("identity", checkWarn, "skipped: the config is not valid", "")
-		return
-	}
-	keyPath := c.cfg.KeyPath()
-	key := "no key yet: the agent creates " + keyPath + " on its first start"
-	if _, err := os.Stat(keyPath); err == nil {
-		priv, err := nodekey.LoadOrCreate(keyPath)
-		if err != nil {
-			c.add("identity", checkFail, err.Error(), "")
-			return
-		}
-		key = "key " + keyPath + " (" + dockerNodeID(priv) + ")"
-	} else if err := dirWritable(c.cfg.DataDir); err != nil {
-		c.add("identity", checkFail, "the data dir cannot be used: "+err.Error(),
-			"create it for the agent's user, e.g. sudo install -d -m 700 "+c.cfg.DataDir)
-		return
-	}
-	st, err := agent.ReadState(c.cfg.DataDir)
-	switch {
-	case err != nil:
-		c.add("identity", checkFail, key+"; "+err.Error(), "")
-	case st != nil && serverURL(st.Server) != serverURL(c.cfg.Server):
-		c.add("identity", checkFail, fmt.Sprintf("%s; joined %s as %s, not %s", key, st.Server, st.NodeID, c.cfg.Server),
-			"to join another server, move "+agent.StatePath(c.cfg.DataDir)+" away")
-	case st != nil:
-		c.add("identity", checkOK, fmt.Sprintf("%s; joined as %s (provider %s) on %s", key, st.NodeID, st.ProviderID, st.JoinedAt.Format(time.DateOnly)), "")
-	case c.cfg.JoinToken == "":
-		c.add("identity", checkFail, key+"; not joined yet, and no join token",
-			"set join_token in the config or "+agent.EnvJoinToken+" (a provider makes one with 'idlegrid token create')")
-	default:
-		c.add("identity", checkOK, key+"; not joined yet: the agent joins with its join token", "")
-	}
 }
 
 // dirWritable reports why dir (or the nearest directory above it that

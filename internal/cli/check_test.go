@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	igclient "github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/agent"
 	"github.com/idlegrid/idlegrid/internal/gpu"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
@@ -24,8 +26,8 @@ import (
 )
 
 // mustCheckServer runs the real server (store, coordinator, HTTP API) on a
-// free port and returns its URL.
-func mustCheckServer(tb testing.TB) string {
+// free port and returns its URL, and a provider's client there.
+func mustCheckServer(tb testing.TB) (string, *igclient.Client) {
 	tb.Helper()
 	rs, err := startServer(context.Background(), serveConfig{
 		listen: "127.0.0.1:0", dsn: filepath.Join(tb.TempDir(), "idlegrid.db"),
@@ -35,7 +37,22 @@ func mustCheckServer(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { rs.stop() })
-	return rs.url
+	_, _, secret, err := igclient.New(rs.url, rs.adminKey).CreateAccount(context.Background(), "check-provider", idlegrid.RoleProvider)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rs.url, igclient.New(rs.url, secret)
+}
+
+// mustJoinToken makes one of provider's join tokens, for uses nodes, and
+// returns its secret.
+func mustJoinToken(tb testing.TB, provider *igclient.Client, uses int) string {
+	tb.Helper()
+	_, secret, err := provider.CreateJoinToken(context.Background(), "check", uses, time.Hour)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return secret
 }
 
 // mustCheckConfig writes an agent config for server with extra lines and
@@ -94,9 +111,10 @@ func want(tb testing.TB, lines map[string]checkLine, check, status string, menti
 }
 
 func TestAgentCheck(t *testing.T) {
-	url := mustCheckServer(t)
+	url, provider := mustCheckServer(t)
+	token := mustJoinToken(t, provider, 3)
 	t.Run("FakeNodeReady", func(t *testing.T) {
-		path, dataDir := mustCheckConfig(t, url, "fake_gpus: 2xRTX4090\njoin_token: igj_test\n")
+		path, dataDir := mustCheckConfig(t, url, "fake_gpus: 2xRTX4090\njoin_token: "+token+"\n")
 		r := run(t, nil, "agent", "--check", "--config", path)
 		if r.code != 0 {
 			t.Fatalf("got %s, want exit 0", r)
@@ -113,7 +131,7 @@ func TestAgentCheck(t *testing.T) {
 		want(t, lines, "gpus in containers", checkOK, "not needed")
 		want(t, lines, "server", checkOK, url+" answers, agent protocol 1")
 		want(t, lines, "clock", checkOK, "from the server's")
-		want(t, lines, "identity", checkOK, "no key yet", "not joined yet: the agent joins with its join token")
+		want(t, lines, "identity", checkOK, "no key yet", "not joined yet: the agent joins with its join token", `(token "check" of provider acct_`, "3 uses left")
 		if len(lines) != 12 {
 			t.Errorf("%d lines, want 12:\n%s", len(lines), r.out)
 		}
@@ -122,6 +140,18 @@ func TestAgentCheck(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(dataDir, "node.key")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the check made a node key (stat: %v); it must change nothing", err)
+		}
+		if toks, err := provider.ListJoinTokens(context.Background()); err != nil || len(toks) != 1 || toks[0].Uses != 0 {
+			t.Errorf("join tokens = %+v, %v; want the one, unused: the check must change nothing", toks, err)
+		}
+	})
+	t.Run("TokenRefused", func(t *testing.T) {
+		path, _ := mustCheckConfig(t, url, "fake_gpus: 1xT4\njoin_token: igj_nosuch\n")
+		r := run(t, nil, "agent", "--check", "--config", path)
+		lines := checkedLines(t, r.out)
+		want(t, lines, "identity", checkFail, "the server refuses the join token: unknown join token", "idlegrid token create")
+		if r.code != 1 {
+			t.Errorf("got %s, want exit 1", r)
 		}
 	})
 	t.Run("JSON", func(t *testing.T) {
@@ -185,7 +215,7 @@ func TestAgentCheck(t *testing.T) {
 		checkDetector = func(context.Context) (gpu.Detector, string, error) {
 			return nil, "", idlegrid.Errorf(idlegrid.EUNAVAILABLE, "cannot see any NVIDIA GPU: NVML: libnvidia-ml.so.1 not found")
 		}
-		path, _ := mustCheckConfig(t, url, "runtime: fake\njoin_token: igj_test\n")
+		path, _ := mustCheckConfig(t, url, "runtime: fake\njoin_token: "+token+"\n")
 		r := run(t, nil, "agent", "--check", "--config", path)
 		lines := checkedLines(t, r.out)
 		want(t, lines, "gpu driver", checkFail, "no NVIDIA driver found", "libnvidia-ml.so.1", "install the NVIDIA driver")
@@ -205,7 +235,7 @@ func TestAgentCheck(t *testing.T) {
 				Processes: []gpu.Process{{PID: 4242, Name: "/usr/bin/blender"}}},
 		}}
 		checkDetector = func(context.Context) (gpu.Detector, string, error) { return det, "NVML, driver 550.54.15", nil }
-		path, _ := mustCheckConfig(t, url, "runtime: fake\njoin_token: igj_test\nmode: when-idle\nidle:\n  for: 15m\n")
+		path, _ := mustCheckConfig(t, url, "runtime: fake\njoin_token: "+token+"\nmode: when-idle\nidle:\n  for: 15m\n")
 		r := run(t, nil, "agent", "--check", "--config", path)
 		lines := checkedLines(t, r.out)
 		want(t, lines, "gpu driver", checkOK, "NVML, driver 550.54.15, CUDA 12.4")
@@ -222,14 +252,35 @@ func TestAgentCheck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustState(t, dataDir, agent.State{NodeID: "node_abc", ProviderID: "acct_p", Server: url, JoinedAt: time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)})
+		joined := mustJoin(t, url, key, mustJoinToken(t, provider, 1))
+		mustState(t, dataDir, agent.State{NodeID: joined.NodeID, ProviderID: joined.ProviderID, Server: url, JoinedAt: time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)})
 		lines := checkedLines(t, run(t, nil, "agent", "--check", "--config", path).out)
-		want(t, lines, "identity", checkOK, "key "+filepath.Join(dataDir, "node.key")+" ("+dockerNodeID(key)+")", "joined as node_abc (provider acct_p) on 2030-01-02")
+		want(t, lines, "identity", checkOK, "key "+filepath.Join(dataDir, "node.key")+" ("+dockerNodeID(key)+")",
+			"joined as "+joined.NodeID+" (provider "+joined.ProviderID+") on 2030-01-02", "the server knows it (offline)")
+
+		mustState(t, dataDir, agent.State{NodeID: "node_abc", ProviderID: "acct_p", Server: url})
+		lines = checkedLines(t, run(t, nil, "agent", "--check", "--config", path).out)
+		want(t, lines, "identity", checkFail, "joined as node_abc", "the server does not know it", "move "+filepath.Join(dataDir, "node.json")+" away")
 
 		mustState(t, dataDir, agent.State{NodeID: "node_abc", ProviderID: "acct_p", Server: "http://elsewhere:7070"})
 		lines = checkedLines(t, run(t, nil, "agent", "--check", "--config", path).out)
 		want(t, lines, "identity", checkFail, "joined http://elsewhere:7070 as node_abc", "move "+filepath.Join(dataDir, "node.json")+" away")
 	})
+}
+
+// mustJoin joins the node whose key is key to the server at url with
+// token, as its agent would.
+func mustJoin(tb testing.TB, url string, key ed25519.PrivateKey, token string) *idlegrid.JoinResponse {
+	tb.Helper()
+	offer := idlegrid.Offer{Name: "check-node", GPUs: []idlegrid.GPU{{UUID: "GPU-check-0", Model: "T4", VRAMMB: 15360}},
+		Region: "eu-west", Residency: "EU", Schedule: idlegrid.Schedule{Mode: idlegrid.ScheduleAlways},
+		Ask: idlegrid.Ask{FloorMicrosPerGPUHour: map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: 400_000}}}
+	resp, err := igclient.NewAgent(url, key).Join(context.Background(), idlegrid.JoinRequest{
+		Token: token, PublicKey: nodekey.PublicString(key.Public().(ed25519.PublicKey)), Offer: offer, AgentVersion: "test"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return resp
 }
 
 // TestAgentCheck_Server checks the server and clock lines against servers

@@ -170,6 +170,8 @@ func (a *api) routes() {
 	a.disputeRoutes(t) // dispute.go
 
 	a.handle("POST /v1/agent/join", t, a.withJoinSignature(a.join))
+	a.handle("POST /v1/agent/join-tokens/check", t, a.checkJoinToken) // agentcheck.go
+	a.handle("GET /v1/agent/node", t, a.withNode(a.agentNode))
 	a.handle("PUT /v1/agent/offer", t, a.withNode(a.updateOffer))
 	a.handle("POST /v1/agent/heartbeat", t, a.withNode(a.heartbeat))
 	a.handle("GET /v1/agent/commands", a.opts.MaxWait+longPollMargin, a.withNode(a.commands))

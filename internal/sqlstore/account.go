@@ -250,6 +250,19 @@ func (db *DB) ListJoinTokens(ctx context.Context, providerID string) ([]*idlegri
 	return out, err
 }
 
+// FindJoinToken returns the join token whose secret hashes to hash.
+func (db *DB) FindJoinToken(ctx context.Context, hash string) (*idlegrid.JoinToken, error) {
+	var t *idlegrid.JoinToken
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		t, err = scanJoinToken(tx.QueryRowContext(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens WHERE hash = $1`, hash))
+		if errors.Is(err, sql.ErrNoRows) {
+			return idlegrid.Errorf(idlegrid.ENOTFOUND, "no such join token")
+		}
+		return err
+	})
+	return t, err
+}
+
 // RevokeJoinToken revokes the provider's token at at, like RevokeAPIKey.
 func (db *DB) RevokeJoinToken(ctx context.Context, providerID, tokenID string, at time.Time) error {
 	return db.update(ctx, func(tx *sql.Tx) error {

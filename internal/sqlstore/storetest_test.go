@@ -248,6 +248,13 @@ func testJoinTokens(t *testing.T, db *sqlstore.DB) {
 	if diff := cmp.Diff([]*idlegrid.JoinToken{tok}, got); diff != "" {
 		t.Errorf("ListJoinTokens (-want +got):\n%s", diff)
 	}
+	found, err := db.FindJoinToken(ctx, tok.Hash)
+	mustOK(t, err)
+	if diff := cmp.Diff(tok, found); diff != "" {
+		t.Errorf("FindJoinToken of a revoked token (-want +got):\n%s", diff)
+	}
+	_, err = db.FindJoinToken(ctx, "no-such-hash")
+	wantCode(t, err, idlegrid.ENOTFOUND)
 }
 
 func testJoinNode(t *testing.T, db *sqlstore.DB) {
