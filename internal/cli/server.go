@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,15 +28,22 @@ import (
 	"github.com/idlegrid/idlegrid/internal/web"
 )
 
-// shutdownTimeout bounds a graceful shutdown of the HTTP server.
-const shutdownTimeout = 10 * time.Second
+// defaultShutdownGrace is --shutdown-grace's default: long enough for an
+// inference stream of a few thousand tokens to finish, well within the
+// minute the deploy units give the server to stop.
+const defaultShutdownGrace = 30 * time.Second
+
+// cutWait bounds how long a shutdown waits, once the grace has passed, for
+// the requests it cut to end (an inference request's charge among what
+// they write) before it closes the store under them.
+const cutWait = 10 * time.Second
 
 // serverCommand is "idlegrid server".
 type serverCommand struct{ env *env }
 
 func (c *serverCommand) Run(ctx context.Context, args []string) error {
 	fs := c.env.flags("server", help{
-		usage: "idlegrid server [--listen 127.0.0.1:7070] [--db idlegrid.db|postgres://…] [--tls-cert FILE --tls-key FILE] [--fee-bps 1000] [--payout-hold 72h] [--trust-policy FILE] [--bootstrap-admin-key-file FILE]",
+		usage: "idlegrid server [--listen 127.0.0.1:7070] [--db idlegrid.db|postgres://…] [--tls-cert FILE --tls-key FILE] [--fee-bps 1000] [--payout-hold 72h] [--trust-policy FILE] [--bootstrap-admin-key-file FILE] [--shutdown-grace 30s]",
 		about: `Run the coordinator: the HTTP API under /v1, the market engine that places
 jobs on nodes, the escrow ledger, and the reapers that notice silent nodes.
 Agents connect to it; nothing connects to them.
@@ -43,8 +51,15 @@ Agents connect to it; nothing connects to them.
 The store is a SQLite file, or PostgreSQL when --db is a postgres:// URL.
 On a database with no admin account yet, the server creates one and writes
 its API key to --bootstrap-admin-key-file (mode 0600), or prints it once to
-standard error when no file is given. Ctrl-C shuts down gracefully; a second
-Ctrl-C exits at once.`,
+standard error when no file is given.
+
+SIGTERM or Ctrl-C shuts down gracefully: the server stops accepting
+connections, answers the long polls at once (agents and watchers ask
+again, of the next server), lets the requests in flight, inference streams
+among them, finish for up to --shutdown-grace and cuts what is left, then
+closes the agents' sessions (they reconnect to the next server), writes
+the inference meter's charges and closes the database. A second Ctrl-C
+exits at once.`,
 		examples: `idlegrid server --db idlegrid.db --bootstrap-admin-key-file admin.key
 		idlegrid server --listen 0.0.0.0:7070 --db postgres://idlegrid@db:5432/idlegrid?sslmode=disable
 		idlegrid server --listen :443 --tls-cert /etc/letsencrypt/live/market.example.com/fullchain.pem --tls-key /etc/letsencrypt/live/market.example.com/privkey.pem`,
@@ -68,6 +83,7 @@ Ctrl-C exits at once.`,
 	cfg.inference = inferenceFlags(fs) // serverinference.go
 	fs.Float64Var(&cfg.accountRPS, "api-account-rps", defaultAccountRPS, "API requests a second each account but admins may send (a token bucket; agents and inference are limited apart); 0: no limit")
 	fs.IntVar(&cfg.accountBurst, "api-account-burst", defaultAccountBurst, "how many requests an account may send at once before --api-account-rps paces it; 0: a second's worth")
+	fs.DurationVar(&cfg.shutdownGrace, "shutdown-grace", defaultShutdownGrace, "on SIGTERM or Ctrl-C, how long requests in flight (inference streams among them) may take to finish before they are cut; 0: cut them at once")
 	args, err := fs.parse(args)
 	if err != nil {
 		return err
@@ -89,10 +105,16 @@ Ctrl-C exits at once.`,
 		return usagef("--api-account-rps must be between 0 and 1000000, got %g", cfg.accountRPS)
 	} else if cfg.accountBurst < 0 || cfg.accountBurst > 1e6 {
 		return usagef("--api-account-burst must be between 0 and 1000000, got %d", cfg.accountBurst)
+	} else if cfg.shutdownGrace < 0 || cfg.shutdownGrace > time.Hour {
+		return usagef("--shutdown-grace must be between 0 and 1h, got %s", cfg.shutdownGrace)
 	} else if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
 		return usagef("--tls-cert and --tls-key go together: the certificate and its private key")
-	} else if cfg.payoutHold == 0 {
+	}
+	if cfg.payoutHold == 0 {
 		cfg.payoutHold = -1 // the coordinator reads 0 as its default
+	}
+	if cfg.shutdownGrace == 0 {
+		cfg.shutdownGrace = -1 // serveConfig reads 0 as the default
 	}
 	defer startGCFloor(ctx, *gcFloor)()
 	if cfg.logger, err = logs.newLogger(c.env.Err); err != nil {
@@ -118,7 +140,7 @@ Ctrl-C exits at once.`,
 }
 
 // serve waits until ctx is done, the HTTP server fails, or the market
-// lock is lost to another server, then stops rs.
+// lock is lost, then stops rs.
 func (rs *runningServer) serve(ctx context.Context, logger *slog.Logger) error {
 	var err error
 	select {
@@ -126,8 +148,9 @@ func (rs *runningServer) serve(ctx context.Context, logger *slog.Logger) error {
 		logger.Info("shutting down")
 	case err = <-rs.served:
 	case <-rs.lock.Lost():
-		err = withHint(errors.New("lost the market lock: the connection that held it broke, and another server took it meanwhile"),
-			"stop one of the servers: one server runs the market on a database")
+		rs.srv.Close() // another server may run the market by now: stop placing and reaping at once
+		err = withHint(fmt.Errorf("lost the market lock: %w", rs.lock.Err()),
+			"the next start takes it again, or says which server holds it: one server runs the market on a database")
 	}
 	return errors.Join(err, rs.stop())
 }
@@ -178,6 +201,11 @@ type serveConfig struct {
 	inference        *inferenceLimits    // nil: the gateway's defaults
 	accountRPS       float64             // each account's API requests a second; 0: no limit
 	accountBurst     int                 // 0: a second's worth
+	shutdownGrace    time.Duration       // how long stop lets requests in flight finish; 0: defaultShutdownGrace; negative: none
+	// graceTimer starts the shutdown's grace; nil: time.After. Tests end
+	// it by hand.
+	graceTimer func(time.Duration) <-chan time.Time
+	wrap       func(http.Handler) http.Handler // wraps the server's handler (tests); nil: none
 }
 
 // defaultAccountRPS is --api-account-rps's default: far above what the
@@ -204,6 +232,10 @@ type runningServer struct {
 	sessions   *session.Registry // agents' outbound sessions; http.Server does not track upgraded connections
 	gateway    *gateway.Gateway  // the OpenAI-compatible inference API; its meter outlives the HTTP server
 	cancelBase context.CancelFunc
+	handlers   inFlight // the HTTP handlers running, upgraded ones among them
+	grace      time.Duration
+	graceTimer func(time.Duration) <-chan time.Time
+	log        *slog.Logger
 }
 
 // startServer opens the store and the coordinator, bootstraps the first
@@ -270,14 +302,23 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	}
 	rs.url = scheme + "://" + ln.Addr().String()
 
-	// Requests derive their context from base, so that a shutdown ends the
-	// agents' long polls at once instead of waiting them out.
+	// Requests derive their context from base, so that a shutdown cuts
+	// those still running when its grace has passed.
 	base, cancelBase := context.WithCancel(context.Background())
 	rs.cancelBase = cancelBase
+	rs.grace, rs.graceTimer, rs.log = cmp.Or(cfg.shutdownGrace, defaultShutdownGrace), cfg.graceTimer, cfg.logger
+	if rs.graceTimer == nil {
+		rs.graceTimer = time.After
+	}
 	api := httpapi.New(srv, httpapi.Options{Logger: cfg.logger, Sessions: rs.sessions, Gateway: rs.gateway, Metrics: metrics,
 		AccountRequestsPerSecond: cfg.accountRPS, AccountBurst: cfg.accountBurst})
-	rs.http = httpapi.NewServer(cfg.listen, web.Handler(api))
+	var h http.Handler = web.Handler(api)
+	if cfg.wrap != nil {
+		h = cfg.wrap(h)
+	}
+	rs.http = httpapi.NewServer(cfg.listen, rs.handlers.track(h))
 	rs.http.BaseContext = func(net.Listener) context.Context { return base }
+	rs.http.RegisterOnShutdown(srv.Drain) // once the listeners are closed
 	rs.http.ErrorLog = slog.NewLogLogger(cfg.logger.Handler(), slog.LevelWarn)
 	serve := rs.http.Serve
 	if certs != nil {
@@ -306,18 +347,108 @@ func closeIfFailed(err *error, close func() error) {
 	}
 }
 
-// stop shuts the HTTP server down gracefully, then the coordinator, then
-// the store.
+// stop shuts the server down in the order that loses no answer that can
+// still be given and no charge: it stops accepting connections and wakes
+// the long polls (drain); lets the requests in flight finish, up to the
+// grace; closes the agents' sessions, which http.Server does not track,
+// so that their agents reconnect to the next server (inference streams
+// travel on them: they close after the drain); cuts the requests left and
+// waits for their handlers, which may still write; then stops the
+// gateway's meter, which writes the charges left, the coordinator's loops,
+// the market lock and the store.
 func (rs *runningServer) stop() error {
-	rs.cancelBase()
+	drained := rs.drain()
 	rs.sessions.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	err := rs.http.Shutdown(ctx)
-	if err != nil {
-		err = errors.Join(err, rs.http.Close())
+	rs.cancelBase()
+	var err error
+	if !drained {
+		err = rs.http.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), cutWait)
+		if rs.handlers.wait(ctx) != nil {
+			rs.log.Warn("requests cut at shutdown did not end; closing the database under them", "requests", rs.handlers.count())
+		}
+		cancel()
 	}
 	return errors.Join(err, rs.gateway.Close(), rs.srv.Close(), rs.lock.Close(), rs.store.Close())
+}
+
+// drain shuts the HTTP server down gracefully: it closes the listeners,
+// has the coordinator answer its long polls (RegisterOnShutdown), and waits
+// for the requests in flight until the grace passes. It reports whether
+// they all finished.
+func (rs *runningServer) drain() bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- rs.http.Shutdown(ctx) }()
+	var over <-chan time.Time
+	if rs.grace > 0 {
+		over = rs.graceTimer(rs.grace)
+	} else {
+		cancel()
+	}
+	select {
+	case err := <-done:
+		return err == nil
+	case <-over:
+		rs.log.Warn("shutdown grace passed: cutting the requests still running", "grace", rs.grace, "requests", rs.handlers.count())
+		cancel()
+		return <-done == nil
+	}
+}
+
+// inFlight counts the HTTP handlers running, so that a shutdown can wait
+// for those it cut: http.Server.Close does not.
+type inFlight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to zero; nil when nobody waits
+}
+
+// track counts h's calls.
+func (f *inFlight) track(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.n++
+		f.mu.Unlock()
+		defer f.leave()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (f *inFlight) leave() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n--; f.n == 0 && f.idle != nil {
+		close(f.idle)
+		f.idle = nil
+	}
+}
+
+func (f *inFlight) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
+}
+
+// wait returns once no handler runs, or ctx's error when it ends first.
+func (f *inFlight) wait(ctx context.Context) error {
+	f.mu.Lock()
+	if f.n == 0 {
+		f.mu.Unlock()
+		return nil
+	}
+	if f.idle == nil {
+		f.idle = make(chan struct{})
+	}
+	idle := f.idle
+	f.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // openGateway starts the inference gateway over the store, the

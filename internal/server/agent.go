@@ -163,7 +163,7 @@ func (s *Server) nodeLease(ctx context.Context, nodeID, leaseID string) (*idlegr
 }
 
 // Commands returns what the calling node should do now. With nothing to do,
-// it waits up to wait for something to change.
+// it waits up to wait for something to change, or until Drain.
 func (s *Server) Commands(ctx context.Context, wait time.Duration) ([]idlegrid.Command, error) {
 	c, err := node(ctx)
 	if err != nil {
@@ -182,6 +182,8 @@ func (s *Server) Commands(ctx context.Context, wait time.Duration) ([]idlegrid.C
 	case <-timer.C:
 		return nil, nil
 	case <-ctx.Done():
+		return nil, nil
+	case <-s.draining:
 		return nil, nil
 	}
 	return s.commandsFor(ctx, c.NodeID)

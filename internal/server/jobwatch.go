@@ -18,8 +18,8 @@ const watchRecheck = 5 * time.Second
 // WatchJob returns the job and its leases, as FindJob and ListLeases let
 // the caller see them, with their version: a tag that changes whenever
 // anything in the view does. Given the version the caller saw last (seen),
-// it waits up to wait for the view to change, and returns the unchanged
-// view, with seen as its version, if it did not. Every store write that
+// it waits up to wait for the view to change (or until Drain), and returns
+// the unchanged view, with seen as its version, if it did not. Every store write that
 // changes a job or its leases wakes its watches (jobChanged).
 func (s *Server) WatchJob(ctx context.Context, jobID, seen string, wait time.Duration) (*idlegrid.JobView, string, error) {
 	deadline, recheck := time.NewTimer(wait), time.NewTimer(watchRecheck)
@@ -36,7 +36,7 @@ func (s *Server) WatchJob(ctx context.Context, jobID, seen string, wait time.Dur
 // waitOnce reads the job's view and returns it, unless it is still the
 // one seen: then it waits, and says to read again (again) when a change
 // wakes it or recheck fires, or returns the view unchanged when the
-// deadline passes or ctx ends.
+// deadline passes, ctx ends or the server drains.
 func (s *Server) waitOnce(ctx context.Context, jobID, seen string, wait time.Duration, deadline, recheck *time.Timer) (
 	v *idlegrid.JobView, version string, again bool, err error) {
 	woken, done := s.watches.wait(jobID) // before reading, so no change is missed
@@ -52,6 +52,8 @@ func (s *Server) waitOnce(ctx context.Context, jobID, seen string, wait time.Dur
 	case <-deadline.C:
 		return v, version, false, nil
 	case <-ctx.Done():
+		return v, version, false, nil
+	case <-s.draining:
 		return v, version, false, nil
 	}
 	return nil, "", true, nil

@@ -95,3 +95,59 @@ func TestServer_WatchJob(t *testing.T) {
 		}
 	})
 }
+
+// TestServer_Drain: a shutdown's Drain wakes the long polls waiting then,
+// an agent's poll for commands and a watch of a job, which answer at once
+// with nothing new, and later ones answer at once too.
+func TestServer_Drain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		j, err := m.srv.SubmitJob(m.renter, testSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // placed
+		v, seen, err := m.srv.WatchJob(m.renter, j.ID, "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease := v.Leases[0]
+		if err := m.srv.ReportLease(m.node, lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+			t.Fatal(err)
+		}
+		if _, seen, err = m.srv.WatchJob(m.renter, j.ID, seen, 0); err != nil {
+			t.Fatal(err)
+		}
+		polls := make(chan time.Duration, 4)
+		poll := func() {
+			start := time.Now()
+			cmds, err := m.srv.Commands(m.node, time.Minute)
+			if err != nil || len(cmds) != 0 {
+				t.Errorf("a drained poll for commands = %+v, %v; want none", cmds, err)
+			}
+			polls <- time.Since(start)
+		}
+		watch := func() {
+			start := time.Now()
+			_, version, err := m.srv.WatchJob(m.renter, j.ID, seen, time.Minute)
+			if err != nil || version != seen {
+				t.Errorf("a drained watch = %q, %v; want the version seen, %q", version, err, seen)
+			}
+			polls <- time.Since(start)
+		}
+		go poll()
+		go watch()
+		synctest.Wait()
+		if len(polls) != 0 {
+			t.Fatal("a long poll answered before the drain")
+		}
+		m.srv.Drain()
+		go poll()
+		go watch()
+		for range 4 {
+			if took := <-polls; took != 0 {
+				t.Errorf("a long poll answered %s after the drain, want at once", took)
+			}
+		}
+	})
+}

@@ -168,6 +168,9 @@ type Server struct {
 	metrics *metrics
 	waiters waiters // wakes agents' long polls, by node
 	watches waiters // wakes watches of jobs, by job (jobwatch.go)
+	// draining is closed by Drain: long polls answer at once from then on.
+	draining  chan struct{}
+	drainOnce sync.Once
 	// receiptLocks serialise each lease's receipts with its settlement.
 	receiptLocks leaseLocks
 	// naive is the NaiveMatcher baseline's market, owned by the scheduler.
@@ -233,7 +236,7 @@ func Open(cfg Config) (*Server, error) {
 		asks: make(chan func(*market.Engine)), passGap: make(chan func(*market.Engine)), stopped: make(chan struct{}),
 		audit: auditLog, logins: logins, scans: newScanBudget(cfg.ScanShare, cfg.ScanBurst),
 		marketView: readCache[[]market.MarketStat]{ttl: marketViewTTL}, explains: readCache[*market.Explanation]{ttl: explainTTL},
-		trust: trust{policy: cfg.TrustPolicy, uptime: map[string]*uptimeTrack{}},
+		trust: trust{policy: cfg.TrustPolicy, uptime: map[string]*uptimeTrack{}}, draining: make(chan struct{}),
 	}
 	s.attest = newAttestState(cfg)
 	if s.metrics, err = newMetrics(cfg.Metrics, s); err != nil {
@@ -251,8 +254,17 @@ func Open(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Close stops the loops and waits for them. It does not close the store.
+// Drain wakes the long polls waiting now (agents' commands, watches of
+// jobs) and has later ones answer at once, as if their wait were over: the
+// server is shutting down, and their clients should ask again, of the next
+// server, rather than hold its shutdown up. Everything else goes on as
+// before. It may be called more than once.
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
+
+// Close drains the long polls, stops the loops and waits for them. It does
+// not close the store.
 func (s *Server) Close() error {
+	s.Drain()
 	s.cancel()
 	s.wg.Wait()
 	return nil

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/idlegrid/idlegrid/internal/dirlock"
 )
 
@@ -32,31 +34,48 @@ var ErrMarketLocked = errors.New("another idlegrid server is running the market 
 const marketLockKey int64 = 0x1d1e_9d1d
 
 // DefaultMarketLockCheck is how often a PostgreSQL market lock checks that
-// its connection, which holds it, is alive, unless LockMarket is told.
+// its session, which holds it, still does, unless LockMarket is told.
 const DefaultMarketLockCheck = 10 * time.Second
 
+// marketLockChecks is how many check intervals a PostgreSQL market lock
+// may go without a check that succeeds before it counts as lost. While the
+// session that holds the lock lives, PostgreSQL keeps the lock for it, so
+// a stall (the database slow, the network dropping packets) shorter than
+// that is waited out on the same session. Longer, the server cannot tell
+// a stall from a session PostgreSQL has ended, whose lock another server
+// may have taken: it gives up, so that two engines overlap by that much at
+// most.
+const marketLockChecks = 3
+
 // MarketLock is a server's hold on the market in its database, kept until
-// Close. On PostgreSQL the lock lives as long as one connection: if the
-// connection breaks, the lock is taken again on a new one; if meanwhile
-// another server took it, Lost is closed and the server must stop.
+// Close. On PostgreSQL the lock lives as long as the session that took it.
+// A session that ended (its connection broke, or someone terminated its
+// backend) has let the lock go, and another server may hold it by now, so
+// the lock is lost at once and never taken again behind the server's
+// back; so it is when no check has succeeded for marketLockChecks check
+// intervals. Lost is closed then, and the server must stop running the
+// market.
 type MarketLock struct {
 	file *dirlock.Lock      // SQLite: a lock on the file beside the database
 	conn *sql.Conn          // PostgreSQL: the session holding the advisory lock; owned by watch once it runs
 	poke chan chan struct{} // a check now, answered when done (tests)
 	lost chan struct{}
-	stop chan struct{}
+	err  error              // why the lock was lost; written before lost closes
+	ctx  context.Context    // ends at Close, and with it a check in flight
+	stop context.CancelFunc // ends ctx
 	done chan struct{}
 }
 
 // LockMarket takes the market lock without waiting: ErrMarketLocked, with
-// who holds it, when another server does. On PostgreSQL its connection is
+// who holds it, when another server does. On PostgreSQL its session is
 // checked every check (0: DefaultMarketLockCheck). An in-memory SQLite
 // database is its process's alone and needs none.
 func (db *DB) LockMarket(ctx context.Context, check time.Duration) (*MarketLock, error) {
 	if check <= 0 {
 		check = DefaultMarketLockCheck
 	}
-	l := &MarketLock{poke: make(chan chan struct{}), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	l := &MarketLock{poke: make(chan chan struct{}), lost: make(chan struct{}), done: make(chan struct{})}
+	l.ctx, l.stop = context.WithCancel(context.Background())
 	switch {
 	case db.dialect == postgresDialect:
 		conn, err := db.lockPostgres(ctx)
@@ -64,7 +83,7 @@ func (db *DB) LockMarket(ctx context.Context, check time.Duration) (*MarketLock,
 			return nil, err
 		}
 		l.conn = conn
-		go l.watch(db, check)
+		go l.watch(check)
 		return l, nil
 	case db.path != "":
 		file, err := dirlock.TakeFile(db.path + "-lock")
@@ -117,58 +136,89 @@ func marketLockRow(alias string) string {
 		alias + `.database = (SELECT oid FROM pg_database WHERE datname = current_database())`
 }
 
-// watch checks the lock's connection every every until Close. A broken
-// one is replaced, the lock taken again on the new one; the lock is lost
-// if another server took it meanwhile.
-func (l *MarketLock) watch(db *DB, every time.Duration) {
+// watch checks the lock's session every every until Close, or until the
+// lock is lost: its session ended, or no check succeeded for
+// marketLockChecks intervals. A check that fails otherwise (the database
+// stalled, or refused the query) is tried again at the next, on the same
+// session: letting the session go would let the lock go.
+func (l *MarketLock) watch(every time.Duration) {
 	defer close(l.done)
-	defer func() {
-		if l.conn != nil {
-			unlock(l.conn)
-		}
-	}()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	giveUp := marketLockChecks * every
+	okAt := time.Now()
 	for {
 		var answer chan struct{}
 		select {
-		case <-l.stop:
+		case <-l.ctx.Done():
+			unlock(l.conn)
 			return
 		case <-tick.C:
 		case answer = <-l.poke:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), max(every, DefaultMarketLockCheck))
-		err := l.keep(ctx, db)
-		cancel()
-		if errors.Is(err, ErrMarketLocked) {
-			close(l.lost)
+		err := l.check(okAt.Add(giveUp))
+		if err == nil {
+			okAt = time.Now()
+		} else if l.ctx.Err() == nil && (errors.Is(err, errSessionEnded) || time.Since(okAt) >= giveUp) {
+			l.lose(err, giveUp)
 		}
 		if answer != nil {
 			close(answer)
 		}
-		if errors.Is(err, ErrMarketLocked) {
+		if l.conn == nil {
 			return
 		}
 	}
 }
 
-// keep checks the lock's connection, and takes the lock again on a new
-// one if it broke. An error other than ErrMarketLocked (the database
-// unreachable) leaves it to try again at the next check.
-func (l *MarketLock) keep(ctx context.Context, db *DB) error {
-	if l.conn != nil {
-		if l.conn.PingContext(ctx) == nil {
-			return nil
-		}
-		discard(l.conn)
-		l.conn = nil
-	}
-	conn, err := db.lockPostgres(ctx)
-	if err != nil {
+// errSessionEnded is a check's error when the lock's session has ended,
+// or no longer holds the lock.
+var errSessionEnded = errors.New("the database session that held it ended, and PostgreSQL let it go: another server may hold it now")
+
+// check asks the lock's session whether it still holds the lock, and
+// waits for the answer until deadline, since a session that is slow to
+// answer still holds it. It returns errSessionEnded when the session has
+// ended or lets the lock go; any other error leaves the session as it was.
+func (l *MarketLock) check(deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(l.ctx, deadline)
+	defer cancel()
+	var held bool
+	err := l.conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks l
+		WHERE l.pid = pg_backend_pid() AND `+marketLockRow("l")+`)`).Scan(&held)
+	switch {
+	case err == nil && !held:
+		return errSessionEnded
+	case err == nil || ctx.Err() != nil:
 		return err
+	case sessionEnded(l.conn):
+		return fmt.Errorf("%w (%v)", errSessionEnded, err)
 	}
-	l.conn = conn
-	return nil
+	return err
+}
+
+// sessionEnded reports whether conn's session is over: database/sql gave
+// it up, or pgx closed it after a network error or a FATAL one, such as
+// the backend's termination.
+func sessionEnded(conn *sql.Conn) bool {
+	errClosed := errors.New("closed")
+	return conn.Raw(func(dc any) error {
+		if c, ok := dc.(*stdlib.Conn); ok && c.Conn().IsClosed() {
+			return errClosed
+		}
+		return nil
+	}) != nil
+}
+
+// lose gives the lock up, closing its session in case it still holds it,
+// and says why in Err.
+func (l *MarketLock) lose(err error, giveUp time.Duration) {
+	if !errors.Is(err, errSessionEnded) {
+		err = fmt.Errorf("no check of it succeeded for %s, the last failing with %v: another server may hold it now", giveUp, err)
+	}
+	l.err = err
+	discard(l.conn)
+	l.conn = nil
+	close(l.lost)
 }
 
 // unlock lets the advisory lock go on its own session before discarding
@@ -190,19 +240,26 @@ func discard(conn *sql.Conn) {
 	conn.Close()
 }
 
-// Lost is closed when the lock was lost to another server.
+// Lost is closed when the lock is lost: the server must stop running the
+// market at once. Err says why.
 func (l *MarketLock) Lost() <-chan struct{} { return l.lost }
+
+// Err says why the lock was lost, once Lost is closed; nil before.
+func (l *MarketLock) Err() error {
+	select {
+	case <-l.lost:
+		return l.err
+	default:
+		return nil
+	}
+}
 
 // Close lets the market lock go.
 func (l *MarketLock) Close() error {
 	if l.file != nil {
 		return l.file.Release()
 	}
-	select {
-	case <-l.stop:
-	default:
-		close(l.stop)
-	}
+	l.stop()
 	<-l.done
 	return nil
 }
