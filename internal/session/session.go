@@ -68,6 +68,10 @@ const PingPath = "/agent/v1/ping"
 const (
 	DefaultKeepAlive        = 15 * time.Second
 	DefaultKeepAliveTimeout = 10 * time.Second
+	// DefaultMaxPeerStreams is four times what either end's transport
+	// keeps idle (256), with the calls in flight: an honest peer stays
+	// well under it.
+	DefaultMaxPeerStreams = 1024
 )
 
 const (
@@ -90,6 +94,14 @@ type Config struct {
 	// KeepAliveTimeout is how long an end waits for a ping's answer (and
 	// for a frame to be written) before it closes the session. Default 10 s.
 	KeepAliveTimeout time.Duration
+	// MaxPeerStreams bounds the streams the peer may hold open on the
+	// session at once: each costs a goroutine and a receive window of up
+	// to 256 KiB, so a peer (a node, to the server) that opens them without
+	// end would take the other end's memory. One past it is closed as it
+	// opens. Default DefaultMaxPeerStreams.
+	MaxPeerStreams int
+	// Refused, when set, counts the streams refused for MaxPeerStreams.
+	Refused *atomic.Int64
 }
 
 func (c Config) withDefaults() Config {
@@ -101,6 +113,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeepAliveTimeout <= 0 {
 		c.KeepAliveTimeout = DefaultKeepAliveTimeout
+	}
+	if c.MaxPeerStreams <= 0 {
+		c.MaxPeerStreams = DefaultMaxPeerStreams
+	}
+	if c.Refused == nil {
+		c.Refused = new(atomic.Int64)
 	}
 	return c
 }
@@ -116,6 +134,8 @@ type Session struct {
 	opened  time.Time
 	trouble *atomic.Pointer[string] // yamux's last error, which is why a session ends
 	closing atomic.Bool             // Close was called: the end is no trouble
+
+	peer *peerStreams // the streams the peer opened, open now
 
 	reqCtx    context.Context    // the context of the requests the peer sends
 	cancelReq context.CancelFunc // ends them, once the session has closed
@@ -145,6 +165,7 @@ func newSession(conn net.Conn, agentEnd bool, nodeID string, h http.Handler, c C
 		return nil, fmt.Errorf("start session: %w", err)
 	}
 	s := &Session{nodeID: nodeID, mux: mux, live: live, log: c.Logger, opened: time.Now(), trouble: trouble, done: make(chan struct{})}
+	s.peer = &peerStreams{most: c.MaxPeerStreams, refused: c.Refused, log: c.Logger, nodeID: nodeID}
 	s.reqCtx, s.cancelReq = context.WithCancel(context.Background())
 	s.out = &http.Transport{
 		DialContext:         s.dial,
@@ -185,7 +206,7 @@ func (s *Session) serve(h http.Handler, agentEnd bool) {
 		// end sets none.
 		srv.ReadHeaderTimeout, srv.IdleTimeout = 0, 0
 	}
-	_ = srv.Serve(streamListener{s.mux, s.live}) // returns when the session closes, and closes it
+	_ = srv.Serve(streamListener{s.mux, s.live, s.peer}) // returns when the session closes, and closes it
 	s.cancelReq()
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
 	defer cancel()

@@ -1,8 +1,10 @@
 package session
 
 import (
+	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -68,16 +70,66 @@ func (c *liveStream) Close() error {
 }
 
 // streamListener is the listener the session's HTTP server accepts the
-// peer's streams from.
+// peer's streams from. A stream past the peer's limit is closed as it
+// opens: the peer's request on it fails, and no goroutine waits on it.
 type streamListener struct {
 	*yamux.Session
 	live *liveStreams
+	peer *peerStreams
 }
 
 func (ln streamListener) Accept() (net.Conn, error) {
-	st, err := ln.AcceptStream()
-	if err != nil {
-		return nil, err
+	for {
+		st, err := ln.AcceptStream()
+		if err != nil {
+			return nil, err
+		}
+		if ln.peer.take() {
+			return &peerStream{Conn: ln.live.add(st), peer: ln.peer}, nil
+		}
+		ln.peer.refuse(st)
 	}
-	return ln.live.add(st), nil
+}
+
+// peerStreams counts the streams the peer holds open, up to most.
+type peerStreams struct {
+	most    int
+	open    atomic.Int64
+	refused *atomic.Int64 // the registry's count, or the session's own
+	log     *slog.Logger
+	nodeID  string
+	warned  atomic.Bool // the first refusal of the session is logged
+}
+
+// take counts a new stream, or reports that the peer holds most already.
+func (p *peerStreams) take() bool {
+	if p.open.Add(1) > int64(p.most) {
+		p.open.Add(-1)
+		return false
+	}
+	return true
+}
+
+// refuse closes st, which the peer opened past its limit.
+func (p *peerStreams) refuse(st *yamux.Stream) {
+	st.Close()
+	p.refused.Add(1)
+	if !p.warned.Swap(true) {
+		p.log.Warn("session: the peer opened more streams than it may hold open; those past the limit are closed",
+			"node", p.nodeID, "limit", p.most)
+	}
+}
+
+// peerStream is a stream the peer opened, counted until its first Close.
+type peerStream struct {
+	net.Conn
+	peer   *peerStreams
+	closed atomic.Bool
+}
+
+func (c *peerStream) Close() error {
+	if !c.closed.Swap(true) {
+		c.peer.open.Add(-1)
+	}
+	return c.Conn.Close()
 }

@@ -1,8 +1,13 @@
 package session
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,7 +52,7 @@ func TestLiveStreams_expireReads(t *testing.T) {
 	if _, err := out.Write([]byte("x")); err != nil { // the peer learns of the stream with its first frame
 		t.Fatal(err)
 	}
-	ln := streamListener{server, live}
+	ln := streamListener{server, live, &peerStreams{most: 8, refused: new(atomic.Int64)}}
 	in, err := ln.Accept()
 	if err != nil {
 		t.Fatal(err)
@@ -70,5 +75,60 @@ func TestLiveStreams_expireReads(t *testing.T) {
 		t.Logf("the reader returned %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("a reader of a closing session's stream did not return while the connection was closing")
+	}
+}
+
+// TestSession_maxPeerStreams has an agent open more streams than the
+// server's end lets it hold open: the one past the limit is closed as it
+// opens and its request fails, counted; those within it are served.
+func TestSession_maxPeerStreams(t *testing.T) {
+	near, far := net.Pipe()
+	arrived, release := make(chan struct{}, 8), make(chan struct{})
+	blocking := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		io.WriteString(w, "done")
+	})
+	refused := new(atomic.Int64)
+	server, err := newSession(near, false, "node_a", blocking, Config{MaxPeerStreams: 2, Refused: refused})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	agentEnd, err := newSession(far, true, "node_a", http.NotFoundHandler(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agentEnd.Close()
+	post := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a stream served past the limit would wait for release
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://server/v1/agent/heartbeat", strings.NewReader("{}"))
+		resp, err := agentEnd.RoundTrip(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return err
+	}
+	results := make(chan error, 2)
+	for range 2 {
+		go func() { results <- post() }()
+		<-arrived // held open in the handler
+	}
+	if err := post(); err == nil || errors.Is(err, context.DeadlineExceeded) || len(arrived) > 0 {
+		t.Fatalf("a third stream while two are held open: %v, %d more served; want it refused as it opened", err, len(arrived))
+	}
+	if n := refused.Load(); n < 1 {
+		t.Errorf("refused = %d, want the third stream counted", n)
+	}
+	close(release)
+	for range 2 {
+		if err := <-results; err != nil {
+			t.Errorf("a request within the limit: %v", err)
+		}
+	}
+	if err := post(); err != nil { // on a stream the first two left idle
+		t.Errorf("a request after the others ended: %v", err)
 	}
 }
