@@ -13,13 +13,14 @@ import (
 // definite reports whether err is the server's considered answer, which
 // asking again will not change (a 4xx: invalid, conflict, not found, a
 // refused token…), as opposed to a network failure, an overloaded or
-// broken server, or a lapsed context. A 401 for the request's signed time
+// broken server, a 429 (too many requests from the node's address, which
+// waiting mends), or a lapsed context. A 401 for the request's signed time
 // (off the server's clock, which NTP mends) or for a signature taken
 // before is asked again, signed anew: a lease's final report must not be
 // dropped for it.
 func definite(err error) bool {
 	switch idlegrid.ErrorCode(err) {
-	case "", idlegrid.EINTERNAL, idlegrid.EUNAVAILABLE:
+	case "", idlegrid.EINTERNAL, idlegrid.EUNAVAILABLE, idlegrid.ETOOMANY:
 		return false
 	case idlegrid.EUNAUTHORIZED:
 		msg := idlegrid.ErrorMessage(err)

@@ -217,6 +217,26 @@ func TestAgent_Forgotten(t *testing.T) {
 	})
 }
 
+// A 429 is asked again: the server refuses the requests of an address
+// that failed to authenticate too often (other nodes behind the same NAT,
+// say) until it may try again, and a lease's report must not be lost for it.
+func TestAgent_ReportAfterA429(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &fakeServer{}
+		r := startAgent(t, testConfig(t), srv, &rtfake.Runtime{})
+		busy := idlegrid.Errorf(idlegrid.ETOOMANY, "too many requests from 192.0.2.7 failed to authenticate; wait 3s")
+		srv.fail("ReportLease", busy, busy)
+		r.assign(srv, "lease_a", job(60, nil))
+		waitFor(t, "the lease to succeed", leaseIn(srv, "lease_a", idlegrid.LeaseSucceeded))
+		if got := states(srv.reportsFor("lease_a")); got != "running,succeeded" {
+			t.Errorf("reports = %s, want running,succeeded", got)
+		}
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // A 401 is asked again: the server refuses a request signed at a time off
 // its clock, which NTP mends, and a lease's report must not be lost for it.
 func TestAgent_ReportAfterA401(t *testing.T) {
