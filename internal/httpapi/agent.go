@@ -20,11 +20,7 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) error {
 	if req.PublicKey != r.Header.Get(nodekey.HeaderPublicKey) {
 		return idlegrid.Invalid("public_key", "must be the key in the %s header that signed the request", nodekey.HeaderPublicKey)
 	}
-	var resp *idlegrid.JoinResponse
-	err := a.guard(r, func() (err error) {
-		resp, err = a.srv.Join(r.Context(), req)
-		return err
-	})
+	resp, err := a.srv.Join(r.Context(), req)
 	if err != nil {
 		return err
 	}

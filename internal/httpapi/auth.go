@@ -29,11 +29,7 @@ func (a *api) withKey(next handlerFunc) handlerFunc {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="idlegrid"`)
 			return err
 		}
-		var caller *idlegrid.Caller
-		err = a.guard(r, func() (err error) {
-			caller, err = a.srv.AuthenticateKey(r.Context(), secret)
-			return err
-		})
+		caller, err := a.srv.AuthenticateKey(r.Context(), secret)
 		if idlegrid.ErrorCode(err) == idlegrid.EUNAUTHORIZED {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="idlegrid", error="invalid_token"`)
 			return errBadKey
@@ -109,12 +105,7 @@ func (a *api) withNode(next handlerFunc) handlerFunc {
 		} else if !idlegrid.IsText(nodeID) {
 			return idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "the %s header is not a node ID; join again with a new join token", nodekey.HeaderNode)
 		}
-		var pub ed25519.PublicKey
-		var providerID string
-		err := a.guard(r, func() (err error) { // before the body: no node, no read
-			pub, providerID, err = a.srv.NodeIdentity(r.Context(), nodeID)
-			return err
-		})
+		pub, providerID, err := a.srv.NodeIdentity(r.Context(), nodeID) // before the body: no node, no read
 		if err != nil {
 			return err
 		}

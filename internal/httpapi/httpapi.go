@@ -90,8 +90,7 @@ type api struct {
 	mux    *http.ServeMux
 	http   *httpMetrics
 	limits *accountLimits
-	fails  authFailures // failed authentications, by client address (authlimit.go)
-	seen   *replays     // signed agent requests taken
+	seen   *replays // signed agent requests taken
 }
 
 // handlerFunc is an HTTP handler that returns its error instead of writing it.
@@ -101,8 +100,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 func New(srv *server.Server, opts Options) http.Handler {
 	opts = opts.withDefaults()
 	a := &api{srv: srv, opts: opts, log: opts.Logger, mux: http.NewServeMux(), http: newHTTPMetrics(opts.Metrics),
-		limits: newAccountLimits(opts.AccountRequestsPerSecond, opts.AccountBurst), seen: newReplays(),
-		fails: newAuthFailures()}
+		limits: newAccountLimits(opts.AccountRequestsPerSecond, opts.AccountBurst), seen: newReplays()}
 	a.routes()
 	return a.mux
 }
