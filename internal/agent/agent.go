@@ -435,9 +435,9 @@ func (a *Agent) heartbeatLoop(ctx context.Context, refuse context.CancelCauseFun
 		case <-t.C:
 		}
 		resp, err := a.srv.Heartbeat(ctx, idlegrid.HeartbeatRequest{Leases: a.progress(), ModelQueues: a.models.queues()})
-		if !unknownNode(err) {
+		if err == nil { // an outage or a 429 between two such answers does not make the server know the node
 			unknownSince = time.Time{}
-		} else if unknownSince.IsZero() {
+		} else if unknownNode(err) && unknownSince.IsZero() {
 			unknownSince = a.clock.Now()
 		}
 		var next time.Duration
@@ -448,7 +448,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context, refuse context.CancelCauseFun
 			a.log.Error("the server refuses this node; stopping", "err", err)
 			refuse(fmt.Errorf("%w: %v", errRetired, err))
 			return
-		case !unknownSince.IsZero() && a.clock.Now().Sub(unknownSince) >= ForgetAfter:
+		case unknownNode(err) && a.clock.Now().Sub(unknownSince) >= ForgetAfter:
 			a.log.Error("the server no longer knows this node; stopping", "since", unknownSince, "err", err)
 			refuse(fmt.Errorf("%w: %v", errForgotten, err))
 			return

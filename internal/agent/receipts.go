@@ -310,12 +310,8 @@ func (a *Agent) sendReceipts(ctx context.Context, l *lease) bool {
 	}
 	perSend := maxReceiptsPerSend
 	for {
-		if l.meter.unsure() {
-			if !a.rebaseReceipts(ctx, l) {
-				return false
-			} else if l.meter.unsure() {
-				return true // the server did not say: ask again at the next send
-			}
+		if l.meter.unsure() && !a.rebaseReceipts(ctx, l) {
+			return false
 		}
 		batch := l.meter.pending(perSend)
 		if len(batch) == 0 {
@@ -346,8 +342,9 @@ func (a *Agent) sendReceipts(ctx context.Context, l *lease) bool {
 }
 
 // rebaseReceipts asks the server for the lease's last accepted receipt and
-// goes on with the chain from it (meter.rebase). When the server cannot
-// say, the meter stays unsure. It returns false when ctx ended first.
+// goes on with the chain from it (meter.rebase). A server that will not
+// say (one older than this agent answers 404) leaves the chain as it is,
+// as agents before it did. It returns false when ctx ended first.
 func (a *Agent) rebaseReceipts(ctx context.Context, l *lease) bool {
 	var last *idlegrid.Receipt
 	err := a.deliver(ctx, "ask for the last usage receipt", func(ctx context.Context) (err error) {
@@ -358,7 +355,8 @@ func (a *Agent) rebaseReceipts(ctx context.Context, l *lease) bool {
 	case ctx.Err() != nil:
 		return false
 	case err != nil:
-		a.log.Warn("could not ask the server for the lease's last usage receipt; will ask again", "lease", l.id, "err", err)
+		a.log.Warn("the server did not say which usage receipt of the lease it has last; going on with the chain as it is", "lease", l.id, "err", err)
+		l.meter.settle()
 		return true
 	case last != nil && (last.LeaseID != l.id || nodekey.VerifyReceipt(a.key.Public().(ed25519.PublicKey), last) != nil):
 		a.log.Warn("the server's last usage receipt is not one this node signed for the lease; going on with the chain as it is", "lease", l.id)

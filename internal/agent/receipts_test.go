@@ -264,6 +264,32 @@ func TestAgent_Receipts(t *testing.T) {
 			r.stop(t)
 		})
 	})
+	t.Run("OlderServer", func(t *testing.T) {
+		// A server older than this agent has no GET .../receipts/last (404):
+		// a workload taken back goes on with its chain as it was kept.
+		synctest.Test(t, func(t *testing.T) {
+			cfg, srv, rt := leftBehind(t, idlegrid.LeaseRunning, 3600)
+			key, err := nodekey.LoadOrCreate(cfg.KeyPath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			began := time.Now().Add(-70 * time.Second)
+			sent := idlegrid.Receipt{LeaseID: "lease_a", Seq: 1, Start: began, End: began.Add(time.Minute), GPUSeconds: 60}
+			nodekey.SignReceipt(key, &sent)
+			srv.receipts = map[string][]idlegrid.Receipt{"lease_a": {sent}}
+			for range 10000 { // never, in the test's hour
+				srv.fail("LastReceipt", idlegrid.Errorf(idlegrid.ENOTFOUND, "no route GET /v1/agent/leases/lease_a/receipts/last"))
+			}
+			writeMeterState(t, cfg.DataDir, map[string]any{
+				"lease_id": "lease_a", "gpus": rt.left[0].GPUs, "limit_seconds": 3600, "began": began,
+				"cut": sent.End, "seq": 1, "prev_hash": sent.Hash(), "unsent": []idlegrid.Receipt{},
+			})
+			r := startAgent(t, cfg, srv, rt)
+			waitFor(t, "a second receipt", func() bool { return len(srv.receiptsFor("lease_a")) >= 2 })
+			checkChain(t, "lease_a", key.Public().(ed25519.PublicKey), srv.receiptsFor("lease_a"))
+			r.stop(t)
+		})
+	})
 }
 
 // writeMeterState writes a lease's receipt state as an agent keeps it

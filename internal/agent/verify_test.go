@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -196,6 +197,29 @@ func TestAgent_Forgotten(t *testing.T) {
 			}
 			if got := lastReport(srv, "lease_a"); got.State != idlegrid.LeaseFailed {
 				t.Errorf("the lease's last report = %+v, want its workload stopped", got)
+			}
+		})
+	})
+	t.Run("ThroughAnOutage", func(t *testing.T) {
+		// The server forgets the node, then is unreachable for a while,
+		// then still does not know it: the outage does not reset the clock.
+		synctest.Test(t, func(t *testing.T) {
+			srv := &fakeServer{}
+			r := startAgent(t, testConfig(t), srv, &rtfake.Runtime{})
+			waitFor(t, "the offer", func() bool { _, offers, _ := srv.counts(); return offers == 1 })
+			down := errors.New("dial tcp 127.0.0.1:7070: connection refused")
+			srv.fail("Heartbeat", unknown)
+			for range 40 {
+				srv.fail("Heartbeat", down)
+			}
+			for range 1000 {
+				srv.fail("Heartbeat", unknown)
+			}
+			if err := r.wait(t); err == nil || !strings.Contains(err.Error(), "no longer knows") {
+				t.Errorf("Run = %v, want it to end saying the server forgot the node", err)
+			}
+			if n := len(srv.callTimes("Heartbeat")); n > 43 {
+				t.Errorf("%d heartbeats, want the agent to stop at the first answer after the outage (42)", n)
 			}
 		})
 	})
