@@ -89,8 +89,9 @@ func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 func requestID(w http.ResponseWriter) string { return w.Header().Get("X-Request-Id") }
 
 // worstCost is what the request may cost at the dearest provider it may
-// reach: its prompt, and its max_tokens (or ReserveOutputTokens) for each
-// of the n completions it asks for.
+// reach: its prompt (openai.Request.ReservePromptTokens), and its
+// max_tokens (or ReserveOutputTokens) for each of the n completions it
+// asks for.
 func (g *Gateway) worstCost(req *openai.Request, plan []*candidate) idlegrid.Micros {
 	out := req.MaxTokens
 	if out == 0 {
@@ -102,7 +103,7 @@ func (g *Gateway) worstCost(req *openai.Request, plan []*candidate) idlegrid.Mic
 	}
 	var worst idlegrid.Micros
 	for _, c := range plan {
-		worst = max(worst, c.Model.Cost(req.PromptTokens, out))
+		worst = max(worst, c.Model.Cost(req.ReservePromptTokens(), out))
 	}
 	return worst
 }

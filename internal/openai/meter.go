@@ -63,6 +63,13 @@ func (r *Request) MostPromptTokens(sent int) int64 {
 	return int64(sent) + templateTokens + int64(r.messages)*messageTemplateTokens + int64(r.media)*mediaTokens
 }
 
+// ReservePromptTokens is what a budget reserves for the request's prompt:
+// the estimate of its text, and each image, audio or video part at the
+// most it may take, since those may cost twenty times the estimate.
+func (r *Request) ReservePromptTokens() int64 {
+	return r.PromptTokens + int64(r.media)*(mediaTokens-MediaTokens)
+}
+
 // MostCompletionTokens is the most completion tokens an honest answer to
 // the request can have when it relayed bytes: no more than max_tokens for
 // each of the n completions, when the request set max_tokens.

@@ -252,6 +252,9 @@ func TestRequest_MostTokens(t *testing.T) {
 	if got, want := r.PromptTokens, int64(4+4+2*openai.MediaTokens); got != want {
 		t.Errorf("with an image and an audio part: PromptTokens = %d, want %d (13 bytes of text, a message, two media parts)", got, want)
 	}
+	if got, want := r.ReservePromptTokens(), int64(4+4+2*16384); got != want {
+		t.Errorf("with an image and an audio part: ReservePromptTokens = %d, want %d: each part at the most it may take", got, want)
+	}
 }
 
 func FuzzParseRequest(f *testing.F) {
