@@ -37,7 +37,7 @@ func TestAPI_agentCheck(t *testing.T) {
 		name, token, code, says string
 	}{
 		{"unknown", "igj_nosuch", idlegrid.EUNAUTHORIZED, "unknown join token"},
-		{"empty", "", idlegrid.EINVALID, "join.token"},
+		{"empty", "", idlegrid.EINVALID, "token: required"},
 	} {
 		if _, err := anyone.CheckJoinToken(ctx, tt.token); idlegrid.ErrorCode(err) != tt.code || !strings.Contains(err.Error(), tt.says) {
 			t.Errorf("%s token: err = %v, want %s saying %q", tt.name, err, tt.code, tt.says)

@@ -25,7 +25,7 @@ func (s *Server) AgentNode(ctx context.Context) (*idlegrid.Node, error) {
 // would.
 func (s *Server) CheckJoinToken(ctx context.Context, secret string) (*idlegrid.JoinToken, error) {
 	if secret == "" {
-		return nil, idlegrid.Invalid("join.token", "required; ask the provider for a join token (idlegrid token create)")
+		return nil, idlegrid.Invalid("token", "required; ask the provider for a join token (idlegrid token create)")
 	}
 	t, err := s.store.FindJoinToken(ctx, hashSecret(secret))
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {

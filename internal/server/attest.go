@@ -579,7 +579,7 @@ func verifiedNote(v *idlegrid.NodeAttestationView, doubt string) string {
 // QuarantineNode puts a node in quarantine at an admin's word, with the
 // reason as its evidence.
 func (s *Server) QuarantineNode(ctx context.Context, nodeID, reason string) (*idlegrid.Quarantine, error) {
-	c, err := requireUse(ctx, idlegrid.RoleAdmin)
+	c, err := requireManage(ctx, idlegrid.RoleAdmin)
 	if err != nil {
 		return nil, err
 	}
@@ -601,7 +601,7 @@ func (s *Server) QuarantineNode(ctx context.Context, nodeID, reason string) (*id
 
 // LiftQuarantine ends a node's quarantine at an admin's word.
 func (s *Server) LiftQuarantine(ctx context.Context, nodeID, note string) (*idlegrid.Quarantine, error) {
-	c, err := requireUse(ctx, idlegrid.RoleAdmin)
+	c, err := requireManage(ctx, idlegrid.RoleAdmin)
 	if err != nil {
 		return nil, err
 	}

@@ -72,6 +72,8 @@ func TestServer_KeyAccess(t *testing.T) {
 			{"AdminUseTopsUp", func() error { _, err := m.srv.TopUp(adminUse, m.renterID, 1, "x"); return err }, idlegrid.EFORBIDDEN},
 			{"AdminUseCreatesAccount", func() error { _, _, _, err := m.srv.CreateAccount(adminUse, "x", idlegrid.RoleAdmin); return err }, idlegrid.EFORBIDDEN},
 			{"AdminUseListsAccounts", func() error { _, err := m.srv.ListAccounts(adminUse, idlegrid.AccountFilter{}); return err }, ""},
+			{"AdminUseQuarantines", func() error { _, err := m.srv.QuarantineNode(adminUse, m.nodeID, "x"); return err }, idlegrid.EFORBIDDEN},
+			{"AdminUseLiftsAQuarantine", func() error { _, err := m.srv.LiftQuarantine(adminUse, m.nodeID, "x"); return err }, idlegrid.EFORBIDDEN},
 			{"ProviderUseMakesJoinToken", func() error { _, _, err := m.srv.CreateJoinToken(providerUse, "x", 1, time.Hour); return err }, idlegrid.EFORBIDDEN},
 			{"ProviderUseRequestsPayout", func() error { _, err := m.srv.RequestPayout(providerUse, 1, "p1"); return err }, idlegrid.EFORBIDDEN},
 		}
