@@ -31,6 +31,9 @@ type Registry struct {
 
 // NewRegistry returns an empty registry.
 func NewRegistry(c Config) *Registry {
+	if c.MaxPeerStreams <= 0 {
+		c.MaxPeerStreams = DefaultMaxPeerStreams
+	}
 	return &Registry{cfg: c.withDefaults(), byNode: map[string]*Session{}}
 }
 

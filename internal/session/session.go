@@ -68,9 +68,9 @@ const PingPath = "/agent/v1/ping"
 const (
 	DefaultKeepAlive        = 15 * time.Second
 	DefaultKeepAliveTimeout = 10 * time.Second
-	// DefaultMaxPeerStreams is four times what either end's transport
-	// keeps idle (256), with the calls in flight: an honest peer stays
-	// well under it.
+	// DefaultMaxPeerStreams is the server's bound on an agent's streams:
+	// four times what the agent's transport keeps idle (256), with its
+	// calls in flight; an honest agent stays well under it.
 	DefaultMaxPeerStreams = 1024
 )
 
@@ -96,9 +96,11 @@ type Config struct {
 	KeepAliveTimeout time.Duration
 	// MaxPeerStreams bounds the streams the peer may hold open on the
 	// session at once: each costs a goroutine and a receive window of up
-	// to 256 KiB, so a peer (a node, to the server) that opens them without
-	// end would take the other end's memory. One past it is closed as it
-	// opens. Default DefaultMaxPeerStreams.
+	// to 256 KiB, so a node that opens them without end would take the
+	// server's memory. One past it is closed as it opens. The server's end
+	// (NewRegistry) defaults to DefaultMaxPeerStreams; the agent's end has
+	// no bound unless set, since the server opens a stream for each
+	// inference request in flight, as many as the node's models allow.
 	MaxPeerStreams int
 	// Refused, when set, counts the streams refused for MaxPeerStreams.
 	Refused *atomic.Int64
@@ -113,9 +115,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeepAliveTimeout <= 0 {
 		c.KeepAliveTimeout = DefaultKeepAliveTimeout
-	}
-	if c.MaxPeerStreams <= 0 {
-		c.MaxPeerStreams = DefaultMaxPeerStreams
 	}
 	if c.Refused == nil {
 		c.Refused = new(atomic.Int64)

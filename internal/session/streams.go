@@ -91,7 +91,8 @@ func (ln streamListener) Accept() (net.Conn, error) {
 	}
 }
 
-// peerStreams counts the streams the peer holds open, up to most.
+// peerStreams counts the streams the peer holds open, up to most (0: no
+// bound).
 type peerStreams struct {
 	most    int
 	open    atomic.Int64
@@ -103,7 +104,7 @@ type peerStreams struct {
 
 // take counts a new stream, or reports that the peer holds most already.
 func (p *peerStreams) take() bool {
-	if p.open.Add(1) > int64(p.most) {
+	if n := p.open.Add(1); p.most > 0 && n > int64(p.most) {
 		p.open.Add(-1)
 		return false
 	}

@@ -132,3 +132,24 @@ func TestSession_maxPeerStreams(t *testing.T) {
 		t.Errorf("a request after the others ended: %v", err)
 	}
 }
+
+// TestPeerStreams_ends: the server's end bounds an agent's streams by
+// default; the agent's end does not bound the server's, which opens one
+// for each inference request in flight.
+func TestPeerStreams_ends(t *testing.T) {
+	if got := NewRegistry(Config{}).cfg.MaxPeerStreams; got != DefaultMaxPeerStreams {
+		t.Errorf("the registry's bound = %d, want %d", got, DefaultMaxPeerStreams)
+	}
+	near, far := net.Pipe()
+	agentEnd, err := newSession(far, true, "node_a", http.NotFoundHandler(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agentEnd.Close()
+	defer near.Close()
+	for i := range 5 * DefaultMaxPeerStreams {
+		if !agentEnd.peer.take() {
+			t.Fatalf("the agent's end refused stream %d, want no bound", i+1)
+		}
+	}
+}
