@@ -163,12 +163,13 @@ func (s *Server) nodeLease(ctx context.Context, nodeID, leaseID string) (*idlegr
 }
 
 // Commands returns what the calling node should do now. With nothing to do,
-// it waits up to wait for something to change, or until Drain.
+// it waits up to wait for something to change, or until a Drain.
 func (s *Server) Commands(ctx context.Context, wait time.Duration) ([]idlegrid.Command, error) {
 	c, err := node(ctx)
 	if err != nil {
 		return nil, err
 	}
+	drained := s.drained()
 	changed, done := s.waiters.wait(c.NodeID) // before reading, so no change is missed
 	defer done()
 	cmds, err := s.commandsFor(ctx, c.NodeID)
@@ -183,7 +184,7 @@ func (s *Server) Commands(ctx context.Context, wait time.Duration) ([]idlegrid.C
 		return nil, nil
 	case <-ctx.Done():
 		return nil, nil
-	case <-s.draining:
+	case <-drained:
 		return nil, nil
 	}
 	return s.commandsFor(ctx, c.NodeID)

@@ -22,22 +22,29 @@ const watchRecheck = 5 * time.Second
 // the unchanged view, with seen as its version, if it did not. Every store write that
 // changes a job or its leases wakes its watches (jobChanged).
 func (s *Server) WatchJob(ctx context.Context, jobID, seen string, wait time.Duration) (*idlegrid.JobView, string, error) {
-	deadline, recheck := time.NewTimer(wait), time.NewTimer(watchRecheck)
-	defer deadline.Stop()
-	defer recheck.Stop()
+	w := watch{deadline: time.NewTimer(wait), recheck: time.NewTimer(watchRecheck), drained: s.drained()}
+	defer w.deadline.Stop()
+	defer w.recheck.Stop()
 	for {
-		v, version, again, err := s.waitOnce(ctx, jobID, seen, wait, deadline, recheck)
+		v, version, again, err := s.waitOnce(ctx, jobID, seen, wait, w)
 		if !again {
 			return v, version, err
 		}
 	}
 }
 
+// watch is what ends one WatchJob's wait: its deadline, the recheck of
+// the view, and the server's next Drain after the watch began.
+type watch struct {
+	deadline, recheck *time.Timer
+	drained           <-chan struct{}
+}
+
 // waitOnce reads the job's view and returns it, unless it is still the
 // one seen: then it waits, and says to read again (again) when a change
 // wakes it or recheck fires, or returns the view unchanged when the
-// deadline passes, ctx ends or the server drains.
-func (s *Server) waitOnce(ctx context.Context, jobID, seen string, wait time.Duration, deadline, recheck *time.Timer) (
+// deadline passes, ctx ends or the server drains (w).
+func (s *Server) waitOnce(ctx context.Context, jobID, seen string, wait time.Duration, w watch) (
 	v *idlegrid.JobView, version string, again bool, err error) {
 	woken, done := s.watches.wait(jobID) // before reading, so no change is missed
 	defer done()
@@ -45,15 +52,15 @@ func (s *Server) waitOnce(ctx context.Context, jobID, seen string, wait time.Dur
 	if err != nil || version != seen || wait <= 0 {
 		return v, version, false, err
 	}
-	recheck.Reset(watchRecheck)
+	w.recheck.Reset(watchRecheck)
 	select {
 	case <-woken:
-	case <-recheck.C:
-	case <-deadline.C:
+	case <-w.recheck.C:
+	case <-w.deadline.C:
 		return v, version, false, nil
 	case <-ctx.Done():
 		return v, version, false, nil
-	case <-s.draining:
+	case <-w.drained:
 		return v, version, false, nil
 	}
 	return nil, "", true, nil

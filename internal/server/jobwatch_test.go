@@ -98,7 +98,7 @@ func TestServer_WatchJob(t *testing.T) {
 
 // TestServer_Drain: a shutdown's Drain wakes the long polls waiting then,
 // an agent's poll for commands and a watch of a job, which answer at once
-// with nothing new, and later ones answer at once too.
+// with nothing new; later ones wait as usual.
 func TestServer_Drain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMarket(t)
@@ -119,9 +119,10 @@ func TestServer_Drain(t *testing.T) {
 			t.Fatal(err)
 		}
 		polls := make(chan time.Duration, 4)
+		wait := time.Minute
 		poll := func() {
 			start := time.Now()
-			cmds, err := m.srv.Commands(m.node, time.Minute)
+			cmds, err := m.srv.Commands(m.node, wait)
 			if err != nil || len(cmds) != 0 {
 				t.Errorf("a drained poll for commands = %+v, %v; want none", cmds, err)
 			}
@@ -129,7 +130,7 @@ func TestServer_Drain(t *testing.T) {
 		}
 		watch := func() {
 			start := time.Now()
-			_, version, err := m.srv.WatchJob(m.renter, j.ID, seen, time.Minute)
+			_, version, err := m.srv.WatchJob(m.renter, j.ID, seen, wait)
 			if err != nil || version != seen {
 				t.Errorf("a drained watch = %q, %v; want the version seen, %q", version, err, seen)
 			}
@@ -142,11 +143,20 @@ func TestServer_Drain(t *testing.T) {
 			t.Fatal("a long poll answered before the drain")
 		}
 		m.srv.Drain()
+		for range 2 {
+			if took := <-polls; took != 0 {
+				t.Errorf("a long poll waiting at the drain answered %s after it, want at once", took)
+			}
+		}
+		// Later ones wait as usual: an agent polling over its session
+		// through the shutdown's grace must not poll in a loop. (Their
+		// wait is short of the node's silence being noticed, a change.)
+		wait = 10 * time.Second
 		go poll()
 		go watch()
-		for range 4 {
-			if took := <-polls; took != 0 {
-				t.Errorf("a long poll answered %s after the drain, want at once", took)
+		for range 2 {
+			if took := <-polls; took != wait {
+				t.Errorf("a long poll begun after the drain answered after %s, want its whole wait, %s", took, wait)
 			}
 		}
 	})

@@ -168,9 +168,10 @@ type Server struct {
 	metrics *metrics
 	waiters waiters // wakes agents' long polls, by node
 	watches waiters // wakes watches of jobs, by job (jobwatch.go)
-	// draining is closed by Drain: long polls answer at once from then on.
-	draining  chan struct{}
-	drainOnce sync.Once
+	// draining is closed by Drain, and replaced: the long polls waiting
+	// then answer at once.
+	draining chan struct{}
+	drainMu  sync.Mutex
 	// receiptLocks serialise each lease's receipts with its settlement.
 	receiptLocks leaseLocks
 	// naive is the NaiveMatcher baseline's market, owned by the scheduler.
@@ -255,11 +256,25 @@ func Open(cfg Config) (*Server, error) {
 }
 
 // Drain wakes the long polls waiting now (agents' commands, watches of
-// jobs) and has later ones answer at once, as if their wait were over: the
-// server is shutting down, and their clients should ask again, of the next
-// server, rather than hold its shutdown up. Everything else goes on as
-// before. It may be called more than once.
-func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
+// jobs) as if their wait were over: the server is shutting down, and their
+// clients should ask again, of the next server, rather than hold its
+// shutdown up. Polls that begin later wait as usual (the HTTP server takes
+// no new request by then; those over the agents' sessions end when the
+// sessions close), so that agents do not poll in a loop through the
+// shutdown's grace. Everything else goes on as before.
+func (s *Server) Drain() {
+	s.drainMu.Lock()
+	defer s.drainMu.Unlock()
+	close(s.draining)
+	s.draining = make(chan struct{})
+}
+
+// drained is closed by the next Drain.
+func (s *Server) drained() <-chan struct{} {
+	s.drainMu.Lock()
+	defer s.drainMu.Unlock()
+	return s.draining
+}
 
 // Close drains the long polls, stops the loops and waits for them. It does
 // not close the store.
