@@ -53,7 +53,11 @@ func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 		if err != nil {
 			return err
 		}
-		req.Provider = openai.WithDefaults(req.Provider, c.routing)
+		if c.Access == "" || c.Access == idlegrid.AccessAll {
+			req.Provider = openai.WithDefaults(req.Provider, c.routing)
+		} else if req.Provider, err = openai.Binding(req.Provider, c.routing); err != nil { // the key's owner set where its requests may go
+			return err
+		}
 		all, err := g.catalog.providers(r.Context(), req.Model)
 		if err != nil {
 			return err

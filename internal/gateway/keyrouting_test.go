@@ -2,9 +2,12 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
+	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/idlegrid/idlegrid"
@@ -60,4 +63,40 @@ func TestGateway_keyRouting(t *testing.T) {
 			t.Errorf("served by %s, want %s", got, a)
 		}
 	})
+}
+
+// TestGateway_keyRoutingBinds: a key of access use is bound by its
+// routing: its requests may not lift or widen it.
+func TestGateway_keyRoutingBinds(t *testing.T) {
+	p := mustPair(t, nil) // alpha: eu-west, EU, 10/20; beta: us-east, US, 30/60
+	b := p.NodeB.NodeID
+	ctx := context.Background()
+	renter := client.New(p.URL, p.RenterKey)
+	key, secret, err := renter.CreateAPIKeyWithAccess(ctx, "teammate", idlegrid.AccessUse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := renter.SetKeyRouting(ctx, key.ID, idlegrid.Routing{Region: []string{"us-east"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, prefs := range []map[string]any{
+		{"region": []string{}, "sort": "price"},
+		{"region": []string{"us-east", "eu-west"}, "sort": "price"},
+	} {
+		var resp *http.Response
+		c := p.sdk(secret)
+		_, err := c.Chat.Completions.New(ctx, chatParams("Hi"), option.WithJSONSet("provider", prefs), option.WithResponseInto(&resp))
+		if err != nil {
+			t.Fatal(describe(err))
+		}
+		if got := resp.Header.Get("X-Idlegrid-Node"); got != b {
+			t.Errorf("provider %v: served by %s, want %s: the key's region binds it", prefs, got, b)
+		}
+	}
+	c := p.sdk(secret)
+	_, err = c.Chat.Completions.New(ctx, chatParams("Hi"), option.WithJSONSet("provider", map[string]any{"region": []string{"eu-west"}}))
+	var e *oai.Error
+	if !errors.As(err, &e) || e.StatusCode != 403 || !strings.Contains(e.Message, "provider.region") {
+		t.Errorf("a region outside the key's: %s, want 403 naming provider.region", describe(err))
+	}
 }

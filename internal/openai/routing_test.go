@@ -1,6 +1,7 @@
 package openai_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -79,5 +80,50 @@ func TestParseRequest_provider(t *testing.T) {
 		if !ok || e.Code != idlegrid.EINVALID || e.Field != tt.field {
 			t.Errorf("provider %s: error %v, want EINVALID on %s", tt.provider, err, tt.field)
 		}
+	}
+}
+
+// TestBinding: a use or read key's routing binds its requests: they may
+// narrow its hard constraints, never widen them, and set their own
+// preferences.
+func TestBinding(t *testing.T) {
+	m := func(v idlegrid.Micros) *idlegrid.Micros { return &v }
+	key := &idlegrid.Routing{
+		Sort: "price", DataResidency: []string{"EU"}, Only: []string{"node_a", "node_b"}, Ignore: []string{"node_x"},
+		MaxPrice: &idlegrid.RoutingMaxPrice{Prompt: m(2_000_000)},
+	}
+	parse := func(t *testing.T, provider string) *idlegrid.Routing {
+		t.Helper()
+		r, err := openai.ParseRequest(openai.ChatCompletions, []byte(`{"model":"m","messages":[{"role":"user","content":"Hi"}],"provider":`+provider+`}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Provider
+	}
+	for _, tt := range []struct {
+		name, provider string
+		want           *idlegrid.Routing
+	}{
+		{"none of its own", `null`, key},
+		{"widening is refused", `{"data_residency":[],"only":[],"ignore":[],"max_price":{"prompt":"9","completion":"9"}}`, &idlegrid.Routing{
+			Sort: "price", DataResidency: []string{"EU"}, Only: []string{"node_a", "node_b"}, Ignore: []string{"node_x"},
+			MaxPrice: &idlegrid.RoutingMaxPrice{Prompt: m(2_000_000), Completion: m(9_000_000)}}},
+		{"narrowing is kept", `{"sort":"latency","data_residency":["EU","US"],"only":["node_b","node_c"],"ignore":["node_y"],"max_price":{"prompt":"1"}}`, &idlegrid.Routing{
+			Sort: "latency", DataResidency: []string{"EU"}, Only: []string{"node_b"}, Ignore: []string{"node_x", "node_y"},
+			MaxPrice: &idlegrid.RoutingMaxPrice{Prompt: m(1_000_000)}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := openai.Binding(parse(t, tt.provider), key)
+			if diff := cmp.Diff(tt.want, got); err != nil || diff != "" {
+				t.Errorf("Binding: %v (-want +got):\n%s", err, diff)
+			}
+		})
+	}
+	_, err := openai.Binding(parse(t, `{"data_residency":["US"]}`), key)
+	if idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN || !strings.Contains(err.Error(), "provider.data_residency") {
+		t.Errorf("a residency outside the key's: err = %v, want forbidden naming provider.data_residency", err)
+	}
+	if got, err := openai.Binding(parse(t, `{"sort":"latency"}`), nil); err != nil || got == nil || got.Sort != "latency" {
+		t.Errorf("Binding without a key routing = %+v, %v; want the request's", got, err)
 	}
 }
