@@ -161,11 +161,12 @@ func (c *Caller) Allow(need Access) error {
 		return nil
 	}
 	if have == AccessRead { // the API refuses it by method, not knowing what the call takes
-		return Errorf(EFORBIDDEN, "this API key's access is read: it may only read; use a key with access use (or all, to manage the account), "+
-			"or create one with `idlegrid key create --access use`")
+		return Errorf(EFORBIDDEN, "this API key's access is read: it may only read; act with one of the account's keys of access use or all, "+
+			"or have the account's owner make one (`idlegrid key create --access use`, with a key of access all)")
 	}
 	return Errorf(EFORBIDDEN, "this API key's access is %s: it may not manage the account (API keys, spend limits, key routing, "+
-		"registry logins, join tokens, payouts, bonds, other accounts); use a key with access all, or create one with `idlegrid key create --access all`", have)
+		"registry logins, join tokens, payouts, bonds, other accounts); do it with the account's key of access all, "+
+		"whose holder can also make one (`idlegrid key create --access all`)", have)
 }
 
 type callerKey struct{}

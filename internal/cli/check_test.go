@@ -262,6 +262,21 @@ func TestAgentCheck(t *testing.T) {
 		lines = checkedLines(t, run(t, nil, "agent", "--check", "--config", path).out)
 		want(t, lines, "identity", checkFail, "joined as node_abc", "the server does not know it", "move "+filepath.Join(dataDir, "node.json")+" away")
 
+		other := mustJoin(t, url, mustAgentKey(t), mustJoinToken(t, provider, 1)) // a node this key is not
+		mustState(t, dataDir, agent.State{NodeID: other.NodeID, ProviderID: other.ProviderID, Server: url})
+		r := run(t, nil, "agent", "--check", "--config", path)
+		want(t, checkedLines(t, r.out), "identity", checkFail, "the server knows the node by another key", "put the node's own key back")
+		if r.code != 1 {
+			t.Errorf("another node's ID: got %s, want exit 1", r)
+		}
+
+		mustState(t, dataDir, agent.State{NodeID: joined.NodeID, ProviderID: joined.ProviderID, Server: url})
+		if _, err := provider.DrainNode(context.Background(), joined.NodeID, true); err != nil {
+			t.Fatal(err)
+		}
+		lines = checkedLines(t, run(t, nil, "agent", "--check", "--config", path).out)
+		want(t, lines, "identity", checkWarn, "the server knows it", "it is draining since", "idlegrid node drain "+joined.NodeID+" --undo")
+
 		mustState(t, dataDir, agent.State{NodeID: "node_abc", ProviderID: "acct_p", Server: "http://elsewhere:7070"})
 		lines = checkedLines(t, run(t, nil, "agent", "--check", "--config", path).out)
 		want(t, lines, "identity", checkFail, "joined http://elsewhere:7070 as node_abc", "move "+filepath.Join(dataDir, "node.json")+" away")
@@ -281,6 +296,16 @@ func mustJoin(tb testing.TB, url string, key ed25519.PrivateKey, token string) *
 		tb.Fatal(err)
 	}
 	return resp
+}
+
+// mustAgentKey is a new node key.
+func mustAgentKey(tb testing.TB) ed25519.PrivateKey {
+	tb.Helper()
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return key
 }
 
 // TestAgentCheck_Server checks the server and clock lines against servers

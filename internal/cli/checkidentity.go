@@ -70,7 +70,10 @@ func (c *agentCheck) askNode(ctx context.Context, joined string, key ed25519.Pri
 	msg := idlegrid.ErrorMessage(err)
 	switch code := idlegrid.ErrorCode(err); {
 	case err == nil:
-		c.add("identity", checkOK, fmt.Sprintf("%s; the server knows it (%s)", joined, n.State), "")
+		c.nodeStanding(joined, n)
+	case code == idlegrid.EUNAUTHORIZED && strings.Contains(msg, "bad node signature"):
+		c.add("identity", checkFail, joined+"; the server knows the node by another key than "+c.cfg.KeyPath()+": it refuses its signature",
+			"put the node's own key back, or move "+agent.StatePath(c.cfg.DataDir)+" away and give the agent a join token, to join as a new node")
 	case code == idlegrid.EUNAUTHORIZED && strings.Contains(msg, nodekey.UnknownWords):
 		c.add("identity", checkFail, joined+"; the server does not know it: its database was reset, or restored from before the node joined",
 			"to join as a new node, move "+agent.StatePath(c.cfg.DataDir)+" away and give the agent a join token")
@@ -79,6 +82,23 @@ func (c *agentCheck) askNode(ctx context.Context, joined string, key ed25519.Pri
 			"a retired node serves no more: start the agent with an empty data dir (a new node key) and a join token")
 	default:
 		c.add("identity", checkWarn, joined+"; could not ask the server about it: "+err.Error(), "")
+	}
+}
+
+// nodeStanding is the identity line of a node the server knows: a
+// warning when it takes no new leases (quarantined or draining), saying
+// what ends it.
+func (c *agentCheck) nodeStanding(joined string, n *idlegrid.Node) {
+	known := fmt.Sprintf("%s; the server knows it (%s)", joined, n.State)
+	switch {
+	case n.Quarantined:
+		c.add("identity", checkWarn, known+", but it is quarantined: it takes no new leases",
+			"'idlegrid node quarantine ls' says why; an admin lifts it ('idlegrid node quarantine lift "+n.ID+"')")
+	case n.DrainingSince != nil:
+		c.add("identity", checkWarn, known+", but it is draining since "+n.DrainingSince.UTC().Format(time.RFC3339)+": it takes no new leases",
+			"end the drain with 'idlegrid node drain "+n.ID+" --undo'")
+	default:
+		c.add("identity", checkOK, known, "")
 	}
 }
 

@@ -59,6 +59,8 @@ calendar month (renters); see 'idlegrid key limit'.`,
 	if *spendLimit != "" {
 		if limit, err = parseLimit(*spendLimit); err != nil || limit == nil {
 			return usagef("--spend-limit: must be a decimal amount such as 100 or 12.50, got %q", *spendLimit)
+		} else if *access == string(idlegrid.AccessRead) {
+			return usagef("--spend-limit: a key of access read spends nothing; leave it out, or give the key access use")
 		}
 	}
 	cl, err := r.client()

@@ -43,7 +43,7 @@ func TestKeyCommand_access(t *testing.T) {
 	}
 
 	team := map[string]string{"IDLEGRID_ADDR": rs.url, "IDLEGRID_KEY": use.Secret}
-	if r := run(t, team, "key", "create", "--name", "escape"); r.code != 1 || !strings.Contains(r.err, "idlegrid key create --access all") {
+	if r := run(t, team, "key", "create", "--name", "escape"); r.code != 1 || !strings.Contains(r.err, "idlegrid key create --access all") || !strings.Contains(r.err, "a key of wider access") {
 		t.Errorf("a use key making a key: %s", r)
 	}
 	if r := run(t, renter, "key", "create", "--name", "x", "--access", "root"); r.code != 2 || !strings.Contains(r.err, "--access: want all, use or read") {

@@ -243,6 +243,9 @@ func hintFor(err error) string {
 	case idlegrid.EUNAUTHORIZED:
 		return "set --key or IDLEGRID_KEY to a valid API key (a fresh server writes the first admin key to its --bootstrap-admin-key-file)"
 	case idlegrid.EFORBIDDEN:
+		if strings.Contains(idlegrid.ErrorMessage(err), "API key's access is") {
+			return "this takes a key of wider access: set --key or IDLEGRID_KEY to one ('idlegrid key ls', with a key of access all, shows each key's access)"
+		}
 		return "this needs another role: use the API key of an account that may do it (see 'idlegrid account ls' as an admin)"
 	case idlegrid.ENOTFOUND:
 		return notFoundHint(idlegrid.ErrorMessage(err))

@@ -152,7 +152,9 @@ func (rs *runningServer) serve(ctx context.Context, logger *slog.Logger) error {
 		err = withHint(fmt.Errorf("lost the market lock: %w", rs.lock.Err()),
 			"the next start takes it again, or says which server holds it: one server runs the market on a database")
 	}
-	return errors.Join(err, rs.stop())
+	err = errors.Join(err, rs.stop())
+	logger.Info("stopped")
+	return err
 }
 
 // newLogger returns a text logger at the named level.
@@ -382,9 +384,14 @@ func (rs *runningServer) drain() bool {
 	done := make(chan error, 1)
 	go func() { done <- rs.http.Shutdown(ctx) }()
 	var over <-chan time.Time
-	if rs.grace > 0 {
+	n := rs.handlers.count() // agents' sessions among them, which close after
+	switch {
+	case rs.grace > 0:
 		over = rs.graceTimer(rs.grace)
-	} else {
+		rs.log.Info("shutdown: letting the requests in flight finish", "requests", n, "grace", rs.grace,
+			"then", "the rest are cut; a second Ctrl-C or SIGTERM stops at once")
+	default:
+		rs.log.Warn("shutdown: cutting the requests in flight (--shutdown-grace 0)", "requests", n)
 		cancel()
 	}
 	select {

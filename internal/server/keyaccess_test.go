@@ -35,7 +35,7 @@ func TestServer_KeyAccess(t *testing.T) {
 		m := mustMarket(t)
 		all, _ := mustKeyAs(t, m, m.renter, idlegrid.AccessAll)
 		use, useKey := mustKeyAs(t, m, m.renter, idlegrid.AccessUse)
-		read, _ := mustKeyAs(t, m, m.renter, idlegrid.AccessRead)
+		read, readKey := mustKeyAs(t, m, m.renter, idlegrid.AccessRead)
 		budget := 5 * idlegrid.MicrosPerUnit
 		if _, err := m.srv.SetKeyLimit(all, useKey.ID, &budget); err != nil {
 			t.Fatal(err)
@@ -65,6 +65,7 @@ func TestServer_KeyAccess(t *testing.T) {
 			{"UseSubmits", func() error { _, err := m.srv.SubmitJob(use, testSpec()); return err }, ""},
 			{"UseReads", func() error { _, err := m.srv.ListSpendLimits(use, ""); return err }, ""},
 			{"ReadSubmits", func() error { _, err := m.srv.SubmitJob(read, testSpec()); return err }, idlegrid.EFORBIDDEN},
+			{"AllLimitsAReadKey", func() error { _, err := m.srv.SetKeyLimit(all, readKey.ID, ptr(idlegrid.Micros(5))); return err }, idlegrid.EINVALID},
 			{"ReadReads", func() error { _, err := m.srv.ListJobs(read, idlegrid.JobFilter{}); return err }, ""},
 			{"AllSubmits", func() error { _, err := m.srv.SubmitJob(all, testSpec()); return err }, ""},
 			{"AllMintsAKey", func() error { _, _, err := m.srv.CreateAPIKey(all, "more", idlegrid.AccessUse); return err }, ""},

@@ -38,6 +38,10 @@ func (s *Server) SetKeyLimit(ctx context.Context, keyID string, limit *idlegrid.
 		return nil, err
 	}
 	for _, k := range keys {
+		if k.ID == keyID && k.Access == idlegrid.AccessRead && limit != nil {
+			return nil, idlegrid.Invalid("spend_limit.key_id", "key %s has access read: it spends nothing, so a limit on it would limit nothing; "+
+				"set one on a key of access use or all", k.ID)
+		}
 		if k.ID == keyID {
 			return s.setLimit(ctx, &idlegrid.SpendLimit{Scope: idlegrid.SpendKey, AccountID: c.AccountID, KeyID: k.ID, SetBy: c.AccountID}, limit)
 		}
