@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +20,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/gateway"
 	"github.com/idlegrid/idlegrid/internal/httpapi"
+	"github.com/idlegrid/idlegrid/internal/inflight"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/session"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
@@ -234,7 +234,7 @@ type runningServer struct {
 	sessions   *session.Registry // agents' outbound sessions; http.Server does not track upgraded connections
 	gateway    *gateway.Gateway  // the OpenAI-compatible inference API; its meter outlives the HTTP server
 	cancelBase context.CancelFunc
-	handlers   inFlight // the HTTP handlers running, upgraded ones among them
+	handlers   inflight.Count // the HTTP handlers running, upgraded ones among them
 	grace      time.Duration
 	graceTimer func(time.Duration) <-chan time.Time
 	log        *slog.Logger
@@ -318,7 +318,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	if cfg.wrap != nil {
 		h = cfg.wrap(h)
 	}
-	rs.http = httpapi.NewServer(cfg.listen, rs.handlers.track(h))
+	rs.http = httpapi.NewServer(cfg.listen, rs.handlers.Track(h))
 	rs.http.BaseContext = func(net.Listener) context.Context { return base }
 	rs.http.RegisterOnShutdown(srv.Drain) // once the listeners are closed
 	rs.http.ErrorLog = slog.NewLogLogger(cfg.logger.Handler(), slog.LevelWarn)
@@ -366,8 +366,8 @@ func (rs *runningServer) stop() error {
 	if !drained {
 		err = rs.http.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), cutWait)
-		if rs.handlers.wait(ctx) != nil {
-			rs.log.Warn("requests cut at shutdown did not end; closing the database under them", "requests", rs.handlers.count())
+		if rs.handlers.Wait(ctx) != nil {
+			rs.log.Warn("requests cut at shutdown did not end; closing the database under them", "requests", rs.handlers.N())
 		}
 		cancel()
 	}
@@ -384,7 +384,7 @@ func (rs *runningServer) drain() bool {
 	done := make(chan error, 1)
 	go func() { done <- rs.http.Shutdown(ctx) }()
 	var over <-chan time.Time
-	n := rs.handlers.count() // agents' sessions among them, which close after
+	n := rs.handlers.N() // agents' sessions among them, which close after
 	switch {
 	case rs.grace > 0:
 		over = rs.graceTimer(rs.grace)
@@ -398,63 +398,9 @@ func (rs *runningServer) drain() bool {
 	case err := <-done:
 		return err == nil
 	case <-over:
-		rs.log.Warn("shutdown grace passed: cutting the requests still running", "grace", rs.grace, "requests", rs.handlers.count())
+		rs.log.Warn("shutdown grace passed: cutting the requests still running", "grace", rs.grace, "requests", rs.handlers.N())
 		cancel()
 		return <-done == nil
-	}
-}
-
-// inFlight counts the HTTP handlers running, so that a shutdown can wait
-// for those it cut: http.Server.Close does not.
-type inFlight struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to zero; nil when nobody waits
-}
-
-// track counts h's calls.
-func (f *inFlight) track(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		f.n++
-		f.mu.Unlock()
-		defer f.leave()
-		h.ServeHTTP(w, r)
-	})
-}
-
-func (f *inFlight) leave() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.n--; f.n == 0 && f.idle != nil {
-		close(f.idle)
-		f.idle = nil
-	}
-}
-
-func (f *inFlight) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.n
-}
-
-// wait returns once no handler runs, or ctx's error when it ends first.
-func (f *inFlight) wait(ctx context.Context) error {
-	f.mu.Lock()
-	if f.n == 0 {
-		f.mu.Unlock()
-		return nil
-	}
-	if f.idle == nil {
-		f.idle = make(chan struct{})
-	}
-	idle := f.idle
-	f.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

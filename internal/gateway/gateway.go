@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/inflight"
 	"github.com/idlegrid/idlegrid/internal/ledger"
 	"github.com/idlegrid/idlegrid/internal/session"
 )
@@ -187,8 +188,8 @@ type Gateway struct {
 	stats   statsBook
 	meter   *meter
 	auth    authCache
-	active  activity    // inference requests running
-	waiting waitingRoom // requests waiting for a provider with room
+	active  inflight.Count // inference requests running
+	waiting waitingRoom    // requests waiting for a provider with room
 	metrics *metrics
 }
 
@@ -285,58 +286,10 @@ func (g *Gateway) Close() error {
 // again). Tests use it to read the ledger after their
 // requests.
 func (g *Gateway) Sync(ctx context.Context) error {
-	if err := g.active.wait(ctx); err != nil {
+	if err := g.active.Wait(ctx); err != nil {
 		return err
 	}
 	return g.meter.sync(ctx)
-}
-
-// activity counts running requests and tells when there are none.
-type activity struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to zero; nil when nobody waits
-}
-
-func (a *activity) enter() {
-	a.mu.Lock()
-	a.n++
-	a.mu.Unlock()
-}
-
-// count is the number of requests running now.
-func (a *activity) count() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.n
-}
-
-func (a *activity) leave() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.n--; a.n == 0 && a.idle != nil {
-		close(a.idle)
-		a.idle = nil
-	}
-}
-
-func (a *activity) wait(ctx context.Context) error {
-	a.mu.Lock()
-	if a.n == 0 {
-		a.mu.Unlock()
-		return nil
-	}
-	if a.idle == nil {
-		a.idle = make(chan struct{})
-	}
-	idle := a.idle
-	a.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // handlerFunc is a handler that returns its error, which withKey writes in

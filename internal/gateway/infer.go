@@ -40,8 +40,8 @@ type exchange struct {
 func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c *apiKey) error {
 		start := time.Now()
-		g.active.enter()
-		defer g.active.leave()
+		g.active.Enter()
+		defer g.active.Leave()
 		if c.Role != idlegrid.RoleRenter || c.NodeID != "" {
 			return idlegrid.Errorf(idlegrid.EFORBIDDEN, "only renter accounts may run inference: it is charged to the renter's balance")
 		}

@@ -113,7 +113,7 @@ func (m *metrics) register(reg prometheus.Registerer, g *Gateway) error {
 	cs := []prometheus.Collector{m.latency, m.ttft, m.tokens, m.charged, m.usageCapped, m.failures, m.meterWrites, m.chargesLost,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "idlegrid_inference_in_flight", Help: "Inference requests running now.",
-		}, func() float64 { return float64(g.active.count()) }),
+		}, func() float64 { return float64(g.active.N()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "idlegrid_inference_waiting", Help: "Inference requests waiting now for a provider with room (every one they may use is at its max_concurrency).",
 		}, func() float64 { return float64(g.waiting.waiters.Load()) }),

@@ -163,13 +163,16 @@ func (s *Server) nodeLease(ctx context.Context, nodeID, leaseID string) (*idlegr
 }
 
 // Commands returns what the calling node should do now. With nothing to do,
-// it waits up to wait for something to change, or until a Drain.
+// it waits up to wait for something to change, or until Drain; after it,
+// a poll that would wait is unavailable.
 func (s *Server) Commands(ctx context.Context, wait time.Duration) ([]idlegrid.Command, error) {
 	c, err := node(ctx)
 	if err != nil {
 		return nil, err
 	}
-	drained := s.drained()
+	if s.isDraining() && wait > 0 {
+		return nil, idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is shutting down; ask again in a moment, of the next server")
+	}
 	changed, done := s.waiters.wait(c.NodeID) // before reading, so no change is missed
 	defer done()
 	cmds, err := s.commandsFor(ctx, c.NodeID)
@@ -184,7 +187,7 @@ func (s *Server) Commands(ctx context.Context, wait time.Duration) ([]idlegrid.C
 		return nil, nil
 	case <-ctx.Done():
 		return nil, nil
-	case <-drained:
+	case <-s.draining:
 		return nil, nil
 	}
 	return s.commandsFor(ctx, c.NodeID)

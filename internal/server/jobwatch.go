@@ -22,7 +22,7 @@ const watchRecheck = 5 * time.Second
 // the unchanged view, with seen as its version, if it did not. Every store write that
 // changes a job or its leases wakes its watches (jobChanged).
 func (s *Server) WatchJob(ctx context.Context, jobID, seen string, wait time.Duration) (*idlegrid.JobView, string, error) {
-	w := watch{deadline: time.NewTimer(wait), recheck: time.NewTimer(watchRecheck), drained: s.drained()}
+	w := watch{deadline: time.NewTimer(wait), recheck: time.NewTimer(watchRecheck), drained: s.draining}
 	defer w.deadline.Stop()
 	defer w.recheck.Stop()
 	for {
@@ -34,7 +34,7 @@ func (s *Server) WatchJob(ctx context.Context, jobID, seen string, wait time.Dur
 }
 
 // watch is what ends one WatchJob's wait: its deadline, the recheck of
-// the view, and the server's next Drain after the watch began.
+// the view, and the server's Drain.
 type watch struct {
 	deadline, recheck *time.Timer
 	drained           <-chan struct{}

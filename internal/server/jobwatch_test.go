@@ -98,7 +98,8 @@ func TestServer_WatchJob(t *testing.T) {
 
 // TestServer_Drain: a shutdown's Drain wakes the long polls waiting then,
 // an agent's poll for commands and a watch of a job, which answer at once
-// with nothing new; later ones wait as usual.
+// with nothing new; later watches answer at once, and later polls for
+// commands are unavailable.
 func TestServer_Drain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMarket(t)
@@ -119,7 +120,7 @@ func TestServer_Drain(t *testing.T) {
 			t.Fatal(err)
 		}
 		polls := make(chan time.Duration, 4)
-		wait := time.Minute
+		const wait = time.Minute
 		poll := func() {
 			start := time.Now()
 			cmds, err := m.srv.Commands(m.node, wait)
@@ -148,16 +149,16 @@ func TestServer_Drain(t *testing.T) {
 				t.Errorf("a long poll waiting at the drain answered %s after it, want at once", took)
 			}
 		}
-		// Later ones wait as usual: an agent polling over its session
-		// through the shutdown's grace must not poll in a loop. (Their
-		// wait is short of the node's silence being noticed, a change.)
-		wait = 10 * time.Second
-		go poll()
+		// Later watches answer at once too; a later poll for commands is
+		// refused as unavailable, so that an agent polling over its
+		// session through the shutdown's grace backs off.
 		go watch()
-		for range 2 {
-			if took := <-polls; took != wait {
-				t.Errorf("a long poll begun after the drain answered after %s, want its whole wait, %s", took, wait)
-			}
+		if took := <-polls; took != 0 {
+			t.Errorf("a watch begun after the drain answered %s after it, want at once", took)
+		}
+		start := time.Now()
+		if _, err := m.srv.Commands(m.node, wait); idlegrid.ErrorCode(err) != idlegrid.EUNAVAILABLE || time.Since(start) != 0 {
+			t.Errorf("a poll for commands after the drain: %v after %s, want unavailable at once", err, time.Since(start))
 		}
 	})
 }

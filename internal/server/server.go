@@ -168,10 +168,9 @@ type Server struct {
 	metrics *metrics
 	waiters waiters // wakes agents' long polls, by node
 	watches waiters // wakes watches of jobs, by job (jobwatch.go)
-	// draining is closed by Drain, and replaced: the long polls waiting
-	// then answer at once.
-	draining chan struct{}
-	drainMu  sync.Mutex
+	// draining is closed by Drain: long polls answer at once from then on.
+	draining  chan struct{}
+	drainOnce sync.Once
 	// receiptLocks serialise each lease's receipts with its settlement.
 	receiptLocks leaseLocks
 	// naive is the NaiveMatcher baseline's market, owned by the scheduler.
@@ -256,24 +255,23 @@ func Open(cfg Config) (*Server, error) {
 }
 
 // Drain wakes the long polls waiting now (agents' commands, watches of
-// jobs) as if their wait were over: the server is shutting down, and their
-// clients should ask again, of the next server, rather than hold its
-// shutdown up. Polls that begin later wait as usual (the HTTP server takes
-// no new request by then; those over the agents' sessions end when the
-// sessions close), so that agents do not poll in a loop through the
-// shutdown's grace. Everything else goes on as before.
-func (s *Server) Drain() {
-	s.drainMu.Lock()
-	defer s.drainMu.Unlock()
-	close(s.draining)
-	s.draining = make(chan struct{})
-}
+// jobs) as if their wait were over, and has later watches answer at once:
+// the server is shutting down, and their clients should ask again, of the
+// next server, rather than hold its shutdown up. A later poll for
+// commands is refused as unavailable, so that agents polling over their
+// sessions through the shutdown's grace back off rather than poll in a
+// loop. Everything else goes on as before. It may be called more than
+// once.
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 
-// drained is closed by the next Drain.
-func (s *Server) drained() <-chan struct{} {
-	s.drainMu.Lock()
-	defer s.drainMu.Unlock()
-	return s.draining
+// isDraining reports whether Drain was called.
+func (s *Server) isDraining() bool {
+	select {
+	case <-s.draining:
+		return true
+	default:
+		return false
+	}
 }
 
 // Close drains the long polls, stops the loops and waits for them. It does
