@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -52,7 +53,7 @@ calendar month (renters); see 'idlegrid key limit'.`,
 		return err
 	} else if *name == "" {
 		return usagef("--name is required, e.g. idlegrid key create --name laptop")
-	} else if !idlegrid.Access(*access).Valid() {
+	} else if *access = strings.ToLower(*access); !idlegrid.Access(*access).Valid() {
 		return usagef("--access: want all, use or read, got %q", *access)
 	}
 	var limit *idlegrid.Micros

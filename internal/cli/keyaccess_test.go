@@ -30,7 +30,7 @@ func TestKeyCommand_access(t *testing.T) {
 	if use.Key.Access != idlegrid.AccessUse {
 		t.Fatalf("key create --access use made a key with access %q", use.Key.Access)
 	}
-	if out := must(t, renter, "key", "create", "--name", "grafana", "--access", "read"); !strings.Contains(out, "(grafana), access read\n") {
+	if out := must(t, renter, "key", "create", "--name", "grafana", "--access", "READ"); !strings.Contains(out, "(grafana), access read\n") {
 		t.Errorf("key create --access read printed:\n%s", out)
 	}
 	if ls := must(t, renter, "key", "ls"); !strings.Contains(ls, "team     use") || !strings.Contains(ls, "default  all") {
