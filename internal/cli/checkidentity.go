@@ -71,7 +71,7 @@ func (c *agentCheck) askNode(ctx context.Context, joined string, key ed25519.Pri
 	switch code := idlegrid.ErrorCode(err); {
 	case err == nil:
 		c.nodeStanding(joined, n)
-	case code == idlegrid.EUNAUTHORIZED && strings.Contains(msg, "bad node signature"):
+	case code == idlegrid.EUNAUTHORIZED && strings.Contains(msg, nodekey.BadSignatureWords):
 		c.add("identity", checkFail, joined+"; the server knows the node by another key than "+c.cfg.KeyPath()+": it refuses its signature",
 			"put the node's own key back, or move "+agent.StatePath(c.cfg.DataDir)+" away and give the agent a join token, to join as a new node")
 	case code == idlegrid.EUNAUTHORIZED && strings.Contains(msg, nodekey.UnknownWords):

@@ -49,6 +49,10 @@ const (
 // database was reset, or restored from before the node joined).
 const UnknownWords = "unknown node"
 
+// BadSignatureWords are in the server's 401 for a request the node's key
+// did not sign: the server knows the node by another key.
+const BadSignatureWords = "bad node signature"
+
 // LoadOrCreate reads the private key at path, creating it (mode 0600, and
 // its directory) when it does not exist yet.
 func LoadOrCreate(path string) (ed25519.PrivateKey, error) {
@@ -110,7 +114,7 @@ func Verify(pub ed25519.PublicKey, method, pathAndQuery, unixMillis string, body
 	}
 	raw, err := base64.StdEncoding.DecodeString(sig)
 	if err != nil || !ed25519.Verify(pub, message(method, pathAndQuery, ms, body), raw) {
-		return errors.New("bad node signature")
+		return errors.New(BadSignatureWords)
 	}
 	return nil
 }

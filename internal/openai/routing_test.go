@@ -17,14 +17,6 @@ func TestWithDefaults(t *testing.T) {
 		Sort: "price", Region: []string{"eu-west"}, Only: []string{"node_a"}, Sticky: &no,
 		MaxPrice: &idlegrid.RoutingMaxPrice{Prompt: m(2_000_000), Completion: m(4_000_000)},
 	}
-	parse := func(t *testing.T, provider string) *idlegrid.Routing {
-		t.Helper()
-		r, err := openai.ParseRequest(openai.ChatCompletions, []byte(`{"model":"m","messages":[{"role":"user","content":"Hi"}],"provider":`+provider+`}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.Provider
-	}
 	for _, tt := range []struct {
 		name     string
 		provider string // the request's own; "null": none
@@ -47,7 +39,7 @@ func TestWithDefaults(t *testing.T) {
 		{"an empty key default", `{"ignore":["node_b"]}`, &idlegrid.Routing{}, &idlegrid.Routing{Ignore: []string{"node_b"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			req := parse(t, tt.provider)
+			req := mustProvider(t, tt.provider)
 			before, keyBefore := cmp.Diff(nil, req), cmp.Diff(nil, tt.key)
 			got := openai.WithDefaults(req, tt.key)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
@@ -92,14 +84,6 @@ func TestBinding(t *testing.T) {
 		Sort: "price", DataResidency: []string{"EU"}, Only: []string{"node_a", "node_b"}, Ignore: []string{"node_x"},
 		MaxPrice: &idlegrid.RoutingMaxPrice{Prompt: m(2_000_000)},
 	}
-	parse := func(t *testing.T, provider string) *idlegrid.Routing {
-		t.Helper()
-		r, err := openai.ParseRequest(openai.ChatCompletions, []byte(`{"model":"m","messages":[{"role":"user","content":"Hi"}],"provider":`+provider+`}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.Provider
-	}
 	for _, tt := range []struct {
 		name, provider string
 		want           *idlegrid.Routing
@@ -113,17 +97,28 @@ func TestBinding(t *testing.T) {
 			MaxPrice: &idlegrid.RoutingMaxPrice{Prompt: m(1_000_000)}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := openai.Binding(parse(t, tt.provider), key)
+			got, err := openai.Binding(mustProvider(t, tt.provider), key)
 			if diff := cmp.Diff(tt.want, got); err != nil || diff != "" {
 				t.Errorf("Binding: %v (-want +got):\n%s", err, diff)
 			}
 		})
 	}
-	_, err := openai.Binding(parse(t, `{"data_residency":["US"]}`), key)
+	_, err := openai.Binding(mustProvider(t, `{"data_residency":["US"]}`), key)
 	if idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN || !strings.Contains(err.Error(), "provider.data_residency") {
 		t.Errorf("a residency outside the key's: err = %v, want forbidden naming provider.data_residency", err)
 	}
-	if got, err := openai.Binding(parse(t, `{"sort":"latency"}`), nil); err != nil || got == nil || got.Sort != "latency" {
+	if got, err := openai.Binding(mustProvider(t, `{"sort":"latency"}`), nil); err != nil || got == nil || got.Sort != "latency" {
 		t.Errorf("Binding without a key routing = %+v, %v; want the request's", got, err)
 	}
+}
+
+// mustProvider is the routing of a chat request whose "provider" object
+// is provider ("null": none).
+func mustProvider(tb testing.TB, provider string) *idlegrid.Routing {
+	tb.Helper()
+	r, err := openai.ParseRequest(openai.ChatCompletions, []byte(`{"model":"m","messages":[{"role":"user","content":"Hi"}],"provider":`+provider+`}`))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r.Provider
 }
