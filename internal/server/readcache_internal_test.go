@@ -5,13 +5,17 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
 // Callers of a stale entry share one read; one that gives up returns at
 // once without ending the read for the others, and the value is kept for
-// its time to live.
-func TestReadCache_shared(t *testing.T) {
+// its time to live. (In a synctest bubble, so that the read's flight has
+// ended before the later asks: one that joined it would share its value.)
+func TestReadCache_shared(t *testing.T) { synctest.Test(t, testReadCacheShared) }
+
+func testReadCacheShared(t *testing.T) {
 	var c readCache[int]
 	c.ttl = 2 * time.Second
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
@@ -44,6 +48,7 @@ func TestReadCache_shared(t *testing.T) {
 	if v := <-got; v != 42 {
 		t.Errorf("the caller that waited got %d, want 42 (the read must not end with the first caller)", v)
 	}
+	synctest.Wait()
 	if v, err := c.get(context.Background(), "k", t0.Add(time.Second), read); v != 42 || err != nil || reads.Load() != 1 {
 		t.Errorf("a second later: %d, %v after %d reads; want 42 from the one read", v, err, reads.Load())
 	}

@@ -98,6 +98,11 @@ func (c *readCache[T]) get(ctx context.Context, key string, now time.Time, read 
 	}
 	shared := context.WithoutCancel(ctx)
 	ch := c.group.DoChan(key, func() (any, error) {
+		// A caller that found the entry stale just as another read
+		// ended starts a flight of its own: it takes that read's value.
+		if v, ok := c.fresh(key, now); ok {
+			return v, nil
+		}
 		v, err := read(shared)
 		if err == nil {
 			c.keep(key, now, v)
