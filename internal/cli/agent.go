@@ -41,12 +41,12 @@ the renter pays nothing for it.
 
 --check checks the machine and the config without starting the agent,
 and says, line by line, what works and what to fix: the config, the GPU
-driver and GPUs (and whether the node's policy offers each now), the
-schedule, each model server (that it answers and lists its model, and
+driver and GPUs (and whether the node's policy offers each now), whether
+the hardware challenges can run (CUDA and cuBLAS load and see every GPU),
+the schedule, each model server (that it answers and lists its model, and
 its queue depth from its metrics), Docker, the NVIDIA Container Toolkit
 and whether GPUs reach containers, the server, the clock and the node's
-identity. It exits 1 when
-a check fails. ('idlegrid agent gpu-probe' is what it runs inside a
+identity. It exits 1 when a check fails. ('idlegrid agent gpu-probe' is what it runs inside a
 container.)`,
 		examples: `idlegrid agent init --region eu-west --ask 0.40 --windows nights,weekends   # writes agent.yaml
 		idlegrid agent --check --config agent.yaml

@@ -25,6 +25,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/agent"
 	"github.com/idlegrid/idlegrid/internal/gpu"
 	gpuauto "github.com/idlegrid/idlegrid/internal/gpu/auto"
+	"github.com/idlegrid/idlegrid/internal/gpu/cuda"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/runtime/docker"
@@ -93,6 +94,7 @@ func (c *agentCheck) run(ctx context.Context, cfgErr error) {
 	}()
 	c.checkConfig(cfgErr)
 	c.checkDriver(ctx)
+	c.checkChallenges()
 	c.checkSchedule()
 	c.checkModels(ctx)
 	c.checkDocker(ctx)
@@ -357,6 +359,67 @@ func dockerClient(getenv func(string) string) (*client.Client, error) {
 		opts = append(opts, client.WithHost(h))
 	}
 	return client.NewClientWithOpts(opts...)
+}
+
+// challengeRunner is what the challenges check needs of cuda.Runner.
+type challengeRunner interface {
+	BLAS() string
+	Devices() ([]string, error)
+	Close() error
+}
+
+// checkChallengeRunner loads CUDA and cuBLAS as the agent does for its
+// hardware challenges; tests replace it.
+var checkChallengeRunner = func() (challengeRunner, error) {
+	r, err := cuda.Open()
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// checkChallenges says whether the node can answer the hardware
+// challenges that verify its GPUs: CUDA and cuBLAS load, and CUDA sees
+// every GPU the driver lists.
+func (c *agentCheck) checkChallenges() {
+	const name = "challenges"
+	gpus := c.realGPUs()
+	switch {
+	case c.cfg == nil:
+		c.add(name, checkWarn, "skipped: the config is not valid", "")
+		return
+	case c.cfg.FakeGPUs != "":
+		c.add(name, checkOK, "simulated: the agent computes them on the CPU (fake_gpus)", "")
+		return
+	case len(gpus) == 0:
+		c.add(name, checkWarn, "skipped: no GPU detected", "")
+		return
+	}
+	unsupported := "until then the server's challenges are answered unsupported, and after 3 in a row the node's hardware counts as unverified (no gold jobs)"
+	r, err := checkChallengeRunner()
+	if err != nil {
+		c.add(name, checkWarn, "cannot run on this node's GPUs: "+errorText(err),
+			"install cuBLAS (the CUDA toolkit's libcublas.so.13, .12 or .11), or set "+cuda.BLASEnv+" to its path; "+unsupported)
+		return
+	}
+	defer r.Close()
+	seen, err := r.Devices()
+	if err != nil {
+		c.add(name, checkWarn, "CUDA cannot list the GPUs: "+errorText(err), "run nvidia-smi: it says what is wrong; "+unsupported)
+		return
+	}
+	var unseen []string
+	for _, g := range gpus {
+		if !slices.ContainsFunc(seen, func(s string) bool { return strings.EqualFold(s, g) }) {
+			unseen = append(unseen, g)
+		}
+	}
+	if len(unseen) > 0 {
+		c.add(name, checkWarn, fmt.Sprintf("CUDA (with %s) does not see %s", r.BLAS(), strings.Join(unseen, ", ")),
+			"unset CUDA_VISIBLE_DEVICES in the agent's environment (a GPU split by MIG cannot be challenged); for those GPUs, "+unsupported)
+		return
+	}
+	c.add(name, checkOK, fmt.Sprintf("CUDA with %s sees every GPU", r.BLAS()), "")
 }
 
 // realGPUs lists the detected GPUs that are not simulated.

@@ -21,6 +21,7 @@ import (
 	igclient "github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/agent"
 	"github.com/idlegrid/idlegrid/internal/gpu"
+	"github.com/idlegrid/idlegrid/internal/gpu/cuda"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 )
@@ -125,6 +126,7 @@ func TestAgentCheck(t *testing.T) {
 		want(t, lines, "gpus", checkOK, "2 detected, 2 offered now")
 		want(t, lines, "gpu 0", checkOK, "RTX4090, 24564 MB, GPU-fake-", ": offered")
 		want(t, lines, "gpu 1", checkOK, "RTX4090")
+		want(t, lines, "challenges", checkOK, "simulated: the agent computes them on the CPU")
 		want(t, lines, "schedule", checkOK, "always offered")
 		want(t, lines, "docker", checkOK, "not needed")
 		want(t, lines, "nvidia toolkit", checkOK, "not needed")
@@ -132,10 +134,10 @@ func TestAgentCheck(t *testing.T) {
 		want(t, lines, "server", checkOK, url+" answers, agent protocol 1")
 		want(t, lines, "clock", checkOK, "from the server's")
 		want(t, lines, "identity", checkOK, "no key yet", "not joined yet: the agent joins with its join token", `(token "check" of provider acct_`, "3 uses left")
-		if len(lines) != 12 {
-			t.Errorf("%d lines, want 12:\n%s", len(lines), r.out)
+		if len(lines) != 13 {
+			t.Errorf("%d lines, want 13:\n%s", len(lines), r.out)
 		}
-		if !strings.HasSuffix(r.out, "\n11 ok, 1 warn, 0 FAIL\n") {
+		if !strings.HasSuffix(r.out, "\n12 ok, 1 warn, 0 FAIL\n") {
 			t.Errorf("output does not end with the tally:\n%s", r.out)
 		}
 		if _, err := os.Stat(filepath.Join(dataDir, "node.key")); !errors.Is(err, os.ErrNotExist) {
@@ -183,7 +185,7 @@ func TestAgentCheck(t *testing.T) {
 		lines := checkedLines(t, r.out)
 		want(t, lines, "server", checkFail, "cannot reach http://127.0.0.1:1/v1/healthz", "connection refused", "only outbound")
 		want(t, lines, "clock", checkWarn, "skipped")
-		if r.code != 1 || !strings.HasPrefix(r.err, "idlegrid: 1 of 11 checks failed") {
+		if r.code != 1 || !strings.HasPrefix(r.err, "idlegrid: 1 of 12 checks failed") {
 			t.Errorf("got %s, want exit 1 and one failure", r)
 		}
 	})
@@ -235,6 +237,7 @@ func TestAgentCheck(t *testing.T) {
 				Processes: []gpu.Process{{PID: 4242, Name: "/usr/bin/blender"}}},
 		}}
 		checkDetector = func(context.Context) (gpu.Detector, string, error) { return det, "NVML, driver 550.54.15", nil }
+		mustChallengeRunner(t, &fakeChallengeRunner{devs: []string{"GPU-AAAA", "GPU-bbbb"}}, nil)
 		path, _ := mustCheckConfig(t, url, "runtime: fake\njoin_token: "+token+"\nmode: when-idle\nidle:\n  for: 15m\n")
 		r := run(t, nil, "agent", "--check", "--config", path)
 		lines := checkedLines(t, r.out)
@@ -242,8 +245,45 @@ func TestAgentCheck(t *testing.T) {
 		want(t, lines, "gpus", checkOK, "2 detected, 1 offered now", "offered after 15m0s")
 		want(t, lines, "gpu 0", checkOK, "RTX4090, 24564 MB, GPU-aaaa, 41°C: offered")
 		want(t, lines, "gpu 1", checkWarn, "withdrawn now: the owner is using it: process 4242 (/usr/bin/blender)", "left it alone for 15m0s")
+		want(t, lines, "challenges", checkOK, "CUDA with libcublas.so.13 sees every GPU")
 		if r.code != 0 {
 			t.Errorf("got %s, want exit 0: a withdrawn GPU is a warning", r)
+		}
+	})
+	t.Run("Challenges", func(t *testing.T) {
+		old := checkDetector
+		t.Cleanup(func() { checkDetector = old })
+		det := &fakeDetector{devs: []gpu.Device{
+			{GPU: idlegrid.GPU{UUID: "GPU-aaaa", Model: "H200-141GB", VRAMMB: 143771}, Index: 0, Driver: "580.159.04", CUDA: "13.0"},
+			{GPU: idlegrid.GPU{UUID: "GPU-bbbb", Model: "H200-141GB", VRAMMB: 143771}, Index: 1, Driver: "580.159.04", CUDA: "13.0"},
+		}}
+		checkDetector = func(context.Context) (gpu.Detector, string, error) { return det, "NVML, driver 580.159.04", nil }
+		path, _ := mustCheckConfig(t, url, "runtime: fake\njoin_token: "+token+"\n")
+		tests := []struct {
+			name   string
+			runner *fakeChallengeRunner
+			err    error
+			want   []string
+		}{
+			{"NoCuBLAS", nil, fmt.Errorf("%w: no cuBLAS library found (tried libcublas.so.13)", cuda.ErrUnavailable),
+				[]string{"cannot run on this node's GPUs", "no cuBLAS library found", "set IDLEGRID_CUBLAS to its path", "answered unsupported"}},
+			{"OneUnseen", &fakeChallengeRunner{devs: []string{"GPU-aaaa"}}, nil,
+				[]string{"CUDA (with libcublas.so.13) does not see GPU-bbbb", "unset CUDA_VISIBLE_DEVICES"}},
+			{"CannotList", &fakeChallengeRunner{err: errors.New("cuDeviceGetCount: CUDA_ERROR_UNKNOWN (999)")}, nil,
+				[]string{"CUDA cannot list the GPUs: cuDeviceGetCount", "run nvidia-smi"}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				mustChallengeRunner(t, tt.runner, tt.err)
+				r := run(t, nil, "agent", "--check", "--config", path)
+				want(t, checkedLines(t, r.out), "challenges", checkWarn, tt.want...)
+				if r.code != 0 {
+					t.Errorf("got %s, want exit 0: the node serves without challenges", r)
+				}
+				if tt.runner != nil && !tt.runner.closed {
+					t.Error("the check left CUDA loaded")
+				}
+			})
 		}
 	})
 	t.Run("Joined", func(t *testing.T) {
@@ -419,3 +459,27 @@ func mustState(tb testing.TB, dataDir string, st agent.State) {
 type fakeDetector struct{ devs []gpu.Device }
 
 func (d *fakeDetector) Detect(context.Context) ([]gpu.Device, error) { return d.devs, nil }
+
+// fakeChallengeRunner plays CUDA and cuBLAS for the challenges check.
+type fakeChallengeRunner struct {
+	devs   []string
+	err    error
+	closed bool
+}
+
+func (f *fakeChallengeRunner) BLAS() string               { return "libcublas.so.13" }
+func (f *fakeChallengeRunner) Devices() ([]string, error) { return f.devs, f.err }
+func (f *fakeChallengeRunner) Close() error               { f.closed = true; return nil }
+
+// mustChallengeRunner makes the challenges check load r, or fail with err,
+// for the rest of the test.
+func mustChallengeRunner(t *testing.T, r *fakeChallengeRunner, err error) {
+	old := checkChallengeRunner
+	t.Cleanup(func() { checkChallengeRunner = old })
+	checkChallengeRunner = func() (challengeRunner, error) {
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+}

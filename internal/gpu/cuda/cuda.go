@@ -3,8 +3,8 @@
 // SGEMM through cuBLAS, timed with CUDA events, then as much of the GPU's
 // memory as it can allocate and write.
 //
-// It loads the driver's libcuda.so.1 and cuBLAS (libcublas.so.12, else
-// .11) with dlopen when Open is called, so a binary built with it needs
+// It loads the driver's libcuda.so.1 and cuBLAS (libcublas.so.13, .12 or
+// .11, found as blasCandidates says) with dlopen when Open is called, so a binary built with it needs
 // neither at link time and still starts on a machine without CUDA; there
 // Open fails with an error that wraps ErrUnavailable, as it does in a
 // build without cgo. No kernel is written here: cuBLAS does the work, and
@@ -20,6 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid/internal/challenge"
@@ -51,7 +53,38 @@ const (
 )
 
 // BLASLibraries are the cuBLAS versions tried, newest first.
-var BLASLibraries = []string{"libcublas.so.12", "libcublas.so.11"}
+var BLASLibraries = []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11"}
+
+// BLASEnv names a cuBLAS library to load before any other, as a path or
+// a name the loader searches.
+const BLASEnv = "IDLEGRID_CUBLAS"
+
+// cudaHomes are where the CUDA toolkit is commonly installed; its
+// libraries are often not on the loader's path.
+var cudaHomes = []string{"/usr/local/cuda"}
+
+// blasCandidates is what Open tries to load, in order: the library named
+// by BLASEnv, then each of names as the loader finds it, then each under
+// the toolkit's lib64 in $CUDA_HOME, $CUDA_PATH and cudaHomes.
+func blasCandidates(getenv func(string) string, names []string) []string {
+	var out []string
+	if v := strings.TrimSpace(getenv(BLASEnv)); v != "" {
+		out = append(out, v)
+	}
+	out = append(out, names...)
+	homes := append([]string{getenv("CUDA_HOME"), getenv("CUDA_PATH")}, cudaHomes...)
+	seen := map[string]bool{}
+	for _, h := range homes {
+		if h == "" || seen[h] {
+			continue
+		}
+		seen[h] = true
+		for _, n := range names {
+			out = append(out, filepath.Join(h, "lib64", n))
+		}
+	}
+	return out
+}
 
 // callError is a CUDA driver or cuBLAS call that did not succeed.
 type callError struct {

@@ -134,7 +134,9 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -158,10 +160,12 @@ type Runner struct {
 	mu   sync.Mutex
 }
 
-// Open loads libcuda.so.1 and cuBLAS (BLASLibraries) and initialises the
-// driver. Where either library is missing the error wraps ErrUnavailable
-// and names it.
-func Open() (*Runner, error) { return OpenLibraries(DriverLibrary, BLASLibraries...) }
+// Open loads libcuda.so.1 and cuBLAS (BLASLibraries, where
+// blasCandidates looks) and initialises the driver. Where either library
+// is missing the error wraps ErrUnavailable and names it.
+func Open() (*Runner, error) {
+	return OpenLibraries(DriverLibrary, blasCandidates(os.Getenv, BLASLibraries)...)
+}
 
 // OpenLibraries is Open with the libraries named: the driver's, then the
 // cuBLAS libraries to try in order (paths or names the loader searches).
@@ -172,18 +176,20 @@ func OpenLibraries(driver string, blas ...string) (*Runner, error) {
 	}
 	var lib unsafe.Pointer
 	var name string
-	var tried []string
-	for _, b := range blas {
+	first := errors.New("no library named")
+	for i, b := range blas {
 		if lib, err = dlopen(b); err == nil {
 			name = b
 			break
 		}
-		tried = append(tried, err.Error())
+		if i == 0 {
+			first = err
+		}
 	}
 	if lib == nil {
 		C.ig_dlclose(cuda)
-		return nil, fmt.Errorf("%w: no cuBLAS library found (tried %s: %s); install cuBLAS (the CUDA toolkit's libcublas, or pip's nvidia-cublas-cu12) where the loader finds it",
-			ErrUnavailable, strings.Join(blas, ", "), strings.Join(tried, "; "))
+		return nil, fmt.Errorf("%w: no cuBLAS library found (tried %s; the first: %s); install cuBLAS (the CUDA toolkit's libcublas, or pip's nvidia-cublas) where the loader finds it, or set %s to its path",
+			ErrUnavailable, strings.Join(blas, ", "), first, BLASEnv)
 	}
 	c := (*C.ig_cuda)(C.calloc(1, C.size_t(unsafe.Sizeof(C.ig_cuda{}))))
 	c.cuda, c.blas = cuda, lib

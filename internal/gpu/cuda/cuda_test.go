@@ -253,3 +253,22 @@ func TestGrabMemory(t *testing.T) {
 		}
 	})
 }
+
+// Open tries the library IDLEGRID_CUBLAS names, then each version as the
+// loader finds it, then each in the toolkit's homes, once each.
+func TestBLASCandidates(t *testing.T) {
+	names := []string{"libcublas.so.13", "libcublas.so.12"}
+	env := map[string]string{BLASEnv: " /opt/blas/libcublas.so.13 ", "CUDA_HOME": "/opt/cuda-13", "CUDA_PATH": "/usr/local/cuda"}
+	got := blasCandidates(func(k string) string { return env[k] }, names)
+	want := []string{"/opt/blas/libcublas.so.13", "libcublas.so.13", "libcublas.so.12",
+		"/opt/cuda-13/lib64/libcublas.so.13", "/opt/cuda-13/lib64/libcublas.so.12",
+		"/usr/local/cuda/lib64/libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so.12"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("with the variables set:\n got %v\nwant %v", got, want)
+	}
+	got = blasCandidates(func(string) string { return "" }, names)
+	want = []string{"libcublas.so.13", "libcublas.so.12", "/usr/local/cuda/lib64/libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so.12"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("with none set:\n got %v\nwant %v", got, want)
+	}
+}

@@ -96,6 +96,10 @@ func TestOpen_Unavailable(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no cuBLAS library found") {
 		t.Errorf("OpenLibraries without cuBLAS = %v, want ErrUnavailable naming cuBLAS", err)
 	}
+	_, err = OpenLibraries(fakeLibs.cuda)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no cuBLAS library found (tried ; the first: no library named)") {
+		t.Errorf("OpenLibraries with no cuBLAS named = %v, want ErrUnavailable naming cuBLAS", err)
+	}
 	_, err = OpenLibraries(fakeLibs.blas, fakeLibs.blas)
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "has no cuInit") {
 		t.Errorf("OpenLibraries with cuBLAS as the driver = %v, want ErrUnavailable naming cuInit", err)
