@@ -239,6 +239,9 @@ func (s *Server) ReportLease(ctx context.Context, leaseID string, r idlegrid.Lea
 		return s.leaseStarted(ctx, l, r.Progress)
 	case idlegrid.LeaseSucceeded:
 		end.to, end.reason = idlegrid.LeaseSucceeded, orDefault(r.Message, "exited 0")
+		if end, err = s.undigested(ctx, l, end); err != nil {
+			return err
+		}
 	case idlegrid.LeaseFailed:
 		end.to, end.reason, end.fault = idlegrid.LeaseFailed, failedReason(r), failedFault(r.Fault)
 	case idlegrid.LeaseCancelled, idlegrid.LeasePreempted:
@@ -250,6 +253,27 @@ func (s *Server) ReportLease(ctx context.Context, leaseID string, r idlegrid.Lea
 		return idlegrid.Invalid("report.state", "must be running, succeeded, failed, cancelled or preempted, got %q", r.State)
 	}
 	return s.endLease(ctx, l, end)
+}
+
+// undigested fails, by the node's fault, a verifiable job's lease that
+// the node says succeeded without the digest of its output: a success
+// that cannot be checked would let a node skip its spot checks. (An agent
+// that restarted during the lease did not see all of its output, and
+// cannot give the digest either.) The job is requeued and its renter pays
+// nothing for the lease.
+func (s *Server) undigested(ctx context.Context, l *idlegrid.Lease, end leaseEnd) (leaseEnd, error) {
+	if end.outputDigest != "" {
+		return end, nil
+	}
+	j, err := s.store.FindJob(ctx, l.JobID)
+	if err != nil {
+		return end, err
+	}
+	if j.Verifiable {
+		end.to, end.fault = idlegrid.LeaseFailed, idlegrid.FaultProvider
+		end.reason = "the node reported success without the digest of the output that a verifiable job needs (an agent restarted during the lease cannot give it)"
+	}
+	return end, nil
 }
 
 // stoppedEnd decides how a lease the node reports cancelled or preempted

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -123,6 +124,33 @@ func TestServer_Verification(t *testing.T) {
 			forged.VerifiesLeaseID = first.ID
 			if _, err := m.srv.SubmitJob(m.renter, forged); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
 				t.Errorf("submitting a re-run: %v, want EINVALID", err)
+			}
+		})
+	})
+	t.Run("a success without a digest is the node's failure", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m := mustMarketWith(t, verifyAll)
+			nodes := []context.Context{m.node, m.rival}
+			j, err := m.srv.SubmitJob(m.renter, verifiable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := mustFindLease(t, m, mustRunDigest(t, m, nodes, j.ID, "").ID)
+			if l.State != idlegrid.LeaseFailed || l.Fault != idlegrid.FaultProvider || !strings.Contains(l.Reason, "without the digest") {
+				t.Errorf("lease %s %s (fault %q): %s; want failed by the provider, saying the digest is missing", l.ID, l.State, l.Fault, l.Reason)
+			}
+			if got, _ := m.store.FindJob(context.Background(), j.ID); got.State.Terminal() {
+				t.Errorf("job %s, want requeued", got.State)
+			}
+			if vs, _ := m.srv.ListVerifications(m.admin, idlegrid.VerificationFilter{}); len(vs) != 0 {
+				t.Errorf("verifications %+v, want none", vs)
+			}
+			plain, err := m.srv.SubmitJob(m.renter, testSpec())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l := mustFindLease(t, m, mustRunDigest(t, m, nodes, plain.ID, "").ID); l.State != idlegrid.LeaseSucceeded {
+				t.Errorf("a job not marked verifiable: lease %s, want succeeded without a digest", l.State)
 			}
 		})
 	})
