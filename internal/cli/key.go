@@ -111,22 +111,37 @@ func (c *keyCommand) list(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return printJSON(c.env.Out, nonNil(keys))
-	}
-	limits := map[string]string{}
+	limits := map[string]*idlegrid.SpendLimitStatus{}
 	if rep, err := cl.SpendLimits(ctx, *account); err == nil {
 		for _, l := range rep.Limits {
 			if l.Scope == idlegrid.SpendKey {
-				limits[l.KeyID] = fmt.Sprintf("%s (%s used)", l.LimitMicros, l.Spend.Used())
+				limits[l.KeyID] = l
 			}
 		}
 	}
+	if *asJSON {
+		out := make([]listedKey, len(keys))
+		for i, k := range keys {
+			out[i] = listedKey{APIKey: k, SpendLimit: limits[k.ID]}
+		}
+		return printJSON(c.env.Out, out)
+	}
 	t := newTable(c.env.Out, "ID", "NAME", "ACCESS", "PREFIX", "CREATED", "REVOKED", "SPEND LIMIT")
 	for _, k := range keys {
-		t.row(k.ID, k.Name, orDash(string(k.Access)), k.Prefix+"…", k.CreatedAt.UTC().Format(time.RFC3339), stamp(k.RevokedAt), orDash(limits[k.ID]))
+		limit := "-"
+		if l := limits[k.ID]; l != nil {
+			limit = fmt.Sprintf("%s (%s used)", l.LimitMicros, l.Spend.Used())
+		}
+		t.row(k.ID, k.Name, orDash(string(k.Access)), k.Prefix+"…", k.CreatedAt.UTC().Format(time.RFC3339), stamp(k.RevokedAt), limit)
 	}
 	return t.flush()
+}
+
+// listedKey is a key as 'key ls --json' prints it: with its monthly spend
+// limit and this month's spend against it, when it has one.
+type listedKey struct {
+	*idlegrid.APIKey
+	SpendLimit *idlegrid.SpendLimitStatus `json:"spend_limit,omitempty"`
 }
 
 // keyAccess is the access to ask for: "" for all, the server's default, so

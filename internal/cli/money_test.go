@@ -191,6 +191,16 @@ func TestMoneyCommands(t *testing.T) {
 		if ls := must(t, renter, "key", "ls"); !strings.Contains(ls, "$2.000000 ($0.000000 used)") {
 			t.Errorf("key ls:\n%s", ls)
 		}
+		var listed []struct {
+			ID         string
+			SpendLimit *idlegrid.SpendLimitStatus `json:"spend_limit"`
+		}
+		mustJSON(t, renter, &listed, "key", "ls")
+		for _, l := range listed {
+			if limited := l.SpendLimit != nil && l.SpendLimit.LimitMicros == 2*idlegrid.MicrosPerUnit; limited != (l.ID == k.Key.ID) {
+				t.Errorf("key ls --json: key %s has spend_limit %+v; want $2 on %s alone", l.ID, l.SpendLimit, k.Key.ID)
+			}
+		}
 		if out := must(t, renter, "account"); !strings.Contains(out, "Spend limits in ") || !strings.Contains(out, k.Key.ID) {
 			t.Errorf("idlegrid account shows no limits:\n%s", out)
 		}
