@@ -362,7 +362,8 @@ type AttestationStore interface {
 	// hashes, Findings, ResolvedAt) if it is still issued, ECONFLICT
 	// otherwise; with q, it quarantines the node in the same transaction,
 	// unless the node is in a quarantine already, which stands.
-	ResolveChallenge(ctx context.Context, c *Challenge, q *Quarantine) error
+	// quarantined says whether q was put in force.
+	ResolveChallenge(ctx context.Context, c *Challenge, q *Quarantine) (quarantined bool, err error)
 
 	// QuarantineNode puts a node in quarantine. A node already quarantined
 	// stays under its first quarantine: q is not stored and ECONFLICT.

@@ -246,6 +246,8 @@ func ParseMonth(s string) (from, to time.Time, err error) {
 	t, err := time.Parse("2006-01", s)
 	if err != nil {
 		return time.Time{}, time.Time{}, Invalid("month", "must be a month such as 2026-11, got %q", s)
+	} else if t.Year() < 1970 || t.Year() > 9998 {
+		return time.Time{}, time.Time{}, Invalid("month", "must be in the years 1970 to 9998, got %q", s)
 	}
 	return t, t.AddDate(0, 1, 0), nil
 }

@@ -31,7 +31,7 @@ func TestParseMonth(t *testing.T) {
 	if want := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC); !to.Equal(want) {
 		t.Errorf("to = %v, want %v", to, want)
 	}
-	for _, bad := range []string{"", "2026-13", "2026-1-1", "nov"} {
+	for _, bad := range []string{"", "2026-13", "2026-1-1", "nov", "9999-12", "1969-12"} {
 		if _, _, err := idlegrid.ParseMonth(bad); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
 			t.Errorf("ParseMonth(%q) = %v, want EINVALID", bad, err)
 		}

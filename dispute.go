@@ -62,6 +62,7 @@ type Dispute struct {
 type DisputeFilter struct {
 	ProviderID string
 	RenterID   string
+	LeaseID    string // the disputes of one lease
 	States     []DisputeState
 	// Before, a dispute ID, lists only the disputes listed after it,
 	// newest first: the next page after a page that ended with it.

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -270,7 +269,7 @@ func (c *disputeCommand) resolve(ctx context.Context, args []string, verb string
 	} else if err := fs.wantArgs(args, 1, 1, "a dispute ID"); err != nil {
 		return err
 	} else if *reason == "" {
-		return usagef("--reason is required: say why the dispute is %sed", strings.TrimSuffix(verb, "e"))
+		return usagef("--reason is required: say why you %s the dispute", verb)
 	}
 	cl, err := r.client()
 	if err != nil {

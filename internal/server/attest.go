@@ -337,8 +337,12 @@ func (s *Server) AnswerChallenge(ctx context.Context, id string, ans idlegrid.Ch
 			}
 		}
 	}
-	if err := s.store.ResolveChallenge(ctx, c, q); err != nil {
+	quarantined, err := s.store.ResolveChallenge(ctx, c, q)
+	if err != nil {
 		return nil, err
+	}
+	if !quarantined {
+		q = nil // the node was in quarantine already: one offence, one penalty
 	}
 	s.afterChallenge(ctx, c, q)
 	return c, nil
@@ -415,7 +419,7 @@ func (s *Server) afterChallenge(ctx context.Context, c *idlegrid.Challenge, q *i
 func (s *Server) expire(ctx context.Context, c *idlegrid.Challenge, now time.Time) error {
 	c.State, c.ResolvedAt = idlegrid.ChallengeExpired, &now
 	c.Findings = []string{fmt.Sprintf("no answer by the deadline, %s after it was issued", c.Deadline.Sub(c.IssuedAt))}
-	if err := s.store.ResolveChallenge(ctx, c, nil); err != nil {
+	if _, err := s.store.ResolveChallenge(ctx, c, nil); err != nil {
 		return err
 	}
 	s.afterChallenge(ctx, c, nil)

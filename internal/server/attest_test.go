@@ -509,3 +509,35 @@ func TestServer_ChallengePass(t *testing.T) {
 		}
 	})
 }
+
+// A node whose every GPU fails its challenge is one offence: the first
+// failure quarantines it and is convicted; the others are recorded as
+// failed challenges, and the node stays in the quarantine it is in, its
+// bond slashed once.
+func TestServer_AnswerChallenge_oneConviction(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		mustBond(t, m, 1000)
+		resp := mustAttest(t, m, m.node, signedAttestation(t, m.nodeID, fingerprinted("barn-1")))
+		if len(resp.Challenges) != 2 {
+			t.Fatalf("%d challenges, want one for each of two GPUs", len(resp.Challenges))
+		}
+		for _, c := range resp.Challenges {
+			if got := mustAnswer(t, m, m.node, c, answer(t, c, "T4", 14899)); got.State != idlegrid.ChallengeFailed {
+				t.Fatalf("lying answer: %s, want failed", got.State)
+			}
+		}
+		synctest.Wait()
+		ds, err := m.srv.ListDisputes(m.admin, idlegrid.DisputeFilter{})
+		if err != nil || len(ds) != 1 || ds[0].Offence != "fake_hardware" {
+			t.Fatalf("disputes = %+v (%v), want one fake_hardware conviction", ds, err)
+		}
+		q, err := m.store.FindQuarantine(context.Background(), m.nodeID)
+		if err != nil || !strings.Contains(q.Reason, resp.Challenges[0].ID) {
+			t.Fatalf("quarantine %+v (%v), want the first failure's", q, err)
+		}
+		if _, failed := challengeFacts(t, m, m.nodeID); failed != 2 {
+			t.Errorf("%d failed challenges in the node's reputation, want both", failed)
+		}
+	})
+}

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/ledger"
@@ -96,8 +98,10 @@ func (s *Server) mustRole(ctx context.Context, field, id string, role idlegrid.R
 
 // checkParties refuses a dispute whose node or lease is not the
 // provider's, or whose renter is not a renter (or not the lease's): a
-// penalty paid to the wrong account could not be taken back.
-func (s *Server) checkParties(ctx context.Context, d idlegrid.Dispute) error {
+// penalty paid to the wrong account could not be taken back. It returns
+// the harmed renter: the one named, else the named lease's, so that a
+// penalty owed to the renter is not paid to the market.
+func (s *Server) checkParties(ctx context.Context, d idlegrid.Dispute) (renter string, err error) {
 	var f idlegrid.Faults
 	fault := func(err error) error { // a fault of the input is kept; a store's error ends the check
 		if idlegrid.ErrorCode(err) == idlegrid.EINVALID {
@@ -107,35 +111,36 @@ func (s *Server) checkParties(ctx context.Context, d idlegrid.Dispute) error {
 		return err
 	}
 	if err := fault(s.mustProvider(ctx, "dispute.provider_id", d.ProviderID)); err != nil {
-		return err
+		return "", err
 	}
 	if d.NodeID != "" {
 		n, err := s.store.FindNode(ctx, d.NodeID)
 		if err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
-			return err
+			return "", err
 		}
 		f.Check(err == nil, "dispute.node_id", "no node %q", d.NodeID)
 		f.Check(err != nil || n.ProviderID == d.ProviderID, "dispute.node_id", "node %s is not provider %s's", d.NodeID, d.ProviderID)
 	}
-	renter := d.RenterID
+	renter = d.RenterID
 	if d.LeaseID != "" {
 		l, err := s.store.FindLease(ctx, d.LeaseID)
 		if err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
-			return err
+			return "", err
 		}
 		f.Check(err == nil, "dispute.lease_id", "no lease %q", d.LeaseID)
 		if err == nil {
 			f.Check(l.ProviderID == d.ProviderID, "dispute.lease_id", "lease %s ran for provider %s, not %s", l.ID, l.ProviderID, d.ProviderID)
 			f.Check(d.NodeID == "" || l.NodeID == d.NodeID, "dispute.lease_id", "lease %s ran on node %s, not %s", l.ID, l.NodeID, d.NodeID)
 			f.Check(renter == "" || l.RenterID == renter, "dispute.renter_id", "lease %s was renter %s's, not %s", l.ID, l.RenterID, renter)
+			renter = cmp.Or(renter, l.RenterID)
 		}
 	}
 	if renter != "" {
 		if err := fault(s.mustRole(ctx, "dispute.renter_id", renter, idlegrid.RoleRenter)); err != nil {
-			return err
+			return "", err
 		}
 	}
-	return f.Err()
+	return renter, f.Err()
 }
 
 // offence is what a detector found: the offence, who committed it, whom it
@@ -172,14 +177,46 @@ func (s *Server) convict(ctx context.Context, o offence) *idlegrid.Dispute {
 		}
 	}
 	if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
-		return nil // already convicted
-	} else if err != nil {
+		d, err = s.upholdOpen(ctx, o) // an operator's dispute is open for it, or it was convicted already
+	}
+	if err != nil {
 		s.log.Error("record offence", "offence", o.kind, "provider", o.providerID, "lease", o.leaseID, "err", err)
+		return nil
+	}
+	if d == nil {
 		return nil
 	}
 	s.log.Warn("offence upheld", "dispute", d.ID, "offence", d.Offence, "provider", d.ProviderID, "node", d.NodeID,
 		"lease", d.LeaseID, "penalty", d.PenaltyMicros.String(), "to", d.PenaltyTo, "evidence", d.Evidence)
 	return d
+}
+
+// upholdOpen upholds, with the market's proof, an operator's open
+// dispute of offence o on o's lease, so that a charge still undecided
+// does not keep the proven offence from its penalty. It returns nil when
+// there is none: the offence was convicted already.
+func (s *Server) upholdOpen(ctx context.Context, o offence) (*idlegrid.Dispute, error) {
+	open, err := s.store.ListDisputes(ctx, idlegrid.DisputeFilter{ProviderID: o.providerID, LeaseID: o.leaseID,
+		States: []idlegrid.DisputeState{idlegrid.DisputeOpen}})
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(open, func(d *idlegrid.Dispute) bool { return d.LeaseID == o.leaseID && d.Offence == string(o.kind) })
+	if i < 0 {
+		return nil, nil
+	}
+	d := open[i]
+	r := idlegrid.DisputeResolution{DisputeID: d.ID, To: idlegrid.DisputeUpheld, By: "market", At: s.Now(),
+		Resolution: "proven by the market's own check: " + o.evidence}
+	if o.harm > d.HarmMicros { // the penalty is priced on the harm the market measured
+		d.HarmMicros = o.harm
+		r.Resolution += fmt.Sprintf(" (harm measured: %s)", o.harm)
+	}
+	if r.Penalty, err = s.penalty(ctx, d); err != nil {
+		return nil, err
+	}
+	r.PenaltyTo = d.PenaltyTo
+	return s.store.ResolveDispute(ctx, r)
 }
 
 // OpenDispute lets an operator charge a provider with an offence the
@@ -193,11 +230,12 @@ func (s *Server) OpenDispute(ctx context.Context, d idlegrid.Dispute) (*idlegrid
 	} else if d.HarmMicros < 0 {
 		return nil, idlegrid.Invalid("dispute.harm_micros", "must not be negative")
 	}
-	if err := s.checkParties(ctx, d); err != nil {
+	renter, err := s.checkParties(ctx, d)
+	if err != nil {
 		return nil, err
 	}
 	o := offence{kind: trustpolicy.Offence(d.Offence), providerID: d.ProviderID, nodeID: d.NodeID,
-		leaseID: d.LeaseID, renterID: d.RenterID, harm: d.HarmMicros, evidence: d.Evidence}
+		leaseID: d.LeaseID, renterID: renter, harm: d.HarmMicros, evidence: d.Evidence}
 	return s.openDispute(ctx, o, idlegrid.DisputeOpen, "", "")
 }
 

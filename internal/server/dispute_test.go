@@ -307,6 +307,17 @@ func TestServer_DisputeParties(t *testing.T) {
 			NodeID: lease.NodeID, LeaseID: lease.ID, RenterID: lease.RenterID, Evidence: "x"}); err != nil {
 			t.Errorf("a dispute naming the provider's node, lease and renter: %v", err)
 		}
+		// A lease named without its renter: the lease's renter is the
+		// harmed one, who sees the dispute and is paid its penalty.
+		d, err := m.srv.OpenDispute(m.admin, idlegrid.Dispute{Offence: "broken_notice", ProviderID: providerID, LeaseID: lease.ID, Evidence: "x"})
+		if err != nil {
+			t.Fatal(err)
+		} else if d.RenterID != lease.RenterID {
+			t.Errorf("a dispute naming lease %s only: renter %q, want the lease's, %s", lease.ID, d.RenterID, lease.RenterID)
+		}
+		if _, err := m.srv.FindDispute(m.renter, d.ID); err != nil {
+			t.Errorf("the lease's renter cannot see the dispute: %v", err)
+		}
 	})
 }
 
@@ -376,4 +387,41 @@ func TestServer_ConvictionOutlivesARelease(t *testing.T) {
 			t.Errorf("bond = %s after the release and the penalty, want the micro left taken", b.Bond)
 		}
 	})
+}
+
+// An operator's charge on a lease does not keep the market's proof of the
+// same offence from its penalty: an open one is upheld with the proof, and
+// after a dismissed one the proof is a conviction of its own.
+func TestServer_ConvictionOverOperatorsDispute(t *testing.T) {
+	for _, dismissed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "open", true: "dismissed"}[dismissed], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m, l, node := mustRunningBronze(t, 10*time.Minute)
+				d, err := m.srv.OpenDispute(m.admin, idlegrid.Dispute{Offence: "broken_notice", ProviderID: l.ProviderID,
+					LeaseID: l.ID, Evidence: "the renter says the node vanished"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if dismissed {
+					if _, err := m.srv.ResolveDispute(m.admin, d.ID, idlegrid.DisputeDismissed, "no proof yet"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeasePreempted, Message: "the owner reclaimed it"}); err != nil {
+					t.Fatal(err)
+				}
+				ds, err := m.srv.ListDisputes(m.admin, idlegrid.DisputeFilter{States: []idlegrid.DisputeState{idlegrid.DisputeUpheld}})
+				if err != nil || len(ds) != 1 || ds[0].PenaltyMicros <= 0 || ds[0].Offence != "broken_notice" {
+					t.Fatalf("upheld disputes = %+v (%v), want one broken_notice with its penalty", ds, err)
+				}
+				if got := ds[0].ID == d.ID; got == dismissed {
+					t.Errorf("upheld dispute %s, the operator's %s: want the operator's upheld only when it was open", ds[0].ID, d.ID)
+				}
+				if b := mustAccountBalance(t, m, l.ProviderID); b.Bond >= 100*idlegrid.MicrosPerUnit {
+					t.Errorf("bond = %s, want less than the 100 posted", b.Bond)
+				}
+				mustLedgerBalanced(t, m.store)
+			})
+		})
+	}
 }

@@ -186,10 +186,10 @@ func (s *hangUp) TransitionLease(ctx context.Context, t *idlegrid.LeaseTransitio
 	return err
 }
 
-func (s *hangUp) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine) error {
-	err := s.Store.ResolveChallenge(ctx, c, q)
+func (s *hangUp) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine) (bool, error) {
+	quarantined, err := s.Store.ResolveChallenge(ctx, c, q)
 	s.committed(err)
-	return err
+	return quarantined, err
 }
 
 // mustHangUpMarket is mustMarketOn the hangUp store it returns.

@@ -228,9 +228,10 @@ func (db *DB) ListChallenges(ctx context.Context, f idlegrid.ChallengeFilter) ([
 // ResolveChallenge stores c's outcome if it is still issued, and q with
 // it unless the node is in a quarantine already (which stands), and logs
 // both to the audit log in the same transaction (audit.ChallengeEntry).
-func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine) error {
+// quarantined says whether q was stored.
+func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine) (quarantined bool, err error) {
 	if c.State == idlegrid.ChallengeIssued || c.ResolvedAt == nil {
-		return idlegrid.Invalid("challenge.state", "a resolution needs a final state and a time")
+		return false, idlegrid.Invalid("challenge.state", "a resolution needs a final state and a time")
 	}
 	answer := ""
 	if c.Answer != nil {
@@ -238,15 +239,16 @@ func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *id
 		kept.RowHashes = nil // the digest stands for them
 		s, err := jsonArg(kept)
 		if err != nil {
-			return err
+			return false, err
 		}
 		answer = s
 	}
 	findings, err := jsonArg(append([]string{}, c.Findings...))
 	if err != nil {
-		return err
+		return false, err
 	}
-	return db.update(ctx, func(tx *sql.Tx) error {
+	err = db.update(ctx, func(tx *sql.Tx) error {
+		quarantined = false
 		res, err := tx.ExecContext(ctx, `UPDATE challenges SET state = $1, answer = $2, findings = $3, resolved_at = $4
 			WHERE id = $5 AND state = $6`,
 			string(c.State), answer, findings, timePtrArg(c.ResolvedAt), c.ID, string(idlegrid.ChallengeIssued))
@@ -262,16 +264,21 @@ func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *id
 		if err != nil {
 			return err
 		}
-		switch {
-		case q != nil && n.Quarantined:
-			q = nil // the quarantine it is in stands; the failure is recorded all the same
-		case q != nil:
+		// A node in quarantine stays in the one it is in; the failure is
+		// recorded all the same.
+		if q != nil && !n.Quarantined {
 			if err := quarantine(ctx, tx, q); err != nil {
 				return err
 			}
+			quarantined = true
 		}
-		return appendAudit(tx)(audit.ChallengeEntry(c, q, n.ProviderID))
+		stored := q
+		if !quarantined {
+			stored = nil
+		}
+		return appendAudit(tx)(audit.ChallengeEntry(c, stored, n.ProviderID))
 	})
+	return quarantined && err == nil, err
 }
 
 // QuarantineNode puts the node in quarantine unless it is in one, and

@@ -117,7 +117,7 @@ func testChallenges(t *testing.T, db *sqlstore.DB) {
 	passed.State, passed.ResolvedAt = idlegrid.ChallengePassed, ptr(at(30*time.Second))
 	passed.Answer = &idlegrid.ChallengeAnswer{RowHashes: []byte("not kept"), Digest: "abc", ElapsedNanos: 20, VRAMMB: 80000}
 	passed.Findings = []string{"digest: 8 rows checked, all match"}
-	mustOK(t, db.ResolveChallenge(ctx, passed, nil))
+	mustResolve(t, db, passed, nil, false)
 	got, err = db.FindChallenge(ctx, passed.ID)
 	mustOK(t, err)
 	want := *passed
@@ -128,10 +128,10 @@ func testChallenges(t *testing.T, db *sqlstore.DB) {
 	t.Run("OnlyOnce", func(t *testing.T) {
 		again := *passed
 		again.State = idlegrid.ChallengeFailed
-		wantCode(t, db.ResolveChallenge(ctx, &again, nil), idlegrid.ECONFLICT)
+		wantCode(t, second(db.ResolveChallenge(ctx, &again, nil)), idlegrid.ECONFLICT)
 		missing := again
 		missing.ID = "chl_missing"
-		wantCode(t, db.ResolveChallenge(ctx, &missing, nil), idlegrid.ENOTFOUND)
+		wantCode(t, second(db.ResolveChallenge(ctx, &missing, nil)), idlegrid.ENOTFOUND)
 	})
 
 	open, err := db.ListChallenges(ctx, idlegrid.ChallengeFilter{NodeID: n.ID, States: []idlegrid.ChallengeState{idlegrid.ChallengeIssued}})
@@ -147,7 +147,7 @@ func testChallenges(t *testing.T, db *sqlstore.DB) {
 	evidence, err := json.Marshal(failed)
 	mustOK(t, err)
 	q := &idlegrid.Quarantine{ID: id("qua"), NodeID: n.ID, Reason: "failed hardware challenge", Evidence: evidence, Since: at(2 * time.Minute)}
-	mustOK(t, db.ResolveChallenge(ctx, failed, q))
+	mustResolve(t, db, failed, q, true)
 	all, err := db.ListChallenges(ctx, idlegrid.ChallengeFilter{NodeID: n.ID})
 	mustOK(t, err)
 	if len(all) != 2 || all[0].ID != failed.ID || all[0].State != idlegrid.ChallengeFailed {
@@ -179,13 +179,13 @@ func testChallenges(t *testing.T, db *sqlstore.DB) {
 	big := issue(at(3 * time.Minute))
 	big.State, big.ResolvedAt = idlegrid.ChallengePassed, ptr(at(4*time.Minute))
 	big.Answer = &idlegrid.ChallengeAnswer{RowHashes: make([]byte, 32*16384), Digest: "0123", ElapsedNanos: 30, VRAMMB: 80000}
-	mustOK(t, db.ResolveChallenge(ctx, big, nil))
+	mustResolve(t, db, big, nil, false)
 
 	// A node in quarantine that fails another challenge: the failure is
 	// recorded, and the quarantine it is in stands.
 	again := issue(at(5 * time.Minute))
 	again.State, again.ResolvedAt, again.Findings = idlegrid.ChallengeFailed, ptr(at(6*time.Minute)), []string{"digest differs"}
-	mustOK(t, db.ResolveChallenge(ctx, again, &idlegrid.Quarantine{ID: id("qua"), NodeID: n.ID, Reason: "failed again", Since: at(6 * time.Minute)}))
+	mustResolve(t, db, again, &idlegrid.Quarantine{ID: id("qua"), NodeID: n.ID, Reason: "failed again", Since: at(6 * time.Minute)}, false)
 	if got, err := db.FindChallenge(ctx, again.ID); err != nil || got.State != idlegrid.ChallengeFailed {
 		t.Errorf("the second failure: %+v (%v), want it failed", got, err)
 	}
@@ -265,3 +265,16 @@ func testQuarantine(t *testing.T, db *sqlstore.DB) {
 		})
 	}
 }
+
+// mustResolve resolves c with q and checks whether q was put in force.
+func mustResolve(t *testing.T, db *sqlstore.DB, c *idlegrid.Challenge, q *idlegrid.Quarantine, quarantines bool) {
+	t.Helper()
+	quarantined, err := db.ResolveChallenge(context.Background(), c, q)
+	mustOK(t, err)
+	if quarantined != quarantines {
+		t.Errorf("resolving %s quarantined the node: %v, want %v", c.ID, quarantined, quarantines)
+	}
+}
+
+// second is a call's error, its other result dropped.
+func second[T any](_ T, err error) error { return err }

@@ -130,6 +130,9 @@ func (db *DB) ListDisputes(ctx context.Context, f idlegrid.DisputeFilter) ([]*id
 	if f.RenterID != "" {
 		q += ` AND renter_id = ` + a.add(f.RenterID)
 	}
+	if f.LeaseID != "" {
+		q += ` AND lease_id = ` + a.add(f.LeaseID)
+	}
 	if len(f.States) > 0 {
 		q += ` AND state IN ` + in(&a, f.States)
 	}

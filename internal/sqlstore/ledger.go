@@ -102,7 +102,7 @@ func overdrawn(account idlegrid.LedgerAccount, need, have idlegrid.Micros) error
 			need, have, account)
 	}
 	if strings.HasPrefix(string(account), "provider:") && strings.HasSuffix(string(account), ":bond") {
-		return idlegrid.Errorf(idlegrid.EPAYMENT, "bond too low: need %s, have %s; at most the bond posted can be released (account %s)",
+		return idlegrid.Errorf(idlegrid.EPAYMENT, "bond too low: need %s, have %s (account %s): a release takes at most the bond left, and a penalty upheld again is priced on what is left",
 			need, have, account)
 	}
 	return idlegrid.Errorf(idlegrid.EPAYMENT, "ledger account %s too low: need %s, have %s", account, need, have)
