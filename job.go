@@ -46,6 +46,10 @@ const (
 	JobCancelled JobState = "cancelled" // the renter cancelled it
 )
 
+// RenterCancelReason is why a job its renter cancelled ended, and why its
+// leases were asked to stop.
+const RenterCancelReason = "cancelled by the renter"
+
 // JobStates lists every job state, in the order of a job's life.
 var JobStates = []JobState{JobQueued, JobRunning, JobSucceeded, JobFailed, JobCancelled}
 
@@ -138,6 +142,10 @@ const (
 var (
 	imageRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:@-]{0,254}$`)
 	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// residencyRE is a job's residency: written as a region is, at most
+	// 40 letters, digits and '-', but in either case, since it matches a
+	// node's residency whatever the case (EU, US, SG).
+	residencyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,39}$`)
 )
 
 // Normalize fills defaults: one node, silver, any kind "other",
@@ -213,15 +221,34 @@ func (s *JobSpec) checkTerms(p *Faults, now time.Time) {
 	}
 	p.Check(s.MaxPriceMicrosPerGPUHour > 0 && s.MaxPriceMicrosPerGPUHour <= 1000*MicrosPerUnit,
 		"job.max_price_micros_per_gpu_hour", "must be between 1 micro and 1000 per GPU-hour")
-	p.Check(s.Tier != TierGold || !s.Interruptible, "job.interruptible", "gold jobs are never interrupted")
-	p.Check(s.Tier != TierBronze || s.Interruptible, "job.interruptible", "bronze jobs are always interruptible")
-	p.Check(s.Region == "" || regionRE.MatchString(s.Region), "job.region", "must be lower-case letters, digits and '-', e.g. eu-west")
-	p.Check(!s.RegionPreferred || s.Region != "", "job.region_preferred", "needs job.region")
+	s.checkInterruptible(p)
+	s.checkPlace(p)
 	p.Check(s.DurationSeconds >= 1 && s.DurationSeconds <= MaxJobSeconds, "job.duration_seconds", "must be between 1 and %d (30 days)", MaxJobSeconds)
 	p.Check(s.CheckpointEverySeconds >= 0 && s.CheckpointEverySeconds <= MaxJobSeconds,
 		"job.checkpoint_every_seconds", "must be between 0 (never) and %d (30 days)", MaxJobSeconds)
 	s.checkDeadline(p, now)
 	p.Check(s.ReliabilityWeight >= 0 && s.ReliabilityWeight <= 4, "job.reliability_weight", "must be between 0 and 4")
+}
+
+// checkInterruptible checks that only bronze jobs, and every one of them,
+// are interruptible: gold and silver are never stopped with a notice, so
+// interruptible on them would promise what the market does not do.
+func (s *JobSpec) checkInterruptible(p *Faults) {
+	if !s.Tier.Valid() {
+		return // job.tier says what is wrong
+	}
+	p.Check(s.Tier == TierBronze || !s.Interruptible, "job.interruptible",
+		"only bronze jobs are interruptible, and this one is %s: leave interruptible out, or ask for tier bronze", s.Tier)
+	p.Check(s.Tier != TierBronze || s.Interruptible, "job.interruptible", "bronze jobs are always interruptible")
+}
+
+// checkPlace checks where the job may run: its region and the residency
+// of its data.
+func (s *JobSpec) checkPlace(p *Faults) {
+	p.Check(s.Region == "" || regionRE.MatchString(s.Region), "job.region", "must be lower-case letters, digits and '-', e.g. eu-west")
+	p.Check(!s.RegionPreferred || s.Region != "", "job.region_preferred", "needs job.region")
+	p.Check(s.Residency == "" || residencyRE.MatchString(s.Residency), "job.residency",
+		"must be at most 40 letters, digits and '-', a jurisdiction as nodes name theirs, e.g. EU or US")
 }
 
 // checkDeadline checks that the job could still finish by its deadline
@@ -321,7 +348,14 @@ type Job struct {
 	// another, it starts over, and ResumeSeconds go back to 0
 	// (docs/market.md, "Checkpoints"). Gangs keep none.
 	CheckpointNodeID string `json:"checkpoint_node_id,omitempty"`
+	// CancelRequestedAt is when the renter cancelled the job while it ran:
+	// it ends cancelled once its leases have ended, however they end, and
+	// is never requeued (NextJobState). Nil when it was not cancelled.
+	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
 }
+
+// CancelRequested reports whether the renter cancelled the job.
+func (j *Job) CancelRequested() bool { return j.CancelRequestedAt != nil }
 
 // LatestStart is the last moment the job can start and still finish by
 // its deadline: the deadline less the run it has left, its duration less

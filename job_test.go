@@ -116,7 +116,7 @@ func TestJobSpec_Validate(t *testing.T) {
 		{"cap at 1000", func(s *idlegrid.JobSpec) { s.MaxPriceMicrosPerGPUHour = 1000 * idlegrid.MicrosPerUnit }, ""},
 		{"interruptible gold", func(s *idlegrid.JobSpec) { s.Tier, s.Interruptible = idlegrid.TierGold, true }, "job.interruptible"},
 		{"uninterruptible bronze", func(s *idlegrid.JobSpec) { s.Tier, s.Interruptible = idlegrid.TierBronze, false }, "job.interruptible"},
-		{"interruptible silver", func(s *idlegrid.JobSpec) { s.Interruptible = true }, ""},
+		{"interruptible silver", func(s *idlegrid.JobSpec) { s.Interruptible = true }, "job.interruptible"},
 		{"bad region", func(s *idlegrid.JobSpec) { s.Region = "EU-West" }, "job.region"},
 		{"preferred without region", func(s *idlegrid.JobSpec) { s.Region, s.RegionPreferred = "", true }, "job.region_preferred"},
 		{"zero duration", func(s *idlegrid.JobSpec) { s.DurationSeconds = 0 }, "job.duration_seconds"},

@@ -1,6 +1,7 @@
 package idlegrid
 
 import (
+	"fmt"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -186,34 +187,64 @@ type Placement struct {
 }
 
 // NextJobState decides what a job becomes once its current leases change:
-// running while any lease is live; requeued when the provider failed;
-// cancelled, failed or succeeded otherwise. It is pure so that every store
-// applies the same rule inside its transaction.
-func NextJobState(leases []*Lease) (JobState, string) {
-	var failed, cancelled, lost, preempted *Lease
+// running while any lease is live. Once none is, a job its renter
+// cancelled (cancelRequested, Job.CancelRequested) is cancelled, however
+// its leases ended: a lost node or a provider's failure does not requeue
+// it. Otherwise a lease failed by its workload fails the job, and so does
+// one stopped at its time limit (LimitStop); a lease cancelled by any
+// other stop (for money) cancels it; a lost lease, one failed by its
+// provider, or a preempted one requeues it; and when every lease
+// succeeded, it succeeded. Within each, the lease that ended first gives
+// the reason: in a gang, the others end because it did. It is pure so that
+// every store applies the same rule inside its transaction.
+func NextJobState(leases []*Lease, cancelRequested bool) (JobState, string) {
+	var failed, overran, cancelled, lost, preempted *Lease
 	for _, l := range leases {
 		switch {
 		case !l.State.Terminal():
 			return JobRunning, ""
+		case l.State == LeaseCancelled && l.StopRequested == LimitStop(l):
+			overran = firstEnded(overran, l)
 		case l.State == LeaseCancelled:
-			cancelled = l
+			cancelled = firstEnded(cancelled, l)
 		case l.State == LeasePreempted:
-			preempted = l
+			preempted = firstEnded(preempted, l)
 		case l.State == LeaseLost || (l.State == LeaseFailed && l.Fault == FaultProvider):
-			lost = l
+			lost = firstEnded(lost, l)
 		case l.State == LeaseFailed:
-			failed = l
+			failed = firstEnded(failed, l)
 		}
 	}
 	switch {
-	case cancelled != nil:
-		return JobCancelled, cancelled.Reason
+	case cancelRequested:
+		return JobCancelled, RenterCancelReason
 	case failed != nil:
 		return JobFailed, failed.Reason
+	case overran != nil:
+		return JobFailed, fmt.Sprintf("ran past its time limit of %ds (its duration_seconds) and was stopped", overran.LimitSeconds)
+	case cancelled != nil:
+		return JobCancelled, cancelled.Reason
 	case lost != nil:
 		return JobQueued, "requeued: " + lost.Reason
 	case preempted != nil:
 		return JobQueued, "requeued after preemption: " + preempted.Reason
 	}
 	return JobSucceeded, "all leases completed"
+}
+
+// LimitStop is the reason of the stop the server asks for when l runs past
+// its time limit, the job's duration. The lease ends cancelled, paid for up
+// to its limit, and its job fails (NextJobState): its workload did not
+// finish in the run it asked for.
+func LimitStop(l *Lease) string {
+	return fmt.Sprintf("time limit of %ds reached", l.LimitSeconds)
+}
+
+// firstEnded is whichever of a and l ended first; l when a is nil, and a
+// when neither end is known.
+func firstEnded(a, l *Lease) *Lease {
+	if a == nil || l.EndedAt != nil && (a.EndedAt == nil || l.EndedAt.Before(*a.EndedAt)) {
+		return l
+	}
+	return a
 }

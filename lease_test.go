@@ -11,12 +11,28 @@ func lease(state idlegrid.LeaseState, fault idlegrid.Fault, reason string) *idle
 	return &idlegrid.Lease{State: state, Fault: fault, Reason: reason}
 }
 
+// ended is l, ended at minute m.
+func ended(l *idlegrid.Lease, m int) *idlegrid.Lease {
+	at := time.Date(2025, 1, 1, 0, m, 0, 0, time.UTC)
+	l.EndedAt = &at
+	return l
+}
+
+// limitStopped is a lease of limit seconds the server stopped at its time
+// limit.
+func limitStopped(limit int64) *idlegrid.Lease {
+	l := &idlegrid.Lease{State: idlegrid.LeaseCancelled, LimitSeconds: limit}
+	l.StopRequested, l.Reason = idlegrid.LimitStop(l), idlegrid.LimitStop(l)
+	return l
+}
+
 func TestNextJobState(t *testing.T) {
 	tests := []struct {
-		name   string
-		leases []*idlegrid.Lease
-		state  idlegrid.JobState
-		reason string
+		name            string
+		leases          []*idlegrid.Lease
+		cancelRequested bool
+		state           idlegrid.JobState
+		reason          string
 	}{
 		{
 			name:   "any live lease keeps it running",
@@ -59,18 +75,58 @@ func TestNextJobState(t *testing.T) {
 			state:  idlegrid.JobFailed, reason: "exit 1",
 		},
 		{
-			name: "cancel beats everything terminal",
+			name: "the renter's cancel beats everything terminal",
 			leases: []*idlegrid.Lease{
 				lease(idlegrid.LeaseFailed, idlegrid.FaultWorkload, "exit 1"),
-				lease(idlegrid.LeaseCancelled, "", "renter cancelled"),
+				lease(idlegrid.LeaseCancelled, "", "cancelled by the renter"),
 				lease(idlegrid.LeaseLost, "", "silent"),
 			},
-			state: idlegrid.JobCancelled, reason: "renter cancelled",
+			cancelRequested: true,
+			state:           idlegrid.JobCancelled, reason: idlegrid.RenterCancelReason,
+		},
+		{
+			name:            "the renter's cancel is not requeued by a lost node",
+			leases:          []*idlegrid.Lease{lease(idlegrid.LeaseLost, idlegrid.FaultProvider, "node went silent")},
+			cancelRequested: true,
+			state:           idlegrid.JobCancelled, reason: idlegrid.RenterCancelReason,
+		},
+		{
+			name:            "the renter's cancel is not requeued by a provider's failure",
+			leases:          []*idlegrid.Lease{lease(idlegrid.LeaseFailed, idlegrid.FaultProvider, "abandoned")},
+			cancelRequested: true,
+			state:           idlegrid.JobCancelled, reason: idlegrid.RenterCancelReason,
+		},
+		{
+			name:            "the renter's cancel waits for live leases",
+			leases:          []*idlegrid.Lease{lease(idlegrid.LeaseCancelled, "", "cancelled"), lease(idlegrid.LeaseRunning, "", "")},
+			cancelRequested: true,
+			state:           idlegrid.JobRunning,
+		},
+		{
+			name: "a gang's workload failure beats the stops it caused",
+			leases: []*idlegrid.Lease{
+				lease(idlegrid.LeaseCancelled, "", "another lease of the job ended: failed"),
+				lease(idlegrid.LeaseFailed, idlegrid.FaultWorkload, "exited 2"),
+			},
+			state: idlegrid.JobFailed, reason: "exited 2",
+		},
+		{
+			name: "the first lease to end gives the reason",
+			leases: []*idlegrid.Lease{
+				ended(lease(idlegrid.LeaseCancelled, "", "another lease of the job ended: cancelled"), 2),
+				ended(lease(idlegrid.LeaseCancelled, "", "balance running out"), 1),
+			},
+			state: idlegrid.JobCancelled, reason: "balance running out",
+		},
+		{
+			name:   "a lease stopped at its time limit fails the job",
+			leases: []*idlegrid.Lease{limitStopped(60)},
+			state:  idlegrid.JobFailed, reason: "ran past its time limit of 60s (its duration_seconds) and was stopped",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			state, reason := idlegrid.NextJobState(tt.leases)
+			state, reason := idlegrid.NextJobState(tt.leases, tt.cancelRequested)
 			if state != tt.state || reason != tt.reason {
 				t.Errorf("got %s %q, want %s %q", state, reason, tt.state, tt.reason)
 			}

@@ -86,6 +86,13 @@ type Store interface {
 	SetJobReason(ctx context.Context, jobID, reason string, at time.Time) error
 	// CancelQueuedJob cancels a job that has no live leases; ECONFLICT otherwise.
 	CancelQueuedJob(ctx context.Context, jobID, reason string, at time.Time) error
+	// CancelJob records the renter's cancel of a job and stops it, in one
+	// transaction: a queued job ends cancelled at once; a running one
+	// keeps the cancel (Job.CancelRequestedAt), which NextJobState holds
+	// to however its leases end, and its live leases are asked to stop for
+	// reason, as RequestLeaseStop asks. It returns those leases; ECONFLICT
+	// once the job has ended.
+	CancelJob(ctx context.Context, jobID, reason string, at time.Time) ([]*Lease, error)
 
 	// PlaceJob stores a placement: the leases, their GPU claims and their
 	// holds, and moves the job to running. ECONFLICT if the job moved on

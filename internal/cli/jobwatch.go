@@ -533,18 +533,41 @@ func leaseChanges(prev, l *idlegrid.Lease, nodes nodeNames) []string {
 	if l.CheckpointRef != "" && l.CheckpointRef != prev.CheckpointRef {
 		out = append(out, fmt.Sprintf("checkpoint on %s: %s", on, l.CheckpointRef))
 	}
-	switch {
-	case l.NoticeAt != nil && prev.NoticeAt == nil && !l.State.Terminal():
-		by := l.NoticeAt.Add(time.Duration(l.NoticeSeconds) * time.Second)
-		out = append(out, fmt.Sprintf("notice on %s: it stops by %s (%s guaranteed): %s",
-			on, by.Local().Format("15:04:05"), seconds(l.NoticeSeconds), orDash(l.StopRequested)))
-	case l.StopRequested != "" && prev.StopRequested == "" && !l.State.Terminal():
-		out = append(out, fmt.Sprintf("stopping on %s: %s", on, l.StopRequested))
+	if line := stopLine(prev, l, on); line != "" {
+		out = append(out, line)
 	}
 	if l.State != prev.State {
 		out = append(out, leaseStateLine(l, on)...)
 	}
 	return out
+}
+
+// stopLine says that the server asked a live lease on node on to stop,
+// when it newly did: "notice on" for a notice (its reason begins with
+// idlegrid.NoticeStopPrefix: the lease has its notice period and its job
+// is requeued), "stopping on" for any other stop, such as the renter's
+// cancel, which also replaces a notice. Every stop sets the lease's
+// NoticeAt, so only the reason tells a notice. "" when nothing changed.
+func stopLine(prev, l *idlegrid.Lease, on string) string {
+	if l.State.Terminal() || l.StopRequested == "" || l.StopRequested == prev.StopRequested {
+		return ""
+	}
+	if !isNotice(l) {
+		return fmt.Sprintf("stopping on %s: %s", on, l.StopRequested)
+	}
+	if isNotice(prev) {
+		return "" // the same notice, said before
+	}
+	by := "its notice period ends"
+	if l.NoticeAt != nil {
+		by = l.NoticeAt.Add(time.Duration(l.NoticeSeconds) * time.Second).Local().Format("15:04:05")
+	}
+	return fmt.Sprintf("notice on %s: it stops by %s (%s guaranteed): %s", on, by, seconds(l.NoticeSeconds), l.StopRequested)
+}
+
+// isNotice reports whether the stop asked of l is a notice.
+func isNotice(l *idlegrid.Lease) bool {
+	return strings.HasPrefix(l.StopRequested, idlegrid.NoticeStopPrefix)
 }
 
 // leaseStateLine says the state a lease on node on moved to.

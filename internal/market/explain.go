@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -31,7 +32,14 @@ type Explanation struct {
 	EstimateNote   string    `json:"estimate_note"`
 	// Advice says what the renter could change in the job to start sooner.
 	Advice []string `json:"advice,omitempty"`
+
+	picks []Pick // what Place picks now, when it would place the job
 }
+
+// Picks are the nodes Place would place the job on now, or nil when it
+// would not: what a caller needs to reckon the placement's escrow hold,
+// which the engine does not weigh.
+func (x *Explanation) Picks() []Pick { return x.picks }
 
 // AskQuote is one node's ask as Explain shows it.
 type AskQuote struct {
@@ -80,6 +88,7 @@ func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
 	ex.Reservation = d.Reservation
 	switch {
 	case d.Placed():
+		ex.picks = d.Picks
 		ex.Summary = fmt.Sprintf("it can start now on %s", pickList(d.Picks))
 		ex.EstimatedStart, ex.EstimateNote = now, "it fits now; it starts at the next placement pass"
 	case d.Reservation != nil:
@@ -170,7 +179,8 @@ func (e *Engine) queueAhead(q *query, starts []nodeStart) int {
 	for _, j := range e.queued {
 		// A job with a reservation is in starts already: its reserved
 		// nodes free up only when it ends (estimateOn).
-		if j.ID != q.job.ID && e.reservations[j.ID] == nil && queuedBefore(j, q.job) {
+		// One that waits for money takes no node until its renter pays.
+		if j.ID != q.job.ID && e.reservations[j.ID] == nil && queuedBefore(j, q.job) && !WaitsForMoney(j.Reason) {
 			ahead = append(ahead, j)
 		}
 	}
@@ -199,6 +209,22 @@ func (e *Engine) queueAhead(q *query, starts []nodeStart) int {
 		}
 	}
 	return competing
+}
+
+// The reasons the scheduler gives a job that the engine would place but
+// whose renter cannot pay for the placement: its available balance is
+// short of the escrow hold, or a spend limit would be passed.
+const (
+	ReasonPrefixFunds      = "waiting for funds"
+	ReasonPrefixSpendLimit = "waiting: spend limit "
+)
+
+// WaitsForMoney reports whether reason, a queued job's, says that it waits
+// for money (ReasonPrefixFunds, ReasonPrefixSpendLimit). The engine does
+// not weigh money, so its queue ahead leaves such jobs out, by the reason
+// the scheduler gave them at its last pass.
+func WaitsForMoney(reason string) bool {
+	return strings.HasPrefix(reason, ReasonPrefixFunds) || strings.HasPrefix(reason, ReasonPrefixSpendLimit)
 }
 
 // queuedBefore reports whether the scheduler takes a before b.

@@ -120,8 +120,10 @@ func (s *Server) FindJob(ctx context.Context, id string) (*idlegrid.Job, error) 
 }
 
 // CancelJob cancels a job. A queued job is cancelled at once; a running one
-// has its leases stopped and is cancelled when the agents report, paying for
-// what ran.
+// has its leases stopped and is cancelled when they have ended, paying for
+// what ran. The store keeps the cancel with the job, in the transaction
+// that stops its leases, so that nothing that ends them afterwards (a node
+// lost, a provider's failure) requeues the job instead.
 func (s *Server) CancelJob(ctx context.Context, id string) (*idlegrid.Job, error) {
 	if _, err := requireUse(ctx); err != nil {
 		return nil, err
@@ -130,43 +132,36 @@ func (s *Server) CancelJob(ctx context.Context, id string) (*idlegrid.Job, error
 	if err != nil {
 		return nil, err
 	}
-	const reason = "cancelled by the renter"
-	for attempt := 0; attempt < 3; attempt++ {
-		switch {
-		case j.State.Terminal():
-			return nil, idlegrid.Errorf(idlegrid.ECONFLICT, "job %s already %s", j.ID, j.State)
-		case j.State == idlegrid.JobQueued:
-			if err = s.store.CancelQueuedJob(ctx, j.ID, reason, s.Now()); err == nil {
-				s.markJob(j.ID)
-				s.jobChanged(j.ID)
-			}
-		default:
-			err = s.stopJobLeases(ctx, j, reason)
-		}
-		if idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
-			break
-		}
-		if j, err = s.store.FindJob(ctx, id); err != nil { // it moved on under us; look again
-			return nil, err
-		}
-	}
+	stopping, err := s.store.CancelJob(ctx, j.ID, idlegrid.RenterCancelReason, s.Now())
 	if err != nil {
+		return nil, err
+	}
+	if len(stopping) == 0 { // it was queued and is cancelled: the engine forgets it
+		s.markJob(j.ID)
+	}
+	s.jobChanged(j.ID)
+	if err := s.stopCancelled(ctx, stopping); err != nil {
 		return nil, err
 	}
 	return s.store.FindJob(ctx, id)
 }
 
-// stopJobLeases ends a job's live leases: those not started yet end at
-// once; running ones are asked to stop, and end when their agent reports.
-func (s *Server) stopJobLeases(ctx context.Context, j *idlegrid.Job, reason string) error {
-	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{JobID: j.ID, States: liveLeaseStates})
-	if err != nil {
-		return err
-	}
-	for _, l := range leases {
-		if err := s.stopLease(ctx, l, reason); err != nil {
-			return err
+// stopCancelled follows up a renter's cancel the store recorded: the
+// leases it asked to stop that had not started end at once, cancelled; the
+// nodes of the others are told.
+func (s *Server) stopCancelled(ctx context.Context, stopping []*idlegrid.Lease) error {
+	for _, l := range stopping {
+		if l.State == idlegrid.LeaseAssigned {
+			err := s.endLease(ctx, l, leaseEnd{to: idlegrid.LeaseCancelled, reason: idlegrid.RenterCancelReason})
+			if err == nil {
+				continue
+			} else if idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
+				return err
+			}
+			// The agent started it meanwhile: its node stops it like any running lease.
 		}
+		s.markLease(l.ID)
+		s.waiters.notify(l.NodeID)
 	}
 	return nil
 }

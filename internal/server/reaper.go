@@ -214,7 +214,9 @@ func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) err
 				reason: l.StopRequested + "; the node did not confirm the stop"})
 		case l.State == idlegrid.LeaseRunning && l.StopRequested == "" && l.StartedAt != nil &&
 			now.Sub(*l.StartedAt) > time.Duration(l.LimitSeconds)*time.Second+limitGrace:
-			err = s.stopLease(ctx, l, fmt.Sprintf("time limit of %ds reached", l.LimitSeconds))
+			// It ends cancelled, paid for up to its limit, and its job
+			// fails: it did not finish in its run (idlegrid.LimitStop).
+			err = s.stopLease(ctx, l, idlegrid.LimitStop(l))
 		}
 		if err != nil && idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
 			return err

@@ -431,19 +431,35 @@ func (s *Server) answeringWhile(e *market.Engine, write func() []error) []error 
 const defaultQueuedPerPass = 10000
 
 // pastLatestStart says why a queued job can no longer finish by its
-// deadline, or "" while it still can.
+// deadline, or "" while it still can. The run it names is the one the job
+// has left (Job.LatestStart): its duration less what its checkpoint holds.
 func pastLatestStart(j *idlegrid.Job, now time.Time) string {
 	latest, ok := j.LatestStart()
 	if !ok || !now.After(latest) {
 		return ""
 	}
-	return fmt.Sprintf("no node took it by %s, the last start that could finish its %s run by its deadline, %s",
-		latest.UTC().Format(time.RFC3339), time.Duration(j.DurationSeconds)*time.Second, j.Deadline.UTC().Format(time.RFC3339))
+	seconds := func(n int64) time.Duration { return time.Duration(n) * time.Second }
+	run := seconds(max(j.DurationSeconds-j.ResumeSeconds, 1)).String() + " run"
+	if j.ResumeSeconds > 0 {
+		run += fmt.Sprintf(" left (its checkpoint holds %s of its %s)", seconds(j.ResumeSeconds), seconds(j.DurationSeconds))
+	}
+	return fmt.Sprintf("no node took it by %s, the last start that could finish its %s by its deadline, %s",
+		latest.UTC().Format(time.RFC3339), run, j.Deadline.UTC().Format(time.RFC3339))
+}
+
+// unplaceable says why a queued job must be cancelled rather than placed,
+// or "": its renter cancelled it (a coordinator of an older version may
+// have requeued it since), or it can no longer finish by its deadline.
+func unplaceable(j *idlegrid.Job, now time.Time) string {
+	if j.CancelRequested() {
+		return idlegrid.RenterCancelReason
+	}
+	return pastLatestStart(j, now)
 }
 
 // placeJob asks the engine about one job and carries out its decision.
 func (s *Server) placeJob(ctx context.Context, e *market.Engine, j *idlegrid.Job, now time.Time, b *placementBatch) error {
-	if reason := pastLatestStart(j, now); reason != "" {
+	if reason := unplaceable(j, now); reason != "" {
 		e.ForgetJob(j.ID)
 		s.resyncing.noteJob(j.ID)
 		err := s.store.CancelQueuedJob(ctx, j.ID, reason, now)
@@ -562,49 +578,6 @@ func (s *Server) setReason(ctx context.Context, j *idlegrid.Job, reason string) 
 		s.jobChanged(j.ID)
 	}
 	return err
-}
-
-// Explain says why a queued job has not started: what ruled nodes out, the
-// asks it would need to beat, and when it may start. The explanation is at
-// most explainTTL old. A job that is not queued has no wait to explain:
-// ECONFLICT, naming its state.
-func (s *Server) Explain(ctx context.Context, jobID string) (*market.Explanation, error) {
-	j, err := s.FindJob(ctx, jobID)
-	if err != nil {
-		return nil, err
-	}
-	if j.State != idlegrid.JobQueued {
-		return nil, notQueued(j)
-	}
-	return s.explains.get(ctx, j.ID, s.Now(), func(ctx context.Context) (*market.Explanation, error) {
-		var x market.Explanation
-		err := s.askScan(ctx, "explains", func(e *market.Engine) { x = e.Explain(j, s.Now()) })
-		return &x, err
-	})
-}
-
-// notQueued is the ECONFLICT of explaining j, which is not queued: it runs,
-// or it ended.
-func notQueued(j *idlegrid.Job) error {
-	const rest = "; only a queued job has a wait to explain"
-	at := func(t *time.Time) string {
-		if t == nil {
-			return ""
-		}
-		return " " + t.UTC().Format(time.RFC3339)
-	}
-	why := ""
-	if j.Reason != "" {
-		why = " (" + j.Reason + ")"
-	}
-	if j.State.Terminal() {
-		return idlegrid.Errorf(idlegrid.ECONFLICT, "job %s is not queued: it ended%s, %s%s%s", j.ID, at(j.EndedAt), j.State, why, rest)
-	}
-	since := ""
-	if j.StartedAt != nil {
-		since = " since" + at(j.StartedAt)
-	}
-	return idlegrid.Errorf(idlegrid.ECONFLICT, "job %s is not queued: it has been %s%s%s%s", j.ID, j.State, since, why, rest)
 }
 
 // Market returns supply, demand, clearing prices, fill rate and a

@@ -112,7 +112,8 @@ func (s *Server) afterLeaseEnded(ctx context.Context, l *idlegrid.Lease, to idle
 // (noticePrefix): each ends preempted, paid for what it ran, and the job
 // is requeued as a one-node job would be (idlegrid.NextJobState). When
 // the job is over (its workload failed, its renter cancelled), the rest
-// ends cancelled.
+// ends cancelled; the job ends as the lease that ended first says (failed,
+// with its reason), or cancelled when its renter cancelled it.
 func gangStop(to idlegrid.LeaseState, fault idlegrid.Fault) string {
 	why := "another lease of the job ended: " + string(to)
 	if to == idlegrid.LeaseLost || to == idlegrid.LeasePreempted || to == idlegrid.LeaseFailed && fault == idlegrid.FaultProvider {

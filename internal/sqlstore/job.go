@@ -36,22 +36,23 @@ func (db *DB) CreateJob(ctx context.Context, j *idlegrid.Job) error {
 }
 
 const jobColumns = `id, renter_id, spec, state, reason, attempts, created_at, updated_at,
-	started_at, ended_at, charged_micros, submitted_by_key, idempotency_key, resume_seconds, checkpoint_node_id`
+	started_at, ended_at, charged_micros, submitted_by_key, idempotency_key, resume_seconds, checkpoint_node_id,
+	cancel_requested_at`
 
 func scanJob(s scanner) (*idlegrid.Job, error) {
 	var j idlegrid.Job
 	var spec string
-	var created, updated, started, ended sql.NullInt64
+	var created, updated, started, ended, cancel sql.NullInt64
 	if err := s.Scan(&j.ID, &j.RenterID, &spec, &j.State, &j.Reason, &j.Attempts,
 		&created, &updated, &started, &ended, &j.ChargedMicros, &j.SubmittedByKey, &j.IdempotencyKey, &j.ResumeSeconds,
-		&j.CheckpointNodeID); err != nil {
+		&j.CheckpointNodeID, &cancel); err != nil {
 		return nil, err
 	}
 	if err := jsonOf(spec, &j.JobSpec); err != nil {
 		return nil, err
 	}
 	j.CreatedAt, j.UpdatedAt = timeOf(created), timeOf(updated)
-	j.StartedAt, j.EndedAt = timePtrOf(started), timePtrOf(ended)
+	j.StartedAt, j.EndedAt, j.CancelRequestedAt = timePtrOf(started), timePtrOf(ended), timePtrOf(cancel)
 	return &j, nil
 }
 
@@ -165,4 +166,65 @@ func (db *DB) CancelQueuedJob(ctx context.Context, jobID, reason string, at time
 			WHERE id = $4`, string(idlegrid.JobCancelled), reason, timeArg(at), jobID)
 		return err
 	})
+}
+
+// CancelJob records the renter's cancel of a job, in one transaction with
+// what it stops. A queued job ends cancelled at once. A running one keeps
+// the cancel (Job.CancelRequestedAt), so that it ends cancelled however
+// its leases end, and each of its live leases is asked to stop for reason
+// as RequestLeaseStop would; those leases are returned, for the caller to
+// end the unstarted ones and tell the nodes. A job that has ended is
+// ECONFLICT. The job is read and written under its lock, so a requeue
+// that races the cancel either happened before (the job is cancelled
+// queued) or sees the cancel.
+func (db *DB) CancelJob(ctx context.Context, jobID, reason string, at time.Time) ([]*idlegrid.Lease, error) {
+	if reason == "" {
+		return nil, idlegrid.Invalid("cancel.reason", "required")
+	}
+	var stopping []*idlegrid.Lease
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		j, err := findJob(ctx, tx, jobID, db.dialect.forUpdate)
+		if err != nil {
+			return err
+		}
+		switch {
+		case j.State.Terminal():
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "job %s already %s", jobID, j.State)
+		case j.State == idlegrid.JobQueued:
+			stopping = nil
+			_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = $1, reason = $2, updated_at = $3, ended_at = $3,
+				cancel_requested_at = $3 WHERE id = $4`, string(idlegrid.JobCancelled), reason, timeArg(at), jobID)
+			return err
+		}
+		stopping, err = stopJobLeases(ctx, tx, j, reason, at)
+		return err
+	})
+	return stopping, err
+}
+
+// stopJobLeases keeps the renter's cancel on running job j and asks each
+// of its live leases to stop for reason: one with no stop yet gets it, and
+// a notice gives way to it (RequestLeaseStop). It returns the live leases
+// as they are then.
+func stopJobLeases(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, reason string, at time.Time) ([]*idlegrid.Lease, error) {
+	cancelAt := at
+	if j.CancelRequestedAt != nil {
+		cancelAt = *j.CancelRequestedAt // the first cancel stands
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET cancel_requested_at = $1, updated_at = $2 WHERE id = $3`,
+		timeArg(cancelAt), timeArg(at), j.ID); err != nil {
+		return nil, err
+	}
+	live := []any{j.ID, string(idlegrid.LeaseAssigned), string(idlegrid.LeaseRunning)}
+	if _, err := tx.ExecContext(ctx, `UPDATE leases SET stop_requested = $4, notice_at = $5
+		WHERE job_id = $1 AND state IN ($2, $3) AND stop_requested = ''`, append(live, reason, timeArg(at))...); err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE leases SET stop_requested = $4
+		WHERE job_id = $1 AND state IN ($2, $3) AND substr(stop_requested, 1, $5) = $6`,
+		append(live, reason, len(idlegrid.NoticeStopPrefix), idlegrid.NoticeStopPrefix)...); err != nil {
+		return nil, err
+	}
+	return queryLeases(ctx, tx, `SELECT `+leaseColumns+` FROM leases WHERE job_id = $1 AND state IN ($2, $3)
+		ORDER BY created_at, id`, live...)
 }

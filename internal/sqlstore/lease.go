@@ -582,7 +582,8 @@ func moveLease(ctx context.Context, tx *sql.Tx, l *idlegrid.Lease, t *idlegrid.L
 }
 
 // moveJob charges the job for t and, when the lease belongs to the job's
-// current attempt, moves the job on by NextJobState.
+// current attempt, moves the job on by NextJobState: a job its renter
+// cancelled ends cancelled, whatever t.
 func moveJob(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, attempt int, t *idlegrid.LeaseTransition) error {
 	state, reason, ended := j.State, j.Reason, j.EndedAt
 	if attempt == j.Attempts && !j.State.Terminal() {
@@ -591,7 +592,7 @@ func moveJob(ctx context.Context, tx *sql.Tx, j *idlegrid.Job, attempt int, t *i
 		if err != nil {
 			return err
 		}
-		next, why := idlegrid.NextJobState(leases)
+		next, why := idlegrid.NextJobState(leases, j.CancelRequested())
 		if next != j.State || why != "" {
 			state, reason = next, why
 		}
