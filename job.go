@@ -43,7 +43,7 @@ const (
 	JobRunning   JobState = "running"   // has live leases
 	JobSucceeded JobState = "succeeded" // every lease exited 0
 	JobFailed    JobState = "failed"    // the workload failed
-	JobCancelled JobState = "cancelled" // the renter cancelled it
+	JobCancelled JobState = "cancelled" // by its renter, or by the market (a deadline it can no longer meet, money that ran out); Reason says which
 )
 
 // RenterCancelReason is why a job its renter cancelled ended, and why its
