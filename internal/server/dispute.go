@@ -57,19 +57,11 @@ func (s *Server) ReleaseBond(ctx context.Context, amount idlegrid.Micros, idempo
 	if err != nil {
 		return nil, err
 	}
-	open, err := s.store.ListDisputes(ctx, idlegrid.DisputeFilter{
-		ProviderID: c.AccountID, States: []idlegrid.DisputeState{idlegrid.DisputeOpen}, Limit: 1})
-	if err != nil {
-		return nil, err
-	} else if len(open) > 0 {
-		return nil, idlegrid.Errorf(idlegrid.ECONFLICT,
-			"dispute %s against you is open; the bond can be released once it is resolved", open[0].ID)
-	}
 	t, err := ledger.ReleaseBond(c.AccountID, amount, idempotencyKey, s.Now())
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.store.PostTransfer(ctx, t); err != nil {
+	if _, err := s.store.ReleaseBond(ctx, t, c.AccountID); err != nil {
 		return nil, err
 	}
 	return s.store.Balance(ctx, c.AccountID)

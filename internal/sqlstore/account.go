@@ -78,6 +78,17 @@ func findAccount(ctx context.Context, tx *sql.Tx, id string) (*idlegrid.Account,
 	return a, err
 }
 
+// lockAccount holds account id's row until the transaction ends (with
+// forUpdate; SQLite's writers take turns anyway), or ENOTFOUND.
+func lockAccount(ctx context.Context, tx *sql.Tx, id, forUpdate string) error {
+	var got string
+	err := tx.QueryRowContext(ctx, `SELECT id FROM accounts WHERE id = $1`+forUpdate, id).Scan(&got)
+	if errors.Is(err, sql.ErrNoRows) {
+		return notFound("account", id)
+	}
+	return err
+}
+
 type scanner interface{ Scan(dest ...any) error }
 
 func scanAccount(s scanner) (*idlegrid.Account, error) {

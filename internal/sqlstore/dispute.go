@@ -77,7 +77,7 @@ func (db *DB) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idl
 		return err
 	}
 	return db.update(ctx, func(tx *sql.Tx) error {
-		if _, err := findAccount(ctx, tx, d.ProviderID); err != nil {
+		if err := lockAccount(ctx, tx, d.ProviderID, db.dialect.forUpdate); err != nil { // as ReleaseBond does
 			return err
 		}
 		var resolved any

@@ -148,5 +148,36 @@ func testDisputes(t *testing.T, db *sqlstore.DB) {
 		if diff := cmp.Diff(all, paged); diff != "" {
 			t.Errorf("ListDisputes two at a time (-all +paged):\n%s", diff)
 		}
+		byLease, err := db.ListDisputes(ctx, idlegrid.DisputeFilter{LeaseID: "lease_e"})
+		mustOK(t, err)
+		if len(byLease) != 1 || byLease[0].ID != dismissed.ID {
+			t.Errorf("ListDisputes(lease_e) = %v, want %s alone", byLease, dismissed.ID)
+		}
+	})
+	t.Run("a dismissed dispute does not hold its lease's offence", func(t *testing.T) {
+		proven := newDispute("lease_e", idlegrid.DisputeUpheld)
+		mustOK(t, db.OpenDispute(ctx, proven, slash(proven, 10*idlegrid.MicrosPerUnit)))
+		checkLedger(t, db)
+	})
+	t.Run("no release while a dispute is open", func(t *testing.T) {
+		pending := newDispute("lease_f", idlegrid.DisputeOpen)
+		mustOK(t, db.OpenDispute(ctx, pending, nil))
+		release := func(key string) error {
+			tr, err := ledger.ReleaseBond(p.ID, idlegrid.MicrosPerUnit, key, t0)
+			mustOK(t, err)
+			_, err = db.ReleaseBond(ctx, tr, p.ID)
+			return err
+		}
+		wantCode(t, release("r1"), idlegrid.ECONFLICT)
+		before, _ := balances()
+		_, err := db.ResolveDispute(ctx, idlegrid.DisputeResolution{DisputeID: pending.ID, To: idlegrid.DisputeDismissed,
+			Resolution: "no proof", By: "acct_admin", At: t0.Add(time.Hour)})
+		mustOK(t, err)
+		mustOK(t, release("r1"))
+		mustOK(t, release("r1")) // the same release again: applied once
+		if after, _ := balances(); after != before-idlegrid.MicrosPerUnit {
+			t.Errorf("bond %s after releasing 1 of %s, want one released once", after, before)
+		}
+		checkLedger(t, db)
 	})
 }

@@ -136,28 +136,59 @@ func postTransfersLater(ctx context.Context, tx *sql.Tx, ts []*idlegrid.Transfer
 // entries differ from t's.
 func (db *DB) PostTransfer(ctx context.Context, t *idlegrid.Transfer) (*idlegrid.Transfer, error) {
 	var out *idlegrid.Transfer
-	err := db.update(ctx, func(tx *sql.Tx) error {
-		err := postTransfer(ctx, tx, t)
-		if err == nil {
-			out = t
-			return nil
-		} else if !errors.Is(err, errSeen) {
-			return err
-		}
-		stored, err := findTransferByKey(ctx, tx, t.IdempotencyKey)
-		if err != nil {
-			return err
-		} else if !sameEntries(stored.Entries, t.Entries) {
-			return idlegrid.Errorf(idlegrid.ECONFLICT,
-				"idempotency key %q was used before for a different transfer", t.IdempotencyKey)
-		}
-		out = stored
-		return nil
+	err := db.update(ctx, func(tx *sql.Tx) (err error) {
+		out, err = postOnce(ctx, tx, t)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// ReleaseBond posts t, a release of providerID's bond, unless a dispute
+// against the provider is open. The provider's account row is locked
+// first, as OpenDispute locks it, so the two cannot pass each other.
+func (db *DB) ReleaseBond(ctx context.Context, t *idlegrid.Transfer, providerID string) (*idlegrid.Transfer, error) {
+	var out *idlegrid.Transfer
+	err := db.update(ctx, func(tx *sql.Tx) (err error) {
+		if err := lockAccount(ctx, tx, providerID, db.dialect.forUpdate); err != nil {
+			return err
+		}
+		var open string
+		err = tx.QueryRowContext(ctx, `SELECT id FROM disputes WHERE provider_id = $1 AND state = $2 ORDER BY created_at LIMIT 1`,
+			providerID, string(idlegrid.DisputeOpen)).Scan(&open)
+		if err == nil {
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "dispute %s against you is open; the bond can be released once it is resolved", open)
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		out, err = postOnce(ctx, tx, t)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// postOnce applies t, or returns the transfer stored under its idempotency
+// key when that was applied before with the same entries.
+func postOnce(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer) (*idlegrid.Transfer, error) {
+	err := postTransfer(ctx, tx, t)
+	if err == nil {
+		return t, nil
+	} else if !errors.Is(err, errSeen) {
+		return nil, err
+	}
+	stored, err := findTransferByKey(ctx, tx, t.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	} else if !sameEntries(stored.Entries, t.Entries) {
+		return nil, idlegrid.Errorf(idlegrid.ECONFLICT,
+			"idempotency key %q was used before for a different transfer", t.IdempotencyKey)
+	}
+	return stored, nil
 }
 
 func sameEntries(a, b []idlegrid.Entry) bool {
