@@ -63,7 +63,11 @@ func (a *api) me(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, acct)
+	keyID, access, err := a.srv.CallerKey(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wire.Me{Account: acct, KeyID: keyID, KeyAccess: access})
 }
 
 // POST /v1/keys

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/httpapi"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
@@ -85,4 +86,35 @@ func TestAPI_keyAccess(t *testing.T) {
 			t.Errorf("keys listed with accesses %q, want %q", got, want)
 		}
 	})
+}
+
+// TestAPI_meKeyAccess: GET /v1/me names the key calling and its access,
+// for each access, beside the account's fields, which a client decoding
+// an idlegrid.Account still reads.
+func TestAPI_meKeyAccess(t *testing.T) {
+	f := mustOpen(t, httpapi.Options{})
+	ctx := context.Background()
+	renter, acct, _ := f.mustAccount(t, "ren", idlegrid.RoleRenter)
+	for _, access := range []idlegrid.Access{idlegrid.AccessAll, idlegrid.AccessUse, idlegrid.AccessRead} {
+		t.Run(string(access), func(t *testing.T) {
+			key, secret, err := renter.CreateAPIKeyWithAccess(ctx, "key-"+string(access), access)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answer := mustDo(t, request(t, "GET", f.URL+"/v1/me", secret, ""))
+			var got map[string]any
+			if err := json.Unmarshal(answer.Body, &got); err != nil || answer.Status != 200 {
+				t.Fatalf("GET /v1/me = %d %s (%v)", answer.Status, answer.Body, err)
+			}
+			want := map[string]any{"id": acct.ID, "name": "ren", "role": "renter", "key_id": key.ID, "key_access": string(access)}
+			for field, v := range want {
+				if got[field] != v {
+					t.Errorf("GET /v1/me with a key of access %s: %s = %v, want %v (body %s)", access, field, got[field], v, answer.Body)
+				}
+			}
+			if me, err := client.New(f.URL, secret).Me(ctx); err != nil || me.ID != acct.ID || me.Role != idlegrid.RoleRenter {
+				t.Errorf("client Me = %+v, %v; want the account %s", me, err, acct.ID)
+			}
+		})
+	}
 }

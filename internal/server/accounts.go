@@ -111,6 +111,21 @@ func (s *Server) Me(ctx context.Context) (*idlegrid.Account, error) {
 	return s.store.FindAccount(ctx, c.AccountID)
 }
 
+// CallerKey returns the ID and access of the API key making the call, so
+// that the caller can tell what it may do of what its role allows; both
+// are "" for a caller made without a key. A key whose access is unset
+// (made before keys had one) has all.
+func (s *Server) CallerKey(ctx context.Context) (string, idlegrid.Access, error) {
+	c, err := account(ctx)
+	if err != nil || c.KeyID == "" {
+		return "", "", err
+	}
+	if c.Access == "" {
+		return c.KeyID, idlegrid.AccessAll, nil
+	}
+	return c.KeyID, c.Access, nil
+}
+
 // CreateAPIKey makes a new key for the caller's own account with access
 // ("": all). The secret is returned once and never stored. Only a key with
 // access all may make keys, so none makes a key that may do more than it.

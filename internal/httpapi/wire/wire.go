@@ -76,6 +76,16 @@ type Accounts struct {
 	Accounts []*idlegrid.Account `json:"accounts"`
 }
 
+// Me answers GET /v1/me: the caller's account, its fields at the top
+// level so that a client that decodes an idlegrid.Account still reads it,
+// and the API key calling with its access, which says what the key may do
+// of what the account's role allows (a dashboard hides what it may not).
+type Me struct {
+	*idlegrid.Account
+	KeyID     string          `json:"key_id,omitempty"`
+	KeyAccess idlegrid.Access `json:"key_access,omitempty"`
+}
+
 // CreateAPIKeyRequest is the body of POST /v1/keys.
 type CreateAPIKeyRequest struct {
 	Name   string          `json:"name"`

@@ -278,34 +278,38 @@
 
   // A view is a list of panels; a role lands on the first of its views. A
   // panel's form (if any) is drawn once, so that typing is never
-  // interrupted; its body is redrawn on every refresh.
+  // interrupted; its body is redrawn on every refresh. A panel that
+  // changes something says the access it takes (need) and what it does
+  // (act): a key without that access sees a line saying so instead of its
+  // form, and none of its buttons (see may).
   const VIEWS = {
     renter: { title: 'Renter', roles: ['renter'], panels: () => [
-      { id: 'submit', title: 'Submit a job', form: submitForm, bind: bindSubmit },
+      { id: 'submit', title: 'Submit a job', form: submitForm, bind: bindSubmit, need: 'use', act: 'submit jobs' },
       { id: 'jobs', title: 'Jobs', wide: true, body: renterJobs },
-      { id: 'job', title: 'Job details', wide: true, body: jobDetails },
+      { id: 'job', title: 'Job details', wide: true, body: jobDetails, need: 'use', act: 'cancel jobs' },
       { id: 'offers', title: 'Nodes on offer', wide: true, body: nodesOnOffer, form: offersForm, bind: bindOffers },
       { id: 'spend', title: 'Spend', body: renterSpend },
       { id: 'inference', title: 'Inference usage', body: inferenceUsage },
-      { id: 'keys', title: 'Keys and budgets', body: keysAndBudgets, form: budgetForm, bind: bindBudget },
-      { id: 'registries', title: 'Registry logins', body: registryLogins, form: registryForm, bind: bindRegistry, result: true },
+      { id: 'keys', title: 'Keys and budgets', body: keysAndBudgets, form: budgetForm, bind: bindBudget, need: 'all', act: 'set budgets' },
+      { id: 'registries', title: 'Registry logins', body: registryLogins, form: registryForm, bind: bindRegistry, result: true,
+        need: 'all', act: 'add or remove registry logins' },
       { id: 'verifications', title: 'Verifications of your results', wide: true, body: verifications },
     ] },
     provider: { title: 'Provider', roles: ['provider'], panels: () => [
-      { id: 'nodes', title: 'Nodes and GPUs', wide: true, body: providerNodes, result: true },
-      { id: 'windows', title: 'Windows', body: windowStatus, form: windowForm, bind: bindWindows },
+      { id: 'nodes', title: 'Nodes and GPUs', wide: true, body: providerNodes, result: true, need: 'use', act: 'drain nodes' },
+      { id: 'windows', title: 'Windows', body: windowStatus, form: windowForm, bind: bindWindows, need: 'use', act: 'set windows' },
       { id: 'asks', title: 'Asks and suggested prices', body: providerAsks },
       { id: 'earnings', title: 'Fill rate and earnings', body: providerEarnings },
       { id: 'reliability', title: 'Reliability', body: providerReliability },
       { id: 'badges', title: 'Badges', body: providerBadges },
-      { id: 'payouts', title: 'Payouts', body: providerPayouts, form: payoutForm, bind: bindPayout },
+      { id: 'payouts', title: 'Payouts', body: providerPayouts, form: payoutForm, bind: bindPayout, need: 'all', act: 'request payouts' },
       { id: 'bond', title: 'Bond and disputes', wide: true, body: providerBond },
     ] },
     operator: { title: 'Operator', roles: ['admin'], panels: () => [
       { id: 'health', title: 'System health', wide: true, body: systemHealth },
-      { id: 'settle', title: 'Payouts to settle', wide: true, body: payoutsToSettle, result: true },
-      { id: 'disputes', title: 'Disputes', wide: true, body: disputes, result: true },
-      { id: 'quarantine', title: 'Quarantined nodes', wide: true, body: quarantined, result: true },
+      { id: 'settle', title: 'Payouts to settle', wide: true, body: payoutsToSettle, result: true, need: 'all', act: 'settle or reject payouts' },
+      { id: 'disputes', title: 'Disputes', wide: true, body: disputes, result: true, need: 'all', act: 'uphold or dismiss disputes' },
+      { id: 'quarantine', title: 'Quarantined nodes', wide: true, body: quarantined, result: true, need: 'all', act: 'lift quarantines' },
       { id: 'verifications', title: 'Verifications', wide: true, body: verifications },
     ] },
     market: { title: 'Market', roles: ['renter', 'provider', 'admin'], panels: () => [
@@ -316,6 +320,24 @@
   };
 
   const viewsFor = (role) => Object.keys(VIEWS).filter((v) => VIEWS[v].roles.includes(role));
+
+  // -- what the key may do --
+
+  // The key's access (key_access of GET /v1/me; docs/api.md, "API key
+  // access") narrows what its role allows: read only reads, use acts but
+  // does not manage the account (keys' budgets, registry logins, payouts,
+  // an operator's decisions), all does everything. A server that does not
+  // say is taken as all: it refuses what the key may not, as it always did.
+  const ACCESS_RANK = { read: 0, use: 1, all: 2 };
+  const keyAccess = () => (st.me && st.me.key_access) || 'all';
+  const may = (need) => !need || ACCESS_RANK[keyAccess()] >= ACCESS_RANK[need];
+
+  // denied is the line a panel p shows instead of what the key may not do.
+  function denied(p) {
+    const why = keyAccess() === 'read' ? 'This key can only read'
+      : `This key's access is ${keyAccess()}, which does not manage the account`;
+    return `<p class="hint denied">${esc(why)}: sign in with a key of access ${p.need === 'use' ? 'use or all' : 'all'} to ${esc(p.act)}.</p>`;
+  }
 
   // -- renter --
 
@@ -590,7 +612,7 @@
           `<span class="${esc(l.stream)}">${esc(l.text)}</span>`).join('\n')}</pre>`
         : '<p class="muted">No output yet.</p>');
     }
-    if (job.state === 'queued' || job.state === 'running') {
+    if ((job.state === 'queued' || job.state === 'running') && may('use')) {
       html += `<p><button type="button" class="danger small" data-action="cancel" data-id="${esc(job.id)}">Cancel job</button></p>`;
     }
     return html;
@@ -974,10 +996,10 @@
   }
 
   function fillWindowNodes(nodes) {
+    if (!st.node && nodes.length) st.node = nodes[0].id; // the panel shows its windows, editor or not
     const sel = $('#w-node');
     if (!sel || sel.options.length === nodes.length) return;
     sel.innerHTML = nodes.map((n) => `<option value="${esc(n.id)}">${esc(n.name)}</option>`).join('');
-    if (!st.node && nodes.length) st.node = nodes[0].id;
     sel.value = st.node;
     loadWindows();
   }
@@ -1256,7 +1278,7 @@
   const remember = (rows, key = (r) => r.id) => { for (const r of rows) st.rows[key(r)] = r; return rows; };
   const enc = encodeURIComponent;
   const words = (s) => String(s || '').replace(/_/g, ' ');
-  const actionButton = (action, rowID, text, what, danger) => `<button type="button" class="small${danger ? ' danger' : ''}"
+  const actionButton = (action, rowID, text, what, danger) => !may(ACTIONS[action].need) ? '' : `<button type="button" class="small${danger ? ' danger' : ''}"
     data-action="${action}" data-id="${esc(rowID)}" aria-haspopup="dialog" aria-label="${esc(text + ' ' + what)}">${esc(text)}…</button>`;
 
   async function payoutsToSettle() {
@@ -1356,22 +1378,22 @@
   // ---- operator actions, each confirmed in a dialog ------------------
 
   // ACTIONS are the actions on a row (an operator's, and a provider's
-  // drain): what the dialog asks, the call made once it is confirmed, and
-  // what the panel then says. key is an
+  // drain): the access they take (need), what the dialog asks, the call
+  // made once it is confirmed, and what the panel then says. key is an
   // Idempotency-Key made when the dialog opens, so that retrying one
   // confirmation is applied once.
   const ACTIONS = {
-    settle: { panel: 'settle', ok: 'Settle payout', required: true, label: 'Payment reference (e.g. the bank transfer ID)',
+    settle: { panel: 'settle', need: 'all', ok: 'Settle payout', required: true, label: 'Payment reference (e.g. the bank transfer ID)',
       title: (r) => 'Settle payout ' + r.id,
       what: (r) => `Marks ${money(r.amount_micros)} to provider ${r.provider_id} as paid. Settle once the money has left: it cannot be undone.`,
       run: (r, text, key) => api('POST', '/v1/payouts/' + enc(r.id) + '/settle', { reason: text }, { 'Idempotency-Key': key }),
       done: (x) => `Payout ${x.id} settled: ${money(x.amount_micros)} paid to ${x.provider_id}.` },
-    reject: { panel: 'settle', ok: 'Reject payout', danger: true, required: true, label: 'Reason, for the provider',
+    reject: { panel: 'settle', need: 'all', ok: 'Reject payout', danger: true, required: true, label: 'Reason, for the provider',
       title: (r) => 'Reject payout ' + r.id,
       what: (r) => `Refuses ${money(r.amount_micros)} to provider ${r.provider_id}; the money is payable to them again.`,
       run: (r, text, key) => api('POST', '/v1/payouts/' + enc(r.id) + '/reject', { reason: text }, { 'Idempotency-Key': key }),
       done: (x) => `Payout ${x.id} rejected: ${money(x.amount_micros)} is payable to ${x.provider_id} again.` },
-    uphold: { panel: 'disputes', ok: 'Uphold dispute', danger: true, required: true, label: 'Resolution: why it is upheld',
+    uphold: { panel: 'disputes', need: 'all', ok: 'Uphold dispute', danger: true, required: true, label: 'Resolution: why it is upheld',
       title: (r) => 'Uphold dispute ' + r.id,
       what: (r) => `Finds provider ${r.provider_id} guilty of ${words(r.offence)}: the trust policy's penalty is taken from their bond ` +
         `and counts against their reputation. Evidence: ${r.evidence || 'none given'}`,
@@ -1379,29 +1401,29 @@
       done: (d) => `Dispute ${d.id} upheld: ` + (d.penalty_micros > 0
         ? `${money(d.penalty_micros)} taken from the bond of ${d.provider_id}${d.penalty_to ? ' to the ' + d.penalty_to : ''}.`
         : `no money moved (the bond of ${d.provider_id} was empty, or the policy sets no penalty).`) },
-    dismiss: { panel: 'disputes', ok: 'Dismiss dispute', required: true, label: 'Resolution: why it is dismissed',
+    dismiss: { panel: 'disputes', need: 'all', ok: 'Dismiss dispute', required: true, label: 'Resolution: why it is dismissed',
       title: (r) => 'Dismiss dispute ' + r.id,
       what: (r) => `Clears provider ${r.provider_id} of ${words(r.offence)}: nothing is taken from their bond.`,
       run: (r, text) => api('POST', '/v1/disputes/' + enc(r.id) + '/dismiss', { resolution: text }),
       done: (d) => `Dispute ${d.id} dismissed: nothing moved.` },
-    drain: { panel: 'nodes', ok: 'Drain node',
+    drain: { panel: 'nodes', need: 'use', ok: 'Drain node',
       title: (r) => 'Drain node ' + r.name,
       what: (r) => `Node ${r.name} takes no new leases: its bronze leases get their notice now, its gold and silver ` +
         `leases run to their end (${r.__leases.length} live now). Stop its agent once it is empty; undrain it to offer it again.`,
       run: (r) => api('PUT', '/v1/nodes/' + enc(r.id) + '/drain'),
       done: (n) => `Node ${n.name} is draining: no new leases. Stop its agent once "Running now" says idle.` },
-    undrain: { panel: 'nodes', ok: 'Undrain node',
+    undrain: { panel: 'nodes', need: 'use', ok: 'Undrain node',
       title: (r) => 'Undrain node ' + r.name,
       what: (r) => `Node ${r.name} takes new leases again, in its windows.`,
       run: (r) => api('DELETE', '/v1/nodes/' + enc(r.id) + '/drain'),
       done: (n) => `Node ${n.name} is drained no more: it takes new leases again.` },
-    logout: { panel: 'registries', ok: 'Remove login', danger: true,
+    logout: { panel: 'registries', need: 'all', ok: 'Remove login', danger: true,
       title: (r) => 'Remove your login to ' + r.registry,
       what: (r) => `Your jobs that start from now on pull their images from ${r.registry} without a login; those private there will fail to start. ` +
         'Revoke the token at the registry too if you no longer use it.',
       run: (r) => api('DELETE', '/v1/registry-logins/' + enc(r.registry)),
       done: () => 'Login removed.' },
-    lift: { panel: 'quarantine', ok: 'Lift quarantine', label: 'Note, for the record',
+    lift: { panel: 'quarantine', need: 'all', ok: 'Lift quarantine', label: 'Note, for the record',
       title: (r) => 'Lift the quarantine of node ' + r.node_id,
       what: (r) => `Node ${r.node_id} takes new leases again. It was quarantined because: ${r.reason}`,
       run: (r, text) => api('POST', '/v1/nodes/' + enc(r.node_id) + '/quarantine/lift', { note: text }),
@@ -1522,6 +1544,8 @@
     sessionStorage.setItem(KEY, key);
     $('#signin').hidden = true;
     $('#who-name').textContent = st.me.name + ' (' + st.me.role + ')';
+    $('#who-access').textContent = st.me.key_access ? 'key access: ' + st.me.key_access : '';
+    $('#who-access').hidden = !st.me.key_access; // a server that does not say
     $('#who').hidden = false;
     const views = viewsFor(st.me.role);
     $('#nav').innerHTML = views.map((v) => `<a href="#${v}" data-view="${v}">${esc(VIEWS[v].title)}</a>`).join('');
@@ -1550,10 +1574,10 @@
         <h2 id="h-${p.id}">${esc(p.title)}</h2>
         ${p.body ? `<div class="body" data-panel="${p.id}" aria-live="off"><p class="muted">Loading…</p></div>` : ''}
         ${p.result ? `<p class="result" id="result-${p.id}" role="status" aria-live="polite"></p>` : ''}
-        ${p.form ? p.form() : ''}</section>`).join('') + '</div>';
+        ${!may(p.need) ? denied(p) : p.form ? p.form() : ''}</section>`).join('') + '</div>';
     view.hidden = false;
     view.panels = panels;
-    for (const p of panels) if (p.bind) p.bind();
+    for (const p of panels) if (p.bind && may(p.need)) p.bind();
     document.title = VIEWS[v].title + ' · idlegrid';
     refresh();
   }
