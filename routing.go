@@ -74,6 +74,9 @@ func (r *Routing) Validate(field string) error {
 			return err
 		}
 	}
+	if err := validateRegions(field+".region", r.Region); err != nil {
+		return err
+	}
 	if p := r.MaxPrice; p != nil {
 		if p.Prompt != nil && *p.Prompt < 0 {
 			return Invalid(field+".max_price.prompt", "must not be negative")
@@ -85,6 +88,8 @@ func (r *Routing) Validate(field string) error {
 	return nil
 }
 
+// validateNames checks a list of names at field: not too many, none
+// empty or too long, none twice.
 func validateNames(field string, names []string) error {
 	if len(names) > MaxRoutingNames {
 		return Invalid(field, "at most %d entries", MaxRoutingNames)
@@ -100,6 +105,19 @@ func validateNames(field string, names []string) error {
 			return Invalid(fmt.Sprintf("%s[%d]", field, i), "%q is listed twice", n)
 		}
 		seen[n] = true
+	}
+	return nil
+}
+
+// validateRegions checks that each of regions is written as a node's
+// region is (ValidRegion): one that is not, "EU-West" say, no node can
+// have, and would match none.
+func validateRegions(field string, regions []string) error {
+	for i, r := range regions {
+		if !ValidRegion(r) {
+			return Invalid(fmt.Sprintf("%s[%d]", field, i),
+				"%q is not a region: regions are lower-case letters, digits and '-', at most 40, e.g. \"eu-west\"", r)
+		}
 	}
 	return nil
 }

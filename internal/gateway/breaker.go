@@ -109,7 +109,8 @@ func (h *healthBook) usable(u *upstream) bool {
 }
 
 // success records a request the provider answered, with its time to first
-// byte and its completion tokens per second (0: not measured).
+// byte (0: not measured, as for a non-streamed answer) and its completion
+// tokens per second (0: not measured).
 func (h *healthBook) success(u *upstream, ttft time.Duration, tps float64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -118,7 +119,9 @@ func (h *healthBook) success(u *upstream, ttft time.Duration, tps float64) {
 	}
 	u.state, u.failures, u.trial = breakerClosed, 0, false
 	u.okRate = ewma(u.okRate, 1)
-	u.ttftMS = ewma(u.ttftMS, float64(ttft)/float64(time.Millisecond))
+	if ttft > 0 {
+		u.ttftMS = ewma(u.ttftMS, float64(ttft)/float64(time.Millisecond))
+	}
 	if tps > 0 {
 		u.tps = ewma(u.tps, tps)
 	}

@@ -307,5 +307,35 @@ func (r *reservation) release(charged idlegrid.Micros) {
 	})
 }
 
+// limitLeft is what the renter's monthly spend limits leave the
+// reservation's request: of each limit set, the account's and the key's,
+// what the month's spend, the charges written since and the other
+// requests' reservations have not taken. which names the tighter limit,
+// "account" or "key"; ok is false when neither is set.
+func (r *reservation) limitLeft() (left idlegrid.Micros, which string, ok bool) {
+	r.a.mu.Lock()
+	defer r.a.mu.Unlock()
+	r.k.mu.Lock()
+	defer r.k.mu.Unlock()
+	for _, l := range []struct {
+		name            string
+		limit           *idlegrid.Micros
+		spent, reserved idlegrid.Micros
+		written         *charges
+	}{
+		{"account", r.a.limit, r.a.spent, r.a.reserved, &r.a.written},
+		{"key", r.k.limit, r.k.spent, r.k.reserved, &r.k.written},
+	} {
+		if l.limit == nil {
+			continue
+		}
+		others := l.reserved - r.amount // this request's own is its to use
+		if room := *l.limit - l.spent - l.written.sum() - others; !ok || room < left {
+			left, which, ok = room, l.name, true
+		}
+	}
+	return max(left, 0), which, ok
+}
+
 // String describes the reservation, for logs.
 func (r *reservation) String() string { return fmt.Sprintf("reserved %s", r.amount) }

@@ -21,8 +21,9 @@ type provider struct {
 	Model       idlegrid.ModelOffer
 }
 
-// catalog is the online nodes' models, read from the store at most every
-// ttl. A refresh happens in the request that finds the catalog stale; the
+// catalog is the models of the nodes the market offers (online, neither
+// quarantined nor draining: idlegrid.NodeFilter.Offered), read from the
+// store at most every ttl. A refresh happens in the request that finds the catalog stale; the
 // others keep using the old one meanwhile.
 type catalog struct {
 	store idlegrid.Store
@@ -102,13 +103,18 @@ func (c *catalog) lists(key string) bool {
 	return c.keys[key]
 }
 
+// load reads the offered nodes that serve models, and lists their models'
+// providers by model.
 func (c *catalog) load(ctx context.Context) (map[string][]*provider, error) {
-	nodes, err := c.store.ListNodes(ctx, idlegrid.NodeFilter{States: []idlegrid.NodeState{idlegrid.NodeOnline}, ServesModels: true})
+	nodes, err := c.store.ListNodes(ctx, idlegrid.NodeFilter{Offered: true, ServesModels: true})
 	if err != nil {
 		return nil, err
 	}
 	out := map[string][]*provider{}
 	for _, n := range nodes {
+		if !offered(n) { // the store's filter already, checked again here
+			continue
+		}
 		for _, m := range n.Models {
 			out[m.Name] = append(out[m.Name], &provider{
 				key: providerKey(n.ID, m.Name), NodeID: n.ID, NodeName: n.Name, ProviderID: n.ProviderID,
@@ -120,6 +126,13 @@ func (c *catalog) load(ctx context.Context) (map[string][]*provider, error) {
 		sort.Slice(ps, func(i, j int) bool { return ps[i].key < ps[j].key })
 	}
 	return out, nil
+}
+
+// offered reports whether n is one of the market's offers, as
+// idlegrid.NodeFilter.Offered keeps them: online (not retired, not lost),
+// not quarantined and not draining. Only those take new inference.
+func offered(n *idlegrid.Node) bool {
+	return n.State == idlegrid.NodeOnline && !n.Quarantined && n.DrainingSince == nil
 }
 
 // invalidate makes the next request read the catalog again.

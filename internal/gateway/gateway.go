@@ -36,6 +36,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/inflight"
 	"github.com/idlegrid/idlegrid/internal/ledger"
+	"github.com/idlegrid/idlegrid/internal/openai"
 	"github.com/idlegrid/idlegrid/internal/session"
 )
 
@@ -43,6 +44,9 @@ import (
 const (
 	DefaultMaxAttempts         = 3
 	DefaultFirstByteTimeout    = 30 * time.Second
+	DefaultFirstBytePerKTokens = time.Second
+	DefaultMaxFirstByteTimeout = 5 * time.Minute
+	DefaultLargePromptTokens   = 32 << 10
 	DefaultAnswerTimeout       = 5 * time.Minute
 	DefaultStallTimeout        = 60 * time.Second
 	DefaultBreakerFailures     = 5
@@ -93,8 +97,21 @@ type Config struct {
 	// MaxAttempts bounds the providers one request tries. Default 3.
 	MaxAttempts int
 	// FirstByteTimeout is how long a provider may take to the first byte
-	// of a stream before the next one is tried. Default 30s.
-	FirstByteTimeout time.Duration
+	// of a stream before the next one is tried, FirstBytePerKTokens more
+	// for each thousand tokens of its prompt (estimated:
+	// openai.Request.ReservePromptTokens), since a model server reads the
+	// whole prompt before its first token, and at most
+	// MaxFirstByteTimeout. Defaults 30s, 1s (a prefill of 1,000 tokens a
+	// second at worst) and 5m.
+	FirstByteTimeout    time.Duration
+	FirstBytePerKTokens time.Duration
+	MaxFirstByteTimeout time.Duration
+	// LargePromptTokens is the estimated prompt above which a request that
+	// gets no first byte in time is no failure of its provider: the
+	// prompt, not the provider, is slow, and its timeout neither counts
+	// towards the provider's circuit breaker nor lowers its success rate
+	// (the next provider is tried all the same). Default 32768.
+	LargePromptTokens int64
 	// AnswerTimeout is the same for a non-streamed answer, which a model
 	// server sends only once it is complete. Default 5m.
 	AnswerTimeout time.Duration
@@ -153,6 +170,9 @@ func (c *Config) setDefaults() {
 	}
 	setDefault(&c.MaxAttempts, DefaultMaxAttempts)
 	setDefault(&c.FirstByteTimeout, DefaultFirstByteTimeout)
+	setDefault(&c.FirstBytePerKTokens, DefaultFirstBytePerKTokens)
+	setDefault(&c.MaxFirstByteTimeout, max(DefaultMaxFirstByteTimeout, c.FirstByteTimeout))
+	setDefault(&c.LargePromptTokens, DefaultLargePromptTokens)
 	setDefault(&c.AnswerTimeout, DefaultAnswerTimeout)
 	setDefault(&c.StallTimeout, DefaultStallTimeout)
 	setDefault(&c.BreakerFailures, DefaultBreakerFailures)
@@ -302,6 +322,18 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, c *apiKey) error
 type apiKey struct {
 	*idlegrid.Caller
 	routing *idlegrid.Routing
+}
+
+// routingOf is the routing of a request whose own "provider" object is p
+// (nil: none) sent with this key: the key's default routing fills in what
+// p leaves out (openai.WithDefaults), and binds p when the key's access is
+// use or read (openai.Binding), which refuses a list the key's allows none
+// of (EFORBIDDEN).
+func (k *apiKey) routingOf(p *idlegrid.Routing) (*idlegrid.Routing, error) {
+	if k.Access == "" || k.Access == idlegrid.AccessAll {
+		return openai.WithDefaults(p, k.routing), nil
+	}
+	return openai.Binding(p, k.routing)
 }
 
 // withKey names the request (X-Request-Id, on every answer, errors too),

@@ -230,6 +230,8 @@ func TestGateway_errors(t *testing.T) {
 			wantStatus: 400, wantType: "invalid_request_error", wantParam: "provider.sort"},
 		{name: "region nobody serves", params: chatParams("Hi"), opts: []option.RequestOption{option.WithJSONSet("provider", map[string]any{"region": []string{"us-east"}})},
 			wantStatus: 404, wantType: "not_found_error"},
+		{name: "a region no node can have", params: chatParams("Hi"), opts: []option.RequestOption{option.WithJSONSet("provider", map[string]any{"region": []string{"EU-West"}})},
+			wantStatus: 400, wantType: "invalid_request_error", wantParam: "provider.region[0]"},
 		{name: "the model server's own 400 passes through", params: chatParams("Hi"), opts: []option.RequestOption{option.WithJSONSet("max_tokens", 200000)},
 			wantStatus: 400, wantType: "invalid_request_error"},
 	} {

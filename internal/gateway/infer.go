@@ -53,9 +53,7 @@ func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 		if err != nil {
 			return err
 		}
-		if c.Access == "" || c.Access == idlegrid.AccessAll {
-			req.Provider = openai.WithDefaults(req.Provider, c.routing)
-		} else if req.Provider, err = openai.Binding(req.Provider, c.routing); err != nil { // the key's owner set where its requests may go
+		if req.Provider, err = c.routingOf(req.Provider); err != nil { // the key's owner set where its requests may go
 			return err
 		}
 		all, err := g.catalog.providers(r.Context(), req.Model)
@@ -125,9 +123,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 
 // attemptError is why one provider did not answer.
 type attemptError struct {
-	node   string
-	status int // the provider's HTTP status; 0 when it never answered
-	msg    string
+	node     string
+	status   int // the provider's HTTP status; 0 when it never answered
+	msg      string
+	timedOut bool // no first byte within the wait (firstByteWait)
 }
 
 func (e *attemptError) Error() string {
@@ -167,13 +166,7 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 				g.health.release(c.up)
 				break
 			}
-			if fail.status == http.StatusTooManyRequests {
-				g.health.busy(c.up)
-				g.metrics.failures.WithLabelValues("busy").Inc()
-			} else {
-				g.health.failure(c.up)
-				g.metrics.failures.WithLabelValues("failed").Inc()
-			}
+			x.noteFailure(c, fail)
 			if fail.status == http.StatusNotFound {
 				g.catalog.invalidate() // the node no longer serves the model
 			}
@@ -197,6 +190,26 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 		return g.unavailable(idlegrid.Errorf(idlegrid.EUNAVAILABLE, "every provider of model %q is cut off after failing; retry in a while", x.req.Model), ps)
 	}
 	return g.unavailable(allFailed(x.req.Model, failures), ps)
+}
+
+// noteFailure records in c's provider's health and in the metrics an
+// attempt that failed before the first byte: a 429 is back-pressure, not
+// a failure (healthBook.busy); a timeout of a prompt over
+// LargePromptTokens is the prompt's slowness, not the provider's, and is
+// released; anything else counts against the provider's breaker.
+func (x *exchange) noteFailure(c *candidate, fail *attemptError) {
+	g := x.g
+	switch {
+	case fail.status == http.StatusTooManyRequests:
+		g.health.busy(c.up)
+		g.metrics.failures.WithLabelValues("busy").Inc()
+	case fail.timedOut && x.req.ReservePromptTokens() > g.cfg.LargePromptTokens:
+		g.health.release(c.up)
+		g.metrics.failures.WithLabelValues("large_prompt").Inc()
+	default:
+		g.health.failure(c.up)
+		g.metrics.failures.WithLabelValues("failed").Inc()
+	}
 }
 
 // leave counts a request out of c's provider, and wakes the requests
@@ -260,8 +273,25 @@ type answer struct {
 	buf      *[]byte
 }
 
+// firstByteWait is how long a provider may take to the first byte of
+// req's answer: AnswerTimeout for a whole (non-streamed) answer; for a
+// stream, FirstByteTimeout and FirstBytePerKTokens for each thousand
+// tokens of its prompt's estimate, at most MaxFirstByteTimeout.
+func (g *Gateway) firstByteWait(req *openai.Request) time.Duration {
+	if !req.Stream {
+		return g.cfg.AnswerTimeout
+	}
+	base, perK := g.cfg.FirstByteTimeout, g.cfg.FirstBytePerKTokens
+	room := max(g.cfg.MaxFirstByteTimeout-base, 0)
+	tokens := req.ReservePromptTokens()
+	if tokens/1000 >= int64(room/perK) { // and no overflow below
+		return base + room
+	}
+	return base + time.Duration(tokens)*perK/1000
+}
+
 // open sends the request to c's node and waits for its first byte, for at
-// most FirstByteTimeout. A non-streamed answer, or an error, is read whole,
+// most firstByteWait. A non-streamed answer, or an error, is read whole,
 // so that a provider that fails half-way through one is still replaced.
 func (x *exchange) open(parent context.Context, c *candidate) (*answer, *attemptError) {
 	g := x.g
@@ -273,10 +303,7 @@ func (x *exchange) open(parent context.Context, c *candidate) (*answer, *attempt
 		return nil, fail(0, "no live session")
 	}
 	ctx, cancel := context.WithCancelCause(parent)
-	wait := g.cfg.FirstByteTimeout
-	if !x.req.Stream {
-		wait = g.cfg.AnswerTimeout
-	}
+	wait := g.firstByteWait(x.req)
 	firstByte := time.AfterFunc(wait, func() { cancel(errFirstByte) })
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://node"+idlegrid.InferencePath+string(x.req.Endpoint), bytes.NewReader(x.body))
 	if err != nil {
@@ -300,7 +327,9 @@ func (x *exchange) open(parent context.Context, c *candidate) (*answer, *attempt
 	if err != nil {
 		a.close()
 		if cause := context.Cause(ctx); cause == errFirstByte {
-			return nil, fail(0, "no first byte within %v", wait)
+			f := fail(0, "no first byte within %v", wait)
+			f.timedOut = true
+			return nil, f
 		}
 		return nil, fail(0, "%v", err)
 	}

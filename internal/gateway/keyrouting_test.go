@@ -96,7 +96,7 @@ func TestGateway_keyRoutingBinds(t *testing.T) {
 	c := p.sdk(secret)
 	_, err = c.Chat.Completions.New(ctx, chatParams("Hi"), option.WithJSONSet("provider", map[string]any{"region": []string{"eu-west"}}))
 	var e *oai.Error
-	if !errors.As(err, &e) || e.StatusCode != 403 || !strings.Contains(e.Message, "provider.region") {
-		t.Errorf("a region outside the key's: %s, want 403 naming provider.region", describe(err))
+	if !errors.As(err, &e) || e.StatusCode != 403 || !strings.Contains(e.Message, "provider.region") || e.Param != "provider.region" {
+		t.Errorf("a region outside the key's: %s (param %q), want 403 naming provider.region, in param too", describe(err), e.Param)
 	}
 }

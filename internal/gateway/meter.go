@@ -225,6 +225,7 @@ func (m *meter) chargeWhatIsLeft(it meterItem, refused error) (meterItem, error)
 	}
 	m.log.Warn("gateway: an inference charge was more than its renter had; charged what was left", "request", c.Usage.ID,
 		"renter", c.Usage.RenterID, "charge", it.charge.Usage.ChargeMicros, "charged", c.Usage.ChargeMicros)
+	m.metrics.chargeCapped(capBalance)
 	it.charge = c
 	return it, nil
 }

@@ -19,7 +19,8 @@ type metrics struct {
 	tokens        *prometheus.CounterVec   // by model, kind (input, output)
 	charged       *prometheus.CounterVec   // by model
 	usageCapped   *prometheus.CounterVec   // by model, kind (input, output)
-	failures      *prometheus.CounterVec   // by reason (busy, failed)
+	chargesCapped *prometheus.CounterVec   // by reason (capBalance, capSpendLimit)
+	failures      *prometheus.CounterVec   // by reason (busy, large_prompt, failed)
 	meterWrites   prometheus.Histogram
 	chargesLost   prometheus.Counter
 
@@ -56,8 +57,11 @@ func newMetrics() *metrics {
 		usageCapped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idlegrid_inference_usage_capped_total", Help: "Answers whose model server reported more tokens than the request or the answer relayed could have used, by model and kind (input, output); the renter was charged the most they could have used, and each is logged with its request and node.",
 		}, []string{"model", "kind"}),
+		chargesCapped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idlegrid_inference_charges_capped_total", Help: "Charges cut to what the renter had left, by reason: balance (the renter's available balance when the charge was written) or spend_limit (what the account's or the key's monthly spend limit left the request); each is logged with its request.",
+		}, []string{"reason"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "idlegrid_inference_provider_failures_total", Help: "Attempts a provider failed before the renter had a byte, by reason: busy (it answered 429) or failed; the next provider was tried.",
+			Name: "idlegrid_inference_provider_failures_total", Help: "Attempts a provider failed before the renter had a byte, by reason: busy (it answered 429), large_prompt (no first byte in time for a prompt over LargePromptTokens, not held against the provider) or failed; the next provider was tried.",
 		}, []string{"reason"}),
 		meterWrites: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "idlegrid_inference_meter_write_seconds", Help: "How long the meter took to write a batch of charges to the ledger.",
@@ -107,10 +111,20 @@ func (m *metrics) capped(model string, in, out bool) {
 	}
 }
 
+// Why a charge was capped, the reason label of chargesCapped.
+const (
+	capBalance    = "balance"
+	capSpendLimit = "spend_limit"
+)
+
+// chargeCapped counts a charge cut to what the renter had left, for
+// reason.
+func (m *metrics) chargeCapped(reason string) { m.chargesCapped.WithLabelValues(reason).Inc() }
+
 // register adds the gateway's metrics to reg, with gauges and counters
 // read from g when scraped.
 func (m *metrics) register(reg prometheus.Registerer, g *Gateway) error {
-	cs := []prometheus.Collector{m.latency, m.ttft, m.tokens, m.charged, m.usageCapped, m.failures, m.meterWrites, m.chargesLost,
+	cs := []prometheus.Collector{m.latency, m.ttft, m.tokens, m.charged, m.usageCapped, m.chargesCapped, m.failures, m.meterWrites, m.chargesLost,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "idlegrid_inference_in_flight", Help: "Inference requests running now.",
 		}, func() float64 { return float64(g.active.N()) }),

@@ -77,9 +77,23 @@ func (g *Gateway) plan(req *openai.Request, all []*provider, attempts int) ([]*c
 
 // refuse says why pr fails a hard constraint of the request, or "".
 func (g *Gateway) refuse(req *openai.Request, p *idlegrid.Routing, pr *provider) string {
-	switch {
-	case req.Endpoint == openai.Embeddings && !pr.Model.Embeddings:
+	if req.Endpoint == openai.Embeddings && !pr.Model.Embeddings {
 		return "not serving embeddings"
+	}
+	if reason := outsideRouting(p, pr); reason != "" {
+		return reason
+	}
+	if _, ok := g.cfg.Nodes.Dial(pr.NodeID); !ok {
+		return reasonNoSession
+	}
+	return ""
+}
+
+// outsideRouting says which hard constraint of the routing p pr fails
+// (region, data residency, only, ignore, max price), or "": what a request
+// and GET /v1/models alike leave out.
+func outsideRouting(p *idlegrid.Routing, pr *provider) string {
+	switch {
 	case len(p.Region) > 0 && !slices.Contains(p.Region, pr.Region):
 		return "outside the regions asked for"
 	case len(p.DataResidency) > 0 && !slices.Contains(p.DataResidency, pr.Residency):
@@ -93,9 +107,6 @@ func (g *Gateway) refuse(req *openai.Request, p *idlegrid.Routing, pr *provider)
 	case p.MaxPrice != nil && above(pr.Model.OutputMicrosPerMTokens, p.MaxPrice.Completion):
 		return "above the max completion price"
 	}
-	if _, ok := g.cfg.Nodes.Dial(pr.NodeID); !ok {
-		return reasonNoSession
-	}
 	return ""
 }
 
@@ -108,7 +119,7 @@ func above(price idlegrid.Micros, limit *idlegrid.Micros) bool {
 //
 //   - sort=price: cheapest first (prompt plus completion price), then least loaded;
 //   - sort=latency: lowest time to first byte first (unknown counts as best,
-//     so that a newcomer gets measured);
+//     so that a newcomer gets measured, the least loaded unknown first);
 //   - sort=throughput: most tokens per second first (unknown likewise);
 //   - otherwise, the default: price weighted by load and reliability,
 //     (price+1) × (1+load) / (reliability × success rate)², and, when the
@@ -129,9 +140,9 @@ func order(cs []*candidate, p *idlegrid.Routing, prefix uint64) {
 	case idlegrid.RoutingSortPrice:
 		key = func(c *candidate) float64 { return price(c) + c.load*1e-3 }
 	case idlegrid.RoutingSortLatency:
-		key = func(c *candidate) float64 { return c.ttft * (1 + c.load) }
+		key = latencyKey
 	case idlegrid.RoutingSortThroughput:
-		key = func(c *candidate) float64 { return -c.tps / (1 + c.load) }
+		key = throughputKey
 	default:
 		key = func(c *candidate) float64 {
 			w := c.Reliability * c.ok
@@ -171,6 +182,28 @@ func order(cs []*candidate, p *idlegrid.Routing, prefix uint64) {
 			return rank(cs[i]) < rank(cs[j])
 		})
 	}
+}
+
+// latencyKey is a candidate's key for sort=latency: the lowest time to
+// first byte, weighed by load, first; an unmeasured one (ttft 0) before
+// every measured one, so that it gets measured, and of those the least
+// loaded first.
+func latencyKey(c *candidate) float64 {
+	if c.ttft <= 0 {
+		return -1 / (1 + c.load)
+	}
+	return c.ttft * (1 + c.load)
+}
+
+// throughputKey is a candidate's key for sort=throughput: the most tokens
+// per second, weighed by load, first; an unmeasured one (tps 0) before
+// every measured one, so that it gets measured, and of those the least
+// loaded first.
+func throughputKey(c *candidate) float64 {
+	if c.tps <= 0 {
+		return -math.MaxFloat64 / (1 + c.load)
+	}
+	return -c.tps / (1 + c.load)
 }
 
 // saturation ranks a candidate for order: 0 with room, 1 with a queue (at

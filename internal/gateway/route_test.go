@@ -58,6 +58,19 @@ func TestOrder(t *testing.T) {
 			}
 		})
 	}
+	t.Run("unmeasured first", func(t *testing.T) {
+		for _, sort := range []string{"latency", "throughput"} {
+			cs := []*candidate{
+				mustCandidate("fast", 1, 1, 0, 100, 90),
+				mustCandidate("new-busy", 1, 1, 0.5, 0, 0),
+				mustCandidate("new", 1, 1, 0, 0, 0),
+			}
+			order(cs, &idlegrid.Routing{Sort: sort}, 0)
+			if got := names(cs); got != "new,new-busy,fast" {
+				t.Errorf("sort=%s: order = %s, want the unmeasured first, the less loaded of them first: new,new-busy,fast", sort, got)
+			}
+		}
+	})
 	t.Run("reliability", func(t *testing.T) {
 		cs := []*candidate{mustCandidate("flaky", 1, 1, 0, 0, 0), mustCandidate("solid", 2, 2, 0, 0, 0)}
 		cs[0].ok = 0.3
@@ -278,7 +291,7 @@ func (s *nodeLister) ListNodes(context.Context, idlegrid.NodeFilter) ([]*idlegri
 // clock, not on the wall's.
 func TestCatalog_ttlOnItsClock(t *testing.T) {
 	clock := &stepClock{now: time.Unix(1_800_000_000, 0)}
-	store := &nodeLister{nodes: []*idlegrid.Node{{ID: "node_a", Offer: idlegrid.Offer{Models: []idlegrid.ModelOffer{{Name: "org/m"}}}}}}
+	store := &nodeLister{nodes: []*idlegrid.Node{{ID: "node_a", State: idlegrid.NodeOnline, Offer: idlegrid.Offer{Models: []idlegrid.ModelOffer{{Name: "org/m"}}}}}}
 	var c catalog
 	c.init(store, clock, time.Second)
 	for range 2 {

@@ -31,7 +31,7 @@ func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate,
 		h.Set("Content-Length", strconv.Itoa(len(a.first)))
 		w.WriteHeader(a.resp.StatusCode)
 		w.Write(a.first)
-		x.g.health.success(c.up, a.ttft, 0) // the provider is fine
+		x.g.health.success(c.up, x.upstreamTTFT(a), 0) // the provider is fine
 		x.res.release(0)
 		return
 	}
@@ -59,7 +59,7 @@ func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate,
 	switch {
 	case broke == nil:
 		tps := tokensPerSecond(u.out, latency-ttft, a.complete, latency)
-		x.g.health.success(c.up, a.ttft, tps)
+		x.g.health.success(c.up, x.upstreamTTFT(a), tps)
 	case renterGone:
 		x.g.health.release(c.up)
 	default:
@@ -67,6 +67,17 @@ func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate,
 		x.g.log.Warn("gateway: a stream broke off after its first byte", "request", x.id, "node", c.NodeID, "err", broke)
 	}
 	x.meter(c, u, ttft, latency, attempts)
+}
+
+// upstreamTTFT is the provider's time to first byte for the latency sort:
+// a stream's; 0 (not measured) for a non-streamed request, whose first
+// byte comes with the whole answer, which would count its length as
+// latency.
+func (x *exchange) upstreamTTFT(a *answer) time.Duration {
+	if !x.req.Stream {
+		return 0
+	}
+	return a.ttft
 }
 
 // errRenterGone is why a stream ended when the renter stopped reading.
@@ -183,7 +194,7 @@ func (x *exchange) meter(c *candidate, t tokens, ttft, latency time.Duration, at
 	u := &idlegrid.InferenceUsage{
 		ID: x.id, RenterID: x.caller.AccountID, KeyID: x.caller.KeyID, ProviderID: c.ProviderID, NodeID: c.NodeID,
 		Model: x.req.Model, Endpoint: string(x.req.Endpoint), Stream: x.req.Stream,
-		InputTokens: in, OutputTokens: out, Source: source, ChargeMicros: c.Model.Cost(in, out),
+		InputTokens: in, OutputTokens: out, Source: source, ChargeMicros: x.capToLimits(c.Model.Cost(in, out)),
 		LatencyMicros: latency.Microseconds(), TTFTMicros: ttft.Microseconds(), Attempts: attempts, Status: http.StatusOK,
 		CreatedAt: x.g.cfg.Clock.Now(),
 	}
@@ -198,4 +209,21 @@ func (x *exchange) meter(c *candidate, t tokens, ttft, latency time.Duration, at
 	}
 	x.g.stats.add(x.req.Model, smp)
 	x.g.metrics.served(x.req.Model, latency, ttft, in, out, u.ChargeMicros)
+}
+
+// capToLimits is charge for no more than the renter's monthly spend limits
+// leave the request (reservation.limitLeft): its usage may come to more
+// than it reserved (a prompt the estimate undercounts, a completion
+// without max_tokens), and a limit is the renter's word on what may be
+// spent, which the provider's usage does not override. A capped charge is
+// logged and counted, as one capped at the balance is (meter.go).
+func (x *exchange) capToLimits(charge idlegrid.Micros) idlegrid.Micros {
+	left, which, ok := x.res.limitLeft()
+	if !ok || charge <= left {
+		return charge
+	}
+	x.g.log.Warn("gateway: an inference charge was more than the spend limit left; charged what was left", "request", x.id,
+		"renter", x.caller.AccountID, "key", x.caller.KeyID, "limit", which, "charge", charge, "charged", left)
+	x.g.metrics.chargeCapped(capSpendLimit)
+	return left
 }

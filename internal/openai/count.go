@@ -38,6 +38,7 @@ type promptText struct {
 	ids       int64 // prompts given as token IDs
 	nMessages int
 	media     int // a chat's image, audio and video parts
+	besides   int // a chat's tool calls, in JSON bytes
 	prefix    []byte
 }
 
@@ -61,8 +62,10 @@ func (p *promptText) mark(s string) {
 // messages reads a chat request's messages.
 func (p *promptText) messages(raw json.RawMessage) error {
 	var msgs []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
+		Role         string          `json:"role"`
+		Content      json.RawMessage `json:"content"`
+		ToolCalls    json.RawMessage `json:"tool_calls"`
+		FunctionCall json.RawMessage `json:"function_call"`
 	}
 	if len(raw) == 0 || string(raw) == "null" {
 		return idlegrid.Invalid("messages", "required: a list of {role, content}")
@@ -77,6 +80,7 @@ func (p *promptText) messages(raw json.RawMessage) error {
 			return idlegrid.Invalid(fmt.Sprintf("messages[%d].role", i), "required")
 		}
 		p.nMessages++
+		p.besides += len(m.ToolCalls) + len(m.FunctionCall)
 		p.mark(m.Role)
 		p.mark("\x00")
 		if err := p.content(fmt.Sprintf("messages[%d].content", i), m.Content); err != nil {

@@ -64,10 +64,13 @@ func (r *Request) MostPromptTokens(sent int) int64 {
 }
 
 // ReservePromptTokens is what a budget reserves for the request's prompt:
-// the estimate of its text, and each image, audio or video part at the
-// most it may take, since those may cost twenty times the estimate.
+// the estimate of its text, the estimate of the rest of the body that
+// becomes prompt tokens (tools, response_format, a chat's tool calls:
+// their JSON bytes / BytesPerToken), and each image, audio or video part
+// at the most it may take, since those may cost twenty times the
+// estimate.
 func (r *Request) ReservePromptTokens() int64 {
-	return r.PromptTokens + int64(r.media)*(mediaTokens-MediaTokens)
+	return r.PromptTokens + EstimateTokens(r.besides) + int64(r.media)*(mediaTokens-MediaTokens)
 }
 
 // MostCompletionTokens is the most completion tokens an honest answer to

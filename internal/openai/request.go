@@ -46,6 +46,11 @@ type Request struct {
 	fields   map[string]json.RawMessage
 	messages int // a chat's messages; 0 for other endpoints
 	media    int // a chat's image, audio and video parts
+	// besides is the JSON bytes of what else the model server makes into
+	// prompt tokens: the body's fields other than the prompt and the
+	// sampling parameters (tools, response_format…), and a chat's tool
+	// calls. Only the reservation counts them (ReservePromptTokens).
+	besides int
 }
 
 // ParseRequest reads a request body for endpoint e. A body that is not a
@@ -60,13 +65,12 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 	}
 	var prompt promptText
 	var err error
+	field := promptFields[e]
 	switch e {
 	case ChatCompletions:
-		err = prompt.messages(r.fields["messages"])
-	case Completions:
-		err = prompt.prompt("prompt", r.fields["prompt"])
-	case Embeddings:
-		err = prompt.prompt("input", r.fields["input"])
+		err = prompt.messages(r.fields[field])
+	case Completions, Embeddings:
+		err = prompt.prompt(field, r.fields[field])
 	default:
 		return nil, idlegrid.Invalid("endpoint", "unknown endpoint %q", e)
 	}
@@ -75,6 +79,7 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 	}
 	r.PromptTokens = prompt.tokens()
 	r.messages, r.media = prompt.nMessages, prompt.media
+	r.besides = prompt.besides + besidesBytes(r.fields, field)
 	if len(prompt.prefix) > 0 {
 		h := fnv.New64a()
 		h.Write([]byte(r.Model))
@@ -82,6 +87,31 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 		r.PrefixHash = h.Sum64() | 1 // never 0
 	}
 	return r, nil
+}
+
+// promptFields is the field that holds each endpoint's prompt.
+var promptFields = map[Endpoint]string{ChatCompletions: "messages", Completions: "prompt", Embeddings: "input"}
+
+// notPrompt are the request fields a model server makes no prompt tokens
+// of: the gateway's own, and the sampling and output parameters.
+var notPrompt = map[string]bool{
+	"model": true, "provider": true, "stream": true, "stream_options": true, "n": true,
+	"max_tokens": true, "max_completion_tokens": true, "temperature": true, "top_p": true,
+	"seed": true, "stop": true, "user": true, "logprobs": true, "top_logprobs": true,
+	"presence_penalty": true, "frequency_penalty": true, "logit_bias": true,
+}
+
+// besidesBytes is the JSON bytes of the fields other than the prompt (at
+// field) that may become prompt tokens: tools, response_format, and any
+// field the gateway does not know, which it counts to be safe.
+func besidesBytes(fields map[string]json.RawMessage, field string) int {
+	n := 0
+	for name, raw := range fields {
+		if name != field && !notPrompt[name] {
+			n += len(raw)
+		}
+	}
+	return n
 }
 
 // typeProblem says what was wrong with a field's JSON, without Go's names.

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/idlegrid/idlegrid"
@@ -86,8 +87,9 @@ func Binding(p, d *idlegrid.Routing) (*idlegrid.Routing, error) {
 		{"data_residency", p.DataResidency, d.DataResidency, &out.DataResidency},
 	} {
 		if *f.to = narrowed(f.req, f.key); len(f.req) > 0 && len(f.key) > 0 && len(*f.to) == 0 {
-			return nil, idlegrid.Errorf(idlegrid.EFORBIDDEN, "provider.%s: this API key's routing allows %v only, and the request's %v lists none of them; "+
-				"leave provider.%s out, or ask the key's owner to change its routing (idlegrid key routing)", f.name, f.key, f.req, f.name)
+			return nil, &idlegrid.Error{Code: idlegrid.EFORBIDDEN, Field: "provider." + f.name,
+				Message: fmt.Sprintf("this API key's routing allows %v only, and the request's %v lists none of them; "+
+					"leave provider.%s out, or ask the key's owner to change its routing (idlegrid key routing)", f.key, f.req, f.name)}
 		}
 	}
 	out.Ignore = union(d.Ignore, p.Ignore)
@@ -113,6 +115,7 @@ func narrowed(req, key []string) []string {
 	return out
 }
 
+// union is a's names, then those of b that a lacks.
 func union(a, b []string) []string {
 	out := slices.Clone(a)
 	for _, n := range b {

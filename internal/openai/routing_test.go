@@ -1,6 +1,7 @@
 package openai_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -106,6 +107,12 @@ func TestBinding(t *testing.T) {
 	_, err := openai.Binding(mustProvider(t, `{"data_residency":["US"]}`), key)
 	if idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN || !strings.Contains(err.Error(), "provider.data_residency") {
 		t.Errorf("a residency outside the key's: err = %v, want forbidden naming provider.data_residency", err)
+	}
+	// The refusal names its field as the error's, which the gateway
+	// answers as OpenAI's param, not in its message only.
+	var e *idlegrid.Error
+	if !errors.As(err, &e) || e.Field != "provider.data_residency" {
+		t.Errorf("a residency outside the key's: field of %#v, want provider.data_residency", err)
 	}
 	if got, err := openai.Binding(mustProvider(t, `{"sort":"latency"}`), nil); err != nil || got == nil || got.Sort != "latency" {
 		t.Errorf("Binding without a key routing = %+v, %v; want the request's", got, err)
