@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -44,6 +45,18 @@ func errorBody(err error) openai.ErrorBody {
 		d.Type = openai.TypeServer
 	}
 	return openai.ErrorBody{Error: d}
+}
+
+// wrongMethod answers a request to a path that takes only method: 405, in
+// OpenAI's error format, with Allow.
+func (g *Gateway) wrongMethod(method string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		code := "method_not_allowed"
+		w.Header().Set("Allow", method)
+		writeJSON(w, http.StatusMethodNotAllowed, openai.ErrorBody{Error: openai.ErrorDetail{
+			Message: fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, r.URL.Path, method),
+			Type:    openai.TypeInvalidRequest, Code: &code}})
+	}
 }
 
 // writeError answers err in OpenAI's error format, logging internal errors.

@@ -26,7 +26,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -213,14 +215,27 @@ type Gateway struct {
 	metrics *metrics
 }
 
-// Patterns are the routes the gateway answers, for the API's mux.
-var Patterns = []string{
+// Patterns are the routes the gateway answers, for the API's mux: its
+// endpoints, and its OpenAI paths under any other method, which it answers
+// 405 in OpenAI's format (openAIPaths).
+var Patterns = append([]string{
 	"GET /v1/models",
+	"GET /v1/models/{model}",
 	"POST /v1/chat/completions",
 	"POST /v1/completions",
 	"POST /v1/embeddings",
 	"GET /v1/inference/stats",
 	"GET /v1/inference/usage",
+}, slices.Sorted(maps.Keys(openAIPaths))...)
+
+// openAIPaths are the gateway's OpenAI paths, each with the one method it
+// takes.
+var openAIPaths = map[string]string{
+	"/v1/models":           http.MethodGet,
+	"/v1/models/{model}":   http.MethodGet,
+	"/v1/chat/completions": http.MethodPost,
+	"/v1/completions":      http.MethodPost,
+	"/v1/embeddings":       http.MethodPost,
 }
 
 // New checks cfg and starts the gateway's meter.
@@ -256,6 +271,10 @@ func New(cfg Config) (*Gateway, error) {
 		}
 	}
 	g.mux.HandleFunc("GET /v1/models", g.withKey(g.listModels))
+	g.mux.HandleFunc("GET /v1/models/{model}", g.withKey(g.getModel))
+	for path, method := range openAIPaths {
+		g.mux.HandleFunc(path, g.wrongMethod(method))
+	}
 	g.mux.HandleFunc("POST /v1/chat/completions", g.withKey(g.infer("chat/completions")))
 	g.mux.HandleFunc("POST /v1/completions", g.withKey(g.infer("completions")))
 	g.mux.HandleFunc("POST /v1/embeddings", g.withKey(g.infer("embeddings")))

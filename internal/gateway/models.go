@@ -25,26 +25,52 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request, c *apiKey) 
 	}
 	list := openai.ModelList{Object: "list", Data: []openai.Model{}}
 	for name, ps := range byModel {
-		m := openai.Model{ID: name, Object: "model", OwnedBy: "idlegrid"}
-		for _, p := range ps {
-			if !g.listable(rt, p) {
-				continue
-			}
-			m.Providers++
-			in, out := int64(p.Model.InputMicrosPerMTokens), int64(p.Model.OutputMicrosPerMTokens)
-			if m.Pricing == nil {
-				m.Pricing = &openai.ModelPricing{InputMicrosPerMTokens: in, OutputMicrosPerMTokens: out}
-			}
-			m.Pricing.InputMicrosPerMTokens = min(m.Pricing.InputMicrosPerMTokens, in)
-			m.Pricing.OutputMicrosPerMTokens = min(m.Pricing.OutputMicrosPerMTokens, out)
-		}
-		if m.Providers > 0 {
+		if m := g.model(rt, name, ps); m.Providers > 0 {
 			list.Data = append(list.Data, m)
 		}
 	}
 	sort.Slice(list.Data, func(i, j int) bool { return list.Data[i].ID < list.Data[j].ID })
 	writeJSON(w, http.StatusOK, list)
 	return nil
+}
+
+// GET /v1/models/{model}: one model as GET /v1/models lists it, or 404
+// when no provider the key's routing reaches serves it.
+func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request, c *apiKey) error {
+	rt, err := c.routingOf(nil)
+	if err != nil {
+		return err
+	}
+	byModel, err := g.catalog.models(r.Context())
+	if err != nil {
+		return err
+	}
+	name := r.PathValue("model")
+	m := g.model(rt, name, byModel[name])
+	if m.Providers == 0 {
+		return idlegrid.Errorf(idlegrid.ENOTFOUND, "model %q is not served now by any provider your key may use; GET /v1/models lists those that are", name)
+	}
+	writeJSON(w, http.StatusOK, m)
+	return nil
+}
+
+// model is the model name as the key whose routing is rt sees it, served
+// by ps: how many of them it may use, and the lowest prices among those.
+func (g *Gateway) model(rt *idlegrid.Routing, name string, ps []*provider) openai.Model {
+	m := openai.Model{ID: name, Object: "model", OwnedBy: "idlegrid"}
+	for _, p := range ps {
+		if !g.listable(rt, p) {
+			continue
+		}
+		m.Providers++
+		in, out := int64(p.Model.InputMicrosPerMTokens), int64(p.Model.OutputMicrosPerMTokens)
+		if m.Pricing == nil {
+			m.Pricing = &openai.ModelPricing{InputMicrosPerMTokens: in, OutputMicrosPerMTokens: out}
+		}
+		m.Pricing.InputMicrosPerMTokens = min(m.Pricing.InputMicrosPerMTokens, in)
+		m.Pricing.OutputMicrosPerMTokens = min(m.Pricing.OutputMicrosPerMTokens, out)
+	}
+	return m
 }
 
 // listable reports whether p counts in GET /v1/models for a key whose
