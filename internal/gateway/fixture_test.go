@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -63,10 +64,20 @@ type testWriter struct {
 func (w *testWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.done {
+	switch {
+	case w.done:
+	case isFuzz(w.t): // F.Log panics inside the fuzz function, where requests run
+		fmt.Fprintln(os.Stderr, strings.TrimSpace(string(p)))
+	default:
 		w.t.Log(strings.TrimSpace(string(p)))
 	}
 	return len(p), nil
+}
+
+// isFuzz reports whether tb is a fuzz test's F.
+func isFuzz(tb testing.TB) bool {
+	_, ok := tb.(*testing.F)
+	return ok
 }
 
 func mustFixture(tb testing.TB, tune func(*gateway.Config)) *fixture {

@@ -36,6 +36,7 @@ func EstimateTokens(n int) int64 {
 type promptText struct {
 	textBytes int
 	ids       int64 // prompts given as token IDs
+	batch     int   // the prompts of a completions batch: each string or list of token IDs
 	nMessages int
 	media     int // a chat's image, audio and video parts
 	besides   int // a chat's tool calls, in JSON bytes
@@ -152,10 +153,12 @@ func (p *promptText) prompt(field string, raw json.RawMessage) error {
 		switch {
 		case json.Unmarshal(item, &s) == nil:
 			p.add(s)
+			p.batch++
 		case json.Unmarshal(item, &id) == nil:
 			p.ids++
 		case json.Unmarshal(item, &ids) == nil:
 			p.ids += int64(len(ids))
+			p.batch++
 		default:
 			return idlegrid.Invalid(fmt.Sprintf("%s[%d]", field, i), "must be a string or token IDs")
 		}

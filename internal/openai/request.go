@@ -27,8 +27,9 @@ type Request struct {
 	// MaxTokens is the completion's cap (max_completion_tokens, else
 	// max_tokens); 0 when the renter set none.
 	MaxTokens int64
-	// Choices is how many completions the request asks for (n); 1 unless
-	// set.
+	// Choices is how many completions the request asks for: n (1 unless
+	// set) for each prompt of a completions batch (a list of strings or of
+	// token-ID lists), which the model server answers one by one.
 	Choices int64
 	// PromptTokens estimates the prompt's tokens (EstimateTokens over its
 	// text), for reservations and for metering when the model server
@@ -76,6 +77,9 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if e == Completions {
+		r.Choices *= int64(max(prompt.batch, 1))
 	}
 	r.PromptTokens = prompt.tokens()
 	r.messages, r.media = prompt.nMessages, prompt.media
