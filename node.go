@@ -215,6 +215,8 @@ func (o *Offer) Validate() error {
 	p.Check(o.DiskGB >= 0, "offer.disk_gb", "must not be negative")
 	p.Check(regionRE.MatchString(o.Region), "offer.region", "must be lower-case letters, digits and '-', e.g. eu-west")
 	p.Check(o.Residency != "", "offer.residency", "required, e.g. EU or US")
+	p.Check(o.Residency == "" || residencyRE.MatchString(o.Residency), "offer.residency",
+		"must be at most 40 letters, digits and '-', a jurisdiction such as EU or US, as jobs name theirs")
 	p.Also(o.Schedule.Validate("offer.schedule"))
 	p.Also(validateModels(o.Models))
 	p.Also(o.Ask.Validate("offer.ask"))

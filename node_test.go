@@ -182,6 +182,7 @@ func TestOffer_Validate(t *testing.T) {
 		{"bad region", func(o *idlegrid.Offer) { o.Region = "EU West" }, "offer.region"},
 		{"no region", func(o *idlegrid.Offer) { o.Region = "" }, "offer.region"},
 		{"no residency", func(o *idlegrid.Offer) { o.Residency = "" }, "offer.residency"},
+		{"residency no job can name", func(o *idlegrid.Offer) { o.Residency = "EU/US" }, "offer.residency"},
 		{"bad schedule", func(o *idlegrid.Offer) { o.Schedule.Mode = "sometimes" }, "offer.schedule.mode"},
 		{"bad ask", func(o *idlegrid.Offer) { o.Ask.MaxJobSeconds = -1 }, "offer.ask.max_job_seconds"},
 	}
