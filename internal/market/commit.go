@@ -14,9 +14,11 @@ import (
 //     market view; it leaves the queue;
 //   - preemptions: the victims are recorded as given notice at now, and
 //     the reservation holds their GPUs for the job;
-//   - a reservation alone: it is recorded, replacing any the job held.
-//
-// A decision that says only why the job waits changes nothing.
+//   - a reservation alone: it is recorded, replacing any the job held;
+//   - waiting (only a reason): any reservation the job held ends. Place
+//     returns the reservation while it holds, so this one no longer fits
+//     (a re-offer made a node unfit, say), and it must not keep other
+//     jobs off its GPUs.
 func (e *Engine) Commit(job *idlegrid.Job, d Decision, now time.Time) {
 	at := now.UnixNano()
 	switch {
@@ -35,6 +37,8 @@ func (e *Engine) Commit(job *idlegrid.Job, d Decision, now time.Time) {
 			}
 		}
 		e.reserve(job, d.Reservation)
+	default:
+		e.dropReservation(job.ID)
 	}
 }
 
@@ -60,6 +64,7 @@ func (e *Engine) claim(job *idlegrid.Job, i int, p Pick, at int64) *node {
 	h := e.newHold()
 	h.jobID, h.nodeID, h.nd, h.bronze, h.start = job.ID, nd.id, nd, job.Tier == idlegrid.TierBronze, at
 	h.end = at + max(job.DurationSeconds, 1)*int64(time.Second)
+	h.due = h.end
 	for _, g := range p.GPUs {
 		if s := nd.slot(g.UUID); s >= 0 && nd.held[s] == nil {
 			nd.held[s] = h

@@ -353,6 +353,10 @@ func (e *Engine) AddLease(l *idlegrid.Lease) {
 		h.start = l.StartedAt.UnixNano()
 	}
 	h.end = h.start + l.LimitSeconds*int64(time.Second)
+	h.due = h.end
+	if !l.CreatedAt.IsZero() {
+		h.due = min(h.end, l.CreatedAt.UnixNano()+l.LimitSeconds*int64(time.Second))
+	}
 	if len(e.checkpoints) > 0 {
 		h.checkpoint = e.checkpoints[l.ID]
 	}
@@ -706,25 +710,35 @@ func (e *Engine) refresh(nd *node) {
 // once when the node is closed now (its owner closed it, or it is
 // drained): the notice period is guaranteed either way.
 func (e *Engine) scheduleNotice(nd *node, h *hold) {
-	if h.leaseID == "" || !h.bronze || h.noticed || nd.until == always || h.end <= nd.until {
+	if h.leaseID == "" || !h.bronze || h.noticed || !e.outlives(nd, h) {
 		return
 	}
 	at := nd.until - e.cfg.NoticeSeconds*int64(time.Second)
 	if nd.until == 0 {
-		if h.end <= e.nowNano {
-			return // its time is up: it ends anyway
-		}
 		at = e.nowNano
 	}
 	e.push(event{at: at, nd: nd, h: h, hgen: h.gen, until: nd.until})
+}
+
+// outlives reports whether lease h would run past its node's window: by
+// the end its placement promised (h.due, created + time limit), so that
+// a lease placed to fit its window is not stopped, its whole run lost,
+// for the delay between its placement and its start (an image pull, say);
+// it runs past the window's end by that delay at most. On a node closed
+// now, a lease whose promised end has passed is in that delay, and ends
+// on its own.
+func (e *Engine) outlives(nd *node, h *hold) bool {
+	if nd.until == 0 {
+		return h.due > e.nowNano
+	}
+	return nd.until != always && h.due > nd.until
 }
 
 // windowNotice gives a bronze lease notice because its window ends, if
 // that is still so.
 func (e *Engine) windowNotice(ev event) (Notice, bool) {
 	h, nd := ev.h, ev.nd
-	if h.gen != ev.hgen || e.leases[h.leaseID] != h || h.nd != nd || h.noticed || nd.until != ev.until || h.end <= nd.until ||
-		(nd.until == 0 && h.end <= e.nowNano) {
+	if h.gen != ev.hgen || e.leases[h.leaseID] != h || h.nd != nd || h.noticed || nd.until != ev.until || !e.outlives(nd, h) {
 		return Notice{}, false
 	}
 	e.giveNotice(h, e.nowNano, max(nd.until, e.nowNano+e.cfg.NoticeSeconds*int64(time.Second)))

@@ -206,12 +206,15 @@ func refOpens(n *idlegrid.Node) bool {
 		slices.ContainsFunc(n.Schedule.OneOff, func(w idlegrid.OneOffWindow) bool { return w.End.After(now) })
 }
 
-func refMultiplier(n *idlegrid.Node) int64 {
+func refMultiplier(n *idlegrid.Node) int64 { return refMultiplierAt(n, now) }
+
+// refMultiplierAt is n's time-of-day multiplier at t, in percent.
+func refMultiplierAt(n *idlegrid.Node, t time.Time) int64 {
 	if len(n.Ask.TimeOfDay) == 0 {
 		return 100
 	}
 	loc, _ := time.LoadLocation(n.Schedule.TimeZone)
-	lt := now.In(loc)
+	lt := t.In(loc)
 	minute := lt.Hour()*60 + lt.Minute()
 	w := n.Ask.TimeOfDay[0]
 	var sh, sm, eh, em int
@@ -223,6 +226,12 @@ func refMultiplier(n *idlegrid.Node) int64 {
 		return w.MultiplierPercent
 	}
 	return 100
+}
+
+// refAffordableAt reports whether n asks within j's cap at t, when a plan
+// would start j there (a reservation's start, a preemption's notice end).
+func refAffordableAt(j *idlegrid.Job, n *idlegrid.Node, t time.Time) bool {
+	return n.Ask.FloorMicrosPerGPUHour[j.Tier]*idlegrid.Micros(refMultiplierAt(n, t))/100 <= j.MaxPriceMicrosPerGPUHour
 }
 
 func refUsable(j *idlegrid.Job, g idlegrid.GPU) bool {
@@ -311,7 +320,7 @@ func judge(j *idlegrid.Job, n *idlegrid.Node, leases []*idlegrid.Lease) refNode 
 	if w == 0 {
 		w = 1
 	}
-	v.score = float64(v.ask-v.credit) / math.Pow(v.rel, w)
+	v.score = float64(v.ask)/math.Pow(v.rel, w) - float64(v.credit)
 	return v
 }
 
@@ -437,7 +446,7 @@ func refPrices(j *idlegrid.Job, fits, best []refNode, bestTotal float64, pref fu
 	for _, v := range best {
 		p := j.MaxPriceMicrosPerGPUHour
 		if loser != nil {
-			p = idlegrid.Micros(math.Round(loser.score*math.Pow(v.rel, w) + float64(v.credit)))
+			p = idlegrid.Micros(math.Round((loser.score + float64(v.credit)) * math.Pow(v.rel, w)))
 			p = min(max(p, v.ask), j.MaxPriceMicrosPerGPUHour)
 		}
 		a.prices[v.n.ID] = p
@@ -476,7 +485,7 @@ func refShadow(j *idlegrid.Job, judged []refNode, a *refAward) {
 		w = 1
 	}
 	for _, v := range a.winners {
-		p := idlegrid.Micros(math.Round(sh.score*math.Pow(v.rel, w) + float64(v.credit)))
+		p := idlegrid.Micros(math.Round((sh.score + float64(v.credit)) * math.Pow(v.rel, w)))
 		a.prices[v.n.ID] = min(max(p, v.ask), j.MaxPriceMicrosPerGPUHour)
 	}
 	a.shadow = sh.n.ID
@@ -500,7 +509,8 @@ func refPreemption(j *idlegrid.Job, m *refMarket, judged []refNode) (string, int
 		default:
 			continue
 		}
-		if v.until.Before(now.Add(time.Duration(refNotice+j.DurationSeconds) * time.Second)) {
+		if v.until.Before(now.Add(time.Duration(refNotice+j.DurationSeconds)*time.Second)) ||
+			!refAffordableAt(j, v.n, now.Add(refNotice*time.Second)) {
 			continue
 		}
 		var victims []*idlegrid.Lease
@@ -589,7 +599,8 @@ func refReservation(j *idlegrid.Job, m *refMarket, judged []refNode) (string, ti
 				start = now
 			}
 		}
-		if free < max(j.GPUs, 1) || v.until.Before(start.Add(time.Duration(j.DurationSeconds)*time.Second)) {
+		if free < max(j.GPUs, 1) || v.until.Before(start.Add(time.Duration(j.DurationSeconds)*time.Second)) ||
+			!refAffordableAt(j, v.n, start) {
 			continue
 		}
 		pref := j.RegionPreferred && v.n.Region == j.Region

@@ -21,7 +21,8 @@ import (
 //     leases older than the minimum runtime;
 //   - notice always comes before a bronze stop: no lease is stopped less
 //     than NoticeSeconds after its notice, and a bronze lease that would
-//     outlive its node's window has notice before the window ends;
+//     outlive its node's window (by the end its placement promised) has
+//     notice before the window ends;
 //   - every price is at least the node's ask and at most the renter's cap;
 //   - gold and silver leases sit in windows that cover them;
 //   - backfill never delays a reservation past what it first promised
@@ -529,6 +530,13 @@ func (d *driver) advance(by time.Duration) {
 	}
 }
 
+// promisedEnd is the end a lease's placement promised: its creation plus
+// its time limit. A bronze lease's window notice is judged by it, so that
+// its start delay is not held against it.
+func promisedEnd(l *idlegrid.Lease) time.Time {
+	return l.CreatedAt.Add(time.Duration(l.LimitSeconds) * time.Second)
+}
+
 // check runs the invariants that hold between steps.
 func (d *driver) check() error {
 	if err := d.e.Verify(); err != nil {
@@ -554,7 +562,7 @@ func (d *driver) check() error {
 			if until.Before(end) && !until.IsZero() || until.IsZero() && end.After(d.now) {
 				return fmt.Errorf("%s lease %s runs to %s, past its window's end %s", l.Tier, id, end.Sub(now), until.Sub(now))
 			}
-		case l.NoticeAt == nil && end.After(until) && until.Sub(d.now) <= time.Duration(d.cfg.NoticeSeconds)*time.Second-maxStep:
+		case l.NoticeAt == nil && promisedEnd(l).After(until) && until.Sub(d.now) <= time.Duration(d.cfg.NoticeSeconds)*time.Second-maxStep:
 			return fmt.Errorf("bronze lease %s outlives its window (ends %s, window %s) without notice", id, end.Sub(now), until.Sub(now))
 		}
 	}

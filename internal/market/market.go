@@ -23,8 +23,10 @@
 //	checkpoint report  Checkpoint(leaseID, at)
 //	job queued         NoteQueued(job)      (cancelled or failed while queued: ForgetJob(id))
 //	each pass          Advance(now) first: give the Notices it returns; then for each queued job,
-//	                   highest tier first: d := Place(job, now); store what d says; Commit(job, d, now)
-//	                   (then AddLease for each lease a placement stored)
+//	                   highest tier first: d := Place(job, now); store what d says; Commit(job, d, now),
+//	                   every decision, a waiting one too (it ends a reservation that no longer fits)
+//	                   (then AddLease for each lease a placement stored; a placement not stored, say
+//	                   for want of funds: ForgetJob(id), then NoteQueued(job))
 //	between passes     sleep until a job, lease or node event, or NextEvent()
 //	job explain        Explain(job, now)
 //	market view        MarketView(now)
@@ -95,7 +97,7 @@ type Pick struct {
 
 	// How the Engine's auction set the price; FirstMatcher leaves these zero.
 	AskMicrosPerGPUHour    idlegrid.Micros // the node's ask for the tier now: floor × time-of-day multiplier
-	CreditMicrosPerGPUHour idlegrid.Micros // the data-locality credit taken off the ask in the score
+	CreditMicrosPerGPUHour idlegrid.Micros // the locality credit taken off the weighted ask in the score
 	// RunnerUpNodeID is the node whose score set the price: the runner-up,
 	// or for a gang the best node left out, or with neither the shadow
 	// runner-up (ShadowRunnerUp). Empty when the renter's cap, the reserve

@@ -82,20 +82,18 @@ func (p Pick) PriceNote() string {
 }
 
 // appendScoreOf appends how the pick's score is made:
-// "ask $2.000000 ÷ 0.950^1" or "(ask $2.000000 − credit $0.250000) ÷ 0.950^1".
+// "ask $2.000000 ÷ 0.95^1", or with a credit
+// "ask $2.000000 ÷ 0.95^1 − locality credit $0.250000".
 func (p *Pick) appendScoreOf(b []byte) []byte {
+	b = append(b, "ask "...)
+	b = appendMoney(b, p.AskMicrosPerGPUHour)
+	b = append(b, " ÷ "...)
+	b = appendPow(b, p.basis.rel, p.basis.weight)
 	if p.CreditMicrosPerGPUHour > 0 {
-		b = append(b, "(ask "...)
-		b = appendMoney(b, p.AskMicrosPerGPUHour)
 		b = append(b, " − locality credit "...)
 		b = appendMoney(b, p.CreditMicrosPerGPUHour)
-		b = append(b, ')')
-	} else {
-		b = append(b, "ask "...)
-		b = appendMoney(b, p.AskMicrosPerGPUHour)
 	}
-	b = append(b, " ÷ "...)
-	return appendPow(b, p.basis.rel, p.basis.weight)
+	return b
 }
 
 // appendPow appends "rel^w", e.g. "0.95^1": the reliability to the
@@ -128,10 +126,11 @@ func appendFixed(b []byte, x float64, decimals int) []byte {
 }
 
 // secondPrice is the price at which a winner of reliability rel under
-// weight w, with credit taken off its ask, ties a runner-up scoring ru
-// (before the ask and the cap bound it).
+// weight w, with credit taken off its weighted ask, ties a runner-up
+// scoring ru: price ÷ rel^w − credit = ru (before the ask and the cap
+// bound it).
 func secondPrice(ru, rel, w float64, credit idlegrid.Micros) float64 {
-	return ru*relPow(rel, w) + float64(credit)
+	return (ru + float64(credit)) * relPow(rel, w)
 }
 
 // appendSecondScoreNote says how a second-score price was set. A shadow
@@ -166,13 +165,17 @@ func (p *Pick) appendSecondScoreNote(b []byte) []byte {
 	b = append(b, ", scores "...)
 	b = appendScore(b, p.RunnerUpScore)
 	b = append(b, "; tying it takes "...)
-	b = appendScore(b, p.RunnerUpScore)
-	b = append(b, " × "...)
-	b = appendPow(b, q.rel, q.weight)
 	if p.CreditMicrosPerGPUHour > 0 {
+		b = append(b, '(')
+		b = appendScore(b, p.RunnerUpScore)
 		b = append(b, " + "...)
 		b = appendMoney(b, p.CreditMicrosPerGPUHour)
+		b = append(b, ')')
+	} else {
+		b = appendScore(b, p.RunnerUpScore)
 	}
+	b = append(b, " × "...)
+	b = appendPow(b, q.rel, q.weight)
 	b = append(b, " = "...)
 	raw := secondPrice(p.RunnerUpScore, q.rel, q.weight, p.CreditMicrosPerGPUHour)
 	b = appendScore(b, raw)

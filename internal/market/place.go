@@ -104,12 +104,14 @@ func relPow(rel, w float64) float64 {
 }
 
 // scoreOf is the reliability-weighted cost of a node: what the renter
-// pays per useful GPU-hour, net of the locality credit. Lower wins.
+// pays per useful GPU-hour (ask ÷ rel^w), less the locality credit. Lower
+// wins. The credit comes off after the division, so that a credit larger
+// than the weighted ask still leaves a more reliable node the better one.
 func scoreOf(ask, credit idlegrid.Micros, rel, w float64) float64 {
 	if w == 1 {
-		return float64(ask-credit) / rel
+		return float64(ask)/rel - float64(credit)
 	}
-	return float64(ask-credit) / relPow(rel, w)
+	return float64(ask)/relPow(rel, w) - float64(credit)
 }
 
 // Place decides where job runs now, or what it waits for; see Decision.
@@ -335,9 +337,9 @@ type walk struct {
 	top *topK
 	// f and off bound the scores of the nodes of a subtree: a node with
 	// weight-1 score s1 scores at least s1×f − off. f allows for the job's
-	// weight below 1 (see lowFactor) and off for the most credit a node of
-	// the shelf could earn, both at the least reliability of the tier's
-	// view.
+	// weight below 1 at the least reliability of the tier's view (see
+	// lowFactor), and off is the most credit a node of the shelf could
+	// earn.
 	f, off float64
 	credit idlegrid.Micros // the most credit a node of the shelf could earn; 0 on a class shelf
 	main   bool            // a class shelf: nodes caching the job's data are found on their sub-shelves
@@ -350,10 +352,7 @@ func (w *walk) bound(s1, rel float64) float64 {
 	if w.q.w < 1 {
 		b *= relPow(rel, 1-w.q.w)
 	}
-	if w.credit > 0 {
-		b -= float64(w.credit) / relPow(rel, w.q.w)
-	}
-	return b
+	return b - float64(w.credit)
 }
 
 // classBound is a shelf to walk and the lowest score a job could find
@@ -372,11 +371,10 @@ type classBound struct {
 // scale returns f and off for a shelf: a node there with weight-1 score
 // s1 scores at least s1×f − off (see walk).
 func scale(q *query, s *shelf, credit idlegrid.Micros) (f, off float64) {
-	if q.w == 1 && credit == 0 {
-		return 1, 0
+	if q.w >= 1 {
+		return 1, float64(credit)
 	}
-	m := s.powers(q.ti, q.w)
-	return m.low, float64(credit) / m.relW
+	return s.powers(q.ti, q.w).low, float64(credit)
 }
 
 // searchClasses offers top the best nodes that can take q now among
@@ -485,7 +483,7 @@ const selected = 8
 func (e *Engine) judgeFits(q *query, b *classBound, bf, boff float64, top *topK) (*lbEntry, bool) {
 	want := min(top.k+1, fitsKept)
 	f := b.s.fits(q.ti, q.g, want)
-	loose := q.w != 1 || b.credit > 0 // the shelf's bound is loose: check each fit's own
+	loose := q.w != 1 // the shelf's bound is loose: check each fit's own
 	for j := 0; ; j++ {
 		if j == int(f.n) {
 			if f.done || want == fitsKept {
@@ -512,17 +510,14 @@ func (e *Engine) judgeFits(q *query, b *classBound, bf, boff float64, top *topK)
 // for its least reliability; a fit's own is tighter, and judgeFits has it
 // without reading the node.
 func fitBound(w, s1, rel float64, credit idlegrid.Micros) float64 {
-	b := s1 // ask ÷ rel; the score is ask ÷ rel^w
+	b := s1 // ask ÷ rel; the score is ask ÷ rel^w − credit
 	switch {
 	case w < 1:
 		b *= relPow(rel, 1-w)
 	case w > 1:
 		b /= relPow(rel, w-1)
 	}
-	if credit > 0 {
-		b -= float64(credit) / relPow(rel, w)
-	}
-	return b
+	return b - float64(credit)
 }
 
 // selectLowest moves the lowest bound of bounds[k:] to k.
@@ -638,10 +633,7 @@ func (w *walk) heavyOut(a *agg) bool {
 	}
 	relLow := a.rel.float()
 	relUp := min(1, float64(math.Nextafter32(float32(relLow), float32(math.Inf(1)))))
-	b := a.s1[q.ti].float() / relPow(relUp, q.w-1)
-	if w.credit > 0 {
-		b -= float64(w.credit) / relPow(relLow, q.w)
-	}
+	b := a.s1[q.ti].float()/relPow(relUp, q.w-1) - float64(w.credit)
 	return beyond(b, w.top.worst())
 }
 
@@ -659,7 +651,7 @@ func (w *walk) skips(a *agg) bool {
 		return true
 	}
 	if top.full() && (beyond(s1*w.f-w.off, top.worst()) ||
-		((q.w < 1 || w.credit > 0) && beyond(w.bound(s1, rel), top.worst()))) {
+		(q.w < 1 && beyond(w.bound(s1, rel), top.worst()))) {
 		return true
 	}
 	return false

@@ -68,13 +68,14 @@ func (e *Engine) reserveInstead(q *query, sig *signature, d Decision) (Decision,
 
 // reservedStart re-estimates when a job's reservation lets it start, and
 // reports whether the reservation still holds: every node online, still
-// reserved, still meeting the job's constraints and cap (a re-offer may
-// change them), and for gold and silver open long enough from then on.
+// reserved, still meeting the job's constraints, asking within its cap
+// now and then (a re-offer may change them), and for gold and silver open
+// long enough from then on.
 func (e *Engine) reservedStart(q *query, r *reservation) (int64, bool) {
 	start := r.start
 	for i, nd := range r.nodes {
 		if e.nodes[nd.id] != nd || nd.res != r || e.staticReason(nd, q.job) != "" ||
-			(q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) || nd.asks[q.ti] > q.cap {
+			(q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) {
 			return 0, false
 		}
 		t := e.earliest(q, nd, r.gpus[i])
@@ -83,14 +84,21 @@ func (e *Engine) reservedStart(q *query, r *reservation) (int64, bool) {
 		}
 		start = max(start, t)
 	}
-	if q.job.Tier != idlegrid.TierBronze {
-		for _, nd := range r.nodes {
-			if nd.until < start+q.dur*int64(time.Second) {
-				return 0, false
-			}
+	for _, nd := range r.nodes {
+		if !affordable(q, nd, start) ||
+			(q.job.Tier != idlegrid.TierBronze && nd.until < start+q.dur*int64(time.Second)) {
+			return 0, false
 		}
 	}
 	return start, true
+}
+
+// affordable reports whether nd asks within q's cap for q's tier both now
+// and at start, when a plan would start q there: a time-of-day price
+// window may raise the ask by then, and the lease locks the ask of its
+// placement. (The index rules nodes out by the ask now.)
+func affordable(q *query, nd *node, start int64) bool {
+	return nd.asks[q.ti] <= q.cap && nd.askAt(q.ti, start) <= q.cap
 }
 
 // earliest is when g GPUs of nd that the job can use should be free, as
@@ -154,16 +162,13 @@ func (e *Engine) planPreemption(q *query, sig *signature) (Decision, bool) {
 				beyond(s1*a.rel.float(), float64(q.cap))
 		},
 		func(a *agg, p *planAgg) int64 {
-			switch {
-			case gpusOK(a.free, q.g):
+			if gpusOK(a.free, q.g) {
 				return 0 // a node here may have room without preempting
-			case p.restart == 0:
-				return math.MaxInt64
 			}
-			return max(0, (q.now-secNanos(p.restart))/int64(time.Second)) * int64(max(1, q.g-int(a.free)))
+			return lossBound(q, a, p, q.now+notice)
 		},
 		func(nd *node) (cand, bool) {
-			if (nd.res != nil && nd.res.jobID != q.job.ID) || nd.asks[q.ti] > q.cap ||
+			if (nd.res != nil && nd.res.jobID != q.job.ID) || !affordable(q, nd, q.now+notice) ||
 				(q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) {
 				return cand{}, false
 			}
@@ -191,8 +196,7 @@ func (e *Engine) planPreemption(q *query, sig *signature) (Decision, bool) {
 
 // preemptOne finds the node where freeing q.g GPUs loses the least work
 // (then the best score, then the lowest ID), in the preferred region
-// first: a best-first walk, bounded by each subtree's latest bronze
-// restart times the GPUs still needed.
+// first: a best-first walk, bounded by lossBound.
 func (e *Engine) preemptOne(q *query, sig *signature) (cand, bool) {
 	notice := e.cfg.NoticeSeconds * int64(time.Second)
 	minUntil := q.now + notice + q.dur*int64(time.Second)
@@ -202,14 +206,9 @@ func (e *Engine) preemptOne(q *query, sig *signature) (cand, bool) {
 		return a.until < secDown(minUntil) || !a.cpuOK(q.cpu) || !a.ramOK(q.ram) || !gpusOK(a.preempt, q.g) ||
 			beyond(s1*a.rel.float(), float64(q.cap))
 	}
-	bound := func(a *agg, p *planAgg) int64 {
-		if p.restart == 0 {
-			return math.MaxInt64
-		}
-		return max(0, (q.now-secNanos(p.restart))/int64(time.Second)) * int64(max(1, q.g-int(a.free)))
-	}
+	bound := func(a *agg, p *planAgg) int64 { return lossBound(q, a, p, q.now+notice) }
 	visit := func(nd *node) {
-		if nd.res != nil || nd.asks[q.ti] > q.cap || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) {
+		if nd.res != nil || !affordable(q, nd, q.now+notice) || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) {
 			return
 		}
 		if c, ok := e.victimsOn(q, nd); ok && len(c.victims) > 0 {
@@ -226,6 +225,23 @@ func (e *Engine) preemptOne(q *query, sig *signature) (cand, bool) {
 		}
 	}
 	return cand{}, false
+}
+
+// lossBound is the least work preempting for q could lose on any node of
+// a subtree that needs a victim: the time since the subtree's latest
+// bronze restart, once for each GPU still needed beyond its most free
+// ones. A hold that may end by noticeEnd, when the preemption would
+// start, frees its GPUs at no loss (victimsOn counts them free), and the
+// subtree does not say how many: then it counts one GPU.
+func lossBound(q *query, a *agg, p *planAgg, noticeEnd int64) int64 {
+	if p.restart == 0 {
+		return math.MaxInt64
+	}
+	need := 1
+	if secNanos(p.firstEnd) > noticeEnd { // every hold there ends after the notice
+		need = max(1, q.g-int(a.free))
+	}
+	return max(0, (q.now-secNanos(p.restart))/int64(time.Second)) * int64(need)
 }
 
 // planShelves returns the shelves a one-node plan searches, in the order
@@ -475,13 +491,14 @@ func (e *Engine) planRegions(q *query, sig *signature, skip func(*agg, *planAgg,
 }
 
 // reservable is nd as a candidate for q's reservation: when q.g GPUs free
-// up there, if its window then still covers q.
+// up there, if its window then still covers q and its ask, now and then,
+// is within q's cap.
 func (e *Engine) reservable(q *query, nd *node) (cand, bool) {
 	if nd.res != nil || nd.asks[q.ti] > q.cap || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) || avoided(q, nd) {
 		return cand{}, false
 	}
 	t := e.earliest(q, nd, q.g)
-	if t < 0 || nd.until < t+q.dur*int64(time.Second) {
+	if t < 0 || nd.until < t+q.dur*int64(time.Second) || !affordable(q, nd, t) {
 		return cand{}, false
 	}
 	ask, credit := nd.asks[q.ti], e.credit(q, nd)

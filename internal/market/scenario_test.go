@@ -27,7 +27,9 @@ import (
 //	lease id=l1 node=n1 [job=jl1 tier=bronze gpus=1 age=10m limit=2h checkpoint=5m saved=5m]
 //	place job=j1 [tier=silver gpus=1 nodes=1 cap=3 dur=1h checkpoint-every=30m models=(A,B) vram=..
 //	     region=.. preferred residency=.. weight=1 datasets=(name:GB) kind=training cpu=.. ram=..
-//	     resume=20m@n1 (its checkpoint holds 20 minutes of its run, on n1)] [commit]
+//	     resume=20m@n1 (its checkpoint holds 20 minutes of its run, on n1)] [commit [assigned]]
+//	     (assigned: its leases are not started yet)
+//	start lease=l1        (the lease's agent started it)
 //	advance by=2m        (gives the notices due, and stops leases whose notice ended)
 //	end lease=l1         (the lease finished)
 //	remove-node id=n1
@@ -167,6 +169,16 @@ func (h *harness) run(td *datadriven.TestData) (out string, err error) {
 		return h.place(a), nil
 	case "advance":
 		return h.advance(a.dur("by", 0)), nil
+	case "start":
+		id := a.str("lease", "")
+		l := h.leases[id]
+		if l == nil {
+			return "", fmt.Errorf("no lease %s", id)
+		}
+		started := h.now
+		l.State, l.StartedAt = idlegrid.LeaseRunning, &started
+		h.e.AddLease(l)
+		return "", nil
 	case "end":
 		id := a.str("lease", "")
 		if h.leases[id] == nil {
@@ -397,6 +409,9 @@ func (h *harness) place(a args) string {
 			}
 			for _, g := range p.GPUs {
 				l.GPUUUIDs = append(l.GPUUUIDs, g.UUID)
+			}
+			if _, ok := a["assigned"]; ok {
+				l.State, l.StartedAt = idlegrid.LeaseAssigned, nil
 			}
 			h.leases[l.ID] = l
 			h.e.AddLease(l)

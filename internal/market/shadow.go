@@ -114,7 +114,7 @@ func (x *shadow) searchShelf(s *shelf, credit idlegrid.Micros) {
 }
 
 // ceilingFactor is the most a node's score can be, for weight w, as a
-// share of its weight-1 score: (ask-credit)/rel^w is at most
+// share of its weight-1 score: ask/rel^w − credit is at most
 // (ask/rel)·rel^(1-w), and for w above 1 that factor is largest at the
 // view's lowest reliability. A node whose weight-1 score is below
 // floor·ceilingFactor cannot reach the floor.

@@ -276,12 +276,11 @@ func (s *shelf) fewer(t, g int) int {
 // joined notes that a node joined or left the shelf.
 func (s *shelf) joined() { s.members++ }
 
-// powMemo remembers, for one tier and reliability weight w, the factors
-// searches scale the tier's least reliability by: lowFactor(w, relMin)
-// and relMin^w.
+// powMemo remembers, for one tier and reliability weight w, the factor
+// searches scale the tier's least reliability by: lowFactor(w, relMin).
 type powMemo struct {
-	gen          uint64
-	w, low, relW float64
+	gen    uint64
+	w, low float64
 }
 
 // powers returns the memo for tier t and weight w.
@@ -289,7 +288,7 @@ func (s *shelf) powers(t int, w float64) *powMemo {
 	m := &s.pows[t]
 	if m.gen != s.gen || m.w != w {
 		relMin := float64(s.relMin[t])
-		*m = powMemo{gen: s.gen, w: w, low: lowFactor(w, relMin), relW: relPow(relMin, w)}
+		*m = powMemo{gen: s.gen, w: w, low: lowFactor(w, relMin)}
 	}
 	return m
 }

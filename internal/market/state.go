@@ -110,8 +110,12 @@ type hold struct {
 	jobID   string
 	nodeID  string
 
-	start      int64 // unix nanos: started, or created when not started yet
-	end        int64 // expected end: start + limit
+	start int64 // unix nanos: started, or created when not started yet
+	end   int64 // expected end: start + limit
+	// due is the end a lease's placement promised: created + limit, before
+	// any start delay; its window notice is judged by it (see outlives).
+	// A claim's is its end.
+	due        int64
 	checkpoint int64 // unix nanos of the last checkpoint; 0 none
 	noticeAt   int64
 	stopAt     int64

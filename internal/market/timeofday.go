@@ -80,3 +80,13 @@ func onDay(days []string, wd time.Weekday) bool {
 	}
 	return false
 }
+
+// askAt is nd's ask for tier ti at t (unix nanos), as its time-of-day
+// price windows scale its floor then; without windows, its ask now.
+func (nd *node) askAt(ti int, t int64) idlegrid.Micros {
+	if len(nd.n.Ask.TimeOfDay) == 0 {
+		return nd.asks[ti]
+	}
+	pct, _ := multiplierAt(nd.n.Ask.TimeOfDay, nd.loc, timeOf(t))
+	return nd.floors[ti] * idlegrid.Micros(pct) / 100
+}

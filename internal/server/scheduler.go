@@ -469,21 +469,18 @@ func (s *Server) placeJob(ctx context.Context, e *market.Engine, j *idlegrid.Job
 		return err
 	}
 	d := s.decide(e, j, now)
-	switch {
-	case d.Placed():
+	if d.Placed() {
 		return s.storePlacement(ctx, e, j, d, now, b)
-	case len(d.Preemptions) > 0:
-		for _, p := range d.Preemptions {
-			reason := fmt.Sprintf("preempted for %s job %s", j.Tier, j.ID)
-			if err := s.giveNotice(ctx, e, p.LeaseID, reason); err != nil {
-				return err
-			}
-		}
-		e.Commit(j, d, now)
-		return s.setReason(ctx, j, d.Reason)
-	case d.Reservation != nil:
-		e.Commit(j, d, now)
 	}
+	for _, p := range d.Preemptions {
+		reason := fmt.Sprintf("preempted for %s job %s", j.Tier, j.ID)
+		if err := s.giveNotice(ctx, e, p.LeaseID, reason); err != nil {
+			return err
+		}
+	}
+	// Every decision is committed: a waiting one ends a reservation that
+	// no longer fits, which would keep other jobs off its GPUs.
+	e.Commit(j, d, now)
 	return s.setReason(ctx, j, d.Reason)
 }
 
@@ -501,6 +498,10 @@ func (s *Server) storePlacement(ctx context.Context, e *market.Engine, j *idlegr
 		return err
 	}
 	if hold > avail {
+		// The job waits unplaced: it must not keep a reservation that holds
+		// GPUs other renters could use. It stays in the market's demand.
+		e.ForgetJob(j.ID)
+		e.NoteQueued(j)
 		return s.setReason(ctx, j, fmt.Sprintf("waiting for funds: the escrow hold is %s and the renter has %s available; top up the account", hold, avail))
 	}
 	return b.add(ctx, j, d, p, hold)
