@@ -79,6 +79,10 @@ type DisputeResolution struct {
 	By         string // the admin's account ID, or "market" when the proof was automatic
 	Penalty    *Transfer
 	PenaltyTo  string
+	// HarmMicros, when above the dispute's, is the harm its penalty was
+	// priced on (the market measured more than the operator said), and
+	// replaces it.
+	HarmMicros Micros
 	At         time.Time
 }
 

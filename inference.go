@@ -88,9 +88,14 @@ func TokenCost(pricePerMTokens Micros, tokens int64) Micros {
 }
 
 // Cost is what a request with in prompt and out completion tokens costs at
-// m's prices: each part rounded down to the micro, then added.
+// m's prices: each part rounded down to the micro, then added, at most
+// the largest Micros (never wrapping to a negative cost).
 func (m *ModelOffer) Cost(in, out int64) Micros {
-	return TokenCost(m.InputMicrosPerMTokens, in) + TokenCost(m.OutputMicrosPerMTokens, out)
+	a, b := TokenCost(m.InputMicrosPerMTokens, in), TokenCost(m.OutputMicrosPerMTokens, out)
+	if a > 1<<63-1-b {
+		return Micros(1<<63 - 1)
+	}
+	return a + b
 }
 
 // UsageSource says where a request's token counts came from.

@@ -29,6 +29,10 @@ func TestTokenCost(t *testing.T) {
 	if got := m.Cost(7, 5); got != 170 {
 		t.Errorf("Cost(7, 5) = %d, want 170", got)
 	}
+	dear := idlegrid.ModelOffer{InputMicrosPerMTokens: 5_000_000_000, OutputMicrosPerMTokens: 5_000_000_000}
+	if got := dear.Cost(1<<62, 1<<62); got != 1<<63-1 {
+		t.Errorf("Cost of more than a Micros holds = %d, want the largest Micros, never a wrap to negative", got)
+	}
 }
 
 func TestOffer_Validate_models(t *testing.T) {

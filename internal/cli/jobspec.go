@@ -69,7 +69,11 @@ func (f *specFlags) apply(spec *idlegrid.JobSpec, set map[string]bool, based boo
 		{"name", func() { spec.Name = f.name }},
 		{"image", func() { spec.Image = f.image }},
 		{"kind", func() { spec.Kind = idlegrid.WorkloadKind(f.kind) }},
-		{"tier", func() { spec.Tier = idlegrid.Tier(f.tier) }},
+		// Only bronze is interruptible: a job copied from a bronze one
+		// (--from) and moved to another tier is not.
+		{"tier", func() {
+			spec.Tier, spec.Interruptible = idlegrid.Tier(f.tier), idlegrid.Tier(f.tier) == idlegrid.TierBronze
+		}},
 		{"region", func() { spec.Region = f.region }},
 		{"region-preferred", func() { spec.RegionPreferred = f.regionPreferred }},
 		{"residency", func() { spec.Residency = f.residency }},

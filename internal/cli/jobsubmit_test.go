@@ -120,6 +120,17 @@ func TestJobSubmit_specFlags(t *testing.T) {
 	if again.ID == job.ID || !reflect.DeepEqual(again.JobSpec, wantSpec) {
 		t.Errorf("job submit --from %s:\n got %+v\nwant %+v", job.ID, again.JobSpec, wantSpec)
 	}
+	// A bronze job (interruptible) copied to silver is not interruptible.
+	r = run(t, renter, "job", "submit", "--from", job.ID, "--tier", "bronze", "--json")
+	var bronze idlegrid.Job
+	if mustOK(t, json.Unmarshal([]byte(r.out), &bronze)); !bronze.Interruptible {
+		t.Fatalf("a bronze job: %+v, want interruptible", bronze.JobSpec)
+	}
+	r = run(t, renter, "job", "submit", "--from", bronze.ID, "--tier", "silver", "--json")
+	var silver idlegrid.Job
+	if r.code != 0 || json.Unmarshal([]byte(r.out), &silver) != nil || silver.Tier != idlegrid.TierSilver || silver.Interruptible {
+		t.Errorf("job submit --from %s --tier silver: %s; want a silver job, not interruptible", bronze.ID, r)
+	}
 	if r := run(t, renter, "job", "submit", "--from", job.ID, "-f", "job.yaml"); r.code != 2 || !strings.Contains(r.err, "not both") {
 		t.Errorf("job submit with -f and --from: %s", r)
 	}

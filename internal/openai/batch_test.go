@@ -1,7 +1,10 @@
 package openai_test
 
 import (
+	"strings"
 	"testing"
+
+	"github.com/idlegrid/idlegrid"
 
 	"github.com/idlegrid/idlegrid/internal/openai"
 )
@@ -34,5 +37,15 @@ func TestRequest_completionsBatchChoices(t *testing.T) {
 		if tt.e == openai.Completions && r.MostCompletionTokens(0) < 16*tt.want {
 			t.Errorf("%s: at most %d completion tokens with nothing relayed, want room for each choice's end", tt.body, r.MostCompletionTokens(0))
 		}
+	}
+}
+
+// A completions batch holds at most MaxBatchPrompts prompts: the choices
+// it asks for, and so its reservation, stay bounded.
+func TestRequest_completionsBatchBounded(t *testing.T) {
+	prompts := strings.Repeat(`"a",`, openai.MaxBatchPrompts) + `"a"`
+	_, err := openai.ParseRequest(openai.Completions, []byte(`{"model":"m","prompt":[`+prompts+`]}`))
+	if idlegrid.ErrorCode(err) != idlegrid.EINVALID || !strings.Contains(err.Error(), "prompt") {
+		t.Errorf("%d prompts: %v, want EINVALID naming prompt", openai.MaxBatchPrompts+1, err)
 	}
 }

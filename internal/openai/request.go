@@ -54,6 +54,10 @@ type Request struct {
 	besides int
 }
 
+// MaxBatchPrompts is the most prompts one completions request may batch,
+// as OpenAI's API allows.
+const MaxBatchPrompts = 2048
+
 // ParseRequest reads a request body for endpoint e. A body that is not a
 // request of that endpoint is an EINVALID error naming the field.
 func ParseRequest(e Endpoint, body []byte) (*Request, error) {
@@ -79,6 +83,9 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 		return nil, err
 	}
 	if e == Completions {
+		if prompt.batch > MaxBatchPrompts {
+			return nil, idlegrid.Invalid(field, "at most %d prompts in one request, got %d", MaxBatchPrompts, prompt.batch)
+		}
 		r.Choices *= int64(max(prompt.batch, 1))
 	}
 	r.PromptTokens = prompt.tokens()

@@ -19,6 +19,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/challenge"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/reputation"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
 // Hardware attestation (docs/trust.md). A node's agent signs its hardware
@@ -341,10 +342,10 @@ func (s *Server) AnswerChallenge(ctx context.Context, id string, ans idlegrid.Ch
 	if err != nil {
 		return nil, err
 	}
-	if !quarantined {
-		q = nil // the node was in quarantine already: one offence, one penalty
+	if q != nil && !quarantined && s.convictedInQuarantine(ctx, c.NodeID) {
+		q = nil // convicted already of fake hardware in this quarantine: one offence, one penalty
 	}
-	s.afterChallenge(ctx, c, q)
+	s.afterChallenge(ctx, c, q, quarantined)
 	return c, nil
 }
 
@@ -377,6 +378,28 @@ func quarantineFor(c *idlegrid.Challenge, failures []string, now time.Time) (*id
 	return &idlegrid.Quarantine{ID: idlegrid.NewID("qua"), NodeID: c.NodeID, Reason: reason, Evidence: evidence, Since: now}, nil
 }
 
+// convictedInQuarantine reports whether the node, in quarantine, was
+// convicted of fake hardware since its quarantine began: a node whose
+// several GPUs fail is one offence, whoever quarantined it (a failed
+// challenge, or an operator for something else, in which case the first
+// failure is convicted). On a store error it says yes: no penalty rather
+// than a second one.
+func (s *Server) convictedInQuarantine(ctx context.Context, nodeID string) bool {
+	q, err := s.store.FindQuarantine(ctx, nodeID)
+	if err != nil {
+		s.log.Error("find quarantine", "node", nodeID, "err", err)
+		return true
+	}
+	ds, err := s.store.ListDisputes(ctx, idlegrid.DisputeFilter{ProviderID: q.ProviderID, States: []idlegrid.DisputeState{idlegrid.DisputeUpheld}})
+	if err != nil {
+		s.log.Error("list disputes", "node", nodeID, "err", err)
+		return true
+	}
+	return slices.ContainsFunc(ds, func(d *idlegrid.Dispute) bool {
+		return d.NodeID == nodeID && d.Offence == string(trustpolicy.OffenceFakeHardware) && !d.CreatedAt.Before(q.Since)
+	})
+}
+
 // afterChallenge logs an outcome (the store logged it to the audit log), lets
 // the engine drop a quarantined node and records the outcome in the
 // node's reputation. An unsupported answer is no fact either way, but the
@@ -384,16 +407,16 @@ func quarantineFor(c *idlegrid.Challenge, failures []string, now time.Time) (*id
 // hardware unverified (hardwareDoubt), a demotion recorded like any other.
 // It runs to the end whether or not the request that resolved the
 // challenge is still there (followUp).
-func (s *Server) afterChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine) {
+func (s *Server) afterChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine, quarantined bool) {
 	ctx, cancel := followUp(ctx)
 	defer cancel()
 	s.log.Info("hardware challenge resolved", "node", c.NodeID, "challenge", c.ID, "state", c.State)
-	if q != nil {
+	if q != nil && quarantined {
 		s.log.Warn("node quarantined", "node", c.NodeID, "reason", q.Reason)
 		s.markNode(c.NodeID)
-		if c.State == idlegrid.ChallengeFailed {
-			s.fakeHardware(ctx, c, q) // dispute.go
-		}
+	}
+	if q != nil && c.State == idlegrid.ChallengeFailed {
+		s.fakeHardware(ctx, c, q) // dispute.go
 	}
 	fact := func(kind reputation.FactKind) []idlegrid.ReputationFact {
 		return []idlegrid.ReputationFact{storedFact(c.NodeID, "challenge:"+c.ID, c.ID, reputation.Fact{Kind: kind, At: *c.ResolvedAt}, 1)}
@@ -422,7 +445,7 @@ func (s *Server) expire(ctx context.Context, c *idlegrid.Challenge, now time.Tim
 	if _, err := s.store.ResolveChallenge(ctx, c, nil); err != nil {
 		return err
 	}
-	s.afterChallenge(ctx, c, nil)
+	s.afterChallenge(ctx, c, nil, false)
 	return nil
 }
 

@@ -515,9 +515,25 @@ func TestServer_ChallengePass(t *testing.T) {
 // failed challenges, and the node stays in the quarantine it is in, its
 // bond slashed once.
 func TestServer_AnswerChallenge_oneConviction(t *testing.T) {
+	for _, underReview := range []bool{false, true} {
+		t.Run(map[bool]string{false: "quarantined by the failure", true: "quarantined by an operator first"}[underReview], func(t *testing.T) {
+			testOneConviction(t, underReview)
+		})
+	}
+}
+
+// testOneConviction: with underReview, an operator quarantined the node
+// for something else before its GPUs failed: the first failure is still
+// convicted, once.
+func testOneConviction(t *testing.T, underReview bool) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMarket(t)
 		mustBond(t, m, 1000)
+		if underReview {
+			if _, err := m.srv.QuarantineNode(m.admin, m.nodeID, "under review"); err != nil {
+				t.Fatal(err)
+			}
+		}
 		resp := mustAttest(t, m, m.node, signedAttestation(t, m.nodeID, fingerprinted("barn-1")))
 		if len(resp.Challenges) != 2 {
 			t.Fatalf("%d challenges, want one for each of two GPUs", len(resp.Challenges))
@@ -532,9 +548,13 @@ func TestServer_AnswerChallenge_oneConviction(t *testing.T) {
 		if err != nil || len(ds) != 1 || ds[0].Offence != "fake_hardware" {
 			t.Fatalf("disputes = %+v (%v), want one fake_hardware conviction", ds, err)
 		}
+		want := resp.Challenges[0].ID
+		if underReview {
+			want = "under review"
+		}
 		q, err := m.store.FindQuarantine(context.Background(), m.nodeID)
-		if err != nil || !strings.Contains(q.Reason, resp.Challenges[0].ID) {
-			t.Fatalf("quarantine %+v (%v), want the first failure's", q, err)
+		if err != nil || !strings.Contains(q.Reason, want) {
+			t.Fatalf("quarantine %+v (%v), want the one it was put in first (%s)", q, err, want)
 		}
 		if _, failed := challengeFacts(t, m, m.nodeID); failed != 2 {
 			t.Errorf("%d failed challenges in the node's reputation, want both", failed)

@@ -200,9 +200,8 @@ func (s *Server) upholdOpen(ctx context.Context, o offence) (*idlegrid.Dispute, 
 	d := open[i]
 	r := idlegrid.DisputeResolution{DisputeID: d.ID, To: idlegrid.DisputeUpheld, By: "market", At: s.Now(),
 		Resolution: "proven by the market's own check: " + o.evidence}
-	if o.harm > d.HarmMicros { // the penalty is priced on the harm the market measured
-		d.HarmMicros = o.harm
-		r.Resolution += fmt.Sprintf(" (harm measured: %s)", o.harm)
+	if o.harm > d.HarmMicros { // the penalty is priced, and the dispute kept, on the harm the market measured
+		d.HarmMicros, r.HarmMicros = o.harm, o.harm
 	}
 	if r.Penalty, err = s.penalty(ctx, d); err != nil {
 		return nil, err

@@ -417,6 +417,9 @@ func TestServer_ConvictionOverOperatorsDispute(t *testing.T) {
 				if got := ds[0].ID == d.ID; got == dismissed {
 					t.Errorf("upheld dispute %s, the operator's %s: want the operator's upheld only when it was open", ds[0].ID, d.ID)
 				}
+				if ds[0].HarmMicros <= 0 {
+					t.Errorf("upheld dispute's harm %s, want the harm the market measured, which priced its penalty", ds[0].HarmMicros)
+				}
 				if b := mustAccountBalance(t, m, l.ProviderID); b.Bond >= 100*idlegrid.MicrosPerUnit {
 					t.Errorf("bond = %s, want less than the 100 posted", b.Bond)
 				}

@@ -176,9 +176,10 @@ func (db *DB) ResolveDispute(ctx context.Context, r idlegrid.DisputeResolution) 
 		if err := checkPenalty(d.ProviderID, amount, r.Penalty); err != nil {
 			return err
 		}
+		harm := max(d.HarmMicros, r.HarmMicros)
 		if _, err := tx.ExecContext(ctx, `UPDATE disputes SET state = $1, resolution = $2, resolved_by = $3,
-			resolved_at = $4, penalty_micros = $5, penalty_to = $6, transfer_id = $7 WHERE id = $8`,
-			string(r.To), r.Resolution, r.By, timeArg(r.At), int64(amount), r.PenaltyTo, transferID, d.ID); err != nil {
+			resolved_at = $4, penalty_micros = $5, penalty_to = $6, transfer_id = $7, harm_micros = $8 WHERE id = $9`,
+			string(r.To), r.Resolution, r.By, timeArg(r.At), int64(amount), r.PenaltyTo, transferID, int64(harm), d.ID); err != nil {
 			return err
 		}
 		if r.Penalty != nil {

@@ -365,7 +365,6 @@
       <div><label for="j-deadline">Finish by, your time (optional)</label>
         <input id="j-deadline" type="datetime-local"
           title="When the job must have finished. It starts only while its whole duration fits before then, and is cancelled once it no longer can."></div>
-      <div><label class="check"><input id="j-interruptible" type="checkbox"> Interruptible</label></div>
       <p id="submit-error" class="error full" role="alert"></p>
       <div class="full"><button type="submit">Submit job</button></div>
     </form>`;
@@ -382,7 +381,7 @@
       const spec = {
         name: $('#j-name').value.trim(), kind: $('#j-kind').value, image: $('#j-image').value.trim(),
         gpus: Number($('#j-gpus').value), tier: $('#j-tier').value, max_price_micros_per_gpu_hour: max,
-        duration_seconds: Number($('#j-duration').value) * 60, interruptible: $('#j-interruptible').checked,
+        duration_seconds: Number($('#j-duration').value) * 60,
       };
       const region = $('#j-region').value.trim();
       if (region) spec.region = region;
