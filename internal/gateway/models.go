@@ -15,11 +15,7 @@ import (
 // session, or with its breaker open, does not count; a model no provider
 // counts for is not listed.
 func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request, c *apiKey) error {
-	rt, err := c.routingOf(nil)
-	if err != nil {
-		return err
-	}
-	byModel, err := g.catalog.models(r.Context())
+	rt, byModel, err := g.keysModels(r, c)
 	if err != nil {
 		return err
 	}
@@ -37,11 +33,7 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request, c *apiKey) 
 // GET /v1/models/{model}: one model as GET /v1/models lists it, or 404
 // when no provider the key's routing reaches serves it.
 func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request, c *apiKey) error {
-	rt, err := c.routingOf(nil)
-	if err != nil {
-		return err
-	}
-	byModel, err := g.catalog.models(r.Context())
+	rt, byModel, err := g.keysModels(r, c)
 	if err != nil {
 		return err
 	}
@@ -52,6 +44,17 @@ func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request, c *apiKey) er
 	}
 	writeJSON(w, http.StatusOK, m)
 	return nil
+}
+
+// keysModels is the routing of key c (nil: none) and the models served
+// now, by name.
+func (g *Gateway) keysModels(r *http.Request, c *apiKey) (*idlegrid.Routing, map[string][]*provider, error) {
+	rt, err := c.routingOf(nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	byModel, err := g.catalog.models(r.Context())
+	return rt, byModel, err
 }
 
 // model is the model name as the key whose routing is rt sees it, served
