@@ -45,6 +45,11 @@ for _ in $(seq 100); do
 	[ -s "$work/admin.key" ] && curl -sf $IDLEGRID_ADDR/v1/healthz >/dev/null && break
 	sleep 0.2
 done
+if ! curl -sf $IDLEGRID_ADDR/v1/healthz >/dev/null; then
+	echo "the server did not start in 20 s; its log:"
+	cat "$work/server.log"
+	exit 1
+fi
 secret() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("secret") or d["key"]["secret"])'; }
 provider=$(IDLEGRID_KEY=$(cat "$work/admin.key") "$ig" account create --name gpu-check --role provider --json | secret)
 export IDLEGRID_KEY=$provider

@@ -183,6 +183,12 @@ func (db *DB) CancelJob(ctx context.Context, jobID, reason string, at time.Time)
 	}
 	var stopping []*idlegrid.Lease
 	err := db.update(ctx, func(tx *sql.Tx) error {
+		// Its live leases first, then the job: the order a lease's
+		// transition takes them in, so the two cannot deadlock.
+		if _, err := tx.ExecContext(ctx, `SELECT id FROM leases WHERE job_id = $1 AND state IN ($2, $3) ORDER BY id`+db.dialect.forUpdate,
+			jobID, string(idlegrid.LeaseAssigned), string(idlegrid.LeaseRunning)); err != nil {
+			return err
+		}
 		j, err := findJob(ctx, tx, jobID, db.dialect.forUpdate)
 		if err != nil {
 			return err
