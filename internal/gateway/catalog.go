@@ -112,9 +112,6 @@ func (c *catalog) load(ctx context.Context) (map[string][]*provider, error) {
 	}
 	out := map[string][]*provider{}
 	for _, n := range nodes {
-		if !offered(n) { // the store's filter already, checked again here
-			continue
-		}
 		for _, m := range n.Models {
 			out[m.Name] = append(out[m.Name], &provider{
 				key: providerKey(n.ID, m.Name), NodeID: n.ID, NodeName: n.Name, ProviderID: n.ProviderID,
@@ -126,13 +123,6 @@ func (c *catalog) load(ctx context.Context) (map[string][]*provider, error) {
 		sort.Slice(ps, func(i, j int) bool { return ps[i].key < ps[j].key })
 	}
 	return out, nil
-}
-
-// offered reports whether n is one of the market's offers, as
-// idlegrid.NodeFilter.Offered keeps them: online (not retired, not lost),
-// not quarantined and not draining. Only those take new inference.
-func offered(n *idlegrid.Node) bool {
-	return n.State == idlegrid.NodeOnline && !n.Quarantined && n.DrainingSince == nil
 }
 
 // invalidate makes the next request read the catalog again.

@@ -489,10 +489,7 @@ func (s *Server) placeJob(ctx context.Context, e *market.Engine, j *idlegrid.Job
 // the agents.
 func (s *Server) storePlacement(ctx context.Context, e *market.Engine, j *idlegrid.Job, d market.Decision, now time.Time, b *placementBatch) error {
 	p := s.placement(e, j, d.Picks, now)
-	hold := idlegrid.Micros(0)
-	for _, l := range p.Leases {
-		hold += l.HoldMicros
-	}
+	hold := holdOf(p)
 	avail, err := s.available(ctx, j.RenterID, b.funds)
 	if err != nil {
 		return err
