@@ -67,7 +67,8 @@ func (c *inferenceCommand) stats(ctx context.Context, args []string) error {
 	fs := c.env.flags("inference stats", help{
 		usage: "idlegrid inference stats [--json]",
 		about: `Show the gateway's figures per model over its recent requests: latency
-and time to first token at p50 and p95, completion tokens a second, what a
+and time to first token at p50 and p95 (of streamed requests; "-" when
+none streamed), completion tokens a second, what a
 million tokens cost on average, and the requests waiting now for a
 provider with room. Then each provider as routing sees it now: the requests
 in flight there over its max concurrency, those its model server says wait
@@ -146,6 +147,15 @@ func measured(format string, x float64) string {
 	return fmt.Sprintf(format, x)
 }
 
+// ttftCell is a model's time to first token at p50/p95, "-" when none of
+// its recent requests streamed (the gateway measures it on streams only).
+func ttftCell(m wire.ModelStats) string {
+	if m.TTFTP50MS == 0 && m.TTFTP95MS == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f/%.0f", m.TTFTP50MS, m.TTFTP95MS)
+}
+
 // printModelStats shows the models' figures and the requests waiting.
 func printModelStats(out io.Writer, st *wire.InferenceStats) error {
 	if len(st.Models) == 0 && len(st.Waiting) == 0 {
@@ -157,7 +167,7 @@ func printModelStats(out io.Writer, st *wire.InferenceStats) error {
 	for _, m := range st.Models {
 		seen[m.Model] = true
 		t.row(m.Model, m.Requests, fmt.Sprintf("%.0f/%.0f", m.LatencyP50MS, m.LatencyP95MS),
-			fmt.Sprintf("%.0f/%.0f", m.TTFTP50MS, m.TTFTP95MS), fmt.Sprintf("%.1f", m.TokensPerSecond), m.MicrosPerMTokens, st.Waiting[m.Model])
+			ttftCell(m), fmt.Sprintf("%.1f", m.TokensPerSecond), m.MicrosPerMTokens, st.Waiting[m.Model])
 	}
 	for _, model := range sortedKeys(st.Waiting) {
 		if !seen[model] {

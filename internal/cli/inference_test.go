@@ -14,7 +14,8 @@ func TestPrintInferenceStats(t *testing.T) {
 	queued := int64(7)
 	st := &gateway.StatsResponse{
 		Models: []gateway.ModelStats{{Model: "llama-3.1-8b", Requests: 12, LatencyP50MS: 420.4, LatencyP95MS: 1800,
-			TTFTP50MS: 61, TTFTP95MS: 240, TokensPerSecond: 38.25, MicrosPerMTokens: 171_000}},
+			TTFTP50MS: 61, TTFTP95MS: 240, TokensPerSecond: 38.25, MicrosPerMTokens: 171_000},
+			{Model: "embed-small", Requests: 4, LatencyP50MS: 30, LatencyP95MS: 41, MicrosPerMTokens: 20_000}}, // none streamed
 		Waiting: map[string]int{"llama-3.1-8b": 3, "qwen-72b": 2},
 		Breakers: []gateway.BreakerStats{{NodeID: "node_a", NodeName: "rig-4090", Model: "llama-3.1-8b", State: "open", Trips: 2, HalfOpens: 1},
 			{NodeID: "node_gone", Model: "llama-3.1-8b", State: "half-open", Trips: 1, HalfOpens: 1}},
@@ -30,6 +31,7 @@ func TestPrintInferenceStats(t *testing.T) {
 	for _, want := range []string{
 		"llama-3.1-8b  12        420/1800            61/240           38.2      $0.171000   3\n",
 		"qwen-72b      0         -                   -                -         -           2\n",
+		"embed-small   4         30/41               -                0.0       $0.020000   0\n",
 		"  NODE    NAME      MODEL         IN FLIGHT  QUEUED  LOAD  TTFT MS  TOKENS/S  ANSWERED  BREAKER\n",
 		"  node_a  rig-4090  llama-3.1-8b  3/8        7       125%  61       38.2      97%       open\n",
 		"  node_b  b         llama-3.1-8b  0/16       -       0%    -        -         100%      closed\n",

@@ -45,7 +45,7 @@ func newMetrics() *metrics {
 			Buckets: latencyBuckets,
 		}, []string{"model"}),
 		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "idlegrid_inference_ttft_seconds", Help: "Answered inference requests, by model: from the request in to the answer's first byte out.",
+			Name: "idlegrid_inference_ttft_seconds", Help: "Answered streamed inference requests, by model: from the request in to the stream's first byte out.",
 			Buckets: latencyBuckets,
 		}, []string{"model"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -90,11 +90,14 @@ func (m *metrics) of(model string) *modelMetrics {
 	return mm
 }
 
-// served records one answered request.
-func (m *metrics) served(model string, latency, ttft time.Duration, in, out int64, charge idlegrid.Micros) {
+// served records one answered request; its time to first byte only when
+// it streamed, since a whole answer's first byte comes with its last.
+func (m *metrics) served(model string, latency, ttft time.Duration, streamed bool, in, out int64, charge idlegrid.Micros) {
 	mm := m.of(model)
 	mm.latency.Observe(latency.Seconds())
-	mm.ttft.Observe(ttft.Seconds())
+	if streamed {
+		mm.ttft.Observe(ttft.Seconds())
+	}
 	mm.input.Add(float64(in))
 	mm.output.Add(float64(out))
 	mm.chargedMicros.Add(float64(charge))

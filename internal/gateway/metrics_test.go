@@ -42,7 +42,7 @@ func TestGateway_metrics(t *testing.T) {
 		want   float64
 	}{
 		{"idlegrid_inference_latency_seconds", model, 4},
-		{"idlegrid_inference_ttft_seconds", model, 4},
+		{"idlegrid_inference_ttft_seconds", model, 1}, // the stream's alone
 		{"idlegrid_inference_provider_failures_total", map[string]string{"reason": "busy"}, 1},
 		{"idlegrid_inference_provider_failures_total", map[string]string{"reason": "failed"}, 2},
 		{"idlegrid_inference_breaker_trips_total", nil, 1},

@@ -19,9 +19,12 @@ const statsWindow = 2048
 type sample struct {
 	latency time.Duration // request in to last byte out
 	ttft    time.Duration // request in to first byte out
-	tps     float64       // completion tokens per second after the first byte; 0 unknown
-	tokens  int64         // prompt plus completion
-	charge  idlegrid.Micros
+	// streamed: the answer was a stream, so ttft is a time to first
+	// token; a whole answer's first byte comes with its last.
+	streamed bool
+	tps      float64 // completion tokens per second after the first byte; 0 unknown
+	tokens   int64   // prompt plus completion
+	charge   idlegrid.Micros
 }
 
 // statsBook keeps the last statsWindow samples of each model.
@@ -100,7 +103,9 @@ func summarise(model string, r *ring) ModelStats {
 	var charge idlegrid.Micros
 	for _, s := range r.samples {
 		lat = append(lat, ms(s.latency))
-		ttft = append(ttft, ms(s.ttft))
+		if s.streamed {
+			ttft = append(ttft, ms(s.ttft))
+		}
 		if s.tps > 0 {
 			tps = append(tps, s.tps)
 		}

@@ -203,12 +203,12 @@ func (x *exchange) meter(c *candidate, t tokens, ttft, latency time.Duration, at
 	x.res.done()
 	x.res.hold(u.ChargeMicros)
 	x.g.meter.add(idlegrid.InferenceCharge{Usage: u, Transfer: tr}, x.res)
-	smp := sample{latency: latency, ttft: ttft, tokens: in + out, charge: u.ChargeMicros}
+	smp := sample{latency: latency, ttft: ttft, streamed: x.req.Stream, tokens: in + out, charge: u.ChargeMicros}
 	if out > 0 && latency > ttft {
 		smp.tps = tokensPerSecond(out, latency-ttft, !x.req.Stream, latency)
 	}
 	x.g.stats.add(x.req.Model, smp)
-	x.g.metrics.served(x.req.Model, latency, ttft, in, out, u.ChargeMicros)
+	x.g.metrics.served(x.req.Model, latency, ttft, x.req.Stream, in, out, u.ChargeMicros)
 }
 
 // capToLimits is charge for no more than the renter's monthly spend limits

@@ -728,7 +728,8 @@
     const byModel = {};
     for (const u of p.data.data || []) {
       const m = byModel[u.model] || (byModel[u.model] = { model: u.model, n: 0, lat: [], ttft: [], tps: [], tokens: 0, charge: 0 });
-      m.n++; m.lat.push(u.latency_micros); m.ttft.push(u.ttft_micros);
+      m.n++; m.lat.push(u.latency_micros);
+      if (u.stream) m.ttft.push(u.ttft_micros); // a whole answer's first byte comes with its last
       // Completion tokens a second, as the gateway measures them: after the
       // first byte of a stream, over the whole of any other answer.
       const took = u.stream ? u.latency_micros - u.ttft_micros : u.latency_micros;
@@ -742,7 +743,7 @@
     const both = (xs) => ms(quantile(xs, 0.50)) + ' / ' + ms(quantile(xs, 0.95));
     return table([
       { h: 'Model', f: (m) => esc(m.model) }, { h: 'Requests', num: true, f: (m) => esc(m.n) },
-      { h: 'Latency p50 / p95', num: true, f: (m) => both(m.lat) }, { h: 'Time to first token p50 / p95', num: true, f: (m) => both(m.ttft) },
+      { h: 'Latency p50 / p95', num: true, f: (m) => both(m.lat) }, { h: 'Time to first token p50 / p95', num: true, f: (m) => m.ttft.length ? both(m.ttft) : '—' },
       { h: 'Tokens/s p50', num: true, f: (m) => m.tps.length ? esc(Math.round(quantile(m.tps, 0.50) * 10) / 10) : '—' },
       { h: 'Tokens', num: true, f: (m) => esc(m.tokens.toLocaleString('en-US')) },
       { h: '$ per 1M tokens', num: true, f: (m) => m.tokens ? money(Math.floor(m.charge * 1e6 / m.tokens), 4) : '—' },
