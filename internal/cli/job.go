@@ -490,6 +490,9 @@ func printJob(e *env, j *idlegrid.Job) error {
 		t.row("Submitted", "under idempotency key "+j.IdempotencyKey)
 	}
 	t.row("Started", stamp(j.StartedAt))
+	if j.CancelRequested() {
+		t.row("Cancelled", stamp(j.CancelRequestedAt)+" by the renter (it ends cancelled once its leases stop)")
+	}
 	t.row("Ended", stamp(j.EndedAt))
 	if err := t.flush(); err != nil {
 		return err

@@ -78,3 +78,18 @@ func TestPrintJob_resumes(t *testing.T) {
 		}
 	}
 }
+
+// A running job the renter cancelled says so, and when, until its leases
+// stop and it ends.
+func TestPrintJob_cancelRequested(t *testing.T) {
+	var out bytes.Buffer
+	e := &env{Stdio: Stdio{Out: &out, Err: &bytes.Buffer{}}}
+	at := time.Date(2026, 12, 4, 14, 0, 0, 0, time.UTC)
+	j := &idlegrid.Job{ID: "job_1", State: idlegrid.JobRunning, CancelRequestedAt: &at}
+	if err := printJob(e, j); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Cancelled   " + stamp(&at) + " by the renter"; !strings.Contains(out.String(), want) {
+		t.Errorf("job get of a cancelled running job:\n%s\nwant a row %q", out.String(), want)
+	}
+}

@@ -595,6 +595,7 @@
       ['Image', esc(job.image)], ['Started', when(job.started_at)], ['Ended', when(job.ended_at)],
     ];
     if (job.deadline) facts.push(['Finish by', when(job.deadline)]);
+    if (job.cancel_requested_at) facts.push(['Cancelled', when(job.cancel_requested_at)]);
     let html = `<h3>${esc(job.name || job.id)} ${id(job.id)} ${stateTag(job.state)}</h3>` + kpis(facts) + `<p>${esc(job.reason)}</p>`;
     html += table([
       { h: 'Lease', f: (l) => id(l.id) }, { h: 'State', f: (l) => stateTag(l.state) },
