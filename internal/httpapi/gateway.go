@@ -27,7 +27,14 @@ func (a *api) counted(pattern string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		w := &statusWriter{ResponseWriter: rw}
-		defer func() { a.http.observe(pattern, w.status, time.Since(start)) }()
+		defer func() {
+			a.guard.note(r, w.status, a.srv.Now())
+			a.http.observe(pattern, w.status, time.Since(start))
+		}()
+		if err := a.guard.admit(r, a.srv.Now()); err != nil {
+			refuseOpenAI(w, err)
+			return
+		}
 		h.ServeHTTP(w, r)
 	})
 }

@@ -61,6 +61,13 @@ type Options struct {
 	// Zero: no limit.
 	AccountRequestsPerSecond float64
 	AccountBurst             int
+	// AuthFailuresPerMinute and AuthFailureBurst slow down an address that
+	// keeps failing to authenticate (authguard.go): a token bucket of
+	// AuthFailureBurst failures refilled at AuthFailuresPerMinute; an
+	// address with none left gets 429 on every request until it refills.
+	// Defaults 6 and 30; a negative rate: no limit.
+	AuthFailuresPerMinute float64
+	AuthFailureBurst      int
 }
 
 func (o Options) withDefaults() Options {
@@ -79,6 +86,12 @@ func (o Options) withDefaults() Options {
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = DefaultRequestTimeout
 	}
+	if o.AuthFailuresPerMinute == 0 {
+		o.AuthFailuresPerMinute = DefaultAuthFailuresPerMinute
+	}
+	if o.AuthFailureBurst <= 0 {
+		o.AuthFailureBurst = DefaultAuthFailureBurst
+	}
 	return o
 }
 
@@ -90,7 +103,8 @@ type api struct {
 	mux    *http.ServeMux
 	http   *httpMetrics
 	limits *accountLimits
-	seen   *replays // signed agent requests taken
+	guard  *authGuard // addresses that fail to authenticate
+	seen   *replays   // signed agent requests taken
 }
 
 // handlerFunc is an HTTP handler that returns its error instead of writing it.
@@ -100,7 +114,8 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 func New(srv *server.Server, opts Options) http.Handler {
 	opts = opts.withDefaults()
 	a := &api{srv: srv, opts: opts, log: opts.Logger, mux: http.NewServeMux(), http: newHTTPMetrics(opts.Metrics),
-		limits: newAccountLimits(opts.AccountRequestsPerSecond, opts.AccountBurst), seen: newReplays()}
+		limits: newAccountLimits(opts.AccountRequestsPerSecond, opts.AccountBurst), seen: newReplays(),
+		guard: newAuthGuard(opts.AuthFailuresPerMinute, opts.AuthFailureBurst)}
 	a.routes()
 	return a.mux
 }
@@ -201,6 +216,7 @@ func (a *api) handle(pattern string, timeout time.Duration, fn handlerFunc) {
 		w.Header().Set("Cache-Control", "no-store")
 		defer func() {
 			took := time.Since(start)
+			a.guard.note(r, w.status, a.srv.Now())
 			a.http.observe(pattern, w.status, took)
 			a.log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", w.status, "duration", took)
 		}()
@@ -215,6 +231,10 @@ func (a *api) handle(pattern string, timeout time.Duration, fn handlerFunc) {
 		}()
 		if !idlegrid.IsText(r.URL.Path) { // an ID no store could hold, e.g. /v1/jobs/%00
 			a.writeError(w, r, notText("path"))
+			return
+		}
+		if err := a.guard.admit(r, a.srv.Now()); err != nil {
+			a.writeError(w, r, err)
 			return
 		}
 		if err := fn(w, r); err != nil {

@@ -58,6 +58,24 @@ func (l *accountLimits) take(account string, now time.Time) (time.Duration, bool
 	return 0, true
 }
 
+// wait says how long until key has a token, without spending one; ok when
+// it has one now.
+func (l *accountLimits) wait(key string, now time.Time) (time.Duration, bool) {
+	if l.rps <= 0 {
+		return 0, true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim, ok := l.m[key]
+	if !ok || lim.TokensAt(now) >= 1 {
+		return 0, true
+	}
+	r := lim.ReserveN(now, 1)
+	d := r.DelayFrom(now)
+	r.CancelAt(now)
+	return d, d <= 0
+}
+
 // forgetIdle drops, once the map has doubled since the last sweep, the
 // accounts whose buckets have filled again: a new bucket is the same.
 func (l *accountLimits) forgetIdle(now time.Time) {
