@@ -466,10 +466,12 @@ func refShadow(j *idlegrid.Job, judged []refNode, a *refAward) {
 	for _, v := range a.winners {
 		floor = max(floor, v.score)
 	}
-	prefOnly := j.RegionPreferred && a.winners[0].n.Region == j.Region
+	// With a preferred region, the winners' group is that region when
+	// they are there, and every other region when they fell back.
+	pref := func(v refNode) bool { return j.RegionPreferred && v.n.Region == j.Region }
 	var sh *refNode
 	for i, v := range judged {
-		if !v.competes || v.score < floor || (prefOnly && v.n.Region != j.Region) ||
+		if !v.competes || v.score < floor || pref(v) != pref(a.winners[0]) ||
 			slices.ContainsFunc(a.winners, func(b refNode) bool { return b.n.ID == v.n.ID || b.n.ProviderID == v.n.ProviderID }) {
 			continue
 		}

@@ -14,6 +14,7 @@ type shadow struct {
 	q       *query
 	winners []cand
 	floor   float64 // the worst winner's score: a competitor scores at least this
+	pref    bool    // the winners are in the job's preferred region
 	best    cand
 	found   bool
 }
@@ -35,16 +36,20 @@ func (e *Engine) shadowRunnerUp(q *query, winners []cand) (cand, bool) {
 	for i := range winners {
 		x.floor = max(x.floor, winners[i].score)
 	}
-	classes, region := q.sig.entries, ""
-	if r := q.job.Region; q.job.RegionPreferred && winners[0].nd.n.Region == r {
-		classes, region = q.sig.byRegion[r], r // preferred winners compete only among themselves
-	}
-	for i := range classes {
-		if c := &classes[i]; c.maxJob == 0 || c.maxJob >= q.dur {
-			x.searchRanked(c.sh)
+	switch r := q.job.Region; {
+	case !q.job.RegionPreferred:
+		x.searchClasses(q.sig.entries)
+	case winners[0].nd.n.Region == r:
+		x.pref = true
+		x.searchClasses(q.sig.byRegion[r]) // preferred winners compete only among themselves
+	default:
+		for _, o := range q.sig.regions { // and winners that fell back only among the others
+			if o != r {
+				x.searchClasses(q.sig.byRegion[o])
+			}
 		}
 	}
-	if nd := e.checkpointNode(q); nd != nil && e.direct(q, q.sig, region, nd) {
+	if nd := e.checkpointNode(q); nd != nil && x.inGroup(nd.n.Region) && e.direct(q, q.sig, "", nd) {
 		x.offer(nd) // its credit, which the ranked lists leave out, may make it compete
 	}
 	if len(q.job.Datasets) == 0 {
@@ -57,12 +62,29 @@ func (e *Engine) shadowRunnerUp(q *query, winners []cand) (cand, bool) {
 			continue
 		}
 		for _, c := range e.subShelves(q.sig, ds.Name) {
-			if (region == "" || c.region == region) && (c.maxJob == 0 || c.maxJob >= q.dur) {
+			if x.inGroup(c.region) && (c.maxJob == 0 || c.maxJob >= q.dur) {
 				x.searchShelf(c.sh, credit)
 			}
 		}
 	}
 	return x.best, x.found
+}
+
+// searchClasses offers x the competitors on the shelves of classes that
+// allow the job's duration.
+func (x *shadow) searchClasses(classes []sigEntry) {
+	for i := range classes {
+		if c := &classes[i]; c.maxJob == 0 || c.maxJob >= x.q.dur {
+			x.searchRanked(c.sh)
+		}
+	}
+}
+
+// inGroup reports whether nodes of region r are in the winners'
+// preference group: with a preferred region, the winners compete only
+// with the nodes on their side of it, there or elsewhere.
+func (x *shadow) inGroup(r string) bool {
+	return !x.q.job.RegionPreferred || (r == x.q.job.Region) == x.pref
 }
 
 // searchShelf offers x the competitors on a sub-shelf: the nodes of a
