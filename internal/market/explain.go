@@ -75,7 +75,7 @@ func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
 		switch r {
 		case "", ReasonWindow, ReasonPrice, ReasonCapacity:
 			quotes.add(e, &q, nd, r)
-			if withinCap(&q, nd) {
+			if withinCap(&q, nd) || len(nd.n.Ask.TimeOfDay) > 0 { // an ask over the cap now may fall under it later
 				if t := e.estimateOn(&q, nd); t >= 0 {
 					starts = append(starts, nodeStart{nd: nd, start: t})
 				}
@@ -146,7 +146,7 @@ func (e *Engine) estimate(q *query, starts []nodeStart) (time.Time, string) {
 	for _, c := range starts {
 		if count[c.nd.n.Region]++; count[c.nd.n.Region] == q.n {
 			return timeOf(c.start), fmt.Sprintf(
-				"when, by the leases' time limits and the nodes' schedules, %d matching %s in %s should have %d free %s and a long enough window",
+				"when, by the leases' time limits and the nodes' schedules and prices, %d matching %s in %s should have %d free %s, a long enough window and an ask within the cap",
 				q.n, plural(q.n, "node", "nodes"), c.nd.n.Region, q.g, plural(q.g, "GPU", "GPUs"))
 		}
 	}
@@ -323,8 +323,13 @@ func compareQuote(score float64, nodeID string, x *AskQuote) int {
 	return cmp.Or(cmp.Compare(score, x.Score), compareStrings(nodeID, x.NodeID))
 }
 
+// maxPriceMoves is how many of a node's time-of-day price changes an
+// estimate looks through for an ask within the cap.
+const maxPriceMoves = 16
+
 // estimateOn is the earliest time nd could start q: when enough GPUs free
-// up and its window, open now or the next one, lasts what q needs; -1 when
+// up, its window, open now or the next one, lasts what q needs, and its
+// ask then, as its time-of-day prices have it, is within the cap; -1 when
 // that is not known.
 func (e *Engine) estimateOn(q *query, nd *node) int64 {
 	t := e.earliest(q, nd, q.g)
@@ -334,6 +339,22 @@ func (e *Engine) estimateOn(q *query, nd *node) int64 {
 	if r := nd.res; r != nil && r.jobID != q.job.ID && e.available(q, nd) < q.g {
 		t = max(t, r.end)
 	}
+	for range maxPriceMoves {
+		if t = e.windowStart(q, nd, t); t < 0 || nd.askAt(q.ti, t) <= q.cap {
+			return t
+		}
+		_, next := multiplierAt(nd.n.Ask.TimeOfDay, nd.loc, timeOf(t))
+		if next.IsZero() {
+			return -1
+		}
+		t = next.UnixNano()
+	}
+	return -1
+}
+
+// windowStart is the earliest time from t at which nd's window, open now
+// or the next one, lasts what q needs; -1 when neither does.
+func (e *Engine) windowStart(q *query, nd *node, t int64) int64 {
 	need := e.windowNeed(q.job) * int64(time.Second)
 	if nd.until > q.now {
 		if nd.until >= t+need {
