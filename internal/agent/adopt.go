@@ -22,6 +22,25 @@ type leaseTier interface {
 	LeaseTier(leaseID string) idlegrid.Tier
 }
 
+// adoptedOutput is implemented by a runtime that can give the digest of a
+// taken-back workload's whole standard output, which a verifiable lease's
+// success must carry. The agent hashes a workload it started as its output
+// comes (lease.output), but of one it took back it saw only what came after
+// the adoption: the digest must come from what the runtime still holds (the
+// docker runtime: the container's log, read once the container exited).
+//
+// AdoptedOutputDigest is "sha256:" and the hex SHA-256 of every stdout line
+// the runtime sent, or would have sent, as a Log event since the workload
+// started, each followed by a newline, exactly as lease.output sums them.
+// ok is false when the lease's job is not verifiable, or when the runtime
+// no longer holds all of that output: the lease then succeeds without a
+// digest, which the server fails by the node's fault, rather than with one
+// made of part of the output. The agent asks once, when the workload's Exit
+// has come and before it reports the lease; the runtime may forget it then.
+type adoptedOutput interface {
+	AdoptedOutputDigest(leaseID string) (digest string, ok bool)
+}
+
 // adopt takes back, when the runtime is a runtime.Adopter, the workloads a
 // previous agent on this node left running (it crashed, or was upgraded),
 // and tracks them as leases of its own: their output, progress and exit are
@@ -90,6 +109,11 @@ func (a *Agent) route(events <-chan runtime.Event, known <-chan map[string]*leas
 		}
 		if ev.Exit != nil {
 			live--
+			if ao, ok := a.rt.(adoptedOutput); ok {
+				if d, ok := ao.AdoptedOutputDigest(l.id); ok {
+					l.setAdoptedDigest(d) // before the Exit: the final report reads it
+				}
+			}
 		}
 		l.events <- ev // its follow loop takes events until the Exit
 	}

@@ -2,6 +2,9 @@ package agent_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,9 +28,14 @@ type adoptingRuntime struct {
 	*rtfake.Runtime
 	left   []runtime.Workload
 	starts atomic.Int32
+	// missed is how many of each workload's first stdout lines came while
+	// no agent ran: they are not sent, as the docker runtime follows only
+	// an adopted container's new output. Digests are of them all.
+	missed int
 
-	mu    sync.Mutex
-	exits map[string]runtime.Exit
+	mu      sync.Mutex
+	exits   map[string]runtime.Exit
+	digests map[string]string // of verifiable workloads' whole stdout, once they exited
 }
 
 var (
@@ -47,29 +55,56 @@ func (r *adoptingRuntime) Adopt(ctx context.Context, events chan<- runtime.Event
 		if err := r.Runtime.Start(ctx, w, mid); err != nil {
 			return ids, err
 		}
-		go r.forward(mid, events, w.JobID) // ends with the workload's Exit
+		go r.forward(mid, events, w) // ends with the workload's Exit
 		ids = append(ids, w.LeaseID)
 	}
 	return ids, nil
 }
 
-func (r *adoptingRuntime) forward(from <-chan runtime.Event, to chan<- runtime.Event, jobID string) {
+func (r *adoptingRuntime) forward(from <-chan runtime.Event, to chan<- runtime.Event, w runtime.Workload) {
+	stdout, missed := sha256.New(), 0
 	for ev := range from {
 		if ev.Exit != nil {
 			if ev.Exit.Stopped {
-				ev.Exit.CheckpointRef = "fake-ckpt:" + jobID
+				ev.Exit.CheckpointRef = "fake-ckpt:" + w.JobID
 			}
 			r.mu.Lock()
 			if r.exits == nil {
-				r.exits = map[string]runtime.Exit{}
+				r.exits, r.digests = map[string]runtime.Exit{}, map[string]string{}
 			}
 			r.exits[ev.LeaseID] = *ev.Exit
+			if w.Job.Verifiable {
+				r.digests[ev.LeaseID] = "sha256:" + hex.EncodeToString(stdout.Sum(nil))
+			}
 			r.mu.Unlock()
 			to <- ev
 			return
 		}
+		if ev.Log != nil && ev.Log.Stream != "stderr" {
+			io.WriteString(stdout, ev.Log.Text+"\n")
+			if missed < r.missed {
+				missed++
+				continue
+			}
+		}
 		to <- ev
 	}
+}
+
+// digestingRuntime is an adoptingRuntime that keeps its workloads' whole
+// output, as the docker runtime keeps a container's log, and gives the
+// digest of a verifiable one's once it exited.
+type digestingRuntime struct {
+	*adoptingRuntime
+	asked atomic.Int32
+}
+
+func (r *digestingRuntime) AdoptedOutputDigest(leaseID string) (string, bool) {
+	r.asked.Add(1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d, ok := r.digests[leaseID]
+	return d, ok
 }
 
 func (r *adoptingRuntime) LeaseGPUs(leaseID string) []string {
@@ -115,9 +150,15 @@ func mustGPUs(tb testing.TB, cfg *agent.Config) []string {
 // its first GPU, and a server that placed it there in state s.
 func leftBehind(tb testing.TB, s idlegrid.LeaseState, seconds int64) (*agent.Config, *fakeServer, *adoptingRuntime) {
 	tb.Helper()
+	return leftBehindJob(tb, s, job(seconds, nil))
+}
+
+// leftBehindJob is leftBehind for a lease of j.
+func leftBehindJob(tb testing.TB, s idlegrid.LeaseState, j idlegrid.JobSpec) (*agent.Config, *fakeServer, *adoptingRuntime) {
+	tb.Helper()
 	cfg := testConfig(tb)
 	gpus := mustGPUs(tb, cfg)
-	j := job(seconds, nil)
+	seconds := j.DurationSeconds
 	srv := &fakeServer{}
 	srv.assign(idlegrid.Lease{ID: "lease_a", JobID: "job_a", GPUUUIDs: gpus[:1], LimitSeconds: seconds, Tier: j.Tier}, j)
 	srv.setState("lease_a", s)
@@ -201,6 +242,53 @@ func TestAgent_Adopt(t *testing.T) {
 				t.Errorf("lease is %s, want it left lost", got)
 			}
 			r.stop(t)
+		})
+	})
+	t.Run("VerifiableReportsItsWholeOutputsDigest", func(t *testing.T) {
+		// The agent saw only the output that came after it took the
+		// workload back; its digest is of all of it, from the runtime,
+		// and is the one the same work run from its start reports.
+		synctest.Test(t, func(t *testing.T) {
+			j := job(600, nil)
+			j.Verifiable = true
+			cfg, srv, left := leftBehindJob(t, idlegrid.LeaseRunning, j)
+			left.missed = 3
+			rt := &digestingRuntime{adoptingRuntime: left}
+			r := startAgent(t, cfg, srv, rt)
+			waitFor(t, "the adopted lease to succeed", leaseIn(srv, "lease_a", idlegrid.LeaseSucceeded))
+			r.assign(srv, "lease_b", j)
+			waitFor(t, "the same work to succeed", leaseIn(srv, "lease_b", idlegrid.LeaseSucceeded))
+			got, want := lastReport(srv, "lease_a").OutputDigest, lastReport(srv, "lease_b").OutputDigest
+			if want == "" {
+				t.Fatal("the lease run from its start reported no digest")
+			}
+			if got != want {
+				t.Errorf("adopted lease's digest = %q, want %q, that of the same work's whole output", got, want)
+			}
+			if n := rt.asked.Load(); n != 1 {
+				t.Errorf("the runtime was asked for the digest %d times, want once, at the adopted workload's exit", n)
+			}
+			if err := r.stop(t); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+	t.Run("VerifiableWithoutTheWholeOutputReportsNoDigest", func(t *testing.T) {
+		// A runtime that cannot give the whole output's digest: the agent
+		// makes none of the part it saw.
+		synctest.Test(t, func(t *testing.T) {
+			j := job(600, nil)
+			j.Verifiable = true
+			cfg, srv, rt := leftBehindJob(t, idlegrid.LeaseRunning, j)
+			rt.missed = 3
+			r := startAgent(t, cfg, srv, rt)
+			waitFor(t, "the adopted lease to succeed", leaseIn(srv, "lease_a", idlegrid.LeaseSucceeded))
+			if got := lastReport(srv, "lease_a").OutputDigest; got != "" {
+				t.Errorf("digest = %q, want none: the agent saw only part of the output", got)
+			}
+			if err := r.stop(t); err != nil {
+				t.Fatal(err)
+			}
 		})
 	})
 	t.Run("ShutdownStopsAdopted", func(t *testing.T) {

@@ -202,8 +202,10 @@ func (a *Agent) NodeID() string {
 // ctx is done it takes no more work, stops the running leases with
 // StopGrace, reports them (for up to ShutdownTimeout) and returns nil. It
 // returns an error only when the agent cannot go on: a bad offer, a refused
-// join token, a data dir it cannot use. Trouble reaching the server is
-// retried, never fatal. Every goroutine Run starts has ended when it returns.
+// join token, a data dir it cannot use, a node the server retired or has
+// not known for ForgetAfter (whose workloads it stops first, those a
+// previous agent left included). Trouble reaching the server is retried,
+// never fatal. Every goroutine Run starts has ended when it returns.
 func (a *Agent) Run(ctx context.Context) error {
 	if !a.ran.CompareAndSwap(false, true) {
 		return errors.New("agent: Run called twice")
@@ -218,6 +220,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return quiet(ctx, err)
 	}
 	if err := a.publish(ctx, offer); err != nil {
+		if errors.Is(err, errRetired) || errors.Is(err, errForgotten) {
+			a.stopLeftBehind(ctx)
+		}
 		return quiet(ctx, err)
 	}
 	a.attest(ctx, &a.attested)
@@ -303,18 +308,52 @@ func (a *Agent) join(ctx context.Context, offer idlegrid.Offer) (*State, error) 
 }
 
 // publish tells the server what the node offers, which also marks it online.
+// A server that refuses the node as the heartbeat loop would stop it
+// (retired, or not known for ForgetAfter) makes publish return errRetired
+// or errForgotten; one that does not know it yet is asked again until then.
 func (a *Agent) publish(ctx context.Context, offer idlegrid.Offer) error {
 	req := idlegrid.OfferRequest{Offer: offer, AgentVersion: a.version}
-	err := a.deliver(ctx, "publish offer", func(ctx context.Context) error { return a.srv.UpdateOffer(ctx, req) })
-	switch code := idlegrid.ErrorCode(err); {
-	case err == nil:
-		return nil
-	case code == idlegrid.EUNAUTHORIZED || code == idlegrid.ENOTFOUND:
-		return fmt.Errorf("publish offer: %w (if the server's database was reset, move %s away to join again)",
-			err, StatePath(a.cfg.DataDir))
-	default:
-		return fmt.Errorf("publish offer: %w", err)
+	var b backoff.Backoff
+	var unknownSince time.Time // since when the server has said it does not know the node
+	for {
+		err := a.deliver(ctx, "publish offer", func(ctx context.Context) error { return a.srv.UpdateOffer(ctx, req) })
+		switch code := idlegrid.ErrorCode(err); {
+		case err == nil:
+			return nil
+		case code == idlegrid.EFORBIDDEN:
+			a.log.Error("the server refuses this node; stopping", "err", err)
+			return fmt.Errorf("%w: %v", errRetired, err)
+		case unknownNode(err):
+			if unknownSince.IsZero() {
+				unknownSince = a.clock.Now()
+			}
+			if a.clock.Now().Sub(unknownSince) >= ForgetAfter {
+				a.log.Error("the server no longer knows this node; stopping", "since", unknownSince, "err", err)
+				return fmt.Errorf("%w: %v", errForgotten, err)
+			}
+			d := min(b.Next(), a.heartbeatEvery)
+			a.log.Warn("the server does not know this node; will ask again", "retry_in", d.Round(time.Millisecond), "err", err)
+			if !backoff.Sleep(ctx, d) {
+				return ctx.Err()
+			}
+		case code == idlegrid.EUNAUTHORIZED || code == idlegrid.ENOTFOUND:
+			return fmt.Errorf("publish offer: %w (if the server knows this node by another key, put its key %s back; "+
+				"to join as a new node, move %s away and give the agent a join token)", err, a.cfg.KeyPath(), StatePath(a.cfg.DataDir))
+		default:
+			return fmt.Errorf("publish offer: %w", err)
+		}
 	}
+}
+
+// stopLeftBehind takes back the workloads a previous agent on this node
+// left running and stops them, for a node the server refuses: no one pays
+// for them, and an agent that exits leaving them would leave them for good.
+// Their reports are refused; it returns once their workloads have exited.
+func (a *Agent) stopLeftBehind(ctx context.Context) {
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	a.adopt(ctx, workCtx)
+	a.shutdown(cancelWork)
 }
 
 func heartbeatInterval(seconds int) time.Duration {
@@ -360,7 +399,8 @@ var errRetired = errors.New("the server refuses this node for good: it was retir
 // stops.
 var errForgotten = errors.New("the server no longer knows this node: its database was reset, or restored from " +
 	"before the node joined; its workloads were stopped, as no one pays for them. The agent serves again once the " +
-	"server knows the node; to join it as a new node, move node.json out of the data dir and start the agent with a join token")
+	"server knows the node; to join it as a new node, move node.json out of the data dir and start the agent with a new " +
+	"join token ('idlegrid token create' makes one; give it with --join-token or " + EnvJoinToken + ")")
 
 // ForgetAfter is how long the server must say it does not know the node
 // before the agent stops: long enough to ride out a server briefly pointed

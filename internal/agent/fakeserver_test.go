@@ -30,6 +30,7 @@ type fakeServer struct {
 	refuse   func(idlegrid.Receipt) error  // when set, refuses the receipts it returns an error for
 	leases   map[string]*fakeLease
 	failures map[string][]error     // method → errors for its next calls
+	refused  error                  // when set, every call fails with it: the server refuses the node
 	calls    map[string][]time.Time // method → when it was called
 }
 
@@ -56,6 +57,14 @@ func (f *fakeServer) fail(method string, errs ...error) {
 	f.failures[method] = append(f.failures[method], errs...)
 }
 
+// refuseNode makes every call fail with err from now on (nil: none), as
+// a server that retired the node, or does not know it, answers.
+func (f *fakeServer) refuseNode(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refused = err
+}
+
 // call records a call of method and returns the error it must fail with.
 // f.mu is held.
 func (f *fakeServer) call(method string) error {
@@ -63,6 +72,9 @@ func (f *fakeServer) call(method string) error {
 		f.calls = map[string][]time.Time{}
 	}
 	f.calls[method] = append(f.calls[method], time.Now())
+	if f.refused != nil {
+		return f.refused
+	}
 	if errs := f.failures[method]; len(errs) > 0 {
 		f.failures[method] = errs[1:]
 		return errs[0]

@@ -58,6 +58,10 @@ type lease struct {
 	// output hashes standard output as it comes, dropped lines too, for
 	// a verifiable job's OutputDigest.
 	output hash.Hash
+	// adoptedDigest is, for a workload taken back from a previous agent,
+	// the digest of its whole standard output as its runtime gave it
+	// (adoptedOutput); "" when it gave none.
+	adoptedDigest string
 
 	meter meter // its usage receipts (receipts.go)
 }
@@ -164,6 +168,14 @@ func (a *Agent) flush(ctx context.Context, l *lease) bool {
 			a.log.Warn("server refused log lines; dropping them", "lease", l.id, "lines", len(batch), "err", err)
 		}
 	}
+}
+
+// setAdoptedDigest records the digest of a taken-back workload's whole
+// standard output, from its runtime.
+func (l *lease) setAdoptedDigest(d string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.adoptedDigest = d
 }
 
 // take records one runtime event and reports whether it was the Exit.
@@ -370,6 +382,8 @@ func (l *lease) final() idlegrid.LeaseReport {
 		r.State, r.Progress = idlegrid.LeaseSucceeded, 1
 		if l.output != nil {
 			r.OutputDigest = "sha256:" + hex.EncodeToString(l.output.Sum(nil))
+		} else {
+			r.OutputDigest = l.adoptedDigest
 		}
 	default:
 		r.State, r.Fault = idlegrid.LeaseFailed, idlegrid.FaultWorkload

@@ -258,9 +258,10 @@ func (s *Server) ReportLease(ctx context.Context, leaseID string, r idlegrid.Lea
 // undigested fails, by the node's fault, a verifiable job's lease that
 // the node says succeeded without the digest of its output: a success
 // that cannot be checked would let a node skip its spot checks. (An agent
-// that restarted during the lease did not see all of its output, and
-// cannot give the digest either.) The job is requeued and its renter pays
-// nothing for the lease.
+// that restarted during the lease reads the digest back from the
+// container's log, and gives none when the log may have lost its
+// beginning.) The job is requeued and its renter pays nothing for the
+// lease.
 func (s *Server) undigested(ctx context.Context, l *idlegrid.Lease, end leaseEnd) (leaseEnd, error) {
 	if end.outputDigest != "" {
 		return end, nil
@@ -271,7 +272,7 @@ func (s *Server) undigested(ctx context.Context, l *idlegrid.Lease, end leaseEnd
 	}
 	if j.Verifiable {
 		end.to, end.fault = idlegrid.LeaseFailed, idlegrid.FaultProvider
-		end.reason = "the node reported success without the digest of the output that a verifiable job needs (an agent restarted during the lease cannot give it)"
+		end.reason = "the node reported success without the digest of the output that a verifiable job needs (an agent restarted during a lease gives none when the container's log no longer holds the whole output)"
 	}
 	return end, nil
 }

@@ -150,6 +150,7 @@ type Runtime struct {
 	running    map[string]*workload // by lease ID
 	starting   map[string]bool      // lease IDs whose Start is in flight
 	loginPulls map[string]int       // pulls with a login in flight, by repository
+	digests    map[string]string    // adopted verifiable workloads' output digests, by lease ID (digest.go)
 	closed     bool
 	wg         sync.WaitGroup // one per Start in flight and per running workload
 }
@@ -171,7 +172,7 @@ const (
 // New connects to the engine and returns a runtime. It fails, saying what
 // to fix, when the engine cannot be reached.
 func New(ctx context.Context, o Options) (*Runtime, error) {
-	r := &Runtime{cli: o.Client, running: map[string]*workload{}, starting: map[string]bool{}, loginPulls: map[string]int{}, procRoot: "/proc"}
+	r := &Runtime{cli: o.Client, running: map[string]*workload{}, starting: map[string]bool{}, loginPulls: map[string]int{}, digests: map[string]string{}, procRoot: "/proc"}
 	if r.cli == nil {
 		cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 		if err != nil {
@@ -524,6 +525,7 @@ func (r *Runtime) adopt(ctx context.Context, id, leaseID, jobID string, events c
 	if info.Config != nil {
 		wl.gpus = gpusFromEnv(info.Config.Env)
 		wl.tier = idlegrid.Tier(info.Config.Labels[LabelTier])
+		wl.verifiable = info.Config.Labels[LabelVerifiable] == "true"
 	}
 	for _, m := range info.Mounts {
 		switch m.Destination {

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -715,6 +717,45 @@ func TestRuntime_Adopt(t *testing.T) {
 		}
 		mustBeGone(t, w.LeaseID)
 	})
+	t.Run("VerifiableDigest", func(t *testing.T) {
+		t.Parallel()
+		node := randomID("node_test")
+		old := mustRuntime(t, Options{NodeID: node})
+		steps := 40
+		w := testWorkload(map[string]string{"WORKLOAD_STEPS": strconv.Itoa(steps), "WORKLOAD_STEP_MS": "25", "WORKLOAD_LONG_LINE": "70000"})
+		w.Job.Verifiable = true
+		mustStart(t, old, w).line(t, "step 2/")
+		old.detach() // the agent crashes, having seen only the start
+
+		r := mustRuntime(t, Options{NodeID: node})
+		events := make(chan runtime.Event)
+		if got, err := r.Adopt(context.Background(), events); err != nil || !slices.Equal(got, []string{w.LeaseID}) {
+			t.Fatalf("Adopt = %v, %v; want [%s]", got, err, w.LeaseID)
+		}
+		if exit := watchEvents(t, events, w.LeaseID).exited(t); exit.Code != 0 || exit.Err != nil {
+			t.Fatalf("exit = %+v, want 0", exit)
+		}
+		// The whole standard output as the agent sums a workload it follows
+		// from the start (agent/lease.go): the same workload's, run whole.
+		twin := testWorkload(w.Job.Env)
+		twin.Job.Verifiable = true
+		whole := mustStart(t, mustRuntime(t, Options{}), twin)
+		whole.exited(t)
+		sum := sha256.New()
+		for _, l := range whole.logs {
+			if l.Stream == "stdout" {
+				io.WriteString(sum, l.Text+"\n")
+			}
+		}
+		want := "sha256:" + hex.EncodeToString(sum.Sum(nil))
+		if got, ok := r.AdoptedOutputDigest(w.LeaseID); !ok || got != want {
+			t.Errorf("AdoptedOutputDigest = %q, %v; want %q, the whole output's", got, ok, want)
+		}
+		if _, ok := r.AdoptedOutputDigest(w.LeaseID); ok {
+			t.Error("AdoptedOutputDigest gave the digest twice")
+		}
+		mustBeGone(t, w.LeaseID)
+	})
 	t.Run("NeverStarted", func(t *testing.T) {
 		t.Parallel()
 		r := mustRuntime(t, Options{})
@@ -769,6 +810,9 @@ func TestRuntime_Adopt(t *testing.T) {
 			t.Errorf("exit = %+v, want code 5 with the checkpoint", exit)
 		}
 		wa.mustHave(t, "had ended meanwhile")
+		if d, ok := r.AdoptedOutputDigest(w.LeaseID); ok {
+			t.Errorf("AdoptedOutputDigest of a job that is not verifiable = %q, want none", d)
+		}
 		mustBeGone(t, w.LeaseID)
 	})
 }

@@ -26,6 +26,9 @@ const (
 	LabelRole      = "idlegrid.role" // workload, prep, scratch or checkpoint
 	LabelImage     = "idlegrid.image"
 	LabelTier      = "idlegrid.tier" // the lease's SLA tier, so that an adopted bronze lease still gets notice
+	// LabelVerifiable marks a verifiable job's workload, so that one taken
+	// back after a restart still gives its output's digest (digest.go).
+	LabelVerifiable = "idlegrid.verifiable"
 
 	ManagedBy = "idlegrid-agent"
 )
@@ -183,6 +186,9 @@ func (o *Options) sandboxFor(w runtime.Workload, imageID, imageUser, checkpointV
 	labels[LabelImage] = w.Job.Image
 	if w.Job.Tier != "" {
 		labels[LabelTier] = string(w.Job.Tier)
+	}
+	if w.Job.Verifiable {
+		labels[LabelVerifiable] = "true"
 	}
 	s.config = &container.Config{
 		Image:      imageID, // the image inspected, even if its tag moves meanwhile

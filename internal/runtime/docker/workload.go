@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -33,6 +34,7 @@ type workload struct {
 	tier        idlegrid.Tier
 	notes       []string // sent as stderr lines before the output
 	adopted     bool     // taken back after a restart: follow only new output
+	verifiable  bool     // adopted: its job's output is checked by its digest (digest.go)
 	events      chan<- runtime.Event
 
 	waitC <-chan container.WaitResponse // the container's exit
@@ -159,6 +161,9 @@ func (r *Runtime) finish(wl *workload, exit *runtime.Exit) {
 	if r.oomKilled(ctx, wl, exit) {
 		wl.note(fmt.Sprintf("the workload ran out of memory: its limit is %d MB", wl.memoryBytes>>20))
 	}
+	if wl.adopted && wl.verifiable && exit.Err == nil && exit.Code == 0 {
+		r.keepDigest(ctx, wl) // from its log, before the container goes
+	}
 	r.remove(wl)
 	defer r.prunePeriodically(ctx)
 	switch {
@@ -254,6 +259,10 @@ type lineWriter struct {
 	wl     *workload
 	stream string
 	buf    []byte
+	// sum, when set, takes the standard output lines that would go as Log
+	// events, each with a newline, as the agent hashes them, and nothing
+	// is sent (digest.go).
+	sum io.Writer
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
@@ -283,6 +292,12 @@ func (w *lineWriter) flush() {
 // emit sends one line, stamped now.
 func (w *lineWriter) emit(line []byte) {
 	text := strings.TrimSuffix(string(line), "\r")
+	if w.sum != nil {
+		if _, isProgress := progress(w.stream, text); w.stream == "stdout" && !isProgress && strings.TrimSpace(text) != checkpointLine {
+			io.WriteString(w.sum, text+"\n")
+		}
+		return
+	}
 	at := w.wl.r.opt.Clock.Now()
 	if p, ok := progress(w.stream, text); ok {
 		w.wl.send(runtime.Event{Progress: &p})
