@@ -9,10 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	goruntime "runtime"
 	"sync"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/backoff"
 	"github.com/idlegrid/idlegrid/internal/gpu"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 )
@@ -27,6 +29,18 @@ import (
 // final report waits for them. The chain's state is also kept on disk
 // (DATA_DIR/receipts/LEASE.json), so that an agent that restarts and takes
 // its workloads back (adopt) goes on with their receipts where it stopped.
+//
+// Two rules keep the chain one the server can take to the end of the lease:
+//
+//   - No receipt leaves the node before the state that holds it is on disk
+//     (meter.unsaved). An agent that restarts goes on from that state; had
+//     it sent a receipt the state does not hold, it would sign that
+//     sequence number again with other contents, which the server reads as
+//     forgery.
+//   - A receipt the server refuses is dropped, and the receipts after it are
+//     chained to the one before it (meter.drop) and checked against the
+//     server's last (meter.rebase), so that one refusal costs its own
+//     interval, not the rest of the lease's pay.
 
 // DefaultReceiptInterval is how often a running lease gets a receipt when
 // the config sets no receipt_interval.
@@ -57,12 +71,20 @@ type meter struct {
 	final    bool          // the last receipt has been cut
 	seq      int64         // of the last receipt cut
 	prevHash string        // of the last receipt cut
-	unsent   []idlegrid.Receipt
+	// unsent are the receipts cut and not yet accepted, in order. The first
+	// follows the last receipt the server is known to have (or, when the
+	// server has none, is receipt 1); with none unsent, seq and prevHash
+	// are that receipt's.
+	unsent []idlegrid.Receipt
 	// doubt is set when the chain may not follow the server's: a receipt
-	// was refused, or the chain was resumed from disk, which may be older
-	// than what was sent. Nothing is sent until rebase has checked it
-	// against the server's last receipt.
+	// was refused, or the chain was resumed from disk. Nothing is sent
+	// until rebase has checked it against the server's last receipt.
 	doubt bool
+	// unsaved is set while the state on disk is older than this meter's
+	// (the last write failed): pending gives nothing to send until keep
+	// has written it.
+	unsaved bool
+	held    bool // a failed write was logged (noteHeld)
 
 	// Telemetry since cut: the lease's GPUs' mean utilisation at each
 	// sample, and their power draw held from one sample to the next.
@@ -217,14 +239,56 @@ func (m *meter) ranSeconds(from, to time.Time) int64 {
 	return int64(to.Sub(m.began)/time.Second) - int64(from.Sub(m.began)/time.Second)
 }
 
-// pending returns up to n receipts not yet accepted, oldest first.
+// pending returns up to n receipts not yet accepted, oldest first; none
+// while the state that holds them is not on disk (see keep).
 func (m *meter) pending(n int) []idlegrid.Receipt {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.unsaved {
+		return nil
+	}
 	return append([]idlegrid.Receipt(nil), m.unsent[:min(n, len(m.unsent))]...)
 }
 
-// done drops the first n receipts: the server has them, or refused them.
+// keep writes the meter's state again if the last write failed, and
+// returns the error while the disk still does not hold it. A receipt is
+// sent only once the state that holds it is on disk: the state an agent
+// restarts from then holds every receipt the server may have, and no
+// sequence number goes out twice with other contents.
+func (m *meter) keep() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.unsaved {
+		return nil
+	}
+	return m.save()
+}
+
+// noteHeld records whether the receipts are held back for a failed write,
+// and reports whether that changed.
+func (m *meter) noteHeld(held bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	changed := m.held != held
+	m.held = held
+	return changed
+}
+
+// unsentCount is how many receipts are not accepted yet.
+func (m *meter) unsentCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.unsent)
+}
+
+// finished reports whether the last receipt has been cut.
+func (m *meter) finished() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.final
+}
+
+// done drops the first n receipts: the server has them.
 func (m *meter) done(n int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -247,14 +311,32 @@ func (m *meter) settle() {
 	m.doubt = false
 }
 
-// refused drops the first unsent receipt, which the server refused; the
-// rest chain to it, so the chain must be checked against the server's.
-// It is kept on disk by the rebase that follows.
-func (m *meter) refused() {
+// check marks the chain to be checked against the server's before
+// anything more is sent (rebaseReceipts).
+func (m *meter) check() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.unsent = m.unsent[min(1, len(m.unsent)):]
 	m.doubt = true
+}
+
+// drop drops the first n unsent receipts, which the server refused, and
+// chains the rest to the receipt before them, the server's last as far as
+// this meter knows, signing them again with key; without that they would
+// chain to receipts the server does not have, and be refused in turn. The
+// chain is then checked against the server's (check), which may know
+// better.
+func (m *meter) drop(n int, key ed25519.PrivateKey) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n <= 0 || len(m.unsent) == 0 {
+		return nil
+	}
+	first := m.unsent[0] // it follows the server's last (see unsent)
+	m.unsent = m.unsent[min(n, len(m.unsent)):]
+	m.doubt = true
+	// first starts no earlier than the receipt before it ended, so no
+	// receipt after it is taken for one the server has.
+	return m.rechain(first.Seq-1, first.PrevHash, first.Start, key)
 }
 
 // rebase goes on with the chain from last, the server's last accepted
@@ -273,6 +355,12 @@ func (m *meter) rebase(last *idlegrid.Receipt, key ed25519.PrivateKey) error {
 	if last != nil {
 		seq, hash, end = last.Seq, last.Hash(), last.End
 	}
+	return m.rechain(seq, hash, end, key)
+}
+
+// rechain goes on with the chain from the receipt numbered seq, of the
+// given hash, which ended at end (0, "": none): see rebase. m.mu is held.
+func (m *meter) rechain(seq int64, hash string, end time.Time, key ed25519.PrivateKey) error {
 	kept := make([]idlegrid.Receipt, 0, len(m.unsent))
 	for _, r := range m.unsent {
 		if r.Start.Before(end) {
@@ -298,20 +386,27 @@ func (m *meter) rebase(last *idlegrid.Receipt, key ed25519.PrivateKey) error {
 
 // sendReceipts cuts the lease's receipts that are due, and its last one
 // once the workload has exited, and sends those the server does not have
-// yet, in order, retrying until it takes them. A receipt the server finds
-// wrong is dropped and logged, and the receipts after it go on from the
-// server's last (rebaseReceipts), so that one refusal does not cost the
-// rest of the lease's pay; to find it, the batch it came in is sent again
-// one receipt at a time. When the lease has ended, the server takes no
-// more and the rest are dropped. It returns false when ctx ended first.
+// yet, in order, retrying until it takes them. Nothing is sent while the
+// state that holds it cannot be written (keepReceipts). A receipt the
+// server finds wrong (invalid) is dropped and logged, and the receipts
+// after it go on from the receipt before it (meter.drop), checked against
+// the server's last (rebaseReceipts), so that one refusal does not cost
+// the rest of the lease's pay; to find it in a batch, the chain is checked
+// against the server's (which keeps the receipts before it) and the rest
+// sent a receipt at a time until one is refused. A batch refused as a
+// conflict is checked against the server's chain and sent once more
+// before it is dropped: another request may have stored it, or the lease
+// has ended and takes no more. It returns false when ctx ended first.
 func (a *Agent) sendReceipts(ctx context.Context, l *lease) bool {
-	if err := l.meter.cutDue(a.clock.Now(), a.cfg.receiptInterval(), a.key); err != nil {
-		a.log.Warn("could not keep the lease's receipts on disk; they are kept in memory", "lease", l.id, "err", err)
-	}
-	perSend := maxReceiptsPerSend
+	// A failed write is reported, and mended, by keepReceipts.
+	_ = l.meter.cutDue(a.clock.Now(), a.cfg.receiptInterval(), a.key)
+	perSend, conflicted := maxReceiptsPerSend, false
 	for {
 		if l.meter.unsure() && !a.rebaseReceipts(ctx, l) {
 			return false
+		}
+		if !a.keepReceipts(ctx, l) {
+			return ctx.Err() == nil
 		}
 		batch := l.meter.pending(perSend)
 		if len(batch) == 0 {
@@ -320,25 +415,78 @@ func (a *Agent) sendReceipts(ctx context.Context, l *lease) bool {
 		err := a.deliver(ctx, "send usage receipts", func(ctx context.Context) error {
 			return a.srv.SendReceipts(ctx, l.id, batch)
 		})
+		code := idlegrid.ErrorCode(err)
 		switch {
 		case ctx.Err() != nil:
 			return false
-		case idlegrid.ErrorCode(err) == idlegrid.EINVALID && len(batch) > 1:
-			perSend = 1 // nothing of it was kept: find the receipt refused
-			continue
-		case idlegrid.ErrorCode(err) == idlegrid.EINVALID:
-			a.log.Warn("server refused a usage receipt; dropping it, the next go on from the server's last",
+		case err == nil:
+			_ = l.meter.done(len(batch))
+			conflicted = false
+		case code == idlegrid.EINVALID && len(batch) > 1:
+			// One of them was refused. A server that keeps the receipts
+			// before it has them now, and the check drops them here; the
+			// rest go a receipt at a time until the one refused is found.
+			perSend = 1
+			l.meter.check()
+		case code == idlegrid.EINVALID:
+			a.log.Warn("server refused a usage receipt; dropping it, the next go on from the receipt before it",
 				"lease", l.id, "seq", batch[0].Seq, "err", err)
-			l.meter.refused()
-			continue
-		case err != nil:
-			a.log.Warn("server refused usage receipts; dropping them", "lease", l.id,
-				"from_seq", batch[0].Seq, "receipts", len(batch), "err", err)
-		}
-		if err := l.meter.done(len(batch)); err != nil {
-			a.log.Warn("could not keep the lease's receipts on disk; they are kept in memory", "lease", l.id, "err", err)
+			_ = l.meter.drop(1, a.key)
+			perSend, conflicted = maxReceiptsPerSend, false
+		case code == idlegrid.ECONFLICT && !conflicted:
+			conflicted = true
+			l.meter.check()
+		default:
+			a.log.Warn("server refused usage receipts; dropping them, the next go on from the receipt before them",
+				"lease", l.id, "from_seq", batch[0].Seq, "receipts", len(batch), "err", err)
+			_ = l.meter.drop(len(batch), a.key)
+			conflicted = false
 		}
 	}
+}
+
+// finalWriteAttempts is how many more times the receipt state of a lease
+// whose workload has exited is written, backing off, before its unsent
+// receipts are given up so that the final report can go.
+const finalWriteAttempts = 5
+
+// keepReceipts reports whether the lease's receipt state is on disk, so
+// that its receipts may be sent (meter.keep), writing it again if the last
+// write failed. While the workload runs, receipts that cannot be kept wait
+// for a later pass, and the lease's output still flows. Once it has exited
+// the final report waits on them: the write is tried finalWriteAttempts
+// more times, and then the receipts not sent are given up, logged: the
+// lease ends charged for what was accepted, rather than run on with no
+// receipts until the server fails it.
+func (a *Agent) keepReceipts(ctx context.Context, l *lease) bool {
+	err := l.meter.keep()
+	if err != nil && l.meter.finished() {
+		var b backoff.Backoff
+		for range finalWriteAttempts {
+			if !backoff.Sleep(ctx, b.Next()) {
+				return false
+			}
+			if err = l.meter.keep(); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			a.log.Error("could not keep the lease's last usage receipts on disk; they are not sent, and the lease is reported without them",
+				"lease", l.id, "receipts", l.meter.unsentCount(), "err", err)
+			return false
+		}
+	}
+	switch {
+	case err == nil:
+		if l.meter.noteHeld(false) {
+			a.log.Info("the lease's usage receipts are kept on disk again; sending them", "lease", l.id)
+		}
+		return true
+	case l.meter.noteHeld(true):
+		a.log.Error("could not keep the lease's usage receipts on disk; they are held back until they can be, "+
+			"since a restart could otherwise sign the same receipt number again with other contents", "lease", l.id, "err", err)
+	}
+	return false
 }
 
 // rebaseReceipts asks the server for the lease's last accepted receipt and
@@ -355,7 +503,7 @@ func (a *Agent) rebaseReceipts(ctx context.Context, l *lease) bool {
 	case ctx.Err() != nil:
 		return false
 	case err != nil:
-		a.log.Warn("the server did not say which usage receipt of the lease it has last; going on with the chain as it is", "lease", l.id, "err", err)
+		a.log.Warn("the server did not say which usage receipt of the lease it has last; going on with the chain as this node keeps it", "lease", l.id, "err", err)
 		l.meter.settle()
 		return true
 	case last != nil && (last.LeaseID != l.id || nodekey.VerifyReceipt(a.key.Public().(ed25519.PublicKey), last) != nil):
@@ -363,9 +511,7 @@ func (a *Agent) rebaseReceipts(ctx context.Context, l *lease) bool {
 		l.meter.settle()
 		return true
 	}
-	if err := l.meter.rebase(last, a.key); err != nil {
-		a.log.Warn("could not keep the lease's receipts on disk; they are kept in memory", "lease", l.id, "err", err)
-	}
+	_ = l.meter.rebase(last, a.key) // a failed write holds the receipts back (keepReceipts)
 	return true
 }
 
@@ -403,7 +549,7 @@ func (a *Agent) sampleUsage(devs []gpu.Device) {
 func (a *Agent) beginMeter(l *lease) {
 	err := l.meter.begin(meterPath(a.cfg.DataDir, l.id), l.id, l.w.GPUs, l.w.LimitSeconds, a.clock.Now(), a.telemetry.get())
 	if err != nil {
-		a.log.Warn("could not keep the lease's receipts on disk; they are kept in memory", "lease", l.id, "err", err)
+		a.log.Warn("could not keep the lease's receipt state on disk; its receipts are held back until it can be", "lease", l.id, "err", err)
 	}
 }
 
@@ -466,10 +612,11 @@ func (m *meter) save() error {
 		Seq: m.seq, PrevHash: m.prevHash, Unsent: m.unsent,
 	}
 	data, err := json.Marshal(st)
-	if err != nil {
-		return err
+	if err == nil {
+		err = writeFileAtomic(m.path, data)
 	}
-	return writeFileAtomic(m.path, data)
+	m.unsaved = err != nil
+	return err
 }
 
 // resume restores the meter from the state at path; the workload has kept
@@ -491,14 +638,17 @@ func (m *meter) resume(path string, last map[string]gpuSample) error {
 	m.path, m.leaseID, m.gpus = path, st.LeaseID, st.GPUs
 	m.limit = time.Duration(st.LimitSeconds) * time.Second
 	m.began, m.cut, m.seq, m.prevHash, m.unsent = st.Began, st.Cut, st.Seq, st.PrevHash, st.Unsent
-	m.doubt = true
+	m.doubt, m.unsaved = true, false
 	m.lastUtil, m.powerW = meanUtil(m.gpus, last), totalPower(m.gpus, last)
 	m.powerSince = m.cut
 	return nil
 }
 
 // writeFileAtomic writes data to path through a temporary file, so that a
-// crash leaves the old file or the new one, creating the directory.
+// crash leaves the old file or the new one, creating the directory. When
+// it returns nil the new file is on disk, the rename too (the directory is
+// synced where the platform can), so that a receipt sent after it is held
+// by the state a restart, even after a power loss, goes on from.
 func writeFileAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
@@ -519,5 +669,25 @@ func writeFileAtomic(path string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir flushes a directory's entries to disk. Windows cannot sync a
+// directory, and commits a rename with the file.
+func syncDir(dir string) error {
+	if goruntime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

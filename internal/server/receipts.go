@@ -38,9 +38,13 @@ const maxReceiptsPerBatch = 1000
 // Receipts already accepted may be sent again unchanged; that is a no-op,
 // so a node retries safely.
 //
-// A receipt that fails any check is refused with EINVALID naming the field,
-// nothing of the batch is kept, and the refusal is logged as evidence
-// against the node. A lease that has ended or not started is ECONFLICT.
+// A receipt that fails any check is refused with EINVALID naming the field
+// and the receipt, and the refusal is logged as evidence against the node.
+// The receipts of the batch before it are kept, as if they had been sent
+// alone: each passed every check, and the node's pay for them must not
+// hang on a later receipt; those after it are not, since they chain to it.
+// The node goes on from the last receipt kept (LastReceipt). A lease that
+// has ended or not started is ECONFLICT, and keeps nothing.
 func (s *Server) ReceiveReceipts(ctx context.Context, leaseID string, rs []idlegrid.Receipt) error {
 	c, err := node(ctx)
 	if err != nil {
@@ -59,11 +63,33 @@ func (s *Server) ReceiveReceipts(ctx context.Context, leaseID string, rs []idleg
 	if err != nil {
 		return err
 	}
-	fresh, err := s.checkReceipts(ctx, l, pub, rs)
-	if err != nil || len(fresh) == 0 {
-		return err
+	fresh, refused := s.checkReceipts(ctx, l, pub, rs)
+	if len(fresh) > 0 {
+		if err := s.store.AppendReceipts(ctx, leaseID, fresh); err != nil {
+			return err
+		}
+		if refused != nil {
+			return keptBefore(refused, fresh)
+		}
 	}
-	return s.store.AppendReceipts(ctx, leaseID, fresh)
+	return refused
+}
+
+// keptBefore says, in a refusal, which receipts of the batch before the
+// refused one were kept.
+func keptBefore(refused error, kept []idlegrid.Receipt) error {
+	var e *idlegrid.Error
+	if !errors.As(refused, &e) {
+		return refused
+	}
+	c := *e
+	first, last := kept[0].Seq, kept[len(kept)-1].Seq
+	if first == last {
+		c.Message += fmt.Sprintf("; receipt %d before it was accepted", last)
+	} else {
+		c.Message += fmt.Sprintf("; receipts %d to %d before it were accepted", first, last)
+	}
+	return &c
 }
 
 // LastReceipt returns the last receipt the server accepted for one of the
@@ -85,8 +111,9 @@ func (s *Server) LastReceipt(ctx context.Context, leaseID string) (*idlegrid.Rec
 }
 
 // checkReceipts checks rs against the lease and the receipts it already
-// has, and returns those not stored yet. Receipts the lease already has may
-// lead the batch, sent again; the rest must each follow the one before.
+// has, and returns those not stored yet that pass, up to the first that
+// does not, with the error that refuses it. Receipts the lease already has
+// may lead the batch, sent again; the rest must each follow the one before.
 func (s *Server) checkReceipts(ctx context.Context, l *idlegrid.Lease, pub ed25519.PublicKey, rs []idlegrid.Receipt) ([]idlegrid.Receipt, error) {
 	switch {
 	case len(rs) == 0:
@@ -111,13 +138,13 @@ func (s *Server) checkReceipts(ctx context.Context, l *idlegrid.Lease, pub ed255
 	for i := range fresh {
 		r := &fresh[i]
 		if err := r.Validate(); err != nil {
-			return nil, s.refuseReceipt(ctx, l, r, err)
+			return fresh[:i], s.refuseReceipt(ctx, l, r, err)
 		}
 		if err := nodekey.VerifyReceipt(pub, r); err != nil {
-			return nil, s.refuseReceipt(ctx, l, r, idlegrid.Invalid("receipt.signature", "receipt %d: %v", r.Seq, err))
+			return fresh[:i], s.refuseReceipt(ctx, l, r, idlegrid.Invalid("receipt.signature", "receipt %d: %v", r.Seq, err))
 		}
 		if err := checkReceipt(l, last, sum, r, now); err != nil {
-			return nil, s.refuseReceipt(ctx, l, r, err)
+			return fresh[:i], s.refuseReceipt(ctx, l, r, err)
 		}
 		sum, last = sum+r.GPUSeconds, r
 	}
