@@ -52,6 +52,22 @@ type RegistryLoginStore interface {
 	// RemoveRegistryLogin removes the account's login to registry;
 	// ENOTFOUND when it has none.
 	RemoveRegistryLogin(ctx context.Context, accountID, registry string) error
+
+	// A login is active while it has been set or used (handed to a node)
+	// since a time the server's policy gives; an idle one has expired
+	// (internal/server/expiry.go).
+
+	// FindActiveRegistryLogin is FindRegistryLogin of a login active since
+	// since, with when it was last set or used; ENOTFOUND for an idle one.
+	FindActiveRegistryLogin(ctx context.Context, accountID, registry string, since time.Time) (*RegistryLogin, time.Time, error)
+	// ListActiveRegistryLogins is ListRegistryLogins of the logins active
+	// since since.
+	ListActiveRegistryLogins(ctx context.Context, accountID string, since time.Time) ([]*RegistryLogin, error)
+	// TouchRegistryLogin records a use of the account's login at at.
+	TouchRegistryLogin(ctx context.Context, accountID, registry string, at time.Time) error
+	// DeleteIdleRegistryLogins deletes at most limit logins idle since
+	// since, and says how many.
+	DeleteIdleRegistryLogins(ctx context.Context, since time.Time, limit int) (int, error)
 }
 
 // RegistryAuth is what a node needs to pull a start command's image: the

@@ -80,6 +80,13 @@ type Store interface {
 	FindJob(ctx context.Context, id string) (*Job, error)
 	// FindJobByIdempotencyKey returns the renter's job submitted with key.
 	FindJobByIdempotencyKey(ctx context.Context, renterID, key string) (*Job, error)
+	// ForgetJobIdempotencyKey frees the renter's key when its job ended
+	// before before: the job no longer shows it, and a submission may use
+	// it again. ForgetJobIdempotencyKeys frees at most limit such keys,
+	// those that ended first first, and says how many (expiry: see
+	// internal/server/expiry.go). A transfer's or payout's key never expires.
+	ForgetJobIdempotencyKey(ctx context.Context, renterID, key string, before time.Time) error
+	ForgetJobIdempotencyKeys(ctx context.Context, before time.Time, limit int) (int, error)
 	ListJobs(ctx context.Context, f JobFilter) ([]*Job, error)
 	// SetJobReason records why a queued job waits. It is a no-op for jobs
 	// that are no longer queued.

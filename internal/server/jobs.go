@@ -61,7 +61,7 @@ func (s *Server) SubmitJobOnce(ctx context.Context, spec idlegrid.JobSpec, key s
 // spec (a requeue's checkpoint aside); ENOTFOUND when the key names no
 // job, ECONFLICT when it names one of another spec.
 func (s *Server) submitted(ctx context.Context, renterID, key string, spec idlegrid.JobSpec) (*idlegrid.Job, error) {
-	j, err := s.store.FindJobByIdempotencyKey(ctx, renterID, key)
+	j, err := s.findSubmission(ctx, renterID, key) // a key past its retention is freed: expiry.go
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ type metrics struct {
 	passes     prometheus.Histogram
 	askWait    prometheus.Histogram
 	scans      prometheus.Histogram
+	expired    *prometheus.CounterVec // by what (expiry.go)
 }
 
 // newMetrics registers the coordinator's metrics on reg.
@@ -39,11 +40,14 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 			Name: "idlegrid_engine_scan_seconds", Help: "How long the scheduler spent on a read of every node for someone (explain, the market view, a search for free GPUs), which placements waited for.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 0.1 ms to 26 s
 		}),
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idlegrid_expired_total", Help: "Rows freed because they expired: job submissions' idempotency keys past their retention (job_idempotency_key), idle registry logins deleted (registry_login).",
+		}, []string{"what"}),
 	}
 	watches := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idlegrid_job_watches", Help: "Jobs that watches (GET /v1/jobs/{id}/watch) wait on now.",
 	}, func() float64 { return float64(s.watches.len()) })
-	for _, c := range []prometheus.Collector{m.placements, m.rebuilds, m.passes, m.askWait, m.scans, watches} {
+	for _, c := range []prometheus.Collector{m.placements, m.rebuilds, m.passes, m.askWait, m.scans, m.expired, watches} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -88,12 +88,13 @@ func (s *Server) PutRegistryLogin(ctx context.Context, l idlegrid.RegistryLogin)
 
 // ListRegistryLogins lists an account's registry logins, without their
 // secrets: the caller's own, or for an admin any account's ("": its own).
+// An idle login has expired (expiry.go) and is not listed.
 func (s *Server) ListRegistryLogins(ctx context.Context, accountID string) ([]*idlegrid.RegistryLogin, error) {
 	accountID, err := ownAccount(ctx, accountID)
 	if err != nil {
 		return nil, err
 	}
-	logins, err := s.store.ListRegistryLogins(ctx, accountID)
+	logins, err := s.activeRegistryLogins(ctx, accountID)
 	for _, l := range logins {
 		l.Sealed = nil
 	}
@@ -122,15 +123,15 @@ func (s *Server) RemoveRegistryLogin(ctx context.Context, accountID, registry st
 }
 
 // registryAuth is the login a start command of j carries: its renter's for
-// its image's registry, or nil when the renter keeps none there. A login
-// that cannot be opened is logged and left out: the node's pull then says
-// that the registry refused it.
+// its image's registry, or nil when the renter keeps none there, or only
+// an idle one (expiry.go). A login that cannot be opened is logged and
+// left out: the node's pull then says that the registry refused it.
 func (s *Server) registryAuth(ctx context.Context, j *idlegrid.Job) (*idlegrid.RegistryAuth, error) {
 	reg, err := idlegrid.ImageRegistry(j.Image)
 	if err != nil {
 		return nil, nil // Validate took the image; a node refuses it anyway
 	}
-	l, err := s.store.FindRegistryLogin(ctx, j.RenterID, reg)
+	l, err := s.activeRegistryLogin(ctx, j.RenterID, reg)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
 		return nil, nil
 	} else if err != nil {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -129,6 +130,102 @@ func TestServer_PutRegistryLogin_invalid(t *testing.T) {
 		}
 		if _, err := m.srv.PutRegistryLogin(m.provider, idlegrid.RegistryLogin{Registry: "ghcr.io", Username: "u", Secret: "s"}); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
 			t.Errorf("a provider keeps a login: %v, want EFORBIDDEN", err)
+		}
+	})
+}
+
+// TestServer_RegistryLogins_idle: a login neither set nor handed to a node
+// for 90 days is no longer listed nor handed out, before any sweep; the
+// reaper's pass then deletes it. A login in use stays.
+func TestServer_RegistryLogins_idle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, clock := mustExpiryMarket(t)
+		ctx := context.Background()
+		for _, reg := range []string{"ghcr.io", "quay.io"} {
+			if _, err := m.srv.PutRegistryLogin(m.renter, idlegrid.RegistryLogin{Registry: reg, Username: "bot", Secret: "s-" + reg}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// starts submits a one-GPU job of image and returns the logins the
+		// start commands of the renter's jobs carry now, by job.
+		starts := func(image string) (string, map[string]*idlegrid.RegistryAuth) {
+			t.Helper()
+			spec := testSpec()
+			spec.GPUs, spec.Image = 1, image
+			j, err := m.srv.SubmitJob(m.renter, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.advance(t, 5*time.Second)
+			auths := map[string]*idlegrid.RegistryAuth{}
+			for _, node := range []context.Context{m.node, m.rival} {
+				cmds, err := m.srv.Commands(node, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range cmds {
+					if c.Kind == idlegrid.CommandStart {
+						auths[c.Lease.JobID] = c.RegistryAuth
+					}
+				}
+			}
+			if _, ok := auths[j.ID]; !ok {
+				t.Fatalf("job %s of %s did not start", j.ID, image)
+			}
+			return j.ID, auths
+		}
+		listed := func() []string {
+			t.Helper()
+			logins, err := m.srv.ListRegistryLogins(m.renter, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var regs []string
+			for _, l := range logins {
+				regs = append(regs, l.Registry)
+			}
+			return regs
+		}
+
+		clock.add(60 * day)
+		ghcrJob, auths := starts("ghcr.io/acme/trainer:2") // uses ghcr.io's login: 60 days idle at most from here
+		if a := auths[ghcrJob]; a == nil || a.Password != "s-ghcr.io" {
+			t.Fatalf("the ghcr.io job starts with %v, want ghcr.io's login", a)
+		}
+
+		clock.add(60 * day)
+		if got := listed(); !slices.Equal(got, []string{"ghcr.io"}) {
+			t.Errorf("listed 120 days on: %v, want ghcr.io alone (quay.io idle since it was set)", got)
+		}
+		quayJob, auths := starts("quay.io/acme/trainer:2")
+		if a := auths[quayJob]; a != nil {
+			t.Errorf("the quay.io job starts with %v, want no login: quay.io's is idle", a)
+		}
+		if a := auths[ghcrJob]; a == nil {
+			t.Errorf("the ghcr.io job's start, again, carries no login; want ghcr.io's, used 60 days ago")
+		}
+		if _, err := m.store.FindRegistryLogin(ctx, m.renterID, "quay.io"); err != nil {
+			t.Fatalf("quay.io's login before any sweep: %v; want it still stored, and ignored", err)
+		}
+		if err := m.srv.Reap(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.store.FindRegistryLogin(ctx, m.renterID, "quay.io"); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			t.Errorf("quay.io's idle login after a reaper pass: %v, want it deleted", err)
+		}
+		if _, err := m.store.FindRegistryLogin(ctx, m.renterID, "ghcr.io"); err != nil {
+			t.Errorf("ghcr.io's login, in use, after a reaper pass: %v, want it kept", err)
+		}
+
+		clock.add(91 * day) // 91 days after its last start
+		if got := listed(); len(got) != 0 {
+			t.Errorf("listed 91 days after ghcr.io's last use: %v, want none", got)
+		}
+		if err := m.srv.Reap(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.store.FindRegistryLogin(ctx, m.renterID, "ghcr.io"); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			t.Errorf("ghcr.io's login 91 days after its last use, after a reaper pass: %v, want it deleted", err)
 		}
 	})
 }

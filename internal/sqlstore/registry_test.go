@@ -86,3 +86,94 @@ func testRegistryLogins(t *testing.T, db *sqlstore.DB) {
 		}
 	}
 }
+
+// testRegistryLoginsIdle: a login is active from when it was last set or
+// used; one idle since the cutoff is neither found nor listed as active
+// (though still kept, until deleted), and the deletion takes at most its
+// limit, the longest idle first, and spares one set or used since.
+func testRegistryLoginsIdle(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	put := func(registry string, when time.Time) {
+		t.Helper()
+		mustOK(t, db.PutRegistryLogin(ctx, &idlegrid.RegistryLogin{AccountID: r.ID, Registry: registry, Username: "u",
+			Sealed: []byte("s-" + registry), CreatedAt: t0, UpdatedAt: when}))
+	}
+	active := func(since time.Time) []string {
+		t.Helper()
+		logins, err := db.ListActiveRegistryLogins(ctx, r.ID, since)
+		mustOK(t, err)
+		var regs []string
+		for _, l := range logins {
+			regs = append(regs, l.Registry)
+		}
+		return regs
+	}
+	put("ghcr.io", t0)
+	put("quay.io", t0)
+	put("nvcr.io", at(time.Minute))
+
+	l, activeAt, err := db.FindActiveRegistryLogin(ctx, r.ID, "ghcr.io", t0)
+	mustOK(t, err)
+	if string(l.Sealed) != "s-ghcr.io" || !activeAt.Equal(t0) {
+		t.Errorf("FindActiveRegistryLogin = %+v active at %v, want ghcr.io's, sealed, active at %v", l, activeAt, t0)
+	}
+	_, _, err = db.FindActiveRegistryLogin(ctx, r.ID, "ghcr.io", at(time.Hour))
+	wantCode(t, err, idlegrid.ENOTFOUND)
+
+	// A use an hour and a half in; one recorded late, for earlier, moves nothing back.
+	mustOK(t, db.TouchRegistryLogin(ctx, r.ID, "ghcr.io", at(90*time.Minute)))
+	mustOK(t, db.TouchRegistryLogin(ctx, r.ID, "ghcr.io", at(80*time.Minute)))
+	mustOK(t, db.TouchRegistryLogin(ctx, r.ID, "gone.example.com", at(time.Hour)))
+	if _, activeAt, err := db.FindActiveRegistryLogin(ctx, r.ID, "ghcr.io", at(time.Hour)); err != nil || !activeAt.Equal(at(90*time.Minute)) {
+		t.Errorf("after its use, ghcr.io is active at %v (%v), want %v", activeAt, err, at(90*time.Minute))
+	}
+	// Set again: active from then, however long ago it was created.
+	put("quay.io", at(2*time.Hour))
+	if got, want := active(at(time.Hour)), []string{"ghcr.io", "quay.io"}; !cmp.Equal(got, want) {
+		t.Errorf("active an hour in: %v, want %v", got, want)
+	}
+	if got, err := db.ListRegistryLogins(ctx, r.ID); err != nil || len(got) != 3 {
+		t.Errorf("ListRegistryLogins = %d logins (%v), want all 3, idle or not", len(got), err)
+	}
+
+	// Deleting: nvcr.io alone is idle an hour in.
+	n, err := db.DeleteIdleRegistryLogins(ctx, at(time.Hour), 10)
+	if err != nil || n != 1 {
+		t.Fatalf("DeleteIdleRegistryLogins(an hour in) = %d, %v; want nvcr.io's", n, err)
+	}
+	_, err = db.FindRegistryLogin(ctx, r.ID, "nvcr.io")
+	wantCode(t, err, idlegrid.ENOTFOUND)
+	// Three hours in, both are idle: ghcr.io (used at 1h30) first.
+	if n, err := db.DeleteIdleRegistryLogins(ctx, at(3*time.Hour), 1); err != nil || n != 1 {
+		t.Fatalf("DeleteIdleRegistryLogins(limit 1) = %d, %v; want 1", n, err)
+	}
+	_, err = db.FindRegistryLogin(ctx, r.ID, "ghcr.io")
+	wantCode(t, err, idlegrid.ENOTFOUND)
+	if _, err := db.FindRegistryLogin(ctx, r.ID, "quay.io"); err != nil {
+		t.Errorf("quay.io, idle for less long, after a sweep of one: %v", err)
+	}
+	if n, err := db.DeleteIdleRegistryLogins(ctx, at(3*time.Hour), 1); err != nil || n != 1 {
+		t.Errorf("DeleteIdleRegistryLogins(limit 1), again = %d, %v; want quay.io's", n, err)
+	}
+	if n, err := db.DeleteIdleRegistryLogins(ctx, at(3*time.Hour), 1); err != nil || n != 0 {
+		t.Errorf("DeleteIdleRegistryLogins with none left = %d, %v; want 0", n, err)
+	}
+	for _, limit := range []int{0, sqlstore.MaxExpiryBatch + 1} {
+		_, err := db.DeleteIdleRegistryLogins(ctx, at(time.Hour), limit)
+		wantField(t, err, "limit")
+	}
+}
+
+// testRegistryLoginsIdleMigration: a login kept before logins expired is
+// active from when it was last set, not idle since 1970.
+func testRegistryLoginsIdleMigration(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	mustOK(t, db.PutRegistryLogin(ctx, &idlegrid.RegistryLogin{AccountID: r.ID, Registry: "ghcr.io", Username: "u",
+		Sealed: []byte("s"), CreatedAt: t0, UpdatedAt: at(10 * time.Hour)}))
+	mustOK(t, sqlstore.Remigrate(ctx, db, 33))
+	if _, activeAt, err := db.FindActiveRegistryLogin(ctx, r.ID, "ghcr.io", at(time.Hour)); err != nil || !activeAt.Equal(at(10*time.Hour)) {
+		t.Errorf("after the migration, the login is active at %v (%v), want when it was last set, %v", activeAt, err, at(10*time.Hour))
+	}
+}
