@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -59,7 +60,14 @@ again, of the next server), lets the requests in flight, inference streams
 among them, finish for up to --shutdown-grace and cuts what is left, then
 closes the agents' sessions (they reconnect to the next server), writes
 the inference meter's charges and closes the database. A second Ctrl-C
-exits at once.`,
+exits at once.
+
+One server runs the market on a database: it takes the market lock before
+it migrates the database, and a second server is refused. On PostgreSQL,
+when the database stops confirming the lock (a stall, a dropped
+connection), placing waits and the server takes the lock again on a new
+session; it exits only when another server holds the lock, or when the
+database stays unreachable for --market-lock-grace.`,
 		examples: `idlegrid server --db idlegrid.db --bootstrap-admin-key-file admin.key
 		idlegrid server --listen 0.0.0.0:7070 --db postgres://idlegrid@db:5432/idlegrid?sslmode=disable
 		idlegrid server --listen :443 --tls-cert /etc/letsencrypt/live/market.example.com/fullchain.pem --tls-key /etc/letsencrypt/live/market.example.com/privkey.pem`,
@@ -83,7 +91,11 @@ exits at once.`,
 	cfg.inference = inferenceFlags(fs) // serverinference.go
 	fs.Float64Var(&cfg.accountRPS, "api-account-rps", defaultAccountRPS, "API requests a second each account but admins may send (a token bucket; agents and inference are limited apart); 0: no limit")
 	fs.IntVar(&cfg.accountBurst, "api-account-burst", defaultAccountBurst, "how many requests an account may send at once before --api-account-rps paces it; 0: a second's worth")
+	fs.Float64Var(&cfg.authFailuresPerMinute, "auth-failures-per-minute", httpapi.DefaultAuthFailuresPerMinute, "failed authentications (401s) an address may make a minute once --auth-failure-burst is spent; past them it gets 429 on every request until one refills; 0: no limit")
+	fs.IntVar(&cfg.authFailureBurst, "auth-failure-burst", httpapi.DefaultAuthFailureBurst, "failed authentications an address may make at once before --auth-failures-per-minute paces it")
 	fs.DurationVar(&cfg.shutdownGrace, "shutdown-grace", defaultShutdownGrace, "on SIGTERM or Ctrl-C, how long requests in flight (inference streams among them) may take to finish before they are cut; 0: cut them at once")
+	fs.DurationVar(&cfg.lockGrace, "market-lock-grace", sqlstore.DefaultMarketLockGrace, "PostgreSQL: how long the market lock may stay in doubt, the database unreachable or stalled, before the server stops; placing waits meanwhile, and a lock another server has taken stops it at once")
+	cfg.firstByte = firstByteFlags(fs)
 	args, err := fs.parse(args)
 	if err != nil {
 		return err
@@ -105,8 +117,16 @@ exits at once.`,
 		return usagef("--api-account-rps must be between 0 and 1000000, got %g", cfg.accountRPS)
 	} else if cfg.accountBurst < 0 || cfg.accountBurst > 1e6 {
 		return usagef("--api-account-burst must be between 0 and 1000000, got %d", cfg.accountBurst)
+	} else if cfg.authFailuresPerMinute < 0 || cfg.authFailuresPerMinute > 1e6 {
+		return usagef("--auth-failures-per-minute must be between 0 (no limit) and 1000000, got %g", cfg.authFailuresPerMinute)
+	} else if cfg.authFailureBurst < 1 || cfg.authFailureBurst > 1e6 {
+		return usagef("--auth-failure-burst must be between 1 and 1000000, got %d", cfg.authFailureBurst)
 	} else if cfg.shutdownGrace < 0 || cfg.shutdownGrace > time.Hour {
 		return usagef("--shutdown-grace must be between 0 and 1h, got %s", cfg.shutdownGrace)
+	} else if cfg.lockGrace < time.Second || cfg.lockGrace > time.Hour {
+		return usagef("--market-lock-grace must be between 1s and 1h, got %s", cfg.lockGrace)
+	} else if err := cfg.firstByte.check(fs); err != nil {
+		return err
 	} else if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
 		return usagef("--tls-cert and --tls-key go together: the certificate and its private key")
 	}
@@ -189,21 +209,28 @@ type serveConfig struct {
 	listenFlag       string // the flag that sets listen, named when the address is taken; "": --listen
 	dsn              string
 	feeBPS           int64
-	heartbeat        time.Duration // 0: the coordinator's default
-	missedHeartbeats int           // 0: the coordinator's default
-	payoutHold       time.Duration // 0: the coordinator's default; negative: none
-	adminKeyFile     string        // where to write a bootstrapped admin key
-	auditKeyFile     string        // the audit log's signing key; "": a throwaway one (tests)
-	meterJournal     string        // the inference gateway's journal of charges (gateway.Config.Journal); "": none (tests)
-	lockCheck        time.Duration // how often the PostgreSQL market lock is checked; 0: the store's default (tests shorten it)
-	tlsCert, tlsKey  string        // PEM files to serve HTTPS with; "": plain HTTP
-	announceKey      io.Writer     // where to print it when there is no file
+	heartbeat        time.Duration      // 0: the coordinator's default
+	missedHeartbeats int                // 0: the coordinator's default
+	payoutHold       time.Duration      // 0: the coordinator's default; negative: none
+	adminKeyFile     string             // where to write a bootstrapped admin key
+	auditKeyFile     string             // the audit log's signing key; "": a throwaway one (tests)
+	meterJournal     string             // the inference gateway's journal of charges (gateway.Config.Journal); "": none (tests)
+	lockCheck        time.Duration      // how often the PostgreSQL market lock is checked; 0: the store's default (tests shorten it)
+	lockGrace        time.Duration      // how long the PostgreSQL market lock may go unconfirmed; 0: three checks
+	lockClock        sqlstore.LockClock // the market lock's time; nil: the wall clock (tests step it)
+	tlsCert, tlsKey  string             // PEM files to serve HTTPS with; "": plain HTTP
+	announceKey      io.Writer          // where to print it when there is no file
 	logger           *slog.Logger
 	trustPolicy      *trustpolicy.Policy // nil: the default policy
 	inference        *inferenceLimits    // nil: the gateway's defaults
+	firstByte        *firstByteLimits    // nil: the gateway's defaults
 	accountRPS       float64             // each account's API requests a second; 0: no limit
 	accountBurst     int                 // 0: a second's worth
-	shutdownGrace    time.Duration       // how long stop lets requests in flight finish; 0: defaultShutdownGrace; negative: none
+	// authFailuresPerMinute and authFailureBurst pace an address's failed
+	// authentications (httpapi.Options); 0, 0: the API's defaults.
+	authFailuresPerMinute float64
+	authFailureBurst      int
+	shutdownGrace         time.Duration // how long stop lets requests in flight finish; 0: defaultShutdownGrace; negative: none
 	// graceTimer starts the shutdown's grace; nil: time.After. Tests end
 	// it by hand.
 	graceTimer func(time.Duration) <-chan time.Time
@@ -256,17 +283,16 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		return nil, withHint(err, "pick another address with "+cmp.Or(cfg.listenFlag, "--listen")+", e.g. 127.0.0.1:0 for any free port")
 	}
 	defer closeIfFailed(&err, ln.Close)
-	store, err := sqlstore.Open(ctx, cfg.dsn)
-	if err != nil {
-		return nil, withHint(err, "check --db: a writable SQLite file path, or a reachable postgres:// URL")
-	}
-	defer closeIfFailed(&err, store.Close)
-	lock, err := store.LockMarket(ctx, cfg.lockCheck)
+	// The market lock before the migrations: a server refused it must not
+	// change the schema under the one running the market.
+	store, lock, err := sqlstore.OpenLocked(ctx, cfg.dsn, sqlstore.MarketLockConfig{
+		Check: cfg.lockCheck, Grace: cfg.lockGrace, Logger: cfg.logger, Clock: cfg.lockClock})
 	if errors.Is(err, sqlstore.ErrMarketLocked) {
 		return nil, withHint(err, "stop the other server first (a second replica, or an old one still running): one server runs the market on a database")
 	} else if err != nil {
-		return nil, err
+		return nil, withHint(err, "check --db: a writable SQLite file path, or a reachable postgres:// URL")
 	}
+	defer closeIfFailed(&err, store.Close)
 	defer closeIfFailed(&err, lock.Close)
 	auditKey, err := loadAuditKey(ctx, cfg, store) // audit.go
 	if err != nil {
@@ -275,7 +301,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	metrics := newMetricsRegistry()
 	metrics.MustRegister(store.Collectors()...)
 	srv, err := server.Open(server.Config{
-		Store: store, Metrics: metrics, FeeBasisPoints: serverFee(cfg.feeBPS), Logger: cfg.logger, AuditKey: auditKey,
+		Store: lock.Guard(store), Metrics: metrics, FeeBasisPoints: serverFee(cfg.feeBPS), Logger: cfg.logger, AuditKey: auditKey,
 		HeartbeatInterval: cfg.heartbeat, MissedHeartbeats: cfg.missedHeartbeats,
 		PayoutHold: cfg.payoutHold, TrustPolicy: cfg.trustPolicy,
 	})
@@ -313,7 +339,8 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		rs.graceTimer = time.After
 	}
 	api := httpapi.New(srv, httpapi.Options{Logger: cfg.logger, Sessions: rs.sessions, Gateway: rs.gateway, Metrics: metrics,
-		AccountRequestsPerSecond: cfg.accountRPS, AccountBurst: cfg.accountBurst})
+		AccountRequestsPerSecond: cfg.accountRPS, AccountBurst: cfg.accountBurst,
+		AuthFailuresPerMinute: authFailureRate(cfg.authFailuresPerMinute, cfg.authFailureBurst), AuthFailureBurst: cfg.authFailureBurst})
 	var h http.Handler = web.Handler(api)
 	if cfg.wrap != nil {
 		h = cfg.wrap(h)
@@ -413,6 +440,7 @@ func openGateway(store *sqlstore.DB, srv *server.Server, sessions *session.Regis
 		FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger, Metrics: metrics, Journal: cfg.meterJournal,
 	}
 	cfg.inference.apply(&gc)
+	cfg.firstByte.apply(&gc)
 	g, err := gateway.New(gc)
 	if errors.Is(err, gateway.ErrJournalInUse) {
 		return nil, withHint(err, "another 'idlegrid server' writes its charges there: give each server its own --meter-journal")
@@ -516,4 +544,61 @@ func newMetricsRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
+}
+
+// authFailureRate is --auth-failures-per-minute as httpapi.Options takes
+// it: 0 given there means no limit, which the API spells as a negative
+// rate (its 0 is the default); unset (no burst either, as in tests): 0.
+func authFailureRate(perMinute float64, burst int) float64 {
+	if perMinute == 0 && burst > 0 {
+		return -1
+	}
+	return perMinute
+}
+
+// firstByteLimits are how long the inference gateway waits for a
+// provider's first byte of a stream before it tries the next one
+// (gateway.Config's FirstByteTimeout, FirstBytePerKTokens and
+// MaxFirstByteTimeout).
+type firstByteLimits struct {
+	timeout, perKTokens, max time.Duration
+	maxSet                   bool // --inference-max-first-byte-timeout was given
+}
+
+// firstByteFlags adds the first-byte flags to fs.
+func firstByteFlags(fs *flagSet) *firstByteLimits {
+	l := &firstByteLimits{}
+	fs.DurationVar(&l.timeout, "inference-first-byte-timeout", gateway.DefaultFirstByteTimeout,
+		"how long a provider may take to the first byte of an inference stream before the gateway tries the next provider; a long prompt adds --inference-first-byte-per-1k-tokens")
+	fs.DurationVar(&l.perKTokens, "inference-first-byte-per-1k-tokens", gateway.DefaultFirstBytePerKTokens,
+		"first-byte time added for each thousand tokens of a stream's prompt, which a model server reads whole before its first token; the default allows for a prefill of 1,000 tokens a second")
+	fs.DurationVar(&l.max, "inference-max-first-byte-timeout", gateway.DefaultMaxFirstByteTimeout,
+		"the longest first-byte wait, however long the prompt; set it to --inference-first-byte-timeout for no allowance by prompt (raised to --inference-first-byte-timeout when not given)")
+	return l
+}
+
+// check validates the flags, each error naming its flag, and raises the
+// longest wait, when not given, to the first-byte timeout.
+func (l *firstByteLimits) check(fs *flagSet) error {
+	fs.Visit(func(f *flag.Flag) { l.maxSet = l.maxSet || f.Name == "inference-max-first-byte-timeout" })
+	if !l.maxSet {
+		l.max = max(l.max, l.timeout)
+	}
+	switch {
+	case l.timeout < time.Second || l.timeout > time.Hour:
+		return usagef("--inference-first-byte-timeout must be between 1s and 1h, got %s", l.timeout)
+	case l.perKTokens < time.Millisecond || l.perKTokens > time.Minute:
+		return usagef("--inference-first-byte-per-1k-tokens must be between 1ms and 1m, got %s", l.perKTokens)
+	case l.max < l.timeout || l.max > time.Hour:
+		return usagef("--inference-max-first-byte-timeout must be between --inference-first-byte-timeout (%s) and 1h, got %s", l.timeout, l.max)
+	}
+	return nil
+}
+
+// apply sets the limits on the gateway's config; nil keeps its defaults.
+func (l *firstByteLimits) apply(c *gateway.Config) {
+	if l == nil {
+		return
+	}
+	c.FirstByteTimeout, c.FirstBytePerKTokens, c.MaxFirstByteTimeout = l.timeout, l.perKTokens, l.max
 }

@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"net"
@@ -11,32 +12,46 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/pgtest"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
 )
 
 // TestMarketLock_stall: on PostgreSQL, a check of the market lock that
-// stalls (the network holding back what the server sends) is waited out
-// on the same session, which keeps the lock all along; one that stalls
-// past its bound, three check intervals, loses the lock.
+// stalls (the network holding back what the server sends) puts the lock
+// in doubt once a check interval has passed, which holds placing up
+// (Hold), and is waited out on the same session, which keeps the lock all
+// along: the lock is sure again, in the same term, when the answer comes.
+// A check that stalls past the grace gives its session up, and the lock,
+// which no new session can take either, is lost, saying the database did
+// not confirm it.
 func TestMarketLock_stall(t *testing.T) {
 	dsn := pgtest.NewDSN(t) // skips without IDLEGRID_TEST_POSTGRES
 	ctx := context.Background()
 	p := mustStallProxy(t, dsn)
 	first, second := mustOpen(t, p.dsn), mustOpen(t, dsn)
-
-	held, err := first.LockMarket(ctx, time.Hour)
+	clock := &stepClock{now: t0}
+	held, err := sqlstore.LockMarketWith(ctx, first, sqlstore.MarketLockConfig{Check: time.Minute, Grace: 3 * time.Minute, Clock: clock})
 	mustOK(t, err)
 	defer held.Close()
+
 	p.hold()
 	checked := make(chan struct{})
 	go func() { sqlstore.CheckMarketLock(held); close(checked) }()
 	<-p.held // the check's query waits in the network
+	clock.step(time.Minute)
+	<-sqlstore.MarketLockInDoubt(held)
+	if _, err := held.Hold(cancelled()); !errors.Is(err, context.Canceled) {
+		t.Errorf("Hold while the lock is in doubt: %v, want it to wait (and its context to end)", err)
+	}
 	if _, err := second.LockMarket(ctx, 0); !errors.Is(err, sqlstore.ErrMarketLocked) {
 		t.Fatalf("a lock taken while the first's check stalls: %v, want ErrMarketLocked", err)
 	}
 	p.release()
 	<-checked
+	if term, err := held.Hold(ctx); term != 1 || err != nil {
+		t.Errorf("Hold after the stall = %d, %v; want term 1, its first session's", term, err)
+	}
 	select {
 	case <-held.Lost():
 		t.Fatalf("a lock whose check stalled a while is lost: %v", held.Err())
@@ -45,22 +60,231 @@ func TestMarketLock_stall(t *testing.T) {
 	if _, err := second.LockMarket(ctx, 0); !errors.Is(err, sqlstore.ErrMarketLocked) {
 		t.Fatalf("a lock taken after the stall: %v, want ErrMarketLocked", err)
 	}
-	mustOK(t, held.Close())
 
-	// Checked every 20ms, a lock is lost once no check succeeded for 60ms.
-	held, err = first.LockMarket(ctx, 20*time.Millisecond)
-	mustOK(t, err)
-	defer held.Close()
 	p.hold()
 	defer p.release()
+	go sqlstore.CheckMarketLock(held)
+	<-p.held
+	clock.step(3 * time.Minute) // the grace: the session is given up, a new one tried
+	<-p.held                    // and that one waits in the network too
+	clock.step(time.Minute)     // the try's bound
 	select {
 	case <-held.Lost():
-		if err := held.Err(); err == nil || !strings.Contains(err.Error(), "no check of it succeeded for 60ms") {
-			t.Errorf("the lost lock's Err = %v, want it to say no check succeeded", err)
+		if err := held.Err(); err == nil || !strings.Contains(err.Error(), "the database has not confirmed it for 3m0s") {
+			t.Errorf("the lost lock's Err = %v, want it to say the database did not confirm it", err)
 		}
 	case <-time.After(time.Minute):
-		t.Fatal("a lock whose checks stall on is never lost")
+		t.Fatal("a lock whose checks stall past the grace is never lost")
 	}
+	if _, err := held.Hold(ctx); err == nil || !strings.Contains(err.Error(), "lost") {
+		t.Errorf("Hold once the lock is lost: %v, want it to say so", err)
+	}
+}
+
+// TestMarketLock_sessionEnded: on PostgreSQL, a lock whose session ended
+// (its connection broke, its backend was terminated) is taken again on a
+// new session at the next check when no other server took it meanwhile:
+// the server runs the market on, and a second server is still refused.
+// When another server took it first, the lock is lost, saying so.
+func TestMarketLock_sessionEnded(t *testing.T) {
+	dsn := pgtest.NewDSN(t) // skips without IDLEGRID_TEST_POSTGRES
+	ctx := context.Background()
+	first, second := mustOpen(t, dsn), mustOpen(t, dsn)
+	held, err := first.LockMarket(ctx, time.Hour)
+	mustOK(t, err)
+	defer held.Close()
+	mustOK(t, sqlstore.KillMarketLock(ctx, second))
+	sqlstore.CheckMarketLock(held)
+	select {
+	case <-held.Lost():
+		t.Fatalf("a lock whose session ended, and which no other server took, is lost: %v", held.Err())
+	default:
+	}
+	if _, err := second.LockMarket(ctx, 0); !errors.Is(err, sqlstore.ErrMarketLocked) {
+		t.Fatalf("a second lock once the first was taken again: %v, want ErrMarketLocked", err)
+	}
+
+	mustOK(t, sqlstore.KillMarketLock(ctx, second))
+	taken, err := second.LockMarket(ctx, time.Hour)
+	mustOK(t, err)
+	defer taken.Close()
+	sqlstore.CheckMarketLock(held)
+	select {
+	case <-held.Lost():
+		if err := held.Err(); !errors.Is(err, sqlstore.ErrMarketLocked) || !strings.Contains(err.Error(), "session that held it ended") {
+			t.Errorf("the lost lock's Err = %v, want ErrMarketLocked saying its session ended", err)
+		}
+	default:
+		t.Fatal("a lock that another server took is not lost")
+	}
+}
+
+// TestMarketLock_takenAgainTerm: each time a lock is taken again on a new
+// session its term grows, which Hold reports.
+func TestMarketLock_takenAgainTerm(t *testing.T) {
+	dsn := pgtest.NewDSN(t) // skips without IDLEGRID_TEST_POSTGRES
+	ctx := context.Background()
+	first, other := mustOpen(t, dsn), mustOpen(t, dsn)
+	held, err := first.LockMarket(ctx, time.Hour)
+	mustOK(t, err)
+	defer held.Close()
+	for want := uint64(1); want <= 3; want++ {
+		if term, err := held.Hold(ctx); term != want || err != nil {
+			t.Fatalf("Hold = %d, %v; want term %d", term, err, want)
+		}
+		mustOK(t, sqlstore.KillMarketLock(ctx, other))
+		sqlstore.CheckMarketLock(held)
+	}
+}
+
+// TestOpenLocked_beforeMigrating: a server refused the market lock by the
+// one running the market leaves the database as it found it: it takes the
+// lock before it migrates. Once the lock is free, it opens and migrates.
+func TestOpenLocked_beforeMigrating(t *testing.T) {
+	dsn := pgtest.NewDSN(t) // skips without IDLEGRID_TEST_POSTGRES
+	ctx := context.Background()
+	raw, err := sql.Open("pgx", dsn)
+	mustOK(t, err)
+	defer raw.Close()
+	conn, err := raw.Conn(ctx) // the session of the server running the market
+	mustOK(t, err)
+	defer conn.Close()
+	_, err = conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, sqlstore.MarketLockKey)
+	mustOK(t, err)
+
+	if _, _, err := sqlstore.OpenLocked(ctx, dsn, sqlstore.MarketLockConfig{}); !errors.Is(err, sqlstore.ErrMarketLocked) {
+		t.Fatalf("OpenLocked while another holds the lock: %v, want ErrMarketLocked", err)
+	}
+	var migrated bool
+	mustOK(t, raw.QueryRowContext(ctx, `SELECT to_regclass('goose_db_version') IS NOT NULL`).Scan(&migrated))
+	if migrated {
+		t.Error("a server refused the market lock migrated the database first")
+	}
+	_, err = conn.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, sqlstore.MarketLockKey)
+	mustOK(t, err)
+	db, lock, err := sqlstore.OpenLocked(ctx, dsn, sqlstore.MarketLockConfig{})
+	mustOK(t, err)
+	mustOK(t, lock.Close())
+	mustOK(t, db.Close())
+}
+
+// TestGuardedDB_PlaceJobs: the engine's placements wait while the market
+// lock is in doubt, and are refused once it is lost; the first after the
+// lock was taken again on a new session is refused as a conflict that has
+// the engine rebuild (another server may have placed meanwhile), and the
+// next is placed.
+func TestGuardedDB_PlaceJobs(t *testing.T) {
+	dsn := pgtest.NewDSN(t) // skips without IDLEGRID_TEST_POSTGRES
+	ctx := context.Background()
+	p := mustStallProxy(t, dsn)
+	store, viaProxy, other := mustOpen(t, dsn), mustOpen(t, p.dsn), mustOpen(t, dsn)
+	clock := &stepClock{now: t0}
+	lock, err := sqlstore.LockMarketWith(ctx, viaProxy, sqlstore.MarketLockConfig{Check: time.Minute, Grace: 3 * time.Minute, Clock: clock})
+	mustOK(t, err)
+	defer lock.Close()
+	g := lock.Guard(store)
+
+	renter := mustAccount(t, store, idlegrid.RoleRenter)
+	mustTopUp(t, store, renter.ID, 100*idlegrid.MicrosPerUnit)
+	provider := mustAccount(t, store, idlegrid.RoleProvider)
+	n := mustNode(t, store, provider.ID, 4)
+	place := func(ctx context.Context, j *idlegrid.Job, gpu int) error {
+		return g.PlaceJobs(ctx, []*idlegrid.Placement{placement(j, 0, lease(j, n, gpu))})[0]
+	}
+	queued := func(j *idlegrid.Job) {
+		t.Helper()
+		got, err := store.FindJob(ctx, j.ID)
+		mustOK(t, err)
+		if got.State != idlegrid.JobQueued {
+			t.Errorf("job %s is %s, want it still queued", j.ID, got.State)
+		}
+	}
+	j1, j2, j3, j4 := mustJob(t, store, renter.ID, 1, 1), mustJob(t, store, renter.ID, 1, 1), mustJob(t, store, renter.ID, 1, 1), mustJob(t, store, renter.ID, 1, 1)
+	mustOK(t, place(ctx, j1, 0))
+
+	p.hold()
+	checked := make(chan struct{})
+	go func() { sqlstore.CheckMarketLock(lock); close(checked) }()
+	<-p.held
+	clock.step(time.Minute)
+	<-sqlstore.MarketLockInDoubt(lock)
+	wantCode(t, place(cancelled(), j2, 1), idlegrid.EUNAVAILABLE)
+	queued(j2)
+	p.release()
+	<-checked
+	mustOK(t, place(ctx, j2, 1)) // the same session: nothing changed meanwhile
+
+	mustOK(t, sqlstore.KillMarketLock(ctx, other))
+	sqlstore.CheckMarketLock(lock)
+	err = place(ctx, j3, 2)
+	wantCode(t, err, idlegrid.ECONFLICT)
+	if idlegrid.JobMovedOn(err) {
+		t.Errorf("the placement after the lock was taken again: %v, a job that moved on; want a conflict that rebuilds the engine", err)
+	}
+	queued(j3)
+	mustOK(t, place(ctx, j3, 2))
+
+	mustOK(t, sqlstore.KillMarketLock(ctx, other))
+	taken, err := other.LockMarket(ctx, time.Hour)
+	mustOK(t, err)
+	defer taken.Close()
+	sqlstore.CheckMarketLock(lock)
+	wantCode(t, place(ctx, j4, 3), idlegrid.EUNAVAILABLE)
+	queued(j4)
+}
+
+// cancelled is a context that has ended.
+func cancelled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// stepClock is a sqlstore.LockClock that moves only when the test steps
+// it.
+type stepClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []stepTimer
+}
+
+type stepTimer struct {
+	at time.Time
+	c  chan time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.timers = append(c.timers, stepTimer{c.now.Add(d), ch})
+	return ch
+}
+
+// step moves the clock d on, firing the timers due.
+func (c *stepClock) step(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.timers[:0]
+	for _, tm := range c.timers {
+		if tm.at.After(c.now) {
+			kept = append(kept, tm)
+		} else {
+			tm.c <- c.now
+		}
+	}
+	c.timers = kept
 }
 
 // stallProxy forwards connections to PostgreSQL, and holds back what the
