@@ -18,23 +18,28 @@ const schedulerWait = 10 * time.Second
 
 // Ready says whether the server can do its work: EUNAVAILABLE, saying
 // why, until the scheduler has built its engine from the store (seconds,
-// at 100,000 nodes), while the scheduler is stuck, and while the database
-// does not answer. A load balancer or an orchestrator sends traffic only
+// at 100,000 nodes), while the database does not answer or the store
+// cannot place (a market lock in doubt: sqlstore.GuardedDB), and while the
+// scheduler is stuck. A load balancer or an orchestrator sends traffic only
 // to a ready server.
 func (s *Server) Ready(ctx context.Context) error {
 	if !s.built.Load() {
 		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the market engine is not built from the database yet; try again shortly")
 	}
+	// The database first: a scheduler waiting for it (a market lock in
+	// doubt holds placing up) is not stuck, and its answer says why.
+	pinged, cancel := context.WithTimeout(ctx, readyTimeout)
+	err := s.store.Ping(pinged)
+	cancel()
+	if err != nil {
+		return err
+	}
 	asked, cancel := context.WithTimeout(ctx, schedulerWait)
-	err := s.ask(asked, func(*market.Engine) {})
+	err = s.ask(asked, func(*market.Engine) {})
 	stuck := err != nil && asked.Err() != nil && ctx.Err() == nil
 	cancel()
 	if stuck {
 		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the scheduler has taken no question for %s: a placement pass is stuck (see the logs and idlegrid_schedule_pass_seconds)", schedulerWait)
-	} else if err != nil {
-		return err
 	}
-	ctx, cancel = context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	return s.store.Ping(ctx)
+	return err
 }

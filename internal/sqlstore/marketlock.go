@@ -120,6 +120,8 @@ type MarketLock struct {
 	held  chan struct{} // closed while the lock is sure; open while it is in doubt
 	doubt chan struct{} // closed while the lock is in doubt
 	term  uint64        // 1, and one more each time the lock is taken again on a new session
+	why   error         // while in doubt: why
+	since time.Time     // while in doubt: since when
 }
 
 // backend is a PostgreSQL session, as pg_stat_activity tells them apart.
@@ -498,6 +500,7 @@ func (l *MarketLock) inDoubt(why error) {
 	}
 	l.held = make(chan struct{})
 	close(l.doubt)
+	l.why, l.since = why, l.clock.Now()
 	l.log.Warn("market lock in doubt: placing waits until the database confirms it", "why", why.Error(), "grace", l.grace)
 }
 
@@ -601,6 +604,22 @@ func (l *MarketLock) Hold(ctx context.Context) (uint64, error) {
 			return 0, ctx.Err()
 		}
 	}
+}
+
+// Doubt says why placing waits now, for a readiness check: the lock is in
+// doubt (since when, and why) or lost; nil while it is sure.
+func (l *MarketLock) Doubt() error {
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("the market lock is lost: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.held:
+		return nil
+	default:
+	}
+	return fmt.Errorf("the market lock is in doubt since %s (%v): placing waits until the database confirms it", l.since.UTC().Format(time.RFC3339), l.why)
 }
 
 // Lost is closed when the lock is lost: the server must stop running the
