@@ -251,7 +251,7 @@ func in[T ~string](a *args, vs []T) string {
 // goMigrations are the migrations written in Go, beside the SQL ones in
 // migrations/.
 func goMigrations() []*goose.Migration {
-	return []*goose.Migration{spendMonthsMigration, nodeSearchMigration, nodePriceMigration, jobTierMigration}
+	return []*goose.Migration{spendMonthsMigration, nodeSearchMigration, nodePriceMigration, jobTierMigration, registryLoginsActiveMigration}
 }
 
 // Times are unix microseconds in UTC; the zero time and nil are NULL.

@@ -7,13 +7,13 @@
 --
 -- A registry login expires when it has been neither set nor handed to a
 -- node for a while: active_at is the later of the two, unix
--- microseconds. A login kept before this column existed was last set at
--- its updated_at; its uses since are not known.
+-- microseconds. The uses of a login kept before this column existed are
+-- not known, so migration 36 (registryLoginsActiveMigration) counts it
+-- active from the upgrade: a login in daily use must not expire with it.
 
 -- +goose Up
 CREATE INDEX jobs_idempotency_ended ON jobs (ended_at) WHERE idempotency_key <> '';
 ALTER TABLE registry_logins ADD COLUMN active_at BIGINT NOT NULL DEFAULT 0;
-UPDATE registry_logins SET active_at = updated_at;
 CREATE INDEX registry_logins_active ON registry_logins (active_at);
 
 -- +goose Down
