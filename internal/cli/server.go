@@ -123,8 +123,8 @@ database stays unreachable for --market-lock-grace.`,
 		return usagef("--auth-failure-burst must be between 1 and 1000000, got %d", cfg.authFailureBurst)
 	} else if cfg.shutdownGrace < 0 || cfg.shutdownGrace > time.Hour {
 		return usagef("--shutdown-grace must be between 0 and 1h, got %s", cfg.shutdownGrace)
-	} else if cfg.lockGrace < time.Second || cfg.lockGrace > time.Hour {
-		return usagef("--market-lock-grace must be between 1s and 1h, got %s", cfg.lockGrace)
+	} else if cfg.lockGrace < minLockGrace || cfg.lockGrace > time.Hour {
+		return usagef("--market-lock-grace must be between %s (two checks of the lock) and 1h, got %s", minLockGrace, cfg.lockGrace)
 	} else if err := cfg.firstByte.check(fs); err != nil {
 		return err
 	} else if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
@@ -242,6 +242,11 @@ type serveConfig struct {
 // runaway loop does. idlegrid dev, one person's market, has no limit.
 const defaultAccountRPS = 50
 
+// minLockGrace is --market-lock-grace's least: two of the lock's checks,
+// so that a stall puts the lock in doubt, and is waited out, before the
+// server gives it up.
+const minLockGrace = 2 * sqlstore.DefaultMarketLockCheck
+
 // defaultAccountBurst is --api-account-burst's default: a dashboard's
 // refresh asks up to about fifty things at once (a provider's nodes,
 // their reputations, the running leases' receipts), and two tabs or a
@@ -300,6 +305,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	}
 	metrics := newMetricsRegistry()
 	metrics.MustRegister(store.Collectors()...)
+	metrics.MustRegister(lock.InDoubt())
 	srv, err := server.Open(server.Config{
 		Store: lock.Guard(store), Metrics: metrics, FeeBasisPoints: serverFee(cfg.feeBPS), Logger: cfg.logger, AuditKey: auditKey,
 		HeartbeatInterval: cfg.heartbeat, MissedHeartbeats: cfg.missedHeartbeats,

@@ -54,7 +54,8 @@ func TestServerCommand_badLockAndFirstByteFlags(t *testing.T) { // and the auth-
 		{"NegativePerK", []string{"--inference-first-byte-per-1k-tokens", "-5ms"}, "idlegrid: --inference-first-byte-per-1k-tokens must be between 1ms and 1m, got -5ms"},
 		{"NegativeMax", []string{"--inference-max-first-byte-timeout", "-1m"}, "idlegrid: --inference-max-first-byte-timeout must be between --inference-first-byte-timeout (30s) and 1h, got -1m0s"},
 		{"MaxUnderFirstByte", []string{"--inference-first-byte-timeout", "2m", "--inference-max-first-byte-timeout", "1m"}, "idlegrid: --inference-max-first-byte-timeout must be between --inference-first-byte-timeout (2m0s) and 1h, got 1m0s"},
-		{"NegativeLockGrace", []string{"--market-lock-grace", "-30s"}, "idlegrid: --market-lock-grace must be between 1s and 1h, got -30s"},
+		{"NegativeLockGrace", []string{"--market-lock-grace", "-30s"}, "idlegrid: --market-lock-grace must be between 20s (two checks of the lock) and 1h, got -30s"},
+		{"ShortLockGrace", []string{"--market-lock-grace", "5s"}, "idlegrid: --market-lock-grace must be between 20s (two checks of the lock) and 1h, got 5s"},
 		{"NegativeAuthFailures", []string{"--auth-failures-per-minute", "-1"}, "idlegrid: --auth-failures-per-minute must be between 0 (no limit) and 1000000, got -1"},
 		{"ZeroAuthBurst", []string{"--auth-failure-burst", "0"}, "idlegrid: --auth-failure-burst must be between 1 and 1000000, got 0"},
 	} {

@@ -18,16 +18,16 @@ const schedulerWait = 10 * time.Second
 
 // Ready says whether the server can do its work: EUNAVAILABLE, saying
 // why, until the scheduler has built its engine from the store (seconds,
-// at 100,000 nodes), while the database does not answer or the store
-// cannot place (a market lock in doubt: sqlstore.GuardedDB), and while the
-// scheduler is stuck. A load balancer or an orchestrator sends traffic only
+// at 100,000 nodes), while the database does not answer, and while the
+// scheduler is stuck. (A market lock in doubt holds placing up, not the
+// API: the scheduler answers questions meanwhile, and the server stays
+// ready; idlegrid_market_lock_in_doubt says so.) A load balancer or an orchestrator sends traffic only
 // to a ready server.
 func (s *Server) Ready(ctx context.Context) error {
 	if !s.built.Load() {
 		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the market engine is not built from the database yet; try again shortly")
 	}
-	// The database first: a scheduler waiting for it (a market lock in
-	// doubt holds placing up) is not stuck, and its answer says why.
+	// The database first: when it does not answer, that is why.
 	pinged, cancel := context.WithTimeout(ctx, readyTimeout)
 	err := s.store.Ping(pinged)
 	cancel()

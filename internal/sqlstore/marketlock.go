@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/dirlock"
@@ -606,8 +607,10 @@ func (l *MarketLock) Hold(ctx context.Context) (uint64, error) {
 	}
 }
 
-// Doubt says why placing waits now, for a readiness check: the lock is in
-// doubt (since when, and why) or lost; nil while it is sure.
+// Doubt says why placing waits now: the lock is in doubt (since when, and
+// why) or lost; nil while it is sure. The server's API and agents go on
+// meanwhile, so it is a gauge for the operator (InDoubt), not a readiness
+// failure.
 func (l *MarketLock) Doubt() error {
 	if err := l.Err(); err != nil {
 		return fmt.Errorf("the market lock is lost: %w", err)
@@ -620,6 +623,20 @@ func (l *MarketLock) Doubt() error {
 	default:
 	}
 	return fmt.Errorf("the market lock is in doubt since %s (%v): placing waits until the database confirms it", l.since.UTC().Format(time.RFC3339), l.why)
+}
+
+// InDoubt is idlegrid_market_lock_in_doubt, 1 while placing waits for the
+// lock (Doubt), for the server's metrics.
+func (l *MarketLock) InDoubt() prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "idlegrid_market_lock_in_doubt",
+		Help: "1 while the market lock is in doubt or lost and placing waits (its database session stalled or ended); 0 while it is sure.",
+	}, func() float64 {
+		if l.Doubt() != nil {
+			return 1
+		}
+		return 0
+	})
 }
 
 // Lost is closed when the lock is lost: the server must stop running the

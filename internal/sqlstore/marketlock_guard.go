@@ -52,15 +52,6 @@ func (g *GuardedDB) PlaceJobs(ctx context.Context, ps []*idlegrid.Placement) []e
 	return g.DB.PlaceJobs(ctx, ps)
 }
 
-// Ping is the DB's, but for a market lock in doubt or lost: the server
-// is not ready while it cannot place (server.Ready).
-func (g *GuardedDB) Ping(ctx context.Context) error {
-	if err := g.lock.Doubt(); err != nil {
-		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "%v", err)
-	}
-	return g.DB.Ping(ctx)
-}
-
 // hold waits until the market lock is sure, and says whether the engine
 // may place.
 func (g *GuardedDB) hold(ctx context.Context) error {

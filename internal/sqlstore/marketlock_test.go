@@ -210,12 +210,12 @@ func TestGuardedDB_PlaceJobs(t *testing.T) {
 	<-sqlstore.MarketLockInDoubt(lock)
 	wantCode(t, place(cancelled(), j2, 1), idlegrid.EUNAVAILABLE)
 	queued(j2)
-	if err := g.Ping(ctx); idlegrid.ErrorCode(err) != idlegrid.EUNAVAILABLE || !strings.Contains(err.Error(), "in doubt") {
-		t.Errorf("Ping while the lock is in doubt: %v, want unavailable saying so (the server is not ready)", err)
+	if err := lock.Doubt(); err == nil || !strings.Contains(err.Error(), "in doubt since") {
+		t.Errorf("Doubt while the lock is in doubt: %v, want it to say since when", err)
 	}
 	p.release()
 	<-checked
-	mustOK(t, g.Ping(ctx))
+	mustOK(t, lock.Doubt())
 	mustOK(t, place(ctx, j2, 1)) // the same session: nothing changed meanwhile
 
 	mustOK(t, sqlstore.KillMarketLock(ctx, other))
@@ -235,8 +235,8 @@ func TestGuardedDB_PlaceJobs(t *testing.T) {
 	sqlstore.CheckMarketLock(lock)
 	wantCode(t, place(ctx, j4, 3), idlegrid.EUNAVAILABLE)
 	queued(j4)
-	if err := g.Ping(ctx); idlegrid.ErrorCode(err) != idlegrid.EUNAVAILABLE || !strings.Contains(err.Error(), "lost") {
-		t.Errorf("Ping once the lock is lost: %v, want unavailable saying so", err)
+	if err := lock.Doubt(); err == nil || !strings.Contains(err.Error(), "lost") {
+		t.Errorf("Doubt once the lock is lost: %v, want it to say so", err)
 	}
 }
 
