@@ -141,7 +141,7 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 	)
 	fs.StringVar(&file, "f", "", "job file, YAML or JSON ('-' for standard input)")
 	fs.StringVar(&from, "from", "", "start from the spec of this earlier job of yours, e.g. to run it again (flags override it)")
-	fs.StringVar(&key, "idempotency-key", "", "submit at most once under this key: the same submission sent again with it shows the job the first made instead of making another (default: a new key each time)")
+	fs.StringVar(&key, "idempotency-key", "", "submit at most once under this key: the same submission sent again with it shows the job the first made instead of making another, while that job is live and for 24 hours after it ends; after that the key makes a new job (default: a new key each time)")
 	sf.define(fs)
 	fs.Var(&sweep, "sweep", "run the job once for each value of an environment variable, NAME=V1,V2,… (repeat it for a grid: one job per combination, at most 1000)")
 	fs.BoolVar(&asJSON, "json", false, "print the job as JSON (with --wait, each change as a line of JSON, as 'job watch --json')")
