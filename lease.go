@@ -111,6 +111,28 @@ type LeaseTransition struct {
 	// requeued by this transition resumes from it.
 	CheckpointRef string
 	At            time.Time
+	// FollowUp, when not nil, is stored in the transition's transaction:
+	// the work that must follow the lease's end, done exactly once even if
+	// the coordinator stops right after the commit (see FollowUp).
+	FollowUp *FollowUp
+}
+
+// FollowUp is work that must follow a commit: written in the commit's own
+// transaction (an outbox), removed once the work is done, and done again
+// by the reaper from the stored row when it is still there at DueAt, say
+// after a crash. The work must therefore be safe to do twice.
+type FollowUp struct {
+	// ID names what it follows up, one follow-up each: "lease:" and the
+	// lease's ID for a lease's end.
+	ID   string
+	Kind string
+	// Body is what the work needs that the store does not keep, as JSON.
+	Body string
+	// Tries counts the reaper's tries that failed; DueAt is when it may
+	// try next (the first time, once the live path has had its chance).
+	Tries     int
+	DueAt     time.Time
+	CreatedAt time.Time
 }
 
 // LeaseEvent records one state change of a lease.

@@ -135,6 +135,17 @@ type Store interface {
 	// by NextJobState.
 	TransitionLease(ctx context.Context, t *LeaseTransition, transfers []*Transfer) error
 
+	// AddFollowUp stores f on its own; ECONFLICT when its ID is pending.
+	// TransitionLease stores a lease's with its end (LeaseTransition.FollowUp).
+	AddFollowUp(ctx context.Context, f *FollowUp) error
+	// DueFollowUps returns at most limit follow-ups due at at, those due
+	// first first (then by ID).
+	DueFollowUps(ctx context.Context, at time.Time, limit int) ([]*FollowUp, error)
+	// DeferFollowUp counts a failed try of follow-up id and makes it due
+	// again at due. DoneFollowUp removes it. Neither minds one that is gone.
+	DeferFollowUp(ctx context.Context, id string, due time.Time) error
+	DoneFollowUp(ctx context.Context, id string) error
+
 	AppendLogs(ctx context.Context, leaseID string, lines []LogLine) error
 	// ListLogs returns the lines f selects, in order.
 	ListLogs(ctx context.Context, f LogFilter) ([]LogLine, error)

@@ -157,6 +157,17 @@ const convictTries = 3
 // same lease changes nothing. Errors are logged, not returned: a detector
 // must not fail the request that revealed the offence.
 func (s *Server) convict(ctx context.Context, o offence) *idlegrid.Dispute {
+	d, err := s.tryConvict(ctx, o)
+	if err != nil {
+		s.log.Error("record offence", "offence", o.kind, "provider", o.providerID, "lease", o.leaseID, "err", err)
+	}
+	return d
+}
+
+// tryConvict is convict that returns its error, for a follow-up that is
+// tried again until it succeeds (followup.go). It returns nil, and no
+// error, when the offence was convicted already.
+func (s *Server) tryConvict(ctx context.Context, o offence) (*idlegrid.Dispute, error) {
 	var d *idlegrid.Dispute
 	var err error
 	for try := 1; ; try++ {
@@ -171,16 +182,12 @@ func (s *Server) convict(ctx context.Context, o offence) *idlegrid.Dispute {
 	if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
 		d, err = s.upholdOpen(ctx, o) // an operator's dispute is open for it, or it was convicted already
 	}
-	if err != nil {
-		s.log.Error("record offence", "offence", o.kind, "provider", o.providerID, "lease", o.leaseID, "err", err)
-		return nil
-	}
-	if d == nil {
-		return nil
+	if err != nil || d == nil {
+		return nil, err
 	}
 	s.log.Warn("offence upheld", "dispute", d.ID, "offence", d.Offence, "provider", d.ProviderID, "node", d.NodeID,
 		"lease", d.LeaseID, "penalty", d.PenaltyMicros.String(), "to", d.PenaltyTo, "evidence", d.Evidence)
-	return d
+	return d, nil
 }
 
 // upholdOpen upholds, with the market's proof, an operator's open
@@ -407,15 +414,17 @@ func (s *Server) fakeHardware(ctx context.Context, c *idlegrid.Challenge, q *idl
 }
 
 // brokenNotice convicts the provider of a lease that was guaranteed notice
-// and was stopped by its node without it: harm is what the renter paid for
-// the work the stop threw away, approximated by the lease's charge.
-func (s *Server) brokenNotice(ctx context.Context, l *idlegrid.Lease, end leaseEnd, charge idlegrid.Micros) {
-	s.convict(ctx, offence{
+// and was stopped by its node without it, ending as to for reason: harm is
+// what the renter paid for the work the stop threw away, approximated by
+// the lease's charge. A second conviction of the lease changes nothing.
+func (s *Server) brokenNotice(ctx context.Context, l *idlegrid.Lease, to idlegrid.LeaseState, reason string, charge idlegrid.Micros) error {
+	_, err := s.tryConvict(ctx, offence{
 		kind: trustpolicy.OffenceBrokenNotice, providerID: l.ProviderID, nodeID: l.NodeID, leaseID: l.ID,
 		renterID: l.RenterID, harm: charge,
 		evidence: fmt.Sprintf("lease %s was guaranteed %ds notice and was stopped by its node without it: %s",
-			l.ID, l.NoticeSeconds, end.reason),
+			l.ID, l.NoticeSeconds, reason),
 		detail: map[string]any{"lease_id": l.ID, "notice_seconds": l.NoticeSeconds, "notice_at": l.NoticeAt,
-			"stop_requested": l.StopRequested, "ended": end.to, "reason": end.reason},
+			"stop_requested": l.StopRequested, "ended": to, "reason": reason},
 	})
+	return err
 }

@@ -57,8 +57,9 @@ func later(a, b time.Time) time.Time {
 const limitGrace = 30 * time.Second
 
 // Reap runs one round of the reaper: it also matures earnings past the
-// payout hold, stops leases before their renter's money runs out, and
-// frees what has expired (expiry.go).
+// payout hold, stops leases before their renter's money runs out, frees
+// what has expired (expiry.go), and does again the follow-ups of commits
+// that were left undone (followup.go).
 func (s *Server) Reap(ctx context.Context) error {
 	beats, err := s.store.OnlineHeartbeats(ctx)
 	if err != nil {
@@ -71,7 +72,8 @@ func (s *Server) Reap(ctx context.Context) error {
 	if err := s.reapLeases(ctx, beats); err != nil {
 		return errors.Join(lost, err)
 	}
-	return errors.Join(lost, s.matureEarnings(ctx), s.checkRunout(ctx), s.measureUptime(ctx, beats), s.sweepExpired(ctx))
+	return errors.Join(lost, s.matureEarnings(ctx), s.checkRunout(ctx), s.measureUptime(ctx, beats), s.sweepExpired(ctx),
+		s.redoFollowUps(ctx))
 }
 
 // reapNodes declares lost the nodes that missed too many heartbeats;

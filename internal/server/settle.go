@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -34,23 +35,22 @@ func (s *Server) endLease(ctx context.Context, l *idlegrid.Lease, end leaseEnd) 
 		LeaseID: l.ID, From: []idlegrid.LeaseState{l.State}, To: to, Reason: reason,
 		Fault: fault, ExitCode: end.exitCode, ChargedMicros: charge, CheckpointRef: end.checkpointRef, At: now,
 	}
+	// The harm of a broken notice is all the work the stop threw away,
+	// charged or not.
+	work := endedWork{GPUSeconds: gpuSeconds, OutputDigest: end.outputDigest, BrokeNotice: end.brokeNotice,
+		Harm: idlegrid.CostOf(l.PriceMicrosPerGPUHour, l.GPUSeconds(now))}
+	if t.FollowUp, err = s.leaseFollowUp(l.ID, work, now); err != nil {
+		return err
+	}
 	if err := s.store.TransitionLease(ctx, t, transfers); err != nil {
 		return err
 	}
-	release() // before afterLeaseEnded, which may end other leases
-	ctx, cancel := followUp(ctx)
-	defer cancel()
-	s.noteLeaseEnded(ctx, l, t, gpuSeconds)
-	ended := *l // as it is now, for verify.go: a provider's fault requeues a re-run
-	ended.State, ended.Fault = to, fault
-	s.noteRun(ctx, &ended, to, end.outputDigest)
-	if end.brokeNotice {
-		// The harm is all the work the stop threw away, charged or not.
-		s.brokenNotice(ctx, l, end, idlegrid.CostOf(l.PriceMicrosPerGPUHour, l.GPUSeconds(now)))
-	}
+	release() // before the follow-ups, which may end other leases
 	s.log.Info("lease ended", "lease", l.ID, "job", l.JobID, "node", l.NodeID, "state", to,
 		"reason", reason, "charged", charge.String())
-	s.afterLeaseEnded(ctx, l, to, fault)
+	ctx, cancel := followUp(ctx)
+	defer cancel()
+	s.followLease(ctx, t.FollowUp, l, t, work)
 	return nil
 }
 
@@ -81,28 +81,32 @@ type leaseEnd struct {
 
 // afterLeaseEnded frees capacity for the scheduler and, when one lease of a
 // multi-node job ends before the job is done, stops the rest of its gang
-// (gangStop says how).
-func (s *Server) afterLeaseEnded(ctx context.Context, l *idlegrid.Lease, to idlegrid.LeaseState, fault idlegrid.Fault) {
+// (gangStop says how). Errors are logged and returned. Doing it again
+// changes nothing: a lease that ended or was asked to stop is left be.
+func (s *Server) afterLeaseEnded(ctx context.Context, l *idlegrid.Lease, to idlegrid.LeaseState, fault idlegrid.Fault) error {
 	s.markLease(l.ID)
 	s.waiters.notify(l.NodeID)
 	s.jobChanged(l.JobID)
 	if to == idlegrid.LeaseSucceeded {
-		return
+		return nil
 	}
 	siblings, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{JobID: l.JobID, States: liveLeaseStates})
 	if err != nil {
 		s.log.Error("list gang leases", "job", l.JobID, "err", err)
-		return
+		return err
 	}
 	why := gangStop(to, fault)
+	var errs []error
 	for _, sib := range siblings {
 		if sib.ID == l.ID || sib.Attempt != l.Attempt {
 			continue // a requeued job's new leases are not this gang
 		}
 		if err := s.stopLease(ctx, sib, why); err != nil {
 			s.log.Error("stop gang lease", "lease", sib.ID, "err", err)
+			errs = append(errs, err)
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // gangStop is why the rest of a gang is stopped when one of its leases

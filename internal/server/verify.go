@@ -22,24 +22,24 @@ import (
 
 // noteRun looks at a lease that ended, for verification: it may start a
 // verification of a verifiable lease that succeeded, and it records the
-// outcome of a re-run or tie-break. Errors are logged: verification must
-// not fail the report that ended the lease.
-func (s *Server) noteRun(ctx context.Context, l *idlegrid.Lease, to idlegrid.LeaseState, digest string) {
-	ctx = context.WithoutCancel(ctx)
+// outcome of a re-run or tie-break. An error is logged and returned, for
+// the follow-up to try again (followup.go); the lease has ended either
+// way. Noting the same end twice changes nothing more than once: a lease
+// is verified once (CreateVerification), and a run's end counts only
+// while its verification awaits that run.
+func (s *Server) noteRun(ctx context.Context, l *idlegrid.Lease, to idlegrid.LeaseState, digest string) error {
 	j, err := s.store.FindJob(ctx, l.JobID)
-	if err != nil {
-		s.log.Error("verification: find job", "job", l.JobID, "err", err)
-		return
-	}
 	switch {
+	case err != nil:
 	case j.VerifiesLeaseID != "":
 		err = s.recordRun(ctx, j, l, to, digest)
 	case j.Verifiable && to == idlegrid.LeaseSucceeded && digest != "":
 		err = s.maybeVerify(ctx, j, l, digest)
 	}
 	if err != nil {
-		s.log.Error("verification", "lease", l.ID, "job", j.ID, "err", err)
+		s.log.Error("verification", "lease", l.ID, "job", l.JobID, "err", err)
 	}
+	return err
 }
 
 // maybeVerify samples a verifiable lease that succeeded and, when drawn,
@@ -64,7 +64,10 @@ func (s *Server) maybeVerify(ctx context.Context, j *idlegrid.Job, l *idlegrid.L
 		Rerun:     idlegrid.Run{JobID: rerun.ID},
 		CreatedAt: now, UpdatedAt: now,
 	}
-	if err := s.store.CreateVerification(ctx, v, rerun); err != nil {
+	err = s.store.CreateVerification(ctx, v, rerun)
+	if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
+		return nil // it is being verified already: its end was noted before
+	} else if err != nil {
 		return err
 	}
 	s.Kick()
@@ -123,7 +126,7 @@ func (s *Server) newRun(j *idlegrid.Job, leaseID string, avoid ...string) *idleg
 // success, a workload failure or a cancellation settles it.
 func (s *Server) recordRun(ctx context.Context, j *idlegrid.Job, l *idlegrid.Lease, to idlegrid.LeaseState, digest string) error {
 	v, err := s.store.FindVerificationByJob(ctx, j.ID)
-	if err != nil || v.State.Terminal() {
+	if err != nil || !awaits(v, j.ID) {
 		return err
 	}
 	from := v.State
@@ -151,6 +154,19 @@ func (s *Server) recordRun(ctx context.Context, j *idlegrid.Job, l *idlegrid.Lea
 	}
 	v.Tiebreak = &run
 	return s.breakTie(ctx, v)
+}
+
+// awaits reports whether v is waiting for the outcome of job jobID: its
+// re-run while it re-runs, its tie-break while it breaks a tie. A re-run
+// whose end was noted already moved v on, so noting it again does nothing.
+func awaits(v *idlegrid.Verification, jobID string) bool {
+	switch v.State {
+	case idlegrid.VerificationRerunning:
+		return v.Rerun.JobID == jobID
+	case idlegrid.VerificationTiebreaking:
+		return v.Tiebreak != nil && v.Tiebreak.JobID == jobID
+	}
+	return false
 }
 
 // compareRerun decides on a re-run: a match settles it; a mismatch queues
@@ -190,11 +206,15 @@ func (s *Server) breakTie(ctx context.Context, v *idlegrid.Verification) error {
 	}
 	// The conviction first, then the verification that names it: a crash
 	// between them leaves the penalty taken and the verification still
-	// deciding, never a conviction that took nothing.
-	d := s.convict(ctx, offence{
+	// deciding, never a conviction that took nothing. The lease's
+	// follow-up decides again, and the second conviction changes nothing.
+	d, err := s.tryConvict(ctx, offence{
 		kind: trustpolicy.OffenceMismatchedResult, providerID: odd.ProviderID, nodeID: odd.NodeID, leaseID: odd.LeaseID,
 		renterID: v.RenterID, harm: l.ChargedMicros, evidence: "verification " + v.ID + ": " + v.Outcome, detail: v,
 	})
+	if err != nil {
+		return err
+	}
 	if d != nil {
 		v.DisputeID = d.ID
 	}

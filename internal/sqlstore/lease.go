@@ -484,6 +484,11 @@ func (db *DB) TransitionLease(ctx context.Context, t *idlegrid.LeaseTransition, 
 	if err := checkTransition(t); err != nil {
 		return err
 	}
+	if f := t.FollowUp; f != nil {
+		if err := checkFollowUp(f); err != nil {
+			return err
+		}
+	}
 	for _, x := range transfers {
 		if x.CreatedAt.IsZero() {
 			x.CreatedAt = t.At
@@ -514,6 +519,11 @@ func (db *DB) TransitionLease(ctx context.Context, t *idlegrid.LeaseTransition, 
 		}
 		if err := postTransfers(ctx, tx, transfers); err != nil {
 			return err
+		}
+		if t.FollowUp != nil {
+			if err := insertFollowUp(ctx, tx, db.dialect, t.FollowUp); err != nil {
+				return err
+			}
 		}
 		return moveJob(ctx, tx, j, l.Attempt, t)
 	})

@@ -95,6 +95,12 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 			tt.test(t, open(t))
 		})
 	}
+	for _, tt := range followUpTests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.test(t, open(t))
+		})
+	}
 	for _, tt := range moneyTests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,242 @@
+package server_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/server"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
+)
+
+// flaky is a store whose calls named in fail fail that many times, as a
+// database that went away, or a coordinator that stopped, between a
+// lease's end and what follows it would leave them undone.
+type flaky struct {
+	idlegrid.Store
+	mu   sync.Mutex
+	fail map[string]int
+}
+
+func (f *flaky) failing(call string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail[call] == 0 {
+		return nil
+	}
+	f.fail[call]--
+	return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "%s: the database went away", call)
+}
+
+// arm has the next n calls named call fail.
+func (f *flaky) arm(call string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail == nil {
+		f.fail = map[string]int{}
+	}
+	f.fail[call] = n
+}
+
+// ListLeases fails only a gang's read (afterLeaseEnded).
+func (f *flaky) ListLeases(ctx context.Context, lf idlegrid.LeaseFilter) ([]*idlegrid.Lease, error) {
+	if lf.JobID == "" {
+		return f.Store.ListLeases(ctx, lf)
+	}
+	if err := f.failing("ListLeases"); err != nil {
+		return nil, err
+	}
+	return f.Store.ListLeases(ctx, lf)
+}
+
+func (f *flaky) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idlegrid.Transfer) error {
+	if err := f.failing("OpenDispute"); err != nil {
+		return err
+	}
+	return f.Store.OpenDispute(ctx, d, penalty)
+}
+
+func (f *flaky) FindVerificationByJob(ctx context.Context, jobID string) (*idlegrid.Verification, error) {
+	if err := f.failing("FindVerificationByJob"); err != nil {
+		return nil, err
+	}
+	return f.Store.FindVerificationByJob(ctx, jobID)
+}
+
+func (f *flaky) DoneFollowUp(ctx context.Context, id string) error {
+	if err := f.failing("DoneFollowUp"); err != nil {
+		return err
+	}
+	return f.Store.DoneFollowUp(ctx, id)
+}
+
+// mustFlakyMarket is a market on a flaky store whose leases wait long to
+// be started, so that a job queued while the reaper's turn comes waits.
+func mustFlakyMarket(t *testing.T, policy *trustpolicy.Policy) (*testMarket, *flaky) {
+	t.Helper()
+	f := &flaky{}
+	m := mustMarketOn(t, policy, func(s idlegrid.Store) idlegrid.Store { f.Store = s; return f },
+		func(c *server.Config) { c.StartTimeout = time.Hour })
+	return m, f
+}
+
+// wantNoFollowUps fails t unless no follow-up is pending.
+func wantNoFollowUps(t *testing.T, m *testMarket) {
+	t.Helper()
+	fs, err := m.store.DueFollowUps(context.Background(), time.Now().Add(24*time.Hour), 10)
+	if err != nil {
+		t.Fatal(err)
+	} else if len(fs) != 0 {
+		t.Errorf("pending follow-ups %+v, want none", fs)
+	}
+}
+
+// reapLater lets the reaper's turn for follow-ups come, the live path's
+// time being up, while nodes, and the market's, keep heartbeating.
+func reapLater(t *testing.T, m *testMarket, nodes ...context.Context) {
+	t.Helper()
+	for range 3 * 60 / 5 {
+		for _, n := range append([]context.Context{m.node, m.rival}, nodes...) {
+			if _, err := m.srv.Heartbeat(n, idlegrid.HeartbeatRequest{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(5 * time.Second)
+	}
+	synctest.Wait()
+	if err := m.srv.Reap(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+}
+
+// TestServer_FollowUps: what follows a lease's end is done once, even
+// when it fails after the end was committed: the reaper does it again.
+func TestServer_FollowUps(t *testing.T) {
+	t.Run("a gang's other lease is stopped", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m, f := mustFlakyMarket(t, goldForAll)
+			j, gang := mustGang(t, m)
+			f.arm("ListLeases", 1)
+			if err := m.srv.ReportLease(m.node, gang[0].lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseFailed,
+				Fault: idlegrid.FaultProvider, Message: "GPU fell off the bus"}); err != nil {
+				t.Fatal(err)
+			}
+			if n := confirmStops(t, m, j.ID); n != 0 {
+				t.Fatalf("%d stops confirmed before the reaper's turn, want none: the gang's read failed", n)
+			}
+			reapLater(t, m)
+			// The reaper stopped it with the gang (and, since no agent
+			// confirmed the stop, ended it).
+			want := "notice: another lease of the job ended: failed"
+			if got := mustFindLease(t, m, gang[1].lease.ID); got.StopRequested != want {
+				t.Errorf("the other lease is %s, asked to stop for %q; want asked to stop for %q", got.State, got.StopRequested, want)
+			}
+			wantNoFollowUps(t, m)
+		})
+	})
+	t.Run("a broken notice is convicted once", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m, f := mustFlakyMarket(t, trustpolicy.Default())
+			mustBond(t, m, 100)
+			spec := testSpec()
+			spec.Tier = idlegrid.TierBronze
+			l, node := mustRunningFor(t, m, spec, 30*time.Minute)
+			f.arm("OpenDispute", 1)
+			if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled, Message: "owner wanted the GPU"}); err != nil {
+				t.Fatal(err)
+			}
+			if ds, _ := m.srv.ListDisputes(m.admin, idlegrid.DisputeFilter{}); len(ds) != 0 {
+				t.Fatalf("disputes %+v before the reaper's turn, want none: the conviction failed", ds)
+			}
+			reapLater(t, m)
+			wantConviction(t, m, "broken_notice", l.NodeID)
+			wantNoFollowUps(t, m)
+			reapLater(t, m)
+			wantConviction(t, m, "broken_notice", l.NodeID)
+			ts, err := m.store.ListTransfers(context.Background(), idlegrid.TransferFilter{
+				AccountID: m.renterID, Kinds: []idlegrid.TransferKind{idlegrid.TransferPenalty}})
+			if err != nil || len(ts) != 1 {
+				t.Errorf("penalty transfers %+v (%v), want one", ts, err)
+			}
+			mustLedgerBalanced(t, m.store)
+		})
+	})
+	t.Run("a re-run's end advances its verification once", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m, f := mustFlakyMarket(t, verifyAll)
+			mustBond(t, m, 100)
+			_, second := mustProviderNode(t, m, "second")
+			_, third := mustProviderNode(t, m, "third")
+			nodes := []context.Context{m.node, m.rival, second, third}
+			spec := testSpec()
+			spec.Verifiable = true
+			j, err := m.srv.SubmitJob(m.renter, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustRunDigest(t, m, nodes, j.ID, "sha256:right")
+			v := mustVerification(t, m)
+			// The re-run's end is noted once, by the reaper.
+			f.arm("FindVerificationByJob", 1)
+			mustRunDigest(t, m, nodes, v.Rerun.JobID, "sha256:wrong")
+			if v = mustVerification(t, m); v.State != idlegrid.VerificationRerunning {
+				t.Fatalf("verification %s before the reaper's turn, want still re-running: its read failed", v.State)
+			}
+			reapLater(t, m, second, third)
+			if v = mustVerification(t, m); v.State != idlegrid.VerificationTiebreaking || v.Tiebreak == nil {
+				t.Fatalf("verification %+v, want a tie-break", v)
+			}
+			wantNoFollowUps(t, m)
+			// Now the tie-break's end is noted, but its follow-up is not
+			// removed: the reaper notes it again, which changes nothing.
+			f.arm("DoneFollowUp", 1)
+			mustRunDigest(t, m, nodes, v.Tiebreak.JobID, "sha256:right")
+			reapLater(t, m, second, third)
+			if v = mustVerification(t, m); v.State != idlegrid.VerificationConvicted || v.DisputeID == "" {
+				t.Fatalf("verification %+v, want the re-run's provider convicted", v)
+			}
+			wantNoFollowUps(t, m)
+			ds, err := m.srv.ListDisputes(m.admin, idlegrid.DisputeFilter{})
+			if err != nil || len(ds) != 1 || ds[0].ID != v.DisputeID {
+				t.Errorf("disputes %+v (%v), want the one conviction %s", ds, err, v.DisputeID)
+			}
+			mustLedgerBalanced(t, m.store)
+		})
+	})
+	t.Run("a re-run's end noted twice starts one tie-break", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m, f := mustFlakyMarket(t, verifyAll)
+			mustBond(t, m, 100)
+			_, second := mustProviderNode(t, m, "second")
+			_, third := mustProviderNode(t, m, "third")
+			nodes := []context.Context{m.node, m.rival, second, third}
+			spec := testSpec()
+			spec.Verifiable = true
+			j, err := m.srv.SubmitJob(m.renter, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustRunDigest(t, m, nodes, j.ID, "sha256:right")
+			v := mustVerification(t, m)
+			f.arm("DoneFollowUp", 1)
+			mustRunDigest(t, m, nodes, v.Rerun.JobID, "sha256:wrong")
+			v = mustVerification(t, m)
+			if v.State != idlegrid.VerificationTiebreaking || v.Tiebreak == nil {
+				t.Fatalf("verification %+v, want a tie-break", v)
+			}
+			reapLater(t, m, second, third)
+			got := mustVerification(t, m)
+			if got.State != idlegrid.VerificationTiebreaking || got.Tiebreak == nil || got.Tiebreak.JobID != v.Tiebreak.JobID {
+				t.Errorf("verification %+v after the re-run's end was noted again, want still breaking the tie with %s", got, v.Tiebreak.JobID)
+			}
+			if ds, _ := m.srv.ListDisputes(m.admin, idlegrid.DisputeFilter{}); len(ds) != 0 {
+				t.Errorf("disputes %+v, want none before the tie-break runs", ds)
+			}
+			wantNoFollowUps(t, m)
+		})
+	})
+}

@@ -1,0 +1,99 @@
+package sqlstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/sqlstore"
+)
+
+// followUpTests are the contract tests of the follow-up outbox.
+var followUpTests = []struct {
+	name string
+	test func(t *testing.T, db *sqlstore.DB)
+}{
+	{"FollowUps", testFollowUps},
+	{"FollowUps_WithLeaseEnd", testFollowUpsWithLeaseEnd},
+}
+
+func followUp(id string, due time.Duration) *idlegrid.FollowUp {
+	return &idlegrid.FollowUp{ID: id, Kind: "lease_ended", Body: `{"gpu_seconds":60}`, DueAt: at(due), CreatedAt: t0}
+}
+
+// wantDue fails t unless the follow-ups due at when are want, in order.
+func wantDue(t *testing.T, db *sqlstore.DB, when time.Time, limit int, want ...*idlegrid.FollowUp) {
+	t.Helper()
+	got, err := db.DueFollowUps(context.Background(), when, limit)
+	mustOK(t, err)
+	if want == nil {
+		want = []*idlegrid.FollowUp{}
+	}
+	if got == nil {
+		got = []*idlegrid.FollowUp{}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("DueFollowUps(%v, %d) (-want +got):\n%s", when, limit, diff)
+	}
+}
+
+// testFollowUps: follow-ups come due in order of due time, a limited batch
+// at a time; a deferred one counts its try and waits; a done one is gone;
+// neither minds one that is gone; an ID is pending once.
+func testFollowUps(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	a, b, c := followUp("lease:a", 2*time.Minute), followUp("lease:b", time.Minute), followUp("lease:c", time.Hour)
+	for _, f := range []*idlegrid.FollowUp{a, b, c} {
+		mustOK(t, db.AddFollowUp(ctx, f))
+	}
+	wantCode(t, db.AddFollowUp(ctx, followUp("lease:a", time.Minute)), idlegrid.ECONFLICT)
+	wantCode(t, db.AddFollowUp(ctx, &idlegrid.FollowUp{ID: "lease:d", Kind: "lease_ended"}), idlegrid.EINVALID)
+	_, err := db.DueFollowUps(ctx, t0, 0)
+	wantCode(t, err, idlegrid.EINVALID)
+
+	wantDue(t, db, at(time.Minute-time.Second), 10)
+	wantDue(t, db, at(10*time.Minute), 10, b, a)
+	wantDue(t, db, at(10*time.Minute), 1, b)
+
+	mustOK(t, db.DeferFollowUp(ctx, b.ID, at(20*time.Minute)))
+	deferred := *b
+	deferred.Tries, deferred.DueAt = 1, at(20*time.Minute)
+	wantDue(t, db, at(10*time.Minute), 10, a)
+	wantDue(t, db, at(20*time.Minute), 10, a, &deferred)
+
+	mustOK(t, db.DoneFollowUp(ctx, a.ID))
+	mustOK(t, db.DoneFollowUp(ctx, a.ID))
+	mustOK(t, db.DeferFollowUp(ctx, a.ID, at(time.Hour)))
+	wantDue(t, db, at(2*time.Hour), 10, &deferred, c)
+	mustOK(t, db.AddFollowUp(ctx, followUp("lease:a", 3*time.Hour))) // pending no more
+}
+
+// testFollowUpsWithLeaseEnd: a lease's end stores its follow-up in the
+// same transaction: with it when it commits, not at all when it does not.
+func testFollowUpsWithLeaseEnd(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r, p := mustAccount(t, db, idlegrid.RoleRenter), mustAccount(t, db, idlegrid.RoleProvider)
+	n := mustNode(t, db, p.ID, 2)
+	mustTopUp(t, db, r.ID, 10*idlegrid.MicrosPerUnit)
+	j := mustJob(t, db, r.ID, 1, 1)
+	l := lease(j, n, 0)
+	mustPlace(t, db, placement(j, 0, l))
+	start(t, db, l)
+
+	f := followUp("lease:"+l.ID, 35*time.Minute)
+	end := &idlegrid.LeaseTransition{LeaseID: l.ID, From: []idlegrid.LeaseState{idlegrid.LeaseAssigned},
+		To: idlegrid.LeaseCancelled, Reason: "cancelled", At: at(33 * time.Minute), FollowUp: f}
+	wantCode(t, db.TransitionLease(ctx, end, nil), idlegrid.ECONFLICT) // it is running, not assigned
+	wantDue(t, db, at(time.Hour), 10)
+
+	end.From = []idlegrid.LeaseState{idlegrid.LeaseRunning}
+	mustTransition(t, db, end)
+	wantDue(t, db, at(time.Hour), 10, f)
+
+	bad := *end
+	bad.FollowUp = &idlegrid.FollowUp{ID: "lease:x"}
+	wantCode(t, db.TransitionLease(ctx, &bad, nil), idlegrid.EINVALID)
+}
