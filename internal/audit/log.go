@@ -3,12 +3,10 @@ package audit
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/idlegrid/idlegrid"
@@ -61,25 +59,23 @@ func (l *Log) SignedHead(ctx context.Context) (SignedTreeHead, error) {
 	return SignTreeHead(l.key, TreeHead{Size: size, RootHash: root, Timestamp: l.clock.Now()}), nil
 }
 
-// LoadOrCreateKey reads the log's private key at path, creating it (mode
-// 0600, and its directory) when it does not exist yet. The file holds the
-// base64 ed25519 seed, as node keys do (see internal/nodekey).
+// LoadOrCreateKey reads the log's private key at path, creating it when it
+// does not exist yet: as a node key is (nodekey.Create), mode 0600, on disk
+// before the log signs with it, and never over a key another process made
+// meanwhile, which is then read. The file holds the base64 ed25519 seed.
 func LoadOrCreateKey(path string) (ed25519.PrivateKey, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		_, priv, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			return nil, err
+		priv, cerr := nodekey.Create(path)
+		if !errors.Is(cerr, os.ErrExist) {
+			if cerr != nil {
+				return nil, fmt.Errorf("write log key: %w", cerr)
+			}
+			return priv, nil
 		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, fmt.Errorf("create log key directory: %w", err)
-		}
-		enc := base64.StdEncoding.EncodeToString(priv.Seed()) + "\n"
-		if err := os.WriteFile(path, []byte(enc), 0o600); err != nil {
-			return nil, fmt.Errorf("write log key: %w", err)
-		}
-		return priv, nil
-	} else if err != nil {
+		data, err = os.ReadFile(path) // made meanwhile by another server: that is the key
+	}
+	if err != nil {
 		return nil, fmt.Errorf("read log key: %w", err)
 	}
 	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))

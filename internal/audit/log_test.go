@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -148,5 +149,35 @@ func TestLoadOrCreateKey(t *testing.T) {
 	}
 	if _, err := LoadOrCreateKey(path); err == nil {
 		t.Error("loaded a corrupt key")
+	}
+}
+
+// TestLoadOrCreateKey_race: servers that start at once on one new key
+// path each sign with the key on disk, never one that lost the race.
+func TestLoadOrCreateKey_race(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log.key")
+	keys := make([]ed25519.PrivateKey, 8)
+	errs := make([]error, len(keys))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range keys {
+		wg.Go(func() {
+			<-start
+			keys[i], errs[i] = LoadOrCreateKey(path)
+		})
+	}
+	close(start)
+	wg.Wait()
+	onDisk, err := LoadOrCreateKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		if errs[i] != nil || !onDisk.Equal(k) {
+			t.Errorf("start %d: %v; want the key on disk", i, errs[i])
+		}
+	}
+	if entries, err := os.ReadDir(filepath.Dir(path)); err != nil || len(entries) != 1 {
+		t.Errorf("key directory holds %v (%v), want the key file alone", entries, err)
 	}
 }

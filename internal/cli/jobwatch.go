@@ -147,11 +147,15 @@ func (c *jobCommand) follow(ctx context.Context, cl *client.Client, jobID string
 	if w.tty {
 		ask.wait = o.every
 	}
-	var deadline <-chan time.Time
+	// deadline is closed when --timeout passes: every wait after that
+	// sees it, where a timer's one value would be taken by one (a watch's
+	// helper, say, just as its watch was answered) and missed by the rest.
+	var deadline <-chan struct{}
 	if o.timeout > 0 {
-		t := time.NewTimer(o.timeout)
+		passed := make(chan struct{})
+		t := time.AfterFunc(o.timeout, func() { close(passed) })
 		defer t.Stop()
-		deadline = t.C
+		deadline = passed
 	}
 	for {
 		v, err := ask.next(ctx, deadline)
@@ -210,25 +214,24 @@ type jobAsker struct {
 }
 
 // next returns the job's view, once it changed or after a.wait. The
-// deadline, when it passes first, ends the wait with errWatchTimedOut.
-func (a *jobAsker) next(ctx context.Context, deadline <-chan time.Time) (*jobView, error) {
+// deadline, closed when it passes, ends the wait with errWatchTimedOut,
+// and so does one that passed before.
+func (a *jobAsker) next(ctx context.Context, deadline <-chan struct{}) (*jobView, error) {
 	if !a.watch {
 		return fetchJobView(ctx, a.cl, a.jobID, a.now, a.nodes)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	timedOut := make(chan struct{})
 	go func() { // owned by next: ends when the deadline passes or next returns
 		select {
 		case <-deadline:
-			close(timedOut)
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	jv, version, err := a.cl.WatchJob(ctx, a.jobID, a.version, a.wait)
 	select {
-	case <-timedOut:
+	case <-deadline:
 		return nil, errWatchTimedOut
 	default:
 	}

@@ -11,7 +11,9 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -93,6 +95,7 @@ database stays unreachable for --market-lock-grace.`,
 	fs.IntVar(&cfg.accountBurst, "api-account-burst", defaultAccountBurst, "how many requests an account may send at once before --api-account-rps paces it; 0: a second's worth")
 	fs.Float64Var(&cfg.authFailuresPerMinute, "auth-failures-per-minute", httpapi.DefaultAuthFailuresPerMinute, "failed authentications (401s) an address may make a minute once --auth-failure-burst is spent; past them it gets 429 on every request until one refills; 0: no limit")
 	fs.IntVar(&cfg.authFailureBurst, "auth-failure-burst", httpapi.DefaultAuthFailureBurst, "failed authentications an address may make at once before --auth-failures-per-minute paces it")
+	fs.Var(&cfg.trustedProxies, "trusted-proxy", "a reverse proxy's address or CIDR block (repeat, or separate with commas) whose X-Forwarded-For names the client that failed authentications count against; loopback is always trusted")
 	fs.DurationVar(&cfg.shutdownGrace, "shutdown-grace", defaultShutdownGrace, "on SIGTERM or Ctrl-C, how long requests in flight (inference streams among them) may take to finish before they are cut; 0: cut them at once")
 	fs.DurationVar(&cfg.lockGrace, "market-lock-grace", sqlstore.DefaultMarketLockGrace, "PostgreSQL: how long the market lock may stay in doubt, the database unreachable or stalled, before the server stops; placing waits meanwhile, and a lock another server has taken stops it at once")
 	cfg.firstByte = firstByteFlags(fs)
@@ -230,6 +233,7 @@ type serveConfig struct {
 	// authentications (httpapi.Options); 0, 0: the API's defaults.
 	authFailuresPerMinute float64
 	authFailureBurst      int
+	trustedProxies        prefixList    // beside loopback
 	shutdownGrace         time.Duration // how long stop lets requests in flight finish; 0: defaultShutdownGrace; negative: none
 	// graceTimer starts the shutdown's grace; nil: time.After. Tests end
 	// it by hand.
@@ -346,7 +350,8 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	}
 	api := httpapi.New(srv, httpapi.Options{Logger: cfg.logger, Sessions: rs.sessions, Gateway: rs.gateway, Metrics: metrics,
 		AccountRequestsPerSecond: cfg.accountRPS, AccountBurst: cfg.accountBurst,
-		AuthFailuresPerMinute: authFailureRate(cfg.authFailuresPerMinute, cfg.authFailureBurst), AuthFailureBurst: cfg.authFailureBurst})
+		AuthFailuresPerMinute: authFailureRate(cfg.authFailuresPerMinute, cfg.authFailureBurst), AuthFailureBurst: cfg.authFailureBurst,
+		TrustedProxies: cfg.trustedProxies})
 	var h http.Handler = web.Handler(api)
 	if cfg.wrap != nil {
 		h = cfg.wrap(h)
@@ -479,12 +484,15 @@ func bootstrapAdmin(ctx context.Context, store idlegrid.Store, srv *server.Serve
 			return "", err // an admin has a key: nothing to do
 		}
 	}
-	// Open the file first, so a key is never created that cannot be kept.
+	// Make the file first (a temporary one beside keyFile, which keepKey
+	// renames), so a key is never created that cannot be kept, and no
+	// empty key file is left if none is.
 	var f *os.File
 	if keyFile != "" {
-		if f, err = os.OpenFile(keyFile, os.O_WRONLY|os.O_CREATE, 0o600); err != nil {
-			return "", withHint(err, "--bootstrap-admin-key-file must be a writable path")
+		if f, err = os.CreateTemp(filepath.Dir(keyFile), "."+filepath.Base(keyFile)+".*"); err != nil {
+			return "", withHint(err, "--bootstrap-admin-key-file must be a writable path, in a directory the server can write")
 		}
+		defer os.Remove(f.Name()) // on failure; fails harmlessly after the rename
 		defer f.Close()
 	}
 	a, key, secret, err := adminKey(ctx, srv, keyless, log)
@@ -497,7 +505,7 @@ func bootstrapAdmin(ctx context.Context, store idlegrid.Store, srv *server.Serve
 		}
 		return secret, nil
 	}
-	if err := keepKey(f, secret); err != nil {
+	if err := keepKey(f, keyFile, secret); err != nil {
 		// Revoked, the key leaves the admin keyless: the next start makes one.
 		return "", errors.Join(err, store.RevokeAPIKey(context.WithoutCancel(ctx), a.ID, key.ID, srv.Now()))
 	}
@@ -520,18 +528,19 @@ func adminKey(ctx context.Context, srv *server.Server, keyless *idlegrid.Account
 	return keyless, key, secret, err
 }
 
-// keepKey writes the admin's key to f, alone, private to its owner.
-func keepKey(f *os.File, secret string) error {
+// keepKey writes the admin's key, alone and private to its owner, to f,
+// a new file beside path, and puts it in place of what path held
+// (replaceFile), on disk before the server goes on: the store has the key
+// by then, and an empty file after a power cut would leave nobody able to
+// act as the admin, since the next start finds one with a key.
+func keepKey(f *os.File, path, secret string) error {
 	if err := f.Chmod(0o600); err != nil {
-		return err
-	}
-	if err := f.Truncate(0); err != nil {
 		return err
 	}
 	if _, err := f.WriteString(secret + "\n"); err != nil {
 		return err
 	}
-	return f.Close()
+	return replaceFile(f, path)
 }
 
 // serverFee is --fee-bps as server.Config reads it, where zero takes the
@@ -550,6 +559,34 @@ func newMetricsRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
+}
+
+// prefixList is a flag of addresses and CIDR blocks, repeated or
+// separated by commas.
+type prefixList []netip.Prefix
+
+func (l *prefixList) String() string {
+	s := make([]string, len(*l))
+	for i, p := range *l {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *prefixList) Set(v string) error {
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			a, aerr := netip.ParseAddr(part)
+			if aerr != nil {
+				return fmt.Errorf("%q is not an IP address or CIDR block (e.g. 10.0.0.5 or 10.0.0.0/8)", part)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		*l = append(*l, p.Masked())
+	}
+	return nil
 }
 
 // authFailureRate is --auth-failures-per-minute as httpapi.Options takes

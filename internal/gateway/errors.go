@@ -32,9 +32,9 @@ var errorTypes = map[string]string{
 // honour.
 func retryAfter(err error, d time.Duration) error { return idlegrid.WithRetryAfter(err, d) }
 
-// errorBody is err in OpenAI's format. Internal errors say no more than
+// ErrorBody is err in OpenAI's format. Internal errors say no more than
 // "internal error".
-func errorBody(err error) openai.ErrorBody {
+func ErrorBody(err error) openai.ErrorBody {
 	code := idlegrid.ErrorCode(err)
 	d := openai.ErrorDetail{Message: idlegrid.ErrorMessage(err), Type: errorTypes[code], Code: &code}
 	var e *idlegrid.Error
@@ -73,7 +73,7 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if ra := idlegrid.RetryAfterSeconds(err); ra != "" {
 		w.Header().Set("Retry-After", ra)
 	}
-	writeJSON(w, g.cfg.StatusCode(idlegrid.ErrorCode(err)), errorBody(err))
+	writeJSON(w, g.cfg.StatusCode(idlegrid.ErrorCode(err)), ErrorBody(err))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -298,7 +298,7 @@ func (g *Gateway) openJournal() (*journal, error) {
 	if len(files) == 0 {
 		return j, nil
 	}
-	if err := replay(context.Background(), g.cfg.Store, left, g.metrics, g.log); err != nil {
+	if err := replay(context.Background(), g.cfg.Store, left, g.metrics, g.log, g.capToBalance); err != nil {
 		g.log.Error("gateway: could not write the charges left in the meter journal; its files stay for the next start to write",
 			"files", files, "err", err)
 		return j, nil

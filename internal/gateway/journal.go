@@ -311,13 +311,19 @@ func (j *journal) close() {
 }
 
 // replay writes the charges a crash left in the journal to the store, in
-// batches as the meter does. A charge the store refuses for good (the
-// renter's money ran out) is logged and dropped; any other failure stops
-// the replay, and the caller keeps the files.
-func replay(ctx context.Context, s idlegrid.InferenceStore, cs []idlegrid.InferenceCharge, ms *metrics, log *slog.Logger) error {
+// batches as the meter does (recordCharges, which gives up on a store that
+// hangs). A charge more than its renter has is charged what the renter has
+// (capped; chargeWhatIsLeft), as the meter would have; one the store
+// refuses for good (nothing is left) is logged and dropped; a store fault
+// stops the replay, and the caller keeps the files.
+func replay(ctx context.Context, s idlegrid.InferenceStore, cs []idlegrid.InferenceCharge, ms *metrics, log *slog.Logger,
+	capped func(idlegrid.InferenceCharge) (idlegrid.InferenceCharge, bool)) error {
 	refused := 0
 	for batch := range slices.Chunk(cs, meterBatch) {
-		for i, err := range s.RecordInference(ctx, batch) {
+		for i, err := range recordCharges(ctx, s, batch) {
+			if idlegrid.ErrorCode(err) == idlegrid.EPAYMENT {
+				_, err = chargeWhatIsLeft(ctx, s, capped, batch[i], err, ms, log)
+			}
 			switch {
 			case err == nil:
 			case storeFault(err):

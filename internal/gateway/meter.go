@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,14 @@ const meterLinger = 10 * time.Millisecond
 // stay on the safe side; at most meterQueue of them wait, and close tries
 // them once more.
 const meterRetry = time.Second
+
+// meterWriteTimeout is how long one write of charges to the store may
+// take before the meter gives up on it as a store fault (storeFault), to
+// try again as it would a store it cannot reach: a store that hangs (a
+// PostgreSQL connection gone quiet) must not hold the meter, and with it
+// the requests waiting to queue their charges and the server's shutdown,
+// for ever.
+const meterWriteTimeout = 30 * time.Second
 
 // meterQueue is how many charges may wait to be written before requests
 // wait for the meter: it bounds the memory, and the money at risk, when the
@@ -84,7 +93,7 @@ func (m *meter) add(c idlegrid.InferenceCharge, res *reservation) {
 		return
 	}
 	m.mu.RUnlock()
-	m.write([]meterItem{it}, true)
+	m.write([]meterItem{it}, true, false)
 }
 
 func (m *meter) run() {
@@ -107,7 +116,10 @@ func (m *meter) run() {
 				m.retries.Store(0)
 				return
 			}
-			m.write(m.gather(append(batch[:0], it), linger), false)
+			// While the store is failing, new charges wait with those
+			// that failed rather than each wait for a store that may
+			// hang (meterWriteTimeout).
+			m.write(m.gather(append(batch[:0], it), linger), false, len(m.failed) > 0)
 		case <-again:
 			armed = false
 			m.retryFailed(false)
@@ -121,10 +133,13 @@ func (m *meter) run() {
 
 // retryFailed writes the charges that failed again, a batch at a time,
 // until a batch fails again (the rest then waits with it for the next
-// try) or none is left; final, every batch once.
+// try) or none is left; final, until a batch fails again, and the rest
+// are given up untried, kept in the journal for the next start: a close
+// waits for one write to a failing store, not for one a batch.
 func (m *meter) retryFailed(final bool) {
 	failed := m.failed
 	m.failed = nil
+	down := false // final: the store failed a batch
 	for len(failed) > 0 {
 		if len(m.failed) > 0 { // the store still fails
 			m.failed = append(m.failed, failed...)
@@ -132,7 +147,9 @@ func (m *meter) retryFailed(final bool) {
 			return
 		}
 		n := min(len(failed), meterBatch)
-		m.write(failed[:n], final)
+		if m.write(failed[:n], final, down) && final {
+			down = true
+		}
 		failed = failed[n:]
 	}
 }
@@ -162,10 +179,16 @@ func (m *meter) gather(batch []meterItem, linger *time.Timer) []meterItem {
 	return batch
 }
 
+// errStoreFailing is the answer a charge gets without the store being
+// asked, since it failed those before it: a store fault.
+var errStoreFailing = idlegrid.Errorf(idlegrid.EUNAVAILABLE, "not tried: the store failed the charges before it")
+
 // write stores a batch of charges, then releases their reservations and
-// closes the barriers among them. A charge the store could not take for a
-// reason of its own waits in failed to be written again, unless final.
-func (m *meter) write(batch []meterItem, final bool) {
+// closes the barriers among them; held, it does not ask the store, whose
+// answer to each is then errStoreFailing. A charge the store could not
+// take for a reason of its own waits in failed to be written again, unless
+// final. It reports whether there was such a charge.
+func (m *meter) write(batch []meterItem, final, held bool) (faulted bool) {
 	cs := make([]idlegrid.InferenceCharge, 0, len(batch))
 	idx := make([]int, 0, len(batch))
 	for i, it := range batch {
@@ -174,15 +197,22 @@ func (m *meter) write(batch []meterItem, final bool) {
 			idx = append(idx, i)
 		}
 	}
-	var errs []error
-	if len(cs) > 0 {
+	errs := make([]error, len(cs))
+	switch {
+	case len(cs) == 0:
+	case held:
+		for j := range errs {
+			errs[j] = errStoreFailing
+		}
+	default:
 		start := time.Now()
-		errs = m.store.RecordInference(context.Background(), cs)
+		errs = recordCharges(context.Background(), m.store, cs)
 		m.metrics.meterWrites.Observe(time.Since(start).Seconds())
 	}
 	failing := len(m.failed) > 0 // logged already
 	for j, i := range idx {
 		it, err := batch[i], errs[j]
+		faulted = faulted || storeFault(err)
 		if storeFault(err) && !final && len(m.failed) < meterQueue {
 			if !failing {
 				failing = true
@@ -193,7 +223,7 @@ func (m *meter) write(batch []meterItem, final bool) {
 			continue
 		}
 		if idlegrid.ErrorCode(err) == idlegrid.EPAYMENT {
-			it, err = m.chargeWhatIsLeft(it, err)
+			it.charge, err = chargeWhatIsLeft(context.Background(), m.store, m.capped, it.charge, err, m.metrics, m.log)
 		}
 		m.settle(it, err)
 	}
@@ -205,29 +235,39 @@ func (m *meter) write(batch []meterItem, final bool) {
 			close(it.barrier)
 		}
 	}
+	return faulted
 }
 
-// chargeWhatIsLeft writes a charge the store refused (refused) as more
-// than its renter has, for what the renter has now: a request's usage may
-// come to more than its reservation (docs/gateway.md), and the provider
-// served it all. It returns the charge as written, and why it could not
-// be when it could not.
-func (m *meter) chargeWhatIsLeft(it meterItem, refused error) (meterItem, error) {
-	if m.capped == nil {
-		return it, refused
+// recordCharges writes charges to the store, giving up after
+// meterWriteTimeout.
+func recordCharges(ctx context.Context, s idlegrid.InferenceStore, cs []idlegrid.InferenceCharge) []error {
+	ctx, cancel := context.WithTimeout(ctx, meterWriteTimeout)
+	defer cancel()
+	return s.RecordInference(ctx, cs)
+}
+
+// chargeWhatIsLeft writes c, a charge the store refused (refused) as more
+// than its renter has, for what the renter has now (capped, nil: never):
+// a request's usage may come to more than its reservation
+// (docs/gateway.md), and the provider served it all. The meter and the
+// journal's replay both charge so. It returns the charge as written, or
+// c and why it could not be.
+func chargeWhatIsLeft(ctx context.Context, s idlegrid.InferenceStore, capped func(idlegrid.InferenceCharge) (idlegrid.InferenceCharge, bool),
+	c idlegrid.InferenceCharge, refused error, ms *metrics, log *slog.Logger) (idlegrid.InferenceCharge, error) {
+	if capped == nil {
+		return c, refused
 	}
-	c, ok := m.capped(it.charge)
+	left, ok := capped(c)
 	if !ok {
-		return it, refused
+		return c, refused
 	}
-	if err := m.store.RecordInference(context.Background(), []idlegrid.InferenceCharge{c})[0]; err != nil {
-		return it, err
+	if err := recordCharges(ctx, s, []idlegrid.InferenceCharge{left})[0]; err != nil {
+		return c, err
 	}
-	m.log.Warn("gateway: an inference charge was more than its renter had; charged what was left", "request", c.Usage.ID,
-		"renter", c.Usage.RenterID, "charge", it.charge.Usage.ChargeMicros, "charged", c.Usage.ChargeMicros)
-	m.metrics.chargeCapped(capBalance)
-	it.charge = c
-	return it, nil
+	log.Warn("gateway: an inference charge was more than its renter had; charged what was left", "request", left.Usage.ID,
+		"renter", left.Usage.RenterID, "charge", c.Usage.ChargeMicros, "charged", left.Usage.ChargeMicros)
+	ms.chargeCapped(capBalance)
+	return left, nil
 }
 
 // capToBalance is c for no more than its renter has available now, with
@@ -267,11 +307,12 @@ func (m *meter) settle(it meterItem, err error) {
 }
 
 // storeFault reports whether the store failed a charge for a reason of
-// its own (it could not be reached, or was too busy), which trying again
-// may put right, rather than refused it.
+// its own (it could not be reached, was too busy, or did not answer within
+// meterWriteTimeout), which trying again may put right, rather than
+// refused it.
 func storeFault(err error) bool {
 	code := idlegrid.ErrorCode(err)
-	return err != nil && (code == idlegrid.EINTERNAL || code == idlegrid.EUNAVAILABLE)
+	return err != nil && (code == idlegrid.EINTERNAL || code == idlegrid.EUNAVAILABLE || errors.Is(err, context.DeadlineExceeded))
 }
 
 // sync waits until every charge queued before it is written, or waits to

@@ -137,7 +137,7 @@ func (x *exchange) streamError(w http.ResponseWriter, rc *http.ResponseControlle
 	if errors.Is(err, errStalled) {
 		msg = "the provider's stream stalled for over " + x.g.cfg.StallTimeout.String()
 	}
-	b, _ := json.Marshal(errorBody(idlegrid.Errorf(idlegrid.EUNAVAILABLE, "%s", msg)))
+	b, _ := json.Marshal(ErrorBody(idlegrid.Errorf(idlegrid.EUNAVAILABLE, "%s", msg)))
 	w.Write([]byte("data: "))
 	w.Write(b)
 	w.Write([]byte("\n\n"))

@@ -37,6 +37,9 @@ func TestAPI_authFailuresSlowed(t *testing.T) {
 	if msg := over.Err(t).Message; !strings.Contains(msg, "127.0.0.1") || !strings.Contains(msg, "valid API key") {
 		t.Errorf("message %q should name the address and say what to do", msg)
 	}
+	if a := mustDo(t, request(t, http.MethodGet, f.URL+"/v1/healthz", "", "")); a.Status != http.StatusOK {
+		t.Errorf("a health check from the address: %d, want 200: it carries no key", a.Status)
+	}
 	if a := mustDo(t, request(t, http.MethodPost, f.URL+"/v1/chat/completions", f.AdminSecret, "{}")); a.Status != http.StatusTooManyRequests ||
 		!strings.Contains(string(a.Body), `"type":"rate_limit_error"`) || a.Header.Get("Retry-After") != "10" {
 		t.Errorf("the gateway's path: %d %s, want 429 in OpenAI's format, with Retry-After", a.Status, a.Body)

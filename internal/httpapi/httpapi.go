@@ -14,6 +14,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,6 +69,10 @@ type Options struct {
 	// Defaults 6 and 30; a negative rate: no limit.
 	AuthFailuresPerMinute float64
 	AuthFailureBurst      int
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client whose failed authentications count (authguard.go), beside
+	// loopback, which is always trusted.
+	TrustedProxies []netip.Prefix
 }
 
 func (o Options) withDefaults() Options {
@@ -115,7 +120,7 @@ func New(srv *server.Server, opts Options) http.Handler {
 	opts = opts.withDefaults()
 	a := &api{srv: srv, opts: opts, log: opts.Logger, mux: http.NewServeMux(), http: newHTTPMetrics(opts.Metrics),
 		limits: newAccountLimits(opts.AccountRequestsPerSecond, opts.AccountBurst), seen: newReplays(),
-		guard: newAuthGuard(opts.AuthFailuresPerMinute, opts.AuthFailureBurst)}
+		guard: newAuthGuard(opts.AuthFailuresPerMinute, opts.AuthFailureBurst, opts.TrustedProxies)}
 	a.routes()
 	return a.mux
 }

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -53,24 +54,22 @@ const UnknownWords = "unknown node"
 // did not sign: the server knows the node by another key.
 const BadSignatureWords = "bad node signature"
 
-// LoadOrCreate reads the private key at path, creating it (mode 0600, and
-// its directory) when it does not exist yet.
+// LoadOrCreate reads the private key at path, creating it (Create) when
+// it does not exist yet. Two processes that start on one new path get the
+// same key: the one that loses the race reads the other's.
 func LoadOrCreate(path string) (ed25519.PrivateKey, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		_, priv, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			return nil, err
+		priv, cerr := Create(path)
+		if !errors.Is(cerr, os.ErrExist) {
+			if cerr != nil {
+				return nil, fmt.Errorf("write node key: %w", cerr)
+			}
+			return priv, nil
 		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, fmt.Errorf("create key directory: %w", err)
-		}
-		enc := base64.StdEncoding.EncodeToString(priv.Seed()) + "\n"
-		if err := os.WriteFile(path, []byte(enc), 0o600); err != nil {
-			return nil, fmt.Errorf("write node key: %w", err)
-		}
-		return priv, nil
-	} else if err != nil {
+		data, err = os.ReadFile(path) // made meanwhile by another process: that is the key
+	}
+	if err != nil {
 		return nil, fmt.Errorf("read node key: %w", err)
 	}
 	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
@@ -78,6 +77,80 @@ func LoadOrCreate(path string) (ed25519.PrivateKey, error) {
 		return nil, fmt.Errorf("node key %s is corrupt; move it away to create a new identity", path)
 	}
 	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+// Create makes a new private key and writes its base64 seed to path, mode
+// 0600, creating the directory (0700). It never replaces a file there: it
+// returns an error that is os.ErrExist instead. The key is on disk when
+// Create returns, since its public half goes to a server that then knows
+// the node, or the log's users, by it: the seed is written to a temporary
+// file and synced, the file is linked to path (a link, unlike a rename,
+// fails rather than replace a key made meanwhile) and the directory is
+// synced. A power cut leaves the whole key at path, or no file; never an
+// empty one, which would keep the agent or server from starting.
+func Create(path string) (ed25519.PrivateKey, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create key directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*") // mode 0600
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name()) // on failure; fails harmlessly after the link
+	_, err = tmp.WriteString(base64.StdEncoding.EncodeToString(priv.Seed()) + "\n")
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := linkNew(tmp.Name(), path); err != nil {
+		return nil, err
+	}
+	os.Remove(tmp.Name()) // before the sync, so that no second name outlives a power cut
+	return priv, syncDir(dir)
+}
+
+// linkNew gives the file at tmp the name path too, unless a file has it:
+// a hard link, or where the file system has none (some network shares) a
+// rename after a look, which a key made between the two would lose to.
+func linkNew(tmp, path string) error {
+	err := os.Link(tmp, path)
+	if err == nil || errors.Is(err, os.ErrExist) {
+		return err
+	}
+	if _, serr := os.Lstat(path); serr == nil {
+		return fmt.Errorf("%s: %w", path, os.ErrExist)
+	}
+	if rerr := os.Rename(tmp, path); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	return nil
+}
+
+// syncDir flushes a directory's entries to disk. Windows cannot sync a
+// directory, and commits a rename or link with the file.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // PublicString encodes a public key for the wire.

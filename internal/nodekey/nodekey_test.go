@@ -2,9 +2,11 @@ package nodekey_test
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +37,63 @@ func TestLoadOrCreate(t *testing.T) {
 	}
 	if _, err := nodekey.LoadOrCreate(path); err == nil {
 		t.Fatal("a corrupt key file loaded; want an error saying to move it away")
+	}
+}
+
+// TestCreate: a new key is written whole, mode 0600, under its name alone
+// (no temporary file left beside it), and never over a file already there.
+func TestCreate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "agent")
+	path := filepath.Join(dir, "node.key")
+	priv, err := nodekey.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loaded, err := nodekey.LoadOrCreate(path); err != nil || !loaded.Equal(priv) {
+		t.Fatalf("LoadOrCreate after Create: %v; want the created key", err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v, %v; want mode 0600", fi, err)
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 1 {
+		t.Errorf("key directory holds %v (%v), want the key file alone", entries, err)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodekey.Create(path); !errors.Is(err, os.ErrExist) {
+		t.Errorf("Create over a key: %v, want os.ErrExist", err)
+	}
+	if after, err := os.ReadFile(path); err != nil || string(after) != string(before) {
+		t.Errorf("Create over a key changed the file: %v", err)
+	}
+}
+
+// TestLoadOrCreate_race: agents that start at once on one new key path
+// each get the key on disk; none goes on with a key it made but lost.
+func TestLoadOrCreate_race(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "node.key")
+	keys := make([]ed25519.PrivateKey, 8)
+	errs := make([]error, len(keys))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range keys {
+		wg.Go(func() {
+			<-start
+			keys[i], errs[i] = nodekey.LoadOrCreate(path)
+		})
+	}
+	close(start)
+	wg.Wait()
+	onDisk, err := nodekey.LoadOrCreate(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		if errs[i] != nil || !onDisk.Equal(k) {
+			t.Errorf("start %d: %v; want the key on disk", i, errs[i])
+		}
 	}
 }
 
