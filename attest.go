@@ -361,9 +361,11 @@ type AttestationStore interface {
 	// ResolveChallenge stores c's outcome (State, Answer less its row
 	// hashes, Findings, ResolvedAt) if it is still issued, ECONFLICT
 	// otherwise; with q, it quarantines the node in the same transaction,
-	// unless the node is in a quarantine already, which stands.
-	// quarantined says whether q was put in force.
-	ResolveChallenge(ctx context.Context, c *Challenge, q *Quarantine) (quarantined bool, err error)
+	// unless the node is in a quarantine already, which stands, and stores
+	// the follow-up f, when given, with it (the conviction that follows a
+	// failed challenge: internal/server/followup.go). quarantined says
+	// whether q was put in force.
+	ResolveChallenge(ctx context.Context, c *Challenge, q *Quarantine, f *FollowUp) (quarantined bool, err error)
 
 	// QuarantineNode puts a node in quarantine. A node already quarantined
 	// stays under its first quarantine: q is not stored and ECONFLICT.

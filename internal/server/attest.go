@@ -338,14 +338,18 @@ func (s *Server) AnswerChallenge(ctx context.Context, id string, ans idlegrid.Ch
 			}
 		}
 	}
-	quarantined, err := s.store.ResolveChallenge(ctx, c, q)
+	var f *idlegrid.FollowUp
+	if q != nil { // the conviction, done again by the reaper if not done here (followup.go)
+		f = challengeFollowUp(c, now)
+	}
+	quarantined, err := s.store.ResolveChallenge(ctx, c, q, f)
 	if err != nil {
 		return nil, err
 	}
 	if q != nil && !quarantined && s.convictedInQuarantine(ctx, c.NodeID) {
 		q = nil // convicted already of fake hardware in this quarantine: one offence, one penalty
 	}
-	s.afterChallenge(ctx, c, q, quarantined)
+	s.afterChallenge(ctx, c, q, quarantined, f)
 	return c, nil
 }
 
@@ -406,8 +410,9 @@ func (s *Server) convictedInQuarantine(ctx context.Context, nodeID string) bool 
 // node's level is assessed again: enough of them in a row leave its
 // hardware unverified (hardwareDoubt), a demotion recorded like any other.
 // It runs to the end whether or not the request that resolved the
-// challenge is still there (followUp).
-func (s *Server) afterChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine, quarantined bool) {
+// challenge is still there (followUp). The conviction's follow-up f, when
+// given, is removed once the conviction is done, or was not called for.
+func (s *Server) afterChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine, quarantined bool, f *idlegrid.FollowUp) {
 	ctx, cancel := followUp(ctx)
 	defer cancel()
 	s.log.Info("hardware challenge resolved", "node", c.NodeID, "challenge", c.ID, "state", c.State)
@@ -415,9 +420,11 @@ func (s *Server) afterChallenge(ctx context.Context, c *idlegrid.Challenge, q *i
 		s.log.Warn("node quarantined", "node", c.NodeID, "reason", q.Reason)
 		s.markNode(c.NodeID)
 	}
+	var convicted error
 	if q != nil && c.State == idlegrid.ChallengeFailed {
-		s.fakeHardware(ctx, c, q) // dispute.go
+		convicted = s.fakeHardware(ctx, c, q.Reason) // dispute.go
 	}
+	s.followed(ctx, f, convicted)
 	fact := func(kind reputation.FactKind) []idlegrid.ReputationFact {
 		return []idlegrid.ReputationFact{storedFact(c.NodeID, "challenge:"+c.ID, c.ID, reputation.Fact{Kind: kind, At: *c.ResolvedAt}, 1)}
 	}
@@ -442,10 +449,10 @@ func (s *Server) afterChallenge(ctx context.Context, c *idlegrid.Challenge, q *i
 func (s *Server) expire(ctx context.Context, c *idlegrid.Challenge, now time.Time) error {
 	c.State, c.ResolvedAt = idlegrid.ChallengeExpired, &now
 	c.Findings = []string{fmt.Sprintf("no answer by the deadline, %s after it was issued", c.Deadline.Sub(c.IssuedAt))}
-	if _, err := s.store.ResolveChallenge(ctx, c, nil); err != nil {
+	if _, err := s.store.ResolveChallenge(ctx, c, nil, nil); err != nil {
 		return err
 	}
-	s.afterChallenge(ctx, c, nil, false)
+	s.afterChallenge(ctx, c, nil, false, nil)
 	return nil
 }
 

@@ -400,17 +400,21 @@ func (s *Server) ResolveDispute(ctx context.Context, id string, to idlegrid.Disp
 // failed: the challenge, its answer and the judge's findings are the
 // evidence. No renter was harmed by the challenge itself, so the policy's
 // penalty goes to the market.
-func (s *Server) fakeHardware(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine) {
+func (s *Server) fakeHardware(ctx context.Context, c *idlegrid.Challenge, why string) error {
 	n, err := s.store.FindNode(ctx, c.NodeID)
 	if err != nil {
 		s.log.Error("fake hardware: find node", "node", c.NodeID, "err", err)
-		return
+		return err
 	}
-	s.convict(ctx, offence{
+	_, err = s.tryConvict(ctx, offence{
 		kind: trustpolicy.OffenceFakeHardware, providerID: n.ProviderID, nodeID: n.ID,
-		evidence: fmt.Sprintf("hardware challenge %s failed: %s", c.ID, q.Reason),
+		evidence: fmt.Sprintf("hardware challenge %s failed: %s", c.ID, why),
 		detail:   c,
 	})
+	if err != nil {
+		s.log.Error("record offence", "offence", trustpolicy.OffenceFakeHardware, "provider", n.ProviderID, "node", n.ID, "err", err)
+	}
+	return err
 }
 
 // brokenNotice convicts the provider of a lease that was guaranteed notice

@@ -24,8 +24,12 @@ import (
 // of the same offence on the same lease changes nothing (dispute.go), and
 // a gang lease that ended or was asked to stop is left be.
 
-// followUpLeaseEnded is the kind of a lease's end's follow-up.
-const followUpLeaseEnded = "lease_ended"
+// The kinds of follow-up: a lease's end's, and a failed hardware
+// challenge's conviction (attest.go).
+const (
+	followUpLeaseEnded      = "lease_ended"
+	followUpChallengeFailed = "challenge_failed"
+)
 
 // followUpDelay is how long after a commit the reaper leaves its
 // follow-up to the live path, which gives up after followUpTimeout.
@@ -123,6 +127,8 @@ func (s *Server) redo(ctx context.Context, f *idlegrid.FollowUp) error {
 	switch f.Kind {
 	case followUpLeaseEnded:
 		return s.redoLeaseEnded(ctx, f)
+	case followUpChallengeFailed:
+		return s.redoChallengeFailed(ctx, f)
 	}
 	return fmt.Errorf("unknown kind %q", f.Kind)
 }
@@ -148,4 +154,50 @@ func (s *Server) redoLeaseEnded(ctx context.Context, f *idlegrid.FollowUp) error
 	t := &idlegrid.LeaseTransition{LeaseID: l.ID, To: l.State, Fault: l.Fault, Reason: l.Reason, At: *l.EndedAt}
 	s.log.Info("lease follow-up done again", "lease", l.ID, "state", l.State, "tries", f.Tries)
 	return s.leaseEnded(ctx, l, t, w)
+}
+
+// challengeFollowUp is the follow-up of challenge c's failure at now: the
+// conviction of its provider for fake hardware.
+func challengeFollowUp(c *idlegrid.Challenge, now time.Time) *idlegrid.FollowUp {
+	return &idlegrid.FollowUp{ID: "challenge:" + c.ID, Kind: followUpChallengeFailed, Body: "{}",
+		DueAt: now.Add(followUpDelay), CreatedAt: now}
+}
+
+// followed removes follow-up f (nil: none) when the work it stands for
+// succeeded (err nil); otherwise the reaper does it again.
+func (s *Server) followed(ctx context.Context, f *idlegrid.FollowUp, err error) {
+	if f == nil {
+		return
+	}
+	if err != nil {
+		s.log.Warn("follow-up left to the reaper", "follow_up", f.ID, "err", err)
+		return
+	}
+	if err := s.store.DoneFollowUp(ctx, f.ID); err != nil {
+		s.log.Error("remove follow-up", "follow_up", f.ID, "err", err)
+	}
+}
+
+// redoChallengeFailed convicts again the provider of a node whose
+// challenge failed, unless it was convicted of fake hardware in the
+// quarantine it is in (convictedInQuarantine: one offence, one penalty;
+// it says yes, too, once the quarantine was lifted).
+func (s *Server) redoChallengeFailed(ctx context.Context, f *idlegrid.FollowUp) error {
+	id, ok := strings.CutPrefix(f.ID, "challenge:")
+	if !ok {
+		return errors.New("not a challenge's follow-up")
+	}
+	c, err := s.store.FindChallenge(ctx, id)
+	if err != nil {
+		return err
+	}
+	if c.State != idlegrid.ChallengeFailed || s.convictedInQuarantine(ctx, c.NodeID) {
+		return nil
+	}
+	q, err := s.store.FindQuarantine(ctx, c.NodeID)
+	if err != nil {
+		return err
+	}
+	s.log.Info("challenge follow-up done again", "challenge", c.ID, "node", c.NodeID, "tries", f.Tries)
+	return s.fakeHardware(ctx, c, q.Reason)
 }

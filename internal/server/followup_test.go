@@ -240,3 +240,31 @@ func TestServer_FollowUps(t *testing.T) {
 		})
 	})
 }
+
+// TestServer_FollowUps_challenge: a failed hardware challenge's conviction
+// that fails after the quarantine was committed is done by the reaper,
+// once.
+func TestServer_FollowUps_challenge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, f := mustFlakyMarket(t, trustpolicy.Default())
+		mustBond(t, m, 1000)
+		resp := mustAttest(t, m, m.node, signedAttestation(t, m.nodeID, fingerprinted("barn-1")))
+		liar := resp.Challenges[0]
+		f.arm("OpenDispute", 1)
+		if got := mustAnswer(t, m, m.node, liar, answer(t, liar, "T4", 14899)); got.State != idlegrid.ChallengeFailed {
+			t.Fatalf("lying answer: %s, want failed", got.State)
+		}
+		synctest.Wait()
+		if ds, _ := m.srv.ListDisputes(m.admin, idlegrid.DisputeFilter{}); len(ds) != 0 {
+			t.Fatalf("disputes %+v before the reaper's turn, want none: the conviction failed", ds)
+		}
+		reapLater(t, m)
+		wantConviction(t, m, "fake_hardware", m.nodeID)
+		wantNoFollowUps(t, m)
+		reapLater(t, m)
+		if ds, err := m.srv.ListDisputes(m.admin, idlegrid.DisputeFilter{}); err != nil || len(ds) != 1 {
+			t.Errorf("disputes %+v (%v) after another reaper's turn, want the one", ds, err)
+		}
+		mustLedgerBalanced(t, m.store)
+	})
+}

@@ -186,8 +186,8 @@ func (s *hangUp) TransitionLease(ctx context.Context, t *idlegrid.LeaseTransitio
 	return err
 }
 
-func (s *hangUp) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine) (bool, error) {
-	quarantined, err := s.Store.ResolveChallenge(ctx, c, q)
+func (s *hangUp) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine, f *idlegrid.FollowUp) (bool, error) {
+	quarantined, err := s.Store.ResolveChallenge(ctx, c, q, f)
 	s.committed(err)
 	return quarantined, err
 }

@@ -227,11 +227,16 @@ func (db *DB) ListChallenges(ctx context.Context, f idlegrid.ChallengeFilter) ([
 
 // ResolveChallenge stores c's outcome if it is still issued, and q with
 // it unless the node is in a quarantine already (which stands), and logs
-// both to the audit log in the same transaction (audit.ChallengeEntry).
-// quarantined says whether q was stored.
-func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine) (quarantined bool, err error) {
+// both to the audit log in the same transaction (audit.ChallengeEntry),
+// with the follow-up f when given. quarantined says whether q was stored.
+func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *idlegrid.Quarantine, f *idlegrid.FollowUp) (quarantined bool, err error) {
 	if c.State == idlegrid.ChallengeIssued || c.ResolvedAt == nil {
 		return false, idlegrid.Invalid("challenge.state", "a resolution needs a final state and a time")
+	}
+	if f != nil {
+		if err := checkFollowUp(f); err != nil {
+			return false, err
+		}
 	}
 	answer := ""
 	if c.Answer != nil {
@@ -271,6 +276,11 @@ func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *id
 				return err
 			}
 			quarantined = true
+		}
+		if f != nil {
+			if err := insertFollowUp(ctx, tx, db.dialect, f); err != nil {
+				return err
+			}
 		}
 		stored := q
 		if !quarantined {

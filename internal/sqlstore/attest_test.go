@@ -128,10 +128,10 @@ func testChallenges(t *testing.T, db *sqlstore.DB) {
 	t.Run("OnlyOnce", func(t *testing.T) {
 		again := *passed
 		again.State = idlegrid.ChallengeFailed
-		wantCode(t, second(db.ResolveChallenge(ctx, &again, nil)), idlegrid.ECONFLICT)
+		wantCode(t, second(db.ResolveChallenge(ctx, &again, nil, nil)), idlegrid.ECONFLICT)
 		missing := again
 		missing.ID = "chl_missing"
-		wantCode(t, second(db.ResolveChallenge(ctx, &missing, nil)), idlegrid.ENOTFOUND)
+		wantCode(t, second(db.ResolveChallenge(ctx, &missing, nil, nil)), idlegrid.ENOTFOUND)
 	})
 
 	open, err := db.ListChallenges(ctx, idlegrid.ChallengeFilter{NodeID: n.ID, States: []idlegrid.ChallengeState{idlegrid.ChallengeIssued}})
@@ -147,7 +147,19 @@ func testChallenges(t *testing.T, db *sqlstore.DB) {
 	evidence, err := json.Marshal(failed)
 	mustOK(t, err)
 	q := &idlegrid.Quarantine{ID: id("qua"), NodeID: n.ID, Reason: "failed hardware challenge", Evidence: evidence, Since: at(2 * time.Minute)}
-	mustResolve(t, db, failed, q, true)
+	// With the conviction's follow-up, stored with it or not at all.
+	f := &idlegrid.FollowUp{ID: "challenge:" + failed.ID, Kind: "challenge_failed", Body: "{}", DueAt: at(4 * time.Minute), CreatedAt: at(2 * time.Minute)}
+	wantCode(t, second(db.ResolveChallenge(ctx, failed, q, &idlegrid.FollowUp{ID: "challenge:x"})), idlegrid.EINVALID)
+	quarantined, err := db.ResolveChallenge(ctx, failed, q, f)
+	mustOK(t, err)
+	if !quarantined {
+		t.Error("a failed challenge with a quarantine did not quarantine the node")
+	}
+	due, err := db.DueFollowUps(ctx, at(time.Hour), 10)
+	mustOK(t, err)
+	if len(due) != 1 || due[0].ID != f.ID || due[0].Kind != f.Kind {
+		t.Errorf("follow-ups due = %+v, want the challenge's", due)
+	}
 	all, err := db.ListChallenges(ctx, idlegrid.ChallengeFilter{NodeID: n.ID})
 	mustOK(t, err)
 	if len(all) != 2 || all[0].ID != failed.ID || all[0].State != idlegrid.ChallengeFailed {
@@ -269,7 +281,7 @@ func testQuarantine(t *testing.T, db *sqlstore.DB) {
 // mustResolve resolves c with q and checks whether q was put in force.
 func mustResolve(t *testing.T, db *sqlstore.DB, c *idlegrid.Challenge, q *idlegrid.Quarantine, quarantines bool) {
 	t.Helper()
-	quarantined, err := db.ResolveChallenge(context.Background(), c, q)
+	quarantined, err := db.ResolveChallenge(context.Background(), c, q, nil)
 	mustOK(t, err)
 	if quarantined != quarantines {
 		t.Errorf("resolving %s quarantined the node: %v, want %v", c.ID, quarantined, quarantines)
