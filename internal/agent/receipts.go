@@ -9,11 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	goruntime "runtime"
 	"sync"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/atomicfile"
 	"github.com/idlegrid/idlegrid/internal/backoff"
 	"github.com/idlegrid/idlegrid/internal/gpu"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
@@ -644,50 +644,8 @@ func (m *meter) resume(path string, last map[string]gpuSample) error {
 	return nil
 }
 
-// writeFileAtomic writes data to path through a temporary file, so that a
-// crash leaves the old file or the new one, creating the directory. When
-// it returns nil the new file is on disk, the rename too (the directory is
-// synced where the platform can), so that a receipt sent after it is held
-// by the state a restart, even after a power loss, goes on from.
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-// syncDir flushes a directory's entries to disk. Windows cannot sync a
-// directory, and commits a rename with the file.
-func syncDir(dir string) error {
-	if goruntime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+// writeFileAtomic writes data to path so that a crash, or a power loss,
+// leaves the old file or the new one, creating the directory. When it
+// returns nil the new file is on disk, so that a receipt sent after it is
+// held by the state a restart goes on from.
+func writeFileAtomic(path string, data []byte) error { return atomicfile.Write(path, data) }

@@ -10,13 +10,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
+	"github.com/idlegrid/idlegrid/internal/atomicfile"
 	"github.com/idlegrid/idlegrid/internal/audit"
 	"github.com/idlegrid/idlegrid/internal/server"
 )
@@ -241,58 +241,17 @@ func loadAuditState(path string) (*auditState, error) {
 	return &s, nil
 }
 
-// saveAuditState writes s to path atomically and durably (replaceFile),
+// saveAuditState writes s to path atomically and durably (atomicfile),
 // mode 0600.
 func saveAuditState(path string, s *auditState) error {
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("audit state: %w", err)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*") // mode 0600
-	if err != nil {
-		return fmt.Errorf("audit state: %w", err)
-	}
-	defer os.Remove(f.Name()) // on failure; fails harmlessly after the rename
-	defer f.Close()
-	if _, err := f.Write(append(data, '\n')); err != nil {
-		return fmt.Errorf("audit state: %w", err)
-	}
-	if err := replaceFile(f, path); err != nil {
+	if err := atomicfile.Write(path, append(data, '\n')); err != nil {
 		return fmt.Errorf("audit state: %w", err)
 	}
 	return nil
-}
-
-// replaceFile gives f, a new file written beside path, the name path in
-// place of what had it, and returns once both are on disk: f is synced and
-// closed, renamed, and the directory synced. A power cut leaves the old
-// file or the new one whole; never an empty one, which a plain write
-// could leave.
-func replaceFile(f *os.File, path string) error {
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	if runtime.GOOS == "windows" { // cannot sync a directory; commits the rename with the file
-		return nil
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // defaultStatePath is the state file for server under the user's config

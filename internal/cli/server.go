@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/atomicfile"
 	"github.com/idlegrid/idlegrid/internal/gateway"
 	"github.com/idlegrid/idlegrid/internal/httpapi"
 	"github.com/idlegrid/idlegrid/internal/inflight"
@@ -489,7 +489,7 @@ func bootstrapAdmin(ctx context.Context, store idlegrid.Store, srv *server.Serve
 	// empty key file is left if none is.
 	var f *os.File
 	if keyFile != "" {
-		if f, err = os.CreateTemp(filepath.Dir(keyFile), "."+filepath.Base(keyFile)+".*"); err != nil {
+		if f, err = atomicfile.Temp(keyFile); err != nil {
 			return "", withHint(err, "--bootstrap-admin-key-file must be a writable path, in a directory the server can write")
 		}
 		defer os.Remove(f.Name()) // on failure; fails harmlessly after the rename
@@ -530,7 +530,7 @@ func adminKey(ctx context.Context, srv *server.Server, keyless *idlegrid.Account
 
 // keepKey writes the admin's key, alone and private to its owner, to f,
 // a new file beside path, and puts it in place of what path held
-// (replaceFile), on disk before the server goes on: the store has the key
+// (atomicfile.Replace), on disk before the server goes on: the store has the key
 // by then, and an empty file after a power cut would leave nobody able to
 // act as the admin, since the next start finds one with a key.
 func keepKey(f *os.File, path, secret string) error {
@@ -540,7 +540,7 @@ func keepKey(f *os.File, path, secret string) error {
 	if _, err := f.WriteString(secret + "\n"); err != nil {
 		return err
 	}
-	return replaceFile(f, path)
+	return atomicfile.Replace(f, path)
 }
 
 // serverFee is --fee-bps as server.Config reads it, where zero takes the

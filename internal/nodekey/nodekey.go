@@ -19,11 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idlegrid/idlegrid/internal/atomicfile"
 )
 
 // Header names of a signed agent request.
@@ -93,64 +93,10 @@ func Create(path string) (ed25519.PrivateKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create key directory: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*") // mode 0600
-	if err != nil {
+	if err := atomicfile.Create(path, []byte(base64.StdEncoding.EncodeToString(priv.Seed())+"\n")); err != nil {
 		return nil, err
 	}
-	defer os.Remove(tmp.Name()) // on failure; fails harmlessly after the link
-	_, err = tmp.WriteString(base64.StdEncoding.EncodeToString(priv.Seed()) + "\n")
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := linkNew(tmp.Name(), path); err != nil {
-		return nil, err
-	}
-	os.Remove(tmp.Name()) // before the sync, so that no second name outlives a power cut
-	return priv, syncDir(dir)
-}
-
-// linkNew gives the file at tmp the name path too, unless a file has it:
-// a hard link, or where the file system has none (some network shares) a
-// rename after a look, which a key made between the two would lose to.
-func linkNew(tmp, path string) error {
-	err := os.Link(tmp, path)
-	if err == nil || errors.Is(err, os.ErrExist) {
-		return err
-	}
-	if _, serr := os.Lstat(path); serr == nil {
-		return fmt.Errorf("%s: %w", path, os.ErrExist)
-	}
-	if rerr := os.Rename(tmp, path); rerr != nil {
-		return errors.Join(err, rerr)
-	}
-	return nil
-}
-
-// syncDir flushes a directory's entries to disk. Windows cannot sync a
-// directory, and commits a rename or link with the file.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return priv, nil
 }
 
 // PublicString encodes a public key for the wire.
