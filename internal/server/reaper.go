@@ -60,7 +60,15 @@ const limitGrace = 30 * time.Second
 // payout hold, stops leases before their renter's money runs out, frees
 // what has expired (expiry.go), and does again the follow-ups of commits
 // that were left undone (followup.go).
+//
+// While the store's market lock is in doubt (sqlstore.GuardedDB), another
+// server may be running the market: the reaper, like placing, waits for
+// the lock to be sure again, and the pass does nothing.
 func (s *Server) Reap(ctx context.Context) error {
+	if err := s.marketDoubt(); err != nil {
+		s.log.Warn("reaper pass skipped", "why", err)
+		return nil
+	}
 	beats, err := s.store.OnlineHeartbeats(ctx)
 	if err != nil {
 		return err
@@ -74,6 +82,16 @@ func (s *Server) Reap(ctx context.Context) error {
 	}
 	return errors.Join(lost, s.matureEarnings(ctx), s.checkRunout(ctx), s.measureUptime(ctx, beats), s.sweepExpired(ctx),
 		s.redoFollowUps(ctx))
+}
+
+// marketDoubt is why this server may not be the one running the market
+// now, its store's market lock in doubt or lost; nil when it is sure, or
+// the store has no lock (a test's).
+func (s *Server) marketDoubt() error {
+	if d, ok := s.store.(interface{ MarketDoubt() error }); ok {
+		return d.MarketDoubt()
+	}
+	return nil
 }
 
 // reapNodes declares lost the nodes that missed too many heartbeats;

@@ -185,3 +185,43 @@ func mustNodeState(t *testing.T, m *testMarket, id string) idlegrid.NodeState {
 	}
 	return n.State
 }
+
+// doubting is a store whose market lock may be in doubt
+// (sqlstore.GuardedDB's MarketDoubt).
+type doubting struct {
+	idlegrid.Store
+	doubt atomic.Pointer[error]
+}
+
+func (d *doubting) MarketDoubt() error {
+	if err := d.doubt.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// TestServer_Reap_marketLockInDoubt: while the market lock is in doubt,
+// another server may be running the market, and the reaper declares no
+// node lost and ends no lease; once the lock is sure again, it does.
+func TestServer_Reap_marketLockInDoubt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &doubting{}
+		m, leases := mustLostMarket(t, func(s idlegrid.Store) idlegrid.Store { d.Store = s; return d })
+		ctx := context.Background()
+		inDoubt := errors.New("the market lock is in doubt")
+		d.doubt.Store(&inDoubt)
+		if err := m.srv.Reap(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := mustNodeState(t, m, m.nodeID); n != idlegrid.NodeOnline {
+			t.Fatalf("node is %s while the lock is in doubt, want still online", n)
+		}
+		d.doubt.Store(nil)
+		if err := m.srv.Reap(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range leases {
+			wantLostAndRequeued(t, m, l)
+		}
+	})
+}

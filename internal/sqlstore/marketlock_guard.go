@@ -52,6 +52,11 @@ func (g *GuardedDB) PlaceJobs(ctx context.Context, ps []*idlegrid.Placement) []e
 	return g.DB.PlaceJobs(ctx, ps)
 }
 
+// MarketDoubt is why the engine may not place now: the market lock in
+// doubt or lost (MarketLock.Doubt); nil while it is sure. The reaper asks
+// it before each pass.
+func (g *GuardedDB) MarketDoubt() error { return g.lock.Doubt() }
+
 // hold waits until the market lock is sure, and says whether the engine
 // may place.
 func (g *GuardedDB) hold(ctx context.Context) error {
