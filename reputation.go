@@ -91,6 +91,11 @@ type ReputationUpdate struct {
 	Reputation *Reputation
 	Facts      []ReputationFact // new facts; every key must be new
 	Change     *LevelChange     // nil when the level stayed
+	// Completes, when set, is the ID of the follow-up (FollowUp) this save
+	// is the last step of: it is removed in the same transaction, so that
+	// what the save adds that no key guards (a lease's GPU-seconds served)
+	// is added once; ENOTFOUND, and nothing saved, when it is gone already.
+	Completes string
 }
 
 // ReputationFilter selects reputations. Empty fields match all.

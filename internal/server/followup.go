@@ -66,9 +66,13 @@ func (s *Server) leaseFollowUp(leaseID string, w endedWork, now time.Time) (*idl
 // followLease does what follows lease l's end by t and removes the
 // follow-up f when it all succeeded; otherwise the reaper does it again.
 func (s *Server) followLease(ctx context.Context, f *idlegrid.FollowUp, l *idlegrid.Lease, t *idlegrid.LeaseTransition, w endedWork) {
-	if err := s.leaseEnded(ctx, l, t, w); err != nil {
+	completed, err := s.leaseEnded(ctx, l, t, w, f.ID)
+	if err != nil {
 		s.log.Warn("lease follow-up left to the reaper", "lease", l.ID, "err", err)
 		return
+	}
+	if completed {
+		return // removed with the node's reputation
 	}
 	if err := s.store.DoneFollowUp(ctx, f.ID); err != nil {
 		s.log.Error("remove follow-up", "follow_up", f.ID, "err", err)
@@ -76,16 +80,20 @@ func (s *Server) followLease(ctx context.Context, f *idlegrid.FollowUp, l *idleg
 }
 
 // leaseEnded does what follows the end of l by t: l as it was before, or
-// as stored after. Errors are joined; noteLeaseEnded logs its own.
-func (s *Server) leaseEnded(ctx context.Context, l *idlegrid.Lease, t *idlegrid.LeaseTransition, w endedWork) error {
-	s.noteLeaseEnded(ctx, l, t, w.GPUSeconds)
+// as stored after. Errors are joined. The node's reputation comes last:
+// its save removes the follow-up fID when it has something to save
+// (completed), since what it adds is not all keyed (noteLeaseEnded).
+func (s *Server) leaseEnded(ctx context.Context, l *idlegrid.Lease, t *idlegrid.LeaseTransition, w endedWork, fID string) (completed bool, err error) {
 	ended := *l // as it is now, for verify.go: a provider's fault requeues a re-run
 	ended.State, ended.Fault = t.To, t.Fault
-	err := s.noteRun(ctx, &ended, t.To, w.OutputDigest)
+	err = s.noteRun(ctx, &ended, t.To, w.OutputDigest)
 	if w.BrokeNotice {
 		err = errors.Join(err, s.brokenNotice(ctx, l, t.To, t.Reason, w.Harm))
 	}
-	return errors.Join(err, s.afterLeaseEnded(ctx, l, t.To, t.Fault))
+	if err = errors.Join(err, s.afterLeaseEnded(ctx, l, t.To, t.Fault)); err != nil {
+		return false, err
+	}
+	return s.noteLeaseEnded(ctx, l, t, w.GPUSeconds, fID)
 }
 
 // redoFollowUps does the follow-ups that are due, a batch a pass, and
@@ -153,7 +161,8 @@ func (s *Server) redoLeaseEnded(ctx context.Context, f *idlegrid.FollowUp) error
 	}
 	t := &idlegrid.LeaseTransition{LeaseID: l.ID, To: l.State, Fault: l.Fault, Reason: l.Reason, At: *l.EndedAt}
 	s.log.Info("lease follow-up done again", "lease", l.ID, "state", l.State, "tries", f.Tries)
-	return s.leaseEnded(ctx, l, t, w)
+	_, err = s.leaseEnded(ctx, l, t, w, f.ID)
+	return err
 }
 
 // challengeFollowUp is the follow-up of challenge c's failure at now: the

@@ -268,3 +268,40 @@ func TestServer_FollowUps_challenge(t *testing.T) {
 		mustLedgerBalanced(t, m.store)
 	})
 }
+
+// TestServer_FollowUps_servedOnce: a cancelled lease's GPU-seconds served
+// count in its node's standing once, even when the coordinator stops just after
+// saving them: the save removes the lease's follow-up in its own
+// transaction, so the reaper has nothing to do again.
+func TestServer_FollowUps_servedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, f := mustFlakyMarket(t, trustpolicy.Default())
+		l, node := mustRunningFor(t, m, testSpec(), 10*time.Minute)
+		// The renter cancels it: an end that is no fact about the node, so
+		// that no fact's key guards the GPU-seconds served.
+		if _, err := m.srv.CancelJob(m.renter, l.JobID); err != nil {
+			t.Fatal(err)
+		}
+		f.arm("DoneFollowUp", 1) // what stopping between the save and the removal would leave
+		if err := m.srv.ReportLease(node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled}); err != nil {
+			t.Fatal(err)
+		}
+		served := func() int64 {
+			t.Helper()
+			r, err := m.store.FindReputation(context.Background(), idlegrid.SubjectNode, l.NodeID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.GPUSecondsServed
+		}
+		once := served()
+		if once <= 0 {
+			t.Fatalf("served %d GPU-seconds after the lease ended, want its run", once)
+		}
+		reapLater(t, m)
+		if got := served(); got != once {
+			t.Errorf("served %d GPU-seconds after the reaper's turn, want %d: counted once", got, once)
+		}
+		wantNoFollowUps(t, m)
+	})
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -83,9 +84,12 @@ func (s *Server) heardSpans(ctx context.Context, nodeID string, from, to time.Ti
 }
 
 // noteLeaseEnded records what the end of l, by transition t, tells about
-// its node. gpuSeconds is what the lease charged for. A failure here is
-// logged: the lease has ended either way.
-func (s *Server) noteLeaseEnded(ctx context.Context, l *idlegrid.Lease, t *idlegrid.LeaseTransition, gpuSeconds int64) {
+// its node. gpuSeconds is what the lease charged for. The save removes
+// follow-up completes (its last step: followup.go) in its transaction, so
+// that the GPU-seconds served, which no fact's key guards, count once;
+// completed says it did, or had done so before. A failure is logged and
+// returned: the lease has ended either way, and the reaper tries again.
+func (s *Server) noteLeaseEnded(ctx context.Context, l *idlegrid.Lease, t *idlegrid.LeaseTransition, gpuSeconds int64, completes string) (completed bool, err error) {
 	ended := *l
 	ended.State, ended.Fault, ended.EndedAt = t.To, t.Fault, &t.At
 	var facts []idlegrid.ReputationFact
@@ -98,11 +102,24 @@ func (s *Server) noteLeaseEnded(ctx context.Context, l *idlegrid.Lease, t *idleg
 		served = gpuSeconds
 	}
 	if len(facts) == 0 && served == 0 {
-		return
+		return false, nil
 	}
-	if err := s.recordFacts(ctx, l.NodeID, facts, standingDelta{served: served, ended: &ended}); err != nil {
+	err = s.recordFacts(ctx, l.NodeID, facts, standingDelta{served: served, ended: &ended, completes: completes})
+	switch {
+	case followUpGone(err):
+		return true, nil // done before: by the live path, or the reaper
+	case err != nil:
 		s.log.Error("record reputation facts", "lease", l.ID, "node", l.NodeID, "err", err)
+		return false, err
 	}
+	return completes != "", nil
+}
+
+// followUpGone reports whether err says a save's follow-up was done
+// already (ReputationUpdate.Completes).
+func followUpGone(err error) bool {
+	var e *idlegrid.Error
+	return errors.As(err, &e) && e.Code == idlegrid.ENOTFOUND && e.Field == "reputation.completes"
 }
 
 func storedFact(nodeID, key, source string, f reputation.Fact, count int64) idlegrid.ReputationFact {
@@ -188,9 +205,10 @@ func (s *Server) unheardReceipts(ctx context.Context, l *idlegrid.Lease, rs []id
 
 // standingDelta is what changes a standing besides its facts.
 type standingDelta struct {
-	served  int64           // GPU-seconds served
-	through time.Time       // uptime measured up to here
-	ended   *idlegrid.Lease // the lease whose end the node's record already counts, if any
+	served    int64           // GPU-seconds served
+	through   time.Time       // uptime measured up to here
+	ended     *idlegrid.Lease // the lease whose end the node's record already counts, if any
+	completes string          // the follow-up the save completes (ReputationUpdate.Completes)
 }
 
 // recordFacts adds facts to a node's standing, recomputes its score and
@@ -280,7 +298,7 @@ func (s *Server) nodeUpdate(ctx context.Context, nodeID string, facts []idlegrid
 	ns.score, ns.level = rep.Score, rep.Level
 	rep.HardwareNote = chk.hardwareDoubt // its provider's standing reads it (providerChecks)
 	change, _ := s.restand(rep, ev, now, chk)
-	ns.update = &idlegrid.ReputationUpdate{Reputation: rep, Facts: facts, Change: change}
+	ns.update = &idlegrid.ReputationUpdate{Reputation: rep, Facts: facts, Change: change, Completes: d.completes}
 	return ns, nil
 }
 

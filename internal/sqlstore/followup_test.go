@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ var followUpTests = []struct {
 }{
 	{"FollowUps", testFollowUps},
 	{"FollowUps_WithLeaseEnd", testFollowUpsWithLeaseEnd},
+	{"FollowUps_CompletedByReputation", testFollowUpsCompletedByReputation},
 }
 
 func followUp(id string, due time.Duration) *idlegrid.FollowUp {
@@ -96,4 +98,32 @@ func testFollowUpsWithLeaseEnd(t *testing.T, db *sqlstore.DB) {
 	bad := *end
 	bad.FollowUp = &idlegrid.FollowUp{ID: "lease:x"}
 	wantCode(t, db.TransitionLease(ctx, &bad, nil), idlegrid.EINVALID)
+}
+
+// testFollowUpsCompletedByReputation: a reputation save that completes a
+// follow-up removes it in its transaction; a second such save finds it
+// gone, says so, and saves nothing.
+func testFollowUpsCompletedByReputation(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	n := mustNode(t, db, p.ID, 1)
+	f := followUp("lease:lease_x", time.Minute)
+	mustOK(t, db.AddFollowUp(ctx, f))
+	first := nodeReputation(n, 0.8, 1, time.Hour)
+	first.GPUSecondsServed = 120
+	mustOK(t, db.SaveReputation(ctx, &idlegrid.ReputationUpdate{Reputation: first, Completes: f.ID}))
+	wantDue(t, db, at(time.Hour), 10)
+
+	again := *first
+	again.GPUSecondsServed = 240
+	err := db.SaveReputation(ctx, &idlegrid.ReputationUpdate{Reputation: &again, Completes: f.ID})
+	var e *idlegrid.Error
+	if !errors.As(err, &e) || e.Code != idlegrid.ENOTFOUND || e.Field != "reputation.completes" {
+		t.Fatalf("a second save completing the same follow-up: %v, want ENOTFOUND on reputation.completes", err)
+	}
+	got, err := db.FindReputation(ctx, idlegrid.SubjectNode, n.ID)
+	mustOK(t, err)
+	if got.GPUSecondsServed != 120 {
+		t.Errorf("served %d GPU-seconds, want 120: the second save changed nothing", got.GPUSecondsServed)
+	}
 }

@@ -42,6 +42,14 @@ func (db *DB) SaveReputation(ctx context.Context, us ...*idlegrid.ReputationUpda
 
 // saveReputation stores u in tx; see SaveReputation.
 func saveReputation(ctx context.Context, tx *sql.Tx, d *dialect, u *idlegrid.ReputationUpdate) error {
+	if u.Completes != "" {
+		res, err := tx.ExecContext(ctx, `DELETE FROM follow_ups WHERE id = $1`, u.Completes)
+		if err := expectOne(res, err, func() error {
+			return &idlegrid.Error{Code: idlegrid.ENOTFOUND, Field: "reputation.completes", Message: "follow-up " + u.Completes + " is done already"}
+		}); err != nil {
+			return err
+		}
+	}
 	r := u.Reputation
 	if _, err := findAccount(ctx, tx, r.ProviderID); err != nil {
 		return err
