@@ -25,7 +25,7 @@ func VerifyAttestation(pub ed25519.PublicKey, a *idlegrid.Attestation) error {
 	if len(pub) != ed25519.PublicKeySize {
 		return errors.New("not an ed25519 public key")
 	}
-	sig, err := base64.StdEncoding.DecodeString(a.Signature)
+	sig, err := base64.StdEncoding.Strict().DecodeString(a.Signature)
 	if err != nil || len(sig) != ed25519.SignatureSize || !ed25519.Verify(pub, a.Message(), sig) {
 		return ErrBadAttestationSignature
 	}

@@ -104,7 +104,7 @@ func PublicString(pub ed25519.PublicKey) string { return base64.StdEncoding.Enco
 
 // ParsePublic decodes a public key from the wire.
 func ParsePublic(s string) (ed25519.PublicKey, error) {
-	b, err := base64.StdEncoding.DecodeString(s)
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
 	if err != nil || len(b) != ed25519.PublicKeySize {
 		return nil, errors.New("not a base64 ed25519 public key")
 	}
@@ -131,7 +131,7 @@ func Verify(pub ed25519.PublicKey, method, pathAndQuery, unixMillis string, body
 	if d := now.Sub(time.UnixMilli(ms)); d > MaxSkew || d < -MaxSkew {
 		return fmt.Errorf("request time is %s %s; check the node's clock (NTP)", d.Round(time.Second), SkewWords)
 	}
-	raw, err := base64.StdEncoding.DecodeString(sig)
+	raw, err := base64.StdEncoding.Strict().DecodeString(sig) // one spelling of a signature: a replay is known by it
 	if err != nil || !ed25519.Verify(pub, message(method, pathAndQuery, ms, body), raw) {
 		return errors.New(BadSignatureWords)
 	}

@@ -2,10 +2,12 @@ package nodekey_test
 
 import (
 	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -141,4 +143,39 @@ func TestVerify(t *testing.T) {
 	if _, err := nodekey.ParsePublic("AAAA"); err == nil {
 		t.Fatal("ParsePublic accepted a short key")
 	}
+	// A signature has one spelling: the same bytes written with other
+	// spare bits before the padding are refused, or a request captured on
+	// the way could be sent again under a signature the replay check has
+	// not seen (httpapi's replays).
+	if err := nodekey.Verify(pub, "POST", "/v1/agent/leases/l1/report", stamp, body, otherSpelling(t, sig), now); err == nil {
+		t.Fatal("Verify took a signature spelt another way")
+	}
+}
+
+// otherSpelling is base64 sig, of 64 bytes ("…x=="), with the spare bits
+// of its last character set: the same bytes to a lenient decoder.
+func otherSpelling(t *testing.T, sig string) string {
+	t.Helper()
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	if !strings.HasSuffix(sig, "==") {
+		t.Fatalf("signature %q: want two pad characters", sig)
+	}
+	i := strings.IndexByte(alphabet, sig[len(sig)-3])
+	other := sig[:len(sig)-3] + string(alphabet[i|0x0f]) + "=="
+	if other == sig {
+		other = sig[:len(sig)-3] + string(alphabet[i&^0x0f|0x01]) + "=="
+	}
+	if a, _ := base64.StdEncoding.DecodeString(other); string(a) != string(must64(t, sig)) {
+		t.Fatalf("%q is not another spelling of %q", other, sig)
+	}
+	return other
+}
+
+func must64(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -27,7 +27,7 @@ func VerifyReceipt(pub ed25519.PublicKey, r *idlegrid.Receipt) error {
 	if len(pub) != ed25519.PublicKeySize {
 		return errors.New("not an ed25519 public key")
 	}
-	sig, err := base64.StdEncoding.DecodeString(r.Signature)
+	sig, err := base64.StdEncoding.Strict().DecodeString(r.Signature)
 	if err != nil || len(sig) != ed25519.SignatureSize || !ed25519.Verify(pub, r.Canonical(), sig) {
 		return ErrBadReceiptSignature
 	}
