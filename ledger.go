@@ -162,7 +162,24 @@ func (t *Transfer) SeenBy(accountID string) *Transfer {
 	if others != 0 || len(seen.Entries) < len(t.Entries) {
 		seen.Entries = append(seen.Entries, Entry{Account: OtherAccounts, Amount: others})
 	}
+	if t.Parties() > 2 {
+		// A metered batch's memo sums every renter's requests in it.
+		seen.Memo = string(t.Kind) + ": one posting of several accounts; the others' lines are summed in " + string(OtherAccounts)
+	}
 	return &seen
+}
+
+// Parties is how many account holders the transfer's entries name, the
+// platform's own accounts aside: two for a lease's settlement (its renter
+// and provider), more for a batch of metered inference.
+func (t *Transfer) Parties() int {
+	seen := map[string]bool{}
+	for _, e := range t.Entries {
+		if o := e.Account.Owner(); o != "" {
+			seen[o] = true
+		}
+	}
+	return len(seen)
 }
 
 // Balance is one account holder's money. A renter has the first three; a

@@ -111,6 +111,24 @@ func (s *Server) AuditConsistency(ctx context.Context, from, to uint64) (*audit.
 	return &audit.ConsistencyProof{From: from, To: to, Path: path}, nil
 }
 
+// manyParties reports whether e is a posting of a transfer that names more
+// than two account holders (a batch of metered inference, for many
+// renters and providers): a payload only an admin may read whole, which
+// cannot be cut down and still be checked against the log.
+func manyParties(e *idlegrid.AuditEntry) bool {
+	if e.Kind != string(audit.KindPosting) {
+		return false
+	}
+	var t idlegrid.Transfer
+	return json.Unmarshal(e.Payload, &t) != nil || t.Parties() > 2
+}
+
+// isAdmin reports whether the caller is an admin.
+func isAdmin(ctx context.Context) bool {
+	c, err := account(ctx)
+	return err == nil && c.Role == idlegrid.RoleAdmin
+}
+
 // AuditQuery selects a page of an account's audit entries.
 type AuditQuery struct {
 	AccountID string // "": the caller's own; another account's: admins only
@@ -131,7 +149,8 @@ type AuditPage struct {
 // AuditEntries returns the entries that name an account, each with its
 // inclusion proof against a head signed now for q.TreeSize (or the latest
 // head), so that the account can check them with `idlegrid audit verify`.
-// A caller sees its own entries; an admin anyone's (any subject, in fact:
+// A caller sees its own entries, but for postings of more than two
+// account holders (manyParties); an admin anyone's (any subject, in fact:
 // a lease, a job, a node).
 func (s *Server) AuditEntries(ctx context.Context, q AuditQuery) (*AuditPage, error) {
 	subject, err := ownAccount(ctx, q.AccountID)
@@ -160,7 +179,11 @@ func (s *Server) AuditEntries(ctx context.Context, q AuditQuery) (*AuditPage, er
 		next := es[limit].Index
 		page.Next, es = &next, es[:limit]
 	}
+	admin := isAdmin(ctx)
 	for _, e := range es {
+		if !admin && manyParties(e) {
+			continue // other renters' and providers' money: the caller sees its part in GET /v1/transfers
+		}
 		path, err := s.audit.tree.InclusionProof(ctx, e.Index, size)
 		if err != nil {
 			return nil, err

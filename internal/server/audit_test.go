@@ -335,3 +335,52 @@ func TestServer_auditKeyReplaced(t *testing.T) {
 		t.Errorf("recorded signer = %+v, %v; want the first key", s, err)
 	}
 }
+
+// TestServer_AuditEntries_manyParties: a posting of several renters'
+// and providers' money, as a batch of metered inference is, is an admin's
+// to read whole; an account holder named in it does not see it in its
+// audit entries, and sees its own lines, the rest summed, and no totals
+// of the others in its transfers.
+func TestServer_AuditEntries_manyParties(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMoneyMarket(t)
+		ctx := context.Background()
+		other, _, _, err := m.srv.CreateAccount(m.admin, "another-renter", idlegrid.RoleRenter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{m.renterID, other.ID} {
+			if _, err := m.srv.TopUp(m.admin, id, 10*idlegrid.MicrosPerUnit, "top-up of "+id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		provider, err := m.srv.Me(m.provider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch := &idlegrid.Transfer{ID: idlegrid.NewID("tx"), IdempotencyKey: "batch-1", Kind: idlegrid.TransferInference, CreatedAt: m.srv.Now(),
+			Memo: "inference: 2 requests, $3.000000 charged",
+			Entries: []idlegrid.Entry{
+				{Account: idlegrid.RenterAvailable(m.renterID), Amount: -1_000_000},
+				{Account: idlegrid.RenterAvailable(other.ID), Amount: -2_000_000},
+				{Account: idlegrid.ProviderPending(provider.ID), Amount: 3_000_000},
+			}}
+		if _, err := m.store.PostTransfer(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		_, mine := mustAuditPage(t, m.srv, m.renter, "", 0)
+		for _, e := range mine {
+			if strings.Contains(string(e.Entry.Payload), batch.ID) {
+				t.Errorf("the renter's audit entries show the batch of several renters' money: %s", e.Entry.Payload)
+			}
+		}
+		_, all := mustAuditPage(t, m.srv, m.admin, m.renterID, 0)
+		if !slices.ContainsFunc(all, func(e audit.EntryProof) bool { return strings.Contains(string(e.Entry.Payload), batch.ID) }) {
+			t.Error("an admin does not see the batch among the renter's entries")
+		}
+		seen := batch.SeenBy(m.renterID)
+		if strings.Contains(seen.Memo, "$3.000000") || len(seen.Entries) != 2 {
+			t.Errorf("the renter sees the batch as %+v, want its own line, the others summed, and no totals", seen)
+		}
+	})
+}
