@@ -34,6 +34,8 @@ func (s *Server) SubmitJobOnce(ctx context.Context, spec idlegrid.JobSpec, key s
 		return nil, false, err
 	} else if spec.VerifiesLeaseID != "" {
 		return nil, false, idlegrid.Invalid("job.verifies_lease_id", "only the market sets it, on the re-runs it makes; leave it out")
+	} else if err := s.keyRoutingAllows(ctx, c, &spec); err != nil { // keyrouting.go
+		return nil, false, err
 	} else if key != "" {
 		if err := ledger.CheckIdempotencyKey("idempotency_key", key); err != nil {
 			return nil, false, err

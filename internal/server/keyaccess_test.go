@@ -99,3 +99,54 @@ func TestServer_KeyAccess(t *testing.T) {
 		}
 	})
 }
+
+// TestServer_KeyRoutingBindsJobs: a bound key (access use) whose routing
+// keeps its work to a data residency, or a region, submits only jobs that
+// require one of them, saying which field and what to do; the owner's key
+// is bound by nothing.
+func TestServer_KeyRoutingBindsJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		all, allKey := mustKeyAs(t, m, m.renter, idlegrid.AccessAll)
+		eu, euKey := mustKeyAs(t, m, m.renter, idlegrid.AccessUse)
+		west, westKey := mustKeyAs(t, m, m.renter, idlegrid.AccessUse)
+		if _, err := m.srv.SetKeyRouting(all, euKey.ID, idlegrid.Routing{DataResidency: []string{"EU"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.srv.SetKeyRouting(all, westKey.ID, idlegrid.Routing{Region: []string{"eu-west"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.srv.SetKeyRouting(all, allKey.ID, idlegrid.Routing{DataResidency: []string{"EU"}}); err != nil {
+			t.Fatal(err)
+		}
+		spec := func(region string, preferred bool, residency string) idlegrid.JobSpec {
+			s := testSpec()
+			s.Region, s.RegionPreferred, s.Residency = region, preferred, residency
+			return s
+		}
+		for _, tt := range []struct {
+			name  string
+			ctx   context.Context
+			spec  idlegrid.JobSpec
+			field string // "": submitted
+		}{
+			{"NoResidency", eu, spec("", false, ""), "job.residency"},
+			{"OtherResidency", eu, spec("", false, "US"), "job.residency"},
+			{"ItsResidency", eu, spec("", false, "EU"), ""},
+			{"NoRegion", west, spec("", false, ""), "job.region"},
+			{"RegionOnlyPreferred", west, spec("eu-west", true, ""), "job.region"},
+			{"ItsRegion", west, spec("eu-west", false, ""), ""},
+			{"UnboundKey", all, spec("", false, ""), ""},
+			{"OwnersKeyWithRouting", all, spec("", false, "US"), ""},
+		} {
+			_, err := m.srv.SubmitJob(tt.ctx, tt.spec)
+			var e *idlegrid.Error
+			switch {
+			case tt.field == "" && err != nil:
+				t.Errorf("%s: %v, want it submitted", tt.name, err)
+			case tt.field != "" && (!errors.As(err, &e) || e.Code != idlegrid.EFORBIDDEN || e.Field != tt.field || !strings.Contains(e.Message, "another key")):
+				t.Errorf("%s: %v, want forbidden on %s, saying what to do", tt.name, err, tt.field)
+			}
+		}
+	})
+}

@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -79,4 +82,34 @@ func (s *Server) ownsKey(ctx context.Context, accountID, keyID string) (bool, er
 		}
 	}
 	return false, nil
+}
+
+// keyRoutingAllows refuses a job the submitting key's routing would not
+// let it run: a bound key (access use, one handed to a teammate or a
+// script) whose routing keeps its work to some regions or data
+// residencies (the hard constraints of its inference) submits jobs that
+// require one of them too, so that a key meant to keep data in one
+// jurisdiction cannot send a job's data out of it. The owner's key
+// (access all) is bound by nothing, as in the gateway; providers and
+// prices bind inference only.
+func (s *Server) keyRoutingAllows(ctx context.Context, c *idlegrid.Caller, spec *idlegrid.JobSpec) error {
+	if c.KeyID == "" || c.Access != idlegrid.AccessUse {
+		return nil
+	}
+	kr, err := s.store.FindKeyRouting(ctx, c.KeyID)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	r := kr.Routing
+	switch {
+	case len(r.DataResidency) > 0 && !slices.Contains(r.DataResidency, spec.Residency):
+		return &idlegrid.Error{Code: idlegrid.EFORBIDDEN, Field: "job.residency", Message: fmt.Sprintf(
+			"this API key's routing keeps its work in data residency %s; set the job's residency to one of them, or submit with another key", strings.Join(r.DataResidency, ", "))}
+	case len(r.Region) > 0 && (spec.RegionPreferred || !slices.Contains(r.Region, spec.Region)):
+		return &idlegrid.Error{Code: idlegrid.EFORBIDDEN, Field: "job.region", Message: fmt.Sprintf(
+			"this API key's routing keeps its work in region %s; require one of them as the job's region (not only preferred), or submit with another key", strings.Join(r.Region, ", "))}
+	}
+	return nil
 }
