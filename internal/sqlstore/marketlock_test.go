@@ -39,8 +39,8 @@ func TestMarketLock_stall(t *testing.T) {
 	checked := make(chan struct{})
 	go func() { sqlstore.CheckMarketLock(held); close(checked) }()
 	<-p.held // the check's query waits in the network
-	clock.step(time.Minute)
-	<-sqlstore.MarketLockInDoubt(held)
+	// A check interval on, short of the grace, the lock is in doubt.
+	stepUntil(t, clock, sqlstore.MarketLockInDoubt(held), 10*time.Second, 2*time.Minute)
 	if _, err := held.Hold(cancelled()); !errors.Is(err, context.Canceled) {
 		t.Errorf("Hold while the lock is in doubt: %v, want it to wait (and its context to end)", err)
 	}
@@ -65,16 +65,11 @@ func TestMarketLock_stall(t *testing.T) {
 	defer p.release()
 	go sqlstore.CheckMarketLock(held)
 	<-p.held
-	clock.step(3 * time.Minute) // the grace: the session is given up, a new one tried
-	<-p.held                    // and that one waits in the network too
-	clock.step(time.Minute)     // the try's bound
-	select {
-	case <-held.Lost():
-		if err := held.Err(); err == nil || !strings.Contains(err.Error(), "the database has not confirmed it for 3m0s") {
-			t.Errorf("the lost lock's Err = %v, want it to say the database did not confirm it", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("a lock whose checks stall past the grace is never lost")
+	// The grace: the session is given up, and a new one tried, which waits
+	// in the network too, until its try's bound.
+	stepUntil(t, clock, held.Lost(), time.Minute, 10*time.Minute)
+	if err := held.Err(); err == nil || !strings.Contains(err.Error(), "the database has not confirmed it for 3m0s") {
+		t.Errorf("the lost lock's Err = %v, want it to say the database did not confirm it", err)
 	}
 	if _, err := held.Hold(ctx); err == nil || !strings.Contains(err.Error(), "lost") {
 		t.Errorf("Hold once the lock is lost: %v, want it to say so", err)
@@ -206,8 +201,7 @@ func TestGuardedDB_PlaceJobs(t *testing.T) {
 	checked := make(chan struct{})
 	go func() { sqlstore.CheckMarketLock(lock); close(checked) }()
 	<-p.held
-	clock.step(time.Minute)
-	<-sqlstore.MarketLockInDoubt(lock)
+	stepUntil(t, clock, sqlstore.MarketLockInDoubt(lock), 10*time.Second, 2*time.Minute)
 	wantCode(t, place(cancelled(), j2, 1), idlegrid.EUNAVAILABLE)
 	queued(j2)
 	if err := lock.Doubt(); err == nil || !strings.Contains(err.Error(), "in doubt since") {
@@ -276,6 +270,25 @@ func (c *stepClock) After(d time.Duration) <-chan time.Time {
 	}
 	c.timers = append(c.timers, stepTimer{c.now.Add(d), ch})
 	return ch
+}
+
+// stepUntil steps clock by d every few milliseconds until done is
+// closed, failing t past limit of the clock's time: a timer the lock sets
+// only after the proxy said it held a write back (which may have been
+// another write's) still fires.
+func stepUntil(t *testing.T, clock *stepClock, done <-chan struct{}, d, limit time.Duration) {
+	t.Helper()
+	for stepped := time.Duration(0); ; stepped += d {
+		select {
+		case <-done:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		if stepped >= limit {
+			t.Fatalf("not done after %s of the lock's clock", limit)
+		}
+		clock.step(d)
+	}
 }
 
 // step moves the clock d on, firing the timers due.
