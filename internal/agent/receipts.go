@@ -401,6 +401,7 @@ func (a *Agent) sendReceipts(ctx context.Context, l *lease) bool {
 	// A failed write is reported, and mended, by keepReceipts.
 	_ = l.meter.cutDue(a.clock.Now(), a.cfg.receiptInterval(), a.key)
 	perSend, conflicted := maxReceiptsPerSend, false
+	var probeTo int64 // sending a receipt at a time: the last of the batch refused
 	for {
 		if l.meter.unsure() && !a.rebaseReceipts(ctx, l) {
 			return false
@@ -422,11 +423,15 @@ func (a *Agent) sendReceipts(ctx context.Context, l *lease) bool {
 		case err == nil:
 			_ = l.meter.done(len(batch))
 			conflicted = false
+			if batch[len(batch)-1].Seq >= probeTo { // past the refused batch, none of it refused alone
+				perSend = maxReceiptsPerSend
+			}
 		case code == idlegrid.EINVALID && len(batch) > 1:
 			// One of them was refused. A server that keeps the receipts
 			// before it has them now, and the check drops them here; the
-			// rest go a receipt at a time until the one refused is found.
-			perSend = 1
+			// rest of the batch goes a receipt at a time until the one
+			// refused is found, and what follows it in batches again.
+			perSend, probeTo = 1, batch[len(batch)-1].Seq
 			l.meter.check()
 		case code == idlegrid.EINVALID:
 			a.log.Warn("server refused a usage receipt; dropping it, the next go on from the receipt before it",

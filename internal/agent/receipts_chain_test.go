@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -213,4 +214,63 @@ func breakStateFile(tb testing.TB, path string) {
 	if err := os.MkdirAll(filepath.Join(path, "in-the-way"), 0o700); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// batchRefuser is a fakeServer that refuses, once, the first batch of
+// more than one receipt after it is armed, keeping none of it, as a
+// server would a batch whose receipts pass one by one; and counts the
+// batches of more than one it takes after that.
+type batchRefuser struct {
+	*fakeServer
+	mu           sync.Mutex
+	armed        bool
+	refused      bool
+	batchesAfter int
+}
+
+func (b *batchRefuser) SendReceipts(ctx context.Context, leaseID string, rs []idlegrid.Receipt) error {
+	b.mu.Lock()
+	switch {
+	case b.armed && !b.refused && len(rs) > 1:
+		b.refused = true
+		b.mu.Unlock()
+		return idlegrid.Invalid("receipt.gpu_seconds", "the batch claims more than its lease's GPUs could run: refused for this test")
+	case b.refused && len(rs) > 1:
+		b.batchesAfter++
+	}
+	b.mu.Unlock()
+	return b.fakeServer.SendReceipts(ctx, leaseID, rs)
+}
+
+// TestAgent_ReceiptsBatchAfterProbe: once the receipts of a refused batch
+// have gone one at a time, the rest go in batches again, not each in a
+// request of its own.
+func TestAgent_ReceiptsBatchAfterProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := &fakeServer{}
+		srv := &batchRefuser{fakeServer: fake}
+		cfg := testConfig(t)
+		cfg.ReceiptInterval = time.Second
+		r, pub := startMetered(t, cfg, srv, nil)
+		defer r.stop(t) // also when a check fails: the bubble must end with none of its goroutines
+		waitFor(t, "the offer", func() bool { _, offers, _ := fake.counts(); return offers == 1 })
+		down := errors.New("dial tcp 127.0.0.1:7070: connection refused")
+		for range 9 { // about three minutes of backoff: some 180 receipts wait
+			fake.fail("SendReceipts", down)
+		}
+		srv.mu.Lock()
+		srv.armed = true
+		srv.mu.Unlock()
+		r.assign(fake, "lease_a", job(300, nil))
+		waitFor(t, "the lease to succeed", leaseIn(fake, "lease_a", idlegrid.LeaseSucceeded))
+		rs := fake.receiptsFor("lease_a")
+		if sum := checkChain(t, "lease_a", pub, rs); sum != 300 {
+			t.Errorf("the receipts claim %d GPU-seconds, want 300: none was refused alone", sum)
+		}
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		if !srv.refused || srv.batchesAfter == 0 {
+			t.Errorf("refused a batch: %v; batches taken after it: %d, want some: the receipts after the refused batch go in batches again", srv.refused, srv.batchesAfter)
+		}
+	})
 }
