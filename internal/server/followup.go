@@ -66,16 +66,8 @@ func (s *Server) leaseFollowUp(leaseID string, w endedWork, now time.Time) (*idl
 // followLease does what follows lease l's end by t and removes the
 // follow-up f when it all succeeded; otherwise the reaper does it again.
 func (s *Server) followLease(ctx context.Context, f *idlegrid.FollowUp, l *idlegrid.Lease, t *idlegrid.LeaseTransition, w endedWork) {
-	completed, err := s.leaseEnded(ctx, l, t, w, f.ID)
-	if err != nil {
-		s.log.Warn("lease follow-up left to the reaper", "lease", l.ID, "err", err)
-		return
-	}
-	if completed {
-		return // removed with the node's reputation
-	}
-	if err := s.store.DoneFollowUp(ctx, f.ID); err != nil {
-		s.log.Error("remove follow-up", "follow_up", f.ID, "err", err)
+	if completed, err := s.leaseEnded(ctx, l, t, w, f.ID); !completed { // else removed with the node's reputation
+		s.followed(ctx, f, err)
 	}
 }
 

@@ -46,21 +46,8 @@ func (db *DB) PutRegistryLogin(ctx context.Context, l *idlegrid.RegistryLogin) e
 
 // FindRegistryLogin returns an account's login to a registry, sealed.
 func (db *DB) FindRegistryLogin(ctx context.Context, accountID, registry string) (*idlegrid.RegistryLogin, error) {
-	l := &idlegrid.RegistryLogin{AccountID: accountID, Registry: registry}
-	err := db.view(ctx, func(tx *sql.Tx) error {
-		var created, updated sql.NullInt64
-		err := tx.QueryRowContext(ctx, `SELECT username, secret, created_at, updated_at FROM registry_logins
-			WHERE account_id = $1 AND registry = $2`, accountID, registry).Scan(&l.Username, &l.Sealed, &created, &updated)
-		if errors.Is(err, sql.ErrNoRows) {
-			return noRegistryLogin(accountID, registry)
-		}
-		l.CreatedAt, l.UpdatedAt = timeOf(created), timeOf(updated)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
+	l, _, err := db.FindActiveRegistryLogin(ctx, accountID, registry, time.Time{})
+	return l, err
 }
 
 // ListRegistryLogins returns an account's logins by registry, without
