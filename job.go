@@ -50,6 +50,10 @@ const (
 // leases were asked to stop.
 const RenterCancelReason = "cancelled by the renter"
 
+// MatcherPendingReason is why a job waits until the matcher has first
+// looked at it and said why.
+const MatcherPendingReason = "waiting for the matcher"
+
 // JobStates lists every job state, in the order of a job's life.
 var JobStates = []JobState{JobQueued, JobRunning, JobSucceeded, JobFailed, JobCancelled}
 

@@ -223,6 +223,7 @@ func breakStateFile(tb testing.TB, path string) {
 type batchRefuser struct {
 	*fakeServer
 	mu           sync.Mutex
+	downUntil    time.Time // before then, sends fail as with the server down
 	armed        bool
 	refused      bool
 	batchesAfter int
@@ -231,6 +232,9 @@ type batchRefuser struct {
 func (b *batchRefuser) SendReceipts(ctx context.Context, leaseID string, rs []idlegrid.Receipt) error {
 	b.mu.Lock()
 	switch {
+	case time.Now().Before(b.downUntil):
+		b.mu.Unlock()
+		return errors.New("dial tcp 127.0.0.1:7070: connection refused")
 	case b.armed && !b.refused && len(rs) > 1:
 		b.refused = true
 		b.mu.Unlock()
@@ -254,12 +258,11 @@ func TestAgent_ReceiptsBatchAfterProbe(t *testing.T) {
 		r, pub := startMetered(t, cfg, srv, nil)
 		defer r.stop(t) // also when a check fails: the bubble must end with none of its goroutines
 		waitFor(t, "the offer", func() bool { _, offers, _ := fake.counts(); return offers == 1 })
-		down := errors.New("dial tcp 127.0.0.1:7070: connection refused")
-		for range 9 { // about three minutes of backoff: some 180 receipts wait
-			fake.fail("SendReceipts", down)
-		}
+		// Down for 200 s: twice as many receipts wait as a batch holds, so
+		// after the refused batch and its probe a batch of many is left.
 		srv.mu.Lock()
 		srv.armed = true
+		srv.downUntil = time.Now().Add(200 * time.Second)
 		srv.mu.Unlock()
 		r.assign(fake, "lease_a", job(300, nil))
 		waitFor(t, "the lease to succeed", leaseIn(fake, "lease_a", idlegrid.LeaseSucceeded))

@@ -109,8 +109,8 @@ func startShutdownServer(t *testing.T, s *streams, cfg serveConfig) (rs *running
 	mustOK(t, err)
 	eventually(t, "the engine to say why the job waits", func() error { // its last change
 		j, err := renter.FindJob(context.Background(), j.ID)
-		if err == nil && j.Reason == "" {
-			err = errors.New("no reason yet")
+		if err == nil && j.Reason == idlegrid.MatcherPendingReason {
+			err = errors.New("the matcher has not looked at it yet")
 		}
 		return err
 	})

@@ -315,7 +315,7 @@ func mustQueue(b *testing.B, store idlegrid.Store, renter *idlegrid.Account, spe
 			b.Fatal(err)
 		}
 		j := &idlegrid.Job{ID: idlegrid.NewID("job"), RenterID: renter.ID, JobSpec: spec, State: idlegrid.JobQueued,
-			Reason: "waiting for the matcher", CreatedAt: now.Add(time.Duration(i) * time.Microsecond)}
+			Reason: idlegrid.MatcherPendingReason, CreatedAt: now.Add(time.Duration(i) * time.Microsecond)}
 		if err := store.CreateJob(context.Background(), j); err != nil {
 			b.Fatal(err)
 		}

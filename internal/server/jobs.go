@@ -46,7 +46,7 @@ func (s *Server) SubmitJobOnce(ctx context.Context, spec idlegrid.JobSpec, key s
 	}
 	j = &idlegrid.Job{
 		ID: idlegrid.NewID("job"), RenterID: c.AccountID, SubmittedByKey: c.KeyID, IdempotencyKey: key, JobSpec: spec,
-		State: idlegrid.JobQueued, Reason: "waiting for the matcher",
+		State: idlegrid.JobQueued, Reason: idlegrid.MatcherPendingReason,
 		CreatedAt: now, UpdatedAt: now,
 	}
 	if err := s.store.CreateJob(ctx, j); idlegrid.ErrorCode(err) == idlegrid.ECONFLICT && key != "" {

@@ -314,7 +314,7 @@ func TestServer_CancelJob(t *testing.T) {
 				t.Fatal(err)
 			}
 			synctest.Wait()
-			if got, _ := m.srv.FindJob(m.renter, j.ID); got.State != idlegrid.JobQueued || got.Reason == "waiting for the matcher" {
+			if got, _ := m.srv.FindJob(m.renter, j.ID); got.State != idlegrid.JobQueued || got.Reason == idlegrid.MatcherPendingReason {
 				t.Fatalf("job = %s (%q), want queued with the engine's reason", got.State, got.Reason)
 			}
 			got, err := m.srv.CancelJob(m.renter, j.ID)
@@ -406,7 +406,7 @@ func TestServer_WaitsForFunds(t *testing.T) {
 		}
 		synctest.Wait()
 		got, _ := m.srv.FindJob(as(poor), j.ID)
-		if got.State != idlegrid.JobQueued || got.Reason == "waiting for the matcher" {
+		if got.State != idlegrid.JobQueued || got.Reason == idlegrid.MatcherPendingReason {
 			t.Fatalf("job = %s (%q), want queued waiting for funds", got.State, got.Reason)
 		}
 		if _, err := m.srv.TopUp(m.admin, poor.ID, idlegrid.MicrosPerUnit, "k1"); err != nil {

@@ -115,7 +115,7 @@ func (s *Server) newRun(j *idlegrid.Job, leaseID string, avoid ...string) *idleg
 	now := s.Now()
 	run := &idlegrid.Job{
 		ID: idlegrid.NewID("job"), RenterID: j.RenterID, SubmittedByKey: j.SubmittedByKey, JobSpec: spec,
-		State: idlegrid.JobQueued, Reason: "a verification re-run of lease " + leaseID + ", waiting for the matcher",
+		State: idlegrid.JobQueued, Reason: "a verification re-run of lease " + leaseID + ", " + idlegrid.MatcherPendingReason,
 		CreatedAt: now, UpdatedAt: now,
 	}
 	return run
