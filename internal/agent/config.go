@@ -97,8 +97,9 @@ type Config struct {
 }
 
 // SandboxConfig widens or narrows what every workload of the node may do
-// (docker runtime). The zero value is the default: Docker's default
-// bridge network and no Linux capability.
+// (docker runtime). The zero value is the default: the runtime's own
+// bridge network (idlegrid-workloads), where workloads cannot reach each
+// other, no Linux capability, and pulls from public registries only.
 type SandboxConfig struct {
 	// NoNetwork runs workloads with no network at all: they reach neither
 	// the internet nor the owner's network (a job that downloads its data
@@ -107,6 +108,11 @@ type SandboxConfig struct {
 	// Capabilities are Linux capabilities (e.g. SYS_PTRACE) every workload
 	// gets back; every other one stays dropped.
 	Capabilities []string `yaml:"capabilities"`
+	// LocalRegistries are registries (host[:port]) on the owner's own
+	// machine or network that renters' images may be pulled from. Any
+	// other registry must be public, so that a renter cannot have the
+	// node's engine probe the owner's network by naming an image there.
+	LocalRegistries []string `yaml:"local_registries"`
 }
 
 func (s SandboxConfig) validate() error {
@@ -117,6 +123,11 @@ func (s SandboxConfig) validate() error {
 			f.Add(fmt.Sprintf("sandbox.capabilities[%d]", i), "%q is not a Linux capability name, e.g. SYS_PTRACE", c)
 		} else if name == "ALL" {
 			f.Add(fmt.Sprintf("sandbox.capabilities[%d]", i), "ALL would give workloads every capability, root's power over the machine; list the few they need, e.g. SYS_PTRACE")
+		}
+	}
+	for i, r := range s.LocalRegistries {
+		if reg, err := idlegrid.ParseRegistry(r); err != nil || reg != r || strings.ToLower(r) != r { // images name them in lower case
+			f.Add(fmt.Sprintf("sandbox.local_registries[%d]", i), "%q is not a registry as images name it, in lower case, e.g. 192.168.1.10:5000 or registry.lan", r)
 		}
 	}
 	return f.Err()

@@ -57,4 +57,14 @@ func TestAgent_Sandbox(t *testing.T) {
 			t.Errorf("capability %q: %v, want an error naming sandbox.capabilities[0]", c, err)
 		}
 	}
+	c = mustParse(t, minimal+"sandbox: {local_registries: [\"192.168.1.10:5000\", registry.lan]}\n")
+	if !slices.Equal(c.Sandbox.LocalRegistries, []string{"192.168.1.10:5000", "registry.lan"}) {
+		t.Errorf("local registries = %q", c.Sandbox.LocalRegistries)
+	}
+	for _, r := range []string{"https://registry.lan", "registry.lan/acme", "Registry.LAN", `""`} {
+		_, err := agent.ParseConfig([]byte(minimal + "sandbox: {local_registries: [" + r + "]}\n"))
+		if e, ok := err.(*idlegrid.Error); !ok || e.Field != "sandbox.local_registries[0]" {
+			t.Errorf("local registry %s: %v, want an error naming sandbox.local_registries[0]", r, err)
+		}
+	}
 }

@@ -39,7 +39,7 @@ func TestAgentCommand_DockerPrivateImage(t *testing.T) {
 	admin := idlegridclient.New(url, adminKey)
 	renter, renterKey := fundedRenter(t, admin, url, "renter")
 	stranger, _ := fundedRenter(t, admin, url, "stranger")
-	agent := startAgentProcess(t, selfBinary(t), "agent", "--config", dockerAgentConfig(t, admin, url))
+	agent := startAgentProcess(t, selfBinary(t), "agent", "--config", dockerAgentConfig(t, admin, url, reg.Host))
 	defer func() {
 		agent.cmd.Process.Signal(os.Interrupt)
 		agent.cmd.Wait()
@@ -74,9 +74,9 @@ func TestAgentCommand_DockerPrivateImage(t *testing.T) {
 }
 
 // dockerAgentConfig writes the config of an agent on the Docker runtime
-// with a fake T4, joining url with a token of a new provider's, and
-// returns its path.
-func dockerAgentConfig(t *testing.T, admin *idlegridclient.Client, url string) string {
+// with a fake T4, joining url with a token of a new provider's, that may
+// pull from the local registries listed, and returns its path.
+func dockerAgentConfig(t *testing.T, admin *idlegridclient.Client, url string, localRegistries ...string) string {
 	t.Helper()
 	_, _, providerKey, err := admin.CreateAccount(context.Background(), "provider", idlegrid.RoleProvider)
 	if err != nil {
@@ -86,7 +86,11 @@ func dockerAgentConfig(t *testing.T, admin *idlegridclient.Client, url string) s
 	if err != nil {
 		t.Fatal(err)
 	}
-	path, _ := mustCheckConfig(t, url, "fake_gpus: 1xT4\nruntime: docker\njoin_token: "+token+"\ntelemetry_interval: 1s\n")
+	config := "fake_gpus: 1xT4\nruntime: docker\njoin_token: " + token + "\ntelemetry_interval: 1s\n"
+	if len(localRegistries) > 0 {
+		config += "sandbox:\n  local_registries: [" + strings.Join(localRegistries, ", ") + "]\n"
+	}
+	path, _ := mustCheckConfig(t, url, config)
 	return path
 }
 

@@ -6,7 +6,7 @@
 //   - only the leased GPUs, through a device request for the nvidia driver
 //     with the GPUs' UUIDs (the NVIDIA Container Toolkit must be installed);
 //     fake GPUs ("GPU-fake-…", development nodes) get no device request but
-//     NVIDIA_VISIBLE_DEVICES=none, and every workload finds its GPUs' UUIDs
+//     NVIDIA_VISIBLE_DEVICES=void, and every workload finds its GPUs' UUIDs
 //     in IDLEGRID_GPUS;
 //   - CPU, memory (no swap) and pids limits: the job's cpu_cores and ram_mb,
 //     or the node's defaults per GPU, never more than the node's caps;
@@ -66,6 +66,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -129,6 +130,13 @@ type Options struct {
 	// User runs workloads whose image names no user, or root; default
 	// DefaultUser (nobody).
 	User string
+	// LocalRegistries are registries (host[:port], as image references
+	// name them) on the node's own machine or network that workloads may
+	// pull from; every other registry must be public (checkRegistry).
+	LocalRegistries []string
+	// lookupHost resolves a registry's name; nil: the system's resolver.
+	lookupHost func(ctx context.Context, host string) ([]netip.Addr, error)
+
 	// NoPull refuses images that are not on the node already, instead of
 	// pulling them. A workload's login then changes nothing, but a private
 	// image (PrivateRepository) does not run for a workload without one,
@@ -398,6 +406,8 @@ func (r *Runtime) removeStale(ctx context.Context, leaseID string) error {
 		return fmt.Errorf("docker runtime: inspect container %s: %w", containerName(leaseID), err)
 	} else if info.Config == nil || info.Config.Labels[LabelManagedBy] != ManagedBy {
 		return idlegrid.Errorf(idlegrid.ECONFLICT, "a container called %s, not made by idlegrid, is in the way", containerName(leaseID))
+	} else if info.Config.Labels[LabelNode] != r.opt.NodeID {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "a container called %s, another node's (%s), is in the way", containerName(leaseID), info.Config.Labels[LabelNode])
 	} else if info.State != nil && info.State.Running {
 		return idlegrid.Errorf(idlegrid.ECONFLICT, "a container for lease %s already runs on this node, left by an earlier agent; Adopt takes it back", leaseID)
 	}

@@ -332,6 +332,15 @@ func mustBeGone(tb testing.TB, leaseID string) {
 	}
 }
 
+// ulimits writes limits as "name=soft:hard ...".
+func ulimits(us []*container.Ulimit) string {
+	var parts []string
+	for _, u := range us {
+		parts = append(parts, fmt.Sprintf("%s=%d:%d", u.Name, u.Soft, u.Hard))
+	}
+	return strings.Join(parts, " ")
+}
+
 func volumeExists(tb testing.TB, name string) bool {
 	tb.Helper()
 	_, err := mustEngine(tb).VolumeInspect(context.Background(), name)
@@ -367,7 +376,7 @@ func TestRuntime_Start(t *testing.T) {
 			"stdout: rootfs writable: false",
 			"stdout: scratch writable: true",
 			"stdout: tmp writable: true",
-			"stdout: gpus: IDLEGRID_GPUS=GPU-fake-1,GPU-fake-2 NVIDIA_VISIBLE_DEVICES=none",
+			"stdout: gpus: IDLEGRID_GPUS=GPU-fake-1,GPU-fake-2 NVIDIA_VISIBLE_DEVICES=void",
 			"stdout: CapEff: 0000000000000000",
 			"stdout: NoNewPrivs: 1",
 			"stderr: this line goes to stderr",
@@ -432,6 +441,8 @@ func TestRuntime_Start(t *testing.T) {
 			{"NanoCpus", h.NanoCPUs, int64(1e9)},
 			{"NetworkMode", string(h.NetworkMode), "none"},
 			{"Privileged", h.Privileged, false},
+			{"CgroupnsMode", string(h.CgroupnsMode), "private"},
+			{"Ulimits", ulimits(h.Ulimits), "core=0:0"},
 			{"User", info.Config.User, DefaultUser},
 			{"lease label", info.Config.Labels[LabelLease], w.LeaseID},
 			{"job label", info.Config.Labels[LabelJob], w.JobID},
@@ -470,7 +481,7 @@ func TestRuntime_Start(t *testing.T) {
 	})
 	t.Run("ImageMissing", func(t *testing.T) {
 		t.Parallel()
-		r := mustRuntime(t, Options{})
+		r := mustRuntime(t, Options{LocalRegistries: []string{"127.0.0.1:1"}})
 		for _, tt := range []struct {
 			r    *Runtime
 			want string
@@ -545,6 +556,11 @@ func TestRuntime_Start_StaleContainer(t *testing.T) {
 	case <-waitC:
 	case err := <-errC:
 		t.Fatalf("wait for the orphan: %v", err)
+	}
+	other := mustRuntime(t, Options{})
+	if err := other.Start(context.Background(), w, make(chan runtime.Event)); idlegrid.ErrorCode(err) != idlegrid.ECONFLICT ||
+		!strings.Contains(err.Error(), "another node's ("+node+")") {
+		t.Errorf("Start of another node's stopped lease: %v, want ECONFLICT naming the node: a node removes only its own", err)
 	}
 	w.Job.Env["WORKLOAD_STEPS"] = "2"
 	if got := mustStart(t, r, w).exited(t); got != (runtime.Exit{}) {

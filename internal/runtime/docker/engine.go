@@ -109,7 +109,10 @@ func (r *Runtime) remove(wl *workload) {
 func (r *Runtime) removeContainer(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), engineTimeout)
 	defer cancel()
-	err := r.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
+	// RemoveVolumes: the anonymous volumes of an image's VOLUME lines go
+	// with it, rather than fill the node's disk lease after lease; the
+	// named scratch and checkpoint volumes are not the container's to take.
+	err := r.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		r.opt.Logger.Warn("docker runtime: cannot remove a container", "container", id, "err", err)
 	}

@@ -39,11 +39,17 @@ const dockerHubServer = "https://index.docker.io/v1/"
 func (r *Runtime) ensureImage(ctx context.Context, w runtime.Workload) (image.InspectResponse, error) {
 	ref := w.Job.Image
 	if w.RegistryAuth != nil && !r.opt.NoPull {
+		if err := r.opt.checkRegistry(ctx, ref); err != nil {
+			return image.InspectResponse{}, err
+		}
 		return r.pullWithLogin(ctx, ref, *w.RegistryAuth)
 	}
 	img, err := r.cli.ImageInspect(ctx, ref)
 	switch {
 	case err == nil && w.RegistryAuth == nil && (isPrivate(img) || r.pullingWithLogin(ref)):
+		if err := r.opt.checkRegistry(ctx, ref); err != nil && !r.opt.NoPull {
+			return image.InspectResponse{}, err
+		}
 		return r.pullPublic(ctx, ref)
 	case err == nil:
 		return img, nil
@@ -51,6 +57,9 @@ func (r *Runtime) ensureImage(ctx context.Context, w runtime.Workload) (image.In
 		return img, fmt.Errorf("docker runtime: inspect image %s: %w", ref, err)
 	case r.opt.NoPull:
 		return img, fmt.Errorf("image %s is not present locally, and this node does not pull images; load it with docker load or build it on this node", ref)
+	}
+	if err := r.opt.checkRegistry(ctx, ref); err != nil {
+		return img, err
 	}
 	if err := r.pull(ctx, ref, ""); err != nil {
 		return img, missingError(ref, err)
@@ -188,9 +197,20 @@ func refusedByRegistry(err error) bool {
 			"authentication required", "no basic auth credentials", "manifest unknown", "name unknown")
 }
 
+// unknownHost reports whether a pull failed because the registry's name
+// does not exist: the image's name is wrong, not the node (a resolver
+// that cannot be reached says otherwise).
+func unknownHost(err error) bool {
+	return strings.Contains(err.Error(), "no such host") // the engine's answer carries the resolver's words
+}
+
 // missingError explains a failed pull without a login of an image the node
 // lacks.
 func missingError(ref string, err error) error {
+	if unknownHost(err) {
+		reg := registryOf(ref)
+		return idlegrid.Errorf(idlegrid.EINVALID, "image %s could not be pulled: its registry %s does not exist (%v); check the image's name", ref, reg, err)
+	}
 	if !refusedByRegistry(err) {
 		return fmt.Errorf("image %s is not present locally and could not be pulled: %v; load it with docker load or build it on this node", ref, err)
 	}
@@ -204,6 +224,9 @@ func loginError(ref string, auth idlegrid.RegistryAuth, err error) error {
 	msg := err.Error()
 	if auth.Password != "" {
 		msg = strings.ReplaceAll(msg, auth.Password, "********")
+	}
+	if unknownHost(err) {
+		return idlegrid.Errorf(idlegrid.EINVALID, "image %s could not be pulled: its registry %s does not exist (%s); check the image's name", ref, auth.Registry, msg)
 	}
 	if !refusedByRegistry(err) {
 		return fmt.Errorf("image %s could not be pulled with the renter's login %s: %s", ref, auth, msg)

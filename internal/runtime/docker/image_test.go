@@ -101,7 +101,7 @@ func TestRuntime_Start_PrivateImage(t *testing.T) {
 		w.Job.Image, w.RegistryAuth = ref, auth
 		return w
 	}
-	r := mustRuntime(t, Options{})
+	r := mustRuntime(t, Options{LocalRegistries: []string{private.Host}})
 	howToLogin := "idlegrid registry login " + private.Host
 
 	t.Run("NoLogin", func(t *testing.T) {
@@ -166,7 +166,7 @@ func TestRuntime_Start_PublicImage(t *testing.T) {
 	t.Parallel()
 	open := registrytest.New(t, "", "")
 	ref := mustPushedImage(t, "acme/public", open)[0]
-	r := mustRuntime(t, Options{})
+	r := mustRuntime(t, Options{LocalRegistries: []string{open.Host}})
 	for _, auth := range []*idlegrid.RegistryAuth{
 		{Registry: open.Host, Username: "renter", Password: "s3cret-Pa55"},
 		nil,

@@ -209,6 +209,7 @@ func (o *Options) sandboxFor(w runtime.Workload, imageID, imageUser, checkpointV
 		SecurityOpt:    []string{"no-new-privileges:true"},
 		NetworkMode:    network,
 		IpcMode:        "private",
+		CgroupnsMode:   container.CgroupnsModePrivate, // the host's by default on cgroup v1
 		Mounts: []mount.Mount{
 			{Type: mount.TypeVolume, Source: scratchVolume(w.LeaseID), Target: ScratchDir, VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
 			{Type: mount.TypeVolume, Source: checkpointVolume, Target: CheckpointDir, VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
@@ -257,6 +258,9 @@ func (s *sandbox) resources(o *Options, w runtime.Workload) container.Resources 
 		Memory:     memMB << 20,
 		MemorySwap: memMB << 20, // no swap
 		PidsLimit:  &pids,
+		// No core dumps of a renter's memory on the node's disk. Open files
+		// stay at the engine's own limit, which a container cannot raise.
+		Ulimits: []*container.Ulimit{{Name: "core", Soft: 0, Hard: 0}},
 	}
 	if len(w.GPUs) > 0 && !strings.HasPrefix(w.GPUs[0], FakeGPUPrefix) {
 		r.DeviceRequests = []container.DeviceRequest{{
@@ -295,8 +299,12 @@ func (o *Options) env(w runtime.Workload) []string {
 		env["IDLEGRID_CHECKPOINT_REF"] = ref
 	}
 	if len(w.GPUs) == 0 || strings.HasPrefix(w.GPUs[0], FakeGPUPrefix) {
-		// No device request: make sure no runtime hook shows it a GPU.
-		env["NVIDIA_VISIBLE_DEVICES"] = "none"
+		// No device request: whatever the image says (CUDA images say
+		// NVIDIA_VISIBLE_DEVICES=all), a node whose default runtime is
+		// NVIDIA's shows it no GPU and none of the driver ("void", where
+		// "none" would still mount the driver's libraries). With one, the
+		// engine sets both variables from the request, after the image's.
+		env["NVIDIA_VISIBLE_DEVICES"] = "void"
 	}
 	out := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {

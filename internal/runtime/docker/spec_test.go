@@ -82,7 +82,7 @@ func TestOptions_SandboxFor(t *testing.T) {
 		want := []string{
 			"EPOCHS=3", "HOME=/scratch", "IDLEGRID_CHECKPOINT_DIR=/checkpoint", "IDLEGRID_CHECKPOINT_REF=s3://bucket/ckpt",
 			"IDLEGRID_GPUS=GPU-fake-1,GPU-fake-2", "IDLEGRID_JOB_ID=job_a", "IDLEGRID_LEASE_ID=lease_a",
-			"IDLEGRID_SCRATCH_DIR=/scratch", "NVIDIA_VISIBLE_DEVICES=none",
+			"IDLEGRID_SCRATCH_DIR=/scratch", "NVIDIA_VISIBLE_DEVICES=void",
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("env (-want +got):\n%s", diff)

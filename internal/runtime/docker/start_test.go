@@ -255,3 +255,42 @@ func TestRuntime_PruneCheckpoints(t *testing.T) {
 	r.Stop(inUse.LeaseID, 0)
 	wa.exited(t)
 }
+
+// TestRuntime_Start_ImageVolumes: the anonymous volume an image's VOLUME
+// line gives each of the lease's containers goes with them, so that what
+// a workload wrote there does not stay on the node's disk.
+func TestRuntime_Start_ImageVolumes(t *testing.T) {
+	t.Parallel()
+	cli := mustEngine(t)
+	tag := "idlegrid-test/" + randomID("volume") + ":1"
+	if err := buildTagged(cli, tag, contextFile{"Dockerfile", 0o644, []byte("FROM " + testImage + "\nVOLUME /data\n")}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true}) })
+	r := mustRuntime(t, Options{})
+	w := testWorkload(map[string]string{"WORKLOAD_STEPS": "100000"})
+	w.Job.Image = tag
+	wa := mustStart(t, r, w)
+	wa.line(t, "step 1/")
+	info, err := cli.ContainerInspect(context.Background(), containerName(w.LeaseID))
+	if err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	var anonymous string
+	for _, m := range info.Mounts {
+		if m.Destination == "/data" {
+			anonymous = m.Name
+		}
+	}
+	if anonymous == "" {
+		t.Fatalf("the workload's mounts %+v have no volume at /data: the image's VOLUME did not apply", info.Mounts)
+	}
+	if err := r.Stop(w.LeaseID, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	wa.exited(t)
+	mustBeGone(t, w.LeaseID)
+	if volumeExists(t, anonymous) {
+		t.Errorf("the image's volume %s outlived the lease", anonymous)
+	}
+}

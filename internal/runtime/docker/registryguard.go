@@ -1,0 +1,91 @@
+package docker
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// A renter names the image, and so the registry the node's engine pulls
+// from: without a guard, "127.0.0.1:8080/x" or "10.0.0.5/x" would have the
+// engine send requests to services on the provider's own machine or
+// network, and show the renter their answers in the lease's failure. So a
+// pull from a registry whose address is not public is refused, unless the
+// node's owner lists the registry (Options.LocalRegistries).
+
+// registryLookupTimeout bounds the look-up of a registry's addresses.
+const registryLookupTimeout = 5 * time.Second
+
+// cgnat is the carrier-grade NAT range (RFC 6598), not public either.
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// checkRegistry refuses, as the workload's fault (EFORBIDDEN), a pull of
+// ref from a registry on the node's own machine or network: a host named
+// localhost, an address that is not public, or a name any of whose
+// addresses is not. A name that does not resolve is left to the pull.
+func (o *Options) checkRegistry(ctx context.Context, ref string) error {
+	reg, err := idlegrid.ImageRegistry(ref)
+	if err != nil || slices.Contains(o.LocalRegistries, reg) {
+		return nil // the engine refuses a malformed reference itself
+	}
+	host := reg
+	if h, _, err := net.SplitHostPort(reg); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if addr, err := netip.ParseAddr(host); err == nil {
+		return refuseLocal(ref, reg, addr)
+	}
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return localRegistryError(ref, reg, "localhost")
+	}
+	ctx, cancel := context.WithTimeout(ctx, registryLookupTimeout)
+	defer cancel()
+	addrs, err := o.lookup(ctx, host)
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if err := refuseLocal(ref, reg, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lookup resolves a registry's host name: Options.lookupHost, for tests,
+// else the system's resolver, as the engine on this machine would.
+func (o *Options) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
+	if o.lookupHost != nil {
+		return o.lookupHost(ctx, host)
+	}
+	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+}
+
+// refuseLocal refuses addr unless it is a public unicast address.
+func refuseLocal(ref, reg string, addr netip.Addr) error {
+	addr = addr.Unmap()
+	if isPublic(addr) {
+		return nil
+	}
+	return localRegistryError(ref, reg, addr.String())
+}
+
+// isPublic reports whether addr is a unicast address on the internet:
+// not loopback, private, link-local (cloud metadata services live there),
+// carrier-grade NAT, unspecified or multicast.
+func isPublic(addr netip.Addr) bool {
+	return addr.IsValid() && addr.IsGlobalUnicast() && !addr.IsPrivate() && !cgnat.Contains(addr) &&
+		!(addr.Is4() && addr.As4()[0] == 0)
+}
+
+func localRegistryError(ref, reg, addr string) error {
+	return idlegrid.Errorf(idlegrid.EFORBIDDEN,
+		"image %s names the registry %s, which is on the node's own machine or network (%s); nodes pull only from public registries, "+
+			"so push the image to one, or ask the node's owner to list %s under sandbox.local_registries", ref, reg, addr, reg)
+}
