@@ -37,6 +37,8 @@ type dialect struct {
 	texts func(p string) string
 	// jsonText is the text of field key of the JSON object in column col.
 	jsonText func(col, key string) string
+	// view is how a read-only transaction begins (DB.view).
+	view *sql.TxOptions
 }
 
 func dialectFor(dsn string) *dialect {
@@ -55,6 +57,7 @@ var postgresDialect = &dialect{
 	code:      postgresCode,
 	texts:     func(p string) string { return `SELECT json_array_elements_text(` + p + `::json)` },
 	jsonText:  func(col, key string) string { return `(` + col + `::json->>'` + key + `')` },
+	view:      &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 }
 
 var sqliteDialect = &dialect{
@@ -64,6 +67,7 @@ var sqliteDialect = &dialect{
 	code:     sqliteCode,
 	texts:    func(p string) string { return `SELECT value FROM json_each(` + p + `)` },
 	jsonText: func(col, key string) string { return `json_extract(` + col + `, '$.` + key + `')` },
+	view:     &sql.TxOptions{ReadOnly: true},
 }
 
 func openPostgres(dsn string) (*sql.DB, error) {

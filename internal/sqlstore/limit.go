@@ -100,24 +100,27 @@ func (db *DB) MonthSpend(ctx context.Context, f idlegrid.SpendFilter) (*idlegrid
 
 // monthSpend is what the scope was charged in the month f starts (its
 // leases that ended in it and its inference requests) and the holds of
-// its live leases.
+// its live leases, read in one statement: in a write transaction on
+// PostgreSQL each statement sees what had committed when it began, and a
+// lease that ended between two would be counted in neither.
 func monthSpend(ctx context.Context, tx *sql.Tx, f idlegrid.SpendFilter) (*idlegrid.Spend, error) {
-	charged, err := monthCharged(ctx, tx, f.AccountID, f.KeyID, monthKey(f.From))
+	var a args
+	account := a.add(f.AccountID)
+	charged := `SELECT charged_micros FROM spend_months
+		WHERE account_id = ` + account + ` AND key_id = ` + a.add(f.KeyID) + ` AND month = ` + a.add(monthKey(f.From))
+	held := `SELECT SUM(l.hold_micros) FROM leases l WHERE l.renter_id = ` + account
+	if f.KeyID != "" {
+		held = `SELECT SUM(l.hold_micros) FROM leases l JOIN jobs j ON j.id = l.job_id
+			WHERE l.renter_id = ` + account + ` AND j.submitted_by_key = $2`
+	}
+	held += ` AND l.state IN ` + in(&a, liveStates)
+	var s idlegrid.Spend
+	err := tx.QueryRowContext(ctx, `SELECT CAST(COALESCE((`+charged+`), 0) AS BIGINT), CAST(COALESCE((`+held+`), 0) AS BIGINT)`, a...).
+		Scan(&s.ChargedMicros, &s.HeldMicros)
 	if err != nil {
 		return nil, err
 	}
-	s := &idlegrid.Spend{ChargedMicros: charged}
-	var a args
-	q := `SELECT CAST(COALESCE(SUM(l.hold_micros), 0) AS BIGINT) FROM leases l WHERE l.renter_id = ` + a.add(f.AccountID)
-	if f.KeyID != "" {
-		q = `SELECT CAST(COALESCE(SUM(l.hold_micros), 0) AS BIGINT) FROM leases l JOIN jobs j ON j.id = l.job_id
-			WHERE l.renter_id = $1 AND j.submitted_by_key = ` + a.add(f.KeyID)
-	}
-	q += ` AND l.state IN ` + in(&a, liveStates)
-	if err := sumInto(ctx, tx, &s.HeldMicros, q, a...); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return &s, nil
 }
 
 var liveStates = []idlegrid.LeaseState{idlegrid.LeaseAssigned, idlegrid.LeaseRunning}

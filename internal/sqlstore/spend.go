@@ -70,14 +70,6 @@ func addSpent(ctx context.Context, tx *sql.Tx, account, key string, at time.Time
 	return s.write(ctx, tx)
 }
 
-// monthCharged is what the scope was charged in month.
-func monthCharged(ctx context.Context, tx *sql.Tx, account, key, month string) (idlegrid.Micros, error) {
-	var charged idlegrid.Micros
-	err := sumInto(ctx, tx, &charged, `SELECT charged_micros FROM spend_months
-		WHERE account_id = $1 AND key_id = $2 AND month = $3`, account, key, month)
-	return charged, err
-}
-
 // spendMonthsMigration (20) makes spend_months and counts in it what was
 // charged before: the leases that ended with a charge, in the month they
 // ended, and the inference requests, in theirs. It is a Go migration

@@ -139,9 +139,14 @@ func (db *DB) update(ctx context.Context, fn func(tx *sql.Tx) error) error {
 }
 
 // view runs fn in a read-only transaction, so that a method that reads
-// several tables sees one snapshot.
+// several tables sees one snapshot: SQLite's read transactions do; on
+// PostgreSQL it takes REPEATABLE READ, since at its default, READ
+// COMMITTED, each statement would see what had committed by then (a
+// balance read between its available and held parts could count a
+// settlement's refund twice, or not at all). A read-only transaction at
+// that level is never aborted for a conflict.
 func (db *DB) view(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return db.inTx(ctx, &sql.TxOptions{ReadOnly: true}, fn)
+	return db.inTx(ctx, db.dialect.view, fn)
 }
 
 func (db *DB) inTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
