@@ -62,6 +62,13 @@ container.)`,
 			return c.env.flags("agent gpu-probe", gpuProbeHelp).helpOnly()
 		}
 		return printJSON(c.env.Out, probeGPUs(ctx))
+	} else if len(args) > 0 && args[0] == "net-probe" {
+		if wantsHelp(args[1:]) {
+			return c.env.flags("agent net-probe", netProbeHelp).helpOnly()
+		} else if len(args) == 1 {
+			return usagef("agent net-probe takes the addresses to try, e.g. idlegrid agent net-probe 169.254.169.254:80")
+		}
+		return printJSON(c.env.Out, probeNet(ctx, args[1:]))
 	} else if len(args) > 0 && args[0] == "init" {
 		return c.init(ctx, args[1:])
 	}

@@ -100,6 +100,7 @@ func (c *agentCheck) run(ctx context.Context, cfgErr error) {
 	c.checkDocker(ctx)
 	c.checkNvidiaRuntime()
 	c.checkGPUsInContainers(ctx)
+	c.checkWorkloadNetwork(ctx)
 	c.checkServer(ctx)
 	c.checkIdentity(ctx)
 }

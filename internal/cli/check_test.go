@@ -131,13 +131,14 @@ func TestAgentCheck(t *testing.T) {
 		want(t, lines, "docker", checkOK, "not needed")
 		want(t, lines, "nvidia toolkit", checkOK, "not needed")
 		want(t, lines, "gpus in containers", checkOK, "not needed")
+		want(t, lines, "workload network", checkOK, "not needed")
 		want(t, lines, "server", checkOK, url+" answers, agent protocol 1")
 		want(t, lines, "clock", checkOK, "from the server's")
 		want(t, lines, "identity", checkOK, "no key yet", "not joined yet: the agent joins with its join token", `(token "check" of provider acct_`, "3 uses left")
-		if len(lines) != 13 {
-			t.Errorf("%d lines, want 13:\n%s", len(lines), r.out)
+		if len(lines) != 14 {
+			t.Errorf("%d lines, want 14:\n%s", len(lines), r.out)
 		}
-		if !strings.HasSuffix(r.out, "\n12 ok, 1 warn, 0 FAIL\n") {
+		if !strings.HasSuffix(r.out, "\n13 ok, 1 warn, 0 FAIL\n") {
 			t.Errorf("output does not end with the tally:\n%s", r.out)
 		}
 		if _, err := os.Stat(filepath.Join(dataDir, "node.key")); !errors.Is(err, os.ErrNotExist) {
@@ -185,7 +186,7 @@ func TestAgentCheck(t *testing.T) {
 		lines := checkedLines(t, r.out)
 		want(t, lines, "server", checkFail, "cannot reach http://127.0.0.1:1/v1/healthz", "connection refused", "only outbound")
 		want(t, lines, "clock", checkWarn, "skipped")
-		if r.code != 1 || !strings.HasPrefix(r.err, "idlegrid: 1 of 12 checks failed") {
+		if r.code != 1 || !strings.HasPrefix(r.err, "idlegrid: 1 of 13 checks failed") {
 			t.Errorf("got %s, want exit 1 and one failure", r)
 		}
 	})

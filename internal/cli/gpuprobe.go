@@ -113,24 +113,31 @@ func procfsGPUs(dir string) []string {
 }
 
 // runGPUProbe runs the probe in the image ref, in a sandbox like a
-// workload's (read-only root, no capabilities, no network, not root),
-// with a device request for uuids (none when empty), and returns what it
-// saw. It removes its container.
+// workload's with no network (runProbe), with a device request for uuids
+// (none when empty), and returns what it saw.
 func runGPUProbe(ctx context.Context, cli *client.Client, ref string, uuids []string) (gpuProbe, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	host := &container.HostConfig{
-		ReadonlyRootfs: true, CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges:true"},
-		NetworkMode: "none",
-	}
+	host := &container.HostConfig{NetworkMode: "none"}
 	if len(uuids) > 0 {
 		host.DeviceRequests = []container.DeviceRequest{{Driver: "nvidia", DeviceIDs: uuids, Capabilities: [][]string{{"gpu", "compute", "utility"}}}}
 	}
-	created, err := cli.ContainerCreate(ctx, &container.Config{
-		Image: ref, User: "65534:65534", Labels: map[string]string{docker.LabelManagedBy: docker.ManagedBy, docker.LabelRole: "gpu-probe"},
-	}, host, nil, nil, "")
+	var p gpuProbe
+	err := runProbe(ctx, cli, &container.Config{Image: ref}, host, &p)
+	return p, err
+}
+
+// runProbe runs a probe container of cfg and host in a sandbox like a
+// workload's (read-only root, no capabilities, no new privileges, not
+// root), waits for it to exit, and decodes its output, JSON, into out. It
+// removes its container.
+func runProbe(ctx context.Context, cli *client.Client, cfg *container.Config, host *container.HostConfig, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	host.ReadonlyRootfs, host.CapDrop, host.SecurityOpt = true, []string{"ALL"}, []string{"no-new-privileges:true"}
+	cfg.User = "65534:65534"
+	cfg.Labels = map[string]string{docker.LabelManagedBy: docker.ManagedBy, docker.LabelRole: "probe"}
+	created, err := cli.ContainerCreate(ctx, cfg, host, nil, nil, "")
 	if err != nil {
-		return gpuProbe{}, fmt.Errorf("create the probe container: %w", err)
+		return fmt.Errorf("create the probe container: %w", err)
 	}
 	defer func() {
 		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -139,22 +146,21 @@ func runGPUProbe(ctx context.Context, cli *client.Client, ref string, uuids []st
 	}()
 	waitC, errC := cli.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
 	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
-		return gpuProbe{}, fmt.Errorf("start the probe container: %w", err)
+		return fmt.Errorf("start the probe container: %w", err)
 	}
 	select {
 	case res := <-waitC:
 		if res.StatusCode != 0 {
-			return gpuProbe{}, fmt.Errorf("the probe exited with code %d: %s", res.StatusCode, probeOutput(ctx, cli, created.ID, true))
+			return fmt.Errorf("the probe exited with code %d: %s", res.StatusCode, probeOutput(ctx, cli, created.ID, true))
 		}
 	case err := <-errC:
-		return gpuProbe{}, fmt.Errorf("wait for the probe: %w", err)
+		return fmt.Errorf("wait for the probe: %w", err)
 	}
-	var p gpuProbe
-	out := probeOutput(ctx, cli, created.ID, false)
-	if err := json.Unmarshal([]byte(out), &p); err != nil {
-		return gpuProbe{}, fmt.Errorf("the probe said %q: %w", out, err)
+	said := probeOutput(ctx, cli, created.ID, false)
+	if err := json.Unmarshal([]byte(said), out); err != nil {
+		return fmt.Errorf("the probe said %q: %w", said, err)
 	}
-	return p, nil
+	return nil
 }
 
 // probeOutput is the probe container's stdout, or its stderr.

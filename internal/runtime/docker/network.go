@@ -62,6 +62,10 @@ func (r *Runtime) ensureNetwork(ctx context.Context) (string, error) {
 	return n.ID, nil
 }
 
+// Network is the ID of the network the runtime's workloads run on, unless
+// they have none (WorkloadNetwork).
+func (r *Runtime) Network() string { return r.opt.network }
+
 // workloadNetworks lists the networks called WorkloadNetwork, oldest first.
 func (r *Runtime) workloadNetworks(ctx context.Context) ([]network.Summary, error) {
 	all, err := r.cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", WorkloadNetwork))})
