@@ -113,6 +113,10 @@ type SandboxConfig struct {
 	// other registry must be public, so that a renter cannot have the
 	// node's engine probe the owner's network by naming an image there.
 	LocalRegistries []string `yaml:"local_registries"`
+	// MaxDiskGB caps what a workload may keep on disk in its volumes
+	// (/scratch, /checkpoint and its image's); over it, it is killed as
+	// its own failure. Default 100.
+	MaxDiskGB int `yaml:"max_disk_gb"`
 }
 
 func (s SandboxConfig) validate() error {
@@ -124,6 +128,9 @@ func (s SandboxConfig) validate() error {
 		} else if name == "ALL" {
 			f.Add(fmt.Sprintf("sandbox.capabilities[%d]", i), "ALL would give workloads every capability, root's power over the machine; list the few they need, e.g. SYS_PTRACE")
 		}
+	}
+	if s.MaxDiskGB < 0 || s.MaxDiskGB > 1<<20 {
+		f.Add("sandbox.max_disk_gb", "must be between 1 and %d (0: the default, 100), got %d", 1<<20, s.MaxDiskGB)
 	}
 	for i, r := range s.LocalRegistries {
 		if reg, err := idlegrid.ParseRegistry(r); err != nil || reg != r || strings.ToLower(r) != r { // images name them in lower case

@@ -2,7 +2,9 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -60,6 +62,12 @@ func TestAgent_Sandbox(t *testing.T) {
 	c = mustParse(t, minimal+"sandbox: {local_registries: [\"192.168.1.10:5000\", registry.lan]}\n")
 	if !slices.Equal(c.Sandbox.LocalRegistries, []string{"192.168.1.10:5000", "registry.lan"}) {
 		t.Errorf("local registries = %q", c.Sandbox.LocalRegistries)
+	}
+	if c := mustParse(t, minimal+"sandbox: {max_disk_gb: 500}\n"); c.Sandbox.MaxDiskGB != 500 {
+		t.Errorf("max_disk_gb = %d, want 500", c.Sandbox.MaxDiskGB)
+	}
+	if _, err := agent.ParseConfig([]byte(minimal + "sandbox: {max_disk_gb: -1}\n")); !strings.Contains(fmt.Sprint(err), "sandbox.max_disk_gb") {
+		t.Errorf("max_disk_gb -1: %v, want an error naming sandbox.max_disk_gb", err)
 	}
 	for _, r := range []string{"https://registry.lan", "registry.lan/acme", "Registry.LAN", `""`} {
 		_, err := agent.ParseConfig([]byte(minimal + "sandbox: {local_registries: [" + r + "]}\n"))

@@ -48,7 +48,8 @@ func openRuntime(ctx context.Context, cfg *agent.Config, key ed25519.PrivateKey,
 		return nil, fmt.Errorf("docker runtime: %w", err)
 	}
 	rt, err := docker.New(ctx, docker.Options{Client: cli, NodeID: dockerNodeID(key), Logger: logger,
-		AllowedCapabilities: cfg.Sandbox.Capabilities, LocalRegistries: cfg.Sandbox.LocalRegistries})
+		AllowedCapabilities: cfg.Sandbox.Capabilities, LocalRegistries: cfg.Sandbox.LocalRegistries,
+		MaxDiskMB: cfg.Sandbox.MaxDiskGB << 10})
 	if err != nil {
 		cli.Close()
 		return nil, withHint(err, "start Docker (systemctl enable --now docker) and run 'idlegrid agent --check'; or set runtime: fake (--runtime fake) to simulate workloads")

@@ -113,6 +113,11 @@ type Options struct {
 	PidsLimit int64
 	// TmpMB sizes the tmpfs at /tmp; default 1024. It counts as memory.
 	TmpMB int
+	// MaxDiskMB caps what a workload's volumes (/scratch, /checkpoint and
+	// its image's) may hold, measured every DiskCheckEvery; a workload over
+	// it is killed (disk.go). Defaults 102400 (100 GiB) and a minute.
+	MaxDiskMB      int
+	DiskCheckEvery time.Duration
 
 	// AllowedCapabilities are the capabilities a workload may be granted
 	// (Workload.Capabilities), e.g. "SYS_PTRACE"; default none.
@@ -203,6 +208,8 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 		return nil, err
 	}
 	r.closing, r.close = context.WithCancel(context.Background())
+	r.wg.Add(1)
+	go r.watchDisk()
 	return r, nil
 }
 
@@ -231,6 +238,12 @@ func (o *Options) setDefaults(engineCPUs int, engineMemBytes int64) error {
 	}
 	if o.TmpMB <= 0 {
 		o.TmpMB = 1024
+	}
+	if o.MaxDiskMB <= 0 {
+		o.MaxDiskMB = 100 << 10
+	}
+	if o.DiskCheckEvery <= 0 {
+		o.DiskCheckEvery = time.Minute
 	}
 	if o.User == "" {
 		o.User = DefaultUser

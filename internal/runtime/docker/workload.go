@@ -48,6 +48,9 @@ type workload struct {
 	// is and no Exit is sent.
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	diskNote string // why the disk watcher killed it (disk.go); "" if it did not
 }
 
 func (r *Runtime) newWorkload(leaseID, jobID string, events chan<- runtime.Event) *workload {
@@ -158,7 +161,9 @@ func (wl *workload) signal(sig string) {
 func (r *Runtime) finish(wl *workload, exit *runtime.Exit) {
 	ctx, cancel := context.WithTimeout(context.Background(), engineTimeout)
 	defer cancel()
-	if r.oomKilled(ctx, wl, exit) {
+	if note := wl.diskNoted(); note != "" {
+		wl.note(note)
+	} else if r.oomKilled(ctx, wl, exit) {
 		wl.note(fmt.Sprintf("the workload ran out of memory: its limit is %d MB", wl.memoryBytes>>20))
 	}
 	if wl.adopted && wl.verifiable && exit.Err == nil && exit.Code == 0 {

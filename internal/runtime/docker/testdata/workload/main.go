@@ -15,6 +15,7 @@
 //	WORKLOAD_LISTEN=:8000      accept TCP connections there while it runs
 //	WORKLOAD_CONNECT=IP:8000   first try to connect there, and say whether it could
 //	WORKLOAD_LONG_LINE=40000   first print a line of this many x's
+//	WORKLOAD_WRITE_MB=64       first write this much to $IDLEGRID_SCRATCH_DIR/fill
 package main
 
 import (
@@ -60,6 +61,10 @@ func run() int {
 			}
 		}
 		fmt.Printf("allocated %d MB\n", mb)
+	}
+
+	if mb := envInt("WORKLOAD_WRITE_MB", 0); mb > 0 {
+		fill(filepath.Join(envOr("IDLEGRID_SCRATCH_DIR", "/scratch"), "fill"), mb)
 	}
 
 	step := loadStep(dir)
@@ -195,4 +200,23 @@ func envInt(key string, def int) int {
 		return n
 	}
 	return def
+}
+
+// fill writes mb MB of zeros to path, and says so.
+func fill(path string, mb int) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fill:", err)
+		return
+	}
+	defer f.Close()
+	block := make([]byte, 1<<20)
+	for range mb {
+		if _, err := f.Write(block); err != nil {
+			fmt.Fprintln(os.Stderr, "fill:", err)
+			return
+		}
+	}
+	f.Sync()
+	fmt.Printf("wrote %d MB\n", mb)
 }
