@@ -71,17 +71,22 @@ func (s *Server) Reap(ctx context.Context) error {
 	}
 	beats, err := s.store.OnlineHeartbeats(ctx)
 	if err != nil {
-		return err
+		return errors.Join(err, s.reapRest(ctx))
 	}
 	if err := s.reapNodes(ctx, beats); err != nil {
-		return err
+		return errors.Join(err, s.reapRest(ctx))
 	}
 	lost := s.endLostLeases(ctx)
 	if err := s.reapLeases(ctx, beats); err != nil {
-		return errors.Join(lost, err)
+		return errors.Join(lost, err, s.reapRest(ctx))
 	}
-	return errors.Join(lost, s.matureEarnings(ctx), s.checkRunout(ctx), s.measureUptime(ctx, beats), s.sweepExpired(ctx),
-		s.redoFollowUps(ctx))
+	return errors.Join(lost, s.measureUptime(ctx, beats), s.reapRest(ctx))
+}
+
+// reapRest is the part of a pass that does not rest on the nodes'
+// heartbeats, and so is done even when reading or judging them failed.
+func (s *Server) reapRest(ctx context.Context) error {
+	return errors.Join(s.matureEarnings(ctx), s.checkRunout(ctx), s.sweepExpired(ctx), s.redoFollowUps(ctx))
 }
 
 // marketDoubt is why this server may not be the one running the market

@@ -225,3 +225,48 @@ func TestServer_Reap_marketLockInDoubt(t *testing.T) {
 		}
 	})
 }
+
+// failNodeReads is a store whose reads of a node fail once armed, and
+// which counts the reaper's reads of what is maturing and of renters'
+// stakes.
+type failNodeReads struct {
+	idlegrid.Store
+	armed            atomic.Bool
+	maturing, stakes atomic.Int64
+}
+
+func (s *failNodeReads) FindNode(ctx context.Context, id string) (*idlegrid.Node, error) {
+	if s.armed.Load() {
+		return nil, errors.New("database is locked")
+	}
+	return s.Store.FindNode(ctx, id)
+}
+
+func (s *failNodeReads) ListMaturing(ctx context.Context, before time.Time, limit int) ([]*idlegrid.Transfer, error) {
+	s.maturing.Add(1)
+	return s.Store.ListMaturing(ctx, before, limit)
+}
+
+func (s *failNodeReads) RenterStakes(ctx context.Context) ([]*idlegrid.RenterStake, error) {
+	s.stakes.Add(1)
+	return s.Store.RenterStakes(ctx)
+}
+
+// TestServer_Reap_restAfterNodesFail: a pass that cannot judge its silent
+// nodes still matures earnings and checks renters' money, rather than
+// leave them for a pass that may fail the same way.
+func TestServer_Reap_restAfterNodesFail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fail := &failNodeReads{}
+		m, _ := mustLostMarket(t, func(s idlegrid.Store) idlegrid.Store { fail.Store = s; return fail })
+		fail.armed.Store(true)
+		maturing, stakes := fail.maturing.Load(), fail.stakes.Load()
+		if err := m.srv.Reap(context.Background()); err == nil {
+			t.Fatal("Reap = nil, want the failed node read's error")
+		}
+		if fail.maturing.Load() == maturing || fail.stakes.Load() == stakes {
+			t.Errorf("the pass read maturing earnings %d and stakes %d times, want each at least once",
+				fail.maturing.Load()-maturing, fail.stakes.Load()-stakes)
+		}
+	})
+}
