@@ -72,7 +72,7 @@ type TransferKind string
 
 const (
 	TransferTopUp  TransferKind = "topup"  // world → renter available
-	TransferHold   TransferKind = "hold"   // renter available → held, at placement (and on each extension)
+	TransferHold   TransferKind = "hold"   // renter available → held, once, when a lease is placed
 	TransferSettle TransferKind = "settle" // held → provider pending + fees, rest back to available
 	// TransferMature makes one settlement's earnings payable once the
 	// payout hold has passed: provider pending → payable.
