@@ -34,8 +34,28 @@ func FingerprintOf(gpus []GPU) HardwareFingerprint {
 // maxFingerprintField bounds each text field of a fingerprint.
 const maxFingerprintField = 128
 
+// MaxFingerprintBytes bounds a whole fingerprint, as JSON: the audit log
+// keeps it with its attestation, in an entry of at most 64 KiB that also
+// holds the changes it flags. 64 GPUs with their usual fields take about
+// 15 KiB.
+const MaxFingerprintBytes = 24 << 10
+
 // Validate checks a fingerprint's shape, naming fields under prefix.
 func (f *HardwareFingerprint) Validate(prefix string) error {
+	if err := f.validateGPUs(prefix); err != nil {
+		return err
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	} else if len(b) > MaxFingerprintBytes {
+		return Invalid(prefix, "at most %d bytes as JSON, got %d: shorten its fields", MaxFingerprintBytes, len(b))
+	}
+	return nil
+}
+
+// validateGPUs checks each GPU of a fingerprint.
+func (f *HardwareFingerprint) validateGPUs(prefix string) error {
 	if len(f.GPUs) == 0 || len(f.GPUs) > 64 {
 		return Invalid(prefix+".gpus", "must list between 1 and 64 GPUs")
 	}

@@ -1,12 +1,14 @@
 package idlegrid_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/audit"
 )
 
 func h100(uuid string) idlegrid.GPU {
@@ -111,5 +113,44 @@ func TestChallengeRunner_Validate(t *testing.T) {
 	err := idlegrid.ChallengeRunner("cuda\nnode=x").Validate("attestation.challenge_runner")
 	if idlegrid.ErrorCode(err) != idlegrid.EINVALID || !strings.Contains(err.Error(), "attestation.challenge_runner") {
 		t.Errorf("Validate of an unknown runner = %v, want EINVALID naming the field", err)
+	}
+}
+
+// gpusWith is n GPUs, each with every text field length bytes long.
+func gpusWith(n, length int) []idlegrid.GPU {
+	gpus := make([]idlegrid.GPU, n)
+	for i := range gpus {
+		text := fmt.Sprintf("%03d", i) + strings.Repeat("x", length-3)
+		gpus[i] = idlegrid.GPU{UUID: text, Model: text, VRAMMB: 81920, PCIBusID: text, PCIDeviceID: text,
+			PCISubsystemID: text, DriverVersion: text, VBIOSVersion: text}
+	}
+	return gpus
+}
+
+// TestHardwareFingerprint_Validate_fitsTheAuditLog: the log keeps every
+// attestation the server takes, so whatever Validate takes fits an entry;
+// a fingerprint too big for one is refused, naming it.
+func TestHardwareFingerprint_Validate_fitsTheAuditLog(t *testing.T) {
+	usual := make([]idlegrid.GPU, 64)
+	for i := range usual {
+		usual[i] = h100(fmt.Sprintf("GPU-%08d-1f2e-3d4c-5b6a-79880a1b2c3d", i))
+	}
+	if f := idlegrid.FingerprintOf(usual); f.Validate("attestation.fingerprint") != nil {
+		t.Fatalf("64 H100s: %v, want valid", f.Validate("attestation.fingerprint"))
+	}
+	longest := idlegrid.FingerprintOf(gpusWith(64, 128)) // each field at its own limit
+	wantField(t, longest.Validate("attestation.fingerprint"), "attestation.fingerprint")
+
+	length := 128
+	largest := idlegrid.FingerprintOf(gpusWith(64, length))
+	for largest.Validate("f") != nil {
+		length--
+		largest = idlegrid.FingerprintOf(gpusWith(64, length))
+	}
+	a := &idlegrid.Attestation{NodeID: "node_1k8lr7kooo7pqd0hj1dbp629d", Fingerprint: largest,
+		SignedAt: jobNow, Signature: strings.Repeat("A", 86) + "==", Hash: largest.Hash(), ReceivedAt: jobNow,
+		ChallengeRunner: idlegrid.RunnerCUDA}
+	if _, err := audit.AttestationEntry(a, "acct_1k8lr7du00q78f603tvbcsc8q", nil); err != nil {
+		t.Errorf("the largest valid fingerprint (64 GPUs, fields of %d bytes): %v, want it logged", length, err)
 	}
 }

@@ -2,7 +2,10 @@ package idlegrid
 
 import (
 	"context"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // This file holds disputes: a proven or alleged breach of the market's
@@ -56,6 +59,46 @@ type Dispute struct {
 	PolicySHA256  string     `json:"policy_sha256,omitempty"` // the trust policy that priced it
 	CreatedAt     time.Time  `json:"created_at"`
 	ResolvedAt    *time.Time `json:"resolved_at,omitempty"`
+}
+
+// Limits on what an operator writes in a dispute. A dispute is logged
+// whole in the audit log, whose entries hold at most 64 KiB, each time it
+// is opened and resolved: one too big to log could never be closed, and
+// the provider's bond would stay locked. Within these limits a dispute,
+// with the market's own proof added when it upholds one, always fits.
+const (
+	MaxDisputeEvidenceBytes   = 8 << 10
+	MaxDisputeResolutionBytes = 1000
+)
+
+// CheckEvidence refuses a dispute's evidence that an operator could not
+// have meant: more than MaxDisputeEvidenceBytes, or control characters.
+func CheckEvidence(evidence string) error {
+	return checkDisputeText("dispute.evidence", evidence, MaxDisputeEvidenceBytes)
+}
+
+// CheckResolution refuses an operator's resolution of a dispute that is
+// empty, more than MaxDisputeResolutionBytes, or holds control
+// characters; to names the state it moves to.
+func CheckResolution(resolution string, to DisputeState) error {
+	if resolution == "" {
+		return Invalid("resolution", "required: say why the dispute is %s", to)
+	}
+	return checkDisputeText("resolution", resolution, MaxDisputeResolutionBytes)
+}
+
+// checkDisputeText checks text written for people: at most max bytes of
+// UTF-8, with no control characters but tab and newline, each of which
+// the audit log's JSON would write as six bytes.
+func checkDisputeText(field, text string, max int) error {
+	if len(text) > max {
+		return Invalid(field, "at most %d bytes, got %d", max, len(text))
+	}
+	bad := func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r' }
+	if !utf8.ValidString(text) || strings.IndexFunc(text, bad) >= 0 {
+		return Invalid(field, "must be UTF-8 text without control characters (tab and newline are fine)")
+	}
+	return nil
 }
 
 // DisputeFilter selects disputes; empty fields match all.

@@ -141,6 +141,12 @@ const (
 	MaxJobSeconds   = 30 * 24 * 3600
 	MaxEnvEntries   = 128
 	MaxCommandWords = 256
+	// MaxGPUModelBytes bounds a GPU model's name, in a job's gpu_models
+	// and in a node's offer alike.
+	MaxGPUModelBytes = 64
+	// MaxCheckpointRefBytes bounds a checkpoint reference, a job's own or
+	// one its lease reports.
+	MaxCheckpointRefBytes = 1000
 )
 
 var (
@@ -153,8 +159,13 @@ var (
 )
 
 // Normalize fills defaults: one node, silver, any kind "other",
-// bronze jobs interruptible.
+// bronze jobs interruptible; and writes the deadline as every time is
+// kept, in UTC to the microsecond.
 func (s *JobSpec) Normalize() {
+	if s.Deadline != nil {
+		d := s.Deadline.UTC().Truncate(time.Microsecond)
+		s.Deadline = &d
+	}
 	if s.Nodes == 0 {
 		s.Nodes = 1
 	}
@@ -188,6 +199,9 @@ func (s *JobSpec) checkWorkload(p *Faults) {
 		p.Add("job.kind", "unknown workload kind %q; use one of %s", s.Kind, kindList())
 	}
 	p.Check(imageRE.MatchString(s.Image), "job.image", "must be an image reference such as ghcr.io/org/trainer:1.2")
+	if err := checkImage(s.Image); err != nil { // after the pattern: a fault it finds is named first
+		p.Add("job.image", "%v", err)
+	}
 	p.Check(!IsPrivateMark(s.Image), "job.image", "the repository %s is the nodes' own, for their marks of private images", PrivateImageRepository)
 	p.Check(len(s.Command) <= MaxCommandWords, "job.command", "at most %d words", MaxCommandWords)
 	p.Check(len(s.Env) <= MaxEnvEntries, "job.env", "at most %d variables", MaxEnvEntries)
@@ -200,7 +214,7 @@ func (s *JobSpec) checkWorkload(p *Faults) {
 			break
 		}
 	}
-	p.Check(len(s.CheckpointRef) <= 1000, "job.checkpoint_ref", "at most 1000 characters")
+	p.Check(len(s.CheckpointRef) <= MaxCheckpointRefBytes, "job.checkpoint_ref", "at most %d characters", MaxCheckpointRefBytes)
 }
 
 // checkSize checks the hardware asked for.
@@ -211,8 +225,8 @@ func (s *JobSpec) checkSize(p *Faults) {
 	p.Check(s.CPUCores >= 0, "job.cpu_cores", "must not be negative")
 	p.Check(s.RAMMB >= 0, "job.ram_mb", "must not be negative")
 	for _, m := range s.GPUModels {
-		if m == "" || len(m) > 64 {
-			p.Add("job.gpu_models", "model names must be 1-64 characters")
+		if m == "" || len(m) > MaxGPUModelBytes {
+			p.Add("job.gpu_models", "model names must be 1-%d characters", MaxGPUModelBytes)
 			break
 		}
 	}

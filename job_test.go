@@ -64,6 +64,19 @@ func TestJobSpec_Normalize(t *testing.T) {
 			}
 		})
 	}
+	t.Run("deadline in UTC to the microsecond", func(t *testing.T) {
+		s := validSpec()
+		d := time.Date(2026, 1, 2, 16, 4, 5, 123456789, time.FixedZone("CET", 3600))
+		s.Deadline = &d
+		s.Normalize()
+		want := time.Date(2026, 1, 2, 15, 4, 5, 123456000, time.UTC)
+		if s.Deadline.Location() != time.UTC || !s.Deadline.Equal(want) {
+			t.Errorf("deadline = %v, want %v", s.Deadline, want)
+		}
+		if d.Nanosecond() != 123456789 {
+			t.Errorf("the caller's time changed to %v", d)
+		}
+	})
 	t.Run("idempotent", func(t *testing.T) {
 		s := validSpec()
 		s.Normalize()
@@ -92,7 +105,12 @@ func TestJobSpec_Validate(t *testing.T) {
 		{"empty kind", func(s *idlegrid.JobSpec) { s.Kind = "" }, "job.kind"},
 		{"no image", func(s *idlegrid.JobSpec) { s.Image = "" }, "job.image"},
 		{"image with space", func(s *idlegrid.JobSpec) { s.Image = "ubuntu latest" }, "job.image"},
-		{"image by digest", func(s *idlegrid.JobSpec) { s.Image = "ubuntu@sha256:abc123" }, ""},
+		{"image by digest", func(s *idlegrid.JobSpec) { s.Image = "ubuntu@sha256:" + strings.Repeat("ab", 32) }, ""},
+		{"image by a digest that is not one", func(s *idlegrid.JobSpec) { s.Image = "x@sha256:zz" }, "job.image"},
+		{"image by a short digest", func(s *idlegrid.JobSpec) { s.Image = "ubuntu@sha256:abc123" }, "job.image"},
+		{"image on a registry port", func(s *idlegrid.JobSpec) { s.Image = "registry.example.com:5000/x:1" }, ""},
+		{"image on a port past 65535", func(s *idlegrid.JobSpec) { s.Image = "registry.example.com:99999/x:1" }, "job.image"},
+		{"image on port 0", func(s *idlegrid.JobSpec) { s.Image = "localhost:0/x:1" }, "job.image"},
 		{"long command", func(s *idlegrid.JobSpec) { s.Command = make([]string, idlegrid.MaxCommandWords+1) }, "job.command"},
 		{"too many env", func(s *idlegrid.JobSpec) {
 			s.Env = map[string]string{}
@@ -130,6 +148,8 @@ func TestJobSpec_Validate(t *testing.T) {
 		{"deadline before the run could end", func(s *idlegrid.JobSpec) { s.Deadline, s.DurationSeconds = &future, 3601 }, "job.deadline"},
 		{"empty model name", func(s *idlegrid.JobSpec) { s.GPUModels = []string{"H100", ""} }, "job.gpu_models"},
 		{"long model name", func(s *idlegrid.JobSpec) { s.GPUModels = []string{strings.Repeat("m", 65)} }, "job.gpu_models"},
+		{"model name at the limit", func(s *idlegrid.JobSpec) { s.GPUModels = []string{strings.Repeat("m", idlegrid.MaxGPUModelBytes)} }, ""},
+		{"long checkpoint reference", func(s *idlegrid.JobSpec) { s.CheckpointRef = strings.Repeat("c", idlegrid.MaxCheckpointRefBytes+1) }, "job.checkpoint_ref"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

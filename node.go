@@ -117,6 +117,7 @@ func (a *Ask) Validate(prefix string) error {
 			break
 		}
 	}
+	f.Check(len(a.TimeOfDay) <= MaxScheduleWindows, prefix+".time_of_day", "at most %d windows, got %d", MaxScheduleWindows, len(a.TimeOfDay))
 	for i, w := range a.TimeOfDay {
 		at := fmt.Sprintf("%s.time_of_day[%d]", prefix, i)
 		f.Also(WeeklyWindow{Days: w.Days, Start: w.Start, End: w.End}.validate(at, false))
@@ -217,6 +218,7 @@ func (o *Offer) Validate() error {
 	p.Check(o.Residency != "", "offer.residency", "required, e.g. EU or US")
 	p.Check(o.Residency == "" || residencyRE.MatchString(o.Residency), "offer.residency",
 		"must be at most 40 letters, digits and '-', a jurisdiction such as EU or US, as jobs name theirs")
+	o.checkLabels(&p)
 	p.Also(o.Schedule.Validate("offer.schedule"))
 	p.Also(validateModels(o.Models))
 	p.Also(o.Ask.Validate("offer.ask"))
@@ -224,18 +226,60 @@ func (o *Offer) Validate() error {
 }
 
 // checkGPUs checks the offer's GPUs, naming the first fault of each kind.
+// A GPU's model is named as a job names the models it wants, and its
+// identifying numbers fit a fingerprint (HardwareFingerprint.Validate).
 func (o *Offer) checkGPUs(p *Faults) {
 	seen := map[string]bool{}
-	var dup, noModel, noVRAM bool
+	var dup, badModel, noVRAM bool
 	for _, g := range o.GPUs {
 		dup = dup || g.UUID == "" || seen[g.UUID]
 		seen[g.UUID] = true
-		noModel = noModel || g.Model == ""
+		badModel = badModel || g.Model == "" || len(g.Model) > MaxGPUModelBytes
 		noVRAM = noVRAM || g.VRAMMB <= 0
+		fields := fingerprintFields(g)
+		delete(fields, "model")
+		for _, name := range slices.Sorted(maps.Keys(fields)) {
+			p.Check(len(fields[name]) <= maxFingerprintField, "offer.gpus."+name, "at most %d characters", maxFingerprintField)
+		}
 	}
 	p.Check(!dup, "offer.gpus.uuid", "every GPU needs a unique UUID")
-	p.Check(!noModel, "offer.gpus.model", "required")
+	p.Check(!badModel, "offer.gpus.model", "required, at most %d characters", MaxGPUModelBytes)
 	p.Check(!noVRAM, "offer.gpus.vram_mb", "must be positive")
+}
+
+// Limits on an offer's labels, which are its owner's notes on the node.
+const (
+	MaxOfferLabels     = 64
+	MaxLabelKeyBytes   = 128
+	MaxLabelValueBytes = 256
+)
+
+// checkLabels checks the offer's labels, naming the first at fault.
+func (o *Offer) checkLabels(p *Faults) {
+	p.Check(len(o.Labels) <= MaxOfferLabels, "offer.labels", "at most %d labels, got %d", MaxOfferLabels, len(o.Labels))
+	for _, k := range slices.Sorted(maps.Keys(o.Labels)) {
+		if k == "" || len(k) > MaxLabelKeyBytes || !printable(k) {
+			p.Add("offer.labels", "label names must be 1-%d printable characters", MaxLabelKeyBytes)
+			return
+		}
+		if v := o.Labels[k]; len(v) > MaxLabelValueBytes || !printable(v) {
+			p.Add("offer.labels."+k, "at most %d printable characters", MaxLabelValueBytes)
+			return
+		}
+	}
+}
+
+// MaxAgentVersionBytes bounds the version an agent says it runs.
+const MaxAgentVersionBytes = 64
+
+// CheckAgentVersion refuses the version an agent sends with its offer
+// when it is longer than MaxAgentVersionBytes or not printable; it may
+// be left out.
+func CheckAgentVersion(v string) error {
+	if len(v) > MaxAgentVersionBytes || !printable(v) {
+		return Invalid("agent_version", "at most %d printable characters, e.g. 0.4.1", MaxAgentVersionBytes)
+	}
+	return nil
 }
 
 // Node is a provider's machine, known by the public half of its identity key.

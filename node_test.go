@@ -178,6 +178,25 @@ func TestOffer_Validate(t *testing.T) {
 		{"duplicate uuid", func(o *idlegrid.Offer) { o.GPUs[1].UUID = "GPU-a" }, "offer.gpus.uuid"},
 		{"gpu without model", func(o *idlegrid.Offer) { o.GPUs[0].Model = "" }, "offer.gpus.model"},
 		{"gpu without vram", func(o *idlegrid.Offer) { o.GPUs[0].VRAMMB = 0 }, "offer.gpus.vram_mb"},
+		{"model longer than a job may name", func(o *idlegrid.Offer) { o.GPUs[1].Model = strings.Repeat("m", idlegrid.MaxGPUModelBytes+1) }, "offer.gpus.model"},
+		{"uuid longer than a fingerprint's", func(o *idlegrid.Offer) { o.GPUs[1].UUID = strings.Repeat("u", 129) }, "offer.gpus.uuid"},
+		{"long vbios", func(o *idlegrid.Offer) { o.GPUs[0].VBIOSVersion = strings.Repeat("9", 129) }, "offer.gpus.vbios_version"},
+		{"too many labels", func(o *idlegrid.Offer) {
+			o.Labels = map[string]string{}
+			for i := range idlegrid.MaxOfferLabels + 1 {
+				o.Labels[fmt.Sprint("l", i)] = "x"
+			}
+		}, "offer.labels"},
+		{"empty label name", func(o *idlegrid.Offer) { o.Labels = map[string]string{"": "x"} }, "offer.labels"},
+		{"long label name", func(o *idlegrid.Offer) { o.Labels = map[string]string{strings.Repeat("k", 129): "x"} }, "offer.labels"},
+		{"long label", func(o *idlegrid.Offer) { o.Labels = map[string]string{"rack": strings.Repeat("v", 257)} }, "offer.labels.rack"},
+		{"label with a line break", func(o *idlegrid.Offer) { o.Labels = map[string]string{"rack": "a\nb"} }, "offer.labels.rack"},
+		{"too many price windows", func(o *idlegrid.Offer) {
+			o.Ask.TimeOfDay = make([]idlegrid.PriceWindow, idlegrid.MaxScheduleWindows+1)
+			for i := range o.Ask.TimeOfDay {
+				o.Ask.TimeOfDay[i] = idlegrid.PriceWindow{Start: "09:00", End: "17:00", MultiplierPercent: 150}
+			}
+		}, "offer.ask.time_of_day"},
 		{"negative cpu", func(o *idlegrid.Offer) { o.CPUCores = -1 }, "offer.cpu_cores"},
 		{"bad region", func(o *idlegrid.Offer) { o.Region = "EU West" }, "offer.region"},
 		{"no region", func(o *idlegrid.Offer) { o.Region = "" }, "offer.region"},
@@ -201,6 +220,17 @@ func TestOffer_Validate(t *testing.T) {
 		o.DiskGB = -1
 		wantField(t, o.Validate(), "offer.disk_gb")
 	})
+}
+
+func TestCheckAgentVersion(t *testing.T) {
+	for _, v := range []string{"", "dev", "0.4.1", strings.Repeat("v", idlegrid.MaxAgentVersionBytes)} {
+		if err := idlegrid.CheckAgentVersion(v); err != nil {
+			t.Errorf("CheckAgentVersion(%q) = %v, want nil", v, err)
+		}
+	}
+	for _, v := range []string{strings.Repeat("v", idlegrid.MaxAgentVersionBytes+1), "0.4.1\nfake", "\xff"} {
+		wantField(t, idlegrid.CheckAgentVersion(v), "agent_version")
+	}
 }
 
 // TestOffer_Validate_everyProblem: an offer wrong in several places is

@@ -3,8 +3,10 @@ package idlegrid
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/distribution/reference"
 )
@@ -114,16 +116,46 @@ func ImageRegistry(image string) (string, error) {
 	return reference.Domain(named), nil
 }
 
+// checkImage refuses an image reference that no registry could serve:
+// one reference.ParseNormalizedNamed refuses (a digest that is not one,
+// "x@sha256:zz"), or whose registry's port is not a port.
+func checkImage(image string) error {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return fmt.Errorf("%q is not an image reference: %v", image, err)
+	}
+	return checkPort(reference.Domain(named))
+}
+
+// checkPort refuses a registry host, as an image reference names it,
+// whose port is not between 1 and 65535; one without a port is fine.
+func checkPort(host string) error {
+	i := strings.LastIndexByte(host, ':')
+	if i < 0 || strings.HasSuffix(host, "]") { // no port, or an IPv6 address without one
+		return nil
+	}
+	if n, err := strconv.Atoi(host[i+1:]); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("the port of %s must be between 1 and 65535", host)
+	}
+	return nil
+}
+
+// printable reports whether s is text (IsText) without control
+// characters, such as the line break that would split the login a node
+// is handed, or a line of a log that shows a label or a version.
+func printable(s string) bool { return IsText(s) && strings.IndexFunc(s, unicode.IsControl) < 0 }
+
 // Validate checks a login as a renter writes it: the registry a host name
 // (with an optional port), a username and a secret, each within its
 // limit; every field at fault is named.
 func (l *RegistryLogin) Validate() error {
 	var p Faults
 	reg, err := ParseRegistry(l.Registry)
-	p.Check(err == nil && reg == l.Registry, "registry", "must be a registry host such as ghcr.io or registry.example.com:5000, got %q", l.Registry)
-	p.Check(l.Username != "" && len(l.Username) <= MaxRegistryUsername && IsText(l.Username), "username",
+	p.Check(err == nil && reg == l.Registry, "registry",
+		"must be a registry host such as ghcr.io or registry.example.com:5000 (a port between 1 and 65535), got %q", l.Registry)
+	p.Check(l.Username != "" && len(l.Username) <= MaxRegistryUsername && printable(l.Username), "username",
 		"required, printable, at most %d bytes", MaxRegistryUsername)
-	p.Check(l.Secret != "" && len(l.Secret) <= MaxRegistrySecret && IsText(l.Secret), "password",
+	p.Check(l.Secret != "" && len(l.Secret) <= MaxRegistrySecret && printable(l.Secret), "password",
 		"required, printable, at most %d bytes", MaxRegistrySecret)
 	return p.Err()
 }
@@ -150,6 +182,9 @@ func ParseRegistry(s string) (string, error) {
 	got, err := ImageRegistry(s + "/x")
 	if err != nil || (got == "docker.io" && !strings.Contains(s, "docker.io")) {
 		return "", fmt.Errorf("%q is not a registry host", s) // "acme/x" is Docker Hub's acme
+	}
+	if err := checkPort(got); err != nil {
+		return "", err
 	}
 	return got, nil
 }

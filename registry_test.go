@@ -36,7 +36,8 @@ func TestParseRegistry(t *testing.T) {
 			t.Errorf("ParseRegistry(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "acme", "ghcr.io/acme", "https://ghcr.io", "user@ghcr.io", "GHCR IO"} {
+	for _, bad := range []string{"", "acme", "ghcr.io/acme", "https://ghcr.io", "user@ghcr.io", "GHCR IO",
+		"1.2.3.4:99999", "localhost:0", "registry.example.com:65536"} {
 		if got, err := idlegrid.ParseRegistry(bad); err == nil {
 			t.Errorf("ParseRegistry(%q) = %q, want an error", bad, got)
 		}
@@ -68,5 +69,23 @@ func TestNormalRegistry(t *testing.T) {
 		if got := idlegrid.NormalRegistry(in); got != want {
 			t.Errorf("NormalRegistry(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestRegistryLogin_Validate(t *testing.T) {
+	valid := idlegrid.RegistryLogin{Registry: "1.2.3.4:65535", Username: "acme-bot", Secret: "ghp_x"}
+	if err := valid.Validate(); err != nil {
+		t.Fatalf("valid login: %v", err)
+	}
+	for _, tt := range []struct {
+		name  string
+		login idlegrid.RegistryLogin
+		field string
+	}{
+		{"a port past 65535", idlegrid.RegistryLogin{Registry: "1.2.3.4:99999", Username: "u", Secret: "s"}, "registry"},
+		{"a line break in the username", idlegrid.RegistryLogin{Registry: "ghcr.io", Username: "acme\nbot", Secret: "s"}, "username"},
+		{"a control character in the password", idlegrid.RegistryLogin{Registry: "ghcr.io", Username: "u", Secret: "ghp\x1b"}, "password"},
+	} {
+		t.Run(tt.name, func(t *testing.T) { wantField(t, tt.login.Validate(), tt.field) })
 	}
 }

@@ -159,7 +159,7 @@ func (p *RoutingMaxPrice) UnmarshalJSON(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
-		return Invalid("max_price", "want {\"prompt\": \"1.50\", \"completion\": \"2.00\"}: %s", strings.TrimPrefix(err.Error(), "json: "))
+		return maxPriceJSONError(err)
 	}
 	var err error
 	if p.Prompt, err = priceField("max_price.prompt", j.Prompt); err != nil {
@@ -167,6 +167,21 @@ func (p *RoutingMaxPrice) UnmarshalJSON(b []byte) error {
 	}
 	p.Completion, err = priceField("max_price.completion", j.Completion)
 	return err
+}
+
+// maxPriceJSONError says what is wrong with a max_price that is not an
+// object of prices, in a JSON author's words rather than Go's.
+func maxPriceJSONError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return Invalid("max_price", "must be an object such as {\"prompt\": \"1.50\", \"completion\": \"2.00\"}, got a JSON %s", te.Value)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if n, uerr := strconv.Unquote(name); uerr == nil {
+			return Invalid("max_price."+n, "unknown field; use prompt or completion")
+		}
+	}
+	return Invalid("max_price", "must be an object such as {\"prompt\": \"1.50\", \"completion\": \"2.00\"}")
 }
 
 // priceField reads a price from its JSON, a number or a string holding
@@ -222,6 +237,8 @@ func routingJSONError(field string, err error) error {
 		return &named
 	case errors.As(err, &te) && te.Field != "":
 		return Invalid(field+"."+te.Field, "has the wrong type: got a JSON %s", te.Value)
+	case errors.As(err, &te):
+		return Invalid(field, "must be a routing object, got a JSON %s", te.Value)
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		if n, uerr := strconv.Unquote(name); uerr == nil {

@@ -1,6 +1,7 @@
 package idlegrid_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -39,12 +40,16 @@ func TestParseRouting(t *testing.T) {
 				{`{"max_price":{"prompt":1e-3}}`, ".max_price.prompt"},
 				{`{"max_price":{"prompt":true}}`, ".max_price.prompt"},
 				{`{"max_price":[]}`, ".max_price"},
+				{`{"max_price":"x"}`, ".max_price"},
+				{`{"max_price":{"prompt":"1","cost":"2"}}`, ".max_price.cost"},
 				{`{"sort":"price"} {}`, ""},
 				{`"price"`, ""},
 			} {
 				_, err := idlegrid.ParseRouting(field, []byte(tt.body))
 				if e, ok := err.(*idlegrid.Error); !ok || e.Code != idlegrid.EINVALID || e.Field != field+tt.field {
 					t.Errorf("ParseRouting(%q, %s): %v, want EINVALID on %s", field, tt.body, err, field+tt.field)
+				} else if strings.Contains(e.Message, "Go ") || strings.Contains(e.Message, "idlegrid.") {
+					t.Errorf("ParseRouting(%q, %s): %q, want it in a JSON author's words, not Go's", field, tt.body, e.Message)
 				}
 			}
 		})

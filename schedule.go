@@ -42,6 +42,12 @@ type OneOffWindow struct {
 	End   time.Time `json:"end"`
 }
 
+// MaxScheduleWindows bounds each list of windows: a schedule's weekly
+// and one-off windows, an ask's time-of-day windows. The market reads
+// every node's windows as it places jobs; a year of daily one-off
+// windows fits.
+const MaxScheduleWindows = 512
+
 // WindowHorizon caps how far ahead availability is computed. A node offered
 // always is treated as available for this long from now.
 const WindowHorizon = 30 * 24 * time.Hour
@@ -61,6 +67,8 @@ func (s *Schedule) Validate(prefix string) error {
 	if _, err := s.location(); err != nil {
 		f.Add(prefix+".time_zone", "unknown time zone %q", s.TimeZone)
 	}
+	f.Check(len(s.Weekly) <= MaxScheduleWindows, prefix+".weekly", "at most %d windows, got %d", MaxScheduleWindows, len(s.Weekly))
+	f.Check(len(s.OneOff) <= MaxScheduleWindows, prefix+".one_off", "at most %d windows, got %d", MaxScheduleWindows, len(s.OneOff))
 	for i, w := range s.Weekly {
 		f.Also(w.validate(fmt.Sprintf("%s.weekly[%d]", prefix, i), true))
 	}

@@ -276,6 +276,24 @@ func TestSchedule_Validate(t *testing.T) {
 		})
 	}
 
+	t.Run("windows up to the limit", func(t *testing.T) {
+		most := idlegrid.Schedule{Mode: idlegrid.ScheduleWindows}
+		for i := range idlegrid.MaxScheduleWindows {
+			start := day.Add(time.Duration(i) * 24 * time.Hour)
+			most.Weekly = append(most.Weekly, window("09:00", "17:00", "mon"))
+			most.OneOff = append(most.OneOff, idlegrid.OneOffWindow{Start: start, End: start.Add(time.Hour)})
+		}
+		if err := most.Validate("s"); err != nil {
+			t.Fatalf("%d windows of each kind: %v", idlegrid.MaxScheduleWindows, err)
+		}
+		weekly := most
+		weekly.Weekly = append(weekly.Weekly, window("09:00", "17:00", "mon"))
+		wantField(t, weekly.Validate("s"), "s.weekly")
+		oneOff := most
+		oneOff.OneOff = append(oneOff.OneOff, most.OneOff[0])
+		wantField(t, oneOff.Validate("s"), "s.one_off")
+	})
+
 	t.Run("signed clock fields", func(t *testing.T) {
 		for _, v := range []string{"-1:00", "00:-1", "+1:00", " 1:00", "1 :00"} {
 			s := weekly("", window(v, "17:00", "mon"))

@@ -1,9 +1,14 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -136,6 +141,9 @@ func quantile(xs []float64, q float64) float64 {
 // serveStats answers GET /v1/inference/stats: every model's figures and
 // the breakers that have tripped.
 func (g *Gateway) serveStats(w http.ResponseWriter, r *http.Request, c *apiKey) error {
+	if _, err := checkQuery(r); err != nil {
+		return err
+	}
 	providers, err := g.providerLoads(r.Context())
 	if err != nil {
 		return err
@@ -186,8 +194,12 @@ func (g *Gateway) providerLoads(ctx context.Context) ([]ProviderLoad, error) {
 // requests, as renter or provider, newest first (?limit=, default 100;
 // ?before=, the last request ID of a page, for the next page).
 func (g *Gateway) serveUsage(w http.ResponseWriter, r *http.Request, c *apiKey) error {
-	f := idlegrid.UsageFilter{AccountID: c.AccountID, Limit: 100, Before: r.URL.Query().Get("before")}
-	if s := r.URL.Query().Get("limit"); s != "" {
+	q, err := checkQuery(r, "before", "limit")
+	if err != nil {
+		return err
+	}
+	f := idlegrid.UsageFilter{AccountID: c.AccountID, Limit: 100, Before: q.Get("before")}
+	if s := q.Get("limit"); s != "" {
 		n, err := parseLimit(s)
 		if err != nil {
 			return err
@@ -217,4 +229,25 @@ func parseLimit(s string) (int, error) {
 		return 0, idlegrid.Invalid("limit", "must be a whole number between 1 and 1000")
 	}
 	return n, nil
+}
+
+// checkQuery refuses, as the rest of the API does, a query parameter the
+// route does not know (known), or one given more than once, naming it.
+func checkQuery(r *http.Request, known ...string) (url.Values, error) {
+	values, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, idlegrid.Errorf(idlegrid.EINVALID, "malformed query string: %v", err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		field := cmp.Or(strings.ToValidUTF8(name, "?"), "query")
+		switch {
+		case !slices.Contains(known, name) && len(known) == 0:
+			return nil, idlegrid.Invalid(field, "unknown query parameter; this endpoint takes none")
+		case !slices.Contains(known, name):
+			return nil, idlegrid.Invalid(field, "unknown query parameter; use %s", strings.Join(known, ", "))
+		case len(values[name]) > 1:
+			return nil, idlegrid.Invalid(field, "given %d times; give it once", len(values[name]))
+		}
+	}
+	return values, nil
 }

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"cmp"
+	"encoding"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -68,7 +71,7 @@ func decodeOne(body []byte, v any, strict bool) error {
 		dec.DisallowUnknownFields()
 	}
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err, body)
+		return jsonError(err, body, reflect.TypeOf(v))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return idlegrid.Errorf(idlegrid.EINVALID, "request body has data after the JSON value; send exactly one JSON object")
@@ -144,27 +147,12 @@ func eachString(body []byte, visit func(path, s string) bool) {
 	}
 }
 
-// onlyPathOf is where the one string value in body equal to text is, or
-// "" when none is or more than one.
-func onlyPathOf(body []byte, text string) string {
-	var paths []string
-	eachString(body, func(path, s string) bool {
-		if s == text {
-			paths = append(paths, path)
-		}
-		return len(paths) < 2
-	})
-	if len(paths) != 1 {
-		return ""
-	}
-	return paths[0]
-}
-
-// jsonError explains an error decoding body to the caller.
-func jsonError(err error, body []byte) error {
+// jsonError explains an error decoding body into a value of type t to
+// the caller, naming the field at fault where it can.
+func jsonError(err error, body []byte, t reflect.Type) error {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
-	var tm *time.ParseError
+	var e *idlegrid.Error
 	switch {
 	case errors.Is(err, io.EOF):
 		return idlegrid.Errorf(idlegrid.EINVALID, "request body is empty; send a JSON object")
@@ -176,22 +164,174 @@ func jsonError(err error, body []byte) error {
 		return idlegrid.Errorf(idlegrid.EINVALID, "request body must be a JSON object, got %s", typ.Value)
 	case errors.As(err, &typ):
 		return idlegrid.Invalid(typ.Field, "must be %s, got %s", jsonType(typ.Type), typ.Value)
-	case errors.As(err, &tm):
-		text := tm.Value // as written between the quotes, escapes and all
-		if err := json.Unmarshal([]byte(`"`+text+`"`), &text); err != nil {
-			text = tm.Value
-		}
-		if field := onlyPathOf(body, text); field != "" {
-			return idlegrid.Invalid(field, "must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z, got %q", tm.Value)
-		}
-		return idlegrid.Errorf(idlegrid.EINVALID, "times must be RFC 3339, e.g. 2026-01-02T15:04:05Z; got %q", tm.Value)
+	case errors.As(err, &e):
+		return e // from a type that decodes itself and names its own field (RoutingMaxPrice)
 	}
 	// encoding/json reports unknown fields only as text.
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		name, _ = strconv.Unquote(name)
 		return idlegrid.Invalid(name, "unknown field")
 	}
+	// A type that decodes itself (a time, base64 bytes) says why it
+	// refused a value, but encoding/json does not say where.
+	if bad := findBad(body, t, ""); bad != nil && bad.path != "" {
+		return idlegrid.Invalid(bad.path, "%s", bad.reason())
+	}
 	return idlegrid.Errorf(idlegrid.EINVALID, "malformed request body: %v", err)
+}
+
+// badValue is a value of a body that the type it is decoded into refused.
+type badValue struct {
+	path string          // where, e.g. "schedule.one_off[0].start"; "" for the whole body
+	typ  reflect.Type    // what it was decoded into
+	raw  json.RawMessage // as sent
+	err  error           // why the type refused it
+}
+
+// reason says what the value must be, in a JSON author's words.
+func (b *badValue) reason() string {
+	var b64 base64.CorruptInputError
+	switch {
+	case b.typ == reflect.TypeFor[time.Time]():
+		return "must be an RFC 3339 time string, e.g. 2026-01-02T15:04:05Z, got " + shown(b.raw)
+	case errors.As(b.err, &b64):
+		return fmt.Sprintf("must be base64 (standard, padded): bad data at byte %d", int64(b64))
+	}
+	return strings.TrimPrefix(b.err.Error(), "json: ")
+}
+
+// shown is raw JSON as an error message quotes it: cut short when long.
+func shown(raw json.RawMessage) string {
+	const most = 64
+	if len(raw) <= most {
+		return string(raw)
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(raw[cut]) {
+		cut--
+	}
+	return string(raw[:cut]) + "…"
+}
+
+// findBad walks raw, as it is decoded into a t, to the first value, in
+// the body's order, that a type decoding itself refuses on its own; nil
+// when none does. Paths name object keys joined by dots, and array
+// indices in brackets.
+func findBad(raw json.RawMessage, t reflect.Type, path string) *badValue {
+	if t == nil {
+		return nil
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if decodesItself(t) {
+		if err := json.Unmarshal(raw, reflect.New(t).Interface()); err != nil {
+			return &badValue{path: path, typ: t, raw: raw, err: err}
+		}
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		fields := jsonFields(t)
+		return findBadMember(raw, path, func(key string) reflect.Type { return fieldType(fields, key) })
+	case reflect.Map:
+		return findBadMember(raw, path, func(string) reflect.Type { return t.Elem() })
+	case reflect.Slice, reflect.Array:
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return nil
+		}
+		for i, item := range items {
+			if bad := findBad(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); bad != nil {
+				return bad
+			}
+		}
+	}
+	return nil
+}
+
+// findBadMember is findBad of each member of the JSON object raw, in
+// order, as the type typeOf gives for its key (nil: a key the type does
+// not know).
+func findBadMember(raw json.RawMessage, path string, typeOf func(key string) reflect.Type) *badValue {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		key, ok := tok.(string)
+		var v json.RawMessage
+		if err != nil || !ok || dec.Decode(&v) != nil {
+			return nil
+		}
+		t := typeOf(key)
+		if t == nil {
+			continue
+		}
+		if path != "" {
+			key = path + "." + key
+		}
+		if bad := findBad(v, t, key); bad != nil {
+			return bad
+		}
+	}
+	return nil
+}
+
+// decodesItself reports whether encoding/json hands a value of t to t's
+// own code, whose errors do not say where the value was: an Unmarshaler
+// (a time) or base64 bytes.
+func decodesItself(t reflect.Type) bool {
+	p := reflect.PointerTo(t)
+	return p.Implements(reflect.TypeFor[json.Unmarshaler]()) || p.Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) ||
+		t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8
+}
+
+// jsonFields maps the JSON names of a struct's fields, those of the
+// structs it embeds included, to their types, as encoding/json names
+// them; a field of the struct itself hides an embedded one's.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	var embedded []reflect.Type
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch {
+		case tag == "-":
+		case f.Anonymous && name == "" && ft.Kind() == reflect.Struct:
+			embedded = append(embedded, ft)
+		case f.IsExported():
+			out[cmp.Or(name, f.Name)] = f.Type
+		}
+	}
+	for _, e := range embedded {
+		for name, ft := range jsonFields(e) {
+			if _, ok := out[name]; !ok {
+				out[name] = ft
+			}
+		}
+	}
+	return out
+}
+
+// fieldType is the type of the field key names, matched as encoding/json
+// matches it: exactly, else whatever the case; nil for none.
+func fieldType(fields map[string]reflect.Type, key string) reflect.Type {
+	if t, ok := fields[key]; ok {
+		return t
+	}
+	for name, t := range fields {
+		if strings.EqualFold(name, key) {
+			return t
+		}
+	}
+	return nil
 }
 
 // jsonType names a Go type the way a JSON author thinks of it.
@@ -210,6 +350,9 @@ func jsonType(t reflect.Type) string {
 	case reflect.Bool:
 		return "true or false"
 	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "base64 text"
+		}
 		return "an array"
 	}
 	if t == reflect.TypeFor[time.Time]() {
@@ -271,6 +414,9 @@ func parseQuery(r *http.Request, known ...string) (query, error) {
 	for name, vs := range values {
 		if !idlegrid.IsText(name) || !idlegrid.IsText(vs[0]) {
 			return query{}, notText(strings.ToValidUTF8(name, "?"))
+		}
+		if name == "" { // "?=5": no name to name it by
+			return query{}, idlegrid.Invalid("query", "a parameter has no name (%q); name each, as in ?limit=10", "="+vs[0])
 		}
 		if !slices.Contains(known, name) {
 			if len(known) == 0 {

@@ -3,9 +3,11 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
 func TestStatusCode(t *testing.T) {
@@ -53,7 +55,10 @@ func TestDecodeJSON(t *testing.T) {
 		{name: "empty", body: ``, wantErr: true},
 		{name: "bad time", body: `{"deadline":"soon"}`, wantField: "deadline", wantErr: true},
 		{name: "bad time, the same text elsewhere too", body: `{"name":"soon","deadline":"soon"}`,
-			wantErr: true}, // which field is not known, so none is named
+			wantField: "deadline", wantErr: true},
+		{name: "time not a string", body: `{"deadline":12345}`, wantField: "deadline", wantErr: true},
+		{name: "time whatever the key's case", body: `{"Deadline":true}`, wantField: "Deadline", wantErr: true},
+		{name: "time null is nothing", body: `{"deadline":null}`},
 		{name: "bad time, escaped", body: `{"deadline":"so\u006fn"}`, wantField: "deadline", wantErr: true},
 	}
 	for _, tt := range tests {
@@ -74,6 +79,37 @@ func TestDecodeJSON(t *testing.T) {
 				t.Errorf("field = %q, want %q (%v)", e.Field, tt.wantField, err)
 			}
 		})
+	}
+}
+
+// TestDecodeJSON_namesWhereATypeRefused: a value that a type decoding
+// itself refuses (a time, base64 bytes) is named by its path in the body,
+// through lists, maps and embedded structs, with the reason in a JSON
+// author's words.
+func TestDecodeJSON_namesWhereATypeRefused(t *testing.T) {
+	tests := []struct {
+		body      string
+		into      any
+		wantField string
+		wantText  string
+	}{
+		{`{"leases":[{"lease_id":"a"},{"lease_id":"b","checkpoint_at":5}]}`, &idlegrid.HeartbeatRequest{},
+			"leases[1].checkpoint_at", "must be an RFC 3339 time string, e.g. 2026-01-02T15:04:05Z, got 5"},
+		{`{"lines":[{"seq":1,"at":"2026-01-02T15:04:05Z"},{"seq":2,"at":{}}]}`, &idlegrid.LogBatch{}, "lines[1].at", "got {}"},
+		{`{"receipts":[{"lease_id":"l","start":1}]}`, &wire.ReceiptBatch{}, "receipts[0].start", "RFC 3339"},
+		{`{"row_hashes":"not base64!","digest":"d"}`, &idlegrid.ChallengeAnswer{}, "row_hashes", "must be base64"},
+		{`{"deadline":"tomorrow"}`, &idlegrid.Job{}, "deadline", `got "tomorrow"`},                                      // JobSpec is embedded
+		{`{"name":"n","schedule":{"one_off":[{"start":[]}]}}`, &idlegrid.Node{}, "schedule.one_off[0].start", "got []"}, // so is Offer
+		{`{"env":{"A":"b"},"deadline":"` + strings.Repeat("9", 100) + `"}`, &idlegrid.JobSpec{}, "deadline", "…"},
+	}
+	for _, tt := range tests {
+		err := decodeJSON([]byte(tt.body), tt.into)
+		var e *idlegrid.Error
+		if !errors.As(err, &e) || e.Code != idlegrid.EINVALID || e.Field != tt.wantField {
+			t.Errorf("decode %s into %T: %v, want EINVALID naming %s", tt.body, tt.into, err, tt.wantField)
+		} else if !strings.Contains(e.Message, tt.wantText) || strings.Contains(e.Message, "UnmarshalJSON") || len(e.Message) > 200 {
+			t.Errorf("decode %s into %T: %q, want a short reason with %q", tt.body, tt.into, e.Message, tt.wantText)
+		}
 	}
 }
 

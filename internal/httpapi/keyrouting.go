@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/idlegrid/idlegrid"
@@ -69,7 +70,7 @@ func decodeRouting(body []byte) (idlegrid.Routing, error) {
 	}
 	var e *idlegrid.Error
 	if !errors.As(err, &e) {
-		err = jsonError(err, body)
+		err = jsonError(err, body, reflect.TypeFor[idlegrid.Routing]())
 		errors.As(err, &e)
 	}
 	if e != nil && e.Field != "" && !strings.HasPrefix(e.Field, "routing") {

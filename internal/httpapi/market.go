@@ -219,6 +219,8 @@ func (a *api) leaseLogs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	} else if tail > 0 && f.Limit > 0 {
 		return idlegrid.Invalid("tail", "give tail (the last N lines) or limit (the first N), not both")
+	} else if tail > 0 && q.values.Has("after") {
+		return idlegrid.Invalid("tail", "give tail (the last N lines) or after (the lines after line N), not both")
 	} else if tail > 0 {
 		f.Limit, f.Tail = int(tail), true
 	}

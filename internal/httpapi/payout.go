@@ -142,16 +142,31 @@ func (a *api) listNotices(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, wire.Notices{Notices: nonNil(ns)})
 }
 
+// readSpendLimit reads a wire.SpendLimitRequest's limit, which must be
+// there: a limit left out is not a limit of 0, which would refuse all
+// spending (DELETE removes a limit).
+func (a *api) readSpendLimit(w http.ResponseWriter, r *http.Request) (*idlegrid.Micros, error) {
+	var req struct {
+		LimitMicros *idlegrid.Micros `json:"limit_micros"`
+	}
+	if err := a.readJSON(w, r, &req); err != nil {
+		return nil, err
+	} else if req.LimitMicros == nil {
+		return nil, idlegrid.Invalid("limit_micros", "required: the most to spend in a calendar month, in micros; DELETE removes a limit")
+	}
+	return req.LimitMicros, nil
+}
+
 // PUT /v1/accounts/{id}/spend-limit
 func (a *api) setAccountLimit(w http.ResponseWriter, r *http.Request) error {
 	if _, err := parseQuery(r); err != nil {
 		return err
 	}
-	var req wire.SpendLimitRequest
-	if err := a.readJSON(w, r, &req); err != nil {
+	limit, err := a.readSpendLimit(w, r)
+	if err != nil {
 		return err
 	}
-	st, err := a.srv.SetAccountLimit(r.Context(), r.PathValue("id"), &req.LimitMicros)
+	st, err := a.srv.SetAccountLimit(r.Context(), r.PathValue("id"), limit)
 	if err != nil {
 		return err
 	}
@@ -174,11 +189,11 @@ func (a *api) setKeyLimit(w http.ResponseWriter, r *http.Request) error {
 	if _, err := parseQuery(r); err != nil {
 		return err
 	}
-	var req wire.SpendLimitRequest
-	if err := a.readJSON(w, r, &req); err != nil {
+	limit, err := a.readSpendLimit(w, r)
+	if err != nil {
 		return err
 	}
-	st, err := a.srv.SetKeyLimit(r.Context(), r.PathValue("id"), &req.LimitMicros)
+	st, err := a.srv.SetKeyLimit(r.Context(), r.PathValue("id"), limit)
 	if err != nil {
 		return err
 	}

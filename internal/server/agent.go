@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
@@ -21,6 +22,8 @@ func (s *Server) Join(ctx context.Context, req idlegrid.JoinRequest) (*idlegrid.
 		return nil, idlegrid.Invalid("join.public_key", "%v", err)
 	}
 	if err := req.Offer.Validate(); err != nil {
+		return nil, err
+	} else if err := idlegrid.CheckAgentVersion(req.AgentVersion); err != nil {
 		return nil, err
 	}
 	now := s.Now()
@@ -49,6 +52,8 @@ func (s *Server) UpdateOffer(ctx context.Context, req idlegrid.OfferRequest) err
 		return err
 	}
 	if err := req.Offer.Validate(); err != nil {
+		return err
+	} else if err := idlegrid.CheckAgentVersion(req.AgentVersion); err != nil {
 		return err
 	}
 	if err := s.store.UpdateOffer(ctx, c.NodeID, req.Offer, req.AgentVersion, s.Now()); err != nil {
@@ -233,6 +238,7 @@ func (s *Server) ReportLease(ctx context.Context, leaseID string, r idlegrid.Lea
 	if l.State.Terminal() {
 		return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s already %s: %s", l.ID, l.State, l.Reason)
 	}
+	r = s.boundReport(l, r)
 	end := leaseEnd{exitCode: r.ExitCode, checkpointRef: r.CheckpointRef, outputDigest: r.OutputDigest}
 	switch r.State {
 	case idlegrid.LeaseRunning:
@@ -253,6 +259,50 @@ func (s *Server) ReportLease(ctx context.Context, leaseID string, r idlegrid.Lea
 		return idlegrid.Invalid("report.state", "must be running, succeeded, failed, cancelled or preempted, got %q", r.State)
 	}
 	return s.endLease(ctx, l, end)
+}
+
+// Bounds on what a node's report carries into the lease's end, its audit
+// entry, a verification and a dispute, so that each always fits the audit
+// log's entries (64 KiB): a report refused for its size would leave its
+// lease running for good.
+const (
+	// maxReportMessageBytes bounds a report's message, the lease's
+	// reason; a longer one is cut (clipMessage).
+	maxReportMessageBytes = 4 << 10
+	// maxOutputDigestBytes is far more than any digest's length
+	// ("sha256:" and 64 hex digits).
+	maxOutputDigestBytes = 256
+)
+
+// boundReport is r within the bounds above: its message cut, and a
+// checkpoint reference longer than a job may name, or a digest longer
+// than any, left out with a warning, as a bad checkpoint time is. The
+// lease still ends.
+func (s *Server) boundReport(l *idlegrid.Lease, r idlegrid.LeaseReport) idlegrid.LeaseReport {
+	r.Message = clipMessage(r.Message)
+	if len(r.CheckpointRef) > idlegrid.MaxCheckpointRefBytes {
+		s.log.Warn("ignoring a lease's checkpoint reference", "node", l.NodeID, "lease", l.ID, "bytes", len(r.CheckpointRef))
+		r.CheckpointRef = ""
+	}
+	if len(r.OutputDigest) > maxOutputDigestBytes {
+		s.log.Warn("ignoring a lease's output digest", "node", l.NodeID, "lease", l.ID, "bytes", len(r.OutputDigest))
+		r.OutputDigest = ""
+	}
+	return r
+}
+
+// clipMessage cuts a node's message to at most maxReportMessageBytes, on
+// a character's edge, and says it was cut and from how long.
+func clipMessage(msg string) string {
+	if len(msg) <= maxReportMessageBytes {
+		return msg
+	}
+	mark := fmt.Sprintf(" … [cut: %d bytes in all]", len(msg))
+	cut := maxReportMessageBytes - len(mark)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + mark
 }
 
 // undigested fails, by the node's fault, a verifiable job's lease that

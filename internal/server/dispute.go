@@ -227,6 +227,8 @@ func (s *Server) OpenDispute(ctx context.Context, d idlegrid.Dispute) (*idlegrid
 		return nil, idlegrid.Invalid("dispute.offence", "must be one of %v, got %q", trustpolicy.Offences, d.Offence)
 	} else if d.HarmMicros < 0 {
 		return nil, idlegrid.Invalid("dispute.harm_micros", "must not be negative")
+	} else if err := idlegrid.CheckEvidence(d.Evidence); err != nil {
+		return nil, err
 	}
 	renter, err := s.checkParties(ctx, d)
 	if err != nil {
@@ -370,8 +372,8 @@ func (s *Server) ResolveDispute(ctx context.Context, id string, to idlegrid.Disp
 	if err != nil {
 		return nil, err
 	}
-	if resolution == "" {
-		return nil, idlegrid.Invalid("resolution", "required: say why the dispute is %s", to)
+	if err := idlegrid.CheckResolution(resolution, to); err != nil {
+		return nil, err
 	}
 	d, err := s.store.FindDispute(ctx, id)
 	if err != nil {
