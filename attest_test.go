@@ -2,6 +2,7 @@ package idlegrid_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +153,28 @@ func TestHardwareFingerprint_Validate_fitsTheAuditLog(t *testing.T) {
 		ChallengeRunner: idlegrid.RunnerCUDA}
 	if _, err := audit.AttestationEntry(a, "acct_1k8lr7du00q78f603tvbcsc8q", nil); err != nil {
 		t.Errorf("the largest valid fingerprint (64 GPUs, fields of %d bytes): %v, want it logged", length, err)
+	}
+	// Every field of every GPU changed since the last fingerprint: the
+	// entry still fits, holding the first changes and their count.
+	before := largest
+	before.GPUs = slices.Clone(largest.GPUs)
+	for i := range before.GPUs {
+		g := &before.GPUs[i]
+		g.Model, g.DriverVersion, g.VBIOSVersion = strings.Repeat("m", length), strings.Repeat("d", length), strings.Repeat("v", length)
+		g.PCIDeviceID, g.PCISubsystemID = strings.Repeat("p", length), strings.Repeat("s", length)
+	}
+	changes := idlegrid.DiffFingerprints(before, largest)
+	if len(changes) < 64*3 {
+		t.Fatalf("%d changes, want every GPU's fields changed", len(changes))
+	}
+	for i := range changes {
+		changes[i].ID, changes[i].NodeID, changes[i].FromHash, changes[i].ToHash = "hc_1k8lr7kooo7pqd0hj1dbp629d", a.NodeID, before.Hash(), largest.Hash()
+	}
+	e, err := audit.AttestationEntry(a, "acct_1k8lr7du00q78f603tvbcsc8q", changes)
+	if err != nil {
+		t.Fatalf("the largest fingerprint with %d changes: %v, want it logged", len(changes), err)
+	}
+	if !strings.Contains(string(e.Payload), fmt.Sprintf(`"changes_in_all":%d`, len(changes))) {
+		t.Errorf("the entry does not say how many changes there were in all: %.200s…", e.Payload)
 	}
 }

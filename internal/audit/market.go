@@ -84,13 +84,26 @@ func QuarantineEntry(q *idlegrid.Quarantine, at time.Time) (Entry, error) {
 type attestationRecord struct {
 	Attestation *idlegrid.Attestation     `json:"attestation"`
 	Changes     []idlegrid.HardwareChange `json:"changes,omitempty"`
+	// ChangesInAll counts the changes flagged when the entry holds only
+	// the first maxLoggedChanges of them; 0 when it holds them all.
+	ChangesInAll int `json:"changes_in_all,omitempty"`
 }
+
+// maxLoggedChanges is the most hardware changes an attestation entry
+// holds. Every GPU of a big node changing at once (a new driver and
+// VBIOS) would not fit an entry; the rest follow from the fingerprints,
+// this one's and the one before it, which the log holds whole.
+const maxLoggedChanges = 16
 
 // AttestationEntry is the entry of a fingerprint node presented, signed,
 // with the changes it flagged. Its subjects are the node and its
 // provider; its time is when the server received it.
 func AttestationEntry(a *idlegrid.Attestation, providerID string, changes []idlegrid.HardwareChange) (Entry, error) {
-	return NewEntry(KindAttestation, nonEmpty(a.NodeID, providerID), attestationRecord{Attestation: a, Changes: changes}, a.ReceivedAt)
+	rec := attestationRecord{Attestation: a, Changes: changes}
+	if len(changes) > maxLoggedChanges {
+		rec.Changes, rec.ChangesInAll = changes[:maxLoggedChanges], len(changes)
+	}
+	return NewEntry(KindAttestation, nonEmpty(a.NodeID, providerID), rec, a.ReceivedAt)
 }
 
 // challengeRecord is the payload of a challenge entry.

@@ -241,8 +241,25 @@ func (s *Server) forgedReceipt(ctx context.Context, l *idlegrid.Lease, r *idlegr
 		kind: trustpolicy.OffenceForgedReceipt, providerID: l.ProviderID, nodeID: l.NodeID, leaseID: l.ID,
 		renterID: l.RenterID, harm: idlegrid.CostOf(l.PriceMicrosPerGPUHour, r.GPUSeconds),
 		evidence: fmt.Sprintf("node %s sent receipt %d of lease %s, refused: %s", l.NodeID, r.Seq, l.ID, idlegrid.ErrorMessage(err)),
-		detail:   map[string]any{"receipt": r, "hash": r.Hash()},
+		detail:   map[string]any{"receipt": shownReceipt(r), "hash": r.Hash()},
 	})
+}
+
+// maxShownReceiptText is the most of a refused receipt's signature or
+// previous hash a conviction records (a real one is 88 or 64 characters):
+// a node's garbage must not make its conviction too big for the audit
+// log, and so no conviction at all. The hash recorded is of the whole.
+const maxShownReceiptText = 128
+
+// shownReceipt is r as a conviction records it, its long texts cut.
+func shownReceipt(r *idlegrid.Receipt) idlegrid.Receipt {
+	shown := *r
+	for _, s := range []*string{&shown.Signature, &shown.PrevHash, &shown.LeaseID} {
+		if len(*s) > maxShownReceiptText {
+			*s = fmt.Sprintf("%s… [%d bytes in all]", (*s)[:maxShownReceiptText/2], len(*s))
+		}
+	}
+	return shown
 }
 
 // chargeableGPUSeconds is what a lease that ends at now is charged for:

@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/server"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
 // nodeKeys holds the identity key of every node the tests joined, by node ID.
@@ -386,6 +387,35 @@ func TestServer_ReceiptsBeforeTheStartReport(t *testing.T) {
 		// 300 GPU-seconds signed; the server saw 60 s on 2 GPUs.
 		if want := idlegrid.CostOf(l.PriceMicrosPerGPUHour, 2*60); got.ChargedMicros != want {
 			t.Errorf("charged %d, want %d: the wall-clock GPU-seconds since the server saw the start", got.ChargedMicros, want)
+		}
+	})
+}
+
+// TestServer_ReceiveReceipts_hugeForgery: a receipt whose signature is far
+// too long to be one still convicts its provider: the conviction's record
+// shows the signature cut, so that it fits the audit log.
+func TestServer_ReceiveReceipts_hugeForgery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		_, placed := mustStart(t, m)
+		m.advance(t, 90*time.Second)
+		l := mustFindLease(t, m, placed.ID)
+		r := chain(l, nodeKey(t, m.nodeID), nil, 60)[0]
+		r.Signature = strings.Repeat("A", 100<<10)
+		err := m.srv.ReceiveReceipts(m.node, l.ID, []idlegrid.Receipt{r})
+		var e *idlegrid.Error
+		if !asError(err, &e) || e.Field != "receipt.signature" {
+			t.Fatalf("ReceiveReceipts = %v, want refused on receipt.signature", err)
+		}
+		synctest.Wait()
+		var convicted int
+		for _, d := range upheld(t, m) {
+			if d.Offence == string(trustpolicy.OffenceForgedReceipt) && d.LeaseID == l.ID {
+				convicted++
+			}
+		}
+		if convicted != 1 {
+			t.Errorf("%d forged-receipt convictions of the lease, want 1", convicted)
 		}
 	})
 }
