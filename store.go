@@ -2,6 +2,7 @@ package idlegrid
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -278,6 +279,21 @@ type NodeFilter struct {
 // NUL character, which PostgreSQL refuses in text (SQLite keeps both).
 // Input that reaches a store is checked with it, by field.
 func IsText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
+
+// ClipText is s cut to at most most bytes, on a character's edge, ending
+// with how long it was; s itself when it fits. What a node or an operator
+// wrote is kept this way where a record must fit, rather than refused.
+func ClipText(s string, most int) string {
+	if len(s) <= most {
+		return s
+	}
+	mark := fmt.Sprintf(" … [cut: %d bytes in all]", len(s))
+	cut := max(most-len(mark), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
 
 // NodeSort is an order of a list of nodes.
 type NodeSort string

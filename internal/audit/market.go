@@ -55,9 +55,18 @@ func LeaseEntry(l *idlegrid.Lease, ev idlegrid.LeaseEvent) (Entry, error) {
 // resolved at at: the provider charged, the harmed renter, the node and
 // the lease can each find it. The penalty's ledger transfer has its own
 // posting entry.
+//
+// The operator's texts are logged as the API now takes them, at most
+// idlegrid.MaxDisputeEvidenceBytes and MaxDisputeResolutionBytes: a
+// dispute stored before those limits, with more, is logged cut, rather
+// than be too big for an entry and so impossible to resolve.
 func DisputeEntry(d *idlegrid.Dispute, at time.Time) (Entry, error) {
-	return NewEntry(KindDispute, nonEmpty(d.ID, d.ProviderID, d.RenterID, d.NodeID, d.LeaseID), d, at)
+	logged := *d
+	logged.Evidence = idlegrid.ClipText(d.Evidence, idlegrid.MaxDisputeEvidenceBytes)
+	logged.Resolution = idlegrid.ClipText(d.Resolution, idlegrid.MaxDisputeResolutionBytes)
+	return NewEntry(KindDispute, nonEmpty(d.ID, d.ProviderID, d.RenterID, d.NodeID, d.LeaseID), &logged, at)
 }
+
 
 // The trust events the store logs in the transaction that saves them.
 const (

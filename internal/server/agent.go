@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
@@ -267,7 +266,7 @@ func (s *Server) ReportLease(ctx context.Context, leaseID string, r idlegrid.Lea
 // lease running for good.
 const (
 	// maxReportMessageBytes bounds a report's message, the lease's
-	// reason; a longer one is cut (clipMessage).
+	// reason; a longer one is cut (idlegrid.ClipText).
 	maxReportMessageBytes = 4 << 10
 	// maxOutputDigestBytes is far more than any digest's length
 	// ("sha256:" and 64 hex digits).
@@ -279,7 +278,7 @@ const (
 // than any, left out with a warning, as a bad checkpoint time is. The
 // lease still ends.
 func (s *Server) boundReport(l *idlegrid.Lease, r idlegrid.LeaseReport) idlegrid.LeaseReport {
-	r.Message = clipMessage(r.Message)
+	r.Message = idlegrid.ClipText(r.Message, maxReportMessageBytes)
 	if len(r.CheckpointRef) > idlegrid.MaxCheckpointRefBytes {
 		s.log.Warn("ignoring a lease's checkpoint reference", "node", l.NodeID, "lease", l.ID, "bytes", len(r.CheckpointRef))
 		r.CheckpointRef = ""
@@ -291,19 +290,6 @@ func (s *Server) boundReport(l *idlegrid.Lease, r idlegrid.LeaseReport) idlegrid
 	return r
 }
 
-// clipMessage cuts a node's message to at most maxReportMessageBytes, on
-// a character's edge, and says it was cut and from how long.
-func clipMessage(msg string) string {
-	if len(msg) <= maxReportMessageBytes {
-		return msg
-	}
-	mark := fmt.Sprintf(" … [cut: %d bytes in all]", len(msg))
-	cut := maxReportMessageBytes - len(mark)
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut] + mark
-}
 
 // undigested fails, by the node's fault, a verifiable job's lease that
 // the node says succeeded without the digest of its output: a success
