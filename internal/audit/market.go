@@ -67,7 +67,6 @@ func DisputeEntry(d *idlegrid.Dispute, at time.Time) (Entry, error) {
 	return NewEntry(KindDispute, nonEmpty(d.ID, d.ProviderID, d.RenterID, d.NodeID, d.LeaseID), &logged, at)
 }
 
-
 // The trust events the store logs in the transaction that saves them.
 const (
 	// KindAttestation: a node presented a hardware fingerprint, with the

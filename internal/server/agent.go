@@ -290,7 +290,6 @@ func (s *Server) boundReport(l *idlegrid.Lease, r idlegrid.LeaseReport) idlegrid
 	return r
 }
 
-
 // undigested fails, by the node's fault, a verifiable job's lease that
 // the node says succeeded without the digest of its output: a success
 // that cannot be checked would let a node skip its spot checks. (An agent
