@@ -374,6 +374,7 @@ func (ms *models) proxy(w http.ResponseWriter, r *http.Request, m *servedModel, 
 		return
 	}
 	defer resp.Body.Close()
+	defer unblockWhenGone(w, r)()
 	for _, h := range []string{"Content-Type", "Retry-After"} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
@@ -385,6 +386,31 @@ func (ms *models) proxy(w http.ResponseWriter, r *http.Request, m *servedModel, 
 	}
 	w.WriteHeader(resp.StatusCode)
 	copyFlushing(w, resp.Body)
+}
+
+// unblockWhenGone ends, once the gateway has given up the request (its
+// renter stopped reading, say), a write of the answer that waits on the
+// session's flow control, which would otherwise hold the model's slot
+// until the session resets the stream. The returned func, deferred, stops
+// it before the handler returns, so that it never touches a finished
+// response.
+func unblockWhenGone(w http.ResponseWriter, r *http.Request) (stop func()) {
+	var mu sync.Mutex
+	finished := false
+	rc := http.NewResponseController(w)
+	cancel := context.AfterFunc(r.Context(), func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished {
+			_ = rc.SetWriteDeadline(time.Unix(1, 0)) // the past: every write fails now
+		}
+	})
+	return func() {
+		cancel()
+		mu.Lock()
+		finished = true
+		mu.Unlock()
+	}
 }
 
 // maxWholeAnswer bounds the non-streamed answer the agent holds before it

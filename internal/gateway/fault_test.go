@@ -69,6 +69,7 @@ func TestGateway_failover(t *testing.T) {
 		{fault500, false}, {fault500, true},
 		{fault429, false}, {fault429, true},
 		{faultSlowFirst, false}, {faultSlowFirst, true},
+		{fault401, false}, {fault401, true}, // the provider's credentials, not the renter's
 	} {
 		name := tt.fault
 		if tt.stream {
@@ -124,6 +125,21 @@ func TestGateway_allProvidersFail(t *testing.T) {
 		_, _, err := p.chat(t)
 		if e := apiError(t, err); e.StatusCode != 503 || !strings.Contains(e.Message, "CUDA out of memory") {
 			t.Errorf("got %d %s (%s), want 503 naming the providers' errors", e.StatusCode, e.Type, e.Message)
+		}
+	})
+	t.Run("refuse the gateway", func(t *testing.T) {
+		// A model server refusing the agent's credentials is the
+		// providers' fault: never a 401 that the renter's SDK reads as a
+		// wrong key, nor one that counts as the renter's failed login.
+		p.A.set(fault401)
+		p.B.set(fault401)
+		for i := range 35 {
+			_, _, err := p.chat(t)
+			e := apiError(t, err)
+			if e.StatusCode != 503 || i == 0 && !strings.Contains(e.Message, "Incorrect API key") {
+				t.Fatalf("request %d: got %d %s (%s), want 503 (the first naming the providers' refusals; later ones, their open breakers)",
+					i, e.StatusCode, e.Type, e.Message)
+			}
 		}
 	})
 	t.Run("no fallbacks", func(t *testing.T) {
@@ -341,4 +357,35 @@ func describe(err error) string {
 		return fmt.Sprintf("%d %s: %s", e.StatusCode, e.Type, e.Message)
 	}
 	return fmt.Sprint(err)
+}
+
+// TestGateway_renterStopsReading: a renter that takes a stream's headers
+// and then reads no more loses it once a write has waited StallTimeout,
+// and the provider's one slot goes to the next request, instead of being
+// held for as long as the connection stays open.
+func TestGateway_renterStopsReading(t *testing.T) {
+	f := mustFixture(t, func(c *gateway.Config) { c.StallTimeout = 500 * time.Millisecond })
+	m := mustMock(t, "alpha")
+	f.startAgent(t, "alpha", "eu-west", "EU", m.model(testModel, "10", "20", 1))
+	f.waitProviders(t, testModel, 1)
+	m.set(faultFlood)
+	body := strings.NewReader(`{"model":"` + testModel + `","stream":true,"messages":[{"role":"user","content":"Hi"}]}`)
+	req, err := http.NewRequest(http.MethodPost, f.URL+"/v1/chat/completions", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+f.RenterKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the stream: %v, %v; want 200", resp, err)
+	}
+	defer resp.Body.Close() // unread until the test ends
+	m.set(faultNone)
+	eventually(t, "the next request to be served", func() string {
+		got, _, err := (&pair{fixture: f}).chat(t)
+		if err != nil || got.Choices[0].Message.Content != "Hello from alpha." {
+			return describe(err) // at capacity until the stalled renter's slot is free
+		}
+		return ""
+	})
 }

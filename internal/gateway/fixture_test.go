@@ -312,6 +312,8 @@ const (
 	faultNoUsage   = "no-usage"   // answers, but never with usage
 	faultDown      = "down"       // the health check fails too
 	faultGreedy    = "greedy"     // answers, with usage of greedyTokens prompt and completion tokens
+	fault401       = "401"        // refuses the agent's credentials for the model server
+	faultFlood     = "flood"      // a stream of big chunks that ends only when the request does
 )
 
 // greedyTokens is the usage a greedy mock reports, whatever it served.
@@ -394,6 +396,8 @@ func (m *mock) fault(w http.ResponseWriter, r *http.Request) bool {
 		writeError(w, http.StatusInternalServerError, "server_error", "CUDA out of memory")
 	case fault429:
 		writeError(w, http.StatusTooManyRequests, "rate_limit_error", "queue full")
+	case fault401:
+		writeError(w, http.StatusUnauthorized, "authentication_error", "Incorrect API key provided")
 	case faultSlowFirst:
 		select {
 		case <-m.freed:
@@ -473,6 +477,13 @@ func (m *mock) chat(w http.ResponseWriter, r *http.Request) {
 	chunk := func(delta string) {
 		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", req.Model, delta)
 		rc.Flush()
+	}
+	if m.get() == faultFlood {
+		big := strings.Repeat("x", 32<<10)
+		for r.Context().Err() == nil {
+			chunk(big)
+		}
+		return
 	}
 	for i, word := range m.words() {
 		chunk(word)

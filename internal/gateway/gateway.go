@@ -49,6 +49,7 @@ const (
 	DefaultFirstBytePerKTokens = time.Second
 	DefaultMaxFirstByteTimeout = 5 * time.Minute
 	DefaultLargePromptTokens   = 32 << 10
+	DefaultLargeAnswerTokens   = 4096
 	DefaultAnswerTimeout       = 5 * time.Minute
 	DefaultStallTimeout        = 60 * time.Second
 	DefaultBreakerFailures     = 5
@@ -117,6 +118,11 @@ type Config struct {
 	// AnswerTimeout is the same for a non-streamed answer, which a model
 	// server sends only once it is complete. Default 5m.
 	AnswerTimeout time.Duration
+	// LargeAnswerTokens is the completion cap (max_tokens) from which, or
+	// with none, a non-streamed answer that does not come within
+	// AnswerTimeout is no failure of its provider: it may just be long
+	// (the next provider is tried all the same). Default 4096.
+	LargeAnswerTokens int64
 	// StallTimeout cuts an answer whose provider goes silent mid-way for
 	// longer. Default 60s.
 	StallTimeout time.Duration
@@ -175,6 +181,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.FirstBytePerKTokens, DefaultFirstBytePerKTokens)
 	setDefault(&c.MaxFirstByteTimeout, max(DefaultMaxFirstByteTimeout, c.FirstByteTimeout))
 	setDefault(&c.LargePromptTokens, DefaultLargePromptTokens)
+	setDefault(&c.LargeAnswerTokens, DefaultLargeAnswerTokens)
 	setDefault(&c.AnswerTimeout, DefaultAnswerTimeout)
 	setDefault(&c.StallTimeout, DefaultStallTimeout)
 	setDefault(&c.BreakerFailures, DefaultBreakerFailures)
@@ -220,7 +227,7 @@ type Gateway struct {
 // 405 in OpenAI's format (openAIPaths).
 var Patterns = append([]string{
 	"GET /v1/models",
-	"GET /v1/models/{model}",
+	"GET /v1/models/{model...}",
 	"POST /v1/chat/completions",
 	"POST /v1/completions",
 	"POST /v1/embeddings",
@@ -231,11 +238,11 @@ var Patterns = append([]string{
 // openAIPaths are the gateway's OpenAI paths, each with the one method it
 // takes.
 var openAIPaths = map[string]string{
-	"/v1/models":           http.MethodGet,
-	"/v1/models/{model}":   http.MethodGet,
-	"/v1/chat/completions": http.MethodPost,
-	"/v1/completions":      http.MethodPost,
-	"/v1/embeddings":       http.MethodPost,
+	"/v1/models":            http.MethodGet,
+	"/v1/models/{model...}": http.MethodGet,
+	"/v1/chat/completions":  http.MethodPost,
+	"/v1/completions":       http.MethodPost,
+	"/v1/embeddings":        http.MethodPost,
 }
 
 // New checks cfg and starts the gateway's meter.
@@ -271,7 +278,7 @@ func New(cfg Config) (*Gateway, error) {
 		}
 	}
 	g.mux.HandleFunc("GET /v1/models", g.withKey(g.listModels))
-	g.mux.HandleFunc("GET /v1/models/{model}", g.withKey(g.getModel))
+	g.mux.HandleFunc("GET /v1/models/{model...}", g.withKey(g.getModel))
 	for path, method := range openAIPaths {
 		g.mux.HandleFunc(path, g.wrongMethod(method))
 	}

@@ -196,7 +196,9 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 // attempt that failed before the first byte: a 429 is back-pressure, not
 // a failure (healthBook.busy); a timeout of a prompt over
 // LargePromptTokens is the prompt's slowness, not the provider's, and is
-// released; anything else counts against the provider's breaker.
+// released, as is one of a whole answer that may be long (no max_tokens,
+// or one of LargeAnswerTokens or more); anything else counts against the
+// provider's breaker.
 func (x *exchange) noteFailure(c *candidate, fail *attemptError) {
 	g := x.g
 	switch {
@@ -206,6 +208,9 @@ func (x *exchange) noteFailure(c *candidate, fail *attemptError) {
 	case fail.timedOut && x.req.ReservePromptTokens() > g.cfg.LargePromptTokens:
 		g.health.release(c.up)
 		g.metrics.failures.WithLabelValues("large_prompt").Inc()
+	case fail.timedOut && !x.req.Stream && (x.req.MaxTokens == 0 || x.req.MaxTokens >= g.cfg.LargeAnswerTokens):
+		g.health.release(c.up)
+		g.metrics.failures.WithLabelValues("large_answer").Inc()
 	default:
 		g.health.failure(c.up)
 		g.metrics.failures.WithLabelValues("failed").Inc()
@@ -400,10 +405,15 @@ func (a *answer) close() {
 }
 
 // retryable reports whether a provider's error status means another
-// provider may do better: it is busy, broken, or no longer serves the model.
+// provider may do better: it is busy, broken, no longer serves the model,
+// or refuses the gateway itself (401, 403, 407: the agent's credentials
+// for its model server, which are the provider's, never the renter's). A
+// renter's 401 passed on would read as a wrong API key to its SDK, and
+// count against the renter's address as a failed login.
 func retryable(status int) bool {
 	switch status {
-	case http.StatusNotFound, http.StatusRequestTimeout, http.StatusTooManyRequests:
+	case http.StatusNotFound, http.StatusRequestTimeout, http.StatusTooManyRequests,
+		http.StatusUnauthorized, http.StatusForbidden, http.StatusProxyAuthRequired:
 		return true
 	}
 	return status >= 500

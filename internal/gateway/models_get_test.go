@@ -22,6 +22,20 @@ func TestGateway_modelAndMethods(t *testing.T) {
 	if err != nil || m.ID != testModel {
 		t.Fatalf("Models.Get(%s) = %+v, %v", testModel, m, err)
 	}
+	// A name with a slash, as Hugging Face names models: the SDK sends it
+	// as it is, not escaped.
+	f.startAgent(t, "beta", "eu-west", "EU", up.model("meta-llama/llama-test", "10", "20", 4))
+	f.waitProviders(t, "meta-llama/llama-test", 1)
+	if m, err := sdk.Models.Get(ctx, "meta-llama/llama-test"); err != nil || m.ID != "meta-llama/llama-test" {
+		t.Errorf("Models.Get(meta-llama/llama-test) = %+v, %v", m, describe(err))
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.URL+"/v1/models/meta-llama/llama-test", nil) // as Python's SDK sends it
+	req.Header.Set("Authorization", "Bearer "+f.RenterKey)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /v1/models/meta-llama/llama-test: %v, %v; want 200", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	_, err = sdk.Models.Get(ctx, "gpt-nope")
 	if e := apiError(t, err); e.StatusCode != 404 || e.Type != "not_found_error" {
 		t.Errorf("Models.Get(gpt-nope): %d %s (%s), want 404 not_found_error", e.StatusCode, e.Type, e.Message)

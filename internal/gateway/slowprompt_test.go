@@ -93,3 +93,33 @@ func providerLoad(tb testing.TB, p *pair, node string) gateway.ProviderLoad {
 	tb.Fatalf("no provider %s in %+v", node, st.Providers)
 	return gateway.ProviderLoad{}
 }
+
+// TestGateway_longAnswerTimeoutIsNoFailure: a non-streamed request that
+// may have a long answer (no max_tokens) and gets none within
+// AnswerTimeout goes on to the next provider without counting against
+// the slow one; one capped at a few tokens still does.
+func TestGateway_longAnswerTimeoutIsNoFailure(t *testing.T) {
+	p := mustPair(t, func(c *gateway.Config) {
+		c.AnswerTimeout, c.BreakerFailures = time.Second, 1 // alpha's answer never comes
+	})
+	p.A.set(faultSlowFirst)
+	chat := func(opts ...option.RequestOption) string {
+		got, _, err := p.chat(t, append(opts, cheapestFirst)...)
+		if err != nil {
+			t.Fatal(describe(err))
+		}
+		return got.Choices[0].Message.Content
+	}
+	if got := chat(); got != "Hello from beta." {
+		t.Fatalf("no max_tokens: %q, want beta's answer after alpha timed out", got)
+	}
+	if got := mustBreakers(t, p.fixture); len(got) != 0 {
+		t.Errorf("breakers = %+v after an uncapped answer timed out, want none tripped", got)
+	}
+	if got := chat(option.WithJSONSet("max_tokens", 16)); got != "Hello from beta." {
+		t.Fatalf("max_tokens 16: %q, want beta's answer after alpha timed out", got)
+	}
+	if got := mustBreakers(t, p.fixture); len(got) != 1 || got[0].NodeID != p.NodeA.NodeID {
+		t.Errorf("breakers = %+v after a short answer timed out, want alpha's tripped", got)
+	}
+}

@@ -21,6 +21,7 @@ func decodeJSON(b []byte, v any) error { return json.Unmarshal(b, v) }
 // flushed as it arrives; nothing is buffered.
 func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate, a *answer, attempts int) {
 	defer a.close()
+	defer x.renterWrites(w)() // a renter who stops reading must not hold the provider's slot
 	h := w.Header()
 	h.Set("Content-Type", a.resp.Header.Get("Content-Type"))
 	h.Set("X-Idlegrid-Node", c.NodeID)
@@ -69,6 +70,20 @@ func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate,
 	x.meter(c, u, ttft, latency, attempts)
 }
 
+// renterWrites gives the renter StallTimeout to take each write of the
+// answer (pass moves it on before each of a stream's), as a provider gets
+// StallTimeout for each of its reads: a renter that stops reading, whose
+// connection's buffers fill, would otherwise hold the provider's slot
+// for as long as it keeps the connection. The returned func clears the
+// deadline, so that the connection's next request starts without it.
+func (x *exchange) renterWrites(w http.ResponseWriter) (clear func()) {
+	rc := http.NewResponseController(w)
+	if rc.SetWriteDeadline(time.Now().Add(x.g.cfg.StallTimeout)) != nil {
+		return func() {} // a writer without deadlines (a test's recorder)
+	}
+	return func() { rc.SetWriteDeadline(time.Time{}) }
+}
+
 // upstreamTTFT is the provider's time to first byte for the latency sort:
 // a stream's; 0 (not measured) for a non-streamed request, whose first
 // byte comes with the whole answer, which would count its length as
@@ -90,6 +105,7 @@ func (x *exchange) pass(w http.ResponseWriter, a *answer) (ttft time.Duration, b
 	rc := http.NewResponseController(w)
 	var sm openai.StreamMeter
 	send := func(p []byte) error {
+		rc.SetWriteDeadline(time.Now().Add(x.g.cfg.StallTimeout)) // see renterWrites
 		if _, err := w.Write(p); err != nil {
 			return fmt.Errorf("%w: %v", errRenterGone, err)
 		}

@@ -24,8 +24,10 @@ type Request struct {
 	// (stream_options.include_usage); the gateway asks the model server
 	// for it either way.
 	IncludeUsage bool
-	// MaxTokens is the completion's cap (max_completion_tokens, else
-	// max_tokens); 0 when the renter set none.
+	// MaxTokens is the completion's cap: the larger of max_tokens and
+	// max_completion_tokens, since a model server may honour either (vLLM's
+	// completions know only max_tokens), and the charge is capped by it;
+	// 0 when the renter set neither.
 	MaxTokens int64
 	// Choices is how many completions the request asks for: n (1 unless
 	// set) for each prompt of a completions batch (a list of strings or of
@@ -171,7 +173,7 @@ func (r *Request) parseCommon() error {
 		} else if *n < 1 || *n > 10_000_000 {
 			return idlegrid.Invalid(f, "must be between 1 and 10000000")
 		}
-		r.MaxTokens = *n
+		r.MaxTokens = max(r.MaxTokens, *n)
 	}
 	var n *int64
 	if err := decodeField(r.fields, "n", &n); err != nil {

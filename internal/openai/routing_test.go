@@ -65,7 +65,7 @@ func TestParseRequest_provider(t *testing.T) {
 		{`{"ignore":[" "]}`, "provider.ignore[0]"},
 		{`{"max_price":{"prompt":"1.2345678"}}`, "provider.max_price.prompt"},
 		{`{"max_price":{"completion":-1}}`, "provider.max_price.completion"},
-		{`{"max_price":{"input":1}}`, "provider.max_price"},
+		{`{"max_price":{"input":1}}`, "provider.max_price.input"},
 		{`["price"]`, "provider"},
 	} {
 		_, err := openai.ParseRequest(openai.ChatCompletions, []byte(`{"model":"m","messages":[{"role":"user","content":"Hi"}],"provider":`+tt.provider+`}`))
