@@ -66,6 +66,9 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	if idlegrid.ErrorCode(err) == idlegrid.EINTERNAL {
 		g.log.Error("gateway: internal error", "path", r.URL.Path, "request", requestID(w), "err", err)
+		// Internals stay in the log, as the API keeps them: a renter gets
+		// the request's ID to quote.
+		err = idlegrid.Errorf(idlegrid.EINTERNAL, "internal error; the operator can find it in the server's log by request %s", requestID(w))
 	}
 	if idlegrid.ErrorCode(err) == idlegrid.EUNAUTHORIZED {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="idlegrid"`)

@@ -389,3 +389,28 @@ func TestGateway_renterStopsReading(t *testing.T) {
 		return ""
 	})
 }
+
+// TestGateway_answerTypeIsTheGateways: whatever type a provider says its
+// answer is, the renter gets JSON, or an event stream for a stream: the
+// answer is served from the server's address, where a browser must never
+// take it for a page.
+func TestGateway_answerTypeIsTheGateways(t *testing.T) {
+	f := mustFixture(t, nil)
+	m := mustMock(t, "alpha")
+	f.startAgent(t, "alpha", "eu-west", "EU", m.model(testModel, "10", "20", 4))
+	f.waitProviders(t, testModel, 1)
+	m.set(faultHTML)
+	for stream, want := range map[bool]string{false: "application/json", true: "text/event-stream"} {
+		body := fmt.Sprintf(`{"model":%q,"stream":%v,"messages":[{"role":"user","content":"Hi"}]}`, testModel, stream)
+		req, _ := http.NewRequest(http.MethodPost, f.URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+f.RenterKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || got != want {
+			t.Errorf("stream %v: %d with Content-Type %q, want 200 with %q", stream, resp.StatusCode, got, want)
+		}
+	}
+}

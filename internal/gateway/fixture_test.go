@@ -314,6 +314,7 @@ const (
 	faultGreedy    = "greedy"     // answers, with usage of greedyTokens prompt and completion tokens
 	fault401       = "401"        // refuses the agent's credentials for the model server
 	faultFlood     = "flood"      // a stream of big chunks that ends only when the request does
+	faultHTML      = "html"       // answers as usual, but says its answer is text/html
 )
 
 // greedyTokens is the usage a greedy mock reports, whatever it served.
@@ -468,11 +469,17 @@ func (m *mock) chat(w http.ResponseWriter, r *http.Request) {
 	if !req.Stream {
 		m.Served.Add(1)
 		w.Header().Set("Content-Type", "application/json")
+		if m.get() == faultHTML {
+			w.Header().Set("Content-Type", "text/html")
+		}
 		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]%s}`,
 			req.Model, strings.Join(m.words(), ""), m.usage())
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
+	if m.get() == faultHTML {
+		w.Header().Set("Content-Type", "text/html")
+	}
 	rc := http.NewResponseController(w)
 	chunk := func(delta string) {
 		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", req.Model, delta)

@@ -23,7 +23,7 @@ func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate,
 	defer a.close()
 	defer x.renterWrites(w)() // a renter who stops reading must not hold the provider's slot
 	h := w.Header()
-	h.Set("Content-Type", a.resp.Header.Get("Content-Type"))
+	h.Set("Content-Type", answerType(a))
 	h.Set("X-Idlegrid-Node", c.NodeID)
 	if ra := a.resp.Header.Get("Retry-After"); ra != "" {
 		h.Set("Retry-After", ra)
@@ -82,6 +82,17 @@ func (x *exchange) renterWrites(w http.ResponseWriter) (clear func()) {
 		return func() {} // a writer without deadlines (a test's recorder)
 	}
 	return func() { rc.SetWriteDeadline(time.Time{}) }
+}
+
+// answerType is the Content-Type the renter gets: JSON for a whole answer
+// or an error, an event stream for a stream. The provider's own is not
+// passed on: it is served from the server's address, where a browser
+// must never take a provider's answer for a page.
+func answerType(a *answer) string {
+	if a.complete || a.resp.StatusCode != http.StatusOK {
+		return "application/json"
+	}
+	return "text/event-stream"
 }
 
 // upstreamTTFT is the provider's time to first byte for the latency sort:
