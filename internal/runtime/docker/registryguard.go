@@ -16,7 +16,10 @@ import (
 // engine send requests to services on the provider's own machine or
 // network, and show the renter their answers in the lease's failure. So a
 // pull from a registry whose address is not public is refused, unless the
-// node's owner lists the registry (Options.LocalRegistries).
+// node's owner lists the registry (Options.LocalRegistries). The name is
+// resolved here and again by the engine, so a name whose answers change
+// between the two (DNS rebinding) can still get past it: a node that must
+// be sure firewalls its engine's own traffic too (deploy/README.md).
 
 // registryLookupTimeout bounds the look-up of a registry's addresses.
 const registryLookupTimeout = 5 * time.Second
