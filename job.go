@@ -195,6 +195,9 @@ func (s *JobSpec) Validate(now time.Time) error {
 // checkWorkload checks what runs: name, kind, image, command, environment.
 func (s *JobSpec) checkWorkload(p *Faults) {
 	p.Check(len(s.Name) <= 100, "job.name", "at most 100 characters")
+	// A name is shown in tables and logs: a control character (an escape,
+	// a line break) would colour the reader's terminal or split a row.
+	p.Check(printable(s.Name), "job.name", "must be printable text: no control characters such as escapes, tabs or line breaks")
 	if !s.Kind.Valid() { // not p.Check: kindList is built only when needed
 		p.Add("job.kind", "unknown workload kind %q; use one of %s", s.Kind, kindList())
 	}

@@ -101,6 +101,10 @@ func TestJobSpec_Validate(t *testing.T) {
 	}{
 		{"long name", func(s *idlegrid.JobSpec) { s.Name = strings.Repeat("n", 101) }, "job.name"},
 		{"name at the limit", func(s *idlegrid.JobSpec) { s.Name = strings.Repeat("n", 100) }, ""},
+		{"name with an escape", func(s *idlegrid.JobSpec) { s.Name = "x\x1b[31mRED" }, "job.name"},
+		{"name with a line break", func(s *idlegrid.JobSpec) { s.Name = "x\nnewline" }, "job.name"},
+		{"name with a tab", func(s *idlegrid.JobSpec) { s.Name = "a\tb" }, "job.name"},
+		{"name in another script", func(s *idlegrid.JobSpec) { s.Name = "訓練-ü 1" }, ""},
 		{"unknown kind", func(s *idlegrid.JobSpec) { s.Kind = "mining" }, "job.kind"},
 		{"empty kind", func(s *idlegrid.JobSpec) { s.Kind = "" }, "job.kind"},
 		{"no image", func(s *idlegrid.JobSpec) { s.Image = "" }, "job.image"},

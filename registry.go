@@ -173,12 +173,15 @@ func NormalRegistry(s string) string {
 }
 
 // ParseRegistry returns the registry s names, as an image "s/x" would
-// pull from: s itself, or its usual name ("docker.io" for
-// "index.docker.io").
+// pull from: s itself in lower case, or its usual name ("docker.io" for
+// "index.docker.io"). Host names are case-insensitive and images name
+// them in lower case (the job spec's image pattern), so "GHCR.IO" is
+// ghcr.io, whose login a job's ghcr.io/acme/x:1 finds.
 func ParseRegistry(s string) (string, error) {
 	if s == "" || len(s) > 253 || strings.ContainsAny(s, "/@") {
 		return "", fmt.Errorf("%q is not a registry host", s)
 	}
+	s = strings.ToLower(s)
 	got, err := ImageRegistry(s + "/x")
 	if err != nil || (got == "docker.io" && !strings.Contains(s, "docker.io")) {
 		return "", fmt.Errorf("%q is not a registry host", s) // "acme/x" is Docker Hub's acme

@@ -31,6 +31,8 @@ func TestParseRegistry(t *testing.T) {
 	for in, want := range map[string]string{
 		"ghcr.io": "ghcr.io", "docker.io": "docker.io", "index.docker.io": "docker.io",
 		"registry.example.com:5000": "registry.example.com:5000", "localhost:5000": "localhost:5000",
+		// Host names are case-insensitive, and images name them in lower case.
+		"GHCR.IO": "ghcr.io", "Registry.Example.com:5000": "registry.example.com:5000", "INDEX.DOCKER.IO": "docker.io",
 	} {
 		if got, err := idlegrid.ParseRegistry(in); err != nil || got != want {
 			t.Errorf("ParseRegistry(%q) = %q, %v; want %q", in, got, err, want)
@@ -65,6 +67,7 @@ func TestNormalRegistry(t *testing.T) {
 	for in, want := range map[string]string{
 		"ghcr.io": "ghcr.io", "https://ghcr.io/": "ghcr.io", "http://localhost:5000": "localhost:5000",
 		"index.docker.io": "docker.io", "acme": "acme", "ghcr.io/acme": "ghcr.io/acme",
+		"GHCR.IO": "ghcr.io", "https://GHCR.io/": "ghcr.io",
 	} {
 		if got := idlegrid.NormalRegistry(in); got != want {
 			t.Errorf("NormalRegistry(%q) = %q, want %q", in, got, want)
@@ -83,6 +86,7 @@ func TestRegistryLogin_Validate(t *testing.T) {
 		field string
 	}{
 		{"a port past 65535", idlegrid.RegistryLogin{Registry: "1.2.3.4:99999", Username: "u", Secret: "s"}, "registry"},
+		{"a registry not in lower case", idlegrid.RegistryLogin{Registry: "GHCR.IO", Username: "u", Secret: "s"}, "registry"},
 		{"a line break in the username", idlegrid.RegistryLogin{Registry: "ghcr.io", Username: "acme\nbot", Secret: "s"}, "username"},
 		{"a control character in the password", idlegrid.RegistryLogin{Registry: "ghcr.io", Username: "u", Secret: "ghp\x1b"}, "password"},
 	} {

@@ -223,11 +223,21 @@ func (t transport) answer(resp *http.Response, out any) error {
 	return nil
 }
 
+// errorBody is an error answer: the API's (wire.ErrorBody), or the
+// gateway's in OpenAI's format, {"error":{"message","type","param","code"}},
+// whose param names the field at fault where the API's says field.
+type errorBody struct {
+	Error struct {
+		wire.ErrorDetail
+		Param *string `json:"param"`
+	} `json:"error"`
+}
+
 // decodeError turns an error answer back into the server's *idlegrid.Error.
 // Something that is not the API's error body (a proxy's page, another
 // program on the port) gets a generic error that says what came back.
 func (t transport) decodeError(resp *http.Response, data []byte) error {
-	var body wire.ErrorBody
+	var body errorBody
 	if json.Unmarshal(data, &body) == nil && body.Error.Code != "" {
 		e := body.Error
 		if len(e.Problems) > 1 {
@@ -237,7 +247,11 @@ func (t transport) decodeError(resp *http.Response, data []byte) error {
 			}
 			return idlegrid.Problems(ps)
 		}
-		return fieldError(e.Code, e.Field, e.Message)
+		field := e.Field
+		if field == "" && e.Param != nil {
+			field = *e.Param
+		}
+		return fieldError(e.Code, field, e.Message)
 	}
 	code := idlegrid.EINTERNAL
 	switch resp.StatusCode {

@@ -244,6 +244,20 @@ func TestClient_errors(t *testing.T) {
 			wantText: "job.gpus: must be between 1 and 16",
 		},
 		{
+			name:     "the gateway's error, in OpenAI's format, names its field as param",
+			status:   http.StatusBadRequest,
+			body:     `{"error":{"message":"before: no request \"nope\" of yours","type":"invalid_request_error","param":"before","code":"invalid"}}`,
+			wantCode: idlegrid.EINVALID, wantField: "before",
+			wantText: `before: no request "nope" of yours`,
+		},
+		{
+			name:     "the gateway's error without a param",
+			status:   http.StatusUnauthorized,
+			body:     `{"error":{"message":"invalid API key","type":"authentication_error","param":null,"code":"unauthorized"}}`,
+			wantCode: idlegrid.EUNAUTHORIZED,
+			wantText: "invalid API key",
+		},
+		{
 			name:     "error without field",
 			status:   http.StatusNotFound,
 			body:     `{"error":{"code":"not_found","message":"job \"job_x\" not found"}}`,

@@ -204,7 +204,7 @@ func (c *accountCommand) transfers(ctx context.Context, args []string) error {
 escrow holds at placement, and settlements when leases end. Without an ID,
 your own; admins may name any account. A full page ends with the command
 for the next one (--before the page's last transfer).`,
-		examples: "idlegrid account transfers\n idlegrid account transfers acct_abc123 --json\n idlegrid account transfers --limit 20 --before xfer_abc123",
+		examples: "idlegrid account transfers\n idlegrid account transfers acct_abc123 --json\n idlegrid account transfers --limit 20 --before tr_1k8u7bk86760od68tjkhklaoi",
 	})
 	r := c.env.remoteFlags(fs)
 	f := idlegrid.TransferFilter{}

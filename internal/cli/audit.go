@@ -329,11 +329,6 @@ func logAuditKey(cfg serveConfig, srv *server.Server) {
 		"public_key", audit.PublicKeyString(srv.AuditKey()))
 }
 
-// address is the server the remote flags name.
-func (r *remote) address() string {
-	return firstNonEmpty(r.addr, r.e.addr, r.e.getenv("IDLEGRID_ADDR"), defaultAddr)
-}
-
 func (c *auditCommand) head(ctx context.Context, args []string) error {
 	fs := c.env.flags("audit head", help{
 		usage: "idlegrid audit head [--json]",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
 )
@@ -34,12 +35,16 @@ with the backups. For PostgreSQL use pg_dump.`,
 		return err
 	} else if *to == "" {
 		return usagef("--to is required: the new file to copy the market to")
+	} else if err := checkBackupTo(*to); err != nil {
+		return err
 	}
 	fmt.Fprintf(c.env.Err, "idlegrid backup: copying %s to %s and checking the copy…\n", *dsn, *to)
 	r, err := sqlstore.Backup(ctx, *dsn, *to)
 	switch {
 	case errors.Is(err, sqlstore.ErrBackupExists):
 		return withHint(err, "choose another --to; a backup never replaces a file")
+	case errors.Is(err, os.ErrNotExist) && !dirExists(filepath.Dir(*to)): // gone since checkBackupTo
+		return withHint(err, "check --to: its directory "+filepath.Dir(*to)+" must exist")
 	case errors.Is(err, os.ErrNotExist):
 		return withHint(err, "check --db: the SQLite file the server was started with")
 	case err != nil:
@@ -50,6 +55,24 @@ with the backups. For PostgreSQL use pg_dump.`,
 	}
 	c.printReport(r)
 	return nil
+}
+
+// checkBackupTo refuses a --to that cannot be a new backup, before any
+// copying: a file that is there already (a backup never replaces one), or
+// one in a directory that is not.
+func checkBackupTo(to string) error {
+	if _, err := os.Lstat(to); err == nil {
+		return usagef("--to: %s exists already, and a backup never replaces a file; choose another --to", to)
+	}
+	if dir := filepath.Dir(to); !dirExists(dir) {
+		return usagef("--to: the directory %s does not exist; create it first (mkdir -p %s), or choose another --to", dir, dir)
+	}
+	return nil
+}
+
+func dirExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
 }
 
 func (c *backupCommand) printReport(r *sqlstore.BackupReport) {

@@ -31,8 +31,16 @@ func TestBackupCommand(t *testing.T) {
 			t.Errorf("backup printed:\n%s\nwant %q", out, want)
 		}
 	}
-	if r := run(t, nil, "backup", "--db", db, "--to", to); r.code != 1 || !strings.Contains(r.err, "choose another --to") {
-		t.Errorf("a second backup onto the first: %s, want refused with a hint", r)
+	// A --to that cannot be a new backup is refused before any copying,
+	// naming --to.
+	if r := run(t, nil, "backup", "--db", db, "--to", to); r.code != 2 || !strings.Contains(r.err, "--to: "+to+" exists already") ||
+		!strings.Contains(r.err, "choose another --to") || strings.Contains(r.err, "copying") {
+		t.Errorf("a second backup onto the first: %s, want refused, naming --to, before copying", r)
+	}
+	noDir := filepath.Join(dir, "nonexistent", "dir")
+	if r := run(t, nil, "backup", "--db", db, "--to", filepath.Join(noDir, "x.db")); r.code != 2 ||
+		!strings.Contains(r.err, "--to: the directory "+noDir+" does not exist") || strings.Contains(r.err, "copying") || strings.Contains(r.err, "--db") {
+		t.Errorf("a backup into a directory that is not there: %s, want refused, naming --to's directory", r)
 	}
 	var report sqlstore.BackupReport
 	mustJSON(t, nil, &report, "backup", "--db", db, "--to", filepath.Join(dir, "backup2.db"))

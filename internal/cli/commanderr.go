@@ -77,17 +77,18 @@ func flagOf(field string, typed map[string]bool) string {
 	return ""
 }
 
-// typedFlagWrong reports whether err is EINVALID naming a flag the caller
-// typed: a mistake in the command line, whether this program or the
-// server found it.
+// typedFlagWrong reports whether err is EINVALID naming a flag of the
+// command that ran, one the caller typed wrong or left out (a required
+// one): a mistake in the command line, whether this program or the
+// server found it. Only this program names a field as a flag, "--image";
+// the server's fields are renamed so only when the caller typed the flag.
 func (e *env) typedFlagWrong(err error) bool {
 	var ie *idlegrid.Error
 	if e.ran == nil || !errors.As(err, &ie) || ie.Code != idlegrid.EINVALID {
 		return false
 	}
-	typed := flagsSet(e.ran)
 	for _, p := range ie.All() {
-		if strings.HasPrefix(p.Field, "--") && typed[strings.TrimPrefix(p.Field, "--")] {
+		if strings.HasPrefix(p.Field, "--") && e.ran.Lookup(strings.TrimPrefix(p.Field, "--")) != nil {
 			return true
 		}
 	}

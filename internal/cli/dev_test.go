@@ -134,7 +134,9 @@ func devInference(t *testing.T, url, dir string) {
 	if len(next) == 1 && (next[0].ID == first[0].ID || next[0].CreatedAt.After(first[0].CreatedAt)) {
 		t.Errorf("the page before %s: %+v, want an older request", first[0].ID, next[0])
 	}
-	if r := run(t, renter, "inference", "usage", "--before", "req_missing"); r.code != 1 || !strings.Contains(r.err, "is not one of your requests") {
+	// The gateway names the field at fault as OpenAI does (param): the
+	// flag typed, a mistake in the command line.
+	if r := run(t, renter, "inference", "usage", "--before", "req_missing"); r.code != 2 || !strings.Contains(r.err, `idlegrid: --before: "req_missing" is not one of your requests`) {
 		t.Errorf("inference usage --before a request that is not there: %s", r)
 	}
 	eventually(t, "a model server's queue is known", func() error {

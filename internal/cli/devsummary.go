@@ -177,9 +177,16 @@ func newScreen(w io.Writer) *screen { return &screen{w: w, tty: isTerminal(w)} }
 // isTerminal reports whether w is a character device such as a terminal.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
+	return ok && isCharDevice(f)
+}
+
+// isTerminalIn reports whether r is a terminal, one a person answers on.
+func isTerminalIn(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && isCharDevice(f)
+}
+
+func isCharDevice(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

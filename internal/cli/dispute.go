@@ -254,11 +254,17 @@ func printDispute(e *env, d *idlegrid.Dispute) error {
 	return nil
 }
 
+// resolveExample is a reason an admin might give for each resolution.
+var resolveExample = map[string]string{
+	"uphold":  "'logs show the node killed the job'",
+	"dismiss": "'the job ran out of memory on its own; the node is not at fault'",
+}
+
 func (c *disputeCommand) resolve(ctx context.Context, args []string, verb string) error {
 	fs := c.env.flags("dispute "+verb, help{
 		usage:    "idlegrid dispute " + verb + " ID --reason WHY [--json]",
 		about:    "Resolve an open dispute (admins only); --reason is shown to both sides.",
-		examples: "idlegrid dispute " + verb + " dispute_abc123 --reason 'logs show the node killed the job'",
+		examples: "idlegrid dispute " + verb + " dispute_abc123 --reason " + resolveExample[verb],
 	})
 	r := c.env.remoteFlags(fs)
 	reason := fs.String("reason", "", "why (required)")

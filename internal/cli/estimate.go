@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -212,11 +213,11 @@ var gpusRE = regexp.MustCompile(`^(\d+)\s*(?:[xX×]\s*(\S.*))?$`)
 func parseGPUs(v string) (int, string, error) {
 	m := gpusRE.FindStringSubmatch(strings.TrimSpace(v))
 	if m == nil {
-		return 0, "", idlegrid.Invalid("gpus", "must be N or NxMODEL, e.g. 1xRTX4090, got %q", v)
+		return 0, "", idlegrid.Invalid("--gpus", "must be N or NxMODEL, e.g. 1xRTX4090, got %q", v)
 	}
 	n, err := strconv.Atoi(m[1])
 	if err != nil || n < 1 || n > 64 {
-		return 0, "", idlegrid.Invalid("gpus", "must be between 1 and 64, got %q", m[1])
+		return 0, "", idlegrid.Invalid("--gpus", "must be between 1 and 64, got %q", m[1])
 	}
 	model := ""
 	if m[2] != "" {
@@ -242,14 +243,18 @@ var windowPresets = map[string]idlegrid.WeeklyWindow{
 	"workdays": {Days: allDays[:5], Start: "09:00", End: "17:00"},
 }
 
-// parseWindows reads --windows into a schedule in zone tz.
+// parseWindows reads --windows into a schedule in zone tz (--tz, or the
+// region's). What is wrong is named as the flag, --windows or --tz.
 func parseWindows(v, tz string) (idlegrid.Schedule, error) {
 	s := idlegrid.Schedule{Mode: idlegrid.ScheduleWindows, TimeZone: tz}
+	var written []string // each weekly window as the flag wrote it
 	for _, part := range strings.Split(v, ",") {
 		part = strings.ToLower(strings.TrimSpace(part))
 		if part == "always" {
-			return idlegrid.Schedule{Mode: idlegrid.ScheduleAlways, TimeZone: tz}, nil
+			always := idlegrid.Schedule{Mode: idlegrid.ScheduleAlways, TimeZone: tz}
+			return always, windowFlagFaults(always.Validate("windows"), nil)
 		}
+		written = append(written, part)
 		if w, ok := windowPresets[part]; ok {
 			s.Weekly = append(s.Weekly, w)
 			continue
@@ -257,7 +262,7 @@ func parseWindows(v, tz string) (idlegrid.Schedule, error) {
 		days, span, ok := strings.Cut(part, "/")
 		start, end, ok2 := strings.Cut(span, "-")
 		if !ok || !ok2 {
-			return s, idlegrid.Invalid("windows", "unknown window %q; use always, nights, evenings, weekends, workdays or DAYS/HH:MM-HH:MM such as mon-fri/18:00-08:00", part)
+			return s, idlegrid.Invalid("--windows", "unknown window %q; use always, nights, evenings, weekends, workdays or DAYS/HH:MM-HH:MM such as mon-fri/18:00-08:00", part)
 		}
 		ds, err := parseDays(days)
 		if err != nil {
@@ -265,7 +270,37 @@ func parseWindows(v, tz string) (idlegrid.Schedule, error) {
 		}
 		s.Weekly = append(s.Weekly, idlegrid.WeeklyWindow{Days: ds, Start: start, End: end})
 	}
-	return s, s.Validate("windows")
+	return s, windowFlagFaults(s.Validate("windows"), written)
+}
+
+var weeklyFieldRE = regexp.MustCompile(`^windows\.weekly\[(\d+)\]\.(\w+)$`)
+
+// windowFlagFaults names the schedule's faults err finds as the flags
+// that wrote them: a window's as --windows, with the window as written
+// ("mon-fri/25:00-08:00": start must be …), the time zone's as --tz.
+func windowFlagFaults(err error, written []string) error {
+	var ie *idlegrid.Error
+	if !errors.As(err, &ie) {
+		return err
+	}
+	ps := ie.All()
+	for i, p := range ps {
+		named := *p
+		switch m := weeklyFieldRE.FindStringSubmatch(p.Field); {
+		case p.Field == "windows.time_zone":
+			named.Field = "--tz"
+		case m != nil:
+			n, _ := strconv.Atoi(m[1])
+			named.Field = "--windows"
+			if n < len(written) {
+				named.Message = fmt.Sprintf("%q: %s %s", written[n], m[2], p.Message)
+			}
+		default:
+			named.Field = "--windows"
+		}
+		ps[i] = &named
+	}
+	return idlegrid.Problems(ps)
 }
 
 // parseDays reads "mon-fri", "sat+sun" or "tue".
@@ -273,7 +308,7 @@ func parseDays(v string) ([]string, error) {
 	if from, to, ok := strings.Cut(v, "-"); ok {
 		i, j := slices.Index(allDays, from), slices.Index(allDays, to)
 		if i < 0 || j < 0 {
-			return nil, idlegrid.Invalid("windows", "unknown days %q; use e.g. mon-fri", v)
+			return nil, idlegrid.Invalid("--windows", "unknown days %q; use e.g. mon-fri", v)
 		}
 		var out []string
 		for k := i; ; k = (k + 1) % 7 {
@@ -294,7 +329,7 @@ func (q *estimate) parseProvider(gpus, windows string, ask idlegrid.Micros) erro
 	if q.gpus, q.model, err = parseGPUs(gpus); err != nil {
 		return err
 	} else if q.model == "" {
-		return idlegrid.Invalid("gpus", "name the model too, e.g. 1xRTX4090")
+		return idlegrid.Invalid("--gpus", "name the model too, e.g. %dxRTX4090", q.gpus)
 	}
 	if q.region == "" {
 		return usagef("--provider needs --region, e.g. --region eu-west")
@@ -311,7 +346,7 @@ func (q *estimate) parseProvider(gpus, windows string, ask idlegrid.Micros) erro
 	}
 	q.windowText = []string{windows}
 	if q.rel <= 0 || q.rel > 1 {
-		return idlegrid.Invalid("reliability", "must be above 0 and at most 1")
+		return idlegrid.Invalid("--reliability", "must be above 0 and at most 1, got %g", q.rel)
 	}
 	return nil
 }
@@ -558,6 +593,8 @@ func (q *estimate) parseRenter(e *env, f renterFlags, set map[string]bool) error
 	switch {
 	case spec.GPUs < 1 || spec.GPUs > idlegrid.MaxGPUsPerNode:
 		return idlegrid.Invalid("job.gpus", "must be between 1 and %d", idlegrid.MaxGPUsPerNode)
+	case spec.DurationSeconds <= 0 && f.path == "":
+		return idlegrid.Invalid("--duration", "required: give the job's run time, e.g. --duration 4h, or a job file with --job")
 	case spec.DurationSeconds <= 0:
 		return idlegrid.Invalid("job.duration", "required: give --duration 4h or duration in the job file")
 	case spec.DurationSeconds > idlegrid.MaxJobSeconds:

@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/idlegrid/idlegrid/client"
 )
@@ -60,7 +62,7 @@ func (fs *flagSet) parseAll(args []string) ([]string, error) {
 			fs.printHelp(fs.e.Out)
 			return nil, err
 		} else if err != nil {
-			return nil, usagef("%v\n  run '%s --help' for the flags", err, fs.commandPath())
+			return nil, usagef("%s\n  run '%s --help' for the flags", fs.parseError(err), fs.commandPath())
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -72,6 +74,44 @@ func (fs *flagSet) parseAll(args []string) ([]string, error) {
 		positional = append(positional, rest[0])
 		args = rest[1:]
 	}
+}
+
+// badValueRE is how flag.Parse refuses a value its own flags cannot
+// parse (a duration, a number): "parse error", which says not what to
+// write instead.
+var badValueRE = regexp.MustCompile(`^invalid value (".*") for flag -(\S+): parse error$`)
+
+// parseError is the text of Parse's err, saying what a value of the
+// flag looks like where Parse says only "parse error".
+func (fs *flagSet) parseError(err error) string {
+	m := badValueRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err.Error()
+	}
+	f := fs.Lookup(m[2])
+	if f == nil {
+		return err.Error()
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return err.Error()
+	}
+	v, _ := strconv.Unquote(m[1])
+	var want string
+	switch g.Get().(type) {
+	case time.Duration:
+		want = "a duration such as 30m, 24h or 1h30m"
+		if _, err := strconv.ParseFloat(v, 64); err == nil {
+			want += " (a number needs its unit: s, m or h)"
+		}
+	case int, int64, uint, uint64:
+		want = "a whole number"
+	case float64:
+		want = "a number such as 0.5"
+	default:
+		return err.Error()
+	}
+	return fmt.Sprintf("invalid value %s for flag -%s: must be %s, got %s", m[1], m[2], want, m[1])
 }
 
 // negativeNumber is the argument that Parse of args refused with err as
@@ -185,9 +225,26 @@ func (e *env) remoteFlags(fs *flagSet) *remote {
 	return r
 }
 
+// address is the server the remote flags name, from the flags or the
+// environment. The API's paths begin with /v1, so an address written with
+// it, as the API's URLs are ("http://127.0.0.1:7070/v1"), is the server's
+// without it: kept, the client would ask for /v1/v1/jobs.
+func (r *remote) address() string {
+	return serverAddr(firstNonEmpty(r.addr, r.e.addr, r.e.getenv("IDLEGRID_ADDR"), defaultAddr))
+}
+
+// serverAddr is addr without a trailing /v1 (or /v1/).
+func serverAddr(addr string) string {
+	trimmed := strings.TrimRight(strings.TrimSpace(addr), "/")
+	if base, ok := strings.CutSuffix(trimmed, "/v1"); ok && base != "" && !strings.HasSuffix(base, "/") && !strings.HasSuffix(base, ":") {
+		return base
+	}
+	return addr
+}
+
 // client returns a client for the server, from the flags or the environment.
 func (r *remote) client() (*client.Client, error) {
-	addr := firstNonEmpty(r.addr, r.e.addr, r.e.getenv("IDLEGRID_ADDR"), defaultAddr)
+	addr := r.address()
 	key := firstNonEmpty(r.key, r.e.key, r.e.getenv("IDLEGRID_KEY"))
 	if key == "" {
 		return nil, withHint(errors.New("no API key"),
@@ -224,7 +281,7 @@ func (e *env) runGroup(group, about string, subs []subcommand, args []string) er
 			width = max(width, len(s.name))
 		}
 		for _, s := range subs {
-			fmt.Fprintf(w, "\t%-*s %s\n", width, s.name, s.summary)
+			fmt.Fprintf(w, "\t%-*s   %s\n", width, s.name, s.summary)
 		}
 		fmt.Fprintf(w, "\nRun 'idlegrid %s <command> --help' for a command's flags.\n", group)
 		if len(args) == 0 {

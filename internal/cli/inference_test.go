@@ -3,6 +3,9 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -74,5 +77,21 @@ func TestInferenceCommands_nothingServed(t *testing.T) {
 	}
 	if r := run(t, admin, "inference", "usage", "--limit", "0"); r.code != 2 || !strings.Contains(r.err, "--limit must be between 1 and 1000") {
 		t.Errorf("--limit 0: %s", r)
+	}
+}
+
+// TestInferenceUsage_fieldIsFlag: the gateway names a field at fault as
+// OpenAI does, in param; the command names it as the flag typed, and
+// exits 2 as for any flag a server refuses.
+func TestInferenceUsage_fieldIsFlag(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"error":{"message":"before: no request \"nope\" of yours to list from","type":"invalid_request_error","param":"before","code":"invalid"}}`)
+	}))
+	defer ts.Close()
+	r := run(t, map[string]string{"IDLEGRID_ADDR": ts.URL, "IDLEGRID_KEY": "k"}, "inference", "usage", "--before", "nope")
+	if want := `idlegrid: --before: no request "nope" of yours to list from`; r.code != 2 || firstLines(r.err, 1) != want {
+		t.Errorf("inference usage --before nope: %s\nwant exit 2 and %q", r, want)
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -166,8 +167,8 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 	if len(command) > 0 {
 		spec.Command = command
 	}
-	if err := checkSpec(&spec, sf.problems(set)...); err != nil {
-		return err
+	if err := checkSpec(&spec, file == "" && from == "", sf.problems(set)...); err != nil {
+		return inJobFile(err, file, set)
 	}
 
 	cl, err := r.client()
@@ -188,6 +189,9 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 		if err := c.printSubmitted(job, replayed, asJSON, wait); err != nil {
 			return err
 		}
+	}
+	if !asJSON {
+		c.noteModels(ctx, cl, job)
 	}
 	if !asJSON && !wait { // a watch says why the job waits
 		c.warnIfStuck(ctx, cl, job.ID)
@@ -258,6 +262,63 @@ func (c *jobCommand) warnIfStuck(ctx context.Context, cl *client.Client, jobID s
 	}
 }
 
+// noteModels says, right after a submission, which of the GPU models the
+// job asks for no node offers now, with the models that are, and the one
+// meant where a model offered begins with the name given ("H100" for
+// H100-80GB). Models have no fixed catalogue: a node offers what its
+// driver reports, so a model none offers now is not refused, since one
+// may join that does; but a misspelt one would wait for ever. Nothing is
+// said when the market cannot be asked.
+func (c *jobCommand) noteModels(ctx context.Context, cl *client.Client, job *idlegrid.Job) {
+	if len(job.GPUModels) == 0 {
+		return
+	}
+	offered, err := modelsOnOffer(ctx, cl)
+	if err != nil {
+		return
+	}
+	var missing, meant []string
+	for _, m := range job.GPUModels {
+		if slices.ContainsFunc(offered, func(o string) bool { return strings.EqualFold(o, m) }) {
+			return // a node offers one of them: the job can be placed on its model
+		}
+		missing = append(missing, m)
+		for _, o := range offered {
+			if strings.HasPrefix(strings.ToLower(o), strings.ToLower(m)) && !slices.Contains(meant, o) {
+				meant = append(meant, o)
+			}
+		}
+	}
+	onOffer := "none: no node is online"
+	if len(offered) > 0 {
+		onOffer = strings.Join(offered, ", ")
+	}
+	fmt.Fprintf(c.env.Out, "note: no node in the market has a GPU of model %s; the models in it now: %s\n", strings.Join(missing, " or "), onOffer)
+	if len(meant) > 0 {
+		fmt.Fprintf(c.env.Out, "      models are named in full: did you mean --gpu-model %s? (cancel this one with: idlegrid job cancel %s)\n", strings.Join(meant, ","), job.ID)
+	} else {
+		fmt.Fprintf(c.env.Out, "      it waits until a node with one joins; to run on another model: idlegrid job cancel %s, then submit with --gpu-model MODEL\n", job.ID)
+	}
+}
+
+// modelsOnOffer is the GPU models of the market (GET /v1/market), in
+// order: those of the nodes online, whether their windows are open or
+// not, and those sold lately.
+func modelsOnOffer(ctx context.Context, cl *client.Client) ([]string, error) {
+	stats, err := cl.Market(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var models []string
+	for _, st := range stats {
+		if st.GPUModel != "" && !slices.Contains(models, st.GPUModel) {
+			models = append(models, st.GPUModel)
+		}
+	}
+	slices.Sort(models)
+	return models, nil
+}
+
 // noteNoLogin says, when the image is on a registry other than Docker Hub
 // for which the renter keeps no login, how to add one should the image be
 // private: the node would find out only when it pulls.
@@ -319,29 +380,61 @@ func (c *jobCommand) printSubmitted(job *idlegrid.Job, replayed, asJSON, wait bo
 
 // checkSpec normalises spec and validates it here, so that every mistake
 // is named before anything is sent; the server checks again. found are
-// the problems the flags had already, which Validate does not repeat.
-func checkSpec(spec *idlegrid.JobSpec, found ...*idlegrid.Error) error {
+// the problems the flags had already, which Validate does not repeat. A
+// required field missing from a spec made of flags alone (fromFlags) is
+// named as its flag, a mistake in the command line; from a job file, as
+// the file's field.
+func checkSpec(spec *idlegrid.JobSpec, fromFlags bool, found ...*idlegrid.Error) error {
 	spec.Normalize()
 	ps := found
 	covered := map[string]bool{} // the spec's fields a missing flag's problem already names
 	for _, p := range found {
 		covered[p.Field] = true
 	}
-	require := func(missing bool, field, flag, hint string) {
-		if missing {
-			ps = append(ps, idlegrid.Invalid(flag, "required: give %s", hint))
-			covered[field] = true
+	require := func(missing bool, field, name, flag, example, key string) {
+		switch {
+		case !missing:
+			return
+		case fromFlags:
+			ps = append(ps, idlegrid.Invalid(flag, "required: give %s, e.g. %s %s, or a job file with -f", name, flag, example))
+		default:
+			ps = append(ps, idlegrid.Invalid("job."+key, "required: give %s %s or %s in the job file", flag, example, key))
 		}
+		covered[field] = true
 	}
-	require(spec.Image == "", "job.image", "job.image", "--image or image: in the job file")
-	require(spec.MaxPriceMicrosPerGPUHour == 0, "job.max_price_micros_per_gpu_hour", "job.max_price", "--max-price 2.50 (per GPU-hour) or max_price in the job file")
-	require(spec.DurationSeconds == 0, "job.duration_seconds", "job.duration", "--duration 1h or duration in the job file")
+	require(spec.Image == "", "job.image", "the container image", "--image", "ghcr.io/acme/trainer:1.4", "image")
+	require(spec.MaxPriceMicrosPerGPUHour == 0, "job.max_price_micros_per_gpu_hour", "the most you pay per GPU-hour", "--max-price", "2.50", "max_price")
+	require(spec.DurationSeconds == 0, "job.duration_seconds", "the run time", "--duration", "1h", "duration")
 	var e *idlegrid.Error
 	if errors.As(spec.Validate(time.Now()), &e) {
 		for _, p := range e.All() {
 			if !covered[p.Field] {
 				ps = append(ps, p)
 			}
+		}
+	}
+	return idlegrid.Problems(ps)
+}
+
+// inJobFile names the job file in the problems err finds in the spec's
+// fields that came from it, "job.yaml: job.gpus", as a problem found
+// while reading it is named; those of the flags given (typed) are left
+// for Main to name as the flags.
+func inJobFile(err error, file string, typed map[string]bool) error {
+	var ie *idlegrid.Error
+	if file == "" || !errors.As(err, &ie) {
+		return err
+	}
+	source := file
+	if file == "-" {
+		source = "standard input"
+	}
+	ps := ie.All()
+	for i, p := range ps {
+		if !strings.HasPrefix(p.Field, "--") && flagOf(p.Field, typed) == "" {
+			named := *p
+			named.Field = source + ": " + p.Field
+			ps[i] = &named
 		}
 	}
 	return idlegrid.Problems(ps)
@@ -381,6 +474,8 @@ job listed).`,
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
+	} else if err := checkLimit(*limit, "jobs", 100); err != nil {
+		return err
 	}
 	f := idlegrid.JobFilter{Limit: *limit, Before: *before, NamePrefix: *name}
 	if f.States, err = parseStates(strings.Join(states, ","), idlegrid.JobState.Valid, "job", "queued, running, succeeded, failed or cancelled"); err != nil {
@@ -414,6 +509,18 @@ job listed).`,
 		cmd += " --name " + *name
 	}
 	return nextPage(c.env.Out, cmd, len(jobs), *limit, jobs[len(jobs)-1].ID)
+}
+
+// maxPage is the most a listing's --limit may ask the server for.
+const maxPage = 10000
+
+// checkLimit refuses a --limit of a listing that no server takes: 0 or
+// less would not list a page, and the pages after it would never end.
+func checkLimit(n int, what string, def int) error {
+	if n < 1 || n > maxPage {
+		return usagef("--limit: %d is out of range; give 1 to %d %s, or leave it out for %d", n, maxPage, what, def)
+	}
+	return nil
 }
 
 // statesFlag is " --state a,b" for the states given, or "".
@@ -554,13 +661,17 @@ func (c *jobCommand) cancel(ctx context.Context, args []string) error {
 		about: `Cancel jobs. A queued job ends at once; a running one is stopped on its
 nodes and you pay for what ran until then. Given several, it cancels each
 and says which it could not; --json prints the job, or a list of them.
+
 --name cancels every queued or running job whose name begins so, e.g. a
-sweep's.`,
-		examples: "idlegrid job cancel job_abc123\n idlegrid job cancel job_abc123 job_def456 job_ghi789\n idlegrid job cancel --name lr-search-   # a sweep's jobs that have not ended",
+sweep's. When more than one matches, it lists them first and cancels them
+only with --yes, or once you answer y on a terminal; without either it
+cancels nothing and exits 2. Scripts give --yes.`,
+		examples: "idlegrid job cancel job_abc123\n idlegrid job cancel job_abc123 job_def456 job_ghi789\n idlegrid job cancel --name lr-search-   # lists a sweep's jobs that have not ended, and asks\n idlegrid job cancel --name lr-search- --yes   # cancels them without asking",
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print the job as JSON (a list, given several)")
 	name := fs.String("name", "", "cancel the queued and running jobs whose name begins with this, e.g. a sweep's: lr-search-")
+	yes := fs.Bool("yes", false, "with --name, cancel every job that matches without asking, however many")
 	args, err := fs.parseArgs(args, 0, 1000, "one or more job IDs")
 	if err != nil {
 		return err
@@ -574,11 +685,20 @@ sweep's.`,
 		return err
 	}
 	if *name != "" {
-		if args, err = liveJobsNamed(ctx, cl, *name); err != nil {
+		jobs, err := liveJobsNamed(ctx, cl, *name)
+		if err != nil {
 			return err
-		} else if len(args) == 0 {
+		} else if len(jobs) == 0 {
 			fmt.Fprintf(c.env.Out, "no queued or running job's name begins with %q: nothing to cancel\n", *name)
 			return nil
+		} else if len(jobs) > 1 && !*yes {
+			if err := c.confirmCancel(jobs, *name); err != nil {
+				return err
+			}
+		}
+		args = make([]string, len(jobs))
+		for i, j := range jobs {
+			args[i] = j.ID
 		}
 	}
 	if len(args) > 1 || *name != "" {
@@ -621,24 +741,46 @@ func (c *jobCommand) printCancelled(ctx context.Context, cl *client.Client, j *i
 		j.ID, stopping, they, j.ID)
 }
 
-// liveJobsNamed lists the IDs of the caller's queued and running jobs
-// whose name begins with prefix, every page of them.
-func liveJobsNamed(ctx context.Context, cl *client.Client, prefix string) ([]string, error) {
+// liveJobsNamed lists the caller's queued and running jobs whose name
+// begins with prefix, every page of them.
+func liveJobsNamed(ctx context.Context, cl *client.Client, prefix string) ([]*idlegrid.Job, error) {
 	f := idlegrid.JobFilter{NamePrefix: prefix, States: []idlegrid.JobState{idlegrid.JobQueued, idlegrid.JobRunning}, Limit: 1000}
-	var ids []string
+	var all []*idlegrid.Job
 	for {
 		jobs, err := cl.ListJobs(ctx, f)
 		if err != nil {
 			return nil, err
 		}
-		for _, j := range jobs {
-			ids = append(ids, j.ID)
-		}
+		all = append(all, jobs...)
 		if len(jobs) < f.Limit {
-			return ids, nil
+			return all, nil
 		}
 		f.Before = jobs[len(jobs)-1].ID
 	}
+}
+
+// confirmCancel lists, on stderr, the jobs "job cancel --name" would
+// cancel, and asks on a terminal whether to; elsewhere (a script, a pipe)
+// it cancels nothing without --yes. A prefix catches more than one meant
+// ("w" is every job named w…), so several are cancelled only when asked.
+func (c *jobCommand) confirmCancel(jobs []*idlegrid.Job, prefix string) error {
+	fmt.Fprintf(c.env.Err, "%d queued or running jobs' names begin with %q:\n", len(jobs), prefix)
+	t := newTable(c.env.Err, "  ID", "NAME", "STATE", "TIER", "GPUS")
+	for _, j := range jobs {
+		t.row("  "+j.ID, orDash(clip(j.Name, 40)), j.State, j.Tier, fmt.Sprintf("%dx%d", j.Nodes, j.GPUs))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if !isTerminal(c.env.Err) || !isTerminalIn(c.env.In) {
+		return usagef("cancelled nothing: cancel these %d jobs with --yes (idlegrid job cancel --name %s --yes), or give the IDs of those to cancel", len(jobs), prefix)
+	}
+	fmt.Fprintf(c.env.Err, "cancel all %d? [y/N] ", len(jobs))
+	answer, _ := bufio.NewReader(c.env.In).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+		return errors.New("cancelled nothing")
+	}
+	return nil
 }
 
 // cancelEach cancels each of ids, saying on stderr why any could not be,
@@ -754,26 +896,28 @@ lines until the lease ends (or Ctrl-C).`,
 	var (
 		after   int64
 		leaseID string
+		lost    bool // the server could not be reached, and has not been since
 	)
 	for {
-		lease, err := latestLease(ctx, cl, jobID)
-		if err != nil {
+		done, err := c.logsOnce(ctx, cl, jobID, *follow, &leaseID, &after)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil && (!*follow || !transient(err)):
 			return err
+		case err != nil:
+			// As "job watch" does: a server away for a while (restarting,
+			// the network down) is said once, and asked again.
+			if !lost {
+				fmt.Fprintf(c.env.Err, "%s  cannot reach the server (%s); still trying (Ctrl-C stops)\n", time.Now().Format("15:04:05"), errorText(err))
+			}
+			lost = true
+		case lost:
+			fmt.Fprintf(c.env.Err, "%s  in contact with the server again\n", time.Now().Format("15:04:05"))
+			lost = false
 		}
-		if lease == nil {
-			if done, err := c.noLease(ctx, cl, jobID, *follow); done || err != nil {
-				return err
-			}
-		} else {
-			if lease.ID != leaseID { // a requeued job runs on a new lease with its own numbering
-				leaseID, after = lease.ID, 0
-			}
-			if after, err = c.printLogs(ctx, cl, lease.ID, after); err != nil {
-				return err
-			}
-			if !*follow || lease.State.Terminal() {
-				return nil
-			}
+		if done && err == nil {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -781,6 +925,26 @@ lines until the lease ends (or Ctrl-C).`,
 		case <-time.After(logPollInterval):
 		}
 	}
+}
+
+// logsOnce prints what the job's latest lease has logged since *after,
+// moving to a new lease (*leaseID) when the job was requeued. done: there
+// is no more to follow, or not following.
+func (c *jobCommand) logsOnce(ctx context.Context, cl *client.Client, jobID string, follow bool, leaseID *string, after *int64) (done bool, err error) {
+	lease, err := latestLease(ctx, cl, jobID)
+	if err != nil {
+		return false, err
+	}
+	if lease == nil {
+		return c.noLease(ctx, cl, jobID, follow)
+	}
+	if lease.ID != *leaseID { // a requeued job runs on a new lease with its own numbering
+		*leaseID, *after = lease.ID, 0
+	}
+	if *after, err = c.printLogs(ctx, cl, lease.ID, *after); err != nil {
+		return false, err
+	}
+	return !follow || lease.State.Terminal(), nil
 }
 
 // noLease says why the job has no logs, when it has no lease: it is not

@@ -86,9 +86,9 @@ func TestCommands_notFound(t *testing.T) {
 // mistake in the command line, named as the flag typed: exit 2.
 func TestCommands_serverRefusesFlag(t *testing.T) {
 	m := mustMoneyMarket(t)
-	r := run(t, m.renter, "job", "ls", "--limit", "-1")
-	if want := `idlegrid: --limit: must be an integer between 1 and 10000, got "-1"`; r.code != 2 || firstLines(r.err, 1) != want {
-		t.Errorf("job ls --limit -1: %s\nwant exit 2 and %q", r, want)
+	r := run(t, m.renter, "job", "ls", "--before", "job_nosuch")
+	if want := `idlegrid: --before: no job job_nosuch of yours to list from; give the last job ID of the page before`; r.code != 2 || firstLines(r.err, 1) != want {
+		t.Errorf("job ls --before job_nosuch: %s\nwant exit 2 and %q", r, want)
 	}
 	r = run(t, m.renter, "lease", "ls", "--limit", "20000")
 	if r.code != 2 || !strings.HasPrefix(r.err, "idlegrid: --limit: ") {

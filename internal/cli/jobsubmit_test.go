@@ -304,3 +304,66 @@ func TestSubmitFailed(t *testing.T) {
 		}
 	}
 }
+
+// TestJobCancel_byName: --name cancels one job that matches at once; when
+// several match it lists them and cancels none without --yes (off a
+// terminal there is no one to ask), and with --yes cancels them all and
+// no other.
+func TestJobCancel_byName(t *testing.T) {
+	_, renter, _, _, _ := moneyMarket(t)
+	ids := map[string]string{}
+	for _, name := range []string{"w-1", "w-2", "other"} {
+		var j idlegrid.Job
+		mustJSON(t, renter, &j, "job", "submit", "--name", name, "--image", "python:3.12", "--gpu-model", "H200-141GB",
+			"--duration", "1m", "--max-price", "0.01")
+		ids[name] = j.ID
+	}
+	r := run(t, renter, "job", "cancel", "--name", "w")
+	if r.code != 2 || r.out != "" {
+		t.Fatalf("job cancel --name w: %s\nwant exit 2 and nothing cancelled", r)
+	}
+	for _, want := range []string{`2 queued or running jobs' names begin with "w":`, ids["w-1"], "w-1", ids["w-2"], "w-2",
+		"cancelled nothing: cancel these 2 jobs with --yes (idlegrid job cancel --name w --yes)"} {
+		if !strings.Contains(r.err, want) {
+			t.Errorf("job cancel --name w printed:\n%s\nwant %q", r.err, want)
+		}
+	}
+	var queued []idlegrid.Job
+	mustJSON(t, renter, &queued, "job", "ls", "--state", "queued")
+	if len(queued) != 3 {
+		t.Errorf("after job cancel --name w without --yes: %d jobs queued, want all 3", len(queued))
+	}
+	var cancelled []idlegrid.Job
+	mustJSON(t, renter, &cancelled, "job", "cancel", "--name", "w", "--yes")
+	if got := fmtNames(cancelled); len(cancelled) != 2 || !strings.Contains(got, "w-1") || !strings.Contains(got, "w-2") {
+		t.Errorf("job cancel --name w --yes cancelled %s, want w-1 and w-2", got)
+	}
+	if out := must(t, renter, "job", "cancel", "--name", "oth"); !strings.Contains(out, ids["other"]+": cancelled") {
+		t.Errorf("job cancel --name of one job: %q, want it cancelled without asking", out)
+	}
+	if out := must(t, renter, "job", "cancel", "--help"); !strings.Contains(out, "--yes") || !strings.Contains(out, "only with --yes") {
+		t.Errorf("job cancel --help does not say how --name asks:\n%s", out)
+	}
+}
+
+// TestJobSubmit_modelNote: a job that asks only for GPU models no node in
+// the market has is accepted (one may join), with a note naming the
+// models there are, and the one meant where a name is the start of one.
+func TestJobSubmit_modelNote(t *testing.T) {
+	_, renter, _, _, _ := moneyMarket(t) // one node: an RTX4090
+	submit := func(models string) string {
+		return must(t, renter, "job", "submit", "--image", "python:3.12", "--gpu-model", models, "--duration", "1m", "--max-price", "0.01")
+	}
+	out := submit("H200")
+	if want := "note: no node in the market has a GPU of model H200; the models in it now: RTX4090\n"; !strings.Contains(out, want) ||
+		!strings.Contains(out, "it waits until a node with one joins") {
+		t.Errorf("job submit --gpu-model H200 printed:\n%s\nwant %q", out, want)
+	}
+	if out := submit("H200,rtx"); !strings.Contains(out, "no node in the market has a GPU of model H200 or rtx") ||
+		!strings.Contains(out, "did you mean --gpu-model RTX4090?") {
+		t.Errorf("job submit --gpu-model H200,rtx printed:\n%s", out)
+	}
+	if out := submit("H200,rtx4090"); strings.Contains(out, "GPU of model") {
+		t.Errorf("job submit --gpu-model of a model in the market (in another case) printed a note:\n%s", out)
+	}
+}

@@ -198,7 +198,7 @@ func (c *jobCommand) printSweep(sweep sweepFlag, jobs []sweptJob, key string) er
 	}
 	name := sweepName(jobs)
 	_, err := fmt.Fprintf(c.env.Out, "list them: idlegrid job ls --name %s-\nfollow one with: idlegrid job watch ID\n"+
-		"cancel those not ended: idlegrid job cancel --name %s-   (any job of yours named so)\n", name, name)
+		"cancel those not ended: idlegrid job cancel --name %s- --yes   (any job of yours named so)\n", name, name)
 	return err
 }
 
@@ -211,7 +211,7 @@ func (c *jobCommand) sweep(ctx context.Context, cl *client.Client, spec idlegrid
 	}
 	specs := sweepSpecs(spec, points)
 	for i := range specs {
-		if err := checkSpec(&specs[i]); err != nil {
+		if err := checkSpec(&specs[i], false); err != nil {
 			return fmt.Errorf("job %d of the sweep (%s): %w", i+1, specs[i].Name, err)
 		}
 	}

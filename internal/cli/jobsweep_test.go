@@ -34,7 +34,7 @@ func TestJobSubmit_sweep(t *testing.T) {
 	// The same command again: the same jobs, none made twice.
 	out := must(t, renter, args...)
 	for _, want := range []string{"submitted a sweep of 6 jobs under idempotency key grid-1", "LR", "BATCH", "lr-search-6",
-		"(submitted before)", "cancel those not ended: idlegrid job cancel --name lr-search-"} {
+		"(submitted before)", "cancel those not ended: idlegrid job cancel --name lr-search- --yes"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the sweep again printed:\n%s\nwant %q", out, want)
 		}
@@ -58,7 +58,10 @@ func TestJobSubmit_sweep(t *testing.T) {
 	before := len(all)
 	// The sweep's jobs cancelled by name, and none other.
 	var cancelled []idlegrid.Job
-	mustJSON(t, renter, &cancelled, "job", "cancel", "--name", "lr-search-", "--json")
+	if r := run(t, renter, "job", "cancel", "--name", "lr-search-", "--json"); r.code != 2 || !strings.Contains(r.err, "cancelled nothing") || r.out != "" {
+		t.Errorf("job cancel --name lr-search- without --yes: %s, want nothing cancelled, exit 2", r)
+	}
+	mustJSON(t, renter, &cancelled, "job", "cancel", "--name", "lr-search-", "--yes", "--json")
 	if len(cancelled) != 6 || strings.Count(fmtNames(cancelled), "lr-search-") != 6 {
 		t.Errorf("job cancel --name lr-search-: %s, want the sweep's 6 jobs", fmtNames(cancelled))
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 
@@ -41,6 +42,8 @@ nodes', an admin all. A full page ends with the command for the next one
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
+	} else if err := checkLimit(f.Limit, "leases", 100); err != nil {
+		return err
 	}
 	if f.States, err = parseStates(strings.Join(states, ","), idlegrid.LeaseState.Valid, "lease", leaseStateList); err != nil {
 		return err
@@ -56,15 +59,34 @@ nodes', an admin all. A full page ends with the command for the next one
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(leases))
 	}
+	if len(leases) == 0 {
+		return c.noneListed(f, states)
+	}
 	nodes := nodeNames{}
 	nodes.learn(ctx, cl, leases)
 	if err := printLeases(c.env, leases, nodes); err != nil {
 		return err
 	}
-	if len(leases) == 0 {
-		return nil
-	}
 	return nextPage(c.env.Out, "idlegrid lease ls"+leaseFlags(f, states), len(leases), f.Limit, leases[len(leases)-1].ID)
+}
+
+// noneListed says that "lease ls" found no lease, and under which
+// filters, rather than print a bare header. The server lists none for a
+// node or job it does not know, or that is not the caller's, as for one
+// without leases.
+func (c *leaseCommand) noneListed(f idlegrid.LeaseFilter, states []string) error {
+	var err error
+	switch flags := leaseFlags(f, states); {
+	case f.Before != "":
+		_, err = fmt.Fprintf(c.env.Out, "no more leases before %s%s\n", f.Before, flags)
+	case flags == "":
+		_, err = fmt.Fprintln(c.env.Out, "no leases to list yet")
+	case f.NodeID != "" || f.JobID != "":
+		_, err = fmt.Fprintf(c.env.Out, "no lease matches%s (check the IDs with 'idlegrid node ls' or 'idlegrid job ls')\n", flags)
+	default:
+		_, err = fmt.Fprintf(c.env.Out, "no lease matches%s\n", flags)
+	}
+	return err
 }
 
 // leaseStateList names the lease states, for help and errors.

@@ -75,6 +75,14 @@ func TestLeaseList(t *testing.T) {
 	if r := run(t, renter, "lease", "ls", "--state", "preempted", "--json"); r.code != 0 || strings.TrimSpace(r.out) != "[]" {
 		t.Errorf("lease ls --state preempted: %s, want an empty list", r)
 	}
+	// None matched: said so, with the filters, rather than a bare header.
+	if r := run(t, renter, "lease", "ls", "--node", "nope"); r.code != 0 ||
+		r.out != "no lease matches --node nope (check the IDs with 'idlegrid node ls' or 'idlegrid job ls')\n" {
+		t.Errorf("lease ls --node nope: %s", r)
+	}
+	if r := run(t, renter, "lease", "ls", "--state", "preempted"); r.code != 0 || r.out != "no lease matches --state preempted\n" {
+		t.Errorf("lease ls --state preempted: %s", r)
+	}
 	if r := run(t, renter, "lease", "ls", "--state", "done"); r.code != 2 || !strings.Contains(r.err, `unknown lease state "done"`) {
 		t.Errorf("lease ls --state done: %s", r)
 	}

@@ -51,14 +51,14 @@ func commands() []command {
 		{"server", "run the coordinator: the HTTP API, the market engine and the ledger", func(ctx context.Context, e *env, a []string) error { return (&serverCommand{env: e}).Run(ctx, a) }},
 		{"agent", "run the provider agent that offers this machine's GPUs", func(ctx context.Context, e *env, a []string) error { return (&agentCommand{env: e}).Run(ctx, a) }},
 		{"job", "submit, list, inspect and cancel jobs; read their logs", func(ctx context.Context, e *env, a []string) error { return (&jobCommand{env: e}).Run(ctx, a) }},
-		{"lease", "inspect a lease and its events", func(ctx context.Context, e *env, a []string) error { return (&leaseCommand{env: e}).Run(ctx, a) }},
-		{"node", "list and inspect nodes", func(ctx context.Context, e *env, a []string) error { return (&nodeCommand{env: e}).Run(ctx, a) }},
+		{"lease", "list and inspect leases and their events; export and verify their signed usage receipts", func(ctx context.Context, e *env, a []string) error { return (&leaseCommand{env: e}).Run(ctx, a) }},
+		{"node", "list and inspect nodes; quarantine, schedule, drain and retire them", func(ctx context.Context, e *env, a []string) error { return (&nodeCommand{env: e}).Run(ctx, a) }},
 		{"market", "prices, supply, demand and suggested asks per GPU model and region", func(ctx context.Context, e *env, a []string) error { return (&marketCommand{env: e}).Run(ctx, a) }},
 		{"inference", "the OpenAI-compatible gateway: models served, latency and price per model, your metered requests", func(ctx context.Context, e *env, a []string) error { return (&inferenceCommand{env: e}).Run(ctx, a) }},
 		{"sim", "replay real traces through the market engine and baselines: fill, savings, earnings, waits", func(ctx context.Context, e *env, a []string) error { return (&simCommand{env: e}).Run(ctx, a) }},
 		{"estimate", "what a provider would earn, or a renter pay, from the live market or a trace replay", func(ctx context.Context, e *env, a []string) error { return (&estimateCommand{env: e}).Run(ctx, a) }},
 		{"token", "create, list and revoke join tokens (providers)", func(ctx context.Context, e *env, a []string) error { return (&tokenCommand{env: e}).Run(ctx, a) }},
-		{"key", "create, list and revoke your API keys", func(ctx context.Context, e *env, a []string) error { return (&keyCommand{env: e}).Run(ctx, a) }},
+		{"key", "create, list and revoke your API keys; set their spend limits and inference routing", func(ctx context.Context, e *env, a []string) error { return (&keyCommand{env: e}).Run(ctx, a) }},
 		{"registry", "your logins to private container registries, for your jobs' images", func(ctx context.Context, e *env, a []string) error { return (&registryCommand{env: e}).Run(ctx, a) }},
 		{"account", "your money: balances, holds, spend, earnings, statements, limits", func(ctx context.Context, e *env, a []string) error { return (&accountCommand{env: e}).Run(ctx, a) }},
 		{"payout", "request, list, settle and reject payouts of providers' earnings", func(ctx context.Context, e *env, a []string) error { return (&payoutCommand{env: e}).Run(ctx, a) }},
@@ -161,7 +161,7 @@ Commands:
 		width = max(width, len(c.name))
 	}
 	for _, c := range cs {
-		fmt.Fprintf(w, "\t%-*s %s\n", width, c.name, c.summary)
+		fmt.Fprintf(w, "\t%-*s   %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprint(w, `
 Start here:
@@ -275,9 +275,51 @@ var listOf = map[string]string{
 	"join token": "idlegrid token ls", "dispute": "idlegrid dispute ls", "payout": "idlegrid payout ls",
 }
 
+// idKinds are the kinds of object whose IDs begin with each prefix, as
+// the server's messages name them, and the command that shows one.
+var idKinds = []struct{ prefix, kind, show string }{
+	{"job_", "job", "idlegrid job get ID"}, {"node_", "node", "idlegrid node get ID"},
+	{"lease_", "lease", "idlegrid lease get ID"}, {"acct_", "account", "idlegrid account show ID"},
+	{"key_", "API key", "idlegrid key ls"}, {"jt_", "join token", "idlegrid token ls"},
+	{"dispute_", "dispute", "idlegrid dispute show ID"}, {"payout_", "payout", "idlegrid payout ls"},
+}
+
+// wrongKindHint says, when msg says an object of one kind was not found
+// (`job "node_x" not found`) and its ID is one of another kind, which kind
+// it is and the command that shows it; "" otherwise.
+func wrongKindHint(msg string) string {
+	kind, rest, ok := strings.Cut(msg, ` "`)
+	id, _, ok2 := strings.Cut(rest, `"`)
+	if !ok || !ok2 {
+		return ""
+	}
+	if kind == "provider" { // a provider is an account
+		kind = "account"
+	}
+	for _, k := range idKinds {
+		if strings.HasPrefix(id, k.prefix) && k.kind != kind {
+			return fmt.Sprintf("%s is %s ID, not %s: see it with '%s'", id, withArticle(k.kind+"'s"), withArticle(kind+"'s"),
+				strings.Replace(k.show, "ID", id, 1))
+		}
+	}
+	return ""
+}
+
+// withArticle is s after "a", or "an" before a vowel.
+func withArticle(s string) string {
+	if s != "" && strings.ContainsRune("aeiouAEIOU", rune(s[0])) {
+		return "an " + s
+	}
+	return "a " + s
+}
+
 // notFoundHint points to the listing of the kind of object msg says was
-// not found, or to the common ones.
+// not found, or to the common ones; or, given an ID of another kind, to
+// the command for that kind.
 func notFoundHint(msg string) string {
+	if hint := wrongKindHint(msg); hint != "" {
+		return hint
+	}
 	kind, _, ok := strings.Cut(msg, ` "`)
 	if list := listOf[kind]; ok && list != "" {
 		return "check the ID, e.g. with '" + list + "'"

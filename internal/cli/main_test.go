@@ -125,6 +125,9 @@ func checkAligned(t *testing.T, help, first string) {
 		}
 		rest := strings.TrimPrefix(line, "\t"+name)
 		col := len(line) - len(strings.TrimLeft(rest, " "))
+		if gutter := len(rest) - len(strings.TrimLeft(rest, " ")); gutter < 2 {
+			t.Errorf("the summary of %q is %d space(s) after its name, want at least 2:\n%s", name, gutter, table)
+		}
 		if column < 0 {
 			column = col
 		} else if col != column {
@@ -228,6 +231,33 @@ func TestMain_UsageErrors(t *testing.T) {
 		{"ZeroNodes", []string{"job", "submit", "--image", "x/y:1", "--max-price", "1", "--duration", "1m", "--nodes", "0"}, "idlegrid: --nodes: must be between 1 and 64, got 0"},
 		{"NegativeNodes", []string{"job", "submit", "--image", "x/y:1", "--max-price", "1", "--duration", "1m", "--nodes", "-2"}, "idlegrid: --nodes: must be between 1 and 64, got -2"},
 		{"PriceOverLimit", []string{"job", "submit", "--image", "x/y:1", "--max-price", "5000", "--duration", "1m"}, "idlegrid: --max-price: must be between 1 micro and 1000 per GPU-hour"},
+		{"NameWithControls", []string{"job", "submit", "--name", "x\x1b[31mRED\nnewline", "--image", "x/y:1", "--max-price", "1", "--duration", "1m"},
+			"idlegrid: --name: must be printable text: no control characters such as escapes, tabs or line breaks"},
+		{"MissingImage", []string{"job", "submit", "--max-price", "1", "--duration", "1m"},
+			"idlegrid: --image: required: give the container image, e.g. --image ghcr.io/acme/trainer:1.4, or a job file with -f"},
+		{"QuarantineNoReason", []string{"node", "quarantine", "add", "node_x"}, `idlegrid: --reason is required: say why, for the provider to read, e.g. idlegrid node quarantine add node_x --reason "receipts disagree with telemetry"`},
+		{"EstimateGPUsWithoutCount", []string{"estimate", "--provider", "--gpus", "RTX4090"}, `idlegrid: --gpus: must be N or NxMODEL, e.g. 1xRTX4090, got "RTX4090"`},
+		{"EstimateGPUsWithoutModel", []string{"estimate", "--provider", "--gpus", "2", "--region", "eu-west", "--ask", "0.4"}, "idlegrid: --gpus: name the model too, e.g. 2xRTX4090"},
+		{"EstimateWindows", []string{"estimate", "--provider", "--gpus", "1xRTX4090", "--region", "eu-west", "--ask", "0.4", "--windows", "sometimes"},
+			`idlegrid: --windows: unknown window "sometimes"; use always, nights, evenings, weekends, workdays or DAYS/HH:MM-HH:MM such as mon-fri/18:00-08:00`},
+		{"EstimateWindowHour", []string{"estimate", "--provider", "--gpus", "1xRTX4090", "--region", "eu-west", "--ask", "0.4", "--windows", "nights,mon-fri/25:00-08:00"},
+			`idlegrid: --windows: "mon-fri/25:00-08:00": start must be HH:MM between 00:00 and 23:59, got "25:00"`},
+		{"EstimateTimeZone", []string{"estimate", "--provider", "--gpus", "1xRTX4090", "--region", "eu-west", "--ask", "0.4", "--tz", "Mars/Base"},
+			`idlegrid: --tz: unknown time zone "Mars/Base"`},
+		{"EstimateRenterDuration", []string{"estimate", "--renter", "--gpus", "1"},
+			"idlegrid: --duration: required: give the job's run time, e.g. --duration 4h, or a job file with --job"},
+		{"RegistryWithPath", []string{"registry", "login", "ghcr.io/v2", "-u", "x"},
+			`idlegrid: REGISTRY: "ghcr.io/v2" is not a registry host; give the host alone, as your images name it, e.g. ghcr.io or registry.example.com:5000 (here ghcr.io, without /v2)`},
+		{"BadTTL", []string{"token", "create", "--name", "x", "--ttl", "5"},
+			`idlegrid: invalid value "5" for flag -ttl: must be a duration such as 30m, 24h or 1h30m (a number needs its unit: s, m or h), got "5"`},
+		{"BadDrainTimeout", []string{"node", "drain", "node_x", "--wait", "--timeout", "abc"},
+			`idlegrid: invalid value "abc" for flag -timeout: must be a duration such as 30m, 24h or 1h30m, got "abc"`},
+		{"BadWatchEvery", []string{"job", "watch", "job_x", "--every", "often"},
+			`idlegrid: invalid value "often" for flag -every: must be a duration such as 30m, 24h or 1h30m, got "often"`},
+		{"BadLimitNumber", []string{"job", "ls", "--limit", "ten"}, `idlegrid: invalid value "ten" for flag -limit: must be a whole number, got "ten"`},
+		{"JobLimitZero", []string{"job", "ls", "--limit", "0"}, "idlegrid: --limit: 0 is out of range; give 1 to 10000 jobs, or leave it out for 100"},
+		{"JobLimitNegative", []string{"job", "ls", "--limit", "-1"}, "idlegrid: --limit: -1 is out of range; give 1 to 10000 jobs, or leave it out for 100"},
+		{"LeaseLimitZero", []string{"lease", "ls", "--limit", "0"}, "idlegrid: --limit: 0 is out of range; give 1 to 10000 leases, or leave it out for 100"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := run(t, key, tt.args...)
@@ -256,26 +286,49 @@ func TestMain_Errors(t *testing.T) {
 	t.Run("InvalidSpecNamesEveryField", func(t *testing.T) {
 		r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit", "--gpus", "17", "--tier", "platinum", "--max-price", "2")
 		want := "idlegrid: 4 problems:\n" +
-			"  job.image: required: give --image or image: in the job file\n" +
-			"  job.duration: required: give --duration 1h or duration in the job file\n" +
+			"  --image: required: give the container image, e.g. --image ghcr.io/acme/trainer:1.4, or a job file with -f\n" +
+			"  --duration: required: give the run time, e.g. --duration 1h, or a job file with -f\n" +
 			"  --gpus: must be between 1 and 16\n" +
 			"  --tier: must be gold, silver or bronze, got \"platinum\"\n" +
-			"  fix the fields named above and try again; 'idlegrid help job submit' shows the flags\n"
+			"  fix the flags named above and try again; 'idlegrid help job submit' shows the flags\n"
 		if r.code != 2 || r.err != want {
 			t.Fatalf("got %s\nwant exit 2 and stderr %q", r, want)
 		}
 	})
+	// Without a flag, each one a job needs is named: a mistake in the
+	// command line.
+	t.Run("SubmitWithoutFlags", func(t *testing.T) {
+		r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit")
+		want := "idlegrid: 3 problems:\n" +
+			"  --image: required: give the container image, e.g. --image ghcr.io/acme/trainer:1.4, or a job file with -f\n" +
+			"  --max-price: required: give the most you pay per GPU-hour, e.g. --max-price 2.50, or a job file with -f\n" +
+			"  --duration: required: give the run time, e.g. --duration 1h, or a job file with -f\n" +
+			"  fix the flags named above and try again; 'idlegrid help job submit' shows the flags\n"
+		if r.code != 2 || r.err != want {
+			t.Fatalf("got %s\nwant exit 2 and stderr %q", r, want)
+		}
+	})
+	// A job file's fields at fault are named with the file, as a mistake
+	// found while reading it is; those of the flags given, as the flags.
 	t.Run("InvalidFileFieldKeepsItsName", func(t *testing.T) {
 		file := mustFile(t, "job.yaml", "image: x/y:1\ngpus: 0\nmax_price: \"1\"\nduration: 1m\n")
 		r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit", "-f", file, "--tier", "gold")
-		if want := "idlegrid: job.gpus: must be between 1 and 16\n"; r.code != 1 || firstLines(r.err, 1)+"\n" != want {
+		if want := "idlegrid: " + file + ": job.gpus: must be between 1 and 16\n"; r.code != 1 || firstLines(r.err, 1)+"\n" != want {
 			t.Fatalf("got %s\nwant exit 1 and stderr starting %q", r, want)
+		}
+		file = mustFile(t, "nodur.yaml", "image: x/y:1\ngpus: 1\nmax_price: \"1\"\n")
+		r = run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit", "-f", file, "--tier", "platinum")
+		want := "idlegrid: 2 problems:\n" +
+			"  " + file + ": job.duration: required: give --duration 1h or duration in the job file\n" +
+			"  --tier: must be gold, silver or bronze, got \"platinum\"\n"
+		if r.code != 2 || !strings.HasPrefix(r.err, want) {
+			t.Fatalf("got %s\nwant exit 2 and stderr starting %q", r, want)
 		}
 	})
 	t.Run("MissingPrice", func(t *testing.T) {
 		r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit", "--image", "ghcr.io/acme/x:1", "--duration", "1h")
-		if want := "idlegrid: job.max_price: required: give --max-price 2.50 (per GPU-hour) or max_price in the job file\n"; r.code != 1 || firstLines(r.err, 1)+"\n" != want {
-			t.Fatalf("got %s\nwant exit 1 and stderr starting %q", r, want)
+		if want := "idlegrid: --max-price: required: give the most you pay per GPU-hour, e.g. --max-price 2.50, or a job file with -f\n"; r.code != 2 || firstLines(r.err, 1)+"\n" != want {
+			t.Fatalf("got %s\nwant exit 2 and stderr starting %q", r, want)
 		}
 	})
 	t.Run("MissingJobFile", func(t *testing.T) {
@@ -350,7 +403,13 @@ func TestHintFor_notFound(t *testing.T) {
 		`lease "lea_x" not found`:    "'idlegrid job leases JOB_ID'",
 		`node "node_x" not found`:    "'idlegrid node ls'",
 		`join token "tok" not found`: "'idlegrid token ls'",
-		`not found`:                  "'idlegrid job ls', 'idlegrid node ls' or 'idlegrid account ls'",
+		// An ID of another kind is said to be one, with its command.
+		`job "node_1k8u" not found`:      "node_1k8u is a node's ID, not a job's: see it with 'idlegrid node get node_1k8u'",
+		`node "job_1k8u" not found`:      "job_1k8u is a job's ID, not a node's: see it with 'idlegrid job get job_1k8u'",
+		`lease "acct_1k8u" not found`:    "acct_1k8u is an account's ID, not a lease's: see it with 'idlegrid account show acct_1k8u'",
+		`account "key_1k8u" not found`:   "key_1k8u is an API key's ID, not an account's: see it with 'idlegrid key ls'",
+		`provider "acct_1k8u" not found`: "'idlegrid account ls'",
+		`not found`:                      "'idlegrid job ls', 'idlegrid node ls' or 'idlegrid account ls'",
 	} {
 		if got := hintFor(idlegrid.Errorf(idlegrid.ENOTFOUND, "%s", msg)); !strings.HasSuffix(got, want) {
 			t.Errorf("hint for %q = %q, want it to end %s", msg, got, want)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
 )
 
 // nodeCommand is "idlegrid node".
@@ -91,6 +92,10 @@ keeps the nodes with at least that many. A page holds 1000 nodes unless
 	if *asJSON {
 		return printJSON(c.env.Out, rows)
 	}
+	if len(rows) == 0 {
+		c.noneListed(ctx, cl, f, nodeFlags(f, tier, maxPrice))
+		return nil
+	}
 	now := time.Now()
 	t := newTable(c.env.Out, "ID", "NAME", "STATE", "GPUS", "FREE", "REGION", "RESIDENCY", "SCHEDULE", "ASK $/GPU-h", "RELIABILITY", "HEARTBEAT")
 	for _, r := range rows {
@@ -102,6 +107,30 @@ keeps the nodes with at least that many. A page holds 1000 nodes unless
 		return err
 	}
 	return nextPageAfter(c.env.Out, "idlegrid node ls"+nodeFlags(f, tier, maxPrice), len(rows), f.Limit, rows[len(rows)-1].ID)
+}
+
+// noneListed says why "node ls" listed no node, rather than a bare
+// header: no node matched the filters (flags, as given), with the GPU
+// models the market has when a model was asked for, since one misnamed
+// ("H100" for H100-80GB) matches none.
+func (c *nodeCommand) noneListed(ctx context.Context, cl *client.Client, f idlegrid.NodeFilter, flags string) {
+	switch {
+	case f.After != "":
+		fmt.Fprintf(c.env.Out, "no more nodes after %s%s\n", f.After, flags)
+		return
+	case flags == "":
+		fmt.Fprintln(c.env.Out, "no nodes to list: none you may see has joined, or none is online (providers join one with 'idlegrid agent init')")
+		return
+	}
+	fmt.Fprintf(c.env.Out, "no node matches%s\n", flags)
+	if len(f.GPUModels) == 0 {
+		return
+	}
+	if models, err := modelsOnOffer(ctx, cl); err == nil && len(models) > 0 {
+		fmt.Fprintf(c.env.Out, "the GPU models in the market now: %s (named in full, e.g. --gpu-model %s)\n", strings.Join(models, ", "), models[0])
+	} else if err == nil {
+		fmt.Fprintln(c.env.Out, "no node is in the market now, of any GPU model")
+	}
 }
 
 // defaultNodePage is how many nodes "node ls" lists unless told.

@@ -22,6 +22,12 @@ func TestNode_asRenter(t *testing.T) {
 	if len(nodes) != 0 {
 		t.Errorf("a renter's H100s and A100s = %+v, want none", nodes)
 	}
+	// A model no node has lists none, and says which models there are:
+	// a model is named in full (H100-80GB), and H100 matches none.
+	if r := run(t, renter, "node", "ls", "--gpu-model", "H100"); r.code != 0 ||
+		r.out != "no node matches --gpu-model H100\nthe GPU models in the market now: RTX4090 (named in full, e.g. --gpu-model RTX4090)\n" {
+		t.Errorf("node ls --gpu-model H100: %s", r)
+	}
 	mustJSON(t, renter, &nodes, "node", "ls", "--gpu-model", "RTX4090", "--region", "us-east,eu-west")
 	if len(nodes) != 1 {
 		t.Fatalf("a renter's RTX4090s in us-east or eu-west = %+v, want rig", nodes)

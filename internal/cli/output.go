@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -31,9 +33,30 @@ func newTable(w io.Writer, headers ...string) *table {
 func (t *table) row(cells ...any) {
 	parts := make([]string, len(cells))
 	for i, c := range cells {
-		parts[i] = fmt.Sprint(c)
+		parts[i] = cellText(fmt.Sprint(c))
 	}
 	fmt.Fprintln(t.tw, strings.Join(parts, "\t"))
+}
+
+// cellText is s with each control character written as Go writes it in a
+// quoted string (\x1b, \n, \t): a cell holds what others wrote (a job's
+// name, a node's, a reason), which must neither split the row, shift its
+// columns nor colour the reader's terminal, whatever an older server let
+// in.
+func cellText(s string) string {
+	if strings.IndexFunc(s, unicode.IsControl) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r) // '\x1b', with its quotes
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func (t *table) flush() error { return t.tw.Flush() }

@@ -76,6 +76,8 @@ func (c *nodeCommand) quarantineAdd(ctx context.Context, args []string) error {
 	args, err := fs.parseArgs(args, 1, 1, "one node ID")
 	if err != nil {
 		return err
+	} else if strings.TrimSpace(*reason) == "" {
+		return usagef("--reason is required: say why, for the provider to read, e.g. idlegrid node quarantine add %s --reason \"receipts disagree with telemetry\"", args[0])
 	}
 	cl, err := r.client()
 	if err != nil {

@@ -50,6 +50,8 @@ never from the command line, where your shell's history would keep it.`,
 	args, err := fs.parseArgs(args, 1, 1, "one registry, e.g. ghcr.io")
 	if err != nil {
 		return err
+	} else if err := checkRegistryArg(args[0]); err != nil {
+		return err
 	} else if *username == "" {
 		return usagef("--username is required, e.g. idlegrid registry login %s --username acme-bot --password-stdin", args[0])
 	}
@@ -70,6 +72,24 @@ never from the command line, where your shell's history would keep it.`,
 	}
 	fmt.Fprintf(c.env.Out, "your jobs' images on %s are pulled as %s from now on\n", l.Registry, l.Username)
 	return nil
+}
+
+// checkRegistryArg refuses a REGISTRY that names no registry host, such
+// as a URL with a path ("ghcr.io/v2", "https://ghcr.io/v2/"), an image
+// or a repository ("ghcr.io/acme"): a login is kept for a host, as
+// images name it; the host itself is suggested where there is one.
+func checkRegistryArg(arg string) error {
+	if _, err := idlegrid.ParseRegistry(idlegrid.NormalRegistry(arg)); err == nil {
+		return nil
+	}
+	msg := fmt.Sprintf("REGISTRY: %q is not a registry host; give the host alone, as your images name it, e.g. ghcr.io or registry.example.com:5000", arg)
+	rest := strings.TrimPrefix(strings.TrimPrefix(arg, "https://"), "http://")
+	if host, _, ok := strings.Cut(rest, "/"); ok {
+		if reg, err := idlegrid.ParseRegistry(host); err == nil {
+			msg += fmt.Sprintf(" (here %s, without /%s)", reg, strings.TrimSuffix(rest[len(host)+1:], "/"))
+		}
+	}
+	return usagef("%s", msg)
 }
 
 // password reads the login's password: from standard input, its first line,
@@ -137,6 +157,8 @@ images there without one. Admins may remove another account's login with
 	accountID := fs.String("account", "", "the account whose login to remove (admins); yours when empty")
 	args, err := fs.parseArgs(args, 1, 1, "one registry, e.g. ghcr.io")
 	if err != nil {
+		return err
+	} else if err := checkRegistryArg(args[0]); err != nil {
 		return err
 	}
 	cl, err := r.client()

@@ -169,10 +169,10 @@ func TestEstimate_Trace(t *testing.T) {
 		want string
 	}{
 		{"NeitherSide", []string{"estimate"}, 2, "give --provider or --renter"},
-		{"NoModel", []string{"estimate", "--provider", "--gpus", "2", "--region", "eu-west", "--ask", "1"}, 1, "gpus: name the model too"},
-		{"BadWindows", []string{"estimate", "--provider", "--gpus", "1xT4", "--region", "eu-west", "--ask", "1", "--windows", "lunch"}, 1, `unknown window "lunch"`},
-		{"BadDays", []string{"estimate", "--provider", "--gpus", "1xT4", "--region", "eu-west", "--ask", "1", "--windows", "mon-fry/10:00-12:00"}, 1, "unknown days"},
-		{"NoDuration", []string{"estimate", "--renter", "--gpus", "1"}, 1, "job.duration: required"},
+		{"NoModel", []string{"estimate", "--provider", "--gpus", "2", "--region", "eu-west", "--ask", "1"}, 2, "--gpus: name the model too"},
+		{"BadWindows", []string{"estimate", "--provider", "--gpus", "1xT4", "--region", "eu-west", "--ask", "1", "--windows", "lunch"}, 2, `--windows: unknown window "lunch"`},
+		{"BadDays", []string{"estimate", "--provider", "--gpus", "1xT4", "--region", "eu-west", "--ask", "1", "--windows", "mon-fry/10:00-12:00"}, 2, "--windows: unknown days"},
+		{"NoDuration", []string{"estimate", "--renter", "--gpus", "1"}, 2, "--duration: required"},
 		{"BadCheckpoint", []string{"estimate", "--renter", "--gpus", "1", "--duration", "1h", "--checkpoint-every", "soon"}, 2, "must be a duration such as 90m"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
