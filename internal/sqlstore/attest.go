@@ -25,7 +25,7 @@ func (db *DB) SaveAttestation(ctx context.Context, a *idlegrid.Attestation, prev
 		return err
 	}
 	return db.update(ctx, func(tx *sql.Tx) error {
-		n, err := findNodeState(ctx, tx, a.NodeID)
+		n, err := lockNodeState(ctx, tx, a.NodeID, db.dialect.forUpdate) // two attestations at once: one is current
 		if err != nil {
 			return err
 		}
@@ -265,6 +265,9 @@ func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *id
 		}); err != nil {
 			return err
 		}
+		if _, err := lockNodeState(ctx, tx, c.NodeID, db.dialect.forUpdate); err != nil { // an admin's quarantine meanwhile
+			return err
+		}
 		n, err := findNode(ctx, tx, c.NodeID)
 		if err != nil {
 			return err
@@ -272,7 +275,7 @@ func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *id
 		// A node in quarantine stays in the one it is in; the failure is
 		// recorded all the same.
 		if q != nil && !n.Quarantined {
-			if err := quarantine(ctx, tx, q); err != nil {
+			if err := quarantine(ctx, tx, q, ""); err != nil { // the node is locked already
 				return err
 			}
 			quarantined = true
@@ -295,17 +298,22 @@ func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *id
 // logs it to the audit log in the same transaction.
 func (db *DB) QuarantineNode(ctx context.Context, q *idlegrid.Quarantine) error {
 	return db.update(ctx, func(tx *sql.Tx) error {
-		if err := quarantine(ctx, tx, q); err != nil {
+		if err := quarantine(ctx, tx, q, db.dialect.forUpdate); err != nil {
 			return err
 		}
 		return appendAudit(tx)(audit.QuarantineEntry(q, q.Since))
 	})
 }
 
-func quarantine(ctx context.Context, tx *sql.Tx, q *idlegrid.Quarantine) error {
+// quarantine puts q's node in quarantine unless it is in one, locking
+// the node first (forUpdate; "" when the caller has).
+func quarantine(ctx context.Context, tx *sql.Tx, q *idlegrid.Quarantine, forUpdate string) error {
 	if err := required("quarantine.id", q.ID); err != nil {
 		return err
 	} else if err := required("quarantine.reason", q.Reason); err != nil {
+		return err
+	}
+	if _, err := lockNodeState(ctx, tx, q.NodeID, forUpdate); err != nil {
 		return err
 	}
 	n, err := findNode(ctx, tx, q.NodeID)
@@ -341,8 +349,9 @@ func (db *DB) LiftQuarantine(ctx context.Context, nodeID, by, note string, at ti
 		} else if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE quarantines SET lifted_at = $1, lifted_by = $2, lift_note = $3
-			WHERE id = $4`, timeArg(at), by, note, q.ID); err != nil {
+		res, err := tx.ExecContext(ctx, `UPDATE quarantines SET lifted_at = $1, lifted_by = $2, lift_note = $3
+			WHERE id = $4 AND lifted_at IS NULL`, timeArg(at), by, note, q.ID) // not lifted by another meanwhile
+		if err := expectOne(res, err, func() error { return idlegrid.Errorf(idlegrid.ECONFLICT, "node %s is not quarantined", nodeID) }); err != nil {
 			return err
 		}
 		q.LiftedAt, q.LiftedBy, q.LiftNote = &at, by, note

@@ -125,8 +125,17 @@ func (db *DB) placeBehindSavepoint(ctx context.Context, tx *sql.Tx, p *idlegrid.
 // findNodeState reads what a placement needs of a node, its owner and
 // state, without decoding its offer.
 func findNodeState(ctx context.Context, tx *sql.Tx, id string) (*idlegrid.Node, error) {
+	return lockNodeState(ctx, tx, id, "")
+}
+
+// lockNodeState is findNodeState that also locks the node's row for the
+// rest of the transaction (forUpdate: the dialect's), so that a read of
+// the node and the write that follows (its offer, schedule, quarantine,
+// drain or current fingerprint) are not raced by another transaction on
+// PostgreSQL, whose write transactions see whatever committed by then.
+func lockNodeState(ctx context.Context, tx *sql.Tx, id, forUpdate string) (*idlegrid.Node, error) {
 	n := &idlegrid.Node{ID: id}
-	err := tx.QueryRowContext(ctx, `SELECT provider_id, state FROM nodes WHERE id = $1`, id).Scan(&n.ProviderID, &n.State)
+	err := tx.QueryRowContext(ctx, `SELECT provider_id, state FROM nodes WHERE id = $1`+forUpdate, id).Scan(&n.ProviderID, &n.State)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("node", id)
 	}

@@ -24,7 +24,7 @@ func (db *DB) PutRegistryLogin(ctx context.Context, l *idlegrid.RegistryLogin) e
 		return idlegrid.Invalid("registry_login.updated_at", "required")
 	}
 	return db.update(ctx, func(tx *sql.Tx) error {
-		if _, err := findAccount(ctx, tx, l.AccountID); err != nil {
+		if err := lockAccount(ctx, tx, l.AccountID, db.dialect.forUpdate); err != nil { // the count below is the account's
 			return err
 		}
 		var others int
