@@ -285,6 +285,9 @@ func TestGateway_midStream(t *testing.T) {
 			if err == nil {
 				t.Fatalf("a stream that broke off after its first byte ended without error, with %q", text)
 			}
+			if fault == faultStall && !strings.Contains(err.Error(), "stalled for over 300ms") {
+				t.Errorf("a stalled stream ended with %v; want the gateway's event saying it stalled", err)
+			}
 			if !strings.HasPrefix("Hello from alpha.", text) || text == "" {
 				t.Errorf("got %q before the error; want the start of alpha's answer (no failover after the first byte)", text)
 			}

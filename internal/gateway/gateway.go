@@ -118,10 +118,10 @@ type Config struct {
 	// AnswerTimeout is the same for a non-streamed answer, which a model
 	// server sends only once it is complete. Default 5m.
 	AnswerTimeout time.Duration
-	// LargeAnswerTokens is the completion cap (max_tokens) from which, or
-	// with none, a non-streamed answer that does not come within
-	// AnswerTimeout is no failure of its provider: it may just be long
-	// (the next provider is tried all the same). Default 4096.
+	// LargeAnswerTokens is the completion cap (max_tokens) from which a
+	// non-streamed answer that does not come within AnswerTimeout is no
+	// failure of its provider: it was asked to be long (the next provider
+	// is tried all the same). Default 4096.
 	LargeAnswerTokens int64
 	// StallTimeout cuts an answer whose provider goes silent mid-way for
 	// longer. Default 60s.

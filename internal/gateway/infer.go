@@ -196,9 +196,10 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 // attempt that failed before the first byte: a 429 is back-pressure, not
 // a failure (healthBook.busy); a timeout of a prompt over
 // LargePromptTokens is the prompt's slowness, not the provider's, and is
-// released, as is one of a whole answer that may be long (no max_tokens,
-// or one of LargeAnswerTokens or more); anything else counts against the
-// provider's breaker.
+// released, as is one of a whole answer asked to be long (max_tokens of
+// LargeAnswerTokens or more: one with none counts, or a provider that
+// hangs on every request without one, as SDKs send them, would never be
+// cut off); anything else counts against the provider's breaker.
 func (x *exchange) noteFailure(c *candidate, fail *attemptError) {
 	g := x.g
 	switch {
@@ -208,7 +209,7 @@ func (x *exchange) noteFailure(c *candidate, fail *attemptError) {
 	case fail.timedOut && x.req.ReservePromptTokens() > g.cfg.LargePromptTokens:
 		g.health.release(c.up)
 		g.metrics.failures.WithLabelValues("large_prompt").Inc()
-	case fail.timedOut && !x.req.Stream && (x.req.MaxTokens == 0 || x.req.MaxTokens >= g.cfg.LargeAnswerTokens):
+	case fail.timedOut && !x.req.Stream && x.req.MaxTokens >= g.cfg.LargeAnswerTokens:
 		g.health.release(c.up)
 		g.metrics.failures.WithLabelValues("large_answer").Inc()
 	default:

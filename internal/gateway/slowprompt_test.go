@@ -94,10 +94,10 @@ func providerLoad(tb testing.TB, p *pair, node string) gateway.ProviderLoad {
 	return gateway.ProviderLoad{}
 }
 
-// TestGateway_longAnswerTimeoutIsNoFailure: a non-streamed request that
-// may have a long answer (no max_tokens) and gets none within
-// AnswerTimeout goes on to the next provider without counting against
-// the slow one; one capped at a few tokens still does.
+// TestGateway_longAnswerTimeoutIsNoFailure: a non-streamed request asked
+// for a long answer (max_tokens over LargeAnswerTokens) that gets none
+// within AnswerTimeout goes on to the next provider without counting
+// against the slow one; one capped at a few tokens still does.
 func TestGateway_longAnswerTimeoutIsNoFailure(t *testing.T) {
 	p := mustPair(t, func(c *gateway.Config) {
 		c.AnswerTimeout, c.BreakerFailures = time.Second, 1 // alpha's answer never comes
@@ -110,11 +110,11 @@ func TestGateway_longAnswerTimeoutIsNoFailure(t *testing.T) {
 		}
 		return got.Choices[0].Message.Content
 	}
-	if got := chat(); got != "Hello from beta." {
-		t.Fatalf("no max_tokens: %q, want beta's answer after alpha timed out", got)
+	if got := chat(option.WithJSONSet("max_tokens", 8192)); got != "Hello from beta." {
+		t.Fatalf("max_tokens 8192: %q, want beta's answer after alpha timed out", got)
 	}
 	if got := mustBreakers(t, p.fixture); len(got) != 0 {
-		t.Errorf("breakers = %+v after an uncapped answer timed out, want none tripped", got)
+		t.Errorf("breakers = %+v after a long answer timed out, want none tripped", got)
 	}
 	if got := chat(option.WithJSONSet("max_tokens", 16)); got != "Hello from beta." {
 		t.Fatalf("max_tokens 16: %q, want beta's answer after alpha timed out", got)

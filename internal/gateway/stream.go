@@ -42,7 +42,7 @@ func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate,
 	if a.complete {
 		h.Set("Content-Length", strconv.Itoa(len(a.first)))
 		w.WriteHeader(http.StatusOK)
-		w.Write(a.first)
+		x.writeWhole(w, a.first)
 		// Out now, in one write, rather than when the handler returns:
 		// the renter need not wait for the metering below.
 		http.NewResponseController(w).Flush()
@@ -68,6 +68,22 @@ func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate,
 		x.g.log.Warn("gateway: a stream broke off after its first byte", "request", x.id, "node", c.NodeID, "err", broke)
 	}
 	x.meter(c, u, ttft, latency, attempts)
+}
+
+// writeWhole writes a whole answer in pieces, each with StallTimeout to
+// go (renterWrites): a renter on a slow link may take long over a big
+// answer, but not stop reading it.
+func (x *exchange) writeWhole(w http.ResponseWriter, b []byte) {
+	const piece = 64 << 10
+	rc := http.NewResponseController(w)
+	for len(b) > 0 {
+		n := min(len(b), piece)
+		rc.SetWriteDeadline(time.Now().Add(x.g.cfg.StallTimeout))
+		if _, err := w.Write(b[:n]); err != nil {
+			return
+		}
+		b = b[n:]
+	}
 }
 
 // renterWrites gives the renter StallTimeout to take each write of the
@@ -165,6 +181,9 @@ func (x *exchange) streamError(w http.ResponseWriter, rc *http.ResponseControlle
 		msg = "the provider's stream stalled for over " + x.g.cfg.StallTimeout.String()
 	}
 	b, _ := json.Marshal(ErrorBody(idlegrid.Errorf(idlegrid.EUNAVAILABLE, "%s", msg)))
+	// The last write's deadline ends when the stall is declared: the event
+	// saying why gets a deadline of its own.
+	rc.SetWriteDeadline(time.Now().Add(x.g.cfg.StallTimeout))
 	w.Write([]byte("data: "))
 	w.Write(b)
 	w.Write([]byte("\n\n"))

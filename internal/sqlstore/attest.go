@@ -25,7 +25,7 @@ func (db *DB) SaveAttestation(ctx context.Context, a *idlegrid.Attestation, prev
 		return err
 	}
 	return db.update(ctx, func(tx *sql.Tx) error {
-		n, err := lockNodeState(ctx, tx, a.NodeID, db.dialect.forUpdate) // two attestations at once: one is current
+		n, err := lockNodeState(ctx, tx, a.NodeID, db.dialect.forNodeUpdate) // two attestations at once: one is current
 		if err != nil {
 			return err
 		}
@@ -265,7 +265,7 @@ func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *id
 		}); err != nil {
 			return err
 		}
-		if _, err := lockNodeState(ctx, tx, c.NodeID, db.dialect.forUpdate); err != nil { // an admin's quarantine meanwhile
+		if _, err := lockNodeState(ctx, tx, c.NodeID, db.dialect.forNodeUpdate); err != nil { // an admin's quarantine meanwhile
 			return err
 		}
 		n, err := findNode(ctx, tx, c.NodeID)
@@ -298,7 +298,7 @@ func (db *DB) ResolveChallenge(ctx context.Context, c *idlegrid.Challenge, q *id
 // logs it to the audit log in the same transaction.
 func (db *DB) QuarantineNode(ctx context.Context, q *idlegrid.Quarantine) error {
 	return db.update(ctx, func(tx *sql.Tx) error {
-		if err := quarantine(ctx, tx, q, db.dialect.forUpdate); err != nil {
+		if err := quarantine(ctx, tx, q, db.dialect.forNodeUpdate); err != nil {
 			return err
 		}
 		return appendAudit(tx)(audit.QuarantineEntry(q, q.Since))

@@ -129,7 +129,7 @@ func findNodeState(ctx context.Context, tx *sql.Tx, id string) (*idlegrid.Node, 
 }
 
 // lockNodeState is findNodeState that also locks the node's row for the
-// rest of the transaction (forUpdate: the dialect's), so that a read of
+// rest of the transaction (forUpdate: the dialect's forNodeUpdate), so that a read of
 // the node and the write that follows (its offer, schedule, quarantine,
 // drain or current fingerprint) are not raced by another transaction on
 // PostgreSQL, whose write transactions see whatever committed by then.

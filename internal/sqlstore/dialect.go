@@ -30,6 +30,10 @@ type dialect struct {
 	// will change, so that concurrent writers queue on it. SQLite needs
 	// none: its write transactions are already serial.
 	forUpdate string
+	// forNodeUpdate locks a node's row against other writers of it, but
+	// not against inserting the rows that refer to it (a lease, a GPU
+	// claim), which FOR UPDATE would make wait too.
+	forNodeUpdate string
 	// code classifies a driver error as an idlegrid code, or "".
 	code func(err error) string
 	// texts is a subquery of the strings of the JSON array in parameter p,
@@ -49,15 +53,16 @@ func dialectFor(dsn string) *dialect {
 }
 
 var postgresDialect = &dialect{
-	name:      "postgres",
-	goose:     goose.DialectPostgres,
-	open:      openPostgres,
-	locker:    func() (lock.SessionLocker, error) { return lock.NewPostgresSessionLocker() },
-	forUpdate: " FOR UPDATE",
-	code:      postgresCode,
-	texts:     func(p string) string { return `SELECT json_array_elements_text(` + p + `::json)` },
-	jsonText:  func(col, key string) string { return `(` + col + `::json->>'` + key + `')` },
-	view:      &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
+	name:          "postgres",
+	goose:         goose.DialectPostgres,
+	open:          openPostgres,
+	locker:        func() (lock.SessionLocker, error) { return lock.NewPostgresSessionLocker() },
+	forUpdate:     " FOR UPDATE",
+	forNodeUpdate: " FOR NO KEY UPDATE",
+	code:          postgresCode,
+	texts:         func(p string) string { return `SELECT json_array_elements_text(` + p + `::json)` },
+	jsonText:      func(col, key string) string { return `(` + col + `::json->>'` + key + `')` },
+	view:          &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 }
 
 var sqliteDialect = &dialect{

@@ -136,7 +136,7 @@ func (db *DB) OnlineHeartbeats(ctx context.Context) (map[string]time.Time, error
 // An owner's schedule (SetNodeSchedule) replaces the one in o.
 func (db *DB) UpdateOffer(ctx context.Context, nodeID string, o idlegrid.Offer, agentVersion string, at time.Time) error {
 	return db.update(ctx, func(tx *sql.Tx) error {
-		if _, err := lockNodeState(ctx, tx, nodeID, db.dialect.forUpdate); err != nil { // the owner's schedule waits (SetNodeSchedule)
+		if _, err := lockNodeState(ctx, tx, nodeID, db.dialect.forNodeUpdate); err != nil { // the owner's schedule waits (SetNodeSchedule)
 			return err
 		}
 		o, err := applyOwnerSchedule(ctx, tx, nodeID, o, at)

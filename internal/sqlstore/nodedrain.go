@@ -14,7 +14,7 @@ import (
 func (db *DB) SetNodeDraining(ctx context.Context, nodeID string, since *time.Time) (*idlegrid.Node, error) {
 	var n *idlegrid.Node
 	err := db.update(ctx, func(tx *sql.Tx) error {
-		if _, err := lockNodeState(ctx, tx, nodeID, db.dialect.forUpdate); err != nil { // two drains at once keep one start
+		if _, err := lockNodeState(ctx, tx, nodeID, db.dialect.forNodeUpdate); err != nil { // two drains at once keep one start
 			return err
 		}
 		var err error

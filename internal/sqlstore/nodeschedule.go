@@ -30,7 +30,7 @@ func (db *DB) FindNodeSchedule(ctx context.Context, nodeID string) (*idlegrid.No
 func (db *DB) SetNodeSchedule(ctx context.Context, nodeID string, owner *idlegrid.Schedule, at time.Time) (*idlegrid.NodeSchedule, error) {
 	var ns *idlegrid.NodeSchedule
 	err := db.update(ctx, func(tx *sql.Tx) error {
-		if _, err := lockNodeState(ctx, tx, nodeID, db.dialect.forUpdate); err != nil { // the agent's new offer waits (UpdateOffer)
+		if _, err := lockNodeState(ctx, tx, nodeID, db.dialect.forNodeUpdate); err != nil { // the agent's new offer waits (UpdateOffer)
 			return err
 		}
 		n, err := findNode(ctx, tx, nodeID)

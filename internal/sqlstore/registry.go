@@ -174,10 +174,12 @@ func (db *DB) DeleteIdleRegistryLogins(ctx context.Context, since time.Time, lim
 	return deleted, err
 }
 
-// RemoveRegistryLogin removes an account's login to a registry.
+// RemoveRegistryLogin removes an account's login to a registry, whatever
+// the case it was stored in: registries are written in lower case now,
+// but a login stored before was kept as its renter wrote it.
 func (db *DB) RemoveRegistryLogin(ctx context.Context, accountID, registry string) error {
 	return db.update(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM registry_logins WHERE account_id = $1 AND registry = $2`, accountID, registry)
+		res, err := tx.ExecContext(ctx, `DELETE FROM registry_logins WHERE account_id = $1 AND LOWER(registry) = LOWER($2)`, accountID, registry)
 		return expectOne(res, err, func() error { return noRegistryLogin(accountID, registry) })
 	})
 }

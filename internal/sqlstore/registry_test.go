@@ -64,6 +64,11 @@ func testRegistryLogins(t *testing.T, db *sqlstore.DB) {
 	mustOK(t, db.RemoveRegistryLogin(ctx, r.ID, "ghcr.io"))
 	_, err = db.FindRegistryLogin(ctx, r.ID, "ghcr.io")
 	wantCode(t, err, idlegrid.ENOTFOUND)
+	// One stored, before registries were lower-cased, as its renter wrote
+	// it is removed by its name as it is written now.
+	mustOK(t, db.PutRegistryLogin(ctx, &idlegrid.RegistryLogin{AccountID: r.ID, Registry: "Registry.Example.COM",
+		Username: "u", Sealed: []byte("s"), CreatedAt: t0, UpdatedAt: t0}))
+	mustOK(t, db.RemoveRegistryLogin(ctx, r.ID, "registry.example.com"))
 
 	// At most MaxRegistryLogins an account, though one already kept is
 	// replaced at the limit.

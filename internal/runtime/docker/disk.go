@@ -19,20 +19,34 @@ import (
 const diskUsageTimeout = 2 * time.Minute
 
 // watchDisk measures the running workloads' volumes every DiskCheckEvery
-// until the runtime closes. It runs in its own goroutine, counted in r.wg.
+// until the runtime closes, or less often when a measure is slow: the
+// engine walks every volume, the owner's too, and older engines (API
+// before 1.42) every image and layer besides, so the watch waits at least
+// ten times as long as its last measure took. A measure that fails is
+// logged once, until one succeeds. It runs in its own goroutine, counted
+// in r.wg.
 func (r *Runtime) watchDisk() {
 	defer r.wg.Done()
-	t := time.NewTicker(r.opt.DiskCheckEvery)
+	t := time.NewTimer(r.opt.DiskCheckEvery)
 	defer t.Stop()
+	failing := false
 	for {
 		select {
 		case <-r.closing.Done():
 			return
 		case <-t.C:
-			if r.anyRunning() {
-				r.measureDisk()
-			}
 		}
+		took := time.Duration(0)
+		if r.anyRunning() {
+			start := time.Now()
+			err := r.measureDisk()
+			took = time.Since(start)
+			if err != nil && !failing && r.closing.Err() == nil {
+				r.opt.Logger.Warn("docker runtime: cannot measure the workloads' disk use; their disk is not capped until it can", "err", err)
+			}
+			failing = err != nil
+		}
+		t.Reset(max(r.opt.DiskCheckEvery, 10*took))
 	}
 }
 
@@ -44,15 +58,12 @@ func (r *Runtime) anyRunning() bool {
 
 // measureDisk sums each of this node's workloads' volumes and kills those
 // over MaxDiskMB.
-func (r *Runtime) measureDisk() {
+func (r *Runtime) measureDisk() error {
 	ctx, cancel := context.WithTimeout(r.closing, diskUsageTimeout)
 	defer cancel()
 	du, err := r.cli.DiskUsage(ctx, types.DiskUsageOptions{Types: []types.DiskUsageObject{types.ContainerObject, types.VolumeObject}})
 	if err != nil {
-		if ctx.Err() == nil {
-			r.opt.Logger.Warn("docker runtime: cannot measure the workloads' disk use", "err", err)
-		}
-		return
+		return err
 	}
 	sizes := map[string]int64{}
 	for _, v := range du.Volumes {
@@ -72,6 +83,7 @@ func (r *Runtime) measureDisk() {
 			r.overDisk(c.Labels[LabelLease], used)
 		}
 	}
+	return nil
 }
 
 // overDisk kills the lease's workload, which holds used bytes on disk,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"strings"
 
@@ -200,15 +201,22 @@ func refusedByRegistry(err error) bool {
 // unknownHost reports whether a pull failed because the registry's name
 // does not exist: the image's name is wrong, not the node (a resolver
 // that cannot be reached says otherwise).
-func unknownHost(err error) bool {
-	return strings.Contains(err.Error(), "no such host") // the engine's answer carries the resolver's words
+func unknownHost(err error, registry string) bool {
+	host := registry
+	if h, _, err := net.SplitHostPort(registry); err == nil {
+		host = h
+	}
+	if registry == "docker.io" {
+		host = "registry-1.docker.io" // where the engine pulls Docker Hub's images from
+	}
+	msg := err.Error() // the engine's answer carries the resolver's words
+	return strings.Contains(msg, "no such host") && strings.Contains(msg, "lookup "+host)
 }
 
 // missingError explains a failed pull without a login of an image the node
 // lacks.
 func missingError(ref string, err error) error {
-	if unknownHost(err) {
-		reg := registryOf(ref)
+	if reg := registryOf(ref); unknownHost(err, reg) {
 		return idlegrid.Errorf(idlegrid.EINVALID, "image %s could not be pulled: its registry %s does not exist (%v); check the image's name", ref, reg, err)
 	}
 	if !refusedByRegistry(err) {
@@ -225,7 +233,7 @@ func loginError(ref string, auth idlegrid.RegistryAuth, err error) error {
 	if auth.Password != "" {
 		msg = strings.ReplaceAll(msg, auth.Password, "********")
 	}
-	if unknownHost(err) {
+	if unknownHost(err, auth.Registry) {
 		return idlegrid.Errorf(idlegrid.EINVALID, "image %s could not be pulled: its registry %s does not exist (%s); check the image's name", ref, auth.Registry, msg)
 	}
 	if !refusedByRegistry(err) {

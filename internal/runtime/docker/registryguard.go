@@ -2,6 +2,8 @@ package docker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -30,7 +32,11 @@ var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 // checkRegistry refuses, as the workload's fault (EFORBIDDEN), a pull of
 // ref from a registry on the node's own machine or network: a host named
 // localhost, an address that is not public, or a name any of whose
-// addresses is not. A name that does not resolve is left to the pull.
+// addresses is not. A name that does not exist is the image's name at
+// fault (EINVALID); one this node cannot look up now is its own problem
+// (a plain error): either way nothing is pulled, since the engine may
+// resolve the name otherwise than the agent does (another resolver, the
+// host's /etc/hosts).
 func (o *Options) checkRegistry(ctx context.Context, ref string) error {
 	reg, err := idlegrid.ImageRegistry(ref)
 	if err != nil || slices.Contains(o.LocalRegistries, reg) {
@@ -50,8 +56,12 @@ func (o *Options) checkRegistry(ctx context.Context, ref string) error {
 	ctx, cancel := context.WithTimeout(ctx, registryLookupTimeout)
 	defer cancel()
 	addrs, err := o.lookup(ctx, host)
-	if err != nil {
-		return nil
+	var dnsErr *net.DNSError
+	switch {
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+		return idlegrid.Errorf(idlegrid.EINVALID, "image %s could not be pulled: its registry %s does not exist (%v); check the image's name", ref, reg, err)
+	case err != nil:
+		return fmt.Errorf("image %s: this node cannot look up its registry %s now: %w", ref, reg, err)
 	}
 	for _, a := range addrs {
 		if err := refuseLocal(ref, reg, a); err != nil {

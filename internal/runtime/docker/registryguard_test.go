@@ -3,6 +3,8 @@ package docker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -29,8 +31,11 @@ func TestOptions_checkRegistry(t *testing.T) {
 			for _, a := range hosts[host] {
 				out = append(out, netip.MustParseAddr(a))
 			}
+			if host == "flaky.example" {
+				return nil, &net.DNSError{Err: "i/o timeout", Name: host, IsTimeout: true}
+			}
 			if out == nil {
-				return nil, errors.New("no such host")
+				return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 			}
 			return out, nil
 		}}
@@ -40,9 +45,10 @@ func TestOptions_checkRegistry(t *testing.T) {
 	}{
 		{"ghcr.io/acme/train:1", ""},
 		{"registry-1.x/acme/train:1", ""},
-		{"nowhere.example/acme/train:1", ""}, // the pull says the name does not exist
-		{"127.0.0.1:5000/acme/train:1", ""},  // listed
-		{"registry.lan/acme/train:1", ""},    // listed
+		{"nowhere.example/acme/train:1", "does not exist"},
+		{"flaky.example/acme/train:1", "cannot look up"},
+		{"127.0.0.1:5000/acme/train:1", ""}, // listed
+		{"registry.lan/acme/train:1", ""},   // listed
 		{"127.0.0.1:5001/acme/train:1", "127.0.0.1"},
 		{"localhost:5000/acme/train:1", "localhost"},
 		{"builds.localhost/acme/train:1", "localhost"},
@@ -59,6 +65,11 @@ func TestOptions_checkRegistry(t *testing.T) {
 	} {
 		err := o.checkRegistry(context.Background(), tt.ref)
 		switch {
+		case tt.refused == "does not exist" || tt.refused == "cannot look up":
+			want := map[string]string{"does not exist": idlegrid.EINVALID, "cannot look up": idlegrid.EINTERNAL}[tt.refused]
+			if idlegrid.ErrorCode(err) != want || !strings.Contains(fmt.Sprint(err), tt.refused) {
+				t.Errorf("checkRegistry(%s) = %v, want %s saying it %s", tt.ref, err, want, tt.refused)
+			}
 		case tt.refused == "" && err != nil:
 			t.Errorf("checkRegistry(%s) = %v, want allowed", tt.ref, err)
 		case tt.refused != "" && (idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN ||
@@ -103,8 +114,12 @@ func TestMissingError_unknownHost(t *testing.T) {
 			t.Errorf("got %v, want EINVALID saying the registry does not exist", err)
 		}
 	}
-	timeout := errors.New(`Error response from daemon: Get "https://ghcr.io/v2/": dial tcp: lookup ghcr.io: i/o timeout`)
-	if err := missingError("ghcr.io/acme/x:1", timeout); idlegrid.ErrorCode(err) == idlegrid.EINVALID {
-		t.Errorf("a resolver that cannot be reached: %v, want the node's problem, not the image's", err)
+	for _, engine := range []string{
+		`Error response from daemon: Get "https://ghcr.io/v2/": dial tcp: lookup ghcr.io: i/o timeout`,
+		`Error response from daemon: Get "https://ghcr.io/v2/": proxyconnect tcp: dial tcp: lookup proxy.corp on 127.0.0.53:53: no such host`,
+	} {
+		if err := missingError("ghcr.io/acme/x:1", errors.New(engine)); idlegrid.ErrorCode(err) == idlegrid.EINVALID {
+			t.Errorf("%s: %v, want the node's problem, not the image's", engine, err)
+		}
 	}
 }
