@@ -122,7 +122,21 @@ func New(srv *server.Server, opts Options) http.Handler {
 		limits: newAccountLimits(opts.AccountRequestsPerSecond, opts.AccountBurst), seen: newReplays(),
 		guard: newAuthGuard(opts.AuthFailuresPerMinute, opts.AuthFailureBurst, opts.TrustedProxies)}
 	a.routes()
-	return a.mux
+	return hardened(a.mux)
+}
+
+// hardened sets on every answer of h, the API's and the gateway's alike
+// (streams included: it wraps nothing, so flushing works as before), what
+// keeps a browser from reading an answer as anything but what it says it
+// is, and from showing it in a frame of another site's page. The
+// dashboard's page and assets (internal/web) set their own, stricter,
+// policy.
+func hardened(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Security-Policy", "frame-ancestors 'none'")
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (a *api) routes() {

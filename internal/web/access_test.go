@@ -72,7 +72,7 @@ func TestDashboard_keyAccess(t *testing.T) {
 			b.t = t // report in the subtest
 			// Start signed out, whatever the case before left.
 			eval[bool](b, "forget the last key", `(sessionStorage.clear(), true)`)
-			b.run("open the dashboard", chromedp.Navigate(m.URL+"/?refresh_ms=300"), chromedp.WaitVisible(chromedp.ID("key")))
+			b.run("open the dashboard", chromedp.Navigate(m.URL+"/?refresh_ms=1000"), chromedp.WaitVisible(chromedp.ID("key")))
 			b.signIn(tt.key, tt.who)
 			b.waitText("#who-access", "key access: "+string(tt.access))
 			// Wait until the bodies whose buttons are checked are drawn.

@@ -245,7 +245,7 @@ func mustBrowser(t *testing.T, url string) *browser {
 		t.Fatal(err)
 	}
 	b := &browser{t: t, ctx: ctx, shots: shots}
-	b.run("open the dashboard", chromedp.Navigate(url+"/?refresh_ms=300"), chromedp.WaitVisible(chromedp.ID("key")))
+	b.run("open the dashboard", chromedp.Navigate(url+"/?refresh_ms=1000"), chromedp.WaitVisible(chromedp.ID("key")))
 	return b
 }
 
@@ -472,9 +472,14 @@ func (b *browser) checkAccessible(where string) {
 	}
 }
 
-// money is how the dashboard writes micros with six decimals.
+// money is how the dashboard writes micros below $1,000: exactly, six
+// decimals less trailing zeros down to cents ($1.234567, $0.001999, $3.00).
 func money(m idlegrid.Micros) string {
-	return fmt.Sprintf("$%d.%06d", m/idlegrid.MicrosPerUnit, m%idlegrid.MicrosPerUnit)
+	s := fmt.Sprintf("$%d.%06d", m/idlegrid.MicrosPerUnit, m%idlegrid.MicrosPerUnit)
+	for len(s)-strings.IndexByte(s, '.') > 3 && strings.HasSuffix(s, "0") {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // TestDashboard drives the dashboard in headless Chromium against a whole
@@ -713,7 +718,7 @@ func TestDashboard(t *testing.T) {
 		b.t = t // report in the subtest
 		t.Cleanup(func() {
 			if t.Failed() { // the next subtests' page: the usual refresh and no counting
-				chromedp.Run(b.ctx, chromedp.Navigate(m.URL+"/?refresh_ms=300#renter"))
+				chromedp.Run(b.ctx, chromedp.Navigate(m.URL+"/?refresh_ms=1000#renter"))
 			}
 		})
 		rc := client.New(m.URL, m.RenterKey)
@@ -780,7 +785,7 @@ func TestDashboard(t *testing.T) {
 		// the refresh draws the job. A server failing: the page asks again
 		// after a pause that doubles, and the refresh draws the job
 		// meanwhile.
-		b.run("reopen the dashboard", chromedp.Navigate(m.URL+"/?refresh_ms=300#renter"))
+		b.run("reopen the dashboard", chromedp.Navigate(m.URL+"/?refresh_ms=1000#renter"))
 		b.waitText("#who-name", "demo-renter (renter)")
 		b.waitText("#panel-jobs", "watched-first")
 		eval[bool](b, "answer the watch as an older server", countWatches+` && (window.watchAnswer = 404) === 404`)

@@ -8,7 +8,9 @@
 'use strict';
 (() => {
   const KEY = 'idlegrid.key';
-  const REFRESH_MS = Number(new URLSearchParams(location.search).get('refresh_ms')) || 2000;
+  // How often the panels refresh: ?refresh_ms=N, but never more often than
+  // once a second, whatever a link says.
+  const REFRESH_MS = Math.max(1000, Number(new URLSearchParams(location.search).get('refresh_ms')) || 2000);
   const EXPLAIN_MS = 30000; // how long the jobs list shows a queued job's explanation before asking again
   const st = {
     key: sessionStorage.getItem(KEY) || '',
@@ -16,6 +18,7 @@
     gen: 0,                 // bumps at each sign-in and sign-out: a refresh begun before draws nothing
     job: '', node: '',      // selected job (renter) and node (provider window editor)
     samples: [],            // own fill-rate samples since this page opened: [t, share]
+    shared: null,           // the answers the panels share during a refresh, by name (see once), or null
     rows: {},               // rows that action buttons name, by ID (see remember)
     nodes: {},              // nodes the renter's leases ran on, as the market shows them, by ID (null: unknown)
     offers: '',             // the renter's search of the nodes on offer, as a query string
@@ -67,6 +70,18 @@
   }
   const api = async (method, path, body, headers) => (await request(method, path, { body, headers })).data;
   const get = (path) => api('GET', path);
+
+  // once answers fn() once per refresh under name: panels of a view that
+  // need the same answer (the provider's nodes and their reputations, the
+  // balance, the market) share one request a refresh instead of asking
+  // each. Outside a refresh (the job's watch redrawing its panel) it asks.
+  function once(name, fn) {
+    const c = st.shared;
+    if (!c) return fn();
+    if (!c.has(name)) c.set(name, fn());
+    return c.get(name);
+  }
+  const shared = (path) => once('GET ' + path, () => get(path));
 
   // probe asks the first of paths that this server has. It answers
   // {data, path} or {missing: true}; other errors are thrown.
@@ -120,13 +135,28 @@
   const esc = (v) => String(v == null ? '' : v).replace(/[&<>"']/g, (c) =>
     ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
 
-  // money formats integer micros as dollars, truncated to digits places.
-  function money(micros, digits = 2) {
-    const m = Number(micros) || 0, neg = m < 0, a = Math.abs(m);
-    const units = Math.floor(a / 1e6), frac = String(a % 1e6).padStart(6, '0').slice(0, digits);
-    return (neg ? '−' : '') + '$' + units.toLocaleString('en-US') + (digits > 0 ? '.' + frac : '');
+  // money formats integer micros as dollars exactly, as the ledger records
+  // them and the CLI shows them: all six places, less trailing zeros down
+  // to cents ($12.345678, $0.001999, $3.00). Every amount the page shows
+  // that a ledger holds (balances, charges, payouts, harm, penalties) is
+  // written so, above all what an operator confirms: what the dialog says
+  // is what moves.
+  function money(micros) {
+    const m = Math.trunc(Number(micros) || 0), neg = m < 0, a = Math.abs(m);
+    const frac = String(a % 1e6).padStart(6, '0').replace(/0{1,4}$/, '');
+    return (neg ? '−' : '') + '$' + Math.floor(a / 1e6).toLocaleString('en-US') + '.' + frac;
   }
-  const price = (micros) => money(micros, 4) + '/GPU-h';
+
+  // rough formats micros as dollars cut to digits places, for what is read
+  // rather than settled: rates ($/GPU-hour, $ per 1M tokens) and charts'
+  // labels. One that would read as zero but is not is written exactly.
+  function rough(micros, digits) {
+    const m = Math.trunc(Number(micros) || 0), neg = m < 0, a = Math.abs(m);
+    if (a > 0 && a < 10 ** (6 - digits)) return money(m);
+    const frac = String(a % 1e6).padStart(6, '0').slice(0, digits);
+    return (neg ? '−' : '') + '$' + Math.floor(a / 1e6).toLocaleString('en-US') + (digits > 0 ? '.' + frac : '');
+  }
+  const price = (micros) => rough(micros, 4) + '/GPU-h';
 
   // parseMoney reads "2.50" or "$2.5" as integer micros, without floats.
   function parseMoney(s) {
@@ -457,7 +487,7 @@
       { h: 'GPUs', num: true, f: (j) => esc(j.gpus * (j.nodes || 1)) },
       { h: 'Tier', f: (j) => esc(j.tier) },
       { h: 'Cap', num: true, f: (j) => price(j.max_price_micros_per_gpu_hour) },
-      { h: 'Charged', num: true, f: (j) => money(j.charged_micros, 4) },
+      { h: 'Charged', num: true, f: (j) => money(j.charged_micros) },
       { h: 'Why / what', f: (j) => esc(j.reason) + (why[j.id] ? `<br><span class="hint">${
         why[j.id].summary && why[j.id].summary !== j.reason ? esc(why[j.id].summary) + ' ' : ''}${esc(why[j.id].estimate_note || '')}${
         (why[j.id].advice || []).map((a) => '<br>To start sooner: ' + esc(a)).join('')}</span>` : '') },
@@ -493,14 +523,16 @@
 
   // offersQuery is the search's query string from the form's fields (all
   // blank: the market's first 200): models and regions are comma lists
-  // (any of them), memory is in GB, a price in dollars. It throws a field's
-  // mistake the server could not name in its own words.
+  // (any of them), memory is in decimal GB (1 GB = 1000 MB, as GPU makers
+  // count: an RTX 4090 reports 24564 MB, an H100 81559 MB, so "24" must
+  // keep the 4090s), a price in dollars. It throws a field's mistake the
+  // server could not name in its own words.
   function offersQuery(f) {
     const q = new URLSearchParams({ limit: '200' });
     const list = (v) => (v || '').split(',').map((x) => x.trim()).filter(Boolean).join(',');
     if (list(f.models)) q.set('gpu_model', list(f.models));
     if (list(f.regions)) q.set('region', list(f.regions));
-    if (f.vram) q.set('min_vram_mb', String(Math.round(Number(f.vram) * 1024)));
+    if (f.vram) q.set('min_vram_mb', String(Math.round(Number(f.vram) * 1000)));
     if (f.free) q.set('min_free_gpus', f.free);
     if (f.tier) q.set('tier', f.tier);
     if (f.price) {
@@ -591,7 +623,7 @@
     const ls = [...leases].sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at));
     await learnNodes(ls.map((l) => l.node_id));
     const facts = [
-      ['Charged', money(job.charged_micros, 6)], ['Attempts', esc(job.attempts)],
+      ['Charged', money(job.charged_micros)], ['Attempts', esc(job.attempts)],
       ['Image', esc(job.image)], ['Started', when(job.started_at)], ['Ended', when(job.ended_at)],
     ];
     if (job.deadline) facts.push(['Finish by', when(job.deadline)]);
@@ -600,9 +632,9 @@
     html += table([
       { h: 'Lease', f: (l) => id(l.id) }, { h: 'State', f: (l) => stateTag(l.state) },
       { h: 'Node', f: (l) => nodeCell(l.node_id) }, { h: 'Price', num: true, f: (l) => price(l.price_micros_per_gpu_hour) },
-      { h: 'Progress', num: true, f: (l) => l.state === 'running' || l.state === 'assigned' ? pct(l.progress) : '—' }, { h: 'Held', num: true, f: (l) => money(l.hold_micros, 4) },
+      { h: 'Progress', num: true, f: (l) => l.state === 'running' || l.state === 'assigned' ? pct(l.progress) : '—' }, { h: 'Held', num: true, f: (l) => money(l.hold_micros) },
       { h: 'Saved', f: savedCell },
-      { h: 'Charged', num: true, f: (l) => money(l.charged_micros, 6) }, { h: 'Note', f: (l) => esc(l.reason) },
+      { h: 'Charged', num: true, f: (l) => money(l.charged_micros) }, { h: 'Note', f: (l) => esc(l.reason) },
     ], ls, (job.state === 'queued' ? 'Not placed yet: ' : 'Never placed: ') + job.reason);
     const last = ls[ls.length - 1];
     if (last) {
@@ -708,7 +740,7 @@
 
   async function renterSpend() {
     const [bal, stmt, tx] = await Promise.all([
-      get('/v1/balance'), get('/v1/statements?month=' + month()), transfersSince(Date.now() - 24 * 3600e3),
+      shared('/v1/balance'), get('/v1/statements?month=' + month()), transfersSince(Date.now() - 24 * 3600e3),
     ]);
     const t = stmt.total || {};
     // The total adds in inference; the hourly average is the leases' alone.
@@ -718,8 +750,8 @@
     return kpis([
       ['Available', money(bal.available_micros)], ['Held in escrow', money(bal.held_micros)],
       ['Spent, all time', money(bal.spent_micros)], ['This month', money(t.charged_micros)],
-      ['GPU-hours this month', esc(t.gpu_hours || '0')], ['Average $/GPU-hour', perHour ? money(perHour, 4) : '—'],
-    ]) + lineChart('Spend per hour, last 24 hours', [{ name: 'spend', points: hourly(spend, 24) }], (v) => money(v, 4));
+      ['GPU-hours this month', esc(t.gpu_hours || '0')], ['Average $/GPU-hour', perHour ? rough(perHour, 4) : '—'],
+    ]) + lineChart('Spend per hour, last 24 hours', [{ name: 'spend', points: hourly(spend, 24) }], (v) => rough(v, 4));
   }
 
   // inferenceUsage sums the caller's metered gateway requests per model.
@@ -747,8 +779,8 @@
       { h: 'Latency p50 / p95', num: true, f: (m) => both(m.lat) }, { h: 'Time to first token p50 / p95', num: true, f: (m) => m.ttft.length ? both(m.ttft) : '—' },
       { h: 'Tokens/s p50', num: true, f: (m) => m.tps.length ? esc(Math.round(quantile(m.tps, 0.50) * 10) / 10) : '—' },
       { h: 'Tokens', num: true, f: (m) => esc(m.tokens.toLocaleString('en-US')) },
-      { h: '$ per 1M tokens', num: true, f: (m) => m.tokens ? money(Math.floor(m.charge * 1e6 / m.tokens), 4) : '—' },
-      { h: 'Spent', num: true, f: (m) => money(m.charge, 4) },
+      { h: '$ per 1M tokens', num: true, f: (m) => m.tokens ? rough(Math.floor(m.charge * 1e6 / m.tokens), 4) : '—' },
+      { h: 'Spent', num: true, f: (m) => money(m.charge) },
     ], rows, 'No inference requests yet. Send OpenAI-compatible requests to this server with your key.') + over;
   }
 
@@ -895,7 +927,7 @@
 
   async function providerNodes() {
     const gen = st.gen; // what it found is this user's: another's sign-in must not see it
-    const [nodes, leases] = await Promise.all([get('/v1/nodes'), get('/v1/leases?state=assigned,running&limit=500')]);
+    const [nodes, leases] = await Promise.all([shared('/v1/nodes'), get('/v1/leases?state=assigned,running&limit=500')]);
     const live = leases.leases;
     // Telemetry: the latest signed usage receipt of each running lease.
     const util = {};
@@ -1066,7 +1098,7 @@
   }
 
   async function providerAsks() {
-    const [nodes, market] = await Promise.all([get('/v1/nodes'), marketStats()]);
+    const [nodes, market] = await Promise.all([shared('/v1/nodes'), marketStats()]);
     const rows = [];
     for (const n of nodes.nodes) {
       const models = [...new Set(n.gpus.map((g) => g.model))];
@@ -1103,34 +1135,38 @@
   }
 
   async function providerEarnings() {
-    const [bal, tx, fill] = await Promise.all([get('/v1/balance'), transfersSince(Date.now() - 24 * 3600e3), fillChart()]);
+    const [bal, tx, fill] = await Promise.all([shared('/v1/balance'), transfersSince(Date.now() - 24 * 3600e3), fillChart()]);
     const earned = charged(tx, /^provider:.*:pending$/);
     const total = (bal.pending_micros || 0) + (bal.payable_micros || 0) + (bal.payout_in_flight_micros || 0) + (bal.paid_out_micros || 0);
     return kpis([
       ['Earned, all time', money(total)], ['Pending', money(bal.pending_micros)], ['Payable', money(bal.payable_micros)],
       ['Paid out', money(bal.paid_out_micros)],
-    ]) + lineChart('Earnings per hour, last 24 hours', [{ name: 'earnings', points: hourly(earned, 24) }], (v) => money(v, 4)) + fill;
+    ]) + lineChart('Earnings per hour, last 24 hours', [{ name: 'earnings', points: hourly(earned, 24) }], (v) => rough(v, 4)) + fill;
   }
 
   // reputations asks the server for each node's reputation (docs/trust.md);
   // it answers null where the server has none.
   // Only the first 20 nodes are asked, to keep a refresh light; the
-  // panels say so (reputationNote).
-  async function reputations(nodes) {
-    const out = {};
-    let missing = false;
-    await Promise.all(nodes.slice(0, 20).map(async (n) => {
-      const p = await probe(['/v1/nodes/' + encodeURIComponent(n.id) + '/reputation']);
-      if (p.missing) missing = true; else out[n.id] = p.data;
-    }));
-    return missing ? null : out;
+  // panels say so (reputationNote). Reliability and Badges share them,
+  // asked once a refresh.
+  function reputations(nodes) {
+    const first = nodes.slice(0, 20);
+    return once('reputations ' + first.map((n) => n.id).join(','), async () => {
+      const out = {};
+      let missing = false;
+      await Promise.all(first.map(async (n) => {
+        const p = await probe(['/v1/nodes/' + encodeURIComponent(n.id) + '/reputation']);
+        if (p.missing) missing = true; else out[n.id] = p.data;
+      }));
+      return missing ? null : out;
+    });
   }
 
   const reputationNote = (nodes) => nodes.length <= 20 ? '' : `<p class="hint">Reputations shown for 20 of ${esc(nodes.length)} ` +
     'nodes; <code>idlegrid node reputation ID</code> shows any node\'s.</p>';
 
   async function providerReliability() {
-    const nodes = (await get('/v1/nodes')).nodes;
+    const nodes = (await shared('/v1/nodes')).nodes;
     const reps = await reputations(nodes);
     const advice = (n) => {
       const r = reps && reps[n.id];
@@ -1164,7 +1200,7 @@
   async function providerBadges() {
     const p = await probe(['/v1/providers/' + encodeURIComponent(st.me.id) + '/reputation']);
     if (p.missing) return unavailable('Badges');
-    const nodes = (await get('/v1/nodes')).nodes;
+    const nodes = (await shared('/v1/nodes')).nodes;
     const reps = (await reputations(nodes)) || {};
     const list = (bs) => (bs || []).length ? (bs || []).map((b) => `<span class="badge">${esc(b)}</span>`).join(' ') : '<span class="muted">none yet</span>';
     return `<p>You: ${list(p.data.badges)}</p>` + table([
@@ -1173,7 +1209,7 @@
   }
 
   async function providerPayouts() {
-    const [bal, payouts] = await Promise.all([get('/v1/balance'), get('/v1/payouts?limit=50')]);
+    const [bal, payouts] = await Promise.all([shared('/v1/balance'), get('/v1/payouts?limit=50')]);
     const ps = payouts.payouts;
     const rest = more(ps, 50, 'idlegrid payout ls --before ' + (ps.length ? ps[ps.length - 1].id : ''));
     return kpis([['Payable now', money(bal.payable_micros)], ['In flight', money(bal.payout_in_flight_micros)]]) + table([
@@ -1219,9 +1255,10 @@
 
   // -- market --
 
-  // marketStats is GET /v1/market with every list present.
-  async function marketStats() {
-    return ((await get('/v1/market')) || []).map((s) => Object.assign(s, { prices: s.prices || [] }));
+  // marketStats is GET /v1/market with every list present, asked once a
+  // refresh for every panel that shows it.
+  function marketStats() {
+    return once('market', async () => ((await get('/v1/market')) || []).map((s) => Object.assign(s, { prices: s.prices || [] })));
   }
 
   async function marketPrices() {
@@ -1230,7 +1267,7 @@
       name: s.gpu_model + ' ' + s.region,
       points: s.prices.map((p) => [Date.parse(p.at), p.price_micros_per_gpu_hour]),
     }));
-    return lineChart('Clearing prices, $/GPU-hour', series, (v) => money(v, 2)) + table([
+    return lineChart('Clearing prices, $/GPU-hour', series, (v) => rough(v, 2)) + table([
       { h: 'GPU', f: (s) => esc(s.gpu_model) }, { h: 'Region', f: (s) => esc(s.region) },
       { h: 'Latest price', num: true, f: (s) => s.prices.length ? price(s.prices[s.prices.length - 1].price_micros_per_gpu_hour) : '—' },
       { h: 'Suggested ask (silver)', num: true, f: (s) => (s.suggested_ask_micros_per_gpu_hour || {}).silver
@@ -1258,7 +1295,7 @@
 
   async function systemHealth() {
     const [health, sum, nodes] = await Promise.all([
-      fetch('/v1/healthz', { cache: 'no-store' }).then((r) => r.json()), get('/v1/summary'), get('/v1/nodes'),
+      fetch('/v1/healthz', { cache: 'no-store' }).then((r) => r.json()), get('/v1/summary'), shared('/v1/nodes'),
     ]);
     const byState = (o) => Object.keys(o || {}).map((k) => k + ' ' + o[k]).join(', ') || 'none';
     const lost = nodes.nodes.filter((n) => n.state === 'lost');
@@ -1282,10 +1319,16 @@
   const actionButton = (action, rowID, text, what, danger) => !may(ACTIONS[action].need) ? '' : `<button type="button" class="small${danger ? ' danger' : ''}"
     data-action="${action}" data-id="${esc(rowID)}" aria-haspopup="dialog" aria-label="${esc(text + ' ' + what)}">${esc(text)}…</button>`;
 
+  // payoutsToSettle lists the payouts waiting, the longest waiting first.
+  // The API lists them newest first only, so past 5,000 the page holds the
+  // newest 5,000 and says so: older ones, which have waited longer still,
+  // are left for the CLI.
   async function payoutsToSettle() {
     const all = await pages('/v1/payouts?state=requested', 'payouts');
     const p = remember(all.rows.reverse()); // the longest waiting first
-    const rest = all.more ? `<p class="hint">The oldest ${esc(p.length)} shown; <code>idlegrid payout ls --state requested</code> lists them all.</p>` : '';
+    const rest = all.more ? `<p class="hint">More payouts wait than shown: these are the newest ${esc(p.length.toLocaleString('en-US'))} ` +
+      'requested, the longest waiting of them first; older requests, which have waited longer, are not shown. ' +
+      '<code>idlegrid payout ls --state requested</code> lists them all, a page at a time.</p>' : '';
     return table([
       { h: 'Payout', f: (x) => id(x.id) }, { h: 'Provider', f: (x) => id(x.provider_id) },
       { h: 'Amount', num: true, f: (x) => money(x.amount_micros) }, { h: 'Requested', f: (x) => when(x.created_at) },
@@ -1307,11 +1350,13 @@
   ];
 
   // disputeList is every open dispute (of the caller's, as the server
-  // shows them), then the newest 30 decided ones: {rows, open, more}, open
-  // the number open and more whether some open ones were left unread. It
-  // is null when the server has no disputes.
+  // shows them), then the newest 30 decided ones, asked for as such (not
+  // the decided among the newest 30, which many open ones would crowd
+  // out): {rows, open, more}, open the number open and more whether some
+  // open ones were left unread. It is null when the server has no
+  // disputes.
   async function disputeList() {
-    const p = await probe(['/v1/disputes?limit=30']);
+    const p = await probe(['/v1/disputes?state=upheld,dismissed&limit=30']);
     if (p.missing) return null;
     const open = await pages('/v1/disputes?state=open', 'disputes');
     const decided = (p.data.disputes || []).filter((d) => d.state !== 'open');
@@ -1364,7 +1409,7 @@
 
   // providerBond shows the provider's bond and the disputes against it.
   async function providerBond() {
-    const [bal, list] = await Promise.all([get('/v1/balance'), disputeList()]);
+    const [bal, list] = await Promise.all([shared('/v1/balance'), disputeList()]);
     const head = [['Bond', money(bal.bond_micros)]];
     if (!list) return kpis(head) + unavailable('Disputes');
     const upheld = await pages('/v1/disputes?state=upheld', 'disputes');
@@ -1434,6 +1479,11 @@
   let confirming = null; // the action whose dialog is open: {a, row, rowID, name, key}
 
   function openConfirm(name, rowID) {
+    // The close event comes after the dialog closed, in a task of its own:
+    // a dialog opened before it came (a quick Cancel, then another
+    // button) first reports the last one, so the late event finds this one
+    // open and leaves it be (see confirmClosed).
+    if (confirming) confirmClosed();
     const a = ACTIONS[name], row = st.rows[rowID];
     confirming = { a, row, rowID, name, key: 'web-' + name + '-' + crypto.randomUUID() };
     $('#confirm-h').textContent = a.title(row);
@@ -1473,6 +1523,7 @@
   // it reports the result in the panel and moves the focus there, or back
   // to the button that opened the dialog.
   function confirmClosed() {
+    if ($('#confirm').open) return; // the late close event of a dialog reported when this one opened
     const c = confirming;
     confirming = null;
     if (!c) return;
@@ -1539,10 +1590,13 @@
       st.me = await api('GET', '/v1/me');
     } catch (e) {
       st.key = '';
-      sessionStorage.removeItem(KEY);
+      // Only a refusal says the key is no good: a server that could not
+      // answer (down, restarting, 5xx, 429) says nothing about it.
+      if (e instanceof APIError && e.status === 401) sessionStorage.removeItem(KEY);
       throw e;
     }
     sessionStorage.setItem(KEY, key);
+    $('#signin-error').textContent = '';
     $('#signin').hidden = true;
     $('#who-name').textContent = st.me.name + ' (' + st.me.role + ')';
     $('#who-access').textContent = st.me.key_access ? 'key access: ' + st.me.key_access : '';
@@ -1552,6 +1606,24 @@
     $('#nav').innerHTML = views.map((v) => `<a href="#${v}" data-view="${v}">${esc(VIEWS[v].title)}</a>`).join('');
     $('#nav').hidden = false;
     route();
+  }
+
+  // resume signs in again, at page load, with the key this tab kept. Only
+  // a refusal of the key (401) signs out and forgets it; any other failure
+  // (the server unreachable or restarting, 5xx, 429) is said on the
+  // sign-in form and the key is tried again after 1 s, 2 s, 4 s … up to
+  // 30 s (or a 429's Retry-After), until the server answers or someone
+  // signs in with the form, which ends the retries.
+  const RESUME_PAUSE_MAX_MS = 30000;
+  async function resume(key, pause = 0) {
+    try { await signIn(key); } catch (e) {
+      if (e instanceof APIError && e.status === 401) { signOut('Your key was refused: ' + e.message); return; }
+      const gen = st.gen;
+      pause = Math.min(Math.max(pause ? pause * 2 : 1000, e.retryAfterMs || 0), RESUME_PAUSE_MAX_MS);
+      $('#signin-error').textContent = `Could not check your key with the server: ${e.message}. ` +
+        `Trying again in ${Math.round(pause / 1000)} s; your key is kept.`;
+      setTimeout(() => { if (st.gen === gen && !st.me) resume(key, pause); }, pause);
+    }
   }
 
   function route() {
@@ -1594,6 +1666,7 @@
     if (!st.me) return; // signed out: signing in starts the refreshes again
     if (st.busy) { st.again = true; st.timer = setTimeout(refresh, REFRESH_MS); return; }
     st.busy = true;
+    const answers = st.shared = new Map(); // one refresh's: the next asks again
     // A panel may ask several things in turn; if its user signs out, or
     // someone else signs in, before it is done, what it found (partly with
     // the next user's key) belongs to nobody and is not drawn.
@@ -1605,6 +1678,7 @@
       const el = view.querySelector(`[data-panel="${p.id}"]`);
       if (el && st.gen === gen && st.view === v && r.fresh()) paint(el, r.html);
     }));
+    if (st.shared === answers) st.shared = null;
     st.busy = false;
     const again = st.again;
     st.again = false;
@@ -1661,6 +1735,6 @@
     $('#confirm').addEventListener('close', confirmClosed);
     window.addEventListener('hashchange', route);
     document.addEventListener('visibilitychange', () => { if (!document.hidden) refresh(); });
-    if (st.key) signIn(st.key).catch((e) => signOut(e.message)); else $('#key').focus();
+    if (st.key) resume(st.key); else $('#key').focus();
   });
 })();
