@@ -195,3 +195,22 @@ func TestGateway_concurrentStreams(t *testing.T) {
 		t.Errorf("ledger sums to %d (%v)", sum, err)
 	}
 }
+
+// TestGateway_usageAsSeenByProvider: a request's usage names the renter's
+// key to the renter, and not to the provider that served it.
+func TestGateway_usageAsSeenByProvider(t *testing.T) {
+	p := mustPair(t, nil)
+	if _, _, err := p.chat(t, cheapestFirst); err != nil {
+		t.Fatal(describe(err))
+	}
+	mustSync(t, p.fixture)
+	ctx := context.Background()
+	mine, err := client.New(p.URL, p.RenterKey).InferenceUsage(ctx, idlegrid.UsageFilter{})
+	if err != nil || len(mine) != 1 || mine[0].KeyID != p.RenterKeyID {
+		t.Fatalf("the renter's usage: %+v, %v; want one request naming its key %s", mine, err, p.RenterKeyID)
+	}
+	served, err := client.New(p.URL, p.providerKey).InferenceUsage(ctx, idlegrid.UsageFilter{})
+	if err != nil || len(served) != 1 || served[0].RenterID != p.RenterID || served[0].KeyID != "" {
+		t.Fatalf("the provider's usage: %+v, %v; want the request, its renter named, not the renter's key", served, err)
+	}
+}

@@ -213,8 +213,22 @@ func (g *Gateway) serveUsage(w http.ResponseWriter, r *http.Request, c *apiKey) 
 	if us == nil {
 		us = []*idlegrid.InferenceUsage{}
 	}
-	writeJSON(w, http.StatusOK, UsageResponse{Data: us})
+	writeJSON(w, http.StatusOK, UsageResponse{Data: asSeenBy(us, c.AccountID)})
 	return nil
+}
+
+// asSeenBy is us as account may see them: a provider sees who was served
+// (the renter's account), not which of the renter's keys asked, which is
+// the renter's own business.
+func asSeenBy(us []*idlegrid.InferenceUsage, account string) []*idlegrid.InferenceUsage {
+	for i, u := range us {
+		if u.RenterID != account && u.KeyID != "" {
+			seen := *u
+			seen.KeyID = ""
+			us[i] = &seen
+		}
+	}
+	return us
 }
 
 func parseLimit(s string) (int, error) {
