@@ -130,11 +130,16 @@ func New(srv *server.Server, opts Options) http.Handler {
 // keeps a browser from reading an answer as anything but what it says it
 // is, and from showing it in a frame of another site's page. The
 // dashboard's page and assets (internal/web) set their own, stricter,
-// policy.
+// policy. Served over HTTPS by the server itself, every answer also tells
+// the browser to come back over HTTPS only, for a year; behind a proxy
+// that ends TLS, the proxy says so.
 func hardened(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Security-Policy", "frame-ancestors 'none'")
+		if r.TLS != nil {
+			w.Header().Set("Strict-Transport-Security", "max-age=31536000")
+		}
 		h.ServeHTTP(w, r)
 	})
 }
