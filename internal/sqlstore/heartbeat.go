@@ -25,9 +25,12 @@ func (db *DB) NoteHeartbeat(ctx context.Context, nodeID string, at time.Time, in
 		case err != nil:
 			return err
 		case !at.Before(timeOf(start)) && !at.After(timeOf(end).Add(jitter)):
-			// A heartbeat out of order (before the span's end) never shortens it.
-			newEnd := max(end.Int64, at.Add(interval).UnixMicro())
-			_, err := tx.ExecContext(ctx, `UPDATE heartbeat_spans SET end_at = $1, heartbeats = heartbeats + 1
+			// A heartbeat out of order (before the span's end) never shortens
+			// it: nor does one another server notes at once (the end is
+			// compared with the row's, not with what this one read).
+			newEnd := at.Add(interval).UnixMicro()
+			_, err := tx.ExecContext(ctx, `UPDATE heartbeat_spans SET heartbeats = heartbeats + 1,
+				end_at = CASE WHEN end_at > $1 THEN end_at ELSE $1 END
 				WHERE node_id = $2 AND start_at = $3`, newEnd, nodeID, start.Int64)
 			return err
 		case at.Before(timeOf(start)):

@@ -26,6 +26,7 @@ import (
 type raceRig struct {
 	db  *sqlstore.DB
 	raw *sql.DB
+	dsn string // for a second server's store on the same database
 }
 
 func newRig(t *testing.T) *raceRig {
@@ -34,7 +35,7 @@ func newRig(t *testing.T) *raceRig {
 	raw, err := sql.Open("pgx", dsn)
 	mustOK(t, err)
 	t.Cleanup(func() { raw.Close() })
-	return &raceRig{db, raw}
+	return &raceRig{db, raw, dsn}
 }
 
 // block begins a transaction that runs q (a SELECT … FOR UPDATE) and
@@ -244,5 +245,33 @@ func TestDB_race_drainKeepsItsStart(t *testing.T) {
 	mustOK(t, e2)
 	if !n1.DrainingSince.Equal(*n2.DrainingSince) {
 		t.Errorf("the drain's start moved: %v then %v", n1.DrainingSince, n2.DrainingSince)
+	}
+}
+
+// Two servers noting a node's heartbeats at once, the later heartbeat's
+// first: the span keeps the later end, whatever each read before.
+func TestDB_race_heartbeatSpanNeverShortens(t *testing.T) {
+	r := newRig(t)
+	other := mustOpen(t, r.dsn) // a second server's store
+	ctx := context.Background()
+	p := mustAccount(t, r.db, idlegrid.RoleProvider)
+	n := mustNode(t, r.db, p.ID, 1)
+	const interval, jitter = 10 * time.Second, 5 * time.Second
+	mustOK(t, r.db.NoteHeartbeat(ctx, n.ID, t0, interval, jitter, t0.Add(-time.Hour)))
+	release := r.block(t, `SELECT end_at FROM heartbeat_spans WHERE node_id = $1 FOR UPDATE`, n.ID)
+	var wg sync.WaitGroup
+	var e1, e2 error
+	goErr(&wg, &e1, func() error { return r.db.NoteHeartbeat(ctx, n.ID, at(9*time.Second), interval, jitter, t0.Add(-time.Hour)) })
+	r.waitLocked(t, 1)
+	goErr(&wg, &e2, func() error { return other.NoteHeartbeat(ctx, n.ID, at(4*time.Second), interval, jitter, t0.Add(-time.Hour)) })
+	r.waitLocked(t, 2)
+	release()
+	wg.Wait()
+	mustOK(t, e1)
+	mustOK(t, e2)
+	spans, err := r.db.ListHeartbeatSpans(ctx, n.ID, t0, at(time.Hour))
+	mustOK(t, err)
+	if len(spans) != 1 || !spans[0].End.Equal(at(19*time.Second)) || spans[0].Heartbeats != 3 {
+		t.Errorf("spans %+v; want one of 3 heartbeats ending at the later one's end, %v", spans, at(19*time.Second))
 	}
 }
