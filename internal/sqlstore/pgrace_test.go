@@ -261,9 +261,13 @@ func TestDB_race_heartbeatSpanNeverShortens(t *testing.T) {
 	release := r.block(t, `SELECT end_at FROM heartbeat_spans WHERE node_id = $1 FOR UPDATE`, n.ID)
 	var wg sync.WaitGroup
 	var e1, e2 error
-	goErr(&wg, &e1, func() error { return r.db.NoteHeartbeat(ctx, n.ID, at(9*time.Second), interval, jitter, t0.Add(-time.Hour)) })
+	goErr(&wg, &e1, func() error {
+		return r.db.NoteHeartbeat(ctx, n.ID, at(9*time.Second), interval, jitter, t0.Add(-time.Hour))
+	})
 	r.waitLocked(t, 1)
-	goErr(&wg, &e2, func() error { return other.NoteHeartbeat(ctx, n.ID, at(4*time.Second), interval, jitter, t0.Add(-time.Hour)) })
+	goErr(&wg, &e2, func() error {
+		return other.NoteHeartbeat(ctx, n.ID, at(4*time.Second), interval, jitter, t0.Add(-time.Hour))
+	})
 	r.waitLocked(t, 2)
 	release()
 	wg.Wait()
