@@ -47,10 +47,17 @@ type Payout struct {
 type PayoutFilter struct {
 	ProviderID string
 	States     []PayoutState
+	// OldestFirst lists the oldest payouts first, as an operator settles
+	// them; otherwise the newest come first.
+	OldestFirst bool
 	// Before, a payout ID, lists only the payouts listed after it, newest
-	// first: the next page after a page that ended with it.
+	// first: the next page after a page that ended with it. Not with
+	// OldestFirst.
 	Before string
-	Limit  int
+	// After, a payout ID, lists only the payouts listed after it, oldest
+	// first. Only with OldestFirst.
+	After string
+	Limit int
 }
 
 // PayoutResolution is an operator settling or rejecting a requested payout.

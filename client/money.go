@@ -30,7 +30,11 @@ func (c *Client) ListPayouts(ctx context.Context, f idlegrid.PayoutFilter) ([]*i
 	q := url.Values{}
 	setString(q, "provider_id", f.ProviderID)
 	setList(q, "state", f.States)
+	if f.OldestFirst {
+		q.Set("order", "oldest")
+	}
 	setString(q, "before", f.Before)
+	setString(q, "after", f.After)
 	setInt(q, "limit", int64(f.Limit))
 	var out wire.Payouts
 	err := c.do(ctx, call{method: http.MethodGet, path: path("payouts"), query: q, out: &out})

@@ -265,6 +265,19 @@ func TestMoneyCommands(t *testing.T) {
 		if r := run(t, admin, "payout", "ls", "--before", "payout_missing"); r.code != 2 || !strings.Contains(r.err, "--before: ") {
 			t.Errorf("a page after no payout: %s", r)
 		}
+		// Oldest first, a full page goes on --after its last payout.
+		next = "idlegrid payout ls --oldest --state settled --limit 1 --after " + m[1]
+		if ls := must(t, admin, "payout", "ls", "--oldest", "--state", "settled", "--limit", "1"); !strings.HasSuffix(ls, "more may follow: "+next+"\n") {
+			t.Errorf("a full page of payouts, oldest first:\n%s", ls)
+		}
+		if ls := must(t, admin, strings.Fields(next)[1:]...); strings.Count(ls, "\n") != 1 || strings.Contains(ls, m[1]) {
+			t.Errorf("the page after the only payout, oldest first:\n%s", ls)
+		}
+		for _, args := range [][]string{{"--after", m[1]}, {"--oldest", "--before", m[1]}, {"--oldest", "--after", "payout_missing"}} {
+			if r := run(t, admin, append([]string{"payout", "ls"}, args...)...); r.code != 2 || !strings.Contains(r.err, "--"+strings.TrimPrefix(args[len(args)-2], "--")) {
+				t.Errorf("payout ls %s: %s", strings.Join(args, " "), r)
+			}
+		}
 	})
 }
 

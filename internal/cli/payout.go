@@ -80,23 +80,29 @@ func withKeyHint(err error, key string) error {
 
 func (c *payoutCommand) list(ctx context.Context, args []string) error {
 	fs := c.env.flags("payout ls", help{
-		usage: "idlegrid payout ls [--state requested,settled,rejected] [--provider ID] [--limit N] [--before PAYOUT_ID] [--json]",
-		about: `List payouts, newest first: a provider's own, or everyone's for admins. A
-full page ends with the command for the next one (--before the page's last
-payout).`,
-		examples: "idlegrid payout ls\n idlegrid payout ls --state requested\n idlegrid payout ls --limit 20 --before payout_abc123",
+		usage: "idlegrid payout ls [--state requested,settled,rejected] [--provider ID] [--oldest] [--limit N] [--before PAYOUT_ID | --after PAYOUT_ID] [--json]",
+		about: `List payouts, newest first, or with --oldest the longest waiting first: a
+provider's own, or everyone's for admins. A full page ends with the command
+for the next one (--before the page's last payout; with --oldest, --after
+it).`,
+		examples: "idlegrid payout ls\n idlegrid payout ls --state requested --oldest\n idlegrid payout ls --limit 20 --before payout_abc123",
 	})
 	r := c.env.remoteFlags(fs)
 	states := fs.String("state", "", "only payouts in these states, comma-separated")
 	provider := fs.String("provider", "", "only this provider's payouts (admins)")
 	limit := fs.Int("limit", 100, "at most this many payouts")
+	oldest := fs.Bool("oldest", false, "the oldest first, as they are settled")
 	before := fs.String("before", "", "the payouts listed after this one: the last of the page before")
+	after := fs.String("after", "", "with --oldest, the payouts listed after this one: the last of the page before")
 	asJSON := fs.Bool("json", false, "print JSON")
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}
-	f := idlegrid.PayoutFilter{ProviderID: *provider, Limit: *limit, Before: *before}
+	f := idlegrid.PayoutFilter{ProviderID: *provider, Limit: *limit, OldestFirst: *oldest, Before: *before, After: *after}
+	if err := payoutCursor(f); err != nil {
+		return err
+	}
 	if f.States, err = parseStates(*states, idlegrid.PayoutState.Valid, "payout", "requested, settled or rejected"); err != nil {
 		return err
 	}
@@ -114,7 +120,22 @@ payout).`,
 	if err := printPayouts(c.env, ps); err != nil || len(ps) == 0 {
 		return err
 	}
+	if f.OldestFirst {
+		return nextPageAfter(c.env.Out, "idlegrid payout ls --oldest"+listFlags(*states, *provider), len(ps), f.Limit, ps[len(ps)-1].ID)
+	}
 	return nextPage(c.env.Out, "idlegrid payout ls"+listFlags(*states, *provider), len(ps), f.Limit, ps[len(ps)-1].ID)
+}
+
+// payoutCursor refuses a page's cursor that does not go with the order
+// asked for, before asking the server.
+func payoutCursor(f idlegrid.PayoutFilter) error {
+	switch {
+	case f.Before != "" && f.OldestFirst:
+		return usagef("--before pages newest first; with --oldest, go on with --after the last payout of the page before")
+	case f.After != "" && !f.OldestFirst:
+		return usagef("--after pages oldest first; add --oldest, or page newest first with --before")
+	}
+	return nil
 }
 
 // listFlags are the --state and --provider flags of a payout or dispute

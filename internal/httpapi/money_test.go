@@ -89,6 +89,18 @@ func TestAPI_payouts(t *testing.T) {
 	if a.Status != http.StatusBadRequest || !strings.Contains(string(a.Body), "before") {
 		t.Fatalf("a page after no payout: %d %s, want 400 naming before", a.Status, a.Body)
 	}
+	if ps, err := provider.ListPayouts(ctx, idlegrid.PayoutFilter{OldestFirst: true}); err != nil || len(ps) != 1 || ps[0].ID != p.ID {
+		t.Fatalf("payouts oldest first = %+v, %v; want %s", ps, err, p.ID)
+	}
+	if ps, err := provider.ListPayouts(ctx, idlegrid.PayoutFilter{OldestFirst: true, After: p.ID}); err != nil || len(ps) != 0 {
+		t.Fatalf("the page after the only payout, oldest first = %+v, %v; want none", ps, err)
+	}
+	for query, field := range map[string]string{"order=first": "order", "after=" + p.ID: "after", "order=oldest&before=" + p.ID: "before"} {
+		a = mustDo(t, request(t, http.MethodGet, f.URL+"/v1/payouts?"+query, providerSecret, ""))
+		if a.Status != http.StatusBadRequest || !strings.Contains(string(a.Body), `"`+field+`"`) {
+			t.Errorf("payouts?%s: %d %s, want 400 naming %s", query, a.Status, a.Body, field)
+		}
+	}
 	a = mustDo(t, request(t, http.MethodPost, f.URL+"/v1/payouts/"+p.ID+"/settle", f.AdminSecret, `{"reason":"wire"}`))
 	if a.Status != http.StatusBadRequest {
 		t.Fatalf("settle without an idempotency key: %d %s", a.Status, a.Body)

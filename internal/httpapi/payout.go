@@ -77,13 +77,20 @@ func (a *api) resolvePayout(w http.ResponseWriter, r *http.Request, to idlegrid.
 
 var payoutStates = []idlegrid.PayoutState{idlegrid.PayoutRequested, idlegrid.PayoutSettled, idlegrid.PayoutRejected}
 
-// GET /v1/payouts?state=&provider_id=&before=&limit=
+// GET /v1/payouts?state=&provider_id=&order=&before=&after=&limit=
 func (a *api) listPayouts(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "state", "provider_id", "before", "limit")
+	q, err := parseQuery(r, "state", "provider_id", "order", "before", "after", "limit")
 	if err != nil {
 		return err
 	}
-	f := idlegrid.PayoutFilter{ProviderID: q.string("provider_id"), Before: q.string("before")}
+	f := idlegrid.PayoutFilter{ProviderID: q.string("provider_id"), Before: q.string("before"), After: q.string("after")}
+	switch order := q.string("order"); order {
+	case "", "newest":
+	case "oldest":
+		f.OldestFirst = true
+	default:
+		return idlegrid.Invalid("order", "must be newest or oldest, got %q", order)
+	}
 	if f.States, err = list(q, "state", payoutStates); err != nil {
 		return err
 	}

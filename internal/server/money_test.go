@@ -281,6 +281,21 @@ func TestServer_Payouts(t *testing.T) {
 		wantCode(t, err, idlegrid.EINVALID)
 		_, err = m.srv.ListPayouts(m.admin, idlegrid.PayoutFilter{ProviderID: m.renterID, Before: mine[0].ID}) // not that provider's
 		wantCode(t, err, idlegrid.EINVALID)
+		oldest, err := m.srv.ListPayouts(m.provider, idlegrid.PayoutFilter{OldestFirst: true, Limit: 1})
+		if err != nil || len(oldest) != 1 || oldest[0].ID != mine[1].ID {
+			t.Fatalf("the oldest = %+v (%v), want %s", oldest, err, mine[1].ID)
+		}
+		if page, err = m.srv.ListPayouts(m.provider, idlegrid.PayoutFilter{OldestFirst: true, After: mine[1].ID}); err != nil || len(page) != 1 || page[0].ID != mine[0].ID {
+			t.Fatalf("the page after %s, oldest first = %+v (%v), want %s", mine[1].ID, page, err, mine[0].ID)
+		}
+		for _, f := range []idlegrid.PayoutFilter{
+			{OldestFirst: true, Before: mine[1].ID}, // pages newest first
+			{After: mine[1].ID},                     // pages oldest first
+			{OldestFirst: true, After: "payout_missing"},
+		} {
+			_, err = m.srv.ListPayouts(m.provider, f)
+			wantCode(t, err, idlegrid.EINVALID)
+		}
 		mustLedgerBalanced(t, m.store)
 	})
 }

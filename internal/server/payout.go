@@ -144,15 +144,24 @@ func (s *Server) ListPayouts(ctx context.Context, f idlegrid.PayoutFilter) ([]*i
 	return s.store.ListPayouts(ctx, f)
 }
 
-// checkPayoutCursor refuses a page's cursor that is not a payout the
-// filter's provider (any, for an admin's list of all) requested.
+// checkPayoutCursor refuses a page's cursor that does not go with the
+// list's order, or is not a payout the filter's provider (any, for an
+// admin's list of all) requested.
 func (s *Server) checkPayoutCursor(ctx context.Context, f idlegrid.PayoutFilter) error {
-	if f.Before == "" {
+	field, id := "before", f.Before
+	switch {
+	case f.Before != "" && f.OldestFirst:
+		return idlegrid.Invalid("before", "pages newest first; a list oldest first goes on with after, the last payout ID of the page before")
+	case f.After != "" && !f.OldestFirst:
+		return idlegrid.Invalid("after", "pages oldest first; ask for the oldest first too, or page newest first with before")
+	case f.After != "":
+		field, id = "after", f.After
+	case f.Before == "":
 		return nil
 	}
-	p, err := s.store.FindPayout(ctx, f.Before)
+	p, err := s.store.FindPayout(ctx, id)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND || (err == nil && f.ProviderID != "" && p.ProviderID != f.ProviderID) {
-		return idlegrid.Invalid("before", "no payout %s in this list to list from; give the last payout ID of the page before", f.Before)
+		return idlegrid.Invalid(field, "no payout %s in this list to list from; give the last payout ID of the page before", id)
 	}
 	return err
 }

@@ -235,6 +235,16 @@ func testPayouts(t *testing.T, db *sqlstore.DB) {
 		if diff := cmp.Diff(all, append(first, rest...)); diff != "" {
 			t.Errorf("ListPayouts a page at a time (-all +paged):\n%s", diff)
 		}
+		oldest, err := db.ListPayouts(ctx, idlegrid.PayoutFilter{ProviderID: prov.ID, OldestFirst: true})
+		mustOK(t, err)
+		if diff := cmp.Diff([]*idlegrid.Payout{all[1], all[0]}, oldest); diff != "" {
+			t.Errorf("ListPayouts oldest first (-want +got):\n%s", diff)
+		}
+		next, err := db.ListPayouts(ctx, idlegrid.PayoutFilter{ProviderID: prov.ID, OldestFirst: true, After: oldest[0].ID})
+		mustOK(t, err)
+		if diff := cmp.Diff(oldest[1:], next); diff != "" {
+			t.Errorf("ListPayouts oldest first after the first (-want +got):\n%s", diff)
+		}
 		none, err := db.ListPayouts(ctx, idlegrid.PayoutFilter{ProviderID: "acct_missing"})
 		mustOK(t, err)
 		if len(none) != 0 {

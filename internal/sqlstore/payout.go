@@ -187,7 +187,14 @@ func (db *DB) ListPayouts(ctx context.Context, f idlegrid.PayoutFilter) ([]*idle
 	if f.Before != "" { // the page after Before's; none if it is not a payout
 		q += ` AND (created_at, id) < (SELECT created_at, id FROM payouts WHERE id = ` + a.add(f.Before) + `)`
 	}
-	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limitOf(f.Limit))
+	if f.After != "" { // the same, oldest first
+		q += ` AND (created_at, id) > (SELECT created_at, id FROM payouts WHERE id = ` + a.add(f.After) + `)`
+	}
+	order := ` ORDER BY created_at DESC, id DESC`
+	if f.OldestFirst {
+		order = ` ORDER BY created_at, id`
+	}
+	q += order + ` LIMIT ` + a.add(limitOf(f.Limit))
 	var out []*idlegrid.Payout
 	err := db.view(ctx, func(tx *sql.Tx) (err error) {
 		out, err = queryAll(ctx, tx, scanPayout, q, a...)

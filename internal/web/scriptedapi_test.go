@@ -134,10 +134,15 @@ func stubList[T any](r *http.Request, rows []T, id func(T) string, state func(T)
 		limit = 50
 	}
 	out := []T{}
-	skipping := q.Get("before") != ""
+	cursor := q.Get("before")
+	if q.Get("order") == "oldest" { // rows are newest first
+		rows, cursor = slices.Clone(rows), q.Get("after")
+		slices.Reverse(rows)
+	}
+	skipping := cursor != ""
 	for _, row := range rows {
 		if skipping {
-			skipping = id(row) != q.Get("before")
+			skipping = id(row) != cursor
 			continue
 		}
 		if states != nil && !slices.Contains(states, state(row)) {
@@ -337,31 +342,26 @@ func TestDashboard_scriptedAPI(t *testing.T) {
 		})
 	})
 
-	// The API lists payouts newest first only: past 5,000 the page holds
-	// the newest 5,000, the longest waiting of them first, and says that
-	// older ones wait too.
+	// Past 5,000 the page holds the 5,000 that have waited longest, the
+	// longest first, and says that newer ones wait too.
 	t.Run("more than 5,000 payouts waiting", func(t *testing.T) {
 		b.t = t
 		stub.set(func(s *scriptedAPI) { s.payouts = waitingPayouts(5002) })
 		open(rarely, "operator")
 		b.waitText("#panel-settle", "More payouts wait than shown")
 		hint := b.text("#panel-settle .hint")
-		for _, want := range []string{"the newest 5,000 requested", "the longest waiting of them first", "older requests", "idlegrid payout ls --state requested"} {
+		for _, want := range []string{"the 5,000 that have waited longest", "newer requests", "idlegrid payout ls --state requested --oldest"} {
 			if !strings.Contains(hint, want) {
 				t.Errorf("the hint %q does not say %q", hint, want)
 			}
 		}
-		if strings.Contains(hint, "oldest") {
-			t.Errorf("the hint %q says the oldest are shown: they are the newest", hint)
-		}
-		// payout_00001 and _00002 are the oldest, left out; _00003 the
-		// oldest shown, first.
-		first := eval[string](b, "read the first row", `document.querySelector('#panel-settle tbody tr td').innerText`)
-		if first != "payout_00003" {
-			t.Errorf("the first payout shown is %q, want payout_00003, the longest waiting of those read", first)
-		}
-		if n := eval[int](b, "count the rows", `document.querySelectorAll('#panel-settle tbody tr').length`); n != 5000 {
-			t.Errorf("%d payouts shown, want 5000", n)
+		// payout_00001 is the oldest, first; _05001 and _05002, the
+		// newest, are left out.
+		rows := eval[[]string](b, "read the rows", `[...document.querySelectorAll('#panel-settle tbody tr')].map((r) => r.querySelector('td').innerText)`)
+		if len(rows) != 5000 {
+			t.Errorf("%d payouts shown, want 5000", len(rows))
+		} else if rows[0] != "payout_00001" || rows[4999] != "payout_05000" {
+			t.Errorf("payouts shown from %q to %q, want from payout_00001, the longest waiting, to payout_05000", rows[0], rows[4999])
 		}
 	})
 

@@ -94,19 +94,20 @@
     return { missing: true };
   }
 
-  // pages asks a listing that pages with before= (newest first) for up to
-  // max rows, a page of size at a time: {rows, more}, more when rows were
-  // left unread. key names the list in the answer; null when the answer
-  // is the list itself (/v1/quarantine).
-  async function pages(path, key, max = 5000, size = 500) {
+  // pages asks a listing that pages with before= (newest first), or with
+  // cursor 'after' one that pages with after=, for up to max rows, a page
+  // of size at a time: {rows, more}, more when rows were left unread. key
+  // names the list in the answer; null when the answer is the list itself
+  // (/v1/quarantine).
+  async function pages(path, key, max = 5000, size = 500, cursor = 'before') {
     const rows = [];
-    for (let before = ''; rows.length < max;) {
+    for (let last = ''; rows.length < max;) {
       const sep = path.includes('?') ? '&' : '?';
-      const answer = await get(path + sep + 'limit=' + size + (before ? '&before=' + encodeURIComponent(before) : ''));
+      const answer = await get(path + sep + 'limit=' + size + (last ? '&' + cursor + '=' + encodeURIComponent(last) : ''));
       const page = (key === null ? answer : answer[key]) || [];
       rows.push(...page);
       if (page.length < size) return { rows, more: false };
-      before = page[page.length - 1].id;
+      last = page[page.length - 1].id;
     }
     return { rows, more: true };
   }
@@ -1319,16 +1320,14 @@
   const actionButton = (action, rowID, text, what, danger) => !may(ACTIONS[action].need) ? '' : `<button type="button" class="small${danger ? ' danger' : ''}"
     data-action="${action}" data-id="${esc(rowID)}" aria-haspopup="dialog" aria-label="${esc(text + ' ' + what)}">${esc(text)}…</button>`;
 
-  // payoutsToSettle lists the payouts waiting, the longest waiting first.
-  // The API lists them newest first only, so past 5,000 the page holds the
-  // newest 5,000 and says so: older ones, which have waited longer still,
-  // are left for the CLI.
+  // payoutsToSettle lists the payouts waiting, the longest waiting first;
+  // past 5,000 the page says that newer ones wait too.
   async function payoutsToSettle() {
-    const all = await pages('/v1/payouts?state=requested', 'payouts');
-    const p = remember(all.rows.reverse()); // the longest waiting first
-    const rest = all.more ? `<p class="hint">More payouts wait than shown: these are the newest ${esc(p.length.toLocaleString('en-US'))} ` +
-      'requested, the longest waiting of them first; older requests, which have waited longer, are not shown. ' +
-      '<code>idlegrid payout ls --state requested</code> lists them all, a page at a time.</p>' : '';
+    const all = await pages('/v1/payouts?state=requested&order=oldest', 'payouts', 5000, 500, 'after');
+    const p = remember(all.rows);
+    const rest = all.more ? `<p class="hint">More payouts wait than shown: these are the ${esc(p.length.toLocaleString('en-US'))} ` +
+      'that have waited longest; newer requests are not shown. ' +
+      '<code>idlegrid payout ls --state requested --oldest</code> lists them all, a page at a time.</p>' : '';
     return table([
       { h: 'Payout', f: (x) => id(x.id) }, { h: 'Provider', f: (x) => id(x.provider_id) },
       { h: 'Amount', num: true, f: (x) => money(x.amount_micros) }, { h: 'Requested', f: (x) => when(x.created_at) },
