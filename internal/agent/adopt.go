@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 
@@ -20,6 +21,14 @@ type leaseGPUs interface {
 // node's policy stops still gets its notice as grace.
 type leaseTier interface {
 	LeaseTier(leaseID string) idlegrid.Tier
+}
+
+// leaseNotice is implemented by a runtime that can say the notice an
+// adopted lease is owed (runtime.Workload.Notice, which docker keeps in a
+// label), so that the node's policy gives it that notice rather than
+// DefaultNotice. A stop command's lease also tells it (Agent.stop).
+type leaseNotice interface {
+	LeaseNotice(leaseID string) time.Duration
 }
 
 // adoptedOutput is implemented by a runtime that can give the digest of a
@@ -78,7 +87,12 @@ func (a *Agent) adopt(ctx, workCtx context.Context) {
 		}
 		l := newLease(w, a.clock)
 		l.tier = w.Job.Tier
-		l.notice = DefaultNotice // its lease's own notice is not known here
+		l.notice = DefaultNotice // unless the runtime kept its lease's own
+		if ln, ok := a.rt.(leaseNotice); ok {
+			if d := ln.LeaseNotice(id); d > 0 {
+				l.notice = d
+			}
+		}
 		l.markStarted()
 		a.resumeMeter(l)
 		a.leases[id] = l

@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +17,8 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/agent"
+	"github.com/idlegrid/idlegrid/internal/gpu"
+	gpufake "github.com/idlegrid/idlegrid/internal/gpu/fake"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/runtime"
 	rtfake "github.com/idlegrid/idlegrid/internal/runtime/fake"
@@ -302,6 +307,155 @@ func TestAgent_Adopt(t *testing.T) {
 			l := srv.lease("lease_a")
 			if l.State != idlegrid.LeaseFailed || l.Fault != idlegrid.FaultProvider {
 				t.Errorf("lease = %s (%s), want failed by the provider: the agent shut down", l.State, l.Fault)
+			}
+		})
+	})
+}
+
+// noticeAdopting is an adoptingRuntime that says an adopted lease is
+// bronze and owed notice (0: it cannot say), as the docker runtime reads
+// them back from its container's labels, and records every stop's grace.
+type noticeAdopting struct {
+	*adoptingRuntime
+	notice time.Duration
+	mu     sync.Mutex
+	graces map[string]time.Duration
+}
+
+func (r *noticeAdopting) LeaseTier(string) idlegrid.Tier   { return idlegrid.TierBronze }
+func (r *noticeAdopting) LeaseNotice(string) time.Duration { return r.notice }
+func (r *noticeAdopting) Stop(id string, grace time.Duration) error {
+	r.mu.Lock()
+	if r.graces == nil {
+		r.graces = map[string]time.Duration{}
+	}
+	r.graces[id] = grace
+	r.mu.Unlock()
+	return r.adoptingRuntime.Stop(id, grace)
+}
+
+func (r *noticeAdopting) stopped(id string) (time.Duration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g, ok := r.graces[id]
+	return g, ok
+}
+
+// TestAgent_AdoptedBronzeLeaseGetsItsNotice: a bronze lease taken back
+// after a restart is owed its own notice, not the agent's default, when
+// the server gives it notice and when the node's policy stops it.
+func TestAgent_AdoptedBronzeLeaseGetsItsNotice(t *testing.T) {
+	leftBronze := func(t *testing.T, notice time.Duration) (*agent.Config, *fakeServer, *noticeAdopting) {
+		cfg, srv, left := leftBehindJob(t, idlegrid.LeaseRunning, bronze(3600))
+		l := srv.lease("lease_a")
+		l.NoticeSeconds = 120
+		srv.assign(l, bronze(3600))
+		srv.setState("lease_a", idlegrid.LeaseRunning)
+		return cfg, srv, &noticeAdopting{adoptingRuntime: left, notice: notice}
+	}
+	t.Run("FromTheStopCommand", func(t *testing.T) {
+		// The runtime cannot say the notice; the server's stop command
+		// carries the lease, which does.
+		synctest.Test(t, func(t *testing.T) {
+			cfg, srv, rt := leftBronze(t, 0)
+			r := startAgent(t, cfg, srv, rt)
+			waitFor(t, "the running report", func() bool { return len(srv.reportsFor("lease_a")) == 1 })
+			srv.requestStop("lease_a", idlegrid.NoticeStopPrefix+"the window ends")
+			waitFor(t, "the stop", func() bool { _, ok := rt.stopped("lease_a"); return ok })
+			if g, _ := rt.stopped("lease_a"); g != 120*time.Second {
+				t.Errorf("stopped with grace %v, want the lease's notice of 2m0s", g)
+			}
+			r.stop(t)
+		})
+	})
+	t.Run("FromTheRuntime", func(t *testing.T) {
+		// The node's policy stops it (too hot): only the runtime, which
+		// kept the notice with the workload, can say what it is owed.
+		synctest.Test(t, func(t *testing.T) {
+			cfg, srv, rt := leftBronze(t, 2*time.Minute)
+			cfg.ThermalCapC = 80
+			var det *gpufake.Detector
+			r := startAgentOn(t, cfg, srv, rt, func(d gpu.Detector) gpu.Detector { det = d.(*gpufake.Detector); return d })
+			waitFor(t, "the running report", func() bool { return len(srv.reportsFor("lease_a")) == 1 })
+			det.SetTemp(r.gpus[0], 95)
+			waitFor(t, "the stop", func() bool { _, ok := rt.stopped("lease_a"); return ok })
+			if g, _ := rt.stopped("lease_a"); g != 2*time.Minute {
+				t.Errorf("stopped with grace %v, want the notice the runtime kept, 2m0s", g)
+			}
+			waitFor(t, "the lease to end", leaseIn(srv, "lease_a", idlegrid.LeaseFailed))
+			if rep := lastReport(srv, "lease_a"); !strings.Contains(rep.Message, "after 2m0s notice") {
+				t.Errorf("report = %+v, want the notice given named", rep)
+			}
+			r.stop(t)
+		})
+	})
+}
+
+// endedRuntime is a runtime a previous agent left a workload in that
+// ended while no agent ran: Adopt reports its Exit at once, with when it
+// ended (zero: it cannot say).
+type endedRuntime struct {
+	*rtfake.Runtime
+	gpus  []string
+	ended time.Time
+}
+
+func (r *endedRuntime) Adopt(ctx context.Context, events chan<- runtime.Event) ([]string, error) {
+	// The agent takes events from before Adopt returns.
+	events <- runtime.Event{LeaseID: "lease_a", Exit: &runtime.Exit{Code: 0, At: r.ended}}
+	return []string{"lease_a"}, nil
+}
+
+func (r *endedRuntime) LeaseGPUs(string) []string { return r.gpus }
+
+// TestAgent_AdoptedLeaseThatEndedMeanwhile: a workload that ended while
+// no agent ran is charged up to when it ended, not up to when an agent
+// took it back, and a lease whose last receipt was cut is charged no more.
+func TestAgent_AdoptedLeaseThatEndedMeanwhile(t *testing.T) {
+	// run takes back lease_a, begun 2h ago, whose previous agent kept
+	// state (with extra fields) when it crashed an hour ago; the runtime
+	// says it ended at ended. It returns the GPU-seconds charged since.
+	run := func(t *testing.T, extra string, ended time.Time) int64 {
+		cfg := testConfig(t)
+		gpus := mustGPUs(t, cfg)
+		j := job(4*3600, nil)
+		srv := &fakeServer{}
+		srv.assign(idlegrid.Lease{ID: "lease_a", JobID: "job_a", GPUUUIDs: gpus[:1], LimitSeconds: 4 * 3600, Tier: j.Tier}, j)
+		srv.setState("lease_a", idlegrid.LeaseRunning)
+		now := time.Now().UTC()
+		st := fmt.Sprintf(`{"lease_id":"lease_a","gpus":[%q],"limit_seconds":14400,"began":%q,"cut":%q,"seq":0,"prev_hash":"","unsent":[]%s}`,
+			gpus[0], now.Add(-2*time.Hour).Format(time.RFC3339Nano), now.Add(-time.Hour).Format(time.RFC3339Nano), extra)
+		if err := os.MkdirAll(filepath.Join(cfg.DataDir, "receipts"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cfg.DataDir, "receipts", "lease_a.json"), []byte(st), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := startAgent(t, cfg, srv, &endedRuntime{Runtime: &rtfake.Runtime{}, gpus: gpus[:1], ended: ended})
+		waitFor(t, "the lease to end", leaseIn(srv, "lease_a", idlegrid.LeaseSucceeded))
+		var secs int64
+		for _, rc := range srv.receiptsFor("lease_a") {
+			secs += rc.GPUSeconds
+		}
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		return secs
+	}
+	t.Run("ChargedUpToItsEnd", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			if secs := run(t, "", time.Now().Add(-30*time.Minute)); secs != 1800 {
+				t.Errorf("%d GPU-seconds charged, want 1800: from the last receipt to the end, not to the restart", secs)
+			}
+		})
+	})
+	t.Run("LastReceiptAlreadyCut", func(t *testing.T) {
+		// The previous agent cut the last receipt and crashed before its
+		// final report; the runtime reports the exit again without a time.
+		synctest.Test(t, func(t *testing.T) {
+			end := time.Now().UTC().Add(-time.Hour).Format(time.RFC3339Nano)
+			if secs := run(t, fmt.Sprintf(`,"ended":%q,"final":true`, end), time.Time{}); secs != 0 {
+				t.Errorf("%d GPU-seconds charged, want none: the last receipt had been cut", secs)
 			}
 		})
 	})

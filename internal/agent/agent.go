@@ -124,6 +124,7 @@ type Agent struct {
 	offerTried   string          // the offer last tried, published or not: its change is logged once
 	lastGPUs     []idlegrid.GPU  // the GPUs of the last offer built
 	powerRefused map[string]bool // GPUs that refused the power cap
+	powerUnknown map[string]bool // GPUs whose power limit the driver does not report (told once)
 	powerWas     powerWas        // the limits the GPUs had before the cap (power.go)
 	telemetry    telemetry       // the GPUs' last telemetry, for the leases' meters
 	models       *models         // the models served for inference (models.go)
@@ -158,7 +159,7 @@ func New(o Options) (*Agent, error) {
 		clock: o.Clock, log: o.Logger, version: o.Version, key: o.Key,
 		heartbeatEvery: defaultHeartbeat,
 		leases:         map[string]*lease{}, finished: map[string]time.Time{},
-		policy: newPolicy(o.Config), ownsProcess: o.OwnsProcess, powerRefused: map[string]bool{},
+		policy: newPolicy(o.Config), ownsProcess: o.OwnsProcess, powerRefused: map[string]bool{}, powerUnknown: map[string]bool{},
 		models: newModels(o.Config), challenger: o.Challenger,
 	}
 	if a.clock == nil {
@@ -614,6 +615,7 @@ func (a *Agent) start(ctx, workCtx context.Context, c idlegrid.Command) bool {
 	l := newLease(runtime.Workload{
 		LeaseID: id, JobID: c.Lease.JobID, Job: *c.Job, GPUs: append([]string(nil), c.Lease.GPUUUIDs...), LimitSeconds: c.Lease.LimitSeconds,
 		NodeGPUs: len(a.gpus), RegistryAuth: c.RegistryAuth, NoNetwork: a.cfg.Sandbox.NoNetwork, Capabilities: a.cfg.Sandbox.Capabilities,
+		Notice: noticeOf(c.Lease), // kept by the runtime for an agent that takes the workload back (leaseNotice)
 	}, a.clock)
 	l.tier, l.notice = c.Job.Tier, noticeOf(c.Lease)
 	a.leases[id] = l
@@ -661,6 +663,11 @@ func (a *Agent) stop(workCtx context.Context, c idlegrid.Command) bool {
 	a.mu.Unlock()
 	switch {
 	case l != nil:
+		if c.Lease.NoticeSeconds > 0 {
+			// The command's lease says what notice it is owed, which a
+			// lease taken back after a restart may not have known.
+			l.setNotice(noticeOf(c.Lease))
+		}
 		return a.stopLease(l, stopByServer, c.Reason)
 	case done:
 		return false

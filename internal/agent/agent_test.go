@@ -17,6 +17,7 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/agent"
+	"github.com/idlegrid/idlegrid/internal/gpu"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/runtime"
 	rtfake "github.com/idlegrid/idlegrid/internal/runtime/fake"
@@ -42,6 +43,13 @@ type running struct {
 // startAgent runs an agent for cfg against srv and rt until stop.
 func startAgent(tb testing.TB, cfg *agent.Config, srv agent.Server, rt runtime.Runtime) *running {
 	tb.Helper()
+	return startAgentOn(tb, cfg, srv, rt, func(d gpu.Detector) gpu.Detector { return d })
+}
+
+// startAgentOn is startAgent with the GPUs cfg describes passed through
+// wrap, which may keep them to turn their knobs, or wrap them.
+func startAgentOn(tb testing.TB, cfg *agent.Config, srv agent.Server, rt runtime.Runtime, wrap func(gpu.Detector) gpu.Detector) *running {
+	tb.Helper()
 	key, err := nodekey.LoadOrCreate(cfg.KeyPath())
 	if err != nil {
 		tb.Fatal(err)
@@ -50,6 +58,7 @@ func startAgent(tb testing.TB, cfg *agent.Config, srv agent.Server, rt runtime.R
 	if err != nil {
 		tb.Fatal(err)
 	}
+	det = wrap(det)
 	a, err := agent.New(agent.Options{
 		Config: cfg, Server: srv, Detector: det, Runtime: rt, Key: key,
 		Host:    &agent.Host{Name: "host", CPUCores: 8, RAMMB: 32768, DiskGB: 1000},

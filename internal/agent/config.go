@@ -55,8 +55,9 @@ type Config struct {
 	// takes no new work on that GPU and gives its running work notice.
 	ThermalCapC int `yaml:"thermal_cap_c"`
 	// PowerCapW, when set, is applied to every GPU as its power limit,
-	// where the agent has the permission (root) to. The limit each GPU had
-	// is kept in DATA_DIR/power.json and set back when the agent stops.
+	// where the agent has the permission (root) to and the driver reports
+	// the GPU's limit. The limit each GPU had is kept in
+	// DATA_DIR/power.json and set back when the agent stops.
 	PowerCapW int `yaml:"power_cap_w"`
 	// AllowedImages, when set, are the only images the node runs: exact
 	// references or prefixes ("ghcr.io/acme/", "pytorch/pytorch") or globs

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/agent"
 	rtfake "github.com/idlegrid/idlegrid/internal/runtime/fake"
 )
 
@@ -34,5 +35,22 @@ func TestAgent_StopsLeaseTheServerEnded(t *testing.T) {
 		if err := r.stop(t); err != nil {
 			t.Fatal(err)
 		}
+	})
+}
+
+// TestAgent_StopsLeaseTheServerRefused: a lease whose running report the
+// server refuses (it has ended it) is stopped at once, as one the
+// heartbeat names ended: its GPU may already be another lease's, so even
+// a bronze lease gets no notice.
+func TestAgent_StopsLeaseTheServerRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startRig(t, testConfig(t), nil)
+		r.srv.fail("ReportLease", idlegrid.Errorf(idlegrid.ECONFLICT, "lease lease_b already lost"))
+		r.lease("lease_b", bronze(3600), 120, 0)
+		waitFor(t, "the stop", func() bool { _, ok := r.rt.stopped("lease_b"); return ok })
+		if g, _ := r.rt.stopped("lease_b"); g != agent.StopGrace {
+			t.Errorf("stopped with grace %v, want %v: the server has ended the lease", g, agent.StopGrace)
+		}
+		r.stop(t)
 	})
 }

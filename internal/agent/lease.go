@@ -129,8 +129,9 @@ func (a *Agent) ship(ctx context.Context, l *lease) {
 	running := idlegrid.LeaseReport{State: idlegrid.LeaseRunning}
 	if err := a.report(ctx, l.id, running); definite(err) {
 		// The server will not have it run (it ended the lease meanwhile):
-		// stop the work; the final report will be moot.
-		a.stopLease(l, stopByServer, "the server refused it: "+idlegrid.ErrorMessage(err))
+		// stop the work at once, as stopEnded does, since its GPUs may
+		// already be another lease's; the final report will be moot.
+		a.stopLease(l, stopByEnd, "the server refused it: "+idlegrid.ErrorMessage(err))
 	}
 	tick := time.NewTicker(LogFlushInterval)
 	defer tick.Stop()
@@ -193,7 +194,9 @@ func (l *lease) take(ev runtime.Event) bool {
 	case ev.Exit != nil:
 		e := *ev.Exit
 		l.exit = &e
-		l.meter.stop(l.clock.Now())
+		// Metered up to when it ended, which for a workload that ended
+		// while no agent ran is long before its Exit reaches this one.
+		l.meter.stopAt(e.At, l.clock.Now())
 		l.signal()
 		return true
 	}
@@ -335,6 +338,14 @@ func (l *lease) running(now time.Time) (idlegrid.LeaseProgress, bool) {
 		p.CheckpointAgeSeconds = &age
 	}
 	return p, l.started && l.exit == nil
+}
+
+// setNotice records the notice the lease is owed, learnt late: a stop
+// command's lease carries it, which an adopted lease may not have known.
+func (l *lease) setNotice(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.notice = d
 }
 
 // grace is how long the workload has to end once asked to stop: its

@@ -137,6 +137,82 @@ func TestMeter_limit(t *testing.T) {
 	}
 }
 
+// TestMeter_stopAt checks that a workload is charged up to when its
+// runtime says it ended, never before it began nor after the agent
+// learnt of the end.
+func TestMeter_stopAt(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(nil)
+	began := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	now := began.Add(100 * time.Second)
+	for _, tc := range []struct {
+		name string
+		at   time.Time
+		want int64 // GPU-seconds, on 2 GPUs
+	}{
+		{"Unknown", time.Time{}, 200},
+		{"Earlier", began.Add(40*time.Second + 500*time.Millisecond), 80},
+		{"BeforeItBegan", began.Add(-time.Hour), 0},
+		{"AheadOfTheAgent", now.Add(time.Hour), 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m meter
+			mustOK(t, m.begin("", "lease_a", []string{"GPU-0", "GPU-1"}, 3600, began, nil))
+			m.stopAt(tc.at, now)
+			m.stopAt(began.Add(time.Second), now) // the first end stands
+			mustOK(t, m.cutDue(now, time.Hour, key))
+			var sum int64
+			for _, r := range m.pending(10) {
+				sum += r.GPUSeconds
+			}
+			if sum != tc.want || !m.finished() {
+				t.Errorf("charged %d GPU-seconds (finished %v), want %d", sum, m.finished(), tc.want)
+			}
+		})
+	}
+}
+
+// TestMeter_resumeAfterTheEnd checks that the end of a workload, and the
+// cut of its last receipt, outlive a crash: an agent that takes the
+// workload back and is told of its exit again charges no more.
+func TestMeter_resumeAfterTheEnd(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(nil)
+	began := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	later := began.Add(time.Hour) // when the next agent is told of the exit
+	t.Run("LastReceiptCut", func(t *testing.T) {
+		path := meterPath(t.TempDir(), "lease_a")
+		var first meter
+		mustOK(t, first.begin(path, "lease_a", []string{"GPU-0"}, 3600, began, nil))
+		first.stop(began.Add(150 * time.Second))
+		mustOK(t, first.cutDue(began.Add(150*time.Second), time.Minute, key))
+		mustOK(t, first.done(3)) // the server has them all; the agent dies before its final report
+
+		var second meter
+		mustOK(t, second.resume(path, nil))
+		second.stopAt(time.Time{}, later)
+		mustOK(t, second.cutDue(later, time.Minute, key))
+		if got := second.pending(10); len(got) != 0 || !second.finished() {
+			t.Errorf("after the restart: %+v, want no more receipts", got)
+		}
+	})
+	t.Run("EndedBeforeTheLastCut", func(t *testing.T) {
+		path := meterPath(t.TempDir(), "lease_a")
+		var first meter
+		mustOK(t, first.begin(path, "lease_a", []string{"GPU-0"}, 3600, began, nil))
+		first.stop(began.Add(150 * time.Second)) // the agent dies before it cuts
+		var second meter
+		mustOK(t, second.resume(path, nil))
+		second.stopAt(time.Time{}, later)
+		mustOK(t, second.cutDue(later, time.Minute, key))
+		var sum int64
+		for _, r := range second.pending(10) {
+			sum += r.GPUSeconds
+		}
+		if sum != 150 {
+			t.Errorf("charged %d GPU-seconds, want 150: up to the end kept on disk", sum)
+		}
+	})
+}
+
 func mustOK(tb testing.TB, err error) {
 	tb.Helper()
 	if err != nil {

@@ -5,8 +5,9 @@ package agent
 // and judges each one:
 //
 //   - A GPU that has disappeared, or reports a fault (an Xid error that is
-//     not a program's, a pending reset), is withdrawn. Its running work is
-//     left alone: if the GPU is broken the workload fails by itself.
+//     not a program's, a pending reset), is withdrawn. The fault leaves its
+//     running work alone: if the GPU is broken the workload fails by
+//     itself. The rules below still give notice on a faulty GPU.
 //   - A GPU above the thermal cap is withdrawn and all its running work gets
 //     notice, until it has cooled by thermalHysteresisC.
 //   - In when-idle mode, a GPU is offered only once its owner has left it
@@ -280,19 +281,29 @@ func (p *policy) judgeOne(now time.Time, d gpu.Device, leased bool, ours func(in
 			st.idleSince = now
 		}
 	}
+	var v verdict
+	switch {
+	case st.hot:
+		v = verdict{reason: fmt.Sprintf("thermal cap: %d°C, above the cap of %d°C", d.TempC, p.thermalCapC), evict: evictAll}
+	case owner != "":
+		v = verdict{reason: "the owner is using it: " + owner, evict: evictBronze}
+	case p.mode == ModeWhenIdle && now.Sub(st.idleSince) < p.idleFor:
+		v = verdict{reason: fmt.Sprintf("idle for %v of the %v it must be before it is offered", now.Sub(st.idleSince).Round(time.Second), p.idleFor)}
+	default:
+		v = verdict{offer: true}
+	}
+	// A fault withdraws the GPU and is the reason given, but evicts
+	// nothing itself; heat and the owner's return evict all the same. A
+	// GPU's Xid errors are kept for the detector's life: were a fault to
+	// decide everything, one Xid would turn off the thermal cap and the
+	// owner's claim on the GPU until the agent restarts.
 	switch {
 	case d.Fault() != "":
-		return verdict{reason: "unhealthy: " + d.Fault()}
+		v.offer, v.reason = false, "unhealthy: "+d.Fault()
 	case d.VRAMMB <= 0:
-		return verdict{reason: "the driver does not report its memory size"}
-	case st.hot:
-		return verdict{reason: fmt.Sprintf("thermal cap: %d°C, above the cap of %d°C", d.TempC, p.thermalCapC), evict: evictAll}
-	case owner != "":
-		return verdict{reason: "the owner is using it: " + owner, evict: evictBronze}
-	case p.mode == ModeWhenIdle && now.Sub(st.idleSince) < p.idleFor:
-		return verdict{reason: fmt.Sprintf("idle for %v of the %v it must be before it is offered", now.Sub(st.idleSince).Round(time.Second), p.idleFor)}
+		v.offer, v.reason = false, "the driver does not report its memory size"
 	}
-	return verdict{offer: true}
+	return v
 }
 
 // ownerUse says how the owner is using d, or "".
@@ -510,6 +521,15 @@ func noticeOf(l *idlegrid.Lease) time.Duration {
 // applyPowerCap sets the configured power cap on every GPU whose limit is
 // above it. A GPU that refused once (the agent lacks root, or the driver
 // does not allow it) is not asked again.
+//
+// A GPU whose limit the driver does not report (N/A) is not capped: the
+// agent could not record the limit to set back when it stops, so the GPU
+// would stay capped for its owner's own use after the agent exits, and
+// since the cap would never show, every look would set it again. A
+// provider's power cap is for renters' work and must not outlive the
+// agent, so a warning says so once, and the cap is applied once the
+// driver reports a limit. (A GPU capped by an agent that crashed keeps
+// its record, and gets its limit back when this one stops.)
 func (a *Agent) applyPowerCap(ctx context.Context, devs []gpu.Device) {
 	if a.cfg.PowerCapW == 0 {
 		return
@@ -520,7 +540,18 @@ func (a *Agent) applyPowerCap(ctx context.Context, devs []gpu.Device) {
 		if d.PowerMinW > 0 && d.PowerMaxW >= d.PowerMinW {
 			want = min(max(want, d.PowerMinW), d.PowerMaxW)
 		}
-		if a.powerRefused[d.UUID] || d.PowerLimitW > 0 && d.PowerLimitW <= want {
+		if a.powerRefused[d.UUID] {
+			continue
+		} else if d.PowerLimitW <= 0 {
+			if !a.powerUnknown[d.UUID] {
+				a.powerUnknown[d.UUID] = true
+				a.log.Warn("power cap not applied: the driver does not report the GPU's power limit, so it could not be set back when the agent stops",
+					"gpu", d.UUID, "cap_w", a.cfg.PowerCapW)
+			}
+			continue
+		}
+		delete(a.powerUnknown, d.UUID)
+		if d.PowerLimitW <= want {
 			continue
 		}
 		a.powerRefused[d.UUID] = true // until it works
@@ -528,13 +559,17 @@ func (a *Agent) applyPowerCap(ctx context.Context, devs []gpu.Device) {
 			a.log.Warn("power cap not applied: the GPU detector cannot set power limits", "gpu", d.UUID, "cap_w", a.cfg.PowerCapW)
 			continue
 		}
-		if err := a.notePowerLimit(d); err != nil {
+		noted, err := a.notePowerLimit(d)
+		if err != nil {
 			a.log.Warn("power cap not applied: cannot record the GPU's limit to set it back later", "gpu", d.UUID, "err", err)
 			continue
 		}
 		w, err := pc.SetPowerLimit(ctx, d.UUID, want)
 		if err != nil {
 			a.log.Warn("power cap not applied; the GPU keeps its limit", "gpu", d.UUID, "cap_w", a.cfg.PowerCapW, "limit_w", d.PowerLimitW, "err", err)
+			if noted { // nothing to set back: it has its limit still
+				a.forgetPowerLimit(d.UUID)
+			}
 			continue
 		}
 		delete(a.powerRefused, d.UUID)

@@ -2,9 +2,11 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -409,6 +411,69 @@ func (p *powerCounter) count() int {
 	return p.calls
 }
 
+// refusing is a fake detector one GPU of which refuses power limits
+// while refuse(true) holds, as a driver does that does not support them.
+type refusing struct {
+	*gpufake.Detector
+	bad string
+	mu  sync.Mutex
+	on  bool
+}
+
+func refuseOn(d *gpufake.Detector, idx int) *refusing {
+	devs, _ := d.Detect(context.Background())
+	return &refusing{Detector: d, bad: devs[idx].UUID}
+}
+
+func (f *refusing) refuse(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.on = on
+}
+
+func (f *refusing) SetPowerLimit(ctx context.Context, uuid string, w int) (int, error) {
+	f.mu.Lock()
+	refused := f.on && uuid == f.bad
+	f.mu.Unlock()
+	if refused {
+		return 0, errors.New("Not Supported")
+	}
+	return f.Detector.SetPowerLimit(ctx, uuid, w)
+}
+
+// unknownLimit is a fake detector whose driver does not report one GPU's
+// power limit (nvidia-smi's N/A).
+type unknownLimit struct {
+	*gpufake.Detector
+	uuid string
+}
+
+func (u unknownLimit) Detect(ctx context.Context) ([]gpu.Device, error) {
+	devs, err := u.Detector.Detect(ctx)
+	for i := range devs {
+		if devs[i].UUID == u.uuid {
+			devs[i].PowerLimitW = 0
+		}
+	}
+	return devs, err
+}
+
+// readPower reads the record of the limits the agent is to set back.
+func readPower(tb testing.TB, cfg *agent.Config) map[string]int {
+	tb.Helper()
+	data, err := os.ReadFile(filepath.Join(cfg.DataDir, "power.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]int{}
+	} else if err != nil {
+		tb.Fatal(err)
+	}
+	was := map[string]int{}
+	if err := json.Unmarshal(data, &was); err != nil {
+		tb.Fatalf("power.json: %v", err)
+	}
+	return was
+}
+
 // detectOnly hides a detector's power control.
 type detectOnly struct{ d gpu.Detector }
 
@@ -488,6 +553,73 @@ func TestPolicy_PowerCap(t *testing.T) {
 			}
 			if got := r.offered(); !slices.Equal(got, []int{0, 1}) {
 				t.Errorf("offered %v, want both GPUs regardless", got)
+			}
+			r.stop(t)
+		})
+	})
+	t.Run("RefusedCapLeavesNoRecord", func(t *testing.T) {
+		// GPU 0 refuses the cap: it keeps its limit, so there is nothing
+		// to set back, and GPU 1 alone is set back when the agent stops.
+		synctest.Test(t, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.PowerCapW = 300
+			var f *refusing
+			r := startRig(t, cfg, func(d *gpufake.Detector) gpu.Detector { f = refuseOn(d, 0); f.refuse(true); return f })
+			time.Sleep(time.Minute)
+			devs, _ := r.det.Detect(context.Background())
+			before := devs[1].PowerMaxW // the fake's limit before the cap
+			if was := readPower(t, cfg); !maps.Equal(was, map[string]int{r.gpus[1]: before}) {
+				t.Errorf("power.json = %v, want only GPU 1's limit: GPU 0 refused the cap", was)
+			}
+			r.stop(t)
+			want := []gpufake.PowerLimit{{UUID: r.gpus[1], Watts: 300}, {UUID: r.gpus[1], Watts: before}}
+			if got := r.det.PowerLimits(); !slices.Equal(got, want) {
+				t.Errorf("power limits = %v, want %v: GPU 0 never capped, nor set back", got, want)
+			}
+			if _, err := os.Stat(filepath.Join(cfg.DataDir, "power.json")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("power.json after the limits were set back: %v, want it gone", err)
+			}
+		})
+	})
+	t.Run("SetBackPastARefusal", func(t *testing.T) {
+		// GPU 0 refuses to be set back: GPU 1 is set back all the same,
+		// and the record keeps GPU 0's alone, for the next start.
+		synctest.Test(t, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.PowerCapW = 300
+			var f *refusing
+			r := startRig(t, cfg, func(d *gpufake.Detector) gpu.Detector { f = refuseOn(d, 0); return f })
+			time.Sleep(time.Minute)
+			devs, _ := r.det.Detect(context.Background())
+			before := devs[1].PowerMaxW
+			f.refuse(true)
+			r.stop(t)
+			devs, _ = r.det.Detect(context.Background())
+			if devs[0].PowerLimitW != 300 || devs[1].PowerLimitW != before {
+				t.Errorf("limits after stop %d W and %d W, want GPU 0 still capped at 300 W and GPU 1 set back to %d W",
+					devs[0].PowerLimitW, devs[1].PowerLimitW, before)
+			}
+			if was := readPower(t, cfg); !maps.Equal(was, map[string]int{r.gpus[0]: devs[0].PowerMaxW}) {
+				t.Errorf("power.json = %v, want only GPU 0's limit, not set back", was)
+			}
+		})
+	})
+	t.Run("LimitUnknown", func(t *testing.T) {
+		// The driver does not report GPU 0's limit: capping it would
+		// leave nothing to set back, and would be done again every look.
+		synctest.Test(t, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.PowerCapW = 300
+			r := startRig(t, cfg, func(d *gpufake.Detector) gpu.Detector {
+				devs, _ := d.Detect(context.Background())
+				return unknownLimit{Detector: d, uuid: devs[0].UUID}
+			})
+			time.Sleep(time.Hour)
+			if got, want := r.det.PowerLimits(), []gpufake.PowerLimit{{UUID: r.gpus[1], Watts: 300}}; !slices.Equal(got, want) {
+				t.Errorf("%d power limits set (first %v), want %v: GPU 0 left alone", len(got), got[:min(len(got), 3)], want)
+			}
+			if was := readPower(t, cfg); len(was) != 1 || was[r.gpus[0]] != 0 {
+				t.Errorf("power.json = %v, want GPU 1's limit alone", was)
 			}
 			r.stop(t)
 		})
@@ -573,6 +705,52 @@ func TestPolicy_GPUHealth(t *testing.T) {
 		r.det.Restore(r.gpus[0])
 		r.offering(t, "GPU 0 back", 0)
 		r.stop(t)
+	})
+}
+
+// TestPolicy_FaultyGPUStillGivesNotice: a GPU's Xid errors are kept for
+// the detector's life, so a fault is the reason a GPU is withdrawn but
+// must not turn off the rules that evict: a faulty GPU that overheats, or
+// whose owner comes back, still gives its work notice.
+func TestPolicy_FaultyGPUStillGivesNotice(t *testing.T) {
+	t.Run("TooHot", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.ThermalCapC = 80
+			r := startRig(t, cfg, nil)
+			r.lease("lease_gold", job(3600, nil), 0, 0)
+			waitFor(t, "the lease to run", leaseIn(r.srv, "lease_gold", idlegrid.LeaseRunning))
+			r.det.AddXid(r.gpus[0], 92) // a high single-bit ECC rate: the hardware's, not a program's
+			r.offering(t, "GPU 0 withdrawn for the Xid", 1)
+			if _, stopped := r.rt.stopped("lease_gold"); stopped {
+				t.Fatal("the fault alone stopped the lease; it is left to fail by itself")
+			}
+			r.det.SetTemp(r.gpus[0], 95)
+			waitFor(t, "the stop", func() bool { _, ok := r.rt.stopped("lease_gold"); return ok })
+			waitFor(t, "the lease to end", leaseIn(r.srv, "lease_gold", idlegrid.LeaseFailed))
+			if rep := lastReport(r.srv, "lease_gold"); !strings.Contains(rep.Message, "unhealthy: Xid 92") {
+				t.Errorf("report = %+v, want the fault given as the reason, which takes precedence", rep)
+			}
+			r.stop(t)
+		})
+	})
+	t.Run("OwnerBack", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cfg := whenIdleConfig(t)
+			cfg.Idle.For = time.Minute
+			r := startRig(t, cfg, nil)
+			r.offering(t, "both offered", 0, 1)
+			r.lease("lease_b", bronze(3600), 60, 0)
+			waitFor(t, "the lease to run", leaseIn(r.srv, "lease_b", idlegrid.LeaseRunning))
+			r.det.AddXid(r.gpus[0], 92)
+			r.offering(t, "GPU 0 withdrawn for the Xid", 1)
+			r.det.SetProcesses(r.gpus[0], gpu.Process{PID: 4242, Name: "/usr/bin/blender"})
+			waitFor(t, "the stop", func() bool { _, ok := r.rt.stopped("lease_b"); return ok })
+			if g, _ := r.rt.stopped("lease_b"); g != time.Minute {
+				t.Errorf("stopped with grace %v, want the lease's notice of 1m", g)
+			}
+			r.stop(t)
+		})
 	})
 }
 

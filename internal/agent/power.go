@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/idlegrid/idlegrid/internal/gpu"
@@ -37,33 +40,69 @@ func readPowerWas(dataDir string) (powerWas, error) {
 }
 
 // notePowerLimit records the limit d has before the agent caps it, unless
-// one is recorded: after a crash the limit d has is the cap.
-func (a *Agent) notePowerLimit(d gpu.Device) error {
-	if _, ok := a.powerWas[d.UUID]; ok || d.PowerLimitW <= 0 {
-		return nil
+// one is recorded: after a crash the limit d has is the cap. It reports
+// whether it recorded it now, so that a cap that then fails forgets it
+// (forgetPowerLimit). d.PowerLimitW is known (above 0).
+func (a *Agent) notePowerLimit(d gpu.Device) (bool, error) {
+	if _, ok := a.powerWas[d.UUID]; ok {
+		return false, nil
 	}
 	a.powerWas[d.UUID] = d.PowerLimitW
-	return writeJSONFile(powerPath(a.cfg.DataDir), a.powerWas)
+	if err := a.writePowerWas(); err != nil {
+		delete(a.powerWas, d.UUID)
+		return false, err
+	}
+	return true, nil
+}
+
+// forgetPowerLimit forgets the limit recorded for a GPU the cap was not
+// applied to after all: it has that limit still, and setting it "back" at
+// stop would override whatever the owner sets meanwhile.
+func (a *Agent) forgetPowerLimit(uuid string) {
+	delete(a.powerWas, uuid)
+	if err := a.writePowerWas(); err != nil {
+		a.log.Warn("could not update the record of power limits", "file", powerPath(a.cfg.DataDir), "err", err)
+	}
+}
+
+// writePowerWas writes the record of power limits to set back, or removes
+// it when there are none.
+func (a *Agent) writePowerWas() error {
+	if len(a.powerWas) > 0 {
+		return writeJSONFile(powerPath(a.cfg.DataDir), a.powerWas)
+	}
+	if err := os.Remove(powerPath(a.cfg.DataDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // restorePowerLimits sets each GPU the agent capped back to the limit it
-// had, when the agent stops.
-func (a *Agent) restorePowerLimits() {
+// had, when the agent stops. A GPU that refuses does not keep the others
+// capped: each is tried, and the record (power.json) is rewritten with
+// only those not set back, for the next start to try again. It returns
+// what went wrong, joined, having logged it.
+func (a *Agent) restorePowerLimits() error {
 	pc, ok := a.det.(gpu.PowerController)
 	if !ok || len(a.powerWas) == 0 {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for uuid, w := range a.powerWas {
+	var errs []error
+	for _, uuid := range slices.Sorted(maps.Keys(a.powerWas)) {
+		w := a.powerWas[uuid]
 		if _, err := pc.SetPowerLimit(ctx, uuid, w); err != nil {
-			a.log.Warn("could not set a GPU's power limit back", "gpu", uuid, "limit_w", w, "err", err)
-			return // the file keeps them for the next start
+			a.log.Warn("could not set a GPU's power limit back; the record keeps it for the next start", "gpu", uuid, "limit_w", w, "err", err)
+			errs = append(errs, fmt.Errorf("set GPU %s's power limit back to %d W: %w", uuid, w, err))
+			continue
 		}
 		delete(a.powerWas, uuid)
 		a.log.Info("power limit set back", "gpu", uuid, "limit_w", w)
 	}
-	if err := os.Remove(powerPath(a.cfg.DataDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		a.log.Warn("could not remove the record of power limits", "err", err)
+	if err := a.writePowerWas(); err != nil {
+		a.log.Warn("could not update the record of power limits", "file", powerPath(a.cfg.DataDir), "err", err)
+		errs = append(errs, err)
 	}
+	return errors.Join(errs...)
 }

@@ -110,12 +110,30 @@ func (m *meter) begin(path, leaseID string, gpus []string, limitSeconds int64, n
 }
 
 // stop records that the workload exited at now.
-func (m *meter) stop(now time.Time) {
+func (m *meter) stop(now time.Time) { m.stopAt(time.Time{}, now) }
+
+// stopAt records that the workload exited at at, as its runtime says
+// (runtime.Exit.At), learnt at now; at now when at is zero. The end is
+// never before the meter began, nor after now (the runtime's clock is not
+// the agent's). A workload that ended while no agent ran is reported when
+// an agent takes it back: it is charged up to when it ended, not for the
+// time until then. The end is kept on disk, so that an agent that
+// restarts after it charges no more.
+func (m *meter) stopAt(at, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.ended.IsZero() {
-		m.ended = now
+	if !m.ended.IsZero() { // kept from before a restart
+		return
 	}
+	end := now
+	if !at.IsZero() && at.Before(now) {
+		end = at
+	}
+	if !m.began.IsZero() && end.Before(m.began) {
+		end = m.began
+	}
+	m.ended = end
+	_ = m.save() // a failed write is mended by keep, before anything is sent
 }
 
 // gpuSample is one GPU's telemetry.
@@ -593,6 +611,11 @@ type meterState struct {
 	Seq          int64              `json:"seq"` // of the last receipt cut
 	PrevHash     string             `json:"prev_hash"`
 	Unsent       []idlegrid.Receipt `json:"unsent"` // cut, not yet accepted
+	// Ended is when the workload exited (zero while it runs), and Final
+	// says the last receipt has been cut: an agent that restarts after
+	// them, and is told of the exit again, charges nothing more.
+	Ended time.Time `json:"ended,omitzero"`
+	Final bool      `json:"final,omitempty"`
 }
 
 // safeLeaseID is what a lease ID must look like to name a file.
@@ -614,7 +637,7 @@ func (m *meter) save() error {
 	}
 	st := meterState{
 		LeaseID: m.leaseID, GPUs: m.gpus, LimitSeconds: int64(m.limit / time.Second), Began: m.began, Cut: m.cut,
-		Seq: m.seq, PrevHash: m.prevHash, Unsent: m.unsent,
+		Seq: m.seq, PrevHash: m.prevHash, Unsent: m.unsent, Ended: m.ended, Final: m.final,
 	}
 	data, err := json.Marshal(st)
 	if err == nil {
@@ -643,6 +666,7 @@ func (m *meter) resume(path string, last map[string]gpuSample) error {
 	m.path, m.leaseID, m.gpus = path, st.LeaseID, st.GPUs
 	m.limit = time.Duration(st.LimitSeconds) * time.Second
 	m.began, m.cut, m.seq, m.prevHash, m.unsent = st.Began, st.Cut, st.Seq, st.PrevHash, st.Unsent
+	m.ended, m.final = st.Ended, st.Final
 	m.doubt, m.unsaved = true, false
 	m.lastUtil, m.powerW = meanUtil(m.gpus, last), totalPower(m.gpus, last)
 	m.powerSince = m.cut

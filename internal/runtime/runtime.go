@@ -65,6 +65,12 @@ type Workload struct {
 	// RegistryAuth is the login to pull Job.Image with, when its registry
 	// is private to the job's renter; nil pulls without one.
 	RegistryAuth *idlegrid.RegistryAuth
+	// Notice is the notice the lease is owed before the node's policy
+	// stops it (its lease's NoticeSeconds, or the agent's default); 0 when
+	// unknown. An Adopter keeps it with the workload, so that an agent
+	// that takes the workload back still gives it (the docker runtime's
+	// LeaseNotice).
+	Notice time.Duration
 }
 
 // Event is one thing that happened to a running workload. Exactly one of
@@ -88,6 +94,13 @@ type Exit struct {
 	// "docker-volume:idlegrid-ckpt-job_x"; empty when it kept none. The
 	// agent reports it so that a requeued job carries it.
 	CheckpointRef string
+	// At is when the workload ended, as the runtime knows it (the docker
+	// runtime: the container's FinishedAt); zero when it cannot say, and
+	// the agent then takes the time the Exit reached it. For a workload
+	// that ended while no agent followed it (Adopter), it is when it
+	// really ended, not when the Exit is sent: the lease's usage is
+	// metered up to At, so no one pays for the time in between.
+	At time.Time
 }
 
 // Runtime runs workloads. See the package comment for the contract.
@@ -101,7 +114,8 @@ type Runtime interface {
 // of it left behind, e.g. when the agent crashed or was killed. Adopt finds
 // them and returns their lease IDs. For each it then sends events on
 // events, as if Start had returned nil: output from the adoption on, and
-// exactly one Exit (at once for a workload that ended meanwhile). Stop and
+// exactly one Exit (at once for a workload that ended meanwhile, with
+// Exit.At when it ended, where the runtime can tell). Stop and
 // Close work on adopted workloads as on started ones.
 type Adopter interface {
 	Adopt(ctx context.Context, events chan<- Event) ([]string, error)

@@ -354,7 +354,7 @@ func (r *Runtime) create(ctx context.Context, w runtime.Workload, events chan<- 
 	}
 	wl := r.newWorkload(w.LeaseID, w.JobID, events)
 	wl.scratch, wl.checkpoint, wl.notes, wl.memoryBytes = scratchVolume(w.LeaseID), ckpt, s.notes, s.host.Memory
-	wl.gpus, wl.tier = w.GPUs, w.Job.Tier
+	wl.gpus, wl.tier, wl.notice = w.GPUs, w.Job.Tier, w.Notice
 	if err := r.createVolumes(ctx, w, ckpt); err != nil {
 		r.removeFailed(wl, ckptExists)
 		return nil, err
@@ -548,6 +548,7 @@ func (r *Runtime) adopt(ctx context.Context, id, leaseID, jobID string, events c
 	if info.Config != nil {
 		wl.gpus = gpusFromEnv(info.Config.Env)
 		wl.tier = idlegrid.Tier(info.Config.Labels[LabelTier])
+		wl.notice = noticeLabel(info.Config.Labels[LabelNotice])
 		wl.verifiable = info.Config.Labels[LabelVerifiable] == "true"
 	}
 	for _, m := range info.Mounts {

@@ -207,8 +207,9 @@ type watch struct {
 	mu       sync.Mutex
 	logs     []idlegrid.LogLine
 	progress []float64
-	exit     *runtime.Exit
-	exitAt   time.Time
+	exit     *runtime.Exit // without At, which finished holds
+	exitAt   time.Time     // when the Exit came
+	finished time.Time     // the Exit's At: when the engine says the container finished
 	changed  chan struct{} // a receive follows every change
 }
 
@@ -240,6 +241,7 @@ func watchEvents(tb testing.TB, events <-chan runtime.Event, leaseID string) *wa
 					tb.Errorf("a second Exit: %+v", *ev.Exit)
 				}
 				e := *ev.Exit
+				wa.finished, e.At = e.At, time.Time{}
 				wa.exit, wa.exitAt = &e, time.Now()
 			}
 			wa.mu.Unlock()
@@ -294,6 +296,9 @@ func (wa *watch) exited(tb testing.TB) runtime.Exit {
 	wa.until(tb, "the exit", func(wa *watch) bool { return wa.exit != nil })
 	wa.mu.Lock()
 	defer wa.mu.Unlock()
+	if wa.exit.Err == nil && wa.finished.IsZero() {
+		tb.Errorf("Exit.At is zero, want when the container finished")
+	}
 	return *wa.exit
 }
 
@@ -698,7 +703,7 @@ func TestRuntime_Adopt(t *testing.T) {
 		node := randomID("node_test")
 		old := mustRuntime(t, Options{NodeID: node})
 		w := testWorkload(map[string]string{"WORKLOAD_STEPS": "100000", "WORKLOAD_STEP_MS": "20"})
-		w.Job.Tier = idlegrid.TierBronze
+		w.Job.Tier, w.Notice = idlegrid.TierBronze, 2*time.Minute
 		mustStart(t, old, w).line(t, "step 2/")
 		old.detach() // the agent crashes
 
@@ -718,6 +723,9 @@ func TestRuntime_Adopt(t *testing.T) {
 		}
 		if tier := r.LeaseTier(w.LeaseID); tier != idlegrid.TierBronze {
 			t.Errorf("LeaseTier of the adopted lease = %q, want bronze: its notice depends on it", tier)
+		}
+		if n := r.LeaseNotice(w.LeaseID); n != 2*time.Minute {
+			t.Errorf("LeaseNotice of the adopted lease = %v, want its own 2m0s", n)
 		}
 		step := stepOf(t, wa.line(t, "step "))
 		if again, err := r.Adopt(context.Background(), make(chan runtime.Event)); err != nil || len(again) != 0 {
@@ -815,15 +823,24 @@ func TestRuntime_Adopt(t *testing.T) {
 		case err := <-errC:
 			t.Fatalf("wait for the orphan to exit: %v", err)
 		}
+		exited := time.Now()
+		time.Sleep(2 * time.Second) // the agent is down a while
 
 		r := mustRuntime(t, Options{NodeID: node})
 		events := make(chan runtime.Event)
+		adopting := time.Now()
 		if got, err := r.Adopt(context.Background(), events); err != nil || !slices.Equal(got, []string{w.LeaseID}) {
 			t.Fatalf("Adopt = %v, %v; want [%s]", got, err, w.LeaseID)
 		}
 		wa := watchEvents(t, events, w.LeaseID)
 		if exit := wa.exited(t); exit != (runtime.Exit{Code: 5, CheckpointRef: CheckpointRef(w.JobID)}) {
 			t.Errorf("exit = %+v, want code 5 with the checkpoint", exit)
+		}
+		// When it really ended, not when it was found: the renter does not
+		// pay for the time no agent ran (a second of slack for the
+		// engine's clock).
+		if at := wa.finished; at.Before(exited.Add(-time.Minute)) || !at.Before(adopting.Add(-time.Second)) {
+			t.Errorf("Exit.At = %v, want about %v, when the container ended, not the adoption at %v", at, exited, adopting)
 		}
 		wa.mustHave(t, "had ended meanwhile")
 		if d, ok := r.AdoptedOutputDigest(w.LeaseID); ok {

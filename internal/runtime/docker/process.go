@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -101,6 +102,28 @@ func (r *Runtime) LeaseTier(leaseID string) idlegrid.Tier {
 		return wl.tier
 	}
 	return ""
+}
+
+// LeaseNotice returns the notice owed to the lease of a workload the
+// runtime follows (runtime.Workload.Notice), read back from its
+// container's label when it was adopted; 0 when unknown.
+func (r *Runtime) LeaseNotice(leaseID string) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if wl := r.running[leaseID]; wl != nil {
+		return wl.notice
+	}
+	return 0
+}
+
+// noticeLabel reads a container's LabelNotice; 0 when it has none, or one
+// that is not a positive duration.
+func noticeLabel(v string) time.Duration {
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0
+	}
+	return d
 }
 
 // gpusFromEnv reads IDLEGRID_GPUS from a container's environment.

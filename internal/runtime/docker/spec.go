@@ -26,6 +26,10 @@ const (
 	LabelRole      = "idlegrid.role" // workload, prep, scratch or checkpoint
 	LabelImage     = "idlegrid.image"
 	LabelTier      = "idlegrid.tier" // the lease's SLA tier, so that an adopted bronze lease still gets notice
+	// LabelNotice is the notice the lease is owed (runtime.Workload.Notice,
+	// as a Go duration, e.g. "2m0s"), so that a lease taken back after a
+	// restart still gets its own notice rather than the agent's default.
+	LabelNotice = "idlegrid.notice"
 	// LabelVerifiable marks a verifiable job's workload, so that one taken
 	// back after a restart still gives its output's digest (digest.go).
 	LabelVerifiable = "idlegrid.verifiable"
@@ -186,6 +190,9 @@ func (o *Options) sandboxFor(w runtime.Workload, imageID, imageUser, checkpointV
 	labels[LabelImage] = w.Job.Image
 	if w.Job.Tier != "" {
 		labels[LabelTier] = string(w.Job.Tier)
+	}
+	if w.Notice > 0 {
+		labels[LabelNotice] = w.Notice.String()
 	}
 	if w.Job.Verifiable {
 		labels[LabelVerifiable] = "true"

@@ -75,6 +75,19 @@ func TestOptions_SandboxFor(t *testing.T) {
 			t.Errorf("volume owner %d:%d mode %o, want 65534:65534 0755", s.uid, s.gid, s.mode)
 		}
 	})
+	t.Run("TierAndNotice", func(t *testing.T) {
+		w := specWorkload()
+		w.Job.Tier, w.Notice = idlegrid.TierBronze, 2*time.Minute
+		labels := mustOptions(t, Options{}).sandboxFor(w, "img", "", "v").config.Labels
+		if labels[LabelTier] != "bronze" || noticeLabel(labels[LabelNotice]) != 2*time.Minute {
+			t.Errorf("labels %v: want the tier and the notice, for an agent that takes the workload back", labels)
+		}
+		for _, bad := range []string{"", "soon", "-5s", "0s"} {
+			if n := noticeLabel(bad); n != 0 {
+				t.Errorf("noticeLabel(%q) = %v, want 0 (unknown)", bad, n)
+			}
+		}
+	})
 	t.Run("Env", func(t *testing.T) {
 		w := specWorkload()
 		w.Job.CheckpointRef = "s3://bucket/ckpt"

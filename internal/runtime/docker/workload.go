@@ -32,9 +32,10 @@ type workload struct {
 	memoryBytes int64    // the container's limit, for the out-of-memory note
 	gpus        []string // UUIDs of the lease's GPUs
 	tier        idlegrid.Tier
-	notes       []string // sent as stderr lines before the output
-	adopted     bool     // taken back after a restart: follow only new output
-	verifiable  bool     // adopted: its job's output is checked by its digest (digest.go)
+	notice      time.Duration // the lease's notice; 0 when unknown
+	notes       []string      // sent as stderr lines before the output
+	adopted     bool          // taken back after a restart: follow only new output
+	verifiable  bool          // adopted: its job's output is checked by its digest (digest.go)
 	events      chan<- runtime.Event
 
 	waitC <-chan container.WaitResponse // the container's exit
@@ -156,11 +157,13 @@ func (wl *workload) signal(sig string) {
 	}
 }
 
-// finish tells of an out-of-memory kill, removes the container and the
-// scratch volume, and keeps the checkpoint unless the workload succeeded.
+// finish records when the container finished, tells of an out-of-memory
+// kill, removes the container and the scratch volume, and keeps the
+// checkpoint unless the workload succeeded.
 func (r *Runtime) finish(wl *workload, exit *runtime.Exit) {
 	ctx, cancel := context.WithTimeout(context.Background(), engineTimeout)
 	defer cancel()
+	exit.At = r.finishedAt(ctx, wl)
 	if note := wl.diskNoted(); note != "" {
 		wl.note(note)
 	} else if r.oomKilled(ctx, wl, exit) {
@@ -178,6 +181,21 @@ func (r *Runtime) finish(wl *workload, exit *runtime.Exit) {
 	default:
 		exit.CheckpointRef = CheckpointRefPrefix + wl.checkpoint
 	}
+}
+
+// finishedAt is when the engine says the workload's container finished
+// (State.FinishedAt): for one that ended while no agent followed it, long
+// before Adopt found it. Zero when the engine cannot say.
+func (r *Runtime) finishedAt(ctx context.Context, wl *workload) time.Time {
+	info, err := r.cli.ContainerInspect(ctx, wl.containerID)
+	if err != nil || info.State == nil {
+		return time.Time{}
+	}
+	at, err := time.Parse(time.RFC3339Nano, info.State.FinishedAt)
+	if err != nil || at.IsZero() { // "0001-01-01T00:00:00Z" before it finished
+		return time.Time{}
+	}
+	return at.UTC()
 }
 
 // How long finish looks again for an out-of-memory kill that Docker has

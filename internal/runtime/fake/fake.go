@@ -4,7 +4,7 @@
 // trainer ("step 120/1000 loss=1.234 …"), saves a checkpoint as often as
 // the job says it does (CheckpointEverySeconds of its run, at the end of a
 // progress report's tick), and on Stop checkpoints and exits 143 within the
-// grace period.
+// grace period. Its Exit's At is when the run ended, on its Clock.
 //
 // A job's env steers the simulation:
 //
@@ -106,6 +106,7 @@ func (r *Runtime) Start(ctx context.Context, w runtime.Workload, events chan<- r
 	go func() {
 		defer r.wg.Done()
 		exit := wl.run()
+		exit.At = wl.clock.Now()
 		r.mu.Lock()
 		delete(r.running, w.LeaseID)
 		r.mu.Unlock()

@@ -17,8 +17,10 @@ import (
 type run struct {
 	logs     []idlegrid.LogLine
 	progress []float64
-	exit     runtime.Exit
+	exit     runtime.Exit  // without At, which ended holds
 	took     time.Duration // from Start to Exit
+	began    time.Time     // when Start was called
+	ended    time.Time     // the Exit's At
 	// checkpoints are when the workload said it saved its work, from
 	// Start.
 	checkpoints []time.Duration
@@ -50,7 +52,7 @@ func mustStart(tb testing.TB, r *fake.Runtime, w runtime.Workload) <-chan *run {
 	}
 	done := make(chan *run, 1)
 	go func() {
-		out := &run{}
+		out := &run{began: began}
 		for ev := range events {
 			if ev.LeaseID != w.LeaseID {
 				tb.Errorf("event for lease %q, want %q", ev.LeaseID, w.LeaseID)
@@ -64,6 +66,7 @@ func mustStart(tb testing.TB, r *fake.Runtime, w runtime.Workload) <-chan *run {
 				out.checkpoints = append(out.checkpoints, time.Since(began))
 			case ev.Exit != nil:
 				out.exit, out.took = *ev.Exit, time.Since(began)
+				out.ended, out.exit.At = out.exit.At, time.Time{}
 				done <- out
 				return
 			}
@@ -100,6 +103,9 @@ func TestRuntime_Start(t *testing.T) {
 			}
 			if got.took != time.Hour {
 				t.Errorf("took %v, want 1h at speed 1", got.took)
+			}
+			if want := got.began.Add(time.Hour); !got.ended.Equal(want) {
+				t.Errorf("Exit.At = %v, want %v: when the run ended, on the runtime's clock", got.ended, want)
 			}
 			if len(got.progress) != fake.Ticks || got.progress[len(got.progress)-1] != 1 {
 				t.Errorf("progress = %v, want %d reports ending at 1", got.progress, fake.Ticks)
