@@ -115,6 +115,8 @@ comma-separated, in --tz (default: the region's usual zone).`,
 	}
 	if provider == renter {
 		return usagef("give --provider or --renter\n  run 'idlegrid estimate --help' for examples")
+	} else if err := checkReplayFlags(jobs, seeds, probeEvery.d, q.feeBPS); err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -127,7 +129,7 @@ comma-separated, in --tz (default: the region's usual zone).`,
 		if live {
 			out, err = c.providerLive(ctx, r, &q)
 		} else {
-			out, err = c.providerTrace(ctx, tf, &q, seed, max(seeds, 1), jobs)
+			out, err = c.providerTrace(ctx, tf, &q, seed, seeds, jobs)
 		}
 	} else {
 		f := renterFlags{path: jobPath, gpus: gpus, tier: tier, models: models, cap: maxPrice.m,
@@ -138,7 +140,7 @@ comma-separated, in --tz (default: the region's usual zone).`,
 		if live {
 			out, err = c.renterLive(ctx, r, &q)
 		} else {
-			out, err = c.renterTrace(ctx, tf, &q, seed, max(seeds, 1), jobs, probeEvery.d)
+			out, err = c.renterTrace(ctx, tf, &q, seed, seeds, jobs, probeEvery.d)
 		}
 	}
 	if err != nil {
@@ -150,6 +152,21 @@ comma-separated, in --tz (default: the region's usual zone).`,
 	}
 	out.write(c.env.Out)
 	return nil
+}
+
+// checkReplayFlags refuses what the replay would otherwise bend silently:
+// negative jobs, fewer than one replay, probes more often than a second (the
+// replay counts whole seconds), and a fee the server would refuse.
+func checkReplayFlags(jobs, replays int, probeEvery time.Duration, feeBPS int64) error {
+	switch {
+	case jobs < 0:
+		return usagef("--jobs must not be negative (0: as in the trace), got %d", jobs)
+	case replays < 1:
+		return usagef("--replays must be at least 1, got %d", replays)
+	case probeEvery < time.Second:
+		return usagef("--probe-every must be at least 1s, got %s", probeEvery)
+	}
+	return checkFee(feeBPS)
 }
 
 // estimateResult is what an estimate prints: lines for people, a flat
@@ -576,6 +593,9 @@ func (q *estimate) parseRenter(e *env, f renterFlags, set map[string]bool) error
 		spec.Tier = idlegrid.Tier(f.tier)
 	}
 	if set["max-price"] {
+		if f.cap <= 0 {
+			return idlegrid.Invalid("--max-price", "must be above 0, e.g. --max-price 1.50; leave it out for caps from cloud on-demand prices")
+		}
 		spec.MaxPriceMicrosPerGPUHour = f.cap
 	}
 	if set["duration"] {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,9 @@ func (t *traceFlags) load() (sim.Config, error) {
 		return cfg, err
 	}
 	opts := trace.Options{BadRows: bad}
+	if t.nodeGPUs < 1 || t.nodeGPUs > 64 {
+		return cfg, usagef("--helios-node-gpus must be between 1 and 64, got %d", t.nodeGPUs)
+	}
 	switch t.align {
 	case "auto":
 	case "median":
@@ -316,6 +320,12 @@ replays the Azure LLM inference trace through the real gateway.`,
 	}
 	if nodes < 0 || jobs < 0 {
 		return usagef("--nodes and --jobs must not be negative")
+	} else if err := checkFee(feeBPS); err != nil {
+		return err
+	}
+	runNames, err := parseRuns(runs)
+	if err != nil {
+		return err
 	}
 	began := time.Now()
 	cfg, err := tf.load()
@@ -325,16 +335,7 @@ replays the Azure LLM inference trace through the real gateway.`,
 	read := time.Since(began)
 	cfg.Nodes, cfg.Jobs, cfg.Seed, cfg.Span, cfg.Patience = nodes, jobs, seed, span.d, patience.d
 	cfg.CheckpointEvery = time.Duration(checkpoint.secs) * time.Second
-	cfg.FeeBasisPoints, cfg.Parallel = replayFee(feeBPS), parallel
-	cfg.Runs = nil
-	for _, r := range strings.Split(runs, ",") {
-		if r = strings.TrimSpace(r); r != "" {
-			cfg.Runs = append(cfg.Runs, r)
-		}
-	}
-	if len(cfg.Runs) == 0 {
-		return usagef("--runs names nothing to run")
-	}
+	cfg.FeeBasisPoints, cfg.Parallel, cfg.Runs = replayFee(feeBPS), parallel, runNames
 	if !quiet {
 		p := newProgress(c.env.Err)
 		cfg.Progress = p.update
@@ -358,6 +359,31 @@ replays the Azure LLM inference trace through the real gateway.`,
 	}
 	if out != "" {
 		fmt.Fprintf(c.env.Out, "plots and metrics written to %s (utilisation.svg, prices.svg, queue.svg, metrics.json, summary.txt)\n", out)
+	}
+	return nil
+}
+
+// parseRuns reads --runs: each run once, at least one.
+func parseRuns(list string) ([]string, error) {
+	var runs []string
+	for _, r := range strings.Split(list, ",") {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		} else if slices.Contains(runs, r) {
+			return nil, usagef("--runs names %s twice; name each run once", r)
+		}
+		runs = append(runs, r)
+	}
+	if len(runs) == 0 {
+		return nil, usagef("--runs names nothing to run")
+	}
+	return runs, nil
+}
+
+// checkFee refuses a --fee-bps the server would refuse.
+func checkFee(bps int64) error {
+	if bps < 0 || bps > 10000 {
+		return usagef("--fee-bps must be between 0 and 10000, got %d", bps)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -305,5 +306,52 @@ func TestSim_BadPriceRows(t *testing.T) {
 	m = mustSimJSON(t, run(t, noData, append(est, "--json")...))
 	if m["prices_rows_skipped"] != 1.0 || m["demand_rows_skipped"] != 0.0 {
 		t.Errorf("estimate: prices_rows_skipped %v, demand_rows_skipped %v; want 1 and 0", m["prices_rows_skipped"], m["demand_rows_skipped"])
+	}
+}
+
+// Flags the replay would otherwise bend silently are refused, naming the
+// flag, with exit 2.
+func TestSim_flagErrors(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--fee-bps", "-1"}, "--fee-bps must be between 0 and 10000, got -1"},
+		{[]string{"--fee-bps", "10001"}, "--fee-bps must be between 0 and 10000, got 10001"},
+		{[]string{"--runs", "engine,fifo,engine"}, "--runs names engine twice; name each run once"},
+		{[]string{"--helios-node-gpus", "0"}, "--helios-node-gpus must be between 1 and 64, got 0"},
+		{[]string{"--helios-node-gpus", "-8"}, "--helios-node-gpus must be between 1 and 64, got -8"},
+	} {
+		args := append(append([]string{"sim", "--quiet"}, traceArgs()...), tt.args...)
+		if r := run(t, noData, args...); r.code != 2 || !strings.Contains(r.err, tt.want) {
+			t.Errorf("%v: got %s\nwant exit 2 and %q", tt.args, r, tt.want)
+		}
+	}
+}
+
+func TestEstimate_flagErrors(t *testing.T) {
+	provider := []string{"estimate", "--provider", "--gpus", "1xT4", "--region", "eu-west", "--ask", "0.30"}
+	renter := []string{"estimate", "--renter", "--gpus", "1", "--duration", "1h"}
+	job := filepath.Join(t.TempDir(), "job.yaml")
+	mustWriteFile(t, job, "image: ghcr.io/acme/train:1\ngpus: 1\nduration: 1h\nmax_price: 2.00\n")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{append(provider, "--fee-bps", "20000"), "--fee-bps must be between 0 and 10000, got 20000"},
+		{append(renter, "--fee-bps", "-5"), "--fee-bps must be between 0 and 10000, got -5"},
+		{append(renter, "--max-price", "-1"), "--max-price: must be above 0"},
+		{append(renter, "--max-price", "0"), "--max-price: must be above 0"},
+		{[]string{"estimate", "--renter", "--job", job, "--max-price", "0"}, "--max-price: must be above 0"},
+		{append(renter, "--probe-every", "500ms"), "--probe-every must be at least 1s, got 500ms"},
+		{append(provider, "--jobs", "-5"), "--jobs must not be negative (0: as in the trace), got -5"},
+		{append(provider, "--replays", "-3"), "--replays must be at least 1, got -3"},
+		{append(renter, "--replays", "0"), "--replays must be at least 1, got 0"},
+		{append(provider, "--helios-node-gpus", "0"), "--helios-node-gpus must be between 1 and 64, got 0"},
+	} {
+		args := append(slices.Clone(tt.args), traceArgs()...)
+		if r := run(t, noData, args...); r.code != 2 || !strings.Contains(r.err, tt.want) {
+			t.Errorf("%v: got %s\nwant exit 2 and %q", tt.args, r, tt.want)
+		}
 	}
 }

@@ -3,7 +3,20 @@ package sim
 import (
 	"strconv"
 	"time"
+
+	"github.com/idlegrid/idlegrid"
 )
+
+// checkProbes refuses a probe sent more often than once a second: the
+// replay's clock counts whole seconds.
+func checkProbes(ps []Probe) error {
+	for _, p := range ps {
+		if p.Every > 0 && p.Every < time.Second {
+			return idlegrid.Invalid("probes.every", "must be at least a second (0: every 6 hours), got %s", p.Every)
+		}
+	}
+	return nil
+}
 
 // addProbes adds the estimator's probe jobs: each probe every Every from
 // half an interval after the start, with its own tier and cap (from

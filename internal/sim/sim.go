@@ -195,10 +195,8 @@ type Progress struct {
 // Run builds the world from cfg's traces and replays it through each run.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg = cfg.withDefaults()
-	for _, name := range cfg.Runs {
-		if _, ok := RunTitles[name]; !ok {
-			return nil, idlegrid.Invalid("runs", "unknown run %q; use %s", name, fmt.Sprint(DefaultRuns))
-		}
+	if err := checkRuns(cfg.Runs); err != nil {
+		return nil, err
 	}
 	began := time.Now()
 	w, err := buildWorld(cfg)
@@ -234,6 +232,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Wall = time.Since(began)
 	res.PeakRSSBytes = peakRSS()
 	return res, nil
+}
+
+// checkRuns refuses an unknown run, and a run named twice: each run's
+// metrics go under its name.
+func checkRuns(runs []string) error {
+	seen := map[string]bool{}
+	for _, name := range runs {
+		if _, ok := RunTitles[name]; !ok {
+			return idlegrid.Invalid("runs", "unknown run %q; use %s", name, fmt.Sprint(DefaultRuns))
+		} else if seen[name] {
+			return idlegrid.Invalid("runs", "%q is named twice; name each run once", name)
+		}
+		seen[name] = true
+	}
+	return nil
 }
 
 func newMatcher(name string, w *world) matcher {

@@ -21,6 +21,9 @@ import (
 type world struct {
 	cfg        Config
 	start, end int64 // the replay span [start, end)
+	// spanOfDemand: the supply has no windows, so the demand's own submit
+	// times set the span, and nothing moves the demand onto it.
+	spanOfDemand bool
 
 	nodes     []*simNode
 	jobs      []jobSpec // by submit time
@@ -137,6 +140,12 @@ func buildWorld(cfg Config) (*world, error) {
 	nodeRNG := rand.New(rand.NewPCG(cfg.Seed, 0x6e6f646573)) // "nodes"
 	jobRNG := rand.New(rand.NewPCG(cfg.Seed, 0x6a6f6273))    // "jobs"
 	w.buildNodes(nodeRNG)
+	if err := w.checkNodeIDs(); err != nil {
+		return nil, err
+	}
+	if err := checkProbes(cfg.Probes); err != nil {
+		return nil, err
+	}
 	w.setPrices()
 	w.priceNodes(nodeRNG)
 	if err := w.buildJobs(jobRNG); err != nil {
@@ -160,6 +169,7 @@ func (w *world) setSpan() error {
 			return idlegrid.Invalid("demand", "no jobs, and the supply has no windows: nothing sets the replay span")
 		}
 		s, e = jobs[0].Submit, jobs[len(jobs)-1].Submit.Add(time.Second)
+		w.spanOfDemand = true
 		w.notef("the supply has no windows: its nodes are offered around the clock, over the demand's span")
 	}
 	w.start, w.end = s.Unix(), e.Unix()
@@ -207,8 +217,8 @@ func (w *world) buildNodes(rng *rand.Rand) {
 		t := &src[i]
 		n := &simNode{idx: int32(len(w.nodes)), id: t.ID, model: t.GPUModel, gpus: t.GPUs, region: t.Region}
 		shift := int64(0)
-		if k >= len(src) {
-			n.id = t.ID + "#" + strconv.Itoa(k/len(src))
+		if k >= len(src) { // a copy, named by its place in the draw: two copies of one node in one round differ
+			n.id = t.ID + "#" + strconv.Itoa(k)
 			shift = unit * rng.Int64N(max(1, (w.end-w.start)/unit))
 		}
 		n.windows, n.asks = w.windowsOf(windows(t), shift)
@@ -227,6 +237,24 @@ func (w *world) buildNodes(rng *rand.Rand) {
 			w.nodes = append(w.nodes, n)
 		}
 	}
+}
+
+// checkNodeIDs refuses two nodes of one name: the engine keys its nodes
+// by name, so the later would replace the earlier in the market while the
+// offered GPU-hours and the baselines counted both.
+func (w *world) checkNodeIDs() error {
+	seen := make(map[string]bool, len(w.nodes))
+	for _, n := range w.nodes {
+		if seen[n.id] {
+			field := "supply"
+			if n.watched {
+				field = "extra_nodes"
+			}
+			return idlegrid.Invalid(field, "two nodes are named %q; give every node its own name", n.id)
+		}
+		seen[n.id] = true
+	}
+	return nil
 }
 
 // shiftUnit is how far copies move: a day, or for spans under four days
@@ -309,12 +337,32 @@ func sample(rng *rand.Rand, n, want int) []int {
 }
 
 // setPrices reads the on-demand and marketplace price of every model of
-// the world, by proxy where the tables lack one.
+// the world, by proxy where the tables lack one. The proxy is the median
+// of the trace's own models that the tables price: the estimator's node
+// and probe jobs never move the market's prices.
 func (w *world) setPrices() {
-	p := w.cfg.Prices
+	models := w.traceModels()
+	proxy := w.standIn(models)
+	for _, n := range w.nodes {
+		if n.watched && n.model != "" {
+			models[n.model] = true
+		}
+	}
+	for _, m := range slices.Sorted(maps.Keys(models)) {
+		w.priceModel(m, proxy)
+	}
+	if len(w.proxied) > 0 {
+		w.notef("no on-demand price for %s: priced at %s/GPU-h, the median of this replay's models that the tables price",
+			strings.Join(w.proxied, ", "), rate(proxy))
+	}
+}
+
+// traceModels is the models the traces name: the supply's nodes (not the
+// estimator's), the model mix, and the demand's jobs.
+func (w *world) traceModels() map[string]bool {
 	models := map[string]bool{}
 	for _, n := range w.nodes {
-		if n.model != "" {
+		if n.model != "" && !n.watched {
 			models[n.model] = true
 		}
 	}
@@ -326,31 +374,39 @@ func (w *world) setPrices() {
 			models[m] = true
 		}
 	}
+	return models
+}
+
+// standIn is the on-demand price of a model the tables lack: the median
+// on-demand price of the models given that the tables price, or $1 when
+// they price none.
+func (w *world) standIn(models map[string]bool) idlegrid.Micros {
 	var known []idlegrid.Micros
 	for m := range models {
-		if od, ok := p.OnDemand(m); ok {
-			w.onDemand[m] = od
+		if od, ok := w.cfg.Prices.OnDemand(m); ok {
 			known = append(known, od)
 		}
 	}
-	proxy := trace.MedianMicros(known)
-	if proxy == 0 {
-		proxy = idlegrid.MicrosPerUnit
+	if proxy := trace.MedianMicros(known); proxy > 0 {
+		return proxy
 	}
-	for _, m := range slices.Sorted(maps.Keys(models)) {
-		if _, ok := w.onDemand[m]; !ok {
-			w.onDemand[m] = proxy
-			w.proxied = append(w.proxied, m)
-		}
-		if mk, ok := p.Market(m); ok {
-			w.market[m] = mk
-		} else {
-			w.market[m] = w.onDemand[m] * proxyMarketPercent / 100
-		}
+	return idlegrid.MicrosPerUnit
+}
+
+// priceModel sets a model's on-demand price (proxy when the tables lack
+// it) and market price (40% of on-demand when they lack it).
+func (w *world) priceModel(m string, proxy idlegrid.Micros) {
+	p := w.cfg.Prices
+	od, ok := p.OnDemand(m)
+	if !ok {
+		od = proxy
+		w.proxied = append(w.proxied, m)
 	}
-	if len(w.proxied) > 0 {
-		w.notef("no on-demand price for %s: priced at %s/GPU-h, the median of this replay's models that the tables price",
-			strings.Join(w.proxied, ", "), rate(proxy))
+	w.onDemand[m] = od
+	if mk, ok := p.Market(m); ok {
+		w.market[m] = mk
+	} else {
+		w.market[m] = od * proxyMarketPercent / 100
 	}
 }
 
@@ -586,13 +642,18 @@ func (w *world) buildJobs(rng *rand.Rand) error {
 }
 
 // alignment is how far demand times move: none when demand and supply
-// count time alike (both on the calendar, or both from their start);
-// otherwise the demand's median submit time moves to the middle of the
-// span, to the minute. Config.Align overrides it.
+// count time alike (both on the calendar, or both from their start), or
+// when the demand's own submit times set the span (supply without
+// windows); otherwise the demand's median submit time moves to the middle
+// of the span, to the minute. Config.Align overrides it, except where the
+// span is the demand's own.
 func (w *world) alignment() int64 {
 	d := w.cfg.Demand
 	if len(d.Jobs) == 0 {
 		return 0
+	}
+	if w.spanOfDemand {
+		return 0 // the span is the demand's own: it is already on it
 	}
 	align := w.cfg.Align
 	if align == AlignAuto {
@@ -650,8 +711,8 @@ func (w *world) spec(t *trace.Job, setIdx, regIdx map[string]uint16) jobSpec {
 }
 
 // reference is the on-demand price a renter compares with: the median
-// on-demand price of the models the job accepts (of the nodes' models,
-// for a job that accepts any).
+// on-demand price of the models the job accepts (of the trace's nodes'
+// models, for a job that accepts any: the estimator's node moves no cap).
 func (w *world) reference(set uint16) idlegrid.Micros {
 	if p, ok := w.refs[set]; ok {
 		return p
@@ -668,7 +729,7 @@ func (w *world) referenceOf(models []string) idlegrid.Micros {
 	if len(models) == 0 {
 		seen := map[string]bool{}
 		for _, n := range w.nodes {
-			if !seen[n.model] {
+			if !seen[n.model] && !n.watched {
 				seen[n.model] = true
 				models = append(models, n.model)
 			}

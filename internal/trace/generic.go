@@ -198,34 +198,55 @@ func sameNode(t *table, first, n *Node) error {
 	return nil
 }
 
-// checkWindows sorts a node's windows and refuses overlaps: with
-// BadRowsSkip the later row of an overlapping pair is skipped.
+// checkWindows sorts a node's windows and refuses overlaps: the later row
+// in the file of an overlapping pair is the bad row, and with BadRowsSkip
+// it is skipped.
 func (s *Supply) checkWindows(n *Node, lines []int, opts Options) error {
-	idx := make([]int, len(n.Windows))
-	for i := range idx {
-		idx[i] = i
+	if !overlapping(n.Windows) {
+		slices.SortStableFunc(n.Windows, func(a, b Window) int { return a.Start.Compare(b.Start) })
+		return nil
 	}
-	slices.SortStableFunc(idx, func(a, b int) int { return n.Windows[a].Start.Compare(n.Windows[b].Start) })
-	var kept []Window
-	var last time.Time
-	lastLine := 0
-	for _, i := range idx {
-		w := n.Windows[i]
-		if len(kept) > 0 && w.Start.Before(last) {
+	var kept []Window // sorted by start
+	var keptLines []int
+	for i, w := range n.Windows {
+		k, _ := slices.BinarySearchFunc(kept, w.Start, func(x Window, t time.Time) int { return x.Start.Compare(t) })
+		if o := overlapAt(kept, k, w); o >= 0 {
 			err := rowError(s.Source, lines[i], "window_start",
 				"node %s: window %s to %s overlaps the window on line %d", n.ID,
-				fmtTime(w.Start, s), fmtTime(w.End, s), lastLine)
+				fmtTime(w.Start, s), fmtTime(w.End, s), keptLines[o])
 			if opts.BadRows != BadRowsSkip {
 				return err
 			}
 			s.skip(err)
 			continue
 		}
-		kept = append(kept, w)
-		last, lastLine = w.End, lines[i]
+		kept, keptLines = slices.Insert(kept, k, w), slices.Insert(keptLines, k, lines[i])
 	}
 	n.Windows = kept
 	return nil
+}
+
+// overlapping reports whether any two windows overlap.
+func overlapping(ws []Window) bool {
+	sorted := slices.SortedStableFunc(slices.Values(ws), func(a, b Window) int { return a.Start.Compare(b.Start) })
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i].Start.Before(sorted[i-1].End) {
+			return true
+		}
+	}
+	return false
+}
+
+// overlapAt is the index in kept (sorted, none overlapping) of a window
+// that w, to go in at k, overlaps, or -1.
+func overlapAt(kept []Window, k int, w Window) int {
+	if k > 0 && w.Start.Before(kept[k-1].End) {
+		return k - 1
+	}
+	if k < len(kept) && kept[k].Start.Before(w.End) {
+		return k
+	}
+	return -1
 }
 
 // fmtTime writes t as the file wrote it.

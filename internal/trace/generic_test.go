@@ -153,6 +153,26 @@ func TestReadSupplyCSV(t *testing.T) {
 	}
 }
 
+// Of two overlapping windows, the row later in the file is the bad one,
+// even when its window starts first.
+func TestReadSupplyCSV_overlapBlamesTheLaterRow(t *testing.T) {
+	const csv = "node,gpu_model,gpus,window_start,window_end\n" +
+		"n1,T4,2,0,100\nn1,T4,2,200,300\nn1,T4,2,150,250\nn1,T4,2,100,150\n"
+	const want = "x.csv line 4: window_start: node n1: window 150 to 250 overlaps the window on line 3"
+	_, err := trace.ReadSupplyCSV(strings.NewReader(csv), "x.csv", trace.Options{})
+	if got := idlegrid.ErrorMessage(err); got != want {
+		t.Errorf("error = %q, want %q", got, want)
+	}
+	s, err := trace.ReadSupplyCSV(strings.NewReader(csv), "x.csv", trace.Options{BadRows: trace.BadRowsSkip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := []trace.Window{{Start: at(0), End: at(100)}, {Start: at(100), End: at(150)}, {Start: at(200), End: at(300)}}
+	if diff := cmp.Diff(kept, s.Nodes[0].Windows); diff != "" || s.Skipped != 1 || s.SkipNotes[0] != want {
+		t.Errorf("skip: windows (-want +got):\n%s\nskipped %d %q, want 1 %q", diff, s.Skipped, s.SkipNotes, want)
+	}
+}
+
 func TestParseBadRows(t *testing.T) {
 	for in, want := range map[string]trace.BadRows{"fail": trace.BadRowsFail, "": trace.BadRowsFail, "skip": trace.BadRowsSkip} {
 		if got, err := trace.ParseBadRows(in); err != nil || got != want {
