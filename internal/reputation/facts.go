@@ -239,17 +239,79 @@ func WindowFacts(promised, online []Span) []Fact {
 }
 
 // ReceiptFact checks a receipt of a lease on gpus GPUs against the node's
-// telemetry: the spans it was online, from its heartbeats. The receipt is
-// consistent when it claims no more GPU-seconds than those GPUs could have
-// run while the node was online inside the receipt's interval, give or take
-// tolerance (heartbeat granularity, clock skew). The fact is dated at.
-func ReceiptFact(r *idlegrid.Receipt, gpus int, online []Span, tolerance time.Duration, at time.Time) Fact {
-	on := Heard(r.Start, r.End, online)
-	limit := min(on+tolerance, r.End.Sub(r.Start))
-	if r.GPUSeconds > int64(gpus)*int64(limit/time.Second) {
-		return Fact{Kind: FactReceiptInconsistent, At: at}
+// telemetry: the spans it was online, from its heartbeats. The receipt's
+// interval is timed by the node's clock and the spans by the server's, so
+// the interval is first moved by offset, the node's clock's offset found
+// for the lease's receipts (ReceiptOffset). The receipt is consistent
+// when it claims no more GPU-seconds than those GPUs could have run while
+// the node was heard inside that interval, give or take tolerance
+// (heartbeat granularity). The fact is dated at.
+func ReceiptFact(r *idlegrid.Receipt, gpus int, online []Span, tolerance, offset time.Duration, at time.Time) Fact {
+	if receiptFits(r, gpus, Heard(r.Start.Add(offset), r.End.Add(offset), online), tolerance) {
+		return Fact{Kind: FactReceiptConsistent, At: at}
 	}
-	return Fact{Kind: FactReceiptConsistent, At: at}
+	return Fact{Kind: FactReceiptInconsistent, At: at}
+}
+
+// receiptFits reports whether r claims no more than its GPUs could run in
+// the time heard inside it, give or take tolerance.
+func receiptFits(r *idlegrid.Receipt, gpus int, heard, tolerance time.Duration) bool {
+	limit := min(heard+tolerance, r.End.Sub(r.Start))
+	return r.GPUSeconds <= int64(gpus)*int64(limit/time.Second)
+}
+
+// ReceiptOffset is how far to move the times of one lease's receipts, rs
+// (in order, as a node's receipts chain), to place them in the clock of
+// the spans online: the offset within [lo, hi] at which the most of them
+// fit the time heard inside them (ReceiptFact), then at which the most time
+// is heard inside them, then the nearest 0, to the second. A node times
+// its receipts with its own clock, which may be off the server's; an
+// honest node's receipts fit at its clock's offset. The caller bounds the
+// offset by the skew the server accepts and by when the lease can have
+// begun. The offset is one for the whole lease, as a clock's is: a node
+// that bills time in which it was not heard cannot move each receipt to
+// the time heard nearest it.
+func ReceiptOffset(rs []idlegrid.Receipt, gpus int, online []Span, tolerance, lo, hi time.Duration) time.Duration {
+	if lo > hi {
+		return 0
+	}
+	var best time.Duration
+	bestFit, bestHeard := -1, time.Duration(-1)
+	try := func(d time.Duration) {
+		if d < lo || d > hi {
+			return
+		}
+		fit, heard := 0, time.Duration(0)
+		j := 0
+		for i := range rs {
+			start, end := rs[i].Start.Add(d), rs[i].End.Add(d)
+			for j < len(online) && !online[j].End.After(start) {
+				j++
+			}
+			var on time.Duration
+			for k := j; k < len(online) && online[k].Start.Before(end); k++ {
+				if s, e := maxTime(start, online[k].Start), minTime(end, online[k].End); e.After(s) {
+					on += e.Sub(s)
+				}
+			}
+			heard += on
+			if receiptFits(&rs[i], gpus, on, tolerance) {
+				fit++
+			}
+		}
+		if fit > bestFit || fit == bestFit && heard > bestHeard {
+			best, bestFit, bestHeard = d, fit, heard
+		}
+	}
+	zero := min(max(0, lo), hi)
+	try(zero)
+	for d := time.Second; zero+d <= hi || zero-d >= lo; d += time.Second {
+		try(zero + d)
+		try(zero - d)
+	}
+	try(lo)
+	try(hi)
+	return best
 }
 
 // Heard is how much of [start, end) the spans online cover; the spans are

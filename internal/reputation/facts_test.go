@@ -133,11 +133,77 @@ func TestReceiptFact(t *testing.T) {
 		{"inside the tolerance", 2 * 51 * 60, time.Minute, FactReceiptConsistent},
 		{"the whole hour, offline for ten minutes", 2 * 3600, time.Minute, FactReceiptInconsistent},
 	} {
-		if got := ReceiptFact(r(tt.gpuSeconds), 2, online, tt.tolerance, at); got.Kind != tt.want || !got.At.Equal(at) {
+		if got := ReceiptFact(r(tt.gpuSeconds), 2, online, tt.tolerance, 0, at); got.Kind != tt.want || !got.At.Equal(at) {
 			t.Errorf("%s: got %+v, want %s", tt.name, got, tt.want)
 		}
 	}
-	if got := ReceiptFact(r(2*3600), 2, []Span{{t0, t0.Add(day)}}, time.Hour, at); got.Kind != FactReceiptConsistent {
+	if got := ReceiptFact(r(2*3600), 2, []Span{{t0, t0.Add(day)}}, time.Hour, 0, at); got.Kind != FactReceiptConsistent {
 		t.Errorf("online all along: got %s", got.Kind)
+	}
+}
+
+// A lease's receipts are timed by the node's clock, the heartbeats by the
+// server's: within the skew allowed, they are judged at the one offset at
+// which they fit best, so an honest node whose clock is off is not taken
+// for one that bills unheard time, while one that was away is, and one
+// heard half the time cannot move each receipt to where it was heard.
+func TestReceiptOffset(t *testing.T) {
+	const skew, tolerance = 2 * time.Minute, 10 * time.Second
+	at := t0.Add(day)
+	ten := t0.Add(10 * time.Hour)
+	// receipts are one-minute receipts on one GPU, by the node's clock,
+	// from start.
+	receipts := func(start time.Time, n int) []idlegrid.Receipt {
+		var out []idlegrid.Receipt
+		for i := range n {
+			s := start.Add(time.Duration(i) * time.Minute)
+			out = append(out, idlegrid.Receipt{LeaseID: "lea_1", Seq: int64(i + 1), Start: s, End: s.Add(time.Minute), GPUSeconds: 60})
+		}
+		return out
+	}
+	// Heard from 10:00 to 10:05 by the server's clock.
+	heard := []Span{{ten, ten.Add(5 * time.Minute)}}
+	// Heard every other 10 s from 9:50 to 10:10.
+	var halves []Span
+	for i := range 60 {
+		s := ten.Add(-10*time.Minute + time.Duration(i)*20*time.Second)
+		halves = append(halves, Span{s, s.Add(10 * time.Second)})
+	}
+	for _, tt := range []struct {
+		name   string
+		rs     []idlegrid.Receipt
+		online []Span
+		skew   time.Duration // either way
+		offset time.Duration
+		fit    int // receipts consistent at the offset
+	}{
+		{"the node's clock right", receipts(ten, 5), heard, skew, 0, 5},
+		{"the node's clock 90 s fast", receipts(ten.Add(90*time.Second), 5), heard, skew, -90 * time.Second, 5},
+		{"the same without the skew allowed", receipts(ten.Add(90*time.Second), 5), heard, 0, 0, 3},
+		{"the node's clock 2 min slow", receipts(ten.Add(-2*time.Minute), 5), heard, skew, 2 * time.Minute, 5},
+		{"billed 4 more minutes after it went away", receipts(ten, 9), heard, skew, 0, 5},
+		{"heard every other 10 s", receipts(ten.Add(-5*time.Minute), 10), halves, skew, 0, 0},
+	} {
+		off := ReceiptOffset(tt.rs, 1, tt.online, tolerance, -tt.skew, tt.skew)
+		if tt.name != "heard every other 10 s" && off != tt.offset {
+			t.Errorf("%s: offset %s, want %s", tt.name, off, tt.offset)
+		}
+		fit := 0
+		for i := range tt.rs {
+			if ReceiptFact(&tt.rs[i], 1, tt.online, tolerance, off, at).Kind == FactReceiptConsistent {
+				fit++
+			}
+		}
+		if fit != tt.fit {
+			t.Errorf("%s: %d receipts consistent at %s, want %d", tt.name, fit, off, tt.fit)
+		}
+	}
+	// Bounded to when the lease can have begun, the first receipt cannot
+	// borrow time heard before it.
+	if off := ReceiptOffset(receipts(ten.Add(5*time.Minute), 2), 1, heard, tolerance, 0, skew); off != 0 {
+		t.Errorf("receipts after the time heard, not to be moved back: offset %s, want 0", off)
+	}
+	if off := ReceiptOffset(receipts(ten.Add(5*time.Minute), 2), 1, heard, tolerance, -skew, skew); off != -2*time.Minute {
+		t.Errorf("receipts after the time heard, unbounded: offset %s, want -2m0s", off)
 	}
 }

@@ -45,6 +45,9 @@ func (s *Server) heartbeatSeconds() int {
 }
 
 // UpdateOffer replaces what the calling node offers and marks it online.
+// A GPU it now offers as another model or with other memory than before,
+// or a GPU new to its offer, is not verified until a challenge of it as
+// offered passes, and is challenged (offerChanged).
 func (s *Server) UpdateOffer(ctx context.Context, req idlegrid.OfferRequest) error {
 	c, err := node(ctx)
 	if err != nil {
@@ -55,12 +58,39 @@ func (s *Server) UpdateOffer(ctx context.Context, req idlegrid.OfferRequest) err
 	} else if err := idlegrid.CheckAgentVersion(req.AgentVersion); err != nil {
 		return err
 	}
-	if err := s.store.UpdateOffer(ctx, c.NodeID, req.Offer, req.AgentVersion, s.Now()); err != nil {
+	before, err := s.offerSchedule(ctx, c.NodeID, req)
+	if err != nil {
 		return err
 	}
 	s.markNode(c.NodeID)
 	s.lookSoon(c.NodeID) // its windows may have changed
+	if !sameClaims(before.GPUs, req.Offer.GPUs) {
+		s.offerChanged(ctx, c.NodeID, before.GPUs)
+	}
 	return nil
+}
+
+// offerSchedule saves the calling node's offer and returns the node as it
+// was before. When the offer changes the schedule in force (the agent's,
+// unless its owner set one: idlegrid.EffectiveSchedule), the node's uptime
+// is first measured up to now under the schedule it replaces
+// (measureBeforeSchedule).
+func (s *Server) offerSchedule(ctx context.Context, nodeID string, req idlegrid.OfferRequest) (*idlegrid.Node, error) {
+	s.trust.mmu.Lock()
+	defer s.trust.mmu.Unlock()
+	before, err := s.store.FindNode(ctx, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := s.store.FindNodeSchedule(ctx, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	now := s.Now()
+	if err := s.measureBeforeSchedule(ctx, before, idlegrid.EffectiveSchedule(req.Offer.Schedule, cur.Owner, now), now); err != nil {
+		return nil, err
+	}
+	return before, s.store.UpdateOffer(ctx, nodeID, req.Offer, req.AgentVersion, now)
 }
 
 // Heartbeat marks the calling node alive and records its leases' progress.

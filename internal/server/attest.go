@@ -62,10 +62,16 @@ type attestState struct {
 	mu       sync.Mutex
 	random   io.Reader // seeds, rows checked, random times
 	lastPass time.Time // of the challenge loop
+	// owed are the nodes drawn for a random challenge while every GPU
+	// they offer was held by a live lease: each pass tries them again,
+	// until one of their GPUs is idle (challengeAtRandom). This process's
+	// alone: a restart forgets them, and the draw finds them again.
+	owed map[string]bool
 }
 
 func newAttestState(cfg Config) *attestState {
-	st := &attestState{maxSize: cfg.ChallengeMaxSize, timeout: cfg.ChallengeTimeout, period: cfg.ChallengePeriod, random: cfg.ChallengeRandom}
+	st := &attestState{maxSize: cfg.ChallengeMaxSize, timeout: cfg.ChallengeTimeout, period: cfg.ChallengePeriod, random: cfg.ChallengeRandom,
+		owed: map[string]bool{}}
 	if st.maxSize <= 0 {
 		st.maxSize = DefaultChallengeMaxSize
 	}
@@ -221,20 +227,19 @@ func changedGPUs(f idlegrid.HardwareFingerprint, changes []idlegrid.HardwareChan
 	return out
 }
 
-// challengeGPUs issues a challenge to each of gpus that has none waiting,
-// sized for the node's runner; s.attest.mu must be held.
+// challengeGPUs issues a challenge to each of gpus that has none waiting
+// for its claim (its model and memory as given), sized for the node's
+// runner; s.attest.mu must be held. A challenge issued for an earlier
+// claim of the GPU still waits for its answer, but proves only that claim
+// (hardwareDoubt), so the GPU gets one for its new claim too.
 func (s *Server) challengeGPUs(ctx context.Context, n *idlegrid.Node, gpus []idlegrid.GPU, why idlegrid.ChallengeReason, runner idlegrid.ChallengeRunner) ([]*idlegrid.Challenge, error) {
 	open, err := s.store.ListChallenges(ctx, idlegrid.ChallengeFilter{NodeID: n.ID, States: []idlegrid.ChallengeState{idlegrid.ChallengeIssued}})
 	if err != nil {
 		return nil, err
 	}
-	waiting := map[string]bool{}
-	for _, c := range open {
-		waiting[c.GPUUUID] = true
-	}
 	var out []*idlegrid.Challenge
 	for _, g := range gpus {
-		if waiting[g.UUID] {
+		if slices.ContainsFunc(open, func(c *idlegrid.Challenge) bool { return provesClaim(c, g) }) {
 			continue
 		}
 		c := s.newChallenge(n.ID, g, why, runner)
@@ -464,7 +469,11 @@ func (s *Server) runChallenges(ctx context.Context) {
 // ChallengePass expires the challenges past their deadline and issues
 // random ones: each online, unquarantined node that has attested is due
 // one with the trust policy's Poisson chance for the time since the last
-// pass, on one of its offered GPUs picked at random.
+// pass, on one of its offered GPUs that no live lease holds, picked at
+// random. A node drawn while every GPU it offers runs a lease is owed its
+// challenge until one is idle: the agent answers a challenge of a busy GPU
+// unsupported, and enough of those in a row leave the node's hardware
+// unverified (hardwareDoubt).
 func (s *Server) ChallengePass(ctx context.Context) error {
 	s.attest.mu.Lock()
 	defer s.attest.mu.Unlock()
@@ -485,6 +494,15 @@ func (s *Server) ChallengePass(ctx context.Context) error {
 		since = now.Sub(s.attest.lastPass)
 	}
 	s.attest.lastPass = now
+	for _, id := range slices.Sorted(maps.Keys(s.attest.owed)) {
+		owed, err := s.challengeAtRandom(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !owed {
+			delete(s.attest.owed, id)
+		}
+	}
 	chance := s.trust.policy.Challenges.Chance(since)
 	if chance <= 0 {
 		return nil
@@ -496,38 +514,73 @@ func (s *Server) ChallengePass(ctx context.Context) error {
 		return err
 	}
 	for _, id := range slices.Sorted(maps.Keys(online)) {
-		if s.attest.float() >= chance {
+		if s.attest.float() >= chance || s.attest.owed[id] {
 			continue
 		}
-		if err := s.challengeAtRandom(ctx, id); err != nil {
+		owed, err := s.challengeAtRandom(ctx, id)
+		if err != nil {
 			return err
+		}
+		if owed {
+			s.attest.owed[id] = true
 		}
 	}
 	return nil
 }
 
-// challengeAtRandom challenges one of node id's offered GPUs, picked at
-// random, unless the node is no longer online, is quarantined, offers no
-// GPU or has never attested. s.attest.mu must be held.
-func (s *Server) challengeAtRandom(ctx context.Context, id string) error {
+// challengeAtRandom challenges one of node id's offered GPUs that no live
+// lease holds, picked at random, unless the node is no longer online, is
+// quarantined, offers no GPU or has never attested (its hardware is not
+// verified meanwhile: hardwareDoubt). When every GPU it offers is held,
+// it issues nothing and says the challenge is still owed. s.attest.mu must
+// be held.
+func (s *Server) challengeAtRandom(ctx context.Context, id string) (owed bool, err error) {
 	n, err := s.store.FindNode(ctx, id)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		return nil // gone since the read
+		return false, nil // gone since the read
 	} else if err != nil {
-		return err
+		return false, err
 	}
 	if n.State != idlegrid.NodeOnline || n.Quarantined || len(n.GPUs) == 0 {
-		return nil
+		return false, nil
 	}
 	att, err := s.store.LatestAttestation(ctx, n.ID)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		return nil // an agent that does not attest cannot answer either
+		return false, nil // an agent that does not attest cannot answer either
 	} else if err != nil {
-		return err
+		return false, err
 	}
-	g := n.GPUs[s.attest.uint64()%uint64(len(n.GPUs))]
+	idle, err := s.idleGPUs(ctx, n)
+	if err != nil {
+		return false, err
+	}
+	if len(idle) == 0 {
+		return true, nil
+	}
+	g := idle[s.attest.uint64()%uint64(len(idle))]
 	_, err = s.challengeGPUs(ctx, n, []idlegrid.GPU{g}, idlegrid.ChallengeAtRandom, att.ChallengeRunner)
-	return err
+	return false, err
+}
+
+// idleGPUs are the GPUs n offers that none of its live leases holds.
+func (s *Server) idleGPUs(ctx context.Context, n *idlegrid.Node) ([]idlegrid.GPU, error) {
+	leases, err := s.store.ListLeases(ctx, idlegrid.LeaseFilter{NodeID: n.ID, States: liveLeaseStates})
+	if err != nil {
+		return nil, err
+	}
+	held := map[string]bool{}
+	for _, l := range leases {
+		for _, u := range l.GPUUUIDs {
+			held[u] = true
+		}
+	}
+	var out []idlegrid.GPU
+	for _, g := range n.GPUs {
+		if !held[g.UUID] {
+			out = append(out, g)
+		}
+	}
+	return out, nil
 }
 
 // ChallengeNode issues a challenge to every GPU a node offers, at an
@@ -583,31 +636,37 @@ func (s *Server) NodeAttestation(ctx context.Context, nodeID string) (*idlegrid.
 			v.Quarantine = q
 		}
 	}
-	v.VerifiedNote = verifiedNote(v, hardwareDoubt(s.trust.policy.Challenges, n.GPUs, recent))
+	// The note follows the rule the node's levels and badge follow.
+	var ev reputation.Evidence
+	rep, err := s.store.FindReputation(ctx, idlegrid.SubjectNode, n.ID)
+	if err == nil {
+		ev = s.trust.policy.Reputation.DecayedTo(reputation.EvidenceOf(rep), s.Now())
+	} else if idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+		return nil, err
+	}
+	chk := levelChecks{quarantined: n.Quarantined, hardwareDoubt: hardwareDoubt(s.trust.policy.Challenges, n.GPUs, recent)}
+	v.VerifiedNote = verifiedNote(v, hardwareUnverified(ev, chk))
 	return v, nil
 }
 
-// verifiedNote says in words where the node's hardware stands; doubt is
-// why its challenges leave it unverified (hardwareDoubt), or "".
-func verifiedNote(v *idlegrid.NodeAttestationView, doubt string) string {
+// verifiedNote says in words where the node's hardware stands; why is why
+// its hardware is not verified (hardwareUnverified), or "".
+func verifiedNote(v *idlegrid.NodeAttestationView, why string) string {
 	if v.Quarantine != nil {
 		return "quarantined: " + v.Quarantine.Reason + "; an admin can lift it (idlegrid node quarantine lift " + v.NodeID + ")"
 	}
 	if v.Current == nil {
 		return "not attested: the node's agent has not signed its hardware fingerprint; upgrade the agent"
 	}
-	if doubt != "" {
-		return "hardware not verified: " + doubt
+	if why != "" {
+		return "hardware not verified: " + why
 	}
 	for _, c := range v.Challenges {
-		switch c.State {
-		case idlegrid.ChallengePassed:
+		if c.State == idlegrid.ChallengePassed {
 			return fmt.Sprintf("hardware verified: challenge %s passed at %s", c.ID, c.ResolvedAt.Format(time.RFC3339))
-		case idlegrid.ChallengeIssued:
-			return "challenge " + c.ID + " waits for the agent's answer"
 		}
 	}
-	return "attested, no challenge passed yet"
+	return "hardware verified"
 }
 
 // QuarantineNode puts a node in quarantine at an admin's word, with the

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -506,6 +507,88 @@ func TestServer_ChallengePass(t *testing.T) {
 		}
 		if got := pending(); len(got) != before {
 			t.Fatalf("a pass challenged a quarantined node: %d pending, want %d", len(got), before)
+		}
+	})
+}
+
+// flip is a random source that draws 0 (every node due) or, flipped, all
+// ones (no node due).
+type flip struct {
+	mu   sync.Mutex
+	ones bool
+}
+
+func (f *flip) Read(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := byte(0)
+	if f.ones {
+		b = 0xff
+	}
+	for i := range p {
+		p[i] = b
+	}
+	return len(p), nil
+}
+
+func (f *flip) set(ones bool) { f.mu.Lock(); f.ones = ones; f.mu.Unlock() }
+
+// A random challenge is not issued to a GPU that runs a lease, which the
+// agent would answer unsupported: it goes to an idle GPU, and a node whose
+// every GPU is busy is owed its challenge until one is idle.
+func TestServer_ChallengePass_busyGPUs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		random := &flip{}
+		m := mustMarketOn(t, mustPolicy("version: 1\ngold: {min_level: 0}\nchallenges: {at_join: false, per_node_per_day: 96}\n"),
+			func(s idlegrid.Store) idlegrid.Store { return s },
+			func(c *server.Config) { c.ChallengeRandom, c.ChallengePeriod = random, 24*time.Hour })
+		ctx := context.Background()
+		mustAttest(t, m, m.node, signedAttestation(t, m.nodeID, fingerprinted("barn-1")))
+		_, l := mustStart(t, m) // both of barn-1's GPUs
+		pending := func() []*idlegrid.Challenge {
+			t.Helper()
+			p, err := m.srv.PendingChallenges(m.node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p.Challenges
+		}
+		m.advance(t, time.Minute)
+		if err := m.srv.ChallengePass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := pending(); len(got) != 0 {
+			t.Fatalf("a pass challenged GPU %s of barn-1 while its lease holds %v", got[0].GPUUUID, l.GPUUUIDs)
+		}
+		// Drawn no more, barn-1 is still owed its challenge: the pass after
+		// its lease ends issues it.
+		random.set(true)
+		m.advance(t, time.Minute)
+		if err := m.srv.ChallengePass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := pending(); len(got) != 0 {
+			t.Fatalf("a pass challenged barn-1 while its lease runs: %+v", got)
+		}
+		if err := m.srv.ReportLease(m.node, l.ID, succeeded); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		m.advance(t, time.Minute)
+		if err := m.srv.ChallengePass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := pending()
+		if len(got) != 1 || got[0].Reason != idlegrid.ChallengeAtRandom {
+			t.Fatalf("challenges once barn-1 is idle = %+v, want the random one it was owed", got)
+		}
+		// Owed once: the next pass, with no draw, issues nothing more.
+		m.advance(t, time.Minute)
+		if err := m.srv.ChallengePass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := pending(); len(got) != 1 {
+			t.Fatalf("%d challenges after another pass, want still 1", len(got))
 		}
 	})
 }

@@ -24,8 +24,25 @@ func (s *Server) SetNodeSchedule(ctx context.Context, nodeID string, sched *idle
 	if err != nil {
 		return nil, err
 	}
+	ns, err := s.setNodeSchedule(ctx, c.AccountID, nodeID, sched)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("node schedule set by its owner", "node", nodeID, "provider", c.AccountID, "mode", ns.Schedule.Mode, "removed", sched == nil)
+	s.markNode(nodeID) // the engine must see the new windows
+	s.lookSoon(nodeID) // and the uptime measure
+	return ns, nil
+}
+
+// setNodeSchedule sets the owner's schedule of provider providerID's node
+// nodeID. When that changes the schedule in force, the node's uptime is
+// first measured up to now under the schedule it replaces
+// (measureBeforeSchedule).
+func (s *Server) setNodeSchedule(ctx context.Context, providerID, nodeID string, sched *idlegrid.Schedule) (*idlegrid.NodeSchedule, error) {
+	s.trust.mmu.Lock()
+	defer s.trust.mmu.Unlock()
 	n, err := s.store.FindNode(ctx, nodeID)
-	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND || (err == nil && n.ProviderID != c.AccountID) {
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND || (err == nil && n.ProviderID != providerID) {
 		return nil, notFound("node", nodeID)
 	} else if err != nil {
 		return nil, err
@@ -35,12 +52,13 @@ func (s *Server) SetNodeSchedule(ctx context.Context, nodeID string, sched *idle
 			return nil, err
 		}
 	}
-	ns, err := s.store.SetNodeSchedule(ctx, nodeID, sched, s.Now())
+	cur, err := s.store.FindNodeSchedule(ctx, nodeID)
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("node schedule set by its owner", "node", nodeID, "provider", c.AccountID, "mode", ns.Schedule.Mode, "removed", sched == nil)
-	s.markNode(nodeID) // the engine must see the new windows
-	s.lookSoon(nodeID) // and the uptime measure
-	return ns, nil
+	now := s.Now()
+	if err := s.measureBeforeSchedule(ctx, n, idlegrid.EffectiveSchedule(cur.Published, sched, now), now); err != nil {
+		return nil, err
+	}
+	return s.store.SetNodeSchedule(ctx, nodeID, sched, now)
 }

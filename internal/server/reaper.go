@@ -273,7 +273,8 @@ func (s *Server) reapQuery(now time.Time) idlegrid.ReapQuery {
 //   - no receipt for longer than silenceFor (several of the lease's own
 //     receipt intervals, at least Config.ReceiptSilence) after its last, or
 //   - past its time limit, its last receipt is overdue: older than one of
-//     its receipt intervals, one heartbeat interval and limitGrace. An
+//     its receipt intervals, one heartbeat interval, limitGrace and the
+//     clock skew allowed (the receipt's end is on the node's clock). An
 //     agent that runs a lease to its limit has a receipt at most one
 //     interval old; one whose receipts stopped long before had stopped
 //     working on it, and must not end as a plain cancel when asked to stop.
@@ -298,7 +299,9 @@ func (s *Server) receiptsStopped(l *idlegrid.Lease, now time.Time, heard map[str
 			silent.Truncate(time.Second), limit)
 	}
 	pastLimit := now.Sub(*l.StartedAt) > time.Duration(l.LimitSeconds)*time.Second+limitGrace
-	if overdue := every + s.cfg.HeartbeatInterval + limitGrace; pastLimit && silent > overdue {
+	// The receipt's end is on the node's clock, which may be behind the
+	// server's by up to nodekey.MaxSkew, as abandonedBeforeStop allows.
+	if overdue := every + s.cfg.HeartbeatInterval + limitGrace + nodekey.MaxSkew; pastLimit && silent > overdue {
 		return fmt.Sprintf("the lease reached its time limit, but its last receipt ended %s before (receipts every %s): "+
 			"the node had stopped running it", silent.Truncate(time.Second), every)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/reputation"
 	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
@@ -39,6 +40,11 @@ type trust struct {
 
 	umu    sync.Mutex
 	uptime map[string]*uptimeTrack // by node ID
+	// mmu serialises measuring a node's uptime (lookAtUptime) with
+	// changing its schedule (measureBeforeSchedule), so that no look
+	// measures past hours under a schedule that was not in force in them.
+	// It is taken before mu, never after.
+	mmu sync.Mutex
 }
 
 const (
@@ -130,8 +136,13 @@ func storedFact(nodeID, key, source string, f reputation.Fact, count int64) idle
 // receiptFacts checks the receipts of an ended lease against the
 // heartbeats heard inside each receipt's interval, when this coordinator
 // watched the node for all of them: one stored fact per outcome, counting
-// its receipts. A lease whose receipts bill unheard time again and again
-// (billsUnheardTime) also convicts its provider of a forged receipt.
+// its receipts. Receipts are timed by the node's clock and the heartbeats
+// by the server's, and the server accepts a node's requests within
+// nodekey.MaxSkew of its clock, so the lease's receipts are judged at the
+// one offset within that skew at which they fit best
+// (reputation.ReceiptOffset), give or take one heartbeat interval. A lease
+// whose receipts bill unheard time again and again (billsUnheardTime)
+// also convicts its provider of a forged receipt.
 func (s *Server) receiptFacts(ctx context.Context, l *idlegrid.Lease) []idlegrid.ReputationFact {
 	rs, err := s.store.ListReceipts(ctx, l.ID)
 	if err != nil || len(rs) == 0 {
@@ -142,22 +153,24 @@ func (s *Server) receiptFacts(ctx context.Context, l *idlegrid.Lease) []idlegrid
 	if since.IsZero() || since.After(rs[0].Start.Add(-tolerance)) {
 		return nil // no telemetry to judge them by
 	}
-	heard, err := s.heardSpans(ctx, l.NodeID, rs[0].Start, rs[len(rs)-1].End)
+	heard, err := s.heardSpans(ctx, l.NodeID, rs[0].Start.Add(-nodekey.MaxSkew), rs[len(rs)-1].End.Add(nodekey.MaxSkew))
 	if err != nil {
 		s.log.Error("heartbeat spans", "node", l.NodeID, "lease", l.ID, "err", err)
 		return nil
 	}
+	lo, hi := receiptOffsets(l, &rs[0])
+	offset := reputation.ReceiptOffset(rs, len(l.GPUUUIDs), heard, tolerance, lo, hi)
 	counts := map[reputation.FactKind]int64{}
 	var unheard []int
 	for i := range rs {
-		f := reputation.ReceiptFact(&rs[i], len(l.GPUUUIDs), heard, tolerance, *l.EndedAt)
+		f := reputation.ReceiptFact(&rs[i], len(l.GPUUUIDs), heard, tolerance, offset, *l.EndedAt)
 		counts[f.Kind]++
 		if f.Kind == reputation.FactReceiptInconsistent {
 			unheard = append(unheard, i)
 		}
 	}
 	if billsUnheardTime(len(unheard), len(rs)) {
-		s.unheardReceipts(ctx, l, rs, unheard, heard, tolerance)
+		s.unheardReceipts(ctx, l, rs, unheard, heard, tolerance, offset)
 	}
 	var out []idlegrid.ReputationFact
 	for _, k := range []reputation.FactKind{reputation.FactReceiptConsistent, reputation.FactReceiptInconsistent} {
@@ -166,6 +179,22 @@ func (s *Server) receiptFacts(ctx context.Context, l *idlegrid.Lease) []idlegrid
 		}
 	}
 	return out
+}
+
+// receiptOffsets bounds how far the receipts of l, whose first is first,
+// may be moved to place them in the server's clock: by the skew the server
+// accepts in a node's requests, and so that the first starts when the
+// workload can have started, after the lease was placed and before the
+// node reported it running (an agent meters a workload from its start,
+// then reports it). A node whose clock is off by d has its receipts moved
+// by -d.
+func receiptOffsets(l *idlegrid.Lease, first *idlegrid.Receipt) (lo, hi time.Duration) {
+	lo, hi = -nodekey.MaxSkew, nodekey.MaxSkew
+	lo = max(lo, l.CreatedAt.Sub(first.Start))
+	if l.StartedAt != nil {
+		hi = min(hi, l.StartedAt.Sub(first.Start))
+	}
+	return lo, hi
 }
 
 // billsUnheardTime reports whether a lease's receipts clearly bill time in
@@ -179,7 +208,7 @@ func billsUnheardTime(inconsistent, receipts int) bool {
 
 // unheardReceipts convicts the lease's provider of forged receipts that
 // billed unheard time; the harm is what the unheard GPU-seconds charged.
-func (s *Server) unheardReceipts(ctx context.Context, l *idlegrid.Lease, rs []idlegrid.Receipt, bad []int, heard []reputation.Span, tolerance time.Duration) {
+func (s *Server) unheardReceipts(ctx context.Context, l *idlegrid.Lease, rs []idlegrid.Receipt, bad []int, heard []reputation.Span, tolerance, offset time.Duration) {
 	gpus := int64(len(l.GPUUUIDs))
 	var excess int64
 	type evidence struct {
@@ -190,7 +219,7 @@ func (s *Server) unheardReceipts(ctx context.Context, l *idlegrid.Lease, rs []id
 	var detail []evidence
 	for _, i := range bad {
 		r := &rs[i]
-		on := int64(reputation.Heard(r.Start, r.End, heard) / time.Second)
+		on := int64(reputation.Heard(r.Start.Add(offset), r.End.Add(offset), heard) / time.Second)
 		excess += max(r.GPUSeconds-gpus*on, 0)
 		detail = append(detail, evidence{Seq: r.Seq, GPUSeconds: r.GPUSeconds, HeardSeconds: on})
 	}
@@ -198,8 +227,9 @@ func (s *Server) unheardReceipts(ctx context.Context, l *idlegrid.Lease, rs []id
 		kind: trustpolicy.OffenceForgedReceipt, providerID: l.ProviderID, nodeID: l.NodeID, leaseID: l.ID,
 		renterID: l.RenterID, harm: idlegrid.CostOf(l.PriceMicrosPerGPUHour, excess),
 		evidence: fmt.Sprintf("node %s billed time in which it was not heard: %d of the %d receipts of lease %s claim more than "+
-			"the heartbeats heard inside them allow (give or take %s), %d GPU-seconds in all", l.NodeID, len(bad), len(rs), l.ID, tolerance, excess),
-		detail: map[string]any{"receipts": detail, "heard": heard},
+			"the heartbeats heard inside them allow (give or take %s, with its clock taken as %s off the server's), %d GPU-seconds in all",
+			l.NodeID, len(bad), len(rs), l.ID, tolerance, -offset, excess),
+		detail: map[string]any{"receipts": detail, "heard": heard, "clock_offset_seconds": int64(-offset / time.Second)},
 	})
 }
 
@@ -427,20 +457,39 @@ func (s *Server) restand(r *idlegrid.Reputation, ev reputation.Evidence, now tim
 
 // assess is the level r earns with its score, what it served, ev and chk.
 func (s *Server) assess(r *idlegrid.Reputation, ev reputation.Evidence, chk levelChecks) reputation.Assessment {
+	why := hardwareUnverified(ev, chk)
 	st := reputation.Standing{Score: r.Score, GPUSecondsServed: r.GPUSecondsServed,
-		HardwareVerified: hardwareVerified(ev), Quarantined: chk.quarantined, Current: r.Level}
-	if st.HardwareVerified && chk.hardwareDoubt != "" {
-		st.HardwareVerified, st.HardwareNote = false, chk.hardwareDoubt
-	}
+		HardwareVerified: why == "", HardwareNote: why, Quarantined: chk.quarantined, Current: r.Level}
 	return s.trust.policy.Levels.Level(st)
+}
+
+// hardwareUnverified says why a standing's hardware is not verified, or ""
+// when it is: the one rule behind its levels, its hardware-verified badge,
+// its reputation's hardware_verified and the node's hardware note. ev is
+// its evidence (decayed to the time judged) and chk its checks. The
+// hardware is verified when its checks doubt nothing (for a node: every
+// GPU it offers passed a challenge as offered, hardwareDoubt; for a
+// provider: none of its nodes' saved standings doubts its hardware), some
+// challenge passed, and no hardware challenge failed (or went unanswered)
+// within about one half-life: the failed count, decayed, is below a half.
+// A failed challenge also quarantines the node (attest.go), which holds it
+// at level 0 meanwhile.
+func hardwareUnverified(ev reputation.Evidence, chk levelChecks) string {
+	switch {
+	case chk.hardwareDoubt != "":
+		return chk.hardwareDoubt
+	case !hardwareVerified(ev):
+		return fmt.Sprintf("a hardware challenge failed or went unanswered recently (%.2f failed, decayed; verified again below 0.5)",
+			ev.Challenges.Bad)
+	case ev.Challenges.Good <= 0:
+		return "no hardware challenge has passed yet"
+	}
+	return ""
 }
 
 // hardwareVerified: no hardware challenge failed (or went unanswered)
 // within about one half-life: the failed count, decayed, is below a half.
-// A node not challenged yet counts as verified; a failed challenge also
-// quarantines it (attest.go), which holds it at level 0 meanwhile. What
-// the trust policy makes of passes at the simulated size and of
-// unsupported answers is hardwareDoubt's (hardware.go).
+// It is one of hardwareUnverified's rules.
 func hardwareVerified(ev reputation.Evidence) bool { return ev.Challenges.Bad < 0.5 }
 
 func countsOf(ev reputation.Evidence) map[string]idlegrid.ReputationTally {
@@ -466,8 +515,9 @@ func expand(f idlegrid.ReputationFact) []reputation.Fact {
 // fact: it has none yet (its first carries its lease record over), or
 // decay has moved its score by a thousandth or more, or its level, since
 // it was saved. Its challenges are read only when the level would move
-// without them: a doubt about its hardware only holds a level down, and
-// the answer that raises one restands the node itself (afterChallenge).
+// without them: a doubt about its hardware only holds a level down, the
+// answer that raises one restands the node itself (afterChallenge), and
+// so does an offer that changes a GPU's claim (offerChanged).
 func (s *Server) stale(ctx context.Context, r *idlegrid.Reputation, n *idlegrid.Node, now time.Time) (bool, error) {
 	if r == nil {
 		return true, nil
@@ -568,7 +618,7 @@ func (s *Server) viewOf(rep *idlegrid.Reputation, ev reputation.Evidence, now ti
 	if pol.Gold.Allows(rep.Level) {
 		v.Badges = append(v.Badges, "gold")
 	}
-	if ev.Challenges.Good > 0 && ev.Challenges.Bad == 0 && chk.hardwareDoubt == "" {
+	if hardwareUnverified(pol.Reputation.DecayedTo(ev, now), chk) == "" {
 		v.Badges = append(v.Badges, "hardware-verified")
 	}
 	return v, a
@@ -579,11 +629,11 @@ func (s *Server) detail(ctx context.Context, v *idlegrid.ReputationView, rep *id
 	a reputation.Assessment, chk levelChecks, now time.Time, windowHours float64) error {
 	pol := s.trust.policy
 	p := pol.Reputation
+	decayed := p.DecayedTo(ev, now)
 	d := &idlegrid.ReputationDetail{
 		Formula: p.Formula(ev, now), GPUHoursServed: float64(rep.GPUSecondsServed) / 3600,
-		HardwareVerified: hardwareVerified(ev) && chk.hardwareDoubt == "", LevelReasons: a.Reasons,
+		HardwareVerified: hardwareUnverified(decayed, chk) == "", LevelReasons: a.Reasons,
 	}
-	decayed := p.DecayedTo(ev, now)
 	for _, dim := range reputation.Dimensions {
 		t, w := decayed.Tally(dim), p.Weights[dim]
 		d.Dimensions = append(d.Dimensions, idlegrid.ReputationCount{Dimension: string(dim), Good: t.Good, Bad: t.Bad,

@@ -199,7 +199,10 @@ func TestServer_Reputation_goldNeedsLevel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMarketWith(t, levelsByScore)
 		onlyOnNode(t, m)
-		// A newcomer (0.900, level 1) may not run gold under a policy that asks level 2.
+		// The levels need verified hardware: barn-1 passes its challenges,
+		// two good facts: (2 + 9) / (2 + 9 + 1) = 0.917, level 1.
+		mustVerify(t, m, m.node, m.nodeID, "barn-1")
+		// A verified newcomer (0.917, level 1) may not run gold under a policy that asks level 2.
 		gold, err := m.srv.SubmitJob(m.renter, rtxSpec(idlegrid.TierGold))
 		if err != nil {
 			t.Fatal(err)
@@ -211,7 +214,7 @@ func TestServer_Reputation_goldNeedsLevel(t *testing.T) {
 		if _, err := m.srv.CancelJob(m.renter, gold.ID); err != nil {
 			t.Fatal(err)
 		}
-		// Three completions: 12/13 = 0.923, level 2.
+		// Three completions: 14/15 = 0.933, level 2.
 		for range 3 {
 			runOnNode(t, m, succeeded)
 		}
@@ -225,10 +228,10 @@ func TestServer_Reputation_goldNeedsLevel(t *testing.T) {
 		if starts := pendingStarts(t, m); len(starts) != 1 || starts[0].Tier != idlegrid.TierGold {
 			t.Fatalf("level-2 barn-1 was told to start %+v, want the gold lease", starts)
 		}
-		runOnNode(t, m, succeeded) // 13/14 = 0.929
-		// One failure: 13/15 = 0.867, below level 2's 0.92 less its margin.
+		runOnNode(t, m, succeeded) // 15/16 = 0.938
+		// One failure: 15/17 = 0.882, below level 2's 0.92 less its margin.
 		runOnNode(t, m, providerFault)
-		runOnNode(t, m, succeeded) // the requeued job: 14/16 = 0.875
+		runOnNode(t, m, succeeded) // the requeued job: 16/18 = 0.889
 		if n := mustNode(t, m); n.Level != 1 {
 			t.Fatalf("after a provider fault barn-1 is level %d (reliability %.4f), want 1", n.Level, n.Reliability)
 		}
@@ -379,9 +382,85 @@ func TestServer_Reputation_uptimeLooksWhenDue(t *testing.T) {
 			t.Fatalf("next look at barn-1 %s from the change, want when its new window ends (2m0s)", next.Sub(start))
 		}
 		m.advance(t, 2*time.Minute+10*time.Second)
+		// Newest first: the new window, and the hours offered always before
+		// the change, measured up to it (measureBeforeSchedule).
 		v := mustNodeReputation(t, m, m.provider)
-		if len(v.Detail.Facts) != 1 || v.Detail.Facts[0].PromisedSeconds != 60 || v.Detail.Facts[0].OnlineSeconds != 60 {
-			t.Fatalf("facts = %+v, want the new window measured: 60 s promised, 60 s online", v.Detail.Facts)
+		if fs := v.Detail.Facts; len(fs) != 2 || fs[0].PromisedSeconds != 60 || fs[0].OnlineSeconds != 60 ||
+			!fs[1].At.Equal(start) || fs[1].OnlineSeconds != fs[1].PromisedSeconds {
+			t.Fatalf("facts = %+v, want the new window measured (60 s promised, 60 s online), and before it the old schedule's hours up to the change, online", fs)
+		}
+	})
+}
+
+// oneWindow is a schedule of one window, from start to end.
+func oneWindow(start, end time.Time) idlegrid.Schedule {
+	return idlegrid.Schedule{Mode: idlegrid.ScheduleWindows, OneOff: []idlegrid.OneOffWindow{{Start: start, End: end}}}
+}
+
+// A schedule change never reaches back. A node that misses part of a
+// promised window and then drops the window from its offer is measured for
+// what it missed up to the change, under the schedule then in force.
+func TestServer_Reputation_uptimeScheduleDropsAMissedWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarketWith(t, nil)
+		start := time.Now()
+		offer := testOffer("barn-1")
+		offer.Schedule = oneWindow(start.Add(10*time.Minute), start.Add(60*time.Minute))
+		if err := m.srv.UpdateOffer(m.node, idlegrid.OfferRequest{Offer: offer}); err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 10*time.Minute)
+		heartbeatOnly(t, m, 30*time.Minute, m.rival) // barn-1 misses 10:00-40:00 of its window
+		offer.Schedule = oneWindow(start.Add(5*time.Hour), start.Add(6*time.Hour))
+		if err := m.srv.UpdateOffer(m.node, idlegrid.OfferRequest{Offer: offer}); err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 30*time.Second)
+		v := mustNodeReputation(t, m, m.provider)
+		var windows []*idlegrid.ReputationFact
+		for _, f := range v.Detail.Facts {
+			if f.Kind == "window" {
+				windows = append(windows, f)
+			}
+		}
+		if len(windows) != 1 || windows[0].PromisedSeconds != 1800 || windows[0].OnlineSeconds > 60 {
+			t.Fatalf("window facts = %+v, want the 30 minutes of the dropped window up to the change, missed", windows)
+		}
+		if v.Score >= 0.9 {
+			t.Errorf("score %.4f, want below the prior for the missed half hour", v.Score)
+		}
+	})
+}
+
+// Nor does a schedule change promise hours that were not promised: an
+// owner's window that began before it was set counts from when it was set.
+func TestServer_Reputation_uptimeScheduleAddsAPastWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarketWith(t, nil)
+		start := time.Now()
+		offer := testOffer("barn-1")
+		offer.Schedule = oneWindow(start.Add(5*time.Hour), start.Add(6*time.Hour))
+		if err := m.srv.UpdateOffer(m.node, idlegrid.OfferRequest{Offer: offer}); err != nil {
+			t.Fatal(err)
+		}
+		heartbeatOnly(t, m, 40*time.Minute, m.rival) // barn-1 away, and not promised
+		set := oneWindow(start, start.Add(50*time.Minute))
+		if _, err := m.srv.SetNodeSchedule(m.provider, m.nodeID, &set); err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 11*time.Minute) // back for the rest of the window
+		v := mustNodeReputation(t, m, m.provider)
+		var windows []*idlegrid.ReputationFact
+		for _, f := range v.Detail.Facts {
+			if f.Kind == "window" {
+				windows = append(windows, f)
+			}
+		}
+		if len(windows) != 1 || windows[0].PromisedSeconds != 600 || windows[0].OnlineSeconds < 590 {
+			t.Fatalf("window facts = %+v, want the 10 minutes of the window after it was set, online", windows)
+		}
+		if v.Score <= 0.9 {
+			t.Errorf("score %.4f, want above the prior", v.Score)
 		}
 	})
 }

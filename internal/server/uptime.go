@@ -102,6 +102,8 @@ func (s *Server) uptimeDue(online map[string]time.Time, now time.Time) []string 
 // A node no longer watched (gone, said goodbye, or lost too long) is
 // forgotten.
 func (s *Server) lookAtUptime(ctx context.Context, id string, now time.Time) error {
+	s.trust.mmu.Lock()
+	defer s.trust.mmu.Unlock()
 	n, err := s.store.FindNode(ctx, id)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
 		s.unwatch(id)
@@ -123,7 +125,7 @@ func (s *Server) lookAtUptime(ctx context.Context, id string, now time.Time) err
 	if rep != nil && rep.UptimeThrough.After(from) {
 		from = rep.UptimeThrough
 	}
-	facts, through, err := s.observe(ctx, n, from, now)
+	facts, through, err := s.observe(ctx, n, from, now, false)
 	if err != nil {
 		return err
 	}
@@ -150,10 +152,11 @@ func (s *Server) saveUptime(ctx context.Context, n *idlegrid.Node, rep *idlegrid
 
 // observe returns the window facts of node n's promised spans that ended
 // between from and now, against the heartbeats heard in them, and where
-// they end.
-func (s *Server) observe(ctx context.Context, n *idlegrid.Node, from, now time.Time) ([]idlegrid.ReputationFact, time.Time, error) {
+// they end. With cut, a span still open at now is measured up to now, as
+// if it ended then.
+func (s *Server) observe(ctx context.Context, n *idlegrid.Node, from, now time.Time, cut bool) ([]idlegrid.ReputationFact, time.Time, error) {
 	spans := reputation.PromisedSpans(&n.Schedule, from, now)
-	if k := len(spans); k > 0 && !spans[k-1].End.Before(now) {
+	if k := len(spans); k > 0 && !spans[k-1].End.Before(now) && !cut {
 		spans = spans[:k-1] // still open: measured when it ends
 	}
 	if len(spans) == 0 {
@@ -168,6 +171,52 @@ func (s *Server) observe(ctx context.Context, n *idlegrid.Node, from, now time.T
 		out = append(out, storedFact(n.ID, "window:"+n.ID+":"+strconv.FormatInt(f.At.UnixMicro(), 10), "", f, 1))
 	}
 	return out, spans[len(spans)-1].End, nil
+}
+
+// measureBeforeSchedule measures node n's uptime under the schedule in
+// force, n.Schedule, up to now, before its schedule changes to next: the
+// promised spans that ended since it was last measured, and the one still
+// open cut at now, against the heartbeats heard; its standing is then
+// measured through now, and later looks measure under the new schedule
+// from there. So a schedule change never reaches back: it neither promises
+// hours that were not promised nor takes back a window the node missed
+// before the window was measured. Nothing is measured when next is the
+// schedule in force, or for a node this coordinator does not watch. The
+// caller holds s.trust.mmu from before it read n until the schedule is
+// changed, so that no look comes between.
+func (s *Server) measureBeforeSchedule(ctx context.Context, n *idlegrid.Node, next idlegrid.Schedule, now time.Time) error {
+	if sameSchedule(&n.Schedule, &next) {
+		return nil
+	}
+	since, watched := s.watch(n, now)
+	if !watched {
+		return nil
+	}
+	rep, err := s.store.FindReputation(ctx, idlegrid.SubjectNode, n.ID)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		rep = nil
+	} else if err != nil {
+		return err
+	}
+	from := since
+	if rep != nil && rep.UptimeThrough.After(from) {
+		from = rep.UptimeThrough
+	}
+	if !now.After(from) {
+		return nil
+	}
+	facts, _, err := s.observe(ctx, n, from, now, true)
+	if err != nil {
+		return err
+	}
+	return s.recordFacts(ctx, n.ID, facts, standingDelta{through: now})
+}
+
+// sameSchedule reports whether a and b offer the same windows, as
+// idlegrid.Offer.Equal compares them.
+func sameSchedule(a, b *idlegrid.Schedule) bool {
+	x, y := idlegrid.Offer{Schedule: *a}, idlegrid.Offer{Schedule: *b}
+	return x.Equal(&y)
 }
 
 // nextLook is when a node measured up to from, on schedule sc, should
