@@ -2,10 +2,14 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
-
+	"github.com/idlegrid/idlegrid/internal/backoff"
 	"github.com/idlegrid/idlegrid/internal/runtime"
 )
 
@@ -56,12 +60,14 @@ type adoptedOutput interface {
 // reported like any other lease's, a stop command reaches them, and
 // shutdown stops them. The server decides whether it still wants them: it
 // refuses the running report of a lease it has ended, and the agent then
-// stops the workload (see ship). adopt runs once, before the loops start;
-// the goroutines it starts are counted in leaseWG.
-func (a *Agent) adopt(ctx, workCtx context.Context) {
+// stops the workload (see ship). adopt runs before the loops start, and
+// again (adoptAgain) while the runtime could not say which workloads it
+// holds; it returns Adopt's error (nil for a runtime that is no Adopter).
+// The goroutines it starts are counted in leaseWG.
+func (a *Agent) adopt(ctx, workCtx context.Context) error {
 	ad, ok := a.rt.(runtime.Adopter)
 	if !ok {
-		return
+		return nil
 	}
 	// Adopt may send events before it returns, and sends block: the router
 	// takes them from the start and holds those of leases not known yet.
@@ -73,6 +79,7 @@ func (a *Agent) adopt(ctx, workCtx context.Context) {
 		a.log.Warn("could not take back every workload a previous agent left", "adopted", len(ids), "err", err)
 	}
 	leases := make(map[string]*lease, len(ids))
+	var ended []*lease // reported ended meanwhile (stop)
 	a.mu.Lock()
 	for _, id := range ids {
 		if a.leases[id] != nil || leases[id] != nil {
@@ -93,12 +100,16 @@ func (a *Agent) adopt(ctx, workCtx context.Context) {
 				l.notice = d
 			}
 		}
+		l.adopted = true
 		l.markStarted()
 		a.resumeMeter(l)
+		if _, done := a.finished[id]; done {
+			ended = append(ended, l)
+		}
 		a.leases[id] = l
 		leases[id] = l
 		a.leaseWG.Go(func() {
-			defer a.retire(id)
+			defer a.retire(l)
 			a.follow(workCtx, l)
 		})
 	}
@@ -107,6 +118,104 @@ func (a *Agent) adopt(ctx, workCtx context.Context) {
 		a.log.Info("took back a workload a previous agent left", "lease", id, "gpus", len(l.w.GPUs))
 	}
 	known <- leases
+	for _, l := range ended {
+		// Taken back late: the server asked for its stop before, and was
+		// told it had ended (stop).
+		a.stopLease(l, stopByEnd, "the server stopped the lease before the workload was taken back")
+	}
+	return err
+}
+
+// adoptAgain tries adopt again, backing off, until it works or ctx is
+// done, and then goes on with the receipts of the leases whose workloads
+// are gone (recoverMeters). It runs with the agent's loops.
+func (a *Agent) adoptAgain(ctx, workCtx context.Context) {
+	var b backoff.Backoff
+	for backoff.Sleep(ctx, b.Next()) {
+		if err := a.adopt(ctx, workCtx); err == nil {
+			a.log.Info("took back what a previous agent left", "attempts", b.Attempts()+1)
+			a.recoverMeters(workCtx, true)
+			return
+		}
+	}
+}
+
+// orphanPatience bounds how long the agent tries to send the receipts
+// and final report of a lease a previous agent kept (recoverMeters): the
+// server takes receipts only until the lease has ended, which it does
+// itself, by the node's fault, soon after the node goes quiet.
+const orphanPatience = 30 * time.Minute
+
+// recoverMeters goes on with the receipt state a previous agent kept for
+// leases whose workloads no runtime holds: it shut down before the server
+// had their ends (retire), or crashed and their workloads are gone. For
+// each it sends the receipts the server does not have, the last one cut
+// first where the workload's end is known, and then the final report (the
+// one kept, or the workload lost), and then forgets it. Until then the
+// lease is one of the agent's, so that the server's stop command for it
+// waits for its receipts rather than end it at once (stop); it holds no
+// GPU of the offer. all says the runtime has said which workloads it
+// holds (adopt): else only the states with a kept report, whose workloads
+// have surely exited, are taken. The goroutines it starts are counted in
+// leaseWG and end with workCtx, or after orphanPatience.
+func (a *Agent) recoverMeters(workCtx context.Context, all bool) {
+	dir := filepath.Join(a.cfg.DataDir, "receipts")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			a.log.Warn("cannot read the receipt states a previous agent kept", "dir", dir, "err", err)
+		}
+		return
+	}
+	now := a.clock.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		path := meterPath(a.cfg.DataDir, id)
+		if !ok || e.IsDir() || path == "" || a.leases[id] != nil {
+			continue
+		}
+		l := newLease(runtime.Workload{LeaseID: id}, a.clock) // no GPUs: the policy counts it holding none
+		if err := l.meter.resume(path, nil); err != nil {
+			a.log.Warn("cannot go on with a kept receipt state; forgetting it", "lease", id, "err", err)
+			a.forgetMeter(id)
+			continue
+		}
+		if !all && l.meter.savedReport() == nil {
+			continue
+		}
+		l.meter.endAtCut(now) // ended as it was kept; one that vanished ran as far as its receipts were cut
+		a.leases[id] = l
+		a.log.Info("sending the usage receipts and end of a lease a previous agent ran", "lease", id, "unsent_receipts", l.meter.unsentCount())
+		a.leaseWG.Go(func() { a.settleOrphan(workCtx, l) })
+	}
+}
+
+// settleOrphan sends the receipts and final report of a lease that
+// recoverMeters took, and forgets it. A shutdown (workCtx) before the
+// server had them keeps its state for the next agent; after
+// orphanPatience without an answer from the server, it is given up.
+func (a *Agent) settleOrphan(workCtx context.Context, l *lease) {
+	ctx, cancel := context.WithTimeout(workCtx, orphanPatience)
+	defer cancel()
+	done := false
+	if a.sendReceipts(ctx, l) {
+		err := a.report(ctx, l.id, l.orphanReport())
+		done = err == nil || definite(err)
+	}
+	gaveUp := !done && workCtx.Err() == nil
+	if gaveUp {
+		a.log.Error("gave up sending the usage receipts and end of a lease a previous agent ran",
+			"lease", l.id, "after", orphanPatience, "unsent_receipts", l.meter.unsentCount())
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.leases, l.id)
+	a.finished[l.id] = a.clock.Now()
+	if done || gaveUp {
+		a.forgetMeter(l.id)
+	}
 }
 
 // route passes the events of adopted workloads to their leases until every

@@ -70,6 +70,14 @@ const (
 	// ShutdownTimeout bounds how long Run, once its context is done, keeps
 	// trying to report the leases it stopped.
 	ShutdownTimeout = StopGrace + 20*time.Second
+	// LimitSlack is how long past its lease's time limit a workload may
+	// run before the agent stops it by itself. The server asks for the
+	// stop sooner (30 s past the limit, at its next reaper pass), and that
+	// stop is the one a lease normally ends by; the agent's own is for
+	// when the server cannot be reached, so that the workload does not
+	// keep the node's GPUs past what anyone pays for (no receipt bills
+	// past the limit).
+	LimitSlack = 2 * time.Minute
 
 	defaultHeartbeat = 10 * time.Second
 	minPoll          = time.Second // between polls that brought nothing new
@@ -353,7 +361,7 @@ func (a *Agent) publish(ctx context.Context, offer idlegrid.Offer) error {
 func (a *Agent) stopLeftBehind(ctx context.Context) {
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	a.adopt(ctx, workCtx)
+	_ = a.adopt(ctx, workCtx) // one try: what it could not take back is left as it is
 	a.shutdown(cancelWork)
 }
 
@@ -375,8 +383,16 @@ func (a *Agent) serve(ctx context.Context) error {
 	// The session outlives the loops, so that shutdown's reports use it too.
 	stopSession := a.keepSession(workCtx)
 	defer stopSession()
-	a.adopt(ctx, workCtx)
 	var loops sync.WaitGroup
+	if err := a.adopt(ctx, workCtx); err != nil {
+		// The runtime could not say which workloads it holds (Docker
+		// restarting, say): what a previous agent left runs on, on GPUs
+		// this node offers, until it is taken back.
+		a.recoverMeters(workCtx, false)
+		loops.Go(func() { a.adoptAgain(ctx, workCtx) })
+	} else {
+		a.recoverMeters(workCtx, true)
+	}
 	loops.Go(func() { a.heartbeatLoop(ctx, refuse) })
 	loops.Go(func() { a.commandLoop(ctx, workCtx) })
 	loops.Go(func() { a.watchLoop(ctx) })
@@ -531,6 +547,31 @@ func (a *Agent) stopEnded(ended []idlegrid.EndedLease) {
 	}
 }
 
+// stopOverLimit stops the workloads that have run their lease's time
+// limit and LimitSlack more (lease.overLimit), on the agent's clock. The
+// server asks for that stop sooner; this one is for a server the agent
+// cannot reach, while the workload would keep the node's GPUs, unbilled.
+func (a *Agent) stopOverLimit() {
+	type due struct {
+		l     *lease
+		limit time.Duration
+	}
+	now := a.clock.Now()
+	var dues []due
+	a.mu.Lock()
+	for _, l := range a.leases {
+		if limit, over := l.overLimit(now, LimitSlack); over {
+			dues = append(dues, due{l, limit})
+		}
+	}
+	a.mu.Unlock()
+	for _, d := range dues {
+		if a.stopLease(d.l, stopByLimit, fmt.Sprintf("the lease reached its time limit of %s", d.limit)) {
+			a.log.Warn("lease ran past its time limit without a stop from the server; its workload is stopped", "lease", d.l.id, "limit", d.limit)
+		}
+	}
+}
+
 // progress lists the running leases' progress and last checkpoints, with
 // their ages, in lease order.
 func (a *Agent) progress() []idlegrid.LeaseProgress {
@@ -651,7 +692,9 @@ func (a *Agent) forgetFinished() {
 }
 
 // stop asks a running lease's workload to stop. A lease this agent never
-// started is reported cancelled, which is what the server asked for.
+// started is reported cancelled, which is what the server asked for, and
+// the runtime is asked to stop it all the same: a workload a previous
+// agent left, not taken back (yet), must not keep its GPUs.
 func (a *Agent) stop(workCtx context.Context, c idlegrid.Command) bool {
 	id := c.Lease.ID
 	a.mu.Lock()
@@ -671,6 +714,11 @@ func (a *Agent) stop(workCtx context.Context, c idlegrid.Command) bool {
 		return a.stopLease(l, stopByServer, c.Reason)
 	case done:
 		return false
+	}
+	if err := a.rt.Stop(id, StopGrace); err == nil {
+		a.log.Warn("stopped a workload of a lease this agent did not know", "lease", id)
+	} else if idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+		a.log.Error("runtime could not stop lease", "lease", id, "err", err)
 	}
 	a.spawnReport(workCtx, id, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled, Message: "stopped before it started on this node"})
 	return true
@@ -712,11 +760,38 @@ func (a *Agent) report(ctx context.Context, id string, r idlegrid.LeaseReport) e
 	return err
 }
 
-// retire forgets a lease that has been run and reported.
-func (a *Agent) retire(id string) {
+// retire forgets a lease that has been run and reported. A lease whose
+// end the server has not had (the agent shut down first, see shutdown)
+// keeps its receipt state on disk, with its final report: its receipts,
+// signed and not yet accepted, are the provider's pay, and the next agent
+// sends them and the report (recoverMeters).
+func (a *Agent) retire(l *lease) {
+	keep := a.keepUnreported(l)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	delete(a.leases, id)
-	a.finished[id] = a.clock.Now()
-	a.forgetMeter(id)
+	delete(a.leases, l.id)
+	a.finished[l.id] = a.clock.Now()
+	if !keep {
+		a.forgetMeter(l.id)
+	}
+}
+
+// keepUnreported keeps, for the next agent, the receipt state and final
+// report of a lease whose workload has exited and whose final report did
+// not reach the server, and reports whether it did.
+func (a *Agent) keepUnreported(l *lease) bool {
+	if l.wasReported() || !l.exited() || !l.meter.kept() {
+		return false
+	}
+	// The last receipt is cut now, with the telemetry this agent has.
+	_ = l.meter.cutDue(a.clock.Now(), a.cfg.receiptInterval(), a.key)
+	r := l.final()
+	if err := l.meter.keepReport(r); err != nil {
+		// The state on disk is the last one written: the next agent
+		// sends its receipts, and reports the workload lost.
+		a.log.Warn("could not keep the lease's final report with its receipt state", "lease", l.id, "err", err)
+	}
+	a.log.Warn("the server has not had the lease's end; its usage receipts and final report are kept for the next start",
+		"lease", l.id, "state", r.State, "unsent_receipts", l.meter.unsentCount())
+	return true
 }

@@ -31,6 +31,7 @@ type fakeServer struct {
 	leases   map[string]*fakeLease
 	failures map[string][]error     // method → errors for its next calls
 	refused  error                  // when set, every call fails with it: the server refuses the node
+	down     map[string]bool        // methods that fail as with the server unreachable (setDown)
 	calls    map[string][]time.Time // method → when it was called
 }
 
@@ -65,6 +66,17 @@ func (f *fakeServer) refuseNode(err error) {
 	f.refused = err
 }
 
+// setDown makes every call of the methods fail, from now on, as with the
+// server out of reach; the others work. No methods: all work again.
+func (f *fakeServer) setDown(methods ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = map[string]bool{}
+	for _, m := range methods {
+		f.down[m] = true
+	}
+}
+
 // call records a call of method and returns the error it must fail with.
 // f.mu is held.
 func (f *fakeServer) call(method string) error {
@@ -74,6 +86,9 @@ func (f *fakeServer) call(method string) error {
 	f.calls[method] = append(f.calls[method], time.Now())
 	if f.refused != nil {
 		return f.refused
+	}
+	if f.down[method] {
+		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server cannot be reached")
 	}
 	if errs := f.failures[method]; len(errs) > 0 {
 		f.failures[method] = errs[1:]

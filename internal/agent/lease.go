@@ -27,6 +27,7 @@ const (
 	stopByShutdown           // the agent is shutting down: the node's failure
 	stopByPolicy             // the node withdrew a GPU (owner back, too hot): the node's failure, after notice
 	stopByEnd                // the server had already ended it: stopped at once; the report is moot
+	stopByLimit              // it ran its time limit and LimitSlack more (the server could not ask): reported cancelled
 )
 
 // lease is one workload this agent runs. Two goroutines serve it: runLease
@@ -48,13 +49,19 @@ type lease struct {
 	stopCause   stopCause
 	stopReason  string
 	stopSent    bool // runtime.Stop was called
-	progress    float64
-	checkpoint  *time.Time         // when the workload last saved a checkpoint
-	lines       []idlegrid.LogLine // not yet sent
-	seq         int64              // of the last line numbered
-	dropped     int                // lines dropped since the last note
-	lastErr     string             // the last stderr line, for the failure message
-	exit        *runtime.Exit
+	adopted     bool // taken back from a previous agent (adopt)
+	// runningAt is when the server took the running report of a lease
+	// this agent started, on the agent's clock: the server counts the
+	// lease's time limit from about then (overLimit).
+	runningAt  time.Time
+	reported   bool // the final report was delivered, or refused for good
+	progress   float64
+	checkpoint *time.Time         // when the workload last saved a checkpoint
+	lines      []idlegrid.LogLine // not yet sent
+	seq        int64              // of the last line numbered
+	dropped    int                // lines dropped since the last note
+	lastErr    string             // the last stderr line, for the failure message
+	exit       *runtime.Exit
 	// output hashes standard output as it comes, dropped lines too, for
 	// a verifiable job's OutputDigest.
 	output hash.Hash
@@ -77,7 +84,7 @@ func newLease(w runtime.Workload, clock idlegrid.Clock) *lease {
 // runLease starts the lease's workload, takes its events until it exits,
 // and waits until ship has reported it.
 func (a *Agent) runLease(ctx, workCtx context.Context, l *lease) {
-	defer a.retire(l.id)
+	defer a.retire(l)
 	startCtx := l.startContext(ctx)
 	err := a.rt.Start(startCtx, l.w, l.events)
 	l.startContext(nil)
@@ -127,7 +134,9 @@ func (a *Agent) follow(workCtx context.Context, l *lease) {
 // is sent, reports how it ended.
 func (a *Agent) ship(ctx context.Context, l *lease) {
 	running := idlegrid.LeaseReport{State: idlegrid.LeaseRunning}
-	if err := a.report(ctx, l.id, running); definite(err) {
+	if err := a.report(ctx, l.id, running); err == nil {
+		l.noteRunning(a.clock.Now())
+	} else if definite(err) {
 		// The server will not have it run (it ended the lease meanwhile):
 		// stop the work at once, as stopEnded does, since its GPUs may
 		// already be another lease's; the final report will be moot.
@@ -147,7 +156,8 @@ func (a *Agent) ship(ctx context.Context, l *lease) {
 			return
 		}
 		if exited {
-			a.report(ctx, l.id, l.final())
+			err := a.report(ctx, l.id, l.final())
+			l.noteReported(err == nil || definite(err))
 			return
 		}
 	}
@@ -340,6 +350,71 @@ func (l *lease) running(now time.Time) (idlegrid.LeaseProgress, bool) {
 	return p, l.started && l.exit == nil
 }
 
+// noteRunning records that the server took the running report at now;
+// only the first such report of a lease this agent started counts.
+func (l *lease) noteRunning(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.adopted && l.runningAt.IsZero() {
+		l.runningAt = now
+	}
+}
+
+// noteReported records whether the final report reached the server (or
+// was refused for good, which no later try changes).
+func (l *lease) noteReported(ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reported = ok
+}
+
+func (l *lease) wasReported() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.reported
+}
+
+// overLimit reports whether l's workload runs, has not been asked to
+// stop, and has run its lease's time limit and slack more by now: from
+// when it began, or from when the server took its running report when
+// that was later, since the server counts the limit from then (and asks
+// for the stop at that point, whose cancel it takes as the renter's).
+// The limit is the meter's, which an adopted lease resumes from disk; a
+// lease whose limit is unknown is not stopped by it.
+func (l *lease) overLimit(now time.Time, slack time.Duration) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.started || l.exit != nil || l.stopCause != notStopped {
+		return 0, false
+	}
+	from, limit, ok := l.meter.limitFrom()
+	if !ok {
+		return 0, false
+	}
+	if l.runningAt.After(from) {
+		from = l.runningAt
+	}
+	return limit, !now.Before(from.Add(limit + slack))
+}
+
+// orphanReport is the final report of a lease whose workload is gone and
+// whose meter was kept from a previous agent (recoverMeters): the report
+// that agent kept, or, when it kept none (it crashed, and the workload is
+// gone with it), a cancel where the server asked for the stop, else the
+// node's failure.
+func (l *lease) orphanReport() idlegrid.LeaseReport {
+	if r := l.meter.savedReport(); r != nil {
+		return *r
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopCause == stopByServer {
+		return idlegrid.LeaseReport{State: idlegrid.LeaseCancelled, Message: "stopped: " + l.stopReason}
+	}
+	return idlegrid.LeaseReport{State: idlegrid.LeaseFailed, Fault: idlegrid.FaultProvider,
+		Message: "the node agent restarted and lost the workload"}
+}
+
 // setNotice records the notice the lease is owed, learnt late: a stop
 // command's lease carries it, which an adopted lease may not have known.
 func (l *lease) setNotice(d time.Duration) {
@@ -380,7 +455,7 @@ func (l *lease) final() idlegrid.LeaseReport {
 	case e.Err != nil:
 		r.State, r.Fault, r.ExitCode = idlegrid.LeaseFailed, idlegrid.FaultProvider, nil
 		r.Message = "the runtime lost the workload: " + e.Err.Error()
-	case e.Stopped && (l.stopCause == stopByServer || l.stopCause == stopByEnd):
+	case e.Stopped && (l.stopCause == stopByServer || l.stopCause == stopByEnd || l.stopCause == stopByLimit):
 		r.State, r.Message = idlegrid.LeaseCancelled, "stopped: "+l.stopReason
 	case e.Stopped && l.stopCause == stopByShutdown:
 		r.State, r.Fault, r.Message = idlegrid.LeaseFailed, idlegrid.FaultProvider, "the node agent shut down"

@@ -421,7 +421,8 @@ func (a *Agent) observe(ctx context.Context) ([]gpu.Device, map[string]verdict, 
 
 // watchLoop looks at the GPUs every telemetry interval until ctx is done,
 // and applies the policy: notices, the power cap, and a new offer when
-// what is offered changes.
+// what is offered changes. It also stops the workloads past their lease's
+// time limit (stopOverLimit).
 func (a *Agent) watchLoop(ctx context.Context) {
 	t := time.NewTicker(a.cfg.telemetryInterval())
 	defer t.Stop()
@@ -432,6 +433,7 @@ func (a *Agent) watchLoop(ctx context.Context) {
 		case <-t.C:
 		case <-a.models.changed: // a model server came or went
 		}
+		a.stopOverLimit()
 		a.watch(ctx)
 	}
 }

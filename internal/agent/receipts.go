@@ -29,6 +29,10 @@ import (
 // final report waits for them. The chain's state is also kept on disk
 // (DATA_DIR/receipts/LEASE.json), so that an agent that restarts and takes
 // its workloads back (adopt) goes on with their receipts where it stopped.
+// A lease whose end the server has not had when the agent stops keeps its
+// state there, with its final report (retire), and so does one whose
+// workload vanished in a crash: the next agent sends their receipts and
+// ends (recoverMeters).
 //
 // Two rules keep the chain one the server can take to the end of the lease:
 //
@@ -85,6 +89,10 @@ type meter struct {
 	// has written it.
 	unsaved bool
 	held    bool // a failed write was logged (noteHeld)
+	// report is the lease's final report when the agent that ran it could
+	// not deliver it (it shut down first): kept with the receipts, so that
+	// the next agent sends both (recoverMeters).
+	report *idlegrid.LeaseReport
 
 	// Telemetry since cut: the lease's GPUs' mean utilisation at each
 	// sample, and their power draw held from one sample to the next.
@@ -591,6 +599,53 @@ func (a *Agent) resumeMeter(l *lease) {
 	}
 }
 
+// kept reports whether the meter's state is kept on disk: it began, and
+// its lease ID names a file.
+func (m *meter) kept() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.path != "" && !m.began.IsZero()
+}
+
+// keepReport keeps r, the lease's final report the server has not had,
+// with the meter's state on disk.
+func (m *meter) keepReport(r idlegrid.LeaseReport) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.report = &r
+	return m.save()
+}
+
+// savedReport is the final report kept with the state (keepReport), or
+// nil.
+func (m *meter) savedReport() *idlegrid.LeaseReport {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.report == nil {
+		return nil
+	}
+	r := *m.report
+	return &r
+}
+
+// endAtCut records, for a workload that is gone without an Exit anyone
+// saw, that it ran up to where its receipts were cut: the next receipts
+// claim nothing more.
+func (m *meter) endAtCut(now time.Time) {
+	m.mu.Lock()
+	cut := m.cut
+	m.mu.Unlock()
+	m.stopAt(cut, now)
+}
+
+// limitFrom returns when the workload began and its lease's time limit;
+// ok is false when it has not begun, has ended, or its limit is unknown.
+func (m *meter) limitFrom() (began time.Time, limit time.Duration, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.began, m.limit, !m.began.IsZero() && m.ended.IsZero() && m.limit > 0
+}
+
 // forgetMeter removes the receipt state of a lease that is done here.
 func (a *Agent) forgetMeter(id string) {
 	if path := meterPath(a.cfg.DataDir, id); path != "" {
@@ -616,6 +671,10 @@ type meterState struct {
 	// them, and is told of the exit again, charges nothing more.
 	Ended time.Time `json:"ended,omitzero"`
 	Final bool      `json:"final,omitempty"`
+	// Report is the lease's final report, kept when the agent that ran it
+	// shut down before the server had it (and its receipts): the next
+	// agent sends them (recoverMeters).
+	Report *idlegrid.LeaseReport `json:"report,omitempty"`
 }
 
 // safeLeaseID is what a lease ID must look like to name a file.
@@ -637,7 +696,7 @@ func (m *meter) save() error {
 	}
 	st := meterState{
 		LeaseID: m.leaseID, GPUs: m.gpus, LimitSeconds: int64(m.limit / time.Second), Began: m.began, Cut: m.cut,
-		Seq: m.seq, PrevHash: m.prevHash, Unsent: m.unsent, Ended: m.ended, Final: m.final,
+		Seq: m.seq, PrevHash: m.prevHash, Unsent: m.unsent, Ended: m.ended, Final: m.final, Report: m.report,
 	}
 	data, err := json.Marshal(st)
 	if err == nil {
@@ -666,7 +725,7 @@ func (m *meter) resume(path string, last map[string]gpuSample) error {
 	m.path, m.leaseID, m.gpus = path, st.LeaseID, st.GPUs
 	m.limit = time.Duration(st.LimitSeconds) * time.Second
 	m.began, m.cut, m.seq, m.prevHash, m.unsent = st.Began, st.Cut, st.Seq, st.PrevHash, st.Unsent
-	m.ended, m.final = st.Ended, st.Final
+	m.ended, m.final, m.report = st.Ended, st.Final, st.Report
 	m.doubt, m.unsaved = true, false
 	m.lastUtil, m.powerW = meanUtil(m.gpus, last), totalPower(m.gpus, last)
 	m.powerSince = m.cut

@@ -28,7 +28,8 @@
 //     are sent, so the caller keeps receiving while Close runs. After Close,
 //     Start fails.
 //   - Runtimes do not enforce a lease's time limit; the server asks the agent
-//     to stop a lease that reaches it.
+//     to stop a lease that reaches it, and the agent stops one that runs
+//     well past it by itself (agent.LimitSlack).
 //   - A runtime that keeps a workload's checkpoint past its exit says where
 //     in Exit.CheckpointRef; a later Workload whose Job.CheckpointRef names
 //     it resumes from it.
@@ -116,7 +117,10 @@ type Runtime interface {
 // events, as if Start had returned nil: output from the adoption on, and
 // exactly one Exit (at once for a workload that ended meanwhile, with
 // Exit.At when it ended, where the runtime can tell). Stop and
-// Close work on adopted workloads as on started ones.
+// Close work on adopted workloads as on started ones. Adopt may be called
+// again after it returned an error (the agent retries until it works): a
+// workload the runtime already follows, started or taken back, is not
+// returned again, nor are its events sent on the new channel.
 type Adopter interface {
 	Adopt(ctx context.Context, events chan<- Event) ([]string, error)
 }

@@ -280,6 +280,9 @@ func (s *Server) ReportLease(ctx context.Context, leaseID string, r idlegrid.Lea
 	case idlegrid.LeaseFailed:
 		end.to, end.reason, end.fault = idlegrid.LeaseFailed, failedReason(r), failedFault(r.Fault)
 	case idlegrid.LeaseCancelled, idlegrid.LeasePreempted:
+		if l, err = s.stoppedAtLimit(ctx, l); err != nil {
+			return err
+		}
 		end = stoppedEnd(l, r, end)
 		if end, err = s.abandonedBeforeStop(ctx, l, end); err != nil {
 			return err
@@ -348,6 +351,23 @@ func (s *Server) undigested(ctx context.Context, l *idlegrid.Lease, end leaseEnd
 // calls it: the server cannot tell that a node gave the notice it claims.
 // (A node whose owner takes a GPU back gives its leases their notice and
 // reports each failed by the node's fault: a failure, not a broken word.)
+// stoppedAtLimit returns running lease l with the stop its time limit
+// calls for recorded, when its node stopped it past that limit before the
+// server asked (an agent that could not reach the server stops a workload
+// past its limit itself): the lease ends as the server's own limit stop
+// would end it (idlegrid.LimitStop), not as the node's failure. Any other
+// lease is returned as it is.
+func (s *Server) stoppedAtLimit(ctx context.Context, l *idlegrid.Lease) (*idlegrid.Lease, error) {
+	if l.State != idlegrid.LeaseRunning || l.StopRequested != "" || l.StartedAt == nil ||
+		s.Now().Sub(*l.StartedAt) < time.Duration(l.LimitSeconds)*time.Second {
+		return l, nil
+	}
+	if err := s.stopLease(ctx, l, idlegrid.LimitStop(l)); err != nil {
+		return nil, err
+	}
+	return s.nodeLease(ctx, l.NodeID, l.ID)
+}
+
 func stoppedEnd(l *idlegrid.Lease, r idlegrid.LeaseReport, end leaseEnd) leaseEnd {
 	switch {
 	case strings.HasPrefix(l.StopRequested, noticePrefix):

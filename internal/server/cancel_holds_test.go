@@ -211,6 +211,45 @@ func TestServer_TimeLimitFailsJob(t *testing.T) {
 	})
 }
 
+// TestServer_NodeStopsAtTimeLimit: a node that stops a lease past its
+// time limit before the server asked (its agent could not reach the
+// server) ends it as the server's limit stop would: cancelled, paid for
+// up to its limit, its job failed for running past it; not the node's
+// failure. Before its limit, the same report is the node's failure.
+func TestServer_NodeStopsAtTimeLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		spec := testSpec()
+		spec.DurationSeconds = 120
+		j, l := mustStartSpec(t, m, spec)
+		m.advance(t, 125*time.Second) // past the limit, before the server's own stop (limitGrace)
+		if got := mustFindLease(t, m, l.ID); got.StopRequested != "" {
+			t.Fatalf("the server asked for a stop already (%q): the test must come before it", got.StopRequested)
+		}
+		if err := m.srv.ReportLease(m.node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled,
+			Message: "the lease reached its time limit of 2m0s"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustFindLease(t, m, l.ID); got.State != idlegrid.LeaseCancelled || got.Fault != "" || got.StopRequested != idlegrid.LimitStop(got) {
+			t.Errorf("the lease is %s (fault %q, stop %q, %q), want cancelled at its limit", got.State, got.Fault, got.StopRequested, got.Reason)
+		}
+		job := mustFindJob(t, m, j.ID)
+		if job.State != idlegrid.JobFailed || !strings.Contains(job.Reason, "ran past its time limit of 120s") {
+			t.Errorf("job is %s (%q), want failed for running past its time limit", job.State, job.Reason)
+		}
+		mustLedgerBalanced(t, m.store)
+
+		_, early := mustStartSpec(t, m, spec)
+		m.advance(t, 60*time.Second)
+		if err := m.srv.ReportLease(m.node, early.ID, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled, Message: "stopped"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustFindLease(t, m, early.ID); got.State != idlegrid.LeaseFailed || got.Fault != idlegrid.FaultProvider {
+			t.Errorf("stopped by the node before its limit, the lease is %s (fault %q), want failed by the provider", got.State, got.Fault)
+		}
+	})
+}
+
 // TestServer_DeadlineNamesRunLeft: a requeued job that resumes from a
 // checkpoint is cancelled at its deadline's latest start, which counts
 // only the run it has left, and its reason names that run, not its whole
