@@ -1,6 +1,7 @@
 package market
 
 import (
+	"slices"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -85,6 +86,7 @@ func (e *Engine) claim(job *idlegrid.Job, i int, p Pick, at int64) *node {
 func (e *Engine) reserve(job *idlegrid.Job, r *Reservation) {
 	res := &reservation{
 		jobID: job.ID, start: r.Start.UnixNano(), preempting: r.Preempting,
+		models: slices.Clone(job.GPUModels), vram: job.MinVRAMMB,
 	}
 	res.end = res.start + max(job.DurationSeconds, 1)*int64(time.Second)
 	for _, rn := range r.Nodes {

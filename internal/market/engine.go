@@ -111,6 +111,11 @@ type Engine struct {
 	placed []*node
 	// touched is where touchShelves leaves what it read.
 	touched uint64
+	// schedIDs and spans are the windows Explain read, by schedule
+	// (spans.go); schedGen bumps when they are forgotten.
+	schedIDs map[string]uint32
+	spans    map[spanKey]span
+	schedGen uint32
 }
 
 // claimKey names a claim: one job's GPUs on one node.
@@ -206,7 +211,7 @@ func (e *Engine) UpsertNode(n *idlegrid.Node) {
 	nd.datasets = slices.Compact(slices.Sorted(slices.Values(n.CachedDatasets)))
 	nd.cached = len(nd.datasets) > 0
 	nd.cell = nil
-	nd.pct, nd.until, nd.nextOpen, nd.nextUntil = 0, 0, 0, 0
+	nd.pct, nd.until, nd.nextOpen, nd.nextUntil, nd.schedID = 0, 0, 0, 0, 0
 	nd.setPrices(100)
 	key, types := e.keyOf(nd)
 	c := e.classFor(key, types)
@@ -675,7 +680,10 @@ func (e *Engine) refresh(nd *node) {
 	} else if u := sched.AvailableUntil(now); u.After(now) {
 		until, next = u.UnixNano(), u.UnixNano()
 		if !u.Before(now.Add(idlegrid.WindowHorizon)) {
-			// The span runs to the horizon: read it again well before then.
+			// The span runs to the horizon: read it on, a horizon past it,
+			// so that until it is read again, half a horizon later, a job
+			// of any length (at most the horizon) sees its true end.
+			until = sched.AvailableUntil(u.Add(-1)).UnixNano()
 			next = now.Add(idlegrid.WindowHorizon / 2).UnixNano()
 		}
 	} else if o := sched.NextOpening(now); !o.IsZero() {

@@ -522,10 +522,10 @@ func refPreemption(j *idlegrid.Job, m *refMarket, judged []refNode) (string, int
 		}
 		noticeEnd := now.Add(refNotice * time.Second)
 		for _, l := range m.leases {
-			if l.NodeID != v.n.ID || l.Tier != idlegrid.TierBronze || now.Sub(*l.StartedAt) < refMinRuntime*time.Second {
+			if l.NodeID != v.n.ID {
 				continue
 			}
-			if !l.StartedAt.Add(time.Duration(l.LimitSeconds) * time.Second).After(noticeEnd) { // free by then anyway
+			if !l.StartedAt.Add(time.Duration(l.LimitSeconds) * time.Second).After(noticeEnd) { // any tier: free by then anyway
 				for _, u := range l.GPUUUIDs {
 					if refUsable(j, gpuOf(v.n, u)) {
 						need--
@@ -533,9 +533,14 @@ func refPreemption(j *idlegrid.Job, m *refMarket, judged []refNode) (string, int
 				}
 				continue
 			}
-			victims = append(victims, l)
+			if l.Tier == idlegrid.TierBronze && now.Sub(*l.StartedAt) >= refMinRuntime*time.Second {
+				victims = append(victims, l)
+			}
 		}
-		found, least := need <= 0, int64(0) // leases that end by the notice's end may be enough
+		if need <= 0 {
+			continue // leases that end by the notice's end are enough: no victim, no preemption
+		}
+		found, least := false, int64(0)
 		for mask := 1; mask < 1<<len(victims); mask++ {
 			got, lost := 0, int64(0)
 			for i, l := range victims {

@@ -352,30 +352,45 @@ func (e *Engine) estimateOn(q *query, nd *node) int64 {
 	return -1
 }
 
-// windowStart is the earliest time from t at which nd's window, open now
-// or the next one, lasts what q needs; -1 when neither does.
+// windowStart is the earliest time from t at which one of nd's windows,
+// open now or opening within the schedule horizon, lasts what q needs; -1
+// when none does. A window too short for q, or ending before t, is
+// passed over for the next.
 func (e *Engine) windowStart(q *query, nd *node, t int64) int64 {
 	need := e.windowNeed(q.job) * int64(time.Second)
-	if nd.until > q.now {
-		if nd.until >= t+need {
-			return t
+	open, until := q.now, nd.until
+	if nd.until <= q.now {
+		if open, until = nd.nextOpen, nd.nextSpanEnd(); open == 0 {
+			return -1
 		}
-		return -1
 	}
-	if nd.nextOpen == 0 {
-		return -1
+	horizon := q.now + int64(idlegrid.WindowHorizon)
+	for until > 0 {
+		if s := max(t, open); until >= s+need {
+			return s
+		}
+		if until >= horizon {
+			return -1
+		}
+		open, until = e.spanAfter(nd, until)
+		if open == 0 || open > horizon {
+			return -1
+		}
 	}
-	t = max(t, nd.nextOpen)
-	if nd.nextUntil == 0 { // read once a refresh: a schedule's spans are most of an explanation
-		nd.nextUntil = -1 // not open then after all
+	return -1
+}
+
+// nextSpanEnd is when the window opening at nd.nextOpen ends, read once
+// a refresh (a schedule's spans are most of an explanation); -1 when it
+// is not open then after all.
+func (nd *node) nextSpanEnd() int64 {
+	if nd.nextOpen != 0 && nd.nextUntil == 0 {
+		nd.nextUntil = -1
 		if u := nd.n.Schedule.AvailableUntil(timeOf(nd.nextOpen)); !u.IsZero() {
 			nd.nextUntil = u.UnixNano()
 		}
 	}
-	if nd.nextUntil >= t+need {
-		return t
-	}
-	return -1
+	return nd.nextUntil
 }
 
 // modelOf names the GPU model of nd the job would use.

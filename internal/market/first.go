@@ -211,10 +211,10 @@ func windowFits(job *idlegrid.Job, s *Snapshot, v *NodeView) bool {
 
 // Score is the ranking score of a node asking floor with the given
 // reliability: the price per unit of expected completion. Lower wins.
-// Reliability at or below zero counts as a tiny epsilon, above one as one.
+// Reliability at or below zero (or not a number) counts as a tiny
+// epsilon, above one as one.
 func Score(floor idlegrid.Micros, reliability float64) float64 {
-	r := min(max(reliability, minReliability), 1)
-	return float64(floor) / r
+	return float64(floor) / clampReliability(reliability)
 }
 
 // better orders candidates: preferred region first, then score, then ID.

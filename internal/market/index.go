@@ -112,7 +112,7 @@ func leafAgg(nd *node) agg {
 	a.free = int8(min(nd.free, math.MaxInt8))
 	a.freeLong = a.free
 	if r := nd.res; r != nil {
-		a.freeLong = int8(max(0, min(int(nd.free), nd.freeAt(r.start)-nd.resGPUs)))
+		a.freeLong = int8(min(nd.longFree(r), math.MaxInt8))
 		if a.freeLong < a.free {
 			a.resStart = max(1, secUp(r.start))
 		}

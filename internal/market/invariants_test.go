@@ -114,8 +114,14 @@ func (d *driver) randomNode(id string) *idlegrid.Node {
 	n.Name, n.CPUCores, n.RAMMB = id, 64, 512000
 	n.Region = refRegions[r.IntN(2)]
 	n.Residency = "EU"
-	for g := range []int{1, 2, 4, 8}[r.IntN(4)] {
-		n.GPUs = append(n.GPUs, idlegrid.GPU{UUID: fmt.Sprintf("%s-g%d", id, g), Model: model, VRAMMB: refVRAM[model]})
+	count, other := []int{1, 2, 4, 8}[r.IntN(4)], refModels[r.IntN(len(refModels))]
+	mixed := r.IntN(6) == 0 // its second half of another model (or the same): reservations must hold the right GPUs
+	for g := range count {
+		m := model
+		if mixed && g >= count/2 {
+			m = other
+		}
+		n.GPUs = append(n.GPUs, idlegrid.GPU{UUID: fmt.Sprintf("%s-g%d", id, g), Model: m, VRAMMB: refVRAM[m]})
 	}
 	n.Ask.FloorMicrosPerGPUHour = map[idlegrid.Tier]idlegrid.Micros{
 		idlegrid.TierGold: idlegrid.Micros(2+r.IntN(4)) * 500_000, idlegrid.TierSilver: idlegrid.Micros(2+r.IntN(3)) * 400_000,
@@ -415,33 +421,41 @@ func (d *driver) checkPicks(j *idlegrid.Job, dec market.Decision) {
 		if until.Before(d.now.Add(need)) {
 			d.fail("%s: window ends at %s, the job needs %s", n.ID, until.Sub(now), need)
 		}
-		d.checkBackfill(j, n, len(p.GPUs))
+		d.checkBackfill(j, n, p.GPUs)
 	}
 }
 
-// checkBackfill checks that placing k GPUs of job j on n does not delay
-// another job's reservation there.
-func (d *driver) checkBackfill(j *idlegrid.Job, n *idlegrid.Node, k int) {
+// checkBackfill checks that placing p's GPUs for job j on n does not
+// delay another job's reservation there: at its start, enough GPUs the
+// reserved job can use stay free.
+func (d *driver) checkBackfill(j *idlegrid.Job, n *idlegrid.Node, picked []idlegrid.GPU) {
 	owner, ok := d.resNode[n.ID]
 	if !ok || owner == j.ID {
 		return
 	}
-	p := d.reserved[owner]
+	p, rj := d.reserved[owner], d.waiting[owner]
 	if !d.now.Add(time.Duration(j.DurationSeconds) * time.Second).After(p.start) {
 		return // it finishes before the reservation starts
 	}
-	free := len(n.GPUs)
+	busy := map[string]bool{}
+	for _, g := range picked {
+		busy[g.UUID] = true
+	}
 	for _, l := range d.leases {
 		if l.NodeID == n.ID && d.leaseEnd(l).After(p.start) {
-			for _, u := range l.GPUUUIDs { // a GPU swapped out since is no longer the node's
-				if slices.ContainsFunc(n.GPUs, func(g idlegrid.GPU) bool { return g.UUID == u }) {
-					free--
-				}
+			for _, u := range l.GPUUUIDs {
+				busy[u] = true
 			}
 		}
 	}
-	if free-k < p.gpus {
-		d.fail("%s on %s leaves %d GPUs at %s for %s's reservation of %d", j.ID, n.ID, free-k, p.start.Sub(now), owner, p.gpus)
+	free := 0
+	for _, g := range n.GPUs { // a GPU swapped out since is no longer the node's
+		if !busy[g.UUID] && (rj == nil || refUsable(rj, g)) {
+			free++
+		}
+	}
+	if free < p.gpus {
+		d.fail("%s on %s leaves %d usable GPUs at %s for %s's reservation of %d", j.ID, n.ID, free, p.start.Sub(now), owner, p.gpus)
 	}
 }
 

@@ -29,8 +29,16 @@ func appendMoney(b []byte, m idlegrid.Micros) []byte {
 }
 
 // appendScore appends a score, which is in micros per useful GPU-hour, as
-// money rounded to the micro.
+// money rounded to the micro. One beyond what int64 micros hold (a flaky
+// runner-up under a heavy weight) is written from the float.
 func appendScore(b []byte, s float64) []byte {
+	if math.Abs(s) >= 1<<62 {
+		if s < 0 {
+			b = append(b, '-')
+		}
+		b = append(b, '$')
+		return strconv.AppendFloat(b, math.Abs(s)/1e6, 'f', 6, 64)
+	}
 	return appendMoney(b, idlegrid.Micros(s+copysignHalf(s)))
 }
 
@@ -179,11 +187,11 @@ func (p *Pick) appendSecondScoreNote(b []byte) []byte {
 	b = append(b, " = "...)
 	raw := secondPrice(p.RunnerUpScore, q.rel, q.weight, p.CreditMicrosPerGPUHour)
 	b = appendScore(b, raw)
-	rounded := idlegrid.Micros(math.Round(raw))
+	rounded := math.Round(raw) // compared as a float: raw may be beyond int64 micros
 	switch {
-	case rounded < p.AskMicrosPerGPUHour:
+	case rounded < float64(p.AskMicrosPerGPUHour):
 		b = append(b, ", raised to the ask: "...)
-	case rounded > q.cap:
+	case rounded > float64(q.cap):
 		b = append(b, ", held to the renter's cap: "...)
 	default:
 		b = append(b, ", between the ask "...)

@@ -762,22 +762,41 @@ func (e *Engine) nodeReason(q *query, nd *node) Reason {
 }
 
 // available is how many GPUs of nd the job could take now. A reservation
-// of another job leaves it only what it can use and finish before the
-// reservation starts, or what the reservation will not need.
+// of another job leaves a job still running at its start only the GPUs
+// the reservation cannot use (on a node with more than one kind of GPU)
+// and, of those it can, what it will not need.
 func (e *Engine) available(q *query, nd *node) int {
-	u := int(nd.free)
-	if nd.mixed {
-		u = 0
-		for i, h := range nd.held {
-			if h == nil && usableBy(q.job, nd.gpus[i]) {
-				u++
-			}
+	r := nd.res
+	blocked := nd.reserved && r.jobID != q.job.ID && q.end > r.start
+	if !nd.mixed {
+		u := int(nd.free)
+		if blocked {
+			u = min(u, nd.freeAt(r.start)-nd.resGPUs)
+		}
+		return max(u, 0)
+	}
+	spare, shared := 0, 0 // free GPUs the job can use that r cannot, and can
+	for i, h := range nd.held {
+		switch {
+		case h != nil || !usableBy(q.job, nd.gpus[i]):
+		case blocked && r.uses(nd.gpus[i]):
+			shared++
+		default:
+			spare++
 		}
 	}
-	if r := nd.res; nd.reserved && r.jobID != q.job.ID && q.end > r.start {
-		u = min(u, nd.freeAt(r.start)-nd.resGPUs)
+	if blocked {
+		shared = max(0, min(shared, nd.freeFor(r)-nd.resGPUs))
 	}
-	return max(u, 0)
+	return spare + shared
+}
+
+// longFree is the most GPUs of nd a job still running at the start of
+// r, nd's reservation, could take now (see available): the free GPUs r
+// cannot use, and of those it can, what it will not need.
+func (nd *node) longFree(r *reservation) int {
+	spare := nd.spareFor(r)
+	return spare + max(0, min(int(nd.free)-spare, nd.freeFor(r)-nd.resGPUs))
 }
 
 // credit is the node's locality credit for q, in micros per GPU-hour: what
@@ -833,19 +852,20 @@ func (e *Engine) award(q *query, winners, losers []cand) Decision {
 }
 
 // pickGPUs returns nd's lowest-UUID free GPUs usable by q's job, q.g of
-// them. When they lie side by side in nd's GPUs, as one always does, the
+// them; on a node with more than one kind of GPU and another job's
+// reservation, those the reservation cannot use first (see available).
+// When they lie side by side in nd's GPUs, as one always does, the
 // answer shares that slice, which is never changed once set (UpsertNode
 // sets a new one), capped so that an append copies; else it is a new one.
 func pickGPUs(q *query, nd *node) []idlegrid.GPU {
 	var at [idlegrid.MaxGPUsPerNode]int
-	n := 0
-	for i, h := range nd.held {
-		if h == nil && (!nd.mixed || usableBy(q.job, nd.gpus[i])) {
-			at[n] = i
-			if n++; n == q.g || n == len(at) {
-				break
-			}
-		}
+	var n int
+	if r := nd.res; nd.mixed && nd.reserved && r.jobID != q.job.ID {
+		n = pickSlots(q, nd, at[:], 0, func(g idlegrid.GPU) bool { return !r.uses(g) })
+		n = pickSlots(q, nd, at[:], n, r.uses)
+		slices.Sort(at[:n])
+	} else {
+		n = pickSlots(q, nd, at[:], 0, nil)
 	}
 	if n == 0 {
 		return nil
@@ -858,6 +878,22 @@ func pickGPUs(q *query, nd *node) []idlegrid.GPU {
 		gpus[k] = nd.gpus[at[k]]
 	}
 	return gpus
+}
+
+// pickSlots adds to at[:n] the slots of nd's free GPUs, lowest UUID
+// first, that q's job can use and that pass only (nil: any), until it
+// holds q.g, and returns how many it holds.
+func pickSlots(q *query, nd *node, at []int, n int, only func(idlegrid.GPU) bool) int {
+	for i, h := range nd.held {
+		if n == q.g || n == len(at) {
+			break
+		}
+		if h == nil && (!nd.mixed || usableBy(q.job, nd.gpus[i])) && (only == nil || only(nd.gpus[i])) {
+			at[n] = i
+			n++
+		}
+	}
+	return n
 }
 
 // pick turns a winner into a Pick: its lowest-UUID usable free GPUs, and
@@ -876,7 +912,14 @@ func (e *Engine) pick(q *query, w *cand, ru *cand, busy bool) Pick {
 		return p
 	}
 	p.RunnerUpNodeID, p.RunnerUpScore, p.ShadowRunnerUp = ru.nd.id, ru.score, busy
-	price := idlegrid.Micros(math.Round(secondPrice(ru.score, nd.rel, q.w, w.credit)))
-	p.PriceMicrosPerGPUHour = min(max(price, w.ask), q.cap)
+	p.PriceMicrosPerGPUHour = heldPrice(secondPrice(ru.score, nd.rel, q.w, w.credit), w.ask, q.cap)
 	return p
+}
+
+// heldPrice rounds a second-score price to the micro and holds it between
+// the ask and the cap while it is still a float: a runner-up's score may
+// be beyond what int64 micros hold (a flaky node under a heavy weight),
+// and converting it first would wrap it around.
+func heldPrice(raw float64, ask, cap idlegrid.Micros) idlegrid.Micros {
+	return idlegrid.Micros(min(max(math.Round(raw), float64(ask)), float64(cap)))
 }

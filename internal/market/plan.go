@@ -154,13 +154,8 @@ func (e *Engine) planPreemption(q *query, sig *signature) (Decision, bool) {
 		return e.preemptionDecision(q, []cand{c}), true
 	}
 	e.processEligible(q.now)
-	minUntil := q.now + notice + q.dur*int64(time.Second)
 	less := func(a, b *cand) int { return cmp.Or(cmp.Compare(a.lost, b.lost), rank(a, b)) }
-	cands := e.planRegions(q, sig,
-		func(a *agg, _ *planAgg, s1 float64) bool {
-			return a.until < secDown(minUntil) || !a.cpuOK(q.cpu) || !a.ramOK(q.ram) || !gpusOK(a.preempt, q.g) ||
-				beyond(s1*a.rel.float(), float64(q.cap))
-		},
+	cands := e.planRegions(q, sig, preemptSkip(q, notice),
 		func(a *agg, p *planAgg) int64 {
 			if gpusOK(a.free, q.g) {
 				return 0 // a node here may have room without preempting
@@ -168,8 +163,7 @@ func (e *Engine) planPreemption(q *query, sig *signature) (Decision, bool) {
 			return lossBound(q, a, p, q.now+notice)
 		},
 		func(nd *node) (cand, bool) {
-			if (nd.res != nil && nd.res.jobID != q.job.ID) || !affordable(q, nd, q.now+notice) ||
-				(q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) {
+			if (nd.res != nil && nd.res.jobID != q.job.ID) || !preemptable(q, nd, notice) {
 				return cand{}, false
 			}
 			return e.victimsOn(q, nd)
@@ -199,16 +193,12 @@ func (e *Engine) planPreemption(q *query, sig *signature) (Decision, bool) {
 // first: a best-first walk, bounded by lossBound.
 func (e *Engine) preemptOne(q *query, sig *signature) (cand, bool) {
 	notice := e.cfg.NoticeSeconds * int64(time.Second)
-	minUntil := q.now + notice + q.dur*int64(time.Second)
 	e.processEligible(q.now)
 	var best *cand
-	skip := func(a *agg, _ *planAgg, s1 float64) bool {
-		return a.until < secDown(minUntil) || !a.cpuOK(q.cpu) || !a.ramOK(q.ram) || !gpusOK(a.preempt, q.g) ||
-			beyond(s1*a.rel.float(), float64(q.cap))
-	}
+	skip := preemptSkip(q, notice)
 	bound := func(a *agg, p *planAgg) int64 { return lossBound(q, a, p, q.now+notice) }
 	visit := func(nd *node) {
-		if nd.res != nil || !affordable(q, nd, q.now+notice) || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) {
+		if nd.res != nil || !preemptable(q, nd, notice) {
 			return
 		}
 		if c, ok := e.victimsOn(q, nd); ok && len(c.victims) > 0 {
@@ -225,6 +215,30 @@ func (e *Engine) preemptOne(q *query, sig *signature) (cand, bool) {
 		}
 	}
 	return cand{}, false
+}
+
+// preemptSkip rules out subtrees where no node could start q once a
+// notice ends: none is open long enough, big enough, within the cap, or
+// has q.g GPUs free or held by bronze leases without notice, or by holds
+// that end by then (which agg does not count: it knows only when the
+// first hold there ends).
+func preemptSkip(q *query, notice int64) func(*agg, *planAgg, float64) bool {
+	noticeEnd := q.now + notice
+	minUntil := secDown(noticeEnd + q.dur*int64(time.Second))
+	return func(a *agg, p *planAgg, s1 float64) bool {
+		return a.until < minUntil || !a.cpuOK(q.cpu) || !a.ramOK(q.ram) || !gpusOK(a.gpus, q.g) ||
+			(!gpusOK(a.preempt, q.g) && secNanos(p.firstEnd) > noticeEnd) || beyond(s1*a.rel.float(), float64(q.cap))
+	}
+}
+
+// preemptable reports whether nd could start q once a notice ends: its
+// window then lasts q's whole run, to the nanosecond (the index's bounds
+// are in whole seconds), its ask then is within the cap, and it has the
+// CPU and RAM q asks for.
+func preemptable(q *query, nd *node, notice int64) bool {
+	start := q.now + notice
+	return nd.until >= start+q.dur*int64(time.Second) && affordable(q, nd, start) &&
+		(q.cpu <= 0 || nd.hasCPU(q.cpu)) && (q.ram <= 0 || nd.hasRAM(q.ram))
 }
 
 // lossBound is the least work preempting for q could lose on any node of
@@ -288,8 +302,9 @@ func (e *Engine) preemptionDecision(q *query, set []cand) Decision {
 }
 
 // victimsOn finds the bronze leases on nd whose stop frees enough GPUs for
-// q while losing the least work. A bronze lease whose time limit ends
-// before the notice would is no victim: its GPUs are free by then anyway.
+// q while losing the least work. A hold that should end by the end of the
+// notice (a lease of any tier at its time limit or its own notice's end,
+// or a claim) is no victim: its GPUs are free by then anyway.
 func (e *Engine) victimsOn(q *query, nd *node) (cand, bool) {
 	if avoided(q, nd) {
 		return cand{}, false
@@ -311,9 +326,6 @@ func (e *Engine) victimsOn(q *query, nd *node) (cand, bool) {
 	var counts []int
 	var losses []int64
 	for _, h := range nd.holds {
-		if !h.preemptible(q.now, minRun) {
-			continue
-		}
 		n := 0
 		for i, x := range nd.held {
 			if x == h && usableBy(q.job, nd.gpus[i]) {
@@ -324,7 +336,7 @@ func (e *Engine) victimsOn(q *query, nd *node) (cand, bool) {
 		case n == 0:
 		case h.freeBy() <= noticeEnd:
 			free += n
-		default:
+		case h.preemptible(q.now, minRun):
 			pool, counts, losses = append(pool, h), append(counts, n), append(losses, h.lostGPUSeconds(q.now))
 		}
 	}

@@ -91,6 +91,9 @@ type node struct {
 	// last read it; 0: not read since the last refresh.
 	nextUntil int64
 	rankMark  uint64 // the last rerank that found it in its list (ranked.go)
+	// schedID is its schedule's ID for the windows Explain reads (spans.go),
+	// valid while schedGen is the engine's; 0: none yet.
+	schedID, schedGen uint32
 
 	datasets []string // cached datasets, sorted
 }
@@ -203,6 +206,15 @@ type reservation struct {
 	nodes      []*node
 	gpus       []int
 	preempting bool
+	// models and vram are the job's GPU models and least VRAM: on a node
+	// with more than one kind of GPU, it holds only GPUs it can use.
+	models []string
+	vram   int
+}
+
+// uses reports whether the reserved job can use g, as usableBy says.
+func (r *reservation) uses(g idlegrid.GPU) bool {
+	return modelAllowed(r.models, g.Model) && g.VRAMMB >= r.vram
 }
 
 // public returns r as the API shows it, starting at start.
@@ -305,10 +317,46 @@ func (nd *node) freeAt(t int64) int {
 	return n
 }
 
+// freeFor is how many GPUs of nd its reservation r could use at r's
+// start: free now, or held by holds that end by then. On a node with one
+// kind of GPU that is freeAt; on one with more, only the GPUs r can use
+// count.
+func (nd *node) freeFor(r *reservation) int {
+	if !nd.mixed {
+		return nd.freeAt(r.start)
+	}
+	n := 0
+	for i, h := range nd.held {
+		if (h == nil || h.freeBy() <= r.start) && r.uses(nd.gpus[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+// spareFor is how many of nd's free GPUs its reservation r cannot use:
+// work of any length may take them.
+func (nd *node) spareFor(r *reservation) int {
+	if !nd.mixed {
+		return 0
+	}
+	n := 0
+	for i, h := range nd.held {
+		if h == nil && !r.uses(nd.gpus[i]) {
+			n++
+		}
+	}
+	return n
+}
+
 // clampReliability keeps a reliability in [minReliability, 1], so that a
-// node at or below zero ranks last rather than dividing by zero.
+// node at or below zero ranks last rather than dividing by zero. One that
+// is not a number (NaN, which min and max pass through) ranks last too.
 func clampReliability(r float64) float64 {
-	return min(max(r, minReliability), 1)
+	if !(r >= minReliability) {
+		return minReliability
+	}
+	return min(r, 1)
 }
 
 func timeOf(nanos int64) time.Time {
