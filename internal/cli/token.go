@@ -36,7 +36,7 @@ func (c *tokenCommand) create(ctx context.Context, args []string) error {
 	})
 	r := c.env.remoteFlags(fs)
 	name := fs.String("name", "", "a name to recognise the token by (required)")
-	maxUses := fs.Int("max-uses", 1, "how many nodes may join with it (0: unlimited)")
+	maxUses := fs.Int("max-uses", 1, "how many nodes may join with it, 1 to 10000 (0 means 1)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long it stays valid")
 	asJSON := fs.Bool("json", false, "print JSON")
 	args, err := fs.parse(args)
