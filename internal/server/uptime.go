@@ -115,15 +115,9 @@ func (s *Server) lookAtUptime(ctx context.Context, id string, now time.Time) err
 	if !watched {
 		return nil
 	}
-	rep, err := s.store.FindReputation(ctx, idlegrid.SubjectNode, id)
-	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		rep = nil
-	} else if err != nil {
+	rep, from, err := s.uptimeFrom(ctx, id, since)
+	if err != nil {
 		return err
-	}
-	from := since
-	if rep != nil && rep.UptimeThrough.After(from) {
-		from = rep.UptimeThrough
 	}
 	facts, through, err := s.observe(ctx, n, from, now, false)
 	if err != nil {
@@ -148,6 +142,22 @@ func (s *Server) saveUptime(ctx context.Context, n *idlegrid.Node, rep *idlegrid
 		}
 	}
 	return s.recordFacts(ctx, n.ID, facts, standingDelta{through: through})
+}
+
+// uptimeFrom returns node id's saved reputation (nil: none yet) and where
+// its uptime is next measured from: where the last measure ended, or
+// since, when this coordinator began watching it, if later.
+func (s *Server) uptimeFrom(ctx context.Context, id string, since time.Time) (*idlegrid.Reputation, time.Time, error) {
+	rep, err := s.store.FindReputation(ctx, idlegrid.SubjectNode, id)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, since, nil
+	} else if err != nil {
+		return nil, time.Time{}, err
+	}
+	if rep.UptimeThrough.After(since) {
+		return rep, rep.UptimeThrough, nil
+	}
+	return rep, since, nil
 }
 
 // observe returns the window facts of node n's promised spans that ended
@@ -192,15 +202,9 @@ func (s *Server) measureBeforeSchedule(ctx context.Context, n *idlegrid.Node, ne
 	if !watched {
 		return nil
 	}
-	rep, err := s.store.FindReputation(ctx, idlegrid.SubjectNode, n.ID)
-	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		rep = nil
-	} else if err != nil {
+	_, from, err := s.uptimeFrom(ctx, n.ID, since)
+	if err != nil {
 		return err
-	}
-	from := since
-	if rep != nil && rep.UptimeThrough.After(from) {
-		from = rep.UptimeThrough
 	}
 	if !now.After(from) {
 		return nil
