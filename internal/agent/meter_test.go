@@ -36,7 +36,7 @@ func TestMeter_resume(t *testing.T) {
 
 	var second meter
 	mustOK(t, second.resume(path, telemetry))
-	second.stop(began.Add(150*time.Second + 500*time.Millisecond))
+	second.stopAt(time.Time{}, began.Add(150*time.Second+500*time.Millisecond))
 	mustOK(t, second.cutDue(began.Add(200*time.Second), time.Minute, key))
 	rest := second.pending(10)
 	if len(rest) != 2 || rest[0].Hash() != sent[1].Hash() {
@@ -97,7 +97,7 @@ func TestMeter_rebase(t *testing.T) {
 				t.Errorf("receipt %d: %v", got[i].Seq, err)
 			}
 		}
-		m.stop(began.Add(200 * time.Second))
+		m.stopAt(time.Time{}, began.Add(200*time.Second))
 		mustOK(t, m.cutDue(began.Add(200*time.Second), time.Minute, key))
 		if all := m.pending(10); len(all) != 3 || all[2].Seq != 3 || all[2].PrevHash != got[1].Hash() {
 			t.Errorf("after the last cut: %+v, want it chained to the renumbered 2", all)
@@ -123,7 +123,7 @@ func TestMeter_limit(t *testing.T) {
 	began := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var m meter
 	mustOK(t, m.begin("", "lease_a", []string{"GPU-0"}, 90, began, nil))
-	m.stop(began.Add(125 * time.Second)) // ran past its 90 s limit
+	m.stopAt(time.Time{}, began.Add(125*time.Second)) // ran past its 90 s limit
 	mustOK(t, m.cutDue(began.Add(200*time.Second), time.Minute, key))
 	var sum int64
 	for _, r := range m.pending(10) {
@@ -182,7 +182,7 @@ func TestMeter_resumeAfterTheEnd(t *testing.T) {
 		path := meterPath(t.TempDir(), "lease_a")
 		var first meter
 		mustOK(t, first.begin(path, "lease_a", []string{"GPU-0"}, 3600, began, nil))
-		first.stop(began.Add(150 * time.Second))
+		first.stopAt(time.Time{}, began.Add(150*time.Second))
 		mustOK(t, first.cutDue(began.Add(150*time.Second), time.Minute, key))
 		mustOK(t, first.done(3)) // the server has them all; the agent dies before its final report
 
@@ -198,7 +198,7 @@ func TestMeter_resumeAfterTheEnd(t *testing.T) {
 		path := meterPath(t.TempDir(), "lease_a")
 		var first meter
 		mustOK(t, first.begin(path, "lease_a", []string{"GPU-0"}, 3600, began, nil))
-		first.stop(began.Add(150 * time.Second)) // the agent dies before it cuts
+		first.stopAt(time.Time{}, began.Add(150*time.Second)) // the agent dies before it cuts
 		var second meter
 		mustOK(t, second.resume(path, nil))
 		second.stopAt(time.Time{}, later)

@@ -117,9 +117,6 @@ func (m *meter) begin(path, leaseID string, gpus []string, limitSeconds int64, n
 	return m.save()
 }
 
-// stop records that the workload exited at now.
-func (m *meter) stop(now time.Time) { m.stopAt(time.Time{}, now) }
-
 // stopAt records that the workload exited at at, as its runtime says
 // (runtime.Exit.At), learnt at now; at now when at is zero. The end is
 // never before the meter began, nor after now (the runtime's clock is not

@@ -37,7 +37,7 @@ func TestMeter_drop(t *testing.T) {
 
 	mustOK(t, m.cutDue(began.Add(250*time.Second), time.Minute, key))
 	mustOK(t, m.drop(1, key)) // 180..240 s refused; nothing left unsent
-	m.stop(began.Add(270 * time.Second))
+	m.stopAt(time.Time{}, began.Add(270*time.Second))
 	mustOK(t, m.cutDue(began.Add(270*time.Second), time.Minute, key))
 	if err := accept(&server, m.pending(10)); err != nil {
 		t.Fatalf("the last receipt after a refused one: %v", err)
