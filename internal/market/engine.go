@@ -867,11 +867,10 @@ func (e *Engine) processEligible(now int64) {
 }
 
 // countRestart enters a bronze lease that just passed the minimum runtime
-// in its node's plan entry: only the latest restart can change.
+// in its node's plan entry.
 func (e *Engine) countRestart(h *hold) {
 	nd := h.nd
-	old, p := nd.leafPlan, nd.leafPlan
-	p.restart = max(p.restart, secUp(max(h.start, h.checkpoint)))
+	old, p := nd.leafPlan, e.leafPlan(nd)
 	if p == old {
 		return
 	}

@@ -158,7 +158,13 @@ func (s *shelf) verify(e *Engine, c *class) error {
 		if s.leaves[i] != leafAgg(nd) || nd.leaf != leafAgg(nd) {
 			return fmt.Errorf("stale leaf for %s", nd.id)
 		}
-		if s.leafPlans[i] != e.leafPlan(nd) || nd.leafPlan != e.leafPlan(nd) {
+		// The plan entry is as of planAt; but for its cover bands, which
+		// stay bounds as time goes on, it is as of now.
+		p, _ := e.planOf(nd, nd.planAt)
+		fresh, _ := e.planOf(nd, e.eligibleAt)
+		copy(fresh.restart[1:], p.restart[1:])
+		fresh.laterEnd = p.laterEnd
+		if s.leafPlans[i] != p || nd.leafPlan != p || nd.planAt > e.eligibleAt || p != fresh {
 			return fmt.Errorf("stale plan leaf for %s", nd.id)
 		}
 	}

@@ -35,11 +35,41 @@ type agg struct {
 }
 
 // planAgg is what only plans read of a subtree, kept apart from agg so
-// that the placement path reads and writes less.
+// that the placement path reads and writes less. It is 32 bytes, so that
+// two share a cache line.
 type planAgg struct {
-	s1       [tierCount]score32 // as agg.s1, of every node in the tier's view, busy or not
-	restart  uint32             // latest start or checkpoint of a bronze lease past the minimum runtime, without notice (rounded up): preempting loses at least the time since
-	firstEnd uint32             // earliest time a hold should end (rounded down): no reservation can start before
+	s1 [tierCount]score32 // as agg.s1, of every node in the tier's view, busy or not
+	// restart bounds what preempting bronze leases there would lose (see
+	// coverRestarts and lossBound): restart[0] is the latest start or
+	// checkpoint of a bronze lease past the minimum runtime, without
+	// notice (rounded up); 0: none. For b > 0, restart[b] is the latest,
+	// over the nodes, of a time such that stopping leases to free a job of
+	// coverGPUs[b] GPUs there loses at least the time since, while no hold
+	// ends before laterEnd but those counted free; 0: no node there needs
+	// and can free that many.
+	restart  [coverBands]uint32
+	firstEnd uint32 // earliest time a hold should end (rounded down): no reservation can start before
+	// laterEnd is the earliest end (rounded down) of a hold the bands of
+	// restart do not count free.
+	laterEnd uint32
+}
+
+// coverBands is how many job sizes planAgg keeps restarts for, and
+// coverGPUs the least GPUs of a job each serves: a job of g GPUs reads the
+// band of the largest coverGPUs at most g.
+const coverBands = 3
+
+var coverGPUs = [coverBands]int{1, 4, 8}
+
+// coverBand is the band a job of g GPUs reads.
+func coverBand(g int) int {
+	switch {
+	case g >= 8:
+		return 2
+	case g >= 4:
+		return 1
+	}
+	return 0
 }
 
 // aggEpoch is the zero of agg's times, one second before the unix epoch,
@@ -94,7 +124,7 @@ func (s score32) float() float64 { return float64(math.Float32frombits(uint32(s)
 // emptyAgg and emptyPlan fill the leaves past the last node.
 var (
 	emptyAgg  = agg{s1: [tierCount]score32{noScore, noScore, noScore}, rel: lowScore(1)}
-	emptyPlan = planAgg{s1: [tierCount]score32{noScore, noScore, noScore}, firstEnd: math.MaxUint32}
+	emptyPlan = planAgg{s1: [tierCount]score32{noScore, noScore, noScore}, firstEnd: math.MaxUint32, laterEnd: math.MaxUint32}
 )
 
 // leafAgg is a node's own entry. A closed node (its window not open) can
@@ -123,30 +153,110 @@ func leafAgg(nd *node) agg {
 	return a
 }
 
-// leafPlan is a node's own plan entry. Its restart counts only bronze
-// leases past the minimum runtime at eligibleAt (see processEligible):
-// the younger ones, which cannot be preempted yet, would make every
-// subtree look cheap to preempt in.
+// leafPlan is a node's own plan entry as of eligibleAt, which it records
+// in the node. Its restarts count only bronze leases past the minimum
+// runtime then (see processEligible): the younger ones, which cannot be
+// preempted yet, would make every subtree look cheap to preempt in.
 func (e *Engine) leafPlan(nd *node) planAgg {
-	p, _ := e.planOf(nd)
+	p, _ := e.planOf(nd, e.eligibleAt)
+	nd.planAt = e.eligibleAt
 	return p
 }
 
-// planOf is leafPlan, and the GPUs of bronze holds not given notice.
-func (e *Engine) planOf(nd *node) (planAgg, int) {
+// planOf is the node's plan entry as of at, and the GPUs of its bronze
+// holds not given notice. Its cover bands count free the GPUs of holds
+// that end by the end of a notice given at at, as a preemption then would
+// (see victimsOn).
+func (e *Engine) planOf(nd *node, at int64) (planAgg, int) {
 	p := nd.basePlan
-	bronze, eligible := 0, e.eligibleAt-e.cfg.MinRuntimeSeconds*int64(time.Second)
+	bronze, eligible := 0, at-e.cfg.MinRuntimeSeconds*int64(time.Second)
+	soon := at + e.cfg.NoticeSeconds*int64(time.Second)
+	var victims [inlineSlots]victimSum
+	n, free := 0, int(nd.free)
 	for i := range nd.sums {
 		h := &nd.sums[i]
 		p.firstEnd = min(p.firstEnd, secDown(h.freeBy))
+		if h.freeBy <= soon {
+			free += int(h.gpus)
+		} else {
+			p.laterEnd = min(p.laterEnd, secDown(h.freeBy))
+		}
 		if h.bronze {
 			bronze += int(h.gpus)
 			if h.lease && h.start <= eligible {
-				p.restart = max(p.restart, secUp(h.restart))
+				p.restart[0] = max(p.restart[0], secUp(h.restart))
+				if h.freeBy > soon {
+					victims, n = addVictim(victims, n, victimSum{secUp(h.restart), int(h.gpus)})
+				}
 			}
 		}
 	}
+	if p.restart[0] != 0 {
+		coverRestarts(&p.restart, victims[:min(n, inlineSlots)], n > inlineSlots, free, nd.mixed, secDown(at))
+	}
 	return p, bronze
+}
+
+// victimSum is a bronze lease preemption could stop: when it restarted
+// (agg seconds, rounded up) and its GPUs.
+type victimSum struct {
+	restart uint32
+	gpus    int
+}
+
+// addVictim adds v to the n kept in vs, latest restart first; past
+// inlineSlots it keeps the latest.
+func addVictim(vs [inlineSlots]victimSum, n int, v victimSum) ([inlineSlots]victimSum, int) {
+	i := min(n, inlineSlots-1)
+	if n >= inlineSlots && v.restart <= vs[i].restart {
+		return vs, n + 1
+	}
+	for ; i > 0 && vs[i-1].restart < v.restart; i-- {
+		vs[i] = vs[i-1]
+	}
+	vs[i] = v
+	return vs, n + 1
+}
+
+// coverRestarts fills the cover bands of a node's planAgg.restart as of
+// now (agg seconds), given restart[0], its preemptible bronze leases
+// that do not end by a notice's end (latest restart first; more, when
+// more is set, that restarted no later than the last) and the GPUs free
+// by then. For each band the node must free need GPUs, what a job of
+// coverGPUs[b] needs beyond the free ones: it takes them from the latest
+// restarted leases first, as if a lease could be split (stopping whole
+// leases can only lose more), and their mean restart m, rounded up. The
+// loss is then at least need × (t − m) at any time t, which from now on
+// is at least t − r for r = m − (need − 1)(now − m): the band keeps r,
+// so that a subtree's latest r bounds its nodes' losses whatever each
+// needs. A larger need never loses less, so a band bounds every job at
+// least its size. A node that cannot free what it needs keeps 0 there:
+// no plan that stops leases there serves such a job. A node of mixed GPUs, where not every free GPU or lease may serve
+// a job, keeps restart[0] in every band.
+func coverRestarts(r *[coverBands]uint32, vs []victimSum, more bool, free int, mixed bool, now uint32) {
+	for b := 1; b < coverBands; b++ {
+		if mixed {
+			r[b] = r[0]
+			continue
+		}
+		need := max(1, coverGPUs[b]-free) // a larger job of the band may need one
+		left, sum := need, uint64(0)
+		for _, v := range vs {
+			take := min(left, v.gpus)
+			sum += uint64(take) * uint64(v.restart)
+			if left -= take; left == 0 {
+				break
+			}
+		}
+		switch {
+		case left > 0 && more:
+			sum += uint64(left) * uint64(vs[len(vs)-1].restart) // the rest restarted no later
+		case left > 0:
+			return // nor can a larger band's need be freed
+		}
+		m := int64((sum + uint64(need) - 1) / uint64(need))
+		r[b] = uint32(min(max(1, m-int64(need-1)*(int64(now)-m)), math.MaxUint32-1))
+	}
 }
 
 // entries recounts the node's free and preemptible GPUs, and returns its
@@ -159,7 +269,8 @@ func (e *Engine) entries(nd *node) (agg, planAgg) {
 		}
 	}
 	var p planAgg
-	p, nd.bronze = e.planOf(nd)
+	p, nd.bronze = e.planOf(nd, e.eligibleAt)
+	nd.planAt = e.eligibleAt
 	return leafAgg(nd), p
 }
 
@@ -167,7 +278,7 @@ func (e *Engine) entries(nd *node) (agg, planAgg) {
 // record and prices decide.
 func (nd *node) setBase() {
 	nd.base = agg{rel: lowScore(nd.rel), ram: ramGiB(int(nd.ram)), cpu: int16(min(nd.cpu, math.MaxInt16))}
-	nd.basePlan = planAgg{firstEnd: math.MaxUint32}
+	nd.basePlan = planAgg{firstEnd: math.MaxUint32, laterEnd: math.MaxUint32}
 	for t := range tierCount {
 		nd.base.s1[t] = noScore
 		if nd.inView(t) {
@@ -204,8 +315,9 @@ func combine(a, b agg) agg {
 
 func combinePlan(a, b planAgg) planAgg {
 	return planAgg{
-		s1:      [tierCount]score32{min(a.s1[0], b.s1[0]), min(a.s1[1], b.s1[1]), min(a.s1[2], b.s1[2])},
-		restart: max(a.restart, b.restart), firstEnd: min(a.firstEnd, b.firstEnd),
+		s1:       [tierCount]score32{min(a.s1[0], b.s1[0]), min(a.s1[1], b.s1[1]), min(a.s1[2], b.s1[2])},
+		restart:  [coverBands]uint32{max(a.restart[0], b.restart[0]), max(a.restart[1], b.restart[1]), max(a.restart[2], b.restart[2])},
+		firstEnd: min(a.firstEnd, b.firstEnd), laterEnd: min(a.laterEnd, b.laterEnd),
 	}
 }
 

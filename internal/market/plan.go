@@ -31,7 +31,7 @@ func (e *Engine) plan(q *query, sig *signature) Decision {
 		} else if ok {
 			late = true
 		}
-		if d, ok := e.planReservation(q, sig); ok && !startsTooLate(q, d) {
+		if d, ok := e.planReservation(q, sig, math.MaxInt64); ok && !startsTooLate(q, d) {
 			return d
 		} else if ok {
 			late = true
@@ -59,7 +59,7 @@ func startsTooLate(q *query, d Decision) bool {
 // preemption d would let it: GPUs that free up by the end of d's notice
 // anyway, so that no bronze work is thrown away for nothing.
 func (e *Engine) reserveInstead(q *query, sig *signature, d Decision) (Decision, bool) {
-	r, ok := e.planReservation(q, sig)
+	r, ok := e.planReservation(q, sig, d.Reservation.Start.UnixNano())
 	if !ok || r.Reservation.Start.After(d.Reservation.Start) {
 		return Decision{}, false
 	}
@@ -160,7 +160,7 @@ func (e *Engine) planPreemption(q *query, sig *signature) (Decision, bool) {
 			if gpusOK(a.free, q.g) {
 				return 0 // a node here may have room without preempting
 			}
-			return lossBound(q, a, p, q.now+notice)
+			return lossBound(q, a, p, q.now+notice, false)
 		},
 		func(nd *node) (cand, bool) {
 			if (nd.res != nil && nd.res.jobID != q.job.ID) || !preemptable(q, nd, notice) {
@@ -196,7 +196,7 @@ func (e *Engine) preemptOne(q *query, sig *signature) (cand, bool) {
 	e.processEligible(q.now)
 	var best *cand
 	skip := preemptSkip(q, notice)
-	bound := func(a *agg, p *planAgg) int64 { return lossBound(q, a, p, q.now+notice) }
+	bound := func(a *agg, p *planAgg) int64 { return lossBound(q, a, p, q.now+notice, true) }
 	visit := func(nd *node) {
 		if nd.res != nil || !preemptable(q, nd, notice) {
 			return
@@ -207,9 +207,11 @@ func (e *Engine) preemptOne(q *query, sig *signature) (cand, bool) {
 			}
 		}
 	}
-	stop := func(b int64) bool { return best != nil && b > best.lost }
+	stop := func(b int64, score float64) bool {
+		return best != nil && (b > best.lost || (b == best.lost && score > best.score))
+	}
 	for _, shelves := range e.planShelves(q, sig) {
-		e.bestFirst(shelves, q.ti, skip, bound, visit, stop)
+		e.bestFirst(shelves, q.ti, skip, bound, e.scoreBound(q), visit, stop)
 		if best != nil {
 			return *best, true
 		}
@@ -247,15 +249,28 @@ func preemptable(q *query, nd *node, notice int64) bool {
 // ones. A hold that may end by noticeEnd, when the preemption would
 // start, frees its GPUs at no loss (victimsOn counts them free), and the
 // subtree does not say how many: then it counts one GPU.
-func lossBound(q *query, a *agg, p *planAgg, noticeEnd int64) int64 {
-	if p.restart == 0 {
+//
+// With bands set, for a search that judges only nodes where q needs a
+// victim, it is no less than the time since the restart the subtree's
+// band keeps for q's size (see coverRestarts), while that holds: from the
+// time the plan entries were computed (at the latest eligibleAt) on, and
+// before any hold they do not count free may end (laterEnd).
+func lossBound(q *query, a *agg, p *planAgg, noticeEnd int64, bands bool) int64 {
+	if p.restart[0] == 0 {
 		return math.MaxInt64
 	}
-	need := 1
+	since := func(r uint32) int64 { return max(0, (q.now-secNanos(r))/int64(time.Second)) }
+	least := since(p.restart[0])
 	if secNanos(p.firstEnd) > noticeEnd { // every hold there ends after the notice
-		need = max(1, q.g-int(a.free))
+		least *= int64(max(1, q.g-int(a.free)))
 	}
-	return max(0, (q.now-secNanos(p.restart))/int64(time.Second)) * int64(need)
+	if b := coverBand(q.g); bands && b > 0 && q.now >= q.e.eligibleAt && secNanos(p.laterEnd) > noticeEnd {
+		if p.restart[b] == 0 {
+			return math.MaxInt64 // no node there could free q.g GPUs
+		}
+		least = max(least, since(p.restart[b]))
+	}
+	return least
 }
 
 // planShelves returns the shelves a one-node plan searches, in the order
@@ -398,10 +413,13 @@ func minLossCover(counts []int, losses []int64, need int) ([]int, int64, bool) {
 // planReservation reserves, for a gold or silver job that cannot start
 // now, the GPUs that free up soonest on nodes whose window then still
 // covers the job (in one region for a gang; ties by score), so that work
-// placed later cannot delay it (EASY backfill).
-func (e *Engine) planReservation(q *query, sig *signature) (Decision, bool) {
+// placed later cannot delay it (EASY backfill). A caller that wants only
+// a reservation starting by by (unix nanos; MaxInt64: any) gets the one a
+// full search would give whenever that starts by then; otherwise, one
+// that starts later or none.
+func (e *Engine) planReservation(q *query, sig *signature, by int64) (Decision, bool) {
 	if q.n == 1 {
-		c, ok := e.reserveOne(q, sig)
+		c, ok := e.reserveOne(q, sig, by)
 		if !ok {
 			return Decision{}, false
 		}
@@ -429,8 +447,12 @@ func (e *Engine) planReservation(q *query, sig *signature) (Decision, bool) {
 // reserveOne finds the node whose GPUs free up first for q with a window
 // that then still covers it (then the best score, then the lowest ID), in
 // the preferred region first: a best-first walk, bounded by each
-// subtree's earliest hold end.
-func (e *Engine) reserveOne(q *query, sig *signature) (cand, bool) {
+// subtree's earliest hold end. Past by it stops (but for a preferred
+// region, whose nodes win at any start).
+func (e *Engine) reserveOne(q *query, sig *signature, by int64) (cand, bool) {
+	if q.job.RegionPreferred {
+		by = math.MaxInt64
+	}
 	var best *cand
 	skip, bound := reserveBounds(q)
 	visit := func(nd *node) {
@@ -440,9 +462,11 @@ func (e *Engine) reserveOne(q *query, sig *signature) (cand, bool) {
 			}
 		}
 	}
-	stop := func(b int64) bool { return best != nil && b > best.start }
+	stop := func(b int64, score float64) bool {
+		return b > by || (best != nil && (b > best.start || (b == best.start && score > best.score)))
+	}
 	for _, shelves := range e.planShelves(q, sig) {
-		e.bestFirst(shelves, q.ti, skip, bound, visit, stop)
+		e.bestFirst(shelves, q.ti, skip, bound, e.scoreBound(q), visit, stop)
 		if best != nil {
 			return *best, true
 		}
@@ -476,6 +500,7 @@ func (e *Engine) planRegions(q *query, sig *signature, skip func(*agg, *planAgg,
 	try func(*node) (cand, bool), less func(a, b *cand) int, key func(*cand) int64) []cand {
 	var all []cand
 	var shelves []*shelf
+	scoreBound := e.scoreBound(q)
 	for _, r := range sig.regions {
 		shelves = shelves[:0]
 		for _, c := range sig.byRegion[r] {
@@ -495,11 +520,31 @@ func (e *Engine) planRegions(q *query, sig *signature, skip func(*agg, *planAgg,
 				top = top[:q.n]
 			}
 		}
-		stop := func(b int64) bool { return len(top) == q.n && b > key(&top[q.n-1]) }
-		e.bestFirst(shelves, q.ti, skip, bound, visit, stop)
+		stop := func(b int64, score float64) bool {
+			if len(top) < q.n {
+				return false
+			}
+			last := &top[q.n-1]
+			return b > key(last) || (b == key(last) && score > last.score)
+		}
+		e.bestFirst(shelves, q.ti, skip, bound, scoreBound, visit, stop)
 		all = append(all, top...)
 	}
 	return all
+}
+
+// scoreBound returns, for bestFirst, the least score q could give a node
+// on a shelf with weight-1 score at least s1: scaled for q's reliability
+// weight, less the most credit any node could earn.
+func (e *Engine) scoreBound(q *query) func(s *shelf, s1 float64) float64 {
+	credit := float64(e.maxCredit(q))
+	if q.job.CheckpointNodeID != "" {
+		credit += float64(q.cap) // resumeCredit is at most the cap
+	}
+	return func(s *shelf, s1 float64) float64 {
+		f, _ := scale(q, s, 0)
+		return s1*f - credit
+	}
 }
 
 // reservable is nd as a candidate for q's reservation: when q.g GPUs free

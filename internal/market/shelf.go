@@ -597,17 +597,28 @@ func (s *shelf) nextBest(t, g int, after float64, afterPos int32) int {
 // lower bound on what a plan there would cost: it expands the subtree with
 // the lowest bound first, skips subtrees that skip rejects or whose bound
 // is MaxInt64 (nothing there), and ends when stop says the next bound
-// cannot beat the best plan found.
+// cannot beat the best plan found. Plans that cost the same are ranked by
+// score: when score is not nil, it gives a lower bound on the score of
+// any node with weight-1 score at least s1 on the shelf, and subtrees of
+// equal bound are expanded lowest score first, so that stop, given the
+// next bound and its score, can end among them too.
 //
 // skip and bound are given the subtree's (or node's) aggregates, and skip
 // its least weight-1 score at the tier.
-func (e *Engine) bestFirst(shelves []*shelf, ti int, skip func(a *agg, p *planAgg, s1 float64) bool, bound func(*agg, *planAgg) int64, visit func(*node), stop func(bound int64) bool) {
+func (e *Engine) bestFirst(shelves []*shelf, ti int, skip func(a *agg, p *planAgg, s1 float64) bool, bound func(*agg, *planAgg) int64,
+	score func(s *shelf, s1 float64) float64, visit func(*node), stop func(bound int64, score float64) bool) {
 	h := e.bf[:0]
 	push := func(s *shelf, a *agg, p *planAgg, k, lo, hi int) {
-		if !skip(a, p, p.s1[ti].float()) {
-			if b := bound(a, p); b != math.MaxInt64 {
-				h = pushItem(h, bfItem{b, s, k, lo, hi})
+		s1 := p.s1[ti].float()
+		if skip(a, p, s1) {
+			return
+		}
+		if b := bound(a, p); b != math.MaxInt64 {
+			it := bfItem{bound: b, s: s, k: k, lo: lo, hi: hi}
+			if score != nil {
+				it.score = score(s, s1)
 			}
+			h = pushItem(h, it)
 		}
 	}
 	for _, s := range shelves {
@@ -619,7 +630,7 @@ func (e *Engine) bestFirst(shelves []*shelf, ti int, skip func(a *agg, p *planAg
 	for len(h) > 0 {
 		var it bfItem
 		it, h = popItem(h)
-		if stop(it.bound) {
+		if stop(it.bound, it.score) {
 			break
 		}
 		s := it.s
@@ -646,18 +657,24 @@ func (e *Engine) bestFirst(shelves []*shelf, ti int, skip func(a *agg, p *planAg
 }
 
 // bfItem is a subtree waiting in bestFirst: tree node k covering blocks
-// [lo, hi), or with k < 0 the node at position lo.
+// [lo, hi), or with k < 0 the node at position lo, with its bounds.
 type bfItem struct {
 	bound     int64
+	score     float64
 	s         *shelf
 	k, lo, hi int
+}
+
+// before orders bfItems by bound, then score.
+func (it *bfItem) before(o *bfItem) bool {
+	return it.bound < o.bound || (it.bound == o.bound && it.score < o.score)
 }
 
 func pushItem(h []bfItem, it bfItem) []bfItem {
 	h = append(h, it)
 	for i := len(h) - 1; i > 0; {
 		p := (i - 1) / 2
-		if h[p].bound <= h[i].bound {
+		if !h[i].before(&h[p]) {
 			break
 		}
 		h[p], h[i] = h[i], h[p]
@@ -673,10 +690,10 @@ func popItem(h []bfItem) (bfItem, []bfItem) {
 	h = h[:last]
 	for i := 0; ; {
 		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(h) && h[l].bound < h[m].bound {
+		if l < len(h) && h[l].before(&h[m]) {
 			m = l
 		}
-		if r < len(h) && h[r].bound < h[m].bound {
+		if r < len(h) && h[r].before(&h[m]) {
 			m = r
 		}
 		if m == i {

@@ -74,6 +74,7 @@ type node struct {
 	// What touch reads and writes besides the holds, kept beside them.
 	leaf     agg     // its index entry, kept by touch
 	leafPlan planAgg // its plan entry, kept by touch
+	planAt   int64   // the eligibleAt leafPlan is as of
 	base     agg     // what of leaf its offer, record and prices decide (see setBase)
 	basePlan planAgg
 	// The buffers of held, holds and sums (see gpus).
