@@ -38,7 +38,7 @@ var (
 	refVRAM    = map[string]int{"H100-80GB": 81920, "A100-40GB": 40960, "RTX4090": 24576}
 )
 
-func randomEngineMarket(r *rand.Rand, size int) *refMarket {
+func randomEngineMarket(r *rand.Rand, size int, wide bool) *refMarket {
 	m := &refMarket{}
 	ids := r.Perm(9 * size)
 	for i := range 2 + r.IntN(size) {
@@ -46,7 +46,11 @@ func randomEngineMarket(r *rand.Rand, size int) *refMarket {
 		n := &idlegrid.Node{ID: id, ProviderID: fmt.Sprintf("p%d", ids[i]%3), State: idlegrid.NodeOnline}
 		n.Name = id
 		model := refModels[r.IntN(len(refModels))]
-		for g := range 1 + r.IntN(4) {
+		gpus := 1 + r.IntN(4)
+		if wide {
+			gpus = []int{4, 8}[r.IntN(2)]
+		}
+		for g := range gpus {
 			mm := model
 			if r.IntN(8) == 0 {
 				mm = refModels[r.IntN(len(refModels))] // a mixed node
@@ -108,7 +112,11 @@ func randomEngineMarket(r *rand.Rand, size int) *refMarket {
 				continue
 			}
 			k := 1 + r.IntN(len(n.GPUs)-g)
-			started := now.Add(-time.Duration(r.IntN(120)) * time.Minute)
+			ago := r.IntN(120)
+			if wide {
+				ago -= ago % 30 // leases that started together lose the same: plans tie, and go by score
+			}
+			started := now.Add(-time.Duration(ago) * time.Minute)
 			l := &idlegrid.Lease{
 				ID: fmt.Sprintf("l-%s-%d", id, g), JobID: fmt.Sprintf("jl-%s-%d", id, g), NodeID: id,
 				Tier: idlegrid.Tiers[r.IntN(3)], State: idlegrid.LeaseRunning, CreatedAt: started, StartedAt: &started,
@@ -124,7 +132,7 @@ func randomEngineMarket(r *rand.Rand, size int) *refMarket {
 	return m
 }
 
-func randomEngineJob(r *rand.Rand) *idlegrid.Job {
+func randomEngineJob(r *rand.Rand, wide bool) *idlegrid.Job {
 	j := &idlegrid.Job{ID: "job", JobSpec: idlegrid.JobSpec{
 		Kind: []idlegrid.WorkloadKind{idlegrid.KindTraining, idlegrid.KindEval}[r.IntN(2)], Image: "x",
 		GPUs: []int{1, 1, 2, 3}[r.IntN(4)], Nodes: []int{1, 1, 1, 2, 3}[r.IntN(5)], Tier: idlegrid.Tiers[r.IntN(3)],
@@ -159,6 +167,9 @@ func randomEngineJob(r *rand.Rand) *idlegrid.Job {
 		if r.IntN(2) == 0 {
 			j.Datasets = append(j.Datasets, idlegrid.Dataset{Name: "beta", SizeGB: 2000})
 		}
+	}
+	if wide { // one node, of 4 to 8 GPUs: the preemption bounds by job size
+		j.GPUs, j.Nodes = []int{4, 5, 8}[r.IntN(3)], 1
 	}
 	return j
 }
@@ -636,22 +647,25 @@ func gpuOf(n *idlegrid.Node, uuid string) idlegrid.GPU {
 // place, not a fresh one.
 func TestEngine_Place_bruteForce(t *testing.T) {
 	for _, tc := range []struct {
-		name         string
-		size, rounds int
-		saturated    bool
+		name            string
+		size, rounds    int
+		saturated, wide bool
 	}{
-		{"small", 11, 20000, false},
-		{"large", 400, 300, false},
+		{"small", 11, 20000, false, false},
+		{"large", 400, 300, false, false},
 		// Nearly every node busy: most prices come from a shadow runner-up,
 		// found in classes of many blocks.
-		{"saturated", 1500, 600, true},
+		{"saturated", 1500, 600, true, false},
+		// Nodes of 4 and 8 GPUs and one-node jobs of 4 to 8, so that plans
+		// use the bounds kept per job size (index.go, coverRestarts).
+		{"wide", 60, 3000, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rounds := tc.rounds
 			if testing.Short() {
 				rounds /= 10
 			}
-			bruteForce(t, tc.size, rounds, tc.saturated)
+			bruteForce(t, tc.size, rounds, tc.saturated, tc.wide)
 		})
 	}
 }
@@ -717,12 +731,12 @@ func saturate(r *rand.Rand, m *refMarket) {
 	}
 }
 
-func bruteForce(t *testing.T, size, rounds int, saturated bool) {
+func bruteForce(t *testing.T, size, rounds int, saturated, wide bool) {
 	var placed, gangs, preempted, reserved, shadowed int
 	for seed := range uint64(rounds) {
 		r := rand.New(rand.NewPCG(seed, uint64(size)))
-		m := randomEngineMarket(r, size)
-		j := randomEngineJob(r)
+		m := randomEngineMarket(r, size, wide)
+		j := randomEngineJob(r, wide)
 		if saturated {
 			saturate(r, m)
 		}
@@ -791,6 +805,12 @@ func bruteForce(t *testing.T, size, rounds int, saturated bool) {
 	t.Logf("%d rounds: placed %d (%d gangs, %d priced by a shadow runner-up), preempted for %d, reserved for %d", rounds, placed, gangs, shadowed, preempted, reserved)
 	if saturated {
 		if shadowed < rounds/10 {
+			t.Errorf("the generator exercises too little: tune it")
+		}
+		return
+	}
+	if wide {
+		if preempted < rounds/20 || reserved < rounds/20 {
 			t.Errorf("the generator exercises too little: tune it")
 		}
 		return

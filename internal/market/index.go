@@ -186,7 +186,7 @@ func (e *Engine) planOf(nd *node, at int64) (planAgg, int) {
 			if h.lease && h.start <= eligible {
 				p.restart[0] = max(p.restart[0], secUp(h.restart))
 				if h.freeBy > soon {
-					victims, n = addVictim(victims, n, victimSum{secUp(h.restart), int(h.gpus)})
+					n = addVictim(&victims, n, victimSum{secUp(h.restart), h.gpus})
 				}
 			}
 		}
@@ -201,21 +201,21 @@ func (e *Engine) planOf(nd *node, at int64) (planAgg, int) {
 // (agg seconds, rounded up) and its GPUs.
 type victimSum struct {
 	restart uint32
-	gpus    int
+	gpus    int32
 }
 
 // addVictim adds v to the n kept in vs, latest restart first; past
 // inlineSlots it keeps the latest.
-func addVictim(vs [inlineSlots]victimSum, n int, v victimSum) ([inlineSlots]victimSum, int) {
+func addVictim(vs *[inlineSlots]victimSum, n int, v victimSum) int {
 	i := min(n, inlineSlots-1)
 	if n >= inlineSlots && v.restart <= vs[i].restart {
-		return vs, n + 1
+		return n + 1
 	}
 	for ; i > 0 && vs[i-1].restart < v.restart; i-- {
 		vs[i] = vs[i-1]
 	}
 	vs[i] = v
-	return vs, n + 1
+	return n + 1
 }
 
 // coverRestarts fills the cover bands of a node's planAgg.restart as of
@@ -223,16 +223,17 @@ func addVictim(vs [inlineSlots]victimSum, n int, v victimSum) ([inlineSlots]vict
 // that do not end by a notice's end (latest restart first; more, when
 // more is set, that restarted no later than the last) and the GPUs free
 // by then. For each band the node must free need GPUs, what a job of
-// coverGPUs[b] needs beyond the free ones: it takes them from the latest
-// restarted leases first, as if a lease could be split (stopping whole
-// leases can only lose more), and their mean restart m, rounded up. The
-// loss is then at least need × (t − m) at any time t, which from now on
-// is at least t − r for r = m − (need − 1)(now − m): the band keeps r,
-// so that a subtree's latest r bounds its nodes' losses whatever each
-// needs. A larger need never loses less, so a band bounds every job at
-// least its size. A node that cannot free what it needs keeps 0 there:
-// no plan that stops leases there serves such a job. A node of mixed GPUs, where not every free GPU or lease may serve
-// a job, keeps restart[0] in every band.
+// coverGPUs[b] needs beyond the free ones (at least one): it takes them
+// from the latest restarted leases first, as if a lease could be split
+// (stopping whole leases can only lose more), and their mean restart m,
+// rounded up. The loss is then at least need × (t − m) at any time t,
+// which from now on is at least t − r for r = m − (need − 1)(now − m):
+// the band keeps r, so that a subtree's latest r bounds its nodes' losses
+// whatever each needs. A larger need never loses less, so a band bounds
+// every job at least its size. A node that cannot free what it needs
+// keeps 0 there: no plan that stops leases there serves such a job. A
+// node of mixed GPUs, where not every free GPU or lease may serve a job,
+// keeps restart[0] in every band.
 func coverRestarts(r *[coverBands]uint32, vs []victimSum, more bool, free int, mixed bool, now uint32) {
 	for b := 1; b < coverBands; b++ {
 		if mixed {
@@ -242,7 +243,7 @@ func coverRestarts(r *[coverBands]uint32, vs []victimSum, more bool, free int, m
 		need := max(1, coverGPUs[b]-free) // a larger job of the band may need one
 		left, sum := need, uint64(0)
 		for _, v := range vs {
-			take := min(left, v.gpus)
+			take := min(left, int(v.gpus))
 			sum += uint64(take) * uint64(v.restart)
 			if left -= take; left == 0 {
 				break
