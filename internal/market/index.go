@@ -50,7 +50,8 @@ type planAgg struct {
 	restart  [coverBands]uint32
 	firstEnd uint32 // earliest time a hold should end (rounded down): no reservation can start before
 	// laterEnd is the earliest end (rounded down) of a hold the bands of
-	// restart do not count free.
+	// restart do not count free, on a node with a lease preemption could
+	// stop (MaxUint32: none).
 	laterEnd uint32
 }
 
@@ -172,14 +173,14 @@ func (e *Engine) planOf(nd *node, at int64) (planAgg, int) {
 	bronze, eligible := 0, at-e.cfg.MinRuntimeSeconds*int64(time.Second)
 	soon := at + e.cfg.NoticeSeconds*int64(time.Second)
 	var victims [inlineSlots]victimSum
-	n, free := 0, int(nd.free)
+	n, free, laterEnd := 0, int(nd.free), uint32(math.MaxUint32)
 	for i := range nd.sums {
 		h := &nd.sums[i]
 		p.firstEnd = min(p.firstEnd, secDown(h.freeBy))
 		if h.freeBy <= soon {
 			free += int(h.gpus)
 		} else {
-			p.laterEnd = min(p.laterEnd, secDown(h.freeBy))
+			laterEnd = min(laterEnd, secDown(h.freeBy))
 		}
 		if h.bronze {
 			bronze += int(h.gpus)
@@ -191,8 +192,9 @@ func (e *Engine) planOf(nd *node, at int64) (planAgg, int) {
 			}
 		}
 	}
-	if p.restart[0] != 0 {
+	if p.restart[0] != 0 { // a node with no lease to stop has no bands, and no later end that could spoil them
 		coverRestarts(&p.restart, victims[:min(n, inlineSlots)], n > inlineSlots, free, nd.mixed, secDown(at))
+		p.laterEnd = laterEnd
 	}
 	return p, bronze
 }
