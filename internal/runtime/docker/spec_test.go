@@ -334,3 +334,26 @@ func TestLineWriter(t *testing.T) {
 type fixedClock struct{}
 
 func (fixedClock) Now() time.Time { return time.Date(2024, 5, 1, 9, 30, 0, 0, time.UTC) }
+
+func TestKillNote(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		recorded bool
+		exit     runtime.Exit
+		want     string
+	}{
+		{"recorded", true, runtime.Exit{Code: 137}, "the workload ran out of memory: its limit is 64 MB"},
+		{"unexplained SIGKILL", false, runtime.Exit{Code: 137},
+			"the workload was killed (SIGKILL, exit 137) and the agent did not stop it; Docker did not say why, and the likely cause is memory: its limit is 64 MB"},
+		{"stopped by the agent", false, runtime.Exit{Code: 137, Stopped: true}, ""},
+		{"failed on its own", false, runtime.Exit{Code: 1}, ""},
+		{"lost", false, runtime.Exit{Code: 137, Err: errors.New("lost the container")}, ""},
+		{"succeeded", false, runtime.Exit{}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := killNote(tt.recorded, tt.exit, 64); got != tt.want {
+				t.Errorf("killNote = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -166,8 +166,8 @@ func (r *Runtime) finish(wl *workload, exit *runtime.Exit) {
 	exit.At = r.finishedAt(ctx, wl)
 	if note := wl.diskNoted(); note != "" {
 		wl.note(note)
-	} else if r.oomKilled(ctx, wl, exit) {
-		wl.note(fmt.Sprintf("the workload ran out of memory: its limit is %d MB", wl.memoryBytes>>20))
+	} else if note := killNote(r.oomKilled(ctx, wl, exit), *exit, wl.memoryBytes>>20); note != "" {
+		wl.note(note)
 	}
 	if wl.adopted && wl.verifiable && exit.Err == nil && exit.Code == 0 {
 		r.keepDigest(ctx, wl) // from its log, before the container goes
@@ -206,6 +206,22 @@ const (
 	oomRecheckEvery = 50 * time.Millisecond
 	oomRechecks     = 200
 )
+
+// killNote is what the workload's log is told of a kill the agent did
+// not ask for. Docker can miss an out-of-memory kill altogether: the
+// runtime's event is lost when the container's cgroup goes first
+// (containerd issue 8180), so a SIGKILL (137) that neither the agent nor
+// Docker explains names memory as the likely cause, and the limit.
+func killNote(oomRecorded bool, exit runtime.Exit, limitMB int64) string {
+	switch {
+	case oomRecorded:
+		return fmt.Sprintf("the workload ran out of memory: its limit is %d MB", limitMB)
+	case exit.Err == nil && exit.Code == 137 && !exit.Stopped:
+		return fmt.Sprintf("the workload was killed (SIGKILL, exit 137) and the agent did not stop it; "+
+			"Docker did not say why, and the likely cause is memory: its limit is %d MB", limitMB)
+	}
+	return ""
+}
 
 // oomKilled reports whether the kernel killed the workload for its
 // memory. Docker marks the container OOMKilled when the kernel's event
