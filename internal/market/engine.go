@@ -101,6 +101,7 @@ type Engine struct {
 	bounds []classBound
 	// gangBounds holds the shelves gangRegions bounded, region by region.
 	gangBounds []classBound
+	gang       gangScratch
 	bf         []bfItem
 	// rankScratch is what ranked lists reuse when they follow the shelf
 	// (ranked.go).

@@ -166,6 +166,35 @@ type regionPick struct {
 	minID string
 }
 
+// beats reports whether rp's gang scores lower than o's, ties going to
+// the one with the lowest node ID.
+func (rp *regionPick) beats(o *regionPick) bool {
+	return rp.total < o.total || (rp.total == o.total && rp.minID < o.minID)
+}
+
+// gangScratch is placeGang's memory, kept from one placement to the next
+// (a gang searches several regions, and copies its picks from each).
+type gangScratch struct {
+	cands   []cand // the regions' picks, one after the other
+	holding []regionPick
+	later   []regionBound
+	regions []regionBound
+	losers  []cand
+}
+
+// reset empties s for the next gang.
+func (s *gangScratch) reset() {
+	s.cands, s.holding, s.later, s.losers = s.cands[:0], s.holding[:0], s.later[:0], s.losers[:0]
+}
+
+// keep copies c into s and returns the copy, which stays as it is until
+// the next reset.
+func (s *gangScratch) keep(c []cand) []cand {
+	start := len(s.cands)
+	s.cands = append(s.cands, c...)
+	return s.cands[start:len(s.cands):len(s.cands)]
+}
+
 // placeGang places a job on q.n nodes of one region: the region whose best
 // q.n nodes have the lowest total score (the preferred region first, when
 // it can hold the gang). The best node left out, in any region that could
@@ -177,64 +206,66 @@ type regionPick struct {
 // could still set the price. The decision is the one searching every
 // region would make.
 func (e *Engine) placeGang(q *query, sig *signature) (Decision, bool) {
-	n := q.n
+	n, gs := q.n, &e.gang
+	gs.reset()
 	if q.job.RegionPreferred {
 		if list := e.regionTop(q, sig, q.job.Region, n+1, nil); len(list) >= n {
 			return e.award(q, list[:n], list[n:]), true
 		}
 	}
-	var best *regionPick
-	var holding []*regionPick
-	var later []regionBound
+	best := -1 // in gs.holding
 	for _, rb := range e.gangRegions(q, sig) {
-		if best != nil && beyond(rb.lb, best.total/float64(n)) {
-			later = append(later, rb) // n nodes there score more than best's n
+		if best >= 0 && beyond(rb.lb, gs.holding[best].total/float64(n)) {
+			gs.later = append(gs.later, rb) // n nodes there score more than best's n
 			continue
 		}
-		rp := e.gangIn(q, sig, rb)
-		if rp == nil {
+		rp, ok := e.gangIn(q, sig, rb)
+		if !ok {
 			continue
 		}
-		holding = append(holding, rp)
-		if best == nil || rp.total < best.total || (rp.total == best.total && rp.minID < best.minID) {
-			best = rp
+		if best < 0 || rp.beats(&gs.holding[best]) {
+			best = len(gs.holding)
 		}
+		gs.holding = append(gs.holding, rp)
 	}
-	if best == nil {
+	if best < 0 {
 		return Decision{}, false
 	}
-	losers := slices.Clone(best.list[n:])
-	for _, rp := range holding {
-		if rp != best {
-			losers = append(losers, rp.list[0])
+	winners := gs.holding[best].list
+	gs.losers = append(gs.losers, winners[n:]...)
+	for i := range gs.holding {
+		if i != best {
+			gs.losers = append(gs.losers, gs.holding[i].list[0])
 		}
 	}
+	losers := gs.losers
 	slices.SortFunc(losers, func(a, b cand) int { return rank(&a, &b) })
-	for _, rb := range later {
+	for _, rb := range gs.later {
 		if len(losers) > 0 && beyond(rb.lb, losers[0].score) {
 			continue // its best node cannot set the price
 		}
-		if rp := e.gangIn(q, sig, rb); rp != nil {
+		if rp, ok := e.gangIn(q, sig, rb); ok {
 			i, _ := slices.BinarySearchFunc(losers, rp.list[0], func(a, b cand) int { return rank(&a, &b) })
 			losers = slices.Insert(losers, i, rp.list[0])
 		}
 	}
-	return e.award(q, best.list[:n], losers), true
+	gs.losers = losers
+	return e.award(q, winners[:n], losers), true
 }
 
 // gangIn returns the region's best q.n+1 nodes for q's gang, with the total
-// score of the first q.n, or nil when the region cannot hold the gang.
-func (e *Engine) gangIn(q *query, sig *signature, rb regionBound) *regionPick {
+// score of the first q.n; false when the region cannot hold the gang.
+func (e *Engine) gangIn(q *query, sig *signature, rb regionBound) (regionPick, bool) {
 	list := e.regionTop(q, sig, rb.region, q.n+1, rb.shelves)
 	if len(list) < q.n {
-		return nil
+		return regionPick{}, false
 	}
-	rp := &regionPick{list: list, minID: list[0].nd.id}
+	rp := regionPick{list: list, minID: list[0].nd.id}
 	for i := range list[:q.n] {
 		rp.total += list[i].score
 		rp.minID = min(rp.minID, list[i].nd.id)
 	}
-	return rp
+	return rp, true
 }
 
 // regionBound is a region a gang may run in, with a lower bound on the
@@ -253,7 +284,7 @@ type regionBound struct {
 // its own reserved nodes are judged outside the shelves' bounds.
 func (e *Engine) gangRegions(q *query, sig *signature) []regionBound {
 	_, reserved := e.reservations[q.job.ID]
-	out := make([]regionBound, 0, len(sig.regions))
+	out := e.gang.regions[:0]
 	e.gangBounds = e.gangBounds[:0]
 	for _, r := range sig.regions {
 		if q.job.RegionPreferred && r == q.job.Region {
@@ -266,6 +297,7 @@ func (e *Engine) gangRegions(q *query, sig *signature) []regionBound {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b regionBound) int { return cmp.Compare(a.lb, b.lb) })
+	e.gang.regions = out
 	return out
 }
 
@@ -284,9 +316,9 @@ func (e *Engine) regionBound(q *query, sig *signature, region string) (regionBou
 	return regionBound{lb: lb, region: region, shelves: e.gangBounds[start:len(e.gangBounds):len(e.gangBounds)]}, len(bounds) > 0
 }
 
-// regionTop returns up to k best candidates in a region, best first. When
-// shelves is not nil it holds the region's shelves for q, as regionBound
-// bounded them.
+// regionTop returns up to k best candidates in a region, best first, kept
+// in e.gang until its next reset. When shelves is not nil it holds the
+// region's shelves for q, as regionBound bounded them.
 func (e *Engine) regionTop(q *query, sig *signature, region string, k int, shelves []classBound) []cand {
 	top := &e.top
 	top.reset(k)
@@ -296,7 +328,7 @@ func (e *Engine) regionTop(q *query, sig *signature, region string, k int, shelv
 	} else {
 		e.searchClasses(q, sig, sig.byRegion[region], region, top)
 	}
-	return slices.Clone(top.c)
+	return e.gang.keep(top.c)
 }
 
 // topK keeps the k best candidates, best first.
