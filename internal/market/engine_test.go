@@ -457,3 +457,36 @@ func TestEngine_FreeNow(t *testing.T) {
 		t.Errorf("NodesFree(4) in n2's window = %v, want %v", got2, want)
 	}
 }
+
+// A shadow runner-up is the least score at or above the worst winner's,
+// ties going to the lowest node ID, also where the shelf's order ranks
+// the job's tier but ties fall in another order: here the bronze asks tie
+// and the nodes stand in the order of their silver asks, highest ID first.
+func TestEngine_Place_shadowTieByID(t *testing.T) {
+	var nodes []*idlegrid.Node
+	for i := range 6 {
+		n := engineNode(fmt.Sprintf("n%d", i))
+		n.Ask.FloorMicrosPerGPUHour = map[idlegrid.Tier]idlegrid.Micros{
+			idlegrid.TierGold: 20 * unit, idlegrid.TierSilver: idlegrid.Micros(10-i) * unit, idlegrid.TierBronze: unit,
+		}
+		nodes = append(nodes, n)
+	}
+	e := mustEngine(t, nodes...)
+	for _, n := range nodes[:5] { // all busy but n5
+		uuids := make([]string, len(n.GPUs))
+		for k, g := range n.GPUs {
+			uuids[k] = g.UUID
+		}
+		e.AddLease(mustLease("l-"+n.ID, n.ID, idlegrid.TierSilver, uuids...))
+	}
+	j := &idlegrid.Job{ID: "j", JobSpec: idlegrid.JobSpec{Kind: idlegrid.KindTraining, GPUs: 4, Nodes: 1, Tier: idlegrid.TierBronze,
+		Interruptible: true, MaxPriceMicrosPerGPUHour: 5 * unit, DurationSeconds: 3600}}
+	d := e.Place(j, now)
+	if !d.Placed() {
+		t.Fatalf("not placed: %s", d.Reason)
+	}
+	if p := d.Picks[0]; p.Node.ID != "n5" || !p.ShadowRunnerUp || p.RunnerUpNodeID != "n0" {
+		t.Errorf("placed on %s priced against %q (shadow %v), want n5 priced against the shadow runner-up n0, the lowest ID of the tie",
+			p.Node.ID, p.RunnerUpNodeID, p.ShadowRunnerUp)
+	}
+}
