@@ -102,6 +102,7 @@ type Engine struct {
 	// gangBounds holds the shelves gangRegions bounded, region by region.
 	gangBounds []classBound
 	gang       gangScratch
+	picks      []Pick // the slab newPicks cuts decisions' picks from
 	bf         []bfItem
 	// rankScratch is what ranked lists reuse when they follow the shelf
 	// (ranked.go).

@@ -874,13 +874,29 @@ func (e *Engine) award(q *query, winners, losers []cand) Decision {
 	} else if c, ok := e.shadowRunnerUp(q, winners); ok {
 		ru, busy = &c, true
 	}
-	d := Decision{Picks: make([]Pick, 0, len(winners))}
+	d := Decision{Picks: e.newPicks(len(winners))}
 	e.placed = e.placed[:0]
 	for i := range winners {
 		d.Picks = append(d.Picks, e.pick(q, &winners[i], ru, busy))
 		e.placed = append(e.placed, winners[i].nd)
 	}
 	return d
+}
+
+// pickSlab is how many picks the engine allocates at once (newPicks).
+const pickSlab = 64
+
+// newPicks returns an empty slice with room for n picks, cut from a slab
+// that later decisions share: one allocation serves many placements, and
+// a decision's picks stay its own (the slice's capacity ends at n, so an
+// append copies).
+func (e *Engine) newPicks(n int) []Pick {
+	if cap(e.picks)-len(e.picks) < n {
+		e.picks = make([]Pick, 0, max(pickSlab, n))
+	}
+	start := len(e.picks)
+	e.picks = e.picks[:start+n]
+	return e.picks[start : start : start+n]
 }
 
 // pickGPUs returns nd's lowest-UUID free GPUs usable by q's job, q.g of
