@@ -103,7 +103,10 @@ type Engine struct {
 	gangBounds []classBound
 	gang       gangScratch
 	picks      []Pick // the slab newPicks cuts decisions' picks from
-	bf         []bfItem
+	// planScratch and planOrder are what planShelves answers in.
+	planScratch [2][]*shelf
+	planOrder   [][]*shelf
+	bf          []bfItem
 	// rankScratch is what ranked lists reuse when they follow the shelf
 	// (ranked.go).
 	rankScratch rankScratch

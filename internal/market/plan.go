@@ -194,7 +194,7 @@ func (e *Engine) planPreemption(q *query, sig *signature) (Decision, bool) {
 func (e *Engine) preemptOne(q *query, sig *signature) (cand, bool) {
 	notice := e.cfg.NoticeSeconds * int64(time.Second)
 	e.processEligible(q.now)
-	var best *cand
+	var best cand // found when best.nd is set
 	skip := preemptSkip(q, notice)
 	bound := func(a *agg, p *planAgg) int64 { return lossBound(q, a, p, q.now+notice, true) }
 	visit := func(nd *node) {
@@ -202,18 +202,18 @@ func (e *Engine) preemptOne(q *query, sig *signature) (cand, bool) {
 			return
 		}
 		if c, ok := e.victimsOn(q, nd); ok && len(c.victims) > 0 {
-			if best == nil || cmp.Or(cmp.Compare(c.lost, best.lost), rank(&c, best)) < 0 {
-				best = &c
+			if best.nd == nil || cmp.Or(cmp.Compare(c.lost, best.lost), rank(&c, &best)) < 0 {
+				best = c
 			}
 		}
 	}
 	stop := func(b int64, score float64) bool {
-		return best != nil && (b > best.lost || (b == best.lost && score > best.score))
+		return best.nd != nil && (b > best.lost || (b == best.lost && score > best.score))
 	}
 	for _, shelves := range e.planShelves(q, sig) {
 		e.bestFirst(shelves, q.ti, skip, bound, e.scoreBound(q), visit, stop)
-		if best != nil {
-			return *best, true
+		if best.nd != nil {
+			return best, true
 		}
 	}
 	return cand{}, false
@@ -275,8 +275,9 @@ func lossBound(q *query, a *agg, p *planAgg, noticeEnd int64, bands bool) int64 
 
 // planShelves returns the shelves a one-node plan searches, in the order
 // it searches them: the preferred region's first, when the job has one.
+// The answer is the engine's scratch, good until the next call.
 func (e *Engine) planShelves(q *query, sig *signature) [][]*shelf {
-	var pref, rest []*shelf
+	pref, rest := e.planScratch[0][:0], e.planScratch[1][:0]
 	for _, c := range sig.all {
 		if c.key.maxJob > 0 && c.key.maxJob < q.dur {
 			continue
@@ -287,10 +288,12 @@ func (e *Engine) planShelves(q *query, sig *signature) [][]*shelf {
 			rest = append(rest, &c.shelf)
 		}
 	}
+	e.planScratch[0], e.planScratch[1] = pref, rest
+	e.planOrder = append(e.planOrder[:0], pref, rest)
 	if q.job.RegionPreferred {
-		return [][]*shelf{pref, rest}
+		return e.planOrder
 	}
-	return [][]*shelf{rest}
+	return e.planOrder[1:]
 }
 
 // preemptionDecision gives notice to the victims on set's nodes and
@@ -453,22 +456,22 @@ func (e *Engine) reserveOne(q *query, sig *signature, by int64) (cand, bool) {
 	if q.job.RegionPreferred {
 		by = math.MaxInt64
 	}
-	var best *cand
+	var best cand // found when best.nd is set
 	skip, bound := reserveBounds(q)
 	visit := func(nd *node) {
 		if c, ok := e.reservable(q, nd); ok {
-			if best == nil || cmp.Or(cmp.Compare(c.start, best.start), rank(&c, best)) < 0 {
-				best = &c
+			if best.nd == nil || cmp.Or(cmp.Compare(c.start, best.start), rank(&c, &best)) < 0 {
+				best = c
 			}
 		}
 	}
 	stop := func(b int64, score float64) bool {
-		return b > by || (best != nil && (b > best.start || (b == best.start && score > best.score)))
+		return b > by || (best.nd != nil && (b > best.start || (b == best.start && score > best.score)))
 	}
 	for _, shelves := range e.planShelves(q, sig) {
 		e.bestFirst(shelves, q.ti, skip, bound, e.scoreBound(q), visit, stop)
-		if best != nil {
-			return *best, true
+		if best.nd != nil {
+			return best, true
 		}
 	}
 	return cand{}, false
