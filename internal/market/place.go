@@ -215,9 +215,22 @@ func (e *Engine) placeGang(q *query, sig *signature) (Decision, bool) {
 	}
 	best := -1 // in gs.holding
 	for _, rb := range e.gangRegions(q, sig) {
-		if best >= 0 && beyond(rb.lb, gs.holding[best].total/float64(n)) {
-			gs.later = append(gs.later, rb) // n nodes there score more than best's n
-			continue
+		if best >= 0 {
+			avg := gs.holding[best].total / float64(n)
+			if beyond(rb.lb, avg) {
+				gs.later = append(gs.later, rb) // n nodes there score more than best's n
+				continue
+			}
+			// Its best node, a cheaper search than its best n, may show it.
+			first := e.regionTop(q, sig, rb.region, 1, rb.shelves)
+			if len(first) == 0 {
+				continue // no node there can take the job now
+			}
+			if beyond(first[0].score, avg) {
+				rb.lb = first[0].score
+				gs.later = append(gs.later, rb)
+				continue
+			}
 		}
 		rp, ok := e.gangIn(q, sig, rb)
 		if !ok {
@@ -699,7 +712,6 @@ func (e *Engine) judge(q *query, nd *node, main bool, top *topK) {
 	nd.mark = q.mark
 	if c, ok := e.consider(q, nd); ok {
 		top.offer(c)
-	} else {
 	}
 }
 
