@@ -106,6 +106,7 @@ type Engine struct {
 	// planScratch and planOrder are what planShelves answers in.
 	planScratch [2][]*shelf
 	planOrder   [][]*shelf
+	holdScratch []*hold // earliest's copy of a node's holds
 	bf          []bfItem
 	// rankScratch is what ranked lists reuse when they follow the shelf
 	// (ranked.go).

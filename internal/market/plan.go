@@ -129,7 +129,8 @@ func (e *Engine) earliest(q *query, nd *node, g int) int64 {
 	if u >= g {
 		return q.now
 	}
-	holds := slices.Clone(nd.holds)
+	holds := append(e.holdScratch[:0], nd.holds...)
+	e.holdScratch = holds
 	slices.SortFunc(holds, func(a, b *hold) int { return cmp.Compare(a.freeBy(), b.freeBy()) })
 	for _, h := range holds {
 		if u += usable(h); u >= g {
