@@ -545,6 +545,9 @@ func (e *Engine) judgeFits(q *query, b *classBound, bf, boff float64, top *topK)
 		if loose && top.full() && beyond(fitBound(q.w, f.val[j], f.rel[j], b.credit), top.worst()) {
 			continue // its own reliability rules it out: no need to read the node
 		}
+		if beyond(f.val[j]*f.rel[j], float64(q.cap)) {
+			continue // it asks more than the cap (its weight-1 score times its reliability)
+		}
 		e.judge(q, f.nds[j], b.main, top)
 	}
 }
