@@ -221,7 +221,8 @@ func (e *Engine) placeGang(q *query, sig *signature) (Decision, bool) {
 				gs.later = append(gs.later, rb) // n nodes there score more than best's n
 				continue
 			}
-			// Its best node, a cheaper search than its best n, may show it.
+			// Its best node alone, a cheaper search than its best n, may
+			// show it: n nodes there score at least n times as much.
 			first := e.regionTop(q, sig, rb.region, 1, rb.shelves)
 			if len(first) == 0 {
 				continue // no node there can take the job now
