@@ -492,7 +492,9 @@ func (e *Engine) shelfBounds(q *query, sig *signature, classes []sigEntry, regio
 			if slices.ContainsFunc(q.job.Datasets[:i], func(d idlegrid.Dataset) bool { return d.Name == ds.Name }) {
 				continue
 			}
-			for _, c := range e.subShelves(sig, ds.Name) {
+			subs := e.subShelves(sig, ds.Name)
+			e.touchSubShelves(q, subs)
+			for _, c := range subs {
 				if (region == "" || c.region == region) && (c.maxJob == 0 || c.maxJob >= q.dur) {
 					bounds = e.appendBound(bounds, q, c.sh, credit, false)
 				}
@@ -514,6 +516,17 @@ func (e *Engine) touchShelves(q *query, classes []sigEntry) {
 		sum += s.gen + s.lbs[q.ti][g].gen
 	}
 	e.touched = sum // kept, so that the loads are not optimized away
+}
+
+// touchSubShelves is touchShelves for sub-shelves.
+func (e *Engine) touchSubShelves(q *query, subs []subEntry) {
+	g := min(q.g, lbMax)
+	var sum uint64
+	for i := range subs {
+		s := subs[i].sh
+		sum += s.gen + s.lbs[q.ti][g].gen
+	}
+	e.touched += sum
 }
 
 // selected is how many shelves a search takes by selection before it sorts
