@@ -480,11 +480,18 @@ func (e *Engine) reserveOne(q *query, sig *signature, by int64) (cand, bool) {
 
 // reserveBounds are the subtree tests of a reservation search: skip rules
 // out subtrees with no node that could hold the job in time, and bound is
-// the earliest any node there could start it.
+// the earliest any node there could start it. A one-node job plans only
+// when no node can take it now, so a node with the GPUs free now is not
+// reservable either (reservable's tests of it, the window it is in, its
+// ask now, its size, another job's reservation, do not depend on the
+// start), and a subtree is bounded by its first hold end; a gang may wait
+// with nodes that could start now, too few in one region. (Bounding
+// subtrees with free GPUs at now made the check whether waiting beats
+// preempting walk every one of them first.)
 func reserveBounds(q *query) (skip func(*agg, *planAgg, float64) bool, bound func(*agg, *planAgg) int64) {
 	dur := q.dur * int64(time.Second)
 	bound = func(a *agg, p *planAgg) int64 {
-		if gpusOK(a.free, q.g) {
+		if q.n > 1 && gpusOK(a.free, q.g) {
 			return q.now
 		}
 		return max(q.now, secNanos(p.firstEnd))
