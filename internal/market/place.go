@@ -479,7 +479,7 @@ func (e *Engine) searchBounds(q *query, bounds []classBound, top *topK) {
 // datasets, their sub-shelves of nodes caching them, each with its bound
 // (see appendBound).
 func (e *Engine) shelfBounds(q *query, sig *signature, classes []sigEntry, region string) []classBound {
-	e.touchShelves(q, classes)
+	touchShelves(e, q, classes, func(c *sigEntry) *shelf { return c.sh })
 	bounds := e.bounds[:0]
 	for i := range classes {
 		if c := &classes[i]; c.maxJob == 0 || c.maxJob >= q.dur {
@@ -493,7 +493,7 @@ func (e *Engine) shelfBounds(q *query, sig *signature, classes []sigEntry, regio
 				continue
 			}
 			subs := e.subShelves(sig, ds.Name)
-			e.touchSubShelves(q, subs)
+			touchShelves(e, q, subs, func(c *subEntry) *shelf { return c.sh })
 			for _, c := range subs {
 				if (region == "" || c.region == region) && (c.maxJob == 0 || c.maxJob >= q.dur) {
 					bounds = e.appendBound(bounds, q, c.sh, credit, false)
@@ -505,28 +505,17 @@ func (e *Engine) shelfBounds(q *query, sig *signature, classes []sigEntry, regio
 }
 
 // touchShelves reads the two cache lines of each shelf that bounding it
-// reads (its header and its lbs entry for q), before bounding any. These
-// loads do not depend on one another, so their cache misses overlap; in
-// appendBound each waits on the one before.
-func (e *Engine) touchShelves(q *query, classes []sigEntry) {
+// reads (its header and its lbs entry for q), before bounding any: class
+// shelves or sub-shelves. These loads do not depend on one another, so
+// their cache misses overlap; in appendBound each waits on the one before.
+func touchShelves[E sigEntry | subEntry](e *Engine, q *query, entries []E, shelfOf func(*E) *shelf) {
 	g := min(q.g, lbMax)
 	var sum uint64
-	for i := range classes {
-		s := classes[i].sh
+	for i := range entries {
+		s := shelfOf(&entries[i])
 		sum += s.gen + s.lbs[q.ti][g].gen
 	}
-	e.touched = sum // kept, so that the loads are not optimized away
-}
-
-// touchSubShelves is touchShelves for sub-shelves.
-func (e *Engine) touchSubShelves(q *query, subs []subEntry) {
-	g := min(q.g, lbMax)
-	var sum uint64
-	for i := range subs {
-		s := subs[i].sh
-		sum += s.gen + s.lbs[q.ti][g].gen
-	}
-	e.touched += sum
+	e.touched += sum // kept, so that the loads are not optimized away
 }
 
 // selected is how many shelves a search takes by selection before it sorts
