@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"log/slog"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	rtfake "github.com/idlegrid/idlegrid/internal/runtime/fake"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
@@ -37,7 +37,7 @@ type attestServer struct {
 func mustAttestServer(tb testing.TB, maxSize int) *attestServer {
 	tb.Helper()
 	ctx := context.Background()
-	store, err := sqlstore.Open(ctx, filepath.Join(tb.TempDir(), "db"))
+	store, err := sqlstore.Open(ctx, sqlstoretest.Path(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/session"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 )
 
 // The public client can hold a session for the agent.
@@ -62,7 +62,7 @@ type realServer struct {
 func mustRealServer(tb testing.TB) *realServer {
 	tb.Helper()
 	ctx := context.Background()
-	store, err := sqlstore.Open(ctx, filepath.Join(tb.TempDir(), "db"))
+	store, err := sqlstore.Open(ctx, sqlstoretest.Path(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"log/slog"
 	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 )
 
 // moneyClock is a coordinator clock the test moves.
@@ -82,7 +82,7 @@ func (m *cliMarket) runningJob(t *testing.T) (string, *idlegrid.Lease) {
 func mustMoneyMarket(t *testing.T) *cliMarket {
 	t.Helper()
 	ctx := context.Background()
-	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
+	store, err := sqlstore.Open(ctx, sqlstoretest.Path(t))
 	mustOK(t, err)
 	t.Cleanup(func() { store.Close() })
 	clock := &moneyClock{now: idlegrid.SystemClock{}.Now()}

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +29,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/session"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 )
 
 // fixture is the whole path a renter's request takes: the real
@@ -87,7 +87,7 @@ func mustFixture(tb testing.TB, tune func(*gateway.Config)) *fixture {
 	tb.Cleanup(func() { tw.mu.Lock(); tw.done = true; tw.mu.Unlock() })
 	log := slog.New(slog.NewTextHandler(tw, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
-	store, err := sqlstore.Open(ctx, filepath.Join(tb.TempDir(), "idlegrid.db"))
+	store, err := sqlstore.Open(ctx, sqlstoretest.Path(tb))
 	if err != nil {
 		tb.Fatalf("open store: %v", err)
 	}

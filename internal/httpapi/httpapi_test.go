@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -29,6 +28,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 )
 
 // fakeClock is the coordinator's clock in these tests. It starts at the
@@ -72,7 +72,7 @@ func (w tbWriter) Write(p []byte) (int, error) {
 
 func mustOpen(tb testing.TB, opts httpapi.Options) *fixture {
 	tb.Helper()
-	return mustOpenOn(tb, filepath.Join(tb.TempDir(), "db"), opts)
+	return mustOpenOn(tb, sqlstoretest.Path(tb), opts)
 }
 
 // mustOpenOn is mustOpen on the store dsn names: a SQLite file or a

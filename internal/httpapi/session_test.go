@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/session"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 )
 
 // sessionFixture is the real coordinator on SQLite behind a real listener,
@@ -62,7 +62,7 @@ func (f *sessionFixture) cutAll() {
 func mustOpenSessions(tb testing.TB, offer bool) *sessionFixture {
 	tb.Helper()
 	ctx := context.Background()
-	store, err := sqlstore.Open(ctx, filepath.Join(tb.TempDir(), "db"))
+	store, err := sqlstore.Open(ctx, sqlstoretest.Path(tb))
 	if err != nil {
 		tb.Fatalf("open store: %v", err)
 	}

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -11,6 +10,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 )
 
 // reasonGate is a store whose SetJobReason, which the scheduler calls for
@@ -37,7 +37,7 @@ func (g *reasonGate) SetJobReason(ctx context.Context, jobID, reason string, at 
 func TestServer_asksDuringPass(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
+		store, err := sqlstore.Open(ctx, sqlstoretest.Path(t))
 		if err != nil {
 			t.Fatal(err)
 		}

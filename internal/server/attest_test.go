@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"io"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
@@ -400,7 +400,7 @@ var _ io.Reader = zeros{}
 func TestServer_ChallengePass(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
+		store, err := sqlstore.Open(ctx, sqlstoretest.Path(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/audit"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 )
 
 // mustAuditPage returns every entry of account (the caller's own for "")
@@ -182,7 +182,7 @@ func mustAuditServer(t *testing.T, n int) *auditServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &auditServer{dsn: filepath.Join(t.TempDir(), "idlegrid.db"), key: key}
+	a := &auditServer{dsn: sqlstoretest.Path(t), key: key}
 	a.open(t)
 	ctx := context.Background()
 	admin, _, _, err := a.srv.Bootstrap(ctx, "ops", idlegrid.RoleAdmin)
@@ -297,7 +297,7 @@ func TestServer_Audit_rewrittenHistory(t *testing.T) {
 // log's signer; a later start with another key is refused, naming both,
 // since every head users hold would stop verifying.
 func TestServer_auditKeyReplaced(t *testing.T) {
-	store, err := sqlstore.Open(context.Background(), filepath.Join(t.TempDir(), "idlegrid.db"))
+	store, err := sqlstore.Open(context.Background(), sqlstoretest.Path(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -14,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/audit"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
@@ -302,7 +302,7 @@ func auditKinds(t *testing.T, s idlegrid.Store, subject string) []string {
 
 func TestServer_AuditTrustPolicy(t *testing.T) {
 	ctx := context.Background()
-	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
+	store, err := sqlstore.Open(ctx, sqlstoretest.Path(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,16 +2,16 @@ package server_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 )
 
 func TestOpen_feeBasisPoints(t *testing.T) {
-	store, err := sqlstore.Open(context.Background(), filepath.Join(t.TempDir(), "idlegrid.db"))
+	store, err := sqlstore.Open(context.Background(), sqlstoretest.Path(t))
 	if err != nil {
 		t.Fatal(err)
 	}

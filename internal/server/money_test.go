@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/ledger"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 )
 
 // mustMoneyMarket is mustMarket with a payout hold of a minute, and a
@@ -27,7 +27,7 @@ func mustMoneyMarket(t *testing.T) *testMarket { return mustMoneyMarketOn(t, nil
 func mustMoneyMarketOn(t *testing.T, wrap func(idlegrid.Store) idlegrid.Store) *testMarket {
 	t.Helper()
 	ctx := context.Background()
-	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
+	store, err := sqlstore.Open(ctx, sqlstoretest.Path(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 )
 
 // nodesDown is a store whose node listing fails while down is set: the
@@ -34,7 +34,7 @@ func (s *nodesDown) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*id
 func TestServer_Ready(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		db, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
+		db, err := sqlstore.Open(ctx, sqlstoretest.Path(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func (s *jobsStuck) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idle
 func TestServer_ReadyNotWhileStuck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		db, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
+		db, err := sqlstore.Open(ctx, sqlstoretest.Path(t))
 		if err != nil {
 			t.Fatal(err)
 		}

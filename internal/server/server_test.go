@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"math"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
@@ -52,7 +52,7 @@ func mustMarketWith(t *testing.T, policy *trustpolicy.Policy) *testMarket {
 func mustMarketOn(t *testing.T, policy *trustpolicy.Policy, wrap func(idlegrid.Store) idlegrid.Store, tune ...func(*server.Config)) *testMarket {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "idlegrid.db"))
+	db, err := sqlstore.Open(ctx, sqlstoretest.Path(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -104,6 +105,17 @@ const sqlitePragmas = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
 // FULL syncs the WAL at every commit. See BENCHMARKS.md for what each costs.
 const sqliteSynchronous = "&_pragma=synchronous(NORMAL)"
 
+// sqliteIdleConns is how many connections the pool keeps open between
+// uses, and sqliteIdleTime how long one may wait unused before it is
+// closed. A new SQLite connection reads and parses the whole schema at its
+// first statement, so a pool that kept only database/sql's default of two
+// opened and parsed again for nearly every request beyond the second at
+// once; the idle time still gives a quiet server's page caches back.
+const (
+	sqliteIdleConns = 16
+	sqliteIdleTime  = 5 * time.Minute
+)
+
 func openSQLite(dsn string) (*sql.DB, error) {
 	path, _, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
 	if path == "" {
@@ -128,7 +140,10 @@ func openSQLite(dsn string) (*sql.DB, error) {
 	db := sql.OpenDB(stmtCacheConnector{dsn: dsn + sep + pragmas, driver: sqliteDriver})
 	if path == ":memory:" {
 		db.SetMaxOpenConns(1) // every connection would be its own database
+		return db, nil        // and is never closed for idling: it is the database
 	}
+	db.SetMaxIdleConns(sqliteIdleConns)
+	db.SetConnMaxIdleTime(sqliteIdleTime)
 	return db, nil
 }
 

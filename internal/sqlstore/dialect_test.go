@@ -28,6 +28,38 @@ func TestOpen_SQLitePragmas(t *testing.T) {
 	}
 }
 
+// TestOpen_SQLiteKeepsConnections: connections used at once are kept for
+// the next burst, not closed and opened again (each new SQLite connection
+// parses the whole schema).
+func TestOpen_SQLiteKeepsConnections(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	burst := func() {
+		t.Helper()
+		var conns []*sql.Conn
+		for range sqliteIdleConns {
+			c, err := db.db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	burst()
+	burst()
+	if st := db.db.Stats(); st.OpenConnections != sqliteIdleConns || st.MaxIdleClosed != 0 {
+		t.Errorf("after two bursts of %d: %d open, %d closed as surplus idle; want all kept, none closed",
+			sqliteIdleConns, st.OpenConnections, st.MaxIdleClosed)
+	}
+}
+
 // TestOpen_SQLitePrivate: a new database and its -wal and -shm files are
 // for the server's user alone; an existing file keeps its mode.
 func TestOpen_SQLitePrivate(t *testing.T) {
