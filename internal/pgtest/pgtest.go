@@ -18,6 +18,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
 )
 
@@ -28,6 +29,27 @@ const EnvVar = "IDLEGRID_TEST_POSTGRES"
 // when the test ends, and returns its postgres:// URL. It skips tb when
 // EnvVar is unset.
 func NewDSN(tb testing.TB) string {
+	tb.Helper()
+	return newDatabase(tb, "")
+}
+
+// NewDSNFrom is NewDSN for a copy of the database template, a URL NewDSN
+// returned: PostgreSQL copies its files (CREATE DATABASE ... TEMPLATE), so
+// a suite can migrate one database and give each test a migrated copy
+// without running the migrations again. No session may be connected to
+// template meanwhile.
+func NewDSNFrom(tb testing.TB, template string) string {
+	tb.Helper()
+	t, err := url.Parse(template)
+	if err != nil || len(t.Path) < 2 {
+		tb.Fatalf("pgtest: template %q is not a URL NewDSN returned", template)
+	}
+	return newDatabase(tb, t.Path[1:])
+}
+
+// newDatabase creates a database, a copy of template unless it is "", and
+// returns its URL; it is dropped when tb ends.
+func newDatabase(tb testing.TB, template string) string {
 	tb.Helper()
 	base := os.Getenv(EnvVar)
 	if base == "" {
@@ -45,7 +67,11 @@ func NewDSN(tb testing.TB) string {
 	defer admin.Close()
 
 	name := newName()
-	if _, err := admin.Exec(`CREATE DATABASE ` + name); err != nil {
+	create := `CREATE DATABASE ` + name
+	if template != "" {
+		create += ` TEMPLATE ` + pgx.Identifier{template}.Sanitize()
+	}
+	if _, err := admin.Exec(create); err != nil {
 		tb.Fatalf("pgtest: create database on %s: %v", u.Redacted(), err)
 	}
 	tb.Cleanup(func() { dropDatabase(tb, base, name) })

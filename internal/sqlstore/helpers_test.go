@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/pgtest"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
 )
 
@@ -37,6 +38,17 @@ func mustOpen(tb testing.TB, dsn string) *sqlstore.DB {
 	}
 	tb.Cleanup(func() { db.Close() })
 	return db
+}
+
+// postgresCopies migrates a PostgreSQL database for t, skipping t when
+// there is no server (pgtest), and returns a newDSN that gives each test a
+// copy of it, so that the migrations run once, not once a test.
+func postgresCopies(t *testing.T) func(t *testing.T) string {
+	template := pgtest.NewDSN(t)
+	db, err := sqlstore.Open(context.Background(), template)
+	mustOK(t, err)
+	mustOK(t, db.Close())
+	return func(t *testing.T) string { return pgtest.NewDSNFrom(t, template) }
 }
 
 // wantCode fails tb unless err carries code.

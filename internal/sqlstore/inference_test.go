@@ -2,7 +2,6 @@ package sqlstore_test
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -10,19 +9,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/ledger"
-	"github.com/idlegrid/idlegrid/internal/pgtest"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 )
 
 // The inference contract (idlegrid.InferenceStore), on SQLite always and
 // on PostgreSQL when IDLEGRID_TEST_POSTGRES is set.
 func TestInferenceStore_SQLite(t *testing.T) {
-	testInferenceStore(t, func(t *testing.T) string { return filepath.Join(t.TempDir(), "idlegrid.db") })
+	testInferenceStore(t, func(t *testing.T) string { return sqlstoretest.Path(t) })
 }
 
 func TestInferenceStore_Postgres(t *testing.T) {
-	pgtest.NewDSN(t)
-	testInferenceStore(t, func(t *testing.T) string { return pgtest.NewDSN(t) })
+	testInferenceStore(t, postgresCopies(t))
 }
 
 func testInferenceStore(t *testing.T, newDSN func(t *testing.T) string) {
