@@ -1,11 +1,12 @@
-// Package sqlstoretest gives tests in other packages a fresh SQLite store
-// without running every migration again: the first call in a test binary
-// migrates one database, and each test gets a copy of its file.
+// Package sqlstoretest gives tests a fresh SQLite store without running
+// every migration again: the first call in a test binary migrates one
+// database, and each test gets a copy of its file.
 //
 // A copy is the file the migrations wrote, byte for byte, so a store opened
 // on it is the one sqlstore.Open would have made on an empty path (Open
-// finds every migration applied and runs none). The migrations themselves
-// are tested in package sqlstore, on empty databases.
+// finds every migration applied and runs none). Opening a store from
+// nothing keeps its own tests in package sqlstore (TestDB_SQLiteNew,
+// TestOpen_*).
 package sqlstoretest
 
 import (
