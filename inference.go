@@ -87,6 +87,32 @@ func TokenCost(pricePerMTokens Micros, tokens int64) Micros {
 	return Micros(q)
 }
 
+// PerMTokens is what charged paid for a million tokens, on average over
+// tokens, rounded toward zero to the micro: TokenCost turned around, for
+// statistics and statements. The product charged × a million is taken in
+// 128 bits, since a month of charges ($9.3M and up) times a million does
+// not fit in an int64; a quotient that does not fit saturates. It is 0 for
+// no tokens.
+func PerMTokens(charged Micros, tokens int64) Micros {
+	if tokens <= 0 || charged == 0 {
+		return 0
+	}
+	neg, mag := charged < 0, uint64(charged)
+	if neg {
+		mag = -mag // the magnitude, even for math.MinInt64
+	}
+	hi, lo := bits.Mul64(mag, TokensPerPriceUnit)
+	q := uint64(1<<63 - 1)
+	if hi < uint64(tokens) { // else the quotient would not fit
+		q, _ = bits.Div64(hi, lo, uint64(tokens))
+		q = min(q, 1<<63-1)
+	}
+	if neg {
+		return -Micros(q)
+	}
+	return Micros(q)
+}
+
 // Cost is what a request with in prompt and out completion tokens costs at
 // m's prices: each part rounded down to the micro, then added, at most
 // the largest Micros (never wrapping to a negative cost).

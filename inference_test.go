@@ -35,6 +35,40 @@ func TestTokenCost(t *testing.T) {
 	}
 }
 
+// TestPerMTokens: the average price per million tokens is exact where
+// charged times a million is beyond int64 ($15,000,000 for 1e12 tokens
+// is $15 per million), rounds toward zero, and saturates rather than
+// wraps.
+func TestPerMTokens(t *testing.T) {
+	for _, tt := range []struct {
+		charged idlegrid.Micros
+		tokens  int64
+		want    idlegrid.Micros
+	}{
+		{charged: 15_000_000_000_000, tokens: 1_000_000_000_000, want: 15_000_000},
+		{charged: 10_240_000_000_000, tokens: 1_024_000_000, want: 10_000_000_000},
+		{charged: 1, tokens: 3, want: 333_333}, // rounded down
+		{charged: -1, tokens: 3, want: -333_333},
+		{charged: 170, tokens: 12, want: 14_166_666},
+		{charged: 5, tokens: 0, want: 0},
+		{charged: 5, tokens: -1, want: 0},
+		{charged: math.MaxInt64, tokens: 1, want: math.MaxInt64}, // saturates, never wraps
+		{charged: math.MinInt64, tokens: 1, want: -math.MaxInt64},
+	} {
+		if got := idlegrid.PerMTokens(tt.charged, tt.tokens); got != tt.want {
+			t.Errorf("PerMTokens(%d, %d) = %d, want %d", tt.charged, tt.tokens, got, tt.want)
+		}
+	}
+	// TokenCost turned around: what tokens cost at a price is that price
+	// per million again, to within the micro TokenCost rounds away.
+	for _, price := range []idlegrid.Micros{1, 200_000, 15_000_000, 10_000_000_000} {
+		const tokens = 1_000_000_000_000
+		if got := idlegrid.PerMTokens(idlegrid.TokenCost(price, tokens), tokens); got != price {
+			t.Errorf("PerMTokens(TokenCost(%d, %d)) = %d, want %d", price, int64(tokens), got, price)
+		}
+	}
+}
+
 func TestOffer_Validate_models(t *testing.T) {
 	ok := idlegrid.ModelOffer{Name: "llama-3.1-8b", InputMicrosPerMTokens: 1, OutputMicrosPerMTokens: 2, MaxConcurrency: 4}
 	for _, tt := range []struct {

@@ -78,7 +78,7 @@ func perMTokens(charged idlegrid.Micros, tokens int64) string {
 	if tokens <= 0 {
 		return "-"
 	}
-	return idlegrid.Micros(int64(charged)*1_000_000/tokens).String() + "/M tokens"
+	return idlegrid.PerMTokens(charged, tokens).String() + "/M tokens"
 }
 
 // age shows how long ago t was, coarsely: "42s", "5m", "3h", "2d".

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"testing"
+
+	"github.com/idlegrid/idlegrid"
 )
 
 // TestTable_controlCharacters: a cell's control characters are written
@@ -23,5 +25,26 @@ func TestTable_controlCharacters(t *testing.T) {
 		"job_3  müller-ü               failed\n"
 	if got := b.String(); got != want {
 		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestPerMTokens_largeMonth: a statement's price per million tokens is
+// exact for a month whose charges times a million are beyond int64: a
+// renter charged $15,000,000 for 1e12 tokens paid $15 per million, not
+// a wrapped negative amount.
+func TestPerMTokens_largeMonth(t *testing.T) {
+	for _, tt := range []struct {
+		charged idlegrid.Micros
+		tokens  int64
+		want    string
+	}{
+		{15_000_000_000_000, 1_000_000_000_000, "$15.000000/M tokens"},
+		{1_500_000, 1_000_000, "$1.500000/M tokens"},
+		{1, 3, "$0.333333/M tokens"}, // rounded down
+		{5, 0, "-"},
+	} {
+		if got := perMTokens(tt.charged, tt.tokens); got != tt.want {
+			t.Errorf("perMTokens(%d, %d) = %q, want %q", tt.charged, tt.tokens, got, tt.want)
+		}
 	}
 }

@@ -121,7 +121,7 @@ func summarise(model string, r *ring) ModelStats {
 		LatencyP50MS: quantile(lat, 0.5), LatencyP95MS: quantile(lat, 0.95),
 		TTFTP50MS: quantile(ttft, 0.5), TTFTP95MS: quantile(ttft, 0.95), TokensPerSecond: quantile(tps, 0.5)}
 	if tokens > 0 {
-		st.MicrosPerMTokens = idlegrid.Micros(int64(charge) * idlegrid.TokensPerPriceUnit / tokens)
+		st.MicrosPerMTokens = idlegrid.PerMTokens(charge, tokens)
 	}
 	return st
 }

@@ -23,3 +23,19 @@ func TestSummarise_ttftFromStreams(t *testing.T) {
 		t.Fatalf("ttft p50, p95 = %v, %v ms, want 20, 30 from the two streams", st.TTFTP50MS, st.TTFTP95MS)
 	}
 }
+
+// The statistics' price per million tokens is the window's charges times
+// a million over its tokens, a product beyond int64 for a dear model: at
+// $10,000 per million tokens (the most an offer may ask), 2,048 requests
+// of 500,000 tokens are charged $5,000 each, $10,240,000 in all, and
+// 1.024e13 micros times a million is past 9.2e18. It must still say
+// $10,000 per million, not a wrapped negative price.
+func TestSummarise_priceOfDearModel(t *testing.T) {
+	var r ring
+	for range statsWindow {
+		r.samples = append(r.samples, sample{latency: time.Second, tokens: 500_000, charge: 5_000_000_000})
+	}
+	if got := summarise("m", &r).MicrosPerMTokens; got != 10_000_000_000 {
+		t.Fatalf("price per million tokens = %s, want $10000.000000", got)
+	}
+}

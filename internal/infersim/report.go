@@ -211,13 +211,13 @@ func (m *market) money(ctx context.Context, rep *Report, results []result) error
 			rep.UsageChargedMicros += u.ChargeMicros
 			rep.UsageFeeMicros += u.FeeMicros
 		}
-		sr.MicrosPerMTokens = perMTokens(sr.ChargedMicros, sr.InputTokens+sr.OutputTokens)
+		sr.MicrosPerMTokens = idlegrid.PerMTokens(sr.ChargedMicros, sr.InputTokens+sr.OutputTokens)
 		rep.Services = append(rep.Services, sr)
 		rep.ChargedMicros += sr.ChargedMicros
 		rep.MeteredInput += sr.InputTokens
 		rep.MeteredOutput += sr.OutputTokens
 	}
-	rep.MicrosPerMTokens = perMTokens(rep.ChargedMicros, rep.MeteredInput+rep.MeteredOutput)
+	rep.MicrosPerMTokens = idlegrid.PerMTokens(rep.ChargedMicros, rep.MeteredInput+rep.MeteredOutput)
 	trips := m.breakerTrips()
 	for _, p := range m.providers {
 		pr := p.report()
@@ -245,13 +245,6 @@ func (m *market) breakerTrips() map[*provider]int64 {
 		}
 	}
 	return out
-}
-
-func perMTokens(m idlegrid.Micros, tokens int64) idlegrid.Micros {
-	if tokens <= 0 {
-		return 0
-	}
-	return idlegrid.Micros(int64(m) * idlegrid.TokensPerPriceUnit / tokens)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
