@@ -395,12 +395,18 @@ func dollars(m idlegrid.Micros) string {
 }
 
 // rate shows a price per GPU-hour: to the cent from a dollar up, to a
-// hundredth of a cent below.
+// hundredth of a cent below, rounded half up from the micros as dollars
+// rounds (never through a float, which rounds $0.00015 down and $0.00025
+// up).
 func rate(m idlegrid.Micros) string {
-	if m >= idlegrid.MicrosPerUnit || m <= -idlegrid.MicrosPerUnit {
-		return dollars(m)
+	sign, mag := "", m
+	if m < 0 {
+		sign, mag = "-", -m
 	}
-	return fmt.Sprintf("$%.4f", float64(m)/float64(idlegrid.MicrosPerUnit))
+	if hundredths := (int64(mag) + 50) / 100; hundredths < 10_000 { // below $1 once rounded
+		return fmt.Sprintf("%s$0.%04d", sign, hundredths)
+	}
+	return dollars(m)
 }
 
 func grouped(n int64) string {
