@@ -155,6 +155,21 @@ func TestSession_keepAlive(t *testing.T) {
 			t.Errorf("neither end blamed a failed keepalive")
 		}
 	})
+	t.Run("Close after the end keeps its reason", func(t *testing.T) {
+		// The agent's client closes a session that ended by itself, then
+		// logs why it ended.
+		agent, _, line := mustPair(t, fastBeat)
+		line.cut()
+		select {
+		case <-agent.Closed():
+		case <-time.After(time.Minute):
+			t.Fatal("the agent's end never noticed the dead connection")
+		}
+		agent.Close()
+		if err := agent.Err(); err == nil {
+			t.Error("Err after Close of a session that had ended by itself = nil, want why it ended")
+		}
+	})
 	t.Run("Close leaves no error", func(t *testing.T) {
 		agent, _, _ := mustPair(t, fastBeat)
 		agent.Close()

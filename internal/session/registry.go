@@ -48,7 +48,11 @@ func NewRegistry(c Config) *Registry {
 // caller answers with it: req is not an upgrade, or the registry is closed.
 func (r *Registry) Serve(w http.ResponseWriter, req *http.Request, nodeID string, h http.Handler) error {
 	if !isUpgrade(req) {
-		return idlegrid.Errorf(idlegrid.EINVALID, "GET %s must be a WebSocket upgrade with the subprotocol %s", Path, Subprotocol)
+		// An agent always asks for the upgrade: one that arrives without
+		// it passed a proxy that dropped the Upgrade header.
+		return idlegrid.Errorf(idlegrid.EINVALID, "GET %s must be a WebSocket upgrade with the subprotocol %s; "+
+			"the agent asks for one, so a proxy between it and the server dropped the Upgrade header: "+
+			"let the proxy pass WebSocket upgrades (nginx: proxy_http_version 1.1 and proxy_set_header Upgrade/Connection)", Path, Subprotocol)
 	}
 	if !r.enter() {
 		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is shutting down; connect again later")

@@ -31,8 +31,9 @@
 // configured number of heartbeats, whatever becomes of its session.
 //
 // Goroutines: a Session owns yamux's (receive, send, keepalive), the HTTP
-// server that serves the streams its peer opens, and that server's
-// connections. Close ends them all and returns when they have ended. A
+// server that serves the streams its peer opens, that server's
+// connections, and the handlers of the requests on them, which it cancels.
+// Close ends them all and returns when they have ended. A
 // Registry owns its sessions: its Close closes them and waits for the
 // handlers that serve them.
 package session
@@ -52,6 +53,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/yamux"
+
+	"github.com/idlegrid/idlegrid/internal/inflight"
 )
 
 // Path is where the server offers sessions.
@@ -190,8 +193,9 @@ func (s *Session) dial(context.Context, string, string) (net.Conn, error) {
 // cancels the requests in flight and waits for them.
 func (s *Session) serve(h http.Handler, agentEnd bool) {
 	defer close(s.done)
+	var running inflight.Count // the handlers of the peer's requests, which http.Server.Close does not wait for
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           running.Track(h),
 		BaseContext:       func(net.Listener) context.Context { return s.reqCtx },
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -210,7 +214,12 @@ func (s *Session) serve(h http.Handler, agentEnd bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
-		srv.Close()
+		srv.Close() // closes the streams, but does not wait for the handlers
+		if n := running.N(); n > 0 {
+			s.log.Warn("session: requests the peer sent still run after they were cancelled; the session waits for them to end",
+				"node", s.nodeID, "requests", n, "after", shutdownWait)
+		}
+		_ = running.Wait(context.Background())
 	}
 	s.out.CloseIdleConnections()
 }
@@ -238,7 +247,8 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 
 // Err says why a session that ended by itself ended (a keepalive
 // unanswered, a connection cut, the peer gone), or nil: nil while it is
-// open, and nil once Close has been called.
+// open, and nil when Close ended it. A Close after the session ended by
+// itself keeps the reason, for whoever logs the end.
 func (s *Session) Err() error {
 	if s.closing.Load() || !s.mux.IsClosed() {
 		return nil
@@ -256,7 +266,9 @@ var ErrPeerGone = errors.New("the peer closed the connection")
 // Close closes the session and waits for its goroutines; requests in flight
 // either way fail. It may be called more than once.
 func (s *Session) Close() error {
-	s.closing.Store(true)
+	if !s.mux.IsClosed() {
+		s.closing.Store(true) // the end is Close's, no trouble
+	}
 	err := s.mux.Close()
 	<-s.done
 	return err

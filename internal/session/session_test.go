@@ -295,6 +295,11 @@ func TestDial_refused(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "WebSocket upgrade") {
 		t.Errorf("a plain GET of %s: %d %q, want Serve's error saying it must be an upgrade", session.Path, resp.StatusCode, body)
 	}
+	// An agent's upgrade arrives as a plain GET when a proxy drops its
+	// Upgrade header: the agent logs this answer, which must say so.
+	if !strings.Contains(string(body), "proxy") {
+		t.Errorf("a plain GET of %s: %q, want the error to point at a proxy that drops the Upgrade header", session.Path, body)
+	}
 }
 
 func TestRegistry_Close(t *testing.T) {

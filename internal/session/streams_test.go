@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -153,3 +154,74 @@ func TestPeerStreams_ends(t *testing.T) {
 		}
 	}
 }
+
+// TestSession_closeWaitsForHandlers closes a session while a handler of
+// the peer's request ignores its cancelled context: Close gives up on a
+// graceful shutdown after shutdownWait, says so, and still returns only
+// once the handler has returned.
+func TestSession_closeWaitsForHandlers(t *testing.T) {
+	near, far := net.Pipe()
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var ended atomic.Bool
+	stubborn := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		close(arrived)
+		<-release // not r.Context()
+		ended.Store(true)
+	})
+	warned := make(chan struct{}, 1)
+	log := slog.New(warnSignal(warned))
+	server, err := newSession(near, false, "node_a", stubborn, Config{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentEnd, err := newSession(far, true, "node_a", http.NotFoundHandler(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agentEnd.Close()
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, "http://server/v1/agent/commands", nil)
+		if resp, err := agentEnd.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-arrived
+	closed := make(chan bool, 1) // whether the handler had returned when Close did
+	go func() {
+		server.Close()
+		closed <- ended.Load()
+	}()
+	select {
+	case <-warned: // Close gave up waiting gracefully; now the handler may end
+		close(release)
+	case handlerDone := <-closed:
+		close(release)
+		t.Fatalf("Close returned while a handler of the peer's request still ran (handler returned: %v)", handlerDone)
+	case <-time.After(shutdownWait + 30*time.Second):
+		close(release)
+		t.Fatal("Close neither returned nor warned")
+	}
+	select {
+	case handlerDone := <-closed:
+		if !handlerDone {
+			t.Error("Close returned before the handler did")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return after the handler did")
+	}
+}
+
+// warnSignal is a slog handler that signals each record at warning level
+// or above on its channel, when there is room.
+type warnSignal chan struct{}
+
+func (w warnSignal) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w warnSignal) Handle(context.Context, slog.Record) error {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+	return nil
+}
+func (w warnSignal) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w warnSignal) WithGroup(string) slog.Handler      { return w }
