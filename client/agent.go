@@ -34,7 +34,7 @@ type AgentClient struct {
 // NewAgent returns an agent client of the server at addr that signs with key.
 func NewAgent(addr string, key ed25519.PrivateKey) *AgentClient {
 	a := &AgentClient{
-		t:     newTransport(addr),
+		t:     newTransport(addr, serverSetting),
 		key:   key,
 		pub:   nodekey.PublicString(key.Public().(ed25519.PublicKey)),
 		now:   time.Now,

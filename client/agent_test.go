@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,6 +165,28 @@ func TestAgentClient_wrongKey(t *testing.T) {
 	err := a.UpdateOffer(context.Background(), idlegrid.OfferRequest{})
 	if got := idlegrid.ErrorCode(err); got != idlegrid.EUNAUTHORIZED {
 		t.Errorf("code = %q (%v), want %q", got, err, idlegrid.EUNAUTHORIZED)
+	}
+}
+
+// TestAgentClient_unreachable: an agent's operator sets the server with
+// --server or server: in the config, not the CLI's --addr, and the error
+// the agent logs while it retries says so.
+func TestAgentClient_unreachable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.Listener.Addr().String()
+	srv.Close() // nothing listens there now
+
+	_, err := client.NewAgent(addr, mustKey(t)).Join(context.Background(), idlegrid.JoinRequest{Token: "igj_x"})
+	if err == nil {
+		t.Fatal("err = nil, want a connection error")
+	}
+	for _, want := range []string{"is the server running at http://" + addr, "--server", "server: in the agent's config"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %q, want it to contain %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "IDLEGRID_ADDR") {
+		t.Errorf("err = %q names the CLI's IDLEGRID_ADDR, which the agent does not read", err)
 	}
 }
 

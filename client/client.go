@@ -55,12 +55,19 @@ var httpClient = &http.Client{
 // values and *idlegrid.Error. Client and AgentClient differ only in how they
 // sign a request.
 type transport struct {
-	base string // e.g. "http://127.0.0.1:7070", no trailing slash
-	http *http.Client
+	base    string // e.g. "http://127.0.0.1:7070", no trailing slash
+	http    *http.Client
+	setting string // where the caller sets base, for an error that cannot reach it
 }
 
-func newTransport(addr string) transport {
-	return transport{base: baseURL(addr), http: httpClient}
+// The settings that name the server's address: the CLI's, and the agent's.
+const (
+	addrSetting   = "set --addr or IDLEGRID_ADDR"
+	serverSetting = "set --server, or server: in the agent's config"
+)
+
+func newTransport(addr, setting string) transport {
+	return transport{base: baseURL(addr), http: httpClient, setting: setting}
 }
 
 // baseURL accepts "host:port" as well as a full URL.
@@ -198,7 +205,7 @@ func (t transport) unreachable(ctx context.Context, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("no answer from the idlegrid server at %s in time: %w", t.base, err)
 	}
-	return fmt.Errorf("cannot reach the idlegrid server (is the server running at %s? set --addr or IDLEGRID_ADDR): %w", t.base, err)
+	return fmt.Errorf("cannot reach the idlegrid server (is the server running at %s? %s): %w", t.base, t.setting, err)
 }
 
 // answer decodes a response into out, or into the server's error.
@@ -275,7 +282,7 @@ type Client struct {
 // New returns a client of the server at addr ("http://127.0.0.1:7070" or
 // just "127.0.0.1:7070") that authenticates with apiKey.
 func New(addr, apiKey string) *Client {
-	return &Client{t: newTransport(addr), apiKey: apiKey}
+	return &Client{t: newTransport(addr, addrSetting), apiKey: apiKey}
 }
 
 func (c *Client) do(ctx context.Context, cl call) error {

@@ -455,6 +455,11 @@ func (a *Agent) shutdown(cancelWork context.CancelFunc) {
 		leases = append(leases, l)
 	}
 	a.mu.Unlock()
+	if len(leases) > 0 {
+		a.log.Warn("shutting down: stopping the running leases; their jobs go back to the queue, their renters pay nothing for them, "+
+			"and each counts against this node's record. For maintenance, drain the node first and stop the agent once it is empty",
+			"leases", len(leases), "drain", "idlegrid node drain "+a.NodeID()+" --wait")
+	}
 	for _, l := range leases {
 		a.stopLease(l, stopByShutdown, "the node agent shut down")
 	}

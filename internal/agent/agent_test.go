@@ -1,9 +1,11 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -50,6 +52,12 @@ func startAgent(tb testing.TB, cfg *agent.Config, srv agent.Server, rt runtime.R
 // wrap, which may keep them to turn their knobs, or wrap them.
 func startAgentOn(tb testing.TB, cfg *agent.Config, srv agent.Server, rt runtime.Runtime, wrap func(gpu.Detector) gpu.Detector) *running {
 	tb.Helper()
+	return startAgentLogging(tb, cfg, srv, rt, wrap, testOutput(tb))
+}
+
+// startAgentLogging is startAgentOn with the agent's log written to logs.
+func startAgentLogging(tb testing.TB, cfg *agent.Config, srv agent.Server, rt runtime.Runtime, wrap func(gpu.Detector) gpu.Detector, logs io.Writer) *running {
+	tb.Helper()
 	key, err := nodekey.LoadOrCreate(cfg.KeyPath())
 	if err != nil {
 		tb.Fatal(err)
@@ -62,7 +70,7 @@ func startAgentOn(tb testing.TB, cfg *agent.Config, srv agent.Server, rt runtime
 	a, err := agent.New(agent.Options{
 		Config: cfg, Server: srv, Detector: det, Runtime: rt, Key: key,
 		Host:    &agent.Host{Name: "host", CPUCores: 8, RAMMB: 32768, DiskGB: 1000},
-		Logger:  slog.New(slog.NewTextHandler(testOutput(tb), &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:  slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Version: "test",
 	})
 	if err != nil {
@@ -622,6 +630,25 @@ func TestAgent_Shutdown(t *testing.T) {
 				t.Errorf("the workload still runs after Run returned (Stop: %v)", err)
 			}
 			// synctest.Test fails if any goroutine of the agent is left.
+		})
+	})
+	// The operator who stops an agent with leases running is told what
+	// becomes of them, and how to stop without it.
+	t.Run("SaysWhatBecomesOfTheLeases", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv, rt := &fakeServer{}, &rtfake.Runtime{}
+			var logs bytes.Buffer // written by the agent's goroutines, read once Run has returned
+			r := startAgentLogging(t, testConfig(t), srv, rt, func(d gpu.Detector) gpu.Detector { return d }, io.MultiWriter(testOutput(t), &logs))
+			r.assign(srv, "lease_a", job(3600, nil))
+			waitFor(t, "the lease to run", leaseIn(srv, "lease_a", idlegrid.LeaseRunning))
+			if err := r.stop(t); err != nil {
+				t.Fatalf("Run = %v, want nil", err)
+			}
+			for _, want := range []string{"their jobs go back to the queue", "their renters pay nothing", "counts against this node's record", "leases=1", "idlegrid node drain " + r.a.NodeID() + " --wait"} {
+				if !strings.Contains(logs.String(), want) {
+					t.Errorf("the agent's log lacks %q:\n%s", want, logs.String())
+				}
+			}
 		})
 	})
 	t.Run("GivesUpWhenServerDown", func(t *testing.T) {

@@ -236,6 +236,10 @@ func (c *Config) Validate() error {
 		f.Add("server", "required, e.g. http://127.0.0.1:7070")
 	case strings.ContainsAny(c.Server, " \t\n"):
 		f.Add("server", "must be an address such as http://127.0.0.1:7070, got %q", c.Server)
+	case strings.Contains(c.Server, "://") && !hasHTTPScheme(c.Server):
+		f.Add("server", "must be an http:// or https:// address such as https://market.example.com, got %q", c.Server)
+	case strings.HasSuffix(strings.TrimRight(c.Server, "/"), "/v1"):
+		f.Add("server", "give the server's address without /v1, e.g. %s", strings.TrimSuffix(strings.TrimRight(c.Server, "/"), "/v1"))
 	}
 	f.Check(strings.TrimSpace(c.DataDir) != "", "data_dir", "required: where the node keeps its key and state, e.g. /var/lib/idlegrid")
 	f.Check(c.CPUCores >= 0, "cpu_cores", "must not be negative (0 detects)")
@@ -258,6 +262,14 @@ func (c *Config) Validate() error {
 	_, err := c.Offer(gpus, Host{Name: "placeholder"})
 	f.Also(err)
 	return f.Err()
+}
+
+// hasHTTPScheme reports whether server, an address with a scheme, names
+// HTTP or HTTPS, the only ones the agent speaks.
+func hasHTTPScheme(server string) bool {
+	scheme, _, _ := strings.Cut(strings.TrimSpace(server), "://")
+	scheme = strings.ToLower(scheme)
+	return scheme == "http" || scheme == "https"
 }
 
 // Offer builds what the node publishes from the config, the detected GPUs

@@ -147,6 +147,8 @@ func TestParseConfig_Errors(t *testing.T) {
 		{"BadRegion", strings.Replace(minimal, "us-east", "US East", 1), "region", []string{"lower-case"}},
 		{"NoResidency", strings.Replace(minimal, "residency: US\n", "", 1), "residency", []string{"required"}},
 		{"NoServer", strings.Replace(minimal, "server: 127.0.0.1:7070\n", "", 1), "server", []string{"required"}},
+		{"ServerScheme", strings.Replace(minimal, "server: 127.0.0.1:7070", "server: ftp://127.0.0.1:7070", 1), "server", []string{"http:// or https://", `"ftp://127.0.0.1:7070"`}},
+		{"ServerAPIPath", strings.Replace(minimal, "server: 127.0.0.1:7070", "server: https://market.example.com/v1", 1), "server", []string{"without /v1", "https://market.example.com"}},
 		{"NoDataDir", strings.Replace(minimal, "data_dir: /tmp/idlegrid\n", "", 1), "data_dir", []string{"required"}},
 		{"BadFakeGPUs", strings.Replace(minimal, "1xT4", "1xGTX1080", 1), "fake_gpus", []string{`"GTX1080"`, "known models"}},
 		{"BadSpeed", minimal + "fake_speed: -2\n", "fake_speed", nil},

@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/agent"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
@@ -119,6 +120,8 @@ container.)`,
 		return c.runCheck(ctx, configPath, cfg, err, *asJSON)
 	} else if *asJSON {
 		return usagef("--json goes with --check")
+	} else if byFlag := flagsAtFault(err, set); byFlag != nil {
+		return byFlag
 	} else if err != nil {
 		return withHint(err, "fix the agent config; 'idlegrid agent init' writes a commented one for this machine")
 	}
@@ -136,7 +139,9 @@ container.)`,
 		return err
 	}
 	det, detected, err := cfg.OpenDetector(ctx, key)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
+		return withHint(err, "'idlegrid agent --check --config "+configPath+"' says what to fix; to try idlegrid on a machine without GPUs, give --fake-gpus 2xRTX4090")
+	} else if err != nil {
 		return err
 	}
 	if closer, ok := det.(io.Closer); ok { // a real detector holds the driver open
@@ -160,8 +165,39 @@ container.)`,
 	if cfg.RuntimeName() == agent.RuntimeFake && cfg.FakeGPUs == "" {
 		logger.Warn("the node offers real GPUs but simulates its workloads (runtime: fake); renters' jobs will not really run")
 	}
+	st, _ := agent.ReadState(cfg.DataDir) // nil: Run joins with the join token
 	err = a.Run(ctx)
+	if st == nil && idlegrid.ErrorCode(err) == idlegrid.EUNAUTHORIZED {
+		err = withHint(err, "as the provider, make a new join token ('idlegrid token create --name NAME'; 'idlegrid token ls' shows yours) and give it with --join-token or "+agent.EnvJoinToken)
+	}
 	return errors.Join(err, rt.Close())
+}
+
+// agentFlagOf is the flag of "idlegrid agent" that overrides each
+// top-level key of its config.
+var agentFlagOf = map[string]string{"server": "server", "data_dir": "data", "fake_gpus": "fake-gpus", "runtime": "runtime"}
+
+// flagsAtFault is the config's EINVALID err with the keys that flags set
+// (set, as loadAgentConfig takes it) named as those flags: a mistake in
+// the command line, not in the file. It is nil when no such key is at
+// fault.
+func flagsAtFault(err error, set map[string]string) error {
+	var ie *idlegrid.Error
+	if !errors.As(err, &ie) || ie.Code != idlegrid.EINVALID {
+		return nil
+	}
+	ps, named := ie.All(), false
+	for i, p := range ps {
+		if _, ok := set[p.Field]; ok && agentFlagOf[p.Field] != "" {
+			byFlag := *p
+			byFlag.Field = "--" + agentFlagOf[p.Field]
+			ps[i], named = &byFlag, true
+		}
+	}
+	if !named {
+		return nil
+	}
+	return idlegrid.Problems(ps)
 }
 
 // loadAgentConfig reads the agent config at path with the top-level keys in

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
+	gpuauto "github.com/idlegrid/idlegrid/internal/gpu/auto"
 )
 
 func TestLoadAgentConfig(t *testing.T) {
@@ -105,4 +107,74 @@ func TestAgentCommand_secondOnOneDataDir(t *testing.T) {
 	if ns, err := provider.ListNodes(ctx, idlegrid.NodeFilter{}); err != nil || len(ns) != 1 {
 		t.Errorf("nodes after the second agent: %d (%v), want the first one only", len(ns), err)
 	}
+}
+
+// TestAgentCommand_refusedJoinToken: a join token the server refuses is
+// the provider's to replace; the agent says how, not the CLI's advice
+// about API keys.
+func TestAgentCommand_refusedJoinToken(t *testing.T) {
+	url, _ := mustServer(t)
+	cfgPath, _ := mustCheckConfig(t, url, "fake_gpus: 1xT4\njoin_token: igj_notarealtoken\n")
+	r := runUntil(t, waitLimit, nil, "agent", "--config", cfgPath)
+	if r.code != 1 || !strings.Contains(r.err, "unknown join token") {
+		t.Fatalf("got %s\nwant exit 1 saying the join token is unknown", r)
+	}
+	if !strings.Contains(r.err, "idlegrid token create") || !strings.Contains(r.err, "--join-token") {
+		t.Errorf("got %s\nwant it to say how to make a new join token and give it", r)
+	}
+	if strings.Contains(r.err, "IDLEGRID_KEY") {
+		t.Errorf("got %s\nwant no advice about API keys, which an agent does not use", r)
+	}
+}
+
+// TestAgentCommand_noGPU: on a machine where no GPU can be seen, the agent
+// says what to do, the fake GPUs for trying it out among it, and does not
+// blame a busy server.
+func TestAgentCommand_noGPU(t *testing.T) {
+	if d, _, err := gpuauto.Detector(context.Background()); err == nil {
+		if c, ok := d.(io.Closer); ok {
+			c.Close()
+		}
+		t.Skip("this machine has a GPU the agent can see")
+	}
+	cfgPath, _ := mustCheckConfig(t, "http://127.0.0.1:1", "")
+	r := runUntil(t, waitLimit, nil, "agent", "--config", cfgPath)
+	if r.code != 1 || !strings.Contains(r.err, "cannot see any NVIDIA GPU") {
+		t.Fatalf("got %s\nwant exit 1 saying no GPU is visible", r)
+	}
+	if !strings.Contains(r.err, "--fake-gpus") || !strings.Contains(r.err, "idlegrid agent --check --config "+cfgPath) {
+		t.Errorf("got %s\nwant it to point to --check and to --fake-gpus", r)
+	}
+	if strings.Contains(r.err, "server is busy") {
+		t.Errorf("got %s\nwant no word of the server, which was not asked", r)
+	}
+}
+
+// TestAgentCommand_badFlag: a value the config's check refuses that came
+// from a flag is a mistake in the command line, named as that flag; one
+// from the file is the file's to mend.
+func TestAgentCommand_badFlag(t *testing.T) {
+	cfgPath, _ := mustCheckConfig(t, "http://127.0.0.1:1", "fake_gpus: 1xT4\n")
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string // the first line of stderr
+	}{
+		{"Runtime", []string{"--runtime", "podman"}, `idlegrid: --runtime: must be docker or fake, got "podman"`},
+		{"FakeGPUs", []string{"--fake-gpus", "3xFOO"}, `idlegrid: --fake-gpus: "3xFOO": unknown model "FOO"; known models: `},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := run(t, nil, append([]string{"agent", "--config", cfgPath}, tt.args...)...)
+			if got := firstLines(r.err, 1); r.code != 2 || !strings.HasPrefix(got, tt.want) || strings.Contains(r.err, "fix the agent config") {
+				t.Fatalf("got %s\nwant exit 2, stderr starting %q, and no word of the config", r, tt.want)
+			}
+		})
+	}
+	t.Run("InTheFile", func(t *testing.T) {
+		path, _ := mustCheckConfig(t, "http://127.0.0.1:1", "fake_gpus: 1xT4\nruntime: podman\n")
+		r := run(t, nil, "agent", "--config", path)
+		if r.code != 1 || !strings.Contains(r.err, `runtime: must be docker or fake, got "podman"`) || !strings.Contains(r.err, "fix the agent config") {
+			t.Fatalf("got %s\nwant exit 1, naming runtime in the config", r)
+		}
+	})
 }

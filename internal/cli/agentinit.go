@@ -23,6 +23,7 @@ type initFlags struct {
 	windows, tz, fakeGPUs                          string
 	ask                                            priceFlag
 	whenIdle, force                                bool
+	askGiven                                       bool // --ask was on the command line, whatever its value
 }
 
 // init writes a starter config for this machine, commented, that the
@@ -67,6 +68,7 @@ region's usual zone).`,
 	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
+	f.askGiven = flagsSet(fs)["ask"]
 	s, err := c.starter(ctx, &f)
 	if err != nil {
 		return err
@@ -87,7 +89,9 @@ region's usual zone).`,
 func (c *agentCommand) starter(ctx context.Context, f *initFlags) (agent.Starter, error) {
 	if f.region == "" {
 		return agent.Starter{}, usagef("--region is required, e.g. --region eu-west")
-	} else if f.ask.m <= 0 {
+	} else if f.ask.m < 0 || f.ask.m == 0 && f.askGiven {
+		return agent.Starter{}, usagef("--ask must be more than 0: your silver floor per GPU-hour, e.g. --ask 0.40")
+	} else if f.ask.m == 0 {
 		return agent.Starter{}, usagef("--ask is required: your silver floor per GPU-hour, e.g. --ask 0.40; 'idlegrid market' shows what GPUs clear at")
 	}
 	residency := f.residency
@@ -123,6 +127,9 @@ func (c *agentCommand) starter(ctx context.Context, f *initFlags) (agent.Starter
 		s.Name = agent.DetectHost(os.TempDir()).Name
 	}
 	if s.GPUs, err = foundGPUs(ctx, f.fakeGPUs); err != nil && f.fakeGPUs != "" {
+		if byFlag := flagsAtFault(err, map[string]string{"fake_gpus": f.fakeGPUs}); byFlag != nil {
+			return agent.Starter{}, byFlag
+		}
 		return agent.Starter{}, err
 	} else if err != nil {
 		s.GPUs = "none yet ('idlegrid agent --check' says what to fix)"

@@ -76,13 +76,16 @@ func TestAgentInit(t *testing.T) {
 	}{
 		{[]string{"--ask", "0.40"}, "--region is required"},
 		{[]string{"--region", "eu-west"}, "--ask is required"},
+		{[]string{"--region", "eu-west", "--ask", "-0.40"}, "--ask must be more than 0: your silver floor"},
+		{[]string{"--region", "eu-west", "--ask", "0"}, "--ask must be more than 0: your silver floor"},
 		{[]string{"--region", "ap-south", "--ask", "0.40"}, "--residency is required for region ap-south"},
 		{[]string{"--region", "eu-west", "--ask", "0.40", "--windows", "sometimes"}, `unknown window "sometimes"`},
-		{[]string{"--region", "eu-west", "--ask", "0.40", "--fake-gpus", "2xNOPE"}, `unknown model "NOPE"`},
+		{[]string{"--region", "eu-west", "--ask", "0.40", "--fake-gpus", "2xNOPE"}, `--fake-gpus: "2xNOPE": unknown model "NOPE"`},
 	} {
+		// Each is a mistake in the command line, named as the flag.
 		r := run(t, nil, append([]string{"agent", "init", "--config", filepath.Join(dir, "other.yaml")}, tt.args...)...)
-		if r.code == 0 || !strings.Contains(r.err, tt.want) {
-			t.Errorf("agent init %v: %s, want an error saying %q", tt.args, r, tt.want)
+		if r.code != 2 || !strings.Contains(r.err, tt.want) {
+			t.Errorf("agent init %v: %s, want exit 2 and an error saying %q", tt.args, r, tt.want)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "other.yaml")); err == nil {

@@ -37,8 +37,8 @@ func (e *env) objectID() string {
 
 // flagOfField is the flag that sets each field the server or a check
 // names: the job spec's fields whose flag is not the field's own name (a
-// field job.X is otherwise flag X, with "-" for "_"), and the listings'
-// query parameters.
+// field job.X is otherwise flag X, with "-" for "_"), a join token's, and
+// the listings' query parameters.
 var flagOfField = map[string]string{
 	"job.max_price_micros_per_gpu_hour": "max-price",
 	"job.max_price":                     "max-price",
@@ -47,6 +47,8 @@ var flagOfField = map[string]string{
 	"job.gpu_models":                    "gpu-model",
 	"job.avoid_providers":               "avoid-provider",
 	"job.datasets":                      "dataset",
+	"join_token.max_uses":               "max-uses",
+	"join_token.ttl_seconds":            "ttl",
 	"limit":                             "limit",
 	"before":                            "before",
 	"after":                             "after",
