@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -38,7 +39,7 @@ func NewAgent(addr string, key ed25519.PrivateKey) *AgentClient {
 		key:   key,
 		pub:   nodekey.PublicString(key.Public().(ed25519.PublicKey)),
 		now:   time.Now,
-		route: &sessionRoute{plain: httpClient.Transport},
+		route: newSessionRoute(httpClient.Transport),
 	}
 	a.t.http = &http.Client{Transport: a.route, CheckRedirect: httpClient.CheckRedirect}
 	return a
@@ -118,9 +119,30 @@ func (a *AgentClient) UpdateOffer(ctx context.Context, req idlegrid.OfferRequest
 }
 
 // Heartbeat says the node is alive, with its leases' progress.
+//
+// It waits at most 5 s for the answer, then sends the heartbeat once more
+// on a new connection. A connection that died without a word (a NAT that
+// forgot it) fails only when the kernel, or a session's keepalive, finds
+// out: up to 25 s later for a session, and a heartbeat waiting that long
+// leaves the node silent for over the 30 s that get it declared lost. A
+// session that does not answer in time is abandoned (RunSession dials
+// again) and the heartbeat goes over plain HTTP; over plain HTTP the idle
+// kept-alive connections, likely as dead, are dropped first.
 func (a *AgentClient) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (*idlegrid.HeartbeatResponse, error) {
+	s := a.route.current()
+	out, err := a.heartbeat(ctx, req, heartbeatWait)
+	if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		return out, err
+	}
+	a.route.unstick(s, fmt.Errorf("a heartbeat got no answer over it in %s", heartbeatWait))
+	return a.heartbeat(ctx, req, 0)
+}
+
+// heartbeat sends one heartbeat, waiting at most wait for the answer (0:
+// the default request timeout).
+func (a *AgentClient) heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest, wait time.Duration) (*idlegrid.HeartbeatResponse, error) {
 	var out idlegrid.HeartbeatResponse
-	if err := a.do(ctx, call{method: http.MethodPost, path: path("agent", "heartbeat"), in: req, out: &out}, false); err != nil {
+	if err := a.do(ctx, call{method: http.MethodPost, path: path("agent", "heartbeat"), in: req, out: &out, timeout: wait}, false); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,8 @@ const (
 	// notOfferedRetry is how often a server that offered no session is
 	// asked again, in case it has been upgraded.
 	notOfferedRetry = 10 * time.Minute
+	// heartbeatWait bounds a heartbeat's first try (Heartbeat).
+	heartbeatWait = 5 * time.Second
 )
 
 // sessionRoute sends an AgentClient's requests over its live session, or
@@ -33,10 +36,65 @@ type sessionRoute struct {
 	plain   http.RoundTripper
 	live    atomic.Pointer[session.Session]
 	running atomic.Bool // RunSession is running
+	// dead carries a session a request found dead before its keepalive
+	// did (abandon), for RunSession to close and dial again.
+	dead chan deadSession
+}
+
+// deadSession is a session abandoned, and why.
+type deadSession struct {
+	s   *session.Session
+	why error
+}
+
+func newSessionRoute(plain http.RoundTripper) *sessionRoute {
+	return &sessionRoute{plain: plain, dead: make(chan deadSession, 1)}
+}
+
+// current returns the session requests take now, or nil.
+func (r *sessionRoute) current() *session.Session {
+	if s := r.live.Load(); s != nil && !closed(s) {
+		return s
+	}
+	return nil
+}
+
+// unstick makes the next request take a new connection after one on s,
+// the session requests took then (nil: plain HTTP), got no answer in time:
+// it abandons s, and drops the idle kept-alive connections of plain HTTP,
+// which whatever broke s likely broke too.
+func (r *sessionRoute) unstick(s *session.Session, why error) {
+	if s != nil {
+		r.abandon(s, why)
+	}
+	if c, ok := r.plain.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// abandon stops sending requests over s, which answered nothing in time
+// though it is not closed (a connection that died without a word: its
+// keepalive finds out only later), and tells RunSession to close it and
+// dial again. A session no longer the live one is left as it is.
+func (r *sessionRoute) abandon(s *session.Session, why error) {
+	if !r.live.CompareAndSwap(s, nil) {
+		return
+	}
+	for {
+		select {
+		case r.dead <- deadSession{s, why}:
+			return
+		default:
+			select { // an older one, already done with: drop it
+			case <-r.dead:
+			default:
+			}
+		}
+	}
 }
 
 func (r *sessionRoute) RoundTrip(req *http.Request) (*http.Response, error) {
-	if s := r.live.Load(); s != nil && !closed(s) && req.Header.Get(nodekey.HeaderNode) != "" {
+	if s := r.current(); s != nil && req.Header.Get(nodekey.HeaderNode) != "" {
 		return s.RoundTrip(req)
 	}
 	return r.plain.RoundTrip(req)
@@ -53,8 +111,7 @@ func closed(s *session.Session) bool {
 
 // OverSession reports whether the client's requests go over a session now.
 func (a *AgentClient) OverSession() bool {
-	s := a.route.live.Load()
-	return s != nil && !closed(s)
+	return a.route.current() != nil
 }
 
 // RunSession keeps one outbound session to the server open until ctx is
@@ -103,7 +160,7 @@ func (a *AgentClient) RunSession(ctx context.Context, h http.Handler, log *slog.
 			wait = b.Next()
 			log.Warn("session: cannot connect; will retry", "in", wait.Round(time.Millisecond), "err", err)
 		default:
-			lived := a.useSession(ctx, s, log)
+			lived, why := a.useSession(ctx, s, log)
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -112,7 +169,7 @@ func (a *AgentClient) RunSession(ctx context.Context, h http.Handler, log *slog.
 			}
 			wait = b.Next()
 			attrs := []any{"after", lived.Round(time.Second), "reconnect_in", wait.Round(time.Millisecond)}
-			if err := s.Err(); err != nil {
+			if err := cmp.Or(why, s.Err()); err != nil {
 				attrs = append(attrs, "err", err)
 			}
 			log.Warn("session lost; requests go over plain HTTP until it is back", attrs...)
@@ -147,16 +204,24 @@ func (a *AgentClient) dialSession(ctx context.Context, h http.Handler, log *slog
 	return s, err
 }
 
-// useSession routes the client's requests over s until s or ctx ends, and
-// returns how long s lived.
-func (a *AgentClient) useSession(ctx context.Context, s *session.Session, log *slog.Logger) time.Duration {
+// useSession routes the client's requests over s until s or ctx ends, or
+// a request abandons s, and returns how long s lived and, when abandoned,
+// why.
+func (a *AgentClient) useSession(ctx context.Context, s *session.Session, log *slog.Logger) (time.Duration, error) {
 	a.route.live.Store(s)
 	log.Info("session open; the agent's requests go over it", "server", a.t.base)
-	select {
-	case <-s.Closed():
-	case <-ctx.Done():
+	var why error
+	for waiting := true; waiting; {
+		select {
+		case <-s.Closed():
+			waiting = false
+		case <-ctx.Done():
+			waiting = false
+		case d := <-a.route.dead:
+			why, waiting = d.why, d.s != s
+		}
 	}
 	a.route.live.CompareAndSwap(s, nil)
 	s.Close()
-	return time.Since(s.Opened())
+	return time.Since(s.Opened()), why
 }

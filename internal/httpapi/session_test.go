@@ -24,9 +24,10 @@ import (
 )
 
 // sessionFixture is the real coordinator on SQLite behind a real listener,
-// offering sessions, with two switches: plainOff refuses the agent API over
-// plain HTTP (so that what still works went over a session), and cutAll
-// severs every TCP connection, sessions included.
+// offering sessions, with three switches: plainOff refuses the agent API
+// over plain HTTP (so that what still works went over a session), cutAll
+// severs every TCP connection, sessions included, and silenceAll makes
+// every connection open now go quiet without closing.
 type sessionFixture struct {
 	*fixture
 	Registry *session.Registry
@@ -37,17 +38,19 @@ type sessionFixture struct {
 type trackedListener struct {
 	net.Listener
 	mu  sync.Mutex
-	all []net.Conn
+	all []*quietConn
 }
 
 func (l *trackedListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
-	if err == nil {
-		l.mu.Lock()
-		l.all = append(l.all, c)
-		l.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	return c, err
+	q := &quietConn{Conn: c, quiet: make(chan struct{}), closed: make(chan struct{})}
+	l.mu.Lock()
+	l.all = append(l.all, q)
+	l.mu.Unlock()
+	return q, nil
 }
 
 func (f *sessionFixture) cutAll() {
@@ -57,6 +60,52 @@ func (f *sessionFixture) cutAll() {
 		c.Close()
 	}
 	f.conns.all = nil
+}
+
+// silenceAll makes the connections open now take and send nothing more,
+// without closing them, as when a NAT on the way forgets them; new ones
+// work.
+func (f *sessionFixture) silenceAll() {
+	f.conns.mu.Lock()
+	defer f.conns.mu.Unlock()
+	for _, c := range f.conns.all {
+		c.silence()
+	}
+}
+
+// quietConn is a server-side connection that silence makes drop what it
+// reads and writes until it is closed.
+type quietConn struct {
+	net.Conn
+	quietOnce, closeOnce sync.Once
+	quiet, closed        chan struct{}
+}
+
+func (c *quietConn) silence() { c.quietOnce.Do(func() { close(c.quiet) }) }
+
+func (c *quietConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	select {
+	case <-c.quiet: // what came in after is lost, and so is the rest
+		<-c.closed
+		return 0, net.ErrClosed
+	default:
+		return n, err
+	}
+}
+
+func (c *quietConn) Write(p []byte) (int, error) {
+	select {
+	case <-c.quiet:
+		return len(p), nil
+	default:
+		return c.Conn.Write(p)
+	}
+}
+
+func (c *quietConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Conn.Close()
 }
 
 func mustOpenSessions(tb testing.TB, offer bool) *sessionFixture {
@@ -95,6 +144,7 @@ func mustOpenSessions(tb testing.TB, offer bool) *sessionFixture {
 	ts.Listener = f.conns
 	ts.Start()
 	tb.Cleanup(ts.Close)
+	tb.Cleanup(f.cutAll) // before the server waits for them: a silenced one never ends by itself
 	if f.Registry != nil {
 		tb.Cleanup(func() { f.Registry.Close() }) // before the HTTP server closes
 	}
@@ -218,6 +268,40 @@ func TestSession_agent(t *testing.T) {
 	waitUntil(t, "the client to leave the closed session", func() bool { return !agent.OverSession() })
 	if _, err := agent.Heartbeat(ctx, idlegrid.HeartbeatRequest{}); idlegrid.ErrorCode(err) != idlegrid.EUNAVAILABLE {
 		t.Errorf("heartbeat with neither session nor plain HTTP: %v, want unavailable", err)
+	}
+}
+
+// TestSession_silentlyDead checks that a heartbeat gets through when the
+// connection it goes over dies without a word, as when a NAT forgets it.
+// A session's keepalive would find out only after up to 25 s, and the
+// kernel later still for a kept-alive plain HTTP connection: over the 30 s
+// of silence that lose a node once the heartbeat interval is added. The
+// heartbeat gives the connection 5 s, then goes again on a new one; an
+// agent whose session it was dials a new session.
+func TestSession_silentlyDead(t *testing.T) {
+	for _, overSession := range []bool{true, false} {
+		t.Run(map[bool]string{true: "session", false: "plain HTTP"}[overSession], func(t *testing.T) {
+			f := mustOpenSessions(t, overSession)
+			provider, _, _ := f.mustAccount(t, "prov", idlegrid.RoleProvider)
+			agent, _, nodeID := f.mustNode(t, provider, "rig1") // leaves a kept-alive connection
+			var first *session.Session
+			if overSession {
+				runSession(t, agent)
+				first = f.mustSession(t, agent, nodeID, nil)
+			}
+			f.silenceAll()
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second) // under what finds the connection dead
+			defer cancel()
+			if _, err := agent.Heartbeat(ctx, idlegrid.HeartbeatRequest{}); err != nil {
+				t.Fatalf("heartbeat over a silently dead connection: %v", err)
+			}
+			if overSession {
+				f.mustSession(t, agent, nodeID, first)
+			}
+			if _, err := agent.Heartbeat(ctx, idlegrid.HeartbeatRequest{}); err != nil {
+				t.Fatalf("the next heartbeat: %v", err)
+			}
+		})
 	}
 }
 
