@@ -87,7 +87,7 @@ func (a *Agent) runLease(ctx, workCtx context.Context, l *lease) {
 	defer a.retire(l)
 	startCtx := l.startContext(ctx)
 	err := a.rt.Start(startCtx, l.w, l.events)
-	l.startContext(nil)
+	l.startOver()
 	if err != nil && l.stoppedBeforeStart() {
 		a.log.Info("lease stopped before its workload started", "lease", l.id, "err", err)
 		a.report(workCtx, l.id, l.final())
@@ -275,20 +275,12 @@ func (l *lease) batch(n int) []idlegrid.LogLine {
 	return out
 }
 
-// markStarted records that the runtime runs the workload, and reports
-// whether a stop came meanwhile that must now be passed on.
 // startContext gives the lease's Start a context of its own, under ctx,
-// that a stop ends; startContext(nil) says the Start is over.
+// that a stop ends; startOver says the Start is over.
 func (l *lease) startContext(ctx context.Context) context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.cancelStart != nil {
-		l.cancelStart()
-		l.cancelStart = nil
-	}
-	if ctx == nil {
-		return nil
-	}
+	l.endStartLocked()
 	ctx, l.cancelStart = context.WithCancel(ctx)
 	if l.stopCause != notStopped {
 		l.cancelStart()
@@ -308,6 +300,22 @@ func (l *lease) stoppedBeforeStart() bool {
 	return true
 }
 
+// startOver says the lease's Start is over: a stop no longer cancels it.
+func (l *lease) startOver() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.endStartLocked()
+}
+
+func (l *lease) endStartLocked() {
+	if l.cancelStart != nil {
+		l.cancelStart()
+		l.cancelStart = nil
+	}
+}
+
+// markStarted records that the runtime runs the workload, and reports
+// whether a stop came meanwhile that must now be passed on.
 func (l *lease) markStarted() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()

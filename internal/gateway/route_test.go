@@ -241,7 +241,7 @@ func TestBudgets_take(t *testing.T) {
 		var b budgets
 		b.init(&Config{Clock: clock, KeyConcurrency: 2})
 		_, k := b.of(&idlegrid.Caller{AccountID: "a", KeyID: "k"})
-		if b.take(k) != nil || b.take(k) != nil {
+		if first, second := b.take(k), b.take(k); first != nil || second != nil {
 			t.Fatal("two requests refused under a concurrency of 2")
 		}
 		if err := b.take(k); idlegrid.ErrorCode(err) != idlegrid.ETOOMANY {
