@@ -190,6 +190,27 @@ func TestAgentClient_unreachable(t *testing.T) {
 	}
 }
 
+// TestAgentClient_httpsToPlainServer: an https:// address of a server that
+// speaks plain HTTP is a mistake in the address, not a server down.
+func TestAgentClient_httpsToPlainServer(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	addr := "https://" + srv.Listener.Addr().String()
+
+	_, err := client.NewAgent(addr, mustKey(t)).Join(context.Background(), idlegrid.JoinRequest{Token: "igj_x"})
+	if err == nil {
+		t.Fatal("err = nil, want an error")
+	}
+	for _, want := range []string{"speaks plain HTTP, not HTTPS", "give its address as http://" + srv.Listener.Addr().String(), "--server"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %q, want it to contain %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "is the server running") {
+		t.Errorf("err = %q asks whether the server runs; it answered", err)
+	}
+}
+
 func TestAgentClient_beforeJoin(t *testing.T) {
 	v := &verifier{}
 	srv := mustServe(t, v)

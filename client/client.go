@@ -205,6 +205,10 @@ func (t transport) unreachable(ctx context.Context, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("no answer from the idlegrid server at %s in time: %w", t.base, err)
 	}
+	if strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") { // net/http's words, no type
+		plain := "http://" + strings.TrimPrefix(t.base, "https://")
+		return fmt.Errorf("the server at %s speaks plain HTTP, not HTTPS: give its address as %s (%s): %w", t.base, plain, strings.TrimPrefix(t.setting, "set "), err)
+	}
 	return fmt.Errorf("cannot reach the idlegrid server (is the server running at %s? %s): %w", t.base, t.setting, err)
 }
 
