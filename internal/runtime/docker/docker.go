@@ -67,6 +67,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -182,6 +183,21 @@ const (
 	checkpointLine = "idlegrid:checkpoint"
 )
 
+// envHint names the environment the Docker client read its settings from,
+// for an error about them: they are the place to fix.
+func envHint() string {
+	var set []string
+	for _, k := range []string{"DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_API_VERSION"} {
+		if v, ok := os.LookupEnv(k); ok {
+			set = append(set, fmt.Sprintf("%s=%q", k, v))
+		}
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	return "; the Docker client read " + strings.Join(set, ", ") + " from the environment: fix or unset it (unset DOCKER_HOST uses the local socket)"
+}
+
 // New connects to the engine and returns a runtime. It fails, saying what
 // to fix, when the engine cannot be reached.
 func New(ctx context.Context, o Options) (*Runtime, error) {
@@ -189,7 +205,7 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	if r.cli == nil {
 		cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 		if err != nil {
-			return nil, fmt.Errorf("docker runtime: %w", err)
+			return nil, fmt.Errorf("docker runtime: %w%s", err, envHint())
 		}
 		r.cli, r.ownClient = cli, true
 	}

@@ -867,3 +867,13 @@ func TestNew_NoEngine(t *testing.T) {
 		t.Errorf("New = %v, want an error saying the engine cannot be reached and what to check", err)
 	}
 }
+
+// TestNew_BadEnvironment: a Docker address the environment set wrong is
+// named, with what to do, since that is where it must be fixed.
+func TestNew_BadEnvironment(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "bogus")
+	_, err := New(context.Background(), Options{})
+	if err == nil || !strings.Contains(err.Error(), `DOCKER_HOST="bogus"`) || !strings.Contains(err.Error(), "unset DOCKER_HOST") {
+		t.Errorf("New = %v, want an error naming DOCKER_HOST and what to do", err)
+	}
+}
