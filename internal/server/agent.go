@@ -113,8 +113,12 @@ func (s *Server) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (
 	resp := &idlegrid.HeartbeatResponse{HeartbeatSeconds: s.heartbeatSeconds(), Standing: standing}
 	for _, p := range req.Leases {
 		err := s.setProgress(ctx, c.NodeID, p)
-		if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
+		switch idlegrid.ErrorCode(err) {
+		case idlegrid.ECONFLICT:
 			err = s.noteEnded(ctx, c.NodeID, p.LeaseID, resp)
+		case idlegrid.ENOTFOUND:
+			err = nil
+			s.noteUnknown(c.NodeID, p.LeaseID, resp)
 		}
 		if err != nil {
 			return nil, err
@@ -134,6 +138,17 @@ func (s *Server) noteEnded(ctx context.Context, nodeID, leaseID string, resp *id
 	}
 	resp.Ended = append(resp.Ended, idlegrid.EndedLease{LeaseID: l.ID, State: l.State, Reason: l.Reason})
 	return nil
+}
+
+// noteUnknown tells the agent to stop a lease it runs that the server has
+// no record of for its node (its database restored from a backup older
+// than the lease, say): no one pays for the workload. The rest of the
+// heartbeat stands: failing it would keep from the agent, on every
+// heartbeat, the leases that did end.
+func (s *Server) noteUnknown(nodeID, leaseID string, resp *idlegrid.HeartbeatResponse) {
+	s.log.Warn("a heartbeat reports a lease the server has no record of for its node; the agent is told to stop it", "node", nodeID, "lease", leaseID)
+	resp.Ended = append(resp.Ended, idlegrid.EndedLease{LeaseID: leaseID, State: idlegrid.LeaseFailed,
+		Reason: "the server has no record of this lease for this node"})
 }
 
 // reportQueues passes a heartbeat's model queues to the gateway. Bad

@@ -131,3 +131,27 @@ func TestServer_HeartbeatNamesEndedLeases(t *testing.T) {
 		}
 	})
 }
+
+// TestServer_HeartbeatNamesUnknownLeases: a heartbeat that reports a lease
+// the server has no record of for the node (a database restored from an
+// older backup) still counts, records the other leases' progress, and
+// names the unknown one for the agent to stop; it does not fail, which
+// would hide, on every heartbeat, the leases that did end.
+func TestServer_HeartbeatNamesUnknownLeases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		node, l := m.runningLease(t)
+		resp, err := m.srv.Heartbeat(node, idlegrid.HeartbeatRequest{Leases: []idlegrid.LeaseProgress{
+			{LeaseID: "lease_restoredaway", Progress: 0.9}, {LeaseID: l.ID, Progress: 0.5},
+		}})
+		if err != nil {
+			t.Fatalf("heartbeat: %v", err)
+		}
+		if len(resp.Ended) != 1 || resp.Ended[0].LeaseID != "lease_restoredaway" || resp.Ended[0].State != idlegrid.LeaseFailed {
+			t.Errorf("the heartbeat's answer names %+v, want lease_restoredaway to stop", resp.Ended)
+		}
+		if got := mustFindLease(t, m, l.ID); got.State != idlegrid.LeaseRunning || got.Progress != 0.5 {
+			t.Errorf("the known lease after the heartbeat: %s at %v, want running at 0.5", got.State, got.Progress)
+		}
+	})
+}
