@@ -313,7 +313,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	srv, err := server.Open(server.Config{
 		Store: lock.Guard(store), Metrics: metrics, FeeBasisPoints: serverFee(cfg.feeBPS), Logger: cfg.logger, AuditKey: auditKey,
 		HeartbeatInterval: cfg.heartbeat, MissedHeartbeats: cfg.missedHeartbeats,
-		PayoutHold: cfg.payoutHold, TrustPolicy: cfg.trustPolicy,
+		PayoutHold: serverPayoutHold(cfg.payoutHold), TrustPolicy: cfg.trustPolicy,
 	})
 	if errors.Is(err, server.ErrAuditKeyReplaced) {
 		return nil, withHint(err, "start with --audit-key naming the file that holds the log's key; a new key would break every user's 'idlegrid audit verify'")
@@ -550,6 +550,16 @@ func serverFee(feeBPS int64) int64 {
 		return -1
 	}
 	return feeBPS
+}
+
+// serverPayoutHold is --payout-hold as server.Config reads it, where zero
+// takes the default (72h): a market that pays out at once, as
+// "--payout-hold 0" asks, asks for a negative hold.
+func serverPayoutHold(hold time.Duration) time.Duration {
+	if hold == 0 {
+		return -1
+	}
+	return hold
 }
 
 // newMetricsRegistry is the registry GET /metrics serves: the Go runtime's

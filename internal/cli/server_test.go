@@ -437,3 +437,13 @@ func TestServerFee(t *testing.T) {
 		}
 	}
 }
+
+// TestServerPayoutHold: "--payout-hold 0" is documented as no hold, which
+// server.Config spells negative; its zero is the 72h default.
+func TestServerPayoutHold(t *testing.T) {
+	for _, tt := range []struct{ flag, want time.Duration }{{0, -1}, {time.Minute, time.Minute}, {72 * time.Hour, 72 * time.Hour}} {
+		if got := serverPayoutHold(tt.flag); got != tt.want {
+			t.Errorf("serverPayoutHold(%s) = %s, want %s", tt.flag, got, tt.want)
+		}
+	}
+}
