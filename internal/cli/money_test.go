@@ -379,3 +379,26 @@ func TestAccountList_pages(t *testing.T) {
 		t.Errorf("a renter's account show of another account: %s", r)
 	}
 }
+
+// TestMoneyCommands_reusedIdempotencyKey: a top-up or payout request that
+// reuses an idempotency key for another amount is refused, and the hint
+// says to give another key, not to look at a state that is not at fault.
+func TestMoneyCommands_reusedIdempotencyKey(t *testing.T) {
+	admin, _, provider, renterID, _ := moneyMarket(t)
+	must(t, admin, "account", "topup", renterID, "1", "--idempotency-key", "invoice-7")
+	must(t, provider, "payout", "request", "0.000001", "--idempotency-key", "p-7")
+	for _, args := range [][]string{
+		{"account", "topup", renterID, "2", "--idempotency-key", "invoice-7"},
+		{"payout", "request", "0.000002", "--idempotency-key", "p-7"},
+	} {
+		who := admin
+		if args[0] == "payout" {
+			who = provider
+		}
+		r := run(t, who, args...)
+		if r.code != 1 || !strings.Contains(r.err, "was used before") || !strings.Contains(r.err, "give another --idempotency-key") ||
+			strings.Contains(r.err, "not in a state") {
+			t.Errorf("%s: %s\nwant a conflict that says to give another --idempotency-key", strings.Join(args, " "), r)
+		}
+	}
+}

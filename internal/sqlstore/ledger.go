@@ -185,8 +185,9 @@ func postOnce(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer) (*idlegrid.
 	if err != nil {
 		return nil, err
 	} else if !sameEntries(stored.Entries, t.Entries) {
-		return nil, idlegrid.Errorf(idlegrid.ECONFLICT,
-			"idempotency key %q was used before for a different transfer", t.IdempotencyKey)
+		e := idlegrid.Errorf(idlegrid.ECONFLICT, "idempotency key %q was used before for a different transfer", t.IdempotencyKey)
+		e.Field = "idempotency_key" // the caller's to change: the CLI says how
+		return nil, e
 	}
 	return stored, nil
 }

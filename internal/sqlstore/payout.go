@@ -95,8 +95,10 @@ func replayedPayout(ctx context.Context, tx *sql.Tx, p *idlegrid.Payout, out **i
 	if err != nil {
 		return err
 	} else if stored.AmountMicros != p.AmountMicros {
-		return idlegrid.Errorf(idlegrid.ECONFLICT, "idempotency key %q was used before for a payout of %s (%s)",
+		e := idlegrid.Errorf(idlegrid.ECONFLICT, "idempotency key %q was used before for a payout of %s (%s)",
 			p.IdempotencyKey, stored.AmountMicros, stored.ID)
+		e.Field = "idempotency_key" // the caller's to change: the CLI says how
+		return e
 	}
 	*out = stored
 	return nil
