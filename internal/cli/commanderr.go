@@ -37,8 +37,8 @@ func (e *env) objectID() string {
 
 // flagOfField is the flag that sets each field the server or a check
 // names: the job spec's fields whose flag is not the field's own name (a
-// field job.X is otherwise flag X, with "-" for "_"), a join token's, and
-// the listings' query parameters.
+// field job.X is otherwise flag X, with "-" for "_"), a join token's, a
+// dispute's, and the listings' query parameters.
 var flagOfField = map[string]string{
 	"job.max_price_micros_per_gpu_hour": "max-price",
 	"job.max_price":                     "max-price",
@@ -64,6 +64,13 @@ var flagOfField = map[string]string{
 	"provider_id":                       "provider",
 	"node_id":                           "node",
 	"job_id":                            "job",
+	"dispute.offence":                   "offence",
+	"dispute.provider_id":               "provider",
+	"dispute.node_id":                   "node",
+	"dispute.lease_id":                  "lease",
+	"dispute.renter_id":                 "renter",
+	"dispute.harm_micros":               "harm",
+	"dispute.evidence":                  "evidence",
 }
 
 // flagOf is the flag that set field, as "--name", when the caller typed

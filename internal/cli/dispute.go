@@ -116,6 +116,7 @@ re-run) are upheld at once, with the penalty taken from the bond. An
 operator may open others and uphold or dismiss them.`, []subcommand{
 		{"ls", "list disputes: against you (provider), for you (renter), or all (admin)", func(a []string) error { return c.list(ctx, a) }},
 		{"show", "show one dispute with its evidence", func(a []string) error { return c.show(ctx, a) }},
+		{"open", "charge a provider with an offence the market cannot prove by itself (admin)", func(a []string) error { return c.open(ctx, a) }},
 		{"uphold", "uphold an open dispute, taking the penalty from the bond (admin)", func(a []string) error { return c.resolve(ctx, a, "uphold") }},
 		{"dismiss", "dismiss an open dispute (admin)", func(a []string) error { return c.resolve(ctx, a, "dismiss") }},
 		{"verifications", "list re-runs of verifiable work and what they found", func(a []string) error { return c.verifications(ctx, a) }},
@@ -231,6 +232,59 @@ func (c *disputeCommand) show(ctx context.Context, args []string) error {
 		return printJSON(c.env.Out, d)
 	}
 	return printDispute(c.env, d)
+}
+
+func (c *disputeCommand) open(ctx context.Context, args []string) error {
+	fs := c.env.flags("dispute open", help{
+		usage: "idlegrid dispute open --provider ID --offence OFFENCE --evidence TEXT [--node ID] [--lease ID] [--renter ID] [--harm AMOUNT] [--json]",
+		about: `Charge a provider with an offence the market cannot prove by itself (admins
+only): forged_receipt, fake_hardware, mismatched_result or broken_notice.
+The dispute opens, its evidence in the audit log, and the provider cannot
+release its bond until you uphold it ('idlegrid dispute uphold', which takes
+the trust policy's penalty from the bond) or dismiss it. --harm is what the
+offence cost the renter, which the penalty may scale with; a --lease names
+its renter, who receives the penalty when the policy says so.`,
+		examples: "idlegrid dispute open --provider acct_abc123 --lease lease_abc123 --offence broken_notice --evidence 'node rebooted mid-lease twice; see agent logs' --harm 12.50",
+	})
+	r := c.env.remoteFlags(fs)
+	var d idlegrid.Dispute
+	fs.StringVar(&d.ProviderID, "provider", "", "the provider charged (required)")
+	fs.StringVar(&d.Offence, "offence", "", "forged_receipt, fake_hardware, mismatched_result or broken_notice (required)")
+	fs.StringVar(&d.Evidence, "evidence", "", "what was found, in words the provider can check (required; at most 8 KiB)")
+	fs.StringVar(&d.NodeID, "node", "", "the provider's node at fault")
+	fs.StringVar(&d.LeaseID, "lease", "", "the lease at fault, on the provider's node")
+	fs.StringVar(&d.RenterID, "renter", "", "the harmed renter (default: the --lease's)")
+	harm := fs.String("harm", "0", "what the offence cost the renter, decimal")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := fs.parseArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	} else if d.ProviderID == "" {
+		return usagef("--provider is required: the provider charged, e.g. --provider acct_abc123 ('idlegrid account ls --role provider' lists them)")
+	} else if d.Offence == "" {
+		return usagef("--offence is required: forged_receipt, fake_hardware, mismatched_result or broken_notice")
+	} else if d.Evidence == "" {
+		return usagef("--evidence is required: say what was found, for the provider to read")
+	}
+	var err error
+	if d.HarmMicros, err = idlegrid.ParseMicros(*harm); err != nil || d.HarmMicros < 0 {
+		return usagef("--harm: must be a decimal amount such as 0 or 12.50, got %q", *harm)
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	out, err := cl.OpenDispute(ctx, d)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, out)
+	}
+	if err := printDispute(c.env, out); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.env.Out, "resolve it with: idlegrid dispute uphold %s --reason WHY (or dismiss)\n", out.ID)
+	return nil
 }
 
 func printDispute(e *env, d *idlegrid.Dispute) error {

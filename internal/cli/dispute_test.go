@@ -55,3 +55,40 @@ func TestBondAndDisputeCommands(t *testing.T) {
 		t.Errorf("dispute verifications = %+v, want none", vs)
 	}
 }
+
+// TestDisputeOpen: an operator opens a dispute from the command line, as
+// the dispute group's help says it may, the server's faults named as the
+// flags given, and resolves it.
+func TestDisputeOpen(t *testing.T) {
+	admin, renter, _, _, _ := moneyMarket(t)
+	var providers []idlegrid.Account
+	mustJSON(t, admin, &providers, "account", "ls", "--role", "provider")
+	if len(providers) != 1 {
+		t.Fatalf("providers: %+v", providers)
+	}
+	prov := providers[0].ID
+	if r := run(t, admin, "dispute", "open", "--provider", prov, "--offence", "broken_notice"); r.code != 2 || !strings.Contains(r.err, "--evidence") {
+		t.Errorf("open without --evidence: %s, want a usage error naming --evidence", r)
+	}
+	if r := run(t, admin, "dispute", "open", "--provider", prov, "--offence", "rudeness", "--evidence", "x"); r.code != 2 || !strings.Contains(r.err, "--offence: ") {
+		t.Errorf("open with an unknown offence: %s, want a usage error naming --offence", r)
+	}
+	if r := run(t, admin, "dispute", "open", "--provider", prov, "--offence", "broken_notice", "--evidence", "x", "--harm", "-1"); r.code != 2 || !strings.Contains(r.err, "--harm") {
+		t.Errorf("open with a negative harm: %s, want a usage error naming --harm", r)
+	}
+	args := []string{"dispute", "open", "--provider", prov, "--offence", "broken_notice", "--evidence", "node rebooted mid-lease", "--harm", "1.50"}
+	if r := run(t, renter, args...); r.code != 1 {
+		t.Errorf("a renter opening a dispute: %s", r)
+	}
+	var d idlegrid.Dispute
+	mustJSON(t, admin, &d, append(args, "--json")...)
+	if d.State != idlegrid.DisputeOpen || d.ProviderID != prov || d.HarmMicros != 1_500_000 || d.Evidence != "node rebooted mid-lease" {
+		t.Fatalf("dispute open --json = %+v", d)
+	}
+	if out := must(t, admin, "dispute", "ls", "--state", "open"); !strings.Contains(out, d.ID) {
+		t.Errorf("dispute ls --state open:\n%s\nwant %s", out, d.ID)
+	}
+	if out := must(t, admin, "dispute", "dismiss", d.ID, "--reason", "the renter's own script rebooted it"); !strings.Contains(out, "(dismissed)") {
+		t.Errorf("dispute dismiss printed:\n%s", out)
+	}
+}
