@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
+	"github.com/idlegrid/idlegrid/internal/market"
 )
 
 // jobCommand is "idlegrid job": what renters do.
@@ -248,12 +249,21 @@ func checkWaitFlags(fs *flagSet, wait bool, o *watchOptions) error {
 
 // warnIfStuck says, right after a submission, when no node would take the
 // job as the market stands: no online node meets its hardware and rules,
-// or every one asks more than its cap. Such a job waits until one would,
-// which a renter should hear now rather than find out later. Nothing is
-// said when the market cannot be asked.
+// or every one asks more than its cap; or when nodes would, but its
+// renter cannot pay the escrow hold (funds, a spend limit), with what
+// would let it start. Such a job waits until one would, or until its
+// renter can pay, which a renter should hear now rather than find out
+// later. Nothing is said when the market cannot be asked.
 func (c *jobCommand) warnIfStuck(ctx context.Context, cl *client.Client, jobID string) {
 	x, err := cl.Explain(ctx, jobID)
 	if err != nil {
+		return
+	}
+	if market.WaitsForMoney(x.Summary) { // nodes would take it, but its renter cannot pay the hold
+		fmt.Fprintf(c.env.Out, "note: %s\n", x.Summary)
+		for _, a := range x.Advice {
+			fmt.Fprintf(c.env.Out, "      to start it: %s\n", a)
+		}
 		return
 	}
 	if note := stuckNote(x); note != "" {

@@ -58,6 +58,26 @@ func TestJobSubmit_stuckNote(t *testing.T) {
 	}
 }
 
+// TestJobSubmit_moneyNote: a job nodes would take but whose renter cannot
+// pay its escrow hold, for want of funds or under a key's spend limit, is
+// accepted with a note that says it waits for money and what would let it
+// start, rather than in silence until 'job get' shows the reason.
+func TestJobSubmit_moneyNote(t *testing.T) {
+	_, renter, _, _, _ := moneyMarket(t) // $10 topped up; one RTX4090 node, asking $0.40 for silver
+	r := run(t, renter, "job", "submit", "--image", "python:3.12", "--gpu-model", "RTX4090", "--max-price", "5", "--duration", "720h")
+	if r.code != 0 || !strings.Contains(r.out, "note: waiting for funds: ") || !strings.Contains(r.out, "idlegrid account topup ") {
+		t.Errorf("a job whose hold is over the balance: %s", r)
+	}
+	var k createdKey
+	mustJSON(t, renter, &k, "key", "create", "--name", "ci", "--spend-limit", "0.01")
+	limited := map[string]string{"IDLEGRID_ADDR": renter["IDLEGRID_ADDR"], "IDLEGRID_KEY": k.Secret}
+	r = run(t, limited, "job", "submit", "--image", "python:3.12", "--gpu-model", "RTX4090", "--max-price", "5", "--duration", "1h")
+	if r.code != 0 || !strings.Contains(r.out, "note: waiting: spend limit of API key "+k.Key.ID) ||
+		!strings.Contains(r.out, "idlegrid key limit "+k.Key.ID) {
+		t.Errorf("a job whose hold is over its key's spend limit: %s", r)
+	}
+}
+
 func TestStuckNote(t *testing.T) {
 	never := "unknown: no online node meets its hardware and rules; relax those that rule out the most nodes"
 	for _, tc := range []struct {
