@@ -176,14 +176,26 @@ func (b *budgets) reserve(ctx context.Context, c *idlegrid.Caller, a *accountBud
 			amount, max(free, 0))
 	}
 	if used := a.spent + aw + a.reserved; a.limit != nil && used+amount > *a.limit {
-		return idlegrid.Errorf(idlegrid.EPAYMENT, "spend limit of the account reached: %s used or reserved of %s this month", used, *a.limit)
+		return overLimit("the account", "an admin raises it with 'idlegrid account limit "+c.AccountID+" AMOUNT'", used, amount, *a.limit)
 	}
 	if used := k.spent + kw + k.reserved; k.limit != nil && used+amount > *k.limit {
-		return idlegrid.Errorf(idlegrid.EPAYMENT, "spend limit of this API key reached: %s used or reserved of %s this month", used, *k.limit)
+		return overLimit("this API key", "raise it with 'idlegrid key limit "+c.KeyID+" AMOUNT'", used, amount, *k.limit)
 	}
 	a.reserved += amount
 	k.reserved += amount
 	return nil
+}
+
+// overLimit is the refusal of a request that may cost up to amount under
+// a spend limit of which used is used or reserved: reached, when none of
+// it is left; otherwise what is left, since a smaller request may fit.
+func overLimit(whose, raise string, used, amount, limit idlegrid.Micros) error {
+	if used >= limit {
+		return idlegrid.Errorf(idlegrid.EPAYMENT, "spend limit of %s reached: %s used or reserved of %s this month; it resets next month, or %s",
+			whose, used, limit, raise)
+	}
+	return idlegrid.Errorf(idlegrid.EPAYMENT, "spend limit of %s: this request may cost up to %s and %s left of %s this month; lower max_tokens, or %s",
+		whose, amount, limit-used, limit, raise)
 }
 
 // refresh reads the renter's balance, limits and month's spend when they

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -150,6 +151,42 @@ func TestGateway_reserveChoices(t *testing.T) {
 	if _, _, err := p.chat(t, withMaxTokens); err != nil {
 		t.Errorf("one completion of 10 tokens: %v", err)
 	}
+}
+
+// TestGateway_limitRefusalSaysWhatFits: a request that may cost more
+// than a key's spend limit has left, with nothing of it used yet, is
+// refused saying what it may cost, what is left and what to do (lower
+// max_tokens, or raise the limit), not that the limit is reached; once it
+// is, the refusal says so.
+func TestGateway_limitRefusalSaysWhatFits(t *testing.T) {
+	f := mustFixture(t, func(*gateway.Config) {})
+	up := mustMock(t, "alpha")
+	f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 8))
+	f.waitProviders(t, testModel, 1)
+	limit := idlegrid.Micros(900)
+	if _, err := client.New(f.URL, f.RenterKey).SetKeyLimit(context.Background(), f.RenterKeyID, &limit); err != nil {
+		t.Fatal(err)
+	}
+	p := &pair{fixture: f, A: up}
+	_, _, err := p.chat(t, withMaxTokens, option.WithJSONSet("n", 5))
+	e := apiError(t, err)
+	if e.StatusCode != 402 || strings.Contains(e.Message, "reached") || !strings.Contains(e.Message, "may cost up to") ||
+		!strings.Contains(e.Message, "$0.000900 left of") || !strings.Contains(e.Message, "lower max_tokens") ||
+		!strings.Contains(e.Message, "idlegrid key limit "+f.RenterKeyID) {
+		t.Errorf("a request over a key's untouched limit: %d %q; want 402 saying what it may cost, what is left and what to do", e.StatusCode, e.Message)
+	}
+	zero := idlegrid.Micros(0)
+	if _, err := client.New(f.URL, f.RenterKey).SetKeyLimit(context.Background(), f.RenterKeyID, &zero); err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, f)
+	eventually(t, "the limit of 0 refused as reached", func() string {
+		_, _, err := p.chat(t, withMaxTokens)
+		if e := apiError(t, err); e.StatusCode != 402 || !strings.Contains(e.Message, "spend limit of this API key reached") {
+			return fmt.Sprintf("%d %q", e.StatusCode, e.Message)
+		}
+		return ""
+	})
 }
 
 // TestGateway_keyLimitsBeforeTheWaitingRoom: a key at its concurrency
