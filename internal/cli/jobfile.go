@@ -263,13 +263,16 @@ func durationField(name, text string, secs int64) (int64, error) {
 }
 
 // parseDurationSeconds parses a Go duration such as "90m" or "1h30m" into
-// whole seconds; it must be at least one second and whole.
+// whole seconds; it must be at least one second, whole, and no longer
+// than a job may run (said here as a duration, not the spec's seconds).
 func parseDurationSeconds(v string) (int64, error) {
 	d, err := time.ParseDuration(strings.TrimSpace(v))
 	if err != nil {
 		return 0, fmt.Errorf("must be a duration such as 90m or 1h30m, got %q", v)
 	} else if d < time.Second {
 		return 0, fmt.Errorf("must be at least 1s, got %q", v)
+	} else if d > idlegrid.MaxJobSeconds*time.Second {
+		return 0, fmt.Errorf("must be at most %dh (30 days), got %q", idlegrid.MaxJobSeconds/3600, v)
 	} else if d%time.Second != 0 {
 		return 0, fmt.Errorf("must be whole seconds, got %q", v)
 	}

@@ -100,6 +100,7 @@ func TestParseJobFile_Errors(t *testing.T) {
 		{"PriceAsList", "max_price: [1]\n", "job.max_price", "decimal amount"},
 		{"BadDuration", "duration: forever\n", "job.duration", `must be a duration such as 90m`},
 		{"FractionalDuration", "duration: 1.5s\n", "job.duration", "whole seconds"},
+		{"DurationOver30Days", "duration: 800h\n", "job.duration", `must be at most 720h (30 days), got "800h"`},
 		{"DurationTwice", "duration: 1h\nduration_seconds: 3600\n", "job.duration", "not both"},
 		{"BadCheckpointEvery", "checkpoint_every: often\n", "job.checkpoint_every", `must be a duration such as 90m`},
 		{"CheckpointEveryTwice", "checkpoint_every: 1h\ncheckpoint_every_seconds: 3600\n", "job.checkpoint_every", "not both"},

@@ -325,6 +325,14 @@ func TestMain_Errors(t *testing.T) {
 			t.Fatalf("got %s\nwant exit 2 and stderr starting %q", r, want)
 		}
 	})
+	// A duration over a job's 30 days is refused in the flag's own terms,
+	// not as a count of seconds.
+	t.Run("DurationOver30Days", func(t *testing.T) {
+		r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit", "--image", "ghcr.io/acme/x:1", "--max-price", "2", "--duration", "800h")
+		if want := `idlegrid: invalid value "800h" for flag -duration: must be at most 720h (30 days), got "800h"` + "\n"; r.code != 2 || firstLines(r.err, 1)+"\n" != want {
+			t.Fatalf("got %s\nwant exit 2 and stderr starting %q", r, want)
+		}
+	})
 	t.Run("MissingPrice", func(t *testing.T) {
 		r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit", "--image", "ghcr.io/acme/x:1", "--duration", "1h")
 		if want := "idlegrid: --max-price: required: give the most you pay per GPU-hour, e.g. --max-price 2.50, or a job file with -f\n"; r.code != 2 || firstLines(r.err, 1)+"\n" != want {
