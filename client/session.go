@@ -47,6 +47,8 @@ type deadSession struct {
 	why error
 }
 
+// newSessionRoute returns a route that sends over plain until RunSession
+// has a session.
 func newSessionRoute(plain http.RoundTripper) *sessionRoute {
 	return &sessionRoute{plain: plain, dead: make(chan deadSession, 1)}
 }
@@ -218,7 +220,9 @@ func (a *AgentClient) useSession(ctx context.Context, s *session.Session, log *s
 		case <-ctx.Done():
 			waiting = false
 		case d := <-a.route.dead:
-			why, waiting = d.why, d.s != s
+			if d.s == s { // else an older one's, done with
+				why, waiting = d.why, false
+			}
 		}
 	}
 	a.route.live.CompareAndSwap(s, nil)

@@ -307,6 +307,8 @@ func (l *lease) startOver() {
 	l.endStartLocked()
 }
 
+// endStartLocked ends the context of a Start in flight, if any; l.mu is
+// held.
 func (l *lease) endStartLocked() {
 	if l.cancelStart != nil {
 		l.cancelStart()
