@@ -103,7 +103,7 @@ errors. For example:
 	image: ghcr.io/acme/trainer:1.4
 	command: [python, train.py, --epochs, "3"]
 	env: {WANDB_MODE: offline}
-	gpus: 2                    # GPUs per node
+	gpus: 2                    # GPUs per node (default 1)
 	nodes: 1
 	gpu_models: [H100-80GB, A100-80GB]
 	tier: silver               # gold, silver or bronze

@@ -30,7 +30,7 @@ type jobFile struct {
 	Command []string          `json:"command" yaml:"command"`
 	Env     map[string]string `json:"env" yaml:"env"`
 
-	GPUs      int      `json:"gpus" yaml:"gpus"`
+	GPUs      *int     `json:"gpus" yaml:"gpus"` // absent: 1, as --gpus`
 	Nodes     int      `json:"nodes" yaml:"nodes"`
 	GPUModels []string `json:"gpu_models" yaml:"gpu_models"`
 	MinVRAMMB int      `json:"min_vram_mb" yaml:"min_vram_mb"`
@@ -218,12 +218,15 @@ func plainYAMLError(l string) string {
 func (f *jobFile) spec() (idlegrid.JobSpec, error) {
 	s := idlegrid.JobSpec{
 		Name: f.Name, Kind: idlegrid.WorkloadKind(f.Kind), Image: f.Image, Command: f.Command, Env: f.Env,
-		GPUs: f.GPUs, Nodes: f.Nodes, GPUModels: f.GPUModels, MinVRAMMB: f.MinVRAMMB, CPUCores: f.CPUCores, RAMMB: f.RAMMB,
+		GPUs: 1, Nodes: f.Nodes, GPUModels: f.GPUModels, MinVRAMMB: f.MinVRAMMB, CPUCores: f.CPUCores, RAMMB: f.RAMMB,
 		Tier:                     idlegrid.Tier(f.Tier),
 		MaxPriceMicrosPerGPUHour: idlegrid.Micros(f.MaxPriceMicrosPerGPUHour),
 		Region:                   f.Region, RegionPreferred: f.RegionPreferred, Residency: f.Residency,
 		Deadline:          f.Deadline,
 		ReliabilityWeight: f.ReliabilityWeight, Verifiable: f.Verifiable, AvoidProviders: f.AvoidProviders,
+	}
+	if f.GPUs != nil {
+		s.GPUs = *f.GPUs
 	}
 	for _, d := range f.Datasets {
 		s.Datasets = append(s.Datasets, idlegrid.Dataset{Name: d.Name, SizeGB: d.SizeGB})

@@ -48,17 +48,17 @@ deadline: 2030-01-02T03:04:05Z
 			"tier": "silver", "max_price_micros_per_gpu_hour": 2500000, "region": "eu-west", "region_preferred": true,
 			"residency": "EU", "duration_seconds": 7200, "deadline": "2030-01-02T03:04:05Z"}`, full},
 		{"YAMLUnquotedPrice", "image: x\nmax_price: 2.50\nduration: 90m\n",
-			idlegrid.JobSpec{Image: "x", MaxPriceMicrosPerGPUHour: 2_500_000, DurationSeconds: 5400}},
+			idlegrid.JobSpec{Image: "x", GPUs: 1, MaxPriceMicrosPerGPUHour: 2_500_000, DurationSeconds: 5400}},
 		{"JSONNumberPrice", `{"image": "x", "max_price": 0.000001, "duration": "1m30s"}`,
-			idlegrid.JobSpec{Image: "x", MaxPriceMicrosPerGPUHour: 1, DurationSeconds: 90}},
+			idlegrid.JobSpec{Image: "x", GPUs: 1, MaxPriceMicrosPerGPUHour: 1, DurationSeconds: 90}},
 		{"JSONStringPrice", `{"image": "x", "max_price": "$12"}`,
-			idlegrid.JobSpec{Image: "x", MaxPriceMicrosPerGPUHour: 12_000_000}},
+			idlegrid.JobSpec{Image: "x", GPUs: 1, MaxPriceMicrosPerGPUHour: 12_000_000}},
 		{"CheckpointEvery", "image: x\ntier: bronze\ncheckpoint_every: 30m\n",
-			idlegrid.JobSpec{Image: "x", Tier: idlegrid.TierBronze, CheckpointEverySeconds: 1800}},
+			idlegrid.JobSpec{Image: "x", GPUs: 1, Tier: idlegrid.TierBronze, CheckpointEverySeconds: 1800}},
 		{"CheckpointEverySeconds", `{"image": "x", "checkpoint_every_seconds": 600}`,
-			idlegrid.JobSpec{Image: "x", CheckpointEverySeconds: 600}},
+			idlegrid.JobSpec{Image: "x", GPUs: 1, CheckpointEverySeconds: 600}},
 		{"Interruptible", "image: x\ninterruptible: true\n",
-			idlegrid.JobSpec{Image: "x", Interruptible: true}},
+			idlegrid.JobSpec{Image: "x", GPUs: 1, Interruptible: true}},
 		{"RankingAndTrust", `
 image: x
 reliability_weight: 2.5
@@ -67,11 +67,11 @@ datasets:
   - name: c4
 verifiable: true
 avoid_providers: [acct_a, acct_b]
-`, idlegrid.JobSpec{Image: "x", ReliabilityWeight: 2.5, Datasets: []idlegrid.Dataset{{Name: "imagenet", SizeGB: 150}, {Name: "c4"}},
+`, idlegrid.JobSpec{Image: "x", GPUs: 1, ReliabilityWeight: 2.5, Datasets: []idlegrid.Dataset{{Name: "imagenet", SizeGB: 150}, {Name: "c4"}},
 			Verifiable: true, AvoidProviders: []string{"acct_a", "acct_b"}}},
 		{"RankingAndTrustJSON", `{"image": "x", "reliability_weight": 0.5, "datasets": [{"name": "laion", "size_gb": 9}]}`,
-			idlegrid.JobSpec{Image: "x", ReliabilityWeight: 0.5, Datasets: []idlegrid.Dataset{{Name: "laion", SizeGB: 9}}}},
-		{"LeadingSpaceJSON", "\n  {\"image\": \"x\"}\n", idlegrid.JobSpec{Image: "x"}},
+			idlegrid.JobSpec{Image: "x", GPUs: 1, ReliabilityWeight: 0.5, Datasets: []idlegrid.Dataset{{Name: "laion", SizeGB: 9}}}},
+		{"LeadingSpaceJSON", "\n  {\"image\": \"x\"}\n", idlegrid.JobSpec{Image: "x", GPUs: 1}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := parseJobFile(strings.NewReader(tt.file))
