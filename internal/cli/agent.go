@@ -117,7 +117,7 @@ container.)`,
 		}
 	}
 	if *check {
-		return c.runCheck(ctx, configPath, cfg, err, *asJSON)
+		return c.runCheck(ctx, configPath, cfg, set, err, *asJSON)
 	} else if *asJSON {
 		return usagef("--json goes with --check")
 	} else if byFlag := flagsAtFault(err, set); byFlag != nil {

@@ -170,6 +170,13 @@ func TestAgentCommand_badFlag(t *testing.T) {
 			}
 		})
 	}
+	t.Run("Check", func(t *testing.T) { // --check's config line says the same
+		r := run(t, nil, "agent", "--config", cfgPath, "--check", "--runtime", "podman")
+		if r.code != 1 || !strings.Contains(r.out, `--runtime: must be docker or fake, got "podman"`) || !strings.Contains(r.out, "fix the flags named") ||
+			strings.Contains(r.out, "fix the agent config") {
+			t.Fatalf("got %s\nwant the config check failed naming --runtime, and no word of the config file", r)
+		}
+	})
 	t.Run("InTheFile", func(t *testing.T) {
 		path, _ := mustCheckConfig(t, "http://127.0.0.1:1", "fake_gpus: 1xT4\nruntime: podman\n")
 		r := run(t, nil, "agent", "--config", path)

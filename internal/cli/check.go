@@ -72,7 +72,8 @@ var checkDetector = gpuauto.Detector
 type agentCheck struct {
 	env     *env
 	cfgPath string
-	cfg     *agent.Config // nil when the config is not valid
+	cfg     *agent.Config     // nil when the config is not valid
+	set     map[string]string // the config's keys that flags set
 	lines   []checkLine
 
 	devs     []gpu.Device   // the GPUs detected
@@ -106,7 +107,10 @@ func (c *agentCheck) run(ctx context.Context, cfgErr error) {
 }
 
 func (c *agentCheck) checkConfig(err error) {
-	if err != nil {
+	if byFlag := flagsAtFault(err, c.set); byFlag != nil {
+		c.add("config", checkFail, faultLines(byFlag), "fix the flags named; the config file is not at fault for them")
+		return
+	} else if err != nil {
 		c.add("config", checkFail, faultLines(err), "fix the agent config; 'idlegrid agent init' writes a commented one for this machine")
 		return
 	}
@@ -654,8 +658,8 @@ func (c *agentCheck) failures() int {
 }
 
 // runCheck is 'idlegrid agent --check'. It fails (exit 1) when a check does.
-func (c *agentCommand) runCheck(ctx context.Context, cfgPath string, cfg *agent.Config, cfgErr error, asJSON bool) error {
-	chk := &agentCheck{env: c.env, cfgPath: cfgPath, cfg: cfg}
+func (c *agentCommand) runCheck(ctx context.Context, cfgPath string, cfg *agent.Config, set map[string]string, cfgErr error, asJSON bool) error {
+	chk := &agentCheck{env: c.env, cfgPath: cfgPath, cfg: cfg, set: set}
 	chk.run(ctx, cfgErr)
 	fails := chk.failures()
 	if asJSON {
