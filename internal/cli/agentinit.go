@@ -221,9 +221,12 @@ func writeNew(path string, data []byte, force bool) error {
 			return err
 		}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".agent-*.yaml")
-	if err != nil {
-		return err
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, ".agent-*.yaml")
+	if errors.Is(err, os.ErrNotExist) {
+		return withHint(fmt.Errorf("cannot write %s: the directory %s does not exist", path, dir), "make it first (mkdir -p "+dir+"), or give another --config")
+	} else if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(data); err != nil {

@@ -91,4 +91,9 @@ func TestAgentInit(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "other.yaml")); err == nil {
 		t.Errorf("a refused init left a config behind")
 	}
+	missing := filepath.Join(dir, "etc", "idlegrid")
+	r = run(t, nil, "agent", "init", "--config", filepath.Join(missing, "agent.yaml"), "--region", "eu-west", "--ask", "0.40", "--fake-gpus", "1xT4")
+	if r.code != 1 || !strings.Contains(r.err, "the directory "+missing+" does not exist") || !strings.Contains(r.err, "mkdir -p "+missing) {
+		t.Errorf("agent init into a missing directory: %s, want it named, with how to make it", r)
+	}
 }
