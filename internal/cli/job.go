@@ -354,7 +354,6 @@ func stuckNote(x *wire.Explanation) string {
 	return strings.TrimPrefix(x.EstimateNote, "unknown: ")
 }
 
-// printSubmitted says what was submitted and how to follow it.
 // submitFailed explains a submission that failed. One sent that got no
 // answer may have been stored all the same: the same key sent again says
 // which. (One refused, or never sent for want of a connection, was not.)
@@ -368,6 +367,7 @@ func submitFailed(ctx context.Context, err error, key string) error {
 		" to submit it at most once (it shows the job if there is one), or look with 'idlegrid job ls'")
 }
 
+// printSubmitted says what was submitted and how to follow it.
 func (c *jobCommand) printSubmitted(job *idlegrid.Job, replayed, asJSON, wait bool) error {
 	if asJSON {
 		return printJSON(c.env.Out, job)
