@@ -257,7 +257,7 @@ func viewsOf(nd *node, cfg Config) uint8 {
 	return v
 }
 
-// usable reports whether a GPU can serve the job.
+// usableBy reports whether g can serve the job.
 func usableBy(job *idlegrid.Job, g idlegrid.GPU) bool {
 	return modelAllowed(job.GPUModels, g.Model) && g.VRAMMB >= job.MinVRAMMB
 }

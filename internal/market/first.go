@@ -185,15 +185,10 @@ func modelAllowed(models []string, model string) bool {
 	return false
 }
 
-// usable reports whether g can serve the job.
-func usable(job *idlegrid.Job, g idlegrid.GPU) bool {
-	return modelAllowed(job.GPUModels, g.Model) && g.VRAMMB >= job.MinVRAMMB
-}
-
 func countUsable(job *idlegrid.Job, gpus []idlegrid.GPU) int {
 	n := 0
 	for _, g := range gpus {
-		if usable(job, g) {
+		if usableBy(job, g) {
 			n++
 		}
 	}
@@ -296,7 +291,7 @@ func betterGroup(a, b *group) bool {
 func pick(job *idlegrid.Job, c candidate) Pick {
 	var gpus []idlegrid.GPU
 	for _, g := range c.view.FreeGPUs {
-		if usable(job, g) {
+		if usableBy(job, g) {
 			gpus = append(gpus, g)
 		}
 	}
