@@ -289,13 +289,21 @@ func (ms *models) check(ctx context.Context, m *servedModel) string {
 	if m.cfg.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+m.cfg.APIKey)
 	}
+	start := time.Now()
 	resp, err := ms.client.Do(req)
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Sprintf("GET /models: no answer within %v", time.Since(start).Round(100*time.Millisecond))
+		}
 		return err.Error()
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "GET /models answered " + resp.Status
+		problem := "GET /models answered " + resp.Status
+		if base := apiBase(m.base); resp.StatusCode == http.StatusNotFound && base != m.base {
+			problem += "; upstream usually ends in /v1, the server's OpenAI base URL: e.g. " + base
+		}
+		return problem
 	}
 	var list struct {
 		Data []struct {
@@ -308,12 +316,33 @@ func (ms *models) check(ctx context.Context, m *servedModel) string {
 	if len(list.Data) == 0 {
 		return ""
 	}
+	var listed []string
 	for _, d := range list.Data {
 		if d.ID == m.cfg.UpstreamModel {
 			return ""
 		}
+		if len(listed) < 8 {
+			listed = append(listed, strconv.Quote(d.ID))
+		}
 	}
-	return fmt.Sprintf("the server does not list %q", m.cfg.UpstreamModel)
+	more := ""
+	if n := len(list.Data) - len(listed); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	return fmt.Sprintf("the server does not list %q; it lists %s%s (set upstream_model to its name there)", m.cfg.UpstreamModel, strings.Join(listed, ", "), more)
+}
+
+// apiBase is the OpenAI base URL an upstream most likely meant: base
+// without an endpoint's path (/chat/completions, /models, ...) and ending
+// in /v1, as vLLM, Ollama, SGLang and TGI serve it.
+func apiBase(base string) string {
+	for _, endpoint := range []string{"/chat/completions", "/completions", "/embeddings", "/models"} {
+		base = strings.TrimSuffix(base, endpoint)
+	}
+	if !strings.HasSuffix(base, "/v1") {
+		base += "/v1"
+	}
+	return base
 }
 
 // ServeHTTP answers the gateway's requests on the session: it passes each

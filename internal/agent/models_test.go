@@ -1,8 +1,14 @@
 package agent_test
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/agent"
@@ -56,4 +62,52 @@ func asError(err error, target **idlegrid.Error) bool {
 	e, ok := err.(*idlegrid.Error)
 	*target = e
 	return ok
+}
+
+// TestCheckModels_problems checks that a model server's health check says
+// what is wrong in words a provider can act on: a 404 from an upstream
+// without its /v1 names the URL to use, a server that lists other models
+// names them, and one that does not answer in time says so.
+func TestCheckModels_problems(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			io.WriteString(w, `{"object":"list","data":[{"id":"llama3.1:latest"},{"id":"qwen2.5:7b"}]}`)
+		case "/slow/v1/models":
+			<-r.Context().Done()
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	for _, tt := range []struct {
+		name, upstream, upstreamModel string
+		want                          []string
+	}{
+		{"no v1", srv.URL, "llama3.1:latest", []string{"404 Not Found", "upstream usually ends in /v1", srv.URL + "/v1"}},
+		{"an endpoint", srv.URL + "/v1/chat/completions", "llama3.1:latest", []string{"404 Not Found", "e.g. " + srv.URL + "/v1"}},
+		{"other models", srv.URL + "/v1", "llama3.1", []string{`does not list "llama3.1"`, `it lists "llama3.1:latest", "qwen2.5:7b"`}},
+		{"slow", srv.URL + "/slow/v1", "x", []string{"GET /models: no answer within"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustParse(t, minimal+fmt.Sprintf("models:\n  - {name: m, upstream: %q, upstream_model: %q, input_price: \"0.10\", output_price: \"0.20\", max_concurrency: 1, metrics_url: \"off\"}\n",
+				tt.upstream, tt.upstreamModel))
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			checks := c.CheckModels(ctx)
+			if len(checks) != 1 {
+				t.Fatalf("checks = %+v", checks)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(checks[0].Problem, w) {
+					t.Errorf("problem %q, want it to say %q", checks[0].Problem, w)
+				}
+			}
+		})
+	}
+	// The upstream as configured, /v1 and all, is healthy.
+	c := mustParse(t, minimal+fmt.Sprintf("models:\n  - {name: m, upstream: %q, upstream_model: qwen2.5:7b, input_price: \"0.10\", output_price: \"0.20\", max_concurrency: 1, metrics_url: \"off\"}\n", srv.URL+"/v1/"))
+	if checks := c.CheckModels(context.Background()); checks[0].Problem != "" {
+		t.Errorf("a healthy server: %+v", checks[0])
+	}
 }
