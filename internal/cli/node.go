@@ -245,6 +245,9 @@ func (c *nodeCommand) get(ctx context.Context, args []string) error {
 		kinds[i] = string(k)
 	}
 	t.row("Allowed kinds", firstNonEmpty(strings.Join(kinds, ", "), "all"))
+	if len(n.Models) > 0 { // the models its agent advertises now: those its model servers answer for
+		t.row("Models", modelsSummary(n.Models))
+	}
 	t.row("Reliability", fmt.Sprintf("%.3f (%d completed, %d failed)", n.Reliability, n.LeasesCompleted, n.LeasesFailed))
 	if n.AgentVersion != "" { // not shown to those who do not own the node
 		t.row("Agent", n.AgentVersion)

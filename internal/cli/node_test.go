@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -114,5 +117,31 @@ func TestNode_asRenter(t *testing.T) {
 	r = run(t, renter, "job", "leases", jobs[0].ID)
 	if r.code != 0 || !regexp.MustCompile(`\brig +`+nodes[0].ID+` `).MatchString(r.out) {
 		t.Errorf("job leases names its node rig beside its ID %s: %s", nodes[0].ID, r)
+	}
+}
+
+// TestNodeGet_models: node get names the models a node serves through the
+// gateway now, with their prices and concurrency, so that a provider sees
+// which of its configured models its agent advertises; a node that serves
+// none has no such line.
+func TestNodeGet_models(t *testing.T) {
+	node := idlegrid.Node{ID: "node_a", State: idlegrid.NodeOnline}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(node)
+	}))
+	defer ts.Close()
+	env := map[string]string{"IDLEGRID_ADDR": ts.URL, "IDLEGRID_KEY": "k"}
+	if out := must(t, env, "node", "get", "node_a"); strings.Contains(out, "Models") {
+		t.Errorf("node get of a node that serves no model:\n%s", out)
+	}
+	node.Models = []idlegrid.ModelOffer{
+		{Name: "llama-3.1-8b", InputMicrosPerMTokens: 100_000, OutputMicrosPerMTokens: 200_000, MaxConcurrency: 16},
+		{Name: "embed", InputMicrosPerMTokens: 20_000, MaxConcurrency: 4, Embeddings: true},
+	}
+	out := must(t, env, "node", "get", "node_a")
+	want := regexp.MustCompile(`(?m)^Models +llama-3\.1-8b \$0\.100000/\$0\.200000 per million tokens in/out, 16 at once; embed \$0\.020000/\$0\.000000 per million tokens in/out, 4 at once, embeddings$`)
+	if !want.MatchString(out) {
+		t.Errorf("node get printed:\n%s\nwant a line matching %s", out, want)
 	}
 }

@@ -157,6 +157,19 @@ func askSummary(a idlegrid.Ask) string {
 	return orDash(strings.Join(parts, " "))
 }
 
+// modelsSummary is a node's models for inference, each with its prices
+// per million prompt and completion tokens and its concurrency.
+func modelsSummary(ms []idlegrid.ModelOffer) string {
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		parts[i] = fmt.Sprintf("%s %s/%s per million tokens in/out, %d at once", m.Name, m.InputMicrosPerMTokens, m.OutputMicrosPerMTokens, m.MaxConcurrency)
+		if m.Embeddings {
+			parts[i] += ", embeddings"
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
 // sortedKeys returns the keys of m in order.
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
