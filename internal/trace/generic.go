@@ -30,6 +30,9 @@ func ReadDemandCSV(r io.Reader, source string, opts Options) (*Demand, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.has("gpu_model") && !t.has("gpu_models") { // ignored, it would let every job run on any model
+		return nil, idlegrid.Invalid(source+" line 1", "gpu_model: the demand's column is gpu_models, the models a job accepts separated by '|' (gpu_model is the supply's)")
+	}
 	var kind timeKind
 	for {
 		ok, err := t.next()

@@ -93,6 +93,14 @@ func TestReadDemandCSV(t *testing.T) {
 			t.Fatalf("error = %v, want %q even when skipping rows", err, want)
 		}
 	})
+	// gpu_model is the supply's column: in the demand it would be
+	// ignored, and every job would run on any model.
+	t.Run("SupplysModelColumn", func(t *testing.T) {
+		_, err := trace.ReadDemandCSV(strings.NewReader("submit,duration,gpus,gpu_model\n0,60,1,H100\n"), "x.csv", trace.Options{BadRows: trace.BadRowsSkip})
+		if want := "x.csv line 1: gpu_model: the demand's column is gpu_models, the models a job accepts separated by '|' (gpu_model is the supply's)"; idlegrid.ErrorMessage(err) != want {
+			t.Fatalf("error = %v, want %q", err, want)
+		}
+	})
 	t.Run("Empty", func(t *testing.T) {
 		_, err := trace.ReadDemandCSV(strings.NewReader(""), "x.csv", trace.Options{})
 		if idlegrid.ErrorCode(err) != idlegrid.EINVALID || !strings.Contains(err.Error(), "empty file") {
