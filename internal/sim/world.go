@@ -192,11 +192,11 @@ func (w *world) notef(format string, args ...any) {
 	w.notes = append(w.notes, fmt.Sprintf(format, args...))
 }
 
-// buildNodes makes the world's nodes from the supply's, resampled to
-// Config.Nodes: copies of random trace nodes whose windows move by a
-// whole number of days, wrapping around the span.
+// buildNodes makes the world's nodes from the supply's that offer GPUs
+// within the span, resampled to Config.Nodes: copies of random ones whose
+// windows move by a whole number of days, wrapping around the span.
 func (w *world) buildNodes(rng *rand.Rand) {
-	src := w.cfg.Supply.Nodes
+	all := w.cfg.Supply.Nodes
 	always := []trace.Window{{Start: time.Unix(w.start, 0), End: time.Unix(w.end+idlegrid.MaxJobSeconds, 0)}}
 	windows := func(t *trace.Node) []trace.Window {
 		if len(t.Windows) == 0 { // around the clock; 30 days past the end so long jobs fit
@@ -204,24 +204,42 @@ func (w *world) buildNodes(rng *rand.Rand) {
 		}
 		return t.Windows
 	}
+	type inSpan struct {
+		t    *trace.Node
+		ws   []span
+		asks []idlegrid.Micros
+	}
+	var src []inSpan
+	for i := range all {
+		if ws, asks := w.windowsOf(windows(&all[i]), 0); len(ws) > 0 {
+			src = append(src, inSpan{&all[i], ws, asks})
+		}
+	}
+	if out := len(all) - len(src); out > 0 {
+		w.notef("%d of the trace's %d nodes offer no GPUs within the replay span and are left out", out, len(all))
+	}
 	want := w.cfg.Nodes
 	if want <= 0 {
 		want = len(src)
 	}
 	pick := sample(rng, len(src), want)
-	if want != len(src) && len(src) > 0 {
+	switch {
+	case want == len(src) || len(src) == 0:
+	case len(src) < len(all):
+		w.notef("%d nodes resampled from the %d offering GPUs within the span: copies move their windows by whole days", want, len(src))
+	default:
 		w.notef("%d nodes resampled from the trace's %d: copies move their windows by whole days", want, len(src))
 	}
 	unit := w.shiftUnit()
 	for k, i := range pick {
-		t := &src[i]
+		t := src[i].t
 		n := &simNode{idx: int32(len(w.nodes)), id: t.ID, model: t.GPUModel, gpus: t.GPUs, region: t.Region}
-		shift := int64(0)
+		n.windows, n.asks = src[i].ws, src[i].asks
 		if k >= len(src) { // a copy, named by its place in the draw: two copies of one node in one round differ
 			n.id = t.ID + "#" + strconv.Itoa(k)
-			shift = unit * rng.Int64N(max(1, (w.end-w.start)/unit))
+			shift := unit * rng.Int64N(max(1, (w.end-w.start)/unit))
+			n.windows, n.asks = w.windowsOf(windows(t), shift)
 		}
-		n.windows, n.asks = w.windowsOf(windows(t), shift)
 		if len(n.windows) > 0 {
 			w.nodes = append(w.nodes, n)
 		}

@@ -3,6 +3,7 @@ package sim
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,4 +158,31 @@ func mustFile(tb testing.TB, path string) *strings.Reader {
 		tb.Fatal(err)
 	}
 	return strings.NewReader(string(data))
+}
+
+// --nodes N with --span: the nodes are drawn from those that offer GPUs
+// within the span, as jobs are drawn from those submitted within it, so
+// that the replay has the N nodes asked for, and the report says so.
+func TestWorld_resamplesNodesWithinTheSpan(t *testing.T) {
+	const supply = "node,gpu_model,gpus,region,window_start,window_end\n" +
+		"early,T4,1,eu-west,0,3600\nlate,T4,1,eu-west,172800,176400\n"
+	cfg := csvConfig(t, "submit,duration,gpus\n0,600,1\n", supply)
+	cfg.Span = 24 * time.Hour
+	w := mustWorld(t, cfg)
+	if len(w.nodes) != 1 || w.nodes[0].id != "early" {
+		t.Fatalf("nodes %v, want early alone", w.nodes)
+	}
+	if !slices.ContainsFunc(w.notes, func(n string) bool {
+		return strings.Contains(n, "1 of the trace's 2 nodes offer no GPUs within the replay span")
+	}) {
+		t.Errorf("notes %q say nothing of the node left out", w.notes)
+	}
+	cfg.Nodes = 5
+	w = mustWorld(t, cfg)
+	if len(w.nodes) != 5 {
+		t.Errorf("--nodes 5 with a span: %d nodes", len(w.nodes))
+	}
+	if !slices.Contains(w.notes, "5 nodes resampled from the 1 offering GPUs within the span: copies move their windows by whole days") {
+		t.Errorf("notes %q", w.notes)
+	}
 }
