@@ -685,7 +685,7 @@ func (c *estimateCommand) renterTrace(ctx context.Context, tf *traceFlags, q *es
 	}
 	out.assume("demand and supply are the traces' (%d jobs, %d nodes over %.0f days); your job joins them every %s in each tier, so it also competes with itself a little", res.World.Jobs-m.Probes[0].Sent/len(results)*3, res.World.Nodes, spanDays, every)
 	out.assume("each replay draws the nodes' models, regions, asks and reliability anew; the figures pool %d replays", len(results))
-	out.assume("a job that cannot start within the patience of %s gives up (NEVER STARTED)", sim.DefaultPatience)
+	out.assume("a job that cannot start within the patience of %s gives up (NEVER STARTED, with those still queued when the replay ends)", sim.DefaultPatience)
 	out.assume("cost is what completed runs were charged, lost runs included; prices are the engine's locked prices")
 	out.skippedRows(&res.World)
 	for _, n := range res.World.Notes {
@@ -727,6 +727,7 @@ func pooledProbes(results []*sim.Result) *sim.Metrics {
 		for t, p := range r.Run(sim.RunEngine).Probes {
 			q := &m.Probes[t]
 			q.Sent, q.Started, q.Completed, q.GaveUp = q.Sent+p.Sent, q.Started+p.Started, q.Completed+p.Completed, q.GaveUp+p.GaveUp
+			q.Waiting += p.Waiting
 			q.Waits, q.Prices, q.Costs = append(q.Waits, p.Waits...), append(q.Prices, p.Prices...), append(q.Costs, p.Costs...)
 		}
 	}
@@ -748,9 +749,14 @@ func (c *estimateCommand) probeRows(t *table, out *estimateResult, m *sim.Metric
 		if len(p.Costs) > 0 {
 			cost = trimMoney(trace.MedianMicros(slices.Clone(p.Costs)))
 		}
-		t.row(mark, fmt.Sprintf("%d of %d", p.Started, p.Sent), waitText(p.Waits), price, cost, p.GaveUp)
+		never := strconv.Itoa(p.GaveUp + p.Waiting)
+		if p.Waiting > 0 {
+			never += fmt.Sprintf(" (%d still queued at the end)", p.Waiting)
+		}
+		t.row(mark, fmt.Sprintf("%d of %d", p.Started, p.Sent), waitText(p.Waits), price, cost, never)
 		key := string(tier) + "_"
 		out.flat[key+"sent"], out.flat[key+"started"], out.flat[key+"gave_up"] = p.Sent, p.Started, p.GaveUp
+		out.flat[key+"waiting_at_end"] = p.Waiting
 		out.flat[key+"wait_p50_s"], out.flat[key+"wait_p90_s"] = pct32(p.Waits, 50), pct32(p.Waits, 90)
 		if len(p.Costs) > 0 {
 			out.flat[key+"cost_p50_micros"] = int64(trace.MedianMicros(slices.Clone(p.Costs)))

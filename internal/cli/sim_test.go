@@ -184,6 +184,24 @@ func TestEstimate_Trace(t *testing.T) {
 	}
 }
 
+// Every probe job sent is counted once: started, gave up, or still queued
+// when the replay ended; NEVER STARTED counts the last two.
+func TestEstimate_TraceProbesAddUp(t *testing.T) {
+	args := append([]string{"estimate", "--renter", "--gpus", "1xH100", "--duration", "30m", "--probe-every", "3h", "--replays", "1"}, traceArgs()...)
+	m := mustSimJSON(t, run(t, noData, append(args, "--json")...))
+	for _, tier := range []string{"gold", "silver", "bronze"} {
+		sent, started, gaveUp, waiting := m[tier+"_sent"], m[tier+"_started"], m[tier+"_gave_up"], m[tier+"_waiting_at_end"]
+		if sent != 16.0 || started != 0.0 || gaveUp != 8.0 || waiting != 8.0 {
+			t.Errorf("%s: sent %v, started %v, gave up %v, still queued %v; want 16, 0, 8, 8 (no node has an H100; 24 h of patience in 48 h)",
+				tier, sent, started, gaveUp, waiting)
+		}
+	}
+	r := run(t, noData, args...)
+	if want := "0 of 16  -                      -                  -         16 (8 still queued at the end)"; r.code != 0 || !strings.Contains(r.out, want) {
+		t.Errorf("got %s\nwant a row ending %q", r, want)
+	}
+}
+
 // TestEstimate_Live reads a market from a server that answers GET
 // /v1/market as the real one does.
 func TestEstimate_Live(t *testing.T) {
@@ -319,6 +337,8 @@ func TestSim_flagErrors(t *testing.T) {
 		{[]string{"--fee-bps", "-1"}, "--fee-bps must be between 0 and 10000, got -1"},
 		{[]string{"--fee-bps", "10001"}, "--fee-bps must be between 0 and 10000, got 10001"},
 		{[]string{"--runs", "engine,fifo,engine"}, "--runs names engine twice; name each run once"},
+		{[]string{"--runs", "engine,foo"}, `--runs: unknown run "foo"; use engine, fifo, cheapest, pay-as-bid`},
+		{[]string{"--parallel", "0"}, "--parallel must be at least 1, got 0"},
 		{[]string{"--helios-node-gpus", "0"}, "--helios-node-gpus must be between 1 and 64, got 0"},
 		{[]string{"--helios-node-gpus", "-8"}, "--helios-node-gpus must be between 1 and 64, got -8"},
 	} {

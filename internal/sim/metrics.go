@@ -103,12 +103,14 @@ type EstimateStats struct {
 	UnknownStarted int
 }
 
-// ProbeStats is what became of the estimator's probe jobs of one tier.
+// ProbeStats is what became of the estimator's probe jobs of one tier:
+// each one sent Started, or GaveUp without starting, or was still Waiting
+// for its first start when the replay ended.
 type ProbeStats struct {
-	Sent, Started, Completed, GaveUp int
-	Waits                            []int32           // seconds to first start
-	Prices                           []idlegrid.Micros // the first lease's price per GPU-hour
-	Costs                            []idlegrid.Micros // every charge of each completed probe
+	Sent, Started, Completed, GaveUp, Waiting int
+	Waits                                     []int32           // seconds to first start
+	Prices                                    []idlegrid.Micros // the first lease's price per GPU-hour
+	Costs                                     []idlegrid.Micros // every charge of each completed probe
 }
 
 // WatchedStats is what the estimator's own nodes offered and earned.
@@ -261,7 +263,7 @@ func (m *Metrics) settled(r *replay, l *lease, how int, gpuSecs, useful int64, c
 }
 
 func (m *Metrics) gaveUp(j *liveJob) {
-	if j.spec.probe {
+	if j.spec.probe && !j.started {
 		m.Probes[j.spec.tier].GaveUp++
 	}
 	if j.started {
@@ -273,6 +275,9 @@ func (m *Metrics) gaveUp(j *liveJob) {
 }
 
 func (m *Metrics) waitingAtEnd(j *liveJob) {
+	if j.spec.probe && !j.started {
+		m.Probes[j.spec.tier].Waiting++
+	}
 	m.WaitingAtEnd[ReasonCategory(j.reason)]++
 }
 

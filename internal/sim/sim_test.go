@@ -488,3 +488,40 @@ func TestRun_noEstimateForDominated(t *testing.T) {
 		t.Errorf("asked %d, unknown %d, skipped %d; want both asked, neither estimated, y skipped", got.Asked, got.Unknown, e.Skipped)
 	}
 }
+
+// The estimator's probe jobs add up: each one sent started, gave up
+// without starting, or was still waiting when the replay ended.
+func TestRun_probesAddUp(t *testing.T) {
+	cfg := mustCSV(t, "submit,duration,gpus\n0,600,1\n",
+		"node,gpu_model,gpus,region,window_start,window_end\na,T4,1,eu-west,0,345600\n")
+	cfg.Runs = []string{sim.RunEngine}
+	cfg.Probes = []sim.Probe{{Every: 6 * time.Hour, Job: trace.Job{GPUs: 2, DurationSeconds: 600, Tier: idlegrid.TierSilver}}}
+	p := mustRun(t, cfg).Run(sim.RunEngine).Probes[idlegrid.TierSilver.Rank()]
+	if p.Sent != 16 || p.Started != 0 {
+		t.Fatalf("probes %+v, want 16 sent, none started", p)
+	}
+	if p.GaveUp+p.Waiting != p.Sent || p.Waiting != 4 {
+		t.Errorf("%d sent: %d gave up, %d still waiting at the end; want 12 and 4", p.Sent, p.GaveUp, p.Waiting)
+	}
+}
+
+// With no work done there is nothing to save on: savings are unknown, not
+// 0%, in the text and in --json.
+func TestResult_noSavingsWithoutWork(t *testing.T) {
+	cfg := mustCSV(t, "submit,duration,gpus,gpu_models\n0,3600,1,H100\n",
+		"node,gpu_model,gpus,region,window_start,window_end\na,T4,1,eu-west,0,86400\n")
+	cfg.Runs = []string{sim.RunEngine}
+	res := mustRun(t, cfg)
+	if v, ok := res.Flat()["engine_savings_pct"]; !ok || v != nil {
+		t.Errorf("engine_savings_pct = %v (%v), want null", v, ok)
+	}
+	var b strings.Builder
+	if err := res.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.Contains(line, "renter savings") && !strings.HasSuffix(strings.TrimSpace(line), " -") {
+			t.Errorf("savings with no work done: %q, want -", line)
+		}
+	}
+}
