@@ -320,6 +320,8 @@ replays the Azure LLM inference trace through the real gateway.`,
 	}
 	if nodes < 0 || jobs < 0 {
 		return usagef("--nodes and --jobs must not be negative")
+	} else if parallel < 1 {
+		return usagef("--parallel must be at least 1, got %d", parallel)
 	} else if err := checkFee(feeBPS); err != nil {
 		return err
 	}
@@ -371,6 +373,8 @@ func parseRuns(list string) ([]string, error) {
 			continue
 		} else if slices.Contains(runs, r) {
 			return nil, usagef("--runs names %s twice; name each run once", r)
+		} else if _, ok := sim.RunTitles[r]; !ok {
+			return nil, usagef("--runs: unknown run %q; use %s", r, strings.Join(sim.DefaultRuns, ", "))
 		}
 		runs = append(runs, r)
 	}

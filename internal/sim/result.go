@@ -109,7 +109,11 @@ func (r *Result) Flat() map[string]any {
 		put("useful_gpu_hours", hours(m.UsefulGPUSeconds))
 		put("renter_cost_micros", int64(m.RenterCost))
 		put("on_demand_cost_micros", int64(m.OnDemandCost))
-		put("savings_pct", s.SavingsPercent)
+		if m.OnDemandCost > 0 {
+			put("savings_pct", s.SavingsPercent)
+		} else {
+			put("savings_pct", nil) // no useful work: nothing to compare
+		}
 		put("provider_earnings_micros", int64(m.ProviderEarnings))
 		put("earnings_per_offered_gpu_hour_micros", int64(s.EarningsPerOfferedGPUHour))
 		put("fees_micros", int64(m.Fees))
@@ -230,7 +234,12 @@ func (r *Result) WriteText(out io.Writer) error {
 	line("useful work (leased, less work lost)", func(m *Metrics) string { return fmtHours(hours(m.UsefulGPUSeconds)) })
 	line("renter cost", func(m *Metrics) string { return dollars(m.RenterCost) })
 	line("same work at cloud on-demand", func(m *Metrics) string { return dollars(m.OnDemandCost) })
-	line("renter savings", func(m *Metrics) string { return fmt.Sprintf("%.1f%%", m.Summary.SavingsPercent) })
+	line("renter savings", func(m *Metrics) string {
+		if m.OnDemandCost == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f%%", m.Summary.SavingsPercent)
+	})
 	line("provider earnings", func(m *Metrics) string { return dollars(m.ProviderEarnings) })
 	line("earnings per offered GPU-hour", func(m *Metrics) string { return rate(m.Summary.EarningsPerOfferedGPUHour) })
 	line("jobs started / arrived", func(m *Metrics) string { return fmt.Sprintf("%d / %d", m.JobsStarted, m.JobsArrived) })
