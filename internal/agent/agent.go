@@ -220,7 +220,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return errors.New("agent: Run called twice")
 	}
 	defer a.restorePowerLimits()
-	a.models.checkAll(ctx, a.log.Info) // so that the first offer lists the healthy models
+	a.models.checkAll(ctx, a.log) // so that the first offer lists the healthy models
 	offer, err := a.offer(ctx)
 	if err != nil {
 		return err
@@ -396,7 +396,7 @@ func (a *Agent) serve(ctx context.Context) error {
 	loops.Go(func() { a.heartbeatLoop(ctx, refuse) })
 	loops.Go(func() { a.commandLoop(ctx, workCtx) })
 	loops.Go(func() { a.watchLoop(ctx) })
-	loops.Go(func() { a.models.loop(ctx, a.log.Info) })
+	loops.Go(func() { a.models.loop(ctx, a.log) })
 	loops.Go(func() { a.models.loadLoop(ctx, a.log.Info) })
 	loops.Go(func() { a.challengeLoop(ctx, &a.attested) })
 	loops.Wait()

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -168,5 +169,35 @@ func TestModels_queues(t *testing.T) {
 	ms.readPages(context.Background(), nolog)
 	if got := ms.queues(); len(got) != 0 {
 		t.Errorf("queues = %+v once the page cannot be read, want none", got)
+	}
+}
+
+// TestModels_healthLogged checks that a model leaving the offer is a
+// warning, which a provider logging at warn still sees, and its return
+// news.
+func TestModels_healthLogged(t *testing.T) {
+	var up atomic.Bool
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() || r.URL.Path != "/v1/models" {
+			http.NotFound(w, r)
+			return
+		}
+		io.WriteString(w, `{"object":"list","data":[{"id":"llama"}]}`)
+	}))
+	t.Cleanup(ts.Close)
+	ms := newModels(&Config{Models: []ModelConfig{
+		{Name: "llama", Upstream: ts.URL + "/v1", UpstreamModel: "llama", InputPrice: "1", OutputPrice: "1", MaxConcurrency: 4},
+	}})
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ms.checkAll(context.Background(), log)
+	if !strings.Contains(logs.String(), `level=WARN msg="model unhealthy; not offered" model=llama`) {
+		t.Errorf("a model server that answers 404, logged at warn:\n%s\nwant the model's leaving the offer", logs.String())
+	}
+	logs.Reset()
+	up.Store(true)
+	ms.checkAll(context.Background(), log)
+	if logs.Len() != 0 {
+		t.Errorf("the model back, logged at warn:\n%s\nwant nothing: its return is news, not a warning", logs.String())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -223,7 +224,7 @@ func (ms *models) key() string {
 }
 
 // loop checks the models every interval until ctx is done.
-func (ms *models) loop(ctx context.Context, log func(msg string, args ...any)) {
+func (ms *models) loop(ctx context.Context, log *slog.Logger) {
 	if len(ms.names) == 0 {
 		return
 	}
@@ -240,8 +241,9 @@ func (ms *models) loop(ctx context.Context, log func(msg string, args ...any)) {
 }
 
 // checkAll checks every model at once and records which are healthy,
-// signalling changed when that differs from before.
-func (ms *models) checkAll(ctx context.Context, log func(msg string, args ...any)) {
+// signalling changed when that differs from before. A model that leaves
+// the offer is a warning: the provider earns nothing from it meanwhile.
+func (ms *models) checkAll(ctx context.Context, log *slog.Logger) {
 	if len(ms.names) == 0 {
 		return
 	}
@@ -261,9 +263,9 @@ func (ms *models) checkAll(ctx context.Context, log func(msg string, args ...any
 		if ms.healthy[name] != ok || (!ok && ms.reasons[name] != reasons[i]) {
 			changed = changed || ms.healthy[name] != ok
 			if ok {
-				log("model healthy", "model", name)
+				log.Info("model healthy", "model", name)
 			} else {
-				log("model unhealthy; not offered", "model", name, "reason", reasons[i])
+				log.Warn("model unhealthy; not offered", "model", name, "reason", reasons[i])
 			}
 		}
 		ms.healthy[name], ms.reasons[name] = ok, reasons[i]
