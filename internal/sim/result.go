@@ -128,9 +128,15 @@ func (r *Result) Flat() map[string]any {
 		for t, tier := range idlegrid.Tiers {
 			put("started_"+string(tier), s.Started[t])
 			put("never_placed_"+string(tier), m.NeverPlacedByTier[t])
-			put("wait_p50_s_"+string(tier), s.WaitP50[t])
-			put("wait_p95_s_"+string(tier), s.WaitP95[t])
-			put("wait_p99_s_"+string(tier), s.WaitP99[t])
+			if s.Started[t] > 0 {
+				put("wait_p50_s_"+string(tier), s.WaitP50[t])
+				put("wait_p95_s_"+string(tier), s.WaitP95[t])
+				put("wait_p99_s_"+string(tier), s.WaitP99[t])
+			} else { // no wait to measure, as the text's "-"
+				put("wait_p50_s_"+string(tier), nil)
+				put("wait_p95_s_"+string(tier), nil)
+				put("wait_p99_s_"+string(tier), nil)
+			}
 		}
 		put("preemptions", m.Preemptions)
 		put("preempted_lost_gpu_hours", hours(m.PreemptedLostGPUSeconds))

@@ -512,8 +512,10 @@ func TestResult_noSavingsWithoutWork(t *testing.T) {
 		"node,gpu_model,gpus,region,window_start,window_end\na,T4,1,eu-west,0,86400\n")
 	cfg.Runs = []string{sim.RunEngine}
 	res := mustRun(t, cfg)
-	if v, ok := res.Flat()["engine_savings_pct"]; !ok || v != nil {
-		t.Errorf("engine_savings_pct = %v (%v), want null", v, ok)
+	for _, k := range []string{"engine_savings_pct", "engine_wait_p50_s_silver", "engine_wait_p99_s_gold"} {
+		if v, ok := res.Flat()[k]; !ok || v != nil {
+			t.Errorf("%s = %v (%v), want null", k, v, ok)
+		}
 	}
 	var b strings.Builder
 	if err := res.WriteText(&b); err != nil {
