@@ -38,8 +38,11 @@ var dialClient = &http.Client{
 		Proxy:               http.ProxyFromEnvironment,
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		TLSHandshakeTimeout: 10 * time.Second,
-		IdleConnTimeout:     time.Minute,                                            // the connection of a refused dial
-		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{}, // no HTTP/2
+		// A server that takes the upgrade request and never answers it
+		// fails the dial even under a context without a deadline.
+		ResponseHeaderTimeout: 30 * time.Second,
+		IdleConnTimeout:       time.Minute,                                            // the connection of a refused dial
+		TLSNextProto:          map[string]func(string, *tls.Conn) http.RoundTripper{}, // no HTTP/2
 	},
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
