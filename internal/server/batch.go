@@ -49,6 +49,7 @@ func (b *placementBatch) add(ctx context.Context, j *idlegrid.Job, d market.Deci
 		b.e.Commit(j, d, b.now)
 	}
 	b.funds[j.RenterID] -= hold
+	b.s.placing[j.ID] = true
 	b.jobs, b.ds, b.ps, b.holds = append(b.jobs, j), append(b.ds, d), append(b.ps, p), append(b.holds, hold)
 	if len(b.ps) >= batchSize {
 		return b.flush(ctx)
@@ -69,6 +70,7 @@ func (b *placementBatch) flush(ctx context.Context) error {
 			first = err
 		}
 	}
+	clear(b.s.placing)
 	clear(b.jobs)
 	clear(b.ps)
 	b.jobs, b.ds, b.ps, b.holds = b.jobs[:0], b.ds[:0], b.ps[:0], b.holds[:0]

@@ -25,6 +25,45 @@ func (s *Server) Explain(ctx context.Context, jobID string) (*market.Explanation
 	return s.explains.get(ctx, j.ID, s.Now(), func(ctx context.Context) (*market.Explanation, error) { return s.explain(ctx, j) })
 }
 
+// engineExplain is the engine's explanation of j, and the escrow hold of
+// the placement it would make now, as storePlacement reckons it. When wait
+// is set and a pass is storing j's placement right now, it explains
+// nothing and says so (placing).
+func (s *Server) engineExplain(ctx context.Context, j *idlegrid.Job, wait bool) (x *market.Explanation, hold idlegrid.Micros, placing bool, err error) {
+	x = &market.Explanation{}
+	err = s.askScan(ctx, "explains", func(e *market.Engine) {
+		if placing = wait && s.placing[j.ID]; placing {
+			return
+		}
+		now := s.Now()
+		*x = e.Explain(j, now)
+		if picks := x.Picks(); len(picks) > 0 {
+			hold = holdOf(s.placement(e, j, picks, now))
+		}
+	})
+	return x, hold, placing, err
+}
+
+// maxExplainWaits is how many passes an explanation waits for, while the
+// job's placement is being stored in each, before it answers as it is.
+const maxExplainWaits = 3
+
+// afterPass waits until the scheduler is between passes and returns job
+// id as it then stands, or notQueued when it is placed or ended.
+func (s *Server) afterPass(ctx context.Context, id string) (*idlegrid.Job, error) {
+	if err := s.BetweenPasses(ctx); err != nil {
+		return nil, err
+	}
+	j, err := s.store.FindJob(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if j.State != idlegrid.JobQueued {
+		return nil, notQueued(j)
+	}
+	return j, nil
+}
+
 // notQueued is the ECONFLICT of explaining j, which is not queued: it runs,
 // or it ended.
 func notQueued(j *idlegrid.Job) error {
@@ -55,25 +94,27 @@ func notQueued(j *idlegrid.Job) error {
 // it: that the renter can pay the placement's escrow hold, and that no
 // spend limit would be passed. A job that cannot pay waits for money, and
 // the explanation says so.
+//
+// A job whose placement a pass is storing right now holds its own GPUs in
+// the engine (its claim): explained then, it would wait for itself. It is
+// explained once the pass has ended, as it then stands.
 func (s *Server) explain(ctx context.Context, j *idlegrid.Job) (*market.Explanation, error) {
-	var x market.Explanation
-	var hold idlegrid.Micros
-	err := s.askScan(ctx, "explains", func(e *market.Engine) {
-		now := s.Now()
-		x = e.Explain(j, now)
-		if picks := x.Picks(); len(picks) > 0 {
-			hold = holdOf(s.placement(e, j, picks, now)) // as storePlacement reckons it
+	x, hold, placing, err := s.engineExplain(ctx, j, true)
+	for try := 1; err == nil && placing; try++ {
+		if j, err = s.afterPass(ctx, j.ID); err != nil {
+			return nil, err
 		}
-	})
+		x, hold, placing, err = s.engineExplain(ctx, j, try < maxExplainWaits)
+	}
 	if err != nil || len(x.Picks()) == 0 {
-		return &x, err
+		return x, err
 	}
 	shorts, err := s.moneyShort(ctx, j, hold)
 	if err != nil {
 		return nil, err
 	}
 	if len(shorts) > 0 {
-		waitForMoney(&x, hold, shorts)
+		waitForMoney(x, hold, shorts)
 	}
-	return &x, nil
+	return x, nil
 }

@@ -164,7 +164,11 @@ type Server struct {
 	built   atomic.Bool   // the scheduler has an engine built from the store (Ready)
 	asks    chan func(*market.Engine)
 	passGap chan func(*market.Engine) // BetweenPasses: run by the scheduler between passes only
-	stopped chan struct{}             // closed when the scheduler has stopped
+	// placing is the jobs a pass has committed to the engine and not yet
+	// stored (placementBatch); only the scheduler's goroutine, and the asks
+	// it runs, read or write it.
+	placing map[string]bool
+	stopped chan struct{} // closed when the scheduler has stopped
 	metrics *metrics
 	waiters waiters // wakes agents' long polls, by node
 	watches waiters // wakes watches of jobs, by job (jobwatch.go)
@@ -234,7 +238,8 @@ func Open(cfg Config) (*Server, error) {
 		store: cfg.Store, clock: cfg.Clock, rules: rules, opened: cfg.Clock.Now(),
 		cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), cancel: cancel,
 		asks: make(chan func(*market.Engine)), passGap: make(chan func(*market.Engine)), stopped: make(chan struct{}),
-		audit: auditLog, logins: logins, scans: newScanBudget(cfg.ScanShare, cfg.ScanBurst),
+		placing: map[string]bool{},
+		audit:   auditLog, logins: logins, scans: newScanBudget(cfg.ScanShare, cfg.ScanBurst),
 		marketView: readCache[[]market.MarketStat]{ttl: marketViewTTL}, explains: readCache[*market.Explanation]{ttl: explainTTL},
 		trust: trust{policy: cfg.TrustPolicy, uptime: map[string]*uptimeTrack{}}, draining: make(chan struct{}),
 	}
