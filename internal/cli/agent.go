@@ -117,10 +117,10 @@ container.)`,
 		}
 	}
 	if *check {
-		return c.runCheck(ctx, configPath, cfg, set, err, *asJSON)
+		return c.runCheck(ctx, configPath, cfg, err, *asJSON)
 	} else if *asJSON {
 		return usagef("--json goes with --check")
-	} else if byFlag := flagsAtFault(err, set); byFlag != nil {
+	} else if byFlag := c.env.flagsAtFault(err); byFlag != nil {
 		return byFlag
 	} else if err != nil {
 		return withHint(err, "fix the agent config; 'idlegrid agent init' writes a commented one for this machine")
@@ -171,33 +171,6 @@ container.)`,
 		err = withHint(err, "as the provider, make a new join token ('idlegrid token create --name NAME'; 'idlegrid token ls' shows yours) and give it with --join-token or "+agent.EnvJoinToken)
 	}
 	return errors.Join(err, rt.Close())
-}
-
-// agentFlagOf is the flag of "idlegrid agent" that overrides each
-// top-level key of its config.
-var agentFlagOf = map[string]string{"server": "server", "data_dir": "data", "fake_gpus": "fake-gpus", "runtime": "runtime"}
-
-// flagsAtFault is the config's EINVALID err with the keys that flags set
-// (set, as loadAgentConfig takes it) named as those flags: a mistake in
-// the command line, not in the file. It is nil when no such key is at
-// fault.
-func flagsAtFault(err error, set map[string]string) error {
-	var ie *idlegrid.Error
-	if !errors.As(err, &ie) || ie.Code != idlegrid.EINVALID {
-		return nil
-	}
-	ps, named := ie.All(), false
-	for i, p := range ps {
-		if _, ok := set[p.Field]; ok && agentFlagOf[p.Field] != "" {
-			byFlag := *p
-			byFlag.Field = "--" + agentFlagOf[p.Field]
-			ps[i], named = &byFlag, true
-		}
-	}
-	if !named {
-		return nil
-	}
-	return idlegrid.Problems(ps)
 }
 
 // loadAgentConfig reads the agent config at path with the top-level keys in

@@ -127,7 +127,7 @@ func (c *agentCommand) starter(ctx context.Context, f *initFlags) (agent.Starter
 		s.Name = agent.DetectHost(os.TempDir()).Name
 	}
 	if s.GPUs, err = foundGPUs(ctx, f.fakeGPUs); err != nil && f.fakeGPUs != "" {
-		if byFlag := flagsAtFault(err, map[string]string{"fake_gpus": f.fakeGPUs}); byFlag != nil {
+		if byFlag := c.env.flagsAtFault(err); byFlag != nil {
 			return agent.Starter{}, byFlag
 		}
 		return agent.Starter{}, err

@@ -72,8 +72,7 @@ var checkDetector = gpuauto.Detector
 type agentCheck struct {
 	env     *env
 	cfgPath string
-	cfg     *agent.Config     // nil when the config is not valid
-	set     map[string]string // the config's keys that flags set
+	cfg     *agent.Config // nil when the config is not valid
 	lines   []checkLine
 
 	devs     []gpu.Device   // the GPUs detected
@@ -107,7 +106,7 @@ func (c *agentCheck) run(ctx context.Context, cfgErr error) {
 }
 
 func (c *agentCheck) checkConfig(err error) {
-	if byFlag := flagsAtFault(err, c.set); byFlag != nil {
+	if byFlag := c.env.flagsAtFault(err); byFlag != nil {
 		c.add("config", checkFail, faultLines(byFlag), "fix the flags named; the config file is not at fault for them")
 		return
 	} else if err != nil {
@@ -658,8 +657,8 @@ func (c *agentCheck) failures() int {
 }
 
 // runCheck is 'idlegrid agent --check'. It fails (exit 1) when a check does.
-func (c *agentCommand) runCheck(ctx context.Context, cfgPath string, cfg *agent.Config, set map[string]string, cfgErr error, asJSON bool) error {
-	chk := &agentCheck{env: c.env, cfgPath: cfgPath, cfg: cfg, set: set}
+func (c *agentCommand) runCheck(ctx context.Context, cfgPath string, cfg *agent.Config, cfgErr error, asJSON bool) error {
+	chk := &agentCheck{env: c.env, cfgPath: cfgPath, cfg: cfg}
 	chk.run(ctx, cfgErr)
 	fails := chk.failures()
 	if asJSON {

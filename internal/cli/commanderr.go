@@ -38,7 +38,7 @@ func (e *env) objectID() string {
 // flagOfField is the flag that sets each field the server or a check
 // names: the job spec's fields whose flag is not the field's own name (a
 // field job.X is otherwise flag X, with "-" for "_"), a join token's, a
-// dispute's, and the listings' query parameters.
+// dispute's, the agent config's, and the listings' query parameters.
 var flagOfField = map[string]string{
 	"job.max_price_micros_per_gpu_hour": "max-price",
 	"job.max_price":                     "max-price",
@@ -71,6 +71,10 @@ var flagOfField = map[string]string{
 	"dispute.renter_id":                 "renter",
 	"dispute.harm_micros":               "harm",
 	"dispute.evidence":                  "evidence",
+	"server":                            "server", // the agent config's keys its flags set
+	"runtime":                           "runtime",
+	"fake_gpus":                         "fake-gpus",
+	"data_dir":                          "data",
 }
 
 // flagOf is the flag that set field, as "--name", when the caller typed
@@ -102,6 +106,21 @@ func (e *env) typedFlagWrong(err error) bool {
 		}
 	}
 	return false
+}
+
+// flagsAtFault is err, an EINVALID wrapped in whatever words (a config
+// file's name), with its fields the caller gave as flags named as those
+// flags, when there is one: a mistake in the command line, not in what
+// the words name. It is nil when no typed flag is at fault.
+func (e *env) flagsAtFault(err error) error {
+	var ie *idlegrid.Error
+	if !errors.As(err, &ie) {
+		return nil
+	}
+	if named := e.flagNames(ie); e.typedFlagWrong(named) {
+		return named
+	}
+	return nil
 }
 
 // flagNames renames the fields of an EINVALID err that the caller gave as
