@@ -82,8 +82,16 @@ func (e *Engine) claim(job *idlegrid.Job, i int, p Pick, at int64) *node {
 	return nd
 }
 
-// reserve records a job's reservation on its nodes.
+// reserve records a job's reservation on its nodes: on all of them, or,
+// when one has gone offline since the decision, on none (a gang's
+// reservation on some of its nodes would keep GPUs from backfill for a
+// start that cannot come); the job plans anew at its next Place.
 func (e *Engine) reserve(job *idlegrid.Job, r *Reservation) {
+	for _, rn := range r.Nodes {
+		if e.nodes[rn.NodeID] == nil {
+			return
+		}
+	}
 	res := &reservation{
 		jobID: job.ID, start: r.Start.UnixNano(), preempting: r.Preempting,
 		models: slices.Clone(job.GPUModels), vram: job.MinVRAMMB,
@@ -91,9 +99,6 @@ func (e *Engine) reserve(job *idlegrid.Job, r *Reservation) {
 	res.end = res.start + max(job.DurationSeconds, 1)*int64(time.Second)
 	for _, rn := range r.Nodes {
 		nd := e.nodes[rn.NodeID]
-		if nd == nil {
-			continue
-		}
 		if nd.res != nil && nd.res.jobID != job.ID {
 			e.dropReservation(nd.res.jobID)
 		}

@@ -3,6 +3,7 @@ package market_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -488,5 +489,38 @@ func TestEngine_Place_shadowTieByID(t *testing.T) {
 	if p := d.Picks[0]; p.Node.ID != "n5" || !p.ShadowRunnerUp || p.RunnerUpNodeID != "n0" {
 		t.Errorf("placed on %s priced against %q (shadow %v), want n5 priced against the shadow runner-up n0, the lowest ID of the tie",
 			p.Node.ID, p.RunnerUpNodeID, p.ShadowRunnerUp)
+	}
+}
+
+// A gang's reservation is recorded on all of its nodes or on none: one
+// that went offline between the decision and its commit leaves no GPUs
+// held back on the others.
+func TestEngine_CommitGangReservationNodeGone(t *testing.T) {
+	e := mustEngine(t, engineNode("n1"), engineNode("n2"))
+	for i, id := range []string{"n1", "n2"} {
+		e.AddLease(mustLease(fmt.Sprintf("l%d", i), id, idlegrid.TierSilver, id+"-gpu-0", id+"-gpu-1", id+"-gpu-2", id+"-gpu-3"))
+	}
+	j := newJob()
+	j.Nodes, j.GPUs = 2, 4
+	d := e.Place(j, now)
+	if d.Reservation == nil || len(d.Reservation.Nodes) != 2 {
+		t.Fatalf("want a reservation on both nodes; got %+v (%s)", d.Reservation, d.Reason)
+	}
+	gone := d.Reservation.Nodes[1].NodeID
+	kept := d.Reservation.Nodes[0].NodeID
+	e.RemoveNode(gone)
+	e.Commit(j, d, now)
+	if got := e.DebugRes(kept); got != "none" {
+		t.Errorf("node %s keeps a reservation for a gang whose node %s went offline: %s", kept, gone, got)
+	}
+	if err := e.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	e.UpsertNode(engineNode(gone)) // back: the job plans anew
+	e.Commit(j, e.Place(j, now), now)
+	for _, id := range []string{"n1", "n2"} {
+		if got := e.DebugRes(id); !strings.HasPrefix(got, j.ID) {
+			t.Errorf("after its node came back, %s's reservation = %s, want the job's", id, got)
+		}
 	}
 }
