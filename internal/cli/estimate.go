@@ -683,6 +683,11 @@ func (c *estimateCommand) renterTrace(ctx context.Context, tf *traceFlags, q *es
 	if od := onDemandOf(res.World.Models, q.models); od > 0 {
 		out.linef("the same job at cloud on-demand prices: %s (%s/GPU-h)", trimMoney(idlegrid.CostOf(od, int64(q.gpus)*q.duration)), trimMoney(od))
 	}
+	notes := q.outsideSupply(results)
+	for _, n := range notes {
+		out.linef("note: %s", n)
+	}
+	out.flat["notes"] = notes
 	out.assume("demand and supply are the traces' (%d jobs, %d nodes over %.0f days); your job joins them every %s in each tier, so it also competes with itself a little", res.World.Jobs-m.Probes[0].Sent/len(results)*3, res.World.Nodes, spanDays, every)
 	out.assume("each replay draws the nodes' models, regions, asks and reliability anew; the figures pool %d replays", len(results))
 	out.assume("a job that cannot start within the patience of %s gives up (NEVER STARTED, with those still queued when the replay ends)", sim.DefaultPatience)
@@ -692,6 +697,37 @@ func (c *estimateCommand) renterTrace(ctx context.Context, tf *traceFlags, q *es
 		out.assume("%s", n)
 	}
 	return out, nil
+}
+
+// outsideSupply says why the job could never start in the replays: no
+// node of any replay has a model it accepts, or is in its region. Each
+// names what the supply has and what to try.
+func (q *estimate) outsideSupply(results []*sim.Result) []string {
+	var models, regions []string
+	for _, r := range results {
+		for _, m := range r.World.Models {
+			models = append(models, m.Model)
+		}
+		regions = append(regions, r.World.Regions...)
+	}
+	slices.Sort(models)
+	slices.Sort(regions)
+	models, regions = slices.Compact(models), slices.Compact(regions)
+	var notes []string
+	accepted := func(have string) bool {
+		return slices.ContainsFunc(q.models, func(m string) bool { return strings.EqualFold(m, have) })
+	}
+	if len(q.models) > 0 && !slices.ContainsFunc(models, accepted) {
+		notes = append(notes, fmt.Sprintf("no node in the replayed supply has a GPU of model %s, so the job never starts; its models: %s. "+
+			"Accept one of them (--gpu-model), give the Helios supply's nodes your model (--supply-models %s:1), or ask the live market (--addr)",
+			strings.Join(q.models, " or "), strings.Join(models, ", "), q.models[0]))
+	}
+	if q.region != "" && !slices.Contains(regions, q.region) {
+		notes = append(notes, fmt.Sprintf("no node in the replayed supply is in region %s, so the job never starts; its regions: %s. "+
+			"Name one of them (--region), leave --region out for any, or ask the live market (--addr)",
+			q.region, strings.Join(regions, ", ")))
+	}
+	return notes
 }
 
 func (c *estimateCommand) renterLive(ctx context.Context, r *remote, q *estimate) (estimateResult, error) {

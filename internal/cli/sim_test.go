@@ -200,6 +200,25 @@ func TestEstimate_TraceProbesAddUp(t *testing.T) {
 	if want := "0 of 16  -                      -                  -         16 (8 still queued at the end)"; r.code != 0 || !strings.Contains(r.out, want) {
 		t.Errorf("got %s\nwant a row ending %q", r, want)
 	}
+	if want := "note: no node in the replayed supply has a GPU of model H100-80GB, so the job never starts; its models: "; !strings.Contains(r.out, want) {
+		t.Errorf("got %s\nwant it to say why no probe started: %q", r, want)
+	}
+}
+
+// A renter estimate for a model or region the replayed supply lacks says
+// so, with what it has; one the supply has says nothing of the kind.
+func TestEstimate_TraceOutsideSupply(t *testing.T) {
+	base := append([]string{"estimate", "--renter", "--duration", "30m", "--probe-every", "6h", "--replays", "1", "--json"}, traceArgs()...)
+	m := mustSimJSON(t, run(t, noData, append(base, "--gpus", "1", "--region", "mars-1")...))
+	notes, _ := m["notes"].([]any)
+	if len(notes) != 1 || !strings.Contains(notes[0].(string), "no node in the replayed supply is in region mars-1") ||
+		!strings.Contains(notes[0].(string), "its regions: ") {
+		t.Errorf("notes = %v, want one naming region mars-1 and the supply's regions", m["notes"])
+	}
+	m = mustSimJSON(t, run(t, noData, append(base, "--gpus", "1xV100-32GB")...))
+	if notes, _ := m["notes"].([]any); len(notes) != 0 || m["silver_started"].(float64) == 0 {
+		t.Errorf("a model the supply has: notes %v, %v started; want none and some", m["notes"], m["silver_started"])
+	}
 }
 
 // TestEstimate_Live reads a market from a server that answers GET

@@ -34,6 +34,7 @@ type WorldSummary struct {
 	BinSeconds                 int64
 	OfferedSeries              []int64 // GPU-seconds offered per bin
 	Models                     []ModelSummary
+	Regions                    []string // the nodes', sorted
 	Notes                      []string
 	// DemandReport, SupplyReport and PricesReport say what the reads of
 	// the traces and the price tables left out or changed.
@@ -57,8 +58,10 @@ func (w *world) summary() WorldSummary {
 		Notes: w.notes, DemandReport: w.demandReport, SupplyReport: w.supplyReport, PricesReport: w.pricesReport,
 	}
 	byModel := map[string]*ModelSummary{}
+	regions := map[string]bool{}
 	for _, n := range w.nodes {
 		s.GPUs += n.gpus
+		regions[n.region] = true
 		m := byModel[n.model]
 		if m == nil {
 			m = &ModelSummary{Model: n.model, OnDemand: w.onDemand[n.model], Market: w.market[n.model], Proxied: slices.Contains(w.proxied, n.model)}
@@ -71,6 +74,7 @@ func (w *world) summary() WorldSummary {
 		s.Models = append(s.Models, *byModel[k])
 	}
 	slices.SortStableFunc(s.Models, func(a, b ModelSummary) int { return b.GPUs - a.GPUs })
+	s.Regions = slices.Sorted(maps.Keys(regions))
 	return s
 }
 
