@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -58,6 +61,43 @@ func (g *Gateway) wrongMethod(method string) http.HandlerFunc {
 			Type:    openai.TypeInvalidRequest, Code: &code}})
 	}
 }
+
+// NoRoute answers a request under /v1 that no route of the gateway's, nor
+// of the API's, serves, in OpenAI's error format, since an OpenAI SDK
+// pointed at the gateway is what sends one (/v1/responses,
+// /v1/audio/speech): 404 with type invalid_request_error, as OpenAI
+// answers a URL it does not know, naming the request and the endpoints
+// the gateway serves. Where allowed names the methods the path does take,
+// it is 405 with Allow instead. It asks for no key, as OpenAI does not and
+// the API's own 404 does not: the endpoints are no secret.
+func NoRoute(w http.ResponseWriter, r *http.Request, allowed []string) {
+	if len(allowed) > 0 {
+		code := "method_not_allowed"
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		writeJSON(w, http.StatusMethodNotAllowed, openai.ErrorBody{Error: openai.ErrorDetail{
+			Message: fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allowed, ", ")),
+			Type:    openai.TypeInvalidRequest, Code: &code}})
+		return
+	}
+	code := idlegrid.ENOTFOUND
+	writeJSON(w, http.StatusNotFound, openai.ErrorBody{Error: openai.ErrorDetail{
+		Message: fmt.Sprintf("no such endpoint: %s %s; the inference gateway serves %s (see docs/gateway.md)",
+			r.Method, r.URL.Path, endpointList),
+		Type: openai.TypeInvalidRequest, Code: &code}})
+}
+
+// endpointList names the gateway's OpenAI endpoints, for NoRoute: each of
+// openAIPaths with its method, but for the one model's, which GET
+// /v1/models stands for.
+var endpointList = func() string {
+	var names []string
+	for _, path := range slices.Sorted(maps.Keys(openAIPaths)) {
+		if !strings.Contains(path, "{") {
+			names = append(names, openAIPaths[path]+" "+path)
+		}
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}()
 
 // writeError answers err in OpenAI's error format, logging internal errors.
 func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) {

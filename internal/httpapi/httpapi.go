@@ -15,11 +15,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/gateway"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/session"
@@ -110,6 +112,11 @@ type api struct {
 	limits *accountLimits
 	guard  *authGuard // addresses that fail to authenticate
 	seen   *replays   // signed agent requests taken
+	// native are the first segments under /v1 of the API's own routes
+	// (jobs, agent, ...): a path under /v1 that no route serves is the
+	// API's to answer when its first segment is one of these, and the
+	// gateway's otherwise (unrouted).
+	native map[string]bool
 }
 
 // handlerFunc is an HTTP handler that returns its error instead of writing it.
@@ -119,7 +126,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 func New(srv *server.Server, opts Options) http.Handler {
 	opts = opts.withDefaults()
 	a := &api{srv: srv, opts: opts, log: opts.Logger, mux: http.NewServeMux(), http: newHTTPMetrics(opts.Metrics),
-		limits: newAccountLimits(opts.AccountRequestsPerSecond, opts.AccountBurst), seen: newReplays(),
+		limits: newAccountLimits(opts.AccountRequestsPerSecond, opts.AccountBurst), seen: newReplays(), native: map[string]bool{},
 		guard: newAuthGuard(opts.AuthFailuresPerMinute, opts.AuthFailureBurst, opts.TrustedProxies)}
 	a.routes()
 	return hardened(a.mux)
@@ -222,14 +229,23 @@ func (a *api) routes() {
 	a.attestRoutes(t)
 	a.gatewayRoutes()
 
-	a.handle("/", t, a.noRoute)
+	a.mux.Handle("/", a.unrouted(t))
 }
 
-// handle registers fn under pattern. It is the one place where a handler's
+// handle registers fn under pattern, and notes the pattern's first
+// segment under /v1 as the API's (api.native).
+func (a *api) handle(pattern string, timeout time.Duration, fn handlerFunc) {
+	if seg, ok := v1Segment(pattern[strings.IndexByte(pattern, ' ')+1:]); ok && seg != "" {
+		a.native[seg] = true
+	}
+	a.mux.Handle(pattern, a.handler(pattern, timeout, fn))
+}
+
+// handler is fn as an http.Handler. It is the one place where a handler's
 // error is written, where panics are caught, and where the request's time
 // limit is set: timeout bounds both the handler's context and the write.
-func (a *api) handle(pattern string, timeout time.Duration, fn handlerFunc) {
-	a.mux.HandleFunc(pattern, func(rw http.ResponseWriter, r *http.Request) {
+func (a *api) handler(pattern string, timeout time.Duration, fn handlerFunc) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
@@ -311,10 +327,44 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, wire.Health{OK: true, Protocol: idlegrid.ProtocolVersion})
 }
 
-// noRoute answers paths no route matches, in the API's own error format.
-// A path that exists under another method is an EINVALID naming the methods
-// it takes.
-func (a *api) noRoute(w http.ResponseWriter, r *http.Request) error {
+// unrouted answers the paths no route matches. With a gateway, one under
+// /v1 whose first segment is none of the API's own (/v1/responses,
+// /v1/audio/speech, /v1/inference/...) is answered in OpenAI's error
+// format (gateway.NoRoute), since an OpenAI SDK is what sends it, and is
+// counted and guarded as the gateway's routes are; every other path,
+// /v1/jobs/{id}/nope among them, in the API's own (noRoute), which the
+// CLI and the dashboard read to tell an older server. Neither asks for a
+// key: a 404 reveals nothing docs/api.md does not.
+func (a *api) unrouted(timeout time.Duration) http.Handler {
+	native := a.handler("/", timeout, a.noRoute)
+	if a.opts.Gateway == nil {
+		return native
+	}
+	openAI := a.counted("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gateway.NoRoute(w, r, a.allowed(r))
+	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if seg, ok := v1Segment(r.URL.Path); ok && !a.native[seg] {
+			openAI.ServeHTTP(w, r)
+			return
+		}
+		native.ServeHTTP(w, r)
+	})
+}
+
+// v1Segment is the first segment of path under /v1 ("" for /v1 and /v1/
+// themselves), and whether path is under /v1 at all.
+func v1Segment(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, "/v1")
+	if !ok || (rest != "" && rest[0] != '/') {
+		return "", false
+	}
+	seg, _, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
+	return seg, true
+}
+
+// allowed are the methods some route takes on r's path.
+func (a *api) allowed(r *http.Request) []string {
 	var allowed []string
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
 		probe := r.Clone(r.Context())
@@ -323,6 +373,14 @@ func (a *api) noRoute(w http.ResponseWriter, r *http.Request) error {
 			allowed = append(allowed, m)
 		}
 	}
+	return allowed
+}
+
+// noRoute answers paths no route matches, in the API's own error format.
+// A path that exists under another method is an EINVALID naming the methods
+// it takes.
+func (a *api) noRoute(w http.ResponseWriter, r *http.Request) error {
+	allowed := a.allowed(r)
 	if len(allowed) > 0 {
 		w.Header().Set("Allow", joinComma(allowed))
 		return idlegrid.Errorf(idlegrid.EINVALID, "method %s is not allowed on %s; use %s", r.Method, r.URL.Path, joinComma(allowed))

@@ -63,17 +63,30 @@ func (s *Server) moneyShort(ctx context.Context, j *idlegrid.Job, hold idlegrid.
 }
 
 // limitShortfall is the shortfall of a placement holding hold that the
-// limit st would refuse, with the command that raises or lifts it.
+// limit st would refuse, with the command that raises or lifts it. The
+// limit is reached only when what its month used already comes to it;
+// otherwise it is this placement's hold that would exceed it, and a
+// smaller one, of at most what is left, would fit, as the gateway tells a
+// request (gateway's overLimit).
 func limitShortfall(st *idlegrid.SpendLimitStatus, hold idlegrid.Micros) shortfall {
 	what, fix := "account "+st.AccountID, fmt.Sprintf("an admin runs 'idlegrid account limit %s AMOUNT' or 'idlegrid account limit %s none'", st.AccountID, st.AccountID)
 	if st.Scope == idlegrid.SpendKey {
 		what, fix = "API key "+st.KeyID, fmt.Sprintf("run 'idlegrid key limit %s AMOUNT' or 'idlegrid key limit %s none'", st.KeyID, st.KeyID)
 	}
 	used := st.Spend.Used()
+	if used >= st.LimitMicros {
+		return shortfall{
+			why: fmt.Sprintf("%sof %s reached: %s a month, %s used in %s, and this placement would hold %s more",
+				market.ReasonPrefixSpendLimit, what, st.LimitMicros, used, st.Month, hold),
+			fix: fmt.Sprintf("raise the spend limit of %s to at least %s, or lift it (it resets next month): %s", what, used+hold, fix),
+		}
+	}
+	left := st.LimitMicros - used
 	return shortfall{
-		why: fmt.Sprintf("%sof %s reached: %s a month, %s used in %s, and this placement would hold %s more",
-			market.ReasonPrefixSpendLimit, what, st.LimitMicros, used, st.Month, hold),
-		fix: fmt.Sprintf("raise the spend limit of %s to at least %s, or lift it (it resets next month): %s", what, used+hold, fix),
+		why: fmt.Sprintf("%sof %s would be exceeded: %s a month, %s used in %s (%s left), and this placement would hold %s more",
+			market.ReasonPrefixSpendLimit, what, st.LimitMicros, used, st.Month, left, hold),
+		fix: fmt.Sprintf("raise the spend limit of %s to at least %s, or lift it: %s; or submit the job again to hold at most %s (fewer GPUs or a shorter duration)",
+			what, used+hold, fix, left),
 	}
 }
 

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -79,7 +80,8 @@ func TestServer_ExplainWaitsForFunds(t *testing.T) {
 
 // TestServer_ExplainWaitsForSpendLimit: the store refuses a placement that
 // would pass the account's or the submitting key's monthly limit, and the
-// explanation says which limit, and how to raise or lift it.
+// explanation says which limit, that nothing used reaches it but the hold
+// would exceed it, and how to raise or lift it, or to hold what is left.
 func TestServer_ExplainWaitsForSpendLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMarket(t)
@@ -90,13 +92,40 @@ func TestServer_ExplainWaitsForSpendLimit(t *testing.T) {
 		}
 		j, x := mustExplain(t, m, key, testSpec())
 		mustReasonWaitsForMoney(t, m, key, j.ID)
-		wantWaitsForMoney(t, x, "waiting: spend limit of API key "+k.ID+" reached: $0.010000 a month", "'idlegrid key limit "+k.ID+" AMOUNT'")
+		wantWaitsForMoney(t, x, "waiting: spend limit of API key "+k.ID+" would be exceeded: $0.010000 a month, $0.000000 used in ", "'idlegrid key limit "+k.ID+" AMOUNT'")
+		wantWaitsForMoney(t, x, "waiting: spend limit of", "submit the job again to hold at most $0.010000")
+		if strings.Contains(x.Summary, "reached") {
+			t.Errorf("summary = %q, want no limit reached with nothing used", x.Summary)
+		}
 
 		if _, err := m.srv.SetAccountLimit(m.admin, m.renterID, &cents); err != nil {
 			t.Fatal(err)
 		}
 		_, x = mustExplain(t, m, m.renter, testSpec())
-		wantWaitsForMoney(t, x, "waiting: spend limit of account "+m.renterID+" reached", "'idlegrid account limit "+m.renterID+" AMOUNT'")
+		wantWaitsForMoney(t, x, "waiting: spend limit of account "+m.renterID+" would be exceeded", "'idlegrid account limit "+m.renterID+" AMOUNT'")
+		if strings.Contains(x.Summary, "reached") {
+			t.Errorf("summary = %q, want no limit reached with nothing used", x.Summary)
+		}
+	})
+}
+
+// TestServer_ExplainSpendLimitReached: a limit that what the month used
+// already comes to is reached, whatever the next placement would hold,
+// and the advice is to raise or lift it, not to hold less.
+func TestServer_ExplainSpendLimitReached(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		_, l := mustStart(t, m) // holds its hour on barn-1
+		cents := idlegrid.MicrosPerUnit / 100
+		if _, err := m.srv.SetAccountLimit(m.admin, m.renterID, &cents); err != nil {
+			t.Fatal(err)
+		}
+		_, x := mustExplain(t, m, m.renter, testSpec()) // barn-2 would take it
+		wantWaitsForMoney(t, x, fmt.Sprintf("waiting: spend limit of account %s reached: $0.010000 a month, %s used in ", m.renterID, l.HoldMicros),
+			"'idlegrid account limit "+m.renterID+" AMOUNT'")
+		if advice := strings.Join(x.Advice, "\n"); strings.Contains(advice, "hold at most") {
+			t.Errorf("advice = %q, want no smaller hold offered under a limit reached", advice)
+		}
 	})
 }
 

@@ -120,8 +120,15 @@ func (s *Server) checkRenterRunout(ctx context.Context, renterID string, leases 
 			return err
 		}
 		if need := s.runoutNeed(scoped, now); spend.ChargedMicros+need > lim.LimitMicros {
-			why := fmt.Sprintf("spend limit of %s reached: %s a month, %s charged in %s, and live leases will have cost %s more by the end of their notice",
-				limitName(lim), lim.LimitMicros, spend.ChargedMicros, from.Format("2006-01"), need)
+			// Reached once what was charged and what the live leases have
+			// run come to it; before, they are stopped because they would
+			// exceed it within their notice.
+			state := "would be exceeded"
+			if spend.ChargedMicros+ranCost(scoped, now) >= lim.LimitMicros {
+				state = "reached"
+			}
+			why := fmt.Sprintf("spend limit of %s %s: %s a month, %s charged in %s, and live leases will have cost %s more by the end of their notice",
+				limitName(lim), state, lim.LimitMicros, spend.ChargedMicros, from.Format("2006-01"), need)
 			if err := s.stopForMoney(ctx, scoped, idlegrid.NoticeSpendLimit, why); err != nil {
 				return err
 			}
@@ -135,14 +142,28 @@ func (s *Server) checkRenterRunout(ctx context.Context, renterID string, leases 
 func (s *Server) runoutNeed(leases []*idlegrid.Lease, now time.Time) idlegrid.Micros {
 	var need idlegrid.Micros
 	for _, l := range leases {
-		ran := int64(0)
-		if l.StartedAt != nil && now.After(*l.StartedAt) {
-			ran = min(int64(now.Sub(*l.StartedAt)/time.Second), l.LimitSeconds)
-		}
+		ran := ranSeconds(l, now)
 		ahead := min(l.NoticeSeconds+int64(s.cfg.RunoutMargin/time.Second), l.LimitSeconds-ran)
 		need += idlegrid.CostOf(l.PriceMicrosPerGPUHour, int64(len(l.GPUUUIDs))*(ran+ahead))
 	}
 	return need
+}
+
+// ranCost is what leases have cost by now, at their locked prices.
+func ranCost(leases []*idlegrid.Lease, now time.Time) idlegrid.Micros {
+	var cost idlegrid.Micros
+	for _, l := range leases {
+		cost += idlegrid.CostOf(l.PriceMicrosPerGPUHour, int64(len(l.GPUUUIDs))*ranSeconds(l, now))
+	}
+	return cost
+}
+
+// ranSeconds is how long l has run by now, never past its time limit.
+func ranSeconds(l *idlegrid.Lease, now time.Time) int64 {
+	if l.StartedAt == nil || !now.After(*l.StartedAt) {
+		return 0
+	}
+	return min(int64(now.Sub(*l.StartedAt)/time.Second), l.LimitSeconds)
 }
 
 // stopForMoney stops leases for why and tells their renter, once per lease.

@@ -1,0 +1,55 @@
+package server_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// TestServer_RunoutSpendLimitNotYetReached: a spend limit that the live
+// leases have not run up to yet, but would pass within their notice (and
+// the margin), stops them before it is reached, and says so: it would be
+// exceeded, not reached.
+func TestServer_RunoutSpendLimitNotYetReached(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMoneyMarket(t)
+		spec := testSpec()
+		spec.Tier, spec.MaxPriceMicrosPerGPUHour = idlegrid.TierBronze, 600_000
+		j, err := m.srv.SubmitJob(m.renter, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := mustStarted(t, m, j)
+		ran := 5 * time.Minute
+		m.advance(t, ran)
+
+		// Halfway between what the lease has cost by now and what it will
+		// have by the end of its notice and the margin (2m by default).
+		gpuSeconds := func(d time.Duration) int64 { return int64(len(l.GPUUUIDs)) * int64(d/time.Second) }
+		costNow := idlegrid.CostOf(l.PriceMicrosPerGPUHour, gpuSeconds(ran))
+		costLater := idlegrid.CostOf(l.PriceMicrosPerGPUHour, gpuSeconds(ran+time.Duration(l.NoticeSeconds)*time.Second+2*time.Minute))
+		limit := (costNow + costLater) / 2
+		if _, err := m.srv.SetAccountLimit(m.admin, m.renterID, &limit); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.srv.Reap(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := m.srv.FindLease(m.renter, l.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "notice: spend limit of account " + m.renterID + " would be exceeded: " + limit.String() + " a month"
+		if !strings.HasPrefix(got.StopRequested, want) || got.NoticeAt == nil {
+			t.Fatalf("lease stop = %q at %v, want it to begin %q (%s run of the limit)", got.StopRequested, got.NoticeAt, want, costNow)
+		}
+		notices, err := m.srv.ListNotices(m.renter, idlegrid.NoticeFilter{})
+		if err != nil || len(notices) != 1 || strings.Contains(notices[0].Message, "reached") {
+			t.Fatalf("notices = %+v (%v), want one that does not say the limit was reached", notices, err)
+		}
+	})
+}
