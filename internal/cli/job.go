@@ -112,7 +112,8 @@ errors. For example:
 	checkpoint_every: 30m      # how often it saves work it can resume from (default never)
 	region: eu-west
 	residency: EU
-	deadline: 2026-12-24T18:00:00Z   # when it must have finished; it starts only while its run fits before
+	deadline: 2026-12-24T18:00:00Z   # when it must have finished, or a span from now such as 6h;
+	                                 # it starts only while its run fits before
 	reliability_weight: 2      # how much reliability counts against price, 0 to 4 (default 1)
 	datasets: [{name: imagenet, size_gb: 150}]   # nodes that cache them rank better
 	verifiable: true           # deterministic output: the market may re-run a sample to check it
@@ -192,7 +193,7 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 		}
 	}
 	if !asJSON {
-		c.noteModels(ctx, cl, job)
+		c.noteUnoffered(ctx, cl, job)
 	}
 	if !asJSON && !wait { // a watch says why the job waits
 		c.warnIfStuck(ctx, cl, job.ID)
@@ -272,19 +273,28 @@ func (c *jobCommand) warnIfStuck(ctx context.Context, cl *client.Client, jobID s
 	}
 }
 
-// noteModels says, right after a submission, which of the GPU models the
-// job asks for no node offers now, with the models that are, and the one
-// meant where a model offered begins with the name given ("H100" for
-// H100-80GB). Models have no fixed catalogue: a node offers what its
-// driver reports, so a model none offers now is not refused, since one
-// may join that does; but a misspelt one would wait for ever. Nothing is
-// said when the market cannot be asked.
-func (c *jobCommand) noteModels(ctx context.Context, cl *client.Client, job *idlegrid.Job) {
-	if len(job.GPUModels) == 0 {
-		return
+// noteUnoffered says, right after a submission, what the job requires
+// that no node in the market offers now: a GPU model, a region (unless
+// only preferred) or a residency, with what the market does offer. None
+// has a fixed catalogue: a node offers what its driver reports and its
+// owner says, so what none offers now is not refused, since a node may
+// join that does; but a misspelt one would wait for ever. Nothing is said
+// when the market cannot be asked.
+func (c *jobCommand) noteUnoffered(ctx context.Context, cl *client.Client, job *idlegrid.Job) {
+	if len(job.GPUModels) > 0 || job.Region != "" && !job.RegionPreferred {
+		if stats, err := cl.Market(ctx); err == nil {
+			c.noteModels(job, offeredIn(stats, func(st wire.MarketStat) string { return st.GPUModel }))
+			c.noteRegion(job, offeredIn(stats, func(st wire.MarketStat) string { return st.Region }))
+		}
 	}
-	offered, err := modelsOnOffer(ctx, cl)
-	if err != nil {
+	c.noteResidency(ctx, cl, job)
+}
+
+// noteModels says which of the GPU models the job asks for none of the
+// models offered has, and the one meant where a model offered begins with
+// the name given ("H100" for H100-80GB).
+func (c *jobCommand) noteModels(job *idlegrid.Job, offered []string) {
+	if len(job.GPUModels) == 0 {
 		return
 	}
 	var missing, meant []string
@@ -293,22 +303,88 @@ func (c *jobCommand) noteModels(ctx context.Context, cl *client.Client, job *idl
 			return // a node offers one of them: the job can be placed on its model
 		}
 		missing = append(missing, m)
-		for _, o := range offered {
-			if strings.HasPrefix(strings.ToLower(o), strings.ToLower(m)) && !slices.Contains(meant, o) {
-				meant = append(meant, o)
-			}
-		}
+		meant = appendMeant(meant, offered, m)
 	}
-	onOffer := "none: no node is online"
-	if len(offered) > 0 {
-		onOffer = strings.Join(offered, ", ")
-	}
-	fmt.Fprintf(c.env.Out, "note: no node in the market has a GPU of model %s; the models in it now: %s\n", strings.Join(missing, " or "), onOffer)
+	fmt.Fprintf(c.env.Out, "note: no node in the market has a GPU of model %s; the models in it now: %s\n", strings.Join(missing, " or "), onOffer(offered))
 	if len(meant) > 0 {
 		fmt.Fprintf(c.env.Out, "      models are named in full: did you mean --gpu-model %s? (cancel this one with: idlegrid job cancel %s)\n", strings.Join(meant, ","), job.ID)
 	} else {
 		fmt.Fprintf(c.env.Out, "      it waits until a node with one joins; to run on another model: idlegrid job cancel %s, then submit with --gpu-model MODEL\n", job.ID)
 	}
+}
+
+// noteRegion says when the region the job requires is none of the
+// regions offered, and the one meant where one begins with it ("eu" for
+// eu-west). A region only preferred is no requirement: the job runs
+// elsewhere.
+func (c *jobCommand) noteRegion(job *idlegrid.Job, offered []string) {
+	if job.Region == "" || job.RegionPreferred || slices.Contains(offered, job.Region) {
+		return
+	}
+	fmt.Fprintf(c.env.Out, "note: no node in the market is in region %s; the regions in it now: %s\n", job.Region, onOffer(offered))
+	if meant := appendMeant(nil, offered, job.Region); len(meant) > 0 {
+		fmt.Fprintf(c.env.Out, "      regions are named in full: did you mean --region %s? (cancel this one with: idlegrid job cancel %s)\n", strings.Join(meant, " or --region "), job.ID)
+	} else {
+		fmt.Fprintf(c.env.Out, "      it waits until a node there joins; to run elsewhere: idlegrid job cancel %s, then submit with --region REGION\n"+
+			"      (or with --region-preferred, to prefer %s but run elsewhere when it has no node)\n", job.ID, job.Region)
+	}
+}
+
+// noteResidency says when no node in the market has the residency the
+// job requires, with the residencies there are. It asks for the nodes on
+// offer a page at a time until one has it, and says nothing of a market
+// too large to ask so.
+func (c *jobCommand) noteResidency(ctx context.Context, cl *client.Client, job *idlegrid.Job) {
+	if job.Residency == "" {
+		return
+	}
+	var offered []string
+	after := ""
+	for range maxResidencyPages {
+		nodes, err := cl.ListNodes(ctx, idlegrid.NodeFilter{Limit: defaultNodePage, After: after})
+		if err != nil {
+			return
+		}
+		for _, n := range nodes {
+			switch {
+			case n.State != idlegrid.NodeOnline:
+			case strings.EqualFold(n.Residency, job.Residency):
+				return // a node has it: the job can be placed under it
+			case !slices.ContainsFunc(offered, func(o string) bool { return strings.EqualFold(o, n.Residency) }):
+				offered = append(offered, n.Residency)
+			}
+		}
+		if len(nodes) < defaultNodePage {
+			slices.Sort(offered)
+			fmt.Fprintf(c.env.Out, "note: no node in the market has residency %s; the residencies in it now: %s\n", job.Residency, onOffer(offered))
+			fmt.Fprintf(c.env.Out, "      it waits until a node with it joins; to run under another: idlegrid job cancel %s, then submit with --residency RESIDENCY\n", job.ID)
+			return
+		}
+		after = nodes[len(nodes)-1].ID
+	}
+}
+
+// maxResidencyPages is how many pages of nodes noteResidency asks for at
+// most.
+const maxResidencyPages = 10
+
+// onOffer lists what the market offers, or says it has no node.
+func onOffer(offered []string) string {
+	if len(offered) == 0 {
+		return "none: no node is online"
+	}
+	return strings.Join(offered, ", ")
+}
+
+// appendMeant appends to meant each of offered that begins with name,
+// whatever the case, and is not in meant already.
+func appendMeant(meant, offered []string, name string) []string {
+	for _, o := range offered {
+		if strings.HasPrefix(strings.ToLower(o), strings.ToLower(name)) && !slices.Contains(meant, o) {
+			meant = append(meant, o)
+		}
+	}
+	return meant
 }
 
 // modelsOnOffer is the GPU models of the market (GET /v1/market), in
@@ -319,14 +395,21 @@ func modelsOnOffer(ctx context.Context, cl *client.Client) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var models []string
+	return offeredIn(stats, func(st wire.MarketStat) string { return st.GPUModel }), nil
+}
+
+// offeredIn is what of (a GPU model, a region) the market's stats hold,
+// in order: that of the nodes online, whether their windows are open or
+// not, and that sold lately.
+func offeredIn(stats []wire.MarketStat, of func(wire.MarketStat) string) []string {
+	var offered []string
 	for _, st := range stats {
-		if st.GPUModel != "" && !slices.Contains(models, st.GPUModel) {
-			models = append(models, st.GPUModel)
+		if v := of(st); v != "" && !slices.Contains(offered, v) {
+			offered = append(offered, v)
 		}
 	}
-	slices.Sort(models)
-	return models, nil
+	slices.Sort(offered)
+	return offered
 }
 
 // noteNoLogin says, when the image is on a registry other than Docker Hub
@@ -450,20 +533,27 @@ func inJobFile(err error, file string, typed map[string]bool) error {
 	return idlegrid.Problems(ps)
 }
 
+// readJobFile reads the job file at path ('-': standard input). A
+// mistake in it is named with the file, "job.yaml: job.gpus", as
+// inJobFile names one that checking the spec finds.
 func readJobFile(e *env, path string) (idlegrid.JobSpec, error) {
-	if path == "-" {
-		return parseJobFile(e.In)
+	r := e.In
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return idlegrid.JobSpec{}, withHint(err, "give the path of a YAML or JSON job file; 'idlegrid job submit --help' shows one")
+		}
+		defer f.Close()
+		r = f
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return idlegrid.JobSpec{}, withHint(err, "give the path of a YAML or JSON job file; 'idlegrid job submit --help' shows one")
-	}
-	defer f.Close()
-	spec, err := parseJobFile(f)
-	if err != nil {
+	spec, err := parseJobFile(r)
+	var ie *idlegrid.Error
+	if errors.As(err, &ie) {
+		return spec, inJobFile(ie, path, nil)
+	} else if err != nil && path != "-" {
 		return spec, fmt.Errorf("%s: %w", path, err)
 	}
-	return spec, nil
+	return spec, err
 }
 
 func (c *jobCommand) list(ctx context.Context, args []string) error {

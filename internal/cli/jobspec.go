@@ -153,8 +153,12 @@ func parseDeadline(v string, now time.Time) (time.Time, error) {
 			return t.UTC(), nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("must be a time such as 2026-12-24T18:00:00Z (or 2026-12-24 18:00, UTC) or a span from now such as 6h, got %q", v)
+	return time.Time{}, fmt.Errorf("must be %s, got %q", deadlineForms, v)
 }
+
+// deadlineForms says the ways a deadline may be written, in the flag and
+// in a job file alike.
+const deadlineForms = "a time such as 2026-12-24T18:00:00Z (or 2026-12-24 18:00, UTC) or a span from now such as 6h"
 
 // datasetList is the repeatable --dataset NAME[:SIZE_GB].
 type datasetList []idlegrid.Dataset

@@ -387,3 +387,89 @@ func TestJobSubmit_modelNote(t *testing.T) {
 		t.Errorf("job submit --gpu-model of a model in the market (in another case) printed a note:\n%s", out)
 	}
 }
+
+// TestJobSubmit_regionNote: a job that requires a region, or a residency,
+// no node in the market has is accepted (a node there may join), with a
+// note naming those there are and how to submit it again; a region only
+// preferred, or one a node is in, gets none.
+func TestJobSubmit_regionNote(t *testing.T) {
+	_, renter, _, _, _ := moneyMarket(t) // one node: in eu-west, residency EU
+	submit := func(args ...string) string {
+		t.Helper()
+		out := must(t, renter, append([]string{"job", "submit", "--image", "python:3.12", "--duration", "1m", "--max-price", "0.01"}, args...)...)
+		if !strings.Contains(out, "job_") {
+			t.Fatalf("job submit %v: not submitted:\n%s", args, out)
+		}
+		return out
+	}
+	out := submit("--region", "mars-1")
+	if want := "note: no node in the market is in region mars-1; the regions in it now: eu-west\n"; !strings.Contains(out, want) ||
+		!regexp.MustCompile(`it waits until a node there joins; to run elsewhere: idlegrid job cancel job_[a-z0-9]+, then submit with --region REGION`).MatchString(out) {
+		t.Errorf("job submit --region mars-1 printed:\n%s\nwant %q", out, want)
+	}
+	if out := submit("--region", "eu"); !strings.Contains(out, "no node in the market is in region eu;") ||
+		!strings.Contains(out, "did you mean --region eu-west?") {
+		t.Errorf("job submit --region eu printed:\n%s", out)
+	}
+	for _, args := range [][]string{{"--region", "eu-west"}, {"--region", "mars-1", "--region-preferred"}} {
+		if out := submit(args...); strings.Contains(out, "in region") {
+			t.Errorf("job submit %v printed a note:\n%s", args, out)
+		}
+	}
+	out = submit("--residency", "XX")
+	if want := "note: no node in the market has residency XX; the residencies in it now: EU\n"; !strings.Contains(out, want) ||
+		!regexp.MustCompile(`it waits until a node with it joins; to run under another: idlegrid job cancel job_[a-z0-9]+, then submit with --residency RESIDENCY`).MatchString(out) {
+		t.Errorf("job submit --residency XX printed:\n%s\nwant %q", out, want)
+	}
+	if out := submit("--residency", "eu"); strings.Contains(out, "residency") { // matched whatever the case
+		t.Errorf("job submit --residency eu printed a note:\n%s", out)
+	}
+	// A job file's region, preferred there, is no requirement either.
+	file := mustFile(t, "job.yaml", "region: mars-1\nregion_preferred: true\n")
+	if out := submit("-f", file); strings.Contains(out, "in region") {
+		t.Errorf("job submit -f of a preferred region printed a note:\n%s", out)
+	}
+	if out := submit("--region", "mars-1", "--json"); strings.Contains(out, "note:") {
+		t.Errorf("job submit --json printed a note into its JSON:\n%s", out)
+	}
+}
+
+// TestJobSubmit_fileDeadline: a job file's deadline is written as
+// --deadline takes it, a span from now among them; one that is neither a
+// time nor a span is named, as the file's field, with both forms.
+func TestJobSubmit_fileDeadline(t *testing.T) {
+	_, renter, _, _, _ := moneyMarket(t)
+	file := mustFile(t, "job.yaml", "image: x/y:1\nmax_price: \"0.01\"\nduration: 1m\ndeadline: 2h\n")
+	before := time.Now().Truncate(time.Second)
+	var j idlegrid.Job
+	mustJSON(t, renter, &j, "job", "submit", "-f", file)
+	after := time.Now()
+	if j.Deadline == nil || j.Deadline.Before(before.Add(2*time.Hour)) || j.Deadline.After(after.Add(2*time.Hour)) {
+		t.Errorf("deadline: 2h submitted between %s and %s gave the deadline %v, want 2h after", before, after, j.Deadline)
+	}
+	file = mustFile(t, "late.yaml", "image: x/y:1\nmax_price: \"0.01\"\nduration: 1m\ndeadline: by friday\n")
+	r := run(t, renter, "job", "submit", "-f", file)
+	want := "idlegrid: " + file + ": job.deadline: line 4: must be a time such as 2026-12-24T18:00:00Z (or 2026-12-24 18:00, UTC) or a span from now such as 6h, got \"by friday\"\n" +
+		"  fix the field named above and try again; 'idlegrid help job submit' shows the flags\n"
+	if r.code != 1 || r.err != want {
+		t.Errorf("got %s\nwant exit 1 and stderr %q", r, want)
+	}
+}
+
+// TestJobSubmit_fileTypeError: a value of the wrong type in a job file is
+// named as the file's field, with its line and what it should be.
+func TestJobSubmit_fileTypeError(t *testing.T) {
+	for _, tt := range []struct{ name, file, want string }{
+		{"YAML", "image: x/y:1\ngpus: two\n", `job.gpus: line 2: "two" is text; want a whole number`},
+		{"JSON", "{\"image\": \"x/y:1\",\n \"gpus\": \"two\"}", "job.gpus: line 2: must be a whole number, not text"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			file := mustFile(t, "job."+strings.ToLower(tt.name), tt.file)
+			r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit", "-f", file, "--max-price", "1", "--duration", "1h")
+			want := "idlegrid: " + file + ": " + tt.want + "\n  fix the field named above and try again; 'idlegrid help job submit' shows the flags\n"
+			if r.code != 1 || r.err != want {
+				t.Errorf("got %s\nwant exit 1 and stderr %q", r, want)
+			}
+		})
+	}
+}
