@@ -19,12 +19,21 @@ func (r Role) Valid() bool {
 	return r == RoleRenter || r == RoleProvider || r == RoleAdmin
 }
 
-// Account is a renter, a provider or an admin.
+// Account is a renter, a provider or an admin. Its name is unique among
+// the accounts of its role, so that no one makes a second renter "acme" by
+// accident; a renter and a provider may share a name, as one company may
+// rent and provide. Accounts made before names were unique keep theirs,
+// the oldest holding the name.
 type Account struct {
 	ID        string    `json:"id"`
 	Name      string    `json:"name"`
 	Role      Role      `json:"role"`
 	CreatedAt time.Time `json:"created_at"`
+	// IdempotencyKey is the admin's key of the account's creation (the
+	// Idempotency-Key header), if it had one: the same creation sent again
+	// with it finds this account instead of making another. It is the
+	// creator's, not the account's, so the API does not show it.
+	IdempotencyKey string `json:"-"`
 }
 
 // AccountFilter selects accounts, oldest first.

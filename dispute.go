@@ -59,6 +59,14 @@ type Dispute struct {
 	PolicySHA256  string     `json:"policy_sha256,omitempty"` // the trust policy that priced it
 	CreatedAt     time.Time  `json:"created_at"`
 	ResolvedAt    *time.Time `json:"resolved_at,omitempty"`
+	// IdempotencyKey is the operator's key of the opening (the
+	// Idempotency-Key header), if it had one, and RequestSHA256 the digest
+	// of what was asked under it: the same request sent again with the key
+	// finds this dispute instead of opening another, and another request
+	// with it is refused. They are the operator's, so the API does not
+	// show them.
+	IdempotencyKey string `json:"-"`
+	RequestSHA256  string `json:"-"`
 }
 
 // Limits on what an operator writes in a dispute. A dispute is logged
@@ -135,8 +143,13 @@ type DisputeResolution struct {
 type DisputeStore interface {
 	// OpenDispute stores d. When d.State is upheld, penalty (which may be
 	// nil when the bond was empty) is applied in the same transaction.
+	// ECONFLICT when d's lease has a dispute of its offence, or naming
+	// idempotency_key when d's idempotency key opened another.
 	OpenDispute(ctx context.Context, d *Dispute, penalty *Transfer) error
 	FindDispute(ctx context.Context, id string) (*Dispute, error)
+	// FindDisputeByIdempotencyKey returns the dispute opened with key
+	// (Dispute.IdempotencyKey); ENOTFOUND when none was.
+	FindDisputeByIdempotencyKey(ctx context.Context, key string) (*Dispute, error)
 	ListDisputes(ctx context.Context, f DisputeFilter) ([]*Dispute, error)
 	// ResolveDispute moves an open dispute to upheld or dismissed;
 	// ECONFLICT when it is no longer open.

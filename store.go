@@ -31,8 +31,18 @@ type Store interface {
 	// Ping checks that the database answers: EUNAVAILABLE when it does not.
 	Ping(ctx context.Context) error
 
+	// CreateAccount stores a new account. ECONFLICT when its ID is taken,
+	// naming name when an account of its role has its name, or naming
+	// idempotency_key when its idempotency key made another account.
 	CreateAccount(ctx context.Context, a *Account) error
+	// CreateAccountWithKey is CreateAccount that stores k, the account's
+	// first API key, in the same transaction: no account is left without
+	// a key for its owner.
+	CreateAccountWithKey(ctx context.Context, a *Account, k *APIKey) error
 	FindAccount(ctx context.Context, id string) (*Account, error)
+	// FindAccountByIdempotencyKey returns the account created with key
+	// (Account.IdempotencyKey); ENOTFOUND when none was.
+	FindAccountByIdempotencyKey(ctx context.Context, key string) (*Account, error)
 	// ListAccounts returns the accounts f selects, oldest first (then by
 	// ID); none after an f.After that is not an account.
 	ListAccounts(ctx context.Context, f AccountFilter) ([]*Account, error)

@@ -24,13 +24,29 @@ func requireID(field, id string) error {
 // CreateAccount creates an account with its first API key, returning the
 // key's secret, which is shown only this once. Admins only.
 func (c *Client) CreateAccount(ctx context.Context, name string, role idlegrid.Role) (*idlegrid.Account, *idlegrid.APIKey, string, error) {
+	a, k, secret, _, err := c.CreateAccountOnce(ctx, name, role, "")
+	return a, k, secret, err
+}
+
+// CreateAccountOnce creates an account with an idempotency key ("" for
+// none), so that sending it again, after an answer that never came, makes
+// no second account: the server answers with the first, replayed says so,
+// and since the first key's secret was shown once, the key and secret
+// are a new key's for the account. A key sent with another name or role
+// is refused (ECONFLICT).
+func (c *Client) CreateAccountOnce(ctx context.Context, name string, role idlegrid.Role, key string) (
+	a *idlegrid.Account, k *idlegrid.APIKey, secret string, replayed bool, err error) {
 	var out wire.CreateAccountResponse
-	err := c.do(ctx, call{method: http.MethodPost, path: path("accounts"),
-		in: wire.CreateAccountRequest{Name: name, Role: role}, out: &out})
-	if err != nil {
-		return nil, nil, "", err
+	var meta answerMeta
+	cl := call{method: http.MethodPost, path: path("accounts"),
+		in: wire.CreateAccountRequest{Name: name, Role: role}, out: &out, answered: &meta}
+	if key != "" {
+		cl.header = idempotent(key)
 	}
-	return out.Account, out.APIKey, out.Secret, nil
+	if err := c.do(ctx, cl); err != nil {
+		return nil, nil, "", false, err
+	}
+	return out.Account, out.APIKey, out.Secret, meta.header.Get(wire.HeaderIdempotentReplayed) == "true", nil
 }
 
 // ListAccounts lists the accounts f selects, oldest first, a page at a

@@ -75,11 +75,26 @@ func (c *Client) FindDispute(ctx context.Context, id string) (*idlegrid.Dispute,
 // OpenDispute charges a provider with an offence the market cannot prove
 // by itself. Admins only.
 func (c *Client) OpenDispute(ctx context.Context, d idlegrid.Dispute) (*idlegrid.Dispute, error) {
-	var out idlegrid.Dispute
-	if err := c.do(ctx, call{method: http.MethodPost, path: path("disputes"), in: d, out: &out}); err != nil {
-		return nil, err
+	out, _, err := c.OpenDisputeOnce(ctx, d, "")
+	return out, err
+}
+
+// OpenDisputeOnce opens a dispute with an idempotency key ("" for none),
+// so that sending it again, after an answer that never came, opens no
+// second one: the server answers with the first, as it is now, and
+// replayed says so. A key sent with another request is refused
+// (ECONFLICT).
+func (c *Client) OpenDisputeOnce(ctx context.Context, d idlegrid.Dispute, key string) (out *idlegrid.Dispute, replayed bool, err error) {
+	var got idlegrid.Dispute
+	var meta answerMeta
+	cl := call{method: http.MethodPost, path: path("disputes"), in: d, out: &got, answered: &meta}
+	if key != "" {
+		cl.header = idempotent(key)
 	}
-	return &out, nil
+	if err := c.do(ctx, cl); err != nil {
+		return nil, false, err
+	}
+	return &got, meta.header.Get(wire.HeaderIdempotentReplayed) == "true", nil
 }
 
 // UpholdDispute upholds an open dispute, taking the trust policy's penalty

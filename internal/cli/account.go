@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -34,19 +36,27 @@ type createdAccount struct {
 	Account *idlegrid.Account `json:"account"`
 	Key     *idlegrid.APIKey  `json:"key"`
 	Secret  string            `json:"secret"`
+	// Replayed is true when the account was made before under the
+	// idempotency key: Key is a new key for it.
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 func (c *accountCommand) create(ctx context.Context, args []string) error {
 	fs := c.env.flags("account create", help{
-		usage: "idlegrid account create --name N --role renter|provider|admin [--json]",
+		usage: "idlegrid account create --name N --role renter|provider|admin [--idempotency-key K] [--json]",
 		about: `Create an account (admins only). Its first API key is printed once:
-hand it to the account's owner.`,
+hand it to the account's owner. A name is unique among the accounts of a
+role. Run again with the same --idempotency-key, it creates nothing: it
+shows the account the first run made, with a new API key for it, since
+the first key's secret is shown only once.`,
 		examples: `idlegrid account create --name acme-research --role renter
-		idlegrid account create --name garage-gpus --role provider`,
+		idlegrid account create --name garage-gpus --role provider
+		idlegrid account create --name acme-research --role renter --idempotency-key onboard-acme   # from a script: run twice, it creates once`,
 	})
 	r := c.env.remoteFlags(fs)
 	name := fs.String("name", "", "the account's name (required)")
 	role := fs.String("role", "", "renter, provider or admin (required)")
+	key := fs.String("idempotency-key", "", "create at most once under this key: run again with it, the command shows the account the first run made, with a new API key, instead of making another (default: a new key each time)")
 	asJSON := fs.Bool("json", false, "print JSON, including the key's secret")
 	args, err := fs.parse(args)
 	if err != nil {
@@ -62,19 +72,41 @@ hand it to the account's owner.`,
 	if err != nil {
 		return err
 	}
-	a, k, secret, err := cl.CreateAccount(ctx, *name, idlegrid.Role(*role))
+	a, k, secret, replayed, err := cl.CreateAccountOnce(ctx, *name, idlegrid.Role(*role), orNewKey(key, "cli-account"))
 	if err != nil {
-		return err
+		return createFailed(ctx, err, *key, *role)
 	}
 	if *asJSON {
-		return printJSON(c.env.Out, createdAccount{Account: a, Key: k, Secret: secret})
+		return printJSON(c.env.Out, createdAccount{Account: a, Key: k, Secret: secret, Replayed: replayed})
 	}
-	fmt.Fprintf(c.env.Out, "created %s account %s (%s)\n", a.Role, a.ID, a.Name)
+	if replayed {
+		fmt.Fprintf(c.env.Out, "already created under idempotency key %s: %s account %s (%s), not created again\n", *key, a.Role, a.ID, a.Name)
+		fmt.Fprintf(c.env.Out, "its first API key's secret was shown once, so it has a new key, %s; revoke the one its owner does not use:\n"+
+			"  idlegrid key ls --account %s, then idlegrid key revoke KEY_ID --account %s\n", k.ID, a.ID, a.ID)
+	} else {
+		fmt.Fprintf(c.env.Out, "created %s account %s (%s)\n", a.Role, a.ID, a.Name)
+	}
 	fmt.Fprintf(c.env.Out, "API key (shown once): %s\n", secret)
-	if a.Role == idlegrid.RoleRenter {
+	if a.Role == idlegrid.RoleRenter && !replayed {
 		fmt.Fprintf(c.env.Out, "add funds with: idlegrid account topup %s 100\n", a.ID)
 	}
 	return nil
+}
+
+// createFailed explains an account creation that failed: a name taken
+// says what to do; one sent that got no answer may have been made all the
+// same, and the same key sent again says which.
+func createFailed(ctx context.Context, err error, key, role string) error {
+	var answered *idlegrid.Error
+	var op *net.OpError
+	switch {
+	case errors.As(err, &answered) && answered.Code == idlegrid.ECONFLICT && answered.Field == "name":
+		return withHint(err, "'idlegrid account ls --role "+role+"' lists the accounts and their names; pick another --name for a new one")
+	case errors.As(err, &answered) || ctx.Err() != nil || errors.As(err, &op) && op.Op == "dial":
+		return err
+	}
+	return withHint(err, "it may have been created before the answer was lost: run the same command with --idempotency-key "+key+
+		" to create it at most once (it shows the account if there is one)")
 }
 
 func (c *accountCommand) list(ctx context.Context, args []string) error {

@@ -291,7 +291,9 @@ func (d *devMarket) seed(ctx context.Context, admin *client.Client, url string) 
 		if _, ok := d.state.Providers[p.name]; ok {
 			continue
 		}
-		a, _, key, err := admin.CreateAccount(ctx, p.name, idlegrid.RoleProvider)
+		// Once per data dir, whatever stops it before the state is saved:
+		// a rerun is answered with the same account, and a new key.
+		a, _, key, _, err := admin.CreateAccountOnce(ctx, p.name, idlegrid.RoleProvider, "dev-seed-provider-"+p.name)
 		if err != nil {
 			return fmt.Errorf("create provider %s: %w", p.name, err)
 		}
@@ -302,7 +304,7 @@ func (d *devMarket) seed(ctx context.Context, admin *client.Client, url string) 
 		d.state.Providers[p.name] = devAccount{ID: a.ID, Key: key, JoinToken: token}
 	}
 	if d.state.Renter.ID == "" {
-		a, _, key, err := admin.CreateAccount(ctx, "demo-renter", idlegrid.RoleRenter)
+		a, _, key, _, err := admin.CreateAccountOnce(ctx, "demo-renter", idlegrid.RoleRenter, "dev-seed-renter")
 		if err != nil {
 			return fmt.Errorf("create the demo renter: %w", err)
 		}

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -236,14 +238,16 @@ func (c *disputeCommand) show(ctx context.Context, args []string) error {
 
 func (c *disputeCommand) open(ctx context.Context, args []string) error {
 	fs := c.env.flags("dispute open", help{
-		usage: "idlegrid dispute open --provider ID --offence OFFENCE --evidence TEXT [--node ID] [--lease ID] [--renter ID] [--harm AMOUNT] [--json]",
+		usage: "idlegrid dispute open --provider ID --offence OFFENCE --evidence TEXT [--node ID] [--lease ID] [--renter ID] [--harm AMOUNT] [--idempotency-key K] [--json]",
 		about: `Charge a provider with an offence the market cannot prove by itself (admins
 only): forged_receipt, fake_hardware, mismatched_result or broken_notice.
 The dispute opens, its evidence in the audit log, and the provider cannot
 release its bond until you uphold it ('idlegrid dispute uphold', which takes
 the trust policy's penalty from the bond) or dismiss it. --harm is what the
 offence cost the renter, which the penalty may scale with; a --lease names
-its renter, who receives the penalty when the policy says so.`,
+its renter, who receives the penalty when the policy says so. Run again with
+the same --idempotency-key and the same flags, it opens nothing: it shows
+the dispute the first run opened.`,
 		examples: "idlegrid dispute open --provider acct_abc123 --lease lease_abc123 --offence broken_notice --evidence 'node rebooted mid-lease twice; see agent logs' --harm 12.50",
 	})
 	r := c.env.remoteFlags(fs)
@@ -255,6 +259,7 @@ its renter, who receives the penalty when the policy says so.`,
 	fs.StringVar(&d.LeaseID, "lease", "", "the lease at fault, on the provider's node")
 	fs.StringVar(&d.RenterID, "renter", "", "the harmed renter (default: the --lease's)")
 	harm := fs.String("harm", "0", "what the offence cost the renter, decimal")
+	key := fs.String("idempotency-key", "", "open at most once under this key: run again with it and the same flags, the command shows the dispute the first run opened instead of opening another (default: a new key each time)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := fs.parseArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
@@ -273,18 +278,37 @@ its renter, who receives the penalty when the policy says so.`,
 	if err != nil {
 		return err
 	}
-	out, err := cl.OpenDispute(ctx, d)
+	out, replayed, err := cl.OpenDisputeOnce(ctx, d, orNewKey(key, "cli-dispute"))
 	if err != nil {
-		return err
+		return openFailed(ctx, err, *key)
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, out)
 	}
+	if replayed {
+		fmt.Fprintf(c.env.Out, "already opened under idempotency key %s: %s (%s), not opened again\n", *key, out.ID, out.State)
+	}
 	if err := printDispute(c.env, out); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.env.Out, "resolve it with: idlegrid dispute uphold %s --reason WHY (or dismiss)\n", out.ID)
+	if out.State == idlegrid.DisputeOpen {
+		fmt.Fprintf(c.env.Out, "resolve it with: idlegrid dispute uphold %s --reason WHY (or dismiss)\n", out.ID)
+	}
 	return nil
+}
+
+// openFailed explains a dispute's opening that failed. One sent that got
+// no answer may have been stored all the same: the same key sent again
+// says which. (One refused, or never sent for want of a connection, was
+// not.)
+func openFailed(ctx context.Context, err error, key string) error {
+	var answered *idlegrid.Error
+	var op *net.OpError
+	if errors.As(err, &answered) || ctx.Err() != nil || errors.As(err, &op) && op.Op == "dial" {
+		return err
+	}
+	return withHint(err, "it may have been opened before the answer was lost: run the same command with --idempotency-key "+key+
+		" to open it at most once (it shows the dispute if there is one), or look with 'idlegrid dispute ls --state open'")
 }
 
 func printDispute(e *env, d *idlegrid.Dispute) error {

@@ -7,22 +7,51 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
+	"github.com/idlegrid/idlegrid/internal/ledger"
 )
 
-// POST /v1/accounts
+// POST /v1/accounts, with an optional Idempotency-Key header: sent again
+// with the same key, name and role, it answers 200 with the account the
+// first made, a new key for it, and Idempotent-Replayed: true.
 func (a *api) createAccount(w http.ResponseWriter, r *http.Request) error {
 	if _, err := parseQuery(r); err != nil {
+		return err
+	}
+	key, err := optionalIdempotencyKey(r)
+	if err != nil {
 		return err
 	}
 	var req wire.CreateAccountRequest
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
 	}
-	acct, key, secret, err := a.srv.CreateAccount(r.Context(), req.Name, req.Role)
+	acct, apiKey, secret, replayed, err := a.srv.CreateAccountOnce(r.Context(), req.Name, req.Role, key)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, wire.CreateAccountResponse{Account: acct, APIKey: key, Secret: secret})
+	return writeCreated(w, replayed, wire.CreateAccountResponse{Account: acct, APIKey: apiKey, Secret: secret})
+}
+
+// optionalIdempotencyKey returns the request's Idempotency-Key header, ""
+// when it has none; one given must be a key.
+func optionalIdempotencyKey(r *http.Request) (string, error) {
+	key := r.Header.Get(wire.HeaderIdempotencyKey)
+	if _, given := r.Header[wire.HeaderIdempotencyKey]; given {
+		if err := ledger.CheckIdempotencyKey(wire.HeaderIdempotencyKey, key); err != nil {
+			return "", err
+		}
+	}
+	return key, nil
+}
+
+// writeCreated answers a creation: 201 with v, or, for one sent again
+// under its idempotency key (replayed), 200 with Idempotent-Replayed.
+func writeCreated(w http.ResponseWriter, replayed bool, v any) error {
+	if replayed {
+		w.Header().Set(wire.HeaderIdempotentReplayed, "true")
+		return writeJSON(w, http.StatusOK, v)
+	}
+	return writeJSON(w, http.StatusCreated, v)
 }
 
 // GET /v1/accounts?role=&after=&limit=

@@ -99,20 +99,26 @@ func (a *api) listDisputes(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, wire.Disputes{Disputes: nonNil(ds)})
 }
 
-// POST /v1/disputes: an operator charges a provider (admins only).
+// POST /v1/disputes: an operator charges a provider (admins only). With
+// an Idempotency-Key header, the same request sent again answers 200 with
+// the dispute the first opened, and Idempotent-Replayed: true.
 func (a *api) openDispute(w http.ResponseWriter, r *http.Request) error {
 	if _, err := parseQuery(r); err != nil {
+		return err
+	}
+	key, err := optionalIdempotencyKey(r)
+	if err != nil {
 		return err
 	}
 	var d idlegrid.Dispute
 	if err := a.readJSON(w, r, &d); err != nil {
 		return err
 	}
-	out, err := a.srv.OpenDispute(r.Context(), d)
+	out, replayed, err := a.srv.OpenDisputeOnce(r.Context(), d, key)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, out)
+	return writeCreated(w, replayed, out)
 }
 
 // GET /v1/disputes/{id}

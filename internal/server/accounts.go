@@ -2,18 +2,99 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/ledger"
 	"github.com/idlegrid/idlegrid/internal/market"
 )
 
 // CreateAccount creates an account and its first API key. Admins only.
 func (s *Server) CreateAccount(ctx context.Context, name string, role idlegrid.Role) (*idlegrid.Account, *idlegrid.APIKey, string, error) {
+	a, k, secret, _, err := s.CreateAccountOnce(ctx, name, role, "")
+	return a, k, secret, err
+}
+
+// retryKeyName names the key a creation sent again makes (reissue).
+const retryKeyName = "retry"
+
+// CreateAccountOnce is CreateAccount with the admin's idempotency key (""
+// for none): a creation sent again with the same key, name and role
+// answers with the account the first made, and replayed says so; with
+// another name or role it is refused (ECONFLICT naming idempotency_key).
+// Admins share one space of keys. An account of the role that holds the
+// name already is ECONFLICT naming name. The account and its first key
+// are stored together, so that none is left without a key.
+func (s *Server) CreateAccountOnce(ctx context.Context, name string, role idlegrid.Role, key string) (
+	a *idlegrid.Account, k *idlegrid.APIKey, secret string, replayed bool, err error) {
 	if _, err := requireManage(ctx, idlegrid.RoleAdmin); err != nil {
-		return nil, nil, "", err
+		return nil, nil, "", false, err
 	}
-	return s.Bootstrap(ctx, name, role)
+	a = &idlegrid.Account{ID: idlegrid.NewID("acct"), Name: name, Role: role, IdempotencyKey: key, CreatedAt: s.Now()}
+	if err := a.Validate(); err != nil {
+		return nil, nil, "", false, err
+	}
+	if key != "" {
+		if err := ledger.CheckIdempotencyKey("idempotency_key", key); err != nil {
+			return nil, nil, "", false, err
+		}
+		if first, err := s.accountCreatedWith(ctx, key, name, role); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			return s.reissue(ctx, first, err)
+		}
+	}
+	k, secret, err = s.apiKey(a.ID, "default", idlegrid.AccessAll)
+	if err != nil {
+		return nil, nil, "", false, err
+	}
+	err = s.store.CreateAccountWithKey(ctx, a, k)
+	if key != "" && conflictOn(err, "idempotency_key") { // sent twice at once: the other was stored
+		first, err := s.accountCreatedWith(ctx, key, name, role)
+		return s.reissue(ctx, first, err)
+	} else if err != nil {
+		return nil, nil, "", false, err
+	}
+	return a, k, secret, false, nil
+}
+
+// accountCreatedWith returns the account created with key, if it has name
+// and role; ENOTFOUND when the key made none, ECONFLICT when it made
+// another.
+func (s *Server) accountCreatedWith(ctx context.Context, key, name string, role idlegrid.Role) (*idlegrid.Account, error) {
+	a, err := s.store.FindAccountByIdempotencyKey(ctx, key)
+	if err != nil {
+		return nil, err
+	} else if a.Name != name || a.Role != role {
+		return nil, &idlegrid.Error{Code: idlegrid.ECONFLICT, Field: "idempotency_key", Message: fmt.Sprintf(
+			"idempotency key %q was used for %s account %s named %q, not a %s named %q; use a new key for a new account",
+			key, a.Role, a.ID, a.Name, role, name)}
+	}
+	return a, nil
+}
+
+// reissue answers a creation sent again with the account the first made,
+// or with err when that could not be found. The first key's secret was
+// shown once and is not kept, so the account gets a new key whose secret
+// this answer shows: a caller whose first answer was lost still gets a
+// key it can use. The first key stays, for a caller that did receive it;
+// the account's owner or an admin may revoke the one not used.
+func (s *Server) reissue(ctx context.Context, a *idlegrid.Account, err error) (*idlegrid.Account, *idlegrid.APIKey, string, bool, error) {
+	if err != nil {
+		return nil, nil, "", false, err
+	}
+	k, secret, err := s.newAPIKey(ctx, a.ID, retryKeyName, idlegrid.AccessAll)
+	if err != nil {
+		return nil, nil, "", false, err
+	}
+	s.log.Info("account creation sent again: made it a new key", "account", a.ID, "key", k.ID)
+	return a, k, secret, true, nil
+}
+
+// conflictOn reports whether err is ECONFLICT naming field.
+func conflictOn(err error, field string) bool {
+	var e *idlegrid.Error
+	return errors.As(err, &e) && e.Code == idlegrid.ECONFLICT && e.Field == field
 }
 
 // Bootstrap creates an account and its first key without a caller. It is for
@@ -141,20 +222,28 @@ func (s *Server) CreateAPIKey(ctx context.Context, name string, access idlegrid.
 }
 
 func (s *Server) newAPIKey(ctx context.Context, accountID, name string, access idlegrid.Access) (*idlegrid.APIKey, string, error) {
+	k, secret, err := s.apiKey(accountID, name, access)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := s.store.CreateAPIKey(ctx, k); err != nil {
+		return nil, "", err
+	}
+	return k, secret, nil
+}
+
+// apiKey makes, without storing it, a key for the account and its secret.
+func (s *Server) apiKey(accountID, name string, access idlegrid.Access) (*idlegrid.APIKey, string, error) {
 	if name == "" || len(name) > 100 {
 		return nil, "", idlegrid.Invalid("key.name", "must be 1-100 characters")
 	} else if err := access.Validate("key.access"); err != nil {
 		return nil, "", err
 	}
 	secret := idlegrid.NewSecret("igk")
-	k := &idlegrid.APIKey{
+	return &idlegrid.APIKey{
 		ID: idlegrid.NewID("key"), AccountID: accountID, Name: name,
 		Prefix: secret[:12], Access: access, Hash: hashSecret(secret), CreatedAt: s.Now(),
-	}
-	if err := s.store.CreateAPIKey(ctx, k); err != nil {
-		return nil, "", err
-	}
-	return k, secret, nil
+	}, secret, nil
 }
 
 // ListAPIKeys lists an account's keys: the caller's own ("" or its ID),

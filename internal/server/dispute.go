@@ -3,6 +3,8 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -43,7 +45,7 @@ func (s *Server) PostBond(ctx context.Context, providerID string, amount idlegri
 		return nil, err
 	}
 	if _, err := s.store.PostTransfer(ctx, t); err != nil {
-		return nil, err
+		return nil, callersKey(err, idempotencyKey, "a bond of provider "+providerID+" of another amount or source")
 	}
 	s.log.Info("bond staked", "provider", providerID, "amount", amount.String(), "by", c.AccountID)
 	return s.store.Balance(ctx, providerID)
@@ -62,7 +64,7 @@ func (s *Server) ReleaseBond(ctx context.Context, amount idlegrid.Micros, idempo
 		return nil, err
 	}
 	if _, err := s.store.ReleaseBond(ctx, t, c.AccountID); err != nil {
-		return nil, err
+		return nil, callersKey(err, idempotencyKey, "a release of another amount")
 	}
 	return s.store.Balance(ctx, c.AccountID)
 }
@@ -146,6 +148,10 @@ type offence struct {
 	harm       idlegrid.Micros
 	evidence   string
 	detail     any // marshalled as the dispute's Detail
+	// idempotencyKey and requestSHA256 are an operator's key of the
+	// opening and the digest of its request; "" for the market's own.
+	idempotencyKey string
+	requestSHA256  string
 }
 
 // convictTries is how often convict prices a penalty against a bond that
@@ -220,23 +226,84 @@ func (s *Server) upholdOpen(ctx context.Context, o offence) (*idlegrid.Dispute, 
 // OpenDispute lets an operator charge a provider with an offence the
 // market cannot prove by itself; it stays open until upheld or dismissed.
 func (s *Server) OpenDispute(ctx context.Context, d idlegrid.Dispute) (*idlegrid.Dispute, error) {
+	out, _, err := s.OpenDisputeOnce(ctx, d, "")
+	return out, err
+}
+
+// OpenDisputeOnce is OpenDispute with the operator's idempotency key (""
+// for none): the same request sent again with the key answers with the
+// dispute the first opened, as it is now, and replayed says so; another
+// request with it is refused (ECONFLICT naming idempotency_key). Admins
+// share one space of keys.
+func (s *Server) OpenDisputeOnce(ctx context.Context, d idlegrid.Dispute, key string) (out *idlegrid.Dispute, replayed bool, err error) {
 	if _, err := requireManage(ctx, idlegrid.RoleAdmin); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !knownOffence(d.Offence) {
-		return nil, idlegrid.Invalid("dispute.offence", "must be one of %v, got %q", trustpolicy.Offences, d.Offence)
+		return nil, false, idlegrid.Invalid("dispute.offence", "must be one of %v, got %q", trustpolicy.Offences, d.Offence)
 	} else if d.HarmMicros < 0 {
-		return nil, idlegrid.Invalid("dispute.harm_micros", "must not be negative")
+		return nil, false, idlegrid.Invalid("dispute.harm_micros", "must not be negative")
 	} else if err := idlegrid.CheckEvidence(d.Evidence); err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	digest, err := disputeRequestSHA256(d)
+	if err != nil {
+		return nil, false, err
+	}
+	if key != "" {
+		if err := ledger.CheckIdempotencyKey("idempotency_key", key); err != nil {
+			return nil, false, err
+		}
+		if first, err := s.disputeOpenedWith(ctx, key, digest); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			return first, err == nil, err
+		}
 	}
 	renter, err := s.checkParties(ctx, d)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	o := offence{kind: trustpolicy.Offence(d.Offence), providerID: d.ProviderID, nodeID: d.NodeID,
-		leaseID: d.LeaseID, renterID: renter, harm: d.HarmMicros, evidence: d.Evidence}
-	return s.openDispute(ctx, o, idlegrid.DisputeOpen, "", "")
+		leaseID: d.LeaseID, renterID: renter, harm: d.HarmMicros, evidence: d.Evidence,
+		idempotencyKey: key, requestSHA256: digest}
+	out, err = s.openDispute(ctx, o, idlegrid.DisputeOpen, "", "")
+	if key != "" && conflictOn(err, "idempotency_key") { // sent twice at once: the other was stored
+		first, err := s.disputeOpenedWith(ctx, key, digest)
+		return first, err == nil, err
+	}
+	return out, false, err
+}
+
+// disputeRequestSHA256 is the digest of what an operator asks of
+// OpenDispute, hex: what a request sent again under its key must match.
+func disputeRequestSHA256(d idlegrid.Dispute) (string, error) {
+	b, err := json.Marshal(struct {
+		Offence    string          `json:"offence"`
+		ProviderID string          `json:"provider_id"`
+		NodeID     string          `json:"node_id"`
+		LeaseID    string          `json:"lease_id"`
+		RenterID   string          `json:"renter_id"`
+		HarmMicros idlegrid.Micros `json:"harm_micros"`
+		Evidence   string          `json:"evidence"`
+	}{d.Offence, d.ProviderID, d.NodeID, d.LeaseID, d.RenterID, d.HarmMicros, d.Evidence})
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// disputeOpenedWith returns the dispute opened with key, if it was asked as digest
+// says; ENOTFOUND when the key opened none, ECONFLICT when it opened one
+// for another request.
+func (s *Server) disputeOpenedWith(ctx context.Context, key, digest string) (*idlegrid.Dispute, error) {
+	d, err := s.store.FindDisputeByIdempotencyKey(ctx, key)
+	if err != nil {
+		return nil, err
+	} else if d.RequestSHA256 != digest {
+		return nil, &idlegrid.Error{Code: idlegrid.ECONFLICT, Field: "idempotency_key", Message: fmt.Sprintf(
+			"idempotency key %q was used for dispute %s, which was asked otherwise; use a new key for a new dispute", key, d.ID)}
+	}
+	return d, nil
 }
 
 func knownOffence(o string) bool {
@@ -255,6 +322,7 @@ func (s *Server) openDispute(ctx context.Context, o offence, state idlegrid.Disp
 		ID: idlegrid.NewID("dispute"), Offence: string(o.kind), State: state, ProviderID: o.providerID,
 		NodeID: o.nodeID, LeaseID: o.leaseID, RenterID: o.renterID, Evidence: o.evidence,
 		HarmMicros: max(o.harm, 0), PolicySHA256: s.cfg.TrustPolicy.SHA256, CreatedAt: now,
+		IdempotencyKey: o.idempotencyKey, RequestSHA256: o.requestSHA256,
 	}
 	if o.detail != nil {
 		b, err := json.Marshal(o.detail)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/ledger"
@@ -30,10 +31,23 @@ func (s *Server) TopUp(ctx context.Context, accountID string, amount idlegrid.Mi
 	}
 	t.ID = idlegrid.NewID("tx")
 	if _, err := s.store.PostTransfer(ctx, t); err != nil {
-		return nil, err
+		return nil, callersKey(err, idempotencyKey, "a top-up of account "+a.ID+" of another amount")
 	}
 	s.Kick() // jobs waiting for funds may now place
 	return s.store.Balance(ctx, a.ID)
+}
+
+// callersKey says, in the caller's terms, that the caller's idempotency
+// key was used before for another request (used says what), when err is
+// the store's conflict on a transfer's key. The store names the ledger's
+// key, which scopes the caller's to an account ("topup:ACCOUNT:KEY"),
+// while the caller gave only KEY. Any other err is returned as it was.
+func callersKey(err error, key, used string) error {
+	if !conflictOn(err, "idempotency_key") {
+		return err
+	}
+	return &idlegrid.Error{Code: idlegrid.ECONFLICT, Field: "idempotency_key", Message: fmt.Sprintf(
+		"idempotency key %q was used before for %s; retry with what was sent then, or use a new key", key, used)}
 }
 
 // ownAccount resolves "" to the caller's account and refuses other people's

@@ -4,27 +4,115 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
 )
 
 // CreateAccount stores a new account. The caller sets ID and CreatedAt.
+// ECONFLICT when the ID is taken, naming name when an account of the role
+// holds the name, or naming idempotency_key when the account's key made
+// another.
 func (db *DB) CreateAccount(ctx context.Context, a *idlegrid.Account) error {
+	return db.createAccount(ctx, a, nil)
+}
+
+// CreateAccountWithKey is CreateAccount that stores k, the account's first
+// API key, in the same transaction, so that no account is left without a
+// key for its owner.
+func (db *DB) CreateAccountWithKey(ctx context.Context, a *idlegrid.Account, k *idlegrid.APIKey) error {
+	if k == nil {
+		return idlegrid.Invalid("api_key", "required: the account's first key")
+	} else if k.AccountID != a.ID {
+		return idlegrid.Invalid("api_key.account_id", "must be the new account's, %q", a.ID)
+	}
+	return db.createAccount(ctx, a, k)
+}
+
+func (db *DB) createAccount(ctx context.Context, a *idlegrid.Account, k *idlegrid.APIKey) error {
 	if err := required("account.id", a.ID); err != nil {
 		return err
 	} else if err := a.Validate(); err != nil {
 		return err
 	}
+	if k != nil {
+		if err := checkAPIKey(k); err != nil {
+			return err
+		}
+	}
 	err := db.update(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO accounts (id, name, role, created_at) VALUES ($1, $2, $3, $4)`,
-			a.ID, a.Name, string(a.Role), timeArg(a.CreatedAt))
-		return err
+		if _, err := tx.ExecContext(ctx, `INSERT INTO accounts (id, name, role, idempotency_key, created_at) VALUES ($1, $2, $3, $4, $5)`,
+			a.ID, a.Name, string(a.Role), a.IdempotencyKey, timeArg(a.CreatedAt)); err != nil {
+			return err
+		}
+		if k == nil {
+			return nil
+		}
+		return insertAPIKey(ctx, tx, db.dialect, k)
 	})
 	if isCode(err, idlegrid.ECONFLICT) {
-		return idlegrid.Errorf(idlegrid.ECONFLICT, "account %q already exists", a.ID)
+		return db.accountTaken(ctx, a, err)
 	}
 	return err
+}
+
+// accountTaken says what of a's is taken, after its insert conflicted
+// (err): its idempotency key, its ID, or its name within its role. The
+// conflicting row has committed by then, so a read outside the failed
+// transaction finds it. The key is looked at first, since a creation sent
+// again holds its first's name as well.
+func (db *DB) accountTaken(ctx context.Context, a *idlegrid.Account, err error) error {
+	taken := err
+	readErr := db.view(ctx, func(tx *sql.Tx) error {
+		var id string
+		if a.IdempotencyKey != "" {
+			err := tx.QueryRowContext(ctx, `SELECT id FROM accounts WHERE idempotency_key = $1`, a.IdempotencyKey).Scan(&id)
+			if err == nil {
+				taken = &idlegrid.Error{Code: idlegrid.ECONFLICT, Field: "idempotency_key", Message: fmt.Sprintf(
+					"idempotency key %q was used for account %s; use a new key for a new account", a.IdempotencyKey, id)}
+				return nil
+			} else if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
+		if _, err := findAccount(ctx, tx, a.ID); err == nil {
+			taken = idlegrid.Errorf(idlegrid.ECONFLICT, "account %q already exists", a.ID)
+			return nil
+		} else if idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			return err
+		}
+		err := tx.QueryRowContext(ctx, `SELECT id FROM accounts WHERE role = $1 AND name = $2 AND duplicate_name = 0`,
+			string(a.Role), a.Name).Scan(&id)
+		if err == nil {
+			taken = &idlegrid.Error{Code: idlegrid.ECONFLICT, Field: "name", Message: fmt.Sprintf(
+				"%s account %s is already named %q; use that account, or give this one another name", a.Role, id, a.Name)}
+			return nil
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		return nil
+	})
+	if readErr != nil {
+		return readErr
+	}
+	return taken
+}
+
+// FindAccountByIdempotencyKey returns the account created with key.
+func (db *DB) FindAccountByIdempotencyKey(ctx context.Context, key string) (*idlegrid.Account, error) {
+	if err := required("idempotency_key", key); err != nil {
+		return nil, err
+	}
+	var a *idlegrid.Account
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		a, err = scanAccount(tx.QueryRowContext(ctx, `SELECT `+accountColumns+` FROM accounts WHERE idempotency_key = $1`, key))
+		if errors.Is(err, sql.ErrNoRows) {
+			return idlegrid.Errorf(idlegrid.ENOTFOUND, "no account was created with idempotency key %q", key)
+		}
+		return err
+	})
+	return a, err
 }
 
 // FindAccount returns the account with id.
@@ -68,7 +156,7 @@ func (db *DB) ListAccounts(ctx context.Context, f idlegrid.AccountFilter) ([]*id
 	return out, err
 }
 
-const accountColumns = `id, name, role, created_at`
+const accountColumns = `id, name, role, idempotency_key, created_at`
 
 func findAccount(ctx context.Context, tx *sql.Tx, id string) (*idlegrid.Account, error) {
 	a, err := scanAccount(tx.QueryRowContext(ctx, `SELECT `+accountColumns+` FROM accounts WHERE id = $1`, id))
@@ -94,7 +182,7 @@ type scanner interface{ Scan(dest ...any) error }
 func scanAccount(s scanner) (*idlegrid.Account, error) {
 	var a idlegrid.Account
 	var created sql.NullInt64
-	if err := s.Scan(&a.ID, &a.Name, &a.Role, &created); err != nil {
+	if err := s.Scan(&a.ID, &a.Name, &a.Role, &a.IdempotencyKey, &created); err != nil {
 		return nil, err
 	}
 	a.CreatedAt = timeOf(created)
@@ -104,29 +192,41 @@ func scanAccount(s scanner) (*idlegrid.Account, error) {
 // CreateAPIKey stores a new key for an existing account; a key without an
 // access gets AccessAll.
 func (db *DB) CreateAPIKey(ctx context.Context, k *idlegrid.APIKey) error {
-	if err := required("api_key.id", k.ID); err != nil {
-		return err
-	} else if err := required("api_key.hash", k.Hash); err != nil {
-		return err
-	}
-	access := k.Access
-	if access == "" {
-		access = idlegrid.AccessAll
-	} else if err := access.Validate("api_key.access"); err != nil {
+	if err := checkAPIKey(k); err != nil {
 		return err
 	}
 	return db.update(ctx, func(tx *sql.Tx) error {
 		if _, err := findAccount(ctx, tx, k.AccountID); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, account_id, name, prefix, access, hash, created_at, revoked_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			k.ID, k.AccountID, k.Name, k.Prefix, string(access), k.Hash, timeArg(k.CreatedAt), timePtrArg(k.RevokedAt))
-		if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
-			return idlegrid.Errorf(idlegrid.ECONFLICT, "API key %q already exists", k.ID)
-		}
-		return err
+		return insertAPIKey(ctx, tx, db.dialect, k)
 	})
+}
+
+func checkAPIKey(k *idlegrid.APIKey) error {
+	if err := required("api_key.id", k.ID); err != nil {
+		return err
+	} else if err := required("api_key.hash", k.Hash); err != nil {
+		return err
+	} else if k.Access != "" {
+		return k.Access.Validate("api_key.access")
+	}
+	return nil
+}
+
+// insertAPIKey stores k, whose account exists in tx.
+func insertAPIKey(ctx context.Context, tx *sql.Tx, d *dialect, k *idlegrid.APIKey) error {
+	access := k.Access
+	if access == "" {
+		access = idlegrid.AccessAll
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, account_id, name, prefix, access, hash, created_at, revoked_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		k.ID, k.AccountID, k.Name, k.Prefix, string(access), k.Hash, timeArg(k.CreatedAt), timePtrArg(k.RevokedAt))
+	if isCode(d.translate(err), idlegrid.ECONFLICT) {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "API key %q already exists", k.ID)
+	}
+	return err
 }
 
 const apiKeyColumns = `k.id, k.account_id, k.name, k.prefix, k.access, k.hash, k.created_at, k.revoked_at`
@@ -149,10 +249,10 @@ func (db *DB) FindAPIKey(ctx context.Context, hash string) (*idlegrid.APIKey, *i
 	var a idlegrid.Account
 	err := db.view(ctx, func(tx *sql.Tx) (err error) {
 		var created sql.NullInt64
-		row := tx.QueryRowContext(ctx, `SELECT `+apiKeyColumns+`, a.id, a.name, a.role, a.created_at
+		row := tx.QueryRowContext(ctx, `SELECT `+apiKeyColumns+`, a.id, a.name, a.role, a.idempotency_key, a.created_at
 			FROM api_keys k JOIN accounts a ON a.id = k.account_id
 			WHERE k.hash = $1 AND k.revoked_at IS NULL`, hash)
-		k, err = scanAPIKey(row, &a.ID, &a.Name, &a.Role, &created)
+		k, err = scanAPIKey(row, &a.ID, &a.Name, &a.Role, &a.IdempotencyKey, &created)
 		if errors.Is(err, sql.ErrNoRows) {
 			return idlegrid.Errorf(idlegrid.ENOTFOUND, "no such API key")
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/audit"
@@ -12,14 +13,15 @@ import (
 var _ idlegrid.DisputeStore = (*DB)(nil)
 
 const disputeColumns = `id, offence, state, provider_id, node_id, lease_id, renter_id, evidence, detail,
-	harm_micros, penalty_micros, penalty_to, transfer_id, resolution, resolved_by, policy_sha256, created_at, resolved_at`
+	harm_micros, penalty_micros, penalty_to, transfer_id, resolution, resolved_by, policy_sha256, created_at, resolved_at,
+	idempotency_key, request_sha256`
 
 func scanDispute(s scanner) (*idlegrid.Dispute, error) {
 	var d idlegrid.Dispute
 	var created, resolved sql.NullInt64
 	if err := s.Scan(&d.ID, &d.Offence, &d.State, &d.ProviderID, &d.NodeID, &d.LeaseID, &d.RenterID,
 		&d.Evidence, &d.Detail, &d.HarmMicros, &d.PenaltyMicros, &d.PenaltyTo, &d.TransferID,
-		&d.Resolution, &d.ResolvedBy, &d.PolicySHA256, &created, &resolved); err != nil {
+		&d.Resolution, &d.ResolvedBy, &d.PolicySHA256, &created, &resolved, &d.IdempotencyKey, &d.RequestSHA256); err != nil {
 		return nil, err
 	}
 	d.CreatedAt, d.ResolvedAt = timeOf(created), timePtrOf(resolved)
@@ -71,12 +73,15 @@ func checkPenalty(providerID string, amount idlegrid.Micros, penalty *idlegrid.T
 
 // OpenDispute stores d and, when it is upheld, posts its penalty in the
 // same transaction. A second dispute for the same offence on the same
-// lease is ECONFLICT.
+// lease is ECONFLICT; so is one whose idempotency key opened another,
+// naming idempotency_key.
 func (db *DB) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idlegrid.Transfer) error {
 	if err := checkDispute(d, penalty); err != nil {
 		return err
 	}
-	return db.update(ctx, func(tx *sql.Tx) error {
+	var taken bool // the insert conflicted with a stored dispute
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		taken = false
 		if err := lockAccount(ctx, tx, d.ProviderID, db.dialect.forUpdate); err != nil { // as ReleaseBond does
 			return err
 		}
@@ -89,14 +94,13 @@ func (db *DB) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idl
 			transferID = penalty.ID
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO disputes (`+disputeColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
 			d.ID, d.Offence, string(d.State), d.ProviderID, d.NodeID, d.LeaseID, d.RenterID, d.Evidence, d.Detail,
 			int64(d.HarmMicros), int64(d.PenaltyMicros), d.PenaltyTo, transferID, d.Resolution, d.ResolvedBy,
-			d.PolicySHA256, timeArg(d.CreatedAt), resolved)
+			d.PolicySHA256, timeArg(d.CreatedAt), resolved, d.IdempotencyKey, d.RequestSHA256)
 		if err != nil {
-			if idlegrid.ErrorCode(db.dialect.translate(err)) == idlegrid.ECONFLICT {
-				return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s already has a %s dispute", d.LeaseID, d.Offence)
-			}
+			err = db.dialect.translate(err)
+			taken = idlegrid.ErrorCode(err) == idlegrid.ECONFLICT
 			return err
 		}
 		d.TransferID = transferID
@@ -108,6 +112,45 @@ func (db *DB) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idl
 		}
 		return postTransfers(ctx, tx, []*idlegrid.Transfer{penalty})
 	})
+	if taken {
+		return db.disputeTaken(ctx, d)
+	}
+	return err
+}
+
+// disputeTaken says what of d's is taken, after its insert conflicted:
+// its idempotency key, or its lease's offence. The key is looked at
+// first, since a request sent again holds its first's lease as well.
+func (db *DB) disputeTaken(ctx context.Context, d *idlegrid.Dispute) error {
+	if d.IdempotencyKey != "" {
+		other, err := db.FindDisputeByIdempotencyKey(ctx, d.IdempotencyKey)
+		if err == nil {
+			return &idlegrid.Error{Code: idlegrid.ECONFLICT, Field: "idempotency_key", Message: fmt.Sprintf(
+				"idempotency key %q was used for dispute %s; use a new key for a new dispute", d.IdempotencyKey, other.ID)}
+		} else if idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			return err
+		}
+	}
+	if d.LeaseID == "" {
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "dispute %q already exists", d.ID)
+	}
+	return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s already has a %s dispute", d.LeaseID, d.Offence)
+}
+
+// FindDisputeByIdempotencyKey returns the dispute opened with key.
+func (db *DB) FindDisputeByIdempotencyKey(ctx context.Context, key string) (*idlegrid.Dispute, error) {
+	if err := required("idempotency_key", key); err != nil {
+		return nil, err
+	}
+	var d *idlegrid.Dispute
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		d, err = scanDispute(tx.QueryRowContext(ctx, `SELECT `+disputeColumns+` FROM disputes WHERE idempotency_key = $1`, key))
+		if errors.Is(err, sql.ErrNoRows) {
+			return idlegrid.Errorf(idlegrid.ENOTFOUND, "no dispute was opened with idempotency key %q", key)
+		}
+		return err
+	})
+	return d, err
 }
 
 // FindDispute returns the dispute with id.

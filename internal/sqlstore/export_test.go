@@ -19,6 +19,13 @@ func BatchesRedone(db *DB) int64 { return db.batchesRedone.Load() }
 // Remigrate takes db's schema down to version and up again, so that the
 // later migrations run on the data as an upgrade from version would.
 func Remigrate(ctx context.Context, db *DB, version int64) error {
+	return RemigrateWith(ctx, db, version, "")
+}
+
+// RemigrateWith is Remigrate that runs q with args, unless q is "", on
+// the schema at version, between the way down and the way up: rows as a
+// server of that version wrote them.
+func RemigrateWith(ctx context.Context, db *DB, version int64, q string, args ...any) error {
 	fsys, err := fs.Sub(migrations, "migrations")
 	if err != nil {
 		return err
@@ -30,6 +37,11 @@ func Remigrate(ctx context.Context, db *DB, version int64) error {
 	}
 	if _, err := p.DownTo(ctx, version); err != nil {
 		return err
+	}
+	if q != "" {
+		if _, err := db.db.ExecContext(ctx, q, args...); err != nil {
+			return err
+		}
 	}
 	_, err = p.Up(ctx)
 	return err

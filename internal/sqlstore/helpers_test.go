@@ -88,7 +88,8 @@ func checkLedger(tb testing.TB, db *sqlstore.DB) {
 
 func mustAccount(tb testing.TB, db *sqlstore.DB, role idlegrid.Role) *idlegrid.Account {
 	tb.Helper()
-	a := &idlegrid.Account{ID: id("acct"), Name: string(role) + " one", Role: role, CreatedAt: t0}
+	acctID := id("acct")
+	a := &idlegrid.Account{ID: acctID, Name: string(role) + " " + acctID, Role: role, CreatedAt: t0} // names are unique by role
 	mustOK(tb, db.CreateAccount(context.Background(), a))
 	return a
 }

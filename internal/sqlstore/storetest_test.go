@@ -25,6 +25,9 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		test func(t *testing.T, db *sqlstore.DB)
 	}{
 		{"Accounts", testAccounts},
+		{"Accounts_Names", testAccountNames},
+		{"Accounts_NamesMigration", testAccountNamesMigration},
+		{"Accounts_IdempotencyKeys", testAccountIdempotencyKeys},
 		{"APIKeys", testAPIKeys},
 		{"JoinTokens", testJoinTokens},
 		{"RegistryLogins", testRegistryLogins},
@@ -69,6 +72,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"Quarantine", testQuarantine},
 		{"Audit", testAudit},
 		{"Disputes", testDisputes},
+		{"Disputes_IdempotencyKeys", testDisputeIdempotencyKeys},
 		{"Verifications", testVerifications},
 		{"TrustLists_Paging", testTrustListPaging},
 		{"Reputation", testReputation},
