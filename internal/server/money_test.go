@@ -317,7 +317,7 @@ func TestServer_SpendLimitAtStart(t *testing.T) {
 		}
 		synctest.Wait()
 		got, _ := m.srv.FindJob(m.renter, j.ID)
-		if got.State != idlegrid.JobQueued || !strings.Contains(got.Reason, "spend limit of API key "+keyID+" reached") {
+		if got.State != idlegrid.JobQueued || !strings.Contains(got.Reason, "spend limit of API key "+keyID+" would be exceeded ($0.500000 left)") {
 			t.Fatalf("job = %s (%s), want queued for the key's spend limit", got.State, got.Reason)
 		}
 

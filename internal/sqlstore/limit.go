@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -181,7 +182,11 @@ func overLimit(l *idlegrid.SpendLimit, s *idlegrid.Spend, hold idlegrid.Micros, 
 	if l.Scope == idlegrid.SpendKey {
 		what = "API key " + l.KeyID
 	}
+	state := "reached"
+	if s.Used() < l.LimitMicros { // the placement's hold, not the month's use, passes it
+		state = fmt.Sprintf("would be exceeded (%s left)", l.LimitMicros-s.Used())
+	}
 	return idlegrid.Errorf(idlegrid.EPAYMENT,
-		"spend limit of %s reached: %s a month, %s used in %s (%s charged, %s held), and this placement would hold %s more",
-		what, l.LimitMicros, s.Used(), month.Format("2006-01"), s.ChargedMicros, s.HeldMicros, hold)
+		"spend limit of %s %s: %s a month, %s used in %s (%s charged, %s held), and this placement would hold %s more",
+		what, state, l.LimitMicros, s.Used(), month.Format("2006-01"), s.ChargedMicros, s.HeldMicros, hold)
 }

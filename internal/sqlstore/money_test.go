@@ -321,7 +321,7 @@ func testSpendLimitsPlaceJob(t *testing.T, db *sqlstore.DB) {
 	j2 := keyJob()
 	err = db.PlaceJob(ctx, placement(j2, 0, lease(j2, n, 2)))
 	wantCode(t, err, idlegrid.EPAYMENT)
-	if want := "spend limit of API key " + k.ID + " reached"; !strings.Contains(idlegrid.ErrorMessage(err), want) {
+	if want := "spend limit of API key " + k.ID + " would be exceeded ($1.000000 left)"; !strings.Contains(idlegrid.ErrorMessage(err), want) {
 		t.Errorf("message %q, want it to contain %q", idlegrid.ErrorMessage(err), want)
 	}
 	mustJobState(t, db, j2.ID, idlegrid.JobQueued, "")
@@ -335,9 +335,16 @@ func testSpendLimitsPlaceJob(t *testing.T, db *sqlstore.DB) {
 
 	// Jobs without the key are held to the account's limit only: $4 with
 	// $1 charged and $2 held leaves room for nothing more of $2.
+	// At $3, what was used comes to the limit: it is reached.
+	j3 := mustJob(t, db, r.ID, 1, 1)
+	mustOK(t, db.SetSpendLimit(ctx, &idlegrid.SpendLimit{Scope: idlegrid.SpendAccount, AccountID: r.ID,
+		LimitMicros: 3 * idlegrid.MicrosPerUnit, UpdatedAt: t0}))
+	err = db.PlaceJob(ctx, placement(j3, 0, lease(j3, n, 2)))
+	if want := "spend limit of account " + r.ID + " reached: "; !strings.Contains(idlegrid.ErrorMessage(err), want) {
+		t.Errorf("at the limit: %v, want it to contain %q", err, want)
+	}
 	mustOK(t, db.SetSpendLimit(ctx, &idlegrid.SpendLimit{Scope: idlegrid.SpendAccount, AccountID: r.ID,
 		LimitMicros: 4 * idlegrid.MicrosPerUnit, UpdatedAt: t0}))
-	j3 := mustJob(t, db, r.ID, 1, 1)
 	wantCode(t, db.PlaceJob(ctx, placement(j3, 0, lease(j3, n, 2))), idlegrid.EPAYMENT)
 	mustOK(t, db.RemoveSpendLimit(ctx, idlegrid.SpendAccount, r.ID, ""))
 	mustPlace(t, db, placement(j3, 0, lease(j3, n, 2)))
