@@ -37,16 +37,11 @@ func (c *Client) CreateAccount(ctx context.Context, name string, role idlegrid.R
 func (c *Client) CreateAccountOnce(ctx context.Context, name string, role idlegrid.Role, key string) (
 	a *idlegrid.Account, k *idlegrid.APIKey, secret string, replayed bool, err error) {
 	var out wire.CreateAccountResponse
-	var meta answerMeta
-	cl := call{method: http.MethodPost, path: path("accounts"),
-		in: wire.CreateAccountRequest{Name: name, Role: role}, out: &out, answered: &meta}
-	if key != "" {
-		cl.header = idempotent(key)
-	}
-	if err := c.do(ctx, cl); err != nil {
+	replayed, err = c.postOnce(ctx, path("accounts"), wire.CreateAccountRequest{Name: name, Role: role}, &out, key)
+	if err != nil {
 		return nil, nil, "", false, err
 	}
-	return out.Account, out.APIKey, out.Secret, meta.header.Get(wire.HeaderIdempotentReplayed) == "true", nil
+	return out.Account, out.APIKey, out.Secret, replayed, nil
 }
 
 // ListAccounts lists the accounts f selects, oldest first, a page at a
@@ -209,15 +204,25 @@ func (c *Client) SubmitJob(ctx context.Context, spec idlegrid.JobSpec) (*idlegri
 // sent with another spec is refused (ECONFLICT).
 func (c *Client) SubmitJobOnce(ctx context.Context, spec idlegrid.JobSpec, key string) (j *idlegrid.Job, replayed bool, err error) {
 	var out idlegrid.Job
+	if replayed, err = c.postOnce(ctx, path("jobs"), spec, &out, key); err != nil {
+		return nil, false, err
+	}
+	return &out, replayed, nil
+}
+
+// postOnce posts in to p, decoding the answer into out, with an
+// idempotency key ("" for none), and reports whether the server answered
+// with what the key made before (Idempotent-Replayed).
+func (c *Client) postOnce(ctx context.Context, p string, in, out any, key string) (replayed bool, err error) {
 	var meta answerMeta
-	cl := call{method: http.MethodPost, path: path("jobs"), in: spec, out: &out, answered: &meta}
+	cl := call{method: http.MethodPost, path: p, in: in, out: out, answered: &meta}
 	if key != "" {
 		cl.header = idempotent(key)
 	}
 	if err := c.do(ctx, cl); err != nil {
-		return nil, false, err
+		return false, err
 	}
-	return &out, meta.header.Get(wire.HeaderIdempotentReplayed) == "true", nil
+	return meta.header.Get(wire.HeaderIdempotentReplayed) == "true", nil
 }
 
 // ListJobs lists the caller's jobs (admins: everyone's) in f's states, up

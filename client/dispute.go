@@ -86,15 +86,10 @@ func (c *Client) OpenDispute(ctx context.Context, d idlegrid.Dispute) (*idlegrid
 // (ECONFLICT).
 func (c *Client) OpenDisputeOnce(ctx context.Context, d idlegrid.Dispute, key string) (out *idlegrid.Dispute, replayed bool, err error) {
 	var got idlegrid.Dispute
-	var meta answerMeta
-	cl := call{method: http.MethodPost, path: path("disputes"), in: d, out: &got, answered: &meta}
-	if key != "" {
-		cl.header = idempotent(key)
-	}
-	if err := c.do(ctx, cl); err != nil {
+	if replayed, err = c.postOnce(ctx, path("disputes"), d, &got, key); err != nil {
 		return nil, false, err
 	}
-	return &got, meta.header.Get(wire.HeaderIdempotentReplayed) == "true", nil
+	return &got, replayed, nil
 }
 
 // UpholdDispute upholds an open dispute, taking the trust policy's penalty

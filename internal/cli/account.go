@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
@@ -94,15 +93,14 @@ the first key's secret is shown only once.`,
 }
 
 // createFailed explains an account creation that failed: a name taken
-// says what to do; one sent that got no answer may have been made all the
-// same, and the same key sent again says which.
+// says what to do; one whose answer was lost may have been made all the
+// same (answerLost), and the same key sent again says which.
 func createFailed(ctx context.Context, err error, key, role string) error {
 	var answered *idlegrid.Error
-	var op *net.OpError
 	switch {
 	case errors.As(err, &answered) && answered.Code == idlegrid.ECONFLICT && answered.Field == "name":
 		return withHint(err, "'idlegrid account ls --role "+role+"' lists the accounts and their names; pick another --name for a new one")
-	case errors.As(err, &answered) || ctx.Err() != nil || errors.As(err, &op) && op.Op == "dial":
+	case !answerLost(ctx, err):
 		return err
 	}
 	return withHint(err, "it may have been created before the answer was lost: run the same command with --idempotency-key "+key+

@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -297,14 +295,9 @@ the dispute the first run opened.`,
 	return nil
 }
 
-// openFailed explains a dispute's opening that failed. One sent that got
-// no answer may have been stored all the same: the same key sent again
-// says which. (One refused, or never sent for want of a connection, was
-// not.)
+// openFailed explains a dispute's opening that failed (see answerLost).
 func openFailed(ctx context.Context, err error, key string) error {
-	var answered *idlegrid.Error
-	var op *net.OpError
-	if errors.As(err, &answered) || ctx.Err() != nil || errors.As(err, &op) && op.Op == "dial" {
+	if !answerLost(ctx, err) {
 		return err
 	}
 	return withHint(err, "it may have been opened before the answer was lost: run the same command with --idempotency-key "+key+

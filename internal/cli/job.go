@@ -437,17 +437,25 @@ func stuckNote(x *wire.Explanation) string {
 	return strings.TrimPrefix(x.EstimateNote, "unknown: ")
 }
 
-// submitFailed explains a submission that failed. One sent that got no
-// answer may have been stored all the same: the same key sent again says
-// which. (One refused, or never sent for want of a connection, was not.)
+// submitFailed explains a submission that failed: one whose answer was
+// lost may have been stored all the same, and the same key sent again says
+// which.
 func submitFailed(ctx context.Context, err error, key string) error {
-	var answered *idlegrid.Error
-	var op *net.OpError
-	if errors.As(err, &answered) || ctx.Err() != nil || errors.As(err, &op) && op.Op == "dial" {
+	if !answerLost(ctx, err) {
 		return err
 	}
 	return withHint(err, "it may have been submitted before the answer was lost: run the same command with --idempotency-key "+key+
 		" to submit it at most once (it shows the job if there is one), or look with 'idlegrid job ls'")
+}
+
+// answerLost reports whether err, from a request that creates something,
+// may have come after the server stored it: the request went out and no
+// answer came. One the server answered, refused, or never sent for want
+// of a connection (or cancelled here) stored nothing.
+func answerLost(ctx context.Context, err error) bool {
+	var answered *idlegrid.Error
+	var op *net.OpError
+	return !(errors.As(err, &answered) || ctx.Err() != nil || errors.As(err, &op) && op.Op == "dial")
 }
 
 // printSubmitted says what was submitted and how to follow it.
