@@ -35,6 +35,11 @@ with the backups. For PostgreSQL use pg_dump.`,
 		return err
 	} else if *to == "" {
 		return usagef("--to is required: the new file to copy the market to")
+	} else if storeKind(*dsn) == "postgres" {
+		// Refused before the "copying" line, which would print the URL,
+		// a password in it too.
+		return usagef("--db: idlegrid backup copies a SQLite database, not PostgreSQL: back PostgreSQL up with pg_dump " +
+			"(deploy/server.md, \"PostgreSQL\"), and keep audit.key with the dumps")
 	} else if err := checkBackupTo(*to); err != nil {
 		return err
 	}

@@ -62,3 +62,21 @@ func TestBackupCommand(t *testing.T) {
 		t.Errorf("accounts on the restored copy: %s, want the admin and lab", b)
 	}
 }
+
+// TestBackupCommand_postgres: backup copies SQLite only. A PostgreSQL URL
+// is a mistake in --db, refused before anything is printed about copying,
+// so that a password in the URL is never shown, and the refusal says what
+// to do instead.
+func TestBackupCommand_postgres(t *testing.T) {
+	to := filepath.Join(t.TempDir(), "backup.db")
+	r := run(t, nil, "backup", "--db", "postgres://idlegrid:s3cret@db.internal:5432/idlegrid?sslmode=verify-full", "--to", to)
+	if r.code != 2 || !strings.Contains(r.err, "--db: ") || !strings.Contains(r.err, "pg_dump") || !strings.Contains(r.err, "audit.key") {
+		t.Errorf("backup of a PostgreSQL URL: %s\nwant exit 2 naming --db, with pg_dump and audit.key", r)
+	}
+	if strings.Contains(r.err+r.out, "s3cret") || strings.Contains(r.err, "copying") {
+		t.Errorf("backup of a PostgreSQL URL printed its password, or that it was copying:\n%s", r)
+	}
+	if _, err := os.Lstat(to); err == nil {
+		t.Errorf("backup of a PostgreSQL URL left %s", to)
+	}
+}

@@ -51,7 +51,11 @@ func (c *serverCommand) Run(ctx context.Context, args []string) error {
 jobs on nodes, the escrow ledger, and the reapers that notice silent nodes.
 Agents connect to it; nothing connects to them.
 
-The store is a SQLite file, or PostgreSQL when --db is a postgres:// URL.
+The store is a SQLite file, or PostgreSQL when --db is a postgres:// URL:
+a database the URL's role owns, its password in PGPASSWORD rather than in
+the URL, which ps shows. With PostgreSQL the audit log's key and the meter
+journal are kept in the working directory (--audit-key, --meter-journal),
+and backups are pg_dump's ('idlegrid backup' copies SQLite only).
 On a database with no admin account yet, the server creates one and writes
 its API key to --bootstrap-admin-key-file (mode 0600), or prints it once to
 standard error when no file is given.
@@ -132,6 +136,8 @@ database stays unreachable for --market-lock-grace.`,
 		return err
 	} else if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
 		return usagef("--tls-cert and --tls-key go together: the certificate and its private key")
+	} else if err := checkDatabaseFlag(cfg.dsn); err != nil {
+		return err
 	}
 	if cfg.payoutHold == 0 {
 		cfg.payoutHold = -1 // the coordinator reads 0 as its default
@@ -298,6 +304,12 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		Check: cfg.lockCheck, Grace: cfg.lockGrace, Logger: cfg.logger, Clock: cfg.lockClock})
 	if errors.Is(err, sqlstore.ErrMarketLocked) {
 		return nil, withHint(err, "stop the other server first (a second replica, or an old one still running): one server runs the market on a database")
+	} else if errors.Is(err, sqlstore.ErrNoPrivilege) {
+		return nil, withHint(err, "the role in --db reaches the database but needs to own it and its tables: "+
+			"give the server a database of its own, made with createdb --owner ROLE (deploy/server.md, \"PostgreSQL\")")
+	} else if errors.Is(err, sqlstore.ErrSchemaNewer) {
+		return nil, withHint(err, "run the idlegrid that migrated it, or a newer one; to go back to this one, "+
+			"restore the backup taken before the upgrade (deploy/server.md, \"Upgrades\")")
 	} else if err != nil {
 		return nil, withHint(err, "check --db: a writable SQLite file path, or a reachable postgres:// URL")
 	}
@@ -460,6 +472,31 @@ func openGateway(store *sqlstore.DB, srv *server.Server, sessions *session.Regis
 	}
 	srv.ReportQueuesTo(g) // the agents' heartbeats say their model servers' queues
 	return g, nil
+}
+
+// checkDatabaseFlag refuses a --db meant for PostgreSQL in a form other
+// than the URL the store reads as PostgreSQL: a libpq keyword string
+// ("host=… dbname=…") or a URL missing its //. The store would take either
+// for a SQLite file's name and run a new, empty market in it. The value is
+// not repeated, since it may hold a password.
+func checkDatabaseFlag(dsn string) error {
+	if storeKind(dsn) == "postgres" {
+		return nil
+	}
+	const want = "give PostgreSQL as a URL, postgres://USER@HOST:5432/DBNAME?sslmode=verify-full (the password in PGPASSWORD)"
+	if lower := strings.ToLower(dsn); strings.HasPrefix(lower, "postgres:") || strings.HasPrefix(lower, "postgresql:") {
+		return usagef("--db: a PostgreSQL URL starts postgres:// or postgresql://; " + want)
+	}
+	for _, field := range strings.Fields(dsn) {
+		key, _, ok := strings.Cut(field, "=")
+		switch key {
+		case "host", "hostaddr", "port", "dbname", "user", "password", "sslmode", "service":
+			if ok {
+				return usagef("--db: a libpq connection string (%s=…) would be read as a SQLite file's name; %s", key, want)
+			}
+		}
+	}
+	return nil
 }
 
 func storeKind(dsn string) string {

@@ -211,6 +211,13 @@ func postgresCode(err error) string {
 	return ""
 }
 
+// insufficientPrivilege reports whether err is PostgreSQL's refusal of a
+// statement the role has no privilege for (SQLSTATE 42501).
+func insufficientPrivilege(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42501"
+}
+
 func sqliteCode(err error) string {
 	var se *sqlite.Error
 	if !errors.As(err, &se) {

@@ -61,6 +61,16 @@ type DB struct {
 
 var _ idlegrid.Store = (*DB)(nil)
 
+// ErrNoPrivilege is Open's answer, wrapping the database's, when the
+// PostgreSQL role in the URL reaches the database but may not create or
+// change the market's tables: it needs to own them, and the database.
+var ErrNoPrivilege = errors.New("the database role may not create or change the market's tables")
+
+// ErrSchemaNewer is Open's answer when the database has migrations this
+// binary does not know: a newer idlegrid migrated it, and this older one
+// would run the market on tables it was not written for.
+var ErrSchemaNewer = errors.New("the database was migrated by a newer idlegrid")
+
 // Open opens the store named by dsn and brings its schema up to date. A dsn
 // starting with postgres:// or postgresql:// is a PostgreSQL URL; anything
 // else is the path of a SQLite file, created if missing.
@@ -76,6 +86,9 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	}
 	if err := migrate(ctx, conn, d); err != nil {
 		conn.Close()
+		if insufficientPrivilege(err) {
+			return nil, fmt.Errorf("migrate %s store: %w: %w", d.name, ErrNoPrivilege, err)
+		}
 		return nil, fmt.Errorf("migrate %s store: %w", d.name, err)
 	}
 	return &DB{db: conn, dialect: d, path: sqlitePath(d, dsn), metrics: newStoreMetrics()}, nil
@@ -111,8 +124,22 @@ func migrate(ctx context.Context, conn *sql.DB, d *dialect) error {
 	if err != nil {
 		return err
 	}
-	_, err = p.Up(ctx)
-	return err
+	if _, err := p.Up(ctx); err != nil {
+		return err
+	}
+	// Up leaves alone a database ahead of the migrations it knows.
+	current, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return err
+	}
+	var known int64
+	for _, src := range p.ListSources() {
+		known = max(known, src.Version)
+	}
+	if current > known {
+		return fmt.Errorf("%w: it is at migration %d, and this idlegrid knows those up to %d", ErrSchemaNewer, current, known)
+	}
+	return nil
 }
 
 // Close closes the database.
