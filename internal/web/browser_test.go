@@ -529,7 +529,8 @@ func TestDashboard(t *testing.T) {
 			chromedp.SetValue(chromedp.ID("j-duration"), "0"),
 			chromedp.SetValue(chromedp.ID("j-deadline"), "2020-01-01T00:00"),
 			chromedp.Click(chromedp.CSS(`#submit-form button[type=submit]`)))
-		b.waitText("#submit-error", "job.duration_seconds: must be between")
+		// The duration is said in the form's minutes, not the API's seconds.
+		b.waitText("#submit-error", "Duration: write minutes, more than 0 and at most 43,200 (30 days).")
 		if msg := b.text("#submit-error"); !strings.Contains(msg, "job.gpus: must be between 1 and 16") ||
 			!strings.Contains(msg, "job.deadline: must be in the future") {
 			t.Errorf("submit error = %q, want the GPUs' and the deadline's problems too", msg)

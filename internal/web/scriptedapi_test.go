@@ -1,8 +1,10 @@
 package web_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -44,12 +46,22 @@ type scriptedAPI struct {
 	balance  idlegrid.Balance
 	fees     idlegrid.Micros
 	settled  []string // the payouts settled, by ID
+
+	earnings map[string]idlegrid.Micros // a provider's statement's earnings, by month ("2026-11")
+	jobs     []map[string]any           // the renter's jobs as the API answers them, newest first
+	leases   []map[string]any           // their leases
+	apiKeys  []map[string]any           // the renter's API keys
+	// cancelled are the jobs a cancel was asked for, by ID; a running one
+	// stays running, with cancel_requested_at, as the server answers.
+	cancelled []string
+	requested []idlegrid.Micros // the payouts asked for, by amount
 }
 
 // scriptedAsk is a request the page made.
 type scriptedAsk struct {
 	Method, Path string
 	Query        string // raw
+	Body         string
 	At           time.Time
 }
 
@@ -78,8 +90,10 @@ func fakeNode(id, name, model string, vramMB int, now time.Time) *idlegrid.Node 
 }
 
 func (s *scriptedAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	s.mu.Lock()
-	s.asked = append(s.asked, scriptedAsk{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, At: time.Now()})
+	s.asked = append(s.asked, scriptedAsk{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: string(body), At: time.Now()})
 	s.mu.Unlock()
 	s.mux.ServeHTTP(w, r)
 }
@@ -230,12 +244,88 @@ func (s *scriptedAPI) routes() {
 		fakeJSON(w, http.StatusOK, map[string]any{"jobs_by_state": map[string]int{}, "nodes_by_state": map[string]int{"online": len(s.nodes)},
 			"gpus_busy": 0, "gpus_total": len(s.nodes), "spent_micros": 0, "earned_micros": 0, "fees_micros": s.fees, "held_micros": 0})
 	})
-	fixed("GET /v1/leases", map[string]any{"leases": []any{}})
+	answer("GET /v1/leases", func(w http.ResponseWriter, r *http.Request, _ *idlegrid.Account) {
+		leases := []map[string]any{}
+		if job := r.URL.Query().Get("job_id"); job != "" {
+			for _, l := range s.leases {
+				if l["job_id"] == job {
+					leases = append(leases, l)
+				}
+			}
+		}
+		fakeJSON(w, http.StatusOK, map[string]any{"leases": leases})
+	})
+	fixed("GET /v1/leases/{id}/logs", map[string]any{"lines": []any{}})
+	answer("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request, _ *idlegrid.Account) {
+		for _, j := range s.jobs {
+			if j["id"] == r.PathValue("id") {
+				fakeJSON(w, http.StatusOK, j)
+				return
+			}
+		}
+		fakeError(w, http.StatusNotFound, "not_found", "no such job")
+	})
+	// A job is refused as the server refuses it for a duration or a
+	// checkpoint interval out of range: every field at fault, a problem
+	// each, each message opening with its field; none is ever taken.
+	answer("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request, _ *idlegrid.Account) {
+		var spec idlegrid.JobSpec
+		json.NewDecoder(r.Body).Decode(&spec)
+		var ps []wire.ErrorProblem
+		if spec.DurationSeconds < 1 || spec.DurationSeconds > 2592000 {
+			ps = append(ps, wire.ErrorProblem{Field: "job.duration_seconds", Message: "job.duration_seconds: must be between 1 and 2592000 (30 days)"})
+		}
+		if spec.CheckpointEverySeconds < 0 || spec.CheckpointEverySeconds > 2592000 {
+			ps = append(ps, wire.ErrorProblem{Field: "job.checkpoint_every_seconds",
+				Message: "job.checkpoint_every_seconds: must be between 0 (never) and 2592000 (30 days)"})
+		}
+		if len(ps) == 0 {
+			fakeError(w, http.StatusServiceUnavailable, "unavailable", "the fake API takes no jobs")
+			return
+		}
+		d := wire.ErrorDetail{Code: "invalid", Field: ps[0].Field, Message: ps[0].Message}
+		if len(ps) > 1 {
+			d.Problems = ps
+		}
+		fakeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: d})
+	})
+	answer("POST /v1/jobs/{id}/cancel", func(w http.ResponseWriter, r *http.Request, _ *idlegrid.Account) {
+		for _, j := range s.jobs {
+			if j["id"] == r.PathValue("id") {
+				s.cancelled = append(s.cancelled, r.PathValue("id"))
+				if j["state"] == "queued" {
+					j["state"] = "cancelled"
+				}
+				j["cancel_requested_at"] = time.Now().UTC()
+				fakeJSON(w, http.StatusOK, j)
+				return
+			}
+		}
+		fakeError(w, http.StatusNotFound, "not_found", "no such job")
+	})
+	answer("POST /v1/payouts", func(w http.ResponseWriter, r *http.Request, who *idlegrid.Account) {
+		var body struct {
+			AmountMicros idlegrid.Micros `json:"amount_micros"`
+		}
+		json.NewDecoder(r.Body).Decode(&body)
+		s.requested = append(s.requested, body.AmountMicros)
+		p := &idlegrid.Payout{ID: fmt.Sprintf("payout_asked%d", len(s.requested)), ProviderID: who.ID, AmountMicros: body.AmountMicros,
+			State: idlegrid.PayoutRequested, CreatedAt: time.Now().UTC()}
+		s.payouts = append([]*idlegrid.Payout{p}, s.payouts...)
+		fakeJSON(w, http.StatusCreated, p)
+	})
 	fixed("GET /v1/transfers", map[string]any{"transfers": []any{}})
 	fixed("GET /v1/market", []any{})
-	fixed("GET /v1/jobs", map[string]any{"jobs": []any{}})
-	fixed("GET /v1/statements", map[string]any{"total": map[string]any{}, "lines": []any{}})
-	fixed("GET /v1/keys", map[string]any{"api_keys": []any{}})
+	answer("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request, _ *idlegrid.Account) {
+		fakeJSON(w, http.StatusOK, map[string]any{"jobs": append([]map[string]any{}, s.jobs...)})
+	})
+	answer("GET /v1/statements", func(w http.ResponseWriter, r *http.Request, _ *idlegrid.Account) {
+		fakeJSON(w, http.StatusOK, map[string]any{"month": r.URL.Query().Get("month"), "lines": []any{},
+			"total": map[string]any{"earnings_micros": s.earnings[r.URL.Query().Get("month")]}})
+	})
+	answer("GET /v1/keys", func(w http.ResponseWriter, r *http.Request, _ *idlegrid.Account) {
+		fakeJSON(w, http.StatusOK, map[string]any{"api_keys": append([]map[string]any{}, s.apiKeys...)})
+	})
 	fixed("GET /v1/spend-limits", map[string]any{"month": "2026-01", "limits": []any{}, "spend": map[string]any{}})
 	fixed("GET /v1/registry-logins", map[string]any{"logins": []any{}})
 	fixed("GET /v1/verifications", map[string]any{"verifications": []any{}})
@@ -399,6 +489,7 @@ func TestDashboard_scriptedAPI(t *testing.T) {
 			s.disputes = nil
 			s.payouts = waitingPayouts(1, 1_999)
 			s.balance = idlegrid.Balance{AccountID: "acct_provider", Payable: 1_999, Pending: 12_345_678, Bond: 3_000_000}
+			s.earnings = map[string]idlegrid.Micros{time.Now().UTC().Format("2006-01"): 12_347_677}
 		})
 		eval[bool](b, "forget the last key", `(sessionStorage.clear(), true)`)
 		open(rarely, "provider")

@@ -22,6 +22,7 @@
     rows: {},               // rows that action buttons name, by ID (see remember)
     nodes: {},              // nodes the renter's leases ran on, as the market shows them, by ID (null: unknown)
     offers: '',             // the renter's search of the nodes on offer, as a query string
+    earned: {},             // the provider's earnings in each month that has ended, by month (see earnedAllTime)
     watch: null,            // the loop following the chosen job's changes (see follow), or null
     explained: {},          // queued jobs' explanations, by ID: {at, x} (see renterJobs)
     again: false,           // a refresh was asked for while one ran: run another once it ends
@@ -56,7 +57,13 @@
     const h = Object.assign({ Accept: 'application/json', Authorization: 'Bearer ' + key }, headers || {});
     const init = { method, headers: h, cache: 'no-store', signal };
     if (body !== undefined) { h['Content-Type'] = 'application/json'; init.body = JSON.stringify(body); }
-    const r = await fetch(path, init);
+    let r;
+    try { r = await fetch(path, init); } catch (e) {
+      if (e && e.name === 'AbortError') throw e;
+      // Said in the page's words, not only the browser's ("Failed to fetch");
+      // still a TypeError, which is how the page tells no answer from a refusal.
+      throw new TypeError('the server did not answer (' + e.message + '); is it running and reachable?');
+    }
     const text = r.status === 204 || r.status === 304 ? '' : await r.text();
     let data = null;
     try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
@@ -159,11 +166,12 @@
   }
   const price = (micros) => rough(micros, 4) + '/GPU-h';
 
-  // parseMoney reads "2.50" or "$2.5" as integer micros, without floats.
+  // parseMoney reads "2.50", "$2.5" or "1,234.56" (as money writes it) as
+  // integer micros, without floats.
   function parseMoney(s) {
-    const m = /^\$?\s*(\d{1,9})(?:\.(\d{0,6}))?$/.exec(String(s).trim());
+    const m = /^\$?\s*(\d{1,9}|\d{1,3}(?:,\d{3}){1,2})(?:\.(\d{0,6}))?$/.exec(String(s).trim());
     if (!m) return null;
-    return Number(m[1]) * 1e6 + Number((m[2] || '').padEnd(6, '0'));
+    return Number(m[1].replace(/,/g, '')) * 1e6 + Number((m[2] || '').padEnd(6, '0'));
   }
 
   function ago(ts) {
@@ -241,9 +249,12 @@
         s.points.map((p) => `<circle r="2.5" fill="${c}" cx="${X(p[0]).toFixed(1)}" cy="${Y(p[1]).toFixed(1)}"/>`).join('') +
         (last ? `<text x="${W - R + 4}" y="${Y(last[1]).toFixed(1)}" dy="3">${esc(fmt(last[1]))}</text>` : '');
     }).join('');
+    // The axis's ends: days (UTC) over two days or more; over half a day,
+    // the day with the time, or the last 24 hours would read "10:00 – 09:00".
     const t = (ms) => x1 - x0 >= 2 * 86400e3 ? new Date(ms).toLocaleDateString([], { month: 'short', day: 'numeric', timeZone: 'UTC' })
-      : new Date(ms).toLocaleTimeString([], x1 - x0 < 3600e3
-        ? { hour: '2-digit', minute: '2-digit', second: '2-digit' } : { hour: '2-digit', minute: '2-digit' });
+      : x1 - x0 >= 12 * 3600e3 ? new Date(ms).toLocaleString([], { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' })
+        : new Date(ms).toLocaleTimeString([], x1 - x0 < 3600e3
+          ? { hour: '2-digit', minute: '2-digit', second: '2-digit' } : { hour: '2-digit', minute: '2-digit' });
     const summary = series.map((s) => s.name + ' latest ' + fmt(s.points[s.points.length - 1][1])).join('; ');
     return `<svg class="chart" viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(label + ': ' + summary)}">
       <title>${esc(label)}</title>
@@ -317,7 +328,7 @@
     renter: { title: 'Renter', roles: ['renter'], panels: () => [
       { id: 'submit', title: 'Submit a job', form: submitForm, bind: bindSubmit, need: 'use', act: 'submit jobs' },
       { id: 'jobs', title: 'Jobs', wide: true, body: renterJobs },
-      { id: 'job', title: 'Job details', wide: true, body: jobDetails, need: 'use', act: 'cancel jobs' },
+      { id: 'job', title: 'Job details', wide: true, body: jobDetails, result: true, need: 'use', act: 'cancel jobs' },
       { id: 'offers', title: 'Nodes on offer', wide: true, body: nodesOnOffer, form: offersForm, bind: bindOffers },
       { id: 'spend', title: 'Spend', body: renterSpend },
       { id: 'inference', title: 'Inference usage', body: inferenceUsage },
@@ -408,16 +419,24 @@
       errOut.textContent = '';
       for (const el of ev.target.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
       const max = parseMoney($('#j-price').value);
-      if (max === null) { errOut.textContent = 'Max price: write dollars per GPU-hour, e.g. 2.50'; $('#j-price').focus(); return; }
+      if (max === null) {
+        errOut.textContent = 'Max price: write dollars per GPU-hour, e.g. 2.50';
+        $('#j-price').setAttribute('aria-invalid', 'true'); $('#j-price').focus();
+        return;
+      }
+      // Minutes go as whole seconds, and a number that is not one as one the
+      // server refuses, so that it says every field at fault at once (in the
+      // form's words: see SUBMIT_WORDS); a checkpoint left empty is none.
+      const seconds = (v) => { const n = Number(v.trim()); return !v.trim() ? 0 : Number.isFinite(n) ? Math.round(n * 60) : -1; };
       const spec = {
         name: $('#j-name').value.trim(), kind: $('#j-kind').value, image: $('#j-image').value.trim(),
         gpus: Number($('#j-gpus').value), tier: $('#j-tier').value, max_price_micros_per_gpu_hour: max,
-        duration_seconds: Number($('#j-duration').value) * 60,
+        duration_seconds: seconds($('#j-duration').value),
       };
       const region = $('#j-region').value.trim();
       if (region) spec.region = region;
-      const checkpoint = Number($('#j-checkpoint').value);
-      if (checkpoint > 0) spec.checkpoint_every_seconds = checkpoint * 60;
+      const checkpoint = seconds($('#j-checkpoint').value);
+      if (checkpoint) spec.checkpoint_every_seconds = checkpoint;
       const deadline = $('#j-deadline').value; // local time, as the input shows it
       if (deadline) spec.deadline = new Date(deadline).toISOString();
       const gen = st.gen;
@@ -430,22 +449,32 @@
         toast('Submitted ' + job.id + ' (' + job.state + ')');
         refresh();
       } catch (e) {
-        showProblems(errOut, e);
+        showProblems(errOut, e, SUBMIT_WORDS);
       } finally {
         button.disabled = false;
       }
     });
   }
 
-  // problemLines is what the server refused, a line a field at fault.
-  function problemLines(e) {
-    return (e.problems && e.problems.length > 1) ? e.problems.map((p) => p.message).join('\n') : e.message;
+  // SUBMIT_WORDS say the server's problems with the fields the form asks
+  // in other units than the API's: it counts seconds, the form minutes.
+  const SUBMIT_WORDS = {
+    'job.duration_seconds': 'Duration: write minutes, more than 0 and at most 43,200 (30 days).',
+    'job.checkpoint_every_seconds': 'Checkpoints every: write minutes, at most 43,200 (30 days), or leave it empty for none.',
+  };
+
+  // problemLines is what the server refused, a line a field at fault; words
+  // replace the server's for the fields they name.
+  function problemLines(e, words = {}) {
+    const ps = e.problems || [];
+    return ps.length > 1 || (ps.length === 1 && words[ps[0].field]) ? ps.map((p) => words[p.field] || p.message).join('\n') : e.message;
   }
 
-  // showProblems says what the server refused, a line a problem, marks
-  // each input at fault and focuses the first.
-  function showProblems(out, e) {
-    out.textContent = problemLines(e);
+  // showProblems says what the server refused, a line a problem (in words,
+  // for the fields they name), marks each input at fault and focuses the
+  // first.
+  function showProblems(out, e, words) {
+    out.textContent = problemLines(e, words);
     let first = null;
     for (const p of e.problems) {
       const input = fieldInput(p.field);
@@ -465,8 +494,10 @@
   }
 
   async function renterJobs() {
-    const jobs = (await get('/v1/jobs?limit=100')).jobs
-      .sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at)).slice(0, 30);
+    const all = (await get('/v1/jobs?limit=100')).jobs.sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at));
+    const jobs = all.slice(0, 30);
+    const rest = all.length > jobs.length ? `<p class="hint">Showing your newest ${esc(jobs.length)} jobs; ` +
+      `<code>idlegrid job ls --before ${esc(jobs[jobs.length - 1].id)}</code> lists the ones before, a page at a time.</p>` : '';
     // Say why each queued job waits, in the engine's words: an explanation
     // reads every node of the market on the server's scheduler, so each is
     // asked again only after EXPLAIN_MS (see explained).
@@ -484,7 +515,7 @@
     return table([
       { h: 'Job', f: (j) => `<button type="button" class="link" data-action="job" data-id="${esc(j.id)}"
           aria-label="Show job ${esc(j.name || j.id)}">${esc(j.name || j.id)}</button>` },
-      { h: 'State', f: (j) => stateTag(j.state) },
+      { h: 'State', f: (j) => stateTag(j.state) + (stopping(j) ? '<br><span class="hint">cancel requested</span>' : '') },
       { h: 'GPUs', num: true, f: (j) => esc(j.gpus * (j.nodes || 1)) },
       { h: 'Tier', f: (j) => esc(j.tier) },
       { h: 'Cap', num: true, f: (j) => price(j.max_price_micros_per_gpu_hour) },
@@ -493,7 +524,7 @@
         why[j.id].summary && why[j.id].summary !== j.reason ? esc(why[j.id].summary) + ' ' : ''}${esc(why[j.id].estimate_note || '')}${
         (why[j.id].advice || []).map((a) => '<br>To start sooner: ' + esc(a)).join('')}</span>` : '') },
       { h: 'Submitted', f: (j) => when(j.created_at) },
-    ], jobs, 'No jobs yet. Submit one with the form.');
+    ], jobs, 'No jobs yet. Submit one with the form.') + rest;
   }
 
   // savedCell shows a lease's last checkpoint: a preemption loses only the
@@ -533,7 +564,11 @@
     const list = (v) => (v || '').split(',').map((x) => x.trim()).filter(Boolean).join(',');
     if (list(f.models)) q.set('gpu_model', list(f.models));
     if (list(f.regions)) q.set('region', list(f.regions));
-    if (f.vram) q.set('min_vram_mb', String(Math.round(Number(f.vram) * 1000)));
+    if (f.vram) {
+      const gb = Number(f.vram); // the server would say it in MB (min_vram_mb)
+      if (!(gb > 0) || gb > 1e6) throw new Error('Min GPU memory: write gigabytes, more than 0, e.g. 40');
+      q.set('min_vram_mb', String(Math.max(1, Math.round(gb * 1000))));
+    }
     if (f.free) q.set('min_free_gpus', f.free);
     if (f.tier) q.set('tier', f.tier);
     if (f.price) {
@@ -628,12 +663,16 @@
       ['Image', esc(job.image)], ['Started', when(job.started_at)], ['Ended', when(job.ended_at)],
     ];
     if (job.deadline) facts.push(['Finish by', when(job.deadline)]);
-    if (job.cancel_requested_at) facts.push(['Cancelled', when(job.cancel_requested_at)]);
+    if (job.cancel_requested_at) facts.push(['Cancel requested', when(job.cancel_requested_at)]);
     let html = `<h3>${esc(job.name || job.id)} ${id(job.id)} ${stateTag(job.state)}</h3>` + kpis(facts) + `<p>${esc(job.reason)}</p>`;
     html += table([
       { h: 'Lease', f: (l) => id(l.id) }, { h: 'State', f: (l) => stateTag(l.state) },
       { h: 'Node', f: (l) => nodeCell(l.node_id) }, { h: 'Price', num: true, f: (l) => price(l.price_micros_per_gpu_hour) },
-      { h: 'Progress', num: true, f: (l) => l.state === 'running' || l.state === 'assigned' ? pct(l.progress) : '—' }, { h: 'Held', num: true, f: (l) => money(l.hold_micros) },
+      { h: 'Progress', num: true, f: (l) => live(l) ? pct(l.progress) : '—' },
+      // A lease's hold is escrowed while it runs; once it ends, the charge is
+      // taken from it and the rest returned, so none of it is held any more.
+      { h: 'Held', num: true, f: (l) => live(l) ? money(l.hold_micros)
+        : `<span class="muted" title="${esc(money(l.hold_micros))} held while it ran; returned, less the charge, when it ended">released</span>` },
       { h: 'Saved', f: savedCell },
       { h: 'Charged', num: true, f: (l) => money(l.charged_micros) }, { h: 'Note', f: (l) => esc(l.reason) },
     ], ls, (job.state === 'queued' ? 'Not placed yet: ' : 'Never placed: ') + job.reason);
@@ -645,11 +684,21 @@
           `<span class="${esc(l.stream)}">${esc(l.text)}</span>`).join('\n')}</pre>`
         : '<p class="muted">No output yet.</p>');
     }
-    if ((job.state === 'queued' || job.state === 'running') && may('use')) {
-      html += `<p><button type="button" class="danger small" data-action="cancel" data-id="${esc(job.id)}">Cancel job</button></p>`;
+    if (stopping(job)) {
+      html += '<p class="hint">Cancel requested: the job ends once its leases have stopped.</p>';
+    } else if ((job.state === 'queued' || job.state === 'running') && may('use')) {
+      remember([job]);
+      html += `<p>${actionButton('cancel', job.id, 'Cancel job', job.name || job.id, true)}</p>`;
     }
     return html;
   }
+
+  // live is whether the lease l holds GPUs (and its hold) now.
+  const live = (l) => l.state === 'running' || l.state === 'assigned';
+
+  // stopping is whether job j was asked to cancel and has not ended yet:
+  // a running job stays running until its leases have stopped.
+  const stopping = (j) => !!j.cancel_requested_at && (j.state === 'queued' || j.state === 'running');
 
   // -- following the chosen job (push) --
 
@@ -856,10 +905,15 @@
         <button type="button" class="quiet" id="b-remove">Remove budget</button></div></form>`;
   }
 
+  // fillBudgetKeys offers the active keys, redrawn only when they change
+  // (one revoked and another made is a change, though they number the
+  // same), keeping the key chosen.
   function fillBudgetKeys(keys) {
-    const sel = $('#b-key');
-    if (!sel || sel.options.length === keys.length) return;
-    sel.innerHTML = keys.map((k) => `<option value="${esc(k.id)}">${esc(k.name)} (${esc(k.prefix)}…)</option>`).join('');
+    const sel = $('#b-key'), html = keys.map((k) => `<option value="${esc(k.id)}">${esc(k.name)} (${esc(k.prefix)}…)</option>`).join('');
+    if (!sel || sel.dataset.html === html) return;
+    const chosen = sel.value;
+    sel.innerHTML = sel.dataset.html = html;
+    if (keys.some((k) => k.id === chosen)) sel.value = chosen;
   }
 
   function bindBudget() {
@@ -910,8 +964,13 @@
       const inputs = { registry: $('#r-registry'), username: $('#r-user'), password: $('#r-password') };
       for (const el of Object.values(inputs)) el.removeAttribute('aria-invalid');
       const reg = inputs.registry.value.trim().replace(/^https?:\/\//, '').replace(/\/$/, '');
+      if (!reg) { // the path needs one: the server would be asked about "-"
+        out.textContent = 'Registry: write the host your images name, e.g. ghcr.io (docker.io for Docker Hub).';
+        inputs.registry.setAttribute('aria-invalid', 'true'); inputs.registry.focus();
+        return;
+      }
       try {
-        const l = await api('PUT', '/v1/registry-logins/' + enc(reg || '-'),
+        const l = await api('PUT', '/v1/registry-logins/' + enc(reg),
           { username: inputs.username.value.trim(), password: inputs.password.value });
         inputs.password.value = '';
         toast('Login to ' + l.registry + ' saved: your jobs pull its images as ' + l.username); refresh();
@@ -1029,18 +1088,23 @@
     }));
   }
 
+  // fillWindowNodes offers the provider's nodes in the window editor,
+  // redrawn only when they change, so that an edit in progress survives
+  // the refresh; a node chosen that is gone gives way to the first.
   function fillWindowNodes(nodes) {
-    if (!st.node && nodes.length) st.node = nodes[0].id; // the panel shows its windows, editor or not
-    const sel = $('#w-node');
-    if (!sel || sel.options.length === nodes.length) return;
-    sel.innerHTML = nodes.map((n) => `<option value="${esc(n.id)}">${esc(n.name)}</option>`).join('');
+    if (!nodes.some((n) => n.id === st.node)) st.node = nodes.length ? nodes[0].id : ''; // the panel shows its windows, editor or not
+    const sel = $('#w-node'), html = nodes.map((n) => `<option value="${esc(n.id)}">${esc(n.name)}</option>`).join('');
+    if (!sel || sel.dataset.html === html) return;
+    const chosen = sel.value;
+    sel.innerHTML = sel.dataset.html = html;
     sel.value = st.node;
-    loadWindows();
+    if (st.node !== chosen) loadWindows();
   }
 
   async function loadWindows() {
     if (!st.node) return;
     const gen = st.gen; // the form is filled for the user who asked, or not at all
+    $('#window-error').textContent = ''; // said of the node shown before
     try {
       const ns = await get('/v1/nodes/' + encodeURIComponent(st.node) + '/schedule');
       if (st.gen !== gen) return;
@@ -1135,10 +1199,39 @@
       '(today so far). Past days apply each node\'s current windows.</p>';
   }
 
+  // earnedAllTime sums the earnings (net of fees, leases and inference) of
+  // the provider's monthly statements, from the month its account was made
+  // to this one. The balance cannot say it: a bond staked from payable
+  // earnings leaves pending + payable + in flight + paid out, and one
+  // released comes back into them. A month that ended over a day ago (by
+  // this browser's clock, which may be off a little) no longer changes,
+  // so each is asked once (st.earned); the others at every refresh.
+  async function earnedAllTime() {
+    const now = month(), kept = st.earned; // a sign-out leaves this map behind
+    const ended = new Date(Date.now() - 86400e3).toISOString().slice(0, 7); // months before it are over
+    const made = Date.parse(st.me.created_at);
+    const months = [];
+    for (let m = Number.isNaN(made) ? now : new Date(made).toISOString().slice(0, 7); m <= now; m = nextMonth(m)) months.push(m);
+    const sums = await Promise.all(months.map(async (m) => {
+      if (m in kept) return kept[m];
+      const v = ((await get('/v1/statements?month=' + m)).total || {}).earnings_micros || 0;
+      if (m < ended) kept[m] = v;
+      return v;
+    }));
+    return sums.reduce((a, v) => a + v, 0);
+  }
+
+  // nextMonth is the month after m ("2026-12" → "2027-01").
+  function nextMonth(m) {
+    const d = new Date(m + '-01T00:00:00Z');
+    d.setUTCMonth(d.getUTCMonth() + 1);
+    return d.toISOString().slice(0, 7);
+  }
+
   async function providerEarnings() {
-    const [bal, tx, fill] = await Promise.all([shared('/v1/balance'), transfersSince(Date.now() - 24 * 3600e3), fillChart()]);
+    const [bal, tx, fill, total] = await Promise.all([shared('/v1/balance'), transfersSince(Date.now() - 24 * 3600e3), fillChart(),
+      earnedAllTime()]);
     const earned = charged(tx, /^provider:.*:pending$/);
-    const total = (bal.pending_micros || 0) + (bal.payable_micros || 0) + (bal.payout_in_flight_micros || 0) + (bal.paid_out_micros || 0);
     return kpis([
       ['Earned, all time', money(total)], ['Pending', money(bal.pending_micros)], ['Payable', money(bal.payable_micros)],
       ['Paid out', money(bal.paid_out_micros)],
@@ -1245,6 +1338,7 @@
       try {
         await api('POST', '/v1/payouts', { amount_micros: amount }, { 'Idempotency-Key': intent.key });
         intent = null;
+        $('#p-amount').value = ''; // a second press asks for a second payout: not by accident
         toast('Payout requested'); refresh();
       } catch (e) {
         out.textContent = e.message;
@@ -1422,12 +1516,21 @@
 
   // ---- operator actions, each confirmed in a dialog ------------------
 
-  // ACTIONS are the actions on a row (an operator's, and a provider's
-  // drain): the access they take (need), what the dialog asks, the call
-  // made once it is confirmed, and what the panel then says. key is an
+  // ACTIONS are the actions on a row (an operator's, a provider's drain, a
+  // renter's cancel): the access they take (need), what the dialog asks,
+  // the call made once it is confirmed, what the panel then says, and the
+  // words of the button that backs out (back; "Cancel" when unset). key is an
   // Idempotency-Key made when the dialog opens, so that retrying one
   // confirmation is applied once.
   const ACTIONS = {
+    cancel: { panel: 'job', need: 'use', ok: 'Cancel job', back: 'Keep the job', danger: true,
+      title: (j) => 'Cancel job ' + (j.name || j.id),
+      what: (j) => j.state === 'queued' ? `Job ${j.name || j.id} has not started: it ends now and is charged nothing more.`
+        : `Job ${j.name || j.id} is asked to stop now: it is charged for the time its leases ran, and the rest of their hold ` +
+          'returns to your balance. It cannot be resumed; submit it again to run it again.',
+      run: (j) => api('POST', '/v1/jobs/' + enc(j.id) + '/cancel'),
+      done: (j) => j.state === 'cancelled' ? `Job ${j.id} cancelled.`
+        : `Cancel requested: job ${j.id} ends once its leases have stopped.` },
     settle: { panel: 'settle', need: 'all', ok: 'Settle payout', required: true, label: 'Payment reference (e.g. the bank transfer ID)',
       title: (r) => 'Settle payout ' + r.id,
       what: (r) => `Marks ${money(r.amount_micros)} to provider ${r.provider_id} as paid. Settle once the money has left: it cannot be undone.`,
@@ -1492,6 +1595,7 @@
     $('#confirm-text').value = '';
     $('#confirm-text').required = !!a.required;
     $('#confirm-error').textContent = '';
+    $('#confirm-cancel').textContent = a.back || 'Cancel';
     const ok = $('#confirm-ok');
     ok.textContent = a.ok; ok.className = a.danger ? 'danger' : ''; ok.disabled = false;
     $('#confirm').showModal();
@@ -1544,11 +1648,10 @@
     const idv = b.dataset.id;
     try {
       if (b.dataset.action === 'job') {
-        st.job = idv; await refresh();
+        st.job = idv;
+        const res = $('#result-job'); if (res) res.textContent = ''; // said of the job shown before
+        await refresh();
         const h = $('#panel-job h2'); if (h) { h.tabIndex = -1; h.focus(); }
-      } else if (b.dataset.action === 'cancel') {
-        const j = await api('POST', '/v1/jobs/' + encodeURIComponent(idv) + '/cancel');
-        toast('Job ' + j.id + ' is ' + j.state); refresh();
       } else if (ACTIONS[b.dataset.action] && st.rows[idv]) {
         openConfirm(b.dataset.action, idv);
       }
@@ -1568,7 +1671,7 @@
   function signOut(why) {
     st.gen++;
     sessionStorage.removeItem(KEY);
-    st.key = ''; st.me = null; st.view = ''; st.job = ''; st.node = ''; st.samples = []; st.rows = {}; st.nodes = {}; st.offers = ''; st.explained = {};
+    st.key = ''; st.me = null; st.view = ''; st.job = ''; st.node = ''; st.samples = []; st.rows = {}; st.nodes = {}; st.offers = ''; st.explained = {}; st.earned = {};
     follow(); // ends the loop following the job
     if ($('#confirm').open) $('#confirm').close();
     $('#toast').className = 'toast';
