@@ -57,6 +57,15 @@ func CheckMarketLock(l *MarketLock) {
 	}
 }
 
+// MarketLockHolderName is the application_name of the PostgreSQL session
+// that holds the market lock, as db reads pg_stat_activity.
+func MarketLockHolderName(ctx context.Context, db *DB) (string, error) {
+	var name string
+	err := db.db.QueryRowContext(ctx, `SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE `+marketLockRow("l")).Scan(&name)
+	return name, err
+}
+
 // KillMarketLock ends, from db, the PostgreSQL session that holds the
 // market lock, as a broken connection would, and waits until the lock is
 // free.

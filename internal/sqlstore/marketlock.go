@@ -284,6 +284,10 @@ func takePostgres(ctx context.Context, pool *sql.DB) (*sql.Conn, backend, error)
 	if err != nil {
 		return nil, backend{}, fmt.Errorf("lock the market: %w", err)
 	}
+	if _, err := conn.ExecContext(ctx, lockSessionSettings); err != nil {
+		discard(conn)
+		return nil, backend{}, fmt.Errorf("lock the market: %w", err)
+	}
 	var ok bool
 	var self backend
 	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1), pg_backend_pid(),
@@ -306,6 +310,17 @@ func takePostgres(ctx context.Context, pool *sql.DB) (*sql.Conn, backend, error)
 	}
 	return nil, backend{}, &held
 }
+
+// lockSessionSettings are the lock session's own. The lock lives as long
+// as its session, and a server whose host dies without hanging up would
+// keep it until PostgreSQL noticed the connection dead, by the system's
+// keepalives two hours on, refusing its replacement all that while: the
+// session asks for probes after 30 s of quiet, every 10 s, and is ended
+// after 3 unanswered, about a minute (over TCP; a local socket has none,
+// and needs none). It names itself in pg_stat_activity.
+const lockSessionSettings = `SELECT set_config('tcp_keepalives_idle', '30', false),
+	set_config('tcp_keepalives_interval', '10', false), set_config('tcp_keepalives_count', '3', false),
+	set_config('application_name', 'idlegrid market lock', false)`
 
 // marketLockRow is the condition on pg_locks, as alias, that picks the
 // market lock of this database: advisory locks are the database's own,

@@ -18,3 +18,10 @@ func MarketLockInDoubt(l *MarketLock) <-chan struct{} {
 
 // MarketLockKey is the key of the market's PostgreSQL advisory lock.
 const MarketLockKey = marketLockKey
+
+// MarketLockSetting is the value of setting name on l's session.
+func MarketLockSetting(ctx context.Context, l *MarketLock, name string) (string, error) {
+	var v string
+	err := l.conn.QueryRowContext(ctx, "SHOW "+name).Scan(&v)
+	return v, err
+}

@@ -114,6 +114,29 @@ func TestMarketLock_sessionEnded(t *testing.T) {
 	}
 }
 
+// TestMarketLock_deadHostLetGo: the lock's session has PostgreSQL probe
+// its connection, so that a server whose host died without hanging up
+// lets the lock go in about a minute rather than the system's two hours;
+// and it names itself for an operator reading pg_stat_activity.
+func TestMarketLock_deadHostLetGo(t *testing.T) {
+	dsn := pgtest.NewDSN(t) // skips without IDLEGRID_TEST_POSTGRES
+	ctx := context.Background()
+	db, other := mustOpen(t, dsn), mustOpen(t, dsn)
+	held, err := db.LockMarket(ctx, time.Hour)
+	mustOK(t, err)
+	defer held.Close()
+	for name, want := range map[string]string{"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10", "tcp_keepalives_count": "3"} {
+		if got, err := sqlstore.MarketLockSetting(ctx, held, name); err != nil || (got != want && got != "0") {
+			t.Errorf("%s = %q, %v; want %s (0 over a local socket, where keepalives do not apply)", name, got, err, want)
+		}
+	}
+	app, err := sqlstore.MarketLockHolderName(ctx, other)
+	mustOK(t, err)
+	if app != "idlegrid market lock" {
+		t.Errorf("the lock's session is named %q in pg_stat_activity, want %q", app, "idlegrid market lock")
+	}
+}
+
 // TestMarketLock_takenAgainTerm: each time a lock is taken again on a new
 // session its term grows, which Hold reports.
 func TestMarketLock_takenAgainTerm(t *testing.T) {
