@@ -37,7 +37,22 @@ type Error struct {
 	// sending the request again (a rate limit, a busy market); the API
 	// says it in Retry-After.
 	RetryAfter time.Duration
+	// cause is the failure underneath, e.g. the driver's "connection
+	// refused", for the server's log only: Error and Message never show
+	// it, so nothing of it reaches a caller. Set by Wrap, read by Unwrap.
+	cause error
 }
+
+// Wrap returns an *Error with the given code and caller-safe message that
+// keeps cause for the server's log (Unwrap), e.g. an adapter's translation
+// of a driver error: Wrap(err, EUNAVAILABLE, "database unavailable").
+func Wrap(cause error, code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), cause: cause}
+}
+
+// Unwrap is the cause Wrap kept, or nil: what the server logs beside the
+// caller-safe message, and what errors.Is and errors.As look into.
+func (e *Error) Unwrap() error { return e.cause }
 
 // Error is the problem's text, "field: message", followed by the others'
 // joined with "; ".

@@ -129,3 +129,22 @@ func TestRetryAfter(t *testing.T) {
 		t.Errorf("WithRetryAfter changed the error it marked: %s", base.RetryAfter)
 	}
 }
+
+// TestWrap: an error's cause is for the server's log: errors.Is finds it,
+// but neither its text nor its message shows it, nor does a copy lose it.
+func TestWrap(t *testing.T) {
+	cause := errors.New("dial tcp 10.0.0.5:5432: connect: connection refused")
+	err := idlegrid.Wrap(cause, idlegrid.EUNAVAILABLE, "the database is unavailable; try again shortly")
+	if got, want := err.Error(), "the database is unavailable; try again shortly"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if got := idlegrid.ErrorMessage(err); strings.Contains(got, "refused") {
+		t.Errorf("ErrorMessage = %q shows the cause", got)
+	}
+	if !errors.Is(err, cause) || !errors.Is(idlegrid.WithRetryAfter(err, time.Second), cause) {
+		t.Error("the cause is lost")
+	}
+	if idlegrid.Errorf(idlegrid.EINTERNAL, "x").Unwrap() != nil {
+		t.Error("Errorf has a cause")
+	}
+}

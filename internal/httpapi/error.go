@@ -35,6 +35,8 @@ func StatusCode(code string) int {
 
 // writeError writes err in the API's error format. Internal errors are
 // logged with their details; the client learns only "internal error".
+// Other errors that keep a cause (idlegrid.Wrap) are logged with it, and
+// the client learns only their message.
 func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	err = translateContextError(r, err)
 	code := idlegrid.ErrorCode(err)
@@ -51,9 +53,14 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if ra := idlegrid.RetryAfterSeconds(err); ra != "" {
 		w.Header().Set("Retry-After", ra)
 	}
-	if code == idlegrid.EINTERNAL {
+	switch {
+	case code == idlegrid.EINTERNAL:
 		a.log.Error("http: internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		detail = wire.ErrorDetail{Code: idlegrid.EINTERNAL, Message: "internal error"}
+	case e != nil && e.Unwrap() != nil:
+		// A caller-safe answer (a 503 for the database being down) whose
+		// cause the operator needs: the client never sees it.
+		a.log.Warn("http: "+code, "method", r.Method, "path", r.URL.Path, "err", err, "cause", e.Unwrap())
 	}
 	_ = writeJSON(w, StatusCode(code), wire.ErrorBody{Error: detail}) // an ErrorBody always encodes
 }

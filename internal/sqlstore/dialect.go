@@ -1,9 +1,13 @@
 package sqlstore
 
 import (
+	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +41,9 @@ type dialect struct {
 	forNodeUpdate string
 	// code classifies a driver error as an idlegrid code, or "".
 	code func(err error) string
+	// down reports whether err says the database server cannot be
+	// reached or will not serve a session now (nil: it never says so).
+	down func(err error) bool
 	// texts is a subquery of the strings of the JSON array in parameter p,
 	// for "x IN (…)" over more values than a statement takes parameters.
 	texts func(p string) string
@@ -61,6 +68,7 @@ var postgresDialect = &dialect{
 	forUpdate:     " FOR UPDATE",
 	forNodeUpdate: " FOR NO KEY UPDATE",
 	code:          postgresCode,
+	down:          postgresDown,
 	texts:         func(p string) string { return `SELECT json_array_elements_text(` + p + `::json)` },
 	jsonText:      func(col, key string) string { return `(` + col + `::json->>'` + key + `')` },
 	view:          &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
@@ -163,7 +171,9 @@ func createPrivate(path string) error {
 
 // translate turns a driver error into an *idlegrid.Error where it has a
 // meaning in the market; other errors are returned as they are, and the API
-// reports them as internal.
+// reports them as internal. A database that is down or busy is
+// EUNAVAILABLE, a 503 that says to try again, which keeps the driver's
+// error as its cause for the server's log and shows the caller none of it.
 func (d *dialect) translate(err error) error {
 	var e *idlegrid.Error
 	switch {
@@ -172,13 +182,16 @@ func (d *dialect) translate(err error) error {
 	case errors.Is(err, sql.ErrNoRows):
 		return idlegrid.Errorf(idlegrid.ENOTFOUND, "not found")
 	}
+	if d.down != nil && d.down(err) {
+		return idlegrid.Wrap(fmt.Errorf("%s: %w", d.name, err), idlegrid.EUNAVAILABLE, "the database is unavailable; try again shortly")
+	}
 	switch d.code(err) {
 	case idlegrid.ECONFLICT:
 		return idlegrid.Errorf(idlegrid.ECONFLICT, "already exists")
 	case idlegrid.ENOTFOUND:
 		return idlegrid.Errorf(idlegrid.ENOTFOUND, "refers to an object that does not exist")
 	case idlegrid.EUNAVAILABLE:
-		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "database busy; try again")
+		return idlegrid.Wrap(fmt.Errorf("%s: %w", d.name, err), idlegrid.EUNAVAILABLE, "database busy; try again")
 	case idlegrid.EINVALID: // what the API did not catch, by field, before
 		return idlegrid.Errorf(idlegrid.EINVALID, "text must be UTF-8 without the NUL character")
 	}
@@ -209,6 +222,40 @@ func postgresCode(err error) string {
 		return idlegrid.EINVALID // the caller's text: not UTF-8, or a NUL
 	}
 	return ""
+}
+
+// postgresDown reports whether err says PostgreSQL cannot be reached or
+// will not serve a session now, which waiting mends: a dial that failed
+// (refused, reset, no route, a connect timeout), a connection lost (its
+// socket closed, SQLSTATE class 08), too many clients (53300), or a server shutting
+// down, restarting or still starting (57P01, 57P02, 57P03). A refused
+// login (28xxx), a missing database (3D000) or a bad statement is not: no
+// retry mends those, and they stay internal errors.
+func postgresDown(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "53300", "57P01", "57P02", "57P03":
+			return true
+		}
+		return strings.HasPrefix(pe.Code, "08")
+	}
+	if errors.Is(err, context.Canceled) {
+		return false // the caller left; the API says so (httpapi translateContextError)
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	switch {
+	case errors.As(err, &ce):
+		return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded)
+	case errors.Is(err, context.DeadlineExceeded):
+		return false // a statement the request's time ran out on
+	}
+	// A connection lost: the socket failed or closed under a statement
+	// (nothing in the store reads with io but the driver), or the driver
+	// had closed it for that before.
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, pgconn.ErrConnClosed)
 }
 
 // insufficientPrivilege reports whether err is PostgreSQL's refusal of a
