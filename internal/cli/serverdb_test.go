@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"database/sql"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,21 +42,10 @@ func TestServerCommand_schemaNewer(t *testing.T) {
 // the database but may not create its tables is told to own them, not to
 // check that the URL is reachable.
 func TestServerCommand_roleWithoutPrivileges(t *testing.T) {
-	dsn := pgtest.NewDSN(t) // skips without IDLEGRID_TEST_POSTGRES
-	admin, err := sql.Open("pgx", dsn)
-	mustOK(t, err)
-	defer admin.Close()
-	u, err := url.Parse(dsn)
-	mustOK(t, err)
-	// Roles are the cluster's: one of this test's own, named after its database.
-	role := "idlegrid_weak_" + strings.TrimPrefix(u.Path[1:], "idlegrid_test_")
-	_, err = admin.Exec(`CREATE ROLE ` + role + ` LOGIN`)
-	mustOK(t, err)
-	t.Cleanup(func() { admin.Exec(`DROP ROLE IF EXISTS ` + role) })
-	u.User = url.User(role)
+	weak := pgtest.NewUnprivilegedDSN(t, pgtest.NewDSN(t)) // skips without IDLEGRID_TEST_POSTGRES
 
 	dir := t.TempDir()
-	r := runUntil(t, waitLimit, nil, "server", "--listen", "127.0.0.1:0", "--db", u.String(),
+	r := runUntil(t, waitLimit, nil, "server", "--listen", "127.0.0.1:0", "--db", weak,
 		"--audit-key", filepath.Join(dir, "audit.key"), "--meter-journal", filepath.Join(dir, "journal"))
 	if r.code != 1 || !strings.Contains(r.err, "may not create or change the market's tables") ||
 		!strings.Contains(r.err, "needs to own it and its tables") || strings.Contains(r.err, "reachable postgres:// URL") {

@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -98,4 +99,34 @@ func newName() string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return "idlegrid_test_" + hex.EncodeToString(b)
+}
+
+// NewUnprivilegedDSN is dsn, a URL NewDSN returned, for a login role of
+// its own that owns nothing and may create nothing: it reaches the
+// database but may not make the market's tables. The role is dropped when
+// tb ends.
+func NewUnprivilegedDSN(tb testing.TB, dsn string) string {
+	tb.Helper()
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		tb.Fatalf("pgtest: open: %v", err)
+	}
+	defer admin.Close()
+	u, err := url.Parse(dsn)
+	if err != nil || len(u.Path) < 2 {
+		tb.Fatalf("pgtest: %q is not a URL NewDSN returned", dsn)
+	}
+	// Roles are the cluster's: one of this test's own, named after its database.
+	role := "idlegrid_weak_" + strings.TrimPrefix(u.Path[1:], "idlegrid_test_")
+	if _, err := admin.Exec(`CREATE ROLE ` + role + ` LOGIN`); err != nil {
+		tb.Fatalf("pgtest: create role: %v", err)
+	}
+	tb.Cleanup(func() {
+		if admin, err := sql.Open("pgx", dsn); err == nil {
+			admin.Exec(`DROP ROLE IF EXISTS ` + role)
+			admin.Close()
+		}
+	})
+	u.User = url.User(role)
+	return u.String()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,20 +62,8 @@ func TestOpen_schemaNewer(t *testing.T) {
 // may not create the market's tables is told so, apart from a database
 // that cannot be reached.
 func TestOpen_noPrivilege(t *testing.T) {
-	dsn := pgtest.NewDSN(t) // skips without IDLEGRID_TEST_POSTGRES
-	ctx := context.Background()
-	admin, err := sql.Open("pgx", dsn)
-	mustOK(t, err)
-	defer admin.Close()
-	u, err := url.Parse(dsn)
-	mustOK(t, err)
-	// Roles are the cluster's: one of this test's own, named after its database.
-	role := "idlegrid_weak_" + strings.TrimPrefix(u.Path[1:], "idlegrid_test_")
-	_, err = admin.ExecContext(ctx, `CREATE ROLE `+role+` LOGIN`)
-	mustOK(t, err)
-	t.Cleanup(func() { admin.Exec(`DROP ROLE IF EXISTS ` + role) })
-	u.User = url.User(role)
-	db, err := sqlstore.Open(ctx, u.String())
+	weak := pgtest.NewUnprivilegedDSN(t, pgtest.NewDSN(t)) // skips without IDLEGRID_TEST_POSTGRES
+	db, err := sqlstore.Open(context.Background(), weak)
 	if err == nil {
 		db.Close()
 	}
