@@ -11,7 +11,8 @@ import (
 )
 
 // submitter is the demo renter: it submits a stream of jobs, and gives up
-// on (cancels) jobs that have waited too long, as renters do.
+// on (cancels) jobs of its own that have waited too long for a first
+// placement, as renters do.
 type submitter struct {
 	renter        *client.Client
 	jobsPerMinute float64
@@ -19,6 +20,10 @@ type submitter struct {
 	rand          *rand.Rand
 	report        func(msg string) // tells the summary what happened
 	n             int              // jobs submitted so far
+	// mine are the jobs it submitted: the only ones it gives up on. The
+	// banner hands its key to whoever runs the demo, so the account's other
+	// jobs are a person's, theirs to cancel.
+	mine map[string]bool
 	// image, when set, replaces every job's image and command: the demo
 	// workload, run for the job's duration divided by speed.
 	image string
@@ -96,18 +101,25 @@ func (s *submitter) submitOne(ctx context.Context) {
 		}
 		return
 	}
+	if s.mine == nil {
+		s.mine = map[string]bool{}
+	}
+	s.mine[job.ID] = true
 	s.report(fmt.Sprintf("%s submitted: %s, %dx GPU for %s, cap %s", jobLabel(job), job.Tier, job.GPUs,
 		seconds(job.DurationSeconds), perGPUHour(job.MaxPriceMicrosPerGPUHour)))
 }
 
-// giveUp cancels the renter's jobs that have been queued for too long.
+// giveUp cancels the jobs it submitted that have been queued for too long
+// without ever being placed. A job that ran and is queued again (a
+// preempted bronze job, requeued with its checkpoint) is not given up on:
+// it waits to resume.
 func (s *submitter) giveUp(ctx context.Context) {
 	jobs, err := s.renter.ListJobs(ctx, idlegrid.JobFilter{States: []idlegrid.JobState{idlegrid.JobQueued}, Limit: 100})
 	if err != nil {
 		return
 	}
 	for _, j := range jobs {
-		if time.Since(j.CreatedAt) > s.giveUpAfter {
+		if s.mine[j.ID] && j.StartedAt == nil && time.Since(j.CreatedAt) > s.giveUpAfter {
 			s.renter.CancelJob(ctx, j.ID) // the summary reports the cancellation
 		}
 	}

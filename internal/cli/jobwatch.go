@@ -515,13 +515,26 @@ func jobStateLine(prev, j *idlegrid.Job) []string {
 			}
 			return []string{"waits: " + reason}
 		}
-		return []string{"back in the queue: " + reason}
+		return []string{"back in the queue: " + reason, "  " + resumeLine(j)}
 	case idlegrid.JobSucceeded:
 		return []string{"succeeded; " + charged + " in all"}
 	case idlegrid.JobFailed, idlegrid.JobCancelled:
 		return []string{fmt.Sprintf("%s: %s; %s in all", j.State, orDash(j.Reason), charged)}
 	}
 	return nil
+}
+
+// resumeLine says where a requeued job's next run starts: from the
+// checkpoint its last run reported, or over, from zero, when none was.
+func resumeLine(j *idlegrid.Job) string {
+	if j.CheckpointRef == "" {
+		return "no checkpoint was reported: its next run starts from the beginning"
+	}
+	line := "its next run resumes from checkpoint " + j.CheckpointRef
+	if j.ResumeSeconds > 0 && j.CheckpointNodeID != "" {
+		line += fmt.Sprintf(" (%s of its %s done, kept on node %s)", seconds(j.ResumeSeconds), seconds(j.DurationSeconds), j.CheckpointNodeID)
+	}
+	return line
 }
 
 // leaseChanges says what changed in one lease; prev nil: it is new.
@@ -533,8 +546,16 @@ func leaseChanges(prev, l *idlegrid.Lease, nodes nodeNames) []string {
 			nodes.placedOn(l.NodeID), len(l.GPUUUIDs), perGPUHour(l.PriceMicrosPerGPUHour), l.Tier, l.Attempt))
 		prev = &idlegrid.Lease{State: idlegrid.LeaseAssigned}
 	}
-	if l.CheckpointRef != "" && l.CheckpointRef != prev.CheckpointRef {
+	switch {
+	case l.CheckpointRef != "" && l.CheckpointRef != prev.CheckpointRef:
 		out = append(out, fmt.Sprintf("checkpoint on %s: %s", on, l.CheckpointRef))
+	case l.CheckpointAt != nil && (prev.CheckpointAt == nil || l.CheckpointAt.Sub(*prev.CheckpointAt) > time.Second):
+		// A running workload's checkpoints come as their times (its
+		// runtime names the reference only when it exits). The server
+		// places a checkpoint reported by its age in its own clock, so
+		// the same one creeps on by a heartbeat's latency: within a
+		// second it is the one said before.
+		out = append(out, fmt.Sprintf("checkpoint saved on %s at %s", on, l.CheckpointAt.Local().Format("15:04:05")))
 	}
 	if line := stopLine(prev, l, on); line != "" {
 		out = append(out, line)

@@ -45,6 +45,8 @@ func watchScript() []*jobView {
 		PriceMicrosPerGPUHour: 400_000, State: idlegrid.LeaseRunning, StartedAt: at(400)}
 	done := second
 	done.State, done.Reason, done.ChargedMicros, done.Progress = idlegrid.LeaseSucceeded, "exited 0", 40_000, 1
+	requeued := job(idlegrid.JobQueued, "requeued from s3://ckpt/step-400", 31_000)
+	requeued.CheckpointRef = "s3://ckpt/step-400" // the store hands the job its lease's checkpoint
 	views := []struct {
 		job    *idlegrid.Job
 		leases []idlegrid.Lease
@@ -56,7 +58,7 @@ func watchScript() []*jobView {
 		{job(idlegrid.JobRunning, "", 0), []idlegrid.Lease{running}},
 		{job(idlegrid.JobRunning, "", 0), []idlegrid.Lease{saved}},
 		{job(idlegrid.JobRunning, "", 0), []idlegrid.Lease{noticed}},
-		{job(idlegrid.JobQueued, "requeued from s3://ckpt/step-400", 31_000), []idlegrid.Lease{preempted}},
+		{requeued, []idlegrid.Lease{preempted}},
 		{job(idlegrid.JobRunning, "", 31_000), []idlegrid.Lease{preempted, second}},
 		{job(idlegrid.JobSucceeded, "", 71_000), []idlegrid.Lease{preempted, done}},
 	}
@@ -80,7 +82,8 @@ func TestJobChanges(t *testing.T) {
 		{"started on node_a"},
 		{"checkpoint on node_a: s3://ckpt/step-400"},
 		{"notice on node_a: it stops by " + at(320).Local().Format("15:04:05") + " (2m0s guaranteed): notice: preempted for gold job job_9"},
-		{"preempted on node_a: preempted for gold job job_9; charged $0.031000", "back in the queue: requeued from s3://ckpt/step-400"},
+		{"preempted on node_a: preempted for gold job job_9; charged $0.031000", "back in the queue: requeued from s3://ckpt/step-400",
+			"  its next run resumes from checkpoint s3://ckpt/step-400"},
 		{"placed on node_b: 1 GPU(s) at $0.400000/GPU-h, bronze, attempt 2", "started on node_b"},
 		{"succeeded on node_b: exited 0; charged $0.040000", "succeeded; charged $0.071000 in all"},
 	}
@@ -101,6 +104,59 @@ func TestJobChanges_joinsMidway(t *testing.T) {
 		if !strings.Contains(got, w) {
 			t.Errorf("first view of a running job:\n%s\nwant %q", got, w)
 		}
+	}
+}
+
+// A running workload's checkpoints reach the server as times (its runtime
+// names the reference only when it exits): each new one is a line.
+func TestJobChanges_checkpointTimes(t *testing.T) {
+	running := &idlegrid.Lease{ID: "lease_a", NodeID: "node_a", State: idlegrid.LeaseRunning, StartedAt: at(0)}
+	saved := *running
+	saved.CheckpointAt = at(60)
+	again := saved
+	again.CheckpointAt = at(120)
+	crept := saved // the same checkpoint, placed by its age a heartbeat's latency later
+	creptAt := at(60).Add(3 * time.Millisecond)
+	crept.CheckpointAt = &creptAt
+	for _, tc := range []struct {
+		prev, next *idlegrid.Lease
+		want       string
+	}{
+		{running, &saved, "checkpoint saved on node_a at " + at(60).Local().Format("15:04:05")},
+		{&saved, &saved, ""},
+		{&saved, &crept, ""},
+		{&saved, &again, "checkpoint saved on node_a at " + at(120).Local().Format("15:04:05")},
+	} {
+		if got := strings.Join(leaseChanges(tc.prev, tc.next, nil), "\n"); got != tc.want {
+			t.Errorf("changes = %q, want %q", got, tc.want)
+		}
+	}
+}
+
+// A requeued job's lines say whether its next run resumes, and from what.
+func TestJobChanges_requeueSaysResume(t *testing.T) {
+	running := &jobView{Job: &idlegrid.Job{ID: "job_1", State: idlegrid.JobRunning,
+		JobSpec: idlegrid.JobSpec{Tier: idlegrid.TierBronze, DurationSeconds: 3600}}}
+	for _, tc := range []struct {
+		name string
+		edit func(j *idlegrid.Job)
+		want string
+	}{
+		{"NoCheckpoint", func(j *idlegrid.Job) {}, "  no checkpoint was reported: its next run starts from the beginning"},
+		{"OnItsNode", func(j *idlegrid.Job) {
+			j.CheckpointRef, j.ResumeSeconds, j.CheckpointNodeID = "docker-volume:idlegrid-ckpt-job_1", 1200, "node_a"
+		}, "  its next run resumes from checkpoint docker-volume:idlegrid-ckpt-job_1 (20m0s of its 1h0m0s done, kept on node node_a)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := *running.Job
+			j.State, j.Reason = idlegrid.JobQueued, "requeued after preemption: preempted for gold job job_9"
+			tc.edit(&j)
+			got := jobChanges(running, &jobView{Job: &j})
+			want := []string{"back in the queue: requeued after preemption: preempted for gold job job_9", tc.want}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("changes = %q, want %q", got, want)
+			}
+		})
 	}
 }
 

@@ -6,6 +6,12 @@
 // progress report's tick), and on Stop checkpoints and exits 143 within the
 // grace period. Its Exit's At is when the run ended, on its Clock.
 //
+// Like the docker runtime, it keeps a job's checkpoint past its exit (in
+// memory, so on the node that ran it): a job that checkpoints and did not
+// finish exits with Exit.CheckpointRef (CheckpointRef(jobID)), and a later
+// run of that job on the same Runtime whose Job.CheckpointRef names it
+// resumes at the checkpoint's tick rather than from zero.
+//
 // A job's env steers the simulation:
 //
 //	FAKE_EXIT_CODE=3      exit with code 3 at the end instead of 0
@@ -52,6 +58,7 @@ type Runtime struct {
 
 	mu      sync.Mutex
 	running map[string]*workload
+	saved   map[string]int // by checkpoint reference: the tick the job's checkpoint holds
 	closed  bool
 	wg      sync.WaitGroup // one per running workload
 }
@@ -61,7 +68,9 @@ var _ runtime.Runtime = (*Runtime)(nil)
 // workload is one simulated run. Its goroutine, started by Start, owns
 // everything but stop, which Stop and Close write to.
 type workload struct {
+	r      *Runtime
 	w      runtime.Workload
+	from   int // the tick it resumes after: 0 from the start
 	events chan<- runtime.Event
 	clock  idlegrid.Clock
 	tick   time.Duration // time between progress reports
@@ -98,8 +107,11 @@ func (r *Runtime) Start(ctx context.Context, w runtime.Workload, events chan<- r
 		r.running = map[string]*workload{}
 	}
 	wl := &workload{
-		w: w, events: events, clock: r.clock(), tick: r.tick(w.Job.DurationSeconds),
+		r: r, w: w, events: events, clock: r.clock(), tick: r.tick(w.Job.DurationSeconds),
 		plan: planFor(w.Job.Env), stop: make(chan time.Duration, 1),
+	}
+	if ref := CheckpointRef(w.JobID); w.Job.CheckpointRef == ref {
+		wl.from = r.saved[ref] // 0 when this node keeps none: from the start
 	}
 	r.running[w.LeaseID] = wl
 	r.wg.Add(1)
@@ -109,10 +121,33 @@ func (r *Runtime) Start(ctx context.Context, w runtime.Workload, events chan<- r
 		exit.At = wl.clock.Now()
 		r.mu.Lock()
 		delete(r.running, w.LeaseID)
+		ref := CheckpointRef(w.JobID)
+		if _, ok := r.saved[ref]; ok && exit.Err == nil && (exit.Code != 0 || exit.Stopped) {
+			exit.CheckpointRef = ref
+		} else {
+			delete(r.saved, ref) // done: nothing to resume
+		}
 		r.mu.Unlock()
 		wl.send(runtime.Event{Exit: &exit})
 	}()
 	return nil
+}
+
+// CheckpointRef is the reference the runtime reports for a job's checkpoint.
+func CheckpointRef(jobID string) string { return "fake-checkpoint:" + jobID }
+
+// save records that the workload's job checkpointed after tick, when the
+// job says it can resume (CheckpointEverySeconds).
+func (wl *workload) save(tick int) {
+	if wl.w.Job.CheckpointEverySeconds <= 0 || wl.w.JobID == "" || tick <= 0 {
+		return
+	}
+	wl.r.mu.Lock()
+	defer wl.r.mu.Unlock()
+	if wl.r.saved == nil {
+		wl.r.saved = map[string]int{}
+	}
+	wl.r.saved[CheckpointRef(wl.w.JobID)] = tick
 }
 
 func (r *Runtime) clock() idlegrid.Clock {
@@ -202,9 +237,14 @@ func (wl *workload) run() runtime.Exit {
 	wl.logf(info, "pulled %s (simulated)", wl.w.Job.Image)
 	wl.logf(info, "visible GPUs: %s", strings.Join(wl.w.GPUs, ","))
 	wl.logf("stdout", "starting %s run %q: %d steps, %d seconds", wl.w.Job.Kind, wl.w.Job.Name, Steps, wl.w.Job.DurationSeconds)
+	if wl.from > 0 {
+		frac := float64(wl.from) / Ticks
+		wl.logf("stdout", "resuming from step %d, checkpointed in %s", step(frac), wl.w.Job.CheckpointRef)
+		wl.send(runtime.Event{Progress: &frac})
+	}
 	timer := time.NewTimer(wl.tick)
 	defer timer.Stop()
-	for i := 1; i <= Ticks; i++ {
+	for i := wl.from + 1; i <= Ticks; i++ {
 		select {
 		case grace := <-wl.stop:
 			return wl.stopped(i-1, grace)
@@ -235,6 +275,7 @@ func (wl *workload) checkpointAfter(i int) {
 		return
 	}
 	wl.logf("stdout", "checkpoint saved: /checkpoints/step-%d.pt", step(float64(i)/Ticks))
+	wl.save(i)
 	at := wl.clock.Now()
 	wl.send(runtime.Event{Checkpoint: &at})
 }
@@ -259,6 +300,7 @@ func (wl *workload) stopped(tick int, grace time.Duration) runtime.Exit {
 		<-t.C
 	}
 	wl.logf("stdout", "checkpoint saved: /checkpoints/step-%d.pt", step(float64(tick)/Ticks))
+	wl.save(tick)
 	return runtime.Exit{Code: exitStopped, Stopped: true}
 }
 

@@ -238,6 +238,41 @@ func TestRuntime_Stop(t *testing.T) {
 			}
 		})
 	})
+	t.Run("ResumesFromCheckpoint", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := &fake.Runtime{}
+			w := workload("lease_a", 1000, nil)
+			w.JobID, w.Job.CheckpointEverySeconds = "job_a", 100
+			done := mustStart(t, r, w)
+			time.Sleep(410 * time.Second) // virtual: 20 ticks of 20 s
+			r.Stop("lease_a", 10*time.Second)
+			got := <-done
+			ref := fake.CheckpointRef("job_a")
+			if got.exit.CheckpointRef != ref {
+				t.Fatalf("stopped exit's CheckpointRef = %q, want %q", got.exit.CheckpointRef, ref)
+			}
+
+			w.LeaseID, w.Job.CheckpointRef = "lease_b", ref
+			again := <-mustStart(t, r, w)
+			if len(again.progress) == 0 || again.progress[0] != 0.4 {
+				t.Errorf("resumed run's progress begins %v, want 0.4: where the checkpoint was", again.progress)
+			}
+			if again.took != 600*time.Second {
+				t.Errorf("resumed run took %v, want the 600s left", again.took)
+			}
+			if text := again.text(); !strings.Contains(text, "resuming from step 400") {
+				t.Errorf("logs lack the resume:\n%s", text)
+			}
+			if again.exit.CheckpointRef != "" {
+				t.Errorf("finished run's CheckpointRef = %q, want none", again.exit.CheckpointRef)
+			}
+
+			w.LeaseID = "lease_c" // another node keeps no checkpoint of the job
+			if other := <-mustStart(t, &fake.Runtime{}, w); other.took != 1000*time.Second {
+				t.Errorf("run on another runtime took %v, want the whole 1000s", other.took)
+			}
+		})
+	})
 	t.Run("NoGrace", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			r := &fake.Runtime{}
