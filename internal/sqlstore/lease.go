@@ -470,11 +470,18 @@ func laterCheckpoint(l *idlegrid.Lease, c *time.Time, at time.Time) (*time.Time,
 		t = at.UTC()
 	}
 	t = t.Truncate(time.Microsecond) // as the store keeps it, so that a repeated report is no news
-	if l.CheckpointAt != nil && !t.After(*l.CheckpointAt) {
+	if l.CheckpointAt != nil && !t.After(l.CheckpointAt.Add(sameCheckpoint)) {
 		return l.CheckpointAt, nil
 	}
 	return &t, nil
 }
+
+// sameCheckpoint is how much later a report may put the checkpoint kept
+// and still be of the same one: a node says its checkpoint's age, which
+// the server takes from its own clock, so each heartbeat reads the same
+// checkpoint a little later by its transit. Were each a new checkpoint,
+// the job would change, and the engine be told, at every heartbeat.
+const sameCheckpoint = time.Second
 
 // TransitionLease applies t and its transfers in one transaction: the lease
 // changes state and gets an event; a lease that ends frees its GPUs and

@@ -1238,17 +1238,24 @@ func testSetLeaseProgress(t *testing.T, db *sqlstore.DB) {
 
 	// A checkpoint is kept to the microsecond, moves only forward, and one
 	// a little ahead of the server's clock counts as now.
+	// The same checkpoint read again through another heartbeat's transit
+	// (the node says its age, the server takes it from its own clock)
+	// comes a little later: within a second it is no news.
 	ck1, ck2, ahead := at(30*time.Minute+time.Nanosecond), at(40*time.Minute), at(time.Hour+30*time.Second)
+	ck1Later, ck2Later := ck1.Add(300*time.Millisecond), ck2.Add(time.Second+time.Microsecond)
 	for _, tt := range []struct {
 		checkpoint *time.Time
 		wantNews   bool
 		want       time.Time
 	}{
 		{&ck1, true, ck1.Truncate(time.Microsecond)},
-		{&ck1, false, ck1.Truncate(time.Microsecond)}, // the same again
+		{&ck1, false, ck1.Truncate(time.Microsecond)},      // the same again
+		{&ck1Later, false, ck1.Truncate(time.Microsecond)}, // the same, read a little later
 		{&ck2, true, ck2},
-		{&ck1, false, ck2}, // an older one
-		{nil, false, ck2},  // none
+		{&ck2Later, true, ck2Later},
+		{&ck2, false, ck2Later}, // an older one
+		{&ck1, false, ck2Later}, // an older one
+		{nil, false, ck2Later},  // none
 		{&ahead, true, at(time.Hour)},
 	} {
 		news, err := report(0.5, tt.checkpoint, at(time.Hour))
