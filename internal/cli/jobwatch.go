@@ -552,8 +552,9 @@ func leaseChanges(prev, l *idlegrid.Lease, nodes nodeNames) []string {
 	case l.CheckpointAt != nil && (prev.CheckpointAt == nil || l.CheckpointAt.Sub(*prev.CheckpointAt) > time.Second):
 		// A running workload's checkpoints come as their times (its
 		// runtime names the reference only when it exits). The server
-		// places a checkpoint reported by its age in its own clock, so
-		// the same one creeps on by a heartbeat's latency: within a
+		// places a checkpoint reported by its age in its own clock, and
+		// keeps one within a second of the last as the same (an older
+		// server let it creep on by each heartbeat's latency): within a
 		// second it is the one said before.
 		out = append(out, fmt.Sprintf("checkpoint saved on %s at %s", on, l.CheckpointAt.Local().Format("15:04:05")))
 	}
