@@ -21,6 +21,10 @@ func (accountsDown) CreateAccount(context.Context, *idlegrid.Account) error {
 	return errors.New("database gone")
 }
 
+func (accountsDown) CreateAccountWithKey(context.Context, *idlegrid.Account, *idlegrid.APIKey) error {
+	return errors.New("database gone")
+}
+
 // mustBootstrapServer opens a coordinator on a new SQLite database in dir,
 // its store wrapped by wrap.
 func mustBootstrapServer(t *testing.T, dir string, wrap func(idlegrid.Store) idlegrid.Store) (idlegrid.Store, *server.Server) {

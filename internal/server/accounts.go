@@ -97,18 +97,19 @@ func conflictOn(err error, field string) bool {
 	return errors.As(err, &e) && e.Code == idlegrid.ECONFLICT && e.Field == field
 }
 
-// Bootstrap creates an account and its first key without a caller. It is for
-// the operator's first admin account; the HTTP API never reaches it.
+// Bootstrap creates an account and its first key, stored together, without
+// a caller. It is for the operator's first admin account; the HTTP API
+// never reaches it.
 func (s *Server) Bootstrap(ctx context.Context, name string, role idlegrid.Role) (*idlegrid.Account, *idlegrid.APIKey, string, error) {
 	a := &idlegrid.Account{ID: idlegrid.NewID("acct"), Name: name, Role: role, CreatedAt: s.Now()}
 	if err := a.Validate(); err != nil {
 		return nil, nil, "", err
 	}
-	if err := s.store.CreateAccount(ctx, a); err != nil {
+	key, secret, err := s.apiKey(a.ID, "default", idlegrid.AccessAll)
+	if err != nil {
 		return nil, nil, "", err
 	}
-	key, secret, err := s.newAPIKey(ctx, a.ID, "default", idlegrid.AccessAll)
-	if err != nil {
+	if err := s.store.CreateAccountWithKey(ctx, a, key); err != nil {
 		return nil, nil, "", err
 	}
 	return a, key, secret, nil
