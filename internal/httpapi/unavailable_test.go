@@ -108,6 +108,9 @@ func TestAPI_databaseUnavailable(t *testing.T) {
 	if e.Code != idlegrid.EUNAVAILABLE || e.Message != "the database is unavailable; try again shortly" {
 		t.Errorf("error = %+v, want unavailable, saying the database is unavailable and to try again", e)
 	}
+	if ra := got.Header.Get("Retry-After"); ra != "5" {
+		t.Errorf("Retry-After = %q, want 5 (seconds): when to try again", ra)
+	}
 	for _, internal := range []string{dsn.Host, "127.0.0.1", "refused", "postgres", "connect"} {
 		if strings.Contains(string(got.Body), internal) {
 			t.Errorf("answer %s shows %q", got.Body, internal)

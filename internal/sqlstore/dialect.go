@@ -169,11 +169,21 @@ func createPrivate(path string) error {
 	return f.Close()
 }
 
+// When a caller should send again a request the database could not serve:
+// a database down comes back in seconds (a restart, a failover) or not
+// soon, and asking sooner only adds to a pool of clients waiting for it;
+// a busy one (a lock, a serialization failure) is free again at once.
+const (
+	downRetry = 5 * time.Second
+	busyRetry = time.Second
+)
+
 // translate turns a driver error into an *idlegrid.Error where it has a
 // meaning in the market; other errors are returned as they are, and the API
 // reports them as internal. A database that is down or busy is
-// EUNAVAILABLE, a 503 that says to try again, which keeps the driver's
-// error as its cause for the server's log and shows the caller none of it.
+// EUNAVAILABLE, a 503 that says to try again, and when (Retry-After:
+// downRetry, busyRetry), which keeps the driver's error as its cause for
+// the server's log and shows the caller none of it.
 func (d *dialect) translate(err error) error {
 	var e *idlegrid.Error
 	switch {
@@ -183,7 +193,9 @@ func (d *dialect) translate(err error) error {
 		return idlegrid.Errorf(idlegrid.ENOTFOUND, "not found")
 	}
 	if d.down != nil && d.down(err) {
-		return idlegrid.Wrap(fmt.Errorf("%s: %w", d.name, err), idlegrid.EUNAVAILABLE, "the database is unavailable; try again shortly")
+		e := idlegrid.Wrap(fmt.Errorf("%s: %w", d.name, err), idlegrid.EUNAVAILABLE, "the database is unavailable; try again shortly")
+		e.RetryAfter = downRetry
+		return e
 	}
 	switch d.code(err) {
 	case idlegrid.ECONFLICT:
@@ -191,7 +203,9 @@ func (d *dialect) translate(err error) error {
 	case idlegrid.ENOTFOUND:
 		return idlegrid.Errorf(idlegrid.ENOTFOUND, "refers to an object that does not exist")
 	case idlegrid.EUNAVAILABLE:
-		return idlegrid.Wrap(fmt.Errorf("%s: %w", d.name, err), idlegrid.EUNAVAILABLE, "database busy; try again")
+		e := idlegrid.Wrap(fmt.Errorf("%s: %w", d.name, err), idlegrid.EUNAVAILABLE, "database busy; try again")
+		e.RetryAfter = busyRetry
+		return e
 	case idlegrid.EINVALID: // what the API did not catch, by field, before
 		return idlegrid.Errorf(idlegrid.EINVALID, "text must be UTF-8 without the NUL character")
 	}
