@@ -304,6 +304,16 @@ func (s JobSpec) Submitted() JobSpec {
 	return s
 }
 
+// ForNode is the spec a node is given to run: without what would tell a
+// verification's re-run from the work it checks (the lease it re-runs,
+// the providers it avoids), so that a node cannot answer a check
+// differently from the work itself, nor tell a partner which lease to
+// answer as the original did. s is not changed.
+func (s JobSpec) ForNode() JobSpec {
+	s.VerifiesLeaseID, s.AvoidProviders = "", nil
+	return s
+}
+
 // checkLists checks the datasets and the providers to avoid.
 func (s *JobSpec) checkLists(p *Faults) {
 	for i, d := range s.Datasets {

@@ -31,7 +31,7 @@ func (s VerificationState) Terminal() bool {
 // Run is one run of a verifiable job's work: the lease, its provider and
 // the digest of its output. A run not yet ended has no digest.
 type Run struct {
-	JobID      string `json:"job_id"`
+	JobID      string `json:"job_id,omitempty"` // none shown to providers while the run is underway
 	LeaseID    string `json:"lease_id,omitempty"`
 	ProviderID string `json:"provider_id,omitempty"`
 	NodeID     string `json:"node_id,omitempty"`

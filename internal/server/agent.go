@@ -263,7 +263,8 @@ func (s *Server) commandsFor(ctx context.Context, nodeID string) ([]idlegrid.Com
 			if err != nil {
 				return nil, err
 			}
-			cmds = append(cmds, idlegrid.Command{Kind: idlegrid.CommandStart, Lease: l, Job: &j.JobSpec, RegistryAuth: auth})
+			spec := j.JobSpec.ForNode()
+			cmds = append(cmds, idlegrid.Command{Kind: idlegrid.CommandStart, Lease: l, Job: &spec, RegistryAuth: auth})
 		}
 	}
 	return cmds, nil

@@ -110,7 +110,12 @@ func (s *Server) newRun(j *idlegrid.Job, leaseID string, avoid ...string) *idleg
 	spec := j.JobSpec
 	spec.Tier, spec.Interruptible = idlegrid.TierBronze, true
 	spec.VerifiesLeaseID, spec.CheckpointRef, spec.Deadline = leaseID, "", nil
-	spec.AvoidProviders = append(slices.Clone(j.AvoidProviders), avoid...)
+	spec.AvoidProviders = slices.Clone(j.AvoidProviders)
+	for _, p := range avoid { // a tie-break's job is the re-run's, which avoids the original's provider already
+		if !slices.Contains(spec.AvoidProviders, p) {
+			spec.AvoidProviders = append(spec.AvoidProviders, p)
+		}
+	}
 	spec.Env = maps.Clone(j.Env)
 	now := s.Now()
 	run := &idlegrid.Job{
@@ -268,5 +273,25 @@ func (s *Server) ListVerifications(ctx context.Context, f idlegrid.VerificationF
 	if err := checkLimit(f.Limit); err != nil {
 		return nil, err
 	}
-	return s.store.ListVerifications(ctx, f)
+	vs, err := s.store.ListVerifications(ctx, f)
+	if err != nil || c.Role != idlegrid.RoleProvider {
+		return vs, err
+	}
+	for _, v := range vs {
+		hideRunsUnderway(v)
+	}
+	return vs, nil
+}
+
+// hideRunsUnderway leaves out, for a provider, the job of each run of v
+// not yet ended: the original's provider, which sees its verification,
+// could otherwise tell a partner which job on the partner's node is the
+// check of its work, and what to answer.
+func hideRunsUnderway(v *idlegrid.Verification) {
+	if v.Rerun.LeaseID == "" {
+		v.Rerun.JobID = ""
+	}
+	if v.Tiebreak != nil && v.Tiebreak.LeaseID == "" {
+		v.Tiebreak.JobID = ""
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -75,6 +76,26 @@ func mustRunDigest(t *testing.T, m *testMarket, nodes []context.Context, jobID, 
 	return nil
 }
 
+// mustStartCommand is the command that tells one of nodes to start a
+// lease of job.
+func mustStartCommand(t *testing.T, m *testMarket, nodes []context.Context, jobID string) idlegrid.Command {
+	t.Helper()
+	synctest.Wait()
+	for _, n := range nodes {
+		cmds, err := m.srv.Commands(n, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cmds {
+			if c.Kind == idlegrid.CommandStart && c.Lease.JobID == jobID {
+				return c
+			}
+		}
+	}
+	t.Fatalf("no node was told to start %s", jobID)
+	return idlegrid.Command{}
+}
+
 func mustVerification(t *testing.T, m *testMarket) *idlegrid.Verification {
 	t.Helper()
 	vs, err := m.srv.ListVerifications(m.admin, idlegrid.VerificationFilter{})
@@ -108,6 +129,16 @@ func TestServer_Verification(t *testing.T) {
 				t.Fatal(err)
 			} else if rerun.Tier != idlegrid.TierBronze || rerun.VerifiesLeaseID != first.ID || len(rerun.AvoidProviders) != 1 || rerun.AvoidProviders[0] != first.ProviderID {
 				t.Fatalf("re-run job %+v, want bronze, avoiding %s", rerun.JobSpec, first.ProviderID)
+			}
+			// The node given the re-run cannot tell it from the original.
+			if c := mustStartCommand(t, m, nodes, rerun.ID); c.Job.VerifiesLeaseID != "" || len(c.Job.AvoidProviders) != 0 || !c.Job.Verifiable {
+				t.Errorf("the re-run's node is told verifies_lease_id %q, avoid_providers %v, verifiable %v; want neither, and verifiable",
+					c.Job.VerifiesLeaseID, c.Job.AvoidProviders, c.Job.Verifiable)
+			}
+			// Nor can the original's provider learn which job checks it.
+			owner := idlegrid.NewContextWithCaller(context.Background(), &idlegrid.Caller{AccountID: first.ProviderID, Role: idlegrid.RoleProvider})
+			if vs, err := m.srv.ListVerifications(owner, idlegrid.VerificationFilter{}); err != nil || len(vs) != 1 || vs[0].Rerun.JobID != "" {
+				t.Errorf("the original's provider sees %+v (%v): want its verification, without the re-run's job", vs, err)
 			}
 			second := mustRunDigest(t, m, nodes, rerun.ID, "sha256:good")
 			if second.ProviderID == first.ProviderID {
@@ -175,6 +206,11 @@ func TestServer_Verification(t *testing.T) {
 			tb := mustRunDigest(t, m, nodes, v.Tiebreak.JobID, "sha256:right")
 			if tb.ProviderID == liar.ProviderID || tb.ProviderID == v.Original.ProviderID {
 				t.Fatalf("the tie-break ran on provider %s, one of the two it decides between", tb.ProviderID)
+			}
+			if tbJob, err := m.store.FindJob(context.Background(), v.Tiebreak.JobID); err != nil {
+				t.Fatal(err)
+			} else if want := []string{v.Original.ProviderID, liar.ProviderID}; !slices.Equal(tbJob.AvoidProviders, want) {
+				t.Errorf("the tie-break avoids %v, want %v, each once", tbJob.AvoidProviders, want)
 			}
 			v = mustVerification(t, m)
 			if v.State != idlegrid.VerificationConvicted || v.DisputeID == "" {
