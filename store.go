@@ -180,8 +180,8 @@ type Store interface {
 	// seen before is not applied again; the stored one is returned in its place.
 	PostTransfer(ctx context.Context, t *Transfer) (*Transfer, error)
 	// ReleaseBond posts t, a release of providerID's bond, as PostTransfer
-	// does, unless a dispute against the provider is open: ECONFLICT naming
-	// it. It holds the provider's account while it looks, as OpenDispute
+	// does, unless a dispute against the provider is open, or a
+	// verification of its runs is still deciding: ECONFLICT naming it. It holds the provider's account while it looks, as OpenDispute
 	// does, so that a dispute opened meanwhile waits for it or stops it.
 	ReleaseBond(ctx context.Context, t *Transfer, providerID string) (*Transfer, error)
 	ListTransfers(ctx context.Context, f TransferFilter) ([]*Transfer, error)

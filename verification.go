@@ -58,6 +58,7 @@ type Verification struct {
 type VerificationFilter struct {
 	ProviderID string // the provider of any of its runs
 	RenterID   string
+	States     []VerificationState
 	Limit      int
 	// Before, a verification ID, lists only the verifications listed
 	// after it, newest first: the next page after a page that ended with

@@ -86,7 +86,7 @@ func (s *Server) Reap(ctx context.Context) error {
 // reapRest is the part of a pass that does not rest on the nodes'
 // heartbeats, and so is done even when reading or judging them failed.
 func (s *Server) reapRest(ctx context.Context) error {
-	return errors.Join(s.matureEarnings(ctx), s.checkRunout(ctx), s.sweepExpired(ctx), s.redoFollowUps(ctx))
+	return errors.Join(s.matureEarnings(ctx), s.checkRunout(ctx), s.sweepExpired(ctx), s.redoFollowUps(ctx), s.closeStalledVerifications(ctx))
 }
 
 // marketDoubt is why this server may not be the one running the market

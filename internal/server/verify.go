@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/trustpolicy"
@@ -159,6 +161,69 @@ func (s *Server) recordRun(ctx context.Context, j *idlegrid.Job, l *idlegrid.Lea
 	}
 	v.Tiebreak = &run
 	return s.breakTie(ctx, v)
+}
+
+// rerunPatience is how long a verification waits for a run of its that no
+// node has taken: a re-run or tie-break still queued that long (no other
+// provider's node fits it, say the one region the renter asked for) is
+// cancelled and the verification left inconclusive, so that a check that
+// cannot happen neither stands for one (firstChecks) nor holds the
+// provider's bond (ReleaseBond) for ever.
+const rerunPatience = 24 * time.Hour
+
+// closeStalledVerifications leaves inconclusive each verification whose
+// awaited run's job was cancelled or failed (its renter cancelled it while
+// it was queued: no lease's end tells recordRun), or waited queued past
+// rerunPatience, which it cancels. The reaper calls it, so that a
+// verification is closed however its run's job ended, a crash between
+// the cancel and this notwithstanding.
+func (s *Server) closeStalledVerifications(ctx context.Context) error {
+	vs, err := s.store.ListVerifications(ctx, idlegrid.VerificationFilter{Limit: everyRow,
+		States: []idlegrid.VerificationState{idlegrid.VerificationRerunning, idlegrid.VerificationTiebreaking}})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, v := range vs {
+		if err := s.closeIfStalled(ctx, v); idlegrid.ErrorCode(err) != idlegrid.ECONFLICT { // a conflict: it moved on meanwhile
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// closeIfStalled leaves v inconclusive when the job of the run it awaits
+// was cancelled or failed, or has waited queued past rerunPatience, which
+// it cancels first. A run whose job failed or was cancelled can decide
+// nothing else (recordRun leaves those inconclusive too); one that
+// succeeded is recordRun's to compare.
+func (s *Server) closeIfStalled(ctx context.Context, v *idlegrid.Verification) error {
+	jobID := v.Rerun.JobID
+	if v.State == idlegrid.VerificationTiebreaking && v.Tiebreak != nil {
+		jobID = v.Tiebreak.JobID
+	}
+	j, err := s.store.FindJob(ctx, jobID)
+	if err != nil {
+		return err
+	}
+	now := s.Now()
+	switch {
+	case j.State == idlegrid.JobQueued && now.Sub(j.CreatedAt) >= rerunPatience:
+		why := fmt.Sprintf("no other provider's node took it within %s", rerunPatience)
+		if err := s.store.CancelQueuedJob(ctx, j.ID, "a verification run: "+why, now); err != nil {
+			return err
+		}
+		s.markJob(j.ID)
+		s.jobChanged(j.ID)
+		v.Outcome = fmt.Sprintf("the run %s could not happen: %s, so nothing can be compared", j.ID, why)
+	case j.State == idlegrid.JobCancelled, j.State == idlegrid.JobFailed:
+		v.Outcome = fmt.Sprintf("the run %s ended %s (%s), so nothing can be compared", j.ID, j.State, j.Reason)
+	default:
+		return nil
+	}
+	from := v.State
+	v.State = idlegrid.VerificationInconclusive
+	return s.saveVerification(ctx, v, from)
 }
 
 // awaits reports whether v is waiting for the outcome of job jobID: its

@@ -257,3 +257,70 @@ func TestServer_Verification(t *testing.T) {
 		})
 	})
 }
+
+// A run no node can take, or one its renter cancels, leaves the
+// verification inconclusive rather than deciding for ever: it would count
+// towards first_checks and keep the provider's bond while it waited.
+func TestServer_Verification_stalledRuns(t *testing.T) {
+	verifiable := testSpec()
+	verifiable.Verifiable = true
+	// Both test nodes are one provider's, so no node may take a re-run.
+	start := func(t *testing.T, m *testMarket) *idlegrid.Verification {
+		t.Helper()
+		j, err := m.srv.SubmitJob(m.renter, verifiable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustRunDigest(t, m, []context.Context{m.node, m.rival}, j.ID, "sha256:made-up")
+		v := mustVerification(t, m)
+		if v.State != idlegrid.VerificationRerunning {
+			t.Fatalf("verification %+v, want a re-run waiting", v)
+		}
+		return v
+	}
+	reap := func(t *testing.T, m *testMarket) *idlegrid.Verification {
+		t.Helper()
+		if err := m.srv.Reap(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return mustVerification(t, m)
+	}
+	t.Run("no node takes the re-run within a day", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m := mustMarketWith(t, verifyAll)
+			mustBond(t, m, 100)
+			v := start(t, m)
+			_, err := m.srv.ReleaseBond(m.provider, idlegrid.MicrosPerUnit, "release-1")
+			if idlegrid.ErrorCode(err) != idlegrid.ECONFLICT || !strings.Contains(idlegrid.ErrorMessage(err), v.ID) {
+				t.Errorf("releasing the bond while %s decides: %v, want a conflict naming it", v.ID, err)
+			}
+			time.Sleep(23 * time.Hour)
+			if v = reap(t, m); v.State != idlegrid.VerificationRerunning {
+				t.Fatalf("after 23 hours: verification %s, want still waiting for its re-run", v.State)
+			}
+			time.Sleep(time.Hour)
+			if v = reap(t, m); v.State != idlegrid.VerificationInconclusive || !strings.Contains(v.Outcome, "no other provider's node took it") {
+				t.Fatalf("after a day: verification %s (%s), want inconclusive, saying no node took the re-run", v.State, v.Outcome)
+			}
+			if j, err := m.store.FindJob(context.Background(), v.Rerun.JobID); err != nil || j.State != idlegrid.JobCancelled {
+				t.Errorf("re-run job %+v (%v), want cancelled", j, err)
+			}
+			if _, err := m.srv.ReleaseBond(m.provider, idlegrid.MicrosPerUnit, "release-1"); err != nil {
+				t.Errorf("releasing the bond once nothing decides: %v", err)
+			}
+			mustLedgerBalanced(t, m.store)
+		})
+	})
+	t.Run("its renter cancels the re-run", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m := mustMarketWith(t, verifyAll)
+			v := start(t, m)
+			if _, err := m.srv.CancelJob(m.renter, v.Rerun.JobID); err != nil {
+				t.Fatal(err)
+			}
+			if v = reap(t, m); v.State != idlegrid.VerificationInconclusive || !strings.Contains(v.Outcome, "ended cancelled") {
+				t.Errorf("verification %s (%s), want inconclusive, saying its run was cancelled", v.State, v.Outcome)
+			}
+		})
+	})
+}

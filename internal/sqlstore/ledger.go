@@ -147,7 +147,7 @@ func (db *DB) PostTransfer(ctx context.Context, t *idlegrid.Transfer) (*idlegrid
 }
 
 // ReleaseBond posts t, a release of providerID's bond, unless a dispute
-// against the provider is open. The provider's account row is locked
+// against the provider is open or a verification of its runs is deciding. The provider's account row is locked
 // first, as OpenDispute locks it, so the two cannot pass each other.
 func (db *DB) ReleaseBond(ctx context.Context, t *idlegrid.Transfer, providerID string) (*idlegrid.Transfer, error) {
 	var out *idlegrid.Transfer
@@ -160,6 +160,17 @@ func (db *DB) ReleaseBond(ctx context.Context, t *idlegrid.Transfer, providerID 
 			providerID, string(idlegrid.DisputeOpen)).Scan(&open)
 		if err == nil {
 			return idlegrid.Errorf(idlegrid.ECONFLICT, "dispute %s against you is open; the bond can be released once it is resolved", open)
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		// A run of the provider's still being compared may convict it
+		// (its tie-break decides between it and another).
+		err = tx.QueryRowContext(ctx, `SELECT id FROM verifications WHERE (original_provider = $1 OR rerun_provider = $1)
+			AND state IN ($2, $3) ORDER BY created_at LIMIT 1`,
+			providerID, string(idlegrid.VerificationRerunning), string(idlegrid.VerificationTiebreaking)).Scan(&open)
+		if err == nil {
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "verification %s of your work is still deciding; the bond can be released once it is decided "+
+				"(idlegrid dispute verifications shows it; a run no node takes is given up within a day)", open)
 		} else if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}

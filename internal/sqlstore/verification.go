@@ -134,8 +134,8 @@ func (db *DB) ListVerifications(ctx context.Context, f idlegrid.VerificationFilt
 	return out, err
 }
 
-// verificationScope is the condition on verifications of f's renter and
-// provider, over a.
+// verificationScope is the condition on verifications of f's renter,
+// provider and states, over a.
 func verificationScope(a *args, f idlegrid.VerificationFilter) string {
 	q := `1 = 1`
 	if f.RenterID != "" {
@@ -144,6 +144,9 @@ func verificationScope(a *args, f idlegrid.VerificationFilter) string {
 	if f.ProviderID != "" {
 		p := a.add(f.ProviderID)
 		q += ` AND (original_provider = ` + p + ` OR rerun_provider = ` + p + ` OR tiebreak_provider = ` + p + `)`
+	}
+	if len(f.States) > 0 {
+		q += ` AND state IN ` + in(a, f.States)
 	}
 	return q
 }

@@ -72,6 +72,10 @@ func testVerifications(t *testing.T, db *sqlstore.DB) {
 		{idlegrid.VerificationFilter{ProviderID: "prov_2"}, 1},
 		{idlegrid.VerificationFilter{ProviderID: "prov_3"}, 0},
 		{idlegrid.VerificationFilter{RenterID: r.ID}, 2},
+		{idlegrid.VerificationFilter{States: []idlegrid.VerificationState{idlegrid.VerificationTiebreaking}}, 1},
+		{idlegrid.VerificationFilter{States: []idlegrid.VerificationState{idlegrid.VerificationRerunning, idlegrid.VerificationTiebreaking}}, 2},
+		{idlegrid.VerificationFilter{ProviderID: "prov_2", States: []idlegrid.VerificationState{idlegrid.VerificationRerunning}}, 0},
+		{idlegrid.VerificationFilter{States: []idlegrid.VerificationState{idlegrid.VerificationMatched}}, 0},
 	} {
 		vs, err := db.ListVerifications(ctx, tt.f)
 		mustOK(t, err)
