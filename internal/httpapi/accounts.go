@@ -153,7 +153,7 @@ func (a *api) createJoinToken(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.TTLSeconds < 0 || req.TTLSeconds > maxTTLSeconds {
-		return idlegrid.Invalid("join_token.ttl_seconds", "must be a positive number of seconds")
+		return idlegrid.Invalid("join_token.ttl_seconds", "must be between 60 seconds and 30 days (0: a day), got %d", req.TTLSeconds)
 	}
 	tok, secret, err := a.srv.CreateJoinToken(r.Context(), req.Name, req.MaxUses, time.Duration(req.TTLSeconds)*time.Second)
 	if err != nil {

@@ -16,7 +16,7 @@ func (a *api) attestRoutes(t time.Duration) {
 
 	a.handle("GET /v1/nodes/{id}/attestation", t, a.withKey(a.nodeAttestation))
 	a.handle("GET /v1/nodes/{id}/challenges", t, a.withKey(a.listChallenges))
-	a.handle("POST /v1/nodes/{id}/challenge", t, a.withKey(a.challengeNode))
+	a.handle("POST /v1/nodes/{id}/challenge", t, a.withKey(a.noBody(a.challengeNode)))
 	a.handle("POST /v1/nodes/{id}/quarantine", t, a.withKey(a.quarantineNode))
 	a.handle("POST /v1/nodes/{id}/quarantine/lift", t, a.withKey(a.liftQuarantine))
 	a.handle("GET /v1/quarantine", t, a.withKey(a.listQuarantines))
@@ -136,12 +136,12 @@ func (a *api) listQuarantines(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f := idlegrid.QuarantineFilter{Before: q.string("before")}
-	switch q.string("state") {
+	switch state := q.string("state"); state {
 	case "", "active":
 		f.ActiveOnly = true
 	case "all":
 	default:
-		return idlegrid.Invalid("state", "must be active or all")
+		return idlegrid.Invalid("state", "must be active or all, got %q", state)
 	}
 	if f.Limit, err = q.limit(); err != nil {
 		return err

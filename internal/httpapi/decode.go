@@ -76,7 +76,149 @@ func decodeOne(body []byte, v any, strict bool) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return idlegrid.Errorf(idlegrid.EINVALID, "request body has data after the JSON value; send exactly one JSON object")
 	}
+	if strict {
+		if err := checkStrict(body, reflect.TypeOf(v)); err != nil {
+			return err
+		}
+	}
 	return checkNUL(body)
+}
+
+// checkStrict refuses what a client's body, decoded into a t without
+// fault, may still not hold: bytes that are not UTF-8 (checkUTF8) and a
+// field given twice (findMember).
+func checkStrict(body []byte, t reflect.Type) error {
+	if err := checkUTF8(body); err != nil {
+		return err
+	}
+	if m := findMember(body, t, "", true); m != nil {
+		return idlegrid.Invalid(m.path, "%s", m.reason)
+	}
+	return nil
+}
+
+// checkUTF8 refuses a body that is not UTF-8, as JSON must be (RFC 8259),
+// naming the string that holds the first bad byte: encoding/json would
+// keep U+FFFD in its place, and the server would store text the client
+// never sent.
+func checkUTF8(body []byte) error {
+	if utf8.Valid(body) {
+		return nil
+	}
+	bad := int64(len(body))
+	for i := 0; i < len(body); {
+		r, n := utf8.DecodeRune(body[i:])
+		if r == utf8.RuneError && n == 1 {
+			bad = int64(i)
+			break
+		}
+		i += n
+	}
+	field := ""
+	eachString(body, func(path, _ string, end int64) bool {
+		if end > bad {
+			field = path
+			return false
+		}
+		return true
+	})
+	return idlegrid.Invalid(cmp.Or(field, "request body"), "must be UTF-8 text (byte %d of the body is not UTF-8)", bad)
+}
+
+// badMember is a member of a JSON object that its body may not hold.
+type badMember struct {
+	path   string // where, e.g. "schedule.weekly[0].day"
+	reason string
+}
+
+// findMember walks raw, as it is decoded into a t, to the first member of
+// an object, in the body's order, that is given twice (two keys that
+// encoding/json reads into the same field: the same key, or one that
+// differs from it only in case, where the last would silently win) or,
+// when strict, that t does not know; nil when none. Paths name object keys
+// joined by dots, and array indices in brackets, as findBad's do.
+func findMember(raw json.RawMessage, t reflect.Type, path string, strict bool) *badMember {
+	if t == nil {
+		return nil
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if decodesItself(t) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		fields := jsonFields(t)
+		return findMemberOf(raw, path, strict, func(key string) (string, reflect.Type) { return fieldNamed(fields, key) })
+	case reflect.Map:
+		return findMemberOf(raw, path, false, func(key string) (string, reflect.Type) { return key, t.Elem() })
+	case reflect.Slice, reflect.Array:
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return nil
+		}
+		for i, item := range items {
+			if m := findMember(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), strict); m != nil {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+// findMemberOf is findMember of each member of the JSON object raw, in
+// order; member gives the name a key is read as and its type ("", nil: a
+// key the type does not know).
+func findMemberOf(raw json.RawMessage, path string, strict bool, member func(key string) (string, reflect.Type)) *badMember {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]string{} // the name read as, to the key first sent for it
+	for dec.More() {
+		tok, err := dec.Token()
+		key, ok := tok.(string)
+		var v json.RawMessage
+		if err != nil || !ok || dec.Decode(&v) != nil {
+			return nil
+		}
+		at := key
+		if path != "" {
+			at = path + "." + key
+		}
+		name, t := member(key)
+		switch first, twice := seen[name]; {
+		case t == nil && strict:
+			return &badMember{path: at, reason: "unknown field"}
+		case t == nil:
+			continue
+		case twice && first == key:
+			return &badMember{path: at, reason: "given twice; give each field once"}
+		case twice:
+			return &badMember{path: at, reason: fmt.Sprintf("given twice, as %q and %q; give each field once", first, key)}
+		}
+		seen[name] = key
+		if m := findMember(v, t, at, strict); m != nil {
+			return m
+		}
+	}
+	return nil
+}
+
+// fieldNamed is the JSON name of the field key names, and its type, matched
+// as encoding/json matches it: exactly, else whatever the case; "", nil for
+// none.
+func fieldNamed(fields map[string]reflect.Type, key string) (string, reflect.Type) {
+	if t, ok := fields[key]; ok {
+		return key, t
+	}
+	for name, t := range fields {
+		if strings.EqualFold(name, key) {
+			return name, t
+		}
+	}
+	return "", nil
 }
 
 // notText is the error for a field whose value is not text (IsText).
@@ -93,7 +235,7 @@ func checkNUL(body []byte) error {
 		return nil
 	}
 	field, found := "", false
-	eachString(body, func(path, s string) bool {
+	eachString(body, func(path, s string, _ int64) bool {
 		field, found = path, strings.IndexByte(s, 0) >= 0
 		return !found
 	})
@@ -103,10 +245,11 @@ func checkNUL(body []byte) error {
 	return nil
 }
 
-// eachString calls visit with each string value in body, in order, and
-// where it is: the keys of the objects it is in, joined by dots (arrays add
-// no name), "" at the top; it stops when visit returns false.
-func eachString(body []byte, visit func(path, s string) bool) {
+// eachString calls visit with each string value in body, in order, where
+// it is (the keys of the objects it is in, joined by dots, arrays adding
+// no name; "" at the top) and the offset in body just past it; it stops
+// when visit returns false.
+func eachString(body []byte, visit func(path, s string, end int64) bool) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	type frame struct {
 		object, atKey bool
@@ -137,7 +280,7 @@ func eachString(body []byte, visit func(path, s string) bool) {
 					keys = append(keys, f.key)
 				}
 			}
-			if !visit(strings.Join(keys, "."), t) {
+			if !visit(strings.Join(keys, "."), t, dec.InputOffset()) {
 				return
 			}
 		}
@@ -163,12 +306,24 @@ func jsonError(err error, body []byte, t reflect.Type) error {
 	case errors.As(err, &typ) && typ.Field == "":
 		return idlegrid.Errorf(idlegrid.EINVALID, "request body must be a JSON object, got %s", typ.Value)
 	case errors.As(err, &typ):
+		// encoding/json names the field without the array indices or map
+		// keys on the way (schedule.weekly.start, env); findBad names the
+		// value itself (schedule.weekly[1].start, env.HOME), as the rules'
+		// refusals do.
+		if bad := findBad(body, t, ""); bad != nil && bad.path != "" {
+			return idlegrid.Invalid(bad.path, "%s", bad.reason())
+		}
 		return idlegrid.Invalid(typ.Field, "must be %s, got %s", jsonType(typ.Type), typ.Value)
 	case errors.As(err, &e):
 		return e // from a type that decodes itself and names its own field (RoutingMaxPrice)
 	}
 	// encoding/json reports unknown fields only as text.
+	// Its path is found by walking the body (findMember), so that a form
+	// can mark "schedule.weekly[0].day", not a "day" of no one knows where.
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if m := findMember(body, t, "", true); m != nil {
+			return idlegrid.Invalid(m.path, "%s", m.reason)
+		}
 		name, _ = strconv.Unquote(name)
 		return idlegrid.Invalid(name, "unknown field")
 	}
@@ -191,7 +346,10 @@ type badValue struct {
 // reason says what the value must be, in a JSON author's words.
 func (b *badValue) reason() string {
 	var b64 base64.CorruptInputError
+	var typ *json.UnmarshalTypeError
 	switch {
+	case errors.As(b.err, &typ) && !decodesItself(b.typ):
+		return fmt.Sprintf("must be %s, got %s", jsonType(b.typ), typ.Value)
 	case b.typ == reflect.TypeFor[time.Time]():
 		return "must be an RFC 3339 time string, e.g. 2026-01-02T15:04:05Z, got " + shown(b.raw)
 	case errors.As(b.err, &b64):
@@ -214,9 +372,10 @@ func shown(raw json.RawMessage) string {
 }
 
 // findBad walks raw, as it is decoded into a t, to the first value, in
-// the body's order, that a type decoding itself refuses on its own; nil
-// when none does. Paths name object keys joined by dots, and array
-// indices in brackets.
+// the body's order, that its type refuses on its own: one of the wrong
+// JSON type (a string for a number, an object for a list), or one that a
+// type decoding itself refuses; nil when none is. Paths name object keys
+// joined by dots, and array indices in brackets.
 func findBad(raw json.RawMessage, t reflect.Type, path string) *badValue {
 	if t == nil {
 		return nil
@@ -229,6 +388,9 @@ func findBad(raw json.RawMessage, t reflect.Type, path string) *badValue {
 			return &badValue{path: path, typ: t, raw: raw, err: err}
 		}
 		return nil
+	}
+	if bad := wrongKind(raw, t, path); bad != nil {
+		return bad
 	}
 	switch t.Kind() {
 	case reflect.Struct:
@@ -248,6 +410,36 @@ func findBad(raw json.RawMessage, t reflect.Type, path string) *badValue {
 		}
 	}
 	return nil
+}
+
+// wrongKind is raw as a bad value when it is not of the JSON type a t
+// takes: for a number, a string or true or false, whatever encoding/json
+// refuses to decode into a t; for an object or a list, anything but one
+// (or null). nil when it is of that type, whatever it holds.
+func wrongKind(raw json.RawMessage, t reflect.Type, path string) *badValue {
+	var want byte
+	switch t.Kind() {
+	case reflect.Interface:
+		return nil
+	case reflect.Struct, reflect.Map:
+		want = '{'
+	case reflect.Slice, reflect.Array:
+		want = '['
+	default:
+		if err := json.Unmarshal(raw, reflect.New(t).Interface()); err != nil {
+			return &badValue{path: path, typ: t, raw: raw, err: err}
+		}
+		return nil
+	}
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || trimmed[0] == want || bytes.Equal(trimmed, []byte("null")) {
+		return nil
+	}
+	got := map[byte]string{'{': "object", '[': "array", '"': "string", 't': "bool", 'f': "bool"}[trimmed[0]]
+	if got == "" {
+		got = "number"
+	}
+	return &badValue{path: path, typ: t, raw: raw, err: &json.UnmarshalTypeError{Value: got, Type: t}}
 }
 
 // findBadMember is findBad of each member of the JSON object raw, in
@@ -370,6 +562,32 @@ func (a *api) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	return decodeJSON(body, v)
 }
 
+// noBody is fn for a route that takes no body: a request may send none,
+// or an object with nothing in it ({}, as client.ChallengeNode does), but
+// one that says something (a cancel's "reason") is refused as the bodies
+// of the other routes are, naming the field it does not take, rather than
+// left out unread while the request goes through as if it had said it.
+func (a *api) noBody(fn handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return idlegrid.Errorf(idlegrid.ETOOLARGE, "request body is over the limit of %d bytes", tooLarge.Limit)
+		} else if err != nil {
+			return idlegrid.Errorf(idlegrid.EINVALID, "could not read the request body: %v", err)
+		}
+		if len(bytes.TrimSpace(body)) > 0 {
+			if err := checkContentType(r); err != nil {
+				return err
+			}
+			if err := decodeJSON(body, &struct{}{}); err != nil {
+				return err
+			}
+		}
+		return fn(w, r)
+	}
+}
+
 // readAgentJSON reads and decodes an agent's request body into v, leaving
 // out the fields this server does not know (decodeAgentJSON).
 func (a *api) readAgentJSON(w http.ResponseWriter, r *http.Request, v any) error {
@@ -409,7 +627,7 @@ type query struct {
 func parseQuery(r *http.Request, known ...string) (query, error) {
 	values, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return query{}, idlegrid.Errorf(idlegrid.EINVALID, "malformed query string: %v", err)
+		return query{}, idlegrid.Invalid("query", "malformed query string: %v", err) // named as ?=5 is: no parameter to name
 	}
 	for name, vs := range values {
 		if !idlegrid.IsText(name) || !idlegrid.IsText(vs[0]) {

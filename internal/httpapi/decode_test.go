@@ -43,7 +43,10 @@ func TestDecodeJSON(t *testing.T) {
 		{name: "valid", body: `{"image":"a","gpus":2,"env":{"A":"b"}}`},
 		{name: "trailing space is fine", body: "{\"gpus\":1}\n  "},
 		{name: "unknown field", body: `{"gpus":1,"colour":"red"}`, wantField: "colour", wantErr: true},
-		{name: "nested type", body: `{"env":{"A":1}}`, wantField: "env", wantErr: true},
+		{name: "nested type", body: `{"env":{"A":1}}`, wantField: "env.A", wantErr: true},
+		{name: "a list's item", body: `{"command":["python",2]}`, wantField: "command[1]", wantErr: true},
+		{name: "an object for a list", body: `{"command":{"a":"b"}}`, wantField: "command", wantErr: true},
+		{name: "a list's object", body: `{"datasets":[{"name":"a"},{"name":"b","size_gb":"9"}]}`, wantField: "datasets[1].size_gb", wantErr: true},
 		{name: "string for number", body: `{"gpus":"1"}`, wantField: "gpus", wantErr: true},
 		{name: "float for integer", body: `{"gpus":1.5}`, wantField: "gpus", wantErr: true},
 		{name: "overflow", body: `{"duration_seconds":1e30}`, wantField: "duration_seconds", wantErr: true},
@@ -101,6 +104,13 @@ func TestDecodeJSON_namesWhereATypeRefused(t *testing.T) {
 		{`{"deadline":"tomorrow"}`, &idlegrid.Job{}, "deadline", `got "tomorrow"`},                                      // JobSpec is embedded
 		{`{"name":"n","schedule":{"one_off":[{"start":[]}]}}`, &idlegrid.Node{}, "schedule.one_off[0].start", "got []"}, // so is Offer
 		{`{"env":{"A":"b"},"deadline":"` + strings.Repeat("9", 100) + `"}`, &idlegrid.JobSpec{}, "deadline", "…"},
+		// A value of the wrong JSON type is named the same way, and said in
+		// a JSON author's words.
+		{`{"schedule":{"mode":"windows","weekly":[{"days":["mon"],"start":"09:00","end":"17:00"},{"days":["tue"],"start":9}]}}`,
+			&nodeScheduleRequest{}, "schedule.weekly[1].start", "must be a string, got number"},
+		{`{"schedule":{"mode":"windows","weekly":[{"days":["mon"],"start":"09:00","end":"17:00"},"tue"]}}`,
+			&nodeScheduleRequest{}, "schedule.weekly[1]", "must be an object, got string"},
+		{`{"leases":[{"lease_id":"a","progress":"half"}]}`, &idlegrid.HeartbeatRequest{}, "leases[0].progress", "must be a number, got string"},
 	}
 	for _, tt := range tests {
 		err := decodeJSON([]byte(tt.body), tt.into)
@@ -173,4 +183,56 @@ func TestCheckNUL(t *testing.T) {
 			t.Errorf("%s: %v, want EINVALID naming %q", body, err, want)
 		}
 	}
+}
+
+// TestDecodeJSON_membersGivenTwiceOrUnknown: a body that names a field
+// twice (also in another case, which encoding/json reads into the same
+// field) is refused rather than read as its last value says, so that what
+// a proxy or a log reads of it is what the server does; and a field the
+// API does not know, however deep, is named by its whole path.
+func TestDecodeJSON_membersGivenTwiceOrUnknown(t *testing.T) {
+	tests := []struct {
+		body      string
+		into      any
+		wantField string
+		wantText  string
+	}{
+		{`{"amount_micros":1,"amount_micros":1000000}`, &wire.PayoutRequest{}, "amount_micros", "given twice"},
+		{`{"amount_micros":1,"AMOUNT_MICROS":1000000}`, &wire.PayoutRequest{}, "AMOUNT_MICROS", `as "amount_micros" and "AMOUNT_MICROS"`},
+		{`{"image":"a","env":{"A":"1","B":"2","A":"3"}}`, &idlegrid.JobSpec{}, "env.A", "given twice"},
+		{`{"schedule":{"mode":"windows","weekly":[{"days":["mon"],"start":"09:00","end":"17:00"},{"start":"09:00","start":"10:00"}]}}`,
+			&nodeScheduleRequest{}, "schedule.weekly[1].start", "given twice"},
+		{`{"schedule":{"mode":"windows","weekly":[{"days":["mon"],"start":"09:00","end":"17:00"},{"day":"mon"}]}}`,
+			&nodeScheduleRequest{}, "schedule.weekly[1].day", "unknown field"},
+		{`{"name":"n","datasets":[{"name":"a","nam":"b"}]}`, &idlegrid.JobSpec{}, "datasets[0].nam", "unknown field"},
+		{"{\"name\":\"a\xff\"}", &wire.CreateAPIKeyRequest{}, "name", "UTF-8"},
+	}
+	for _, tt := range tests {
+		err := decodeJSON([]byte(tt.body), tt.into)
+		var e *idlegrid.Error
+		if !errors.As(err, &e) || e.Code != idlegrid.EINVALID || e.Field != tt.wantField || !strings.Contains(e.Message, tt.wantText) {
+			t.Errorf("decode %s into %T: %v, want EINVALID naming %s, saying %q", tt.body, tt.into, err, tt.wantField, tt.wantText)
+		}
+	}
+	// A key's routing decodes on its own, naming fields as routing.<name>.
+	if _, err := decodeRouting([]byte(`{"sort":"price","region":["eu-west"],"sort":"latency"}`)); fieldOf(err) != "routing.sort" {
+		t.Errorf("a routing with sort twice: %v, want EINVALID naming routing.sort", err)
+	}
+	// Distinct keys, and the same key in distinct objects, are fine; an
+	// agent's body is not held to this (decodeAgentJSON).
+	for _, body := range []string{`{"image":"a","env":{"A":"1","a":"2"}}`, `{"datasets":[{"name":"a"},{"name":"b"}]}`} {
+		var spec idlegrid.JobSpec
+		if err := decodeJSON([]byte(body), &spec); err != nil {
+			t.Errorf("decode %s: %v, want no fault", body, err)
+		}
+	}
+}
+
+// fieldOf is the field an *idlegrid.Error names, "" for any other error.
+func fieldOf(err error) string {
+	var e *idlegrid.Error
+	if errors.As(err, &e) {
+		return e.Field
+	}
+	return ""
 }

@@ -57,6 +57,14 @@ func (a *api) postBond(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, b)
 }
 
+// releaseRequest is the body of POST /v1/bonds/release: a provider
+// releases its own bond, so, unlike a deposit's (wire.BondRequest), it
+// names no provider, and one that does is refused as an unknown field
+// rather than left out unread.
+type releaseRequest struct {
+	AmountMicros idlegrid.Micros `json:"amount_micros"`
+}
+
 // POST /v1/bonds/release, with an Idempotency-Key header.
 func (a *api) releaseBond(w http.ResponseWriter, r *http.Request) error {
 	if _, err := parseQuery(r); err != nil {
@@ -66,7 +74,7 @@ func (a *api) releaseBond(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req wire.BondRequest
+	var req releaseRequest
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
 	}
@@ -114,6 +122,9 @@ func (a *api) openDispute(w http.ResponseWriter, r *http.Request) error {
 	if err := a.readJSON(w, r, &d); err != nil {
 		return err
 	}
+	if err := checkMarketSet(&d); err != nil {
+		return err
+	}
 	out, replayed, err := a.srv.OpenDisputeOnce(r.Context(), d, key)
 	if err != nil {
 		return err
@@ -159,4 +170,28 @@ func (a *api) resolveDispute(w http.ResponseWriter, r *http.Request, to idlegrid
 		return err
 	}
 	return writeJSON(w, http.StatusOK, d)
+}
+
+// checkMarketSet refuses a dispute to open that sets what only the market
+// sets (its ID, state, penalty, resolution, times), which OpenDispute
+// would otherwise leave out unread: an operator who sends
+// "state":"upheld" must learn that it opened an open dispute, not believe
+// it upheld one. The zero values a client that sends a whole Dispute
+// (client.OpenDispute) leaves in them are no fault.
+func checkMarketSet(d *idlegrid.Dispute) error {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"id", d.ID != ""}, {"state", d.State != ""}, {"detail", d.Detail != ""},
+		{"penalty_micros", d.PenaltyMicros != 0}, {"penalty_to", d.PenaltyTo != ""}, {"transfer_id", d.TransferID != ""},
+		{"resolution", d.Resolution != ""}, {"resolved_by", d.ResolvedBy != ""}, {"policy_sha256", d.PolicySHA256 != ""},
+		{"created_at", !d.CreatedAt.IsZero()}, {"resolved_at", d.ResolvedAt != nil},
+	} {
+		if f.set {
+			return idlegrid.Invalid("dispute."+f.name, "set by the market, not by whoever opens a dispute; leave it out "+
+				"(a dispute opens open, and POST /v1/disputes/{id}/uphold or /dismiss resolves it)")
+		}
+	}
+	return nil
 }

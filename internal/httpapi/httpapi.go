@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"path"
 	"strings"
 	"time"
 
@@ -129,7 +130,39 @@ func New(srv *server.Server, opts Options) http.Handler {
 		limits: newAccountLimits(opts.AccountRequestsPerSecond, opts.AccountBurst), seen: newReplays(), native: map[string]bool{},
 		guard: newAuthGuard(opts.AuthFailuresPerMinute, opts.AuthFailureBurst, opts.TrustedProxies)}
 	a.routes()
-	return hardened(a.mux)
+	return hardened(a.unclean(a.mux))
+}
+
+// unclean answers a path under /v1 that is not clean (an empty segment,
+// "." or "..": /v1/jobs//cancel, a client's ID left out) with the API's
+// own 404, instead of http.ServeMux's redirect to the cleaned path, an
+// HTML page that a JSON client cannot read and that would take a POST
+// whose ID was empty to another route (/v1/jobs/cancel, as if "cancel"
+// were the ID). Other paths (the dashboard's) go to next as they are.
+func (a *api) unclean(next http.Handler) http.Handler {
+	notFound := a.handler("/", a.opts.RequestTimeout, func(w http.ResponseWriter, r *http.Request) error {
+		// Not "no such endpoint", which the CLI and the dashboard read as an
+		// older server's: the endpoint may well be there, but for an ID.
+		return idlegrid.Errorf(idlegrid.ENOTFOUND, "%s %s: a segment of the path is empty, . or .. (an ID left out?); send the path as docs/api.md gives it",
+			r.Method, r.URL.Path)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; strings.HasPrefix(p, "/v1/") && !isClean(p) {
+			notFound.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isClean reports whether path is as http.ServeMux would serve it, not
+// redirect it: path.Clean's, but for a trailing slash.
+func isClean(p string) bool {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c == p
 }
 
 // hardened sets on every answer of h, the API's and the gateway's alike
@@ -163,23 +196,23 @@ func (a *api) routes() {
 	a.handle("GET /v1/me", t, a.withKey(a.me))
 	a.handle("POST /v1/keys", t, a.withKey(a.createAPIKey))
 	a.handle("GET /v1/keys", t, a.withKey(a.listAPIKeys))
-	a.handle("DELETE /v1/keys/{id}", t, a.withKey(a.revokeAPIKey))
+	a.handle("DELETE /v1/keys/{id}", t, a.withKey(a.noBody(a.revokeAPIKey)))
 	a.handle("POST /v1/join-tokens", t, a.withKey(a.createJoinToken))
 	a.handle("GET /v1/join-tokens", t, a.withKey(a.listJoinTokens))
-	a.handle("DELETE /v1/join-tokens/{id}", t, a.withKey(a.revokeJoinToken))
+	a.handle("DELETE /v1/join-tokens/{id}", t, a.withKey(a.noBody(a.revokeJoinToken)))
 
 	a.handle("GET /v1/nodes", t, a.withKey(a.listNodes))
 	a.handle("GET /v1/nodes/{id}", t, a.withKey(a.findNode))
 	a.handle("GET /v1/nodes/{id}/schedule", t, a.withKey(a.nodeSchedule))
 	a.handle("PUT /v1/nodes/{id}/schedule", t, a.withKey(a.setNodeSchedule))
-	a.handle("DELETE /v1/nodes/{id}/schedule", t, a.withKey(a.removeNodeSchedule))
-	a.handle("PUT /v1/nodes/{id}/drain", t, a.withKey(a.drainNode))
-	a.handle("DELETE /v1/nodes/{id}/drain", t, a.withKey(a.undrainNode))
-	a.handle("POST /v1/nodes/{id}/retire", t, a.withKey(a.retireNode))
+	a.handle("DELETE /v1/nodes/{id}/schedule", t, a.withKey(a.noBody(a.removeNodeSchedule)))
+	a.handle("PUT /v1/nodes/{id}/drain", t, a.withKey(a.noBody(a.drainNode)))
+	a.handle("DELETE /v1/nodes/{id}/drain", t, a.withKey(a.noBody(a.undrainNode)))
+	a.handle("POST /v1/nodes/{id}/retire", t, a.withKey(a.noBody(a.retireNode)))
 	a.handle("POST /v1/jobs", t, a.withKey(a.submitJob))
 	a.handle("GET /v1/jobs", t, a.withKey(a.listJobs))
 	a.handle("GET /v1/jobs/{id}", t, a.withKey(a.findJob))
-	a.handle("POST /v1/jobs/{id}/cancel", t, a.withKey(a.cancelJob))
+	a.handle("POST /v1/jobs/{id}/cancel", t, a.withKey(a.noBody(a.cancelJob)))
 	a.handle("GET /v1/jobs/{id}/explain", t, a.withKey(a.explainJob))
 	a.handle("GET /v1/jobs/{id}/watch", t, a.withKey(a.watchJob))
 	a.handle("GET /v1/market", t, a.withKey(a.marketView))
@@ -204,15 +237,15 @@ func (a *api) routes() {
 	a.handle("GET /v1/notices", t, a.withKey(a.listNotices))
 	a.handle("GET /v1/spend-limits", t, a.withKey(a.listSpendLimits))
 	a.handle("PUT /v1/accounts/{id}/spend-limit", t, a.withKey(a.setAccountLimit))
-	a.handle("DELETE /v1/accounts/{id}/spend-limit", t, a.withKey(a.removeAccountLimit))
+	a.handle("DELETE /v1/accounts/{id}/spend-limit", t, a.withKey(a.noBody(a.removeAccountLimit)))
 	a.handle("PUT /v1/keys/{id}/spend-limit", t, a.withKey(a.setKeyLimit))
-	a.handle("DELETE /v1/keys/{id}/spend-limit", t, a.withKey(a.removeKeyLimit))
+	a.handle("DELETE /v1/keys/{id}/spend-limit", t, a.withKey(a.noBody(a.removeKeyLimit)))
 	a.handle("GET /v1/keys/{id}/routing", t, a.withKey(a.keyRouting))
 	a.handle("PUT /v1/keys/{id}/routing", t, a.withKey(a.setKeyRouting))
-	a.handle("DELETE /v1/keys/{id}/routing", t, a.withKey(a.removeKeyRouting))
+	a.handle("DELETE /v1/keys/{id}/routing", t, a.withKey(a.noBody(a.removeKeyRouting)))
 	a.handle("GET /v1/registry-logins", t, a.withKey(a.listRegistryLogins)) // registry.go
 	a.handle("PUT /v1/registry-logins/{registry}", t, a.withKey(a.putRegistryLogin))
-	a.handle("DELETE /v1/registry-logins/{registry}", t, a.withKey(a.removeRegistryLogin))
+	a.handle("DELETE /v1/registry-logins/{registry}", t, a.withKey(a.noBody(a.removeRegistryLogin)))
 	a.disputeRoutes(t) // dispute.go
 
 	a.handle("POST /v1/agent/join", t, a.withJoinSignature(a.join))

@@ -545,7 +545,7 @@ func TestAPI_badRequests(t *testing.T) {
 		{name: "not a tier", secret: renterSecret, method: "GET", path: "/v1/nodes?tier=platinum&sort=price",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "tier", wantText: `got "platinum"`},
 		{name: "not an order", secret: renterSecret, method: "GET", path: "/v1/nodes?sort=cheapest",
-			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "sort", wantText: "[oldest price reliability]"},
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "sort", wantText: "must be oldest, price or reliability"},
 		{name: "a name longer than any", secret: renterSecret, method: "GET", path: "/v1/jobs?name=" + strings.Repeat("x", 101),
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "name", wantText: "at most 100 characters"},
 		{name: "a page after no node", secret: renterSecret, method: "GET", path: "/v1/nodes?after=node_missing&sort=price",

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -21,7 +22,24 @@ func (a *api) keyRouting(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, kr)
+	return writeJSON(w, http.StatusOK, keyRoutingAnswer(kr))
+}
+
+// routingAnswer is a key's routing as the API answers it: without
+// updated_at while the key has none (never set, or removed), rather than
+// the zero time ("0001-01-01T00:00:00Z"), which a client would show as a
+// date.
+type routingAnswer struct {
+	*idlegrid.KeyRouting
+	UpdatedAt *time.Time `json:"updated_at,omitempty"` // hides KeyRouting's
+}
+
+func keyRoutingAnswer(kr *idlegrid.KeyRouting) routingAnswer {
+	out := routingAnswer{KeyRouting: kr}
+	if kr != nil && !kr.UpdatedAt.IsZero() {
+		out.UpdatedAt = &kr.UpdatedAt
+	}
+	return out
 }
 
 // PUT /v1/keys/{id}/routing: the body is the routing object itself, the
@@ -42,7 +60,7 @@ func (a *api) setKeyRouting(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, kr)
+	return writeJSON(w, http.StatusOK, keyRoutingAnswer(kr))
 }
 
 // DELETE /v1/keys/{id}/routing
@@ -66,7 +84,9 @@ func decodeRouting(body []byte) (idlegrid.Routing, error) {
 		if _, tail := dec.Token(); tail != io.EOF {
 			return out, idlegrid.Errorf(idlegrid.EINVALID, "request body has data after the JSON value; send exactly one JSON object")
 		}
-		return out, checkNUL(body)
+		if err = checkStrict(body, reflect.TypeFor[idlegrid.Routing]()); err == nil {
+			return out, checkNUL(body)
+		}
 	}
 	var e *idlegrid.Error
 	if !errors.As(err, &e) {
