@@ -19,6 +19,9 @@ type ExplainInput struct {
 	// WindowHours is the length of the node's usual promised window, so that
 	// uptime advice can speak of windows; 0 speaks of hours.
 	WindowHours float64
+	// Offences are its proven offences and quarantines in words, each a
+	// flag whatever the score (Flag.WithOffences).
+	Offences []string
 }
 
 // Advice is one thing a provider can do about their score, in words.
@@ -53,8 +56,8 @@ func (p Params) Explain(in ExplainInput) []Advice {
 	if a, ok := p.drift(e, in.Now, s); ok {
 		out = append(out, a)
 	}
-	if p.FlagBelow > 0 {
-		out = append(out, Advice{Text: p.Flag(e, in.Now).String()})
+	if p.FlagBelow > 0 || len(in.Offences) > 0 {
+		out = append(out, Advice{Text: p.Flag(e, in.Now).WithOffences(in.Offences).String()})
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package reputation
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -28,6 +29,10 @@ type Flag struct {
 	Below   float64 `json:"flag_below"`
 	// Incidents counts the bad facts behind the score, decayed (Incidents).
 	Incidents float64 `json:"incidents"`
+	// Offences are the proven offences (upheld disputes) and quarantines
+	// that flag their subject whatever its score, in words; set by the
+	// caller, who keeps them (ExplainInput.Offences).
+	Offences []string `json:"offences,omitempty"`
 }
 
 // Incidents counts the separate bad facts in e: leases failed by the
@@ -91,10 +96,22 @@ func (f Flag) String() string {
 	if f.Flagged {
 		state = "flagged"
 	}
-	return fmt.Sprintf("the market flags a score below %.2f with at least 2 incidents against it (failed leases, "+
+	s := fmt.Sprintf("the market flags a score below %.2f with at least 2 incidents against it (failed leases, "+
 		"inconsistent receipts, failed challenges, hours offline), unless they are only failed leases as an honest "+
 		"provider's accidents (%g%% of leases) would plausibly make: now %.3f with %.1f, %s",
 		f.Below, AccidentRate*100, f.Score, f.Incidents, state)
+	if len(f.Offences) > 0 {
+		s += "; and, whatever the score, every proven offence and quarantine is a flag: " + strings.Join(f.Offences, "; ")
+	}
+	return s
+}
+
+// WithOffences is f flagged by offences, when there are any (Offences).
+func (f Flag) WithOffences(offences []string) Flag {
+	if len(offences) > 0 {
+		f.Offences, f.Flagged = offences, true
+	}
+	return f
 }
 
 func validFlagBelow(v float64) error {

@@ -1,6 +1,7 @@
 package reputation
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -95,5 +96,16 @@ func TestAccidental(t *testing.T) {
 		if got := Accidental(tc.failed, tc.leases); got != tc.want {
 			t.Errorf("Accidental(%g of %g) = %v, want %v", tc.failed, tc.leases, got, tc.want)
 		}
+	}
+}
+
+func TestFlag_WithOffences(t *testing.T) {
+	f := Flag{Score: 0.95, Below: 0.8}
+	if g := f.WithOffences(nil); g.Flagged || strings.Contains(g.String(), "proven offence") {
+		t.Errorf("no offences: %+v %q, want not flagged, and none named", g, g.String())
+	}
+	g := f.WithOffences([]string{"dispute d1 upheld (mismatched_result, 2026-12-05)"})
+	if !g.Flagged || !strings.Contains(g.String(), "flagged; and, whatever the score, every proven offence and quarantine is a flag: dispute d1 upheld") {
+		t.Errorf("an offence: %+v %q, want flagged at a score of 0.95, naming it", g, g.String())
 	}
 }

@@ -639,7 +639,11 @@ func (s *Server) detail(ctx context.Context, v *idlegrid.ReputationView, rep *id
 		d.Dimensions = append(d.Dimensions, idlegrid.ReputationCount{Dimension: string(dim), Good: t.Good, Bad: t.Bad,
 			WeightGood: w.Good, WeightBad: w.Bad})
 	}
-	in := reputation.ExplainInput{Evidence: ev, Now: now, WindowHours: windowHours}
+	offences, err := s.offences(ctx, rep)
+	if err != nil {
+		return err
+	}
+	in := reputation.ExplainInput{Evidence: ev, Now: now, WindowHours: windowHours, Offences: offences}
 	for _, r := range pol.Levels.Rules {
 		if r.Level == rep.Level+1 {
 			in.Target, in.TargetName = r.MinScore, fmt.Sprintf("level %d (%s)", r.Level, r.Name)
@@ -648,7 +652,6 @@ func (s *Server) detail(ctx context.Context, v *idlegrid.ReputationView, rep *id
 	for _, x := range p.Explain(in) {
 		d.Advice = append(d.Advice, idlegrid.ReputationAdvice{Dimension: string(x.Dimension), Text: x.Text, Effect: x.Effect})
 	}
-	var err error
 	if rep.Subject == idlegrid.SubjectNode {
 		if d.Facts, err = s.store.ListReputationFacts(ctx, rep.SubjectID, viewFacts); err != nil {
 			return err
@@ -659,6 +662,34 @@ func (s *Server) detail(ctx context.Context, v *idlegrid.ReputationView, rep *id
 	}
 	v.Detail = d
 	return nil
+}
+
+// offences are, in words, the proven offences (upheld disputes) of a
+// provider, or of a node, and the node's quarantine in force: each flags
+// it whatever its score (docs/trust.md, "The flag").
+func (s *Server) offences(ctx context.Context, rep *idlegrid.Reputation) ([]string, error) {
+	ds, err := s.store.ListDisputes(ctx, idlegrid.DisputeFilter{ProviderID: rep.ProviderID,
+		States: []idlegrid.DisputeState{idlegrid.DisputeUpheld}, Limit: everyRow})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, d := range ds {
+		if rep.Subject == idlegrid.SubjectProvider || d.NodeID == rep.SubjectID {
+			out = append(out, fmt.Sprintf("dispute %s upheld (%s, %s)", d.ID, d.Offence, d.CreatedAt.UTC().Format(time.DateOnly)))
+		}
+	}
+	if rep.Subject != idlegrid.SubjectNode {
+		return out, nil
+	}
+	q, err := s.store.FindQuarantine(ctx, rep.SubjectID)
+	switch {
+	case err == nil:
+		out = append(out, fmt.Sprintf("in quarantine since %s: %s", q.Since.UTC().Format(time.DateOnly), q.Reason))
+	case idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND:
+		return nil, err
+	}
+	return out, nil
 }
 
 // windowHours is the length of the node's next promised window, for advice

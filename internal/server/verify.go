@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/reputation"
 	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
@@ -288,7 +289,24 @@ func (s *Server) breakTie(ctx context.Context, v *idlegrid.Verification) error {
 	if d != nil {
 		v.DisputeID = d.ID
 	}
+	if err := s.failedByVerification(ctx, v, odd); err != nil {
+		return err
+	}
 	return s.saveVerification(ctx, v, idlegrid.VerificationTiebreaking)
+}
+
+// failedByVerification records, in the reputation of the node whose
+// output the verification v proved wrong, its lease as failed by the
+// node: a made-up result is work not done, whatever the lease reported.
+// The fact is keyed by the verification, so a decision taken again
+// records it once.
+func (s *Server) failedByVerification(ctx context.Context, v *idlegrid.Verification, odd *idlegrid.Run) error {
+	f := storedFact(odd.NodeID, "verification:"+v.ID, odd.LeaseID, reputation.Fact{Kind: reputation.FactLeaseFailed, At: s.Now()}, 1)
+	err := s.recordFacts(ctx, odd.NodeID, []idlegrid.ReputationFact{f}, standingDelta{})
+	if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
+		return nil // recorded when the tie was broken before
+	}
+	return err
 }
 
 // oddOneOut returns the run whose digest the other two share, and those

@@ -222,6 +222,25 @@ func TestServer_Verification(t *testing.T) {
 			} else if d.Offence != "mismatched_result" || d.ProviderID != liar.ProviderID || d.LeaseID != liar.ID || d.PenaltyMicros == 0 {
 				t.Errorf("dispute %+v, want mismatched_result against %s with a penalty", d, liar.ProviderID)
 			}
+			// The made-up result is a failed lease in the liar node's
+			// reputation, and the conviction flags it whatever its score.
+			rep, err := m.srv.NodeReputation(m.admin, liar.NodeID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(rep.Detail.Facts, func(f *idlegrid.ReputationFact) bool {
+				return f.Kind == "lease_failed" && f.Source == liar.ID && f.Key == "verification:"+v.ID
+			}) {
+				t.Errorf("the liar node's facts %+v: want its lease %s failed by the verification", rep.Detail.Facts, liar.ID)
+			}
+			if advice := rep.Detail.Advice; len(advice) == 0 || !strings.Contains(advice[len(advice)-1].Text, "dispute "+d.ID+" upheld (mismatched_result") {
+				t.Errorf("the liar node's advice %+v: want it to end flagged by dispute %s", advice, d.ID)
+			}
+			if prov, err := m.srv.ProviderReputation(m.admin, liar.ProviderID); err != nil {
+				t.Fatal(err)
+			} else if advice := prov.Detail.Advice; !strings.Contains(advice[len(advice)-1].Text, "is a flag: dispute "+d.ID) {
+				t.Errorf("the liar's provider's advice ends %q: want it flagged by dispute %s", advice[len(advice)-1].Text, d.ID)
+			}
 			mustLedgerBalanced(t, m.store)
 		})
 	})
