@@ -270,7 +270,7 @@ func judge(j *idlegrid.Job, n *idlegrid.Node, leases []*idlegrid.Lease) refNode 
 	floor := n.Ask.FloorMicrosPerGPUHour[j.Tier]
 	v.ask = floor * idlegrid.Micros(refMultiplier(n)) / 100
 	need := j.DurationSeconds
-	if j.Tier == idlegrid.TierBronze && j.CheckpointEverySeconds > 0 { // else it cannot resume, and needs it all
+	if j.Tier == idlegrid.TierBronze && j.CheckpointEverySeconds > 0 && j.Nodes <= 1 { // else it cannot resume (a gang counts from zero), and needs it all
 		need = min(need, max(j.CheckpointEverySeconds, refMinRuntime)+refNotice)
 	}
 	anyModel, anyVRAM, usable := false, false, 0

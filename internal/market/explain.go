@@ -131,7 +131,12 @@ func lateNote(job *idlegrid.Job, start time.Time) string {
 // estimate's note covers), keeps nodes from taking it.
 func advice(job *idlegrid.Job, rejections map[Reason]int) []string {
 	var out []string
-	if n := rejections[ReasonWindow]; n > 0 && job.Tier == idlegrid.TierBronze && job.CheckpointEverySeconds <= 0 {
+	switch n := rejections[ReasonWindow]; {
+	case n == 0 || job.Tier != idlegrid.TierBronze || resumes(job):
+	case job.Nodes > 1:
+		out = append(out, fmt.Sprintf("%d %s too short for its whole run, which a bronze gang needs: a stop counts its run from zero, "+
+			"checkpoints or not; a one-node job that saves checkpoints may start in shorter windows", n, plural(n, "node's window is", "nodes' windows are")))
+	default:
 		out = append(out, fmt.Sprintf("%d %s too short for its whole run, which bronze that cannot resume needs; "+
 			"if the job can resume from a checkpoint, say how often it saves one (checkpoint_every_seconds, or --checkpoint-every) "+
 			"and it may start in shorter windows", n, plural(n, "node's window is", "nodes' windows are")))

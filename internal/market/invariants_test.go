@@ -415,7 +415,7 @@ func (d *driver) checkPicks(j *idlegrid.Job, dec market.Decision) {
 		}
 		until := d.until(n)
 		need := time.Duration(j.DurationSeconds) * time.Second
-		if ck := j.CheckpointEverySeconds; j.Tier == idlegrid.TierBronze && ck > 0 {
+		if ck := j.CheckpointEverySeconds; j.Tier == idlegrid.TierBronze && ck > 0 && j.Nodes <= 1 { // a gang resumes from zero
 			need = min(need, time.Duration(max(ck, d.cfg.MinRuntimeSeconds)+d.cfg.NoticeSeconds)*time.Second)
 		}
 		if until.Before(d.now.Add(need)) {

@@ -54,17 +54,26 @@ func (e *Engine) query(job *idlegrid.Job, now time.Time) query {
 
 // windowNeed is how many seconds of window a job needs to start now. Gold
 // and silver need their whole duration, and so does bronze that cannot
-// resume: a stop at the window's end would lose its whole run. Bronze
-// that checkpoints may run in any fragment that fits it whole, or that
-// leaves it a checkpoint interval, and at least the minimum runtime,
+// resume (resumes): a stop at the window's end would lose its whole run.
+// Bronze that checkpoints may run in any fragment that fits it whole, or
+// that leaves it a checkpoint interval, and at least the minimum runtime,
 // before its notice must begin: it always gets its full notice and always
 // keeps some work.
 func (e *Engine) windowNeed(job *idlegrid.Job) int64 {
 	d := max(job.DurationSeconds, 1)
-	if job.Tier != idlegrid.TierBronze || job.CheckpointEverySeconds <= 0 {
+	if job.Tier != idlegrid.TierBronze || !resumes(job) {
 		return d
 	}
 	return min(d, max(job.CheckpointEverySeconds, e.cfg.MinRuntimeSeconds)+e.cfg.NoticeSeconds)
+}
+
+// resumes reports whether a stop keeps the job's work: it saves
+// checkpoints, and runs on one node. A gang's checkpoints are spread over
+// its nodes, which it seldom gets again all together, so the market counts
+// its run from zero after a stop, as it does a job that saves none
+// (docs/market.md, "Checkpoints").
+func resumes(job *idlegrid.Job) bool {
+	return job.CheckpointEverySeconds > 0 && job.Nodes <= 1
 }
 
 // cand is a node that can take the job, with its score, and for plans the
