@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/ledger"
@@ -67,6 +68,9 @@ func (s *Server) submitted(ctx context.Context, renterID, key string, spec idleg
 	if err != nil {
 		return nil, err
 	}
+	if s.sameSpan(j, spec.Deadline) {
+		spec.Deadline = j.Deadline
+	}
 	was, err := json.Marshal(j.JobSpec.Submitted())
 	if err != nil {
 		return nil, err
@@ -81,6 +85,24 @@ func (s *Server) submitted(ctx context.Context, renterID, key string, spec idleg
 	}
 	return j, nil
 }
+
+// sameSpan reports whether deadline, sent again with job j's key, is the
+// span from now that j's deadline was when j was submitted: a client that
+// reads "--deadline 2h" as a time, and sends the same command again after
+// an answer that never came, sends a deadline later by the time between
+// the two, give or take spanSlack.
+func (s *Server) sameSpan(j *idlegrid.Job, deadline *time.Time) bool {
+	if j.Deadline == nil || deadline == nil || deadline.Equal(*j.Deadline) {
+		return false
+	}
+	later, between := deadline.Sub(*j.Deadline), s.Now().Sub(j.CreatedAt)
+	return later > 0 && (later-between).Abs() <= spanSlack
+}
+
+// spanSlack is how far a deadline sent again may be from the span its
+// first sending gave: the two requests' trips, and the client's clock
+// against the server's between them.
+const spanSlack = time.Minute
 
 // ListJobs lists the caller's jobs; admins may list anyone's.
 func (s *Server) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegrid.Job, error) {

@@ -92,3 +92,36 @@ func otherRenter(t *testing.T, m *testMarket) context.Context {
 	}
 	return as(a)
 }
+
+// TestServer_SubmitJobOnce_deadlineSpan: a deadline given as a span from
+// now ("--deadline 2h") is a later time when the same command is sent
+// again; that submission is the first one's, while a deadline moved by
+// more or less than the time between them is another spec.
+func TestServer_SubmitJobOnce_deadlineSpan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		spec := testSpec()
+		spec.GPUs = 1
+		in2h := func() *time.Time { d := time.Now().Add(2 * time.Hour); return &d }
+		spec.Deadline = in2h()
+		first, _, err := m.srv.SubmitJobOnce(m.renter, spec, "deadline-span")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Minute) // the answer was lost; the renter runs the command again
+		again := spec
+		again.Deadline = in2h()
+		j, replayed, err := m.srv.SubmitJobOnce(m.renter, again, "deadline-span")
+		if err != nil || !replayed || j.ID != first.ID || !j.Deadline.Equal(*first.Deadline) {
+			t.Fatalf("sent again 3 minutes on with --deadline 2h: %+v, replayed %v, %v; want the first job, its deadline kept", j, replayed, err)
+		}
+		for _, moved := range []time.Duration{time.Hour, -time.Minute, 3*time.Minute + 2*time.Minute} {
+			other := spec
+			d := first.Deadline.Add(moved)
+			other.Deadline = &d
+			if _, _, err := m.srv.SubmitJobOnce(m.renter, other, "deadline-span"); idlegrid.ErrorCode(err) != idlegrid.ECONFLICT {
+				t.Errorf("the deadline moved by %s, 3 minutes on: %v, want a conflict", moved, err)
+			}
+		}
+	})
+}
