@@ -94,7 +94,7 @@ func (e *Engine) reserve(job *idlegrid.Job, r *Reservation) {
 	}
 	res := &reservation{
 		jobID: job.ID, start: r.Start.UnixNano(), preempting: r.Preempting,
-		models: slices.Clone(job.GPUModels), vram: job.MinVRAMMB,
+		models: slices.Clone(job.GPUModels), vram: job.MinVRAMMB, eligibleGen: e.eligibleGen,
 	}
 	res.end = res.start + max(job.DurationSeconds, 1)*int64(time.Second)
 	for _, rn := range r.Nodes {

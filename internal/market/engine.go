@@ -94,6 +94,9 @@ type Engine struct {
 	// eligibleAt, by when they will not be; see processEligible.
 	eligible   []eligibleLease
 	eligibleAt int64
+	// eligibleGen counts the bronze leases that passed the minimum
+	// runtime, for reservations made before they did (preemptSooner).
+	eligibleGen uint64
 
 	// Scratch for one search; the engine has one owner.
 	mark   uint64
@@ -868,6 +871,7 @@ func (e *Engine) processEligible(now int64) {
 		e.eligible = q
 		if h := x.h; h.gen == x.gen && h.nd != nil && h.bronzeRunning() {
 			e.countRestart(h)
+			e.eligibleGen++
 		}
 	}
 }

@@ -18,6 +18,9 @@ import (
 func (e *Engine) plan(q *query, sig *signature) Decision {
 	if r := e.reservations[q.job.ID]; r != nil {
 		if start, ok := e.reservedStart(q, r); ok {
+			if d, ok := e.preemptSooner(q, sig, r, start); ok {
+				return d
+			}
 			return Decision{Reservation: r.public(start), Reason: holdingReason(r, start)}
 		}
 	}
@@ -45,6 +48,71 @@ func (e *Engine) plan(q *query, sig *signature) Decision {
 			latest.UTC().Format(time.RFC3339))
 	}
 	return Decision{Reason: reason}
+}
+
+// preemptSooner is a plan that starts q's job, which holds reservation r
+// from start, sooner: a preemption, now that a bronze lease too young to
+// stop when r was made has passed the minimum runtime (the one r waits
+// for, say), or GPUs that free up by the end of its notice anyway. It
+// looks only when a bronze lease has passed the minimum runtime since the
+// plan last looked, and for gold and silver whose reservation is not a
+// preemption's and starts after a notice from now. The index leaves
+// reserved nodes out of preemption searches, so r's own nodes are judged
+// apart (preemptReserved), and the plan that loses less work wins.
+func (e *Engine) preemptSooner(q *query, sig *signature, r *reservation, start int64) (Decision, bool) {
+	if q.job.Tier == idlegrid.TierBronze || r.preempting || start <= q.now+e.cfg.NoticeSeconds*int64(time.Second) {
+		return Decision{}, false
+	}
+	e.processEligible(q.now)
+	if r.eligibleGen == e.eligibleGen {
+		return Decision{}, false
+	}
+	r.eligibleGen = e.eligibleGen
+	d, ok := e.planPreemption(q, sig)
+	if own, found := e.preemptReserved(q, r); found && (!ok || lostIn(own) < lostIn(d)) {
+		d, ok = own, true
+	}
+	if !ok || startsTooLate(q, d) || d.Reservation.Start.UnixNano() >= start {
+		return Decision{}, false
+	}
+	if ri, ok := e.reserveInstead(q, sig, d); ok {
+		return ri, true
+	}
+	return d, true
+}
+
+// preemptReserved is a preemption on the nodes r holds for q's job, when
+// each can start it once a notice ends and at least one must stop a bronze
+// lease to.
+func (e *Engine) preemptReserved(q *query, r *reservation) (Decision, bool) {
+	if len(r.nodes) != q.n {
+		return Decision{}, false
+	}
+	notice := e.cfg.NoticeSeconds * int64(time.Second)
+	set, victims := make([]cand, 0, len(r.nodes)), 0
+	for _, nd := range r.nodes {
+		if !preemptable(q, nd, notice) {
+			return Decision{}, false
+		}
+		c, ok := e.victimsOn(q, nd)
+		if !ok {
+			return Decision{}, false
+		}
+		set, victims = append(set, c), victims+len(c.victims)
+	}
+	if victims == 0 {
+		return Decision{}, false
+	}
+	return e.preemptionDecision(q, set), true
+}
+
+// lostIn is the work a preemption decision throws away.
+func lostIn(d Decision) int64 {
+	var lost int64
+	for _, p := range d.Preemptions {
+		lost += p.LostGPUSeconds
+	}
+	return lost
 }
 
 // startsTooLate reports whether d, a preemption or a reservation, would
