@@ -109,6 +109,56 @@ func TestServer_ReceiptFacts_heartbeatGaps(t *testing.T) {
 	}
 }
 
+// TestServer_ReceiptFacts_oneOutage: a node away once, for less than the
+// market lets a node be away before it is lost, whose silence straddles
+// two receipts, has both counted inconsistent but is convicted of no
+// forgery; away twice, it is.
+func TestServer_ReceiptFacts_oneOutage(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		silent    func(at time.Duration) bool // when barn-1 sends no heartbeat
+		convicted bool
+	}{
+		{name: "one silence of 45s across the receipts' boundary",
+			silent: func(at time.Duration) bool { return at > 35*time.Second && at < 85*time.Second }},
+		{name: "two silences", convicted: true, silent: func(at time.Duration) bool {
+			return at > 5*time.Second && at < 45*time.Second || at > 75*time.Second && at < 115*time.Second
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// Lost after 60 s of silence: 6 heartbeats of 10 s missed.
+				m := mustMarketOn(t, nil, func(s idlegrid.Store) idlegrid.Store { return s }, func(c *server.Config) { c.MissedHeartbeats = 6 })
+				m.advance(t, 30*time.Second) // the coordinator watches barn-1 from here
+				_, l := mustStart(t, m)
+				for at := time.Duration(0); at < 2*time.Minute+5*time.Second; at += time.Second {
+					if at%(10*time.Second) == 0 && !tc.silent(at) {
+						if _, err := m.srv.Heartbeat(m.node, idlegrid.HeartbeatRequest{}); err != nil {
+							t.Fatal(err)
+						}
+					}
+					time.Sleep(time.Second)
+				}
+				synctest.Wait()
+				mustSendReceipts(t, m, l.ID, 60, 60)
+				if err := m.srv.ReportLease(m.node, l.ID, succeeded); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				if got := factCounts(t, m); got["receipt_inconsistent"] != 2 {
+					t.Errorf("facts = %v, want both receipts inconsistent", got)
+				}
+				forged := slices.ContainsFunc(upheld(t, m), func(d *idlegrid.Dispute) bool {
+					return d.Offence == string(trustpolicy.OffenceForgedReceipt) && d.LeaseID == l.ID
+				})
+				if forged != tc.convicted {
+					t.Errorf("convicted of a forged receipt: %v, want %v", forged, tc.convicted)
+				}
+			})
+		})
+	}
+}
+
 // An honest node whose clock is ahead of the server's (by less than the
 // skew the server accepts in its requests) times its receipts late: its
 // last ones end after the heartbeats heard so far. They are consistent,

@@ -169,7 +169,8 @@ func (s *Server) receiptFacts(ctx context.Context, l *idlegrid.Lease) []idlegrid
 			unheard = append(unheard, i)
 		}
 	}
-	if billsUnheardTime(len(unheard), len(rs)) {
+	silence := time.Duration(s.cfg.MissedHeartbeats) * s.cfg.HeartbeatInterval
+	if billsUnheardTime(len(unheard), len(rs)) && !oneOutage(rs, unheard, heard, offset, tolerance, silence) {
 		s.unheardReceipts(ctx, l, rs, unheard, heard, tolerance, offset)
 	}
 	var out []idlegrid.ReputationFact
@@ -204,6 +205,48 @@ func receiptOffsets(l *idlegrid.Lease, first *idlegrid.Receipt) (lo, hi time.Dur
 // that bills while it is away.
 func billsUnheardTime(inconsistent, receipts int) bool {
 	return inconsistent >= 2 && 2*inconsistent >= receipts
+}
+
+// oneOutage reports whether the time the receipts at bad bill unheard
+// is one silence shorter than the node's lost threshold (silence): an
+// outage that straddles receipts makes each inconsistent (facts against
+// the node), but a node that was away less than the market allows a node
+// to be away, once, is no forger. Unheard slivers shorter than tolerance,
+// a heartbeat interval, are jitter and do not count.
+func oneOutage(rs []idlegrid.Receipt, bad []int, heard []reputation.Span, offset, tolerance, silence time.Duration) bool {
+	var gaps []reputation.Span
+	for _, i := range bad {
+		for _, g := range unheardIn(rs[i].Start.Add(offset), rs[i].End.Add(offset), heard) {
+			if n := len(gaps); n > 0 && !g.Start.After(gaps[n-1].End) {
+				gaps[n-1].End = g.End // the same silence, on into the next receipt
+			} else {
+				gaps = append(gaps, g)
+			}
+		}
+	}
+	gaps = slices.DeleteFunc(gaps, func(g reputation.Span) bool { return g.End.Sub(g.Start) < tolerance })
+	return len(gaps) == 1 && gaps[0].End.Sub(gaps[0].Start) < silence
+}
+
+// unheardIn is the parts of [from, to) no span of heard, in order, covers.
+func unheardIn(from, to time.Time, heard []reputation.Span) []reputation.Span {
+	var out []reputation.Span
+	at := from
+	for _, h := range heard {
+		if !h.End.After(at) {
+			continue
+		} else if !h.Start.Before(to) {
+			break
+		}
+		if h.Start.After(at) {
+			out = append(out, reputation.Span{Start: at, End: h.Start})
+		}
+		at = h.End
+	}
+	if at.Before(to) {
+		out = append(out, reputation.Span{Start: at, End: to})
+	}
+	return out
 }
 
 // unheardReceipts convicts the lease's provider of forged receipts that
