@@ -742,6 +742,7 @@ func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 		counts[sig.reasons[i]] += c.sold[q.ti]
 	}
 	matching := 0
+	inRegion := map[string]int{} // matching nodes by region, for a gang
 	var cheapest idlegrid.Micros // the least ask of a matching node; 0: none
 	for _, c := range sig.all {
 		counts[ReasonTier] += c.count - c.sold[q.ti]
@@ -756,6 +757,7 @@ func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 			}
 			counts[ReasonGPUs] += few
 			matching += c.inView[q.ti] - few
+			inRegion[c.key.region] += c.inView[q.ti] - few
 			cheapest = leastOf(cheapest, c.leastAskOf(q.ti))
 		}
 	}
@@ -779,6 +781,9 @@ func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 	}
 	if matching == 0 {
 		return "no node fits: " + summarize(counts)
+	}
+	if split := splitGang(q, inRegion); split != "" && counts[ReasonAvoided] == 0 {
+		return split
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "no room now: of the %d %s its hardware and rules, ",
@@ -820,6 +825,27 @@ func (e *Engine) avoidedMatching(q *query, sig *signature) int {
 		}
 	}
 	return n
+}
+
+// splitGang says why a gang can never be placed when no region has as
+// many nodes that match it as it asks for: a gang runs in one region, so
+// waiting for room does not help. "" for a one-node job, or a gang some
+// region could hold.
+func splitGang(q *query, inRegion map[string]int) string {
+	if q.n <= 1 {
+		return ""
+	}
+	var regions []string
+	for r, n := range inRegion {
+		if n >= q.n {
+			return ""
+		} else if n > 0 {
+			regions = append(regions, fmt.Sprintf("%s %d", r, n))
+		}
+	}
+	slices.Sort(regions)
+	return fmt.Sprintf("no node fits: a gang runs in one region, and no region has %d nodes that match its hardware and rules "+
+		"(%s); ask for fewer nodes, each with more GPUs, or for other GPU models", q.n, strings.Join(regions, ", "))
 }
 
 // holdingReason says what a job with a reservation waits for.
