@@ -71,7 +71,7 @@ func (s *Server) moneyShort(ctx context.Context, j *idlegrid.Job, hold idlegrid.
 func limitShortfall(st *idlegrid.SpendLimitStatus, hold idlegrid.Micros) shortfall {
 	what, fix := "account "+st.AccountID, fmt.Sprintf("an admin runs 'idlegrid account limit %s AMOUNT' or 'idlegrid account limit %s none'", st.AccountID, st.AccountID)
 	if st.Scope == idlegrid.SpendKey {
-		what, fix = "API key "+st.KeyID, fmt.Sprintf("run 'idlegrid key limit %s AMOUNT' or 'idlegrid key limit %s none'", st.KeyID, st.KeyID)
+		what, fix = "API key "+st.KeyID, fmt.Sprintf("a key of the account with access all (a key of access use may not) runs 'idlegrid key limit %s AMOUNT' or 'idlegrid key limit %s none'", st.KeyID, st.KeyID)
 	}
 	used := st.Spend.Used()
 	if used >= st.LimitMicros {

@@ -92,7 +92,7 @@ func TestServer_ExplainWaitsForSpendLimit(t *testing.T) {
 		}
 		j, x := mustExplain(t, m, key, testSpec())
 		mustReasonWaitsForMoney(t, m, key, j.ID)
-		wantWaitsForMoney(t, x, "waiting: spend limit of API key "+k.ID+" would be exceeded: $0.010000 a month, $0.000000 used in ", "'idlegrid key limit "+k.ID+" AMOUNT'")
+		wantWaitsForMoney(t, x, "waiting: spend limit of API key "+k.ID+" would be exceeded: $0.010000 a month, $0.000000 used in ", "a key of the account with access all (a key of access use may not) runs 'idlegrid key limit "+k.ID+" AMOUNT'")
 		wantWaitsForMoney(t, x, "waiting: spend limit of", "submit the job again to hold at most $0.010000")
 		if strings.Contains(x.Summary, "reached") {
 			t.Errorf("summary = %q, want no limit reached with nothing used", x.Summary)
