@@ -399,10 +399,10 @@ func (s *Server) ListDisputes(ctx context.Context, f idlegrid.DisputeFilter) ([]
 	if err != nil {
 		return nil, err
 	}
-	switch c.Role {
-	case idlegrid.RoleProvider:
-		f.ProviderID = c.AccountID
-	case idlegrid.RoleRenter:
+	if f.ProviderID, err = ownProvider(c, f.ProviderID); err != nil {
+		return nil, err
+	}
+	if c.Role == idlegrid.RoleRenter {
 		f.RenterID = c.AccountID
 	}
 	if err := checkLimit(f.Limit); err != nil {

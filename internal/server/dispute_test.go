@@ -428,3 +428,41 @@ func TestServer_ConvictionOverOperatorsDispute(t *testing.T) {
 		})
 	}
 }
+
+// TestServer_listsOfAnotherProvider: a provider that names another
+// provider in a listing's filter is told it is not found, rather than
+// given its own list as if it were the other's.
+func TestServer_listsOfAnotherProvider(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		other, _ := mustProviderNode(t, m, "elsewhere")
+		own := callerID(m.provider)
+		for name, list := range map[string]func(providerID string) error{
+			"payouts": func(p string) error {
+				_, err := m.srv.ListPayouts(m.provider, idlegrid.PayoutFilter{ProviderID: p})
+				return err
+			},
+			"disputes": func(p string) error {
+				_, err := m.srv.ListDisputes(m.provider, idlegrid.DisputeFilter{ProviderID: p})
+				return err
+			},
+			"verifications": func(p string) error {
+				_, err := m.srv.ListVerifications(m.provider, idlegrid.VerificationFilter{ProviderID: p})
+				return err
+			},
+		} {
+			if err := list(other); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+				t.Errorf("%s of another provider: %v, want not found", name, err)
+			}
+			if err := list(own); err != nil {
+				t.Errorf("%s of its own, named: %v", name, err)
+			}
+			if err := list(""); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		if _, err := m.srv.ListDisputes(m.admin, idlegrid.DisputeFilter{ProviderID: other}); err != nil {
+			t.Errorf("an admin's disputes of a provider: %v", err)
+		}
+	})
+}

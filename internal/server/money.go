@@ -65,6 +65,18 @@ func ownAccount(ctx context.Context, accountID string) (string, error) {
 	return accountID, nil
 }
 
+// ownProvider is the provider a listing of c's may narrow to: a
+// provider's own account whatever it names (another's is not found, as
+// ownAccount says), or the one a renter or an admin named, if any.
+func ownProvider(c *idlegrid.Caller, providerID string) (string, error) {
+	if c.Role != idlegrid.RoleProvider {
+		return providerID, nil
+	} else if providerID != "" && providerID != c.AccountID {
+		return "", notFound("account", providerID)
+	}
+	return c.AccountID, nil
+}
+
 // Balance returns an account's money: the caller's own, or any for admins.
 func (s *Server) Balance(ctx context.Context, accountID string) (*idlegrid.Balance, error) {
 	id, err := ownAccount(ctx, accountID)

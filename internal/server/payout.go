@@ -127,8 +127,8 @@ func (s *Server) ListPayouts(ctx context.Context, f idlegrid.PayoutFilter) ([]*i
 	if err != nil {
 		return nil, err
 	}
-	if c.Role == idlegrid.RoleProvider {
-		f.ProviderID = c.AccountID
+	if f.ProviderID, err = ownProvider(c, f.ProviderID); err != nil {
+		return nil, err
 	}
 	if err := checkLimit(f.Limit); err != nil {
 		return nil, err

@@ -347,10 +347,10 @@ func (s *Server) ListVerifications(ctx context.Context, f idlegrid.VerificationF
 	if err != nil {
 		return nil, err
 	}
-	switch c.Role {
-	case idlegrid.RoleProvider:
-		f.ProviderID = c.AccountID
-	case idlegrid.RoleRenter:
+	if f.ProviderID, err = ownProvider(c, f.ProviderID); err != nil {
+		return nil, err
+	}
+	if c.Role == idlegrid.RoleRenter {
 		f.RenterID = c.AccountID
 	}
 	if err := checkLimit(f.Limit); err != nil {
