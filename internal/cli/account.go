@@ -123,6 +123,8 @@ for the next one (--after the page's last account).`,
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
+	} else if err := checkLimit(f.Limit, "accounts", 1000); err != nil {
+		return err
 	}
 	if f.Role = idlegrid.Role(*role); *role != "" && !f.Role.Valid() {
 		return usagef("--role: unknown role %q; use renter, provider or admin", *role)
@@ -244,6 +246,8 @@ for the next one (--before the page's last transfer).`,
 	args, err := fs.parseArgs(args, 0, 1, "at most one account ID")
 	if err != nil {
 		return err
+	} else if err := checkLimit(f.Limit, "transfers", 100); err != nil {
+		return err
 	}
 	cl, err := r.client()
 	if err != nil {
@@ -260,6 +264,9 @@ for the next one (--before the page's last transfer).`,
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(ts))
+	}
+	if len(ts) == 0 {
+		return c.env.noneListed("transfer", "transfers", "")
 	}
 	t := newTable(c.env.Out, "ID", "KIND", "AT", "LEASE", "ENTRIES")
 	for _, tr := range ts {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -171,14 +172,14 @@ account.`,
 	if *asCSV {
 		b, err := cl.StatementCSV(ctx, id, *month)
 		if err != nil {
-			return err
+			return statementIDMissing(id, err)
 		}
 		_, err = c.env.Out.Write(b)
 		return err
 	}
 	s, err := cl.Statement(ctx, id, *month)
 	if err != nil {
-		return err
+		return statementIDMissing(id, err)
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, s)
@@ -284,6 +285,8 @@ page ends with the command for the next one (--before the page's last notice).`,
 	args, err := fs.parseArgs(args, 0, 1, "at most one account ID")
 	if err != nil {
 		return err
+	} else if err := checkLimit(f.Limit, "notices", 50); err != nil {
+		return err
 	}
 	cl, err := r.client()
 	if err != nil {
@@ -301,6 +304,9 @@ page ends with the command for the next one (--before the page's last notice).`,
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(ns))
 	}
+	if len(ns) == 0 {
+		return c.env.noneListed("notice", "notices", "")
+	}
 	t := newTable(c.env.Out, "ID", "AT", "KIND", "JOB", "LEASE", "MESSAGE")
 	for _, n := range ns {
 		t.row(n.ID, n.CreatedAt.UTC().Format(time.RFC3339), n.Kind, orDash(n.JobID), orDash(n.LeaseID), n.Message)
@@ -309,4 +315,15 @@ page ends with the command for the next one (--before the page's last notice).`,
 		return err
 	}
 	return nextPage(c.env.Out, strings.TrimSpace("idlegrid account notices "+f.AccountID), len(ns), f.Limit, ns[len(ns)-1].ID)
+}
+
+// statementIDMissing is err from asking for the statement of id, said as
+// the missing argument it is when the caller named no account and the
+// server refuses the account it took (an admin's own: admins have none).
+func statementIDMissing(id string, err error) error {
+	var ie *idlegrid.Error
+	if id != "" || !errors.As(err, &ie) || ie.Code != idlegrid.EINVALID || ie.Field != "account_id" || len(ie.More) > 0 {
+		return err
+	}
+	return usagef("%s: give the renter's or provider's account ID, e.g. idlegrid account statement acct_abc123 ('idlegrid account ls' lists them)", ie.Message)
 }

@@ -54,6 +54,7 @@ container.)`,
 		idlegrid agent --config agent.yaml --join-token igj_…
 		idlegrid agent --config agent.yaml --server http://market.example:7070 --data /var/lib/idlegrid --fake-gpus 2xRTX4090`,
 	})
+	fs.subwords = []string{"init", "gpu-probe", "net-probe"}
 	var (
 		configPath string
 		overrides  = map[string]*string{"server": new(string), "join_token": new(string), "data_dir": new(string), "fake_gpus": new(string), "runtime": new(string)}

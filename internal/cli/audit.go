@@ -90,6 +90,17 @@ problem is named, and the command exits non-zero.`,
 	if err != nil {
 		return err
 	}
+	// A key given is checked before the server is asked: a mistake in
+	// the command line (exit 2), or in the environment, named as such.
+	if *logKey != "" {
+		if _, err := audit.ParsePublicKey(*logKey); err != nil {
+			return usagef("--log-key: %q is %v; give the key your operator publishes, e.g. --log-key \"$(cat log-key.pub)\"", *logKey, err)
+		}
+	} else if k := c.env.getenv("IDLEGRID_LOG_KEY"); k != "" {
+		if _, err := audit.ParsePublicKey(k); err != nil {
+			return withHint(fmt.Errorf("IDLEGRID_LOG_KEY: %q is %v", k, err), "set IDLEGRID_LOG_KEY to the key your operator publishes, or give it with --log-key")
+		}
+	}
 	cl, err := r.client()
 	if err != nil {
 		return err

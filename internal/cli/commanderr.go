@@ -71,10 +71,20 @@ var flagOfField = map[string]string{
 	"dispute.renter_id":                 "renter",
 	"dispute.harm_micros":               "harm",
 	"dispute.evidence":                  "evidence",
+	"bond.provider_id":                  "provider",
 	"server":                            "server", // the agent config's keys its flags set
 	"runtime":                           "runtime",
 	"fake_gpus":                         "fake-gpus",
 	"data_dir":                          "data",
+}
+
+// argOfField is the positional argument, as the commands' usage names
+// it, that sets each field the server names: "idlegrid account topup ID
+// AMOUNT" sends ID as topup.account_id.
+var argOfField = map[string]string{
+	"topup.account_id":       "ID",
+	"spend_limit.account_id": "ID",
+	"spend_limit.key_id":     "ID",
 }
 
 // flagOf is the flag that set field, as "--name", when the caller typed
@@ -83,6 +93,8 @@ func flagOf(field string, typed map[string]bool) string {
 	name, ok := flagOfField[field]
 	if !ok && strings.HasPrefix(field, "job.") {
 		name = strings.ReplaceAll(strings.TrimPrefix(field, "job."), "_", "-")
+	} else if !ok && typed[field] {
+		name = field // a check that names the flag it reads ("bad-rows")
 	}
 	if name != "" && typed[name] {
 		return "--" + name
@@ -139,7 +151,14 @@ func (e *env) flagNames(err error) error {
 	typed := flagsSet(e.ran)
 	ps := ie.All()
 	for i, p := range ps {
-		if f := flagOf(p.Field, typed); f != "" {
+		f := flagOf(p.Field, typed)
+		if name := flagOfField[p.Field]; f == "" && name != "" && strings.HasPrefix(p.Message, "required") && e.ran.Lookup(name) != nil {
+			f = "--" + name // a flag this command has, left out
+		}
+		if arg := argOfField[p.Field]; f == "" && arg != "" && strings.Contains(e.ran.help.usage+" ", " "+arg+" ") {
+			f = arg
+		}
+		if f != "" {
 			named := *p
 			named.Field = f
 			ps[i] = &named
@@ -178,13 +197,17 @@ func invalidHint(command string, err error) string {
 	if !errors.As(err, &ie) {
 		return ""
 	}
-	flags, what := 0, "field"
+	flags, args, what := 0, 0, "field"
 	for _, p := range ie.All() {
 		if strings.HasPrefix(p.Field, "--") {
 			flags++
+		} else if p.Field != "" && strings.Trim(p.Field, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_") == "" {
+			args++
 		}
 	}
 	switch n := len(ie.All()); {
+	case args == n:
+		return "fix the argument named above and try again; 'idlegrid help " + command + "' says what it takes"
 	case flags == n && n == 1:
 		what = "flag"
 	case flags == n:

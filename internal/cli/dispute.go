@@ -141,6 +141,8 @@ its runs; admins all. A full page ends with the command for the next one
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
+	} else if err := checkLimit(*limit, "verifications", 100); err != nil {
+		return err
 	}
 	cl, err := r.client()
 	if err != nil {
@@ -153,6 +155,9 @@ its runs; admins all. A full page ends with the command for the next one
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(vs))
+	}
+	if len(vs) == 0 {
+		return c.env.noneListed("verification", "verifications", "")
 	}
 	t := newTable(c.env.Out, "ID", "STATE", "LEASE", "PROVIDER", "RE-RUN", "OUTCOME")
 	for _, v := range vs {
@@ -181,6 +186,8 @@ the page's last dispute).`,
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
+	} else if err := checkLimit(*limit, "disputes", 100); err != nil {
+		return err
 	}
 	f := idlegrid.DisputeFilter{ProviderID: *provider, Limit: *limit, Before: *before}
 	if f.States, err = parseStates(*states, idlegrid.DisputeState.Valid, "dispute", "open, upheld or dismissed"); err != nil {
@@ -196,6 +203,9 @@ the page's last dispute).`,
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(ds))
+	}
+	if len(ds) == 0 {
+		return c.env.noneListed("dispute", "disputes", "")
 	}
 	t := newTable(c.env.Out, "ID", "OFFENCE", "STATE", "PROVIDER", "LEASE", "PENALTY", "TO", "OPENED")
 	for _, d := range ds {

@@ -37,7 +37,11 @@ func TestBondAndDisputeCommands(t *testing.T) {
 	if len(ds) != 0 {
 		t.Errorf("dispute ls = %+v, want none", ds)
 	}
-	if out := must(t, admin, "dispute", "ls", "--state", "open"); strings.TrimSpace(out) != "ID  OFFENCE  STATE  PROVIDER  LEASE  PENALTY  TO  OPENED" {
+	// An empty listing says so, and under which filters, not a bare header.
+	if out := must(t, admin, "dispute", "ls", "--state", "open"); out != "no dispute matches --state open\n" {
+		t.Errorf("dispute ls printed:\n%s", out)
+	}
+	if out := must(t, admin, "dispute", "ls"); out != "no disputes to list yet\n" {
 		t.Errorf("dispute ls printed:\n%s", out)
 	}
 	if r := run(t, admin, "dispute", "ls", "--state", "maybe"); r.code != 2 {

@@ -746,12 +746,12 @@ func (c *estimateCommand) renterLive(ctx context.Context, r *remote, q *estimate
 	for _, s := range cells {
 		free, queued = free+s.FreeGPUs, queued+s.QueuedGPUs
 	}
-	out.linef("the live market %s for the models you accept: %d cells, %d GPUs free, %d GPUs of demand queued", where, len(cells), free, queued)
+	out.linef("the live market %s for the models you accept: %s, %s free, %s of demand queued", where, counted(len(cells), "cell"), counted(free, "GPU"), counted(queued, "GPU"))
 	out.table([]string{"TIER", "PRICE $/GPU-h", "FROM", "COST", "TIME TO START"}, func(t *table) {
 		liveRows(t, &out, cells, q, free, queued)
 	})
 	out.assume("prices are the market's recent clearing prices for the models and region you accept; the auction pays the runner-up's price, so yours may differ")
-	out.assume("free GPUs are counted across nodes: a job needing %d GPUs on one node may still wait if no single node has them", q.gpus)
+	out.assume("free GPUs are counted across nodes: a job needing %s on one node may still wait if no single node has them", counted(q.gpus, "GPU"))
 	out.assume("cost is the price times %d GPU(s) times %s, the whole run; you pay only for what runs", q.gpus, seconds(q.duration))
 	return out, nil
 }
@@ -937,4 +937,12 @@ func trimMoneyOr(m idlegrid.Micros) string {
 		return "-"
 	}
 	return trimMoney(m)
+}
+
+// counted is n and noun, plural but for one: "1 GPU", "3 cells".
+func counted[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/idlegrid/idlegrid"
@@ -43,6 +46,22 @@ func TestEstimate_parse(t *testing.T) {
 	for in, want := range map[idlegrid.Micros]string{400_000: "$0.400", 999_600: "$1.00", 12_345_678: "$12.35", 1_500: "$0.002"} {
 		if got := trimMoney(in); got != want {
 			t.Errorf("trimMoney(%d) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestEstimate_renterCountsInWords: counts of one read as one ("1 GPU",
+// "1 cell"), not "1 GPUs".
+func TestEstimate_renterCountsInWords(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`[{"gpu_model":"RTX4090","region":"eu-west","supply_gpus":2,"free_gpus":1,"queued_jobs":1,"queued_gpus":1}]`))
+	}))
+	defer ts.Close()
+	r := run(t, map[string]string{"IDLEGRID_ADDR": ts.URL, "IDLEGRID_KEY": "k"}, "estimate", "--renter", "--gpus", "1", "--duration", "1h")
+	for _, want := range []string{"1 cell, 1 GPU free, 1 GPU of demand queued", "a job needing 1 GPU on one node"} {
+		if r.code != 0 || !strings.Contains(r.out, want) {
+			t.Errorf("estimate --renter --gpus 1: %s\nwant %q", r, want)
 		}
 	}
 }

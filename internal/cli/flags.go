@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,9 @@ type flagSet struct {
 	*flag.FlagSet
 	e    *env
 	help help
+	// subwords are the words that make another command of this one
+	// ("agent init"), offered when an argument it takes none of is near one.
+	subwords []string
 }
 
 func (e *env) flags(name string, h help) *flagSet {
@@ -81,9 +85,32 @@ func (fs *flagSet) parseAll(args []string) ([]string, error) {
 // write instead.
 var badValueRE = regexp.MustCompile(`^invalid value (".*") for flag -(\S+): parse error$`)
 
+// badBoolRE is how flag.Parse refuses a boolean flag's value ("--json=3").
+var badBoolRE = regexp.MustCompile(`^invalid boolean value (".*") for -(\S+): parse error$`)
+
 // parseError is the text of Parse's err, saying what a value of the
 // flag looks like where Parse says only "parse error".
 func (fs *flagSet) parseError(err error) string {
+	return flagDashRE.ReplaceAllStringFunc(fs.parseErrorText(err), func(m string) string {
+		sub := flagDashRE.FindStringSubmatch(m)
+		return sub[1] + flagText(sub[2])
+	})
+}
+
+// flagDashRE is a flag named in Parse's errors, which write every flag
+// with one dash ("for flag -max-price"), where help and the other errors
+// write --max-price, as the caller typed it.
+var flagDashRE = regexp.MustCompile(`(for flag |for |argument: )-([A-Za-z0-9][-A-Za-z0-9_.]*)`)
+
+func (fs *flagSet) parseErrorText(err error) string {
+	if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		return fmt.Sprintf("unknown flag %s for %s%s", flagText(name), fs.commandPath(), didYouMean(name, names, flagText))
+	}
+	if m := badBoolRE.FindStringSubmatch(err.Error()); m != nil {
+		return fmt.Sprintf("invalid value %s for flag -%s: must be true or false (or the flag alone for true), got %s", m[1], m[2], m[1])
+	}
 	m := badValueRE.FindStringSubmatch(err.Error())
 	if m == nil {
 		return err.Error()
@@ -112,6 +139,15 @@ func (fs *flagSet) parseError(err error) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("invalid value %s for flag -%s: must be %s, got %s", m[1], m[2], want, m[1])
+}
+
+// flagText is the flag name as help and errors write it: --name, or -f
+// for a one-letter flag.
+func flagText(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
 // negativeNumber is the argument that Parse of args refused with err as
@@ -206,6 +242,11 @@ func parseStates[S ~string](list string, valid func(S) bool, what, hint string) 
 // wantArgs checks the number of positional arguments.
 func (fs *flagSet) wantArgs(args []string, min, max int, names string) error {
 	if len(args) < min || (max >= 0 && len(args) > max) {
+		if len(args) > max && max >= 0 && len(fs.subwords) > 0 {
+			if s := suggest(args[max], fs.subwords); s != "" {
+				return usagef("%s takes %s, got %d argument(s); did you mean '%s %s'?\n  run '%s --help' for examples", fs.commandPath(), names, len(args), fs.commandPath(), s, fs.commandPath())
+			}
+		}
 		return usagef("%s takes %s, got %d argument(s)\n  run '%s --help' for examples", fs.commandPath(), names, len(args), fs.commandPath())
 	}
 	return nil
@@ -245,10 +286,21 @@ func serverAddr(addr string) string {
 // client returns a client for the server, from the flags or the environment.
 func (r *remote) client() (*client.Client, error) {
 	addr := r.address()
-	key := firstNonEmpty(r.key, r.e.key, r.e.getenv("IDLEGRID_KEY"))
+	from := "--key"
+	if r.key == "" && r.e.key == "" {
+		from = "IDLEGRID_KEY"
+	}
+	// A key read from a file may end with a line break (a CRLF file's
+	// "\r" survives $(cat FILE)): it is no part of the key, and left in,
+	// the request could not be sent, said as a server not reached.
+	key := strings.TrimSpace(firstNonEmpty(r.key, r.e.key, r.e.getenv("IDLEGRID_KEY")))
 	if key == "" {
 		return nil, withHint(errors.New("no API key"),
 			"set --key or IDLEGRID_KEY; with 'idlegrid dev' running: export IDLEGRID_KEY=$(cat DATA_DIR/admin.key)")
+	}
+	if strings.ContainsFunc(key, func(c rune) bool { return c < 0x21 || c == 0x7f }) {
+		return nil, withHint(fmt.Errorf("%s: the API key holds a space or a control character, which no key has", from),
+			"set "+from+" to the key alone, as 'idlegrid key create' or 'idlegrid account create' printed it")
 	}
 	return client.New(addr, key), nil
 }
@@ -270,6 +322,9 @@ type subcommand struct {
 }
 
 func (e *env) runGroup(group, about string, subs []subcommand, args []string) error {
+	if len(args) > 1 && args[0] == "help" { // "job help submit" is "job submit --help"
+		args = append(slices.Clone(args[1:]), "--help")
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" || args[0] == "-help" {
 		w := e.Out
 		if len(args) == 0 {
@@ -289,10 +344,22 @@ func (e *env) runGroup(group, about string, subs []subcommand, args []string) er
 		}
 		return nil
 	}
+	var names []string
 	for _, s := range subs {
 		if s.name == args[0] {
 			return s.run(args[1:])
 		}
+		names = append(names, s.name)
 	}
-	return usagef("unknown command %q for 'idlegrid %s'; run 'idlegrid %s --help'", args[0], group, group)
+	msg := fmt.Sprintf("unknown command %q for 'idlegrid %s'", args[0], group) +
+		didYouMean(args[0], names, func(s string) string { return "'idlegrid " + group + " " + s + "'" })
+	if isID(args[0]) && !strings.HasSuffix(msg, "?") { // "job job_x": the command that shows one
+		for _, show := range []string{"get", "show"} {
+			if slices.Contains(names, show) {
+				msg += fmt.Sprintf("; did you mean 'idlegrid %s %s %s'?", group, show, strings.Join(args, " "))
+				break
+			}
+		}
+	}
+	return usagef("%s%srun 'idlegrid %s --help'", msg, thenSep(msg), group)
 }

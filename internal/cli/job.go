@@ -531,12 +531,19 @@ func inJobFile(err error, file string, typed map[string]bool) error {
 		source = "standard input"
 	}
 	ps := ie.All()
+	inFile := 0
 	for i, p := range ps {
 		if !strings.HasPrefix(p.Field, "--") && flagOf(p.Field, typed) == "" {
 			named := *p
 			named.Field = source + ": " + p.Field
 			ps[i] = &named
+			inFile++
 		}
+	}
+	if inFile == len(ps) && ie.Code == idlegrid.EINVALID {
+		// The file is at fault, not the flags: say where its fields
+		// are described.
+		return withHint(idlegrid.Problems(ps), "fix the job file where named above and try again; 'idlegrid job submit --help' shows a job file's fields")
 	}
 	return idlegrid.Problems(ps)
 }
@@ -599,6 +606,9 @@ job listed).`,
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(jobs))
+	}
+	if len(jobs) == 0 {
+		return c.env.noneListed("job", "jobs", "submit one with 'idlegrid job submit'")
 	}
 	now := time.Now()
 	t := newTable(c.env.Out, "ID", "NAME", "STATE", "TIER", "GPUS", "CAP", "CHARGED", "AGE", "REASON")
@@ -797,6 +807,10 @@ cancels nothing and exits 2. Scripts give --yes.`,
 		if err != nil {
 			return err
 		} else if len(jobs) == 0 {
+			if *asJSON { // the list of those cancelled, as for a match; the words on stderr
+				fmt.Fprintf(c.env.Err, "no queued or running job's name begins with %q: nothing to cancel\n", *name)
+				return printJSON(c.env.Out, []*idlegrid.Job{})
+			}
 			fmt.Fprintf(c.env.Out, "no queued or running job's name begins with %q: nothing to cancel\n", *name)
 			return nil
 		} else if len(jobs) > 1 && !*yes {
@@ -936,15 +950,27 @@ func (c *jobCommand) leases(ctx context.Context, args []string) error {
 		return err
 	}
 	leases, err := cl.ListLeases(ctx, idlegrid.LeaseFilter{JobID: args[0]})
+	var job *idlegrid.Job
 	if err != nil {
 		return err
 	} else if len(leases) == 0 { // none, or no such job of yours
-		if _, err := cl.FindJob(ctx, args[0]); err != nil {
+		if job, err = cl.FindJob(ctx, args[0]); err != nil {
 			return err
 		}
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(leases))
+	}
+	if job != nil { // and no lease: say why, not a bare header
+		switch job.State {
+		case idlegrid.JobQueued:
+			_, err = fmt.Fprintf(c.env.Out, "%s has no lease yet: it is queued ('idlegrid job explain %s' says why it waits)\n", job.ID, job.ID)
+		case idlegrid.JobCancelled, idlegrid.JobFailed:
+			_, err = fmt.Fprintf(c.env.Out, "%s has no lease: it ended, %s, before it was placed on a node\n", job.ID, job.State)
+		default:
+			_, err = fmt.Fprintf(c.env.Out, "%s has no lease yet ('idlegrid job get %s' shows its state)\n", job.ID, job.ID)
+		}
+		return err
 	}
 	nodes := nodeNames{}
 	nodes.learn(ctx, cl, leases)

@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -133,5 +135,35 @@ func TestDevCommand_addressTaken(t *testing.T) {
 	r := runUntil(t, 30*time.Second, nil, "dev", "--addr", ln.Addr().String(), "--data", t.TempDir())
 	if r.code != 1 || !strings.Contains(r.err, "pick another address with --addr") {
 		t.Errorf("dev on a taken address: %s\nwant it to name --addr", r)
+	}
+}
+
+// TestListenAddress_malformed: an address that is none (no port, a URL, a
+// port past 65535) is a mistake in the command line, exit 2, named as the
+// flag given, and leaves no database behind; a taken one is a failure.
+func TestListenAddress_malformed(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"server", "--listen", "nope"}, `idlegrid: --listen: "nope" is not an address: missing port in address; give HOST:PORT`},
+		{[]string{"server", "--listen", "127.0.0.1:99999"}, `idlegrid: --listen: "127.0.0.1:99999" is not an address: port "99999" is not a port number`},
+		{[]string{"server", "--listen", "http://127.0.0.1:7070"}, `idlegrid: --listen: "http://127.0.0.1:7070" is a URL: give the address alone, 127.0.0.1:7070, without http://`},
+		{[]string{"dev", "--addr", "localhost"}, `idlegrid: --addr: "localhost" is not an address: missing port in address`},
+	} {
+		dir := t.TempDir()
+		args := tt.args
+		if args[0] == "server" {
+			args = append(args, "--db", filepath.Join(dir, "x.db"))
+		} else {
+			args = append(args, "--data", dir)
+		}
+		r := runUntil(t, 30*time.Second, nil, args...)
+		if r.code != 2 || !strings.HasPrefix(r.err, tt.want) {
+			t.Errorf("%v: %s\nwant exit 2 and stderr beginning %q", tt.args, r, tt.want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "x.db")); err == nil {
+			t.Errorf("%v left a database behind", tt.args)
+		}
 	}
 }

@@ -162,10 +162,10 @@ func TestJobSubmit_specFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--dataset", ":3"}, `invalid value ":3" for flag -dataset`},
+		{[]string{"--dataset", ":3"}, `invalid value ":3" for flag --dataset`},
 		{[]string{"--dataset", "imagenet"}, "want NAME:SIZE_GB"},
 		{[]string{"--dataset", "imagenet:big"}, "must be whole gigabytes"},
-		{[]string{"--deadline", "tomorrow"}, `invalid value "tomorrow" for flag -deadline`},
+		{[]string{"--deadline", "tomorrow"}, `invalid value "tomorrow" for flag --deadline`},
 		{[]string{"--deadline", "30m"}, "--deadline: leaves less than the job's duration (1h0m0s)"},
 		{[]string{"--reliability-weight", "5"}, "--reliability-weight: must be between 0 and 4"},
 	} {
@@ -450,7 +450,7 @@ func TestJobSubmit_fileDeadline(t *testing.T) {
 	file = mustFile(t, "late.yaml", "image: x/y:1\nmax_price: \"0.01\"\nduration: 1m\ndeadline: by friday\n")
 	r := run(t, renter, "job", "submit", "-f", file)
 	want := "idlegrid: " + file + ": job.deadline: line 4: must be a time such as 2026-12-24T18:00:00Z (or 2026-12-24 18:00, UTC) or a span from now such as 6h, got \"by friday\"\n" +
-		"  fix the field named above and try again; 'idlegrid help job submit' shows the flags\n"
+		"  fix the job file where named above and try again; 'idlegrid job submit --help' shows a job file's fields\n"
 	if r.code != 1 || r.err != want {
 		t.Errorf("got %s\nwant exit 1 and stderr %q", r, want)
 	}
@@ -466,7 +466,7 @@ func TestJobSubmit_fileTypeError(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			file := mustFile(t, "job."+strings.ToLower(tt.name), tt.file)
 			r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit", "-f", file, "--max-price", "1", "--duration", "1h")
-			want := "idlegrid: " + file + ": " + tt.want + "\n  fix the field named above and try again; 'idlegrid help job submit' shows the flags\n"
+			want := "idlegrid: " + file + ": " + tt.want + "\n  fix the job file where named above and try again; 'idlegrid job submit --help' shows a job file's fields\n"
 			if r.code != 1 || r.err != want {
 				t.Errorf("got %s\nwant exit 1 and stderr %q", r, want)
 			}

@@ -68,6 +68,10 @@ func TestJobSubmit_sweep(t *testing.T) {
 	if out := must(t, renter, "job", "cancel", "--name", "lr-search-"); !strings.Contains(out, "nothing to cancel") {
 		t.Errorf("job cancel --name again: %q, want nothing to cancel", out)
 	}
+	// With --json, none matching is an empty list, the words on stderr.
+	if r := run(t, renter, "job", "cancel", "--name", "lr-search-", "--json"); r.code != 0 || r.out != "[]\n" || !strings.Contains(r.err, "nothing to cancel") {
+		t.Errorf("job cancel --name again --json: %s, want [] and nothing to cancel on stderr", r)
+	}
 	if r := run(t, renter, "job", "cancel", "--name", "x", jobs[0].ID); r.code != 2 || !strings.Contains(r.err, "not both") {
 		t.Errorf("job cancel with IDs and --name: %s", r)
 	}

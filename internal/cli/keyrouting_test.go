@@ -37,6 +37,10 @@ func TestKeyCommand_routing(t *testing.T) {
 		if want := "API key " + key.ID + " has no default routing: its requests use the gateway's default\n"; got != want {
 			t.Errorf("got %q, want %q", got, want)
 		}
+		// --json has no updated_at while there is none, not the zero time.
+		if got := must(t, renter, "key", "routing", key.ID, "--json"); strings.Contains(got, "updated_at") || strings.Contains(got, "0001-01-01") {
+			t.Errorf("key routing --json with none set:\n%s\nwant no updated_at", got)
+		}
 	})
 	t.Run("set, merging flag by flag", func(t *testing.T) {
 		must(t, renter, "key", "routing", key.ID, "--residency", "EU", "--sort", "price", "--ignore", "node_x,node_y")
@@ -47,6 +51,9 @@ func TestKeyCommand_routing(t *testing.T) {
 			AllowFallbacks: &no, MaxPrice: &idlegrid.RoutingMaxPrice{Completion: &price}}
 		if diff := cmp.Diff(want, got.Routing); diff != "" {
 			t.Errorf("routing (-want +got):\n%s", diff)
+		}
+		if !strings.Contains(must(t, renter, "key", "routing", key.ID, "--json"), `"updated_at": "`+got.UpdatedAt.Format("2006")) {
+			t.Errorf("key routing --json once set lacks its updated_at")
 		}
 		out := must(t, renter, "key", "routing", key.ID)
 		for _, line := range []string{"sort                   price", "data residency         EU",

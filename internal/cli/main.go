@@ -104,9 +104,12 @@ func (e *env) dispatch(ctx context.Context, args []string) error {
 		return usagef("no command given")
 	}
 	name := args[0]
-	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
-		if len(args) > 1 { // "help job submit" is "job submit --help"
-			return e.dispatch(ctx, append(slices.Clone(args[1:]), "--help"))
+	if isHelpWord(name) {
+		// "help job submit" is "job submit --help"; "help help" and
+		// "help --help" are "help".
+		rest := slices.DeleteFunc(slices.Clone(args[1:]), isHelpWord)
+		if len(rest) > 0 {
+			return e.dispatch(ctx, append(rest, "--help"))
 		}
 		e.rootUsage(e.Out)
 		return nil
@@ -114,12 +117,27 @@ func (e *env) dispatch(ctx context.Context, args []string) error {
 	if name == "--version" || name == "-version" {
 		name = "version"
 	}
+	names := []string{"help"}
 	for _, c := range commands() {
 		if c.name == name {
 			return c.run(ctx, e, args[1:])
 		}
+		names = append(names, c.name)
 	}
-	return usagef("unknown command %q; run 'idlegrid help' to list the commands", name)
+	if strings.HasPrefix(name, "-") {
+		// A flag before the command that is not --addr or --key: a
+		// command's own flags go after it ("idlegrid job ls --json").
+		flagName, _, _ := strings.Cut(strings.TrimLeft(name, "-"), "=")
+		msg := "unknown flag " + flagText(flagName) + " before the command" + didYouMean(flagName, []string{"addr", "key"}, func(s string) string { return "--" + s })
+		return usagef("%s%sonly --addr and --key go before the command, its own flags after it, e.g. idlegrid job ls --json", msg, thenSep(msg))
+	}
+	msg := fmt.Sprintf("unknown command %q", name) + didYouMean(name, names, func(s string) string { return "'idlegrid " + s + "'" })
+	return usagef("%s%srun 'idlegrid help' to list the commands", msg, thenSep(msg))
+}
+
+// isHelpWord reports whether arg asks for help: help, -h, -help or --help.
+func isHelpWord(arg string) bool {
+	return arg == "help" || arg == "-h" || arg == "--help" || arg == "-help"
 }
 
 // globalFlags consumes --addr and --key given before the command.
@@ -270,7 +288,7 @@ func hintFor(err error) string {
 // listOf is the command that lists each kind of object the server says
 // it did not find ("API key \"key_x\" not found").
 var listOf = map[string]string{
-	"job": "idlegrid job ls", "lease": "idlegrid job leases JOB_ID", "node": "idlegrid node ls",
+	"job": "idlegrid job ls", "lease": "idlegrid lease ls", "node": "idlegrid node ls",
 	"account": "idlegrid account ls", "provider": "idlegrid account ls", "API key": "idlegrid key ls",
 	"join token": "idlegrid token ls", "dispute": "idlegrid dispute ls", "payout": "idlegrid payout ls",
 }
@@ -317,6 +335,12 @@ func withArticle(s string) string {
 // not found, or to the common ones; or, given an ID of another kind, to
 // the command for that kind.
 func notFoundHint(msg string) string {
+	if strings.HasPrefix(msg, "no such endpoint") {
+		// No ID is at fault: the address has a path of its own (the
+		// dashboard's page), or the server is older than this CLI.
+		return "check the server address (--addr or IDLEGRID_ADDR): its scheme, host and port only, e.g. " + defaultAddr +
+			", with no path; or the server runs an older idlegrid than this one, without this command"
+	}
 	if hint := wrongKindHint(msg); hint != "" {
 		return hint
 	}

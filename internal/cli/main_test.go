@@ -78,15 +78,40 @@ func TestMain_Help(t *testing.T) {
 			t.Fatalf("'help job submit' = %s\nwant the output of 'job submit --help':\n%s", got, want.out)
 		}
 	})
+	t.Run("HelpOfHelp", func(t *testing.T) {
+		// Once, each of these recursed until the stack ran out.
+		want := run(t, nil, "help")
+		for _, args := range [][]string{{"help", "--help"}, {"help", "help"}, {"--help", "-h"}, {"-h", "help", "--help"}} {
+			if got := run(t, nil, args...); got.code != 0 || got.out != want.out {
+				t.Errorf("%v = %s\nwant the output of 'help'", args, got)
+			}
+		}
+		got, want := run(t, nil, "help", "help", "job", "--help"), run(t, nil, "job", "--help")
+		if got.code != 0 || got.out != want.out {
+			t.Errorf("help help job --help = %s\nwant the output of 'job --help'", got)
+		}
+	})
+	t.Run("GroupHelpSubcommand", func(t *testing.T) {
+		for _, tt := range []struct{ args, sub []string }{
+			{[]string{"job", "help", "submit"}, []string{"job", "submit", "--help"}},
+			{[]string{"node", "quarantine", "help", "ls"}, []string{"node", "quarantine", "ls", "--help"}},
+		} {
+			args, sub := tt.args, tt.sub
+			got, want := run(t, nil, args...), run(t, nil, sub...)
+			if got.code != 0 || got.out != want.out || !strings.HasPrefix(got.out, "Usage:\n\n\tidlegrid "+strings.Join(sub[:len(sub)-1], " ")) {
+				t.Errorf("%v = %s\nwant the output of %v:\n%s", args, got, sub, want.out)
+			}
+		}
+	})
 	t.Run("UnknownCommand", func(t *testing.T) {
-		r := run(t, nil, "jbo", "ls")
-		if want := "idlegrid: unknown command \"jbo\"; run 'idlegrid help' to list the commands\n"; r.code != 2 || r.err != want {
+		r := run(t, nil, "xyzzy", "ls")
+		if want := "idlegrid: unknown command \"xyzzy\"; run 'idlegrid help' to list the commands\n"; r.code != 2 || r.err != want {
 			t.Fatalf("got %s\nwant exit 2 and stderr %q", r, want)
 		}
 	})
 	t.Run("UnknownSubcommand", func(t *testing.T) {
-		r := run(t, nil, "job", "list")
-		if want := "idlegrid: unknown command \"list\" for 'idlegrid job'; run 'idlegrid job --help'\n"; r.code != 2 || r.err != want {
+		r := run(t, nil, "job", "frobnicate")
+		if want := "idlegrid: unknown command \"frobnicate\" for 'idlegrid job'; run 'idlegrid job --help'\n"; r.code != 2 || r.err != want {
 			t.Fatalf("got %s\nwant exit 2 and stderr %q", r, want)
 		}
 	})
@@ -197,14 +222,14 @@ func TestMain_UsageErrors(t *testing.T) {
 		args []string
 		want string // the first line of stderr
 	}{
-		{"UnknownFlag", []string{"job", "ls", "--bogus"}, "idlegrid: flag provided but not defined: -bogus"},
+		{"UnknownFlag", []string{"job", "ls", "--bogus"}, "idlegrid: unknown flag --bogus for idlegrid job ls"},
 		{"MissingID", []string{"job", "get"}, "idlegrid: idlegrid job get takes one job ID, got 0 argument(s)"},
 		{"ExtraArgs", []string{"node", "ls", "extra"}, "idlegrid: idlegrid node ls takes no arguments, got 1 argument(s)"},
 		{"BadNodeLimit", []string{"node", "ls", "--limit", "-1"}, "idlegrid: --limit: -1 is out of range; give 1 to 10000 nodes, or leave it out for 1000"},
 		{"BadState", []string{"job", "ls", "--state", "queued,done"}, `idlegrid: --state: unknown job state "done"; use queued, running, succeeded, failed or cancelled`},
-		{"BadPrice", []string{"job", "submit", "--max-price", "2.5.0"}, `idlegrid: invalid value "2.5.0" for flag -max-price: not a decimal amount: "2.5.0"; write a decimal amount such as 2.50`},
-		{"BadDuration", []string{"job", "submit", "--duration", "soon"}, `idlegrid: invalid value "soon" for flag -duration: must be a duration such as 90m or 1h30m, got "soon"`},
-		{"BadEnv", []string{"job", "submit", "--env", "NOVALUE"}, `idlegrid: invalid value "NOVALUE" for flag -env: want KEY=VALUE, got "NOVALUE"`},
+		{"BadPrice", []string{"job", "submit", "--max-price", "2.5.0"}, `idlegrid: invalid value "2.5.0" for flag --max-price: not a decimal amount: "2.5.0"; write a decimal amount such as 2.50`},
+		{"BadDuration", []string{"job", "submit", "--duration", "soon"}, `idlegrid: invalid value "soon" for flag --duration: must be a duration such as 90m or 1h30m, got "soon"`},
+		{"BadEnv", []string{"job", "submit", "--env", "NOVALUE"}, `idlegrid: invalid value "NOVALUE" for flag --env: want KEY=VALUE, got "NOVALUE"`},
 		{"BadRole", []string{"account", "create", "--name", "x", "--role", "owner"}, `idlegrid: --role must be renter, provider or admin, got "owner"`},
 		{"NoName", []string{"token", "create"}, "idlegrid: --name is required, e.g. idlegrid token create --name rack-3"},
 		{"BadAmount", []string{"account", "topup", "acct_x", "ten"}, `idlegrid: AMOUNT: not a decimal amount: "ten"; write a decimal amount such as 100 or 12.50`},
@@ -217,9 +242,11 @@ func TestMain_UsageErrors(t *testing.T) {
 		{"BadQueueTimeout", []string{"server", "--inference-queue-timeout", "10m"}, "idlegrid: --inference-queue-timeout must be between 0 and 5m, got 10m0s"},
 		{"BadMaxQueue", []string{"server", "--inference-max-queue", "0"}, "idlegrid: --inference-max-queue must be between 1 and 1000000, got 0"},
 		{"BadKeyRPS", []string{"server", "--inference-key-rps", "-1"}, "idlegrid: --inference-key-rps must be between 0 and 1000000, got -1"},
+		{"SimBadRows", []string{"sim", "--bad-rows", "maybe"}, `idlegrid: --bad-rows: must be fail or skip, got "maybe"`},
 		{"BadDevGCFloor", []string{"dev", "--gc-floor-mib", "-5"}, "idlegrid: --gc-floor-mib must be between 0 and 1048576, got -5"},
 		{"BadAgentGCFloor", []string{"agent", "--config", "agent.yaml", "--gc-floor-mib", "2000000"}, "idlegrid: --gc-floor-mib must be between 0 and 1048576, got 2000000"},
 		{"GlobalFlagWithoutValue", []string{"--addr"}, "idlegrid: flag needs an argument: --addr"},
+		{"BadLogKey", []string{"audit", "verify", "--log-key", "bogus"}, `idlegrid: --log-key: "bogus" is not a base64 ed25519 public key; give the key your operator publishes, e.g. --log-key "$(cat log-key.pub)"`},
 		{"CancelNothing", []string{"job", "cancel"}, "idlegrid: give the IDs of the jobs to cancel, or --name and the start of their names, e.g. idlegrid job cancel job_abc123"},
 		{"CancelBoth", []string{"job", "cancel", "job_x", "--name", "lr-"}, "idlegrid: give the IDs of the jobs to cancel or --name, not both"},
 		{"NegativeAmount", []string{"account", "topup", "acct_x", "-5"}, "idlegrid: AMOUNT must be positive, got -5"},
@@ -249,14 +276,26 @@ func TestMain_UsageErrors(t *testing.T) {
 		{"RegistryWithPath", []string{"registry", "login", "ghcr.io/v2", "-u", "x"},
 			`idlegrid: REGISTRY: "ghcr.io/v2" is not a registry host; give the host alone, as your images name it, e.g. ghcr.io or registry.example.com:5000 (here ghcr.io, without /v2)`},
 		{"BadTTL", []string{"token", "create", "--name", "x", "--ttl", "5"},
-			`idlegrid: invalid value "5" for flag -ttl: must be a duration such as 30m, 24h or 1h30m (a number needs its unit: s, m or h), got "5"`},
+			`idlegrid: invalid value "5" for flag --ttl: must be a duration such as 30m, 24h or 1h30m (a number needs its unit: s, m or h), got "5"`},
 		{"BadDrainTimeout", []string{"node", "drain", "node_x", "--wait", "--timeout", "abc"},
-			`idlegrid: invalid value "abc" for flag -timeout: must be a duration such as 30m, 24h or 1h30m, got "abc"`},
+			`idlegrid: invalid value "abc" for flag --timeout: must be a duration such as 30m, 24h or 1h30m, got "abc"`},
 		{"BadWatchEvery", []string{"job", "watch", "job_x", "--every", "often"},
-			`idlegrid: invalid value "often" for flag -every: must be a duration such as 30m, 24h or 1h30m, got "often"`},
-		{"BadLimitNumber", []string{"job", "ls", "--limit", "ten"}, `idlegrid: invalid value "ten" for flag -limit: must be a whole number, got "ten"`},
+			`idlegrid: invalid value "often" for flag --every: must be a duration such as 30m, 24h or 1h30m, got "often"`},
+		{"BadBool", []string{"job", "ls", "--json=3"}, `idlegrid: invalid value "3" for flag --json: must be true or false (or the flag alone for true), got "3"`},
+		{"ShortFlagNoValue", []string{"job", "submit", "-f"}, "idlegrid: flag needs an argument: -f"},
+		{"BadLimitNumber", []string{"job", "ls", "--limit", "ten"}, `idlegrid: invalid value "ten" for flag --limit: must be a whole number, got "ten"`},
 		{"JobLimitZero", []string{"job", "ls", "--limit", "0"}, "idlegrid: --limit: 0 is out of range; give 1 to 10000 jobs, or leave it out for 100"},
 		{"JobLimitNegative", []string{"job", "ls", "--limit", "-1"}, "idlegrid: --limit: -1 is out of range; give 1 to 10000 jobs, or leave it out for 100"},
+		// A --limit of 0 is no page size: it was taken for the server's
+		// default, and the next page's command repeated --limit 0.
+		{"AccountLimitZero", []string{"account", "ls", "--limit", "0"}, "idlegrid: --limit: 0 is out of range; give 1 to 10000 accounts, or leave it out for 1000"},
+		{"TransfersLimitZero", []string{"account", "transfers", "--limit", "0"}, "idlegrid: --limit: 0 is out of range; give 1 to 10000 transfers, or leave it out for 100"},
+		{"NoticesLimitNegative", []string{"account", "notices", "--limit", "-1"}, "idlegrid: --limit: -1 is out of range; give 1 to 10000 notices, or leave it out for 50"},
+		{"PayoutLimitZero", []string{"payout", "ls", "--limit", "0"}, "idlegrid: --limit: 0 is out of range; give 1 to 10000 payouts, or leave it out for 100"},
+		{"DisputeLimitZero", []string{"dispute", "ls", "--limit", "0"}, "idlegrid: --limit: 0 is out of range; give 1 to 10000 disputes, or leave it out for 100"},
+		{"VerificationLimitHuge", []string{"dispute", "verifications", "--limit", "20000"}, "idlegrid: --limit: 20000 is out of range; give 1 to 10000 verifications, or leave it out for 100"},
+		{"QuarantineLimitZero", []string{"node", "quarantine", "ls", "--limit", "0"}, "idlegrid: --limit: 0 is out of range; give 1 to 10000 quarantines, or leave it out for 100"},
+		{"ChallengeLimitZero", []string{"node", "challenges", "node_x", "--limit", "0"}, "idlegrid: --limit: 0 is out of range; give 1 to 10000 challenges, or leave it out for 100"},
 		{"LeaseLimitZero", []string{"lease", "ls", "--limit", "0"}, "idlegrid: --limit: 0 is out of range; give 1 to 10000 leases, or leave it out for 100"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -329,7 +368,7 @@ func TestMain_Errors(t *testing.T) {
 	// not as a count of seconds.
 	t.Run("DurationOver30Days", func(t *testing.T) {
 		r := run(t, map[string]string{"IDLEGRID_KEY": "k"}, "job", "submit", "--image", "ghcr.io/acme/x:1", "--max-price", "2", "--duration", "800h")
-		if want := `idlegrid: invalid value "800h" for flag -duration: must be at most 720h (30 days), got "800h"` + "\n"; r.code != 2 || firstLines(r.err, 1)+"\n" != want {
+		if want := `idlegrid: invalid value "800h" for flag --duration: must be at most 720h (30 days), got "800h"` + "\n"; r.code != 2 || firstLines(r.err, 1)+"\n" != want {
 			t.Fatalf("got %s\nwant exit 2 and stderr starting %q", r, want)
 		}
 	})
@@ -407,10 +446,11 @@ func TestFlagSet_Parse(t *testing.T) {
 // A not-found error points to the listing of its kind of object.
 func TestHintFor_notFound(t *testing.T) {
 	for msg, want := range map[string]string{
-		`API key "key_x" not found`:  "'idlegrid key ls'",
-		`lease "lea_x" not found`:    "'idlegrid job leases JOB_ID'",
-		`node "node_x" not found`:    "'idlegrid node ls'",
-		`join token "tok" not found`: "'idlegrid token ls'",
+		`API key "key_x" not found`:                                  "'idlegrid key ls'",
+		`lease "lea_x" not found`:                                    "'idlegrid lease ls'",
+		`no such endpoint: GET /dashboard/v1/jobs (see docs/api.md)`: "with no path; or the server runs an older idlegrid than this one, without this command",
+		`node "node_x" not found`:                                    "'idlegrid node ls'",
+		`join token "tok" not found`:                                 "'idlegrid token ls'",
 		// An ID of another kind is said to be one, with its command.
 		`job "node_1k8u" not found`:      "node_1k8u is a node's ID, not a job's: see it with 'idlegrid node get node_1k8u'",
 		`node "job_1k8u" not found`:      "job_1k8u is a job's ID, not a node's: see it with 'idlegrid job get job_1k8u'",

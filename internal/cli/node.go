@@ -10,6 +10,7 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
 // nodeCommand is "idlegrid node".
@@ -123,14 +124,50 @@ func (c *nodeCommand) noneListed(ctx context.Context, cl *client.Client, f idleg
 		return
 	}
 	fmt.Fprintf(c.env.Out, "no node matches%s\n", flags)
-	if len(f.GPUModels) == 0 {
+	if len(f.GPUModels) == 0 && len(f.Regions) == 0 {
 		return
 	}
-	if models, err := modelsOnOffer(ctx, cl); err == nil && len(models) > 0 {
-		fmt.Fprintf(c.env.Out, "the GPU models in the market now: %s (named in full, e.g. --gpu-model %s)\n", strings.Join(models, ", "), models[0])
-	} else if err == nil {
+	stats, err := cl.Market(ctx)
+	if err != nil {
+		return
+	}
+	// Each list only when a value given is none of it: a misnamed one.
+	models := offeredIn(stats, func(st wire.MarketStat) string { return st.GPUModel })
+	if len(models) > 0 && notAllIn(f.GPUModels, models) {
+		fmt.Fprintf(c.env.Out, "the GPU models in the market now: %s (named in full, e.g. --gpu-model %s)%s\n", strings.Join(models, ", "), models[0], meantFlag("gpu-model", f.GPUModels, models))
+	} else if len(models) == 0 && len(f.GPUModels) > 0 {
 		fmt.Fprintln(c.env.Out, "no node is in the market now, of any GPU model")
 	}
+	if regions := offeredIn(stats, func(st wire.MarketStat) string { return st.Region }); len(regions) > 0 && notAllIn(f.Regions, regions) {
+		fmt.Fprintf(c.env.Out, "the regions in the market now: %s%s\n", strings.Join(regions, ", "), meantFlag("region", f.Regions, regions))
+	}
+}
+
+// notAllIn reports whether one of given is not in offered.
+func notAllIn(given, offered []string) bool {
+	return slices.ContainsFunc(given, func(g string) bool { return !slices.Contains(offered, g) })
+}
+
+// meantFlag is "; did you mean --flag X?" for the values offered that
+// those given seem to mean: the same but for case ("rtx4090"), the start
+// of one ("eu" for eu-west, "H100" for H100-80GB), or a part of one
+// ("4090" for RTX4090); "" when none does, or a value given is offered.
+func meantFlag(flag string, given, offered []string) string {
+	var meant []string
+	for _, g := range given {
+		if slices.Contains(offered, g) {
+			return ""
+		}
+		for _, o := range offered {
+			if strings.Contains(strings.ToLower(o), strings.ToLower(g)) && !slices.Contains(meant, o) {
+				meant = append(meant, o)
+			}
+		}
+	}
+	if len(meant) == 0 {
+		return ""
+	}
+	return "; did you mean --" + flag + " " + strings.Join(meant, ",") + "?"
 }
 
 // defaultNodePage is how many nodes "node ls" lists unless told.

@@ -31,6 +31,19 @@ func TestNode_asRenter(t *testing.T) {
 		r.out != "no node matches --gpu-model H100\nthe GPU models in the market now: RTX4090 (named in full, e.g. --gpu-model RTX4090)\n" {
 		t.Errorf("node ls --gpu-model H100: %s", r)
 	}
+	// One misnamed but for case, or named in part, is said as the one meant.
+	if r := run(t, renter, "node", "ls", "--gpu-model", "4090"); r.code != 0 ||
+		r.out != "no node matches --gpu-model 4090\nthe GPU models in the market now: RTX4090 (named in full, e.g. --gpu-model RTX4090); did you mean --gpu-model RTX4090?\n" {
+		t.Errorf("node ls --gpu-model 4090: %s", r)
+	}
+	if r := run(t, renter, "node", "ls", "--region", "eu"); r.code != 0 ||
+		r.out != "no node matches --region eu\nthe regions in the market now: eu-west; did you mean --region eu-west?\n" {
+		t.Errorf("node ls --region eu: %s", r)
+	}
+	// Both named right, but no node has both: no list to read.
+	if r := run(t, renter, "node", "ls", "--gpu-model", "RTX4090", "--min-gpus", "2"); r.code != 0 || r.out != "no node matches --gpu-model RTX4090 --min-gpus 2\n" {
+		t.Errorf("node ls --gpu-model RTX4090 --min-gpus 2: %s", r)
+	}
 	mustJSON(t, renter, &nodes, "node", "ls", "--gpu-model", "RTX4090", "--region", "us-east,eu-west")
 	if len(nodes) != 1 {
 		t.Fatalf("a renter's RTX4090s in us-east or eu-west = %+v, want rig", nodes)

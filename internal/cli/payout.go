@@ -98,6 +98,8 @@ it).`,
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
+	} else if err := checkLimit(*limit, "payouts", 100); err != nil {
+		return err
 	}
 	f := idlegrid.PayoutFilter{ProviderID: *provider, Limit: *limit, OldestFirst: *oldest, Before: *before, After: *after}
 	if err := payoutCursor(f); err != nil {
@@ -116,6 +118,9 @@ it).`,
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(ps))
+	}
+	if len(ps) == 0 {
+		return c.env.noneListed("payout", "payouts", "")
 	}
 	if err := printPayouts(c.env, ps); err != nil || len(ps) == 0 {
 		return err

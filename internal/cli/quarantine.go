@@ -38,6 +38,8 @@ command for the next one (--before the page's last quarantine).`,
 	_, err := fs.parseArgs(args, 0, 0, "no arguments")
 	if err != nil {
 		return err
+	} else if err := checkLimit(*limit, "quarantines", 100); err != nil {
+		return err
 	}
 	cl, err := r.client()
 	if err != nil {
@@ -49,6 +51,12 @@ command for the next one (--before the page's last quarantine).`,
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(qs))
+	}
+	if len(qs) == 0 && *before == "" && !*all {
+		_, err := fmt.Fprintln(c.env.Out, "no quarantine in force ('idlegrid node quarantine ls --all' lists the lifted ones too)")
+		return err
+	} else if len(qs) == 0 {
+		return c.env.noneListed("quarantine", "quarantines", "")
 	}
 	t := newTable(c.env.Out, "ID", "NODE", "PROVIDER", "SINCE", "LIFTED", "REASON")
 	for _, q := range qs {
@@ -140,6 +148,8 @@ the page's last challenge).`,
 	args, err := fs.parseArgs(args, 1, 1, "one node ID")
 	if err != nil {
 		return err
+	} else if err := checkLimit(*limit, "challenges", 100); err != nil {
+		return err
 	}
 	f := idlegrid.ChallengeFilter{Limit: *limit, Before: *before}
 	if f.States, err = parseStates(*states, idlegrid.ChallengeState.Valid, "challenge", "issued, passed, failed, expired or unsupported"); err != nil {
@@ -155,6 +165,9 @@ the page's last challenge).`,
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(cs))
+	}
+	if len(cs) == 0 {
+		return c.env.noneListed("challenge", "challenges", "")
 	}
 	t := newTable(c.env.Out, "ID", "GPU", "MODEL", "REASON", "STATE", "ISSUED", "FINDINGS")
 	for _, x := range cs {

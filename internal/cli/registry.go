@@ -130,11 +130,18 @@ func (c *registryCommand) list(ctx context.Context, args []string) error {
 	logins, err := cl.ListRegistryLogins(ctx, *account)
 	if err != nil {
 		return err
+	} else if len(logins) == 0 && *account != "" { // none, or no such account
+		if _, err := cl.FindAccount(ctx, *account); err != nil {
+			return err
+		}
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(logins))
 	}
-	if len(logins) == 0 {
+	if len(logins) == 0 && *account != "" {
+		_, err := fmt.Fprintf(c.env.Out, "no registry logins: %s's jobs pull their images without one\n", *account)
+		return err
+	} else if len(logins) == 0 {
 		fmt.Fprintln(c.env.Out, "no registry logins: your jobs pull their images without one (idlegrid registry login REGISTRY to add one)")
 		return nil
 	}

@@ -100,6 +100,16 @@ func TestRegistryCommand(t *testing.T) {
 	if out := must(t, renter, "registry", "ls"); !strings.Contains(out, "no registry logins") {
 		t.Errorf("registry ls after the admin removed the last login: %q", out)
 	}
+	// Another account's, as an admin: its own words, and an account
+	// that does not exist is not found, not an account without logins.
+	if out := must(t, adminEnv, "registry", "ls", "--account", r.ID); out != "no registry logins: "+r.ID+"'s jobs pull their images without one\n" {
+		t.Errorf("an admin's registry ls --account of an account without logins: %q", out)
+	}
+	for _, asJSON := range [][]string{nil, {"--json"}} {
+		if x := run(t, adminEnv, append([]string{"registry", "ls", "--account", "acct_nope"}, asJSON...)...); x.code != 1 || x.out != "" || !strings.Contains(x.err, `account "acct_nope" not found`) {
+			t.Errorf("registry ls --account acct_nope %v: %s", asJSON, x)
+		}
+	}
 }
 
 // runStdin is run with stdin as the command's standard input.

@@ -282,6 +282,26 @@ type runningServer struct {
 	log        *slog.Logger
 }
 
+// checkListenAddr says what is wrong with addr as an address to listen
+// on, a mistake in the command line rather than a failure to listen.
+func checkListenAddr(addr string) error {
+	if scheme, rest, ok := strings.Cut(addr, "://"); ok {
+		return fmt.Errorf("%q is a URL: give the address alone, %s, without %s://", addr, rest, scheme)
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return fmt.Errorf("%q is not an address: %s", addr, ae.Err)
+		}
+		return fmt.Errorf("%q is not an address: %v", addr, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%q is not an address: port %q is not a port number (0 to 65535)", addr, port)
+	}
+	return nil
+}
+
 // startServer opens the store and the coordinator, bootstraps the first
 // admin on a fresh database, and serves HTTP on cfg.listen until stop.
 func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err error) {
@@ -292,6 +312,9 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 		if certs, err = loadCertFiles(cfg.tlsCert, cfg.tlsKey, cfg.logger); err != nil {
 			return nil, withHint(err, "check --tls-cert and --tls-key: a PEM certificate (with its chain) and its private key")
 		}
+	}
+	if err := checkListenAddr(cfg.listen); err != nil {
+		return nil, usagef("%s: %v; give HOST:PORT, e.g. 127.0.0.1:7070, or 127.0.0.1:0 for any free port", cmp.Or(cfg.listenFlag, "--listen"), err)
 	}
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {

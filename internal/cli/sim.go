@@ -291,6 +291,7 @@ replays the Azure LLM inference trace through the real gateway.`,
 		idlegrid sim --nodes 100000 --jobs 1000000 --runs engine
 		idlegrid sim --demand csv:jobs.csv --supply csv:nodes.csv --prices ../shared/data/gpu-prices --bad-rows skip --json`,
 	})
+	fs.subwords = []string{"cheaters", "inference"}
 	tf := c.env.traceFlags(fs)
 	var (
 		nodes, jobs, parallel int

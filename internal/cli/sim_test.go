@@ -103,7 +103,8 @@ func TestSim_BadRows(t *testing.T) {
 	if m["demand_rows_skipped"].(float64) != 1 || m["jobs"].(float64) != 2 {
 		t.Errorf("skipped %v, jobs %v; want 1 and 2", m["demand_rows_skipped"], m["jobs"])
 	}
-	if r := run(t, noData, append(args, "--bad-rows", "maybe")...); r.code != 1 || !strings.Contains(r.err, "bad-rows: must be fail or skip") {
+	// A flag's value refused is a mistake in the command line: exit 2.
+	if r := run(t, noData, append(args, "--bad-rows", "maybe")...); r.code != 2 || !strings.Contains(r.err, "--bad-rows: must be fail or skip") {
 		t.Errorf("--bad-rows maybe: %s", r)
 	}
 }

@@ -91,6 +91,9 @@ func (c *tokenCommand) list(ctx context.Context, args []string) error {
 	if *asJSON {
 		return printJSON(c.env.Out, nonNil(toks))
 	}
+	if len(toks) == 0 {
+		return c.env.noneListed("join token", "join tokens", "create one with 'idlegrid token create --name NAME'")
+	}
 	now := time.Now()
 	t := newTable(c.env.Out, "ID", "NAME", "PREFIX", "USES", "EXPIRES", "STATUS")
 	for _, tok := range toks {
