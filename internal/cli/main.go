@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
 )
 
 // Stdio is the standard streams of one invocation.
@@ -259,7 +260,7 @@ func hintFor(err error) string {
 	}
 	switch idlegrid.ErrorCode(err) {
 	case idlegrid.EUNAUTHORIZED:
-		return "set --key or IDLEGRID_KEY to a valid API key (a fresh server writes the first admin key to its --bootstrap-admin-key-file)"
+		return unauthorizedHint(idlegrid.ErrorMessage(err))
 	case idlegrid.EFORBIDDEN:
 		if strings.Contains(idlegrid.ErrorMessage(err), "API key's access is") {
 			return "this takes a key of wider access: set --key or IDLEGRID_KEY to one ('idlegrid key ls', with a key of access all, shows each key's access)"
@@ -283,6 +284,21 @@ func hintFor(err error) string {
 		return "the server is busy or starting; try again in a moment"
 	}
 	return ""
+}
+
+// unauthorizedHint says what to do about a refused identity: an agent's
+// node key the server does not hold for its node, a node it does not
+// know, or else an API key.
+func unauthorizedHint(msg string) string {
+	switch {
+	case strings.Contains(msg, nodekey.BadSignatureWords):
+		return "the server knows this node by another key: put the node's own key back (node.key in the agent's data dir), " +
+			"or move node.json there away and give the agent a join token, to join as a new node; 'idlegrid agent --check' says which"
+	case strings.Contains(msg, nodekey.UnknownWords):
+		return "the server does not know this node (its database was reset, or restored from before the node joined): " +
+			"move node.json in the agent's data dir away and give the agent a join token, to join as a new node"
+	}
+	return "set --key or IDLEGRID_KEY to a valid API key (a fresh server writes the first admin key to its --bootstrap-admin-key-file)"
 }
 
 // listOf is the command that lists each kind of object the server says

@@ -464,3 +464,17 @@ func TestHintFor_notFound(t *testing.T) {
 		}
 	}
 }
+
+// TestHintFor_unauthorized: an agent refused for its node key is told to
+// mend the node's identity, not to set an API key.
+func TestHintFor_unauthorized(t *testing.T) {
+	for msg, want := range map[string]string{
+		"bad node signature":         "put the node's own key back",
+		"unknown node node_1k8u":     "the server does not know this node",
+		"invalid or revoked API key": "set --key or IDLEGRID_KEY to a valid API key",
+	} {
+		if got := hintFor(idlegrid.Errorf(idlegrid.EUNAUTHORIZED, "%s", msg)); !strings.Contains(got, want) {
+			t.Errorf("hint for %q = %q, want it to say %q", msg, got, want)
+		}
+	}
+}
