@@ -169,6 +169,9 @@ escrow until the job ends; you pay only for what ran.` + jobFileHelp,
 	if len(command) > 0 {
 		spec.Command = command
 	}
+	if err := checkFromDeadline(from, &spec, set, time.Now()); err != nil {
+		return err
+	}
 	if err := checkSpec(&spec, file == "" && from == "", sf.problems(set)...); err != nil {
 		return inJobFile(err, file, set)
 	}
@@ -229,6 +232,18 @@ func (c *jobCommand) baseSpec(ctx context.Context, r *remote, file, from string)
 		return idlegrid.JobSpec{}, err
 	}
 	return old.JobSpec.Submitted(), nil
+}
+
+// checkFromDeadline refuses a job submitted --from an earlier one whose
+// deadline has passed (by now) unless --deadline gives it a new one: run
+// again after a deadline cancelled it, it would be refused as a deadline
+// not in the future, which the renter never typed.
+func checkFromDeadline(from string, spec *idlegrid.JobSpec, set map[string]bool, now time.Time) error {
+	if from == "" || set["deadline"] || spec.Deadline == nil || spec.Deadline.After(now) {
+		return nil
+	}
+	return usagef("job %s's deadline, %s, has passed: give the new job one with --deadline (a time, or a span from now such as 6h)",
+		from, spec.Deadline.UTC().Format(time.RFC3339))
 }
 
 // checkWaitFlags refuses the watch flags without --wait, and bad values.

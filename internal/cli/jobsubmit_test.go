@@ -386,6 +386,12 @@ func TestJobSubmit_modelNote(t *testing.T) {
 	if out := submit("H200,rtx4090"); strings.Contains(out, "GPU of model") {
 		t.Errorf("job submit --gpu-model of a model in the market (in another case) printed a note:\n%s", out)
 	}
+	// A sweep notes the same, once.
+	out = must(t, renter, "job", "submit", "--image", "python:3.12", "--gpu-model", "rtx", "--duration", "1m", "--max-price", "0.01",
+		"--sweep", "LR=1,2")
+	if strings.Count(out, "did you mean --gpu-model RTX4090?") != 1 {
+		t.Errorf("a sweep with --gpu-model rtx printed:\n%s\nwant the model noted once", out)
+	}
 }
 
 // TestJobSubmit_regionNote: a job that requires a region, or a residency,
@@ -471,5 +477,32 @@ func TestJobSubmit_fileTypeError(t *testing.T) {
 				t.Errorf("got %s\nwant exit 1 and stderr %q", r, want)
 			}
 		})
+	}
+}
+
+// TestCheckFromDeadline: a job run again --from one whose deadline passed
+// is told to give a new one, unless --deadline does.
+func TestCheckFromDeadline(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	past, future := now.Add(-time.Hour), now.Add(time.Hour)
+	for _, tt := range []struct {
+		name     string
+		from     string
+		deadline *time.Time
+		set      map[string]bool
+		refused  bool
+	}{
+		{"past, from an earlier job", "job_1", &past, nil, true},
+		{"past, with a new --deadline", "job_1", &past, map[string]bool{"deadline": true}, false},
+		{"still ahead", "job_1", &future, nil, false},
+		{"no deadline", "job_1", nil, nil, false},
+		{"not --from", "", &past, nil, false},
+	} {
+		err := checkFromDeadline(tt.from, &idlegrid.JobSpec{Deadline: tt.deadline}, tt.set, now)
+		if (err != nil) != tt.refused {
+			t.Errorf("%s: %v, want refused %v", tt.name, err, tt.refused)
+		} else if ue := (*usageError)(nil); err != nil && (!errors.As(err, &ue) || !strings.Contains(err.Error(), "has passed: give the new job one with --deadline")) {
+			t.Errorf("%s: %v, want a usage error saying to give --deadline", tt.name, err)
+		}
 	}
 }

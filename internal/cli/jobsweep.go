@@ -145,6 +145,11 @@ func (c *jobCommand) submitSweep(ctx context.Context, cl *client.Client, sweep s
 	if err := c.printSweep(sweep, jobs, key); err != nil {
 		return err
 	}
+	// The jobs differ only in their environment: what a single job's
+	// submission would note of its models, region or price, it notes of
+	// the first.
+	c.noteUnoffered(ctx, cl, jobs[0].Job)
+	c.warnIfStuck(ctx, cl, jobs[0].ID)
 	c.noteNoLogin(ctx, cl, specs[0].Image)
 	return nil
 }
