@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -172,10 +173,16 @@ func (s *Server) reportQueues(nodeID string, req idlegrid.HeartbeatRequest) {
 // checkpoint reported by its age is placed in the server's clock, so the
 // node's clock need not agree. A checkpoint the store refuses (a bad age,
 // or a time from a node's clock far off) is left out, with a warning,
-// rather than failing the node's heartbeat.
+// rather than failing the node's heartbeat; so is a progress outside 0
+// to 1 (a workload's own count, rounded past its end), which is kept
+// within them.
 func (s *Server) setProgress(ctx context.Context, nodeID string, p idlegrid.LeaseProgress) error {
-	if p.Progress < 0 || p.Progress > 1 {
-		return idlegrid.Invalid("progress", "must be between 0 and 1")
+	if !(p.Progress >= 0 && p.Progress <= 1) {
+		s.log.Warn("a lease's progress is outside 0 to 1; kept within them", "node", nodeID, "lease", p.LeaseID, "progress", p.Progress)
+		p.Progress = min(max(p.Progress, 0), 1)
+		if math.IsNaN(p.Progress) {
+			p.Progress = 0
+		}
 	}
 	l, err := s.nodeLease(ctx, nodeID, p.LeaseID)
 	if err != nil {

@@ -809,6 +809,14 @@ func TestServer_HeartbeatWithAFarOffCheckpoint(t *testing.T) {
 		if got.Progress != 0.4 || got.CheckpointAt != nil {
 			t.Fatalf("lease progress %v, checkpoint %v; want 0.4 and none", got.Progress, got.CheckpointAt)
 		}
+		// A progress past the end, a workload's rounding, is kept at the
+		// end; the heartbeat still counts.
+		if _, err := m.srv.Heartbeat(node, idlegrid.HeartbeatRequest{Leases: []idlegrid.LeaseProgress{{LeaseID: lease.ID, Progress: 1.02}}}); err != nil {
+			t.Fatalf("heartbeat with a progress of 1.02: %v", err)
+		}
+		if got, _, err := m.srv.FindLease(m.renter, lease.ID); err != nil || got.Progress != 1 {
+			t.Errorf("lease progress %v (%v), want 1", got.Progress, err)
+		}
 	})
 }
 
