@@ -79,7 +79,30 @@ const (
 	// quarantine (a failed challenge's quarantine is in its challenge's
 	// entry).
 	KindQuarantine Kind = "trust.quarantine"
+	// KindNodeJoined: a node joined, with the public key it signs its
+	// requests, receipts and attestations with.
+	KindNodeJoined Kind = "node.joined"
 )
+
+// nodeJoined is the payload of a node's join entry: who it is, whose, and
+// the key that proves it.
+type nodeJoined struct {
+	NodeID     string    `json:"node_id"`
+	ProviderID string    `json:"provider_id"`
+	Name       string    `json:"name"`
+	PublicKey  string    `json:"public_key"`
+	JoinedAt   time.Time `json:"joined_at"`
+}
+
+// NodeJoinedEntry is the entry of node n's join, in the transaction that
+// stores it: its public key is in the log from then on, so that a key
+// the server later shows for the node, to check its receipts by, can be
+// held to the one it joined with. Its subjects are the node and its
+// provider.
+func NodeJoinedEntry(n *idlegrid.Node) (Entry, error) {
+	return NewEntry(KindNodeJoined, nonEmpty(n.ID, n.ProviderID),
+		nodeJoined{NodeID: n.ID, ProviderID: n.ProviderID, Name: n.Name, PublicKey: n.PublicKey, JoinedAt: n.CreatedAt}, n.CreatedAt)
+}
 
 // QuarantineEntry is the entry of a quarantine an admin put a node in, or,
 // once LiftedAt is set, lifted: at is when. Its subjects are the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/audit"
 )
 
 // CreateAccount stores a new account. The caller sets ID and CreatedAt.
@@ -410,6 +411,9 @@ func (db *DB) JoinNode(ctx context.Context, tokenHash string, n *idlegrid.Node) 
 		n.State = idlegrid.NodeOffline
 		n.Reliability = idlegrid.ReliabilityOf(0, 0)
 		n.LeasesCompleted, n.LeasesFailed = 0, 0
-		return insertNode(ctx, tx, db.dialect, n)
+		if err := insertNode(ctx, tx, db.dialect, n); err != nil {
+			return err
+		}
+		return appendAudit(tx)(audit.NodeJoinedEntry(n))
 	})
 }

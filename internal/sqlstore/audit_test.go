@@ -124,7 +124,7 @@ func testAuditLogged(t *testing.T, db *sqlstore.DB) {
 		To: idlegrid.LeaseSucceeded, Reason: "exit 0", ChargedMicros: charge, At: at(5 * time.Minute)}, settle(l, charge))
 
 	es := mustAuditFrom(t, db, idlegrid.AuditFilter{From: from})
-	want := []string{"ledger.posting", "lease.transition", "ledger.posting", "lease.transition",
+	want := []string{"node.joined", "ledger.posting", "lease.transition", "ledger.posting", "lease.transition",
 		"receipt", "receipt", "lease.transition", "ledger.posting"}
 	if diff := cmp.Diff(want, kinds(es)); diff != "" {
 		t.Fatalf("kinds logged (-want +got):\n%s", diff)
@@ -132,6 +132,7 @@ func testAuditLogged(t *testing.T, db *sqlstore.DB) {
 	if got := mustAuditSize(t, db); got != from+uint64(len(want)) {
 		t.Errorf("AuditSize = %d, want %d", got, from+uint64(len(want)))
 	}
+	es, want = es[1:], want[1:] // the node's join, then the lease's entries, the renter's among them
 
 	t.Run("Payloads", func(t *testing.T) {
 		var hold idlegrid.Transfer
@@ -167,7 +168,7 @@ func testAuditLogged(t *testing.T, db *sqlstore.DB) {
 		// The provider is named by the lease's entries and by its earnings,
 		// not by the renter's top-up and hold.
 		provider := mustAuditFrom(t, db, idlegrid.AuditFilter{Subject: l.ProviderID})
-		wantProvider := []string{"lease.transition", "lease.transition", "receipt", "receipt", "lease.transition", "ledger.posting"}
+		wantProvider := []string{"node.joined", "lease.transition", "lease.transition", "receipt", "receipt", "lease.transition", "ledger.posting"}
 		if diff := cmp.Diff(wantProvider, kinds(provider)); diff != "" {
 			t.Errorf("the provider's entries (-want +got):\n%s", diff)
 		}

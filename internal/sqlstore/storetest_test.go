@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/audit"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
 )
 
@@ -297,6 +298,14 @@ func testJoinNode(t *testing.T, db *sqlstore.DB) {
 		}
 		if diff := cmp.Diff(&want, n); diff != "" {
 			t.Errorf("JoinNode's n (-want +got):\n%s", diff)
+		}
+		// The join is logged with the node's key, for its provider and
+		// the node to find.
+		for _, subject := range []string{n.ID, p.ID} {
+			if logged := auditKinds(t, db, subject, audit.KindNodeJoined); len(logged) != 1 ||
+				!strings.Contains(string(logged[0].Payload), `"public_key":"`+n.PublicKey+`"`) {
+				t.Errorf("node.joined entries of %s = %v, want one with the node's key", subject, logged)
+			}
 		}
 		toks, err := db.ListJoinTokens(ctx, p.ID)
 		mustOK(t, err)
