@@ -159,9 +159,9 @@ its runs; admins all. A full page ends with the command for the next one
 	if len(vs) == 0 {
 		return c.env.noneListed("verification", "verifications", "")
 	}
-	t := newTable(c.env.Out, "ID", "STATE", "LEASE", "PROVIDER", "RE-RUN", "OUTCOME")
+	t := newTable(c.env.Out, "ID", "STATE", "LEASE", "PROVIDER", "RE-RUN", "CONVICTED", "OUTCOME")
 	for _, v := range vs {
-		t.row(v.ID, v.State, v.Original.LeaseID, v.Original.ProviderID, orDash(v.Rerun.LeaseID), orDash(clip(v.Outcome, 60)))
+		t.row(v.ID, v.State, v.Original.LeaseID, v.Original.ProviderID, orDash(v.Rerun.LeaseID), orDash(convicted(v)), orDash(clip(v.Outcome, 60)))
 	}
 	if err := t.flush(); err != nil || len(vs) == 0 {
 		return err
@@ -209,13 +209,28 @@ the page's last dispute).`,
 	}
 	t := newTable(c.env.Out, "ID", "OFFENCE", "STATE", "PROVIDER", "LEASE", "PENALTY", "TO", "OPENED")
 	for _, d := range ds {
-		t.row(d.ID, d.Offence, d.State, d.ProviderID, orDash(d.LeaseID), d.PenaltyMicros, orDash(d.PenaltyTo),
-			d.CreatedAt.UTC().Format(time.RFC3339))
+		penalty, to := any(d.PenaltyMicros), orDash(d.PenaltyTo)
+		if d.State == idlegrid.DisputeOpen {
+			penalty, to = "when upheld", "-"
+		}
+		t.row(d.ID, d.Offence, d.State, d.ProviderID, orDash(d.LeaseID), penalty, to, d.CreatedAt.UTC().Format(time.RFC3339))
 	}
 	if err := t.flush(); err != nil || len(ds) == 0 {
 		return err
 	}
 	return nextPage(c.env.Out, "idlegrid dispute ls"+listFlags(*states, *provider), len(ds), f.Limit, ds[len(ds)-1].ID)
+}
+
+// convicted is the provider a verification convicted: the one whose run's
+// output the other two contradicted; "" when it convicted nobody.
+func convicted(v *idlegrid.Verification) string {
+	if v.State != idlegrid.VerificationConvicted || v.Tiebreak == nil {
+		return ""
+	}
+	if v.Tiebreak.Digest == v.Original.Digest {
+		return v.Rerun.ProviderID
+	}
+	return v.Original.ProviderID
 }
 
 func (c *disputeCommand) show(ctx context.Context, args []string) error {
@@ -321,7 +336,11 @@ func printDispute(e *env, d *idlegrid.Dispute) error {
 		fmt.Fprintf(w, " (node %s)", d.NodeID)
 	}
 	fmt.Fprintf(w, "\nlease     %s\nrenter    %s\nevidence  %s\n", orDash(d.LeaseID), orDash(d.RenterID), d.Evidence)
-	fmt.Fprintf(w, "harm      %s\npenalty   %s to %s", d.HarmMicros, d.PenaltyMicros, orDash(d.PenaltyTo))
+	if d.State == idlegrid.DisputeOpen {
+		fmt.Fprintf(w, "harm      %s\npenalty   set when it is upheld, from the bond as it is then", d.HarmMicros)
+	} else {
+		fmt.Fprintf(w, "harm      %s\npenalty   %s to %s", d.HarmMicros, d.PenaltyMicros, orDash(d.PenaltyTo))
+	}
 	if d.TransferID != "" {
 		fmt.Fprintf(w, " (transfer %s)", d.TransferID)
 	}

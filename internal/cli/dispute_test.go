@@ -89,10 +89,32 @@ func TestDisputeOpen(t *testing.T) {
 	if d.State != idlegrid.DisputeOpen || d.ProviderID != prov || d.HarmMicros != 1_500_000 || d.Evidence != "node rebooted mid-lease" {
 		t.Fatalf("dispute open --json = %+v", d)
 	}
-	if out := must(t, admin, "dispute", "ls", "--state", "open"); !strings.Contains(out, d.ID) {
-		t.Errorf("dispute ls --state open:\n%s\nwant %s", out, d.ID)
+	if out := must(t, admin, "dispute", "ls", "--state", "open"); !strings.Contains(out, d.ID) || !strings.Contains(out, "when upheld") {
+		t.Errorf("dispute ls --state open:\n%s\nwant %s, its penalty set when upheld", out, d.ID)
+	}
+	if out := must(t, admin, "dispute", "show", d.ID); !strings.Contains(out, "penalty   set when it is upheld") {
+		t.Errorf("dispute show of an open dispute:\n%s\nwant its penalty set when upheld", out)
 	}
 	if out := must(t, admin, "dispute", "dismiss", d.ID, "--reason", "the renter's own script rebooted it"); !strings.Contains(out, "(dismissed)") {
 		t.Errorf("dispute dismiss printed:\n%s", out)
+	}
+}
+
+// TestConvicted: a verification names the provider it convicted, the one
+// whose output the other two runs contradicted.
+func TestConvicted(t *testing.T) {
+	v := &idlegrid.Verification{State: idlegrid.VerificationConvicted,
+		Original: idlegrid.Run{ProviderID: "p1", Digest: "a"}, Rerun: idlegrid.Run{ProviderID: "p2", Digest: "b"},
+		Tiebreak: &idlegrid.Run{ProviderID: "p3", Digest: "a"}}
+	if got := convicted(v); got != "p2" {
+		t.Errorf("the re-run the odd one out: convicted %q, want p2", got)
+	}
+	v.Tiebreak.Digest = "b"
+	if got := convicted(v); got != "p1" {
+		t.Errorf("the original the odd one out: convicted %q, want p1", got)
+	}
+	v.State = idlegrid.VerificationInconclusive
+	if got := convicted(v); got != "" {
+		t.Errorf("inconclusive: convicted %q, want none", got)
 	}
 }
