@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -505,4 +506,28 @@ func (s *reputationSaves) SaveReputation(ctx context.Context, us ...*idlegrid.Re
 	s.calls = append(s.calls, call)
 	s.mu.Unlock()
 	return s.Store.SaveReputation(ctx, us...)
+}
+
+// TestServer_NodeReputation_quarantined: a quarantined node shows no gold
+// badge, whatever the policy's gold bar, and its advice ends flagged by
+// its quarantine.
+func TestServer_NodeReputation_quarantined(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t) // gold from level 0
+		v, err := m.srv.NodeReputation(m.admin, m.nodeID)
+		if err != nil || !slices.Contains(v.Badges, "gold") {
+			t.Fatalf("before the quarantine: badges %v (%v), want gold", v.Badges, err)
+		}
+		if _, err := m.srv.QuarantineNode(m.admin, m.nodeID, "under review"); err != nil {
+			t.Fatal(err)
+		}
+		v, err = m.srv.NodeReputation(m.admin, m.nodeID)
+		if err != nil || slices.Contains(v.Badges, "gold") {
+			t.Errorf("in quarantine: badges %v (%v), want no gold", v.Badges, err)
+		}
+		if advice := v.Detail.Advice; len(advice) == 0 || !strings.Contains(advice[len(advice)-1].Text, "in quarantine since") ||
+			!strings.Contains(advice[len(advice)-1].Text, "flagged") {
+			t.Errorf("in quarantine: advice %+v, want it to end flagged by the quarantine", advice)
+		}
+	})
 }
