@@ -2,7 +2,10 @@ package idlegrid
 
 import (
 	"context"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Role is what an account may do in the market.
@@ -47,11 +50,17 @@ type AccountFilter struct {
 
 // Validate checks an account before it is created.
 func (a *Account) Validate() error {
-	if a.Name == "" {
-		return Invalid("account.name", "required")
-	} else if len(a.Name) > 100 {
+	switch {
+	case strings.TrimSpace(a.Name) == "":
+		return Invalid("account.name", "required: a name of at most 100 characters, not only spaces")
+	case len(a.Name) > 100:
 		return Invalid("account.name", "at most 100 characters")
-	} else if !a.Role.Valid() {
+	case strings.TrimSpace(a.Name) != a.Name:
+		return Invalid("account.name", "no spaces at its start or end: %q would list like %q", a.Name, strings.TrimSpace(a.Name))
+	case strings.ContainsFunc(a.Name, unicode.IsControl) || !utf8.ValidString(a.Name):
+		return Invalid("account.name", "must be UTF-8 text without control characters (a tab, a line break)")
+	}
+	if !a.Role.Valid() {
 		return Invalid("account.role", "must be renter, provider or admin, got %q", a.Role)
 	}
 	return nil
