@@ -94,6 +94,11 @@ func (s *Server) ListRegistryLogins(ctx context.Context, accountID string) ([]*i
 	if err != nil {
 		return nil, err
 	}
+	if _, err := s.store.FindAccount(ctx, accountID); idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, notFound("account", accountID) // an admin's typo is not an account without logins
+	} else if err != nil {
+		return nil, err
+	}
 	logins, err := s.activeRegistryLogins(ctx, accountID)
 	for _, l := range logins {
 		l.Sealed = nil

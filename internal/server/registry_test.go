@@ -41,6 +41,9 @@ func TestServer_RegistryLogins(t *testing.T) {
 		if list, err := m.srv.ListRegistryLogins(m.admin, m.renterID); err != nil || len(list) != 1 {
 			t.Errorf("an admin lists the renter's logins: %+v, %v", list, err)
 		}
+		if _, err := m.srv.ListRegistryLogins(m.admin, "acct_nosuch"); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			t.Errorf("an admin lists the logins of no account: %v, want ENOTFOUND", err)
+		}
 
 		// Three one-GPU jobs: the renter's on ghcr.io and on Docker Hub,
 		// and another renter's on ghcr.io.
