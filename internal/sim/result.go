@@ -18,7 +18,7 @@ import (
 type Result struct {
 	World        WorldSummary
 	Runs         []*Metrics
-	Wall         time.Duration // building the world and every run
+	Wall         time.Duration // building the world and every run (not reading the traces: ReadWall)
 	ReadWall     time.Duration // reading the traces, when the caller says
 	PeakRSSBytes uint64        // the process's peak resident memory; 0 where unknown
 }
@@ -320,7 +320,7 @@ func (r *Result) WriteText(out io.Writer) error {
 	if r.ReadWall > 0 {
 		fmt.Fprintf(out, "traces read in %s; ", r.ReadWall.Round(time.Millisecond))
 	}
-	fmt.Fprintf(out, "world built in %s; total wall time %s", w.BuildWall.Round(time.Millisecond), r.Wall.Round(time.Millisecond))
+	fmt.Fprintf(out, "world built in %s; built and replayed in %s", w.BuildWall.Round(time.Millisecond), r.Wall.Round(time.Millisecond))
 	if r.PeakRSSBytes > 0 {
 		fmt.Fprintf(out, ", peak memory %s", mib(r.PeakRSSBytes))
 	}
