@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -1026,13 +1027,15 @@ const logPollInterval = time.Second
 
 func (c *jobCommand) logs(ctx context.Context, args []string) error {
 	fs := c.env.flags("job logs", help{
-		usage: "idlegrid job logs ID [-f]",
+		usage: "idlegrid job logs ID [-f] [--node NODE_ID]",
 		about: `Print the output of the job's latest lease. With -f, keep printing new
-lines until the lease ends (or Ctrl-C).`,
-		examples: "idlegrid job logs job_abc123\n idlegrid job logs job_abc123 -f",
+lines until the lease ends (or Ctrl-C). A gang runs a lease on each of its
+nodes: the output is the first node's (by ID), and --node names another.`,
+		examples: "idlegrid job logs job_abc123\n idlegrid job logs job_abc123 -f\n idlegrid job logs job_abc123 --node node_1k8u   # a gang's other node",
 	})
 	r := c.env.remoteFlags(fs)
 	follow := fs.Bool("f", false, "follow: keep printing until the lease ends")
+	node := fs.String("node", "", "the node whose lease's output to print, for a gang (default: the first of its nodes, by ID)")
 	args, err := fs.parseArgs(args, 1, 1, "one job ID")
 	if err != nil {
 		return err
@@ -1048,7 +1051,7 @@ lines until the lease ends (or Ctrl-C).`,
 		lost    bool // the server could not be reached, and has not been since
 	)
 	for {
-		done, err := c.logsOnce(ctx, cl, jobID, *follow, &leaseID, &after)
+		done, err := c.logsOnce(ctx, cl, jobID, *node, *follow, &leaseID, &after)
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -1079,15 +1082,21 @@ lines until the lease ends (or Ctrl-C).`,
 // logsOnce prints what the job's latest lease has logged since *after,
 // moving to a new lease (*leaseID) when the job was requeued. done: there
 // is no more to follow, or not following.
-func (c *jobCommand) logsOnce(ctx context.Context, cl *client.Client, jobID string, follow bool, leaseID *string, after *int64) (done bool, err error) {
-	lease, err := latestLease(ctx, cl, jobID)
+func (c *jobCommand) logsOnce(ctx context.Context, cl *client.Client, jobID, nodeID string, follow bool, leaseID *string, after *int64) (done bool, err error) {
+	leases, err := cl.ListLeases(ctx, idlegrid.LeaseFilter{JobID: jobID})
 	if err != nil {
 		return false, err
 	}
-	if lease == nil {
+	lease, others := latestOn(leases, nodeID)
+	if lease == nil && nodeID != "" && len(leases) > 0 {
+		return true, usagef("job %s ran on no node %s; its latest run's nodes: %s", jobID, nodeID, strings.Join(others, ", "))
+	} else if lease == nil {
 		return c.noLease(ctx, cl, jobID, follow)
 	}
 	if lease.ID != *leaseID { // a requeued job runs on a new lease with its own numbering
+		if nodeID == "" && len(others) > 0 {
+			fmt.Fprintf(c.env.Err, "%s is a gang: this is the output of node %s; the others': --node %s\n", jobID, lease.NodeID, strings.Join(others, " or --node "))
+		}
 		*leaseID, *after = lease.ID, 0
 	}
 	if *after, err = c.printLogs(ctx, cl, lease.ID, *after); err != nil {
@@ -1112,6 +1121,35 @@ func (c *jobCommand) noLease(ctx context.Context, cl *client.Client, jobID strin
 		return true, nil
 	}
 	return false, nil
+}
+
+// latestOn returns, of a job's leases, the one of its latest run on node
+// nodeID, or when nodeID is "" on the first of that run's nodes by ID
+// (a gang runs one lease on each), and the run's other nodes; nil when
+// none is.
+func latestOn(leases []*idlegrid.Lease, nodeID string) (*idlegrid.Lease, []string) {
+	attempt := 0
+	for _, l := range leases {
+		attempt = max(attempt, l.Attempt)
+	}
+	var run []*idlegrid.Lease
+	for _, l := range leases {
+		if l.Attempt == attempt {
+			run = append(run, l)
+		}
+	}
+	slices.SortFunc(run, func(a, b *idlegrid.Lease) int { return cmp.Or(strings.Compare(a.NodeID, b.NodeID), b.CreatedAt.Compare(a.CreatedAt)) })
+	var pick *idlegrid.Lease
+	var others []string
+	for _, l := range run {
+		switch {
+		case pick == nil && (nodeID == "" || l.NodeID == nodeID):
+			pick = l
+		case pick == nil || l.NodeID != pick.NodeID:
+			others = append(others, l.NodeID)
+		}
+	}
+	return pick, others
 }
 
 // latestLease returns the job's lease of the highest attempt, or nil.

@@ -76,3 +76,28 @@ func TestJobLogs_followsThroughOutage(t *testing.T) {
 		t.Errorf("job logs without -f, the server away: %s\nwant exit 1 at once", r)
 	}
 }
+
+// TestLatestOn: a gang's latest run has a lease on each node; the logs
+// are the first node's, or the one --node names, and the others are named.
+func TestLatestOn(t *testing.T) {
+	leases := []*idlegrid.Lease{
+		{ID: "l1", NodeID: "node_b", Attempt: 1},
+		{ID: "l2", NodeID: "node_c", Attempt: 2},
+		{ID: "l3", NodeID: "node_a", Attempt: 2},
+	}
+	if l, others := latestOn(leases, ""); l == nil || l.ID != "l3" || len(others) != 1 || others[0] != "node_c" {
+		t.Errorf("latestOn(no node) = %+v, %v; want l3, the other node_c", l, others)
+	}
+	if l, others := latestOn(leases, "node_c"); l == nil || l.ID != "l2" || len(others) != 1 || others[0] != "node_a" {
+		t.Errorf("latestOn(node_c) = %+v, %v; want l2, the other node_a", l, others)
+	}
+	if l, others := latestOn(leases, "node_b"); l != nil || len(others) != 2 {
+		t.Errorf("latestOn(node_b, of an earlier run) = %+v, %v; want none, with the latest run's two nodes", l, others)
+	}
+	if l, others := latestOn(leases[:1], ""); l == nil || l.ID != "l1" || len(others) != 0 {
+		t.Errorf("latestOn(one lease) = %+v, %v; want l1 alone", l, others)
+	}
+	if l, _ := latestOn(nil, ""); l != nil {
+		t.Errorf("latestOn(no lease) = %+v, want none", l)
+	}
+}
