@@ -1138,7 +1138,9 @@ func latestOn(leases []*idlegrid.Lease, nodeID string) (*idlegrid.Lease, []strin
 			run = append(run, l)
 		}
 	}
-	slices.SortFunc(run, func(a, b *idlegrid.Lease) int { return cmp.Or(strings.Compare(a.NodeID, b.NodeID), b.CreatedAt.Compare(a.CreatedAt)) })
+	slices.SortFunc(run, func(a, b *idlegrid.Lease) int {
+		return cmp.Or(strings.Compare(a.NodeID, b.NodeID), b.CreatedAt.Compare(a.CreatedAt))
+	})
 	var pick *idlegrid.Lease
 	var others []string
 	for _, l := range run {
