@@ -40,7 +40,7 @@ func (e *Engine) plan(q *query, sig *signature) Decision {
 			late = true
 		}
 	}
-	reason := e.waitReason(q, sig)
+	reason := e.waitReason(q, sig) + e.heldForOthers(q, sig)
 	if late {
 		latest, _ := q.job.LatestStart()
 		reason = strings.TrimSuffix(reason, noPlanNote) + fmt.Sprintf(
@@ -846,6 +846,57 @@ func splitGang(q *query, inRegion map[string]int) string {
 	slices.Sort(regions)
 	return fmt.Sprintf("no node fits: a gang runs in one region, and no region has %d nodes that match its hardware and rules "+
 		"(%s); ask for fewer nodes, each with more GPUs, or for other GPU models", q.n, strings.Join(regions, ", "))
+}
+
+// heldForOthers says, for a one-node job that waits, when GPUs it could
+// use are free now on a node that matches it but held for another job's
+// reservation (EASY backfill lets a run that ends by its start take
+// them): a renter who sees them free in the node list learns why, and
+// what would fit. It looks at the first maxHeldLooks reservations, and
+// says the one that starts first; "" when none holds such GPUs.
+func (e *Engine) heldForOthers(q *query, sig *signature) string {
+	if q.n != 1 || len(e.reservations) == 0 {
+		return ""
+	}
+	var best *reservation
+	var on *node
+	looked := 0
+	for _, r := range e.reservations {
+		if looked++; looked > maxHeldLooks {
+			break
+		}
+		if r.jobID == q.job.ID || best != nil && r.start >= best.start {
+			continue
+		}
+		for _, nd := range r.nodes {
+			if nd.cls != nil && sig.accepts[nd.cls.idx] && nd.until > q.now && freeNowFor(q.job, nd) >= q.g {
+				best, on = r, nd
+				break
+			}
+		}
+	}
+	switch {
+	case best == nil:
+		return ""
+	case best.start <= q.now:
+		return fmt.Sprintf("; GPUs free on %s now are held for another job, which starts there now", on.id)
+	}
+	return fmt.Sprintf("; GPUs free on %s now are held for another job's reservation from %s: a run that ends by then may take them",
+		on.id, timeOf(best.start).Format(time.RFC3339))
+}
+
+// maxHeldLooks bounds the reservations heldForOthers looks at.
+const maxHeldLooks = 16
+
+// freeNowFor counts the GPUs of nd free now that job can use.
+func freeNowFor(job *idlegrid.Job, nd *node) int {
+	n := 0
+	for i, h := range nd.held {
+		if h == nil && usableBy(job, nd.gpus[i]) {
+			n++
+		}
+	}
+	return n
 }
 
 // holdingReason says what a job with a reservation waits for.
