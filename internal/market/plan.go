@@ -852,20 +852,17 @@ func splitGang(q *query, inRegion map[string]int) string {
 // use are free now on a node that matches it but held for another job's
 // reservation (EASY backfill lets a run that ends by its start take
 // them): a renter who sees them free in the node list learns why, and
-// what would fit. It looks at the first maxHeldLooks reservations, and
-// says the one that starts first; "" when none holds such GPUs.
+// what would fit. It says the reservation that starts first (then by
+// job ID); "" when none holds such GPUs, or when more than maxHeldLooks
+// reservations stand, too many to look through for every job that waits.
 func (e *Engine) heldForOthers(q *query, sig *signature) string {
-	if q.n != 1 || len(e.reservations) == 0 {
+	if q.n != 1 || len(e.reservations) == 0 || len(e.reservations) > maxHeldLooks {
 		return ""
 	}
 	var best *reservation
 	var on *node
-	looked := 0
 	for _, r := range e.reservations {
-		if looked++; looked > maxHeldLooks {
-			break
-		}
-		if r.jobID == q.job.ID || best != nil && r.start >= best.start {
+		if r.jobID == q.job.ID || best != nil && cmp.Or(cmp.Compare(r.start, best.start), strings.Compare(r.jobID, best.jobID)) >= 0 {
 			continue
 		}
 		for _, nd := range r.nodes {
@@ -885,8 +882,8 @@ func (e *Engine) heldForOthers(q *query, sig *signature) string {
 		on.id, timeOf(best.start).Format(time.RFC3339))
 }
 
-// maxHeldLooks bounds the reservations heldForOthers looks at.
-const maxHeldLooks = 16
+// maxHeldLooks is the most reservations heldForOthers looks through.
+const maxHeldLooks = 64
 
 // freeNowFor counts the GPUs of nd free now that job can use.
 func freeNowFor(job *idlegrid.Job, nd *node) int {
