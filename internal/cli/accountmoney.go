@@ -143,8 +143,10 @@ price: GPU-hours, $/GPU-hour and the total. A provider's has a line per node:
 hours sold, sales, the platform's fees and the earnings. Each line adds up
 settlements, which are in 'idlegrid account transfers'. Metered inference
 requests follow, a line per model (a provider's per node and model), and the
-total adds them in. Without --month, this month so far. Admins may name any
-account.`,
+total adds them in. The disputes upheld in the month follow: the penalties
+taken from a provider's bond, or paid to a renter (with --json too; not in
+the CSV, which is the sales). Without --month, this month so far. Admins
+may name any account.`,
 		examples: "idlegrid account statement --month 2026-11\n idlegrid account statement --month 2026-11 --csv > november.csv",
 	})
 	r := c.env.remoteFlags(fs)
@@ -198,7 +200,10 @@ func printStatement(e *env, s *idlegrid.Statement) error {
 			t.row(x.NodeID, orDash(x.NodeName), x.Model, "-", "-", x.Requests, x.ChargedMicros, x.FeesMicros, x.EarningsMicros)
 		}
 		t.row("total", "", "", s.Total.Leases, s.Total.GPUHours, s.Total.Requests, s.Total.ChargedMicros, s.Total.FeesMicros, s.Total.EarningsMicros)
-		return t.flush()
+		if err := t.flush(); err != nil {
+			return err
+		}
+		return printPenalties(e, s.Penalties, "penalties taken from the bond (not from the earnings above)")
 	}
 	t := newTable(e.Out, "JOB", "NAME", "LEASES", "GPU-HOURS", "REQUESTS", "PRICE", "TOTAL")
 	for _, l := range s.Lines {
@@ -208,6 +213,25 @@ func printStatement(e *env, s *idlegrid.Statement) error {
 		t.row("inference", x.Model, "-", "-", x.Requests, perMTokens(x.ChargedMicros, x.InputTokens+x.OutputTokens), x.ChargedMicros)
 	}
 	t.row("total", "", s.Total.Leases, s.Total.GPUHours, s.Total.Requests, "", s.Total.ChargedMicros)
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return printPenalties(e, s.Penalties, "penalties paid to you by providers for the harm done (added to your balance)")
+}
+
+// printPenalties lists a statement's penalties under title, if any.
+func printPenalties(e *env, ps []idlegrid.StatementPenalty, title string) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	fmt.Fprintf(e.Out, "\n%s:\n", title)
+	t := newTable(e.Out, "DISPUTE", "OFFENCE", "NODE", "LEASE", "UPHELD", "AMOUNT")
+	var total idlegrid.Micros
+	for _, p := range ps {
+		t.row(p.DisputeID, p.Offence, orDash(p.NodeID), orDash(p.LeaseID), p.UpheldAt.UTC().Format(time.RFC3339), p.PenaltyMicros)
+		total += p.PenaltyMicros
+	}
+	t.row("total", "", "", "", "", total)
 	return t.flush()
 }
 

@@ -250,6 +250,22 @@ func TestServer_DisputeByOperator(t *testing.T) {
 		if _, err := m.srv.ReleaseBond(m.provider, idlegrid.MicrosPerUnit, "r2"); err != nil {
 			t.Errorf("release once resolved: %v", err)
 		}
+		// The month's statements show it: taken from the provider's bond,
+		// paid to the renter.
+		month := time.Now().UTC().Format("2006-01")
+		for who, ctx := range map[string]context.Context{"provider": m.provider, "renter": m.renter} {
+			st, err := m.srv.Statement(ctx, "", month)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Penalties) != 1 || st.Penalties[0].DisputeID != d.ID || st.Penalties[0].PenaltyMicros != 40*idlegrid.MicrosPerUnit ||
+				st.Penalties[0].Offence != "mismatched_result" || st.Penalties[0].PenaltyTo != "renter" {
+				t.Errorf("the %s's statement's penalties = %+v, want dispute %s's 40 to the renter", who, st.Penalties, d.ID)
+			}
+		}
+		if st, err := m.srv.Statement(m.provider, "", time.Now().UTC().AddDate(0, -1, 0).Format("2006-01")); err != nil || len(st.Penalties) != 0 {
+			t.Errorf("last month's statement's penalties = %+v (%v), want none", st.Penalties, err)
+		}
 		mustLedgerBalanced(t, m.store)
 	})
 }

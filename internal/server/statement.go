@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"slices"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/ledger"
@@ -42,7 +44,39 @@ func (s *Server) Statement(ctx context.Context, accountID, month string) (*idleg
 	if err != nil {
 		return nil, err
 	}
-	return ledger.NewStatement(a.ID, a.Role, from.Format("2006-01"), from, to, settlements, inference), nil
+	st := ledger.NewStatement(a.ID, a.Role, from.Format("2006-01"), from, to, settlements, inference)
+	if st.Penalties, err = s.statementPenalties(ctx, a, from, to); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// statementPenalties are the penalties of the disputes upheld in [from,
+// to): those taken from provider a's bond, or paid to renter a, oldest
+// first.
+func (s *Server) statementPenalties(ctx context.Context, a *idlegrid.Account, from, to time.Time) ([]idlegrid.StatementPenalty, error) {
+	f := idlegrid.DisputeFilter{States: []idlegrid.DisputeState{idlegrid.DisputeUpheld}, Limit: everyRow}
+	if a.Role == idlegrid.RoleProvider {
+		f.ProviderID = a.ID
+	} else {
+		f.RenterID = a.ID
+	}
+	ds, err := s.store.ListDisputes(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := []idlegrid.StatementPenalty{}
+	for _, d := range slices.Backward(ds) { // listed newest first
+		switch {
+		case d.ResolvedAt == nil || d.ResolvedAt.Before(from) || !d.ResolvedAt.Before(to) || d.PenaltyMicros <= 0:
+		case a.Role == idlegrid.RoleRenter && d.PenaltyTo != "renter":
+		default:
+			out = append(out, idlegrid.StatementPenalty{DisputeID: d.ID, Offence: d.Offence, NodeID: d.NodeID, LeaseID: d.LeaseID,
+				PenaltyMicros: d.PenaltyMicros, PenaltyTo: d.PenaltyTo, UpheldAt: *d.ResolvedAt})
+		}
+	}
+	slices.SortStableFunc(out, func(x, y idlegrid.StatementPenalty) int { return x.UpheldAt.Compare(y.UpheldAt) })
+	return out, nil
 }
 
 // ListNotices lists what the market told an account, such as leases
