@@ -254,7 +254,7 @@ type KeyRouting struct {
 	KeyID     string    `json:"key_id"`
 	AccountID string    `json:"account_id"`
 	Routing   Routing   `json:"routing"`
-	UpdatedAt time.Time `json:"updated_at"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"` // none while the key has no routing (never set, or removed)
 }
 
 // KeyRoutingStore keeps the API keys' default routing.

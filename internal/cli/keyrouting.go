@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -86,7 +85,7 @@ Providers are node IDs or provider account IDs; prices are per million tokens.`,
 		}
 	}
 	if *asJSON {
-		return printJSON(c.env.Out, routingView(kr))
+		return printJSON(c.env.Out, kr)
 	}
 	return printRouting(c.env, kr)
 }
@@ -194,20 +193,4 @@ func printRouting(e *env, kr *idlegrid.KeyRouting) error {
 		line("sticky", strconv.FormatBool(*r.Sticky))
 	}
 	return nil
-}
-
-// routingJSON is a key's routing as --json prints it: without updated_at
-// while the key has none (never set, or removed), as the API answers it,
-// rather than the zero time ("0001-01-01T00:00:00Z").
-type routingJSON struct {
-	*idlegrid.KeyRouting
-	UpdatedAt *time.Time `json:"updated_at,omitempty"` // hides KeyRouting's
-}
-
-func routingView(kr *idlegrid.KeyRouting) routingJSON {
-	out := routingJSON{KeyRouting: kr}
-	if kr != nil && !kr.UpdatedAt.IsZero() {
-		out.UpdatedAt = &kr.UpdatedAt
-	}
-	return out
 }

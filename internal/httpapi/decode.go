@@ -171,39 +171,52 @@ func findMember(raw json.RawMessage, t reflect.Type, path string, strict bool) *
 // order; member gives the name a key is read as and its type ("", nil: a
 // key the type does not know).
 func findMemberOf(raw json.RawMessage, path string, strict bool, member func(key string) (string, reflect.Type)) *badMember {
+	seen := map[string]string{} // the name read as, to the key first sent for it
+	var bad *badMember
+	eachMember(raw, path, func(key, at string, v json.RawMessage) bool {
+		name, t := member(key)
+		switch first, twice := seen[name]; {
+		case t == nil && strict:
+			bad = &badMember{path: at, reason: "unknown field"}
+		case t == nil:
+			return true
+		case twice && first == key:
+			bad = &badMember{path: at, reason: "given twice; give each field once"}
+		case twice:
+			bad = &badMember{path: at, reason: fmt.Sprintf("given twice, as %q and %q; give each field once", first, key)}
+		default:
+			seen[name] = key
+			bad = findMember(v, t, at, strict)
+		}
+		return bad == nil
+	})
+	return bad
+}
+
+// eachMember calls visit with each member of the JSON object raw, in
+// order: its key, its path (path joined to the key by a dot) and its
+// value; it stops when visit returns false, or at a body that is no
+// object, which the decoder says is at fault.
+func eachMember(raw json.RawMessage, path string, visit func(key, at string, v json.RawMessage) bool) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil
+		return
 	}
-	seen := map[string]string{} // the name read as, to the key first sent for it
 	for dec.More() {
 		tok, err := dec.Token()
 		key, ok := tok.(string)
 		var v json.RawMessage
 		if err != nil || !ok || dec.Decode(&v) != nil {
-			return nil
+			return
 		}
 		at := key
 		if path != "" {
 			at = path + "." + key
 		}
-		name, t := member(key)
-		switch first, twice := seen[name]; {
-		case t == nil && strict:
-			return &badMember{path: at, reason: "unknown field"}
-		case t == nil:
-			continue
-		case twice && first == key:
-			return &badMember{path: at, reason: "given twice; give each field once"}
-		case twice:
-			return &badMember{path: at, reason: fmt.Sprintf("given twice, as %q and %q; give each field once", first, key)}
-		}
-		seen[name] = key
-		if m := findMember(v, t, at, strict); m != nil {
-			return m
+		if !visit(key, at, v) {
+			return
 		}
 	}
-	return nil
 }
 
 // fieldNamed is the JSON name of the field key names, and its type, matched
@@ -446,29 +459,14 @@ func wrongKind(raw json.RawMessage, t reflect.Type, path string) *badValue {
 // order, as the type typeOf gives for its key (nil: a key the type does
 // not know).
 func findBadMember(raw json.RawMessage, path string, typeOf func(key string) reflect.Type) *badValue {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		key, ok := tok.(string)
-		var v json.RawMessage
-		if err != nil || !ok || dec.Decode(&v) != nil {
-			return nil
+	var bad *badValue
+	eachMember(raw, path, func(key, at string, v json.RawMessage) bool {
+		if t := typeOf(key); t != nil {
+			bad = findBad(v, t, at)
 		}
-		t := typeOf(key)
-		if t == nil {
-			continue
-		}
-		if path != "" {
-			key = path + "." + key
-		}
-		if bad := findBad(v, t, key); bad != nil {
-			return bad
-		}
-	}
-	return nil
+		return bad == nil
+	})
+	return bad
 }
 
 // decodesItself reports whether encoding/json hands a value of t to t's

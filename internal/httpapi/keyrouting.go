@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
-	"time"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -22,24 +21,7 @@ func (a *api) keyRouting(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, keyRoutingAnswer(kr))
-}
-
-// routingAnswer is a key's routing as the API answers it: without
-// updated_at while the key has none (never set, or removed), rather than
-// the zero time ("0001-01-01T00:00:00Z"), which a client would show as a
-// date.
-type routingAnswer struct {
-	*idlegrid.KeyRouting
-	UpdatedAt *time.Time `json:"updated_at,omitempty"` // hides KeyRouting's
-}
-
-func keyRoutingAnswer(kr *idlegrid.KeyRouting) routingAnswer {
-	out := routingAnswer{KeyRouting: kr}
-	if kr != nil && !kr.UpdatedAt.IsZero() {
-		out.UpdatedAt = &kr.UpdatedAt
-	}
-	return out
+	return writeJSON(w, http.StatusOK, kr)
 }
 
 // PUT /v1/keys/{id}/routing: the body is the routing object itself, the
@@ -60,7 +42,7 @@ func (a *api) setKeyRouting(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, keyRoutingAnswer(kr))
+	return writeJSON(w, http.StatusOK, kr)
 }
 
 // DELETE /v1/keys/{id}/routing

@@ -47,38 +47,32 @@ func mustProviderNode(t *testing.T, m *testMarket, name string) (string, context
 	return acct.ID, node
 }
 
-// mustRun finds the node told to start a lease of job, and has it run the
-// lease to success, printing digest.
+// mustRunDigest finds the node told to start a lease of job, and has it
+// run the lease to success, printing digest.
 func mustRunDigest(t *testing.T, m *testMarket, nodes []context.Context, jobID, digest string) *idlegrid.Lease {
 	t.Helper()
-	synctest.Wait()
-	for _, n := range nodes {
-		cmds, err := m.srv.Commands(n, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range cmds {
-			if c.Kind != idlegrid.CommandStart || c.Lease.JobID != jobID {
-				continue
-			}
-			if err := m.srv.ReportLease(n, c.Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
-				t.Fatal(err)
-			}
-			exit := 0
-			if err := m.srv.ReportLease(n, c.Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseSucceeded, ExitCode: &exit, OutputDigest: digest}); err != nil {
-				t.Fatal(err)
-			}
-			synctest.Wait()
-			return c.Lease
-		}
+	c, n := mustStartCommandOn(t, m, nodes, jobID)
+	if err := m.srv.ReportLease(n, c.Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no node was told to start %s", jobID)
-	return nil
+	exit := 0
+	if err := m.srv.ReportLease(n, c.Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseSucceeded, ExitCode: &exit, OutputDigest: digest}); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	return c.Lease
 }
 
 // mustStartCommand is the command that tells one of nodes to start a
 // lease of job.
 func mustStartCommand(t *testing.T, m *testMarket, nodes []context.Context, jobID string) idlegrid.Command {
+	t.Helper()
+	c, _ := mustStartCommandOn(t, m, nodes, jobID)
+	return c
+}
+
+// mustStartCommandOn is mustStartCommand, with the node told.
+func mustStartCommandOn(t *testing.T, m *testMarket, nodes []context.Context, jobID string) (idlegrid.Command, context.Context) {
 	t.Helper()
 	synctest.Wait()
 	for _, n := range nodes {
@@ -88,12 +82,12 @@ func mustStartCommand(t *testing.T, m *testMarket, nodes []context.Context, jobI
 		}
 		for _, c := range cmds {
 			if c.Kind == idlegrid.CommandStart && c.Lease.JobID == jobID {
-				return c
+				return c, n
 			}
 		}
 	}
 	t.Fatalf("no node was told to start %s", jobID)
-	return idlegrid.Command{}
+	return idlegrid.Command{}, nil
 }
 
 func mustVerification(t *testing.T, m *testMarket) *idlegrid.Verification {
