@@ -64,10 +64,9 @@ func (e *Engine) preemptSooner(q *query, sig *signature, r *reservation, start i
 		return Decision{}, false
 	}
 	e.processEligible(q.now)
-	if r.eligibleGen == e.eligibleGen {
+	if r.eligibleGen == e.eligibleGen { // Commit, which makes r again, notes what this looked at
 		return Decision{}, false
 	}
-	r.eligibleGen = e.eligibleGen
 	d, ok := e.planPreemption(q, sig)
 	if own, found := e.preemptReserved(q, r); found && (!ok || lostIn(own) < lostIn(d)) {
 		d, ok = own, true

@@ -207,8 +207,9 @@ type reservation struct {
 	nodes      []*node
 	gpus       []int
 	preempting bool
-	// eligibleGen is the engine's eligibleGen when the job's plan last
-	// looked for a preemption (preemptSooner).
+	// eligibleGen is the engine's eligibleGen when the reservation was
+	// committed: its job's plan looks for a preemption again only once a
+	// bronze lease has passed the minimum runtime since (preemptSooner).
 	eligibleGen uint64
 	// models and vram are the job's GPU models and least VRAM: on a node
 	// with more than one kind of GPU, it holds only GPUs it can use.

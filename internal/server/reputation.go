@@ -719,7 +719,11 @@ func (s *Server) offences(ctx context.Context, rep *idlegrid.Reputation) ([]stri
 	var out []string
 	for _, d := range ds {
 		if rep.Subject == idlegrid.SubjectProvider || d.NodeID == rep.SubjectID {
-			out = append(out, fmt.Sprintf("dispute %s upheld (%s, %s)", d.ID, d.Offence, d.CreatedAt.UTC().Format(time.DateOnly)))
+			upheld := d.CreatedAt
+			if d.ResolvedAt != nil {
+				upheld = *d.ResolvedAt
+			}
+			out = append(out, fmt.Sprintf("dispute %s upheld (%s, %s)", d.ID, d.Offence, upheld.UTC().Format(time.DateOnly)))
 		}
 	}
 	if rep.Subject != idlegrid.SubjectNode {
