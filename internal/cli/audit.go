@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -199,8 +200,35 @@ func printAuditVerdict(e *env, v *auditVerdict) {
 	}
 	if len(v.Report.Problems) > 0 {
 		fmt.Fprintln(e.Out, "\nProblems:")
-		for _, p := range v.Report.Problems {
-			fmt.Fprintf(e.Out, "  %s: %s\n", p.Kind, p.Message)
+		printProblems(e.Out, v.Report.Problems)
+	}
+}
+
+// shownPerKind is how many problems of one kind the report prints; the
+// rest are counted (--json lists them all). A wrong log key makes every
+// head's signature fail and every entry's proof lack a head: the first
+// few say it, and the cause comes first.
+const shownPerKind = 5
+
+// printProblems prints problems, at most shownPerKind of each kind, and
+// how many more of that kind there are.
+func printProblems(w io.Writer, problems []audit.Problem) {
+	shown, more := map[audit.ProblemKind]int{}, map[audit.ProblemKind]int{}
+	var kinds []audit.ProblemKind
+	for _, p := range problems {
+		if shown[p.Kind] == 0 && more[p.Kind] == 0 {
+			kinds = append(kinds, p.Kind)
+		}
+		if shown[p.Kind] == shownPerKind {
+			more[p.Kind]++
+			continue
+		}
+		shown[p.Kind]++
+		fmt.Fprintf(w, "  %s: %s\n", p.Kind, p.Message)
+	}
+	for _, k := range kinds {
+		if n := more[k]; n > 0 {
+			fmt.Fprintf(w, "  … and %d more %s (all of them: --json)\n", n, k)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"database/sql"
@@ -310,4 +311,21 @@ func hintOf(err error) string {
 		return h.hint
 	}
 	return ""
+}
+
+// TestPrintProblems: a report prints a few problems of each kind and
+// counts the rest, so that a wrong log key's hundreds of entries without
+// a head do not bury the cause.
+func TestPrintProblems(t *testing.T) {
+	ps := []audit.Problem{{Kind: audit.ProblemSignature, Message: "head 1 not signed by the log key"}}
+	for i := range 12 {
+		ps = append(ps, audit.Problem{Kind: audit.ProblemNoHead, Message: fmt.Sprintf("entry %d", i)})
+	}
+	var out bytes.Buffer
+	printProblems(&out, ps)
+	got := out.String()
+	if strings.Count(got, "no_head:") != shownPerKind || !strings.Contains(got, "bad_signature: head 1") ||
+		!strings.Contains(got, "… and 7 more no_head (all of them: --json)") {
+		t.Errorf("printed:\n%s\nwant the signature problem, %d of the no_head ones and the other 7 counted", got, shownPerKind)
+	}
 }

@@ -369,7 +369,8 @@ func (s *Server) penalty(ctx context.Context, d *idlegrid.Dispute) (*idlegrid.Tr
 	if err != nil {
 		return nil, err
 	}
-	t.ID = idlegrid.NewID("tx")
+	t.ID, t.LeaseID = idlegrid.NewID("tx"), d.LeaseID // the lease it is about, if any: the lease's parties find it by it
+
 	return t, nil
 }
 

@@ -216,6 +216,9 @@ func TestServer_Verification(t *testing.T) {
 			} else if d.Offence != "mismatched_result" || d.ProviderID != liar.ProviderID || d.LeaseID != liar.ID || d.PenaltyMicros == 0 {
 				t.Errorf("dispute %+v, want mismatched_result against %s with a penalty", d, liar.ProviderID)
 			}
+			if ts, err := m.store.ListTransfers(context.Background(), idlegrid.TransferFilter{ID: d.TransferID, Limit: 1}); err != nil || len(ts) != 1 || ts[0].LeaseID != liar.ID {
+				t.Errorf("the penalty's transfer %+v (%v): want it to name lease %s", ts, err, liar.ID)
+			}
 			// The made-up result is a failed lease in the liar node's
 			// reputation, and the conviction flags it whatever its score.
 			rep, err := m.srv.NodeReputation(m.admin, liar.NodeID)
