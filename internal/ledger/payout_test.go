@@ -2,9 +2,7 @@ package ledger_test
 
 import (
 	"slices"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/ledger"
@@ -163,38 +161,5 @@ func TestBondAndPenalty(t *testing.T) {
 	}
 	if _, err := ledger.ReleaseBond("prov_1", unit, "", at); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
 		t.Errorf("release without a key: %v, want EINVALID", err)
-	}
-}
-
-// TestRefund: a renter's refund from a provider's pending earnings joins
-// the dispute's penalty, or makes the dispute's transfer when the bond
-// paid nothing; either sums to zero, under the dispute's key.
-func TestRefund(t *testing.T) {
-	at := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
-	refund := []idlegrid.Entry{{Account: idlegrid.ProviderPending("prov_1"), Amount: -5}, {Account: idlegrid.RenterAvailable("ren_1"), Amount: 5}}
-	alone, err := ledger.Refund(nil, "prov_1", "ren_1", "lease_1", "dispute_1", "mismatched_result", 5, at)
-	if err != nil || alone.IdempotencyKey != "slash:dispute_1" || alone.Kind != idlegrid.TransferPenalty || alone.LeaseID != "lease_1" ||
-		!slices.Equal(alone.Entries, refund) {
-		t.Errorf("a refund alone: %+v, %v", alone, err)
-	}
-	slash, err := ledger.Slash("prov_1", "ren_1", 7, "dispute_1", "mismatched_result", at)
-	if err != nil {
-		t.Fatal(err)
-	}
-	both, err := ledger.Refund(slash, "prov_1", "ren_1", "lease_1", "dispute_1", "mismatched_result", 5, at)
-	var sum idlegrid.Micros
-	for _, e := range both.Entries {
-		sum += e.Amount
-	}
-	if err != nil || len(both.Entries) != 4 || sum != 0 || !slices.Equal(both.Entries[2:], refund) || !strings.Contains(both.Memo, "refunded to renter ren_1") {
-		t.Errorf("a refund with a penalty: %+v (sum %s), %v", both, sum, err)
-	}
-	for _, bad := range []idlegrid.Micros{0, -1} {
-		if _, err := ledger.Refund(nil, "prov_1", "ren_1", "lease_1", "dispute_1", "x", bad, at); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
-			t.Errorf("a refund of %d: %v, want EINVALID", bad, err)
-		}
-	}
-	if _, err := ledger.Refund(nil, "prov_1", "", "lease_1", "dispute_1", "x", 5, at); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
-		t.Errorf("a refund to no renter: %v, want EINVALID", err)
 	}
 }

@@ -354,52 +354,24 @@ func (s *Server) penalty(ctx context.Context, d *idlegrid.Dispute) (*idlegrid.Tr
 		return nil, err
 	}
 	amount, to := s.cfg.TrustPolicy.Penalty(trustpolicy.Offence(d.Offence), b.Bond, d.HarmMicros)
-	var t *idlegrid.Transfer
-	paid := idlegrid.Micros(0) // of the harm, to the renter
-	if amount > 0 {
-		renter := ""
-		if to == trustpolicy.ToRenter {
-			renter, paid = d.RenterID, amount
-		}
-		d.PenaltyMicros, d.PenaltyTo = amount, string(to)
-		if to == trustpolicy.ToRenter && renter == "" {
-			d.PenaltyTo, paid = string(trustpolicy.ToPlatform), 0 // no renter was harmed
-		}
-		if t, err = ledger.Slash(d.ProviderID, renter, amount, d.ID, d.Offence, s.Now()); err != nil {
-			return nil, err
-		}
-		t.LeaseID = d.LeaseID // the lease it is about, if any: the lease's parties find it by it
+	if amount <= 0 {
+		return nil, nil
 	}
-	if refund, err := s.refundable(ctx, d, b, paid); err != nil {
-		return nil, err
-	} else if refund > 0 {
-		if t, err = ledger.Refund(t, d.ProviderID, d.RenterID, d.LeaseID, d.ID, d.Offence, refund, s.Now()); err != nil {
-			return nil, err
-		}
+	renter := ""
+	if to == trustpolicy.ToRenter {
+		renter = d.RenterID
 	}
-	if t != nil {
-		t.ID = idlegrid.NewID("tx")
+	d.PenaltyMicros, d.PenaltyTo = amount, string(to)
+	if to == trustpolicy.ToRenter && renter == "" {
+		d.PenaltyTo = string(trustpolicy.ToPlatform) // no renter was harmed
 	}
-	return t, nil
-}
-
-// refundable is what of a renter's harm the dispute's bond did not pay
-// (paid) may come back to it from the provider's earnings from the lease
-// the dispute is about, still pending in the payout hold: at most the
-// lease's earnings (its charge less the market's fee) and what is pending
-// now. 0 when the dispute names no harmed renter or no lease.
-func (s *Server) refundable(ctx context.Context, d *idlegrid.Dispute, b *idlegrid.Balance, paid idlegrid.Micros) (idlegrid.Micros, error) {
-	if d.RenterID == "" || d.LeaseID == "" || d.HarmMicros <= paid || b.Pending <= 0 {
-		return 0, nil
-	}
-	l, err := s.store.FindLease(ctx, d.LeaseID)
+	t, err := ledger.Slash(d.ProviderID, renter, amount, d.ID, d.Offence, s.Now())
 	if err != nil {
-		return 0, err
-	} else if l.ProviderID != d.ProviderID || l.RenterID != d.RenterID {
-		return 0, nil
+		return nil, err
 	}
-	earned := l.ChargedMicros - s.rules.Fee(l.ChargedMicros)
-	return max(0, min(d.HarmMicros-paid, earned, b.Pending)), nil
+	t.ID, t.LeaseID = idlegrid.NewID("tx"), d.LeaseID // the lease it is about, if any: the lease's parties find it by it
+
+	return t, nil
 }
 
 // FindDispute returns a dispute its provider, its renter or an admin may

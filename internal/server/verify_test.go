@@ -241,62 +241,6 @@ func TestServer_Verification(t *testing.T) {
 			mustLedgerBalanced(t, m.store)
 		})
 	})
-	t.Run("a liar without a bond gives back what the lease earned it", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			m := mustMarketWith(t, verifyAll)
-			secondID, second := mustProviderNode(t, m, "second")
-			thirdID, third := mustProviderNode(t, m, "third")
-			for _, id := range []string{secondID, thirdID} { // the re-run goes to one of them: neither has a bond
-				owner := idlegrid.NewContextWithCaller(context.Background(), &idlegrid.Caller{AccountID: id, Role: idlegrid.RoleProvider})
-				if _, err := m.srv.ReleaseBond(owner, 100*idlegrid.MicrosPerUnit, "all of it"); err != nil {
-					t.Fatal(err)
-				}
-			}
-			nodes := []context.Context{m.node, m.rival, second, third}
-			j, err := m.srv.SubmitJob(m.renter, verifiable)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mustRunDigest(t, m, nodes, j.ID, "sha256:right")
-			v := mustVerification(t, m)
-			// The re-run runs 20 s, so that its lease earns something.
-			c, n := mustStartCommandOn(t, m, nodes, v.Rerun.JobID)
-			if err := m.srv.ReportLease(n, c.Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Second)
-			exit := 0
-			if err := m.srv.ReportLease(n, c.Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseSucceeded, ExitCode: &exit, OutputDigest: "sha256:wrong"}); err != nil {
-				t.Fatal(err)
-			}
-			synctest.Wait()
-			liar := mustFindLease(t, m, c.Lease.ID)
-			before := mustAccountBalance(t, m, m.renterID).Available
-			pending := mustAccountBalance(t, m, liar.ProviderID).Pending
-			v = mustVerification(t, m)
-			mustRunDigest(t, m, nodes, v.Tiebreak.JobID, "sha256:right")
-			v = mustVerification(t, m)
-			d, err := m.srv.FindDispute(m.admin, v.DisputeID)
-			if err != nil {
-				t.Fatal(err)
-			} else if d.PenaltyMicros != 0 || d.TransferID == "" {
-				t.Fatalf("dispute %+v, want no penalty (no bond) and a transfer", d)
-			}
-			earned := liar.ChargedMicros - liar.ChargedMicros/10 // the test market's fee is 10%
-			after := mustAccountBalance(t, m, m.renterID).Available
-			// The tie-break's own charge is the renter's too: count the refund by the provider's side.
-			if got := pending - mustAccountBalance(t, m, liar.ProviderID).Pending; earned <= 0 || got != earned {
-				t.Errorf("the liar's pending earnings fell by %s, want the %s its lease earned", got, earned)
-			}
-			if ts, err := m.store.ListTransfers(context.Background(), idlegrid.TransferFilter{ID: d.TransferID, Limit: 1}); err != nil || len(ts) != 1 ||
-				!slices.ContainsFunc(ts[0].Entries, func(e idlegrid.Entry) bool {
-					return e.Account == idlegrid.RenterAvailable(m.renterID) && e.Amount == earned
-				}) {
-				t.Errorf("the dispute's transfer %+v (%v): want %s paid to the renter (its available went %s → %s)", ts, err, earned, before, after)
-			}
-			mustLedgerBalanced(t, m.store)
-		})
-	})
 	t.Run("three different outputs convict nobody", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			m := mustMarketWith(t, verifyAll)

@@ -55,9 +55,7 @@ func checkDispute(d *idlegrid.Dispute, penalty *idlegrid.Transfer) error {
 }
 
 // checkPenalty makes sure penalty takes exactly amount out of the
-// provider's bond (nothing when amount is 0: the transfer then only
-// refunds the renter from the provider's pending earnings), or that there
-// is no penalty when amount is 0.
+// provider's bond, or that there is no penalty when amount is 0.
 func checkPenalty(providerID string, amount idlegrid.Micros, penalty *idlegrid.Transfer) error {
 	if penalty == nil {
 		if amount != 0 {
@@ -65,16 +63,12 @@ func checkPenalty(providerID string, amount idlegrid.Micros, penalty *idlegrid.T
 		}
 		return nil
 	}
-	var taken idlegrid.Micros
 	for _, e := range penalty.Entries {
-		if e.Account == idlegrid.ProviderBond(providerID) {
-			taken -= e.Amount
+		if e.Account == idlegrid.ProviderBond(providerID) && e.Amount == -amount {
+			return nil
 		}
 	}
-	if taken != amount {
-		return idlegrid.Invalid("dispute.penalty", "must take %s out of %s", amount, idlegrid.ProviderBond(providerID))
-	}
-	return nil
+	return idlegrid.Invalid("dispute.penalty", "must take %s out of %s", amount, idlegrid.ProviderBond(providerID))
 }
 
 // OpenDispute stores d and, when it is upheld, posts its penalty in the
