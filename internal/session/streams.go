@@ -112,9 +112,10 @@ func (p *peerStreams) take() bool {
 }
 
 // refuse closes st, which the peer opened past its limit.
+// It is counted before the close, which the peer may see at once.
 func (p *peerStreams) refuse(st *yamux.Stream) {
-	st.Close()
 	p.refused.Add(1)
+	st.Close()
 	if !p.warned.Swap(true) {
 		p.log.Warn("session: the peer opened more streams than it may hold open; those past the limit are closed",
 			"node", p.nodeID, "limit", p.most)

@@ -452,15 +452,21 @@ func askSession(ctx context.Context, conn *sql.Conn) error {
 	return err
 }
 
+// minRetakeTry is the least time a try to take the lock again is given: a
+// new session needs a connection set up, which a check interval shorter
+// than that (tests check every 20 ms) would never let finish on a busy
+// host, failing each try until the grace was over.
+const minRetakeTry = 2 * time.Second
+
 // retake takes the lock again on a new session, trying for a check
-// interval at most. When the lock's previous session holds it still (its
+// interval at most (minRetakeTry at least). When the lock's previous session holds it still (its
 // connection broke on this side, and PostgreSQL has not noticed yet), it
 // ends that session, so that a later try may take it: the lock is this
 // server's, and no other server can hold it meanwhile.
 func (l *MarketLock) retake() error {
 	ctx, cancel := context.WithCancel(l.ctx)
 	defer cancel()
-	bound := l.clock.After(l.check)
+	bound := l.clock.After(max(l.check, minRetakeTry))
 	type taken struct {
 		conn *sql.Conn
 		self backend
