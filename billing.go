@@ -207,21 +207,25 @@ type Statement struct {
 	Inference []InferenceTotal `json:"inference"`
 	Total     StatementLine    `json:"total"`
 	// Penalties are the disputes upheld in the month: a provider's, each
-	// taken from its bond; a renter's, each paid to it for the harm. They
-	// move the bond or the balance, not the sales, so Total leaves them out.
+	// taken from its bond and its refund from the lease's earnings; a
+	// renter's, each paid to it for the harm. They move the bond or the
+	// balance, not the sales, so Total leaves them out.
 	Penalties []StatementPenalty `json:"penalties"`
 }
 
 // StatementPenalty is the penalty of a dispute upheld in a statement's
 // month.
 type StatementPenalty struct {
-	DisputeID     string    `json:"dispute_id"`
-	Offence       string    `json:"offence"`
-	NodeID        string    `json:"node_id,omitempty"`
-	LeaseID       string    `json:"lease_id,omitempty"`
-	PenaltyMicros Micros    `json:"penalty_micros"`
-	PenaltyTo     string    `json:"penalty_to"` // "renter" or "platform"
-	UpheldAt      time.Time `json:"upheld_at"`
+	DisputeID     string `json:"dispute_id"`
+	Offence       string `json:"offence"`
+	NodeID        string `json:"node_id,omitempty"`
+	LeaseID       string `json:"lease_id,omitempty"`
+	PenaltyMicros Micros `json:"penalty_micros"`
+	PenaltyTo     string `json:"penalty_to"` // "renter" or "platform"
+	// RefundMicros is what the dispute refunded to the renter of the
+	// lease's earnings, still pending then (Dispute.RefundMicros).
+	RefundMicros Micros    `json:"refund_micros,omitempty"`
+	UpheldAt     time.Time `json:"upheld_at"`
 }
 
 // InferenceTotal is a month of metered inference requests added up: a

@@ -51,14 +51,18 @@ type Dispute struct {
 	HarmMicros Micros `json:"harm_micros"`
 	// PenaltyMicros is what was taken from the bond (upheld), and
 	// TransferID the ledger transfer that took it.
-	PenaltyMicros Micros     `json:"penalty_micros"`
-	PenaltyTo     string     `json:"penalty_to,omitempty"` // "renter" or "platform"
-	TransferID    string     `json:"transfer_id,omitempty"`
-	Resolution    string     `json:"resolution,omitempty"` // why it was upheld or dismissed
-	ResolvedBy    string     `json:"resolved_by,omitempty"`
-	PolicySHA256  string     `json:"policy_sha256,omitempty"` // the trust policy that priced it
-	CreatedAt     time.Time  `json:"created_at"`
-	ResolvedAt    *time.Time `json:"resolved_at,omitempty"`
+	PenaltyMicros Micros `json:"penalty_micros"`
+	PenaltyTo     string `json:"penalty_to,omitempty"` // "renter" or "platform"
+	// RefundMicros is what of the harm the bond did not pay came back to
+	// the renter from the provider's earnings from the lease, still
+	// pending in the payout hold, in the same transfer (upheld).
+	RefundMicros Micros     `json:"refund_micros,omitempty"`
+	TransferID   string     `json:"transfer_id,omitempty"`
+	Resolution   string     `json:"resolution,omitempty"` // why it was upheld or dismissed
+	ResolvedBy   string     `json:"resolved_by,omitempty"`
+	PolicySHA256 string     `json:"policy_sha256,omitempty"` // the trust policy that priced it
+	CreatedAt    time.Time  `json:"created_at"`
+	ResolvedAt   *time.Time `json:"resolved_at,omitempty"`
 	// IdempotencyKey is the operator's key of the opening (the
 	// Idempotency-Key header), if it had one, and RequestSHA256 the digest
 	// of what was asked under it: the same request sent again with the key

@@ -197,6 +197,27 @@ type Balance struct {
 	Bond           Micros `json:"bond_micros"`             // staked against penalties
 }
 
+// LeaseEarnings is what a lease earned its provider and where those
+// earnings stand: credited to the provider's pending account when the
+// lease settled, and moved to payable once the payout hold is over. Until
+// then an upheld dispute about the lease may refund them to the harmed
+// renter (docs/trust.md, "Penalties"); what matures is the rest.
+type LeaseEarnings struct {
+	LeaseID  string
+	Earned   Micros // credited to the provider by the lease's settlement; 0 before it settles
+	Refunded Micros // given back to the renter by upheld disputes
+	Matured  bool   // the rest is payable: nothing more may be refunded
+}
+
+// Refundable is what of the earnings a dispute may still refund: what is
+// still pending.
+func (e *LeaseEarnings) Refundable() Micros {
+	if e.Matured {
+		return 0
+	}
+	return max(0, e.Earned-e.Refunded)
+}
+
 // TransferFilter selects transfers.
 type TransferFilter struct {
 	AccountID string // any entry on an account owned by this ID

@@ -198,8 +198,13 @@ type Store interface {
 	// ListMaturing returns up to limit postings made at or before before
 	// that credited a provider's pending account (lease settlements and
 	// inference charges) and have not matured yet (no transfer
-	// "mature:<posting's key>"), oldest first.
+	// "mature:<posting's key>"), oldest first; a settlement all of whose
+	// earnings disputes refunded is not listed.
 	ListMaturing(ctx context.Context, before time.Time, limit int) ([]*Transfer, error)
+	// LeaseEarnings returns what the lease's settlement credited its
+	// provider, what upheld disputes refunded of it, and whether the rest
+	// matured; all zero for a lease not settled (or not found).
+	LeaseEarnings(ctx context.Context, leaseID string) (*LeaseEarnings, error)
 	// CreatePayout stores a requested payout and posts t, which moves its
 	// amount from payable to in flight, in one transaction. A request whose
 	// (provider, idempotency key) was seen before changes nothing and

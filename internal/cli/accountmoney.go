@@ -203,7 +203,7 @@ func printStatement(e *env, s *idlegrid.Statement) error {
 		if err := t.flush(); err != nil {
 			return err
 		}
-		return printPenalties(e, s.Penalties, "penalties taken from the bond (not from the earnings above)")
+		return printPenalties(e, s.Penalties, "penalties taken from the bond, and refunds to renters taken from the earnings above")
 	}
 	t := newTable(e.Out, "JOB", "NAME", "LEASES", "GPU-HOURS", "REQUESTS", "PRICE", "TOTAL")
 	for _, l := range s.Lines {
@@ -216,7 +216,7 @@ func printStatement(e *env, s *idlegrid.Statement) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	return printPenalties(e, s.Penalties, "penalties paid to you by providers for the harm done (added to your balance)")
+	return printPenalties(e, s.Penalties, "penalties and refunds paid to you by providers for the harm done (added to your balance)")
 }
 
 // printPenalties lists a statement's penalties under title, if any.
@@ -225,13 +225,13 @@ func printPenalties(e *env, ps []idlegrid.StatementPenalty, title string) error 
 		return nil
 	}
 	fmt.Fprintf(e.Out, "\n%s:\n", title)
-	t := newTable(e.Out, "DISPUTE", "OFFENCE", "NODE", "LEASE", "UPHELD", "AMOUNT")
-	var total idlegrid.Micros
+	t := newTable(e.Out, "DISPUTE", "OFFENCE", "NODE", "LEASE", "UPHELD", "PENALTY", "REFUND")
+	var penalties, refunds idlegrid.Micros
 	for _, p := range ps {
-		t.row(p.DisputeID, p.Offence, orDash(p.NodeID), orDash(p.LeaseID), p.UpheldAt.UTC().Format(time.RFC3339), p.PenaltyMicros)
-		total += p.PenaltyMicros
+		t.row(p.DisputeID, p.Offence, orDash(p.NodeID), orDash(p.LeaseID), p.UpheldAt.UTC().Format(time.RFC3339), p.PenaltyMicros, p.RefundMicros)
+		penalties, refunds = penalties+p.PenaltyMicros, refunds+p.RefundMicros
 	}
-	t.row("total", "", "", "", "", total)
+	t.row("total", "", "", "", "", penalties, refunds)
 	return t.flush()
 }
 

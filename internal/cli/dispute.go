@@ -340,6 +340,9 @@ func printDispute(e *env, d *idlegrid.Dispute) error {
 		fmt.Fprintf(w, "harm      %s\npenalty   set when it is upheld, from the bond as it is then", d.HarmMicros)
 	} else {
 		fmt.Fprintf(w, "harm      %s\npenalty   %s to %s", d.HarmMicros, d.PenaltyMicros, orDash(d.PenaltyTo))
+		if d.RefundMicros > 0 {
+			fmt.Fprintf(w, "; %s of the lease's pending earnings refunded to the renter", d.RefundMicros)
+		}
 	}
 	if d.TransferID != "" {
 		fmt.Fprintf(w, " (transfer %s)", d.TransferID)

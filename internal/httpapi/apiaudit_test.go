@@ -29,7 +29,7 @@ func TestBodies_refuseWhatTheyDoNotTake(t *testing.T) {
 	// What the market sets of a dispute is not the operator's to send: a
 	// dispute asked to open upheld, with a penalty, is refused, not opened
 	// open with them left out.
-	for field, value := range map[string]string{"state": `"upheld"`, "penalty_micros": `5000000`, "id": `"dispute_mine"`,
+	for field, value := range map[string]string{"state": `"upheld"`, "penalty_micros": `5000000`, "refund_micros": `1`, "id": `"dispute_mine"`,
 		"resolution": `"done"`, "created_at": `"2001-01-02T03:04:05Z"`} {
 		body := `{"offence":"fake_hardware","provider_id":"` + provider.ID + `","harm_micros":0,"evidence":"x","` + field + `":` + value + `}`
 		a := mustDo(t, request(t, http.MethodPost, f.URL+"/v1/disputes", f.AdminSecret, body))

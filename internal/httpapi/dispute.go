@@ -184,7 +184,8 @@ func checkMarketSet(d *idlegrid.Dispute) error {
 		set  bool
 	}{
 		{"id", d.ID != ""}, {"state", d.State != ""}, {"detail", d.Detail != ""},
-		{"penalty_micros", d.PenaltyMicros != 0}, {"penalty_to", d.PenaltyTo != ""}, {"transfer_id", d.TransferID != ""},
+		{"penalty_micros", d.PenaltyMicros != 0}, {"penalty_to", d.PenaltyTo != ""}, {"refund_micros", d.RefundMicros != 0},
+		{"transfer_id", d.TransferID != ""},
 		{"resolution", d.Resolution != ""}, {"resolved_by", d.ResolvedBy != ""}, {"policy_sha256", d.PolicySHA256 != ""},
 		{"created_at", !d.CreatedAt.IsZero()}, {"resolved_at", d.ResolvedAt != nil},
 	} {

@@ -17,9 +17,11 @@ func MatureKey(settleKey string) string { return "mature:" + settleKey }
 
 // Mature returns the transfer that makes the provider earnings of one
 // settlement payable: each credit to a provider's pending account moves to
-// that provider's payable account. It is nil when the settlement credited
-// no provider (a provider at fault, or a fee of 100%).
-func Mature(settle *idlegrid.Transfer, at time.Time) *idlegrid.Transfer {
+// that provider's payable account, less refunded, what upheld disputes
+// gave back to the harmed renter of those earnings while they were
+// pending (Refund). It is nil when the settlement credited no provider (a
+// provider at fault, or a fee of 100%), or nothing of its credit is left.
+func Mature(settle *idlegrid.Transfer, refunded idlegrid.Micros, at time.Time) *idlegrid.Transfer {
 	t := &idlegrid.Transfer{
 		ID:             idlegrid.NewID("tr"),
 		IdempotencyKey: MatureKey(settle.IdempotencyKey),
@@ -33,16 +35,31 @@ func Mature(settle *idlegrid.Transfer, at time.Time) *idlegrid.Transfer {
 		if !ok || e.Amount <= 0 {
 			continue
 		}
-		total += e.Amount
-		t.Entries = append(t.Entries,
-			idlegrid.Entry{Account: e.Account, Amount: -e.Amount},
-			idlegrid.Entry{Account: idlegrid.ProviderPayable(provider), Amount: e.Amount})
+		taken := min(max(refunded, 0), e.Amount)
+		refunded -= taken
+		if left := e.Amount - taken; left > 0 {
+			total += left
+			t.Entries = append(t.Entries,
+				idlegrid.Entry{Account: e.Account, Amount: -left},
+				idlegrid.Entry{Account: idlegrid.ProviderPayable(provider), Amount: left})
+		}
 	}
 	if len(t.Entries) == 0 {
 		return nil
 	}
 	t.Memo = fmt.Sprintf("earnings of %s payable: %s", settle.IdempotencyKey, total)
 	return t
+}
+
+// Earned is what a settlement credited to providers' pending accounts.
+func Earned(settle *idlegrid.Transfer) idlegrid.Micros {
+	var total idlegrid.Micros
+	for _, e := range settle.Entries {
+		if _, ok := pendingOwner(e.Account); ok && e.Amount > 0 {
+			total += e.Amount
+		}
+	}
+	return total
 }
 
 // pendingOwner returns the provider of a pending account.

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/idlegrid/idlegrid"
@@ -36,7 +37,7 @@ func TestRules_Settle_creditsPending(t *testing.T) {
 
 func TestMature(t *testing.T) {
 	_, s := ledger.Rules{FeeBasisPoints: 1000}.Settle(newLease(2*unit, 2, 3600), 3600, idlegrid.FaultNone, at)
-	m := ledger.Mature(s, at)
+	m := ledger.Mature(s, 0, at)
 	mustValid(t, m)
 	want := []idlegrid.Entry{{Account: earned, Amount: -1800000}, {Account: payable, Amount: 1800000}}
 	if !slices.Equal(m.Entries, want) {
@@ -45,12 +46,63 @@ func TestMature(t *testing.T) {
 	if m.IdempotencyKey != "mature:settle:lease_1" || m.Kind != idlegrid.TransferMature || m.LeaseID != "lease_1" {
 		t.Errorf("transfer = %+v", m)
 	}
-	if again := ledger.Mature(s, at); again.IdempotencyKey != m.IdempotencyKey {
+	if again := ledger.Mature(s, 0, at); again.IdempotencyKey != m.IdempotencyKey {
 		t.Errorf("maturing twice gives keys %q and %q; want one", m.IdempotencyKey, again.IdempotencyKey)
 	}
 	_, refund := ledger.Rules{}.Settle(newLease(2*unit, 2, 3600), 3600, idlegrid.FaultProvider, at)
-	if m := ledger.Mature(refund, at); m != nil {
+	if m := ledger.Mature(refund, 0, at); m != nil {
 		t.Errorf("a settlement that credits no provider matures into %+v, want nil", m)
+	}
+}
+
+// TestMature_refunded: what disputes refunded of a settlement's earnings
+// does not mature; a settlement refunded in full matures into nothing.
+func TestMature_refunded(t *testing.T) {
+	_, s := ledger.Rules{FeeBasisPoints: 1000}.Settle(newLease(2*unit, 2, 3600), 3600, idlegrid.FaultNone, at)
+	if got := ledger.Earned(s); got != 1800000 {
+		t.Fatalf("Earned = %s, want 1.8", got)
+	}
+	m := ledger.Mature(s, 500000, at)
+	want := []idlegrid.Entry{{Account: earned, Amount: -1300000}, {Account: payable, Amount: 1300000}}
+	if !slices.Equal(m.Entries, want) {
+		t.Errorf("entries after a refund of 0.5 = %v, want %v", m.Entries, want)
+	}
+	for _, all := range []idlegrid.Micros{1800000, 2000000} {
+		if m := ledger.Mature(s, all, at); m != nil {
+			t.Errorf("a settlement refunded %s of 1.8 matures into %+v, want nil", all, m)
+		}
+	}
+}
+
+// TestRefund: a renter's refund from a provider's pending earnings joins
+// the dispute's penalty, or makes the dispute's transfer when the bond
+// paid nothing; either sums to zero, under the dispute's key.
+func TestRefund(t *testing.T) {
+	refund := []idlegrid.Entry{{Account: idlegrid.ProviderPending("prov_1"), Amount: -5}, {Account: idlegrid.RenterAvailable("ren_1"), Amount: 5}}
+	alone, err := ledger.Refund(nil, "prov_1", "ren_1", "lease_1", "dispute_1", "mismatched_result", 5, at)
+	if err != nil || alone.IdempotencyKey != "slash:dispute_1" || alone.Kind != idlegrid.TransferPenalty || alone.LeaseID != "lease_1" ||
+		!slices.Equal(alone.Entries, refund) || ledger.Refunded("prov_1", alone) != 5 {
+		t.Errorf("a refund alone: %+v, %v", alone, err)
+	}
+	slash, err := ledger.Slash("prov_1", "ren_1", 7, "dispute_1", "mismatched_result", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := ledger.Refund(slash, "prov_1", "ren_1", "lease_1", "dispute_1", "mismatched_result", 5, at)
+	var sum idlegrid.Micros
+	for _, e := range both.Entries {
+		sum += e.Amount
+	}
+	if err != nil || len(both.Entries) != 4 || sum != 0 || !slices.Equal(both.Entries[2:], refund) || !strings.Contains(both.Memo, "refunded to renter ren_1") {
+		t.Errorf("a refund with a penalty: %+v (sum %s), %v", both, sum, err)
+	}
+	for _, bad := range []idlegrid.Micros{0, -1} {
+		if _, err := ledger.Refund(nil, "prov_1", "ren_1", "lease_1", "dispute_1", "x", bad, at); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+			t.Errorf("a refund of %d: %v, want EINVALID", bad, err)
+		}
+	}
+	if _, err := ledger.Refund(nil, "prov_1", "", "lease_1", "dispute_1", "x", 5, at); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+		t.Errorf("a refund to no renter: %v, want EINVALID", err)
 	}
 }
 

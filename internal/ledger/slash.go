@@ -29,3 +29,42 @@ func Slash(providerID, renterID string, amount idlegrid.Micros, disputeID, offen
 		fmt.Sprintf("penalty of %s for %s (dispute %s), paid to %s", amount, offence, disputeID, who),
 		idlegrid.ProviderBond(providerID), to, amount, at), nil
 }
+
+// Refund adds to t, a dispute's penalty (nil when the bond paid nothing),
+// the refund to the harmed renter of amount of the provider's earnings
+// from the lease the dispute is about, still pending in the payout hold:
+// what the bond did not pay of the harm, from money the provider could not
+// withdraw yet. The settlement's maturing then moves only the rest
+// (Mature). It returns t, or the transfer it makes when t is nil, under
+// the dispute's key, so that the penalty and the refund are one posting,
+// made once.
+func Refund(t *idlegrid.Transfer, providerID, renterID, leaseID, disputeID, offence string, amount idlegrid.Micros, at time.Time) (*idlegrid.Transfer, error) {
+	switch {
+	case providerID == "" || renterID == "" || leaseID == "" || disputeID == "":
+		return nil, idlegrid.Invalid("refund", "a provider, a renter, a lease and a dispute are required")
+	case amount <= 0 || amount > MaxPayoutMicros:
+		return nil, idlegrid.Invalid("refund.amount_micros", "must be between 1 micro and %s, got %d", MaxPayoutMicros, amount)
+	}
+	if t == nil {
+		t = &idlegrid.Transfer{IdempotencyKey: "slash:" + disputeID, Kind: idlegrid.TransferPenalty,
+			Memo: fmt.Sprintf("for %s (dispute %s)", offence, disputeID), CreatedAt: at}
+	}
+	t.LeaseID = leaseID
+	t.Entries = append(t.Entries,
+		idlegrid.Entry{Account: idlegrid.ProviderPending(providerID), Amount: -amount},
+		idlegrid.Entry{Account: idlegrid.RenterAvailable(renterID), Amount: amount})
+	t.Memo += fmt.Sprintf("; %s of the provider's pending earnings from lease %s refunded to renter %s", amount, leaseID, renterID)
+	return t, nil
+}
+
+// Refunded is what t, a dispute's penalty, refunds of the provider's
+// pending earnings (Refund).
+func Refunded(providerID string, t *idlegrid.Transfer) idlegrid.Micros {
+	var total idlegrid.Micros
+	for _, e := range t.Entries {
+		if e.Account == idlegrid.ProviderPending(providerID) && e.Amount < 0 {
+			total -= e.Amount
+		}
+	}
+	return total
+}

@@ -347,16 +347,38 @@ func (s *Server) openDispute(ctx context.Context, o offence, state idlegrid.Disp
 
 // penalty prices d's offence under the trust policy against the
 // provider's bond now, sets d's penalty fields, and returns the transfer
-// that takes it, or nil when it takes nothing.
+// that takes it, with the refund to the harmed renter of what the bond did
+// not pay from the lease's earnings still pending (refundable); nil when
+// it takes nothing.
 func (s *Server) penalty(ctx context.Context, d *idlegrid.Dispute) (*idlegrid.Transfer, error) {
 	b, err := s.store.Balance(ctx, d.ProviderID)
 	if err != nil {
 		return nil, err
 	}
 	amount, to := s.cfg.TrustPolicy.Penalty(trustpolicy.Offence(d.Offence), b.Bond, d.HarmMicros)
-	if amount <= 0 {
-		return nil, nil
+	var t *idlegrid.Transfer
+	paid := idlegrid.Micros(0) // of the harm, to the renter
+	if amount > 0 {
+		if t, paid, err = s.slash(d, amount, to); err != nil {
+			return nil, err
+		}
 	}
+	if refund, err := s.refundable(ctx, d, paid); err != nil {
+		return nil, err
+	} else if refund > 0 {
+		if t, err = ledger.Refund(t, d.ProviderID, d.RenterID, d.LeaseID, d.ID, d.Offence, refund, s.Now()); err != nil {
+			return nil, err
+		}
+	}
+	if t != nil {
+		t.ID = idlegrid.NewID("tx")
+	}
+	return t, nil
+}
+
+// slash sets d's penalty of amount from the bond, to whom the policy
+// says, and returns its transfer and what of it the harmed renter gets.
+func (s *Server) slash(d *idlegrid.Dispute, amount idlegrid.Micros, to trustpolicy.Recipient) (*idlegrid.Transfer, idlegrid.Micros, error) {
 	renter := ""
 	if to == trustpolicy.ToRenter {
 		renter = d.RenterID
@@ -367,11 +389,36 @@ func (s *Server) penalty(ctx context.Context, d *idlegrid.Dispute) (*idlegrid.Tr
 	}
 	t, err := ledger.Slash(d.ProviderID, renter, amount, d.ID, d.Offence, s.Now())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	t.ID, t.LeaseID = idlegrid.NewID("tx"), d.LeaseID // the lease it is about, if any: the lease's parties find it by it
+	t.LeaseID = d.LeaseID // the lease it is about, if any: the lease's parties find it by it
+	if renter == "" {
+		return t, 0, nil
+	}
+	return t, amount, nil
+}
 
-	return t, nil
+// refundable is what of a renter's harm the bond did not pay (paid) comes
+// back to it from the provider's earnings from the lease the dispute is
+// about, while they are pending in the payout hold: 0 when the dispute
+// names no harmed renter of the lease, or the earnings matured.
+func (s *Server) refundable(ctx context.Context, d *idlegrid.Dispute, paid idlegrid.Micros) (idlegrid.Micros, error) {
+	if d.RenterID == "" || d.LeaseID == "" || d.HarmMicros <= paid {
+		return 0, nil
+	}
+	l, err := s.store.FindLease(ctx, d.LeaseID)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return 0, nil
+	} else if err != nil {
+		return 0, err
+	} else if l.ProviderID != d.ProviderID || l.RenterID != d.RenterID {
+		return 0, nil
+	}
+	e, err := s.store.LeaseEarnings(ctx, d.LeaseID)
+	if err != nil {
+		return 0, err
+	}
+	return min(d.HarmMicros-paid, e.Refundable(), ledger.MaxPayoutMicros), nil
 }
 
 // FindDispute returns a dispute its provider, its renter or an admin may

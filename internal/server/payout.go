@@ -27,12 +27,7 @@ func (s *Server) matureEarnings(ctx context.Context) error {
 			return err
 		}
 		for _, st := range settlements {
-			m := ledger.Mature(st, now)
-			if m == nil {
-				continue
-			}
-			m.ID = idlegrid.NewID("tx")
-			if _, err := s.store.PostTransfer(ctx, m); err != nil {
+			if err := s.mature(ctx, st, now); err != nil {
 				return err
 			}
 		}
@@ -40,6 +35,26 @@ func (s *Server) matureEarnings(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// mature makes payable what is left of one settlement's earnings after
+// the refunds of upheld disputes about its lease.
+func (s *Server) mature(ctx context.Context, st *idlegrid.Transfer, now time.Time) error {
+	refunded := idlegrid.Micros(0)
+	if st.LeaseID != "" {
+		e, err := s.store.LeaseEarnings(ctx, st.LeaseID)
+		if err != nil {
+			return err
+		}
+		refunded = e.Refunded
+	}
+	m := ledger.Mature(st, refunded, now)
+	if m == nil {
+		return nil
+	}
+	m.ID = idlegrid.NewID("tx")
+	_, err := s.store.PostTransfer(ctx, m)
+	return err
 }
 
 // RequestPayout asks for amount of the calling provider's payable earnings

@@ -66,14 +66,17 @@ func (s *Server) statementPenalties(ctx context.Context, a *idlegrid.Account, fr
 		return nil, err
 	}
 	out := []idlegrid.StatementPenalty{}
-	for _, d := range slices.Backward(ds) { // listed newest first
-		switch {
-		case d.ResolvedAt == nil || d.ResolvedAt.Before(from) || !d.ResolvedAt.Before(to) || d.PenaltyMicros <= 0:
-		case a.Role == idlegrid.RoleRenter && d.PenaltyTo != "renter":
-		default:
-			out = append(out, idlegrid.StatementPenalty{DisputeID: d.ID, Offence: d.Offence, NodeID: d.NodeID, LeaseID: d.LeaseID,
-				PenaltyMicros: d.PenaltyMicros, PenaltyTo: d.PenaltyTo, UpheldAt: *d.ResolvedAt})
+	for _, d := range ds {
+		p := idlegrid.StatementPenalty{DisputeID: d.ID, Offence: d.Offence, NodeID: d.NodeID, LeaseID: d.LeaseID,
+			PenaltyMicros: d.PenaltyMicros, PenaltyTo: d.PenaltyTo, RefundMicros: d.RefundMicros}
+		if a.Role == idlegrid.RoleRenter && d.PenaltyTo != "renter" {
+			p.PenaltyMicros = 0 // the market's, not the renter's
 		}
+		if d.ResolvedAt == nil || d.ResolvedAt.Before(from) || !d.ResolvedAt.Before(to) || p.PenaltyMicros+p.RefundMicros <= 0 {
+			continue
+		}
+		p.UpheldAt = *d.ResolvedAt
+		out = append(out, p)
 	}
 	slices.SortStableFunc(out, func(x, y idlegrid.StatementPenalty) int { return x.UpheldAt.Compare(y.UpheldAt) })
 	return out, nil

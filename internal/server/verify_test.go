@@ -12,6 +12,7 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
+	"github.com/idlegrid/idlegrid/internal/server"
 )
 
 // verifyAll re-runs every verifiable lease.
@@ -237,6 +238,76 @@ func TestServer_Verification(t *testing.T) {
 				t.Fatal(err)
 			} else if advice := prov.Detail.Advice; !strings.Contains(advice[len(advice)-1].Text, "is a flag: dispute "+d.ID) {
 				t.Errorf("the liar's provider's advice ends %q: want it flagged by dispute %s", advice[len(advice)-1].Text, d.ID)
+			}
+			mustLedgerBalanced(t, m.store)
+		})
+	})
+	t.Run("a liar without a bond gives back what the lease earned it", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m := mustMarketOn(t, verifyAll, func(s idlegrid.Store) idlegrid.Store { return s },
+				func(c *server.Config) { c.PayoutHold = 30 * time.Minute })
+			secondID, second := mustProviderNode(t, m, "second")
+			thirdID, third := mustProviderNode(t, m, "third")
+			for _, id := range []string{secondID, thirdID} { // the re-run goes to one of them: neither has a bond
+				owner := idlegrid.NewContextWithCaller(context.Background(), &idlegrid.Caller{AccountID: id, Role: idlegrid.RoleProvider})
+				if _, err := m.srv.ReleaseBond(owner, 100*idlegrid.MicrosPerUnit, "all of it"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			nodes := []context.Context{m.node, m.rival, second, third}
+			j, err := m.srv.SubmitJob(m.renter, verifiable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustRunDigest(t, m, nodes, j.ID, "sha256:right")
+			v := mustVerification(t, m)
+			// The re-run runs 20 s, so that its lease earns something.
+			c, n := mustStartCommandOn(t, m, nodes, v.Rerun.JobID)
+			if err := m.srv.ReportLease(n, c.Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Second)
+			exit := 0
+			if err := m.srv.ReportLease(n, c.Lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseSucceeded, ExitCode: &exit, OutputDigest: "sha256:wrong"}); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			liar := mustFindLease(t, m, c.Lease.ID)
+			pending := mustAccountBalance(t, m, liar.ProviderID).Pending
+			v = mustVerification(t, m)
+			mustRunDigest(t, m, nodes, v.Tiebreak.JobID, "sha256:right")
+			v = mustVerification(t, m)
+			d, err := m.srv.FindDispute(m.admin, v.DisputeID)
+			earned := liar.ChargedMicros - liar.ChargedMicros/10 // the test market's fee is 10%
+			if err != nil {
+				t.Fatal(err)
+			} else if earned <= 0 || d.PenaltyMicros != 0 || d.RefundMicros != earned || d.TransferID == "" {
+				t.Fatalf("dispute %+v, want no penalty (no bond), a refund of the %s the lease earned, and its transfer", d, earned)
+			}
+			if got := pending - mustAccountBalance(t, m, liar.ProviderID).Pending; got != earned {
+				t.Errorf("the liar's pending earnings fell by %s, want the %s its lease earned", got, earned)
+			}
+			if ts, err := m.store.ListTransfers(context.Background(), idlegrid.TransferFilter{ID: d.TransferID, Limit: 1}); err != nil || len(ts) != 1 ||
+				!slices.ContainsFunc(ts[0].Entries, func(e idlegrid.Entry) bool {
+					return e.Account == idlegrid.RenterAvailable(m.renterID) && e.Amount == earned
+				}) {
+				t.Errorf("the dispute's transfer %+v (%v): want %s paid to the renter", ts, err, earned)
+			}
+			// The month's statements show the refund, the liar's and the renter's.
+			liarCtx := idlegrid.NewContextWithCaller(context.Background(), &idlegrid.Caller{AccountID: liar.ProviderID, Role: idlegrid.RoleProvider})
+			for who, ctx := range map[string]context.Context{"liar": liarCtx, "renter": m.renter} {
+				st, err := m.srv.Statement(ctx, "", time.Now().UTC().Format("2006-01"))
+				if err != nil || len(st.Penalties) != 1 || st.Penalties[0].DisputeID != d.ID || st.Penalties[0].RefundMicros != earned {
+					t.Errorf("the %s's statement's penalties = %+v (%v), want dispute %s's refund of %s", who, st.Penalties, err, d.ID, earned)
+				}
+			}
+			// Past the payout hold, the liar's other earnings mature, and
+			// the refunded lease's do not.
+			payable := mustAccountBalance(t, m, liar.ProviderID).Payable // its bond, released
+			time.Sleep(31 * time.Minute)
+			synctest.Wait()
+			if b := mustAccountBalance(t, m, liar.ProviderID); b.Pending != 0 || b.Payable-payable != pending-earned {
+				t.Errorf("past the hold: the liar's pending %s, payable up %s; want none pending, and %s more payable", b.Pending, b.Payable-payable, pending-earned)
 			}
 			mustLedgerBalanced(t, m.store)
 		})

@@ -8,20 +8,21 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/audit"
+	"github.com/idlegrid/idlegrid/internal/ledger"
 )
 
 var _ idlegrid.DisputeStore = (*DB)(nil)
 
 const disputeColumns = `id, offence, state, provider_id, node_id, lease_id, renter_id, evidence, detail,
 	harm_micros, penalty_micros, penalty_to, transfer_id, resolution, resolved_by, policy_sha256, created_at, resolved_at,
-	idempotency_key, request_sha256`
+	idempotency_key, request_sha256, refund_micros`
 
 func scanDispute(s scanner) (*idlegrid.Dispute, error) {
 	var d idlegrid.Dispute
 	var created, resolved sql.NullInt64
 	if err := s.Scan(&d.ID, &d.Offence, &d.State, &d.ProviderID, &d.NodeID, &d.LeaseID, &d.RenterID,
 		&d.Evidence, &d.Detail, &d.HarmMicros, &d.PenaltyMicros, &d.PenaltyTo, &d.TransferID,
-		&d.Resolution, &d.ResolvedBy, &d.PolicySHA256, &created, &resolved, &d.IdempotencyKey, &d.RequestSHA256); err != nil {
+		&d.Resolution, &d.ResolvedBy, &d.PolicySHA256, &created, &resolved, &d.IdempotencyKey, &d.RequestSHA256, &d.RefundMicros); err != nil {
 		return nil, err
 	}
 	d.CreatedAt, d.ResolvedAt = timeOf(created), timePtrOf(resolved)
@@ -55,7 +56,9 @@ func checkDispute(d *idlegrid.Dispute, penalty *idlegrid.Transfer) error {
 }
 
 // checkPenalty makes sure penalty takes exactly amount out of the
-// provider's bond, or that there is no penalty when amount is 0.
+// provider's bond (nothing when amount is 0, the transfer then only
+// refunding the renter from the provider's pending earnings: Refund), or
+// that there is no penalty when amount is 0.
 func checkPenalty(providerID string, amount idlegrid.Micros, penalty *idlegrid.Transfer) error {
 	if penalty == nil {
 		if amount != 0 {
@@ -63,12 +66,10 @@ func checkPenalty(providerID string, amount idlegrid.Micros, penalty *idlegrid.T
 		}
 		return nil
 	}
-	for _, e := range penalty.Entries {
-		if e.Account == idlegrid.ProviderBond(providerID) && e.Amount == -amount {
-			return nil
-		}
+	if penaltyOf(providerID, penalty) != amount {
+		return idlegrid.Invalid("dispute.penalty", "must take %s out of %s", amount, idlegrid.ProviderBond(providerID))
 	}
-	return idlegrid.Invalid("dispute.penalty", "must take %s out of %s", amount, idlegrid.ProviderBond(providerID))
+	return nil
 }
 
 // OpenDispute stores d and, when it is upheld, posts its penalty in the
@@ -89,21 +90,24 @@ func (db *DB) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idl
 		if d.ResolvedAt != nil {
 			resolved = timeArg(*d.ResolvedAt)
 		}
-		transferID := ""
+		transferID, refund := "", idlegrid.Micros(0)
 		if penalty != nil {
-			transferID = penalty.ID
+			transferID, refund = penalty.ID, ledger.Refunded(d.ProviderID, penalty)
+			if err := db.checkLeaseEarnings(ctx, tx, penalty); err != nil {
+				return err
+			}
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO disputes (`+disputeColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
 			d.ID, d.Offence, string(d.State), d.ProviderID, d.NodeID, d.LeaseID, d.RenterID, d.Evidence, d.Detail,
 			int64(d.HarmMicros), int64(d.PenaltyMicros), d.PenaltyTo, transferID, d.Resolution, d.ResolvedBy,
-			d.PolicySHA256, timeArg(d.CreatedAt), resolved, d.IdempotencyKey, d.RequestSHA256)
+			d.PolicySHA256, timeArg(d.CreatedAt), resolved, d.IdempotencyKey, d.RequestSHA256, int64(refund))
 		if err != nil {
 			err = db.dialect.translate(err)
 			taken = idlegrid.ErrorCode(err) == idlegrid.ECONFLICT
 			return err
 		}
-		d.TransferID = transferID
+		d.TransferID, d.RefundMicros = transferID, refund
 		if err := appendAudit(tx)(audit.DisputeEntry(d, d.CreatedAt)); err != nil {
 			return err
 		}
@@ -212,17 +216,19 @@ func (db *DB) ResolveDispute(ctx context.Context, r idlegrid.DisputeResolution) 
 		} else if d.State != idlegrid.DisputeOpen {
 			return idlegrid.Errorf(idlegrid.ECONFLICT, "dispute %s is already %s", d.ID, d.State)
 		}
-		amount, transferID := idlegrid.Micros(0), ""
+		amount, refund, transferID := idlegrid.Micros(0), idlegrid.Micros(0), ""
 		if r.Penalty != nil {
-			amount, transferID = penaltyOf(d.ProviderID, r.Penalty), r.Penalty.ID
+			amount, refund, transferID = penaltyOf(d.ProviderID, r.Penalty), ledger.Refunded(d.ProviderID, r.Penalty), r.Penalty.ID
 		}
 		if err := checkPenalty(d.ProviderID, amount, r.Penalty); err != nil {
+			return err
+		} else if err := db.checkLeaseEarnings(ctx, tx, r.Penalty); err != nil {
 			return err
 		}
 		harm := max(d.HarmMicros, r.HarmMicros)
 		if _, err := tx.ExecContext(ctx, `UPDATE disputes SET state = $1, resolution = $2, resolved_by = $3,
-			resolved_at = $4, penalty_micros = $5, penalty_to = $6, transfer_id = $7, harm_micros = $8 WHERE id = $9`,
-			string(r.To), r.Resolution, r.By, timeArg(r.At), int64(amount), r.PenaltyTo, transferID, int64(harm), d.ID); err != nil {
+			resolved_at = $4, penalty_micros = $5, penalty_to = $6, transfer_id = $7, harm_micros = $8, refund_micros = $9 WHERE id = $10`,
+			string(r.To), r.Resolution, r.By, timeArg(r.At), int64(amount), r.PenaltyTo, transferID, int64(harm), int64(refund), d.ID); err != nil {
 			return err
 		}
 		if r.Penalty != nil {
@@ -240,10 +246,11 @@ func (db *DB) ResolveDispute(ctx context.Context, r idlegrid.DisputeResolution) 
 
 // penaltyOf is what t takes out of the provider's bond.
 func penaltyOf(providerID string, t *idlegrid.Transfer) idlegrid.Micros {
+	var taken idlegrid.Micros
 	for _, e := range t.Entries {
-		if e.Account == idlegrid.ProviderBond(providerID) && e.Amount < 0 {
-			return -e.Amount
+		if e.Account == idlegrid.ProviderBond(providerID) {
+			taken -= e.Amount
 		}
 	}
-	return 0
+	return taken
 }

@@ -137,6 +137,11 @@ func postTransfersLater(ctx context.Context, tx *sql.Tx, ts []*idlegrid.Transfer
 func (db *DB) PostTransfer(ctx context.Context, t *idlegrid.Transfer) (*idlegrid.Transfer, error) {
 	var out *idlegrid.Transfer
 	err := db.update(ctx, func(tx *sql.Tx) (err error) {
+		if t.Kind == idlegrid.TransferMature { // refunds may have taken part of the earnings since it was made
+			if err := db.checkLeaseEarnings(ctx, tx, t); err != nil {
+				return err
+			}
+		}
 		out, err = postOnce(ctx, tx, t)
 		return err
 	})

@@ -20,6 +20,7 @@ var moneyTests = []struct {
 	test func(t *testing.T, db *sqlstore.DB)
 }{
 	{"ListMaturing", testListMaturing},
+	{"LeaseRefunds", testLeaseRefunds},
 	{"Payouts", testPayouts},
 	{"SpendLimits", testSpendLimits},
 	{"SpendLimits_PlaceJob", testSpendLimitsPlaceJob},
@@ -76,10 +77,10 @@ func testListMaturing(t *testing.T, db *sqlstore.DB) {
 		t.Errorf("settlement billed %d GPU-s, want 1800", got[0].GPUSeconds)
 	}
 
-	m := ledger.Mature(got[0], at(time.Hour))
+	m := ledger.Mature(got[0], 0, at(time.Hour))
 	_, err = db.PostTransfer(ctx, m)
 	mustOK(t, err)
-	_, err = db.PostTransfer(ctx, ledger.Mature(got[0], at(2*time.Hour))) // a second pass finds it matured
+	_, err = db.PostTransfer(ctx, ledger.Mature(got[0], 0, at(2*time.Hour))) // a second pass finds it matured
 	mustOK(t, err)
 	checkLedger(t, db)
 	got, err = db.ListMaturing(ctx, at(time.Hour), 10)
@@ -105,7 +106,7 @@ func testListMaturing(t *testing.T, db *sqlstore.DB) {
 		t.Fatalf("maturing by 3h: %v, want %s and the inference posting", keys(got), s2.IdempotencyKey)
 	}
 	for _, st := range got {
-		_, err = db.PostTransfer(ctx, ledger.Mature(st, at(3*time.Hour)))
+		_, err = db.PostTransfer(ctx, ledger.Mature(st, 0, at(3*time.Hour)))
 		mustOK(t, err)
 	}
 	checkLedger(t, db)

@@ -11,7 +11,8 @@ import (
 
 // ListMaturing returns the postings made at or before before that credited
 // a provider's pending account (settlements of leases, and charges for
-// metered inference) and have no mature transfer yet, oldest first. The
+// metered inference) and have no mature transfer yet, oldest first,
+// leaving out settlements all of whose earnings disputes refunded. The
 // mature transfer's key ("mature:<posting's key>") is what marks a posting
 // as done, so that maturing twice is impossible.
 func (db *DB) ListMaturing(ctx context.Context, before time.Time, limit int) ([]*idlegrid.Transfer, error) {
@@ -19,8 +20,8 @@ func (db *DB) ListMaturing(ctx context.Context, before time.Time, limit int) ([]
 	err := db.view(ctx, func(tx *sql.Tx) (err error) {
 		out, err = queryTransfers(ctx, tx, `SELECT `+transferColumns+` FROM transfers t
 			WHERE t.kind IN ($1, $2) AND t.created_at <= $3
-			AND EXISTS (SELECT 1 FROM ledger_entries e WHERE e.transfer_id = t.id
-				AND e.account LIKE 'provider:%:pending' AND e.amount > 0)
+			AND (SELECT COALESCE(SUM(e.amount), 0) FROM ledger_entries e WHERE e.transfer_id = t.id
+				AND e.account LIKE 'provider:%:pending' AND e.amount > 0) > `+refundedSum("t.lease_id")+`
 			AND NOT EXISTS (SELECT 1 FROM transfers m WHERE m.idempotency_key = 'mature:' || t.idempotency_key)
 			ORDER BY t.created_at, t.id LIMIT $4`,
 			string(idlegrid.TransferSettle), string(idlegrid.TransferInference), timeArg(before), limitOf(limit))

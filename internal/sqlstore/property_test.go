@@ -223,7 +223,7 @@ func (m *moneyModel) mature(t *testing.T) {
 	ts, err := m.db.ListMaturing(context.Background(), m.now.Add(-time.Duration(m.r.IntN(3600))*time.Second), 0)
 	mustOK(t, err)
 	for _, s := range ts {
-		x := ledger.Mature(s, m.now)
+		x := ledger.Mature(s, 0, m.now)
 		if x == nil {
 			t.Fatalf("settlement %s listed as maturing credits no provider", s.IdempotencyKey)
 		}
@@ -231,7 +231,7 @@ func (m *moneyModel) mature(t *testing.T) {
 			t.Fatalf("maturing %s was refused", s.IdempotencyKey)
 		}
 		m.replays = append(m.replays, func(t *testing.T) {
-			again := ledger.Mature(s, m.now) // a new ID, the same key
+			again := ledger.Mature(s, 0, m.now) // a new ID, the same key
 			_, err := m.db.PostTransfer(context.Background(), again)
 			mustOK(t, err)
 		})

@@ -1438,6 +1438,7 @@
     { h: 'Node / lease', f: (d) => (d.node_id ? id(d.node_id) : '—') + (d.lease_id ? '<br>' + id(d.lease_id) : '') },
     { h: 'Harm', num: true, f: (d) => money(d.harm_micros) },
     { h: 'Penalty', num: true, f: (d) => d.state === 'upheld' ? money(d.penalty_micros) + (d.penalty_to ? ' to ' + esc(d.penalty_to) : '') : '—' },
+    { h: 'Refund', num: true, f: (d) => d.refund_micros > 0 ? money(d.refund_micros) : '—' },
     { h: 'Evidence', f: (d) => esc(d.evidence) },
     { h: 'Resolution', f: (d) => d.resolution ? esc(d.resolution) + `<br><span class="hint">${esc(d.resolved_by || '')} ${when(d.resolved_at)}</span>` : '—' },
   ];
@@ -1544,11 +1545,13 @@
     uphold: { panel: 'disputes', need: 'all', ok: 'Uphold dispute', danger: true, required: true, label: 'Resolution: why it is upheld',
       title: (r) => 'Uphold dispute ' + r.id,
       what: (r) => `Finds provider ${r.provider_id} guilty of ${words(r.offence)}: the trust policy's penalty is taken from their bond ` +
-        `and counts against their reputation. Evidence: ${r.evidence || 'none given'}`,
+        `(what it does not pay of a renter's harm, from the lease's earnings still pending) and counts against their reputation. ` +
+        `Evidence: ${r.evidence || 'none given'}`,
       run: (r, text) => api('POST', '/v1/disputes/' + enc(r.id) + '/uphold', { resolution: text }),
-      done: (d) => `Dispute ${d.id} upheld: ` + (d.penalty_micros > 0
-        ? `${money(d.penalty_micros)} taken from the bond of ${d.provider_id}${d.penalty_to ? ' to the ' + d.penalty_to : ''}.`
-        : `no money moved (the bond of ${d.provider_id} was empty, or the policy sets no penalty).`) },
+      done: (d) => `Dispute ${d.id} upheld: ` + (d.penalty_micros > 0 || d.refund_micros > 0
+        ? (d.penalty_micros > 0 ? `${money(d.penalty_micros)} taken from the bond of ${d.provider_id}${d.penalty_to ? ' to the ' + d.penalty_to : ''}.` : '') +
+          (d.refund_micros > 0 ? ` ${money(d.refund_micros)} of the lease's pending earnings refunded to the renter.` : '')
+        : `no money moved (the bond of ${d.provider_id} was empty, the lease's earnings had matured, or the policy sets no penalty).`) },
     dismiss: { panel: 'disputes', need: 'all', ok: 'Dismiss dispute', required: true, label: 'Resolution: why it is dismissed',
       title: (r) => 'Dismiss dispute ' + r.id,
       what: (r) => `Clears provider ${r.provider_id} of ${words(r.offence)}: nothing is taken from their bond.`,
