@@ -261,21 +261,26 @@ func (c *disputeCommand) show(ctx context.Context, args []string) error {
 
 func (c *disputeCommand) open(ctx context.Context, args []string) error {
 	fs := c.env.flags("dispute open", help{
-		usage: "idlegrid dispute open --provider ID --offence OFFENCE --evidence TEXT [--node ID] [--lease ID] [--renter ID] [--harm AMOUNT] [--idempotency-key K] [--json]",
-		about: `Charge a provider with an offence the market cannot prove by itself (admins
-only): forged_receipt, fake_hardware, mismatched_result or broken_notice.
-The dispute opens, its evidence in the audit log, and the provider cannot
-release its bond until you uphold it ('idlegrid dispute uphold', which takes
-the trust policy's penalty from the bond) or dismiss it. --harm is what the
+		usage: "idlegrid dispute open (--provider ID | --lease ID) --offence OFFENCE --evidence TEXT [--node ID] [--lease ID] [--renter ID] [--harm AMOUNT] [--idempotency-key K] [--json]",
+		about: `Charge a provider with an offence the market cannot prove by itself:
+forged_receipt, fake_hardware, mismatched_result or broken_notice. Admins
+charge any provider; a renter complains about a lease of its own, naming
+only --lease (the provider and node are the lease's, and --harm, at most
+what the lease cost, defaults to that). The dispute opens, its evidence in
+the audit log, and the provider cannot release its bond until an admin
+upholds it ('idlegrid dispute uphold', which takes the trust policy's
+penalty from the bond, and refunds the renter from the lease's pending
+earnings what the bond did not pay) or dismisses it. --harm is what the
 offence cost the renter, which the penalty may scale with; a --lease names
 its renter, who receives the penalty when the policy says so. Run again with
 the same --idempotency-key and the same flags, it opens nothing: it shows
 the dispute the first run opened.`,
-		examples: "idlegrid dispute open --provider acct_abc123 --lease lease_abc123 --offence broken_notice --evidence 'node rebooted mid-lease twice; see agent logs' --harm 12.50",
+		examples: "idlegrid dispute open --provider acct_abc123 --lease lease_abc123 --offence broken_notice --evidence 'node rebooted mid-lease twice; see agent logs' --harm 12.50\n" +
+			"idlegrid dispute open --lease lease_abc123 --offence mismatched_result --evidence 'my re-run elsewhere gives another digest'   # a renter's complaint",
 	})
 	r := c.env.remoteFlags(fs)
 	var d idlegrid.Dispute
-	fs.StringVar(&d.ProviderID, "provider", "", "the provider charged (required)")
+	fs.StringVar(&d.ProviderID, "provider", "", "the provider charged (required, but for a renter's complaint, where it is the --lease's)")
 	fs.StringVar(&d.Offence, "offence", "", "forged_receipt, fake_hardware, mismatched_result or broken_notice (required)")
 	fs.StringVar(&d.Evidence, "evidence", "", "what was found, in words the provider can check (required; at most 8 KiB)")
 	fs.StringVar(&d.NodeID, "node", "", "the provider's node at fault")
@@ -286,8 +291,8 @@ the dispute the first run opened.`,
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := fs.parseArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
-	} else if d.ProviderID == "" {
-		return usagef("--provider is required: the provider charged, e.g. --provider acct_abc123 ('idlegrid account ls --role provider' lists them)")
+	} else if d.ProviderID == "" && d.LeaseID == "" {
+		return usagef("--provider is required: the provider charged, e.g. --provider acct_abc123 ('idlegrid account ls --role provider' lists them); a renter names the --lease it complains about")
 	} else if d.Offence == "" {
 		return usagef("--offence is required: forged_receipt, fake_hardware, mismatched_result or broken_notice")
 	} else if d.Evidence == "" {
@@ -314,7 +319,9 @@ the dispute the first run opened.`,
 	if err := printDispute(c.env, out); err != nil {
 		return err
 	}
-	if out.State == idlegrid.DisputeOpen {
+	if out.State == idlegrid.DisputeOpen && d.ProviderID == "" { // a renter's complaint, named by its lease
+		fmt.Fprintf(c.env.Out, "an admin decides it; follow it with: idlegrid dispute get %s\n", out.ID)
+	} else if out.State == idlegrid.DisputeOpen {
 		fmt.Fprintf(c.env.Out, "resolve it with: idlegrid dispute uphold %s --reason WHY (or dismiss)\n", out.ID)
 	}
 	return nil

@@ -107,7 +107,8 @@ func (a *api) listDisputes(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, wire.Disputes{Disputes: nonNil(ds)})
 }
 
-// POST /v1/disputes: an operator charges a provider (admins only). With
+// POST /v1/disputes: an operator charges a provider, or a renter
+// complains about a lease of its own. With
 // an Idempotency-Key header, the same request sent again answers 200 with
 // the dispute the first opened, and Idempotent-Replayed: true.
 func (a *api) openDispute(w http.ResponseWriter, r *http.Request) error {

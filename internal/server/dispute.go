@@ -224,19 +224,32 @@ func (s *Server) upholdOpen(ctx context.Context, o offence) (*idlegrid.Dispute, 
 }
 
 // OpenDispute lets an operator charge a provider with an offence the
-// market cannot prove by itself; it stays open until upheld or dismissed.
+// market cannot prove by itself, or a renter complain of one on a lease of
+// its own (a complaint); it stays open until an admin upholds or
+// dismisses it.
 func (s *Server) OpenDispute(ctx context.Context, d idlegrid.Dispute) (*idlegrid.Dispute, error) {
 	out, _, err := s.OpenDisputeOnce(ctx, d, "")
 	return out, err
 }
 
-// OpenDisputeOnce is OpenDispute with the operator's idempotency key (""
+// OpenDisputeOnce is OpenDispute with the caller's idempotency key (""
 // for none): the same request sent again with the key answers with the
 // dispute the first opened, as it is now, and replayed says so; another
 // request with it is refused (ECONFLICT naming idempotency_key). Admins
-// share one space of keys.
+// share one space of keys; each renter has its own.
 func (s *Server) OpenDisputeOnce(ctx context.Context, d idlegrid.Dispute, key string) (out *idlegrid.Dispute, replayed bool, err error) {
-	if _, err := requireManage(ctx, idlegrid.RoleAdmin); err != nil {
+	c, err := account(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if c.Role == idlegrid.RoleRenter {
+		if d, err = s.complaint(ctx, d); err != nil {
+			return nil, false, err
+		}
+		if key != "" {
+			key = "renter:" + c.AccountID + ":" + key
+		}
+	} else if _, err := requireManage(ctx, idlegrid.RoleAdmin); err != nil {
 		return nil, false, err
 	}
 	if !knownOffence(d.Offence) {
@@ -271,6 +284,44 @@ func (s *Server) OpenDisputeOnce(ctx context.Context, d idlegrid.Dispute, key st
 		return first, err == nil, err
 	}
 	return out, false, err
+}
+
+// complaint checks a renter's complaint about a lease of its own and fills
+// in the parties from the lease: a renter names only the lease, the
+// offence, its evidence and its harm, which is at most what the lease
+// cost it (its charge, or its hold while it runs) and, when left at 0,
+// that. A lease not the renter's is not found, as for any other reader.
+func (s *Server) complaint(ctx context.Context, d idlegrid.Dispute) (idlegrid.Dispute, error) {
+	c, err := requireUse(ctx, idlegrid.RoleRenter)
+	if err != nil {
+		return d, err
+	} else if d.LeaseID == "" {
+		return d, idlegrid.Invalid("dispute.lease_id", "required: a renter complains about a lease of its own ('idlegrid job get JOB' lists a job's leases)")
+	}
+	l, err := s.store.FindLease(ctx, d.LeaseID)
+	if err == nil && l.RenterID != c.AccountID {
+		err = idlegrid.Errorf(idlegrid.ENOTFOUND, "lease %q not found", d.LeaseID)
+	}
+	if err != nil {
+		return d, err
+	}
+	var f idlegrid.Faults
+	f.Check(d.RenterID == "" || d.RenterID == c.AccountID, "dispute.renter_id", "a renter complains for itself: leave it out, or name %s", c.AccountID)
+	f.Check(d.ProviderID == "" || d.ProviderID == l.ProviderID, "dispute.provider_id", "lease %s ran for provider %s, not %s: leave it out", l.ID, l.ProviderID, d.ProviderID)
+	f.Check(d.NodeID == "" || d.NodeID == l.NodeID, "dispute.node_id", "lease %s ran on node %s, not %s: leave it out", l.ID, l.NodeID, d.NodeID)
+	cost := l.ChargedMicros
+	if !l.State.Terminal() {
+		cost = l.HoldMicros
+	}
+	f.Check(d.HarmMicros <= cost, "dispute.harm_micros", "at most what lease %s cost you, %s; got %s", l.ID, cost, d.HarmMicros)
+	if err := f.Err(); err != nil {
+		return d, err
+	}
+	d.RenterID, d.ProviderID, d.NodeID = c.AccountID, l.ProviderID, l.NodeID
+	if d.HarmMicros == 0 {
+		d.HarmMicros = cost
+	}
+	return d, nil
 }
 
 // disputeRequestSHA256 is the digest of what an operator asks of

@@ -214,8 +214,11 @@ func TestServer_DisputeByOperator(t *testing.T) {
 		m := mustMarketWith(t, trustpolicy.Default())
 		mustBond(t, m, 100)
 		providerID := callerID(m.provider)
-		if _, err := m.srv.OpenDispute(m.renter, idlegrid.Dispute{Offence: "mismatched_result", ProviderID: providerID, Evidence: "x"}); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
-			t.Errorf("renter opens a dispute: %v, want EFORBIDDEN", err)
+		if _, err := m.srv.OpenDispute(m.provider, idlegrid.Dispute{Offence: "mismatched_result", ProviderID: providerID, Evidence: "x"}); idlegrid.ErrorCode(err) != idlegrid.EFORBIDDEN {
+			t.Errorf("a provider opens a dispute: %v, want EFORBIDDEN", err)
+		}
+		if _, err := m.srv.OpenDispute(m.renter, idlegrid.Dispute{Offence: "mismatched_result", ProviderID: providerID, Evidence: "x"}); !isInvalidOn(err, "dispute.lease_id") {
+			t.Errorf("a renter's complaint of no lease: %v, want EINVALID naming dispute.lease_id", err)
 		}
 		if _, err := m.srv.OpenDispute(m.admin, idlegrid.Dispute{Offence: "rudeness", ProviderID: providerID, Evidence: "x"}); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
 			t.Errorf("unknown offence: %v, want EINVALID", err)

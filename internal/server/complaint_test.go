@@ -1,0 +1,80 @@
+package server_test
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
+)
+
+// TestServer_DisputeByRenter: a renter complains of an offence on a lease
+// of its own, naming only the lease; the dispute opens with the lease's
+// parties and, by default, what the lease cost as the harm. Another
+// renter's lease is not found, and parties that are not the lease's are
+// refused. Upheld by an admin, the complaint pays the renter back: from
+// the bond, or when there is none, from the lease's pending earnings.
+func TestServer_DisputeByRenter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarketWith(t, trustpolicy.Default())
+		if b := mustAccountBalance(t, m, callerID(m.provider)); b.Bond > 0 {
+			if _, err := m.srv.ReleaseBond(m.provider, b.Bond, "none"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l := mustRun(t, m, testSpec(), 30*time.Minute)
+		other, _, _, err := m.srv.CreateAccount(m.admin, "rival-lab", idlegrid.RoleRenter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		complaint := idlegrid.Dispute{Offence: "mismatched_result", LeaseID: l.ID, Evidence: "my own re-run on another cloud gives another digest"}
+		if _, err := m.srv.OpenDispute(as(other), complaint); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			t.Errorf("a complaint about another renter's lease: %v, want ENOTFOUND", err)
+		}
+		for field, bad := range map[string]func(*idlegrid.Dispute){
+			"dispute.lease_id":    func(d *idlegrid.Dispute) { d.LeaseID = "" },
+			"dispute.provider_id": func(d *idlegrid.Dispute) { d.ProviderID = other.ID },
+			"dispute.renter_id":   func(d *idlegrid.Dispute) { d.RenterID = other.ID },
+			"dispute.harm_micros": func(d *idlegrid.Dispute) { d.HarmMicros = l.ChargedMicros + 1 },
+		} {
+			d := complaint
+			bad(&d)
+			if _, err := m.srv.OpenDispute(m.renter, d); !isInvalidOn(err, field) {
+				t.Errorf("a complaint with a bad %s: %v, want EINVALID naming it", field, err)
+			}
+		}
+
+		d, replayed, err := m.srv.OpenDisputeOnce(m.renter, complaint, "complaint-1")
+		if err != nil || replayed {
+			t.Fatalf("the complaint: %+v, %v, %v", d, replayed, err)
+		}
+		if d.State != idlegrid.DisputeOpen || d.RenterID != m.renterID || d.ProviderID != l.ProviderID || d.NodeID != l.NodeID || d.HarmMicros != l.ChargedMicros {
+			t.Errorf("opened %+v, want open, the lease's parties, and the lease's charge %s as the harm", d, l.ChargedMicros)
+		}
+		if again, replayed, err := m.srv.OpenDisputeOnce(m.renter, complaint, "complaint-1"); err != nil || !replayed || again.ID != d.ID {
+			t.Errorf("the complaint sent again: %v, %v, %v; want dispute %s replayed", again, replayed, err, d.ID)
+		}
+		// A renter's keys are its own: an admin's same key opens another.
+		if _, replayed, err := m.srv.OpenDisputeOnce(m.admin, idlegrid.Dispute{Offence: "broken_notice", ProviderID: l.ProviderID,
+			Evidence: "x"}, "complaint-1"); err != nil || replayed {
+			t.Errorf("an admin's dispute under the renter's key: %v, replayed %v; want its own", err, replayed)
+		}
+		if ds, err := m.srv.ListDisputes(m.provider, idlegrid.DisputeFilter{States: []idlegrid.DisputeState{idlegrid.DisputeOpen}}); err != nil || len(ds) != 2 {
+			t.Errorf("the provider's open disputes: %d (%v), want the complaint and the admin's", len(ds), err)
+		}
+
+		before := mustAccountBalance(t, m, m.renterID).Available
+		up, err := m.srv.ResolveDispute(m.admin, d.ID, idlegrid.DisputeUpheld, "the re-runs agree with the renter")
+		earned := l.ChargedMicros - l.ChargedMicros/10 // the test market's fee is 10%
+		if err != nil {
+			t.Fatal(err)
+		} else if up.PenaltyMicros != 0 || up.RefundMicros != earned {
+			t.Errorf("upheld %+v, want no penalty (no bond) and the %s the lease earned refunded", up, earned)
+		}
+		if got := mustAccountBalance(t, m, m.renterID).Available - before; got != earned {
+			t.Errorf("the renter got %s back, want %s", got, earned)
+		}
+		mustLedgerBalanced(t, m.store)
+	})
+}
