@@ -22,6 +22,10 @@ type ExplainInput struct {
 	// Offences are its proven offences and quarantines in words, each a
 	// flag whatever the score (Flag.WithOffences).
 	Offences []string
+	// Provider is a node's provider's flag, with its offences; nil for a
+	// provider. While the node's own evidence is thin, a flagged provider
+	// bounds its score and flags it (NodeScore, Flag.OnProvider).
+	Provider *Flag
 }
 
 // Advice is one thing a provider can do about their score, in words.
@@ -36,8 +40,10 @@ type Advice struct {
 // Explain tells a provider what would raise their score and what each kind
 // of failure costs, at the score they have now. First comes the way to the
 // target, if any; then the costs, the dearest first; then how decay moves
-// the score with no new evidence; last, the flag (Flag) and its rule. Amounts count no decay of the evidence
-// already held, so they are close, not exact.
+// the score with no new evidence; for a thin node, how its flagged
+// provider bounds its score (NodeScore); last, the flag (Flag) and its
+// rule. Amounts count no decay of the evidence already held, so they are
+// close, not exact.
 func (p Params) Explain(in ExplainInput) []Advice {
 	e := p.DecayedTo(in.Evidence, in.Now)
 	good, bad := p.Totals(e)
@@ -56,8 +62,15 @@ func (p Params) Explain(in ExplainInput) []Advice {
 	if a, ok := p.drift(e, in.Now, s); ok {
 		out = append(out, a)
 	}
-	if p.FlagBelow > 0 || len(in.Offences) > 0 {
-		out = append(out, Advice{Text: p.Flag(e, in.Now).WithOffences(in.Offences).String()})
+	f := p.Flag(e, in.Now).WithOffences(in.Offences)
+	if in.Provider != nil && p.Thin(e, in.Now) {
+		if a, ok := p.boundText(e, in.Now, *in.Provider); ok {
+			out = append(out, a)
+		}
+		f = f.OnProvider(*in.Provider)
+	}
+	if p.FlagBelow > 0 || len(f.Offences) > 0 {
+		out = append(out, Advice{Text: f.String()})
 	}
 	return out
 }

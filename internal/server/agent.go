@@ -38,6 +38,7 @@ func (s *Server) Join(ctx context.Context, req idlegrid.JoinRequest) (*idlegrid.
 		return nil, err
 	}
 	s.log.Info("node joined", "node", n.ID, "provider", n.ProviderID, "name", n.Name)
+	s.standAtJoin(ctx, n) // a flagged provider's new node ranks by its provider's standing from the start
 	return &idlegrid.JoinResponse{NodeID: n.ID, ProviderID: n.ProviderID, HeartbeatSeconds: s.heartbeatSeconds()}, nil
 }
 

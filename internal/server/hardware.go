@@ -8,6 +8,7 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/challenge"
+	"github.com/idlegrid/idlegrid/internal/reputation"
 	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
@@ -114,6 +115,10 @@ type levelChecks struct {
 	// hardwareDoubt says why the node's challenges leave its hardware
 	// unverified, or "" (hardwareDoubt).
 	hardwareDoubt string
+	// provider is a thin node's provider's flag, which bounds the score
+	// its level rests on (scoreOf, reputation.Params.NodeScore); nil for
+	// a provider, or when no bound applies.
+	provider *reputation.Flag
 }
 
 // nodeChecks are n's level checks: its quarantine and what its challenges

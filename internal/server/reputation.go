@@ -300,6 +300,9 @@ func (s *Server) recordFacts(ctx context.Context, nodeID string, facts []idlegri
 		if err != nil {
 			return err
 		}
+		if err := s.standOnProvider(ctx, ns, pu.Reputation); err != nil {
+			return err
+		}
 		if err := s.store.SaveReputation(ctx, ns.update, pu); err != nil {
 			return err
 		}
@@ -333,6 +336,7 @@ type nodeSave struct {
 	added  providerDelta // what it adds to the provider's evidence
 	score  float64       // the standing's score before
 	level  int           // and its level
+	chk    levelChecks   // its level's checks
 }
 
 // nodeUpdate reads node nodeID's standing (or carries its lease record
@@ -368,7 +372,7 @@ func (s *Server) nodeUpdate(ctx context.Context, nodeID string, facts []idlegrid
 	if err != nil {
 		return nil, err
 	}
-	ns.score, ns.level = rep.Score, rep.Level
+	ns.score, ns.level, ns.chk = rep.Score, rep.Level, chk
 	rep.HardwareNote = chk.hardwareDoubt // its provider's standing reads it (providerChecks)
 	change, _ := s.restand(rep, ev, now, chk)
 	ns.update = &idlegrid.ReputationUpdate{Reputation: rep, Facts: facts, Change: change, Completes: d.completes}
@@ -479,6 +483,138 @@ func withPending(rs []*idlegrid.Reputation, pending *idlegrid.Reputation) []*idl
 	return append(out, pending)
 }
 
+// A new node stands on its provider (docs/trust.md, "A new node stands on
+// its provider"): while a node's own evidence is thin, a flagged provider
+// bounds its score by its own, so that a provider the market caught cannot
+// shed its record by joining a new node. Only the node's score is bounded,
+// never its evidence, which its provider's pools: nothing counts twice.
+
+// scoreOf is the score a standing ranks by at now: its own, bounded for a
+// thin node by its flagged provider's (chk.provider, NodeScore).
+func (s *Server) scoreOf(ev reputation.Evidence, now time.Time, chk levelChecks) float64 {
+	p := s.trust.policy.Reputation
+	if chk.provider != nil {
+		return p.NodeScore(ev, now, *chk.provider)
+	}
+	return p.Score(ev, now)
+}
+
+// standOnProvider bounds the node standing about to be saved by its
+// flagged provider's, as saved with it (provider), and decides its level
+// again on the bounded score.
+func (s *Server) standOnProvider(ctx context.Context, ns *nodeSave, provider *idlegrid.Reputation) error {
+	now := s.Now()
+	rep := ns.update.Reputation
+	f, err := s.bounding(ctx, rep, provider, now)
+	if err != nil || f == nil {
+		return err
+	}
+	chk := ns.chk
+	chk.provider = f
+	rep.Level = ns.level // the level held, which restand compares with
+	ns.update.Change, _ = s.restand(rep, reputation.EvidenceOf(rep), now, chk)
+	return nil
+}
+
+// standAtJoin saves a joining node's first standing at once when its
+// flagged provider bounds it, so that the node does not rank at the
+// newcomer prior until the uptime measure first looks at it (within 5
+// minutes of its coming online). Any other node's first standing is the
+// prior, as its record says already. Errors are logged: that first look
+// saves the standing anyway.
+func (s *Server) standAtJoin(ctx context.Context, n *idlegrid.Node) {
+	now := s.Now()
+	f, err := s.boundOf(ctx, carriedOver(n, nil, now), now, nil)
+	if err == nil && f != nil {
+		err = s.recordFacts(ctx, n.ID, nil, standingDelta{})
+	}
+	if err != nil {
+		s.log.Error("first standing of a joining node", "node", n.ID, "provider", n.ProviderID, "err", err)
+	}
+}
+
+// boundOf is bounding, with the provider's saved standing, read only when
+// node standing r's own evidence is thin, and then once for all the nodes
+// of a provider that a reaper pass looks at (seen; nil: read it anew).
+func (s *Server) boundOf(ctx context.Context, r *idlegrid.Reputation, now time.Time, seen providersSeen) (*reputation.Flag, error) {
+	if !s.trust.policy.Reputation.Thin(reputation.EvidenceOf(r), now) {
+		return nil, nil
+	}
+	provider, ok := seen[r.ProviderID]
+	if !ok {
+		var err error
+		if provider, err = s.savedProvider(ctx, r.ProviderID); err != nil {
+			return nil, err
+		}
+		if seen != nil {
+			seen[r.ProviderID] = provider
+		}
+	}
+	return s.bounding(ctx, r, provider, now)
+}
+
+// providersSeen holds providers' saved standings (nil: none saved) as a
+// reaper pass read them, by provider ID, so that its looks at many thin
+// nodes of one provider read its standing once (boundOf). A node's save
+// moves its provider's standing, so the pass forgets it then (saveUptime).
+type providersSeen map[string]*idlegrid.Reputation
+
+// bounding is the flag of node standing r's provider when it bounds r's
+// score at now (reputation.Params.NodeScore), or nil: when r's own
+// evidence is thin, its provider's score (from provider, its standing;
+// nil when it has none) is below r's own, and its provider is flagged.
+// The provider's disputes are read only when the first two hold.
+func (s *Server) bounding(ctx context.Context, r, provider *idlegrid.Reputation, now time.Time) (*reputation.Flag, error) {
+	p := s.trust.policy.Reputation
+	ev := reputation.EvidenceOf(r)
+	if !p.Thin(ev, now) || p.Score(evidenceOf(provider), now) >= p.Score(ev, now) {
+		return nil, nil
+	}
+	f, err := s.flagOfProvider(ctx, r.ProviderID, provider, now)
+	if err != nil || !f.Flagged {
+		return nil, err
+	}
+	return f, nil
+}
+
+// providerFlag is provider providerID's flag at now, from its saved
+// standing, with its offences.
+func (s *Server) providerFlag(ctx context.Context, providerID string, now time.Time) (*reputation.Flag, error) {
+	provider, err := s.savedProvider(ctx, providerID)
+	if err != nil {
+		return nil, err
+	}
+	return s.flagOfProvider(ctx, providerID, provider, now)
+}
+
+// flagOfProvider is provider providerID's flag at now, from provider, its
+// standing (nil when it has none), with its offences.
+func (s *Server) flagOfProvider(ctx context.Context, providerID string, provider *idlegrid.Reputation, now time.Time) (*reputation.Flag, error) {
+	offences, err := s.offences(ctx, &idlegrid.Reputation{Subject: idlegrid.SubjectProvider, SubjectID: providerID, ProviderID: providerID})
+	if err != nil {
+		return nil, err
+	}
+	f := s.trust.policy.Reputation.Flag(evidenceOf(provider), now).WithOffences(offences)
+	return &f, nil
+}
+
+// savedProvider is a provider's saved standing, or nil when it has none.
+func (s *Server) savedProvider(ctx context.Context, providerID string) (*idlegrid.Reputation, error) {
+	r, err := s.store.FindReputation(ctx, idlegrid.SubjectProvider, providerID)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, nil
+	}
+	return r, err
+}
+
+// evidenceOf is r's evidence, or a newcomer's when r is nil.
+func evidenceOf(r *idlegrid.Reputation) reputation.Evidence {
+	if r == nil {
+		return reputation.Evidence{}
+	}
+	return reputation.EvidenceOf(r)
+}
+
 // restand sets r's counts, score and level from ev at now, and returns the
 // level change to record, if any, with the assessment behind the level. A
 // quarantined node holds level 0.
@@ -486,7 +622,7 @@ func (s *Server) restand(r *idlegrid.Reputation, ev reputation.Evidence, now tim
 	pol := s.trust.policy
 	ev = pol.Reputation.DecayedTo(ev, now)
 	r.Counts, r.CountsAt, r.UpdatedAt = countsOf(ev), ev.At, now
-	r.Score = pol.Reputation.Score(ev, now)
+	r.Score = s.scoreOf(ev, now, chk)
 	a := s.assess(r, ev, chk)
 	held := r.Level
 	r.Level, r.LevelName = a.Level, a.Name
@@ -557,16 +693,22 @@ func expand(f idlegrid.ReputationFact) []reputation.Fact {
 // stale reports whether node n's standing r is due a save with no new
 // fact: it has none yet (its first carries its lease record over), or
 // decay has moved its score by a thousandth or more, or its level, since
-// it was saved. Its challenges are read only when the level would move
-// without them: a doubt about its hardware only holds a level down, the
-// answer that raises one restands the node itself (afterChallenge), and
-// so does an offer that changes a GPU's claim (offerChanged).
-func (s *Server) stale(ctx context.Context, r *idlegrid.Reputation, n *idlegrid.Node, now time.Time) (bool, error) {
+// it was saved, the score of a thin node as its flagged provider bounds it
+// (boundOf), so that the bound follows its provider's standing. Its
+// challenges are read only when the level would move without them: a
+// doubt about its hardware only holds a level down, the answer that
+// raises one restands the node itself (afterChallenge), and so does an
+// offer that changes a GPU's claim (offerChanged).
+func (s *Server) stale(ctx context.Context, r *idlegrid.Reputation, n *idlegrid.Node, now time.Time, seen providersSeen) (bool, error) {
 	if r == nil {
 		return true, nil
 	}
 	ev := reputation.EvidenceOf(r)
-	score := s.trust.policy.Reputation.Score(ev, now)
+	bound, err := s.boundOf(ctx, r, now, seen)
+	if err != nil {
+		return false, err
+	}
+	score := s.scoreOf(ev, now, levelChecks{provider: bound})
 	if math.Abs(score-r.Score) >= 0.001 {
 		return true, nil
 	}
@@ -609,11 +751,21 @@ func (s *Server) NodeReputation(ctx context.Context, nodeID string) (*idlegrid.R
 	if err != nil {
 		return nil, err
 	}
-	v, a := s.viewOf(rep, reputation.EvidenceOf(rep), now, chk)
+	ev := reputation.EvidenceOf(rep)
+	if s.trust.policy.Reputation.Thin(ev, now) {
+		if chk.provider, err = s.providerFlag(ctx, rep.ProviderID, now); err != nil {
+			return nil, err
+		}
+	}
+	offences, err := s.offences(ctx, rep)
+	if err != nil {
+		return nil, err
+	}
+	v, a := s.viewOf(rep, ev, now, chk, offences)
 	if !c.IsAdmin() && c.AccountID != n.ProviderID {
 		return v, nil
 	}
-	return v, s.detail(ctx, v, rep, reputation.EvidenceOf(rep), a, chk, now, windowHours(&n.Schedule, now))
+	return v, s.detail(ctx, v, rep, ev, a, chk, offences, now, windowHours(&n.Schedule, now))
 }
 
 // ProviderReputation returns a provider's reputation: its nodes' evidence
@@ -639,18 +791,25 @@ func (s *Server) ProviderReputation(ctx context.Context, providerID string) (*id
 	if err != nil {
 		return nil, err
 	}
-	v, a := s.viewOf(rep, ev, now, chk)
+	offences, err := s.offences(ctx, rep)
+	if err != nil {
+		return nil, err
+	}
+	v, a := s.viewOf(rep, ev, now, chk, offences)
 	if !c.IsAdmin() && c.AccountID != providerID {
 		return v, nil
 	}
-	return v, s.detail(ctx, v, rep, ev, a, chk, now, 0)
+	return v, s.detail(ctx, v, rep, ev, a, chk, offences, now, 0)
 }
 
-// viewOf is the public part of a view: the score as of now, the level in
-// force and its badges.
-func (s *Server) viewOf(rep *idlegrid.Reputation, ev reputation.Evidence, now time.Time, chk levelChecks) (*idlegrid.ReputationView, reputation.Assessment) {
+// viewOf is the public part of a view: the score as of now (what the
+// engine ranks a node by: scoreOf), the level in force and its badges.
+// offences are its proven offences and quarantine (offences): with them,
+// a flagged standing shows the badge "flagged", so that a renter sees it,
+// and a thin node of a flagged provider is no clean newcomer.
+func (s *Server) viewOf(rep *idlegrid.Reputation, ev reputation.Evidence, now time.Time, chk levelChecks, offences []string) (*idlegrid.ReputationView, reputation.Assessment) {
 	pol := s.trust.policy
-	score := pol.Reputation.Score(ev, now)
+	score := s.scoreOf(ev, now, chk)
 	current := *rep
 	current.Score = score
 	a := s.assess(&current, pol.Reputation.DecayedTo(ev, now), chk)
@@ -664,12 +823,27 @@ func (s *Server) viewOf(rep *idlegrid.Reputation, ev reputation.Evidence, now ti
 	if hardwareUnverified(pol.Reputation.DecayedTo(ev, now), chk) == "" {
 		v.Badges = append(v.Badges, "hardware-verified")
 	}
+	if s.flagOf(ev, now, chk, offences).Flagged {
+		v.Badges = append(v.Badges, "flagged")
+	}
 	return v, a
+}
+
+// flagOf is a standing's flag at now (docs/trust.md, "The flag"): its
+// evidence's, with its offences, and for a thin node its flagged
+// provider's (reputation.Flag.OnProvider), as its advice ends with it.
+func (s *Server) flagOf(ev reputation.Evidence, now time.Time, chk levelChecks, offences []string) reputation.Flag {
+	p := s.trust.policy.Reputation
+	f := p.Flag(ev, now).WithOffences(offences)
+	if chk.provider != nil && p.Thin(ev, now) {
+		f = f.OnProvider(*chk.provider)
+	}
+	return f
 }
 
 // detail fills in the evidence behind v, for its owner.
 func (s *Server) detail(ctx context.Context, v *idlegrid.ReputationView, rep *idlegrid.Reputation, ev reputation.Evidence,
-	a reputation.Assessment, chk levelChecks, now time.Time, windowHours float64) error {
+	a reputation.Assessment, chk levelChecks, offences []string, now time.Time, windowHours float64) error {
 	pol := s.trust.policy
 	p := pol.Reputation
 	decayed := p.DecayedTo(ev, now)
@@ -682,11 +856,7 @@ func (s *Server) detail(ctx context.Context, v *idlegrid.ReputationView, rep *id
 		d.Dimensions = append(d.Dimensions, idlegrid.ReputationCount{Dimension: string(dim), Good: t.Good, Bad: t.Bad,
 			WeightGood: w.Good, WeightBad: w.Bad})
 	}
-	offences, err := s.offences(ctx, rep)
-	if err != nil {
-		return err
-	}
-	in := reputation.ExplainInput{Evidence: ev, Now: now, WindowHours: windowHours, Offences: offences}
+	in := reputation.ExplainInput{Evidence: ev, Now: now, WindowHours: windowHours, Offences: offences, Provider: chk.provider}
 	for _, r := range pol.Levels.Rules {
 		if r.Level == rep.Level+1 {
 			in.Target, in.TargetName = r.MinScore, fmt.Sprintf("level %d (%s)", r.Level, r.Name)
@@ -695,6 +865,7 @@ func (s *Server) detail(ctx context.Context, v *idlegrid.ReputationView, rep *id
 	for _, x := range p.Explain(in) {
 		d.Advice = append(d.Advice, idlegrid.ReputationAdvice{Dimension: string(x.Dimension), Text: x.Text, Effect: x.Effect})
 	}
+	var err error
 	if rep.Subject == idlegrid.SubjectNode {
 		if d.Facts, err = s.store.ListReputationFacts(ctx, rep.SubjectID, viewFacts); err != nil {
 			return err

@@ -60,11 +60,12 @@ const (
 func (s *Server) measureUptime(ctx context.Context, online map[string]time.Time) error {
 	now := s.Now()
 	var errs []error
+	seen := providersSeen{}
 	for _, id := range s.uptimeDue(online, now) {
 		if ctx.Err() != nil {
 			break // the rest are looked at by the next pass
 		}
-		if err := s.lookAtUptime(ctx, id, now); err != nil {
+		if err := s.lookAtUptime(ctx, id, now, seen); err != nil {
 			errs = append(errs, fmt.Errorf("node %s: %w", id, err))
 		}
 	}
@@ -100,8 +101,8 @@ func (s *Server) uptimeDue(online map[string]time.Time, now time.Time) []string 
 // lookAtUptime measures node id's promised spans that ended, saves its
 // standing when there are facts or decay moved it, and sets its next look.
 // A node no longer watched (gone, said goodbye, or lost too long) is
-// forgotten.
-func (s *Server) lookAtUptime(ctx context.Context, id string, now time.Time) error {
+// forgotten. seen holds the providers' standings the pass has read.
+func (s *Server) lookAtUptime(ctx context.Context, id string, now time.Time, seen providersSeen) error {
 	s.trust.mmu.Lock()
 	defer s.trust.mmu.Unlock()
 	n, err := s.store.FindNode(ctx, id)
@@ -123,7 +124,7 @@ func (s *Server) lookAtUptime(ctx context.Context, id string, now time.Time) err
 	if err != nil {
 		return err
 	}
-	if err := s.saveUptime(ctx, n, rep, facts, through, now); err != nil {
+	if err := s.saveUptime(ctx, n, rep, facts, through, now, seen); err != nil {
 		return err
 	}
 	if through.After(from) {
@@ -134,13 +135,15 @@ func (s *Server) lookAtUptime(ctx context.Context, id string, now time.Time) err
 }
 
 // saveUptime saves node n's standing rep with the window facts that ended
-// through, or with none when decay moved it.
-func (s *Server) saveUptime(ctx context.Context, n *idlegrid.Node, rep *idlegrid.Reputation, facts []idlegrid.ReputationFact, through, now time.Time) error {
+// through, or with none when decay moved it. The save moves its
+// provider's standing too, which seen then forgets.
+func (s *Server) saveUptime(ctx context.Context, n *idlegrid.Node, rep *idlegrid.Reputation, facts []idlegrid.ReputationFact, through, now time.Time, seen providersSeen) error {
 	if len(facts) == 0 {
-		if stale, err := s.stale(ctx, rep, n, now); err != nil || !stale {
+		if stale, err := s.stale(ctx, rep, n, now, seen); err != nil || !stale {
 			return err
 		}
 	}
+	delete(seen, n.ProviderID)
 	return s.recordFacts(ctx, n.ID, facts, standingDelta{through: through})
 }
 
