@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +9,6 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
-	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/server"
 )
 
@@ -26,22 +23,7 @@ func mustProviderNode(t *testing.T, m *testMarket, name string) (string, context
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, secret, err := m.srv.CreateJoinToken(as(acct), "rack", 1, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := m.srv.Join(context.Background(), idlegrid.JoinRequest{Token: secret, PublicKey: nodekey.PublicString(pub), Offer: testOffer(name)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := idlegrid.NewContextWithCaller(context.Background(), &idlegrid.Caller{NodeID: resp.NodeID, AccountID: acct.ID, Role: idlegrid.RoleProvider})
-	if err := m.srv.UpdateOffer(node, idlegrid.OfferRequest{Offer: testOffer(name)}); err != nil {
-		t.Fatal(err)
-	}
+	_, node := mustJoinUnder(t, m, acct.ID, name)
 	if _, err := m.srv.PostBond(m.admin, acct.ID, 100*idlegrid.MicrosPerUnit, "bond-"+name); err != nil {
 		t.Fatal(err)
 	}
