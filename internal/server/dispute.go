@@ -242,12 +242,10 @@ func (s *Server) OpenDisputeOnce(ctx context.Context, d idlegrid.Dispute, key st
 	if err != nil {
 		return nil, false, err
 	}
+	asked := d // before a complaint's parties are filled in: what a request sent again must match
 	if c.Role == idlegrid.RoleRenter {
 		if d, err = s.complaint(ctx, d); err != nil {
 			return nil, false, err
-		}
-		if key != "" {
-			key = "renter:" + c.AccountID + ":" + key
 		}
 	} else if _, err := requireManage(ctx, idlegrid.RoleAdmin); err != nil {
 		return nil, false, err
@@ -259,13 +257,16 @@ func (s *Server) OpenDisputeOnce(ctx context.Context, d idlegrid.Dispute, key st
 	} else if err := idlegrid.CheckEvidence(d.Evidence); err != nil {
 		return nil, false, err
 	}
-	digest, err := disputeRequestSHA256(d)
+	digest, err := disputeRequestSHA256(asked)
 	if err != nil {
 		return nil, false, err
 	}
 	if key != "" {
 		if err := ledger.CheckIdempotencyKey("idempotency_key", key); err != nil {
 			return nil, false, err
+		}
+		if c.Role == idlegrid.RoleRenter {
+			key = "renter:" + c.AccountID + ":" + key // a renter's keys are its own
 		}
 		if first, err := s.disputeOpenedWith(ctx, key, digest); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
 			return first, err == nil, err
