@@ -320,7 +320,7 @@ the dispute the first run opened.`,
 		return err
 	}
 	if out.State == idlegrid.DisputeOpen && d.ProviderID == "" { // a renter's complaint, named by its lease
-		fmt.Fprintf(c.env.Out, "an admin decides it; follow it with: idlegrid dispute get %s\n", out.ID)
+		fmt.Fprintf(c.env.Out, "an admin decides it; follow it with: idlegrid dispute show %s\n", out.ID)
 	} else if out.State == idlegrid.DisputeOpen {
 		fmt.Fprintf(c.env.Out, "resolve it with: idlegrid dispute uphold %s --reason WHY (or dismiss)\n", out.ID)
 	}
