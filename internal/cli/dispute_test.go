@@ -118,3 +118,20 @@ func TestConvicted(t *testing.T) {
 		t.Errorf("inconclusive: convicted %q, want none", got)
 	}
 }
+
+// TestDisputeOpen_renterComplaint: a renter complains about a running lease
+// of its own, naming only the lease: the dispute opens with the lease's
+// provider, its hold as the harm, and the command says an admin decides it.
+func TestDisputeOpen_renterComplaint(t *testing.T) {
+	m := mustMoneyMarket(t)
+	_, l := m.runningJob(t)
+	out := must(t, m.renter, "dispute", "open", "--lease", l.ID, "--offence", "fake_hardware", "--evidence", "nvidia-smi in the container shows a smaller GPU")
+	for _, want := range []string{"provider  " + l.ProviderID, "lease     " + l.ID, "harm      " + l.HoldMicros.String(), "an admin decides it; follow it with: idlegrid dispute show "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dispute open --lease printed:\n%s\nwant %q", out, want)
+		}
+	}
+	if r := run(t, m.renter, "dispute", "open", "--lease", "lease_missing", "--offence", "fake_hardware", "--evidence", "x"); r.code == 0 || !strings.Contains(r.err, "lease_missing") {
+		t.Errorf("a complaint about no such lease: %s, want it refused naming the lease", r)
+	}
+}
