@@ -235,6 +235,7 @@ func TestMain_UsageErrors(t *testing.T) {
 		{"BadAmount", []string{"account", "topup", "acct_x", "ten"}, `idlegrid: AMOUNT: not a decimal amount: "ten"; write a decimal amount such as 100 or 12.50`},
 		{"ZeroAmount", []string{"account", "topup", "acct_x", "0.00"}, "idlegrid: AMOUNT must be positive, got 0.00"},
 		{"BadFee", []string{"server", "--fee-bps", "20000"}, "idlegrid: --fee-bps must be between 0 and 10000, got 20000"},
+		{"BadComplaintWindow", []string{"server", "--complaint-window", "5m"}, "idlegrid: --complaint-window must be between 1h and 8760h, got 5m0s"},
 		{"BadLogLevel", []string{"server", "--log-level", "loud"}, `idlegrid: --log-level must be debug, info, warn or error, got "loud"`},
 		{"BadLogFormat", []string{"server", "--log-format", "xml"}, `idlegrid: --log-format must be text or json, got "xml"`},
 		{"BadAgentLogFormat", []string{"agent", "--config", "agent.yaml", "--log-format", "yaml"}, `idlegrid: --log-format must be text or json, got "yaml"`},

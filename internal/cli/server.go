@@ -46,7 +46,7 @@ type serverCommand struct{ env *env }
 
 func (c *serverCommand) Run(ctx context.Context, args []string) error {
 	fs := c.env.flags("server", help{
-		usage: "idlegrid server [--listen 127.0.0.1:7070] [--db idlegrid.db|postgres://…] [--tls-cert FILE --tls-key FILE] [--fee-bps 1000] [--payout-hold 72h] [--trust-policy FILE] [--bootstrap-admin-key-file FILE] [--shutdown-grace 30s]",
+		usage: "idlegrid server [--listen 127.0.0.1:7070] [--db idlegrid.db|postgres://…] [--tls-cert FILE --tls-key FILE] [--fee-bps 1000] [--payout-hold 72h] [--complaint-window 720h] [--trust-policy FILE] [--bootstrap-admin-key-file FILE] [--shutdown-grace 30s]",
 		about: `Run the coordinator: the HTTP API under /v1, the market engine that places
 jobs on nodes, the escrow ledger, and the reapers that notice silent nodes.
 Agents connect to it; nothing connects to them.
@@ -86,6 +86,7 @@ database stays unreachable for --market-lock-grace.`,
 	fs.DurationVar(&cfg.heartbeat, "heartbeat-interval", 10*time.Second, "how often agents heartbeat")
 	fs.IntVar(&cfg.missedHeartbeats, "missed-heartbeats", 3, "a node that misses this many heartbeats is lost and its work requeued")
 	fs.DurationVar(&cfg.payoutHold, "payout-hold", server.DefaultPayoutHold, "how long providers' earnings stay pending after a settlement before they may be paid out; 0 for none")
+	fs.DurationVar(&cfg.complaintWindow, "complaint-window", server.DefaultComplaintWindow, "how long after a lease's end its renter may complain about it ('idlegrid dispute open --lease'); an open complaint holds the provider's bond until an admin decides it")
 	fs.StringVar(&cfg.auditKeyFile, "audit-key", "", "the audit log's signing key, created on first start; the database remembers it and refuses another (default: audit.key next to a SQLite --db, else in the working directory)")
 	fs.StringVar(&cfg.tlsCert, "tls-cert", "", "serve HTTPS with the certificate (and its chain) in this PEM file; read again when it changes, e.g. after a renewal")
 	fs.StringVar(&cfg.tlsKey, "tls-key", "", "the private key of --tls-cert, a PEM file")
@@ -116,6 +117,8 @@ database stays unreachable for --market-lock-grace.`,
 		return usagef("--missed-heartbeats must be between 1 and 100, got %d", cfg.missedHeartbeats)
 	} else if cfg.payoutHold < 0 || cfg.payoutHold > 365*24*time.Hour {
 		return usagef("--payout-hold must be between 0 and 8760h, got %s", cfg.payoutHold)
+	} else if cfg.complaintWindow < time.Hour || cfg.complaintWindow > 365*24*time.Hour {
+		return usagef("--complaint-window must be between 1h and 8760h, got %s", cfg.complaintWindow)
 	} else if err := checkGCFloor(*gcFloor); err != nil {
 		return err
 	} else if err := cfg.inference.check(); err != nil {
@@ -221,6 +224,7 @@ type serveConfig struct {
 	heartbeat        time.Duration      // 0: the coordinator's default
 	missedHeartbeats int                // 0: the coordinator's default
 	payoutHold       time.Duration      // 0: the coordinator's default; negative: none
+	complaintWindow  time.Duration      // 0: the coordinator's default
 	adminKeyFile     string             // where to write a bootstrapped admin key
 	auditKeyFile     string             // the audit log's signing key; "": a throwaway one (tests)
 	meterJournal     string             // the inference gateway's journal of charges (gateway.Config.Journal); "": none (tests)
@@ -348,7 +352,7 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	srv, err := server.Open(server.Config{
 		Store: lock.Guard(store), Metrics: metrics, FeeBasisPoints: serverFee(cfg.feeBPS), Logger: cfg.logger, AuditKey: auditKey,
 		HeartbeatInterval: cfg.heartbeat, MissedHeartbeats: cfg.missedHeartbeats,
-		PayoutHold: serverPayoutHold(cfg.payoutHold), TrustPolicy: cfg.trustPolicy,
+		PayoutHold: serverPayoutHold(cfg.payoutHold), ComplaintWindow: cfg.complaintWindow, TrustPolicy: cfg.trustPolicy,
 	})
 	if errors.Is(err, server.ErrAuditKeyReplaced) {
 		return nil, withHint(err, "start with --audit-key naming the file that holds the log's key; a new key would break every user's 'idlegrid audit verify'")

@@ -1,11 +1,13 @@
 package server_test
 
 import (
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
@@ -14,10 +16,13 @@ import (
 // parties and, by default, what the lease cost as the harm. Another
 // renter's lease is not found, and parties that are not the lease's are
 // refused. Upheld by an admin, the complaint pays the renter back: from
-// the bond, or when there is none, from the lease's pending earnings.
+// the bond, or when there is none, from the lease's pending earnings. A
+// lease that ended longer ago than the complaint window is past
+// complaining of.
 func TestServer_DisputeByRenter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mustMarketWith(t, trustpolicy.Default())
+		m := mustMarketOn(t, trustpolicy.Default(), func(s idlegrid.Store) idlegrid.Store { return s },
+			func(c *server.Config) { c.ComplaintWindow = time.Hour })
 		if b := mustAccountBalance(t, m, callerID(m.provider)); b.Bond > 0 {
 			if _, err := m.srv.ReleaseBond(m.provider, b.Bond, "none"); err != nil {
 				t.Fatal(err)
@@ -76,5 +81,14 @@ func TestServer_DisputeByRenter(t *testing.T) {
 			t.Errorf("the renter got %s back, want %s", got, earned)
 		}
 		mustLedgerBalanced(t, m.store)
+
+		// A lease that ended longer ago than the window (an hour here) is
+		// past complaining of.
+		old := mustRun(t, m, testSpec(), time.Minute)
+		time.Sleep(time.Hour + time.Minute)
+		late := idlegrid.Dispute{Offence: "broken_notice", LeaseID: old.ID, Evidence: "found it in my logs at last"}
+		if _, err := m.srv.OpenDispute(m.renter, late); !isInvalidOn(err, "dispute.lease_id") || !strings.Contains(err.Error(), "within 1 hour of") {
+			t.Errorf("a complaint an hour after the lease ended: %v, want EINVALID naming dispute.lease_id, within the window", err)
+		}
 	})
 }

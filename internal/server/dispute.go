@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/ledger"
@@ -287,11 +288,27 @@ func (s *Server) OpenDisputeOnce(ctx context.Context, d idlegrid.Dispute, key st
 	return out, false, err
 }
 
+// DefaultComplaintWindow is how long after a lease's end its renter may
+// complain about it, unless Config says.
+const DefaultComplaintWindow = 30 * 24 * time.Hour
+
+// days says d in whole days, or in hours when it is shorter than two.
+func days(d time.Duration) string {
+	switch {
+	case d == time.Hour:
+		return "1 hour"
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%g hours", d.Hours())
+	}
+	return fmt.Sprintf("%d days", int(d.Hours()/24))
+}
+
 // complaint checks a renter's complaint about a lease of its own and fills
 // in the parties from the lease: a renter names only the lease, the
 // offence, its evidence and its harm, which is at most what the lease
 // cost it (its charge, or its hold while it runs) and, when left at 0,
-// that. A lease not the renter's is not found, as for any other reader.
+// that, within Config.ComplaintWindow of the lease's end. A lease not the
+// renter's is not found, as for any other reader.
 func (s *Server) complaint(ctx context.Context, d idlegrid.Dispute) (idlegrid.Dispute, error) {
 	c, err := requireUse(ctx, idlegrid.RoleRenter)
 	if err != nil {
@@ -305,6 +322,10 @@ func (s *Server) complaint(ctx context.Context, d idlegrid.Dispute) (idlegrid.Di
 	}
 	if err != nil {
 		return d, err
+	}
+	if window := s.cfg.ComplaintWindow; l.EndedAt != nil && s.Now().Sub(*l.EndedAt) > window {
+		return d, idlegrid.Invalid("dispute.lease_id", "lease %s ended %s, more than %s ago: a renter complains within %s of a lease's end (an admin may still open a dispute)",
+			l.ID, l.EndedAt.UTC().Format(time.RFC3339), days(window), days(window))
 	}
 	var f idlegrid.Faults
 	f.Check(d.RenterID == "" || d.RenterID == c.AccountID, "dispute.renter_id", "a renter complains for itself: leave it out, or name %s", c.AccountID)

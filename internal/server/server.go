@@ -52,6 +52,11 @@ type Config struct {
 	// settlement that credited them before they become payable; default
 	// 72h, negative for none (payable at the next reaper pass).
 	PayoutHold time.Duration
+	// ComplaintWindow is how long after a lease's end its renter may
+	// complain about it (OpenDispute); default 30 days. An open complaint
+	// keeps the provider's bond from being released until an admin
+	// decides it, so it may not come at any time.
+	ComplaintWindow time.Duration
 	// RunoutMargin is added to a lease's notice when the coordinator asks
 	// whether a renter's money or spend limit would last that long;
 	// default 2m. See runout.go.
@@ -123,6 +128,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.PayoutHold == 0 {
 		c.PayoutHold = DefaultPayoutHold
+	}
+	if c.ComplaintWindow <= 0 {
+		c.ComplaintWindow = DefaultComplaintWindow
 	}
 	if c.QueuedPerPass <= 0 {
 		c.QueuedPerPass = defaultQueuedPerPass
