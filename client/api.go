@@ -345,17 +345,21 @@ func (c *Client) LeaseLogTail(ctx context.Context, leaseID string, n int) ([]idl
 // TopUp credits a renter's balance. A retry with the same idempotencyKey is
 // not applied twice. Admins only.
 func (c *Client) TopUp(ctx context.Context, accountID string, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Balance, error) {
+	b, _, err := c.TopUpOnce(ctx, accountID, amount, idempotencyKey)
+	return b, err
+}
+
+// TopUpOnce is TopUp, saying too whether the key had credited the account
+// before (replayed): this call moved nothing.
+func (c *Client) TopUpOnce(ctx context.Context, accountID string, amount idlegrid.Micros, idempotencyKey string) (b *idlegrid.Balance, replayed bool, err error) {
 	if err := requireID("account_id", accountID); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var out idlegrid.Balance
-	err := c.do(ctx, call{method: http.MethodPost, path: path("accounts", accountID, "topup"),
-		header: http.Header{wire.HeaderIdempotencyKey: {idempotencyKey}},
-		in:     wire.TopUpRequest{AmountMicros: amount}, out: &out})
-	if err != nil {
-		return nil, err
+	if replayed, err = c.postOnce(ctx, path("accounts", accountID, "topup"), wire.TopUpRequest{AmountMicros: amount}, &out, idempotencyKey); err != nil {
+		return nil, false, err
 	}
-	return &out, nil
+	return &out, replayed, nil
 }
 
 // Balance returns an account's money; accountID "" is the caller's own.

@@ -15,13 +15,18 @@ func idempotent(key string) http.Header { return http.Header{wire.HeaderIdempote
 // out. A retry with the same idempotencyKey returns the first request's
 // payout and moves no more money. Providers only.
 func (c *Client) RequestPayout(ctx context.Context, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Payout, error) {
+	p, _, err := c.RequestPayoutOnce(ctx, amount, idempotencyKey)
+	return p, err
+}
+
+// RequestPayoutOnce is RequestPayout, saying too whether the key had
+// requested it before (replayed): the payout is that request's.
+func (c *Client) RequestPayoutOnce(ctx context.Context, amount idlegrid.Micros, idempotencyKey string) (p *idlegrid.Payout, replayed bool, err error) {
 	var out idlegrid.Payout
-	err := c.do(ctx, call{method: http.MethodPost, path: path("payouts"), header: idempotent(idempotencyKey),
-		in: wire.PayoutRequest{AmountMicros: amount}, out: &out})
-	if err != nil {
-		return nil, err
+	if replayed, err = c.postOnce(ctx, path("payouts"), wire.PayoutRequest{AmountMicros: amount}, &out, idempotencyKey); err != nil {
+		return nil, false, err
 	}
-	return &out, nil
+	return &out, replayed, nil
 }
 
 // ListPayouts lists payouts: a provider's own, or anyone's for admins

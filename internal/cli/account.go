@@ -218,14 +218,18 @@ default each call gets a fresh key.`,
 	if err != nil {
 		return err
 	}
-	b, err := cl.TopUp(ctx, args[0], amount, *key)
+	b, replayed, err := cl.TopUpOnce(ctx, args[0], amount, *key)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, b)
 	}
-	fmt.Fprintf(c.env.Out, "topped up %s by %s (idempotency key %s)\n", args[0], amount, *key)
+	if replayed {
+		fmt.Fprintf(c.env.Out, "already topped up under idempotency key %s: %s was not credited again\n", *key, args[0])
+	} else {
+		fmt.Fprintf(c.env.Out, "topped up %s by %s (idempotency key %s)\n", args[0], amount, *key)
+	}
 	return printBalance(c.env, b)
 }
 

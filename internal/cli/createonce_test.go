@@ -101,3 +101,30 @@ func TestDevSeed_rerun(t *testing.T) {
 		}
 	}
 }
+
+// TestTopUpAndPayout_idempotencyKey: "account topup" and "payout request"
+// run again with their --idempotency-key say that nothing moved again.
+func TestTopUpAndPayout_idempotencyKey(t *testing.T) {
+	admin, _, provider, renterID, _ := moneyMarket(t)
+	topup := []string{"account", "topup", renterID, "10", "--idempotency-key", "invoice-7"}
+	if out := must(t, admin, topup...); !strings.HasPrefix(out, "topped up "+renterID+" by $10.000000") {
+		t.Errorf("the top-up printed:\n%s", out)
+	}
+	if out := must(t, admin, topup...); !strings.HasPrefix(out, "already topped up under idempotency key invoice-7: "+renterID+" was not credited again") {
+		t.Errorf("the top-up run again printed:\n%s", out)
+	}
+	var providers []idlegrid.Account
+	mustJSON(t, admin, &providers, "account", "ls", "--role", "provider")
+	if len(providers) != 1 {
+		t.Fatalf("providers: %+v", providers)
+	}
+	must(t, admin, "bond", "post", "5", "--provider", providers[0].ID, "--idempotency-key", "deposit-1") // payable money to request
+	must(t, provider, "bond", "release", "3", "--idempotency-key", "free-1")
+	request := []string{"payout", "request", "0.5", "--idempotency-key", "week-49"}
+	if out := must(t, provider, request...); !strings.HasPrefix(out, "requested payout ") {
+		t.Errorf("the payout request printed:\n%s", out)
+	}
+	if out := must(t, provider, request...); !strings.HasPrefix(out, "already requested under idempotency key week-49: payout ") {
+		t.Errorf("the payout request run again printed:\n%s", out)
+	}
+}

@@ -59,14 +59,18 @@ paid out (providers only). It must not be more than is payable: see
 	if err != nil {
 		return err
 	}
-	p, err := cl.RequestPayout(ctx, amount, orNewKey(key, "cli-payout"))
+	p, replayed, err := cl.RequestPayoutOnce(ctx, amount, orNewKey(key, "cli-payout"))
 	if err != nil {
 		return withKeyHint(err, *key)
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, p)
 	}
-	fmt.Fprintf(c.env.Out, "requested payout %s of %s (idempotency key %s); it is %s\n", p.ID, p.AmountMicros, *key, p.State)
+	if replayed {
+		fmt.Fprintf(c.env.Out, "already requested under idempotency key %s: payout %s of %s, not requested again; it is %s\n", *key, p.ID, p.AmountMicros, p.State)
+	} else {
+		fmt.Fprintf(c.env.Out, "requested payout %s of %s (idempotency key %s); it is %s\n", p.ID, p.AmountMicros, *key, p.State)
+	}
 	return nil
 }
 

@@ -54,6 +54,15 @@ func writeCreated(w http.ResponseWriter, replayed bool, v any) error {
 	return writeJSON(w, http.StatusCreated, v)
 }
 
+// writeApplied answers a move of money: 200 with v, and for one sent
+// again under its idempotency key (replayed), Idempotent-Replayed.
+func writeApplied(w http.ResponseWriter, replayed bool, v any) error {
+	if replayed {
+		w.Header().Set(wire.HeaderIdempotentReplayed, "true")
+	}
+	return writeJSON(w, http.StatusOK, v)
+}
+
 // GET /v1/accounts?role=&after=&limit=
 func (a *api) listAccounts(w http.ResponseWriter, r *http.Request) error {
 	q, err := parseQuery(r, "role", "after", "limit")

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -116,5 +117,50 @@ func TestAPI_topUpKeyOfAnotherAmount(t *testing.T) {
 	wantAnswer(t, "its key with another amount", a, http.StatusConflict, idlegrid.ECONFLICT, "idempotency_key", "topup:", ren.ID+":")
 	if !strings.Contains(a.Err(t).Message, `"invoice-1"`) {
 		t.Errorf("its key with another amount: %s, want the key given", a.Body)
+	}
+}
+
+// TestAPI_moneyReplayed: each call that moves money, sent again with its
+// key, answers as the first did with Idempotent-Replayed: true (a payout
+// request 200 rather than 201), and moves nothing more.
+func TestAPI_moneyReplayed(t *testing.T) {
+	f := mustOpen(t, httpapi.Options{})
+	_, ren, _ := f.mustAccount(t, "ren", idlegrid.RoleRenter)
+	prov, provAcct, provSecret := f.mustAccount(t, "prov", idlegrid.RoleProvider)
+	asProvider := func(path, key, body string) answer {
+		req := request(t, http.MethodPost, f.URL+path, provSecret, body)
+		req.Header.Set(wire.HeaderIdempotencyKey, key)
+		return mustDo(t, req)
+	}
+	twice := func(what string, send func() answer, first int) answer {
+		t.Helper()
+		a := send()
+		if a.Status != first || a.Header.Get(wire.HeaderIdempotentReplayed) != "" {
+			t.Fatalf("%s: %d %s (replayed %q), want %d, not replayed", what, a.Status, a.Body, a.Header.Get(wire.HeaderIdempotentReplayed), first)
+		}
+		again := send()
+		if again.Status != http.StatusOK || again.Header.Get(wire.HeaderIdempotentReplayed) != "true" {
+			t.Errorf("%s sent again: %d %s (replayed %q), want 200, replayed", what, again.Status, again.Body, again.Header.Get(wire.HeaderIdempotentReplayed))
+		}
+		return a
+	}
+	twice("a top-up", func() answer {
+		return f.postWithKey(t, "/v1/accounts/"+ren.ID+"/topup", "invoice-1", `{"amount_micros":1000}`)
+	}, http.StatusOK)
+	twice("a bond deposit", func() answer {
+		return f.postWithKey(t, "/v1/bonds", "deposit-1", `{"provider_id":"`+provAcct.ID+`","amount_micros":5000000}`)
+	}, http.StatusOK)
+	twice("a bond release", func() answer { return asProvider("/v1/bonds/release", "release-1", `{"amount_micros":3000000}`) }, http.StatusOK)
+	twice("a payout request", func() answer { return asProvider("/v1/payouts", "payout-1", `{"amount_micros":2000000}`) }, http.StatusCreated)
+	ps, err := prov.ListPayouts(context.Background(), idlegrid.PayoutFilter{})
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("payouts after a request sent twice: %v, %v; want one", ps, err)
+	}
+	twice("a settlement", func() answer {
+		return f.postWithKey(t, "/v1/payouts/"+ps[0].ID+"/settle", "wire-1", `{"reason":"SEPA 42"}`)
+	}, http.StatusOK)
+	b, err := prov.Balance(context.Background(), "")
+	if err != nil || b.Bond != 2000000 || b.Payable != 1000000 || b.PaidOut != 2000000 {
+		t.Errorf("the provider's balance %+v (%v), want each move made once: bond 2, payable 1, paid out 2", b, err)
 	}
 }

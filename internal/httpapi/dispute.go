@@ -50,11 +50,11 @@ func (a *api) postBond(w http.ResponseWriter, r *http.Request) error {
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
 	}
-	b, err := a.srv.PostBond(r.Context(), req.ProviderID, req.AmountMicros, key)
+	b, replayed, err := a.srv.PostBondOnce(r.Context(), req.ProviderID, req.AmountMicros, key)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, b)
+	return writeApplied(w, replayed, b)
 }
 
 // releaseRequest is the body of POST /v1/bonds/release: a provider
@@ -78,11 +78,11 @@ func (a *api) releaseBond(w http.ResponseWriter, r *http.Request) error {
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
 	}
-	b, err := a.srv.ReleaseBond(r.Context(), req.AmountMicros, key)
+	b, replayed, err := a.srv.ReleaseBondOnce(r.Context(), req.AmountMicros, key)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, b)
+	return writeApplied(w, replayed, b)
 }
 
 var disputeStates = []idlegrid.DisputeState{idlegrid.DisputeOpen, idlegrid.DisputeUpheld, idlegrid.DisputeDismissed}

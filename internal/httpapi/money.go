@@ -20,11 +20,11 @@ func (a *api) topUp(w http.ResponseWriter, r *http.Request) error {
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
 	}
-	b, err := a.srv.TopUp(r.Context(), r.PathValue("id"), req.AmountMicros, key)
+	b, replayed, err := a.srv.TopUpOnce(r.Context(), r.PathValue("id"), req.AmountMicros, key)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, b)
+	return writeApplied(w, replayed, b)
 }
 
 // GET /v1/balance

@@ -31,11 +31,11 @@ func (a *api) requestPayout(w http.ResponseWriter, r *http.Request) error {
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
 	}
-	p, err := a.srv.RequestPayout(r.Context(), req.AmountMicros, key)
+	p, replayed, err := a.srv.RequestPayoutOnce(r.Context(), req.AmountMicros, key)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, p)
+	return writeCreated(w, replayed, p)
 }
 
 // POST /v1/payouts/{id}/settle, with an Idempotency-Key header.
@@ -63,16 +63,11 @@ func (a *api) resolvePayout(w http.ResponseWriter, r *http.Request, to idlegrid.
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
 	}
-	var p *idlegrid.Payout
-	if to == idlegrid.PayoutSettled {
-		p, err = a.srv.SettlePayout(r.Context(), r.PathValue("id"), req.Reason, key)
-	} else {
-		p, err = a.srv.RejectPayout(r.Context(), r.PathValue("id"), req.Reason, key)
-	}
+	p, replayed, err := a.srv.ResolvePayoutOnce(r.Context(), r.PathValue("id"), to, req.Reason, key)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, p)
+	return writeApplied(w, replayed, p)
 }
 
 var payoutStates = []idlegrid.PayoutState{idlegrid.PayoutRequested, idlegrid.PayoutSettled, idlegrid.PayoutRejected}

@@ -26,48 +26,66 @@ import (
 // payable earnings; an admin records a deposit from outside the market
 // for any provider. A retry with the same idempotency key moves nothing.
 func (s *Server) PostBond(ctx context.Context, providerID string, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Balance, error) {
+	b, _, err := s.PostBondOnce(ctx, providerID, amount, idempotencyKey)
+	return b, err
+}
+
+// PostBondOnce is PostBond, saying too whether the key had staked it
+// before (replayed): this one moved nothing.
+func (s *Server) PostBondOnce(ctx context.Context, providerID string, amount idlegrid.Micros, idempotencyKey string) (b *idlegrid.Balance, replayed bool, err error) {
 	c, err := requireManage(ctx, idlegrid.RoleProvider, idlegrid.RoleAdmin)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	from := ledger.BondFromPayable
 	if c.IsAdmin() {
 		from = ledger.BondFromWorld
 		if err := s.mustProvider(ctx, "bond.provider_id", providerID); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	} else if providerID != "" && providerID != c.AccountID {
-		return nil, notFound("account", providerID)
+		return nil, false, notFound("account", providerID)
 	} else {
 		providerID = c.AccountID
 	}
 	t, err := ledger.Bond(providerID, amount, from, idempotencyKey, s.Now())
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if _, err := s.store.PostTransfer(ctx, t); err != nil {
-		return nil, callersKey(err, idempotencyKey, "a bond of provider "+providerID+" of another amount or source")
+	out, err := s.store.PostTransfer(ctx, t)
+	if err != nil {
+		return nil, false, callersKey(err, idempotencyKey, "a bond of provider "+providerID+" of another amount or source")
 	}
 	s.log.Info("bond staked", "provider", providerID, "amount", amount.String(), "by", c.AccountID)
-	return s.store.Balance(ctx, providerID)
+	b, err = s.store.Balance(ctx, providerID)
+	return b, out.ID != t.ID, err
 }
 
 // ReleaseBond gives amount of the calling provider's bond back to its
 // payable earnings. It is refused while a dispute against the provider is
 // open, since the bond may yet be needed.
 func (s *Server) ReleaseBond(ctx context.Context, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Balance, error) {
+	b, _, err := s.ReleaseBondOnce(ctx, amount, idempotencyKey)
+	return b, err
+}
+
+// ReleaseBondOnce is ReleaseBond, saying too whether the key had released
+// it before (replayed): this one moved nothing.
+func (s *Server) ReleaseBondOnce(ctx context.Context, amount idlegrid.Micros, idempotencyKey string) (b *idlegrid.Balance, replayed bool, err error) {
 	c, err := requireManage(ctx, idlegrid.RoleProvider)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	t, err := ledger.ReleaseBond(c.AccountID, amount, idempotencyKey, s.Now())
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if _, err := s.store.ReleaseBond(ctx, t, c.AccountID); err != nil {
-		return nil, callersKey(err, idempotencyKey, "a release of another amount")
+	out, err := s.store.ReleaseBond(ctx, t, c.AccountID)
+	if err != nil {
+		return nil, false, callersKey(err, idempotencyKey, "a release of another amount")
 	}
-	return s.store.Balance(ctx, c.AccountID)
+	b, err = s.store.Balance(ctx, c.AccountID)
+	return b, out.ID != t.ID, err
 }
 
 // mustProvider refuses, naming field, an id that is not a provider's.

@@ -11,30 +11,39 @@ import (
 // TopUp credits a renter's available balance. Admins only. A repeated
 // idempotency key for the same account does not credit twice.
 func (s *Server) TopUp(ctx context.Context, accountID string, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Balance, error) {
+	b, _, err := s.TopUpOnce(ctx, accountID, amount, idempotencyKey)
+	return b, err
+}
+
+// TopUpOnce is TopUp, saying too whether the key had credited the account
+// before (replayed): this one moved nothing.
+func (s *Server) TopUpOnce(ctx context.Context, accountID string, amount idlegrid.Micros, idempotencyKey string) (b *idlegrid.Balance, replayed bool, err error) {
 	if _, err := requireManage(ctx, idlegrid.RoleAdmin); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if idempotencyKey == "" || len(idempotencyKey) > 200 {
-		return nil, idlegrid.Invalid("idempotency_key", "required, 1-200 characters; a retry with the same key is not applied twice")
+		return nil, false, idlegrid.Invalid("idempotency_key", "required, 1-200 characters; a retry with the same key is not applied twice")
 	}
 	a, err := s.store.FindAccount(ctx, accountID)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		return nil, notFound("account", accountID)
+		return nil, false, notFound("account", accountID)
 	} else if err != nil {
-		return nil, err
+		return nil, false, err
 	} else if a.Role != idlegrid.RoleRenter {
-		return nil, idlegrid.Invalid("topup.account_id", "only renter accounts hold a spendable balance; %s is a %s", a.ID, a.Role)
+		return nil, false, idlegrid.Invalid("topup.account_id", "only renter accounts hold a spendable balance; %s is a %s", a.ID, a.Role)
 	}
 	t, err := ledger.TopUp(a.ID, amount, idempotencyKey, s.Now())
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	t.ID = idlegrid.NewID("tx")
-	if _, err := s.store.PostTransfer(ctx, t); err != nil {
-		return nil, callersKey(err, idempotencyKey, "a top-up of account "+a.ID+" of another amount")
+	out, err := s.store.PostTransfer(ctx, t)
+	if err != nil {
+		return nil, false, callersKey(err, idempotencyKey, "a top-up of account "+a.ID+" of another amount")
 	}
 	s.Kick() // jobs waiting for funds may now place
-	return s.store.Balance(ctx, a.ID)
+	b, err = s.store.Balance(ctx, a.ID)
+	return b, out.ID != t.ID, err
 }
 
 // callersKey says, in the caller's terms, that the caller's idempotency

@@ -62,77 +62,94 @@ func (s *Server) mature(ctx context.Context, st *idlegrid.Transfer, now time.Tim
 // or rejects the payout. A retry with the same idempotency key returns the
 // first request's payout and moves nothing.
 func (s *Server) RequestPayout(ctx context.Context, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Payout, error) {
+	out, _, err := s.RequestPayoutOnce(ctx, amount, idempotencyKey)
+	return out, err
+}
+
+// RequestPayoutOnce is RequestPayout, saying too whether the key had
+// requested it before (replayed): the payout returned is that request's.
+func (s *Server) RequestPayoutOnce(ctx context.Context, amount idlegrid.Micros, idempotencyKey string) (out *idlegrid.Payout, replayed bool, err error) {
 	c, err := requireManage(ctx, idlegrid.RoleProvider)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	now := s.Now()
 	p := &idlegrid.Payout{ID: idlegrid.NewID("payout"), ProviderID: c.AccountID, AmountMicros: amount,
 		State: idlegrid.PayoutRequested, IdempotencyKey: idempotencyKey, CreatedAt: now}
 	t, err := ledger.RequestPayout(p, now)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	t.ID = idlegrid.NewID("tx")
-	out, err := s.store.CreatePayout(ctx, p, t)
-	if err != nil {
-		return nil, err
+	if out, err = s.store.CreatePayout(ctx, p, t); err != nil {
+		return nil, false, err
+	} else if out.ID != p.ID {
+		return out, true, nil
 	}
 	s.log.Info("payout requested", "payout", out.ID, "provider", out.ProviderID, "amount", out.AmountMicros.String())
-	return out, nil
+	return out, false, nil
 }
 
 // SettlePayout records that an operator sent a requested payout's money:
 // it leaves the market. reference is the payment's reference, e.g. a
 // bank transfer ID. Admins only.
 func (s *Server) SettlePayout(ctx context.Context, id, reference, idempotencyKey string) (*idlegrid.Payout, error) {
-	return s.resolvePayout(ctx, id, idlegrid.PayoutSettled, reference, idempotencyKey)
+	out, _, err := s.ResolvePayoutOnce(ctx, id, idlegrid.PayoutSettled, reference, idempotencyKey)
+	return out, err
 }
 
 // RejectPayout refuses a requested payout, for reason: its money is
 // payable again. Admins only.
 func (s *Server) RejectPayout(ctx context.Context, id, reason, idempotencyKey string) (*idlegrid.Payout, error) {
-	if reason == "" {
-		return nil, idlegrid.Invalid("payout.reason", "required: say why, for the provider")
-	}
-	return s.resolvePayout(ctx, id, idlegrid.PayoutRejected, reason, idempotencyKey)
+	out, _, err := s.ResolvePayoutOnce(ctx, id, idlegrid.PayoutRejected, reason, idempotencyKey)
+	return out, err
 }
 
-func (s *Server) resolvePayout(ctx context.Context, id string, to idlegrid.PayoutState, reason, idempotencyKey string) (*idlegrid.Payout, error) {
+// ResolvePayoutOnce settles a requested payout (to settled, reason its
+// payment's reference) or rejects it (to rejected, reason why, required),
+// saying too whether the key had resolved it so before (replayed): this
+// one moved nothing. Admins only.
+func (s *Server) ResolvePayoutOnce(ctx context.Context, id string, to idlegrid.PayoutState, reason, idempotencyKey string) (out *idlegrid.Payout, replayed bool, err error) {
 	c, err := requireManage(ctx, idlegrid.RoleAdmin)
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	switch {
+	case to != idlegrid.PayoutSettled && to != idlegrid.PayoutRejected:
+		return nil, false, idlegrid.Invalid("payout.state", "a payout is settled or rejected, not %q", to)
+	case to == idlegrid.PayoutRejected && reason == "":
+		return nil, false, idlegrid.Invalid("payout.reason", "required: say why, for the provider")
+	case len(reason) > 500:
+		return nil, false, idlegrid.Invalid("payout.reason", "at most 500 characters")
 	}
 	if err := ledger.CheckIdempotencyKey("idempotency_key", idempotencyKey); err != nil {
-		return nil, err
-	} else if len(reason) > 500 {
-		return nil, idlegrid.Invalid("payout.reason", "at most 500 characters")
+		return nil, false, err
 	}
 	p, err := s.store.FindPayout(ctx, id)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		return nil, notFound("payout", id)
+		return nil, false, notFound("payout", id)
 	} else if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if p.State != idlegrid.PayoutRequested {
 		if p.State == to && p.ResolutionKey == idempotencyKey {
-			return p, nil // a retry
+			return p, true, nil // a retry
 		}
-		return nil, idlegrid.Errorf(idlegrid.ECONFLICT, "payout %s is already %s", p.ID, p.State)
+		return nil, false, idlegrid.Errorf(idlegrid.ECONFLICT, "payout %s is already %s", p.ID, p.State)
 	}
 	now := s.Now()
 	t, err := ledger.ResolvePayout(p, to, now)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	t.ID = idlegrid.NewID("tx")
-	out, err := s.store.ResolvePayout(ctx, &idlegrid.PayoutResolution{PayoutID: p.ID, To: to, Reason: reason,
+	out, err = s.store.ResolvePayout(ctx, &idlegrid.PayoutResolution{PayoutID: p.ID, To: to, Reason: reason,
 		IdempotencyKey: idempotencyKey, By: c.AccountID, At: now}, t)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	s.log.Info("payout "+string(to), "payout", out.ID, "provider", out.ProviderID, "amount", out.AmountMicros.String(), "by", c.AccountID)
-	return out, nil
+	return out, false, nil
 }
 
 // ListPayouts lists payouts: a provider's own, or anyone's for admins

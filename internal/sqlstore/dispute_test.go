@@ -178,6 +178,13 @@ func testDisputes(t *testing.T, db *sqlstore.DB) {
 		if after, _ := balances(); after != before-idlegrid.MicrosPerUnit {
 			t.Errorf("bond %s after releasing 1 of %s, want one released once", after, before)
 		}
+		// A retry answers as the first did, though a dispute opened since.
+		mustOK(t, db.OpenDispute(ctx, newDispute("lease_g", idlegrid.DisputeOpen), nil))
+		mustOK(t, release("r1"))
+		wantCode(t, release("r2"), idlegrid.ECONFLICT)
+		if after, _ := balances(); after != before-idlegrid.MicrosPerUnit {
+			t.Errorf("bond %s after the retries, want one released once", after)
+		}
 		checkLedger(t, db)
 	})
 }

@@ -152,12 +152,18 @@ func (db *DB) PostTransfer(ctx context.Context, t *idlegrid.Transfer) (*idlegrid
 }
 
 // ReleaseBond posts t, a release of providerID's bond, unless a dispute
-// against the provider is open or a verification of its runs is deciding. The provider's account row is locked
-// first, as OpenDispute locks it, so the two cannot pass each other.
+// against the provider is open or a verification of its runs is deciding;
+// a release its idempotency key made before is returned whatever opened
+// since. The provider's account row is locked first, as OpenDispute locks
+// it, so the two cannot pass each other.
 func (db *DB) ReleaseBond(ctx context.Context, t *idlegrid.Transfer, providerID string) (*idlegrid.Transfer, error) {
 	var out *idlegrid.Transfer
 	err := db.update(ctx, func(tx *sql.Tx) (err error) {
 		if err := lockAccount(ctx, tx, providerID, db.dialect.forUpdate); err != nil {
+			return err
+		}
+		if _, err := findTransferByKey(ctx, tx, t.IdempotencyKey); err == nil { // a retry answers as the first did, whatever opened since
+			out, err = postOnce(ctx, tx, t)
 			return err
 		}
 		var open string
