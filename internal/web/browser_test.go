@@ -712,6 +712,77 @@ func TestDashboard(t *testing.T) {
 		}
 	})
 
+	// The renter complains about the lease of the job it ran, from the
+	// job's details: a complaint without evidence is not sent, one claiming
+	// more harm than the lease cost is refused as the server says, and the
+	// one opened, under the dialog's Idempotency-Key, is listed in the
+	// renter's complaints.
+	t.Run("renter complains", func(t *testing.T) {
+		b.t = t // report in the subtest
+		if jobID == "" {
+			t.Skip("needs the job the renter subtest ran")
+		}
+		rc := client.New(m.URL, m.RenterKey)
+		leases, err := rc.ListLeases(ctx, idlegrid.LeaseFilter{JobID: jobID})
+		if err != nil || len(leases) == 0 {
+			t.Fatalf("the job's leases: %v, %v", leases, err)
+		}
+		lease := leases[0]
+		if ds, err := rc.ListDisputes(ctx, idlegrid.DisputeFilter{}); err == nil && len(ds) == 0 {
+			b.waitText("#panel-complaints", "No complaints or disputes about your leases. To complain about a lease")
+		}
+		eval[bool](b, "record the complaints sent", `(() => {
+			const orig = window.fetch;
+			window.restoreFetch = () => { window.fetch = orig; };
+			window.complaintKeys = [];
+			window.fetch = (url, init) => {
+				if (String(url) === '/v1/disputes' && init && init.method === 'POST') window.complaintKeys.push(init.headers['Idempotency-Key'] || '');
+				return orig(url, init);
+			};
+			return true;
+		})()`)
+		b.chooseJob(jobID)
+		b.poll("click Complain on lease "+lease.ID, fmt.Sprintf(`(() => { const e = document.querySelector(%s); if (e) e.click(); return !!e; })()`,
+			jsString(`#panel-job button[data-action=complain][data-id="`+lease.ID+`"]`)))
+		b.run("wait for the complaint", chromedp.WaitVisible(chromedp.ID("c-evidence")))
+		b.waitText("#confirm-h", "Complain about lease "+lease.ID)
+		b.run("complain of a broken notice without evidence",
+			chromedp.SetValue(chromedp.ID("c-offence"), "broken_notice"), chromedp.Click(chromedp.ID("confirm-ok")))
+		b.waitText("#confirm-error", "Evidence: required")
+		b.checkAccessible("renter, complaining")
+		const evidence = "browser test: the lease stopped without its notice"
+		b.run("claim more harm than the lease cost", chromedp.SendKeys(chromedp.ID("c-evidence"), evidence),
+			chromedp.SetValue(chromedp.ID("c-harm"), "$1,000,000"), chromedp.Click(chromedp.ID("confirm-ok")))
+		b.waitText("#confirm-error", "at most what lease "+lease.ID+" cost you")
+		b.screenshot("renter-complaint")
+		b.run("claim what the lease cost", chromedp.Evaluate[chromedp.Void](`document.getElementById('c-harm').value = ''`),
+			chromedp.Click(chromedp.ID("confirm-ok")))
+		b.waitText("#result-job", "opened: an admin decides it")
+		if eval[bool](b, "is the dialog open", `document.getElementById("confirm").open`) {
+			t.Error("the complaint dialog is still open after the complaint was opened")
+		}
+		if keys := eval[[]string](b, "read the keys", `(window.restoreFetch(), window.complaintKeys)`); len(keys) != 2 || keys[0] == "" || keys[1] != keys[0] {
+			t.Errorf("complaints sent with Idempotency-Keys %q; want two (none without evidence), both with the dialog's key", keys)
+		}
+		id := regexp.MustCompile(`dispute_[A-Za-z0-9]+`).FindString(b.text("#result-job"))
+		ds, err := rc.ListDisputes(ctx, idlegrid.DisputeFilter{LeaseID: lease.ID})
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("the lease's disputes: %v, %v; want the complaint", ds, err)
+		}
+		if d := ds[0]; d.ID != id || d.Offence != "broken_notice" || d.State != idlegrid.DisputeOpen || d.Evidence != evidence ||
+			d.HarmMicros != lease.ChargedMicros || d.ProviderID != lease.ProviderID {
+			t.Errorf("the complaint is %+v; want %s, an open broken_notice of provider %s with the evidence typed and the lease's charge %s as its harm",
+				d, id, lease.ProviderID, lease.ChargedMicros)
+		}
+		b.waitText("#panel-complaints", id)
+		if row := eval[string](b, "read the complaint's row", fmt.Sprintf(`[...document.querySelectorAll('#panel-complaints tbody tr')]
+			.filter((r) => r.innerText.includes(%s)).map((r) => r.innerText).join('')`, jsString(id))); !strings.Contains(row, "broken notice") ||
+			!strings.Contains(row, lease.ID) || !strings.Contains(row, "open") || !strings.Contains(row, money(lease.ChargedMicros)) {
+			t.Errorf("the complaints list %s as %q; want its offence, lease, state and harm", id, row)
+		}
+		b.screenshot("renter-complained")
+	})
+
 	// Job details follow the chosen job with the server's watch: the page
 	// is opened with a refresh far longer than the test, so only the
 	// watch can show the job's changes.

@@ -328,7 +328,8 @@
     renter: { title: 'Renter', roles: ['renter'], panels: () => [
       { id: 'submit', title: 'Submit a job', form: submitForm, bind: bindSubmit, need: 'use', act: 'submit jobs' },
       { id: 'jobs', title: 'Jobs', wide: true, body: renterJobs },
-      { id: 'job', title: 'Job details', wide: true, body: jobDetails, result: true, need: 'use', act: 'cancel jobs' },
+      { id: 'job', title: 'Job details', wide: true, body: jobDetails, result: true, need: 'use',
+        act: 'cancel jobs or complain about their leases' },
       { id: 'offers', title: 'Nodes on offer', wide: true, body: nodesOnOffer, form: offersForm, bind: bindOffers },
       { id: 'spend', title: 'Spend', body: renterSpend },
       { id: 'inference', title: 'Inference usage', body: inferenceUsage },
@@ -336,6 +337,7 @@
       { id: 'registries', title: 'Registry logins', body: registryLogins, form: registryForm, bind: bindRegistry, result: true,
         need: 'all', act: 'add or remove registry logins' },
       { id: 'verifications', title: 'Verifications of your results', wide: true, body: verifications },
+      { id: 'complaints', title: 'Complaints and disputes', wide: true, body: renterDisputes },
     ] },
     provider: { title: 'Provider', roles: ['provider'], panels: () => [
       { id: 'nodes', title: 'Nodes and GPUs', wide: true, body: providerNodes, result: true, need: 'use', act: 'drain nodes' },
@@ -675,7 +677,8 @@
         : `<span class="muted" title="${esc(money(l.hold_micros))} held while it ran; returned, less the charge, when it ended">released</span>` },
       { h: 'Saved', f: savedCell },
       { h: 'Charged', num: true, f: (l) => money(l.charged_micros) }, { h: 'Note', f: (l) => esc(l.reason) },
-    ], ls, (job.state === 'queued' ? 'Not placed yet: ' : 'Never placed: ') + job.reason);
+      ...(may(ACTIONS.complain.need) ? [{ h: '', f: (l) => actionButton('complain', l.id, 'Complain', 'about lease ' + l.id) }] : []),
+    ], remember(ls), (job.state === 'queued' ? 'Not placed yet: ' : 'Never placed: ') + job.reason);
     const last = ls[ls.length - 1];
     if (last) {
       const logs = (await get('/v1/leases/' + encodeURIComponent(last.id) + '/logs?tail=60')).lines;
@@ -1515,14 +1518,68 @@
       'Post one with <code>idlegrid bond post</code>; see docs/trust.md.</p>';
   }
 
+  // renterDisputes lists the disputes about the renter's leases, newest
+  // first: its own complaints and those an admin opened naming it as the
+  // harmed renter (GET /v1/disputes shows a renter only those).
+  async function renterDisputes() {
+    const p = await probe(['/v1/disputes?limit=50']);
+    if (p.missing) return unavailable('Complaints');
+    const ds = p.data.disputes || [];
+    return table([
+      { h: 'Dispute', f: (d) => id(d.id) }, { h: 'Offence', f: (d) => esc(words(d.offence)) },
+      { h: 'Lease', f: (d) => d.lease_id ? id(d.lease_id) : '—' }, { h: 'State', f: (d) => stateTag(d.state) },
+      { h: 'Harm', num: true, f: (d) => money(d.harm_micros) },
+      { h: 'Penalty to you', num: true, f: (d) => d.state !== 'upheld' ? '—' : d.penalty_to === 'renter' ? money(d.penalty_micros)
+        : d.penalty_micros > 0 ? `<span class="muted">none: it went to the ${esc(d.penalty_to || 'platform')}</span>` : '—' },
+      { h: 'Refund', num: true, f: (d) => d.refund_micros > 0 ? money(d.refund_micros) : '—' },
+      { h: 'Opened', f: (d) => when(d.created_at) }, { h: 'Resolved', f: (d) => when(d.resolved_at) },
+      { h: 'Resolution', f: (d) => d.resolution ? esc(d.resolution) : d.state === 'open' ? '<span class="muted">an admin decides it</span>' : '—' },
+    ], ds, 'No complaints or disputes about your leases. To complain about a lease (within 30 days of its end), choose its ' +
+      'job in Jobs and press Complain… beside the lease in Job details; an admin decides it.') +
+      more(ds, 50, 'idlegrid dispute ls --before ' + (ds.length ? ds[ds.length - 1].id : '')) +
+      '<p class="hint">Upheld, a dispute takes the trust policy\'s penalty from the provider\'s bond (paid to you where the policy ' +
+      'says so) and refunds what the bond did not pay of your harm from the lease\'s earnings still pending; see docs/trust.md.</p>';
+  }
+
+  // OFFENCES are what a renter may complain of, in the trust policy's
+  // words (docs/trust.md), each with what it means.
+  const OFFENCES = [
+    ['broken_notice', 'Broken notice: stopped without the notice it was guaranteed'],
+    ['mismatched_result', 'Mismatched result: output differs from a re-run elsewhere'],
+    ['fake_hardware', 'Fake hardware: the GPUs are not what the node claimed'],
+    ['forged_receipt', 'Forged receipt: usage reported that did not happen'],
+  ];
+
+  // complaintFields are the complaint dialog's questions about lease l.
+  function complaintFields(l) {
+    const cost = money(live(l) ? l.hold_micros : l.charged_micros);
+    return `<div><label for="c-offence">Offence</label><select id="c-offence">${OFFENCES.map(([v, text]) =>
+      `<option value="${esc(v)}">${esc(text)}</option>`).join('')}</select></div>
+      <div><label for="c-evidence">Evidence: what went wrong, in words an admin can check (required)</label>
+        <textarea id="c-evidence" rows="4" maxlength="8192" required></textarea></div>
+      <div><label for="c-harm">Harm, $ (optional: at most, and when empty, what the lease cost you, ${esc(cost)})</label>
+        <input id="c-harm" type="text" inputmode="decimal" placeholder="${esc(cost)}"></div>`;
+  }
+
+  // readComplaint reads the complaint dialog: {offence, evidence, harm} or
+  // {error, input}, the input at fault.
+  function readComplaint() {
+    const evidence = $('#c-evidence').value.trim(), harmText = $('#c-harm').value.trim();
+    if (!evidence) return { error: 'Evidence: required. Say what went wrong, so that an admin can check it.', input: $('#c-evidence') };
+    const harm = harmText ? parseMoney(harmText) : 0;
+    if (harm === null) return { error: 'Harm: write dollars, e.g. 2.50, or leave it empty for what the lease cost.', input: $('#c-harm') };
+    return { offence: $('#c-offence').value, evidence, harm };
+  }
+
   // ---- operator actions, each confirmed in a dialog ------------------
 
   // ACTIONS are the actions on a row (an operator's, a provider's drain, a
-  // renter's cancel): the access they take (need), what the dialog asks,
-  // the call made once it is confirmed, what the panel then says, and the
-  // words of the button that backs out (back; "Cancel" when unset). key is an
-  // Idempotency-Key made when the dialog opens, so that retrying one
-  // confirmation is applied once.
+  // renter's cancel or complaint): the access they take (need), what the
+  // dialog asks (a line of text, label; or its own questions, fields, read
+  // by read), the call made once it is confirmed, what the panel then says,
+  // and the words of the button that backs out (back; "Cancel" when unset).
+  // key is an Idempotency-Key made when the dialog opens, so that retrying
+  // one confirmation is applied once.
   const ACTIONS = {
     cancel: { panel: 'job', need: 'use', ok: 'Cancel job', back: 'Keep the job', danger: true,
       title: (j) => 'Cancel job ' + (j.name || j.id),
@@ -1532,6 +1589,18 @@
       run: (j) => api('POST', '/v1/jobs/' + enc(j.id) + '/cancel'),
       done: (j) => j.state === 'cancelled' ? `Job ${j.id} cancelled.`
         : `Cancel requested: job ${j.id} ends once its leases have stopped.` },
+    complain: { panel: 'job', need: 'use', ok: 'Open complaint', fields: complaintFields, read: readComplaint,
+      inputs: { 'dispute.offence': 'c-offence', 'dispute.evidence': 'c-evidence', 'dispute.harm_micros': 'c-harm' },
+      conflict: 'a complaint of this offence about this lease was opened already: see Complaints and disputes',
+      title: (l) => 'Complain about lease ' + l.id,
+      what: (l) => `Opens a dispute against the provider of node ${(st.nodes[l.node_id] || {}).name || l.node_id}, which an admin ` +
+        'decides: upheld, the trust policy\'s penalty is taken from the provider\'s bond, and what it does not pay of your harm is ' +
+        'refunded from the lease\'s earnings still pending; dismissed, nothing moves. You may complain within 30 days of the ' +
+        'lease\'s end, once per offence.',
+      run: (l, text, key, v) => api('POST', '/v1/disputes', Object.assign({ offence: v.offence, lease_id: l.id, evidence: v.evidence },
+        v.harm ? { harm_micros: v.harm } : {}), { 'Idempotency-Key': key }),
+      done: (d) => `Complaint ${d.id} opened: an admin decides it. Harm claimed: ${money(d.harm_micros)}; ` +
+        'it is listed under Complaints and disputes.' },
     settle: { panel: 'settle', need: 'all', ok: 'Settle payout', required: true, label: 'Payment reference (e.g. the bank transfer ID)',
       title: (r) => 'Settle payout ' + r.id,
       what: (r) => `Marks ${money(r.amount_micros)} to provider ${r.provider_id} as paid. Settle once the money has left: it cannot be undone.`,
@@ -1595,6 +1664,8 @@
     $('#confirm-what').textContent = a.what(row);
     $('#confirm-label').textContent = a.label ? a.label + (a.required ? '' : ' (optional)') : '';
     $('#confirm-label').hidden = $('#confirm-text').hidden = !a.label; // an action that records no words asks for none
+    $('#confirm-fields').innerHTML = a.fields ? a.fields(row) : '';
+    $('#confirm-fields').hidden = !a.fields;
     $('#confirm-text').value = '';
     $('#confirm-text').required = !!a.required;
     $('#confirm-error').textContent = '';
@@ -1602,7 +1673,7 @@
     const ok = $('#confirm-ok');
     ok.textContent = a.ok; ok.className = a.danger ? 'danger' : ''; ok.disabled = false;
     $('#confirm').showModal();
-    (a.label ? $('#confirm-text') : ok).focus();
+    (a.fields ? $('#confirm-fields').querySelector('input, select, textarea') : a.label ? $('#confirm-text') : ok).focus();
   }
 
   async function confirmSubmit(ev) {
@@ -1611,16 +1682,32 @@
     if (!c) return;
     const out = $('#confirm-error'), text = $('#confirm-text').value.trim();
     out.textContent = '';
+    for (const el of $('#confirm-fields').querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
     if (c.a.required && !text) { out.textContent = c.a.label + ': required.'; $('#confirm-text').focus(); return; }
+    const values = c.a.read ? c.a.read() : null; // the action's own questions, answered
+    if (values && values.error) {
+      out.textContent = values.error; values.input.setAttribute('aria-invalid', 'true'); values.input.focus();
+      return;
+    }
     $('#confirm-ok').disabled = true;
     try {
-      const res = await c.a.run(c.row, text, c.key);
+      const res = await c.a.run(c.row, text, c.key, values);
       c.result = c.a.done(res);
       $('#confirm').close();
     } catch (e) {
-      out.textContent = e.message + (e.status === 409 ? ' (someone may have decided it already; the list refreshes)' : '');
+      if (confirming !== c) return; // backed out of, or signed out, meanwhile
+      // Said as the server said it, a line a field at fault, each of the
+      // action's own inputs at fault marked and the first focused.
+      const bad = (e.problems || []).map((p) => document.getElementById((c.a.inputs || {})[p.field])).filter(Boolean);
+      // A conflict is said in the action's words (conflict); one over its
+      // idempotency key means what was sent before, unanswered, was taken
+      // and the dialog's text has changed since.
+      const conflict = !c.a.conflict ? 'someone may have decided it already; the list refreshes'
+        : e.field === 'idempotency_key' ? 'what you sent before was taken: back out, and see Complaints and disputes' : c.a.conflict;
+      out.textContent = problemLines(e) + (e.status === 409 ? ' (' + conflict + ')' : '');
+      for (const el of bad) el.setAttribute('aria-invalid', 'true');
       $('#confirm-ok').disabled = false;
-      $('#confirm-text').focus();
+      (bad[0] || (c.a.label ? $('#confirm-text') : $('#confirm-ok'))).focus();
       refresh();
     }
   }
