@@ -116,7 +116,7 @@ re-run) are upheld at once, with the penalty taken from the bond. An
 operator may open others and uphold or dismiss them.`, []subcommand{
 		{"ls", "list disputes: against you (provider), for you (renter), or all (admin)", func(a []string) error { return c.list(ctx, a) }},
 		{"show", "show one dispute with its evidence", func(a []string) error { return c.show(ctx, a) }},
-		{"open", "charge a provider with an offence the market cannot prove by itself (admin)", func(a []string) error { return c.open(ctx, a) }},
+		{"open", "charge a provider with an offence the market cannot prove by itself (admin), or complain about a lease of yours (renter)", func(a []string) error { return c.open(ctx, a) }},
 		{"uphold", "uphold an open dispute, taking the penalty from the bond (admin)", func(a []string) error { return c.resolve(ctx, a, "uphold") }},
 		{"dismiss", "dismiss an open dispute (admin)", func(a []string) error { return c.resolve(ctx, a, "dismiss") }},
 		{"verifications", "list re-runs of verifiable work and what they found", func(a []string) error { return c.verifications(ctx, a) }},
