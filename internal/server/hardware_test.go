@@ -16,10 +16,12 @@ import (
 
 // hardwarePolicy is levelsByScore's ladder, where a newcomer holds level 1
 // if its hardware is verified (and passed challenges raise its score
-// towards level 2), with challenges as given.
+// towards level 2), with challenges as given, a flow mapping ("{…}"), and
+// no random challenges: one drawn while a test waits would go unanswered
+// and fail (TestServer_HardwareVerified_expiryDecays).
 func hardwarePolicy(challenges string) *trustpolicy.Policy {
 	return mustPolicy(`version: 2
-challenges: ` + challenges + `
+challenges: {per_node_per_day: 0, ` + strings.TrimPrefix(challenges, "{") + `
 levels:
   rules:
     - {level: 1, name: established, min_score: 0.85, min_gpu_hours: 0, verified_hardware: true}
