@@ -134,12 +134,15 @@ type SpendFilter struct {
 	From, To  time.Time // [From, To): a calendar month
 }
 
-// NoticeKind says what a notice to a renter is about.
+// NoticeKind says what a notice to an account holder is about.
 type NoticeKind string
 
 const (
 	NoticeRunout     NoticeKind = "runout"      // the renter's money would run out: leases stopped
 	NoticeSpendLimit NoticeKind = "spend_limit" // a spend limit was reached: leases stopped
+	// NoticeDispute: a renter complained about a provider's lease (to the
+	// provider), or an admin decided a dispute (to its provider and renter).
+	NoticeDispute NoticeKind = "dispute"
 )
 
 // Notice tells an account holder something the market did on its behalf,

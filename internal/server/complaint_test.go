@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -80,6 +82,10 @@ func TestServer_DisputeByRenter(t *testing.T) {
 		if got := mustAccountBalance(t, m, m.renterID).Available - before; got != earned {
 			t.Errorf("the renter got %s back, want %s", got, earned)
 		}
+		// The provider was told of the complaint, and both of the decision.
+		wantNotices(t, m, m.provider, "renter "+m.renterID+" complained of mismatched_result on lease "+l.ID+" (dispute "+d.ID+")",
+			"dispute "+d.ID+" (mismatched_result on lease "+l.ID+") was upheld")
+		wantNotices(t, m, m.renter, "dispute "+d.ID+" (mismatched_result on lease "+l.ID+") was upheld: "+earned.String()+" refunded to the renter")
 		mustLedgerBalanced(t, m.store)
 
 		// A lease that ended longer ago than the window (an hour here) is
@@ -91,4 +97,24 @@ func TestServer_DisputeByRenter(t *testing.T) {
 			t.Errorf("a complaint an hour after the lease ended: %v, want EINVALID naming dispute.lease_id, within the window", err)
 		}
 	})
+}
+
+// wantNotices fails t unless the caller's notices of kind dispute hold
+// each of wants, in some notice.
+func wantNotices(t *testing.T, m *testMarket, ctx context.Context, wants ...string) {
+	t.Helper()
+	ns, err := m.srv.ListNotices(ctx, idlegrid.NoticeFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range wants {
+		if !slices.ContainsFunc(ns, func(n *idlegrid.Notice) bool {
+			return n.Kind == idlegrid.NoticeDispute && strings.Contains(n.Message, want)
+		}) {
+			t.Errorf("notices of %s: %d, none saying %q", callerID(ctx), len(ns), want)
+			for _, n := range ns {
+				t.Logf("notice: %s %s", n.Kind, n.Message)
+			}
+		}
+	}
 }

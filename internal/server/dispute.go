@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -239,7 +240,11 @@ func (s *Server) upholdOpen(ctx context.Context, o offence) (*idlegrid.Dispute, 
 		return nil, err
 	}
 	r.PenaltyTo = d.PenaltyTo
-	return s.store.ResolveDispute(ctx, r)
+	out, err := s.store.ResolveDispute(ctx, r)
+	if err == nil {
+		s.noticeDecided(ctx, out)
+	}
+	return out, err
 }
 
 // OpenDispute lets an operator charge a provider with an offence the
@@ -302,8 +307,49 @@ func (s *Server) OpenDisputeOnce(ctx context.Context, d idlegrid.Dispute, key st
 	if key != "" && conflictOn(err, "idempotency_key") { // sent twice at once: the other was stored
 		first, err := s.disputeOpenedWith(ctx, key, digest)
 		return first, err == nil, err
+	} else if err == nil && c.Role == idlegrid.RoleRenter {
+		s.noticeDispute(ctx, out, out.ProviderID, "opened", fmt.Sprintf(
+			"renter %s complained of %s on lease %s (dispute %s): %s. An admin decides it; your bond cannot be released meanwhile",
+			out.RenterID, out.Offence, out.LeaseID, out.ID, idlegrid.ClipText(out.Evidence, 300)))
 	}
 	return out, false, err
+}
+
+// noticeDispute tells account accountID that dispute d was opened or
+// decided (event), once. A notice that cannot be stored is logged: the
+// dispute stands, and its parties find it in their disputes.
+func (s *Server) noticeDispute(ctx context.Context, d *idlegrid.Dispute, accountID, event, message string) {
+	n := &idlegrid.Notice{ID: idlegrid.NewID("ntc"), AccountID: accountID, Kind: idlegrid.NoticeDispute,
+		Key: "dispute-" + event + ":" + d.ID + ":" + accountID, LeaseID: d.LeaseID, Message: message, CreatedAt: s.Now()}
+	if _, err := s.store.AddNotice(ctx, n); err != nil {
+		s.log.Error("a dispute's notice", "dispute", d.ID, "account", accountID, "err", err)
+	}
+}
+
+// noticeDecided tells a decided dispute's provider and renter how it was
+// decided and what moved.
+func (s *Server) noticeDecided(ctx context.Context, d *idlegrid.Dispute) {
+	what := "dismissed: nothing moved"
+	if d.State == idlegrid.DisputeUpheld {
+		var moved []string
+		if d.PenaltyMicros > 0 {
+			moved = append(moved, fmt.Sprintf("%s from the provider's bond to the %s", d.PenaltyMicros, d.PenaltyTo))
+		}
+		if d.RefundMicros > 0 {
+			moved = append(moved, fmt.Sprintf("%s refunded to the renter from the lease's pending earnings", d.RefundMicros))
+		}
+		what = "upheld: " + cmp.Or(strings.Join(moved, ", "), "nothing moved (no bond, and no earnings of the lease pending)")
+	}
+	msg := fmt.Sprintf("dispute %s (%s", d.ID, d.Offence)
+	if d.LeaseID != "" {
+		msg += " on lease " + d.LeaseID
+	}
+	msg += ") was " + what + ": " + idlegrid.ClipText(d.Resolution, 300)
+	for _, id := range []string{d.ProviderID, d.RenterID} {
+		if id != "" {
+			s.noticeDispute(ctx, d, id, "decided", msg)
+		}
+	}
 }
 
 // DefaultComplaintWindow is how long after a lease's end its renter may
@@ -602,6 +648,7 @@ func (s *Server) ResolveDispute(ctx context.Context, id string, to idlegrid.Disp
 		return nil, err
 	}
 	s.log.Info("dispute resolved", "dispute", id, "state", to, "penalty", out.PenaltyMicros.String(), "by", c.AccountID)
+	s.noticeDecided(ctx, out)
 	return out, nil
 }
 
