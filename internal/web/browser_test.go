@@ -717,6 +717,7 @@ func TestDashboard(t *testing.T) {
 	// more harm than the lease cost is refused as the server says, and the
 	// one opened, under the dialog's Idempotency-Key, is listed in the
 	// renter's complaints.
+	var complaintID, complainedOf string // the renter's complaint, and the provider told of it
 	t.Run("renter complains", func(t *testing.T) {
 		b.t = t // report in the subtest
 		if jobID == "" {
@@ -775,6 +776,11 @@ func TestDashboard(t *testing.T) {
 				d, id, lease.ProviderID, lease.ChargedMicros)
 		}
 		b.waitText("#panel-complaints", id)
+		ns, err := client.New(m.URL, m.AdminKey).ListNotices(ctx, idlegrid.NoticeFilter{AccountID: lease.ProviderID})
+		if err != nil || !slices.ContainsFunc(ns, func(n *idlegrid.Notice) bool { return strings.Contains(n.Message, id) }) {
+			t.Errorf("the notices of the lease's provider %s: %v (%v), want one of complaint %s", lease.ProviderID, ns, err, id)
+		}
+		complaintID, complainedOf = id, lease.ProviderID
 		if row := eval[string](b, "read the complaint's row", fmt.Sprintf(`[...document.querySelectorAll('#panel-complaints tbody tr')]
 			.filter((r) => r.innerText.includes(%s)).map((r) => r.innerText).join('')`, jsString(id))); !strings.Contains(row, "broken notice") ||
 			!strings.Contains(row, lease.ID) || !strings.Contains(row, "open") || !strings.Contains(row, money(lease.ChargedMicros)) {
@@ -957,6 +963,12 @@ func TestDashboard(t *testing.T) {
 		b.waitText("#panel-asks", "Suggested")
 		b.waitText("#panel-earnings", "GPU-hours leased") // the fill chart reads the server's history, not page samples
 		b.waitText("#panel-windows", "In force")
+		if complainedOf == me.ID { // the provider is told of the renter's complaint
+			b.waitText("#panel-notices", "complained of broken_notice on lease")
+			b.waitText("#panel-notices", complaintID)
+		} else { // the complaint was another provider's
+			b.waitText("#panel-notices", "No notices: the market tells you here")
+		}
 		nodeID := eval[string](b, "read the chosen node", `document.getElementById('w-node').value`)
 		// Windows wrong in two places: both are said, a line each.
 		b.run("set a zone that does not exist, and add a window",

@@ -338,6 +338,7 @@
         need: 'all', act: 'add or remove registry logins' },
       { id: 'verifications', title: 'Verifications of your results', wide: true, body: verifications },
       { id: 'complaints', title: 'Complaints and disputes', wide: true, body: renterDisputes },
+      { id: 'notices', title: 'Notices', wide: true, body: notices },
     ] },
     provider: { title: 'Provider', roles: ['provider'], panels: () => [
       { id: 'nodes', title: 'Nodes and GPUs', wide: true, body: providerNodes, result: true, need: 'use', act: 'drain nodes' },
@@ -348,6 +349,7 @@
       { id: 'badges', title: 'Badges', body: providerBadges },
       { id: 'payouts', title: 'Payouts', body: providerPayouts, form: payoutForm, bind: bindPayout, need: 'all', act: 'request payouts' },
       { id: 'bond', title: 'Bond and disputes', wide: true, body: providerBond },
+      { id: 'notices', title: 'Notices', wide: true, body: notices },
     ] },
     operator: { title: 'Operator', roles: ['admin'], panels: () => [
       { id: 'health', title: 'System health', wide: true, body: systemHealth },
@@ -1502,6 +1504,24 @@
     ], vs, 'No verifications yet. A verifiable job (deterministic output) is re-run on another ' +
       'provider\'s node for a sample of its leases.') +
       more(vs, 50, 'idlegrid dispute verifications --before ' + (vs.length ? vs[vs.length - 1].id : ''));
+  }
+
+  // NOTICE_KINDS name what a notice is about (GET /v1/notices).
+  const NOTICE_KINDS = { runout: 'money ran short', spend_limit: 'spend limit', dispute: 'dispute' };
+
+  // notices lists what the market told the account, newest first: leases
+  // stopped before its money or spend limit ran out (a renter's), a
+  // complaint about its lease or a dispute decided (a provider's and a
+  // renter's).
+  async function notices() {
+    const p = await probe(['/v1/notices?limit=20']);
+    if (p.missing) return unavailable('Notices');
+    const ns = p.data.notices || [];
+    return table([
+      { h: 'When', f: (n) => when(n.created_at) }, { h: 'About', f: (n) => esc(NOTICE_KINDS[n.kind] || n.kind || '—') },
+      { h: 'Lease', f: (n) => n.lease_id ? id(n.lease_id) : '—' }, { h: 'Notice', f: (n) => esc(n.message) },
+    ], ns, 'No notices: the market tells you here when it stops a lease for money, or a dispute about your work opens or is decided.') +
+      more(ns, 20, 'idlegrid account notices --before ' + (ns.length ? ns[ns.length - 1].id : ''));
   }
 
   // providerBond shows the provider's bond and the disputes against it.
