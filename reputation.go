@@ -195,7 +195,13 @@ type TrustPolicyView struct {
 	HalfLifeHours  float64           `json:"half_life_hours"` // 0: facts never fade
 	Weights        []ReputationCount `json:"weights"`         // Good and Bad unset: the weights per dimension
 	DemotionMargin float64           `json:"demotion_margin"`
-	Levels         []TrustLevelRule  `json:"levels"`
+	// OffenceHoldHours is how long a provider's nodes hold level 0 after
+	// one of its offences is upheld; 0: no hold.
+	OffenceHoldHours float64          `json:"offence_hold_hours"`
+	Levels           []TrustLevelRule `json:"levels"`
+	// ComplaintWindowHours is how long after a lease's end its renter may
+	// complain of it: the server's --complaint-window, not a policy key.
+	ComplaintWindowHours float64 `json:"complaint_window_hours"`
 }
 
 // TrustLevelRule is what one level needs.

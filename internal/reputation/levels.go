@@ -24,7 +24,15 @@ type Levels struct {
 	// this far below the level's minimum, so that a score hovering at a
 	// threshold does not promote and demote on every lease.
 	DemotionMargin float64 `json:"demotion_margin"`
+	// OffenceHold holds every node of a provider, and the provider, at
+	// level 0 for this long after one of its offences was upheld, whatever
+	// its record, so that a caught cheater with a long record does not keep
+	// its level and gold work; 0 holds nothing.
+	OffenceHold time.Duration `json:"offence_hold"`
 }
+
+// MaxOffenceHold bounds Levels.OffenceHold.
+const MaxOffenceHold = 10 * 365 * 24 * time.Hour
 
 // NewcomerName is the name of level 0.
 const NewcomerName = "newcomer"
@@ -39,6 +47,7 @@ func DefaultLevels() Levels {
 			{Level: 3, Name: "elite", MinScore: 0.97, MinGPUHours: 2000, VerifiedHardware: true},
 		},
 		DemotionMargin: 0.02,
+		OffenceHold:    30 * 24 * time.Hour,
 	}
 }
 
@@ -46,6 +55,8 @@ func DefaultLevels() Levels {
 func (ls Levels) Validate() error {
 	if !(ls.DemotionMargin >= 0 && ls.DemotionMargin < 1) {
 		return idlegrid.Invalid("levels.demotion_margin", "must be at least 0 and below 1, got %g", ls.DemotionMargin)
+	} else if ls.OffenceHold < 0 || ls.OffenceHold > MaxOffenceHold {
+		return idlegrid.Invalid("levels.offence_hold", "must be between 0 (no hold) and 3650d, got %s", ls.OffenceHold)
 	}
 	var prev LevelRule
 	for i, r := range ls.Rules {
@@ -76,7 +87,10 @@ type Standing struct {
 	// more to say than that its challenges have not all passed.
 	HardwareNote string `json:"hardware_note,omitempty"`
 	Quarantined  bool   `json:"quarantined"` // a quarantined node holds level 0
-	Current      int    `json:"current"`     // the level held now, for the demotion margin
+	// Held says why the holder is held at level 0 for an upheld offence
+	// (Levels.OffenceHold), or "".
+	Held    string `json:"held,omitempty"`
+	Current int    `json:"current"` // the level held now, for the demotion margin
 }
 
 // Assessment is a level with its reasons, in words: what the level rests on,
@@ -93,6 +107,10 @@ func (ls Levels) Level(s Standing) Assessment {
 	a := Assessment{Name: NewcomerName}
 	if s.Quarantined {
 		a.Reasons = []string{"quarantined: level 0 until the quarantine is lifted"}
+		return a
+	}
+	if s.Held != "" {
+		a.Reasons = []string{"held at level 0: " + s.Held}
 		return a
 	}
 	for _, r := range ls.Rules {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -51,6 +52,10 @@ func TestLevels_Level(t *testing.T) {
 		{"quarantined", Standing{Score: 0.99, GPUSecondsServed: 3000 * hour, HardwareVerified: true, Quarantined: true, Current: 3}, 0, []string{
 			"quarantined: level 0 until the quarantine is lifted",
 		}},
+		{"held for an offence", Standing{Score: 0.99, GPUSecondsServed: 3000 * hour, HardwareVerified: true, Current: 3,
+			Held: "dispute d_1 (mismatched_result) upheld on 2026-12-05; until 2027-01-04"}, 0, []string{
+			"held at level 0: dispute d_1 (mismatched_result) upheld on 2026-12-05; until 2027-01-04",
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a := ls.Level(tt.s)
@@ -96,6 +101,8 @@ func TestLevels_Validate(t *testing.T) {
 		change func(ls *Levels)
 	}{
 		{"levels.demotion_margin", func(ls *Levels) { ls.DemotionMargin = -0.1 }},
+		{"levels.offence_hold", func(ls *Levels) { ls.OffenceHold = -time.Hour }},
+		{"levels.offence_hold", func(ls *Levels) { ls.OffenceHold = MaxOffenceHold + time.Hour }},
 		{"levels.rules[1].level", func(ls *Levels) { ls.Rules[1].Level = 3 }},
 		{"levels.rules[0].name", func(ls *Levels) { ls.Rules[0].Name = "" }},
 		{"levels.rules[2].min_score", func(ls *Levels) { ls.Rules[2].MinScore = 1.5 }},

@@ -213,6 +213,7 @@ func (s *Server) tryConvict(ctx context.Context, o offence) (*idlegrid.Dispute, 
 	}
 	s.log.Warn("offence upheld", "dispute", d.ID, "offence", d.Offence, "provider", d.ProviderID, "node", d.NodeID,
 		"lease", d.LeaseID, "penalty", d.PenaltyMicros.String(), "to", d.PenaltyTo, "evidence", d.Evidence)
+	s.restandProvider(ctx, d)
 	return d, nil
 }
 
@@ -649,6 +650,9 @@ func (s *Server) ResolveDispute(ctx context.Context, id string, to idlegrid.Disp
 	}
 	s.log.Info("dispute resolved", "dispute", id, "state", to, "penalty", out.PenaltyMicros.String(), "by", c.AccountID)
 	s.noticeDecided(ctx, out)
+	if to == idlegrid.DisputeUpheld {
+		s.restandProvider(ctx, out)
+	}
 	return out, nil
 }
 

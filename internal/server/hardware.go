@@ -112,6 +112,9 @@ const hardwareWindow = 200
 // is in doubt while a node's is (providerChecks).
 type levelChecks struct {
 	quarantined bool // a quarantined node holds level 0
+	// held says why the node's provider is held at level 0 for an upheld
+	// offence (offenceHold), or "".
+	held string
 	// hardwareDoubt says why the node's challenges leave its hardware
 	// unverified, or "" (hardwareDoubt).
 	hardwareDoubt string
@@ -121,21 +124,30 @@ type levelChecks struct {
 	provider *reputation.Flag
 }
 
-// nodeChecks are n's level checks: its quarantine and what its challenges
-// say of its hardware.
+// nodeChecks are n's level checks: its quarantine, its provider's offence
+// hold and what its challenges say of its hardware.
 func (s *Server) nodeChecks(ctx context.Context, n *idlegrid.Node) (levelChecks, error) {
+	held, err := s.offenceHold(ctx, n.ProviderID, s.Now())
+	if err != nil {
+		return levelChecks{}, err
+	}
 	doubt, err := s.hardwareDoubt(ctx, n)
-	return levelChecks{quarantined: n.Quarantined, hardwareDoubt: doubt}, err
+	return levelChecks{quarantined: n.Quarantined, held: held, hardwareDoubt: doubt}, err
 }
 
-// providerChecks are a provider's level checks: while the saved standing
-// of one of its nodes says that node's hardware is unverified, the
-// provider's hardware is unverified too, as a failed challenge on one node
-// makes the provider's pooled evidence unverified. Nodes' notes are as of
-// their last save, so they follow a changed trust policy at each node's
-// next save. A pending node standing, when not nil, stands in for that
-// node's saved one.
+// providerChecks are a provider's level checks: its offence hold, and
+// what its nodes' saved standings say of their hardware: while one of
+// them says that node's hardware is unverified, the provider's hardware
+// is unverified too, as a failed challenge on one node makes the
+// provider's pooled evidence unverified. Nodes' notes are as of their
+// last save, so they follow a changed trust policy at each node's next
+// save. A pending node standing, when not nil, stands in for that node's
+// saved one.
 func (s *Server) providerChecks(ctx context.Context, providerID string, pending *idlegrid.Reputation) (levelChecks, error) {
+	held, err := s.offenceHold(ctx, providerID, s.Now())
+	if err != nil {
+		return levelChecks{}, err
+	}
 	rs, err := s.store.ListReputations(ctx, idlegrid.ReputationFilter{
 		Subject: idlegrid.SubjectNode, ProviderID: providerID, HardwareDoubted: true, Limit: 2})
 	if err != nil {
@@ -144,16 +156,17 @@ func (s *Server) providerChecks(ctx context.Context, providerID string, pending 
 	if pending != nil {
 		rs = withPending(rs, pending)
 	}
+	chk := levelChecks{held: held}
 	var doubted *idlegrid.Reputation // the first by node ID, as listed
 	for _, r := range rs {
 		if r.HardwareNote != "" && (doubted == nil || r.SubjectID < doubted.SubjectID) {
 			doubted = r
 		}
 	}
-	if doubted == nil {
-		return levelChecks{}, nil
+	if doubted != nil {
+		chk.hardwareDoubt = fmt.Sprintf("node %s: %s", doubted.SubjectID, doubted.HardwareNote)
 	}
-	return levelChecks{hardwareDoubt: fmt.Sprintf("node %s: %s", doubted.SubjectID, doubted.HardwareNote)}, nil
+	return chk, nil
 }
 
 // hardwareDoubt reads n's newest challenges and says why they leave its

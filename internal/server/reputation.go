@@ -536,28 +536,16 @@ func (s *Server) standAtJoin(ctx context.Context, n *idlegrid.Node) {
 // boundOf is bounding, with the provider's saved standing, read only when
 // node standing r's own evidence is thin, and then once for all the nodes
 // of a provider that a reaper pass looks at (seen; nil: read it anew).
-func (s *Server) boundOf(ctx context.Context, r *idlegrid.Reputation, now time.Time, seen providersSeen) (*reputation.Flag, error) {
+func (s *Server) boundOf(ctx context.Context, r *idlegrid.Reputation, now time.Time, seen *providersSeen) (*reputation.Flag, error) {
 	if !s.trust.policy.Reputation.Thin(reputation.EvidenceOf(r), now) {
 		return nil, nil
 	}
-	provider, ok := seen[r.ProviderID]
-	if !ok {
-		var err error
-		if provider, err = s.savedProvider(ctx, r.ProviderID); err != nil {
-			return nil, err
-		}
-		if seen != nil {
-			seen[r.ProviderID] = provider
-		}
+	provider, err := s.seenStanding(ctx, seen, r.ProviderID)
+	if err != nil {
+		return nil, err
 	}
 	return s.bounding(ctx, r, provider, now)
 }
-
-// providersSeen holds providers' saved standings (nil: none saved) as a
-// reaper pass read them, by provider ID, so that its looks at many thin
-// nodes of one provider read its standing once (boundOf). A node's save
-// moves its provider's standing, so the pass forgets it then (saveUptime).
-type providersSeen map[string]*idlegrid.Reputation
 
 // bounding is the flag of node standing r's provider when it bounds r's
 // score at now (reputation.Params.NodeScore), or nil: when r's own
@@ -638,7 +626,7 @@ func (s *Server) restand(r *idlegrid.Reputation, ev reputation.Evidence, now tim
 func (s *Server) assess(r *idlegrid.Reputation, ev reputation.Evidence, chk levelChecks) reputation.Assessment {
 	why := hardwareUnverified(ev, chk)
 	st := reputation.Standing{Score: r.Score, GPUSecondsServed: r.GPUSecondsServed,
-		HardwareVerified: why == "", HardwareNote: why, Quarantined: chk.quarantined, Current: r.Level}
+		HardwareVerified: why == "", HardwareNote: why, Quarantined: chk.quarantined, Held: chk.held, Current: r.Level}
 	return s.trust.policy.Levels.Level(st)
 }
 
@@ -699,7 +687,7 @@ func expand(f idlegrid.ReputationFact) []reputation.Fact {
 // doubt about its hardware only holds a level down, the answer that
 // raises one restands the node itself (afterChallenge), and so does an
 // offer that changes a GPU's claim (offerChanged).
-func (s *Server) stale(ctx context.Context, r *idlegrid.Reputation, n *idlegrid.Node, now time.Time, seen providersSeen) (bool, error) {
+func (s *Server) stale(ctx context.Context, r *idlegrid.Reputation, n *idlegrid.Node, now time.Time, seen *providersSeen) (bool, error) {
 	if r == nil {
 		return true, nil
 	}
@@ -714,7 +702,15 @@ func (s *Server) stale(ctx context.Context, r *idlegrid.Reputation, n *idlegrid.
 	}
 	moved := *r
 	moved.Score = score
-	if s.assess(&moved, ev, levelChecks{quarantined: n.Quarantined}).Level == r.Level {
+	quick := levelChecks{quarantined: n.Quarantined}
+	level := s.assess(&moved, ev, quick).Level
+	if level > 0 || r.Level > 0 { // a hold takes a level to 0, so only then is it read
+		if quick.held, err = s.seenHold(ctx, seen, n.ProviderID, now); err != nil {
+			return false, err
+		}
+		level = s.assess(&moved, ev, quick).Level
+	}
+	if level == r.Level {
 		return false, nil
 	}
 	chk, err := s.nodeChecks(ctx, n)
@@ -817,7 +813,7 @@ func (s *Server) viewOf(rep *idlegrid.Reputation, ev reputation.Evidence, now ti
 		Score: score, Level: rep.Level, LevelName: pol.Levels.Name(rep.Level), AsOf: now,
 		PolicyVersion: pol.Version, PolicySHA256: pol.SHA256}
 	v.Badges = append(v.Badges, v.LevelName)
-	if pol.Gold.Allows(rep.Level) && !chk.quarantined { // a quarantined node takes no lease, gold least of all
+	if pol.Gold.Allows(rep.Level) && !chk.quarantined && chk.held == "" { // a quarantined node takes no lease, gold least of all
 		v.Badges = append(v.Badges, "gold")
 	}
 	if hardwareUnverified(pol.Reputation.DecayedTo(ev, now), chk) == "" {
@@ -936,7 +932,8 @@ func (s *Server) TrustPolicyView(ctx context.Context) (*idlegrid.TrustPolicyView
 	pol := s.trust.policy
 	p := pol.Reputation
 	v := &idlegrid.TrustPolicyView{Version: pol.Version, SHA256: pol.SHA256, GoldMinLevel: pol.Gold.MinLevel,
-		PriorGood: p.PriorGood, PriorBad: p.PriorBad, HalfLifeHours: p.HalfLife.Hours(), DemotionMargin: pol.Levels.DemotionMargin}
+		PriorGood: p.PriorGood, PriorBad: p.PriorBad, HalfLifeHours: p.HalfLife.Hours(), DemotionMargin: pol.Levels.DemotionMargin,
+		OffenceHoldHours: pol.Levels.OffenceHold.Hours(), ComplaintWindowHours: s.cfg.ComplaintWindow.Hours()}
 	for _, d := range reputation.Dimensions {
 		w := p.Weights[d]
 		v.Weights = append(v.Weights, idlegrid.ReputationCount{Dimension: string(d), WeightGood: w.Good, WeightBad: w.Bad})

@@ -277,6 +277,9 @@ func TestServer_Reputation_defaultPolicy(t *testing.T) {
 		if pv.Version != trustpolicy.Version || pv.GoldMinLevel != 2 || len(pv.Levels) != 3 || len(pv.SHA256) != 64 {
 			t.Fatalf("policy view = %+v, want the default: version %d, gold at level 2", pv, trustpolicy.Version)
 		}
+		if pv.OffenceHoldHours != 720 || pv.ComplaintWindowHours != 720 {
+			t.Errorf("policy view: offence hold %gh, complaint window %gh; want the defaults, 720h each", pv.OffenceHoldHours, pv.ComplaintWindowHours)
+		}
 		v := mustNodeReputation(t, m, m.provider)
 		if v.Level != 0 || v.LevelName != "newcomer" || v.PolicySHA256 != pv.SHA256 {
 			t.Errorf("newcomer view = %+v, want level 0 under the policy in force", v)

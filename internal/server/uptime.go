@@ -60,7 +60,7 @@ const (
 func (s *Server) measureUptime(ctx context.Context, online map[string]time.Time) error {
 	now := s.Now()
 	var errs []error
-	seen := providersSeen{}
+	seen := newProvidersSeen()
 	for _, id := range s.uptimeDue(online, now) {
 		if ctx.Err() != nil {
 			break // the rest are looked at by the next pass
@@ -102,7 +102,7 @@ func (s *Server) uptimeDue(online map[string]time.Time, now time.Time) []string 
 // standing when there are facts or decay moved it, and sets its next look.
 // A node no longer watched (gone, said goodbye, or lost too long) is
 // forgotten. seen holds the providers' standings the pass has read.
-func (s *Server) lookAtUptime(ctx context.Context, id string, now time.Time, seen providersSeen) error {
+func (s *Server) lookAtUptime(ctx context.Context, id string, now time.Time, seen *providersSeen) error {
 	s.trust.mmu.Lock()
 	defer s.trust.mmu.Unlock()
 	n, err := s.store.FindNode(ctx, id)
@@ -137,13 +137,13 @@ func (s *Server) lookAtUptime(ctx context.Context, id string, now time.Time, see
 // saveUptime saves node n's standing rep with the window facts that ended
 // through, or with none when decay moved it. The save moves its
 // provider's standing too, which seen then forgets.
-func (s *Server) saveUptime(ctx context.Context, n *idlegrid.Node, rep *idlegrid.Reputation, facts []idlegrid.ReputationFact, through, now time.Time, seen providersSeen) error {
+func (s *Server) saveUptime(ctx context.Context, n *idlegrid.Node, rep *idlegrid.Reputation, facts []idlegrid.ReputationFact, through, now time.Time, seen *providersSeen) error {
 	if len(facts) == 0 {
 		if stale, err := s.stale(ctx, rep, n, now, seen); err != nil || !stale {
 			return err
 		}
 	}
-	delete(seen, n.ProviderID)
+	seen.moved(n.ProviderID)
 	return s.recordFacts(ctx, n.ID, facts, standingDelta{through: through})
 }
 

@@ -274,6 +274,7 @@ type (
 	}
 	fileLevels struct {
 		DemotionMargin float64     `yaml:"demotion_margin"`
+		OffenceHold    duration    `yaml:"offence_hold" since:"3"`
 		Rules          []fileLevel `yaml:"rules"`
 	}
 	fileLevel struct {
@@ -340,7 +341,7 @@ func (f *file) policy() (*Policy, error) {
 			},
 			FlagBelow: f.Reputation.FlagBelow,
 		},
-		Levels:       reputation.Levels{DemotionMargin: f.Levels.DemotionMargin},
+		Levels:       reputation.Levels{DemotionMargin: f.Levels.DemotionMargin, OffenceHold: time.Duration(f.Levels.OffenceHold)},
 		Gold:         Gold(f.Gold),
 		Challenges:   Challenges(f.Challenges),
 		Verification: Verification(f.Verification),

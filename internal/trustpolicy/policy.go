@@ -20,9 +20,10 @@ import (
 
 // Version is the newest policy file version this build reads; it reads
 // every version from 1. Version 2 added challenges.allow_simulated_runners
-// and challenges.unverified_after_unsupported; a version 1 file may not
-// name them, and gets their defaults.
-const Version = 2
+// and challenges.unverified_after_unsupported, version 3
+// levels.offence_hold; an older file may not name a newer key, and gets
+// its default.
+const Version = 3
 
 // Policy is a parsed, valid trust policy.
 type Policy struct {

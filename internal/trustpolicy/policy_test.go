@@ -91,8 +91,9 @@ slashing:
 	}
 }
 
-// A version 1 file still reads, with the defaults of the keys version 2
-// added; a version 2 file may set them.
+// A version 1 file still reads, with the defaults of the keys versions 2
+// and 3 added; a version 2 file may set its keys, and a version 3 file
+// all.
 func TestParse_Versions(t *testing.T) {
 	old := mustParse(t, "version: 1\nchallenges: {per_node_per_day: 2}\n")
 	if c := old.Challenges; old.Version != 1 || c.PerNodePerDay != 2 || c.AllowSimulatedRunners || c.UnverifiedAfterUnsupported != 3 {
@@ -102,6 +103,14 @@ func TestParse_Versions(t *testing.T) {
 	if c := dev.Challenges; dev.Version != 2 || !c.AllowSimulatedRunners || c.UnverifiedAfterUnsupported != 0 || !c.AtJoin {
 		t.Errorf("version 2: got version %d, challenges %+v; want the keys set and the rest default", dev.Version, c)
 	}
+	if old.Levels.OffenceHold != 30*24*time.Hour || dev.Levels.OffenceHold != 30*24*time.Hour {
+		t.Errorf("offence hold: got %s and %s for versions 1 and 2, want the default 720h", old.Levels.OffenceHold, dev.Levels.OffenceHold)
+	}
+	for give, want := range map[string]time.Duration{"7d": 7 * 24 * time.Hour, "36h": 36 * time.Hour, "0": 0} {
+		if p := mustParse(t, "version: 3\nlevels: {offence_hold: "+give+"}\n"); p.Levels.OffenceHold != want || p.Version != 3 {
+			t.Errorf("offence_hold %s: got %s (version %d), want %s", give, p.Levels.OffenceHold, p.Version, want)
+		}
+	}
 }
 
 func TestParse_Errors(t *testing.T) {
@@ -110,8 +119,12 @@ func TestParse_Errors(t *testing.T) {
 	}{
 		{"empty", ``, "version", "empty"},
 		{"no version", "gold: {min_level: 1}\n", "version", "required"},
-		{"newer version", "version: 3\nfuture_key: 1\n", "version", "reads version 1 to 2 policies, got 3"},
-		{"version 0", "version: 0\n", "version", "reads version 1 to 2 policies, got 0"},
+		{"newer version", "version: 4\nfuture_key: 1\n", "version", "reads version 1 to 3 policies, got 4"},
+		{"version 0", "version: 0\n", "version", "reads version 1 to 3 policies, got 0"},
+		{"version 3 key in a version 2 file", "version: 2\nlevels: {offence_hold: 7d}\n",
+			"levels.offence_hold", "line 2: needs a version 3 policy; this file is version 2"},
+		{"offence hold too long", "version: 3\nlevels: {offence_hold: 3651d}\n", "levels.offence_hold", "between 0 (no hold) and 3650d"},
+		{"offence hold without a unit", "version: 3\nlevels: {offence_hold: 30}\n", "levels.offence_hold", "60d"},
 		{"version 2 key in a version 1 file", "version: 1\nchallenges: {allow_simulated_runners: true}\n",
 			"challenges.allow_simulated_runners", "line 2: needs a version 2 policy; this file is version 1"},
 		{"unsupported limit", "version: 2\nchallenges: {unverified_after_unsupported: -1}\n", "challenges.unverified_after_unsupported", "between 0 (never) and 100"},

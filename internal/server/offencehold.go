@@ -1,0 +1,132 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// The offence hold (docs/trust.md, "The offence hold"): for the trust
+// policy's levels.offence_hold after one of its offences is upheld, every
+// node of a provider, and the provider, hold level 0 whatever their
+// record, and so take no gold work. An upheld dispute restands the
+// provider's nodes at once (restandProvider); each later save of a node's
+// standing reads the hold (nodeChecks), and the reaper's staleness check
+// (stale) reads it once a pass for each provider, so that a hold that
+// ended promotes the provider's online nodes again within their next look.
+
+// offenceHold says why provider providerID's nodes are held at level 0 at
+// now: the offence of its dispute upheld last, while within the hold; ""
+// when none is.
+func (s *Server) offenceHold(ctx context.Context, providerID string, now time.Time) (string, error) {
+	hold := s.trust.policy.Levels.OffenceHold
+	if hold <= 0 {
+		return "", nil
+	}
+	ds, err := s.store.ListDisputes(ctx, idlegrid.DisputeFilter{ProviderID: providerID,
+		States: []idlegrid.DisputeState{idlegrid.DisputeUpheld}, Limit: everyRow})
+	if err != nil {
+		return "", err
+	}
+	var last *idlegrid.Dispute
+	for _, d := range ds {
+		if upheldAt(d).Add(hold).After(now) && (last == nil || upheldAt(d).After(upheldAt(last))) {
+			last = d
+		}
+	}
+	if last == nil {
+		return "", nil
+	}
+	return fmt.Sprintf("dispute %s (%s) upheld on %s, so every node of provider %s holds level 0 until %s",
+		last.ID, last.Offence, upheldAt(last).UTC().Format(time.DateOnly), providerID,
+		upheldAt(last).Add(hold).UTC().Format(time.RFC3339)), nil
+}
+
+// upheldAt is when d was upheld: when it was resolved, or, convicted by
+// the market at once, when it was opened.
+func upheldAt(d *idlegrid.Dispute) time.Time {
+	if d.ResolvedAt != nil {
+		return *d.ResolvedAt
+	}
+	return d.CreatedAt
+}
+
+// restandProvider saves again the standing of every node of an upheld
+// dispute's provider, and with them the provider's, so that the offence
+// hold takes their levels, and gold work, at once rather than at each
+// node's next save. Errors are logged: the dispute stands, and each node's
+// next save (the reaper's, for an online node) reads the hold anyway. It
+// runs to the end whether or not the request that upheld the dispute is
+// still there.
+func (s *Server) restandProvider(ctx context.Context, d *idlegrid.Dispute) {
+	if s.trust.policy.Levels.OffenceHold <= 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	nodes, err := s.store.ListNodes(ctx, idlegrid.NodeFilter{ProviderID: d.ProviderID})
+	if err != nil {
+		s.log.Error("offence hold: list the provider's nodes", "dispute", d.ID, "provider", d.ProviderID, "err", err)
+		return
+	}
+	for _, n := range nodes {
+		if n.State == idlegrid.NodeRetired {
+			continue
+		}
+		if err := s.recordFacts(ctx, n.ID, nil, standingDelta{}); err != nil {
+			s.log.Error("offence hold: restand a node", "dispute", d.ID, "node", n.ID, "err", err)
+		}
+	}
+}
+
+// providersSeen is what a reaper pass read of providers, by provider ID,
+// so that its looks at many nodes of one provider read each once: their
+// saved standings (nil: none saved), which a thin node's score is bounded
+// by (boundOf), and their offence holds (stale). A node's save moves its
+// provider's standing, so the pass forgets that then (saveUptime); a nil
+// *providersSeen reads everything anew.
+type providersSeen struct {
+	standings map[string]*idlegrid.Reputation
+	holds     map[string]string
+}
+
+func newProvidersSeen() *providersSeen {
+	return &providersSeen{standings: map[string]*idlegrid.Reputation{}, holds: map[string]string{}}
+}
+
+// moved forgets provider providerID's standing, which a node's save moved.
+func (p *providersSeen) moved(providerID string) {
+	if p != nil {
+		delete(p.standings, providerID)
+	}
+}
+
+// seenStanding is provider providerID's saved standing (nil: none), read
+// once a pass.
+func (s *Server) seenStanding(ctx context.Context, seen *providersSeen, providerID string) (*idlegrid.Reputation, error) {
+	if seen != nil {
+		if r, ok := seen.standings[providerID]; ok {
+			return r, nil
+		}
+	}
+	r, err := s.savedProvider(ctx, providerID)
+	if err == nil && seen != nil {
+		seen.standings[providerID] = r
+	}
+	return r, err
+}
+
+// seenHold is provider providerID's offence hold at now, read once a pass.
+func (s *Server) seenHold(ctx context.Context, seen *providersSeen, providerID string, now time.Time) (string, error) {
+	if seen != nil {
+		if h, ok := seen.holds[providerID]; ok {
+			return h, nil
+		}
+	}
+	h, err := s.offenceHold(ctx, providerID, now)
+	if err == nil && seen != nil {
+		seen.holds[providerID] = h
+	}
+	return h, err
+}

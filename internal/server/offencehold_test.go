@@ -1,0 +1,130 @@
+package server_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// levelsHeld is levelsByScore with a two-hour offence hold, short enough
+// for a test to see it end.
+var levelsHeld = mustPolicy(`version: 3
+challenges: {allow_simulated_runners: true, per_node_per_day: 0}
+levels:
+  offence_hold: 2h
+  rules:
+    - {level: 1, name: established, min_score: 0.85, min_gpu_hours: 0, verified_hardware: true}
+    - {level: 2, name: trusted,     min_score: 0.92, min_gpu_hours: 0, verified_hardware: true}
+    - {level: 3, name: elite,       min_score: 0.97, min_gpu_hours: 0, verified_hardware: true}
+`)
+
+// An upheld offence holds every node of its provider, and the provider, at
+// level 0 for the policy's offence hold whatever their record: a trusted
+// node takes no gold work at once, and its level returns when the hold
+// ends, at the reaper's next look.
+func TestServer_OffenceHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarketWith(t, levelsHeld)
+		onlyOnNode(t, m)
+		mustVerify(t, m, m.node, m.nodeID, "barn-1")
+		for range 3 {
+			runOnNode(t, m, succeeded) // 14/15 = 0.933: level 2
+		}
+		providerID := callerID(m.provider)
+		if n := mustNode(t, m); n.Level != 2 {
+			t.Fatalf("before the offence barn-1 is level %d, want 2", n.Level)
+		}
+		d, err := m.srv.OpenDispute(m.admin, idlegrid.Dispute{Offence: "mismatched_result", ProviderID: providerID,
+			NodeID: m.nodeID, Evidence: "the renter's re-run differs"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := mustNode(t, m); n.Level != 2 {
+			t.Fatalf("with the dispute only open barn-1 is level %d, want 2: an open charge holds nothing", n.Level)
+		}
+		if _, err := m.srv.ResolveDispute(m.admin, d.ID, idlegrid.DisputeUpheld, "two re-runs agree with each other"); err != nil {
+			t.Fatal(err)
+		}
+
+		// Held at once: the node, its view and its provider.
+		if n := mustNode(t, m); n.Level != 0 {
+			t.Fatalf("after the offence barn-1 is level %d (reliability %.4f), want 0", n.Level, n.Reliability)
+		}
+		v := mustNodeReputation(t, m, m.admin)
+		reasons := strings.Join(v.Detail.LevelReasons, "; ")
+		if v.Level != 0 || !strings.Contains(reasons, "held at level 0: dispute "+d.ID+" (mismatched_result) upheld on") {
+			t.Errorf("node view: level %d, reasons %q; want 0, held by dispute %s", v.Level, reasons, d.ID)
+		}
+		if c := v.Detail.LevelChanges[0]; c.ToName != "newcomer" || !strings.Contains(strings.Join(c.Reasons, "; "), d.ID) {
+			t.Errorf("the newest level change %+v, want the demotion naming the dispute", c)
+		}
+		for _, b := range v.Badges {
+			if b == "gold" {
+				t.Errorf("badges %v show gold on a held node", v.Badges)
+			}
+		}
+		pv, err := m.srv.ProviderReputation(m.admin, providerID)
+		if err != nil || pv.Level != 0 || !strings.Contains(strings.Join(pv.Detail.LevelReasons, "; "), "held at level 0") {
+			t.Errorf("provider view: %+v (%v), want level 0, held", pv, err)
+		}
+		gold, err := m.srv.SubmitJob(m.renter, rtxSpec(idlegrid.TierGold))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 10*time.Second)
+		if got, _ := m.srv.FindJob(m.renter, gold.ID); got.State != idlegrid.JobQueued || !strings.Contains(got.Reason, "reliability bar") {
+			t.Fatalf("gold job on a held node = %s (%s), want queued at the reliability bar", got.State, got.Reason)
+		}
+
+		// A lease's end within the hold keeps it: each save reads it.
+		if _, err := m.srv.CancelJob(m.renter, gold.ID); err != nil {
+			t.Fatal(err)
+		}
+		runOnNode(t, m, succeeded)
+		if n := mustNode(t, m); n.Level != 0 {
+			t.Fatalf("a lease's end within the hold left barn-1 at level %d, want 0", n.Level)
+		}
+
+		// The hold ends two hours after the upholding; the reaper's next
+		// look at the node (within ten minutes) promotes it again.
+		m.advance(t, 2*time.Hour+11*time.Minute)
+		if n := mustNode(t, m); n.Level != 2 {
+			t.Fatalf("after the hold barn-1 is level %d (reliability %.4f), want 2 again", n.Level, n.Reliability)
+		}
+		v = mustNodeReputation(t, m, m.admin)
+		if c := v.Detail.LevelChanges[0]; c.FromName != "newcomer" || c.ToName != "trusted" {
+			t.Errorf("the newest level change %+v, want the promotion back to trusted", c)
+		}
+	})
+}
+
+// An offence upheld while its nodes were not restood (the server stopped
+// between the two) holds them from the reaper's next look at each.
+func TestServer_OffenceHold_reaperFindsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarketWith(t, levelsHeld)
+		onlyOnNode(t, m)
+		mustVerify(t, m, m.node, m.nodeID, "barn-1")
+		for range 3 {
+			runOnNode(t, m, succeeded)
+		}
+		now := time.Now()
+		d := &idlegrid.Dispute{ID: idlegrid.NewID("dispute"), Offence: "forged_receipt", State: idlegrid.DisputeUpheld,
+			ProviderID: callerID(m.provider), NodeID: m.nodeID, Evidence: "a receipt its key did not sign",
+			Resolution: "proven", ResolvedBy: "market", ResolvedAt: &now, CreatedAt: now}
+		if err := m.store.OpenDispute(context.Background(), d, nil); err != nil {
+			t.Fatal(err)
+		}
+		if n := mustNode(t, m); n.Level != 2 {
+			t.Fatalf("barn-1 is level %d before the reaper looked, want 2", n.Level)
+		}
+		m.advance(t, 11*time.Minute)
+		if n := mustNode(t, m); n.Level != 0 {
+			t.Fatalf("after the reaper's look barn-1 is level %d, want 0: held by %s", n.Level, d.ID)
+		}
+	})
+}
