@@ -218,6 +218,7 @@ func (s *scriptedAPI) routes() {
 		fakeJSON(w, http.StatusOK, map[string]any{"node_id": r.PathValue("id"), "schedule": always, "published": always})
 	})
 	fixed("GET /v1/providers/{id}/reputation", map[string]any{"badges": []string{"newcomer"}})
+	fixed("GET /v1/trust-policy", map[string]any{"version": 3, "complaint_window_hours": 336})
 	answer("GET /v1/payouts", func(w http.ResponseWriter, r *http.Request, _ *idlegrid.Account) {
 		fakeJSON(w, http.StatusOK, wire.Payouts{Payouts: stubList(r, s.payouts,
 			func(p *idlegrid.Payout) string { return p.ID }, func(p *idlegrid.Payout) string { return string(p.State) })})
@@ -456,7 +457,8 @@ func TestDashboard_scriptedAPI(t *testing.T) {
 	})
 
 	// With 30 or more disputes open, the newest 30 of any state are all
-	// open: the decided ones are asked for as such.
+	// open: the decided ones are asked for as such. The oldest open one
+	// says how long the queue has kept a bond waiting.
 	t.Run("decided disputes behind many open", func(t *testing.T) {
 		b.t = t
 		stub.set(func(s *scriptedAPI) {
@@ -464,7 +466,7 @@ func TestDashboard_scriptedAPI(t *testing.T) {
 			var open []*idlegrid.Dispute
 			for i := range 40 {
 				open = append(open, &idlegrid.Dispute{ID: fmt.Sprintf("dispute_open%02d", i), Offence: "broken_notice",
-					State: idlegrid.DisputeOpen, ProviderID: "acct_provider", Evidence: "stub", CreatedAt: time.Now().UTC()})
+					State: idlegrid.DisputeOpen, ProviderID: "acct_provider", Evidence: "stub", CreatedAt: time.Now().UTC().Add(-time.Duration(i) * time.Hour)})
 			}
 			s.disputes = append(open, &idlegrid.Dispute{ID: "dispute_dismissed", Offence: "broken_notice", State: idlegrid.DisputeDismissed,
 				ProviderID: "acct_provider", Evidence: "stub", Resolution: "not proven", CreatedAt: time.Now().UTC().Add(-time.Hour)},
@@ -474,7 +476,7 @@ func TestDashboard_scriptedAPI(t *testing.T) {
 		open(rarely, "operator")
 		b.waitText("#panel-disputes", "dispute_open39")
 		text := b.text("#panel-disputes")
-		for _, want := range []string{"dispute_dismissed", "dispute_upheld", "Open\n40\n", "Shown\n42"} {
+		for _, want := range []string{"dispute_dismissed", "dispute_upheld", "Open\n40\n", "Oldest open, waiting\n39h\n", "Shown\n42"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("the disputes panel lacks %q:\n%s", want, text)
 			}

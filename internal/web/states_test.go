@@ -165,6 +165,8 @@ func TestDashboard_statesAndForms(t *testing.T) {
 			}
 		})
 		open(1000, "renter", fakeRenterKey, "fake-renter (renter)")
+		// The complaint window is the server's, not the dashboard's 30 days.
+		b.waitText("#panel-complaints", "To complain about a lease (within 14 days of its end)")
 		click(`#panel-jobs button[data-action=job][data-id="job_run"]`)
 		b.waitText("#panel-job", "lease_live")
 		held := eval[[]string](b, "read the holds", `[...document.querySelectorAll('#panel-job tbody tr')].map((r) => r.children[5].innerText)`)

@@ -1468,7 +1468,12 @@
     const list = await disputeList();
     if (!list) return unavailable('Disputes');
     const ds = remember(list.rows);
-    return kpis([['Open', atLeast(list.open, list.more)], ['Shown', esc(ds.length)]]) + table([
+    // An open dispute holds its provider's bond until it is decided: the
+    // oldest says how long the queue keeps one waiting (more: older ones
+    // were left unread, so it waited longer still).
+    const oldest = list.open ? list.rows[list.open - 1] : null;
+    const waited = oldest ? atLeast(dur(Math.max(0, Math.round((Date.now() - Date.parse(oldest.created_at)) / 1000))), list.more) : '—';
+    return kpis([['Open', atLeast(list.open, list.more)], ['Oldest open, waiting', waited], ['Shown', esc(ds.length)]]) + table([
       { h: 'Provider', f: (d) => id(d.provider_id) }, ...disputeColumns,
       { h: 'Decide', f: (d) => d.state !== 'open' ? '' : '<div class="row">' +
         actionButton('uphold', d.id, 'Uphold', 'dispute ' + d.id) + actionButton('dismiss', d.id, 'Dismiss', 'dispute ' + d.id, true) + '</div>' },
@@ -1545,6 +1550,8 @@
     const p = await probe(['/v1/disputes?limit=50']);
     if (p.missing) return unavailable('Complaints');
     const ds = p.data.disputes || [];
+    const pol = await probe(['/v1/trust-policy']);
+    if (!pol.missing) st.complaintHours = pol.data.complaint_window_hours;
     return table([
       { h: 'Dispute', f: (d) => id(d.id) }, { h: 'Offence', f: (d) => esc(words(d.offence)) },
       { h: 'Lease', f: (d) => d.lease_id ? id(d.lease_id) : '—' }, { h: 'State', f: (d) => stateTag(d.state) },
@@ -1554,11 +1561,20 @@
       { h: 'Refund', num: true, f: (d) => d.refund_micros > 0 ? money(d.refund_micros) : '—' },
       { h: 'Opened', f: (d) => when(d.created_at) }, { h: 'Resolved', f: (d) => when(d.resolved_at) },
       { h: 'Resolution', f: (d) => d.resolution ? esc(d.resolution) : d.state === 'open' ? '<span class="muted">an admin decides it</span>' : '—' },
-    ], ds, 'No complaints or disputes about your leases. To complain about a lease (within 30 days of its end), choose its ' +
+    ], ds, 'No complaints or disputes about your leases. To complain about a lease (' + complaintWithin() + ' of its end), choose its ' +
       'job in Jobs and press Complain… beside the lease in Job details; an admin decides it.') +
       more(ds, 50, 'idlegrid dispute ls --before ' + (ds.length ? ds[ds.length - 1].id : '')) +
       '<p class="hint">Upheld, a dispute takes the trust policy\'s penalty from the provider\'s bond (paid to you where the policy ' +
       'says so) and refunds what the bond did not pay of your harm from the lease\'s earnings still pending; see docs/trust.md.</p>';
+  }
+
+  // complaintWithin says how long after a lease's end its renter may
+  // complain, as the server says (its --complaint-window, in
+  // GET /v1/trust-policy): "within 30 days".
+  function complaintWithin() {
+    const h = st.complaintHours;
+    if (!(h > 0)) return 'within the market\'s complaint window';
+    return h % 24 === 0 ? `within ${h / 24} day${h === 24 ? '' : 's'}` : `within ${h} hour${h === 1 ? '' : 's'}`;
   }
 
   // OFFENCES are what a renter may complain of, in the trust policy's
@@ -1615,8 +1631,8 @@
       title: (l) => 'Complain about lease ' + l.id,
       what: (l) => `Opens a dispute against the provider of node ${(st.nodes[l.node_id] || {}).name || l.node_id}, which an admin ` +
         'decides: upheld, the trust policy\'s penalty is taken from the provider\'s bond, and what it does not pay of your harm is ' +
-        'refunded from the lease\'s earnings still pending; dismissed, nothing moves. You may complain within 30 days of the ' +
-        'lease\'s end, once per offence.',
+        'refunded from the lease\'s earnings still pending; dismissed, nothing moves. You may complain ' + complaintWithin() +
+        ' of the lease\'s end, once per offence.',
       run: (l, text, key, v) => api('POST', '/v1/disputes', Object.assign({ offence: v.offence, lease_id: l.id, evidence: v.evidence },
         v.harm ? { harm_micros: v.harm } : {}), { 'Idempotency-Key': key }),
       done: (d) => `Complaint ${d.id} opened: an admin decides it. Harm claimed: ${money(d.harm_micros)}; ` +
