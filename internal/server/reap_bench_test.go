@@ -11,6 +11,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
 // BenchmarkReap measures the reaper's passes (Server.Reap) over
@@ -23,8 +24,27 @@ import (
 // market where nothing else happens. It reports ms/pass.
 //
 //	go test -run '^$' -bench BenchmarkReap -benchtime 100x ./internal/server
-func BenchmarkReap(b *testing.B) {
-	srv, clock := mustLeasedMarket(b)
+func BenchmarkReap(b *testing.B) { benchmarkReap(b, nil) }
+
+// BenchmarkReapLevelled is BenchmarkReap under a trust policy whose
+// levels need nothing, so that every node holds level 3: a look at a
+// node above level 0 reads its provider's offence hold (once a pass for
+// the provider), where a newcomer's never does.
+//
+//	go test -run '^$' -bench BenchmarkReapLevelled -benchtime 100x ./internal/server
+func BenchmarkReapLevelled(b *testing.B) { benchmarkReap(b, levelsForAll) }
+
+// levelsForAll is the default policy with levels that need nothing.
+var levelsForAll = mustPolicy(`version: 2
+levels:
+  rules:
+    - {level: 1, name: established, min_score: 0, min_gpu_hours: 0, verified_hardware: false}
+    - {level: 2, name: trusted,     min_score: 0, min_gpu_hours: 0, verified_hardware: false}
+    - {level: 3, name: elite,       min_score: 0, min_gpu_hours: 0, verified_hardware: false}
+`)
+
+func benchmarkReap(b *testing.B, policy *trustpolicy.Policy) {
+	srv, clock := mustLeasedMarket(b, policy)
 	ctx := context.Background()
 	pass := func() {
 		clock.add(reapEvery)
@@ -48,7 +68,7 @@ func BenchmarkReap(b *testing.B) {
 //
 //	go test -run '^$' -bench BenchmarkBuildEngine -benchtime 10x ./internal/server
 func BenchmarkBuildEngine(b *testing.B) {
-	srv, _ := mustLeasedMarket(b)
+	srv, _ := mustLeasedMarket(b, nil)
 	ctx := context.Background()
 	for b.Loop() {
 		if err := srv.BuildEngine(ctx); err != nil {
@@ -59,8 +79,9 @@ func BenchmarkBuildEngine(b *testing.B) {
 }
 
 // mustLeasedMarket opens a server over BenchmarkServerPlace's market with
-// reapLeases jobs placed, on a clock the benchmark moves.
-func mustLeasedMarket(b *testing.B) (*server.Server, *stepClock) {
+// reapLeases jobs placed, on a clock the benchmark moves, under policy
+// (nil: the default trust policy).
+func mustLeasedMarket(b *testing.B, policy *trustpolicy.Policy) (*server.Server, *stepClock) {
 	path := filepath.Join(b.TempDir(), "market.db")
 	seed := mustSeed(b, path, benchNodes)
 	ctx := context.Background()
@@ -73,7 +94,7 @@ func mustLeasedMarket(b *testing.B) (*server.Server, *stepClock) {
 	clock.set(idlegrid.SystemClock{}.Now())
 	counted := &placementCounter{Store: store, want: reapLeases, done: make(chan struct{}),
 		listing: make(chan struct{}), gate: make(chan struct{})}
-	srv, err := server.Open(server.Config{Store: counted, Clock: clock,
+	srv, err := server.Open(server.Config{Store: counted, Clock: clock, TrustPolicy: policy,
 		// No node misses a heartbeat in the hours the passes cover, and
 		// the reaper's pass runs only when called.
 		HeartbeatInterval: 1000 * time.Hour, StartTimeout: time.Hour})
