@@ -17,6 +17,11 @@ const (
 	// Failures of the renter's workload, cancellations and preemptions are
 	// not the provider's and are not facts about it.
 	FactLeaseFailed FactKind = "lease_failed"
+	// FactLeaseDisproved: a lease that succeeded made its result up (a
+	// verification proved its output wrong): dated at the lease's end, it
+	// takes back the lease's completion and counts it failed instead, so
+	// that the made-up work counts once, as a failure.
+	FactLeaseDisproved FactKind = "lease_disproved"
 	// FactWindow: a promised window ended; the node was online for
 	// OnlineSeconds of its PromisedSeconds.
 	FactWindow FactKind = "window"
@@ -72,6 +77,8 @@ func (f *Fact) units() (d Dimension, good, bad float64, ok bool) {
 		return DimLeases, 1, 0, true
 	case FactLeaseFailed:
 		return DimLeases, 0, 1, true
+	case FactLeaseDisproved:
+		return DimLeases, -1, 1, true
 	case FactWindow:
 		return DimUptime, float64(f.OnlineSeconds) / 3600, float64(f.PromisedSeconds-f.OnlineSeconds) / 3600, true
 	case FactNoticeHonoured:
@@ -107,7 +114,7 @@ func (p Params) Add(e Evidence, facts ...Fact) (Evidence, error) {
 		}
 		d, good, bad, _ := f.units()
 		t := e.tally(d)
-		t.Good += w * good
+		t.Good = max(t.Good+w*good, 0) // a completion taken back that was never counted takes nothing
 		t.Bad += w * bad
 	}
 	return e, nil

@@ -132,6 +132,32 @@ func TestParams_Add_OrderFree(t *testing.T) {
 	}
 }
 
+// A disproved lease takes its completion back and counts failed, as if
+// it had failed at its end, whenever the proof arrives; a completion that
+// was never counted is not taken below nothing.
+func TestParams_Add_Disproved(t *testing.T) {
+	p := DefaultParams()
+	end := t0.Add(10 * day)
+	honest := []Fact{{Kind: FactLeaseCompleted, At: t0}, {Kind: FactLeaseCompleted, At: t0.Add(day)}}
+	counted := mustAdd(t, p, Evidence{}, append(honest, Fact{Kind: FactLeaseCompleted, At: end})...)
+	later := mustAdd(t, p, counted, Fact{Kind: FactLeaseDisproved, At: end})
+	later = mustAdd(t, p, later, Fact{Kind: FactChallengePassed, At: end.Add(20 * day)}) // the proof came later
+	failed := mustAdd(t, p, Evidence{}, append(honest, Fact{Kind: FactLeaseFailed, At: end},
+		Fact{Kind: FactChallengePassed, At: end.Add(20 * day)})...)
+	at := end.Add(30 * day)
+	a, b := p.DecayedTo(later, at), p.DecayedTo(failed, at)
+	if got, want := a.Tally(DimLeases), b.Tally(DimLeases); math.Abs(got.Good-want.Good) > 1e-9 || math.Abs(got.Bad-want.Bad) > 1e-9 {
+		t.Errorf("disproved: leases %+v, want %+v, as if the lease had failed", got, want)
+	}
+	if got, want := p.Score(later, at), p.Score(failed, at); math.Abs(got-want) > 1e-9 {
+		t.Errorf("disproved: score %v, want %v", got, want)
+	}
+	never := mustAdd(t, p, Evidence{}, Fact{Kind: FactLeaseDisproved, At: end})
+	if l := never.Tally(DimLeases); l.Good != 0 || l.Bad != 1 {
+		t.Errorf("disproved without its completion: leases %+v, want good 0, bad 1", l)
+	}
+}
+
 func sortFacts(fs []Fact) {
 	for i := 1; i < len(fs); i++ {
 		for j := i; j > 0 && fs[j].At.Before(fs[j-1].At); j-- {

@@ -289,19 +289,24 @@ func (s *Server) breakTie(ctx context.Context, v *idlegrid.Verification) error {
 	if d != nil {
 		v.DisputeID = d.ID
 	}
-	if err := s.failedByVerification(ctx, v, odd); err != nil {
+	if err := s.failedByVerification(ctx, v, odd, l); err != nil {
 		return err
 	}
 	return s.saveVerification(ctx, v, idlegrid.VerificationTiebreaking)
 }
 
 // failedByVerification records, in the reputation of the node whose
-// output the verification v proved wrong, its lease as failed by the
+// output the verification v proved wrong, its lease l as failed by the
 // node: a made-up result is work not done, whatever the lease reported.
-// The fact is keyed by the verification, so a decision taken again
-// records it once.
-func (s *Server) failedByVerification(ctx context.Context, v *idlegrid.Verification, odd *idlegrid.Run) error {
-	f := storedFact(odd.NodeID, "verification:"+v.ID, odd.LeaseID, reputation.Fact{Kind: reputation.FactLeaseFailed, At: s.Now()}, 1)
+// A lease that succeeded has its completion taken back at its end
+// (FactLeaseDisproved), so that it counts once, as a failure; any other
+// counts a failure now.
+func (s *Server) failedByVerification(ctx context.Context, v *idlegrid.Verification, odd *idlegrid.Run, l *idlegrid.Lease) error {
+	fact := reputation.Fact{Kind: reputation.FactLeaseFailed, At: s.Now()}
+	if l.State == idlegrid.LeaseSucceeded && l.EndedAt != nil {
+		fact = reputation.Fact{Kind: reputation.FactLeaseDisproved, At: *l.EndedAt}
+	}
+	f := storedFact(odd.NodeID, "verification:"+v.ID, odd.LeaseID, fact, 1)
 	err := s.recordFacts(ctx, odd.NodeID, []idlegrid.ReputationFact{f}, standingDelta{})
 	if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
 		return nil // recorded when the tie was broken before

@@ -203,15 +203,25 @@ func TestServer_Verification(t *testing.T) {
 				t.Errorf("the penalty's transfer %+v (%v): want it to name lease %s", ts, err, liar.ID)
 			}
 			// The made-up result is a failed lease in the liar node's
-			// reputation, and the conviction flags it whatever its score.
+			// reputation, in place of the completion its lease first
+			// counted, and the conviction flags it whatever its score.
 			rep, err := m.srv.NodeReputation(m.admin, liar.NodeID)
 			if err != nil {
 				t.Fatal(err)
 			}
+			ended, err := m.store.FindLease(context.Background(), liar.ID)
+			if err != nil || ended.EndedAt == nil {
+				t.Fatalf("the liar's lease: %+v, %v; want it ended", ended, err)
+			}
 			if !slices.ContainsFunc(rep.Detail.Facts, func(f *idlegrid.ReputationFact) bool {
-				return f.Kind == "lease_failed" && f.Source == liar.ID && f.Key == "verification:"+v.ID
+				return f.Kind == "lease_disproved" && f.Source == liar.ID && f.Key == "verification:"+v.ID && f.At.Equal(*ended.EndedAt)
 			}) {
-				t.Errorf("the liar node's facts %+v: want its lease %s failed by the verification", rep.Detail.Facts, liar.ID)
+				t.Errorf("the liar node's facts %+v: want its lease %s disproved by the verification, at its end", rep.Detail.Facts, liar.ID)
+			}
+			for _, d := range rep.Detail.Dimensions {
+				if d.Dimension == "leases" && (d.Good > 1e-9 || d.Bad < 0.99) {
+					t.Errorf("the liar node's leases count %g good and %g bad: want its one lease failed and nothing completed", d.Good, d.Bad)
+				}
 			}
 			if advice := rep.Detail.Advice; len(advice) == 0 || !strings.Contains(advice[len(advice)-1].Text, "dispute "+d.ID+" upheld (mismatched_result") {
 				t.Errorf("the liar node's advice %+v: want it to end flagged by dispute %s", advice, d.ID)
