@@ -813,7 +813,7 @@ func (s *Server) viewOf(rep *idlegrid.Reputation, ev reputation.Evidence, now ti
 		Score: score, Level: rep.Level, LevelName: pol.Levels.Name(rep.Level), AsOf: now,
 		PolicyVersion: pol.Version, PolicySHA256: pol.SHA256}
 	v.Badges = append(v.Badges, v.LevelName)
-	if pol.Gold.Allows(rep.Level) && !chk.quarantined && chk.held == "" { // a quarantined node takes no lease, gold least of all
+	if pol.Gold.Allows(rep.Level) && !chk.quarantined { // a quarantined node takes no lease, gold least of all
 		v.Badges = append(v.Badges, "gold")
 	}
 	if hardwareUnverified(pol.Reputation.DecayedTo(ev, now), chk) == "" {
