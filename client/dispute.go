@@ -13,25 +13,35 @@ import (
 // (providerID empty), or an admin's record of a deposit for providerID. A
 // retry with the same idempotencyKey moves nothing.
 func (c *Client) PostBond(ctx context.Context, providerID string, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Balance, error) {
+	b, _, err := c.PostBondOnce(ctx, providerID, amount, idempotencyKey)
+	return b, err
+}
+
+// PostBondOnce is PostBond, saying too whether the key had staked the
+// bond before (replayed): this call moved nothing.
+func (c *Client) PostBondOnce(ctx context.Context, providerID string, amount idlegrid.Micros, idempotencyKey string) (b *idlegrid.Balance, replayed bool, err error) {
 	var out idlegrid.Balance
-	err := c.do(ctx, call{method: http.MethodPost, path: path("bonds"), header: idempotent(idempotencyKey),
-		in: wire.BondRequest{ProviderID: providerID, AmountMicros: amount}, out: &out})
-	if err != nil {
-		return nil, err
+	if replayed, err = c.postOnce(ctx, path("bonds"), wire.BondRequest{ProviderID: providerID, AmountMicros: amount}, &out, idempotencyKey); err != nil {
+		return nil, false, err
 	}
-	return &out, nil
+	return &out, replayed, nil
 }
 
 // ReleaseBond gives amount of the calling provider's bond back to its
 // payable earnings; refused while a dispute against it is open.
 func (c *Client) ReleaseBond(ctx context.Context, amount idlegrid.Micros, idempotencyKey string) (*idlegrid.Balance, error) {
+	b, _, err := c.ReleaseBondOnce(ctx, amount, idempotencyKey)
+	return b, err
+}
+
+// ReleaseBondOnce is ReleaseBond, saying too whether the key had released
+// it before (replayed): this call moved nothing.
+func (c *Client) ReleaseBondOnce(ctx context.Context, amount idlegrid.Micros, idempotencyKey string) (b *idlegrid.Balance, replayed bool, err error) {
 	var out idlegrid.Balance
-	err := c.do(ctx, call{method: http.MethodPost, path: path("bonds", "release"), header: idempotent(idempotencyKey),
-		in: wire.BondRequest{AmountMicros: amount}, out: &out})
-	if err != nil {
-		return nil, err
+	if replayed, err = c.postOnce(ctx, path("bonds", "release"), wire.BondRequest{AmountMicros: amount}, &out, idempotencyKey); err != nil {
+		return nil, false, err
 	}
-	return &out, nil
+	return &out, replayed, nil
 }
 
 // ListDisputes lists disputes: those against a provider, those a renter

@@ -50,26 +50,38 @@ func (c *Client) ListPayouts(ctx context.Context, f idlegrid.PayoutFilter) ([]*i
 // payment's reference. A retry with the same idempotencyKey is a no-op.
 // Admins only.
 func (c *Client) SettlePayout(ctx context.Context, id, reference, idempotencyKey string) (*idlegrid.Payout, error) {
+	p, _, err := c.SettlePayoutOnce(ctx, id, reference, idempotencyKey)
+	return p, err
+}
+
+// SettlePayoutOnce is SettlePayout, saying too whether the key had
+// settled it before (replayed): this call moved nothing.
+func (c *Client) SettlePayoutOnce(ctx context.Context, id, reference, idempotencyKey string) (*idlegrid.Payout, bool, error) {
 	return c.resolvePayout(ctx, id, "settle", reference, idempotencyKey)
 }
 
 // RejectPayout refuses a requested payout, saying why; its money is payable
 // again. A retry with the same idempotencyKey is a no-op. Admins only.
 func (c *Client) RejectPayout(ctx context.Context, id, reason, idempotencyKey string) (*idlegrid.Payout, error) {
+	p, _, err := c.RejectPayoutOnce(ctx, id, reason, idempotencyKey)
+	return p, err
+}
+
+// RejectPayoutOnce is RejectPayout, saying too whether the key had
+// rejected it before (replayed): this call moved nothing.
+func (c *Client) RejectPayoutOnce(ctx context.Context, id, reason, idempotencyKey string) (*idlegrid.Payout, bool, error) {
 	return c.resolvePayout(ctx, id, "reject", reason, idempotencyKey)
 }
 
-func (c *Client) resolvePayout(ctx context.Context, id, verb, reason, key string) (*idlegrid.Payout, error) {
+func (c *Client) resolvePayout(ctx context.Context, id, verb, reason, key string) (p *idlegrid.Payout, replayed bool, err error) {
 	if err := requireID("payout_id", id); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var out idlegrid.Payout
-	err := c.do(ctx, call{method: http.MethodPost, path: path("payouts", id, verb), header: idempotent(key),
-		in: wire.ResolvePayoutRequest{Reason: reason}, out: &out})
-	if err != nil {
-		return nil, err
+	if replayed, err = c.postOnce(ctx, path("payouts", id, verb), wire.ResolvePayoutRequest{Reason: reason}, &out, key); err != nil {
+		return nil, false, err
 	}
-	return &out, nil
+	return &out, replayed, nil
 }
 
 // Statement returns an account's statement for a month such as "2026-11";

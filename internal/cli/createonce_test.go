@@ -102,8 +102,9 @@ func TestDevSeed_rerun(t *testing.T) {
 	}
 }
 
-// TestTopUpAndPayout_idempotencyKey: "account topup" and "payout request"
-// run again with their --idempotency-key say that nothing moved again.
+// TestTopUpAndPayout_idempotencyKey: "account topup", "bond post", "bond
+// release", "payout request", "payout settle" and "payout reject" run
+// again with their --idempotency-key say that nothing moved again.
 func TestTopUpAndPayout_idempotencyKey(t *testing.T) {
 	admin, _, provider, renterID, _ := moneyMarket(t)
 	topup := []string{"account", "topup", renterID, "10", "--idempotency-key", "invoice-7"}
@@ -118,13 +119,41 @@ func TestTopUpAndPayout_idempotencyKey(t *testing.T) {
 	if len(providers) != 1 {
 		t.Fatalf("providers: %+v", providers)
 	}
-	must(t, admin, "bond", "post", "5", "--provider", providers[0].ID, "--idempotency-key", "deposit-1") // payable money to request
-	must(t, provider, "bond", "release", "3", "--idempotency-key", "free-1")
+	deposit := []string{"bond", "post", "5", "--provider", providers[0].ID, "--idempotency-key", "deposit-1"} // payable money to request
+	if out := must(t, admin, deposit...); !strings.HasPrefix(out, "staked $5.000000") {
+		t.Errorf("the deposit printed:\n%s", out)
+	}
+	if out := must(t, admin, deposit...); !strings.HasPrefix(out, "already staked under idempotency key deposit-1: nothing staked again; the bond of "+providers[0].ID+" is $5.000000") {
+		t.Errorf("the deposit run again printed:\n%s", out)
+	}
+	release := []string{"bond", "release", "3", "--idempotency-key", "free-1"}
+	must(t, provider, release...)
+	if out := must(t, provider, release...); !strings.HasPrefix(out, "already released under idempotency key free-1: nothing released again; your bond is $2.000000") {
+		t.Errorf("the release run again printed:\n%s", out)
+	}
 	request := []string{"payout", "request", "0.5", "--idempotency-key", "week-49"}
 	if out := must(t, provider, request...); !strings.HasPrefix(out, "requested payout ") {
 		t.Errorf("the payout request printed:\n%s", out)
 	}
+	var p idlegrid.Payout
+	mustJSON(t, provider, &p, append(request, "--json")...)
 	if out := must(t, provider, request...); !strings.HasPrefix(out, "already requested under idempotency key week-49: payout ") {
 		t.Errorf("the payout request run again printed:\n%s", out)
+	}
+	settle := []string{"payout", "settle", p.ID, "--reference", "wire 7", "--idempotency-key", "wire-7"}
+	if out := must(t, admin, settle...); !strings.HasPrefix(out, "settled payout "+p.ID) {
+		t.Errorf("the settlement printed:\n%s", out)
+	}
+	if out := must(t, admin, settle...); !strings.HasPrefix(out, "already settled under idempotency key wire-7: payout "+p.ID) {
+		t.Errorf("the settlement run again printed:\n%s", out)
+	}
+	second := []string{"payout", "request", "0.25", "--idempotency-key", "week-50", "--json"}
+	mustJSON(t, provider, &p, second...)
+	reject := []string{"payout", "reject", p.ID, "--reason", "bank details missing", "--idempotency-key", "no-bank"}
+	if out := must(t, admin, reject...); !strings.HasPrefix(out, "rejected payout "+p.ID) {
+		t.Errorf("the rejection printed:\n%s", out)
+	}
+	if out := must(t, admin, reject...); !strings.HasPrefix(out, "already rejected under idempotency key no-bank: payout "+p.ID) {
+		t.Errorf("the rejection run again printed:\n%s", out)
 	}
 }

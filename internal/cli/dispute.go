@@ -39,12 +39,16 @@ payable earnings; an admin records a deposit from outside the market for
 	if err != nil {
 		return err
 	}
-	b, err := cl.PostBond(ctx, *provider, amount, orNewKey(key, "cli-bond"))
+	b, replayed, err := cl.PostBondOnce(ctx, *provider, amount, orNewKey(key, "cli-bond"))
 	if err != nil {
 		return withKeyHint(err, *key)
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, b)
+	}
+	if replayed {
+		fmt.Fprintf(c.env.Out, "already staked under idempotency key %s: nothing staked again; the bond of %s is %s\n", *key, b.AccountID, b.Bond)
+		return nil
 	}
 	fmt.Fprintf(c.env.Out, "staked %s; the bond of %s is now %s (idempotency key %s)\n", amount, b.AccountID, b.Bond, *key)
 	return nil
@@ -64,7 +68,7 @@ refused while a dispute against you is open.`,
 	if err != nil {
 		return err
 	}
-	b, err := cl.ReleaseBond(ctx, amount, orNewKey(key, "cli-release"))
+	b, replayed, err := cl.ReleaseBondOnce(ctx, amount, orNewKey(key, "cli-release"))
 	if idlegrid.ErrorCode(err) == idlegrid.EPAYMENT {
 		return bondTooSmall(ctx, cl, amount, err)
 	} else if err != nil {
@@ -72,6 +76,10 @@ refused while a dispute against you is open.`,
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, b)
+	}
+	if replayed {
+		fmt.Fprintf(c.env.Out, "already released under idempotency key %s: nothing released again; your bond is %s and %s is payable\n", *key, b.Bond, b.Payable)
+		return nil
 	}
 	fmt.Fprintf(c.env.Out, "released %s; your bond is now %s and %s is payable (idempotency key %s)\n", amount, b.Bond, b.Payable, *key)
 	return nil

@@ -187,12 +187,16 @@ market. --reference is the payment's reference, shown to the provider.`,
 	if err != nil {
 		return err
 	}
-	p, err := cl.SettlePayout(ctx, args[0], *ref, orNewKey(key, "cli-settle"))
+	p, replayed, err := cl.SettlePayoutOnce(ctx, args[0], *ref, orNewKey(key, "cli-settle"))
 	if err != nil {
 		return withKeyHint(err, *key)
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, p)
+	}
+	if replayed {
+		fmt.Fprintf(c.env.Out, "already settled under idempotency key %s: payout %s of %s to %s, nothing sent again\n", *key, p.ID, p.AmountMicros, p.ProviderID)
+		return nil
 	}
 	fmt.Fprintf(c.env.Out, "settled payout %s: %s to %s (idempotency key %s)\n", p.ID, p.AmountMicros, p.ProviderID, *key)
 	return nil
@@ -220,12 +224,16 @@ func (c *payoutCommand) reject(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	p, err := cl.RejectPayout(ctx, args[0], *reason, orNewKey(key, "cli-reject"))
+	p, replayed, err := cl.RejectPayoutOnce(ctx, args[0], *reason, orNewKey(key, "cli-reject"))
 	if err != nil {
 		return withKeyHint(err, *key)
 	}
 	if *asJSON {
 		return printJSON(c.env.Out, p)
+	}
+	if replayed {
+		fmt.Fprintf(c.env.Out, "already rejected under idempotency key %s: payout %s of %s, nothing moved again\n", *key, p.ID, p.AmountMicros)
+		return nil
 	}
 	fmt.Fprintf(c.env.Out, "rejected payout %s: %s is payable to %s again (idempotency key %s)\n", p.ID, p.AmountMicros, p.ProviderID, *key)
 	return nil
