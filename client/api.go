@@ -77,6 +77,15 @@ func (c *Client) Me(ctx context.Context) (*idlegrid.Account, error) {
 	return &out, nil
 }
 
+// KeyID returns the ID of the API key the client calls with.
+func (c *Client) KeyID(ctx context.Context) (string, error) {
+	var out wire.Me
+	if err := c.do(ctx, call{method: http.MethodGet, path: path("me"), out: &out}); err != nil {
+		return "", err
+	}
+	return out.KeyID, nil
+}
+
 // CreateAPIKey makes a new key for the caller's account, with access all,
 // and returns its secret, shown only this once.
 func (c *Client) CreateAPIKey(ctx context.Context, name string) (*idlegrid.APIKey, string, error) {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
@@ -910,15 +909,9 @@ func (c *jobCommand) confirmCancel(jobs []*idlegrid.Job, prefix string) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	if !isTerminal(c.env.Err) || !isTerminalIn(c.env.In) {
-		return usagef("cancelled nothing: cancel these %d jobs with --yes (idlegrid job cancel --name %s --yes), or give the IDs of those to cancel", len(jobs), prefix)
-	}
-	fmt.Fprintf(c.env.Err, "cancel all %d? [y/N] ", len(jobs))
-	answer, _ := bufio.NewReader(c.env.In).ReadString('\n')
-	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-		return errors.New("cancelled nothing")
-	}
-	return nil
+	return c.env.confirm(fmt.Sprintf("cancel all %d?", len(jobs)),
+		fmt.Sprintf("cancelled nothing: cancel these %d jobs with --yes (idlegrid job cancel --name %s --yes), or give the IDs of those to cancel", len(jobs), prefix),
+		"cancelled nothing")
 }
 
 // cancelEach cancels each of ids, saying on stderr why any could not be,

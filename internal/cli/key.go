@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
 )
 
 // keyCommand is "idlegrid key": the caller's own API keys.
@@ -155,12 +156,16 @@ func keyAccess(flag string) idlegrid.Access {
 
 func (c *keyCommand) revoke(ctx context.Context, args []string) error {
 	fs := c.env.flags("key revoke", help{
-		usage:    "idlegrid key revoke ID [--account ACCOUNT]",
-		about:    "Revoke one of your API keys, or, as an admin, another account's (a leaked key). Requests with it fail from now on.",
+		usage: "idlegrid key revoke ID [--account ACCOUNT] [--yes]",
+		about: `Revoke one of your API keys, or, as an admin, another account's (a leaked key).
+Requests with it fail from now on. Revoking the key this command signs in
+with locks this command out: it asks first on a terminal, and elsewhere
+revokes it only with --yes.`,
 		examples: "idlegrid key revoke key_abc123\n idlegrid key revoke key_abc123 --account acct_abc123   # an admin",
 	})
 	r := c.env.remoteFlags(fs)
 	account := fs.String("account", "", "the account the key is of (admins); default your own")
+	yes := fs.Bool("yes", false, "revoke the key this command signs in with without asking")
 	args, err := fs.parseArgs(args, 1, 1, "one key ID")
 	if err != nil {
 		return err
@@ -169,11 +174,29 @@ func (c *keyCommand) revoke(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if !*yes {
+		if err := c.confirmRevoke(ctx, cl, args[0]); err != nil {
+			return err
+		}
+	}
 	if err := cl.RevokeAPIKey(ctx, *account, args[0]); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.env.Out, "revoked API key %s\n", args[0])
 	return nil
+}
+
+// confirmRevoke asks before revoking the key the command signs in with,
+// which would lock it out; any other key is revoked without asking.
+func (c *keyCommand) confirmRevoke(ctx context.Context, cl *client.Client, id string) error {
+	inUse, err := cl.KeyID(ctx)
+	if err != nil || inUse != id {
+		return err
+	}
+	fmt.Fprintf(c.env.Err, "API key %s is the key this command signs in with: once it is revoked, it is refused, here and wherever else it is set\n", id)
+	return c.env.confirm("revoke it?",
+		fmt.Sprintf("revoked nothing: %s is the key in use; revoke it with --yes (idlegrid key revoke %s --yes), after making another (idlegrid key create)", id, id),
+		"revoked nothing")
 }
 
 func (c *keyCommand) limit(ctx context.Context, args []string) error {

@@ -132,17 +132,19 @@ func nodeState(n *idlegrid.Node) string {
 
 func (c *nodeCommand) retire(ctx context.Context, args []string) error {
 	fs := c.env.flags("node retire", help{
-		usage: "idlegrid node retire ID [--json]",
+		usage: "idlegrid node retire ID [--yes] [--json]",
 		about: `Retire a node for good: a machine given up, or one whose node key may have
 leaked. Its key is refused from now on, whoever holds it; its live leases
 end as the node's failure and their jobs go back to the queue. It cannot
 be undone: a machine that is to serve again joins as a new node, with a
 new key ('idlegrid agent' with a fresh data dir and a join token). To stop
 a node for maintenance, drain it instead. Its provider and admins may
-retire a node.`,
-		examples: `idlegrid node retire node_abc123`,
+retire a node. It retires only once you answer y on a terminal, or with
+--yes; without either it retires nothing and exits 2. Scripts give --yes.`,
+		examples: "idlegrid node retire node_abc123\n idlegrid node retire node_abc123 --yes   # from a script",
 	})
 	r := c.env.remoteFlags(fs)
+	yes := fs.Bool("yes", false, "retire without asking")
 	asJSON := fs.Bool("json", false, "print the node as JSON")
 	args, err := fs.parseArgs(args, 1, 1, "one node ID")
 	if err != nil {
@@ -151,6 +153,11 @@ retire a node.`,
 	cl, err := r.client()
 	if err != nil {
 		return err
+	}
+	if !*yes {
+		if err := c.confirmRetire(ctx, cl, args[0]); err != nil {
+			return err
+		}
 	}
 	n, err := cl.RetireNode(ctx, args[0])
 	if err != nil {
@@ -161,4 +168,18 @@ retire a node.`,
 	}
 	fmt.Fprintf(c.env.Out, "node %s (%s) is retired: its key is refused from now on, and its leases have ended, their jobs requeued\n", n.ID, n.Name)
 	return nil
+}
+
+// confirmRetire says, on stderr, what retiring node id would do, and asks
+// on a terminal whether to; elsewhere it retires nothing without --yes.
+func (c *nodeCommand) confirmRetire(ctx context.Context, cl *client.Client, id string) error {
+	n, err := cl.FindNode(ctx, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.env.Err, "node %s (%s, %s): retiring it refuses its key for ever and ends its live leases, their jobs requeued; "+
+		"it cannot be undone. To stop it for maintenance, drain it instead: idlegrid node drain %s\n", n.ID, n.Name, n.State, n.ID)
+	return c.env.confirm("retire node "+n.ID+"?",
+		fmt.Sprintf("retired nothing: retire node %s with --yes (idlegrid node retire %s --yes), or drain it (idlegrid node drain %s)", n.ID, n.ID, n.ID),
+		"retired nothing")
 }

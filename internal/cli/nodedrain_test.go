@@ -65,3 +65,28 @@ func TestLeftOn(t *testing.T) {
 		t.Errorf("leftOn = %q\nwant     %q", got, want)
 	}
 }
+
+// TestNodeRetire: retiring a node cannot be undone, so off a terminal it
+// retires nothing without --yes, saying what it would do and how to; with
+// --yes the node is retired and its key refused.
+func TestNodeRetire(t *testing.T) {
+	_, _, provider, _, _ := moneyMarket(t)
+	var rows []nodeRow
+	if r := run(t, provider, "node", "ls", "--json"); r.code != 0 || json.Unmarshal([]byte(r.out), &rows) != nil || len(rows) != 1 {
+		t.Fatalf("node ls: %s", r)
+	}
+	id := rows[0].ID
+	r := run(t, provider, "node", "retire", id)
+	if r.code != 2 || !strings.Contains(r.err, "node "+id+" (rig, online): retiring it refuses its key for ever") ||
+		!strings.Contains(r.err, "retired nothing: retire node "+id+" with --yes") {
+		t.Fatalf("node retire without --yes: %s; want it refused, saying what it would do", r)
+	}
+	if r := run(t, provider, "node", "get", id, "--json"); r.code != 0 || strings.Contains(r.out, `"retired"`) {
+		t.Fatalf("the node after a refused retire: %s", r)
+	}
+	var n idlegrid.Node
+	mustJSON(t, provider, &n, "node", "retire", id, "--yes", "--json")
+	if n.State != idlegrid.NodeRetired {
+		t.Errorf("node retire --yes: state %s, want retired", n.State)
+	}
+}

@@ -198,7 +198,10 @@ func TestServerCommand_Bootstrap(t *testing.T) {
 	if len(keys) != 1 {
 		t.Fatalf("keys = %+v, want the admin's one", keys)
 	}
-	if r := run(t, env, "key", "revoke", keys[0].ID); r.code != 0 {
+	if r := run(t, env, "key", "revoke", keys[0].ID); r.code != 2 || !strings.Contains(r.err, "revoked nothing: "+keys[0].ID+" is the key in use") {
+		t.Fatalf("revoke the key in use without --yes: %s; want it refused", r)
+	}
+	if r := run(t, env, "key", "revoke", keys[0].ID, "--yes"); r.code != 0 {
 		t.Fatalf("revoke the admin's key: %s", r)
 	}
 	if code := second.stop(t); code != 0 {
@@ -392,7 +395,7 @@ func TestCommands_AgainstServer(t *testing.T) {
 		if ls := must(t, renter, "key", "ls"); !strings.Contains(ls, k.Key.ID+"  laptop") {
 			t.Errorf("key ls printed:\n%s", ls)
 		}
-		if out := must(t, renter, "key", "revoke", k.Key.ID); out != "revoked API key "+k.Key.ID+"\n" {
+		if out := must(t, renter, "key", "revoke", k.Key.ID); out != "revoked API key "+k.Key.ID+"\n" { // not the key in use: no question
 			t.Errorf("key revoke printed %q", out)
 		}
 		r := run(t, map[string]string{"IDLEGRID_ADDR": url, "IDLEGRID_KEY": k.Secret}, "account", "balance")
