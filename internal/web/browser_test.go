@@ -938,6 +938,7 @@ func TestDashboard(t *testing.T) {
 	// on the page.
 	admin := client.New(m.URL, m.AdminKey)
 	var dispute *idlegrid.Dispute
+	var charged *idlegrid.Account // the provider the dispute charges
 	const bond = 100 * idlegrid.MicrosPerUnit
 	t.Run("provider", func(t *testing.T) {
 		b.t = t // report in the subtest
@@ -945,6 +946,7 @@ func TestDashboard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		charged = me
 		if _, err := admin.PostBond(ctx, me.ID, bond, "browser-test-bond"); err != nil {
 			t.Fatal(err)
 		}
@@ -1053,8 +1055,14 @@ func TestDashboard(t *testing.T) {
 		if !eval[bool](b, "focus the uphold button", fmt.Sprintf(`(() => { const e = document.querySelector(%s); if (e) e.focus(); return !!e; })()`, jsString(uphold))) {
 			t.Fatalf("no uphold button for dispute %s", dispute.ID)
 		}
+		// The operator's panels name the provider, not only its ID.
+		if row := eval[string](b, "read the dispute's row", fmt.Sprintf(`[...document.querySelectorAll('#panel-disputes tbody tr')]
+			.map((r) => r.innerText).find((t) => t.includes(%s)) || ''`, jsString(dispute.ID))); !strings.Contains(row, charged.Name) {
+			t.Errorf("the dispute's row %q does not name its provider %s", row, charged.Name)
+		}
 		b.run("open the confirmation", chromedp.KeyEvent("\r"), chromedp.WaitVisible(chromedp.ID("confirm-text")))
 		b.waitText("#confirm", "Uphold dispute "+dispute.ID)
+		b.waitText("#confirm-what", "Finds provider "+charged.Name+" ("+charged.ID+") guilty")
 		if got := eval[string](b, "read the focus", `document.activeElement.id`); got != "confirm-text" {
 			t.Errorf("the focus is on %q after opening the confirmation, want confirm-text", got)
 		}
@@ -1084,7 +1092,7 @@ func TestDashboard(t *testing.T) {
 		if want := bond - got.PenaltyMicros; bal.Bond != want {
 			t.Errorf("the provider's bond after the penalty is %d, want %d", bal.Bond, want)
 		}
-		b.waitText("#result-disputes", "taken from the bond of "+got.ProviderID)
+		b.waitText("#result-disputes", "taken from the bond of "+charged.Name+" ("+got.ProviderID+")")
 		b.screenshot("operator-upheld")
 	})
 

@@ -1394,8 +1394,8 @@
   // -- operator --
 
   async function systemHealth() {
-    const [health, sum, nodes] = await Promise.all([
-      fetch('/v1/healthz', { cache: 'no-store' }).then((r) => r.json()), get('/v1/summary'), shared('/v1/nodes'),
+    const [health, sum, nodes, names] = await Promise.all([
+      fetch('/v1/healthz', { cache: 'no-store' }).then((r) => r.json()), get('/v1/summary'), shared('/v1/nodes'), providerNames(),
     ]);
     const byState = (o) => Object.keys(o || {}).map((k) => k + ' ' + o[k]).join(', ') || 'none';
     const lost = nodes.nodes.filter((n) => n.state === 'lost');
@@ -1406,10 +1406,29 @@
       ['Renters paid', money(sum.spent_micros)], ['Providers earned', money(sum.earned_micros)],
       ['Fees', money(sum.fees_micros)], ['In escrow', money(sum.held_micros)],
     ]) + (lost.length ? '<h3>Lost nodes</h3>' + table([
-      { h: 'Node', f: (n) => esc(n.name) + ' ' + id(n.id) }, { h: 'Provider', f: (n) => id(n.provider_id) },
+      { h: 'Node', f: (n) => esc(n.name) + ' ' + id(n.id) }, { h: 'Provider', f: (n) => providerCell(names, n.provider_id) },
       { h: 'Last heartbeat', f: (n) => when(n.last_heartbeat) },
     ], lost) : '');
   }
+
+  // providerNames is the providers' names by account ID, for the
+  // operator's panels: read once a refresh, a page at a time, oldest
+  // first, up to 5,000 providers. A provider not among them, or a server
+  // that would not say, shows as its ID alone: names are a help, not what
+  // a panel is for. The dialogs read the last names drawn (st.names).
+  const providerNames = () => once('provider names', async () => {
+    try {
+      const all = await pages('/v1/accounts?role=provider', 'accounts', 5000, 500, 'after');
+      st.names = new Map(all.rows.map((a) => [a.id, a.name]));
+    } catch (e) {
+      if (!(e instanceof APIError)) throw e;
+      st.names = st.names || new Map();
+    }
+    return st.names;
+  });
+  // providerCell draws a provider as its name and ID; who says it in words.
+  const providerCell = (names, pid) => names.has(pid) ? esc(names.get(pid)) + '<br>' + id(pid) : id(pid);
+  const who = (pid) => st.names && st.names.has(pid) ? `${st.names.get(pid)} (${pid})` : pid;
 
   // st.rows remembers the rows an action button may name, by ID (payout_…,
   // dispute_…, node_…), as last drawn.
@@ -1422,13 +1441,13 @@
   // payoutsToSettle lists the payouts waiting, the longest waiting first;
   // past 5,000 the page says that newer ones wait too.
   async function payoutsToSettle() {
-    const all = await pages('/v1/payouts?state=requested&order=oldest', 'payouts', 5000, 500, 'after');
+    const [all, names] = await Promise.all([pages('/v1/payouts?state=requested&order=oldest', 'payouts', 5000, 500, 'after'), providerNames()]);
     const p = remember(all.rows);
     const rest = all.more ? `<p class="hint">More payouts wait than shown: these are the ${esc(p.length.toLocaleString('en-US'))} ` +
       'that have waited longest; newer requests are not shown. ' +
       '<code>idlegrid payout ls --state requested --oldest</code> lists them all, a page at a time.</p>' : '';
     return table([
-      { h: 'Payout', f: (x) => id(x.id) }, { h: 'Provider', f: (x) => id(x.provider_id) },
+      { h: 'Payout', f: (x) => id(x.id) }, { h: 'Provider', f: (x) => providerCell(names, x.provider_id) },
       { h: 'Amount', num: true, f: (x) => money(x.amount_micros) }, { h: 'Requested', f: (x) => when(x.created_at) },
       { h: 'Decide', f: (x) => '<div class="row">' + actionButton('settle', x.id, 'Settle', 'payout ' + x.id) +
         actionButton('reject', x.id, 'Reject', 'payout ' + x.id, true) + '</div>' },
@@ -1465,7 +1484,7 @@
   const atLeast = (n, more) => esc(n) + (more ? '+' : '');
 
   async function disputes() {
-    const list = await disputeList();
+    const [list, names] = await Promise.all([disputeList(), providerNames()]);
     if (!list) return unavailable('Disputes');
     const ds = remember(list.rows);
     // An open dispute holds its provider's bond until it is decided: the
@@ -1474,7 +1493,7 @@
     const oldest = list.open ? list.rows[list.open - 1] : null;
     const waited = oldest ? atLeast(dur(Math.max(0, Math.round((Date.now() - Date.parse(oldest.created_at)) / 1000))), list.more) : '—';
     return kpis([['Open', atLeast(list.open, list.more)], ['Oldest open, waiting', waited], ['Shown', esc(ds.length)]]) + table([
-      { h: 'Provider', f: (d) => id(d.provider_id) }, ...disputeColumns,
+      { h: 'Provider', f: (d) => providerCell(names, d.provider_id) }, ...disputeColumns,
       { h: 'Decide', f: (d) => d.state !== 'open' ? '' : '<div class="row">' +
         actionButton('uphold', d.id, 'Uphold', 'dispute ' + d.id) + actionButton('dismiss', d.id, 'Dismiss', 'dispute ' + d.id, true) + '</div>' },
     ], ds, 'None right now.');
@@ -1483,11 +1502,11 @@
   async function quarantined() {
     const p = await probe(['/v1/quarantine?limit=1']);
     if (p.missing) return unavailable('Quarantine');
-    const all = await pages('/v1/quarantine', null);
+    const [all, names] = await Promise.all([pages('/v1/quarantine', null), providerNames()]);
     const qs = remember(all.rows, (q) => q.node_id);
     const rest = all.more ? `<p class="hint">The newest ${esc(qs.length)} shown; <code>idlegrid node quarantine ls</code> lists them all, a page at a time.</p>` : '';
     return table([
-      { h: 'Node', f: (q) => id(q.node_id) }, { h: 'Provider', f: (q) => id(q.provider_id) },
+      { h: 'Node', f: (q) => id(q.node_id) }, { h: 'Provider', f: (q) => providerCell(names, q.provider_id) },
       { h: 'Since', f: (q) => when(q.since) }, { h: 'Reason', f: (q) => esc(q.reason) },
       { h: 'Evidence', f: (q) => q.evidence ? `<code>${esc(JSON.stringify(q.evidence).slice(0, 200))}</code>` : '—' },
       { h: 'Decide', f: (q) => actionButton('lift', q.node_id, 'Lift', 'the quarantine of node ' + q.node_id) },
@@ -1639,27 +1658,27 @@
         'it is listed under Complaints and disputes.' },
     settle: { panel: 'settle', need: 'all', ok: 'Settle payout', required: true, label: 'Payment reference (e.g. the bank transfer ID)',
       title: (r) => 'Settle payout ' + r.id,
-      what: (r) => `Marks ${money(r.amount_micros)} to provider ${r.provider_id} as paid. Settle once the money has left: it cannot be undone.`,
+      what: (r) => `Marks ${money(r.amount_micros)} to provider ${who(r.provider_id)} as paid. Settle once the money has left: it cannot be undone.`,
       run: (r, text, key) => api('POST', '/v1/payouts/' + enc(r.id) + '/settle', { reason: text }, { 'Idempotency-Key': key }),
-      done: (x) => `Payout ${x.id} settled: ${money(x.amount_micros)} paid to ${x.provider_id}.` },
+      done: (x) => `Payout ${x.id} settled: ${money(x.amount_micros)} paid to ${who(x.provider_id)}.` },
     reject: { panel: 'settle', need: 'all', ok: 'Reject payout', danger: true, required: true, label: 'Reason, for the provider',
       title: (r) => 'Reject payout ' + r.id,
-      what: (r) => `Refuses ${money(r.amount_micros)} to provider ${r.provider_id}; the money is payable to them again.`,
+      what: (r) => `Refuses ${money(r.amount_micros)} to provider ${who(r.provider_id)}; the money is payable to them again.`,
       run: (r, text, key) => api('POST', '/v1/payouts/' + enc(r.id) + '/reject', { reason: text }, { 'Idempotency-Key': key }),
-      done: (x) => `Payout ${x.id} rejected: ${money(x.amount_micros)} is payable to ${x.provider_id} again.` },
+      done: (x) => `Payout ${x.id} rejected: ${money(x.amount_micros)} is payable to ${who(x.provider_id)} again.` },
     uphold: { panel: 'disputes', need: 'all', ok: 'Uphold dispute', danger: true, required: true, label: 'Resolution: why it is upheld',
       title: (r) => 'Uphold dispute ' + r.id,
-      what: (r) => `Finds provider ${r.provider_id} guilty of ${words(r.offence)}: the trust policy's penalty is taken from their bond ` +
+      what: (r) => `Finds provider ${who(r.provider_id)} guilty of ${words(r.offence)}: the trust policy's penalty is taken from their bond ` +
         `(what it does not pay of a renter's harm, from the lease's earnings still pending) and counts against their reputation. ` +
         `Evidence: ${r.evidence || 'none given'}`,
       run: (r, text) => api('POST', '/v1/disputes/' + enc(r.id) + '/uphold', { resolution: text }),
       done: (d) => `Dispute ${d.id} upheld: ` + (d.penalty_micros > 0 || d.refund_micros > 0
-        ? (d.penalty_micros > 0 ? `${money(d.penalty_micros)} taken from the bond of ${d.provider_id}${d.penalty_to ? ' to the ' + d.penalty_to : ''}.` : '') +
+        ? (d.penalty_micros > 0 ? `${money(d.penalty_micros)} taken from the bond of ${who(d.provider_id)}${d.penalty_to ? ' to the ' + d.penalty_to : ''}.` : '') +
           (d.refund_micros > 0 ? ` ${money(d.refund_micros)} of the lease's pending earnings refunded to the renter.` : '')
-        : `no money moved (the bond of ${d.provider_id} was empty, the lease's earnings had matured, or the policy sets no penalty).`) },
+        : `no money moved (the bond of ${who(d.provider_id)} was empty, the lease's earnings had matured, or the policy sets no penalty).`) },
     dismiss: { panel: 'disputes', need: 'all', ok: 'Dismiss dispute', required: true, label: 'Resolution: why it is dismissed',
       title: (r) => 'Dismiss dispute ' + r.id,
-      what: (r) => `Clears provider ${r.provider_id} of ${words(r.offence)}: nothing is taken from their bond.`,
+      what: (r) => `Clears provider ${who(r.provider_id)} of ${words(r.offence)}: nothing is taken from their bond.`,
       run: (r, text) => api('POST', '/v1/disputes/' + enc(r.id) + '/dismiss', { resolution: text }),
       done: (d) => `Dispute ${d.id} dismissed: nothing moved.` },
     drain: { panel: 'nodes', need: 'use', ok: 'Drain node',
