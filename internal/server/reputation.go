@@ -686,7 +686,10 @@ func expand(f idlegrid.ReputationFact) []reputation.Fact {
 // challenges are read only when the level would move without them: a
 // doubt about its hardware only holds a level down, the answer that
 // raises one restands the node itself (afterChallenge), and so does an
-// offer that changes a GPU's claim (offerChanged).
+// offer that changes a GPU's claim (offerChanged). Its provider's
+// offence hold, read once a pass (seenHold), counts where the level is
+// above 0 or would be: a hold that began moves a level to 0, and one that
+// ended lets it rise again.
 func (s *Server) stale(ctx context.Context, r *idlegrid.Reputation, n *idlegrid.Node, now time.Time, seen *providersSeen) (bool, error) {
 	if r == nil {
 		return true, nil
