@@ -213,6 +213,7 @@ func (s *Server) tryConvict(ctx context.Context, o offence) (*idlegrid.Dispute, 
 	}
 	s.log.Warn("offence upheld", "dispute", d.ID, "offence", d.Offence, "provider", d.ProviderID, "node", d.NodeID,
 		"lease", d.LeaseID, "penalty", d.PenaltyMicros.String(), "to", d.PenaltyTo, "evidence", d.Evidence)
+	s.noticeDecided(ctx, d)
 	s.restandProvider(ctx, d)
 	return d, nil
 }
@@ -241,11 +242,7 @@ func (s *Server) upholdOpen(ctx context.Context, o offence) (*idlegrid.Dispute, 
 		return nil, err
 	}
 	r.PenaltyTo = d.PenaltyTo
-	out, err := s.store.ResolveDispute(ctx, r)
-	if err == nil {
-		s.noticeDecided(ctx, out)
-	}
-	return out, err
+	return s.store.ResolveDispute(ctx, r)
 }
 
 // OpenDispute lets an operator charge a provider with an offence the
@@ -328,7 +325,9 @@ func (s *Server) noticeDispute(ctx context.Context, d *idlegrid.Dispute, account
 }
 
 // noticeDecided tells a decided dispute's provider and renter how it was
-// decided and what moved.
+// decided and what moved, and an upheld one's provider how long its nodes
+// hold level 0 (the offence hold), whether an admin decided it or the
+// market proved it.
 func (s *Server) noticeDecided(ctx context.Context, d *idlegrid.Dispute) {
 	what := "dismissed: nothing moved"
 	if d.State == idlegrid.DisputeUpheld {
@@ -346,11 +345,25 @@ func (s *Server) noticeDecided(ctx context.Context, d *idlegrid.Dispute) {
 		msg += " on lease " + d.LeaseID
 	}
 	msg += ") was " + what + ": " + idlegrid.ClipText(d.Resolution, 300)
-	for _, id := range []string{d.ProviderID, d.RenterID} {
-		if id != "" {
-			s.noticeDispute(ctx, d, id, "decided", msg)
-		}
+	if d.RenterID != "" {
+		s.noticeDispute(ctx, d, d.RenterID, "decided", msg)
 	}
+	s.noticeDispute(ctx, d, d.ProviderID, "decided", msg+s.holdNotice(d))
+}
+
+// holdNotice says, for an upheld dispute's provider, until when its nodes
+// hold level 0; "" when the policy holds nothing or d was dismissed.
+func (s *Server) holdNotice(d *idlegrid.Dispute) string {
+	pol := s.trust.policy
+	if d.State != idlegrid.DisputeUpheld || pol.Levels.OffenceHold <= 0 {
+		return ""
+	}
+	msg := fmt.Sprintf(". Every node of yours holds level 0 (newcomer) until %s, whatever its record",
+		upheldAt(d).Add(pol.Levels.OffenceHold).UTC().Format(time.RFC3339))
+	if pol.Gold.MinLevel > 0 {
+		msg += ", and takes no gold work meanwhile"
+	}
+	return msg + " (the trust policy's offence hold)"
 }
 
 // DefaultComplaintWindow is how long after a lease's end its renter may

@@ -67,6 +67,9 @@ func TestServer_OffenceHold(t *testing.T) {
 				t.Errorf("badges %v show gold on a held node", v.Badges)
 			}
 		}
+		wantNotices(t, m, m.provider, "dispute "+d.ID+" (mismatched_result) was upheld",
+			"Every node of yours holds level 0 (newcomer) until "+time.Now().Add(2*time.Hour).UTC().Format(time.RFC3339)+
+				", whatever its record, and takes no gold work meanwhile (the trust policy's offence hold)")
 		pv, err := m.srv.ProviderReputation(m.admin, providerID)
 		if err != nil || pv.Level != 0 || !strings.Contains(strings.Join(pv.Detail.LevelReasons, "; "), "held at level 0") {
 			t.Errorf("provider view: %+v (%v), want level 0, held", pv, err)

@@ -223,6 +223,10 @@ func TestServer_Verification(t *testing.T) {
 					t.Errorf("the liar node's leases count %g good and %g bad: want its one lease failed and nothing completed", d.Good, d.Bad)
 				}
 			}
+			// The market's own conviction is told to the liar, with its hold.
+			liarOwner := idlegrid.NewContextWithCaller(context.Background(), &idlegrid.Caller{AccountID: liar.ProviderID, Role: idlegrid.RoleProvider})
+			wantNotices(t, m, liarOwner, "dispute "+d.ID+" (mismatched_result on lease "+liar.ID+") was upheld: ",
+				"Every node of yours holds level 0 (newcomer) until")
 			if advice := rep.Detail.Advice; len(advice) == 0 || !strings.Contains(advice[len(advice)-1].Text, "dispute "+d.ID+" upheld (mismatched_result") {
 				t.Errorf("the liar node's advice %+v: want it to end flagged by dispute %s", advice, d.ID)
 			}
