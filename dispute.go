@@ -2,6 +2,7 @@ package idlegrid
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"time"
 	"unicode"
@@ -43,9 +44,10 @@ type Dispute struct {
 	// policy says so; empty when no renter was harmed.
 	RenterID string `json:"renter_id,omitempty"`
 	// Evidence says, in words a person can check, what was found; Detail
-	// carries the raw facts (a receipt, lease times, digests) as JSON.
-	Evidence string `json:"evidence"`
-	Detail   string `json:"detail,omitempty"`
+	// carries the raw facts (a receipt, lease times, digests), a JSON
+	// object of the market's own, for a program to read.
+	Evidence string          `json:"evidence"`
+	Detail   json.RawMessage `json:"detail,omitempty"`
 	// HarmMicros is what the offence cost the renter, as far as the market
 	// can measure it; the policy's penalty may scale with it.
 	HarmMicros Micros `json:"harm_micros"`

@@ -366,7 +366,7 @@ func printDispute(e *env, d *idlegrid.Dispute) error {
 	if d.ResolvedAt != nil {
 		fmt.Fprintf(w, "resolved  %s by %s: %s\n", stamp(d.ResolvedAt), d.ResolvedBy, d.Resolution)
 	}
-	if d.Detail != "" {
+	if len(d.Detail) > 0 {
 		fmt.Fprintf(w, "detail    %s\n", d.Detail)
 	}
 	return nil

@@ -184,7 +184,7 @@ func checkMarketSet(d *idlegrid.Dispute) error {
 		name string
 		set  bool
 	}{
-		{"id", d.ID != ""}, {"state", d.State != ""}, {"detail", d.Detail != ""},
+		{"id", d.ID != ""}, {"state", d.State != ""}, {"detail", len(d.Detail) > 0 && string(d.Detail) != "null"},
 		{"penalty_micros", d.PenaltyMicros != 0}, {"penalty_to", d.PenaltyTo != ""}, {"refund_micros", d.RefundMicros != 0},
 		{"transfer_id", d.TransferID != ""},
 		{"resolution", d.Resolution != ""}, {"resolved_by", d.ResolvedBy != ""}, {"policy_sha256", d.PolicySHA256 != ""},

@@ -480,7 +480,7 @@ func (s *Server) openDispute(ctx context.Context, o offence, state idlegrid.Disp
 		if err != nil {
 			return nil, err
 		}
-		d.Detail = string(b)
+		d.Detail = b
 	}
 	var penalty *idlegrid.Transfer
 	if state == idlegrid.DisputeUpheld {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -198,6 +199,10 @@ func TestServer_Verification(t *testing.T) {
 				t.Fatal(err)
 			} else if d.Offence != "mismatched_result" || d.ProviderID != liar.ProviderID || d.LeaseID != liar.ID || d.PenaltyMicros == 0 {
 				t.Errorf("dispute %+v, want mismatched_result against %s with a penalty", d, liar.ProviderID)
+			}
+			// Its detail, the verification as it convicted, is a JSON object, not a string of JSON.
+			if b, err := json.Marshal(d); err != nil || !strings.Contains(string(b), `"detail":{"id":"`+v.ID+`"`) {
+				t.Errorf("the dispute as JSON %s (%v): want its detail the verification %s, as an object", b, err, v.ID)
 			}
 			if ts, err := m.store.ListTransfers(context.Background(), idlegrid.TransferFilter{ID: d.TransferID, Limit: 1}); err != nil || len(ts) != 1 || ts[0].LeaseID != liar.ID {
 				t.Errorf("the penalty's transfer %+v (%v): want it to name lease %s", ts, err, liar.ID)

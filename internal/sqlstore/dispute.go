@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -20,12 +21,16 @@ const disputeColumns = `id, offence, state, provider_id, node_id, lease_id, rent
 func scanDispute(s scanner) (*idlegrid.Dispute, error) {
 	var d idlegrid.Dispute
 	var created, resolved sql.NullInt64
+	var detail string
 	if err := s.Scan(&d.ID, &d.Offence, &d.State, &d.ProviderID, &d.NodeID, &d.LeaseID, &d.RenterID,
-		&d.Evidence, &d.Detail, &d.HarmMicros, &d.PenaltyMicros, &d.PenaltyTo, &d.TransferID,
+		&d.Evidence, &detail, &d.HarmMicros, &d.PenaltyMicros, &d.PenaltyTo, &d.TransferID,
 		&d.Resolution, &d.ResolvedBy, &d.PolicySHA256, &created, &resolved, &d.IdempotencyKey, &d.RequestSHA256, &d.RefundMicros); err != nil {
 		return nil, err
 	}
 	d.CreatedAt, d.ResolvedAt = timeOf(created), timePtrOf(resolved)
+	if detail != "" {
+		d.Detail = json.RawMessage(detail)
+	}
 	return &d, nil
 }
 
@@ -99,7 +104,7 @@ func (db *DB) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idl
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO disputes (`+disputeColumns+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
-			d.ID, d.Offence, string(d.State), d.ProviderID, d.NodeID, d.LeaseID, d.RenterID, d.Evidence, d.Detail,
+			d.ID, d.Offence, string(d.State), d.ProviderID, d.NodeID, d.LeaseID, d.RenterID, d.Evidence, string(d.Detail),
 			int64(d.HarmMicros), int64(d.PenaltyMicros), d.PenaltyTo, transferID, d.Resolution, d.ResolvedBy,
 			d.PolicySHA256, timeArg(d.CreatedAt), resolved, d.IdempotencyKey, d.RequestSHA256, int64(refund))
 		if err != nil {

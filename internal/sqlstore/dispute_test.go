@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -39,6 +40,7 @@ func testDisputes(t *testing.T, db *sqlstore.DB) {
 	}
 
 	upheld := newDispute("lease_a", idlegrid.DisputeUpheld)
+	upheld.Detail = json.RawMessage(`{"receipts":[{"seq":3,"gpu_seconds":120}]}`)
 	t.Run("upheld with its penalty", func(t *testing.T) {
 		mustOK(t, db.OpenDispute(ctx, upheld, slash(upheld, 30*idlegrid.MicrosPerUnit)))
 		checkLedger(t, db)
@@ -49,6 +51,9 @@ func testDisputes(t *testing.T, db *sqlstore.DB) {
 		mustOK(t, err)
 		if got.State != idlegrid.DisputeUpheld || got.PenaltyMicros != 30*idlegrid.MicrosPerUnit || got.TransferID == "" {
 			t.Errorf("stored %+v, want upheld with a 30 penalty and its transfer", got)
+		}
+		if string(got.Detail) != string(upheld.Detail) {
+			t.Errorf("stored detail %s, want %s", got.Detail, upheld.Detail)
 		}
 	})
 	t.Run("the same offence on the same lease twice", func(t *testing.T) {
