@@ -22,18 +22,27 @@ levels:
     - {level: 3, name: elite,       min_score: 0.97, min_gpu_hours: 0, verified_hardware: true}
 `)
 
+// mustTrusted is a market under levelsHeld whose barn-1, the only node
+// that takes the tests' jobs, passed its challenges and completed three
+// leases: 14/15 = 0.933, level 2, gold work.
+func mustTrusted(t *testing.T) *testMarket {
+	t.Helper()
+	m := mustMarketWith(t, levelsHeld)
+	onlyOnNode(t, m)
+	mustVerify(t, m, m.node, m.nodeID, "barn-1")
+	for range 3 {
+		runOnNode(t, m, succeeded)
+	}
+	return m
+}
+
 // An upheld offence holds every node of its provider, and the provider, at
 // level 0 for the policy's offence hold whatever their record: a trusted
 // node takes no gold work at once, and its level returns when the hold
 // ends, at the reaper's next look.
 func TestServer_OffenceHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mustMarketWith(t, levelsHeld)
-		onlyOnNode(t, m)
-		mustVerify(t, m, m.node, m.nodeID, "barn-1")
-		for range 3 {
-			runOnNode(t, m, succeeded) // 14/15 = 0.933: level 2
-		}
+		m := mustTrusted(t)
 		providerID := callerID(m.provider)
 		if n := mustNode(t, m); n.Level != 2 {
 			t.Fatalf("before the offence barn-1 is level %d, want 2", n.Level)
@@ -74,14 +83,7 @@ func TestServer_OffenceHold(t *testing.T) {
 		if err != nil || pv.Level != 0 || !strings.Contains(strings.Join(pv.Detail.LevelReasons, "; "), "held at level 0") {
 			t.Errorf("provider view: %+v (%v), want level 0, held", pv, err)
 		}
-		gold, err := m.srv.SubmitJob(m.renter, rtxSpec(idlegrid.TierGold))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.advance(t, 10*time.Second)
-		if got, _ := m.srv.FindJob(m.renter, gold.ID); got.State != idlegrid.JobQueued || !strings.Contains(got.Reason, "reliability bar") {
-			t.Fatalf("gold job on a held node = %s (%s), want queued at the reliability bar", got.State, got.Reason)
-		}
+		gold := mustGoldWait(t, m, "on a held node")
 
 		// A lease's end within the hold keeps it: each save reads it.
 		if _, err := m.srv.CancelJob(m.renter, gold.ID); err != nil {
@@ -109,12 +111,7 @@ func TestServer_OffenceHold(t *testing.T) {
 // between the two) holds them from the reaper's next look at each.
 func TestServer_OffenceHold_reaperFindsIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mustMarketWith(t, levelsHeld)
-		onlyOnNode(t, m)
-		mustVerify(t, m, m.node, m.nodeID, "barn-1")
-		for range 3 {
-			runOnNode(t, m, succeeded)
-		}
+		m := mustTrusted(t)
 		now := time.Now()
 		d := &idlegrid.Dispute{ID: idlegrid.NewID("dispute"), Offence: "forged_receipt", State: idlegrid.DisputeUpheld,
 			ProviderID: callerID(m.provider), NodeID: m.nodeID, Evidence: "a receipt its key did not sign",

@@ -128,6 +128,21 @@ func mustNode(t *testing.T, m *testMarket) *idlegrid.Node {
 	return n
 }
 
+// mustGoldWait submits a gold job and fails t unless, 10 s on, it waits
+// at the reliability bar (where says when); it returns the job.
+func mustGoldWait(t *testing.T, m *testMarket, where string) *idlegrid.Job {
+	t.Helper()
+	gold, err := m.srv.SubmitJob(m.renter, rtxSpec(idlegrid.TierGold))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.advance(t, 10*time.Second)
+	if got, _ := m.srv.FindJob(m.renter, gold.ID); got.State != idlegrid.JobQueued || !strings.Contains(got.Reason, "reliability bar") {
+		t.Fatalf("gold job %s = %s (%s), want queued at the reliability bar", where, got.State, got.Reason)
+	}
+	return gold
+}
+
 func near(got, want float64) bool { return math.Abs(got-want) < 1e-4 }
 
 func TestServer_Reputation_score(t *testing.T) {
@@ -204,14 +219,7 @@ func TestServer_Reputation_goldNeedsLevel(t *testing.T) {
 		// two good facts: (2 + 9) / (2 + 9 + 1) = 0.917, level 1.
 		mustVerify(t, m, m.node, m.nodeID, "barn-1")
 		// A verified newcomer (0.917, level 1) may not run gold under a policy that asks level 2.
-		gold, err := m.srv.SubmitJob(m.renter, rtxSpec(idlegrid.TierGold))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.advance(t, 10*time.Second)
-		if got, _ := m.srv.FindJob(m.renter, gold.ID); got.State != idlegrid.JobQueued || !strings.Contains(got.Reason, "reliability bar") {
-			t.Fatalf("gold job on a newcomer = %s (%s), want queued at the reliability bar", got.State, got.Reason)
-		}
+		gold := mustGoldWait(t, m, "on a newcomer")
 		if _, err := m.srv.CancelJob(m.renter, gold.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -236,14 +244,7 @@ func TestServer_Reputation_goldNeedsLevel(t *testing.T) {
 		if n := mustNode(t, m); n.Level != 1 {
 			t.Fatalf("after a provider fault barn-1 is level %d (reliability %.4f), want 1", n.Level, n.Reliability)
 		}
-		gold2, err := m.srv.SubmitJob(m.renter, rtxSpec(idlegrid.TierGold))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.advance(t, 10*time.Second)
-		if got, _ := m.srv.FindJob(m.renter, gold2.ID); got.State != idlegrid.JobQueued || !strings.Contains(got.Reason, "reliability bar") {
-			t.Fatalf("gold job after the demotion = %s (%s), want queued at the reliability bar", got.State, got.Reason)
-		}
+		mustGoldWait(t, m, "after the demotion")
 		if starts := pendingStarts(t, m); len(starts) != 0 {
 			t.Fatalf("demoted barn-1 was told to start %+v", starts)
 		}
