@@ -32,16 +32,6 @@ func (a *api) createAccount(w http.ResponseWriter, r *http.Request) error {
 	return writeCreated(w, replayed, wire.CreateAccountResponse{Account: acct, APIKey: apiKey, Secret: secret})
 }
 
-// noIdempotencyKey refuses an Idempotency-Key header on a request that
-// creates something and cannot honour it (why says why, and what to do),
-// rather than ignore it and let a client believe a retry is safe.
-func noIdempotencyKey(r *http.Request, why string) error {
-	if _, given := r.Header[wire.HeaderIdempotencyKey]; given {
-		return idlegrid.Invalid(wire.HeaderIdempotencyKey, "%s %s does not take one: %s", r.Method, r.URL.Path, why)
-	}
-	return nil
-}
-
 // optionalIdempotencyKey returns the request's Idempotency-Key header, ""
 // when it has none; one given must be a key.
 func optionalIdempotencyKey(r *http.Request) (string, error) {
@@ -123,10 +113,6 @@ func (a *api) createAPIKey(w http.ResponseWriter, r *http.Request) error {
 	if _, err := parseQuery(r); err != nil {
 		return err
 	}
-	if err := noIdempotencyKey(r, "a key's secret is shown only once, so a retry could not answer with it; "+
-		"list your keys (GET /v1/keys, idlegrid key ls) to see whether the first was made, and revoke one you do not use"); err != nil {
-		return err
-	}
 	var req wire.CreateAPIKeyRequest
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
@@ -169,10 +155,6 @@ const maxTTLSeconds = math.MaxInt64 / int64(time.Second)
 // POST /v1/join-tokens
 func (a *api) createJoinToken(w http.ResponseWriter, r *http.Request) error {
 	if _, err := parseQuery(r); err != nil {
-		return err
-	}
-	if err := noIdempotencyKey(r, "a token's secret is shown only once, so a retry could not answer with it; "+
-		"list your tokens (GET /v1/join-tokens, idlegrid token ls) to see whether the first was made, and revoke one you do not use"); err != nil {
 		return err
 	}
 	var req wire.CreateJoinTokenRequest

@@ -164,27 +164,3 @@ func TestAPI_moneyReplayed(t *testing.T) {
 		t.Errorf("the provider's balance %+v (%v), want each move made once: bond 2, payable 1, paid out 2", b, err)
 	}
 }
-
-// TestAPI_createWithoutIdempotency: POST /v1/keys and /v1/join-tokens,
-// which cannot answer a retry with the secret they showed once, refuse an
-// Idempotency-Key (400 naming it, saying what to do) rather than ignore it
-// and make a second key or token; without one they create as before.
-func TestAPI_createWithoutIdempotency(t *testing.T) {
-	f := mustOpen(t, httpapi.Options{})
-	_, _, provider := f.mustAccount(t, "prov", idlegrid.RoleProvider)
-	post := func(path, key string) answer {
-		req := request(t, http.MethodPost, f.URL+path, provider, `{"name":"laptop"}`)
-		if key != "" {
-			req.Header.Set(wire.HeaderIdempotencyKey, key)
-		}
-		return mustDo(t, req)
-	}
-	for _, path := range []string{"/v1/keys", "/v1/join-tokens"} {
-		a := post(path, "laptop-1")
-		wantAnswer(t, path+" with a key", a, http.StatusBadRequest, idlegrid.EINVALID, wire.HeaderIdempotencyKey)
-		if !strings.Contains(string(a.Body), "shown only once") || !strings.Contains(string(a.Body), "revoke one you do not use") {
-			t.Errorf("%s with a key: %s, want why and what to do", path, a.Body)
-		}
-		wantAnswer(t, path+" without a key", post(path, ""), http.StatusCreated, "", "")
-	}
-}
