@@ -575,6 +575,11 @@ func TestDashboard_scriptedAPI(t *testing.T) {
 		stub.set(func(s *scriptedAPI) { s.meStatus = 0 })
 		b.waitText("#who-name", "fake-renter (renter)")
 		b.waitText("#panel-offers", "st-4090")
+		// Every panel drawn, so that none asks with the key the next
+		// subtest refuses, which would sign this page out before it opens
+		// the next.
+		b.poll("every panel drawn", `(() => { const bodies = [...document.querySelectorAll('#view .body')];
+			return bodies.length > 0 && !bodies.some((e) => e.innerText.includes('Loading…')); })()`)
 	})
 
 	// A key the server refuses at page load signs the page out.

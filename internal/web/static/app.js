@@ -1566,10 +1566,9 @@
   // first: its own complaints and those an admin opened naming it as the
   // harmed renter (GET /v1/disputes shows a renter only those).
   async function renterDisputes() {
-    const p = await probe(['/v1/disputes?limit=50']);
+    const [p, pol] = await Promise.all([probe(['/v1/disputes?limit=50']), probe(['/v1/trust-policy'])]);
     if (p.missing) return unavailable('Complaints');
     const ds = p.data.disputes || [];
-    const pol = await probe(['/v1/trust-policy']);
     if (!pol.missing) st.complaintHours = pol.data.complaint_window_hours;
     return table([
       { h: 'Dispute', f: (d) => id(d.id) }, { h: 'Offence', f: (d) => esc(words(d.offence)) },
@@ -1584,7 +1583,7 @@
       'job in Jobs and press Complain… beside the lease in Job details; an admin decides it.') +
       more(ds, 50, 'idlegrid dispute ls --before ' + (ds.length ? ds[ds.length - 1].id : '')) +
       '<p class="hint">Upheld, a dispute takes the trust policy\'s penalty from the provider\'s bond (paid to you where the policy ' +
-      'says so) and refunds what the bond did not pay of your harm from the lease\'s earnings still pending; see docs/trust.md.</p>';
+      'says so) and refunds what the bond did not pay of your harm from the lease\'s earnings still pending, then from the market\'s fee on it; see docs/trust.md.</p>';
   }
 
   // complaintWithin says how long after a lease's end its renter may
@@ -1669,12 +1668,12 @@
     uphold: { panel: 'disputes', need: 'all', ok: 'Uphold dispute', danger: true, required: true, label: 'Resolution: why it is upheld',
       title: (r) => 'Uphold dispute ' + r.id,
       what: (r) => `Finds provider ${who(r.provider_id)} guilty of ${words(r.offence)}: the trust policy's penalty is taken from their bond ` +
-        `(what it does not pay of a renter's harm, from the lease's earnings still pending) and counts against their reputation. ` +
+        `(what it does not pay of a renter's harm, from the lease's earnings still pending, then the market's fee) and counts against their reputation. ` +
         `Evidence: ${r.evidence || 'none given'}`,
       run: (r, text) => api('POST', '/v1/disputes/' + enc(r.id) + '/uphold', { resolution: text }),
       done: (d) => `Dispute ${d.id} upheld: ` + (d.penalty_micros > 0 || d.refund_micros > 0
         ? (d.penalty_micros > 0 ? `${money(d.penalty_micros)} taken from the bond of ${who(d.provider_id)}${d.penalty_to ? ' to the ' + d.penalty_to : ''}.` : '') +
-          (d.refund_micros > 0 ? ` ${money(d.refund_micros)} of the lease's pending earnings refunded to the renter.` : '')
+          (d.refund_micros > 0 ? ` ${money(d.refund_micros)} of the lease's charge refunded to the renter (its pending earnings, then the market's fee).` : '')
         : `no money moved (the bond of ${who(d.provider_id)} was empty, the lease's earnings had matured, or the policy sets no penalty).`) },
     dismiss: { panel: 'disputes', need: 'all', ok: 'Dismiss dispute', required: true, label: 'Resolution: why it is dismissed',
       title: (r) => 'Dismiss dispute ' + r.id,
