@@ -226,7 +226,8 @@ type StatementPenalty struct {
 	PenaltyMicros Micros `json:"penalty_micros"`
 	PenaltyTo     string `json:"penalty_to"` // "renter" or "platform"
 	// RefundMicros is what the dispute refunded to the renter of the
-	// lease's earnings, still pending then (Dispute.RefundMicros).
+	// lease's charge: its earnings still pending then, and the platform's
+	// fee (Dispute.RefundMicros).
 	RefundMicros Micros    `json:"refund_micros,omitempty"`
 	UpheldAt     time.Time `json:"upheld_at"`
 }

@@ -56,8 +56,9 @@ type Dispute struct {
 	PenaltyMicros Micros `json:"penalty_micros"`
 	PenaltyTo     string `json:"penalty_to,omitempty"` // "renter" or "platform"
 	// RefundMicros is what of the harm the bond did not pay came back to
-	// the renter from the provider's earnings from the lease, still
-	// pending in the payout hold, in the same transfer (upheld).
+	// the renter from the lease's charge, in the same transfer (upheld):
+	// from the provider's earnings from it, still pending in the payout
+	// hold, then from the platform's fee on it.
 	RefundMicros Micros     `json:"refund_micros,omitempty"`
 	TransferID   string     `json:"transfer_id,omitempty"`
 	Resolution   string     `json:"resolution,omitempty"` // why it was upheld or dismissed

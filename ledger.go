@@ -207,6 +207,11 @@ type LeaseEarnings struct {
 	Earned   Micros // credited to the provider by the lease's settlement; 0 before it settles
 	Refunded Micros // given back to the renter by upheld disputes
 	Matured  bool   // the rest is payable: nothing more may be refunded
+	// Fee is the platform's fee of the settlement, and FeeRefunded what
+	// upheld disputes gave back of it to the renter: the market keeps no
+	// fee for work a dispute proved bad, whether the earnings matured or
+	// not.
+	Fee, FeeRefunded Micros
 }
 
 // Refundable is what of the earnings a dispute may still refund: what is
@@ -217,6 +222,9 @@ func (e *LeaseEarnings) Refundable() Micros {
 	}
 	return max(0, e.Earned-e.Refunded)
 }
+
+// FeeRefundable is what of the platform's fee a dispute may still refund.
+func (e *LeaseEarnings) FeeRefundable() Micros { return max(0, e.Fee-e.FeeRefunded) }
 
 // TransferFilter selects transfers.
 type TransferFilter struct {

@@ -62,6 +62,18 @@ func Earned(settle *idlegrid.Transfer) idlegrid.Micros {
 	return total
 }
 
+// Fee is what settlement settle credited the platform: its fee on the
+// lease.
+func Fee(settle *idlegrid.Transfer) idlegrid.Micros {
+	var total idlegrid.Micros
+	for _, e := range settle.Entries {
+		if e.Account == idlegrid.PlatformFees && e.Amount > 0 {
+			total += e.Amount
+		}
+	}
+	return total
+}
+
 // pendingOwner returns the provider of a pending account.
 func pendingOwner(a idlegrid.LedgerAccount) (string, bool) {
 	if strings.HasPrefix(string(a), "provider:") && strings.HasSuffix(string(a), ":pending") {

@@ -106,6 +106,38 @@ func TestRefund(t *testing.T) {
 	}
 }
 
+// TestRefundFee: what the provider's earnings did not pay comes back from
+// the platform's fee, in the same transfer, which still sums to zero;
+// FeeRefunded and Fee read it back.
+func TestRefundFee(t *testing.T) {
+	earnings, err := ledger.Refund(nil, "prov_1", "ren_1", "lease_1", "dispute_1", "mismatched_result", 9, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := ledger.RefundFee(earnings, "ren_1", "lease_1", "dispute_1", "mismatched_result", 1, at)
+	var sum idlegrid.Micros
+	for _, e := range both.Entries {
+		sum += e.Amount
+	}
+	fee := []idlegrid.Entry{{Account: idlegrid.PlatformFees, Amount: -1}, {Account: idlegrid.RenterAvailable("ren_1"), Amount: 1}}
+	if err != nil || sum != 0 || !slices.Equal(both.Entries[2:], fee) || ledger.FeeRefunded(both) != 1 || ledger.Refunded("prov_1", both) != 9 ||
+		!strings.Contains(both.Memo, "of the platform's fee on lease lease_1 refunded to renter ren_1") {
+		t.Errorf("a fee refund after the earnings': %+v (sum %s), %v", both, sum, err)
+	}
+	alone, err := ledger.RefundFee(nil, "ren_1", "lease_1", "dispute_2", "broken_notice", 3, at)
+	if err != nil || alone.IdempotencyKey != "slash:dispute_2" || alone.LeaseID != "lease_1" || ledger.FeeRefunded(alone) != 3 {
+		t.Errorf("a fee refund alone: %+v, %v", alone, err)
+	}
+	if _, err := ledger.RefundFee(nil, "", "lease_1", "dispute_2", "x", 3, at); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
+		t.Errorf("a fee refund to no renter: %v, want EINVALID", err)
+	}
+	settle := &idlegrid.Transfer{Entries: []idlegrid.Entry{{Account: idlegrid.RenterHeld("ren_1"), Amount: -10},
+		{Account: idlegrid.ProviderPending("prov_1"), Amount: 9}, {Account: idlegrid.PlatformFees, Amount: 1}}}
+	if ledger.Fee(settle) != 1 || ledger.Earned(settle) != 9 {
+		t.Errorf("a settlement's fee %s and earnings %s, want 1 and 9", ledger.Fee(settle), ledger.Earned(settle))
+	}
+}
+
 func TestRequestPayout(t *testing.T) {
 	p := &idlegrid.Payout{ID: "payout_1", ProviderID: "prov_1", AmountMicros: 5 * unit, IdempotencyKey: "k"}
 	tr, err := ledger.RequestPayout(p, at)

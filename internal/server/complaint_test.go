@@ -73,19 +73,18 @@ func TestServer_DisputeByRenter(t *testing.T) {
 
 		before := mustAccountBalance(t, m, m.renterID).Available
 		up, err := m.srv.ResolveDispute(m.admin, d.ID, idlegrid.DisputeUpheld, "the re-runs agree with the renter")
-		earned := l.ChargedMicros - l.ChargedMicros/10 // the test market's fee is 10%
 		if err != nil {
 			t.Fatal(err)
-		} else if up.PenaltyMicros != 0 || up.RefundMicros != earned {
-			t.Errorf("upheld %+v, want no penalty (no bond) and the %s the lease earned refunded", up, earned)
+		} else if up.PenaltyMicros != 0 || up.RefundMicros != l.ChargedMicros {
+			t.Errorf("upheld %+v, want no penalty (no bond) and the lease's whole charge %s refunded: its earnings, then the market's fee", up, l.ChargedMicros)
 		}
-		if got := mustAccountBalance(t, m, m.renterID).Available - before; got != earned {
-			t.Errorf("the renter got %s back, want %s", got, earned)
+		if got := mustAccountBalance(t, m, m.renterID).Available - before; got != l.ChargedMicros {
+			t.Errorf("the renter got %s back, want %s", got, l.ChargedMicros)
 		}
 		// The provider was told of the complaint, and both of the decision.
 		wantNotices(t, m, m.provider, "renter "+m.renterID+" complained of mismatched_result on lease "+l.ID+" (dispute "+d.ID+")",
 			"dispute "+d.ID+" (mismatched_result on lease "+l.ID+") was upheld")
-		wantNotices(t, m, m.renter, "dispute "+d.ID+" (mismatched_result on lease "+l.ID+") was upheld: "+earned.String()+" refunded to the renter")
+		wantNotices(t, m, m.renter, "dispute "+d.ID+" (mismatched_result on lease "+l.ID+") was upheld: "+l.ChargedMicros.String()+" of the lease's charge refunded to the renter")
 		mustLedgerBalanced(t, m.store)
 
 		// A lease that ended longer ago than the window (an hour here) is

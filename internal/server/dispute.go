@@ -336,7 +336,7 @@ func (s *Server) noticeDecided(ctx context.Context, d *idlegrid.Dispute) {
 			moved = append(moved, fmt.Sprintf("%s from the provider's bond to the %s", d.PenaltyMicros, d.PenaltyTo))
 		}
 		if d.RefundMicros > 0 {
-			moved = append(moved, fmt.Sprintf("%s refunded to the renter from the lease's pending earnings", d.RefundMicros))
+			moved = append(moved, fmt.Sprintf("%s of the lease's charge refunded to the renter", d.RefundMicros))
 		}
 		what = "upheld: " + cmp.Or(strings.Join(moved, ", "), "nothing moved (no bond, and no earnings of the lease pending)")
 	}
@@ -499,8 +499,8 @@ func (s *Server) openDispute(ctx context.Context, o offence, state idlegrid.Disp
 // penalty prices d's offence under the trust policy against the
 // provider's bond now, sets d's penalty fields, and returns the transfer
 // that takes it, with the refund to the harmed renter of what the bond did
-// not pay from the lease's earnings still pending (refundable); nil when
-// it takes nothing.
+// not pay: from the lease's earnings still pending, then from the
+// platform's fee on the lease (refundable); nil when it takes nothing.
 func (s *Server) penalty(ctx context.Context, d *idlegrid.Dispute) (*idlegrid.Transfer, error) {
 	b, err := s.store.Balance(ctx, d.ProviderID)
 	if err != nil {
@@ -514,10 +514,17 @@ func (s *Server) penalty(ctx context.Context, d *idlegrid.Dispute) (*idlegrid.Tr
 			return nil, err
 		}
 	}
-	if refund, err := s.refundable(ctx, d, paid); err != nil {
+	earnings, fee, err := s.refundable(ctx, d, paid)
+	if err != nil {
 		return nil, err
-	} else if refund > 0 {
-		if t, err = ledger.Refund(t, d.ProviderID, d.RenterID, d.LeaseID, d.ID, d.Offence, refund, s.Now()); err != nil {
+	}
+	if earnings > 0 {
+		if t, err = ledger.Refund(t, d.ProviderID, d.RenterID, d.LeaseID, d.ID, d.Offence, earnings, s.Now()); err != nil {
+			return nil, err
+		}
+	}
+	if fee > 0 {
+		if t, err = ledger.RefundFee(t, d.RenterID, d.LeaseID, d.ID, d.Offence, fee, s.Now()); err != nil {
 			return nil, err
 		}
 	}
@@ -550,26 +557,30 @@ func (s *Server) slash(d *idlegrid.Dispute, amount idlegrid.Micros, to trustpoli
 }
 
 // refundable is what of a renter's harm the bond did not pay (paid) comes
-// back to it from the provider's earnings from the lease the dispute is
-// about, while they are pending in the payout hold: 0 when the dispute
-// names no harmed renter of the lease, or the earnings matured.
-func (s *Server) refundable(ctx context.Context, d *idlegrid.Dispute, paid idlegrid.Micros) (idlegrid.Micros, error) {
+// back to it from the lease the dispute is about: first from the
+// provider's earnings from it, while they are pending in the payout hold,
+// then from the platform's fee on it, which the market does not keep for
+// work a dispute proved bad. Both are 0 when the dispute names no harmed
+// renter of the lease.
+func (s *Server) refundable(ctx context.Context, d *idlegrid.Dispute, paid idlegrid.Micros) (earnings, fee idlegrid.Micros, err error) {
 	if d.RenterID == "" || d.LeaseID == "" || d.HarmMicros <= paid {
-		return 0, nil
+		return 0, 0, nil
 	}
 	l, err := s.store.FindLease(ctx, d.LeaseID)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		return 0, nil
+		return 0, 0, nil
 	} else if err != nil {
-		return 0, err
+		return 0, 0, err
 	} else if l.ProviderID != d.ProviderID || l.RenterID != d.RenterID {
-		return 0, nil
+		return 0, 0, nil
 	}
 	e, err := s.store.LeaseEarnings(ctx, d.LeaseID)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return min(d.HarmMicros-paid, e.Refundable(), ledger.MaxPayoutMicros), nil
+	left := min(d.HarmMicros-paid, ledger.MaxPayoutMicros)
+	earnings = min(left, e.Refundable())
+	return earnings, min(left-earnings, e.FeeRefundable()), nil
 }
 
 // FindDispute returns a dispute its provider, its renter or an admin may

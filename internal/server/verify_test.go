@@ -243,7 +243,7 @@ func TestServer_Verification(t *testing.T) {
 			mustLedgerBalanced(t, m.store)
 		})
 	})
-	t.Run("a liar without a bond gives back what the lease earned it", func(t *testing.T) {
+	t.Run("a liar without a bond gives back what the lease earned it, and the market its fee", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			m := mustMarketOn(t, verifyAll, func(s idlegrid.Store) idlegrid.Store { return s },
 				func(c *server.Config) { c.PayoutHold = 30 * time.Minute })
@@ -279,11 +279,13 @@ func TestServer_Verification(t *testing.T) {
 			mustRunDigest(t, m, nodes, v.Tiebreak.JobID, "sha256:right")
 			v = mustVerification(t, m)
 			d, err := m.srv.FindDispute(m.admin, v.DisputeID)
-			earned := liar.ChargedMicros - liar.ChargedMicros/10 // the test market's fee is 10%
+			fee := liar.ChargedMicros / 10 // the test market's fee is 10%
+			earned := liar.ChargedMicros - fee
 			if err != nil {
 				t.Fatal(err)
-			} else if earned <= 0 || d.PenaltyMicros != 0 || d.RefundMicros != earned || d.TransferID == "" {
-				t.Fatalf("dispute %+v, want no penalty (no bond), a refund of the %s the lease earned, and its transfer", d, earned)
+			} else if earned <= 0 || d.PenaltyMicros != 0 || d.RefundMicros != liar.ChargedMicros || d.TransferID == "" {
+				t.Fatalf("dispute %+v, want no penalty (no bond), a refund of the lease's whole charge %s (%s earned, %s fee), and its transfer",
+					d, liar.ChargedMicros, earned, fee)
 			}
 			if got := pending - mustAccountBalance(t, m, liar.ProviderID).Pending; got != earned {
 				t.Errorf("the liar's pending earnings fell by %s, want the %s its lease earned", got, earned)
@@ -291,15 +293,15 @@ func TestServer_Verification(t *testing.T) {
 			if ts, err := m.store.ListTransfers(context.Background(), idlegrid.TransferFilter{ID: d.TransferID, Limit: 1}); err != nil || len(ts) != 1 ||
 				!slices.ContainsFunc(ts[0].Entries, func(e idlegrid.Entry) bool {
 					return e.Account == idlegrid.RenterAvailable(m.renterID) && e.Amount == earned
-				}) {
-				t.Errorf("the dispute's transfer %+v (%v): want %s paid to the renter", ts, err, earned)
+				}) || !slices.ContainsFunc(ts[0].Entries, func(e idlegrid.Entry) bool { return e.Account == idlegrid.PlatformFees && e.Amount == -fee }) {
+				t.Errorf("the dispute's transfer %+v (%v): want %s of the earnings and %s of the fee paid to the renter", ts, err, earned, fee)
 			}
 			// The month's statements show the refund, the liar's and the renter's.
 			liarCtx := idlegrid.NewContextWithCaller(context.Background(), &idlegrid.Caller{AccountID: liar.ProviderID, Role: idlegrid.RoleProvider})
 			for who, ctx := range map[string]context.Context{"liar": liarCtx, "renter": m.renter} {
 				st, err := m.srv.Statement(ctx, "", time.Now().UTC().Format("2006-01"))
-				if err != nil || len(st.Penalties) != 1 || st.Penalties[0].DisputeID != d.ID || st.Penalties[0].RefundMicros != earned {
-					t.Errorf("the %s's statement's penalties = %+v (%v), want dispute %s's refund of %s", who, st.Penalties, err, d.ID, earned)
+				if err != nil || len(st.Penalties) != 1 || st.Penalties[0].DisputeID != d.ID || st.Penalties[0].RefundMicros != liar.ChargedMicros {
+					t.Errorf("the %s's statement's penalties = %+v (%v), want dispute %s's refund of %s", who, st.Penalties, err, d.ID, liar.ChargedMicros)
 				}
 			}
 			// Past the payout hold, the liar's other earnings mature, and

@@ -97,7 +97,7 @@ func (db *DB) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idl
 		}
 		transferID, refund := "", idlegrid.Micros(0)
 		if penalty != nil {
-			transferID, refund = penalty.ID, ledger.Refunded(d.ProviderID, penalty)
+			transferID, refund = penalty.ID, ledger.Refunded(d.ProviderID, penalty)+ledger.FeeRefunded(penalty)
 			if err := db.checkLeaseEarnings(ctx, tx, penalty); err != nil {
 				return err
 			}
@@ -223,7 +223,7 @@ func (db *DB) ResolveDispute(ctx context.Context, r idlegrid.DisputeResolution) 
 		}
 		amount, refund, transferID := idlegrid.Micros(0), idlegrid.Micros(0), ""
 		if r.Penalty != nil {
-			amount, refund, transferID = penaltyOf(d.ProviderID, r.Penalty), ledger.Refunded(d.ProviderID, r.Penalty), r.Penalty.ID
+			amount, refund, transferID = penaltyOf(d.ProviderID, r.Penalty), ledger.Refunded(d.ProviderID, r.Penalty)+ledger.FeeRefunded(r.Penalty), r.Penalty.ID
 		}
 		if err := checkPenalty(d.ProviderID, amount, r.Penalty); err != nil {
 			return err

@@ -19,6 +19,14 @@ func refundedSum(leaseID string) string {
 		AND e.account LIKE 'provider:%:pending' AND e.amount < 0)`
 }
 
+// feeRefundedSum is refundedSum for the platform's fee: the debits of
+// platform:fees in penalties about the lease (ledger.RefundFee).
+func feeRefundedSum(leaseID string) string {
+	return `(SELECT COALESCE(SUM(-e.amount), 0) FROM transfers r JOIN ledger_entries e ON e.transfer_id = r.id
+		WHERE ` + leaseID + ` <> '' AND r.lease_id = ` + leaseID + ` AND r.kind = 'penalty'
+		AND e.account = '` + string(idlegrid.PlatformFees) + `' AND e.amount < 0)`
+}
+
 // LeaseEarnings returns what the lease's settlement credited its provider,
 // what disputes refunded of it, and whether the rest matured.
 func (db *DB) LeaseEarnings(ctx context.Context, leaseID string) (*idlegrid.LeaseEarnings, error) {
@@ -47,9 +55,9 @@ func leaseEarnings(ctx context.Context, tx *sql.Tx, leaseID, lock string) (*idle
 	if err != nil {
 		return nil, err
 	}
-	e.Earned = ledger.Earned(settle)
-	err = tx.QueryRowContext(ctx, `SELECT `+refundedSum("$1")+`,
-		EXISTS (SELECT 1 FROM transfers WHERE idempotency_key = $2)`, leaseID, ledger.MatureKey(settleKey)).Scan(&e.Refunded, &e.Matured)
+	e.Earned, e.Fee = ledger.Earned(settle), ledger.Fee(settle)
+	err = tx.QueryRowContext(ctx, `SELECT `+refundedSum("$1")+`, `+feeRefundedSum("$1")+`,
+		EXISTS (SELECT 1 FROM transfers WHERE idempotency_key = $2)`, leaseID, ledger.MatureKey(settleKey)).Scan(&e.Refunded, &e.FeeRefunded, &e.Matured)
 	return e, err
 }
 
@@ -57,10 +65,12 @@ func leaseEarnings(ctx context.Context, tx *sql.Tx, leaseID, lock string) (*idle
 // out of its provider's pending account (a dispute's refund, or the
 // settlement's maturing), takes no more than is left of them: a refund
 // only before they mature, and with the maturing never more in all than
-// the settlement credited. It holds the settlement's row until tx ends.
+// the settlement credited; and that a dispute's refund of the platform's
+// fee on the lease takes no more than is left of that fee. It holds the
+// settlement's row until tx ends.
 func (db *DB) checkLeaseEarnings(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer) error {
-	taken := pendingTaken(t)
-	if t == nil || t.LeaseID == "" || taken == 0 {
+	taken, fee := pendingTaken(t), feeTaken(t)
+	if t == nil || t.LeaseID == "" || taken == 0 && fee == 0 {
 		return nil
 	}
 	e, err := leaseEarnings(ctx, tx, t.LeaseID, db.dialect.forUpdate)
@@ -68,13 +78,24 @@ func (db *DB) checkLeaseEarnings(ctx context.Context, tx *sql.Tx, t *idlegrid.Tr
 		return err
 	}
 	switch {
-	case t.Kind == idlegrid.TransferPenalty && e.Matured:
+	case taken > 0 && t.Kind == idlegrid.TransferPenalty && e.Matured:
 		return idlegrid.Errorf(idlegrid.ECONFLICT, "the earnings of lease %s matured meanwhile and can no longer be refunded: try again", t.LeaseID)
 	case e.Refunded+taken > e.Earned:
 		return idlegrid.Errorf(idlegrid.ECONFLICT, "%s takes %s of lease %s's earnings, of which %s are left (%s earned, %s refunded): try again",
 			t.IdempotencyKey, taken, t.LeaseID, e.Earned-e.Refunded, e.Earned, e.Refunded)
+	case e.FeeRefunded+fee > e.Fee:
+		return idlegrid.Errorf(idlegrid.ECONFLICT, "%s refunds %s of the platform's fee on lease %s, of which %s are left (%s charged, %s refunded): try again",
+			t.IdempotencyKey, fee, t.LeaseID, e.Fee-e.FeeRefunded, e.Fee, e.FeeRefunded)
 	}
 	return nil
+}
+
+// feeTaken is what t, a penalty, takes out of the platform's fees.
+func feeTaken(t *idlegrid.Transfer) idlegrid.Micros {
+	if t == nil || t.Kind != idlegrid.TransferPenalty {
+		return 0
+	}
+	return ledger.FeeRefunded(t)
 }
 
 // pendingTaken is what t takes out of providers' pending accounts.

@@ -65,6 +65,36 @@ func testLeaseRefunds(t *testing.T, db *sqlstore.DB) {
 		t.Errorf("a refused refund's dispute: %v, want it not stored", err)
 	}
 
+	// The platform's fee on lease 1 may still be refunded once its
+	// earnings matured, up to the fee less what was refunded of it.
+	fee := ledger.Fee(s1)
+	if e := earnings(l1); fee <= 0 || e.Fee != fee || e.FeeRefunded != 0 || e.FeeRefundable() != fee {
+		t.Fatalf("lease 1's earnings %+v, want a fee of %s, none refunded", e, fee)
+	}
+	feeOn := func(offence string, amount idlegrid.Micros) (*idlegrid.Dispute, *idlegrid.Transfer) {
+		d := &idlegrid.Dispute{ID: id("dispute"), Offence: offence, State: idlegrid.DisputeUpheld, ProviderID: p.ID,
+			LeaseID: l1.ID, RenterID: r.ID, Evidence: "a receipt billed unheard time", HarmMicros: l1.ChargedMicros, CreatedAt: at(3 * time.Hour)}
+		tr, err := ledger.RefundFee(nil, r.ID, l1.ID, d.ID, offence, amount, at(3*time.Hour))
+		mustOK(t, err)
+		tr.ID = id("tx")
+		return d, tr
+	}
+	before = mustBalance(t, db, r.ID).Available
+	fd, ftr := feeOn("forged_receipt", fee-1)
+	mustOK(t, db.OpenDispute(ctx, fd, ftr))
+	if got, err := db.FindDispute(ctx, fd.ID); err != nil || got.RefundMicros != fee-1 {
+		t.Errorf("the fee's dispute stored %+v (%v), want a refund of %s", got, err, fee-1)
+	}
+	if got := mustBalance(t, db, r.ID).Available - before; got != fee-1 {
+		t.Errorf("the renter got %s of the fee back, want %s", got, fee-1)
+	}
+	if e := earnings(l1); e.FeeRefunded != fee-1 || e.FeeRefundable() != 1 {
+		t.Errorf("lease 1's earnings %+v, want %s of the fee refunded, 1 left", e, fee-1)
+	}
+	overFee, overFeeTr := feeOn("broken_notice", 2)
+	wantCode(t, db.OpenDispute(ctx, overFee, overFeeTr), idlegrid.ECONFLICT)
+	checkLedger(t, db)
+
 	// More than is left of lease 3's earnings: refused.
 	over, overTr := refundOn(l3, "mismatched_result", earned+1)
 	wantCode(t, db.OpenDispute(ctx, over, overTr), idlegrid.ECONFLICT)
