@@ -226,8 +226,9 @@ type StatementPenalty struct {
 	PenaltyMicros Micros `json:"penalty_micros"`
 	PenaltyTo     string `json:"penalty_to"` // "renter" or "platform"
 	// RefundMicros is what the dispute refunded to the renter of the
-	// lease's charge: its earnings still pending then, and the platform's
-	// fee (Dispute.RefundMicros).
+	// lease's charge: in a provider's statement, of its earnings still
+	// pending then (Dispute.RefundMicros); in a renter's, that and the
+	// platform's fee (Dispute.FeeRefundMicros) together.
 	RefundMicros Micros    `json:"refund_micros,omitempty"`
 	UpheldAt     time.Time `json:"upheld_at"`
 }

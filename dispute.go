@@ -56,16 +56,18 @@ type Dispute struct {
 	PenaltyMicros Micros `json:"penalty_micros"`
 	PenaltyTo     string `json:"penalty_to,omitempty"` // "renter" or "platform"
 	// RefundMicros is what of the harm the bond did not pay came back to
-	// the renter from the lease's charge, in the same transfer (upheld):
-	// from the provider's earnings from it, still pending in the payout
-	// hold, then from the platform's fee on it.
-	RefundMicros Micros     `json:"refund_micros,omitempty"`
-	TransferID   string     `json:"transfer_id,omitempty"`
-	Resolution   string     `json:"resolution,omitempty"` // why it was upheld or dismissed
-	ResolvedBy   string     `json:"resolved_by,omitempty"`
-	PolicySHA256 string     `json:"policy_sha256,omitempty"` // the trust policy that priced it
-	CreatedAt    time.Time  `json:"created_at"`
-	ResolvedAt   *time.Time `json:"resolved_at,omitempty"`
+	// the renter from the provider's earnings from the lease, still
+	// pending in the payout hold, in the same transfer (upheld);
+	// FeeRefundMicros what came back of the platform's fee on the lease,
+	// where those earnings did not pay it all.
+	RefundMicros    Micros     `json:"refund_micros,omitempty"`
+	FeeRefundMicros Micros     `json:"fee_refund_micros,omitempty"`
+	TransferID      string     `json:"transfer_id,omitempty"`
+	Resolution      string     `json:"resolution,omitempty"` // why it was upheld or dismissed
+	ResolvedBy      string     `json:"resolved_by,omitempty"`
+	PolicySHA256    string     `json:"policy_sha256,omitempty"` // the trust policy that priced it
+	CreatedAt       time.Time  `json:"created_at"`
+	ResolvedAt      *time.Time `json:"resolved_at,omitempty"`
 	// IdempotencyKey is the operator's key of the opening (the
 	// Idempotency-Key header), if it had one, and RequestSHA256 the digest
 	// of what was asked under it: the same request sent again with the key

@@ -356,7 +356,10 @@ func printDispute(e *env, d *idlegrid.Dispute) error {
 	} else {
 		fmt.Fprintf(w, "harm      %s\npenalty   %s to %s", d.HarmMicros, d.PenaltyMicros, orDash(d.PenaltyTo))
 		if d.RefundMicros > 0 {
-			fmt.Fprintf(w, "; %s of the lease's charge refunded to the renter (its pending earnings, then the market's fee)", d.RefundMicros)
+			fmt.Fprintf(w, "; %s of the lease's pending earnings refunded to the renter", d.RefundMicros)
+		}
+		if d.FeeRefundMicros > 0 {
+			fmt.Fprintf(w, "; %s of the market's fee on the lease refunded to the renter", d.FeeRefundMicros)
 		}
 	}
 	if d.TransferID != "" {

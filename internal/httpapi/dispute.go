@@ -185,7 +185,7 @@ func checkMarketSet(d *idlegrid.Dispute) error {
 		set  bool
 	}{
 		{"id", d.ID != ""}, {"state", d.State != ""}, {"detail", len(d.Detail) > 0 && string(d.Detail) != "null"},
-		{"penalty_micros", d.PenaltyMicros != 0}, {"penalty_to", d.PenaltyTo != ""}, {"refund_micros", d.RefundMicros != 0},
+		{"penalty_micros", d.PenaltyMicros != 0}, {"penalty_to", d.PenaltyTo != ""}, {"refund_micros", d.RefundMicros != 0}, {"fee_refund_micros", d.FeeRefundMicros != 0},
 		{"transfer_id", d.TransferID != ""},
 		{"resolution", d.Resolution != ""}, {"resolved_by", d.ResolvedBy != ""}, {"policy_sha256", d.PolicySHA256 != ""},
 		{"created_at", !d.CreatedAt.IsZero()}, {"resolved_at", d.ResolvedAt != nil},

@@ -75,8 +75,9 @@ func TestServer_DisputeByRenter(t *testing.T) {
 		up, err := m.srv.ResolveDispute(m.admin, d.ID, idlegrid.DisputeUpheld, "the re-runs agree with the renter")
 		if err != nil {
 			t.Fatal(err)
-		} else if up.PenaltyMicros != 0 || up.RefundMicros != l.ChargedMicros {
-			t.Errorf("upheld %+v, want no penalty (no bond) and the lease's whole charge %s refunded: its earnings, then the market's fee", up, l.ChargedMicros)
+		} else if fee := l.ChargedMicros / 10; up.PenaltyMicros != 0 || up.RefundMicros != l.ChargedMicros-fee || up.FeeRefundMicros != fee {
+			t.Errorf("upheld %+v, want no penalty (no bond) and the lease's whole charge %s refunded: its earnings, then the market's fee %s",
+				up, l.ChargedMicros, fee) // the test market's fee is 10%
 		}
 		if got := mustAccountBalance(t, m, m.renterID).Available - before; got != l.ChargedMicros {
 			t.Errorf("the renter got %s back, want %s", got, l.ChargedMicros)
@@ -84,7 +85,8 @@ func TestServer_DisputeByRenter(t *testing.T) {
 		// The provider was told of the complaint, and both of the decision.
 		wantNotices(t, m, m.provider, "renter "+m.renterID+" complained of mismatched_result on lease "+l.ID+" (dispute "+d.ID+")",
 			"dispute "+d.ID+" (mismatched_result on lease "+l.ID+") was upheld")
-		wantNotices(t, m, m.renter, "dispute "+d.ID+" (mismatched_result on lease "+l.ID+") was upheld: "+l.ChargedMicros.String()+" of the lease's charge refunded to the renter")
+		wantNotices(t, m, m.renter, "dispute "+d.ID+" (mismatched_result on lease "+l.ID+") was upheld: "+(l.ChargedMicros-l.ChargedMicros/10).String()+
+			" refunded to the renter from the lease's pending earnings, "+(l.ChargedMicros/10).String()+" refunded to the renter from the market's fee on the lease")
 		mustLedgerBalanced(t, m.store)
 
 		// A lease that ended longer ago than the window (an hour here) is

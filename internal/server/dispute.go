@@ -336,7 +336,10 @@ func (s *Server) noticeDecided(ctx context.Context, d *idlegrid.Dispute) {
 			moved = append(moved, fmt.Sprintf("%s from the provider's bond to the %s", d.PenaltyMicros, d.PenaltyTo))
 		}
 		if d.RefundMicros > 0 {
-			moved = append(moved, fmt.Sprintf("%s of the lease's charge refunded to the renter", d.RefundMicros))
+			moved = append(moved, fmt.Sprintf("%s refunded to the renter from the lease's pending earnings", d.RefundMicros))
+		}
+		if d.FeeRefundMicros > 0 {
+			moved = append(moved, fmt.Sprintf("%s refunded to the renter from the market's fee on the lease", d.FeeRefundMicros))
 		}
 		what = "upheld: " + cmp.Or(strings.Join(moved, ", "), "nothing moved (no bond, and no earnings of the lease pending)")
 	}

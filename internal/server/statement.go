@@ -69,8 +69,11 @@ func (s *Server) statementPenalties(ctx context.Context, a *idlegrid.Account, fr
 	for _, d := range ds {
 		p := idlegrid.StatementPenalty{DisputeID: d.ID, Offence: d.Offence, NodeID: d.NodeID, LeaseID: d.LeaseID,
 			PenaltyMicros: d.PenaltyMicros, PenaltyTo: d.PenaltyTo, RefundMicros: d.RefundMicros}
-		if a.Role == idlegrid.RoleRenter && d.PenaltyTo != "renter" {
-			p.PenaltyMicros = 0 // the market's, not the renter's
+		if a.Role == idlegrid.RoleRenter {
+			if d.PenaltyTo != "renter" {
+				p.PenaltyMicros = 0 // the market's, not the renter's
+			}
+			p.RefundMicros += d.FeeRefundMicros // the provider's earnings and the market's fee, both the renter's now
 		}
 		if d.ResolvedAt == nil || d.ResolvedAt.Before(from) || !d.ResolvedAt.Before(to) || p.PenaltyMicros+p.RefundMicros <= 0 {
 			continue

@@ -283,7 +283,7 @@ func TestServer_Verification(t *testing.T) {
 			earned := liar.ChargedMicros - fee
 			if err != nil {
 				t.Fatal(err)
-			} else if earned <= 0 || d.PenaltyMicros != 0 || d.RefundMicros != liar.ChargedMicros || d.TransferID == "" {
+			} else if earned <= 0 || d.PenaltyMicros != 0 || d.RefundMicros != earned || d.FeeRefundMicros != fee || d.TransferID == "" {
 				t.Fatalf("dispute %+v, want no penalty (no bond), a refund of the lease's whole charge %s (%s earned, %s fee), and its transfer",
 					d, liar.ChargedMicros, earned, fee)
 			}
@@ -298,10 +298,12 @@ func TestServer_Verification(t *testing.T) {
 			}
 			// The month's statements show the refund, the liar's and the renter's.
 			liarCtx := idlegrid.NewContextWithCaller(context.Background(), &idlegrid.Caller{AccountID: liar.ProviderID, Role: idlegrid.RoleProvider})
+			// The liar's is what its earnings gave back; the renter's all it got.
 			for who, ctx := range map[string]context.Context{"liar": liarCtx, "renter": m.renter} {
+				want := map[string]idlegrid.Micros{"liar": earned, "renter": liar.ChargedMicros}[who]
 				st, err := m.srv.Statement(ctx, "", time.Now().UTC().Format("2006-01"))
-				if err != nil || len(st.Penalties) != 1 || st.Penalties[0].DisputeID != d.ID || st.Penalties[0].RefundMicros != liar.ChargedMicros {
-					t.Errorf("the %s's statement's penalties = %+v (%v), want dispute %s's refund of %s", who, st.Penalties, err, d.ID, liar.ChargedMicros)
+				if err != nil || len(st.Penalties) != 1 || st.Penalties[0].DisputeID != d.ID || st.Penalties[0].RefundMicros != want {
+					t.Errorf("the %s's statement's penalties = %+v (%v), want dispute %s's refund of %s", who, st.Penalties, err, d.ID, want)
 				}
 			}
 			// Past the payout hold, the liar's other earnings mature, and

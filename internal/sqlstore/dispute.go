@@ -16,7 +16,7 @@ var _ idlegrid.DisputeStore = (*DB)(nil)
 
 const disputeColumns = `id, offence, state, provider_id, node_id, lease_id, renter_id, evidence, detail,
 	harm_micros, penalty_micros, penalty_to, transfer_id, resolution, resolved_by, policy_sha256, created_at, resolved_at,
-	idempotency_key, request_sha256, refund_micros`
+	idempotency_key, request_sha256, refund_micros, fee_refund_micros`
 
 func scanDispute(s scanner) (*idlegrid.Dispute, error) {
 	var d idlegrid.Dispute
@@ -24,7 +24,7 @@ func scanDispute(s scanner) (*idlegrid.Dispute, error) {
 	var detail string
 	if err := s.Scan(&d.ID, &d.Offence, &d.State, &d.ProviderID, &d.NodeID, &d.LeaseID, &d.RenterID,
 		&d.Evidence, &detail, &d.HarmMicros, &d.PenaltyMicros, &d.PenaltyTo, &d.TransferID,
-		&d.Resolution, &d.ResolvedBy, &d.PolicySHA256, &created, &resolved, &d.IdempotencyKey, &d.RequestSHA256, &d.RefundMicros); err != nil {
+		&d.Resolution, &d.ResolvedBy, &d.PolicySHA256, &created, &resolved, &d.IdempotencyKey, &d.RequestSHA256, &d.RefundMicros, &d.FeeRefundMicros); err != nil {
 		return nil, err
 	}
 	d.CreatedAt, d.ResolvedAt = timeOf(created), timePtrOf(resolved)
@@ -95,24 +95,24 @@ func (db *DB) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idl
 		if d.ResolvedAt != nil {
 			resolved = timeArg(*d.ResolvedAt)
 		}
-		transferID, refund := "", idlegrid.Micros(0)
+		transferID, refund, feeRefund := "", idlegrid.Micros(0), idlegrid.Micros(0)
 		if penalty != nil {
-			transferID, refund = penalty.ID, ledger.Refunded(d.ProviderID, penalty)+ledger.FeeRefunded(penalty)
+			transferID, refund, feeRefund = penalty.ID, ledger.Refunded(d.ProviderID, penalty), ledger.FeeRefunded(penalty)
 			if err := db.checkLeaseEarnings(ctx, tx, penalty); err != nil {
 				return err
 			}
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO disputes (`+disputeColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
 			d.ID, d.Offence, string(d.State), d.ProviderID, d.NodeID, d.LeaseID, d.RenterID, d.Evidence, string(d.Detail),
 			int64(d.HarmMicros), int64(d.PenaltyMicros), d.PenaltyTo, transferID, d.Resolution, d.ResolvedBy,
-			d.PolicySHA256, timeArg(d.CreatedAt), resolved, d.IdempotencyKey, d.RequestSHA256, int64(refund))
+			d.PolicySHA256, timeArg(d.CreatedAt), resolved, d.IdempotencyKey, d.RequestSHA256, int64(refund), int64(feeRefund))
 		if err != nil {
 			err = db.dialect.translate(err)
 			taken = idlegrid.ErrorCode(err) == idlegrid.ECONFLICT
 			return err
 		}
-		d.TransferID, d.RefundMicros = transferID, refund
+		d.TransferID, d.RefundMicros, d.FeeRefundMicros = transferID, refund, feeRefund
 		if err := appendAudit(tx)(audit.DisputeEntry(d, d.CreatedAt)); err != nil {
 			return err
 		}
@@ -221,9 +221,10 @@ func (db *DB) ResolveDispute(ctx context.Context, r idlegrid.DisputeResolution) 
 		} else if d.State != idlegrid.DisputeOpen {
 			return idlegrid.Errorf(idlegrid.ECONFLICT, "dispute %s is already %s", d.ID, d.State)
 		}
-		amount, refund, transferID := idlegrid.Micros(0), idlegrid.Micros(0), ""
+		amount, refund, feeRefund, transferID := idlegrid.Micros(0), idlegrid.Micros(0), idlegrid.Micros(0), ""
 		if r.Penalty != nil {
-			amount, refund, transferID = penaltyOf(d.ProviderID, r.Penalty), ledger.Refunded(d.ProviderID, r.Penalty)+ledger.FeeRefunded(r.Penalty), r.Penalty.ID
+			amount, transferID = penaltyOf(d.ProviderID, r.Penalty), r.Penalty.ID
+			refund, feeRefund = ledger.Refunded(d.ProviderID, r.Penalty), ledger.FeeRefunded(r.Penalty)
 		}
 		if err := checkPenalty(d.ProviderID, amount, r.Penalty); err != nil {
 			return err
@@ -232,8 +233,9 @@ func (db *DB) ResolveDispute(ctx context.Context, r idlegrid.DisputeResolution) 
 		}
 		harm := max(d.HarmMicros, r.HarmMicros)
 		if _, err := tx.ExecContext(ctx, `UPDATE disputes SET state = $1, resolution = $2, resolved_by = $3,
-			resolved_at = $4, penalty_micros = $5, penalty_to = $6, transfer_id = $7, harm_micros = $8, refund_micros = $9 WHERE id = $10`,
-			string(r.To), r.Resolution, r.By, timeArg(r.At), int64(amount), r.PenaltyTo, transferID, int64(harm), int64(refund), d.ID); err != nil {
+			resolved_at = $4, penalty_micros = $5, penalty_to = $6, transfer_id = $7, harm_micros = $8, refund_micros = $9, fee_refund_micros = $10 WHERE id = $11`,
+			string(r.To), r.Resolution, r.By, timeArg(r.At), int64(amount), r.PenaltyTo, transferID, int64(harm), int64(refund),
+			int64(feeRefund), d.ID); err != nil {
 			return err
 		}
 		if r.Penalty != nil {

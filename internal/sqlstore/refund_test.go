@@ -82,8 +82,8 @@ func testLeaseRefunds(t *testing.T, db *sqlstore.DB) {
 	before = mustBalance(t, db, r.ID).Available
 	fd, ftr := feeOn("forged_receipt", fee-1)
 	mustOK(t, db.OpenDispute(ctx, fd, ftr))
-	if got, err := db.FindDispute(ctx, fd.ID); err != nil || got.RefundMicros != fee-1 {
-		t.Errorf("the fee's dispute stored %+v (%v), want a refund of %s", got, err, fee-1)
+	if got, err := db.FindDispute(ctx, fd.ID); err != nil || got.FeeRefundMicros != fee-1 || got.RefundMicros != 0 {
+		t.Errorf("the fee's dispute stored %+v (%v), want a refund of %s of the fee, none of the earnings", got, err, fee-1)
 	}
 	if got := mustBalance(t, db, r.ID).Available - before; got != fee-1 {
 		t.Errorf("the renter got %s of the fee back, want %s", got, fee-1)

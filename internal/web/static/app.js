@@ -1454,6 +1454,10 @@
     ], p, 'No payouts waiting.') + rest;
   }
 
+  // refunded is what an upheld dispute gave the renter back of the lease's
+  // charge: of the provider's pending earnings and of the market's fee.
+  const refunded = (d) => (d.refund_micros || 0) + (d.fee_refund_micros || 0);
+
   // disputeColumns are a dispute's columns, for the operator and for the
   // provider charged.
   const disputeColumns = [
@@ -1462,7 +1466,8 @@
     { h: 'Node / lease', f: (d) => (d.node_id ? id(d.node_id) : '—') + (d.lease_id ? '<br>' + id(d.lease_id) : '') },
     { h: 'Harm', num: true, f: (d) => money(d.harm_micros) },
     { h: 'Penalty', num: true, f: (d) => d.state === 'upheld' ? money(d.penalty_micros) + (d.penalty_to ? ' to ' + esc(d.penalty_to) : '') : '—' },
-    { h: 'Refund', num: true, f: (d) => d.refund_micros > 0 ? money(d.refund_micros) : '—' },
+    { h: 'Refund', num: true, f: (d) => (d.refund_micros > 0 ? money(d.refund_micros) : '—') +
+      (d.fee_refund_micros > 0 ? `<br><span class="hint">and ${money(d.fee_refund_micros)} of the market's fee</span>` : '') },
     { h: 'Evidence', f: (d) => esc(d.evidence) },
     { h: 'Resolution', f: (d) => d.resolution ? esc(d.resolution) + `<br><span class="hint">${esc(d.resolved_by || '')} ${when(d.resolved_at)}</span>` : '—' },
   ];
@@ -1576,7 +1581,7 @@
       { h: 'Harm', num: true, f: (d) => money(d.harm_micros) },
       { h: 'Penalty to you', num: true, f: (d) => d.state !== 'upheld' ? '—' : d.penalty_to === 'renter' ? money(d.penalty_micros)
         : d.penalty_micros > 0 ? `<span class="muted">none: it went to the ${esc(d.penalty_to || 'platform')}</span>` : '—' },
-      { h: 'Refund', num: true, f: (d) => d.refund_micros > 0 ? money(d.refund_micros) : '—' },
+      { h: 'Refund', num: true, f: (d) => refunded(d) > 0 ? money(refunded(d)) : '—' },
       { h: 'Opened', f: (d) => when(d.created_at) }, { h: 'Resolved', f: (d) => when(d.resolved_at) },
       { h: 'Resolution', f: (d) => d.resolution ? esc(d.resolution) : d.state === 'open' ? '<span class="muted">an admin decides it</span>' : '—' },
     ], ds, 'No complaints or disputes about your leases. To complain about a lease (' + complaintWithin() + ' of its end), choose its ' +
@@ -1671,9 +1676,9 @@
         `(what it does not pay of a renter's harm, from the lease's earnings still pending, then the market's fee) and counts against their reputation. ` +
         `Evidence: ${r.evidence || 'none given'}`,
       run: (r, text) => api('POST', '/v1/disputes/' + enc(r.id) + '/uphold', { resolution: text }),
-      done: (d) => `Dispute ${d.id} upheld: ` + (d.penalty_micros > 0 || d.refund_micros > 0
+      done: (d) => `Dispute ${d.id} upheld: ` + (d.penalty_micros > 0 || refunded(d) > 0
         ? (d.penalty_micros > 0 ? `${money(d.penalty_micros)} taken from the bond of ${who(d.provider_id)}${d.penalty_to ? ' to the ' + d.penalty_to : ''}.` : '') +
-          (d.refund_micros > 0 ? ` ${money(d.refund_micros)} of the lease's charge refunded to the renter (its pending earnings, then the market's fee).` : '')
+          (refunded(d) > 0 ? ` ${money(refunded(d))} of the lease's charge refunded to the renter (its pending earnings, then the market's fee).` : '')
         : `no money moved (the bond of ${who(d.provider_id)} was empty, the lease's earnings had matured, or the policy sets no penalty).`) },
     dismiss: { panel: 'disputes', need: 'all', ok: 'Dismiss dispute', required: true, label: 'Resolution: why it is dismissed',
       title: (r) => 'Dismiss dispute ' + r.id,
