@@ -39,8 +39,8 @@ func (s *Server) offenceHold(ctx context.Context, providerID string, now time.Ti
 	if last == nil {
 		return "", nil
 	}
-	return fmt.Sprintf("dispute %s (%s) upheld on %s, so every node of provider %s holds level 0 until %s",
-		last.ID, last.Offence, upheldAt(last).UTC().Format(time.DateOnly), providerID,
+	return fmt.Sprintf("dispute %s (%s) of provider %s upheld on %s: every node of the provider until %s, whatever its record",
+		last.ID, last.Offence, providerID, upheldAt(last).UTC().Format(time.DateOnly),
 		upheldAt(last).Add(hold).UTC().Format(time.RFC3339)), nil
 }
 

@@ -65,7 +65,7 @@ func TestServer_OffenceHold(t *testing.T) {
 		}
 		v := mustNodeReputation(t, m, m.admin)
 		reasons := strings.Join(v.Detail.LevelReasons, "; ")
-		if v.Level != 0 || !strings.Contains(reasons, "held at level 0: dispute "+d.ID+" (mismatched_result) upheld on") {
+		if v.Level != 0 || !strings.Contains(reasons, "held at level 0: dispute "+d.ID+" (mismatched_result) of provider "+providerID+" upheld on") {
 			t.Errorf("node view: level %d, reasons %q; want 0, held by dispute %s", v.Level, reasons, d.ID)
 		}
 		if c := v.Detail.LevelChanges[0]; c.ToName != "newcomer" || !strings.Contains(strings.Join(c.Reasons, "; "), d.ID) {

@@ -300,7 +300,8 @@ func (s *Server) breakTie(ctx context.Context, v *idlegrid.Verification) error {
 // node: a made-up result is work not done, whatever the lease reported.
 // A lease that succeeded has its completion taken back at its end
 // (FactLeaseDisproved), so that it counts once, as a failure; any other
-// counts a failure now.
+// counts a failure now. The fact is keyed by the verification, so a
+// decision taken again records it once.
 func (s *Server) failedByVerification(ctx context.Context, v *idlegrid.Verification, odd *idlegrid.Run, l *idlegrid.Lease) error {
 	fact := reputation.Fact{Kind: reputation.FactLeaseFailed, At: s.Now()}
 	if l.State == idlegrid.LeaseSucceeded && l.EndedAt != nil {

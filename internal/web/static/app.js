@@ -1654,7 +1654,8 @@
       title: (l) => 'Complain about lease ' + l.id,
       what: (l) => `Opens a dispute against the provider of node ${(st.nodes[l.node_id] || {}).name || l.node_id}, which an admin ` +
         'decides: upheld, the trust policy\'s penalty is taken from the provider\'s bond, and what it does not pay of your harm is ' +
-        'refunded from the lease\'s earnings still pending; dismissed, nothing moves. You may complain ' + complaintWithin() +
+        'refunded from the lease\'s earnings still pending, then from the market\'s fee; dismissed, nothing moves. You may complain ' +
+        complaintWithin() +
         ' of the lease\'s end, once per offence.',
       run: (l, text, key, v) => api('POST', '/v1/disputes', Object.assign({ offence: v.offence, lease_id: l.id, evidence: v.evidence },
         v.harm ? { harm_micros: v.harm } : {}), { 'Idempotency-Key': key }),
