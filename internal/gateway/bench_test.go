@@ -378,6 +378,13 @@ func BenchmarkGatewaySequential(b *testing.B) {
 // metering, no session. Any design with two HTTP hops between a client
 // and a model server, as the server and the agent are, pays at least what
 // they add; the benchmarks run them beside the gateway as that floor.
+//
+// Each reads a request's whole body before passing it on, as the gateway
+// and the agent do. A proxy handing its inbound body to the transport
+// cuts some streamed answers: once the answer's headers are written, the
+// server closes the inbound body, the transport's check for bytes past
+// Content-Length reads the closed body, and its write loop drops the
+// upstream connection mid-answer (the client sees "unexpected EOF").
 func bareProxies(tb testing.TB, upstream string, conns int) string {
 	tb.Helper()
 	for range 2 {
@@ -388,9 +395,22 @@ func bareProxies(tb testing.TB, upstream string, conns int) string {
 		rp := httputil.NewSingleHostReverseProxy(u)
 		tr := &http.Transport{MaxConnsPerHost: conns, MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: time.Minute}
 		rp.Transport = tr
-		ts := httptest.NewServer(rp)
+		ts := httptest.NewServer(readWholeBody(rp))
 		tb.Cleanup(func() { ts.Close(); tr.CloseIdleConnections() })
 		upstream = ts.URL
 	}
 	return upstream
+}
+
+// readWholeBody reads a request's body into memory before next sees it.
+func readWholeBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		next.ServeHTTP(w, r)
+	})
 }
