@@ -144,6 +144,11 @@ type DisputeResolution struct {
 	// replaces it.
 	HarmMicros Micros
 	At         time.Time
+	// FollowUp, when not nil, is stored in the resolution's transaction:
+	// the work that must follow an upholding (the offence hold's restand
+	// of the provider's nodes), done even if the coordinator stops right
+	// after the commit (see FollowUp).
+	FollowUp *FollowUp
 }
 
 // DisputeStore keeps disputes. OpenDispute with an upheld dispute and its
@@ -151,10 +156,11 @@ type DisputeResolution struct {
 // money moving, nor money moved without its dispute.
 type DisputeStore interface {
 	// OpenDispute stores d. When d.State is upheld, penalty (which may be
-	// nil when the bond was empty) is applied in the same transaction.
-	// ECONFLICT when d's lease has a dispute of its offence, or naming
-	// idempotency_key when d's idempotency key opened another.
-	OpenDispute(ctx context.Context, d *Dispute, penalty *Transfer) error
+	// nil when the bond was empty) is applied, and follow-up f (nil: none)
+	// stored, in the same transaction. ECONFLICT when d's lease has a
+	// dispute of its offence, or naming idempotency_key when d's
+	// idempotency key opened another.
+	OpenDispute(ctx context.Context, d *Dispute, penalty *Transfer, f *FollowUp) error
 	FindDispute(ctx context.Context, id string) (*Dispute, error)
 	// FindDisputeByIdempotencyKey returns the dispute opened with key
 	// (Dispute.IdempotencyKey); ENOTFOUND when none was.

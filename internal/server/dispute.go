@@ -214,7 +214,7 @@ func (s *Server) tryConvict(ctx context.Context, o offence) (*idlegrid.Dispute, 
 	s.log.Warn("offence upheld", "dispute", d.ID, "offence", d.Offence, "provider", d.ProviderID, "node", d.NodeID,
 		"lease", d.LeaseID, "penalty", d.PenaltyMicros.String(), "to", d.PenaltyTo, "evidence", d.Evidence)
 	s.noticeDecided(ctx, d)
-	s.restandProvider(ctx, d)
+	s.restandSoon(d)
 	return d, nil
 }
 
@@ -242,6 +242,7 @@ func (s *Server) upholdOpen(ctx context.Context, o offence) (*idlegrid.Dispute, 
 		return nil, err
 	}
 	r.PenaltyTo = d.PenaltyTo
+	r.FollowUp = s.holdFollowUp(d.ID, r.At)
 	return s.store.ResolveDispute(ctx, r)
 }
 
@@ -486,14 +487,16 @@ func (s *Server) openDispute(ctx context.Context, o offence, state idlegrid.Disp
 		d.Detail = b
 	}
 	var penalty *idlegrid.Transfer
+	var held *idlegrid.FollowUp
 	if state == idlegrid.DisputeUpheld {
 		d.Resolution, d.ResolvedBy, d.ResolvedAt = resolution, by, &now
 		var err error
 		if penalty, err = s.penalty(ctx, d); err != nil {
 			return nil, err
 		}
+		held = s.holdFollowUp(d.ID, now)
 	}
-	if err := s.store.OpenDispute(ctx, d, penalty); err != nil {
+	if err := s.store.OpenDispute(ctx, d, penalty, held); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -666,7 +669,7 @@ func (s *Server) ResolveDispute(ctx context.Context, id string, to idlegrid.Disp
 		if r.Penalty, err = s.penalty(ctx, d); err != nil {
 			return nil, err
 		}
-		r.PenaltyTo = d.PenaltyTo
+		r.PenaltyTo, r.FollowUp = d.PenaltyTo, s.holdFollowUp(id, r.At)
 	case idlegrid.DisputeDismissed:
 	default:
 		return nil, idlegrid.Invalid("state", "a dispute is upheld or dismissed, not %q", to)
@@ -678,7 +681,7 @@ func (s *Server) ResolveDispute(ctx context.Context, id string, to idlegrid.Disp
 	s.log.Info("dispute resolved", "dispute", id, "state", to, "penalty", out.PenaltyMicros.String(), "by", c.AccountID)
 	s.noticeDecided(ctx, out)
 	if to == idlegrid.DisputeUpheld {
-		s.restandProvider(ctx, out)
+		s.restandSoon(out)
 	}
 	return out, nil
 }

@@ -24,11 +24,13 @@ import (
 // of the same offence on the same lease changes nothing (dispute.go), and
 // a gang lease that ended or was asked to stop is left be.
 
-// The kinds of follow-up: a lease's end's, and a failed hardware
-// challenge's conviction (attest.go).
+// The kinds of follow-up: a lease's end's, a failed hardware challenge's
+// conviction (attest.go), and an upheld dispute's offence hold
+// (offencehold.go).
 const (
 	followUpLeaseEnded      = "lease_ended"
 	followUpChallengeFailed = "challenge_failed"
+	followUpProviderHeld    = "provider_held"
 )
 
 // followUpDelay is how long after a commit the reaper leaves its
@@ -129,6 +131,8 @@ func (s *Server) redo(ctx context.Context, f *idlegrid.FollowUp) error {
 		return s.redoLeaseEnded(ctx, f)
 	case followUpChallengeFailed:
 		return s.redoChallengeFailed(ctx, f)
+	case followUpProviderHeld:
+		return s.redoProviderHeld(ctx, f)
 	}
 	return fmt.Errorf("unknown kind %q", f.Kind)
 }

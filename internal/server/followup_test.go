@@ -52,11 +52,11 @@ func (f *flaky) ListLeases(ctx context.Context, lf idlegrid.LeaseFilter) ([]*idl
 	return f.Store.ListLeases(ctx, lf)
 }
 
-func (f *flaky) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idlegrid.Transfer) error {
+func (f *flaky) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idlegrid.Transfer, held *idlegrid.FollowUp) error {
 	if err := f.failing("OpenDispute"); err != nil {
 		return err
 	}
-	return f.Store.OpenDispute(ctx, d, penalty)
+	return f.Store.OpenDispute(ctx, d, penalty, held)
 }
 
 func (f *flaky) FindVerificationByJob(ctx context.Context, jobID string) (*idlegrid.Verification, error) {

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -56,28 +58,99 @@ func upheldAt(d *idlegrid.Dispute) time.Time {
 // restandProvider saves again the standing of every node of an upheld
 // dispute's provider, and with them the provider's, so that the offence
 // hold takes their levels, and gold work, at once rather than at each
-// node's next save. Errors are logged: the dispute stands, and each node's
-// next save (the reaper's, for an online node) reads the hold anyway. It
-// runs to the end whether or not the request that upheld the dispute is
-// still there.
-func (s *Server) restandProvider(ctx context.Context, d *idlegrid.Dispute) {
+// node's next save. It runs off the request that upheld the dispute, in
+// the restander (runRestands), and again from the dispute's follow-up
+// (holdFollowUp) when it failed or was never done: a node restood twice
+// is saved as it was. Errors are joined; it stops when ctx is done.
+func (s *Server) restandProvider(ctx context.Context, d *idlegrid.Dispute) error {
 	if s.trust.policy.Levels.OffenceHold <= 0 {
-		return
+		return nil
 	}
-	ctx = context.WithoutCancel(ctx)
 	nodes, err := s.store.ListNodes(ctx, idlegrid.NodeFilter{ProviderID: d.ProviderID})
 	if err != nil {
-		s.log.Error("offence hold: list the provider's nodes", "dispute", d.ID, "provider", d.ProviderID, "err", err)
-		return
+		return fmt.Errorf("list the provider's nodes: %w", err)
 	}
+	var errs []error
 	for _, n := range nodes {
+		if ctx.Err() != nil {
+			return errors.Join(append(errs, ctx.Err())...)
+		}
 		if n.State == idlegrid.NodeRetired {
 			continue
 		}
 		if err := s.recordFacts(ctx, n.ID, nil, standingDelta{}); err != nil {
-			s.log.Error("offence hold: restand a node", "dispute", d.ID, "node", n.ID, "err", err)
+			errs = append(errs, fmt.Errorf("restand node %s: %w", n.ID, err))
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// holdFollowUp is the follow-up of dispute disputeID's upholding at now,
+// stored with it: the restand of its provider's nodes; nil when the trust
+// policy holds nothing.
+func (s *Server) holdFollowUp(disputeID string, now time.Time) *idlegrid.FollowUp {
+	if s.trust.policy.Levels.OffenceHold <= 0 {
+		return nil
+	}
+	return &idlegrid.FollowUp{ID: holdFollowUpID(disputeID), Kind: followUpProviderHeld, Body: "{}",
+		DueAt: now.Add(followUpDelay), CreatedAt: now}
+}
+
+func holdFollowUpID(disputeID string) string { return "hold:" + disputeID }
+
+// restandQueue is how many upheld disputes wait for the restander before
+// the next is left to the reaper.
+const restandQueue = 256
+
+// restandSoon hands the restand of upheld dispute d's provider to the
+// restander, so that the request that upheld it need not wait for every
+// node. When the restander's queue is full the reaper does it from the
+// dispute's follow-up, once due.
+func (s *Server) restandSoon(d *idlegrid.Dispute) {
+	if s.trust.policy.Levels.OffenceHold <= 0 {
+		return
+	}
+	select {
+	case s.restands <- d:
+	default:
+		s.log.Warn("offence hold: the restander is behind; left to the reaper", "dispute", d.ID, "provider", d.ProviderID)
+	}
+}
+
+// runRestands restands the providers of the upheld disputes handed to it
+// (restandSoon), one at a time, and removes each one's follow-up once
+// done, until ctx is done.
+func (s *Server) runRestands(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case d := <-s.restands:
+			err := s.restandProvider(ctx, d)
+			if err != nil && ctx.Err() == nil {
+				s.log.Error("offence hold: restand the provider", "dispute", d.ID, "provider", d.ProviderID, "err", err)
+			}
+			s.followed(ctx, &idlegrid.FollowUp{ID: holdFollowUpID(d.ID)}, err)
+		}
+	}
+}
+
+// redoProviderHeld restands again the provider of an upheld dispute, from
+// the stored dispute, as the reaper found its follow-up.
+func (s *Server) redoProviderHeld(ctx context.Context, f *idlegrid.FollowUp) error {
+	id, ok := strings.CutPrefix(f.ID, "hold:")
+	if !ok {
+		return errors.New("not an offence hold's follow-up")
+	}
+	d, err := s.store.FindDispute(ctx, id)
+	if err != nil {
+		return err
+	}
+	if d.State != idlegrid.DisputeUpheld {
+		return fmt.Errorf("dispute %s is %s, not upheld", d.ID, d.State)
+	}
+	s.log.Info("offence hold follow-up done again", "dispute", d.ID, "provider", d.ProviderID, "tries", f.Tries)
+	return s.restandProvider(ctx, d)
 }
 
 // providersSeen is what a reaper pass read of providers, by provider ID,

@@ -58,8 +58,11 @@ func TestServer_OffenceHold(t *testing.T) {
 		if _, err := m.srv.ResolveDispute(m.admin, d.ID, idlegrid.DisputeUpheld, "two re-runs agree with each other"); err != nil {
 			t.Fatal(err)
 		}
+		synctest.Wait() // the restander, off the request
 
-		// Held at once: the node, its view and its provider.
+		// Held at once: the node, its view and its provider; its
+		// follow-up, done, is gone.
+		wantNoFollowUps(t, m)
 		if n := mustNode(t, m); n.Level != 0 {
 			t.Fatalf("after the offence barn-1 is level %d (reliability %.4f), want 0", n.Level, n.Reliability)
 		}
@@ -116,7 +119,7 @@ func TestServer_OffenceHold_reaperFindsIt(t *testing.T) {
 		d := &idlegrid.Dispute{ID: idlegrid.NewID("dispute"), Offence: "forged_receipt", State: idlegrid.DisputeUpheld,
 			ProviderID: callerID(m.provider), NodeID: m.nodeID, Evidence: "a receipt its key did not sign",
 			Resolution: "proven", ResolvedBy: "market", ResolvedAt: &now, CreatedAt: now}
-		if err := m.store.OpenDispute(context.Background(), d, nil); err != nil {
+		if err := m.store.OpenDispute(context.Background(), d, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		if n := mustNode(t, m); n.Level != 2 {
@@ -126,5 +129,40 @@ func TestServer_OffenceHold_reaperFindsIt(t *testing.T) {
 		if n := mustNode(t, m); n.Level != 0 {
 			t.Fatalf("after the reaper's look barn-1 is level %d, want 0: held by %s", n.Level, d.ID)
 		}
+	})
+}
+
+// An upheld dispute stores the offence hold's restand as a follow-up in
+// its own transaction: when the server stopped before restanding, the
+// reaper does it once due, for a node the reaper's looks pass over (lost
+// before, with no heartbeat or uptime to look at).
+func TestServer_OffenceHold_followUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustTrusted(t)
+		ctx := context.Background()
+		if err := m.store.SetNodeState(ctx, m.nodeID, idlegrid.NodeLost, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute) // the reaper saves its uptime, gone offline, and looks at it no more
+		synctest.Wait()
+		now := time.Now()
+		d := &idlegrid.Dispute{ID: idlegrid.NewID("dispute"), Offence: "forged_receipt", State: idlegrid.DisputeUpheld,
+			ProviderID: callerID(m.provider), NodeID: m.nodeID, Evidence: "a receipt its key did not sign",
+			Resolution: "proven", ResolvedBy: "market", ResolvedAt: &now, CreatedAt: now}
+		f := &idlegrid.FollowUp{ID: "hold:" + d.ID, Kind: "provider_held", Body: "{}", DueAt: now.Add(2 * time.Minute), CreatedAt: now}
+		if err := m.store.OpenDispute(ctx, d, nil, f); err != nil { // and the coordinator stopped here
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := mustNode(t, m); n.Level != 2 {
+			t.Fatalf("before its follow-up was due lost barn-1 is level %d, want 2", n.Level)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if n := mustNode(t, m); n.Level != 0 || n.State != idlegrid.NodeLost {
+			t.Fatalf("after the follow-up barn-1 is %s at level %d, want lost at 0: held by %s", n.State, n.Level, d.ID)
+		}
+		wantNoFollowUps(t, m)
 	})
 }

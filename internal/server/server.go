@@ -156,8 +156,8 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Server is the coordinator. Its goroutines (the scheduler and the reaper)
-// start in Open and stop in Close.
+// Server is the coordinator. Its goroutines (the scheduler, the reaper,
+// the challenges and the restander) start in Open and stop in Close.
 type Server struct {
 	store idlegrid.Store
 	clock idlegrid.Clock
@@ -195,6 +195,9 @@ type Server struct {
 	// logins seals renters' registry logins; registry.go.
 	logins cipher.AEAD
 	trust  trust // reputation and levels; reputation.go
+	// restands is the upheld disputes whose providers' nodes the
+	// restander has yet to save again; offencehold.go.
+	restands chan *idlegrid.Dispute
 	// attest is hardware attestation, challenges and quarantine; attest.go.
 	attest *attestState
 
@@ -250,6 +253,7 @@ func Open(cfg Config) (*Server, error) {
 		audit:   auditLog, logins: logins, scans: newScanBudget(cfg.ScanShare, cfg.ScanBurst),
 		marketView: readCache[[]market.MarketStat]{ttl: marketViewTTL}, explains: readCache[*market.Explanation]{ttl: explainTTL},
 		trust: trust{policy: cfg.TrustPolicy, uptime: map[string]*uptimeTrack{}}, draining: make(chan struct{}),
+		restands: make(chan *idlegrid.Dispute, restandQueue),
 	}
 	s.attest = newAttestState(cfg)
 	if s.metrics, err = newMetrics(cfg.Metrics, s); err != nil {
@@ -260,10 +264,11 @@ func Open(cfg Config) (*Server, error) {
 		cancel()
 		return nil, err
 	}
-	s.wg.Add(3)
+	s.wg.Add(4)
 	go func() { defer s.wg.Done(); s.runScheduler(ctx) }()
 	go func() { defer s.wg.Done(); s.runReaper(ctx) }()
 	go func() { defer s.wg.Done(); s.runChallenges(ctx) }()
+	go func() { defer s.wg.Done(); s.runRestands(ctx) }()
 	return s, nil
 }
 

@@ -138,7 +138,7 @@ func testDisputeIdempotencyKeys(t *testing.T, db *sqlstore.DB) {
 	d := &idlegrid.Dispute{ID: "dispute_k1", Offence: "broken_notice", State: idlegrid.DisputeOpen, ProviderID: p.ID,
 		LeaseID: "lease_k", Evidence: "killed without notice", CreatedAt: t0,
 		IdempotencyKey: "case-41", RequestSHA256: "digest-41"}
-	mustOK(t, db.OpenDispute(ctx, d, nil))
+	mustOK(t, db.OpenDispute(ctx, d, nil, nil))
 	got, err := db.FindDisputeByIdempotencyKey(ctx, "case-41")
 	mustOK(t, err)
 	if diff := cmp.Diff(d, got); diff != "" {
@@ -152,19 +152,19 @@ func testDisputeIdempotencyKeys(t *testing.T, db *sqlstore.DB) {
 
 	again := *d
 	again.ID = "dispute_k2"
-	wantConflictOn(t, db.OpenDispute(ctx, &again, nil), "idempotency_key", `"case-41"`, "dispute_k1")
+	wantConflictOn(t, db.OpenDispute(ctx, &again, nil, nil), "idempotency_key", `"case-41"`, "dispute_k1")
 	elsewhere := again
 	elsewhere.ID, elsewhere.LeaseID = "dispute_k3", ""
-	wantConflictOn(t, db.OpenDispute(ctx, &elsewhere, nil), "idempotency_key", "dispute_k1")
+	wantConflictOn(t, db.OpenDispute(ctx, &elsewhere, nil, nil), "idempotency_key", "dispute_k1")
 	sameLease := again
 	sameLease.ID, sameLease.IdempotencyKey = "dispute_k4", "case-43"
-	err = db.OpenDispute(ctx, &sameLease, nil)
+	err = db.OpenDispute(ctx, &sameLease, nil, nil)
 	if e, ok := err.(*idlegrid.Error); !ok || e.Code != idlegrid.ECONFLICT || e.Field != "" || !strings.Contains(e.Message, "lease_k") {
 		t.Errorf("another key on the lease's offence: %v, want the lease's conflict", err)
 	}
 	for _, id := range []string{"dispute_n1", "dispute_n2"} { // no key: none to share
 		n := &idlegrid.Dispute{ID: id, Offence: "fake_hardware", State: idlegrid.DisputeOpen, ProviderID: p.ID, Evidence: "x", CreatedAt: t0}
-		mustOK(t, db.OpenDispute(ctx, n, nil))
+		mustOK(t, db.OpenDispute(ctx, n, nil, nil))
 	}
 
 	// Sent together, eight times under one key: one is stored, and each
@@ -175,7 +175,7 @@ func testDisputeIdempotencyKeys(t *testing.T, db *sqlstore.DB) {
 		wg.Go(func() {
 			errs[i] = db.OpenDispute(ctx, &idlegrid.Dispute{ID: fmt.Sprintf("dispute_t%d", i), Offence: "broken_notice",
 				State: idlegrid.DisputeOpen, ProviderID: p.ID, LeaseID: "lease_t", Evidence: "x", CreatedAt: t0,
-				IdempotencyKey: "together", RequestSHA256: "digest"}, nil)
+				IdempotencyKey: "together", RequestSHA256: "digest"}, nil, nil)
 		})
 	}
 	wg.Wait()

@@ -81,8 +81,11 @@ func checkPenalty(providerID string, amount idlegrid.Micros, penalty *idlegrid.T
 // same transaction. A second dispute for the same offence on the same
 // lease is ECONFLICT; so is one whose idempotency key opened another,
 // naming idempotency_key.
-func (db *DB) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idlegrid.Transfer) error {
+func (db *DB) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idlegrid.Transfer, f *idlegrid.FollowUp) error {
 	if err := checkDispute(d, penalty); err != nil {
+		return err
+	}
+	if err := checkDisputeFollowUp(d.State, f); err != nil {
 		return err
 	}
 	var taken bool // the insert conflicted with a stored dispute
@@ -114,6 +117,9 @@ func (db *DB) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idl
 		}
 		d.TransferID, d.RefundMicros, d.FeeRefundMicros = transferID, refund, feeRefund
 		if err := appendAudit(tx)(audit.DisputeEntry(d, d.CreatedAt)); err != nil {
+			return err
+		}
+		if err := insertFollowUp(ctx, tx, db.dialect, f); err != nil {
 			return err
 		}
 		if penalty == nil {
@@ -213,6 +219,9 @@ func (db *DB) ResolveDispute(ctx context.Context, r idlegrid.DisputeResolution) 
 	case r.Penalty != nil && r.To != idlegrid.DisputeUpheld:
 		return nil, idlegrid.Invalid("dispute.penalty", "only an upheld dispute takes a penalty")
 	}
+	if err := checkDisputeFollowUp(r.To, r.FollowUp); err != nil {
+		return nil, err
+	}
 	var out *idlegrid.Dispute
 	err := db.update(ctx, func(tx *sql.Tx) error {
 		d, err := findDispute(ctx, tx, r.DisputeID, db.dialect.forUpdate)
@@ -243,6 +252,9 @@ func (db *DB) ResolveDispute(ctx context.Context, r idlegrid.DisputeResolution) 
 				return err
 			}
 		}
+		if err := insertFollowUp(ctx, tx, db.dialect, r.FollowUp); err != nil {
+			return err
+		}
 		if out, err = findDispute(ctx, tx, d.ID, ""); err != nil {
 			return err
 		}
@@ -260,4 +272,16 @@ func penaltyOf(providerID string, t *idlegrid.Transfer) idlegrid.Micros {
 		}
 	}
 	return taken
+}
+
+// checkDisputeFollowUp checks the follow-up f (nil: none) of a dispute
+// stored or resolved in state: only an upheld one has work to follow.
+func checkDisputeFollowUp(state idlegrid.DisputeState, f *idlegrid.FollowUp) error {
+	if f == nil {
+		return nil
+	}
+	if state != idlegrid.DisputeUpheld {
+		return idlegrid.Invalid("follow_up", "only an upheld dispute has work to follow, not a %s one", state)
+	}
+	return checkFollowUp(f)
 }

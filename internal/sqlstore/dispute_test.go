@@ -42,7 +42,7 @@ func testDisputes(t *testing.T, db *sqlstore.DB) {
 	upheld := newDispute("lease_a", idlegrid.DisputeUpheld)
 	upheld.Detail = json.RawMessage(`{"receipts":[{"seq":3,"gpu_seconds":120}]}`)
 	t.Run("upheld with its penalty", func(t *testing.T) {
-		mustOK(t, db.OpenDispute(ctx, upheld, slash(upheld, 30*idlegrid.MicrosPerUnit)))
+		mustOK(t, db.OpenDispute(ctx, upheld, slash(upheld, 30*idlegrid.MicrosPerUnit), nil))
 		checkLedger(t, db)
 		if b, a := balances(); b != 70*idlegrid.MicrosPerUnit || a != 30*idlegrid.MicrosPerUnit {
 			t.Errorf("bond %s, renter available %s; want 70 and 30", b, a)
@@ -58,14 +58,14 @@ func testDisputes(t *testing.T, db *sqlstore.DB) {
 	})
 	t.Run("the same offence on the same lease twice", func(t *testing.T) {
 		again := newDispute("lease_a", idlegrid.DisputeUpheld)
-		wantCode(t, db.OpenDispute(ctx, again, slash(again, 10*idlegrid.MicrosPerUnit)), idlegrid.ECONFLICT)
+		wantCode(t, db.OpenDispute(ctx, again, slash(again, 10*idlegrid.MicrosPerUnit), nil), idlegrid.ECONFLICT)
 		if b, _ := balances(); b != 70*idlegrid.MicrosPerUnit {
 			t.Errorf("bond %s after a refused dispute, want 70: no money may move", b)
 		}
 	})
 	t.Run("a penalty above the bond moves nothing and stores nothing", func(t *testing.T) {
 		big := newDispute("lease_b", idlegrid.DisputeUpheld)
-		wantCode(t, db.OpenDispute(ctx, big, slash(big, 71*idlegrid.MicrosPerUnit)), idlegrid.EPAYMENT)
+		wantCode(t, db.OpenDispute(ctx, big, slash(big, 71*idlegrid.MicrosPerUnit), nil), idlegrid.EPAYMENT)
 		_, err := db.FindDispute(ctx, big.ID)
 		wantCode(t, err, idlegrid.ENOTFOUND)
 		checkLedger(t, db)
@@ -73,19 +73,19 @@ func testDisputes(t *testing.T, db *sqlstore.DB) {
 	t.Run("bad input", func(t *testing.T) {
 		noEvidence := newDispute("lease_c", idlegrid.DisputeOpen)
 		noEvidence.Evidence = ""
-		wantCode(t, db.OpenDispute(ctx, noEvidence, nil), idlegrid.EINVALID)
+		wantCode(t, db.OpenDispute(ctx, noEvidence, nil, nil), idlegrid.EINVALID)
 		open := newDispute("lease_c", idlegrid.DisputeOpen)
-		wantCode(t, db.OpenDispute(ctx, open, slash(open, 1)), idlegrid.EINVALID) // an open dispute takes nothing
+		wantCode(t, db.OpenDispute(ctx, open, slash(open, 1), nil), idlegrid.EINVALID) // an open dispute takes nothing
 		wrong := newDispute("lease_c", idlegrid.DisputeUpheld)
 		tr := slash(wrong, 5)
 		wrong.PenaltyMicros = 6 // says one thing, moves another
-		wantCode(t, db.OpenDispute(ctx, wrong, tr), idlegrid.EINVALID)
+		wantCode(t, db.OpenDispute(ctx, wrong, tr, nil), idlegrid.EINVALID)
 	})
 	open := newDispute("lease_d", idlegrid.DisputeOpen)
 	dismissed := newDispute("lease_e", idlegrid.DisputeOpen)
 	t.Run("resolve", func(t *testing.T) {
-		mustOK(t, db.OpenDispute(ctx, open, nil))
-		mustOK(t, db.OpenDispute(ctx, dismissed, nil))
+		mustOK(t, db.OpenDispute(ctx, open, nil, nil))
+		mustOK(t, db.OpenDispute(ctx, dismissed, nil, nil))
 		at := t0.Add(time.Hour)
 		tr, err := ledger.Slash(p.ID, "", 20*idlegrid.MicrosPerUnit, open.ID, open.Offence, at)
 		mustOK(t, err)
@@ -161,12 +161,12 @@ func testDisputes(t *testing.T, db *sqlstore.DB) {
 	})
 	t.Run("a dismissed dispute does not hold its lease's offence", func(t *testing.T) {
 		proven := newDispute("lease_e", idlegrid.DisputeUpheld)
-		mustOK(t, db.OpenDispute(ctx, proven, slash(proven, 10*idlegrid.MicrosPerUnit)))
+		mustOK(t, db.OpenDispute(ctx, proven, slash(proven, 10*idlegrid.MicrosPerUnit), nil))
 		checkLedger(t, db)
 	})
 	t.Run("no release while a dispute is open", func(t *testing.T) {
 		pending := newDispute("lease_f", idlegrid.DisputeOpen)
-		mustOK(t, db.OpenDispute(ctx, pending, nil))
+		mustOK(t, db.OpenDispute(ctx, pending, nil, nil))
 		release := func(key string) error {
 			tr, err := ledger.ReleaseBond(p.ID, idlegrid.MicrosPerUnit, key, t0)
 			mustOK(t, err)
@@ -184,7 +184,7 @@ func testDisputes(t *testing.T, db *sqlstore.DB) {
 			t.Errorf("bond %s after releasing 1 of %s, want one released once", after, before)
 		}
 		// A retry answers as the first did, though a dispute opened since.
-		mustOK(t, db.OpenDispute(ctx, newDispute("lease_g", idlegrid.DisputeOpen), nil))
+		mustOK(t, db.OpenDispute(ctx, newDispute("lease_g", idlegrid.DisputeOpen), nil, nil))
 		mustOK(t, release("r1"))
 		wantCode(t, release("r2"), idlegrid.ECONFLICT)
 		if after, _ := balances(); after != before-idlegrid.MicrosPerUnit {

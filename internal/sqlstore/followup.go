@@ -34,8 +34,12 @@ func checkFollowUp(f *idlegrid.FollowUp) error {
 	return nil
 }
 
-// insertFollowUp stores f in tx: ECONFLICT when its ID is pending.
+// insertFollowUp stores f (nil: none) in tx: ECONFLICT when its ID is
+// pending.
 func insertFollowUp(ctx context.Context, tx *sql.Tx, d *dialect, f *idlegrid.FollowUp) error {
+	if f == nil {
+		return nil
+	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO follow_ups (id, kind, body, tries, due_at, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`, f.ID, f.Kind, f.Body, f.Tries, timeArg(f.DueAt), timeArg(f.CreatedAt))
 	if isCode(d.translate(err), idlegrid.ECONFLICT) {

@@ -20,6 +20,7 @@ var followUpTests = []struct {
 	{"FollowUps", testFollowUps},
 	{"FollowUps_WithLeaseEnd", testFollowUpsWithLeaseEnd},
 	{"FollowUps_CompletedByReputation", testFollowUpsCompletedByReputation},
+	{"FollowUps_WithDispute", testFollowUpsWithDispute},
 }
 
 func followUp(id string, due time.Duration) *idlegrid.FollowUp {
@@ -98,6 +99,44 @@ func testFollowUpsWithLeaseEnd(t *testing.T, db *sqlstore.DB) {
 	bad := *end
 	bad.FollowUp = &idlegrid.FollowUp{ID: "lease:x"}
 	wantCode(t, db.TransitionLease(ctx, &bad, nil), idlegrid.EINVALID)
+}
+
+// testFollowUpsWithDispute: a dispute upheld, as it opens or as it is
+// resolved, stores its follow-up in the same transaction: with it when it
+// commits, not at all when it does not; only an upheld one has one.
+func testFollowUpsWithDispute(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	dispute := func(lease string, state idlegrid.DisputeState) *idlegrid.Dispute {
+		d := &idlegrid.Dispute{ID: id("dispute"), Offence: "forged_receipt", State: state, ProviderID: p.ID,
+			LeaseID: lease, Evidence: "receipt 3 is not signed by the node", CreatedAt: t0}
+		if state == idlegrid.DisputeUpheld {
+			d.Resolution, d.ResolvedBy, d.ResolvedAt = "proven", "market", &d.CreatedAt
+		}
+		return d
+	}
+	held := func(d *idlegrid.Dispute) *idlegrid.FollowUp {
+		return &idlegrid.FollowUp{ID: "hold:" + d.ID, Kind: "provider_held", Body: "{}", DueAt: at(2 * time.Minute), CreatedAt: t0}
+	}
+
+	upheld := dispute("lease_a", idlegrid.DisputeUpheld)
+	mustOK(t, db.OpenDispute(ctx, upheld, nil, held(upheld)))
+	again := dispute("lease_a", idlegrid.DisputeUpheld) // the same offence on the same lease
+	wantCode(t, db.OpenDispute(ctx, again, nil, held(again)), idlegrid.ECONFLICT)
+	open := dispute("lease_b", idlegrid.DisputeOpen)
+	wantField(t, db.OpenDispute(ctx, open, nil, held(open)), "follow_up")
+	wantDue(t, db, at(time.Hour), 10, held(upheld))
+
+	mustOK(t, db.OpenDispute(ctx, open, nil, nil))
+	resolve := func(to idlegrid.DisputeState) error {
+		_, err := db.ResolveDispute(ctx, idlegrid.DisputeResolution{DisputeID: open.ID, To: to, Resolution: "logs agree",
+			By: "acct_admin", At: at(time.Minute), FollowUp: held(open)})
+		return err
+	}
+	wantField(t, resolve(idlegrid.DisputeDismissed), "follow_up")
+	mustOK(t, resolve(idlegrid.DisputeUpheld))
+	wantCode(t, resolve(idlegrid.DisputeUpheld), idlegrid.ECONFLICT) // resolved already: stores nothing again
+	wantDue(t, db, at(time.Hour), 10, held(upheld), held(open))
 }
 
 // testFollowUpsCompletedByReputation: a reputation save that completes a

@@ -40,7 +40,7 @@ func testLeaseRefunds(t *testing.T, db *sqlstore.DB) {
 
 	before := mustBalance(t, db, r.ID).Available
 	d, tr := refundOn(l1, "mismatched_result", earned/2)
-	mustOK(t, db.OpenDispute(ctx, d, tr))
+	mustOK(t, db.OpenDispute(ctx, d, tr, nil))
 	checkLedger(t, db)
 	if got, err := db.FindDispute(ctx, d.ID); err != nil || got.RefundMicros != earned/2 {
 		t.Errorf("the dispute stored %+v (%v), want a refund of %s", got, err, earned/2)
@@ -60,7 +60,7 @@ func testLeaseRefunds(t *testing.T, db *sqlstore.DB) {
 		t.Errorf("lease 1's earnings once matured %+v, want nothing refundable", e)
 	}
 	late, lateTr := refundOn(l1, "forged_receipt", 1)
-	wantCode(t, db.OpenDispute(ctx, late, lateTr), idlegrid.ECONFLICT)
+	wantCode(t, db.OpenDispute(ctx, late, lateTr, nil), idlegrid.ECONFLICT)
 	if _, err := db.FindDispute(ctx, late.ID); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
 		t.Errorf("a refused refund's dispute: %v, want it not stored", err)
 	}
@@ -81,7 +81,7 @@ func testLeaseRefunds(t *testing.T, db *sqlstore.DB) {
 	}
 	before = mustBalance(t, db, r.ID).Available
 	fd, ftr := feeOn("forged_receipt", fee-1)
-	mustOK(t, db.OpenDispute(ctx, fd, ftr))
+	mustOK(t, db.OpenDispute(ctx, fd, ftr, nil))
 	if got, err := db.FindDispute(ctx, fd.ID); err != nil || got.FeeRefundMicros != fee-1 || got.RefundMicros != 0 {
 		t.Errorf("the fee's dispute stored %+v (%v), want a refund of %s of the fee, none of the earnings", got, err, fee-1)
 	}
@@ -92,16 +92,16 @@ func testLeaseRefunds(t *testing.T, db *sqlstore.DB) {
 		t.Errorf("lease 1's earnings %+v, want %s of the fee refunded, 1 left", e, fee-1)
 	}
 	overFee, overFeeTr := feeOn("broken_notice", 2)
-	wantCode(t, db.OpenDispute(ctx, overFee, overFeeTr), idlegrid.ECONFLICT)
+	wantCode(t, db.OpenDispute(ctx, overFee, overFeeTr, nil), idlegrid.ECONFLICT)
 	checkLedger(t, db)
 
 	// More than is left of lease 3's earnings: refused.
 	over, overTr := refundOn(l3, "mismatched_result", earned+1)
-	wantCode(t, db.OpenDispute(ctx, over, overTr), idlegrid.ECONFLICT)
+	wantCode(t, db.OpenDispute(ctx, over, overTr, nil), idlegrid.ECONFLICT)
 
 	// Lease 2 refunded in full no longer matures; lease 3 still does.
 	all, allTr := refundOn(l2, "mismatched_result", earned)
-	mustOK(t, db.OpenDispute(ctx, all, allTr))
+	mustOK(t, db.OpenDispute(ctx, all, allTr, nil))
 	got, err := db.ListMaturing(ctx, at(3*time.Hour), 10)
 	mustOK(t, err)
 	for _, st := range got {
