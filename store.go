@@ -343,7 +343,11 @@ type Summary struct {
 	GPUsTotal    int               `json:"gpus_total"`    // on online nodes
 	GPUsBusy     int               `json:"gpus_busy"`     // claimed by live leases
 	SpentMicros  Micros            `json:"spent_micros"`  // charged to renters, all time: leases and inference
-	EarnedMicros Micros            `json:"earned_micros"` // credited to providers, all time
-	FeesMicros   Micros            `json:"fees_micros"`
-	HeldMicros   Micros            `json:"held_micros"` // in escrow now
+	EarnedMicros Micros            `json:"earned_micros"` // credited to providers, all time, less what disputes refunded of it
+	FeesMicros   Micros            `json:"fees_micros"`   // kept by the platform, all time, less what disputes refunded of it
+	// RefundedMicros is what upheld disputes gave back to renters of
+	// providers' earnings and the platform's fees, all time: spent is
+	// earned, fees and refunded. Penalties from bonds are not in it.
+	RefundedMicros Micros `json:"refunded_micros"`
+	HeldMicros     Micros `json:"held_micros"` // in escrow now
 }

@@ -150,17 +150,17 @@ func summaryLines(s *idlegrid.Summary) []string {
 		fmt.Sprintf("jobs    %d queued   %d running   %d succeeded   %d failed   %d cancelled",
 			jobs[idlegrid.JobQueued], jobs[idlegrid.JobRunning], jobs[idlegrid.JobSucceeded], jobs[idlegrid.JobFailed], jobs[idlegrid.JobCancelled]),
 		fmt.Sprintf("gpus    %d busy of %d, on %d online nodes", s.GPUsBusy, s.GPUsTotal, s.NodesByState[idlegrid.NodeOnline]),
-		fmt.Sprintf("money   renters spent %s   providers earned %s   platform fees %s   in escrow %s",
-			s.SpentMicros, s.EarnedMicros, s.FeesMicros, s.HeldMicros),
+		fmt.Sprintf("money   renters spent %s   providers earned %s   platform fees %s   refunded by disputes %s   in escrow %s",
+			s.SpentMicros, s.EarnedMicros, s.FeesMicros, s.RefundedMicros, s.HeldMicros),
 	}
 }
 
 // oneLine renders a summary as a single line, for logs and pipes.
 func oneLine(s *idlegrid.Summary) string {
 	jobs := s.JobsByState
-	return fmt.Sprintf("jobs queued=%d running=%d succeeded=%d failed=%d cancelled=%d | gpus %d/%d busy | spent %s earned %s fees %s",
+	return fmt.Sprintf("jobs queued=%d running=%d succeeded=%d failed=%d cancelled=%d | gpus %d/%d busy | spent %s earned %s fees %s refunded %s",
 		jobs[idlegrid.JobQueued], jobs[idlegrid.JobRunning], jobs[idlegrid.JobSucceeded], jobs[idlegrid.JobFailed], jobs[idlegrid.JobCancelled],
-		s.GPUsBusy, s.GPUsTotal, s.SpentMicros, s.EarnedMicros, s.FeesMicros)
+		s.GPUsBusy, s.GPUsTotal, s.SpentMicros, s.EarnedMicros, s.FeesMicros, s.RefundedMicros)
 }
 
 // screen draws the live summary: redrawn in place on a terminal, or as

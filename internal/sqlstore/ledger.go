@@ -379,6 +379,13 @@ func (db *DB) LedgerSum(ctx context.Context) (idlegrid.Micros, error) {
 	return sum, err
 }
 
+// refundsQuery sums what penalties (upheld disputes) debited of an
+// account, which the caller's condition names: the refunds to renters of
+// providers' pending earnings (ledger.Refund) or of the platform's fees
+// (ledger.RefundFee), as refundedSum and feeRefundedSum do for one lease.
+const refundsQuery = `SELECT CAST(COALESCE(SUM(-e.amount), 0) AS BIGINT) FROM transfers r JOIN ledger_entries e ON e.transfer_id = r.id
+	WHERE r.kind = '` + string(idlegrid.TransferPenalty) + `' AND e.amount < 0`
+
 // Summary counts the market at a glance.
 func (db *DB) Summary(ctx context.Context) (*idlegrid.Summary, error) {
 	s := &idlegrid.Summary{
@@ -396,7 +403,7 @@ func (db *DB) Summary(ctx context.Context) (*idlegrid.Summary, error) {
 		}); err != nil {
 			return err
 		}
-		var total, busy idlegrid.Micros
+		var total, busy, credited, refundedEarnings, kept, refundedFees idlegrid.Micros
 		for _, x := range []struct {
 			to *idlegrid.Micros
 			q  string
@@ -405,8 +412,10 @@ func (db *DB) Summary(ctx context.Context) (*idlegrid.Summary, error) {
 			{&total, `SELECT CAST(COALESCE(SUM(gpu_count), 0) AS BIGINT) FROM nodes WHERE state = $1`, []any{string(idlegrid.NodeOnline)}},
 			{&busy, `SELECT COUNT(*) FROM gpu_claims`, nil},
 			{&s.SpentMicros, `SELECT CAST(COALESCE(SUM(charged_micros), 0) AS BIGINT) FROM spend_months WHERE key_id = ''`, nil},
-			{&s.EarnedMicros, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account LIKE 'provider:%:pending' AND amount > 0`, nil},
-			{&s.FeesMicros, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account = $1 AND amount > 0`, []any{string(idlegrid.PlatformFees)}},
+			{&credited, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account LIKE 'provider:%:pending' AND amount > 0`, nil},
+			{&refundedEarnings, refundsQuery + ` AND e.account LIKE 'provider:%:pending'`, nil},
+			{&kept, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account = $1 AND amount > 0`, []any{string(idlegrid.PlatformFees)}},
+			{&refundedFees, refundsQuery + ` AND e.account = $1`, []any{string(idlegrid.PlatformFees)}},
 			{&s.HeldMicros, `SELECT CAST(COALESCE(SUM(balance), 0) AS BIGINT) FROM balances WHERE account LIKE 'renter:%:held'`, nil},
 		} {
 			if err := sumInto(ctx, tx, x.to, x.q, x.a...); err != nil {
@@ -414,6 +423,8 @@ func (db *DB) Summary(ctx context.Context) (*idlegrid.Summary, error) {
 			}
 		}
 		s.GPUsTotal, s.GPUsBusy = int(total), int(busy)
+		s.EarnedMicros, s.FeesMicros = credited-refundedEarnings, kept-refundedFees
+		s.RefundedMicros = refundedEarnings + refundedFees
 		return nil
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/audit"
+	"github.com/idlegrid/idlegrid/internal/ledger"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
 )
 
@@ -1599,6 +1600,19 @@ func testSummary(t *testing.T, db *sqlstore.DB) {
 	// charged before it.
 	mustOK(t, sqlstore.Remigrate(ctx, db, 19))
 	check("after migrating again")
+
+	// What an upheld dispute refunds of the lease's earnings and of its
+	// fee leaves earned and fees for refunded: spent is the three.
+	d := &idlegrid.Dispute{ID: id("dispute"), Offence: "mismatched_result", State: idlegrid.DisputeUpheld, ProviderID: p.ID,
+		LeaseID: l.ID, RenterID: r.ID, Evidence: "the re-runs agree on another output", HarmMicros: 1000, CreatedAt: at(2 * time.Hour)}
+	tr, err := ledger.Refund(nil, p.ID, r.ID, l.ID, d.ID, d.Offence, 300, at(2*time.Hour))
+	mustOK(t, err)
+	tr, err = ledger.RefundFee(tr, r.ID, l.ID, d.ID, d.Offence, 40, at(2*time.Hour))
+	mustOK(t, err)
+	tr.ID = id("tx")
+	mustOK(t, db.OpenDispute(ctx, d, tr, nil))
+	want.EarnedMicros, want.FeesMicros, want.RefundedMicros = 1500, 160, 340
+	check("after a dispute's refunds")
 }
 
 // testConcurrentPlaceJob races placements of many jobs onto one GPU:

@@ -1404,7 +1404,7 @@
       ['Agent protocol', esc(health.protocol)], ['Jobs', esc(byState(sum.jobs_by_state))],
       ['Nodes', esc(byState(sum.nodes_by_state))], ['GPUs busy', esc(sum.gpus_busy + ' of ' + sum.gpus_total)],
       ['Renters paid', money(sum.spent_micros)], ['Providers earned', money(sum.earned_micros)],
-      ['Fees', money(sum.fees_micros)], ['In escrow', money(sum.held_micros)],
+      ['Fees', money(sum.fees_micros)], ['Refunded by disputes', money(sum.refunded_micros)], ['In escrow', money(sum.held_micros)],
     ]) + (lost.length ? '<h3>Lost nodes</h3>' + table([
       { h: 'Node', f: (n) => esc(n.name) + ' ' + id(n.id) }, { h: 'Provider', f: (n) => providerCell(names, n.provider_id) },
       { h: 'Last heartbeat', f: (n) => when(n.last_heartbeat) },
