@@ -234,13 +234,13 @@ func checkNodeSearch(f idlegrid.NodeFilter) error {
 
 func (c *nodeCommand) get(ctx context.Context, args []string) error {
 	fs := c.env.flags("node get", help{
-		usage:    "idlegrid node get ID [--json]",
+		usage:    "idlegrid node get ID|NAME [--json]",
 		about:    "Show a node: its GPUs, place, schedule, ask and record. Its provider and admins see all of it; anyone else what the market shows (not its labels, agent version or hardware fingerprints).",
 		examples: "idlegrid node get node_abc123",
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 1, 1, "one node ID")
+	args, err := fs.parseArgs(args, 1, 1, "one node: its ID or its name")
 	if err != nil {
 		return err
 	}
@@ -248,7 +248,11 @@ func (c *nodeCommand) get(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	n, err := cl.FindNode(ctx, args[0])
+	id, err := nodeRef(ctx, cl, args[0])
+	if err != nil {
+		return err
+	}
+	n, err := cl.FindNode(ctx, id)
 	if err != nil {
 		return err
 	}

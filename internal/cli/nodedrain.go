@@ -13,7 +13,7 @@ import (
 // drain is "idlegrid node drain": maintenance without breaking a lease.
 func (c *nodeCommand) drain(ctx context.Context, args []string) error {
 	fs := c.env.flags("node drain", help{
-		usage: "idlegrid node drain ID [--wait [--every D] [--timeout D]] [--undo] [--json]",
+		usage: "idlegrid node drain ID|NAME [--wait [--every D] [--timeout D]] [--undo] [--json]",
 		about: `Drain a node before maintenance: it takes no new leases and holds no
 reservations, its bronze leases get their notice (and their jobs go back
 to the queue, from their checkpoints), and its gold and silver leases run
@@ -30,7 +30,7 @@ a node.`,
 	every := fs.Duration("every", 2*time.Second, "with --wait, how often to look (at least 500ms)")
 	timeout := fs.Duration("timeout", 0, "with --wait, stop following after this long (default: until it is empty)")
 	asJSON := fs.Bool("json", false, "print the node as JSON")
-	args, err := fs.parseArgs(args, 1, 1, "one node ID")
+	args, err := fs.parseArgs(args, 1, 1, "one node: its ID or its name")
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,11 @@ a node.`,
 	if err != nil {
 		return err
 	}
-	n, err := cl.DrainNode(ctx, args[0], !*undo)
+	id, err := nodeRef(ctx, cl, args[0])
+	if err != nil {
+		return err
+	}
+	n, err := cl.DrainNode(ctx, id, !*undo)
 	if err != nil {
 		return err
 	}
@@ -132,7 +136,7 @@ func nodeState(n *idlegrid.Node) string {
 
 func (c *nodeCommand) retire(ctx context.Context, args []string) error {
 	fs := c.env.flags("node retire", help{
-		usage: "idlegrid node retire ID [--yes] [--json]",
+		usage: "idlegrid node retire ID|NAME [--yes] [--json]",
 		about: `Retire a node for good: a machine given up, or one whose node key may have
 leaked. Its key is refused from now on, whoever holds it; its live leases
 end as the node's failure and their jobs go back to the queue. It cannot
@@ -146,7 +150,7 @@ retire a node. It retires only once you answer y on a terminal, or with
 	r := c.env.remoteFlags(fs)
 	yes := fs.Bool("yes", false, "retire without asking")
 	asJSON := fs.Bool("json", false, "print the node as JSON")
-	args, err := fs.parseArgs(args, 1, 1, "one node ID")
+	args, err := fs.parseArgs(args, 1, 1, "one node: its ID or its name")
 	if err != nil {
 		return err
 	}
@@ -154,12 +158,16 @@ retire a node. It retires only once you answer y on a terminal, or with
 	if err != nil {
 		return err
 	}
+	id, err := nodeRef(ctx, cl, args[0])
+	if err != nil {
+		return err
+	}
 	if !*yes {
-		if err := c.confirmRetire(ctx, cl, args[0]); err != nil {
+		if err := c.confirmRetire(ctx, cl, id); err != nil {
 			return err
 		}
 	}
-	n, err := cl.RetireNode(ctx, args[0])
+	n, err := cl.RetireNode(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ const maxScheduleFileBytes = 256 << 10
 // schedule of a node (docs/dashboard.md, "The window editor").
 func (c *nodeCommand) schedule(ctx context.Context, args []string) error {
 	fs := c.env.flags("node schedule", help{
-		usage: "idlegrid node schedule ID [--set FILE|--clear] [--json]",
+		usage: "idlegrid node schedule ID|NAME [--set FILE|--clear] [--json]",
 		about: `Show when a node is offered: the schedule in force, the one you set (if
 any) and the one its agent publishes from its config. --set FILE sets your
 schedule, which replaces the agent's until --clear; FILE (or - for stdin)
@@ -46,7 +46,7 @@ closes the node. Providers set their own nodes' schedules; admins may read.`,
 	args, err := fs.parse(args)
 	if err != nil {
 		return err
-	} else if err := fs.wantArgs(args, 1, 1, "one node ID"); err != nil {
+	} else if err := fs.wantArgs(args, 1, 1, "one node: its ID or its name"); err != nil {
 		return err
 	} else if *set != "" && *remove {
 		return usagef("--set and --clear exclude each other: set a schedule, or remove yours")
@@ -61,14 +61,18 @@ closes the node. Providers set their own nodes' schedules; admins may read.`,
 	if err != nil {
 		return err
 	}
+	id, err := nodeRef(ctx, cl, args[0])
+	if err != nil {
+		return err
+	}
 	var ns *idlegrid.NodeSchedule
 	switch {
 	case *set != "":
-		ns, err = cl.SetNodeSchedule(ctx, args[0], s)
+		ns, err = cl.SetNodeSchedule(ctx, id, s)
 	case *remove:
-		ns, err = cl.RemoveNodeSchedule(ctx, args[0])
+		ns, err = cl.RemoveNodeSchedule(ctx, id)
 	default:
-		ns, err = cl.NodeSchedule(ctx, args[0])
+		ns, err = cl.NodeSchedule(ctx, id)
 	}
 	if err != nil {
 		return err

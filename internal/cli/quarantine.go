@@ -74,14 +74,14 @@ command for the next one (--before the page's last quarantine).`,
 
 func (c *nodeCommand) quarantineAdd(ctx context.Context, args []string) error {
 	fs := c.env.flags("node quarantine add", help{
-		usage:    "idlegrid node quarantine add ID --reason TEXT [--json]",
+		usage:    "idlegrid node quarantine add ID|NAME --reason TEXT [--json]",
 		about:    "Quarantine a node: it takes no new leases until an admin lifts it. Admins only.",
 		examples: `idlegrid node quarantine add node_abc123 --reason "receipts disagree with telemetry; investigating"`,
 	})
 	r := c.env.remoteFlags(fs)
 	reason := fs.String("reason", "", "why, for the provider to read (required)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 1, 1, "one node ID")
+	args, err := fs.parseArgs(args, 1, 1, "one node: its ID or its name")
 	if err != nil {
 		return err
 	} else if strings.TrimSpace(*reason) == "" {
@@ -91,7 +91,11 @@ func (c *nodeCommand) quarantineAdd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	q, err := cl.QuarantineNode(ctx, args[0], *reason)
+	id, err := nodeRef(ctx, cl, args[0])
+	if err != nil {
+		return err
+	}
+	q, err := cl.QuarantineNode(ctx, id, *reason)
 	if err != nil {
 		return err
 	}
@@ -104,14 +108,14 @@ func (c *nodeCommand) quarantineAdd(ctx context.Context, args []string) error {
 
 func (c *nodeCommand) quarantineLift(ctx context.Context, args []string) error {
 	fs := c.env.flags("node quarantine lift", help{
-		usage:    "idlegrid node quarantine lift ID [--note TEXT] [--json]",
+		usage:    "idlegrid node quarantine lift ID|NAME [--note TEXT] [--json]",
 		about:    "Lift a node's quarantine, so that it takes leases again. Admins only; the note is kept with the record.",
 		examples: `idlegrid node quarantine lift node_abc123 --note "vendor replaced the card; challenge passed"`,
 	})
 	r := c.env.remoteFlags(fs)
 	note := fs.String("note", "", "why it is lifted, for the record")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 1, 1, "one node ID")
+	args, err := fs.parseArgs(args, 1, 1, "one node: its ID or its name")
 	if err != nil {
 		return err
 	}
@@ -119,7 +123,11 @@ func (c *nodeCommand) quarantineLift(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	q, err := cl.LiftQuarantine(ctx, args[0], *note)
+	id, err := nodeRef(ctx, cl, args[0])
+	if err != nil {
+		return err
+	}
+	q, err := cl.LiftQuarantine(ctx, id, *note)
 	if err != nil {
 		return err
 	}
@@ -134,7 +142,7 @@ func (c *nodeCommand) quarantineLift(ctx context.Context, args []string) error {
 // where 'node hardware' shows the newest.
 func (c *nodeCommand) challenges(ctx context.Context, args []string) error {
 	fs := c.env.flags("node challenges", help{
-		usage: "idlegrid node challenges ID [--state issued,passed,failed,expired,unsupported] [--limit N] [--before CHALLENGE_ID] [--json]",
+		usage: "idlegrid node challenges ID|NAME [--state issued,passed,failed,expired,unsupported] [--limit N] [--before CHALLENGE_ID] [--json]",
 		about: `List a node's hardware challenges, newest first, with their findings. Owners
 and admins. A full page ends with the command for the next one (--before
 the page's last challenge).`,
@@ -145,7 +153,7 @@ the page's last challenge).`,
 	limit := fs.Int("limit", 100, "at most this many challenges")
 	before := fs.String("before", "", "the challenges listed after this one: the last of the page before")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 1, 1, "one node ID")
+	args, err := fs.parseArgs(args, 1, 1, "one node: its ID or its name")
 	if err != nil {
 		return err
 	} else if err := checkLimit(*limit, "challenges", 100); err != nil {
@@ -159,7 +167,11 @@ the page's last challenge).`,
 	if err != nil {
 		return err
 	}
-	cs, err := cl.ListChallenges(ctx, args[0], f)
+	id, err := nodeRef(ctx, cl, args[0])
+	if err != nil {
+		return err
+	}
+	cs, err := cl.ListChallenges(ctx, id, f)
 	if err != nil {
 		return err
 	}
@@ -176,13 +188,13 @@ the page's last challenge).`,
 	if err := t.flush(); err != nil || len(cs) == 0 {
 		return err
 	}
-	return nextPage(c.env.Out, "idlegrid node challenges "+args[0]+listFlags(*states, ""), len(cs), *limit, cs[len(cs)-1].ID)
+	return nextPage(c.env.Out, "idlegrid node challenges "+id+listFlags(*states, ""), len(cs), *limit, cs[len(cs)-1].ID)
 }
 
 // hardware is "idlegrid node hardware": a node's attested hardware.
 func (c *nodeCommand) hardware(ctx context.Context, args []string) error {
 	fs := c.env.flags("node hardware", help{
-		usage: "idlegrid node hardware ID [--challenge] [--json]",
+		usage: "idlegrid node hardware ID|NAME [--challenge] [--json]",
 		about: `Show a node's hardware record: the fingerprint its key signed (GPUs, PCI
 IDs, driver, VBIOS), every change flagged since, its hardware challenges
 with their findings, and its quarantines with the evidence. Owners and
@@ -192,7 +204,7 @@ admins. --challenge (admins) first issues a challenge to each of its GPUs.`,
 	r := c.env.remoteFlags(fs)
 	issue := fs.Bool("challenge", false, "issue a challenge to each GPU first (admins)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 1, 1, "one node ID")
+	args, err := fs.parseArgs(args, 1, 1, "one node: its ID or its name")
 	if err != nil {
 		return err
 	}
@@ -200,12 +212,16 @@ admins. --challenge (admins) first issues a challenge to each of its GPUs.`,
 	if err != nil {
 		return err
 	}
+	id, err := nodeRef(ctx, cl, args[0])
+	if err != nil {
+		return err
+	}
 	if *issue {
-		if _, err := cl.ChallengeNode(ctx, args[0]); err != nil {
+		if _, err := cl.ChallengeNode(ctx, id); err != nil {
 			return err
 		}
 	}
-	v, err := cl.NodeAttestation(ctx, args[0])
+	v, err := cl.NodeAttestation(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 // reputation is "idlegrid node reputation".
 func (c *nodeCommand) reputation(ctx context.Context, args []string) error {
 	fs := c.env.flags("node reputation", help{
-		usage: "idlegrid node reputation ID [--json]",
+		usage: "idlegrid node reputation ID|NAME [--json]",
 		about: `Show a node's reputation: its score, the level it holds and its badges.
 Its provider and admins also see the evidence: the formula with the node's
 counts, the level's reasons, the latest facts, every promotion and
@@ -24,7 +24,7 @@ the formula; 'idlegrid node ls' lists node IDs.`,
 	})
 	r := c.env.remoteFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 1, 1, "one node ID")
+	args, err := fs.parseArgs(args, 1, 1, "one node: its ID or its name")
 	if err != nil {
 		return err
 	}
@@ -32,7 +32,11 @@ the formula; 'idlegrid node ls' lists node IDs.`,
 	if err != nil {
 		return err
 	}
-	v, err := cl.NodeReputation(ctx, args[0])
+	id, err := nodeRef(ctx, cl, args[0])
+	if err != nil {
+		return err
+	}
+	v, err := cl.NodeReputation(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
+)
+
+// nodeRefPage is how many nodes nodeRef reads a request when it looks for
+// a name.
+const nodeRefPage = 1000
+
+// nodeRefMatches is the most nodes of one name nodeRef lists when the name
+// is ambiguous.
+const nodeRefMatches = 5
+
+// nodeRef is the ID of the node ref names on the command line: ref itself
+// when it is an ID (node_…, or any other kind's, which the server then
+// says is not a node's), otherwise the one node of that name among those
+// the caller lists (a provider its own, an admin every node, a renter the
+// market's offers). None, or several, is an error saying what to give
+// instead.
+func nodeRef(ctx context.Context, cl *client.Client, ref string) (string, error) {
+	if looksLikeID(ref) {
+		return ref, nil
+	}
+	var found []*idlegrid.Node
+	for after := ""; ; {
+		page, err := cl.ListNodes(ctx, idlegrid.NodeFilter{Limit: nodeRefPage, After: after})
+		if err != nil {
+			return "", fmt.Errorf("look for node %q by name: %w", ref, err)
+		}
+		for _, n := range page {
+			if n.Name == ref {
+				found = append(found, n)
+			}
+		}
+		if len(page) < nodeRefPage || len(found) > nodeRefMatches {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	switch len(found) {
+	case 0:
+		return "", withHint(idlegrid.Errorf(idlegrid.ENOTFOUND, "no node named %q among the nodes you can list", ref),
+			"'idlegrid node ls' lists them with their names and IDs; give a node's ID (node_…) or its name")
+	case 1:
+		return found[0].ID, nil
+	}
+	return "", withHint(idlegrid.Errorf(idlegrid.ECONFLICT, "%s nodes are named %q: %s", atLeast(len(found)), ref, nodeIDs(found)),
+		"give the ID of the one you mean")
+}
+
+// looksLikeID reports whether s begins as an ID of some kind does.
+func looksLikeID(s string) bool {
+	for _, k := range idKinds {
+		if strings.HasPrefix(s, k.prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// atLeast is how many nodes nodeRef found of one name: n, or "more than"
+// the most it lists when it stopped looking.
+func atLeast(n int) string {
+	if n > nodeRefMatches {
+		return fmt.Sprintf("more than %d", nodeRefMatches)
+	}
+	return fmt.Sprint(n)
+}
+
+// nodeIDs lists the first nodeRefMatches of nodes, with their providers.
+func nodeIDs(nodes []*idlegrid.Node) string {
+	var out []string
+	for _, n := range nodes[:min(len(nodes), nodeRefMatches)] {
+		out = append(out, n.ID+" (provider "+n.ProviderID+")")
+	}
+	return strings.Join(out, ", ")
+}

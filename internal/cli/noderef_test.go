@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"context"
+	"crypto/ed25519"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
+)
+
+// TestNodeRef: the node commands take a node's name as well as its ID:
+// one node of the name is that node; none says how to find one; two (a
+// second agent joined under the same name) list both IDs to choose from.
+func TestNodeRef(t *testing.T) {
+	_, renter, provider, _, _ := moneyMarket(t)
+	ctx := context.Background()
+	cl := client.New(provider["IDLEGRID_ADDR"], provider["IDLEGRID_KEY"])
+	nodes, err := cl.ListNodes(ctx, idlegrid.NodeFilter{})
+	if err != nil || len(nodes) != 1 {
+		t.Fatalf("the provider's nodes: %v (%v), want rig alone", nodes, err)
+	}
+	rig := nodes[0].ID
+
+	if r := run(t, provider, "node", "get", "rig"); r.code != 0 || !strings.Contains(r.out, rig) {
+		t.Errorf("node get rig: %s", r)
+	}
+	if r := run(t, renter, "node", "reputation", "rig"); r.code != 0 || !strings.Contains(r.out, rig) {
+		t.Errorf("node reputation rig, as a renter: %s", r)
+	}
+	if r := run(t, provider, "node", "drain", "rig", "--json"); r.code != 0 || !strings.Contains(r.out, `"draining_since"`) {
+		t.Errorf("node drain rig: %s", r)
+	}
+	r := run(t, provider, "node", "get", "barn")
+	if r.code == 0 || !strings.Contains(r.err, `no node named "barn" among the nodes you can list`) || !strings.Contains(r.err, "idlegrid node ls") {
+		t.Errorf("node get barn, which is none: %s", r)
+	}
+
+	_, token, err := cl.CreateJoinToken(ctx, "second", 1, time.Hour)
+	mustOK(t, err)
+	_, key, err := ed25519.GenerateKey(nil)
+	mustOK(t, err)
+	joined, err := client.NewAgent(provider["IDLEGRID_ADDR"], key).Join(ctx, idlegrid.JoinRequest{Token: token, Offer: idlegrid.Offer{
+		Name: "rig", GPUs: []idlegrid.GPU{{UUID: "GPU-2", Model: "RTX4090", VRAMMB: 24576}}, Region: "eu-west", Residency: "EU",
+		Schedule: idlegrid.Schedule{Mode: idlegrid.ScheduleAlways},
+		Ask:      idlegrid.Ask{FloorMicrosPerGPUHour: map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: 400_000}}}})
+	mustOK(t, err)
+	r = run(t, provider, "node", "get", "rig")
+	if r.code == 0 || !strings.Contains(r.err, `2 nodes are named "rig": `) || !strings.Contains(r.err, rig) ||
+		!strings.Contains(r.err, joined.NodeID) || !strings.Contains(r.err, "give the ID of the one you mean") {
+		t.Errorf("node get rig, of two: %s", r)
+	}
+	if r := run(t, provider, "node", "get", joined.NodeID); r.code != 0 || !strings.Contains(r.out, joined.NodeID) {
+		t.Errorf("node get by ID: %s", r)
+	}
+}
