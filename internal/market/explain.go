@@ -65,12 +65,14 @@ func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
 	var quotes bestQuotes
 	var starts []nodeStart
 	byClass := map[*class]Reason{} // what each class decides for all its nodes
+	out := newRuledOut()
 	for _, nd := range e.nodes {
 		r := e.explainReason(&q, nd, byClass)
 		if r == "" {
 			ex.Fits++
 		} else {
 			ex.Rejections[r]++
+			out.add(r, nd)
 		}
 		switch r {
 		case "", ReasonWindow, ReasonPrice, ReasonCapacity:
@@ -108,6 +110,9 @@ func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
 		if ex.EstimatedStart.IsZero() {
 			ex.EstimateNote = neverNote(quotes.seen, quotes.withinCap)
 		}
+	}
+	if !d.Placed() {
+		ex.Advice = append(ex.Advice, out.advice(job, ex.Rejections)...)
 	}
 	if note := lateNote(job, ex.EstimatedStart); note != "" {
 		ex.Advice = append(ex.Advice, note)
