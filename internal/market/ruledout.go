@@ -15,37 +15,75 @@ import (
 // regions and GPU models, each with how many nodes have it, and the most
 // GPU memory among those its VRAM rules out. A renter whose job waits
 // reads there a value misspelt ("eu" for EU) or a constraint that rules
-// out most of the market.
+// out most of the market. These are the class's (classReason), so it
+// counts the nodes of each class and reads the values once a class.
 type ruledOut struct {
-	residency, region, model map[string]int
-	maxVRAMMB                int
+	classes map[*class]*ruledClass
 }
 
-func newRuledOut() *ruledOut {
-	return &ruledOut{residency: map[string]int{}, region: map[string]int{}, model: map[string]int{}}
+// ruledClass is a class whose nodes a hard constraint rules out: the
+// reason, one of its nodes and how many.
+type ruledClass struct {
+	reason Reason
+	nd     *node
+	n      int
 }
+
+func newRuledOut() *ruledOut { return &ruledOut{classes: map[*class]*ruledClass{}} }
 
 // add counts nd, which Explain found fails r first.
 func (o *ruledOut) add(r Reason, nd *node) {
 	switch r {
-	case ReasonResidency:
-		o.residency[nd.n.Residency]++
-	case ReasonRegion:
-		o.region[nd.n.Region]++
-	case ReasonGPUModel:
-		var models []string
-		for _, g := range nd.n.GPUs {
-			models = append(models, g.Model)
+	case ReasonResidency, ReasonRegion, ReasonGPUModel, ReasonVRAM:
+	default:
+		return
+	}
+	if c := o.classes[nd.cls]; c == nil {
+		o.classes[nd.cls] = &ruledClass{reason: r, nd: nd, n: 1}
+	} else if c.reason == r { // as it is for every node of the class
+		c.n++
+	}
+}
+
+// values counts, over the classes r ruled out, what value of each node
+// tells them apart (a node may count under several, as GPU models do).
+func (o *ruledOut) values(r Reason, of func(*node) []string) map[string]int {
+	counts := map[string]int{}
+	for _, c := range o.classes {
+		if c.reason != r {
+			continue
 		}
-		slices.Sort(models)
-		for _, m := range slices.Compact(models) {
-			o.model[m]++
-		}
-	case ReasonVRAM:
-		for _, g := range nd.n.GPUs {
-			o.maxVRAMMB = max(o.maxVRAMMB, g.VRAMMB)
+		vs := of(c.nd)
+		slices.Sort(vs)
+		for _, v := range slices.Compact(vs) {
+			counts[v] += c.n
 		}
 	}
+	return counts
+}
+
+// maxVRAMMB is the most GPU memory among the nodes VRAM ruled out.
+func (o *ruledOut) maxVRAMMB() int {
+	most := 0
+	for _, c := range o.classes {
+		if c.reason == ReasonVRAM {
+			for _, g := range c.nd.n.GPUs {
+				most = max(most, g.VRAMMB)
+			}
+		}
+	}
+	return most
+}
+
+func residencyOf(nd *node) []string { return []string{nd.n.Residency} }
+func regionOf(nd *node) []string    { return []string{nd.n.Region} }
+
+func modelsOf(nd *node) []string {
+	var models []string
+	for _, g := range nd.n.GPUs {
+		models = append(models, g.Model)
+	}
+	return models
 }
 
 // advice says, for each hard constraint of job that rules out nodes, how
@@ -54,20 +92,20 @@ func (o *ruledOut) advice(job *idlegrid.Job, rejections map[Reason]int) []string
 	var out []string
 	if n := rejections[ReasonResidency]; n > 0 {
 		out = append(out, fmt.Sprintf("%d %s data under another residency than %s, which it requires: %s",
-			n, plural(n, "node keeps its", "nodes keep their"), job.Residency, counted(o.residency)))
+			n, plural(n, "node keeps its", "nodes keep their"), job.Residency, counted(o.values(ReasonResidency, residencyOf))))
 	}
 	if n := rejections[ReasonRegion]; n > 0 {
 		out = append(out, fmt.Sprintf("%d %s in another region than %s, which it requires: %s; a region it only prefers "+
 			"(region_preferred, --region-preferred) lets it run elsewhere when %s has no room",
-			n, plural(n, "node is", "nodes are"), job.Region, counted(o.region), job.Region))
+			n, plural(n, "node is", "nodes are"), job.Region, counted(o.values(ReasonRegion, regionOf)), job.Region))
 	}
 	if n := rejections[ReasonGPUModel]; n > 0 {
 		out = append(out, fmt.Sprintf("%d %s none of its GPU models (%s; models are named in full): %s",
-			n, plural(n, "node has", "nodes have"), strings.Join(job.GPUModels, ", "), counted(o.model)))
+			n, plural(n, "node has", "nodes have"), strings.Join(job.GPUModels, ", "), counted(o.values(ReasonGPUModel, modelsOf))))
 	}
 	if n := rejections[ReasonVRAM]; n > 0 {
 		out = append(out, fmt.Sprintf("%d %s GPUs with less memory than its %d MB; the most among them is %d MB",
-			n, plural(n, "node has", "nodes have"), job.MinVRAMMB, o.maxVRAMMB))
+			n, plural(n, "node has", "nodes have"), job.MinVRAMMB, o.maxVRAMMB()))
 	}
 	return out
 }
