@@ -146,8 +146,9 @@ func (s *Server) redoProviderHeld(ctx context.Context, f *idlegrid.FollowUp) err
 	if err != nil {
 		return err
 	}
-	if d.State != idlegrid.DisputeUpheld {
-		return fmt.Errorf("dispute %s is %s, not upheld", d.ID, d.State)
+	if d.State != idlegrid.DisputeUpheld { // a store keeps a hold's follow-up with an upheld dispute only
+		s.log.Warn("offence hold follow-up of a dispute not upheld: nothing to hold", "dispute", d.ID, "state", d.State)
+		return nil
 	}
 	s.log.Info("offence hold follow-up done again", "dispute", d.ID, "provider", d.ProviderID, "tries", f.Tries)
 	return s.restandProvider(ctx, d)
