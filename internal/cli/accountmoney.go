@@ -144,9 +144,9 @@ hours sold, sales, the platform's fees and the earnings. Each line adds up
 settlements, which are in 'idlegrid account transfers'. Metered inference
 requests follow, a line per model (a provider's per node and model), and the
 total adds them in. The disputes upheld in the month follow: the penalties
-taken from a provider's bond, or paid to a renter (with --json too; not in
-the CSV, which is the sales). Without --month, this month so far. Admins
-may name any account.`,
+taken from a provider's bond, or paid to a renter, and the refunds (in the
+CSV, rows of their own, with zero sales, and columns after the others).
+Without --month, this month so far. Admins may name any account.`,
 		examples: "idlegrid account statement --month 2026-11\n idlegrid account statement --month 2026-11 --csv > november.csv",
 	})
 	r := c.env.remoteFlags(fs)

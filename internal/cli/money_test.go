@@ -162,9 +162,9 @@ func TestMoneyCommands(t *testing.T) {
 		month := time.Now().UTC().Format("2006-01")
 		csv := must(t, renter, "account", "statement", "--month", month, "--csv")
 		rows := strings.Split(strings.TrimSpace(csv), "\n")
-		if len(rows) != 3 || rows[0] != "month,job_id,job_name,leases,gpu_seconds,gpu_hours,price_per_gpu_hour,total,model,requests" ||
-			!strings.HasSuffix(rows[1], ",sweep,1,30,0.008333,"+units(price)+","+units(charge)+",,") ||
-			!strings.HasSuffix(rows[2], ",total,,1,30,0.008333,,"+units(charge)+",,0") {
+		if len(rows) != 3 || rows[0] != "month,job_id,job_name,leases,gpu_seconds,gpu_hours,price_per_gpu_hour,total,model,requests,penalty,refund,dispute_id,offence,lease_id" ||
+			!strings.HasSuffix(rows[1], ",sweep,1,30,0.008333,"+units(price)+","+units(charge)+",,,,,,,") ||
+			!strings.HasSuffix(rows[2], ",total,,1,30,0.008333,,"+units(charge)+",,0,0.000000,0.000000,,,") {
 			t.Errorf("CSV statement:\n%s", csv)
 		}
 		var s idlegrid.Statement

@@ -69,16 +69,23 @@ func add(l *idlegrid.StatementLine, x *idlegrid.Settlement, role idlegrid.Role) 
 
 // WriteStatementCSV writes s as CSV with a header row, a row per line, a
 // row per inference total (job_id "inference" for a renter's; its node's
-// ID and name for a provider's), and a closing "total" row. Amounts are
-// decimal units with six places, e.g. 1.250000. The last two columns,
-// model and requests, are the inference rows' (and the total's requests).
+// ID and name for a provider's), a row per dispute upheld in the month
+// (job_id, or for a provider's node_name, "dispute"), and a closing
+// "total" row. Amounts are decimal units with six places, e.g. 1.250000.
+// The columns after the sales are the inference rows' model and requests
+// (and the total's requests), then the dispute rows' penalty and refund,
+// dispute ID, offence and lease (and the total's penalties and refunds):
+// the sales columns of a dispute row are zero, so that they still sum to
+// the total's, which is the sales.
 func WriteStatementCSV(w io.Writer, s *idlegrid.Statement) error {
 	cw := csv.NewWriter(w)
 	provider := s.Role == idlegrid.RoleProvider
+	disputeCols := []string{"penalty", "refund", "dispute_id", "offence", "lease_id"}
+	noDispute := make([]string, len(disputeCols))
 	if provider {
-		cw.Write([]string{"month", "node_id", "node_name", "leases", "gpu_seconds", "gpu_hours", "sales", "fees", "earnings", "model", "requests"})
+		cw.Write(append([]string{"month", "node_id", "node_name", "leases", "gpu_seconds", "gpu_hours", "sales", "fees", "earnings", "model", "requests"}, disputeCols...))
 	} else {
-		cw.Write([]string{"month", "job_id", "job_name", "leases", "gpu_seconds", "gpu_hours", "price_per_gpu_hour", "total", "model", "requests"})
+		cw.Write(append([]string{"month", "job_id", "job_name", "leases", "gpu_seconds", "gpu_hours", "price_per_gpu_hour", "total", "model", "requests"}, disputeCols...))
 	}
 	row := func(l idlegrid.StatementLine, total bool) []string {
 		id, name := l.JobID, l.JobName
@@ -103,18 +110,29 @@ func WriteStatementCSV(w io.Writer, s *idlegrid.Statement) error {
 		return append(r, price, units(l.ChargedMicros), "", requests)
 	}
 	for _, l := range s.Lines {
-		cw.Write(row(l, false))
+		cw.Write(append(row(l, false), noDispute...))
 	}
 	for _, x := range s.Inference {
 		requests := strconv.FormatInt(x.Requests, 10)
 		if provider {
-			cw.Write([]string{s.Month, x.NodeID, x.NodeName, "0", "0", idlegrid.GPUHours(0),
-				units(x.ChargedMicros), units(x.FeesMicros), units(x.EarningsMicros), x.Model, requests})
+			cw.Write(append([]string{s.Month, x.NodeID, x.NodeName, "0", "0", idlegrid.GPUHours(0),
+				units(x.ChargedMicros), units(x.FeesMicros), units(x.EarningsMicros), x.Model, requests}, noDispute...))
 		} else {
-			cw.Write([]string{s.Month, "inference", "", "0", "0", idlegrid.GPUHours(0), "", units(x.ChargedMicros), x.Model, requests})
+			cw.Write(append([]string{s.Month, "inference", "", "0", "0", idlegrid.GPUHours(0), "", units(x.ChargedMicros), x.Model, requests}, noDispute...))
 		}
 	}
-	cw.Write(row(s.Total, true))
+	var penalties, refunds idlegrid.Micros
+	for _, p := range s.Penalties {
+		var r []string
+		if provider {
+			r = []string{s.Month, p.NodeID, "dispute", "0", "0", idlegrid.GPUHours(0), units(0), units(0), units(0), "", ""}
+		} else {
+			r = []string{s.Month, "dispute", "", "0", "0", idlegrid.GPUHours(0), "", units(0), "", ""}
+		}
+		cw.Write(append(r, units(p.PenaltyMicros), units(p.RefundMicros), p.DisputeID, p.Offence, p.LeaseID))
+		penalties, refunds = penalties+p.PenaltyMicros, refunds+p.RefundMicros
+	}
+	cw.Write(append(row(s.Total, true), units(penalties), units(refunds), "", "", ""))
 	cw.Flush()
 	return cw.Error()
 }

@@ -52,16 +52,21 @@ func TestNewStatement_renter(t *testing.T) {
 	if total := (idlegrid.StatementLine{Leases: 4, Requests: 12, GPUSeconds: 12600, GPUHours: "3.500000", ChargedMicros: 1_740_000}); s.Total != total {
 		t.Errorf("total = %+v, want %+v", s.Total, total)
 	}
+	// The month's disputes are rows of their own, in their own columns,
+	// whose sales columns are zero: the total is still the sales.
+	s.Penalties = []idlegrid.StatementPenalty{{DisputeID: "dispute_1", Offence: "mismatched_result", NodeID: "node_b", LeaseID: "lease_2",
+		PenaltyMicros: 300_000, PenaltyTo: "renter", RefundMicros: 200_000, UpheldAt: from.Add(48 * time.Hour)}}
 	var b strings.Builder
 	if err := ledger.WriteStatementCSV(&b, s); err != nil {
 		t.Fatal(err)
 	}
-	wantCSV := `month,job_id,job_name,leases,gpu_seconds,gpu_hours,price_per_gpu_hour,total,model,requests
-2026-11,job_1,train,2,10800,3.000000,0.500000,1.500000,,
-2026-11,job_2,eval,1,1800,0.500000,0.400000,0.200000,,
-2026-11,job_1,train,1,0,0.000000,0.600000,0.000000,,
-2026-11,inference,,0,0,0.000000,,0.040000,llama-8b,12
-2026-11,total,,4,12600,3.500000,,1.740000,,12
+	wantCSV := `month,job_id,job_name,leases,gpu_seconds,gpu_hours,price_per_gpu_hour,total,model,requests,penalty,refund,dispute_id,offence,lease_id
+2026-11,job_1,train,2,10800,3.000000,0.500000,1.500000,,,,,,,
+2026-11,job_2,eval,1,1800,0.500000,0.400000,0.200000,,,,,,,
+2026-11,job_1,train,1,0,0.000000,0.600000,0.000000,,,,,,,
+2026-11,inference,,0,0,0.000000,,0.040000,llama-8b,12,,,,,
+2026-11,dispute,,0,0,0.000000,,0.000000,,,0.300000,0.200000,dispute_1,mismatched_result,lease_2
+2026-11,total,,4,12600,3.500000,,1.740000,,12,0.300000,0.200000,,,
 `
 	if b.String() != wantCSV {
 		t.Errorf("CSV:\n%s\nwant:\n%s", b.String(), wantCSV)
@@ -85,16 +90,23 @@ func TestNewStatement_provider(t *testing.T) {
 		FeesMicros: 175_000, EarningsMicros: 1_575_000}); s.Total != total {
 		t.Errorf("total = %+v, want %+v", s.Total, total)
 	}
+	s.Penalties = []idlegrid.StatementPenalty{
+		{DisputeID: "dispute_1", Offence: "mismatched_result", NodeID: "node_b", LeaseID: "lease_2", PenaltyMicros: 300_000,
+			PenaltyTo: "renter", RefundMicros: 180_000, UpheldAt: from.Add(48 * time.Hour)},
+		{DisputeID: "dispute_2", Offence: "fake_hardware", PenaltyMicros: 1_000_000, PenaltyTo: "platform", UpheldAt: from.Add(72 * time.Hour)},
+	}
 	var b strings.Builder
 	if err := ledger.WriteStatementCSV(&b, s); err != nil {
 		t.Fatal(err)
 	}
-	wantCSV := `month,node_id,node_name,leases,gpu_seconds,gpu_hours,sales,fees,earnings,model,requests
-2026-11,node_a,barn-1,2,7200,2.000000,1.000000,0.100000,0.900000,,
-2026-11,node_b,barn-2,2,5400,1.500000,0.700000,0.070000,0.630000,,
-2026-11,node_a,barn-1,0,0,0.000000,0.040000,0.004000,0.036000,llama-8b,12
-2026-11,node_b,barn-2,0,0,0.000000,0.010000,0.001000,0.009000,llama-8b,3
-2026-11,total,,4,12600,3.500000,1.750000,0.175000,1.575000,,15
+	wantCSV := `month,node_id,node_name,leases,gpu_seconds,gpu_hours,sales,fees,earnings,model,requests,penalty,refund,dispute_id,offence,lease_id
+2026-11,node_a,barn-1,2,7200,2.000000,1.000000,0.100000,0.900000,,,,,,,
+2026-11,node_b,barn-2,2,5400,1.500000,0.700000,0.070000,0.630000,,,,,,,
+2026-11,node_a,barn-1,0,0,0.000000,0.040000,0.004000,0.036000,llama-8b,12,,,,,
+2026-11,node_b,barn-2,0,0,0.000000,0.010000,0.001000,0.009000,llama-8b,3,,,,,
+2026-11,node_b,dispute,0,0,0.000000,0.000000,0.000000,0.000000,,,0.300000,0.180000,dispute_1,mismatched_result,lease_2
+2026-11,,dispute,0,0,0.000000,0.000000,0.000000,0.000000,,,1.000000,0.000000,dispute_2,fake_hardware,
+2026-11,total,,4,12600,3.500000,1.750000,0.175000,1.575000,,15,1.300000,0.180000,,,
 `
 	if b.String() != wantCSV {
 		t.Errorf("CSV:\n%s\nwant:\n%s", b.String(), wantCSV)
