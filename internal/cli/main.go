@@ -55,6 +55,7 @@ func commands() []command {
 		{"lease", "list and inspect leases and their events; export and verify their signed usage receipts", func(ctx context.Context, e *env, a []string) error { return (&leaseCommand{env: e}).Run(ctx, a) }},
 		{"node", "list and inspect nodes; quarantine, schedule, drain and retire them", func(ctx context.Context, e *env, a []string) error { return (&nodeCommand{env: e}).Run(ctx, a) }},
 		{"market", "prices, supply, demand and suggested asks per GPU model and region", func(ctx context.Context, e *env, a []string) error { return (&marketCommand{env: e}).Run(ctx, a) }},
+		{"status", "the market at a glance (admins): jobs, GPUs, nodes and money; --watch follows it", func(ctx context.Context, e *env, a []string) error { return (&statusCommand{env: e}).Run(ctx, a) }},
 		{"inference", "the OpenAI-compatible gateway: models served, latency and price per model, your metered requests", func(ctx context.Context, e *env, a []string) error { return (&inferenceCommand{env: e}).Run(ctx, a) }},
 		{"sim", "replay real traces through the market engine and baselines: fill, savings, earnings, waits", func(ctx context.Context, e *env, a []string) error { return (&simCommand{env: e}).Run(ctx, a) }},
 		{"estimate", "what a provider would earn, or a renter pay, from the live market or a trace replay", func(ctx context.Context, e *env, a []string) error { return (&estimateCommand{env: e}).Run(ctx, a) }},
