@@ -201,6 +201,10 @@ var (
 	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 )
 
+// ValidNodeName reports whether name may name a node: 1 to 63 letters,
+// digits, '.', '_' or '-', beginning with a letter or digit.
+func ValidNodeName(name string) bool { return nameRE.MatchString(name) }
+
 // ValidRegion reports whether r is written as a region is: lower-case
 // letters, digits and '-', e.g. "eu-west".
 func ValidRegion(r string) bool { return regionRE.MatchString(r) }
@@ -208,7 +212,7 @@ func ValidRegion(r string) bool { return regionRE.MatchString(r) }
 // Validate checks an offer before it is stored.
 func (o *Offer) Validate() error {
 	var p Faults
-	p.Check(nameRE.MatchString(o.Name), "offer.name", "must be 1-63 letters, digits, '.', '_' or '-'")
+	p.Check(ValidNodeName(o.Name), "offer.name", "must be 1-63 letters, digits, '.', '_' or '-'")
 	p.Check(len(o.GPUs) >= 1 && len(o.GPUs) <= 64, "offer.gpus", "must list between 1 and 64 GPUs")
 	o.checkGPUs(&p)
 	p.Check(o.CPUCores >= 0, "offer.cpu_cores", "must not be negative")

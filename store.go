@@ -281,6 +281,9 @@ type NodeFilter struct {
 	MinFreeGPUs int
 	// IDs, when not nil, keeps only these nodes; empty, none.
 	IDs []string
+	// Name keeps only the nodes of this name, as their offers say (empty:
+	// any). Names are their owners' words: several nodes may share one.
+	Name string
 	// Sort orders the nodes (and so says which a Limit keeps).
 	Sort NodeSort
 	// After, when set, lists the nodes that come after this one in Sort's

@@ -155,7 +155,7 @@ func (c *Client) RevokeJoinToken(ctx context.Context, tokenID string) error {
 
 // ListNodes lists nodes: a provider's own, for an admin all, and for a
 // renter the market's offers as anyone may see them. Of f it sends the
-// search (GPUModels, Regions, MinGPUs, MinVRAMMB, Tier, MaxFloor), Sort
+// search (Name, GPUModels, Regions, MinGPUs, MinVRAMMB, Tier, MaxFloor), Sort
 // (oldest first by default) and Limit (0: the server's default); the
 // caller's role decides the rest.
 func (c *Client) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid.Node, error) {
@@ -171,6 +171,7 @@ func (c *Client) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idleg
 // left out of it).
 func (c *Client) SearchNodes(ctx context.Context, f idlegrid.NodeFilter) (*wire.Nodes, error) {
 	q := url.Values{}
+	setString(q, "name", f.Name)
 	setList(q, "gpu_model", f.GPUModels)
 	setList(q, "region", f.Regions)
 	setInt(q, "min_gpus", int64(f.MinGPUs))

@@ -9,10 +9,6 @@ import (
 	"github.com/idlegrid/idlegrid/client"
 )
 
-// nodeRefPage is how many nodes nodeRef reads a request when it looks for
-// a name.
-const nodeRefPage = 1000
-
 // nodeRefMatches is the most nodes of one name nodeRef lists when the name
 // is ambiguous.
 const nodeRefMatches = 5
@@ -24,24 +20,12 @@ const nodeRefMatches = 5
 // market's offers). None, or several, is an error saying what to give
 // instead.
 func nodeRef(ctx context.Context, cl *client.Client, ref string) (string, error) {
-	if looksLikeID(ref) {
+	if looksLikeID(ref) || !idlegrid.ValidNodeName(ref) { // the server says what is wrong with it
 		return ref, nil
 	}
-	var found []*idlegrid.Node
-	for after := ""; ; {
-		page, err := cl.ListNodes(ctx, idlegrid.NodeFilter{Limit: nodeRefPage, After: after})
-		if err != nil {
-			return "", fmt.Errorf("look for node %q by name: %w", ref, err)
-		}
-		for _, n := range page {
-			if n.Name == ref {
-				found = append(found, n)
-			}
-		}
-		if len(page) < nodeRefPage || len(found) > nodeRefMatches {
-			break
-		}
-		after = page[len(page)-1].ID
+	found, err := cl.ListNodes(ctx, idlegrid.NodeFilter{Name: ref, Limit: nodeRefMatches + 1})
+	if err != nil {
+		return "", fmt.Errorf("look for node %q by name: %w", ref, err)
 	}
 	switch len(found) {
 	case 0:

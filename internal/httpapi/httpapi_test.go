@@ -538,6 +538,8 @@ func TestAPI_badRequests(t *testing.T) {
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "limit"},
 		{name: "not a region", secret: renterSecret, method: "GET", path: "/v1/nodes?gpu_model=L40S&region=eu-west,EU-North",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "region", wantText: `"EU-North" is not a region`},
+		{name: "not a node's name", secret: renterSecret, method: "GET", path: "/v1/nodes?name=barn%201",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "name", wantText: `"barn 1" is not a node's name`},
 		{name: "too many models", secret: renterSecret, method: "GET", path: "/v1/nodes?gpu_model=" + strings.Repeat("A,", 33),
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "gpu_model", wantText: "at most 32 models"},
 		{name: "no nodes is not a list", secret: renterSecret, method: "GET", path: "/v1/nodes?limit=0",

@@ -16,7 +16,7 @@ func insertNode(ctx context.Context, tx *sql.Tx, d *dialect, n *idlegrid.Node) e
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO nodes (id, provider_id, public_key, offer, state, last_heartbeat,
 		agent_version, reliability, leases_completed, leases_failed, created_at, `+offerColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
 		append([]any{n.ID, n.ProviderID, n.PublicKey, offer, string(n.State), timeArg(n.LastHeartbeat),
 			n.AgentVersion, n.Reliability, n.LeasesCompleted, n.LeasesFailed, timeArg(n.CreatedAt)},
 			offerValues(n.Offer)...)...)
@@ -148,7 +148,7 @@ func (db *DB) UpdateOffer(ctx context.Context, nodeID string, o idlegrid.Offer, 
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE nodes SET offer = $1, agent_version = $2, state = $3, last_heartbeat = $4,
-			(`+offerColumns+`) = ($5, $6, $7, $8, $9, $10, $11) WHERE id = $12 AND state <> $13`,
+			(`+offerColumns+`) = ($5, $6, $7, $8, $9, $10, $11, $12) WHERE id = $13 AND state <> $14`,
 			append(append([]any{offer, agentVersion, string(idlegrid.NodeOnline), timeArg(at)}, offerValues(o)...), nodeID, string(idlegrid.NodeRetired))...)
 		if err := expectOne(res, err, func() error { return notFound("node", nodeID) }); err != nil {
 			return err

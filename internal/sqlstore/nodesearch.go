@@ -19,7 +19,7 @@ import (
 // sorted by the database rather than by decoding every offer.
 
 // offerColumns are the nodes' columns a search reads, beside the offer.
-const offerColumns = `gpu_count, vram_mb, floor_gold, floor_silver, floor_bronze, serves_models, region`
+const offerColumns = `gpu_count, vram_mb, floor_gold, floor_silver, floor_bronze, serves_models, region, name`
 
 // offerValues are offerColumns' values for o.
 func offerValues(o idlegrid.Offer) []any {
@@ -29,7 +29,7 @@ func offerValues(o idlegrid.Offer) []any {
 	}
 	floor := o.Ask.FloorMicrosPerGPUHour
 	return []any{len(o.GPUs), vram, floor[idlegrid.TierGold], floor[idlegrid.TierSilver], floor[idlegrid.TierBronze],
-		len(o.Models) > 0, o.Region}
+		len(o.Models) > 0, o.Region, o.Name}
 }
 
 // floorColumn is the column of tier's floor; "" for a tier not known.
@@ -78,6 +78,9 @@ func (db *DB) nodeSearchFilter(q string, a *args, f idlegrid.NodeFilter) (string
 			return "", err
 		}
 		q += ` AND id IN (` + db.dialect.texts(a.add(string(ids))) + `)`
+	}
+	if f.Name != "" {
+		q += ` AND name = ` + a.add(f.Name)
 	}
 	if len(f.Regions) > 0 {
 		q += ` AND region IN ` + in(a, f.Regions)
@@ -224,6 +227,40 @@ var nodePriceMigration = goose.NewGoMigration(22,
 	&goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
 		for _, col := range []string{"vram_mb", "floor_gold", "floor_silver", "floor_bronze"} {
 			if _, err := tx.ExecContext(ctx, `ALTER TABLE nodes DROP COLUMN `+col); err != nil {
+				return err
+			}
+		}
+		return nil
+	}},
+)
+
+// nodeNameMigration (42) adds nodes.name, the offer's name, so that a
+// node is found by name (NodeFilter.Name) without reading every offer,
+// and fills it from the stored offers, as nodeSearchMigration does.
+var nodeNameMigration = goose.NewGoMigration(42,
+	&goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
+		for _, q := range []string{
+			`ALTER TABLE nodes ADD COLUMN name TEXT NOT NULL DEFAULT ''`,
+			`CREATE INDEX nodes_name ON nodes (name)`,
+		} {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return err
+			}
+		}
+		offers, err := storedOffers(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for id, o := range offers {
+			if _, err := tx.ExecContext(ctx, `UPDATE nodes SET name = $1 WHERE id = $2`, o.Name, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}},
+	&goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
+		for _, q := range []string{`DROP INDEX nodes_name`, `ALTER TABLE nodes DROP COLUMN name`} {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return err
 			}
 		}

@@ -283,7 +283,8 @@ func in[T ~string](a *args, vs []T) string {
 // goMigrations are the migrations written in Go, beside the SQL ones in
 // migrations/.
 func goMigrations() []*goose.Migration {
-	return []*goose.Migration{spendMonthsMigration, nodeSearchMigration, nodePriceMigration, jobTierMigration, registryLoginsActiveMigration}
+	return []*goose.Migration{spendMonthsMigration, nodeSearchMigration, nodePriceMigration, jobTierMigration, registryLoginsActiveMigration,
+		nodeNameMigration}
 }
 
 // Times are unix microseconds in UTC; the zero time and nil are NULL.

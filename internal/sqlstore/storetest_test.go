@@ -512,16 +512,17 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 			return nodeIDs(got)
 		}
 		o := offer(n3.ID, 2)
-		o.Region, o.GPUs[0].Model, o.GPUs[1].Model = "us-east", "A100-80GB", "L40S"
+		o.Name, o.Region, o.GPUs[0].Model, o.GPUs[1].Model = "barn", "us-east", "A100-80GB", "L40S"
 		o.GPUs[0].VRAMMB, o.GPUs[1].VRAMMB = 40960, 49152
 		o.Ask.FloorMicrosPerGPUHour = map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: 800_000, idlegrid.TierBronze: 300_000}
 		mustOK(t, db.UpdateOffer(ctx, n3.ID, o, "v2", at(2*time.Hour)))
-		o2 := n2.Offer // n2 (4 H100s, lost) sells gold too, and silver dearer than n1
+		o2 := n2.Offer // n2 (4 H100s, lost) sells gold too, and silver dearer than n1; it shares n3's name
+		o2.Name = "barn"
 		o2.Ask.FloorMicrosPerGPUHour = map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierGold: 3_000_000, idlegrid.TierSilver: 2_000_000}
 		mustOK(t, db.UpdateOffer(ctx, n2.ID, o2, "v2", at(2*time.Hour)))
 		mustOK(t, db.SetNodeState(ctx, n2.ID, idlegrid.NodeLost, at(2*time.Hour)))
 		// n1: 3 H100s, silver $1; n2: 4 H100s, gold $3, silver $2; n3: 2 (48 GB at most), silver $0.80, bronze $0.30.
-		for _, version := range []int64{0, 21, 20} {
+		for _, version := range []int64{0, 41, 21, 20} {
 			if version > 0 { // the migrations that added the search find the same from the offers
 				mustOK(t, sqlstore.Remigrate(ctx, db, version))
 			}
@@ -560,6 +561,10 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 				{idlegrid.NodeFilter{Tier: idlegrid.TierSilver, Sort: idlegrid.NodesCheapest, After: n3.ID}, []string{n1.ID, n2.ID}},
 				{idlegrid.NodeFilter{Tier: idlegrid.TierSilver, Sort: idlegrid.NodesCheapest, After: n1.ID, Limit: 1}, []string{n2.ID}},
 				{idlegrid.NodeFilter{GPUModels: []string{"H100-80GB"}, After: n1.ID}, []string{n2.ID}},
+				{idlegrid.NodeFilter{Name: "barn"}, []string{n2.ID, n3.ID}},
+				{idlegrid.NodeFilter{Name: "barn", Offered: true}, []string{n3.ID}},
+				{idlegrid.NodeFilter{Name: n1.Name}, []string{n1.ID}},
+				{idlegrid.NodeFilter{Name: "Barn"}, nil}, // names are as their owners wrote them
 			} {
 				if got := search(tc.f); !slices.Equal(got, tc.want) {
 					t.Errorf("remigrated to %d and up: nodes by %+v: %v, want %v", remigrated, tc.f, got, tc.want)
