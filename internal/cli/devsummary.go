@@ -216,16 +216,22 @@ func (s *screen) draw(header string, sum *idlegrid.Summary, lookErr error, w *ma
 	}
 	lines = append(lines, "recent")
 	lines = append(lines, indent(w.recent())...)
+	s.drawn = redraw(s.w, lines, s.drawn)
+}
+
+// redraw writes lines on a terminal over the drawn lines of the last
+// frame, and returns how many it drew.
+func redraw(w io.Writer, lines []string, drawn int) int {
 	var b strings.Builder
-	if s.drawn > 0 {
-		fmt.Fprintf(&b, "\x1b[%dA", s.drawn) // back to the top of the last frame
+	if drawn > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA", drawn) // back to the top of the last frame
 	}
 	for _, l := range lines {
 		b.WriteString("\x1b[2K" + l + "\n") // clear the line, then write it
 	}
 	b.WriteString("\x1b[J") // clear what the last frame had below
-	io.WriteString(s.w, b.String())
-	s.drawn = len(lines)
+	io.WriteString(w, b.String())
+	return len(lines)
 }
 
 func indent(lines []string) []string {

@@ -102,22 +102,13 @@ func (c *statusCommand) follow(ctx context.Context, cl *client.Client, sum *idle
 // draw writes lines: over the last frame's drawn lines on a terminal, or
 // after them elsewhere. It returns the lines drawn.
 func (c *statusCommand) draw(lines []string, tty bool, drawn int) int {
-	if !tty {
-		for _, l := range lines {
-			fmt.Fprintln(c.env.Out, l)
-		}
-		return 0
-	}
-	var b strings.Builder
-	if drawn > 0 {
-		fmt.Fprintf(&b, "\x1b[%dA", drawn) // back to the top of the last frame
+	if tty {
+		return redraw(c.env.Out, lines, drawn)
 	}
 	for _, l := range lines {
-		b.WriteString("\x1b[2K" + l + "\n")
+		fmt.Fprintln(c.env.Out, l)
 	}
-	b.WriteString("\x1b[J")
-	fmt.Fprint(c.env.Out, b.String())
-	return len(lines)
+	return 0
 }
 
 // statusLines is idlegrid dev's summary with a line of nodes by state.
