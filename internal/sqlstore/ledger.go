@@ -403,7 +403,7 @@ func (db *DB) Summary(ctx context.Context) (*idlegrid.Summary, error) {
 		}); err != nil {
 			return err
 		}
-		var total, busy, credited, refundedEarnings, kept, refundedFees idlegrid.Micros
+		var total, busy, earnedGross, refundedEarnings, feesGross, refundedFees idlegrid.Micros
 		for _, x := range []struct {
 			to *idlegrid.Micros
 			q  string
@@ -412,9 +412,9 @@ func (db *DB) Summary(ctx context.Context) (*idlegrid.Summary, error) {
 			{&total, `SELECT CAST(COALESCE(SUM(gpu_count), 0) AS BIGINT) FROM nodes WHERE state = $1`, []any{string(idlegrid.NodeOnline)}},
 			{&busy, `SELECT COUNT(*) FROM gpu_claims`, nil},
 			{&s.SpentMicros, `SELECT CAST(COALESCE(SUM(charged_micros), 0) AS BIGINT) FROM spend_months WHERE key_id = ''`, nil},
-			{&credited, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account LIKE 'provider:%:pending' AND amount > 0`, nil},
+			{&earnedGross, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account LIKE 'provider:%:pending' AND amount > 0`, nil},
 			{&refundedEarnings, refundsQuery + ` AND e.account LIKE 'provider:%:pending'`, nil},
-			{&kept, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account = $1 AND amount > 0`, []any{string(idlegrid.PlatformFees)}},
+			{&feesGross, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account = $1 AND amount > 0`, []any{string(idlegrid.PlatformFees)}},
 			{&refundedFees, refundsQuery + ` AND e.account = $1`, []any{string(idlegrid.PlatformFees)}},
 			{&s.HeldMicros, `SELECT CAST(COALESCE(SUM(balance), 0) AS BIGINT) FROM balances WHERE account LIKE 'renter:%:held'`, nil},
 		} {
@@ -423,7 +423,7 @@ func (db *DB) Summary(ctx context.Context) (*idlegrid.Summary, error) {
 			}
 		}
 		s.GPUsTotal, s.GPUsBusy = int(total), int(busy)
-		s.EarnedMicros, s.FeesMicros = credited-refundedEarnings, kept-refundedFees
+		s.EarnedMicros, s.FeesMicros = earnedGross-refundedEarnings, feesGross-refundedFees
 		s.RefundedMicros = refundedEarnings + refundedFees
 		return nil
 	})
