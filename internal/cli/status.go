@@ -70,22 +70,13 @@ func (c *statusCommand) follow(ctx context.Context, cl *client.Client, sum *idle
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
 	for {
-		var lines []string
-		switch {
-		case sum == nil:
-			lines = nil
-		case asJSON:
-			b, err := json.Marshal(sum)
+		if sum != nil {
+			lines, err := statusFrame(sum, tty, asJSON)
 			if err != nil {
 				return err
 			}
-			lines = []string{string(b)}
-		case tty:
-			lines = append([]string{"idlegrid status at " + time.Now().Format("15:04:05") + " (Ctrl-C to stop)"}, statusLines(sum)...)
-		default:
-			lines = []string{time.Now().Format("15:04:05") + "  " + oneLine(sum) + " | nodes " + nodeStates(sum.NodesByState)}
+			drawn = c.draw(lines, tty, drawn)
 		}
-		drawn = c.draw(lines, tty, drawn)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -97,6 +88,21 @@ func (c *statusCommand) follow(ctx context.Context, cl *client.Client, sum *idle
 			drawn = 0
 		}
 	}
+}
+
+// statusFrame is what one look of --watch shows: on a terminal the
+// summary's lines under a heading, elsewhere a timestamped line, or with
+// asJSON the summary as one line of JSON.
+func statusFrame(sum *idlegrid.Summary, tty, asJSON bool) ([]string, error) {
+	now := time.Now().Format("15:04:05")
+	switch {
+	case asJSON:
+		b, err := json.Marshal(sum)
+		return []string{string(b)}, err
+	case tty:
+		return append([]string{"idlegrid status at " + now + " (Ctrl-C to stop)"}, statusLines(sum)...), nil
+	}
+	return []string{now + "  " + oneLine(sum) + " | nodes " + nodeStates(sum.NodesByState)}, nil
 }
 
 // draw writes lines: over the last frame's drawn lines on a terminal, or
