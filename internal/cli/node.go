@@ -32,7 +32,7 @@ func (c *nodeCommand) Run(ctx context.Context, args []string) error {
 
 func (c *nodeCommand) list(ctx context.Context, args []string) error {
 	fs := c.env.flags("node ls", help{
-		usage: "idlegrid node ls [--gpu-model M,…] [--region R,…] [--min-gpus N] [--min-vram-mb MB] [--min-free-gpus N] [--tier T] [--max-price P] [--sort S] [--limit N] [--after ID] [--json]",
+		usage: "idlegrid node ls [--name N] [--gpu-model M,…] [--region R,…] [--min-gpus N] [--min-vram-mb MB] [--min-free-gpus N] [--tier T] [--max-price P] [--sort S] [--limit N] [--after ID] [--json]",
 		about: `List nodes: a provider sees their own, an admin sees all, and a renter the
 nodes on offer now (online, not in quarantine), as anyone may see them.
 Oldest first, unless --sort says otherwise. A price is a tier's floor per
@@ -46,6 +46,7 @@ keeps the nodes with at least that many. A page holds 1000 nodes unless
  idlegrid node ls --gpu-model H100-80GB,A100-80GB --region eu-west
  idlegrid node ls --min-vram-mb 40960 --min-gpus 4 --tier bronze --max-price 1.20 --sort price
  idlegrid node ls --gpu-model H100-80GB --min-free-gpus 8   # eight H100s free on one node now
+ idlegrid node ls --name barn-1                               # the nodes named so (several providers may use a name)
  idlegrid node ls --limit 5000 --json`,
 	})
 	r := c.env.remoteFlags(fs)
@@ -55,6 +56,7 @@ keeps the nodes with at least that many. A page holds 1000 nodes unless
 		maxPrice        priceFlag
 		tier, sort      string
 	)
+	fs.StringVar(&f.Name, "name", "", "only nodes of this name, as their owners wrote it, e.g. barn-1")
 	fs.Var(&models, "gpu-model", "only nodes with a GPU of one of these models, e.g. H100-80GB (repeat or comma-separate)")
 	fs.Var(&regions, "region", "only nodes in one of these regions, e.g. eu-west (repeat or comma-separate)")
 	fs.IntVar(&f.MinGPUs, "min-gpus", 0, "only nodes with at least this many GPUs")
@@ -182,6 +184,7 @@ func nodeFlags(f idlegrid.NodeFilter, tier string, price priceFlag) string {
 		set  bool
 		v    string
 	}{
+		{"--name", f.Name != "", f.Name},
 		{"--gpu-model", len(f.GPUModels) > 0, strings.Join(f.GPUModels, ",")},
 		{"--region", len(f.Regions) > 0, strings.Join(f.Regions, ",")},
 		{"--min-gpus", f.MinGPUs > 0, strconv.Itoa(f.MinGPUs)},
@@ -216,6 +219,8 @@ func (r nodeRow) free() string {
 // take, saying what to write instead.
 func checkNodeSearch(f idlegrid.NodeFilter) error {
 	switch {
+	case f.Name != "" && !idlegrid.ValidNodeName(f.Name):
+		return usagef("--name: %q is not a node's name; names are 1-63 letters, digits, '.', '_' or '-'", f.Name)
 	case f.Limit < 1 || f.Limit > 10000:
 		return usagef("--limit: %d is out of range; give 1 to 10000 nodes, or leave it out for %d", f.Limit, defaultNodePage)
 	case f.MinGPUs < 0:

@@ -13,7 +13,8 @@ import (
 
 // TestNodeRef: the node commands take a node's name as well as its ID:
 // one node of the name is that node; none says how to find one; two (a
-// second agent joined under the same name) list both IDs to choose from.
+// second agent joined under the same name) list both IDs to choose from,
+// as node ls --name lists both.
 func TestNodeRef(t *testing.T) {
 	_, renter, provider, _, _ := moneyMarket(t)
 	ctx := context.Background()
@@ -54,5 +55,16 @@ func TestNodeRef(t *testing.T) {
 	}
 	if r := run(t, provider, "node", "get", joined.NodeID); r.code != 0 || !strings.Contains(r.out, joined.NodeID) {
 		t.Errorf("node get by ID: %s", r)
+	}
+	var rows []nodeRow
+	mustJSON(t, provider, &rows, "node", "ls", "--name", "rig")
+	if len(rows) != 2 {
+		t.Errorf("node ls --name rig: %d nodes, want both", len(rows))
+	}
+	if r := run(t, provider, "node", "ls", "--name", "barn"); r.code != 0 || !strings.Contains(r.out, "no node matches --name barn") {
+		t.Errorf("node ls --name barn: %s", r)
+	}
+	if r := run(t, provider, "node", "ls", "--name", "a rig"); r.code != 2 || !strings.Contains(r.err, `--name: "a rig" is not a node's name`) {
+		t.Errorf("node ls --name 'a rig': %s", r)
 	}
 }
