@@ -13,12 +13,16 @@ import (
 // ruledOut is what the nodes a job's hard constraints rule out have
 // instead, for Explain's advice on a job that waits: their residencies,
 // regions and GPU models, each with how many nodes have it, and the most
-// GPU memory among those its VRAM rules out. A renter whose job waits
-// reads there a value misspelt ("eu" for EU) or a constraint that rules
-// out most of the market. These are the class's (classReason), so it
-// counts the nodes of each class and reads the values once a class.
+// GPU memory, CPU cores and RAM among those its VRAM, CPU and RAM rule
+// out. A renter whose job waits reads there a value misspelt ("eu" for
+// EU) or a constraint that rules out most of the market. All but CPU and
+// RAM are the class's (classReason), so it counts the nodes of each class
+// and reads those values once a class.
 type ruledOut struct {
 	classes map[*class]*ruledClass
+	// maxCPU and maxRAMMB are the most CPU cores and RAM among the nodes
+	// the job's CPU and RAM rule out, which are each node's own.
+	maxCPU, maxRAMMB int
 }
 
 // ruledClass is a class whose nodes a hard constraint rules out: the
@@ -35,6 +39,12 @@ func newRuledOut() *ruledOut { return &ruledOut{classes: map[*class]*ruledClass{
 func (o *ruledOut) add(r Reason, nd *node) {
 	switch r {
 	case ReasonResidency, ReasonRegion, ReasonGPUModel, ReasonVRAM:
+	case ReasonCPU:
+		o.maxCPU = max(o.maxCPU, nd.n.CPUCores)
+		return
+	case ReasonRAM:
+		o.maxRAMMB = max(o.maxRAMMB, nd.n.RAMMB)
+		return
 	default:
 		return
 	}
@@ -106,6 +116,14 @@ func (o *ruledOut) advice(job *idlegrid.Job, rejections map[Reason]int) []string
 	if n := rejections[ReasonVRAM]; n > 0 {
 		out = append(out, fmt.Sprintf("%d %s GPUs with less memory than its %d MB; the most among them is %d MB",
 			n, plural(n, "node has", "nodes have"), job.MinVRAMMB, o.maxVRAMMB()))
+	}
+	if n := rejections[ReasonCPU]; n > 0 {
+		out = append(out, fmt.Sprintf("%d %s fewer CPU cores than its %d; the most among them is %d",
+			n, plural(n, "node has", "nodes have"), job.CPUCores, o.maxCPU))
+	}
+	if n := rejections[ReasonRAM]; n > 0 {
+		out = append(out, fmt.Sprintf("%d %s less RAM than its %d MB; the most among them is %d MB",
+			n, plural(n, "node has", "nodes have"), job.RAMMB, o.maxRAMMB))
 	}
 	return out
 }
