@@ -46,6 +46,7 @@ func TestAPI_metrics(t *testing.T) {
 		`idlegrid_http_request_duration_seconds_count{route="GET /v1/nodes"} 1`,
 		`idlegrid_placements_total 1`,
 		`idlegrid_job_watches 0`,
+		`idlegrid_offence_hold_restands_queued 0`,
 	} {
 		if !strings.Contains(string(got.Body), want) {
 			t.Errorf("GET /metrics lacks %q", want)

@@ -101,10 +101,12 @@ func (s *Server) redoFollowUps(ctx context.Context) error {
 	var errs []error
 	for _, f := range due {
 		if err := s.redo(ctx, f); err != nil {
+			s.metrics.redone.WithLabelValues(f.Kind, "failed").Inc()
 			errs = append(errs, fmt.Errorf("follow-up %s (try %d): %w", f.ID, f.Tries+1, err),
 				s.store.DeferFollowUp(ctx, f.ID, now.Add(followUpWait(f.Tries))))
 			continue
 		}
+		s.metrics.redone.WithLabelValues(f.Kind, "done").Inc()
 		errs = append(errs, s.store.DoneFollowUp(ctx, f.ID))
 	}
 	return errors.Join(errs...)

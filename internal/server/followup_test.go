@@ -7,7 +7,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/metricstest"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
@@ -66,6 +69,13 @@ func (f *flaky) FindVerificationByJob(ctx context.Context, jobID string) (*idleg
 	return f.Store.FindVerificationByJob(ctx, jobID)
 }
 
+func (f *flaky) ListNodes(ctx context.Context, nf idlegrid.NodeFilter) ([]*idlegrid.Node, error) {
+	if err := f.failing("ListNodes"); err != nil {
+		return nil, err
+	}
+	return f.Store.ListNodes(ctx, nf)
+}
+
 func (f *flaky) DoneFollowUp(ctx context.Context, id string) error {
 	if err := f.failing("DoneFollowUp"); err != nil {
 		return err
@@ -75,11 +85,11 @@ func (f *flaky) DoneFollowUp(ctx context.Context, id string) error {
 
 // mustFlakyMarket is a market on a flaky store whose leases wait long to
 // be started, so that a job queued while the reaper's turn comes waits.
-func mustFlakyMarket(t *testing.T, policy *trustpolicy.Policy) (*testMarket, *flaky) {
+func mustFlakyMarket(t *testing.T, policy *trustpolicy.Policy, tune ...func(*server.Config)) (*testMarket, *flaky) {
 	t.Helper()
 	f := &flaky{}
 	m := mustMarketOn(t, policy, func(s idlegrid.Store) idlegrid.Store { f.Store = s; return f },
-		func(c *server.Config) { c.StartTimeout = time.Hour })
+		append([]func(*server.Config){func(c *server.Config) { c.StartTimeout = time.Hour }}, tune...)...)
 	return m, f
 }
 
@@ -238,6 +248,41 @@ func TestServer_FollowUps(t *testing.T) {
 			}
 			wantNoFollowUps(t, m)
 		})
+	})
+}
+
+// TestServer_FollowUps_offenceHold: an upheld dispute whose restand of
+// its provider's nodes fails after the upholding was committed is
+// restood by the reaper, from the follow-up stored with the dispute, as
+// its metric counts. (This node, online, would be held at the reaper's
+// next look anyway; TestServer_OffenceHold_followUp holds a lost one.)
+func TestServer_FollowUps_offenceHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m, f := mustFlakyMarket(t, levelsHeld, func(c *server.Config) { c.Metrics = reg })
+		makeTrusted(t, m)
+		d, err := m.srv.OpenDispute(m.admin, idlegrid.Dispute{Offence: "mismatched_result", ProviderID: callerID(m.provider),
+			NodeID: m.nodeID, Evidence: "the renter's re-run differs"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		f.arm("ListNodes", 1)
+		if _, err := m.srv.ResolveDispute(m.admin, d.ID, idlegrid.DisputeUpheld, "two re-runs agree with each other"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if n := mustNode(t, m); n.Level != 2 {
+			t.Fatalf("barn-1 is level %d after the restand failed, want 2 until the reaper's turn", n.Level)
+		}
+		reapLater(t, m)
+		if n := mustNode(t, m); n.Level != 0 {
+			t.Fatalf("barn-1 is level %d after the reaper's turn, want 0: held by %s", n.Level, d.ID)
+		}
+		wantNoFollowUps(t, m)
+		if n := metricstest.Value(t, reg, "idlegrid_follow_ups_redone_total", map[string]string{"kind": "provider_held", "outcome": "done"}); n != 1 {
+			t.Errorf("provider_held follow-ups redone = %v, want 1", n)
+		}
 	})
 }
 

@@ -16,6 +16,7 @@ type metrics struct {
 	askWait    prometheus.Histogram
 	scans      prometheus.Histogram
 	expired    *prometheus.CounterVec // by what (expiry.go)
+	redone     *prometheus.CounterVec // by kind and outcome (followup.go)
 }
 
 // newMetrics registers the coordinator's metrics on reg.
@@ -44,10 +45,17 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 			Name: "idlegrid_expired_total", Help: "Rows freed because they expired: job submissions' idempotency keys past their retention (job_idempotency_key), idle registry logins deleted (registry_login).",
 		}, []string{"what"}),
 	}
+	m.redone = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "idlegrid_follow_ups_redone_total",
+		Help: "Follow-ups the reaper did again from their rows, because the live path failed or the coordinator stopped after the commit, by kind (lease_ended, challenge_failed, provider_held) and outcome (done; failed, tried again later, each try counted).",
+	}, []string{"kind", "outcome"})
 	watches := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idlegrid_job_watches", Help: "Jobs that watches (GET /v1/jobs/{id}/watch) wait on now.",
 	}, func() float64 { return float64(s.watches.len()) })
-	for _, c := range []prometheus.Collector{m.placements, m.rebuilds, m.passes, m.askWait, m.scans, m.expired, watches} {
+	restands := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "idlegrid_offence_hold_restands_queued", Help: "Upheld disputes whose providers' nodes wait for the restander to take their offence hold (offencehold.go).",
+	}, func() float64 { return float64(len(s.restands)) })
+	for _, c := range []prometheus.Collector{m.placements, m.rebuilds, m.passes, m.askWait, m.scans, m.expired, m.redone, watches, restands} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -28,12 +28,19 @@ levels:
 func mustTrusted(t *testing.T) *testMarket {
 	t.Helper()
 	m := mustMarketWith(t, levelsHeld)
+	makeTrusted(t, m)
+	return m
+}
+
+// makeTrusted makes m's barn-1, the only node that takes its jobs,
+// trusted: verified hardware and three leases served.
+func makeTrusted(t *testing.T, m *testMarket) {
+	t.Helper()
 	onlyOnNode(t, m)
 	mustVerify(t, m, m.node, m.nodeID, "barn-1")
 	for range 3 {
 		runOnNode(t, m, succeeded)
 	}
-	return m
 }
 
 // An upheld offence holds every node of its provider, and the provider, at
