@@ -48,6 +48,7 @@ type scriptedAPI struct {
 	settled  []string // the payouts settled, by ID
 
 	earnings map[string]idlegrid.Micros // a provider's statement's earnings, by month ("2026-11")
+	refunds  map[string]idlegrid.Micros // what its statement's upheld disputes refunded of them, by month
 	jobs     []map[string]any           // the renter's jobs as the API answers them, newest first
 	leases   []map[string]any           // their leases
 	apiKeys  []map[string]any           // the renter's API keys
@@ -321,8 +322,13 @@ func (s *scriptedAPI) routes() {
 		fakeJSON(w, http.StatusOK, map[string]any{"jobs": append([]map[string]any{}, s.jobs...)})
 	})
 	answer("GET /v1/statements", func(w http.ResponseWriter, r *http.Request, _ *idlegrid.Account) {
-		fakeJSON(w, http.StatusOK, map[string]any{"month": r.URL.Query().Get("month"), "lines": []any{},
-			"total": map[string]any{"earnings_micros": s.earnings[r.URL.Query().Get("month")]}})
+		month, penalties := r.URL.Query().Get("month"), []any{}
+		if refund := s.refunds[month]; refund > 0 {
+			penalties = append(penalties, map[string]any{"dispute_id": "dispute_r" + month, "offence": "mismatched_result",
+				"penalty_micros": 0, "penalty_to": "renter", "refund_micros": refund})
+		}
+		fakeJSON(w, http.StatusOK, map[string]any{"month": month, "lines": []any{},
+			"total": map[string]any{"earnings_micros": s.earnings[month]}, "penalties": penalties})
 	})
 	answer("GET /v1/keys", func(w http.ResponseWriter, r *http.Request, _ *idlegrid.Account) {
 		fakeJSON(w, http.StatusOK, map[string]any{"api_keys": append([]map[string]any{}, s.apiKeys...)})

@@ -64,16 +64,18 @@ func TestDashboard_statesAndForms(t *testing.T) {
 
 	// A bond staked from payable earnings leaves the balance's pending,
 	// payable, in flight and paid out: what the provider earned, all time,
-	// is its statements' earnings, month by month.
+	// is its statements' earnings, month by month, less what upheld
+	// disputes refunded of them.
 	t.Run("earned all time counts a bond staked from earnings", func(t *testing.T) {
 		b.t = t
 		stub.set(func(s *scriptedAPI) {
 			s.keys[fakeProviderKey].CreatedAt = now.AddDate(0, 0, -now.Day()+1).AddDate(0, -2, 0) // two months back
-			s.earnings = map[string]idlegrid.Micros{monthsAgo(2): 1_500_000, monthsAgo(0): 2_000_001}
+			s.earnings = map[string]idlegrid.Micros{monthsAgo(2): 1_700_000, monthsAgo(0): 2_000_001}
+			s.refunds = map[string]idlegrid.Micros{monthsAgo(2): 200_000}
 			// $2 of the $3.500001 earned staked as the bond, $0.50 paid out.
 			s.balance = idlegrid.Balance{AccountID: "acct_provider", Pending: 1, Payable: 1_000_000, PaidOut: 500_000, Bond: 2_000_000}
 		})
-		t.Cleanup(func() { stub.set(func(s *scriptedAPI) { s.keys[fakeProviderKey].CreatedAt = now }) })
+		t.Cleanup(func() { stub.set(func(s *scriptedAPI) { s.keys[fakeProviderKey].CreatedAt, s.refunds = now, nil }) })
 		from := stub.count()
 		open(1000, "provider", fakeProviderKey, "fake-provider (provider)")
 		b.waitText("#panel-earnings", "Earned, all time\n$3.500001")

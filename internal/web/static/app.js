@@ -1205,8 +1205,9 @@
   }
 
   // earnedAllTime sums the earnings (net of fees, leases and inference) of
-  // the provider's monthly statements, from the month its account was made
-  // to this one. The balance cannot say it: a bond staked from payable
+  // the provider's monthly statements, less what upheld disputes refunded
+  // of them to renters (each statement's penalties), from the month its
+  // account was made to this one. The balance cannot say it: a bond staked from payable
   // earnings leaves pending + payable + in flight + paid out, and one
   // released comes back into them. A month that ended over a day ago (by
   // this browser's clock, which may be off a little) no longer changes,
@@ -1219,7 +1220,8 @@
     for (let m = Number.isNaN(made) ? now : new Date(made).toISOString().slice(0, 7); m <= now; m = nextMonth(m)) months.push(m);
     const sums = await Promise.all(months.map(async (m) => {
       if (m in kept) return kept[m];
-      const v = ((await get('/v1/statements?month=' + m)).total || {}).earnings_micros || 0;
+      const sm = await get('/v1/statements?month=' + m);
+      const v = ((sm.total || {}).earnings_micros || 0) - (sm.penalties || []).reduce((a, p) => a + (p.refund_micros || 0), 0);
       if (m < ended) kept[m] = v;
       return v;
     }));
