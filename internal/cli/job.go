@@ -737,11 +737,14 @@ func printJob(e *env, j *idlegrid.Job) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	if j.State == idlegrid.JobQueued {
-		_, err := fmt.Fprintf(e.Out, "\nWhy it waits, node by node, with the asks to beat and an estimated start: idlegrid job explain %s\n", j.ID)
-		return err
+	if j.State != idlegrid.JobQueued {
+		return nil
 	}
-	return nil
+	if j.Attempts > 0 { // back in the queue: preempted, its node lost, or its provider at fault
+		fmt.Fprintf(e.Out, "\nIt ran before and went back to the queue; why each lease ended: idlegrid job leases %s\n", j.ID)
+	}
+	_, err := fmt.Fprintf(e.Out, "\nWhy it waits, node by node, with the asks to beat and an estimated start: idlegrid job explain %s\n", j.ID)
+	return err
 }
 
 // deadlineOf says when the job must have finished, and the last start

@@ -58,6 +58,26 @@ func TestPrintJob_explainHint(t *testing.T) {
 	}
 }
 
+// A queued job that ran before points to why its leases ended; one that
+// never ran, or one running, does not.
+func TestPrintJob_requeuedHint(t *testing.T) {
+	for _, tt := range []struct {
+		state    idlegrid.JobState
+		attempts int
+		want     bool
+	}{{idlegrid.JobQueued, 1, true}, {idlegrid.JobQueued, 0, false}, {idlegrid.JobRunning, 2, false}} {
+		var out bytes.Buffer
+		e := &env{Stdio: Stdio{Out: &out, Err: &bytes.Buffer{}}}
+		j := &idlegrid.Job{ID: "job_1", State: tt.state, Attempts: tt.attempts}
+		if err := printJob(e, j); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(out.String(), "went back to the queue; why each lease ended: idlegrid job leases job_1"); got != tt.want {
+			t.Errorf("%s job of %d attempts: hint to its leases printed %v, want %v:\n%s", tt.state, tt.attempts, got, tt.want, out.String())
+		}
+	}
+}
+
 // A requeued job's details say what its checkpoint holds, and where.
 func TestPrintJob_resumes(t *testing.T) {
 	for _, tt := range []struct {
