@@ -150,6 +150,7 @@ func summaryLines(s *idlegrid.Summary) []string {
 		fmt.Sprintf("jobs    %d queued   %d running   %d succeeded   %d failed   %d cancelled",
 			jobs[idlegrid.JobQueued], jobs[idlegrid.JobRunning], jobs[idlegrid.JobSucceeded], jobs[idlegrid.JobFailed], jobs[idlegrid.JobCancelled]),
 		fmt.Sprintf("gpus    %d busy of %d, on %d online nodes", s.GPUsBusy, s.GPUsTotal, s.NodesByState[idlegrid.NodeOnline]),
+		"nodes   " + nodeStates(s.NodesByState),
 		fmt.Sprintf("money   renters spent %s   providers earned %s   platform fees %s   refunded by disputes %s   in escrow %s",
 			s.SpentMicros, s.EarnedMicros, s.FeesMicros, s.RefundedMicros, s.HeldMicros),
 	}

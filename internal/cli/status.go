@@ -14,7 +14,7 @@ import (
 )
 
 // statusCommand is "idlegrid status": the market at a glance, for its
-// operators, as idlegrid dev's live summary shows it.
+// operators, as idlegrid dev's live summary shows it (summaryLines).
 type statusCommand struct{ env *env }
 
 func (c *statusCommand) Run(ctx context.Context, args []string) error {
@@ -56,7 +56,7 @@ func (c *statusCommand) print(sum *idlegrid.Summary, asJSON bool) error {
 	if asJSON {
 		return printJSON(c.env.Out, sum)
 	}
-	for _, l := range statusLines(sum) {
+	for _, l := range summaryLines(sum) {
 		fmt.Fprintln(c.env.Out, l)
 	}
 	return nil
@@ -100,7 +100,7 @@ func statusFrame(sum *idlegrid.Summary, tty, asJSON bool) ([]string, error) {
 		b, err := json.Marshal(sum)
 		return []string{string(b)}, err
 	case tty:
-		return append([]string{"idlegrid status at " + now + " (Ctrl-C to stop)"}, statusLines(sum)...), nil
+		return append([]string{"idlegrid status at " + now + " (Ctrl-C to stop)"}, summaryLines(sum)...), nil
 	}
 	return []string{now + "  " + oneLine(sum) + " | nodes " + nodeStates(sum.NodesByState)}, nil
 }
@@ -115,12 +115,6 @@ func (c *statusCommand) draw(lines []string, tty bool, drawn int) int {
 		fmt.Fprintln(c.env.Out, l)
 	}
 	return 0
-}
-
-// statusLines is idlegrid dev's summary with a line of nodes by state.
-func statusLines(sum *idlegrid.Summary) []string {
-	lines := summaryLines(sum)
-	return append(lines[:2:2], append([]string{"nodes   " + nodeStates(sum.NodesByState)}, lines[2:]...)...)
 }
 
 // nodeStates lists the nodes by state, online first: "8 online, 1 lost".
