@@ -43,6 +43,14 @@ func idAt(prefix string, t time.Time) string {
 	return prefix + "_" + string(b[:])
 }
 
+// IsMadeID reports whether s is shaped as NewID makes identifiers: a
+// prefix of lower-case letters, '_', then 25 digits of the sortable base32.
+func IsMadeID(s string) bool {
+	prefix, digits, ok := strings.Cut(s, "_")
+	return ok && prefix != "" && strings.Trim(prefix, "abcdefghijklmnopqrstuvwxyz") == "" &&
+		len(digits) == 9+16 && strings.Trim(digits, idDigits) == ""
+}
+
 // NewSecret returns a random secret of 32 bytes with a readable prefix, e.g.
 // "igk_…" for API keys. Only its hash is ever stored.
 func NewSecret(prefix string) string {

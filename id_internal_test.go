@@ -12,13 +12,30 @@ func TestNewID(t *testing.T) {
 	seen := map[string]bool{}
 	for range 10_000 {
 		id := NewID("job")
-		if !idRE.MatchString(id) {
-			t.Fatalf("NewID = %q, want job_ and 25 characters of 0-9a-v", id)
+		if !idRE.MatchString(id) || !IsMadeID(id) {
+			t.Fatalf("NewID = %q (IsMadeID %v), want job_ and 25 characters of 0-9a-v", id, IsMadeID(id))
 		}
 		if seen[id] {
 			t.Fatalf("NewID made %q twice", id)
 		}
 		seen[id] = true
+	}
+}
+
+// TestIsMadeID: what NewID makes, and only that, is an ID's shape; a node
+// name that begins as an ID does is not.
+func TestIsMadeID(t *testing.T) {
+	for _, s := range []string{"node_b", "node_", "_0000000000000000000000000", "Node_0000000000000000000000000",
+		"node_000000000000000000000000w", "node_00000000000000000000000000", "node-0000000000000000000000000",
+		"node_0000000000000000000000000_", "n0de_0000000000000000000000000"} {
+		if IsMadeID(s) {
+			t.Errorf("IsMadeID(%q) = true, want false", s)
+		}
+	}
+	for _, s := range []string{"node_0000000000000000000000000", "dispute_0123456789abcdefghijklmno", NewID("lease")} {
+		if !IsMadeID(s) {
+			t.Errorf("IsMadeID(%q) = false, want true", s)
+		}
 	}
 }
 

@@ -14,7 +14,8 @@ import (
 // TestNodeRef: the node commands take a node's name as well as its ID:
 // one node of the name is that node; none says how to find one; two (a
 // second agent joined under the same name) list both IDs to choose from,
-// as node ls --name lists both.
+// as node ls --name lists both. A name that begins as an ID does is still
+// a name; with no node of it, it is an ID the server does not know.
 func TestNodeRef(t *testing.T) {
 	_, renter, provider, _, _ := moneyMarket(t)
 	ctx := context.Background()
@@ -39,15 +40,7 @@ func TestNodeRef(t *testing.T) {
 		t.Errorf("node get barn, which is none: %s", r)
 	}
 
-	_, token, err := cl.CreateJoinToken(ctx, "second", 1, time.Hour)
-	mustOK(t, err)
-	_, key, err := ed25519.GenerateKey(nil)
-	mustOK(t, err)
-	joined, err := client.NewAgent(provider["IDLEGRID_ADDR"], key).Join(ctx, idlegrid.JoinRequest{Token: token, Offer: idlegrid.Offer{
-		Name: "rig", GPUs: []idlegrid.GPU{{UUID: "GPU-2", Model: "RTX4090", VRAMMB: 24576}}, Region: "eu-west", Residency: "EU",
-		Schedule: idlegrid.Schedule{Mode: idlegrid.ScheduleAlways},
-		Ask:      idlegrid.Ask{FloorMicrosPerGPUHour: map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: 400_000}}}})
-	mustOK(t, err)
+	joined := joinNode(t, cl, provider["IDLEGRID_ADDR"], "rig")
 	r = run(t, provider, "node", "get", "rig")
 	if r.code == 0 || !strings.Contains(r.err, `2 nodes are named "rig": `) || !strings.Contains(r.err, rig) ||
 		!strings.Contains(r.err, joined.NodeID) || !strings.Contains(r.err, "give the ID of the one you mean") {
@@ -67,4 +60,28 @@ func TestNodeRef(t *testing.T) {
 	if r := run(t, provider, "node", "ls", "--name", "a rig"); r.code != 2 || !strings.Contains(r.err, `--name: "a rig" is not a node's name`) {
 		t.Errorf("node ls --name 'a rig': %s", r)
 	}
+
+	spare := joinNode(t, cl, provider["IDLEGRID_ADDR"], "node_spare")
+	if r := run(t, provider, "node", "get", "node_spare"); r.code != 0 || !strings.Contains(r.out, spare.NodeID) {
+		t.Errorf("node get node_spare, a name like an ID: %s", r)
+	}
+	if r := run(t, provider, "node", "get", "node_gone"); r.code == 0 || !strings.Contains(r.err, `node "node_gone" not found`) {
+		t.Errorf("node get node_gone, neither a name nor an ID: %s", r)
+	}
+}
+
+// joinNode joins a node of one GPU named name to the provider cl acts for.
+func joinNode(t *testing.T, cl *client.Client, addr, name string) *idlegrid.JoinResponse {
+	t.Helper()
+	ctx := context.Background()
+	_, token, err := cl.CreateJoinToken(ctx, name, 1, time.Hour)
+	mustOK(t, err)
+	_, key, err := ed25519.GenerateKey(nil)
+	mustOK(t, err)
+	joined, err := client.NewAgent(addr, key).Join(ctx, idlegrid.JoinRequest{Token: token, Offer: idlegrid.Offer{
+		Name: name, GPUs: []idlegrid.GPU{{UUID: "GPU-" + name, Model: "RTX4090", VRAMMB: 24576}}, Region: "eu-west", Residency: "EU",
+		Schedule: idlegrid.Schedule{Mode: idlegrid.ScheduleAlways},
+		Ask:      idlegrid.Ask{FloorMicrosPerGPUHour: map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: 400_000}}}})
+	mustOK(t, err)
+	return joined
 }
