@@ -109,11 +109,15 @@ func (l *SpendLimit) Validate() error {
 }
 
 // Spend is what a scope has used of a month: the charges of its leases
-// that ended in it and of its inference requests made in it, and the holds
-// of its leases live now.
+// that ended in it and of its inference requests made in it, less what
+// upheld disputes refunded of those charges, and the holds of its leases
+// live now.
 type Spend struct {
-	ChargedMicros Micros `json:"charged_micros"`
-	HeldMicros    Micros `json:"held_micros"`
+	ChargedMicros Micros `json:"charged_micros"` // net of RefundedMicros
+	// RefundedMicros is what upheld disputes gave back of the month's
+	// charges (since 5 December 2026; before, refunds still used the limit up).
+	RefundedMicros Micros `json:"refunded_micros"`
+	HeldMicros     Micros `json:"held_micros"`
 }
 
 // Used is charged plus held.

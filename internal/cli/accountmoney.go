@@ -95,6 +95,9 @@ func (c *accountCommand) printAccountView(v *accountView) error {
 		if err := t.flush(); err != nil {
 			return err
 		}
+		if r := v.Spend.Spend.RefundedMicros; r > 0 {
+			fmt.Fprintf(out, "This month's spend, and its limits, are net of %s that upheld disputes refunded; spent in all is what was charged.\n", r)
+		}
 		if len(v.Spend.Limits) > 0 {
 			fmt.Fprintf(out, "\nSpend limits in %s:\n", v.Spend.Month)
 			t := newTable(out, "SCOPE", "KEY", "LIMIT", "CHARGED", "HELD", "LEFT")
@@ -243,8 +246,8 @@ limit with "none" (admins only). A job whose escrow hold would go over the
 limit waits, queued, with the reason; running leases are stopped, bronze ones
 with their notice, when the limit would be reached; the inference gateway
 refuses requests the limit cannot cover. Spend is the charges of leases that
-ended this month and of this month's inference requests, plus the holds of
-live leases. A renter limits its own API keys with 'idlegrid key limit'.`,
+ended this month and of this month's inference requests, less what upheld
+disputes refunded of them, plus the holds of live leases. A renter limits its own API keys with 'idlegrid key limit'.`,
 		examples: "idlegrid account limit acct_abc123 500\n idlegrid account limit acct_abc123 none",
 	})
 	r := c.env.remoteFlags(fs)
@@ -288,8 +291,12 @@ func printLimit(e *env, what string, st *idlegrid.SpendLimitStatus, asJSON bool)
 		fmt.Fprintf(e.Out, "lifted the spend limit of %s\n", what)
 		return nil
 	}
-	fmt.Fprintf(e.Out, "%s may spend %s a month; %s used in %s (%s charged, %s held)\n",
-		what, st.LimitMicros, st.Spend.Used(), st.Month, st.Spend.ChargedMicros, st.Spend.HeldMicros)
+	refunded := ""
+	if r := st.Spend.RefundedMicros; r > 0 {
+		refunded = fmt.Sprintf(" net of %s refunded", r)
+	}
+	fmt.Fprintf(e.Out, "%s may spend %s a month; %s used in %s (%s charged%s, %s held)\n",
+		what, st.LimitMicros, st.Spend.Used(), st.Month, st.Spend.ChargedMicros, refunded, st.Spend.HeldMicros)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
 )
 
 // TestPrintStatement_penalties: a statement lists the month's upheld
@@ -34,5 +35,39 @@ func TestPrintStatement_penalties(t *testing.T) {
 		if err := printStatement(e, &idlegrid.Statement{AccountID: "acct_1", Role: role, Month: "2026-11"}); err != nil || strings.Contains(out.String(), "penalties") {
 			t.Errorf("a %s's statement without penalties printed:\n%s", role, out.String())
 		}
+	}
+}
+
+// TestPrintSpend_refunded: a month's spend that disputes refunded some of
+// says so, in the account's view and in a limit's line; one without says
+// nothing of refunds.
+func TestPrintSpend_refunded(t *testing.T) {
+	spend := idlegrid.Spend{ChargedMicros: 1_160_000, RefundedMicros: 840_000, HeldMicros: 2 * idlegrid.MicrosPerUnit}
+	st := &idlegrid.SpendLimitStatus{SpendLimit: idlegrid.SpendLimit{Scope: idlegrid.SpendAccount, AccountID: "acct_1",
+		LimitMicros: 5 * idlegrid.MicrosPerUnit}, Month: "2026-11", Spend: spend}
+	var out bytes.Buffer
+	e := &env{Stdio: Stdio{Out: &out, Err: &bytes.Buffer{}}}
+	if err := printLimit(e, "account acct_1", st, false); err != nil {
+		t.Fatal(err)
+	}
+	if want := "$3.160000 used in 2026-11 ($1.160000 charged net of $0.840000 refunded, $2.000000 held)"; !strings.Contains(out.String(), want) {
+		t.Errorf("printLimit printed %q, want %q", out.String(), want)
+	}
+	view := &accountView{Account: &idlegrid.Account{ID: "acct_1", Role: idlegrid.RoleRenter}, Balance: &idlegrid.Balance{},
+		Spend: &client.SpendReport{Month: "2026-11", Spend: spend}}
+	out.Reset()
+	if err := (&accountCommand{env: e}).printAccountView(view); err != nil {
+		t.Fatal(err)
+	}
+	if want := "net of $0.840000 that upheld disputes refunded"; !strings.Contains(out.String(), want) {
+		t.Errorf("the account's view printed:\n%s\nwant %q", out.String(), want)
+	}
+
+	st.Spend.RefundedMicros, view.Spend.Spend.RefundedMicros = 0, 0
+	out.Reset()
+	mustOK(t, printLimit(e, "account acct_1", st, false))
+	mustOK(t, (&accountCommand{env: e}).printAccountView(view))
+	if strings.Contains(out.String(), "refunded") {
+		t.Errorf("a spend without refunds printed:\n%s", out.String())
 	}
 }

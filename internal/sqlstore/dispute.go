@@ -124,6 +124,8 @@ func (db *DB) OpenDispute(ctx context.Context, d *idlegrid.Dispute, penalty *idl
 		}
 		if penalty == nil {
 			return nil
+		} else if err := refundSpent(ctx, tx, d.LeaseID, refund+feeRefund, d.CreatedAt); err != nil {
+			return err
 		}
 		return postTransfers(ctx, tx, []*idlegrid.Transfer{penalty})
 	})
@@ -249,6 +251,8 @@ func (db *DB) ResolveDispute(ctx context.Context, r idlegrid.DisputeResolution) 
 		}
 		if r.Penalty != nil {
 			if err := postTransfers(ctx, tx, []*idlegrid.Transfer{r.Penalty}); err != nil {
+				return err
+			} else if err := refundSpent(ctx, tx, d.LeaseID, refund+feeRefund, r.At); err != nil {
 				return err
 			}
 		}

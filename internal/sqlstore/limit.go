@@ -100,15 +100,16 @@ func (db *DB) MonthSpend(ctx context.Context, f idlegrid.SpendFilter) (*idlegrid
 }
 
 // monthSpend is what the scope was charged in the month f starts (its
-// leases that ended in it and its inference requests) and the holds of
+// leases that ended in it and its inference requests), less what disputes
+// refunded of those charges, and the holds of
 // its live leases, read in one statement: in a write transaction on
 // PostgreSQL each statement sees what had committed when it began, and a
 // lease that ended between two would be counted in neither.
 func monthSpend(ctx context.Context, tx *sql.Tx, f idlegrid.SpendFilter) (*idlegrid.Spend, error) {
 	var a args
 	account := a.add(f.AccountID)
-	charged := `SELECT charged_micros FROM spend_months
-		WHERE account_id = ` + account + ` AND key_id = ` + a.add(f.KeyID) + ` AND month = ` + a.add(monthKey(f.From))
+	row := ` FROM spend_months WHERE account_id = ` + account + ` AND key_id = ` + a.add(f.KeyID) + ` AND month = ` + a.add(monthKey(f.From))
+	charged, refunded := `SELECT charged_micros - refunded_micros`+row, `SELECT refunded_micros`+row
 	held := `SELECT SUM(l.hold_micros) FROM leases l WHERE l.renter_id = ` + account
 	if f.KeyID != "" {
 		held = `SELECT SUM(l.hold_micros) FROM leases l JOIN jobs j ON j.id = l.job_id
@@ -116,8 +117,8 @@ func monthSpend(ctx context.Context, tx *sql.Tx, f idlegrid.SpendFilter) (*idleg
 	}
 	held += ` AND l.state IN ` + in(&a, liveStates)
 	var s idlegrid.Spend
-	err := tx.QueryRowContext(ctx, `SELECT CAST(COALESCE((`+charged+`), 0) AS BIGINT), CAST(COALESCE((`+held+`), 0) AS BIGINT)`, a...).
-		Scan(&s.ChargedMicros, &s.HeldMicros)
+	err := tx.QueryRowContext(ctx, `SELECT CAST(COALESCE((`+charged+`), 0) AS BIGINT), CAST(COALESCE((`+refunded+`), 0) AS BIGINT),
+		CAST(COALESCE((`+held+`), 0) AS BIGINT)`, a...).Scan(&s.ChargedMicros, &s.RefundedMicros, &s.HeldMicros)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ var moneyTests = []struct {
 	{"SpendLimits", testSpendLimits},
 	{"SpendLimits_PlaceJob", testSpendLimitsPlaceJob},
 	{"SpendLimits_Inference", testSpendLimitsInference},
+	{"SpendLimits_Refunds", testSpendLimitsRefunds},
 	{"Notices", testNotices},
 	{"Settlements", testSettlements},
 	{"Money_Property", testMoneyProperty},
@@ -36,7 +37,12 @@ var moneyTests = []struct {
 // settlement transfer.
 func mustSettled(tb testing.TB, db *sqlstore.DB, renterID string, n *idlegrid.Node, gpu int, ran time.Duration) (*idlegrid.Lease, *idlegrid.Transfer) {
 	tb.Helper()
-	j := mustJob(tb, db, renterID, 1, 1)
+	return mustSettledJob(tb, db, mustJob(tb, db, renterID, 1, 1), n, gpu, ran)
+}
+
+// mustSettledJob is mustSettled of job j, stored.
+func mustSettledJob(tb testing.TB, db *sqlstore.DB, j *idlegrid.Job, n *idlegrid.Node, gpu int, ran time.Duration) (*idlegrid.Lease, *idlegrid.Transfer) {
+	tb.Helper()
 	l := lease(j, n, gpu)
 	mustPlace(tb, db, placement(j, 0, l))
 	start(tb, db, l)
@@ -357,6 +363,86 @@ func testSpendLimitsPlaceJob(t *testing.T, db *sqlstore.DB) {
 	if s.ChargedMicros != 0 || s.HeldMicros != 4*idlegrid.MicrosPerUnit {
 		t.Errorf("next month's spend %+v, want only the $4 held now", s)
 	}
+}
+
+// testSpendLimitsRefunds: what an upheld dispute refunds of a lease's
+// charge (of the provider's earnings and the platform's fee) comes off the
+// spend of the month the lease was charged in, the account's and its
+// key's, whether the dispute is upheld as it opens or later, so that the
+// limits have that headroom again; the balance's all-time spent stays what
+// was charged. The migration that added refunds counts those before it.
+func testSpendLimitsRefunds(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r, p := mustAccount(t, db, idlegrid.RoleRenter), mustAccount(t, db, idlegrid.RoleProvider)
+	mustTopUp(t, db, r.ID, 100*idlegrid.MicrosPerUnit)
+	n := mustNode(t, db, p.ID, 4)
+	k := &idlegrid.APIKey{ID: id("key"), AccountID: r.ID, Name: "ci", Prefix: "igk_x", Hash: id("hash"), CreatedAt: t0}
+	mustOK(t, db.CreateAPIKey(ctx, k))
+	keyJob := func() *idlegrid.Job {
+		j := newJob(r.ID, 1, 1)
+		j.SubmittedByKey = k.ID
+		mustOK(t, db.CreateJob(ctx, j))
+		return j
+	}
+	// Two leases of the key's, 30 minutes at $2 each: $2 charged in November.
+	l1, _ := mustSettledJob(t, db, keyJob(), n, 0, 30*time.Minute)
+	l2, _ := mustSettledJob(t, db, keyJob(), n, 1, 30*time.Minute)
+	refund := func(l *idlegrid.Lease, disputeID string, earnings, fee idlegrid.Micros, when time.Time) *idlegrid.Transfer {
+		tr, err := ledger.Refund(nil, p.ID, r.ID, l.ID, disputeID, "mismatched_result", earnings, when)
+		mustOK(t, err)
+		if fee > 0 {
+			tr, err = ledger.RefundFee(tr, r.ID, l.ID, disputeID, "mismatched_result", fee, when)
+			mustOK(t, err)
+		}
+		tr.ID = id("tx")
+		return tr
+	}
+	november := idlegrid.SpendFilter{AccountID: r.ID, From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	december := idlegrid.SpendFilter{AccountID: r.ID, From: november.To, To: november.To.AddDate(0, 1, 0)}
+	check := func(when string, charged, refunded idlegrid.Micros) {
+		t.Helper()
+		for _, f := range []idlegrid.SpendFilter{november, {AccountID: r.ID, KeyID: k.ID, From: november.From, To: november.To}} {
+			s, err := db.MonthSpend(ctx, f)
+			mustOK(t, err)
+			if s.ChargedMicros != charged || s.RefundedMicros != refunded {
+				t.Errorf("%s: November's spend of key %q = %+v, want %s charged net of %s refunded", when, f.KeyID, s, charged, refunded)
+			}
+		}
+		if s, err := db.MonthSpend(ctx, december); err != nil || s.ChargedMicros != 0 || s.RefundedMicros != 0 {
+			t.Errorf("%s: December's spend %+v (%v), want none: the refunds count in the leases' month", when, s, err)
+		}
+		if b := mustBalance(t, db, r.ID); b.Spent != 2*idlegrid.MicrosPerUnit {
+			t.Errorf("%s: spent in all %s, want the $2 charged", when, b.Spent)
+		}
+	}
+	check("as charged", 2*idlegrid.MicrosPerUnit, 0)
+
+	// Upheld as it opens, in December: $0.30 of earnings and $0.04 of fee.
+	d1 := &idlegrid.Dispute{ID: id("dispute"), Offence: "mismatched_result", State: idlegrid.DisputeUpheld, ProviderID: p.ID,
+		LeaseID: l1.ID, RenterID: r.ID, Evidence: "the re-runs agree on another output", HarmMicros: l1.ChargedMicros, CreatedAt: at(13 * time.Hour)}
+	mustOK(t, db.OpenDispute(ctx, d1, refund(l1, d1.ID, 300_000, 40_000, d1.CreatedAt), nil))
+	check("after a dispute upheld as it opened", 2*idlegrid.MicrosPerUnit-340_000, 340_000)
+
+	// Opened, then upheld: $0.50 of earnings.
+	d2 := &idlegrid.Dispute{ID: id("dispute"), Offence: "mismatched_result", State: idlegrid.DisputeOpen, ProviderID: p.ID,
+		LeaseID: l2.ID, RenterID: r.ID, Evidence: "the re-runs agree on another output", HarmMicros: l2.ChargedMicros, CreatedAt: at(13 * time.Hour)}
+	mustOK(t, db.OpenDispute(ctx, d2, nil, nil))
+	check("after a dispute opened", 2*idlegrid.MicrosPerUnit-340_000, 340_000)
+	_, err := db.ResolveDispute(ctx, idlegrid.DisputeResolution{DisputeID: d2.ID, To: idlegrid.DisputeUpheld, Resolution: "logs agree",
+		By: "acct_admin", Penalty: refund(l2, d2.ID, 500_000, 0, at(14*time.Hour)), PenaltyTo: r.ID, At: at(14 * time.Hour)})
+	mustOK(t, err)
+	check("after a dispute upheld later", 2*idlegrid.MicrosPerUnit-840_000, 840_000)
+	checkLedger(t, db)
+
+	// A key limit of $3.50 in November: the $0.84 refunded leaves room for
+	// a $2 hold, which it would not without the refunds.
+	mustOK(t, db.SetSpendLimit(ctx, &idlegrid.SpendLimit{Scope: idlegrid.SpendKey, AccountID: r.ID, KeyID: k.ID,
+		LimitMicros: 3_500_000, UpdatedAt: t0}))
+	j := keyJob()
+	mustPlace(t, db, placement(j, 0, lease(j, n, 2)))
+
+	mustOK(t, sqlstore.Remigrate(ctx, db, 42))
+	check("after migrating again", 2*idlegrid.MicrosPerUnit-840_000, 840_000)
 }
 
 // testSpendLimitsInference: metered inference requests count in their

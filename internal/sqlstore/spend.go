@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -18,8 +19,10 @@ import (
 // (the month of its end), a metered inference request's when it is
 // recorded (the month of the request). A row with key_id '' is the
 // account's whole; the others are what each key's jobs and requests were
-// charged. Spend limits (MonthSpend) and balances (Balance.Spent) read a
-// row or a few, however long the renter's history.
+// charged. Beside charged_micros, refunded_micros is what upheld disputes
+// gave back of those charges (refundSpent). Spend limits (MonthSpend) and
+// balances (Balance.Spent) read a row or a few, however long the renter's
+// history.
 
 // spendMonth names one row of spend_months.
 type spendMonth struct {
@@ -47,12 +50,7 @@ func (s spendSums) add(account, key string, at time.Time, amount idlegrid.Micros
 
 // write adds the sums to spend_months in tx, in key order.
 func (s spendSums) write(ctx context.Context, tx *sql.Tx) error {
-	if len(s) == 0 {
-		return nil
-	}
-	keys := slices.SortedFunc(maps.Keys(s), func(a, b spendMonth) int {
-		return cmp.Or(cmp.Compare(a.account, b.account), cmp.Compare(a.key, b.key), cmp.Compare(a.month, b.month))
-	})
+	keys := s.sortedKeys()
 	rows := make([][]any, len(keys))
 	for i, k := range keys {
 		rows[i] = []any{k.account, k.key, k.month, int64(s[k])}
@@ -62,12 +60,54 @@ func (s spendSums) write(ctx context.Context, tx *sql.Tx) error {
 		rows, nil)
 }
 
+// writeRefunds adds the sums to what spend_months says disputes refunded,
+// in tx, in key order.
+func (s spendSums) writeRefunds(ctx context.Context, tx *sql.Tx) error {
+	keys := s.sortedKeys()
+	rows := make([][]any, len(keys))
+	for i, k := range keys {
+		rows[i] = []any{k.account, k.key, k.month, 0, int64(s[k])}
+	}
+	return writeRows(ctx, tx, `INSERT INTO spend_months (account_id, key_id, month, charged_micros, refunded_micros)`,
+		`ON CONFLICT (account_id, key_id, month) DO UPDATE SET refunded_micros = spend_months.refunded_micros + excluded.refunded_micros`,
+		rows, nil)
+}
+
+func (s spendSums) sortedKeys() []spendMonth {
+	return slices.SortedFunc(maps.Keys(s), func(a, b spendMonth) int {
+		return cmp.Or(cmp.Compare(a.account, b.account), cmp.Compare(a.key, b.key), cmp.Compare(a.month, b.month))
+	})
+}
+
 // addSpent counts, in the transaction that charges it, a charge of amount
 // to account and key (when not empty) in the month of at.
 func addSpent(ctx context.Context, tx *sql.Tx, account, key string, at time.Time, amount idlegrid.Micros) error {
 	s := spendSums{}
 	s.add(account, key, at, amount)
 	return s.write(ctx, tx)
+}
+
+// refundSpent counts, in the transaction of the dispute that refunds it,
+// amount given back to the renter of lease leaseID, against the spend of
+// the month the lease was charged in (its end; at, the refund's time, for
+// a lease not ended), so that a month's spend, and its limits, are its
+// charges less what disputes refunded of them.
+func refundSpent(ctx context.Context, tx *sql.Tx, leaseID string, amount idlegrid.Micros, at time.Time) error {
+	if leaseID == "" || amount == 0 {
+		return nil
+	}
+	var account, key string
+	var ended sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT l.renter_id, j.submitted_by_key, l.ended_at FROM leases l JOIN jobs j ON j.id = l.job_id
+		WHERE l.id = $1`, leaseID).Scan(&account, &key, &ended); err != nil {
+		return fmt.Errorf("the refunded lease %s: %w", leaseID, err)
+	}
+	if ended.Valid {
+		at = timeOf(ended)
+	}
+	s := spendSums{}
+	s.add(account, key, at, amount)
+	return s.writeRefunds(ctx, tx)
 }
 
 // spendMonthsMigration (20) makes spend_months and counts in it what was
@@ -109,6 +149,46 @@ var spendMonthsMigration = goose.NewGoMigration(20,
 	}},
 	&goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DROP TABLE spend_months`)
+		return err
+	}},
+)
+
+// spendRefundsMigration (43) adds spend_months.refunded_micros and counts
+// in it what upheld disputes refunded before, each against the month its
+// lease was charged in, as refundSpent does.
+var spendRefundsMigration = goose.NewGoMigration(43,
+	&goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE spend_months ADD COLUMN refunded_micros BIGINT NOT NULL DEFAULT 0`); err != nil {
+			return err
+		}
+		type refund struct {
+			lease  string
+			amount idlegrid.Micros
+			at     time.Time
+		}
+		var refunds []refund
+		if err := queryEach(ctx, tx, `SELECT lease_id, refund_micros + fee_refund_micros, resolved_at FROM disputes
+			WHERE lease_id <> '' AND refund_micros + fee_refund_micros <> 0 ORDER BY id`, nil, func(rows *sql.Rows) error {
+			var r refund
+			var at sql.NullInt64
+			if err := rows.Scan(&r.lease, &r.amount, &at); err != nil {
+				return err
+			}
+			r.at = timeOf(at)
+			refunds = append(refunds, r)
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, r := range refunds {
+			if err := refundSpent(ctx, tx, r.lease, r.amount, r.at); err != nil {
+				return err
+			}
+		}
+		return nil
+	}},
+	&goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `ALTER TABLE spend_months DROP COLUMN refunded_micros`)
 		return err
 	}},
 )

@@ -284,7 +284,7 @@ func in[T ~string](a *args, vs []T) string {
 // migrations/.
 func goMigrations() []*goose.Migration {
 	return []*goose.Migration{spendMonthsMigration, nodeSearchMigration, nodePriceMigration, jobTierMigration, registryLoginsActiveMigration,
-		nodeNameMigration}
+		nodeNameMigration, spendRefundsMigration}
 }
 
 // Times are unix microseconds in UTC; the zero time and nil are NULL.
