@@ -123,6 +123,9 @@ type APIKey struct {
 	Hash      string     `json:"-"`
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	// IdempotencyKey is the Idempotency-Key it was created with, if any: the
+	// same creation sent again finds this key (and gives it a new secret).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // JoinToken lets an agent join a provider's fleet as a new node. Like an API
@@ -138,6 +141,9 @@ type JoinToken struct {
 	ExpiresAt  time.Time  `json:"expires_at"`
 	CreatedAt  time.Time  `json:"created_at"`
 	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	// IdempotencyKey is the Idempotency-Key it was created with, as an
+	// APIKey's.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // Usable reports why the token cannot be used at now, or nil.

@@ -47,13 +47,30 @@ type Store interface {
 	// ID); none after an f.After that is not an account.
 	ListAccounts(ctx context.Context, f AccountFilter) ([]*Account, error)
 
+	// CreateAPIKey stores k; ECONFLICT naming idempotency_key when its
+	// account made another key with its idempotency key.
 	CreateAPIKey(ctx context.Context, k *APIKey) error
+	// FindAPIKeyByIdempotencyKey returns the account's key created with
+	// key, revoked or not; ENOTFOUND when none was.
+	FindAPIKeyByIdempotencyKey(ctx context.Context, accountID, key string) (*APIKey, error)
+	// ResecretAPIKey gives the account's unrevoked key keyID a new secret,
+	// whose prefix and hash these are: the old one stops working.
+	// ENOTFOUND when the account has no such key, ECONFLICT when revoked.
+	ResecretAPIKey(ctx context.Context, accountID, keyID, prefix, hash string) error
 	// FindAPIKey returns the unrevoked key whose secret hashes to hash, and its account.
 	FindAPIKey(ctx context.Context, hash string) (*APIKey, *Account, error)
 	ListAPIKeys(ctx context.Context, accountID string) ([]*APIKey, error)
 	RevokeAPIKey(ctx context.Context, accountID, keyID string, at time.Time) error
 
+	// CreateJoinToken stores t; ECONFLICT naming idempotency_key as
+	// CreateAPIKey.
 	CreateJoinToken(ctx context.Context, t *JoinToken) error
+	// FindJoinTokenByIdempotencyKey and ResecretJoinToken are the API
+	// keys' methods for a provider's join tokens; a token may be given a
+	// new secret while it is not revoked (used up and expired ones too:
+	// the new secret is as unusable as the old).
+	FindJoinTokenByIdempotencyKey(ctx context.Context, providerID, key string) (*JoinToken, error)
+	ResecretJoinToken(ctx context.Context, providerID, tokenID, prefix, hash string) error
 	ListJoinTokens(ctx context.Context, providerID string) ([]*JoinToken, error)
 	RevokeJoinToken(ctx context.Context, providerID, tokenID string, at time.Time) error
 	// FindJoinToken returns the join token whose secret hashes to hash,

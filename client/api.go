@@ -96,13 +96,23 @@ func (c *Client) CreateAPIKey(ctx context.Context, name string) (*idlegrid.APIKe
 // access allows: use (all but manage the account) or read; "" is all, and
 // is not sent, so that a server older than accesses takes it.
 func (c *Client) CreateAPIKeyWithAccess(ctx context.Context, name string, access idlegrid.Access) (*idlegrid.APIKey, string, error) {
+	k, secret, _, err := c.CreateAPIKeyOnce(ctx, name, access, "")
+	return k, secret, err
+}
+
+// CreateAPIKeyOnce is CreateAPIKeyWithAccess with an idempotency key (""
+// for none), so that sending it again, after an answer that never came,
+// makes no second key: the server answers with the first, replayed says
+// so, and the secret is a new one for it (the first's stops working). A
+// key sent with another name or access is refused (ECONFLICT).
+func (c *Client) CreateAPIKeyOnce(ctx context.Context, name string, access idlegrid.Access, key string) (
+	k *idlegrid.APIKey, secret string, replayed bool, err error) {
 	var out wire.CreateAPIKeyResponse
-	err := c.do(ctx, call{method: http.MethodPost, path: path("keys"),
-		in: wire.CreateAPIKeyRequest{Name: name, Access: access}, out: &out})
+	replayed, err = c.postOnce(ctx, path("keys"), wire.CreateAPIKeyRequest{Name: name, Access: access}, &out, key)
 	if err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
-	return out.APIKey, out.Secret, nil
+	return out.APIKey, out.Secret, replayed, nil
 }
 
 // ListAPIKeys lists an account's keys: the caller's own (accountID ""), or
@@ -130,12 +140,21 @@ func (c *Client) RevokeAPIKey(ctx context.Context, accountID, keyID string) erro
 // caller's fleet within ttl, and returns its secret, shown only this once.
 // Providers only.
 func (c *Client) CreateJoinToken(ctx context.Context, name string, maxUses int, ttl time.Duration) (*idlegrid.JoinToken, string, error) {
+	t, secret, _, err := c.CreateJoinTokenOnce(ctx, name, maxUses, ttl, "")
+	return t, secret, err
+}
+
+// CreateJoinTokenOnce is CreateJoinToken with an idempotency key ("" for
+// none), as CreateAPIKeyOnce: sent again, the first token with a new
+// secret, while it is usable.
+func (c *Client) CreateJoinTokenOnce(ctx context.Context, name string, maxUses int, ttl time.Duration, key string) (
+	t *idlegrid.JoinToken, secret string, replayed bool, err error) {
 	var out wire.CreateJoinTokenResponse
 	in := wire.CreateJoinTokenRequest{Name: name, MaxUses: maxUses, TTLSeconds: int64(math.Ceil(ttl.Seconds()))}
-	if err := c.do(ctx, call{method: http.MethodPost, path: path("join-tokens"), in: in, out: &out}); err != nil {
-		return nil, "", err
+	if replayed, err = c.postOnce(ctx, path("join-tokens"), in, &out, key); err != nil {
+		return nil, "", false, err
 	}
-	return out.JoinToken, out.Secret, nil
+	return out.JoinToken, out.Secret, replayed, nil
 }
 
 // ListJoinTokens lists the caller's join tokens.

@@ -28,24 +28,42 @@ type createdKey struct {
 	Key    *idlegrid.APIKey           `json:"key"`
 	Secret string                     `json:"secret"`
 	Limit  *idlegrid.SpendLimitStatus `json:"spend_limit,omitempty"`
+	// Replayed is true when the key was made before under the
+	// --idempotency-key, and Secret is its new one.
+	Replayed bool `json:"replayed,omitempty"`
+}
+
+// createSecretFailed explains a failed creation of an API key or a join
+// token (what: "key" or "token"): one whose answer was lost may have been
+// made all the same, and the same idempotency key sent again says which.
+func createSecretFailed(ctx context.Context, err error, what, key string) error {
+	if !answerLost(ctx, err) {
+		return err
+	}
+	return withHint(err, "it may have been created before the answer was lost: run the same command with --idempotency-key "+key+
+		" to create it at most once (it shows the "+what+" with a new secret if there is one)")
 }
 
 func (c *keyCommand) create(ctx context.Context, args []string) error {
 	fs := c.env.flags("key create", help{
-		usage: "idlegrid key create --name N [--access all|use|read] [--spend-limit AMOUNT] [--json]",
+		usage: "idlegrid key create --name N [--access all|use|read] [--spend-limit AMOUNT] [--idempotency-key K] [--json]",
 		about: `Create another API key for your own account. Its secret is shown once.
 --access says what the key may do of what your account may: all (the
 default), use (all but manage the account: no keys, spend limits, key
 routing, registry logins, join tokens, payouts or bonds) or read (only
 reads). Only a key with access all creates keys.
 --spend-limit caps what the key's jobs and inference requests may spend in a
-calendar month (renters); see 'idlegrid key limit'.`,
-		examples: "idlegrid key create --name laptop\n idlegrid key create --name ci --access use --spend-limit 100\n idlegrid key create --name grafana --access read",
+calendar month (renters); see 'idlegrid key limit'.
+Run again with the same --idempotency-key, it creates nothing: it shows the
+key the first run made with a new secret, the first one's no longer working.`,
+		examples: "idlegrid key create --name laptop\n idlegrid key create --name ci --access use --spend-limit 100\n idlegrid key create --name grafana --access read" +
+			"\n idlegrid key create --name ci --idempotency-key ci-setup   # from a script: run twice, it creates once",
 	})
 	r := c.env.remoteFlags(fs)
 	name := fs.String("name", "", "a name to recognise the key by (required)")
 	access := fs.String("access", "all", "what the key may do: all, use or read")
 	spendLimit := fs.String("spend-limit", "", "the most the key's jobs and inference requests may spend a month, e.g. 100")
+	key := fs.String("idempotency-key", "", "create at most once under this key: run again with it, the command shows the key the first run made, with a new secret (default: a new key each time)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	args, err := fs.parse(args)
 	if err != nil {
@@ -69,11 +87,11 @@ calendar month (renters); see 'idlegrid key limit'.`,
 	if err != nil {
 		return err
 	}
-	k, secret, err := cl.CreateAPIKeyWithAccess(ctx, *name, keyAccess(*access))
+	k, secret, replayed, err := cl.CreateAPIKeyOnce(ctx, *name, keyAccess(*access), orNewKey(key, "cli-key"))
 	if err != nil {
-		return err
+		return createSecretFailed(ctx, err, "key", *key)
 	}
-	out := createdKey{Key: k, Secret: secret}
+	out := createdKey{Key: k, Secret: secret, Replayed: replayed}
 	if limit != nil {
 		// The secret exists only here, so nothing can spend with the key
 		// before its limit is set.
@@ -84,7 +102,13 @@ calendar month (renters); see 'idlegrid key limit'.`,
 	if *asJSON {
 		return printJSON(c.env.Out, out)
 	}
-	fmt.Fprintf(c.env.Out, "created API key %s (%s), access %s\nsecret (shown once): %s\n", k.ID, k.Name, k.Access, secret)
+	if replayed {
+		fmt.Fprintf(c.env.Out, "already created under idempotency key %s: API key %s (%s), access %s, not created again; its secret is new, the first no longer works\n",
+			*key, k.ID, k.Name, k.Access)
+	} else {
+		fmt.Fprintf(c.env.Out, "created API key %s (%s), access %s\n", k.ID, k.Name, k.Access)
+	}
+	fmt.Fprintf(c.env.Out, "secret (shown once): %s\n", secret)
 	if out.Limit != nil {
 		fmt.Fprintf(c.env.Out, "its jobs may spend %s a month\n", out.Limit.LimitMicros)
 	}

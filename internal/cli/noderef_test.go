@@ -73,15 +73,20 @@ func TestNodeRef(t *testing.T) {
 // joinNode joins a node of one GPU named name to the provider cl acts for.
 func joinNode(t *testing.T, cl *client.Client, addr, name string) *idlegrid.JoinResponse {
 	t.Helper()
-	ctx := context.Background()
-	_, token, err := cl.CreateJoinToken(ctx, name, 1, time.Hour)
+	_, token, err := cl.CreateJoinToken(context.Background(), name, 1, time.Hour)
 	mustOK(t, err)
+	joined, err := joinWith(t, addr, token, name)
+	mustOK(t, err)
+	return joined
+}
+
+// joinWith joins a node of one GPU named name with join token secret.
+func joinWith(t *testing.T, addr, secret, name string) (*idlegrid.JoinResponse, error) {
+	t.Helper()
 	_, key, err := ed25519.GenerateKey(nil)
 	mustOK(t, err)
-	joined, err := client.NewAgent(addr, key).Join(ctx, idlegrid.JoinRequest{Token: token, Offer: idlegrid.Offer{
+	return client.NewAgent(addr, key).Join(context.Background(), idlegrid.JoinRequest{Token: secret, Offer: idlegrid.Offer{
 		Name: name, GPUs: []idlegrid.GPU{{UUID: "GPU-" + name, Model: "RTX4090", VRAMMB: 24576}}, Region: "eu-west", Residency: "EU",
 		Schedule: idlegrid.Schedule{Mode: idlegrid.ScheduleAlways},
 		Ask:      idlegrid.Ask{FloorMicrosPerGPUHour: map[idlegrid.Tier]idlegrid.Micros{idlegrid.TierSilver: 400_000}}}})
-	mustOK(t, err)
-	return joined
 }

@@ -24,20 +24,27 @@ func (c *tokenCommand) Run(ctx context.Context, args []string) error {
 type createdToken struct {
 	Token  *idlegrid.JoinToken `json:"token"`
 	Secret string              `json:"secret"`
+	// Replayed is true when the token was made before under the
+	// --idempotency-key, and Secret is its new one.
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 func (c *tokenCommand) create(ctx context.Context, args []string) error {
 	fs := c.env.flags("token create", help{
-		usage: "idlegrid token create --name N [--max-uses 1] [--ttl 24h] [--json]",
+		usage: "idlegrid token create --name N [--max-uses 1] [--ttl 24h] [--idempotency-key K] [--json]",
 		about: `Create a join token (providers). Its secret is shown once: give it to
-'idlegrid agent --join-token' on the machine that should join.`,
+'idlegrid agent --join-token' on the machine that should join. Run again
+with the same --idempotency-key, it creates nothing: it shows the token the
+first run made with a new secret, the first one's no longer working.`,
 		examples: `idlegrid token create --name rack-3
-		idlegrid token create --name fleet --max-uses 20 --ttl 168h`,
+		idlegrid token create --name fleet --max-uses 20 --ttl 168h
+		idlegrid token create --name rack-4 --idempotency-key provision-rack-4   # from a script: run twice, it creates once`,
 	})
 	r := c.env.remoteFlags(fs)
 	name := fs.String("name", "", "a name to recognise the token by (required)")
 	maxUses := fs.Int("max-uses", 1, "how many nodes may join with it, 1 to 10000 (0 means 1)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long it stays valid")
+	key := fs.String("idempotency-key", "", "create at most once under this key: run again with it, the command shows the token the first run made, with a new secret (default: a new key each time)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	args, err := fs.parse(args)
 	if err != nil {
@@ -55,14 +62,19 @@ func (c *tokenCommand) create(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	tok, secret, err := cl.CreateJoinToken(ctx, *name, *maxUses, *ttl)
+	tok, secret, replayed, err := cl.CreateJoinTokenOnce(ctx, *name, *maxUses, *ttl, orNewKey(key, "cli-token"))
 	if err != nil {
-		return err
+		return createSecretFailed(ctx, err, "token", *key)
 	}
 	if *asJSON {
-		return printJSON(c.env.Out, createdToken{Token: tok, Secret: secret})
+		return printJSON(c.env.Out, createdToken{Token: tok, Secret: secret, Replayed: replayed})
 	}
-	fmt.Fprintf(c.env.Out, "created join token %s (%s), valid until %s\n", tok.ID, tok.Name, tok.ExpiresAt.UTC().Format(time.RFC3339))
+	if replayed {
+		fmt.Fprintf(c.env.Out, "already created under idempotency key %s: join token %s (%s), not created again; its secret is new, the first no longer works\n",
+			*key, tok.ID, tok.Name)
+	} else {
+		fmt.Fprintf(c.env.Out, "created join token %s (%s), valid until %s\n", tok.ID, tok.Name, tok.ExpiresAt.UTC().Format(time.RFC3339))
+	}
 	fmt.Fprintf(c.env.Out, "secret (shown once): %s\n", secret)
 	fmt.Fprintf(c.env.Out, "on the new node: idlegrid agent --config agent.yaml --join-token %s\n", secret)
 	return nil

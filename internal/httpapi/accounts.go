@@ -108,20 +108,27 @@ func (a *api) me(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, wire.Me{Account: acct, KeyID: keyID, KeyAccess: access})
 }
 
-// POST /v1/keys
+// POST /v1/keys, with an optional Idempotency-Key header: sent again with
+// the same key, name and access, it answers 200 with the key the first
+// made, a new secret for it (the first stops working), and
+// Idempotent-Replayed: true.
 func (a *api) createAPIKey(w http.ResponseWriter, r *http.Request) error {
 	if _, err := parseQuery(r); err != nil {
+		return err
+	}
+	idem, err := optionalIdempotencyKey(r)
+	if err != nil {
 		return err
 	}
 	var req wire.CreateAPIKeyRequest
 	if err := a.readJSON(w, r, &req); err != nil {
 		return err
 	}
-	key, secret, err := a.srv.CreateAPIKey(r.Context(), req.Name, req.Access)
+	key, secret, replayed, err := a.srv.CreateAPIKeyOnce(r.Context(), req.Name, req.Access, idem)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, wire.CreateAPIKeyResponse{APIKey: key, Secret: secret})
+	return writeCreated(w, replayed, wire.CreateAPIKeyResponse{APIKey: key, Secret: secret})
 }
 
 // GET /v1/keys
@@ -152,9 +159,14 @@ func (a *api) revokeAPIKey(w http.ResponseWriter, r *http.Request) error {
 // maxTTLSeconds keeps a join token's lifetime inside a time.Duration.
 const maxTTLSeconds = math.MaxInt64 / int64(time.Second)
 
-// POST /v1/join-tokens
+// POST /v1/join-tokens, with an optional Idempotency-Key header, as POST
+// /v1/keys: the token the first made, with a new secret.
 func (a *api) createJoinToken(w http.ResponseWriter, r *http.Request) error {
 	if _, err := parseQuery(r); err != nil {
+		return err
+	}
+	idem, err := optionalIdempotencyKey(r)
+	if err != nil {
 		return err
 	}
 	var req wire.CreateJoinTokenRequest
@@ -164,11 +176,11 @@ func (a *api) createJoinToken(w http.ResponseWriter, r *http.Request) error {
 	if req.TTLSeconds < 0 || req.TTLSeconds > maxTTLSeconds {
 		return idlegrid.Invalid("join_token.ttl_seconds", "must be between 60 seconds and 30 days (0: a day), got %d", req.TTLSeconds)
 	}
-	tok, secret, err := a.srv.CreateJoinToken(r.Context(), req.Name, req.MaxUses, time.Duration(req.TTLSeconds)*time.Second)
+	tok, secret, replayed, err := a.srv.CreateJoinTokenOnce(r.Context(), req.Name, req.MaxUses, time.Duration(req.TTLSeconds)*time.Second, idem)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, wire.CreateJoinTokenResponse{JoinToken: tok, Secret: secret})
+	return writeCreated(w, replayed, wire.CreateJoinTokenResponse{JoinToken: tok, Secret: secret})
 }
 
 // GET /v1/join-tokens

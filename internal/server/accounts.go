@@ -212,14 +212,8 @@ func (s *Server) CallerKey(ctx context.Context) (string, idlegrid.Access, error)
 // ("": all). The secret is returned once and never stored. Only a key with
 // access all may make keys, so none makes a key that may do more than it.
 func (s *Server) CreateAPIKey(ctx context.Context, name string, access idlegrid.Access) (*idlegrid.APIKey, string, error) {
-	c, err := requireManage(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	if access == "" {
-		access = idlegrid.AccessAll
-	}
-	return s.newAPIKey(ctx, c.AccountID, name, access)
+	k, secret, _, err := s.CreateAPIKeyOnce(ctx, name, access, "")
+	return k, secret, err
 }
 
 func (s *Server) newAPIKey(ctx context.Context, accountID, name string, access idlegrid.Access) (*idlegrid.APIKey, string, error) {
@@ -282,10 +276,13 @@ const (
 // CreateJoinToken makes a token that lets agents join the caller's fleet.
 // maxUses 0 means one use; ttl 0 means a day.
 func (s *Server) CreateJoinToken(ctx context.Context, name string, maxUses int, ttl time.Duration) (*idlegrid.JoinToken, string, error) {
-	c, err := requireManage(ctx, idlegrid.RoleProvider)
-	if err != nil {
-		return nil, "", err
-	}
+	t, secret, _, err := s.CreateJoinTokenOnce(ctx, name, maxUses, ttl, "")
+	return t, secret, err
+}
+
+// joinToken makes, without storing it, a token for provider and its
+// secret, with CreateJoinToken's defaults.
+func (s *Server) joinToken(provider, name string, maxUses int, ttl time.Duration) (*idlegrid.JoinToken, string, error) {
 	if maxUses == 0 {
 		maxUses = 1
 	}
@@ -302,15 +299,11 @@ func (s *Server) CreateJoinToken(ctx context.Context, name string, maxUses int, 
 	}
 	now := s.Now()
 	secret := idlegrid.NewSecret("igj")
-	t := &idlegrid.JoinToken{
-		ID: idlegrid.NewID("jt"), ProviderID: c.AccountID, Name: name,
+	return &idlegrid.JoinToken{
+		ID: idlegrid.NewID("jt"), ProviderID: provider, Name: name,
 		Prefix: secret[:12], Hash: hashSecret(secret), MaxUses: maxUses,
 		ExpiresAt: now.Add(ttl), CreatedAt: now,
-	}
-	if err := s.store.CreateJoinToken(ctx, t); err != nil {
-		return nil, "", err
-	}
-	return t, secret, nil
+	}, secret, nil
 }
 
 // ListJoinTokens lists the caller's join tokens.

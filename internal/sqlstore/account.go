@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -221,21 +222,34 @@ func insertAPIKey(ctx context.Context, tx *sql.Tx, d *dialect, k *idlegrid.APIKe
 	if access == "" {
 		access = idlegrid.AccessAll
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, account_id, name, prefix, access, hash, created_at, revoked_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		k.ID, k.AccountID, k.Name, k.Prefix, string(access), k.Hash, timeArg(k.CreatedAt), timePtrArg(k.RevokedAt))
+	_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, account_id, name, prefix, access, hash, created_at, revoked_at, idempotency_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		k.ID, k.AccountID, k.Name, k.Prefix, string(access), k.Hash, timeArg(k.CreatedAt), timePtrArg(k.RevokedAt), k.IdempotencyKey)
 	if isCode(d.translate(err), idlegrid.ECONFLICT) {
-		return idlegrid.Errorf(idlegrid.ECONFLICT, "API key %q already exists", k.ID)
+		return secretConflict(k.IdempotencyKey, "API key", k.ID)
 	}
 	return err
 }
 
-const apiKeyColumns = `k.id, k.account_id, k.name, k.prefix, k.access, k.hash, k.created_at, k.revoked_at`
+// secretConflict is the ECONFLICT of an API key's or a join token's
+// insert: naming idempotency_key when it has one, which its account made
+// another with, else its ID's. (On PostgreSQL the failed insert ended the
+// transaction, so nothing more can be read to tell; IDs are random and
+// never collide.)
+func secretConflict(idempotencyKey, kind, id string) error {
+	if idempotencyKey != "" {
+		return &idlegrid.Error{Code: idlegrid.ECONFLICT, Field: "idempotency_key",
+			Message: fmt.Sprintf("idempotency key %q already made another %s of this account", idempotencyKey, kind)}
+	}
+	return idlegrid.Errorf(idlegrid.ECONFLICT, "%s %q already exists", kind, id)
+}
+
+const apiKeyColumns = `k.id, k.account_id, k.name, k.prefix, k.access, k.hash, k.created_at, k.revoked_at, k.idempotency_key`
 
 func scanAPIKey(s scanner, extra ...any) (*idlegrid.APIKey, error) {
 	var k idlegrid.APIKey
 	var created, revoked sql.NullInt64
-	dest := append([]any{&k.ID, &k.AccountID, &k.Name, &k.Prefix, &k.Access, &k.Hash, &created, &revoked}, extra...)
+	dest := append([]any{&k.ID, &k.AccountID, &k.Name, &k.Prefix, &k.Access, &k.Hash, &created, &revoked, &k.IdempotencyKey}, extra...)
 	if err := s.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -315,24 +329,69 @@ func (db *DB) CreateJoinToken(ctx context.Context, t *idlegrid.JoinToken) error 
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO join_tokens
-			(id, provider_id, name, prefix, hash, max_uses, uses, expires_at, created_at, revoked_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			(id, provider_id, name, prefix, hash, max_uses, uses, expires_at, created_at, revoked_at, idempotency_key)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
 			t.ID, t.ProviderID, t.Name, t.Prefix, t.Hash, t.MaxUses, t.Uses,
-			timeArg(t.ExpiresAt), timeArg(t.CreatedAt), timePtrArg(t.RevokedAt))
+			timeArg(t.ExpiresAt), timeArg(t.CreatedAt), timePtrArg(t.RevokedAt), t.IdempotencyKey)
 		if isCode(db.dialect.translate(err), idlegrid.ECONFLICT) {
-			return idlegrid.Errorf(idlegrid.ECONFLICT, "join token %q already exists", t.ID)
+			return secretConflict(t.IdempotencyKey, "join token", t.ID)
 		}
 		return err
 	})
 }
 
-const joinTokenColumns = `id, provider_id, name, prefix, hash, max_uses, uses, expires_at, created_at, revoked_at`
+// FindAPIKeyByIdempotencyKey returns the account's key created with key.
+func (db *DB) FindAPIKeyByIdempotencyKey(ctx context.Context, accountID, key string) (*idlegrid.APIKey, error) {
+	if err := required("idempotency_key", key); err != nil {
+		return nil, err
+	}
+	var k *idlegrid.APIKey
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		k, err = scanAPIKey(tx.QueryRowContext(ctx, `SELECT `+apiKeyColumns+` FROM api_keys k
+			WHERE k.account_id = $1 AND k.idempotency_key = $2`, accountID, key))
+		if errors.Is(err, sql.ErrNoRows) {
+			return idlegrid.Errorf(idlegrid.ENOTFOUND, "no API key was created with idempotency key %q", key)
+		}
+		return err
+	})
+	return k, err
+}
+
+// ResecretAPIKey gives the account's unrevoked key a new secret.
+func (db *DB) ResecretAPIKey(ctx context.Context, accountID, keyID, prefix, hash string) error {
+	return db.resecret(ctx, "api_keys", "account_id", "API key", accountID, keyID, prefix, hash)
+}
+
+// resecret sets the prefix and hash of the unrevoked row id of table
+// (api_keys or join_tokens) that owner has (in column ownerColumn).
+func (db *DB) resecret(ctx context.Context, table, ownerColumn, kind, owner, id, prefix, hash string) error {
+	if err := required(strings.TrimSuffix(table, "s")+".hash", hash); err != nil {
+		return err
+	}
+	return db.update(ctx, func(tx *sql.Tx) error {
+		var revoked sql.NullInt64
+		err := tx.QueryRowContext(ctx, `SELECT revoked_at FROM `+table+` WHERE id = $1 AND `+ownerColumn+` = $2`+db.dialect.forUpdate,
+			id, owner).Scan(&revoked)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return notFound(kind, id)
+		case err != nil:
+			return err
+		case revoked.Valid:
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "%s %s was revoked", kind, id)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE `+table+` SET prefix = $1, hash = $2 WHERE id = $3`, prefix, hash, id)
+		return err
+	})
+}
+
+const joinTokenColumns = `id, provider_id, name, prefix, hash, max_uses, uses, expires_at, created_at, revoked_at, idempotency_key`
 
 func scanJoinToken(s scanner) (*idlegrid.JoinToken, error) {
 	var t idlegrid.JoinToken
 	var expires, created, revoked sql.NullInt64
 	if err := s.Scan(&t.ID, &t.ProviderID, &t.Name, &t.Prefix, &t.Hash, &t.MaxUses, &t.Uses,
-		&expires, &created, &revoked); err != nil {
+		&expires, &created, &revoked, &t.IdempotencyKey); err != nil {
 		return nil, err
 	}
 	t.ExpiresAt, t.CreatedAt, t.RevokedAt = timeOf(expires), timeOf(created), timePtrOf(revoked)
@@ -373,6 +432,29 @@ func (db *DB) FindJoinToken(ctx context.Context, hash string) (*idlegrid.JoinTok
 		return err
 	})
 	return t, err
+}
+
+// FindJoinTokenByIdempotencyKey returns the provider's join token created
+// with key.
+func (db *DB) FindJoinTokenByIdempotencyKey(ctx context.Context, providerID, key string) (*idlegrid.JoinToken, error) {
+	if err := required("idempotency_key", key); err != nil {
+		return nil, err
+	}
+	var t *idlegrid.JoinToken
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		t, err = scanJoinToken(tx.QueryRowContext(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens
+			WHERE provider_id = $1 AND idempotency_key = $2`, providerID, key))
+		if errors.Is(err, sql.ErrNoRows) {
+			return idlegrid.Errorf(idlegrid.ENOTFOUND, "no join token was created with idempotency key %q", key)
+		}
+		return err
+	})
+	return t, err
+}
+
+// ResecretJoinToken gives the provider's unrevoked token a new secret.
+func (db *DB) ResecretJoinToken(ctx context.Context, providerID, tokenID, prefix, hash string) error {
+	return db.resecret(ctx, "join_tokens", "provider_id", "join token", providerID, tokenID, prefix, hash)
 }
 
 // RevokeJoinToken revokes the provider's token at at, like RevokeAPIKey.

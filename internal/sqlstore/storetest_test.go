@@ -32,6 +32,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"Accounts_IdempotencyKeys", testAccountIdempotencyKeys},
 		{"APIKeys", testAPIKeys},
 		{"JoinTokens", testJoinTokens},
+		{"Secrets_IdempotencyKeys", testSecretIdempotencyKeys},
 		{"RegistryLogins", testRegistryLogins},
 		{"JoinNode", testJoinNode},
 		{"Nodes", testNodes},
