@@ -101,10 +101,10 @@ func (db *DB) MonthSpend(ctx context.Context, f idlegrid.SpendFilter) (*idlegrid
 
 // monthSpend is what the scope was charged in the month f starts (its
 // leases that ended in it and its inference requests), less what disputes
-// refunded of those charges, and the holds of
-// its live leases, read in one statement: in a write transaction on
-// PostgreSQL each statement sees what had committed when it began, and a
-// lease that ended between two would be counted in neither.
+// refunded of those charges, and the holds of its live leases, read in
+// one statement: in a write transaction on PostgreSQL each statement sees
+// what had committed when it began, and a lease that ended between two
+// would be counted in neither.
 func monthSpend(ctx context.Context, tx *sql.Tx, f idlegrid.SpendFilter) (*idlegrid.Spend, error) {
 	var a args
 	account := a.add(f.AccountID)

@@ -48,6 +48,21 @@ func (s spendSums) add(account, key string, at time.Time, amount idlegrid.Micros
 	}
 }
 
+// addRows adds each row q reads in tx: an account, a key, a time and an
+// amount.
+func (s spendSums) addRows(ctx context.Context, tx *sql.Tx, q string) error {
+	return queryEach(ctx, tx, q, nil, func(rows *sql.Rows) error {
+		var account, key string
+		var at sql.NullInt64
+		var amount int64
+		if err := rows.Scan(&account, &key, &at, &amount); err != nil {
+			return err
+		}
+		s.add(account, key, timeOf(at), idlegrid.Micros(amount))
+		return nil
+	})
+}
+
 // write adds the sums to spend_months in tx, in key order.
 func (s spendSums) write(ctx context.Context, tx *sql.Tx) error {
 	keys := s.sortedKeys()
@@ -132,16 +147,7 @@ var spendMonthsMigration = goose.NewGoMigration(20,
 				WHERE l.charged_micros <> 0 AND l.ended_at IS NOT NULL`,
 			`SELECT renter_id, key_id, created_at, charge_micros FROM inference_usage WHERE charge_micros <> 0`,
 		} {
-			if err := queryEach(ctx, tx, q, nil, func(rows *sql.Rows) error {
-				var account, key string
-				var at sql.NullInt64
-				var amount int64
-				if err := rows.Scan(&account, &key, &at, &amount); err != nil {
-					return err
-				}
-				sums.add(account, key, timeOf(at), idlegrid.Micros(amount))
-				return nil
-			}); err != nil {
+			if err := sums.addRows(ctx, tx, q); err != nil {
 				return err
 			}
 		}
@@ -161,31 +167,14 @@ var spendRefundsMigration = goose.NewGoMigration(43,
 		if _, err := tx.ExecContext(ctx, `ALTER TABLE spend_months ADD COLUMN refunded_micros BIGINT NOT NULL DEFAULT 0`); err != nil {
 			return err
 		}
-		type refund struct {
-			lease  string
-			amount idlegrid.Micros
-			at     time.Time
-		}
-		var refunds []refund
-		if err := queryEach(ctx, tx, `SELECT lease_id, refund_micros + fee_refund_micros, resolved_at FROM disputes
-			WHERE lease_id <> '' AND refund_micros + fee_refund_micros <> 0 ORDER BY id`, nil, func(rows *sql.Rows) error {
-			var r refund
-			var at sql.NullInt64
-			if err := rows.Scan(&r.lease, &r.amount, &at); err != nil {
-				return err
-			}
-			r.at = timeOf(at)
-			refunds = append(refunds, r)
-			return nil
-		}); err != nil {
+		sums := spendSums{}
+		if err := sums.addRows(ctx, tx, `SELECT l.renter_id, j.submitted_by_key, COALESCE(l.ended_at, d.resolved_at),
+				d.refund_micros + d.fee_refund_micros
+			FROM disputes d JOIN leases l ON l.id = d.lease_id JOIN jobs j ON j.id = l.job_id
+			WHERE d.refund_micros + d.fee_refund_micros <> 0`); err != nil {
 			return err
 		}
-		for _, r := range refunds {
-			if err := refundSpent(ctx, tx, r.lease, r.amount, r.at); err != nil {
-				return err
-			}
-		}
-		return nil
+		return sums.writeRefunds(ctx, tx)
 	}},
 	&goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `ALTER TABLE spend_months DROP COLUMN refunded_micros`)
