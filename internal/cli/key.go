@@ -57,7 +57,7 @@ calendar month (renters); see 'idlegrid key limit'.
 Run again with the same --idempotency-key, it creates nothing: it shows the
 key the first run made with a new secret, the first one's no longer working.`,
 		examples: "idlegrid key create --name laptop\n idlegrid key create --name ci --access use --spend-limit 100\n idlegrid key create --name grafana --access read" +
-			"\n idlegrid key create --name ci --idempotency-key ci-setup   # from a script: run twice, it creates once",
+			"\n idlegrid key create --name ci --idempotency-key ci-setup   # from a script: run twice, it creates once; the last run's secret is the one that works",
 	})
 	r := c.env.remoteFlags(fs)
 	name := fs.String("name", "", "a name to recognise the key by (required)")

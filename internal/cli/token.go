@@ -38,7 +38,7 @@ with the same --idempotency-key, it creates nothing: it shows the token the
 first run made with a new secret, the first one's no longer working.`,
 		examples: `idlegrid token create --name rack-3
 		idlegrid token create --name fleet --max-uses 20 --ttl 168h
-		idlegrid token create --name rack-4 --idempotency-key provision-rack-4   # from a script: run twice, it creates once`,
+		idlegrid token create --name rack-4 --idempotency-key provision-rack-4   # run twice, it creates once; the last run's secret is the one that works`,
 	})
 	r := c.env.remoteFlags(fs)
 	name := fs.String("name", "", "a name to recognise the token by (required)")
