@@ -218,6 +218,11 @@ type Statement struct {
 	// renter's, each paid to it for the harm. They move the bond or the
 	// balance, not the sales, so Total leaves them out.
 	Penalties []StatementPenalty `json:"penalties"`
+	// RefundedMicros is what the penalties refunded of leases' charges, and
+	// NetMicros the month's sales less that: a provider's earnings, a
+	// renter's charges (since 5 December 2026).
+	RefundedMicros Micros `json:"refunded_micros"`
+	NetMicros      Micros `json:"net_micros"`
 }
 
 // StatementPenalty is the penalty of a dispute upheld in a statement's

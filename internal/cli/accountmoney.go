@@ -206,7 +206,7 @@ func printStatement(e *env, s *idlegrid.Statement) error {
 		if err := t.flush(); err != nil {
 			return err
 		}
-		return printPenalties(e, s.Penalties, "penalties taken from the bond, and refunds to renters taken from the earnings above")
+		return printPenalties(e, s, "penalties taken from the bond, and refunds to renters taken from the earnings above", "earned")
 	}
 	t := newTable(e.Out, "JOB", "NAME", "LEASES", "GPU-HOURS", "REQUESTS", "PRICE", "TOTAL")
 	for _, l := range s.Lines {
@@ -219,23 +219,31 @@ func printStatement(e *env, s *idlegrid.Statement) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	return printPenalties(e, s.Penalties, "penalties and refunds paid to you by providers for the harm done (added to your balance)")
+	return printPenalties(e, s, "penalties and refunds paid to you by providers for the harm done (added to your balance)", "charged")
 }
 
-// printPenalties lists a statement's penalties under title, if any.
-func printPenalties(e *env, ps []idlegrid.StatementPenalty, title string) error {
-	if len(ps) == 0 {
+// printPenalties lists a statement's penalties under title, if any, and
+// what its sales (what it calls them: earned, charged) came to net of
+// their refunds.
+func printPenalties(e *env, s *idlegrid.Statement, title, sales string) error {
+	if len(s.Penalties) == 0 {
 		return nil
 	}
 	fmt.Fprintf(e.Out, "\n%s:\n", title)
 	t := newTable(e.Out, "DISPUTE", "OFFENCE", "NODE", "LEASE", "UPHELD", "PENALTY", "REFUND")
-	var penalties, refunds idlegrid.Micros
-	for _, p := range ps {
+	var penalties idlegrid.Micros
+	for _, p := range s.Penalties {
 		t.row(p.DisputeID, p.Offence, orDash(p.NodeID), orDash(p.LeaseID), p.UpheldAt.UTC().Format(time.RFC3339), p.PenaltyMicros, p.RefundMicros)
-		penalties, refunds = penalties+p.PenaltyMicros, refunds+p.RefundMicros
+		penalties += p.PenaltyMicros
 	}
-	t.row("total", "", "", "", "", penalties, refunds)
-	return t.flush()
+	t.row("total", "", "", "", "", penalties, s.RefundedMicros)
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if s.RefundedMicros > 0 {
+		fmt.Fprintf(e.Out, "\nnet of refunds: %s %s\n", s.NetMicros, sales)
+	}
+	return nil
 }
 
 func (c *accountCommand) limit(ctx context.Context, args []string) error {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
+	"github.com/idlegrid/idlegrid/internal/ledger"
 )
 
 // TestPrintStatement_penalties: a statement lists the month's upheld
@@ -23,10 +24,14 @@ func TestPrintStatement_penalties(t *testing.T) {
 	} {
 		var out bytes.Buffer
 		e := &env{Stdio: Stdio{Out: &out, Err: &bytes.Buffer{}}}
-		if err := printStatement(e, &idlegrid.Statement{AccountID: "acct_1", Role: role, Month: "2026-11", Penalties: ps}); err != nil {
+		st := &idlegrid.Statement{AccountID: "acct_1", Role: role, Month: "2026-11",
+			Total: idlegrid.StatementLine{ChargedMicros: 10 * idlegrid.MicrosPerUnit, EarningsMicros: 9 * idlegrid.MicrosPerUnit}}
+		ledger.AddPenalties(st, ps)
+		if err := printStatement(e, st); err != nil {
 			t.Fatal(err)
 		}
-		for _, line := range []string{want, "dispute_1", "mismatched_result", "2026-11-20T09:00:00Z", "$40.000000", "$3.000000", "REFUND"} {
+		net := map[idlegrid.Role]string{idlegrid.RoleProvider: "net of refunds: $6.000000 earned", idlegrid.RoleRenter: "net of refunds: $7.000000 charged"}[role]
+		for _, line := range []string{want, "dispute_1", "mismatched_result", "2026-11-20T09:00:00Z", "$40.000000", "$3.000000", "REFUND", net} {
 			if !strings.Contains(out.String(), line) {
 				t.Errorf("a %s's statement printed:\n%s\nwant %q", role, out.String(), line)
 			}

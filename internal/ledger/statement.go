@@ -54,7 +54,22 @@ func NewStatement(accountID string, role idlegrid.Role, month string, from, to t
 		s.Inference = append(s.Inference, line)
 	}
 	s.Total.GPUHours = idlegrid.GPUHours(s.Total.GPUSeconds)
+	AddPenalties(s, []idlegrid.StatementPenalty{})
 	return s
+}
+
+// AddPenalties puts the month's upheld disputes ps on statement s, and
+// takes what they refunded off its sales: a provider's earnings, a
+// renter's charges.
+func AddPenalties(s *idlegrid.Statement, ps []idlegrid.StatementPenalty) {
+	s.Penalties, s.RefundedMicros = ps, 0
+	for _, p := range ps {
+		s.RefundedMicros += p.RefundMicros
+	}
+	s.NetMicros = s.Total.ChargedMicros - s.RefundedMicros
+	if s.Role == idlegrid.RoleProvider {
+		s.NetMicros = s.Total.EarningsMicros - s.RefundedMicros
+	}
 }
 
 func add(l *idlegrid.StatementLine, x *idlegrid.Settlement, role idlegrid.Role) {

@@ -54,8 +54,14 @@ func TestNewStatement_renter(t *testing.T) {
 	}
 	// The month's disputes are rows of their own, in their own columns,
 	// whose sales columns are zero: the total is still the sales.
-	s.Penalties = []idlegrid.StatementPenalty{{DisputeID: "dispute_1", Offence: "mismatched_result", NodeID: "node_b", LeaseID: "lease_2",
-		PenaltyMicros: 300_000, PenaltyTo: "renter", RefundMicros: 200_000, UpheldAt: from.Add(48 * time.Hour)}}
+	if s.RefundedMicros != 0 || s.NetMicros != s.Total.ChargedMicros {
+		t.Errorf("refunded %s, net %s without disputes; want none, and the total", s.RefundedMicros, s.NetMicros)
+	}
+	ledger.AddPenalties(s, []idlegrid.StatementPenalty{{DisputeID: "dispute_1", Offence: "mismatched_result", NodeID: "node_b", LeaseID: "lease_2",
+		PenaltyMicros: 300_000, PenaltyTo: "renter", RefundMicros: 200_000, UpheldAt: from.Add(48 * time.Hour)}})
+	if s.RefundedMicros != 200_000 || s.NetMicros != 1_540_000 {
+		t.Errorf("refunded %s, net %s; want $0.20 refunded of the $1.74 charged", s.RefundedMicros, s.NetMicros)
+	}
 	var b strings.Builder
 	if err := ledger.WriteStatementCSV(&b, s); err != nil {
 		t.Fatal(err)
@@ -90,10 +96,16 @@ func TestNewStatement_provider(t *testing.T) {
 		FeesMicros: 175_000, EarningsMicros: 1_575_000}); s.Total != total {
 		t.Errorf("total = %+v, want %+v", s.Total, total)
 	}
-	s.Penalties = []idlegrid.StatementPenalty{
+	if s.NetMicros != s.Total.EarningsMicros {
+		t.Errorf("net %s without disputes, want the earnings", s.NetMicros)
+	}
+	ledger.AddPenalties(s, []idlegrid.StatementPenalty{
 		{DisputeID: "dispute_1", Offence: "mismatched_result", NodeID: "node_b", LeaseID: "lease_2", PenaltyMicros: 300_000,
 			PenaltyTo: "renter", RefundMicros: 180_000, UpheldAt: from.Add(48 * time.Hour)},
 		{DisputeID: "dispute_2", Offence: "fake_hardware", PenaltyMicros: 1_000_000, PenaltyTo: "platform", UpheldAt: from.Add(72 * time.Hour)},
+	})
+	if s.RefundedMicros != 180_000 || s.NetMicros != 1_395_000 {
+		t.Errorf("refunded %s, net %s; want $0.18 refunded of the $1.575 earned (the bond's penalties are not earnings)", s.RefundedMicros, s.NetMicros)
 	}
 	var b strings.Builder
 	if err := ledger.WriteStatementCSV(&b, s); err != nil {

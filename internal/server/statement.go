@@ -45,9 +45,11 @@ func (s *Server) Statement(ctx context.Context, accountID, month string) (*idleg
 		return nil, err
 	}
 	st := ledger.NewStatement(a.ID, a.Role, from.Format("2006-01"), from, to, settlements, inference)
-	if st.Penalties, err = s.statementPenalties(ctx, a, from, to); err != nil {
+	penalties, err := s.statementPenalties(ctx, a, from, to)
+	if err != nil {
 		return nil, err
 	}
+	ledger.AddPenalties(st, penalties)
 	return st, nil
 }
 

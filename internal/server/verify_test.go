@@ -304,6 +304,8 @@ func TestServer_Verification(t *testing.T) {
 				st, err := m.srv.Statement(ctx, "", time.Now().UTC().Format("2006-01"))
 				if err != nil || len(st.Penalties) != 1 || st.Penalties[0].DisputeID != d.ID || st.Penalties[0].RefundMicros != want {
 					t.Errorf("the %s's statement's penalties = %+v (%v), want dispute %s's refund of %s", who, st.Penalties, err, d.ID, want)
+				} else if sales := map[string]idlegrid.Micros{"liar": st.Total.EarningsMicros, "renter": st.Total.ChargedMicros}[who]; st.RefundedMicros != want || st.NetMicros != sales-want {
+					t.Errorf("the %s's statement: refunded %s, net %s; want %s, of its %s", who, st.RefundedMicros, st.NetMicros, want, sales)
 				}
 			}
 			// Past the payout hold, the liar's other earnings mature, and

@@ -328,7 +328,8 @@ func (s *scriptedAPI) routes() {
 				"penalty_micros": 0, "penalty_to": "renter", "refund_micros": refund})
 		}
 		fakeJSON(w, http.StatusOK, map[string]any{"month": month, "lines": []any{},
-			"total": map[string]any{"earnings_micros": s.earnings[month]}, "penalties": penalties})
+			"total": map[string]any{"earnings_micros": s.earnings[month]}, "penalties": penalties,
+			"refunded_micros": s.refunds[month], "net_micros": s.earnings[month] - s.refunds[month]})
 	})
 	answer("GET /v1/keys", func(w http.ResponseWriter, r *http.Request, _ *idlegrid.Account) {
 		fakeJSON(w, http.StatusOK, map[string]any{"api_keys": append([]map[string]any{}, s.apiKeys...)})

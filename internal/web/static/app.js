@@ -1206,7 +1206,7 @@
 
   // earnedAllTime sums the earnings (net of fees, leases and inference) of
   // the provider's monthly statements, less what upheld disputes refunded
-  // of them to renters (each statement's penalties), from the month its
+  // of them to renters (each statement's net_micros), from the month its
   // account was made to this one. The balance cannot say it: a bond staked from payable
   // earnings leaves pending + payable + in flight + paid out, and one
   // released comes back into them. A month that ended over a day ago (by
@@ -1221,7 +1221,7 @@
     const sums = await Promise.all(months.map(async (m) => {
       if (m in kept) return kept[m];
       const sm = await get('/v1/statements?month=' + m);
-      const v = ((sm.total || {}).earnings_micros || 0) - (sm.penalties || []).reduce((a, p) => a + (p.refund_micros || 0), 0);
+      const v = sm.net_micros || 0;
       if (m < ended) kept[m] = v;
       return v;
     }));
