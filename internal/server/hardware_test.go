@@ -181,7 +181,7 @@ func TestServer_HardwareVerified_simulatedSize(t *testing.T) {
 // a challenge of that GPU passes again.
 func TestServer_HardwareVerified_unsupportedInARow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mustMarketWith(t, hardwarePolicy("{allow_simulated_runners: true, unverified_after_unsupported: 3}"))
+		m := mustMarketWith(t, hardwarePolicy("{allow_simulated_runners: true, unverified_after_unsupported: 3}"), hourly)
 		mustVerify(t, m, m.rival, rivalID(t, m), "barn-2") // the provider's other node
 		resp := mustAttest(t, m, m.node, signedAttestation(t, m.nodeID, fingerprinted("barn-1")))
 		busy := resp.Challenges[1].GPUUUID
@@ -393,7 +393,7 @@ gold: {min_level: 0}
 levels:
   rules:
     - {level: 1, name: established, min_score: 0.5, min_gpu_hours: 0, verified_hardware: true}
-`))
+`), hourly)
 		mustVerify(t, m, m.rival, rivalID(t, m), "barn-2")
 		mustVerify(t, m, m.node, m.nodeID, "barn-1")
 		cs, err := m.srv.ChallengeNode(m.admin, m.nodeID)

@@ -42,10 +42,18 @@ func as(a *idlegrid.Account) context.Context {
 
 func mustMarket(t *testing.T) *testMarket { return mustMarketWith(t, goldForAll) }
 
-// mustMarketWith is mustMarket under a trust policy.
-func mustMarketWith(t *testing.T, policy *trustpolicy.Policy) *testMarket {
-	return mustMarketOn(t, policy, func(s idlegrid.Store) idlegrid.Store { return s })
+// mustMarketWith is mustMarket under a trust policy, its configuration
+// changed by tune.
+func mustMarketWith(t *testing.T, policy *trustpolicy.Policy, tune ...func(*server.Config)) *testMarket {
+	return mustMarketOn(t, policy, func(s idlegrid.Store) idlegrid.Store { return s }, tune...)
 }
+
+// hourly is a tune for a test that sleeps hours of the bubble's clock with
+// no node able to take what waits: the scheduler's periodic pass comes a
+// minute apart, not two seconds (every pass reads the queue, and under the
+// race detector 43,200 passes a day were most of such a test's time). A
+// submission or a freed GPU still wakes it at once.
+func hourly(c *server.Config) { c.SchedulePeriod = time.Minute }
 
 // mustMarketOn is mustMarketWith with the server on wrap's store, which
 // wraps the database, and its configuration changed by tune.

@@ -384,7 +384,7 @@ func TestServer_Verification_stalledRuns(t *testing.T) {
 	}
 	t.Run("no node takes the re-run within a day", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			m := mustMarketWith(t, verifyAll)
+			m := mustMarketWith(t, verifyAll, hourly)
 			mustBond(t, m, 100)
 			v := start(t, m)
 			_, err := m.srv.ReleaseBond(m.provider, idlegrid.MicrosPerUnit, "release-1")
