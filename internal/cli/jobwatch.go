@@ -341,8 +341,8 @@ func (w *jobWatcher) show(v *jobView) error {
 	if w.json {
 		return w.showJSON(v)
 	}
-	for _, ev := range jobChanges(w.last, v) {
-		w.line(v.At, ev)
+	for _, c := range jobChanges(w.last, v) {
+		w.line(c.when(v.At), c.text)
 	}
 	if w.tty {
 		w.drawLive(v)
@@ -477,10 +477,45 @@ func since(t, now time.Time) time.Duration {
 	return max(now.Sub(t), 0).Truncate(time.Second)
 }
 
+// change is one line of a watch: what happened and, where the server
+// recorded it, when (a lease's placement, start, notice and end); zero
+// when the view is all that dates it. A watch that joins a job midway so
+// dates what happened before it joined as it happened.
+type change struct {
+	at   time.Time
+	text string
+}
+
+// when is the time c happened, or view's when it does not say.
+func (c change) when(view time.Time) time.Time {
+	if c.at.IsZero() {
+		return view
+	}
+	return c.at
+}
+
+// texts is changes' lines without their times.
+func texts(changes []change) []string {
+	out := make([]string, len(changes))
+	for i, c := range changes {
+		out[i] = c.text
+	}
+	return out
+}
+
+// undated is lines with no time of their own.
+func undated(lines ...string) []change {
+	out := make([]change, len(lines))
+	for i, l := range lines {
+		out[i] = change{text: l}
+	}
+	return out
+}
+
 // jobChanges says what changed in a job and its leases from prev to next;
 // prev nil (the first view) says where the job stands.
-func jobChanges(prev, next *jobView) []string {
-	var out []string
+func jobChanges(prev, next *jobView) []change {
+	var out []change
 	before := map[string]*idlegrid.Lease{}
 	if prev != nil {
 		for _, l := range prev.Leases {
@@ -493,9 +528,9 @@ func jobChanges(prev, next *jobView) []string {
 	j := next.Job
 	switch {
 	case prev == nil:
-		out = append(out, jobStateLine(nil, j)...)
+		out = append(out, undated(jobStateLine(nil, j)...)...)
 	case prev.Job.State != j.State || (j.State == idlegrid.JobQueued && prev.Job.Reason != j.Reason):
-		out = append(out, jobStateLine(prev.Job, j)...)
+		out = append(out, undated(jobStateLine(prev.Job, j)...)...)
 	}
 	return out
 }
@@ -537,18 +572,23 @@ func resumeLine(j *idlegrid.Job) string {
 	return line
 }
 
-// leaseChanges says what changed in one lease; prev nil: it is new.
-func leaseChanges(prev, l *idlegrid.Lease, nodes nodeNames) []string {
-	var out []string
-	on := nodes.name(l.NodeID)
-	if prev == nil {
-		out = append(out, fmt.Sprintf("placed on %s: %d GPU(s) at %s, %s, attempt %d",
-			nodes.placedOn(l.NodeID), len(l.GPUUUIDs), perGPUHour(l.PriceMicrosPerGPUHour), l.Tier, l.Attempt))
+// leaseChanges says what changed in one lease; prev nil: it is new, and
+// what it went through before (a notice too, if it has ended since) is
+// said as well.
+func leaseChanges(prev, l *idlegrid.Lease, nodes nodeNames) []change {
+	var out []change
+	on, seen := nodes.name(l.NodeID), prev != nil
+	if !seen {
+		out = append(out, change{l.CreatedAt, fmt.Sprintf("placed on %s: %d GPU(s) at %s, %s, attempt %d",
+			nodes.placedOn(l.NodeID), len(l.GPUUUIDs), perGPUHour(l.PriceMicrosPerGPUHour), l.Tier, l.Attempt)})
 		prev = &idlegrid.Lease{State: idlegrid.LeaseAssigned}
+		if l.StartedAt != nil && l.State != idlegrid.LeaseRunning { // ended since it started: say both
+			out = append(out, change{*l.StartedAt, "started on " + on})
+		}
 	}
 	switch {
 	case l.CheckpointRef != "" && l.CheckpointRef != prev.CheckpointRef:
-		out = append(out, fmt.Sprintf("checkpoint on %s: %s", on, l.CheckpointRef))
+		out = append(out, change{text: fmt.Sprintf("checkpoint on %s: %s", on, l.CheckpointRef)})
 	case l.CheckpointAt != nil && (prev.CheckpointAt == nil || l.CheckpointAt.Sub(*prev.CheckpointAt) > time.Second):
 		// A running workload's checkpoints come as their times (its
 		// runtime names the reference only when it exits). The server
@@ -556,15 +596,29 @@ func leaseChanges(prev, l *idlegrid.Lease, nodes nodeNames) []string {
 		// keeps one within a second of the last as the same (an older
 		// server let it creep on by each heartbeat's latency): within a
 		// second it is the one said before.
-		out = append(out, fmt.Sprintf("checkpoint saved on %s at %s", on, l.CheckpointAt.Local().Format("15:04:05")))
+		out = append(out, change{*l.CheckpointAt, fmt.Sprintf("checkpoint saved on %s at %s", on, l.CheckpointAt.Local().Format("15:04:05"))})
 	}
-	if line := stopLine(prev, l, on); line != "" {
-		out = append(out, line)
+	if line := stopLine(prev, l, on, !seen); line != "" {
+		out = append(out, change{at: timeOr(l.NoticeAt), text: line})
 	}
 	if l.State != prev.State {
-		out = append(out, leaseStateLine(l, on)...)
+		at := l.EndedAt
+		if l.State == idlegrid.LeaseRunning {
+			at = l.StartedAt
+		}
+		for _, line := range leaseStateLine(l, on) {
+			out = append(out, change{timeOr(at), line})
+		}
 	}
 	return out
+}
+
+// timeOr is *t, or the zero time for nil.
+func timeOr(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }
 
 // stopLine says that the server asked a live lease on node on to stop,
@@ -573,8 +627,10 @@ func leaseChanges(prev, l *idlegrid.Lease, nodes nodeNames) []string {
 // is requeued), "stopping on" for any other stop, such as the renter's
 // cancel, which also replaces a notice. Every stop sets the lease's
 // NoticeAt, so only the reason tells a notice. "" when nothing changed.
-func stopLine(prev, l *idlegrid.Lease, on string) string {
-	if l.State.Terminal() || l.StopRequested == "" || l.StopRequested == prev.StopRequested {
+// An ended lease's notice is said only when the watch first sees the
+// lease (firstSight), and no other stop of it: its end says the rest.
+func stopLine(prev, l *idlegrid.Lease, on string, firstSight bool) string {
+	if l.State.Terminal() && !(firstSight && isNotice(l)) || l.StopRequested == "" || l.StopRequested == prev.StopRequested {
 		return ""
 	}
 	if !isNotice(l) {

@@ -35,7 +35,7 @@ func TestLeaseChanges_stopIsNotANotice(t *testing.T) {
 			"stopping on node_a: cancelled by the renter\nstarted on node_a"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := strings.Join(leaseChanges(tt.prev, tt.next, nodeNames{}), "\n")
+			got := strings.Join(texts(leaseChanges(tt.prev, tt.next, nodeNames{})), "\n")
 			if got != tt.want {
 				t.Errorf("changes:\n%s\nwant\n%s", got, tt.want)
 			}

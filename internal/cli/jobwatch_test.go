@@ -89,7 +89,7 @@ func TestJobChanges(t *testing.T) {
 	}
 	var prev *jobView
 	for i, v := range watchScript() {
-		got := jobChanges(prev, v)
+		got := texts(jobChanges(prev, v))
 		if strings.Join(got, "\n") != strings.Join(want[i], "\n") {
 			t.Errorf("view %d: changes\n%s\nwant\n%s", i, strings.Join(got, "\n"), strings.Join(want[i], "\n"))
 		}
@@ -99,11 +99,45 @@ func TestJobChanges(t *testing.T) {
 
 func TestJobChanges_joinsMidway(t *testing.T) {
 	views := watchScript()
-	got := strings.Join(jobChanges(nil, views[6]), "\n")
+	got := strings.Join(texts(jobChanges(nil, views[6])), "\n")
 	for _, w := range []string{"placed on node_a", "checkpoint on node_a", "notice on node_a", "started on node_a"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("first view of a running job:\n%s\nwant %q", got, w)
 		}
+	}
+}
+
+// TestJobChanges_joinsMidwayDated: a watch that first sees a job after
+// its leases moved dates each move as the server recorded it, not as the
+// watch's first look, and says the notice of a lease that has ended since.
+func TestJobChanges_joinsMidwayDated(t *testing.T) {
+	last := watchScript()[9]
+	a, b := *last.Leases[0], *last.Leases[1]
+	a.CreatedAt, a.EndedAt = *at(10), at(310)
+	b.CreatedAt, b.EndedAt = *at(390), at(700)
+	view := &jobView{At: *at(900), Job: last.Job, Leases: []*idlegrid.Lease{&a, &b}}
+	want := []change{
+		{*at(10), "placed on node_a: 1 GPU(s) at $0.350000/GPU-h, bronze, attempt 1"},
+		{*at(20), "started on node_a"},
+		{time.Time{}, "checkpoint on node_a: s3://ckpt/step-400"},
+		{*at(200), "notice on node_a: it stops by " + at(320).Local().Format("15:04:05") + " (2m0s guaranteed): notice: preempted for gold job job_9"},
+		{*at(310), "preempted on node_a: preempted for gold job job_9; charged $0.031000"},
+		{*at(390), "placed on node_b: 1 GPU(s) at $0.400000/GPU-h, bronze, attempt 2"},
+		{*at(400), "started on node_b"},
+		{*at(700), "succeeded on node_b: exited 0; charged $0.040000"},
+		{time.Time{}, "succeeded; charged $0.071000 in all"},
+	}
+	got := jobChanges(nil, view)
+	if len(got) != len(want) {
+		t.Fatalf("first view of an ended job:\n%s\nwant\n%s", strings.Join(texts(got), "\n"), strings.Join(texts(want), "\n"))
+	}
+	for i := range want {
+		if got[i].text != want[i].text || !got[i].at.Equal(want[i].at) {
+			t.Errorf("line %d: %v %q, want %v %q", i, got[i].at, got[i].text, want[i].at, want[i].text)
+		}
+	}
+	if w := got[len(got)-1].when(view.At); !w.Equal(view.At) {
+		t.Errorf("the job's own line dated %v, want the view's %v", w, view.At)
 	}
 }
 
@@ -127,7 +161,7 @@ func TestJobChanges_checkpointTimes(t *testing.T) {
 		{&saved, &crept, ""},
 		{&saved, &again, "checkpoint saved on node_a at " + at(120).Local().Format("15:04:05")},
 	} {
-		if got := strings.Join(leaseChanges(tc.prev, tc.next, nil), "\n"); got != tc.want {
+		if got := strings.Join(texts(leaseChanges(tc.prev, tc.next, nil)), "\n"); got != tc.want {
 			t.Errorf("changes = %q, want %q", got, tc.want)
 		}
 	}
@@ -151,7 +185,7 @@ func TestJobChanges_requeueSaysResume(t *testing.T) {
 			j := *running.Job
 			j.State, j.Reason = idlegrid.JobQueued, "requeued after preemption: preempted for gold job job_9"
 			tc.edit(&j)
-			got := jobChanges(running, &jobView{Job: &j})
+			got := texts(jobChanges(running, &jobView{Job: &j}))
 			want := []string{"back in the queue: requeued after preemption: preempted for gold job job_9", tc.want}
 			if strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Errorf("changes = %q, want %q", got, want)
@@ -164,7 +198,7 @@ func TestJobChanges_providerFault(t *testing.T) {
 	l := &idlegrid.Lease{ID: "lease_a", NodeID: "node_a", State: idlegrid.LeaseRunning}
 	lost := *l
 	lost.State, lost.Reason, lost.Fault = idlegrid.LeaseLost, "node went silent", idlegrid.FaultProvider
-	got := leaseChanges(l, &lost, nil)
+	got := texts(leaseChanges(l, &lost, nil))
 	if len(got) != 1 || got[0] != "lost on node_a: node went silent; charged $0.000000 (the node's fault: you pay nothing for it)" {
 		t.Errorf("changes = %q", got)
 	}
