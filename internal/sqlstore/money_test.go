@@ -296,19 +296,28 @@ func testSpendLimits(t *testing.T, db *sqlstore.DB) {
 	}
 }
 
-func testSpendLimitsPlaceJob(t *testing.T, db *sqlstore.DB) {
+// mustKeyedRenter makes a renter with $100, a provider with a node of 4
+// GPUs and an API key of the renter's; keyJob stores a new job of one GPU
+// the key submits.
+func mustKeyedRenter(t *testing.T, db *sqlstore.DB) (r, p *idlegrid.Account, n *idlegrid.Node, k *idlegrid.APIKey, keyJob func() *idlegrid.Job) {
+	t.Helper()
 	ctx := context.Background()
-	r, p := mustAccount(t, db, idlegrid.RoleRenter), mustAccount(t, db, idlegrid.RoleProvider)
+	r, p = mustAccount(t, db, idlegrid.RoleRenter), mustAccount(t, db, idlegrid.RoleProvider)
 	mustTopUp(t, db, r.ID, 100*idlegrid.MicrosPerUnit)
-	n := mustNode(t, db, p.ID, 4)
-	k := &idlegrid.APIKey{ID: id("key"), AccountID: r.ID, Name: "ci", Prefix: "igk_x", Hash: id("hash"), CreatedAt: t0}
+	n = mustNode(t, db, p.ID, 4)
+	k = &idlegrid.APIKey{ID: id("key"), AccountID: r.ID, Name: "ci", Prefix: "igk_x", Hash: id("hash"), CreatedAt: t0}
 	mustOK(t, db.CreateAPIKey(ctx, k))
-	keyJob := func() *idlegrid.Job {
+	return r, p, n, k, func() *idlegrid.Job {
 		j := newJob(r.ID, 1, 1)
 		j.SubmittedByKey = k.ID
 		mustOK(t, db.CreateJob(ctx, j))
 		return j
 	}
+}
+
+func testSpendLimitsPlaceJob(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r, _, n, k, keyJob := mustKeyedRenter(t, db)
 
 	// A ran-and-settled lease: 30 minutes at $2 charged $1 this month.
 	settled, _ := mustSettled(t, db, r.ID, n, 0, 30*time.Minute)
@@ -373,17 +382,7 @@ func testSpendLimitsPlaceJob(t *testing.T, db *sqlstore.DB) {
 // was charged. The migration that added refunds counts those before it.
 func testSpendLimitsRefunds(t *testing.T, db *sqlstore.DB) {
 	ctx := context.Background()
-	r, p := mustAccount(t, db, idlegrid.RoleRenter), mustAccount(t, db, idlegrid.RoleProvider)
-	mustTopUp(t, db, r.ID, 100*idlegrid.MicrosPerUnit)
-	n := mustNode(t, db, p.ID, 4)
-	k := &idlegrid.APIKey{ID: id("key"), AccountID: r.ID, Name: "ci", Prefix: "igk_x", Hash: id("hash"), CreatedAt: t0}
-	mustOK(t, db.CreateAPIKey(ctx, k))
-	keyJob := func() *idlegrid.Job {
-		j := newJob(r.ID, 1, 1)
-		j.SubmittedByKey = k.ID
-		mustOK(t, db.CreateJob(ctx, j))
-		return j
-	}
+	r, p, n, k, keyJob := mustKeyedRenter(t, db)
 	// Two leases of the key's, 30 minutes at $2 each: $2 charged in November.
 	l1, _ := mustSettledJob(t, db, keyJob(), n, 0, 30*time.Minute)
 	l2, _ := mustSettledJob(t, db, keyJob(), n, 1, 30*time.Minute)
