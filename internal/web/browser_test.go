@@ -921,7 +921,7 @@ func TestDashboard(t *testing.T) {
 		b.run("open the market", chromedp.Click(chromedp.CSS(`#nav a[data-view=market]`)))
 		b.waitText("#view h1", "Market")
 		b.waitText("#panel-prices", "H100-80GB")
-		b.waitText("#panel-fill", "Fill rate")
+		b.waitText("#panel-fill", "Leased now")
 		// Each panel draws from its own answer, so the charts may come a
 		// refresh apart.
 		charts := `document.querySelectorAll('#view svg.chart[role=img][aria-label]').length`

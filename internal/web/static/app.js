@@ -361,7 +361,7 @@
     market: { title: 'Market', roles: ['renter', 'provider', 'admin'], panels: () => [
       { id: 'prices', title: 'Prices per GPU model and region', wide: true, body: marketPrices },
       { id: 'supply', title: 'Supply and demand', body: marketSupply },
-      { id: 'fill', title: 'Fill rate', body: marketFill },
+      { id: 'fill', title: 'Fill rate now', body: marketFill },
     ] },
   };
 
@@ -1388,9 +1388,10 @@
     const stats = await marketStats();
     return table([
       { h: 'GPU', f: (s) => esc(s.gpu_model) }, { h: 'Region', f: (s) => esc(s.region) },
-      { h: 'Fill rate', num: true, f: (s) => pct(s.fill_rate) },
+      { h: 'Leased now', num: true, f: (s) => pct(s.fill_rate) },
       { h: 'Queued jobs', num: true, f: (s) => esc(s.queued_jobs) },
-    ], stats, 'No GPUs on offer yet.');
+    ], stats, 'No GPUs on offer yet.') +
+      '<p class="hint">The share of each cell\'s GPUs on offer that leases hold at this moment; a provider\'s own fill rate, per day, is on its earnings panel.</p>';
   }
 
   // -- operator --
