@@ -255,7 +255,8 @@ limit waits, queued, with the reason; running leases are stopped, bronze ones
 with their notice, when the limit would be reached; the inference gateway
 refuses requests the limit cannot cover. Spend is the charges of leases that
 ended this month and of this month's inference requests, less what upheld
-disputes refunded of them, plus the holds of live leases. A renter limits its own API keys with 'idlegrid key limit'.`,
+disputes refunded of them, plus the holds of live leases. A renter limits
+its own API keys with 'idlegrid key limit'.`,
 		examples: "idlegrid account limit acct_abc123 500\n idlegrid account limit acct_abc123 none",
 	})
 	r := c.env.remoteFlags(fs)

@@ -63,7 +63,7 @@ key the first run made with a new secret, the first one's no longer working.`,
 	name := fs.String("name", "", "a name to recognise the key by (required)")
 	access := fs.String("access", "all", "what the key may do: all, use or read")
 	spendLimit := fs.String("spend-limit", "", "the most the key's jobs and inference requests may spend a month, e.g. 100")
-	key := fs.String("idempotency-key", "", "create at most once under this key: run again with it, the command shows the key the first run made, with a new secret (default: a new key each time)")
+	key := fs.String("idempotency-key", "", "create at most once under this key: run again with it, the command shows the key the first run made, with a new secret (default: a fresh one each run)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	args, err := fs.parse(args)
 	if err != nil {

@@ -44,7 +44,7 @@ first run made with a new secret, the first one's no longer working.`,
 	name := fs.String("name", "", "a name to recognise the token by (required)")
 	maxUses := fs.Int("max-uses", 1, "how many nodes may join with it, 1 to 10000 (0 means 1)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long it stays valid")
-	key := fs.String("idempotency-key", "", "create at most once under this key: run again with it, the command shows the token the first run made, with a new secret (default: a new key each time)")
+	key := fs.String("idempotency-key", "", "create at most once under this key: run again with it, the command shows the token the first run made, with a new secret (default: a fresh one each run)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	args, err := fs.parse(args)
 	if err != nil {
