@@ -127,7 +127,11 @@ type DisputeFilter struct {
 	// Before, a dispute ID, lists only the disputes listed after it,
 	// newest first: the next page after a page that ended with it.
 	Before string
-	Limit  int
+	// UpheldAfter, when set, lists only the disputes decided (resolved, or
+	// upheld as they opened) after it: with States upheld, those upheld
+	// since, as an offence hold reads them.
+	UpheldAfter time.Time
+	Limit       int
 }
 
 // DisputeResolution upholds or dismisses an open dispute. An upheld one

@@ -28,7 +28,7 @@ func (s *Server) offenceHold(ctx context.Context, providerID string, now time.Ti
 		return "", nil
 	}
 	ds, err := s.store.ListDisputes(ctx, idlegrid.DisputeFilter{ProviderID: providerID,
-		States: []idlegrid.DisputeState{idlegrid.DisputeUpheld}, Limit: everyRow})
+		States: []idlegrid.DisputeState{idlegrid.DisputeUpheld}, UpheldAfter: now.Add(-hold), Limit: everyRow})
 	if err != nil {
 		return "", err
 	}

@@ -196,6 +196,9 @@ func (db *DB) ListDisputes(ctx context.Context, f idlegrid.DisputeFilter) ([]*id
 	if len(f.States) > 0 {
 		q += ` AND state IN ` + in(&a, f.States)
 	}
+	if !f.UpheldAfter.IsZero() {
+		q += ` AND COALESCE(resolved_at, created_at) > ` + a.add(timeArg(f.UpheldAfter))
+	}
 	if f.Before != "" { // the page after Before's; none if it is not a dispute
 		q += ` AND (created_at, id) < (SELECT created_at, id FROM disputes WHERE id = ` + a.add(f.Before) + `)`
 	}

@@ -153,6 +153,17 @@ func testDisputes(t *testing.T, db *sqlstore.DB) {
 		if diff := cmp.Diff(all, paged); diff != "" {
 			t.Errorf("ListDisputes two at a time (-all +paged):\n%s", diff)
 		}
+		upheld := []idlegrid.DisputeState{idlegrid.DisputeUpheld}
+		for _, tc := range []struct {
+			after time.Time
+			want  int
+		}{{t0.Add(-time.Second), 2}, {t0, 1}, {t0.Add(30 * time.Minute), 1}, {t0.Add(time.Hour), 0}} {
+			since, err := db.ListDisputes(ctx, idlegrid.DisputeFilter{ProviderID: p.ID, States: upheld, UpheldAfter: tc.after})
+			mustOK(t, err)
+			if len(since) != tc.want || tc.want == 1 && since[0].ID != open.ID {
+				t.Errorf("ListDisputes(upheld after %v) = %d disputes, want %d: %v", tc.after, len(since), tc.want, since)
+			}
+		}
 		byLease, err := db.ListDisputes(ctx, idlegrid.DisputeFilter{LeaseID: "lease_e"})
 		mustOK(t, err)
 		if len(byLease) != 1 || byLease[0].ID != dismissed.ID {
