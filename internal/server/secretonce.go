@@ -47,10 +47,7 @@ func (s *Server) CreateAPIKeyOnce(ctx context.Context, name string, access idleg
 		return nil, "", false, idempotencyConflict(idem, fmt.Sprintf("API key %s named %q with access %s, not one named %q with access %s",
 			first.ID, first.Name, first.Access, k.Name, k.Access))
 	}
-	err = s.store.ResecretAPIKey(ctx, first.AccountID, first.ID, k.Prefix, k.Hash)
-	if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
-		return nil, "", false, idempotencyConflict(idem, fmt.Sprintf("API key %s, since revoked", first.ID))
-	} else if err != nil {
+	if err := resecret(idem, "API key "+first.ID, s.store.ResecretAPIKey(ctx, first.AccountID, first.ID, k.Prefix, k.Hash)); err != nil {
 		return nil, "", false, err
 	}
 	first.Prefix, first.Hash = k.Prefix, k.Hash
@@ -83,10 +80,7 @@ func (s *Server) CreateJoinTokenOnce(ctx context.Context, name string, maxUses i
 	} else if err := sameJoinToken(idem, first, t, s.Now()); err != nil {
 		return nil, "", false, err
 	}
-	err = s.store.ResecretJoinToken(ctx, first.ProviderID, first.ID, t.Prefix, t.Hash)
-	if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
-		return nil, "", false, idempotencyConflict(idem, fmt.Sprintf("join token %s, since revoked", first.ID))
-	} else if err != nil {
+	if err := resecret(idem, "join token "+first.ID, s.store.ResecretJoinToken(ctx, first.ProviderID, first.ID, t.Prefix, t.Hash)); err != nil {
 		return nil, "", false, err
 	}
 	first.Prefix, first.Hash = t.Prefix, t.Hash
@@ -131,6 +125,15 @@ func checkOptionalKey(idem string) error {
 		return nil
 	}
 	return ledger.CheckIdempotencyKey("idempotency_key", idem)
+}
+
+// resecret is err, the giving of a new secret to what (made under
+// idempotency key idem), said as idem's conflict when what was revoked.
+func resecret(idem, what string, err error) error {
+	if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
+		return idempotencyConflict(idem, what+", since revoked")
+	}
+	return err
 }
 
 // idempotencyConflict says that idempotency key idem made made, and that a

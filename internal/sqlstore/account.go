@@ -342,19 +342,26 @@ func (db *DB) CreateJoinToken(ctx context.Context, t *idlegrid.JoinToken) error 
 
 // FindAPIKeyByIdempotencyKey returns the account's key created with key.
 func (db *DB) FindAPIKeyByIdempotencyKey(ctx context.Context, accountID, key string) (*idlegrid.APIKey, error) {
+	return findCreatedWith(ctx, db, func(s scanner) (*idlegrid.APIKey, error) { return scanAPIKey(s) },
+		`SELECT `+apiKeyColumns+` FROM api_keys k WHERE k.account_id = $1 AND k.idempotency_key = $2`, "API key", accountID, key)
+}
+
+// findCreatedWith returns the row q finds (its owner $1, its idempotency
+// key $2), read by scan: what owner created with idempotency key key;
+// ENOTFOUND, naming kind, when it created none.
+func findCreatedWith[T any](ctx context.Context, db *DB, scan func(scanner) (*T, error), q, kind, owner, key string) (*T, error) {
 	if err := required("idempotency_key", key); err != nil {
 		return nil, err
 	}
-	var k *idlegrid.APIKey
+	var v *T
 	err := db.view(ctx, func(tx *sql.Tx) (err error) {
-		k, err = scanAPIKey(tx.QueryRowContext(ctx, `SELECT `+apiKeyColumns+` FROM api_keys k
-			WHERE k.account_id = $1 AND k.idempotency_key = $2`, accountID, key))
+		v, err = scan(tx.QueryRowContext(ctx, q, owner, key))
 		if errors.Is(err, sql.ErrNoRows) {
-			return idlegrid.Errorf(idlegrid.ENOTFOUND, "no API key was created with idempotency key %q", key)
+			return idlegrid.Errorf(idlegrid.ENOTFOUND, "no %s was created with idempotency key %q", kind, key)
 		}
 		return err
 	})
-	return k, err
+	return v, err
 }
 
 // ResecretAPIKey gives the account's unrevoked key a new secret.
@@ -437,19 +444,8 @@ func (db *DB) FindJoinToken(ctx context.Context, hash string) (*idlegrid.JoinTok
 // FindJoinTokenByIdempotencyKey returns the provider's join token created
 // with key.
 func (db *DB) FindJoinTokenByIdempotencyKey(ctx context.Context, providerID, key string) (*idlegrid.JoinToken, error) {
-	if err := required("idempotency_key", key); err != nil {
-		return nil, err
-	}
-	var t *idlegrid.JoinToken
-	err := db.view(ctx, func(tx *sql.Tx) (err error) {
-		t, err = scanJoinToken(tx.QueryRowContext(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens
-			WHERE provider_id = $1 AND idempotency_key = $2`, providerID, key))
-		if errors.Is(err, sql.ErrNoRows) {
-			return idlegrid.Errorf(idlegrid.ENOTFOUND, "no join token was created with idempotency key %q", key)
-		}
-		return err
-	})
-	return t, err
+	return findCreatedWith(ctx, db, scanJoinToken,
+		`SELECT `+joinTokenColumns+` FROM join_tokens WHERE provider_id = $1 AND idempotency_key = $2`, "join token", providerID, key)
 }
 
 // ResecretJoinToken gives the provider's unrevoked token a new secret.
