@@ -65,14 +65,14 @@ func (e *Engine) Explain(job *idlegrid.Job, now time.Time) Explanation {
 	var quotes bestQuotes
 	var starts []nodeStart
 	byClass := map[*class]Reason{} // what each class decides for all its nodes
-	out := newRuledOut()
+	out := newRuledOut(e.cfg)
 	for _, nd := range e.nodes {
 		r := e.explainReason(&q, nd, byClass)
 		if r == "" {
 			ex.Fits++
 		} else {
 			ex.Rejections[r]++
-			out.add(r, nd)
+			out.add(r, nd, job)
 		}
 		switch r {
 		case "", ReasonWindow, ReasonPrice, ReasonCapacity:
