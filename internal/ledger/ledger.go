@@ -240,10 +240,9 @@ func nonZero(entries ...idlegrid.Entry) []idlegrid.Entry {
 	return out
 }
 
-// Net sums entries per account, in account order: a balance moves once by
-// its account's net, concurrent transactions lock balances in one order,
-// and an account debited and credited in one posting is judged on the net.
-// An account whose entries cancel out keeps its entry, of 0.
+// Net sums entries per account, in account order, as an inference batch
+// posts them (InferenceBatch). An account whose entries cancel out keeps
+// its entry, of 0.
 func Net(entries []idlegrid.Entry) []idlegrid.Entry {
 	sums := map[idlegrid.LedgerAccount]idlegrid.Micros{}
 	for _, e := range entries {

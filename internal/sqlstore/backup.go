@@ -148,8 +148,9 @@ func checkBackup(ctx context.Context, path string) (*BackupReport, error) {
 }
 
 // checkLedgerSums checks the double entry: every posting's entries sum
-// to zero, each balance is the sum of its account's entries, and the
-// balances sum to zero.
+// to zero, each balance (and what came in to it, and what penalties
+// refunded of it) is the sum of its account's entries, and the balances
+// sum to zero.
 func checkLedgerSums(ctx context.Context, db *sql.DB) error {
 	var transfer string
 	switch err := db.QueryRowContext(ctx, `SELECT transfer_id FROM ledger_entries
@@ -160,13 +161,18 @@ func checkLedgerSums(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("backup: check the copy's ledger: %w", err)
 	}
 	var account string
-	switch err := db.QueryRowContext(ctx, `SELECT e.account FROM (SELECT account, SUM(amount) AS total FROM ledger_entries GROUP BY account) e
-		LEFT JOIN balances b ON b.account = e.account WHERE COALESCE(b.balance, 0) <> e.total
+	switch err := db.QueryRowContext(ctx, `SELECT e.account FROM (SELECT e.account, SUM(e.amount) AS total,
+			SUM(CASE WHEN e.amount > 0 THEN e.amount ELSE 0 END) AS credited,
+			SUM(CASE WHEN e.amount < 0 AND r.kind = 'penalty' THEN -e.amount ELSE 0 END) AS refunded
+			FROM ledger_entries e JOIN transfers r ON r.id = e.transfer_id GROUP BY e.account) e
+		LEFT JOIN balances b ON b.account = e.account
+		WHERE COALESCE(b.balance, 0) <> e.total OR COALESCE(b.credited, 0) <> e.credited OR COALESCE(b.refunded, 0) <> e.refunded
 		UNION ALL
-		SELECT b.account FROM balances b WHERE b.balance <> 0 AND NOT EXISTS (SELECT 1 FROM ledger_entries e WHERE e.account = b.account)
+		SELECT b.account FROM balances b WHERE (b.balance <> 0 OR b.credited <> 0 OR b.refunded <> 0)
+			AND NOT EXISTS (SELECT 1 FROM ledger_entries e WHERE e.account = b.account)
 		LIMIT 1`).Scan(&account); {
 	case err == nil:
-		return fmt.Errorf("backup: the copy's balance of %s is not the sum of its entries", account)
+		return fmt.Errorf("backup: the copy's balance of %s, or what came in to it or penalties refunded of it, is not the sum of its entries", account)
 	case !errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("backup: check the copy's balances: %w", err)
 	}

@@ -79,8 +79,9 @@ func TestBackup(t *testing.T) {
 	wantField(t, err, "db")
 }
 
-// TestBackup_checksTheCopy: a database whose ledger does not sum to zero
-// is not backed up as if it were sound, and leaves no file behind.
+// TestBackup_checksTheCopy: a database whose balances are not the sums of
+// their entries (the balance, what came in, what penalties refunded) is
+// not backed up as if it were sound, and leaves no file behind.
 func TestBackup_checksTheCopy(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -91,14 +92,20 @@ func TestBackup_checksTheCopy(t *testing.T) {
 	raw, err := sql.Open("sqlite", dsn)
 	mustOK(t, err)
 	defer raw.Close()
-	_, err = raw.Exec(`UPDATE balances SET balance = balance + 1 WHERE account = (SELECT MIN(account) FROM balances)`)
-	mustOK(t, err)
-
-	to := filepath.Join(dir, "backup.db")
-	if _, err := sqlstore.Backup(ctx, dsn, to); err == nil || !strings.Contains(err.Error(), "is not the sum of its entries") {
-		t.Fatalf("a backup of a balance its entries do not add up to: %v, want refused", err)
+	for _, wrong := range []string{"balance = balance + 1", "credited = credited + 1", "refunded = refunded + 1"} {
+		_, err = raw.Exec(`UPDATE balances SET ` + wrong + ` WHERE account = (SELECT MIN(account) FROM balances)`)
+		mustOK(t, err)
+		to := filepath.Join(dir, "backup.db")
+		if _, err := sqlstore.Backup(ctx, dsn, to); err == nil || !strings.Contains(err.Error(), "is not the sum of its entries") {
+			t.Fatalf("a backup after %s: %v, want refused", wrong, err)
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, "*backup.db*")); len(left) != 0 {
+			t.Errorf("a refused backup left %v", left)
+		}
+		_, err = raw.Exec(`UPDATE balances SET ` + strings.Replace(wrong, "+", "-", 1) + ` WHERE account = (SELECT MIN(account) FROM balances)`)
+		mustOK(t, err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "*backup.db*")); len(left) != 0 {
-		t.Errorf("a refused backup left %v", left)
+	if _, err := sqlstore.Backup(ctx, dsn, filepath.Join(dir, "backup.db")); err != nil {
+		t.Errorf("a backup once the rows are right again: %v", err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/audit"
-	"github.com/idlegrid/idlegrid/internal/ledger"
 )
 
 // PlaceJobs stores many placements in one transaction. Each is applied as
@@ -165,7 +164,7 @@ type laterRows struct {
 	read                      *batchRead         // batched: the batch's jobs, nodes and limits, read up front
 	started                   map[jobStart][]any // batched: the IDs of the jobs placed, by what they become
 	leases, claims, transfers [][]any
-	moves                     []idlegrid.Entry // the transfers' entries, for the balances
+	moves                     []balanceMove // the transfers' entries, for the balances
 	audits                    []func() (audit.Entry, error)
 	events, entries           [][]any
 }
@@ -308,7 +307,7 @@ func (r *laterRows) write(ctx context.Context, tx *sql.Tx) error {
 	}
 	moves := r.moves
 	r.moves = nil
-	return moveBalances(ctx, tx, ledger.Net(moves))
+	return moveBalances(ctx, tx, moves)
 }
 
 // findPlacedJob reads what placing a job needs of it, locked: its spec is

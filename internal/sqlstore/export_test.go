@@ -47,6 +47,35 @@ func RemigrateWith(ctx context.Context, db *DB, version int64, q string, args ..
 	return err
 }
 
+// CheckLedgerSums runs the backup's check of the double entry on db: each
+// posting sums to zero, each balance row (its balance, credited and
+// refunded) is its account's entries', and the balances sum to zero.
+func CheckLedgerSums(ctx context.Context, db *DB) error { return checkLedgerSums(ctx, db.db) }
+
+// LedgerScanTotals sums what providers earned and the platform's fees
+// (net of what penalties refunded) from every entry of the ledger, as
+// Summary did before the balances kept them: the baseline of
+// BenchmarkSummary.
+func LedgerScanTotals(ctx context.Context, db *DB) (earned, fees int64, err error) {
+	const refunds = `SELECT CAST(COALESCE(SUM(-e.amount), 0) AS BIGINT) FROM transfers r JOIN ledger_entries e ON e.transfer_id = r.id
+		WHERE r.kind = 'penalty' AND e.amount < 0`
+	var gross, refunded [2]int64
+	for _, x := range []struct {
+		to *int64
+		q  string
+	}{
+		{&gross[0], `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account LIKE 'provider:%:pending' AND amount > 0`},
+		{&refunded[0], refunds + ` AND e.account LIKE 'provider:%:pending'`},
+		{&gross[1], `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account = 'platform:fees' AND amount > 0`},
+		{&refunded[1], refunds + ` AND e.account = 'platform:fees'`},
+	} {
+		if err := db.db.QueryRowContext(ctx, x.q).Scan(x.to); err != nil {
+			return 0, 0, err
+		}
+	}
+	return gross[0] - refunded[0], gross[1] - refunded[1], nil
+}
+
 // CheckMarketLock has l check its connection now, and returns once it has.
 func CheckMarketLock(l *MarketLock) {
 	answer := make(chan struct{})

@@ -75,7 +75,8 @@ func mustOK(tb testing.TB, err error) {
 	}
 }
 
-// checkLedger fails tb unless the ledger sums to zero.
+// checkLedger fails tb unless the ledger sums to zero and each balance row
+// is the sum of its account's entries.
 func checkLedger(tb testing.TB, db *sqlstore.DB) {
 	tb.Helper()
 	sum, err := db.LedgerSum(context.Background())
@@ -83,6 +84,9 @@ func checkLedger(tb testing.TB, db *sqlstore.DB) {
 		tb.Fatalf("LedgerSum: %v", err)
 	} else if sum != 0 {
 		tb.Fatalf("LedgerSum = %d, want 0", sum)
+	}
+	if err := sqlstore.CheckLedgerSums(context.Background(), db); err != nil {
+		tb.Fatal(err)
 	}
 }
 

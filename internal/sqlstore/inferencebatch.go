@@ -152,13 +152,8 @@ func postBatch(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer) (ok bool, 
 	if err := writeRows(ctx, tx, `INSERT INTO ledger_entries (transfer_id, idx, account, owner, amount)`, ``, entries, nil); err != nil {
 		return false, err
 	}
-	balances := make([][]any, len(t.Entries))
-	for i, e := range t.Entries {
-		balances[i] = []any{string(e.Account), int64(e.Amount)}
-	}
 	overdrawn := false
-	if err := writeRows(ctx, tx, `INSERT INTO balances (account, balance)`,
-		`ON CONFLICT (account) DO UPDATE SET balance = balances.balance + excluded.balance RETURNING account, balance`, balances,
+	if err := writeRows(ctx, tx, balancesInsert, balancesUpsert, balanceRows(netMoves(movesOf(t))),
 		func(rows *sql.Rows) error {
 			var acct idlegrid.LedgerAccount
 			var after int64

@@ -4,11 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/audit"
-	"github.com/idlegrid/idlegrid/internal/ledger"
 )
 
 // errSeen reports that a transfer's idempotency key was used before.
@@ -41,13 +42,13 @@ func postTransferLater(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer, la
 	}
 	row := []any{t.ID, t.IdempotencyKey, string(t.Kind), t.LeaseID, t.Memo, timeArg(t.CreatedAt), t.GPUSeconds}
 	if later.batched {
-		later.transfers, later.moves = append(later.transfers, row), append(later.moves, t.Entries...)
+		later.transfers, later.moves = append(later.transfers, row), append(later.moves, movesOf(t)...)
 	} else {
 		res, err := tx.ExecContext(ctx, transferInsert+` VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (idempotency_key) DO NOTHING`, row...)
 		if err := expectOne(res, err, func() error { return errSeen }); err != nil {
 			return err
 		}
-		if err := moveBalances(ctx, tx, ledger.Net(t.Entries)); err != nil {
+		if err := moveBalances(ctx, tx, movesOf(t)); err != nil {
 			return err
 		}
 	}
@@ -57,34 +58,88 @@ func postTransferLater(ctx context.Context, tx *sql.Tx, t *idlegrid.Transfer, la
 	return later.audit(tx, func() (audit.Entry, error) { return audit.PostingEntry(t) })
 }
 
-// moveBalances adds each of net's entries to its account's balance, in
-// multi-row statements, refusing to take an account that may not go negative
-// below zero. net holds an account at most once, in account order, so that
-// concurrent transactions lock balances in one order.
-func moveBalances(ctx context.Context, tx *sql.Tx, net []idlegrid.Entry) error {
+// balanceMove is what a write adds to an account's balance row: its net
+// amount, and the credits in it and a penalty's refunds out of it
+// (balances.credited and refunded), which Summary sums.
+type balanceMove struct {
+	account            idlegrid.LedgerAccount
+	net                idlegrid.Micros
+	credited, refunded idlegrid.Micros
+}
+
+// movesOf is t's entries as moves of their balances, one per entry.
+func movesOf(t *idlegrid.Transfer) []balanceMove {
+	ms := make([]balanceMove, len(t.Entries))
+	for i, e := range t.Entries {
+		ms[i] = balanceMove{account: e.Account, net: e.Amount}
+		switch {
+		case e.Amount > 0:
+			ms[i].credited = e.Amount
+		case t.Kind == idlegrid.TransferPenalty:
+			ms[i].refunded = -e.Amount
+		}
+	}
+	return ms
+}
+
+// netMoves sums ms per account, in account order.
+func netMoves(ms []balanceMove) []balanceMove {
+	sums := make(map[idlegrid.LedgerAccount]balanceMove, len(ms))
+	for _, m := range ms {
+		sum := sums[m.account]
+		sum.account, sum.net, sum.credited, sum.refunded = m.account, sum.net+m.net, sum.credited+m.credited, sum.refunded+m.refunded
+		sums[m.account] = sum
+	}
+	out := make([]balanceMove, 0, len(sums))
+	for _, acct := range slices.Sorted(maps.Keys(sums)) {
+		out = append(out, sums[acct])
+	}
+	return out
+}
+
+// balancesUpsert heads and tails the statement that moves balances by
+// balanceRows, returning each account's balance after.
+const (
+	balancesInsert = `INSERT INTO balances (account, balance, credited, refunded)`
+	balancesUpsert = `ON CONFLICT (account) DO UPDATE SET balance = balances.balance + excluded.balance,
+		credited = balances.credited + excluded.credited, refunded = balances.refunded + excluded.refunded
+		RETURNING account, balance`
+)
+
+// balanceRows is ms as rows of balancesInsert.
+func balanceRows(ms []balanceMove) [][]any {
+	rows := make([][]any, len(ms))
+	for i, m := range ms {
+		rows[i] = []any{string(m.account), int64(m.net), int64(m.credited), int64(m.refunded)}
+	}
+	return rows
+}
+
+// moveBalances moves each account's balance by its moves, summed, in
+// multi-row statements, refusing to take an account that may not go
+// negative below zero. It moves each account once, in account order, so
+// that concurrent transactions lock balances in one order.
+func moveBalances(ctx context.Context, tx *sql.Tx, moves []balanceMove) error {
+	net := netMoves(moves)
 	if len(net) == 0 {
 		return nil
 	}
-	rows := make([][]any, len(net))
 	amounts := make(map[idlegrid.LedgerAccount]idlegrid.Micros, len(net))
-	for i, e := range net {
-		rows[i] = []any{string(e.Account), int64(e.Amount)}
-		amounts[e.Account] = e.Amount
+	for _, m := range net {
+		amounts[m.account] = m.net
 	}
 	var short error
-	err := writeRows(ctx, tx, `INSERT INTO balances (account, balance)`,
-		`ON CONFLICT (account) DO UPDATE SET balance = balances.balance + excluded.balance RETURNING account, balance`,
-		rows, func(rs *sql.Rows) error {
-			var account idlegrid.LedgerAccount
-			var after int64
-			if err := rs.Scan(&account, &after); err != nil {
-				return err
-			}
-			if e := amounts[account]; after < 0 && !account.MayGoNegative() && short == nil {
-				short = overdrawn(account, -e, idlegrid.Micros(after)-e)
-			}
-			return nil
-		})
+	err := writeRows(ctx, tx, balancesInsert, balancesUpsert, balanceRows(net), func(rs *sql.Rows) error {
+		var account idlegrid.LedgerAccount
+		var after int64
+		if err := rs.Scan(&account, &after); err != nil {
+			return err
+		}
+		if e := amounts[account]; after < 0 && !account.MayGoNegative() && short == nil {
+			short = overdrawn(account, -e, idlegrid.Micros(after)-e)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
@@ -412,15 +467,21 @@ func (db *DB) Summary(ctx context.Context) (*idlegrid.Summary, error) {
 			{&total, `SELECT CAST(COALESCE(SUM(gpu_count), 0) AS BIGINT) FROM nodes WHERE state = $1`, []any{string(idlegrid.NodeOnline)}},
 			{&busy, `SELECT COUNT(*) FROM gpu_claims`, nil},
 			{&s.SpentMicros, `SELECT CAST(COALESCE(SUM(charged_micros), 0) AS BIGINT) FROM spend_months WHERE key_id = ''`, nil},
-			{&earnedGross, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account LIKE 'provider:%:pending' AND amount > 0`, nil},
-			{&refundedEarnings, refundsQuery + ` AND e.account LIKE 'provider:%:pending'`, nil},
-			{&feesGross, `SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM ledger_entries WHERE account = $1 AND amount > 0`, []any{string(idlegrid.PlatformFees)}},
-			{&refundedFees, refundsQuery + ` AND e.account = $1`, []any{string(idlegrid.PlatformFees)}},
 			{&s.HeldMicros, `SELECT CAST(COALESCE(SUM(balance), 0) AS BIGINT) FROM balances WHERE account LIKE 'renter:%:held'`, nil},
 		} {
 			if err := sumInto(ctx, tx, x.to, x.q, x.a...); err != nil {
 				return err
 			}
+		}
+		// What came in to the providers' pending earnings and the fees,
+		// and what penalties refunded of them, from their balances' rows.
+		if err := tx.QueryRowContext(ctx, `SELECT CAST(COALESCE(SUM(credited), 0) AS BIGINT), CAST(COALESCE(SUM(refunded), 0) AS BIGINT)
+			FROM balances WHERE account LIKE 'provider:%:pending'`).Scan(&earnedGross, &refundedEarnings); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT CAST(COALESCE(SUM(credited), 0) AS BIGINT), CAST(COALESCE(SUM(refunded), 0) AS BIGINT)
+			FROM balances WHERE account = $1`, string(idlegrid.PlatformFees)).Scan(&feesGross, &refundedFees); err != nil {
+			return err
 		}
 		s.GPUsTotal, s.GPUsBusy = int(total), int(busy)
 		s.EarnedMicros, s.FeesMicros = earnedGross-refundedEarnings, feesGross-refundedFees
