@@ -224,18 +224,18 @@ func counted(counts map[string]int) string {
 }
 
 // soldText says which tiers the n nodes that do not sell a job's tier
-// sell instead.
+// sell instead, in tier order.
 func (o *ruledOut) soldText(n int) string {
-	counts := map[string]int{}
+	var sold []string
 	for t, k := range o.sold {
 		if k > 0 {
-			counts[string(idlegrid.Tiers[t])] = k
+			sold = append(sold, fmt.Sprintf("%s (%d)", idlegrid.Tiers[t], k))
 		}
 	}
-	if len(counts) == 0 {
+	if len(sold) == 0 {
 		return plural(n, "it sells", "they sell") + " no tier now"
 	}
-	return plural(n, "it sells", "they sell") + ": " + counted(counts)
+	return plural(n, "it sells", "they sell") + ": " + strings.Join(sold, ", ")
 }
 
 // belowBarText says how far the n nodes below gold's bar are from it.

@@ -61,8 +61,8 @@ func TestRuledOut_soldText(t *testing.T) {
 	if got, want := o.soldText(1), "it sells no tier now"; got != want {
 		t.Errorf("soldText, none sold = %q, want %q", got, want)
 	}
-	o.sold = [tierCount]int{0, 3, 1}
-	if got, want := o.soldText(3), "they sell: silver (3), bronze (1)"; got != want {
+	o.sold = [tierCount]int{0, 1, 3}
+	if got, want := o.soldText(3), "they sell: silver (1), bronze (3)"; got != want {
 		t.Errorf("soldText = %q, want %q", got, want)
 	}
 }
