@@ -803,9 +803,21 @@ func (c *estimateCommand) probeRows(t *table, out *estimateResult, m *sim.Metric
 	}
 }
 
-// liveRows adds a row per tier from the live market's cells.
-func liveRows(t *table, out *estimateResult, cells []wire.MarketStat, q *estimate, free, queued int) {
-	for _, tier := range idlegrid.Tiers {
+// liveQuote is one tier's price in a live estimate, and where it is from.
+type liveQuote struct {
+	price   idlegrid.Micros
+	from    string
+	cleared bool // from recent clearing prices, not suggested asks
+}
+
+// liveQuotes prices each tier from the live market's cells: the median of
+// its recent clearing prices, or else of its suggested asks. A tier priced
+// by suggested asks is priced at least at what a cheaper tier cleared at:
+// nodes ask no less for a tier that stops them less, so a silver job would
+// not clear below bronze's going price.
+func liveQuotes(cells []wire.MarketStat) []liveQuote {
+	quotes := make([]liveQuote, len(idlegrid.Tiers))
+	for k, tier := range idlegrid.Tiers {
 		var ps, asks []idlegrid.Micros
 		for _, s := range cells {
 			for _, p := range s.Prices {
@@ -817,13 +829,34 @@ func liveRows(t *table, out *estimateResult, cells []wire.MarketStat, q *estimat
 				asks = append(asks, a)
 			}
 		}
-		price, from := idlegrid.Micros(0), "-"
+		q := &quotes[k]
 		switch {
 		case len(ps) > 0:
-			price, from = trace.MedianMicros(ps), fmt.Sprintf("median of %d recent prices", len(ps))
+			q.price, q.from, q.cleared = trace.MedianMicros(ps), fmt.Sprintf("median of %d recent prices", len(ps)), true
 		case len(asks) > 0:
-			price, from = trace.MedianMicros(asks), "suggested asks (nothing cleared yet)"
+			q.price, q.from = trace.MedianMicros(asks), "suggested asks (nothing cleared yet)"
+		default:
+			q.from = "-"
 		}
+	}
+	var floor idlegrid.Micros
+	var floorTier idlegrid.Tier
+	for k := len(quotes) - 1; k >= 0; k-- { // from the cheapest tier up
+		switch q := &quotes[k]; {
+		case q.cleared && q.price > floor:
+			floor, floorTier = q.price, idlegrid.Tiers[k]
+		case !q.cleared && q.price > 0 && q.price < floor:
+			q.price, q.from = floor, fmt.Sprintf("suggested asks, raised to %s's recent price", floorTier)
+		}
+	}
+	return quotes
+}
+
+// liveRows adds a row per tier from the live market's cells.
+func liveRows(t *table, out *estimateResult, cells []wire.MarketStat, q *estimate, free, queued int) {
+	quotes := liveQuotes(cells)
+	for k, tier := range idlegrid.Tiers {
+		price, from := quotes[k].price, quotes[k].from
 		start := "unknown: no matching supply"
 		switch {
 		case price == 0:
