@@ -150,7 +150,10 @@ const (
 )
 
 var (
-	imageRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:@-]{0,254}$`)
+	// imageRE bounds an image reference's length and characters; the
+	// reference parser (checkImage) judges the rest, and says what is
+	// wrong: a repository must be lowercase, a tag may not be.
+	imageRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$`)
 	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	// residencyRE is a job's residency: written as a region is, at most
 	// 40 letters, digits and '-', but in either case, since it matches a

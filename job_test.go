@@ -115,6 +115,8 @@ func TestJobSpec_Validate(t *testing.T) {
 		{"image on a registry port", func(s *idlegrid.JobSpec) { s.Image = "registry.example.com:5000/x:1" }, ""},
 		{"image on a port past 65535", func(s *idlegrid.JobSpec) { s.Image = "registry.example.com:99999/x:1" }, "job.image"},
 		{"image on port 0", func(s *idlegrid.JobSpec) { s.Image = "localhost:0/x:1" }, "job.image"},
+		{"image with an uppercase tag", func(s *idlegrid.JobSpec) { s.Image = "ghcr.io/acme/trainer:V1.2-RC1" }, ""},
+		{"image with an uppercase repository", func(s *idlegrid.JobSpec) { s.Image = "ghcr.io/Acme/trainer:1" }, "job.image"},
 		{"long command", func(s *idlegrid.JobSpec) { s.Command = make([]string, idlegrid.MaxCommandWords+1) }, "job.command"},
 		{"too many env", func(s *idlegrid.JobSpec) {
 			s.Env = map[string]string{}
