@@ -120,6 +120,12 @@ type JobSpec struct {
 	Verifiable bool `json:"verifiable,omitempty"`
 	// AvoidProviders are providers whose nodes must not run the job.
 	AvoidProviders []string `json:"avoid_providers,omitempty"`
+	// MinTrustLevel is the least trust level (Node.Level) a node needs to
+	// run the job, in any tier; 0 takes any. Gold needs the trust policy's
+	// gold level as well. A provider held for a proven offence has its
+	// nodes at the lowest level, whatever their record (docs/trust.md), so
+	// a job asking level 1 or more keeps off them.
+	MinTrustLevel int `json:"min_trust_level,omitempty"`
 	// VerifiesLeaseID marks a re-run the market made to check that lease's
 	// output; only the market sets it.
 	VerifiesLeaseID string `json:"verifies_lease_id,omitempty"`
@@ -127,6 +133,10 @@ type JobSpec struct {
 
 // MaxAvoidProviders bounds JobSpec.AvoidProviders.
 const MaxAvoidProviders = 32
+
+// MaxTrustLevel bounds JobSpec.MinTrustLevel; the server refuses a level
+// above its trust policy's highest.
+const MaxTrustLevel = 16
 
 // Dataset is input data a job reads.
 type Dataset struct {
@@ -317,7 +327,8 @@ func (s JobSpec) ForNode() JobSpec {
 	return s
 }
 
-// checkLists checks the datasets and the providers to avoid.
+// checkLists checks the datasets, the providers to avoid and the trust
+// level asked.
 func (s *JobSpec) checkLists(p *Faults) {
 	for i, d := range s.Datasets {
 		if d.Name == "" || len(d.Name) > 200 {
@@ -327,6 +338,7 @@ func (s *JobSpec) checkLists(p *Faults) {
 		}
 	}
 	p.Check(len(s.AvoidProviders) <= MaxAvoidProviders, "job.avoid_providers", "at most %d providers", MaxAvoidProviders)
+	p.Check(s.MinTrustLevel >= 0 && s.MinTrustLevel <= MaxTrustLevel, "job.min_trust_level", "must be between 0 and %d", MaxTrustLevel)
 	for _, id := range s.AvoidProviders {
 		if id == "" || len(id) > 64 {
 			p.Add("job.avoid_providers", "provider IDs must be 1-64 characters")

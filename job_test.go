@@ -155,6 +155,9 @@ func TestJobSpec_Validate(t *testing.T) {
 		{"empty model name", func(s *idlegrid.JobSpec) { s.GPUModels = []string{"H100", ""} }, "job.gpu_models"},
 		{"long model name", func(s *idlegrid.JobSpec) { s.GPUModels = []string{strings.Repeat("m", 65)} }, "job.gpu_models"},
 		{"model name at the limit", func(s *idlegrid.JobSpec) { s.GPUModels = []string{strings.Repeat("m", idlegrid.MaxGPUModelBytes)} }, ""},
+		{"negative trust level", func(s *idlegrid.JobSpec) { s.MinTrustLevel = -1 }, "job.min_trust_level"},
+		{"trust level past the most", func(s *idlegrid.JobSpec) { s.MinTrustLevel = idlegrid.MaxTrustLevel + 1 }, "job.min_trust_level"},
+		{"trust level", func(s *idlegrid.JobSpec) { s.MinTrustLevel = 2 }, ""},
 		{"long checkpoint reference", func(s *idlegrid.JobSpec) { s.CheckpointRef = strings.Repeat("c", idlegrid.MaxCheckpointRefBytes+1) }, "job.checkpoint_ref"},
 	}
 	for _, tt := range tests {

@@ -46,6 +46,7 @@ var flagOfField = map[string]string{
 	"job.checkpoint_every_seconds":      "checkpoint-every",
 	"job.gpu_models":                    "gpu-model",
 	"job.avoid_providers":               "avoid-provider",
+	"job.min_trust_level":               "min-trust-level",
 	"job.datasets":                      "dataset",
 	"join_token.max_uses":               "max-uses",
 	"join_token.ttl_seconds":            "ttl",

@@ -118,6 +118,7 @@ errors. For example:
 	datasets: [{name: imagenet, size_gb: 150}]   # nodes that cache them rank better
 	verifiable: true           # deterministic output: the market may re-run a sample to check it
 	avoid_providers: [acct_1k8lr82e8u8ob9jefcacou5q3]   # providers whose nodes must not run it
+	min_trust_level: 1         # the least trust level a node needs, any tier (default 0: any node)
 
 Flags given next to -f override the file's fields.`
 
@@ -780,6 +781,9 @@ func optionalRows(t *table, s *idlegrid.JobSpec) {
 	}
 	if len(s.AvoidProviders) > 0 {
 		t.row("Avoids", strings.Join(s.AvoidProviders, ", "))
+	}
+	if s.MinTrustLevel > 0 {
+		t.row("Min trust", fmt.Sprintf("level %d, on every node", s.MinTrustLevel))
 	}
 }
 

@@ -59,6 +59,7 @@ type jobFile struct {
 	Datasets          []fileDataset `json:"datasets" yaml:"datasets"`
 	Verifiable        bool          `json:"verifiable" yaml:"verifiable"`
 	AvoidProviders    []string      `json:"avoid_providers" yaml:"avoid_providers"`
+	MinTrustLevel     int           `json:"min_trust_level" yaml:"min_trust_level"`
 }
 
 // fileDataset is a dataset in a job file: {name: imagenet, size_gb: 150}.
@@ -434,6 +435,7 @@ func (f *jobFile) spec(now time.Time) (idlegrid.JobSpec, error) {
 		MaxPriceMicrosPerGPUHour: idlegrid.Micros(f.MaxPriceMicrosPerGPUHour),
 		Region:                   f.Region, RegionPreferred: f.RegionPreferred, Residency: f.Residency,
 		ReliabilityWeight: f.ReliabilityWeight, Verifiable: f.Verifiable, AvoidProviders: f.AvoidProviders,
+		MinTrustLevel: f.MinTrustLevel,
 	}
 	if f.GPUs != nil {
 		s.GPUs = *f.GPUs

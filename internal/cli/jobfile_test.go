@@ -68,8 +68,9 @@ datasets:
   - name: c4
 verifiable: true
 avoid_providers: [acct_a, acct_b]
+min_trust_level: 2
 `, idlegrid.JobSpec{Image: "x", GPUs: 1, ReliabilityWeight: 2.5, Datasets: []idlegrid.Dataset{{Name: "imagenet", SizeGB: 150}, {Name: "c4"}},
-			Verifiable: true, AvoidProviders: []string{"acct_a", "acct_b"}}},
+			Verifiable: true, AvoidProviders: []string{"acct_a", "acct_b"}, MinTrustLevel: 2}},
 		{"RankingAndTrustJSON", `{"image": "x", "reliability_weight": 0.5, "datasets": [{"name": "laion", "size_gb": 9}]}`,
 			idlegrid.JobSpec{Image: "x", GPUs: 1, ReliabilityWeight: 0.5, Datasets: []idlegrid.Dataset{{Name: "laion", SizeGB: 9}}}},
 		{"LeadingSpaceJSON", "\n  {\"image\": \"x\"}\n", idlegrid.JobSpec{Image: "x", GPUs: 1}},

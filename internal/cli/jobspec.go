@@ -15,6 +15,7 @@ import (
 type specFlags struct {
 	name, image, kind, tier, region, residency string
 	gpus, nodes, minVRAM, cpuCores, ramMB      int
+	minTrustLevel                              int
 	maxPrice                                   priceFlag
 	duration, checkpointEvery                  durationFlag
 	deadline                                   deadlineFlag
@@ -51,6 +52,8 @@ func (f *specFlags) define(fs *flagSet) {
 		"nodes that cache it rank better by what moving SIZE_GB would cost")
 	fs.BoolVar(&f.verifiable, "verifiable", false, "the job's output is deterministic, so the market may re-run a sample elsewhere to check it")
 	fs.Var(&f.avoid, "avoid-provider", "a provider ID whose nodes must not run the job (repeat or comma-separate)")
+	fs.IntVar(&f.minTrustLevel, "min-trust-level", 0, "the least trust level a node needs to run the job, in any tier (default 0: any node);\n"+
+		"'idlegrid node reputation' shows a node's level, and a provider held for a proven offence is at 0")
 	fs.Var(f.envs, "env", "environment variable KEY=VALUE (repeatable); the node's owner can read it, so pass\n"+
 		"credentials only as short-lived, narrowly scoped tokens (docs/trust.md)")
 }
@@ -89,6 +92,7 @@ func (f *specFlags) apply(spec *idlegrid.JobSpec, set map[string]bool, based boo
 		{"dataset", func() { spec.Datasets = f.datasets }},
 		{"verifiable", func() { spec.Verifiable = f.verifiable }},
 		{"avoid-provider", func() { spec.AvoidProviders = f.avoid }},
+		{"min-trust-level", func() { spec.MinTrustLevel = f.minTrustLevel }},
 	} {
 		if given(o.flag) {
 			o.do()

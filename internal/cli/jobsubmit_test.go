@@ -104,7 +104,7 @@ func TestJobSubmit_specFlags(t *testing.T) {
 	_, renter, _, _, _ := moneyMarket(t)
 	r := run(t, renter, "job", "submit", "--image", "python:3.12", "--duration", "1h", "--max-price", "5", "--json",
 		"--deadline", "6h", "--cpu-cores", "4", "--ram-mb", "8000", "--reliability-weight", "2",
-		"--dataset", "imagenet:150", "--dataset", "c4:0", "--verifiable", "--avoid-provider", "acct_x,acct_y")
+		"--dataset", "imagenet:150", "--dataset", "c4:0", "--verifiable", "--avoid-provider", "acct_x,acct_y", "--min-trust-level", "1")
 	if r.code != 0 {
 		t.Fatalf("job submit: %s", r)
 	}
@@ -114,15 +114,16 @@ func TestJobSubmit_specFlags(t *testing.T) {
 		t.Errorf("deadline = %v, want about 6 h from now", job.Deadline)
 	}
 	want := idlegrid.JobSpec{CPUCores: 4, RAMMB: 8000, ReliabilityWeight: 2, Verifiable: true,
-		Datasets: []idlegrid.Dataset{{Name: "imagenet", SizeGB: 150}, {Name: "c4"}}, AvoidProviders: []string{"acct_x", "acct_y"}}
+		Datasets: []idlegrid.Dataset{{Name: "imagenet", SizeGB: 150}, {Name: "c4"}}, AvoidProviders: []string{"acct_x", "acct_y"}, MinTrustLevel: 1}
 	got := idlegrid.JobSpec{CPUCores: job.CPUCores, RAMMB: job.RAMMB, ReliabilityWeight: job.ReliabilityWeight,
-		Verifiable: job.Verifiable, Datasets: job.Datasets, AvoidProviders: job.AvoidProviders}
+		Verifiable: job.Verifiable, Datasets: job.Datasets, AvoidProviders: job.AvoidProviders, MinTrustLevel: job.MinTrustLevel}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("submitted %+v, want %+v", got, want)
 	}
 	g := run(t, renter, "job", "get", job.ID)
 	for _, line := range []string{"it must start by ", "CPU cores   4", "RAM         8000 MB",
-		"imagenet (150 GB), c4 (0 GB)", "Verifiable  yes", "Avoids      acct_x, acct_y", "Rel weight  2: nodes rank by ask ÷ reliability^2"} {
+		"imagenet (150 GB), c4 (0 GB)", "Verifiable  yes", "Avoids      acct_x, acct_y", "Rel weight  2: nodes rank by ask ÷ reliability^2",
+		"Min trust   level 1, on every node"} {
 		if !strings.Contains(g.out, line) {
 			t.Errorf("job get lacks %q:\n%s", line, g.out)
 		}
@@ -168,6 +169,8 @@ func TestJobSubmit_specFlags(t *testing.T) {
 		{[]string{"--deadline", "tomorrow"}, `invalid value "tomorrow" for flag --deadline`},
 		{[]string{"--deadline", "30m"}, "--deadline: leaves less than the job's duration (1h0m0s)"},
 		{[]string{"--reliability-weight", "5"}, "--reliability-weight: must be between 0 and 4"},
+		{[]string{"--min-trust-level", "-1"}, "--min-trust-level: must be between 0 and 16"},
+		{[]string{"--min-trust-level", "9"}, "--min-trust-level: the trust policy's highest level is"},
 	} {
 		r := run(t, renter, append([]string{"job", "submit", "--image", "python:3.12", "--duration", "1h", "--max-price", "5"}, tt.args...)...)
 		if r.code != 2 || !strings.Contains(r.err, tt.want) {

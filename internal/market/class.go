@@ -285,11 +285,13 @@ type signature struct {
 	rejected []*class // with reason in reasons
 	reasons  []Reason
 	// waits caches wait reasons, which count nodes and read their least
-	// asks, while waitGen is the engine's memberGen and waitAskGen its
-	// askGen.
-	waits      map[waitKey]string
-	waitGen    uint64
-	waitAskGen uint64
+	// asks (and, for a job asking a trust level, their levels), while
+	// waitGen is the engine's memberGen, waitAskGen its askGen and
+	// waitLevelGen its levelGen.
+	waits        map[waitKey]string
+	waitGen      uint64
+	waitAskGen   uint64
+	waitLevelGen uint64
 	// subs caches, per dataset, the sub-shelves of accepted classes that
 	// cache it, while subGen is the engine's.
 	subs   map[string][]subEntry

@@ -71,6 +71,7 @@ type Engine struct {
 	classGen   uint64
 	memberGen  uint64 // bumps whenever a node joins or leaves a class
 	askGen     uint64 // bumps whenever a time-of-day multiplier moves a node's asks
+	levelGen   uint64 // bumps whenever a node's trust level changes in place (restand)
 	subGen     uint64 // bumps whenever a sub-shelf appears or goes
 	sigs       map[sigKey]*signature
 	cachedBy   map[string][]*class // dataset → classes with a sub-shelf for it

@@ -43,7 +43,7 @@ func randomEngineMarket(r *rand.Rand, size int, wide bool) *refMarket {
 	ids := r.Perm(9 * size)
 	for i := range 2 + r.IntN(size) {
 		id := fmt.Sprintf("n%04d", ids[i]+1000)
-		n := &idlegrid.Node{ID: id, ProviderID: fmt.Sprintf("p%d", ids[i]%3), State: idlegrid.NodeOnline}
+		n := &idlegrid.Node{ID: id, ProviderID: fmt.Sprintf("p%d", ids[i]%3), State: idlegrid.NodeOnline, Level: ids[i] / 3 % 3}
 		n.Name = id
 		model := refModels[r.IntN(len(refModels))]
 		gpus := 1 + r.IntN(4)
@@ -170,6 +170,9 @@ func randomEngineJob(r *rand.Rand, wide bool) *idlegrid.Job {
 	}
 	if wide { // one node, of 4 to 8 GPUs: the preemption bounds by job size
 		j.GPUs, j.Nodes = []int{4, 5, 8}[r.IntN(3)], 1
+	}
+	if r.IntN(10) == 0 { // a trust level: nodes are at 0, 1 and 2 alike
+		j.MinTrustLevel = []int{1, 1, 2}[r.IntN(3)]
 	}
 	return j
 }
@@ -302,6 +305,8 @@ func judge(j *idlegrid.Job, n *idlegrid.Node, leases []*idlegrid.Lease) refNode 
 		v.reason = market.ReasonReliability
 	case usable < max(j.GPUs, 1):
 		v.reason = market.ReasonGPUs
+	case n.Level < j.MinTrustLevel:
+		v.reason = market.ReasonTrustLevel
 	case n.CPUCores < j.CPUCores:
 		v.reason = market.ReasonCPU
 	case n.RAMMB < j.RAMMB:
@@ -315,7 +320,7 @@ func judge(j *idlegrid.Job, n *idlegrid.Node, leases []*idlegrid.Lease) refNode 
 	}
 	switch v.reason {
 	case "", market.ReasonWindow, market.ReasonPrice, market.ReasonCapacity:
-		v.competes = v.ask <= j.MaxPriceMicrosPerGPUHour && !slices.Contains(j.AvoidProviders, n.ProviderID) && refOpens(n)
+		v.competes = v.ask <= j.MaxPriceMicrosPerGPUHour && !slices.Contains(j.AvoidProviders, n.ProviderID) && n.Level >= j.MinTrustLevel && refOpens(n)
 	}
 	var gb int64
 	for _, d := range j.Datasets {

@@ -21,17 +21,19 @@ import (
 //  1. ReasonTier        the ask has a floor for the job's tier
 //  2. ReasonKind        the ask allows the job's workload kind
 //  3. ReasonMaxDuration the ask's MaxJobSeconds (when set) covers the job's duration
-//  4. ReasonRegion      the node is in job.Region (when set and not merely preferred)
-//  5. ReasonResidency   the node's residency equals job.Residency (when set; case-insensitive)
-//  6. ReasonGPUModel    the node has a GPU of an allowed model (any, when job.GPUModels is empty)
-//  7. ReasonVRAM        ... and one of those has at least job.MinVRAMMB
-//  8. ReasonGPUs        ... and it has job.GPUs of those
-//  9. ReasonCPU         the node has at least job.CPUCores (when asked)
-//  10. ReasonRAM        the node has at least job.RAMMB (when asked)
-//  11. ReasonWindow     the node's window lasts the job's duration from now
+//  4. ReasonAvoided     the job does not avoid the node's provider (job.AvoidProviders)
+//  5. ReasonTrustLevel  the node's trust level is at least job.MinTrustLevel
+//  6. ReasonRegion      the node is in job.Region (when set and not merely preferred)
+//  7. ReasonResidency   the node's residency equals job.Residency (when set; case-insensitive)
+//  8. ReasonGPUModel    the node has a GPU of an allowed model (any, when job.GPUModels is empty)
+//  9. ReasonVRAM        ... and one of those has at least job.MinVRAMMB
+//  10. ReasonGPUs       ... and it has job.GPUs of those
+//  11. ReasonCPU        the node has at least job.CPUCores (when asked)
+//  12. ReasonRAM        the node has at least job.RAMMB (when asked)
+//  13. ReasonWindow     the node's window lasts the job's duration from now
 //     (a zero AvailableUntil means the node is not offered now)
-//  12. ReasonPrice      the job's cap is at least the ask's floor for its tier
-//  13. ReasonCapacity   the node has job.GPUs free GPUs that pass 6 and 7
+//  14. ReasonPrice      the job's cap is at least the ask's floor for its tier
+//  15. ReasonCapacity   the node has job.GPUs free GPUs that pass 8 and 9
 //
 // Model, VRAM and count (6–8) are judged on all of the node's GPUs, busy or
 // not, so that "this node can never run it" and "this node is busy" read
@@ -59,7 +61,7 @@ const minReliability = 1e-6
 // checkOrder is the order in which constraints are checked, and the order
 // that breaks ties between equally common reasons in Decision.Reason.
 var checkOrder = []Reason{
-	ReasonTier, ReasonKind, ReasonMaxDuration, ReasonAvoided, ReasonRegion, ReasonResidency,
+	ReasonTier, ReasonKind, ReasonMaxDuration, ReasonAvoided, ReasonTrustLevel, ReasonRegion, ReasonResidency,
 	ReasonGPUModel, ReasonVRAM, ReasonReliability, ReasonGPUs, ReasonCPU, ReasonRAM, ReasonWindow, ReasonPrice,
 	ReasonCapacity,
 }
@@ -122,6 +124,8 @@ func check(job *idlegrid.Job, s *Snapshot, v *NodeView) (candidate, Reason) {
 		return candidate{}, ReasonMaxDuration
 	case slices.Contains(job.AvoidProviders, n.ProviderID):
 		return candidate{}, ReasonAvoided
+	case n.Level < job.MinTrustLevel:
+		return candidate{}, ReasonTrustLevel
 	case job.Region != "" && !job.RegionPreferred && n.Region != job.Region:
 		return candidate{}, ReasonRegion
 	case job.Residency != "" && !strings.EqualFold(n.Residency, job.Residency):

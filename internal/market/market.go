@@ -86,6 +86,9 @@ const (
 	// ReasonAvoided: the job avoids the node's provider (JobSpec.AvoidProviders),
 	// as a verification re-run avoids the provider it checks.
 	ReasonAvoided Reason = "provider avoided"
+	// ReasonTrustLevel: the node's trust level (idlegrid.Node.Level) is
+	// below the job's JobSpec.MinTrustLevel.
+	ReasonTrustLevel Reason = "trust level"
 )
 
 // Pick is one node chosen for a job, with the GPUs and the locked price.

@@ -801,11 +801,25 @@ func avoided(q *query, nd *node) bool {
 	return len(q.job.AvoidProviders) > 0 && slices.Contains(q.job.AvoidProviders, nd.n.ProviderID)
 }
 
+// belowLevel reports whether nd's trust level is below the least q's job
+// asks (JobSpec.MinTrustLevel). It reads the node's record, a cache line
+// the search otherwise leaves alone, only for a job that asks a level.
+func belowLevel(q *query, nd *node) bool {
+	return q.job.MinTrustLevel > 0 && nd.n.Level < q.job.MinTrustLevel
+}
+
+// turnsAway reports whether q's job itself rules nd out: it avoids nd's
+// provider, or asks a higher trust level than nd's. The classes and their
+// views know neither, so each node is asked.
+func turnsAway(q *query, nd *node) bool { return avoided(q, nd) || belowLevel(q, nd) }
+
 // nodeReason is the first per-node constraint nd fails for q now, or "".
 func (e *Engine) nodeReason(q *query, nd *node) Reason {
 	switch {
 	case avoided(q, nd):
 		return ReasonAvoided
+	case belowLevel(q, nd):
+		return ReasonTrustLevel
 	case q.cpu > 0 && !nd.hasCPU(q.cpu):
 		return ReasonCPU
 	case q.ram > 0 && !nd.hasRAM(q.ram):

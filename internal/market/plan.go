@@ -392,7 +392,7 @@ func (e *Engine) preemptionDecision(q *query, set []cand) Decision {
 // notice (a lease of any tier at its time limit or its own notice's end,
 // or a claim) is no victim: its GPUs are free by then anyway.
 func (e *Engine) victimsOn(q *query, nd *node) (cand, bool) {
-	if avoided(q, nd) {
+	if turnsAway(q, nd) {
 		return cand{}, false
 	}
 	ask, credit := nd.asks[q.ti], e.credit(q, nd)
@@ -629,7 +629,7 @@ func (e *Engine) scoreBound(q *query) func(s *shelf, s1 float64) float64 {
 // up there, if its window then still covers q and its ask, now and then,
 // is within q's cap.
 func (e *Engine) reservable(q *query, nd *node) (cand, bool) {
-	if nd.res != nil || nd.asks[q.ti] > q.cap || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) || avoided(q, nd) {
+	if nd.res != nil || nd.asks[q.ti] > q.cap || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) || turnsAway(q, nd) {
 		return cand{}, false
 	}
 	t := e.earliest(q, nd, q.g)
@@ -698,10 +698,11 @@ func choosePlan(q *query, cands []cand, less func(a, b *cand) int, key func(set 
 // waitReason says, cheaply, why a job waits: the class-level rejections
 // exactly, and that the nodes that match have no room for it now.
 func (e *Engine) waitReason(q *query, sig *signature) string {
-	key := waitKey{ti: q.ti, g: q.g, n: q.n, dur: q.dur, need: e.windowNeed(q.job), cap: q.cap, bronze: q.job.Tier == idlegrid.TierBronze}
-	if sig.waitGen != e.memberGen || sig.waitAskGen != e.askGen {
+	key := waitKey{ti: q.ti, g: q.g, n: q.n, dur: q.dur, need: e.windowNeed(q.job), cap: q.cap, bronze: q.job.Tier == idlegrid.TierBronze,
+		minLevel: q.job.MinTrustLevel}
+	if sig.waitGen != e.memberGen || sig.waitAskGen != e.askGen || sig.waitLevelGen != e.levelGen {
 		clear(sig.waits)
-		sig.waitGen, sig.waitAskGen = e.memberGen, e.askGen
+		sig.waitGen, sig.waitAskGen, sig.waitLevelGen = e.memberGen, e.askGen, e.levelGen
 	}
 	if len(q.job.AvoidProviders) > 0 {
 		return e.composeWaitReason(q, sig) // the cache's key does not hold the avoided providers
@@ -725,6 +726,7 @@ type waitKey struct {
 	dur, need int64
 	cap       idlegrid.Micros
 	bronze    bool
+	minLevel  int
 }
 
 // noPlanNote ends the wait reason of a gold or silver job that found no
@@ -760,10 +762,11 @@ func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 			cheapest = leastOf(cheapest, c.leastAskOf(q.ti))
 		}
 	}
-	if avoided := e.avoidedMatching(q, sig); avoided > 0 {
+	if avoided, below := e.turnedAwayMatching(q, sig); avoided+below > 0 {
 		counts[ReasonAvoided] += avoided
-		matching -= avoided
-		cheapest = 0 // it may be an avoided node's: say nothing of it
+		counts[ReasonTrustLevel] += below
+		matching -= avoided + below
+		cheapest = 0 // it may be a node turned away's: say nothing of it
 	}
 	overCap := matching > 0 && cheapest > q.cap
 	if overCap { // every node that matches asks more: the cap is why
@@ -781,7 +784,7 @@ func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 	if matching == 0 {
 		return "no node fits: " + summarize(counts)
 	}
-	if split := splitGang(q, inRegion); split != "" && counts[ReasonAvoided] == 0 {
+	if split := splitGang(q, inRegion); split != "" && counts[ReasonAvoided]+counts[ReasonTrustLevel] == 0 {
 		return split
 	}
 	var b strings.Builder
@@ -807,23 +810,29 @@ func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 	return b.String()
 }
 
-// avoidedMatching counts the nodes in q's tier view, of classes sig
-// accepts, whose provider q's job avoids, but for those the reason counts
-// as too few GPUs. It reads every such node, and only jobs that avoid
-// providers ask.
-func (e *Engine) avoidedMatching(q *query, sig *signature) int {
-	if len(q.job.AvoidProviders) == 0 {
-		return 0
+// turnedAwayMatching counts the nodes in q's tier view, of classes sig
+// accepts, that q's job turns away (turnsAway): those whose provider it
+// avoids, and the rest of them below its trust level; but for those the
+// reason counts as too few GPUs. It reads every such node, and only jobs
+// that avoid providers or ask a trust level ask.
+func (e *Engine) turnedAwayMatching(q *query, sig *signature) (avoidedNodes, below int) {
+	if len(q.job.AvoidProviders) == 0 && q.job.MinTrustLevel == 0 {
+		return 0, 0
 	}
-	n := 0
 	for _, nd := range e.nodes {
 		c := nd.cls
-		if c != nil && sig.accepts[c.idx] && (c.key.maxJob == 0 || c.key.maxJob >= q.dur) && nd.inView(q.ti) && avoided(q, nd) &&
-			!(len(nd.gpus) < q.g && c.allUsable(q.job)) { // counted as too few GPUs already
-			n++
+		if c == nil || !sig.accepts[c.idx] || (c.key.maxJob > 0 && c.key.maxJob < q.dur) || !nd.inView(q.ti) ||
+			(len(nd.gpus) < q.g && c.allUsable(q.job)) { // counted as too few GPUs already
+			continue
+		}
+		switch {
+		case avoided(q, nd):
+			avoidedNodes++
+		case belowLevel(q, nd):
+			below++
 		}
 	}
-	return n
+	return avoidedNodes, below
 }
 
 // splitGang says why a gang can never be placed when no region has as

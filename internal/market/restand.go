@@ -29,6 +29,9 @@ func (e *Engine) restandOnly(nd *node, n *idlegrid.Node) bool {
 // restand takes n, whose reliability and level may differ from nd's, and
 // moves nd to its new place on each of its shelves.
 func (e *Engine) restand(nd *node, n *idlegrid.Node) {
+	if n.Level != nd.n.Level {
+		e.levelGen++ // wait reasons count the nodes below a job's trust level
+	}
 	nd.n = n
 	rel, views := clampReliability(n.Reliability), viewsOf(nd, e.cfg)
 	if rel == nd.rel && views == nd.views {

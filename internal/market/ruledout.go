@@ -16,8 +16,8 @@ import (
 // regions, GPU models, allowed kinds and sold tiers, each with how many
 // nodes have it, the longest run allowed among those its duration rules
 // out, the most GPU memory, CPU cores, RAM and usable GPUs among those its
-// VRAM, CPU, RAM and GPU count rule out, and the most reliable node below
-// gold's bar. A renter whose job waits reads there a value misspelt ("eu"
+// VRAM, CPU, RAM and GPU count rule out, the most reliable node below
+// gold's bar and the highest trust level below the job's. A renter whose job waits reads there a value misspelt ("eu"
 // for EU) or a constraint that rules out most of the market. Kind,
 // longest run, region, residency, model and VRAM are the class's
 // (classStaticReason), so it counts the nodes of each class and reads
@@ -38,6 +38,8 @@ type ruledOut struct {
 	maxRel   float64
 	maxLevel int
 	gold     Config // the engine's bar for gold
+	// maxTrust is the highest trust level among the nodes below the job's.
+	maxTrust int
 }
 
 // ruledClass is a class whose nodes a hard constraint rules out: the
@@ -74,6 +76,9 @@ func (o *ruledOut) add(r Reason, nd *node, job *idlegrid.Job) {
 		return
 	case ReasonReliability:
 		o.maxRel, o.maxLevel = max(o.maxRel, nd.n.Reliability), max(o.maxLevel, nd.n.Level)
+		return
+	case ReasonTrustLevel:
+		o.maxTrust = max(o.maxTrust, nd.n.Level)
 		return
 	default:
 		return
@@ -180,6 +185,10 @@ func (o *ruledOut) advice(job *idlegrid.Job, rejections map[Reason]int) []string
 	}
 	if n := rejections[ReasonReliability]; n > 0 {
 		out = append(out, o.belowBarText(n))
+	}
+	if n := rejections[ReasonTrustLevel]; n > 0 {
+		out = append(out, fmt.Sprintf("%d %s below its trust level %d (min_trust_level, --min-trust-level); the highest among them is %d",
+			n, plural(n, "node is", "nodes are"), job.MinTrustLevel, o.maxTrust))
 	}
 	if n := rejections[ReasonGPUs]; n > 0 {
 		out = append(out, o.fewGPUsText(n, job))

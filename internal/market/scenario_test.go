@@ -354,6 +354,7 @@ func (h *harness) job(a args) *idlegrid.Job {
 	if v := a.list("avoid"); v != nil {
 		s.AvoidProviders = v
 	}
+	s.MinTrustLevel = a.num("min-level", s.MinTrustLevel)
 	if v := a.list("datasets"); v != nil {
 		s.Datasets = nil
 		for _, d := range v {

@@ -172,13 +172,13 @@ func (x *shadow) offer(nd *node) {
 }
 
 // competes reports whether nd passes the per-node constraints its offer
-// and record decide (avoided provider, CPU, RAM, ask within the cap,
+// and record decide (avoided provider, trust level, CPU, RAM, ask within the cap,
 // enough GPUs for the job), has a window open or to come, and is neither a
 // winner nor one of a winner's provider's nodes. The class and its view
 // settle the rest.
 func (x *shadow) competes(nd *node) bool {
 	q := x.q
-	if avoided(q, nd) || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) || nd.asks[q.ti] > q.cap ||
+	if turnsAway(q, nd) || (q.cpu > 0 && !nd.hasCPU(q.cpu)) || (q.ram > 0 && !nd.hasRAM(q.ram)) || nd.asks[q.ti] > q.cap ||
 		!nd.enoughGPUs(q) { // it could never run the job, busy or not
 		return false
 	}

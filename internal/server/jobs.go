@@ -10,6 +10,7 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/ledger"
+	"github.com/idlegrid/idlegrid/internal/reputation"
 )
 
 // SubmitJob queues a renter's job. It is placed by the scheduler, which the
@@ -17,6 +18,21 @@ import (
 func (s *Server) SubmitJob(ctx context.Context, spec idlegrid.JobSpec) (*idlegrid.Job, error) {
 	j, _, err := s.SubmitJobOnce(ctx, spec, "")
 	return j, err
+}
+
+// checkTrustLevel refuses a job's least trust level above the trust
+// policy's highest, which no node could ever reach.
+func (s *Server) checkTrustLevel(level int) error {
+	rules := s.trust.policy.Levels.Rules
+	if level <= len(rules) {
+		return nil
+	}
+	top := len(rules)
+	name := reputation.NewcomerName
+	if top > 0 {
+		name = rules[top-1].Name
+	}
+	return idlegrid.Invalid("job.min_trust_level", "the trust policy's highest level is %d (%s); no node can reach %d", top, name, level)
 }
 
 // SubmitJobOnce is SubmitJob with the renter's idempotency key ("" for
@@ -35,6 +51,8 @@ func (s *Server) SubmitJobOnce(ctx context.Context, spec idlegrid.JobSpec, key s
 		return nil, false, err
 	} else if spec.VerifiesLeaseID != "" {
 		return nil, false, idlegrid.Invalid("job.verifies_lease_id", "only the market sets it, on the re-runs it makes; leave it out")
+	} else if err := s.checkTrustLevel(spec.MinTrustLevel); err != nil {
+		return nil, false, err
 	} else if err := s.keyRoutingAllows(ctx, c, &spec); err != nil { // keyrouting.go
 		return nil, false, err
 	} else if key != "" {

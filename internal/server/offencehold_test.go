@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -171,5 +172,65 @@ func TestServer_OffenceHold_followUp(t *testing.T) {
 			t.Fatalf("after the follow-up barn-1 is %s at level %d, want lost at 0: held by %s", n.State, n.Level, d.ID)
 		}
 		wantNoFollowUps(t, m)
+	})
+}
+
+// A job's least trust level (min_trust_level) keeps it off nodes below
+// it, in any tier: a silver job at level 2 runs on trusted barn-1, one at
+// level 3 waits naming the level, and once barn-1's provider is held for
+// an offence even level 1 keeps silver work off it. A level above the
+// trust policy's highest is refused at submission.
+func TestServer_MinTrustLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustTrusted(t)
+		submitAt := func(level int) *idlegrid.Job {
+			t.Helper()
+			spec := rtxSpec(idlegrid.TierSilver)
+			spec.MinTrustLevel = level
+			j, err := m.srv.SubmitJob(m.renter, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.advance(t, 10*time.Second)
+			j, err = m.srv.FindJob(m.renter, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return j
+		}
+		wantWaits := func(j *idlegrid.Job, when string) {
+			t.Helper()
+			if j.State != idlegrid.JobQueued || !strings.Contains(j.Reason, "1 trust level") {
+				t.Errorf("a silver job at level %d %s: %s (%s), want queued, barn-1 below its trust level", j.MinTrustLevel, when, j.State, j.Reason)
+			}
+			if _, err := m.srv.CancelJob(m.renter, j.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if j := submitAt(2); j.State == idlegrid.JobQueued {
+			t.Errorf("a silver job at level 2 waits (%s), want it on trusted barn-1", j.Reason)
+		} else if _, err := m.srv.CancelJob(m.renter, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		wantWaits(submitAt(3), "on a level 2 node")
+
+		spec := rtxSpec(idlegrid.TierSilver)
+		spec.MinTrustLevel = 4
+		_, err := m.srv.SubmitJob(m.renter, spec)
+		if e := (*idlegrid.Error)(nil); !errors.As(err, &e) || e.Field != "job.min_trust_level" || !strings.Contains(e.Message, "highest level is 3 (elite)") {
+			t.Errorf("a job at level 4 under a policy of three: %v, want refused naming job.min_trust_level", err)
+		}
+
+		d, err := m.srv.OpenDispute(m.admin, idlegrid.Dispute{Offence: "mismatched_result", ProviderID: callerID(m.provider),
+			NodeID: m.nodeID, Evidence: "the renter's re-run differs"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.srv.ResolveDispute(m.admin, d.ID, idlegrid.DisputeUpheld, "two re-runs agree with each other"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()              // the restander, off the request
+		m.advance(t, 10*time.Minute) // past the cancelled leases' ends
+		wantWaits(submitAt(1), "on a held node")
 	})
 }
