@@ -100,11 +100,11 @@ keeps the nodes with at least that many. A page holds 1000 nodes unless
 		return nil
 	}
 	now := time.Now()
-	t := newTable(c.env.Out, "ID", "NAME", "STATE", "GPUS", "FREE", "REGION", "RESIDENCY", "SCHEDULE", "ASK $/GPU-h", "RELIABILITY", "HEARTBEAT")
+	t := newTable(c.env.Out, "ID", "NAME", "STATE", "GPUS", "FREE", "REGION", "RESIDENCY", "SCHEDULE", "ASK $/GPU-h", "RELIABILITY", "LEVEL", "HEARTBEAT")
 	for _, r := range rows {
 		n := r.Node
 		t.row(n.ID, n.Name, nodeState(n), gpuSummary(n.GPUs), r.free(), n.Region, n.Residency, n.Schedule.Mode,
-			askSummary(n.Ask), fmt.Sprintf("%.2f", n.Reliability), age(n.LastHeartbeat, now))
+			askSummary(n.Ask), fmt.Sprintf("%.2f", n.Reliability), strconv.Itoa(n.Level), age(n.LastHeartbeat, now))
 	}
 	if err := t.flush(); err != nil || len(rows) == 0 {
 		return err

@@ -48,9 +48,11 @@ func TestNode_asRenter(t *testing.T) {
 	if len(nodes) != 1 {
 		t.Fatalf("a renter's RTX4090s in us-east or eu-west = %+v, want rig", nodes)
 	}
-	// Pages: a full one ends with the command for the next.
+	// Pages: a full one ends with the command for the next. Each node
+	// shows its trust level, which a job's --min-trust-level names.
 	if r := run(t, renter, "node", "ls", "--limit", "1", "--sort", "price"); r.code != 0 ||
-		!strings.Contains(r.out, "more may follow: idlegrid node ls --sort price --limit 1 --after "+nodes[0].ID+"\n") {
+		!strings.Contains(r.out, "more may follow: idlegrid node ls --sort price --limit 1 --after "+nodes[0].ID+"\n") ||
+		!regexp.MustCompile(`RELIABILITY\s+LEVEL\s+HEARTBEAT\n.*\s\d\.\d\d\s+0\s+\S+\n`).MatchString(r.out) {
 		t.Errorf("a full page of node ls: %s", r)
 	}
 	mustJSON(t, renter, &nodes, "node", "ls", "--after", nodes[0].ID)
