@@ -286,6 +286,9 @@ type NodeFilter struct {
 	// MinGPUs keeps only nodes with at least this many GPUs, and MinVRAMMB
 	// those with a GPU of at least this much memory (0: any).
 	MinGPUs, MinVRAMMB int
+	// MinLevel keeps only nodes at this trust level or above (0: any), as
+	// a job's MinTrustLevel takes them.
+	MinLevel int
 	// Tier keeps only nodes that sell it (empty: any), and MaxFloor, when
 	// set, those whose floor for it is at most this per GPU-hour: the ask
 	// before any time-of-day multiplier. Sorting by price reads Tier's

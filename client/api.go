@@ -174,7 +174,7 @@ func (c *Client) RevokeJoinToken(ctx context.Context, tokenID string) error {
 
 // ListNodes lists nodes: a provider's own, for an admin all, and for a
 // renter the market's offers as anyone may see them. Of f it sends the
-// search (Name, GPUModels, Regions, MinGPUs, MinVRAMMB, Tier, MaxFloor), Sort
+// search (Name, GPUModels, Regions, MinGPUs, MinVRAMMB, MinLevel, Tier, MaxFloor), Sort
 // (oldest first by default) and Limit (0: the server's default); the
 // caller's role decides the rest.
 func (c *Client) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid.Node, error) {
@@ -195,6 +195,7 @@ func (c *Client) SearchNodes(ctx context.Context, f idlegrid.NodeFilter) (*wire.
 	setList(q, "region", f.Regions)
 	setInt(q, "min_gpus", int64(f.MinGPUs))
 	setInt(q, "min_vram_mb", int64(f.MinVRAMMB))
+	setInt(q, "min_level", int64(f.MinLevel))
 	setString(q, "tier", string(f.Tier))
 	setInt(q, "max_price_micros_per_gpu_hour", int64(f.MaxFloor))
 	setInt(q, "min_free_gpus", int64(f.MinFreeGPUs))

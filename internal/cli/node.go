@@ -32,7 +32,7 @@ func (c *nodeCommand) Run(ctx context.Context, args []string) error {
 
 func (c *nodeCommand) list(ctx context.Context, args []string) error {
 	fs := c.env.flags("node ls", help{
-		usage: "idlegrid node ls [--name N] [--gpu-model M,…] [--region R,…] [--min-gpus N] [--min-vram-mb MB] [--min-free-gpus N] [--tier T] [--max-price P] [--sort S] [--limit N] [--after ID] [--json]",
+		usage: "idlegrid node ls [--name N] [--gpu-model M,…] [--region R,…] [--min-gpus N] [--min-vram-mb MB] [--min-level N] [--min-free-gpus N] [--tier T] [--max-price P] [--sort S] [--limit N] [--after ID] [--json]",
 		about: `List nodes: a provider sees their own, an admin sees all, and a renter the
 nodes on offer now (online, not in quarantine), as anyone may see them.
 Oldest first, unless --sort says otherwise. A price is a tier's floor per
@@ -46,6 +46,7 @@ keeps the nodes with at least that many. A page holds 1000 nodes unless
  idlegrid node ls --gpu-model H100-80GB,A100-80GB --region eu-west
  idlegrid node ls --min-vram-mb 40960 --min-gpus 4 --tier bronze --max-price 1.20 --sort price
  idlegrid node ls --gpu-model H100-80GB --min-free-gpus 8   # eight H100s free on one node now
+ idlegrid node ls --min-level 2 --sort price                 # the nodes a job with --min-trust-level 2 may run on
  idlegrid node ls --name barn-1                               # the nodes named so (several providers may use a name)
  idlegrid node ls --limit 5000 --json`,
 	})
@@ -61,6 +62,7 @@ keeps the nodes with at least that many. A page holds 1000 nodes unless
 	fs.Var(&regions, "region", "only nodes in one of these regions, e.g. eu-west (repeat or comma-separate)")
 	fs.IntVar(&f.MinGPUs, "min-gpus", 0, "only nodes with at least this many GPUs")
 	fs.IntVar(&f.MinVRAMMB, "min-vram-mb", 0, "only nodes with a GPU of at least this much memory, in MB, e.g. 40960")
+	fs.IntVar(&f.MinLevel, "min-level", 0, "only nodes at this trust level or above, as a job's --min-trust-level takes them, e.g. 1")
 	fs.IntVar(&f.MinFreeGPUs, "min-free-gpus", 0, "only nodes with at least this many GPUs free now, e.g. 4")
 	fs.StringVar(&tier, "tier", "", "only nodes that sell this tier: gold, silver or bronze")
 	fs.Var(&maxPrice, "max-price", "only nodes whose floor for the tier is at most this per GPU-hour, e.g. 1.20")
@@ -189,6 +191,7 @@ func nodeFlags(f idlegrid.NodeFilter, tier string, price priceFlag) string {
 		{"--region", len(f.Regions) > 0, strings.Join(f.Regions, ",")},
 		{"--min-gpus", f.MinGPUs > 0, strconv.Itoa(f.MinGPUs)},
 		{"--min-vram-mb", f.MinVRAMMB > 0, strconv.Itoa(f.MinVRAMMB)},
+		{"--min-level", f.MinLevel > 0, strconv.Itoa(f.MinLevel)},
 		{"--min-free-gpus", f.MinFreeGPUs > 0, strconv.Itoa(f.MinFreeGPUs)},
 		{"--tier", tier != "", tier},
 		{"--max-price", price.m > 0, price.m.String()},
@@ -227,6 +230,8 @@ func checkNodeSearch(f idlegrid.NodeFilter) error {
 		return usagef("--min-gpus: %d is negative; give a number of GPUs, e.g. 4", f.MinGPUs)
 	case f.MinVRAMMB < 0:
 		return usagef("--min-vram-mb: %d is negative; give megabytes, e.g. 40960", f.MinVRAMMB)
+	case f.MinLevel < 0 || f.MinLevel > idlegrid.MaxTrustLevel:
+		return usagef("--min-level: %d is out of range; give a trust level from 1 to %d, or leave it out", f.MinLevel, idlegrid.MaxTrustLevel)
 	case f.MinFreeGPUs < 0 || f.MinFreeGPUs > 64:
 		return usagef("--min-free-gpus: %d is out of range; give 1 to 64 GPUs, e.g. 4, or leave it out", f.MinFreeGPUs)
 	case f.Tier != "" && !f.Tier.Valid():

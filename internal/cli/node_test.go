@@ -44,6 +44,18 @@ func TestNode_asRenter(t *testing.T) {
 	if r := run(t, renter, "node", "ls", "--gpu-model", "RTX4090", "--min-gpus", "2"); r.code != 0 || r.out != "no node matches --gpu-model RTX4090 --min-gpus 2\n" {
 		t.Errorf("node ls --gpu-model RTX4090 --min-gpus 2: %s", r)
 	}
+	// rig is a newcomer: a search of the nodes a job at trust level 1
+	// may run on finds none.
+	if r := run(t, renter, "node", "ls", "--min-level", "1"); r.code != 0 || r.out != "no node matches --min-level 1\n" {
+		t.Errorf("node ls --min-level 1: %s", r)
+	}
+	if r := run(t, renter, "node", "ls", "--min-level", "17"); r.code != 2 || !strings.Contains(r.err, "--min-level: 17 is out of range") {
+		t.Errorf("node ls --min-level 17: %s", r)
+	}
+	mustJSON(t, renter, &nodes, "node", "ls", "--min-level", "0")
+	if len(nodes) != 1 {
+		t.Errorf("node ls --min-level 0 = %+v, want rig", nodes)
+	}
 	mustJSON(t, renter, &nodes, "node", "ls", "--gpu-model", "RTX4090", "--region", "us-east,eu-west")
 	if len(nodes) != 1 {
 		t.Fatalf("a renter's RTX4090s in us-east or eu-west = %+v, want rig", nodes)

@@ -656,12 +656,12 @@ func TestAPI_everyProblem(t *testing.T) {
 		}
 	}
 	// A node search names each parameter at fault.
-	got = mustDo(t, request(t, "GET", f.URL+"/v1/nodes?min_vram_mb=-1&region=EU&tier=x&sort=y&limit=0&min_free_gpus=x", secret, ""))
+	got = mustDo(t, request(t, "GET", f.URL+"/v1/nodes?min_vram_mb=-1&region=EU&tier=x&sort=y&limit=0&min_free_gpus=x&min_level=17", secret, ""))
 	var fields []string
 	for _, p := range got.Err(t).Problems {
 		fields = append(fields, p.Field)
 	}
-	if want := []string{"limit", "min_free_gpus", "min_vram_mb", "region", "tier", "sort"}; !slices.Equal(fields, want) {
+	if want := []string{"limit", "min_free_gpus", "min_vram_mb", "min_level", "region", "tier", "sort"}; !slices.Equal(fields, want) {
 		t.Errorf("node search problems: %s; want fields %v", got.Body, want)
 	}
 	// A single problem has no list.

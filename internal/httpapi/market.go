@@ -10,9 +10,9 @@ import (
 	"github.com/idlegrid/idlegrid/internal/ledger"
 )
 
-// GET /v1/nodes?name=N&gpu_model=A,B&region=C,D&min_gpus=N&min_vram_mb=N&tier=T&max_price_micros_per_gpu_hour=N&min_free_gpus=N&sort=S&limit=N&after=ID
+// GET /v1/nodes?name=N&gpu_model=A,B&region=C,D&min_gpus=N&min_vram_mb=N&min_level=N&tier=T&max_price_micros_per_gpu_hour=N&min_free_gpus=N&sort=S&limit=N&after=ID
 func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "name", "gpu_model", "region", "min_gpus", "min_vram_mb", "tier", "max_price_micros_per_gpu_hour",
+	q, err := parseQuery(r, "name", "gpu_model", "region", "min_gpus", "min_vram_mb", "min_level", "tier", "max_price_micros_per_gpu_hour",
 		"min_free_gpus", "sort", "limit", "after")
 	if err != nil {
 		return err
@@ -29,8 +29,8 @@ func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
 }
 
 // nodeSearch reads a node list's search: a node name; GPU models and
-// regions, each a comma-separated list (any of them); the least GPUs, GPU memory and GPUs
-// free now; a tier and the most its floor may be; an order; a limit; and
+// regions, each a comma-separated list (any of them); the least GPUs, GPU memory, trust
+// level and GPUs free now; a tier and the most its floor may be; an order; a limit; and
 // the node a page starts after.
 // Every parameter at fault is named.
 func nodeSearch(q query) (idlegrid.NodeFilter, error) {
@@ -46,6 +46,7 @@ func nodeSearch(q query) (idlegrid.NodeFilter, error) {
 	f.MinGPUs = int(number("min_gpus", 64)) // an offer lists at most 64
 	f.MinFreeGPUs = int(number("min_free_gpus", 64))
 	f.MinVRAMMB = int(number("min_vram_mb", 1<<30))
+	f.MinLevel = int(number("min_level", idlegrid.MaxTrustLevel))
 	f.MaxFloor = idlegrid.Micros(number("max_price_micros_per_gpu_hour", int64(1000*idlegrid.MicrosPerUnit))) // as a job's cap
 	p.Check(f.Name == "" || idlegrid.ValidNodeName(f.Name), "name", "%q is not a node's name: 1-63 letters, digits, '.', '_' or '-'", f.Name)
 	p.Check(len(f.GPUModels) <= maxSearchTerms, "gpu_model", "names at most %d models", maxSearchTerms)

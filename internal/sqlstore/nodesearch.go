@@ -94,6 +94,9 @@ func (db *DB) nodeSearchFilter(q string, a *args, f idlegrid.NodeFilter) (string
 	if f.MinVRAMMB > 0 {
 		q += ` AND vram_mb >= ` + a.add(f.MinVRAMMB)
 	}
+	if f.MinLevel > 0 {
+		q += ` AND level >= ` + a.add(f.MinLevel)
+	}
 	if col := floorColumn(f.Tier); col != "" {
 		q += ` AND ` + col + ` > 0`
 		if f.MaxFloor > 0 {

@@ -578,6 +578,12 @@ func testNodes(t *testing.T, db *sqlstore.DB) {
 		if got := search(idlegrid.NodeFilter{Sort: idlegrid.NodesReliable}); len(got) != 3 || got[0] != n3.ID {
 			t.Errorf("nodes, most reliable first: %v, want %s first", got, n3.ID)
 		}
+		// By trust level: n3 is at level 1, the others newcomers.
+		for level, want := range map[int][]string{0: {n1.ID, n2.ID, n3.ID}, 1: {n3.ID}, 2: nil} {
+			if got := search(idlegrid.NodeFilter{MinLevel: level}); !slices.Equal(got, want) {
+				t.Errorf("nodes at level %d or above: %v, want %v", level, got, want)
+			}
+		}
 		// Paged one node at a time, every order lists what it lists whole.
 		for _, f := range []idlegrid.NodeFilter{{}, {Sort: idlegrid.NodesReliable}, {Tier: idlegrid.TierSilver, Sort: idlegrid.NodesCheapest}} {
 			whole, paged := search(f), []string(nil)
