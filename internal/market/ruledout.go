@@ -17,11 +17,12 @@ import (
 // nodes have it, the longest run allowed among those its duration rules
 // out, the most GPU memory, CPU cores, RAM and usable GPUs among those its
 // VRAM, CPU, RAM and GPU count rule out, the most reliable node below
-// gold's bar and the highest trust level below the job's. A renter whose job waits reads there a value misspelt ("eu"
-// for EU) or a constraint that rules out most of the market. Kind,
-// longest run, region, residency, model and VRAM are the class's
-// (classStaticReason), so it counts the nodes of each class and reads
-// those values once a class; the rest are each node's own.
+// gold's bar and the highest trust level below the job's. A renter whose
+// job waits reads there a value misspelt ("eu" for EU) or a constraint
+// that rules out most of the market. Kind, longest run, region,
+// residency, model and VRAM are the class's (classStaticReason), so it
+// counts the nodes of each class and reads those values once a class; the
+// rest are each node's own.
 type ruledOut struct {
 	classes map[*class]*ruledClass
 	// maxCPU and maxRAMMB are the most CPU cores and RAM among the nodes
@@ -133,6 +134,7 @@ func (o *ruledOut) maxJobSeconds() int64 {
 }
 
 func residencyOf(nd *node) []string { return []string{nd.n.Residency} }
+func regionOf(nd *node) []string    { return []string{nd.n.Region} }
 
 func kindsOf(nd *node) []string {
 	var kinds []string
@@ -141,7 +143,6 @@ func kindsOf(nd *node) []string {
 	}
 	return kinds
 }
-func regionOf(nd *node) []string { return []string{nd.n.Region} }
 
 func modelsOf(nd *node) []string {
 	var models []string
@@ -260,8 +261,9 @@ func (o *ruledOut) belowBarText(n int) string {
 }
 
 // fewGPUsText says how the job could fit the n nodes with too few GPUs
-// that could serve it: spread over more nodes, as many GPUs as the most of
-// them has, or fewer.
+// that could serve it: its GPUs spread evenly over more nodes, each with
+// no more than the most of them has, when the market allows that many
+// nodes.
 func (o *ruledOut) fewGPUsText(n int, job *idlegrid.Job) string {
 	of := ""
 	if len(job.GPUModels) > 0 || job.MinVRAMMB > 0 {
@@ -270,7 +272,7 @@ func (o *ruledOut) fewGPUsText(n int, job *idlegrid.Job) string {
 	text := fmt.Sprintf("%d %s fewer than its %d GPUs%s on one node; the most among them is %d",
 		n, plural(n, "node has", "nodes have"), job.GPUs, of, o.maxGPUs)
 	total := job.GPUs * max(job.Nodes, 1)
-	for g := o.maxGPUs; g > 1; g-- {
+	for g := o.maxGPUs; g > 1 && total/g <= idlegrid.MaxNodesPerJob; g-- {
 		if total%g == 0 {
 			text += fmt.Sprintf("; if it can run across nodes, %d nodes of %d GPUs (nodes, gpus; --nodes %d --gpus %d) would fit there",
 				total/g, g, total/g, g)

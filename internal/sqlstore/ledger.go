@@ -97,8 +97,8 @@ func netMoves(ms []balanceMove) []balanceMove {
 	return out
 }
 
-// balancesUpsert heads and tails the statement that moves balances by
-// balanceRows, returning each account's balance after.
+// balancesInsert and balancesUpsert head and tail the statement that
+// moves balances by balanceRows, returning each account's balance after.
 const (
 	balancesInsert = `INSERT INTO balances (account, balance, credited, refunded)`
 	balancesUpsert = `ON CONFLICT (account) DO UPDATE SET balance = balances.balance + excluded.balance,
@@ -433,13 +433,6 @@ func (db *DB) LedgerSum(ctx context.Context) (idlegrid.Micros, error) {
 	})
 	return sum, err
 }
-
-// refundsQuery sums what penalties (upheld disputes) debited of an
-// account, which the caller's condition names: the refunds to renters of
-// providers' pending earnings (ledger.Refund) or of the platform's fees
-// (ledger.RefundFee), as refundedSum and feeRefundedSum do for one lease.
-const refundsQuery = `SELECT CAST(COALESCE(SUM(-e.amount), 0) AS BIGINT) FROM transfers r JOIN ledger_entries e ON e.transfer_id = r.id
-	WHERE r.kind = '` + string(idlegrid.TransferPenalty) + `' AND e.amount < 0`
 
 // Summary counts the market at a glance.
 func (db *DB) Summary(ctx context.Context) (*idlegrid.Summary, error) {
