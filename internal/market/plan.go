@@ -699,13 +699,10 @@ func choosePlan(q *query, cands []cand, less func(a, b *cand) int, key func(set 
 // exactly, and that the nodes that match have no room for it now.
 func (e *Engine) waitReason(q *query, sig *signature) string {
 	key := waitKey{ti: q.ti, g: q.g, n: q.n, dur: q.dur, need: e.windowNeed(q.job), cap: q.cap, bronze: q.job.Tier == idlegrid.TierBronze,
-		minLevel: q.job.MinTrustLevel}
+		minLevel: q.job.MinTrustLevel, avoid: avoidKey(q.job.AvoidProviders)}
 	if sig.waitGen != e.memberGen || sig.waitAskGen != e.askGen || sig.waitLevelGen != e.levelGen {
 		clear(sig.waits)
 		sig.waitGen, sig.waitAskGen, sig.waitLevelGen = e.memberGen, e.askGen, e.levelGen
-	}
-	if len(q.job.AvoidProviders) > 0 {
-		return e.composeWaitReason(q, sig) // the cache's key does not hold the avoided providers
 	}
 	if r, ok := sig.waits[key]; ok {
 		return r
@@ -727,6 +724,18 @@ type waitKey struct {
 	cap       idlegrid.Micros
 	bronze    bool
 	minLevel  int
+	avoid     string // the providers the job avoids (avoidKey)
+}
+
+// avoidKey is a list of providers to avoid as one string, whatever its
+// order and repeats: a waitKey's part. "" for none.
+func avoidKey(providers []string) string {
+	if len(providers) == 0 {
+		return ""
+	}
+	sorted := slices.Clone(providers)
+	slices.Sort(sorted)
+	return strings.Join(slices.Compact(sorted), "\x00")
 }
 
 // noPlanNote ends the wait reason of a gold or silver job that found no
@@ -814,7 +823,8 @@ func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 // accepts, that q's job turns away (turnsAway): those whose provider it
 // avoids, and the rest of them below its trust level; but for those the
 // reason counts as too few GPUs. It reads every such node, and only jobs
-// that avoid providers or ask a trust level ask.
+// that avoid providers or ask a trust level ask, once until waitReason's
+// cache is emptied.
 func (e *Engine) turnedAwayMatching(q *query, sig *signature) (avoidedNodes, below int) {
 	if len(q.job.AvoidProviders) == 0 && q.job.MinTrustLevel == 0 {
 		return 0, 0
