@@ -604,6 +604,21 @@ func TestDashboard(t *testing.T) {
 		// a region written wrong is said by the form.
 		b.waitText("#panel-offers table", "nb-h100-01")
 		b.waitText("#panel-offers thead", "Free now")
+		b.waitText("#panel-offers thead", "Level")
+		// The dev fleet's nodes are newcomers, at level 0: none is on
+		// offer to a job that asks level 1.
+		b.run("search the nodes at trust level 1 or above",
+			chromedp.SetValue(chromedp.ID("o-level"), "1"),
+			chromedp.Click(chromedp.CSS(`#offers-form button[type=submit]`)))
+		b.waitText("#panel-offers", "No node on offer matches.")
+		b.run("search a trust level past the most",
+			chromedp.SetValue(chromedp.ID("o-level"), "17"),
+			chromedp.Click(chromedp.CSS(`#offers-form button[type=submit]`)))
+		b.waitText("#offers-error", "min_level: must be an integer between 1 and 16")
+		b.run("search any trust level again",
+			chromedp.SetValue(chromedp.ID("o-level"), ""),
+			chromedp.Click(chromedp.CSS(`#offers-form button[type=submit]`)))
+		b.waitText("#panel-offers table", "nb-h100-01")
 		b.run("search the nodes on offer for RTX4090s",
 			chromedp.SetValue(chromedp.ID("o-models"), "RTX4090"),
 			chromedp.Click(chromedp.CSS(`#offers-form button[type=submit]`)))

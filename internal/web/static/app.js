@@ -548,6 +548,7 @@
       <div><label for="o-regions">Regions</label><input id="o-regions" type="text" placeholder="eu-west, us-east"></div>
       <div><label for="o-vram">Min GPU memory (GB)</label><input id="o-vram" type="number" min="1" placeholder="40"></div>
       <div><label for="o-free">Min GPUs free now</label><input id="o-free" type="number" min="1" max="64" placeholder="4"></div>
+      <div><label for="o-level">Min trust level</label><input id="o-level" type="number" min="1" max="16" placeholder="1"></div>
       <div><label for="o-tier">Tier</label><select id="o-tier"><option value="">any (prices: silver)</option>
         <option>gold</option><option>silver</option><option>bronze</option></select></div>
       <div><label for="o-price">Max price ($/GPU-h)</label><input id="o-price" type="text" inputmode="decimal" placeholder="2.50"></div>
@@ -574,6 +575,7 @@
       q.set('min_vram_mb', String(Math.max(1, Math.round(gb * 1000))));
     }
     if (f.free) q.set('min_free_gpus', f.free);
+    if (f.level) q.set('min_level', f.level); // the nodes a job with that min_trust_level may run on
     if (f.tier) q.set('tier', f.tier);
     if (f.price) {
       const max = parseMoney(f.price);
@@ -590,7 +592,7 @@
       ev.preventDefault(); out.textContent = '';
       try {
         const q = offersQuery({ models: $('#o-models').value, regions: $('#o-regions').value, vram: $('#o-vram').value.trim(),
-          free: $('#o-free').value.trim(), tier: $('#o-tier').value, price: $('#o-price').value.trim(), sort: $('#o-sort').value });
+          free: $('#o-free').value.trim(), level: $('#o-level').value.trim(), tier: $('#o-tier').value, price: $('#o-price').value.trim(), sort: $('#o-sort').value });
         const gen = st.gen;
         await get('/v1/nodes?' + q); // a mistake is said here, by the form
         if (st.gen === gen) { st.offers = q; refresh(); }
@@ -610,6 +612,7 @@
       { h: 'Silver ask', num: true, f: (n) => ask(n, 'silver') }, { h: 'Gold ask', num: true, f: (n) => ask(n, 'gold') },
       { h: 'Bronze ask', num: true, f: (n) => ask(n, 'bronze') },
       { h: 'Reliability', num: true, f: (n) => esc(Number(n.reliability).toFixed(3)) },
+      { h: 'Level', num: true, f: (n) => esc(n.level || 0) },
     ], nodes, 'No node on offer matches.');
   }
 
