@@ -285,9 +285,9 @@ type signature struct {
 	rejected []*class // with reason in reasons
 	reasons  []Reason
 	// waits caches wait reasons, which count nodes and read their least
-	// asks (and, for a job asking a trust level, their levels), while
-	// waitGen is the engine's memberGen, waitAskGen its askGen and
-	// waitLevelGen its levelGen.
+	// asks (and, for a job that avoids providers or asks a trust level,
+	// their providers and levels), while waitGen is the engine's
+	// memberGen, waitAskGen its askGen and waitLevelGen its levelGen.
 	waits        map[waitKey]string
 	waitGen      uint64
 	waitAskGen   uint64
