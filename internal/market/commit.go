@@ -29,6 +29,7 @@ func (e *Engine) Commit(job *idlegrid.Job, d Decision, now time.Time) {
 		for i, p := range d.Picks {
 			e.record(job, p, e.claim(job, i, p, at), now)
 		}
+		e.linkClaims(job, d.Picks)
 	case d.Reservation != nil:
 		e.dropReservation(job.ID)
 		notice := e.cfg.NoticeSeconds * int64(time.Second)
@@ -41,6 +42,24 @@ func (e *Engine) Commit(job *idlegrid.Job, d Decision, now time.Time) {
 	default:
 		e.dropReservation(job.ID)
 	}
+}
+
+// linkClaims makes the claims of a gang's picks one gang, which their
+// leases join (AddLease).
+func (e *Engine) linkClaims(job *idlegrid.Job, picks []Pick) {
+	if len(picks) < 2 {
+		return
+	}
+	var holds []*hold
+	for _, p := range picks {
+		if p.Node == nil {
+			continue
+		}
+		if h := e.claims[claimKey{job.ID, p.Node.ID}]; h != nil {
+			holds = append(holds, h)
+		}
+	}
+	link(holds)
 }
 
 // claim holds a pick's GPUs for its job until the lease arrives, and

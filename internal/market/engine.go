@@ -388,13 +388,14 @@ func (e *Engine) AddLease(l *idlegrid.Lease) {
 	} else if prev != nil && prev.noticed { // the engine gave notice before the store recorded it
 		h.noticed, h.noticeAt, h.stopAt = true, prev.noticeAt, prev.stopAt
 	}
+	// The lease most often replaces its job's claim: find the node by it.
+	c := e.claims[claimKey{l.JobID, l.NodeID}]
+	h.join(gangOf(prev, c))
 	if prev != nil {
 		e.releaseHold(prev)
 	}
 	e.leases[l.ID] = h
-	// The lease most often replaces its job's claim: find the node by it.
 	var nd *node
-	c := e.claims[claimKey{l.JobID, l.NodeID}]
 	if c != nil && c.nd != nil {
 		nd = c.nd
 	} else {
@@ -426,6 +427,40 @@ func (e *Engine) AddLease(l *idlegrid.Lease) {
 	}
 	e.scheduleNotice(nd, h)
 	e.watchEligible(h)
+}
+
+// gangOf is the gang a lease's new hold joins: its previous hold's, or
+// the claim's it replaces.
+func gangOf(prev, claim *hold) *gang {
+	if prev != nil {
+		return prev.gang
+	}
+	if claim != nil {
+		return claim.gang
+	}
+	return nil
+}
+
+// AddLeases adds leases as AddLease does, and makes the leases of one
+// placement (job and attempt) of a job on several nodes a gang, as Commit
+// made them when it placed the job: a new engine loads the store's live
+// leases with it.
+func (e *Engine) AddLeases(ls []*idlegrid.Lease) {
+	type placement struct {
+		job     string
+		attempt int
+	}
+	gangs := map[placement][]*hold{}
+	for _, l := range ls {
+		e.AddLease(l)
+		if h := e.leases[l.ID]; h != nil && h.gang == nil {
+			k := placement{l.JobID, l.Attempt}
+			gangs[k] = append(gangs[k], h)
+		}
+	}
+	for _, holds := range gangs {
+		link(holds)
+	}
 }
 
 // replaces reports whether lease h, just attached, took exactly the GPUs
@@ -564,6 +599,7 @@ func (e *Engine) newHold() *hold {
 // releaseHold takes back a hold nothing refers to any more, but events
 // that check its gen.
 func (e *Engine) releaseHold(h *hold) {
+	h.join(nil)
 	*h = hold{gen: h.gen + 1, uuids: h.uuids[:0]}
 	e.holdPool = append(e.holdPool, h)
 }

@@ -357,6 +357,7 @@ func (d *driver) handle(j *idlegrid.Job) {
 			d.giveNotice(p.LeaseID, d.now, d.now.Add(time.Duration(p.NoticeSeconds)*time.Second))
 			d.stats.preempted++
 		}
+		d.checkGangsNoticed(dec.Preemptions)
 		if len(dec.Preemptions) == 0 {
 			d.stats.reserved++
 		}
@@ -368,6 +369,19 @@ func (d *driver) handle(j *idlegrid.Job) {
 		d.waiting[j.ID] = j
 		if _, ok := d.reserved[j.ID]; ok {
 			d.forgetPromise(j.ID) // the reservation was lost (its node went away)
+		}
+	}
+}
+
+// checkGangsNoticed checks that a preemption stops a victim's gang whole:
+// every lease of a victim's job is under notice (stopping one stops them
+// all, and each is owed its notice).
+func (d *driver) checkGangsNoticed(ps []market.Preemption) {
+	for _, p := range ps {
+		for _, l := range d.leases {
+			if l.JobID == p.JobID && l.NoticeAt == nil {
+				d.fail("preempts lease %s of job %s but gives its gang's lease %s no notice", p.LeaseID, p.JobID, l.ID)
+			}
 		}
 	}
 }

@@ -136,7 +136,8 @@ type Decision struct {
 }
 
 // Preemption is a bronze lease to stop, after notice, so that a gold or
-// silver job can run.
+// silver job can run: a victim, or another running lease of a victim's
+// gang, which stops with it.
 type Preemption struct {
 	LeaseID       string `json:"lease_id"`
 	JobID         string `json:"job_id"`
@@ -144,8 +145,8 @@ type Preemption struct {
 	GPUs          int    `json:"gpus"`
 	NoticeSeconds int64  `json:"notice_seconds"`
 	// LostGPUSeconds is the work the stop throws away: GPUs × seconds since
-	// the lease started or last checkpointed. Victims are chosen to lose the
-	// least of it.
+	// the lease started or last checkpointed (a gang's: started). Victims
+	// are chosen to lose the least of it, their gangs' included.
 	LostGPUSeconds int64 `json:"lost_gpu_seconds"`
 }
 

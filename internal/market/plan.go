@@ -239,12 +239,11 @@ func (e *Engine) planPreemption(q *query, sig *signature) (Decision, bool) {
 		less, func(c *cand) int64 { return c.lost })
 	set := choosePlan(q, cands, less,
 		func(set []cand) (int64, float64) {
-			var lost int64
 			var score float64
 			for _, c := range set {
-				lost, score = lost+c.lost, score+c.score
+				score += c.score
 			}
-			return lost, score
+			return stoppedLoss(set, q.now), score
 		})
 	victims := 0
 	for _, c := range set {
@@ -370,21 +369,53 @@ func (e *Engine) preemptionDecision(q *query, set []cand) Decision {
 	notice := e.cfg.NoticeSeconds * int64(time.Second)
 	start := q.now + notice
 	d := Decision{Reservation: &Reservation{JobID: q.job.ID, Start: timeOf(start), Preempting: true}}
-	var lost int64
 	for _, c := range set {
 		d.Reservation.Nodes = append(d.Reservation.Nodes, ReservedNode{NodeID: c.nd.id, GPUs: q.g})
-		for _, h := range c.victims {
-			d.Preemptions = append(d.Preemptions, Preemption{
-				LeaseID: h.leaseID, JobID: h.jobID, NodeID: c.nd.id, GPUs: h.gpus,
-				NoticeSeconds: e.cfg.NoticeSeconds, LostGPUSeconds: h.lostGPUSeconds(q.now),
-			})
+	}
+	var lost int64
+	for _, h := range stopped(set) {
+		p := Preemption{
+			LeaseID: h.leaseID, JobID: h.jobID, NodeID: h.nodeID, GPUs: h.gpus,
+			NoticeSeconds: e.cfg.NoticeSeconds, LostGPUSeconds: h.lostGPUSeconds(q.now),
 		}
-		lost += c.lost
+		d.Preemptions = append(d.Preemptions, p)
+		lost += p.LostGPUSeconds
 	}
 	d.Reason = fmt.Sprintf("preempting %d bronze %s (%d GPU-seconds of work lost); it starts when %s %ds notice ends, at %s",
 		len(d.Preemptions), plural(len(d.Preemptions), "lease", "leases"), lost,
 		plural(len(d.Preemptions), "its", "their"), e.cfg.NoticeSeconds, timeOf(start).Format(time.RFC3339))
 	return d
+}
+
+// stopped lists the leases that preempting set's victims stops: each
+// victim, and after it the rest of its gang (in lease ID order), once
+// each though two victims share a gang.
+func stopped(set []cand) []*hold {
+	var out []*hold
+	for _, c := range set {
+		for _, v := range c.victims {
+			if !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+			if v.gang == nil {
+				continue
+			}
+			sibs := slices.DeleteFunc(v.siblings(), func(s *hold) bool { return s == v || slices.Contains(out, s) })
+			slices.SortFunc(sibs, func(a, b *hold) int { return compareStrings(a.leaseID, b.leaseID) })
+			out = append(out, sibs...)
+		}
+	}
+	return out
+}
+
+// stoppedLoss is the work preempting set's victims loses: each lease it
+// stops counted once, though two victims share a gang.
+func stoppedLoss(set []cand, now int64) int64 {
+	var lost int64
+	for _, h := range stopped(set) {
+		lost += h.lostGPUSeconds(now)
+	}
+	return lost
 }
 
 // victimsOn finds the bronze leases on nd whose stop frees enough GPUs for
@@ -423,7 +454,7 @@ func (e *Engine) victimsOn(q *query, nd *node) (cand, bool) {
 		case h.freeBy() <= noticeEnd:
 			free += n
 		case h.preemptible(q.now, minRun):
-			pool, counts, losses = append(pool, h), append(counts, n), append(losses, h.lostGPUSeconds(q.now))
+			pool, counts, losses = append(pool, h), append(counts, n), append(losses, h.victimLoss(q.now))
 		}
 	}
 	need := q.g - free

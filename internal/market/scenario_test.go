@@ -34,6 +34,7 @@ import (
 //	end lease=l1         (the lease finished)
 //	remove-node id=n1
 //	checkpoint lease=l1 ago=1m
+//	reload               (a new engine loads the nodes and leases, as a server starting)
 //	queue job=j1
 //	explain job=j1
 //	market
@@ -69,6 +70,22 @@ func newHarness(cfg market.Config) *harness {
 	h.cfg = h.e.Config()
 	h.e.Advance(now)
 	return h
+}
+
+// reload starts a new engine from the harness's nodes and leases, as a
+// server does from its store (AddLeases): what the engine learnt from
+// Commit alone, its claims and reservations, is gone.
+func (h *harness) reload() {
+	h.e = market.NewEngine(h.cfg)
+	h.e.Advance(h.now)
+	for _, id := range slices.Sorted(maps.Keys(h.nodes)) {
+		h.e.UpsertNode(h.nodes[id])
+	}
+	var ls []*idlegrid.Lease
+	for _, id := range slices.Sorted(maps.Keys(h.leases)) {
+		ls = append(ls, h.leases[id])
+	}
+	h.e.AddLeases(ls)
 }
 
 // args is a command's arguments: key → comma-joined values; "" for a flag.
@@ -192,7 +209,14 @@ func (h *harness) run(td *datadriven.TestData) (out string, err error) {
 		delete(h.nodes, a.str("id", ""))
 		return "", nil
 	case "checkpoint":
-		h.e.Checkpoint(a.str("lease", ""), h.now.Add(-a.dur("ago", 0)))
+		at := h.now.Add(-a.dur("ago", 0))
+		if l := h.leases[a.str("lease", "")]; l != nil {
+			l.CheckpointAt = &at // as the store keeps it
+		}
+		h.e.Checkpoint(a.str("lease", ""), at)
+		return "", nil
+	case "reload":
+		h.reload()
 		return "", nil
 	case "queue":
 		h.e.NoteQueued(h.job(a))

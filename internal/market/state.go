@@ -125,6 +125,44 @@ type hold struct {
 	stopAt     int64
 
 	uuids []string // its GPUs, kept while the node is offline
+
+	gang *gang // the holds of its job's other nodes, for a job on several; nil else
+}
+
+// gang links the holds of one placement of a job that runs on several
+// nodes. A gang runs whole or not at all: stopping one of its leases stops
+// the rest (the coordinator does), and it counts its run from zero after,
+// its checkpoints being spread over its nodes. So a victim's loss is its
+// gang's (see victimLoss), and its notice is theirs too (siblings).
+type gang struct {
+	holds []*hold
+}
+
+// link makes holds one gang, each leaving any it was in.
+func link(holds []*hold) {
+	if len(holds) < 2 {
+		return
+	}
+	g := &gang{holds: make([]*hold, 0, len(holds))}
+	for _, h := range holds {
+		h.join(g)
+	}
+}
+
+// join puts h in gang g (nil: none), taking it out of its own.
+func (h *hold) join(g *gang) {
+	if h.gang == g {
+		return
+	}
+	if old := h.gang; old != nil {
+		if i := slices.Index(old.holds, h); i >= 0 {
+			old.holds = slices.Delete(old.holds, i, i+1)
+		}
+	}
+	h.gang = g
+	if g != nil {
+		g.holds = append(g.holds, h)
+	}
 }
 
 // holdSum is what a node's index entries read of one of its holds.
@@ -138,7 +176,7 @@ type holdSum struct {
 }
 
 func sumOf(h *hold) holdSum {
-	return holdSum{freeBy: h.freeBy(), start: h.start, restart: max(h.start, h.checkpoint), gpus: int32(h.gpus),
+	return holdSum{freeBy: h.freeBy(), start: h.start, restart: h.restart(), gpus: int32(h.gpus),
 		bronze: h.bronze && !h.noticed, lease: h.leaseID != ""}
 }
 
@@ -193,10 +231,48 @@ func (h *hold) preemptible(now, minRuntime int64) bool {
 	return h.bronzeRunning() && now-h.start >= minRuntime
 }
 
-// lostGPUSeconds is the work stopping h at now throws away.
+// restart is where h's work would resume after a stop: its last
+// checkpoint, or its start when it has none or is a gang's.
+func (h *hold) restart() int64 {
+	if h.gang != nil {
+		return h.start
+	}
+	return max(h.start, h.checkpoint)
+}
+
+// lostGPUSeconds is the work stopping h at now throws away on its own
+// node: its GPUs' time since its restart.
 func (h *hold) lostGPUSeconds(now int64) int64 {
-	since := max(h.start, h.checkpoint)
-	return max(0, (now-since)/int64(time.Second)) * int64(h.gpus)
+	return max(0, (now-h.restart())/int64(time.Second)) * int64(h.gpus)
+}
+
+// victimLoss is the work stopping h at now throws away: on its own node,
+// and for a gang's lease on every node of the gang still running.
+func (h *hold) victimLoss(now int64) int64 {
+	if h.gang == nil {
+		return h.lostGPUSeconds(now)
+	}
+	var lost int64
+	for _, s := range h.siblings() {
+		lost += s.lostGPUSeconds(now)
+	}
+	return lost
+}
+
+// siblings are the bronze leases not given notice that stopping h stops
+// with it: h itself, and its gang's others. A claim has no workload yet
+// to lose, and a lease given notice is stopping anyway.
+func (h *hold) siblings() []*hold {
+	if h.gang == nil {
+		return []*hold{h}
+	}
+	var out []*hold
+	for _, s := range h.gang.holds {
+		if s == h || s.bronzeRunning() {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // reservation is GPUs held for a job from start on.

@@ -256,3 +256,47 @@ func wantConviction(t *testing.T, m *testMarket, offence, nodeID string) {
 		t.Fatalf("disputes = %+v, want one upheld %s against %s", ds, offence, nodeID)
 	}
 }
+
+// TestServer_PreemptsBronzeGangWhole: a gold job that preempts one lease
+// of a bronze gang gives every lease of the gang its notice at once, as
+// stopping one stops them all; so does a server whose market was rebuilt
+// from the store after the gang was placed.
+func TestServer_PreemptsBronzeGangWhole(t *testing.T) {
+	for _, rebuilt := range []bool{false, true} {
+		t.Run(map[bool]string{false: "placed", true: "rebuilt"}[rebuilt], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := mustMarket(t)
+				spec := testSpec()
+				spec.Tier, spec.MaxPriceMicrosPerGPUHour, spec.Nodes = idlegrid.TierBronze, 600_000, 2
+				j, err := m.srv.SubmitJob(m.renter, spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.advance(t, 5*time.Second)
+				gang := reportOn(t, m, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}, func(c idlegrid.Command) bool {
+					return c.Kind == idlegrid.CommandStart && c.Lease.JobID == j.ID
+				})
+				if len(gang) != 2 {
+					t.Fatalf("started %d leases of the gang, want 2", len(gang))
+				}
+				m.advance(t, 10*time.Minute) // past the minimum runtime
+				if rebuilt {
+					m.srv.Resync()
+					synctest.Wait()
+				}
+				gold := testSpec()
+				gold.Tier = idlegrid.TierGold
+				if _, err := m.srv.SubmitJob(m.renter, gold); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				for _, g := range gang {
+					l := mustFindLease(t, m, g.lease.ID)
+					if l.NoticeAt == nil || !l.NoticeAt.Equal(m.srv.Now()) || l.NoticeSeconds != 120 {
+						t.Errorf("lease %s of the gang: notice at %v for %d s, want 120 s from now", l.ID, l.NoticeAt, l.NoticeSeconds)
+					}
+				}
+			})
+		})
+	}
+}

@@ -209,9 +209,7 @@ func (s *Server) buildEngine(ctx context.Context, onScheduler bool) (*market.Eng
 	if err != nil {
 		return nil, err
 	}
-	for _, l := range leases {
-		e.AddLease(l)
-	}
+	e.AddLeases(leases) // a gang's leases are linked again, as when placed
 	if s.cfg.NaiveMatcher && onScheduler {
 		s.naive = naiveSnapshot(nodes, leases, s.Now())
 	}
