@@ -429,6 +429,17 @@ type NodeAttestationView struct {
 	Quarantine   *Quarantine       `json:"quarantine,omitempty"` // in force
 	Quarantines  []*Quarantine     `json:"quarantines"`
 	VerifiedNote string            `json:"verified_note"` // in words
+	// ChallengeOwed is the random challenge the node owes, if any.
+	ChallengeOwed *OwedChallenge `json:"challenge_owed,omitempty"`
+}
+
+// OwedChallenge is a random challenge a node was drawn for while every
+// GPU it offers ran a lease: it is issued at the first challenge pass that
+// finds one idle. NoNewLeases: the node has owed it for the trust policy's
+// challenges.max_owed, and takes no new leases until then.
+type OwedChallenge struct {
+	Since       time.Time `json:"since"`
+	NoNewLeases bool      `json:"no_new_leases"`
 }
 
 // LiftQuarantineRequest is an admin's lifting of a quarantine.

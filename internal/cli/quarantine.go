@@ -231,10 +231,22 @@ admins. --challenge (admins) first issues a challenge to each of its GPUs.`,
 	return printHardware(c.env.Out, v)
 }
 
+// owedNote says, for people, what a node's owed challenge means for it.
+func owedNote(o *idlegrid.OwedChallenge) string {
+	note := "since " + stamp(&o.Since) + ", while every GPU runs a lease; issued when one is idle"
+	if o.NoNewLeases {
+		note += "; owed too long (trust policy challenges.max_owed): it takes no new leases until then"
+	}
+	return note
+}
+
 // printHardware writes a node's hardware record for people.
 func printHardware(w io.Writer, v *idlegrid.NodeAttestationView) error {
 	t := newTable(w, "Node", v.NodeID)
 	t.row("Status", v.VerifiedNote)
+	if o := v.ChallengeOwed; o != nil {
+		t.row("Challenge owed", owedNote(o))
+	}
 	if v.Current != nil {
 		t.row("Fingerprint", fmt.Sprintf("%s (signed %s)", clip(v.Current.Hash, 16), v.Current.SignedAt.UTC().Format(time.RFC3339)))
 	}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -104,5 +105,15 @@ func TestNodeQuarantine(t *testing.T) {
 	}
 	if r := run(t, admin, "node", "quarantine", "lift", nodeID); r.code != 1 || !strings.Contains(r.err, "not quarantined") {
 		t.Errorf("lifting twice: %s", r)
+	}
+}
+
+func TestOwedNote(t *testing.T) {
+	since := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
+	if got := owedNote(&idlegrid.OwedChallenge{Since: since}); !strings.Contains(got, "2026-12-06") || strings.Contains(got, "no new leases") {
+		t.Errorf("owed, still in the market: %q", got)
+	}
+	if got := owedNote(&idlegrid.OwedChallenge{Since: since, NoNewLeases: true}); !strings.Contains(got, "takes no new leases until then") || !strings.Contains(got, "challenges.max_owed") {
+		t.Errorf("owed too long: %q", got)
 	}
 }

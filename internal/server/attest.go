@@ -66,12 +66,62 @@ type attestState struct {
 	// they offer was held by a live lease: each pass tries them again,
 	// until one of their GPUs is idle (challengeAtRandom). This process's
 	// alone: a restart forgets them, and the draw finds them again.
-	owed map[string]bool
+	owed owedChallenges
+}
+
+// owedChallenges are the nodes that owe a random challenge, since when,
+// and which of them take no new leases until it is issued (the policy's
+// MaxOwed). The challenge pass writes them; the scheduler
+// (takesNewLeases) and the hardware view read them, under their own lock.
+type owedChallenges struct {
+	mu     sync.Mutex
+	since  map[string]time.Time
+	closed map[string]bool
+}
+
+// ids lists the owing nodes in order.
+func (o *owedChallenges) ids() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Sorted(maps.Keys(o.since))
+}
+
+// of says since when node id owes its challenge (ok false: it owes none),
+// and whether it takes no new leases until it is issued.
+func (o *owedChallenges) of(id string) (since time.Time, closed, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	since, ok = o.since[id]
+	return since, o.closed[id], ok
+}
+
+// add records that node id owes a challenge from at.
+func (o *owedChallenges) add(id string, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.since[id] = at
+}
+
+// settle records node id as still owing (and closed or not) or, when
+// owed is false, as owing no more; it reports whether its closed changed.
+func (o *owedChallenges) settle(id string, owed, closed bool) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	was := o.closed[id]
+	if !owed {
+		delete(o.since, id)
+	}
+	if closed {
+		o.closed[id] = true
+	} else {
+		delete(o.closed, id)
+	}
+	return was != closed
 }
 
 func newAttestState(cfg Config) *attestState {
 	st := &attestState{maxSize: cfg.ChallengeMaxSize, timeout: cfg.ChallengeTimeout, period: cfg.ChallengePeriod, random: cfg.ChallengeRandom,
-		owed: map[string]bool{}}
+		owed: owedChallenges{since: map[string]time.Time{}, closed: map[string]bool{}}}
 	if st.maxSize <= 0 {
 		st.maxSize = DefaultChallengeMaxSize
 	}
@@ -494,14 +544,8 @@ func (s *Server) ChallengePass(ctx context.Context) error {
 		since = now.Sub(s.attest.lastPass)
 	}
 	s.attest.lastPass = now
-	for _, id := range slices.Sorted(maps.Keys(s.attest.owed)) {
-		owed, err := s.challengeAtRandom(ctx, id)
-		if err != nil {
-			return err
-		}
-		if !owed {
-			delete(s.attest.owed, id)
-		}
+	if err := s.retryOwed(ctx, now); err != nil {
+		return err
 	}
 	chance := s.trust.policy.Challenges.Chance(since)
 	if chance <= 0 {
@@ -514,7 +558,7 @@ func (s *Server) ChallengePass(ctx context.Context) error {
 		return err
 	}
 	for _, id := range slices.Sorted(maps.Keys(online)) {
-		if s.attest.float() >= chance || s.attest.owed[id] {
+		if _, _, owed := s.attest.owed.of(id); owed || s.attest.float() >= chance {
 			continue
 		}
 		owed, err := s.challengeAtRandom(ctx, id)
@@ -522,7 +566,33 @@ func (s *Server) ChallengePass(ctx context.Context) error {
 			return err
 		}
 		if owed {
-			s.attest.owed[id] = true
+			s.attest.owed.add(id, now)
+		}
+	}
+	return nil
+}
+
+// retryOwed tries each owed challenge again. A node that has owed its
+// challenge for the policy's MaxOwed takes no new leases until it is
+// issued: the next of its GPUs to free up is challenged, not rented
+// again. s.attest.mu must be held.
+func (s *Server) retryOwed(ctx context.Context, now time.Time) error {
+	maxOwed := s.trust.policy.Challenges.MaxOwed
+	for _, id := range s.attest.owed.ids() {
+		owed, err := s.challengeAtRandom(ctx, id)
+		if err != nil {
+			return err
+		}
+		since, _, _ := s.attest.owed.of(id)
+		closed := owed && maxOwed > 0 && now.Sub(since) >= maxOwed
+		if !s.attest.owed.settle(id, owed, closed) {
+			continue
+		}
+		s.markNode(id) // the scheduler takes it out of the market, or back
+		if closed {
+			s.log.Info("node takes no new leases until a GPU is idle for the hardware challenge it owes", "node", id, "owed_since", since)
+		} else {
+			s.log.Info("node takes leases again: the hardware challenge it owed is issued", "node", id, "owed_since", since)
 		}
 	}
 	return nil
@@ -612,6 +682,9 @@ func (s *Server) NodeAttestation(ctx context.Context, nodeID string) (*idlegrid.
 		return nil, err
 	}
 	v := &idlegrid.NodeAttestationView{NodeID: n.ID}
+	if since, closed, ok := s.attest.owed.of(n.ID); ok {
+		v.ChallengeOwed = &idlegrid.OwedChallenge{Since: since, NoNewLeases: closed}
+	}
 	if v.History, err = s.store.ListAttestations(ctx, n.ID, viewAttestations); err != nil {
 		return nil, err
 	}

@@ -593,6 +593,78 @@ func TestServer_ChallengePass_busyGPUs(t *testing.T) {
 	})
 }
 
+// A node that has owed its random challenge for the policy's max_owed
+// takes no new leases until the challenge is issued: when its lease ends,
+// a job waiting for it is not placed there until the next pass has
+// challenged the GPU that freed up, and then it is. With max_owed 0 the
+// job takes the GPUs at once, and the node still owes its challenge.
+func TestServer_ChallengePass_owedTooLong(t *testing.T) {
+	for _, maxOwed := range []string{"1h", "0"} {
+		t.Run("max_owed="+maxOwed, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testOwedTooLong(t, maxOwed != "0", maxOwed) })
+		})
+	}
+}
+
+func testOwedTooLong(t *testing.T, closes bool, maxOwed string) {
+	random := &flip{}
+	m := mustMarketOn(t, mustPolicy("version: 4\ngold: {min_level: 0}\nchallenges: {at_join: false, per_node_per_day: 96, max_owed: "+maxOwed+"}\n"),
+		func(s idlegrid.Store) idlegrid.Store { return s },
+		func(c *server.Config) { c.ChallengeRandom, c.ChallengePeriod = random, 24*time.Hour })
+	ctx := context.Background()
+	mustAttest(t, m, m.node, signedAttestation(t, m.nodeID, fingerprinted("barn-1")))
+	_, l := mustStart(t, m) // both of barn-1's GPUs, for an hour
+	pass := func() {
+		t.Helper()
+		if err := m.srv.ChallengePass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+	}
+	m.advance(t, time.Minute)
+	pass() // drawn while busy: owed
+	random.set(true)
+	spec := testSpec()
+	spec.MaxPriceMicrosPerGPUHour = 450_000 // below barn-2's ask: only barn-1 will do
+	next, err := m.srv.SubmitJob(m.renter, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.advance(t, time.Hour)
+	pass() // owed an hour
+	v, err := m.srv.NodeAttestation(m.provider, m.nodeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := v.ChallengeOwed; o == nil || o.NoNewLeases != closes || m.srv.Now().Sub(o.Since) < time.Hour {
+		t.Fatalf("the hardware view's owed challenge = %+v, want one owed over an hour, taking no new leases: %t", o, closes)
+	}
+	if err := m.srv.ReportLease(m.node, l.ID, succeeded); err != nil {
+		t.Fatal(err)
+	}
+	m.advance(t, 10*time.Second)
+	if got := mustFindJob(t, m, next.ID); closes != (got.State == idlegrid.JobQueued) {
+		t.Fatalf("the waiting job is %s (%s) once barn-1's lease ended, before its challenge is issued; want it placed: %t",
+			got.State, got.Reason, !closes)
+	}
+	pass() // a GPU is idle, or was a moment: the challenge is issued
+	if closes {
+		p, err := m.srv.PendingChallenges(m.node)
+		if err != nil || len(p.Challenges) != 1 || p.Challenges[0].Reason != idlegrid.ChallengeAtRandom {
+			t.Fatalf("challenges once barn-1 is idle = %+v (%v), want the random one it owed", p, err)
+		}
+	}
+	m.advance(t, 10*time.Second)
+	if got := mustFindJob(t, m, next.ID); got.State == idlegrid.JobQueued {
+		t.Fatalf("the waiting job is still queued (%s) after barn-1's challenge was issued", got.Reason)
+	}
+	// Without max_owed the next job took both GPUs again as they freed up:
+	// the challenge is still owed.
+	if v, err := m.srv.NodeAttestation(m.provider, m.nodeID); err != nil || (v.ChallengeOwed == nil) != closes {
+		t.Fatalf("the hardware view's owed challenge after the pass = %+v (%v), want none: %t", v.ChallengeOwed, err, closes)
+	}
+}
+
 // A node whose every GPU fails its challenge is one offence: the first
 // failure quarantines it and is convicted; the others are recorded as
 // failed challenges, and the node stays in the quarantine it is in, its

@@ -140,8 +140,9 @@ func (s *Server) decide(e *market.Engine, j *idlegrid.Job, now time.Time) market
 	return market.NewFirstMatcher().Place(j, s.naive)
 }
 
-// naiveSnapshot is the baseline's view of the market: each online node with
-// the GPUs no live lease holds, and its window as of now.
+// naiveSnapshot is the baseline's view of the market: each node that
+// takes new leases (the engine's) with the GPUs no live lease holds, and
+// its window as of now.
 func naiveSnapshot(nodes []*idlegrid.Node, leases []*idlegrid.Lease, now time.Time) *market.Snapshot {
 	type gpuKey struct{ node, uuid string }
 	held := map[gpuKey]bool{}
@@ -152,9 +153,6 @@ func naiveSnapshot(nodes []*idlegrid.Node, leases []*idlegrid.Lease, now time.Ti
 	}
 	snap := &market.Snapshot{Now: now}
 	for _, n := range nodes {
-		if n.Quarantined {
-			continue // takes no new leases, as in the engine
-		}
 		n = marketNode(n)
 		v := &market.NodeView{Node: n, AvailableUntil: n.Schedule.AvailableUntil(now)}
 		for _, g := range n.GPUs {

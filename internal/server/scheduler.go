@@ -198,10 +198,8 @@ func (s *Server) buildEngine(ctx context.Context, onScheduler bool) (*market.Eng
 	if err != nil {
 		return nil, err
 	}
+	nodes = slices.DeleteFunc(nodes, func(n *idlegrid.Node) bool { return !s.takesNewLeases(n) })
 	for _, n := range nodes {
-		if n.Quarantined { // takes no new leases (attest.go)
-			continue
-		}
 		e.UpsertNode(marketNode(n))
 		s.marks.setKnown(n.ID, true)
 	}
@@ -269,6 +267,17 @@ func leaseModel(n *idlegrid.Node, l *idlegrid.Lease) string {
 	return ""
 }
 
+// takesNewLeases reports whether online node n is in the market: not
+// while it is quarantined, nor while it waits for a hardware challenge it
+// has owed too long (attest.go).
+func (s *Server) takesNewLeases(n *idlegrid.Node) bool {
+	if n.Quarantined {
+		return false
+	}
+	_, closed, _ := s.attest.owed.of(n.ID)
+	return !closed
+}
+
 // applyMarks brings the engine up to date with what changed in the store.
 func (s *Server) applyMarks(ctx context.Context, e *market.Engine) error {
 	nodes, leases, jobs := s.marks.take()
@@ -284,7 +293,7 @@ func (s *Server) applyChanges(ctx context.Context, e *market.Engine, nodes, leas
 		if err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
 			return err
 		}
-		if n != nil && n.State == idlegrid.NodeOnline && !n.Quarantined { // a quarantined node takes no new leases (attest.go)
+		if n != nil && n.State == idlegrid.NodeOnline && s.takesNewLeases(n) {
 			e.UpsertNode(marketNode(n))
 			if err := s.drainNotices(ctx, e, n); err != nil { // the engine's Advance gives any left, in a window's words
 				s.log.Error("drain notices", "node", n.ID, "err", err)

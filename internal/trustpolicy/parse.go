@@ -288,11 +288,12 @@ type (
 		MinLevel int `yaml:"min_level"`
 	}
 	fileChallenges struct {
-		AtJoin                     bool    `yaml:"at_join"`
-		OnFingerprintChange        bool    `yaml:"on_fingerprint_change"`
-		PerNodePerDay              float64 `yaml:"per_node_per_day"`
-		AllowSimulatedRunners      bool    `yaml:"allow_simulated_runners" since:"2"`
-		UnverifiedAfterUnsupported int     `yaml:"unverified_after_unsupported" since:"2"`
+		AtJoin                     bool     `yaml:"at_join"`
+		OnFingerprintChange        bool     `yaml:"on_fingerprint_change"`
+		PerNodePerDay              float64  `yaml:"per_node_per_day"`
+		AllowSimulatedRunners      bool     `yaml:"allow_simulated_runners" since:"2"`
+		UnverifiedAfterUnsupported int      `yaml:"unverified_after_unsupported" since:"2"`
+		MaxOwed                    duration `yaml:"max_owed" since:"4"`
 	}
 	fileVerification struct {
 		SampleFraction         float64 `yaml:"sample_fraction"`
@@ -324,6 +325,12 @@ func defaultFile() (*file, error) {
 	return f, decode(root, reflect.ValueOf(f).Elem(), "", Version)
 }
 
+func (c fileChallenges) policy() Challenges {
+	return Challenges{AtJoin: c.AtJoin, OnFingerprintChange: c.OnFingerprintChange, PerNodePerDay: c.PerNodePerDay,
+		AllowSimulatedRunners: c.AllowSimulatedRunners, UnverifiedAfterUnsupported: c.UnverifiedAfterUnsupported,
+		MaxOwed: time.Duration(c.MaxOwed)}
+}
+
 // policy checks the file's values and makes the Policy.
 func (f *file) policy() (*Policy, error) {
 	w := f.Reputation.Weights
@@ -343,7 +350,7 @@ func (f *file) policy() (*Policy, error) {
 		},
 		Levels:       reputation.Levels{DemotionMargin: f.Levels.DemotionMargin, OffenceHold: time.Duration(f.Levels.OffenceHold)},
 		Gold:         Gold(f.Gold),
-		Challenges:   Challenges(f.Challenges),
+		Challenges:   f.Challenges.policy(),
 		Verification: Verification(f.Verification),
 		Slashing:     map[Offence]SlashRule{},
 	}
@@ -358,6 +365,9 @@ func (f *file) policy() (*Policy, error) {
 	}
 	return p, p.Validate()
 }
+
+// maxOwed is the longest challenges.max_owed: the longest job's run.
+const maxOwed = 30 * 24 * time.Hour
 
 // Validate checks a policy, naming fields as the file does.
 func (p *Policy) Validate() error {
@@ -377,6 +387,8 @@ func (p *Policy) Validate() error {
 		return idlegrid.Invalid("verification.newcomer_sample_fraction", "must be between 0 and 1, got %g", p.Verification.NewcomerSampleFraction)
 	case p.Challenges.UnverifiedAfterUnsupported < 0 || p.Challenges.UnverifiedAfterUnsupported > 100:
 		return idlegrid.Invalid("challenges.unverified_after_unsupported", "must be between 0 (never) and 100, got %d", p.Challenges.UnverifiedAfterUnsupported)
+	case p.Challenges.MaxOwed < 0 || p.Challenges.MaxOwed > maxOwed:
+		return idlegrid.Invalid("challenges.max_owed", "must be between 0 (never closes a node) and 30d, got %s", p.Challenges.MaxOwed)
 	case p.Verification.FirstChecks < 0 || p.Verification.FirstChecks > 100:
 		return idlegrid.Invalid("verification.first_checks", "must be between 0 and 100, got %d", p.Verification.FirstChecks)
 	}

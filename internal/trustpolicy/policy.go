@@ -21,9 +21,9 @@ import (
 // Version is the newest policy file version this build reads; it reads
 // every version from 1. Version 2 added challenges.allow_simulated_runners
 // and challenges.unverified_after_unsupported, version 3
-// levels.offence_hold; an older file may not name a newer key, and gets
-// its default.
-const Version = 3
+// levels.offence_hold, version 4 challenges.max_owed; an older file may
+// not name a newer key, and gets its default.
+const Version = 4
 
 // Policy is a parsed, valid trust policy.
 type Policy struct {
@@ -63,6 +63,13 @@ type Challenges struct {
 	// a row answered unsupported, the node's hardware counts as unverified
 	// until a challenge of that GPU passes again; 0 never.
 	UnverifiedAfterUnsupported int
+	// MaxOwed: a node drawn for a random challenge while every GPU it
+	// offers runs a lease owes the challenge until one is idle; once it
+	// has owed it this long, it takes no new leases until then, so that
+	// the next GPU to free up is challenged rather than rented again (a
+	// provider renting its own node to itself cannot put the challenge
+	// off for ever). 0: it takes leases while it owes.
+	MaxOwed time.Duration
 }
 
 // Chance is the probability that a node is due a random challenge in an

@@ -106,6 +106,14 @@ func TestParse_Versions(t *testing.T) {
 	if old.Levels.OffenceHold != 30*24*time.Hour || dev.Levels.OffenceHold != 30*24*time.Hour {
 		t.Errorf("offence hold: got %s and %s for versions 1 and 2, want the default 720h", old.Levels.OffenceHold, dev.Levels.OffenceHold)
 	}
+	if old.Challenges.MaxOwed != 24*time.Hour {
+		t.Errorf("max owed: got %s for version 1, want the default 24h", old.Challenges.MaxOwed)
+	}
+	for give, want := range map[string]time.Duration{"6h": 6 * time.Hour, "2d": 48 * time.Hour, "0": 0} {
+		if p := mustParse(t, "version: 4\nchallenges: {max_owed: "+give+"}\n"); p.Challenges.MaxOwed != want || !p.Challenges.AtJoin {
+			t.Errorf("max_owed %s: got %+v, want %s and the rest default", give, p.Challenges, want)
+		}
+	}
 	for give, want := range map[string]time.Duration{"7d": 7 * 24 * time.Hour, "36h": 36 * time.Hour, "0": 0} {
 		if p := mustParse(t, "version: 3\nlevels: {offence_hold: "+give+"}\n"); p.Levels.OffenceHold != want || p.Version != 3 {
 			t.Errorf("offence_hold %s: got %s (version %d), want %s", give, p.Levels.OffenceHold, p.Version, want)
@@ -119,8 +127,11 @@ func TestParse_Errors(t *testing.T) {
 	}{
 		{"empty", ``, "version", "empty"},
 		{"no version", "gold: {min_level: 1}\n", "version", "required"},
-		{"newer version", "version: 4\nfuture_key: 1\n", "version", "reads version 1 to 3 policies, got 4"},
-		{"version 0", "version: 0\n", "version", "reads version 1 to 3 policies, got 0"},
+		{"newer version", "version: 5\nfuture_key: 1\n", "version", "reads version 1 to 4 policies, got 5"},
+		{"version 0", "version: 0\n", "version", "reads version 1 to 4 policies, got 0"},
+		{"version 4 key in a version 3 file", "version: 3\nchallenges: {max_owed: 6h}\n",
+			"challenges.max_owed", "line 2: needs a version 4 policy; this file is version 3"},
+		{"max owed too long", "version: 4\nchallenges: {max_owed: 31d}\n", "challenges.max_owed", "between 0 (never closes a node) and 30d"},
 		{"version 3 key in a version 2 file", "version: 2\nlevels: {offence_hold: 7d}\n",
 			"levels.offence_hold", "line 2: needs a version 3 policy; this file is version 2"},
 		{"offence hold too long", "version: 3\nlevels: {offence_hold: 3651d}\n", "levels.offence_hold", "between 0 (no hold) and 3650d"},
