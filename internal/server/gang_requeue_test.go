@@ -293,9 +293,27 @@ func TestServer_PreemptsBronzeGangWhole(t *testing.T) {
 				for _, g := range gang {
 					l := mustFindLease(t, m, g.lease.ID)
 					if l.NoticeAt == nil || !l.NoticeAt.Equal(m.srv.Now()) || l.NoticeSeconds != 120 {
-						t.Errorf("lease %s of the gang: notice at %v for %d s, want 120 s from now", l.ID, l.NoticeAt, l.NoticeSeconds)
+						t.Fatalf("lease %s of the gang: notice at %v for %d s, want 120 s from now", l.ID, l.NoticeAt, l.NoticeSeconds)
 					}
 				}
+				// Both workloads stop within their notice: each lease ends
+				// preempted, paid for what it ran, and the job is queued
+				// again once, as a gang.
+				m.advance(t, 30*time.Second)
+				if n := len(reportOn(t, m, idlegrid.LeaseReport{State: idlegrid.LeaseCancelled, Message: "stopped as asked"},
+					func(c idlegrid.Command) bool { return c.Kind == idlegrid.CommandStop && c.Lease.JobID == j.ID })); n != 2 {
+					t.Fatalf("%d stops confirmed, want both leases'", n)
+				}
+				synctest.Wait()
+				for _, g := range gang {
+					if l := mustFindLease(t, m, g.lease.ID); l.State != idlegrid.LeasePreempted || l.ChargedMicros == 0 {
+						t.Errorf("lease %s of the gang is %s charged %s, want preempted and paid for what it ran", l.ID, l.State, l.ChargedMicros)
+					}
+				}
+				if job := mustFindJob(t, m, j.ID); job.State.Terminal() || job.Attempts != 1 {
+					t.Errorf("the gang's job is %s after %d attempts (%q), want queued again after its one", job.State, job.Attempts, job.Reason)
+				}
+				mustLedgerBalanced(t, m.store)
 			})
 		})
 	}
