@@ -853,24 +853,28 @@ func (e *Engine) composeWaitReason(q *query, sig *signature) string {
 // turnedAwayMatching counts the nodes in q's tier view, of classes sig
 // accepts, that q's job turns away (turnsAway): those whose provider it
 // avoids, and the rest of them below its trust level; but for those the
-// reason counts as too few GPUs. It reads every such node, and only jobs
-// that avoid providers or ask a trust level ask, once until waitReason's
-// cache is emptied.
+// reason counts as too few GPUs. It reads the nodes of the classes sig
+// accepts, and only jobs that avoid providers or ask a trust level ask,
+// once until waitReason's cache is emptied.
 func (e *Engine) turnedAwayMatching(q *query, sig *signature) (avoidedNodes, below int) {
 	if len(q.job.AvoidProviders) == 0 && q.job.MinTrustLevel == 0 {
 		return 0, 0
 	}
-	for _, nd := range e.nodes {
-		c := nd.cls
-		if c == nil || !sig.accepts[c.idx] || (c.key.maxJob > 0 && c.key.maxJob < q.dur) || !nd.inView(q.ti) ||
-			(len(nd.gpus) < q.g && c.allUsable(q.job)) { // counted as too few GPUs already
+	for _, c := range sig.all {
+		if c.key.maxJob > 0 && c.key.maxJob < q.dur {
 			continue
 		}
-		switch {
-		case avoided(q, nd):
-			avoidedNodes++
-		case belowLevel(q, nd):
-			below++
+		few := c.allUsable(q.job) // then a node with fewer GPUs is counted as too few already
+		for _, nd := range c.order {
+			if !nd.inView(q.ti) || (few && len(nd.gpus) < q.g) {
+				continue
+			}
+			switch {
+			case avoided(q, nd):
+				avoidedNodes++
+			case belowLevel(q, nd):
+				below++
+			}
 		}
 	}
 	return avoidedNodes, below
