@@ -459,7 +459,16 @@ func (e *Engine) AddLeases(ls []*idlegrid.Lease) {
 		}
 	}
 	for _, holds := range gangs {
+		if len(holds) < 2 {
+			continue
+		}
 		link(holds)
+		for _, h := range holds { // a gang restarts from zero: its index entries' loss bounds read its start
+			if h.nd != nil && h.checkpoint > h.start {
+				h.nd.resum(h)
+				e.touch(h.nd)
+			}
+		}
 	}
 }
 

@@ -17,6 +17,9 @@ func (e *Engine) Verify() error {
 		}
 	}
 	for id, h := range e.leases {
+		if err := e.verifyGang(h); err != nil {
+			return fmt.Errorf("lease %s: %w", id, err)
+		}
 		if h.nd == nil {
 			if e.orphans[h.nodeID][id] != h {
 				return fmt.Errorf("lease %s: detached but not an orphan", id)
@@ -115,6 +118,25 @@ func (e *Engine) verifyNode(id string, nd *node) error {
 		}
 		if h.leaseID == "" && e.claims[claimKey{h.jobID, id}] != h {
 			return fmt.Errorf("hold of unknown claim of %s", h.jobID)
+		}
+	}
+	return nil
+}
+
+// verifyGang checks that h's gang lists it, and only live holds of its
+// job.
+func (e *Engine) verifyGang(h *hold) error {
+	g := h.gang
+	if g == nil {
+		return nil
+	}
+	if !slices.Contains(g.holds, h) {
+		return fmt.Errorf("gang does not list it")
+	}
+	for _, s := range g.holds {
+		live := (s.leaseID != "" && e.leases[s.leaseID] == s) || (s.leaseID == "" && e.claims[claimKey{s.jobID, s.nodeID}] == s)
+		if s.gang != g || s.jobID != h.jobID || !live {
+			return fmt.Errorf("gang lists a hold of %s/%s that is not its own live one", s.leaseID, s.jobID)
 		}
 	}
 	return nil

@@ -48,6 +48,9 @@ func TestEngine_scenarios(t *testing.T) {
 			if err != nil {
 				td.Fatalf(t, "%v", err)
 			}
+			if err := h.e.Verify(); err != nil {
+				td.Fatalf(t, "the engine's bookkeeping after %s: %v", td.Cmd, err)
+			}
 			return out
 		})
 	})
