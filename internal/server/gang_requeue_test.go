@@ -284,12 +284,7 @@ func TestServer_PreemptsBronzeGangWhole(t *testing.T) {
 					m.srv.Resync()
 					synctest.Wait()
 				}
-				gold := testSpec()
-				gold.Tier = idlegrid.TierGold
-				if _, err := m.srv.SubmitJob(m.renter, gold); err != nil {
-					t.Fatal(err)
-				}
-				synctest.Wait()
+				mustSubmitGold(t, m)
 				for _, g := range gang {
 					l := mustFindLease(t, m, g.lease.ID)
 					if l.NoticeAt == nil || !l.NoticeAt.Equal(m.srv.Now()) || l.NoticeSeconds != 120 {

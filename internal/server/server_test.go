@@ -618,13 +618,7 @@ func TestServer_PreemptsBronzeWithNotice(t *testing.T) {
 		}
 		m.advance(t, 10*time.Minute) // past the minimum runtime
 
-		gold := testSpec()
-		gold.Tier = idlegrid.TierGold
-		g, err := m.srv.SubmitJob(m.renter, gold)
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
+		g := mustSubmitGold(t, m)
 
 		var victim *idlegrid.Lease
 		var victimNode context.Context
@@ -759,12 +753,7 @@ func TestServer_PreemptsTheLeaseThatCheckpointed(t *testing.T) {
 				}
 				synctest.Wait()
 
-				gold := testSpec()
-				gold.Tier = idlegrid.TierGold
-				if _, err := m.srv.SubmitJob(m.renter, gold); err != nil {
-					t.Fatal(err)
-				}
-				synctest.Wait()
+				mustSubmitGold(t, m)
 				cmds, err := m.srv.Commands(nodes[which], 0)
 				if err != nil {
 					t.Fatal(err)
@@ -775,6 +764,20 @@ func TestServer_PreemptsTheLeaseThatCheckpointed(t *testing.T) {
 			})
 		})
 	}
+}
+
+// mustSubmitGold submits a gold job of testSpec and lets the scheduler's
+// pass run.
+func mustSubmitGold(t *testing.T, m *testMarket) *idlegrid.Job {
+	t.Helper()
+	gold := testSpec()
+	gold.Tier = idlegrid.TierGold
+	j, err := m.srv.SubmitJob(m.renter, gold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	return j
 }
 
 // runningLease submits a job, and returns the node it started on and its
