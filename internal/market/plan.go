@@ -675,14 +675,16 @@ func (e *Engine) reservable(q *query, nd *node) (cand, bool) {
 func reservationDecision(q *query, set []cand) Decision {
 	var start int64
 	r := &Reservation{JobID: q.job.ID}
+	nodes, gpus := make([]*node, 0, len(set)), make([]int, 0, len(set))
 	for _, c := range set {
 		start = max(start, c.start)
 		r.Nodes = append(r.Nodes, ReservedNode{NodeID: c.nd.id, GPUs: q.g})
+		nodes, gpus = append(nodes, c.nd), append(gpus, q.g)
 	}
 	r.Start = timeOf(start)
 	return Decision{Reservation: r, Reason: fmt.Sprintf(
 		"no node can take it now; reserved %s from %s (shorter jobs may use them until then)",
-		reservedList(r.Nodes), r.Start.Format(time.RFC3339))}
+		reservedList(nodes, gpus), r.Start.Format(time.RFC3339))}
 }
 
 // choosePlan picks q.n candidates in one region: the first q.n of a region
@@ -929,10 +931,10 @@ func (e *Engine) heldForOthers(q *query, sig *signature) string {
 	case best == nil:
 		return ""
 	case best.start <= q.now:
-		return fmt.Sprintf("; GPUs free on %s now are held for another job, which starts there now", on.id)
+		return fmt.Sprintf("; GPUs free on %s now are held for another job, which starts there now", on.label())
 	}
 	return fmt.Sprintf("; GPUs free on %s now are held for another job's reservation from %s: a run that ends by then may take them",
-		on.id, timeOf(best.start).Format(time.RFC3339))
+		on.label(), timeOf(best.start).Format(time.RFC3339))
 }
 
 // maxHeldLooks is the most reservations heldForOthers looks through.
@@ -955,14 +957,14 @@ func holdingReason(r *reservation, start int64) string {
 	if r.preempting {
 		what = "the bronze leases it preempted to stop"
 	}
-	return fmt.Sprintf("waiting for %s: %s from %s", what,
-		reservedList(r.public(start).Nodes), timeOf(start).Format(time.RFC3339))
+	return fmt.Sprintf("waiting for %s: %s from %s", what, reservedList(r.nodes, r.gpus), timeOf(start).Format(time.RFC3339))
 }
 
-func reservedList(nodes []ReservedNode) string {
+// reservedList says, for people, gpus[i] GPUs held on each of nodes.
+func reservedList(nodes []*node, gpus []int) string {
 	parts := make([]string, 0, len(nodes))
-	for _, n := range nodes {
-		parts = append(parts, fmt.Sprintf("%d %s on %s", n.GPUs, plural(n.GPUs, "GPU", "GPUs"), n.NodeID))
+	for i, nd := range nodes {
+		parts = append(parts, fmt.Sprintf("%d %s on %s", gpus[i], plural(gpus[i], "GPU", "GPUs"), nd.label()))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -20,7 +20,7 @@ import (
 // commands:
 //
 //	config notice=120 min-runtime=300 gold-bar=0.9 transfer=0.01
-//	node id=n1 [gpus=4 model=H100-80GB vram=81920 extra=RTX4090:24576:2 region=eu-west provider=prov_n1
+//	node id=n1 [name=n1 gpus=4 model=H100-80GB vram=81920 extra=RTX4090:24576:2 region=eu-west provider=prov_n1
 //	     residency=EU gold=3 silver=2 bronze=1 (or none) rel=1 cpu=32 ram=256000
 //	     kinds=(training,eval) max-job=2h cached=(ds1,ds2) open=(-1h..+6h,+8h..+9h)
 //	     weekly=mon@08:00-18:00 tz=Europe/Berlin tod=(18:00-22:00x150)]
@@ -238,7 +238,7 @@ func (h *harness) node(a args) error {
 	n := &idlegrid.Node{
 		ID: id, ProviderID: a.str("provider", "prov_"+id), State: idlegrid.NodeOnline, Reliability: a.float("rel", 1), Level: a.num("level", 0),
 		Offer: idlegrid.Offer{
-			Name: id, CPUCores: a.num("cpu", 32), RAMMB: a.num("ram", 256000),
+			Name: a.str("name", id), CPUCores: a.num("cpu", 32), RAMMB: a.num("ram", 256000),
 			Region: a.str("region", "eu-west"), Residency: a.str("residency", "EU"),
 			Schedule: idlegrid.Schedule{Mode: idlegrid.ScheduleAlways, TimeZone: a.str("tz", "")},
 			Ask: idlegrid.Ask{

@@ -307,6 +307,15 @@ func (r *reservation) public(start int64) *Reservation {
 	return p
 }
 
+// label names the node for people in a reason: by its name and ID, or
+// its ID alone when the name says no more (names need not be unique).
+func (nd *node) label() string {
+	if nd.n == nil || nd.n.Name == "" || nd.n.Name == nd.id {
+		return nd.id
+	}
+	return nd.n.Name + " (" + nd.id + ")"
+}
+
 // hasCPU and hasRAM report whether the node has that many CPU cores and
 // MB of RAM.
 func (nd *node) hasCPU(cores int) bool {

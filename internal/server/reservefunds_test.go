@@ -31,7 +31,7 @@ func TestServer_UnpaidJobKeepsNoReservation(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		if j, _ := m.srv.FindJob(as(poor), unpaid.ID); j.State != idlegrid.JobQueued || !strings.Contains(j.Reason, "2 GPUs on "+m.nodeID) {
+		if j, _ := m.srv.FindJob(as(poor), unpaid.ID); j.State != idlegrid.JobQueued || !strings.Contains(j.Reason, "2 GPUs on barn-1 ("+m.nodeID+")") {
 			t.Fatalf("job = %s (%q), want queued with barn-1 reserved for it", j.State, j.Reason)
 		}
 
@@ -74,7 +74,7 @@ func TestServer_UnfitReservationEnds(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		if j := mustFindJob(t, m, reserved.ID); j.State != idlegrid.JobQueued || !strings.Contains(j.Reason, "2 GPUs on "+m.nodeID) {
+		if j := mustFindJob(t, m, reserved.ID); j.State != idlegrid.JobQueued || !strings.Contains(j.Reason, "2 GPUs on barn-1 ("+m.nodeID+")") {
 			t.Fatalf("job = %s (%q), want queued with barn-1 reserved for it", j.State, j.Reason)
 		}
 
