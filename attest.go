@@ -436,10 +436,12 @@ type NodeAttestationView struct {
 // OwedChallenge is a random challenge a node was drawn for while every
 // GPU it offers ran a lease: it is issued at the first challenge pass that
 // finds one idle. NoNewLeases: the node has owed it for the trust policy's
-// challenges.max_owed, and takes no new leases until then.
+// challenges.max_owed, and takes no new leases until it has been issued
+// (ChallengeID) and answered, or has expired.
 type OwedChallenge struct {
 	Since       time.Time `json:"since"`
 	NoNewLeases bool      `json:"no_new_leases"`
+	ChallengeID string    `json:"challenge_id,omitempty"`
 }
 
 // LiftQuarantineRequest is an admin's lifting of a quarantine.

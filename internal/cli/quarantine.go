@@ -233,9 +233,12 @@ admins. --challenge (admins) first issues a challenge to each of its GPUs.`,
 
 // owedNote says, for people, what a node's owed challenge means for it.
 func owedNote(o *idlegrid.OwedChallenge) string {
+	if o.ChallengeID != "" {
+		return "since " + stamp(&o.Since) + "; issued as " + o.ChallengeID + ": the node takes no new leases until it is answered or expires"
+	}
 	note := "since " + stamp(&o.Since) + ", while every GPU runs a lease; issued when one is idle"
 	if o.NoNewLeases {
-		note += "; owed too long (trust policy challenges.max_owed): it takes no new leases until then"
+		note += "; owed too long (trust policy challenges.max_owed): it takes no new leases until then, and until it is answered"
 	}
 	return note
 }

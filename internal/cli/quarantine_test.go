@@ -116,4 +116,7 @@ func TestOwedNote(t *testing.T) {
 	if got := owedNote(&idlegrid.OwedChallenge{Since: since, NoNewLeases: true}); !strings.Contains(got, "takes no new leases until then") || !strings.Contains(got, "challenges.max_owed") {
 		t.Errorf("owed too long: %q", got)
 	}
+	if got := owedNote(&idlegrid.OwedChallenge{Since: since, NoNewLeases: true, ChallengeID: "chl_1"}); !strings.Contains(got, "issued as chl_1") || !strings.Contains(got, "until it is answered or expires") {
+		t.Errorf("issued, running: %q", got)
+	}
 }

@@ -69,59 +69,100 @@ type attestState struct {
 	owed owedChallenges
 }
 
-// owedChallenges are the nodes that owe a random challenge, since when,
-// and which of them take no new leases until it is issued (the policy's
-// MaxOwed). The challenge pass writes them; the scheduler
-// (takesNewLeases) and the hardware view read them, under their own lock.
+// owedChallenges are the nodes that owe a random challenge. The challenge
+// pass writes them; the scheduler (takesNewLeases) and the hardware view
+// read them, under their own lock.
 type owedChallenges struct {
-	mu     sync.Mutex
-	since  map[string]time.Time
-	closed map[string]bool
+	mu    sync.Mutex
+	nodes map[string]owedChallenge
 }
 
-// ids lists the owing nodes in order.
-func (o *owedChallenges) ids() []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.Sorted(maps.Keys(o.since))
+// owedChallenge is one node's: since when it owes it, and whether it takes
+// no new leases (the policy's MaxOwed) while it owes it and then while the
+// challenge issued runs (issued), until it is answered or expires, so
+// that the GPU that freed up for it is not rented again under it.
+type owedChallenge struct {
+	since  time.Time
+	closed bool
+	issued string // the challenge's ID, once issued to a closed node
 }
 
-// of says since when node id owes its challenge (ok false: it owes none),
-// and whether it takes no new leases until it is issued.
-func (o *owedChallenges) of(id string) (since time.Time, closed, ok bool) {
+// owing lists, in order, the nodes whose challenge is still to issue.
+func (o *owedChallenges) owing() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	since, ok = o.since[id]
-	return since, o.closed[id], ok
+	var ids []string
+	for id, c := range o.nodes {
+		if c.issued == "" {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// running lists the closed nodes whose challenge has been issued, with
+// its ID.
+func (o *owedChallenges) running() map[string]string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[string]string{}
+	for id, c := range o.nodes {
+		if c.issued != "" {
+			out[id] = c.issued
+		}
+	}
+	return out
+}
+
+// of returns node id's owed challenge; ok is false when it has none.
+func (o *owedChallenges) of(id string) (c owedChallenge, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c, ok = o.nodes[id]
+	return c, ok
 }
 
 // add records that node id owes a challenge from at.
 func (o *owedChallenges) add(id string, at time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.since[id] = at
+	o.nodes[id] = owedChallenge{since: at}
 }
 
-// settle records node id as still owing (and closed or not) or, when
-// owed is false, as owing no more; it reports whether its closed changed.
-func (o *owedChallenges) settle(id string, owed, closed bool) bool {
+// close records that owing node id takes no new leases; it reports
+// whether it took them before.
+func (o *owedChallenges) close(id string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	was := o.closed[id]
-	if !owed {
-		delete(o.since, id)
+	c, ok := o.nodes[id]
+	if !ok || c.closed {
+		return false
 	}
-	if closed {
-		o.closed[id] = true
-	} else {
-		delete(o.closed, id)
+	c.closed = true
+	o.nodes[id] = c
+	return true
+}
+
+// paid records that node id owes its challenge no more: issued (ID) runs
+// now, or "" when none does (the node left, say). A closed node stays so
+// while it runs; paid reports whether the node opened.
+func (o *owedChallenges) paid(id, issued string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c, ok := o.nodes[id]
+	if ok && c.closed && issued != "" {
+		c.issued = issued
+		o.nodes[id] = c
+		return false
 	}
-	return was != closed
+	delete(o.nodes, id)
+	return ok && c.closed
 }
 
 func newAttestState(cfg Config) *attestState {
 	st := &attestState{maxSize: cfg.ChallengeMaxSize, timeout: cfg.ChallengeTimeout, period: cfg.ChallengePeriod, random: cfg.ChallengeRandom,
-		owed: owedChallenges{since: map[string]time.Time{}, closed: map[string]bool{}}}
+		owed: owedChallenges{nodes: map[string]owedChallenge{}}}
 	if st.maxSize <= 0 {
 		st.maxSize = DefaultChallengeMaxSize
 	}
@@ -558,10 +599,10 @@ func (s *Server) ChallengePass(ctx context.Context) error {
 		return err
 	}
 	for _, id := range slices.Sorted(maps.Keys(online)) {
-		if _, _, owed := s.attest.owed.of(id); owed || s.attest.float() >= chance {
+		if _, owed := s.attest.owed.of(id); owed || s.attest.float() >= chance {
 			continue
 		}
-		owed, err := s.challengeAtRandom(ctx, id)
+		_, owed, err := s.challengeAtRandom(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -574,62 +615,89 @@ func (s *Server) ChallengePass(ctx context.Context) error {
 
 // retryOwed tries each owed challenge again. A node that has owed its
 // challenge for the policy's MaxOwed takes no new leases until it is
-// issued: the next of its GPUs to free up is challenged, not rented
-// again. s.attest.mu must be held.
+// issued and has run: the next of its GPUs to free up is challenged, not
+// rented again. s.attest.mu must be held.
 func (s *Server) retryOwed(ctx context.Context, now time.Time) error {
 	maxOwed := s.trust.policy.Challenges.MaxOwed
-	for _, id := range s.attest.owed.ids() {
-		owed, err := s.challengeAtRandom(ctx, id)
+	for _, id := range s.attest.owed.owing() {
+		ch, owed, err := s.challengeAtRandom(ctx, id)
 		if err != nil {
 			return err
 		}
-		since, _, _ := s.attest.owed.of(id)
-		closed := owed && maxOwed > 0 && now.Sub(since) >= maxOwed
-		if !s.attest.owed.settle(id, owed, closed) {
-			continue
+		c, _ := s.attest.owed.of(id)
+		switch {
+		case !owed:
+			s.reopen(id, s.attest.owed.paid(id, challengeID(ch)))
+		case maxOwed > 0 && now.Sub(c.since) >= maxOwed && s.attest.owed.close(id):
+			s.markNode(id) // the scheduler takes it out of the market
+			s.log.Info("node takes no new leases until a GPU is idle for the hardware challenge it owes", "node", id, "owed_since", c.since)
 		}
-		s.markNode(id) // the scheduler takes it out of the market, or back
-		if closed {
-			s.log.Info("node takes no new leases until a GPU is idle for the hardware challenge it owes", "node", id, "owed_since", since)
-		} else {
-			s.log.Info("node takes leases again: the hardware challenge it owed is issued", "node", id, "owed_since", since)
+	}
+	for id, chID := range s.attest.owed.running() {
+		c, err := s.store.FindChallenge(ctx, chID)
+		if err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			return err
+		}
+		if c == nil || c.State != idlegrid.ChallengeIssued {
+			s.reopen(id, s.attest.owed.paid(id, ""))
 		}
 	}
 	return nil
 }
 
+// reopen tells the scheduler that node id takes leases again, when it
+// does.
+func (s *Server) reopen(id string, opened bool) {
+	if opened {
+		s.markNode(id)
+		s.log.Info("node takes leases again: the hardware challenge it owed has run", "node", id)
+	}
+}
+
+// challengeID is c's ID, or "" for none.
+func challengeID(c *idlegrid.Challenge) string {
+	if c == nil {
+		return ""
+	}
+	return c.ID
+}
+
 // challengeAtRandom challenges one of node id's offered GPUs that no live
 // lease holds, picked at random, unless the node is no longer online, is
 // quarantined, offers no GPU or has never attested (its hardware is not
-// verified meanwhile: hardwareDoubt). When every GPU it offers is held,
-// it issues nothing and says the challenge is still owed. s.attest.mu must
-// be held.
-func (s *Server) challengeAtRandom(ctx context.Context, id string) (owed bool, err error) {
+// verified meanwhile: hardwareDoubt). It returns the challenge issued, if
+// any: none when the GPU picked has one waiting already. When every GPU
+// it offers is held, it issues nothing and says the challenge is still
+// owed. s.attest.mu must be held.
+func (s *Server) challengeAtRandom(ctx context.Context, id string) (issued *idlegrid.Challenge, owed bool, err error) {
 	n, err := s.store.FindNode(ctx, id)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		return false, nil // gone since the read
+		return nil, false, nil // gone since the read
 	} else if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	if n.State != idlegrid.NodeOnline || n.Quarantined || len(n.GPUs) == 0 {
-		return false, nil
+		return nil, false, nil
 	}
 	att, err := s.store.LatestAttestation(ctx, n.ID)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		return false, nil // an agent that does not attest cannot answer either
+		return nil, false, nil // an agent that does not attest cannot answer either
 	} else if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	idle, err := s.idleGPUs(ctx, n)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	if len(idle) == 0 {
-		return true, nil
+		return nil, true, nil
 	}
 	g := idle[s.attest.uint64()%uint64(len(idle))]
-	_, err = s.challengeGPUs(ctx, n, []idlegrid.GPU{g}, idlegrid.ChallengeAtRandom, att.ChallengeRunner)
-	return false, err
+	cs, err := s.challengeGPUs(ctx, n, []idlegrid.GPU{g}, idlegrid.ChallengeAtRandom, att.ChallengeRunner)
+	if len(cs) > 0 {
+		issued = cs[0]
+	}
+	return issued, false, err
 }
 
 // idleGPUs are the GPUs n offers that none of its live leases holds.
@@ -682,8 +750,8 @@ func (s *Server) NodeAttestation(ctx context.Context, nodeID string) (*idlegrid.
 		return nil, err
 	}
 	v := &idlegrid.NodeAttestationView{NodeID: n.ID}
-	if since, closed, ok := s.attest.owed.of(n.ID); ok {
-		v.ChallengeOwed = &idlegrid.OwedChallenge{Since: since, NoNewLeases: closed}
+	if c, ok := s.attest.owed.of(n.ID); ok {
+		v.ChallengeOwed = &idlegrid.OwedChallenge{Since: c.since, NoNewLeases: c.closed, ChallengeID: c.issued}
 	}
 	if v.History, err = s.store.ListAttestations(ctx, n.ID, viewAttestations); err != nil {
 		return nil, err

@@ -512,10 +512,12 @@ func TestServer_ChallengePass(t *testing.T) {
 }
 
 // flip is a random source that draws 0 (every node due) or, flipped, all
-// ones (no node due).
+// ones but the first byte of each read, which counts (no node due, and
+// the rows a challenge's answer is checked by still differ).
 type flip struct {
-	mu   sync.Mutex
-	ones bool
+	mu    sync.Mutex
+	ones  bool
+	count byte
 }
 
 func (f *flip) Read(p []byte) (int, error) {
@@ -527,6 +529,10 @@ func (f *flip) Read(p []byte) (int, error) {
 	}
 	for i := range p {
 		p[i] = b
+	}
+	if f.ones && len(p) > 0 {
+		f.count++
+		p[0] = f.count
 	}
 	return len(p), nil
 }
@@ -594,10 +600,11 @@ func TestServer_ChallengePass_busyGPUs(t *testing.T) {
 }
 
 // A node that has owed its random challenge for the policy's max_owed
-// takes no new leases until the challenge is issued: when its lease ends,
-// a job waiting for it is not placed there until the next pass has
-// challenged the GPU that freed up, and then it is. With max_owed 0 the
-// job takes the GPUs at once, and the node still owes its challenge.
+// takes no new leases until the challenge is issued and answered: when its
+// lease ends, a job waiting for it is not placed there while the next pass
+// challenges the GPU that freed up and the challenge runs, and then it is.
+// With max_owed 0 the job takes the GPUs at once, and the node still owes
+// its challenge.
 func TestServer_ChallengePass_owedTooLong(t *testing.T) {
 	for _, maxOwed := range []string{"1h", "0"} {
 		t.Run("max_owed="+maxOwed, func(t *testing.T) {
@@ -648,20 +655,40 @@ func testOwedTooLong(t *testing.T, closes bool, maxOwed string) {
 			got.State, got.Reason, !closes)
 	}
 	pass() // a GPU is idle, or was a moment: the challenge is issued
-	if closes {
-		p, err := m.srv.PendingChallenges(m.node)
-		if err != nil || len(p.Challenges) != 1 || p.Challenges[0].Reason != idlegrid.ChallengeAtRandom {
-			t.Fatalf("challenges once barn-1 is idle = %+v (%v), want the random one it owed", p, err)
+	if !closes {
+		// The next job took both GPUs again as they freed up: the
+		// challenge is still owed.
+		if got := mustFindJob(t, m, next.ID); got.State == idlegrid.JobQueued {
+			t.Fatalf("the waiting job is still queued (%s) after barn-1's lease ended", got.Reason)
 		}
+		if v, err := m.srv.NodeAttestation(m.provider, m.nodeID); err != nil || v.ChallengeOwed == nil || v.ChallengeOwed.ChallengeID != "" {
+			t.Fatalf("the hardware view's owed challenge after the pass = %+v (%v), want it still owed", v.ChallengeOwed, err)
+		}
+		return
 	}
+	p, err := m.srv.PendingChallenges(m.node)
+	if err != nil || len(p.Challenges) != 1 || p.Challenges[0].Reason != idlegrid.ChallengeAtRandom {
+		t.Fatalf("challenges once barn-1 is idle = %+v (%v), want the random one it owed", p, err)
+	}
+	c := p.Challenges[0]
+	// While it runs, barn-1 still takes no new lease: the GPU it runs on is
+	// not rented under it.
+	m.advance(t, 10*time.Second)
+	pass()
+	if got := mustFindJob(t, m, next.ID); got.State != idlegrid.JobQueued {
+		t.Fatalf("the waiting job is %s while barn-1's challenge runs, want queued", got.State)
+	}
+	if v, err := m.srv.NodeAttestation(m.provider, m.nodeID); err != nil || v.ChallengeOwed == nil || v.ChallengeOwed.ChallengeID != c.ID || !v.ChallengeOwed.NoNewLeases {
+		t.Fatalf("the hardware view's owed challenge while it runs = %+v (%v), want %s, taking no new leases", v.ChallengeOwed, err, c.ID)
+	}
+	mustAnswer(t, m, m.node, c, answer(t, c, "RTX4090", 24000))
+	pass() // answered: barn-1 is back
 	m.advance(t, 10*time.Second)
 	if got := mustFindJob(t, m, next.ID); got.State == idlegrid.JobQueued {
-		t.Fatalf("the waiting job is still queued (%s) after barn-1's challenge was issued", got.Reason)
+		t.Fatalf("the waiting job is still queued (%s) after barn-1's challenge was answered", got.Reason)
 	}
-	// Without max_owed the next job took both GPUs again as they freed up:
-	// the challenge is still owed.
-	if v, err := m.srv.NodeAttestation(m.provider, m.nodeID); err != nil || (v.ChallengeOwed == nil) != closes {
-		t.Fatalf("the hardware view's owed challenge after the pass = %+v (%v), want none: %t", v.ChallengeOwed, err, closes)
+	if v, err := m.srv.NodeAttestation(m.provider, m.nodeID); err != nil || v.ChallengeOwed != nil {
+		t.Fatalf("the hardware view's owed challenge once answered = %+v (%v), want none", v.ChallengeOwed, err)
 	}
 }
 

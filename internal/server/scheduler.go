@@ -274,8 +274,8 @@ func (s *Server) takesNewLeases(n *idlegrid.Node) bool {
 	if n.Quarantined {
 		return false
 	}
-	_, closed, _ := s.attest.owed.of(n.ID)
-	return !closed
+	c, _ := s.attest.owed.of(n.ID)
+	return !c.closed
 }
 
 // applyMarks brings the engine up to date with what changed in the store.

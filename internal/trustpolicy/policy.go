@@ -65,10 +65,11 @@ type Challenges struct {
 	UnverifiedAfterUnsupported int
 	// MaxOwed: a node drawn for a random challenge while every GPU it
 	// offers runs a lease owes the challenge until one is idle; once it
-	// has owed it this long, it takes no new leases until then, so that
-	// the next GPU to free up is challenged rather than rented again (a
-	// provider renting its own node to itself cannot put the challenge
-	// off for ever). 0: it takes leases while it owes.
+	// has owed it this long, it takes no new leases until the challenge
+	// is issued and has run, so that the next GPU to free up is
+	// challenged rather than rented again (a provider renting its own
+	// node to itself cannot put the challenge off for ever). 0: it takes
+	// leases while it owes.
 	MaxOwed time.Duration
 }
 
