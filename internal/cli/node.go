@@ -254,11 +254,7 @@ func (c *nodeCommand) get(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := r.client()
-	if err != nil {
-		return err
-	}
-	id, err := nodeRef(ctx, cl, args[0])
+	cl, id, err := r.nodeClient(ctx, args[0])
 	if err != nil {
 		return err
 	}

@@ -42,11 +42,7 @@ a node.`,
 	case *timeout < 0:
 		return usagef("--timeout must not be negative, got %s", *timeout)
 	}
-	cl, err := r.client()
-	if err != nil {
-		return err
-	}
-	id, err := nodeRef(ctx, cl, args[0])
+	cl, id, err := r.nodeClient(ctx, args[0])
 	if err != nil {
 		return err
 	}
@@ -154,11 +150,7 @@ retire a node. It retires only once you answer y on a terminal, or with
 	if err != nil {
 		return err
 	}
-	cl, err := r.client()
-	if err != nil {
-		return err
-	}
-	id, err := nodeRef(ctx, cl, args[0])
+	cl, id, err := r.nodeClient(ctx, args[0])
 	if err != nil {
 		return err
 	}

@@ -73,3 +73,17 @@ func nodeIDs(nodes []*idlegrid.Node) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// nodeClient is r's client and the ID of the node ref names (nodeRef),
+// for the commands that act on one node.
+func (r *remote) nodeClient(ctx context.Context, ref string) (*client.Client, string, error) {
+	cl, err := r.client()
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := nodeRef(ctx, cl, ref)
+	if err != nil {
+		return nil, "", err
+	}
+	return cl, id, nil
+}

@@ -57,11 +57,7 @@ closes the node. Providers set their own nodes' schedules; admins may read.`,
 			return err
 		}
 	}
-	cl, err := r.client()
-	if err != nil {
-		return err
-	}
-	id, err := nodeRef(ctx, cl, args[0])
+	cl, id, err := r.nodeClient(ctx, args[0])
 	if err != nil {
 		return err
 	}

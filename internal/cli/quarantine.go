@@ -87,11 +87,7 @@ func (c *nodeCommand) quarantineAdd(ctx context.Context, args []string) error {
 	} else if strings.TrimSpace(*reason) == "" {
 		return usagef("--reason is required: say why, for the provider to read, e.g. idlegrid node quarantine add %s --reason \"receipts disagree with telemetry\"", args[0])
 	}
-	cl, err := r.client()
-	if err != nil {
-		return err
-	}
-	id, err := nodeRef(ctx, cl, args[0])
+	cl, id, err := r.nodeClient(ctx, args[0])
 	if err != nil {
 		return err
 	}
@@ -119,11 +115,7 @@ func (c *nodeCommand) quarantineLift(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := r.client()
-	if err != nil {
-		return err
-	}
-	id, err := nodeRef(ctx, cl, args[0])
+	cl, id, err := r.nodeClient(ctx, args[0])
 	if err != nil {
 		return err
 	}
@@ -163,11 +155,7 @@ the page's last challenge).`,
 	if f.States, err = parseStates(*states, idlegrid.ChallengeState.Valid, "challenge", "issued, passed, failed, expired or unsupported"); err != nil {
 		return err
 	}
-	cl, err := r.client()
-	if err != nil {
-		return err
-	}
-	id, err := nodeRef(ctx, cl, args[0])
+	cl, id, err := r.nodeClient(ctx, args[0])
 	if err != nil {
 		return err
 	}
@@ -208,11 +196,7 @@ admins. --challenge (admins) first issues a challenge to each of its GPUs.`,
 	if err != nil {
 		return err
 	}
-	cl, err := r.client()
-	if err != nil {
-		return err
-	}
-	id, err := nodeRef(ctx, cl, args[0])
+	cl, id, err := r.nodeClient(ctx, args[0])
 	if err != nil {
 		return err
 	}

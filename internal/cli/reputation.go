@@ -28,11 +28,7 @@ the formula; 'idlegrid node ls' lists node IDs.`,
 	if err != nil {
 		return err
 	}
-	cl, err := r.client()
-	if err != nil {
-		return err
-	}
-	id, err := nodeRef(ctx, cl, args[0])
+	cl, id, err := r.nodeClient(ctx, args[0])
 	if err != nil {
 		return err
 	}
