@@ -136,7 +136,7 @@ func devInference(t *testing.T, url, dir string) {
 	}
 	// The gateway names the field at fault as OpenAI does (param): the
 	// flag typed, a mistake in the command line.
-	if r := run(t, renter, "inference", "usage", "--before", "req_missing"); r.code != 2 || !strings.Contains(r.err, `idlegrid: --before: "req_missing" is not one of your requests`) {
+	if r := run(t, renter, "inference", "usage", "--before", "req_missing"); r.code != 2 || !strings.Contains(r.err, `idlegrid: --before: "req_missing" is not one of the requests listed`) {
 		t.Errorf("inference usage --before a request that is not there: %s", r)
 	}
 	eventually(t, "a model server's queue is known", func() error {

@@ -139,21 +139,9 @@ func (db *DB) ListAccounts(ctx context.Context, f idlegrid.AccountFilter) ([]*id
 	}
 	q += ` ORDER BY created_at, id LIMIT ` + qa.add(limitOf(f.Limit))
 	var out []*idlegrid.Account
-	err := db.view(ctx, func(tx *sql.Tx) error {
-		out = out[:0] // a retried transaction reads again
-		rows, err := tx.QueryContext(ctx, q, qa...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			a, err := scanAccount(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, a)
-		}
-		return rows.Err()
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		out, err = queryAll(ctx, tx, scanAccount, q, qa...)
+		return err
 	})
 	return out, err
 }
@@ -408,22 +396,10 @@ func scanJoinToken(s scanner) (*idlegrid.JoinToken, error) {
 // ListJoinTokens returns the provider's tokens, oldest first.
 func (db *DB) ListJoinTokens(ctx context.Context, providerID string) ([]*idlegrid.JoinToken, error) {
 	var out []*idlegrid.JoinToken
-	err := db.view(ctx, func(tx *sql.Tx) error {
-		out = out[:0] // a retried transaction reads again
-		rows, err := tx.QueryContext(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		out, err = queryAll(ctx, tx, scanJoinToken, `SELECT `+joinTokenColumns+` FROM join_tokens
 			WHERE provider_id = $1 ORDER BY created_at, id`, providerID)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			t, err := scanJoinToken(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, t)
-		}
-		return rows.Err()
+		return err
 	})
 	return out, err
 }

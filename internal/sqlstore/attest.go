@@ -92,22 +92,10 @@ func (db *DB) LatestAttestation(ctx context.Context, nodeID string) (*idlegrid.A
 // recently presented first.
 func (db *DB) ListAttestations(ctx context.Context, nodeID string, limit int) ([]*idlegrid.Attestation, error) {
 	var out []*idlegrid.Attestation
-	err := db.view(ctx, func(tx *sql.Tx) error {
-		out = out[:0] // a retried transaction reads again
-		rows, err := tx.QueryContext(ctx, `SELECT `+attestationColumns+` FROM attestations WHERE node_id = $1
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		out, err = queryAll(ctx, tx, scanAttestation, `SELECT `+attestationColumns+` FROM attestations WHERE node_id = $1
 			ORDER BY is_current DESC, received_at DESC, hash LIMIT $2`, nodeID, limitOf(limit))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			a, err := scanAttestation(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, a)
-		}
-		return rows.Err()
+		return err
 	})
 	return out, err
 }

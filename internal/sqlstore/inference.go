@@ -197,7 +197,7 @@ func (db *DB) ListInferenceUsage(ctx context.Context, f idlegrid.UsageFilter) ([
 	var out []*idlegrid.InferenceUsage
 	err := db.view(ctx, func(tx *sql.Tx) error {
 		out = out[:0] // a retried transaction reads again
-		if err := checkUsageCursor(ctx, tx, f); err != nil {
+		if err := checkCursor(ctx, tx, "inference_usage", `(renter_id = $1 OR provider_id = $1)`, args{f.AccountID}, f.Before, "request"); err != nil {
 			return err
 		}
 		rows, err := tx.QueryContext(ctx, q, a...)
@@ -219,20 +219,4 @@ func (db *DB) ListInferenceUsage(ctx context.Context, f idlegrid.UsageFilter) ([
 		return rows.Err()
 	})
 	return out, err
-}
-
-// checkUsageCursor refuses a page's cursor that is not one of the
-// account's records.
-func checkUsageCursor(ctx context.Context, tx *sql.Tx, f idlegrid.UsageFilter) error {
-	if f.Before == "" {
-		return nil
-	}
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM inference_usage WHERE id = $1 AND (renter_id = $2 OR provider_id = $2)`,
-		f.Before, f.AccountID).Scan(&n); err != nil {
-		return err
-	} else if n == 0 {
-		return idlegrid.Invalid("before", "%q is not one of your requests; give the ID of the last request of the page before", f.Before)
-	}
-	return nil
 }

@@ -120,21 +120,9 @@ func (db *DB) ListJobs(ctx context.Context, f idlegrid.JobFilter) ([]*idlegrid.J
 	}
 	q += order + ` LIMIT ` + a.add(limitOf(f.Limit))
 	var out []*idlegrid.Job
-	err := db.view(ctx, func(tx *sql.Tx) error {
-		out = out[:0] // a retried transaction reads again
-		rows, err := tx.QueryContext(ctx, q, a...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			j, err := scanJob(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, j)
-		}
-		return rows.Err()
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		out, err = queryAll(ctx, tx, scanJob, q, a...)
+		return err
 	})
 	return out, err
 }

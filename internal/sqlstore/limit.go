@@ -63,22 +63,10 @@ func scanSpendLimit(s scanner) (*idlegrid.SpendLimit, error) {
 // ListSpendLimits returns the account's own limit first, then its keys'.
 func (db *DB) ListSpendLimits(ctx context.Context, accountID string) ([]*idlegrid.SpendLimit, error) {
 	var out []*idlegrid.SpendLimit
-	err := db.view(ctx, func(tx *sql.Tx) error {
-		out = out[:0] // a retried transaction reads again
-		rows, err := tx.QueryContext(ctx, `SELECT `+spendLimitColumns+` FROM spend_limits WHERE account_id = $1
+	err := db.view(ctx, func(tx *sql.Tx) (err error) {
+		out, err = queryAll(ctx, tx, scanSpendLimit, `SELECT `+spendLimitColumns+` FROM spend_limits WHERE account_id = $1
 			ORDER BY scope, key_id`, accountID)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			l, err := scanSpendLimit(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, l)
-		}
-		return rows.Err()
+		return err
 	})
 	return out, err
 }

@@ -90,21 +90,9 @@ func (db *DB) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid
 		q += ` LIMIT ` + a.add(f.Limit)
 	}
 	var out []*idlegrid.Node
-	err = db.view(ctx, func(tx *sql.Tx) error {
-		out = out[:0] // a retried transaction reads again
-		rows, err := tx.QueryContext(ctx, q, a...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			n, err := scanNode(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, n)
-		}
-		return rows.Err()
+	err = db.view(ctx, func(tx *sql.Tx) (err error) {
+		out, err = queryAll(ctx, tx, scanNode, q, a...)
+		return err
 	})
 	return out, err
 }

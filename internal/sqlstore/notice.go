@@ -46,7 +46,7 @@ func (db *DB) ListNotices(ctx context.Context, f idlegrid.NoticeFilter) ([]*idle
 	var out []*idlegrid.Notice
 	err := db.view(ctx, func(tx *sql.Tx) error {
 		out = out[:0] // a retried transaction reads again
-		if err := checkNoticeCursor(ctx, tx, f); err != nil {
+		if err := checkCursor(ctx, tx, "notices", `account_id = $1`, args{f.AccountID}, f.Before, "notice"); err != nil {
 			return err
 		}
 		rows, err := tx.QueryContext(ctx, q, a...)
@@ -66,20 +66,4 @@ func (db *DB) ListNotices(ctx context.Context, f idlegrid.NoticeFilter) ([]*idle
 		return rows.Err()
 	})
 	return out, err
-}
-
-// checkNoticeCursor refuses a page's cursor that is not one of the
-// account's notices.
-func checkNoticeCursor(ctx context.Context, tx *sql.Tx, f idlegrid.NoticeFilter) error {
-	if f.Before == "" {
-		return nil
-	}
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM notices WHERE id = $1 AND account_id = $2`,
-		f.Before, f.AccountID).Scan(&n); err != nil {
-		return err
-	} else if n == 0 {
-		return idlegrid.Invalid("before", "%q is not one of the account's notices; give the ID of the last notice of the page before", f.Before)
-	}
-	return nil
 }
