@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
 )
 
 // accountCommand is "idlegrid account".
@@ -234,54 +235,27 @@ default each call gets a fresh key.`,
 }
 
 func (c *accountCommand) transfers(ctx context.Context, args []string) error {
-	fs := c.env.flags("account transfers", help{
-		usage: "idlegrid account transfers [ID] [--limit N] [--before TRANSFER_ID] [--json]",
-		about: `List the ledger transfers that touch an account, newest first: top-ups,
+	return listAccountRecords(ctx, c.env, accountRecords[*idlegrid.Transfer]{
+		name: "transfers", one: "transfer", many: "transfers", limit: 100,
+		help: help{
+			usage: "idlegrid account transfers [ID] [--limit N] [--before TRANSFER_ID] [--json]",
+			about: `List the ledger transfers that touch an account, newest first: top-ups,
 escrow holds at placement, and settlements when leases end. Without an ID,
 your own; admins may name any account. A full page ends with the command
 for the next one (--before the page's last transfer).`,
-		examples: "idlegrid account transfers\n idlegrid account transfers acct_abc123 --json\n idlegrid account transfers --limit 20 --before tr_1k8u7bk86760od68tjkhklaoi",
-	})
-	r := c.env.remoteFlags(fs)
-	f := idlegrid.TransferFilter{}
-	fs.IntVar(&f.Limit, "limit", 100, "at most this many transfers")
-	fs.StringVar(&f.Before, "before", "", "the transfers listed after this one: the last of the page before")
-	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 0, 1, "at most one account ID")
-	if err != nil {
-		return err
-	} else if err := checkLimit(f.Limit, "transfers", 100); err != nil {
-		return err
-	}
-	cl, err := r.client()
-	if err != nil {
-		return err
-	}
-	f.AccountID = firstNonEmpty(args...)
-	ts, err := cl.ListTransfers(ctx, f)
-	if err != nil {
-		return err
-	} else if len(ts) == 0 && f.AccountID != "" { // none, or no such account
-		if _, err := cl.FindAccount(ctx, f.AccountID); err != nil {
-			return err
-		}
-	}
-	if *asJSON {
-		return printJSON(c.env.Out, nonNil(ts))
-	}
-	if len(ts) == 0 {
-		return c.env.noneListed("transfer", "transfers", "")
-	}
-	t := newTable(c.env.Out, "ID", "KIND", "AT", "LEASE", "ENTRIES")
-	for _, tr := range ts {
-		var entries []string
-		for _, en := range tr.Entries {
-			entries = append(entries, fmt.Sprintf("%s %s", en.Account, en.Amount))
-		}
-		t.row(tr.ID, tr.Kind, tr.CreatedAt.UTC().Format(time.RFC3339), orDash(tr.LeaseID), strings.Join(entries, "; "))
-	}
-	if err := t.flush(); err != nil || len(ts) == 0 {
-		return err
-	}
-	return nextPage(c.env.Out, strings.TrimSpace("idlegrid account transfers "+f.AccountID), len(ts), f.Limit, ts[len(ts)-1].ID)
+			examples: "idlegrid account transfers\n idlegrid account transfers acct_abc123 --json\n idlegrid account transfers --limit 20 --before tr_1k8u7bk86760od68tjkhklaoi",
+		},
+		header: []string{"ID", "KIND", "AT", "LEASE", "ENTRIES"},
+		row: func(tr *idlegrid.Transfer) []any {
+			var entries []string
+			for _, en := range tr.Entries {
+				entries = append(entries, fmt.Sprintf("%s %s", en.Account, en.Amount))
+			}
+			return []any{tr.ID, tr.Kind, tr.CreatedAt.UTC().Format(time.RFC3339), orDash(tr.LeaseID), strings.Join(entries, "; ")}
+		},
+		id: func(tr *idlegrid.Transfer) string { return tr.ID },
+		list: func(ctx context.Context, cl *client.Client, id string, limit int, before string) ([]*idlegrid.Transfer, error) {
+			return cl.ListTransfers(ctx, idlegrid.TransferFilter{AccountID: id, Limit: limit, Before: before})
+		},
+	}, args)
 }

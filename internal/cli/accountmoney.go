@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -310,51 +309,24 @@ func printLimit(e *env, what string, st *idlegrid.SpendLimitStatus, asJSON bool)
 }
 
 func (c *accountCommand) notices(ctx context.Context, args []string) error {
-	fs := c.env.flags("account notices", help{
-		usage: "idlegrid account notices [ID] [--limit N] [--before NOTICE_ID] [--json]",
-		about: `List what the market told an account, newest first: leases given notice or
+	return listAccountRecords(ctx, c.env, accountRecords[*idlegrid.Notice]{
+		name: "notices", one: "notice", many: "notices", limit: 50,
+		help: help{
+			usage: "idlegrid account notices [ID] [--limit N] [--before NOTICE_ID] [--json]",
+			about: `List what the market told an account, newest first: leases given notice or
 stopped because the balance or a spend limit would not have lasted. A full
 page ends with the command for the next one (--before the page's last notice).`,
-		examples: "idlegrid account notices\n idlegrid account notices --limit 20 --before notice_abc123",
-	})
-	r := c.env.remoteFlags(fs)
-	f := idlegrid.NoticeFilter{}
-	fs.IntVar(&f.Limit, "limit", 50, "at most this many notices")
-	fs.StringVar(&f.Before, "before", "", "the notices listed after this one: the last of the page before")
-	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := fs.parseArgs(args, 0, 1, "at most one account ID")
-	if err != nil {
-		return err
-	} else if err := checkLimit(f.Limit, "notices", 50); err != nil {
-		return err
-	}
-	cl, err := r.client()
-	if err != nil {
-		return err
-	}
-	f.AccountID = firstNonEmpty(args...)
-	ns, err := cl.ListNotices(ctx, f)
-	if err != nil {
-		return err
-	} else if len(ns) == 0 && f.AccountID != "" { // none, or no such account
-		if _, err := cl.FindAccount(ctx, f.AccountID); err != nil {
-			return err
-		}
-	}
-	if *asJSON {
-		return printJSON(c.env.Out, nonNil(ns))
-	}
-	if len(ns) == 0 {
-		return c.env.noneListed("notice", "notices", "")
-	}
-	t := newTable(c.env.Out, "ID", "AT", "KIND", "JOB", "LEASE", "MESSAGE")
-	for _, n := range ns {
-		t.row(n.ID, n.CreatedAt.UTC().Format(time.RFC3339), n.Kind, orDash(n.JobID), orDash(n.LeaseID), n.Message)
-	}
-	if err := t.flush(); err != nil || len(ns) == 0 {
-		return err
-	}
-	return nextPage(c.env.Out, strings.TrimSpace("idlegrid account notices "+f.AccountID), len(ns), f.Limit, ns[len(ns)-1].ID)
+			examples: "idlegrid account notices\n idlegrid account notices --limit 20 --before notice_abc123",
+		},
+		header: []string{"ID", "AT", "KIND", "JOB", "LEASE", "MESSAGE"},
+		row: func(n *idlegrid.Notice) []any {
+			return []any{n.ID, n.CreatedAt.UTC().Format(time.RFC3339), n.Kind, orDash(n.JobID), orDash(n.LeaseID), n.Message}
+		},
+		id: func(n *idlegrid.Notice) string { return n.ID },
+		list: func(ctx context.Context, cl *client.Client, id string, limit int, before string) ([]*idlegrid.Notice, error) {
+			return cl.ListNotices(ctx, idlegrid.NoticeFilter{AccountID: id, Limit: limit, Before: before})
+		},
+	}, args)
 }
 
 // statementIDMissing is err from asking for the statement of id, said as
