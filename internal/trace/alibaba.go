@@ -91,24 +91,19 @@ func ReadAlibabaPods(r io.Reader, source string, opts AlibabaOptions) (*Demand, 
 	if tiers == nil {
 		tiers = AlibabaTiers
 	}
-	for {
-		ok, err := t.next()
-		if err != nil {
-			return nil, err
-		} else if !ok {
-			break
-		}
+	if err := t.each(func() error {
 		j, drop, err := alibabaPod(t, tiers, &d.Report)
 		switch {
 		case err != nil:
-			if err := t.bad(err); err != nil {
-				return nil, err
-			}
+			return err
 		case drop != "":
 			d.drop(drop)
 		default:
 			d.Jobs = append(d.Jobs, j)
 		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	sortJobs(d.Jobs)
 	return d, nil
@@ -201,25 +196,21 @@ func ReadAlibabaNodes(r io.Reader, source string, opts Options) (*Supply, error)
 		return nil, err
 	}
 	seen := map[string]bool{}
-	for {
-		ok, err := t.next()
-		if err != nil {
-			return nil, err
-		} else if !ok {
-			break
-		}
+	err = t.each(func() error {
 		n, err := alibabaNode(t, seen)
 		switch {
 		case err != nil:
-			if err := t.bad(err); err != nil {
-				return nil, err
-			}
+			return err
 		case n.GPUs == 0:
 			s.drop("no GPUs")
 		default:
 			seen[n.ID] = true
 			s.Nodes = append(s.Nodes, n)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return s, nil
 }

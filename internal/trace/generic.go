@@ -34,21 +34,14 @@ func ReadDemandCSV(r io.Reader, source string, opts Options) (*Demand, error) {
 		return nil, idlegrid.Invalid(source+" line 1", "gpu_model: the demand's column is gpu_models, the models a job accepts separated by '|' (gpu_model is the supply's)")
 	}
 	var kind timeKind
-	for {
-		ok, err := t.next()
-		if err != nil {
-			return nil, err
-		} else if !ok {
-			break
-		}
+	if err := t.each(func() error {
 		j, err := demandRow(t, &kind)
-		if err != nil {
-			if err := t.bad(err); err != nil {
-				return nil, err
-			}
-			continue
+		if err == nil {
+			d.Jobs = append(d.Jobs, j)
 		}
-		d.Jobs = append(d.Jobs, j)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	d.Relative = kind == timeSeconds
 	sortJobs(d.Jobs)
@@ -117,33 +110,26 @@ func ReadSupplyCSV(r io.Reader, source string, opts Options) (*Supply, error) {
 	byID := map[string]int{}
 	lines := map[string][]int{} // node → line of each window, for overlap errors
 	var kind timeKind
-	for {
-		ok, err := t.next()
-		if err != nil {
-			return nil, err
-		} else if !ok {
-			break
-		}
+	if err := t.each(func() error {
 		n, err := supplyRow(t, &kind)
-		if err == nil {
-			if i, seen := byID[n.ID]; seen {
-				err = sameNode(t, &s.Nodes[i], &n)
-			}
-		}
 		if err != nil {
-			if err := t.bad(err); err != nil {
-				return nil, err
-			}
-			continue
+			return err
 		}
 		i, seen := byID[n.ID]
-		if !seen {
+		if seen {
+			if err := sameNode(t, &s.Nodes[i], &n); err != nil {
+				return err
+			}
+		} else {
 			i = len(s.Nodes)
 			byID[n.ID] = i
 			s.Nodes = append(s.Nodes, Node{ID: n.ID, GPUModel: n.GPUModel, GPUs: n.GPUs, Region: n.Region})
 		}
 		s.Nodes[i].Windows = append(s.Nodes[i].Windows, n.Windows[0])
 		lines[n.ID] = append(lines[n.ID], t.line)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	s.Relative = kind == timeSeconds
 	for i := range s.Nodes {

@@ -72,21 +72,14 @@ func ReadHeliosSeries(r io.Reader, source, vc string, opts Options) (*HeliosSeri
 	if err != nil {
 		return nil, err
 	}
-	for {
-		ok, err := t.next()
-		if err != nil {
-			return nil, err
-		} else if !ok {
-			break
-		}
+	if err := t.each(func() error {
 		smp, err := heliosRow(t, s.Samples)
-		if err != nil {
-			if err := t.bad(err); err != nil {
-				return nil, err
-			}
-			continue
+		if err == nil {
+			s.Samples = append(s.Samples, smp)
 		}
-		s.Samples = append(s.Samples, smp)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

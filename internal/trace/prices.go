@@ -167,27 +167,26 @@ func ReadPrices(fsys fs.FS, source string, opts Options) (*Prices, error) {
 // (cloud-gpus.csv): columns Cloud, GPU Type, GPUs, Per-GPU (on-demand $
 // per GPU-hour) and Spot ($ per hour for the whole instance, often empty).
 func ReadCloudPrices(r io.Reader, source string, opts Options) ([]PriceOffer, Report, error) {
+	return readOffers(r, source, opts, cloudRow, "cloud", "gpu type", "gpus", "per-gpu")
+}
+
+// readOffers reads a table of price offers, each row with row; want are
+// the columns it needs.
+func readOffers(r io.Reader, source string, opts Options, row func(*table) (PriceOffer, error), want ...string) ([]PriceOffer, Report, error) {
 	var rep Report
-	t, err := newTable(r, source, opts, &rep, "cloud", "gpu type", "gpus", "per-gpu")
+	t, err := newTable(r, source, opts, &rep, want...)
 	if err != nil {
 		return nil, rep, err
 	}
 	var out []PriceOffer
-	for {
-		ok, err := t.next()
-		if err != nil {
-			return nil, rep, err
-		} else if !ok {
-			break
+	if err := t.each(func() error {
+		o, err := row(t)
+		if err == nil {
+			out = append(out, o)
 		}
-		o, err := cloudRow(t)
-		if err != nil {
-			if err := t.bad(err); err != nil {
-				return nil, rep, err
-			}
-			continue
-		}
-		out = append(out, o)
+		return err
+	}); err != nil {
+		return nil, rep, err
 	}
 	return out, rep, nil
 }
@@ -226,29 +225,7 @@ var (
 // per hour for the whole offer), GpuInfo (for the memory) and Region
 // ("State, CC, Continent").
 func ReadVastPrices(r io.Reader, source string, opts Options) ([]PriceOffer, Report, error) {
-	var rep Report
-	t, err := newTable(r, source, opts, &rep, "acceleratorname", "acceleratorcount", "price")
-	if err != nil {
-		return nil, rep, err
-	}
-	var out []PriceOffer
-	for {
-		ok, err := t.next()
-		if err != nil {
-			return nil, rep, err
-		} else if !ok {
-			break
-		}
-		o, err := vastRow(t)
-		if err != nil {
-			if err := t.bad(err); err != nil {
-				return nil, rep, err
-			}
-			continue
-		}
-		out = append(out, o)
-	}
-	return out, rep, nil
+	return readOffers(r, source, opts, vastRow, "acceleratorname", "acceleratorcount", "price")
 }
 
 func vastRow(t *table) (PriceOffer, error) {

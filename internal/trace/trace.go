@@ -304,6 +304,22 @@ func (t *table) next() (bool, error) {
 	}
 }
 
+// each reads every record and hands it to row, as t's current record;
+// an error from row is a bad row (bad), read past or the end of the read.
+func (t *table) each(row func() error) error {
+	for {
+		ok, err := t.next()
+		if err != nil || !ok {
+			return err
+		}
+		if err := row(); err != nil {
+			if err := t.bad(err); err != nil {
+				return err
+			}
+		}
+	}
+}
+
 // bad handles a bad row: with BadRowsFail it returns err, with
 // BadRowsSkip it counts it and returns nil.
 func (t *table) bad(err error) error {
