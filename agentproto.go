@@ -40,6 +40,13 @@ type OfferRequest struct {
 // and the queues at its model servers.
 type HeartbeatRequest struct {
 	Leases []LeaseProgress `json:"leases,omitempty"`
+	// Starting lists the leases whose workloads the node is still starting,
+	// most often pulling the job's image, which takes minutes for a large
+	// one on a slow link. A lease the node names here is not declared lost
+	// for being slow to start until the server has not heard it named for
+	// its start timeout, or it has been starting for the server's longest
+	// start (server.Config.MaxStart).
+	Starting []string `json:"starting,omitempty"`
 	// ModelQueues are the requests waiting at the node's model servers, by
 	// model, as the agent last read the servers' metrics. A model whose
 	// queue the agent does not know is left out. The inference gateway
@@ -55,8 +62,28 @@ type ModelQueue struct {
 	Queued int64  `json:"queued"`
 }
 
+// maxLeaseIDLen bounds a lease ID an agent names.
+const maxLeaseIDLen = 100
+
+// ValidateStarting checks the leases starting: at most MaxGPUsPerNode (a
+// lease holds a GPU at least), each named once.
+func (r *HeartbeatRequest) ValidateStarting() error {
+	if len(r.Starting) > MaxGPUsPerNode {
+		return Invalid("starting", "at most %d leases, one a GPU, got %d", MaxGPUsPerNode, len(r.Starting))
+	}
+	for i, id := range r.Starting {
+		if id == "" || len(id) > maxLeaseIDLen {
+			return Invalid(fmt.Sprintf("starting[%d]", i), "must be a lease ID of 1 to %d characters", maxLeaseIDLen)
+		} else if slices.Contains(r.Starting[:i], id) {
+			return Invalid(fmt.Sprintf("starting[%d]", i), "lease %q listed twice", id)
+		}
+	}
+	return nil
+}
+
 // Validate checks the model queues: at most MaxModelsPerNode, each named
-// once, none negative. (The leases' progress is checked lease by lease.)
+// once, none negative. (The leases' progress is checked lease by lease,
+// and the leases starting by ValidateStarting.)
 func (r *HeartbeatRequest) Validate() error {
 	if len(r.ModelQueues) > MaxModelsPerNode {
 		return Invalid("model_queues", "at most %d models, got %d", MaxModelsPerNode, len(r.ModelQueues))

@@ -3,10 +3,39 @@ package idlegrid_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/idlegrid/idlegrid"
 )
+
+func TestHeartbeatRequest_ValidateStarting(t *testing.T) {
+	many := make([]string, idlegrid.MaxGPUsPerNode+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("lease_%d", i)
+	}
+	for _, tt := range []struct {
+		starting []string
+		field    string // "" when valid
+	}{
+		{nil, ""},
+		{many[:idlegrid.MaxGPUsPerNode], ""},
+		{[]string{"lease_a", ""}, "starting[1]"},
+		{[]string{strings.Repeat("x", 101)}, "starting[0]"},
+		{[]string{"lease_a", "lease_b", "lease_a"}, "starting[2]"},
+		{many, "starting"},
+	} {
+		req := idlegrid.HeartbeatRequest{Starting: tt.starting}
+		err := req.ValidateStarting()
+		var e *idlegrid.Error
+		switch {
+		case tt.field == "" && err != nil:
+			t.Errorf("ValidateStarting(%d leases) = %v, want nil", len(tt.starting), err)
+		case tt.field != "" && (!errors.As(err, &e) || e.Field != tt.field || e.Code != idlegrid.EINVALID):
+			t.Errorf("ValidateStarting(%q) = %v, want an invalid %s", tt.starting, err, tt.field)
+		}
+	}
+}
 
 func TestHeartbeatRequest_Validate(t *testing.T) {
 	many := make([]idlegrid.ModelQueue, idlegrid.MaxModelsPerNode+1)

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -496,7 +497,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context, refuse context.CancelCauseFun
 			return
 		case <-t.C:
 		}
-		resp, err := a.srv.Heartbeat(ctx, idlegrid.HeartbeatRequest{Leases: a.progress(), ModelQueues: a.models.queues()})
+		resp, err := a.srv.Heartbeat(ctx, idlegrid.HeartbeatRequest{Leases: a.progress(), Starting: a.starting(), ModelQueues: a.models.queues()})
 		if err == nil { // an outage or a 429 between two such answers does not make the server know the node
 			unknownSince = time.Time{}
 		} else if unknownNode(err) && unknownSince.IsZero() {
@@ -590,6 +591,22 @@ func (a *Agent) progress() []idlegrid.LeaseProgress {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].LeaseID < out[j].LeaseID })
+	return out
+}
+
+// starting lists the leases whose workloads the runtime is still starting
+// (pulling the job's image, most often), so that the server waits for
+// them past its start timeout.
+func (a *Agent) starting() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for _, l := range a.leases {
+		if l.isStarting() {
+			out = append(out, l.id)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

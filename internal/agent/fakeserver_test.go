@@ -226,9 +226,13 @@ func (f *fakeServer) Heartbeat(ctx context.Context, req idlegrid.HeartbeatReques
 	}
 	f.beats, f.beatAt = append(f.beats, req), append(f.beatAt, time.Now())
 	resp := &idlegrid.HeartbeatResponse{HeartbeatSeconds: 5}
-	for _, p := range req.Leases { // as the server tells of leases it ended
-		if fl := f.leases[p.LeaseID]; fl != nil && fl.lease.State.Terminal() {
-			resp.Ended = append(resp.Ended, idlegrid.EndedLease{LeaseID: p.LeaseID, State: fl.lease.State, Reason: fl.lease.Reason})
+	ids := req.Starting
+	for _, p := range req.Leases {
+		ids = append(ids, p.LeaseID)
+	}
+	for _, id := range ids { // as the server tells of leases it ended
+		if fl := f.leases[id]; fl != nil && fl.lease.State.Terminal() {
+			resp.Ended = append(resp.Ended, idlegrid.EndedLease{LeaseID: id, State: fl.lease.State, Reason: fl.lease.Reason})
 		}
 	}
 	return resp, nil

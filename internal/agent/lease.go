@@ -288,6 +288,14 @@ func (l *lease) startContext(ctx context.Context) context.Context {
 	return ctx
 }
 
+// isStarting reports whether the lease's Start is in flight, and no stop
+// has come for it.
+func (l *lease) isStarting() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cancelStart != nil && !l.started && l.stopCause == notStopped
+}
+
 // stoppedBeforeStart reports whether a stop came before the workload
 // started, which then never runs: its Exit is a stop without a code.
 func (l *lease) stoppedBeforeStart() bool {

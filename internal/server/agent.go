@@ -126,6 +126,9 @@ func (s *Server) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (
 			return nil, err
 		}
 	}
+	if err := s.noteStarting(ctx, c.NodeID, req, resp, now); err != nil {
+		return nil, err
+	}
 	s.reportQueues(c.NodeID, req)
 	return resp, nil
 }

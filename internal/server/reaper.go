@@ -200,12 +200,12 @@ func stopUnconfirmed(l *idlegrid.Lease, now time.Time) bool {
 		now.Sub(*l.NoticeAt) > time.Duration(l.NoticeSeconds)*time.Second+stopWait
 }
 
-// reapLeases ends leases that were never started, ends as the provider's
-// failure running leases whose receipts stopped while their node kept
-// heartbeating, asks agents to stop leases past their time limit, and ends
-// leases whose stop their node never confirmed. It reads only the leases
-// that may need one of those (reapQuery); beats are the online nodes' last
-// heartbeats (see reapNodes).
+// reapLeases ends leases that were never started (startOverdue), ends as
+// the provider's failure running leases whose receipts stopped while their
+// node kept heartbeating, asks agents to stop leases past their time
+// limit, and ends leases whose stop their node never confirmed. It reads
+// only the leases that may need one of those (reapQuery); beats are the
+// online nodes' last heartbeats (see reapNodes).
 func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) error {
 	now := s.Now()
 	leases, err := s.store.LeasesToReap(ctx, s.reapQuery(now))
@@ -217,12 +217,13 @@ func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) err
 	if err != nil {
 		return err
 	}
+	s.starts.forget(now.Add(-2 * s.cfg.StartTimeout)) // kept a while longer, for the reason it gives
 	for _, l := range leases {
 		var err error
-		switch stopped := s.receiptsStopped(l, now, heard, lasts); {
-		case l.State == idlegrid.LeaseAssigned && s.silentSince(l.CreatedAt, now) > s.cfg.StartTimeout:
-			err = s.endLease(ctx, l, leaseEnd{to: idlegrid.LeaseLost, fault: idlegrid.FaultProvider,
-				reason: fmt.Sprintf("the node did not start the lease within %s", s.cfg.StartTimeout)})
+		overdue, stopped := s.startOverdue(l, now), s.receiptsStopped(l, now, heard, lasts)
+		switch {
+		case overdue != "":
+			err = s.endLease(ctx, l, leaseEnd{to: idlegrid.LeaseLost, fault: idlegrid.FaultProvider, reason: overdue})
 		case stopped != "":
 			// A bronze lease's broken notice counts as a fact
 			// (reputation.FactsFromLease); it is not convicted on this

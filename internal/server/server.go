@@ -36,6 +36,10 @@ type Config struct {
 	HeartbeatInterval time.Duration  // told to agents; default 10s
 	MissedHeartbeats  int            // a node is lost after this many; default 3
 	StartTimeout      time.Duration  // an assigned lease not started by then is lost; default 2m
+	// MaxStart is the longest a node may take to start a lease that its
+	// heartbeats keep naming as starting (pulling its image, most often;
+	// starting.go); default 1h. It is at least StartTimeout.
+	MaxStart time.Duration
 	// ReceiptSilence is how long a running lease may go without a receipt
 	// while its node heartbeats before it ends as the provider's failure
 	// (reaper.go, receiptsStopped); at least 3 of the lease's own receipt
@@ -120,6 +124,10 @@ func (c *Config) setDefaults() {
 	if c.StartTimeout == 0 {
 		c.StartTimeout = 2 * time.Minute
 	}
+	if c.MaxStart == 0 {
+		c.MaxStart = time.Hour
+	}
+	c.MaxStart = max(c.MaxStart, c.StartTimeout)
 	if c.ReceiptSilence == 0 {
 		c.ReceiptSilence = 5 * time.Minute
 	}
@@ -200,6 +208,9 @@ type Server struct {
 	restands chan *idlegrid.Dispute
 	// attest is hardware attestation, challenges and quarantine; attest.go.
 	attest *attestState
+	// starts is when nodes last said they were starting their leases;
+	// starting.go.
+	starts startsHeard
 
 	scans      *scanBudget // reads of every node for people; scanbudget.go
 	marketView readCache[[]market.MarketStat]

@@ -1,0 +1,111 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// A node may take long to start a lease: it pulls the job's image first,
+// and a large image over a home link takes many minutes. Each heartbeat
+// names the leases its node is still starting (HeartbeatRequest.Starting).
+// A lease it names is not lost for being slow to start until the node has
+// not named it for StartTimeout, or until it has been starting for
+// MaxStart since its placement (startOverdue).
+
+// startsHeard is when each node last named each lease it is starting, in
+// this process's memory: a restart gives every lease StartTimeout afresh
+// (silentSince), and the node names its leases again at its next
+// heartbeat.
+type startsHeard struct {
+	mu    sync.Mutex
+	nodes map[string]map[string]time.Time // node → lease → last named
+}
+
+// hear records that nodeID named leaseID as starting at now.
+func (h *startsHeard) hear(nodeID, leaseID string, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.nodes == nil {
+		h.nodes = map[string]map[string]time.Time{}
+	}
+	if h.nodes[nodeID] == nil {
+		h.nodes[nodeID] = map[string]time.Time{}
+	}
+	h.nodes[nodeID][leaseID] = now
+}
+
+// last is when nodeID last named leaseID as starting; zero if it has not
+// since it was last forgotten.
+func (h *startsHeard) last(nodeID, leaseID string) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.nodes[nodeID][leaseID]
+}
+
+// forget drops what was heard before t: once StartTimeout old, it no
+// longer keeps a lease from being lost.
+func (h *startsHeard) forget(t time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for nodeID, leases := range h.nodes {
+		for leaseID, at := range leases {
+			if at.Before(t) {
+				delete(leases, leaseID)
+			}
+		}
+		if len(leases) == 0 {
+			delete(h.nodes, nodeID)
+		}
+	}
+}
+
+// noteStarting records the leases a heartbeat names as starting, once it
+// has found each is the node's and assigned. One that has ended goes in
+// the answer's Ended, and one the server has no record of for the node
+// too, so that the agent gives up pulling its image. A bad list is left
+// out with a warning, as a bad queue report is: a node must not be lost
+// over it.
+func (s *Server) noteStarting(ctx context.Context, nodeID string, req idlegrid.HeartbeatRequest, resp *idlegrid.HeartbeatResponse, now time.Time) error {
+	if err := req.ValidateStarting(); err != nil {
+		s.log.Warn("ignoring a heartbeat's leases starting", "node", nodeID, "err", err)
+		return nil
+	}
+	for _, id := range req.Starting {
+		l, err := s.nodeLease(ctx, nodeID, id)
+		switch {
+		case idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND:
+			s.noteUnknown(nodeID, id, resp)
+		case err != nil:
+			return err
+		case l.State.Terminal():
+			resp.Ended = append(resp.Ended, idlegrid.EndedLease{LeaseID: l.ID, State: l.State, Reason: l.Reason})
+		case l.State == idlegrid.LeaseAssigned:
+			s.starts.hear(nodeID, id, now)
+		}
+	}
+	return nil
+}
+
+// startOverdue says why an assigned lease counts as never started, or ""
+// when it does not (or is not assigned): its node has not named it as
+// starting for StartTimeout, since its placement or since it last did;
+// or it has been starting for MaxStart.
+func (s *Server) startOverdue(l *idlegrid.Lease, now time.Time) string {
+	if l.State != idlegrid.LeaseAssigned {
+		return ""
+	}
+	heard := s.starts.last(l.NodeID, l.ID)
+	switch {
+	case s.silentSince(l.CreatedAt, now) > s.cfg.MaxStart:
+		return fmt.Sprintf("the node did not start the lease within %s of its placement (it was still starting it, most likely pulling the job's image)", s.cfg.MaxStart)
+	case s.silentSince(later(l.CreatedAt, heard), now) <= s.cfg.StartTimeout:
+		return ""
+	case heard.IsZero():
+		return fmt.Sprintf("the node did not start the lease within %s", s.cfg.StartTimeout)
+	}
+	return fmt.Sprintf("the node did not start the lease within %s of last saying it was starting it", s.cfg.StartTimeout)
+}

@@ -1,0 +1,132 @@
+package server_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// TestServer_SlowStart: a node pulling a large image names the lease as
+// starting in its heartbeats. The lease outlives the start timeout while
+// the node names it, is lost the start timeout after the node stops naming
+// it, and is lost anyway once it has been starting for MaxStart.
+func TestServer_SlowStart(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		named    time.Duration // how long the heartbeats name the lease
+		wait     time.Duration // then how long they do not
+		want     idlegrid.LeaseState
+		inReason string
+	}{
+		{name: "named", named: 20 * time.Minute, want: idlegrid.LeaseAssigned},
+		{name: "named, then started", named: 20 * time.Minute, want: idlegrid.LeaseRunning},
+		{name: "no longer named", named: 20 * time.Minute, wait: 2*time.Minute + 15*time.Second,
+			want: idlegrid.LeaseLost, inReason: "did not start the lease within 2m0s of last saying it was starting it"},
+		{name: "named past MaxStart", named: time.Hour + 15*time.Second,
+			want: idlegrid.LeaseLost, inReason: "did not start the lease within 1h0m0s of its placement (it was still starting it"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := mustMoneyMarket(t)
+				l := mustLeaseByHand(t, m)
+				m.advanceStarting(t, tt.named, l.ID)
+				if tt.want == idlegrid.LeaseRunning {
+					if err := m.srv.ReportLease(m.node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+						t.Fatalf("the node reports the lease running after %s starting it: %v", tt.named, err)
+					}
+				}
+				m.advance(t, tt.wait)
+				got := mustFindLease(t, m, l.ID)
+				if got.State != tt.want || !strings.Contains(got.Reason, tt.inReason) {
+					t.Fatalf("the lease named as starting for %s, then not for %s: %s (%q), want %s (%q)",
+						tt.named, tt.wait, got.State, got.Reason, tt.want, tt.inReason)
+				}
+			})
+		})
+	}
+}
+
+// TestServer_SlowStart_ended: a heartbeat naming as starting a lease that
+// has ended, or one the server has no record of for the node, is answered
+// with it in Ended, so that the agent stops pulling its image; one that
+// names another node's lease keeps that lease from nothing.
+func TestServer_SlowStart_ended(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMoneyMarket(t)
+		l := mustLeaseByHand(t, m)
+		resp, err := m.srv.Heartbeat(m.rival, idlegrid.HeartbeatRequest{Starting: []string{l.ID}})
+		if err != nil {
+			t.Fatal(err)
+		} else if !slices.ContainsFunc(resp.Ended, func(e idlegrid.EndedLease) bool { return e.LeaseID == l.ID }) {
+			t.Fatalf("another node naming the lease as starting is answered %+v, want it in Ended", resp.Ended)
+		}
+		m.beat(t, 2*time.Minute+15*time.Second, idlegrid.HeartbeatRequest{}, idlegrid.HeartbeatRequest{Starting: []string{l.ID}})
+		got := mustFindLease(t, m, l.ID)
+		if got.State != idlegrid.LeaseLost {
+			t.Fatalf("a lease only another node named as starting: %s after the start timeout, want lost", got.State)
+		}
+		resp, err = m.srv.Heartbeat(m.node, idlegrid.HeartbeatRequest{Starting: []string{l.ID, "lease_unknown"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ended []string
+		for _, e := range resp.Ended {
+			ended = append(ended, e.LeaseID+" "+string(e.State))
+		}
+		if want := []string{l.ID + " lost", "lease_unknown failed"}; !slices.Equal(ended, want) {
+			t.Fatalf("the node naming a lost lease and an unknown one as starting is answered Ended %q, want %q", ended, want)
+		}
+		for _, bad := range [][]string{{""}, {l.ID, l.ID}, make([]string, idlegrid.MaxGPUsPerNode+1)} {
+			if _, err := m.srv.Heartbeat(m.node, idlegrid.HeartbeatRequest{Starting: bad}); err != nil {
+				t.Fatalf("a heartbeat naming %q as starting fails (%v); want the list left out, and the node heard", bad, err)
+			}
+		}
+	})
+}
+
+// mustLeaseByHand places a one-GPU lease on m's node by hand, for a job
+// the scheduler leaves alone; the node has not started it.
+func mustLeaseByHand(t *testing.T, m *testMarket) *idlegrid.Lease {
+	t.Helper()
+	spec := testSpec()
+	spec.GPUModels = []string{"NO-SUCH-GPU"}
+	j, err := m.srv.SubmitJob(m.renter, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	l := &idlegrid.Lease{ID: idlegrid.NewID("lease"), NodeID: m.nodeID, GPUUUIDs: []string{"GPU-barn-1-0"},
+		PriceMicrosPerGPUHour: 500_000, LimitSeconds: 3600, HoldMicros: 500_000, Reason: "placed by hand"}
+	mustPlaceByHand(t, m, j, l)
+	return l
+}
+
+// advanceStarting is advance, m's node naming leaseIDs as starting in its
+// heartbeats.
+func (m *testMarket) advanceStarting(t *testing.T, d time.Duration, leaseIDs ...string) {
+	t.Helper()
+	m.beat(t, d, idlegrid.HeartbeatRequest{Starting: leaseIDs}, idlegrid.HeartbeatRequest{})
+}
+
+// beat is advance, m's node heartbeating with node and the rival with
+// rival; then the reaper makes a pass.
+func (m *testMarket) beat(t *testing.T, d time.Duration, node, rival idlegrid.HeartbeatRequest) {
+	t.Helper()
+	for step := 5 * time.Second; d > 0; d -= step {
+		if _, err := m.srv.Heartbeat(m.node, node); err != nil {
+			t.Fatal(err)
+		} else if _, err := m.srv.Heartbeat(m.rival, rival); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(min(step, d))
+	}
+	synctest.Wait()
+	if err := m.srv.Reap(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
