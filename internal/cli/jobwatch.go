@@ -465,10 +465,32 @@ func liveLine(v *jobView) string {
 		where += fmt.Sprintf(" and %d more", len(running)-1)
 	}
 	if started == nil {
-		return "starting on " + where
+		return startingLine(running, where, v.At)
 	}
 	return fmt.Sprintf("%s %3.0f%% on %s · %s of %s", bar(progress, 24), 100*progress, where,
 		since(*started, v.At), seconds(j.DurationSeconds))
+}
+
+// startingLine is the live line of a job whose leases have not started:
+// how long since they were placed, and a word on why it takes a while
+// (a node pulls the job's image before it starts it, minutes for a large
+// one).
+func startingLine(leases []*idlegrid.Lease, where string, now time.Time) string {
+	placed := leases[0].CreatedAt
+	for _, l := range leases[1:] {
+		if l.CreatedAt.Before(placed) {
+			placed = l.CreatedAt
+		}
+	}
+	line := "starting on " + where
+	if placed.IsZero() {
+		return line
+	}
+	line += " for " + since(placed, now).String()
+	if since(placed, now) >= 30*time.Second {
+		line += " (the node pulls the job's image first)"
+	}
+	return line
 }
 
 // since is the whole seconds from t to now, never negative (the server's

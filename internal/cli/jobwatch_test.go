@@ -32,7 +32,7 @@ func watchScript() []*jobView {
 			JobSpec: idlegrid.JobSpec{Tier: idlegrid.TierBronze, GPUs: 1, Nodes: 1, DurationSeconds: 600}}
 	}
 	first := idlegrid.Lease{ID: "lease_a", NodeID: "node_a", Attempt: 1, Tier: idlegrid.TierBronze, GPUUUIDs: []string{"g0"},
-		PriceMicrosPerGPUHour: 350_000, State: idlegrid.LeaseAssigned, NoticeSeconds: 120}
+		PriceMicrosPerGPUHour: 350_000, State: idlegrid.LeaseAssigned, NoticeSeconds: 120, CreatedAt: watchStart}
 	running := first
 	running.State, running.StartedAt, running.Progress = idlegrid.LeaseRunning, at(20), 0.25
 	saved := running
@@ -211,13 +211,18 @@ func TestLiveLine(t *testing.T) {
 		want string
 	}{
 		{views[1], "queued for 50s"},
-		{views[3], "starting on node_a"},
+		{views[3], "starting on node_a for 2m30s (the node pulls the job's image first)"},
 		{views[5], "[##########..............]  45% on node_a · 3m50s of 10m0s"},
 		{views[9], ""},
 	} {
 		if got := liveLine(tc.v); got != tc.want {
 			t.Errorf("live line of %s = %q, want %q", tc.v.Job.State, got, tc.want)
 		}
+	}
+	soon := *views[3]
+	soon.At = watchStart.Add(20 * time.Second)
+	if got, want := liveLine(&soon), "starting on node_a for 20s"; got != want {
+		t.Errorf("live line of a lease placed 20s ago = %q, want %q", got, want)
 	}
 	due := *views[1]
 	job := *due.Job
