@@ -46,7 +46,7 @@ type HeartbeatRequest struct {
 	// for being slow to start until the server has not heard it named for
 	// its start timeout, or it has been starting for the server's longest
 	// start (server.Config.MaxStart).
-	Starting []string `json:"starting,omitempty"`
+	Starting []LeaseStarting `json:"starting,omitempty"`
 	// ModelQueues are the requests waiting at the node's model servers, by
 	// model, as the agent last read the servers' metrics. A model whose
 	// queue the agent does not know is left out. The inference gateway
@@ -62,20 +62,40 @@ type ModelQueue struct {
 	Queued int64  `json:"queued"`
 }
 
+// LeaseStarting is a lease whose workload a node is still starting, with
+// how far the pull of its job's image has come: PulledBytes of
+// ImageBytes, the layers the node fetches (both 0 while it pulls none, or
+// cannot tell).
+type LeaseStarting struct {
+	LeaseID     string `json:"lease_id"`
+	PulledBytes int64  `json:"pulled_bytes,omitempty"`
+	ImageBytes  int64  `json:"image_bytes,omitempty"`
+}
+
 // maxLeaseIDLen bounds a lease ID an agent names.
 const maxLeaseIDLen = 100
 
+// maxImageBytes bounds the size of an image a node reports pulling: 1 PiB.
+const maxImageBytes = 1 << 50
+
 // ValidateStarting checks the leases starting: at most MaxGPUsPerNode (a
-// lease holds a GPU at least), each named once.
+// lease holds a GPU at least), each named once, each pull's bytes within
+// its image's size.
 func (r *HeartbeatRequest) ValidateStarting() error {
 	if len(r.Starting) > MaxGPUsPerNode {
 		return Invalid("starting", "at most %d leases, one a GPU, got %d", MaxGPUsPerNode, len(r.Starting))
 	}
-	for i, id := range r.Starting {
-		if id == "" || len(id) > maxLeaseIDLen {
-			return Invalid(fmt.Sprintf("starting[%d]", i), "must be a lease ID of 1 to %d characters", maxLeaseIDLen)
-		} else if slices.Contains(r.Starting[:i], id) {
-			return Invalid(fmt.Sprintf("starting[%d]", i), "lease %q listed twice", id)
+	for i, l := range r.Starting {
+		field := fmt.Sprintf("starting[%d]", i)
+		switch {
+		case l.LeaseID == "" || len(l.LeaseID) > maxLeaseIDLen:
+			return Invalid(field+".lease_id", "must be a lease ID of 1 to %d characters", maxLeaseIDLen)
+		case slices.ContainsFunc(r.Starting[:i], func(o LeaseStarting) bool { return o.LeaseID == l.LeaseID }):
+			return Invalid(field+".lease_id", "lease %q listed twice", l.LeaseID)
+		case l.ImageBytes < 0 || l.ImageBytes > maxImageBytes:
+			return Invalid(field+".image_bytes", "must be between 0 and %d, got %d", int64(maxImageBytes), l.ImageBytes)
+		case l.PulledBytes < 0 || l.PulledBytes > l.ImageBytes:
+			return Invalid(field+".pulled_bytes", "must be between 0 and image_bytes (%d), got %d", l.ImageBytes, l.PulledBytes)
 		}
 	}
 	return nil

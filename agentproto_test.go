@@ -10,19 +10,27 @@ import (
 )
 
 func TestHeartbeatRequest_ValidateStarting(t *testing.T) {
-	many := make([]string, idlegrid.MaxGPUsPerNode+1)
+	many := make([]idlegrid.LeaseStarting, idlegrid.MaxGPUsPerNode+1)
 	for i := range many {
-		many[i] = fmt.Sprintf("lease_%d", i)
+		many[i] = idlegrid.LeaseStarting{LeaseID: fmt.Sprintf("lease_%d", i)}
+	}
+	st := func(id string, pulled, size int64) idlegrid.LeaseStarting {
+		return idlegrid.LeaseStarting{LeaseID: id, PulledBytes: pulled, ImageBytes: size}
 	}
 	for _, tt := range []struct {
-		starting []string
+		starting []idlegrid.LeaseStarting
 		field    string // "" when valid
 	}{
 		{nil, ""},
 		{many[:idlegrid.MaxGPUsPerNode], ""},
-		{[]string{"lease_a", ""}, "starting[1]"},
-		{[]string{strings.Repeat("x", 101)}, "starting[0]"},
-		{[]string{"lease_a", "lease_b", "lease_a"}, "starting[2]"},
+		{[]idlegrid.LeaseStarting{st("lease_a", 0, 0), st("lease_b", 3<<30, 8<<30), st("lease_c", 8<<30, 8<<30)}, ""},
+		{[]idlegrid.LeaseStarting{st("lease_a", 0, 0), st("", 0, 0)}, "starting[1].lease_id"},
+		{[]idlegrid.LeaseStarting{st(strings.Repeat("x", 101), 0, 0)}, "starting[0].lease_id"},
+		{[]idlegrid.LeaseStarting{st("lease_a", 0, 0), st("lease_b", 0, 0), st("lease_a", 0, 0)}, "starting[2].lease_id"},
+		{[]idlegrid.LeaseStarting{st("lease_a", 0, -1)}, "starting[0].image_bytes"},
+		{[]idlegrid.LeaseStarting{st("lease_a", 0, 1<<51)}, "starting[0].image_bytes"},
+		{[]idlegrid.LeaseStarting{st("lease_a", 9, 8)}, "starting[0].pulled_bytes"},
+		{[]idlegrid.LeaseStarting{st("lease_a", -1, 8)}, "starting[0].pulled_bytes"},
 		{many, "starting"},
 	} {
 		req := idlegrid.HeartbeatRequest{Starting: tt.starting}
@@ -32,7 +40,7 @@ func TestHeartbeatRequest_ValidateStarting(t *testing.T) {
 		case tt.field == "" && err != nil:
 			t.Errorf("ValidateStarting(%d leases) = %v, want nil", len(tt.starting), err)
 		case tt.field != "" && (!errors.As(err, &e) || e.Field != tt.field || e.Code != idlegrid.EINVALID):
-			t.Errorf("ValidateStarting(%q) = %v, want an invalid %s", tt.starting, err, tt.field)
+			t.Errorf("ValidateStarting(%+v) = %v, want an invalid %s", tt.starting, err, tt.field)
 		}
 	}
 }

@@ -81,6 +81,19 @@ type Lease struct {
 	CreatedAt time.Time  `json:"created_at"`
 	StartedAt *time.Time `json:"started_at,omitempty"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"`
+
+	// Pull is, while its node is still starting the lease, how far the
+	// node's last heartbeat said the pull of the job's image had come. It
+	// is not stored: the coordinator adds it to the leases it answers
+	// with, from its memory.
+	Pull *LeasePull `json:"pull,omitempty"`
+}
+
+// LeasePull is how far a node has pulled a lease's image, as it said at At.
+type LeasePull struct {
+	PulledBytes int64     `json:"pulled_bytes"`
+	ImageBytes  int64     `json:"image_bytes"`
+	At          time.Time `json:"at"`
 }
 
 // GPUSeconds is the number of GPU-seconds the lease ran up to end, capped at

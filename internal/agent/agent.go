@@ -596,17 +596,17 @@ func (a *Agent) progress() []idlegrid.LeaseProgress {
 
 // starting lists the leases whose workloads the runtime is still starting
 // (pulling the job's image, most often), so that the server waits for
-// them past its start timeout.
-func (a *Agent) starting() []string {
+// them past its start timeout, and shows how far the pull has come.
+func (a *Agent) starting() []idlegrid.LeaseStarting {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var out []string
+	var out []idlegrid.LeaseStarting
 	for _, l := range a.leases {
-		if l.isStarting() {
-			out = append(out, l.id)
+		if st, ok := l.starting(); ok {
+			out = append(out, st)
 		}
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b idlegrid.LeaseStarting) int { return strings.Compare(a.LeaseID, b.LeaseID) })
 	return out
 }
 

@@ -226,7 +226,10 @@ func (f *fakeServer) Heartbeat(ctx context.Context, req idlegrid.HeartbeatReques
 	}
 	f.beats, f.beatAt = append(f.beats, req), append(f.beatAt, time.Now())
 	resp := &idlegrid.HeartbeatResponse{HeartbeatSeconds: 5}
-	ids := req.Starting
+	var ids []string
+	for _, st := range req.Starting {
+		ids = append(ids, st.LeaseID)
+	}
 	for _, p := range req.Leases {
 		ids = append(ids, p.LeaseID)
 	}

@@ -44,8 +44,9 @@ type lease struct {
 	wake   chan struct{} // a batch of lines is ready, or the workload exited
 
 	mu          sync.Mutex
-	started     bool               // the runtime accepted it
-	cancelStart context.CancelFunc // ends a Start in flight (a pull): a stop need not wait for it
+	started     bool                 // the runtime accepted it
+	cancelStart context.CancelFunc   // ends a Start in flight (a pull): a stop need not wait for it
+	pull        runtime.PullProgress // of the job's image, while Start pulls it
 	stopCause   stopCause
 	stopReason  string
 	stopSent    bool // runtime.Stop was called
@@ -75,6 +76,7 @@ type lease struct {
 
 func newLease(w runtime.Workload, clock idlegrid.Clock) *lease {
 	l := &lease{id: w.LeaseID, w: w, clock: clock, events: make(chan runtime.Event, 64), wake: make(chan struct{}, 1)}
+	l.w.OnPull = l.notePull
 	if w.Job.Verifiable {
 		l.output = sha256.New()
 	}
@@ -288,12 +290,22 @@ func (l *lease) startContext(ctx context.Context) context.Context {
 	return ctx
 }
 
-// isStarting reports whether the lease's Start is in flight, and no stop
-// has come for it.
-func (l *lease) isStarting() bool {
+// starting returns the lease as a heartbeat names it while its Start is
+// in flight, with how far its image's pull has come; false once it has
+// started, or a stop has come for it.
+func (l *lease) starting() (idlegrid.LeaseStarting, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.cancelStart != nil && !l.started && l.stopCause == notStopped
+	st := idlegrid.LeaseStarting{LeaseID: l.id, PulledBytes: l.pull.DoneBytes, ImageBytes: l.pull.TotalBytes}
+	return st, l.cancelStart != nil && !l.started && l.stopCause == notStopped
+}
+
+// notePull takes the runtime's word on how far the pull has come
+// (runtime.Workload.OnPull).
+func (l *lease) notePull(p runtime.PullProgress) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pull = runtime.PullProgress{DoneBytes: min(max(p.DoneBytes, 0), p.TotalBytes), TotalBytes: max(p.TotalBytes, 0)}
 }
 
 // stoppedBeforeStart reports whether a stop came before the workload

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
 )
@@ -472,9 +474,9 @@ func liveLine(v *jobView) string {
 }
 
 // startingLine is the live line of a job whose leases have not started:
-// how long since they were placed, and a word on why it takes a while
-// (a node pulls the job's image before it starts it, minutes for a large
-// one).
+// how long since they were placed, and how far the first one's node has
+// pulled the job's image, or a word on why it takes a while (a node pulls
+// the image before it starts the lease, minutes for a large one).
 func startingLine(leases []*idlegrid.Lease, where string, now time.Time) string {
 	placed := leases[0].CreatedAt
 	for _, l := range leases[1:] {
@@ -487,6 +489,11 @@ func startingLine(leases []*idlegrid.Lease, where string, now time.Time) string 
 		return line
 	}
 	line += " for " + since(placed, now).String()
+	if p := leases[0].Pull; p != nil && p.ImageBytes > 0 {
+		done := float64(p.PulledBytes) / float64(p.ImageBytes)
+		return fmt.Sprintf("%s: pulling the job's image %s %3.0f%%, %s of %s", line, bar(done, 24), 100*done,
+			humanize.IBytes(uint64(p.PulledBytes)), humanize.IBytes(uint64(p.ImageBytes)))
+	}
 	if since(placed, now) >= 30*time.Second {
 		line += " (the node pulls the job's image first)"
 	}

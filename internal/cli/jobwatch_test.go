@@ -219,6 +219,13 @@ func TestLiveLine(t *testing.T) {
 			t.Errorf("live line of %s = %q, want %q", tc.v.Job.State, got, tc.want)
 		}
 	}
+	pulling := *views[3]
+	l := *pulling.Leases[0]
+	l.Pull = &idlegrid.LeasePull{PulledBytes: 3 << 30, ImageBytes: 8 << 30}
+	pulling.Leases = []*idlegrid.Lease{&l}
+	if got, want := liveLine(&pulling), "starting on node_a for 2m30s: pulling the job's image [#########...............]  38%, 3.0 GiB of 8.0 GiB"; got != want {
+		t.Errorf("live line of a lease whose image is pulled = %q, want %q", got, want)
+	}
 	soon := *views[3]
 	soon.At = watchStart.Add(20 * time.Second)
 	if got, want := liveLine(&soon), "starting on node_a for 20s"; got != want {

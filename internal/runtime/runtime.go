@@ -72,6 +72,18 @@ type Workload struct {
 	// that takes the workload back still gives it (the docker runtime's
 	// LeaseNotice).
 	Notice time.Duration
+	// OnPull, when set, is told how far the pull of the job's image has
+	// come, as Start pulls it; a runtime that pulls nothing never calls
+	// it. It must not block.
+	OnPull func(PullProgress)
+}
+
+// PullProgress is how much of a job's image a runtime has pulled: the
+// bytes of the layers it fetches, as the registry gave their sizes so far
+// (layers the node has already are not counted; a layer's size is known
+// once its download begins, so TotalBytes grows early in a pull).
+type PullProgress struct {
+	DoneBytes, TotalBytes int64
 }
 
 // Event is one thing that happened to a running workload. Exactly one of

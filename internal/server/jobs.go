@@ -264,7 +264,9 @@ func (s *Server) ListLeases(ctx context.Context, f idlegrid.LeaseFilter) ([]*idl
 			return nil, err
 		}
 	}
-	return s.store.ListLeases(ctx, f)
+	ls, err := s.store.ListLeases(ctx, f)
+	s.withPulls(ls...)
+	return ls, err
 }
 
 // FindLease returns a lease the caller may see, with its history.
@@ -273,6 +275,7 @@ func (s *Server) FindLease(ctx context.Context, id string) (*idlegrid.Lease, []*
 	if err != nil {
 		return nil, nil, err
 	}
+	s.withPulls(l)
 	events, err := s.store.ListLeaseEvents(ctx, id)
 	return l, events, err
 }

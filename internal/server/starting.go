@@ -16,26 +16,30 @@ import (
 // not named it for StartTimeout, or until it has been starting for
 // MaxStart since its placement (startOverdue).
 
-// startsHeard is when each node last named each lease it is starting, in
-// this process's memory: a restart gives every lease StartTimeout afresh
+// startsHeard is when each node last named each lease it is starting,
+// and how far it said the pull of the lease's image had come, in this
+// process's memory: a restart gives every lease StartTimeout afresh
 // (silentSince), and the node names its leases again at its next
 // heartbeat.
 type startsHeard struct {
 	mu    sync.Mutex
-	nodes map[string]map[string]time.Time // node → lease → last named
+	nodes map[string]map[string]idlegrid.LeasePull // node → lease → last named (At), and the pull then
 }
 
-// hear records that nodeID named leaseID as starting at now.
-func (h *startsHeard) hear(nodeID, leaseID string, now time.Time) {
+// hear records that nodeID named lease st as starting at now; it reports
+// whether the pull moved since the node last named it.
+func (h *startsHeard) hear(nodeID string, st idlegrid.LeaseStarting, now time.Time) (moved bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.nodes == nil {
-		h.nodes = map[string]map[string]time.Time{}
+		h.nodes = map[string]map[string]idlegrid.LeasePull{}
 	}
 	if h.nodes[nodeID] == nil {
-		h.nodes[nodeID] = map[string]time.Time{}
+		h.nodes[nodeID] = map[string]idlegrid.LeasePull{}
 	}
-	h.nodes[nodeID][leaseID] = now
+	prev := h.nodes[nodeID][st.LeaseID]
+	h.nodes[nodeID][st.LeaseID] = idlegrid.LeasePull{PulledBytes: st.PulledBytes, ImageBytes: st.ImageBytes, At: now}
+	return prev.PulledBytes != st.PulledBytes || prev.ImageBytes != st.ImageBytes
 }
 
 // last is when nodeID last named leaseID as starting; zero if it has not
@@ -43,7 +47,19 @@ func (h *startsHeard) hear(nodeID, leaseID string, now time.Time) {
 func (h *startsHeard) last(nodeID, leaseID string) time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.nodes[nodeID][leaseID]
+	return h.nodes[nodeID][leaseID].At
+}
+
+// pull is how far the pull of leaseID's image had come when nodeID last
+// named it starting; nil when it has not, or named no pull.
+func (h *startsHeard) pull(nodeID, leaseID string) *idlegrid.LeasePull {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, ok := h.nodes[nodeID][leaseID]
+	if !ok || p.ImageBytes == 0 {
+		return nil
+	}
+	return &p
 }
 
 // forget drops what was heard before t: once StartTimeout old, it no
@@ -52,8 +68,8 @@ func (h *startsHeard) forget(t time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for nodeID, leases := range h.nodes {
-		for leaseID, at := range leases {
-			if at.Before(t) {
+		for leaseID, p := range leases {
+			if p.At.Before(t) {
 				delete(leases, leaseID)
 			}
 		}
@@ -74,20 +90,32 @@ func (s *Server) noteStarting(ctx context.Context, nodeID string, req idlegrid.H
 		s.log.Warn("ignoring a heartbeat's leases starting", "node", nodeID, "err", err)
 		return nil
 	}
-	for _, id := range req.Starting {
-		l, err := s.nodeLease(ctx, nodeID, id)
+	for _, st := range req.Starting {
+		l, err := s.nodeLease(ctx, nodeID, st.LeaseID)
 		switch {
 		case idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND:
-			s.noteUnknown(nodeID, id, resp)
+			s.noteUnknown(nodeID, st.LeaseID, resp)
 		case err != nil:
 			return err
 		case l.State.Terminal():
 			resp.Ended = append(resp.Ended, idlegrid.EndedLease{LeaseID: l.ID, State: l.State, Reason: l.Reason})
 		case l.State == idlegrid.LeaseAssigned:
-			s.starts.hear(nodeID, id, now)
+			if s.starts.hear(nodeID, st, now) {
+				s.jobChanged(l.JobID) // its watches show the pull
+			}
 		}
 	}
 	return nil
+}
+
+// withPulls adds to the assigned leases of ls how far their nodes said the
+// pulls of their images had come (Lease.Pull).
+func (s *Server) withPulls(ls ...*idlegrid.Lease) {
+	for _, l := range ls {
+		if l.State == idlegrid.LeaseAssigned {
+			l.Pull = s.starts.pull(l.NodeID, l.ID)
+		}
+	}
 }
 
 // startOverdue says why an assigned lease counts as never started, or ""

@@ -59,18 +59,18 @@ func TestServer_SlowStart_ended(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMoneyMarket(t)
 		l := mustLeaseByHand(t, m)
-		resp, err := m.srv.Heartbeat(m.rival, idlegrid.HeartbeatRequest{Starting: []string{l.ID}})
+		resp, err := m.srv.Heartbeat(m.rival, idlegrid.HeartbeatRequest{Starting: starting(l.ID)})
 		if err != nil {
 			t.Fatal(err)
 		} else if !slices.ContainsFunc(resp.Ended, func(e idlegrid.EndedLease) bool { return e.LeaseID == l.ID }) {
 			t.Fatalf("another node naming the lease as starting is answered %+v, want it in Ended", resp.Ended)
 		}
-		m.beat(t, 2*time.Minute+15*time.Second, idlegrid.HeartbeatRequest{}, idlegrid.HeartbeatRequest{Starting: []string{l.ID}})
+		m.beat(t, 2*time.Minute+15*time.Second, idlegrid.HeartbeatRequest{}, idlegrid.HeartbeatRequest{Starting: starting(l.ID)})
 		got := mustFindLease(t, m, l.ID)
 		if got.State != idlegrid.LeaseLost {
 			t.Fatalf("a lease only another node named as starting: %s after the start timeout, want lost", got.State)
 		}
-		resp, err = m.srv.Heartbeat(m.node, idlegrid.HeartbeatRequest{Starting: []string{l.ID, "lease_unknown"}})
+		resp, err = m.srv.Heartbeat(m.node, idlegrid.HeartbeatRequest{Starting: starting(l.ID, "lease_unknown")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,10 +81,64 @@ func TestServer_SlowStart_ended(t *testing.T) {
 		if want := []string{l.ID + " lost", "lease_unknown failed"}; !slices.Equal(ended, want) {
 			t.Fatalf("the node naming a lost lease and an unknown one as starting is answered Ended %q, want %q", ended, want)
 		}
-		for _, bad := range [][]string{{""}, {l.ID, l.ID}, make([]string, idlegrid.MaxGPUsPerNode+1)} {
+		for _, bad := range [][]idlegrid.LeaseStarting{starting(""), starting(l.ID, l.ID), make([]idlegrid.LeaseStarting, idlegrid.MaxGPUsPerNode+1),
+			{{LeaseID: l.ID, PulledBytes: 2, ImageBytes: 1}}} {
 			if _, err := m.srv.Heartbeat(m.node, idlegrid.HeartbeatRequest{Starting: bad}); err != nil {
-				t.Fatalf("a heartbeat naming %q as starting fails (%v); want the list left out, and the node heard", bad, err)
+				t.Fatalf("a heartbeat naming %+v as starting fails (%v); want the list left out, and the node heard", bad, err)
 			}
+		}
+	})
+}
+
+// TestServer_SlowStart_pull: the renter sees how far the node has pulled
+// the image of a lease it is starting, in the lease, its job's leases and
+// the job's watch, which wakes when the pull moves; the started lease
+// shows no pull.
+func TestServer_SlowStart_pull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMoneyMarket(t)
+		l := mustLeaseByHand(t, m)
+		_, seen, err := m.srv.WatchJob(m.renter, l.JobID, "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type watched struct {
+			v    *idlegrid.JobView
+			took time.Duration
+		}
+		woke := make(chan watched, 1)
+		go func() {
+			began := time.Now()
+			v, _, err := m.srv.WatchJob(m.renter, l.JobID, seen, time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			woke <- watched{v, time.Since(began)}
+		}()
+		synctest.Wait() // the watch waits
+		pulled := []idlegrid.LeaseStarting{{LeaseID: l.ID, PulledBytes: 3 << 30, ImageBytes: 8 << 30}}
+		if _, err := m.srv.Heartbeat(m.node, idlegrid.HeartbeatRequest{Starting: pulled}); err != nil {
+			t.Fatal(err)
+		}
+		want := &idlegrid.LeasePull{PulledBytes: 3 << 30, ImageBytes: 8 << 30, At: m.srv.Now()}
+		w := <-woke
+		if w.took > 0 || w.v == nil || len(w.v.Leases) != 1 || w.v.Leases[0].Pull == nil || *w.v.Leases[0].Pull != *want {
+			t.Errorf("the job's watch answered after %s with %+v; want it woken at once by the pull, with %+v", w.took, w.v, want)
+		}
+		got, _, err := m.srv.FindLease(m.renter, l.ID)
+		if err != nil {
+			t.Fatal(err)
+		} else if got.Pull == nil || *got.Pull != *want {
+			t.Errorf("the lease's pull = %+v, want %+v", got.Pull, want)
+		}
+		if err := m.srv.ReportLease(m.node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+			t.Fatal(err)
+		}
+		ls, err := m.srv.ListLeases(m.renter, idlegrid.LeaseFilter{JobID: l.JobID})
+		if err != nil {
+			t.Fatal(err)
+		} else if len(ls) != 1 || ls[0].Pull != nil {
+			t.Errorf("the job's leases once started: %+v, want one with no pull", ls)
 		}
 	})
 }
@@ -103,14 +157,24 @@ func mustLeaseByHand(t *testing.T, m *testMarket) *idlegrid.Lease {
 	l := &idlegrid.Lease{ID: idlegrid.NewID("lease"), NodeID: m.nodeID, GPUUUIDs: []string{"GPU-barn-1-0"},
 		PriceMicrosPerGPUHour: 500_000, LimitSeconds: 3600, HoldMicros: 500_000, Reason: "placed by hand"}
 	mustPlaceByHand(t, m, j, l)
-	return l
+	return mustFindLease(t, m, l.ID)
 }
 
 // advanceStarting is advance, m's node naming leaseIDs as starting in its
 // heartbeats.
 func (m *testMarket) advanceStarting(t *testing.T, d time.Duration, leaseIDs ...string) {
 	t.Helper()
-	m.beat(t, d, idlegrid.HeartbeatRequest{Starting: leaseIDs}, idlegrid.HeartbeatRequest{})
+	m.beat(t, d, idlegrid.HeartbeatRequest{Starting: starting(leaseIDs...)}, idlegrid.HeartbeatRequest{})
+}
+
+// starting names leaseIDs as a heartbeat does the leases its node is
+// starting, with no pull.
+func starting(leaseIDs ...string) []idlegrid.LeaseStarting {
+	var out []idlegrid.LeaseStarting
+	for _, id := range leaseIDs {
+		out = append(out, idlegrid.LeaseStarting{LeaseID: id})
+	}
+	return out
 }
 
 // beat is advance, m's node heartbeating with node and the rival with

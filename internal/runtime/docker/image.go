@@ -43,7 +43,7 @@ func (r *Runtime) ensureImage(ctx context.Context, w runtime.Workload) (image.In
 		if err := r.opt.checkRegistry(ctx, ref); err != nil {
 			return image.InspectResponse{}, err
 		}
-		return r.pullWithLogin(ctx, ref, *w.RegistryAuth)
+		return r.pullWithLogin(ctx, ref, *w.RegistryAuth, w.OnPull)
 	}
 	img, err := r.cli.ImageInspect(ctx, ref)
 	switch {
@@ -51,7 +51,7 @@ func (r *Runtime) ensureImage(ctx context.Context, w runtime.Workload) (image.In
 		if err := r.opt.checkRegistry(ctx, ref); err != nil && !r.opt.NoPull {
 			return image.InspectResponse{}, err
 		}
-		return r.pullPublic(ctx, ref)
+		return r.pullPublic(ctx, ref, w.OnPull)
 	case err == nil:
 		return img, nil
 	case !cerrdefs.IsNotFound(err):
@@ -62,7 +62,7 @@ func (r *Runtime) ensureImage(ctx context.Context, w runtime.Workload) (image.In
 	if err := r.opt.checkRegistry(ctx, ref); err != nil {
 		return img, err
 	}
-	if err := r.pull(ctx, ref, ""); err != nil {
+	if err := r.pull(ctx, ref, "", w.OnPull); err != nil {
 		return img, missingError(ref, err)
 	}
 	return r.inspectPulled(ctx, ref)
@@ -71,13 +71,13 @@ func (r *Runtime) ensureImage(ctx context.Context, w runtime.Workload) (image.In
 // pullWithLogin pulls ref with a renter's login and marks the image
 // private. It pulls even when the node has the image, so that the registry
 // checks that this renter may read it, and the tag's current version runs.
-func (r *Runtime) pullWithLogin(ctx context.Context, ref string, auth idlegrid.RegistryAuth) (image.InspectResponse, error) {
+func (r *Runtime) pullWithLogin(ctx context.Context, ref string, auth idlegrid.RegistryAuth, onPull func(runtime.PullProgress)) (image.InspectResponse, error) {
 	encoded, err := encodeAuth(auth)
 	if err != nil {
 		return image.InspectResponse{}, fmt.Errorf("docker runtime: encode the login %s: %w", auth, err)
 	}
 	defer r.beginLoginPull(ref)()
-	if err := r.pull(ctx, ref, encoded); err != nil {
+	if err := r.pull(ctx, ref, encoded, onPull); err != nil {
 		return image.InspectResponse{}, loginError(ref, auth, err)
 	}
 	img, err := r.inspectPulled(ctx, ref)
@@ -98,11 +98,11 @@ func (r *Runtime) pullWithLogin(ctx context.Context, ref string, auth idlegrid.R
 // pullPublic pulls ref without a login, for a workload that has none and
 // found the image marked private (or being pulled with a login): it may
 // run the image only if the registry gives it to anyone.
-func (r *Runtime) pullPublic(ctx context.Context, ref string) (image.InspectResponse, error) {
+func (r *Runtime) pullPublic(ctx context.Context, ref string, onPull func(runtime.PullProgress)) (image.InspectResponse, error) {
 	if r.opt.NoPull {
 		return image.InspectResponse{}, privateError(ref, "this node does not pull images, so it cannot ask the registry whether the image is public")
 	}
-	if err := r.pull(ctx, ref, ""); err != nil {
+	if err := r.pull(ctx, ref, "", onPull); err != nil {
 		return image.InspectResponse{}, privateError(ref, "the registry did not give it without a login: "+err.Error())
 	}
 	return r.inspectPulled(ctx, ref)
@@ -116,15 +116,16 @@ func (r *Runtime) inspectPulled(ctx context.Context, ref string) (image.InspectR
 	return img, nil
 }
 
-// pull pulls ref, with encodedAuth as the login unless it is empty. The
-// engine reports most failures inside the stream.
-func (r *Runtime) pull(ctx context.Context, ref, encodedAuth string) error {
+// pull pulls ref, with encodedAuth as the login unless it is empty,
+// telling onPull (when not nil) how far it has come. The engine reports
+// most failures inside the stream.
+func (r *Runtime) pull(ctx context.Context, ref, encodedAuth string, onPull func(runtime.PullProgress)) error {
 	rc, err := r.cli.ImagePull(ctx, ref, image.PullOptions{RegistryAuth: encodedAuth})
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	return StreamError(rc)
+	return pullStream(rc, onPull)
 }
 
 // encodeAuth encodes a renter's login as the engine takes it with a pull.
@@ -251,15 +252,29 @@ func privateError(ref, why string) error {
 
 // StreamError reads a stream of the engine's JSON progress messages (from
 // a pull, a push or a build) to its end and returns the first error in it.
-func StreamError(rc io.Reader) error {
+func StreamError(rc io.Reader) error { return pullStream(rc, nil) }
+
+// streamMessage is one of the engine's JSON progress messages.
+type streamMessage struct {
+	Error       string `json:"error"`
+	ErrorDetail struct {
+		Message string `json:"message"`
+	} `json:"errorDetail"`
+	ID             string `json:"id"` // the layer, in a pull
+	Status         string `json:"status"`
+	ProgressDetail struct {
+		Current int64 `json:"current"`
+		Total   int64 `json:"total"`
+	} `json:"progressDetail"`
+}
+
+// pullStream is StreamError for a pull, telling onPull (when not nil) how
+// far the layers' downloads have come after each message that moves them.
+func pullStream(rc io.Reader, onPull func(runtime.PullProgress)) error {
 	dec := json.NewDecoder(rc)
+	var layers pullLayers
 	for {
-		var msg struct {
-			Error       string `json:"error"`
-			ErrorDetail struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
+		var msg streamMessage
 		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
 			return nil
 		} else if err != nil {
@@ -270,7 +285,41 @@ func StreamError(rc io.Reader) error {
 		} else if msg.ErrorDetail.Message != "" {
 			return errors.New(msg.ErrorDetail.Message)
 		}
+		if onPull != nil && layers.note(msg) {
+			onPull(layers.progress())
+		}
 	}
+}
+
+// pullLayers is each layer's download in a pull: bytes done, of its size.
+type pullLayers map[string][2]int64
+
+// note takes a message into the layers, and reports whether it moved one:
+// a download's progress, or its end (then all of its size is done).
+func (p *pullLayers) note(msg streamMessage) bool {
+	if msg.ID == "" {
+		return false
+	}
+	if *p == nil {
+		*p = pullLayers{}
+	}
+	cur := (*p)[msg.ID]
+	switch {
+	case msg.Status == "Downloading" && msg.ProgressDetail.Total > 0:
+		(*p)[msg.ID] = [2]int64{min(msg.ProgressDetail.Current, msg.ProgressDetail.Total), msg.ProgressDetail.Total}
+	case (msg.Status == "Download complete" || msg.Status == "Pull complete") && cur[1] > 0:
+		(*p)[msg.ID] = [2]int64{cur[1], cur[1]}
+	}
+	return (*p)[msg.ID] != cur
+}
+
+func (p pullLayers) progress() runtime.PullProgress {
+	var pp runtime.PullProgress
+	for _, l := range p {
+		pp.DoneBytes += l[0]
+		pp.TotalBytes += l[1]
+	}
+	return pp
 }
 
 func imageUser(img image.InspectResponse) string {
