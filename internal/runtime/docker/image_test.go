@@ -23,11 +23,24 @@ import (
 // returns the references pushed, in the order of regs.
 func mustPushedImage(tb testing.TB, repo string, regs ...*registrytest.Registry) []string {
 	tb.Helper()
+	return mustPushedImageWith(tb, repo, nil, regs...)
+}
+
+// mustPushedImageWith is mustPushedImage whose image has a layer of its
+// own holding blob (none when blob is nil), which a pull downloads.
+func mustPushedImageWith(tb testing.TB, repo string, blob []byte, regs ...*registrytest.Registry) []string {
+	tb.Helper()
 	cli := mustEngine(tb)
 	ctx := context.Background()
 	built := "idlegrid-test/" + randomID("private") + ":1"
 	dockerfile := fmt.Sprintf("FROM %s\nLABEL idlegrid.test=%s\n", testImage, built)
-	if err := buildTagged(cli, built, contextFile{"Dockerfile", 0o644, []byte(dockerfile)}); err != nil {
+	files := []contextFile{{"Dockerfile", 0o644, nil}}
+	if blob != nil {
+		dockerfile += "COPY blob /blob\n"
+		files = append(files, contextFile{"blob", 0o644, blob})
+	}
+	files[0].data = []byte(dockerfile)
+	if err := buildTagged(cli, built, files...); err != nil {
 		tb.Fatal(err)
 	}
 	img, err := cli.ImageInspect(ctx, built)
