@@ -89,7 +89,8 @@ type Lease struct {
 	Pull *LeasePull `json:"pull,omitempty"`
 }
 
-// LeasePull is how far a node has pulled a lease's image, as it said at At.
+// LeasePull is how far a node has pulled a lease's image; At is when its
+// heartbeat last said the pull had moved.
 type LeasePull struct {
 	PulledBytes int64     `json:"pulled_bytes"`
 	ImageBytes  int64     `json:"image_bytes"`

@@ -23,7 +23,15 @@ import (
 // heartbeat.
 type startsHeard struct {
 	mu    sync.Mutex
-	nodes map[string]map[string]idlegrid.LeasePull // node → lease → last named (At), and the pull then
+	nodes map[string]map[string]startHeard // node → lease
+}
+
+// startHeard is when a node last named a lease starting, and the pull of
+// its image as of then; the pull's At is when it last moved, so that a
+// job's watch sees a change only when the pull moves.
+type startHeard struct {
+	at   time.Time
+	pull idlegrid.LeasePull
 }
 
 // hear records that nodeID named lease st as starting at now; it reports
@@ -32,14 +40,18 @@ func (h *startsHeard) hear(nodeID string, st idlegrid.LeaseStarting, now time.Ti
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.nodes == nil {
-		h.nodes = map[string]map[string]idlegrid.LeasePull{}
+		h.nodes = map[string]map[string]startHeard{}
 	}
 	if h.nodes[nodeID] == nil {
-		h.nodes[nodeID] = map[string]idlegrid.LeasePull{}
+		h.nodes[nodeID] = map[string]startHeard{}
 	}
 	prev := h.nodes[nodeID][st.LeaseID]
-	h.nodes[nodeID][st.LeaseID] = idlegrid.LeasePull{PulledBytes: st.PulledBytes, ImageBytes: st.ImageBytes, At: now}
-	return prev.PulledBytes != st.PulledBytes || prev.ImageBytes != st.ImageBytes
+	next := startHeard{at: now, pull: prev.pull}
+	if moved = prev.pull.PulledBytes != st.PulledBytes || prev.pull.ImageBytes != st.ImageBytes; moved {
+		next.pull = idlegrid.LeasePull{PulledBytes: st.PulledBytes, ImageBytes: st.ImageBytes, At: now}
+	}
+	h.nodes[nodeID][st.LeaseID] = next
+	return moved
 }
 
 // last is when nodeID last named leaseID as starting; zero if it has not
@@ -47,7 +59,7 @@ func (h *startsHeard) hear(nodeID string, st idlegrid.LeaseStarting, now time.Ti
 func (h *startsHeard) last(nodeID, leaseID string) time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.nodes[nodeID][leaseID].At
+	return h.nodes[nodeID][leaseID].at
 }
 
 // pull is how far the pull of leaseID's image had come when nodeID last
@@ -55,8 +67,8 @@ func (h *startsHeard) last(nodeID, leaseID string) time.Time {
 func (h *startsHeard) pull(nodeID, leaseID string) *idlegrid.LeasePull {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	p, ok := h.nodes[nodeID][leaseID]
-	if !ok || p.ImageBytes == 0 {
+	p := h.nodes[nodeID][leaseID].pull
+	if p.ImageBytes == 0 {
 		return nil
 	}
 	return &p
@@ -68,8 +80,8 @@ func (h *startsHeard) forget(t time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for nodeID, leases := range h.nodes {
-		for leaseID, p := range leases {
-			if p.At.Before(t) {
+		for leaseID, heard := range leases {
+			if heard.at.Before(t) {
 				delete(leases, leaseID)
 			}
 		}

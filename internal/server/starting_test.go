@@ -125,11 +125,15 @@ func TestServer_SlowStart_pull(t *testing.T) {
 		if w.took > 0 || w.v == nil || len(w.v.Leases) != 1 || w.v.Leases[0].Pull == nil || *w.v.Leases[0].Pull != *want {
 			t.Errorf("the job's watch answered after %s with %+v; want it woken at once by the pull, with %+v", w.took, w.v, want)
 		}
+		time.Sleep(10 * time.Second)
+		if _, err := m.srv.Heartbeat(m.node, idlegrid.HeartbeatRequest{Starting: pulled}); err != nil { // no further
+			t.Fatal(err)
+		}
 		got, _, err := m.srv.FindLease(m.renter, l.ID)
 		if err != nil {
 			t.Fatal(err)
 		} else if got.Pull == nil || *got.Pull != *want {
-			t.Errorf("the lease's pull = %+v, want %+v", got.Pull, want)
+			t.Errorf("the lease's pull after a heartbeat saying the same = %+v, want %+v: unchanged, so that watches see nothing new", got.Pull, want)
 		}
 		if err := m.srv.ReportLease(m.node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
 			t.Fatal(err)
