@@ -675,7 +675,7 @@
     html += table([
       { h: 'Lease', f: (l) => id(l.id) }, { h: 'State', f: (l) => stateTag(l.state) },
       { h: 'Node', f: (l) => nodeCell(l.node_id) }, { h: 'Price', num: true, f: (l) => price(l.price_micros_per_gpu_hour) },
-      { h: 'Progress', num: true, f: (l) => live(l) ? pct(l.progress) : '—' },
+      { h: 'Progress', num: true, f: progressCell },
       // A lease's hold is escrowed while it runs; once it ends, the charge is
       // taken from it and the rest returned, so none of it is held any more.
       { h: 'Held', num: true, f: (l) => live(l) ? money(l.hold_micros)
@@ -703,6 +703,18 @@
 
   // live is whether the lease l holds GPUs (and its hold) now.
   const live = (l) => l.state === 'running' || l.state === 'assigned';
+
+  // progressCell is a live lease's progress: its workload's, or, while its
+  // node is still starting it, how far the pull of the job's image has come.
+  const progressCell = (l) => {
+    if (!live(l)) return '—';
+    const p = l.pull;
+    if (l.state === 'assigned' && p && p.image_bytes > 0) {
+      return `<span title="the node pulls the job's image: ${esc(gib(p.pulled_bytes))} of ${esc(gib(p.image_bytes))}">pulling ${pct(p.pulled_bytes / p.image_bytes)}</span>`;
+    }
+    return pct(l.progress);
+  };
+  const gib = (n) => (Math.round((Number(n) || 0) / 2 ** 30 * 10) / 10) + ' GiB';
 
   // stopping is whether job j was asked to cancel and has not ended yet:
   // a running job stays running until its leases have stopped.
