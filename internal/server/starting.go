@@ -139,13 +139,14 @@ func (s *Server) startOverdue(l *idlegrid.Lease, now time.Time) string {
 		return ""
 	}
 	heard := s.starts.last(l.NodeID, l.ID)
+	silent := s.silentSince(later(l.CreatedAt, heard), now) > s.cfg.StartTimeout
 	switch {
+	case silent && heard.IsZero():
+		return fmt.Sprintf("the node did not start the lease within %s", s.cfg.StartTimeout)
+	case silent:
+		return fmt.Sprintf("the node did not start the lease within %s of last saying it was starting it", s.cfg.StartTimeout)
 	case s.silentSince(l.CreatedAt, now) > s.cfg.MaxStart:
 		return fmt.Sprintf("the node did not start the lease within %s of its placement (it was still starting it, most likely pulling the job's image)", s.cfg.MaxStart)
-	case s.silentSince(later(l.CreatedAt, heard), now) <= s.cfg.StartTimeout:
-		return ""
-	case heard.IsZero():
-		return fmt.Sprintf("the node did not start the lease within %s", s.cfg.StartTimeout)
 	}
-	return fmt.Sprintf("the node did not start the lease within %s of last saying it was starting it", s.cfg.StartTimeout)
+	return ""
 }
