@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/idlegrid/idlegrid"
 )
 
@@ -162,6 +164,9 @@ func printLease(out io.Writer, l *idlegrid.Lease, events []*idlegrid.LeaseEvent)
 	t.row("Stop asked", orDash(l.StopRequested))
 	t.row("Notice", leaseNotice(l))
 	t.row("Checkpoint", leaseCheckpoint(l))
+	if p := l.Pull; p != nil {
+		t.row("Image pull", fmt.Sprintf("%s of %s, moved %s", humanize.IBytes(uint64(p.PulledBytes)), humanize.IBytes(uint64(p.ImageBytes)), stamp(&p.At)))
+	}
 	t.row("Started", stamp(l.StartedAt))
 	t.row("Ended", stamp(l.EndedAt))
 	if err := t.flush(); err != nil {

@@ -31,6 +31,10 @@ func TestPrintLease_noticeAndCheckpoint(t *testing.T) {
 		{"gold",
 			idlegrid.Lease{ID: "lease_3", Tier: idlegrid.TierGold},
 			[]string{`Stop asked +-\n`, `Notice +-\n`, `Checkpoint +none reported\n`}},
+		{"its image pulled",
+			idlegrid.Lease{ID: "lease_4", Tier: idlegrid.TierSilver, State: idlegrid.LeaseAssigned,
+				Pull: &idlegrid.LeasePull{PulledBytes: 3 << 30, ImageBytes: 8 << 30, At: saved}},
+			[]string{`Image pull +3.0 GiB of 8.0 GiB, moved 2026-12-01T09:20:00Z\n`, `Started +-\n`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
