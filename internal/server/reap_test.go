@@ -52,16 +52,7 @@ func TestServer_Reap_leases(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				m := mustMoneyMarket(t)
 				ctx := context.Background()
-				spec := testSpec()
-				spec.GPUModels = []string{"NO-SUCH-GPU"}
-				j, err := m.srv.SubmitJob(m.renter, spec)
-				if err != nil {
-					t.Fatal(err)
-				}
-				synctest.Wait()
-				l := &idlegrid.Lease{ID: idlegrid.NewID("lease"), NodeID: m.nodeID, GPUUUIDs: []string{"GPU-barn-1-0"},
-					PriceMicrosPerGPUHour: 500_000, LimitSeconds: tt.limit, HoldMicros: 500_000, NoticeSeconds: tt.notice, Reason: "placed by hand"}
-				mustPlaceByHand(t, m, j, l)
+				l := mustLeaseByHand(t, m, tt.limit, tt.notice)
 				if tt.start {
 					if err := m.srv.ReportLease(m.node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
 						t.Fatal(err)

@@ -33,7 +33,7 @@ func TestServer_SlowStart(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				m := mustMoneyMarket(t)
-				l := mustLeaseByHand(t, m)
+				l := mustLeaseByHand(t, m, 3600, 0)
 				m.advanceStarting(t, tt.named, l.ID)
 				if tt.want == idlegrid.LeaseRunning {
 					if err := m.srv.ReportLease(m.node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
@@ -58,7 +58,7 @@ func TestServer_SlowStart(t *testing.T) {
 func TestServer_SlowStart_ended(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMoneyMarket(t)
-		l := mustLeaseByHand(t, m)
+		l := mustLeaseByHand(t, m, 3600, 0)
 		resp, err := m.srv.Heartbeat(m.rival, idlegrid.HeartbeatRequest{Starting: starting(l.ID)})
 		if err != nil {
 			t.Fatal(err)
@@ -97,7 +97,7 @@ func TestServer_SlowStart_ended(t *testing.T) {
 func TestServer_SlowStart_pull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mustMoneyMarket(t)
-		l := mustLeaseByHand(t, m)
+		l := mustLeaseByHand(t, m, 3600, 0)
 		_, seen, err := m.srv.WatchJob(m.renter, l.JobID, "", 0)
 		if err != nil {
 			t.Fatal(err)
@@ -147,9 +147,10 @@ func TestServer_SlowStart_pull(t *testing.T) {
 	})
 }
 
-// mustLeaseByHand places a one-GPU lease on m's node by hand, for a job
-// the scheduler leaves alone; the node has not started it.
-func mustLeaseByHand(t *testing.T, m *testMarket) *idlegrid.Lease {
+// mustLeaseByHand places a one-GPU lease on m's node by hand, with the
+// time limit and notice given in seconds, for a job the scheduler leaves
+// alone (it asks for a GPU no node has); the node has not started it.
+func mustLeaseByHand(t *testing.T, m *testMarket, limit, notice int64) *idlegrid.Lease {
 	t.Helper()
 	spec := testSpec()
 	spec.GPUModels = []string{"NO-SUCH-GPU"}
@@ -159,7 +160,7 @@ func mustLeaseByHand(t *testing.T, m *testMarket) *idlegrid.Lease {
 	}
 	synctest.Wait()
 	l := &idlegrid.Lease{ID: idlegrid.NewID("lease"), NodeID: m.nodeID, GPUUUIDs: []string{"GPU-barn-1-0"},
-		PriceMicrosPerGPUHour: 500_000, LimitSeconds: 3600, HoldMicros: 500_000, Reason: "placed by hand"}
+		PriceMicrosPerGPUHour: 500_000, LimitSeconds: limit, HoldMicros: 500_000, NoticeSeconds: notice, Reason: "placed by hand"}
 	mustPlaceByHand(t, m, j, l)
 	return mustFindLease(t, m, l.ID)
 }
