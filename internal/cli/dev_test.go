@@ -63,6 +63,7 @@ func TestDevCommand(t *testing.T) {
 		return fmt.Errorf("none of %d jobs has succeeded with a charge", len(jobs))
 	})
 	devInference(t, url, dir)
+	devPull(t, url, dir)
 	devMetrics(t, url, admin["IDLEGRID_KEY"])
 	if b.stop(t) != 0 {
 		t.Fatalf("dev exited non-zero:\n%s", b.err.String())
@@ -81,6 +82,39 @@ func TestDevCommand(t *testing.T) {
 // devInference checks the dev market's inference: two nodes serve the demo
 // model from simulated model servers, the renter calls it through the
 // gateway, and the request is metered and charged.
+// devPull submits, as dev's renter, a job whose simulated image takes 200
+// s to pull (10 s at dev's speed): through the real agent, its heartbeats
+// and the API, the job's lease shows the pull while its node starts it,
+// and the job then runs to its end.
+func devPull(t *testing.T, url, dir string) {
+	t.Helper()
+	key, err := os.ReadFile(filepath.Join(dir, "renter.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renter := map[string]string{"IDLEGRID_ADDR": url, "IDLEGRID_KEY": strings.TrimSpace(string(key))}
+	var job idlegrid.Job
+	mustJSON(t, renter, &job, "job", "submit", "--name", "large-image", "--kind", "training", "--image", "ghcr.io/acme/large:1",
+		"--gpus", "1", "--tier", "silver", "--max-price", "5", "--duration", "1m", "--env", "FAKE_PULL_SECONDS=200", "--env", "FAKE_IMAGE_MB=8192")
+	eventually(t, "the lease to show its image's pull", func() error {
+		var leases []*idlegrid.Lease
+		mustJSON(t, renter, &leases, "job", "leases", job.ID)
+		for _, l := range leases {
+			if p := l.Pull; l.State == idlegrid.LeaseAssigned && p != nil && p.ImageBytes == 8<<30 && p.PulledBytes < p.ImageBytes {
+				return nil
+			}
+		}
+		return fmt.Errorf("leases %+v", leases)
+	})
+	eventually(t, "the job to succeed after its pull", func() error {
+		var j idlegrid.Job
+		if mustJSON(t, renter, &j, "job", "get", job.ID); j.State != idlegrid.JobSucceeded {
+			return fmt.Errorf("job %s is %s: %s", j.ID, j.State, j.Reason)
+		}
+		return nil
+	})
+}
+
 func devInference(t *testing.T, url, dir string) {
 	t.Helper()
 	key, err := os.ReadFile(filepath.Join(dir, "renter.key"))

@@ -115,6 +115,10 @@ type devJob struct {
 	region          string
 	residency       string
 	impossible      bool // no node can ever take it: it shows how a queued job says why
+	// pullSeconds is how long its node takes to pull its image (the fake
+	// runtime's simulated pull, at dev's speed), imageMB the image's size:
+	// it shows a slow start, and its progress, in job watch.
+	pullSeconds, imageMB int
 }
 
 func cents(n int64) idlegrid.Micros {
@@ -137,7 +141,8 @@ var devJobs = []devJob{
 	{name: "gpt2-pretrain", kind: idlegrid.KindTraining, image: "ghcr.io/acme/nanogpt:1.0", command: []string{"torchrun", "--nproc_per_node=4", "train.py"},
 		gpus: 4, models: []string{"H100-80GB"}, tier: idlegrid.TierGold, maxPrice: cents(275), minSeconds: 60, maxSeconds: 120, region: "us-east"},
 	{name: "mistral-lora-eu", kind: idlegrid.KindFineTune, image: "ghcr.io/acme/peft:0.13", command: []string{"python", "lora.py"},
-		gpus: 1, models: []string{"A100-80GB", "L40S"}, tier: idlegrid.TierSilver, maxPrice: cents(160), minSeconds: 40, maxSeconds: 120, residency: "EU"},
+		gpus: 1, models: []string{"A100-80GB", "L40S"}, tier: idlegrid.TierSilver, maxPrice: cents(160), minSeconds: 40, maxSeconds: 120, residency: "EU",
+		pullSeconds: 45, imageMB: 14 << 10},
 	{name: "embeddings-backfill", kind: idlegrid.KindInference, image: "ghcr.io/acme/tei:1.5", command: []string{"python", "embed.py"},
 		gpus: 1, tier: idlegrid.TierBronze, maxPrice: cents(40), minSeconds: 20, maxSeconds: 80},
 	{name: "safety-eval-sg", kind: idlegrid.KindEval, image: "ghcr.io/acme/evals:2.0", command: []string{"python", "run_evals.py"},

@@ -88,6 +88,9 @@ func (s *submitter) submitOne(ctx context.Context) {
 		GPUs: j.gpus, Nodes: 1, GPUModels: j.models, Tier: j.tier, MaxPriceMicrosPerGPUHour: j.maxPrice,
 		Region: j.region, Residency: j.residency, DurationSeconds: secs, CheckpointEverySeconds: j.checkpointEvery,
 	}
+	if j.pullSeconds > 0 && s.image == "" { // the fake runtime's simulated pull
+		spec.Env["FAKE_PULL_SECONDS"], spec.Env["FAKE_IMAGE_MB"] = fmt.Sprint(j.pullSeconds), fmt.Sprint(j.imageMB)
+	}
 	if s.image != "" {
 		spec.Image, spec.Command = s.image, nil
 		spec.Env["DEMO_STEPS"] = fmt.Sprint(secs)

@@ -17,6 +17,9 @@
 //	FAKE_EXIT_CODE=3      exit with code 3 at the end instead of 0
 //	FAKE_FAIL_AT=0.5      crash half way (exit 1, or FAKE_EXIT_CODE if set)
 //	FAKE_START_ERROR=msg  refuse to start, as a runtime that cannot pull the image
+//	FAKE_PULL_SECONDS=120 pull the job's image first, for 120 seconds (divided
+//	                      by Speed), telling Workload.OnPull how far it has come
+//	FAKE_IMAGE_MB=8192    that image's size; 4096 unless set
 //
 // Waiting uses the time package's timers, which testing/synctest makes
 // virtual, so tests of an hour-long job take no real time; the injected
@@ -95,6 +98,8 @@ func (r *Runtime) Start(ctx context.Context, w runtime.Workload, events chan<- r
 		return idlegrid.Invalid("workload.lease_id", "required")
 	} else if msg := w.Job.Env["FAKE_START_ERROR"]; msg != "" {
 		return fmt.Errorf("fake runtime: start %s: %s", w.Job.Image, msg)
+	} else if err := r.pull(ctx, w); err != nil {
+		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -130,6 +135,48 @@ func (r *Runtime) Start(ctx context.Context, w runtime.Workload, events chan<- r
 		r.mu.Unlock()
 		wl.send(runtime.Event{Exit: &exit})
 	}()
+	return nil
+}
+
+// pullSteps is how many times a simulated pull reports its progress after
+// the first, which gives the image's size.
+const pullSteps = 10
+
+// pull simulates pulling the job's image when its env asks for it
+// (FAKE_PULL_SECONDS, FAKE_IMAGE_MB): it tells w.OnPull how far it has
+// come, and gives up with ctx's error when ctx ends first. A value that
+// is not one is the job's mistake (EINVALID).
+func (r *Runtime) pull(ctx context.Context, w runtime.Workload) error {
+	v, ok := w.Job.Env["FAKE_PULL_SECONDS"]
+	if !ok {
+		return nil
+	}
+	secs, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || !(secs > 0 && secs <= 86400) {
+		return idlegrid.Invalid("job.env.FAKE_PULL_SECONDS", "want seconds above 0 and at most a day, e.g. 120; got %q", v)
+	}
+	mb := int64(4096)
+	if v, ok := w.Job.Env["FAKE_IMAGE_MB"]; ok {
+		if mb, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64); err != nil || mb < 1 || mb > 1<<24 {
+			return idlegrid.Invalid("job.env.FAKE_IMAGE_MB", "want a whole number of MiB from 1 to %d; got %q", 1<<24, v)
+		}
+	}
+	total := mb << 20
+	step := r.tick(int64(math.Ceil(secs))) * Ticks / pullSteps
+	for i := range pullSteps + 1 {
+		if i > 0 {
+			t := time.NewTimer(step)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("fake runtime: pull %s: %w", w.Job.Image, ctx.Err())
+			case <-t.C:
+			}
+		}
+		if w.OnPull != nil {
+			w.OnPull(runtime.PullProgress{DoneBytes: total * int64(i) / pullSteps, TotalBytes: total})
+		}
+	}
 	return nil
 }
 

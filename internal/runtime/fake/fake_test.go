@@ -191,6 +191,41 @@ func TestRuntime_Start(t *testing.T) {
 			t.Errorf("got %d events after a failed start, want none", len(events))
 		}
 	})
+	t.Run("Pull", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := &fake.Runtime{Speed: 10}
+			w := workload("lease_a", 100, map[string]string{"FAKE_PULL_SECONDS": "120", "FAKE_IMAGE_MB": "1024"})
+			var heard []runtime.PullProgress
+			var at []time.Duration
+			began := time.Now()
+			w.OnPull = func(p runtime.PullProgress) { heard, at = append(heard, p), append(at, time.Since(began)) }
+			if err := r.Start(context.Background(), w, make(chan runtime.Event, 64)); err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(began); took != 12*time.Second {
+				t.Errorf("Start returned after %s, want 12s: a 120 s pull at speed 10", took)
+			}
+			if len(heard) != 11 || heard[0] != (runtime.PullProgress{TotalBytes: 1 << 30}) || heard[10] != (runtime.PullProgress{DoneBytes: 1 << 30, TotalBytes: 1 << 30}) || at[5] != 6*time.Second {
+				t.Errorf("pull reports %v at %v; want 11, from none to all of 1 GiB, half at 6s", heard, at)
+			}
+			r.Close()
+		})
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			w := workload("lease_b", 100, map[string]string{"FAKE_PULL_SECONDS": "120"})
+			time.AfterFunc(30*time.Second, cancel)
+			began := time.Now()
+			if err := (&fake.Runtime{}).Start(ctx, w, make(chan runtime.Event, 1)); err == nil || time.Since(began) != 30*time.Second {
+				t.Errorf("a pull whose context ended after 30s: Start = %v after %s, want the context's error then", err, time.Since(began))
+			}
+		})
+		for _, env := range []map[string]string{{"FAKE_PULL_SECONDS": "soon"}, {"FAKE_PULL_SECONDS": "-1"}, {"FAKE_PULL_SECONDS": "5", "FAKE_IMAGE_MB": "0"}} {
+			err := (&fake.Runtime{}).Start(context.Background(), workload("lease_c", 100, env), make(chan runtime.Event, 1))
+			if idlegrid.ErrorCode(err) != idlegrid.EINVALID || !strings.Contains(err.Error(), "FAKE_") {
+				t.Errorf("env %v: Start = %v, want EINVALID naming the variable", env, err)
+			}
+		}
+	})
 	t.Run("Duplicate", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			r := &fake.Runtime{}
