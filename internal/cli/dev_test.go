@@ -82,17 +82,24 @@ func TestDevCommand(t *testing.T) {
 // devInference checks the dev market's inference: two nodes serve the demo
 // model from simulated model servers, the renter calls it through the
 // gateway, and the request is metered and charged.
+// devRenter is the environment that runs the CLI as dev's demo renter,
+// whose key dev wrote to dir.
+func devRenter(t *testing.T, url, dir string) map[string]string {
+	t.Helper()
+	key, err := os.ReadFile(filepath.Join(dir, "renter.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{"IDLEGRID_ADDR": url, "IDLEGRID_KEY": strings.TrimSpace(string(key))}
+}
+
 // devPull submits, as dev's renter, a job whose simulated image takes 200
 // s to pull (10 s at dev's speed): through the real agent, its heartbeats
 // and the API, the job's lease shows the pull while its node starts it,
 // and the job then runs to its end.
 func devPull(t *testing.T, url, dir string) {
 	t.Helper()
-	key, err := os.ReadFile(filepath.Join(dir, "renter.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	renter := map[string]string{"IDLEGRID_ADDR": url, "IDLEGRID_KEY": strings.TrimSpace(string(key))}
+	renter := devRenter(t, url, dir)
 	var job idlegrid.Job
 	mustJSON(t, renter, &job, "job", "submit", "--name", "large-image", "--kind", "training", "--image", "ghcr.io/acme/large:1",
 		"--gpus", "1", "--tier", "silver", "--max-price", "5", "--duration", "1m", "--env", "FAKE_PULL_SECONDS=200", "--env", "FAKE_IMAGE_MB=8192")
@@ -117,11 +124,7 @@ func devPull(t *testing.T, url, dir string) {
 
 func devInference(t *testing.T, url, dir string) {
 	t.Helper()
-	key, err := os.ReadFile(filepath.Join(dir, "renter.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	renter := map[string]string{"IDLEGRID_ADDR": url, "IDLEGRID_KEY": strings.TrimSpace(string(key))}
+	renter := devRenter(t, url, dir)
 	eventually(t, "both nodes serve the demo model", func() error {
 		var models []openai.Model
 		mustJSON(t, renter, &models, "inference", "models")
