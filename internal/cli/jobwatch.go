@@ -478,10 +478,13 @@ func liveLine(v *jobView) string {
 // pulled the job's image, or a word on why it takes a while (a node pulls
 // the image before it starts the lease, minutes for a large one).
 func startingLine(leases []*idlegrid.Lease, where string, now time.Time) string {
-	placed := leases[0].CreatedAt
+	placed, startBy := leases[0].CreatedAt, leases[0].StartBy
 	for _, l := range leases[1:] {
 		if l.CreatedAt.Before(placed) {
 			placed = l.CreatedAt
+		}
+		if l.StartBy != nil && (startBy == nil || l.StartBy.Before(*startBy)) {
+			startBy = l.StartBy
 		}
 	}
 	line := "starting on " + where
@@ -489,6 +492,11 @@ func startingLine(leases []*idlegrid.Lease, where string, now time.Time) string 
 		return line
 	}
 	line += " for " + since(placed, now).String()
+	if startBy != nil {
+		// A backfill ahead of a reservation: the renter learns why it
+		// may go back to the queue before it starts.
+		line += " (to start by " + startBy.UTC().Format("15:04:05 MST") + ", when a reservation needs its GPUs)"
+	}
 	if p := leases[0].Pull; p != nil && p.ImageBytes > 0 {
 		done := float64(p.PulledBytes) / float64(p.ImageBytes)
 		return fmt.Sprintf("%s: pulling the job's image %s %3.0f%%, %s of %s", line, bar(done, 24), 100*done,

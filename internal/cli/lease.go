@@ -167,6 +167,9 @@ func printLease(out io.Writer, l *idlegrid.Lease, events []*idlegrid.LeaseEvent)
 	if p := l.Pull; p != nil {
 		t.row("Image pull", fmt.Sprintf("%s of %s, moved %s", humanize.IBytes(uint64(p.PulledBytes)), humanize.IBytes(uint64(p.ImageBytes)), stamp(&p.At)))
 	}
+	if l.StartBy != nil {
+		t.row("Start by", stamp(l.StartBy)+" (a reservation of the node follows)")
+	}
 	t.row("Started", stamp(l.StartedAt))
 	t.row("Ended", stamp(l.EndedAt))
 	if err := t.flush(); err != nil {

@@ -543,6 +543,18 @@ func (e *Engine) ForgetJob(jobID string) {
 	}
 }
 
+// ReservedFrom is when the reservation of nodeID by a job other than
+// jobID starts, if the node holds one. The coordinator asks it of a lease
+// of jobID that its node has not started by its Pick's StartBy: started
+// later, it would run into that reservation.
+func (e *Engine) ReservedFrom(nodeID, jobID string) (time.Time, bool) {
+	nd := e.nodes[nodeID]
+	if nd == nil || !nd.reserved || nd.res.jobID == jobID {
+		return time.Time{}, false
+	}
+	return timeOf(nd.res.start), true
+}
+
 // attach puts h on the node's slots of the GPUs uuids, taking them from
 // any other hold: the store, which refuses to assign a GPU twice, is the
 // truth.

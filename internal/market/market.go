@@ -112,6 +112,13 @@ type Pick struct {
 	// competitor scoring at least the winners (see docs/market.md).
 	ShadowRunnerUp bool
 
+	// StartBy, when set, is the latest start at which the job still ends
+	// before another job's reservation of the node starts: a gold or
+	// silver backfill that takes GPUs the reservation needs. A node slow
+	// to start it (a long image pull) would otherwise put the reserved
+	// job off; the coordinator takes it back past StartBy (ReservedFrom).
+	StartBy time.Time
+
 	basis priceBasis // the rest of what PriceNote is written from
 }
 

@@ -995,6 +995,7 @@ func (e *Engine) pick(q *query, w *cand, ru *cand, busy bool) Pick {
 		AskMicrosPerGPUHour: w.ask, CreditMicrosPerGPUHour: w.credit,
 		basis: priceBasis{gang: q.n, rel: nd.rel, weight: q.w, cap: q.cap},
 	}
+	p.StartBy = startBy(q, nd, p.GPUs)
 	if ru == nil {
 		p.PriceMicrosPerGPUHour = q.cap
 		p.basis.how = pricedReserve
@@ -1003,6 +1004,30 @@ func (e *Engine) pick(q *query, w *cand, ru *cand, busy bool) Pick {
 	p.RunnerUpNodeID, p.RunnerUpScore, p.ShadowRunnerUp = ru.nd.id, ru.score, busy
 	p.PriceMicrosPerGPUHour = heldPrice(secondPrice(ru.score, nd.rel, q.w, w.credit), w.ask, q.cap)
 	return p
+}
+
+// startBy is the latest start of a gold or silver job placed on gpus of
+// nd, at which it still ends by the start of another job's reservation of
+// nd, when it takes GPUs the reservation will need (see available); zero
+// when it takes none of them, or is bronze, which gets notice instead.
+func startBy(q *query, nd *node, gpus []idlegrid.GPU) time.Time {
+	r := nd.res
+	if !nd.reserved || r.jobID == q.job.ID || q.job.Tier == idlegrid.TierBronze {
+		return time.Time{}
+	}
+	needed := len(gpus) // the GPUs taken that r could use
+	if nd.mixed {
+		needed = 0
+		for _, g := range gpus {
+			if r.uses(g) {
+				needed++
+			}
+		}
+	}
+	if needed <= nd.freeFor(r)-nd.resGPUs {
+		return time.Time{}
+	}
+	return timeOf(r.start - q.dur*int64(time.Second))
 }
 
 // heldPrice rounds a second-score price to the micro and holds it between

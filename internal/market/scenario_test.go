@@ -228,6 +228,12 @@ func (h *harness) run(td *datadriven.TestData) (out string, err error) {
 		return h.explain(h.job(a)), nil
 	case "market":
 		return h.market(), nil
+	case "reserved-from":
+		start, ok := h.e.ReservedFrom(a.str("node", ""), a.str("job", ""))
+		if !ok {
+			return "no reservation of another job\n", nil
+		}
+		return fmt.Sprintf("reserved from %s\n", h.rel(start)), nil
 	}
 	return "", fmt.Errorf("unknown command %q", td.Cmd)
 }
@@ -484,6 +490,9 @@ func writeDecision(b *strings.Builder, h *harness, d market.Decision) {
 			fmt.Fprintf(b, " price=%s runner-up=%s", p.PriceMicrosPerGPUHour, orNone(p.RunnerUpNodeID))
 			if p.ShadowRunnerUp {
 				b.WriteString(" (shadow)")
+			}
+			if !p.StartBy.IsZero() {
+				fmt.Fprintf(b, " start-by=%s", h.rel(p.StartBy))
 			}
 			fmt.Fprintf(b, "\n    %s\n", p.PriceNote())
 		}

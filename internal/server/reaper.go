@@ -200,7 +200,8 @@ func stopUnconfirmed(l *idlegrid.Lease, now time.Time) bool {
 		now.Sub(*l.NoticeAt) > time.Duration(l.NoticeSeconds)*time.Second+stopWait
 }
 
-// reapLeases ends leases that were never started (startOverdue), ends as
+// reapLeases ends leases that were never started (startOverdue), takes
+// back leases not started in time for a reservation (startTooLate), ends as
 // the provider's failure running leases whose receipts stopped while their
 // node kept heartbeating, asks agents to stop leases past their time
 // limit, and ends leases whose stop their node never confirmed. It reads
@@ -219,11 +220,18 @@ func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) err
 	}
 	s.starts.forget(now.Add(-2 * s.cfg.StartTimeout)) // kept a while longer, for the reason it gives
 	for _, l := range leases {
-		var err error
 		overdue, stopped := s.startOverdue(l, now), s.receiptsStopped(l, now, heard, lasts)
+		late, err := s.startTooLate(ctx, l, now)
+		if err != nil {
+			return err
+		}
 		switch {
 		case overdue != "":
 			err = s.endLease(ctx, l, leaseEnd{to: idlegrid.LeaseLost, fault: idlegrid.FaultProvider, reason: overdue})
+		case late != "":
+			// Taken back for the reserved job, as a preemption is: no
+			// one's fault, nothing ran, and the job is requeued.
+			err = s.endLease(ctx, l, leaseEnd{to: idlegrid.LeasePreempted, reason: late})
 		case stopped != "":
 			// A bronze lease's broken notice counts as a fact
 			// (reputation.FactsFromLease); it is not convicted on this
@@ -253,7 +261,7 @@ func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) err
 }
 
 // reapQuery picks the leases reapLeases may act on at now, a superset of
-// them: never started for StartTimeout; past their time limit by
+// them: never started for StartTimeout, or by their StartBy; past their time limit by
 // limitGrace (a stop, or an overdue last receipt, see receiptsStopped);
 // past their notice by limitGrace (noticeExpired, and stopUnconfirmed,
 // which waits longer); or with no receipt for ReceiptSilence, the least
@@ -261,6 +269,7 @@ func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) err
 func (s *Server) reapQuery(now time.Time) idlegrid.ReapQuery {
 	return idlegrid.ReapQuery{
 		AssignedBefore: now.Add(-s.cfg.StartTimeout),
+		StartByBefore:  now,
 		LimitBefore:    now.Add(-limitGrace),
 		NoticeBefore:   now.Add(-limitGrace),
 		ReceiptsBefore: now.Add(-s.cfg.ReceiptSilence),

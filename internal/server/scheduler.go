@@ -525,6 +525,9 @@ func (s *Server) placement(e *market.Engine, j *idlegrid.Job, picks []market.Pic
 		if j.Tier == idlegrid.TierBronze {
 			l.NoticeSeconds = e.Config().NoticeSeconds
 		}
+		if !pick.StartBy.IsZero() {
+			l.StartBy = &pick.StartBy
+		}
 		for _, g := range pick.GPUs {
 			l.GPUUUIDs = append(l.GPUUUIDs, g.UUID)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/market"
 )
 
 // A node may take long to start a lease: it pulls the job's image first,
@@ -149,4 +150,29 @@ func (s *Server) startOverdue(l *idlegrid.Lease, now time.Time) string {
 		return fmt.Sprintf("the node did not start the lease within %s of its placement (it was still starting it, most likely pulling the job's image)", s.cfg.MaxStart)
 	}
 	return ""
+}
+
+// startTooLate says why an assigned lease with a StartBy must be taken
+// back, or "" when it need not: its node has not started it by then, and
+// started now, it would still run at the start of another job's
+// reservation of the node (the engine's, which is gone when the engine
+// is rebuilt until the reserved job plans again, so the lease may be
+// taken back at a later pass). The backfill was placed on the promise of
+// ending by then: a slow start (a long image pull) must not put the
+// reserved job off.
+func (s *Server) startTooLate(ctx context.Context, l *idlegrid.Lease, now time.Time) (string, error) {
+	if l.State != idlegrid.LeaseAssigned || l.StartBy == nil || !now.After(*l.StartBy) {
+		return "", nil
+	}
+	var reserved time.Time
+	var ok bool
+	if err := s.ask(ctx, func(e *market.Engine) { reserved, ok = e.ReservedFrom(l.NodeID, l.JobID) }); err != nil {
+		return "", err
+	}
+	if !ok || !now.Add(time.Duration(l.LimitSeconds)*time.Second).After(reserved) {
+		return "", nil
+	}
+	return fmt.Sprintf("the node had not started the lease by %s, the latest start at which it ends before another job's "+
+		"reservation of the node from %s: it goes back to the queue, so that the reserved job is not put off",
+		l.StartBy.UTC().Format(time.RFC3339), reserved.UTC().Format(time.RFC3339)), nil
 }

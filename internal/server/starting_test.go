@@ -199,3 +199,96 @@ func (m *testMarket) beat(t *testing.T, d time.Duration, node, rival idlegrid.He
 		t.Fatal(err)
 	}
 }
+
+// TestServer_SlowStart_reserved: a silver job reserves barn-1 from the
+// end of the lease running there, an hour on, and a shorter job takes
+// barn-1's free GPU, which the reserved job will need: it must start by
+// the reservation's start less its duration (StartBy). Its node still
+// pulling the image 30 seconds past then, the reaper has taken it back,
+// no one's fault and nothing charged, and its job waits again; started
+// in time, or with the reservation gone, it is left be. A start-by
+// within the start timeout of the placement is enforced as well, before
+// the start timeout would have the reaper look at the lease.
+func TestServer_SlowStart_reserved(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		short  time.Duration                                                                // the job that takes the free GPU
+		then   func(t *testing.T, m *testMarket, reserved *idlegrid.Job, l *idlegrid.Lease) // 30 seconds before its start-by
+		want   idlegrid.LeaseState
+		reason string
+	}{
+		{name: "not started", short: 30 * time.Minute, want: idlegrid.LeasePreempted, reason: "the node had not started the lease by "},
+		{name: "not started, within the start timeout", short: 59 * time.Minute, want: idlegrid.LeasePreempted,
+			reason: "the node had not started the lease by "},
+		{name: "started in time", short: 30 * time.Minute, want: idlegrid.LeaseRunning,
+			then: func(t *testing.T, m *testMarket, _ *idlegrid.Job, l *idlegrid.Lease) {
+				if err := m.srv.ReportLease(m.node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "reservation gone", short: 30 * time.Minute, want: idlegrid.LeaseAssigned,
+			then: func(t *testing.T, m *testMarket, reserved *idlegrid.Job, _ *idlegrid.Lease) {
+				if _, err := m.srv.CancelJob(m.renter, reserved.ID); err != nil {
+					t.Fatal(err)
+				}
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := mustMarket(t)
+				barn1 := func(gpus int, d time.Duration) *idlegrid.Job {
+					spec := testSpec()
+					spec.GPUs, spec.DurationSeconds = gpus, int64(d/time.Second)
+					spec.MaxPriceMicrosPerGPUHour = 450_000 // below barn-2's ask: only barn-1 will do
+					j, err := m.srv.SubmitJob(m.renter, spec)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return j
+				}
+				mustStarted(t, m, barn1(1, time.Hour))
+				reserved := barn1(2, 3*time.Hour)
+				synctest.Wait()
+				if j := mustFindJob(t, m, reserved.ID); !strings.Contains(j.Reason, "2 GPUs on barn-1") {
+					t.Fatalf("the 2-GPU job: %s (%q), want barn-1 reserved for it", j.State, j.Reason)
+				}
+				time.Sleep(time.Second) // younger, so that a pass after a rebuild plans the reservation first
+				short := barn1(1, tt.short)
+				synctest.Wait()
+				ls, err := m.srv.ListLeases(m.renter, idlegrid.LeaseFilter{JobID: short.ID})
+				if err != nil || len(ls) != 1 {
+					t.Fatalf("the short job's leases: %v, %v", ls, err)
+				}
+				l := ls[0]
+				if want := l.CreatedAt.Add(-time.Second + time.Hour - tt.short); l.StartBy == nil || !l.StartBy.Equal(want) {
+					t.Fatalf("the short job's lease must start by %v, want %s", l.StartBy, want)
+				}
+				m.advanceStarting(t, l.StartBy.Sub(time.Now())-30*time.Second, l.ID)
+				if tt.then != nil {
+					tt.then(t, m, reserved, l)
+				}
+				m.advanceStarting(t, time.Minute, l.ID)
+				got := mustFindLease(t, m, l.ID)
+				if got.State != tt.want || !strings.Contains(got.Reason, tt.reason) {
+					t.Fatalf("the lease 30 seconds past its start-by: %s (%q), want %s (%q)", got.State, got.Reason, tt.want, tt.reason)
+				}
+				if tt.want != idlegrid.LeasePreempted {
+					return
+				}
+				if got.Fault != idlegrid.FaultNone || got.ChargedMicros != 0 {
+					t.Fatalf("the lease taken back: fault %q, charged %s; want no one's fault and nothing charged", got.Fault, got.ChargedMicros)
+				}
+				if j := mustFindJob(t, m, short.ID); j.State != idlegrid.JobQueued || !strings.Contains(j.Reason, "reservation") {
+					t.Fatalf("the short job: %s (%q), want queued again, kept off barn-1 by the reservation", j.State, j.Reason)
+				}
+				resp, err := m.srv.Heartbeat(m.node, idlegrid.HeartbeatRequest{Starting: starting(l.ID)})
+				if err != nil {
+					t.Fatal(err)
+				} else if !slices.ContainsFunc(resp.Ended, func(e idlegrid.EndedLease) bool { return e.LeaseID == l.ID }) {
+					t.Fatalf("the node naming the lease taken back is answered Ended %+v, want it there, to stop the pull", resp.Ended)
+				}
+				mustLedgerBalanced(t, m.store)
+			})
+		})
+	}
+}

@@ -146,7 +146,7 @@ const (
 	leaseInsert = `INSERT INTO leases (id, job_id, renter_id, node_id, provider_id, attempt, gpu_uuids, tier,
 		price_micros, price_note, limit_seconds, hold_micros, charged_micros, state, reason, fault,
 		stop_requested, exit_code, progress, created_at, started_at, ended_at, events, log_lines,
-		notice_seconds, checkpoint_ref)`
+		notice_seconds, checkpoint_ref, start_by)`
 	claimInsert = `INSERT INTO gpu_claims (node_id, gpu_uuid, lease_id)`
 )
 
@@ -160,7 +160,7 @@ func leaseRow(l *idlegrid.Lease) ([]any, error) {
 	return []any{l.ID, l.JobID, l.RenterID, l.NodeID, l.ProviderID, l.Attempt, gpus, string(l.Tier),
 		int64(l.PriceMicrosPerGPUHour), l.PriceNote, l.LimitSeconds, int64(l.HoldMicros), int64(l.ChargedMicros),
 		string(l.State), l.Reason, string(l.Fault), l.StopRequested, exitCodeArg(l.ExitCode), l.Progress,
-		timeArg(l.CreatedAt), timePtrArg(l.StartedAt), timePtrArg(l.EndedAt), 1, 0, l.NoticeSeconds, l.CheckpointRef}, nil
+		timeArg(l.CreatedAt), timePtrArg(l.StartedAt), timePtrArg(l.EndedAt), 1, 0, l.NoticeSeconds, l.CheckpointRef, timePtrArg(l.StartBy)}, nil
 }
 
 // insertLeaseNow inserts lease l's row and its GPU claims, and says which
@@ -209,16 +209,16 @@ func exitCodeArg(c *int) any {
 
 const leaseColumns = `id, job_id, renter_id, node_id, provider_id, attempt, gpu_uuids, tier, price_micros,
 	price_note, limit_seconds, hold_micros, charged_micros, state, reason, fault, stop_requested, exit_code,
-	progress, created_at, started_at, ended_at, notice_seconds, notice_at, checkpoint_ref, checkpoint_at`
+	progress, created_at, started_at, ended_at, notice_seconds, notice_at, checkpoint_ref, checkpoint_at, start_by`
 
 func scanLease(s scanner) (*idlegrid.Lease, error) {
 	var l idlegrid.Lease
 	var gpus string
-	var exit, created, started, ended, noticeAt, checkpointAt sql.NullInt64
+	var exit, created, started, ended, noticeAt, checkpointAt, startBy sql.NullInt64
 	if err := s.Scan(&l.ID, &l.JobID, &l.RenterID, &l.NodeID, &l.ProviderID, &l.Attempt, &gpus, &l.Tier,
 		&l.PriceMicrosPerGPUHour, &l.PriceNote, &l.LimitSeconds, &l.HoldMicros, &l.ChargedMicros, &l.State,
 		&l.Reason, &l.Fault, &l.StopRequested, &exit, &l.Progress, &created, &started, &ended,
-		&l.NoticeSeconds, &noticeAt, &l.CheckpointRef, &checkpointAt); err != nil {
+		&l.NoticeSeconds, &noticeAt, &l.CheckpointRef, &checkpointAt, &startBy); err != nil {
 		return nil, err
 	}
 	if err := jsonOf(gpus, &l.GPUUUIDs); err != nil {
@@ -229,7 +229,7 @@ func scanLease(s scanner) (*idlegrid.Lease, error) {
 		l.ExitCode = &c
 	}
 	l.CreatedAt, l.StartedAt, l.EndedAt = timeOf(created), timePtrOf(started), timePtrOf(ended)
-	l.NoticeAt, l.CheckpointAt = timePtrOf(noticeAt), timePtrOf(checkpointAt)
+	l.NoticeAt, l.CheckpointAt, l.StartBy = timePtrOf(noticeAt), timePtrOf(checkpointAt), timePtrOf(startBy)
 	return &l, nil
 }
 
@@ -303,6 +303,9 @@ func (db *DB) LeasesToReap(ctx context.Context, q idlegrid.ReapQuery) ([]*idlegr
 	var or []string
 	if !q.AssignedBefore.IsZero() {
 		or = append(or, `(state = `+assigned+` AND created_at < `+a.add(timeArg(q.AssignedBefore))+`)`)
+	}
+	if !q.StartByBefore.IsZero() {
+		or = append(or, `(state = `+assigned+` AND start_by < `+a.add(timeArg(q.StartByBefore))+`)`)
 	}
 	if !q.LimitBefore.IsZero() {
 		or = append(or, `(state = `+running+` AND started_at + limit_seconds * 1000000 < `+a.add(timeArg(q.LimitBefore))+`)`)

@@ -13,7 +13,7 @@ import (
 )
 
 // testLeasesToReap checks each of LeasesToReap's conditions, and its
-// bounds, on four live leases and one that ended.
+// bounds, on five live leases and one that ended.
 func testLeasesToReap(t *testing.T, db *sqlstore.DB) {
 	ctx := context.Background()
 	// Every lease is placed at at(1m), and the running ones start at
@@ -28,6 +28,10 @@ func testLeasesToReap(t *testing.T, db *sqlstore.DB) {
 	mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: ended.ID, From: []idlegrid.LeaseState{idlegrid.LeaseRunning},
 		To: idlegrid.LeaseCancelled, Reason: "done", At: at(3 * time.Minute)})
 	limitEnd := at(2*time.Minute + time.Hour)
+	startBy := mustAssignedLeaseWith(t, db, func(l *idlegrid.Lease) { l.StartBy = ptr(at(5 * time.Minute)) })
+	if got, err := db.FindLease(ctx, startBy.ID); err != nil || got.StartBy == nil || !got.StartBy.Equal(at(5*time.Minute)) {
+		t.Fatalf("a lease placed to start by %s reads back with StartBy %v (%v)", at(5*time.Minute), got.StartBy, err)
+	}
 
 	for _, tt := range []struct {
 		name string
@@ -36,14 +40,16 @@ func testLeasesToReap(t *testing.T, db *sqlstore.DB) {
 	}{
 		{"none asked", idlegrid.ReapQuery{}, nil},
 		{"nothing due", idlegrid.ReapQuery{AssignedBefore: at(time.Minute), LimitBefore: limitEnd,
-			NoticeBefore: at(10 * time.Minute), ReceiptsBefore: at(5*time.Minute + 7*time.Microsecond)}, nil},
-		{"assigned", idlegrid.ReapQuery{AssignedBefore: at(time.Minute + time.Microsecond)}, []*idlegrid.Lease{assigned}},
+			NoticeBefore: at(10 * time.Minute), ReceiptsBefore: at(5*time.Minute + 7*time.Microsecond), StartByBefore: at(5 * time.Minute)}, nil},
+		{"assigned", idlegrid.ReapQuery{AssignedBefore: at(time.Minute + time.Microsecond)}, []*idlegrid.Lease{startBy, assigned}},
+		{"not started by", idlegrid.ReapQuery{StartByBefore: at(5*time.Minute + time.Microsecond)}, []*idlegrid.Lease{startBy}},
+		{"not yet past start by", idlegrid.ReapQuery{StartByBefore: at(5 * time.Minute)}, nil},
 		{"past the limit", idlegrid.ReapQuery{LimitBefore: limitEnd.Add(time.Microsecond)},
 			[]*idlegrid.Lease{noticed, silent, withReceipts}},
 		{"past the notice", idlegrid.ReapQuery{NoticeBefore: at(10*time.Minute + time.Microsecond)}, []*idlegrid.Lease{noticed}},
 		{"receipts stopped", idlegrid.ReapQuery{ReceiptsBefore: at(5*time.Minute + 8*time.Microsecond)}, []*idlegrid.Lease{withReceipts}},
 		{"all", idlegrid.ReapQuery{AssignedBefore: at(time.Hour), LimitBefore: at(2 * time.Hour),
-			NoticeBefore: at(time.Hour), ReceiptsBefore: at(time.Hour)}, []*idlegrid.Lease{noticed, silent, withReceipts, assigned}},
+			NoticeBefore: at(time.Hour), ReceiptsBefore: at(time.Hour)}, []*idlegrid.Lease{startBy, noticed, silent, withReceipts, assigned}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := db.LeasesToReap(ctx, tt.q)

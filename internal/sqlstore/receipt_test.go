@@ -43,12 +43,20 @@ func mustRunningLease(tb testing.TB, db *sqlstore.DB) *idlegrid.Lease {
 // its own, not started.
 func mustAssignedLease(tb testing.TB, db *sqlstore.DB) *idlegrid.Lease {
 	tb.Helper()
+	return mustAssignedLeaseWith(tb, db, func(*idlegrid.Lease) {})
+}
+
+// mustAssignedLeaseWith is mustAssignedLease, the lease changed by tune
+// before it is placed.
+func mustAssignedLeaseWith(tb testing.TB, db *sqlstore.DB, tune func(*idlegrid.Lease)) *idlegrid.Lease {
+	tb.Helper()
 	r := mustAccount(tb, db, idlegrid.RoleRenter)
 	p := mustAccount(tb, db, idlegrid.RoleProvider)
 	n := mustNode(tb, db, p.ID, 1)
 	mustTopUp(tb, db, r.ID, 10*idlegrid.MicrosPerUnit)
 	j := mustJob(tb, db, r.ID, 1, 1)
 	l := lease(j, n, 0)
+	tune(l)
 	mustPlace(tb, db, placement(j, 0, l))
 	return l
 }

@@ -167,6 +167,8 @@ func TestDashboard_statesAndForms(t *testing.T) {
 				{"id": "lease_pulling", "job_id": "job_run", "node_id": "node_t4", "state": "assigned", "created_at": ago(30 * time.Second),
 					"hold_micros": 250_000, "charged_micros": 0, "price_micros_per_gpu_hour": 400_000,
 					"pull": map[string]any{"pulled_bytes": 3 << 30, "image_bytes": 8 << 30, "at": ago(time.Second)}},
+				{"id": "lease_backfill", "job_id": "job_run", "node_id": "node_h100", "state": "assigned", "created_at": ago(20 * time.Second),
+					"hold_micros": 250_000, "charged_micros": 0, "price_micros_per_gpu_hour": 400_000, "start_by": ago(-30 * time.Minute)},
 			}
 		})
 		open(1000, "renter", fakeRenterKey, "fake-renter (renter)")
@@ -175,12 +177,13 @@ func TestDashboard_statesAndForms(t *testing.T) {
 		click(`#panel-jobs button[data-action=job][data-id="job_run"]`)
 		b.waitText("#panel-job", "lease_live")
 		held := eval[[]string](b, "read the holds", `[...document.querySelectorAll('#panel-job tbody tr')].map((r) => r.children[5].innerText)`)
-		if !slices.Equal(held, []string{"released", "$0.50", "$0.25"}) {
-			t.Errorf("the leases' Held column reads %q, want [released $0.50 $0.25]: the ended lease's hold was returned", held)
+		if !slices.Equal(held, []string{"released", "$0.50", "$0.25", "$0.25"}) {
+			t.Errorf("the leases' Held column reads %q, want [released $0.50 $0.25 $0.25]: the ended lease's hold was returned", held)
 		}
 		progress := eval[[]string](b, "read the progress", `[...document.querySelectorAll('#panel-job tbody tr')].map((r) => r.children[4].innerText)`)
-		if !slices.Equal(progress, []string{"—", "50%", "pulling 37.5%"}) {
-			t.Errorf("the leases' Progress column reads %q, want [— 50%% pulling 37.5%%]: the lease whose node pulls the image says how far", progress)
+		if !slices.Equal(progress, []string{"—", "50%", "pulling 37.5%", "0% · start by in 30m"}) {
+			t.Errorf("the leases' Progress column reads %q, want [— 50%% pulling 37.5%% 0%% · start by in 30m]: the lease whose node pulls the image says how far, "+
+				"and a backfill ahead of a reservation by when it must start", progress)
 		}
 
 		click(`#panel-job button[data-action=cancel][data-id="job_run"]`)

@@ -705,14 +705,19 @@
   const live = (l) => l.state === 'running' || l.state === 'assigned';
 
   // progressCell is a live lease's progress: its workload's, or, while its
-  // node is still starting it, how far the pull of the job's image has come.
+  // node is still starting it, how far the pull of the job's image has come,
+  // and by when it must start if a reservation of the node follows it.
   const progressCell = (l) => {
     if (!live(l)) return '—';
     const p = l.pull;
+    let cell = pct(l.progress);
     if (l.state === 'assigned' && p && p.image_bytes > 0) {
-      return `<span title="the node pulls the job's image: ${esc(gib(p.pulled_bytes))} of ${esc(gib(p.image_bytes))}">pulling ${pct(p.pulled_bytes / p.image_bytes)}</span>`;
+      cell = `<span title="the node pulls the job's image: ${esc(gib(p.pulled_bytes))} of ${esc(gib(p.image_bytes))}">pulling ${pct(p.pulled_bytes / p.image_bytes)}</span>`;
     }
-    return pct(l.progress);
+    if (l.state === 'assigned' && l.start_by) {
+      cell += ` · <span title="a reservation of the node follows: not started by ${esc(l.start_by)}, the lease goes back to the queue">start by ${when(l.start_by)}</span>`;
+    }
+    return cell;
   };
   const gib = (n) => (Math.round((Number(n) || 0) / 2 ** 30 * 10) / 10) + ' GiB';
 
