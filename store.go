@@ -261,8 +261,6 @@ type Store interface {
 type ReapQuery struct {
 	// AssignedBefore: assigned leases, never started, placed before it.
 	AssignedBefore time.Time
-	// StartByBefore: assigned leases whose StartBy is before it.
-	StartByBefore time.Time
 	// LimitBefore: running leases whose time limit ended before it.
 	LimitBefore time.Time
 	// NoticeBefore: live leases asked to stop whose notice ended before it.

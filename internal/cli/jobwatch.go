@@ -493,9 +493,10 @@ func startingLine(leases []*idlegrid.Lease, where string, now time.Time) string 
 	}
 	line += " for " + since(placed, now).String()
 	if startBy != nil {
-		// A backfill ahead of a reservation: the renter learns why it
-		// may go back to the queue before it starts.
-		line += " (to start by " + startBy.UTC().Format("15:04:05 MST") + ", when a reservation needs its GPUs)"
+		// The renter learns why it may go back to the queue before it
+		// starts: it must end before the node's window closes, or another
+		// job's reservation of the node starts.
+		line += " (to start by " + startBy.UTC().Format("15:04:05 MST") + ", to end in time for what follows there)"
 	}
 	if p := leases[0].Pull; p != nil && p.ImageBytes > 0 {
 		done := float64(p.PulledBytes) / float64(p.ImageBytes)

@@ -227,9 +227,9 @@ func TestLiveLine(t *testing.T) {
 		t.Errorf("live line of a lease whose image is pulled = %q, want %q", got, want)
 	}
 	l.StartBy = ptr(watchStart.Add(30 * time.Minute))
-	if got, want := liveLine(&pulling), "starting on node_a for 2m30s (to start by 09:30:00 UTC, when a reservation needs its GPUs): "+
+	if got, want := liveLine(&pulling), "starting on node_a for 2m30s (to start by 09:30:00 UTC, to end in time for what follows there): "+
 		"pulling the job's image [#########...............]  38%, 3.0 GiB of 8.0 GiB"; got != want {
-		t.Errorf("live line of a lease that must start by a reservation = %q, want %q", got, want)
+		t.Errorf("live line of a lease with a start-by = %q, want %q", got, want)
 	}
 	soon := *views[3]
 	soon.At = watchStart.Add(20 * time.Second)

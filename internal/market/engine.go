@@ -543,16 +543,29 @@ func (e *Engine) ForgetJob(jobID string) {
 	}
 }
 
-// ReservedFrom is when the reservation of nodeID by a job other than
-// jobID starts, if the node holds one. The coordinator asks it of a lease
-// of jobID that its node has not started by its Pick's StartBy: started
-// later, it would run into that reservation.
-func (e *Engine) ReservedFrom(nodeID, jobID string) (time.Time, bool) {
+// EndBy is when a lease of jobID, of tier, on nodeID must have ended,
+// and why: the close of the node's window, when it is open now (a node
+// closed now, drained say, lets its gold and silver run on), or for gold
+// and silver, the start of another job's reservation of it (bronze is
+// given notice then). ok is false when neither follows. The coordinator
+// asks it of a lease its node has not started by its Pick's StartBy:
+// started later, it would run into what follows.
+func (e *Engine) EndBy(nodeID, jobID string, tier idlegrid.Tier) (at time.Time, why string, ok bool) {
 	nd := e.nodes[nodeID]
-	if nd == nil || !nd.reserved || nd.res.jobID == jobID {
-		return time.Time{}, false
+	if nd == nil {
+		return time.Time{}, "", false
 	}
-	return timeOf(nd.res.start), true
+	end := int64(always)
+	if nd.until != always && nd.until != 0 {
+		end, why = nd.until, "the close of the node's window"
+	}
+	if r := nd.res; nd.reserved && r.jobID != jobID && tier != idlegrid.TierBronze && r.start < end {
+		end, why = r.start, "the start of another job's reservation of the node"
+	}
+	if end == always {
+		return time.Time{}, "", false
+	}
+	return timeOf(end), why, true
 }
 
 // attach puts h on the node's slots of the GPUs uuids, taking them from

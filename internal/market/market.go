@@ -113,10 +113,11 @@ type Pick struct {
 	ShadowRunnerUp bool
 
 	// StartBy, when set, is the latest start at which the job still ends
-	// before another job's reservation of the node starts: a gold or
-	// silver backfill that takes GPUs the reservation needs. A node slow
-	// to start it (a long image pull) would otherwise put the reserved
-	// job off; the coordinator takes it back past StartBy (ReservedFrom).
+	// in time for what follows on the node: the close of its window, or
+	// another job's reservation of it (startBy). A node slow to start the
+	// job (a long image pull) would otherwise run it past the window, or
+	// put the reserved job off; the coordinator takes it back past
+	// StartBy (EndBy).
 	StartBy time.Time
 
 	basis priceBasis // the rest of what PriceNote is written from

@@ -1006,16 +1006,37 @@ func (e *Engine) pick(q *query, w *cand, ru *cand, busy bool) Pick {
 	return p
 }
 
-// startBy is the latest start of a gold or silver job placed on gpus of
-// nd, at which it still ends by the start of another job's reservation of
-// nd, when it takes GPUs the reservation will need (see available); zero
-// when it takes none of them, or is bronze, which gets notice instead.
+// startBy is the latest start at which a job placed on gpus of nd still
+// ends in time for what follows on nd: the close of its window, when the
+// job's run fits in it (a bronze job that outlives it is given notice
+// instead), and for gold and silver, the start of another job's
+// reservation of nd, when the job takes GPUs the reservation will need
+// (see available; bronze is given notice then). Zero when neither
+// follows. A node slow to start the job (a long image pull) would
+// otherwise run it past the window, or put the reserved job off.
 func startBy(q *query, nd *node, gpus []idlegrid.GPU) time.Time {
-	r := nd.res
-	if !nd.reserved || r.jobID == q.job.ID || q.job.Tier == idlegrid.TierBronze {
+	end := int64(always)
+	if nd.until != always && q.end <= nd.until {
+		end = nd.until
+	}
+	if takesReserved(q, nd, gpus) {
+		end = min(end, nd.res.start)
+	}
+	if end == always {
 		return time.Time{}
 	}
-	needed := len(gpus) // the GPUs taken that r could use
+	return timeOf(end - q.dur*int64(time.Second)).Truncate(time.Second)
+}
+
+// takesReserved reports whether a gold or silver job placed on gpus of nd
+// takes GPUs another job's reservation of nd will need: more of those it
+// can use than the reservation can spare at its start.
+func takesReserved(q *query, nd *node, gpus []idlegrid.GPU) bool {
+	r := nd.res
+	if !nd.reserved || r.jobID == q.job.ID || q.job.Tier == idlegrid.TierBronze {
+		return false
+	}
+	needed := len(gpus)
 	if nd.mixed {
 		needed = 0
 		for _, g := range gpus {
@@ -1024,10 +1045,7 @@ func startBy(q *query, nd *node, gpus []idlegrid.GPU) time.Time {
 			}
 		}
 	}
-	if needed <= nd.freeFor(r)-nd.resGPUs {
-		return time.Time{}
-	}
-	return timeOf(r.start - q.dur*int64(time.Second))
+	return needed > nd.freeFor(r)-nd.resGPUs
 }
 
 // heldPrice rounds a second-score price to the micro and holds it between

@@ -228,12 +228,12 @@ func (h *harness) run(td *datadriven.TestData) (out string, err error) {
 		return h.explain(h.job(a)), nil
 	case "market":
 		return h.market(), nil
-	case "reserved-from":
-		start, ok := h.e.ReservedFrom(a.str("node", ""), a.str("job", ""))
+	case "end-by":
+		at, why, ok := h.e.EndBy(a.str("node", ""), a.str("job", ""), idlegrid.Tier(a.str("tier", "silver")))
 		if !ok {
-			return "no reservation of another job\n", nil
+			return "nothing follows\n", nil
 		}
-		return fmt.Sprintf("reserved from %s\n", h.rel(start)), nil
+		return fmt.Sprintf("end by %s: %s\n", h.rel(at), why), nil
 	}
 	return "", fmt.Errorf("unknown command %q", td.Cmd)
 }

@@ -261,7 +261,7 @@ func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) err
 }
 
 // reapQuery picks the leases reapLeases may act on at now, a superset of
-// them: never started for StartTimeout, or by their StartBy; past their time limit by
+// them: never started for StartTimeout (a lease's StartBy is later); past their time limit by
 // limitGrace (a stop, or an overdue last receipt, see receiptsStopped);
 // past their notice by limitGrace (noticeExpired, and stopUnconfirmed,
 // which waits longer); or with no receipt for ReceiptSilence, the least
@@ -269,7 +269,6 @@ func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) err
 func (s *Server) reapQuery(now time.Time) idlegrid.ReapQuery {
 	return idlegrid.ReapQuery{
 		AssignedBefore: now.Add(-s.cfg.StartTimeout),
-		StartByBefore:  now,
 		LimitBefore:    now.Add(-limitGrace),
 		NoticeBefore:   now.Add(-limitGrace),
 		ReceiptsBefore: now.Add(-s.cfg.ReceiptSilence),

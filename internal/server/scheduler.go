@@ -525,9 +525,7 @@ func (s *Server) placement(e *market.Engine, j *idlegrid.Job, picks []market.Pic
 		if j.Tier == idlegrid.TierBronze {
 			l.NoticeSeconds = e.Config().NoticeSeconds
 		}
-		if !pick.StartBy.IsZero() {
-			l.StartBy = &pick.StartBy
-		}
+		l.StartBy = s.startBy(pick.StartBy, now)
 		for _, g := range pick.GPUs {
 			l.GPUUUIDs = append(l.GPUUUIDs, g.UUID)
 		}

@@ -152,27 +152,41 @@ func (s *Server) startOverdue(l *idlegrid.Lease, now time.Time) string {
 	return ""
 }
 
+// startBy is the start-by a lease placed at now keeps of its pick's
+// (market.Pick.StartBy): never sooner than StartTimeout after its
+// placement, the start any node may take, so that a job that fits what
+// follows exactly still runs (past it by that delay at most); none when
+// it is MaxStart away or more, when the reaper gives up on the lease
+// anyway (startOverdue).
+func (s *Server) startBy(pick, now time.Time) *time.Time {
+	if pick.IsZero() || !pick.Before(now.Add(s.cfg.MaxStart)) {
+		return nil
+	}
+	t := later(pick, now.Add(s.cfg.StartTimeout))
+	return &t
+}
+
 // startTooLate says why an assigned lease with a StartBy must be taken
 // back, or "" when it need not: its node has not started it by then, and
-// started now, it would still run at the start of another job's
-// reservation of the node (the engine's, which is gone when the engine
-// is rebuilt until the reserved job plans again, so the lease may be
-// taken back at a later pass). The backfill was placed on the promise of
-// ending by then: a slow start (a long image pull) must not put the
-// reserved job off.
+// started now, it would run past what follows on the node, as the engine
+// says (market.Engine.EndBy): its window's close, or another job's
+// reservation of it. A reservation lives only in the engine, gone when
+// the engine is rebuilt until its job plans again, so a lease may be taken
+// back at a later pass. The lease was placed on the promise of ending by
+// then: a slow start (a long image pull) must not break it.
 func (s *Server) startTooLate(ctx context.Context, l *idlegrid.Lease, now time.Time) (string, error) {
 	if l.State != idlegrid.LeaseAssigned || l.StartBy == nil || !now.After(*l.StartBy) {
 		return "", nil
 	}
-	var reserved time.Time
+	var endBy time.Time
+	var what string
 	var ok bool
-	if err := s.ask(ctx, func(e *market.Engine) { reserved, ok = e.ReservedFrom(l.NodeID, l.JobID) }); err != nil {
+	if err := s.ask(ctx, func(e *market.Engine) { endBy, what, ok = e.EndBy(l.NodeID, l.JobID, l.Tier) }); err != nil {
 		return "", err
 	}
-	if !ok || !now.Add(time.Duration(l.LimitSeconds)*time.Second).After(reserved) {
+	if !ok || !now.Add(time.Duration(l.LimitSeconds)*time.Second).After(endBy) {
 		return "", nil
 	}
-	return fmt.Sprintf("the node had not started the lease by %s, the latest start at which it ends before another job's "+
-		"reservation of the node from %s: it goes back to the queue, so that the reserved job is not put off",
-		l.StartBy.UTC().Format(time.RFC3339), reserved.UTC().Format(time.RFC3339)), nil
+	return fmt.Sprintf("the node had not started the lease by %s; started now, it would run past %s at %s: "+
+		"it goes back to the queue", l.StartBy.UTC().Format(time.RFC3339), what, endBy.UTC().Format(time.RFC3339)), nil
 }

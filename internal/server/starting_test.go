@@ -207,8 +207,8 @@ func (m *testMarket) beat(t *testing.T, d time.Duration, node, rival idlegrid.He
 // pulling the image 30 seconds past then, the reaper has taken it back,
 // no one's fault and nothing charged, and its job waits again; started
 // in time, or with the reservation gone, it is left be. A start-by
-// within the start timeout of the placement is enforced as well, before
-// the start timeout would have the reaper look at the lease.
+// sooner than the start timeout after the placement is put off to it:
+// any node may take that long to start a lease.
 func TestServer_SlowStart_reserved(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
@@ -217,9 +217,10 @@ func TestServer_SlowStart_reserved(t *testing.T) {
 		want   idlegrid.LeaseState
 		reason string
 	}{
-		{name: "not started", short: 30 * time.Minute, want: idlegrid.LeasePreempted, reason: "the node had not started the lease by "},
-		{name: "not started, within the start timeout", short: 59 * time.Minute, want: idlegrid.LeasePreempted,
-			reason: "the node had not started the lease by "},
+		{name: "not started", short: 30 * time.Minute, want: idlegrid.LeasePreempted,
+			reason: "the node had not started the lease by 2000-01-01T00:30:00Z; started now, it would run past the start of another job's reservation of the node at 2000-01-01T01:00:00Z"},
+		{name: "not started, start-by sooner than the start timeout", short: 59 * time.Minute, want: idlegrid.LeasePreempted,
+			reason: "the start of another job's reservation of the node"},
 		{name: "started in time", short: 30 * time.Minute, want: idlegrid.LeaseRunning,
 			then: func(t *testing.T, m *testMarket, _ *idlegrid.Job, l *idlegrid.Lease) {
 				if err := m.srv.ReportLease(m.node, l.ID, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}); err != nil {
@@ -260,7 +261,11 @@ func TestServer_SlowStart_reserved(t *testing.T) {
 					t.Fatalf("the short job's leases: %v, %v", ls, err)
 				}
 				l := ls[0]
-				if want := l.CreatedAt.Add(-time.Second + time.Hour - tt.short); l.StartBy == nil || !l.StartBy.Equal(want) {
+				want := l.CreatedAt.Add(-time.Second + time.Hour - tt.short) // the reservation's start, less its run
+				if timeout := l.CreatedAt.Add(2 * time.Minute); want.Before(timeout) {
+					want = timeout // never sooner than the start timeout
+				}
+				if l.StartBy == nil || !l.StartBy.Equal(want) {
 					t.Fatalf("the short job's lease must start by %v, want %s", l.StartBy, want)
 				}
 				m.advanceStarting(t, l.StartBy.Sub(time.Now())-30*time.Second, l.ID)
@@ -291,4 +296,53 @@ func TestServer_SlowStart_reserved(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestServer_SlowStart_window: barn-1's window closes in two hours; a
+// 90-minute job placed there must start within 30 minutes (StartBy), and
+// is taken back once its node has not started it by then, as it would run
+// past the window's close. A 30-minute job, whose start-by would be more
+// than MaxStart away, gets none: the reaper gives up on a lease not
+// started by then anyway.
+func TestServer_SlowStart_window(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		o := testOffer("barn-1")
+		o.Schedule = idlegrid.Schedule{Mode: idlegrid.ScheduleWindows,
+			OneOff: []idlegrid.OneOffWindow{{Start: time.Now().Add(-time.Hour), End: time.Now().Add(2 * time.Hour)}}}
+		if err := m.srv.UpdateOffer(m.node, idlegrid.OfferRequest{Offer: o}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		lease := func(d time.Duration) *idlegrid.Lease {
+			spec := testSpec()
+			spec.GPUs, spec.DurationSeconds = 1, int64(d/time.Second)
+			spec.MaxPriceMicrosPerGPUHour = 450_000 // below barn-2's ask: only barn-1 will do
+			j, err := m.srv.SubmitJob(m.renter, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			ls, err := m.srv.ListLeases(m.renter, idlegrid.LeaseFilter{JobID: j.ID})
+			if err != nil || len(ls) != 1 {
+				t.Fatalf("the %s job's leases: %v, %v", d, ls, err)
+			}
+			return ls[0]
+		}
+		long, short := lease(90*time.Minute), lease(30*time.Minute)
+		if want := long.CreatedAt.Add(30 * time.Minute); long.StartBy == nil || !long.StartBy.Equal(want) {
+			t.Fatalf("the 90-minute job's lease must start by %v, want %s", long.StartBy, want)
+		}
+		if short.StartBy != nil {
+			t.Fatalf("the 30-minute job's lease must start by %s, want no start-by: 90 minutes is past MaxStart", short.StartBy)
+		}
+		m.advanceStarting(t, 30*time.Minute+30*time.Second, long.ID, short.ID)
+		got := mustFindLease(t, m, long.ID)
+		if want := "it would run past the close of the node's window at 2000-01-01T02:00:00Z"; got.State != idlegrid.LeasePreempted || !strings.Contains(got.Reason, want) {
+			t.Fatalf("the 90-minute lease, not started 30 minutes on: %s (%q), want preempted (%q)", got.State, got.Reason, want)
+		}
+		if got := mustFindLease(t, m, short.ID); got.State != idlegrid.LeaseAssigned {
+			t.Fatalf("the 30-minute lease, still starting 30 minutes on: %s (%q), want assigned", got.State, got.Reason)
+		}
+	})
 }

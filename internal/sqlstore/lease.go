@@ -304,9 +304,6 @@ func (db *DB) LeasesToReap(ctx context.Context, q idlegrid.ReapQuery) ([]*idlegr
 	if !q.AssignedBefore.IsZero() {
 		or = append(or, `(state = `+assigned+` AND created_at < `+a.add(timeArg(q.AssignedBefore))+`)`)
 	}
-	if !q.StartByBefore.IsZero() {
-		or = append(or, `(state = `+assigned+` AND start_by < `+a.add(timeArg(q.StartByBefore))+`)`)
-	}
 	if !q.LimitBefore.IsZero() {
 		or = append(or, `(state = `+running+` AND started_at + limit_seconds * 1000000 < `+a.add(timeArg(q.LimitBefore))+`)`)
 	}

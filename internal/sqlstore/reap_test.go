@@ -40,10 +40,8 @@ func testLeasesToReap(t *testing.T, db *sqlstore.DB) {
 	}{
 		{"none asked", idlegrid.ReapQuery{}, nil},
 		{"nothing due", idlegrid.ReapQuery{AssignedBefore: at(time.Minute), LimitBefore: limitEnd,
-			NoticeBefore: at(10 * time.Minute), ReceiptsBefore: at(5*time.Minute + 7*time.Microsecond), StartByBefore: at(5 * time.Minute)}, nil},
+			NoticeBefore: at(10 * time.Minute), ReceiptsBefore: at(5*time.Minute + 7*time.Microsecond)}, nil},
 		{"assigned", idlegrid.ReapQuery{AssignedBefore: at(time.Minute + time.Microsecond)}, []*idlegrid.Lease{startBy, assigned}},
-		{"not started by", idlegrid.ReapQuery{StartByBefore: at(5*time.Minute + time.Microsecond)}, []*idlegrid.Lease{startBy}},
-		{"not yet past start by", idlegrid.ReapQuery{StartByBefore: at(5 * time.Minute)}, nil},
 		{"past the limit", idlegrid.ReapQuery{LimitBefore: limitEnd.Add(time.Microsecond)},
 			[]*idlegrid.Lease{noticed, silent, withReceipts}},
 		{"past the notice", idlegrid.ReapQuery{NoticeBefore: at(10*time.Minute + time.Microsecond)}, []*idlegrid.Lease{noticed}},

@@ -1,7 +1,8 @@
--- The latest start of a gold or silver lease that took GPUs another job's
--- reservation of its node will need (EASY backfill), in microseconds
--- since the epoch as the other times; NULL for every other lease. The
--- reaper takes back such a lease its node has not started by then.
+-- The latest start at which a lease still ends before what follows on
+-- its node (its window's close, or another job's reservation of it), in
+-- microseconds since the epoch as the other times; NULL when nothing
+-- follows. The reaper takes back such a lease its node has not started by
+-- then.
 
 -- +goose Up
 ALTER TABLE leases ADD COLUMN start_by BIGINT;

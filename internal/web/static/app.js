@@ -706,7 +706,7 @@
 
   // progressCell is a live lease's progress: its workload's, or, while its
   // node is still starting it, how far the pull of the job's image has come,
-  // and by when it must start if a reservation of the node follows it.
+  // and by when it must start to end in time for what follows on the node.
   const progressCell = (l) => {
     if (!live(l)) return '—';
     const p = l.pull;
@@ -715,7 +715,7 @@
       cell = `<span title="the node pulls the job's image: ${esc(gib(p.pulled_bytes))} of ${esc(gib(p.image_bytes))}">pulling ${pct(p.pulled_bytes / p.image_bytes)}</span>`;
     }
     if (l.state === 'assigned' && l.start_by) {
-      cell += ` · <span title="a reservation of the node follows: not started by ${esc(l.start_by)}, the lease goes back to the queue">start by ${when(l.start_by)}</span>`;
+      cell += ` · <span title="to end before the node's window closes or another job's reservation of it starts: not started by ${esc(l.start_by)}, the lease goes back to the queue">start by ${when(l.start_by)}</span>`;
     }
     return cell;
   };
