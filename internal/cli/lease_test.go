@@ -35,7 +35,7 @@ func TestPrintLease_noticeAndCheckpoint(t *testing.T) {
 			idlegrid.Lease{ID: "lease_4", Tier: idlegrid.TierSilver, State: idlegrid.LeaseAssigned,
 				Pull: &idlegrid.LeasePull{PulledBytes: 3 << 30, ImageBytes: 8 << 30, At: saved}},
 			[]string{`Image pull +3.0 GiB of 8.0 GiB, moved 2026-12-01T09:20:00Z\n`, `Started +-\n`}},
-		{"a backfill that must start by a time",
+		{"a lease that must start by a time",
 			idlegrid.Lease{ID: "lease_5", Tier: idlegrid.TierSilver, State: idlegrid.LeaseAssigned, StartBy: &notice},
 			[]string{`Start by +2026-12-01T09:25:00Z \(to end before the node's window closes or another job's reservation of it starts\)\n`, `Started +-\n`}},
 	} {

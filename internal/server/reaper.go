@@ -201,8 +201,8 @@ func stopUnconfirmed(l *idlegrid.Lease, now time.Time) bool {
 }
 
 // reapLeases ends leases that were never started (startOverdue), takes
-// back leases not started in time for a reservation (startTooLate), ends as
-// the provider's failure running leases whose receipts stopped while their
+// back leases not started by their start-by (startTooLate), ends as the
+// provider's failure running leases whose receipts stopped while their
 // node kept heartbeating, asks agents to stop leases past their time
 // limit, and ends leases whose stop their node never confirmed. It reads
 // only the leases that may need one of those (reapQuery); beats are the
@@ -229,8 +229,8 @@ func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) err
 		case overdue != "":
 			err = s.endLease(ctx, l, leaseEnd{to: idlegrid.LeaseLost, fault: idlegrid.FaultProvider, reason: overdue})
 		case late != "":
-			// Taken back for the reserved job, as a preemption is: no
-			// one's fault, nothing ran, and the job is requeued.
+			// Taken back, as a preemption is: no one's fault, nothing
+			// ran, and the job is requeued.
 			err = s.endLease(ctx, l, leaseEnd{to: idlegrid.LeasePreempted, reason: late})
 		case stopped != "":
 			// A bronze lease's broken notice counts as a fact
@@ -261,11 +261,12 @@ func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) err
 }
 
 // reapQuery picks the leases reapLeases may act on at now, a superset of
-// them: never started for StartTimeout (a lease's StartBy is later); past their time limit by
-// limitGrace (a stop, or an overdue last receipt, see receiptsStopped);
-// past their notice by limitGrace (noticeExpired, and stopUnconfirmed,
-// which waits longer); or with no receipt for ReceiptSilence, the least
-// silence receiptsStopped acts on (silenceFor).
+// them: never started for StartTimeout (a lease's StartBy is never
+// sooner); past their time limit by limitGrace (a stop, or an overdue
+// last receipt, see receiptsStopped); past their notice by limitGrace
+// (noticeExpired, and stopUnconfirmed, which waits longer); or with no
+// receipt for ReceiptSilence, the least silence receiptsStopped acts on
+// (silenceFor).
 func (s *Server) reapQuery(now time.Time) idlegrid.ReapQuery {
 	return idlegrid.ReapQuery{
 		AssignedBefore: now.Add(-s.cfg.StartTimeout),
