@@ -82,11 +82,11 @@ type Lease struct {
 	StartedAt *time.Time `json:"started_at,omitempty"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"`
 	// StartBy, when set, is the latest start at which the lease still
-	// ends before what follows on its node: the close of the node's
-	// window, or another job's reservation of the node whose GPUs it took
-	// (docs/market.md, "Start-by"). Not started by then while that still
-	// follows, it is taken back (preempted, no one's fault) and its job
-	// requeued.
+	// ends before what follows on its node, the close of the node's
+	// window or another job's reservation of the node whose GPUs it took,
+	// and before its job's deadline (docs/market.md, "Start-by"). Not
+	// started by then while that still holds, it is taken back
+	// (preempted, no one's fault) and its job requeued.
 	StartBy *time.Time `json:"start_by,omitempty"`
 
 	// Pull is, while its node is still starting the lease, how far the

@@ -494,9 +494,9 @@ func startingLine(leases []*idlegrid.Lease, where string, now time.Time) string 
 	line += " for " + since(placed, now).String()
 	if startBy != nil {
 		// The renter learns why it may go back to the queue before it
-		// starts: it must end before the node's window closes, or another
-		// job's reservation of the node starts.
-		line += " (to start by " + startBy.UTC().Format("15:04:05 MST") + ", to end in time for what follows there)"
+		// starts: it must end by its deadline, before the node's window
+		// closes, or before another job's reservation of the node starts.
+		line += " (to start by " + startBy.UTC().Format("15:04:05 MST") + ", or it goes back to the queue)"
 	}
 	if p := leases[0].Pull; p != nil && p.ImageBytes > 0 {
 		done := float64(p.PulledBytes) / float64(p.ImageBytes)

@@ -227,7 +227,7 @@ func TestLiveLine(t *testing.T) {
 		t.Errorf("live line of a lease whose image is pulled = %q, want %q", got, want)
 	}
 	l.StartBy = ptr(watchStart.Add(30 * time.Minute))
-	if got, want := liveLine(&pulling), "starting on node_a for 2m30s (to start by 09:30:00 UTC, to end in time for what follows there): "+
+	if got, want := liveLine(&pulling), "starting on node_a for 2m30s (to start by 09:30:00 UTC, or it goes back to the queue): "+
 		"pulling the job's image [#########...............]  38%, 3.0 GiB of 8.0 GiB"; got != want {
 		t.Errorf("live line of a lease with a start-by = %q, want %q", got, want)
 	}

@@ -168,7 +168,7 @@ func printLease(out io.Writer, l *idlegrid.Lease, events []*idlegrid.LeaseEvent)
 		t.row("Image pull", fmt.Sprintf("%s of %s, moved %s", humanize.IBytes(uint64(p.PulledBytes)), humanize.IBytes(uint64(p.ImageBytes)), stamp(&p.At)))
 	}
 	if l.StartBy != nil {
-		t.row("Start by", stamp(l.StartBy)+" (to end before the node's window closes or another job's reservation of it starts)")
+		t.row("Start by", stamp(l.StartBy)+" (or it goes back to the queue, to keep the job's deadline, the node's window or another job's reservation)")
 	}
 	t.row("Started", stamp(l.StartedAt))
 	t.row("Ended", stamp(l.EndedAt))

@@ -37,7 +37,7 @@ func TestPrintLease_noticeAndCheckpoint(t *testing.T) {
 			[]string{`Image pull +3.0 GiB of 8.0 GiB, moved 2026-12-01T09:20:00Z\n`, `Started +-\n`}},
 		{"a lease that must start by a time",
 			idlegrid.Lease{ID: "lease_5", Tier: idlegrid.TierSilver, State: idlegrid.LeaseAssigned, StartBy: &notice},
-			[]string{`Start by +2026-12-01T09:25:00Z \(to end before the node's window closes or another job's reservation of it starts\)\n`, `Started +-\n`}},
+			[]string{`Start by +2026-12-01T09:25:00Z \(or it goes back to the queue, to keep the job's deadline, the node's window or another job's reservation\)\n`, `Started +-\n`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer

@@ -450,7 +450,7 @@ func pastLatestStart(j *idlegrid.Job, now time.Time) string {
 	if j.ResumeSeconds > 0 {
 		run += fmt.Sprintf(" left (its checkpoint holds %s of its %s)", seconds(j.ResumeSeconds), seconds(j.DurationSeconds))
 	}
-	return fmt.Sprintf("no node took it by %s, the last start that could finish its %s by its deadline, %s",
+	return fmt.Sprintf("it had not started by %s, the last start that could finish its %s by its deadline, %s",
 		latest.UTC().Format(time.RFC3339), run, j.Deadline.UTC().Format(time.RFC3339))
 }
 
@@ -525,7 +525,7 @@ func (s *Server) placement(e *market.Engine, j *idlegrid.Job, picks []market.Pic
 		if j.Tier == idlegrid.TierBronze {
 			l.NoticeSeconds = e.Config().NoticeSeconds
 		}
-		l.StartBy = s.startBy(pick.StartBy, now)
+		l.StartBy = s.startBy(j, pick.StartBy, now)
 		for _, g := range pick.GPUs {
 			l.GPUUUIDs = append(l.GPUUUIDs, g.UUID)
 		}

@@ -152,13 +152,17 @@ func (s *Server) startOverdue(l *idlegrid.Lease, now time.Time) string {
 	return ""
 }
 
-// startBy is the start-by a lease placed at now keeps of its pick's
-// (market.Pick.StartBy): never sooner than StartTimeout after its
-// placement, the start any node may take, so that a job that fits what
-// follows exactly still runs (past it by that delay at most); none when
-// it is MaxStart away or more, when the reaper gives up on the lease
+// startBy is the start-by a lease of j placed at now keeps: the sooner of
+// its pick's (market.Pick.StartBy: in time for what follows on the node)
+// and j's latest start, when j has a deadline; never sooner than
+// StartTimeout after the placement, the start any node may take, so that
+// a job that fits exactly still runs (late by that delay at most); none
+// when it is MaxStart away or more, when the reaper gives up on the lease
 // anyway (startOverdue).
-func (s *Server) startBy(pick, now time.Time) *time.Time {
+func (s *Server) startBy(j *idlegrid.Job, pick, now time.Time) *time.Time {
+	if latest, ok := j.LatestStart(); ok && (pick.IsZero() || latest.Before(pick)) {
+		pick = latest
+	}
 	if pick.IsZero() || !pick.Before(now.Add(s.cfg.MaxStart)) {
 		return nil
 	}
@@ -168,15 +172,34 @@ func (s *Server) startBy(pick, now time.Time) *time.Time {
 
 // startTooLate says why an assigned lease with a StartBy must be taken
 // back, or "" when it need not: its node has not started it by then, and
-// started now, it would run past what follows on the node, as the engine
-// says (market.Engine.EndBy): its window's close, or another job's
-// reservation of it. A reservation lives only in the engine, gone when
-// the engine is rebuilt until its job plans again, so a lease may be taken
-// back at a later pass. The lease was placed on the promise of ending by
-// then: a slow start (a long image pull) must not break it.
+// started now, it would not finish its job by its deadline, or run past
+// what follows on the node, as the engine says (market.Engine.EndBy): its
+// window's close, or another job's reservation of it. A reservation lives
+// only in the engine, gone when the engine is rebuilt until its job plans
+// again, so a lease may be taken back at a later pass. The lease was
+// placed on the promise of ending by then: a slow start (a long image
+// pull) must not break it.
 func (s *Server) startTooLate(ctx context.Context, l *idlegrid.Lease, now time.Time) (string, error) {
 	if l.State != idlegrid.LeaseAssigned || l.StartBy == nil || !now.After(*l.StartBy) {
 		return "", nil
+	}
+	would, err := s.startedNow(ctx, l, now)
+	if would == "" || err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("the node had not started the lease by %s; started now, it would %s: it goes back to the queue",
+		l.StartBy.UTC().Format(time.RFC3339), would), nil
+}
+
+// startedNow says what a lease started at now would break, or "": finish
+// its job after its deadline, or run past what follows on its node.
+func (s *Server) startedNow(ctx context.Context, l *idlegrid.Lease, now time.Time) (string, error) {
+	j, err := s.store.FindJob(ctx, l.JobID)
+	if err != nil {
+		return "", err
+	}
+	if latest, ok := j.LatestStart(); ok && now.After(latest) {
+		return "not finish its job by its deadline, " + j.Deadline.UTC().Format(time.RFC3339), nil
 	}
 	var endBy time.Time
 	var what string
@@ -187,6 +210,5 @@ func (s *Server) startTooLate(ctx context.Context, l *idlegrid.Lease, now time.T
 	if !ok || !now.Add(time.Duration(l.LimitSeconds)*time.Second).After(endBy) {
 		return "", nil
 	}
-	return fmt.Sprintf("the node had not started the lease by %s; started now, it would run past %s at %s: "+
-		"it goes back to the queue", l.StartBy.UTC().Format(time.RFC3339), what, endBy.UTC().Format(time.RFC3339)), nil
+	return "run past " + what + " at " + endBy.UTC().Format(time.RFC3339), nil
 }

@@ -346,3 +346,40 @@ func TestServer_SlowStart_window(t *testing.T) {
 		}
 	})
 }
+
+// TestServer_SlowStart_deadline: a 50-minute job due in an hour must
+// start within 10 minutes, its latest start (StartBy). Its node still
+// pulling the image past then, the reaper takes the lease back, and the
+// job, past its latest start, is cancelled with nothing charged, rather
+// than run past its deadline.
+func TestServer_SlowStart_deadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarket(t)
+		spec := testSpec()
+		deadline := time.Now().Add(time.Hour)
+		spec.DurationSeconds, spec.Deadline = 50*60, &deadline
+		j, err := m.srv.SubmitJob(m.renter, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		ls, err := m.srv.ListLeases(m.renter, idlegrid.LeaseFilter{JobID: j.ID})
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("the job's leases: %v, %v", ls, err)
+		}
+		l := ls[0]
+		if want := deadline.Add(-50 * time.Minute); l.StartBy == nil || !l.StartBy.Equal(want) {
+			t.Fatalf("the lease must start by %v, want %s, its job's latest start", l.StartBy, want)
+		}
+		m.advanceStarting(t, 10*time.Minute+30*time.Second, l.ID)
+		got := mustFindLease(t, m, l.ID)
+		if want := "it would not finish its job by its deadline, 2000-01-01T01:00:00Z"; got.State != idlegrid.LeasePreempted || !strings.Contains(got.Reason, want) {
+			t.Fatalf("the lease not started 10 minutes on: %s (%q), want preempted (%q)", got.State, got.Reason, want)
+		}
+		m.advance(t, 5*time.Second)
+		if got := mustFindJob(t, m, j.ID); got.State != idlegrid.JobCancelled || !strings.Contains(got.Reason, "it had not started by 2000-01-01T00:10:00Z") || got.ChargedMicros != 0 {
+			t.Fatalf("the job: %s (%q), charged %s; want cancelled, past its latest start, with nothing charged", got.State, got.Reason, got.ChargedMicros)
+		}
+		mustLedgerBalanced(t, m.store)
+	})
+}

@@ -715,7 +715,7 @@
       cell = `<span title="the node pulls the job's image: ${esc(gib(p.pulled_bytes))} of ${esc(gib(p.image_bytes))}">pulling ${pct(p.pulled_bytes / p.image_bytes)}</span>`;
     }
     if (l.state === 'assigned' && l.start_by) {
-      cell += ` · <span title="to end before the node's window closes or another job's reservation of it starts: not started by ${esc(l.start_by)}, the lease goes back to the queue">start by ${when(l.start_by)}</span>`;
+      cell += ` · <span title="not started by ${esc(l.start_by)}, the lease goes back to the queue, to keep the job's deadline, the node's window or another job's reservation">start by ${when(l.start_by)}</span>`;
     }
     return cell;
   };
