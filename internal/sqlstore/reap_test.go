@@ -29,8 +29,10 @@ func testLeasesToReap(t *testing.T, db *sqlstore.DB) {
 		To: idlegrid.LeaseCancelled, Reason: "done", At: at(3 * time.Minute)})
 	limitEnd := at(2*time.Minute + time.Hour)
 	startBy := mustAssignedLeaseWith(t, db, func(l *idlegrid.Lease) { l.StartBy = ptr(at(5 * time.Minute)) })
-	if got, err := db.FindLease(ctx, startBy.ID); err != nil || got.StartBy == nil || !got.StartBy.Equal(at(5*time.Minute)) {
-		t.Fatalf("a lease placed to start by %s reads back with StartBy %v (%v)", at(5*time.Minute), got.StartBy, err)
+	got, err := db.FindLease(ctx, startBy.ID)
+	mustOK(t, err)
+	if got.StartBy == nil || !got.StartBy.Equal(at(5*time.Minute)) {
+		t.Fatalf("a lease placed to start by %s reads back with StartBy %v", at(5*time.Minute), got.StartBy)
 	}
 
 	for _, tt := range []struct {

@@ -183,7 +183,7 @@ func TestDashboard_statesAndForms(t *testing.T) {
 		progress := eval[[]string](b, "read the progress", `[...document.querySelectorAll('#panel-job tbody tr')].map((r) => r.children[4].innerText)`)
 		if !slices.Equal(progress, []string{"—", "50%", "pulling 37.5%", "0% · start by in 30m"}) {
 			t.Errorf("the leases' Progress column reads %q, want [— 50%% pulling 37.5%% 0%% · start by in 30m]: the lease whose node pulls the image says how far, "+
-				"and a backfill ahead of a reservation by when it must start", progress)
+				"and a lease with a start-by by when it must start", progress)
 		}
 
 		click(`#panel-job button[data-action=cancel][data-id="job_run"]`)
