@@ -237,30 +237,14 @@ func TestServer_SlowStart_reserved(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				m := mustMarket(t)
-				barn1 := func(gpus int, d time.Duration) *idlegrid.Job {
-					spec := testSpec()
-					spec.GPUs, spec.DurationSeconds = gpus, int64(d/time.Second)
-					spec.MaxPriceMicrosPerGPUHour = 450_000 // below barn-2's ask: only barn-1 will do
-					j, err := m.srv.SubmitJob(m.renter, spec)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return j
-				}
-				mustStarted(t, m, barn1(1, time.Hour))
-				reserved := barn1(2, 3*time.Hour)
-				synctest.Wait()
+				mustStarted(t, m, mustSubmitted(t, m, onlyBarn1(1, time.Hour)))
+				reserved := mustSubmitted(t, m, onlyBarn1(2, 3*time.Hour))
 				if j := mustFindJob(t, m, reserved.ID); !strings.Contains(j.Reason, "2 GPUs on barn-1") {
 					t.Fatalf("the 2-GPU job: %s (%q), want barn-1 reserved for it", j.State, j.Reason)
 				}
 				time.Sleep(time.Second) // younger, so that a pass after a rebuild plans the reservation first
-				short := barn1(1, tt.short)
-				synctest.Wait()
-				ls, err := m.srv.ListLeases(m.renter, idlegrid.LeaseFilter{JobID: short.ID})
-				if err != nil || len(ls) != 1 {
-					t.Fatalf("the short job's leases: %v, %v", ls, err)
-				}
-				l := ls[0]
+				short := mustSubmitted(t, m, onlyBarn1(1, tt.short))
+				l, _ := mustCommandFor(t, m, short.ID)
 				want := l.CreatedAt.Add(-time.Second + time.Hour - tt.short) // the reservation's start, less its run
 				if timeout := l.CreatedAt.Add(2 * time.Minute); want.Before(timeout) {
 					want = timeout // never sooner than the start timeout
@@ -315,19 +299,8 @@ func TestServer_SlowStart_window(t *testing.T) {
 		}
 		synctest.Wait()
 		lease := func(d time.Duration) *idlegrid.Lease {
-			spec := testSpec()
-			spec.GPUs, spec.DurationSeconds = 1, int64(d/time.Second)
-			spec.MaxPriceMicrosPerGPUHour = 450_000 // below barn-2's ask: only barn-1 will do
-			j, err := m.srv.SubmitJob(m.renter, spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			synctest.Wait()
-			ls, err := m.srv.ListLeases(m.renter, idlegrid.LeaseFilter{JobID: j.ID})
-			if err != nil || len(ls) != 1 {
-				t.Fatalf("the %s job's leases: %v, %v", d, ls, err)
-			}
-			return ls[0]
+			l, _ := mustCommandFor(t, m, mustSubmitted(t, m, onlyBarn1(1, d)).ID)
+			return l
 		}
 		long, short := lease(90*time.Minute), lease(30*time.Minute)
 		if want := long.CreatedAt.Add(30 * time.Minute); long.StartBy == nil || !long.StartBy.Equal(want) {
@@ -358,16 +331,8 @@ func TestServer_SlowStart_deadline(t *testing.T) {
 		spec := testSpec()
 		deadline := time.Now().Add(time.Hour)
 		spec.DurationSeconds, spec.Deadline = 50*60, &deadline
-		j, err := m.srv.SubmitJob(m.renter, spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		ls, err := m.srv.ListLeases(m.renter, idlegrid.LeaseFilter{JobID: j.ID})
-		if err != nil || len(ls) != 1 {
-			t.Fatalf("the job's leases: %v, %v", ls, err)
-		}
-		l := ls[0]
+		j := mustSubmitted(t, m, spec)
+		l, _ := mustCommandFor(t, m, j.ID)
 		if want := deadline.Add(-50 * time.Minute); l.StartBy == nil || !l.StartBy.Equal(want) {
 			t.Fatalf("the lease must start by %v, want %s, its job's latest start", l.StartBy, want)
 		}
@@ -382,4 +347,25 @@ func TestServer_SlowStart_deadline(t *testing.T) {
 		}
 		mustLedgerBalanced(t, m.store)
 	})
+}
+
+// onlyBarn1 is a job for gpus GPUs over d that only barn-1 will take: its
+// cap is below barn-2's ask.
+func onlyBarn1(gpus int, d time.Duration) idlegrid.JobSpec {
+	spec := testSpec()
+	spec.GPUs, spec.DurationSeconds = gpus, int64(d/time.Second)
+	spec.MaxPriceMicrosPerGPUHour = 450_000
+	return spec
+}
+
+// mustSubmitted submits spec as m's renter and lets the scheduler act on
+// it.
+func mustSubmitted(t *testing.T, m *testMarket, spec idlegrid.JobSpec) *idlegrid.Job {
+	t.Helper()
+	j, err := m.srv.SubmitJob(m.renter, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	return j
 }
