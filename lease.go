@@ -17,7 +17,7 @@ const (
 	LeaseFailed    LeaseState = "failed"    // the workload or the node failed; Fault says whose
 	LeaseCancelled LeaseState = "cancelled" // stopped at the renter's request
 	LeaseLost      LeaseState = "lost"      // the node went silent or never started it
-	LeasePreempted LeaseState = "preempted" // stopped, after its notice, for higher-tier work (bronze), or with the rest of a gang whose node failed
+	LeasePreempted LeaseState = "preempted" // stopped, after its notice, for higher-tier work (bronze); with the rest of a gang whose node failed; or taken back unstarted past its start-by
 )
 
 // LeaseStates lists every lease state, in the order of a lease's life.

@@ -221,9 +221,11 @@ func (s *Server) reapLeases(ctx context.Context, beats map[string]time.Time) err
 	s.starts.forget(now.Add(-2 * s.cfg.StartTimeout)) // kept a while longer, for the reason it gives
 	for _, l := range leases {
 		overdue, stopped := s.startOverdue(l, now), s.receiptsStopped(l, now, heard, lasts)
-		late, err := s.startTooLate(ctx, l, now)
-		if err != nil {
-			return err
+		late := ""
+		if overdue == "" { // lost anyway: no need to ask what a start now would break
+			if late, err = s.startTooLate(ctx, l, now); err != nil {
+				return err
+			}
 		}
 		switch {
 		case overdue != "":
