@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -144,6 +145,66 @@ func TestServer_asksWhileStoring(t *testing.T) {
 		}
 		if a.err != nil || a.free[nodes[0].ID]+a.free[nodes[1].ID] != 2 {
 			t.Errorf("free GPUs while the placement is stored = %v, %v; want 2 of the 4, the job's 2 taken", a.free, a.err)
+		}
+	})
+}
+
+// TestServer_explainWhileStoring: an explanation of a job whose placement
+// is being stored waits for that batch alone, and then says the job runs;
+// it does not wait for the rest of the pass, which may take seconds more.
+func TestServer_explainWhileStoring(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := &placeGate{entered: make(chan struct{}), released: make(chan struct{})}
+		m := mustMarketOn(t, goldForAll, func(s idlegrid.Store) idlegrid.Store { gate.Store = s; return gate },
+			func(c *server.Config) { c.PlacementBatch = 1 })
+		spec := testSpec()
+		spec.GPUs = 1
+		submit := func() string {
+			j, err := m.srv.SubmitJob(m.renter, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return j.ID
+		}
+		gate.held.Store(true)
+		submit()
+		<-gate.entered // the first pass stores its one job; two more queue meanwhile
+		first := submit()
+		time.Sleep(time.Second) // the pass takes the older first
+		second := submit()
+		gate.released <- struct{}{}
+		<-gate.entered // the next pass stores the first of them, alone in its batch
+		answered := make(chan error, 1)
+		go func() { _, err := m.srv.Explain(m.renter, first); answered <- err }()
+		synctest.Wait()
+		select {
+		case err := <-answered:
+			t.Errorf("explained while its placement is stored: %v; want it to wait for the batch", err)
+			gate.held.Store(false)
+			gate.released <- struct{}{}
+			return
+		default:
+		}
+		gate.released <- struct{}{}
+		<-gate.entered // the same pass stores the second job
+		synctest.Wait()
+		select {
+		case err := <-answered:
+			if idlegrid.ErrorCode(err) != idlegrid.ECONFLICT || !strings.Contains(err.Error(), "is not queued: it has been running") {
+				t.Errorf("explain once its batch is stored: %v; want a conflict saying it runs", err)
+			}
+		default:
+			t.Error("the explanation waits for the whole pass; want it answered once its batch is stored")
+			gate.held.Store(false)
+			gate.released <- struct{}{}
+			<-answered
+			return
+		}
+		gate.held.Store(false)
+		gate.released <- struct{}{}
+		synctest.Wait()
+		if j, err := m.srv.FindJob(m.renter, second); err != nil || j.State != idlegrid.JobRunning {
+			t.Errorf("second job = %v, %v; want running", j, err)
 		}
 	})
 }

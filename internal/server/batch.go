@@ -8,14 +8,14 @@ import (
 	"github.com/idlegrid/idlegrid/internal/market"
 )
 
-// batchSize is how many placements a pass stores in one transaction. A
-// durable commit costs far more than the rows it writes, and a batch's
+// defaultPlacementBatch is how many placements a pass stores in one
+// transaction unless Config.PlacementBatch says. A durable commit costs far more than the rows it writes, and a batch's
 // placements share the index pages it changes (those keyed by node, say),
 // so a pass that places many jobs commits them together
 // (Store.PlaceJobs). Only a backlog fills a batch, which is stored in a
 // fifth of a second or so; a job that arrives while the scheduler is idle
 // is placed at once, in a batch of one.
-const batchSize = 1024
+const defaultPlacementBatch = 1024
 
 // placementBatch is what one pass has decided to place and not stored yet.
 // The engine already holds the picked GPUs for each job (Commit leaves a
@@ -51,7 +51,7 @@ func (b *placementBatch) add(ctx context.Context, j *idlegrid.Job, d market.Deci
 	b.funds[j.RenterID] -= hold
 	b.s.placing[j.ID] = true
 	b.jobs, b.ds, b.ps, b.holds = append(b.jobs, j), append(b.ds, d), append(b.ps, p), append(b.holds, hold)
-	if len(b.ps) >= batchSize {
+	if len(b.ps) >= b.s.cfg.PlacementBatch {
 		return b.flush(ctx)
 	}
 	return nil
@@ -71,6 +71,8 @@ func (b *placementBatch) flush(ctx context.Context) error {
 		}
 	}
 	clear(b.s.placing)
+	close(b.s.stored) // the explanations waiting for these jobs go on
+	b.s.stored = make(chan struct{})
 	clear(b.jobs)
 	clear(b.ps)
 	b.jobs, b.ds, b.ps, b.holds = b.jobs[:0], b.ds[:0], b.ps[:0], b.holds[:0]

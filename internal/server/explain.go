@@ -27,12 +27,14 @@ func (s *Server) Explain(ctx context.Context, jobID string) (*market.Explanation
 
 // engineExplain is the engine's explanation of j, and the escrow hold of
 // the placement it would make now, as storePlacement reckons it. When wait
-// is set and a pass is storing j's placement right now, it explains
-// nothing and says so (placing).
-func (s *Server) engineExplain(ctx context.Context, j *idlegrid.Job, wait bool) (x *market.Explanation, hold idlegrid.Micros, placing bool, err error) {
+// is set and a pass is placing j right now (its placement waits in the
+// batch being stored), it explains nothing and returns what closes once
+// the batch is stored (stored; nil otherwise).
+func (s *Server) engineExplain(ctx context.Context, j *idlegrid.Job, wait bool) (x *market.Explanation, hold idlegrid.Micros, stored <-chan struct{}, err error) {
 	x = &market.Explanation{}
 	err = s.askScan(ctx, "explains", func(e *market.Engine) {
-		if placing = wait && s.placing[j.ID]; placing {
+		if wait && s.placing[j.ID] {
+			stored = s.stored
 			return
 		}
 		now := s.Now()
@@ -41,18 +43,24 @@ func (s *Server) engineExplain(ctx context.Context, j *idlegrid.Job, wait bool) 
 			hold = holdOf(s.placement(e, j, picks, now))
 		}
 	})
-	return x, hold, placing, err
+	return x, hold, stored, err
 }
 
-// maxExplainWaits is how many passes an explanation waits for, while the
+// maxExplainWaits is how many batches an explanation waits for, while the
 // job's placement is being stored in each, before it answers as it is.
 const maxExplainWaits = 3
 
-// afterPass waits until the scheduler is between passes and returns job
-// id as it then stands, or notQueued when it is placed or ended.
-func (s *Server) afterPass(ctx context.Context, id string) (*idlegrid.Job, error) {
-	if err := s.BetweenPasses(ctx); err != nil {
-		return nil, err
+// afterStored waits until stored is closed, the batch that places job id
+// stored, and returns the job as it then stands, or notQueued when it is
+// placed or ended. It waits for that batch alone: the rest of a pass of
+// thousands of jobs may take seconds more.
+func (s *Server) afterStored(ctx context.Context, id string, stored <-chan struct{}) (*idlegrid.Job, error) {
+	select {
+	case <-stored:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.stopped:
+		return nil, idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is shutting down")
 	}
 	j, err := s.store.FindJob(ctx, id)
 	if err != nil {
@@ -97,14 +105,14 @@ func notQueued(j *idlegrid.Job) error {
 //
 // A job whose placement a pass is storing right now holds its own GPUs in
 // the engine (its claim): explained then, it would wait for itself. It is
-// explained once the pass has ended, as it then stands.
+// explained once that batch is stored, as it then stands.
 func (s *Server) explain(ctx context.Context, j *idlegrid.Job) (*market.Explanation, error) {
-	x, hold, placing, err := s.engineExplain(ctx, j, true)
-	for try := 1; err == nil && placing; try++ {
-		if j, err = s.afterPass(ctx, j.ID); err != nil {
+	x, hold, stored, err := s.engineExplain(ctx, j, true)
+	for try := 1; err == nil && stored != nil; try++ {
+		if j, err = s.afterStored(ctx, j.ID, stored); err != nil {
 			return nil, err
 		}
-		x, hold, placing, err = s.engineExplain(ctx, j, try < maxExplainWaits)
+		x, hold, stored, err = s.engineExplain(ctx, j, try < maxExplainWaits)
 	}
 	if err != nil || len(x.Picks()) == 0 {
 		return x, err

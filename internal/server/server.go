@@ -52,6 +52,9 @@ type Config struct {
 	// QueuedPerPass is how many queued jobs one placement pass reads,
 	// highest tier first; default 10,000.
 	QueuedPerPass int
+	// PlacementBatch is how many placements a pass stores in one
+	// transaction (Store.PlaceJobs); default 1,024.
+	PlacementBatch int
 	// PayoutHold is how long a provider's earnings stay pending after the
 	// settlement that credited them before they become payable; default
 	// 72h, negative for none (payable at the next reaper pass).
@@ -143,6 +146,9 @@ func (c *Config) setDefaults() {
 	if c.QueuedPerPass <= 0 {
 		c.QueuedPerPass = defaultQueuedPerPass
 	}
+	if c.PlacementBatch <= 0 {
+		c.PlacementBatch = defaultPlacementBatch
+	}
 	if c.RunoutMargin == 0 {
 		c.RunoutMargin = 2 * time.Minute
 	}
@@ -184,6 +190,11 @@ type Server struct {
 	// stored (placementBatch); only the scheduler's goroutine, and the asks
 	// it runs, read or write it.
 	placing map[string]bool
+	// stored is closed, and replaced, once the batch being placed now has
+	// been stored and its outcome carried out: an explanation of a job
+	// in placing waits on it (explain.go). Only the scheduler's goroutine,
+	// and the asks it runs, read or replace it.
+	stored  chan struct{}
 	stopped chan struct{} // closed when the scheduler has stopped
 	metrics *metrics
 	waiters waiters // wakes agents' long polls, by node
@@ -260,8 +271,8 @@ func Open(cfg Config) (*Server, error) {
 		store: cfg.Store, clock: cfg.Clock, rules: rules, opened: cfg.Clock.Now(),
 		cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), cancel: cancel,
 		asks: make(chan func(*market.Engine)), passGap: make(chan func(*market.Engine)), stopped: make(chan struct{}),
-		placing: map[string]bool{},
-		audit:   auditLog, logins: logins, scans: newScanBudget(cfg.ScanShare, cfg.ScanBurst),
+		placing: map[string]bool{}, stored: make(chan struct{}),
+		audit: auditLog, logins: logins, scans: newScanBudget(cfg.ScanShare, cfg.ScanBurst),
 		marketView: readCache[[]market.MarketStat]{ttl: marketViewTTL}, explains: readCache[*market.Explanation]{ttl: explainTTL},
 		trust: trust{policy: cfg.TrustPolicy, uptime: map[string]*uptimeTrack{}}, draining: make(chan struct{}),
 		restands: make(chan *idlegrid.Dispute, restandQueue),
