@@ -1,7 +1,9 @@
 // Command idlegrid is the one binary of the idlegrid GPU marketplace: the
 // server, the provider agent, the renter's and operator's CLI, and the
 // all-in-one developer demo. All of its wiring lives in internal/cli; this
-// file only turns signals into a context and exits once.
+// file only turns signals into a context and exits once. A hangup (the
+// terminal that ran `idlegrid dev` closed) stops it as Ctrl-C does, so it
+// still cleans up after itself.
 package main
 
 import (
@@ -16,8 +18,11 @@ import (
 	"github.com/idlegrid/idlegrid/internal/cli"
 )
 
+// stopSignals end the command gracefully; a second one ends it at once.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	go forceExitOnSecondSignal(ctx)
 	code := cli.Main(ctx, os.Args[1:], cli.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.Getenv)
 	stop()
@@ -29,7 +34,7 @@ func main() {
 func forceExitOnSecondSignal(ctx context.Context) {
 	<-ctx.Done()
 	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(ch, stopSignals...)
 	<-ch
 	fmt.Fprintln(os.Stderr, "idlegrid: second signal, exiting now")
 	os.Exit(130)

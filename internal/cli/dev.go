@@ -64,7 +64,8 @@ DIR/renter.key, so the CLI can be used from another terminal. Without
 run carries on with the same accounts, nodes and jobs. Ctrl-C stops the
 renter, then the agents (a lease cut short by its node's shutdown is the
 provider's fault: the renter pays nothing for it and the job is requeued),
-then the server, and prints a final summary.
+then the server, and prints a final summary; so does closing the
+terminal (a hangup), or a SIGTERM.
 
 With --runtime docker the agents run every job in a Docker container of the
 local engine, sandboxed as on a real node: a demo workload (the idlegrid

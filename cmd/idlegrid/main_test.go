@@ -1,0 +1,99 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain runs main itself when this test binary is started as the
+// idlegrid command (runMainEnv), so that a test can signal a real process.
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+const runMainEnv = "IDLEGRID_TEST_RUN_MAIN"
+
+// TestHangupStopsDev: closing the terminal that runs idlegrid dev (a
+// hangup) stops it as Ctrl-C does: it exits 0 and removes its temporary
+// directory, rather than dying with the market's files left behind.
+func TestHangupStopsDev(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no hangup signal to send on Windows")
+	}
+	tmp := t.TempDir()
+	cmd := exec.Command(os.Args[0], "dev", "--addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), runMainEnv+"=1", "TMPDIR="+tmp)
+	out, err := os.Create(filepath.Join(t.TempDir(), "dev.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	if !waitForServing(out.Name(), exited) {
+		stopped = true
+		t.Fatalf("dev exited before its market ran; its output:\n%s", readAll(t, out.Name()))
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		stopped = true
+		if err != nil {
+			t.Errorf("dev after a hangup: %v, want exit status 0; its output:\n%s", err, readAll(t, out.Name()))
+		}
+	case <-time.After(2 * time.Minute): // a guard against a hang, not a measure of speed
+		t.Fatalf("dev still runs 2 minutes after a hangup; its output:\n%s", readAll(t, out.Name()))
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "idlegrid-dev-*")); len(left) > 0 {
+		t.Errorf("dev left %v behind after a hangup", left)
+	}
+}
+
+// waitForServing waits until dev's output, in file out, says where its
+// dashboard is served, once its market runs (true), or dev has exited
+// (false).
+func waitForServing(out string, exited <-chan error) bool {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b, _ := os.ReadFile(out); strings.Contains(string(b), "dashboard http://") {
+			return true
+		}
+		select {
+		case <-exited:
+			return false
+		case <-tick.C:
+		}
+	}
+}
+
+func readAll(t *testing.T, name string) string {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Error(err)
+	}
+	return string(b)
+}
