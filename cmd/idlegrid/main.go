@@ -18,12 +18,21 @@ import (
 	"github.com/idlegrid/idlegrid/internal/cli"
 )
 
-// stopSignals end the command gracefully; a second one ends it at once.
-var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+// stopSignals are the signals that end the command gracefully; a second
+// one ends it at once. A hangup is one unless the command was started
+// with it ignored (nohup), which asking for it would undo.
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
+}
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
-	go forceExitOnSecondSignal(ctx)
+	sigs := stopSignals()
+	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
+	go forceExitOnSecondSignal(ctx, sigs)
 	code := cli.Main(ctx, os.Args[1:], cli.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.Getenv)
 	stop()
 	os.Exit(code)
@@ -31,10 +40,10 @@ func main() {
 
 // forceExitOnSecondSignal waits for the first signal to cancel ctx, then
 // exits at once on a second one, for when a graceful shutdown hangs.
-func forceExitOnSecondSignal(ctx context.Context) {
+func forceExitOnSecondSignal(ctx context.Context, sigs []os.Signal) {
 	<-ctx.Done()
 	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, stopSignals...)
+	signal.Notify(ch, sigs...)
 	<-ch
 	fmt.Fprintln(os.Stderr, "idlegrid: second signal, exiting now")
 	os.Exit(130)

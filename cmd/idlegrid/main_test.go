@@ -3,8 +3,10 @@ package main
 import (
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -69,6 +71,25 @@ func TestHangupStopsDev(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(tmp, "idlegrid-dev-*")); len(left) > 0 {
 		t.Errorf("dev left %v behind after a hangup", left)
+	}
+}
+
+// TestStopSignals_nohup: started with hangups ignored (nohup), the
+// command keeps ignoring them, as Go would stop doing once asked to
+// deliver them; otherwise a hangup stops it.
+func TestStopSignals_nohup(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no hangup signal on Windows")
+	}
+	t.Cleanup(func() { signal.Reset(syscall.SIGHUP) })
+	if signal.Ignored(syscall.SIGHUP) {
+		t.Log("this test runs under nohup itself")
+	} else if !slices.Contains(stopSignals(), os.Signal(syscall.SIGHUP)) {
+		t.Errorf("stop signals %v leave out SIGHUP; want it while hangups are not ignored", stopSignals())
+	}
+	signal.Ignore(syscall.SIGHUP)
+	if sigs := stopSignals(); slices.Contains(sigs, os.Signal(syscall.SIGHUP)) {
+		t.Errorf("stop signals %v under nohup; want SIGHUP left ignored", sigs)
 	}
 }
 
