@@ -543,24 +543,26 @@ func (e *Engine) ForgetJob(jobID string) {
 	}
 }
 
-// EndBy is when a lease of jobID, of tier, on nodeID must have ended,
-// and why: the close of the node's window, when it is open now (a node
-// closed now, drained say, lets its gold and silver run on), or for gold
-// and silver, the start of another job's reservation of it (bronze is
-// given notice then). ok is false when neither follows. The coordinator
-// asks it of a lease its node has not started by its Pick's StartBy:
-// started later, it would run into what follows.
-func (e *Engine) EndBy(nodeID, jobID string, tier idlegrid.Tier) (at time.Time, why string, ok bool) {
-	nd := e.nodes[nodeID]
-	if nd == nil {
+// EndBy is when the lease leaseID must have ended, and why: the close of
+// its node's window, when it is open now (a node closed now, drained say,
+// lets its gold and silver run on), or for gold and silver, the start of
+// another job's reservation of the node that needs the lease's GPUs (see
+// resNeeds; bronze is given notice then). ok is false when neither
+// follows, or the engine does not hold the lease on an online node. The
+// coordinator asks it of a lease its node has not started by its Pick's
+// StartBy: started later, it would run into what follows.
+func (e *Engine) EndBy(leaseID string) (at time.Time, why string, ok bool) {
+	h := e.leases[leaseID]
+	if h == nil || h.nd == nil {
 		return time.Time{}, "", false
 	}
+	nd := h.nd
 	end := int64(always)
 	if nd.until != always && nd.until != 0 {
 		end, why = nd.until, "the close of the node's window"
 	}
-	if r := nd.res; nd.reserved && r.jobID != jobID && tier != idlegrid.TierBronze && r.start < end {
-		end, why = r.start, "the start of another job's reservation of the node"
+	if nd.resNeeds(h) && nd.res.start < end {
+		end, why = nd.res.start, "the start of another job's reservation of the node"
 	}
 	if end == always {
 		return time.Time{}, "", false

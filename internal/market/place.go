@@ -1048,6 +1048,28 @@ func takesReserved(q *query, nd *node, gpus []idlegrid.GPU) bool {
 	return needed > nd.freeFor(r)-nd.resGPUs
 }
 
+// resNeeds reports whether nd's reservation needs GPUs of h, a gold or
+// silver hold of another job, at its start: it counted on h having ended
+// by then, and without h's GPUs it can use it would be short. It is
+// takesReserved asked of a hold already placed: one placed on GPUs the
+// reservation could spare, to run past its start, it does not need.
+func (nd *node) resNeeds(h *hold) bool {
+	r := nd.res
+	if !nd.reserved || h.bronze || r.jobID == h.jobID || h.freeBy() > r.start {
+		return false
+	}
+	needed := h.gpus
+	if nd.mixed {
+		needed = 0
+		for i, o := range nd.held {
+			if o == h && r.uses(nd.gpus[i]) {
+				needed++
+			}
+		}
+	}
+	return needed > 0 && needed > nd.freeFor(r)-nd.resGPUs
+}
+
 // heldPrice rounds a second-score price to the micro and holds it between
 // the ask and the cap while it is still a float: a runner-up's score may
 // be beyond what int64 micros hold (a flaky node under a heavy weight),

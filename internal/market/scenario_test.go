@@ -38,6 +38,7 @@ import (
 //	queue job=j1
 //	explain job=j1
 //	market
+//	end-by lease=l1      (by when the lease must end, for a start now: EndBy)
 //
 // Times print relative to the scenario's start, Monday 2025-03-10 12:00 UTC.
 func TestEngine_scenarios(t *testing.T) {
@@ -229,7 +230,7 @@ func (h *harness) run(td *datadriven.TestData) (out string, err error) {
 	case "market":
 		return h.market(), nil
 	case "end-by":
-		at, why, ok := h.e.EndBy(a.str("node", ""), a.str("job", ""), idlegrid.Tier(a.str("tier", "silver")))
+		at, why, ok := h.e.EndBy(a.str("lease", ""))
 		if !ok {
 			return "nothing follows\n", nil
 		}

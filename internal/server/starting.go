@@ -204,7 +204,7 @@ func (s *Server) startedNow(ctx context.Context, l *idlegrid.Lease, now time.Tim
 	var endBy time.Time
 	var what string
 	var ok bool
-	if err := s.ask(ctx, func(e *market.Engine) { endBy, what, ok = e.EndBy(l.NodeID, l.JobID, l.Tier) }); err != nil {
+	if err := s.ask(ctx, func(e *market.Engine) { endBy, what, ok = e.EndBy(l.ID) }); err != nil {
 		return "", err
 	}
 	if !ok || !now.Add(time.Duration(l.LimitSeconds)*time.Second).After(endBy) {
