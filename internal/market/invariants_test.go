@@ -327,6 +327,7 @@ func (d *driver) handle(j *idlegrid.Job) {
 			}
 			d.leases[l.ID] = l
 			d.e.AddLease(l)
+			d.checkEndBy(j, p, l.ID)
 		}
 		delete(d.waiting, j.ID)
 		d.forgetPromise(j.ID)
@@ -371,6 +372,32 @@ func (d *driver) handle(j *idlegrid.Job) {
 			d.forgetPromise(j.ID) // the reservation was lost (its node went away)
 		}
 	}
+}
+
+// checkEndBy checks that the engine, asked by when a gold or silver lease
+// just placed must end, agrees with its pick's StartBy less the job's run:
+// the coordinator judges a late start by the one, set by the other.
+func (d *driver) checkEndBy(j *idlegrid.Job, p market.Pick, leaseID string) {
+	if j.Tier == idlegrid.TierBronze {
+		return
+	}
+	at, why, ok := d.e.EndBy(leaseID)
+	var want time.Time
+	if ok {
+		want = at.Add(-time.Duration(j.DurationSeconds) * time.Second).Truncate(time.Second)
+	}
+	if !want.Equal(p.StartBy) {
+		d.fail("lease %s of %s job %s on %s: start-by %s, but end-by %s (%s)",
+			leaseID, j.Tier, j.ID, p.Node.ID, sinceStart(p.StartBy), sinceStart(at), why)
+	}
+}
+
+// sinceStart is t after the run's start, or "none" for the zero time.
+func sinceStart(t time.Time) string {
+	if t.IsZero() {
+		return "none"
+	}
+	return t.Sub(now).String()
 }
 
 // checkGangsNoticed checks that a preemption stops a victim's gang whole:
