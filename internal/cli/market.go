@@ -41,10 +41,18 @@ clearing price, and a suggested ask per tier for providers.`,
 	}
 	t := newTable(c.env.Out, "MODEL", "REGION", "SUPPLY", "FREE", "QUEUED", "FILL", "LAST PRICE $/GPU-h", "SUGGESTED ASK $/GPU-h")
 	for _, s := range stats {
-		t.row(s.GPUModel, s.Region, s.SupplyGPUs, s.FreeGPUs, fmt.Sprintf("%d jobs/%d GPUs", s.QueuedJobs, s.QueuedGPUs),
+		t.row(s.GPUModel, s.Region, s.SupplyGPUs, s.FreeGPUs, queued(s.QueuedJobs, s.QueuedGPUs),
 			fmt.Sprintf("%.0f%%", 100*s.FillRate), lastPrice(s.Prices), tierPrices(s.SuggestedAsk))
 	}
 	return t.flush()
+}
+
+// queued is a cell's queued demand, "2 jobs/10 GPUs", or "-" for none.
+func queued(jobs, gpus int) string {
+	if jobs == 0 {
+		return "-"
+	}
+	return counted(jobs, "job") + "/" + counted(gpus, "GPU")
 }
 
 func lastPrice(ps []wire.PricePoint) string {

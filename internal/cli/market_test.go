@@ -113,3 +113,19 @@ func TestPrintJob_cancelRequested(t *testing.T) {
 		t.Errorf("job get of a cancelled running job:\n%s\nwant a row %q", out.String(), want)
 	}
 }
+
+func TestQueued(t *testing.T) {
+	for _, tt := range []struct {
+		jobs, gpus int
+		want       string
+	}{
+		{0, 0, "-"},
+		{1, 1, "1 job/1 GPU"},
+		{1, 16, "1 job/16 GPUs"},
+		{3, 10, "3 jobs/10 GPUs"},
+	} {
+		if got := queued(tt.jobs, tt.gpus); got != tt.want {
+			t.Errorf("queued(%d, %d) = %q, want %q", tt.jobs, tt.gpus, got, tt.want)
+		}
+	}
+}
