@@ -624,6 +624,12 @@ func leaseChanges(prev, l *idlegrid.Lease, nodes nodeNames) []change {
 			out = append(out, change{*l.StartedAt, "started on " + on})
 		}
 	}
+	// A lease now running started before the checkpoints and the notice
+	// said below; one that ended, after them.
+	ended := stateChanges(prev, l, on)
+	if l.State == idlegrid.LeaseRunning {
+		out, ended = append(out, ended...), nil
+	}
 	switch {
 	case l.CheckpointRef != "" && l.CheckpointRef != prev.CheckpointRef:
 		out = append(out, change{text: fmt.Sprintf("checkpoint on %s: %s", on, l.CheckpointRef)})
@@ -639,14 +645,22 @@ func leaseChanges(prev, l *idlegrid.Lease, nodes nodeNames) []change {
 	if line := stopLine(prev, l, on, !seen); line != "" {
 		out = append(out, change{at: timeOr(l.NoticeAt), text: line})
 	}
-	if l.State != prev.State {
-		at := l.EndedAt
-		if l.State == idlegrid.LeaseRunning {
-			at = l.StartedAt
-		}
-		for _, line := range leaseStateLine(l, on) {
-			out = append(out, change{timeOr(at), line})
-		}
+	return append(out, ended...)
+}
+
+// stateChanges says the state l moved to from prev's, dated as the server
+// recorded the move.
+func stateChanges(prev, l *idlegrid.Lease, on string) []change {
+	if l.State == prev.State {
+		return nil
+	}
+	at := l.EndedAt
+	if l.State == idlegrid.LeaseRunning {
+		at = l.StartedAt
+	}
+	var out []change
+	for _, line := range leaseStateLine(l, on) {
+		out = append(out, change{timeOr(at), line})
 	}
 	return out
 }

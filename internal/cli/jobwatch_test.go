@@ -97,12 +97,19 @@ func TestJobChanges(t *testing.T) {
 	}
 }
 
+// A watch that joins a job midway says what its running lease went
+// through in the order it happened: placed, started, then its checkpoint
+// and notice.
 func TestJobChanges_joinsMidway(t *testing.T) {
 	views := watchScript()
-	got := strings.Join(texts(jobChanges(nil, views[6])), "\n")
-	for _, w := range []string{"placed on node_a", "checkpoint on node_a", "notice on node_a", "started on node_a"} {
-		if !strings.Contains(got, w) {
-			t.Errorf("first view of a running job:\n%s\nwant %q", got, w)
+	got := texts(jobChanges(nil, views[6]))
+	want := []string{"placed on node_a", "started on node_a", "checkpoint on node_a", "notice on node_a"}
+	if len(got) != len(want) {
+		t.Fatalf("first view of a running job:\n%s\nwant lines beginning %q", strings.Join(got, "\n"), want)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Errorf("first view of a running job:\n%s\nwant line %d to begin %q", strings.Join(got, "\n"), i, w)
 		}
 	}
 }
