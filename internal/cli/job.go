@@ -403,17 +403,6 @@ func appendMeant(meant, offered []string, name string) []string {
 	return meant
 }
 
-// modelsOnOffer is the GPU models of the market (GET /v1/market), in
-// order: those of the nodes online, whether their windows are open or
-// not, and those sold lately.
-func modelsOnOffer(ctx context.Context, cl *client.Client) ([]string, error) {
-	stats, err := cl.Market(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return offeredIn(stats, func(st wire.MarketStat) string { return st.GPUModel }), nil
-}
-
 // offeredIn is what of (a GPU model, a region) the market's stats hold,
 // in order: that of the nodes online, whether their windows are open or
 // not, and that sold lately.
