@@ -32,7 +32,7 @@ func TestLeaseChanges_stopIsNotANotice(t *testing.T) {
 		{"cancel under notice", &noticed, &replaced, "stopping on node_a: cancelled by the renter"},
 		{"the same notice again", &noticed, &noticed, ""},
 		{"a cancel seen first", nil, &cancelled, "placed on node_a: 0 GPU(s) at $0.000000/GPU-h, silver, attempt 0\n" +
-			"stopping on node_a: cancelled by the renter\nstarted on node_a"},
+			"started on node_a\nstopping on node_a: cancelled by the renter"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := strings.Join(texts(leaseChanges(tt.prev, tt.next, nodeNames{})), "\n")
