@@ -53,3 +53,48 @@ func TestServer_RunoutSpendLimitNotYetReached(t *testing.T) {
 		}
 	})
 }
+
+// TestServer_SpendLimitWhileRunning_key: a key's spend limit, reached
+// while jobs run, stops the leases of the jobs that key submitted, and
+// only those: the account's other key runs on.
+func TestServer_SpendLimitWhileRunning_key(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMoneyMarket(t)
+		team, key := mustKeyAs(t, m, m.renter, idlegrid.AccessUse)
+		spec := testSpec()
+		spec.Tier, spec.MaxPriceMicrosPerGPUHour = idlegrid.TierBronze, 600_000
+		capped, err := m.srv.SubmitJob(team, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		free, err := m.srv.SubmitJob(m.renter, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cappedLease, _ := mustStarted(t, m, capped)
+		freeLease, _ := mustStarted(t, m, free)
+		m.advance(t, 5*time.Minute)
+
+		low := idlegrid.MicrosPerUnit / 100
+		if _, err := m.srv.SetKeyLimit(m.renter, key.ID, &low); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.srv.Reap(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := m.srv.FindLease(m.renter, cappedLease.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "notice: spend limit of API key " + key.ID + " reached"; !strings.HasPrefix(got.StopRequested, want) || got.NoticeAt == nil {
+			t.Fatalf("the capped key's lease: stop %q at %v, want it to begin %q", got.StopRequested, got.NoticeAt, want)
+		}
+		if got, _, err = m.srv.FindLease(m.renter, freeLease.ID); err != nil || got.StopRequested != "" || got.NoticeAt != nil {
+			t.Fatalf("the other key's lease: stop %q at %v (%v), want it left running", got.StopRequested, got.NoticeAt, err)
+		}
+		notices, err := m.srv.ListNotices(m.renter, idlegrid.NoticeFilter{})
+		if err != nil || len(notices) != 1 || notices[0].LeaseID != cappedLease.ID {
+			t.Fatalf("notices = %+v (%v), want one, for lease %s", notices, err, cappedLease.ID)
+		}
+	})
+}
