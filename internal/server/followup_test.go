@@ -123,6 +123,20 @@ func reapLater(t *testing.T, m *testMarket, nodes ...context.Context) {
 	synctest.Wait()
 }
 
+// mustPending is the one follow-up pending, after tries failed tries of
+// the reaper.
+func mustPending(t *testing.T, m *testMarket, tries int) *idlegrid.FollowUp {
+	t.Helper()
+	fs, err := m.store.DueFollowUps(context.Background(), time.Now().Add(24*time.Hour), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 1 || fs[0].Tries != tries {
+		t.Fatalf("pending follow-ups %+v, want one after %d failed tries", fs, tries)
+	}
+	return fs[0]
+}
+
 // TestServer_FollowUps: what follows a lease's end is done once, even
 // when it fails after the end was committed: the reaper does it again.
 func TestServer_FollowUps(t *testing.T) {
@@ -146,6 +160,37 @@ func TestServer_FollowUps(t *testing.T) {
 				t.Errorf("the other lease is %s, asked to stop for %q; want asked to stop for %q", got.State, got.StopRequested, want)
 			}
 			wantNoFollowUps(t, m)
+		})
+	})
+	t.Run("a follow-up that fails again waits longer each time", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m, f := mustFlakyMarket(t, goldForAll)
+			j, gang := mustGang(t, m)
+			f.arm("ListLeases", 3) // the live path's read of the gang, and the reaper's first two
+			if err := m.srv.ReportLease(m.node, gang[0].lease.ID, idlegrid.LeaseReport{State: idlegrid.LeaseFailed,
+				Fault: idlegrid.FaultProvider, Message: "GPU fell off the bus"}); err != nil {
+				t.Fatal(err)
+			}
+			due := mustPending(t, m, 0).DueAt // the live path's chance over
+			// The reaper tries at its first pass past each due time: the
+			// wait from one due time to the next is the wait after a
+			// failed try, and a pass's period more at most.
+			for tries, wait := range []time.Duration{2 * time.Minute, 4 * time.Minute} {
+				reapLater(t, m)
+				next := mustPending(t, m, tries+1).DueAt
+				if gap := next.Sub(due); gap < wait || gap > wait+time.Minute {
+					t.Fatalf("after %d failed tries the follow-up is due %s after it was, want %s (and a pass's period)", tries+1, gap, wait)
+				}
+				due = next
+			}
+			if n := confirmStops(t, m, j.ID); n != 0 {
+				t.Fatalf("%d stops confirmed before the follow-up succeeded, want none", n)
+			}
+			reapLater(t, m)
+			wantNoFollowUps(t, m)
+			if got := mustFindLease(t, m, gang[1].lease.ID); got.StopRequested == "" {
+				t.Errorf("the other lease is %s, not asked to stop once the follow-up succeeded", got.State)
+			}
 		})
 	})
 	t.Run("a broken notice is convicted once", func(t *testing.T) {
