@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -209,6 +210,51 @@ func TestGateway_circuitBreaker(t *testing.T) {
 			t.Errorf("breakers = %+v, want %+v", got, want)
 		}
 	})
+}
+
+// TestGateway_modelGone: a node that answers 404 for a model the catalog
+// says it serves no longer serves it. The request goes to the next
+// provider, and the gateway reads the catalog again at the next request,
+// not when it ages out; a request that went well leaves it be.
+func TestGateway_modelGone(t *testing.T) {
+	clock := &manualClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	var reads atomic.Int64
+	p := mustPair(t, func(c *gateway.Config) {
+		c.Clock, c.Store = clock, &catalogReads{Store: c.Store, n: &reads}
+	})
+	ask := func(want string) int64 {
+		t.Helper()
+		before := reads.Load()
+		got, _, err := p.chat(t, cheapestFirst)
+		if err != nil || got.Choices[0].Message.Content != want {
+			t.Fatalf("got %v, %v; want %q", got, describe(err), want)
+		}
+		return reads.Load() - before
+	}
+	if n := ask("Hello from alpha."); n != 0 {
+		t.Fatalf("a request alpha answered read the catalog %d times, want none: it has not aged", n)
+	}
+	p.A.set(faultGone)
+	if n := ask("Hello from beta."); n != 0 {
+		t.Fatalf("the request alpha refused read the catalog %d times, want none until the next", n)
+	}
+	if n := ask("Hello from beta."); n != 1 {
+		t.Errorf("the request after alpha's 404 read the catalog %d times, want once", n)
+	}
+}
+
+// catalogReads counts the gateway's reads of its catalog: the nodes that
+// serve models.
+type catalogReads struct {
+	idlegrid.Store
+	n *atomic.Int64
+}
+
+func (c *catalogReads) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid.Node, error) {
+	if f.ServesModels {
+		c.n.Add(1)
+	}
+	return c.Store.ListNodes(ctx, f)
 }
 
 // A provider at its concurrency answers 429. That is back-pressure from a

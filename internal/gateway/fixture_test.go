@@ -315,6 +315,7 @@ const (
 	fault401       = "401"        // refuses the agent's credentials for the model server
 	faultFlood     = "flood"      // a stream of big chunks that ends only when the request does
 	faultHTML      = "html"       // answers as usual, but says its answer is text/html
+	faultGone      = "gone"       // answers 404: it no longer serves the model
 )
 
 // greedyTokens is the usage a greedy mock reports, whatever it served.
@@ -399,6 +400,8 @@ func (m *mock) fault(w http.ResponseWriter, r *http.Request) bool {
 		writeError(w, http.StatusTooManyRequests, "rate_limit_error", "queue full")
 	case fault401:
 		writeError(w, http.StatusUnauthorized, "authentication_error", "Incorrect API key provided")
+	case faultGone:
+		writeError(w, http.StatusNotFound, "invalid_request_error", "The model `upstream-model` does not exist")
 	case faultSlowFirst:
 		select {
 		case <-m.freed:
