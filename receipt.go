@@ -108,7 +108,7 @@ func (r *Receipt) Validate() error {
 		return Invalid("receipt.energy_wh", "receipt %d: must not be negative (0 when unknown), got %d", r.Seq, r.EnergyWh)
 	case r.Seq == 1 && r.PrevHash != "":
 		return Invalid("receipt.prev_hash", "receipt 1 has no previous receipt; must be empty")
-	case r.Seq > 1 && !isHexHash(r.PrevHash):
+	case r.Seq > 1 && !IsHexSHA256(r.PrevHash):
 		return Invalid("receipt.prev_hash", "receipt %d: must be the hex SHA-256 of receipt %d", r.Seq, r.Seq-1)
 	}
 	return nil
@@ -172,7 +172,9 @@ func hasControl(s string) bool {
 	return false
 }
 
-func isHexHash(s string) bool {
+// IsHexSHA256 reports whether s is a SHA-256 hash in lowercase hex, as
+// idlegrid writes them.
+func IsHexSHA256(s string) bool {
 	if len(s) != 2*sha256.Size {
 		return false
 	}

@@ -455,8 +455,8 @@ func validAnswer(a *idlegrid.ChallengeAnswer) error {
 		if len(a.Unsupported) > 500 {
 			return idlegrid.Invalid("answer.unsupported", "at most 500 characters")
 		}
-	case len(a.Digest) != 64:
-		return idlegrid.Invalid("answer.digest", "must be a hex SHA-256")
+	case !idlegrid.IsHexSHA256(a.Digest):
+		return idlegrid.Invalid("answer.digest", "must be a SHA-256 in lowercase hex (64 characters)")
 	case a.ElapsedNanos <= 0:
 		return idlegrid.Invalid("answer.elapsed_nanos", "must be positive")
 	case a.VRAMMB < 0:
