@@ -1200,6 +1200,19 @@ func testTransitionErrors(t *testing.T, db *sqlstore.DB) {
 		tr = succeed(0)
 		tr.To = "paused"
 		wantCode(t, db.TransitionLease(ctx, tr, nil), idlegrid.EINVALID)
+		for field, edit := range map[string]func(*idlegrid.LeaseTransition){
+			"transition.lease_id":       func(tr *idlegrid.LeaseTransition) { tr.LeaseID = "" },
+			"transition.at":             func(tr *idlegrid.LeaseTransition) { tr.At = time.Time{} },
+			"transition.charged_micros": func(tr *idlegrid.LeaseTransition) { tr.ChargedMicros = -1 },
+		} {
+			tr := succeed(0)
+			tr.From = append(tr.From, idlegrid.LeaseAssigned) // the lease's state: only the field is wrong
+			edit(tr)
+			wantField(t, db.TransitionLease(ctx, tr, nil), field)
+		}
+		if got, err := db.FindLease(ctx, l.ID); err != nil || got.State != idlegrid.LeaseAssigned {
+			t.Errorf("the lease after the refused transitions: %v (%v), want still assigned", got.State, err)
+		}
 	})
 	start(t, db, l)
 	// A settle that overdraws the hold fails, and takes the whole transition with it.
