@@ -80,6 +80,24 @@ func testDisputes(t *testing.T, db *sqlstore.DB) {
 		tr := slash(wrong, 5)
 		wrong.PenaltyMicros = 6 // says one thing, moves another
 		wantCode(t, db.OpenDispute(ctx, wrong, tr, nil), idlegrid.EINVALID)
+		for field, edit := range map[string]func(d *idlegrid.Dispute){
+			"dispute":                func(d *idlegrid.Dispute) { d.Offence = "" },
+			"dispute.state":          func(d *idlegrid.Dispute) { d.State = idlegrid.DisputeDismissed },
+			"dispute.created_at":     func(d *idlegrid.Dispute) { d.CreatedAt = time.Time{} },
+			"dispute.penalty_micros": func(d *idlegrid.Dispute) { d.HarmMicros = -1 },
+			"dispute.penalty":        func(d *idlegrid.Dispute) { d.State, d.PenaltyMicros = idlegrid.DisputeUpheld, 5 }, // without its transfer
+		} {
+			d := newDispute("lease_c", idlegrid.DisputeOpen)
+			edit(d)
+			wantField(t, db.OpenDispute(ctx, d, nil, nil), field)
+			if _, err := db.FindDispute(ctx, d.ID); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+				t.Errorf("a dispute refused for %s was stored (%v)", field, err)
+			}
+		}
+		if b, _ := balances(); b != 70*idlegrid.MicrosPerUnit {
+			t.Errorf("bond %s after refused disputes, want 70: no money may move", b)
+		}
+		checkLedger(t, db)
 	})
 	open := newDispute("lease_d", idlegrid.DisputeOpen)
 	dismissed := newDispute("lease_e", idlegrid.DisputeOpen)
