@@ -22,9 +22,20 @@ func testVerifications(t *testing.T, db *sqlstore.DB) {
 	again := *v
 	again.ID = id("verif")
 	wantCode(t, db.CreateVerification(ctx, &again, nil), idlegrid.ECONFLICT)
-	bad := *v
-	bad.ID, bad.Original.Digest = id("verif"), ""
-	wantCode(t, db.CreateVerification(ctx, &bad, nil), idlegrid.EINVALID)
+	for field, edit := range map[string]func(*idlegrid.Verification){
+		"verification":              func(b *idlegrid.Verification) { b.RenterID = "" },
+		"verification.original":     func(b *idlegrid.Verification) { b.Original.Digest = "" },
+		"verification.rerun.job_id": func(b *idlegrid.Verification) { b.Rerun.JobID = "" },
+		"verification.created_at":   func(b *idlegrid.Verification) { b.UpdatedAt = time.Time{} },
+	} {
+		bad := *v
+		bad.ID, bad.Original.LeaseID = id("verif"), "lease_other" // else only the lease's conflict
+		edit(&bad)
+		wantField(t, db.CreateVerification(ctx, &bad, nil), field)
+	}
+	if vs, err := db.ListVerifications(ctx, idlegrid.VerificationFilter{RenterID: r.ID}); err != nil || len(vs) != 1 {
+		t.Errorf("verifications after the refused ones: %d (%v), want the one stored", len(vs), err)
+	}
 
 	got, err := db.FindVerificationByJob(ctx, "job_b")
 	mustOK(t, err)
