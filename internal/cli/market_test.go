@@ -114,6 +114,8 @@ func TestPrintJob_cancelRequested(t *testing.T) {
 	}
 }
 
+// TestQueued: a cell's queued demand in the market table, singular for
+// one, and a dash for none.
 func TestQueued(t *testing.T) {
 	for _, tt := range []struct {
 		jobs, gpus int

@@ -376,7 +376,8 @@ func (d *driver) handle(j *idlegrid.Job) {
 
 // checkEndBy checks that the engine, asked by when a gold or silver lease
 // just placed must end, agrees with its pick's StartBy less the job's run:
-// the coordinator judges a late start by the one, set by the other.
+// the placement set the one, and the coordinator judges a late start by
+// the other.
 func (d *driver) checkEndBy(j *idlegrid.Job, p market.Pick, leaseID string) {
 	if j.Tier == idlegrid.TierBronze {
 		return
