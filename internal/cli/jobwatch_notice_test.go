@@ -42,3 +42,21 @@ func TestLeaseChanges_stopIsNotANotice(t *testing.T) {
 		})
 	}
 }
+
+// A lease taken back before it started (its node was slow to start it)
+// is not said to be preempted: it never ran, and a gold job is never
+// preempted while it runs.
+func TestLeaseChanges_takenBackUnstarted(t *testing.T) {
+	assigned := idlegrid.Lease{ID: "lease_a", NodeID: "node_a", Tier: idlegrid.TierGold, State: idlegrid.LeaseAssigned}
+	taken := assigned
+	taken.State, taken.Reason = idlegrid.LeasePreempted, "the node had not started the lease by 12:00; started now, it would run past the close of the node's window"
+	want := "taken back from node_a before it started: " + taken.Reason + "; charged $0.000000"
+	if got := strings.Join(texts(leaseChanges(&assigned, &taken, nodeNames{})), "\n"); got != want {
+		t.Errorf("changes:\n%s\nwant\n%s", got, want)
+	}
+	ran := taken
+	ran.StartedAt = at(10)
+	if got := strings.Join(texts(leaseChanges(&assigned, &ran, nodeNames{})), "\n"); !strings.HasPrefix(got, "preempted on node_a: ") {
+		t.Errorf("a lease preempted after it started: %q, want it said preempted", got)
+	}
+}
