@@ -89,8 +89,10 @@ func TestServer_SpendLimitWhileRunning_key(t *testing.T) {
 		if want := "notice: spend limit of API key " + key.ID + " reached"; !strings.HasPrefix(got.StopRequested, want) || got.NoticeAt == nil {
 			t.Fatalf("the capped key's lease: stop %q at %v, want it to begin %q", got.StopRequested, got.NoticeAt, want)
 		}
-		if got, _, err = m.srv.FindLease(m.renter, freeLease.ID); err != nil || got.StopRequested != "" || got.NoticeAt != nil {
-			t.Fatalf("the other key's lease: stop %q at %v (%v), want it left running", got.StopRequested, got.NoticeAt, err)
+		if got, _, err = m.srv.FindLease(m.renter, freeLease.ID); err != nil {
+			t.Fatal(err)
+		} else if got.StopRequested != "" || got.NoticeAt != nil {
+			t.Fatalf("the other key's lease: stop %q at %v, want it left running", got.StopRequested, got.NoticeAt)
 		}
 		notices, err := m.srv.ListNotices(m.renter, idlegrid.NoticeFilter{})
 		if err != nil || len(notices) != 1 || notices[0].LeaseID != cappedLease.ID {
