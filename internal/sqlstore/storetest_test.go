@@ -1210,8 +1210,10 @@ func testTransitionErrors(t *testing.T, db *sqlstore.DB) {
 			edit(tr)
 			wantField(t, db.TransitionLease(ctx, tr, nil), field)
 		}
-		if got, err := db.FindLease(ctx, l.ID); err != nil || got.State != idlegrid.LeaseAssigned {
-			t.Errorf("the lease after the refused transitions: %v (%v), want still assigned", got.State, err)
+		if got, err := db.FindLease(ctx, l.ID); err != nil {
+			t.Fatal(err)
+		} else if got.State != idlegrid.LeaseAssigned {
+			t.Errorf("the lease after the refused transitions is %s, want still assigned", got.State)
 		}
 	})
 	start(t, db, l)
