@@ -913,36 +913,36 @@ func testPlaceJobConflicts(t *testing.T, db *sqlstore.DB) {
 			pl := placement(j, 0, l)
 			l.ID = ""
 			return pl
-		}, idlegrid.EINVALID, "required"},
+		}, idlegrid.EINVALID, "lease.id: required"},
 		{"a lease without a node", r, func(j *idlegrid.Job) *idlegrid.Placement {
 			l := lease(j, n, 1)
 			l.NodeID = ""
 			return placement(j, 0, l)
-		}, idlegrid.EINVALID, "required"},
+		}, idlegrid.EINVALID, "lease.node_id: required"},
 		{"a lease without GPUs", r, func(j *idlegrid.Job) *idlegrid.Placement {
 			return placement(j, 0, lease(j, n))
-		}, idlegrid.EINVALID, "at least one GPU"},
+		}, idlegrid.EINVALID, "lease.gpu_uuids: a lease needs at least one GPU"},
 		{"another job's lease", r, func(j *idlegrid.Job) *idlegrid.Placement {
 			l := lease(j, n, 1)
 			l.JobID = first.ID
 			return placement(j, 0, l)
-		}, idlegrid.EINVALID, "but the placement is for job"},
+		}, idlegrid.EINVALID, "lease.job_id: is job"},
 		{"another renter's lease", r, func(j *idlegrid.Job) *idlegrid.Placement {
 			l := lease(j, n, 1)
 			l.RenterID = poor.ID
 			return placement(j, 0, l)
-		}, idlegrid.EINVALID, "belongs to"},
+		}, idlegrid.EINVALID, "lease.renter_id: is acct"},
 		{"a lease of the wrong attempt", r, func(j *idlegrid.Job) *idlegrid.Placement {
 			l := lease(j, n, 1)
 			pl := placement(j, 0, l)
 			l.Attempt = 3
 			return pl
-		}, idlegrid.EINVALID, "the placement's attempt + 1 (1), got 3"},
+		}, idlegrid.EINVALID, "lease.attempt: must be the placement's attempt + 1 (1), got 3"},
 		{"a lease placed ended", r, func(j *idlegrid.Job) *idlegrid.Placement {
 			l := lease(j, n, 1)
 			l.State = idlegrid.LeaseSucceeded
 			return placement(j, 0, l)
-		}, idlegrid.EINVALID, "a new lease cannot be succeeded"},
+		}, idlegrid.EINVALID, "lease.state: a new lease cannot be succeeded"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			j := mustJob(t, db, tt.renter.ID, 1, 1)
