@@ -161,7 +161,7 @@ func TestDashboard_statesAndForms(t *testing.T) {
 				"started_at": ago(time.Hour), "charged_micros": 2_109, "max_price_micros_per_gpu_hour": 2_000_000}}
 			s.leases = []map[string]any{
 				{"id": "lease_ended", "job_id": "job_run", "node_id": "node_t4", "state": "preempted", "created_at": ago(time.Hour),
-					"hold_micros": 210_909, "charged_micros": 2_109, "price_micros_per_gpu_hour": 421_800, "reason": "preempted"},
+					"started_at": ago(time.Hour), "hold_micros": 210_909, "charged_micros": 2_109, "price_micros_per_gpu_hour": 421_800, "reason": "preempted"},
 				{"id": "lease_live", "job_id": "job_run", "node_id": "node_h100", "state": "running", "created_at": ago(time.Minute),
 					"hold_micros": 500_000, "charged_micros": 0, "price_micros_per_gpu_hour": 1_500_000, "progress": 0.5},
 				{"id": "lease_pulling", "job_id": "job_run", "node_id": "node_t4", "state": "assigned", "created_at": ago(30 * time.Second),
@@ -169,6 +169,9 @@ func TestDashboard_statesAndForms(t *testing.T) {
 					"pull": map[string]any{"pulled_bytes": 3 << 30, "image_bytes": 8 << 30, "at": ago(time.Second)}},
 				{"id": "lease_backfill", "job_id": "job_run", "node_id": "node_h100", "state": "assigned", "created_at": ago(20 * time.Second),
 					"hold_micros": 250_000, "charged_micros": 0, "price_micros_per_gpu_hour": 400_000, "start_by": ago(-30 * time.Minute)},
+				{"id": "lease_slow", "job_id": "job_run", "node_id": "node_t4", "state": "preempted", "created_at": ago(50 * time.Minute),
+					"hold_micros": 250_000, "charged_micros": 0, "price_micros_per_gpu_hour": 400_000,
+					"reason": "the node had not started the lease by its start-by"},
 			}
 		})
 		open(1000, "renter", fakeRenterKey, "fake-renter (renter)")
@@ -177,12 +180,16 @@ func TestDashboard_statesAndForms(t *testing.T) {
 		click(`#panel-jobs button[data-action=job][data-id="job_run"]`)
 		b.waitText("#panel-job", "lease_live")
 		held := eval[[]string](b, "read the holds", `[...document.querySelectorAll('#panel-job tbody tr')].map((r) => r.children[5].innerText)`)
-		if !slices.Equal(held, []string{"released", "$0.50", "$0.25", "$0.25"}) {
-			t.Errorf("the leases' Held column reads %q, want [released $0.50 $0.25 $0.25]: the ended lease's hold was returned", held)
+		if !slices.Equal(held, []string{"released", "released", "$0.50", "$0.25", "$0.25"}) {
+			t.Errorf("the leases' Held column reads %q, want [released released $0.50 $0.25 $0.25]: the ended leases' holds were returned", held)
+		}
+		states := eval[[]string](b, "read the states", `[...document.querySelectorAll('#panel-job tbody tr')].map((r) => r.children[1].innerText)`)
+		if !slices.Equal(states, []string{"preempted", "taken back", "running", "assigned", "assigned"}) {
+			t.Errorf("the leases' State column reads %q, want [preempted, taken back, running, assigned, assigned]: a lease that never started was not preempted", states)
 		}
 		progress := eval[[]string](b, "read the progress", `[...document.querySelectorAll('#panel-job tbody tr')].map((r) => r.children[4].innerText)`)
-		if !slices.Equal(progress, []string{"—", "50%", "pulling 37.5%", "0% · start by in 30m"}) {
-			t.Errorf("the leases' Progress column reads %q, want [— 50%% pulling 37.5%% 0%% · start by in 30m]: the lease whose node pulls the image says how far, "+
+		if !slices.Equal(progress, []string{"—", "—", "50%", "pulling 37.5%", "0% · start by in 30m"}) {
+			t.Errorf("the leases' Progress column reads %q, want [— — 50%% pulling 37.5%% 0%% · start by in 30m]: the lease whose node pulls the image says how far, "+
 				"and a lease with a start-by by when it must start", progress)
 		}
 

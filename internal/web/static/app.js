@@ -189,6 +189,11 @@
   const when = (ts) => ts ? `<time datetime="${esc(ts)}" title="${esc(ts)}">${esc(ago(ts))}</time>` : '—';
   const pct = (x) => (Math.round((Number(x) || 0) * 1000) / 10) + '%';
   const stateTag = (s) => `<span class="state ${esc(s)}">${esc(s)}</span>`;
+  // leaseStateTag is a lease's state; one taken back before it started (not
+  // started by its start-by, or its gang stopped) is not called preempted:
+  // it never ran, and a gold job is never preempted while it runs.
+  const leaseStateTag = (l) => l.state === 'preempted' && !l.started_at
+    ? `<span class="state preempted" title="taken back before it started">taken back</span>` : stateTag(l.state);
   const id = (v) => `<code>${esc(v)}</code>`;
 
   function table(cols, rows, empty) {
@@ -673,7 +678,7 @@
     if (job.cancel_requested_at) facts.push(['Cancel requested', when(job.cancel_requested_at)]);
     let html = `<h3>${esc(job.name || job.id)} ${id(job.id)} ${stateTag(job.state)}</h3>` + kpis(facts) + `<p>${esc(job.reason)}</p>`;
     html += table([
-      { h: 'Lease', f: (l) => id(l.id) }, { h: 'State', f: (l) => stateTag(l.state) },
+      { h: 'Lease', f: (l) => id(l.id) }, { h: 'State', f: leaseStateTag },
       { h: 'Node', f: (l) => nodeCell(l.node_id) }, { h: 'Price', num: true, f: (l) => price(l.price_micros_per_gpu_hour) },
       { h: 'Progress', num: true, f: progressCell },
       // A lease's hold is escrowed while it runs; once it ends, the charge is
@@ -1044,7 +1049,7 @@
       { h: 'Window', f: (n) => esc(scheduleText(n.schedule)) },
       { h: 'Running now', f: (n) => n.__leases.length ? n.__leases.map((l) => {
         const r = util[l.id];
-        return `${id(l.id)} ${stateTag(l.state)} ${pct(l.progress)} · ${price(l.price_micros_per_gpu_hour)}` +
+        return `${id(l.id)} ${leaseStateTag(l)} ${pct(l.progress)} · ${price(l.price_micros_per_gpu_hour)}` +
           (r ? ` · GPU ${esc(r.avg_util_pct)}% · ${esc(r.energy_wh)} Wh` : '');
       }).join('<br>') : '<span class="muted">idle</span>' },
       { h: 'Maintenance', f: (n) => n.draining_since
