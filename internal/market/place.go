@@ -1045,7 +1045,14 @@ func takesReserved(q *query, nd *node, gpus []idlegrid.GPU) bool {
 			}
 		}
 	}
-	return needed > nd.freeFor(r)-nd.resGPUs
+	return nd.resShortWithout(needed)
+}
+
+// resShortWithout reports whether nd's reservation would be short at its
+// start without needed of the GPUs it counts free then: more than it can
+// spare.
+func (nd *node) resShortWithout(needed int) bool {
+	return needed > nd.freeFor(nd.res)-nd.resGPUs
 }
 
 // resNeeds reports whether nd's reservation needs GPUs of h, a gold or
@@ -1067,7 +1074,7 @@ func (nd *node) resNeeds(h *hold) bool {
 			}
 		}
 	}
-	return needed > 0 && needed > nd.freeFor(r)-nd.resGPUs
+	return needed > 0 && nd.resShortWithout(needed)
 }
 
 // heldPrice rounds a second-score price to the micro and holds it between

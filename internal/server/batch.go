@@ -12,9 +12,10 @@ import (
 // transaction unless Config.PlacementBatch says. A durable commit costs
 // far more than the rows it writes, and a batch's placements share the
 // index pages it changes (those keyed by node, say), so a pass that places
-// many jobs commits them together (Store.PlaceJobs). Only a backlog fills a batch, which is stored in a
-// fifth of a second or so; a job that arrives while the scheduler is idle
-// is placed at once, in a batch of one.
+// many jobs commits them together (Store.PlaceJobs). Only a backlog fills
+// a batch, which is stored in a fifth of a second or so; a job that
+// arrives while the scheduler is idle is placed at once, in a batch of
+// one.
 const defaultPlacementBatch = 1024
 
 // placementBatch is what one pass has decided to place and not stored yet.

@@ -60,7 +60,7 @@ func (s *Server) afterStored(ctx context.Context, id string, stored <-chan struc
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-s.stopped:
-		return nil, idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is shutting down")
+		return nil, errShuttingDown()
 	}
 	j, err := s.store.FindJob(ctx, id)
 	if err != nil {

@@ -99,10 +99,15 @@ func (s *Server) runOn(ctx context.Context, ch chan func(*market.Engine), f func
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-s.stopped:
-		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is shutting down")
+		return errShuttingDown()
 	}
 	<-done
 	return nil
+}
+
+// errShuttingDown is why a wait on the scheduler ended: it has stopped.
+func errShuttingDown() error {
+	return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is shutting down")
 }
 
 // runScheduler runs a placement pass whenever something may have changed
