@@ -96,6 +96,23 @@ type Lease struct {
 	Pull *LeasePull `json:"pull,omitempty"`
 }
 
+// TakenBack reports whether the lease was preempted before it ever ran:
+// not started by its start-by, stopped with its gang, or a bronze lease
+// given notice while its node was still starting it. Its State
+// stays LeasePreempted, which the requeue rules key on; people are told
+// "taken back" (StateWord), since a gold job is never preempted while it
+// runs.
+func (l *Lease) TakenBack() bool { return l.State == LeasePreempted && l.StartedAt == nil }
+
+// StateWord is the lease's state as people read it: "taken back" for one
+// TakenBack, its State otherwise.
+func (l *Lease) StateWord() string {
+	if l.TakenBack() {
+		return "taken back"
+	}
+	return string(l.State)
+}
+
 // LeasePull is how far a node has pulled a lease's image; At is when its
 // heartbeat last said the pull had moved.
 type LeasePull struct {

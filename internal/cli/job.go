@@ -988,7 +988,7 @@ func (c *jobCommand) leases(ctx context.Context, args []string) error {
 func printLeases(e *env, leases []*idlegrid.Lease, nodes nodeNames) error {
 	t := newTable(e.Out, "ID", "NODE", "NODE ID", "ATTEMPT", "STATE", "GPUS", "PRICE", "PRICED BY", "HOLD", "CHARGED", "REASON")
 	for _, l := range leases {
-		t.row(l.ID, nodes.name(l.NodeID), l.NodeID, l.Attempt, l.State, len(l.GPUUUIDs), perGPUHour(l.PriceMicrosPerGPUHour),
+		t.row(l.ID, nodes.name(l.NodeID), l.NodeID, l.Attempt, l.StateWord(), len(l.GPUUUIDs), perGPUHour(l.PriceMicrosPerGPUHour),
 			pricedBy(l.PriceNote), l.HoldMicros, l.ChargedMicros, orDash(clip(l.Reason, 50)))
 	}
 	return t.flush()

@@ -708,9 +708,7 @@ func leaseStateLine(l *idlegrid.Lease, on string) []string {
 	switch {
 	case l.State == idlegrid.LeaseRunning:
 		return []string{"started on " + on}
-	case l.State == idlegrid.LeasePreempted && l.StartedAt == nil:
-		// Taken back before it ran (not started by its start-by, or its
-		// gang stopped): a gold job is never preempted while it runs.
+	case l.TakenBack():
 		return []string{fmt.Sprintf("taken back from %s before it started: %s; charged %s", on, orDash(l.Reason), l.ChargedMicros)}
 	case l.State.Terminal():
 		line := fmt.Sprintf("%s on %s: %s; charged %s", l.State, on, orDash(l.Reason), l.ChargedMicros)

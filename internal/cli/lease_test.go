@@ -38,6 +38,12 @@ func TestPrintLease_noticeAndCheckpoint(t *testing.T) {
 		{"a lease that must start by a time",
 			idlegrid.Lease{ID: "lease_5", Tier: idlegrid.TierSilver, State: idlegrid.LeaseAssigned, StartBy: &notice},
 			[]string{`Start by +2026-12-01T09:25:00Z \(or it goes back to the queue, to keep the job's deadline, the node's window or another job's reservation\)\n`, `Started +-\n`}},
+		{"taken back before it started",
+			idlegrid.Lease{ID: "lease_6", Tier: idlegrid.TierGold, State: idlegrid.LeasePreempted, Reason: "the node had not started the lease by 09:25"},
+			[]string{`State +taken back\n`, `Reason +the node had not started the lease by 09:25\n`}},
+		{"preempted while it ran",
+			idlegrid.Lease{ID: "lease_7", Tier: idlegrid.TierBronze, State: idlegrid.LeasePreempted, StartedAt: &saved},
+			[]string{`State +preempted\n`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
@@ -51,6 +57,25 @@ func TestPrintLease_noticeAndCheckpoint(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPrintLeases_takenBack: the list calls a lease preempted before it
+// started "taken back", and one preempted while it ran "preempted".
+func TestPrintLeases_takenBack(t *testing.T) {
+	started := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	leases := []*idlegrid.Lease{
+		{ID: "lease_1", NodeID: "node_a", Tier: idlegrid.TierGold, State: idlegrid.LeasePreempted},
+		{ID: "lease_2", NodeID: "node_a", Tier: idlegrid.TierBronze, State: idlegrid.LeasePreempted, StartedAt: &started},
+	}
+	var out bytes.Buffer
+	if err := printLeases(&env{Stdio: Stdio{Out: &out}}, leases, nodeNames{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{`(?m)^lease_1 .* taken back +0 `, `(?m)^lease_2 .* preempted +0 `} {
+		if !regexp.MustCompile(w).MatchString(out.String()) {
+			t.Errorf("printed:\n%s\nwant a match for %q", out.String(), w)
+		}
 	}
 }
 
