@@ -53,9 +53,12 @@ func TestHangupStopsDev(t *testing.T) {
 			<-exited
 		}
 	}()
-	if !waitForServing(out.Name(), exited) {
+	switch waitForServing(out.Name(), exited, 2*time.Minute) {
+	case "exited":
 		stopped = true
 		t.Fatalf("dev exited before its market ran; its output:\n%s", readAll(t, out.Name()))
+	case "timed out":
+		t.Fatalf("dev does not serve 2 minutes after its start; its output:\n%s", readAll(t, out.Name()))
 	}
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
@@ -94,18 +97,22 @@ func TestStopSignals_nohup(t *testing.T) {
 }
 
 // waitForServing waits until dev's output, in file out, says where its
-// dashboard is served, once its market runs (true), or dev has exited
-// (false).
-func waitForServing(out string, exited <-chan error) bool {
+// dashboard is: "serving"; "exited" when dev exits first, and "timed out"
+// when neither happens within limit (a guard against a hang, not a
+// measure of speed).
+func waitForServing(out string, exited <-chan error, limit time.Duration) string {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	deadline := time.After(limit)
 	for {
 		if b, _ := os.ReadFile(out); strings.Contains(string(b), "dashboard http://") {
-			return true
+			return "serving"
 		}
 		select {
 		case <-exited:
-			return false
+			return "exited"
+		case <-deadline:
+			return "timed out"
 		case <-tick.C:
 		}
 	}
