@@ -212,7 +212,8 @@ func jsonFileError(data []byte, err error) error {
 	msg := err.Error()
 	// encoding/json: `json: unknown field "gpu"`
 	if field, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		return idlegrid.Invalid("job."+strings.Trim(field, `"`), "unknown field; see 'idlegrid job submit --help' for the fields")
+		name := strings.Trim(field, `"`)
+		return idlegrid.Invalid("job."+name, "unknown field%s", unknownFieldAdvice(name, reflect.TypeFor[jobFile]()))
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
@@ -293,14 +294,19 @@ func yamlProblem(doc *yaml.Node, t reflect.Type, l string, named map[*yaml.Node]
 	}
 	if m := yamlUnknownRE.FindStringSubmatch(l); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		var within reflect.Type // the struct the field is not in
 		path, n, ok := yamlFind(doc, t, "", func(n *yaml.Node, in reflect.Type, key bool) bool {
-			return key && !named[n] && n.Line == line && n.Value == m[2] && in.String() == m[3]
+			if key && !named[n] && n.Line == line && n.Value == m[2] && in.String() == m[3] {
+				within = in
+				return true
+			}
+			return false
 		})
 		named[n] = true
 		if !ok {
 			path = m[2]
 		}
-		return idlegrid.Invalid("job."+path, "unknown field (line %d); see 'idlegrid job submit --help' for the fields", line)
+		return idlegrid.Invalid("job."+path, "unknown field (line %d)%s", line, unknownFieldAdvice(m[2], within))
 	}
 	if m := yamlTwiceRE.FindStringSubmatch(l); m != nil {
 		line, _ := strconv.Atoi(m[1])
@@ -383,6 +389,24 @@ func yamlFind(n *yaml.Node, t reflect.Type, path string, match func(n *yaml.Node
 		}
 	}
 	return "", nil, false
+}
+
+// unknownFieldAdvice is what follows "unknown field" for a field typed
+// in a mapping decoded into a within (a struct; nil when not known): the
+// field of within meant, or where the fields are described.
+func unknownFieldAdvice(typed string, within reflect.Type) string {
+	var names []string
+	if within != nil && within.Kind() == reflect.Struct {
+		for i := range within.NumField() {
+			if name := strings.Split(within.Field(i).Tag.Get("yaml"), ",")[0]; name != "" && name != "-" {
+				names = append(names, name)
+			}
+		}
+	}
+	if advice := didYouMean(typed, names, func(s string) string { return s }); advice != "" {
+		return advice
+	}
+	return "; see 'idlegrid job submit --help' for the fields"
 }
 
 // yamlValueType is the type the value of key decodes into in a mapping

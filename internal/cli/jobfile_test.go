@@ -102,8 +102,9 @@ func TestParseJobFile_Errors(t *testing.T) {
 		field      string // the field the error names
 		message    string // a part of the message
 	}{
-		{"UnknownYAMLField", "image: x\ngpu: 2\n", "job.gpu", "unknown field (line 2)"},
-		{"UnknownJSONField", `{"image": "x", "gpu_model": "T4"}`, "job.gpu_model", "unknown field"},
+		{"UnknownYAMLField", "image: x\ngpu: 2\n", "job.gpu", "unknown field (line 2); did you mean gpus?"},
+		{"UnknownJSONField", `{"image": "x", "gpu_model": "T4"}`, "job.gpu_model", "unknown field; did you mean gpu_models?"},
+		{"UnknownFarFromAny", "image: x\ncolour: blue\n", "job.colour", "unknown field (line 2); see 'idlegrid job submit --help' for the fields"},
 		{"UnknownNestedDoesNotExist", "image: x\nresources: {gpus: 1}\n", "job.resources", "unknown field"},
 		{"BadPrice", "max_price: cheap\n", "job.max_price", `not a decimal amount: "cheap"`},
 		{"TooPrecisePrice", `{"max_price": "0.0000001"}`, "job.max_price", "at most 6 decimal places"},
@@ -140,7 +141,7 @@ func TestParseJobFile_Errors(t *testing.T) {
 		{"YAMLInDataset", "datasets:\n  - {name: a, size_gb: 1}\n  - {name: b, size_gb: lots}\n", "job.datasets[1].size_gb", `line 3: "lots" is text; want a whole number`},
 		{"YAMLTextForDataset", "datasets: [imagenet]\n", "job.datasets[0]", `line 1: "imagenet" is text; want a dataset`},
 		{"YAMLNestedListForText", "command: [a, [b]]\n", "job.command[1]", "line 1: found a list; want text"},
-		{"UnknownInDataset", "datasets:\n  - {nam: c}\n", "job.datasets[0].nam", "unknown field (line 2)"},
+		{"UnknownInDataset", "datasets:\n  - {nam: c}\n", "job.datasets[0].nam", "unknown field (line 2); did you mean name?"},
 		{"YAMLFieldTwice", "image: x\ngpus: 1\nimage: y\n", "job.image", "line 3: given again; it was given at line 1 already"},
 		{"BadDeadline", "image: x\ndeadline: soon\n", "job.deadline",
 			`line 2: must be a time such as 2026-12-24T18:00:00Z (or 2026-12-24 18:00, UTC) or a span from now such as 6h, got "soon"`},
