@@ -1,0 +1,362 @@
+package agent_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
+	"github.com/idlegrid/idlegrid/internal/agent"
+	"github.com/idlegrid/idlegrid/internal/httpapi"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
+	"github.com/idlegrid/idlegrid/internal/runtime"
+	rtfake "github.com/idlegrid/idlegrid/internal/runtime/fake"
+	"github.com/idlegrid/idlegrid/internal/server"
+	"github.com/idlegrid/idlegrid/internal/session"
+	"github.com/idlegrid/idlegrid/internal/sqlstore"
+	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
+)
+
+// TestPartition: a node cut off from the server while it runs a lease
+// (every packet dropped, nothing refused, so each end finds out only by
+// its own timeouts) is declared lost: the lease ends lost, the node's
+// fault, charging the renter nothing, and the job runs on another node.
+// Once the network heals, the node's agent reaches the server again by
+// itself, hears that the lease ended, and stops its workload, which
+// then earns nothing; the node is online again and takes new work.
+func TestPartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a lost node's heartbeats, in real time")
+	}
+	ctx := context.Background()
+	m := mustPartitionMarket(t)
+	cut := newPartition(t, m.url)
+	a := m.startNode(t, "cut-off", "http://"+cut.addr())
+	spec := job(3600, nil)
+	j, err := m.renter.SubmitJob(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := m.waitLease(t, "the job running on the node to be cut off", j.ID, func(l *idlegrid.Lease) bool {
+		return l.NodeID == a.nodeID && l.State == idlegrid.LeaseRunning
+	})
+	b := m.startNode(t, "reachable", m.url)
+
+	cut.cut()
+	lost := m.waitLease(t, "the cut-off node's lease to end", j.ID, func(l *idlegrid.Lease) bool {
+		return l.ID == first.ID && l.State.Terminal()
+	})
+	if lost.State != idlegrid.LeaseLost || lost.Fault != idlegrid.FaultProvider || lost.ChargedMicros != 0 {
+		t.Errorf("the cut-off node's lease ended %s (fault %q, charged %s: %s); want lost, the provider's fault, nothing charged",
+			lost.State, lost.Fault, lost.ChargedMicros, lost.Reason)
+	}
+	m.waitLease(t, "the job running on the reachable node", j.ID, func(l *idlegrid.Lease) bool {
+		return l.NodeID == b.nodeID && l.State == idlegrid.LeaseRunning
+	})
+	if a.rt.stoppedLease(first.ID) {
+		t.Fatal("the cut-off agent stopped the lease's workload before it could hear that the lease ended")
+	}
+
+	cut.heal()
+	waitReal(t, "the cut-off agent to stop the ended lease's workload", func() bool { return a.rt.stoppedLease(first.ID) })
+	waitReal(t, "the cut-off node online again", func() bool { return m.nodeState(t, a.nodeID) == idlegrid.NodeOnline })
+	next, err := m.renter.SubmitJob(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.waitLease(t, "a new job running on the healed node", next.ID, func(l *idlegrid.Lease) bool {
+		return l.NodeID == a.nodeID && l.State == idlegrid.LeaseRunning
+	})
+	if l := m.lease(t, j.ID, first.ID); l.State != idlegrid.LeaseLost || l.ChargedMicros != 0 {
+		t.Errorf("after the heal the lost lease is %s, charged %s; want it lost still, and charged nothing for what ran cut off", l.State, l.ChargedMicros)
+	}
+}
+
+// partitionMarket is the coordinator on SQLite behind a real listener,
+// with sessions, a renter with funds and a provider, its agents beating
+// every second.
+type partitionMarket struct {
+	url             string
+	admin, renter   *client.Client
+	provider        *client.Client
+	renterAccountID string
+}
+
+func mustPartitionMarket(tb testing.TB) *partitionMarket {
+	tb.Helper()
+	ctx := context.Background()
+	store, err := sqlstore.Open(ctx, sqlstoretest.Path(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { store.Close() })
+	log := slog.New(slog.NewTextHandler(testOutput(tb), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	srv, err := server.Open(server.Config{Store: store, Logger: log, HeartbeatInterval: time.Second, SchedulePeriod: 50 * time.Millisecond})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { srv.Close() })
+	reg := session.NewRegistry(session.Config{Logger: log})
+	ts := httptest.NewServer(httpapi.New(srv, httpapi.Options{Logger: log, Sessions: reg}))
+	tb.Cleanup(ts.Close)
+	tb.Cleanup(func() { reg.Close() }) // before the HTTP server closes
+	_, _, secret, err := srv.Bootstrap(ctx, "root", idlegrid.RoleAdmin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m := &partitionMarket{url: ts.URL, admin: client.New(ts.URL, secret)}
+	renter, _, renterKey, err := m.admin.CreateAccount(ctx, "lab", idlegrid.RoleRenter)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := m.admin.TopUp(ctx, renter.ID, 100*idlegrid.MicrosPerUnit, "start"); err != nil {
+		tb.Fatal(err)
+	}
+	_, _, providerKey, err := m.admin.CreateAccount(ctx, "gpus", idlegrid.RoleProvider)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m.renter, m.provider, m.renterAccountID = client.New(ts.URL, renterKey), client.New(ts.URL, providerKey), renter.ID
+	return m
+}
+
+// partitionNode is a running agent with one simulated GPU.
+type partitionNode struct {
+	nodeID string
+	rt     *stopsSeen
+}
+
+// startNode runs an agent that reaches the market at serverURL, and waits
+// until its node is online.
+func (m *partitionMarket) startNode(tb testing.TB, name, serverURL string) *partitionNode {
+	tb.Helper()
+	_, token, err := m.provider.CreateJoinToken(context.Background(), name, 1, time.Hour)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg := testConfig(tb)
+	cfg.Server, cfg.JoinToken, cfg.Name, cfg.FakeGPUs = serverURL, token, name, "1xRTX4090"
+	key, err := nodekey.LoadOrCreate(cfg.KeyPath())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	det, err := cfg.Detector(key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rt := &stopsSeen{Runtime: &rtfake.Runtime{}}
+	a, err := agent.New(agent.Options{
+		Config: cfg, Server: client.NewAgent(serverURL, key), Detector: det, Runtime: rt, Key: key,
+		Host:    &agent.Host{Name: name, CPUCores: 8, RAMMB: 32768, DiskGB: 1000},
+		Logger:  slog.New(slog.NewTextHandler(testOutput(tb), &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", name),
+		Version: "test",
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan struct{})
+	go func() { a.Run(ctx); close(ended) }()
+	tb.Cleanup(func() { cancel(); <-ended })
+	n := &partitionNode{rt: rt}
+	waitReal(tb, name+" online", func() bool {
+		n.nodeID = a.NodeID()
+		return n.nodeID != "" && m.nodeState(tb, n.nodeID) == idlegrid.NodeOnline
+	})
+	return n
+}
+
+// nodeState is the node's state as the market has it ("" before it joined).
+func (m *partitionMarket) nodeState(tb testing.TB, nodeID string) idlegrid.NodeState {
+	tb.Helper()
+	nodes, err := m.admin.ListNodes(context.Background(), idlegrid.NodeFilter{Limit: 100})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n.ID == nodeID {
+			return n.State
+		}
+	}
+	return ""
+}
+
+// waitLease waits until one of the job's leases passes cond, and returns it.
+func (m *partitionMarket) waitLease(tb testing.TB, what, jobID string, cond func(*idlegrid.Lease) bool) *idlegrid.Lease {
+	tb.Helper()
+	var found *idlegrid.Lease
+	waitReal(tb, what, func() bool {
+		leases, err := m.renter.ListLeases(context.Background(), idlegrid.LeaseFilter{JobID: jobID})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		i := slices.IndexFunc(leases, cond)
+		if i >= 0 {
+			found = leases[i]
+		}
+		return i >= 0
+	})
+	return found
+}
+
+// lease is the job's lease of that ID.
+func (m *partitionMarket) lease(tb testing.TB, jobID, leaseID string) *idlegrid.Lease {
+	tb.Helper()
+	return m.waitLease(tb, "lease "+leaseID, jobID, func(l *idlegrid.Lease) bool { return l.ID == leaseID })
+}
+
+// waitReal waits until cond holds, in real time: a minute at most, a
+// guard against a hang, not a measure of speed.
+func waitReal(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("still waiting for %s after a minute", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stopsSeen is a runtime that notes the leases whose workloads it was
+// asked to stop.
+type stopsSeen struct {
+	runtime.Runtime
+	mu      sync.Mutex
+	stopped []string
+}
+
+func (s *stopsSeen) Stop(leaseID string, grace time.Duration) error {
+	s.mu.Lock()
+	s.stopped = append(s.stopped, leaseID)
+	s.mu.Unlock()
+	return s.Runtime.Stop(leaseID, grace)
+}
+
+func (s *stopsSeen) stoppedLease(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.stopped, id)
+}
+
+// partition is a TCP proxy to a server that can cut the network between
+// its clients and the server as a partition does: while cut, nothing gets
+// through either way, and nothing is refused (connections are accepted,
+// and what they carry dropped). Healed, new connections go through; those
+// open while it was cut are closed, as a NAT that forgot them resets them.
+type partition struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	isCut  bool
+	conns  map[net.Conn]bool // both ends of every connection
+	wg     sync.WaitGroup
+}
+
+func newPartition(tb testing.TB, serverURL string) *partition {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &partition{ln: ln, target: serverURL[len("http://"):], conns: map[net.Conn]bool{}}
+	p.wg.Go(p.accept)
+	tb.Cleanup(p.close)
+	return p
+}
+
+func (p *partition) addr() string { return p.ln.Addr().String() }
+
+// accept takes connections until the listener closes.
+func (p *partition) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		if !p.track(c, s) {
+			return
+		}
+		p.wg.Go(func() { p.pipe(s, c) })
+		p.wg.Go(func() { p.pipe(c, s) })
+	}
+}
+
+// track notes a connection's two ends; false when the proxy is closed.
+func (p *partition) track(c, s net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conns == nil {
+		c.Close()
+		s.Close()
+		return false
+	}
+	p.conns[c], p.conns[s] = true, true
+	return true
+}
+
+// pipe copies from src to dst, dropping what comes while the network is
+// cut, until either end closes.
+func (p *partition) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.cutNow() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *partition) cutNow() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.isCut
+}
+
+// cut drops everything from now on.
+func (p *partition) cut() {
+	p.mu.Lock()
+	p.isCut = true
+	p.mu.Unlock()
+}
+
+// heal lets new connections through, and closes every one open now.
+func (p *partition) heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isCut = false
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+// close stops the proxy and waits for its goroutines.
+func (p *partition) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	p.mu.Unlock()
+	p.wg.Wait()
+}
