@@ -379,7 +379,7 @@ func (s *Server) schedulePass(ctx context.Context, e *market.Engine) error {
 	}
 	now := s.Now()
 	for _, n := range e.Advance(now) {
-		if err := s.giveNotice(ctx, e, n.LeaseID, n.Reason); err != nil {
+		if err := s.giveNotice(ctx, e, n.LeaseID, n.Reason); err != nil && ctx.Err() == nil { // not the server closing
 			s.log.Error("give notice", "lease", n.LeaseID, "err", err)
 		}
 	}
@@ -392,7 +392,7 @@ func (s *Server) schedulePass(ctx context.Context, e *market.Engine) error {
 			return nil
 		}
 		e.NoteQueued(j)
-		if err := s.placeJob(ctx, e, j, now, b); err != nil {
+		if err := s.placeJob(ctx, e, j, now, b); err != nil && ctx.Err() == nil { // the server closing leaves it queued
 			s.log.Error("place job", "job", j.ID, "err", err)
 		}
 		s.answerAsks(e)
