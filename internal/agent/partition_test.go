@@ -2,6 +2,8 @@ package agent_test
 
 import (
 	"context"
+	"encoding/base64"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http/httptest"
@@ -35,9 +37,9 @@ func TestPartition(t *testing.T) {
 		t.Skip("waits out a lost node's heartbeats, in real time")
 	}
 	ctx := context.Background()
-	m := mustPartitionMarket(t)
+	m := mustPartitionMarket(t, 3)
 	cut := newPartition(t, m.url)
-	a := m.startNode(t, "cut-off", "http://"+cut.addr())
+	a := m.startNode(t, "cut-off", "http://"+cut.addr(), nil)
 	spec := job(3600, nil)
 	j, err := m.renter.SubmitJob(ctx, spec)
 	if err != nil {
@@ -46,7 +48,7 @@ func TestPartition(t *testing.T) {
 	first := m.waitLease(t, "the job running on the node to be cut off", j.ID, func(l *idlegrid.Lease) bool {
 		return l.NodeID == a.nodeID && l.State == idlegrid.LeaseRunning
 	})
-	b := m.startNode(t, "reachable", m.url)
+	b := m.startNode(t, "reachable", m.url, nil)
 
 	cut.cut()
 	lost := m.waitLease(t, "the cut-off node's lease to end", j.ID, func(l *idlegrid.Lease) bool {
@@ -78,6 +80,66 @@ func TestPartition(t *testing.T) {
 	}
 }
 
+// TestPartition_blip: a node cut off for less time than the server waits
+// for its heartbeats is not lost: its lease runs on, its agent signs the
+// receipts of the time it was cut off and sends them once it can, and the
+// renter pays for the whole run, as the node's receipts prove.
+func TestPartition_blip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a lease across a cut, in real time")
+	}
+	ctx := context.Background()
+	m := mustPartitionMarket(t, 10) // lost only after 10 s without a heartbeat
+	cut := newPartition(t, m.url)
+	a := m.startNode(t, "blipped", "http://"+cut.addr(), func(c *agent.Config, rt *rtfake.Runtime) {
+		c.ReceiptInterval = time.Second
+		rt.Speed = 100 // the job's 10 minutes run in 6 s
+	})
+	j, err := m.renter.SubmitJob(ctx, job(600, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.waitLease(t, "the job running", j.ID, func(l *idlegrid.Lease) bool { return l.State == idlegrid.LeaseRunning })
+	time.Sleep(time.Second)
+	cutAt := time.Now()
+	cut.cut()
+	time.Sleep(1500 * time.Millisecond)
+	cut.heal()
+	healedAt := time.Now()
+	l = m.waitLease(t, "the lease to end", j.ID, func(x *idlegrid.Lease) bool { return x.ID == l.ID && x.State.Terminal() })
+	if l.State != idlegrid.LeaseSucceeded || l.NodeID != a.nodeID || l.Attempt != 1 {
+		t.Fatalf("the lease across the cut ended %s on %s at attempt %d (%s); want it to succeed on the node cut off, its first", l.State, l.NodeID, l.Attempt, l.Reason)
+	}
+	rs, err := m.renter.ListReceipts(ctx, l.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := base64.StdEncoding.DecodeString(rs.NodePublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := errors.Join(nodekey.VerifyReceiptChain(pub, l.ID, rs.GPUs, rs.Receipts)...); errs != nil {
+		t.Errorf("the lease's receipts do not check: %v", errs)
+	}
+	during := 0
+	for _, r := range rs.Receipts {
+		if r.End.After(cutAt) && !r.End.After(healedAt) {
+			during++
+		}
+	}
+	if during == 0 || rs.GPUSeconds == 0 {
+		t.Errorf("%d receipts (%d GPU-seconds), none ending while the node was cut off (%s to %s); want the cut-off time signed and sent later",
+			len(rs.Receipts), rs.GPUSeconds, cutAt.Format(time.StampMicro), healedAt.Format(time.StampMicro))
+	}
+	bal, err := m.renter.Balance(ctx, m.renterAccountID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.ChargedMicros <= 0 || bal.Spent != l.ChargedMicros || bal.Held != 0 {
+		t.Errorf("the lease charged %s; the renter spent %s and holds %s; want the run charged, and no more, nothing held", l.ChargedMicros, bal.Spent, bal.Held)
+	}
+}
+
 // partitionMarket is the coordinator on SQLite behind a real listener,
 // with sessions, a renter with funds and a provider, its agents beating
 // every second.
@@ -88,7 +150,9 @@ type partitionMarket struct {
 	renterAccountID string
 }
 
-func mustPartitionMarket(tb testing.TB) *partitionMarket {
+// mustPartitionMarket starts a market that declares a node lost after
+// missed heartbeats.
+func mustPartitionMarket(tb testing.TB, missed int) *partitionMarket {
 	tb.Helper()
 	ctx := context.Background()
 	store, err := sqlstore.Open(ctx, sqlstoretest.Path(tb))
@@ -97,7 +161,8 @@ func mustPartitionMarket(tb testing.TB) *partitionMarket {
 	}
 	tb.Cleanup(func() { store.Close() })
 	log := slog.New(slog.NewTextHandler(testOutput(tb), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	srv, err := server.Open(server.Config{Store: store, Logger: log, HeartbeatInterval: time.Second, SchedulePeriod: 50 * time.Millisecond})
+	srv, err := server.Open(server.Config{Store: store, Logger: log, HeartbeatInterval: time.Second, MissedHeartbeats: missed,
+		SchedulePeriod: 50 * time.Millisecond})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -132,9 +197,10 @@ type partitionNode struct {
 	rt     *stopsSeen
 }
 
-// startNode runs an agent that reaches the market at serverURL, and waits
-// until its node is online.
-func (m *partitionMarket) startNode(tb testing.TB, name, serverURL string) *partitionNode {
+// startNode runs an agent that reaches the market at serverURL, its
+// config and runtime changed by tune (nil: none), and waits until its
+// node is online.
+func (m *partitionMarket) startNode(tb testing.TB, name, serverURL string, tune func(*agent.Config, *rtfake.Runtime)) *partitionNode {
 	tb.Helper()
 	_, token, err := m.provider.CreateJoinToken(context.Background(), name, 1, time.Hour)
 	if err != nil {
@@ -150,7 +216,11 @@ func (m *partitionMarket) startNode(tb testing.TB, name, serverURL string) *part
 	if err != nil {
 		tb.Fatal(err)
 	}
-	rt := &stopsSeen{Runtime: &rtfake.Runtime{}}
+	sim := &rtfake.Runtime{}
+	if tune != nil {
+		tune(cfg, sim)
+	}
+	rt := &stopsSeen{Runtime: sim}
 	a, err := agent.New(agent.Options{
 		Config: cfg, Server: client.NewAgent(serverURL, key), Detector: det, Runtime: rt, Key: key,
 		Host:    &agent.Host{Name: name, CPUCores: 8, RAMMB: 32768, DiskGB: 1000},
