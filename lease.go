@@ -98,10 +98,9 @@ type Lease struct {
 
 // TakenBack reports whether the lease was preempted before it ever ran:
 // not started by its start-by, stopped with its gang, or a bronze lease
-// given notice while its node was still starting it. Its State
-// stays LeasePreempted, which the requeue rules key on; people are told
-// "taken back" (StateWord), since a gold job is never preempted while it
-// runs.
+// given notice while its node was still starting it. Its State stays
+// LeasePreempted, which the requeue rules key on; people are told "taken
+// back" (StateWord), since a gold job is never preempted while it runs.
 func (l *Lease) TakenBack() bool { return l.State == LeasePreempted && l.StartedAt == nil }
 
 // StateWord is the lease's state as people read it: "taken back" for one
