@@ -1,24 +1,30 @@
 package agent_test
 
 import (
+	"bytes"
+	"io"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/agent"
+	"github.com/idlegrid/idlegrid/internal/gpu"
 	rtfake "github.com/idlegrid/idlegrid/internal/runtime/fake"
 )
 
 // TestAgent_StopsLeaseTheServerEnded: a lease the server ended while its
 // agent ran it (it declared the node lost during an outage, say) sends no
 // stop command, as the server keeps none for ended leases; the heartbeat's
-// answer names it, and the agent stops its workload at once.
+// answer names it, and the agent stops its workload at once. The receipts
+// the server then refuses are logged as unpaid, not as a fault.
 func TestAgent_StopsLeaseTheServerEnded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg, srv := testConfig(t), &fakeServer{}
-		r := startAgent(t, cfg, srv, &rtfake.Runtime{})
+		var logs bytes.Buffer // written by the agent's goroutines, read once Run has returned
+		r := startAgentLogging(t, cfg, srv, &rtfake.Runtime{}, func(d gpu.Detector) gpu.Detector { return d }, io.MultiWriter(testOutput(t), &logs))
 		waitFor(t, "the agent to join", func() bool { return len(srv.heartbeats()) > 0 })
 		r.assign(srv, "lease_x", job(3600, nil))
 		waitFor(t, "the lease to run", leaseIn(srv, "lease_x", idlegrid.LeaseRunning))
@@ -34,6 +40,10 @@ func TestAgent_StopsLeaseTheServerEnded(t *testing.T) {
 		}
 		if err := r.stop(t); err != nil {
 			t.Fatal(err)
+		}
+		if !strings.Contains(logs.String(), "the server had ended the lease before these usage receipts reached it; they are not paid") ||
+			strings.Contains(logs.String(), "server refused usage receipts") {
+			t.Errorf("the agent's log does not tell the receipts of the ended lease as unpaid, or warns of them:\n%s", logs.String())
 		}
 	})
 }

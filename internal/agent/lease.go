@@ -320,6 +320,14 @@ func (l *lease) stoppedBeforeStart() bool {
 	return true
 }
 
+// endedByServer reports whether the server had already ended the lease
+// when the agent stopped it (stopByEnd): it takes nothing more from it.
+func (l *lease) endedByServer() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stopCause == stopByEnd
+}
+
 // startOver says the lease's Start is over: a stop no longer cancels it.
 func (l *lease) startOver() {
 	l.mu.Lock()

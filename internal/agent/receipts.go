@@ -465,8 +465,15 @@ func (a *Agent) sendReceipts(ctx context.Context, l *lease) bool {
 			conflicted = true
 			l.meter.check()
 		default:
-			a.log.Warn("server refused usage receipts; dropping them, the next go on from the receipt before them",
-				"lease", l.id, "from_seq", batch[0].Seq, "receipts", len(batch), "err", err)
+			if l.endedByServer() {
+				// It ended while the node could not hear (the node was
+				// lost in an outage, say): what ran since is no one's to pay.
+				a.log.Info("the server had ended the lease before these usage receipts reached it; they are not paid",
+					"lease", l.id, "from_seq", batch[0].Seq, "receipts", len(batch), "err", err)
+			} else {
+				a.log.Warn("server refused usage receipts; dropping them, the next go on from the receipt before them",
+					"lease", l.id, "from_seq", batch[0].Seq, "receipts", len(batch), "err", err)
+			}
 			_ = l.meter.drop(len(batch), a.key)
 			conflicted = false
 		}
