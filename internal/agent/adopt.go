@@ -106,7 +106,7 @@ func (a *Agent) adopt(ctx, workCtx context.Context) error {
 		if _, done := a.finished[id]; done {
 			ended = append(ended, l)
 		}
-		a.leases[id] = l
+		a.addLease(l)
 		leases[id] = l
 		a.leaseWG.Go(func() {
 			defer a.retire(l)
@@ -186,7 +186,7 @@ func (a *Agent) recoverMeters(workCtx context.Context, all bool) {
 			continue
 		}
 		l.meter.endAtCut(now) // ended as it was kept; one that vanished ran as far as its receipts were cut
-		a.leases[id] = l
+		a.addLease(l)
 		a.log.Info("sending the usage receipts and end of a lease a previous agent ran", "lease", id, "unsent_receipts", l.meter.unsentCount())
 		a.leaseWG.Go(func() { a.settleOrphan(workCtx, l) })
 	}

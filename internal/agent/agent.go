@@ -145,6 +145,7 @@ type Agent struct {
 	gpus      map[string]bool      // UUIDs of the node's GPUs now
 	withdrawn map[string]string    // GPU UUID → why it is not offered now
 	leases    map[string]*lease    // started here and not yet finished
+	added     uint64               // leases added to leases so far (addLease)
 	finished  map[string]time.Time // lease ID → when it finished here
 }
 
@@ -681,9 +682,17 @@ func (a *Agent) start(ctx, workCtx context.Context, c idlegrid.Command) bool {
 		Notice: noticeOf(c.Lease), // kept by the runtime for an agent that takes the workload back (leaseNotice)
 	}, a.clock)
 	l.tier, l.notice = c.Job.Tier, noticeOf(c.Lease)
-	a.leases[id] = l
+	a.addLease(l)
 	a.leaseWG.Go(func() { a.runLease(ctx, workCtx, l) })
 	return true
+}
+
+// addLease makes l one of the agent's leases, after those added before
+// it (lease.order). a.mu is held.
+func (a *Agent) addLease(l *lease) {
+	a.added++
+	l.order = a.added
+	a.leases[l.id] = l
 }
 
 // refusal says why the agent cannot start the command's lease, or "".

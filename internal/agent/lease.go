@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ const (
 // (never blocking the runtime).
 type lease struct {
 	id     string
+	order  uint64 // when it was added among the agent's leases (addLease)
 	w      runtime.Workload
 	tier   idlegrid.Tier
 	notice time.Duration // the notice it is owed when the node's policy stops it
@@ -88,7 +90,10 @@ func newLease(w runtime.Workload, clock idlegrid.Clock) *lease {
 func (a *Agent) runLease(ctx, workCtx context.Context, l *lease) {
 	defer a.retire(l)
 	startCtx := l.startContext(ctx)
-	err := a.rt.Start(startCtx, l.w, l.events)
+	err := a.waitForGPUs(startCtx, l)
+	if err == nil {
+		err = a.rt.Start(startCtx, l.w, l.events)
+	}
 	l.startOver()
 	if err != nil && l.stoppedBeforeStart() {
 		a.log.Info("lease stopped before its workload started", "lease", l.id, "err", err)
@@ -116,6 +121,66 @@ func (a *Agent) runLease(ctx, workCtx context.Context, l *lease) {
 		}
 	}
 	a.follow(workCtx, l)
+}
+
+// gpuFreeWait bounds how long a lease's start waits for the workloads of
+// older leases on its GPUs to exit (waitForGPUs): long enough for the
+// heartbeat that tells the agent those leases ended, and their stop.
+const gpuFreeWait = 2 * time.Minute
+
+// gpuFreePoll is how often a start waiting for its GPUs looks again.
+const gpuFreePoll = 250 * time.Millisecond
+
+// waitForGPUs waits until no workload of an older lease of this agent
+// holds one of l's GPUs. The server gives a lease GPUs once the lease
+// before it on them has ended in its books, and it may end one without
+// its node: a node lost in an outage, a stop never confirmed, a lease
+// taken back. The agent hears of that end at its next heartbeat and stops
+// the workload then, with StopGrace, while the start of the lease that
+// took its GPUs may have come first: starting it at once would put two
+// workloads on one GPU, and the newer one could fail for want of the
+// GPU's memory, its renter paying for the node's mix-up. It returns ctx's
+// error when ctx ends first (a stop, a shutdown), and one naming the GPU
+// and its holder after gpuFreeWait.
+func (a *Agent) waitForGPUs(ctx context.Context, l *lease) error {
+	gpu, holder := a.gpuHolder(l)
+	if holder == "" {
+		return nil
+	}
+	a.log.Info("waiting for a GPU to start the lease: an earlier lease's workload still holds it", "lease", l.id, "gpu", gpu, "held_by", holder)
+	deadline := time.NewTimer(gpuFreeWait)
+	defer deadline.Stop()
+	poll := time.NewTicker(gpuFreePoll)
+	defer poll.Stop()
+	for holder != "" {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("GPU %s is still held by the workload of lease %s after %s", gpu, holder, gpuFreeWait)
+		case <-poll.C:
+			gpu, holder = a.gpuHolder(l)
+		}
+	}
+	return nil
+}
+
+// gpuHolder returns one of l's GPUs that the workload of an older lease of
+// this agent, not exited, holds, and that lease's ID; "" when none does.
+func (a *Agent) gpuHolder(l *lease) (gpu, leaseID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, o := range a.leases {
+		if o.order >= l.order || o.exited() {
+			continue
+		}
+		for _, u := range l.w.GPUs {
+			if slices.Contains(o.w.GPUs, u) {
+				return u, id
+			}
+		}
+	}
+	return "", ""
 }
 
 // follow takes the events of a lease whose workload runs until it exits,

@@ -29,10 +29,14 @@ func TestAgent_OutputDigest(t *testing.T) {
 		verifiable.Verifiable = true
 		other := verifiable
 		other.Command = []string{"python", "train.py", "--seed", "2"}
-		r.assign(srv, "lease_a", verifiable)
-		r.assign(srv, "lease_b", verifiable)
-		r.assign(srv, "lease_c", other)
-		r.assign(srv, "lease_d", job(60, nil))
+		// Two GPUs: a and b run at once, one on each; c and d each start
+		// once the lease before it on its GPU has ended.
+		for i, x := range []struct {
+			id string
+			j  idlegrid.JobSpec
+		}{{"lease_a", verifiable}, {"lease_b", verifiable}, {"lease_c", other}, {"lease_d", job(60, nil)}} {
+			srv.assign(idlegrid.Lease{ID: x.id, JobID: "job_" + x.id, GPUUUIDs: r.gpus[i%2 : i%2+1], LimitSeconds: x.j.DurationSeconds, Tier: x.j.Tier}, x.j)
+		}
 		digest := map[string]string{}
 		for _, id := range []string{"lease_a", "lease_b", "lease_c", "lease_d"} {
 			waitFor(t, id+" to succeed", leaseIn(srv, id, idlegrid.LeaseSucceeded))
