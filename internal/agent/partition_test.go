@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,6 +78,9 @@ func TestPartition(t *testing.T) {
 	})
 	if l := m.lease(t, j.ID, first.ID); l.State != idlegrid.LeaseLost || l.ChargedMicros != 0 {
 		t.Errorf("after the heal the lost lease is %s, charged %s; want it lost still, and charged nothing for what ran cut off", l.State, l.ChargedMicros)
+	}
+	if o := a.rt.Runtime.(*gpuLedger).overlaps(); len(o) > 0 {
+		t.Errorf("the healed node ran two workloads on one GPU: %s", strings.Join(o, "; "))
 	}
 }
 
@@ -220,7 +224,7 @@ func (m *partitionMarket) startNode(tb testing.TB, name, serverURL string, tune 
 	if tune != nil {
 		tune(cfg, sim)
 	}
-	rt := &stopsSeen{Runtime: sim}
+	rt := &stopsSeen{Runtime: &gpuLedger{Runtime: sim}}
 	a, err := agent.New(agent.Options{
 		Config: cfg, Server: client.NewAgent(serverURL, key), Detector: det, Runtime: rt, Key: key,
 		Host:    &agent.Host{Name: name, CPUCores: 8, RAMMB: 32768, DiskGB: 1000},
