@@ -213,7 +213,8 @@ func jsonFileError(data []byte, err error) error {
 	// encoding/json: `json: unknown field "gpu"`
 	if field, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
 		name := strings.Trim(field, `"`)
-		return idlegrid.Invalid("job."+name, "unknown field%s", unknownFieldAdvice(name, reflect.TypeFor[jobFile]()))
+		path, within := jsonUnknownField(data, name)
+		return idlegrid.Invalid("job."+path, "unknown field%s", unknownFieldAdvice(name, within))
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
@@ -225,6 +226,28 @@ func jsonFileError(data []byte, err error) error {
 		return idlegrid.Invalid("job."+te.Field, "line %d: must be %s, not %s", line, kindOr(goKinds, te.Type.String(), "a "+te.Type.String()), got)
 	}
 	return idlegrid.Invalid("job", "cannot read job file: %s", msg)
+}
+
+// jsonUnknownField finds in a JSON job file the key name that encoding/json
+// found no field for (it names the key alone), reading the file as YAML,
+// which JSON is: it returns the key's path and the struct it is not a
+// field of, or name and jobFile when it cannot tell.
+func jsonUnknownField(data []byte, name string) (string, reflect.Type) {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) == nil {
+		var within reflect.Type
+		path, _, ok := yamlFind(&doc, reflect.TypeFor[jobFile](), "", func(n *yaml.Node, in reflect.Type, key bool) bool {
+			if key && n.Value == name && in.Kind() == reflect.Struct && yamlValueType(in, name) == nil {
+				within = in
+				return true
+			}
+			return false
+		})
+		if ok {
+			return path, within
+		}
+	}
+	return name, reflect.TypeFor[jobFile]()
 }
 
 // yamlFileError turns yaml.v3's error decoding data into v into one that

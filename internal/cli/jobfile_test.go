@@ -105,6 +105,7 @@ func TestParseJobFile_Errors(t *testing.T) {
 		{"UnknownYAMLField", "image: x\ngpu: 2\n", "job.gpu", "unknown field (line 2); did you mean gpus?"},
 		{"UnknownJSONField", `{"image": "x", "gpu_model": "T4"}`, "job.gpu_model", "unknown field; did you mean gpu_models?"},
 		{"UnknownFarFromAny", "image: x\ncolour: blue\n", "job.colour", "unknown field (line 2); see 'idlegrid job submit --help' for the fields"},
+		{"UnknownInJSONDataset", `{"image": "x", "datasets": [{"name": "c", "size_gb": 1}, {"nam": "d"}]}`, "job.datasets[1].nam", "unknown field; did you mean name?"},
 		{"UnknownNestedDoesNotExist", "image: x\nresources: {gpus: 1}\n", "job.resources", "unknown field"},
 		{"BadPrice", "max_price: cheap\n", "job.max_price", `not a decimal amount: "cheap"`},
 		{"TooPrecisePrice", `{"max_price": "0.0000001"}`, "job.max_price", "at most 6 decimal places"},
