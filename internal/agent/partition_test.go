@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/agent"
+	"github.com/idlegrid/idlegrid/internal/gpu"
 	"github.com/idlegrid/idlegrid/internal/httpapi"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/runtime"
@@ -212,11 +214,7 @@ func (m *partitionMarket) startNode(tb testing.TB, name, serverURL string, tune 
 	}
 	cfg := testConfig(tb)
 	cfg.Server, cfg.JoinToken, cfg.Name, cfg.FakeGPUs = serverURL, token, name, "1xRTX4090"
-	key, err := nodekey.LoadOrCreate(cfg.KeyPath())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	det, err := cfg.Detector(key)
+	key, err := nodekey.LoadOrCreate(cfg.KeyPath()) // the key startAgentLogging loads again
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -225,25 +223,29 @@ func (m *partitionMarket) startNode(tb testing.TB, name, serverURL string, tune 
 		tune(cfg, sim)
 	}
 	rt := &stopsSeen{Runtime: &gpuLedger{Runtime: sim}}
-	a, err := agent.New(agent.Options{
-		Config: cfg, Server: client.NewAgent(serverURL, key), Detector: det, Runtime: rt, Key: key,
-		Host:    &agent.Host{Name: name, CPUCores: 8, RAMMB: 32768, DiskGB: 1000},
-		Logger:  slog.New(slog.NewTextHandler(testOutput(tb), &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", name),
-		Version: "test",
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ended := make(chan struct{})
-	go func() { a.Run(ctx); close(ended) }()
-	tb.Cleanup(func() { cancel(); <-ended })
+	r := startAgentLogging(tb, cfg, client.NewAgent(serverURL, key), rt, func(d gpu.Detector) gpu.Detector { return d },
+		namedLines{name, testOutput(tb)})
+	tb.Cleanup(func() { r.stop(tb) })
 	n := &partitionNode{rt: rt}
 	waitReal(tb, name+" online", func() bool {
-		n.nodeID = a.NodeID()
+		n.nodeID = r.a.NodeID()
 		return n.nodeID != "" && m.nodeState(tb, n.nodeID) == idlegrid.NodeOnline
 	})
 	return n
+}
+
+// namedLines writes each line of an agent's log after its node's name, so
+// that the log of a market of several agents says whose each line is.
+type namedLines struct {
+	name string
+	w    io.Writer
+}
+
+func (n namedLines) Write(p []byte) (int, error) {
+	if _, err := n.w.Write(append([]byte(n.name+": "), p...)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // nodeState is the node's state as the market has it ("" before it joined).
