@@ -421,7 +421,7 @@ func unknownFieldAdvice(typed string, within reflect.Type) string {
 	var names []string
 	if within != nil && within.Kind() == reflect.Struct {
 		for i := range within.NumField() {
-			if name := strings.Split(within.Field(i).Tag.Get("yaml"), ",")[0]; name != "" && name != "-" {
+			if name := yamlFieldName(within.Field(i)); name != "" && name != "-" {
 				names = append(names, name)
 			}
 		}
@@ -441,12 +441,19 @@ func yamlValueType(t reflect.Type, key string) reflect.Type {
 		return t.Elem()
 	case reflect.Struct:
 		for i := range t.NumField() {
-			if f := t.Field(i); strings.Split(f.Tag.Get("yaml"), ",")[0] == key {
+			if f := t.Field(i); yamlFieldName(f) == key {
 				return f.Type
 			}
 		}
 	}
 	return nil
+}
+
+// yamlFieldName is the name a job file gives a field of its structs: the
+// first part of its yaml tag.
+func yamlFieldName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return name
 }
 
 // yamlKinds and goKinds name YAML's and the job file's kinds of value in
