@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,9 +61,9 @@ type adoptedOutput interface {
 // reported like any other lease's, a stop command reaches them, and
 // shutdown stops them. The server decides whether it still wants them: it
 // refuses the running report of a lease it has ended, and the agent then
-// stops the workload (see ship). adopt runs before the loops start, and
-// again (adoptAgain) while the runtime could not say which workloads it
-// holds; it returns Adopt's error (nil for a runtime that is no Adopter).
+// stops the workload (see ship). adopt runs through takeBack, before the
+// loops start and again while the runtime could not say which workloads
+// it holds; it returns Adopt's error (nil for a runtime that is no Adopter).
 // The goroutines it starts are counted in leaseWG.
 func (a *Agent) adopt(ctx, workCtx context.Context) error {
 	ad, ok := a.rt.(runtime.Adopter)
@@ -107,6 +108,7 @@ func (a *Agent) adopt(ctx, workCtx context.Context) error {
 			ended = append(ended, l)
 		}
 		a.addLease(l)
+		l.order = 0 // older than any lease started here, whose start waits for its GPUs (gpuHolder)
 		leases[id] = l
 		a.leaseWG.Go(func() {
 			defer a.retire(l)
@@ -126,15 +128,36 @@ func (a *Agent) adopt(ctx, workCtx context.Context) error {
 	return err
 }
 
-// adoptAgain tries adopt again, backing off, until it works or ctx is
-// done, and then goes on with the receipts of the leases whose workloads
-// are gone (recoverMeters). It runs with the agent's loops.
+// takeBack runs adopt until it has worked once, one call at a time, and
+// then goes on with the receipts of the leases whose workloads are gone
+// (recoverMeters); after that it returns nil at once. serve calls it
+// first, adoptAgain while it fails, and each lease's start before its
+// workload starts: until the runtime has said which workloads a previous
+// agent left, a new one could start beside one of them on its GPU.
+func (a *Agent) takeBack(ctx, workCtx context.Context) error {
+	a.takeBackMu.Lock()
+	defer a.takeBackMu.Unlock()
+	if !a.untaken {
+		return nil
+	}
+	a.takeBackTries++
+	if err := a.adopt(ctx, workCtx); err != nil {
+		return fmt.Errorf("the runtime cannot say yet which workloads a previous agent left on this node: %w", err)
+	}
+	a.untaken = false
+	if a.takeBackTries > 1 {
+		a.log.Info("took back what a previous agent left", "attempts", a.takeBackTries)
+	}
+	a.recoverMeters(workCtx, true)
+	return nil
+}
+
+// adoptAgain tries takeBack again, backing off, until it works (here, or
+// at a lease's start) or ctx is done. It runs with the agent's loops.
 func (a *Agent) adoptAgain(ctx, workCtx context.Context) {
 	var b backoff.Backoff
 	for backoff.Sleep(ctx, b.Next()) {
-		if err := a.adopt(ctx, workCtx); err == nil {
-			a.log.Info("took back what a previous agent left", "attempts", b.Attempts()+1)
-			a.recoverMeters(workCtx, true)
+		if a.takeBack(ctx, workCtx) == nil {
 			return
 		}
 	}

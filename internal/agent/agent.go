@@ -140,6 +140,14 @@ type Agent struct {
 	attested     attestation     // the fingerprint the server holds (attest.go)
 	challenger   GPUChallenger   // Options.Challenger; else opened by the attestation (attest.go)
 
+	// takeBackMu makes one adopt run at a time, between serve's retries
+	// (adoptAgain) and lease starts (takeBack); untaken says the runtime
+	// has not yet said which workloads a previous agent left, after
+	// takeBackTries.
+	takeBackMu    sync.Mutex
+	untaken       bool
+	takeBackTries int
+
 	mu        sync.Mutex
 	nodeID    string
 	gpus      map[string]bool      // UUIDs of the node's GPUs now
@@ -386,14 +394,14 @@ func (a *Agent) serve(ctx context.Context) error {
 	stopSession := a.keepSession(workCtx)
 	defer stopSession()
 	var loops sync.WaitGroup
-	if err := a.adopt(ctx, workCtx); err != nil {
+	a.untaken = true
+	if err := a.takeBack(ctx, workCtx); err != nil {
 		// The runtime could not say which workloads it holds (Docker
 		// restarting, say): what a previous agent left runs on, on GPUs
-		// this node offers, until it is taken back.
+		// this node offers, until it is taken back; a lease's start
+		// tries again first (runLease).
 		a.recoverMeters(workCtx, false)
 		loops.Go(func() { a.adoptAgain(ctx, workCtx) })
-	} else {
-		a.recoverMeters(workCtx, true)
 	}
 	loops.Go(func() { a.heartbeatLoop(ctx, refuse) })
 	loops.Go(func() { a.commandLoop(ctx, workCtx) })

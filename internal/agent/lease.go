@@ -52,6 +52,7 @@ type lease struct {
 	stopCause   stopCause
 	stopReason  string
 	stopSent    bool // runtime.Stop was called
+	unstarted   bool // its Start failed: no workload holds its GPUs
 	adopted     bool // taken back from a previous agent (adopt)
 	// runningAt is when the server took the running report of a lease
 	// this agent started, on the agent's clock: the server counts the
@@ -90,11 +91,17 @@ func newLease(w runtime.Workload, clock idlegrid.Clock) *lease {
 func (a *Agent) runLease(ctx, workCtx context.Context, l *lease) {
 	defer a.retire(l)
 	startCtx := l.startContext(ctx)
-	err := a.waitForGPUs(startCtx, l)
+	err := a.takeBack(startCtx, workCtx)
+	if err == nil {
+		err = a.waitForGPUs(startCtx, l)
+	}
 	if err == nil {
 		err = a.rt.Start(startCtx, l.w, l.events)
 	}
 	l.startOver()
+	if err != nil {
+		l.startFailed()
+	}
 	if err != nil && l.stoppedBeforeStart() {
 		a.log.Info("lease stopped before its workload started", "lease", l.id, "err", err)
 		a.report(workCtx, l.id, l.final())
@@ -166,12 +173,12 @@ func (a *Agent) waitForGPUs(ctx context.Context, l *lease) error {
 }
 
 // gpuHolder returns one of l's GPUs that the workload of an older lease of
-// this agent, not exited, holds, and that lease's ID; "" when none does.
+// this agent holds (holdsGPUs), and that lease's ID; "" when none does.
 func (a *Agent) gpuHolder(l *lease) (gpu, leaseID string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id, o := range a.leases {
-		if o.order >= l.order || o.exited() {
+		if o.order >= l.order || !o.holdsGPUs() {
 			continue
 		}
 		for _, u := range l.w.GPUs {
@@ -383,6 +390,22 @@ func (l *lease) stoppedBeforeStart() bool {
 	}
 	l.exit = &runtime.Exit{Stopped: true}
 	return true
+}
+
+// startFailed records that the runtime did not start the workload: the
+// lease stays the agent's until its failure is reported, holding no GPU.
+func (l *lease) startFailed() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unstarted = true
+}
+
+// holdsGPUs reports whether the lease's workload holds its GPUs, or is to
+// hold them once started: it has neither exited nor failed to start.
+func (l *lease) holdsGPUs() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.exit == nil && !l.unstarted
 }
 
 // endedByServer reports whether the server had already ended the lease
