@@ -19,6 +19,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/agent"
 	"github.com/idlegrid/idlegrid/internal/gpu"
 	"github.com/idlegrid/idlegrid/internal/httpapi"
+	"github.com/idlegrid/idlegrid/internal/market"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/runtime"
 	rtfake "github.com/idlegrid/idlegrid/internal/runtime/fake"
@@ -40,7 +41,7 @@ func TestPartition(t *testing.T) {
 		t.Skip("waits out a lost node's heartbeats, in real time")
 	}
 	ctx := context.Background()
-	m := mustPartitionMarket(t, 3)
+	m := mustPartitionMarket(t, server.Config{MissedHeartbeats: 3})
 	cut := newPartition(t, m.url)
 	a := m.startNode(t, "cut-off", "http://"+cut.addr(), nil)
 	spec := job(3600, nil)
@@ -95,7 +96,7 @@ func TestPartition_blip(t *testing.T) {
 		t.Skip("runs a lease across a cut, in real time")
 	}
 	ctx := context.Background()
-	m := mustPartitionMarket(t, 10) // lost only after 10 s without a heartbeat
+	m := mustPartitionMarket(t, server.Config{MissedHeartbeats: 10}) // lost only after 10 s without a heartbeat
 	cut := newPartition(t, m.url)
 	a := m.startNode(t, "blipped", "http://"+cut.addr(), func(c *agent.Config, rt *rtfake.Runtime) {
 		c.ReceiptInterval = time.Second
@@ -146,6 +147,54 @@ func TestPartition_blip(t *testing.T) {
 	}
 }
 
+// TestPartition_noticeAcrossABlip: a bronze lease given notice, for a
+// silver job, while its node is cut off for less than the server waits
+// still gets its notice: once the network heals, the agent hears of the
+// stop, the bronze workload stops, and the silver job runs on the GPU
+// after it, never beside it. The bronze renter pays for the run up to the
+// stop.
+func TestPartition_noticeAcrossABlip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a notice across a cut, in real time")
+	}
+	ctx := context.Background()
+	m := mustPartitionMarket(t, server.Config{MissedHeartbeats: 10, Market: market.Config{NoticeSeconds: 5, MinRuntimeSeconds: 1}})
+	cut := newPartition(t, m.url)
+	a := m.startNode(t, "blipped", "http://"+cut.addr(), func(c *agent.Config, _ *rtfake.Runtime) {
+		c.Ask.Floor = map[idlegrid.Tier]string{idlegrid.TierSilver: "1.50", idlegrid.TierBronze: "0.50"}
+	})
+	bronzeSpec := job(3600, nil)
+	bronzeSpec.Tier, bronzeSpec.Interruptible = idlegrid.TierBronze, true
+	bronze, err := m.renter.SubmitJob(ctx, bronzeSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := m.waitLease(t, "the bronze job running", bronze.ID, func(l *idlegrid.Lease) bool { return l.State == idlegrid.LeaseRunning })
+
+	cut.cut()
+	silver, err := m.renter.SubmitJob(ctx, job(60, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.waitLease(t, "the bronze lease given notice", bronze.ID, func(l *idlegrid.Lease) bool { return l.ID == first.ID && l.NoticeAt != nil })
+	time.Sleep(1500 * time.Millisecond)
+	cut.heal()
+
+	ran := m.waitLease(t, "the silver job running on the node", silver.ID, func(l *idlegrid.Lease) bool {
+		return l.NodeID == a.nodeID && l.State == idlegrid.LeaseRunning
+	})
+	stopped := m.lease(t, bronze.ID, first.ID)
+	if stopped.State != idlegrid.LeasePreempted || stopped.ChargedMicros <= 0 {
+		t.Errorf("the bronze lease ended %s, charged %s (%s); want preempted, its run charged", stopped.State, stopped.ChargedMicros, stopped.Reason)
+	}
+	if !a.rt.stoppedLease(first.ID) {
+		t.Error("the agent never stopped the bronze workload")
+	}
+	if o := a.rt.Runtime.(*gpuLedger).overlaps(); len(o) > 0 {
+		t.Errorf("the silver lease %s shared the GPU: %s", ran.ID, strings.Join(o, "; "))
+	}
+}
+
 // partitionMarket is the coordinator on SQLite behind a real listener,
 // with sessions, a renter with funds and a provider, its agents beating
 // every second.
@@ -156,9 +205,9 @@ type partitionMarket struct {
 	renterAccountID string
 }
 
-// mustPartitionMarket starts a market that declares a node lost after
-// missed heartbeats.
-func mustPartitionMarket(tb testing.TB, missed int) *partitionMarket {
+// mustPartitionMarket starts a market with cfg's rules (a node lost
+// after cfg.MissedHeartbeats, say), heartbeats every second.
+func mustPartitionMarket(tb testing.TB, cfg server.Config) *partitionMarket {
 	tb.Helper()
 	ctx := context.Background()
 	store, err := sqlstore.Open(ctx, sqlstoretest.Path(tb))
@@ -167,8 +216,8 @@ func mustPartitionMarket(tb testing.TB, missed int) *partitionMarket {
 	}
 	tb.Cleanup(func() { store.Close() })
 	log := slog.New(slog.NewTextHandler(testOutput(tb), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	srv, err := server.Open(server.Config{Store: store, Logger: log, HeartbeatInterval: time.Second, MissedHeartbeats: missed,
-		SchedulePeriod: 50 * time.Millisecond})
+	cfg.Store, cfg.Logger, cfg.HeartbeatInterval, cfg.SchedulePeriod = store, log, time.Second, 50*time.Millisecond
+	srv, err := server.Open(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -201,6 +250,7 @@ func mustPartitionMarket(tb testing.TB, missed int) *partitionMarket {
 type partitionNode struct {
 	nodeID string
 	rt     *stopsSeen
+	stop   func() error // stops the agent, once; what Run returned
 }
 
 // startNode runs an agent that reaches the market at serverURL, its
@@ -225,8 +275,8 @@ func (m *partitionMarket) startNode(tb testing.TB, name, serverURL string, tune 
 	rt := &stopsSeen{Runtime: &gpuLedger{Runtime: sim}}
 	r := startAgentLogging(tb, cfg, client.NewAgent(serverURL, key), rt, func(d gpu.Detector) gpu.Detector { return d },
 		namedLines{name, testOutput(tb)})
-	tb.Cleanup(func() { r.stop(tb) })
-	n := &partitionNode{rt: rt}
+	n := &partitionNode{rt: rt, stop: sync.OnceValue(func() error { return r.stop(tb) })}
+	tb.Cleanup(func() { n.stop() })
 	waitReal(tb, name+" online", func() bool {
 		n.nodeID = r.a.NodeID()
 		return n.nodeID != "" && m.nodeState(tb, n.nodeID) == idlegrid.NodeOnline
