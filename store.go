@@ -86,6 +86,10 @@ type Store interface {
 	// node ID, without reading the nodes' offers: what the reaper reads on
 	// each pass.
 	OnlineHeartbeats(ctx context.Context) (map[string]time.Time, error)
+	// LeavingHeartbeats returns the last heartbeat of every offline node
+	// that holds a live lease, by node ID: a node whose agent said goodbye
+	// and has not yet reported each lease it ran.
+	LeavingHeartbeats(ctx context.Context) (map[string]time.Time, error)
 	// UpdateOffer replaces what the node offers and marks it online.
 	UpdateOffer(ctx context.Context, nodeID string, o Offer, agentVersion string, at time.Time) error
 	// Heartbeat marks the node online at at, and returns its standing.

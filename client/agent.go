@@ -148,6 +148,13 @@ func (a *AgentClient) heartbeat(ctx context.Context, req idlegrid.HeartbeatReque
 	return &out, nil
 }
 
+// Goodbye says the agent is stopping: the server takes the node offline
+// at once, placing nothing new on it, rather than wait for its missed
+// heartbeats. Its leases stay live until they are reported.
+func (a *AgentClient) Goodbye(ctx context.Context) error {
+	return a.do(ctx, call{method: http.MethodPost, path: path("agent", "goodbye")}, false)
+}
+
 // Commands long-polls for what the node should do: it returns as soon as
 // there are commands, or with none after about wait (which the server may
 // cap). Commands repeat until reports make them moot.

@@ -46,6 +46,9 @@ type Server interface {
 	AppendLogs(ctx context.Context, leaseID string, b idlegrid.LogBatch) error
 	SendReceipts(ctx context.Context, leaseID string, rs []idlegrid.Receipt) error
 	LastReceipt(ctx context.Context, leaseID string) (*idlegrid.Receipt, error)
+	// Goodbye says the agent is stopping: the node goes offline, so that
+	// nothing new is placed on it while the agent reports its leases.
+	Goodbye(ctx context.Context) error
 }
 
 // SessionServer is a Server that can carry the agent's calls over one
@@ -410,11 +413,34 @@ func (a *Agent) serve(ctx context.Context) error {
 	loops.Go(func() { a.models.loadLoop(ctx, a.log.Info) })
 	loops.Go(func() { a.challengeLoop(ctx, &a.attested) })
 	loops.Wait()
+	cause := context.Cause(ctx)
+	refused := errors.Is(cause, errRetired) || errors.Is(cause, errForgotten)
+	if !refused {
+		a.sayGoodbye(workCtx)
+	}
 	a.shutdown(cancelWork)
-	if err := context.Cause(ctx); errors.Is(err, errRetired) || errors.Is(err, errForgotten) {
-		return err
+	if refused {
+		return cause
 	}
 	return nil
+}
+
+// goodbyeWait bounds how long a stopping agent waits for the server to
+// take its goodbye.
+const goodbyeWait = 5 * time.Second
+
+// sayGoodbye tells the server the agent is stopping (Server.Goodbye), so
+// that nothing new is placed on the node while the agent stops and
+// reports its leases, and the node is offline rather than lost once its
+// heartbeats stop. A server out of reach finds the node lost, as before.
+func (a *Agent) sayGoodbye(workCtx context.Context) {
+	ctx, cancel := context.WithTimeout(workCtx, goodbyeWait)
+	defer cancel()
+	if err := a.srv.Goodbye(ctx); err != nil {
+		a.log.Warn("could not tell the server the agent is stopping; it will declare the node lost once its heartbeats stop", "err", err)
+		return
+	}
+	a.log.Info("told the server the agent is stopping: the node is offline, and nothing new is placed on it")
 }
 
 // errRetired is why an agent whose node was retired stops.

@@ -33,6 +33,9 @@ type fakeServer struct {
 	refused  error                  // when set, every call fails with it: the server refuses the node
 	down     map[string]bool        // methods that fail as with the server unreachable (setDown)
 	calls    map[string][]time.Time // method → when it was called
+	// reportsBeforeGoodbye is how many lease reports came before the
+	// last Goodbye.
+	reportsBeforeGoodbye int
 }
 
 type fakeReport struct {
@@ -317,6 +320,15 @@ func (f *fakeServer) ReportLease(ctx context.Context, leaseID string, r idlegrid
 	}
 	f.notify()
 	return nil
+}
+
+// Goodbye notes the call, and how many lease reports came before it; the
+// fake keeps no node state.
+func (f *fakeServer) Goodbye(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reportsBeforeGoodbye = len(f.reports)
+	return f.call("Goodbye")
 }
 
 // SendReceipts accepts receipts in sequence, as the server does: one it

@@ -58,6 +58,17 @@ func (a *api) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, resp)
 }
 
+// POST /v1/agent/goodbye: the agent is stopping; the node goes offline.
+func (a *api) goodbye(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r); err != nil {
+		return err
+	}
+	if err := a.srv.Goodbye(r.Context()); err != nil {
+		return err
+	}
+	return writeNoContent(w)
+}
+
 // GET /v1/agent/commands?wait=SECONDS is the agents' long poll. The wait is
 // capped at Options.MaxWait; without one the answer is immediate.
 func (a *api) commands(w http.ResponseWriter, r *http.Request) error {

@@ -135,6 +135,7 @@ var fuzzRoutes = []fuzzRoute{
 	{agent: true, method: "PUT", path: "/v1/agent/offer", body: `{"offer":{"name":"rig","gpus":[{"uuid":"GPU-rig-0","model":"RTX4090","vram_mb":24576}],"cpu_cores":16,"ram_mb":65536,"disk_gb":500,"region":"eu-west","residency":"EU","schedule":{"mode":"always"},"ask":{"floor_micros_per_gpu_hour":{"silver":2000000}}},"agent_version":"0.1.0"}`},
 	{agent: true, method: "POST", path: "/v1/agent/heartbeat", id: idLease, body: `{"leases":[{"lease_id":"{id}","progress":0.5,"checkpoint_at":"2026-12-01T11:58:00Z","checkpoint_age_seconds":42.5}],"model_queues":[{"model":"llama-3.1-8b","queued":3}]}`},
 	{agent: true, method: "GET", path: "/v1/agent/commands?wait=1"},
+	{agent: true, method: "POST", path: "/v1/agent/goodbye"},
 	{agent: true, method: "POST", path: "/v1/agent/leases/{id}/report", id: idLease, body: `{"state":"failed","exit_code":137,"fault":"provider","message":"out of memory","progress":0.4}`},
 	{agent: true, method: "POST", path: "/v1/agent/leases/{id}/logs", id: idLease, body: `{"lines":[{"seq":1,"at":"2026-11-30T09:07:40Z","stream":"stdout","text":"epoch 1"}]}`},
 	{agent: true, method: "POST", path: "/v1/agent/leases/{id}/receipts", id: idLease, body: `{"receipts":[{"lease_id":"{id}","seq":1,"start":"2026-11-30T09:08:40Z","end":"2026-11-30T09:09:40Z","gpu_seconds":60,"avg_util_pct":87,"energy_wh":11,"prev_hash":"","signature":"AAAA"}]}`},

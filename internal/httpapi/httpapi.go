@@ -253,6 +253,7 @@ func (a *api) routes() {
 	a.handle("GET /v1/agent/node", t, a.withNode(a.agentNode))
 	a.handle("PUT /v1/agent/offer", t, a.withNode(a.updateOffer))
 	a.handle("POST /v1/agent/heartbeat", t, a.withNode(a.heartbeat))
+	a.handle("POST /v1/agent/goodbye", t, a.withNode(a.goodbye))
 	a.handle("GET /v1/agent/commands", a.opts.MaxWait+longPollMargin, a.withNode(a.commands))
 	a.handle("POST /v1/agent/leases/{id}/report", t, a.withNode(a.reportLease))
 	a.handle("POST /v1/agent/leases/{id}/logs", t, a.withNode(a.appendLogs))

@@ -133,6 +133,26 @@ func (s *Server) Heartbeat(ctx context.Context, req idlegrid.HeartbeatRequest) (
 	return resp, nil
 }
 
+// Goodbye records that the calling node's agent is stopping: the node
+// goes offline at once, so that no new lease is placed on it, rather than
+// be declared lost once it has missed its heartbeats. The leases it runs
+// stay live until its agent reports them, as it does next; a node that
+// goes silent before reporting each is declared lost after the same
+// silence as an online one (reapLeaving), and the leases left end lost.
+// Its next heartbeat or offer brings it online again.
+func (s *Server) Goodbye(ctx context.Context) error {
+	c, err := node(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.store.SetNodeState(ctx, c.NodeID, idlegrid.NodeOffline, s.Now()); err != nil {
+		return err
+	}
+	s.markNode(c.NodeID)
+	s.log.Info("node said goodbye", "node", c.NodeID)
+	return nil
+}
+
 // noteEnded tells the agent of a lease it runs that the server has ended,
 // so that it stops the workload: no one pays for it any more, and its
 // GPUs may be another's.

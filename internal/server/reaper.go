@@ -76,6 +76,9 @@ func (s *Server) Reap(ctx context.Context) error {
 	if err := s.reapNodes(ctx, beats); err != nil {
 		return errors.Join(err, s.reapRest(ctx))
 	}
+	if err := s.reapLeaving(ctx); err != nil {
+		return errors.Join(err, s.reapRest(ctx))
+	}
 	lost := s.endLostLeases(ctx)
 	if err := s.reapLeases(ctx, beats); err != nil {
 		return errors.Join(lost, err, s.reapRest(ctx))
@@ -133,6 +136,33 @@ func (s *Server) reapNodes(ctx context.Context, beats map[string]time.Time) erro
 		delete(beats, id)
 		s.markNode(n.ID)
 		s.log.Warn("node lost", "node", n.ID, "reason", lostReason(n, s.cfg.MissedHeartbeats))
+	}
+	return nil
+}
+
+// reapLeaving declares lost the nodes that said goodbye (Goodbye) and
+// then, holding live leases their agents never reported, stayed silent as
+// long as reapNodes waits for an online node: endLostLeases then ends
+// those leases. A node that beat since it was read is left as it is.
+func (s *Server) reapLeaving(ctx context.Context) error {
+	leaving, err := s.store.LeavingHeartbeats(ctx)
+	if err != nil {
+		return err
+	}
+	now := s.Now()
+	silence := time.Duration(s.cfg.MissedHeartbeats) * s.cfg.HeartbeatInterval
+	for _, id := range slices.Sorted(maps.Keys(leaving)) {
+		if s.silentSince(leaving[id], now) <= silence {
+			continue
+		}
+		err := s.store.SetNodeState(ctx, id, idlegrid.NodeLost, leaving[id])
+		if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
+			continue // it beat since the read, or was retired
+		} else if err != nil {
+			return err
+		}
+		s.markNode(id)
+		s.log.Warn("node lost", "node", id, "reason", "its agent said goodbye and went silent before reporting every lease it ran")
 	}
 	return nil
 }

@@ -360,6 +360,33 @@ func TestServer_Reputation_uptime(t *testing.T) {
 	})
 }
 
+// A node whose agent says goodbye inside a promised window is measured as
+// a silent one is: the goodbye takes it off the market, not out of its
+// promise.
+func TestServer_Reputation_uptimeAfterGoodbye(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mustMarketWith(t, nil)
+		start := time.Now()
+		offer := testOffer("barn-1")
+		offer.Schedule = oneWindow(start.Add(10*time.Minute), start.Add(30*time.Minute))
+		if err := m.srv.UpdateOffer(m.node, idlegrid.OfferRequest{Offer: offer}); err != nil {
+			t.Fatal(err)
+		}
+		m.advance(t, 20*time.Minute)
+		if err := m.srv.Goodbye(m.node); err != nil {
+			t.Fatal(err)
+		}
+		heartbeatOnly(t, m, 11*time.Minute, m.rival)
+		if s := mustNodeState(t, m, m.nodeID); s != idlegrid.NodeOffline {
+			t.Fatalf("barn-1 is %s, want offline", s)
+		}
+		v := mustNodeReputation(t, m, m.provider)
+		if fs := v.Detail.Facts; len(fs) != 1 || fs[0].PromisedSeconds != 1200 || fs[0].OnlineSeconds < 600 || fs[0].OnlineSeconds > 660 {
+			t.Fatalf("facts = %+v, want the window measured: 1200 s promised, about 600 online before the goodbye", fs)
+		}
+	})
+}
+
 // A pass looks at a node only when one of its promised windows ends or its
 // standing may have decayed; an offer that changes its windows has the
 // next pass look at it.

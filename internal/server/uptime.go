@@ -39,9 +39,10 @@ type uptimeTrack struct {
 }
 
 const (
-	// lostWatch is how long after its last heartbeat a lost node's promised
-	// windows still count against it; after that it is taken as gone, and
-	// measured again when it returns.
+	// lostWatch is how long after its last heartbeat the promised windows
+	// of a node lost, or offline (its agent said goodbye), still count
+	// against it; after that it is taken as gone, and measured again when
+	// it returns.
 	lostWatch = 24 * time.Hour
 	// lookEvery bounds the time between two looks at a node, for decay:
 	// each look sets the next between half of it and all of it from now,
@@ -56,7 +57,8 @@ const (
 // measureUptime is the reaper's uptime pass. online is the online nodes
 // (by ID, as the pass's node rule left them): those not yet watched are
 // watched from now on, and each watched node that is due is looked at. A
-// node that said goodbye is not measured until it returns.
+// node lost or offline is measured for lostWatch after its last heartbeat:
+// a goodbye takes a node off the market, not out of its promised windows.
 func (s *Server) measureUptime(ctx context.Context, online map[string]time.Time) error {
 	now := s.Now()
 	var errs []error
@@ -100,8 +102,8 @@ func (s *Server) uptimeDue(online map[string]time.Time, now time.Time) []string 
 
 // lookAtUptime measures node id's promised spans that ended, saves its
 // standing when there are facts or decay moved it, and sets its next look.
-// A node no longer watched (gone, said goodbye, or lost too long) is
-// forgotten. seen holds the providers' standings the pass has read.
+// A node no longer watched (gone, retired, or lost or offline too long)
+// is forgotten. seen holds the providers' standings the pass has read.
 func (s *Server) lookAtUptime(ctx context.Context, id string, now time.Time, seen *providersSeen) error {
 	s.trust.mmu.Lock()
 	defer s.trust.mmu.Unlock()
@@ -258,12 +260,14 @@ func minTime(a, b time.Time) time.Time {
 }
 
 // watch notes that this coordinator watches n from now on, unless it
-// already does, and returns since when; watched is false for a node that
-// said goodbye or was lost long ago, which is forgotten until it returns.
+// already does, and returns since when; watched is false for a node
+// retired, or lost or offline long ago, which is forgotten until it
+// returns.
 func (s *Server) watch(n *idlegrid.Node, now time.Time) (since time.Time, watched bool) {
 	s.trust.umu.Lock()
 	defer s.trust.umu.Unlock()
-	if !(n.State == idlegrid.NodeOnline || (n.State == idlegrid.NodeLost && now.Sub(n.LastHeartbeat) <= lostWatch)) {
+	away := n.State == idlegrid.NodeLost || n.State == idlegrid.NodeOffline
+	if !(n.State == idlegrid.NodeOnline || (away && now.Sub(n.LastHeartbeat) <= lostWatch)) {
 		delete(s.trust.uptime, n.ID)
 		return time.Time{}, false
 	}

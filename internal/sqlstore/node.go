@@ -99,10 +99,23 @@ func (db *DB) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idlegrid
 
 // OnlineHeartbeats returns the last heartbeat of every online node.
 func (db *DB) OnlineHeartbeats(ctx context.Context) (map[string]time.Time, error) {
+	return db.heartbeats(ctx, `SELECT id, last_heartbeat FROM nodes WHERE state = $1`, string(idlegrid.NodeOnline))
+}
+
+// LeavingHeartbeats returns the last heartbeat of every offline node that
+// holds a live lease.
+func (db *DB) LeavingHeartbeats(ctx context.Context) (map[string]time.Time, error) {
+	return db.heartbeats(ctx, `SELECT id, last_heartbeat FROM nodes WHERE state = $1 AND EXISTS
+		(SELECT 1 FROM leases WHERE leases.node_id = nodes.id AND leases.state IN ($2, $3))`,
+		string(idlegrid.NodeOffline), string(idlegrid.LeaseAssigned), string(idlegrid.LeaseRunning))
+}
+
+// heartbeats returns the last heartbeats of the nodes q selects, by ID.
+func (db *DB) heartbeats(ctx context.Context, q string, args ...any) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
 	err := db.view(ctx, func(tx *sql.Tx) error {
 		clear(out) // a retried transaction reads again
-		rows, err := tx.QueryContext(ctx, `SELECT id, last_heartbeat FROM nodes WHERE state = $1`, string(idlegrid.NodeOnline))
+		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
 			return err
 		}

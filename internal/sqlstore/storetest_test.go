@@ -52,6 +52,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"Concurrency_PlaceJobs", testConcurrentPlaceJobs},
 		{"List_BeyondDefaultLimit", testListBeyondDefaultLimit},
 		{"TransitionLease", testTransitionLease},
+		{"LeavingHeartbeats", testLeavingHeartbeats},
 		{"TransitionLease_Outcomes", testTransitionOutcomes},
 		{"TransitionLease_ResumeFrom", testResumeFrom},
 		{"TransitionLease_MultiNode", testTransitionMultiNode},
@@ -1050,6 +1051,43 @@ func testTransitionLease(t *testing.T, db *sqlstore.DB) {
 	// The GPU is free again.
 	j2 := mustJob(t, db, r.ID, 1, 1)
 	mustPlace(t, db, placement(j2, 0, lease(j2, n, 0)))
+}
+
+// testLeavingHeartbeats: the offline nodes that still hold a live lease,
+// assigned or running, are listed with their last heartbeats; an online
+// node, an offline one with none, and one whose lease ended are not.
+func testLeavingHeartbeats(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustAccount(t, db, idlegrid.RoleRenter)
+	p := mustAccount(t, db, idlegrid.RoleProvider)
+	mustTopUp(t, db, r.ID, 10*idlegrid.MicrosPerUnit)
+	running, assigned, online, idle := mustNode(t, db, p.ID, 1), mustNode(t, db, p.ID, 1), mustNode(t, db, p.ID, 1), mustNode(t, db, p.ID, 1)
+	var leases []*idlegrid.Lease
+	for _, n := range []*idlegrid.Node{running, assigned, online} {
+		j := mustJob(t, db, r.ID, 1, 1)
+		l := lease(j, n, 0)
+		mustPlace(t, db, placement(j, 0, l))
+		leases = append(leases, l)
+	}
+	start(t, db, leases[0])
+	_, err := db.Heartbeat(ctx, running.ID, at(3*time.Minute))
+	mustOK(t, err)
+	for _, n := range []*idlegrid.Node{running, assigned, idle} {
+		mustOK(t, db.SetNodeState(ctx, n.ID, idlegrid.NodeOffline, at(4*time.Minute)))
+	}
+	got, err := db.LeavingHeartbeats(ctx)
+	mustOK(t, err)
+	want := map[string]time.Time{running.ID: at(3 * time.Minute), assigned.ID: t0}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("LeavingHeartbeats (-want +got):\n%s", diff)
+	}
+	mustTransition(t, db, &idlegrid.LeaseTransition{LeaseID: leases[0].ID, From: []idlegrid.LeaseState{idlegrid.LeaseRunning},
+		To: idlegrid.LeaseFailed, Fault: idlegrid.FaultProvider, Reason: "the node agent shut down", At: at(5 * time.Minute)})
+	got, err = db.LeavingHeartbeats(ctx)
+	mustOK(t, err)
+	if diff := cmp.Diff(map[string]time.Time{assigned.ID: t0}, got); diff != "" {
+		t.Errorf("LeavingHeartbeats once the running lease ended (-want +got):\n%s", diff)
+	}
 }
 
 // testTransitionOutcomes checks what each way of ending does to the job and
