@@ -33,6 +33,12 @@ const (
 	NodeRetired NodeState = "retired"
 )
 
+// NodeStates lists every node state.
+var NodeStates = []NodeState{NodeOnline, NodeOffline, NodeLost, NodeRetired}
+
+// Valid reports whether s is a node state.
+func (s NodeState) Valid() bool { return slices.Contains(NodeStates, s) }
+
 // WorkloadKind is a class of renter work an owner may allow or refuse.
 type WorkloadKind string
 

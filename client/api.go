@@ -191,6 +191,7 @@ func (c *Client) ListNodes(ctx context.Context, f idlegrid.NodeFilter) ([]*idleg
 func (c *Client) SearchNodes(ctx context.Context, f idlegrid.NodeFilter) (*wire.Nodes, error) {
 	q := url.Values{}
 	setString(q, "name", f.Name)
+	setList(q, "state", f.States)
 	setList(q, "gpu_model", f.GPUModels)
 	setList(q, "region", f.Regions)
 	setInt(q, "min_gpus", int64(f.MinGPUs))

@@ -32,14 +32,16 @@ func (c *nodeCommand) Run(ctx context.Context, args []string) error {
 
 func (c *nodeCommand) list(ctx context.Context, args []string) error {
 	fs := c.env.flags("node ls", help{
-		usage: "idlegrid node ls [--name N] [--gpu-model M,…] [--region R,…] [--min-gpus N] [--min-vram-mb MB] [--min-level N] [--min-free-gpus N] [--tier T] [--max-price P] [--sort S] [--limit N] [--after ID] [--json]",
+		usage: "idlegrid node ls [--name N] [--state S,…] [--gpu-model M,…] [--region R,…] [--min-gpus N] [--min-vram-mb MB] [--min-level N] [--min-free-gpus N] [--tier T] [--max-price P] [--sort S] [--limit N] [--after ID] [--json]",
 		about: `List nodes: a provider sees their own, an admin sees all, and a renter the
 nodes on offer now (online, not in quarantine), as anyone may see them.
 Oldest first, unless --sort says otherwise. A price is a tier's floor per
 GPU-hour, before any time-of-day multiplier; --max-price and --sort price
 read silver's unless --tier names another. FREE is how many GPUs a job
 could take now (window open, no lease holding them); --min-free-gpus
-keeps the nodes with at least that many. A page holds 1000 nodes unless
+keeps the nodes with at least that many. --state keeps those online,
+offline (the agent stopped and said so), lost (it went silent) or retired.
+A page holds 1000 nodes unless
 --limit says; a full page ends with the command for the next, which
 --after the last node's ID asks for.`,
 		examples: `idlegrid node ls
@@ -48,16 +50,19 @@ keeps the nodes with at least that many. A page holds 1000 nodes unless
  idlegrid node ls --gpu-model H100-80GB --min-free-gpus 8   # eight H100s free on one node now
  idlegrid node ls --min-level 2 --sort price                 # the nodes a job with --min-trust-level 2 may run on
  idlegrid node ls --name barn-1                               # the nodes named so (several providers may use a name)
+ idlegrid node ls --state offline,lost                        # the nodes not serving now: stopped, or gone silent
  idlegrid node ls --limit 5000 --json`,
 	})
 	r := c.env.remoteFlags(fs)
 	var (
 		models, regions stringList
+		states          stringList
 		f               idlegrid.NodeFilter
 		maxPrice        priceFlag
 		tier, sort      string
 	)
 	fs.StringVar(&f.Name, "name", "", "only nodes of this name, as their owners wrote it, e.g. barn-1")
+	fs.Var(&states, "state", "only nodes in one of these states: online, offline, lost or retired (repeat or comma-separate)")
 	fs.Var(&models, "gpu-model", "only nodes with a GPU of one of these models, e.g. H100-80GB (repeat or comma-separate)")
 	fs.Var(&regions, "region", "only nodes in one of these regions, e.g. eu-west (repeat or comma-separate)")
 	fs.IntVar(&f.MinGPUs, "min-gpus", 0, "only nodes with at least this many GPUs")
@@ -76,6 +81,9 @@ keeps the nodes with at least that many. A page holds 1000 nodes unless
 	}
 	f.GPUModels, f.Regions, f.MaxFloor = models, regions, maxPrice.m
 	f.Tier, f.Sort = idlegrid.Tier(tier), idlegrid.NodeSort(sort)
+	if f.States, err = parseStates(strings.Join(states, ","), idlegrid.NodeState.Valid, "node", "online, offline, lost or retired"); err != nil {
+		return err
+	}
 	if err := checkNodeSearch(f); err != nil {
 		return err
 	}
@@ -187,6 +195,7 @@ func nodeFlags(f idlegrid.NodeFilter, tier string, price priceFlag) string {
 		v    string
 	}{
 		{"--name", f.Name != "", f.Name},
+		{"--state", len(f.States) > 0, joinStates(f.States)},
 		{"--gpu-model", len(f.GPUModels) > 0, strings.Join(f.GPUModels, ",")},
 		{"--region", len(f.Regions) > 0, strings.Join(f.Regions, ",")},
 		{"--min-gpus", f.MinGPUs > 0, strconv.Itoa(f.MinGPUs)},
@@ -202,6 +211,15 @@ func nodeFlags(f idlegrid.NodeFilter, tier string, price priceFlag) string {
 		}
 	}
 	return b.String()
+}
+
+// joinStates is states comma-separated, as --state takes them.
+func joinStates(states []idlegrid.NodeState) string {
+	s := make([]string, len(states))
+	for i, x := range states {
+		s[i] = string(x)
+	}
+	return strings.Join(s, ",")
 }
 
 // nodeRow is a node as "node ls" lists it: the node, and how many of its

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,6 +12,40 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 )
+
+// TestNode_lsByState: node ls --state keeps the nodes in those states; a
+// node whose agent said goodbye is listed offline, and online again once
+// it beats. A state that is none is refused, naming the ones there are.
+func TestNode_lsByState(t *testing.T) {
+	m := mustMoneyMarket(t) // one node, "rig", online
+	var nodes []*idlegrid.Node
+	mustJSON(t, m.provider, &nodes, "node", "ls", "--state", "online")
+	if len(nodes) != 1 || nodes[0].Name != "rig" {
+		t.Fatalf("node ls --state online = %+v, want rig", nodes)
+	}
+	if r := run(t, m.provider, "node", "ls", "--state", "offline,lost"); r.code != 0 || r.out != "no node matches --state offline,lost\n" {
+		t.Errorf("node ls --state offline,lost with rig online: %s", r)
+	}
+	mustOK(t, m.node.Goodbye(context.Background()))
+	mustJSON(t, m.admin, &nodes, "node", "ls", "--state", "offline", "--state", "lost")
+	if len(nodes) != 1 || nodes[0].Name != "rig" || nodes[0].State != idlegrid.NodeOffline {
+		t.Errorf("node ls --state offline --state lost after rig's goodbye = %+v, want rig, offline", nodes)
+	}
+	if r := run(t, m.provider, "node", "ls", "--state", "offline", "--limit", "1"); r.code != 0 ||
+		!strings.Contains(r.out, "more may follow: idlegrid node ls --state offline --limit 1 --after "+nodes[0].ID+"\n") {
+		t.Errorf("a full page of node ls --state offline: %s", r)
+	}
+	_, err := m.node.Heartbeat(context.Background(), idlegrid.HeartbeatRequest{})
+	mustOK(t, err)
+	mustJSON(t, m.provider, &nodes, "node", "ls", "--state", "offline")
+	if len(nodes) != 0 {
+		t.Errorf("node ls --state offline once rig beat again = %+v, want none", nodes)
+	}
+	if r := run(t, m.provider, "node", "ls", "--state", "gone"); r.code != 2 ||
+		!strings.Contains(r.err, `--state: unknown node state "gone"; use online, offline, lost or retired`) {
+		t.Errorf("node ls --state gone: %s", r)
+	}
+}
 
 // TestNode_asRenter: a renter lists the nodes on offer and reads one, as
 // the market shows them.

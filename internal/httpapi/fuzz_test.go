@@ -72,6 +72,7 @@ var fuzzRoutes = []fuzzRoute{
 	{method: "GET", path: "/v1/nodes?gpu_model=RTX4090,L40S&region=eu-west&min_gpus=1&min_vram_mb=24576&tier=silver&max_price_micros_per_gpu_hour=2500000&sort=price&limit=10"},
 	{method: "GET", path: "/v1/nodes?min_free_gpus=1&gpu_model=RTX4090&sort=reliability"},
 	{method: "GET", path: "/v1/nodes?name=barn-1"},
+	{method: "GET", path: "/v1/nodes?state=offline,lost&limit=5"},
 	{method: "GET", path: "/v1/nodes?after={id}&limit=5&tier=bronze&sort=price", id: idNode},
 	{method: "GET", path: "/v1/nodes/{id}", id: idNode},
 	{method: "GET", path: "/v1/nodes/{id}/schedule", id: idNode},

@@ -538,6 +538,8 @@ func TestAPI_badRequests(t *testing.T) {
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "limit"},
 		{name: "not a region", secret: renterSecret, method: "GET", path: "/v1/nodes?gpu_model=L40S&region=eu-west,EU-North",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "region", wantText: `"EU-North" is not a region`},
+		{name: "not a node state", secret: renterSecret, method: "GET", path: "/v1/nodes?state=online,gone",
+			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "state", wantText: `unknown value "gone"; use a comma-separated list of online, offline, lost, retired`},
 		{name: "not a node's name", secret: renterSecret, method: "GET", path: "/v1/nodes?name=barn%201",
 			wantStatus: 400, wantCode: idlegrid.EINVALID, wantField: "name", wantText: `"barn 1" is not a node's name`},
 		{name: "too many models", secret: renterSecret, method: "GET", path: "/v1/nodes?gpu_model=" + strings.Repeat("A,", 33),

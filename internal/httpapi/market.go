@@ -12,7 +12,7 @@ import (
 
 // GET /v1/nodes?name=N&gpu_model=A,B&region=C,D&min_gpus=N&min_vram_mb=N&min_level=N&tier=T&max_price_micros_per_gpu_hour=N&min_free_gpus=N&sort=S&limit=N&after=ID
 func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "name", "gpu_model", "region", "min_gpus", "min_vram_mb", "min_level", "tier", "max_price_micros_per_gpu_hour",
+	q, err := parseQuery(r, "name", "state", "gpu_model", "region", "min_gpus", "min_vram_mb", "min_level", "tier", "max_price_micros_per_gpu_hour",
 		"min_free_gpus", "sort", "limit", "after")
 	if err != nil {
 		return err
@@ -28,8 +28,8 @@ func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, wire.Nodes{Nodes: nonNil(nodes), FreeGPUs: free})
 }
 
-// nodeSearch reads a node list's search: a node name; GPU models and
-// regions, each a comma-separated list (any of them); the least GPUs, GPU memory, trust
+// nodeSearch reads a node list's search: a node name; states, GPU models
+// and regions, each a comma-separated list (any of them); the least GPUs, GPU memory, trust
 // level and GPUs free now; a tier and the most its floor may be; an order; a limit; and
 // the node a page starts after.
 // Every parameter at fault is named.
@@ -37,6 +37,9 @@ func nodeSearch(q query) (idlegrid.NodeFilter, error) {
 	f := idlegrid.NodeFilter{Name: q.string("name"), GPUModels: q.words("gpu_model"), Regions: q.words("region"),
 		Tier: idlegrid.Tier(q.string("tier")), Sort: idlegrid.NodeSort(q.string("sort")), After: q.string("after")}
 	var p idlegrid.Faults
+	states, err := list(q, "state", idlegrid.NodeStates)
+	f.States = states
+	p.Also(err)
 	number := func(name string, max int64) int64 {
 		n, err := q.int(name, 0, 1, max)
 		p.Also(err)

@@ -357,7 +357,7 @@ func (s *Server) listNodes(ctx context.Context, q idlegrid.NodeFilter) ([]*idleg
 	if err != nil {
 		return nil, nil, err
 	}
-	f, public := idlegrid.NodeFilter{Name: q.Name, Regions: q.Regions, GPUModels: q.GPUModels, MinGPUs: q.MinGPUs, MinVRAMMB: q.MinVRAMMB,
+	f, public := idlegrid.NodeFilter{Name: q.Name, States: q.States, Regions: q.Regions, GPUModels: q.GPUModels, MinGPUs: q.MinGPUs, MinVRAMMB: q.MinVRAMMB,
 		MinLevel: q.MinLevel, Tier: q.Tier, MaxFloor: q.MaxFloor, MinFreeGPUs: q.MinFreeGPUs, Sort: q.Sort, Limit: q.Limit, After: q.After}, false
 	if err := s.checkNodeCursor(ctx, c, f.After); err != nil {
 		return nil, nil, err
