@@ -7,36 +7,14 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
-	"github.com/idlegrid/idlegrid/internal/server"
 )
 
 // mustLeavingMarket is a market in which a node is lost after a minute
-// without heartbeats, with two one-GPU leases running on m.node, whose
-// agent then says goodbye. It returns the leases.
+// without heartbeats, with two one-GPU leases running on m.node
+// (mustTwoLeasesOn), whose agent then says goodbye. It returns the leases.
 func mustLeavingMarket(t *testing.T) (*testMarket, []*idlegrid.Lease) {
 	t.Helper()
-	m := mustMarketOn(t, goldForAll, func(s idlegrid.Store) idlegrid.Store { return s }, func(c *server.Config) {
-		c.HeartbeatInterval, c.MissedHeartbeats = time.Minute, 1
-	})
-	spec := testSpec()
-	spec.GPUs = 1
-	for range 2 {
-		if _, err := m.srv.SubmitJob(m.renter, spec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var leases []*idlegrid.Lease
-	for _, a := range reportOn(t, m, idlegrid.LeaseReport{State: idlegrid.LeaseRunning}, func(c idlegrid.Command) bool {
-		return c.Kind == idlegrid.CommandStart
-	}) {
-		if a.lease.NodeID != m.nodeID {
-			t.Fatalf("lease %s went to %s, want %s", a.lease.ID, a.lease.NodeID, m.nodeID)
-		}
-		leases = append(leases, a.lease)
-	}
-	if len(leases) != 2 {
-		t.Fatalf("%d leases started, want 2", len(leases))
-	}
+	m, leases := mustTwoLeasesOn(t, func(s idlegrid.Store) idlegrid.Store { return s })
 	if err := m.srv.Goodbye(m.node); err != nil {
 		t.Fatal(err)
 	}

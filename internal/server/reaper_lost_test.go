@@ -55,8 +55,22 @@ func (s *beatAfterRead) FindNode(ctx context.Context, id string) (*idlegrid.Node
 // mustLostMarket is a market on wrap's store in which a node is lost after
 // a minute without heartbeats, and the reaper's own passes come a minute
 // apart, so that a test runs passes of its own between them. Two one-GPU
-// jobs run on m.node; it returns their leases.
+// jobs run on m.node (mustTwoLeasesOn), silent since; it returns their
+// leases once the node is past the minute allowed.
 func mustLostMarket(t *testing.T, wrap func(idlegrid.Store) idlegrid.Store) (*testMarket, []*idlegrid.Lease) {
+	t.Helper()
+	m, leases := mustTwoLeasesOn(t, wrap)
+	// The reaper's pass at a minute finds the nodes silent for exactly
+	// the minute allowed; at a minute and a second they are lost.
+	time.Sleep(time.Minute + time.Second)
+	synctest.Wait()
+	return m, leases
+}
+
+// mustTwoLeasesOn is a market on wrap's store in which a node is lost
+// after a minute without heartbeats, with two one-GPU leases running on
+// m.node; it returns the leases.
+func mustTwoLeasesOn(t *testing.T, wrap func(idlegrid.Store) idlegrid.Store) (*testMarket, []*idlegrid.Lease) {
 	t.Helper()
 	m := mustMarketOn(t, goldForAll, wrap, func(c *server.Config) {
 		c.HeartbeatInterval, c.MissedHeartbeats = time.Minute, 1
@@ -80,10 +94,6 @@ func mustLostMarket(t *testing.T, wrap func(idlegrid.Store) idlegrid.Store) (*te
 	if len(leases) != 2 {
 		t.Fatalf("%d leases started, want 2", len(leases))
 	}
-	// The reaper's pass at a minute finds the nodes silent for exactly
-	// the minute allowed; at a minute and a second they are lost.
-	time.Sleep(time.Minute + time.Second)
-	synctest.Wait()
 	return m, leases
 }
 
