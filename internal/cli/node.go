@@ -40,10 +40,10 @@ GPU-hour, before any time-of-day multiplier; --max-price and --sort price
 read silver's unless --tier names another. FREE is how many GPUs a job
 could take now (window open, no lease holding them); --min-free-gpus
 keeps the nodes with at least that many. --state keeps those online,
-offline (the agent stopped and said so), lost (it went silent) or retired.
-A page holds 1000 nodes unless
---limit says; a full page ends with the command for the next, which
---after the last node's ID asks for.`,
+offline (the agent stopped and said so), lost (it went silent) or
+retired. A page holds 1000 nodes unless --limit says; a full page ends
+with the command for the next, which --after the last node's ID asks
+for.`,
 		examples: `idlegrid node ls
  idlegrid node ls --gpu-model H100-80GB,A100-80GB --region eu-west
  idlegrid node ls --min-vram-mb 40960 --min-gpus 4 --tier bronze --max-price 1.20 --sort price

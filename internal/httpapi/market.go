@@ -10,7 +10,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/ledger"
 )
 
-// GET /v1/nodes?name=N&gpu_model=A,B&region=C,D&min_gpus=N&min_vram_mb=N&min_level=N&tier=T&max_price_micros_per_gpu_hour=N&min_free_gpus=N&sort=S&limit=N&after=ID
+// GET /v1/nodes?name=N&state=S,T&gpu_model=A,B&region=C,D&min_gpus=N&min_vram_mb=N&min_level=N&tier=T&max_price_micros_per_gpu_hour=N&min_free_gpus=N&sort=S&limit=N&after=ID
 func (a *api) listNodes(w http.ResponseWriter, r *http.Request) error {
 	q, err := parseQuery(r, "name", "state", "gpu_model", "region", "min_gpus", "min_vram_mb", "min_level", "tier", "max_price_micros_per_gpu_hour",
 		"min_free_gpus", "sort", "limit", "after")
