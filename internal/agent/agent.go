@@ -158,6 +158,7 @@ type Agent struct {
 	leases    map[string]*lease    // started here and not yet finished
 	added     uint64               // leases added to leases so far (addLease)
 	finished  map[string]time.Time // lease ID → when it finished here
+	leaving   bool                 // the server has the agent's goodbye: a start is refused
 }
 
 // New checks the options and makes an agent.
@@ -415,8 +416,8 @@ func (a *Agent) serve(ctx context.Context) error {
 	loops.Wait()
 	cause := context.Cause(ctx)
 	refused := errors.Is(cause, errRetired) || errors.Is(cause, errForgotten)
-	if !refused {
-		a.sayGoodbye(workCtx)
+	if !refused && a.sayGoodbye(workCtx) {
+		a.refuseUnstarted(workCtx)
 	}
 	a.shutdown(cancelWork)
 	if refused {
@@ -433,14 +434,38 @@ const goodbyeWait = 5 * time.Second
 // that nothing new is placed on the node while the agent stops and
 // reports its leases, and the node is offline rather than lost once its
 // heartbeats stop. A server out of reach finds the node lost, as before.
-func (a *Agent) sayGoodbye(workCtx context.Context) {
+// It reports whether the server took the goodbye.
+func (a *Agent) sayGoodbye(workCtx context.Context) bool {
 	ctx, cancel := context.WithTimeout(workCtx, goodbyeWait)
 	defer cancel()
 	if err := a.srv.Goodbye(ctx); err != nil {
 		a.log.Warn("could not tell the server the agent is stopping; it will declare the node lost once its heartbeats stop", "err", err)
-		return
+		return false
 	}
 	a.log.Info("told the server the agent is stopping: the node is offline, and nothing new is placed on it")
+	return true
+}
+
+// refuseUnstarted fails, once the server has the goodbye, the leases it
+// placed on the node after the agent's last poll for commands, which the
+// agent never heard of: their jobs go back to the queue now, rather than
+// once the node has been silent as long as the server waits.
+func (a *Agent) refuseUnstarted(workCtx context.Context) {
+	a.mu.Lock()
+	a.leaving = true
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(workCtx, goodbyeWait)
+	defer cancel()
+	cmds, err := a.srv.Commands(ctx, 0)
+	if err != nil {
+		a.log.Warn("could not ask the server for leases placed just before the goodbye; any is lost once the node has been silent long enough", "err", err)
+		return
+	}
+	for _, c := range cmds {
+		if c.Kind == idlegrid.CommandStart && c.Lease != nil && c.Lease.ID != "" {
+			a.start(ctx, workCtx, c) // refused (refusal), and reported so
+		}
+	}
 }
 
 // errRetired is why an agent whose node was retired stops.
@@ -732,6 +757,8 @@ func (a *Agent) addLease(l *lease) {
 // refusal says why the agent cannot start the command's lease, or "".
 func (a *Agent) refusal(c idlegrid.Command) string {
 	switch {
+	case a.leaving:
+		return "the node agent was stopping when the lease was placed"
 	case c.Job == nil:
 		return "the start command carried no job"
 	case c.Lease.State == idlegrid.LeaseRunning:

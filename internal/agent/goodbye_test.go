@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	rtfake "github.com/idlegrid/idlegrid/internal/runtime/fake"
@@ -80,4 +81,31 @@ func TestAgent_GoodbyeBeforeReports(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAgent_GoodbyeRefusesWhatItNeverHeardOf: a lease the server placed on
+// the node after the agent's last poll for commands, just before its
+// goodbye, is failed at once, the node's fault, so that its job goes back
+// to the queue now; its workload never starts.
+func TestAgent_GoodbyeRefusesWhatItNeverHeardOf(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, rt := &fakeServer{}, &gpuLedger{Runtime: &rtfake.Runtime{}}
+		r := startAgent(t, testConfig(t), srv, rt)
+		srv.setDown("Commands") // the agent's polls fail: it never hears of lease_b
+		r.assign(srv, "lease_b", job(3600, nil))
+		time.Sleep(10 * time.Second)
+		srv.setDown()
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		rs := srv.reportsFor("lease_b")
+		if len(rs) != 1 || rs[0].State != idlegrid.LeaseFailed || rs[0].Fault != idlegrid.FaultProvider ||
+			rs[0].Message != "the node agent was stopping when the lease was placed" {
+			t.Errorf("lease_b's reports %+v, want one: failed, the node's fault, as the agent was stopping", rs)
+		}
+		if !rt.started("lease_b").IsZero() {
+			t.Error("lease_b's workload started")
+		}
+		rt.Close()
+	})
 }
