@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,6 +21,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/agent"
+	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/runtime"
 )
 
@@ -165,8 +168,26 @@ func TestAgentCommand_DockerAdopts(t *testing.T) {
 			t.Errorf("lease logs lack %q:\n%s", want, text.String())
 		}
 	}
-	if ls, _ := renter.ListLeases(ctx, idlegrid.LeaseFilter{JobID: job.ID}); len(ls) != 1 {
-		t.Errorf("job has %d leases, want 1: the adopted one", len(ls))
+	if ls, _ := renter.ListLeases(ctx, idlegrid.LeaseFilter{JobID: job.ID}); len(ls) != 1 || ls[0].Attempt != 1 || ls[0].ChargedMicros <= 0 {
+		t.Errorf("job has leases %+v, want 1: the adopted one, at its first attempt, charged", ls)
+	}
+	// Paid for its whole run, across both agents: the receipts of the
+	// lease chain from the first agent's to the second's, each signed
+	// by the node's key, and cover the run (60 steps of 250 ms), give or
+	// take the workload's start before the agent's meter began.
+	rs, err := renter.ListReceipts(ctx, lease.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := base64.StdEncoding.DecodeString(rs.NodePublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := errors.Join(nodekey.VerifyReceiptChain(pub, lease.ID, rs.GPUs, rs.Receipts)...); errs != nil {
+		t.Errorf("the lease's receipts do not check: %v", errs)
+	}
+	if rs.GPUSeconds < 12 {
+		t.Errorf("the receipts bill %d GPU-seconds, want about the 15 s the workload ran", rs.GPUSeconds)
 	}
 	if !regexp.MustCompile(`took back a workload a previous agent left.*lease=` + lease.ID).MatchString(second.out.String()) {
 		t.Errorf("the second agent does not say it took the lease back:\n%s", second.out.String())
