@@ -171,10 +171,11 @@ func TestAgentCommand_DockerAdopts(t *testing.T) {
 	if ls, _ := renter.ListLeases(ctx, idlegrid.LeaseFilter{JobID: job.ID}); len(ls) != 1 || ls[0].Attempt != 1 || ls[0].ChargedMicros <= 0 {
 		t.Errorf("job has leases %+v, want 1: the adopted one, at its first attempt, charged", ls)
 	}
-	// Paid for its whole run, across both agents: the receipts of the
-	// lease chain from the first agent's to the second's, each signed
-	// by the node's key, and cover the run (60 steps of 250 ms), give or
-	// take the workload's start before the agent's meter began.
+	// Paid for its whole run, across both agents: the second goes on
+	// with the receipt state the first kept, so the lease's receipts
+	// verify as one chain signed by the node's key and bill the run (60
+	// steps of 250 ms), the time before the kill included, give or take
+	// the workload's start before the first agent's meter began.
 	rs, err := renter.ListReceipts(ctx, lease.ID)
 	if err != nil {
 		t.Fatal(err)
