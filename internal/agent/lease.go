@@ -52,7 +52,6 @@ type lease struct {
 	stopCause   stopCause
 	stopReason  string
 	stopSent    bool // runtime.Stop was called
-	unstarted   bool // its Start failed: no workload holds its GPUs
 	adopted     bool // taken back from a previous agent (adopt)
 	// runningAt is when the server took the running report of a lease
 	// this agent started, on the agent's clock: the server counts the
@@ -99,14 +98,12 @@ func (a *Agent) runLease(ctx, workCtx context.Context, l *lease) {
 		err = a.rt.Start(startCtx, l.w, l.events)
 	}
 	l.startOver()
-	if err != nil {
-		l.startFailed()
-	}
 	if err != nil && l.stoppedBeforeStart() {
 		a.log.Info("lease stopped before its workload started", "lease", l.id, "err", err)
 		a.report(workCtx, l.id, l.final())
 		return
 	} else if err != nil {
+		l.startFailed(err)
 		fault, msg := idlegrid.FaultProvider, "the node could not start the workload: "+err.Error()
 		switch {
 		case ctx.Err() != nil:
@@ -173,12 +170,13 @@ func (a *Agent) waitForGPUs(ctx context.Context, l *lease) error {
 }
 
 // gpuHolder returns one of l's GPUs that the workload of an older lease of
-// this agent holds (holdsGPUs), and that lease's ID; "" when none does.
+// this agent holds, or is to hold once started (it has not exited, nor
+// failed to start: exited), and that lease's ID; "" when none does.
 func (a *Agent) gpuHolder(l *lease) (gpu, leaseID string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id, o := range a.leases {
-		if o.order >= l.order || !o.holdsGPUs() {
+		if o.order >= l.order || o.exited() {
 			continue
 		}
 		for _, u := range l.w.GPUs {
@@ -392,20 +390,13 @@ func (l *lease) stoppedBeforeStart() bool {
 	return true
 }
 
-// startFailed records that the runtime did not start the workload: the
-// lease stays the agent's until its failure is reported, holding no GPU.
-func (l *lease) startFailed() {
+// startFailed records that the runtime did not start the workload, as an
+// exit that ran nothing: the lease stays the agent's until its failure is
+// reported, holding no GPU (gpuHolder).
+func (l *lease) startFailed(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.unstarted = true
-}
-
-// holdsGPUs reports whether the lease's workload holds its GPUs, or is to
-// hold them once started: it has neither exited nor failed to start.
-func (l *lease) holdsGPUs() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.exit == nil && !l.unstarted
+	l.exit = &runtime.Exit{Err: err}
 }
 
 // endedByServer reports whether the server had already ended the lease
