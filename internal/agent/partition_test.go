@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"io"
 	"log/slog"
@@ -121,7 +120,7 @@ func TestPartition_blip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := base64.StdEncoding.DecodeString(rs.NodePublicKey)
+	pub, err := nodekey.ParsePublic(rs.NodePublicKey)
 	if err != nil {
 		t.Fatal(err)
 	}
