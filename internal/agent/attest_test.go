@@ -18,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	rtfake "github.com/idlegrid/idlegrid/internal/runtime/fake"
 	"github.com/idlegrid/idlegrid/internal/server"
+	"github.com/idlegrid/idlegrid/internal/session"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
 	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 	"github.com/idlegrid/idlegrid/internal/trustpolicy"
@@ -36,36 +37,55 @@ type attestServer struct {
 
 func mustAttestServer(tb testing.TB, maxSize int) *attestServer {
 	tb.Helper()
+	// The agents' GPUs are simulated: let their passes verify hardware.
+	policy, err := trustpolicy.Parse([]byte("version: 2\nchallenges: {allow_simulated_runners: true}\n"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	url, admin := mustCoordinator(tb, server.Config{SchedulePeriod: 50 * time.Millisecond, ChallengeMaxSize: maxSize, TrustPolicy: policy}, nil)
+	s := &attestServer{URL: url, Admin: admin}
+	_, _, providerKey, err := s.Admin.CreateAccount(context.Background(), "prov", idlegrid.RoleProvider)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.Provider = client.New(url, providerKey)
+	return s
+}
+
+// mustCoordinator runs the coordinator with cfg on a fresh SQLite store,
+// logging to the test, behind a real listener that takes the agents'
+// sessions when sessions is set (from its own registry; the logger is set
+// here), and returns its URL and an admin's client.
+func mustCoordinator(tb testing.TB, cfg server.Config, sessions *session.Config) (string, *client.Client) {
+	tb.Helper()
 	ctx := context.Background()
 	store, err := sqlstore.Open(ctx, sqlstoretest.Path(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { store.Close() })
-	// The agents' GPUs are simulated: let their passes verify hardware.
-	policy, err := trustpolicy.Parse([]byte("version: 2\nchallenges: {allow_simulated_runners: true}\n"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv, err := server.Open(server.Config{Store: store, SchedulePeriod: 50 * time.Millisecond, ChallengeMaxSize: maxSize, TrustPolicy: policy})
+	log := slog.New(slog.NewTextHandler(testOutput(tb), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg.Store, cfg.Logger = store, log
+	srv, err := server.Open(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { srv.Close() })
-	log := slog.New(slog.NewTextHandler(testOutput(tb), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ts := httptest.NewServer(httpapi.New(srv, httpapi.Options{Logger: log}))
+	opts := httpapi.Options{Logger: log}
+	if sessions != nil {
+		sessions.Logger = log
+		opts.Sessions = session.NewRegistry(*sessions)
+	}
+	ts := httptest.NewServer(httpapi.New(srv, opts))
 	tb.Cleanup(ts.Close)
+	if opts.Sessions != nil {
+		tb.Cleanup(func() { opts.Sessions.Close() }) // before the HTTP server closes
+	}
 	_, _, secret, err := srv.Bootstrap(ctx, "root", idlegrid.RoleAdmin)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &attestServer{URL: ts.URL, Admin: client.New(ts.URL, secret)}
-	_, _, providerKey, err := s.Admin.CreateAccount(ctx, "prov", idlegrid.RoleProvider)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s.Provider = client.New(ts.URL, providerKey)
-	return s
+	return ts.URL, client.New(ts.URL, secret)
 }
 
 // fakeNode is an agent's configuration and its simulated GPUs.

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -17,15 +15,12 @@ import (
 	"github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/agent"
 	"github.com/idlegrid/idlegrid/internal/gpu"
-	"github.com/idlegrid/idlegrid/internal/httpapi"
 	"github.com/idlegrid/idlegrid/internal/market"
 	"github.com/idlegrid/idlegrid/internal/nodekey"
 	"github.com/idlegrid/idlegrid/internal/runtime"
 	rtfake "github.com/idlegrid/idlegrid/internal/runtime/fake"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/session"
-	"github.com/idlegrid/idlegrid/internal/sqlstore"
-	"github.com/idlegrid/idlegrid/internal/sqlstore/sqlstoretest"
 )
 
 // TestPartition: a node cut off from the server while it runs a lease
@@ -209,27 +204,9 @@ type partitionMarket struct {
 func mustPartitionMarket(tb testing.TB, cfg server.Config) *partitionMarket {
 	tb.Helper()
 	ctx := context.Background()
-	store, err := sqlstore.Open(ctx, sqlstoretest.Path(tb))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { store.Close() })
-	log := slog.New(slog.NewTextHandler(testOutput(tb), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg.Store, cfg.Logger, cfg.HeartbeatInterval, cfg.SchedulePeriod = store, log, time.Second, 50*time.Millisecond
-	srv, err := server.Open(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { srv.Close() })
-	reg := session.NewRegistry(session.Config{Logger: log})
-	ts := httptest.NewServer(httpapi.New(srv, httpapi.Options{Logger: log, Sessions: reg}))
-	tb.Cleanup(ts.Close)
-	tb.Cleanup(func() { reg.Close() }) // before the HTTP server closes
-	_, _, secret, err := srv.Bootstrap(ctx, "root", idlegrid.RoleAdmin)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	m := &partitionMarket{url: ts.URL, admin: client.New(ts.URL, secret)}
+	cfg.HeartbeatInterval, cfg.SchedulePeriod = time.Second, 50*time.Millisecond
+	url, admin := mustCoordinator(tb, cfg, &session.Config{})
+	m := &partitionMarket{url: url, admin: admin}
 	renter, _, renterKey, err := m.admin.CreateAccount(ctx, "lab", idlegrid.RoleRenter)
 	if err != nil {
 		tb.Fatal(err)
@@ -241,7 +218,7 @@ func mustPartitionMarket(tb testing.TB, cfg server.Config) *partitionMarket {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m.renter, m.provider, m.renterAccountID = client.New(ts.URL, renterKey), client.New(ts.URL, providerKey), renter.ID
+	m.renter, m.provider, m.renterAccountID = client.New(url, renterKey), client.New(url, providerKey), renter.ID
 	return m
 }
 
