@@ -108,8 +108,7 @@ func (s *Server) marketDoubt() error {
 // pass: a node declared lost, or gone since the read, leaves it, and one
 // that beat since gets its new heartbeat.
 func (s *Server) reapNodes(ctx context.Context, beats map[string]time.Time) error {
-	now := s.Now()
-	silence := time.Duration(s.cfg.MissedHeartbeats) * s.cfg.HeartbeatInterval
+	now, silence := s.Now(), s.lostSilence()
 	for _, id := range slices.Sorted(maps.Keys(beats)) {
 		if s.silentSince(beats[id], now) <= silence {
 			continue
@@ -124,20 +123,36 @@ func (s *Server) reapNodes(ctx context.Context, beats map[string]time.Time) erro
 		} else if beats[id] = n.LastHeartbeat; s.silentSince(n.LastHeartbeat, now) <= silence {
 			continue // it beat since the read
 		}
-		// The store declares it lost only if it has not beaten since
-		// this read.
-		err = s.store.SetNodeState(ctx, n.ID, idlegrid.NodeLost, n.LastHeartbeat)
-		if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
+		if lost, err := s.declareLost(ctx, n.ID, n.LastHeartbeat, lostReason(n, s.cfg.MissedHeartbeats)); err != nil {
+			return err
+		} else if !lost {
 			beats[id] = now // it beat just now
 			continue
-		} else if err != nil {
-			return err
 		}
 		delete(beats, id)
-		s.markNode(n.ID)
-		s.log.Warn("node lost", "node", n.ID, "reason", lostReason(n, s.cfg.MissedHeartbeats))
 	}
 	return nil
+}
+
+// lostSilence is how long a node may go unheard before it is lost.
+func (s *Server) lostSilence() time.Duration {
+	return time.Duration(s.cfg.MissedHeartbeats) * s.cfg.HeartbeatInterval
+}
+
+// declareLost records node id lost, and tells the engine, unless it has
+// beaten since lastBeat, the last heartbeat the caller saw, or was
+// retired: the store declares it lost only then. It reports whether it
+// did.
+func (s *Server) declareLost(ctx context.Context, id string, lastBeat time.Time, reason string) (bool, error) {
+	err := s.store.SetNodeState(ctx, id, idlegrid.NodeLost, lastBeat)
+	if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	s.markNode(id)
+	s.log.Warn("node lost", "node", id, "reason", reason)
+	return true, nil
 }
 
 // reapLeaving declares lost the nodes that said goodbye (Goodbye) and
@@ -149,20 +164,13 @@ func (s *Server) reapLeaving(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	now := s.Now()
-	silence := time.Duration(s.cfg.MissedHeartbeats) * s.cfg.HeartbeatInterval
+	now, silence := s.Now(), s.lostSilence()
 	for _, id := range slices.Sorted(maps.Keys(leaving)) {
-		if s.silentSince(leaving[id], now) <= silence {
-			continue
+		if s.silentSince(leaving[id], now) > silence {
+			if _, err := s.declareLost(ctx, id, leaving[id], "its agent said goodbye and went silent before reporting every lease it ran"); err != nil {
+				return err
+			}
 		}
-		err := s.store.SetNodeState(ctx, id, idlegrid.NodeLost, leaving[id])
-		if idlegrid.ErrorCode(err) == idlegrid.ECONFLICT {
-			continue // it beat since the read, or was retired
-		} else if err != nil {
-			return err
-		}
-		s.markNode(id)
-		s.log.Warn("node lost", "node", id, "reason", "its agent said goodbye and went silent before reporting every lease it ran")
 	}
 	return nil
 }

@@ -169,8 +169,7 @@ func (s *Server) receiptFacts(ctx context.Context, l *idlegrid.Lease) []idlegrid
 			unheard = append(unheard, i)
 		}
 	}
-	silence := time.Duration(s.cfg.MissedHeartbeats) * s.cfg.HeartbeatInterval
-	if billsUnheardTime(len(unheard), len(rs)) && !oneOutage(rs, unheard, heard, offset, tolerance, silence) {
+	if billsUnheardTime(len(unheard), len(rs)) && !oneOutage(rs, unheard, heard, offset, tolerance, s.lostSilence()) {
 		s.unheardReceipts(ctx, l, rs, unheard, heard, tolerance, offset)
 	}
 	var out []idlegrid.ReputationFact
