@@ -33,6 +33,9 @@
 //   - A runtime that keeps a workload's checkpoint past its exit says where
 //     in Exit.CheckpointRef; a later Workload whose Job.CheckpointRef names
 //     it resumes from it.
+//   - A Detacher's Detach ends each workload's events with an event whose
+//     Detached is set, in place of its Exit: the workload runs on, for the
+//     next agent to take back (Adopter). Nothing follows it.
 package runtime
 
 import (
@@ -87,7 +90,7 @@ type PullProgress struct {
 }
 
 // Event is one thing that happened to a running workload. Exactly one of
-// Log, Progress, Checkpoint and Exit is set.
+// Log, Progress, Checkpoint, Exit and Detached is set.
 type Event struct {
 	LeaseID  string
 	Log      *idlegrid.LogLine // At, Stream and Text set; the agent numbers lines (Seq)
@@ -96,6 +99,9 @@ type Event struct {
 	// resume from.
 	Checkpoint *time.Time
 	Exit       *Exit
+	// Detached is the last event of a workload left running by Detach,
+	// sent in place of its Exit.
+	Detached bool
 }
 
 // Exit is how a workload ended.
@@ -135,4 +141,22 @@ type Runtime interface {
 // returned again, nor are its events sent on the new channel.
 type Adopter interface {
 	Adopt(ctx context.Context, events chan<- Event) ([]string, error)
+}
+
+// Detacher is an Adopter that can leave its workloads running for the
+// next agent to take back, so that an agent is upgraded in place without
+// stopping the work (the agent's hand-over).
+//
+// Detach stops following every workload and leaves it running as it is.
+// Each workload that has not sent its Exit ends its events with one whose
+// Detached is set; a Start in flight fails, and removes what it made, as
+// after Close. Detach returns once those events are sent, so the caller
+// keeps receiving while it runs. After it, Start fails, and Close kills
+// nothing Detach left. The workloads must outlive the agent's process for
+// a new agent to take them back: the docker runtime's do; the fake
+// runtime's live in its process, and only an agent in that process (a
+// test's) can take them back.
+type Detacher interface {
+	Adopter
+	Detach() error
 }

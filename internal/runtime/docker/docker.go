@@ -170,8 +170,9 @@ type Runtime struct {
 }
 
 var (
-	_ runtime.Runtime = (*Runtime)(nil)
-	_ runtime.Adopter = (*Runtime)(nil)
+	_ runtime.Runtime  = (*Runtime)(nil)
+	_ runtime.Adopter  = (*Runtime)(nil)
+	_ runtime.Detacher = (*Runtime)(nil)
 )
 
 // Timing of the runtime's calls to the engine.
@@ -486,19 +487,36 @@ func (r *Runtime) Close() error {
 	return nil
 }
 
-// detach stops following every workload and leaves their containers as
-// they are, sending no more events: what a crashed agent leaves behind. It
-// exists for tests of adoption.
+// Detach stops following every workload and leaves its container running
+// as it is, for the next agent's Adopt (runtime.Detacher): the agent
+// upgraded in place. Each workload's events end with one whose Detached
+// is set; a Start in flight fails and removes what it made, as after
+// Close. It returns once those events are sent; Close then kills nothing.
+func (r *Runtime) Detach() error {
+	r.leave(true)
+	return nil
+}
+
+// detach is what a crashed agent leaves behind: every workload unfollowed,
+// no event sent, the engine's client closed. It exists for tests of
+// adoption.
 func (r *Runtime) detach() {
+	r.leave(false)
+	r.closeClient()
+}
+
+// leave stops following every workload and leaves their containers as
+// they are; tell ends each one's events with a Detached event.
+func (r *Runtime) leave(tell bool) {
 	r.mu.Lock()
 	r.closed = true
 	r.close()
 	for _, wl := range r.running {
+		wl.tellDetached.Store(tell)
 		wl.cancel()
 	}
 	r.mu.Unlock()
 	r.wg.Wait()
-	r.closeClient()
 }
 
 func (r *Runtime) closeClient() {

@@ -210,6 +210,7 @@ type watch struct {
 	exit     *runtime.Exit // without At, which finished holds
 	exitAt   time.Time     // when the Exit came
 	finished time.Time     // the Exit's At: when the engine says the container finished
+	detached bool          // Detach left it running
 	changed  chan struct{} // a receive follows every change
 }
 
@@ -236,9 +237,14 @@ func watchEvents(tb testing.TB, events <-chan runtime.Event, leaseID string) *wa
 				wa.logs = append(wa.logs, *ev.Log)
 			case ev.Progress != nil:
 				wa.progress = append(wa.progress, *ev.Progress)
+			case ev.Detached:
+				if wa.exit != nil || wa.detached {
+					tb.Errorf("Detached after the workload's last event")
+				}
+				wa.detached = true
 			case ev.Exit != nil:
-				if wa.exit != nil {
-					tb.Errorf("a second Exit: %+v", *ev.Exit)
+				if wa.exit != nil || wa.detached {
+					tb.Errorf("an Exit after the workload's last event: %+v", *ev.Exit)
 				}
 				e := *ev.Exit
 				wa.finished, e.At = e.At, time.Time{}
@@ -701,6 +707,43 @@ func TestRuntime_Close(t *testing.T) {
 	if err := r.Start(context.Background(), testWorkload(nil), make(chan runtime.Event)); err == nil {
 		t.Error("Start after Close: got nil error")
 	}
+}
+
+// TestRuntime_Detach: Detach leaves the container running and ends its
+// events with Detached; Close then kills nothing, and the next runtime
+// takes the workload back.
+func TestRuntime_Detach(t *testing.T) {
+	t.Parallel()
+	node := randomID("node_test")
+	old := mustRuntime(t, Options{NodeID: node})
+	w := testWorkload(map[string]string{"WORKLOAD_STEPS": "100000", "WORKLOAD_STEP_MS": "20"})
+	wa := mustStart(t, old, w)
+	wa.line(t, "step 2/")
+	if err := old.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	wa.until(t, "Detached", func(wa *watch) bool { return wa.detached })
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Start(context.Background(), testWorkload(nil), make(chan runtime.Event)); err == nil {
+		t.Error("Start after Detach: got nil error")
+	}
+
+	r := mustRuntime(t, Options{NodeID: node})
+	events := make(chan runtime.Event)
+	got, err := r.Adopt(context.Background(), events)
+	if err != nil || !slices.Equal(got, []string{w.LeaseID}) {
+		t.Fatalf("Adopt after Detach and Close = %v, %v; want [%s], still running", got, err, w.LeaseID)
+	}
+	wb := watchEvents(t, events, w.LeaseID)
+	wb.line(t, "took the workload back")
+	wb.line(t, "step ")
+	r.Stop(w.LeaseID, 30*time.Second)
+	if exit := wb.exited(t); exit.Code != 143 || !exit.Stopped {
+		t.Errorf("exit = %+v, want 143 stopped by the runtime that took it back", exit)
+	}
+	mustBeGone(t, w.LeaseID)
 }
 
 func TestRuntime_Adopt(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -46,9 +47,11 @@ type workload struct {
 	killOnce sync.Once
 
 	// ctx ends only when the runtime detaches: the container is left as it
-	// is and no Exit is sent.
-	ctx    context.Context
-	cancel context.CancelFunc
+	// is and no Exit is sent; tellDetached, set before, sends a Detached
+	// event in its place (Detach).
+	ctx          context.Context
+	cancel       context.CancelFunc
+	tellDetached atomic.Bool
 
 	mu       sync.Mutex
 	diskNote string // why the disk watcher killed it (disk.go); "" if it did not
@@ -80,6 +83,12 @@ func (r *Runtime) follow(wl *workload) {
 	defer wl.cancel()
 	exit, detached := wl.run()
 	if detached {
+		r.mu.Lock()
+		delete(r.running, wl.leaseID)
+		r.mu.Unlock()
+		if wl.tellDetached.Load() {
+			wl.send(runtime.Event{Detached: true})
+		}
 		return
 	}
 	r.finish(wl, &exit)

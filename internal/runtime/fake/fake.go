@@ -21,6 +21,12 @@
 //	                      by Speed), telling Workload.OnPull how far it has come
 //	FAKE_IMAGE_MB=8192    that image's size; 4096 unless set
 //
+// It hands its workloads over as the docker runtime does (runtime.Detacher):
+// Detach leaves them running, unfollowed (their output meanwhile is lost,
+// their Exit kept), and Successor opens the runtime the next agent would,
+// whose Adopt takes them back. Its workloads live in this process, so only
+// an agent in it, a test's, can take them back.
+//
 // Waiting uses the time package's timers, which testing/synctest makes
 // virtual, so tests of an hour-long job take no real time; the injected
 // Clock stamps the log lines.
@@ -28,9 +34,13 @@ package fake
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/fnv"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -59,26 +69,55 @@ type Runtime struct {
 	// Clock stamps log lines; nil means idlegrid.SystemClock.
 	Clock idlegrid.Clock
 
-	mu      sync.Mutex
-	running map[string]*workload
-	saved   map[string]int // by checkpoint reference: the tick the job's checkpoint holds
-	closed  bool
-	wg      sync.WaitGroup // one per running workload
+	once   sync.Once
+	n      *node // what outlives this Runtime: its workloads and checkpoints
+	closed bool  // under n.mu
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+// node is what a simulated node keeps whichever Runtime follows its
+// workloads: a Runtime and its Successor share it.
+type node struct {
+	mu      sync.Mutex
+	running map[string]*workload // by lease ID, until each exits
+	left    map[string]*workload // detached and not yet taken back
+	saved   map[string]int       // by checkpoint reference: the tick the job's checkpoint holds
+	digests map[string]string    // taken-back verifiable workloads' output digests, until asked
+}
+
+var (
+	_ runtime.Runtime  = (*Runtime)(nil)
+	_ runtime.Detacher = (*Runtime)(nil)
+)
+
+func (r *Runtime) node() *node {
+	r.once.Do(func() {
+		if r.n == nil {
+			r.n = &node{running: map[string]*workload{}, left: map[string]*workload{}, saved: map[string]int{}, digests: map[string]string{}}
+		}
+	})
+	return r.n
+}
 
 // workload is one simulated run. Its goroutine, started by Start, owns
-// everything but stop, which Stop and Close write to.
+// everything but stop, which Stop and Close write to, and what mu guards.
 type workload struct {
-	r      *Runtime
-	w      runtime.Workload
-	from   int // the tick it resumes after: 0 from the start
-	events chan<- runtime.Event
-	clock  idlegrid.Clock
-	tick   time.Duration // time between progress reports
-	plan   plan
-	stop   chan time.Duration // the grace of the first stop request
+	n     *node
+	w     runtime.Workload
+	from  int // the tick it resumes after: 0 from the start
+	clock idlegrid.Clock
+	tick  time.Duration // time between progress reports
+	plan  plan
+	stop  chan time.Duration // the grace of the first stop request
+	done  chan struct{}      // closed once its Exit is sent or kept
+
+	owner *Runtime // the Runtime that follows it; nil while detached. Under the node's mu.
+
+	mu       sync.Mutex
+	events   chan<- runtime.Event // nil while detached
+	exit     *runtime.Exit        // its Exit, once sent or kept while detached
+	sentExit bool                 // the Exit was sent
+	taken    bool                 // taken back by an Adopt
+	stdout   hash.Hash            // a verifiable job's standard output, lines lost while detached too
 }
 
 // plan is how a run ends, from the job's env.
@@ -101,38 +140,38 @@ func (r *Runtime) Start(ctx context.Context, w runtime.Workload, events chan<- r
 	} else if err := r.pull(ctx, w); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	n := r.node()
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	if r.closed {
 		return errors.New("fake runtime: closed")
-	} else if r.running[w.LeaseID] != nil {
+	} else if n.running[w.LeaseID] != nil || n.left[w.LeaseID] != nil {
 		return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s is already running", w.LeaseID)
 	}
-	if r.running == nil {
-		r.running = map[string]*workload{}
-	}
 	wl := &workload{
-		r: r, w: w, events: events, clock: r.clock(), tick: r.tick(w.Job.DurationSeconds),
-		plan: planFor(w.Job.Env), stop: make(chan time.Duration, 1),
+		n: n, w: w, events: events, clock: r.clock(), tick: r.tick(w.Job.DurationSeconds),
+		plan: planFor(w.Job.Env), stop: make(chan time.Duration, 1), done: make(chan struct{}), owner: r,
+	}
+	if w.Job.Verifiable {
+		wl.stdout = sha256.New()
 	}
 	if ref := CheckpointRef(w.JobID); w.Job.CheckpointRef == ref {
-		wl.from = r.saved[ref] // 0 when this node keeps none: from the start
+		wl.from = n.saved[ref] // 0 when this node keeps none: from the start
 	}
-	r.running[w.LeaseID] = wl
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
+	n.running[w.LeaseID] = wl
+	go func() { // owned by the Runtime that follows it: Close and Detach wait for it
+		defer close(wl.done)
 		exit := wl.run()
 		exit.At = wl.clock.Now()
-		r.mu.Lock()
-		delete(r.running, w.LeaseID)
+		n.mu.Lock()
+		delete(n.running, w.LeaseID)
 		ref := CheckpointRef(w.JobID)
-		if _, ok := r.saved[ref]; ok && exit.Err == nil && (exit.Code != 0 || exit.Stopped) {
+		if _, ok := n.saved[ref]; ok && exit.Err == nil && (exit.Code != 0 || exit.Stopped) {
 			exit.CheckpointRef = ref
 		} else {
-			delete(r.saved, ref) // done: nothing to resume
+			delete(n.saved, ref) // done: nothing to resume
 		}
-		r.mu.Unlock()
+		n.mu.Unlock()
 		wl.send(runtime.Event{Exit: &exit})
 	}()
 	return nil
@@ -189,12 +228,9 @@ func (wl *workload) save(tick int) {
 	if wl.w.Job.CheckpointEverySeconds <= 0 || wl.w.JobID == "" || tick <= 0 {
 		return
 	}
-	wl.r.mu.Lock()
-	defer wl.r.mu.Unlock()
-	if wl.r.saved == nil {
-		wl.r.saved = map[string]int{}
-	}
-	wl.r.saved[CheckpointRef(wl.w.JobID)] = tick
+	wl.n.mu.Lock()
+	defer wl.n.mu.Unlock()
+	wl.n.saved[CheckpointRef(wl.w.JobID)] = tick
 }
 
 func (r *Runtime) clock() idlegrid.Clock {
@@ -238,9 +274,13 @@ func planFor(env map[string]string) plan {
 
 // Stop asks the lease's workload to checkpoint and exit within grace.
 func (r *Runtime) Stop(leaseID string, grace time.Duration) error {
-	r.mu.Lock()
-	wl := r.running[leaseID]
-	r.mu.Unlock()
+	n := r.node()
+	n.mu.Lock()
+	wl := n.running[leaseID]
+	if wl != nil && wl.owner != r {
+		wl = nil // left by Detach, or another Runtime's
+	}
+	n.mu.Unlock()
 	if wl == nil {
 		return idlegrid.Errorf(idlegrid.ENOTFOUND, "no workload runs for lease %s", leaseID)
 	}
@@ -248,16 +288,158 @@ func (r *Runtime) Stop(leaseID string, grace time.Duration) error {
 	return nil
 }
 
-// Close kills every running workload and waits for their Exits to be sent.
+// Close kills every running workload it follows and waits for their Exits
+// to be sent. What Detach left runs on.
 func (r *Runtime) Close() error {
-	r.mu.Lock()
-	r.closed = true
-	for _, wl := range r.running {
+	mine := r.shut()
+	for _, wl := range mine {
 		wl.requestStop(0)
 	}
-	r.mu.Unlock()
-	r.wg.Wait()
+	for _, wl := range mine {
+		<-wl.done
+	}
 	return nil
+}
+
+// Detach leaves every running workload it follows running, unfollowed:
+// each one's events end with a Detached event, and what it does until a
+// Successor's Adopt takes it back is not sent (its output is lost, its
+// Exit kept). It returns once those events are sent; Start then fails.
+func (r *Runtime) Detach() error {
+	n := r.node()
+	for _, wl := range r.shut() {
+		if !wl.detach() {
+			continue // its Exit went first
+		}
+		n.mu.Lock()
+		if wl.owner == r {
+			wl.owner = nil
+		}
+		n.left[wl.w.LeaseID] = wl
+		n.mu.Unlock()
+	}
+	return nil
+}
+
+// shut closes r for Start and returns the running workloads it follows.
+func (r *Runtime) shut() []*workload {
+	n := r.node()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	r.closed = true
+	var mine []*workload
+	for _, wl := range n.running {
+		if wl.owner == r {
+			mine = append(mine, wl)
+		}
+	}
+	return mine
+}
+
+// Successor returns the Runtime the next agent on this simulated node
+// would open, after this one's Detach: it holds what Detach left, which
+// its Adopt takes back, and the node's checkpoints.
+func (r *Runtime) Successor() *Runtime {
+	return &Runtime{Speed: r.Speed, Clock: r.Clock, n: r.node()}
+}
+
+// Adopt takes back what a Detach of this node's previous Runtime left
+// (runtime.Adopter): for each workload, a line saying that its output
+// meanwhile is not shown, then its events; its Exit at once when it ended
+// meanwhile.
+func (r *Runtime) Adopt(ctx context.Context, events chan<- runtime.Event) ([]string, error) {
+	if events == nil {
+		return nil, idlegrid.Invalid("events", "required")
+	}
+	n := r.node()
+	n.mu.Lock()
+	if r.closed {
+		n.mu.Unlock()
+		return nil, errors.New("fake runtime: closed")
+	}
+	var taken []*workload
+	for id, wl := range n.left {
+		delete(n.left, id)
+		if n.running[id] == wl {
+			wl.owner = r
+		}
+		taken = append(taken, wl)
+	}
+	n.mu.Unlock()
+	ids := make([]string, 0, len(taken))
+	for _, wl := range taken {
+		wl.attach(events)
+		ids = append(ids, wl.w.LeaseID)
+	}
+	return ids, nil
+}
+
+// LeaseGPUs, LeaseTier and LeaseNotice say what a taken-back workload's
+// lease holds and is owed, as the docker runtime reads them from its
+// container.
+func (r *Runtime) LeaseGPUs(leaseID string) []string { return r.workload(leaseID).w.GPUs }
+func (r *Runtime) LeaseTier(leaseID string) idlegrid.Tier {
+	return r.workload(leaseID).w.Job.Tier
+}
+func (r *Runtime) LeaseNotice(leaseID string) time.Duration { return r.workload(leaseID).w.Notice }
+
+// workload returns the lease's workload, running or exited, that r
+// follows; an empty one when it follows none.
+func (r *Runtime) workload(leaseID string) *workload {
+	n := r.node()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if wl := n.running[leaseID]; wl != nil {
+		return wl
+	}
+	for _, wl := range n.left {
+		if wl.w.LeaseID == leaseID {
+			return wl
+		}
+	}
+	return &workload{}
+}
+
+// AdoptedOutputDigest is the digest of a taken-back verifiable workload's
+// whole standard output, lines lost while it was detached included,
+// once it has exited (the agent's adoptedOutput); it is forgotten once
+// asked.
+func (r *Runtime) AdoptedOutputDigest(leaseID string) (string, bool) {
+	n := r.node()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	d, ok := n.digests[leaseID]
+	delete(n.digests, leaseID)
+	return d, ok
+}
+
+// detach sends the Detached event that ends the workload's events, and
+// keeps what it sends from then on to itself. It reports false when the
+// workload's Exit was sent first.
+func (wl *workload) detach() bool {
+	wl.mu.Lock()
+	defer wl.mu.Unlock()
+	if wl.events == nil || wl.sentExit {
+		return false
+	}
+	wl.events <- runtime.Event{LeaseID: wl.w.LeaseID, Detached: true}
+	wl.events = nil
+	return true
+}
+
+// attach makes events the workload's again, after a note; an Exit kept
+// while detached is sent at once.
+func (wl *workload) attach(events chan<- runtime.Event) {
+	wl.mu.Lock()
+	wl.events, wl.taken = events, true
+	exit := wl.exit
+	wl.mu.Unlock()
+	if exit == nil {
+		wl.logf("stderr", "[idlegrid] the node agent restarted and took the workload back; output written meanwhile is not shown")
+		return
+	}
+	wl.logf("stderr", "[idlegrid] the node agent restarted and found that the workload had ended meanwhile")
+	wl.send(runtime.Event{Exit: exit})
 }
 
 // requestStop records the first stop request; later ones change nothing.
@@ -386,7 +568,32 @@ func (wl *workload) logf(stream, format string, args ...any) {
 	}})
 }
 
+// send sends ev, or, while the workload is detached, drops it (an Exit is
+// kept for the Adopt that takes it back). A verifiable job's standard
+// output is summed either way.
 func (wl *workload) send(ev runtime.Event) {
 	ev.LeaseID = wl.w.LeaseID
-	wl.events <- ev
+	wl.mu.Lock()
+	defer wl.mu.Unlock()
+	if wl.stdout != nil && ev.Log != nil && ev.Log.Stream == "stdout" {
+		io.WriteString(wl.stdout, ev.Log.Text+"\n")
+	}
+	if ev.Exit != nil {
+		wl.exit = ev.Exit
+		if wl.stdout != nil && wl.taken {
+			wl.n.keepDigest(wl.w.LeaseID, wl.stdout)
+		}
+	}
+	if wl.events != nil {
+		wl.events <- ev
+		wl.sentExit = ev.Exit != nil
+	}
+}
+
+// keepDigest keeps the digest of a taken-back workload's standard output
+// for AdoptedOutputDigest. The workload's mu is held.
+func (n *node) keepDigest(leaseID string, stdout hash.Hash) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.digests[leaseID] = "sha256:" + hex.EncodeToString(stdout.Sum(nil))
 }

@@ -2,6 +2,9 @@ package fake_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -367,4 +370,141 @@ func mustClose(tb testing.TB, r *fake.Runtime) {
 	if err := r.Close(); err != nil {
 		tb.Fatalf("Close: %v", err)
 	}
+}
+
+// follower collects a workload's events from a channel until its Exit or
+// Detached, whichever ends them.
+type follower struct {
+	events chan runtime.Event
+	done   chan []runtime.Event
+}
+
+func follow() *follower {
+	f := &follower{events: make(chan runtime.Event), done: make(chan []runtime.Event, 1)}
+	go func() {
+		var got []runtime.Event
+		for ev := range f.events {
+			got = append(got, ev)
+			if ev.Exit != nil || ev.Detached {
+				f.done <- got
+				return
+			}
+		}
+	}()
+	return f
+}
+
+// TestRuntime_Detach: Detach leaves the workloads running and ends their
+// events with Detached; the Successor's Adopt takes them back, with a
+// note, and their events go on there: the Exit of one that ended
+// meanwhile at once, with when it ended; the old runtime starts, stops
+// and kills nothing more.
+func TestRuntime_Detach(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		old := &fake.Runtime{}
+		short, long := follow(), follow()
+		began := time.Now()
+		for _, s := range []struct {
+			w runtime.Workload
+			f *follower
+		}{{workload("lease_s", 100, nil), short}, {workload("lease_l", 1000, nil), long}} {
+			s.w.Job.Tier, s.w.Notice = idlegrid.TierBronze, 90*time.Second
+			if err := old.Start(context.Background(), s.w, s.f.events); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(30 * time.Second)
+		if err := old.Detach(); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []*follower{short, long} {
+			got := <-f.done
+			if last := got[len(got)-1]; !last.Detached || last.Exit != nil {
+				t.Errorf("the last event before the hand-over is %+v, want Detached", last)
+			}
+		}
+		if err := old.Stop("lease_l", time.Second); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+			t.Errorf("the old runtime's Stop of a workload it left = %v, want ENOTFOUND", err)
+		}
+		mustClose(t, old) // kills nothing it left
+		if err := old.Start(context.Background(), workload("lease_x", 1, nil), make(chan runtime.Event)); err == nil {
+			t.Error("Start after Detach: got nil error")
+		}
+		time.Sleep(2 * time.Minute) // lease_s ends while no one follows it
+
+		next := old.Successor()
+		events := make(chan runtime.Event, 1000)
+		ids, err := next.Adopt(context.Background(), events)
+		slices.Sort(ids)
+		if err != nil || !slices.Equal(ids, []string{"lease_l", "lease_s"}) {
+			t.Fatalf("Adopt = %v, %v; want lease_l and lease_s", ids, err)
+		}
+		if g := next.LeaseGPUs("lease_l"); len(g) != 2 || next.LeaseTier("lease_l") != idlegrid.TierBronze || next.LeaseNotice("lease_l") != 90*time.Second {
+			t.Errorf("lease_l as taken back: GPUs %v, tier %q, notice %v; want its workload's", g, next.LeaseTier("lease_l"), next.LeaseNotice("lease_l"))
+		}
+		if err := next.Stop("lease_l", 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		exits := map[string]runtime.Exit{}
+		notes := map[string]string{}
+		for len(exits) < 2 {
+			ev := <-events
+			switch {
+			case ev.Exit != nil:
+				exits[ev.LeaseID] = *ev.Exit
+			case ev.Log != nil && strings.HasPrefix(ev.Log.Text, "[idlegrid]"):
+				notes[ev.LeaseID] = ev.Log.Text
+			}
+		}
+		if e := exits["lease_s"]; e.Code != 0 || !e.At.Equal(began.Add(100*time.Second)) {
+			t.Errorf("lease_s's Exit = %+v, want code 0 at its end, 100 s in", e)
+		}
+		if e := exits["lease_l"]; e.Code != 143 || !e.Stopped {
+			t.Errorf("lease_l's Exit = %+v, want stopped by the successor", e)
+		}
+		if !strings.Contains(notes["lease_s"], "ended meanwhile") || !strings.Contains(notes["lease_l"], "took the workload back") {
+			t.Errorf("the notes = %q, want each to say what became of its workload", notes)
+		}
+		mustClose(t, next)
+	})
+}
+
+// TestRuntime_AdoptedOutputDigest: a verifiable workload taken back has
+// the digest of its whole standard output, what it wrote while no one
+// followed it included: that of the same run followed throughout.
+func TestRuntime_AdoptedOutputDigest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := workload("lease_v", 100, nil)
+		w.Job.Verifiable = true
+		whole := <-mustStart(t, &fake.Runtime{}, w)
+		h := sha256.New()
+		for _, l := range whole.logs {
+			if l.Stream == "stdout" {
+				io.WriteString(h, l.Text+"\n")
+			}
+		}
+		want := "sha256:" + hex.EncodeToString(h.Sum(nil))
+
+		old, f := &fake.Runtime{}, follow()
+		if err := old.Start(context.Background(), w, f.events); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Second)
+		old.Detach()
+		<-f.done
+		time.Sleep(30 * time.Second)
+		next := old.Successor()
+		events := make(chan runtime.Event, 1000)
+		if _, err := next.Adopt(context.Background(), events); err != nil {
+			t.Fatal(err)
+		}
+		for ev := range events {
+			if ev.Exit != nil {
+				break
+			}
+		}
+		if got, ok := next.AdoptedOutputDigest("lease_v"); !ok || got != want {
+			t.Errorf("AdoptedOutputDigest = %q, %v; want %q, the whole run's", got, ok, want)
+		}
+	})
 }
