@@ -253,7 +253,9 @@ func (a *Agent) route(events <-chan runtime.Event, known <-chan map[string]*leas
 			a.log.Warn("dropping an event of a workload that was not adopted", "lease", ev.LeaseID)
 			return
 		}
-		if ev.Exit != nil {
+		if ev.Detached {
+			live--
+		} else if ev.Exit != nil {
 			live--
 			if ao, ok := a.rt.(adoptedOutput); ok {
 				if d, ok := ao.AdoptedOutputDigest(l.id); ok {

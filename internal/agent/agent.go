@@ -159,6 +159,14 @@ type Agent struct {
 	added     uint64               // leases added to leases so far (addLease)
 	finished  map[string]time.Time // lease ID → when it finished here
 	leaving   bool                 // the server has the agent's goodbye: a start is refused
+	handing   bool                 // handing over (handover.go): a start waits for the next agent
+	// leftStarts are the leases whose start a hand-over leaves to the
+	// next agent, named as starting in heartbeats meanwhile.
+	leftStarts map[string]idlegrid.LeaseStarting
+
+	handover     chan struct{} // closed by HandOver
+	handOverOnce sync.Once
+	handedOver   atomic.Bool // Run left the workloads running for the next agent
 }
 
 // New checks the options and makes an agent.
@@ -180,9 +188,9 @@ func New(o Options) (*Agent, error) {
 		cfg: o.Config, srv: o.Server, det: o.Detector, rt: o.Runtime,
 		clock: o.Clock, log: o.Logger, version: o.Version, key: o.Key,
 		heartbeatEvery: defaultHeartbeat,
-		leases:         map[string]*lease{}, finished: map[string]time.Time{},
+		leases:         map[string]*lease{}, finished: map[string]time.Time{}, leftStarts: map[string]idlegrid.LeaseStarting{},
 		policy: newPolicy(o.Config), ownsProcess: o.OwnsProcess, powerRefused: map[string]bool{}, powerUnknown: map[string]bool{},
-		models: newModels(o.Config), challenger: o.Challenger,
+		models: newModels(o.Config), challenger: o.Challenger, handover: make(chan struct{}),
 	}
 	if a.clock == nil {
 		a.clock = idlegrid.SystemClock{}
@@ -228,12 +236,18 @@ func (a *Agent) NodeID() string {
 // join token, a data dir it cannot use, a node the server retired or has
 // not known for ForgetAfter (whose workloads it stops first, those a
 // previous agent left included). Trouble reaching the server is retried,
-// never fatal. Every goroutine Run starts has ended when it returns.
+// never fatal. After HandOver it leaves the workloads running for the
+// next agent instead, and returns ErrHandedOver (handover.go). Every
+// goroutine Run starts has ended when it returns.
 func (a *Agent) Run(ctx context.Context) error {
 	if !a.ran.CompareAndSwap(false, true) {
 		return errors.New("agent: Run called twice")
 	}
-	defer a.restorePowerLimits()
+	defer func() {
+		if !a.handedOver.Load() { // the workloads left running keep the cap, for the next agent to restore
+			a.restorePowerLimits()
+		}
+	}()
 	a.models.checkAll(ctx, a.log) // so that the first offer lists the healthy models
 	offer, err := a.offer(ctx)
 	if err != nil {
@@ -413,8 +427,13 @@ func (a *Agent) serve(ctx context.Context) error {
 	loops.Go(func() { a.models.loop(ctx, a.log) })
 	loops.Go(func() { a.models.loadLoop(ctx, a.log.Info) })
 	loops.Go(func() { a.challengeLoop(ctx, &a.attested) })
+	loops.Go(func() { a.handOverWhenAsked(ctx, refuse) })
 	loops.Wait()
 	cause := context.Cause(ctx)
+	if errors.Is(cause, errHandOver) {
+		a.handOff(cancelWork)
+		return ErrHandedOver
+	}
 	refused := errors.Is(cause, errRetired) || errors.Is(cause, errForgotten)
 	if !refused && a.sayGoodbye(workCtx) {
 		a.refuseUnstarted(workCtx)
@@ -448,11 +467,12 @@ func (a *Agent) sayGoodbye(workCtx context.Context) bool {
 
 // refuseUnstarted fails, once the server has the goodbye, the leases it
 // placed on the node after the agent's last poll for commands, which the
-// agent never heard of: their jobs go back to the queue now, rather than
-// once the node has been silent as long as the server waits.
+// agent never heard of (or whose start a hand-over cut short gave up):
+// their jobs go back to the queue now, rather than once the node has been
+// silent as long as the server waits.
 func (a *Agent) refuseUnstarted(workCtx context.Context) {
 	a.mu.Lock()
-	a.leaving = true
+	a.leaving, a.handing = true, false
 	a.mu.Unlock()
 	ctx, cancel := context.WithTimeout(workCtx, goodbyeWait)
 	defer cancel()
@@ -524,21 +544,28 @@ func (a *Agent) shutdown(cancelWork context.CancelFunc) {
 	for _, l := range leases {
 		a.stopLease(l, stopByShutdown, "the node agent shut down")
 	}
+	a.waitForLeases(cancelWork, ShutdownTimeout)
+	a.log.Info("agent stopped", "leases_stopped", len(leases))
+}
+
+// waitForLeases waits for the lease goroutines to end, for at most
+// patience; then it cuts off their reporting (cancelWork) and waits for
+// the rest, which the runtime's exits (or its detach) end.
+func (a *Agent) waitForLeases(cancelWork context.CancelFunc, patience time.Duration) {
 	done := make(chan struct{})
 	go func() { // ends when the lease goroutines do, which the select below waits for
 		a.leaseWG.Wait()
 		close(done)
 	}()
-	timer := time.NewTimer(ShutdownTimeout)
+	timer := time.NewTimer(patience)
 	defer timer.Stop()
 	select {
 	case <-done:
 	case <-timer.C:
-		a.log.Warn("shutdown: gave up reporting leases to the server", "after", ShutdownTimeout)
+		a.log.Warn("gave up reporting leases to the server", "after", patience)
 		cancelWork()
 		<-done
 	}
-	a.log.Info("agent stopped", "leases_stopped", len(leases))
 }
 
 // heartbeatLoop tells the server the node is alive, with its leases'
@@ -666,6 +693,9 @@ func (a *Agent) starting() []idlegrid.LeaseStarting {
 			out = append(out, st)
 		}
 	}
+	for _, st := range a.leftStarts {
+		out = append(out, st)
+	}
 	slices.SortFunc(out, func(a, b idlegrid.LeaseStarting) int { return strings.Compare(a.LeaseID, b.LeaseID) })
 	return out
 }
@@ -727,6 +757,9 @@ func (a *Agent) start(ctx, workCtx context.Context, c idlegrid.Command) bool {
 	defer a.mu.Unlock()
 	if _, done := a.finished[id]; done || a.leases[id] != nil {
 		return false
+	} else if a.handing {
+		a.leaveStart(idlegrid.LeaseStarting{LeaseID: id})
+		return false
 	}
 	a.forgetFinished()
 	if refusal := a.refusal(c); refusal != "" {
@@ -741,6 +774,7 @@ func (a *Agent) start(ctx, workCtx context.Context, c idlegrid.Command) bool {
 		Notice: noticeOf(c.Lease), // kept by the runtime for an agent that takes the workload back (leaseNotice)
 	}, a.clock)
 	l.tier, l.notice = c.Job.Tier, noticeOf(c.Lease)
+	l.startAhead = true
 	a.addLease(l)
 	a.leaseWG.Go(func() { a.runLease(ctx, workCtx, l) })
 	return true
@@ -795,6 +829,7 @@ func (a *Agent) stop(workCtx context.Context, c idlegrid.Command) bool {
 	if l == nil && !done {
 		a.finished[id] = a.clock.Now()
 	}
+	delete(a.leftStarts, id) // stopped: no longer the next agent's to start
 	a.mu.Unlock()
 	switch {
 	case l != nil:
@@ -858,14 +893,32 @@ func (a *Agent) report(ctx context.Context, id string, r idlegrid.LeaseReport) e
 // signed and not yet accepted, are the provider's pay, and the next agent
 // sends them and the report (recoverMeters).
 func (a *Agent) retire(l *lease) {
-	keep := a.keepUnreported(l)
+	keep := a.keepUnreported(l) || a.keepLeftRunning(l)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.leases, l.id)
-	a.finished[l.id] = a.clock.Now()
+	if st, left := l.startLeft(); left { // its start command is the next agent's, or refused should the agent stop instead
+		a.leaveStart(st)
+	} else {
+		a.finished[l.id] = a.clock.Now()
+	}
 	if !keep {
 		a.forgetMeter(l.id)
 	}
+}
+
+// keepLeftRunning keeps, for the next agent, the receipt state of a lease
+// whose workload the runtime left running (handover.go), and reports
+// whether it did.
+func (a *Agent) keepLeftRunning(l *lease) bool {
+	if !l.leftRunning() {
+		return false
+	}
+	if err := l.meter.keep(); err != nil {
+		a.log.Warn("could not write the lease's receipt state for the next agent; it goes on from the last one written", "lease", l.id, "err", err)
+	}
+	a.log.Info("left the lease's workload running for the next agent", "lease", l.id, "unsent_receipts", l.meter.unsentCount())
+	return true
 }
 
 // keepUnreported keeps, for the next agent, the receipt state and final

@@ -47,6 +47,9 @@ type lease struct {
 
 	mu          sync.Mutex
 	started     bool                 // the runtime accepted it
+	startAhead  bool                 // its Start is in flight, or about to be (Agent.start)
+	leftStart   bool                 // its Start was given up for the next agent (handover.go)
+	detached    bool                 // its workload was left running for the next agent (handover.go)
 	cancelStart context.CancelFunc   // ends a Start in flight (a pull): a stop need not wait for it
 	pull        runtime.PullProgress // of the job's image, while Start pulls it
 	stopCause   stopCause
@@ -101,6 +104,9 @@ func (a *Agent) runLease(ctx, workCtx context.Context, l *lease) {
 	if err != nil && l.stoppedBeforeStart() {
 		a.log.Info("lease stopped before its workload started", "lease", l.id, "err", err)
 		a.report(workCtx, l.id, l.final())
+		return
+	} else if _, left := l.startLeft(); err != nil && left {
+		a.log.Info("left the lease's start to the next agent", "lease", l.id)
 		return
 	} else if err != nil {
 		l.startFailed(err)
@@ -189,11 +195,12 @@ func (a *Agent) gpuHolder(l *lease) (gpu, leaseID string) {
 }
 
 // follow takes the events of a lease whose workload runs until it exits,
-// and waits until ship has reported it.
+// or the runtime leaves it running (runtime.Detacher), and waits until
+// ship has reported it, or sent what it holds.
 func (a *Agent) follow(workCtx context.Context, l *lease) {
 	var ship sync.WaitGroup
 	ship.Go(func() { a.ship(workCtx, l) })
-	for ev := range l.events { // the runtime never closes it; the Exit ends the loop
+	for ev := range l.events { // the runtime never closes it; the Exit, or Detached, ends the loop
 		if l.take(ev) {
 			break
 		}
@@ -203,7 +210,8 @@ func (a *Agent) follow(workCtx context.Context, l *lease) {
 
 // ship reports the lease running, then sends its output every
 // LogFlushInterval or LogBatchLines, and once it has exited and its output
-// is sent, reports how it ended.
+// is sent, reports how it ended; once its workload is left running for
+// the next agent, it sends its output and receipts, and ends.
 func (a *Agent) ship(ctx context.Context, l *lease) {
 	running := idlegrid.LeaseReport{State: idlegrid.LeaseRunning}
 	if err := a.report(ctx, l.id, running); err == nil {
@@ -223,8 +231,8 @@ func (a *Agent) ship(ctx context.Context, l *lease) {
 		case <-ctx.Done():
 			return
 		}
-		exited := l.exited() // before flushing: every line before the exit is buffered by now
-		if !a.flush(ctx, l) || !a.sendReceipts(ctx, l) {
+		exited, left := l.exited(), l.leftRunning() // before flushing: every line before the exit is buffered by now
+		if !a.flush(ctx, l) || !a.sendReceipts(ctx, l) || left {
 			return
 		}
 		if exited {
@@ -261,7 +269,8 @@ func (l *lease) setAdoptedDigest(d string) {
 	l.adoptedDigest = d
 }
 
-// take records one runtime event and reports whether it was the Exit.
+// take records one runtime event and reports whether it was the last:
+// the Exit, or Detached.
 func (l *lease) take(ev runtime.Event) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -273,6 +282,10 @@ func (l *lease) take(ev runtime.Event) bool {
 	case ev.Checkpoint != nil:
 		at := *ev.Checkpoint
 		l.checkpoint = &at
+	case ev.Detached:
+		l.detached = true
+		l.signal()
+		return true
 	case ev.Exit != nil:
 		e := *ev.Exit
 		l.exit = &e
@@ -354,7 +367,7 @@ func (l *lease) startContext(ctx context.Context) context.Context {
 	defer l.mu.Unlock()
 	l.endStartLocked()
 	ctx, l.cancelStart = context.WithCancel(ctx)
-	if l.stopCause != notStopped {
+	if l.stopCause != notStopped || l.leftStart {
 		l.cancelStart()
 	}
 	return ctx
@@ -411,7 +424,48 @@ func (l *lease) endedByServer() bool {
 func (l *lease) startOver() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.startAhead = false
 	l.endStartLocked()
+}
+
+// leaveStart gives up the lease's Start, in flight or about to be, for
+// the next agent, unless a stop came first.
+func (l *lease) leaveStart() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.startAhead || l.stopCause != notStopped {
+		return
+	}
+	l.leftStart = true
+	if l.cancelStart != nil {
+		l.cancelStart()
+	}
+}
+
+// startLeft reports whether leaveStart gave up the lease's Start, and
+// the lease as a heartbeat names it starting, with its pull as far as it
+// came.
+func (l *lease) startLeft() (idlegrid.LeaseStarting, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return idlegrid.LeaseStarting{LeaseID: l.id, PulledBytes: l.pull.DoneBytes, ImageBytes: l.pull.TotalBytes}, l.leftStart
+}
+
+// leftRunning reports whether the runtime left the workload running for
+// the next agent (runtime.Detacher).
+func (l *lease) leftRunning() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.detached
+}
+
+// unsettled reports whether the lease is not ready to be handed over:
+// its Start is in flight or about to be, or its workload is being
+// stopped.
+func (l *lease) unsettled() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.startAhead || (l.stopCause != notStopped && l.started && l.exit == nil)
 }
 
 // endStartLocked ends the context of a Start in flight, if any; l.mu is
