@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"os/signal"
 
 	"gopkg.in/yaml.v3"
 
@@ -38,7 +40,12 @@ this machine, every setting explained in comments. Flags override the
 file; the join token may also come from IDLEGRID_JOIN_TOKEN.
 Ctrl-C stops the running leases and reports them before exiting; a lease
 cut short by its node is the provider's fault, so its job is requeued and
-the renter pays nothing for it.
+the renter pays nothing for it. To upgrade the agent without stopping the
+work, replace the binary and send the agent SIGUSR2: it lets the
+workloads being stopped exit, leaves the rest running for the next agent,
+sends what it holds, and exits with status 75 (the systemd unit in
+deploy/ restarts it on that status); the next agent takes the containers
+back. Start it within the server's missed heartbeats (30 s by default).
 
 --check checks the machine and the config without starting the agent,
 and says, line by line, what works and what to fix: the config, the GPU
@@ -159,6 +166,7 @@ container.)`,
 	if err != nil {
 		return errors.Join(err, rt.Close())
 	}
+	defer handOverOnSignal(a, cfg.RuntimeName(), logger)()
 	fmt.Fprintf(c.env.Out, "idlegrid agent: GPUs from %s; workloads in %s; serving %s (data in %s); Ctrl-C to stop\n", detected, rt.about, cfg.Server, cfg.DataDir)
 	if plainBeyondLoopback(cfg.Server) {
 		logger.Warn("the server is plain HTTP on another machine: the join token and the renters' traffic to your node cross the network in the clear; use its https:// address", "server", cfg.Server)
@@ -171,7 +179,51 @@ container.)`,
 	if st == nil && idlegrid.ErrorCode(err) == idlegrid.EUNAUTHORIZED {
 		err = withHint(err, "as the provider, make a new join token ('idlegrid token create --name NAME'; 'idlegrid token ls' shows yours) and give it with --join-token or "+agent.EnvJoinToken)
 	}
+	if errors.Is(err, agent.ErrHandedOver) {
+		if err := rt.Close(); err != nil {
+			logger.Warn("closing the runtime after the hand-over", "err", err)
+		}
+		return &exitStatus{code: ExitHandedOver}
+	}
 	return errors.Join(err, rt.Close())
+}
+
+// ExitHandedOver is the agent's exit status once it has handed its
+// workloads over to the next agent (SIGUSR2): deploy/idlegrid-agent.service
+// restarts the agent on it, and counts it as no failure.
+const ExitHandedOver = 75
+
+// handOverOnSignal asks a to hand its workloads over (agent.HandOver) on
+// SIGUSR2, until stop is called. Only the docker runtime's workloads
+// outlive the agent's process; with another runtime the signal is
+// refused in the log.
+func handOverOnSignal(a *agent.Agent, runtimeName string, log *slog.Logger) (stop func()) {
+	if len(handOverSignals) == 0 {
+		return func() {}
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, handOverSignals...)
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() { // owned by stop
+		defer close(ended)
+		for {
+			select {
+			case <-done:
+				return
+			case <-sig:
+			}
+			if runtimeName != agent.RuntimeDocker {
+				log.Warn("asked to hand the workloads over to the next agent, but the "+runtimeName+" runtime's workloads live in this process and would end with it; stop the agent instead (SIGTERM)", "signal", "SIGUSR2")
+			} else if err := a.HandOver(); err != nil {
+				log.Warn("cannot hand the workloads over to the next agent", "err", err)
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(sig)
+		close(done)
+		<-ended
+	}
 }
 
 // loadAgentConfig reads the agent config at path with the top-level keys in

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -96,13 +97,39 @@ func startAgentProcess(t *testing.T, bin string, args ...string) *agentProcess {
 }
 
 // TestAgentCommand_DockerAdopts runs a job in a Docker container through
-// 'idlegrid agent --runtime docker', kills the agent as a crash would,
-// and starts it again: the new agent takes the container back, and the
-// job succeeds with all its output after the restart.
+// 'idlegrid agent --runtime docker', ends the agent leaving the container
+// running, and starts it again: the new agent takes the container back,
+// and the job succeeds with all its output after the restart. The agent
+// is ended either way an upgrade in place may end it: killed as a crash
+// would (SIGKILL), or handed over (SIGUSR2), when it exits with
+// ExitHandedOver and tells the server nothing, so the node stays online.
 func TestAgentCommand_DockerAdopts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a server, an agent twice and a container; skipped with -short")
 	}
+	t.Run("killed", func(t *testing.T) {
+		dockerAdopts(t, func(t *testing.T, first *agentProcess) {
+			first.cmd.Process.Signal(syscall.SIGKILL) // a crash: nothing is stopped or reported
+			first.cmd.Wait()
+		})
+	})
+	t.Run("handed-over", func(t *testing.T) {
+		dockerAdopts(t, func(t *testing.T, first *agentProcess) {
+			first.cmd.Process.Signal(syscall.SIGUSR2)
+			err := first.cmd.Wait()
+			if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != ExitHandedOver {
+				t.Errorf("the agent handing over exited with %v, want status %d:\n%s", err, ExitHandedOver, first.out.String())
+			}
+			if !strings.Contains(first.out.String(), "left the lease's workload running for the next agent") {
+				t.Errorf("the agent does not say it left the lease running:\n%s", first.out.String())
+			}
+		})
+	})
+}
+
+// dockerAdopts is TestAgentCommand_DockerAdopts with the first agent
+// ended by leave.
+func dockerAdopts(t *testing.T, leave func(*testing.T, *agentProcess)) {
 	cli := mustDocker(t)
 	ctx := context.Background()
 	img := mustSelfImage(t, cli, "idlegrid-test/agent-workload", "dev", "workload")
@@ -137,11 +164,13 @@ func TestAgentCommand_DockerAdopts(t *testing.T) {
 		return nil
 	})
 
-	first.cmd.Process.Signal(syscall.SIGKILL) // a crash: nothing is stopped or reported
-	first.cmd.Wait()
+	leave(t, first)
 	running, err := cli.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", "idlegrid.lease="+lease.ID))})
 	if err != nil || len(running) != 1 {
-		t.Fatalf("after the crash, %d containers run the lease (%v), want 1", len(running), err)
+		t.Fatalf("after the first agent ended, %d containers run the lease (%v), want 1", len(running), err)
+	}
+	if n, err := admin.FindNode(ctx, lease.NodeID); err != nil || n.State != idlegrid.NodeOnline {
+		t.Errorf("between the agents the node is %v (%v), want online: no goodbye", n, err)
 	}
 
 	second := startAgentProcess(t, bin, "agent", "--config", cfgPath)
@@ -171,8 +200,9 @@ func TestAgentCommand_DockerAdopts(t *testing.T) {
 	// Paid for its whole run, across both agents: the second goes on
 	// with the receipt state the first kept, so the lease's receipts
 	// verify as one chain signed by the node's key and bill the run (60
-	// steps of 250 ms), the time before the kill included, give or take
-	// the workload's start before the first agent's meter began.
+	// steps of 250 ms), the time before the first agent ended included,
+	// give or take the workload's start before the first agent's meter
+	// began.
 	rs, err := renter.ListReceipts(ctx, lease.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -88,6 +88,9 @@ func Main(ctx context.Context, args []string, stdio Stdio, getenv func(string) s
 		fmt.Fprintf(e.Err, "idlegrid: %s\n", err)
 		return 2
 	}
+	if es := (*exitStatus)(nil); errors.As(err, &es) {
+		return es.code
+	}
 	err = e.inCommandTerms(err)
 	printError(e.Err, err)
 	if e.typedFlagWrong(err) {
@@ -197,6 +200,12 @@ Commands that talk to a server read its address and your API key from
 
 // usageError is a mistake in how the command was called; it exits with 2.
 type usageError struct{ msg string }
+
+// exitStatus ends a command with its code and nothing printed: the
+// command has said what happened (the agent's hand-over).
+type exitStatus struct{ code int }
+
+func (e *exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func (e *usageError) Error() string { return e.msg }
 
