@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/idlegrid/idlegrid/internal/agent"
 	"github.com/idlegrid/idlegrid/internal/runtime"
@@ -47,7 +48,7 @@ func openRuntime(ctx context.Context, cfg *agent.Config, key ed25519.PrivateKey,
 	if err != nil {
 		return nil, fmt.Errorf("docker runtime: %w", err)
 	}
-	rt, err := docker.New(ctx, docker.Options{Client: cli, NodeID: dockerNodeID(key), Logger: logger,
+	rt, err := docker.New(ctx, docker.Options{Client: cli, NodeID: dockerNodeID(key), Logger: logger, StateDir: filepath.Join(cfg.DataDir, "docker"),
 		AllowedCapabilities: cfg.Sandbox.Capabilities, LocalRegistries: cfg.Sandbox.LocalRegistries,
 		MaxDiskMB: cfg.Sandbox.MaxDiskGB << 10})
 	if err != nil {

@@ -132,7 +132,9 @@ type Runtime interface {
 // Adopter is a Runtime that can take back the workloads a previous instance
 // of it left behind, e.g. when the agent crashed or was killed. Adopt finds
 // them and returns their lease IDs. For each it then sends events on
-// events, as if Start had returned nil: output from the adoption on, and
+// events, as if Start had returned nil: output from the adoption on (from
+// where the runtime that left it stopped, after a Detach that could
+// record it), and
 // exactly one Exit (at once for a workload that ended meanwhile, with
 // Exit.At when it ended, where the runtime can tell). Stop and
 // Close work on adopted workloads as on started ones. Adopt may be called

@@ -100,6 +100,12 @@ type Options struct {
 	// Logger gets what goes wrong outside any workload, e.g. a failed
 	// cleanup; default discard.
 	Logger *slog.Logger
+	// StateDir is where the runtime keeps what must outlive the agent's
+	// process: where Detach stopped reading each workload's output, so
+	// that the runtime that takes it back goes on from there
+	// (handover.go). Empty keeps nothing: a workload taken back shows its
+	// output from then on.
+	StateDir string
 
 	// DefaultCPUCoresPerGPU and DefaultMemoryMBPerGPU size a workload whose
 	// job does not: default 2 cores and 8192 MB per GPU (a workload on no
@@ -511,12 +517,17 @@ func (r *Runtime) leave(tell bool) {
 	r.mu.Lock()
 	r.closed = true
 	r.close()
+	left := make([]*workload, 0, len(r.running))
 	for _, wl := range r.running {
 		wl.tellDetached.Store(tell)
 		wl.cancel()
+		left = append(left, wl)
 	}
 	r.mu.Unlock()
 	r.wg.Wait()
+	if tell {
+		r.keepHandedOver(left)
+	}
 }
 
 func (r *Runtime) closeClient() {
@@ -544,6 +555,7 @@ func (r *Runtime) Adopt(ctx context.Context, events chan<- runtime.Event) ([]str
 	}
 	var adopted []string
 	var errs []error
+	handedOver := r.readHandedOver()
 	for _, c := range found {
 		lease, role := c.Labels[LabelLease], c.Labels[LabelRole]
 		if role == rolePrep && !r.isStarting(lease) {
@@ -554,20 +566,25 @@ func (r *Runtime) Adopt(ctx context.Context, events chan<- runtime.Event) ([]str
 		}
 		// One container the engine fails to show leaves the others to
 		// be taken back all the same.
-		ok, err := r.adopt(ctx, c.ID, lease, c.Labels[LabelJob], events)
+		readTo, handed := handedOver[lease]
+		ok, err := r.adopt(ctx, c.ID, lease, c.Labels[LabelJob], events, handed, readTo)
 		if err != nil {
 			errs = append(errs, err)
 		} else if ok {
 			adopted = append(adopted, lease)
 		}
 	}
+	if len(errs) == 0 {
+		r.forgetHandedOver()
+	}
 	r.removeOrphanScratch(ctx)
 	r.prunePeriodically(ctx)
 	return adopted, errors.Join(errs...)
 }
 
-// adopt follows one container found by Adopt, unless it is already followed.
-func (r *Runtime) adopt(ctx context.Context, id, leaseID, jobID string, events chan<- runtime.Event) (bool, error) {
+// adopt follows one container found by Adopt, unless it is already
+// followed; handedOver says a Detach left it, its output read to readTo.
+func (r *Runtime) adopt(ctx context.Context, id, leaseID, jobID string, events chan<- runtime.Event, handedOver bool, readTo time.Time) (bool, error) {
 	info, err := r.cli.ContainerInspect(ctx, id)
 	if cerrdefs.IsNotFound(err) {
 		return false, nil
@@ -575,7 +592,7 @@ func (r *Runtime) adopt(ctx context.Context, id, leaseID, jobID string, events c
 		return false, fmt.Errorf("docker runtime: inspect container %s: %w", id, err)
 	}
 	wl := r.newWorkload(leaseID, jobID, events)
-	wl.containerID, wl.adopted = id, true
+	wl.containerID, wl.adopted, wl.handedOver, wl.readTo = id, true, handedOver, readTo
 	if info.HostConfig != nil {
 		wl.memoryBytes = info.HostConfig.Memory
 	}
@@ -599,9 +616,12 @@ func (r *Runtime) adopt(ctx context.Context, id, leaseID, jobID string, events c
 		r.remove(&workload{leaseID: leaseID, containerID: id, scratch: scratchVolume(leaseID)})
 		return false, nil
 	}
-	if info.State != nil && info.State.Running {
+	switch {
+	case handedOver:
+		wl.notes = []string{"the node agent handed the workload over to a new one, which goes on with its output"}
+	case info.State != nil && info.State.Running:
 		wl.notes = []string{"the node agent restarted and took the workload back; output written meanwhile is not shown"}
-	} else {
+	default:
 		wl.notes = []string{"the node agent restarted and found that the workload had ended meanwhile"}
 	}
 	r.mu.Lock()

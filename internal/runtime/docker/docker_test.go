@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -711,11 +712,13 @@ func TestRuntime_Close(t *testing.T) {
 
 // TestRuntime_Detach: Detach leaves the container running and ends its
 // events with Detached; Close then kills nothing, and the next runtime
-// takes the workload back.
+// with the same StateDir takes the workload back and goes on with its
+// output from the line after the last one the first sent: none is lost
+// or sent twice, the steps written between the two runtimes included.
 func TestRuntime_Detach(t *testing.T) {
 	t.Parallel()
-	node := randomID("node_test")
-	old := mustRuntime(t, Options{NodeID: node})
+	node, state := randomID("node_test"), t.TempDir()
+	old := mustRuntime(t, Options{NodeID: node, StateDir: state})
 	w := testWorkload(map[string]string{"WORKLOAD_STEPS": "100000", "WORKLOAD_STEP_MS": "20"})
 	wa := mustStart(t, old, w)
 	wa.line(t, "step 2/")
@@ -729,21 +732,40 @@ func TestRuntime_Detach(t *testing.T) {
 	if err := old.Start(context.Background(), testWorkload(nil), make(chan runtime.Event)); err == nil {
 		t.Error("Start after Detach: got nil error")
 	}
+	time.Sleep(500 * time.Millisecond) // steps no runtime follows
 
-	r := mustRuntime(t, Options{NodeID: node})
+	r := mustRuntime(t, Options{NodeID: node, StateDir: state})
 	events := make(chan runtime.Event)
 	got, err := r.Adopt(context.Background(), events)
 	if err != nil || !slices.Equal(got, []string{w.LeaseID}) {
 		t.Fatalf("Adopt after Detach and Close = %v, %v; want [%s], still running", got, err, w.LeaseID)
 	}
 	wb := watchEvents(t, events, w.LeaseID)
-	wb.line(t, "took the workload back")
-	wb.line(t, "step ")
+	wb.line(t, "handed the workload over")
+	wb.until(t, "the steps written meanwhile", func(wb *watch) bool { return len(wb.logs) > 40 })
 	r.Stop(w.LeaseID, 30*time.Second)
 	if exit := wb.exited(t); exit.Code != 143 || !exit.Stopped {
 		t.Errorf("exit = %+v, want 143 stopped by the runtime that took it back", exit)
 	}
 	mustBeGone(t, w.LeaseID)
+	if _, err := os.Stat(filepath.Join(state, handedOverFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the record of the hand-over outlives the Adopt that took the workload back: %v", err)
+	}
+	var steps []int
+	for _, wx := range []*watch{wa, wb} {
+		wx.mu.Lock()
+		for _, l := range wx.logs {
+			if strings.HasPrefix(l.Text, "step ") {
+				steps = append(steps, stepOf(t, l.Text))
+			}
+		}
+		wx.mu.Unlock()
+	}
+	for i := 1; i < len(steps); i++ {
+		if steps[i] != steps[i-1]+1 {
+			t.Fatalf("step %d follows step %d across the hand-over; want every step once, in order: %v", steps[i], steps[i-1], steps)
+		}
+	}
 }
 
 func TestRuntime_Adopt(t *testing.T) {

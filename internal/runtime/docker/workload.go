@@ -15,7 +15,6 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/runtime"
@@ -36,8 +35,13 @@ type workload struct {
 	notice      time.Duration // the lease's notice; 0 when unknown
 	notes       []string      // sent as stderr lines before the output
 	adopted     bool          // taken back after a restart: follow only new output
-	verifiable  bool          // adopted: its job's output is checked by its digest (digest.go)
-	events      chan<- runtime.Event
+	handedOver  bool          // taken back after a hand-over: follow the output from readTo
+	// readTo is where the output was read to: just after the engine's
+	// timestamp of the last message read. Written by stream; read once
+	// follow has ended (Detach).
+	readTo     time.Time
+	verifiable bool // adopted: its job's output is checked by its digest (digest.go)
+	events     chan<- runtime.Event
 
 	waitC <-chan container.WaitResponse // the container's exit
 	errC  <-chan error
@@ -260,17 +264,23 @@ func (r *Runtime) oomKilled(ctx context.Context, wl *workload, exit *runtime.Exi
 }
 
 // stream sends the notes, then the container's output, until the output
-// ends (the container exited) or ctx does.
+// ends (the container exited) or ctx does. It keeps in readTo where the
+// output was read to, for a hand-over (handover.go).
 func (wl *workload) stream(ctx context.Context) {
 	for _, n := range wl.notes {
 		wl.note(n)
 	}
-	// Without the engine's timestamps: it stamps each 16 KiB piece of a
-	// long line again, which would split the line's text with stamps.
-	// Lines are stamped as they are read, while the output is followed.
-	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true, Tail: "all"}
-	if wl.adopted {
+	// The engine's timestamps come at the start of each message, and a
+	// long line comes in messages of 16 KiB: demux takes them off before
+	// the lines are put back together, and the lines are stamped as they
+	// are read.
+	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true, Tail: "all", Timestamps: true}
+	switch {
+	case wl.adopted && !wl.readTo.IsZero():
+		opts.Since = wl.readTo.Format(time.RFC3339Nano) // handed over: from where the last runtime stopped reading
+	case wl.adopted && !wl.handedOver:
 		opts.Tail = "0"
+		wl.readTo = time.Now()
 	}
 	rc, err := wl.r.cli.ContainerLogs(ctx, wl.containerID, opts)
 	if err != nil {
@@ -281,7 +291,10 @@ func (wl *workload) stream(ctx context.Context) {
 	}
 	defer rc.Close()
 	stdout, stderr := &lineWriter{wl: wl, stream: "stdout"}, &lineWriter{wl: wl, stream: "stderr"}
-	if _, err := stdcopy.StdCopy(stdout, stderr, rc); err != nil && ctx.Err() == nil {
+	// The engine's since takes messages at that time and later: the next
+	// runtime reads from just after the last one read.
+	read := func(at time.Time) { wl.readTo = at.Add(time.Nanosecond) }
+	if err := demux(stdout, stderr, rc, read); err != nil && ctx.Err() == nil {
 		wl.note("the workload's output broke off: " + err.Error())
 	}
 	stdout.flush()

@@ -22,10 +22,11 @@
 //	FAKE_IMAGE_MB=8192    that image's size; 4096 unless set
 //
 // It hands its workloads over as the docker runtime does (runtime.Detacher):
-// Detach leaves them running, unfollowed (their output meanwhile is lost,
-// their Exit kept), and Successor opens the runtime the next agent would,
-// whose Adopt takes them back. Its workloads live in this process, so only
-// an agent in it, a test's, can take them back.
+// Detach leaves them running, unfollowed (their events meanwhile are kept,
+// as the engine keeps a container's output), and Successor opens the
+// runtime the next agent would, whose Adopt takes them back and sends what
+// was kept. Its workloads live in this process, so only an agent in it, a
+// test's, can take them back.
 //
 // Waiting uses the time package's timers, which testing/synctest makes
 // virtual, so tests of an hour-long job take no real time; the injected
@@ -114,10 +115,10 @@ type workload struct {
 
 	mu       sync.Mutex
 	events   chan<- runtime.Event // nil while detached
-	exit     *runtime.Exit        // its Exit, once sent or kept while detached
+	kept     []runtime.Event      // sent while detached, for the Adopt that takes it back
 	sentExit bool                 // the Exit was sent
 	taken    bool                 // taken back by an Adopt
-	stdout   hash.Hash            // a verifiable job's standard output, lines lost while detached too
+	stdout   hash.Hash            // a verifiable job's standard output, summed as it is made
 }
 
 // plan is how a run ends, from the job's env.
@@ -302,9 +303,9 @@ func (r *Runtime) Close() error {
 }
 
 // Detach leaves every running workload it follows running, unfollowed:
-// each one's events end with a Detached event, and what it does until a
-// Successor's Adopt takes it back is not sent (its output is lost, its
-// Exit kept). It returns once those events are sent; Start then fails.
+// each one's events end with a Detached event, and those it sends until a
+// Successor's Adopt takes it back are kept for it. It returns once the
+// Detached events are sent; Start then fails.
 func (r *Runtime) Detach() error {
 	n := r.node()
 	for _, wl := range r.shut() {
@@ -344,9 +345,9 @@ func (r *Runtime) Successor() *Runtime {
 }
 
 // Adopt takes back what a Detach of this node's previous Runtime left
-// (runtime.Adopter): for each workload, a line saying that its output
-// meanwhile is not shown, then its events; its Exit at once when it ended
-// meanwhile.
+// (runtime.Adopter): for each workload, a line saying it was handed over,
+// the events it sent meanwhile (its Exit among them when it ended), and
+// its events from then on.
 func (r *Runtime) Adopt(ctx context.Context, events chan<- runtime.Event) ([]string, error) {
 	if events == nil {
 		return nil, idlegrid.Invalid("events", "required")
@@ -383,27 +384,24 @@ func (r *Runtime) LeaseTier(leaseID string) idlegrid.Tier {
 }
 func (r *Runtime) LeaseNotice(leaseID string) time.Duration { return r.workload(leaseID).w.Notice }
 
-// workload returns the lease's workload, running or exited, that r
-// follows; an empty one when it follows none.
+// workload returns the lease's workload while it runs or waits to be
+// taken back; an empty one otherwise.
 func (r *Runtime) workload(leaseID string) *workload {
 	n := r.node()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if wl := n.running[leaseID]; wl != nil {
 		return wl
-	}
-	for _, wl := range n.left {
-		if wl.w.LeaseID == leaseID {
-			return wl
-		}
+	} else if wl := n.left[leaseID]; wl != nil {
+		return wl
 	}
 	return &workload{}
 }
 
 // AdoptedOutputDigest is the digest of a taken-back verifiable workload's
-// whole standard output, lines lost while it was detached included,
-// once it has exited (the agent's adoptedOutput); it is forgotten once
-// asked.
+// whole standard output, what it wrote before it was taken back
+// included, once it has exited (the agent's adoptedOutput); it is
+// forgotten once asked.
 func (r *Runtime) AdoptedOutputDigest(leaseID string) (string, bool) {
 	n := r.node()
 	n.mu.Lock()
@@ -427,19 +425,18 @@ func (wl *workload) detach() bool {
 	return true
 }
 
-// attach makes events the workload's again, after a note; an Exit kept
-// while detached is sent at once.
+// attach makes events the workload's again, after a note and the events
+// it sent while detached.
 func (wl *workload) attach(events chan<- runtime.Event) {
 	wl.mu.Lock()
+	defer wl.mu.Unlock()
 	wl.events, wl.taken = events, true
-	exit := wl.exit
-	wl.mu.Unlock()
-	if exit == nil {
-		wl.logf("stderr", "[idlegrid] the node agent restarted and took the workload back; output written meanwhile is not shown")
-		return
+	note := "[idlegrid] the node agent handed the workload over to a new one, which goes on with its output"
+	wl.events <- runtime.Event{LeaseID: wl.w.LeaseID, Log: &idlegrid.LogLine{At: wl.clock.Now(), Stream: "stderr", Text: note}}
+	for _, ev := range wl.kept {
+		wl.deliver(ev)
 	}
-	wl.logf("stderr", "[idlegrid] the node agent restarted and found that the workload had ended meanwhile")
-	wl.send(runtime.Event{Exit: exit})
+	wl.kept = nil
 }
 
 // requestStop records the first stop request; later ones change nothing.
@@ -568,9 +565,9 @@ func (wl *workload) logf(stream, format string, args ...any) {
 	}})
 }
 
-// send sends ev, or, while the workload is detached, drops it (an Exit is
-// kept for the Adopt that takes it back). A verifiable job's standard
-// output is summed either way.
+// send sends ev, or keeps it while the workload is detached, for the
+// Adopt that takes it back. A verifiable job's standard output is summed
+// as it is made.
 func (wl *workload) send(ev runtime.Event) {
 	ev.LeaseID = wl.w.LeaseID
 	wl.mu.Lock()
@@ -578,16 +575,20 @@ func (wl *workload) send(ev runtime.Event) {
 	if wl.stdout != nil && ev.Log != nil && ev.Log.Stream == "stdout" {
 		io.WriteString(wl.stdout, ev.Log.Text+"\n")
 	}
-	if ev.Exit != nil {
-		wl.exit = ev.Exit
-		if wl.stdout != nil && wl.taken {
-			wl.n.keepDigest(wl.w.LeaseID, wl.stdout)
-		}
+	if wl.events == nil {
+		wl.kept = append(wl.kept, ev)
+		return
 	}
-	if wl.events != nil {
-		wl.events <- ev
-		wl.sentExit = ev.Exit != nil
+	wl.deliver(ev)
+}
+
+// deliver sends ev to the workload's follower; wl.mu is held.
+func (wl *workload) deliver(ev runtime.Event) {
+	if ev.Exit != nil && wl.stdout != nil && wl.taken {
+		wl.n.keepDigest(wl.w.LeaseID, wl.stdout)
 	}
+	wl.events <- ev
+	wl.sentExit = ev.Exit != nil
 }
 
 // keepDigest keeps the digest of a taken-back workload's standard output

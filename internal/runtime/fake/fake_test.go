@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -396,9 +397,9 @@ func follow() *follower {
 
 // TestRuntime_Detach: Detach leaves the workloads running and ends their
 // events with Detached; the Successor's Adopt takes them back, with a
-// note, and their events go on there: the Exit of one that ended
-// meanwhile at once, with when it ended; the old runtime starts, stops
-// and kills nothing more.
+// note, and sends what they did meanwhile, then their events from then on:
+// nothing is lost, and the Exit of one that ended meanwhile comes with
+// when it ended. The old runtime starts, stops and kills nothing more.
 func TestRuntime_Detach(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		old := &fake.Runtime{}
@@ -417,11 +418,13 @@ func TestRuntime_Detach(t *testing.T) {
 		if err := old.Detach(); err != nil {
 			t.Fatal(err)
 		}
+		before := map[string][]runtime.Event{}
 		for _, f := range []*follower{short, long} {
 			got := <-f.done
 			if last := got[len(got)-1]; !last.Detached || last.Exit != nil {
 				t.Errorf("the last event before the hand-over is %+v, want Detached", last)
 			}
+			before[got[0].LeaseID] = got
 		}
 		if err := old.Stop("lease_l", time.Second); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
 			t.Errorf("the old runtime's Stop of a workload it left = %v, want ENOTFOUND", err)
@@ -445,25 +448,36 @@ func TestRuntime_Detach(t *testing.T) {
 		if err := next.Stop("lease_l", 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		exits := map[string]runtime.Exit{}
-		notes := map[string]string{}
-		for len(exits) < 2 {
+		after := map[string][]runtime.Event{}
+		for exits := 0; exits < 2; {
 			ev := <-events
-			switch {
-			case ev.Exit != nil:
-				exits[ev.LeaseID] = *ev.Exit
-			case ev.Log != nil && strings.HasPrefix(ev.Log.Text, "[idlegrid]"):
-				notes[ev.LeaseID] = ev.Log.Text
+			after[ev.LeaseID] = append(after[ev.LeaseID], ev)
+			if ev.Exit != nil {
+				exits++
 			}
 		}
-		if e := exits["lease_s"]; e.Code != 0 || !e.At.Equal(began.Add(100*time.Second)) {
+		for id, evs := range after {
+			if n := evs[0].Log; n == nil || !strings.Contains(n.Text, "handed the workload over") {
+				t.Errorf("%s's first event once taken back = %+v, want the note of the hand-over", id, evs[0])
+			}
+			var progress []float64
+			for _, ev := range append(before[id], evs...) {
+				if ev.Progress != nil {
+					progress = append(progress, *ev.Progress)
+				}
+			}
+			for i, p := range progress {
+				if want := float64(i+1) / fake.Ticks; math.Abs(p-want) > 1e-9 {
+					t.Fatalf("%s's progress across the hand-over: %v; want every tick once, in order", id, progress)
+				}
+			}
+		}
+		exitOf := func(evs []runtime.Event) runtime.Exit { return *evs[len(evs)-1].Exit }
+		if e := exitOf(after["lease_s"]); e.Code != 0 || !e.At.Equal(began.Add(100*time.Second)) {
 			t.Errorf("lease_s's Exit = %+v, want code 0 at its end, 100 s in", e)
 		}
-		if e := exits["lease_l"]; e.Code != 143 || !e.Stopped {
+		if e := exitOf(after["lease_l"]); e.Code != 143 || !e.Stopped {
 			t.Errorf("lease_l's Exit = %+v, want stopped by the successor", e)
-		}
-		if !strings.Contains(notes["lease_s"], "ended meanwhile") || !strings.Contains(notes["lease_l"], "took the workload back") {
-			t.Errorf("the notes = %q, want each to say what became of its workload", notes)
 		}
 		mustClose(t, next)
 	})
