@@ -4,7 +4,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,8 +21,8 @@ import (
 // TestAgent_HandOver: an agent asked to hand over leaves its lease's
 // workload running, says no goodbye and reports no end, and keeps the
 // lease's receipt state; the next agent takes the workload back and the
-// lease runs to its end at its one attempt, its receipts one chain
-// across both agents that bills the whole run.
+// lease runs to its end at its one attempt, its log whole and its
+// receipts one chain across both agents that bills the whole run.
 func TestAgent_HandOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg, srv, rt := testConfig(t), &fakeServer{}, &rtfake.Runtime{}
@@ -55,8 +57,19 @@ func TestAgent_HandOver(t *testing.T) {
 		if secs := checkChain(t, "lease_a", pub, srv.receiptsFor("lease_a")); secs < 3590 || secs > 3610 {
 			t.Errorf("the receipts bill %d GPU-seconds, want the whole run's 3600", secs)
 		}
-		if text := logText(srv.logsFor("lease_a")); !strings.Contains(text, "took the workload back") || !strings.Contains(text, "training complete") {
-			t.Errorf("lease_a's log does not show the workload taken back and finished:\n%s", text)
+		text := logText(srv.logsFor("lease_a"))
+		if !strings.Contains(text, "handed the workload over") || !strings.Contains(text, "training complete") {
+			t.Errorf("lease_a's log does not show the workload handed over and finished:\n%s", text)
+		}
+		// Its output goes on across the hand-over: every step once.
+		steps := regexp.MustCompile(`step (\d+)/`).FindAllStringSubmatch(text, -1)
+		for i, m := range steps {
+			if want := strconv.Itoa((i + 1) * rtfake.Steps / rtfake.Ticks); m[1] != want {
+				t.Fatalf("step %s is line %d of the steps across the hand-over, want step %s: every step once, in order\n%s", m[1], i+1, want, text)
+			}
+		}
+		if len(steps) != rtfake.Ticks {
+			t.Errorf("%d steps in lease_a's log, want %d", len(steps), rtfake.Ticks)
 		}
 	})
 }

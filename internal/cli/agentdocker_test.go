@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -108,13 +109,13 @@ func TestAgentCommand_DockerAdopts(t *testing.T) {
 		t.Skip("runs a server, an agent twice and a container; skipped with -short")
 	}
 	t.Run("killed", func(t *testing.T) {
-		dockerAdopts(t, func(t *testing.T, first *agentProcess) {
+		dockerAdopts(t, "the node agent restarted and took the workload back", func(t *testing.T, first *agentProcess) {
 			first.cmd.Process.Signal(syscall.SIGKILL) // a crash: nothing is stopped or reported
 			first.cmd.Wait()
 		})
 	})
 	t.Run("handed-over", func(t *testing.T) {
-		dockerAdopts(t, func(t *testing.T, first *agentProcess) {
+		dockerAdopts(t, "the node agent handed the workload over", func(t *testing.T, first *agentProcess) {
 			first.cmd.Process.Signal(syscall.SIGUSR2)
 			err := first.cmd.Wait()
 			if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != ExitHandedOver {
@@ -128,8 +129,9 @@ func TestAgentCommand_DockerAdopts(t *testing.T) {
 }
 
 // dockerAdopts is TestAgentCommand_DockerAdopts with the first agent
-// ended by leave.
-func dockerAdopts(t *testing.T, leave func(*testing.T, *agentProcess)) {
+// ended by leave, after which the lease's log has note. After a
+// hand-over the log is whole: every step, once.
+func dockerAdopts(t *testing.T, note string, leave func(*testing.T, *agentProcess)) {
 	cli := mustDocker(t)
 	ctx := context.Background()
 	img := mustSelfImage(t, cli, "idlegrid-test/agent-workload", "dev", "workload")
@@ -189,9 +191,20 @@ func dockerAdopts(t *testing.T, leave func(*testing.T, *agentProcess)) {
 	for _, l := range lines {
 		text.WriteString(l.Text + "\n")
 	}
-	for _, want := range []string{"the node agent restarted and took the workload back", "training complete: 60 steps"} {
+	for _, want := range []string{note, "training complete: 60 steps"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("lease logs lack %q:\n%s", want, text.String())
+		}
+	}
+	if strings.Contains(note, "handed") {
+		steps := regexp.MustCompile(`step (\d+)/60`).FindAllStringSubmatch(text.String(), -1)
+		for i, m := range steps {
+			if m[1] != strconv.Itoa(i+1) {
+				t.Fatalf("step %s is the %d-th step in the lease's log; want every step once, in order:\n%s", m[1], i+1, text.String())
+			}
+		}
+		if len(steps) != 60 {
+			t.Errorf("%d steps in the lease's log, want 60:\n%s", len(steps), text.String())
 		}
 	}
 	if ls, _ := renter.ListLeases(ctx, idlegrid.LeaseFilter{JobID: job.ID}); len(ls) != 1 || ls[0].Attempt != 1 || ls[0].ChargedMicros <= 0 {
