@@ -58,7 +58,9 @@
 // this node: it follows the running ones to their end, and reports and
 // removes the ones that ended meanwhile. It does not kill them, because the
 // work may still be wanted; the agent stops those the server no longer
-// wants.
+// wants. Detach, for an agent upgraded in place, leaves every container
+// running and records where it stopped reading each one's output, from
+// which the next runtime's Adopt reads on (handover.go).
 package docker
 
 import (
