@@ -429,6 +429,8 @@ func (a *Agent) serve(ctx context.Context) error {
 	loops.Go(func() { a.challengeLoop(ctx, &a.attested) })
 	loops.Go(func() { a.handOverWhenAsked(ctx, refuse) })
 	loops.Wait()
+	a.models.leave()
+	defer a.drainModels(time.Now().Add(modelDrainWait)) // before the session closes
 	cause := context.Cause(ctx)
 	if errors.Is(cause, errHandOver) {
 		a.handOff(cancelWork)

@@ -154,6 +154,8 @@ type models struct {
 	mu      sync.Mutex
 	healthy map[string]bool
 	reasons map[string]string // why a model is not healthy
+	leaving bool              // the agent is stopping: no new request (modeldrain.go)
+	active  int               // requests being proxied
 }
 
 // servedModel is one configured model and its concurrency slots.
@@ -350,7 +352,8 @@ func apiBase(base string) string {
 // ServeHTTP answers the gateway's requests on the session: it passes each
 // to the model's server and the answer back, flushing every chunk as it
 // arrives. A model that is not configured is a 404, one at its
-// concurrency a 429; both in OpenAI's error format, so that the gateway
+// concurrency a 429, and so is every request once the agent is stopping
+// (modeldrain.go); all in OpenAI's error format, so that the gateway
 // tries another provider.
 func (ms *models) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	endpoint, ok := strings.CutPrefix(r.URL.Path, idlegrid.InferencePath)
@@ -366,6 +369,11 @@ func (ms *models) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if q := m.queue.header(); q != "" {
 		w.Header().Set(idlegrid.ModelQueueHeader, q)
 	}
+	if !ms.enter() {
+		refuseLeaving(w)
+		return
+	}
+	defer ms.exit()
 	select {
 	case m.slots <- struct{}{}:
 		defer func() { <-m.slots }()

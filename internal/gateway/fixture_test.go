@@ -316,6 +316,7 @@ const (
 	faultFlood     = "flood"      // a stream of big chunks that ends only when the request does
 	faultHTML      = "html"       // answers as usual, but says its answer is text/html
 	faultGone      = "gone"       // answers 404: it no longer serves the model
+	faultHold      = "hold"       // answers as usual, once the test frees it
 )
 
 // greedyTokens is the usage a greedy mock reports, whatever it served.
@@ -405,6 +406,12 @@ func (m *mock) fault(w http.ResponseWriter, r *http.Request) bool {
 	case faultSlowFirst:
 		select {
 		case <-m.freed:
+		case <-r.Context().Done():
+		}
+	case faultHold:
+		select {
+		case <-m.freed:
+			return false
 		case <-r.Context().Done():
 		}
 	default:
