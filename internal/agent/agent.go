@@ -248,23 +248,43 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.restorePowerLimits()
 		}
 	}()
+	readyCtx, stopWatch := a.untilHandOver(ctx)
+	offer, err := a.ready(readyCtx)
+	handed := errors.Is(context.Cause(readyCtx), errHandOver)
+	stopWatch()
+	switch {
+	case handed:
+		// Nothing is followed yet: what a previous agent left runs on.
+		a.handedOver.Store(true)
+		a.log.Info("handed over before serving: the workloads a previous agent left run on, for the next agent")
+		return ErrHandedOver
+	case err != nil:
+		return quiet(ctx, err)
+	}
+	a.log.Info("agent serving", "node", a.NodeID(), "server", a.cfg.Server, "gpus", len(offer.GPUs), "heartbeat", a.heartbeatEvery)
+	return a.serve(ctx)
+}
+
+// ready gets the node ready to serve: it detects the GPUs, joins or finds
+// the node's ID, publishes the offer and answers the hardware challenge.
+// An error caused by ctx ending is Run's to make quiet.
+func (a *Agent) ready(ctx context.Context) (idlegrid.Offer, error) {
 	a.models.checkAll(ctx, a.log) // so that the first offer lists the healthy models
 	offer, err := a.offer(ctx)
 	if err != nil {
-		return err
+		return offer, err
 	}
 	if err := a.identify(ctx, offer); err != nil {
-		return quiet(ctx, err)
+		return offer, err
 	}
 	if err := a.publish(ctx, offer); err != nil {
 		if errors.Is(err, errRetired) || errors.Is(err, errForgotten) {
 			a.stopLeftBehind(ctx)
 		}
-		return quiet(ctx, err)
+		return offer, err
 	}
 	a.attest(ctx, &a.attested)
-	a.log.Info("agent serving", "node", a.NodeID(), "server", a.cfg.Server, "gpus", len(offer.GPUs), "heartbeat", a.heartbeatEvery)
-	return a.serve(ctx)
+	return offer, nil
 }
 
 // quiet turns an error caused by ctx ending into a clean return.

@@ -65,6 +65,26 @@ func (a *Agent) HandOver() error {
 	return nil
 }
 
+// untilHandOver returns ctx, cancelled with errHandOver if HandOver is
+// called before stop: so that an agent not yet serving (its offer not
+// yet published, the server out of reach) hands over at once.
+func (a *Agent) untilHandOver(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() { // owned by stop
+		defer close(done)
+		select {
+		case <-a.handover:
+			cancel(errHandOver)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		cancel(nil)
+		<-done
+	}
+}
+
 // handOverWhenAsked waits for HandOver, gets the leases ready to be left
 // running, and ends the agent's loops (refuse) with errHandOver.
 func (a *Agent) handOverWhenAsked(ctx context.Context, refuse context.CancelCauseFunc) {

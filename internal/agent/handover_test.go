@@ -176,3 +176,28 @@ func TestAgent_HandOverNeedsADetacher(t *testing.T) {
 		}
 	})
 }
+
+// TestAgent_HandOverBeforeServing: an agent that cannot publish its offer
+// yet (the server is out of reach) hands over at once when asked, rather
+// than once the server answers.
+func TestAgent_HandOverBeforeServing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &fakeServer{}
+		srv.setDown("UpdateOffer")
+		r := startAgent(t, testConfig(t), srv, &rtfake.Runtime{})
+		time.Sleep(time.Minute)
+		if err := r.a.HandOver(); err != nil {
+			t.Fatal(err)
+		}
+		asked := time.Now()
+		if err := r.wait(t); !errors.Is(err, agent.ErrHandedOver) {
+			t.Fatalf("Run = %v, want ErrHandedOver", err)
+		}
+		if took := time.Since(asked); took > time.Second {
+			t.Errorf("the hand-over took %v while the server was out of reach, want at once", took)
+		}
+		if n := len(srv.heartbeats()); n != 0 {
+			t.Errorf("%d heartbeats from an agent that never served", n)
+		}
+	})
+}
