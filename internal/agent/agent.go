@@ -780,7 +780,7 @@ func (a *Agent) start(ctx, workCtx context.Context, c idlegrid.Command) bool {
 	if _, done := a.finished[id]; done || a.leases[id] != nil {
 		return false
 	} else if a.handing {
-		a.leaveStart(idlegrid.LeaseStarting{LeaseID: id})
+		a.noteLeftStart(idlegrid.LeaseStarting{LeaseID: id})
 		return false
 	}
 	a.forgetFinished()
@@ -920,7 +920,7 @@ func (a *Agent) retire(l *lease) {
 	defer a.mu.Unlock()
 	delete(a.leases, l.id)
 	if st, left := l.startLeft(); left { // its start command is the next agent's, or refused should the agent stop instead
-		a.leaveStart(st)
+		a.noteLeftStart(st)
 	} else {
 		a.finished[l.id] = a.clock.Now()
 	}

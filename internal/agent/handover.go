@@ -119,10 +119,10 @@ func (a *Agent) handOverWhenAsked(ctx context.Context, refuse context.CancelCaus
 	refuse(errHandOver)
 }
 
-// leaveStart records a lease whose start the hand-over leaves to the
+// noteLeftStart records a lease whose start the hand-over leaves to the
 // next agent: until the agent exits, its heartbeats name it starting, so
 // that the server waits for it past its start timeout. a.mu is held.
-func (a *Agent) leaveStart(st idlegrid.LeaseStarting) {
+func (a *Agent) noteLeftStart(st idlegrid.LeaseStarting) {
 	if _, ok := a.leftStarts[st.LeaseID]; !ok || st.ImageBytes > 0 {
 		a.leftStarts[st.LeaseID] = st
 	}
