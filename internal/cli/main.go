@@ -74,7 +74,8 @@ func commands() []command {
 
 // Main runs the idlegrid command line with args (without the program name)
 // and returns the process exit code: 0 on success, 1 on failure, 2 for a
-// usage error. It prints errors itself, as "idlegrid: message" and a hint.
+// usage error, or a command's own (the agent's ExitHandedOver). It prints
+// errors itself, as "idlegrid: message" and a hint.
 func Main(ctx context.Context, args []string, stdio Stdio, getenv func(string) string) int {
 	if stdio.In == nil {
 		stdio.In = strings.NewReader("")
@@ -201,13 +202,13 @@ Commands that talk to a server read its address and your API key from
 // usageError is a mistake in how the command was called; it exits with 2.
 type usageError struct{ msg string }
 
+func (e *usageError) Error() string { return e.msg }
+
 // exitStatus ends a command with its code and nothing printed: the
 // command has said what happened (the agent's hand-over).
 type exitStatus struct{ code int }
 
 func (e *exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-
-func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
