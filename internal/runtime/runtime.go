@@ -133,14 +133,13 @@ type Runtime interface {
 // of it left behind, e.g. when the agent crashed or was killed. Adopt finds
 // them and returns their lease IDs. For each it then sends events on
 // events, as if Start had returned nil: output from the adoption on (from
-// where the runtime that left it stopped, after a Detach that could
-// record it), and
-// exactly one Exit (at once for a workload that ended meanwhile, with
-// Exit.At when it ended, where the runtime can tell). Stop and
-// Close work on adopted workloads as on started ones. Adopt may be called
-// again after it returned an error (the agent retries until it works): a
-// workload the runtime already follows, started or taken back, is not
-// returned again, nor are its events sent on the new channel.
+// where the runtime that left it stopped, after a Detach that could record
+// it), and exactly one Exit (at once for a workload that ended meanwhile,
+// with Exit.At when it ended, where the runtime can tell). Stop and Close
+// work on adopted workloads as on started ones. Adopt may be called again
+// after it returned an error (the agent retries until it works): a workload
+// the runtime already follows, started or taken back, is not returned
+// again, nor are its events sent on the new channel.
 type Adopter interface {
 	Adopt(ctx context.Context, events chan<- Event) ([]string, error)
 }

@@ -278,7 +278,7 @@ func (wl *workload) stream(ctx context.Context) {
 	switch {
 	case wl.adopted && !wl.readTo.IsZero():
 		opts.Since = wl.readTo.Format(time.RFC3339Nano) // handed over: from where the last runtime stopped reading
-	case wl.adopted && !wl.handedOver:
+	case wl.adopted && !wl.handedOver: // after a crash: from now on, and a later hand-over goes on from here
 		opts.Tail = "0"
 		wl.readTo = time.Now()
 	}
