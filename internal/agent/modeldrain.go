@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"net/http"
 	"time"
 )
@@ -16,9 +17,6 @@ import (
 // node, which a hand-over's next agent must beat.
 const modelDrainWait = 10 * time.Second
 
-// modelDrainPoll is how often the wait looks again.
-const modelDrainPoll = 50 * time.Millisecond
-
 // enter counts an inference request in, unless the agent is leaving.
 func (ms *models) enter() bool {
 	ms.mu.Lock()
@@ -26,16 +24,12 @@ func (ms *models) enter() bool {
 	if ms.leaving {
 		return false
 	}
-	ms.active++
+	ms.active.Enter()
 	return true
 }
 
 // exit counts an inference request out.
-func (ms *models) exit() {
-	ms.mu.Lock()
-	defer ms.mu.Unlock()
-	ms.active--
-}
+func (ms *models) exit() { ms.active.Leave() }
 
 // leave refuses every inference request from now on.
 func (ms *models) leave() {
@@ -44,23 +38,15 @@ func (ms *models) leave() {
 	ms.leaving = true
 }
 
-// inFlight is how many inference requests are being proxied.
-func (ms *models) inFlight() int {
-	ms.mu.Lock()
-	defer ms.mu.Unlock()
-	return ms.active
-}
-
 // waitDrained waits until no inference request is in flight, or until
 // deadline, and returns how many still are.
 func (ms *models) waitDrained(deadline time.Time) int {
-	for {
-		n := ms.inFlight()
-		if n == 0 || !time.Now().Before(deadline) {
-			return n
-		}
-		time.Sleep(min(modelDrainPoll, time.Until(deadline)))
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if ms.active.Wait(ctx) == nil {
+		return 0
 	}
+	return ms.active.N()
 }
 
 // refuseLeaving answers an inference request that came after the agent

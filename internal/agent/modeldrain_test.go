@@ -34,7 +34,7 @@ func TestModels_drain(t *testing.T) {
 	}
 	answered := make(chan *httptest.ResponseRecorder, 1)
 	go func() { answered <- ask() }()
-	for ms.inFlight() == 0 {
+	for ms.active.N() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	ms.leave()

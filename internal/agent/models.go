@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/inflight"
 	"github.com/idlegrid/idlegrid/internal/openai"
 )
 
@@ -155,7 +156,7 @@ type models struct {
 	healthy map[string]bool
 	reasons map[string]string // why a model is not healthy
 	leaving bool              // the agent is stopping: no new request (modeldrain.go)
-	active  int               // requests being proxied
+	active  inflight.Count    // requests being proxied
 }
 
 // servedModel is one configured model and its concurrency slots.
