@@ -27,6 +27,10 @@ const (
 	notOfferedRetry = 10 * time.Minute
 	// heartbeatWait bounds a heartbeat's first try (Heartbeat).
 	heartbeatWait = 5 * time.Second
+	// answersWait bounds how long a stopping agent's session waits for
+	// the answers its handlers wrote to reach the server: the last bytes
+	// of each, its handler having returned.
+	answersWait = 2 * time.Second
 )
 
 // sessionRoute sends an AgentClient's requests over its live session, or
@@ -226,6 +230,13 @@ func (a *AgentClient) useSession(ctx context.Context, s *session.Session, log *s
 		}
 	}
 	a.route.live.CompareAndSwap(s, nil)
+	if ctx.Err() != nil {
+		// The agent is stopping, its handlers done: let the answers they
+		// wrote reach the server before the session closes.
+		wait, cancel := context.WithTimeout(context.Background(), answersWait)
+		_ = s.WaitAnswered(wait)
+		cancel()
+	}
 	s.Close()
 	return time.Since(s.Opened()), why
 }

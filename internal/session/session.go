@@ -49,6 +49,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -137,7 +138,8 @@ type Session struct {
 	trouble *atomic.Pointer[string] // yamux's last error, which is why a session ends
 	closing atomic.Bool             // Close was called: the end is no trouble
 
-	peer *peerStreams // the streams the peer opened, open now
+	peer      *peerStreams // the streams the peer opened, open now
+	answering answering    // those on which an answer is being written
 
 	reqCtx    context.Context    // the context of the requests the peer sends
 	cancelReq context.CancelFunc // ends them, once the session has closed
@@ -201,6 +203,7 @@ func (s *Session) serve(h http.Handler, agentEnd bool) {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          log.New(yamuxLog{log: s.log}, "session http: ", 0),
+		ConnState:         s.answering.note,
 	}
 	if agentEnd {
 		// The agent serves the server's requests (inference among them),
@@ -223,6 +226,40 @@ func (s *Session) serve(h http.Handler, agentEnd bool) {
 	}
 	s.out.CloseIdleConnections()
 }
+
+// answering counts the streams on which the answer to a request of the
+// peer's is being written: from its first byte read until the answer has
+// been written whole (net/http's StateActive, until StateIdle or
+// StateClosed), which is after its handler has returned.
+type answering struct {
+	mu     sync.Mutex
+	active map[net.Conn]bool
+	n      inflight.Count
+}
+
+// note is the session's http.Server's ConnState.
+func (a *answering) note(c net.Conn, st http.ConnState) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := st == http.StateActive
+	switch was := a.active[c]; {
+	case now && !was:
+		if a.active == nil {
+			a.active = map[net.Conn]bool{}
+		}
+		a.active[c] = true
+		a.n.Enter()
+	case !now && was:
+		delete(a.active, c)
+		a.n.Leave()
+	}
+}
+
+// WaitAnswered waits until no answer to the peer's requests is being
+// written, or ctx ends: so that an end that closes the session (the agent
+// stopping, once its handlers have returned) cuts none of an answer's
+// last bytes.
+func (s *Session) WaitAnswered(ctx context.Context) error { return s.answering.n.Wait(ctx) }
 
 // NodeID returns the node the session belongs to.
 func (s *Session) NodeID() string { return s.nodeID }
