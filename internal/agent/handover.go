@@ -20,11 +20,13 @@ import (
 // heartbeats, and stop commands are obeyed), handOverWhenAsked takes no
 // new lease (a start command waits on the server for the next agent),
 // gives up the starts in flight (the next agent starts them again; a
-// pull's layers stay on the node), and waits until no workload is being
-// stopped, so that a bronze lease's notice and a stop's grace run out
-// under this agent rather than begin again under the next. Then the loops
-// end, and handOff detaches the runtime: each lease sends the output and
-// receipts it holds, and keeps its receipt state for the next agent.
+// pull's layers stay on the node), withdraws the node's models from its
+// offer, and waits until no workload is being stopped and no inference
+// request is in flight, so that a bronze lease's notice and a stop's
+// grace run out under this agent rather than begin again under the next,
+// and a long stream is answered whole. Then the loops end, and handOff
+// detaches the runtime: each lease sends the output and receipts it
+// holds, and keeps its receipt state for the next agent.
 
 // ErrHandedOver is what Run returns once it has handed the node's
 // workloads over (HandOver): they run on, for the next agent.
@@ -34,9 +36,11 @@ var ErrHandedOver = errors.New("agent: handed the workloads over to the next age
 var errHandOver = errors.New("handing over to the next agent")
 
 // HandOverWait bounds how long a hand-over waits for the workloads being
-// stopped to exit: a bronze lease's notice (the market's default is
-// 120 s) and the reports after it. Past it, the rest are left running
-// too, and the next agent stops them again, with their whole grace.
+// stopped to exit (a bronze lease's notice, the market's default 120 s,
+// and the reports after it) and for the inference requests in flight.
+// Past it, the rest are left running too, and the next agent stops them
+// again, with their whole grace; the requests get at most modelDrainWait
+// more.
 const HandOverWait = 3 * time.Minute
 
 // handOffWait bounds how long, once the runtime has detached, the agent
@@ -93,14 +97,15 @@ func (a *Agent) handOverWhenAsked(ctx context.Context, refuse context.CancelCaus
 		return
 	case <-a.handover:
 	}
-	a.log.Info("handing the workloads over to the next agent: no new lease is started, and the workloads being stopped exit first",
-		"wait_at_most", HandOverWait)
+	a.log.Info("handing the workloads over to the next agent: no new lease is started, the node's models are withdrawn from its offer, "+
+		"and the workloads being stopped and the inference requests in flight end first", "wait_at_most", HandOverWait)
 	a.mu.Lock()
 	a.handing = true
 	for _, l := range a.leases {
 		l.leaveStart()
 	}
 	a.mu.Unlock()
+	a.models.leave()
 	deadline := time.NewTimer(HandOverWait)
 	defer deadline.Stop()
 	poll := time.NewTicker(handOverPoll)
@@ -110,7 +115,8 @@ func (a *Agent) handOverWhenAsked(ctx context.Context, refuse context.CancelCaus
 		case <-ctx.Done():
 			return
 		case <-deadline.C:
-			a.log.Warn("handing over with workloads still being stopped; the next agent stops them again", "after", HandOverWait)
+			a.log.Warn("handing over before every workload being stopped has exited, or every inference request has been answered: "+
+				"the next agent stops those workloads again", "after", HandOverWait, "inference_requests", a.models.inFlight())
 			refuse(errHandOver)
 			return
 		case <-poll.C:
@@ -128,9 +134,12 @@ func (a *Agent) noteLeftStart(st idlegrid.LeaseStarting) {
 	}
 }
 
-// readyToHandOver reports whether no lease is starting and no workload
-// is being stopped.
+// readyToHandOver reports whether no lease is starting, no workload is
+// being stopped and no inference request is in flight.
 func (a *Agent) readyToHandOver() bool {
+	if a.models.inFlight() > 0 {
+		return false
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, l := range a.leases {

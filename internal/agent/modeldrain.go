@@ -11,10 +11,16 @@ import (
 // servers. So once its loops end it takes no new request (a 429, on which
 // the gateway tries another provider) and lets those in flight finish,
 // for at most modelDrainWait, before the session closes.
+//
+// A hand-over begins that earlier, while the node still heartbeats: the
+// agent withdraws its models from the node's offer (so that the gateway
+// sends their requests to other providers) and waits for the requests in
+// flight with the workloads being stopped, for up to HandOverWait, so
+// that a long stream is not cut by an upgrade.
 
 // modelDrainWait bounds how long a stopping agent waits for the inference
-// requests in flight: well inside the server's patience with a silent
-// node, which a hand-over's next agent must beat.
+// requests in flight once its loops have ended: well inside the server's
+// patience with a silent node, which a hand-over's next agent must beat.
 const modelDrainWait = 10 * time.Second
 
 // enter counts an inference request in, unless the agent is leaving.
@@ -31,12 +37,24 @@ func (ms *models) enter() bool {
 // exit counts an inference request out.
 func (ms *models) exit() { ms.active.Leave() }
 
-// leave refuses every inference request from now on.
+// leave refuses every inference request from now on, and withdraws the
+// models from the offer: the watch loop, while it runs, publishes the
+// offer without them.
 func (ms *models) leave() {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
+	if ms.leaving {
+		return
+	}
 	ms.leaving = true
+	select {
+	case ms.changed <- struct{}{}:
+	default:
+	}
 }
+
+// inFlight is how many inference requests are being proxied.
+func (ms *models) inFlight() int { return ms.active.N() }
 
 // waitDrained waits until no inference request is in flight, or until
 // deadline, and returns how many still are.

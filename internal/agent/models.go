@@ -203,10 +203,14 @@ func newModels(c *Config) *models {
 	return ms
 }
 
-// offered returns the healthy models, by name, for the offer.
+// offered returns the healthy models, by name, for the offer: none once
+// the agent is leaving.
 func (ms *models) offered() []idlegrid.ModelOffer {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
+	if ms.leaving {
+		return nil
+	}
 	var out []idlegrid.ModelOffer
 	for _, name := range ms.names {
 		if ms.healthy[name] {

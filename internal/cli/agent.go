@@ -42,10 +42,12 @@ Ctrl-C stops the running leases and reports them before exiting; a lease
 cut short by its node is the provider's fault, so its job is requeued and
 the renter pays nothing for it. To upgrade the agent without stopping the
 work, replace the binary and send the agent SIGUSR2: it lets the
-workloads being stopped exit, leaves the rest running for the next agent,
-sends what it holds, and exits with status 75 (the systemd unit in
-deploy/ restarts it on that status); the next agent takes the containers
-back. Start it within the server's missed heartbeats (30 s by default).
+workloads being stopped exit and the inference requests in flight finish
+(its models withdrawn from the offer meanwhile), leaves the rest running
+for the next agent, sends what it holds, and exits with status 75 (the
+systemd unit in deploy/ restarts it on that status); the next agent takes
+the containers back. Start it within the server's missed heartbeats (30 s
+by default).
 
 --check checks the machine and the config without starting the agent,
 and says, line by line, what works and what to fix: the config, the GPU

@@ -2,9 +2,13 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/agent"
 )
 
 // TestGateway_agentStopFinishesRequests: an agent that stops lets the
@@ -51,4 +55,73 @@ func TestGateway_agentStopFinishesRequests(t *testing.T) {
 		t.Errorf("answer %q, want the model server's", content)
 	}
 	<-stopped
+}
+
+// TestGateway_agentHandOverFinishesRequests: an agent asked to hand over
+// to the next one (an upgrade in place) withdraws its models from its
+// node's offer while it still heartbeats, so that new requests go to
+// other providers, and waits for the request it is proxying, however
+// long it runs, before it leaves: the request gets its answer.
+func TestGateway_agentHandOverFinishesRequests(t *testing.T) {
+	f := mustFixture(t, nil)
+	alpha, beta := mustMock(t, "alpha"), mustMock(t, "beta")
+	node := f.startAgent(t, "alpha", "eu-west", "EU", alpha.model(testModel, "10", "20", 4))
+	f.waitProviders(t, testModel, 1)
+	alpha.set(faultHold)
+	answered := make(chan string, 1)
+	go func() {
+		sdk := f.sdk(f.RenterKey)
+		c, err := sdk.Chat.Completions.New(context.Background(), chatParams("hi"))
+		switch {
+		case err != nil:
+			answered <- err.Error()
+		case len(c.Choices) == 0:
+			answered <- "no choices"
+		default:
+			answered <- c.Choices[0].Message.Content
+		}
+	}()
+	eventually(t, "the request at alpha's model server", func() string {
+		if alpha.Calls.Load() == 0 {
+			return "not yet"
+		}
+		return ""
+	})
+	f.startAgent(t, "beta", "eu-west", "EU", beta.model(testModel, "10", "20", 4))
+	f.waitProviders(t, testModel, 2)
+
+	if err := node.a.HandOver(); err != nil {
+		t.Fatal(err)
+	}
+	f.waitProviders(t, testModel, 1) // alpha's offer no longer lists the model
+	sdk := f.sdk(f.RenterKey)
+	c, err := sdk.Chat.Completions.New(context.Background(), chatParams("hi"))
+	if err != nil || len(c.Choices) == 0 || !strings.Contains(c.Choices[0].Message.Content, "Hello from beta") {
+		t.Errorf("a request during alpha's hand-over: %v %+v, want beta's answer", err, c)
+	}
+	if got := alpha.Calls.Load(); got != 1 {
+		t.Errorf("alpha's model server had %d requests, want only the one in flight before the hand-over", got)
+	}
+	time.Sleep(500 * time.Millisecond)
+	select {
+	case a := <-answered:
+		t.Fatalf("the held request ended before its model server answered: %s", a)
+	default:
+	}
+	if n, err := f.Store.FindNode(context.Background(), node.NodeID); err != nil || n.State != idlegrid.NodeOnline {
+		t.Errorf("alpha's node while its agent waits to hand over: %v %v, want online", n.State, err)
+	}
+
+	alpha.free()
+	select {
+	case a := <-answered:
+		if !strings.Contains(a, "Hello from alpha") {
+			t.Errorf("the request in flight when alpha's agent began to hand over: %s, want alpha's answer", a)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no answer a minute after the model server's")
+	}
+	if err := node.ran(); !errors.Is(err, agent.ErrHandedOver) {
+		t.Errorf("alpha's agent returned %v, want ErrHandedOver once the request was answered", err)
+	}
 }

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -160,6 +161,8 @@ func (f *fixture) sdk(key string, opts ...option.RequestOption) oai.Client {
 type testAgent struct {
 	NodeID string
 	stop   func()
+	a      *agent.Agent
+	ran    func() error // waits for Run to return, and returns its error
 }
 
 // startAgent runs a real agent with fake GPUs that serves models from the
@@ -193,16 +196,21 @@ func (f *fixture) startAgent(tb testing.TB, name, region, residency string, mode
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	var once sync.Once
-	ta := &testAgent{stop: func() {
+	var ran, once sync.Once
+	var runErr error
+	ta := &testAgent{a: a, ran: func() error {
+		ran.Do(func() { runErr = <-done })
+		return runErr
+	}}
+	ta.stop = func() {
 		once.Do(func() {
 			cancel()
-			if err := <-done; err != nil {
+			if err := ta.ran(); err != nil && !errors.Is(err, agent.ErrHandedOver) {
 				tb.Errorf("agent %s: %v", name, err)
 			}
 			rt.Close()
 		})
-	}}
+	}
 	tb.Cleanup(ta.stop)
 	eventually(tb, "agent "+name+" to join", func() string {
 		if ta.NodeID = a.NodeID(); ta.NodeID == "" {
