@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 
 	"gopkg.in/yaml.v3"
 
@@ -64,25 +65,13 @@ container.)`,
 		idlegrid agent --config agent.yaml --server http://market.example:7070 --data /var/lib/idlegrid --fake-gpus 2xRTX4090`,
 	})
 	fs.subwords = []string{"init", "gpu-probe", "net-probe"}
+	if len(args) > 0 && slices.Contains(fs.subwords, args[0]) {
+		return c.runSubword(ctx, args[0], args[1:])
+	}
 	var (
 		configPath string
 		overrides  = map[string]*string{"server": new(string), "join_token": new(string), "data_dir": new(string), "fake_gpus": new(string), "runtime": new(string)}
 	)
-	if len(args) > 0 && args[0] == "gpu-probe" {
-		if wantsHelp(args[1:]) {
-			return c.env.flags("agent gpu-probe", gpuProbeHelp).helpOnly()
-		}
-		return printJSON(c.env.Out, probeGPUs(ctx))
-	} else if len(args) > 0 && args[0] == "net-probe" {
-		if wantsHelp(args[1:]) {
-			return c.env.flags("agent net-probe", netProbeHelp).helpOnly()
-		} else if len(args) == 1 {
-			return usagef("agent net-probe takes the addresses to try, e.g. idlegrid agent net-probe 169.254.169.254:80")
-		}
-		return printJSON(c.env.Out, probeNet(ctx, args[1:]))
-	} else if len(args) > 0 && args[0] == "init" {
-		return c.init(ctx, args[1:])
-	}
 	fs.StringVar(&configPath, "config", "", "agent config file, YAML (required)")
 	fs.StringVar(overrides["server"], "server", "", "server address, e.g. http://127.0.0.1:7070 (overrides server:)")
 	fs.StringVar(overrides["join_token"], "join-token", "", "join token for the first start (overrides join_token: and IDLEGRID_JOIN_TOKEN)")
@@ -110,22 +99,7 @@ container.)`,
 		return err
 	}
 
-	set := map[string]string{}
-	for k, v := range overrides {
-		if *v != "" && k != "join_token" {
-			set[k] = *v
-		}
-	}
-	cfg, err := loadAgentConfig(configPath, set)
-	if err == nil {
-		cfg.ApplyEnv(c.env.getenv)
-		if t := *overrides["join_token"]; t != "" {
-			cfg.JoinToken = t
-		}
-		if *fakeSpeed != 0 {
-			cfg.FakeSpeed = *fakeSpeed
-		}
-	}
+	cfg, err := c.config(configPath, overrides, *fakeSpeed)
 	if *check {
 		return c.runCheck(ctx, configPath, cfg, err, *asJSON)
 	} else if *asJSON {
@@ -135,8 +109,57 @@ container.)`,
 	} else if err != nil {
 		return withHint(err, "fix the agent config; 'idlegrid agent init' writes a commented one for this machine")
 	}
-
 	defer startGCFloor(ctx, *gcFloor)()
+	return c.serve(ctx, configPath, cfg, logger)
+}
+
+// runSubword runs "idlegrid agent init", "gpu-probe" or "net-probe".
+func (c *agentCommand) runSubword(ctx context.Context, word string, args []string) error {
+	switch word {
+	case "gpu-probe":
+		if wantsHelp(args) {
+			return c.env.flags("agent gpu-probe", gpuProbeHelp).helpOnly()
+		}
+		return printJSON(c.env.Out, probeGPUs(ctx))
+	case "net-probe":
+		if wantsHelp(args) {
+			return c.env.flags("agent net-probe", netProbeHelp).helpOnly()
+		} else if len(args) == 0 {
+			return usagef("agent net-probe takes the addresses to try, e.g. idlegrid agent net-probe 169.254.169.254:80")
+		}
+		return printJSON(c.env.Out, probeNet(ctx, args))
+	default:
+		return c.init(ctx, args)
+	}
+}
+
+// config reads the agent config at configPath with the flags that
+// override it (overrides, by YAML key; fakeSpeed when not 0), and the
+// environment's.
+func (c *agentCommand) config(configPath string, overrides map[string]*string, fakeSpeed float64) (*agent.Config, error) {
+	set := map[string]string{}
+	for k, v := range overrides {
+		if *v != "" && k != "join_token" {
+			set[k] = *v
+		}
+	}
+	cfg, err := loadAgentConfig(configPath, set)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.ApplyEnv(c.env.getenv)
+	if t := *overrides["join_token"]; t != "" {
+		cfg.JoinToken = t
+	}
+	if fakeSpeed != 0 {
+		cfg.FakeSpeed = fakeSpeed
+	}
+	return cfg, nil
+}
+
+// serve runs the agent the config describes until ctx is done, or it
+// hands its workloads over (SIGUSR2: the exit status ExitHandedOver).
+func (c *agentCommand) serve(ctx context.Context, configPath string, cfg *agent.Config, logger *slog.Logger) error {
 	lock, err := agent.LockDataDir(cfg.DataDir)
 	if errors.Is(err, agent.ErrDataDirInUse) {
 		return withHint(err, "is another 'idlegrid agent' running with this data dir (a systemd service, say)? Stop it; each node needs a --data dir of its own")
@@ -170,12 +193,7 @@ container.)`,
 	}
 	defer handOverOnSignal(a, cfg.RuntimeName(), logger)()
 	fmt.Fprintf(c.env.Out, "idlegrid agent: GPUs from %s; workloads in %s; serving %s (data in %s); Ctrl-C to stop\n", detected, rt.about, cfg.Server, cfg.DataDir)
-	if plainBeyondLoopback(cfg.Server) {
-		logger.Warn("the server is plain HTTP on another machine: the join token and the renters' traffic to your node cross the network in the clear; use its https:// address", "server", cfg.Server)
-	}
-	if cfg.RuntimeName() == agent.RuntimeFake && cfg.FakeGPUs == "" {
-		logger.Warn("the node offers real GPUs but simulates its workloads (runtime: fake); renters' jobs will not really run")
-	}
+	warnAgentSetup(cfg, logger)
 	st, _ := agent.ReadState(cfg.DataDir) // nil: Run joins with the join token
 	err = a.Run(ctx)
 	if st == nil && idlegrid.ErrorCode(err) == idlegrid.EUNAUTHORIZED {
@@ -188,6 +206,16 @@ container.)`,
 		return &exitStatus{code: ExitHandedOver}
 	}
 	return errors.Join(err, rt.Close())
+}
+
+// warnAgentSetup warns of a setup that works but is likely a mistake.
+func warnAgentSetup(cfg *agent.Config, logger *slog.Logger) {
+	if plainBeyondLoopback(cfg.Server) {
+		logger.Warn("the server is plain HTTP on another machine: the join token and the renters' traffic to your node cross the network in the clear; use its https:// address", "server", cfg.Server)
+	}
+	if cfg.RuntimeName() == agent.RuntimeFake && cfg.FakeGPUs == "" {
+		logger.Warn("the node offers real GPUs but simulates its workloads (runtime: fake); renters' jobs will not really run")
+	}
 }
 
 // ExitHandedOver is the agent's exit status once it has handed its
