@@ -45,9 +45,51 @@ const cutWait = 10 * time.Second
 type serverCommand struct{ env *env }
 
 func (c *serverCommand) Run(ctx context.Context, args []string) error {
-	fs := c.env.flags("server", help{
-		usage: "idlegrid server [--listen 127.0.0.1:7070] [--db idlegrid.db|postgres://…] [--tls-cert FILE --tls-key FILE] [--fee-bps 1000] [--payout-hold 72h] [--complaint-window 720h] [--trust-policy FILE] [--bootstrap-admin-key-file FILE] [--shutdown-grace 30s]",
-		about: `Run the coordinator: the HTTP API under /v1, the market engine that places
+	fs := c.env.flags("server", serverHelp)
+	cfg := serveConfig{}
+	f := cfg.define(fs)
+	args, err := fs.parse(args)
+	if err != nil {
+		return err
+	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	} else if err := cfg.check(fs); err != nil {
+		return err
+	} else if err := checkGCFloor(*f.gcFloor); err != nil {
+		return err
+	}
+	if cfg.payoutHold == 0 {
+		cfg.payoutHold = -1 // the coordinator reads 0 as its default
+	}
+	if cfg.shutdownGrace == 0 {
+		cfg.shutdownGrace = -1 // serveConfig reads 0 as the default
+	}
+	defer startGCFloor(ctx, *f.gcFloor)()
+	if cfg.logger, err = f.logs.newLogger(c.env.Err); err != nil {
+		return err
+	}
+	cfg.announceKey = c.env.Err
+	if cfg.trustPolicy, err = loadTrustPolicy(*f.trustPolicy); err != nil { // reputation.go
+		return err
+	}
+	if cfg.auditKeyFile == "" {
+		cfg.auditKeyFile = defaultAuditKeyFile(cfg.dsn) // audit.go
+	}
+	if cfg.meterJournal == "" {
+		cfg.meterJournal = besideDatabase(cfg.dsn, "meter-journal")
+	}
+
+	rs, err := startServer(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.env.Out, "idlegrid server listening on %s\n", rs.url)
+	return rs.serve(ctx, cfg.logger)
+}
+
+var serverHelp = help{
+	usage: "idlegrid server [--listen 127.0.0.1:7070] [--db idlegrid.db|postgres://…] [--tls-cert FILE --tls-key FILE] [--fee-bps 1000] [--payout-hold 72h] [--complaint-window 720h] [--trust-policy FILE] [--bootstrap-admin-key-file FILE] [--shutdown-grace 30s]",
+	about: `Run the coordinator: the HTTP API under /v1, the market engine that places
 jobs on nodes, the escrow ledger, and the reapers that notice silent nodes.
 Agents connect to it; nothing connects to them.
 
@@ -74,101 +116,83 @@ when the database stops confirming the lock (a stall, a dropped
 connection), placing waits and the server takes the lock again on a new
 session; it exits only when another server holds the lock, or when the
 database stays unreachable for --market-lock-grace.`,
-		examples: `idlegrid server --db idlegrid.db --bootstrap-admin-key-file admin.key
+	examples: `idlegrid server --db idlegrid.db --bootstrap-admin-key-file admin.key
 		idlegrid server --listen 0.0.0.0:7070 --db postgres://idlegrid@db:5432/idlegrid?sslmode=disable
 		idlegrid server --listen :443 --tls-cert /etc/letsencrypt/live/market.example.com/fullchain.pem --tls-key /etc/letsencrypt/live/market.example.com/privkey.pem`,
-	})
-	cfg := serveConfig{}
-	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:7070", "address to listen on; port 0 picks a free one")
-	fs.StringVar(&cfg.dsn, "db", "idlegrid.db", "SQLite file path, or postgres:// URL")
-	fs.Int64Var(&cfg.feeBPS, "fee-bps", 1000, "platform fee in basis points of each charge (1000 = 10%)")
-	fs.StringVar(&cfg.adminKeyFile, "bootstrap-admin-key-file", "", "where to write the first admin's API key on a fresh database")
-	fs.DurationVar(&cfg.heartbeat, "heartbeat-interval", 10*time.Second, "how often agents heartbeat")
-	fs.IntVar(&cfg.missedHeartbeats, "missed-heartbeats", 3, "a node that misses this many heartbeats is lost and its work requeued")
-	fs.DurationVar(&cfg.payoutHold, "payout-hold", server.DefaultPayoutHold, "how long providers' earnings stay pending after a settlement before they may be paid out; 0 for none")
-	fs.DurationVar(&cfg.complaintWindow, "complaint-window", server.DefaultComplaintWindow, "how long after a lease's end its renter may complain about it ('idlegrid dispute open --lease'); an open complaint holds the provider's bond until an admin decides it")
-	fs.StringVar(&cfg.auditKeyFile, "audit-key", "", "the audit log's signing key, created on first start; the database remembers it and refuses another (default: audit.key next to a SQLite --db, else in the working directory)")
-	fs.StringVar(&cfg.tlsCert, "tls-cert", "", "serve HTTPS with the certificate (and its chain) in this PEM file; read again when it changes, e.g. after a renewal")
-	fs.StringVar(&cfg.tlsKey, "tls-key", "", "the private key of --tls-cert, a PEM file")
-	fs.StringVar(&cfg.meterJournal, "meter-journal", "", "directory where the inference gateway journals each charge until the database has it, so that a crash loses none; a start writes what it finds there first (default: meter-journal next to a SQLite --db, else in the working directory)")
-	trustPolicy := fs.String("trust-policy", "", "the trust policy file: reputation formula, levels, the level gold jobs need (docs/trust.md); default: the built-in policy")
-	var logs logFlags
-	logs.define(fs)
-	gcFloor := gcFloorFlag(fs)
-	cfg.inference = inferenceFlags(fs) // serverinference.go
-	fs.Float64Var(&cfg.accountRPS, "api-account-rps", defaultAccountRPS, "API requests a second each account but admins may send (a token bucket; agents and inference are limited apart); 0: no limit")
-	fs.IntVar(&cfg.accountBurst, "api-account-burst", defaultAccountBurst, "how many requests an account may send at once before --api-account-rps paces it; 0: a second's worth")
-	fs.Float64Var(&cfg.authFailuresPerMinute, "auth-failures-per-minute", httpapi.DefaultAuthFailuresPerMinute, "failed authentications (401s) an address may make a minute once --auth-failure-burst is spent; past them it gets 429 on every request until one refills; 0: no limit")
-	fs.IntVar(&cfg.authFailureBurst, "auth-failure-burst", httpapi.DefaultAuthFailureBurst, "failed authentications an address may make at once before --auth-failures-per-minute paces it")
-	fs.Var(&cfg.trustedProxies, "trusted-proxy", "a reverse proxy's address or CIDR block (repeat, or separate with commas) whose X-Forwarded-For names the client that failed authentications count against; loopback is always trusted")
-	fs.DurationVar(&cfg.shutdownGrace, "shutdown-grace", defaultShutdownGrace, "on SIGTERM or Ctrl-C, how long requests in flight (inference streams among them) may take to finish before they are cut; 0: cut them at once")
-	fs.DurationVar(&cfg.lockGrace, "market-lock-grace", sqlstore.DefaultMarketLockGrace, "PostgreSQL: how long the market lock may stay in doubt, the database unreachable or stalled, before the server stops; placing waits meanwhile, and a lock another server has taken stops it at once")
-	cfg.firstByte = firstByteFlags(fs)
-	args, err := fs.parse(args)
-	if err != nil {
-		return err
-	} else if err := fs.wantArgs(args, 0, 0, "no arguments"); err != nil {
-		return err
-	} else if cfg.feeBPS < 0 || cfg.feeBPS > 10000 {
-		return usagef("--fee-bps must be between 0 and 10000, got %d", cfg.feeBPS)
-	} else if cfg.heartbeat < time.Second || cfg.heartbeat > 10*time.Minute {
-		return usagef("--heartbeat-interval must be between 1s and 10m, got %s", cfg.heartbeat)
-	} else if cfg.missedHeartbeats < 1 || cfg.missedHeartbeats > 100 {
-		return usagef("--missed-heartbeats must be between 1 and 100, got %d", cfg.missedHeartbeats)
-	} else if cfg.payoutHold < 0 || cfg.payoutHold > 365*24*time.Hour {
-		return usagef("--payout-hold must be between 0 and 8760h, got %s", cfg.payoutHold)
-	} else if cfg.complaintWindow < time.Hour || cfg.complaintWindow > 365*24*time.Hour {
-		return usagef("--complaint-window must be between 1h and 8760h, got %s", cfg.complaintWindow)
-	} else if err := checkGCFloor(*gcFloor); err != nil {
-		return err
-	} else if err := cfg.inference.check(); err != nil {
-		return err
-	} else if cfg.accountRPS < 0 || cfg.accountRPS > 1e6 || math.IsNaN(cfg.accountRPS) {
-		return usagef("--api-account-rps must be between 0 and 1000000, got %g", cfg.accountRPS)
-	} else if cfg.accountBurst < 0 || cfg.accountBurst > 1e6 {
-		return usagef("--api-account-burst must be between 0 and 1000000, got %d", cfg.accountBurst)
-	} else if cfg.authFailuresPerMinute < 0 || cfg.authFailuresPerMinute > 1e6 {
-		return usagef("--auth-failures-per-minute must be between 0 (no limit) and 1000000, got %g", cfg.authFailuresPerMinute)
-	} else if cfg.authFailureBurst < 1 || cfg.authFailureBurst > 1e6 {
-		return usagef("--auth-failure-burst must be between 1 and 1000000, got %d", cfg.authFailureBurst)
-	} else if cfg.shutdownGrace < 0 || cfg.shutdownGrace > time.Hour {
-		return usagef("--shutdown-grace must be between 0 and 1h, got %s", cfg.shutdownGrace)
-	} else if cfg.lockGrace < minLockGrace || cfg.lockGrace > time.Hour {
-		return usagef("--market-lock-grace must be between %s (two checks of the lock) and 1h, got %s", minLockGrace, cfg.lockGrace)
-	} else if err := cfg.firstByte.check(fs); err != nil {
-		return err
-	} else if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
-		return usagef("--tls-cert and --tls-key go together: the certificate and its private key")
-	} else if err := checkDatabaseFlag(cfg.dsn); err != nil {
-		return err
-	}
-	if cfg.payoutHold == 0 {
-		cfg.payoutHold = -1 // the coordinator reads 0 as its default
-	}
-	if cfg.shutdownGrace == 0 {
-		cfg.shutdownGrace = -1 // serveConfig reads 0 as the default
-	}
-	defer startGCFloor(ctx, *gcFloor)()
-	if cfg.logger, err = logs.newLogger(c.env.Err); err != nil {
-		return err
-	}
-	cfg.announceKey = c.env.Err
-	if cfg.trustPolicy, err = loadTrustPolicy(*trustPolicy); err != nil { // reputation.go
-		return err
-	}
-	if cfg.auditKeyFile == "" {
-		cfg.auditKeyFile = defaultAuditKeyFile(cfg.dsn) // audit.go
-	}
-	if cfg.meterJournal == "" {
-		cfg.meterJournal = besideDatabase(cfg.dsn, "meter-journal")
-	}
+}
 
-	rs, err := startServer(ctx, cfg)
-	if err != nil {
+// serverFlags are idlegrid server's flags that are not the coordinator's
+// config.
+type serverFlags struct {
+	trustPolicy *string
+	gcFloor     *int
+	logs        logFlags
+}
+
+// define defines idlegrid server's flags, into c and the flags returned.
+func (c *serveConfig) define(fs *flagSet) *serverFlags {
+	f := &serverFlags{}
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:7070", "address to listen on; port 0 picks a free one")
+	fs.StringVar(&c.dsn, "db", "idlegrid.db", "SQLite file path, or postgres:// URL")
+	fs.Int64Var(&c.feeBPS, "fee-bps", 1000, "platform fee in basis points of each charge (1000 = 10%)")
+	fs.StringVar(&c.adminKeyFile, "bootstrap-admin-key-file", "", "where to write the first admin's API key on a fresh database")
+	fs.DurationVar(&c.heartbeat, "heartbeat-interval", 10*time.Second, "how often agents heartbeat")
+	fs.IntVar(&c.missedHeartbeats, "missed-heartbeats", 3, "a node that misses this many heartbeats is lost and its work requeued")
+	fs.DurationVar(&c.payoutHold, "payout-hold", server.DefaultPayoutHold, "how long providers' earnings stay pending after a settlement before they may be paid out; 0 for none")
+	fs.DurationVar(&c.complaintWindow, "complaint-window", server.DefaultComplaintWindow, "how long after a lease's end its renter may complain about it ('idlegrid dispute open --lease'); an open complaint holds the provider's bond until an admin decides it")
+	fs.StringVar(&c.auditKeyFile, "audit-key", "", "the audit log's signing key, created on first start; the database remembers it and refuses another (default: audit.key next to a SQLite --db, else in the working directory)")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve HTTPS with the certificate (and its chain) in this PEM file; read again when it changes, e.g. after a renewal")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "the private key of --tls-cert, a PEM file")
+	fs.StringVar(&c.meterJournal, "meter-journal", "", "directory where the inference gateway journals each charge until the database has it, so that a crash loses none; a start writes what it finds there first (default: meter-journal next to a SQLite --db, else in the working directory)")
+	f.trustPolicy = fs.String("trust-policy", "", "the trust policy file: reputation formula, levels, the level gold jobs need (docs/trust.md); default: the built-in policy")
+	f.logs.define(fs)
+	f.gcFloor = gcFloorFlag(fs)
+	c.inference = inferenceFlags(fs) // serverinference.go
+	fs.Float64Var(&c.accountRPS, "api-account-rps", defaultAccountRPS, "API requests a second each account but admins may send (a token bucket; agents and inference are limited apart); 0: no limit")
+	fs.IntVar(&c.accountBurst, "api-account-burst", defaultAccountBurst, "how many requests an account may send at once before --api-account-rps paces it; 0: a second's worth")
+	fs.Float64Var(&c.authFailuresPerMinute, "auth-failures-per-minute", httpapi.DefaultAuthFailuresPerMinute, "failed authentications (401s) an address may make a minute once --auth-failure-burst is spent; past them it gets 429 on every request until one refills; 0: no limit")
+	fs.IntVar(&c.authFailureBurst, "auth-failure-burst", httpapi.DefaultAuthFailureBurst, "failed authentications an address may make at once before --auth-failures-per-minute paces it")
+	fs.Var(&c.trustedProxies, "trusted-proxy", "a reverse proxy's address or CIDR block (repeat, or separate with commas) whose X-Forwarded-For names the client that failed authentications count against; loopback is always trusted")
+	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", defaultShutdownGrace, "on SIGTERM or Ctrl-C, how long requests in flight (inference streams among them) may take to finish before they are cut; 0: cut them at once")
+	fs.DurationVar(&c.lockGrace, "market-lock-grace", sqlstore.DefaultMarketLockGrace, "PostgreSQL: how long the market lock may stay in doubt, the database unreachable or stalled, before the server stops; placing waits meanwhile, and a lock another server has taken stops it at once")
+	c.firstByte = firstByteFlags(fs)
+	return f
+}
+
+// check says which flag is out of range, or what flags do not go together.
+func (c *serveConfig) check(fs *flagSet) error {
+	if c.feeBPS < 0 || c.feeBPS > 10000 {
+		return usagef("--fee-bps must be between 0 and 10000, got %d", c.feeBPS)
+	} else if c.heartbeat < time.Second || c.heartbeat > 10*time.Minute {
+		return usagef("--heartbeat-interval must be between 1s and 10m, got %s", c.heartbeat)
+	} else if c.missedHeartbeats < 1 || c.missedHeartbeats > 100 {
+		return usagef("--missed-heartbeats must be between 1 and 100, got %d", c.missedHeartbeats)
+	} else if c.payoutHold < 0 || c.payoutHold > 365*24*time.Hour {
+		return usagef("--payout-hold must be between 0 and 8760h, got %s", c.payoutHold)
+	} else if c.complaintWindow < time.Hour || c.complaintWindow > 365*24*time.Hour {
+		return usagef("--complaint-window must be between 1h and 8760h, got %s", c.complaintWindow)
+	} else if err := c.inference.check(); err != nil {
+		return err
+	} else if c.accountRPS < 0 || c.accountRPS > 1e6 || math.IsNaN(c.accountRPS) {
+		return usagef("--api-account-rps must be between 0 and 1000000, got %g", c.accountRPS)
+	} else if c.accountBurst < 0 || c.accountBurst > 1e6 {
+		return usagef("--api-account-burst must be between 0 and 1000000, got %d", c.accountBurst)
+	} else if c.authFailuresPerMinute < 0 || c.authFailuresPerMinute > 1e6 {
+		return usagef("--auth-failures-per-minute must be between 0 (no limit) and 1000000, got %g", c.authFailuresPerMinute)
+	} else if c.authFailureBurst < 1 || c.authFailureBurst > 1e6 {
+		return usagef("--auth-failure-burst must be between 1 and 1000000, got %d", c.authFailureBurst)
+	} else if c.shutdownGrace < 0 || c.shutdownGrace > time.Hour {
+		return usagef("--shutdown-grace must be between 0 and 1h, got %s", c.shutdownGrace)
+	} else if c.lockGrace < minLockGrace || c.lockGrace > time.Hour {
+		return usagef("--market-lock-grace must be between %s (two checks of the lock) and 1h, got %s", minLockGrace, c.lockGrace)
+	} else if err := c.firstByte.check(fs); err != nil {
+		return err
+	} else if (c.tlsCert == "") != (c.tlsKey == "") {
+		return usagef("--tls-cert and --tls-key go together: the certificate and its private key")
+	} else if err := checkDatabaseFlag(c.dsn); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.env.Out, "idlegrid server listening on %s\n", rs.url)
-	return rs.serve(ctx, cfg.logger)
+	return nil
 }
 
 // serve waits until ctx is done, the HTTP server fails, or the market
