@@ -335,34 +335,14 @@ func checkListenAddr(addr string) error {
 func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err error) {
 	// The certificate and the address first: a typo in either must not
 	// leave a database, an audit key and a journal made for nothing.
-	var certs *certFiles
-	if cfg.tlsCert != "" {
-		if certs, err = loadCertFiles(cfg.tlsCert, cfg.tlsKey, cfg.logger); err != nil {
-			return nil, withHint(err, "check --tls-cert and --tls-key: a PEM certificate (with its chain) and its private key")
-		}
-	}
-	if err := checkListenAddr(cfg.listen); err != nil {
-		return nil, usagef("%s: %v; give HOST:PORT, e.g. 127.0.0.1:7070, or 127.0.0.1:0 for any free port", cmp.Or(cfg.listenFlag, "--listen"), err)
-	}
-	ln, err := net.Listen("tcp", cfg.listen)
+	ln, certs, err := listen(cfg)
 	if err != nil {
-		return nil, withHint(err, "pick another address with "+cmp.Or(cfg.listenFlag, "--listen")+", e.g. 127.0.0.1:0 for any free port")
+		return nil, err
 	}
 	defer closeIfFailed(&err, ln.Close)
-	// The market lock before the migrations: a server refused it must not
-	// change the schema under the one running the market.
-	store, lock, err := sqlstore.OpenLocked(ctx, cfg.dsn, sqlstore.MarketLockConfig{
-		Check: cfg.lockCheck, Grace: cfg.lockGrace, Logger: cfg.logger, Clock: cfg.lockClock})
-	if errors.Is(err, sqlstore.ErrMarketLocked) {
-		return nil, withHint(err, "stop the other server first (a second replica, or an old one still running): one server runs the market on a database")
-	} else if errors.Is(err, sqlstore.ErrNoPrivilege) {
-		return nil, withHint(err, "the role in --db reaches the database but needs to own it and its tables: "+
-			"give the server a database of its own, made with createdb --owner ROLE (deploy/server.md, \"PostgreSQL\")")
-	} else if errors.Is(err, sqlstore.ErrSchemaNewer) {
-		return nil, withHint(err, "run the idlegrid that migrated it, or a newer one; to go back to this one, "+
-			"restore the backup taken before the upgrade (deploy/server.md, \"Upgrades\")")
-	} else if err != nil {
-		return nil, withHint(err, "check --db: a writable SQLite file path, or a reachable postgres:// URL")
+	store, lock, err := openMarket(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
 	defer closeIfFailed(&err, store.Close)
 	defer closeIfFailed(&err, lock.Close)
@@ -397,20 +377,6 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	if rs.adminKey, err = bootstrapAdmin(ctx, store, srv, cfg.adminKeyFile, cfg.announceKey, cfg.logger); err != nil {
 		return nil, err
 	}
-	scheme := "http"
-	if certs != nil {
-		scheme = "https"
-	}
-	rs.url = scheme + "://" + ln.Addr().String()
-
-	// Requests derive their context from base, so that a shutdown cuts
-	// those still running when its grace has passed.
-	base, cancelBase := context.WithCancel(context.Background())
-	rs.cancelBase = cancelBase
-	rs.grace, rs.graceTimer, rs.log = cmp.Or(cfg.shutdownGrace, defaultShutdownGrace), cfg.graceTimer, cfg.logger
-	if rs.graceTimer == nil {
-		rs.graceTimer = time.After
-	}
 	api := httpapi.New(srv, httpapi.Options{Logger: cfg.logger, Sessions: rs.sessions, Gateway: rs.gateway, Metrics: metrics,
 		AccountRequestsPerSecond: cfg.accountRPS, AccountBurst: cfg.accountBurst,
 		AuthFailuresPerMinute: authFailureRate(cfg.authFailuresPerMinute, cfg.authFailureBurst), AuthFailureBurst: cfg.authFailureBurst,
@@ -419,9 +385,72 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	if cfg.wrap != nil {
 		h = cfg.wrap(h)
 	}
+	rs.serveHTTP(ln, certs, h, cfg)
+	cfg.logger.Info("server started", "url", rs.url, "store", storeKind(cfg.dsn), "fee_bps", cfg.feeBPS, "meter_journal", cfg.meterJournal)
+	logAuditKey(cfg, srv) // audit.go
+	return rs, nil
+}
+
+// listen checks the TLS certificate and key, if given, and listens on the
+// address; nothing else is made before both are right.
+func listen(cfg serveConfig) (net.Listener, *certFiles, error) {
+	var certs *certFiles
+	if cfg.tlsCert != "" {
+		var err error
+		if certs, err = loadCertFiles(cfg.tlsCert, cfg.tlsKey, cfg.logger); err != nil {
+			return nil, nil, withHint(err, "check --tls-cert and --tls-key: a PEM certificate (with its chain) and its private key")
+		}
+	}
+	if err := checkListenAddr(cfg.listen); err != nil {
+		return nil, nil, usagef("%s: %v; give HOST:PORT, e.g. 127.0.0.1:7070, or 127.0.0.1:0 for any free port", cmp.Or(cfg.listenFlag, "--listen"), err)
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return nil, nil, withHint(err, "pick another address with "+cmp.Or(cfg.listenFlag, "--listen")+", e.g. 127.0.0.1:0 for any free port")
+	}
+	return ln, certs, nil
+}
+
+// openMarket opens the database with the market lock held, the lock taken
+// before the migrations: a server refused it must not change the schema
+// under the one running the market.
+func openMarket(ctx context.Context, cfg serveConfig) (*sqlstore.DB, *sqlstore.MarketLock, error) {
+	store, lock, err := sqlstore.OpenLocked(ctx, cfg.dsn, sqlstore.MarketLockConfig{
+		Check: cfg.lockCheck, Grace: cfg.lockGrace, Logger: cfg.logger, Clock: cfg.lockClock})
+	switch {
+	case errors.Is(err, sqlstore.ErrMarketLocked):
+		return nil, nil, withHint(err, "stop the other server first (a second replica, or an old one still running): one server runs the market on a database")
+	case errors.Is(err, sqlstore.ErrNoPrivilege):
+		return nil, nil, withHint(err, "the role in --db reaches the database but needs to own it and its tables: "+
+			"give the server a database of its own, made with createdb --owner ROLE (deploy/server.md, \"PostgreSQL\")")
+	case errors.Is(err, sqlstore.ErrSchemaNewer):
+		return nil, nil, withHint(err, "run the idlegrid that migrated it, or a newer one; to go back to this one, "+
+			"restore the backup taken before the upgrade (deploy/server.md, \"Upgrades\")")
+	case err != nil:
+		return nil, nil, withHint(err, "check --db: a writable SQLite file path, or a reachable postgres:// URL")
+	}
+	return store, lock, nil
+}
+
+// serveHTTP serves h on ln, over TLS with certs when given, until rs
+// stops; the server's end goes to rs.served.
+func (rs *runningServer) serveHTTP(ln net.Listener, certs *certFiles, h http.Handler, cfg serveConfig) {
+	scheme := "http"
+	if certs != nil {
+		scheme = "https"
+	}
+	rs.url = scheme + "://" + ln.Addr().String()
+	// Requests derive their context from base, so that a shutdown cuts
+	// those still running when its grace has passed.
+	base, cancelBase := context.WithCancel(context.Background())
+	rs.cancelBase = cancelBase
+	rs.grace, rs.graceTimer, rs.log = cmp.Or(cfg.shutdownGrace, defaultShutdownGrace), cfg.graceTimer, cfg.logger
+	if rs.graceTimer == nil {
+		rs.graceTimer = time.After
+	}
 	rs.http = httpapi.NewServer(cfg.listen, rs.handlers.Track(h))
 	rs.http.BaseContext = func(net.Listener) context.Context { return base }
-	rs.http.RegisterOnShutdown(srv.Drain) // once the listeners are closed
+	rs.http.RegisterOnShutdown(rs.srv.Drain) // once the listeners are closed
 	rs.http.ErrorLog = slog.NewLogLogger(cfg.logger.Handler(), slog.LevelWarn)
 	serve := rs.http.Serve
 	if certs != nil {
@@ -430,16 +459,13 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	} else if !loopback(ln.Addr().String()) {
 		cfg.logger.Warn("serving plain HTTP beyond this machine: API keys cross the network in the clear; serve HTTPS with --tls-cert and --tls-key, or behind a TLS reverse proxy", "listen", cfg.listen)
 	}
-	go func() {
+	go func() { // owned by rs.stop, which shuts rs.http down
 		err := serve(ln)
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
 		rs.served <- err
 	}()
-	cfg.logger.Info("server started", "url", rs.url, "store", storeKind(cfg.dsn), "fee_bps", cfg.feeBPS, "meter_journal", cfg.meterJournal)
-	logAuditKey(cfg, srv) // audit.go
-	return rs, nil
 }
 
 // closeIfFailed, deferred, closes what a function opened when it returns
