@@ -106,10 +106,14 @@ func TestGateway_agentHandOverFinishesRequests(t *testing.T) {
 	select {
 	case a := <-answered:
 		t.Fatalf("the held request ended before its model server answered: %s", a)
+	case <-node.done:
+		t.Fatalf("alpha's agent handed over (%v) with a request in flight", node.runErr)
 	default:
 	}
-	if n, err := f.Store.FindNode(context.Background(), node.NodeID); err != nil || n.State != idlegrid.NodeOnline {
-		t.Errorf("alpha's node while its agent waits to hand over: %v %v, want online", n.State, err)
+	if n, err := f.Store.FindNode(context.Background(), node.NodeID); err != nil {
+		t.Fatal(err)
+	} else if n.State != idlegrid.NodeOnline {
+		t.Errorf("alpha's node is %s while its agent waits to hand over, want online", n.State)
 	}
 
 	alpha.free()

@@ -162,7 +162,14 @@ type testAgent struct {
 	NodeID string
 	stop   func()
 	a      *agent.Agent
-	ran    func() error // waits for Run to return, and returns its error
+	done   chan struct{} // closed when Run has returned, with runErr
+	runErr error
+}
+
+// ran waits for the agent's Run to return, and returns its error.
+func (ta *testAgent) ran() error {
+	<-ta.done
+	return ta.runErr
 }
 
 // startAgent runs a real agent with fake GPUs that serves models from the
@@ -194,14 +201,12 @@ func (f *fixture) startAgent(tb testing.TB, name, region, residency string, mode
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	var ran, once sync.Once
-	var runErr error
-	ta := &testAgent{a: a, ran: func() error {
-		ran.Do(func() { runErr = <-done })
-		return runErr
-	}}
+	ta := &testAgent{a: a, done: make(chan struct{})}
+	go func() {
+		ta.runErr = a.Run(ctx)
+		close(ta.done)
+	}()
+	var once sync.Once
 	ta.stop = func() {
 		once.Do(func() {
 			cancel()
