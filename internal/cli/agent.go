@@ -42,13 +42,14 @@ file; the join token may also come from IDLEGRID_JOIN_TOKEN.
 Ctrl-C stops the running leases and reports them before exiting; a lease
 cut short by its node is the provider's fault, so its job is requeued and
 the renter pays nothing for it. To upgrade the agent without stopping the
-work, replace the binary and send the agent SIGUSR2: it lets the
-workloads being stopped exit and the inference requests in flight finish
-(its models withdrawn from the offer meanwhile), leaves the rest running
-for the next agent, sends what it holds, and exits with status 75 (the
-systemd unit in deploy/ restarts it on that status); the next agent takes
-the containers back. Start it within the server's missed heartbeats (30 s
-by default).
+work, replace the binary and send the agent SIGUSR2 ('systemctl reload
+idlegrid-agent' with the systemd unit in deploy/): it lets the workloads
+being stopped exit and the inference requests in flight finish (its
+models withdrawn from the offer meanwhile), leaves the rest running for
+the next agent, sends what it holds, and exits with status 75 (the unit
+restarts it on that status); the next agent takes the containers back,
+and reads the config afresh. Start it within the server's missed
+heartbeats (30 s by default).
 
 --check checks the machine and the config without starting the agent,
 and says, line by line, what works and what to fix: the config, the GPU
@@ -128,7 +129,7 @@ func (c *agentCommand) runSubword(ctx context.Context, word string, args []strin
 			return usagef("agent net-probe takes the addresses to try, e.g. idlegrid agent net-probe 169.254.169.254:80")
 		}
 		return printJSON(c.env.Out, probeNet(ctx, args))
-	default:
+	default: // "init"
 		return c.init(ctx, args)
 	}
 }
