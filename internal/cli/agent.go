@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"slices"
 
 	"gopkg.in/yaml.v3"
@@ -23,7 +22,7 @@ type agentCommand struct{ env *env }
 
 func (c *agentCommand) Run(ctx context.Context, args []string) error {
 	fs := c.env.flags("agent", help{
-		usage: "idlegrid agent --config agent.yaml [--check [--json]] [--runtime docker|fake] [--server URL] [--join-token T] [--data DIR] [--fake-gpus 2xRTX4090]\n\tidlegrid agent init --region R --ask PRICE [flags]   (writes agent.yaml; see 'idlegrid agent init --help')",
+		usage: "idlegrid agent --config agent.yaml [--check [--json]] [--runtime docker|fake] [--server URL] [--join-token T] [--data DIR] [--fake-gpus 2xRTX4090]\n\tidlegrid agent init --region R --ask PRICE [flags]   (writes agent.yaml; see 'idlegrid agent init --help')\n\tidlegrid agent hand-over --config agent.yaml   (the running agent hands over at its next stop; see 'idlegrid agent hand-over --help')",
 		about: `Run the provider agent on a machine with GPUs. On its first start it joins
 the provider's fleet with a join token ('idlegrid token create') and keeps
 its identity key and node ID in its data dir; later starts need no token.
@@ -49,7 +48,9 @@ models withdrawn from the offer meanwhile), leaves the rest running for
 the next agent, sends what it holds, and exits with status 75 (the unit
 restarts it on that status); the next agent takes the containers back,
 and reads the config afresh. Start it within the server's missed
-heartbeats (30 s by default).
+heartbeats (30 s by default). Where the agent cannot be signalled and
+then replaced (a Kubernetes pod), 'idlegrid agent hand-over' asks it to
+hand over at its next stop instead.
 
 --check checks the machine and the config without starting the agent,
 and says, line by line, what works and what to fix: the config, the GPU
@@ -65,7 +66,7 @@ container.)`,
 		idlegrid agent --config agent.yaml --join-token igj_…
 		idlegrid agent --config agent.yaml --server http://market.example:7070 --data /var/lib/idlegrid --fake-gpus 2xRTX4090`,
 	})
-	fs.subwords = []string{"init", "gpu-probe", "net-probe"}
+	fs.subwords = []string{"init", "gpu-probe", "net-probe", "hand-over"}
 	if len(args) > 0 && slices.Contains(fs.subwords, args[0]) {
 		return c.runSubword(ctx, args[0], args[1:])
 	}
@@ -114,7 +115,8 @@ container.)`,
 	return c.serve(ctx, configPath, cfg, logger)
 }
 
-// runSubword runs "idlegrid agent init", "gpu-probe" or "net-probe".
+// runSubword runs "idlegrid agent init", "gpu-probe", "net-probe" or
+// "hand-over".
 func (c *agentCommand) runSubword(ctx context.Context, word string, args []string) error {
 	switch word {
 	case "gpu-probe":
@@ -129,6 +131,8 @@ func (c *agentCommand) runSubword(ctx context.Context, word string, args []strin
 			return usagef("agent net-probe takes the addresses to try, e.g. idlegrid agent net-probe 169.254.169.254:80")
 		}
 		return printJSON(c.env.Out, probeNet(ctx, args))
+	case "hand-over":
+		return c.handOver(args)
 	default: // "init"
 		return c.init(ctx, args)
 	}
@@ -168,6 +172,7 @@ func (c *agentCommand) serve(ctx context.Context, configPath string, cfg *agent.
 		return err
 	}
 	defer lock.Release()
+	dropHandOverAsk(cfg.DataDir, logger)
 	key, err := nodekey.LoadOrCreate(cfg.KeyPath())
 	if err != nil {
 		return err
@@ -196,7 +201,9 @@ func (c *agentCommand) serve(ctx context.Context, configPath string, cfg *agent.
 	fmt.Fprintf(c.env.Out, "idlegrid agent: GPUs from %s; workloads in %s; serving %s (data in %s); Ctrl-C to stop\n", detected, rt.about, cfg.Server, cfg.DataDir)
 	warnAgentSetup(cfg, logger)
 	st, _ := agent.ReadState(cfg.DataDir) // nil: Run joins with the join token
-	err = a.Run(ctx)
+	runCtx, stopWatch := stopOrHandOver(ctx, a, cfg.DataDir, logger)
+	err = a.Run(runCtx)
+	stopWatch()
 	if st == nil && idlegrid.ErrorCode(err) == idlegrid.EUNAUTHORIZED {
 		err = withHint(err, "as the provider, make a new join token ('idlegrid token create --name NAME'; 'idlegrid token ls' shows yours) and give it with --join-token or "+agent.EnvJoinToken)
 	}
@@ -216,44 +223,6 @@ func warnAgentSetup(cfg *agent.Config, logger *slog.Logger) {
 	}
 	if cfg.RuntimeName() == agent.RuntimeFake && cfg.FakeGPUs == "" {
 		logger.Warn("the node offers real GPUs but simulates its workloads (runtime: fake); renters' jobs will not really run")
-	}
-}
-
-// ExitHandedOver is the agent's exit status once it has handed its
-// workloads over to the next agent (SIGUSR2): deploy/idlegrid-agent.service
-// restarts the agent on it, and counts it as no failure.
-const ExitHandedOver = 75
-
-// handOverOnSignal asks a to hand its workloads over (agent.HandOver) on
-// SIGUSR2, until stop is called. Only the docker runtime's workloads
-// outlive the agent's process; with another runtime the signal is
-// refused in the log.
-func handOverOnSignal(a *agent.Agent, runtimeName string, log *slog.Logger) (stop func()) {
-	if len(handOverSignals) == 0 {
-		return func() {}
-	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, handOverSignals...)
-	done, ended := make(chan struct{}), make(chan struct{})
-	go func() { // owned by stop
-		defer close(ended)
-		for {
-			select {
-			case <-done:
-				return
-			case <-sig:
-			}
-			if runtimeName != agent.RuntimeDocker {
-				log.Warn("asked to hand the workloads over to the next agent, but the "+runtimeName+" runtime's workloads live in this process and would end with it; stop the agent instead (SIGTERM)", "signal", "SIGUSR2")
-			} else if err := a.HandOver(); err != nil {
-				log.Warn("cannot hand the workloads over to the next agent", "err", err)
-			}
-		}
-	}()
-	return func() {
-		signal.Stop(sig)
-		close(done)
-		<-ended
 	}
 }
 

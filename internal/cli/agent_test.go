@@ -12,6 +12,7 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
+	"github.com/idlegrid/idlegrid/internal/agent"
 	gpuauto "github.com/idlegrid/idlegrid/internal/gpu/auto"
 )
 
@@ -184,4 +185,53 @@ func TestAgentCommand_badFlag(t *testing.T) {
 			t.Fatalf("got %s\nwant exit 1, naming runtime in the config", r)
 		}
 	})
+}
+
+// TestAgentCommand_handOverAsk: 'idlegrid agent hand-over' asks only an
+// agent that runs, and an ask the agent before left is dropped when the
+// next one starts: it is for the agent running when it was made.
+func TestAgentCommand_handOverAsk(t *testing.T) {
+	url, adminKey := mustServer(t)
+	admin := client.New(url, adminKey)
+	ctx := context.Background()
+	_, _, providerKey, err := admin.CreateAccount(ctx, "provider", idlegrid.RoleProvider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider := client.New(url, providerKey)
+	_, token, err := provider.CreateJoinToken(ctx, "fleet", 1, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath, dataDir := mustCheckConfig(t, url, "fake_gpus: 1xT4\njoin_token: "+token+"\n")
+	if r := run(t, nil, "agent", "hand-over", "--config", cfgPath); r.code != 1 || !strings.Contains(r.err, "data dir") {
+		t.Errorf("a hand-over asked before the agent ever ran: %s\nwant exit 1, saying the data dir is no agent's", r)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ask := filepath.Join(dataDir, agent.HandOverAtStopFile)
+	if err := agent.AskHandOverAtStop(dataDir, time.Now(), time.Hour); err != nil { // left by the agent before
+		t.Fatal(err)
+	}
+	startMain(t, "agent", "--config", cfgPath)
+	eventually(t, "the agent to join", func() error {
+		if ns, err := provider.ListNodes(ctx, idlegrid.NodeFilter{}); err != nil || len(ns) != 1 {
+			return fmt.Errorf("nodes %v, %v", ns, err)
+		}
+		return nil
+	})
+	if _, err := os.Stat(ask); !os.IsNotExist(err) {
+		t.Errorf("the ask the agent before left is still there once the next one runs (%v): its stop would hand over", err)
+	}
+	if r := run(t, nil, "agent", "hand-over", "--config", cfgPath, "--within", "10m"); r.code != 0 || !strings.Contains(r.out, "hands its workloads over") {
+		t.Errorf("a hand-over asked of the running agent: %s", r)
+	}
+	if ok, err := agent.TakeHandOverAtStop(dataDir, time.Now().Add(9*time.Minute)); !ok || err != nil {
+		t.Errorf("the ask: %v, %v; want one that holds for the 10 minutes asked", ok, err)
+	}
+	stopped := run(t, nil, "agent", "hand-over", "--data", filepath.Join(t.TempDir(), "none"))
+	if stopped.code != 1 || !strings.Contains(stopped.err, "--data") {
+		t.Errorf("a hand-over asked of a data dir that does not exist: %s", stopped)
+	}
 }

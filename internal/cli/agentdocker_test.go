@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,13 +77,17 @@ func TestOpenRuntime(t *testing.T) {
 // binary, named idlegrid, runs Main: see TestMain), so that it can be
 // killed as a crash would.
 type agentProcess struct {
-	cmd *exec.Cmd
-	out syncBuffer
+	cmd    *exec.Cmd
+	out    syncBuffer
+	config string // its --config
 }
 
 func startAgentProcess(t *testing.T, bin string, args ...string) *agentProcess {
 	t.Helper()
 	p := &agentProcess{cmd: exec.Command(bin, args...)}
+	if i := slices.Index(args, "--config"); i >= 0 && i+1 < len(args) {
+		p.config = args[i+1]
+	}
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -123,6 +128,24 @@ func TestAgentCommand_DockerAdopts(t *testing.T) {
 			}
 			if !strings.Contains(first.out.String(), "left the lease's workload running for the next agent") {
 				t.Errorf("the agent does not say it left the lease running:\n%s", first.out.String())
+			}
+		})
+	})
+	t.Run("handed-over-at-stop", func(t *testing.T) {
+		dockerAdopts(t, "the node agent handed the workload over", func(t *testing.T, first *agentProcess) {
+			// As a Kubernetes rolling update ends it: asked first, then
+			// SIGTERM, which without the ask stops the workloads.
+			ask := run(t, nil, "agent", "hand-over", "--config", first.config)
+			if ask.code != 0 || !strings.Contains(ask.out, "hands its workloads over") {
+				t.Fatalf("idlegrid agent hand-over: %s", ask)
+			}
+			first.cmd.Process.Signal(syscall.SIGTERM)
+			err := first.cmd.Wait()
+			if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != ExitHandedOver {
+				t.Errorf("the agent stopped after the ask exited with %v, want status %d:\n%s", err, ExitHandedOver, first.out.String())
+			}
+			if !strings.Contains(first.out.String(), "asked to hand over at this stop") {
+				t.Errorf("the agent does not say it hands over at the stop:\n%s", first.out.String())
 			}
 		})
 	})
