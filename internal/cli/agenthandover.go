@@ -113,7 +113,7 @@ func agentRunsIn(dataDir string) error {
 // made, so that a later stop of this one (systemctl stop) stops the work.
 func dropHandOverAsk(dataDir string, log *slog.Logger) {
 	if asked, err := agent.TakeHandOverAtStop(dataDir, time.Now()); asked || err != nil {
-		log.Info("dropped an ask to hand over at the next stop, made of the agent before this one", "err", err)
+		log.Info("dropped an ask to hand over at the next stop, which was for the agent before this one", "err", err)
 	}
 }
 
