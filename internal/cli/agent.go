@@ -163,7 +163,8 @@ func (c *agentCommand) config(configPath string, overrides map[string]*string, f
 }
 
 // serve runs the agent the config describes until ctx is done, or it
-// hands its workloads over (SIGUSR2: the exit status ExitHandedOver).
+// hands its workloads over (SIGUSR2, or the stop 'idlegrid agent
+// hand-over' asked it to hand over at: the exit status ExitHandedOver).
 func (c *agentCommand) serve(ctx context.Context, configPath string, cfg *agent.Config, logger *slog.Logger) error {
 	lock, err := agent.LockDataDir(cfg.DataDir)
 	if errors.Is(err, agent.ErrDataDirInUse) {
