@@ -80,19 +80,8 @@ ask:
 // one that runs (a systemd service and a manual start, say) would be the
 // same node; it exits at once saying why, and the first stays the node.
 func TestAgentCommand_secondOnOneDataDir(t *testing.T) {
-	url, adminKey := mustServer(t)
-	admin := client.New(url, adminKey)
 	ctx := context.Background()
-	_, _, providerKey, err := admin.CreateAccount(ctx, "provider", idlegrid.RoleProvider)
-	if err != nil {
-		t.Fatal(err)
-	}
-	provider := client.New(url, providerKey)
-	_, token, err := provider.CreateJoinToken(ctx, "fleet", 2, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgPath, _ := mustCheckConfig(t, url, "fake_gpus: 1xT4\njoin_token: "+token+"\n")
+	provider, cfgPath, _ := fakeAgentConfig(t, 2)
 	startMain(t, "agent", "--config", cfgPath)
 	eventually(t, "the first agent to join", func() error {
 		if ns, err := provider.ListNodes(ctx, idlegrid.NodeFilter{}); err != nil || len(ns) != 1 {
@@ -108,6 +97,26 @@ func TestAgentCommand_secondOnOneDataDir(t *testing.T) {
 	if ns, err := provider.ListNodes(ctx, idlegrid.NodeFilter{}); err != nil || len(ns) != 1 {
 		t.Errorf("nodes after the second agent: %d (%v), want the first one only", len(ns), err)
 	}
+}
+
+// fakeAgentConfig starts a server and writes the config of an agent with
+// a fake GPU that joins it with a token of a new provider's, good for
+// uses joins; it returns the provider's client, the config's path and
+// the agent's data dir.
+func fakeAgentConfig(t *testing.T, uses int) (provider *client.Client, cfgPath, dataDir string) {
+	t.Helper()
+	url, adminKey := mustServer(t)
+	_, _, providerKey, err := client.New(url, adminKey).CreateAccount(context.Background(), "provider", idlegrid.RoleProvider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider = client.New(url, providerKey)
+	_, token, err := provider.CreateJoinToken(context.Background(), "fleet", uses, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath, dataDir = mustCheckConfig(t, url, "fake_gpus: 1xT4\njoin_token: "+token+"\n")
+	return provider, cfgPath, dataDir
 }
 
 // TestAgentCommand_refusedJoinToken: a join token the server refuses is
@@ -191,19 +200,8 @@ func TestAgentCommand_badFlag(t *testing.T) {
 // agent that runs, and an ask the agent before left is dropped when the
 // next one starts: it is for the agent running when it was made.
 func TestAgentCommand_handOverAsk(t *testing.T) {
-	url, adminKey := mustServer(t)
-	admin := client.New(url, adminKey)
 	ctx := context.Background()
-	_, _, providerKey, err := admin.CreateAccount(ctx, "provider", idlegrid.RoleProvider)
-	if err != nil {
-		t.Fatal(err)
-	}
-	provider := client.New(url, providerKey)
-	_, token, err := provider.CreateJoinToken(ctx, "fleet", 1, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgPath, dataDir := mustCheckConfig(t, url, "fake_gpus: 1xT4\njoin_token: "+token+"\n")
+	provider, cfgPath, dataDir := fakeAgentConfig(t, 1)
 	if r := run(t, nil, "agent", "hand-over", "--config", cfgPath); r.code != 1 || !strings.Contains(r.err, "data dir") {
 		t.Errorf("a hand-over asked before the agent ever ran: %s\nwant exit 1, saying the data dir is no agent's", r)
 	}

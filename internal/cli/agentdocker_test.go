@@ -122,13 +122,7 @@ func TestAgentCommand_DockerAdopts(t *testing.T) {
 	t.Run("handed-over", func(t *testing.T) {
 		dockerAdopts(t, "the node agent handed the workload over", func(t *testing.T, first *agentProcess) {
 			first.cmd.Process.Signal(syscall.SIGUSR2)
-			err := first.cmd.Wait()
-			if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != ExitHandedOver {
-				t.Errorf("the agent handing over exited with %v, want status %d:\n%s", err, ExitHandedOver, first.out.String())
-			}
-			if !strings.Contains(first.out.String(), "left the lease's workload running for the next agent") {
-				t.Errorf("the agent does not say it left the lease running:\n%s", first.out.String())
-			}
+			first.wantHandedOver(t)
 		})
 	})
 	t.Run("handed-over-at-stop", func(t *testing.T) {
@@ -140,15 +134,25 @@ func TestAgentCommand_DockerAdopts(t *testing.T) {
 				t.Fatalf("idlegrid agent hand-over: %s", ask)
 			}
 			first.cmd.Process.Signal(syscall.SIGTERM)
-			err := first.cmd.Wait()
-			if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != ExitHandedOver {
-				t.Errorf("the agent stopped after the ask exited with %v, want status %d:\n%s", err, ExitHandedOver, first.out.String())
-			}
+			first.wantHandedOver(t)
 			if !strings.Contains(first.out.String(), "asked to hand over at this stop") {
 				t.Errorf("the agent does not say it hands over at the stop:\n%s", first.out.String())
 			}
 		})
 	})
+}
+
+// wantHandedOver waits for the agent to exit, and checks that it handed
+// its workloads over: its exit status, and what it says.
+func (p *agentProcess) wantHandedOver(t *testing.T) {
+	t.Helper()
+	err := p.cmd.Wait()
+	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != ExitHandedOver {
+		t.Errorf("the agent handing over exited with %v, want status %d:\n%s", err, ExitHandedOver, p.out.String())
+	}
+	if !strings.Contains(p.out.String(), "left the lease's workload running for the next agent") {
+		t.Errorf("the agent does not say it left the lease running:\n%s", p.out.String())
+	}
 }
 
 // dockerAdopts is TestAgentCommand_DockerAdopts with the first agent
