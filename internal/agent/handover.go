@@ -20,13 +20,14 @@ import (
 // heartbeats, and stop commands are obeyed), handOverWhenAsked takes no
 // new lease (a start command waits on the server for the next agent),
 // gives up the starts in flight (the next agent starts them again; a
-// pull's layers stay on the node), withdraws the node's models from its
-// offer, and waits until no workload is being stopped and no inference
-// request is in flight, so that a bronze lease's notice and a stop's
-// grace run out under this agent rather than begin again under the next,
-// and a long stream is answered whole. Then the loops end, and handOff
-// detaches the runtime: each lease sends the output and receipts it
-// holds, and keeps its receipt state for the next agent.
+// pull's layers stay on the node), and waits until no workload is being
+// stopped, so that a bronze lease's notice and a stop's grace run out
+// under this agent rather than begin again under the next; then it
+// withdraws the node's models from its offer and waits until no
+// inference request is in flight, so that a long stream is answered
+// whole. Then the loops end, and handOff detaches the runtime: each lease
+// sends the output and receipts it holds, and keeps its receipt state for
+// the next agent.
 
 // ErrHandedOver is what Run returns once it has handed the node's
 // workloads over (HandOver): they run on, for the next agent.
@@ -97,15 +98,14 @@ func (a *Agent) handOverWhenAsked(ctx context.Context, refuse context.CancelCaus
 		return
 	case <-a.handover:
 	}
-	a.log.Info("handing the workloads over to the next agent: no new lease is started, the node's models are withdrawn from its offer, "+
-		"and the workloads being stopped and the inference requests in flight end first", "wait_at_most", HandOverWait)
+	a.log.Info("handing the workloads over to the next agent: no new lease is started, the workloads being stopped exit first, "+
+		"and then the node's models are withdrawn from its offer and the inference requests in flight end", "wait_at_most", HandOverWait)
 	a.mu.Lock()
 	a.handing = true
 	for _, l := range a.leases {
 		l.leaveStart()
 	}
 	a.mu.Unlock()
-	a.models.leave()
 	deadline := time.NewTimer(HandOverWait)
 	defer deadline.Stop()
 	poll := time.NewTicker(handOverPoll)
@@ -135,11 +135,21 @@ func (a *Agent) noteLeftStart(st idlegrid.LeaseStarting) {
 }
 
 // readyToHandOver reports whether no lease is starting, no workload is
-// being stopped and no inference request is in flight.
+// being stopped and no inference request is in flight. Once the leases
+// have settled it withdraws the models (models.leave), so that a model
+// this node alone serves is missed only while its requests drain, not
+// while a workload's notice runs out.
 func (a *Agent) readyToHandOver() bool {
-	if a.models.inFlight() > 0 {
+	if !a.leasesSettled() {
 		return false
 	}
+	a.models.leave()
+	return a.models.inFlight() == 0
+}
+
+// leasesSettled reports whether no lease is starting and no workload is
+// being stopped.
+func (a *Agent) leasesSettled() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, l := range a.leases {

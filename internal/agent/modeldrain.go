@@ -12,11 +12,11 @@ import (
 // the gateway tries another provider) and lets those in flight finish,
 // for at most modelDrainWait, before the session closes.
 //
-// A hand-over begins that earlier, while the node still heartbeats: the
-// agent withdraws its models from the node's offer (so that the gateway
-// sends their requests to other providers) and waits for the requests in
-// flight with the workloads being stopped, for up to HandOverWait, so
-// that a long stream is not cut by an upgrade.
+// A hand-over begins that earlier, while the node still heartbeats: once
+// the workloads being stopped have exited, the agent withdraws its models
+// from the node's offer (so that the gateway sends their requests to
+// other providers) and waits for the requests in flight, within
+// HandOverWait, so that a long stream is not cut by an upgrade.
 
 // modelDrainWait bounds how long a stopping agent waits for the inference
 // requests in flight once its loops have ended: well inside the server's
