@@ -228,8 +228,7 @@ func TestAgentCommand_handOverAsk(t *testing.T) {
 	if ok, err := agent.TakeHandOverAtStop(dataDir, time.Now().Add(9*time.Minute)); !ok || err != nil {
 		t.Errorf("the ask: %v, %v; want one that holds for the 10 minutes asked", ok, err)
 	}
-	stopped := run(t, nil, "agent", "hand-over", "--data", filepath.Join(t.TempDir(), "none"))
-	if stopped.code != 1 || !strings.Contains(stopped.err, "--data") {
-		t.Errorf("a hand-over asked of a data dir that does not exist: %s", stopped)
+	if r := run(t, nil, "agent", "hand-over", "--data", filepath.Join(t.TempDir(), "none")); r.code != 1 || !strings.Contains(r.err, "--data") {
+		t.Errorf("a hand-over asked of a data dir that does not exist: %s", r)
 	}
 }
