@@ -98,8 +98,11 @@ func (a *Agent) handOverWhenAsked(ctx context.Context, refuse context.CancelCaus
 		return
 	case <-a.handover:
 	}
-	a.log.Info("handing the workloads over to the next agent: no new lease is started, the workloads being stopped exit first, "+
-		"and then the node's models are withdrawn from its offer and the inference requests in flight end", "wait_at_most", HandOverWait)
+	what := "no new lease is started, and the workloads being stopped exit first"
+	if len(a.models.names) > 0 {
+		what += "; then the node's models are withdrawn from its offer and the inference requests in flight end"
+	}
+	a.log.Info("handing the workloads over to the next agent: "+what, "wait_at_most", HandOverWait)
 	a.mu.Lock()
 	a.handing = true
 	for _, l := range a.leases {
