@@ -47,6 +47,10 @@ func AskHandOverAtStop(dataDir string, now time.Time, within time.Duration) erro
 	return os.Chmod(path, 0o644)
 }
 
+// ErrBadHandOverAsk is TakeHandOverAtStop's error for an ask it cannot
+// read, which it removes.
+var ErrBadHandOverAsk = errors.New("the ask to hand over at the next stop is corrupt")
+
 // TakeHandOverAtStop reports whether the agent with dataDir was asked
 // (AskHandOverAtStop) to hand over at a stop at now, and removes the ask.
 func TakeHandOverAtStop(dataDir string, now time.Time) (bool, error) {
@@ -62,7 +66,7 @@ func TakeHandOverAtStop(dataDir string, now time.Time) (bool, error) {
 	}
 	var ask handOverAsk
 	if err := json.Unmarshal(data, &ask); err != nil || ask.Until.IsZero() {
-		return false, fmt.Errorf("%s is corrupt; stopping the workloads", path)
+		return false, fmt.Errorf("%s: %w; it is removed", path, ErrBadHandOverAsk)
 	}
 	return !now.After(ask.Until), nil
 }

@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -45,7 +46,10 @@ func TestHandOverAtStop(t *testing.T) {
 		t.Errorf("a stale ask is left behind: %v", err)
 	}
 	os.WriteFile(filepath.Join(dir, agent.HandOverAtStopFile), []byte("{"), 0o644)
-	if ok, err := agent.TakeHandOverAtStop(dir, now); ok || err == nil {
-		t.Errorf("a corrupt ask: %v, %v; want no hand-over, and an error saying so", ok, err)
+	if ok, err := agent.TakeHandOverAtStop(dir, now); ok || !errors.Is(err, agent.ErrBadHandOverAsk) {
+		t.Errorf("a corrupt ask: %v, %v; want no hand-over, and ErrBadHandOverAsk", ok, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, agent.HandOverAtStopFile)); !os.IsNotExist(err) {
+		t.Errorf("a corrupt ask is left behind: %v", err)
 	}
 }

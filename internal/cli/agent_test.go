@@ -228,6 +228,16 @@ func TestAgentCommand_handOverAsk(t *testing.T) {
 	if ok, err := agent.TakeHandOverAtStop(dataDir, time.Now().Add(9*time.Minute)); !ok || err != nil {
 		t.Errorf("the ask: %v, %v; want one that holds for the 10 minutes asked", ok, err)
 	}
+	run(t, nil, "agent", "hand-over", "--config", cfgPath)
+	if r := run(t, nil, "agent", "hand-over", "--config", cfgPath, "--undo"); r.code != 0 || !strings.Contains(r.out, "withdrawn") {
+		t.Errorf("an ask withdrawn: %s", r)
+	}
+	if _, err := os.Stat(ask); !os.IsNotExist(err) {
+		t.Errorf("the ask is still there once withdrawn (%v): the agent's stop would hand over", err)
+	}
+	if r := run(t, nil, "agent", "hand-over", "--config", cfgPath, "--undo"); r.code != 0 || !strings.Contains(r.out, "no ask to withdraw") {
+		t.Errorf("an ask withdrawn twice: %s", r)
+	}
 	if r := run(t, nil, "agent", "hand-over", "--data", filepath.Join(t.TempDir(), "none")); r.code != 1 || !strings.Contains(r.err, "--data") {
 		t.Errorf("a hand-over asked of a data dir that does not exist: %s", r)
 	}

@@ -29,7 +29,7 @@ const defaultHandOverWithin = 30 * time.Minute
 // next stop (agent.AskHandOverAtStop).
 func (c *agentCommand) handOver(args []string) error {
 	fs := c.env.flags("agent hand-over", help{
-		usage: "idlegrid agent hand-over (--config agent.yaml | --data DIR) [--within 30m]",
+		usage: "idlegrid agent hand-over (--config agent.yaml | --data DIR) [--within 30m | --undo]",
 		about: `Ask the agent running with this data dir to hand its workloads over to the
 next agent, rather than stop them, when it is next stopped (SIGTERM: a pod
 deleted by a Kubernetes rolling update, docker stop, systemctl restart),
@@ -40,9 +40,9 @@ reload idlegrid-agent' does, that is simpler; this is for where it
 cannot: in a pod, the kubelet would start the same image again.
 
 The ask is for the agent running when it is made, and for one stop: the
-stop takes it, and an agent that starts drops one left over. Start the
-next agent within the server's missed heartbeats (30 s by default) of
-the old one's exit, or the node's leases are lost.`,
+stop takes it, and an agent that starts drops one left over; --undo
+withdraws it. Start the next agent within the server's missed heartbeats
+(30 s by default) of the old one's exit, or the node's leases are lost.`,
 		examples: `kubectl -n idlegrid exec POD -- /idlegrid agent hand-over --config /etc/idlegrid/agent.yaml   # then: kubectl -n idlegrid set image ds/idlegrid-agent agent=…:NEW
 		idlegrid agent hand-over --data /var/lib/idlegrid --within 10m`,
 	})
@@ -51,6 +51,7 @@ the old one's exit, or the node's leases are lost.`,
 	fs.StringVar(&configPath, "config", "", "the agent's config file, for its data dir")
 	fs.StringVar(&dataDir, "data", "", "the agent's data dir (overrides the config's)")
 	fs.DurationVar(&within, "within", defaultHandOverWithin, "how long the ask holds: a stop after it stops the workloads, as without it")
+	undo := fs.Bool("undo", false, "withdraw the ask: the agent's next stop stops its workloads")
 	if _, err := fs.parseArgs(args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
@@ -60,6 +61,9 @@ the old one's exit, or the node's leases are lost.`,
 	dataDir, err := handOverDataDir(configPath, dataDir)
 	if err != nil {
 		return err
+	}
+	if *undo {
+		return c.withdrawHandOver(dataDir)
 	}
 	if err := agentRunsIn(dataDir); err != nil {
 		return err
@@ -72,6 +76,20 @@ the old one's exit, or the node's leases are lost.`,
 	fmt.Fprintf(c.env.Out, "asked: the agent with data dir %s hands its workloads over to the next agent if it is stopped before %s.\n"+
 		"Stop it now and start the next agent on the same data dir within the server's missed heartbeats (30 s by default).\n",
 		dataDir, until.Format("15:04:05 MST"))
+	return nil
+}
+
+// withdrawHandOver is 'idlegrid agent hand-over --undo'.
+func (c *agentCommand) withdrawHandOver(dataDir string) error {
+	asked, err := agent.TakeHandOverAtStop(dataDir, time.Now())
+	switch {
+	case err != nil && !errors.Is(err, agent.ErrBadHandOverAsk):
+		return withHint(err, "run it as a user that may write the agent's data dir (root, or the agent's own)")
+	case asked:
+		fmt.Fprintf(c.env.Out, "withdrawn: the agent with data dir %s stops its workloads when it is stopped, as it did before the ask\n", dataDir)
+	default:
+		fmt.Fprintf(c.env.Out, "no ask to withdraw: the agent with data dir %s stops its workloads when it is stopped\n", dataDir)
+	}
 	return nil
 }
 
