@@ -227,3 +227,24 @@ func stallAStream(t *testing.T, p *pair, up *mock) (release func()) {
 		<-first
 	}
 }
+
+// TestGateway_keyConcurrencySequential: a key allowed one request at a
+// time that sends its requests one after another, each once it has read
+// the last one's answer whole, is never refused for concurrency: the
+// gateway frees the key's slot before the answer's last bytes go out,
+// not after, when it meters the answer.
+func TestGateway_keyConcurrencySequential(t *testing.T) {
+	f := mustFixture(t, func(c *gateway.Config) { c.KeyConcurrency = 1 })
+	up := mustMock(t, "alpha")
+	f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 8))
+	f.waitProviders(t, testModel, 1)
+	p := &pair{fixture: f, A: up}
+	for i := range 150 {
+		if _, _, err := p.chat(t); err != nil {
+			t.Fatalf("request %d, sent once the last was answered: %v", 2*i, err)
+		}
+		if _, err := p.stream(t); err != nil {
+			t.Fatalf("stream %d, sent once the last was answered: %v", 2*i+1, err)
+		}
+	}
+}

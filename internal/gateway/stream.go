@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,11 +30,11 @@ func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate,
 		h.Set("Retry-After", ra)
 	}
 	if a.resp.StatusCode != http.StatusOK { // the renter's own mistake, as the model server saw it
+		x.res.release(0) // before the answer: the renter's next request may follow it at once
 		h.Set("Content-Length", strconv.Itoa(len(a.first)))
 		w.WriteHeader(a.resp.StatusCode)
 		w.Write(a.first)
 		x.g.health.success(c.up, x.upstreamTTFT(a), 0) // the provider is fine
-		x.res.release(0)
 		return
 	}
 	var m openai.Metered
@@ -42,6 +43,7 @@ func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate,
 	if a.complete {
 		h.Set("Content-Length", strconv.Itoa(len(a.first)))
 		w.WriteHeader(http.StatusOK)
+		x.res.done() // the key's slot, before the answer: the renter's next request may follow it at once
 		x.writeWhole(w, a.first)
 		// Out now, in one write, rather than when the handler returns:
 		// the renter need not wait for the metering below.
@@ -132,6 +134,9 @@ func (x *exchange) pass(w http.ResponseWriter, a *answer) (ttft time.Duration, b
 	rc := http.NewResponseController(w)
 	var sm openai.StreamMeter
 	send := func(p []byte) error {
+		if endsStream(p) {
+			x.res.done() // the key's slot, before the stream's end: the renter's next request may follow it at once
+		}
 		rc.SetWriteDeadline(time.Now().Add(x.g.cfg.StallTimeout)) // see renterWrites
 		if _, err := w.Write(p); err != nil {
 			return fmt.Errorf("%w: %v", errRenterGone, err)
@@ -166,6 +171,30 @@ func (x *exchange) pass(w http.ResponseWriter, a *answer) (ttft time.Duration, b
 	}
 }
 
+// streamEnd is the event that ends an OpenAI stream, after which a
+// renter's SDK reads no more.
+var streamEnd = []byte("data: [DONE]")
+
+// endsStream reports whether p, read from a stream, holds its end: the
+// event at the start of a line (a model's text, inside an event's JSON,
+// has its newlines escaped).
+func endsStream(p []byte) bool {
+	if bytes.HasPrefix(p, streamEnd) {
+		return true
+	}
+	for i := bytes.Index(p, streamEnd); i > 0; {
+		if p[i-1] == '\n' {
+			return true
+		}
+		j := bytes.Index(p[i+1:], streamEnd)
+		if j < 0 {
+			return false
+		}
+		i += 1 + j
+	}
+	return false
+}
+
 func contextCause(a *answer) error {
 	if c := a.ctx.Err(); c == nil {
 		return nil
@@ -181,6 +210,7 @@ func (x *exchange) streamError(w http.ResponseWriter, rc *http.ResponseControlle
 		msg = "the provider's stream stalled for over " + x.g.cfg.StallTimeout.String()
 	}
 	b, _ := json.Marshal(ErrorBody(idlegrid.Errorf(idlegrid.EUNAVAILABLE, "%s", msg)))
+	x.res.done() // the key's slot, before the stream's last event
 	// The last write's deadline ends when the stall is declared: the event
 	// saying why gets a deadline of its own.
 	rc.SetWriteDeadline(time.Now().Add(x.g.cfg.StallTimeout))
