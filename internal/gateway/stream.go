@@ -172,27 +172,14 @@ func (x *exchange) pass(w http.ResponseWriter, a *answer) (ttft time.Duration, b
 }
 
 // streamEnd is the event that ends an OpenAI stream, after which a
-// renter's SDK reads no more.
-var streamEnd = []byte("data: [DONE]")
+// renter's SDK reads no more, at the start of a line.
+var streamEnd = []byte("\ndata: [DONE]")
 
 // endsStream reports whether p, read from a stream, holds its end: the
 // event at the start of a line (a model's text, inside an event's JSON,
 // has its newlines escaped).
 func endsStream(p []byte) bool {
-	if bytes.HasPrefix(p, streamEnd) {
-		return true
-	}
-	for i := bytes.Index(p, streamEnd); i > 0; {
-		if p[i-1] == '\n' {
-			return true
-		}
-		j := bytes.Index(p[i+1:], streamEnd)
-		if j < 0 {
-			return false
-		}
-		i += 1 + j
-	}
-	return false
+	return bytes.HasPrefix(p, streamEnd[1:]) || bytes.Contains(p, streamEnd)
 }
 
 func contextCause(a *answer) error {
