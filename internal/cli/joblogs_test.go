@@ -2,11 +2,15 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -99,5 +103,109 @@ func TestLatestOn(t *testing.T) {
 	}
 	if l, _ := latestOn(nil, ""); l != nil {
 		t.Errorf("latestOn(no lease) = %+v, want none", l)
+	}
+}
+
+// linesServer answers "job logs" about job_1, on lease_1 on node_1: lines
+// of output one second apart, the third and the fifth on stderr, read
+// after a line, the first of a limit, or the last of a tail, as the
+// server does. Its lease runs until more (the lines added once the first
+// read has been answered) have been read.
+type linesServer struct {
+	mu    sync.Mutex
+	lines []idlegrid.LogLine
+	more  []idlegrid.LogLine
+	tails []string // the tail asked for, read by read
+}
+
+func newLinesServer(n int) *linesServer {
+	s := &linesServer{}
+	at := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	for i := 1; i <= n; i++ {
+		l := idlegrid.LogLine{Seq: int64(i), At: at.Add(time.Duration(i) * time.Second), Stream: "stdout", Text: fmt.Sprintf("line %d", i)}
+		if i == 3 || i == 5 {
+			l.Stream = "stderr"
+		}
+		s.lines = append(s.lines, l)
+	}
+	return s
+}
+
+func (s *linesServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case "/v1/leases":
+		state := idlegrid.LeaseRunning
+		if len(s.more) == 0 && len(s.tails) > 0 {
+			state = idlegrid.LeaseSucceeded
+		}
+		json.NewEncoder(w).Encode(map[string]any{"leases": []*idlegrid.Lease{{ID: "lease_1", JobID: "job_1", NodeID: "node_1", Attempt: 1, State: state}}})
+	case "/v1/leases/lease_1/logs":
+		q := r.URL.Query()
+		s.tails = append(s.tails, q.Get("tail"))
+		lines := s.lines
+		if n, _ := strconv.Atoi(q.Get("tail")); n > 0 {
+			lines = lines[max(len(lines)-n, 0):]
+		} else {
+			after, _ := strconv.ParseInt(q.Get("after"), 10, 64)
+			lines = slices.DeleteFunc(slices.Clone(lines), func(l idlegrid.LogLine) bool { return l.Seq <= after })
+		}
+		json.NewEncoder(w).Encode(map[string]any{"lines": lines})
+		s.lines, s.more = append(s.lines, s.more...), nil
+	default:
+		w.WriteHeader(http.StatusNotFound)
+	}
+}
+
+// TestJobLogs_tailTimestampsJSON: --tail prints only the last lines (and
+// with -f follows on from the last of them), --timestamps puts each line
+// after its time, and --json prints each line, stderr's too, as a line of
+// JSON on stdout; a --tail out of the server's bounds is the command
+// line's mistake.
+func TestJobLogs_tailTimestampsJSON(t *testing.T) {
+	serve := func(s *linesServer) map[string]string {
+		ts := httptest.NewServer(s)
+		t.Cleanup(ts.Close)
+		return map[string]string{"IDLEGRID_ADDR": ts.URL, "IDLEGRID_KEY": "k"}
+	}
+
+	s := newLinesServer(5)
+	if r := run(t, serve(s), "job", "logs", "job_1", "--tail", "2"); r.code != 0 || r.out != "line 4\n" || r.err != "line 5\n" || s.tails[0] != "2" {
+		t.Errorf("job logs --tail 2: %s\n(tails asked %q) want line 4 on stdout, line 5 on stderr, from a tail of 2", r, s.tails)
+	}
+
+	s = newLinesServer(5)
+	s.more = []idlegrid.LogLine{{Seq: 6, At: time.Date(2026, 12, 7, 0, 0, 6, 500_000_000, time.UTC), Stream: "stdout", Text: "line 6"}}
+	r := run(t, serve(s), "job", "logs", "job_1", "-f", "--tail", "3", "--timestamps")
+	want := "2026-12-07T00:00:04Z line 4\n2026-12-07T00:00:06.5Z line 6\n"
+	if r.code != 0 || r.out != want || r.err != "2026-12-07T00:00:03Z line 3\n2026-12-07T00:00:05Z line 5\n" {
+		t.Errorf("job logs -f --tail 3 --timestamps: %s\nwant stdout:\n%s", r, want)
+	}
+
+	s = newLinesServer(5)
+	r = run(t, serve(s), "job", "logs", "job_1", "--json")
+	var got []logLine
+	dec := json.NewDecoder(strings.NewReader(r.out))
+	for dec.More() {
+		var l logLine
+		if err := dec.Decode(&l); err != nil {
+			t.Fatalf("job logs --json printed:\n%s\n%v", r.out, err)
+		}
+		got = append(got, l)
+	}
+	if r.code != 0 || r.err != "" || strings.Count(r.out, "\n") != 5 || len(got) != 5 {
+		t.Fatalf("job logs --json: %s\nwant 5 lines of JSON on stdout, nothing on stderr", r)
+	}
+	if l := got[2]; l.LeaseID != "lease_1" || l.NodeID != "node_1" || l.Seq != 3 || l.Stream != "stderr" || l.Text != "line 3" || !l.At.Equal(s.lines[2].At) {
+		t.Errorf("job logs --json's third line = %+v", l)
+	}
+
+	for _, bad := range []string{"-1", "10001"} {
+		r := run(t, serve(newLinesServer(1)), "job", "logs", "job_1", "--tail", bad)
+		if r.code != 2 || !strings.Contains(r.err, "--tail must be between 1 and 10000 lines, got "+bad) {
+			t.Errorf("job logs --tail %s: %s\nwant exit 2 naming --tail", bad, r)
+		}
 	}
 }
