@@ -35,6 +35,9 @@ type flagSet struct {
 	// subwords are the words that make another command of this one
 	// ("agent init"), offered when an argument it takes none of is near one.
 	subwords []string
+	// choices are the words its first argument may be, which the shell
+	// completes ("completion bash").
+	choices []string
 }
 
 func (e *env) flags(name string, h help) *flagSet {
@@ -208,6 +211,7 @@ func wantsHelp(args []string) bool {
 // helpOnly prints the help, for a command that parses no flags, and
 // returns flag.ErrHelp as parse does.
 func (fs *flagSet) helpOnly() error {
+	fs.e.ran = fs
 	fs.printHelp(fs.e.Out)
 	return flag.ErrHelp
 }
@@ -322,6 +326,12 @@ type subcommand struct {
 }
 
 func (e *env) runGroup(group, about string, subs []subcommand, args []string) error {
+	if e.probing != nil {
+		e.probing.subs = nil
+		for _, s := range subs {
+			e.probing.subs = append(e.probing.subs, s.name)
+		}
+	}
 	if len(args) > 1 && args[0] == "help" { // "job help submit" is "job submit --help"
 		args = append(slices.Clone(args[1:]), "--help")
 	}

@@ -37,6 +37,9 @@ type env struct {
 	// hints the command's own objects.
 	ran  *flagSet
 	args []string
+	// probing, when set, is a completion's probe of a command (probe):
+	// a group records its subcommands in it.
+	probing *probed
 }
 
 // command is one subcommand.
@@ -68,6 +71,7 @@ func commands() []command {
 		{"dispute", "offences charged to providers, their evidence and penalties", func(ctx context.Context, e *env, a []string) error { return (&disputeCommand{env: e}).Run(ctx, a) }},
 		{"backup", "copy a running SQLite market to a new file, and check the copy", func(ctx context.Context, e *env, a []string) error { return (&backupCommand{env: e}).Run(ctx, a) }},
 		{"audit", "verify the audit log: your entries are in it, and it was only ever appended to", func(ctx context.Context, e *env, a []string) error { return (&auditCommand{env: e}).Run(ctx, a) }},
+		{"completion", "print the script that makes bash, zsh or fish complete idlegrid's commands and flags", func(ctx context.Context, e *env, a []string) error { return (&completionCommand{env: e}).Run(ctx, a) }},
 		{"version", "print the version", func(ctx context.Context, e *env, a []string) error { return (&versionCommand{env: e}).Run(ctx, a) }},
 	}
 }
@@ -110,6 +114,9 @@ func (e *env) dispatch(ctx context.Context, args []string) error {
 		return usagef("no command given")
 	}
 	name := args[0]
+	if name == completeWord {
+		return e.complete(ctx, args[1:])
+	}
 	if isHelpWord(name) {
 		// "help job submit" is "job submit --help"; "help help" and
 		// "help --help" are "help".

@@ -172,7 +172,7 @@ var everyCommand = [][]string{
 	{"account", "show"}, {"account", "statement"}, {"account", "limit"}, {"account", "notices"}, {"key", "limit"},
 	{"payout", "request"}, {"payout", "ls"}, {"payout", "settle"}, {"payout", "reject"},
 	{"inference", "models"}, {"inference", "stats"}, {"inference", "usage"},
-	{"dev", "workload"}, {"agent", "gpu-probe"}, {"agent", "net-probe"},
+	{"dev", "workload"}, {"agent", "gpu-probe"}, {"agent", "net-probe"}, {"completion"},
 }
 
 func TestMain_CommandHelp(t *testing.T) {

@@ -1,0 +1,242 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// completeWord is the hidden command the shells' completion scripts call:
+// "idlegrid __complete WORD… TYPED" prints the words that may stand where
+// TYPED (maybe "") is being typed, one a line.
+const completeWord = "__complete"
+
+// completionCommand is "idlegrid completion SHELL": the script that makes
+// a shell complete idlegrid's commands, subcommands, flags and the values
+// of some flags.
+type completionCommand struct{ env *env }
+
+func (c *completionCommand) Run(ctx context.Context, args []string) error {
+	fs := c.env.flags("completion", help{
+		usage: "idlegrid completion bash|zsh|fish",
+		about: `Print the script that makes the shell complete idlegrid's commands,
+subcommands and flags, and the values of --tier, --kind, --role, --access,
+--runtime, --log-format and --bad-rows; elsewhere the shell offers file
+names. The script asks idlegrid itself, so it stays true across upgrades.`,
+		examples: `source <(idlegrid completion bash)        # in ~/.bashrc
+		idlegrid completion zsh > "${fpath[1]}/_idlegrid"   # then start a new shell
+		idlegrid completion fish > ~/.config/fish/completions/idlegrid.fish`,
+	})
+	fs.choices = slices.Sorted(maps.Keys(completionScripts))
+	args, err := fs.parseArgs(args, 1, 1, "one shell: bash, zsh or fish")
+	if err != nil {
+		return err
+	}
+	script, ok := completionScripts[args[0]]
+	if !ok {
+		return usagef("unknown shell %q; idlegrid completes in bash, zsh and fish", args[0])
+	}
+	_, err = io.WriteString(c.env.Out, script)
+	return err
+}
+
+// completionScripts are the scripts, by shell. Each calls the idlegrid the
+// user is typing (its first word) with completeWord and the words so far,
+// the one being typed last, even when empty.
+var completionScripts = map[string]string{
+	"bash": `# bash completion for idlegrid: source <(idlegrid completion bash)
+_idlegrid() {
+	local IFS=$'\n'
+	COMPREPLY=($("${COMP_WORDS[0]}" ` + completeWord + ` "${COMP_WORDS[@]:1:COMP_CWORD}" 2>/dev/null))
+}
+complete -o default -F _idlegrid idlegrid
+`,
+	"zsh": `#compdef idlegrid
+# zsh completion for idlegrid: idlegrid completion zsh > "${fpath[1]}/_idlegrid"
+_idlegrid() {
+	local out
+	out=$("${words[1]}" ` + completeWord + ` "${(@)words[2,CURRENT]}" 2>/dev/null)
+	if [[ -n $out ]]; then
+		compadd -- "${(@f)out}"
+	else
+		_files
+	fi
+}
+if [[ $funcstack[1] == _idlegrid ]]; then
+	_idlegrid "$@"
+else
+	compdef _idlegrid idlegrid
+fi
+`,
+	"fish": `# fish completion for idlegrid: idlegrid completion fish > ~/.config/fish/completions/idlegrid.fish
+function __idlegrid_complete
+	set -l words (commandline -opc)
+	$words[1] ` + completeWord + ` $words[2..-1] (commandline -ct | string collect) 2>/dev/null
+end
+function __idlegrid_completes
+	test -n "$(__idlegrid_complete)"
+end
+complete -c idlegrid -f -n __idlegrid_completes -a '(__idlegrid_complete)'
+complete -c idlegrid -F -n 'not __idlegrid_completes'
+`,
+}
+
+// flagValueWords are the values the shell offers for flags of these
+// names, whichever command they belong to.
+var flagValueWords = map[string][]string{
+	"tier":       wordsOf(idlegrid.Tiers),
+	"kind":       wordsOf(idlegrid.WorkloadKinds),
+	"role":       {"renter", "provider", "admin"},
+	"access":     {"all", "use", "read"},
+	"runtime":    {"docker", "fake"},
+	"log-format": {"text", "json"},
+	"bad-rows":   {"fail", "skip"},
+}
+
+func wordsOf[S ~string](list []S) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// complete prints, one a line, the words that may stand where the last of
+// words is being typed and that begin with what is typed of it. It runs
+// no command: it asks each, silently, for its help, to learn its
+// subcommands or flags.
+func (e *env) complete(ctx context.Context, words []string) error {
+	if len(words) == 0 {
+		words = []string{""}
+	}
+	typed, before := words[len(words)-1], words[:len(words)-1]
+	for _, w := range e.candidates(ctx, before, typed) {
+		if strings.HasPrefix(w, typed) {
+			fmt.Fprintln(e.Out, w)
+		}
+	}
+	return nil
+}
+
+// candidates are the words that may follow before, typed being what is
+// typed of the next.
+func (e *env) candidates(ctx context.Context, before []string, typed string) []string {
+	before = skipGlobalFlags(before)
+	if len(before) > 0 && isHelpWord(before[0]) { // "help job sub…" completes as "job sub…", without flags
+		if strings.HasPrefix(typed, "-") {
+			return nil
+		}
+		before = before[1:]
+	}
+	if len(before) == 0 {
+		if strings.HasPrefix(typed, "-") {
+			return []string{"--addr", "--key", "--help", "--version"}
+		}
+		return append(commandNames(), "help")
+	}
+	if !slices.Contains(commandNames(), before[0]) {
+		return nil
+	}
+	path, rest := before[:1], before[1:]
+	subs, fs := e.probe(ctx, path)
+	for fs == nil && len(rest) > 0 && slices.Contains(subs, rest[0]) { // a group's subcommand
+		path, rest = before[:len(path)+1], rest[1:]
+		subs, fs = e.probe(ctx, path)
+	}
+	switch {
+	case fs == nil && len(rest) == 0:
+		return subs
+	case fs == nil:
+		return nil
+	case len(rest) > 0 && slices.Contains(fs.subwords, rest[0]): // "agent init"
+		if _, sub := e.probe(ctx, before[:len(path)+1]); sub != nil {
+			fs, rest = sub, rest[1:]
+		}
+	}
+	return flagCandidates(fs, rest, typed)
+}
+
+// flagCandidates are what may follow rest in a command of flag set fs:
+// its flags, a flag's values, or its subwords and the choices of its
+// first argument.
+func flagCandidates(fs *flagSet, rest []string, typed string) []string {
+	if slices.Contains(rest, "--") { // the command's arguments ("job submit -- python train.py")
+		return nil
+	}
+	if name, _, ok := strings.Cut(typed, "="); ok && strings.HasPrefix(name, "-") { // --tier=go
+		var out []string
+		for _, v := range flagValueWords[strings.TrimLeft(name, "-")] {
+			out = append(out, name+"="+v)
+		}
+		return out
+	}
+	if n := len(rest); n > 0 && rest[n-1] == "=" { // bash splits --tier=go at the "="
+		rest = rest[:n-1]
+	}
+	if n := len(rest); n > 0 {
+		if f := fs.Lookup(strings.TrimLeft(rest[n-1], "-")); f != nil && strings.HasPrefix(rest[n-1], "-") && !strings.Contains(rest[n-1], "=") && !isBoolFlag(f) {
+			return flagValueWords[f.Name]
+		}
+	}
+	if strings.HasPrefix(typed, "-") {
+		out := []string{"--help"}
+		fs.VisitAll(func(f *flag.Flag) { out = append(out, "--"+f.Name) })
+		slices.Sort(out)
+		return out
+	}
+	if len(rest) == 0 {
+		return append(slices.Clone(fs.subwords), fs.choices...)
+	}
+	return nil
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// probe runs the command that path names with --help, its output thrown
+// away, and returns what it learnt: a group's subcommands (fs nil), or a
+// command's flag set.
+func (e *env) probe(ctx context.Context, path []string) (subs []string, fs *flagSet) {
+	p := &env{Stdio: Stdio{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}, getenv: e.getenv, probing: &probed{}}
+	_ = p.dispatch(ctx, append(slices.Clone(path), "--help"))
+	if p.ran != nil {
+		return nil, p.ran
+	}
+	return p.probing.subs, nil
+}
+
+// probed is what a probe learns of a group: its subcommands.
+type probed struct{ subs []string }
+
+// commandNames are the top-level commands.
+func commandNames() []string {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	return names
+}
+
+// skipGlobalFlags drops the --addr and --key given before the command,
+// and their values.
+func skipGlobalFlags(words []string) []string {
+	for len(words) > 0 {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(words[0], "-"), "=")
+		if !strings.HasPrefix(words[0], "-") || (name != "addr" && name != "key") {
+			return words
+		}
+		words = words[1:]
+		if !hasValue && len(words) > 0 {
+			words = words[1:]
+		}
+	}
+	return words
+}
