@@ -8,8 +8,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/client"
 )
 
 // completeWord is the hidden command the shells' completion scripts call:
@@ -26,9 +28,13 @@ func (c *completionCommand) Run(ctx context.Context, args []string) error {
 	fs := c.env.flags("completion", help{
 		usage: "idlegrid completion bash|zsh|fish",
 		about: `Print the script that makes the shell complete idlegrid's commands,
-subcommands and flags, and the values of --tier, --kind, --role, --access,
---runtime, --log-format and --bad-rows; elsewhere the shell offers file
-names. The script asks idlegrid itself, so it stays true across upgrades.`,
+subcommands and flags, the values of --tier, --kind, --role, --access,
+--runtime, --log-format and --bad-rows, and the IDs of jobs, leases and
+nodes (and nodes' names) where a command takes one, as the server lists
+them to your key (IDLEGRID_ADDR and IDLEGRID_KEY, or --addr and --key on
+the line; the newest 100, asked for at most 2 s); elsewhere the shell
+offers file names. The script asks idlegrid itself, so it stays true
+across upgrades.`,
 		examples: `source <(idlegrid completion bash)        # in ~/.bashrc
 		idlegrid completion zsh > "${fpath[1]}/_idlegrid"   # then start a new shell
 		idlegrid completion fish > ~/.config/fish/completions/idlegrid.fish`,
@@ -127,7 +133,10 @@ func (e *env) complete(ctx context.Context, words []string) error {
 // candidates are the words that may follow before, typed being what is
 // typed of the next.
 func (e *env) candidates(ctx context.Context, before []string, typed string) []string {
-	before = skipGlobalFlags(before)
+	before, err := e.globalFlags(before) // kept, to ask the server for IDs
+	if err != nil {                      // "--addr" before its value is typed
+		return nil
+	}
 	if len(before) > 0 && isHelpWord(before[0]) { // "help job sub…" completes as "job sub…", without flags
 		if strings.HasPrefix(typed, "-") {
 			return nil
@@ -159,7 +168,11 @@ func (e *env) candidates(ctx context.Context, before []string, typed string) []s
 			fs, rest = sub, rest[1:]
 		}
 	}
-	return flagCandidates(fs, rest, typed)
+	words := flagCandidates(fs, rest, typed)
+	if kind := idArgument(fs, path); kind != "" && !strings.HasPrefix(typed, "-") && positionals(fs, rest) == 0 {
+		words = append(words, e.serverIDs(ctx, kind, rest)...)
+	}
+	return words
 }
 
 // flagCandidates are what may follow rest in a command of flag set fs:
@@ -225,18 +238,102 @@ func commandNames() []string {
 	return names
 }
 
-// skipGlobalFlags drops the --addr and --key given before the command,
-// and their values.
-func skipGlobalFlags(words []string) []string {
-	for len(words) > 0 {
-		name, _, hasValue := strings.Cut(strings.TrimLeft(words[0], "-"), "=")
-		if !strings.HasPrefix(words[0], "-") || (name != "addr" && name != "key") {
-			return words
-		}
-		words = words[1:]
-		if !hasValue && len(words) > 0 {
-			words = words[1:]
+// idCompletions is how many IDs the shell is offered: the newest.
+const idCompletions = 100
+
+// idCompletionWait bounds the server's answer: a shell waits for it.
+const idCompletionWait = 2 * time.Second
+
+// idListers list, by the group of a command that takes an ID ("job logs
+// ID", "node get ID|NAME"), what the caller may name there: its newest
+// jobs' or leases' IDs, the nodes' names and IDs.
+var idListers = map[string]func(ctx context.Context, cl *client.Client) ([]string, error){
+	"job": func(ctx context.Context, cl *client.Client) ([]string, error) {
+		jobs, err := cl.ListJobs(ctx, idlegrid.JobFilter{Limit: idCompletions})
+		return mapIDs(jobs, func(j *idlegrid.Job) []string { return []string{j.ID} }), err
+	},
+	"lease": func(ctx context.Context, cl *client.Client) ([]string, error) {
+		leases, err := cl.ListLeases(ctx, idlegrid.LeaseFilter{Limit: idCompletions})
+		return mapIDs(leases, func(l *idlegrid.Lease) []string { return []string{l.ID} }), err
+	},
+	"node": func(ctx context.Context, cl *client.Client) ([]string, error) {
+		nodes, err := cl.ListNodes(ctx, idlegrid.NodeFilter{Limit: idCompletions})
+		return mapIDs(nodes, func(n *idlegrid.Node) []string { return []string{n.Name, n.ID} }), err
+	},
+}
+
+func mapIDs[T any](list []T, words func(T) []string) []string {
+	var out []string
+	for _, x := range list {
+		for _, w := range words(x) {
+			if w != "" && !slices.Contains(out, w) {
+				out = append(out, w)
+			}
 		}
 	}
-	return words
+	return out
+}
+
+// idArgument is the group whose IDs the command that path names takes as
+// its first argument, as its usage says ("idlegrid job logs ID …"), when
+// the shell can be offered them; otherwise "".
+func idArgument(fs *flagSet, path []string) string {
+	rest, ok := strings.CutPrefix(fs.help.usage, "idlegrid "+strings.Join(path, " ")+" ")
+	if !ok || idListers[path[0]] == nil {
+		return ""
+	}
+	switch arg, _, _ := strings.Cut(rest, " "); strings.Trim(arg, "[]") {
+	case "ID", "ID|NAME":
+		return path[0]
+	}
+	return ""
+}
+
+// positionals counts the arguments in words that are no flag nor a
+// flag's value.
+func positionals(fs *flagSet, words []string) int {
+	n := 0
+	for i := 0; i < len(words); i++ {
+		w := words[i]
+		if w == "--" {
+			return n + len(words) - i - 1
+		}
+		if !strings.HasPrefix(w, "-") || w == "-" {
+			n++
+			continue
+		}
+		if f := fs.Lookup(strings.TrimLeft(w, "-")); f != nil && !isBoolFlag(f) && !strings.Contains(w, "=") {
+			i++ // its value
+		}
+	}
+	return n
+}
+
+// serverIDs asks the server, as the caller (the --addr and --key among
+// words, else the environment's), for what it may name of kind; nothing
+// when it has no key or the server does not answer in time.
+func (e *env) serverIDs(ctx context.Context, kind string, words []string) []string {
+	r := &remote{e: e}
+	for i, w := range words {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(w, "-"), "=")
+		if !strings.HasPrefix(w, "-") || (name != "addr" && name != "key") {
+			continue
+		}
+		if !hasValue && i+1 < len(words) {
+			value = words[i+1]
+		}
+		if name == "addr" {
+			r.addr = value
+		} else {
+			r.key = value
+		}
+	}
+	cl, err := r.client()
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, idCompletionWait)
+	defer cancel()
+	ids, _ := idListers[kind](ctx, cl)
+	return ids
 }

@@ -1,9 +1,15 @@
 package cli
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
 // complete returns what "idlegrid __complete words…" offers.
@@ -108,5 +114,71 @@ func TestCompletion_scripts(t *testing.T) {
 	}
 	if r := run(t, nil, "completion", "tcsh"); r.code != 2 || !strings.Contains(r.err, `unknown shell "tcsh"; idlegrid completes in bash, zsh and fish`) {
 		t.Errorf("completion tcsh: %s\nwant exit 2 naming the shells", r)
+	}
+}
+
+// idsServer is a server that lists two jobs, a lease and two nodes to
+// the key "k", and refuses any other.
+func idsServer(t *testing.T) *httptest.Server {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get("Authorization") != "Bearer k" {
+			w.WriteHeader(http.StatusUnauthorized)
+			json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "unauthorized", "message": "invalid API key"}})
+			return
+		}
+		switch r.URL.Path {
+		case "/v1/jobs":
+			json.NewEncoder(w).Encode(wire.Jobs{Jobs: []*idlegrid.Job{{ID: "job_2"}, {ID: "job_1"}}})
+		case "/v1/leases":
+			json.NewEncoder(w).Encode(wire.Leases{Leases: []*idlegrid.Lease{{ID: "lease_1"}}})
+		case "/v1/nodes":
+			json.NewEncoder(w).Encode(wire.Nodes{Nodes: []*idlegrid.Node{{ID: "node_1", Offer: idlegrid.Offer{Name: "rig-a"}}, {ID: "node_2", Offer: idlegrid.Offer{Name: "rig-b"}}}})
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// TestComplete_serverIDs: a command whose first argument is an ID is
+// offered the IDs the caller's key lists (a node's name too), by the
+// address and key in the environment or on the command line; none once
+// the argument is given, nor without a key, nor with one refused.
+func TestComplete_serverIDs(t *testing.T) {
+	ts := idsServer(t)
+	vars := map[string]string{"IDLEGRID_ADDR": ts.URL, "IDLEGRID_KEY": "k"}
+	completeAs := func(vars map[string]string, words ...string) []string {
+		t.Helper()
+		r := run(t, vars, append([]string{completeWord}, words...)...)
+		if r.code != 0 || r.err != "" {
+			t.Fatalf("__complete %q: %s\nwant exit 0 and no stderr", words, r)
+		}
+		return strings.Fields(r.out)
+	}
+	for _, c := range []struct {
+		vars  map[string]string
+		words []string
+		want  []string
+	}{
+		{vars, []string{"job", "logs", ""}, []string{"job_2", "job_1"}},
+		{vars, []string{"job", "logs", "--tail", "5", "-f", "job_1"}, []string{"job_1"}},
+		{vars, []string{"job", "cancel", ""}, []string{"job_2", "job_1"}},
+		{vars, []string{"lease", "receipts", ""}, []string{"lease_1"}},
+		{vars, []string{"node", "get", "rig"}, []string{"rig-a", "rig-b"}},
+		{vars, []string{"node", "drain", "--wait", ""}, []string{"rig-a", "node_1", "rig-b", "node_2"}},
+		{vars, []string{"job", "logs", "job_1", ""}, nil}, // it has its ID
+		{vars, []string{"job", "ls", ""}, nil},            // it takes none
+		{vars, []string{"completion", ""}, []string{"bash", "fish", "zsh"}},
+		{nil, []string{"job", "logs", ""}, nil},
+		{nil, []string{"--addr", ts.URL, "--key", "k", "job", "logs", ""}, []string{"job_2", "job_1"}},
+		{nil, []string{"job", "logs", "--addr", ts.URL, "--key=k", ""}, []string{"job_2", "job_1"}},
+		{map[string]string{"IDLEGRID_ADDR": ts.URL, "IDLEGRID_KEY": "wrong"}, []string{"job", "logs", ""}, nil},
+		{vars, []string{"--addr", ""}, nil},
+	} {
+		if got := completeAs(c.vars, c.words...); !slices.Equal(got, c.want) {
+			t.Errorf("__complete %q (%v) = %q, want %q", c.words, c.vars, got, c.want)
+		}
 	}
 }
