@@ -30,11 +30,11 @@ func (c *completionCommand) Run(ctx context.Context, args []string) error {
 		about: `Print the script that makes the shell complete idlegrid's commands,
 subcommands and flags, the values of --tier, --kind, --role, --access,
 --runtime, --log-format and --bad-rows, and the IDs of jobs, leases and
-nodes (and nodes' names) where a command takes one, as the server lists
-them to your key (IDLEGRID_ADDR and IDLEGRID_KEY, or --addr and --key on
-the line; the newest 100, asked for at most 2 s); elsewhere the shell
-offers file names. The script asks idlegrid itself, so it stays true
-across upgrades.`,
+nodes (and nodes' names) where a command takes one and for --node and
+--from, as the server lists them to your key (IDLEGRID_ADDR and
+IDLEGRID_KEY, or --addr and --key on the line; the newest 100, asked for
+at most 2 s); elsewhere the shell offers file names. The script asks
+idlegrid itself, so it stays true across upgrades.`,
 		examples: `source <(idlegrid completion bash)        # in ~/.bashrc
 		idlegrid completion zsh > "${fpath[1]}/_idlegrid"   # then start a new shell
 		idlegrid completion fish > ~/.config/fish/completions/idlegrid.fish`,
@@ -105,6 +105,13 @@ var flagValueWords = map[string][]string{
 	"bad-rows":   {"fail", "skip"},
 }
 
+// flagIDs are the flags whose values are IDs the server lists: the kind
+// of them (idListers).
+var flagIDs = map[string]string{
+	"node": "node_id", // job logs --node, lease ls --node, dispute open --node
+	"from": "job",     // job submit --from
+}
+
 func wordsOf[S ~string](list []S) []string {
 	out := make([]string, len(list))
 	for i, s := range list {
@@ -149,53 +156,47 @@ func (e *env) candidates(ctx context.Context, before []string, typed string) []s
 		}
 		return append(commandNames(), "help")
 	}
-	if !slices.Contains(commandNames(), before[0]) {
-		return nil
-	}
-	path, rest := before[:1], before[1:]
-	subs, fs := e.probe(ctx, path)
-	for fs == nil && len(rest) > 0 && slices.Contains(subs, rest[0]) { // a group's subcommand
-		path, rest = before[:len(path)+1], rest[1:]
-		subs, fs = e.probe(ctx, path)
-	}
+	subs, fs, path, rest := e.locate(ctx, before)
 	switch {
 	case fs == nil && len(rest) == 0:
 		return subs
 	case fs == nil:
 		return nil
-	case len(rest) > 0 && slices.Contains(fs.subwords, rest[0]): // "agent init"
-		if _, sub := e.probe(ctx, before[:len(path)+1]); sub != nil {
-			fs, rest = sub, rest[1:]
-		}
 	}
-	words := flagCandidates(fs, rest, typed)
-	if kind := idArgument(fs, path); kind != "" && !strings.HasPrefix(typed, "-") && positionals(fs, rest) == 0 {
-		words = append(words, e.serverIDs(ctx, kind, rest)...)
-	}
-	return words
+	return e.commandWords(ctx, fs, path, rest, typed)
 }
 
-// flagCandidates are what may follow rest in a command of flag set fs:
-// its flags, a flag's values, or its subwords and the choices of its
-// first argument.
-func flagCandidates(fs *flagSet, rest []string, typed string) []string {
+// locate finds the command that before begins with, by asking each word's
+// command for its help: a group (its subcommands, fs nil), or a command
+// (its flag set fs), with the words that name it (path) and the rest; fs
+// and subs are nil when before names no command.
+func (e *env) locate(ctx context.Context, before []string) (subs []string, fs *flagSet, path, rest []string) {
+	if !slices.Contains(commandNames(), before[0]) {
+		return nil, nil, nil, before
+	}
+	path, rest = before[:1], before[1:]
+	subs, fs = e.probe(ctx, path)
+	for fs == nil && len(rest) > 0 && slices.Contains(subs, rest[0]) { // a group's subcommand
+		path, rest = before[:len(path)+1], rest[1:]
+		subs, fs = e.probe(ctx, path)
+	}
+	if fs != nil && len(rest) > 0 && slices.Contains(fs.subwords, rest[0]) { // "agent init"
+		if _, sub := e.probe(ctx, before[:len(path)+1]); sub != nil {
+			fs, path, rest = sub, before[:len(path)+1], rest[1:]
+		}
+	}
+	return subs, fs, path, rest
+}
+
+// commandWords are what may follow rest in the command that path names,
+// of flag set fs: a flag's values, its flags, its subwords, the choices
+// of its first argument, or the IDs the server lists for it.
+func (e *env) commandWords(ctx context.Context, fs *flagSet, path, rest []string, typed string) []string {
 	if slices.Contains(rest, "--") { // the command's arguments ("job submit -- python train.py")
 		return nil
 	}
-	if name, _, ok := strings.Cut(typed, "="); ok && strings.HasPrefix(name, "-") { // --tier=go
-		var out []string
-		for _, v := range flagValueWords[strings.TrimLeft(name, "-")] {
-			out = append(out, name+"="+v)
-		}
-		return out
-	}
-	if n := len(rest); n > 0 && rest[n-1] == "=" { // bash splits --tier=go at the "="
-		rest = rest[:n-1]
-	}
-	if n := len(rest); n > 0 {
-		if f := fs.Lookup(strings.TrimLeft(rest[n-1], "-")); f != nil && strings.HasPrefix(rest[n-1], "-") && !strings.Contains(rest[n-1], "=") && !isBoolFlag(f) {
-			return flagValueWords[f.Name]
-		}
+	if f, prefix := valueTyped(fs, rest, typed); f != nil {
+		return e.flagValues(ctx, f, prefix, rest)
 	}
 	if strings.HasPrefix(typed, "-") {
 		out := []string{"--help"}
@@ -203,10 +204,51 @@ func flagCandidates(fs *flagSet, rest []string, typed string) []string {
 		slices.Sort(out)
 		return out
 	}
+	var words []string
 	if len(rest) == 0 {
-		return append(slices.Clone(fs.subwords), fs.choices...)
+		words = append(slices.Clone(fs.subwords), fs.choices...)
 	}
-	return nil
+	if kind := idArgument(fs, path); kind != "" && positionals(fs, rest) == 0 {
+		words = append(words, e.serverIDs(ctx, kind, rest)...)
+	}
+	return words
+}
+
+// valueTyped is the flag of fs whose value is being typed, after rest
+// ("--tier g", or bash's "--tier = g") or in typed itself ("--tier=g",
+// then prefix is "--tier="); nil when typed is no flag's value.
+func valueTyped(fs *flagSet, rest []string, typed string) (f *flag.Flag, prefix string) {
+	if name, _, ok := strings.Cut(typed, "="); ok && strings.HasPrefix(name, "-") {
+		if f := fs.Lookup(strings.TrimLeft(name, "-")); f != nil && !isBoolFlag(f) {
+			return f, name + "="
+		}
+		return nil, ""
+	}
+	if n := len(rest); n > 0 && rest[n-1] == "=" { // bash splits --tier=go at the "="
+		rest = rest[:n-1]
+	}
+	n := len(rest)
+	if n == 0 || !strings.HasPrefix(rest[n-1], "-") || strings.Contains(rest[n-1], "=") {
+		return nil, ""
+	}
+	if f := fs.Lookup(strings.TrimLeft(rest[n-1], "-")); f != nil && !isBoolFlag(f) {
+		return f, ""
+	}
+	return nil, ""
+}
+
+// flagValues are the values offered for flag f, each after prefix: the
+// words known for its name, or the IDs the server lists for it.
+func (e *env) flagValues(ctx context.Context, f *flag.Flag, prefix string, rest []string) []string {
+	values := flagValueWords[f.Name]
+	if kind := flagIDs[f.Name]; kind != "" {
+		values = e.serverIDs(ctx, kind, rest)
+	}
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = prefix + v
+	}
+	return out
 }
 
 func isBoolFlag(f *flag.Flag) bool {
@@ -259,6 +301,10 @@ var idListers = map[string]func(ctx context.Context, cl *client.Client) ([]strin
 	"node": func(ctx context.Context, cl *client.Client) ([]string, error) {
 		nodes, err := cl.ListNodes(ctx, idlegrid.NodeFilter{Limit: idCompletions})
 		return mapIDs(nodes, func(n *idlegrid.Node) []string { return []string{n.Name, n.ID} }), err
+	},
+	"node_id": func(ctx context.Context, cl *client.Client) ([]string, error) {
+		nodes, err := cl.ListNodes(ctx, idlegrid.NodeFilter{Limit: idCompletions})
+		return mapIDs(nodes, func(n *idlegrid.Node) []string { return []string{n.ID} }), err
 	},
 }
 

@@ -143,9 +143,10 @@ func idsServer(t *testing.T) *httptest.Server {
 }
 
 // TestComplete_serverIDs: a command whose first argument is an ID is
-// offered the IDs the caller's key lists (a node's name too), by the
-// address and key in the environment or on the command line; none once
-// the argument is given, nor without a key, nor with one refused.
+// offered the IDs the caller's key lists (a node's name too), and so are
+// --node and --from, by the address and key in the environment or on the
+// command line; none once the argument is given, nor without a key, nor
+// with one refused.
 func TestComplete_serverIDs(t *testing.T) {
 	ts := idsServer(t)
 	vars := map[string]string{"IDLEGRID_ADDR": ts.URL, "IDLEGRID_KEY": "k"}
@@ -168,6 +169,9 @@ func TestComplete_serverIDs(t *testing.T) {
 		{vars, []string{"lease", "receipts", ""}, []string{"lease_1"}},
 		{vars, []string{"node", "get", "rig"}, []string{"rig-a", "rig-b"}},
 		{vars, []string{"node", "drain", "--wait", ""}, []string{"rig-a", "node_1", "rig-b", "node_2"}},
+		{vars, []string{"job", "logs", "job_1", "--node", ""}, []string{"node_1", "node_2"}},
+		{vars, []string{"lease", "ls", "--node=node_2"}, []string{"--node=node_2"}},
+		{vars, []string{"job", "submit", "--from", ""}, []string{"job_2", "job_1"}},
 		{vars, []string{"job", "logs", "job_1", ""}, nil}, // it has its ID
 		{vars, []string{"job", "ls", ""}, nil},            // it takes none
 		{vars, []string{"completion", ""}, []string{"bash", "fish", "zsh"}},
