@@ -286,9 +286,10 @@ const idCompletions = 100
 // idCompletionWait bounds the server's answer: a shell waits for it.
 const idCompletionWait = 2 * time.Second
 
-// idListers list, by the group of a command that takes an ID ("job logs
-// ID", "node get ID|NAME"), what the caller may name there: its newest
-// jobs' or leases' IDs, the nodes' names and IDs.
+// idListers list what the caller may name, by kind: the group of a
+// command that takes an ID ("job logs ID", "node get ID|NAME": its newest
+// jobs' or leases' IDs, the nodes' names and IDs), or node_id, the nodes'
+// IDs alone (flagIDs).
 var idListers = map[string]func(ctx context.Context, cl *client.Client) ([]string, error){
 	"job": func(ctx context.Context, cl *client.Client) ([]string, error) {
 		jobs, err := cl.ListJobs(ctx, idlegrid.JobFilter{Limit: idCompletions})
