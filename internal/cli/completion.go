@@ -29,7 +29,8 @@ func (c *completionCommand) Run(ctx context.Context, args []string) error {
 		usage: "idlegrid completion bash|zsh|fish",
 		about: `Print the script that makes the shell complete idlegrid's commands,
 subcommands and flags, the values of --tier, --kind, --role, --access,
---runtime, --log-format and --bad-rows, and the IDs of jobs, leases and
+--runtime, --log-format and --bad-rows, and of the listings' --state (a
+list, comma-separated) and --sort, and the IDs of jobs, leases and
 nodes (and nodes' names) where a command takes one and for --node and
 --from, as the server lists them to your key (IDLEGRID_ADDR and
 IDLEGRID_KEY, or --addr and --key on the line; the newest 100, asked for
@@ -103,6 +104,15 @@ var flagValueWords = map[string][]string{
 	"runtime":    {"docker", "fake"},
 	"log-format": {"text", "json"},
 	"bad-rows":   {"fail", "skip"},
+}
+
+// commandFlagValues are the values offered for flags whose words depend
+// on the command, by its path; a --state takes several, comma-separated.
+var commandFlagValues = map[string]map[string][]string{
+	"job ls":          {"state": wordsOf(idlegrid.JobStates)},
+	"lease ls":        {"state": wordsOf(idlegrid.LeaseStates)},
+	"node ls":         {"state": wordsOf(idlegrid.NodeStates), "sort": wordsOf(idlegrid.NodeSorts)},
+	"node challenges": {"state": wordsOf(idlegrid.ChallengeStates)},
 }
 
 // flagIDs are the flags whose values are IDs the server lists: the kind
@@ -196,7 +206,7 @@ func (e *env) commandWords(ctx context.Context, fs *flagSet, path, rest []string
 		return nil
 	}
 	if f, prefix := valueTyped(fs, rest, typed); f != nil {
-		return e.flagValues(ctx, f, prefix, rest)
+		return e.flagValues(ctx, path, f, prefix, rest)
 	}
 	if strings.HasPrefix(typed, "-") {
 		out := []string{"--help"}
@@ -216,8 +226,21 @@ func (e *env) commandWords(ctx context.Context, fs *flagSet, path, rest []string
 
 // valueTyped is the flag of fs whose value is being typed, after rest
 // ("--tier g", or bash's "--tier = g") or in typed itself ("--tier=g",
-// then prefix is "--tier="); nil when typed is no flag's value.
+// then prefix is "--tier="), and what the value offered goes after: the
+// prefix, and the values before the last comma of a list ("--state
+// queued,ru"); nil when typed is no flag's value.
 func valueTyped(fs *flagSet, rest []string, typed string) (f *flag.Flag, prefix string) {
+	f, prefix = flagTyped(fs, rest, typed)
+	if f != nil {
+		if i := strings.LastIndexByte(typed, ','); i >= len(prefix) {
+			prefix = typed[:i+1]
+		}
+	}
+	return f, prefix
+}
+
+// flagTyped is valueTyped without the lists.
+func flagTyped(fs *flagSet, rest []string, typed string) (f *flag.Flag, prefix string) {
 	if name, _, ok := strings.Cut(typed, "="); ok && strings.HasPrefix(name, "-") {
 		if f := fs.Lookup(strings.TrimLeft(name, "-")); f != nil && !isBoolFlag(f) {
 			return f, name + "="
@@ -237,11 +260,14 @@ func valueTyped(fs *flagSet, rest []string, typed string) (f *flag.Flag, prefix 
 	return nil, ""
 }
 
-// flagValues are the values offered for flag f, each after prefix: the
-// words known for its name, or the IDs the server lists for it.
-func (e *env) flagValues(ctx context.Context, f *flag.Flag, prefix string, rest []string) []string {
+// flagValues are the values offered for flag f of the command that path
+// names, each after prefix: the words known for it, or the IDs the server
+// lists for it.
+func (e *env) flagValues(ctx context.Context, path []string, f *flag.Flag, prefix string, rest []string) []string {
 	values := flagValueWords[f.Name]
-	if kind := flagIDs[f.Name]; kind != "" {
+	if words, ok := commandFlagValues[strings.Join(path, " ")][f.Name]; ok {
+		values = words
+	} else if kind := flagIDs[f.Name]; kind != "" {
 		values = e.serverIDs(ctx, kind, rest)
 	}
 	out := make([]string, len(values))

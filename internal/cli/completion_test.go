@@ -51,6 +51,13 @@ func TestComplete(t *testing.T) {
 		{[]string{"job", "submit", "--image", ""}, nil},
 		{[]string{"job", "submit", "--", "python", "--t"}, nil}, // the workload's own arguments
 		{[]string{"account", "create", "--role", ""}, []string{"renter", "provider", "admin"}},
+		{[]string{"job", "ls", "--state", ""}, []string{"queued", "running", "succeeded", "failed", "cancelled"}},
+		{[]string{"job", "ls", "--state", "queued,r"}, []string{"queued,running"}}, // a list
+		{[]string{"job", "ls", "--state=queued,s"}, []string{"--state=queued,succeeded"}},
+		{[]string{"lease", "ls", "--state", "p"}, []string{"preempted"}},
+		{[]string{"node", "ls", "--sort", ""}, []string{"oldest", "price", "reliability"}},
+		{[]string{"node", "challenges", "node_1", "--state", "e"}, []string{"expired"}},
+		{[]string{"audit", "verify", "--state", ""}, nil}, // a file there
 		{[]string{"agent", ""}, []string{"init", "gpu-probe", "net-probe", "hand-over"}},
 		{[]string{"agent", "init", "--reg"}, []string{"--region"}},
 		{[]string{"agent", "--run"}, []string{"--runtime"}},
@@ -183,6 +190,29 @@ func TestComplete_serverIDs(t *testing.T) {
 	} {
 		if got := completeAs(c.vars, c.words...); !slices.Equal(got, c.want) {
 			t.Errorf("__complete %q (%v) = %q, want %q", c.words, c.vars, got, c.want)
+		}
+	}
+}
+
+// TestComplete_valuesNameRealFlags: each command and flag that
+// commandFlagValues and flagIDs give values for exists.
+func TestComplete_valuesNameRealFlags(t *testing.T) {
+	e := &env{getenv: func(string) string { return "" }}
+	for path, flags := range commandFlagValues {
+		_, fs := e.probe(t.Context(), strings.Fields(path))
+		if fs == nil {
+			t.Errorf("commandFlagValues names %q, no command", path)
+			continue
+		}
+		for name := range flags {
+			if fs.Lookup(name) == nil {
+				t.Errorf("commandFlagValues names --%s of %q, which has no such flag", name, path)
+			}
+		}
+	}
+	for cmd, name := range map[string]string{"job logs": "node", "lease ls": "node", "dispute open": "node", "job submit": "from"} {
+		if _, fs := e.probe(t.Context(), strings.Fields(cmd)); fs == nil || fs.Lookup(name) == nil || flagIDs[name] == "" {
+			t.Errorf("%q has no --%s for flagIDs to complete", cmd, name)
 		}
 	}
 }
