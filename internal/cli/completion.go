@@ -12,6 +12,7 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
 // completeWord is the hidden command the shells' completion scripts call:
@@ -30,11 +31,12 @@ func (c *completionCommand) Run(ctx context.Context, args []string) error {
 		about: `Print the script that makes the shell complete idlegrid's commands,
 subcommands and flags, the values of --tier, --kind, --role, --access,
 --runtime, --log-format and --bad-rows, and of the listings' --state (a
-list, comma-separated) and --sort, and the IDs of jobs, leases and
-nodes (and nodes' names) where a command takes one and for --node and
---from, as the server lists them to your key (IDLEGRID_ADDR and
-IDLEGRID_KEY, or --addr and --key on the line; the newest 100, asked for
-at most 2 s); elsewhere the shell offers file names. The script asks
+list, comma-separated) and --sort; and, as the server lists them to your
+key (IDLEGRID_ADDR and IDLEGRID_KEY, or --addr and --key on the line,
+asked for at most 2 s), the IDs of jobs, leases and nodes (the newest
+100 of each, and nodes' names) where a command takes one and for --node and
+--from, and the market's GPU models and regions for --gpu-model and
+--region. Elsewhere the shell offers file names. The script asks
 idlegrid itself, so it stays true across upgrades.`,
 		examples: `source <(idlegrid completion bash)        # in ~/.bashrc
 		idlegrid completion zsh > "${fpath[1]}/_idlegrid"   # then start a new shell
@@ -115,11 +117,13 @@ var commandFlagValues = map[string]map[string][]string{
 	"node challenges": {"state": wordsOf(idlegrid.ChallengeStates)},
 }
 
-// flagIDs are the flags whose values are IDs the server lists: the kind
-// of them (idListers).
-var flagIDs = map[string]string{
-	"node": "node_id", // job logs --node, lease ls --node, dispute open --node
-	"from": "job",     // job submit --from
+// flagServerWords are the flags whose values the server lists: the kind
+// of them (serverListers).
+var flagServerWords = map[string]string{
+	"node":      "node_id",   // job logs --node, lease ls --node, dispute open --node
+	"from":      "job",       // job submit --from
+	"gpu-model": "gpu_model", // job submit, node ls, estimate
+	"region":    "region",    // job submit, node ls, agent init, key routing
 }
 
 func wordsOf[S ~string](list []S) []string {
@@ -219,7 +223,7 @@ func (e *env) commandWords(ctx context.Context, fs *flagSet, path, rest []string
 		words = append(slices.Clone(fs.subwords), fs.choices...)
 	}
 	if kind := idArgument(fs, path); kind != "" && positionals(fs, rest) == 0 {
-		words = append(words, e.serverIDs(ctx, kind, rest)...)
+		words = append(words, e.serverWords(ctx, kind, rest)...)
 	}
 	return words
 }
@@ -267,8 +271,8 @@ func (e *env) flagValues(ctx context.Context, path []string, f *flag.Flag, prefi
 	values := flagValueWords[f.Name]
 	if words, ok := commandFlagValues[strings.Join(path, " ")][f.Name]; ok {
 		values = words
-	} else if kind := flagIDs[f.Name]; kind != "" {
-		values = e.serverIDs(ctx, kind, rest)
+	} else if kind := flagServerWords[f.Name]; kind != "" {
+		values = e.serverWords(ctx, kind, rest)
 	}
 	out := make([]string, len(values))
 	for i, v := range values {
@@ -306,36 +310,47 @@ func commandNames() []string {
 	return names
 }
 
-// idCompletions is how many IDs the shell is offered: the newest.
-const idCompletions = 100
+// serverCompletions is how many IDs of a kind the shell is offered: the
+// newest.
+const serverCompletions = 100
 
-// idCompletionWait bounds the server's answer: a shell waits for it.
-const idCompletionWait = 2 * time.Second
+// serverCompletionWait bounds the server's answer: a shell waits for it.
+const serverCompletionWait = 2 * time.Second
 
-// idListers list what the caller may name, by kind: the group of a
+// serverListers list what the caller may name, by kind: the group of a
 // command that takes an ID ("job logs ID", "node get ID|NAME": its newest
-// jobs' or leases' IDs, the nodes' names and IDs), or node_id, the nodes'
-// IDs alone (flagIDs).
-var idListers = map[string]func(ctx context.Context, cl *client.Client) ([]string, error){
+// jobs' or leases' IDs, the nodes' names and IDs), or a flag's
+// (flagServerWords): node_id, the nodes' IDs alone; gpu_model and
+// region, the GPU models and regions the market has seen.
+var serverListers = map[string]func(ctx context.Context, cl *client.Client) ([]string, error){
 	"job": func(ctx context.Context, cl *client.Client) ([]string, error) {
-		jobs, err := cl.ListJobs(ctx, idlegrid.JobFilter{Limit: idCompletions})
-		return mapIDs(jobs, func(j *idlegrid.Job) []string { return []string{j.ID} }), err
+		jobs, err := cl.ListJobs(ctx, idlegrid.JobFilter{Limit: serverCompletions})
+		return distinctWords(jobs, func(j *idlegrid.Job) []string { return []string{j.ID} }), err
 	},
 	"lease": func(ctx context.Context, cl *client.Client) ([]string, error) {
-		leases, err := cl.ListLeases(ctx, idlegrid.LeaseFilter{Limit: idCompletions})
-		return mapIDs(leases, func(l *idlegrid.Lease) []string { return []string{l.ID} }), err
+		leases, err := cl.ListLeases(ctx, idlegrid.LeaseFilter{Limit: serverCompletions})
+		return distinctWords(leases, func(l *idlegrid.Lease) []string { return []string{l.ID} }), err
 	},
 	"node": func(ctx context.Context, cl *client.Client) ([]string, error) {
-		nodes, err := cl.ListNodes(ctx, idlegrid.NodeFilter{Limit: idCompletions})
-		return mapIDs(nodes, func(n *idlegrid.Node) []string { return []string{n.Name, n.ID} }), err
+		nodes, err := cl.ListNodes(ctx, idlegrid.NodeFilter{Limit: serverCompletions})
+		return distinctWords(nodes, func(n *idlegrid.Node) []string { return []string{n.Name, n.ID} }), err
 	},
 	"node_id": func(ctx context.Context, cl *client.Client) ([]string, error) {
-		nodes, err := cl.ListNodes(ctx, idlegrid.NodeFilter{Limit: idCompletions})
-		return mapIDs(nodes, func(n *idlegrid.Node) []string { return []string{n.ID} }), err
+		nodes, err := cl.ListNodes(ctx, idlegrid.NodeFilter{Limit: serverCompletions})
+		return distinctWords(nodes, func(n *idlegrid.Node) []string { return []string{n.ID} }), err
+	},
+	"gpu_model": func(ctx context.Context, cl *client.Client) ([]string, error) {
+		stats, err := cl.Market(ctx)
+		return distinctWords(stats, func(m wire.MarketStat) []string { return []string{m.GPUModel} }), err
+	},
+	"region": func(ctx context.Context, cl *client.Client) ([]string, error) {
+		stats, err := cl.Market(ctx)
+		return distinctWords(stats, func(m wire.MarketStat) []string { return []string{m.Region} }), err
 	},
 }
 
-func mapIDs[T any](list []T, words func(T) []string) []string {
+// distinctWords are the words of each of list, each once, in order.
+func distinctWords[T any](list []T, words func(T) []string) []string {
 	var out []string
 	for _, x := range list {
 		for _, w := range words(x) {
@@ -352,7 +367,7 @@ func mapIDs[T any](list []T, words func(T) []string) []string {
 // the shell can be offered them; otherwise "".
 func idArgument(fs *flagSet, path []string) string {
 	rest, ok := strings.CutPrefix(fs.help.usage, "idlegrid "+strings.Join(path, " ")+" ")
-	if !ok || idListers[path[0]] == nil {
+	if !ok || serverListers[path[0]] == nil {
 		return ""
 	}
 	switch arg, _, _ := strings.Cut(rest, " "); strings.Trim(arg, "[]") {
@@ -382,10 +397,10 @@ func positionals(fs *flagSet, words []string) int {
 	return n
 }
 
-// serverIDs asks the server, as the caller (the --addr and --key among
+// serverWords asks the server, as the caller (the --addr and --key among
 // words, else the environment's), for what it may name of kind; nothing
 // when it has no key or the server does not answer in time.
-func (e *env) serverIDs(ctx context.Context, kind string, words []string) []string {
+func (e *env) serverWords(ctx context.Context, kind string, words []string) []string {
 	r := &remote{e: e}
 	for i, w := range words {
 		name, value, hasValue := strings.Cut(strings.TrimLeft(w, "-"), "=")
@@ -405,8 +420,8 @@ func (e *env) serverIDs(ctx context.Context, kind string, words []string) []stri
 	if err != nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, idCompletionWait)
+	ctx, cancel := context.WithTimeout(ctx, serverCompletionWait)
 	defer cancel()
-	ids, _ := idListers[kind](ctx, cl)
+	ids, _ := serverListers[kind](ctx, cl)
 	return ids
 }

@@ -124,9 +124,10 @@ func TestCompletion_scripts(t *testing.T) {
 	}
 }
 
-// idsServer is a server that lists two jobs, a lease and two nodes to
-// the key "k", and refuses any other.
-func idsServer(t *testing.T) *httptest.Server {
+// listingServer is a server that lists two jobs, a lease, two nodes and the
+// market of two GPU models in two regions to the key "k", and refuses
+// any other.
+func listingServer(t *testing.T) *httptest.Server {
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if r.Header.Get("Authorization") != "Bearer k" {
@@ -139,6 +140,8 @@ func idsServer(t *testing.T) *httptest.Server {
 			json.NewEncoder(w).Encode(wire.Jobs{Jobs: []*idlegrid.Job{{ID: "job_2"}, {ID: "job_1"}}})
 		case "/v1/leases":
 			json.NewEncoder(w).Encode(wire.Leases{Leases: []*idlegrid.Lease{{ID: "lease_1"}}})
+		case "/v1/market":
+			json.NewEncoder(w).Encode([]wire.MarketStat{{GPUModel: "H100-80GB", Region: "eu-west"}, {GPUModel: "A100-80GB", Region: "eu-west"}, {GPUModel: "H100-80GB", Region: "us-east"}})
 		case "/v1/nodes":
 			json.NewEncoder(w).Encode(wire.Nodes{Nodes: []*idlegrid.Node{{ID: "node_1", Offer: idlegrid.Offer{Name: "rig-a"}}, {ID: "node_2", Offer: idlegrid.Offer{Name: "rig-b"}}}})
 		default:
@@ -149,13 +152,14 @@ func idsServer(t *testing.T) *httptest.Server {
 	return ts
 }
 
-// TestComplete_serverIDs: a command whose first argument is an ID is
+// TestComplete_serverWords: a command whose first argument is an ID is
 // offered the IDs the caller's key lists (a node's name too), and so are
-// --node and --from, by the address and key in the environment or on the
-// command line; none once the argument is given, nor without a key, nor
-// with one refused.
-func TestComplete_serverIDs(t *testing.T) {
-	ts := idsServer(t)
+// --node and --from, and --gpu-model and --region the market's models and
+// regions, by the address and key in the environment or on the command
+// line; none once the argument is given, nor without a key, nor with one
+// refused.
+func TestComplete_serverWords(t *testing.T) {
+	ts := listingServer(t)
 	vars := map[string]string{"IDLEGRID_ADDR": ts.URL, "IDLEGRID_KEY": "k"}
 	completeAs := func(vars map[string]string, words ...string) []string {
 		t.Helper()
@@ -179,6 +183,9 @@ func TestComplete_serverIDs(t *testing.T) {
 		{vars, []string{"job", "logs", "job_1", "--node", ""}, []string{"node_1", "node_2"}},
 		{vars, []string{"lease", "ls", "--node=node_2"}, []string{"--node=node_2"}},
 		{vars, []string{"job", "submit", "--from", ""}, []string{"job_2", "job_1"}},
+		{vars, []string{"job", "submit", "--gpu-model", ""}, []string{"H100-80GB", "A100-80GB"}},
+		{vars, []string{"node", "ls", "--gpu-model", "H100-80GB,A"}, []string{"H100-80GB,A100-80GB"}},
+		{vars, []string{"agent", "init", "--region", ""}, []string{"eu-west", "us-east"}},
 		{vars, []string{"job", "logs", "job_1", ""}, nil}, // it has its ID
 		{vars, []string{"job", "ls", ""}, nil},            // it takes none
 		{vars, []string{"completion", ""}, []string{"bash", "fish", "zsh"}},
@@ -195,7 +202,7 @@ func TestComplete_serverIDs(t *testing.T) {
 }
 
 // TestComplete_valuesNameRealFlags: each command and flag that
-// commandFlagValues and flagIDs give values for exists.
+// commandFlagValues and flagServerWords give values for exists.
 func TestComplete_valuesNameRealFlags(t *testing.T) {
 	e := &env{getenv: func(string) string { return "" }}
 	for path, flags := range commandFlagValues {
@@ -210,9 +217,9 @@ func TestComplete_valuesNameRealFlags(t *testing.T) {
 			}
 		}
 	}
-	for cmd, name := range map[string]string{"job logs": "node", "lease ls": "node", "dispute open": "node", "job submit": "from"} {
-		if _, fs := e.probe(t.Context(), strings.Fields(cmd)); fs == nil || fs.Lookup(name) == nil || flagIDs[name] == "" {
-			t.Errorf("%q has no --%s for flagIDs to complete", cmd, name)
+	for cmd, name := range map[string]string{"job logs": "node", "lease ls": "node", "dispute open": "node", "job submit": "from", "node ls": "gpu-model", "agent init": "region"} {
+		if _, fs := e.probe(t.Context(), strings.Fields(cmd)); fs == nil || fs.Lookup(name) == nil || flagServerWords[name] == "" {
+			t.Errorf("%q has no --%s for flagServerWords to complete", cmd, name)
 		}
 	}
 }
