@@ -403,8 +403,8 @@ func positionals(fs *flagSet, words []string) int {
 func (e *env) serverWords(ctx context.Context, kind string, words []string) []string {
 	r := &remote{e: e}
 	for i, w := range words {
-		name, value, hasValue := strings.Cut(strings.TrimLeft(w, "-"), "=")
-		if !strings.HasPrefix(w, "-") || (name != "addr" && name != "key") {
+		name, value, hasValue, ok := addrOrKey(w)
+		if !ok {
 			continue
 		}
 		if !hasValue && i+1 < len(words) {

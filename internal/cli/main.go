@@ -156,8 +156,8 @@ func isHelpWord(arg string) bool {
 // globalFlags consumes --addr and --key given before the command.
 func (e *env) globalFlags(args []string) ([]string, error) {
 	for len(args) > 0 {
-		name, value, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
-		if !strings.HasPrefix(args[0], "-") || (name != "addr" && name != "key") {
+		name, value, hasValue, ok := addrOrKey(args[0])
+		if !ok {
 			return args, nil
 		}
 		args = args[1:]
@@ -174,6 +174,13 @@ func (e *env) globalFlags(args []string) ([]string, error) {
 		}
 	}
 	return args, nil
+}
+
+// addrOrKey reads arg as --addr or --key (or -addr, -key), with its value
+// when it is written in (--addr=URL); ok is false for any other word.
+func addrOrKey(arg string) (name, value string, hasValue, ok bool) {
+	name, value, hasValue = strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	return name, value, hasValue, strings.HasPrefix(arg, "-") && (name == "addr" || name == "key")
 }
 
 func (e *env) rootUsage(w io.Writer) {
