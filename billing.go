@@ -2,6 +2,7 @@ package idlegrid
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -18,10 +19,11 @@ const (
 	PayoutRejected  PayoutState = "rejected"  // an operator refused; the money is payable again
 )
 
-// Valid reports whether s is a known payout state.
-func (s PayoutState) Valid() bool {
-	return s == PayoutRequested || s == PayoutSettled || s == PayoutRejected
-}
+// PayoutStates are the payout states, in the order a payout passes them.
+var PayoutStates = []PayoutState{PayoutRequested, PayoutSettled, PayoutRejected}
+
+// Valid reports whether s is one of PayoutStates.
+func (s PayoutState) Valid() bool { return slices.Contains(PayoutStates, s) }
 
 // Payout is a provider's request to be paid some of its payable earnings.
 type Payout struct {

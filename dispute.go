@@ -3,6 +3,7 @@ package idlegrid
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -24,10 +25,11 @@ const (
 	DisputeDismissed DisputeState = "dismissed" // not proven: nothing moved
 )
 
-// Valid reports whether s is a known dispute state.
-func (s DisputeState) Valid() bool {
-	return s == DisputeOpen || s == DisputeUpheld || s == DisputeDismissed
-}
+// DisputeStates are the dispute states, the open one first.
+var DisputeStates = []DisputeState{DisputeOpen, DisputeUpheld, DisputeDismissed}
+
+// Valid reports whether s is one of DisputeStates.
+func (s DisputeState) Valid() bool { return slices.Contains(DisputeStates, s) }
 
 // Dispute is one offence a provider is charged with.
 type Dispute struct {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +53,9 @@ const (
 	RoutingSortThroughput = "throughput"
 )
 
+// RoutingSorts are the routing sorts a key may name.
+var RoutingSorts = []string{RoutingSortPrice, RoutingSortLatency, RoutingSortThroughput}
+
 // Bounds on a Routing's lists.
 const (
 	MaxRoutingNames   = 64
@@ -61,9 +65,7 @@ const (
 // Validate checks r; field prefixes the names of the fields in its errors,
 // e.g. "routing".
 func (r *Routing) Validate(field string) error {
-	switch r.Sort {
-	case "", RoutingSortPrice, RoutingSortLatency, RoutingSortThroughput:
-	default:
+	if r.Sort != "" && !slices.Contains(RoutingSorts, r.Sort) {
 		return Invalid(field+".sort", "must be price, latency or throughput, got %q", r.Sort)
 	}
 	for _, l := range []struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
+	"github.com/idlegrid/idlegrid/internal/trustpolicy"
 )
 
 // completeWord is the hidden command the shells' completion scripts call:
@@ -29,15 +30,16 @@ func (c *completionCommand) Run(ctx context.Context, args []string) error {
 	fs := c.env.flags("completion", help{
 		usage: "idlegrid completion bash|zsh|fish",
 		about: `Print the script that makes the shell complete idlegrid's commands,
-subcommands and flags, the values of --tier, --kind, --role, --access,
---runtime, --log-format and --bad-rows, and of the listings' --state (a
-list, comma-separated) and --sort; and, as the server lists them to your
-key (IDLEGRID_ADDR and IDLEGRID_KEY, or --addr and --key on the line,
-asked for at most 2 s), the IDs of jobs, leases and nodes (the newest
-100 of each, and nodes' names) where a command takes one and for --node and
---from, and the market's GPU models and regions for --gpu-model and
---region. Elsewhere the shell offers file names. The script asks
-idlegrid itself, so it stays true across upgrades.`,
+subcommands and flags; the values of flags that take one of a few words
+(--tier, --kind, --role, --access, --runtime, --log-level, --log-format,
+--bad-rows, --align, --offence, --fallbacks, --sticky, and the listings'
+--state, a comma-separated list, and --sort); and, as the server lists
+them to your key (IDLEGRID_ADDR and IDLEGRID_KEY, or --addr and --key on
+the line, asked for at most 2 s), the IDs of jobs, leases and nodes (the
+newest 100 of each, and nodes' names) where a command takes one and for
+--node and --from, and the market's GPU models and regions for
+--gpu-model and --region. Elsewhere the shell offers file names. The
+script asks idlegrid itself, so it stays true across upgrades.`,
 		examples: `source <(idlegrid completion bash)        # in ~/.bashrc
 		idlegrid completion zsh > "${fpath[1]}/_idlegrid"   # then start a new shell
 		idlegrid completion fish > ~/.config/fish/completions/idlegrid.fish`,
@@ -106,6 +108,11 @@ var flagValueWords = map[string][]string{
 	"runtime":    {"docker", "fake"},
 	"log-format": {"text", "json"},
 	"bad-rows":   {"fail", "skip"},
+	"log-level":  {"debug", "info", "warn", "error"},
+	"align":      {"auto", "median", "none"},
+	"offence":    wordsOf(trustpolicy.Offences),
+	"fallbacks":  {"true", "false"},
+	"sticky":     {"true", "false"},
 }
 
 // commandFlagValues are the values offered for flags whose words depend
@@ -115,6 +122,9 @@ var commandFlagValues = map[string]map[string][]string{
 	"lease ls":        {"state": wordsOf(idlegrid.LeaseStates)},
 	"node ls":         {"state": wordsOf(idlegrid.NodeStates), "sort": wordsOf(idlegrid.NodeSorts)},
 	"node challenges": {"state": wordsOf(idlegrid.ChallengeStates)},
+	"dispute ls":      {"state": wordsOf(idlegrid.DisputeStates)},
+	"payout ls":       {"state": wordsOf(idlegrid.PayoutStates)},
+	"key routing":     {"sort": append(slices.Clone(idlegrid.RoutingSorts), "none")},
 }
 
 // flagServerWords are the flags whose values the server lists: the kind
@@ -266,7 +276,7 @@ func flagTyped(fs *flagSet, rest []string, typed string) (f *flag.Flag, prefix s
 
 // flagValues are the values offered for flag f of the command that path
 // names, each after prefix: the words known for it, or the IDs the server
-// lists for it.
+// lists for it, but those a list's prefix already gives.
 func (e *env) flagValues(ctx context.Context, path []string, f *flag.Flag, prefix string, rest []string) []string {
 	values := flagValueWords[f.Name]
 	if words, ok := commandFlagValues[strings.Join(path, " ")][f.Name]; ok {
@@ -274,9 +284,12 @@ func (e *env) flagValues(ctx context.Context, path []string, f *flag.Flag, prefi
 	} else if kind := flagServerWords[f.Name]; kind != "" {
 		values = e.serverWords(ctx, kind, rest)
 	}
-	out := make([]string, len(values))
-	for i, v := range values {
-		out[i] = prefix + v
+	given := strings.Split(prefix[strings.LastIndexByte(prefix, '=')+1:], ",")
+	var out []string
+	for _, v := range values {
+		if !slices.Contains(given, v) {
+			out = append(out, prefix+v)
+		}
 	}
 	return out
 }

@@ -54,9 +54,17 @@ func TestComplete(t *testing.T) {
 		{[]string{"job", "ls", "--state", ""}, []string{"queued", "running", "succeeded", "failed", "cancelled"}},
 		{[]string{"job", "ls", "--state", "queued,r"}, []string{"queued,running"}}, // a list
 		{[]string{"job", "ls", "--state=queued,s"}, []string{"--state=queued,succeeded"}},
+		{[]string{"job", "ls", "--state=queued,running,"}, []string{"--state=queued,running,succeeded", "--state=queued,running,failed", "--state=queued,running,cancelled"}},
 		{[]string{"lease", "ls", "--state", "p"}, []string{"preempted"}},
 		{[]string{"node", "ls", "--sort", ""}, []string{"oldest", "price", "reliability"}},
 		{[]string{"node", "challenges", "node_1", "--state", "e"}, []string{"expired"}},
+		{[]string{"dispute", "ls", "--state", "open,"}, []string{"open,upheld", "open,dismissed"}}, // not open again
+		{[]string{"payout", "ls", "--state", "s"}, []string{"settled"}},
+		{[]string{"key", "routing", "key_1", "--sort", ""}, []string{"price", "latency", "throughput", "none"}},
+		{[]string{"key", "routing", "key_1", "--sticky", "f"}, []string{"false"}},
+		{[]string{"dispute", "open", "--offence", "f"}, []string{"forged_receipt", "fake_hardware"}},
+		{[]string{"server", "--log-level", "w"}, []string{"warn"}},
+		{[]string{"sim", "--align", "m"}, []string{"median"}},
 		{[]string{"audit", "verify", "--state", ""}, nil}, // a file there
 		{[]string{"agent", ""}, []string{"init", "gpu-probe", "net-probe", "hand-over"}},
 		{[]string{"agent", "init", "--reg"}, []string{"--region"}},

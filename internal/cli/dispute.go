@@ -186,7 +186,7 @@ the page's last dispute).`,
 		examples: "idlegrid dispute ls\n idlegrid dispute ls --state open\n idlegrid dispute ls --limit 20 --before dispute_abc123",
 	})
 	r := c.env.remoteFlags(fs)
-	states := fs.String("state", "", "only disputes in these states, comma-separated")
+	states := fs.String("state", "", "only disputes in these states: open, upheld or dismissed (comma-separated)")
 	provider := fs.String("provider", "", "only disputes against this provider (admins)")
 	limit := fs.Int("limit", 100, "at most this many disputes")
 	before := fs.String("before", "", "the disputes listed after this one: the last of the page before")

@@ -92,7 +92,7 @@ it).`,
 		examples: "idlegrid payout ls\n idlegrid payout ls --state requested --oldest\n idlegrid payout ls --limit 20 --before payout_abc123",
 	})
 	r := c.env.remoteFlags(fs)
-	states := fs.String("state", "", "only payouts in these states, comma-separated")
+	states := fs.String("state", "", "only payouts in these states: requested, settled or rejected (comma-separated)")
 	provider := fs.String("provider", "", "only this provider's payouts (admins)")
 	limit := fs.Int("limit", 100, "at most this many payouts")
 	oldest := fs.Bool("oldest", false, "the oldest first, as they are settled")
