@@ -18,6 +18,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	dockerclient "github.com/docker/docker/client"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
@@ -109,24 +110,31 @@ func startAgentProcess(t *testing.T, bin string, args ...string) *agentProcess {
 // is ended either way an upgrade in place may end it: killed as a crash
 // would (SIGKILL), or handed over (SIGUSR2), when it exits with
 // ExitHandedOver and tells the server nothing, so the node stays online.
+// Each way runs beside the others, with a server, agents and a container
+// of its own: most of each is the workload's 15 s, twice over.
 func TestAgentCommand_DockerAdopts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a server, an agent twice and a container; skipped with -short")
 	}
+	cli := mustDocker(t)
+	img := mustSelfImage(t, cli, "idlegrid-test/agent-workload", "dev", "workload") // removed once every way is done
 	t.Run("killed", func(t *testing.T) {
-		dockerAdopts(t, "the node agent restarted and took the workload back", func(t *testing.T, first *agentProcess) {
+		t.Parallel()
+		dockerAdopts(t, cli, img, "the node agent restarted and took the workload back", func(t *testing.T, first *agentProcess) {
 			first.cmd.Process.Signal(syscall.SIGKILL) // a crash: nothing is stopped or reported
 			first.cmd.Wait()
 		})
 	})
 	t.Run("handed-over", func(t *testing.T) {
-		dockerAdopts(t, "the node agent handed the workload over", func(t *testing.T, first *agentProcess) {
+		t.Parallel()
+		dockerAdopts(t, cli, img, "the node agent handed the workload over", func(t *testing.T, first *agentProcess) {
 			first.cmd.Process.Signal(syscall.SIGUSR2)
 			first.wantHandedOver(t)
 		})
 	})
 	t.Run("handed-over-at-stop", func(t *testing.T) {
-		dockerAdopts(t, "the node agent handed the workload over", func(t *testing.T, first *agentProcess) {
+		t.Parallel()
+		dockerAdopts(t, cli, img, "the node agent handed the workload over", func(t *testing.T, first *agentProcess) {
 			// As a Kubernetes rolling update ends it: asked first, then
 			// SIGTERM, which without the ask stops the workloads.
 			ask := run(t, nil, "agent", "hand-over", "--config", first.config)
@@ -156,12 +164,10 @@ func (p *agentProcess) wantHandedOver(t *testing.T) {
 }
 
 // dockerAdopts is TestAgentCommand_DockerAdopts with the first agent
-// ended by leave, after which the lease's log has note. After a
-// hand-over the log is whole: every step, once.
-func dockerAdopts(t *testing.T, note string, leave func(*testing.T, *agentProcess)) {
-	cli := mustDocker(t)
+// ended by leave, after which the lease's log has note. The job runs img
+// on cli's engine. After a hand-over the log is whole: every step, once.
+func dockerAdopts(t *testing.T, cli *dockerclient.Client, img, note string, leave func(*testing.T, *agentProcess)) {
 	ctx := context.Background()
-	img := mustSelfImage(t, cli, "idlegrid-test/agent-workload", "dev", "workload")
 	url, adminKey := mustServer(t)
 	admin := client.New(url, adminKey)
 	renter, _ := fundedRenter(t, admin, url, "renter")

@@ -49,11 +49,13 @@ func mustMarketWith(t *testing.T, policy *trustpolicy.Policy, tune ...func(*serv
 }
 
 // hourly is a tune for a test that sleeps hours of the bubble's clock with
-// no node able to take what waits: the scheduler's periodic pass comes a
-// minute apart, not two seconds (every pass reads the queue, and under the
-// race detector 43,200 passes a day were most of such a test's time). A
-// submission or a freed GPU still wakes it at once.
-func hourly(c *server.Config) { c.SchedulePeriod = time.Minute }
+// no node able to take what waits: the scheduler's periodic pass, and the
+// reaper's (which runs each heartbeat interval), come a minute apart, not
+// two and ten seconds (every pass reads the database, and under the race
+// detector 43,200 scheduler passes and 8,640 reaper passes a day were most
+// of such a test's time). A submission or a freed GPU still wakes the
+// scheduler at once.
+func hourly(c *server.Config) { c.SchedulePeriod, c.HeartbeatInterval = time.Minute, time.Minute }
 
 // mustMarketOn is mustMarketWith with the server on wrap's store, which
 // wraps the database, and its configuration changed by tune.
