@@ -205,9 +205,13 @@ func TestAgent_ReceiptsKeptBeforeSent(t *testing.T) {
 }
 
 // breakStateFile makes every later write of the state file at path fail:
-// a directory stands where it is renamed to.
+// a directory stands where it is renamed to. It runs in a synctest bubble
+// and first waits for the agent to be idle: the agent writes the file
+// again once the server has a receipt, and such a write between the
+// removal and the directory would leave a file in the directory's way.
 func breakStateFile(tb testing.TB, path string) {
 	tb.Helper()
+	synctest.Wait()
 	if err := os.Remove(path); err != nil {
 		tb.Fatal(err)
 	}
