@@ -13,6 +13,7 @@ import (
 // no words. Under CI (CI=true) a missing shell fails the test, because
 // .ci/run installs zsh and fish; elsewhere the test skips it.
 func TestCompletion_shells(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "job.yaml"), []byte("image: x\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -31,10 +31,12 @@ const crashKills = 8
 const crashFunds = 50 * idlegrid.MicrosPerUnit
 
 func TestCrash_SQLite(t *testing.T) {
+	t.Parallel()
 	testCrash(t, filepath.Join(t.TempDir(), "idlegrid.db"))
 }
 
 func TestCrash_Postgres(t *testing.T) {
+	t.Parallel()
 	testCrash(t, pgtest.NewDSN(t))
 }
 

@@ -19,10 +19,12 @@ import (
 const feeBPS = 1000
 
 func TestMarket_SQLite(t *testing.T) {
+	t.Parallel()
 	testMarket(t, filepath.Join(t.TempDir(), "idlegrid.db"))
 }
 
 func TestMarket_Postgres(t *testing.T) {
+	t.Parallel()
 	testMarket(t, pgtest.NewDSN(t))
 }
 

@@ -29,10 +29,12 @@ const inferenceCrashKills = 4
 const inferenceCrashModel = "sim-crash-8b"
 
 func TestInferenceCrash_SQLite(t *testing.T) {
+	t.Parallel()
 	testInferenceCrash(t, filepath.Join(t.TempDir(), "idlegrid.db"))
 }
 
 func TestInferenceCrash_Postgres(t *testing.T) {
+	t.Parallel()
 	testInferenceCrash(t, pgtest.NewDSN(t))
 }
 

@@ -18,6 +18,10 @@ import (
 )
 
 // binary is the idlegrid binary under test, built once by TestMain.
+//
+// Every test runs in parallel with the others: each starts its own
+// processes (a server on a port the system picks, agents) on a database
+// of its own, and spends most of its time waiting for them.
 var binary string
 
 func TestMain(m *testing.M) {
