@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,18 +162,73 @@ func checkAligned(t *testing.T, help, first string) {
 	}
 }
 
-// everyCommand lists every leaf command line, for tests that check them all.
+// everyCommand lists every command line idlegrid runs, for tests that
+// check them all; TestMain_everyCommandListed keeps it whole.
 var everyCommand = [][]string{
-	{"dev"}, {"server"}, {"agent"}, {"version"},
-	{"job", "submit"}, {"job", "ls"}, {"job", "get"}, {"job", "cancel"}, {"job", "leases"}, {"job", "logs"},
-	{"lease", "get"}, {"lease", "receipts"}, {"node", "ls"}, {"node", "get"},
-	{"token", "create"}, {"token", "ls"}, {"token", "revoke"},
-	{"key", "create"}, {"key", "ls"}, {"key", "revoke"},
-	{"account", "create"}, {"account", "ls"}, {"account", "balance"}, {"account", "topup"}, {"account", "transfers"},
-	{"account", "show"}, {"account", "statement"}, {"account", "limit"}, {"account", "notices"}, {"key", "limit"},
-	{"payout", "request"}, {"payout", "ls"}, {"payout", "settle"}, {"payout", "reject"},
+	{"dev"}, {"dev", "workload"}, {"server"}, {"version"}, {"completion"},
+	{"agent"}, {"agent", "init"}, {"agent", "gpu-probe"}, {"agent", "net-probe"}, {"agent", "hand-over"},
+	{"job", "submit"}, {"job", "ls"}, {"job", "get"}, {"job", "cancel"}, {"job", "watch"}, {"job", "explain"},
+	{"job", "leases"}, {"job", "logs"},
+	{"lease", "ls"}, {"lease", "get"}, {"lease", "receipts"},
+	{"node", "ls"}, {"node", "get"}, {"node", "reputation"}, {"node", "hardware"}, {"node", "challenges"},
+	{"node", "quarantine", "ls"}, {"node", "quarantine", "add"}, {"node", "quarantine", "lift"},
+	{"node", "schedule"}, {"node", "drain"}, {"node", "retire"},
+	{"market"}, {"status"}, {"estimate"}, {"backup"},
+	{"sim"}, {"sim", "cheaters"}, {"sim", "inference"},
 	{"inference", "models"}, {"inference", "stats"}, {"inference", "usage"},
-	{"dev", "workload"}, {"agent", "gpu-probe"}, {"agent", "net-probe"}, {"completion"},
+	{"token", "create"}, {"token", "ls"}, {"token", "revoke"},
+	{"key", "create"}, {"key", "ls"}, {"key", "revoke"}, {"key", "limit"}, {"key", "routing"},
+	{"registry", "login"}, {"registry", "ls"}, {"registry", "logout"},
+	{"account", "show"}, {"account", "create"}, {"account", "ls"}, {"account", "balance"}, {"account", "topup"},
+	{"account", "transfers"}, {"account", "statement"}, {"account", "limit"}, {"account", "notices"},
+	{"payout", "request"}, {"payout", "ls"}, {"payout", "settle"}, {"payout", "reject"},
+	{"bond", "post"}, {"bond", "release"},
+	{"dispute", "ls"}, {"dispute", "show"}, {"dispute", "open"}, {"dispute", "uphold"}, {"dispute", "dismiss"},
+	{"dispute", "verifications"},
+	{"audit", "verify"}, {"audit", "head"},
+}
+
+// hiddenCommands are the command lines no help lists.
+var hiddenCommands = [][]string{{"dev", "workload"}} // run inside the demo's containers, not by hand
+
+// TestMain_everyCommandListed: everyCommand holds every command line the
+// help reaches, each top-level command's subcommands and subwords, found
+// as completion finds them, and the hidden ones; no other.
+func TestMain_everyCommandListed(t *testing.T) {
+	e := &env{getenv: func(string) string { return "" }}
+	var found [][]string
+	var walk func(path []string)
+	walk = func(path []string) {
+		subs, fs := e.probe(context.Background(), path)
+		if fs == nil { // a group
+			for _, sub := range subs {
+				walk(append(slices.Clone(path), sub))
+			}
+			return
+		}
+		found = append(found, path)
+		for _, w := range fs.subwords {
+			walk(append(slices.Clone(path), w))
+		}
+	}
+	for _, name := range commandNames() {
+		walk([]string{name})
+	}
+	found = append(found, hiddenCommands...)
+	key := func(cmd []string) string { return strings.Join(cmd, " ") }
+	listed := make(map[string]bool)
+	for _, cmd := range everyCommand {
+		listed[key(cmd)] = true
+	}
+	for _, cmd := range found {
+		if !listed[key(cmd)] {
+			t.Errorf("%q is a command everyCommand lacks", key(cmd))
+		}
+		delete(listed, key(cmd))
+	}
+	for cmd := range listed {
+		t.Errorf("everyCommand lists %q, which the help does not reach", cmd)
+	}
 }
 
 func TestMain_CommandHelp(t *testing.T) {
