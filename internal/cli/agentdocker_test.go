@@ -111,7 +111,7 @@ func startAgentProcess(t *testing.T, bin string, args ...string) *agentProcess {
 // would (SIGKILL), or handed over (SIGUSR2), when it exits with
 // ExitHandedOver and tells the server nothing, so the node stays online.
 // Each way runs beside the others, with a server, agents and a container
-// of its own: most of each is the workload's 15 s, twice over.
+// of its own: most of each is waiting for the workload's 15 s.
 func TestAgentCommand_DockerAdopts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a server, an agent twice and a container; skipped with -short")

@@ -54,7 +54,8 @@ func mustMarketWith(t *testing.T, policy *trustpolicy.Policy, tune ...func(*serv
 // two and ten seconds (every pass reads the database, and under the race
 // detector 43,200 scheduler passes and 8,640 reaper passes a day were most
 // of such a test's time). A submission or a freed GPU still wakes the
-// scheduler at once.
+// scheduler at once; a node that stops its heartbeats is lost six times
+// later than by default.
 func hourly(c *server.Config) { c.SchedulePeriod, c.HeartbeatInterval = time.Minute, time.Minute }
 
 // mustMarketOn is mustMarketWith with the server on wrap's store, which
