@@ -35,10 +35,11 @@ subcommands and flags; the values of flags that take one of a few words
 --bad-rows, --align, --offence, --fallbacks, --sticky, and the listings'
 --state, a comma-separated list, and --sort); and, as the server lists
 them to your key (IDLEGRID_ADDR and IDLEGRID_KEY, or --addr and --key on
-the line, asked for at most 2 s), the IDs of jobs, leases and nodes (the
-newest 100 of each, and nodes' names) where a command takes one and for
---node and --from, and the market's GPU models and regions for
---gpu-model and --region. Elsewhere the shell offers file names. The
+the line, asked for at most 2 s), the IDs of jobs, leases, nodes,
+disputes, payouts, API keys, join tokens and (for admins) accounts (the
+newest 100 of each, and nodes' names) where a command takes one, those
+of jobs and nodes for --from and --node, and the market's GPU models and
+regions for --gpu-model and --region. Elsewhere the shell offers file names. The
 script asks idlegrid itself, so it stays true across upgrades.`,
 		examples: `source <(idlegrid completion bash)        # in ~/.bashrc
 		idlegrid completion zsh > "${fpath[1]}/_idlegrid"   # then start a new shell
@@ -331,10 +332,12 @@ const serverCompletions = 100
 const serverCompletionWait = 2 * time.Second
 
 // serverListers list what the caller may name, by kind: the group of a
-// command that takes an ID ("job logs ID", "node get ID|NAME": its newest
-// jobs' or leases' IDs, the nodes' names and IDs), or a flag's
-// (flagServerWords): node_id, the nodes' IDs alone; gpu_model and
-// region, the GPU models and regions the market has seen.
+// command that takes an ID ("job logs ID", "node get ID|NAME", "key
+// revoke ID": the newest jobs', leases', disputes' or payouts' IDs, the
+// nodes' names and IDs, the caller's keys and join tokens, the accounts an
+// admin sees), or a flag's (flagServerWords): node_id, the nodes' IDs
+// alone; gpu_model and region, the GPU models and regions the market has
+// seen.
 var serverListers = map[string]func(ctx context.Context, cl *client.Client) ([]string, error){
 	"job": func(ctx context.Context, cl *client.Client) ([]string, error) {
 		jobs, err := cl.ListJobs(ctx, idlegrid.JobFilter{Limit: serverCompletions})
@@ -348,6 +351,26 @@ var serverListers = map[string]func(ctx context.Context, cl *client.Client) ([]s
 		nodes, err := cl.ListNodes(ctx, idlegrid.NodeFilter{Limit: serverCompletions})
 		return distinctWords(nodes, func(n *idlegrid.Node) []string { return []string{n.Name, n.ID} }), err
 	},
+	"dispute": func(ctx context.Context, cl *client.Client) ([]string, error) {
+		disputes, err := cl.ListDisputes(ctx, idlegrid.DisputeFilter{Limit: serverCompletions})
+		return distinctWords(disputes, func(d *idlegrid.Dispute) []string { return []string{d.ID} }), err
+	},
+	"payout": func(ctx context.Context, cl *client.Client) ([]string, error) {
+		payouts, err := cl.ListPayouts(ctx, idlegrid.PayoutFilter{Limit: serverCompletions})
+		return distinctWords(payouts, func(p *idlegrid.Payout) []string { return []string{p.ID} }), err
+	},
+	"key": func(ctx context.Context, cl *client.Client) ([]string, error) {
+		keys, err := cl.ListAPIKeys(ctx, "")
+		return distinctWords(keys, func(k *idlegrid.APIKey) []string { return liveID(k.ID, k.RevokedAt) }), err
+	},
+	"token": func(ctx context.Context, cl *client.Client) ([]string, error) {
+		tokens, err := cl.ListJoinTokens(ctx)
+		return distinctWords(tokens, func(t *idlegrid.JoinToken) []string { return liveID(t.ID, t.RevokedAt) }), err
+	},
+	"account": func(ctx context.Context, cl *client.Client) ([]string, error) { // admins only: others are refused, and offered none
+		accounts, err := cl.ListAccounts(ctx, idlegrid.AccountFilter{Limit: serverCompletions})
+		return distinctWords(accounts, func(a *idlegrid.Account) []string { return []string{a.ID} }), err
+	},
 	"node_id": func(ctx context.Context, cl *client.Client) ([]string, error) {
 		nodes, err := cl.ListNodes(ctx, idlegrid.NodeFilter{Limit: serverCompletions})
 		return distinctWords(nodes, func(n *idlegrid.Node) []string { return []string{n.ID} }), err
@@ -360,6 +383,14 @@ var serverListers = map[string]func(ctx context.Context, cl *client.Client) ([]s
 		stats, err := cl.Market(ctx)
 		return distinctWords(stats, func(m wire.MarketStat) []string { return []string{m.Region} }), err
 	},
+}
+
+// liveID is id, unless it was revoked.
+func liveID(id string, revokedAt *time.Time) []string {
+	if revokedAt != nil {
+		return nil
+	}
+	return []string{id}
 }
 
 // distinctWords are the words of each of list, each once, in order.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
@@ -132,10 +133,12 @@ func TestCompletion_scripts(t *testing.T) {
 	}
 }
 
-// listingServer is a server that lists two jobs, a lease, two nodes and the
-// market of two GPU models in two regions to the key "k", and refuses
-// any other.
+// listingServer is a server that lists two jobs, a lease, two nodes, a
+// dispute, a payout, two API keys (one revoked), a join token, an account
+// and the market of two GPU models in two regions to the key "k", and
+// refuses any other.
 func listingServer(t *testing.T) *httptest.Server {
+	revoked := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if r.Header.Get("Authorization") != "Bearer k" {
@@ -150,6 +153,16 @@ func listingServer(t *testing.T) *httptest.Server {
 			json.NewEncoder(w).Encode(wire.Leases{Leases: []*idlegrid.Lease{{ID: "lease_1"}}})
 		case "/v1/market":
 			json.NewEncoder(w).Encode([]wire.MarketStat{{GPUModel: "H100-80GB", Region: "eu-west"}, {GPUModel: "A100-80GB", Region: "eu-west"}, {GPUModel: "H100-80GB", Region: "us-east"}})
+		case "/v1/disputes":
+			json.NewEncoder(w).Encode(wire.Disputes{Disputes: []*idlegrid.Dispute{{ID: "dispute_1"}}})
+		case "/v1/payouts":
+			json.NewEncoder(w).Encode(wire.Payouts{Payouts: []*idlegrid.Payout{{ID: "payout_1"}}})
+		case "/v1/keys":
+			json.NewEncoder(w).Encode(wire.APIKeys{APIKeys: []*idlegrid.APIKey{{ID: "key_2"}, {ID: "key_1", RevokedAt: &revoked}}})
+		case "/v1/join-tokens":
+			json.NewEncoder(w).Encode(wire.JoinTokens{JoinTokens: []*idlegrid.JoinToken{{ID: "jtok_1"}}})
+		case "/v1/accounts":
+			json.NewEncoder(w).Encode(wire.Accounts{Accounts: []*idlegrid.Account{{ID: "acct_1"}}})
 		case "/v1/nodes":
 			json.NewEncoder(w).Encode(wire.Nodes{Nodes: []*idlegrid.Node{{ID: "node_1", Offer: idlegrid.Offer{Name: "rig-a"}}, {ID: "node_2", Offer: idlegrid.Offer{Name: "rig-b"}}}})
 		default:
@@ -186,6 +199,13 @@ func TestComplete_serverWords(t *testing.T) {
 		{vars, []string{"job", "logs", "--tail", "5", "-f", "job_1"}, []string{"job_1"}},
 		{vars, []string{"job", "cancel", ""}, []string{"job_2", "job_1"}},
 		{vars, []string{"lease", "receipts", ""}, []string{"lease_1"}},
+		{vars, []string{"dispute", "uphold", ""}, []string{"dispute_1"}},
+		{vars, []string{"payout", "settle", ""}, []string{"payout_1"}},
+		{vars, []string{"key", "revoke", ""}, []string{"key_2"}}, // not the revoked key_1
+		{vars, []string{"key", "limit", "key_2", ""}, nil},       // then an amount
+		{vars, []string{"token", "revoke", ""}, []string{"jtok_1"}},
+		{vars, []string{"account", "show", ""}, []string{"acct_1"}},
+		{vars, []string{"node", "quarantine", "lift", ""}, []string{"rig-a", "node_1", "rig-b", "node_2"}},
 		{vars, []string{"node", "get", "rig"}, []string{"rig-a", "rig-b"}},
 		{vars, []string{"node", "drain", "--wait", ""}, []string{"rig-a", "node_1", "rig-b", "node_2"}},
 		{vars, []string{"job", "logs", "job_1", "--node", ""}, []string{"node_1", "node_2"}},
