@@ -36,11 +36,12 @@ subcommands and flags; the values of flags that take one of a few words
 --state, a comma-separated list, and --sort); and, as the server lists
 them to your key (IDLEGRID_ADDR and IDLEGRID_KEY, or --addr and --key on
 the line, asked for at most 2 s), the IDs of jobs, leases, nodes,
-disputes, payouts, API keys, join tokens and (for admins) accounts (the
-newest 100 of each, and nodes' names) where a command takes one, those
-of jobs and nodes for --from and --node, and the market's GPU models and
-regions for --gpu-model and --region. Elsewhere the shell offers file names. The
-script asks idlegrid itself, so it stays true across upgrades.`,
+disputes, payouts, API keys, join tokens and (for admins) accounts (at
+most 100 of each, the newest where a listing is newest first, and nodes'
+names) where a command takes one, those of jobs and nodes for --from and
+--node, and the market's GPU models and regions for --gpu-model and
+--region. Elsewhere the shell offers file names. The script asks
+idlegrid itself, so it stays true across upgrades.`,
 		examples: `source <(idlegrid completion bash)        # in ~/.bashrc
 		idlegrid completion zsh > "${fpath[1]}/_idlegrid"   # then start a new shell
 		idlegrid completion fish > ~/.config/fish/completions/idlegrid.fish`,
