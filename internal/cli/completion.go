@@ -36,12 +36,13 @@ subcommands and flags; the values of flags that take one of a few words
 --state, a comma-separated list, and --sort); and, as the server lists
 them to your key (IDLEGRID_ADDR and IDLEGRID_KEY, or --addr and --key on
 the line, asked for at most 2 s), the IDs of jobs, leases, nodes,
-disputes, payouts, API keys, join tokens and (for admins) accounts (at
-most 100 of each, the newest where a listing is newest first, and nodes'
-names) where a command takes one, those of jobs and nodes for --from and
---node, and the market's GPU models and regions for --gpu-model and
---region. Elsewhere the shell offers file names. The script asks
-idlegrid itself, so it stays true across upgrades.`,
+disputes, payouts, API keys, join tokens and (for admins) accounts, and
+the registries you logged in to (at most 100 of each, the newest where a
+listing is newest first, and nodes' names) where a command takes one,
+those of jobs and nodes for --from and --node, and the market's GPU
+models and regions for --gpu-model and --region. Elsewhere the shell
+offers file names. The script asks idlegrid itself, so it stays true
+across upgrades.`,
 		examples: `source <(idlegrid completion bash)        # in ~/.bashrc
 		idlegrid completion zsh > "${fpath[1]}/_idlegrid"   # then start a new shell
 		idlegrid completion fish > ~/.config/fish/completions/idlegrid.fish`,
@@ -335,8 +336,8 @@ const serverCompletionWait = 2 * time.Second
 // serverListers list what the caller may name, by kind: the group of a
 // command that takes an ID ("job logs ID", "node get ID|NAME", "key
 // revoke ID": the newest jobs', leases', disputes' or payouts' IDs, the
-// nodes' names and IDs, the caller's keys and join tokens, the accounts an
-// admin sees), or a flag's (flagServerWords): node_id, the nodes' IDs
+// nodes' names and IDs, the caller's keys, join tokens and registry
+// logins, the accounts an admin sees), or a flag's (flagServerWords): node_id, the nodes' IDs
 // alone; gpu_model and region, the GPU models and regions the market has
 // seen.
 var serverListers = map[string]func(ctx context.Context, cl *client.Client) ([]string, error){
@@ -371,6 +372,10 @@ var serverListers = map[string]func(ctx context.Context, cl *client.Client) ([]s
 	"account": func(ctx context.Context, cl *client.Client) ([]string, error) { // admins only: others are refused, and offered none
 		accounts, err := cl.ListAccounts(ctx, idlegrid.AccountFilter{Limit: serverCompletions})
 		return distinctWords(accounts, func(a *idlegrid.Account) []string { return []string{a.ID} }), err
+	},
+	"registry": func(ctx context.Context, cl *client.Client) ([]string, error) {
+		logins, err := cl.ListRegistryLogins(ctx, "")
+		return distinctWords(logins, func(l *idlegrid.RegistryLogin) []string { return []string{l.Registry} }), err
 	},
 	"node_id": func(ctx context.Context, cl *client.Client) ([]string, error) {
 		nodes, err := cl.ListNodes(ctx, idlegrid.NodeFilter{Limit: serverCompletions})
@@ -408,15 +413,16 @@ func distinctWords[T any](list []T, words func(T) []string) []string {
 }
 
 // idArgument is the group whose IDs the command that path names takes as
-// its first argument, as its usage says ("idlegrid job logs ID …"), when
-// the shell can be offered them; otherwise "".
+// its first argument, as its usage says ("idlegrid job logs ID …"; a
+// registry's host for "idlegrid registry logout REGISTRY"), when the shell
+// can be offered them; otherwise "".
 func idArgument(fs *flagSet, path []string) string {
 	rest, ok := strings.CutPrefix(fs.help.usage, "idlegrid "+strings.Join(path, " ")+" ")
 	if !ok || serverListers[path[0]] == nil {
 		return ""
 	}
 	switch arg, _, _ := strings.Cut(rest, " "); strings.Trim(arg, "[]") {
-	case "ID", "ID|NAME":
+	case "ID", "ID|NAME", "REGISTRY":
 		return path[0]
 	}
 	return ""

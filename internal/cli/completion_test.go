@@ -134,8 +134,8 @@ func TestCompletion_scripts(t *testing.T) {
 }
 
 // listingServer is a server that lists two jobs, a lease, two nodes, a
-// dispute, a payout, two API keys (one revoked), a join token, an account
-// and the market of two GPU models in two regions to the key "k", and
+// dispute, a payout, two API keys (one revoked), a join token, an account,
+// two registry logins and the market of two GPU models in two regions to the key "k", and
 // refuses any other.
 func listingServer(t *testing.T) *httptest.Server {
 	revoked := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -163,6 +163,8 @@ func listingServer(t *testing.T) *httptest.Server {
 			json.NewEncoder(w).Encode(wire.JoinTokens{JoinTokens: []*idlegrid.JoinToken{{ID: "jtok_1"}}})
 		case "/v1/accounts":
 			json.NewEncoder(w).Encode(wire.Accounts{Accounts: []*idlegrid.Account{{ID: "acct_1"}}})
+		case "/v1/registry-logins":
+			json.NewEncoder(w).Encode(wire.RegistryLogins{Logins: []*idlegrid.RegistryLogin{{Registry: "ghcr.io"}, {Registry: "nvcr.io"}}})
 		case "/v1/nodes":
 			json.NewEncoder(w).Encode(wire.Nodes{Nodes: []*idlegrid.Node{{ID: "node_1", Offer: idlegrid.Offer{Name: "rig-a"}}, {ID: "node_2", Offer: idlegrid.Offer{Name: "rig-b"}}}})
 		default:
@@ -205,6 +207,7 @@ func TestComplete_serverWords(t *testing.T) {
 		{vars, []string{"key", "limit", "key_2", ""}, nil},       // then an amount
 		{vars, []string{"token", "revoke", ""}, []string{"jtok_1"}},
 		{vars, []string{"account", "show", ""}, []string{"acct_1"}},
+		{vars, []string{"registry", "logout", "n"}, []string{"nvcr.io"}},
 		{vars, []string{"node", "quarantine", "lift", ""}, []string{"rig-a", "node_1", "rig-b", "node_2"}},
 		{vars, []string{"node", "get", "rig"}, []string{"rig-a", "rig-b"}},
 		{vars, []string{"node", "drain", "--wait", ""}, []string{"rig-a", "node_1", "rig-b", "node_2"}},
