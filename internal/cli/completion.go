@@ -337,9 +337,9 @@ const serverCompletionWait = 2 * time.Second
 // command that takes an ID ("job logs ID", "node get ID|NAME", "key
 // revoke ID": the newest jobs', leases', disputes' or payouts' IDs, the
 // nodes' names and IDs, the caller's keys, join tokens and registry
-// logins, the accounts an admin sees), or a flag's (flagServerWords): node_id, the nodes' IDs
-// alone; gpu_model and region, the GPU models and regions the market has
-// seen.
+// logins, the accounts an admin sees), or a flag's (flagServerWords):
+// node_id, the nodes' IDs alone; gpu_model and region, the GPU models and
+// regions the market has seen.
 var serverListers = map[string]func(ctx context.Context, cl *client.Client) ([]string, error){
 	"job": func(ctx context.Context, cl *client.Client) ([]string, error) {
 		jobs, err := cl.ListJobs(ctx, idlegrid.JobFilter{Limit: serverCompletions})

@@ -135,8 +135,8 @@ func TestCompletion_scripts(t *testing.T) {
 
 // listingServer is a server that lists two jobs, a lease, two nodes, a
 // dispute, a payout, two API keys (one revoked), a join token, an account,
-// two registry logins and the market of two GPU models in two regions to the key "k", and
-// refuses any other.
+// two registry logins and the market of two GPU models in two regions to
+// the key "k", and refuses any other.
 func listingServer(t *testing.T) *httptest.Server {
 	revoked := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
