@@ -3,12 +3,17 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	oai "github.com/openai/openai-go/v3"
+
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/agent"
+	"github.com/idlegrid/idlegrid/internal/gateway"
 )
 
 // TestGateway_agentStopFinishesRequests: an agent that stops lets the
@@ -127,5 +132,56 @@ func TestGateway_agentHandOverFinishesRequests(t *testing.T) {
 	}
 	if err := node.ran(); !errors.Is(err, agent.ErrHandedOver) {
 		t.Errorf("alpha's agent returned %v, want ErrHandedOver once the request was answered", err)
+	}
+}
+
+// TestGateway_modelBetweenProviders: a request for a model no provider
+// serves right now, though one did lately (its only node's agent has
+// handed over to the next, which has not started), is told to retry: 503
+// with Retry-After, which OpenAI's SDKs honour, rather than the 404 of a
+// model nobody serves, which they do not retry. Once nobody has served it
+// for 15 minutes on the gateway's clock, it is a 404 again.
+func TestGateway_modelBetweenProviders(t *testing.T) {
+	clock := &manualClock{now: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)}
+	f := mustFixture(t, func(c *gateway.Config) { c.Clock = clock })
+	up := mustMock(t, "alpha")
+	node := f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
+	f.waitProviders(t, testModel, 1)
+	if err := node.a.HandOver(); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.ran(); !errors.Is(err, agent.ErrHandedOver) {
+		t.Fatalf("alpha's agent returned %v, want ErrHandedOver", err)
+	}
+	sdk := f.sdk(f.RenterKey)
+	ask := func() *oai.Error {
+		t.Helper()
+		_, err := sdk.Chat.Completions.New(context.Background(), chatParams("hi"))
+		if err == nil {
+			t.Fatal("a request answered with no provider left")
+		}
+		return apiError(t, err)
+	}
+	eventually(t, "the catalog without alpha's model", func() string {
+		clock.advance(f.catalogTTL)
+		if e := ask(); e.StatusCode != http.StatusServiceUnavailable || !strings.Contains(e.Message, "right now") {
+			return fmt.Sprintf("%d %s", e.StatusCode, e.Message)
+		}
+		return ""
+	})
+	e := ask()
+	if e.Type != "service_unavailable" || e.Param != "model" || e.Response.Header.Get("Retry-After") != "5" ||
+		!strings.Contains(e.Message, testModel) || !strings.Contains(e.Message, "retry shortly") {
+		t.Errorf("between providers: %d %s param %q (%s), Retry-After %q; want 503 service_unavailable naming the model, retry after 5 s",
+			e.StatusCode, e.Type, e.Param, e.Message, e.Response.Header.Get("Retry-After"))
+	}
+
+	_, err := sdk.Chat.Completions.New(context.Background(), oai.ChatCompletionNewParams{Model: "org/never-served", Messages: chatParams("hi").Messages})
+	if e := apiError(t, err); e.StatusCode != http.StatusNotFound || e.Type != "not_found_error" {
+		t.Errorf("a model never served: %d %s (%s), want 404 not_found_error", e.StatusCode, e.Type, e.Message)
+	}
+	clock.advance(15*time.Minute + time.Second)
+	if e := ask(); e.StatusCode != http.StatusNotFound || e.Type != "not_found_error" || e.Param != "model" {
+		t.Errorf("15 minutes after its last provider: %d %s param %q (%s), want 404 not_found_error", e.StatusCode, e.Type, e.Param, e.Message)
 	}
 }

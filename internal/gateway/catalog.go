@@ -32,10 +32,26 @@ type catalog struct {
 
 	mu         sync.Mutex
 	byModel    map[string][]*provider
-	keys       map[string]bool // every provider's key
-	fetched    time.Time       // zero: never
+	keys       map[string]bool      // every provider's key
+	served     map[string]time.Time // when each model was last listed, for recentlyServed
+	fetched    time.Time            // zero: never
 	refreshing bool
 }
+
+// recentlyServed is how long after the catalog last listed a model a
+// request for it, with no provider left, is told to retry (503 with
+// Retry-After, which OpenAI's SDKs honour) rather than that nobody serves
+// it (404): its only node's agent handing over to the next, a node
+// declared lost while its agent reconnects, a window closing for the
+// night. It outlasts a hand-over's drain (the agent's HandOverWait,
+// 3 minutes) and the next agent's start.
+const recentlyServed = 15 * time.Minute
+
+// betweenProvidersRetry is the Retry-After of a request for a model
+// served within recentlyServed but by no provider now: a guess, as
+// nothing says when one comes back, long enough that an SDK's retries
+// (two, by default) span a quick restart.
+const betweenProvidersRetry = 5 * time.Second
 
 func (c *catalog) init(s idlegrid.Store, clock idlegrid.Clock, ttl time.Duration) {
 	c.store, c.clock, c.ttl = s, clock, ttl
@@ -89,7 +105,35 @@ func (c *catalog) fresh(ctx context.Context) error {
 			c.keys[p.key] = true
 		}
 	}
+	c.noteServed(now)
 	return nil
+}
+
+// noteServed records that the models of byModel are served as of now,
+// and forgets those not served for longer than recentlyServed.
+func (c *catalog) noteServed(now time.Time) {
+	if c.served == nil {
+		c.served = map[string]time.Time{}
+	}
+	for m := range c.byModel {
+		c.served[m] = now
+	}
+	for m, at := range c.served {
+		if now.Sub(at) > recentlyServed {
+			delete(c.served, m)
+		}
+	}
+}
+
+// lastServed reports how long ago the catalog last listed model, and
+// whether that was within recentlyServed.
+func (c *catalog) lastServed(model string) (time.Duration, bool) {
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.served[model]
+	ago := now.Sub(at)
+	return ago, ok && ago <= recentlyServed
 }
 
 // providerKey is the key of the provider of model on node nodeID.

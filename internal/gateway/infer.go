@@ -62,7 +62,7 @@ func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 		}
 		plan, why := g.plan(req, all, g.cfg.MaxAttempts)
 		if len(plan) == 0 {
-			return g.unavailable(noProvider(req.Model, len(all), why), all)
+			return g.unavailable(g.noProvider(req.Model, len(all), why), all)
 		}
 		// The key's rate, concurrency and money first: a request they
 		// refuse takes no place in the waiting room.

@@ -135,7 +135,7 @@ func (g *Gateway) waitForRoom(ctx context.Context, req *openai.Request, all []*p
 		// last plan is seen or wakes it.
 		plan, why := g.plan(req, all, g.cfg.MaxAttempts)
 		if len(plan) == 0 {
-			return nil, nil, g.unavailable(noProvider(req.Model, len(all), why), all)
+			return nil, nil, g.unavailable(g.noProvider(req.Model, len(all), why), all)
 		}
 		if c := plan[0]; !saturated(plan) && c.up.take(int64(c.Model.MaxConcurrency)) {
 			return plan, c, nil

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/openai"
@@ -244,9 +245,16 @@ func stickFirst(cs []*candidate, prefix uint64) {
 	}
 }
 
-// noProvider is the error of a request no provider can serve.
-func noProvider(model string, all int, why excluded) error {
+// noProvider is the error of a request no provider can serve: all of the
+// model's providers were left out for why. With none at all, a model
+// served lately is between providers (see recentlyServed), worth a retry.
+func (g *Gateway) noProvider(model string, all int, why excluded) error {
 	if all == 0 {
+		if ago, ok := g.catalog.lastServed(model); ok {
+			return retryAfter(&idlegrid.Error{Code: idlegrid.EUNAVAILABLE, Field: "model",
+				Message: fmt.Sprintf("no provider serves model %q right now, though one did %s: it may be restarting, or its hours may have ended; retry shortly, or GET /v1/models for the models served now", model, agoText(ago))},
+				betweenProvidersRetry)
+		}
 		return &idlegrid.Error{Code: idlegrid.ENOTFOUND, Field: "model",
 			Message: fmt.Sprintf("no provider serves model %q now; GET /v1/models lists the models served", model)}
 	}
@@ -255,6 +263,14 @@ func noProvider(model string, all int, why excluded) error {
 		code = idlegrid.EUNAVAILABLE
 	}
 	return idlegrid.Errorf(code, "none of the %d providers of model %q can take this request: %s", all, model, why)
+}
+
+// agoText says when, ago before now, something last happened.
+func agoText(ago time.Duration) string {
+	if ago < time.Second {
+		return "a moment ago"
+	}
+	return ago.Round(time.Second).String() + " ago"
 }
 
 // The reasons for leaving a provider out that pass with time.

@@ -307,3 +307,38 @@ func TestCatalog_ttlOnItsClock(t *testing.T) {
 		t.Fatalf("after the TTL on the gateway's clock: %d reads (%v), want 2", store.reads, err)
 	}
 }
+
+// The catalog remembers the models it listed for recentlyServed after
+// their last provider left, on the gateway's clock, and forgets them then.
+func TestCatalog_lastServed(t *testing.T) {
+	clock := &stepClock{now: time.Unix(1_800_000_000, 0)}
+	store := &nodeLister{nodes: []*idlegrid.Node{{ID: "node_a", State: idlegrid.NodeOnline, Offer: idlegrid.Offer{Models: []idlegrid.ModelOffer{{Name: "org/m"}}}}}}
+	var c catalog
+	c.init(store, clock, time.Second)
+	if _, err := c.providers(context.Background(), "org/m"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.lastServed("org/never"); ok {
+		t.Error("a model never listed was served lately")
+	}
+	store.nodes = nil // its node withdrew it
+	clock.advance(time.Second)
+	if ps, err := c.providers(context.Background(), "org/m"); err != nil || len(ps) != 0 {
+		t.Fatalf("providers after the withdrawal = %v, %v; want none", ps, err)
+	}
+	if ago, ok := c.lastServed("org/m"); !ok || ago != time.Second {
+		t.Errorf("lastServed = %v, %v; want listed 1s ago", ago, ok)
+	}
+	clock.advance(recentlyServed - time.Second)
+	if ago, ok := c.lastServed("org/m"); !ok || ago != recentlyServed {
+		t.Errorf("lastServed at recentlyServed = %v, %v; want still lately", ago, ok)
+	}
+	clock.advance(time.Second)
+	if _, ok := c.lastServed("org/m"); ok {
+		t.Errorf("lastServed after recentlyServed says lately")
+	}
+	c.providers(context.Background(), "org/m") // a refresh forgets it
+	if len(c.served) != 0 {
+		t.Errorf("served = %v after recentlyServed, want it forgotten", c.served)
+	}
+}
