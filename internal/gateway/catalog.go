@@ -109,7 +109,7 @@ func (c *catalog) fresh(ctx context.Context) error {
 	return nil
 }
 
-// noteServed records that the models of byModel are served as of now,
+// noteServed records that the catalog's models are served as of now,
 // and forgets those not served for longer than recentlyServed.
 func (c *catalog) noteServed(now time.Time) {
 	if c.served == nil {
