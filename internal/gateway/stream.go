@@ -236,7 +236,7 @@ func (x *exchange) usage(c *candidate, m openai.Metered) tokens {
 	if x.req.Endpoint == openai.Embeddings {
 		out = 0
 	}
-	mostIn, mostOut := x.req.MostPromptTokens(len(x.body)), x.req.MostCompletionTokens(m.Bytes)
+	mostIn, mostOut := x.req.MostPromptTokens(len(x.body)), x.req.MostCompletionTokens(m.GeneratedBytes)
 	if upstream && (in > mostIn || out > mostOut) {
 		x.g.log.Warn("gateway: the model server reported more tokens than the request could have used; charging the most it could",
 			"request", x.id, "node", c.NodeID, "model", x.req.Model,

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"testing"
@@ -17,8 +18,10 @@ import (
 
 // A model server that reports more tokens than it could have used charges
 // the renter no more than it could: a prompt of a token a byte sent and
-// its template's, a completion of max_tokens, or of a token a byte
-// relayed. An honest one is charged its usage as before.
+// its template's, a completion of max_tokens, or of a token a byte of the
+// text its choices held (not of the bytes relayed, which count a stream
+// event's envelope for each token). An honest one is charged its usage as
+// before.
 func TestGateway_usageCapped(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	f := mustFixture(t, func(c *gateway.Config) { c.Metrics = reg })
@@ -34,6 +37,7 @@ func TestGateway_usageCapped(t *testing.T) {
 		{"chat", openai.ChatCompletions, `{"model":"llama-test","max_tokens":5,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello."}]}`},
 		{"stream", openai.ChatCompletions, `{"model":"llama-test","max_tokens":5,"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Say hello."}]}`},
 		{"completion without max_tokens", openai.Completions, `{"model":"llama-test","prompt":"Once upon"}`},
+		{"stream without max_tokens", openai.ChatCompletions, `{"model":"llama-test","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Say hello."}]}`},
 		{"embedding", openai.Embeddings, `{"model":"llama-test","input":"embed me"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,7 +48,7 @@ func TestGateway_usageCapped(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The body goes upstream as the renter sent it.
-			in, out := req.MostPromptTokens(len(tc.body)), req.MostCompletionTokens(len(answer))
+			in, out := req.MostPromptTokens(len(tc.body)), req.MostCompletionTokens(choicesText(t, answer))
 			if tc.endpoint == openai.Embeddings {
 				out = 0
 			}
@@ -71,8 +75,8 @@ func TestGateway_usageCapped(t *testing.T) {
 	capped := func(kind string) float64 {
 		return metricstest.Value(t, reg, "idlegrid_inference_usage_capped_total", map[string]string{"model": testModel, "kind": kind})
 	}
-	if in, out := capped("input"), capped("output"); in != 4 || out != 3 {
-		t.Errorf("capped %v inputs, %v outputs; want 4, 3", in, out)
+	if in, out := capped("input"), capped("output"); in != 5 || out != 4 {
+		t.Errorf("capped %v inputs, %v outputs; want 5, 4", in, out)
 	}
 	t.Run("honest", func(t *testing.T) {
 		up.set(faultNone)
@@ -82,10 +86,56 @@ func TestGateway_usageCapped(t *testing.T) {
 		if spent := before - available(t, f); spent != wantCharge {
 			t.Errorf("the renter paid %d, want the model server's usage: %d", spent, wantCharge)
 		}
-		if in, out := capped("input"), capped("output"); in != 4 || out != 3 {
-			t.Errorf("capped %v inputs, %v outputs; want still 4, 3", in, out)
+		if in, out := capped("input"), capped("output"); in != 5 || out != 4 {
+			t.Errorf("capped %v inputs, %v outputs; want still 5, 4", in, out)
 		}
 	})
+}
+
+// choicesText is the bytes of the strings in an answer's choices (in each
+// of its events, for a stream), but their logprobs: the text a completion's
+// tokens decode to.
+func choicesText(tb testing.TB, answer []byte) int {
+	tb.Helper()
+	payloads := [][]byte{answer}
+	if bytes.HasPrefix(answer, []byte("data:")) {
+		payloads = nil
+		for _, line := range bytes.Split(answer, []byte("\n")) {
+			if p, ok := bytes.CutPrefix(line, []byte("data: ")); ok && string(p) != "[DONE]" {
+				payloads = append(payloads, p)
+			}
+		}
+	}
+	n := 0
+	for _, p := range payloads {
+		var a struct {
+			Choices []any `json:"choices"`
+		}
+		if err := json.Unmarshal(p, &a); err != nil {
+			tb.Fatalf("%s: %v", p, err)
+		}
+		n += stringBytes(a.Choices)
+	}
+	return n
+}
+
+func stringBytes(v any) int {
+	n := 0
+	switch v := v.(type) {
+	case string:
+		n = len(v)
+	case []any:
+		for _, x := range v {
+			n += stringBytes(x)
+		}
+	case map[string]any:
+		for k, x := range v {
+			if k != "logprobs" {
+				n += stringBytes(x)
+			}
+		}
+	}
+	return n
 }
 
 // postAnswer sends body to the endpoint as the renter and returns the

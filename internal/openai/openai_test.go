@@ -192,6 +192,9 @@ func TestStreamMeter_Write(t *testing.T) {
 		if !m.Done || m.Chunks != 4 || m.CompletionBytes != len("Hello world") || m.Bytes != len(stream) {
 			t.Errorf("pieces of %d: done %v, chunks %d, bytes %d of %d; want true, 4, 11 of %d", size, m.Done, m.Chunks, m.CompletionBytes, m.Bytes, len(stream))
 		}
+		if want := len("assistant") + len("Hello world"); m.GeneratedBytes != want {
+			t.Errorf("pieces of %d: GeneratedBytes = %d, want %d: the strings in the choices, not the events' envelopes", size, m.GeneratedBytes, want)
+		}
 		in, out, upstream := m.Tokens(99)
 		if in != 12 || out != 2 || !upstream {
 			t.Errorf("pieces of %d: Tokens = %d, %d, %v; want 12, 2, true", size, in, out, upstream)
@@ -207,6 +210,47 @@ func TestStreamMeter_Write(t *testing.T) {
 	})
 }
 
+// GeneratedBytes counts every string in the choices, decoded (tool calls'
+// arguments, reasoning, a refusal), but their logprobs, which repeat the
+// text and add its runners-up; and all of an event it cannot read, or of a
+// line too long to keep, whatever it held.
+func TestStreamMeter_GeneratedBytes(t *testing.T) {
+	stream := "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"model\":\"a-long-model-name\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hm\"}}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"caf\\u00e9 \\\"x\\\"\"},\"logprobs\":{\"content\":[{\"token\":\"caf\",\"top_logprobs\":[{\"token\":\"cat\"}]}]}}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n" +
+		"data: [DONE]\n\n"
+	var m openai.StreamMeter
+	m.Write([]byte(stream))
+	// hm, café "x" (é is two bytes), f, {"a":1}, tool_calls
+	if want := 2 + len("café \"x\"") + 1 + len(`{"a":1}`) + len("tool_calls"); m.GeneratedBytes != want {
+		t.Errorf("GeneratedBytes = %d, want %d", m.GeneratedBytes, want)
+	}
+
+	m = openai.StreamMeter{}
+	bad := "data: {\"choices\":[{\"delta\":{\"content\":\"unclosed\n\n"
+	m.Write([]byte(bad))
+	if want := len(`{"choices":[{"delta":{"content":"unclosed`); m.GeneratedBytes != want {
+		t.Errorf("an event it cannot read: GeneratedBytes = %d, want all of its %d bytes", m.GeneratedBytes, want)
+	}
+
+	m = openai.StreamMeter{}
+	long := "data: {\"choices\":[{\"delta\":{\"content\":\"" + strings.Repeat("x", 1<<20) + "\"}}]}"
+	for s := long; len(s) > 0; {
+		n := min(100_000, len(s))
+		m.Write([]byte(s[:n]))
+		s = s[n:]
+	}
+	m.Write([]byte("\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\n"))
+	if want := len(long) + 2; m.GeneratedBytes != want || m.Chunks != 1 {
+		t.Errorf("a line over 1 MiB: GeneratedBytes = %d, chunks %d; want all %d of its bytes and the next event's 2, 1 chunk read", m.GeneratedBytes, m.Chunks, want)
+	}
+	m = openai.StreamMeter{}
+	m.Write([]byte(long + "\n\n"))
+	if want := len(long); m.GeneratedBytes != want || m.Chunks != 0 {
+		t.Errorf("a line over 1 MiB in one write: GeneratedBytes = %d, chunks %d; want all %d of its bytes, none read", m.GeneratedBytes, m.Chunks, want)
+	}
+}
+
 func TestMeterAnswer(t *testing.T) {
 	body := []byte(`{"choices":[{"message":{"role":"assistant","content":"Hi there"}}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`)
 	m := openai.MeterAnswer(body)
@@ -216,6 +260,9 @@ func TestMeterAnswer(t *testing.T) {
 	if m.Bytes != len(body) {
 		t.Errorf("Bytes = %d, want the answer's %d", m.Bytes, len(body))
 	}
+	if want := len("assistant") + len("Hi there"); m.GeneratedBytes != want {
+		t.Errorf("GeneratedBytes = %d, want %d", m.GeneratedBytes, want)
+	}
 	m = openai.MeterAnswer([]byte(`{"choices":[{"text":"0123456789"}]}`))
 	if in, out, up := m.Tokens(4); in != 4 || out != 3 || up {
 		t.Errorf("without usage: Tokens = %d, %d, %v; want 4, 3, false", in, out, up)
@@ -223,8 +270,8 @@ func TestMeterAnswer(t *testing.T) {
 }
 
 // A prompt is at most a token a byte sent plus its template's; a
-// completion at most max_tokens for each of n, and a token a byte relayed
-// plus those that decode to none.
+// completion at most max_tokens for each of n, and a token a byte of the
+// text generated plus those that decode to none.
 func TestRequest_MostTokens(t *testing.T) {
 	body := chat("m", "You are terse.", "Hi")
 	r := mustParse(t, openai.ChatCompletions, body)
@@ -290,6 +337,37 @@ func FuzzParseRequest(f *testing.F) {
 			if r.Stream && !again.IncludeUsage {
 				t.Fatalf("a streamed request does not ask upstream for usage: %s", up)
 			}
+		}
+	})
+}
+
+// However a stream arrives in pieces, its metering is the same, and the
+// text it counts for the cap (GeneratedBytes) holds all the text it counts
+// for an estimate (CompletionBytes).
+func FuzzStreamMeter(f *testing.F) {
+	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n"), uint16(3))
+	f.Add([]byte("data: {\"choices\":[{\"text\":\"a\"}],\"CHOICES\":[{\"text\":\"bcd\"}]}\n\n"), uint16(1))
+	f.Add([]byte("data: {\"choices\":[{\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"x\"}]},\"logprobs\":{\"content\":[{\"token\":\"x\"}]}}]}\r\n\r\n"), uint16(7))
+	f.Fuzz(func(t *testing.T, stream []byte, size uint16) {
+		var whole, pieces openai.StreamMeter
+		whole.Write(stream)
+		step := int(size)%64 + 1
+		for s := stream; len(s) > 0; {
+			n := min(step, len(s))
+			pieces.Write(s[:n])
+			s = s[n:]
+		}
+		if whole.Metered.Usage != nil && pieces.Metered.Usage != nil && *whole.Metered.Usage == *pieces.Metered.Usage {
+			whole.Metered.Usage = pieces.Metered.Usage
+		}
+		if whole.Metered != pieces.Metered {
+			t.Errorf("in one write %+v, in pieces of %d %+v", whole.Metered, step, pieces.Metered)
+		}
+		if whole.GeneratedBytes < whole.CompletionBytes {
+			t.Errorf("GeneratedBytes %d < CompletionBytes %d", whole.GeneratedBytes, whole.CompletionBytes)
+		}
+		if whole.GeneratedBytes > 3*len(stream) { // a bad byte of UTF-8 counts as U+FFFD's three
+			t.Errorf("GeneratedBytes %d > three times the stream's %d bytes", whole.GeneratedBytes, len(stream))
 		}
 	})
 }
