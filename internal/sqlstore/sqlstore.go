@@ -22,7 +22,6 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,8 +43,13 @@ type DB struct {
 	// writer queues this process's write transactions on SQLite, which runs
 	// one at a time anyway: waiting here costs nothing, while a writer that
 	// finds the database locked waits in SQLite's busy handler, which
-	// sleeps 1, 2, 5, … 100 ms between tries.
-	writer sync.Mutex
+	// sleeps 1, 2, 5, … 100 ms between tries. It is the one turn to write,
+	// a channel of one rather than a sync.Mutex, so that a transaction
+	// waiting its turn is durably blocked in a testing/synctest bubble:
+	// behind a mutex the bubble never idles, its clock stands still, and a
+	// writer asleep in the busy handler (the file locked for a moment by
+	// another handle, or by a connection the pool closes) never wakes.
+	writer chan struct{}
 	// jobQueue commits concurrent CreateJob calls together (jobbatch.go).
 	jobQueue lazyGroupCommit[jobRow]
 	// writeQueue commits concurrent heartbeats together (writebatch.go).
@@ -91,7 +95,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		}
 		return nil, fmt.Errorf("migrate %s store: %w", d.name, err)
 	}
-	return &DB{db: conn, dialect: d, path: sqlitePath(d, dsn), metrics: newStoreMetrics()}, nil
+	return &DB{db: conn, dialect: d, path: sqlitePath(d, dsn), writer: make(chan struct{}, 1), metrics: newStoreMetrics()}, nil
 }
 
 // sqlitePath is the SQLite file dsn names, or "" for PostgreSQL and an
@@ -158,8 +162,8 @@ func (db *DB) Ping(ctx context.Context) error {
 func (db *DB) update(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if db.dialect == sqliteDialect {
 		start := time.Now()
-		db.writer.Lock()
-		defer db.writer.Unlock()
+		db.writer <- struct{}{}
+		defer func() { <-db.writer }()
 		db.metrics.writerWait.Observe(time.Since(start).Seconds())
 	}
 	return db.inTx(ctx, nil, fn)
