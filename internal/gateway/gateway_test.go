@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -56,34 +57,58 @@ func TestGateway_endToEnd(t *testing.T) {
 			t.Errorf("X-Request-Id = %q", resp.Header.Get("X-Request-Id"))
 		}
 	})
-	t.Run("stream", func(t *testing.T) {
-		stream := c.Chat.Completions.NewStreaming(ctx, chatParams("Say hello, slowly."))
-		var text strings.Builder
-		var usage oai.CompletionUsage
-		chunks := 0
-		for stream.Next() {
-			ch := stream.Current()
-			chunks++
-			for _, choice := range ch.Choices {
-				text.WriteString(choice.Delta.Content)
+	// A stream's usage comes in an event of its own, with no choices, as
+	// OpenAI sends it: to a renter who asks for it. The gateway asks the
+	// model server for it either way, to meter the stream, and passes it on
+	// only when asked, since a client that reads choices[0] of every event,
+	// as OpenAI's examples do, fails on it.
+	for _, asked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream/usage asked %v", asked), func(t *testing.T) {
+			params := chatParams("Say hello, slowly.")
+			if asked {
+				params.StreamOptions = oai.ChatCompletionStreamOptionsParam{IncludeUsage: oai.Bool(true)}
 			}
-			if ch.Usage.TotalTokens > 0 {
-				usage = ch.Usage
+			mustSync(t, f)
+			before := available(t, f)
+			stream := c.Chat.Completions.NewStreaming(ctx, params)
+			var text strings.Builder
+			var usage oai.CompletionUsage
+			chunks, withoutChoices := 0, 0
+			for stream.Next() {
+				ch := stream.Current()
+				chunks++
+				if len(ch.Choices) == 0 {
+					withoutChoices++
+				}
+				for _, choice := range ch.Choices {
+					text.WriteString(choice.Delta.Content)
+				}
+				if ch.Usage.TotalTokens > 0 {
+					usage = ch.Usage
+				}
 			}
-		}
-		if err := stream.Err(); err != nil {
-			t.Fatalf("stream: %v", err)
-		}
-		if text.String() != "Hello from alpha." || chunks != 6 {
-			t.Errorf("streamed %q in %d chunks, want %q in 5 and a usage chunk", text.String(), chunks, "Hello from alpha.")
-		}
-		if usage.CompletionTokens != mockCompletionTokens {
-			t.Errorf("the stream's usage = %+v; the gateway must ask the model server for it", usage)
-		}
-		if body := string(up.lastBody()); !strings.Contains(body, `"include_usage":true`) || !strings.Contains(body, `"model":"upstream-model"`) {
-			t.Errorf("the model server got %s; want include_usage and the model's upstream name", body)
-		}
-	})
+			if err := stream.Err(); err != nil {
+				t.Fatalf("stream: %v", err)
+			}
+			want, wantUsage := 5, int64(0)
+			if asked {
+				want, wantUsage = 6, mockCompletionTokens
+			}
+			if text.String() != "Hello from alpha." || chunks != want || withoutChoices != want-5 {
+				t.Errorf("streamed %q in %d chunks, %d without choices; want %q in 5, and a usage chunk only if asked", text.String(), chunks, withoutChoices, "Hello from alpha.")
+			}
+			if usage.CompletionTokens != wantUsage {
+				t.Errorf("the stream's usage = %d completion tokens, want %d", usage.CompletionTokens, wantUsage)
+			}
+			if body := string(up.lastBody()); !strings.Contains(body, `"include_usage":true`) || !strings.Contains(body, `"model":"upstream-model"`) {
+				t.Errorf("the model server got %s; want include_usage and the model's upstream name", body)
+			}
+			mustSync(t, f)
+			if spent := before - available(t, f); spent != wantCharge {
+				t.Errorf("the renter paid %d, want the model server's usage: %d", spent, wantCharge)
+			}
+		})
+	}
 	t.Run("completions and embeddings", func(t *testing.T) {
 		got, err := c.Completions.New(ctx, oai.CompletionNewParams{
 			Model: testModel, Prompt: oai.CompletionNewParamsPromptUnion{OfString: oai.String("Once upon")},
@@ -100,9 +125,9 @@ func TestGateway_endToEnd(t *testing.T) {
 	})
 	t.Run("metering", func(t *testing.T) {
 		mustSync(t, f)
-		// chat, stream and completion cost 170 each; the embedding its 3
-		// prompt tokens at 10 a million: 30, of which the fee is 3.
-		const charged = 3*wantCharge + 30
+		// chat, two streams and completion cost 170 each; the embedding its
+		// 3 prompt tokens at 10 a million: 30, of which the fee is 3.
+		const charged = 4*wantCharge + 30
 		bal, err := f.Admin.Balance(ctx, f.RenterID)
 		if err != nil {
 			t.Fatal(err)
@@ -114,7 +139,7 @@ func TestGateway_endToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := idlegrid.Micros(3*(wantCharge-wantFee) + 27); prov.Pending != want {
+		if want := idlegrid.Micros(4*(wantCharge-wantFee) + 27); prov.Pending != want {
 			t.Errorf("provider pending = %d, want %d", prov.Pending, want)
 		}
 		if sum, err := f.Store.LedgerSum(ctx); err != nil || sum != 0 {
@@ -124,8 +149,8 @@ func TestGateway_endToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(us) != 4 {
-			t.Fatalf("%d usage records, want 4", len(us))
+		if len(us) != 5 {
+			t.Fatalf("%d usage records, want 5", len(us))
 		}
 		for _, u := range us {
 			if u.Source != idlegrid.UsageUpstream || u.NodeID != node.NodeID || u.KeyID != f.RenterKeyID || u.Attempts != 1 {
@@ -168,8 +193,8 @@ func TestGateway_endToEnd(t *testing.T) {
 		if err := c.Get(ctx, "inference/stats", nil, &st); err != nil {
 			t.Fatal(err)
 		}
-		if len(st.Models) != 1 || st.Models[0].Model != testModel || st.Models[0].Requests != 5 {
-			t.Fatalf("stats = %+v, want 5 requests of %s", st, testModel)
+		if len(st.Models) != 1 || st.Models[0].Model != testModel || st.Models[0].Requests != 6 {
+			t.Fatalf("stats = %+v, want 6 requests of %s", st, testModel)
 		}
 		m := st.Models[0]
 		if m.LatencyP50MS <= 0 || m.LatencyP95MS < m.LatencyP50MS || m.TTFTP50MS <= 0 || m.TTFTP50MS > m.LatencyP95MS {

@@ -133,16 +133,32 @@ var errRenterGone = errors.New("the renter went away")
 func (x *exchange) pass(w http.ResponseWriter, a *answer) (ttft time.Duration, broke error, m openai.Metered) {
 	rc := http.NewResponseController(w)
 	var sm openai.StreamMeter
-	send := func(p []byte) error {
-		if endsStream(p) {
-			x.res.done() // the key's slot, before the stream's end: the renter's next request may follow it at once
-		}
+	var drop *openai.UsageDropper // the usage event the gateway asked for, unless the renter did
+	if !x.req.IncludeUsage {
+		drop = &openai.UsageDropper{}
+	}
+	write := func(p []byte) error {
 		rc.SetWriteDeadline(time.Now().Add(x.g.cfg.StallTimeout)) // see renterWrites
 		if _, err := w.Write(p); err != nil {
 			return fmt.Errorf("%w: %v", errRenterGone, err)
 		}
 		if err := rc.Flush(); err != nil {
 			return fmt.Errorf("%w: %v", errRenterGone, err)
+		}
+		return nil
+	}
+	send := func(p []byte) error {
+		if endsStream(p) {
+			x.res.done() // the key's slot, before the stream's end: the renter's next request may follow it at once
+		}
+		out := p
+		if drop != nil {
+			out = drop.Pass(p)
+		}
+		if len(out) > 0 {
+			if err := write(out); err != nil {
+				return err
+			}
 		}
 		sm.Write(p)
 		return nil
@@ -160,6 +176,13 @@ func (x *exchange) pass(w http.ResponseWriter, a *answer) (ttft time.Duration, b
 			}
 		}
 		if errors.Is(err, io.EOF) {
+			if drop != nil {
+				if rest := drop.Rest(); len(rest) > 0 { // an event never ended goes on as it came
+					if werr := write(rest); werr != nil {
+						return ttft, werr, sm.Metered
+					}
+				}
+			}
 			return ttft, nil, sm.Metered
 		} else if err != nil {
 			if cause := contextCause(a); cause != nil {

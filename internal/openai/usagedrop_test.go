@@ -1,0 +1,75 @@
+package openai_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/idlegrid/idlegrid/internal/openai"
+)
+
+// drop passes stream through a UsageDropper in pieces of size.
+func drop(stream string, size int) string {
+	var d openai.UsageDropper
+	var out bytes.Buffer
+	for s := stream; len(s) > 0; {
+		n := min(size, len(s))
+		out.Write(d.Pass([]byte(s[:n])))
+		s = s[n:]
+	}
+	out.Write(d.Rest())
+	return out.String()
+}
+
+// The usage event, and only it, is dropped, however the stream arrives:
+// events pass byte for byte as they end, with \n or \r\n lines, data on
+// several lines, comments and what is not JSON; an event never ended
+// passes at the end.
+func TestUsageDropper(t *testing.T) {
+	keep := "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n" +
+		": keep-alive\n\n" +
+		"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}],\"usage\":null}\r\n\r\n" +
+		"data: {\"choices\":[{\"delta\":{}}],\"usage\":{\"prompt_tokens\":1}}\n\n" + // choices: not usage-only
+		"event: note\ndata: not json, \"usage\":{}\n\n" +
+		"data: {\"choices\":[],\n" + "data: \"usage\":{\"x\":1}}\n\n" // usage-only, on two lines
+	usage := "data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":2,\"total_tokens\":14}}\n\n"
+	done := "data: [DONE]\n\n"
+	stream := keep + usage + done + "data: {\"unended\":"
+	want := strings.TrimSuffix(keep, "data: {\"choices\":[],\n"+"data: \"usage\":{\"x\":1}}\n\n") + done + "data: {\"unended\":"
+	for _, size := range []int{1, 2, 3, 7, 64, len(stream)} {
+		if got := drop(stream, size); got != want {
+			t.Errorf("pieces of %d:\n%q\nwant\n%q", size, got, want)
+		}
+	}
+	// Whole events, none usage-only, pass as the very slice given.
+	var whole openai.UsageDropper
+	p := []byte(done)
+	if got := whole.Pass(p); len(got) != len(p) || &got[0] != &p[0] {
+		t.Errorf("whole events came back copied or changed: %q", got)
+	}
+}
+
+// An event that outgrows 1 MiB passes as it comes, unjudged, and the events
+// after it are judged again.
+func TestUsageDropper_longEvent(t *testing.T) {
+	long := "data: {\"choices\":[],\"usage\":{},\"pad\":\"" + strings.Repeat("x", 1<<20) + "\"}\n\n"
+	usage := "data: {\"choices\":[],\"usage\":{\"total_tokens\":3}}\n\n"
+	if got, want := drop(long+usage+"data: [DONE]\n\n", 4096), long+"data: [DONE]\n\n"; got != want {
+		t.Errorf("got %d bytes, want %d: the long event whole, the usage dropped", len(got), len(want))
+	}
+}
+
+// However a stream arrives in pieces, what passes is the same.
+func FuzzUsageDropper(f *testing.F) {
+	f.Add("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[],\"usage\":{}}\r\n\r\ndata: [DONE]\n\n", uint8(3))
+	f.Add("\n\r\n\n\ndata:{\"choices\":[],\"usage\":{}}\n\n", uint8(1))
+	f.Fuzz(func(t *testing.T, stream string, size uint8) {
+		whole := drop(stream, len(stream)+1)
+		if got := drop(stream, int(size)%16+1); got != whole {
+			t.Errorf("in pieces of %d:\n%q\nin one:\n%q", int(size)%16+1, got, whole)
+		}
+		if len(whole) > len(stream) {
+			t.Errorf("%d bytes out of %d in", len(whole), len(stream))
+		}
+	})
+}
