@@ -101,9 +101,15 @@ func eventEnd(b []byte, from int) int {
 	return -1
 }
 
+var usageKey = []byte(`"usage"`)
+
 // usageOnly reports whether ev, one event, is data with a usage object
-// and an empty choices array.
+// and an empty choices array. A key spelt with escapes is not seen, and
+// its event passes.
 func usageOnly(ev []byte) bool {
+	if !bytes.Contains(ev, usageKey) { // most events, at a glance
+		return false
+	}
 	payload, joined := []byte(nil), false
 	for line := range bytes.Lines(ev) {
 		p, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), dataPrefix)
