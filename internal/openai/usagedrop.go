@@ -22,8 +22,9 @@ type UsageDropper struct {
 
 // Pass returns what of p, the next bytes of the stream, goes on now: the
 // events p ends, but the usage-only ones, and nothing of one it leaves
-// unended. The slice returned is p itself or d's own, valid until the
-// next call.
+// unended: p itself when it is whole events none of which is dropped,
+// else a new slice. Lines end in \n or \r\n, as every model server's do
+// (a stream whose lines end in \r alone would wait here to its end).
 func (d *UsageDropper) Pass(p []byte) []byte {
 	if len(d.held) == 0 && !d.passing && endsEvents(p) {
 		return p // whole events, none usage-only: the most common piece
