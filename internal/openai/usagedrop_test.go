@@ -73,3 +73,12 @@ func FuzzUsageDropper(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkUsageDropper is the usage dropper's cost for one event that is
+// not a usage event: passed as it came.
+func BenchmarkUsageDropper(b *testing.B) {
+	var d openai.UsageDropper
+	for b.Loop() {
+		d.Pass(benchEvent)
+	}
+}
