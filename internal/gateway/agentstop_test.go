@@ -139,8 +139,10 @@ func TestGateway_agentHandOverFinishesRequests(t *testing.T) {
 // serves right now, though one did lately (its only node's agent has
 // handed over to the next, which has not started), is told to retry: 503
 // with Retry-After, which OpenAI's SDKs honour, rather than the 404 of a
-// model nobody serves, which they do not retry. Once nobody has served it
-// for 15 minutes on the gateway's clock, it is a 404 again.
+// model nobody serves, which they do not retry; so is a GET of the model,
+// both while the catalog still lists its provider without a session and
+// after. Once nobody has served it for 15 minutes on the gateway's clock,
+// it is a 404 again.
 func TestGateway_modelBetweenProviders(t *testing.T) {
 	clock := &manualClock{now: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)}
 	f := mustFixture(t, func(c *gateway.Config) { c.Clock = clock })
@@ -154,6 +156,14 @@ func TestGateway_modelBetweenProviders(t *testing.T) {
 		t.Fatalf("alpha's agent returned %v, want ErrHandedOver", err)
 	}
 	sdk := f.sdk(f.RenterKey)
+	eventually(t, "a GET of the model while its provider is listed without a session", func() string {
+		_, err := sdk.Models.Get(context.Background(), testModel)
+		if e := apiError(t, err); e.StatusCode != http.StatusServiceUnavailable || e.Response.Header.Get("Retry-After") != "5" ||
+			!strings.Contains(e.Message, "out of reach for now") {
+			return fmt.Sprintf("%d %s, Retry-After %q", e.StatusCode, e.Message, e.Response.Header.Get("Retry-After"))
+		}
+		return ""
+	})
 	ask := func() *oai.Error {
 		t.Helper()
 		_, err := sdk.Chat.Completions.New(context.Background(), chatParams("hi"))
@@ -176,12 +186,22 @@ func TestGateway_modelBetweenProviders(t *testing.T) {
 			e.StatusCode, e.Type, e.Param, e.Message, e.Response.Header.Get("Retry-After"))
 	}
 
-	_, err := sdk.Chat.Completions.New(context.Background(), oai.ChatCompletionNewParams{Model: "org/never-served", Messages: chatParams("hi").Messages})
+	_, err := sdk.Models.Get(context.Background(), testModel)
+	if e := apiError(t, err); e.StatusCode != http.StatusServiceUnavailable || e.Response.Header.Get("Retry-After") != "5" || e.Param != "model" {
+		t.Errorf("GET /v1/models/%s between providers: %d %s param %q (%s), Retry-After %q; want 503 to retry after 5 s",
+			testModel, e.StatusCode, e.Type, e.Param, e.Message, e.Response.Header.Get("Retry-After"))
+	}
+
+	_, err = sdk.Chat.Completions.New(context.Background(), oai.ChatCompletionNewParams{Model: "org/never-served", Messages: chatParams("hi").Messages})
 	if e := apiError(t, err); e.StatusCode != http.StatusNotFound || e.Type != "not_found_error" {
 		t.Errorf("a model never served: %d %s (%s), want 404 not_found_error", e.StatusCode, e.Type, e.Message)
 	}
 	clock.advance(15*time.Minute + time.Second)
 	if e := ask(); e.StatusCode != http.StatusNotFound || e.Type != "not_found_error" || e.Param != "model" {
 		t.Errorf("15 minutes after its last provider: %d %s param %q (%s), want 404 not_found_error", e.StatusCode, e.Type, e.Param, e.Message)
+	}
+	_, err = sdk.Models.Get(context.Background(), testModel)
+	if e := apiError(t, err); e.StatusCode != http.StatusNotFound || e.Type != "not_found_error" {
+		t.Errorf("GET /v1/models/%s 15 minutes after its last provider: %d %s (%s), want 404 not_found_error", testModel, e.StatusCode, e.Type, e.Message)
 	}
 }

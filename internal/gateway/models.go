@@ -30,20 +30,42 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request, c *apiKey) 
 	return nil
 }
 
-// GET /v1/models/{model}: one model as GET /v1/models lists it, or 404
-// when no provider the key's routing reaches serves it.
+// GET /v1/models/{model}: one model as GET /v1/models lists it. A model
+// no provider serves now but one did lately is a 503 to retry, as a
+// completion for it is (noProvider); one whose providers are all out of
+// reach for now (no live session, breaker open) is a 503 too; otherwise
+// a model no provider the key's routing reaches serves is a 404.
 func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request, c *apiKey) error {
 	rt, byModel, err := g.keysModels(r, c)
 	if err != nil {
 		return err
 	}
 	name := r.PathValue("model")
-	m := g.model(rt, name, byModel[name])
-	if m.Providers == 0 {
+	ps := byModel[name]
+	m := g.model(rt, name, ps)
+	switch {
+	case len(ps) == 0:
+		return g.noProvider(name, 0, nil)
+	case m.Providers == 0 && g.reachableLater(rt, ps):
+		return retryAfter(idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the providers of model %q your key may use are out of reach for now (reconnecting, or failing); retry shortly", name),
+			betweenProvidersRetry)
+	case m.Providers == 0:
 		return idlegrid.Errorf(idlegrid.ENOTFOUND, "model %q is not served now by any provider your key may use; GET /v1/models lists those that are", name)
 	}
 	writeJSON(w, http.StatusOK, m)
 	return nil
+}
+
+// reachableLater reports whether some provider in ps within the routing rt
+// (nil: none) is left out of the listing only for a while: no live
+// session, or its breaker open.
+func (g *Gateway) reachableLater(rt *idlegrid.Routing, ps []*provider) bool {
+	for _, p := range ps {
+		if rt == nil || outsideRouting(rt, p) == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // keysModels is the routing of key c (nil: none) and the models served
