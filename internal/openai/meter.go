@@ -184,7 +184,7 @@ func (s *StreamMeter) Write(p []byte) (int, error) {
 	n := len(p)
 	s.Bytes += n
 	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
+		i := lineBreak(p) // a line ends in \n, \r\n or \r; \r\n reads as a line and an empty one
 		if i < 0 {
 			s.hold(p)
 			break
@@ -224,7 +224,6 @@ var dataPrefix = []byte("data:")
 
 // event reads one line of the stream.
 func (s *StreamMeter) event(line []byte) {
-	line = bytes.TrimRight(line, "\r")
 	payload, ok := bytes.CutPrefix(line, dataPrefix)
 	if !ok {
 		return

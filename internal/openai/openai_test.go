@@ -182,8 +182,14 @@ func TestStreamMeter_Write(t *testing.T) {
 		"data: {\"choices\":[{\"delta\":{\"content\":\" world\"}}]}\r\n\r\n" +
 		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":2,\"total_tokens\":14}}\n\n" +
 		"data: [DONE]\n\n"
-	for _, size := range []int{1, 3, 7, 64, len(stream)} {
+	// Lines may end in \r alone, as server-sent events allow.
+	crs := strings.ReplaceAll(strings.ReplaceAll(stream, "\r\n", "\n"), "\n", "\r")
+	for _, size := range []int{1, 3, 7, 64, len(stream), -1, -3, -len(crs)} {
 		var m openai.StreamMeter
+		stream := stream
+		if size < 0 {
+			size, stream = -size, crs
+		}
 		for s := stream; len(s) > 0; {
 			n := min(size, len(s))
 			m.Write([]byte(s[:n]))
@@ -348,6 +354,7 @@ func FuzzStreamMeter(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n"), uint16(3))
 	f.Add([]byte("data: {\"choices\":[{\"text\":\"a\"}],\"CHOICES\":[{\"text\":\"bcd\"}]}\n\n"), uint16(1))
 	f.Add([]byte("data: {\"choices\":[{\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"x\"}]},\"logprobs\":{\"content\":[{\"token\":\"x\"}]}}]}\r\n\r\n"), uint16(7))
+	f.Add([]byte("data: {\"choices\":[{\"text\":\"a\"}]}\r\rdata: {\"usage\":{\"completion_tokens\":1}}\r"), uint16(2))
 	f.Fuzz(func(t *testing.T, stream []byte, size uint16) {
 		var whole, pieces openai.StreamMeter
 		whole.Write(stream)

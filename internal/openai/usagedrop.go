@@ -23,8 +23,9 @@ type UsageDropper struct {
 // Pass returns what of p, the next bytes of the stream, goes on now: the
 // events p ends, but the usage-only ones, and nothing of one it leaves
 // unended: p itself when it is whole events none of which is dropped,
-// else a new slice. Lines end in \n or \r\n, as every model server's do
-// (a stream whose lines end in \r alone would wait here to its end).
+// else a new slice. Lines end in \n, \r\n or \r, as server-sent events'
+// may; an event whose blank line is a \r at the end of p waits for the
+// next byte, which may make it \r\n.
 func (d *UsageDropper) Pass(p []byte) []byte {
 	if len(d.held) == 0 && !d.passing && endsEvents(p) {
 		return p // whole events, none usage-only: the most common piece
@@ -32,7 +33,7 @@ func (d *UsageDropper) Pass(p []byte) []byte {
 	var out []byte
 	for len(p) > 0 {
 		if d.passing {
-			end := eventEnd(p, 0)
+			end := eventEnd(p, 0, false)
 			if end < 0 {
 				return append(out, p...)
 			}
@@ -44,7 +45,7 @@ func (d *UsageDropper) Pass(p []byte) []byte {
 		d.held = append(d.held, p...)
 		p = nil
 		for {
-			end := eventEnd(d.held, from)
+			end := eventEnd(d.held, from, false)
 			if end < 0 {
 				break
 			}
@@ -62,17 +63,21 @@ func (d *UsageDropper) Pass(p []byte) []byte {
 	return out
 }
 
-// Rest returns the event the stream began and never ended, at its end.
+// Rest returns, at the stream's end, the event it began and never ended,
+// or whose last \r waited for a \n, unless that one is usage-only.
 func (d *UsageDropper) Rest() []byte {
 	rest := d.held
 	d.held = nil
+	if len(rest) <= maxLine && eventEnd(rest, 0, true) == len(rest) && usageOnly(rest) {
+		return nil
+	}
 	return rest
 }
 
 // endsEvents reports whether p is whole events, none of them usage-only.
 func endsEvents(p []byte) bool {
 	for len(p) > 0 {
-		end := eventEnd(p, 0)
+		end := eventEnd(p, 0, false)
 		if end < 0 || end <= maxLine && usageOnly(p[:end]) {
 			return false
 		}
@@ -83,53 +88,122 @@ func endsEvents(p []byte) bool {
 
 // eventEnd returns the index just past the blank line that ends the first
 // event in b, looking for its line ends from from on, or -1 when b holds
-// no such line.
-func eventEnd(b []byte, from int) int {
+// no such line. A \r that ends b ends a line only when final (the stream
+// has ended): otherwise a \n may follow, making the two one line end.
+func eventEnd(b []byte, from int, final bool) int {
 	for i := from; i < len(b); {
-		j := bytes.IndexByte(b[i:], '\n')
+		j := lineBreak(b[i:])
 		if j < 0 {
 			return -1
 		}
-		k := i + j + 1 // the next line
-		switch {
-		case k < len(b) && b[k] == '\n':
-			return k + 1
-		case k+1 < len(b) && b[k] == '\r' && b[k+1] == '\n':
-			return k + 2
+		k := lineEnd(b, i+j, final) // past the line end
+		if k < 0 {
+			return -1
+		}
+		switch blank := lineEnd(b, k, final); {
+		case blank == -1:
+			return -1
+		case blank > k: // a line end right after one: the blank line
+			return blank
 		}
 		i = k
 	}
 	return -1
 }
 
-var usageKey = []byte(`"usage"`)
+// lineBreak returns the index of the first \r or \n in b, or -1.
+func lineBreak(b []byte) int {
+	n := bytes.IndexByte(b, '\n')
+	if n < 0 {
+		return bytes.IndexByte(b, '\r')
+	}
+	if r := bytes.IndexByte(b[:n], '\r'); r >= 0 {
+		return r
+	}
+	return n
+}
+
+// lineEnd returns the index past the line end (\n, \r\n or \r) at b[i],
+// i itself when there is none there, or -1 when b ends in a \r at i that
+// a \n might follow, unless final.
+func lineEnd(b []byte, i int, final bool) int {
+	switch {
+	case i >= len(b):
+		if final {
+			return i
+		}
+		return -1
+	case b[i] == '\n':
+		return i + 1
+	case b[i] != '\r':
+		return i
+	case i+1 < len(b):
+		if b[i+1] == '\n' {
+			return i + 2
+		}
+		return i + 1
+	case final:
+		return i + 1
+	}
+	return -1
+}
+
+var (
+	usageKey      = []byte(`"usage"`)
+	unicodeEscape = []byte(`\u`)
+)
 
 // usageOnly reports whether ev, one event, is data with a usage object
-// and an empty choices array. A key spelt with escapes is not seen, and
-// its event passes.
+// and an empty choices array: a JSON object in which a key "usage" holds
+// an object and every key "choices" (at least one) an empty array, keys
+// read as a JSON decoder reads them, escapes and all.
 func usageOnly(ev []byte) bool {
-	if !bytes.Contains(ev, usageKey) { // most events, at a glance
+	if !bytes.Contains(ev, usageKey) && !bytes.Contains(ev, unicodeEscape) { // most events, at a glance
 		return false
 	}
+	payload := eventData(ev)
+	usage, choices, kept := false, false, false
+	gjson.ParseBytes(payload).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "usage":
+			usage = usage || v.IsObject()
+		case "choices":
+			choices = true
+			kept = kept || !v.IsArray() || !emptyArray(v)
+		}
+		return true
+	})
+	return usage && choices && !kept && gjson.ValidBytes(payload)
+}
+
+// emptyArray reports whether the array v has no elements.
+func emptyArray(v gjson.Result) bool {
+	empty := true
+	v.ForEach(func(_, _ gjson.Result) bool { empty = false; return false })
+	return empty
+}
+
+// eventData is the data of ev, one event: its data lines' payloads,
+// joined by \n as server-sent events join them.
+func eventData(ev []byte) []byte {
 	payload, joined := []byte(nil), false
-	for line := range bytes.Lines(ev) {
-		p, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), dataPrefix)
+	for len(ev) > 0 {
+		n := lineBreak(ev)
+		if n < 0 {
+			n = len(ev)
+		}
+		p, ok := bytes.CutPrefix(ev[:n], dataPrefix)
+		ev = ev[lineEnd(ev, n, true):]
 		switch {
 		case !ok:
 		case payload == nil:
 			payload = bytes.TrimSpace(p)
-		default: // a payload on several lines, joined as SSE joins them
+		default: // a payload on several lines
 			if !joined {
 				payload, joined = bytes.Clone(payload), true
 			}
 			payload = append(append(payload, '\n'), bytes.TrimSpace(p)...)
 		}
 	}
-	if !gjson.GetBytes(payload, "usage").IsObject() { // most events: no usage, or null
-		return false
-	}
-	choices := gjson.GetBytes(payload, "choices")
-	empty := choices.IsArray()
-	choices.ForEach(func(_, _ gjson.Result) bool { empty = false; return false })
-	return empty && gjson.ValidBytes(payload)
+	return payload
 }

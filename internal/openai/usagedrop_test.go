@@ -49,6 +49,53 @@ func TestUsageDropper(t *testing.T) {
 	}
 }
 
+// Lines may end in \r alone, as server-sent events allow: the usage event
+// is dropped all the same, in any pieces, even when the \r that ends it
+// ends the stream.
+func TestUsageDropper_carriageReturns(t *testing.T) {
+	content := "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\r\r"
+	usage := "data: {\"choices\":[],\"usage\":{\"total_tokens\":3}}\r\r"
+	mixed := "data: {\"choices\":[{\"delta\":{\"content\":\"!\"}}]}\r\n\r"
+	for _, c := range []struct{ stream, want string }{
+		{content + usage + "data: [DONE]\r\r", content + "data: [DONE]\r\r"},
+		{content + mixed + "\n" + usage, content + mixed + "\n"},
+		{content + usage, content},
+		{mixed + usage + "data: [DONE]\r", mixed + "data: [DONE]\r"},
+	} {
+		for _, size := range []int{1, 2, 3, 5, len(c.stream)} {
+			if got := drop(c.stream, size); got != c.want {
+				t.Errorf("%q in pieces of %d:\n%q\nwant\n%q", c.stream, size, got, c.want)
+			}
+		}
+	}
+}
+
+// A usage event is told by its keys as a JSON decoder reads them: a key
+// spelt with escapes is the same key; an event with any "choices" key that
+// holds choices passes.
+func TestUsageDropper_keys(t *testing.T) {
+	for ev, dropped := range map[string]bool{
+		`{"choices":[],"\u0075sage":{"total_tokens":3}}`:                   true,
+		`{"\u0063hoices":[],"usage":{"total_tokens":3}}`:                   true,
+		`{"choices":[],"choices":[{"delta":{"content":"x"}}],"usage":{}}`:  false,
+		`{"choices":[{"delta":{"content":"x"}}],"choices":[],"usage":{}}`:  false,
+		`{"choices":null,"usage":{}}`:                                      false,
+		`{"usage":{}}`:                                                     false,
+		`{"choices":[],"usage":null}`:                                      false,
+		`{"choices":[],"usage":{}`:                                         false, // not JSON
+		`{"choices":[ ],"usage":{"prompt_tokens":1},"id":"\u00e9t\u00e9"}`: true,
+	} {
+		stream := "data: " + ev + "\n\n"
+		want := stream
+		if dropped {
+			want = ""
+		}
+		if got := drop(stream, len(stream)); got != want {
+			t.Errorf("%s: passed %q, want %q", ev, got, want)
+		}
+	}
+}
+
 // An event that outgrows 1 MiB passes as it comes, unjudged, and the events
 // after it are judged again.
 func TestUsageDropper_longEvent(t *testing.T) {
@@ -63,6 +110,7 @@ func TestUsageDropper_longEvent(t *testing.T) {
 func FuzzUsageDropper(f *testing.F) {
 	f.Add("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[],\"usage\":{}}\r\n\r\ndata: [DONE]\n\n", uint8(3))
 	f.Add("\n\r\n\n\ndata:{\"choices\":[],\"usage\":{}}\n\n", uint8(1))
+	f.Add("x\n\r\ndata:{\"choices\":[],\"usage\":{}}\r\r\ndata:{\"choices\":[],\"\\u0075sage\":{}}\n\r", uint8(2))
 	f.Fuzz(func(t *testing.T, stream string, size uint8) {
 		whole := drop(stream, len(stream)+1)
 		if got := drop(stream, int(size)%16+1); got != whole {
