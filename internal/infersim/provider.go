@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idlegrid/idlegrid/internal/backoff"
@@ -163,6 +165,7 @@ type provider struct {
 	mu      sync.Mutex
 	stats   ProviderReport
 	running map[string]int // requests being answered now, by model
+	answers atomic.Int64   // answers numbered, for the IDs of those with no request ID
 }
 
 func startProvider(spec ProviderSpec, models []string, seed uint64, scale float64) (*provider, error) {
@@ -324,9 +327,28 @@ func (p *provider) whole(w http.ResponseWriter, r *http.Request, req *chatReques
 		panic(http.ErrAbortHandler)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"id":"chatcmpl-%s","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"length"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
-		req.User, req.Model, words(completion), prompt, completion, prompt+completion)
+	fmt.Fprintf(w, `{"id":%q,"object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":%q}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
+		p.answerID(req), req.Model, words(completion), req.finishReason(), prompt, completion, prompt+completion)
 	return true
+}
+
+// finishReason is why the answer ended, as a real model server says: its
+// length reached the request's limit, or, with none set, the model
+// stopped of itself (after DefaultAnswerTokens).
+func (r *chatRequest) finishReason() string {
+	if r.MaxCompletionTokens > 0 || r.MaxTokens > 0 {
+		return "length"
+	}
+	return "stop"
+}
+
+// answerID is the ID of the answer to req: chatcmpl- and the replay's
+// request ID, or a number of the provider's own when it sent none.
+func (p *provider) answerID(req *chatRequest) string {
+	if req.User != "" {
+		return "chatcmpl-" + req.User
+	}
+	return fmt.Sprintf("chatcmpl-%s-%d", p.spec.Name, p.answers.Add(1))
 }
 
 // stream answers a streamed request: its first event at ttft, the rest
@@ -342,12 +364,20 @@ func (p *provider) stream(w http.ResponseWriter, r *http.Request, req *chatReque
 	w.Header().Set("Content-Type", "text/event-stream")
 	rc := http.NewResponseController(w)
 	chunks := min(completion, maxStreamChunks)
+	id := p.answerID(req)
 	for i := range chunks {
 		if i > 0 && !backoff.Sleep(r.Context(), decode/time.Duration(chunks-1)) {
 			return false
 		}
 		n := completion/chunks + boolInt(i < completion%chunks)
-		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-%s\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", req.User, req.Model, words(n))
+		role, finish := "", "null"
+		if i == 0 {
+			role = `"role":"assistant",`
+		}
+		if i == chunks-1 {
+			finish = strconv.Quote(req.finishReason())
+		}
+		fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{%s\"content\":%q},\"finish_reason\":%s}]}\n\n", id, req.Model, role, words(n), finish)
 		if rc.Flush() != nil {
 			return false
 		}
@@ -359,8 +389,8 @@ func (p *provider) stream(w http.ResponseWriter, r *http.Request, req *chatReque
 			panic(http.ErrAbortHandler)
 		}
 	}
-	fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-%s\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\ndata: [DONE]\n\n",
-		req.User, req.Model, prompt, completion, prompt+completion)
+	fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\ndata: [DONE]\n\n",
+		id, req.Model, prompt, completion, prompt+completion)
 	return true
 }
 

@@ -6,9 +6,13 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 
 	"github.com/idlegrid/idlegrid/internal/agent"
 )
@@ -185,5 +189,52 @@ func TestModelServer_metrics(t *testing.T) {
 			t.Fatalf("metrics after the answer was cut:\n%s", page())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The simulated model server answers as a real one does, read by OpenAI's
+// Go SDK: a stream's first chunk names the assistant's role and its last
+// content chunk the finish reason ("length" at the request's limit, "stop"
+// when it set none), all of an answer's chunks share one ID, and two
+// answers have two.
+func TestModelServer_answersAsARealServer(t *testing.T) {
+	s, err := StartModelServer("H100-80GB", []string{"m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sdk := oai.NewClient(option.WithBaseURL(s.URL()), option.WithAPIKey("none"), option.WithMaxRetries(0))
+	ctx := context.Background()
+	params := oai.ChatCompletionNewParams{Model: "m", MaxTokens: oai.Int(5),
+		Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("Hello")}}
+	stream := sdk.Chat.Completions.NewStreaming(ctx, params)
+	var acc oai.ChatCompletionAccumulator
+	var ids []string
+	for stream.Next() {
+		c := stream.Current()
+		acc.AddChunk(c)
+		ids = append(ids, c.ID)
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Choices) != 1 || acc.Choices[0].Message.Role != "assistant" || acc.Choices[0].FinishReason != "length" ||
+		countWords(acc.Choices[0].Message.Content) != 5 || acc.Usage.CompletionTokens != 5 {
+		t.Errorf("streamed answer %+v, usage %+v; want one choice of the assistant's 5 words, finished for length", acc.Choices, acc.Usage)
+	}
+	if len(ids) == 0 || ids[0] == "" || slices.ContainsFunc(ids, func(id string) bool { return id != ids[0] }) {
+		t.Errorf("chunk IDs %q, want one ID, not empty", ids)
+	}
+
+	params.MaxTokens = oai.ChatCompletionNewParams{}.MaxTokens
+	whole, err := sdk.Chat.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole.Choices[0].FinishReason != "stop" || whole.Choices[0].Message.Role != "assistant" || whole.Usage.CompletionTokens != DefaultAnswerTokens {
+		t.Errorf("answer without a limit: %+v, usage %+v; want the assistant's, stopped, %d tokens", whole.Choices[0], whole.Usage, DefaultAnswerTokens)
+	}
+	if whole.ID == "" || whole.ID == ids[0] {
+		t.Errorf("answer IDs %q and %q, want two", ids[0], whole.ID)
 	}
 }
