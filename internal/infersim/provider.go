@@ -253,7 +253,10 @@ type chatRequest struct {
 	// SDKs send for chat; it wins when both are set.
 	MaxCompletionTokens int    `json:"max_completion_tokens"`
 	User                string `json:"user"`
-	Messages            []struct {
+	StreamOptions       struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	Messages []struct {
 		Content string `json:"content"`
 	} `json:"messages"`
 }
@@ -352,7 +355,8 @@ func (p *provider) answerID(req *chatRequest) string {
 }
 
 // stream answers a streamed request: its first event at ttft, the rest
-// spread evenly over decode, then the usage and [DONE].
+// spread evenly over decode, then the usage, when the request asked for
+// it, and [DONE].
 func (p *provider) stream(w http.ResponseWriter, r *http.Request, req *chatRequest, fault string, prompt, completion int, ttft, decode time.Duration) bool {
 	switch fault {
 	case fault429, fault500:
@@ -389,8 +393,11 @@ func (p *provider) stream(w http.ResponseWriter, r *http.Request, req *chatReque
 			panic(http.ErrAbortHandler)
 		}
 	}
-	fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\ndata: [DONE]\n\n",
-		id, req.Model, prompt, completion, prompt+completion)
+	if req.StreamOptions.IncludeUsage { // as real servers, only when asked (the gateway always asks)
+		fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\n",
+			id, req.Model, prompt, completion, prompt+completion)
+	}
+	io.WriteString(w, "data: [DONE]\n\n")
 	return true
 }
 

@@ -195,8 +195,9 @@ func TestModelServer_metrics(t *testing.T) {
 // The simulated model server answers as a real one does, read by OpenAI's
 // Go SDK: a stream's first chunk names the assistant's role and its last
 // content chunk the finish reason ("length" at the request's limit, "stop"
-// when it set none), all of an answer's chunks share one ID, and two
-// answers have two.
+// when it set none), a chunk of usage follows only when the request asked
+// (stream_options.include_usage), all of an answer's chunks share one ID,
+// and two answers have two.
 func TestModelServer_answersAsARealServer(t *testing.T) {
 	s, err := StartModelServer("H100-80GB", []string{"m"})
 	if err != nil {
@@ -207,24 +208,38 @@ func TestModelServer_answersAsARealServer(t *testing.T) {
 	ctx := context.Background()
 	params := oai.ChatCompletionNewParams{Model: "m", MaxTokens: oai.Int(5),
 		Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("Hello")}}
-	stream := sdk.Chat.Completions.NewStreaming(ctx, params)
-	var acc oai.ChatCompletionAccumulator
 	var ids []string
-	for stream.Next() {
-		c := stream.Current()
-		acc.AddChunk(c)
-		ids = append(ids, c.ID)
+	for _, usage := range []bool{false, true} {
+		if usage {
+			params.StreamOptions = oai.ChatCompletionStreamOptionsParam{IncludeUsage: oai.Bool(true)}
+		}
+		stream := sdk.Chat.Completions.NewStreaming(ctx, params)
+		var acc oai.ChatCompletionAccumulator
+		ids = ids[:0]
+		usageChunks := 0
+		for stream.Next() {
+			c := stream.Current()
+			acc.AddChunk(c)
+			ids = append(ids, c.ID)
+			if len(c.Choices) == 0 {
+				usageChunks++
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(acc.Choices) != 1 || acc.Choices[0].Message.Role != "assistant" || acc.Choices[0].FinishReason != "length" ||
+			countWords(acc.Choices[0].Message.Content) != 5 {
+			t.Errorf("streamed answer %+v; want one choice of the assistant's 5 words, finished for length", acc.Choices)
+		}
+		if want := map[bool]int64{false: 0, true: 5}[usage]; acc.Usage.CompletionTokens != want || usageChunks != int(want/5) {
+			t.Errorf("include_usage %v: usage %+v in %d chunks without choices; want %d completion tokens", usage, acc.Usage, usageChunks, want)
+		}
+		if len(ids) == 0 || ids[0] == "" || slices.ContainsFunc(ids, func(id string) bool { return id != ids[0] }) {
+			t.Errorf("chunk IDs %q, want one ID, not empty", ids)
+		}
 	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(acc.Choices) != 1 || acc.Choices[0].Message.Role != "assistant" || acc.Choices[0].FinishReason != "length" ||
-		countWords(acc.Choices[0].Message.Content) != 5 || acc.Usage.CompletionTokens != 5 {
-		t.Errorf("streamed answer %+v, usage %+v; want one choice of the assistant's 5 words, finished for length", acc.Choices, acc.Usage)
-	}
-	if len(ids) == 0 || ids[0] == "" || slices.ContainsFunc(ids, func(id string) bool { return id != ids[0] }) {
-		t.Errorf("chunk IDs %q, want one ID, not empty", ids)
-	}
+	params.StreamOptions = oai.ChatCompletionStreamOptionsParam{}
 
 	params.MaxTokens = oai.ChatCompletionNewParams{}.MaxTokens
 	whole, err := sdk.Chat.Completions.New(ctx, params)
