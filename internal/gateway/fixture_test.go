@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -330,6 +331,7 @@ const (
 	faultHTML      = "html"       // answers as usual, but says its answer is text/html
 	faultGone      = "gone"       // answers 404: it no longer serves the model
 	faultHold      = "hold"       // answers as usual, once the test frees it
+	faultCR        = "cr"         // answers as usual, a stream's lines ending in \r alone, as server-sent events allow
 )
 
 // greedyTokens is the usage a greedy mock reports, whatever it served.
@@ -504,8 +506,12 @@ func (m *mock) chat(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 	}
 	rc := http.NewResponseController(w)
+	var out io.Writer = w
+	if m.get() == faultCR {
+		out = crLines{w}
+	}
 	chunk := func(delta string) {
-		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", req.Model, delta)
+		fmt.Fprintf(out, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", req.Model, delta)
 		rc.Flush()
 	}
 	if m.get() == faultFlood {
@@ -529,10 +535,17 @@ func (m *mock) chat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage && m.get() != faultNoUsage {
-		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[]%s}\n\n", req.Model, m.usage())
+		fmt.Fprintf(out, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[]%s}\n\n", req.Model, m.usage())
 	}
-	io.WriteString(w, "data: [DONE]\n\n")
+	io.WriteString(out, "data: [DONE]\n\n")
 	m.Served.Add(1)
+}
+
+// crLines writes to w with each \n made a \r.
+type crLines struct{ w io.Writer }
+
+func (c crLines) Write(p []byte) (int, error) {
+	return c.w.Write(bytes.ReplaceAll(p, []byte("\n"), []byte("\r")))
 }
 
 func (m *mock) completion(w http.ResponseWriter, r *http.Request) {

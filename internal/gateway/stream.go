@@ -195,14 +195,15 @@ func (x *exchange) pass(w http.ResponseWriter, a *answer) (ttft time.Duration, b
 }
 
 // streamEnd is the event that ends an OpenAI stream, after which a
-// renter's SDK reads no more, at the start of a line.
-var streamEnd = []byte("\ndata: [DONE]")
+// renter's SDK reads no more, at the start of a line (after a \n, or a
+// lone \r, as server-sent events allow).
+var streamEnd, streamEndCR = []byte("\ndata: [DONE]"), []byte("\rdata: [DONE]")
 
 // endsStream reports whether p, read from a stream, holds its end: the
 // event at the start of a line (a model's text, inside an event's JSON,
-// has its newlines escaped).
+// has its line ends escaped).
 func endsStream(p []byte) bool {
-	return bytes.HasPrefix(p, streamEnd[1:]) || bytes.Contains(p, streamEnd)
+	return bytes.HasPrefix(p, streamEnd[1:]) || bytes.Contains(p, streamEnd) || bytes.Contains(p, streamEndCR)
 }
 
 func contextCause(a *answer) error {
