@@ -137,6 +137,8 @@ func (x *exchange) pass(w http.ResponseWriter, a *answer) (ttft time.Duration, b
 	if !x.req.IncludeUsage {
 		drop = &openai.UsageDropper{}
 	}
+	// The last event counts though the stream ends without its blank line.
+	defer func() { sm.End(); m = sm.Metered }()
 	write := func(p []byte) error {
 		rc.SetWriteDeadline(time.Now().Add(x.g.cfg.StallTimeout)) // see renterWrites
 		if _, err := w.Write(p); err != nil {

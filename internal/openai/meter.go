@@ -167,24 +167,41 @@ func textLen(raw json.RawMessage) int {
 }
 
 // StreamMeter reads a stream of server-sent events as it passes through,
-// in pieces of any size, and meters it. It never holds more than one
-// unfinished line.
+// in pieces of any size, and meters it event by event: an event's data
+// lines joined by \n, as server-sent events join them, read when the
+// blank line after them ends it (or the stream does: End). Lines end in
+// \n, \r\n or \r. It never holds more than one unfinished line and one
+// event's data, each up to maxLine.
 type StreamMeter struct {
 	Metered
 	line []byte // the unfinished line, up to maxLine
 	cut  int    // the bytes of the unfinished line past maxLine, not kept
+	cr   bool   // the last piece ended a line with \r: a \n first in the next is part of that line end
+
+	data      []byte // the event's data so far; aliases the piece being read until kept in own
+	own       []byte // data's buffer once it outlives a Write or joins lines
+	owned     bool   // data is in own
+	dataLines int    // the event's data lines so far
+	dataCut   int    // the event's bytes when it outgrew maxLine: unread, all counted as text
 }
 
-// maxLine bounds the unfinished line a StreamMeter keeps; a longer one
-// passes through unread, and all of it counts as generated text.
+// maxLine bounds the unfinished line and the event's data a StreamMeter
+// keeps; a longer one passes through unread, and all of it counts as
+// generated text.
 const maxLine = 1 << 20
 
 // Write reads p, the next bytes of the stream. It never fails.
 func (s *StreamMeter) Write(p []byte) (int, error) {
 	n := len(p)
 	s.Bytes += n
+	if s.cr && n > 0 {
+		s.cr = false
+		if p[0] == '\n' { // the second half of a \r\n
+			p = p[1:]
+		}
+	}
 	for len(p) > 0 {
-		i := lineBreak(p) // a line ends in \n, \r\n or \r; \r\n reads as a line and an empty one
+		i := lineBreak(p)
 		if i < 0 {
 			s.hold(p)
 			break
@@ -193,46 +210,105 @@ func (s *StreamMeter) Write(p []byte) (int, error) {
 			s.hold(p[:i])
 			s.endLine()
 		} else {
-			s.event(p[:i])
+			s.readLine(p[:i])
 		}
-		p = p[i+1:]
+		next := i + 1
+		if p[i] == '\r' {
+			if next == len(p) {
+				s.cr = true
+			} else if p[next] == '\n' {
+				next++
+			}
+		}
+		p = p[next:]
 	}
+	s.keepData()
 	return n, nil
 }
 
-// hold keeps p as the next bytes of the unfinished line, while the line
-// fits in maxLine; past that it only counts them.
+// End reads the event the stream left without the blank line after it,
+// at the stream's end, as a lenient client would.
+func (s *StreamMeter) End() { s.dispatch() }
+
+// hold keeps p as the next bytes of the unfinished line, up to maxLine
+// of it; past that it only counts them.
 func (s *StreamMeter) hold(p []byte) {
-	if s.cut == 0 && len(s.line)+len(p) <= maxLine {
-		s.line = append(s.line, p...)
-		return
+	if s.cut == 0 {
+		k := min(len(p), maxLine-len(s.line))
+		s.line = append(s.line, p[:k]...)
+		p = p[k:]
 	}
 	s.cut += len(p)
 }
 
-// endLine reads the line held, or counts all of one too long to keep.
+// endLine reads the line held, or, for a data line too long to keep,
+// counts all of it as text.
 func (s *StreamMeter) endLine() {
-	if s.cut > 0 {
-		s.GeneratedBytes += len(s.line) + s.cut
-	} else {
-		s.event(s.line)
+	switch {
+	case s.cut == 0:
+		s.readLine(s.line)
+		s.keepData() // data must not alias line, which the next line reuses
+	case bytes.HasPrefix(s.line, dataPrefix):
+		s.dataLines++
+		s.dataCut += len(s.data) + len(s.line) + s.cut
+		s.data = nil
 	}
 	s.line, s.cut = s.line[:0], 0
 }
 
-var dataPrefix = []byte("data:")
+var (
+	dataPrefix = []byte("data:")
+	doneData   = []byte("[DONE]")
+)
 
-// event reads one line of the stream.
-func (s *StreamMeter) event(line []byte) {
+// readLine reads one line of the stream: a data line's payload joins the
+// event's data, and a blank line ends the event.
+func (s *StreamMeter) readLine(line []byte) {
+	if len(line) == 0 {
+		s.dispatch()
+		return
+	}
 	payload, ok := bytes.CutPrefix(line, dataPrefix)
 	if !ok {
-		return
+		return // a comment, or a field other than data
 	}
 	payload = bytes.TrimSpace(payload)
-	if bytes.Equal(payload, []byte("[DONE]")) {
-		s.Done = true
-		return
+	s.dataLines++
+	switch {
+	case s.dataCut > 0 || len(s.data)+1+len(payload) > maxLine:
+		s.dataCut += len(s.data) + len(line)
+		s.data = nil
+	case s.dataLines == 1:
+		s.data, s.owned = payload, false
+	default: // a payload on several lines
+		if !s.owned {
+			s.own, s.owned = append(s.own[:0], s.data...), true
+		}
+		s.own = append(append(s.own, '\n'), payload...)
+		s.data = s.own
 	}
-	s.Chunks++
-	s.add(payload)
+}
+
+// keepData copies the event's data out of the piece it aliases.
+func (s *StreamMeter) keepData() {
+	if s.dataLines > 0 && !s.owned && s.dataCut == 0 {
+		s.own, s.owned = append(s.own[:0], s.data...), true
+		s.data = s.own
+	}
+}
+
+// dispatch reads the event whose data lines came so far, if any.
+func (s *StreamMeter) dispatch() {
+	switch {
+	case s.dataLines == 0:
+		return
+	case s.dataCut > 0:
+		s.GeneratedBytes += s.dataCut
+	case bytes.Equal(s.data, doneData):
+		s.Done = true
+	default:
+		s.Chunks++
+		s.add(s.data)
+	}
+	s.data, s.owned, s.dataLines, s.dataCut = nil, false, 0, 0
 }

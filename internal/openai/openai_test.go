@@ -257,6 +257,32 @@ func TestStreamMeter_GeneratedBytes(t *testing.T) {
 	}
 }
 
+// The meter reads events, not lines: an event's data lines join, as
+// server-sent events join them; the stream's last event counts at its end
+// though no blank line follows it; other fields and comments, however
+// long, are not text.
+func TestStreamMeter_events(t *testing.T) {
+	split := "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}],\r\n" +
+		"data: \"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1,\"total_tokens\":4}}\r\n" +
+		"id: 7\r\n: " + strings.Repeat("c", 1<<20+10) + "\r\n\r\n" +
+		"data: [DONE]\n"
+	for _, size := range []int{1, 2, 5, 4096, len(split)} {
+		var m openai.StreamMeter
+		for s := split; len(s) > 0; {
+			n := min(size, len(s))
+			m.Write([]byte(s[:n]))
+			s = s[n:]
+		}
+		if m.Done {
+			t.Errorf("pieces of %d: done before the stream's end read its last event", size)
+		}
+		m.End()
+		if m.Usage == nil || m.Usage.CompletionTokens != 1 || m.Chunks != 1 || m.CompletionBytes != 2 || m.GeneratedBytes != 2 || !m.Done {
+			t.Errorf("pieces of %d: usage %+v, %+v; want the event on two data lines read whole (1 completion token, 2 bytes of text), then done", size, m.Usage, m.Metered)
+		}
+	}
+}
+
 func TestMeterAnswer(t *testing.T) {
 	body := []byte(`{"choices":[{"message":{"role":"assistant","content":"Hi there"}}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`)
 	m := openai.MeterAnswer(body)
@@ -355,20 +381,26 @@ func FuzzStreamMeter(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"text\":\"a\"}],\"CHOICES\":[{\"text\":\"bcd\"}]}\n\n"), uint16(1))
 	f.Add([]byte("data: {\"choices\":[{\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"x\"}]},\"logprobs\":{\"content\":[{\"token\":\"x\"}]}}]}\r\n\r\n"), uint16(7))
 	f.Add([]byte("data: {\"choices\":[{\"text\":\"a\"}]}\r\rdata: {\"usage\":{\"completion_tokens\":1}}\r"), uint16(2))
+	f.Add([]byte("data: {\"choices\":[{\"text\":\"a\"}],\r\ndata: \"usage\":{\"completion_tokens\":1}}\r\n: note\r\n\r\ndata:[DONE]\n"), uint16(5))
 	f.Fuzz(func(t *testing.T, stream []byte, size uint16) {
 		var whole, pieces openai.StreamMeter
 		whole.Write(stream)
+		whole.End()
 		step := int(size)%64 + 1
 		for s := stream; len(s) > 0; {
 			n := min(step, len(s))
 			pieces.Write(s[:n])
 			s = s[n:]
 		}
+		pieces.End()
 		if whole.Metered.Usage != nil && pieces.Metered.Usage != nil && *whole.Metered.Usage == *pieces.Metered.Usage {
 			whole.Metered.Usage = pieces.Metered.Usage
 		}
 		if whole.Metered != pieces.Metered {
 			t.Errorf("in one write %+v, in pieces of %d %+v", whole.Metered, step, pieces.Metered)
+		}
+		if want := sseMetered(stream); !sameMetered(whole.Metered, want) {
+			t.Errorf("metered %+v, usage %+v; server-sent events read as the standard reads them give %+v, usage %+v", whole.Metered, whole.Usage, want, want.Usage)
 		}
 		if whole.GeneratedBytes < whole.CompletionBytes {
 			t.Errorf("GeneratedBytes %d < CompletionBytes %d", whole.GeneratedBytes, whole.CompletionBytes)
@@ -377,4 +409,59 @@ func FuzzStreamMeter(f *testing.F) {
 			t.Errorf("GeneratedBytes %d > three times the stream's %d bytes", whole.GeneratedBytes, len(stream))
 		}
 	})
+}
+
+// sseMetered meters stream independently of StreamMeter: its events as
+// the server-sent events standard reads them (lines end in \r\n, \n or
+// \r; an event's data lines join with \n; a blank line ends it; a last
+// event without one counts too, an unended line not), each read as a
+// whole answer.
+func sseMetered(stream []byte) openai.Metered {
+	var m openai.Metered
+	var data [][]byte
+	dispatch := func() {
+		if data == nil {
+			return
+		}
+		payload := bytes.Join(data, []byte("\n"))
+		data = nil
+		if string(payload) == "[DONE]" {
+			m.Done = true
+			return
+		}
+		a := openai.MeterAnswer(payload)
+		m.Chunks++
+		m.CompletionBytes += a.CompletionBytes
+		m.GeneratedBytes += a.GeneratedBytes
+		if a.Usage != nil {
+			m.Usage = a.Usage
+		}
+	}
+	for {
+		i := bytes.IndexAny(stream, "\r\n")
+		if i < 0 {
+			break
+		}
+		line, next := stream[:i], i+1
+		if stream[i] == '\r' && next < len(stream) && stream[next] == '\n' {
+			next++
+		}
+		stream = stream[next:]
+		if len(line) == 0 {
+			dispatch()
+		} else if p, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			data = append(data, bytes.TrimSpace(p))
+		}
+	}
+	dispatch()
+	return m
+}
+
+// sameMetered compares what a's and b's readings of a stream say, but
+// its bytes.
+func sameMetered(a, b openai.Metered) bool {
+	if (a.Usage == nil) != (b.Usage == nil) || a.Usage != nil && *a.Usage != *b.Usage {
+		return false
+	}
+	return a.CompletionBytes == b.CompletionBytes && a.GeneratedBytes == b.GeneratedBytes && a.Chunks == b.Chunks && a.Done == b.Done
 }
