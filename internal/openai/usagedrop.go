@@ -23,8 +23,8 @@ type UsageDropper struct {
 // Pass returns what of p, the next bytes of the stream, goes on now: the
 // events p ends, but the usage-only ones, and nothing of one it leaves
 // unended: p itself when it is whole events none of which is dropped,
-// else a new slice. Lines end in \n, \r\n or \r, as server-sent events'
-// may; an event whose blank line is a \r at the end of p waits for the
+// else a new slice. Lines end in \n, \r\n or \r, as server-sent events
+// allow; an event whose blank line is a \r at the end of p waits for the
 // next byte, which may make it \r\n.
 func (d *UsageDropper) Pass(p []byte) []byte {
 	if len(d.held) == 0 && !d.passing && endsEvents(p) {
