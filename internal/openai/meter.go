@@ -178,9 +178,7 @@ type StreamMeter struct {
 	cut  int    // the bytes of the unfinished line past maxLine, not kept
 	cr   bool   // the last piece ended a line with \r: a \n first in the next is part of that line end
 
-	data      []byte // the event's data so far; aliases the piece being read until kept in own
-	own       []byte // data's buffer once it outlives a Write or joins lines
-	owned     bool   // data is in own
+	data      []byte // the event's data so far: its data lines' payloads, joined by \n
 	dataLines int    // the event's data lines so far
 	dataCut   int    // the event's bytes when it outgrew maxLine: unread, all counted as text
 }
@@ -222,7 +220,6 @@ func (s *StreamMeter) Write(p []byte) (int, error) {
 		}
 		p = p[next:]
 	}
-	s.keepData()
 	return n, nil
 }
 
@@ -247,11 +244,10 @@ func (s *StreamMeter) endLine() {
 	switch {
 	case s.cut == 0:
 		s.readLine(s.line)
-		s.keepData() // data must not alias line, which the next line reuses
 	case bytes.HasPrefix(s.line, dataPrefix):
 		s.dataLines++
 		s.dataCut += len(s.data) + len(s.line) + s.cut
-		s.data = nil
+		s.data = s.data[:0]
 	}
 	s.line, s.cut = s.line[:0], 0
 }
@@ -277,23 +273,11 @@ func (s *StreamMeter) readLine(line []byte) {
 	switch {
 	case s.dataCut > 0 || len(s.data)+1+len(payload) > maxLine:
 		s.dataCut += len(s.data) + len(line)
-		s.data = nil
+		s.data = s.data[:0]
 	case s.dataLines == 1:
-		s.data, s.owned = payload, false
+		s.data = append(s.data, payload...)
 	default: // a payload on several lines
-		if !s.owned {
-			s.own, s.owned = append(s.own[:0], s.data...), true
-		}
-		s.own = append(append(s.own, '\n'), payload...)
-		s.data = s.own
-	}
-}
-
-// keepData copies the event's data out of the piece it aliases.
-func (s *StreamMeter) keepData() {
-	if s.dataLines > 0 && !s.owned && s.dataCut == 0 {
-		s.own, s.owned = append(s.own[:0], s.data...), true
-		s.data = s.own
+		s.data = append(append(s.data, '\n'), payload...)
 	}
 }
 
@@ -310,5 +294,5 @@ func (s *StreamMeter) dispatch() {
 		s.Chunks++
 		s.add(s.data)
 	}
-	s.data, s.owned, s.dataLines, s.dataCut = nil, false, 0, 0
+	s.data, s.dataLines, s.dataCut = s.data[:0], 0, 0
 }
