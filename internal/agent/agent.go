@@ -450,8 +450,9 @@ func (a *Agent) serve(ctx context.Context) error {
 	loops.Go(func() { a.handOverWhenAsked(ctx, refuse) })
 	loops.Wait()
 	a.models.leave()
-	defer a.drainModels(time.Now().Add(modelDrainWait)) // before the session closes
 	cause := context.Cause(ctx)
+	wait := a.drainWait(errors.Is(cause, errHandOver))
+	defer a.drainModels(time.Now().Add(wait), wait) // before the session closes
 	if errors.Is(cause, errHandOver) {
 		a.handOff(cancelWork)
 		return ErrHandedOver

@@ -91,10 +91,13 @@ type Config struct {
 	// ModelHealthInterval is how often their servers are checked, zero
 	// means DefaultModelHealthInterval; ModelLoadInterval how often their
 	// queue depths are read from the servers' metrics (modelload.go), zero
-	// means DefaultModelLoadInterval.
+	// means DefaultModelLoadInterval. ModelDrainWait is how long a
+	// stopping agent lets the inference requests in flight run on before
+	// it cuts them (modeldrain.go), zero means DefaultModelDrainWait.
 	Models              []ModelConfig `yaml:"models"`
 	ModelHealthInterval time.Duration `yaml:"model_health_interval"`
 	ModelLoadInterval   time.Duration `yaml:"model_load_interval"`
+	ModelDrainWait      time.Duration `yaml:"model_drain_wait"`
 }
 
 // SandboxConfig widens or narrows what every workload of the node may do

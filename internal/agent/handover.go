@@ -40,8 +40,8 @@ var errHandOver = errors.New("handing over to the next agent")
 // stopped to exit (a bronze lease's notice, the market's default 120 s,
 // and the reports after it) and for the inference requests in flight.
 // Past it, the rest are left running too, and the next agent stops them
-// again, with their whole grace; the requests get at most modelDrainWait
-// more.
+// again, with their whole grace; the requests get at most
+// handOverDrainWait more.
 const HandOverWait = 3 * time.Minute
 
 // handOffWait bounds how long, once the runtime has detached, the agent

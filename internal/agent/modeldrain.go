@@ -9,8 +9,11 @@ import (
 // An agent that stops, or hands over, closes its session with the server,
 // which cuts the inference requests it is proxying to the node's model
 // servers. So once its loops end it takes no new request (a 429, on which
-// the gateway tries another provider) and lets those in flight finish,
-// for at most modelDrainWait, before the session closes.
+// the gateway tries another provider) and lets those in flight finish
+// before the session closes: for up to model_drain_wait at a stop (the
+// node is offline from its goodbye, so nothing but the operator's
+// patience bounds it, and a second signal cuts them at once), and for up
+// to handOverDrainWait at a hand-over.
 //
 // A hand-over begins that earlier, while the node still heartbeats: once
 // the workloads being stopped have exited, the agent withdraws its models
@@ -18,10 +21,20 @@ import (
 // other providers) and waits for the requests in flight, within
 // HandOverWait, so that a long stream is not cut by an upgrade.
 
-// modelDrainWait bounds how long a stopping agent waits for the inference
-// requests in flight once its loops have ended: well inside the server's
-// patience with a silent node, which a hand-over's next agent must beat.
-const modelDrainWait = 10 * time.Second
+// DefaultModelDrainWait is how long a stopping agent lets the inference
+// requests in flight run on, from the end of its loops, unless the config
+// says otherwise (model_drain_wait): a long generation's stream, well
+// inside systemd's stop timeout in the unit (TimeoutStopSec, 180 s).
+const DefaultModelDrainWait = 2 * time.Minute
+
+// MaxModelDrainWait is the longest model_drain_wait a config may set.
+const MaxModelDrainWait = time.Hour
+
+// handOverDrainWait bounds how long an agent that hands over waits for
+// the inference requests in flight once its loops have ended: well
+// inside the server's patience with a silent node, which the next agent
+// must beat. It waited for them before, while its heartbeats went on.
+const handOverDrainWait = 10 * time.Second
 
 // enter counts an inference request in, unless the agent is leaving.
 func (ms *models) enter() bool {
@@ -73,11 +86,24 @@ func refuseLeaving(w http.ResponseWriter) {
 	writeModelError(w, http.StatusTooManyRequests, "rate_limit_error", "the node agent is stopping; another provider takes the request")
 }
 
+// drainWait is how long, from the end of its loops, an agent that stops
+// (or hands over) lets the inference requests in flight run on.
+func (a *Agent) drainWait(handOver bool) time.Duration {
+	if handOver {
+		return min(a.models.drainWait, handOverDrainWait)
+	}
+	return a.models.drainWait
+}
+
 // drainModels waits, once the agent's loops have ended (leave), for the
-// inference requests in flight, until deadline, and says how many it
-// cuts.
-func (a *Agent) drainModels(deadline time.Time) {
+// inference requests in flight, until deadline, wait after the loops'
+// end, and says how many it cuts.
+func (a *Agent) drainModels(deadline time.Time, wait time.Duration) {
+	if n := a.models.inFlight(); n > 0 {
+		a.log.Info("letting the inference requests in flight finish before the session closes (a second signal cuts them now)",
+			"requests", n, "within", max(time.Until(deadline), 0).Round(time.Second))
+	}
 	if cut := a.models.waitDrained(deadline); cut > 0 {
-		a.log.Warn("cutting the inference requests still in flight", "requests", cut, "after", modelDrainWait)
+		a.log.Warn("cutting the inference requests still in flight", "requests", cut, "after", wait)
 	}
 }

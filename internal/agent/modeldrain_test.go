@@ -52,3 +52,25 @@ func TestModels_drain(t *testing.T) {
 		t.Errorf("the request in flight when the agent left: %d %s, want its answer", w.Code, w.Body)
 	}
 }
+
+// TestAgent_drainWait: a stop lets the requests in flight run on for the
+// config's model_drain_wait (by default DefaultModelDrainWait), a
+// hand-over for at most handOverDrainWait, whose next agent must heartbeat
+// before the server gives the node up.
+func TestAgent_drainWait(t *testing.T) {
+	for _, tt := range []struct {
+		config, stop, handOver time.Duration
+	}{
+		{0, DefaultModelDrainWait, handOverDrainWait},
+		{5 * time.Minute, 5 * time.Minute, handOverDrainWait},
+		{3 * time.Second, 3 * time.Second, 3 * time.Second},
+	} {
+		a := &Agent{models: newModels(&Config{ModelDrainWait: tt.config})}
+		if got := a.drainWait(false); got != tt.stop {
+			t.Errorf("model_drain_wait %v: a stop waits %v, want %v", tt.config, got, tt.stop)
+		}
+		if got := a.drainWait(true); got != tt.handOver {
+			t.Errorf("model_drain_wait %v: a hand-over waits %v, want %v", tt.config, got, tt.handOver)
+		}
+	}
+}

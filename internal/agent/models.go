@@ -97,6 +97,9 @@ func (c *Config) validateModels() error {
 	if err := checkInterval("model_load_interval", c.ModelLoadInterval, DefaultModelLoadInterval); err != nil {
 		return err
 	}
+	if c.ModelDrainWait < 0 || c.ModelDrainWait > MaxModelDrainWait {
+		return idlegrid.Invalid("model_drain_wait", "must be between 0 (the default, %v) and %v, got %v", DefaultModelDrainWait, MaxModelDrainWait, c.ModelDrainWait)
+	}
 	if len(c.Models) > idlegrid.MaxModelsPerNode {
 		return idlegrid.Invalid("models", "at most %d models", idlegrid.MaxModelsPerNode)
 	}
@@ -157,6 +160,8 @@ type models struct {
 	reasons map[string]string // why a model is not healthy
 	leaving bool              // the agent is stopping: no new request (modeldrain.go)
 	active  inflight.Count    // requests being proxied
+
+	drainWait time.Duration // how long a stop lets the requests in flight run on
 }
 
 // servedModel is one configured model and its concurrency slots.
@@ -173,6 +178,7 @@ func newModels(c *Config) *models {
 		byName: map[string]*servedModel{}, changed: make(chan struct{}, 1),
 		every:     intervalOr(c.ModelHealthInterval, DefaultModelHealthInterval),
 		loadEvery: intervalOr(c.ModelLoadInterval, DefaultModelLoadInterval),
+		drainWait: intervalOr(c.ModelDrainWait, DefaultModelDrainWait),
 		healthy:   map[string]bool{}, reasons: map[string]string{},
 		client: &http.Client{Transport: &http.Transport{
 			Proxy:               nil, // model servers are local

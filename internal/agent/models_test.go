@@ -29,6 +29,9 @@ func TestParseConfig_models(t *testing.T) {
 	if len(c.Models) != 1 || c.Models[0].UpstreamModel != "meta-llama/Llama-3.1-8B-Instruct" || c.Models[0].MaxConcurrency != 8 {
 		t.Fatalf("models = %+v", c.Models)
 	}
+	if drain := mustParse(t, withModels+"model_drain_wait: 5m\n"); drain.ModelDrainWait != 5*time.Minute {
+		t.Errorf("model_drain_wait = %v, want 5m", drain.ModelDrainWait)
+	}
 	off := mustParse(t, strings.Replace(withModels, "max_concurrency: 8", "max_concurrency: 8\n    metrics_url: off", 1))
 	if off.Models[0].MetricsURL != agent.MetricsOff {
 		t.Errorf("metrics_url = %q, want off", off.Models[0].MetricsURL)
@@ -44,6 +47,8 @@ func TestParseConfig_models(t *testing.T) {
 		{"unknown key", "max_concurrency: 8", "max_concurency: 8", "models[0].max_concurency"},
 		{"bad metrics url", "max_concurrency: 8", "max_concurrency: 8\n    metrics_url: 127.0.0.1:8000/metrics", "models[0].metrics_url"},
 		{"load interval too short", "model_health_interval: 5s", "model_health_interval: 5s\nmodel_load_interval: 1ms", "model_load_interval"},
+		{"negative drain wait", "model_health_interval: 5s", "model_health_interval: 5s\nmodel_drain_wait: -1s", "model_drain_wait"},
+		{"drain wait too long", "model_health_interval: 5s", "model_health_interval: 5s\nmodel_drain_wait: 2h", "model_drain_wait"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			yaml := strings.Replace(withModels, tt.from, tt.to, 1)

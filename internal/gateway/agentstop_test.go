@@ -62,6 +62,50 @@ func TestGateway_agentStopFinishesRequests(t *testing.T) {
 	<-stopped
 }
 
+// TestGateway_agentStopCutsRequestsAfterDrainWait: the agent's
+// model_drain_wait bounds how long a stop waits for the request in
+// flight: past it the agent's session closes, cutting the request, and
+// the agent has stopped though the model server still holds it.
+func TestGateway_agentStopCutsRequestsAfterDrainWait(t *testing.T) {
+	f := mustFixture(t, nil)
+	up := mustMock(t, "alpha")
+	node := f.startAgentWith(t, func(c *agent.Config) { c.ModelDrainWait = 300 * time.Millisecond },
+		"alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
+	f.waitProviders(t, testModel, 1)
+	up.set(faultHold)
+	defer up.free()
+	answered := make(chan error, 1)
+	go func() {
+		sdk := f.sdk(f.RenterKey)
+		_, err := sdk.Chat.Completions.New(context.Background(), chatParams("hi"))
+		answered <- err
+	}()
+	eventually(t, "the request at the model server", func() string {
+		if up.Calls.Load() == 0 {
+			return "not yet"
+		}
+		return ""
+	})
+	stopped := make(chan struct{})
+	go func() {
+		node.stop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(time.Minute):
+		t.Fatal("the agent had not stopped a minute past its model_drain_wait")
+	}
+	select {
+	case err := <-answered:
+		if err == nil {
+			t.Fatal("the request held at the model server got an answer, want it cut by the agent's stop")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the request was neither answered nor cut a minute after its agent stopped")
+	}
+}
+
 // TestGateway_agentHandOverFinishesRequests: an agent asked to hand over
 // to the next one (an upgrade in place) withdraws its models from its
 // node's offer while it still heartbeats, so that new requests go to

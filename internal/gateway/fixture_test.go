@@ -177,10 +177,20 @@ func (ta *testAgent) ran() error {
 // given mock servers, and waits until it has joined.
 func (f *fixture) startAgent(tb testing.TB, name, region, residency string, models ...agent.ModelConfig) *testAgent {
 	tb.Helper()
+	return f.startAgentWith(tb, nil, name, region, residency, models...)
+}
+
+// startAgentWith is startAgent with edit, when not nil, run on the
+// agent's config before it starts.
+func (f *fixture) startAgentWith(tb testing.TB, edit func(*agent.Config), name, region, residency string, models ...agent.ModelConfig) *testAgent {
+	tb.Helper()
 	cfg := &agent.Config{
 		Server: f.URL, JoinToken: f.joinToken, DataDir: tb.TempDir(), Name: name,
 		Region: region, Residency: residency, Ask: agent.AskConfig{Floor: map[idlegrid.Tier]string{idlegrid.TierBronze: "1.00"}},
 		FakeGPUs: "1xRTX4090", Models: models, ModelHealthInterval: 50 * time.Millisecond,
+	}
+	if edit != nil {
+		edit(cfg)
 	}
 	if _, ok := tb.(*testing.B); !ok {
 		cfg.ModelLoadInterval = 50 * time.Millisecond // a benchmark reads the queues at the default pace

@@ -406,6 +406,9 @@ func (m *market) startAgent(ctx context.Context, spec ProviderSpec, join string,
 		Server: m.url, JoinToken: join, DataDir: filepath.Join(m.dir, "agent-"+spec.Name), Name: spec.Name,
 		Region: spec.Region, Residency: spec.Residency, Ask: agent.AskConfig{Floor: map[idlegrid.Tier]string{idlegrid.TierBronze: "1.00"}},
 		FakeGPUs: "1x" + spec.GPU, Models: models, ModelHealthInterval: time.Second,
+		// The replay has ended when its agents stop: a request still in
+		// flight then is one it gave up on.
+		ModelDrainWait: 10 * time.Second,
 	}
 	key, err := nodekey.LoadOrCreate(cfg.KeyPath())
 	if err != nil {
