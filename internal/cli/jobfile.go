@@ -286,9 +286,9 @@ const maxFileProblems = 10
 // The errors of yaml.v3's TypeError: a value of the wrong type, a field
 // unknown, and a field given twice.
 var (
-	yamlTypeRE    = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
-	yamlUnknownRE = regexp.MustCompile("^line (\\d+): field (.+) not found in type (.+)$")
-	yamlTwiceRE   = regexp.MustCompile("^line (\\d+): mapping key (\".*\") already defined at line (\\d+)$")
+	yamlTypeRE    = regexp.MustCompile(`^line (\d+): cannot unmarshal !!(\w+)(?: \x60(.*)\x60)? into (.+)$`)
+	yamlUnknownRE = regexp.MustCompile(`^line (\d+): field (.+) not found in type (.+)$`)
+	yamlTwiceRE   = regexp.MustCompile(`^line (\d+): mapping key (".*") already defined at line (\d+)$`)
 )
 
 // yamlProblem is one of yaml.v3's type errors, l, in the file's words,

@@ -110,7 +110,7 @@ func TestJobSubmit_specFlags(t *testing.T) {
 	}
 	var job idlegrid.Job
 	mustOK(t, json.Unmarshal([]byte(r.out), &job))
-	if job.Deadline == nil || job.Deadline.Sub(time.Now()) < 5*time.Hour || job.Deadline.Sub(time.Now()) > 6*time.Hour {
+	if job.Deadline == nil || time.Until(*job.Deadline) < 5*time.Hour || time.Until(*job.Deadline) > 6*time.Hour {
 		t.Errorf("deadline = %v, want about 6 h from now", job.Deadline)
 	}
 	want := idlegrid.JobSpec{CPUCores: 4, RAMMB: 8000, ReliabilityWeight: 2, Verifiable: true,

@@ -140,7 +140,7 @@ type rule struct {
 	ok     func(j *idlegrid.Job, s *market.Snapshot, v *market.NodeView) bool
 }
 
-func eqFold(a, b string) bool { return strings.ToLower(a) == strings.ToLower(b) }
+func eqFold(a, b string) bool { return strings.EqualFold(a, b) }
 
 func allowedModel(j *idlegrid.Job, g idlegrid.GPU) bool {
 	if len(j.GPUModels) == 0 {

@@ -252,7 +252,7 @@ func TestServer_SlowStart_reserved(t *testing.T) {
 				if l.StartBy == nil || !l.StartBy.Equal(want) {
 					t.Fatalf("the short job's lease must start by %v, want %s", l.StartBy, want)
 				}
-				m.advanceStarting(t, l.StartBy.Sub(time.Now())-30*time.Second, l.ID)
+				m.advanceStarting(t, time.Until(*l.StartBy)-30*time.Second, l.ID)
 				if tt.then != nil {
 					tt.then(t, m, reserved, l)
 				}
