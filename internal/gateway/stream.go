@@ -54,7 +54,10 @@ func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate,
 		h.Set("Cache-Control", "no-cache")
 		h.Del("Content-Length")
 		w.WriteHeader(http.StatusOK)
-		ttft, broke, m = x.pass(w, a)
+		var sm openai.StreamMeter
+		ttft, broke = x.pass(w, a, &sm)
+		sm.End() // the last event counts though the stream ends without its blank line
+		m = sm.Metered
 	}
 	renterGone := errors.Is(broke, errRenterGone) || r.Context().Err() != nil
 	latency := time.Since(x.start)
@@ -128,17 +131,14 @@ func (x *exchange) upstreamTTFT(a *answer) time.Duration {
 var errRenterGone = errors.New("the renter went away")
 
 // pass copies a stream to the renter, flushing every piece, and meters it
-// on the way. broke is why it ended early: the provider failed or stalled,
-// or the renter went away (errRenterGone).
-func (x *exchange) pass(w http.ResponseWriter, a *answer) (ttft time.Duration, broke error, m openai.Metered) {
+// on the way with sm. broke is why it ended early: the provider failed or
+// stalled, or the renter went away (errRenterGone).
+func (x *exchange) pass(w http.ResponseWriter, a *answer, sm *openai.StreamMeter) (ttft time.Duration, broke error) {
 	rc := http.NewResponseController(w)
-	var sm openai.StreamMeter
 	var drop *openai.UsageDropper // the usage event the gateway asked for, unless the renter did
 	if !x.req.IncludeUsage {
 		drop = &openai.UsageDropper{}
 	}
-	// The last event counts though the stream ends without its blank line.
-	defer func() { sm.End(); m = sm.Metered }()
 	write := func(p []byte) error {
 		rc.SetWriteDeadline(time.Now().Add(x.g.cfg.StallTimeout)) // see renterWrites
 		if _, err := w.Write(p); err != nil {
@@ -166,7 +166,7 @@ func (x *exchange) pass(w http.ResponseWriter, a *answer) (ttft time.Duration, b
 		return nil
 	}
 	if err := send(a.first); err != nil {
-		return time.Since(x.start), err, sm.Metered
+		return time.Since(x.start), err
 	}
 	ttft = time.Since(x.start)
 	buf := *a.buf
@@ -174,24 +174,24 @@ func (x *exchange) pass(w http.ResponseWriter, a *answer) (ttft time.Duration, b
 		n, err := a.read(buf, x.g.cfg.StallTimeout)
 		if n > 0 {
 			if werr := send(buf[:n]); werr != nil {
-				return ttft, werr, sm.Metered
+				return ttft, werr
 			}
 		}
 		if errors.Is(err, io.EOF) {
 			if drop != nil {
 				if rest := drop.Rest(); len(rest) > 0 { // an event never ended goes on as it came
 					if werr := write(rest); werr != nil {
-						return ttft, werr, sm.Metered
+						return ttft, werr
 					}
 				}
 			}
-			return ttft, nil, sm.Metered
+			return ttft, nil
 		} else if err != nil {
 			if cause := contextCause(a); cause != nil {
 				err = cause
 			}
 			x.streamError(w, rc, err)
-			return ttft, err, sm.Metered
+			return ttft, err
 		}
 	}
 }
