@@ -243,6 +243,39 @@ func TestGateway_modelGone(t *testing.T) {
 	}
 }
 
+// TestGateway_endpointNotServed: model servers that serve no
+// /v1/completions (chat-only ones) answer it 404. The renter gets a 404
+// naming the endpoint, which SDKs do not retry, and the providers'
+// breakers stay shut: requests for an endpoint nobody serves must not cut
+// the model's providers off for everyone's chats.
+func TestGateway_endpointNotServed(t *testing.T) {
+	p := mustPair(t, func(c *gateway.Config) { c.BreakerFailures = 2 })
+	p.A.set(faultChatOnly)
+	p.B.set(faultChatOnly)
+	c := p.sdk(p.RenterKey)
+	for i := range 3 {
+		_, err := c.Completions.New(context.Background(), oai.CompletionNewParams{
+			Model: testModel, Prompt: oai.CompletionNewParamsPromptUnion{OfString: oai.String("Once upon")},
+		})
+		if err == nil {
+			t.Fatalf("completion %d: answered by model servers that serve none", i)
+		}
+		e := apiError(t, err)
+		if e.StatusCode != http.StatusNotFound || e.Type != "not_found_error" || !strings.Contains(e.Message, "/v1/completions") {
+			t.Fatalf("completion %d: %d %s (%s), want 404 not_found_error naming /v1/completions", i, e.StatusCode, e.Type, e.Message)
+		}
+	}
+	if a, b := p.A.Calls.Load(), p.B.Calls.Load(); a != 3 || b != 3 {
+		t.Errorf("the model servers got %d and %d requests, want 3 each: each provider is tried", a, b)
+	}
+	if got := mustBreakers(t, p.fixture); len(got) != 0 {
+		t.Errorf("breakers = %+v, want none tripped", got)
+	}
+	if got, _, err := p.chat(t, cheapestFirst); err != nil || got.Choices[0].Message.Content != "Hello from alpha." {
+		t.Errorf("a chat after them: %v, %s; want alpha's answer", got, describe(err))
+	}
+}
+
 // catalogReads counts the gateway's reads of its catalog: the nodes that
 // serve models.
 type catalogReads struct {

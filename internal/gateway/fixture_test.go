@@ -342,6 +342,7 @@ const (
 	faultGone      = "gone"       // answers 404: it no longer serves the model
 	faultHold      = "hold"       // answers as usual, once the test frees it
 	faultCR        = "cr"         // answers as usual, a stream's lines ending in \r alone, as server-sent events allow
+	faultChatOnly  = "chat-only"  // serves no /v1/completions: 404, as Go's mux answers a path it does not route
 )
 
 // greedyTokens is the usage a greedy mock reports, whatever it served.
@@ -559,6 +560,11 @@ func (c crLines) Write(p []byte) (int, error) {
 }
 
 func (m *mock) completion(w http.ResponseWriter, r *http.Request) {
+	if m.get() == faultChatOnly {
+		m.Calls.Add(1)
+		http.NotFound(w, r)
+		return
+	}
 	req, ok := m.read(w, r)
 	if !ok {
 		return

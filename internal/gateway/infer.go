@@ -189,12 +189,17 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 	if len(failures) == 0 {
 		return g.unavailable(idlegrid.Errorf(idlegrid.EUNAVAILABLE, "every provider of model %q is cut off after failing; retry in a while", x.req.Model), ps)
 	}
-	return g.unavailable(allFailed(x.req.Model, failures), ps)
+	return g.unavailable(allFailed(x.req, failures), ps)
 }
 
 // noteFailure records in c's provider's health and in the metrics an
 // attempt that failed before the first byte: a 429 is back-pressure, not
-// a failure (healthBook.busy); a timeout of a prompt over
+// a failure (healthBook.busy); a 404 says the provider does not serve
+// what was asked, not that it is broken: the model (its agent's health
+// check withdraws it, and the catalog is read again at the next request)
+// or the endpoint (a model server without /v1/completions), for which a
+// renter's requests would otherwise cut every provider of the model off
+// for everyone, so it is released; a timeout of a prompt over
 // LargePromptTokens is the prompt's slowness, not the provider's, and is
 // released, as is one of a whole answer asked to be long (max_tokens of
 // LargeAnswerTokens or more: one with none counts, or a provider that
@@ -206,6 +211,9 @@ func (x *exchange) noteFailure(c *candidate, fail *attemptError) {
 	case fail.status == http.StatusTooManyRequests:
 		g.health.busy(c.up)
 		g.metrics.failures.WithLabelValues("busy").Inc()
+	case fail.status == http.StatusNotFound:
+		g.health.release(c.up)
+		g.metrics.failures.WithLabelValues("not_served").Inc()
 	case fail.timedOut && x.req.ReservePromptTokens() > g.cfg.LargePromptTokens:
 		g.health.release(c.up)
 		g.metrics.failures.WithLabelValues("large_prompt").Inc()
@@ -252,18 +260,25 @@ func (g *Gateway) unavailable(err error, ps []*provider) error {
 	return err
 }
 
-// allFailed is the renter's error when every provider tried failed.
-func allFailed(model string, fs []*attemptError) error {
-	busy := true
+// allFailed is the renter's error when every provider tried failed: at
+// capacity, each of them, it is a 429 to retry shortly; each answering
+// 404, it is a 404 (the endpoint or the model is not served there, which
+// a retry does not mend); else a 503.
+func allFailed(req *openai.Request, fs []*attemptError) error {
+	busy, notServed := true, true
 	msgs := make([]string, len(fs))
 	for i, f := range fs {
 		busy = busy && f.status == http.StatusTooManyRequests
+		notServed = notServed && f.status == http.StatusNotFound
 		msgs[i] = f.Error()
 	}
-	if busy {
-		return retryAfter(idlegrid.Errorf(idlegrid.ETOOMANY, "every provider of model %q tried is at capacity; retry shortly", model), time.Second)
+	switch {
+	case busy:
+		return retryAfter(idlegrid.Errorf(idlegrid.ETOOMANY, "every provider of model %q tried is at capacity; retry shortly", req.Model), time.Second)
+	case notServed:
+		return idlegrid.Errorf(idlegrid.ENOTFOUND, "no provider of model %q tried serves POST /v1/%s for it: %s", req.Model, req.Endpoint, strings.Join(msgs, "; "))
 	}
-	return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "%d providers of model %q failed: %s", len(fs), model, strings.Join(msgs, "; "))
+	return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "%d providers of model %q failed: %s", len(fs), req.Model, strings.Join(msgs, "; "))
 }
 
 // answer is a provider's answer that has begun: its status, and the first
