@@ -247,7 +247,8 @@ func TestGateway_modelGone(t *testing.T) {
 // /v1/completions (chat-only ones) answer it 404. The renter gets a 404
 // naming the endpoint, which SDKs do not retry, and the providers'
 // breakers stay shut: requests for an endpoint nobody serves must not cut
-// the model's providers off for everyone's chats.
+// the model's providers off for everyone's chats. A chat's 404 still
+// counts.
 func TestGateway_endpointNotServed(t *testing.T) {
 	p := mustPair(t, func(c *gateway.Config) { c.BreakerFailures = 2 })
 	p.A.set(faultChatOnly)
@@ -273,6 +274,15 @@ func TestGateway_endpointNotServed(t *testing.T) {
 	}
 	if got, _, err := p.chat(t, cheapestFirst); err != nil || got.Choices[0].Message.Content != "Hello from alpha." {
 		t.Errorf("a chat after them: %v, %s; want alpha's answer", got, describe(err))
+	}
+	// A 404 to a chat, which every provider serves, is still a failure:
+	// the model gone from its server.
+	p.A.set(faultGone)
+	for range 2 {
+		p.chat(t, cheapestFirst)
+	}
+	if got := mustBreakers(t, p.fixture); len(got) != 1 || got[0].NodeID != p.NodeA.NodeID || got[0].State != "open" {
+		t.Errorf("breakers after alpha answered two chats 404 = %+v, want alpha's open", got)
 	}
 }
 

@@ -194,12 +194,12 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 
 // noteFailure records in c's provider's health and in the metrics an
 // attempt that failed before the first byte: a 429 is back-pressure, not
-// a failure (healthBook.busy); a 404 says the provider does not serve
-// what was asked, not that it is broken: the model (its agent's health
-// check withdraws it, and the catalog is read again at the next request)
-// or the endpoint (a model server without /v1/completions), for which a
-// renter's requests would otherwise cut every provider of the model off
-// for everyone, so it is released; a timeout of a prompt over
+// a failure (healthBook.busy); a 404 to /v1/completions, which a model
+// server need not serve (chat-only ones do not) and an offer does not
+// say, is the endpoint not served there, not the provider broken, and
+// is released, or a renter's requests for it would cut every provider of
+// the model off for everyone (a 404 to the endpoints every provider
+// serves, or says it serves, is its failure: the model gone); a timeout of a prompt over
 // LargePromptTokens is the prompt's slowness, not the provider's, and is
 // released, as is one of a whole answer asked to be long (max_tokens of
 // LargeAnswerTokens or more: one with none counts, or a provider that
@@ -211,7 +211,7 @@ func (x *exchange) noteFailure(c *candidate, fail *attemptError) {
 	case fail.status == http.StatusTooManyRequests:
 		g.health.busy(c.up)
 		g.metrics.failures.WithLabelValues("busy").Inc()
-	case fail.status == http.StatusNotFound:
+	case fail.status == http.StatusNotFound && x.req.Endpoint == openai.Completions:
 		g.health.release(c.up)
 		g.metrics.failures.WithLabelValues("not_served").Inc()
 	case fail.timedOut && x.req.ReservePromptTokens() > g.cfg.LargePromptTokens:
