@@ -187,6 +187,7 @@ func startProvider(spec ProviderSpec, models []string, seed uint64, scale float6
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", p.listModels)
 	mux.HandleFunc("POST /v1/chat/completions", p.chat)
+	mux.HandleFunc("POST /v1/completions", p.completion)
 	mux.HandleFunc("GET /metrics", p.metrics)
 	p.srv = &http.Server{Handler: mux, ErrorLog: discardLog}
 	p.url = "http://" + ln.Addr().String() + "/v1"
@@ -243,8 +244,9 @@ func (p *provider) listModels(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, b.String())
 }
 
-// chatRequest is what a simulated provider reads of a request. User
-// carries the replay's request ID, which the fault draw keys on.
+// chatRequest is what a simulated provider reads of a request, a chat or
+// a (legacy) text completion. User carries the replay's request ID, which
+// the fault draw keys on.
 type chatRequest struct {
 	Model     string `json:"model"`
 	Stream    bool   `json:"stream"`
@@ -259,10 +261,19 @@ type chatRequest struct {
 	Messages []struct {
 		Content string `json:"content"`
 	} `json:"messages"`
+	Prompt json.RawMessage `json:"prompt"` // a text completion's: a string, or a list of strings or of token IDs
+
+	text bool // a text completion (POST /v1/completions), not a chat
 }
 
-func (p *provider) chat(w http.ResponseWriter, r *http.Request) {
-	var req chatRequest
+func (p *provider) chat(w http.ResponseWriter, r *http.Request) { p.answer(w, r, false) }
+
+// completion answers POST /v1/completions, as vLLM does: text, not a
+// chat's message.
+func (p *provider) completion(w http.ResponseWriter, r *http.Request) { p.answer(w, r, true) }
+
+func (p *provider) answer(w http.ResponseWriter, r *http.Request, text bool) {
+	req := chatRequest{text: text}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "bad JSON: "+err.Error())
 		return
@@ -271,10 +282,7 @@ func (p *provider) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "no model "+req.Model)
 		return
 	}
-	prompt := 0
-	for _, m := range req.Messages {
-		prompt += countWords(m.Content)
-	}
+	prompt := req.promptTokens()
 	completion := req.answerTokens()
 	fault := p.faults.draw(unitHash(p.seed, p.spec.Name, req.User))
 	p.begin(req.Model, fault)
@@ -289,18 +297,49 @@ func (p *provider) chat(w http.ResponseWriter, r *http.Request) {
 	p.end(req.Model, ok, prompt, completion)
 }
 
-// DefaultAnswerTokens is how long an answer is when the request sets no
-// limit: a short paragraph, where a real model would stop of itself.
+// DefaultAnswerTokens is how long a chat's answer is when the request
+// sets no limit: a short paragraph, where a real model would stop of
+// itself.
 const DefaultAnswerTokens = 64
 
+// DefaultTextTokens is a text completion's limit when the request sets
+// none, as OpenAI's API and vLLM have it.
+const DefaultTextTokens = 16
+
+// promptTokens is the request's prompt in tokens: a word a token, and a
+// token ID one.
+func (r *chatRequest) promptTokens() int {
+	n := 0
+	for _, m := range r.Messages {
+		n += countWords(m.Content)
+	}
+	var one string
+	var many []json.RawMessage
+	switch {
+	case json.Unmarshal(r.Prompt, &one) == nil:
+		n += countWords(one)
+	case json.Unmarshal(r.Prompt, &many) == nil:
+		for _, p := range many {
+			if json.Unmarshal(p, &one) == nil {
+				n += countWords(one)
+			} else {
+				n++ // a token ID
+			}
+		}
+	}
+	return n
+}
+
 // answerTokens is how many tokens the answer has: the request's limit,
-// max_completion_tokens or else max_tokens, or DefaultAnswerTokens.
+// max_completion_tokens or else max_tokens, or the default.
 func (r *chatRequest) answerTokens() int {
 	switch {
 	case r.MaxCompletionTokens > 0:
 		return r.MaxCompletionTokens
 	case r.MaxTokens > 0:
 		return r.MaxTokens
+	case r.text:
+		return DefaultTextTokens
 	}
 	return DefaultAnswerTokens
 }
@@ -330,28 +369,39 @@ func (p *provider) whole(w http.ResponseWriter, r *http.Request, req *chatReques
 		panic(http.ErrAbortHandler)
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if req.text {
+		fmt.Fprintf(w, `{"id":%q,"object":"text_completion","created":1,"model":%q,"choices":[{"index":0,"text":%q,"logprobs":null,"finish_reason":%q}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
+			p.answerID(req), req.Model, words(completion), req.finishReason(), prompt, completion, prompt+completion)
+		return true
+	}
 	fmt.Fprintf(w, `{"id":%q,"object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":%q}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
 		p.answerID(req), req.Model, words(completion), req.finishReason(), prompt, completion, prompt+completion)
 	return true
 }
 
 // finishReason is why the answer ended, as a real model server says: its
-// length reached the request's limit, or, with none set, the model
-// stopped of itself (after DefaultAnswerTokens).
+// length reached the request's limit (a text completion's default one
+// too), or, with none set, the model stopped of itself (after
+// DefaultAnswerTokens).
 func (r *chatRequest) finishReason() string {
-	if r.MaxCompletionTokens > 0 || r.MaxTokens > 0 {
+	if r.MaxCompletionTokens > 0 || r.MaxTokens > 0 || r.text {
 		return "length"
 	}
 	return "stop"
 }
 
-// answerID is the ID of the answer to req: chatcmpl- and the replay's
-// request ID, or a number of the provider's own when it sent none.
+// answerID is the ID of the answer to req: chatcmpl- (cmpl- for a text
+// completion) and the replay's request ID, or a number of the provider's
+// own when it sent none.
 func (p *provider) answerID(req *chatRequest) string {
-	if req.User != "" {
-		return "chatcmpl-" + req.User
+	prefix := "chatcmpl-"
+	if req.text {
+		prefix = "cmpl-"
 	}
-	return fmt.Sprintf("chatcmpl-%s-%d", p.spec.Name, p.answers.Add(1))
+	if req.User != "" {
+		return prefix + req.User
+	}
+	return fmt.Sprintf("%s%s-%d", prefix, p.spec.Name, p.answers.Add(1))
 }
 
 // stream answers a streamed request: its first event at ttft, the rest
@@ -374,14 +424,11 @@ func (p *provider) stream(w http.ResponseWriter, r *http.Request, req *chatReque
 			return false
 		}
 		n := completion/chunks + boolInt(i < completion%chunks)
-		role, finish := "", "null"
-		if i == 0 {
-			role = `"role":"assistant",`
-		}
+		finish := "null"
 		if i == chunks-1 {
 			finish = strconv.Quote(req.finishReason())
 		}
-		fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{%s\"content\":%q},\"finish_reason\":%s}]}\n\n", id, req.Model, role, words(n), finish)
+		req.writeChunk(w, id, i == 0, words(n), finish)
 		if rc.Flush() != nil {
 			return false
 		}
@@ -394,11 +441,33 @@ func (p *provider) stream(w http.ResponseWriter, r *http.Request, req *chatReque
 		}
 	}
 	if req.StreamOptions.IncludeUsage { // as real servers, only when asked (the gateway always asks)
-		fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\n",
-			id, req.Model, prompt, completion, prompt+completion)
+		fmt.Fprintf(w, "data: {\"id\":%q,\"object\":%q,\"created\":1,\"model\":%q,\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\n",
+			id, req.chunkObject(), req.Model, prompt, completion, prompt+completion)
 	}
 	io.WriteString(w, "data: [DONE]\n\n")
 	return true
+}
+
+// chunkObject is the object of a streamed answer's events.
+func (r *chatRequest) chunkObject() string {
+	if r.text {
+		return "text_completion"
+	}
+	return "chat.completion.chunk"
+}
+
+// writeChunk writes one event of a streamed answer with text: a chat's
+// delta, the assistant's role on the first, or a text completion's text.
+func (r *chatRequest) writeChunk(w io.Writer, id string, first bool, text, finish string) {
+	if r.text {
+		fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"text_completion\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"text\":%q,\"logprobs\":null,\"finish_reason\":%s}]}\n\n", id, r.Model, text, finish)
+		return
+	}
+	role := ""
+	if first {
+		role = `"role":"assistant",`
+	}
+	fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{%s\"content\":%q},\"finish_reason\":%s}]}\n\n", id, r.Model, role, text, finish)
 }
 
 // begin and end count a request as it arrives and as it ends.

@@ -253,3 +253,46 @@ func TestModelServer_answersAsARealServer(t *testing.T) {
 		t.Errorf("answer IDs %q and %q, want two", ids[0], whole.ID)
 	}
 }
+
+// TestModelServer_textCompletions: the simulated server serves the
+// legacy POST /v1/completions as vLLM does, whole and streamed: text in
+// its choices, a cmpl- ID, OpenAI's default limit of 16 tokens, and the
+// prompt's words counted.
+func TestModelServer_textCompletions(t *testing.T) {
+	s, err := StartModelServer("H100-80GB", []string{"m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sdk := oai.NewClient(option.WithBaseURL(s.URL()), option.WithAPIKey("none"), option.WithMaxRetries(0))
+	ctx := context.Background()
+	params := oai.CompletionNewParams{Model: "m", Prompt: oai.CompletionNewParamsPromptUnion{OfString: oai.String("Once upon a time")}}
+	whole, err := sdk.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(whole.Choices) != 1 || countWords(whole.Choices[0].Text) != DefaultTextTokens || whole.Choices[0].FinishReason != "length" ||
+		!strings.HasPrefix(whole.ID, "cmpl-") || whole.Usage.PromptTokens != 4 || whole.Usage.CompletionTokens != DefaultTextTokens {
+		t.Errorf("completion without a limit: %+v; want %d words of text, finished for length, a cmpl- ID, 4 prompt tokens", whole, DefaultTextTokens)
+	}
+	params.MaxTokens = oai.Int(5)
+	params.StreamOptions = oai.ChatCompletionStreamOptionsParam{IncludeUsage: oai.Bool(true)}
+	stream := sdk.Completions.NewStreaming(ctx, params)
+	var text strings.Builder
+	var usage oai.CompletionUsage
+	for stream.Next() {
+		c := stream.Current()
+		for _, ch := range c.Choices {
+			text.WriteString(ch.Text)
+		}
+		if c.Usage.TotalTokens > 0 {
+			usage = c.Usage
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if countWords(text.String()) != 5 || usage.PromptTokens != 4 || usage.CompletionTokens != 5 {
+		t.Errorf("streamed completion: text %q, usage %+v; want 5 words, 4 prompt and 5 completion tokens", text.String(), usage)
+	}
+}
