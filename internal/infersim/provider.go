@@ -369,13 +369,14 @@ func (p *provider) whole(w http.ResponseWriter, r *http.Request, req *chatReques
 		panic(http.ErrAbortHandler)
 	}
 	w.Header().Set("Content-Type", "application/json")
+	choice := fmt.Sprintf(`{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":%q}`, words(completion), req.finishReason())
+	object := "chat.completion"
 	if req.text {
-		fmt.Fprintf(w, `{"id":%q,"object":"text_completion","created":1,"model":%q,"choices":[{"index":0,"text":%q,"logprobs":null,"finish_reason":%q}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
-			p.answerID(req), req.Model, words(completion), req.finishReason(), prompt, completion, prompt+completion)
-		return true
+		choice = fmt.Sprintf(`{"index":0,"text":%q,"logprobs":null,"finish_reason":%q}`, words(completion), req.finishReason())
+		object = "text_completion"
 	}
-	fmt.Fprintf(w, `{"id":%q,"object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":%q}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
-		p.answerID(req), req.Model, words(completion), req.finishReason(), prompt, completion, prompt+completion)
+	fmt.Fprintf(w, `{"id":%q,"object":%q,"created":1,"model":%q,"choices":[%s],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
+		p.answerID(req), object, req.Model, choice, prompt, completion, prompt+completion)
 	return true
 }
 
