@@ -196,15 +196,16 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 // attempt that failed before the first byte: a 429 is back-pressure, not
 // a failure (healthBook.busy); a 404 to /v1/completions, which a model
 // server need not serve (chat-only ones do not) and an offer does not
-// say, is the endpoint not served there, not the provider broken, and
-// is released, or a renter's requests for it would cut every provider of
-// the model off for everyone (a 404 to the endpoints every provider
-// serves, or says it serves, is its failure: the model gone); a timeout of a prompt over
-// LargePromptTokens is the prompt's slowness, not the provider's, and is
-// released, as is one of a whole answer asked to be long (max_tokens of
-// LargeAnswerTokens or more: one with none counts, or a provider that
-// hangs on every request without one, as SDKs send them, would never be
-// cut off); anything else counts against the provider's breaker.
+// say, is the endpoint not served there, not the provider broken, and is
+// released, or a renter's requests for it would cut every provider of
+// the model off for everyone (a 404 to an endpoint every provider serves,
+// or says it serves, is its failure: the model gone); a timeout of a
+// prompt over LargePromptTokens is the prompt's slowness, not the
+// provider's, and is released, as is one of a whole answer asked to be
+// long (max_tokens of LargeAnswerTokens or more: one with none counts, or
+// a provider that hangs on every request without one, as SDKs send them,
+// would never be cut off); anything else counts against the provider's
+// breaker.
 func (x *exchange) noteFailure(c *candidate, fail *attemptError) {
 	g := x.g
 	switch {
