@@ -30,6 +30,7 @@ type upstream struct {
 	inflight    atomic.Int64
 	queued      atomic.Int64 // at the model server, as last reported (queuedepth.go)
 	queuedUntil atomic.Int64 // unix ns until which that report holds; 0: none
+	noTextUntil atomic.Int64 // unix ns until which it is taken to serve no text completions (notServingText); 0: none
 
 	mu        sync.Mutex
 	state     breakerState
@@ -106,6 +107,24 @@ func (h *healthBook) usable(u *upstream) bool {
 		return !u.trial
 	}
 	return true
+}
+
+// notServedMemory is how long the gateway remembers that a provider
+// answered a text completion 404: its model server serves none (a
+// chat-only one), until it is upgraded, say.
+const notServedMemory = 10 * time.Minute
+
+// notServingText records that u answered a text completion (POST
+// /v1/completions) 404: the next ones skip it for notServedMemory, so
+// that a request tries the providers that may serve it.
+func (h *healthBook) notServingText(u *upstream) {
+	u.noTextUntil.Store(h.clock.Now().Add(notServedMemory).UnixNano())
+}
+
+// servesText reports whether u may serve text completions: it has not
+// answered one 404 within notServedMemory.
+func (h *healthBook) servesText(u *upstream) bool {
+	return h.clock.Now().UnixNano() >= u.noTextUntil.Load()
 }
 
 // success records a request the provider answered, with its time to first

@@ -245,10 +245,10 @@ func TestGateway_modelGone(t *testing.T) {
 
 // TestGateway_endpointNotServed: model servers that serve no
 // /v1/completions (chat-only ones) answer it 404. The renter gets a 404
-// naming the endpoint, which SDKs do not retry, and the providers'
-// breakers stay shut: requests for an endpoint nobody serves must not cut
-// the model's providers off for everyone's chats. A chat's 404 still
-// counts.
+// naming the endpoint, which SDKs do not retry, the next text completions
+// skip those providers, and their breakers stay shut: requests for an
+// endpoint nobody serves must not cut the model's providers off for
+// everyone's chats. A chat's 404 still counts.
 func TestGateway_endpointNotServed(t *testing.T) {
 	p := mustPair(t, func(c *gateway.Config) { c.BreakerFailures = 2 })
 	p.A.set(faultChatOnly)
@@ -266,8 +266,8 @@ func TestGateway_endpointNotServed(t *testing.T) {
 			t.Fatalf("completion %d: %d %s (%s), want 404 not_found_error naming /v1/completions", i, e.StatusCode, e.Type, e.Message)
 		}
 	}
-	if a, b := p.A.Calls.Load(), p.B.Calls.Load(); a != 3 || b != 3 {
-		t.Errorf("the model servers got %d and %d requests, want 3 each: each provider is tried", a, b)
+	if a, b := p.A.Calls.Load(), p.B.Calls.Load(); a != 1 || b != 1 {
+		t.Errorf("the model servers got %d and %d requests, want 1 each: each provider is tried, then skipped", a, b)
 	}
 	if got := mustBreakers(t, p.fixture); len(got) != 0 {
 		t.Errorf("breakers = %+v, want none tripped", got)
@@ -283,6 +283,42 @@ func TestGateway_endpointNotServed(t *testing.T) {
 	}
 	if got := mustBreakers(t, p.fixture); len(got) != 1 || got[0].NodeID != p.NodeA.NodeID || got[0].State != "open" {
 		t.Errorf("breakers after alpha answered two chats 404 = %+v, want alpha's open", got)
+	}
+}
+
+// TestGateway_textCompletionsSkipChatOnly: a provider that answered a
+// text completion 404 is skipped by the next ones for a while, so that
+// they reach the providers that serve them, though the request may try
+// only one (MaxAttempts 1); after the while it is tried again.
+func TestGateway_textCompletionsSkipChatOnly(t *testing.T) {
+	clock := &manualClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	p := mustPair(t, func(c *gateway.Config) { c.Clock, c.MaxAttempts = clock, 1 })
+	p.A.set(faultChatOnly) // alpha is the cheaper, tried first
+	c := p.sdk(p.RenterKey)
+	complete := func() (string, error) {
+		got, err := c.Completions.New(context.Background(), oai.CompletionNewParams{
+			Model: testModel, Prompt: oai.CompletionNewParamsPromptUnion{OfString: oai.String("Once upon")},
+		}, cheapestFirst)
+		if err != nil {
+			return "", err
+		}
+		return got.Choices[0].Text, nil
+	}
+	if _, err := complete(); err == nil || apiError(t, err).StatusCode != http.StatusNotFound {
+		t.Fatalf("the first completion, tried at chat-only alpha alone: %v, want a 404", describe(err))
+	}
+	for i := range 2 {
+		if got, err := complete(); err != nil || got != "Hello from beta." {
+			t.Fatalf("completion %d after alpha's 404: %q, %v; want beta's answer", i, got, describe(err))
+		}
+	}
+	if got := p.A.Calls.Load(); got != 1 {
+		t.Errorf("alpha got %d requests, want 1: skipped once it answered 404", got)
+	}
+	clock.advance(11 * time.Minute)
+	complete()
+	if got := p.A.Calls.Load(); got != 2 {
+		t.Errorf("alpha got %d requests 11 minutes on, want 2: tried again", got)
 	}
 }
 

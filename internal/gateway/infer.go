@@ -196,9 +196,10 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 // attempt that failed before the first byte: a 429 is back-pressure, not
 // a failure (healthBook.busy); a 404 to /v1/completions, which a model
 // server need not serve (chat-only ones do not) and an offer does not
-// say, is the endpoint not served there, not the provider broken, and is
+// say, is the endpoint not served there, not the provider broken: it is
 // released, or a renter's requests for it would cut every provider of
-// the model off for everyone (a 404 to an endpoint every provider serves,
+// the model off for everyone, and the next text completions skip the
+// provider for a while (a 404 to an endpoint every provider serves,
 // or says it serves, is its failure: the model gone); a timeout of a
 // prompt over LargePromptTokens is the prompt's slowness, not the
 // provider's, and is released, as is one of a whole answer asked to be
@@ -214,6 +215,7 @@ func (x *exchange) noteFailure(c *candidate, fail *attemptError) {
 		g.metrics.failures.WithLabelValues("busy").Inc()
 	case fail.status == http.StatusNotFound && x.req.Endpoint == openai.Completions:
 		g.health.release(c.up)
+		g.health.notServingText(c.up)
 		g.metrics.failures.WithLabelValues("not_served").Inc()
 	case fail.timedOut && x.req.ReservePromptTokens() > g.cfg.LargePromptTokens:
 		g.health.release(c.up)

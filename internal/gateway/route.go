@@ -40,8 +40,9 @@ func (e excluded) String() string {
 
 // plan orders the providers of a request's model: the hard constraints
 // first (region, data residency, only and ignore, max price, a live
-// session, a breaker that lets requests through), then the order the
-// request asks for. It returns at most attempts candidates.
+// session, for a text completion not having answered one 404 lately, a
+// breaker that lets requests through), then the order the request asks
+// for. It returns at most attempts candidates.
 func (g *Gateway) plan(req *openai.Request, all []*provider, attempts int) ([]*candidate, excluded) {
 	p := req.Provider
 	if p == nil {
@@ -56,6 +57,10 @@ func (g *Gateway) plan(req *openai.Request, all []*provider, attempts int) ([]*c
 			continue
 		}
 		up := g.health.of(pr.key)
+		if req.Endpoint == openai.Completions && !g.health.servesText(up) {
+			why["not serving text completions (POST /v1/completions)"]++
+			continue
+		}
 		if !g.health.usable(up) {
 			why[reasonBreaker]++
 			continue
