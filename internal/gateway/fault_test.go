@@ -373,8 +373,8 @@ func TestGateway_retryAfterBreakers(t *testing.T) {
 	p := mustPair(t, func(c *gateway.Config) {
 		c.Clock, c.BreakerFailures, c.BreakerCooldown = clock, 1, time.Minute
 	})
-	p.A.set(fault500)
-	p.B.set(fault500)
+	p.A.set(fault401) // each provider's own fault (a 500 from both would be the request's: TestGateway_requestAtFault)
+	p.B.set(fault401)
 	_, _, err := p.chat(t)
 	if e := apiError(t, err); e.StatusCode != 503 || e.Response.Header.Get("Retry-After") != "60" {
 		t.Errorf("both failing: %d (%s), Retry-After %q; want 503, retry after 60 s", e.StatusCode, e.Message, e.Response.Header.Get("Retry-After"))
@@ -387,6 +387,39 @@ func TestGateway_retryAfterBreakers(t *testing.T) {
 	}
 	if calls := p.A.Calls.Load() + p.B.Calls.Load(); calls != 2 {
 		t.Errorf("the providers got %d calls, want 2: none while their breakers are open", calls)
+	}
+}
+
+// TestGateway_requestAtFault: a request that two providers' model servers
+// both answer 500, none answering it, is taken to be at fault (a prompt
+// they all choke on), not them: their breakers stay shut however often a
+// renter sends it, so that it cannot cut the model off for everyone. A
+// 500 from a provider while another answers the same request is still its
+// failure.
+func TestGateway_requestAtFault(t *testing.T) {
+	p := mustPair(t, func(c *gateway.Config) { c.BreakerFailures = 2 })
+	p.A.set(fault500)
+	p.B.set(fault500)
+	for i := range 3 {
+		_, _, err := p.chat(t, cheapestFirst)
+		if e := apiError(t, err); e.StatusCode != 503 || !strings.Contains(e.Message, "CUDA out of memory") {
+			t.Fatalf("request %d: %d %s (%s), want 503 naming the model servers' errors", i, e.StatusCode, e.Type, e.Message)
+		}
+	}
+	if a, b := p.A.Calls.Load(), p.B.Calls.Load(); a != 3 || b != 3 {
+		t.Errorf("the model servers got %d and %d requests, want 3 each: no breaker opened", a, b)
+	}
+	if got := mustBreakers(t, p.fixture); len(got) != 0 {
+		t.Errorf("breakers = %+v, want none tripped", got)
+	}
+	p.B.set(faultNone)
+	for i := range 2 {
+		if got, _, err := p.chat(t, cheapestFirst); err != nil || got.Choices[0].Message.Content != "Hello from beta." {
+			t.Fatalf("request %d with beta mended: %v, %s; want beta's answer", i, got, describe(err))
+		}
+	}
+	if got := mustBreakers(t, p.fixture); len(got) != 1 || got[0].NodeID != p.NodeA.NodeID || got[0].State != "open" {
+		t.Errorf("breakers after alpha erred on two requests beta answered = %+v, want alpha's open", got)
 	}
 }
 

@@ -142,6 +142,7 @@ func (e *attemptError) Error() string {
 func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate) error {
 	g := x.g
 	var failures []*attemptError
+	var erred []*candidate // answered 500: judged once the request's outcome is known (judgeErrors)
 	attempts := 0
 	for _, c := range plan {
 		held := c == x.held
@@ -166,7 +167,9 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 				g.health.release(c.up)
 				break
 			}
-			x.noteFailure(c, fail)
+			if !x.noteFailure(c, fail) {
+				erred = append(erred, c)
+			}
 			if fail.status == http.StatusNotFound {
 				g.catalog.invalidate() // the node no longer serves the model
 			}
@@ -174,10 +177,12 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 			failures = append(failures, fail)
 			continue
 		}
+		x.judgeErrors(erred, true)
 		x.deliver(w, r, c, a, attempts)
 		g.leave(c, x.req.Model)
 		return nil
 	}
+	x.judgeErrors(erred, false)
 	x.res.release(0)
 	if r.Context().Err() != nil {
 		return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "request cancelled")
@@ -205,9 +210,9 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 // provider's, and is released, as is one of a whole answer asked to be
 // long (max_tokens of LargeAnswerTokens or more: one with none counts, or
 // a provider that hangs on every request without one, as SDKs send them,
-// would never be cut off); anything else counts against the provider's
-// breaker.
-func (x *exchange) noteFailure(c *candidate, fail *attemptError) {
+// would never be cut off); a 500 waits for judgeErrors (it reports
+// false); anything else counts against the provider's breaker.
+func (x *exchange) noteFailure(c *candidate, fail *attemptError) (noted bool) {
 	g := x.g
 	switch {
 	case fail.status == http.StatusTooManyRequests:
@@ -223,7 +228,32 @@ func (x *exchange) noteFailure(c *candidate, fail *attemptError) {
 	case fail.timedOut && !x.req.Stream && x.req.MaxTokens >= g.cfg.LargeAnswerTokens:
 		g.health.release(c.up)
 		g.metrics.failures.WithLabelValues("large_answer").Inc()
+	case fail.status == http.StatusInternalServerError:
+		return false
 	default:
+		g.health.failure(c.up)
+		g.metrics.failures.WithLabelValues("failed").Inc()
+	}
+	return true
+}
+
+// judgeErrors settles, once the request has its outcome, the attempts of
+// the providers that answered it 500, the model server's own error in
+// handling it. When another provider answered the request, or only one
+// provider erred, each is its provider's failure. When two or more erred
+// and none answered, the request is taken to be at fault (a prompt every
+// model server chokes on: a chat template that throws, say) and they are
+// released, or a renter's requests could cut every provider of a model
+// off for everyone.
+func (x *exchange) judgeErrors(erred []*candidate, answered bool) {
+	g := x.g
+	requestAtFault := !answered && len(erred) >= 2
+	for _, c := range erred {
+		if requestAtFault {
+			g.health.release(c.up)
+			g.metrics.failures.WithLabelValues("request").Inc()
+			continue
+		}
 		g.health.failure(c.up)
 		g.metrics.failures.WithLabelValues("failed").Inc()
 	}

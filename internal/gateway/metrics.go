@@ -20,7 +20,7 @@ type metrics struct {
 	charged       *prometheus.CounterVec   // by model
 	usageCapped   *prometheus.CounterVec   // by model, kind (input, output)
 	chargesCapped *prometheus.CounterVec   // by reason (capBalance, capSpendLimit)
-	failures      *prometheus.CounterVec   // by reason (busy, not_served, large_prompt, large_answer, failed)
+	failures      *prometheus.CounterVec   // by reason (busy, not_served, request, large_prompt, large_answer, failed)
 	meterWrites   prometheus.Histogram
 	chargesLost   prometheus.Counter
 
@@ -61,7 +61,7 @@ func newMetrics() *metrics {
 			Name: "idlegrid_inference_charges_capped_total", Help: "Charges cut to what the renter had left, by reason: balance (the renter's available balance when the charge was written) or spend_limit (what the account's or the key's monthly spend limit left the request); each is logged with its request.",
 		}, []string{"reason"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "idlegrid_inference_provider_failures_total", Help: "Attempts a provider failed before the renter had a byte, by reason: busy (it answered 429), not_served (it answered 404 to /v1/completions, which a model server need not serve; not held against it), large_prompt (no first byte in time for a prompt over LargePromptTokens, not held against the provider), large_answer (no whole answer in time for one asked to be long: max_tokens of at least LargeAnswerTokens; not held against it either) or failed; the next provider was tried.",
+			Name: "idlegrid_inference_provider_failures_total", Help: "Attempts a provider failed before the renter had a byte, by reason: busy (it answered 429), not_served (it answered 404 to /v1/completions, which a model server need not serve; not held against it), request (it answered 500 to a request that another provider also answered 500 and none answered: the request's fault, not held against it), large_prompt (no first byte in time for a prompt over LargePromptTokens, not held against the provider), large_answer (no whole answer in time for one asked to be long: max_tokens of at least LargeAnswerTokens; not held against it either) or failed; the next provider was tried.",
 		}, []string{"reason"}),
 		meterWrites: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "idlegrid_inference_meter_write_seconds", Help: "How long the meter took to write a batch of charges to the ledger.",
