@@ -262,6 +262,7 @@ type chatRequest struct {
 		Content string `json:"content"`
 	} `json:"messages"`
 	Prompt json.RawMessage `json:"prompt"` // a text completion's: a string, or a list of strings or of token IDs
+	N      int             `json:"n"`      // completions to generate; 0 means 1
 
 	text bool // a text completion (POST /v1/completions), not a chat
 }
@@ -282,6 +283,10 @@ func (p *provider) answer(w http.ResponseWriter, r *http.Request, text bool) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "no model "+req.Model)
 		return
 	}
+	if req.N < 0 || req.N > maxChoices {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("n must be between 1 and %d", maxChoices))
+		return
+	}
 	prompt := req.promptTokens()
 	completion := req.answerTokens()
 	fault := p.faults.draw(unitHash(p.seed, p.spec.Name, req.User))
@@ -294,8 +299,14 @@ func (p *provider) answer(w http.ResponseWriter, r *http.Request, text bool) {
 	} else {
 		ok = p.whole(w, r, &req, fault, prompt, completion, ttft+decode)
 	}
-	p.end(req.Model, ok, prompt, completion)
+	p.end(req.Model, ok, prompt, completion*req.choices())
 }
+
+// maxChoices is the most completions (n) one request may ask for.
+const maxChoices = 128
+
+// choices is how many completions the request asks for (n).
+func (r *chatRequest) choices() int { return max(r.N, 1) }
 
 // DefaultAnswerTokens is how long a chat's answer is when the request
 // sets no limit: a short paragraph, where a real model would stop of
@@ -369,14 +380,17 @@ func (p *provider) whole(w http.ResponseWriter, r *http.Request, req *chatReques
 		panic(http.ErrAbortHandler)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	choice := fmt.Sprintf(`{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":%q}`, words(completion), req.finishReason())
-	object := "chat.completion"
+	format, object := `{"index":%d,"message":{"role":"assistant","content":%q},"finish_reason":%q}`, "chat.completion"
 	if req.text {
-		choice = fmt.Sprintf(`{"index":0,"text":%q,"logprobs":null,"finish_reason":%q}`, words(completion), req.finishReason())
-		object = "text_completion"
+		format, object = `{"index":%d,"text":%q,"logprobs":null,"finish_reason":%q}`, "text_completion"
 	}
+	choices := make([]string, req.choices())
+	for k := range choices {
+		choices[k] = fmt.Sprintf(format, k, words(completion), req.finishReason())
+	}
+	out := completion * len(choices)
 	fmt.Fprintf(w, `{"id":%q,"object":%q,"created":1,"model":%q,"choices":[%s],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
-		p.answerID(req), object, req.Model, choice, prompt, completion, prompt+completion)
+		p.answerID(req), object, req.Model, strings.Join(choices, ","), prompt, out, prompt+out)
 	return true
 }
 
@@ -405,9 +419,9 @@ func (p *provider) answerID(req *chatRequest) string {
 	return fmt.Sprintf("%s%s-%d", prefix, p.spec.Name, p.answers.Add(1))
 }
 
-// stream answers a streamed request: its first event at ttft, the rest
-// spread evenly over decode, then the usage, when the request asked for
-// it, and [DONE].
+// stream answers a streamed request: its first events at ttft, the rest
+// spread evenly over decode (an event for each of the n completions each
+// time), then the usage, when the request asked for it, and [DONE].
 func (p *provider) stream(w http.ResponseWriter, r *http.Request, req *chatRequest, fault string, prompt, completion int, ttft, decode time.Duration) bool {
 	switch fault {
 	case fault429, fault500:
@@ -429,7 +443,9 @@ func (p *provider) stream(w http.ResponseWriter, r *http.Request, req *chatReque
 		if i == chunks-1 {
 			finish = strconv.Quote(req.finishReason())
 		}
-		req.writeChunk(w, id, i == 0, words(n), finish)
+		for k := range req.choices() {
+			req.writeChunk(w, id, k, i == 0, words(n), finish)
+		}
 		if rc.Flush() != nil {
 			return false
 		}
@@ -442,8 +458,9 @@ func (p *provider) stream(w http.ResponseWriter, r *http.Request, req *chatReque
 		}
 	}
 	if req.StreamOptions.IncludeUsage { // as real servers, only when asked (the gateway always asks)
+		out := completion * req.choices()
 		fmt.Fprintf(w, "data: {\"id\":%q,\"object\":%q,\"created\":1,\"model\":%q,\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\n",
-			id, req.chunkObject(), req.Model, prompt, completion, prompt+completion)
+			id, req.chunkObject(), req.Model, prompt, out, prompt+out)
 	}
 	io.WriteString(w, "data: [DONE]\n\n")
 	return true
@@ -457,18 +474,19 @@ func (r *chatRequest) chunkObject() string {
 	return "chat.completion.chunk"
 }
 
-// writeChunk writes one event of a streamed answer with text: a chat's
-// delta, the assistant's role on the first, or a text completion's text.
-func (r *chatRequest) writeChunk(w io.Writer, id string, first bool, text, finish string) {
+// writeChunk writes one event of a streamed answer with text for its
+// completion index: a chat's delta, the assistant's role on the first,
+// or a text completion's text.
+func (r *chatRequest) writeChunk(w io.Writer, id string, index int, first bool, text, finish string) {
 	if r.text {
-		fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"text_completion\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"text\":%q,\"logprobs\":null,\"finish_reason\":%s}]}\n\n", id, r.Model, text, finish)
+		fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"text_completion\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":%d,\"text\":%q,\"logprobs\":null,\"finish_reason\":%s}]}\n\n", id, r.Model, index, text, finish)
 		return
 	}
 	role := ""
 	if first {
 		role = `"role":"assistant",`
 	}
-	fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{%s\"content\":%q},\"finish_reason\":%s}]}\n\n", id, r.Model, role, text, finish)
+	fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":%d,\"delta\":{%s\"content\":%q},\"finish_reason\":%s}]}\n\n", id, r.Model, index, role, text, finish)
 }
 
 // begin and end count a request as it arrives and as it ends.

@@ -296,3 +296,43 @@ func TestModelServer_textCompletions(t *testing.T) {
 		t.Errorf("streamed completion: text %q, usage %+v; want 5 words, 4 prompt and 5 completion tokens", text.String(), usage)
 	}
 }
+
+// TestModelServer_choices: a request for n completions gets n choices,
+// whole or streamed, and usage for all of them, as from a real server.
+func TestModelServer_choices(t *testing.T) {
+	s, err := StartModelServer("H100-80GB", []string{"m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sdk := oai.NewClient(option.WithBaseURL(s.URL()), option.WithAPIKey("none"), option.WithMaxRetries(0))
+	ctx := context.Background()
+	params := oai.ChatCompletionNewParams{Model: "m", MaxTokens: oai.Int(4), N: oai.Int(3),
+		Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("Hello")}}
+	whole, err := sdk.Chat.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := sdk.Chat.Completions.NewStreaming(ctx, params, option.WithJSONSet("stream_options", map[string]any{"include_usage": true}))
+	var acc oai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*oai.ChatCompletion{"whole": whole, "streamed": &acc.ChatCompletion} {
+		if len(c.Choices) != 3 || c.Usage.CompletionTokens != 12 {
+			t.Fatalf("%s: %d choices, usage %+v; want 3, and 12 completion tokens", name, len(c.Choices), c.Usage)
+		}
+		for k, ch := range c.Choices {
+			if ch.Index != int64(k) || countWords(ch.Message.Content) != 4 || ch.Message.Role != "assistant" || ch.FinishReason != "length" {
+				t.Errorf("%s: choice %d = %+v; want index %d, the assistant's 4 words, finished for length", name, k, ch, k)
+			}
+		}
+	}
+	params.N = oai.Int(maxChoices + 1)
+	if _, err := sdk.Chat.Completions.New(ctx, params); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Errorf("n = %d: %v, want a 400", maxChoices+1, err)
+	}
+}
