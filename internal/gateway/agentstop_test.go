@@ -24,16 +24,45 @@ func TestGateway_agentStopFinishesRequests(t *testing.T) {
 	up := mustMock(t, "alpha")
 	node := f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
 	f.waitProviders(t, testModel, 1)
+	answered := heldChat(t, f, up)
+	stopped := stopping(node)
+	time.Sleep(300 * time.Millisecond) // the agent stops meanwhile, but for the request
+	up.free()
+	select {
+	case a := <-answered:
+		if a.err != nil {
+			t.Fatalf("the request in flight when its node's agent stopped: %v, want its answer", a.err)
+		}
+		if !strings.Contains(a.content, "Hello from alpha") {
+			t.Errorf("answer %q, want the model server's", a.content)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no answer a minute after the model server's")
+	}
+	<-stopped
+}
+
+// chatOutcome is a chat's answer, or its error.
+type chatOutcome struct {
+	content string
+	err     error
+}
+
+// heldChat sends the renter's chat in the background to up, which it
+// sets to hold it, and returns once up holds it; the channel has its
+// outcome.
+func heldChat(t *testing.T, f *fixture, up *mock) <-chan chatOutcome {
+	t.Helper()
 	up.set(faultHold)
-	answered := make(chan error, 1)
-	var content string
+	answered := make(chan chatOutcome, 1)
 	go func() {
 		sdk := f.sdk(f.RenterKey)
 		c, err := sdk.Chat.Completions.New(context.Background(), chatParams("hi"))
-		if err == nil && len(c.Choices) > 0 {
-			content = c.Choices[0].Message.Content
+		var a chatOutcome
+		if a.err = err; err == nil && len(c.Choices) > 0 {
+			a.content = c.Choices[0].Message.Content
 		}
-		answered <- err
+		answered <- a
 	}()
 	eventually(t, "the request at the model server", func() string {
 		if up.Calls.Load() == 0 {
@@ -41,25 +70,18 @@ func TestGateway_agentStopFinishesRequests(t *testing.T) {
 		}
 		return ""
 	})
+	return answered
+}
+
+// stopping stops node's agent in the background; the channel closes
+// when it has stopped.
+func stopping(node *testAgent) <-chan struct{} {
 	stopped := make(chan struct{})
 	go func() {
 		node.stop()
 		close(stopped)
 	}()
-	time.Sleep(300 * time.Millisecond) // the agent stops meanwhile, but for the request
-	up.free()
-	select {
-	case err := <-answered:
-		if err != nil {
-			t.Fatalf("the request in flight when its node's agent stopped: %v, want its answer", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("no answer a minute after the model server's")
-	}
-	if !strings.Contains(content, "Hello from alpha") {
-		t.Errorf("answer %q, want the model server's", content)
-	}
-	<-stopped
+	return stopped
 }
 
 // TestGateway_agentStopCutsRequestsAfterDrainWait: the agent's
@@ -72,33 +94,16 @@ func TestGateway_agentStopCutsRequestsAfterDrainWait(t *testing.T) {
 	node := f.startAgentWith(t, func(c *agent.Config) { c.ModelDrainWait = 300 * time.Millisecond },
 		"alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
 	f.waitProviders(t, testModel, 1)
-	up.set(faultHold)
 	defer up.free()
-	answered := make(chan error, 1)
-	go func() {
-		sdk := f.sdk(f.RenterKey)
-		_, err := sdk.Chat.Completions.New(context.Background(), chatParams("hi"))
-		answered <- err
-	}()
-	eventually(t, "the request at the model server", func() string {
-		if up.Calls.Load() == 0 {
-			return "not yet"
-		}
-		return ""
-	})
-	stopped := make(chan struct{})
-	go func() {
-		node.stop()
-		close(stopped)
-	}()
+	answered := heldChat(t, f, up)
 	select {
-	case <-stopped:
+	case <-stopping(node):
 	case <-time.After(time.Minute):
 		t.Fatal("the agent had not stopped a minute past its model_drain_wait")
 	}
 	select {
-	case err := <-answered:
-		if err == nil {
+	case a := <-answered:
+		if a.err == nil {
 			t.Fatal("the request held at the model server got an answer, want it cut by the agent's stop")
 		}
 	case <-time.After(time.Minute):

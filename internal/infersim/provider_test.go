@@ -192,6 +192,18 @@ func TestModelServer_metrics(t *testing.T) {
 	}
 }
 
+// modelServerSDK starts a simulated model server of model "m" on an H100
+// for the test, and returns OpenAI's Go SDK pointed at it.
+func modelServerSDK(t *testing.T) oai.Client {
+	t.Helper()
+	s, err := StartModelServer("H100-80GB", []string{"m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return oai.NewClient(option.WithBaseURL(s.URL()), option.WithAPIKey("none"), option.WithMaxRetries(0))
+}
+
 // The simulated model server answers as a real one does, read by OpenAI's
 // Go SDK: a stream's first chunk names the assistant's role and its last
 // content chunk the finish reason ("length" at the request's limit, "stop"
@@ -199,12 +211,7 @@ func TestModelServer_metrics(t *testing.T) {
 // (stream_options.include_usage), all of an answer's chunks share one ID,
 // and two answers have two.
 func TestModelServer_answersAsARealServer(t *testing.T) {
-	s, err := StartModelServer("H100-80GB", []string{"m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	sdk := oai.NewClient(option.WithBaseURL(s.URL()), option.WithAPIKey("none"), option.WithMaxRetries(0))
+	sdk := modelServerSDK(t)
 	ctx := context.Background()
 	params := oai.ChatCompletionNewParams{Model: "m", MaxTokens: oai.Int(5),
 		Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("Hello")}}
@@ -259,12 +266,7 @@ func TestModelServer_answersAsARealServer(t *testing.T) {
 // its choices, a cmpl- ID, OpenAI's default limit of 16 tokens, and the
 // prompt's words counted.
 func TestModelServer_textCompletions(t *testing.T) {
-	s, err := StartModelServer("H100-80GB", []string{"m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	sdk := oai.NewClient(option.WithBaseURL(s.URL()), option.WithAPIKey("none"), option.WithMaxRetries(0))
+	sdk := modelServerSDK(t)
 	ctx := context.Background()
 	params := oai.CompletionNewParams{Model: "m", Prompt: oai.CompletionNewParamsPromptUnion{OfString: oai.String("Once upon a time")}}
 	whole, err := sdk.Completions.New(ctx, params)
@@ -300,12 +302,7 @@ func TestModelServer_textCompletions(t *testing.T) {
 // TestModelServer_choices: a request for n completions gets n choices,
 // whole or streamed, and usage for all of them, as from a real server.
 func TestModelServer_choices(t *testing.T) {
-	s, err := StartModelServer("H100-80GB", []string{"m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	sdk := oai.NewClient(option.WithBaseURL(s.URL()), option.WithAPIKey("none"), option.WithMaxRetries(0))
+	sdk := modelServerSDK(t)
 	ctx := context.Background()
 	params := oai.ChatCompletionNewParams{Model: "m", MaxTokens: oai.Int(4), N: oai.Int(3),
 		Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("Hello")}}
