@@ -390,12 +390,12 @@ func TestGateway_retryAfterBreakers(t *testing.T) {
 	}
 }
 
-// TestGateway_requestAtFault: a request that two providers' model servers
-// both answer 500, none answering it, is taken to be at fault (a prompt
-// they all choke on), not them: their breakers stay shut however often a
-// renter sends it, so that it cannot cut the model off for everyone. A
-// 500 from a provider while another answers the same request is still its
-// failure.
+// TestGateway_requestAtFault: a request the model servers answer 500,
+// none answering it, may be at fault (a prompt they all choke on), not
+// them: their breakers stay shut however often a renter sends it, to all
+// providers or to one at a time (allow_fallbacks false), so that it
+// cannot cut the model off for everyone. A 500 from a provider while
+// another answers the same request is still its failure.
 func TestGateway_requestAtFault(t *testing.T) {
 	p := mustPair(t, func(c *gateway.Config) { c.BreakerFailures = 2 })
 	p.A.set(fault500)
@@ -413,6 +413,19 @@ func TestGateway_requestAtFault(t *testing.T) {
 		t.Errorf("breakers = %+v, want none tripped", got)
 	}
 	p.B.set(faultNone)
+	alphaOnly := option.WithJSONSet("provider", map[string]any{"sort": "price", "allow_fallbacks": false})
+	for i := range 3 {
+		got, _, err := p.chat(t, alphaOnly)
+		if err == nil {
+			t.Fatalf("request %d to the cheapest alone: answered %q, want alpha's 503 (beta answers only once alpha is cut off)", i, got.Choices[0].Message.Content)
+		}
+		if e := apiError(t, err); e.StatusCode != 503 {
+			t.Fatalf("request %d to alpha alone: %d %s, want its 503", i, e.StatusCode, e.Message)
+		}
+	}
+	if got := mustBreakers(t, p.fixture); len(got) != 0 {
+		t.Errorf("breakers after requests alpha alone was asked and erred on = %+v, want none tripped", got)
+	}
 	for i := range 2 {
 		if got, _, err := p.chat(t, cheapestFirst); err != nil || got.Choices[0].Message.Content != "Hello from beta." {
 			t.Fatalf("request %d with beta mended: %v, %s; want beta's answer", i, got, describe(err))

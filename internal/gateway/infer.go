@@ -34,6 +34,7 @@ type exchange struct {
 	res    *reservation
 	body   []byte     // what goes upstream
 	held   *candidate // counted in at its provider already (waitForRoom)
+	sole   bool       // the model has one provider: its errors are its own (judgeErrors)
 }
 
 // infer serves one of the inference endpoints.
@@ -82,7 +83,7 @@ func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 			res.release(0)
 			return err
 		}
-		x := &exchange{g: g, id: requestID(w), req: req, caller: c.Caller, start: start, res: res, body: up, held: held}
+		x := &exchange{g: g, id: requestID(w), req: req, caller: c.Caller, start: start, res: res, body: up, held: held, sole: len(all) == 1}
 		return x.run(w, r, plan)
 	}
 }
@@ -239,15 +240,16 @@ func (x *exchange) noteFailure(c *candidate, fail *attemptError) (noted bool) {
 
 // judgeErrors settles, once the request has its outcome, the attempts of
 // the providers that answered it 500, the model server's own error in
-// handling it. When another provider answered the request, or only one
-// provider erred, each is its provider's failure. When two or more erred
-// and none answered, the request is taken to be at fault (a prompt every
-// model server chokes on: a chat template that throws, say) and they are
-// released, or a renter's requests could cut every provider of a model
-// off for everyone.
+// handling it. When another provider answered the request, each is its
+// provider's failure; so it is when the model has no other provider,
+// with nothing to tell the two apart. Else the request may be at fault
+// (a prompt every model server chokes on: a chat template that throws,
+// say) and they are released, or a renter's requests, sent to each
+// provider in turn (provider.only, allow_fallbacks false) or to all,
+// could cut every provider of a model off for everyone.
 func (x *exchange) judgeErrors(erred []*candidate, answered bool) {
 	g := x.g
-	requestAtFault := !answered && len(erred) >= 2
+	requestAtFault := !answered && !x.sole
 	for _, c := range erred {
 		if requestAtFault {
 			g.health.release(c.up)
