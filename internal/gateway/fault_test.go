@@ -390,49 +390,57 @@ func TestGateway_retryAfterBreakers(t *testing.T) {
 	}
 }
 
-// TestGateway_requestAtFault: a request the model servers answer 500,
-// none answering it, may be at fault (a prompt they all choke on), not
-// them: their breakers stay shut however often a renter sends it, to all
-// providers or to one at a time (allow_fallbacks false), so that it
-// cannot cut the model off for everyone. A 500 from a provider while
-// another answers the same request is still its failure.
+// TestGateway_requestAtFault: a request the model servers answer 500, or
+// give no first byte in time, none answering it, may be at fault (a
+// prompt they all choke on), not them: their breakers stay shut however
+// often a renter sends it, to all providers or to one at a time
+// (allow_fallbacks false), so that it cannot cut the model off for
+// everyone. A provider that fails a request another answers still fails.
 func TestGateway_requestAtFault(t *testing.T) {
-	p := mustPair(t, func(c *gateway.Config) { c.BreakerFailures = 2 })
-	p.A.set(fault500)
-	p.B.set(fault500)
-	for i := range 3 {
-		_, _, err := p.chat(t, cheapestFirst)
-		if e := apiError(t, err); e.StatusCode != 503 || !strings.Contains(e.Message, "CUDA out of memory") {
-			t.Fatalf("request %d: %d %s (%s), want 503 naming the model servers' errors", i, e.StatusCode, e.Type, e.Message)
-		}
-	}
-	if a, b := p.A.Calls.Load(), p.B.Calls.Load(); a != 3 || b != 3 {
-		t.Errorf("the model servers got %d and %d requests, want 3 each: no breaker opened", a, b)
-	}
-	if got := mustBreakers(t, p.fixture); len(got) != 0 {
-		t.Errorf("breakers = %+v, want none tripped", got)
-	}
-	p.B.set(faultNone)
-	alphaOnly := option.WithJSONSet("provider", map[string]any{"sort": "price", "allow_fallbacks": false})
-	for i := range 3 {
-		got, _, err := p.chat(t, alphaOnly)
-		if err == nil {
-			t.Fatalf("request %d to the cheapest alone: answered %q, want alpha's 503 (beta answers only once alpha is cut off)", i, got.Choices[0].Message.Content)
-		}
-		if e := apiError(t, err); e.StatusCode != 503 {
-			t.Fatalf("request %d to alpha alone: %d %s, want its 503", i, e.StatusCode, e.Message)
-		}
-	}
-	if got := mustBreakers(t, p.fixture); len(got) != 0 {
-		t.Errorf("breakers after requests alpha alone was asked and erred on = %+v, want none tripped", got)
-	}
-	for i := range 2 {
-		if got, _, err := p.chat(t, cheapestFirst); err != nil || got.Choices[0].Message.Content != "Hello from beta." {
-			t.Fatalf("request %d with beta mended: %v, %s; want beta's answer", i, got, describe(err))
-		}
-	}
-	if got := mustBreakers(t, p.fixture); len(got) != 1 || got[0].NodeID != p.NodeA.NodeID || got[0].State != "open" {
-		t.Errorf("breakers after alpha erred on two requests beta answered = %+v, want alpha's open", got)
+	for _, fault := range []string{fault500, faultSlowFirst} {
+		t.Run(fault, func(t *testing.T) {
+			p := mustPair(t, func(c *gateway.Config) {
+				c.BreakerFailures, c.FirstByteTimeout, c.AnswerTimeout = 2, time.Second, time.Second // long enough for beta on a loaded machine
+			})
+			defer p.A.free()
+			defer p.B.free()
+			p.A.set(fault)
+			p.B.set(fault)
+			for i := range 3 {
+				_, _, err := p.chat(t, cheapestFirst)
+				if e := apiError(t, err); e.StatusCode != 503 {
+					t.Fatalf("request %d: %d %s (%s), want 503", i, e.StatusCode, e.Type, e.Message)
+				}
+			}
+			if a, b := p.A.Calls.Load(), p.B.Calls.Load(); a != 3 || b != 3 {
+				t.Errorf("the model servers got %d and %d requests, want 3 each: no breaker opened", a, b)
+			}
+			if got := mustBreakers(t, p.fixture); len(got) != 0 {
+				t.Errorf("breakers = %+v, want none tripped", got)
+			}
+			p.B.set(faultNone)
+			alphaOnly := option.WithJSONSet("provider", map[string]any{"sort": "price", "allow_fallbacks": false})
+			for i := range 3 {
+				got, _, err := p.chat(t, alphaOnly)
+				if err == nil {
+					t.Fatalf("request %d to the cheapest alone: answered %q, want alpha's failure (beta answers only once alpha is cut off)", i, got.Choices[0].Message.Content)
+				}
+				if e := apiError(t, err); e.StatusCode != 503 {
+					t.Fatalf("request %d to alpha alone: %d %s, want 503", i, e.StatusCode, e.Message)
+				}
+			}
+			if got := mustBreakers(t, p.fixture); len(got) != 0 {
+				t.Errorf("breakers after requests alpha alone was asked and failed = %+v, want none tripped", got)
+			}
+			for i := range 2 {
+				if got, _, err := p.chat(t, cheapestFirst); err != nil || got.Choices[0].Message.Content != "Hello from beta." {
+					t.Fatalf("request %d with beta mended: %v, %s; want beta's answer", i, got, describe(err))
+				}
+			}
+			if got := mustBreakers(t, p.fixture); len(got) != 1 || got[0].NodeID != p.NodeA.NodeID || got[0].State != "open" {
+				t.Errorf("breakers after alpha failed two requests beta answered = %+v, want alpha's open", got)
+			}
+		})
 	}
 }
 

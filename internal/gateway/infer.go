@@ -143,7 +143,7 @@ func (e *attemptError) Error() string {
 func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate) error {
 	g := x.g
 	var failures []*attemptError
-	var erred []*candidate // answered 500: judged once the request's outcome is known (judgeErrors)
+	var erred []*candidate // answered 500 or timed out: judged once the request's outcome is known (judgeErrors)
 	attempts := 0
 	for _, c := range plan {
 		held := c == x.held
@@ -209,9 +209,10 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 // or says it serves, is its failure: the model gone); a timeout of a
 // prompt over LargePromptTokens is the prompt's slowness, not the
 // provider's, and is released, as is one of a whole answer asked to be
-// long (max_tokens of LargeAnswerTokens or more: one with none counts, or
-// a provider that hangs on every request without one, as SDKs send them,
-// would never be cut off); a 500 waits for judgeErrors (it reports
+// long (max_tokens of LargeAnswerTokens or more: one with none is judged
+// as any other timeout, or a provider that hangs on every request without
+// one, as SDKs send them, while others answer them, would never be cut
+// off); a 500, or any other timeout, waits for judgeErrors (it reports
 // false); anything else counts against the provider's breaker.
 func (x *exchange) noteFailure(c *candidate, fail *attemptError) (noted bool) {
 	g := x.g
@@ -229,7 +230,7 @@ func (x *exchange) noteFailure(c *candidate, fail *attemptError) (noted bool) {
 	case fail.timedOut && !x.req.Stream && x.req.MaxTokens >= g.cfg.LargeAnswerTokens:
 		g.health.release(c.up)
 		g.metrics.failures.WithLabelValues("large_answer").Inc()
-	case fail.status == http.StatusInternalServerError:
+	case fail.status == http.StatusInternalServerError || fail.timedOut:
 		return false
 	default:
 		g.health.failure(c.up)
@@ -239,14 +240,16 @@ func (x *exchange) noteFailure(c *candidate, fail *attemptError) (noted bool) {
 }
 
 // judgeErrors settles, once the request has its outcome, the attempts of
-// the providers that answered it 500, the model server's own error in
-// handling it. When another provider answered the request, each is its
-// provider's failure; so it is when the model has no other provider,
-// with nothing to tell the two apart. Else the request may be at fault
-// (a prompt every model server chokes on: a chat template that throws,
-// say) and they are released, or a renter's requests, sent to each
-// provider in turn (provider.only, allow_fallbacks false) or to all,
-// could cut every provider of a model off for everyone.
+// the providers that answered it 500 (the model server's own error in
+// handling it) or gave no first byte in time. When another provider
+// answered the request, each is its provider's failure; so it is when
+// the model has no other provider, with nothing to tell the two apart.
+// Else the request may be at fault (a prompt every model server chokes
+// on, a chat template that throws, or one that has them generate to the
+// end of their context, say) and they are released, or a renter's
+// requests, sent to each provider in turn (provider.only,
+// allow_fallbacks false) or to all, could cut every provider of a model
+// off for everyone.
 func (x *exchange) judgeErrors(erred []*candidate, answered bool) {
 	g := x.g
 	requestAtFault := !answered && !x.sole
