@@ -199,21 +199,22 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 }
 
 // noteFailure records in c's provider's health and in the metrics an
-// attempt that failed before the first byte: a 429 is back-pressure, not
-// a failure (healthBook.busy); a 404 to /v1/completions, which a model
-// server need not serve (chat-only ones do not) and an offer does not
-// say, is the endpoint not served there, not the provider broken: it is
-// released, or a renter's requests for it would cut every provider of
-// the model off for everyone, and the next text completions skip the
-// provider for a while (a 404 to an endpoint every provider serves,
-// or says it serves, is its failure: the model gone); a timeout of a
-// prompt over LargePromptTokens is the prompt's slowness, not the
-// provider's, and is released, as is one of a whole answer asked to be
-// long (max_tokens of LargeAnswerTokens or more: one with none is judged
-// as any other timeout, or a provider that hangs on every request without
-// one, as SDKs send them, while others answer them, would never be cut
-// off); a 500, or any other timeout, waits for judgeErrors (it reports
-// false); anything else counts against the provider's breaker.
+// attempt that failed before the first byte, and reports whether it did:
+//
+//   - a 429 is back-pressure, not a failure (healthBook.busy);
+//   - a 404 to /v1/completions, which a model server need not serve
+//     (chat-only ones do not) and an offer does not say, is the endpoint
+//     not served there: it is released, and the next text completions
+//     skip the provider for a while, or a renter's requests for it would
+//     cut every provider of the model off for everyone (a 404 to an
+//     endpoint every provider serves, or says it serves, is its failure:
+//     the model gone);
+//   - a timeout of a prompt over LargePromptTokens is the prompt's
+//     slowness, not the provider's, and is released, as is one of a
+//     whole answer asked to be long (max_tokens of LargeAnswerTokens or
+//     more);
+//   - a 500, or any other timeout, is left to judgeErrors (false);
+//   - anything else counts against the provider's breaker.
 func (x *exchange) noteFailure(c *candidate, fail *attemptError) (noted bool) {
 	g := x.g
 	switch {
