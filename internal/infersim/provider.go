@@ -273,6 +273,8 @@ func (p *provider) chat(w http.ResponseWriter, r *http.Request) { p.answer(w, r,
 // chat's message.
 func (p *provider) completion(w http.ResponseWriter, r *http.Request) { p.answer(w, r, true) }
 
+// answer answers a chat, or a text completion (text): after the GPU's
+// time for its prompt and answer, unless its fault draw says otherwise.
 func (p *provider) answer(w http.ResponseWriter, r *http.Request, text bool) {
 	req := chatRequest{text: text}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
