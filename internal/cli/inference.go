@@ -123,7 +123,16 @@ func printProviderLoads(out io.Writer, ps []wire.ProviderLoad) error {
 		t.row("  "+p.NodeID, p.NodeName, p.Model, fmt.Sprintf("%d/%d", p.InFlight, p.MaxConcurrency), queued, fmt.Sprintf("%.0f%%", 100*p.Load),
 			measured("%.0f", p.TTFTMS), measured("%.1f", p.TokensPerSecond), fmt.Sprintf("%.0f%%", 100*p.SuccessRate), p.Breaker)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if p.TextCompletionsSkippedUntil != nil {
+			fmt.Fprintf(out, "  text completions skip %s (%s) for %s until %s: its model server answered one 404 (it serves chats only)\n",
+				p.NodeID, p.NodeName, p.Model, p.TextCompletionsSkippedUntil.Format(time.RFC3339))
+		}
+	}
+	return nil
 }
 
 // printBreakers shows the circuit breakers that have tripped.

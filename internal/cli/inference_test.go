@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idlegrid/idlegrid/internal/gateway"
 )
@@ -15,6 +16,7 @@ import (
 func TestPrintInferenceStats(t *testing.T) {
 	var out bytes.Buffer
 	queued := int64(7)
+	skipped := time.Date(2026, 12, 7, 11, 20, 0, 0, time.UTC)
 	st := &gateway.StatsResponse{
 		Models: []gateway.ModelStats{{Model: "llama-3.1-8b", Requests: 12, LatencyP50MS: 420.4, LatencyP95MS: 1800,
 			TTFTP50MS: 61, TTFTP95MS: 240, TokensPerSecond: 38.25, MicrosPerMTokens: 171_000},
@@ -25,7 +27,8 @@ func TestPrintInferenceStats(t *testing.T) {
 		Providers: []gateway.ProviderLoad{
 			{NodeID: "node_a", NodeName: "rig-4090", Model: "llama-3.1-8b", InFlight: 3, MaxConcurrency: 8, Queued: &queued, Load: 1.25,
 				TTFTMS: 61.4, TokensPerSecond: 38.25, SuccessRate: 0.97, Breaker: "open"},
-			{NodeID: "node_b", NodeName: "b", Model: "llama-3.1-8b", MaxConcurrency: 16, SuccessRate: 1, Breaker: "closed"},
+			{NodeID: "node_b", NodeName: "b", Model: "llama-3.1-8b", MaxConcurrency: 16, SuccessRate: 1, Breaker: "closed",
+				TextCompletionsSkippedUntil: &skipped},
 		},
 	}
 	if err := printInferenceStats(&out, st); err != nil {
@@ -38,6 +41,7 @@ func TestPrintInferenceStats(t *testing.T) {
 		"  NODE    NAME      MODEL         IN FLIGHT  QUEUED  LOAD  TTFT MS  TOKENS/S  ANSWERED  BREAKER\n",
 		"  node_a  rig-4090  llama-3.1-8b  3/8        7       125%  61       38.2      97%       open\n",
 		"  node_b  b         llama-3.1-8b  0/16       -       0%    -        -         100%      closed\n",
+		"  text completions skip node_b (b) for llama-3.1-8b until 2026-12-07T11:20:00Z: its model server answered one 404 (it serves chats only)\n",
 		"Circuit breakers that have tripped:\n",
 		"  NODE       NAME      MODEL         STATE      TRIPS  HALF-OPENS  CLOSES\n",
 		"  node_a     rig-4090  llama-3.1-8b  open       2      1           0\n",

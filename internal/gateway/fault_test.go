@@ -315,6 +315,12 @@ func TestGateway_textCompletionsSkipChatOnly(t *testing.T) {
 	if got := p.A.Calls.Load(); got != 1 {
 		t.Errorf("alpha got %d requests, want 1: skipped once it answered 404", got)
 	}
+	want := clock.Now().Add(10 * time.Minute)
+	for _, l := range mustStats(t, p.fixture).Providers {
+		if skipped := l.TextCompletionsSkippedUntil; (l.NodeID == p.NodeA.NodeID) != (skipped != nil) || skipped != nil && !skipped.Equal(want) {
+			t.Errorf("GET /v1/inference/stats: %s's text completions skipped until %v, want %v for alpha alone", l.NodeName, skipped, want)
+		}
+	}
 	clock.advance(11 * time.Minute)
 	complete()
 	if got := p.A.Calls.Load(); got != 2 {
@@ -447,12 +453,18 @@ func TestGateway_requestAtFault(t *testing.T) {
 // mustBreakers reads the breakers GET /v1/inference/stats lists.
 func mustBreakers(tb testing.TB, f *fixture) []gateway.BreakerStats {
 	tb.Helper()
+	return mustStats(tb, f).Breakers
+}
+
+// mustStats reads GET /v1/inference/stats.
+func mustStats(tb testing.TB, f *fixture) gateway.StatsResponse {
+	tb.Helper()
 	var st gateway.StatsResponse
 	c := f.sdk(f.RenterKey)
 	if err := c.Get(context.Background(), "inference/stats", nil, &st); err != nil {
 		tb.Fatal(err)
 	}
-	return st.Breakers
+	return st
 }
 
 func TestGateway_midStream(t *testing.T) {

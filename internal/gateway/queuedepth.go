@@ -87,6 +87,10 @@ func (h *healthBook) load(pr *provider, now time.Time) ProviderLoad {
 		l.Queued = &q
 	}
 	l.Load = loadOf(inflight, q, pr.Model.MaxConcurrency)
+	if until := up.noTextUntil.Load(); until > now.UnixNano() {
+		t := time.Unix(0, until).UTC()
+		l.TextCompletionsSkippedUntil = &t
+	}
 	return l
 }
 

@@ -1,6 +1,10 @@
 package wire
 
-import "github.com/idlegrid/idlegrid"
+import (
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
 
 // InferenceStats is the answer of GET /v1/inference/stats.
 type InferenceStats struct {
@@ -35,6 +39,10 @@ type ProviderLoad struct {
 	TokensPerSecond float64 `json:"tokens_per_second"`
 	SuccessRate     float64 `json:"success_rate"`
 	Breaker         string  `json:"breaker"` // closed, open or half-open
+	// TextCompletionsSkippedUntil, when set, is when text completions
+	// (POST /v1/completions) may go to the provider again: it answered
+	// one 404, as a chat-only model server does.
+	TextCompletionsSkippedUntil *time.Time `json:"text_completions_skipped_until,omitempty"`
 }
 
 // ModelStats is what renters see of a model's recent requests: latency
