@@ -128,7 +128,7 @@ func printProviderLoads(out io.Writer, ps []wire.ProviderLoad) error {
 	}
 	for _, p := range ps {
 		if p.TextCompletionsSkippedUntil != nil {
-			fmt.Fprintf(out, "  text completions skip %s (%s) for %s until %s: its model server answered one 404 (it serves chats only)\n",
+			fmt.Fprintf(out, "  text completions skip %s (%s) for %s until %s: its model server answered one 404, as one that serves chats only does\n",
 				p.NodeID, p.NodeName, p.Model, p.TextCompletionsSkippedUntil.Format(time.RFC3339))
 		}
 	}

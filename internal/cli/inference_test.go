@@ -41,7 +41,7 @@ func TestPrintInferenceStats(t *testing.T) {
 		"  NODE    NAME      MODEL         IN FLIGHT  QUEUED  LOAD  TTFT MS  TOKENS/S  ANSWERED  BREAKER\n",
 		"  node_a  rig-4090  llama-3.1-8b  3/8        7       125%  61       38.2      97%       open\n",
 		"  node_b  b         llama-3.1-8b  0/16       -       0%    -        -         100%      closed\n",
-		"  text completions skip node_b (b) for llama-3.1-8b until 2026-12-07T11:20:00Z: its model server answered one 404 (it serves chats only)\n",
+		"  text completions skip node_b (b) for llama-3.1-8b until 2026-12-07T11:20:00Z: its model server answered one 404, as one that serves chats only does\n",
 		"Circuit breakers that have tripped:\n",
 		"  NODE       NAME      MODEL         STATE      TRIPS  HALF-OPENS  CLOSES\n",
 		"  node_a     rig-4090  llama-3.1-8b  open       2      1           0\n",
