@@ -41,6 +41,11 @@ type upstream struct {
 	tps       float64   // EWMA of completion tokens per second; 0: unknown
 	okRate    float64   // EWMA of successes, starting at 1
 	moves     breakerMoves
+	// failedFor is the renter whose request was the first of the
+	// failures in a row that only the request may have caused
+	// (failureFor); failedForMore, that another renter's failed too.
+	failedFor     string
+	failedForMore bool
 }
 
 // breakerMoves counts a breaker's changes of state since the gateway
@@ -137,6 +142,7 @@ func (h *healthBook) success(u *upstream, ttft time.Duration, tps float64) {
 		u.moves.closes++
 	}
 	u.state, u.failures, u.trial = breakerClosed, 0, false
+	u.failedFor, u.failedForMore = "", false
 	u.okRate = ewma(u.okRate, 1)
 	if ttft > 0 {
 		u.ttftMS = ewma(u.ttftMS, float64(ttft)/float64(time.Millisecond))
@@ -153,14 +159,41 @@ func (h *healthBook) success(u *upstream, ttft time.Duration, tps float64) {
 func (h *healthBook) failure(u *upstream) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	h.fail(u, true)
+}
+
+// failureFor records a failure that the renter's request may have caused
+// as well as the provider (a 500 or no first byte from a model's only
+// provider: judgeErrors). It opens a closed breaker only once the
+// failures in a row are of two renters' requests at least, so that one
+// renter's requests cannot cut the model off for everyone; a half-open
+// trial that fails opens it again, as any failure does.
+func (h *healthBook) failureFor(u *upstream, renter string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch u.failedFor {
+	case "":
+		u.failedFor = renter
+	case renter:
+	default:
+		u.failedForMore = true
+	}
+	h.fail(u, u.failedForMore)
+}
+
+// fail counts a failure in u, which the caller holds locked, and opens
+// its breaker as failure says; mayTrip false keeps a closed one closed.
+func (h *healthBook) fail(u *upstream, mayTrip bool) {
 	u.failures++
 	u.okRate = ewma(u.okRate, 0)
-	if u.state == breakerHalfOpen || u.failures >= h.failures {
-		if u.state != breakerOpen {
-			u.moves.trips++
-		}
-		u.state, u.openUntil, u.trial = breakerOpen, h.clock.Now().Add(h.cooldown), false
+	open := u.state == breakerHalfOpen || (u.failures >= h.failures && (mayTrip || u.state == breakerOpen))
+	if !open {
+		return
 	}
+	if u.state != breakerOpen {
+		u.moves.trips++
+	}
+	u.state, u.openUntil, u.trial = breakerOpen, h.clock.Now().Add(h.cooldown), false
 }
 
 // busy records a provider that answered it is at its concurrency (429).

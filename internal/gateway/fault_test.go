@@ -450,6 +450,48 @@ func TestGateway_requestAtFault(t *testing.T) {
 	}
 }
 
+// TestGateway_soleProviderAtFault: the 500s of a model's only provider,
+// which the renter's request may have caused as well as the provider,
+// open its breaker only once two renters' requests have failed, so that
+// one renter cannot cut the model off for everyone.
+func TestGateway_soleProviderAtFault(t *testing.T) {
+	for _, fault := range []string{fault500, faultSlowFirst} {
+		t.Run(fault, func(t *testing.T) {
+			f := mustFixture(t, func(c *gateway.Config) {
+				c.BreakerFailures, c.FirstByteTimeout, c.AnswerTimeout = 2, 200*time.Millisecond, time.Second
+			})
+			up := mustMock(t, "alpha")
+			defer up.free()
+			f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
+			f.waitProviders(t, testModel, 1)
+			up.set(fault)
+			first, second := f.sdk(f.RenterKey), f.sdk(f.mustRenter(t, "second"))
+			chat := func(c oai.Client) error {
+				_, err := c.Chat.Completions.New(context.Background(), chatParams("Hi"), option.WithMaxRetries(0))
+				return err
+			}
+			for i := range 3 {
+				if e := apiError(t, chat(first)); e.StatusCode != 503 {
+					t.Fatalf("request %d: %d %s, want 503", i, e.StatusCode, e.Message)
+				}
+			}
+			if got := mustBreakers(t, f); len(got) != 0 {
+				t.Fatalf("breakers after one renter's failed requests = %+v, want none tripped", got)
+			}
+			if e := apiError(t, chat(second)); e.StatusCode != 503 {
+				t.Fatalf("the second renter's request: %d %s, want 503", e.StatusCode, e.Message)
+			}
+			if got := mustBreakers(t, f); len(got) != 1 || got[0].State != "open" {
+				t.Fatalf("breakers after two renters' failed requests = %+v, want alpha's open", got)
+			}
+			calls := up.Calls.Load()
+			if e := apiError(t, chat(first)); e.StatusCode != 503 || up.Calls.Load() != calls || !strings.Contains(e.Message, "circuit breaker open") {
+				t.Errorf("with the breaker open: %d %s, %d calls; want 503 naming the open breaker, and none", e.StatusCode, e.Message, up.Calls.Load()-calls)
+			}
+		})
+	}
+}
+
 // mustBreakers reads the breakers GET /v1/inference/stats lists.
 func mustBreakers(tb testing.TB, f *fixture) []gateway.BreakerStats {
 	tb.Helper()

@@ -151,6 +151,21 @@ func mustFixture(tb testing.TB, tune func(*gateway.Config)) *fixture {
 	return f
 }
 
+// mustRenter makes another renter account with 100 units to spend, and
+// returns its API key.
+func (f *fixture) mustRenter(tb testing.TB, name string) string {
+	tb.Helper()
+	ctx := context.Background()
+	renter, _, secret, err := f.Admin.CreateAccount(ctx, name, idlegrid.RoleRenter)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := f.Admin.TopUp(ctx, renter.ID, 100*idlegrid.MicrosPerUnit, "start"); err != nil {
+		tb.Fatal(err)
+	}
+	return secret
+}
+
 // sdk is the official OpenAI client of the gateway, as a renter uses it.
 func (f *fixture) sdk(key string, opts ...option.RequestOption) oai.Client {
 	return oai.NewClient(append([]option.RequestOption{

@@ -34,7 +34,7 @@ type exchange struct {
 	res    *reservation
 	body   []byte     // what goes upstream
 	held   *candidate // counted in at its provider already (waitForRoom)
-	sole   bool       // the model has one provider: its errors are its own (judgeErrors)
+	sole   bool       // the model has one provider: nothing tells its errors from the request's (judgeErrors)
 }
 
 // infer serves one of the inference endpoints.
@@ -243,24 +243,28 @@ func (x *exchange) noteFailure(c *candidate, fail *attemptError) (noted bool) {
 // judgeErrors settles, once the request has its outcome, the attempts of
 // the providers that answered it 500 (the model server's own error in
 // handling it) or gave no first byte in time. When another provider
-// answered the request, each is its provider's failure; so it is when
-// the model has no other provider, with nothing to tell the two apart.
-// Else the request may be at fault (a prompt every model server chokes
-// on, a chat template that throws, or one that has them generate to the
-// end of their context, say) and they are released, or a renter's
-// requests, sent to each provider in turn (provider.only,
-// allow_fallbacks false) or to all, could cut every provider of a model
-// off for everyone.
+// answered the request, each is its provider's failure. When the model
+// has no other provider, nothing tells the two apart: it is a failure
+// that opens the breaker only once two renters' requests have failed
+// (healthBook.failureFor). Else the request may be at fault (a prompt
+// every model server chokes on, a chat template that throws, or one that
+// has them generate to the end of their context, say) and they are
+// released, or a renter's requests, sent to each provider in turn
+// (provider.only, allow_fallbacks false) or to all, could cut every
+// provider of a model off for everyone.
 func (x *exchange) judgeErrors(erred []*candidate, answered bool) {
 	g := x.g
-	requestAtFault := !answered && !x.sole
 	for _, c := range erred {
-		if requestAtFault {
+		switch {
+		case answered:
+			g.health.failure(c.up)
+		case x.sole:
+			g.health.failureFor(c.up, x.caller.AccountID)
+		default:
 			g.health.release(c.up)
 			g.metrics.failures.WithLabelValues("request").Inc()
 			continue
 		}
-		g.health.failure(c.up)
 		g.metrics.failures.WithLabelValues("failed").Inc()
 	}
 }

@@ -235,6 +235,39 @@ func TestHealthBook_breakers(t *testing.T) {
 	}
 }
 
+// TestHealthBook_failureFor: failures that only the request may have
+// caused open the breaker once they are of two renters' requests; a
+// success starts the count, and the renters, afresh.
+func TestHealthBook_failureFor(t *testing.T) {
+	clock := &stepClock{now: time.Unix(1_800_000_000, 0)}
+	var h healthBook
+	h.init(clock, 2, 30*time.Second)
+	u := h.of("n/m")
+	state := func() breakerState { _, _, _, s := u.snapshot(); return s }
+	for range 5 {
+		h.failureFor(u, "acct_a")
+	}
+	if state() != breakerClosed {
+		t.Fatalf("after one renter's failures: %v, want closed", state())
+	}
+	h.success(u, 0, 0)
+	h.failureFor(u, "acct_b")
+	if state() != breakerClosed {
+		t.Fatalf("after a success, the other renter's one failure: %v, want closed (a success forgets acct_a)", state())
+	}
+	h.failureFor(u, "acct_b")
+	h.failureFor(u, "acct_a")
+	if state() != breakerOpen {
+		t.Fatalf("after two renters' failures in a row: %v, want open", state())
+	}
+	clock.advance(30 * time.Second)
+	h.allow(u)
+	h.failureFor(u, "acct_a")
+	if state() != breakerOpen {
+		t.Errorf("a half-open trial that failed: %v, want open again", state())
+	}
+}
+
 func TestBudgets_take(t *testing.T) {
 	clock := &stepClock{now: time.Unix(1_800_000_000, 0)}
 	t.Run("concurrency", func(t *testing.T) {
