@@ -3,6 +3,7 @@ package infersim
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -259,7 +260,7 @@ type chatRequest struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	Messages []struct {
-		Content string `json:"content"`
+		Content messageContent `json:"content"`
 	} `json:"messages"`
 	Prompt json.RawMessage `json:"prompt"` // a text completion's: a string, or a list of strings or of token IDs
 	N      int             `json:"n"`      // completions to generate; 0 means 1
@@ -324,7 +325,7 @@ const DefaultTextTokens = 16
 func (r *chatRequest) promptTokens() int {
 	n := 0
 	for _, m := range r.Messages {
-		n += countWords(m.Content)
+		n += m.Content.tokens
 	}
 	var one string
 	var many []json.RawMessage
@@ -341,6 +342,43 @@ func (r *chatRequest) promptTokens() int {
 		}
 	}
 	return n
+}
+
+// mediaPartTokens is what the simulated server counts an image, audio
+// or file part of a message as: OpenAI's cost of a low-detail image.
+const mediaPartTokens = 85
+
+// messageContent is a chat message's content as the simulated server
+// counts it: a string, null (an assistant's tool calls), or a list of
+// parts, text or media, as OpenAI's API takes them.
+type messageContent struct{ tokens int }
+
+func (c *messageContent) UnmarshalJSON(b []byte) error {
+	var text *string
+	if json.Unmarshal(b, &text) == nil {
+		if text != nil {
+			c.tokens = countWords(*text)
+		}
+		return nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return errors.New("content must be a string or a list of content parts")
+	}
+	for _, p := range parts {
+		switch p.Type {
+		case "text":
+			c.tokens += countWords(p.Text)
+		case "image_url", "input_audio", "file":
+			c.tokens += mediaPartTokens
+		default:
+			return fmt.Errorf("unknown content part type %q", p.Type)
+		}
+	}
+	return nil
 }
 
 // answerTokens is how many tokens the answer has: the request's limit,

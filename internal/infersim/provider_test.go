@@ -3,6 +3,7 @@ package infersim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"net/http"
@@ -69,7 +70,7 @@ func TestChatBody(t *testing.T) {
 		if err := json.Unmarshal(chatBody(7, Request{Service: "code", ContextTokens: tc.context, GeneratedTokens: tc.generated}, true), &body); err != nil {
 			t.Fatal(err)
 		}
-		if got := countWords(body.Messages[0].Content); got != tc.wantPrompt || body.MaxTokens != tc.wantMax || body.User != "code-7" || !body.Stream || body.Model != "sim-8b-code" {
+		if got := body.Messages[0].Content.tokens; got != tc.wantPrompt || body.MaxTokens != tc.wantMax || body.User != "code-7" || !body.Stream || body.Model != "sim-8b-code" {
 			t.Errorf("context %d, generated %d: got %d prompt words, %+v; want %d words, max_tokens %d, user code-7, streamed, model sim-8b-code",
 				tc.context, tc.generated, got, body, tc.wantPrompt, tc.wantMax)
 		}
@@ -331,5 +332,32 @@ func TestModelServer_choices(t *testing.T) {
 	params.N = oai.Int(maxChoices + 1)
 	if _, err := sdk.Chat.Completions.New(ctx, params); err == nil || !strings.Contains(err.Error(), "400") {
 		t.Errorf("n = %d: %v, want a 400", maxChoices+1, err)
+	}
+}
+
+// TestModelServer_contentParts: a message whose content is a list of
+// parts, as OpenAI's SDKs send text with an image, is a chat the
+// simulated server answers, counting the text's words and each image as
+// a low-detail one; a part of a type OpenAI's API has not is a 400.
+func TestModelServer_contentParts(t *testing.T) {
+	sdk := modelServerSDK(t)
+	ctx := context.Background()
+	parts := []oai.ChatCompletionContentPartUnionParam{
+		oai.TextContentPart("What is in this picture"),
+		oai.ImageContentPart(oai.ChatCompletionContentPartImageImageURLParam{URL: "data:image/png;base64,iVBORw0KGgo="}),
+	}
+	params := oai.ChatCompletionNewParams{Model: "m", MaxTokens: oai.Int(3), Messages: []oai.ChatCompletionMessageParamUnion{
+		oai.SystemMessage("Be brief"), oai.UserMessage(parts)}}
+	got, err := sdk.Chat.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(2 + 5 + mediaPartTokens); got.Usage.PromptTokens != want || got.Usage.CompletionTokens != 3 {
+		t.Errorf("usage %+v; want %d prompt tokens (2 + 5 words, an image) and 3 completion tokens", got.Usage, want)
+	}
+	_, err = sdk.Chat.Completions.New(ctx, params, option.WithJSONSet("messages.1.content.1.type", "hologram"))
+	var e *oai.Error
+	if !errors.As(err, &e) || e.StatusCode != 400 || !strings.Contains(e.Message, `"hologram"`) {
+		t.Errorf("a hologram part: %v; want a 400 naming its type", err)
 	}
 }
