@@ -975,6 +975,7 @@ func TestDashboard(t *testing.T) {
 		b.waitText("#panel-bond", "$100.00")
 		b.waitText("#panel-nodes", "fj-l40s-01")
 		b.waitText("#panel-nodes", "online")
+		b.waitText("#panel-models", "No node of yours serves a model") // fjord-compute's serve none
 		b.waitText("#panel-reliability", "What would raise it")
 		b.waitText("#panel-badges", "newcomer", "not available on this server yet")
 		b.waitText("#panel-asks", "Suggested")
@@ -1054,6 +1055,10 @@ func TestDashboard(t *testing.T) {
 		b.waitText("#view h1", "Operator")
 		b.waitText("#panel-health", "GPUs busy")
 		b.waitText("#panel-health", "ok")
+		// The demo's model, as the gateway routes to its two providers.
+		b.waitText("#panel-models", "sim-8b-instruct")
+		b.waitText("#panel-models", "nb-h100-01")
+		b.waitText("#panel-models", "taking requests")
 		b.waitText("#panel-settle", "No payouts waiting")
 		b.waitText("#panel-quarantine", "None right now")
 		b.waitText("#panel-verifications", "No verifications yet", "Re-run")

@@ -56,6 +56,9 @@ type scriptedAPI struct {
 	// stays running, with cancel_requested_at, as the server answers.
 	cancelled []string
 	requested []idlegrid.Micros // the payouts asked for, by amount
+	// inference is what GET /v1/inference/stats answers; nil: the server
+	// has no gateway (404).
+	inference *wire.InferenceStats
 }
 
 // scriptedAsk is a request the page made.
@@ -210,6 +213,13 @@ func (s *scriptedAPI) routes() {
 			}
 		}
 		fakeJSON(w, http.StatusOK, map[string]any{"nodes": nodes, "free_gpus": map[string]int{}})
+	})
+	answer("GET /v1/inference/stats", func(w http.ResponseWriter, r *http.Request, _ *idlegrid.Account) {
+		if s.inference == nil {
+			fakeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
+			return
+		}
+		fakeJSON(w, http.StatusOK, s.inference)
 	})
 	answer("GET /v1/nodes/{id}/reputation", func(w http.ResponseWriter, r *http.Request, _ *idlegrid.Account) {
 		fakeJSON(w, http.StatusOK, map[string]any{"score": 0.9, "level_name": "newcomer", "badges": []string{"steady"}})
@@ -516,6 +526,39 @@ func TestDashboard_scriptedAPI(t *testing.T) {
 		b.waitText("#panel-earnings", "Pending\n$12.345678")
 		b.waitText("#panel-earnings", "Earned, all time\n$12.347677")
 		b.waitText("#panel-bond", "Bond\n$3.00")
+	})
+
+	// A provider sees how the gateway routes to its own nodes' models, and
+	// no one else's: a breaker cut off and how often it tripped, and
+	// until when text completions skip a chat-only model server.
+	t.Run("models served", func(t *testing.T) {
+		b.t = t
+		skipped := time.Now().UTC().Add(8 * time.Minute)
+		queued := int64(3)
+		stub.set(func(s *scriptedAPI) {
+			s.inference = &wire.InferenceStats{
+				Providers: []wire.ProviderLoad{
+					{NodeID: "node_4090", NodeName: "st-4090", Model: "org/chat-8b", InFlight: 2, MaxConcurrency: 16, Queued: &queued,
+						TTFTMS: 212.4, TokensPerSecond: 48.6, SuccessRate: 0.25, Breaker: "open", TextCompletionsSkippedUntil: &skipped},
+					{NodeID: "node_elsewhere", NodeName: "not-mine", Model: "org/chat-8b", MaxConcurrency: 8, SuccessRate: 1, Breaker: "closed"},
+				},
+				Breakers: []wire.BreakerStats{{NodeID: "node_4090", NodeName: "st-4090", Model: "org/chat-8b", State: "open", Trips: 2}},
+			}
+		})
+		t.Cleanup(func() { stub.set(func(s *scriptedAPI) { s.inference = nil }) })
+		eval[bool](b, "forget the last key", `(sessionStorage.clear(), true)`)
+		open(rarely, "provider")
+		b.signIn(fakeProviderKey, "fake-provider (provider)")
+		b.waitText("#panel-models", "st-4090")
+		got := b.text("#panel-models tbody")
+		for _, want := range []string{"org/chat-8b", "2 of 16", "3 queued at its server", "25%", "212 ms", "49", "cut off", "tripped 2 times", "skipped until in 8m"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("models served show\n%s\nwant %q", got, want)
+			}
+		}
+		if strings.Contains(got, "not-mine") {
+			t.Errorf("models served show another provider's node:\n%s", got)
+		}
 	})
 
 	// "24 GB" is 24000 MB, as GPU makers count: an RTX 4090 reports 24564.

@@ -347,6 +347,7 @@
     ] },
     provider: { title: 'Provider', roles: ['provider'], panels: () => [
       { id: 'nodes', title: 'Nodes and GPUs', wide: true, body: providerNodes, result: true, need: 'use', act: 'drain nodes' },
+      { id: 'models', title: 'Models served', wide: true, body: servedModels },
       { id: 'windows', title: 'Windows', body: windowStatus, form: windowForm, bind: bindWindows, need: 'use', act: 'set windows' },
       { id: 'asks', title: 'Asks and suggested prices', body: providerAsks },
       { id: 'earnings', title: 'Fill rate and earnings', body: providerEarnings },
@@ -358,6 +359,7 @@
     ] },
     operator: { title: 'Operator', roles: ['admin'], panels: () => [
       { id: 'health', title: 'System health', wide: true, body: systemHealth },
+      { id: 'models', title: 'Models served', wide: true, body: servedModels },
       { id: 'settle', title: 'Payouts to settle', wide: true, body: payoutsToSettle, result: true, need: 'all', act: 'settle or reject payouts' },
       { id: 'disputes', title: 'Disputes', wide: true, body: disputes, result: true, need: 'all', act: 'uphold or dismiss disputes' },
       { id: 'quarantine', title: 'Quarantined nodes', wide: true, body: quarantined, result: true, need: 'all', act: 'lift quarantines' },
@@ -1014,6 +1016,44 @@
   }
 
   // -- provider --
+
+  // servedModels is how the gateway routes to the models nodes serve (a
+  // provider's own; every node's for an operator): load, speed, success,
+  // its circuit breaker and whether text completions skip it
+  // (GET /v1/inference/stats; docs/gateway.md, "Statistics").
+  async function servedModels() {
+    const p = await probe(['/v1/inference/stats']);
+    if (p.missing) return unavailable('The inference gateway');
+    let rows = p.data.providers || [];
+    if (st.me.role !== 'admin') {
+      const mine = new Set((await shared('/v1/nodes')).nodes.map((n) => n.id));
+      rows = rows.filter((r) => mine.has(r.node_id));
+    }
+    const trips = {};
+    for (const b of p.data.breakers || []) trips[b.node_id + '/' + b.model] = b.trips;
+    return table([
+      { h: 'Node', f: (r) => esc(r.node_name) + '<br>' + id(r.node_id) },
+      { h: 'Model', f: (r) => esc(r.model) },
+      { h: 'In flight', num: true, f: (r) => `${esc(r.in_flight)} of ${esc(r.max_concurrency)}` +
+        (r.queued != null ? `<br><span class="hint">${esc(r.queued)} queued at its server</span>` : '') },
+      { h: 'Success', num: true, f: (r) => pct(r.success_rate) },
+      { h: 'First token', num: true, f: (r) => r.ttft_ms ? esc(Math.round(r.ttft_ms)) + ' ms' : '—' },
+      { h: 'Tokens/s', num: true, f: (r) => r.tokens_per_second ? esc(Math.round(r.tokens_per_second)) : '—' },
+      { h: 'Circuit breaker', f: (r) => {
+        const n = trips[r.node_id + '/' + r.model];
+        return breakerTag(r.breaker) + (n ? `<br><span class="hint">tripped ${esc(n)} time${n === 1 ? '' : 's'}</span>` : '');
+      } },
+      { h: 'Text completions', f: (r) => r.text_completions_skipped_until
+        ? `skipped until ${when(r.text_completions_skipped_until)}<br><span class="hint">its model server answered one 404: chat only?</span>`
+        : 'served' },
+    ], rows, st.me.role === 'admin' ? 'No node serves a model through the gateway now.'
+      : 'No node of yours serves a model through the gateway now. List the models in agent.yaml (models:) and restart the agent; docs/gateway.md says how.') +
+      '<p class="hint">As routing sees them since the server started. A circuit breaker cuts a node off after failures in a row, ' +
+      'then lets one trial request through after its cooldown; a 429 (at max_concurrency) is no failure.</p>';
+  }
+
+  // breakerTag names a circuit breaker's state as a provider reads it.
+  const breakerTag = (s) => `<span class="state breaker-${esc(s)}">${esc({ closed: 'taking requests', open: 'cut off', 'half-open': 'on trial' }[s] || s)}</span>`;
 
   async function providerNodes() {
     const gen = st.gen; // what it found is this user's: another's sign-in must not see it
