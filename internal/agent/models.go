@@ -351,7 +351,7 @@ func (ms *models) check(ctx context.Context, m *servedModel) string {
 // without an endpoint's path (/chat/completions, /models, ...) and ending
 // in /v1, as vLLM, Ollama, SGLang and TGI serve it.
 func apiBase(base string) string {
-	for _, endpoint := range []string{"/chat/completions", "/completions", "/embeddings", "/models"} {
+	for _, endpoint := range []string{"/chat/completions", "/completions", "/embeddings", "/responses", "/models"} {
 		base = strings.TrimSuffix(base, endpoint)
 	}
 	if !strings.HasSuffix(base, "/v1") {
@@ -359,6 +359,10 @@ func apiBase(base string) string {
 	}
 	return base
 }
+
+// inferenceEndpoints are the OpenAI endpoints the agent passes to its
+// model servers, as paths after /v1/.
+var inferenceEndpoints = map[string]bool{"chat/completions": true, "completions": true, "embeddings": true, "responses": true}
 
 // ServeHTTP answers the gateway's requests on the session: it passes each
 // to the model's server and the answer back, flushing every chunk as it
@@ -368,7 +372,7 @@ func apiBase(base string) string {
 // tries another provider.
 func (ms *models) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	endpoint, ok := strings.CutPrefix(r.URL.Path, idlegrid.InferencePath)
-	if !ok || r.Method != http.MethodPost || (endpoint != "chat/completions" && endpoint != "completions" && endpoint != "embeddings") {
+	if !ok || r.Method != http.MethodPost || !inferenceEndpoints[endpoint] {
 		writeModelError(w, http.StatusNotFound, "not_found_error", "no such inference endpoint: "+r.Method+" "+r.URL.Path)
 		return
 	}

@@ -131,6 +131,10 @@ func printProviderLoads(out io.Writer, ps []wire.ProviderLoad) error {
 			fmt.Fprintf(out, "  text completions skip %s (%s) for %s until %s: its model server answered one 404, as one that serves chats only does\n",
 				p.NodeID, p.NodeName, p.Model, p.TextCompletionsSkippedUntil.Format(time.RFC3339))
 		}
+		if p.ResponsesSkippedUntil != nil {
+			fmt.Fprintf(out, "  responses skip %s (%s) for %s until %s: its model server answered one 404, as one without the Responses API does\n",
+				p.NodeID, p.NodeName, p.Model, p.ResponsesSkippedUntil.Format(time.RFC3339))
+		}
 	}
 	return nil
 }

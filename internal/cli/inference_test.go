@@ -28,7 +28,7 @@ func TestPrintInferenceStats(t *testing.T) {
 			{NodeID: "node_a", NodeName: "rig-4090", Model: "llama-3.1-8b", InFlight: 3, MaxConcurrency: 8, Queued: &queued, Load: 1.25,
 				TTFTMS: 61.4, TokensPerSecond: 38.25, SuccessRate: 0.97, Breaker: "open"},
 			{NodeID: "node_b", NodeName: "b", Model: "llama-3.1-8b", MaxConcurrency: 16, SuccessRate: 1, Breaker: "closed",
-				TextCompletionsSkippedUntil: &skipped},
+				TextCompletionsSkippedUntil: &skipped, ResponsesSkippedUntil: &skipped},
 		},
 	}
 	if err := printInferenceStats(&out, st); err != nil {
@@ -42,6 +42,7 @@ func TestPrintInferenceStats(t *testing.T) {
 		"  node_a  rig-4090  llama-3.1-8b  3/8        7       125%  61       38.2      97%       open\n",
 		"  node_b  b         llama-3.1-8b  0/16       -       0%    -        -         100%      closed\n",
 		"  text completions skip node_b (b) for llama-3.1-8b until 2026-12-07T11:20:00Z: its model server answered one 404, as one that serves chats only does\n",
+		"  responses skip node_b (b) for llama-3.1-8b until 2026-12-07T11:20:00Z: its model server answered one 404, as one without the Responses API does\n",
 		"Circuit breakers that have tripped:\n",
 		"  NODE       NAME      MODEL         STATE      TRIPS  HALF-OPENS  CLOSES\n",
 		"  node_a     rig-4090  llama-3.1-8b  open       2      1           0\n",

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/openai"
 )
 
 // breakerState is where a provider's circuit breaker is.
@@ -30,7 +31,10 @@ type upstream struct {
 	inflight    atomic.Int64
 	queued      atomic.Int64 // at the model server, as last reported (queuedepth.go)
 	queuedUntil atomic.Int64 // unix ns until which that report holds; 0: none
-	noTextUntil atomic.Int64 // unix ns until which it is taken to serve no text completions (notServingText); 0: none
+	// noTextUntil and noResponsesUntil are the unix ns until which it is
+	// taken to serve no text completions, or no responses (notServing);
+	// 0: none.
+	noTextUntil, noResponsesUntil atomic.Int64
 
 	mu        sync.Mutex
 	state     breakerState
@@ -115,21 +119,39 @@ func (h *healthBook) usable(u *upstream) bool {
 }
 
 // notServedMemory is how long the gateway remembers that a provider
-// answered a text completion 404: its model server serves none (a
-// chat-only one), until it is upgraded, say.
+// answered a text completion or a response 404: its model server serves
+// none (a chat-only one, or one that predates the Responses API), until
+// it is upgraded, say.
 const notServedMemory = 10 * time.Minute
 
-// notServingText records that u answered a text completion (POST
-// /v1/completions) 404: the next ones skip it for notServedMemory, so
-// that a request tries the providers that may serve it.
-func (h *healthBook) notServingText(u *upstream) {
-	u.noTextUntil.Store(h.clock.Now().Add(notServedMemory).UnixNano())
+// skipUntil is where u keeps until when it is taken not to serve
+// endpoint e; nil for the endpoints every provider serves (chats), or
+// says it serves (embeddings).
+func (u *upstream) skipUntil(e openai.Endpoint) *atomic.Int64 {
+	switch e {
+	case openai.Completions:
+		return &u.noTextUntil
+	case openai.Responses:
+		return &u.noResponsesUntil
+	}
+	return nil
 }
 
-// servesText reports whether u may serve text completions: it has not
-// answered one 404 within notServedMemory.
-func (h *healthBook) servesText(u *upstream) bool {
-	return h.clock.Now().UnixNano() >= u.noTextUntil.Load()
+// notServing records that u answered a request of endpoint e (a text
+// completion, POST /v1/completions, or a response, POST /v1/responses)
+// 404: the next ones skip it for notServedMemory, so that a request
+// tries the providers that may serve it.
+func (h *healthBook) notServing(u *upstream, e openai.Endpoint) {
+	if until := u.skipUntil(e); until != nil {
+		until.Store(h.clock.Now().Add(notServedMemory).UnixNano())
+	}
+}
+
+// serves reports whether u may serve endpoint e: it has not answered a
+// request of it 404 within notServedMemory.
+func (h *healthBook) serves(u *upstream, e openai.Endpoint) bool {
+	until := u.skipUntil(e)
+	return until == nil || h.clock.Now().UnixNano() >= until.Load()
 }
 
 // success records a request the provider answered, with its time to first

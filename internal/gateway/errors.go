@@ -64,8 +64,8 @@ func (g *Gateway) wrongMethod(method string) http.HandlerFunc {
 
 // NoRoute answers a request under /v1 that no route of the gateway's, nor
 // of the API's, serves, in OpenAI's error format, since an OpenAI SDK
-// pointed at the gateway is what sends one (/v1/responses,
-// /v1/audio/speech): 404 with type invalid_request_error, as OpenAI
+// pointed at the gateway is what sends one (/v1/audio/speech,
+// /v1/batches): 404 with type invalid_request_error, as OpenAI
 // answers a URL it does not know, naming the request and the endpoints
 // the gateway serves. Where allowed names the methods the path does take,
 // it is 405 with Allow instead. It asks for no key, as OpenAI does not and
@@ -84,6 +84,20 @@ func NoRoute(w http.ResponseWriter, r *http.Request, allowed []string) {
 		Message: fmt.Sprintf("no such endpoint: %s %s; the inference gateway serves %s (see docs/gateway.md)",
 			r.Method, r.URL.Path, endpointList),
 		Type: openai.TypeInvalidRequest, Code: &code}})
+}
+
+// responsesNotKept answers what the Responses API serves of a response
+// kept before (GET /v1/responses/{id}, its input items, DELETE, POST
+// …/cancel): 404, since the gateway keeps none and has its providers keep
+// none (openai.Responses). Like NoRoute it asks for no key: it reads
+// nothing.
+func responsesNotKept(w http.ResponseWriter, r *http.Request) {
+	code := idlegrid.ENOTFOUND
+	writeJSON(w, http.StatusNotFound, openai.ErrorBody{Error: openai.ErrorDetail{
+		Message: fmt.Sprintf("%s %s: responses are not kept here: each request goes to whichever provider suits it, "+
+			"asked to keep no copy (store false); keep what POST /v1/responses answered, and send the conversation so far in its input",
+			r.Method, r.URL.Path),
+		Type: openai.TypeNotFound, Code: &code}})
 }
 
 // endpointList names the gateway's OpenAI endpoints, for NoRoute: each of

@@ -357,7 +357,7 @@ const (
 	faultGone      = "gone"       // answers 404: it no longer serves the model
 	faultHold      = "hold"       // answers as usual, once the test frees it
 	faultCR        = "cr"         // answers as usual, a stream's lines ending in \r alone, as server-sent events allow
-	faultChatOnly  = "chat-only"  // serves no /v1/completions: 404, as Go's mux answers a path it does not route
+	faultChatOnly  = "chat-only"  // serves no /v1/completions nor /v1/responses: 404, as Go's mux answers a path it does not route
 )
 
 // greedyTokens is the usage a greedy mock reports, whatever it served.
@@ -375,6 +375,7 @@ func mustMock(tb testing.TB, name string) *mock {
 	mux.HandleFunc("POST /v1/chat/completions", m.chat)
 	mux.HandleFunc("POST /v1/completions", m.completion)
 	mux.HandleFunc("POST /v1/embeddings", m.embeddings)
+	mux.HandleFunc("POST /v1/responses", m.response)
 	ts := httptest.NewServer(mux)
 	m.URL = ts.URL
 	tb.Cleanup(func() { m.free(); ts.Close() })
@@ -588,6 +589,51 @@ func (m *mock) completion(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"id":"cmpl-1","object":"text_completion","created":1,"model":%q,"choices":[{"index":0,"text":%q,"finish_reason":"stop"}]%s}`,
 		req.Model, strings.Join(m.words(), ""), m.usage())
+}
+
+// response answers POST /v1/responses as vLLM does: the words as one
+// message, whole or streamed as deltas between the events that open and
+// close it, with usage in the last event, whatever the request asks.
+func (m *mock) response(w http.ResponseWriter, r *http.Request) {
+	if m.get() == faultChatOnly {
+		m.Calls.Add(1)
+		http.NotFound(w, r)
+		return
+	}
+	req, ok := m.read(w, r)
+	if !ok {
+		return
+	}
+	text := strings.Join(m.words(), "")
+	usage := ""
+	if m.get() != faultNoUsage {
+		usage = fmt.Sprintf(`,"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}`, mockPromptTokens, mockCompletionTokens, mockPromptTokens+mockCompletionTokens)
+	}
+	whole := fmt.Sprintf(`{"id":"resp_1","object":"response","created_at":1,"model":%q,"status":"completed",`+
+		`"output":[{"id":"msg_1","type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":%q,"annotations":[]}]}]%s}`,
+		req.Model, text, usage)
+	if !req.Stream {
+		m.Served.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, whole)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	rc := http.NewResponseController(w)
+	event := func(typ, data string) {
+		fmt.Fprintf(w, "event: %s\ndata: {\"type\":%q,%s}\n\n", typ, typ, data)
+		rc.Flush()
+	}
+	event("response.created", fmt.Sprintf(`"sequence_number":0,"response":{"id":"resp_1","object":"response","model":%q,"status":"in_progress","output":[]}`, req.Model))
+	for i, word := range m.words() {
+		event("response.output_text.delta", fmt.Sprintf(`"sequence_number":%d,"item_id":"msg_1","output_index":0,"content_index":0,"delta":%q`, i+1, word))
+		if m.get() == faultDrop && i == 1 {
+			panic(http.ErrAbortHandler) // drops the connection mid-stream
+		}
+	}
+	event("response.output_text.done", fmt.Sprintf(`"sequence_number":6,"item_id":"msg_1","output_index":0,"content_index":0,"text":%q`, text))
+	event("response.completed", fmt.Sprintf(`"sequence_number":7,"response":%s`, whole))
+	m.Served.Add(1)
 }
 
 func (m *mock) embeddings(w http.ResponseWriter, r *http.Request) {

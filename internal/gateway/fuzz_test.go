@@ -10,7 +10,7 @@ import (
 )
 
 // fuzzPaths are the endpoints FuzzGateway calls, by the fuzzer's index.
-var fuzzPaths = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models"}
+var fuzzPaths = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/v1/responses"}
 
 // FuzzGateway sends the OpenAI-compatible endpoints malformed and
 // unexpected bodies and routing, through the whole path (the gateway, a
@@ -35,6 +35,9 @@ func FuzzGateway(f *testing.F) {
 		{2, `{"model":"llama-test","input":"embed me"}`},
 		{2, `{"model":"llama-test","input":[[1,2,3]],"encoding_format":"base64"}`},
 		{3, ``},
+		{4, `{"model":"llama-test","instructions":"Be terse.","input":"Hi","max_output_tokens":5}`},
+		{4, `{"model":"llama-test","input":[{"role":"user","content":[{"type":"input_text","text":"Hi"},{"type":"input_image","image_url":"data:,"}]},{"type":"function_call_output","call_id":"c","output":"ok"}],"stream":true,"store":true}`},
+		{4, `{"model":"llama-test","input":[{"type":"item_reference","id":"msg_1"}],"previous_response_id":7}`},
 		{0, `{"model":`},
 		{0, `[]`},
 	} {

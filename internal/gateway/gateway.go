@@ -231,6 +231,8 @@ var Patterns = append([]string{
 	"POST /v1/chat/completions",
 	"POST /v1/completions",
 	"POST /v1/embeddings",
+	"POST /v1/responses",
+	"/v1/responses/{id...}",
 	"GET /v1/inference/stats",
 	"GET /v1/inference/usage",
 }, slices.Sorted(maps.Keys(openAIPaths))...)
@@ -243,6 +245,7 @@ var openAIPaths = map[string]string{
 	"/v1/chat/completions":  http.MethodPost,
 	"/v1/completions":       http.MethodPost,
 	"/v1/embeddings":        http.MethodPost,
+	"/v1/responses":         http.MethodPost,
 }
 
 // New checks cfg and starts the gateway's meter.
@@ -285,6 +288,8 @@ func New(cfg Config) (*Gateway, error) {
 	g.mux.HandleFunc("POST /v1/chat/completions", g.withKey(g.infer("chat/completions")))
 	g.mux.HandleFunc("POST /v1/completions", g.withKey(g.infer("completions")))
 	g.mux.HandleFunc("POST /v1/embeddings", g.withKey(g.infer("embeddings")))
+	g.mux.HandleFunc("POST /v1/responses", g.withKey(g.infer("responses")))
+	g.mux.HandleFunc("/v1/responses/{id...}", responsesNotKept)
 	g.mux.HandleFunc("GET /v1/inference/stats", g.withKey(g.serveStats))
 	g.mux.HandleFunc("GET /v1/inference/usage", g.withKey(g.serveUsage))
 	return g, nil

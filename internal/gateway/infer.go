@@ -202,13 +202,14 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 // attempt that failed before the first byte, and reports whether it did:
 //
 //   - a 429 is back-pressure, not a failure (healthBook.busy);
-//   - a 404 to /v1/completions, which a model server need not serve
-//     (chat-only ones do not) and an offer does not say, is the endpoint
-//     not served there: it is released, and the next text completions
-//     skip the provider for a while, or a renter's requests for it would
-//     cut every provider of the model off for everyone (a 404 to an
-//     endpoint every provider serves, or says it serves, is its failure:
-//     the model gone);
+//   - a 404 to /v1/completions or /v1/responses, which a model server
+//     need not serve (chat-only ones do not, nor those that predate the
+//     Responses API) and an offer does not say, is the endpoint not
+//     served there: it is released, and the next requests of the
+//     endpoint skip the provider for a while, or a renter's requests for
+//     it would cut every provider of the model off for everyone (a 404 to
+//     an endpoint every provider serves, or says it serves, is its
+//     failure: the model gone);
 //   - a timeout of a prompt over LargePromptTokens is the prompt's
 //     slowness, not the provider's, and is released, as is one of a
 //     whole answer asked to be long (max_tokens of LargeAnswerTokens or
@@ -221,9 +222,9 @@ func (x *exchange) noteFailure(c *candidate, fail *attemptError) (noted bool) {
 	case fail.status == http.StatusTooManyRequests:
 		g.health.busy(c.up)
 		g.metrics.failures.WithLabelValues("busy").Inc()
-	case fail.status == http.StatusNotFound && x.req.Endpoint == openai.Completions:
+	case fail.status == http.StatusNotFound && (x.req.Endpoint == openai.Completions || x.req.Endpoint == openai.Responses):
 		g.health.release(c.up)
-		g.health.notServingText(c.up)
+		g.health.notServing(c.up, x.req.Endpoint)
 		g.metrics.failures.WithLabelValues("not_served").Inc()
 	case fail.timedOut && x.req.ReservePromptTokens() > g.cfg.LargePromptTokens:
 		g.health.release(c.up)

@@ -55,7 +55,7 @@ func TestGateway_unknownPath(t *testing.T) {
 	for _, tt := range []struct{ name, method, path, key string }{
 		{"no key", "GET", "/v1/foo", ""},
 		{"a key", "POST", "/v1/audio/speech", f.RenterKey},
-		{"a wrong key", "POST", "/v1/responses", "igk_wrong"},
+		{"a wrong key", "POST", "/v1/batches", "igk_wrong"},
 		{"under a gateway route", "POST", "/v1/chat/completions/extra", f.RenterKey},
 		{"/v1 itself", "GET", "/v1/", ""},
 	} {
@@ -70,7 +70,7 @@ func TestGateway_unknownPath(t *testing.T) {
 			if resp.StatusCode != http.StatusNotFound || e.Type != "invalid_request_error" || e.Code == nil || *e.Code != "not_found" {
 				t.Fatalf("%s %s: %d %s, want 404 invalid_request_error not_found in OpenAI's format", tt.method, tt.path, resp.StatusCode, b)
 			}
-			for _, want := range []string{tt.method + " " + tt.path, "GET /v1/models", "POST /v1/chat/completions", "POST /v1/completions", "POST /v1/embeddings"} {
+			for _, want := range []string{tt.method + " " + tt.path, "GET /v1/models", "POST /v1/chat/completions", "POST /v1/completions", "POST /v1/embeddings", "POST /v1/responses"} {
 				if !strings.Contains(e.Message, want) {
 					t.Errorf("message %q does not name %q", e.Message, want)
 				}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -87,11 +88,20 @@ func (h *healthBook) load(pr *provider, now time.Time) ProviderLoad {
 		l.Queued = &q
 	}
 	l.Load = loadOf(inflight, q, pr.Model.MaxConcurrency)
-	if until := up.noTextUntil.Load(); until > now.UnixNano() {
-		t := time.Unix(0, until).UTC()
-		l.TextCompletionsSkippedUntil = &t
-	}
+	l.TextCompletionsSkippedUntil = skippedUntil(&up.noTextUntil, now)
+	l.ResponsesSkippedUntil = skippedUntil(&up.noResponsesUntil, now)
 	return l
+}
+
+// skippedUntil is when an endpoint's skip (upstream.skipUntil) ends, or
+// nil when it is not skipped at now.
+func skippedUntil(until *atomic.Int64, now time.Time) *time.Time {
+	ns := until.Load()
+	if ns <= now.UnixNano() {
+		return nil
+	}
+	t := time.Unix(0, ns).UTC()
+	return &t
 }
 
 // loadOf is a provider's load: the requests it has in flight and those

@@ -57,8 +57,8 @@ func (g *Gateway) plan(req *openai.Request, all []*provider, attempts int) ([]*c
 			continue
 		}
 		up := g.health.of(pr.key)
-		if req.Endpoint == openai.Completions && !g.health.servesText(up) {
-			why["not serving text completions (POST /v1/completions)"]++
+		if !g.health.serves(up, req.Endpoint) {
+			why["not serving POST /v1/"+string(req.Endpoint)]++
 			continue
 		}
 		if !g.health.usable(up) {

@@ -49,12 +49,12 @@ func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate,
 		// the renter need not wait for the metering below.
 		http.NewResponseController(w).Flush()
 		ttft = time.Since(x.start)
-		m = openai.MeterAnswer(a.first)
+		m = openai.MeterAnswer(x.req.Endpoint, a.first)
 	} else {
 		h.Set("Cache-Control", "no-cache")
 		h.Del("Content-Length")
 		w.WriteHeader(http.StatusOK)
-		var sm openai.StreamMeter
+		sm := openai.StreamMeter{Endpoint: x.req.Endpoint}
 		ttft, broke = x.pass(w, a, &sm)
 		sm.End() // the last event counts though the stream ends without its blank line
 		m = sm.Metered

@@ -189,6 +189,7 @@ func startProvider(spec ProviderSpec, models []string, seed uint64, scale float6
 	mux.HandleFunc("GET /v1/models", p.listModels)
 	mux.HandleFunc("POST /v1/chat/completions", p.chat)
 	mux.HandleFunc("POST /v1/completions", p.completion)
+	mux.HandleFunc("POST /v1/responses", p.response)
 	mux.HandleFunc("GET /metrics", p.metrics)
 	p.srv = &http.Server{Handler: mux, ErrorLog: discardLog}
 	p.url = "http://" + ln.Addr().String() + "/v1"
@@ -264,20 +265,34 @@ type chatRequest struct {
 	} `json:"messages"`
 	Prompt json.RawMessage `json:"prompt"` // a text completion's: a string, or a list of strings or of token IDs
 	N      int             `json:"n"`      // completions to generate; 0 means 1
+	// A response's (POST /v1/responses): its instructions, its input (a
+	// string or a list of items) and its limit.
+	Instructions    string        `json:"instructions"`
+	Input           responseInput `json:"input"`
+	MaxOutputTokens int           `json:"max_output_tokens"`
 
-	text bool // a text completion (POST /v1/completions), not a chat
+	text      bool // a text completion (POST /v1/completions), not a chat
+	responses bool // a response (POST /v1/responses)
 }
 
-func (p *provider) chat(w http.ResponseWriter, r *http.Request) { p.answer(w, r, false) }
+func (p *provider) chat(w http.ResponseWriter, r *http.Request) { p.answer(w, r, chatRequest{}) }
 
 // completion answers POST /v1/completions, as vLLM does: text, not a
 // chat's message.
-func (p *provider) completion(w http.ResponseWriter, r *http.Request) { p.answer(w, r, true) }
+func (p *provider) completion(w http.ResponseWriter, r *http.Request) {
+	p.answer(w, r, chatRequest{text: true})
+}
 
-// answer answers a chat, or a text completion (text): after the GPU's
-// time for its prompt and answer, unless its fault draw says otherwise.
-func (p *provider) answer(w http.ResponseWriter, r *http.Request, text bool) {
-	req := chatRequest{text: text}
+// response answers POST /v1/responses, as vLLM does (responses.go).
+func (p *provider) response(w http.ResponseWriter, r *http.Request) {
+	p.answer(w, r, chatRequest{responses: true})
+}
+
+// answer answers a chat, a text completion or a response, as kind says:
+// after the GPU's time for its prompt and answer, unless its fault draw
+// says otherwise.
+func (p *provider) answer(w http.ResponseWriter, r *http.Request, kind chatRequest) {
+	req := kind
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "bad JSON: "+err.Error())
 		return
@@ -297,9 +312,12 @@ func (p *provider) answer(w http.ResponseWriter, r *http.Request, text bool) {
 	ttft, decode := p.gpu.Timing(prompt, completion)
 	ttft, decode = p.scaled(ttft), p.scaled(decode)
 	ok := false
-	if req.Stream {
+	switch {
+	case req.responses:
+		ok = p.respond(w, r, &req, fault, prompt, completion, ttft, decode)
+	case req.Stream:
 		ok = p.stream(w, r, &req, fault, prompt, completion, ttft, decode)
-	} else {
+	default:
 		ok = p.whole(w, r, &req, fault, prompt, completion, ttft+decode)
 	}
 	p.end(req.Model, ok, prompt, completion*req.choices())
@@ -327,6 +345,7 @@ func (r *chatRequest) promptTokens() int {
 	for _, m := range r.Messages {
 		n += m.Content.tokens
 	}
+	n += countWords(r.Instructions) + r.Input.tokens
 	var one string
 	var many []json.RawMessage
 	switch {
@@ -348,9 +367,10 @@ func (r *chatRequest) promptTokens() int {
 // or file part of a message as: OpenAI's cost of a low-detail image.
 const mediaPartTokens = 85
 
-// messageContent is a chat message's content as the simulated server
-// counts it: a string, null (an assistant's tool calls), or a list of
-// parts, text or media, as OpenAI's API takes them.
+// messageContent is a chat message's content, or a response's input
+// message's, as the simulated server counts it: a string, null (an
+// assistant's tool calls), or a list of parts, text or media, as OpenAI's
+// API takes them.
 type messageContent struct{ tokens int }
 
 func (c *messageContent) UnmarshalJSON(b []byte) error {
@@ -370,10 +390,11 @@ func (c *messageContent) UnmarshalJSON(b []byte) error {
 	}
 	for _, p := range parts {
 		switch p.Type {
-		case "text":
+		case "text", "input_text", "output_text", "reasoning_text", "summary_text": // a chat's, then a response's
 			c.tokens += countWords(p.Text)
-		case "image_url", "input_audio", "file":
+		case "image_url", "input_audio", "file", "input_image", "input_file":
 			c.tokens += mediaPartTokens
+		case "refusal": // an earlier answer's refusal, in its own field: no text counted
 		default:
 			return fmt.Errorf("unknown content part type %q", p.Type)
 		}
@@ -382,9 +403,12 @@ func (c *messageContent) UnmarshalJSON(b []byte) error {
 }
 
 // answerTokens is how many tokens the answer has: the request's limit,
-// max_completion_tokens or else max_tokens, or the default.
+// a response's max_output_tokens, max_completion_tokens or else
+// max_tokens, or the default.
 func (r *chatRequest) answerTokens() int {
 	switch {
+	case r.MaxOutputTokens > 0:
+		return r.MaxOutputTokens
 	case r.MaxCompletionTokens > 0:
 		return r.MaxCompletionTokens
 	case r.MaxTokens > 0:
@@ -439,19 +463,22 @@ func (p *provider) whole(w http.ResponseWriter, r *http.Request, req *chatReques
 // too), or, with none set, the model stopped of itself (after
 // DefaultAnswerTokens).
 func (r *chatRequest) finishReason() string {
-	if r.MaxCompletionTokens > 0 || r.MaxTokens > 0 || r.text {
+	if r.MaxOutputTokens > 0 || r.MaxCompletionTokens > 0 || r.MaxTokens > 0 || r.text {
 		return "length"
 	}
 	return "stop"
 }
 
 // answerID is the ID of the answer to req: chatcmpl- (cmpl- for a text
-// completion) and the replay's request ID, or a number of the provider's
-// own when it sent none.
+// completion, resp_ for a response) and the replay's request ID, or a
+// number of the provider's own when it sent none.
 func (p *provider) answerID(req *chatRequest) string {
 	prefix := "chatcmpl-"
-	if req.text {
+	switch {
+	case req.text:
 		prefix = "cmpl-"
+	case req.responses:
+		prefix = "resp_"
 	}
 	if req.User != "" {
 		return prefix + req.User

@@ -14,6 +14,7 @@ import (
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/idlegrid/idlegrid/internal/agent"
 )
@@ -359,5 +360,43 @@ func TestModelServer_contentParts(t *testing.T) {
 	var e *oai.Error
 	if !errors.As(err, &e) || e.StatusCode != 400 || !strings.Contains(e.Message, `"hologram"`) {
 		t.Errorf("a hologram part: %v; want a 400 naming its type", err)
+	}
+}
+
+// TestModelServer_responses: the simulated server serves the Responses
+// API as vLLM does, whole and streamed: a message of as many words as
+// max_output_tokens asks, cut there (incomplete), the instructions' and
+// input's words counted, and the usage in the stream's last event.
+func TestModelServer_responses(t *testing.T) {
+	sdk := modelServerSDK(t)
+	ctx := context.Background()
+	params := responses.ResponseNewParams{Model: "m", Instructions: oai.String("Be brief"), MaxOutputTokens: oai.Int(6),
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			responses.ResponseInputItemParamOfMessage("What is an idle GPU", responses.EasyInputMessageRoleUser)}}}
+	whole, err := sdk.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if countWords(whole.OutputText()) != 6 || whole.Status != "incomplete" || whole.IncompleteDetails.Reason != "max_output_tokens" ||
+		!strings.HasPrefix(whole.ID, "resp_") || whole.Usage.InputTokens != 2+5 || whole.Usage.OutputTokens != 6 {
+		t.Errorf("response: %q, %s, %+v; want 6 words, incomplete at max_output_tokens, a resp_ ID, 7 input tokens", whole.OutputText(), whole.Status, whole.Usage)
+	}
+	stream := sdk.Responses.NewStreaming(ctx, params)
+	var text strings.Builder
+	var last responses.ResponseStreamEventUnion
+	for stream.Next() {
+		ev := stream.Current()
+		if ev.Type == "response.output_text.delta" {
+			text.WriteString(ev.Delta)
+		}
+		last = ev
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if countWords(text.String()) != 6 || last.Type != "response.incomplete" || last.Response.Usage.OutputTokens != 6 ||
+		last.Response.OutputText() != text.String() {
+		t.Errorf("streamed: %q, last event %s with %q, usage %+v; want 6 words, then response.incomplete with them and the usage",
+			text.String(), last.Type, last.Response.OutputText(), last.Response.Usage)
 	}
 }

@@ -125,9 +125,9 @@ func (p *promptText) content(field string, raw json.RawMessage) error {
 
 // mediaParts are the content part types of OpenAI's API, and of the model
 // servers that follow it (vLLM, SGLang), that the model server turns into
-// tokens itself: images, audio and video, given by URL or inline.
+// tokens itself: images, audio, video and files, given by URL or inline.
 var mediaParts = map[string]bool{
-	"image_url": true, "input_image": true, "image": true,
+	"image_url": true, "input_image": true, "image": true, "input_file": true,
 	"input_audio": true, "audio_url": true, "video_url": true, "video": true,
 }
 

@@ -37,10 +37,10 @@ func (m *Metered) Tokens(promptTokens int64) (in, out int64, upstream bool) {
 	return promptTokens, EstimateTokens(m.CompletionBytes), false
 }
 
-// MeterAnswer reads a whole (non-streamed) answer.
-func MeterAnswer(body []byte) Metered {
+// MeterAnswer reads a whole (non-streamed) answer of endpoint e.
+func MeterAnswer(e Endpoint, body []byte) Metered {
 	m := Metered{Bytes: len(body)}
-	m.add(body)
+	m.add(e, body)
 	return m
 }
 
@@ -97,13 +97,18 @@ func (r *Request) MostCompletionTokens(generated int) int64 {
 	return most
 }
 
-func (m *Metered) add(payload []byte) {
+// add meters an answer of endpoint e, or one event of its stream.
+func (m *Metered) add(e Endpoint, payload []byte) {
+	if e == Responses {
+		m.addResponse(payload)
+		return
+	}
 	var a answer
 	if json.Unmarshal(payload, &a) != nil {
 		m.GeneratedBytes += len(payload) // unread, so all of it may be text
 		return
 	}
-	m.GeneratedBytes += choicesText(payload)
+	m.GeneratedBytes += keyText(payload, "choices")
 	if a.Usage != nil {
 		m.Usage = a.Usage
 	}
@@ -118,14 +123,13 @@ func (m *Metered) add(payload []byte) {
 	}
 }
 
-// choicesText is the bytes of the strings in the choices of payload, a
-// JSON object (see textIn). It reads every key that names them as
-// encoding/json would (case aside), all of them when there are several:
-// whichever one a renter's SDK reads, the text is in the count.
-func choicesText(payload []byte) int {
+// keyText is the bytes of the strings under every top-level key of
+// payload that names key as encoding/json would (case aside): whichever
+// one a renter's SDK reads, the text is in the count (see textIn).
+func keyText(payload []byte, key string) int {
 	n := 0
 	gjson.ParseBytes(payload).ForEach(func(k, v gjson.Result) bool {
-		if strings.EqualFold(k.Str, "choices") {
+		if strings.EqualFold(k.Str, key) {
 			n += textIn(v)
 		}
 		return true
@@ -174,9 +178,10 @@ func textLen(raw json.RawMessage) int {
 // event's data, each up to maxLine.
 type StreamMeter struct {
 	Metered
-	line []byte // the unfinished line, up to maxLine
-	cut  int    // the bytes of the unfinished line past maxLine, not kept
-	cr   bool   // the last piece ended a line with \r: a \n first in the next is part of that line end
+	Endpoint Endpoint // whose stream it is; "" meters one as a chat's
+	line     []byte   // the unfinished line, up to maxLine
+	cut      int      // the bytes of the unfinished line past maxLine, not kept
+	cr       bool     // the last piece ended a line with \r: a \n first in the next is part of that line end
 
 	data      []byte // the event's data so far: its data lines' payloads, joined by \n
 	dataLines int    // the event's data lines so far
@@ -292,7 +297,7 @@ func (s *StreamMeter) dispatch() {
 		s.Done = true
 	default:
 		s.Chunks++
-		s.add(s.data)
+		s.add(s.Endpoint, s.data)
 	}
 	s.data, s.dataLines, s.dataCut = s.data[:0], 0, 0
 }

@@ -19,6 +19,10 @@ const (
 	ChatCompletions Endpoint = "chat/completions"
 	Completions     Endpoint = "completions"
 	Embeddings      Endpoint = "embeddings"
+	// Responses is OpenAI's Responses API, served stateless: each request
+	// carries its whole conversation, and no provider keeps the answer
+	// (Request.Upstream sends store false).
+	Responses Endpoint = "responses"
 )
 
 // Usage is the usage field of an answer (and of a stream's last chunk).

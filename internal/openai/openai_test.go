@@ -39,6 +39,8 @@ func endpointOf(name string) openai.Endpoint {
 		return openai.Completions
 	case strings.HasPrefix(name, "embeddings_"):
 		return openai.Embeddings
+	case strings.HasPrefix(name, "responses_"):
+		return openai.Responses
 	}
 	return openai.ChatCompletions
 }
@@ -69,8 +71,9 @@ func TestParseRequest_golden(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Errorf("ParseRequest(%s):\ngot  %s\nwant %s", name, got, want)
 			}
-			if strings.HasPrefix(name, "bad_") == (!bytes.Contains(got, []byte(`"error"`))) {
-				t.Errorf("a bad_ file must fail to parse and every other must parse; got %s", got)
+			bad := strings.HasPrefix(name, "bad_") || strings.Contains(name, "_bad_") // responses_bad_…
+			if bad == !bytes.Contains(got, []byte(`"error"`)) {
+				t.Errorf("a bad_ file (or an endpoint's _bad_ one) must fail to parse and every other must parse; got %s", got)
 			}
 		})
 	}
@@ -285,7 +288,7 @@ func TestStreamMeter_events(t *testing.T) {
 
 func TestMeterAnswer(t *testing.T) {
 	body := []byte(`{"choices":[{"message":{"role":"assistant","content":"Hi there"}}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`)
-	m := openai.MeterAnswer(body)
+	m := openai.MeterAnswer(openai.ChatCompletions, body)
 	if in, out, up := m.Tokens(1); in != 5 || out != 3 || !up {
 		t.Errorf("Tokens = %d, %d, %v; want 5, 3, true", in, out, up)
 	}
@@ -295,7 +298,7 @@ func TestMeterAnswer(t *testing.T) {
 	if want := len("assistant") + len("Hi there"); m.GeneratedBytes != want {
 		t.Errorf("GeneratedBytes = %d, want %d", m.GeneratedBytes, want)
 	}
-	m = openai.MeterAnswer([]byte(`{"choices":[{"text":"0123456789"}]}`))
+	m = openai.MeterAnswer(openai.ChatCompletions, []byte(`{"choices":[{"text":"0123456789"}]}`))
 	if in, out, up := m.Tokens(4); in != 4 || out != 3 || up {
 		t.Errorf("without usage: Tokens = %d, %d, %v; want 4, 3, false", in, out, up)
 	}
@@ -382,33 +385,46 @@ func FuzzStreamMeter(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"x\"}]},\"logprobs\":{\"content\":[{\"token\":\"x\"}]}}]}\r\n\r\n"), uint16(7))
 	f.Add([]byte("data: {\"choices\":[{\"text\":\"a\"}]}\r\rdata: {\"usage\":{\"completion_tokens\":1}}\r"), uint16(2))
 	f.Add([]byte("data: {\"choices\":[{\"text\":\"a\"}],\r\ndata: \"usage\":{\"completion_tokens\":1}}\r\n: note\r\n\r\ndata:[DONE]\n"), uint16(5))
+	f.Add([]byte("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\",\"DELTA\":\"x\"}\n\n"+
+		"data: {\"type\":\"response.completed\",\"response\":{\"output\":[],\"usage\":{\"output_tokens\":1}}}\n\n"), uint16(4))
+	f.Add([]byte("data: {\"output\":[{\"content\":[{\"text\":\"a\"}],\"arguments\":\"{}\"}],\"usage\":{\"input_tokens\":2}}\n\n"), uint16(9))
 	f.Fuzz(func(t *testing.T, stream []byte, size uint16) {
-		var whole, pieces openai.StreamMeter
-		whole.Write(stream)
-		whole.End()
-		step := int(size)%64 + 1
-		for s := stream; len(s) > 0; {
-			n := min(step, len(s))
-			pieces.Write(s[:n])
-			s = s[n:]
-		}
-		pieces.End()
-		if whole.Metered.Usage != nil && pieces.Metered.Usage != nil && *whole.Metered.Usage == *pieces.Metered.Usage {
-			whole.Metered.Usage = pieces.Metered.Usage
-		}
-		if whole.Metered != pieces.Metered {
-			t.Errorf("in one write %+v, in pieces of %d %+v", whole.Metered, step, pieces.Metered)
-		}
-		if want := sseMetered(stream); !sameMetered(whole.Metered, want) {
-			t.Errorf("metered %+v, usage %+v; server-sent events read as the standard reads them give %+v, usage %+v", whole.Metered, whole.Usage, want, want.Usage)
-		}
-		if whole.GeneratedBytes < whole.CompletionBytes {
-			t.Errorf("GeneratedBytes %d < CompletionBytes %d", whole.GeneratedBytes, whole.CompletionBytes)
-		}
-		if whole.GeneratedBytes > 3*len(stream) { // a bad byte of UTF-8 counts as U+FFFD's three
-			t.Errorf("GeneratedBytes %d > three times the stream's %d bytes", whole.GeneratedBytes, len(stream))
+		for _, e := range []openai.Endpoint{openai.ChatCompletions, openai.Responses} {
+			checkStreamMeter(t, e, stream, size)
 		}
 	})
+}
+
+// checkStreamMeter checks what a StreamMeter for endpoint e reads of
+// stream: the same in one write as in pieces of size, the same as the
+// events read apart, and text it may charge for no less than it counts.
+func checkStreamMeter(t *testing.T, e openai.Endpoint, stream []byte, size uint16) {
+	t.Helper()
+	whole, pieces := openai.StreamMeter{Endpoint: e}, openai.StreamMeter{Endpoint: e}
+	whole.Write(stream)
+	whole.End()
+	step := int(size)%64 + 1
+	for s := stream; len(s) > 0; {
+		n := min(step, len(s))
+		pieces.Write(s[:n])
+		s = s[n:]
+	}
+	pieces.End()
+	if whole.Metered.Usage != nil && pieces.Metered.Usage != nil && *whole.Metered.Usage == *pieces.Metered.Usage {
+		whole.Metered.Usage = pieces.Metered.Usage
+	}
+	if whole.Metered != pieces.Metered {
+		t.Errorf("%s: in one write %+v, in pieces of %d %+v", e, whole.Metered, step, pieces.Metered)
+	}
+	if want := sseMetered(e, stream); !sameMetered(whole.Metered, want) {
+		t.Errorf("%s: metered %+v, usage %+v; server-sent events read as the standard reads them give %+v, usage %+v", e, whole.Metered, whole.Usage, want, want.Usage)
+	}
+	if whole.GeneratedBytes < whole.CompletionBytes {
+		t.Errorf("%s: GeneratedBytes %d < CompletionBytes %d", e, whole.GeneratedBytes, whole.CompletionBytes)
+	}
+	if whole.GeneratedBytes > 3*len(stream) { // a bad byte of UTF-8 counts as U+FFFD's three
+		t.Errorf("%s: GeneratedBytes %d > three times the stream's %d bytes", e, whole.GeneratedBytes, len(stream))
+	}
 }
 
 // sseMetered meters stream independently of StreamMeter: its events as
@@ -416,7 +432,7 @@ func FuzzStreamMeter(f *testing.F) {
 // \r; an event's data lines join with \n; a blank line ends it; a last
 // event without one counts too, an unended line not), each read as a
 // whole answer.
-func sseMetered(stream []byte) openai.Metered {
+func sseMetered(e openai.Endpoint, stream []byte) openai.Metered {
 	var m openai.Metered
 	var data [][]byte
 	dispatch := func() {
@@ -429,8 +445,9 @@ func sseMetered(stream []byte) openai.Metered {
 			m.Done = true
 			return
 		}
-		a := openai.MeterAnswer(payload)
+		a := openai.MeterAnswer(e, payload)
 		m.Chunks++
+		m.Done = m.Done || a.Done // a response's last event
 		m.CompletionBytes += a.CompletionBytes
 		m.GeneratedBytes += a.GeneratedBytes
 		if a.Usage != nil {

@@ -22,12 +22,14 @@ type Request struct {
 	Stream   bool
 	// IncludeUsage is whether the renter asked for usage in the stream
 	// (stream_options.include_usage); the gateway asks the model server
-	// for it either way.
+	// for it either way. A Responses stream always carries it (in its
+	// response.completed event).
 	IncludeUsage bool
 	// MaxTokens is the completion's cap: the larger of max_tokens and
 	// max_completion_tokens, since a model server may honour either (vLLM's
-	// completions know only max_tokens), and the charge is capped by it;
-	// 0 when the renter set neither.
+	// completions know only max_tokens), or a response's
+	// max_output_tokens; the charge is capped by it; 0 when the renter set
+	// none.
 	MaxTokens int64
 	// Choices is how many completions the request asks for: n (1 unless
 	// set) for each prompt of a completions batch (a list of strings or of
@@ -78,6 +80,8 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 		err = prompt.messages(r.fields[field])
 	case Completions, Embeddings:
 		err = prompt.prompt(field, r.fields[field])
+	case Responses:
+		err = r.parseResponse(&prompt)
 	default:
 		return nil, idlegrid.Invalid("endpoint", "unknown endpoint %q", e)
 	}
@@ -103,7 +107,7 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 }
 
 // promptFields is the field that holds each endpoint's prompt.
-var promptFields = map[Endpoint]string{ChatCompletions: "messages", Completions: "prompt", Embeddings: "input"}
+var promptFields = map[Endpoint]string{ChatCompletions: "messages", Completions: "prompt", Embeddings: "input", Responses: "input"}
 
 // notPrompt are the request fields a model server makes no prompt tokens
 // of: the gateway's own, and the sampling and output parameters.
@@ -112,6 +116,10 @@ var notPrompt = map[string]bool{
 	"max_tokens": true, "max_completion_tokens": true, "temperature": true, "top_p": true,
 	"seed": true, "stop": true, "user": true, "logprobs": true, "top_logprobs": true,
 	"presence_penalty": true, "frequency_penalty": true, "logit_bias": true,
+	// A response's (its instructions are read as prompt text).
+	"max_output_tokens": true, "instructions": true, "store": true, "metadata": true, "include": true,
+	"truncation": true, "parallel_tool_calls": true, "service_tier": true, "safety_identifier": true,
+	"prompt_cache_key": true, "background": true, "previous_response_id": true, "conversation": true,
 }
 
 // besidesBytes is the JSON bytes of the fields other than the prompt (at
@@ -163,8 +171,8 @@ func (r *Request) parseCommon() error {
 	if err := decodeField(r.fields, "stream_options", &so); err != nil {
 		return err
 	}
-	r.IncludeUsage = so.IncludeUsage
-	for _, f := range []string{"max_tokens", "max_completion_tokens"} {
+	r.IncludeUsage = so.IncludeUsage || r.Endpoint == Responses
+	for _, f := range maxTokenFields(r.Endpoint) {
 		var n *int64
 		if err := decodeField(r.fields, f, &n); err != nil {
 			return err
@@ -185,6 +193,14 @@ func (r *Request) parseCommon() error {
 		r.Choices = *n
 	}
 	return r.parseProvider()
+}
+
+// maxTokenFields are the fields that cap an endpoint's completion.
+func maxTokenFields(e Endpoint) []string {
+	if e == Responses {
+		return []string{"max_output_tokens"}
+	}
+	return []string{"max_tokens", "max_completion_tokens"}
 }
 
 func (r *Request) parseProvider() error {
@@ -213,21 +229,29 @@ func decodeField(fields map[string]json.RawMessage, name string, v any) error {
 }
 
 // Upstream returns the body to send to a model server: the renter's, less
-// the gateway's own "provider" field, and with a streamed request asking
-// for usage in its last chunk, which metering needs. A request that needs
-// neither change is sent byte for byte as it came; the changes are spliced
-// into the body (SetField, DeleteField), so its other fields keep their
-// bytes and order.
+// the gateway's own "provider" field, with a streamed request asking for
+// usage in its last chunk, which metering needs, and a response's store
+// false (the provider keeps no copy of the renter's conversation, which
+// no later request could reach: each may go to another provider). A
+// request that needs none of these is sent byte for byte as it came; the
+// changes are spliced into the body (SetField, DeleteField), so its other
+// fields keep their bytes and order.
 func (r *Request) Upstream() ([]byte, error) {
 	_, hasProvider := r.fields["provider"]
 	addUsage := r.Stream && !r.IncludeUsage
-	if !hasProvider && !addUsage {
+	unstore := r.Endpoint == Responses && string(r.fields["store"]) != "false"
+	if !hasProvider && !addUsage && !unstore {
 		return r.body, nil
 	}
 	body := r.body
 	var err error
 	if hasProvider {
 		if body, err = DeleteField(body, "provider"); err != nil {
+			return nil, err
+		}
+	}
+	if unstore {
+		if body, err = SetField(body, "store", []byte("false")); err != nil {
 			return nil, err
 		}
 	}

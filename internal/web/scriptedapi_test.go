@@ -530,7 +530,8 @@ func TestDashboard_scriptedAPI(t *testing.T) {
 
 	// A provider sees how the gateway routes to its own nodes' models, and
 	// no one else's: a breaker cut off and how often it tripped, and
-	// until when text completions skip a chat-only model server.
+	// until when text completions and responses skip a model server that
+	// answered them 404.
 	t.Run("models served", func(t *testing.T) {
 		b.t = t
 		skipped := time.Now().UTC().Add(8 * time.Minute)
@@ -539,7 +540,8 @@ func TestDashboard_scriptedAPI(t *testing.T) {
 			s.inference = &wire.InferenceStats{
 				Providers: []wire.ProviderLoad{
 					{NodeID: "node_4090", NodeName: "st-4090", Model: "org/chat-8b", InFlight: 2, MaxConcurrency: 16, Queued: &queued,
-						TTFTMS: 212.4, TokensPerSecond: 48.6, SuccessRate: 0.25, Breaker: "open", TextCompletionsSkippedUntil: &skipped},
+						TTFTMS: 212.4, TokensPerSecond: 48.6, SuccessRate: 0.25, Breaker: "open", TextCompletionsSkippedUntil: &skipped,
+						ResponsesSkippedUntil: &skipped},
 					{NodeID: "node_elsewhere", NodeName: "not-mine", Model: "org/chat-8b", MaxConcurrency: 8, SuccessRate: 1, Breaker: "closed"},
 				},
 				Breakers: []wire.BreakerStats{{NodeID: "node_4090", NodeName: "st-4090", Model: "org/chat-8b", State: "open", Trips: 2}},
@@ -551,7 +553,7 @@ func TestDashboard_scriptedAPI(t *testing.T) {
 		b.signIn(fakeProviderKey, "fake-provider (provider)")
 		b.waitText("#panel-models", "st-4090")
 		got := b.text("#panel-models tbody")
-		for _, want := range []string{"org/chat-8b", "2 of 16", "3 queued at its server", "25%", "212 ms", "49", "cut off", "tripped 2 times", "skipped until in 8m"} {
+		for _, want := range []string{"org/chat-8b", "2 of 16", "3 queued at its server", "25%", "212 ms", "49", "cut off", "tripped 2 times", "text completions until in 8m", "responses until in 8m"} {
 			if !strings.Contains(got, want) {
 				t.Errorf("models served show\n%s\nwant %q", got, want)
 			}

@@ -43,6 +43,10 @@ type ProviderLoad struct {
 	// (POST /v1/completions) may go to the provider again: it answered
 	// one 404, as a chat-only model server does.
 	TextCompletionsSkippedUntil *time.Time `json:"text_completions_skipped_until,omitempty"`
+	// ResponsesSkippedUntil is the same for responses (POST
+	// /v1/responses), which a model server from before the Responses
+	// API answers 404.
+	ResponsesSkippedUntil *time.Time `json:"responses_skipped_until,omitempty"`
 }
 
 // ModelStats is what renters see of a model's recent requests: latency

@@ -1019,7 +1019,7 @@
 
   // servedModels is how the gateway routes to the models nodes serve (a
   // provider's own; every node's for an operator): load, speed, success,
-  // its circuit breaker and whether text completions skip it
+  // its circuit breaker and the endpoints it is skipped for
   // (GET /v1/inference/stats; docs/gateway.md, "Statistics").
   async function servedModels() {
     const p = await probe(['/v1/inference/stats']);
@@ -1043,13 +1043,22 @@
         const n = trips[r.node_id + '/' + r.model];
         return breakerTag(r.breaker) + (n ? `<br><span class="hint">tripped ${esc(n)} time${n === 1 ? '' : 's'}</span>` : '');
       } },
-      { h: 'Text completions', f: (r) => r.text_completions_skipped_until
-        ? `skipped until ${when(r.text_completions_skipped_until)}<br><span class="hint">its model server answered one 404: chat only?</span>`
-        : 'served' },
+      { h: 'Skipped for', f: (r) => skips(r) },
     ], rows, st.me.role === 'admin' ? 'No node serves a model through the gateway now.'
       : 'No node of yours serves a model through the gateway now. List the models in agent.yaml (models:) and restart the agent; docs/gateway.md says how.') +
       '<p class="hint">As routing sees them since the server started. A circuit breaker cuts a node off after failures in a row, ' +
       'then lets one trial request through after its cooldown; a 429 (at max_concurrency) is no failure.</p>';
+  }
+
+  // skips says which endpoints routing skips at a node, until when: its
+  // model server answered one of their requests 404, as a chat-only one
+  // does text completions, and one from before the Responses API does
+  // responses.
+  function skips(r) {
+    const out = [];
+    if (r.text_completions_skipped_until) out.push(`text completions until ${when(r.text_completions_skipped_until)}`);
+    if (r.responses_skipped_until) out.push(`responses until ${when(r.responses_skipped_until)}`);
+    return out.length ? out.join('<br>') + '<br><span class="hint">its model server answered one 404: it does not serve them</span>' : '—';
   }
 
   // breakerTag names a circuit breaker's state as a provider reads it.

@@ -1,0 +1,143 @@
+package gateway_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// responseParams asks the mock's model for a response to text.
+func responseParams(text string) responses.ResponseNewParams {
+	return responses.ResponseNewParams{Model: testModel, Instructions: oai.String("Be brief."), MaxOutputTokens: oai.Int(50),
+		Input: responses.ResponseNewParamsInputUnion{OfString: oai.String(text)}}
+}
+
+// TestGateway_responses: OpenAI's Responses API through the gateway, as
+// OpenAI's Go SDK calls it, whole and streamed: the provider's answer
+// passes on, asked to be kept nowhere (store false), and is charged by
+// its usage, which a stream gives in its last event.
+func TestGateway_responses(t *testing.T) {
+	f := mustFixture(t, nil)
+	up := mustMock(t, "alpha")
+	f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
+	f.waitProviders(t, testModel, 1)
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+
+	whole, err := sdk.Responses.New(ctx, responseParams("Hi"), option.WithJSONSet("store", true))
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	if got := whole.OutputText(); got != "Hello from alpha." || whole.Usage.OutputTokens != mockCompletionTokens {
+		t.Errorf("whole response: %q, usage %+v; want alpha's words and its usage", got, whole.Usage)
+	}
+	if body := string(up.lastBody()); !strings.Contains(body, `"store":false`) || strings.Contains(body, `"store":true`) ||
+		!strings.Contains(body, `"model":"upstream-model"`) {
+		t.Errorf("the model server was sent %s; want store false, the model by its upstream name", body)
+	}
+
+	stream := sdk.Responses.NewStreaming(ctx, responseParams("Hi"))
+	var text strings.Builder
+	var usage responses.ResponseUsage
+	for stream.Next() {
+		switch ev := stream.Current(); ev.Type {
+		case "response.output_text.delta":
+			text.WriteString(ev.Delta)
+		case "response.completed":
+			usage = ev.Response.Usage
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(describe(err))
+	}
+	if text.String() != "Hello from alpha." || usage.OutputTokens != mockCompletionTokens {
+		t.Errorf("streamed response: %q, usage %+v; want alpha's words, and its usage in the last event", text.String(), usage)
+	}
+
+	mustSync(t, f)
+	us, err := f.Store.ListInferenceUsage(ctx, idlegrid.UsageFilter{AccountID: f.RenterID, Limit: 10})
+	if err != nil || len(us) != 2 {
+		t.Fatalf("usage records %v, %v; want two", us, err)
+	}
+	for _, u := range us {
+		if u.Endpoint != "responses" || u.InputTokens != mockPromptTokens || u.OutputTokens != mockCompletionTokens ||
+			u.Source != idlegrid.UsageUpstream || u.ChargeMicros != mockPromptTokens*10+mockCompletionTokens*20 {
+			t.Errorf("usage %+v; want a response of the mock's usage, charged at alpha's prices", u)
+		}
+	}
+}
+
+// TestGateway_responsesStateless: what the Responses API keeps between
+// requests at OpenAI is refused before any provider is asked, saying what
+// to send instead; a kept response is not there to read.
+func TestGateway_responsesStateless(t *testing.T) {
+	f := mustFixture(t, nil)
+	up := mustMock(t, "alpha")
+	f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
+	f.waitProviders(t, testModel, 1)
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+	for field, opt := range map[string]option.RequestOption{
+		"previous_response_id": option.WithJSONSet("previous_response_id", "resp_1"),
+		"conversation":         option.WithJSONSet("conversation", "conv_1"),
+		"background":           option.WithJSONSet("background", true),
+		"input[0]":             option.WithJSONSet("input", []any{map[string]any{"type": "item_reference", "id": "msg_1"}}),
+	} {
+		_, err := sdk.Responses.New(ctx, responseParams("And then?"), opt)
+		if e := apiError(t, err); e.StatusCode != 400 || e.Param != field || !strings.Contains(e.Message, "not supported") {
+			t.Errorf("%s: %d %s (param %q); want 400 naming it, not supported", field, e.StatusCode, e.Message, e.Param)
+		}
+	}
+	if n := up.Calls.Load(); n != 0 {
+		t.Errorf("the model server got %d requests, want none", n)
+	}
+	_, err := sdk.Responses.Get(ctx, "resp_1", responses.ResponseGetParams{})
+	if e := apiError(t, err); e.StatusCode != 404 || !strings.Contains(e.Message, "not kept") {
+		t.Errorf("GET a response: %d %s; want 404 saying responses are not kept", e.StatusCode, e.Message)
+	}
+}
+
+// TestGateway_responsesSkipServersWithout: a model server that predates
+// the Responses API answers it 404: the next provider answers, the next
+// responses skip that one for a while (its chats do not), and a renter
+// whose every provider lacks it gets a 404 naming the endpoint.
+func TestGateway_responsesSkipServersWithout(t *testing.T) {
+	p := mustPair(t, nil)
+	p.A.set(faultChatOnly)
+	ctx := context.Background()
+	sdk := p.sdk(p.RenterKey)
+	var resp *http.Response
+	got, err := sdk.Responses.New(ctx, responseParams("Hi"), cheapestFirst, option.WithResponseInto(&resp))
+	if err != nil || got.OutputText() != "Hello from beta." {
+		t.Fatalf("response with alpha chat-only: %v, %s; want beta's", got, describe(err))
+	}
+	if _, err := sdk.Responses.New(ctx, responseParams("Hi"), cheapestFirst); err != nil || p.A.Calls.Load() != 1 {
+		t.Errorf("a second response: %s, alpha asked %d times; want beta's, alpha asked once in all", describe(err), p.A.Calls.Load())
+	}
+	var skipped bool
+	for _, pl := range mustStats(t, p.fixture).Providers {
+		skipped = skipped || pl.NodeID == p.NodeA.NodeID && pl.ResponsesSkippedUntil != nil && pl.TextCompletionsSkippedUntil == nil
+	}
+	if !skipped {
+		t.Errorf("stats do not say alpha is skipped for responses (and only for them): %+v", mustStats(t, p.fixture).Providers)
+	}
+	if got, _, err := p.chat(t, cheapestFirst); err != nil || got.Choices[0].Message.Content != "Hello from alpha." {
+		t.Errorf("a chat: %v, %s; want alpha's, its chats unaffected", got, describe(err))
+	}
+	p.B.set(faultChatOnly)
+	alone := option.WithJSONSet("provider", map[string]any{"only": []string{p.NodeB.NodeID}})
+	_, err = sdk.Responses.New(ctx, responseParams("Hi"), alone)
+	if e := apiError(t, err); e.StatusCode != 404 || !strings.Contains(e.Message, "POST /v1/responses") {
+		t.Errorf("with no provider serving responses: %d %s; want 404 naming POST /v1/responses", e.StatusCode, e.Message)
+	}
+	if got := mustBreakers(t, p.fixture); len(got) != 0 {
+		t.Errorf("breakers = %+v, want none tripped", got)
+	}
+}

@@ -1,0 +1,201 @@
+package openai
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// The Responses API (POST /v1/responses), as the gateway serves it:
+// stateless. OpenAI keeps each response, and a request may build on one
+// kept before (previous_response_id, a conversation, an item_reference),
+// be polled later (background), or use a prompt template kept there. A
+// marketplace sends each request to whichever provider suits it, and no
+// provider can reach what another kept, so the gateway refuses those,
+// saying how to send the same request whole, and asks the provider to keep
+// nothing (Request.Upstream sends store false).
+
+// parseResponse reads a response request's prompt: its instructions and
+// its input.
+func (r *Request) parseResponse(p *promptText) error {
+	if err := r.stateless(); err != nil {
+		return err
+	}
+	var instructions string
+	if err := decodeField(r.fields, "instructions", &instructions); err != nil {
+		return err
+	}
+	if instructions != "" {
+		p.nMessages++ // a system message
+		p.add(instructions)
+		p.mark("\x00")
+	}
+	return p.responseInput(r.fields["input"])
+}
+
+// stateless refuses the fields of a response request that need what the
+// gateway does not keep.
+func (r *Request) stateless() error {
+	var previous string
+	if err := decodeField(r.fields, "previous_response_id", &previous); err != nil {
+		return err
+	} else if previous != "" {
+		return idlegrid.Invalid("previous_response_id", "not supported: responses are not kept, since each request may go to another provider; send the conversation so far in input, the earlier output items included")
+	}
+	if present(r.fields, "conversation") {
+		return idlegrid.Invalid("conversation", "not supported: conversations are not kept, since each request may go to another provider; send the conversation so far in input")
+	}
+	var background bool
+	if err := decodeField(r.fields, "background", &background); err != nil {
+		return err
+	} else if background {
+		return idlegrid.Invalid("background", "not supported: responses are not kept to be polled; set stream to true to read a long response as it is generated")
+	}
+	if present(r.fields, "prompt") {
+		return idlegrid.Invalid("prompt", "not supported: prompt templates are not kept; send the template's text in instructions and input")
+	}
+	return nil
+}
+
+// present reports whether fields has name, and not as null.
+func present(fields map[string]json.RawMessage, name string) bool {
+	raw, ok := fields[name]
+	return ok && string(raw) != "null"
+}
+
+// responseInput reads a response's input: a string, or a list of items.
+// A message (an item with a role) counts as a chat message does; a tool
+// call's output as text; any other item (a tool call, a reasoning item)
+// by its JSON bytes, as a chat's tool calls do.
+func (p *promptText) responseInput(raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return idlegrid.Invalid("input", "required: a string, or a list of input items")
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return idlegrid.Invalid("input", "%s", jsonProblem(err))
+		}
+		p.nMessages++
+		p.add(s)
+		return nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return idlegrid.Invalid("input", "must be a string or a list of input items")
+	} else if len(items) == 0 {
+		return idlegrid.Invalid("input", "must not be empty")
+	}
+	for i, item := range items {
+		if err := p.responseItem(fmt.Sprintf("input[%d]", i), item); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// responseItem reads one item of a response's input.
+func (p *promptText) responseItem(field string, raw json.RawMessage) error {
+	var it struct {
+		Type    string          `json:"type"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+		Output  json.RawMessage `json:"output"`
+	}
+	if err := json.Unmarshal(raw, &it); err != nil {
+		return idlegrid.Invalid(field, "must be an input item: an object with a type, or a message with a role and content")
+	}
+	switch {
+	case it.Type == "item_reference":
+		return idlegrid.Invalid(field, "not supported: items are not kept, since each request may go to another provider; send the item itself")
+	case it.Role != "":
+		p.nMessages++
+		p.mark(it.Role)
+		p.mark("\x00")
+		if err := p.content(field+".content", it.Content); err != nil {
+			return err
+		}
+		p.mark("\x00")
+	case it.Type == "function_call_output" || it.Type == "custom_tool_call_output":
+		return p.content(field+".output", it.Output)
+	case it.Type == "":
+		return idlegrid.Invalid(field+".type", "required: the item's type, or a role for a message")
+	default:
+		p.besides += len(raw)
+	}
+	return nil
+}
+
+// responseAnswer is the part of a Responses API answer, whole or one
+// event of its stream, that metering reads.
+type responseAnswer struct {
+	Type     string          `json:"type"` // an event's; "" for a whole answer
+	Delta    json.RawMessage `json:"delta"`
+	Usage    *responseUsage  `json:"usage"`
+	Output   []responseItem  `json:"output"`
+	Response *struct {
+		Usage *responseUsage `json:"usage"`
+	} `json:"response"` // a stream's last event's: the whole response, usage and all
+}
+
+// responseItem is an output item of a response: a message's text parts,
+// a reasoning item's, or a tool call's arguments.
+type responseItem struct {
+	Arguments string `json:"arguments"`
+	Content   []struct {
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+// responseUsage is a response's usage, as the Responses API names it.
+type responseUsage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	TotalTokens  int64 `json:"total_tokens"`
+}
+
+// addResponse meters a whole response, or one event of a streamed one. Of
+// a stream it reads the text of the *.delta events (its text, reasoning
+// and tool calls' arguments as generated) and the usage of the last
+// event (response.completed, response.incomplete or response.failed);
+// the events that repeat the text whole (*.done, the last one) add
+// nothing, or an honest stream's text would count several times over
+// towards the most it may be charged (Request.MostCompletionTokens).
+func (m *Metered) addResponse(payload []byte) {
+	var a responseAnswer
+	if json.Unmarshal(payload, &a) != nil {
+		m.GeneratedBytes += len(payload) // unread, so all of it may be text
+		return
+	}
+	switch {
+	case a.Type == "":
+		m.GeneratedBytes += keyText(payload, "output")
+		m.responseUsage(a.Usage)
+		for _, it := range a.Output {
+			m.CompletionBytes += len(it.Arguments)
+			for _, c := range it.Content {
+				m.CompletionBytes += len(c.Text)
+			}
+		}
+	case strings.HasSuffix(a.Type, ".delta") && !strings.Contains(a.Type, "audio"):
+		m.GeneratedBytes += keyText(payload, "delta")
+		var s string
+		if json.Unmarshal(a.Delta, &s) == nil {
+			m.CompletionBytes += len(s)
+		}
+	case a.Type == "response.completed" || a.Type == "response.incomplete" || a.Type == "response.failed":
+		m.Done = true
+		if a.Response != nil {
+			m.responseUsage(a.Response.Usage)
+		}
+	}
+}
+
+// responseUsage takes u, when given, as the answer's usage.
+func (m *Metered) responseUsage(u *responseUsage) {
+	if u != nil {
+		m.Usage = &Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+	}
+}
