@@ -457,13 +457,10 @@ func TestGateway_requestAtFault(t *testing.T) {
 func TestGateway_soleProviderAtFault(t *testing.T) {
 	for _, fault := range []string{fault500, faultSlowFirst} {
 		t.Run(fault, func(t *testing.T) {
-			f := mustFixture(t, func(c *gateway.Config) {
+			f, up := mustSolo(t, func(c *gateway.Config) {
 				c.BreakerFailures, c.FirstByteTimeout, c.AnswerTimeout = 2, 200*time.Millisecond, time.Second
 			})
-			up := mustMock(t, "alpha")
 			defer up.free()
-			f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
-			f.waitProviders(t, testModel, 1)
 			up.set(fault)
 			first, second := f.sdk(f.RenterKey), f.sdk(f.mustRenter(t, "second"))
 			chat := func(c oai.Client) error {

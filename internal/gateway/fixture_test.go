@@ -280,6 +280,17 @@ func (f *fixture) waitProviders(tb testing.TB, model string, n int) {
 	})
 }
 
+// mustSolo is a fixture with one provider of testModel, alpha, served by
+// the mock it returns.
+func mustSolo(tb testing.TB, tune func(*gateway.Config)) (*fixture, *mock) {
+	tb.Helper()
+	f := mustFixture(tb, tune)
+	up := mustMock(tb, "alpha")
+	f.startAgent(tb, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
+	f.waitProviders(tb, testModel, 1)
+	return f, up
+}
+
 // waitChallenges waits until the agents have answered the hardware
 // challenges the server issued when they joined: each runs a matrix
 // product on the CPU for a simulated GPU, which a benchmark must not
@@ -575,13 +586,20 @@ func (c crLines) Write(p []byte) (int, error) {
 	return c.w.Write(bytes.ReplaceAll(p, []byte("\n"), []byte("\r")))
 }
 
-func (m *mock) completion(w http.ResponseWriter, r *http.Request) {
+// readOptional reads a request of an endpoint a chat-only model server
+// does not serve: switched to faultChatOnly, it answers 404, as Go's mux
+// answers a path it does not route.
+func (m *mock) readOptional(w http.ResponseWriter, r *http.Request) (*mockRequest, bool) {
 	if m.get() == faultChatOnly {
 		m.Calls.Add(1)
 		http.NotFound(w, r)
-		return
+		return nil, false
 	}
-	req, ok := m.read(w, r)
+	return m.read(w, r)
+}
+
+func (m *mock) completion(w http.ResponseWriter, r *http.Request) {
+	req, ok := m.readOptional(w, r)
 	if !ok {
 		return
 	}
@@ -595,12 +613,7 @@ func (m *mock) completion(w http.ResponseWriter, r *http.Request) {
 // message, whole or streamed as deltas between the events that open and
 // close it, with usage in the last event, whatever the request asks.
 func (m *mock) response(w http.ResponseWriter, r *http.Request) {
-	if m.get() == faultChatOnly {
-		m.Calls.Add(1)
-		http.NotFound(w, r)
-		return
-	}
-	req, ok := m.read(w, r)
+	req, ok := m.readOptional(w, r)
 	if !ok {
 		return
 	}

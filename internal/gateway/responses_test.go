@@ -24,10 +24,7 @@ func responseParams(text string) responses.ResponseNewParams {
 // passes on, asked to be kept nowhere (store false), and is charged by
 // its usage, which a stream gives in its last event.
 func TestGateway_responses(t *testing.T) {
-	f := mustFixture(t, nil)
-	up := mustMock(t, "alpha")
-	f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
-	f.waitProviders(t, testModel, 1)
+	f, up := mustSolo(t, nil)
 	ctx := context.Background()
 	sdk := f.sdk(f.RenterKey)
 
@@ -78,10 +75,7 @@ func TestGateway_responses(t *testing.T) {
 // requests at OpenAI is refused before any provider is asked, saying what
 // to send instead; a kept response is not there to read.
 func TestGateway_responsesStateless(t *testing.T) {
-	f := mustFixture(t, nil)
-	up := mustMock(t, "alpha")
-	f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
-	f.waitProviders(t, testModel, 1)
+	f, up := mustSolo(t, nil)
 	ctx := context.Background()
 	sdk := f.sdk(f.RenterKey)
 	for field, opt := range map[string]option.RequestOption{
