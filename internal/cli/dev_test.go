@@ -163,7 +163,8 @@ func devInference(t *testing.T, url, dir string) {
 	var first []*idlegrid.InferenceUsage
 	mustJSON(t, renter, &first, "inference", "usage", "--limit", "1", "--json")
 	if r := run(t, renter, "inference", "usage", "--limit", "1"); len(first) != 1 || r.code != 0 ||
-		!strings.Contains(r.out, "more may follow: idlegrid inference usage --limit 1 --before ") {
+		!strings.Contains(r.out, "more may follow: idlegrid inference usage --limit 1 --before ") ||
+		!strings.Contains(r.out, "  ENDPOINT  ") || !strings.Contains(r.out, "  chat/completions  ") {
 		t.Errorf("a page of one request: %v; %s", first, r)
 	}
 	var next []*idlegrid.InferenceUsage

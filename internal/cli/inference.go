@@ -226,9 +226,9 @@ request's ID asks for.`,
 		_, err := io.WriteString(c.env.Out, "no inference requests yet\n")
 		return err
 	}
-	t := newTable(c.env.Out, "AT", "MODEL", "NODE", "TOKENS IN/OUT", "COUNTED BY", "LATENCY", "TTFT", "TRIES", "STATUS", "CHARGE")
+	t := newTable(c.env.Out, "AT", "MODEL", "ENDPOINT", "NODE", "TOKENS IN/OUT", "COUNTED BY", "LATENCY", "TTFT", "TRIES", "STATUS", "CHARGE")
 	for _, u := range us {
-		t.row(u.CreatedAt.UTC().Format(time.RFC3339), u.Model, u.NodeID, fmt.Sprintf("%d/%d", u.InputTokens, u.OutputTokens), u.Source,
+		t.row(u.CreatedAt.UTC().Format(time.RFC3339), u.Model, u.Endpoint, u.NodeID, fmt.Sprintf("%d/%d", u.InputTokens, u.OutputTokens), u.Source,
 			micros(u.LatencyMicros), micros(u.TTFTMicros), u.Attempts, u.Status, u.ChargeMicros)
 	}
 	if err := t.flush(); err != nil {
