@@ -2,7 +2,6 @@ package openai
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
 	"unicode/utf8"
 
@@ -97,30 +96,67 @@ func (r *Request) MostCompletionTokens(generated int) int64 {
 	return most
 }
 
-// add meters an answer of endpoint e, or one event of its stream.
+// add meters an answer of endpoint e, or one event of its stream, in
+// one reading of its JSON: its keys as encoding/json would match them
+// (case aside, the last of several), as an SDK reads them.
 func (m *Metered) add(e Endpoint, payload []byte) {
 	if e == Responses {
 		m.addResponse(payload)
 		return
 	}
-	var a answer
-	if json.Unmarshal(payload, &a) != nil {
+	root := gjson.ParseBytes(payload)
+	if !root.IsObject() || !gjson.ValidBytes(payload) {
 		m.GeneratedBytes += len(payload) // unread, so all of it may be text
 		return
 	}
-	m.GeneratedBytes += keyText(payload, "choices")
-	if a.Usage != nil {
-		m.Usage = a.Usage
-	}
-	for _, c := range a.Choices {
-		m.CompletionBytes += len(c.Text)
-		if c.Message != nil {
-			m.CompletionBytes += textLen(c.Message.Content)
+	var choices, usage gjson.Result
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch {
+		case strings.EqualFold(k.Str, "choices"):
+			m.GeneratedBytes += textIn(v)
+			choices = v
+		case strings.EqualFold(k.Str, "usage"):
+			usage = v
 		}
-		if c.Delta != nil {
-			m.CompletionBytes += textLen(c.Delta.Content) + len(c.Delta.Reasoning)
-		}
+		return true
+	})
+	if usage.IsObject() {
+		m.Usage = &Usage{PromptTokens: field(usage, "prompt_tokens").Int(),
+			CompletionTokens: field(usage, "completion_tokens").Int(), TotalTokens: field(usage, "total_tokens").Int()}
 	}
+	if !choices.IsArray() {
+		return
+	}
+	choices.ForEach(func(_, c gjson.Result) bool {
+		delta := field(c, "delta")
+		m.CompletionBytes += stringLen(field(c, "text")) + stringLen(field(field(c, "message"), "content")) +
+			stringLen(field(delta, "content")) + stringLen(field(delta, "reasoning_content"))
+		return true
+	})
+}
+
+// field is obj's member name as encoding/json reads it: the last key that
+// is name, case aside; none when obj is no object.
+func field(obj gjson.Result, name string) gjson.Result {
+	var out gjson.Result
+	if obj.IsObject() {
+		obj.ForEach(func(k, v gjson.Result) bool {
+			if strings.EqualFold(k.Str, name) {
+				out = v
+			}
+			return true
+		})
+	}
+	return out
+}
+
+// stringLen is the length of v when it is a string (a content field may
+// be a list of parts, which counts nothing here).
+func stringLen(v gjson.Result) int {
+	if v.Type != gjson.String {
+		return 0
+	}
+	return len(v.Str)
 }
 
 // keyText is the bytes of the strings under every top-level key of
@@ -156,18 +192,6 @@ func textIn(v gjson.Result) int {
 		})
 	}
 	return n
-}
-
-// textLen is the length of a content field: a string, or a list of parts.
-func textLen(raw json.RawMessage) int {
-	if len(raw) == 0 || raw[0] != '"' {
-		return 0
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return 0
-	}
-	return len(s)
 }
 
 // StreamMeter reads a stream of server-sent events as it passes through,

@@ -9,8 +9,6 @@
 // added to the API tomorrow still reaches the model server.
 package openai
 
-import "encoding/json"
-
 // Endpoint names an OpenAI-compatible endpoint the gateway serves, as the
 // path after /v1/.
 type Endpoint string
@@ -81,21 +79,4 @@ type ModelPricing struct {
 type ModelList struct {
 	Object string  `json:"object"` // "list"
 	Data   []Model `json:"data"`
-}
-
-// answer is the part of a non-streamed answer (or of one chunk of a
-// streamed one) that metering reads.
-type answer struct {
-	Usage   *Usage `json:"usage"`
-	Choices []struct {
-		Text    string `json:"text"`
-		Message *struct {
-			Content json.RawMessage `json:"content"`
-		} `json:"message"`
-		Delta *struct {
-			Content   json.RawMessage `json:"content"`
-			Reasoning string          `json:"reasoning_content"`
-		} `json:"delta"`
-	} `json:"choices"`
-	Data []json.RawMessage `json:"data"` // embeddings
 }
