@@ -186,6 +186,8 @@ func (r *Request) parseCommon() error {
 	var n *int64
 	if err := decodeField(r.fields, "n", &n); err != nil {
 		return err
+	} else if n != nil && r.Endpoint == Responses {
+		return idlegrid.Invalid("n", "not a field of the Responses API, which answers one response a request; send a request for each")
 	} else if r.Choices = 1; n != nil {
 		if *n < 1 || *n > 128 {
 			return idlegrid.Invalid("n", "must be between 1 and 128")
