@@ -22,6 +22,7 @@ type devCaller struct {
 	report   func(msg string)
 	nodeName func(id string) string
 	http     *http.Client
+	calls    int // made so far: every third is a response (POST /v1/responses), the rest chats
 }
 
 // devCallEvery is how often the demo renter calls the demo model.
@@ -52,15 +53,29 @@ var devPrompts = []string{
 	"Classify the sentiment of: the job finished early and cheap.",
 }
 
-// call sends one chat completion and says what came back.
-func (c *devCaller) call(ctx context.Context) (string, error) {
+// next is the next call: its endpoint, what the report says of it, and
+// its body, asking for 16 to 128 tokens.
+func (c *devCaller) next() (endpoint, via string, body []byte) {
+	c.calls++
 	maxTokens := 16 + c.rand.IntN(113)
-	body, _ := json.Marshal(map[string]any{
+	prompt := devPrompts[c.rand.IntN(len(devPrompts))]
+	if c.calls%3 == 0 {
+		body, _ = json.Marshal(map[string]any{"model": devModelName, "input": prompt, "max_output_tokens": maxTokens})
+		return "responses", " (Responses API)", body
+	}
+	body, _ = json.Marshal(map[string]any{
 		"model":      devModelName,
-		"messages":   []map[string]string{{"role": "user", "content": devPrompts[c.rand.IntN(len(devPrompts))]}},
+		"messages":   []map[string]string{{"role": "user", "content": prompt}},
 		"max_tokens": maxTokens,
 	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/chat/completions", strings.NewReader(string(body)))
+	return "chat/completions", "", body
+}
+
+// call sends one chat completion, or every third call a response, and
+// says what came back.
+func (c *devCaller) call(ctx context.Context) (string, error) {
+	endpoint, via, body := c.next()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/"+endpoint, strings.NewReader(string(body)))
 	if err != nil {
 		return "", err
 	}
@@ -79,6 +94,7 @@ func (c *devCaller) call(ctx context.Context) (string, error) {
 	var out struct {
 		Usage struct {
 			CompletionTokens int `json:"completion_tokens"`
+			OutputTokens     int `json:"output_tokens"` // a response's
 		} `json:"usage"`
 		Error struct {
 			Message string `json:"message"`
@@ -89,6 +105,6 @@ func (c *devCaller) call(ctx context.Context) (string, error) {
 	} else if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("%s: %s", resp.Status, out.Error.Message)
 	}
-	return fmt.Sprintf("renter called %s: %d tokens in %s on %s", devModelName, out.Usage.CompletionTokens,
+	return fmt.Sprintf("renter called %s%s: %d tokens in %s on %s", devModelName, via, out.Usage.CompletionTokens+out.Usage.OutputTokens,
 		time.Since(began).Round(time.Millisecond), c.nodeName(resp.Header.Get("X-Idlegrid-Node"))), nil
 }

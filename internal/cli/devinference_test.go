@@ -13,15 +13,18 @@ import (
 
 func TestDevCaller_call(t *testing.T) {
 	var asked struct {
-		Model     string `json:"model"`
-		MaxTokens int    `json:"max_tokens"`
+		Model           string `json:"model"`
+		MaxTokens       int    `json:"max_tokens"`
+		MaxOutputTokens int    `json:"max_output_tokens"`
 	}
+	var path string
 	busy := false
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer igk_renter" {
+		if r.Header.Get("Authorization") != "Bearer igk_renter" {
 			http.Error(w, "wrong request", http.StatusBadRequest)
 			return
 		}
+		path, asked.MaxTokens, asked.MaxOutputTokens = r.URL.Path, 0, 0
 		json.NewDecoder(r.Body).Decode(&asked)
 		if busy {
 			w.WriteHeader(http.StatusTooManyRequests)
@@ -29,6 +32,10 @@ func TestDevCaller_call(t *testing.T) {
 			return
 		}
 		w.Header().Set("X-Idlegrid-Node", "node_1")
+		if path == "/v1/responses" {
+			w.Write([]byte(`{"object":"response","output":[],"usage":{"input_tokens":5,"output_tokens":3}}`))
+			return
+		}
 		w.Write([]byte(`{"choices":[{"message":{"content":"tok tok"}}],"usage":{"prompt_tokens":5,"completion_tokens":2}}`))
 	}))
 	defer gw.Close()
@@ -39,11 +46,17 @@ func TestDevCaller_call(t *testing.T) {
 	if err != nil || !regexp.MustCompile(`^renter called sim-8b-instruct: 2 tokens in (\d+ms|0s) on nb-h100-01$`).MatchString(msg) {
 		t.Errorf("call = %q, %v", msg, err)
 	}
-	if asked.Model != devModelName || asked.MaxTokens < 16 || asked.MaxTokens > 128 {
-		t.Errorf("asked %+v, want the demo model and 16–128 tokens", asked)
+	if path != "/v1/chat/completions" || asked.Model != devModelName || asked.MaxTokens < 16 || asked.MaxTokens > 128 {
+		t.Errorf("asked %s %+v, want a chat of the demo model and 16–128 tokens", path, asked)
 	}
 	busy = true
 	if _, err := c.call(context.Background()); err == nil || !strings.Contains(err.Error(), "429 Too Many Requests: every provider") {
 		t.Errorf("a refused call: %v, want the status and the gateway's message", err)
+	}
+	busy = false
+	msg, err = c.call(context.Background()) // the third: a response
+	if err != nil || !regexp.MustCompile(`^renter called sim-8b-instruct \(Responses API\): 3 tokens in (\d+ms|0s) on nb-h100-01$`).MatchString(msg) ||
+		path != "/v1/responses" || asked.MaxOutputTokens < 16 || asked.MaxOutputTokens > 128 {
+		t.Errorf("the third call = %q, %v, asked %s %+v; want a response of 16–128 tokens, its usage said", msg, err, path, asked)
 	}
 }
