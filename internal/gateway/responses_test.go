@@ -135,3 +135,28 @@ func TestGateway_responsesSkipServersWithout(t *testing.T) {
 		t.Errorf("breakers = %+v, want none tripped", got)
 	}
 }
+
+// TestGateway_responsesStreamBreaks: a response's stream that breaks off
+// after its first byte ends with the gateway's error event, which OpenAI's
+// SDK raises, and what was delivered is charged, counted from its deltas.
+func TestGateway_responsesStreamBreaks(t *testing.T) {
+	f, up := mustSolo(t, nil)
+	up.set(faultDrop)
+	sdk := f.sdk(f.RenterKey)
+	stream := sdk.Responses.NewStreaming(context.Background(), responseParams("Hi"))
+	var text strings.Builder
+	for stream.Next() {
+		text.WriteString(stream.Current().Delta)
+	}
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), "broke off") || text.String() != "Hello from" {
+		t.Errorf("stream: %q, then %v; want alpha's first two words, then the gateway's error", text.String(), err)
+	}
+	mustSync(t, f)
+	us, err := f.Store.ListInferenceUsage(context.Background(), idlegrid.UsageFilter{AccountID: f.RenterID, Limit: 1})
+	if err != nil || len(us) != 1 {
+		t.Fatalf("usage %v, %v", us, err)
+	}
+	if u := us[0]; u.Source != idlegrid.UsageCounted || u.OutputTokens != 3 { // "Hello from": 10 bytes, 3 tokens
+		t.Errorf("usage = %+v; want the delivered part, counted", u)
+	}
+}
