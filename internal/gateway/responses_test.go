@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -107,8 +106,7 @@ func TestGateway_responsesSkipServersWithout(t *testing.T) {
 	p.A.set(faultChatOnly)
 	ctx := context.Background()
 	sdk := p.sdk(p.RenterKey)
-	var resp *http.Response
-	got, err := sdk.Responses.New(ctx, responseParams("Hi"), cheapestFirst, option.WithResponseInto(&resp))
+	got, err := sdk.Responses.New(ctx, responseParams("Hi"), cheapestFirst)
 	if err != nil || got.OutputText() != "Hello from beta." {
 		t.Fatalf("response with alpha chat-only: %v, %s; want beta's", got, describe(err))
 	}
@@ -127,9 +125,11 @@ func TestGateway_responsesSkipServersWithout(t *testing.T) {
 	}
 	p.B.set(faultChatOnly)
 	alone := option.WithJSONSet("provider", map[string]any{"only": []string{p.NodeB.NodeID}})
+	calls := p.B.Calls.Load()
 	_, err = sdk.Responses.New(ctx, responseParams("Hi"), alone)
-	if e := apiError(t, err); e.StatusCode != 404 || !strings.Contains(e.Message, "POST /v1/responses") {
-		t.Errorf("with no provider serving responses: %d %s; want 404 naming POST /v1/responses", e.StatusCode, e.Message)
+	if e := apiError(t, err); e.StatusCode != 404 || !strings.Contains(e.Message, "POST /v1/responses") || p.B.Calls.Load() != calls+1 {
+		t.Errorf("with no provider serving responses: %d %s, beta asked %d times; want beta asked, then 404 naming POST /v1/responses",
+			e.StatusCode, e.Message, p.B.Calls.Load()-calls)
 	}
 	if got := mustBreakers(t, p.fixture); len(got) != 0 {
 		t.Errorf("breakers = %+v, want none tripped", got)
