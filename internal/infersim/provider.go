@@ -301,8 +301,12 @@ func (p *provider) answer(w http.ResponseWriter, r *http.Request, kind chatReque
 		writeError(w, http.StatusNotFound, "invalid_request_error", "no model "+req.Model)
 		return
 	}
-	if req.N < 0 || req.N > maxChoices {
+	switch {
+	case req.N < 0 || req.N > maxChoices:
 		writeError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("n must be between 1 and %d", maxChoices))
+		return
+	case req.N != 0 && req.responses:
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "n is not a field of the Responses API")
 		return
 	}
 	prompt := req.promptTokens()

@@ -399,4 +399,9 @@ func TestModelServer_responses(t *testing.T) {
 		t.Errorf("streamed: %q, last event %s with %q, usage %+v; want 6 words, then response.incomplete with them and the usage",
 			text.String(), last.Type, last.Response.OutputText(), last.Response.Usage)
 	}
+	_, err = sdk.Responses.New(ctx, params, option.WithJSONSet("n", 2))
+	var e *oai.Error
+	if !errors.As(err, &e) || e.StatusCode != 400 {
+		t.Errorf("a response with n: %v; want a 400, as the Responses API has no n", err)
+	}
 }
