@@ -206,11 +206,10 @@ func maxTokenFields(e Endpoint) []string {
 }
 
 func (r *Request) parseProvider() error {
-	raw, ok := r.fields["provider"]
-	if !ok || string(raw) == "null" {
+	if !present(r.fields, "provider") {
 		return nil
 	}
-	p, err := idlegrid.ParseRouting("provider", raw)
+	p, err := idlegrid.ParseRouting("provider", r.fields["provider"])
 	if err != nil {
 		return err
 	}
@@ -218,13 +217,18 @@ func (r *Request) parseProvider() error {
 	return nil
 }
 
+// present reports whether fields has name, and not as null.
+func present(fields map[string]json.RawMessage, name string) bool {
+	raw, ok := fields[name]
+	return ok && string(raw) != "null"
+}
+
 // decodeField decodes fields[name] into v, when present and not null.
 func decodeField(fields map[string]json.RawMessage, name string, v any) error {
-	raw, ok := fields[name]
-	if !ok || string(raw) == "null" {
+	if !present(fields, name) {
 		return nil
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
+	if err := json.Unmarshal(fields[name], v); err != nil {
 		return idlegrid.Invalid(name, "has the wrong type: %s", typeProblem(err))
 	}
 	return nil
@@ -259,8 +263,8 @@ func (r *Request) Upstream() ([]byte, error) {
 	}
 	if addUsage {
 		so := map[string]json.RawMessage{}
-		if raw, ok := r.fields["stream_options"]; ok && string(raw) != "null" {
-			if err := json.Unmarshal(raw, &so); err != nil {
+		if present(r.fields, "stream_options") {
+			if err := json.Unmarshal(r.fields["stream_options"], &so); err != nil {
 				return nil, idlegrid.Invalid("stream_options", "%s", jsonProblem(err))
 			}
 		}

@@ -59,12 +59,6 @@ func (r *Request) stateless() error {
 	return nil
 }
 
-// present reports whether fields has name, and not as null.
-func present(fields map[string]json.RawMessage, name string) bool {
-	raw, ok := fields[name]
-	return ok && string(raw) != "null"
-}
-
 // responseInput reads a response's input: a string, or a list of items.
 // A message (an item with a role) counts as a chat message does; a tool
 // call's output as text; any other item (a tool call, a reasoning item)
