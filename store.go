@@ -25,6 +25,7 @@ type Store interface {
 	HeartbeatStore   // heartbeat.go
 	KeyRoutingStore  // routing.go
 	InferenceStore   // inference.go
+	ResponseStore    // keptresponse.go
 
 	RegistryLoginStore // registry.go
 

@@ -9,7 +9,8 @@ import (
 	"github.com/idlegrid/idlegrid"
 )
 
-// Expiry: two things the coordinator keeps only for a while (docs/api.md).
+// Expiry: three things the coordinator keeps only for a while
+// (docs/api.md).
 //
 // A job submission's Idempotency-Key is kept while its job is live and for
 // jobKeyRetention after the job ends; after that the job no longer shows
@@ -23,7 +24,13 @@ import (
 // listed, and the sweep deletes it. A renter who keeps renting keeps its
 // logins; one who left does not leave its credentials behind.
 //
-// Both are read as expired from the moment they are due, so nothing a
+// A response of the Responses API that the gateway keeps for its renter
+// (idlegrid.KeptResponse) is kept until its ExpiresAt, which the gateway
+// sets when it keeps it, 30 days on by default: till then the renter may
+// read it back or continue its conversation, and from then on it is gone,
+// and the sweep deletes it, freeing the room its input and output took.
+//
+// All are read as expired from the moment they are due, so nothing a
 // renter sees depends on when the sweep last ran; the sweep, part of every
 // reaper pass, only frees the rows.
 //
@@ -91,8 +98,9 @@ func (s *Server) activeRegistryLogins(ctx context.Context, accountID string) ([]
 }
 
 // sweepExpired frees what is past its time: submissions' idempotency keys
-// past their retention, and idle registry logins. It runs on every reaper
-// pass; it takes the store's write lock only when something is due.
+// past their retention, idle registry logins, and kept responses past
+// their ExpiresAt. It runs on every reaper pass; it takes the store's
+// write lock only when something is due.
 func (s *Server) sweepExpired(ctx context.Context) error {
 	now := s.Now()
 	keys, keysErr := sweepBatches(ctx, func(ctx context.Context) (int, error) {
@@ -101,15 +109,22 @@ func (s *Server) sweepExpired(ctx context.Context) error {
 	logins, loginsErr := sweepBatches(ctx, func(ctx context.Context) (int, error) {
 		return s.store.DeleteIdleRegistryLogins(ctx, now.Add(-registryLoginIdle), expiryBatch)
 	})
+	responses, responsesErr := sweepBatches(ctx, func(ctx context.Context) (int, error) {
+		return s.store.ForgetResponses(ctx, now, expiryBatch)
+	})
 	s.metrics.expired.WithLabelValues("job_idempotency_key").Add(float64(keys))
 	s.metrics.expired.WithLabelValues("registry_login").Add(float64(logins))
+	s.metrics.expired.WithLabelValues("kept_response").Add(float64(responses))
 	if keysErr != nil {
 		keysErr = fmt.Errorf("forget expired idempotency keys: %w", keysErr)
 	}
 	if loginsErr != nil {
 		loginsErr = fmt.Errorf("delete idle registry logins: %w", loginsErr)
 	}
-	return errors.Join(keysErr, loginsErr)
+	if responsesErr != nil {
+		responsesErr = fmt.Errorf("forget expired kept responses: %w", responsesErr)
+	}
+	return errors.Join(keysErr, loginsErr, responsesErr)
 }
 
 // sweepBatches runs batch until it changes fewer than expiryBatch rows, at

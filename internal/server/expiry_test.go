@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -126,6 +127,49 @@ func TestServer_Reap_expires(t *testing.T) {
 		}
 		if after := topUps(); after != before {
 			t.Errorf("top-ups after one retried 91 days on: %d, want %d, as before", after, before)
+		}
+	})
+}
+
+// TestServer_Reap_expiresResponses: a reaper pass deletes every kept
+// response expired by then, more than one batch of them, and keeps those
+// that are not.
+func TestServer_Reap_expiresResponses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, clock := mustExpiryMarket(t)
+		ctx := context.Background()
+		start := clock.Now()
+		keep := func(ttl time.Duration) *idlegrid.KeptResponse {
+			t.Helper()
+			r := &idlegrid.KeptResponse{ID: idlegrid.NewID("resp"), RenterID: m.renterID, Model: "llama-3-8b",
+				Input: json.RawMessage(`[{"role":"user","content":"hi"}]`), Response: json.RawMessage(`{"object":"response"}`),
+				CreatedAt: start, ExpiresAt: start.Add(ttl)}
+			if err := m.store.KeepResponse(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		var expired []*idlegrid.KeptResponse
+		for range 501 { // more than a sweep's batch (expiryBatch)
+			expired = append(expired, keep(30*day))
+		}
+		kept := keep(60 * day)
+
+		clock.add(31 * day)
+		if err := m.srv.Reap(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Read as at the start, when none had expired: what is gone was deleted.
+		for _, r := range []*idlegrid.KeptResponse{expired[0], expired[len(expired)-1]} {
+			if _, err := m.store.FindResponse(ctx, m.renterID, r.ID, start); idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND {
+				t.Errorf("a response expired 30 days in, after a pass 31 days in: %v, want it deleted", err)
+			}
+		}
+		if n, err := m.store.ForgetResponses(ctx, clock.Now(), 10); err != nil || n != 0 {
+			t.Errorf("responses still due after the pass: %d (%v), want none", n, err)
+		}
+		if _, err := m.store.FindResponse(ctx, m.renterID, kept.ID, clock.Now()); err != nil {
+			t.Errorf("a response kept for 60 days, after a pass 31 days in: %v, want it kept", err)
 		}
 	})
 }

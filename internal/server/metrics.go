@@ -42,7 +42,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 0.1 ms to 26 s
 		}),
 		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "idlegrid_expired_total", Help: "Rows freed because they expired: job submissions' idempotency keys past their retention (job_idempotency_key), idle registry logins deleted (registry_login).",
+			Name: "idlegrid_expired_total", Help: "Rows freed because they expired: job submissions' idempotency keys past their retention (job_idempotency_key), idle registry logins deleted (registry_login), the inference gateway's kept responses past their retention (kept_response).",
 		}, []string{"what"}),
 	}
 	m.redone = prometheus.NewCounterVec(prometheus.CounterOpts{

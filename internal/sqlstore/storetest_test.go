@@ -85,6 +85,9 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"Reputation_Together", testReputationTogether},
 		{"HeartbeatSpans", testHeartbeatSpans},
 		{"HeartbeatsTogether", testHeartbeatsTogether},
+		{"KeptResponses", testKeptResponses},
+		{"KeptResponses_Chain", testKeptResponsesChain},
+		{"KeptResponses_Expiry", testKeptResponsesExpiry},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
