@@ -22,7 +22,8 @@ type devCaller struct {
 	report   func(msg string)
 	nodeName func(id string) string
 	http     *http.Client
-	calls    int // made so far: every third is a response (POST /v1/responses), the rest chats
+	calls    int    // made so far: every third is a response (POST /v1/responses), the rest chats
+	previous string // the last response's ID, which every other response continues; "" for none
 }
 
 // devCallEvery is how often the demo renter calls the demo model.
@@ -60,8 +61,14 @@ func (c *devCaller) next() (endpoint, via string, body []byte) {
 	maxTokens := 16 + c.rand.IntN(113)
 	prompt := devPrompts[c.rand.IntN(len(devPrompts))]
 	if c.calls%3 == 0 {
-		body, _ = json.Marshal(map[string]any{"model": devModelName, "input": prompt, "max_output_tokens": maxTokens})
-		return "responses", " (Responses API)", body
+		r := map[string]any{"model": devModelName, "input": prompt, "max_output_tokens": maxTokens}
+		via = " (Responses API)"
+		if c.calls%6 == 0 && c.previous != "" {
+			r["previous_response_id"] = c.previous
+			via = " (Responses API, continuing " + c.previous + ")"
+		}
+		body, _ = json.Marshal(r)
+		return "responses", via, body
 	}
 	body, _ = json.Marshal(map[string]any{
 		"model":      devModelName,
@@ -71,8 +78,9 @@ func (c *devCaller) next() (endpoint, via string, body []byte) {
 	return "chat/completions", "", body
 }
 
-// call sends one chat completion, or every third call a response, and
-// says what came back.
+// call sends one chat completion, or every third call a response (every
+// other one continuing the last, previous_response_id), and says what came
+// back.
 func (c *devCaller) call(ctx context.Context) (string, error) {
 	endpoint, via, body := c.next()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/"+endpoint, strings.NewReader(string(body)))
@@ -92,6 +100,7 @@ func (c *devCaller) call(ctx context.Context) (string, error) {
 		return "", err
 	}
 	var out struct {
+		ID    string `json:"id"`
 		Usage struct {
 			CompletionTokens int `json:"completion_tokens"`
 			OutputTokens     int `json:"output_tokens"` // a response's
@@ -103,7 +112,11 @@ func (c *devCaller) call(ctx context.Context) (string, error) {
 	if err := json.Unmarshal(answer, &out); err != nil {
 		return "", fmt.Errorf("%s: %s", resp.Status, clip(string(answer), 120))
 	} else if resp.StatusCode != http.StatusOK {
+		c.previous = "" // a conversation that cannot go on starts again
 		return "", fmt.Errorf("%s: %s", resp.Status, out.Error.Message)
+	}
+	if endpoint == "responses" {
+		c.previous = out.ID
 	}
 	return fmt.Sprintf("renter called %s%s: %d tokens in %s on %s", devModelName, via, out.Usage.CompletionTokens+out.Usage.OutputTokens,
 		time.Since(began).Round(time.Millisecond), c.nodeName(resp.Header.Get("X-Idlegrid-Node"))), nil

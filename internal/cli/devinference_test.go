@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -16,15 +17,17 @@ func TestDevCaller_call(t *testing.T) {
 		Model           string `json:"model"`
 		MaxTokens       int    `json:"max_tokens"`
 		MaxOutputTokens int    `json:"max_output_tokens"`
+		Previous        string `json:"previous_response_id"`
 	}
 	var path string
 	busy := false
+	responses := 1
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer igk_renter" {
 			http.Error(w, "wrong request", http.StatusBadRequest)
 			return
 		}
-		path, asked.MaxTokens, asked.MaxOutputTokens = r.URL.Path, 0, 0
+		path, asked.MaxTokens, asked.MaxOutputTokens, asked.Previous = r.URL.Path, 0, 0, ""
 		json.NewDecoder(r.Body).Decode(&asked)
 		if busy {
 			w.WriteHeader(http.StatusTooManyRequests)
@@ -33,7 +36,8 @@ func TestDevCaller_call(t *testing.T) {
 		}
 		w.Header().Set("X-Idlegrid-Node", "node_1")
 		if path == "/v1/responses" {
-			w.Write([]byte(`{"object":"response","output":[],"usage":{"input_tokens":5,"output_tokens":3}}`))
+			w.Write([]byte(`{"id":"resp_` + strconv.Itoa(responses) + `","object":"response","output":[],"usage":{"input_tokens":5,"output_tokens":3}}`))
+			responses++
 			return
 		}
 		w.Write([]byte(`{"choices":[{"message":{"content":"tok tok"}}],"usage":{"prompt_tokens":5,"completion_tokens":2}}`))
@@ -56,7 +60,13 @@ func TestDevCaller_call(t *testing.T) {
 	busy = false
 	msg, err = c.call(context.Background()) // the third: a response
 	if err != nil || !regexp.MustCompile(`^renter called sim-8b-instruct \(Responses API\): 3 tokens in (\d+ms|0s) on nb-h100-01$`).MatchString(msg) ||
-		path != "/v1/responses" || asked.MaxOutputTokens < 16 || asked.MaxOutputTokens > 128 {
+		path != "/v1/responses" || asked.MaxOutputTokens < 16 || asked.MaxOutputTokens > 128 || asked.Previous != "" {
 		t.Errorf("the third call = %q, %v, asked %s %+v; want a response of 16–128 tokens, its usage said", msg, err, path, asked)
+	}
+	for range 3 {
+		msg, err = c.call(context.Background())
+	}
+	if err != nil || !strings.Contains(msg, "(Responses API, continuing resp_1)") || path != "/v1/responses" || asked.Previous != "resp_1" {
+		t.Errorf("the sixth call = %q, %v, asked %s %+v; want a response continuing the first, resp_1", msg, err, path, asked)
 	}
 }

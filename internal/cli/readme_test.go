@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -187,10 +188,17 @@ func queuedJob(t *testing.T, env map[string]string) (string, error) {
 }
 
 // curlTour makes the tour's curl call: a POST of -d's body with its
-// headers, which must answer 200.
+// headers, which must answer 200. RESPONSE_ID is the last response's ID
+// the tour got.
 func curlTour(line string, env map[string]string) error {
 	for k, v := range env {
 		line = strings.ReplaceAll(line, "$"+k, v)
+	}
+	if strings.Contains(line, "RESPONSE_ID") {
+		if env["RESPONSE_ID"] == "" {
+			return fmt.Errorf("%q continues a response, but the tour made none before it", line)
+		}
+		line = strings.ReplaceAll(line, "RESPONSE_ID", env["RESPONSE_ID"])
 	}
 	m := regexp.MustCompile(`^curl (\S+) -H "([^:]+): ([^"]+)" -d '([^']*)'$`).FindStringSubmatch(line)
 	if m == nil {
@@ -209,6 +217,10 @@ func curlTour(line string, env map[string]string) error {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	var answer struct{ ID string }
+	if json.Unmarshal(body, &answer) == nil && strings.HasPrefix(answer.ID, "resp_") {
+		env["RESPONSE_ID"] = answer.ID // a response, which the tour's next call continues
 	}
 	return nil
 }

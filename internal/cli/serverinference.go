@@ -15,6 +15,7 @@ type inferenceLimits struct {
 	keyRPS         float64
 	keyBurst       int
 	keyConcurrency int
+	retention      time.Duration
 }
 
 // inferenceFlags adds the gateway's flags to fs.
@@ -26,6 +27,8 @@ func inferenceFlags(fs *flagSet) *inferenceLimits {
 	fs.Float64Var(&l.keyRPS, "inference-key-rps", 0, "inference requests a second each API key may send (a token bucket); 0: no limit")
 	fs.IntVar(&l.keyBurst, "inference-key-burst", 0, "how many requests above --inference-key-rps a key may send at once (default: a second's worth, at least 1)")
 	fs.IntVar(&l.keyConcurrency, "inference-key-concurrency", 0, "inference requests each API key may have in flight; 0: no limit")
+	fs.DurationVar(&l.retention, "response-retention", gateway.DefaultResponseRetention,
+		"how long a response of POST /v1/responses is kept to be continued (previous_response_id) and read back, unless its request says store false")
 	return l
 }
 
@@ -42,6 +45,8 @@ func (l *inferenceLimits) check() error {
 		return usagef("--inference-key-burst must be between 0 and 1000000, got %d", l.keyBurst)
 	case l.keyConcurrency < 0 || l.keyConcurrency > 1_000_000:
 		return usagef("--inference-key-concurrency must be between 0 and 1000000, got %d", l.keyConcurrency)
+	case l.retention < time.Minute || l.retention > 10*365*24*time.Hour:
+		return usagef("--response-retention must be between 1m and 87600h (ten years), got %s", l.retention)
 	}
 	return nil
 }
@@ -56,6 +61,7 @@ func (l *inferenceLimits) apply(c *gateway.Config) {
 		c.QueueTimeout = -1 // the gateway reads 0 as its default
 	}
 	c.KeyRequestsPerSecond, c.KeyBurst, c.KeyConcurrency = l.keyRPS, l.keyBurst, l.keyConcurrency
+	c.ResponseRetention = l.retention
 	if l.keyRPS > 0 && l.keyBurst == 0 {
 		c.KeyBurst = max(1, int(math.Ceil(l.keyRPS)))
 	}

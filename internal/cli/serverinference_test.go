@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +38,34 @@ func TestInferenceLimits_apply(t *testing.T) {
 		if c.QueueTimeout != tc.timeout || c.MaxQueue != tc.queue || c.KeyRequestsPerSecond != tc.rps || c.KeyBurst != tc.burst || c.KeyConcurrency != tc.concurrency {
 			t.Errorf("%v: queue %s/%d, key %g/s burst %d concurrency %d; want %s/%d, %g/s burst %d concurrency %d", tc.args,
 				c.QueueTimeout, c.MaxQueue, c.KeyRequestsPerSecond, c.KeyBurst, c.KeyConcurrency, tc.timeout, tc.queue, tc.rps, tc.burst, tc.concurrency)
+		}
+	}
+}
+
+func TestInferenceLimits_responseRetention(t *testing.T) {
+	for args, want := range map[string]time.Duration{
+		"":                          gateway.DefaultResponseRetention,
+		"--response-retention=72h":  72 * time.Hour,
+		"--response-retention=30s":  0,
+		"--response-retention=-24h": 0,
+	} {
+		fs := &flagSet{FlagSet: flag.NewFlagSet("server", flag.ContinueOnError)}
+		fs.SetOutput(io.Discard)
+		l := inferenceFlags(fs)
+		if err := fs.FlagSet.Parse(strings.Fields(args)); err != nil {
+			t.Fatal(err)
+		}
+		err := l.check()
+		if want == 0 {
+			if err == nil || !strings.Contains(err.Error(), "--response-retention") {
+				t.Errorf("%s: %v; want an error naming the flag", args, err)
+			}
+			continue
+		}
+		var c gateway.Config
+		l.apply(&c)
+		if err != nil || c.ResponseRetention != want {
+			t.Errorf("%s: %v, retention %s; want %s", args, err, c.ResponseRetention, want)
 		}
 	}
 }

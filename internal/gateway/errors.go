@@ -86,20 +86,6 @@ func NoRoute(w http.ResponseWriter, r *http.Request, allowed []string) {
 		Type: openai.TypeInvalidRequest, Code: &code}})
 }
 
-// responsesNotKept answers what the Responses API serves of a response
-// kept before (GET /v1/responses/{id}, its input items, DELETE, POST
-// …/cancel): 404, since the gateway keeps none and has its providers keep
-// none (openai.Responses). Like NoRoute it asks for no key: it reads
-// nothing.
-func responsesNotKept(w http.ResponseWriter, r *http.Request) {
-	code := idlegrid.ENOTFOUND
-	writeJSON(w, http.StatusNotFound, openai.ErrorBody{Error: openai.ErrorDetail{
-		Message: fmt.Sprintf("%s %s: responses are not kept here: each request goes to whichever provider suits it, "+
-			"asked to keep no copy (store false); keep what POST /v1/responses answered, and send the conversation so far in its input",
-			r.Method, r.URL.Path),
-		Type: openai.TypeNotFound, Code: &code}})
-}
-
 // endpointList names the gateway's OpenAI endpoints, for NoRoute: each of
 // openAIPaths with its method, but for the one model's, which GET
 // /v1/models stands for.

@@ -163,6 +163,9 @@ type Config struct {
 	// requests waiting per model; more are refused at once. Default 1024.
 	QueueTimeout time.Duration
 	MaxQueue     int
+	// ResponseRetention is how long a response of the Responses API is
+	// kept (kept.go). Default 30 days, as OpenAI keeps them.
+	ResponseRetention time.Duration
 	// Metrics is where the gateway registers its metrics (metrics.go), the
 	// registry the server's GET /metrics serves. Nil: they are kept but
 	// served nowhere.
@@ -196,6 +199,7 @@ func (c *Config) setDefaults() {
 		c.QueueTimeout = DefaultQueueTimeout
 	}
 	setDefault(&c.MaxQueue, DefaultMaxQueue)
+	setDefault(&c.ResponseRetention, DefaultResponseRetention)
 }
 
 func setDefault[T int | int64 | time.Duration](v *T, def T) {
@@ -289,7 +293,11 @@ func New(cfg Config) (*Gateway, error) {
 	g.mux.HandleFunc("POST /v1/completions", g.withKey(g.infer("completions")))
 	g.mux.HandleFunc("POST /v1/embeddings", g.withKey(g.infer("embeddings")))
 	g.mux.HandleFunc("POST /v1/responses", g.withKey(g.infer("responses")))
-	g.mux.HandleFunc("/v1/responses/{id...}", responsesNotKept)
+	g.mux.HandleFunc("GET /v1/responses/{id}", g.withKey(g.getResponse))
+	g.mux.HandleFunc("DELETE /v1/responses/{id}", g.withKey(g.deleteResponse))
+	g.mux.HandleFunc("GET /v1/responses/{id}/input_items", g.withKey(g.listInputItems))
+	g.mux.HandleFunc("POST /v1/responses/{id}/cancel", g.withKey(g.cancelResponse))
+	g.mux.HandleFunc("/v1/responses/{id...}", g.responsesPath)
 	g.mux.HandleFunc("GET /v1/inference/stats", g.withKey(g.serveStats))
 	g.mux.HandleFunc("GET /v1/inference/usage", g.withKey(g.serveUsage))
 	return g, nil

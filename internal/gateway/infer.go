@@ -35,6 +35,7 @@ type exchange struct {
 	body   []byte     // what goes upstream
 	held   *candidate // counted in at its provider already (waitForRoom)
 	sole   bool       // the model has one provider: nothing tells its errors from the request's (judgeErrors)
+	kept   *keeping   // a Responses API request's: the response it keeps (kept.go); nil for other endpoints
 }
 
 // infer serves one of the inference endpoints.
@@ -53,6 +54,12 @@ func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 		req, err := openai.ParseRequest(e, body)
 		if err != nil {
 			return err
+		}
+		var kept *keeping
+		if e == openai.Responses {
+			if req, kept, err = g.continued(r.Context(), c.AccountID, requestID(w), req); err != nil {
+				return err
+			}
 		}
 		if req.Provider, err = c.routingOf(req.Provider); err != nil { // the key's owner set where its requests may go
 			return err
@@ -83,7 +90,7 @@ func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 			res.release(0)
 			return err
 		}
-		x := &exchange{g: g, id: requestID(w), req: req, caller: c.Caller, start: start, res: res, body: up, held: held, sole: len(all) == 1}
+		x := &exchange{g: g, id: requestID(w), req: req, caller: c.Caller, start: start, res: res, body: up, held: held, sole: len(all) == 1, kept: kept}
 		return x.run(w, r, plan)
 	}
 }

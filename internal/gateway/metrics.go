@@ -23,6 +23,7 @@ type metrics struct {
 	failures      *prometheus.CounterVec   // by reason (busy, not_served, request, large_prompt, large_answer, failed)
 	meterWrites   prometheus.Histogram
 	chargesLost   prometheus.Counter
+	notKept       prometheus.Counter
 
 	mu      sync.Mutex
 	byModel map[string]*modelMetrics
@@ -69,6 +70,9 @@ func newMetrics() *metrics {
 		}),
 		chargesLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "idlegrid_inference_charges_failed_total", Help: "Charges the store refused, or could not take by the time the gateway closed (each is logged with its request); the renter was not charged, unless the meter journal kept the charge for the next start.",
+		}),
+		notKept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idlegrid_inference_responses_not_kept_total", Help: "Responses of the Responses API asked to be kept that the store could not keep (each is logged with its request): the renter got the answer, but cannot continue or read it back.",
 		}),
 		byModel: map[string]*modelMetrics{},
 	}
@@ -127,7 +131,7 @@ func (m *metrics) chargeCapped(reason string) { m.chargesCapped.WithLabelValues(
 // register adds the gateway's metrics to reg, with gauges and counters
 // read from g when scraped.
 func (m *metrics) register(reg prometheus.Registerer, g *Gateway) error {
-	cs := []prometheus.Collector{m.latency, m.ttft, m.tokens, m.charged, m.usageCapped, m.chargesCapped, m.failures, m.meterWrites, m.chargesLost,
+	cs := []prometheus.Collector{m.latency, m.ttft, m.tokens, m.charged, m.usageCapped, m.chargesCapped, m.failures, m.meterWrites, m.chargesLost, m.notKept,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "idlegrid_inference_in_flight", Help: "Inference requests running now.",
 		}, func() float64 { return float64(g.active.N()) }),

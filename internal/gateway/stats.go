@@ -245,6 +245,10 @@ func parseLimit(s string) (int, error) {
 	return n, nil
 }
 
+// repeatable are the query parameters that may be given more than once:
+// the lists OpenAI's SDKs send a value at a time.
+var repeatable = map[string]bool{"include": true, "include[]": true}
+
 // checkQuery refuses, as the rest of the API does, a query parameter the
 // route does not know (known), or one given more than once, naming it.
 func checkQuery(r *http.Request, known ...string) (url.Values, error) {
@@ -259,7 +263,7 @@ func checkQuery(r *http.Request, known ...string) (url.Values, error) {
 			return nil, idlegrid.Invalid(field, "unknown query parameter; this endpoint takes none")
 		case !slices.Contains(known, name):
 			return nil, idlegrid.Invalid(field, "unknown query parameter; use %s", strings.Join(known, ", "))
-		case len(values[name]) > 1:
+		case len(values[name]) > 1 && !repeatable[name]:
 			return nil, idlegrid.Invalid(field, "given %d times; give it once", len(values[name]))
 		}
 	}

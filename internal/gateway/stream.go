@@ -41,10 +41,11 @@ func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate,
 	var ttft time.Duration
 	var broke error
 	if a.complete {
-		h.Set("Content-Length", strconv.Itoa(len(a.first)))
+		body := x.echo(a.first)
+		h.Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(http.StatusOK)
 		x.res.done() // the key's slot, before the answer: the renter's next request may follow it at once
-		x.writeWhole(w, a.first)
+		x.writeWhole(w, body)
 		// Out now, in one write, rather than when the handler returns:
 		// the renter need not wait for the metering below.
 		http.NewResponseController(w).Flush()
@@ -139,6 +140,7 @@ func (x *exchange) pass(w http.ResponseWriter, a *answer, sm *openai.StreamMeter
 	if !x.req.IncludeUsage {
 		drop = &openai.UsageDropper{}
 	}
+	events := x.responseEvents()
 	write := func(p []byte) error {
 		rc.SetWriteDeadline(time.Now().Add(x.g.cfg.StallTimeout)) // see renterWrites
 		if _, err := w.Write(p); err != nil {
@@ -156,6 +158,8 @@ func (x *exchange) pass(w http.ResponseWriter, a *answer, sm *openai.StreamMeter
 		out := p
 		if drop != nil {
 			out = drop.Pass(p)
+		} else if events != nil {
+			out = x.passEvents(events, events.Pass(p))
 		}
 		if len(out) > 0 {
 			if err := write(out); err != nil {
@@ -178,11 +182,15 @@ func (x *exchange) pass(w http.ResponseWriter, a *answer, sm *openai.StreamMeter
 			}
 		}
 		if errors.Is(err, io.EOF) {
+			var rest []byte // an event never ended goes on as it came
 			if drop != nil {
-				if rest := drop.Rest(); len(rest) > 0 { // an event never ended goes on as it came
-					if werr := write(rest); werr != nil {
-						return ttft, werr
-					}
+				rest = drop.Rest()
+			} else if events != nil {
+				rest = x.passEvents(events, events.Rest())
+			}
+			if len(rest) > 0 {
+				if werr := write(rest); werr != nil {
+					return ttft, werr
 				}
 			}
 			return ttft, nil
@@ -194,6 +202,26 @@ func (x *exchange) pass(w http.ResponseWriter, a *answer, sm *openai.StreamMeter
 			return ttft, err
 		}
 	}
+}
+
+// responseEvents is the filter a Responses API stream passes through
+// (openai.ResponseEvents); nil for other endpoints.
+func (x *exchange) responseEvents() *openai.ResponseEvents {
+	if x.kept == nil {
+		return nil
+	}
+	return &openai.ResponseEvents{ID: x.kept.id, Previous: x.kept.previous, Store: x.kept.store, MaxEvent: int(x.g.cfg.MaxAnswerBytes)}
+}
+
+// passEvents returns out, what the filter passed of the stream, followed
+// by its last event once it came, the response kept first (keep).
+func (x *exchange) passEvents(f *openai.ResponseEvents, out []byte) []byte {
+	final, response := f.TakeFinal()
+	if final == nil {
+		return out
+	}
+	x.keep(response)
+	return append(out, final...)
 }
 
 // streamEnd is the event that ends an OpenAI stream, after which a

@@ -46,6 +46,12 @@ type Request struct {
 	// object an API key may carry as its default (WithDefaults); nil when
 	// absent.
 	Provider *idlegrid.Routing
+	// PreviousResponseID is the kept response a Responses API request
+	// continues (previous_response_id); "" for none (conversation.go).
+	PreviousResponseID string
+	// Store is whether a Responses API request's response is to be kept
+	// (store: true unless false).
+	Store bool
 
 	body     []byte
 	fields   map[string]json.RawMessage
@@ -238,21 +244,27 @@ func decodeField(fields map[string]json.RawMessage, name string, v any) error {
 // the gateway's own "provider" field, with a streamed request asking for
 // usage in its last chunk, which metering needs, and a response's store
 // false (the provider keeps no copy of the renter's conversation, which
-// no later request could reach: each may go to another provider). A
+// no later request could reach: each may go to another provider) and no
+// previous_response_id (the gateway's, which names nothing there: the
+// gateway sends the conversation whole, Continue). A
 // request that needs none of these is sent byte for byte as it came; the
 // changes are spliced into the body (SetField, DeleteField), so its other
 // fields keep their bytes and order.
 func (r *Request) Upstream() ([]byte, error) {
 	_, hasProvider := r.fields["provider"]
+	_, hasPrevious := r.fields["previous_response_id"]
 	addUsage := r.Stream && !r.IncludeUsage
 	unstore := r.Endpoint == Responses && string(r.fields["store"]) != "false"
-	if !hasProvider && !addUsage && !unstore {
+	if !hasProvider && !hasPrevious && !addUsage && !unstore {
 		return r.body, nil
 	}
 	body := r.body
 	var err error
-	if hasProvider {
-		if body, err = DeleteField(body, "provider"); err != nil {
+	for _, own := range []string{"provider", "previous_response_id"} {
+		if _, ok := r.fields[own]; !ok {
+			continue
+		}
+		if body, err = DeleteField(body, own); err != nil {
 			return nil, err
 		}
 	}

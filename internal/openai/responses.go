@@ -8,21 +8,30 @@ import (
 	"github.com/idlegrid/idlegrid"
 )
 
-// The Responses API (POST /v1/responses), as the gateway serves it:
-// stateless. OpenAI keeps each response, and a request may build on one
-// kept before (previous_response_id, a conversation, an item_reference),
-// be polled later (background), or use a prompt template kept there. A
-// marketplace sends each request to whichever provider suits it, and no
-// provider can reach what another kept, so the gateway refuses those,
-// saying how to send the same request whole, and asks the provider to keep
-// nothing (Request.Upstream sends store false).
+// The Responses API (POST /v1/responses), as the gateway serves it. The
+// gateway keeps responses itself and continues a conversation from one
+// (conversation.go). What else OpenAI keeps it does not: conversations,
+// responses to poll later (background), items to refer to by ID
+// (item_reference), prompt templates. It refuses those, saying how to
+// send the same request whole, and asks the provider to keep nothing
+// (Request.Upstream sends store false).
 
-// parseResponse reads a response request's prompt: its instructions and
-// its input.
+// parseResponse reads a response request's prompt (its instructions and
+// its input) and what it asks of the kept responses.
 func (r *Request) parseResponse(p *promptText) error {
 	if err := r.stateless(); err != nil {
 		return err
 	}
+	if err := decodeField(r.fields, "previous_response_id", &r.PreviousResponseID); err != nil {
+		return err
+	} else if len(r.PreviousResponseID) > 256 {
+		return idlegrid.Invalid("previous_response_id", "at most 256 characters: the ID of a response POST /v1/responses answered")
+	}
+	store := true
+	if err := decodeField(r.fields, "store", &store); err != nil {
+		return err
+	}
+	r.Store = store
 	var instructions string
 	if err := decodeField(r.fields, "instructions", &instructions); err != nil {
 		return err
@@ -38,20 +47,14 @@ func (r *Request) parseResponse(p *promptText) error {
 // stateless refuses the fields of a response request that need what the
 // gateway does not keep.
 func (r *Request) stateless() error {
-	var previous string
-	if err := decodeField(r.fields, "previous_response_id", &previous); err != nil {
-		return err
-	} else if previous != "" {
-		return idlegrid.Invalid("previous_response_id", "not supported: responses are not kept, since each request may go to another provider; send the conversation so far in input, the earlier output items included")
-	}
 	if present(r.fields, "conversation") {
-		return idlegrid.Invalid("conversation", "not supported: conversations are not kept, since each request may go to another provider; send the conversation so far in input")
+		return idlegrid.Invalid("conversation", "not supported: conversations are not kept; continue from the last response with previous_response_id, or send the conversation so far in input")
 	}
 	var background bool
 	if err := decodeField(r.fields, "background", &background); err != nil {
 		return err
 	} else if background {
-		return idlegrid.Invalid("background", "not supported: responses are not kept to be polled; set stream to true to read a long response as it is generated")
+		return idlegrid.Invalid("background", "not supported: responses are not run in the background to be polled; set stream to true to read a long response as it is generated")
 	}
 	if present(r.fields, "prompt") {
 		return idlegrid.Invalid("prompt", "not supported: prompt templates are not kept; send the template's text in instructions and input")
@@ -103,7 +106,7 @@ func (p *promptText) responseItem(field string, raw json.RawMessage) error {
 	}
 	switch {
 	case it.Type == "item_reference":
-		return idlegrid.Invalid(field, "not supported: items are not kept, since each request may go to another provider; send the item itself")
+		return idlegrid.Invalid(field, "not supported: items are not referred to by ID; send the item itself, or continue from the response that holds it with previous_response_id")
 	case it.Role != "":
 		p.nMessages++
 		p.mark(it.Role)

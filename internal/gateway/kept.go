@@ -1,0 +1,235 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/openai"
+)
+
+// Kept responses: the gateway keeps each answer of the Responses API whose
+// request did not say store false (idlegrid.KeptResponse), for
+// ResponseRetention, so that the renter may continue the conversation
+// from it (previous_response_id), read it back (GET /v1/responses/{id}),
+// list its input items, and delete it, as with OpenAI. It keeps them in
+// the coordinator's store, not at the provider that answered: the next
+// request of a conversation may go to another provider, which is sent the
+// conversation whole (openai.Request.Continue). A response is kept before
+// the renter reads its end, so that a request that continues it at once
+// finds it.
+
+// Defaults for the Config fields of kept responses.
+const (
+	// DefaultResponseRetention is how long a response is kept: OpenAI's
+	// 30 days.
+	DefaultResponseRetention = 30 * 24 * time.Hour
+	// MaxConversation is the most responses one conversation may chain
+	// through previous_response_id.
+	MaxConversation = 10_000
+	// keepTimeout bounds the write that keeps a response.
+	keepTimeout = 10 * time.Second
+)
+
+// keeping is what a Responses API request's exchange knows of the
+// response it will keep: its ID, and its request's own input, store and
+// previous_response_id.
+type keeping struct {
+	id       string
+	previous string
+	store    bool
+	input    json.RawMessage
+}
+
+// responseID is the ID of the response to request reqID: its digits,
+// "resp_…".
+func responseID(reqID string) string {
+	_, digits, _ := strings.Cut(reqID, "_")
+	return "resp_" + digits
+}
+
+// continued returns req as it goes upstream: for a response that
+// continues a kept one, the conversation whole (openai.Request.Continue);
+// and what the exchange keeps of it.
+func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *openai.Request) (*openai.Request, *keeping, error) {
+	own, err := req.InputItems()
+	if err != nil {
+		return nil, nil, err
+	}
+	k := &keeping{id: responseID(reqID), previous: req.PreviousResponseID, store: req.Store, input: own}
+	if req.PreviousResponseID == "" {
+		return req, k, nil
+	}
+	history, err := g.conversation(ctx, renterID, req.PreviousResponseID)
+	if err != nil {
+		return nil, nil, err
+	}
+	whole, err := req.Continue(history)
+	if err != nil {
+		return nil, nil, err
+	}
+	if n := int64(len(whole.Body())); n > g.cfg.MaxBodyBytes {
+		return nil, nil, idlegrid.Errorf(idlegrid.ETOOLARGE, "previous_response_id: the conversation so far and this input come to %d bytes, over the %d a request may be; start a new conversation, sending what matters of this one in input", n, g.cfg.MaxBodyBytes)
+	}
+	return whole, k, nil
+}
+
+// conversation returns the items of the conversation up to and including
+// the renter's kept response id: each response's input items, then its
+// output items, the first response first.
+func (g *Gateway) conversation(ctx context.Context, renterID, id string) ([]json.RawMessage, error) {
+	chain, err := g.cfg.Store.ResponseChain(ctx, renterID, id, g.cfg.Clock.Now(), MaxConversation)
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, idlegrid.Invalid("previous_response_id", "no response %q is kept for this account: it was never kept (store false), was deleted, or expired after %v", id, g.cfg.ResponseRetention)
+	} else if err != nil {
+		return nil, err
+	}
+	if first := chain[0]; first.PreviousID != "" {
+		if len(chain) >= MaxConversation {
+			return nil, idlegrid.Invalid("previous_response_id", "the conversation is over %d responses long; start a new one, sending what matters of this one in input", MaxConversation)
+		}
+		return nil, idlegrid.Invalid("previous_response_id", "the conversation cannot be continued: response %s, an earlier one of it, was deleted or expired", first.PreviousID)
+	}
+	var items []json.RawMessage
+	for _, r := range chain {
+		var in []json.RawMessage
+		if err := json.Unmarshal(r.Input, &in); err != nil {
+			return nil, fmt.Errorf("kept response %s: its input: %w", r.ID, err)
+		}
+		out, err := openai.OutputItems(r.Response)
+		if err != nil {
+			return nil, fmt.Errorf("kept response %s: %w", r.ID, err)
+		}
+		items = append(append(items, in...), out...)
+	}
+	return items, nil
+}
+
+// keep keeps the response obj (as echoed to the renter) when its request
+// asked for it to be kept. A failure is logged and the answer goes on: it
+// is the renter's all the same, though it cannot be continued.
+func (x *exchange) keep(obj []byte) {
+	k := x.kept
+	if k == nil || !k.store {
+		return
+	}
+	g := x.g
+	now := g.cfg.Clock.Now()
+	r := &idlegrid.KeptResponse{
+		ID: k.id, RenterID: x.caller.AccountID, Model: x.req.Model, PreviousID: k.previous,
+		Input: k.input, Response: obj, CreatedAt: now, ExpiresAt: now.Add(g.cfg.ResponseRetention),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
+	defer cancel()
+	if err := g.cfg.Store.KeepResponse(ctx, r); err != nil {
+		g.log.Error("gateway: could not keep a response; it cannot be continued or read back", "request", x.id, "response", k.id, "err", err)
+		g.metrics.notKept.Inc()
+	}
+}
+
+// echo is a whole answer of the Responses API as the renter gets it
+// (openai.Echo), kept when asked; any other answer as it came.
+func (x *exchange) echo(answer []byte) []byte {
+	k := x.kept
+	if k == nil {
+		return answer
+	}
+	out, err := openai.Echo(answer, k.id, k.store, k.previous)
+	if err != nil {
+		return answer // not a response object: nothing to keep
+	}
+	x.keep(out)
+	return out
+}
+
+// getResponse answers GET /v1/responses/{id}: the renter's kept response,
+// as it was answered.
+func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, c *apiKey) error {
+	q, err := checkQuery(r, "stream", "include", "include[]", "include_obfuscation", "starting_after")
+	if err != nil {
+		return err
+	}
+	if q.Get("stream") == "true" {
+		return idlegrid.Invalid("stream", "not supported: a kept response is read back whole; leave stream out")
+	}
+	kr, err := g.findResponse(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeRaw(w, http.StatusOK, kr.Response)
+	return nil
+}
+
+// findResponse returns the caller's kept response id: ENOTFOUND, naming
+// it, for none (another renter's included).
+func (g *Gateway) findResponse(ctx context.Context, c *apiKey, id string) (*idlegrid.KeptResponse, error) {
+	if c.Role != idlegrid.RoleRenter || c.NodeID != "" {
+		return nil, idlegrid.Errorf(idlegrid.EFORBIDDEN, "only renter accounts have responses")
+	}
+	kr, err := g.cfg.Store.FindResponse(ctx, c.AccountID, id, g.cfg.Clock.Now())
+	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
+		return nil, idlegrid.Errorf(idlegrid.ENOTFOUND, "no response %q is kept for this account: it was never kept (store false), was deleted, or expired after %v", id, g.cfg.ResponseRetention)
+	}
+	return kr, err
+}
+
+// deleteResponse answers DELETE /v1/responses/{id}, as OpenAI does.
+func (g *Gateway) deleteResponse(w http.ResponseWriter, r *http.Request, c *apiKey) error {
+	if _, err := checkQuery(r); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if _, err := g.findResponse(r.Context(), c, id); err != nil {
+		return err
+	}
+	if err := g.cfg.Store.DeleteResponse(r.Context(), c.AccountID, id, g.cfg.Clock.Now()); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Deleted bool   `json:"deleted"`
+	}{id, "response", true})
+	return nil
+}
+
+// cancelResponse answers POST /v1/responses/{id}/cancel: only a
+// background response may be cancelled, and the gateway runs none.
+func (g *Gateway) cancelResponse(w http.ResponseWriter, r *http.Request, c *apiKey) error {
+	if _, err := g.findResponse(r.Context(), c, r.PathValue("id")); err != nil {
+		return err
+	}
+	return idlegrid.Errorf(idlegrid.EINVALID, "only a response created with background true can be cancelled, and the gateway runs none in the background: response %s is complete", r.PathValue("id"))
+}
+
+// responsesPath answers a path under /v1/responses/ that no route above
+// serves: 405 where the path is one of them, 404 otherwise.
+func (g *Gateway) responsesPath(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, "/v1/responses/")
+	id, sub, _ := strings.Cut(rest, "/")
+	var allowed []string
+	switch {
+	case id == "":
+	case sub == "":
+		allowed = []string{http.MethodGet, http.MethodDelete}
+	case sub == "input_items":
+		allowed = []string{http.MethodGet}
+	case sub == "cancel":
+		allowed = []string{http.MethodPost}
+	}
+	NoRoute(w, r, allowed)
+}
+
+// writeRaw writes b, a JSON value, as the answer.
+func writeRaw(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	w.Write(append(b[:len(b):len(b)], '\n'))
+}

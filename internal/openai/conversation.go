@@ -1,0 +1,108 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// A conversation of the Responses API, as the gateway keeps it. OpenAI
+// keeps each response (unless the request says store false), and a
+// request may continue from one (previous_response_id): the model then
+// sees the input and output items of each response of the conversation,
+// the first first, before the request's own input; the instructions of
+// the earlier ones are not carried over. The gateway keeps the responses
+// itself (idlegrid.KeptResponse), since the next request may go to
+// another provider, and sends each provider the conversation whole
+// (Continue), asking it to keep nothing (Upstream). The response object
+// the renter gets names the gateway's ID, and the store and
+// previous_response_id the renter sent (Echo), not the provider's.
+
+// InputItems returns the request's own input as a JSON list of input
+// items: a list as sent, a string as one user message.
+func (r *Request) InputItems() (json.RawMessage, error) {
+	raw := bytes.TrimSpace(r.fields["input"])
+	if len(raw) > 0 && raw[0] == '[' {
+		return raw, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, idlegrid.Invalid("input", "must be a string or a list of input items")
+	}
+	return json.Marshal([]userMessage{{Role: "user", Content: s}})
+}
+
+type userMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Continue returns the request r continues: the same, but for its input,
+// which is history (the items of the conversation so far, the first
+// first) followed by r's own, and without previous_response_id. r's
+// PreviousResponseID and Store carry over; its estimates are the whole
+// conversation's.
+func (r *Request) Continue(history []json.RawMessage) (*Request, error) {
+	own, err := r.InputItems()
+	if err != nil {
+		return nil, err
+	}
+	var ownItems []json.RawMessage
+	if err := json.Unmarshal(own, &ownItems); err != nil {
+		return nil, idlegrid.Invalid("input", "must be a string or a list of input items")
+	}
+	input, err := json.Marshal(append(history[:len(history):len(history)], ownItems...))
+	if err != nil {
+		return nil, idlegrid.Invalid("input", "an item of the conversation is not JSON: %v", err)
+	}
+	body, err := SetField(r.body, "input", input)
+	if err != nil {
+		return nil, err
+	}
+	if body, err = DeleteField(body, "previous_response_id"); err != nil {
+		return nil, err
+	}
+	c, err := ParseRequest(r.Endpoint, body)
+	if err != nil {
+		return nil, err
+	}
+	c.PreviousResponseID, c.Store = r.PreviousResponseID, r.Store
+	return c, nil
+}
+
+// OutputItems returns the output items of a response object.
+func OutputItems(response []byte) ([]json.RawMessage, error) {
+	out := gjson.GetBytes(response, "output")
+	if !out.IsArray() {
+		return nil, fmt.Errorf("the response has no list of output items")
+	}
+	var items []json.RawMessage
+	for _, it := range out.Array() {
+		items = append(items, json.RawMessage(it.Raw))
+	}
+	return items, nil
+}
+
+// Echo returns obj, a response object as a provider answered it, with the
+// gateway's ID, and the store and previous_response_id of the renter's
+// request, which the provider never saw ("" for none: null).
+func Echo(obj []byte, id string, store bool, previous string) ([]byte, error) {
+	prev := []byte("null")
+	if previous != "" {
+		prev, _ = json.Marshal(previous)
+	}
+	quoted, _ := json.Marshal(id)
+	out, err := SetField(obj, "id", quoted)
+	if err == nil {
+		out, err = SetField(out, "store", strconv.AppendBool(nil, store))
+	}
+	if err == nil {
+		out, err = SetField(out, "previous_response_id", prev)
+	}
+	return out, err
+}

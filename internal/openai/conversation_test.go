@@ -1,0 +1,120 @@
+package openai_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/idlegrid/idlegrid/internal/openai"
+)
+
+func TestRequest_InputItems(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"model":"m","input":"Hi \"there\""}`:                  `[{"role":"user","content":"Hi \"there\""}]`,
+		`{"model":"m","input":[{"role":"user","content":"x"}]}`: `[{"role":"user","content":"x"}]`,
+	} {
+		got, err := mustParse(t, openai.Responses, []byte(body)).InputItems()
+		if err != nil || string(got) != want {
+			t.Errorf("InputItems of %s = %s, %v; want %s", body, got, err, want)
+		}
+	}
+}
+
+// TestRequest_Continue: the conversation so far goes before the request's
+// own input, previous_response_id goes, the rest of the body stays, and
+// the estimates are the whole conversation's.
+func TestRequest_Continue(t *testing.T) {
+	r := mustParse(t, openai.Responses, []byte(`{"model":"m","instructions":"Be brief.","previous_response_id":"resp_1","store":false,"input":"And then?","temperature":0.5}`))
+	history := []json.RawMessage{
+		json.RawMessage(`{"role":"user","content":"` + strings.Repeat("long story ", 100) + `"}`),
+		json.RawMessage(`{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"output_text","text":"Once."}]}`),
+	}
+	c, err := r.Continue(history)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := c.Body()
+	input := gjson.GetBytes(body, "input").Array()
+	if len(input) != 3 || input[1].Get("id").Str != "msg_1" || input[2].Get("content").Str != "And then?" ||
+		gjson.GetBytes(body, "previous_response_id").Exists() || gjson.GetBytes(body, "temperature").Float() != 0.5 ||
+		gjson.GetBytes(body, "instructions").Str != "Be brief." {
+		t.Errorf("continued body %s; want the history, then the input, no previous_response_id, the rest kept", body)
+	}
+	if c.PreviousResponseID != "resp_1" || c.Store || c.PromptTokens < r.PromptTokens+200 {
+		t.Errorf("continued: previous %q, store %v, %d prompt tokens (alone %d); want resp_1, false, the history counted",
+			c.PreviousResponseID, c.Store, c.PromptTokens, r.PromptTokens)
+	}
+}
+
+func TestEcho(t *testing.T) {
+	obj := []byte(`{"id":"resp_up","object":"response","store":false,"previous_response_id":null,"output":[]}`)
+	got, err := openai.Echo(obj, "resp_gw", true, "resp_prev")
+	if err != nil || gjson.GetBytes(got, "id").Str != "resp_gw" || !gjson.GetBytes(got, "store").Bool() ||
+		gjson.GetBytes(got, "previous_response_id").Str != "resp_prev" || !json.Valid(got) {
+		t.Errorf("Echo = %s, %v", got, err)
+	}
+	got, err = openai.Echo([]byte(`{"object":"response"}`), "resp_gw", false, "")
+	if err != nil || gjson.GetBytes(got, "previous_response_id").Type != gjson.Null || gjson.GetBytes(got, "store").Raw != "false" {
+		t.Errorf("Echo without the fields = %s, %v; want them added", got, err)
+	}
+	if _, err := openai.Echo([]byte(`[1]`), "resp_gw", true, ""); err == nil {
+		t.Error("Echo of a list: no error")
+	}
+}
+
+// responseStream is a Responses API stream, as vLLM sends one.
+const responseStream = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_up\",\"status\":\"in_progress\",\"output\":[]}}\n\n" +
+	"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n" +
+	"event: response.completed\r\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_up\",\"store\":false,\"output\":[{\"type\":\"message\"}]}}\r\n\r\n"
+
+// TestResponseEvents: however the stream is cut into pieces, the events
+// that carry the response pass echoed, lines and line ends kept, and the
+// last one is held back until taken, the response with it.
+func TestResponseEvents(t *testing.T) {
+	for cut := range len(responseStream) {
+		f := &openai.ResponseEvents{ID: "resp_gw", Previous: "resp_prev", Store: true}
+		var out strings.Builder
+		var final, response []byte
+		for _, piece := range []string{responseStream[:cut], responseStream[cut:]} {
+			out.Write(f.Pass([]byte(piece)))
+			if e, r := f.TakeFinal(); e != nil {
+				final, response = e, r
+				if !strings.Contains(out.String(), `"delta":"Hi"`) {
+					t.Fatalf("cut at %d: the last event came before the delta", cut)
+				}
+			}
+		}
+		out.Write(f.Rest())
+		if e, _ := f.TakeFinal(); e != nil {
+			t.Fatalf("cut at %d: the last event taken twice", cut)
+		}
+		got := out.String()
+		if strings.Count(got, `"id":"resp_gw"`) != 1 || strings.Contains(got, "resp_up") || !strings.HasPrefix(got, "event: response.created\ndata: {") ||
+			!strings.HasSuffix(got, "\"delta\":\"Hi\"}\n\n") {
+			t.Errorf("cut at %d: passed %q; want the created event echoed, the delta as it came, the last held back", cut, got)
+		}
+		if !strings.HasPrefix(string(final), "event: response.completed\r\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_gw\",\"store\":true,") ||
+			!strings.HasSuffix(string(final), "\r\n\r\n") || gjson.GetBytes(response, "previous_response_id").Str != "resp_prev" {
+			t.Errorf("cut at %d: last event %q, response %s; want it echoed, its line ends kept", cut, final, response)
+		}
+	}
+}
+
+// TestResponseEvents_unended: a last event the stream never ends is held
+// back all the same; one past MaxEvent passes unechoed, and so does the
+// rest, with nothing to keep.
+func TestResponseEvents_unended(t *testing.T) {
+	f := &openai.ResponseEvents{ID: "resp_gw", Store: true}
+	unended := strings.TrimSuffix(responseStream, "\r\n\r\n")
+	out := string(f.Pass([]byte(unended))) + string(f.Rest())
+	if final, r := f.TakeFinal(); final == nil || gjson.GetBytes(r, "id").Str != "resp_gw" || strings.Contains(out, "completed") {
+		t.Errorf("unended last event: passed %q, held %q", out, final)
+	}
+	f = &openai.ResponseEvents{ID: "resp_gw", Store: true, MaxEvent: 40}
+	out = string(f.Pass([]byte(responseStream))) + string(f.Rest())
+	if final, _ := f.TakeFinal(); final != nil || out != responseStream {
+		t.Errorf("events past MaxEvent: passed %q, held %q; want all as they came", out, final)
+	}
+}
