@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid/internal/backoff"
@@ -78,9 +79,9 @@ func (p *provider) streamResponse(w http.ResponseWriter, r *http.Request, req *c
 		fmt.Fprintf(w, "event: %s\ndata: {\"type\":%q,\"sequence_number\":%d,%s}\n\n", typ, typ, seq, fields)
 		seq++
 	}
-	const item = `"item_id":"msg_0","output_index":0,"content_index":0`
+	item := `"item_id":` + strconv.Quote(messageID(id)) + `,"output_index":0,"content_index":0`
 	event("response.created", `"response":`+req.responseJSON(id, "", 0, -1))
-	event("response.output_item.added", `"output_index":0,"item":{"id":"msg_0","type":"message","role":"assistant","status":"in_progress","content":[]}`)
+	event("response.output_item.added", `"output_index":0,"item":{"id":`+strconv.Quote(messageID(id))+`,"type":"message","role":"assistant","status":"in_progress","content":[]}`)
 	event("response.content_part.added", item+`,"part":{"type":"output_text","text":"","annotations":[]}`)
 	chunks := min(completion, maxStreamChunks)
 	for i := range chunks {
@@ -99,7 +100,7 @@ func (p *provider) streamResponse(w http.ResponseWriter, r *http.Request, req *c
 	text := strconv.Quote(words(completion))
 	event("response.output_text.done", item+`,"text":`+text)
 	event("response.content_part.done", item+`,"part":{"type":"output_text","text":`+text+`,"annotations":[]}`)
-	event("response.output_item.done", `"output_index":0,"item":`+messageItem(words(completion)))
+	event("response.output_item.done", `"output_index":0,"item":`+messageItem(id, words(completion)))
 	end := "response.completed"
 	if req.finishReason() == "length" {
 		end = "response.incomplete"
@@ -114,7 +115,7 @@ func (p *provider) streamResponse(w http.ResponseWriter, r *http.Request, req *c
 func (r *chatRequest) responseJSON(id, text string, prompt, completion int) string {
 	status, output, usage := "in_progress", "[]", "null"
 	if completion >= 0 {
-		status, output = "completed", "["+messageItem(text)+"]"
+		status, output = "completed", "["+messageItem(id, text)+"]"
 		usage = fmt.Sprintf(`{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}`, prompt, completion, prompt+completion)
 	}
 	incomplete := "null"
@@ -125,7 +126,13 @@ func (r *chatRequest) responseJSON(id, text string, prompt, completion int) stri
 		id, r.Model, status, incomplete, output, usage)
 }
 
-// messageItem is the assistant's message of text, as an output item.
-func messageItem(text string) string {
-	return fmt.Sprintf(`{"id":"msg_0","type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":%q,"annotations":[]}]}`, text)
+// messageItem is the assistant's message of text, as an output item of the
+// response id.
+func messageItem(id, text string) string {
+	return fmt.Sprintf(`{"id":%q,"type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":%q,"annotations":[]}]}`, messageID(id), text)
 }
+
+// messageID is the ID of the message of the response id: its own, as a
+// client that sends the output items back as input (a conversation) finds
+// each one's.
+func messageID(id string) string { return "msg_" + strings.TrimPrefix(id, "resp_") }
