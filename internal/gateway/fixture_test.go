@@ -369,6 +369,7 @@ const (
 	faultHold      = "hold"       // answers as usual, once the test frees it
 	faultCR        = "cr"         // answers as usual, a stream's lines ending in \r alone, as server-sent events allow
 	faultChatOnly  = "chat-only"  // serves no /v1/completions nor /v1/responses: 404, as Go's mux answers a path it does not route
+	faultFailed    = "failed"     // a response fails for the model server's own error (status failed, code server_error)
 )
 
 // greedyTokens is the usage a greedy mock reports, whatever it served.
@@ -622,9 +623,13 @@ func (m *mock) response(w http.ResponseWriter, r *http.Request) {
 	if m.get() != faultNoUsage {
 		usage = fmt.Sprintf(`,"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}`, mockPromptTokens, mockCompletionTokens, mockPromptTokens+mockCompletionTokens)
 	}
-	whole := fmt.Sprintf(`{"id":"resp_1","object":"response","created_at":1,"model":%q,"status":"completed",`+
+	status := `"status":"completed"`
+	if m.get() == faultFailed {
+		status = `"status":"failed","error":{"code":"server_error","message":"the engine died"}`
+	}
+	whole := fmt.Sprintf(`{"id":"resp_1","object":"response","created_at":1,"model":%q,%s,`+
 		`"output":[{"id":"msg_1","type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":%q,"annotations":[]}]}]%s}`,
-		req.Model, text, usage)
+		req.Model, status, text, usage)
 	if !req.Stream {
 		m.Served.Add(1)
 		w.Header().Set("Content-Type", "application/json")
@@ -645,7 +650,11 @@ func (m *mock) response(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	event("response.output_text.done", fmt.Sprintf(`"sequence_number":6,"item_id":"msg_1","output_index":0,"content_index":0,"text":%q`, text))
-	event("response.completed", fmt.Sprintf(`"sequence_number":7,"response":%s`, whole))
+	last := "response.completed"
+	if m.get() == faultFailed {
+		last = "response.failed"
+	}
+	event(last, fmt.Sprintf(`"sequence_number":7,"response":%s`, whole))
 	m.Served.Add(1)
 }
 

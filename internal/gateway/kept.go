@@ -85,7 +85,7 @@ func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *op
 func (g *Gateway) conversation(ctx context.Context, renterID, id string) ([]json.RawMessage, error) {
 	chain, err := g.cfg.Store.ResponseChain(ctx, renterID, id, g.cfg.Clock.Now(), MaxConversation)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		return nil, idlegrid.Invalid("previous_response_id", "no response %q is kept for this account: it was never kept (store false), was deleted, or expired after %v", id, g.cfg.ResponseRetention)
+		return nil, idlegrid.Invalid("previous_response_id", "no response %q is kept for this account: it was never kept (store false), was deleted, or expired after %s", id, g.retention())
 	} else if err != nil {
 		return nil, err
 	}
@@ -111,9 +111,11 @@ func (g *Gateway) conversation(ctx context.Context, renterID, id string) ([]json
 }
 
 // keep keeps the response obj (as echoed to the renter) when its request
-// asked for it to be kept. A failure is logged and the answer goes on: it
-// is the renter's all the same, though it cannot be continued.
+// asked for it to be kept, and notes whether it failed for the model
+// server's own error. A failure to keep it is logged and the answer goes
+// on: it is the renter's all the same, though it cannot be continued.
 func (x *exchange) keep(obj []byte) {
+	x.failed = openai.ServerFailed(obj)
 	k := x.kept
 	if k == nil || !k.store {
 		return
@@ -173,7 +175,7 @@ func (g *Gateway) findResponse(ctx context.Context, c *apiKey, id string) (*idle
 	}
 	kr, err := g.cfg.Store.FindResponse(ctx, c.AccountID, id, g.cfg.Clock.Now())
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		return nil, idlegrid.Errorf(idlegrid.ENOTFOUND, "no response %q is kept for this account: it was never kept (store false), was deleted, or expired after %v", id, g.cfg.ResponseRetention)
+		return nil, idlegrid.Errorf(idlegrid.ENOTFOUND, "no response %q is kept for this account: it was never kept (store false), was deleted, or expired after %s", id, g.retention())
 	}
 	return kr, err
 }
@@ -223,6 +225,20 @@ func (g *Gateway) responsesPath(w http.ResponseWriter, r *http.Request) {
 		allowed = []string{http.MethodPost}
 	}
 	NoRoute(w, r, allowed)
+}
+
+// retention is how long responses are kept, as a renter reads it: "30
+// days".
+func (g *Gateway) retention() string {
+	const day = 24 * time.Hour
+	switch d := g.cfg.ResponseRetention; {
+	case d == day:
+		return "1 day"
+	case d%day == 0:
+		return fmt.Sprintf("%d days", d/day)
+	default:
+		return d.String()
+	}
 }
 
 // writeRaw writes b, a JSON value, as the answer.

@@ -125,8 +125,9 @@ func TestGateway_responsesContinue(t *testing.T) {
 	if err := sdk.Responses.Delete(ctx, first.ID); err != nil {
 		t.Fatal(describe(err))
 	}
-	if _, err := sdk.Responses.Get(ctx, first.ID, responses.ResponseGetParams{}); apiError(t, err).StatusCode != 404 {
-		t.Errorf("GET a deleted response: %s; want 404", describe(err))
+	if _, err := sdk.Responses.Get(ctx, first.ID, responses.ResponseGetParams{}); apiError(t, err).StatusCode != 404 ||
+		!strings.Contains(apiError(t, err).Message, "expired after 30 days") {
+		t.Errorf("GET a deleted response: %s; want 404 saying why it may be gone", describe(err))
 	}
 	calls := up.Calls.Load()
 	_, err = sdk.Responses.New(ctx, continuing("Still there?", third.ID))

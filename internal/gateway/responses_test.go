@@ -10,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/gateway"
 )
 
 // responseParams asks the mock's model for a response to text.
@@ -153,5 +154,35 @@ func TestGateway_responsesStreamBreaks(t *testing.T) {
 	}
 	if u := us[0]; u.Source != idlegrid.UsageCounted || u.OutputTokens != (int64(text.Len())+3)/4 { // 4 bytes a token, rounded up
 		t.Errorf("usage = %+v; want the delivered %q, counted", u, text.String())
+	}
+}
+
+// TestGateway_responsesFailedByServer: a response that comes back failed
+// for its model server's own error (status failed, code server_error),
+// whole or streamed, is the renter's answer, but counts against its
+// provider as a stream that broke off does: two open its breaker, and the
+// next response goes to the other provider.
+func TestGateway_responsesFailedByServer(t *testing.T) {
+	p := mustPair(t, func(c *gateway.Config) { c.BreakerFailures = 2 })
+	p.A.set(faultFailed)
+	ctx := context.Background()
+	sdk := p.sdk(p.RenterKey)
+	whole, err := sdk.Responses.New(ctx, responseParams("Hi"), cheapestFirst)
+	if err != nil || whole.Status != "failed" || whole.Error.Code != "server_error" {
+		t.Fatalf("whole: %+v, %s; want alpha's failed response", whole, describe(err))
+	}
+	stream := sdk.Responses.NewStreaming(ctx, responseParams("Hi"), cheapestFirst)
+	var last string
+	for stream.Next() {
+		last = stream.Current().Type
+	}
+	if err := stream.Err(); err != nil || last != "response.failed" {
+		t.Fatalf("streamed: last event %q, %s; want alpha's response.failed", last, describe(err))
+	}
+	if got := mustBreakers(t, p.fixture); len(got) != 1 || got[0].NodeID != p.NodeA.NodeID {
+		t.Errorf("breakers = %+v, want alpha's open", got)
+	}
+	if got, err := sdk.Responses.New(ctx, responseParams("Hi"), cheapestFirst); err != nil || got.OutputText() != "Hello from beta." {
+		t.Errorf("with alpha cut off: %v, %s; want beta's answer", got, describe(err))
 	}
 }

@@ -64,11 +64,14 @@ func (x *exchange) deliver(w http.ResponseWriter, r *http.Request, c *candidate,
 	latency := time.Since(x.start)
 	u := x.usage(c, m)
 	switch {
-	case broke == nil:
+	case broke == nil && !x.failed:
 		tps := tokensPerSecond(u.out, latency-ttft, a.complete, latency)
 		x.g.health.success(c.up, x.upstreamTTFT(a), tps)
 	case renterGone:
 		x.g.health.release(c.up)
+	case broke == nil: // a response that failed for its model server's own error, as a stream that broke off
+		x.g.health.failure(c.up)
+		x.g.log.Warn("gateway: a response failed for its model server's error", "request", x.id, "node", c.NodeID)
 	default:
 		x.g.health.failure(c.up)
 		x.g.log.Warn("gateway: a stream broke off after its first byte", "request", x.id, "node", c.NodeID, "err", broke)

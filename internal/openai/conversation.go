@@ -88,6 +88,13 @@ func OutputItems(response []byte) ([]json.RawMessage, error) {
 	return items, nil
 }
 
+// ServerFailed reports whether obj, a response object, failed for the
+// model server's own error (status failed, error code server_error), not
+// the request's (invalid_prompt, say).
+func ServerFailed(obj []byte) bool {
+	return gjson.GetBytes(obj, "status").Str == "failed" && gjson.GetBytes(obj, "error.code").Str == "server_error"
+}
+
 // Echo returns obj, a response object as a provider answered it, with the
 // gateway's ID, and the store and previous_response_id of the renter's
 // request, which the provider never saw ("" for none: null).
