@@ -50,25 +50,9 @@ func (db *DB) ForgetJobIdempotencyKeys(ctx context.Context, before time.Time, li
 	if err := checkExpiryBatch(limit); err != nil {
 		return 0, err
 	}
-	var ids []string
-	err := db.view(ctx, func(tx *sql.Tx) error {
-		ids = ids[:0] // a retried transaction reads again
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM jobs
-			WHERE idempotency_key <> '' AND ended_at < $1 AND state IN `+endedJobStates+`
-			ORDER BY ended_at, id LIMIT $2`, timeArg(before), limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			ids = append(ids, id)
-		}
-		return rows.Err()
-	})
+	ids, err := db.dueIDs(ctx, `SELECT id FROM jobs
+		WHERE idempotency_key <> '' AND ended_at < $1 AND state IN `+endedJobStates+`
+		ORDER BY ended_at, id LIMIT $2`, timeArg(before), limit)
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
@@ -85,6 +69,29 @@ func (db *DB) ForgetJobIdempotencyKeys(ctx context.Context, before time.Time, li
 		return err
 	})
 	return int(freed), err
+}
+
+// dueIDs returns the IDs the query q selects, in a read of their own: the
+// rows a sweep is due to change, which it then changes in a short write.
+func (db *DB) dueIDs(ctx context.Context, q string, a ...any) ([]string, error) {
+	var ids []string
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		ids = ids[:0] // a retried transaction reads again
+		rows, err := tx.QueryContext(ctx, q, a...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return rows.Err()
+	})
+	return ids, err
 }
 
 func checkExpiryBatch(limit int) error {

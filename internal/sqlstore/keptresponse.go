@@ -134,24 +134,8 @@ func (db *DB) ForgetResponses(ctx context.Context, before time.Time, limit int) 
 	if err := checkExpiryBatch(limit); err != nil {
 		return 0, err
 	}
-	var ids []string
-	err := db.view(ctx, func(tx *sql.Tx) error {
-		ids = ids[:0] // a retried transaction reads again
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM kept_responses WHERE expires_at < $1
-			ORDER BY expires_at, id LIMIT $2`, timeArg(before), limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			ids = append(ids, id)
-		}
-		return rows.Err()
-	})
+	ids, err := db.dueIDs(ctx, `SELECT id FROM kept_responses WHERE expires_at < $1
+		ORDER BY expires_at, id LIMIT $2`, timeArg(before), limit)
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
