@@ -24,7 +24,7 @@ import (
 // the renter reads its end, so that a request that continues it at once
 // finds it.
 
-// Defaults for the Config fields of kept responses.
+// How long responses are kept, and how long a conversation of them may be.
 const (
 	// DefaultResponseRetention is how long a response is kept: OpenAI's
 	// 30 days.
