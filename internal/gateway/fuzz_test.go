@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
 
-// fuzzPaths are the endpoints FuzzGateway calls, by the fuzzer's index.
-var fuzzPaths = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/v1/responses"}
+// fuzzPaths are the endpoints FuzzGateway calls, by the fuzzer's index;
+// the last, a kept response's input items, with the body as its query.
+var fuzzPaths = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/v1/responses", "/v1/responses/resp_none/input_items?"}
 
 // FuzzGateway sends the OpenAI-compatible endpoints malformed and
 // unexpected bodies and routing, through the whole path (the gateway, a
@@ -38,6 +40,9 @@ func FuzzGateway(f *testing.F) {
 		{4, `{"model":"llama-test","instructions":"Be terse.","input":"Hi","max_output_tokens":5}`},
 		{4, `{"model":"llama-test","input":[{"role":"user","content":[{"type":"input_text","text":"Hi"},{"type":"input_image","image_url":"data:,"}]},{"type":"function_call_output","call_id":"c","output":"ok"}],"stream":true,"store":true}`},
 		{4, `{"model":"llama-test","input":[{"type":"item_reference","id":"msg_1"}],"previous_response_id":7}`},
+		{4, `{"model":"llama-test","input":"And then?","previous_response_id":"resp_none","store":false}`},
+		{5, `limit=2&order=asc&after=msg_1&include[]=x&include[]=y`},
+		{5, `limit=0&order=sideways&%zz`},
 		{0, `{"model":`},
 		{0, `[]`},
 	} {
@@ -55,6 +60,12 @@ func FuzzGateway(f *testing.F) {
 			method = http.MethodGet
 		}
 		req, err := http.NewRequest(method, fx.URL+p, bytes.NewReader(body))
+		if strings.HasSuffix(p, "?") {
+			method = http.MethodGet
+			if req, err = http.NewRequest(method, fx.URL+p+string(body), nil); err != nil {
+				return // a URL no client sends
+			}
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

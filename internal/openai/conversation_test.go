@@ -118,3 +118,53 @@ func TestResponseEvents_unended(t *testing.T) {
 		t.Errorf("events past MaxEvent: passed %q, held %q; want all as they came", out, final)
 	}
 }
+
+// filterEvents passes stream through a ResponseEvents in pieces of size
+// bytes, as the gateway does: what each piece passes, then the last event
+// once it can be taken. It returns what went on, the response, and
+// whether the last event was taken more than once.
+func filterEvents(stream string, size, maxEvent int) (out, response string, twice bool) {
+	f := &openai.ResponseEvents{ID: "resp_gw", Previous: "resp_prev", Store: true, MaxEvent: maxEvent}
+	var b strings.Builder
+	pass := func(p []byte) {
+		b.Write(p)
+		if e, r := f.TakeFinal(); e != nil {
+			twice = twice || response != ""
+			b.Write(e)
+			response = string(r)
+		}
+	}
+	for len(stream) > 0 {
+		n := min(size, len(stream))
+		pass(f.Pass([]byte(stream[:n])))
+		stream = stream[n:]
+	}
+	pass(f.Rest())
+	return b.String(), response, twice
+}
+
+// FuzzResponseEvents holds the filter to what it must do with any stream
+// a provider sends: the same whatever the pieces, the last event taken at
+// most once, a response echoed only as JSON, and a stream without a
+// response object passed byte for byte.
+func FuzzResponseEvents(f *testing.F) {
+	f.Add(responseStream, uint8(7), uint16(0))
+	f.Add(strings.ReplaceAll(responseStream, "\n", "\r"), uint8(1), uint16(60))
+	f.Add("data: {\"type\":\"response.failed\",\"response\":{}}\n\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":1}}\n\n", uint8(3), uint16(0))
+	f.Fuzz(func(t *testing.T, stream string, size uint8, maxEvent uint16) {
+		wholeOut, wholeResp, _ := filterEvents(stream, len(stream)+1, int(maxEvent))
+		out, resp, twice := filterEvents(stream, int(size)%16+1, int(maxEvent))
+		if out != wholeOut || resp != wholeResp {
+			t.Errorf("in pieces of %d: %q, response %q; in one: %q, response %q", int(size)%16+1, out, resp, wholeOut, wholeResp)
+		}
+		if twice {
+			t.Error("the last event was taken twice")
+		}
+		if resp != "" && (!json.Valid([]byte(resp)) || gjson.Get(resp, "id").Str != "resp_gw") {
+			t.Errorf("response %q: want JSON with the gateway's ID", resp)
+		}
+		if !strings.Contains(stream, "response") && out != stream {
+			t.Errorf("a stream with no response object came out as %q", out)
+		}
+	})
+}

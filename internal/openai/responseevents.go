@@ -30,7 +30,7 @@ type ResponseEvents struct {
 // Pass returns what of p, the next bytes of the stream, goes on now.
 func (f *ResponseEvents) Pass(p []byte) []byte {
 	if f.passing {
-		return p
+		return f.then(nil, p)
 	}
 	var out []byte
 	from := max(len(f.held)-2, 0) // an event's end may straddle the pieces
@@ -48,10 +48,20 @@ func (f *ResponseEvents) Pass(p []byte) []byte {
 		from = 0
 	}
 	if len(f.held) > f.maxEvent() {
-		out = append(out, f.held...)
+		out = f.then(out, f.held)
 		f.held, f.passing = nil, true
 	}
 	return out
+}
+
+// then appends b, the stream's next bytes, to out, or behind the last
+// event while that is held back, so that the stream keeps its order.
+func (f *ResponseEvents) then(out, b []byte) []byte {
+	if f.final != nil {
+		f.final = append(f.final, b...)
+		return out
+	}
+	return append(out, b...)
 }
 
 // Rest returns, at the stream's end, the event it began and never ended,
@@ -60,7 +70,7 @@ func (f *ResponseEvents) Rest() []byte {
 	rest := f.held
 	f.held = nil
 	if len(rest) == 0 || f.passing {
-		return rest
+		return f.then(nil, rest)
 	}
 	return f.event(nil, rest)
 }
@@ -91,9 +101,8 @@ var lifecycle = map[string]bool{
 // event appends ev to out, echoed when it carries the response object;
 // a last event is held back instead.
 func (f *ResponseEvents) event(out, ev []byte) []byte {
-	if f.final != nil { // held behind the last event
-		f.final = append(f.final, ev...)
-		return out
+	if f.final != nil {
+		return f.then(out, ev)
 	}
 	payload := eventData(ev)
 	last, ok := lifecycle[gjson.GetBytes(payload, "type").Str]
