@@ -35,18 +35,16 @@ func (f *ResponseEvents) Pass(p []byte) []byte {
 	var out []byte
 	from := max(len(f.held)-2, 0) // an event's end may straddle the pieces
 	f.held = append(f.held, p...)
+	start := 0 // of the first event not passed
 	for {
-		end := eventEnd(f.held, from, false)
-		if end < 0 {
+		end := eventEnd(f.held[start:], from, false)
+		if end < 0 || end > f.maxEvent() { // one too long passes as it came, with the rest
 			break
 		}
-		if end > f.maxEvent() {
-			break // passes as it came, with the rest
-		}
-		out = f.event(out, f.held[:end])
-		f.held = f.held[:copy(f.held, f.held[end:])]
-		from = 0
+		out = f.event(out, f.held[start:start+end])
+		start, from = start+end, 0
 	}
+	f.held = f.held[:copy(f.held, f.held[start:])]
 	if len(f.held) > f.maxEvent() {
 		out = f.then(out, f.held)
 		f.held, f.passing = nil, true
