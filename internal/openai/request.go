@@ -253,6 +253,7 @@ func decodeField(fields map[string]json.RawMessage, name string, v any) error {
 func (r *Request) Upstream() ([]byte, error) {
 	_, hasProvider := r.fields["provider"]
 	_, hasPrevious := r.fields["previous_response_id"]
+	hasPrevious = hasPrevious && r.Endpoint == Responses
 	addUsage := r.Stream && !r.IncludeUsage
 	unstore := r.Endpoint == Responses && string(r.fields["store"]) != "false"
 	if !hasProvider && !hasPrevious && !addUsage && !unstore {
@@ -260,8 +261,8 @@ func (r *Request) Upstream() ([]byte, error) {
 	}
 	body := r.body
 	var err error
-	for _, own := range []string{"provider", "previous_response_id"} {
-		if _, ok := r.fields[own]; !ok {
+	for own, has := range map[string]bool{"provider": hasProvider, "previous_response_id": hasPrevious} {
+		if !has {
 			continue
 		}
 		if body, err = DeleteField(body, own); err != nil {
