@@ -25,12 +25,14 @@ const keptResponseColumns = `id, renter_id, model, previous_id, input, response,
 
 // KeepResponse stores r: EINVALID naming the field when r is not valid,
 // ECONFLICT when its ID is taken, even by a response expired but not yet
-// swept.
+// swept. The gateway keeps each response before its renter reads the
+// answer's end, so responses kept at once share a commit (writebatch.go):
+// alone, each would be a transaction of one row.
 func (db *DB) KeepResponse(ctx context.Context, r *idlegrid.KeptResponse) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	return db.update(ctx, func(tx *sql.Tx) error {
+	return db.writes().submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO kept_responses (`+keptResponseColumns+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING`,
 			r.ID, r.RenterID, r.Model, r.PreviousID, string(r.Input), string(r.Response),

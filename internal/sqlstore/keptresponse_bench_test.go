@@ -1,0 +1,48 @@
+package sqlstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// BenchmarkKeepResponses keeps responses of about 2 KiB each from 64
+// goroutines at once, as the gateway keeps those of concurrent renters'
+// requests, each before its renter reads the answer's end. It reports
+// responses/s.
+//
+//	go test -run '^$' -bench BenchmarkKeepResponses -benchtime 20000x ./internal/sqlstore
+func BenchmarkKeepResponses(b *testing.B) {
+	const senders = 64
+	ctx := context.Background()
+	db := mustOpen(b, filepath.Join(b.TempDir(), "idlegrid.db"))
+	renter := mustAccount(b, db, idlegrid.RoleRenter)
+	text, _ := json.Marshal(strings.Repeat("tok ", 400))
+	input := json.RawMessage(`[{"role":"user","content":"Summarise this support ticket in one line."}]`)
+	output := json.RawMessage(`{"object":"response","status":"completed","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":` + string(text) + `}]}]}`)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range senders {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
+				r := &idlegrid.KeptResponse{ID: fmt.Sprintf("resp_%08d", i), RenterID: renter.ID, Model: "m",
+					Input: input, Response: output, CreatedAt: t0, ExpiresAt: t0.Add(30 * 24 * time.Hour)}
+				if err := db.KeepResponse(ctx, r); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "responses/s")
+}
