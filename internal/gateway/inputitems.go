@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -77,15 +78,15 @@ func (g *Gateway) listInputItems(w http.ResponseWriter, r *http.Request, c *apiK
 }
 
 // inputItems are kr's input items as OpenAI lists them: each with an ID
-// (the kept ones have none of their own but what the renter gave them:
-// "msg_" or "item_", the response's digits, and the item's place), a
-// message with its type, status and its content as a list of parts.
+// (its own, when the renter gave it one; else "msg_" or "item_", the
+// response's digits and the item's place), a message with its type, its
+// status and its content as a list of parts.
 func inputItems(kr *idlegrid.KeptResponse) ([]json.RawMessage, error) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(kr.Input, &items); err != nil {
 		return nil, fmt.Errorf("kept response %s: its input: %w", kr.ID, err)
 	}
-	digits := kr.ID[len("resp_"):]
+	digits := strings.TrimPrefix(kr.ID, "resp_")
 	for i, it := range items {
 		var err error
 		if items[i], err = listedItem(it, digits, i); err != nil {
