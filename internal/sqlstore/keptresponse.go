@@ -116,6 +116,19 @@ func cutLoop(chain []*idlegrid.KeptResponse) []*idlegrid.KeptResponse {
 	return chain
 }
 
+// UpdateResponse sets the response object of the renter's response id:
+// ENOTFOUND when the renter has none such unexpired at now.
+func (db *DB) UpdateResponse(ctx context.Context, renterID, id string, response json.RawMessage, now time.Time) error {
+	if len(response) == 0 || response[0] != '{' || !json.Valid(response) {
+		return idlegrid.Invalid("response.response", "must be a JSON object")
+	}
+	return db.writes().submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE kept_responses SET response = $1 WHERE id = $2 AND renter_id = $3 AND expires_at > $4`,
+			string(response), id, renterID, timeArg(now))
+		return expectOne(res, err, func() error { return notFound("response", id) })
+	})
+}
+
 // DeleteResponse forgets the renter's response id; ENOTFOUND when the
 // renter has none such unexpired at now. The responses that continued it
 // are kept; their chains now stop after it (ResponseChain).

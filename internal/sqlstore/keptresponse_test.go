@@ -250,3 +250,36 @@ func testKeptResponsesExpiry(t *testing.T, db *sqlstore.DB) {
 		wantField(t, err, "limit")
 	}
 }
+
+// testKeptResponsesUpdate: a background response's object moves on in
+// place, for its renter only, until it expires.
+func testKeptResponsesUpdate(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := mustKeep(t, db, "acct_ada", "")
+	done := json.RawMessage(`{"id": "x", "status": "completed", "output": [{"type": "message"}]}`)
+	mustOK(t, db.UpdateResponse(ctx, "acct_ada", r.ID, done, at(time.Hour)))
+	got, err := db.FindResponse(ctx, "acct_ada", r.ID, at(time.Hour))
+	mustOK(t, err)
+	if !equateJSONBytes(got.Response, done) || string(got.Input) != string(r.Input) {
+		t.Errorf("after UpdateResponse: %s, input %s; want the new object, the input as kept", got.Response, got.Input)
+	}
+	for _, tc := range []struct {
+		renter string
+		now    time.Time
+		resp   json.RawMessage
+		code   string
+	}{
+		{"acct_bob", at(time.Hour), done, idlegrid.ENOTFOUND},      // another renter's
+		{"acct_ada", at(25 * time.Hour), done, idlegrid.ENOTFOUND}, // expired
+		{"acct_ada", at(time.Hour), json.RawMessage(`[1]`), idlegrid.EINVALID},
+	} {
+		if err := db.UpdateResponse(ctx, tc.renter, r.ID, tc.resp, tc.now); idlegrid.ErrorCode(err) != tc.code {
+			t.Errorf("UpdateResponse(%s, %s, %s) = %v, want %s", tc.renter, tc.now, tc.resp, err, tc.code)
+		}
+	}
+	if got, _ := db.FindResponse(ctx, "acct_ada", r.ID, at(time.Hour)); !equateJSONBytes(got.Response, done) {
+		t.Errorf("a refused update changed the response: %s", got.Response)
+	}
+}
+
+func equateJSONBytes(a, b json.RawMessage) bool { return cmp.Equal(a, b, equateJSON) }

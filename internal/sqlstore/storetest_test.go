@@ -88,6 +88,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"KeptResponses", testKeptResponses},
 		{"KeptResponses_Chain", testKeptResponsesChain},
 		{"KeptResponses_Expiry", testKeptResponsesExpiry},
+		{"KeptResponses_Update", testKeptResponsesUpdate},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
