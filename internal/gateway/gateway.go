@@ -211,19 +211,20 @@ func setDefault[T int | int64 | time.Duration](v *T, def T) {
 // Gateway serves the OpenAI-compatible API. Make one with New; Close it
 // after the HTTP server has stopped.
 type Gateway struct {
-	cfg     Config
-	rules   ledger.Rules
-	log     *slog.Logger
-	mux     *http.ServeMux
-	catalog catalog
-	health  healthBook
-	budgets budgets
-	stats   statsBook
-	meter   *meter
-	auth    authCache
-	active  inflight.Count // inference requests running
-	waiting waitingRoom    // requests waiting for a provider with room
-	metrics *metrics
+	cfg        Config
+	rules      ledger.Rules
+	log        *slog.Logger
+	mux        *http.ServeMux
+	catalog    catalog
+	health     healthBook
+	budgets    budgets
+	stats      statsBook
+	meter      *meter
+	auth       authCache
+	active     inflight.Count // inference requests running
+	waiting    waitingRoom    // requests waiting for a provider with room
+	background backgroundRuns // background responses running (background.go)
+	metrics    *metrics
 }
 
 // Patterns are the routes the gateway answers, for the API's mux: its
@@ -333,9 +334,12 @@ func (g *Gateway) openJournal() (*journal, error) {
 // ServeHTTP answers the gateway's routes.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
 
-// Close stops taking charges, writes those waiting and stops the meter.
-// Requests still running are metered by nobody: close the HTTP server first.
+// Close cancels the background responses still running, waiting for each
+// to record how it ended, stops taking charges, writes those waiting and
+// stops the meter. Requests still running are metered by nobody: close
+// the HTTP server first.
 func (g *Gateway) Close() error {
+	g.background.close()
 	g.meter.close()
 	return nil
 }

@@ -42,58 +42,91 @@ type exchange struct {
 // infer serves one of the inference endpoints.
 func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c *apiKey) error {
-		start := time.Now()
 		g.active.Enter()
+		x, route, err := g.prepare(w, r, c, e)
+		if err != nil {
+			g.active.Leave()
+			return err
+		}
+		if x.kept != nil && x.kept.background {
+			return g.startBackground(w, r, x, route) // it leaves, and ends the reservation, when its run ends
+		}
 		defer g.active.Leave()
-		if c.Role != idlegrid.RoleRenter || c.NodeID != "" {
-			return idlegrid.Errorf(idlegrid.EFORBIDDEN, "only renter accounts may run inference: it is charged to the renter's balance")
-		}
-		body, err := readBody(w, r, g.cfg.MaxBodyBytes)
-		if err != nil {
-			return err
-		}
-		req, err := openai.ParseRequest(e, body)
-		if err != nil {
-			return err
-		}
-		var kept *keeping
-		if e == openai.Responses {
-			if req, kept, err = g.continued(r.Context(), c.AccountID, requestID(w), req); err != nil {
-				return err
-			}
-		}
-		if req.Provider, err = c.routingOf(req.Provider); err != nil { // the key's owner set where its requests may go
-			return err
-		}
-		all, err := g.catalog.providers(r.Context(), req.Model)
-		if err != nil {
-			return err
-		}
-		plan, why := g.plan(req, all, g.cfg.MaxAttempts)
-		if len(plan) == 0 {
-			return g.unavailable(g.noProvider(req.Model, len(all), why), all)
-		}
-		// The key's rate, concurrency and money first: a request they
-		// refuse takes no place in the waiting room.
-		res, err := g.budgets.admit(r.Context(), c.Caller, g.worstCost(req, plan))
-		if err != nil {
-			return err
-		}
-		defer res.done()
-		plan, held, err := g.waitForRoom(r.Context(), req, all, plan)
-		if err != nil {
-			res.release(0)
-			return err
-		}
-		up, err := req.Upstream()
-		if err != nil {
-			g.leave(held, req.Model)
-			res.release(0)
-			return err
-		}
-		x := &exchange{g: g, id: requestID(w), req: req, caller: c.Caller, start: start, res: res, body: up, held: held, sole: len(all) == 1, kept: kept}
-		return x.run(w, r, plan)
+		defer x.res.done()
+		return x.send(w, r, route, nil)
 	}
+}
+
+// route is where a request may go: the model's providers, and the plan
+// of those to try, in order.
+type route struct {
+	all  []*provider
+	plan []*candidate
+}
+
+// prepare reads a request, parses it (continuing a kept conversation),
+// plans its route and admits it by its key's rate, concurrency and money:
+// an exchange ready to send, holding its reservation.
+func (g *Gateway) prepare(w http.ResponseWriter, r *http.Request, c *apiKey, e openai.Endpoint) (*exchange, route, error) {
+	start := time.Now()
+	if c.Role != idlegrid.RoleRenter || c.NodeID != "" {
+		return nil, route{}, idlegrid.Errorf(idlegrid.EFORBIDDEN, "only renter accounts may run inference: it is charged to the renter's balance")
+	}
+	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	if err != nil {
+		return nil, route{}, err
+	}
+	req, err := openai.ParseRequest(e, body)
+	if err != nil {
+		return nil, route{}, err
+	}
+	var kept *keeping
+	if e == openai.Responses {
+		if req, kept, err = g.continued(r.Context(), c.AccountID, requestID(w), req); err != nil {
+			return nil, route{}, err
+		}
+	}
+	if req.Provider, err = c.routingOf(req.Provider); err != nil { // the key's owner set where its requests may go
+		return nil, route{}, err
+	}
+	all, err := g.catalog.providers(r.Context(), req.Model)
+	if err != nil {
+		return nil, route{}, err
+	}
+	plan, why := g.plan(req, all, g.cfg.MaxAttempts)
+	if len(plan) == 0 {
+		return nil, route{}, g.unavailable(g.noProvider(req.Model, len(all), why), all)
+	}
+	// The key's rate, concurrency and money first: a request they refuse
+	// takes no place in the waiting room.
+	res, err := g.budgets.admit(r.Context(), c.Caller, g.worstCost(req, plan))
+	if err != nil {
+		return nil, route{}, err
+	}
+	x := &exchange{g: g, id: requestID(w), req: req, caller: c.Caller, start: start, res: res, sole: len(all) == 1, kept: kept}
+	return x, route{all: all, plan: plan}, nil
+}
+
+// send waits for room at a provider of the route, tells ready (when not
+// nil) it has some, and runs the exchange.
+func (x *exchange) send(w http.ResponseWriter, r *http.Request, rt route, ready func()) error {
+	g := x.g
+	plan, held, err := g.waitForRoom(r.Context(), x.req, rt.all, rt.plan)
+	if err != nil {
+		x.res.release(0)
+		return err
+	}
+	if ready != nil {
+		ready()
+	}
+	up, err := x.req.Upstream()
+	if err != nil {
+		g.leave(held, x.req.Model)
+		x.res.release(0)
+		return err
+	}
+	x.body, x.held = up, held
+	return x.run(w, r, plan)
 }
 
 // requestID is the ID withKey gave the request.

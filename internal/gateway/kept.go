@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/openai"
 )
@@ -37,13 +39,16 @@ const (
 )
 
 // keeping is what a Responses API request's exchange knows of the
-// response it will keep: its ID, and its request's own input, store and
-// previous_response_id.
+// response it will keep: its ID, and its request's own input, store,
+// previous_response_id and background.
 type keeping struct {
-	id       string
-	previous string
-	store    bool
-	input    json.RawMessage
+	id         string
+	previous   string
+	store      bool
+	input      json.RawMessage
+	background bool            // run in the background (background.go)
+	queued     json.RawMessage // a background response's object as it waits
+	done       bool            // the answer is kept
 }
 
 // responseID is the ID of the response to request reqID: its digits,
@@ -61,7 +66,7 @@ func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *op
 	if err != nil {
 		return nil, nil, err
 	}
-	k := &keeping{id: responseID(reqID), previous: req.PreviousResponseID, store: req.Store, input: own}
+	k := &keeping{id: responseID(reqID), previous: req.PreviousResponseID, store: req.Store, input: own, background: req.Background}
 	if req.PreviousResponseID == "" {
 		return req, k, nil
 	}
@@ -97,6 +102,9 @@ func (g *Gateway) conversation(ctx context.Context, renterID, id string) ([]json
 	}
 	var items []json.RawMessage
 	for _, r := range chain {
+		if unfinished(r.Response) {
+			return nil, idlegrid.Invalid("previous_response_id", "response %s is still running in the background; poll GET /v1/responses/%s until it is done", r.ID, r.ID)
+		}
 		var in []json.RawMessage
 		if err := json.Unmarshal(r.Input, &in); err != nil {
 			return nil, fmt.Errorf("kept response %s: its input: %w", r.ID, err)
@@ -128,10 +136,18 @@ func (x *exchange) keep(obj []byte) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
 	defer cancel()
-	if err := g.cfg.Store.KeepResponse(ctx, r); err != nil {
+	var err error
+	if k.background { // kept since it was queued
+		err = g.cfg.Store.UpdateResponse(ctx, r.RenterID, r.ID, obj, now)
+	} else {
+		err = g.cfg.Store.KeepResponse(ctx, r)
+	}
+	if err != nil {
 		g.log.Error("gateway: could not keep a response; it cannot be continued or read back", "request", x.id, "response", k.id, "err", err)
 		g.metrics.notKept.Inc()
+		return
 	}
+	k.done = true
 }
 
 // echo is a whole answer of the Responses API as the renter gets it
@@ -142,6 +158,9 @@ func (x *exchange) echo(answer []byte) []byte {
 		return answer
 	}
 	out, err := openai.Echo(answer, k.id, k.store, k.previous)
+	if err == nil && k.background {
+		out, err = openai.SetField(out, "background", []byte("true"))
+	}
 	if err != nil {
 		return answer // not a response object: nothing to keep
 	}
@@ -163,7 +182,7 @@ func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, c *apiKey)
 	if err != nil {
 		return err
 	}
-	writeRaw(w, http.StatusOK, kr.Response)
+	writeRaw(w, http.StatusOK, g.presented(kr))
 	return nil
 }
 
@@ -200,13 +219,26 @@ func (g *Gateway) deleteResponse(w http.ResponseWriter, r *http.Request, c *apiK
 	return nil
 }
 
-// cancelResponse answers POST /v1/responses/{id}/cancel: only a
-// background response may be cancelled, and the gateway runs none.
+// cancelResponse answers POST /v1/responses/{id}/cancel, as OpenAI does:
+// a background response still running is cancelled, and its object
+// answered once the run has ended (a background response that ended
+// already is answered as it is); any other response cannot be.
 func (g *Gateway) cancelResponse(w http.ResponseWriter, r *http.Request, c *apiKey) error {
-	if _, err := g.findResponse(r.Context(), c, r.PathValue("id")); err != nil {
+	id := r.PathValue("id")
+	kr, err := g.findResponse(r.Context(), c, id)
+	if err != nil {
 		return err
 	}
-	return idlegrid.Errorf(idlegrid.EINVALID, "only a response created with background true can be cancelled, and the gateway runs none in the background: response %s is complete", r.PathValue("id"))
+	if !gjson.GetBytes(kr.Response, "background").Bool() {
+		return idlegrid.Errorf(idlegrid.EINVALID, "only a response created with background true can be cancelled: response %s was answered whole", id)
+	}
+	if g.background.cancel(id, 2*keepTimeout) {
+		if kr, err = g.findResponse(r.Context(), c, id); err != nil {
+			return err
+		}
+	}
+	writeRaw(w, http.StatusOK, g.presented(kr))
+	return nil
 }
 
 // responsesPath answers a path under /v1/responses/ that no route above

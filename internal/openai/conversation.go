@@ -71,7 +71,7 @@ func (r *Request) Continue(history []json.RawMessage) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.PreviousResponseID, c.Store = r.PreviousResponseID, r.Store
+	c.PreviousResponseID, c.Store, c.Background = r.PreviousResponseID, r.Store, r.Background
 	return c, nil
 }
 

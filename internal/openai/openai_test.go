@@ -30,6 +30,7 @@ type parsed struct {
 	MaxPrice     []idlegrid.Micros `json:"max_price_micros,omitempty"` // -1: not set
 	Previous     string            `json:"previous_response_id,omitempty"`
 	Kept         bool              `json:"kept,omitempty"` // a response's store
+	Background   bool              `json:"background,omitempty"`
 	Upstream     json.RawMessage   `json:"upstream,omitempty"`
 	Error        string            `json:"error,omitempty"`
 	ErrorField   string            `json:"error_field,omitempty"`
@@ -94,7 +95,7 @@ func mustSummarise(tb testing.TB, e openai.Endpoint, body []byte) []byte {
 	} else {
 		p.Model, p.Stream, p.IncludeUsage, p.MaxTokens = r.Model, r.Stream, r.IncludeUsage, r.MaxTokens
 		p.PromptTokens, p.Sticky, p.Provider = r.PromptTokens, r.PrefixHash != 0, r.Provider
-		p.Previous, p.Kept = r.PreviousResponseID, r.Store
+		p.Previous, p.Kept, p.Background = r.PreviousResponseID, r.Store, r.Background
 		if r.Choices > 1 {
 			p.Choices = r.Choices
 		}

@@ -52,6 +52,9 @@ type Request struct {
 	// Store is whether a Responses API request's response is to be kept
 	// (store: true unless false).
 	Store bool
+	// Background is whether a Responses API request is to run in the
+	// background, its response polled (background: true).
+	Background bool
 
 	body     []byte
 	fields   map[string]json.RawMessage
@@ -244,24 +247,27 @@ func decodeField(fields map[string]json.RawMessage, name string, v any) error {
 // the gateway's own "provider" field, with a streamed request asking for
 // usage in its last chunk, which metering needs, and a response's store
 // false (the provider keeps no copy of the renter's conversation, which
-// no later request could reach: each may go to another provider) and no
-// previous_response_id (the gateway's, which names nothing there: the
-// gateway sends the conversation whole, Continue). A
+// no later request could reach: each may go to another provider), and
+// neither previous_response_id nor background (the gateway's: it sends the
+// conversation whole, Continue, and runs a background response itself,
+// waiting for the whole answer). A
 // request that needs none of these is sent byte for byte as it came; the
 // changes are spliced into the body (SetField, DeleteField), so its other
 // fields keep their bytes and order.
 func (r *Request) Upstream() ([]byte, error) {
 	_, hasProvider := r.fields["provider"]
 	_, hasPrevious := r.fields["previous_response_id"]
+	_, hasBackground := r.fields["background"]
 	hasPrevious = hasPrevious && r.Endpoint == Responses
+	hasBackground = hasBackground && r.Endpoint == Responses
 	addUsage := r.Stream && !r.IncludeUsage
 	unstore := r.Endpoint == Responses && string(r.fields["store"]) != "false"
-	if !hasProvider && !hasPrevious && !addUsage && !unstore {
+	if !hasProvider && !hasPrevious && !hasBackground && !addUsage && !unstore {
 		return r.body, nil
 	}
 	body := r.body
 	var err error
-	for own, has := range map[string]bool{"provider": hasProvider, "previous_response_id": hasPrevious} {
+	for own, has := range map[string]bool{"provider": hasProvider, "previous_response_id": hasPrevious, "background": hasBackground} {
 		if !has {
 			continue
 		}

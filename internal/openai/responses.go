@@ -10,11 +10,12 @@ import (
 
 // The Responses API (POST /v1/responses), as the gateway serves it. The
 // gateway keeps responses itself and continues a conversation from one
-// (conversation.go). What else OpenAI keeps it does not: conversations,
-// responses to poll later (background), items to refer to by ID
-// (item_reference), prompt templates. It refuses those, saying how to
-// send the same request whole, and asks the provider to keep nothing
-// (Request.Upstream sends store false).
+// (conversation.go), and runs a background response itself, to be polled
+// (background.go in internal/gateway). What else OpenAI keeps it does not:
+// conversations, items to refer to by ID (item_reference), prompt
+// templates. It refuses those, saying how to send the same request whole,
+// and asks the provider to keep nothing (Request.Upstream sends store
+// false).
 
 // parseResponse reads a response request's prompt (its instructions and
 // its input) and what it asks of the kept responses.
@@ -32,6 +33,13 @@ func (r *Request) parseResponse(p *promptText) error {
 		return err
 	}
 	r.Store = store
+	if err := decodeField(r.fields, "background", &r.Background); err != nil {
+		return err
+	} else if r.Background && !r.Store {
+		return idlegrid.Invalid("background", "needs store true: a background response is read back from where it is kept (GET /v1/responses/{id})")
+	} else if r.Background && r.Stream {
+		return idlegrid.Invalid("stream", "not supported with background: poll the response with GET /v1/responses/{id}, or stream it without background")
+	}
 	var instructions string
 	if err := decodeField(r.fields, "instructions", &instructions); err != nil {
 		return err
@@ -49,12 +57,6 @@ func (r *Request) parseResponse(p *promptText) error {
 func (r *Request) stateless() error {
 	if present(r.fields, "conversation") {
 		return idlegrid.Invalid("conversation", "not supported: conversations are not kept; continue from the last response with previous_response_id, or send the conversation so far in input")
-	}
-	var background bool
-	if err := decodeField(r.fields, "background", &background); err != nil {
-		return err
-	} else if background {
-		return idlegrid.Invalid("background", "not supported: responses are not run in the background to be polled; set stream to true to read a long response as it is generated")
 	}
 	if present(r.fields, "prompt") {
 		return idlegrid.Invalid("prompt", "not supported: prompt templates are not kept; send the template's text in instructions and input")

@@ -1,0 +1,258 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/openai"
+)
+
+// Background responses: a Responses API request with background true is
+// answered at once with its response queued, kept (kept.go), and run by
+// the gateway in a goroutine of its own, as any request is run, but for
+// the answer, which goes into the kept response instead of to the renter:
+// the renter polls it (GET /v1/responses/{id}: queued, in_progress, then
+// completed, incomplete, failed or cancelled) and may cancel it (POST
+// /v1/responses/{id}/cancel). A run ends within backgroundDeadline; one
+// that is still queued or in progress after that ran on a server that
+// stopped, and reads as failed (presented), whichever server reads it.
+//
+// Goroutines: each run is the gateway's (backgroundRuns); Close cancels
+// those still running and waits for them to record how they ended.
+
+// Why a background run was cancelled, as its context's cause.
+var (
+	errCancelled     = errors.New("cancelled by the renter")
+	errGatewayClosed = errors.New("the server stopped before the response was done")
+)
+
+// backgroundDeadline is the longest a background response may run: the
+// wait for room, every attempt's whole answer, and the write that keeps
+// it, with a minute to spare.
+func (g *Gateway) backgroundDeadline() time.Duration {
+	return max(g.cfg.QueueTimeout, 0) + time.Duration(g.cfg.MaxAttempts)*g.cfg.AnswerTimeout + keepTimeout + time.Minute
+}
+
+// backgroundRuns are the background responses running in this gateway,
+// by response ID.
+type backgroundRuns struct {
+	mu      sync.Mutex
+	running map[string]*backgroundRun
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+type backgroundRun struct {
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+// start runs fn in a goroutine of its own, as the run of response id,
+// with a context that ends at deadline, when the run is cancelled, or
+// when the gateway closes; false, running nothing, once it has closed.
+func (b *backgroundRuns) start(id string, deadline time.Duration, fn func(ctx context.Context)) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	if b.running == nil {
+		b.running = map[string]*backgroundRun{}
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	run := &backgroundRun{cancel: cancel, done: make(chan struct{})}
+	b.running[id] = run
+	b.wg.Go(func() {
+		defer b.finish(id, run)
+		ctx, stop := context.WithTimeout(ctx, deadline)
+		defer stop()
+		fn(ctx)
+	})
+	return true
+}
+
+func (b *backgroundRuns) finish(id string, run *backgroundRun) {
+	b.mu.Lock()
+	delete(b.running, id)
+	b.mu.Unlock()
+	run.cancel(nil)
+	close(run.done)
+}
+
+// cancel cancels the run of response id, when it runs here, and waits at
+// most wait for it to end; false when it does not run here.
+func (b *backgroundRuns) cancel(id string, wait time.Duration) bool {
+	b.mu.Lock()
+	run, ok := b.running[id]
+	b.mu.Unlock()
+	if !ok {
+		return false
+	}
+	run.cancel(errCancelled)
+	select {
+	case <-run.done:
+	case <-time.After(wait):
+	}
+	return true
+}
+
+// runs reports whether response id runs here.
+func (b *backgroundRuns) runs(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.running[id]
+	return ok
+}
+
+// close cancels every run and waits for them to end; no run starts after.
+func (b *backgroundRuns) close() {
+	b.mu.Lock()
+	b.closed = true
+	for _, run := range b.running {
+		run.cancel(errGatewayClosed)
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+// startBackground keeps x's response queued, answers it, and runs x in
+// the background. It owns x's reservation and its count among the active
+// requests from here on, and ends both when the run ends.
+func (g *Gateway) startBackground(w http.ResponseWriter, r *http.Request, x *exchange, rt route) error {
+	k := x.kept
+	now := g.cfg.Clock.Now()
+	k.queued = x.queuedResponse(now)
+	kr := &idlegrid.KeptResponse{ID: k.id, RenterID: x.caller.AccountID, Model: x.req.Model, PreviousID: k.previous,
+		Input: k.input, Response: k.queued, CreatedAt: now, ExpiresAt: now.Add(g.cfg.ResponseRetention)}
+	err := g.cfg.Store.KeepResponse(r.Context(), kr)
+	if err == nil && !g.background.start(k.id, g.backgroundDeadline(), func(ctx context.Context) {
+		defer g.active.Leave()
+		defer x.res.done()
+		x.runBackground(ctx, r.Clone(ctx), rt)
+	}) {
+		err = idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is stopping; send the request again to another")
+		x.setBackground("failed", errGatewayClosed)
+	}
+	if err != nil {
+		x.res.release(0)
+		x.res.done()
+		g.active.Leave()
+		return err
+	}
+	writeRaw(w, http.StatusOK, k.queued)
+	return nil
+}
+
+// runBackground runs x, its answer recorded, and keeps how it ended: the
+// answer itself when there is one (keep), else failed or cancelled.
+func (x *exchange) runBackground(ctx context.Context, r *http.Request, rt route) {
+	var rec answerRecorder
+	err := x.send(&rec, r, rt, func() { x.setBackground("in_progress", nil) })
+	switch cause := context.Cause(ctx); {
+	case x.kept.done:
+	case errors.Is(cause, errCancelled):
+		x.setBackground("cancelled", nil)
+	case cause == errGatewayClosed:
+		x.setBackground("failed", cause)
+	case errors.Is(cause, context.DeadlineExceeded):
+		x.setBackground("failed", errors.New("the response took longer than a background response may run"))
+	case err != nil:
+		x.setBackground("failed", err)
+	default: // the model server refused it (its error passed on), or answered what is no response
+		x.setBackground("failed", errors.New(upstreamMessage(rec.body.Bytes())))
+	}
+}
+
+// queuedResponse is the response object of x, a background response, as
+// it waits for a provider.
+func (x *exchange) queuedResponse(now time.Time) json.RawMessage {
+	k := x.kept
+	var previous *string
+	if k.previous != "" {
+		previous = &k.previous
+	}
+	b, _ := json.Marshal(map[string]any{
+		"id": k.id, "object": "response", "created_at": now.Unix(), "status": "queued", "background": true,
+		"model": x.req.Model, "output": []any{}, "error": nil, "incomplete_details": nil, "usage": nil,
+		"store": true, "previous_response_id": previous,
+	})
+	return b
+}
+
+// setBackground keeps x's background response as queued but for its
+// status, and why it failed; a failure is logged.
+func (x *exchange) setBackground(status string, why error) {
+	obj, err := openai.SetField(x.kept.queued, "status", []byte(`"`+status+`"`))
+	if err == nil && why != nil {
+		detail, _ := json.Marshal(map[string]string{"code": "server_error", "message": why.Error()})
+		obj, err = openai.SetField(obj, "error", detail)
+	}
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
+		defer cancel()
+		err = x.g.cfg.Store.UpdateResponse(ctx, x.caller.AccountID, x.kept.id, obj, x.g.cfg.Clock.Now())
+	}
+	if err != nil {
+		x.g.log.Error("gateway: could not record a background response's state", "request", x.id, "response", x.kept.id, "status", status, "err", err)
+		x.g.metrics.notKept.Inc()
+	}
+}
+
+// presented is kr's response object as the renter reads it: a background
+// response still queued or in progress after backgroundDeadline, which
+// runs nowhere, reads as failed, since the server that ran it stopped.
+func (g *Gateway) presented(kr *idlegrid.KeptResponse) json.RawMessage {
+	if !unfinished(kr.Response) || g.cfg.Clock.Now().Sub(kr.CreatedAt) <= g.backgroundDeadline() || g.background.runs(kr.ID) {
+		return kr.Response
+	}
+	obj, err := openai.SetField(kr.Response, "status", []byte(`"failed"`))
+	if err == nil {
+		detail, _ := json.Marshal(map[string]string{"code": "server_error", "message": errGatewayClosed.Error()})
+		obj, err = openai.SetField(obj, "error", detail)
+	}
+	if err != nil {
+		return kr.Response
+	}
+	return obj
+}
+
+// unfinished reports whether a response object is queued or in progress.
+func unfinished(obj []byte) bool {
+	st := gjson.GetBytes(obj, "status").Str
+	return st == "queued" || st == "in_progress"
+}
+
+// answerRecorder takes a background run's answer: its status, and the
+// start of its body, for the message of an error.
+type answerRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (a *answerRecorder) Header() http.Header {
+	if a.header == nil {
+		a.header = http.Header{}
+	}
+	return a.header
+}
+
+func (a *answerRecorder) WriteHeader(status int) {
+	if a.status == 0 {
+		a.status = status
+	}
+}
+
+func (a *answerRecorder) Write(p []byte) (int, error) {
+	a.WriteHeader(http.StatusOK)
+	a.body.Write(p[:min(len(p), max(64<<10-a.body.Len(), 0))])
+	return len(p), nil
+}

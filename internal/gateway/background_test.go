@@ -1,0 +1,145 @@
+package gateway_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/idlegrid/idlegrid"
+)
+
+// backgroundParams asks the mock's model for a response to text, run in
+// the background.
+func backgroundParams(text string) responses.ResponseNewParams {
+	p := responseParams(text)
+	p.Background = oai.Bool(true)
+	return p
+}
+
+// pollUntil reads the response id until its status is not one of those
+// given, and returns it.
+func pollUntil(t *testing.T, sdk oai.Client, id string, while ...responses.ResponseStatus) *responses.Response {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got, err := sdk.Responses.Get(context.Background(), id, responses.ResponseGetParams{})
+		if err != nil {
+			t.Fatalf("GET %s: %s", id, describe(err))
+		}
+		still := false
+		for _, st := range while {
+			still = still || got.Status == st
+		}
+		if !still || time.Now().After(deadline) {
+			return got
+		}
+	}
+}
+
+// TestGateway_responsesBackground: a background response is answered at
+// once, queued; the gateway runs it and keeps the answer, which the renter
+// polls for, is charged for, and may continue.
+func TestGateway_responsesBackground(t *testing.T) {
+	f, up := mustSolo(t, nil)
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+	queued, err := sdk.Responses.New(ctx, backgroundParams("Write a report."))
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	if queued.Status != responses.ResponseStatusQueued || !queued.Background || !strings.HasPrefix(queued.ID, "resp_") || len(queued.Output) != 0 {
+		t.Fatalf("POST with background: %s; want it queued, background, with the gateway's ID and no output yet", queued.RawJSON())
+	}
+	done := pollUntil(t, sdk, queued.ID, responses.ResponseStatusQueued, responses.ResponseStatusInProgress)
+	if done.Status != responses.ResponseStatusCompleted || done.OutputText() != "Hello from alpha." || !done.Background ||
+		done.ID != queued.ID || done.Usage.OutputTokens != mockCompletionTokens {
+		t.Fatalf("polled: %s; want alpha's answer, completed, background, its usage", done.RawJSON())
+	}
+	if body := string(up.lastBody()); strings.Contains(body, "background") {
+		t.Errorf("the model server was sent %s; want no background: the gateway runs it", body)
+	}
+	mustSync(t, f)
+	us, err := f.Store.ListInferenceUsage(ctx, idlegrid.UsageFilter{AccountID: f.RenterID, Limit: 1})
+	if err != nil || len(us) != 1 || "resp_"+strings.TrimPrefix(us[0].ID, "req_") != queued.ID || us[0].OutputTokens != mockCompletionTokens {
+		t.Fatalf("usage %+v, %v; want the background response's, charged", us, err)
+	}
+	next, err := sdk.Responses.New(ctx, continuing("And then?", queued.ID))
+	if err != nil || next.PreviousResponseID != queued.ID {
+		t.Errorf("continuing the background response: %v, %s", next, describe(err))
+	}
+	if got := sentInput(t, up); len(got) != 3 {
+		t.Errorf("continuing, the model server was sent %q; want the background turn before the new input", got)
+	}
+}
+
+// TestGateway_responsesBackgroundCancel: a background response in
+// progress cannot be continued yet; cancelled, its run stops at the
+// provider, it reads cancelled, and nothing is charged. A response that
+// is not a background one cannot be cancelled.
+func TestGateway_responsesBackgroundCancel(t *testing.T) {
+	f, up := mustSolo(t, nil)
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+	up.set(faultHold)
+	defer up.free()
+	queued, err := sdk.Responses.New(ctx, backgroundParams("Write a report."))
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	running := pollUntil(t, sdk, queued.ID, responses.ResponseStatusQueued)
+	if running.Status != responses.ResponseStatusInProgress {
+		t.Fatalf("with the model server holding it: %s; want in_progress", running.RawJSON())
+	}
+	_, err = sdk.Responses.New(ctx, continuing("And then?", queued.ID))
+	if e := apiError(t, err); e.Param != "previous_response_id" || !strings.Contains(e.Message, "still running") {
+		t.Errorf("continuing a response in progress: %s; want 400 saying it is still running", describe(err))
+	}
+	cancelled, err := sdk.Responses.Cancel(ctx, queued.ID)
+	if err != nil || cancelled.Status != responses.ResponseStatusCancelled {
+		t.Fatalf("cancel: %v, %s; want it cancelled", cancelled, describe(err))
+	}
+	if got := pollUntil(t, sdk, queued.ID); got.Status != responses.ResponseStatusCancelled {
+		t.Errorf("after cancelling: %s", got.RawJSON())
+	}
+	mustSync(t, f)
+	if bal, err := f.Admin.Balance(ctx, f.RenterID); err != nil || bal.Available != 100*idlegrid.MicrosPerUnit {
+		t.Errorf("balance %+v (%v): a cancelled response must cost nothing", bal, err)
+	}
+	up.set(faultNone)
+	whole, err := sdk.Responses.New(ctx, responseParams("Hi"))
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	if _, err := sdk.Responses.Cancel(ctx, whole.ID); apiError(t, err).StatusCode != 400 {
+		t.Errorf("cancelling a response answered whole: %s; want 400", describe(err))
+	}
+}
+
+// TestGateway_responsesBackgroundOrphaned: a background response still
+// queued past the longest a run may take ran on a server that stopped,
+// and reads as failed; one within it reads as kept.
+func TestGateway_responsesBackgroundOrphaned(t *testing.T) {
+	f, _ := mustSolo(t, nil)
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+	for _, tc := range []struct {
+		age  time.Duration
+		want responses.ResponseStatus
+	}{{time.Minute, responses.ResponseStatusQueued}, {24 * time.Hour, responses.ResponseStatusFailed}} {
+		created := time.Now().Add(-tc.age)
+		id := "resp_orphan" + tc.age.String()
+		r := &idlegrid.KeptResponse{ID: id, RenterID: f.RenterID, Model: testModel, Input: []byte(`[]`),
+			Response:  []byte(`{"id":"` + id + `","object":"response","status":"queued","background":true,"output":[]}`),
+			CreatedAt: created, ExpiresAt: created.Add(30 * 24 * time.Hour)}
+		if err := f.Store.KeepResponse(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		got, err := sdk.Responses.Get(ctx, id, responses.ResponseGetParams{})
+		if err != nil || got.Status != tc.want || (tc.want == responses.ResponseStatusFailed && !strings.Contains(got.Error.Message, "stopped")) {
+			t.Errorf("queued %s ago: %v, %s; want %s", tc.age, got.RawJSON(), describe(err), tc.want)
+		}
+	}
+}
