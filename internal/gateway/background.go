@@ -133,10 +133,11 @@ func (g *Gateway) startBackground(w http.ResponseWriter, r *http.Request, x *exc
 	kr := &idlegrid.KeptResponse{ID: k.id, RenterID: x.caller.AccountID, Model: x.req.Model, PreviousID: k.previous,
 		Input: k.input, Response: k.queued, CreatedAt: now, ExpiresAt: now.Add(g.cfg.ResponseRetention)}
 	err := g.cfg.Store.KeepResponse(r.Context(), kr)
+	own := r.Clone(context.Background()) // the run's, which outlives the handler
 	if err == nil && !g.background.start(k.id, g.backgroundDeadline(), func(ctx context.Context) {
 		defer g.active.Leave()
 		defer x.res.done()
-		x.runBackground(ctx, r.Clone(ctx), rt)
+		x.runBackground(ctx, own.WithContext(ctx), rt)
 	}) {
 		err = idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is stopping; send the request again to another")
 		x.setBackground("failed", errGatewayClosed)

@@ -44,6 +44,7 @@ func FuzzGateway(f *testing.F) {
 		{4, `{"model":"llama-test","input":[{"role":"user","content":[{"type":"input_text","text":"Hi"},{"type":"input_image","image_url":"data:,"}]},{"type":"function_call_output","call_id":"c","output":"ok"}],"stream":true,"store":true}`},
 		{4, `{"model":"llama-test","input":[{"type":"item_reference","id":"msg_1"}],"previous_response_id":7}`},
 		{4, `{"model":"llama-test","input":"And then?","previous_response_id":"resp_none","store":false}`},
+		{4, `{"model":"llama-test","input":"Write a report.","background":true,"max_output_tokens":5}`},
 		{5, `limit=2&order=asc&after=msg_1&include[]=x&include[]=y`},
 		{5, `limit=0&order=sideways&%zz`},
 		{0, `{"model":`},
