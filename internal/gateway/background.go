@@ -140,7 +140,7 @@ func (g *Gateway) startBackground(w http.ResponseWriter, r *http.Request, x *exc
 		x.runBackground(ctx, own.WithContext(ctx), rt)
 	}) {
 		err = idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is stopping; send the request again to another")
-		x.setBackground("failed", errGatewayClosed)
+		x.setBackground("failed", serverFailure(errGatewayClosed))
 	}
 	if err != nil {
 		x.res.release(0)
@@ -162,14 +162,49 @@ func (x *exchange) runBackground(ctx context.Context, r *http.Request, rt route)
 	case errors.Is(cause, errCancelled):
 		x.setBackground("cancelled", nil)
 	case cause == errGatewayClosed:
-		x.setBackground("failed", cause)
+		x.setBackground("failed", serverFailure(cause))
 	case errors.Is(cause, context.DeadlineExceeded):
-		x.setBackground("failed", errors.New("the response took longer than a background response may run"))
+		x.setBackground("failed", serverFailure(errors.New("the response took longer than a background response may run")))
 	case err != nil:
-		x.setBackground("failed", err)
+		x.setBackground("failed", failureOf(err))
 	default: // the model server refused it (its error passed on), or answered what is no response
-		x.setBackground("failed", errors.New(upstreamMessage(rec.body.Bytes())))
+		x.setBackground("failed", upstreamFailure(rec.status, rec.body.Bytes()))
 	}
+}
+
+// failure is a failed response's error, as the Responses API gives it.
+type failure struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func serverFailure(err error) *failure { return &failure{"server_error", err.Error()} }
+
+// failureOf is the failure of a run that ended in the gateway's error:
+// the renter's request refused (invalid_prompt), a limit hit
+// (rate_limit_exceeded), or the providers' failure (server_error).
+func failureOf(err error) *failure {
+	switch idlegrid.ErrorCode(err) {
+	case idlegrid.EINVALID, idlegrid.ETOOLARGE:
+		return &failure{"invalid_prompt", err.Error()}
+	case idlegrid.ETOOMANY, idlegrid.EPAYMENT:
+		return &failure{"rate_limit_exceeded", err.Error()}
+	}
+	return serverFailure(err)
+}
+
+// upstreamFailure is the failure of a run whose model server answered
+// status, with body: a 4xx is the request's (a 429 a limit), else the
+// model server's.
+func upstreamFailure(status int, body []byte) *failure {
+	f := &failure{"server_error", upstreamMessage(body)}
+	switch {
+	case status == http.StatusTooManyRequests:
+		f.Code = "rate_limit_exceeded"
+	case status >= 400 && status < 500:
+		f.Code = "invalid_prompt"
+	}
+	return f
 }
 
 // queuedResponse is the response object of x, a background response, as
@@ -189,11 +224,12 @@ func (x *exchange) queuedResponse(now time.Time) json.RawMessage {
 }
 
 // setBackground keeps x's background response as queued but for its
-// status, and why it failed; a failure is logged.
-func (x *exchange) setBackground(status string, why error) {
+// status, and why it failed (nil: it did not); a failure to keep it is
+// logged.
+func (x *exchange) setBackground(status string, why *failure) {
 	obj, err := openai.SetField(x.kept.queued, "status", []byte(`"`+status+`"`))
 	if err == nil && why != nil {
-		detail, _ := json.Marshal(map[string]string{"code": "server_error", "message": why.Error()})
+		detail, _ := json.Marshal(why)
 		obj, err = openai.SetField(obj, "error", detail)
 	}
 	if err == nil {
@@ -216,7 +252,7 @@ func (g *Gateway) presented(kr *idlegrid.KeptResponse) json.RawMessage {
 	}
 	obj, err := openai.SetField(kr.Response, "status", []byte(`"failed"`))
 	if err == nil {
-		detail, _ := json.Marshal(map[string]string{"code": "server_error", "message": errGatewayClosed.Error()})
+		detail, _ := json.Marshal(serverFailure(errGatewayClosed))
 		obj, err = openai.SetField(obj, "error", detail)
 	}
 	if err != nil {

@@ -143,3 +143,24 @@ func TestGateway_responsesBackgroundOrphaned(t *testing.T) {
 		}
 	}
 }
+
+// TestGateway_responsesBackgroundFails: a background response no provider
+// answers reads as failed, saying why, and costs nothing.
+func TestGateway_responsesBackgroundFails(t *testing.T) {
+	f, up := mustSolo(t, nil)
+	up.set(fault500)
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+	queued, err := sdk.Responses.New(ctx, backgroundParams("Write a report."))
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	got := pollUntil(t, sdk, queued.ID, responses.ResponseStatusQueued, responses.ResponseStatusInProgress)
+	if got.Status != responses.ResponseStatusFailed || got.Error.Code != "server_error" || !strings.Contains(got.Error.Message, "failed") {
+		t.Errorf("with its provider failing: %s; want failed, a server error saying so", got.RawJSON())
+	}
+	mustSync(t, f)
+	if bal, err := f.Admin.Balance(ctx, f.RenterID); err != nil || bal.Available != 100*idlegrid.MicrosPerUnit {
+		t.Errorf("balance %+v (%v): a failed response must cost nothing", bal, err)
+	}
+}
