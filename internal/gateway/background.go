@@ -237,7 +237,7 @@ func (x *exchange) setBackground(status string, why *failure) {
 		defer cancel()
 		err = x.g.cfg.Store.UpdateResponse(ctx, x.caller.AccountID, x.kept.id, obj, x.g.cfg.Clock.Now())
 	}
-	if err != nil {
+	if err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND { // not found: the renter deleted it
 		x.g.log.Error("gateway: could not record a background response's state", "request", x.id, "response", x.kept.id, "status", status, "err", err)
 		x.g.metrics.notKept.Inc()
 	}

@@ -77,8 +77,9 @@ func TestGateway_responsesBackground(t *testing.T) {
 
 // TestGateway_responsesBackgroundCancel: a background response in
 // progress cannot be continued yet; cancelled, its run stops at the
-// provider, it reads cancelled, and nothing is charged. A response that
-// is not a background one cannot be cancelled.
+// provider, it reads cancelled, and nothing is charged; deleted, its run
+// stops too. A response that is not a background one cannot be
+// cancelled.
 func TestGateway_responsesBackgroundCancel(t *testing.T) {
 	f, up := mustSolo(t, nil)
 	ctx := context.Background()
@@ -104,7 +105,18 @@ func TestGateway_responsesBackgroundCancel(t *testing.T) {
 	if got := pollUntil(t, sdk, queued.ID); got.Status != responses.ResponseStatusCancelled {
 		t.Errorf("after cancelling: %s", got.RawJSON())
 	}
-	mustSync(t, f)
+	deleted, err := sdk.Responses.New(ctx, backgroundParams("Write another."))
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	pollUntil(t, sdk, deleted.ID, responses.ResponseStatusQueued)
+	if err := sdk.Responses.Delete(ctx, deleted.ID); err != nil {
+		t.Fatalf("deleting a background response in progress: %s", describe(err))
+	}
+	if _, err := sdk.Responses.Get(ctx, deleted.ID, responses.ResponseGetParams{}); apiError(t, err).StatusCode != 404 {
+		t.Errorf("GET a background response deleted while it ran: %s; want 404", describe(err))
+	}
+	mustSync(t, f) // returns once both runs have ended: the deleted one was cancelled too
 	if bal, err := f.Admin.Balance(ctx, f.RenterID); err != nil || bal.Available != 100*idlegrid.MicrosPerUnit {
 		t.Errorf("balance %+v (%v): a cancelled response must cost nothing", bal, err)
 	}

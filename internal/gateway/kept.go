@@ -90,7 +90,7 @@ func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *op
 func (g *Gateway) conversation(ctx context.Context, renterID, id string) ([]json.RawMessage, error) {
 	chain, err := g.cfg.Store.ResponseChain(ctx, renterID, id, g.cfg.Clock.Now(), MaxConversation)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		return nil, idlegrid.Invalid("previous_response_id", "no response %q is kept for this account: it was never kept (store false), was deleted, or expired after %s", id, g.retention())
+		return nil, idlegrid.Invalid("previous_response_id", "no response %q is kept for this account: %s", id, g.whyGone())
 	} else if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func (g *Gateway) conversation(ctx context.Context, renterID, id string) ([]json
 	}
 	var items []json.RawMessage
 	for _, r := range chain {
-		if unfinished(r.Response) {
+		if unfinished(g.presented(r)) {
 			return nil, idlegrid.Invalid("previous_response_id", "response %s is still running in the background; poll GET /v1/responses/%s until it is done", r.ID, r.ID)
 		}
 		var in []json.RawMessage
@@ -142,12 +142,14 @@ func (x *exchange) keep(obj []byte) {
 	} else {
 		err = g.cfg.Store.KeepResponse(ctx, r)
 	}
-	if err != nil {
+	switch {
+	case k.background && idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND: // the renter deleted it meanwhile
+	case err != nil:
 		g.log.Error("gateway: could not keep a response; it cannot be continued or read back", "request", x.id, "response", k.id, "err", err)
 		g.metrics.notKept.Inc()
-		return
+	default:
+		k.done = true
 	}
-	k.done = true
 }
 
 // echo is a whole answer of the Responses API as the renter gets it
@@ -194,12 +196,13 @@ func (g *Gateway) findResponse(ctx context.Context, c *apiKey, id string) (*idle
 	}
 	kr, err := g.cfg.Store.FindResponse(ctx, c.AccountID, id, g.cfg.Clock.Now())
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		return nil, idlegrid.Errorf(idlegrid.ENOTFOUND, "no response %q is kept for this account: it was never kept (store false), was deleted, or expired after %s", id, g.retention())
+		return nil, idlegrid.Errorf(idlegrid.ENOTFOUND, "no response %q is kept for this account: %s", id, g.whyGone())
 	}
 	return kr, err
 }
 
-// deleteResponse answers DELETE /v1/responses/{id}, as OpenAI does.
+// deleteResponse answers DELETE /v1/responses/{id}, as OpenAI does; a
+// background response still running is cancelled first.
 func (g *Gateway) deleteResponse(w http.ResponseWriter, r *http.Request, c *apiKey) error {
 	if _, err := checkQuery(r); err != nil {
 		return err
@@ -208,6 +211,7 @@ func (g *Gateway) deleteResponse(w http.ResponseWriter, r *http.Request, c *apiK
 	if _, err := g.findResponse(r.Context(), c, id); err != nil {
 		return err
 	}
+	g.background.cancel(id, 2*keepTimeout) // a background response deleted need not run on
 	if err := g.cfg.Store.DeleteResponse(r.Context(), c.AccountID, id, g.cfg.Clock.Now()); err != nil {
 		return err
 	}
@@ -259,18 +263,18 @@ func (g *Gateway) responsesPath(w http.ResponseWriter, r *http.Request) {
 	NoRoute(w, r, allowed)
 }
 
-// retention is how long responses are kept, as a renter reads it: "30
-// days".
-func (g *Gateway) retention() string {
+// whyGone says why a renter's response may not be kept: "… expired
+// after 30 days".
+func (g *Gateway) whyGone() string {
 	const day = 24 * time.Hour
+	retention := g.cfg.ResponseRetention.String()
 	switch d := g.cfg.ResponseRetention; {
 	case d == day:
-		return "1 day"
+		retention = "1 day"
 	case d%day == 0:
-		return fmt.Sprintf("%d days", d/day)
-	default:
-		return d.String()
+		retention = fmt.Sprintf("%d days", d/day)
 	}
+	return "it was never kept (store false), was deleted, or expired after " + retention
 }
 
 // writeRaw writes b, a JSON value, as the answer.
