@@ -1,8 +1,10 @@
 // Package gateway is idlegrid's OpenAI-compatible inference gateway: the
-// renter-facing /v1/models, /v1/chat/completions, /v1/completions and
-// /v1/embeddings, served by the models that providers' nodes advertise
-// (idlegrid.Offer.Models) and reached over each node's outbound agent
-// session (internal/session), so that a node behind NAT serves too.
+// renter-facing /v1/models, /v1/chat/completions, /v1/completions,
+// /v1/embeddings and /v1/responses (with the responses it keeps, kept.go,
+// and runs in the background, background.go), served by the models that
+// providers' nodes advertise (idlegrid.Offer.Models) and reached over each
+// node's outbound agent session (internal/session), so that a node behind
+// NAT serves too.
 //
 // A request is authenticated by API key, parsed (internal/openai), checked
 // against the key's rate limit, concurrency and budget (its worst case is
@@ -16,8 +18,10 @@
 // counted, is charged through the ledger by the meter (meter.go), which
 // writes in batches off the request's path.
 //
-// Goroutines: a Gateway owns its meter's writer; Close drains and stops it.
-// Requests run in their HTTP handlers' goroutines and own nothing else.
+// Goroutines: a Gateway owns its meter's writer and its background
+// responses' runs; Close stops the runs, then drains and stops the meter.
+// Other requests run in their HTTP handlers' goroutines and own nothing
+// else.
 package gateway
 
 import (
