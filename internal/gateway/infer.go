@@ -43,17 +43,17 @@ type exchange struct {
 func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c *apiKey) error {
 		g.active.Enter()
-		x, route, err := g.prepare(w, r, c, e)
+		x, rt, err := g.prepare(w, r, c, e)
 		if err != nil {
 			g.active.Leave()
 			return err
 		}
 		if x.kept != nil && x.kept.background {
-			return g.startBackground(w, r, x, route) // it leaves, and ends the reservation, when its run ends
+			return g.startBackground(w, r, x, rt) // it leaves, and ends the reservation, when its run ends
 		}
 		defer g.active.Leave()
 		defer x.res.done()
-		return x.send(w, r, route, nil)
+		return x.send(w, r, rt, nil)
 	}
 }
 
