@@ -71,11 +71,11 @@ func TestGateway_responses(t *testing.T) {
 	}
 }
 
-// TestGateway_responsesStateless: what else the Responses API keeps at
+// TestGateway_responsesRefused: what else the Responses API keeps at
 // OpenAI (conversations, items by ID), and a background response that
 // could not be read back (store false) or would stream, are refused
 // before any provider is asked, saying what to send instead.
-func TestGateway_responsesStateless(t *testing.T) {
+func TestGateway_responsesRefused(t *testing.T) {
 	f, up := mustSolo(t, nil)
 	ctx := context.Background()
 	sdk := f.sdk(f.RenterKey)

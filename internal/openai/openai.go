@@ -17,9 +17,9 @@ const (
 	ChatCompletions Endpoint = "chat/completions"
 	Completions     Endpoint = "completions"
 	Embeddings      Endpoint = "embeddings"
-	// Responses is OpenAI's Responses API, served stateless: each request
-	// carries its whole conversation, and no provider keeps the answer
-	// (Request.Upstream sends store false).
+	// Responses is OpenAI's Responses API. The gateway keeps its answers
+	// and sends each provider the whole conversation, so that no provider
+	// keeps one (Request.Upstream sends store false; conversation.go).
 	Responses Endpoint = "responses"
 )
 

@@ -20,7 +20,7 @@ import (
 // parseResponse reads a response request's prompt (its instructions and
 // its input) and what it asks of the kept responses.
 func (r *Request) parseResponse(p *promptText) error {
-	if err := r.stateless(); err != nil {
+	if err := r.unkept(); err != nil {
 		return err
 	}
 	if err := decodeField(r.fields, "previous_response_id", &r.PreviousResponseID); err != nil {
@@ -52,9 +52,9 @@ func (r *Request) parseResponse(p *promptText) error {
 	return p.responseInput(r.fields["input"])
 }
 
-// stateless refuses the fields of a response request that need what the
+// unkept refuses the fields of a response request that need what the
 // gateway does not keep.
-func (r *Request) stateless() error {
+func (r *Request) unkept() error {
 	if present(r.fields, "conversation") {
 		return idlegrid.Invalid("conversation", "not supported: conversations are not kept; continue from the last response with previous_response_id, or send the conversation so far in input")
 	}
