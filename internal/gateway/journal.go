@@ -25,10 +25,12 @@ import (
 // behind. Without more, a crash in between loses them: the renter got an
 // answer nobody pays for, and the provider is never credited. So the
 // meter journals each charge first: a line appended to a file in
-// Config.Journal before the request's handler returns. Once the store has
-// the charge (or has refused it for good: a renter without the money),
-// its line is done; a file whose lines are all done is deleted once the
-// meter has moved on to the next. A charge the store fails for a reason
+// Config.Journal before the request's handler returns, as soon as its
+// answer is done (not before the answer's end, which would add the write
+// to every request's latency: a crash in between loses that charge).
+// Once the store has the charge (or has refused it for good: a renter
+// without the money), its line is done; a file whose lines are all done
+// is deleted once the meter has moved on to the next. A charge the store fails for a reason
 // of its own (it cannot be reached) is tried again by the meter, and a
 // file holding one the meter gave up on at Close stays. When the gateway
 // starts, New writes the charges in the files it finds to the store
