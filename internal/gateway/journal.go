@@ -23,19 +23,19 @@ import (
 // The meter writes charges to the store in batches, a few milliseconds
 // after their requests were answered, and more when the store falls
 // behind. Without more, a crash in between loses them: the renter got an
-// answer nobody pays for, and the provider is never credited. So the
-// meter journals each charge first: a line appended to a file in
-// Config.Journal before the request's handler returns, as soon as its
-// answer is done (not before the answer's end, which would add the write
-// to every request's latency: a crash in between loses that charge).
-// Once the store has the charge (or has refused it for good: a renter
-// without the money), its line is done; a file whose lines are all done
-// is deleted once the meter has moved on to the next. A charge the store fails for a reason
-// of its own (it cannot be reached) is tried again by the meter, and a
-// file holding one the meter gave up on at Close stays. When the gateway
-// starts, New writes the charges in the files it finds to the store
-// before it serves: a charge the store already has (its request ID) is
-// not charged again, so replaying a file twice, or a line the store had
+// answer nobody pays for, and the provider is never credited. So the meter
+// journals each charge first: a line appended to a file in Config.Journal
+// before the request's handler returns, as soon as its answer is done (not
+// before the answer's end, which would add the write to every request's
+// latency: a crash in between loses that charge). Once the store has the
+// charge (or has refused it for good: a renter without the money), its
+// line is done; a file whose lines are all done is deleted once the meter
+// has moved on to the next. A charge the store fails for a reason of its
+// own (it cannot be reached) is tried again by the meter, and a file
+// holding one the meter gave up on at Close stays. When the gateway
+// starts, New writes the charges in the files it finds to the store before
+// it serves: a charge the store already has (its request ID) is not
+// charged again, so replaying a file twice, or a line the store had
 // committed just before the crash, is harmless. Files New cannot write
 // stay for the next start.
 //
