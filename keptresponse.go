@@ -78,10 +78,13 @@ type ResponseStore interface {
 	// the renter's response, or expired at now.
 	ResponseChain(ctx context.Context, renterID, id string, now time.Time, limit int) ([]*KeptResponse, error)
 	// UpdateResponse sets the response object of the renter's response
-	// id, as a background response's moves on (queued, in progress, then
-	// done): ENOTFOUND when the renter has none such unexpired at now,
-	// EINVALID naming response.response when response is no JSON object.
-	UpdateResponse(ctx context.Context, renterID, id string, response json.RawMessage, now time.Time) error
+	// id to response if it is still was, the object the caller last read
+	// or wrote, as a background response's moves on (queued, in progress,
+	// then done or cancelled): ECONFLICT, changing nothing, when another
+	// write came first (a cancel that another server took), ENOTFOUND
+	// when the renter has none such unexpired at now, EINVALID naming
+	// response.response when response is no JSON object.
+	UpdateResponse(ctx context.Context, renterID, id string, was, response json.RawMessage, now time.Time) error
 	// DeleteResponse forgets the renter's response id; ENOTFOUND when the
 	// renter has none such unexpired at now. The responses that continued
 	// it are kept, but can no longer be continued (ResponseChain).

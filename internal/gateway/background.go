@@ -104,6 +104,17 @@ func (b *backgroundRuns) cancel(id string, wait time.Duration) bool {
 	return true
 }
 
+// stop cancels the run of response id, when it runs here, with cause,
+// and does not wait: the run itself may call it.
+func (b *backgroundRuns) stop(id string, cause error) {
+	b.mu.Lock()
+	run := b.running[id]
+	b.mu.Unlock()
+	if run != nil {
+		run.cancel(cause)
+	}
+}
+
 // runs reports whether response id runs here.
 func (b *backgroundRuns) runs(id string) bool {
 	b.mu.Lock()
@@ -130,6 +141,7 @@ func (g *Gateway) startBackground(w http.ResponseWriter, r *http.Request, x *exc
 	k := x.kept
 	now := g.cfg.Clock.Now()
 	k.queued = x.queuedResponse(now)
+	k.stored = k.queued
 	kr := &idlegrid.KeptResponse{ID: k.id, RenterID: x.caller.AccountID, Model: x.req.Model, PreviousID: k.previous,
 		Input: k.input, Response: k.queued, CreatedAt: now, ExpiresAt: now.Add(g.cfg.ResponseRetention)}
 	err := g.cfg.Store.KeepResponse(r.Context(), kr)
@@ -158,7 +170,7 @@ func (x *exchange) runBackground(ctx context.Context, r *http.Request, rt route)
 	var rec answerRecorder
 	err := x.send(&rec, r, rt, func() { x.setBackground("in_progress", nil) })
 	switch cause := context.Cause(ctx); {
-	case x.kept.done:
+	case x.kept.done, x.kept.lost:
 	case errors.Is(cause, errCancelled):
 		x.setBackground("cancelled", nil)
 	case cause == errGatewayClosed:
@@ -225,9 +237,14 @@ func (x *exchange) queuedResponse(now time.Time) json.RawMessage {
 
 // setBackground keeps x's background response as queued but for its
 // status, and why it failed (nil: it did not); a failure to keep it is
-// logged.
+// logged. Each write moves on from the object the run stored last, so
+// that a cancel another server took first wins (lose).
 func (x *exchange) setBackground(status string, why *failure) {
-	obj, err := openai.SetField(x.kept.queued, "status", []byte(`"`+status+`"`))
+	k := x.kept
+	if k.lost {
+		return
+	}
+	obj, err := openai.SetField(k.queued, "status", []byte(`"`+status+`"`))
 	if err == nil && why != nil {
 		detail, _ := json.Marshal(why)
 		obj, err = openai.SetField(obj, "error", detail)
@@ -235,12 +252,27 @@ func (x *exchange) setBackground(status string, why *failure) {
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
 		defer cancel()
-		err = x.g.cfg.Store.UpdateResponse(ctx, x.caller.AccountID, x.kept.id, obj, x.g.cfg.Clock.Now())
+		err = x.g.cfg.Store.UpdateResponse(ctx, x.caller.AccountID, k.id, k.stored, obj, x.g.cfg.Clock.Now())
 	}
-	if err != nil && idlegrid.ErrorCode(err) != idlegrid.ENOTFOUND { // not found: the renter deleted it
-		x.g.log.Error("gateway: could not record a background response's state", "request", x.id, "response", x.kept.id, "status", status, "err", err)
+	switch idlegrid.ErrorCode(err) {
+	case "":
+		k.stored = obj
+	case idlegrid.ENOTFOUND: // the renter deleted it
+	case idlegrid.ECONFLICT:
+		x.lose()
+	default:
+		x.g.log.Error("gateway: could not record a background response's state", "request", x.id, "response", k.id, "status", status, "err", err)
 		x.g.metrics.notKept.Inc()
 	}
+}
+
+// lose stops x's background run, whose response another write changed
+// first: a cancel that a server not running it took. The run keeps
+// nothing more; the response stays as that write left it.
+func (x *exchange) lose() {
+	x.kept.lost = true
+	x.g.log.Info("gateway: a background response was changed while it ran, cancelled elsewhere; its run stops", "request", x.id, "response", x.kept.id)
+	x.g.background.stop(x.kept.id, errCancelled)
 }
 
 // presented is kr's response object as the renter reads it: a background

@@ -176,3 +176,56 @@ func TestGateway_responsesBackgroundFails(t *testing.T) {
 		t.Errorf("balance %+v (%v): a failed response must cost nothing", bal, err)
 	}
 }
+
+// TestGateway_responsesBackgroundCancelElsewhere: a cancel reaches a
+// background response that no run of the gateway's holds (its server
+// stopped without recording its end), and the cancel of another server
+// (here, the store's write) wins over a run that finds its response
+// changed: the run keeps nothing more.
+func TestGateway_responsesBackgroundCancelElsewhere(t *testing.T) {
+	f, up := mustSolo(t, nil)
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+
+	created := time.Now().Add(-time.Minute)
+	orphan := &idlegrid.KeptResponse{ID: "resp_orphan", RenterID: f.RenterID, Model: testModel, Input: []byte(`[]`),
+		Response:  []byte(`{"id":"resp_orphan","object":"response","status":"in_progress","background":true,"output":[]}`),
+		CreatedAt: created, ExpiresAt: created.Add(30 * 24 * time.Hour)}
+	if err := f.Store.KeepResponse(ctx, orphan); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // a second cancel finds it cancelled
+		got, err := sdk.Responses.Cancel(ctx, orphan.ID)
+		if err != nil {
+			t.Fatalf("cancelling a response whose run's server stopped: %s", describe(err))
+		} else if got.Status != responses.ResponseStatusCancelled {
+			t.Fatalf("cancelling a response whose run's server stopped: %s; want it cancelled", got.RawJSON())
+		}
+	}
+	if got := pollUntil(t, sdk, orphan.ID); got.Status != responses.ResponseStatusCancelled {
+		t.Errorf("after cancelling: %s", got.RawJSON())
+	}
+
+	up.set(faultHold)
+	defer up.free()
+	queued, err := sdk.Responses.New(ctx, backgroundParams("Write a report."))
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	if got := pollUntil(t, sdk, queued.ID, responses.ResponseStatusQueued); got.Status != responses.ResponseStatusInProgress {
+		t.Fatalf("with the model server holding it: %s; want in_progress", got.RawJSON())
+	}
+	kr, err := f.Store.FindResponse(ctx, f.RenterID, queued.ID, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled := []byte(strings.Replace(string(kr.Response), `"in_progress"`, `"cancelled"`, 1))
+	if err := f.Store.UpdateResponse(ctx, f.RenterID, queued.ID, kr.Response, cancelled, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	up.free() // the model server answers; the run finds its response cancelled
+	mustSync(t, f)
+	if got := pollUntil(t, sdk, queued.ID); got.Status != responses.ResponseStatusCancelled || len(got.Output) != 0 {
+		t.Errorf("a run that finished after another server's cancel: %s; want it cancelled, no output", got.RawJSON())
+	}
+}

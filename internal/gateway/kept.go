@@ -48,7 +48,9 @@ type keeping struct {
 	input      json.RawMessage
 	background bool            // run in the background (background.go)
 	queued     json.RawMessage // a background response's object as it waits
+	stored     json.RawMessage // a background response's object as its run last stored it
 	done       bool            // the answer is kept
+	lost       bool            // another write came first (a cancel): the run stops and keeps nothing more
 }
 
 // responseID is the ID of the response to request reqID: its digits,
@@ -138,12 +140,14 @@ func (x *exchange) keep(obj []byte) {
 	defer cancel()
 	var err error
 	if k.background { // kept since it was queued
-		err = g.cfg.Store.UpdateResponse(ctx, r.RenterID, r.ID, obj, now)
+		err = g.cfg.Store.UpdateResponse(ctx, r.RenterID, r.ID, k.stored, obj, now)
 	} else {
 		err = g.cfg.Store.KeepResponse(ctx, r)
 	}
 	switch {
 	case k.background && idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND: // the renter deleted it meanwhile
+	case k.background && idlegrid.ErrorCode(err) == idlegrid.ECONFLICT:
+		x.lose()
 	case err != nil:
 		g.log.Error("gateway: could not keep a response; it cannot be continued or read back", "request", x.id, "response", k.id, "err", err)
 		g.metrics.notKept.Inc()
@@ -240,9 +244,35 @@ func (g *Gateway) cancelResponse(w http.ResponseWriter, r *http.Request, c *apiK
 		if kr, err = g.findResponse(r.Context(), c, id); err != nil {
 			return err
 		}
+	} else if unfinished(g.presented(kr)) {
+		if kr, err = g.cancelElsewhere(r.Context(), c, kr); err != nil {
+			return err
+		}
 	}
 	writeRaw(w, http.StatusOK, g.presented(kr))
 	return nil
+}
+
+// cancelElsewhere cancels kr, a background response queued or in
+// progress that no run of this gateway's holds: its run's server stopped
+// without recording how it ended (a crash), or another server runs it,
+// whose run finds it changed at its next write and stops
+// (exchange.lose). It returns the response as it is now: cancelled, or
+// as its run moved it on first.
+func (g *Gateway) cancelElsewhere(ctx context.Context, c *apiKey, kr *idlegrid.KeptResponse) (*idlegrid.KeptResponse, error) {
+	obj, err := openai.SetField(kr.Response, "status", []byte(`"cancelled"`))
+	if err != nil {
+		return nil, fmt.Errorf("kept response %s: %w", kr.ID, err)
+	}
+	switch err := g.cfg.Store.UpdateResponse(ctx, c.AccountID, kr.ID, kr.Response, obj, g.cfg.Clock.Now()); {
+	case idlegrid.ErrorCode(err) == idlegrid.ECONFLICT:
+		return g.findResponse(ctx, c, kr.ID)
+	case err != nil:
+		return nil, err
+	}
+	done := *kr
+	done.Response = obj
+	return &done, nil
 }
 
 // responsesPath answers a path under /v1/responses/ that no route above

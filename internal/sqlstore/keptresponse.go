@@ -116,17 +116,36 @@ func cutLoop(chain []*idlegrid.KeptResponse) []*idlegrid.KeptResponse {
 	return chain
 }
 
-// UpdateResponse sets the response object of the renter's response id:
-// ENOTFOUND when the renter has none such unexpired at now.
-func (db *DB) UpdateResponse(ctx context.Context, renterID, id string, response json.RawMessage, now time.Time) error {
+// UpdateResponse sets the response object of the renter's response id
+// to response if it is still was: ECONFLICT when it is not, ENOTFOUND
+// when the renter has none such unexpired at now. The compare reads the
+// whole stored object: a background response moves on a few times in its
+// life, so it is a rare write's cost.
+func (db *DB) UpdateResponse(ctx context.Context, renterID, id string, was, response json.RawMessage, now time.Time) error {
 	if len(response) == 0 || response[0] != '{' || !json.Valid(response) {
 		return idlegrid.Invalid("response.response", "must be a JSON object")
 	}
 	return db.writes().submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE kept_responses SET response = $1 WHERE id = $2 AND renter_id = $3 AND expires_at > $4`,
-			string(response), id, renterID, timeArg(now))
-		return expectOne(res, err, func() error { return notFound("response", id) })
+		res, err := tx.ExecContext(ctx, `UPDATE kept_responses SET response = $1
+			WHERE id = $2 AND renter_id = $3 AND expires_at > $4 AND response = $5`,
+			string(response), id, renterID, timeArg(now), string(was))
+		return expectOne(res, err, func() error { return whyNotUpdated(ctx, tx, renterID, id, now) })
 	})
+}
+
+// whyNotUpdated is why UpdateResponse changed no row: the response is
+// gone, or it changed since its caller read it.
+func whyNotUpdated(ctx context.Context, tx *sql.Tx, renterID, id string, now time.Time) error {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM kept_responses WHERE id = $1 AND renter_id = $2 AND expires_at > $3`,
+		id, renterID, timeArg(now)).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return notFound("response", id)
+	case err != nil:
+		return err
+	}
+	return idlegrid.Errorf(idlegrid.ECONFLICT, "response %q changed since it was read", id)
 }
 
 // DeleteResponse forgets the renter's response id; ENOTFOUND when the

@@ -252,34 +252,38 @@ func testKeptResponsesExpiry(t *testing.T, db *sqlstore.DB) {
 }
 
 // testKeptResponsesUpdate: a background response's object moves on in
-// place, for its renter only, until it expires.
+// place, for its renter only, until it expires, and only from the object
+// its writer last read: a write that another came before changes nothing.
 func testKeptResponsesUpdate(t *testing.T, db *sqlstore.DB) {
 	ctx := context.Background()
 	r := mustKeep(t, db, "acct_ada", "")
 	done := json.RawMessage(`{"id": "x", "status": "completed", "output": [{"type": "message"}]}`)
-	mustOK(t, db.UpdateResponse(ctx, "acct_ada", r.ID, done, at(time.Hour)))
+	mustOK(t, db.UpdateResponse(ctx, "acct_ada", r.ID, r.Response, done, at(time.Hour)))
 	got, err := db.FindResponse(ctx, "acct_ada", r.ID, at(time.Hour))
 	mustOK(t, err)
 	if !equateJSONBytes(got.Response, done) || string(got.Input) != string(r.Input) {
 		t.Errorf("after UpdateResponse: %s, input %s; want the new object, the input as kept", got.Response, got.Input)
 	}
+	cancelled := json.RawMessage(`{"id": "x", "status": "cancelled", "output": []}`)
 	for _, tc := range []struct {
-		renter string
-		now    time.Time
-		resp   json.RawMessage
-		code   string
+		renter    string
+		now       time.Time
+		was, resp json.RawMessage
+		code      string
 	}{
-		{"acct_bob", at(time.Hour), done, idlegrid.ENOTFOUND},      // another renter's
-		{"acct_ada", at(25 * time.Hour), done, idlegrid.ENOTFOUND}, // expired
-		{"acct_ada", at(time.Hour), json.RawMessage(`[1]`), idlegrid.EINVALID},
+		{"acct_ada", at(time.Hour), r.Response, cancelled, idlegrid.ECONFLICT},        // done came first
+		{"acct_bob", at(time.Hour), got.Response, cancelled, idlegrid.ENOTFOUND},      // another renter's
+		{"acct_ada", at(25 * time.Hour), got.Response, cancelled, idlegrid.ENOTFOUND}, // expired
+		{"acct_ada", at(time.Hour), got.Response, json.RawMessage(`[1]`), idlegrid.EINVALID},
 	} {
-		if err := db.UpdateResponse(ctx, tc.renter, r.ID, tc.resp, tc.now); idlegrid.ErrorCode(err) != tc.code {
-			t.Errorf("UpdateResponse(%s, %s, %s) = %v, want %s", tc.renter, tc.now, tc.resp, err, tc.code)
+		if err := db.UpdateResponse(ctx, tc.renter, r.ID, tc.was, tc.resp, tc.now); idlegrid.ErrorCode(err) != tc.code {
+			t.Errorf("UpdateResponse(%s, %s, from %s to %s) = %v, want %s", tc.renter, tc.now, tc.was, tc.resp, err, tc.code)
 		}
 	}
 	if got, _ := db.FindResponse(ctx, "acct_ada", r.ID, at(time.Hour)); !equateJSONBytes(got.Response, done) {
 		t.Errorf("a refused update changed the response: %s", got.Response)
 	}
+	mustOK(t, db.UpdateResponse(ctx, "acct_ada", r.ID, got.Response, cancelled, at(time.Hour)))
 }
 
 func equateJSONBytes(a, b json.RawMessage) bool { return cmp.Equal(a, b, equateJSON) }
