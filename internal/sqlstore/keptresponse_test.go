@@ -253,7 +253,8 @@ func testKeptResponsesExpiry(t *testing.T, db *sqlstore.DB) {
 
 // testKeptResponsesUpdate: a background response's object moves on in
 // place, for its renter only, until it expires, and only from the object
-// its writer last read: a write that another came before changes nothing.
+// its writer last read: a write that another one came before changes
+// nothing.
 func testKeptResponsesUpdate(t *testing.T, db *sqlstore.DB) {
 	ctx := context.Background()
 	r := mustKeep(t, db, "acct_ada", "")
