@@ -206,17 +206,14 @@ func failureOf(err error) *failure {
 }
 
 // upstreamFailure is the failure of a run whose model server answered
-// status, with body: a 4xx is the request's (a 429 a limit), else the
-// model server's.
+// status, with body: a 4xx is the request's (a 429 never comes here: it
+// sends the request to the next provider, retryable), else the model
+// server's.
 func upstreamFailure(status int, body []byte) *failure {
-	f := &failure{"server_error", upstreamMessage(body)}
-	switch {
-	case status == http.StatusTooManyRequests:
-		f.Code = "rate_limit_exceeded"
-	case status >= 400 && status < 500:
-		f.Code = "invalid_prompt"
+	if status >= 400 && status < 500 {
+		return &failure{"invalid_prompt", upstreamMessage(body)}
 	}
-	return f
+	return &failure{"server_error", upstreamMessage(body)}
 }
 
 // queuedResponse is the response object of x, a background response, as

@@ -229,3 +229,34 @@ func TestGateway_responsesBackgroundCancelElsewhere(t *testing.T) {
 		t.Errorf("a run that finished after another server's cancel: %s; want it cancelled, no output", got.RawJSON())
 	}
 }
+
+// TestGateway_responsesBackgroundRefused: a background response its model
+// server refuses reads as failed, whose error says whose the failure is:
+// the request's (invalid_prompt) or a limit's (rate_limit_exceeded).
+func TestGateway_responsesBackgroundRefused(t *testing.T) {
+	for _, tc := range []struct {
+		fault, code, says string
+	}{
+		{fault400, "invalid_prompt", "longer than the model's context"},
+		{fault429, "rate_limit_exceeded", "at capacity"}, // the gateway's own answer, once no provider had room
+	} {
+		t.Run(tc.fault, func(t *testing.T) {
+			f, up := mustSolo(t, nil)
+			up.set(tc.fault)
+			ctx := context.Background()
+			sdk := f.sdk(f.RenterKey)
+			queued, err := sdk.Responses.New(ctx, backgroundParams("Write a report."))
+			if err != nil {
+				t.Fatal(describe(err))
+			}
+			got := pollUntil(t, sdk, queued.ID, responses.ResponseStatusQueued, responses.ResponseStatusInProgress)
+			if got.Status != responses.ResponseStatusFailed || string(got.Error.Code) != tc.code || !strings.Contains(got.Error.Message, tc.says) {
+				t.Errorf("with its model server answering %s: %s; want failed, %s, saying %q", tc.fault, got.RawJSON(), tc.code, tc.says)
+			}
+			mustSync(t, f)
+			if bal, err := f.Admin.Balance(ctx, f.RenterID); err != nil || bal.Available != 100*idlegrid.MicrosPerUnit {
+				t.Errorf("balance %+v (%v): a refused response must cost nothing", bal, err)
+			}
+		})
+	}
+}

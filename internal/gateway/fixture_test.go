@@ -370,6 +370,7 @@ const (
 	faultCR        = "cr"         // answers as usual, a stream's lines ending in \r alone, as server-sent events allow
 	faultChatOnly  = "chat-only"  // serves no /v1/completions nor /v1/responses: 404, as Go's mux answers a path it does not route
 	faultFailed    = "failed"     // a response fails for the model server's own error (status failed, code server_error)
+	fault400       = "400"        // refuses the request as the renter's mistake
 )
 
 // greedyTokens is the usage a greedy mock reports, whatever it served.
@@ -453,6 +454,8 @@ func (m *mock) fault(w http.ResponseWriter, r *http.Request) bool {
 		writeError(w, http.StatusInternalServerError, "server_error", "CUDA out of memory")
 	case fault429:
 		writeError(w, http.StatusTooManyRequests, "rate_limit_error", "queue full")
+	case fault400:
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "the prompt is longer than the model's context")
 	case fault401:
 		writeError(w, http.StatusUnauthorized, "authentication_error", "Incorrect API key provided")
 	case faultGone:
