@@ -260,3 +260,37 @@ func TestGateway_responsesBackgroundRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestGateway_responsesBackgroundClosed: a gateway that closes cancels its
+// background runs and records each failed, saying the server stopped,
+// before Close returns; a background request after that is refused.
+func TestGateway_responsesBackgroundClosed(t *testing.T) {
+	f, up := mustSolo(t, nil)
+	up.set(faultHold)
+	defer up.free()
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+	queued, err := sdk.Responses.New(ctx, backgroundParams("Write a report."))
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	if got := pollUntil(t, sdk, queued.ID, responses.ResponseStatusQueued); got.Status != responses.ResponseStatusInProgress {
+		t.Fatalf("with the model server holding it: %s; want in_progress", got.RawJSON())
+	}
+	if err := f.GW.Close(); err != nil {
+		t.Fatal(err)
+	}
+	kr, err := f.Store.FindResponse(ctx, f.RenterID, queued.ID, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got responses.Response
+	if err := got.UnmarshalJSON(kr.Response); err != nil || got.Status != responses.ResponseStatusFailed ||
+		got.Error.Code != "server_error" || !strings.Contains(got.Error.Message, "server stopped") {
+		t.Errorf("after Close: %s (%v); want failed, the server stopped", kr.Response, err)
+	}
+	_, err = sdk.Responses.New(ctx, backgroundParams("Write another."))
+	if e := apiError(t, err); e.StatusCode != 503 || !strings.Contains(e.Message, "stopping") {
+		t.Fatalf("a background request after Close: %s; want 503, the server stopping", describe(err))
+	}
+}
