@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"strings"
 
@@ -153,9 +154,18 @@ func typeProblem(err error) string {
 	return "malformed JSON"
 }
 
+// jsonProblem says what was wrong with a value's JSON (nil: it was
+// null), without Go's names: the JSON type it was, or where it broke.
 func jsonProblem(err error) string {
-	if err == nil {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case err == nil:
 		return "got null"
+	case errors.As(err, &te):
+		return "got a JSON " + te.Value
+	case errors.As(err, &se):
+		return fmt.Sprintf("malformed JSON at byte %d: %s", se.Offset, se)
 	}
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
