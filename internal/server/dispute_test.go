@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -220,8 +221,9 @@ func TestServer_DisputeByOperator(t *testing.T) {
 		if _, err := m.srv.OpenDispute(m.renter, idlegrid.Dispute{Offence: "mismatched_result", ProviderID: providerID, Evidence: "x"}); !isInvalidOn(err, "dispute.lease_id") {
 			t.Errorf("a renter's complaint of no lease: %v, want EINVALID naming dispute.lease_id", err)
 		}
-		if _, err := m.srv.OpenDispute(m.admin, idlegrid.Dispute{Offence: "rudeness", ProviderID: providerID, Evidence: "x"}); idlegrid.ErrorCode(err) != idlegrid.EINVALID {
-			t.Errorf("unknown offence: %v, want EINVALID", err)
+		if _, err := m.srv.OpenDispute(m.admin, idlegrid.Dispute{Offence: "rudeness", ProviderID: providerID, Evidence: "x"}); !isInvalidOn(err, "dispute.offence") ||
+			!strings.Contains(err.Error(), "forged_receipt, fake_hardware, mismatched_result or broken_notice") {
+			t.Errorf("unknown offence: %v, want EINVALID naming dispute.offence and listing the offences", err)
 		}
 		d, err := m.srv.OpenDispute(m.admin, idlegrid.Dispute{Offence: "mismatched_result", ProviderID: providerID,
 			RenterID: m.renterID, HarmMicros: 5 * idlegrid.MicrosPerUnit, Evidence: "the renter's re-run differs"})
