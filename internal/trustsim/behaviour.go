@@ -69,14 +69,24 @@ func ParseBehaviours(s string) ([]Behaviour, error) {
 			found = found || c == b
 		}
 		if !found {
-			return nil, idlegrid.Invalid("behaviours", "unknown cheating behaviour %q; use some of %v", b, Cheating)
+			return nil, idlegrid.Invalid("behaviours", "unknown cheating behaviour %q; use some of %s", b, cheatingNames())
 		}
 		out = append(out, b)
 	}
 	if len(out) == 0 {
-		return nil, idlegrid.Invalid("behaviours", "name at least one of %v", Cheating)
+		return nil, idlegrid.Invalid("behaviours", "name at least one of %s", cheatingNames())
 	}
 	return out, nil
+}
+
+// cheatingNames lists the cheating behaviours as the flag takes them,
+// separated by commas.
+func cheatingNames() string {
+	names := make([]string, len(Cheating))
+	for i, b := range Cheating {
+		names[i] = string(b)
+	}
+	return strings.Join(names, ",")
 }
 
 // device is a GPU as it really is, and as its provider offers it.

@@ -3,6 +3,8 @@ package trustsim
 import (
 	"context"
 	"encoding/hex"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/idlegrid/idlegrid"
@@ -52,6 +54,22 @@ func TestAnswerAs(t *testing.T) {
 		}
 		if v := challenge.Judge(c, &a, []int{0}); !v.Passed {
 			t.Errorf("honest %s fails: %v", m, v.Failures)
+		}
+	}
+}
+
+// TestParseBehaviours: the flag's list of cheating behaviours, read, and a
+// bad one refused naming the flag and the behaviours it takes.
+func TestParseBehaviours(t *testing.T) {
+	got, err := ParseBehaviours(" lies-gpu, fakes-uptime ,")
+	if err != nil || len(got) != 2 || got[0] != LiesGPU || got[1] != FakesUptime {
+		t.Errorf("ParseBehaviours = %v, %v; want lies-gpu and fakes-uptime", got, err)
+	}
+	for _, s := range []string{"honest", "lies-gpu,nope", " , "} {
+		_, err := ParseBehaviours(s)
+		var e *idlegrid.Error
+		if !errors.As(err, &e) || e.Field != "behaviours" || !strings.Contains(e.Message, "lies-gpu,inflates-receipts,bills-offline,drops-jobs,fakes-uptime") {
+			t.Errorf("ParseBehaviours(%q) = %v; want EINVALID naming behaviours and listing them", s, err)
 		}
 	}
 }
