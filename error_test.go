@@ -148,3 +148,20 @@ func TestWrap(t *testing.T) {
 		t.Error("Errorf has a cause")
 	}
 }
+
+// TestOrList: allowed values as an error message lists them.
+func TestOrList(t *testing.T) {
+	for _, tc := range []struct {
+		in   []idlegrid.Tier
+		want string
+	}{
+		{nil, ""},
+		{[]idlegrid.Tier{idlegrid.TierGold}, "gold"},
+		{[]idlegrid.Tier{idlegrid.TierGold, idlegrid.TierSilver}, "gold or silver"},
+		{[]idlegrid.Tier{idlegrid.TierGold, idlegrid.TierSilver, idlegrid.TierBronze}, "gold, silver or bronze"},
+	} {
+		if got := idlegrid.OrList(tc.in); got != tc.want {
+			t.Errorf("OrList(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -61,7 +61,7 @@ func nodeSearch(q query) (idlegrid.NodeFilter, error) {
 		}
 	}
 	p.Check(f.Tier == "" || f.Tier.Valid(), "tier", "must be gold, silver or bronze, got %q", f.Tier)
-	p.Check(f.Sort == "" || slices.Contains(idlegrid.NodeSorts, f.Sort), "sort", "must be %s, got %q", orList(idlegrid.NodeSorts), f.Sort)
+	p.Check(f.Sort == "" || slices.Contains(idlegrid.NodeSorts, f.Sort), "sort", "must be %s, got %q", idlegrid.OrList(idlegrid.NodeSorts), f.Sort)
 	return f, p.Err()
 }
 
@@ -234,18 +234,4 @@ func (a *api) leaseLogs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, wire.Logs{Lines: nonNil(lines)})
-}
-
-// orList names the values a parameter takes as a message says them: "a,
-// b or c", as the other parameters' messages do (tier: "gold, silver or
-// bronze").
-func orList[T ~string](values []T) string {
-	names := make([]string, len(values))
-	for i, v := range values {
-		names[i] = string(v)
-	}
-	if len(names) < 2 {
-		return strings.Join(names, "")
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }

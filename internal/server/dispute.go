@@ -274,7 +274,7 @@ func (s *Server) OpenDisputeOnce(ctx context.Context, d idlegrid.Dispute, key st
 		return nil, false, err
 	}
 	if !knownOffence(d.Offence) {
-		return nil, false, idlegrid.Invalid("dispute.offence", "must be %s, got %q", trustpolicy.OffenceNames(), d.Offence)
+		return nil, false, idlegrid.Invalid("dispute.offence", "must be %s, got %q", idlegrid.OrList(trustpolicy.Offences), d.Offence)
 	} else if d.HarmMicros < 0 {
 		return nil, false, idlegrid.Invalid("dispute.harm_micros", "must not be negative")
 	} else if err := idlegrid.CheckEvidence(d.Evidence); err != nil {

@@ -506,7 +506,7 @@ func (db *DB) TransitionLease(ctx context.Context, t *idlegrid.LeaseTransition, 
 		if err != nil {
 			return err
 		} else if !stateIn(l.State, t.From) {
-			return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s is %s, not %v", l.ID, l.State, t.From)
+			return idlegrid.Errorf(idlegrid.ECONFLICT, "lease %s is %s, not %s", l.ID, l.State, idlegrid.OrList(t.From))
 		}
 		j, err := findJob(ctx, tx, l.JobID, db.dialect.forUpdate)
 		if err != nil {

@@ -1228,7 +1228,11 @@ func testTransitionErrors(t *testing.T, db *sqlstore.DB) {
 			To: idlegrid.LeaseSucceeded, Reason: "exited 0", ChargedMicros: charge, At: at(time.Hour)}
 	}
 	t.Run("NotInFrom", func(t *testing.T) {
-		wantCode(t, db.TransitionLease(ctx, succeed(0), nil), idlegrid.ECONFLICT)
+		err := db.TransitionLease(ctx, succeed(0), nil)
+		wantCode(t, err, idlegrid.ECONFLICT)
+		if err == nil || !strings.Contains(err.Error(), "is assigned, not running") {
+			t.Errorf("TransitionLease of an assigned lease from running: %v; want it to say so", err)
+		}
 	})
 	t.Run("Missing", func(t *testing.T) {
 		tr := succeed(0)

@@ -12,7 +12,6 @@ package trustpolicy
 import (
 	"math"
 	"math/bits"
-	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid"
@@ -121,16 +120,6 @@ const (
 
 // Offences lists every offence, in the policy file's order.
 var Offences = []Offence{OffenceForgedReceipt, OffenceFakeHardware, OffenceMismatchedResult, OffenceBrokenNotice}
-
-// OffenceNames names every offence as an error message lists them:
-// "forged_receipt, fake_hardware, mismatched_result or broken_notice".
-func OffenceNames() string {
-	names := make([]string, len(Offences))
-	for i, o := range Offences {
-		names[i] = string(o)
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
-}
 
 // Recipient is who receives a penalty.
 type Recipient string
