@@ -156,27 +156,6 @@ func TestGateway_responsesBackgroundOrphaned(t *testing.T) {
 	}
 }
 
-// TestGateway_responsesBackgroundFails: a background response no provider
-// answers reads as failed, saying why, and costs nothing.
-func TestGateway_responsesBackgroundFails(t *testing.T) {
-	f, up := mustSolo(t, nil)
-	up.set(fault500)
-	ctx := context.Background()
-	sdk := f.sdk(f.RenterKey)
-	queued, err := sdk.Responses.New(ctx, backgroundParams("Write a report."))
-	if err != nil {
-		t.Fatal(describe(err))
-	}
-	got := pollUntil(t, sdk, queued.ID, responses.ResponseStatusQueued, responses.ResponseStatusInProgress)
-	if got.Status != responses.ResponseStatusFailed || got.Error.Code != "server_error" || !strings.Contains(got.Error.Message, "failed") {
-		t.Errorf("with its provider failing: %s; want failed, a server error saying so", got.RawJSON())
-	}
-	mustSync(t, f)
-	if bal, err := f.Admin.Balance(ctx, f.RenterID); err != nil || bal.Available != 100*idlegrid.MicrosPerUnit {
-		t.Errorf("balance %+v (%v): a failed response must cost nothing", bal, err)
-	}
-}
-
 // TestGateway_responsesBackgroundCancelElsewhere: a cancel reaches a
 // background response that no run of the gateway's holds (its server
 // stopped without recording its end), and the cancel of another server
@@ -230,13 +209,15 @@ func TestGateway_responsesBackgroundCancelElsewhere(t *testing.T) {
 	}
 }
 
-// TestGateway_responsesBackgroundRefused: a background response its model
-// server refuses reads as failed, whose error says whose the failure is:
-// the request's (invalid_prompt) or a limit's (rate_limit_exceeded).
-func TestGateway_responsesBackgroundRefused(t *testing.T) {
+// TestGateway_responsesBackgroundFails: a background response no provider
+// answers, or its model server refuses, reads as failed, whose error says
+// whose the failure is: the providers' (server_error), the request's
+// (invalid_prompt) or a limit's (rate_limit_exceeded); it costs nothing.
+func TestGateway_responsesBackgroundFails(t *testing.T) {
 	for _, tc := range []struct {
 		fault, code, says string
 	}{
+		{fault500, "server_error", "failed"},
 		{fault400, "invalid_prompt", "longer than the model's context"},
 		{fault429, "rate_limit_exceeded", "at capacity"}, // the gateway's own answer, once no provider had room
 	} {
@@ -255,7 +236,7 @@ func TestGateway_responsesBackgroundRefused(t *testing.T) {
 			}
 			mustSync(t, f)
 			if bal, err := f.Admin.Balance(ctx, f.RenterID); err != nil || bal.Available != 100*idlegrid.MicrosPerUnit {
-				t.Errorf("balance %+v (%v): a refused response must cost nothing", bal, err)
+				t.Errorf("balance %+v (%v): a failed response must cost nothing", bal, err)
 			}
 		})
 	}
