@@ -39,6 +39,21 @@ func pollUntil(t *testing.T, sdk oai.Client, id string, while ...responses.Respo
 	}
 }
 
+// mustRunning starts a background response, with the model server set to
+// hold it (faultHold), and returns it once it is in progress.
+func mustRunning(t *testing.T, sdk oai.Client, text string) *responses.Response {
+	t.Helper()
+	queued, err := sdk.Responses.New(context.Background(), backgroundParams(text))
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	running := pollUntil(t, sdk, queued.ID, responses.ResponseStatusQueued)
+	if running.Status != responses.ResponseStatusInProgress {
+		t.Fatalf("with the model server holding it: %s; want in_progress", running.RawJSON())
+	}
+	return running
+}
+
 // TestGateway_responsesBackground: a background response is answered at
 // once, queued; the gateway runs it and keeps the answer, which the renter
 // polls for, is charged for, and may continue.
@@ -86,15 +101,8 @@ func TestGateway_responsesBackgroundCancel(t *testing.T) {
 	sdk := f.sdk(f.RenterKey)
 	up.set(faultHold)
 	defer up.free()
-	queued, err := sdk.Responses.New(ctx, backgroundParams("Write a report."))
-	if err != nil {
-		t.Fatal(describe(err))
-	}
-	running := pollUntil(t, sdk, queued.ID, responses.ResponseStatusQueued)
-	if running.Status != responses.ResponseStatusInProgress {
-		t.Fatalf("with the model server holding it: %s; want in_progress", running.RawJSON())
-	}
-	_, err = sdk.Responses.New(ctx, continuing("And then?", queued.ID))
+	queued := mustRunning(t, sdk, "Write a report.")
+	_, err := sdk.Responses.New(ctx, continuing("And then?", queued.ID))
 	if e := apiError(t, err); e.Param != "previous_response_id" || !strings.Contains(e.Message, "still running") {
 		t.Errorf("continuing a response in progress: %s; want 400 saying it is still running", describe(err))
 	}
@@ -187,13 +195,7 @@ func TestGateway_responsesBackgroundCancelElsewhere(t *testing.T) {
 
 	up.set(faultHold)
 	defer up.free()
-	queued, err := sdk.Responses.New(ctx, backgroundParams("Write a report."))
-	if err != nil {
-		t.Fatal(describe(err))
-	}
-	if got := pollUntil(t, sdk, queued.ID, responses.ResponseStatusQueued); got.Status != responses.ResponseStatusInProgress {
-		t.Fatalf("with the model server holding it: %s; want in_progress", got.RawJSON())
-	}
+	queued := mustRunning(t, sdk, "Write a report.")
 	kr, err := f.Store.FindResponse(ctx, f.RenterID, queued.ID, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -251,13 +253,7 @@ func TestGateway_responsesBackgroundClosed(t *testing.T) {
 	defer up.free()
 	ctx := context.Background()
 	sdk := f.sdk(f.RenterKey)
-	queued, err := sdk.Responses.New(ctx, backgroundParams("Write a report."))
-	if err != nil {
-		t.Fatal(describe(err))
-	}
-	if got := pollUntil(t, sdk, queued.ID, responses.ResponseStatusQueued); got.Status != responses.ResponseStatusInProgress {
-		t.Fatalf("with the model server holding it: %s; want in_progress", got.RawJSON())
-	}
+	queued := mustRunning(t, sdk, "Write a report.")
 	if err := f.GW.Close(); err != nil {
 		t.Fatal(err)
 	}

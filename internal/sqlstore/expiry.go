@@ -77,19 +77,12 @@ func (db *DB) dueIDs(ctx context.Context, q string, a ...any) ([]string, error) 
 	var ids []string
 	err := db.view(ctx, func(tx *sql.Tx) error {
 		ids = ids[:0] // a retried transaction reads again
-		rows, err := tx.QueryContext(ctx, q, a...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
+		return queryEach(ctx, tx, q, a, func(rs *sql.Rows) error {
 			var id string
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
+			err := rs.Scan(&id)
 			ids = append(ids, id)
-		}
-		return rows.Err()
+			return err
+		})
 	})
 	return ids, err
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,21 +26,10 @@ func BenchmarkKeepResponses(b *testing.B) {
 	text, _ := json.Marshal(strings.Repeat("tok ", 400))
 	input := json.RawMessage(`[{"role":"user","content":"Summarise this support ticket in one line."}]`)
 	output := json.RawMessage(`{"object":"response","status":"completed","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":` + string(text) + `}]}]}`)
-	var next atomic.Int64
-	var wg sync.WaitGroup
 	b.ResetTimer()
-	for range senders {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
-				r := &idlegrid.KeptResponse{ID: fmt.Sprintf("resp_%08d", i), RenterID: renter.ID, Model: "m",
-					Input: input, Response: output, CreatedAt: t0, ExpiresAt: t0.Add(30 * 24 * time.Hour)}
-				if err := db.KeepResponse(ctx, r); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	concurrently(b, senders, func(i int64) error {
+		return db.KeepResponse(ctx, &idlegrid.KeptResponse{ID: fmt.Sprintf("resp_%08d", i), RenterID: renter.ID, Model: "m",
+			Input: input, Response: output, CreatedAt: t0, ExpiresAt: t0.Add(30 * 24 * time.Hour)})
+	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "responses/s")
 }
