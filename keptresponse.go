@@ -31,6 +31,12 @@ type KeptResponse struct {
 	Response  json.RawMessage `json:"response"`
 	CreatedAt time.Time       `json:"created_at"`
 	ExpiresAt time.Time       `json:"expires_at"`
+	// HeldUntil is, for a background response, how long the server that
+	// runs it vouches for its run: the run renews it while the response
+	// is queued or in progress (HoldResponse), so one still unfinished
+	// after it lost its run to a stopped server. Zero for a response
+	// answered whole.
+	HeldUntil time.Time `json:"held_until,omitzero"`
 }
 
 // Validate checks a kept response before it is stored.
@@ -52,6 +58,8 @@ func (r *KeptResponse) Validate() error {
 		return Invalid("response.created_at", "required")
 	case !r.ExpiresAt.After(r.CreatedAt):
 		return Invalid("response.expires_at", "must be after created_at")
+	case !r.HeldUntil.IsZero() && !r.HeldUntil.After(r.CreatedAt):
+		return Invalid("response.held_until", "must be after created_at, or none")
 	}
 	return nil
 }
@@ -85,6 +93,12 @@ type ResponseStore interface {
 	// when the renter has none such unexpired at now, EINVALID naming
 	// response.response when response is no JSON object.
 	UpdateResponse(ctx context.Context, renterID, id string, was, response json.RawMessage, now time.Time) error
+	// HoldResponse sets the HeldUntil of the renter's response id to
+	// until if its response object is still was, as a background run
+	// renews its hold: ECONFLICT, changing nothing, when another write
+	// changed the object (a cancel, or a server that found the hold run
+	// out), ENOTFOUND when the renter has none such unexpired at now.
+	HoldResponse(ctx context.Context, renterID, id string, was json.RawMessage, until, now time.Time) error
 	// DeleteResponse forgets the renter's response id; ENOTFOUND when the
 	// renter has none such unexpired at now. The responses that continued
 	// it are kept, but can no longer be continued (ResponseChain).

@@ -21,12 +21,21 @@ import (
 // the answer, which goes into the kept response instead of to the renter:
 // the renter polls it (GET /v1/responses/{id}: queued, in_progress, then
 // completed, incomplete, failed or cancelled) and may cancel it (POST
-// /v1/responses/{id}/cancel). A run ends within backgroundDeadline; one
-// that is still queued or in progress after that ran on a server that
-// stopped, and reads as failed (presented), whichever server reads it.
+// /v1/responses/{id}/cancel).
 //
-// Goroutines: each run is the gateway's (backgroundRuns); Close cancels
-// those still running and waits for them to record how they ended.
+// A run holds its response: every BackgroundHeartbeat it renews the
+// response's HeldUntil, three heartbeats ahead. One still queued or in
+// progress after its hold ran on a server that stopped (a crash), and the
+// first server to read it records it failed (settle). Every write of a
+// run, its heartbeat's included, is made over the object it stored last,
+// so a run that finds its response changed by another server (cancelled,
+// recorded failed, deleted) stops within a heartbeat and keeps nothing
+// more (lose): of two writers, one wins, whichever server each runs on.
+// A run also ends within backgroundDeadline.
+//
+// Goroutines: each run is the gateway's (backgroundRuns), and each run's
+// heartbeat its run's (holdWhileRunning); Close cancels the runs still
+// running and waits for them to record how they ended.
 
 // Why a background run was cancelled, as its context's cause.
 var (
@@ -144,11 +153,13 @@ func (g *Gateway) startBackground(w http.ResponseWriter, r *http.Request, x *exc
 	k.stored = k.queued
 	kr := &idlegrid.KeptResponse{ID: k.id, RenterID: x.caller.AccountID, Model: x.req.Model, PreviousID: k.previous,
 		Input: k.input, Response: k.queued, CreatedAt: now, ExpiresAt: now.Add(g.cfg.ResponseRetention)}
+	kr.HeldUntil = now.Add(g.holdFor())
 	err := g.cfg.Store.KeepResponse(r.Context(), kr)
 	own := r.Clone(context.Background()) // the run's, which outlives the handler
 	if err == nil && !g.background.start(k.id, g.backgroundDeadline(), func(ctx context.Context) {
 		defer g.active.Leave()
 		defer x.res.done()
+		defer x.holdWhileRunning(ctx)()
 		x.runBackground(ctx, own.WithContext(ctx), rt)
 	}) {
 		err = idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is stopping; send the request again to another")
@@ -170,7 +181,7 @@ func (x *exchange) runBackground(ctx context.Context, r *http.Request, rt route)
 	var rec answerRecorder
 	err := x.send(&rec, r, rt, func() { x.setBackground("in_progress", nil) })
 	switch cause := context.Cause(ctx); {
-	case x.kept.done, x.kept.lost:
+	case x.kept.settled():
 	case errors.Is(cause, errCancelled):
 		x.setBackground("cancelled", nil)
 	case cause == errGatewayClosed:
@@ -233,11 +244,11 @@ func (x *exchange) queuedResponse(now time.Time) json.RawMessage {
 }
 
 // setBackground keeps x's background response as queued but for its
-// status, and why it failed (nil: it did not); a failure to keep it is
-// logged. Each write moves on from the object the run stored last, so
-// that a cancel another server took first wins (lose).
+// status, and why it failed (nil: it did not).
 func (x *exchange) setBackground(status string, why *failure) {
 	k := x.kept
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	if k.lost {
 		return
 	}
@@ -251,32 +262,104 @@ func (x *exchange) setBackground(status string, why *failure) {
 		defer cancel()
 		err = x.g.cfg.Store.UpdateResponse(ctx, x.caller.AccountID, k.id, k.stored, obj, x.g.cfg.Clock.Now())
 	}
+	x.wrote(err, obj, "record its state")
+}
+
+// keepAnswer keeps obj, the answer of x's background run, over what the
+// run stored last.
+func (x *exchange) keepAnswer(obj json.RawMessage) {
+	k := x.kept
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.lost {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
+	defer cancel()
+	err := x.g.cfg.Store.UpdateResponse(ctx, x.caller.AccountID, k.id, k.stored, obj, x.g.cfg.Clock.Now())
+	x.wrote(err, obj, "keep its answer")
+	k.done = err == nil
+}
+
+// wrote takes the outcome of a write of x's background response, made
+// over what its run stored last, with k.mu held: the object now stored
+// (nil for a write that changed only the hold), or why not. A write that
+// another came before, or that finds the response gone, loses the run;
+// any other failure is logged.
+func (x *exchange) wrote(err error, obj json.RawMessage, what string) {
+	k := x.kept
 	switch idlegrid.ErrorCode(err) {
 	case "":
-		k.stored = obj
-	case idlegrid.ENOTFOUND: // the renter deleted it
-	case idlegrid.ECONFLICT:
+		if obj != nil {
+			k.stored = obj
+		}
+	case idlegrid.ECONFLICT, idlegrid.ENOTFOUND:
 		x.lose()
 	default:
-		x.g.log.Error("gateway: could not record a background response's state", "request", x.id, "response", k.id, "status", status, "err", err)
+		x.g.log.Error("gateway: a background response's run could not "+what, "request", x.id, "response", k.id, "err", err)
 		x.g.metrics.notKept.Inc()
 	}
 }
 
 // lose stops x's background run, whose response another write changed
-// first: a cancel that a server not running it took. The run keeps
-// nothing more; the response stays as that write left it.
+// first (a cancel that a server not running it took; a server that found
+// its hold run out and recorded it failed) or deleted, with k.mu held. The
+// run keeps nothing more; the response stays as that write left it.
 func (x *exchange) lose() {
 	x.kept.lost = true
-	x.g.log.Info("gateway: a background response was changed while it ran, cancelled elsewhere; its run stops", "request", x.id, "response", x.kept.id)
+	x.g.log.Info("gateway: a background response was changed or deleted elsewhere while it ran; its run stops", "request", x.id, "response", x.kept.id)
 	x.g.background.stop(x.kept.id, errCancelled)
 }
 
-// presented is kr's response object as the renter reads it: a background
-// response still queued or in progress after backgroundDeadline, which
-// runs nowhere, reads as failed, since the server that ran it stopped.
+// holdFor is how far ahead a run holds its response: three heartbeats,
+// so that one late or failed renewal does not lose it.
+func (g *Gateway) holdFor() time.Duration { return 3 * g.cfg.BackgroundHeartbeat }
+
+// holdWhileRunning renews the hold of x's background response every
+// heartbeat, in a goroutine of its own, until ctx ends or the func it
+// returns is called, which waits for it to stop.
+func (x *exchange) holdWhileRunning(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		beat := time.NewTicker(x.g.cfg.BackgroundHeartbeat)
+		defer beat.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-beat.C:
+				x.renewHold()
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// renewHold holds x's background response for holdFor from now, while
+// it is queued or in progress as its run stored it last.
+func (x *exchange) renewHold() {
+	k := x.kept
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.done || k.lost || !unfinished(k.stored) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
+	defer cancel()
+	now := x.g.cfg.Clock.Now()
+	err := x.g.cfg.Store.HoldResponse(ctx, x.caller.AccountID, k.id, k.stored, now.Add(x.g.holdFor()), now)
+	x.wrote(err, nil, "renew its hold")
+}
+
+// presented is kr's response object as the renter reads it: an orphaned
+// one reads as failed, since the server that ran it stopped.
 func (g *Gateway) presented(kr *idlegrid.KeptResponse) json.RawMessage {
-	if !unfinished(kr.Response) || g.cfg.Clock.Now().Sub(kr.CreatedAt) <= g.backgroundDeadline() || g.background.runs(kr.ID) {
+	if !g.orphaned(kr) {
 		return kr.Response
 	}
 	obj, err := openai.SetField(kr.Response, "status", []byte(`"failed"`))
@@ -288,6 +371,29 @@ func (g *Gateway) presented(kr *idlegrid.KeptResponse) json.RawMessage {
 		return kr.Response
 	}
 	return obj
+}
+
+// orphaned reports whether kr is a background response still queued or
+// in progress that no run holds: its hold ran out, and it does not run
+// here.
+func (g *Gateway) orphaned(kr *idlegrid.KeptResponse) bool {
+	held := kr.HeldUntil
+	if held.IsZero() { // kept before holds: held as long as a run may take
+		held = kr.CreatedAt.Add(g.backgroundDeadline())
+	}
+	return unfinished(kr.Response) && g.cfg.Clock.Now().After(held) && !g.background.runs(kr.ID)
+}
+
+// settle records kr failed when it is orphaned, so that a run that was
+// only late (its heartbeats held up past its hold) finds its response
+// changed at its next write and stops, rather than turning a failed
+// response completed. It returns kr as it is now.
+func (g *Gateway) settle(ctx context.Context, c *apiKey, kr *idlegrid.KeptResponse) (*idlegrid.KeptResponse, error) {
+	if !g.orphaned(kr) {
+		return kr, nil
+	}
+	g.log.Warn("gateway: a background response lost its run (its server stopped); recorded failed", "response", kr.ID)
+	return g.rewrite(ctx, c, kr, g.presented(kr))
 }
 
 // unfinished reports whether a response object is queued or in progress.

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/gateway"
 )
 
 // backgroundParams asks the mock's model for a response to text, run in
@@ -139,38 +141,82 @@ func TestGateway_responsesBackgroundCancel(t *testing.T) {
 }
 
 // TestGateway_responsesBackgroundOrphaned: a background response still
-// queued past the longest a run may take ran on a server that stopped,
-// and reads as failed; one within it reads as kept.
+// queued past its hold ran on a server that stopped: it reads as failed,
+// and is recorded so, so that a run that was only late cannot turn it
+// completed; one within its hold reads as kept, however old. One kept
+// before holds is held as long as a run may take.
 func TestGateway_responsesBackgroundOrphaned(t *testing.T) {
 	f, _ := mustSolo(t, nil)
 	ctx := context.Background()
 	sdk := f.sdk(f.RenterKey)
 	for _, tc := range []struct {
-		age  time.Duration
-		want responses.ResponseStatus
-	}{{time.Minute, responses.ResponseStatusQueued}, {24 * time.Hour, responses.ResponseStatusFailed}} {
+		name      string
+		age, held time.Duration // held: from now; 0 for none
+		want      responses.ResponseStatus
+	}{
+		{"young_unheld", time.Minute, 0, responses.ResponseStatusQueued},
+		{"old_unheld", 24 * time.Hour, 0, responses.ResponseStatusFailed},
+		{"old_held", 24 * time.Hour, time.Minute, responses.ResponseStatusQueued},
+		{"young_hold_run_out", time.Minute, -time.Second, responses.ResponseStatusFailed},
+	} {
 		created := time.Now().Add(-tc.age)
-		id := "resp_orphan" + tc.age.String()
+		id := "resp_orphan_" + tc.name
 		r := &idlegrid.KeptResponse{ID: id, RenterID: f.RenterID, Model: testModel, Input: []byte(`[]`),
 			Response:  []byte(`{"id":"` + id + `","object":"response","status":"queued","background":true,"output":[]}`),
 			CreatedAt: created, ExpiresAt: created.Add(30 * 24 * time.Hour)}
+		if tc.held != 0 {
+			r.HeldUntil = time.Now().Add(tc.held)
+		}
 		if err := f.Store.KeepResponse(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 		got, err := sdk.Responses.Get(ctx, id, responses.ResponseGetParams{})
 		if err != nil || got.Status != tc.want || (tc.want == responses.ResponseStatusFailed && !strings.Contains(got.Error.Message, "stopped")) {
-			t.Errorf("queued %s ago: %v, %s; want %s", tc.age, got.RawJSON(), describe(err), tc.want)
+			t.Errorf("%s: %v, %s; want %s", tc.name, got.RawJSON(), describe(err), tc.want)
+		}
+		kr, err := f.Store.FindResponse(ctx, f.RenterID, id, time.Now())
+		if err != nil || !strings.Contains(string(kr.Response), `"status":"`+string(tc.want)+`"`) {
+			t.Errorf("%s: stored %s (%v); want it recorded %s", tc.name, kr.Response, err, tc.want)
 		}
 	}
 }
 
+// TestGateway_responsesBackgroundHeld: a run renews its response's hold
+// while it runs, so a response in progress for longer than any hold
+// still reads so, then completed.
+func TestGateway_responsesBackgroundHeld(t *testing.T) {
+	clock := &manualClock{now: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)}
+	f, up := mustSolo(t, func(c *gateway.Config) { c.Clock, c.BackgroundHeartbeat = clock, 10*time.Millisecond })
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+	up.set(faultHold)
+	defer up.free()
+	running := mustRunning(t, sdk, "Write a report.")
+	clock.advance(time.Hour) // past its first hold, and the longest a run may take
+	eventually(t, "the run renewing its hold", func() string {
+		kr, err := f.Store.FindResponse(ctx, f.RenterID, running.ID, clock.Now())
+		if err != nil || !kr.HeldUntil.After(clock.Now()) {
+			return fmt.Sprintf("held until %v (%v), now %s", kr.HeldUntil, err, clock.Now())
+		}
+		return ""
+	})
+	if got, err := sdk.Responses.Get(ctx, running.ID, responses.ResponseGetParams{}); err != nil || got.Status != responses.ResponseStatusInProgress {
+		t.Fatalf("an hour on, its run holding it: %v, %s; want in_progress", got.RawJSON(), describe(err))
+	}
+	up.free()
+	if got := pollUntil(t, sdk, running.ID, responses.ResponseStatusInProgress); got.Status != responses.ResponseStatusCompleted {
+		t.Errorf("freed: %s; want completed", got.RawJSON())
+	}
+}
+
 // TestGateway_responsesBackgroundCancelElsewhere: a cancel reaches a
-// background response that no run of the gateway's holds (its server
-// stopped without recording its end), and the cancel of another server
-// (here, the store's write) wins over a run that finds its response
-// changed: the run keeps nothing more.
+// background response that no run of the gateway's holds (another
+// server's, or one whose server stopped without recording its end), and
+// the cancel of another server (here, the store's write) wins over a run,
+// which finds its response changed at its next heartbeat and stops, its
+// provider's answer unawaited: it keeps nothing more.
 func TestGateway_responsesBackgroundCancelElsewhere(t *testing.T) {
-	f, up := mustSolo(t, nil)
+	f, up := mustSolo(t, func(c *gateway.Config) { c.BackgroundHeartbeat = 10 * time.Millisecond })
 	ctx := context.Background()
 	sdk := f.sdk(f.RenterKey)
 
@@ -204,8 +250,11 @@ func TestGateway_responsesBackgroundCancelElsewhere(t *testing.T) {
 	if err := f.Store.UpdateResponse(ctx, f.RenterID, queued.ID, kr.Response, cancelled, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	up.free() // the model server answers; the run finds its response cancelled
-	mustSync(t, f)
+	stopped, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := f.GW.Sync(stopped); err != nil { // the model server still holds it
+		t.Fatalf("the run of a response cancelled elsewhere did not stop: %v", err)
+	}
 	if got := pollUntil(t, sdk, queued.ID); got.Status != responses.ResponseStatusCancelled || len(got.Output) != 0 {
 		t.Errorf("a run that finished after another server's cancel: %s; want it cancelled, no output", got.RawJSON())
 	}

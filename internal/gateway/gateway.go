@@ -66,6 +66,7 @@ const (
 	DefaultMaxAnswerBytes      = 64 << 20
 	DefaultQueueTimeout        = 10 * time.Second
 	DefaultMaxQueue            = 1024
+	DefaultBackgroundHeartbeat = 10 * time.Second
 )
 
 // NodeDialer reaches a node's agent: the round tripper of its live
@@ -170,6 +171,11 @@ type Config struct {
 	// ResponseRetention is how long a response of the Responses API is
 	// kept (kept.go). Default 30 days, as OpenAI keeps them.
 	ResponseRetention time.Duration
+	// BackgroundHeartbeat is how often a background response's run
+	// renews its hold on the response, three heartbeats ahead, and so how
+	// soon one whose server stopped reads as failed, and a run learns of
+	// a cancel that another server took (background.go). Default 10s.
+	BackgroundHeartbeat time.Duration
 	// Metrics is where the gateway registers its metrics (metrics.go), the
 	// registry the server's GET /metrics serves. Nil: they are kept but
 	// served nowhere.
@@ -204,6 +210,7 @@ func (c *Config) setDefaults() {
 	}
 	setDefault(&c.MaxQueue, DefaultMaxQueue)
 	setDefault(&c.ResponseRetention, DefaultResponseRetention)
+	setDefault(&c.BackgroundHeartbeat, DefaultBackgroundHeartbeat)
 }
 
 func setDefault[T int | int64 | time.Duration](v *T, def T) {

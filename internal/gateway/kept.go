@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -48,9 +49,21 @@ type keeping struct {
 	input      json.RawMessage
 	background bool            // run in the background (background.go)
 	queued     json.RawMessage // a background response's object as it waits
-	stored     json.RawMessage // a background response's object as its run last stored it
-	done       bool            // the answer is kept
-	lost       bool            // another write came first (a cancel): the run stops and keeps nothing more
+
+	// mu makes a background response's writes one at a time: its run's
+	// and its heartbeat's (background.go).
+	mu     sync.Mutex
+	stored json.RawMessage // a background response's object as its run last stored it
+	done   bool            // the answer is kept
+	lost   bool            // another write came first (a cancel), or it is gone: the run stops and keeps nothing more
+}
+
+// settled reports whether k's run has kept its answer or lost its
+// response.
+func (k *keeping) settled() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.done || k.lost
 }
 
 // responseID is the ID of the response to request reqID: its digits,
@@ -126,11 +139,17 @@ func (g *Gateway) conversation(ctx context.Context, renterID, id string) ([]json
 // on: it is the renter's all the same, though it cannot be continued.
 func (x *exchange) keep(obj []byte) {
 	x.failed = openai.ServerFailed(obj)
-	k := x.kept
-	if k == nil || !k.store {
-		return
+	switch k := x.kept; {
+	case k == nil || !k.store:
+	case k.background: // kept since it was queued
+		x.keepAnswer(obj)
+	default:
+		x.keepWhole(obj)
 	}
-	g := x.g
+}
+
+func (x *exchange) keepWhole(obj []byte) {
+	k, g := x.kept, x.g
 	now := g.cfg.Clock.Now()
 	r := &idlegrid.KeptResponse{
 		ID: k.id, RenterID: x.caller.AccountID, Model: x.req.Model, PreviousID: k.previous,
@@ -138,22 +157,12 @@ func (x *exchange) keep(obj []byte) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
 	defer cancel()
-	var err error
-	if k.background { // kept since it was queued
-		err = g.cfg.Store.UpdateResponse(ctx, r.RenterID, r.ID, k.stored, obj, now)
-	} else {
-		err = g.cfg.Store.KeepResponse(ctx, r)
-	}
-	switch {
-	case k.background && idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND: // the renter deleted it meanwhile
-	case k.background && idlegrid.ErrorCode(err) == idlegrid.ECONFLICT:
-		x.lose()
-	case err != nil:
+	if err := g.cfg.Store.KeepResponse(ctx, r); err != nil {
 		g.log.Error("gateway: could not keep a response; it cannot be continued or read back", "request", x.id, "response", k.id, "err", err)
 		g.metrics.notKept.Inc()
-	default:
-		k.done = true
+		return
 	}
+	k.done = true
 }
 
 // echo is a whole answer of the Responses API as the renter gets it
@@ -185,6 +194,9 @@ func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, c *apiKey)
 		return idlegrid.Invalid("stream", "not supported: a kept response is read back whole; leave stream out")
 	}
 	kr, err := g.findResponse(r.Context(), c, r.PathValue("id"))
+	if err == nil {
+		kr, err = g.settle(r.Context(), c, kr)
+	}
 	if err != nil {
 		return err
 	}
@@ -241,38 +253,42 @@ func (g *Gateway) cancelResponse(w http.ResponseWriter, r *http.Request, c *apiK
 		return idlegrid.Errorf(idlegrid.EINVALID, "only a response created with background true can be cancelled: response %s was answered whole", id)
 	}
 	if g.background.cancel(id, 2*keepTimeout) {
-		if kr, err = g.findResponse(r.Context(), c, id); err != nil {
-			return err
-		}
-	} else if unfinished(g.presented(kr)) {
-		if kr, err = g.cancelElsewhere(r.Context(), c, kr); err != nil {
-			return err
-		}
+		kr, err = g.findResponse(r.Context(), c, id)
+	} else if kr, err = g.settle(r.Context(), c, kr); err == nil && unfinished(kr.Response) {
+		kr, err = g.cancelElsewhere(r.Context(), c, kr)
+	}
+	if err != nil {
+		return err
 	}
 	writeRaw(w, http.StatusOK, g.presented(kr))
 	return nil
 }
 
 // cancelElsewhere cancels kr, a background response queued or in
-// progress that no run of this gateway's holds: its run's server stopped
-// without recording how it ended (a crash), or another server runs it,
-// whose run finds it changed at its next write and stops
-// (exchange.lose). It returns the response as it is now: cancelled, or
-// as its run moved it on first.
+// progress that no run of this gateway's holds: another server runs it,
+// whose run finds it changed at its next heartbeat and stops
+// (exchange.lose). It returns the response as it is now: cancelled, or as
+// its run moved it on first.
 func (g *Gateway) cancelElsewhere(ctx context.Context, c *apiKey, kr *idlegrid.KeptResponse) (*idlegrid.KeptResponse, error) {
 	obj, err := openai.SetField(kr.Response, "status", []byte(`"cancelled"`))
 	if err != nil {
 		return nil, fmt.Errorf("kept response %s: %w", kr.ID, err)
 	}
+	return g.rewrite(ctx, c, kr, obj)
+}
+
+// rewrite sets kr's response object to obj if it is still as read, and
+// returns the response as it is now: obj, or as another write left it.
+func (g *Gateway) rewrite(ctx context.Context, c *apiKey, kr *idlegrid.KeptResponse, obj json.RawMessage) (*idlegrid.KeptResponse, error) {
 	switch err := g.cfg.Store.UpdateResponse(ctx, c.AccountID, kr.ID, kr.Response, obj, g.cfg.Clock.Now()); {
 	case idlegrid.ErrorCode(err) == idlegrid.ECONFLICT:
 		return g.findResponse(ctx, c, kr.ID)
 	case err != nil:
 		return nil, err
 	}
-	done := *kr
-	done.Response = obj
-	return &done, nil
+	now := *kr
+	now.Response = obj
+	return &now, nil
 }
 
 // responsesPath answers a path under /v1/responses/ that no route above

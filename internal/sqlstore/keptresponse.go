@@ -21,7 +21,7 @@ var _ idlegrid.ResponseStore = (*DB)(nil)
 // MaxResponseChain is the most responses one ResponseChain returns.
 const MaxResponseChain = 10000
 
-const keptResponseColumns = `id, renter_id, model, previous_id, input, response, created_at, expires_at`
+const keptResponseColumns = `id, renter_id, model, previous_id, input, response, created_at, expires_at, held_until`
 
 // KeepResponse stores r: EINVALID naming the field when r is not valid,
 // ECONFLICT when its ID is taken, even by a response expired but not yet
@@ -34,9 +34,9 @@ func (db *DB) KeepResponse(ctx context.Context, r *idlegrid.KeptResponse) error 
 	}
 	return db.writes().submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO kept_responses (`+keptResponseColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING`,
 			r.ID, r.RenterID, r.Model, r.PreviousID, string(r.Input), string(r.Response),
-			timeArg(r.CreatedAt), timeArg(r.ExpiresAt))
+			timeArg(r.CreatedAt), timeArg(r.ExpiresAt), timeArg(r.HeldUntil))
 		return expectOne(res, err, func() error {
 			return idlegrid.Errorf(idlegrid.ECONFLICT, "response %q already exists", r.ID)
 		})
@@ -69,7 +69,7 @@ const responseChain = `WITH RECURSIVE chain AS (
 		SELECT ` + keptResponseColumns + `, 1 AS depth FROM kept_responses
 		WHERE id = $1 AND renter_id = $2 AND expires_at > $3
 	UNION ALL
-		SELECT k.id, k.renter_id, k.model, k.previous_id, k.input, k.response, k.created_at, k.expires_at, c.depth + 1
+		SELECT k.id, k.renter_id, k.model, k.previous_id, k.input, k.response, k.created_at, k.expires_at, k.held_until, c.depth + 1
 		FROM chain c JOIN kept_responses k ON k.id = c.previous_id
 		WHERE c.depth < $4 AND k.renter_id = $2 AND k.expires_at > $3
 	)
@@ -133,8 +133,25 @@ func (db *DB) UpdateResponse(ctx context.Context, renterID, id string, was, resp
 	})
 }
 
-// whyNotUpdated is why UpdateResponse changed no row: the response is
-// gone, or it changed since its caller read it.
+// HoldResponse sets the held_until of the renter's response id to until
+// if its object is still was: ECONFLICT when it is not, ENOTFOUND when the
+// renter has none such unexpired at now. A background run renews its hold
+// so every few seconds while it runs, and learns from the ECONFLICT of a
+// cancel that another server took.
+func (db *DB) HoldResponse(ctx context.Context, renterID, id string, was json.RawMessage, until, now time.Time) error {
+	if until.IsZero() {
+		return idlegrid.Invalid("response.held_until", "required")
+	}
+	return db.writes().submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE kept_responses SET held_until = $1
+			WHERE id = $2 AND renter_id = $3 AND expires_at > $4 AND response = $5`,
+			timeArg(until), id, renterID, timeArg(now), string(was))
+		return expectOne(res, err, func() error { return whyNotUpdated(ctx, tx, renterID, id, now) })
+	})
+}
+
+// whyNotUpdated is why UpdateResponse or HoldResponse changed no row: the
+// response is gone, or it changed since its caller read it.
 func whyNotUpdated(ctx context.Context, tx *sql.Tx, renterID, id string, now time.Time) error {
 	var one int
 	err := tx.QueryRowContext(ctx, `SELECT 1 FROM kept_responses WHERE id = $1 AND renter_id = $2 AND expires_at > $3`,
@@ -190,11 +207,11 @@ func (db *DB) ForgetResponses(ctx context.Context, before time.Time, limit int) 
 func scanKeptResponse(s scanner) (*idlegrid.KeptResponse, error) {
 	r := &idlegrid.KeptResponse{}
 	var input, response string
-	var created, expires sql.NullInt64
-	if err := s.Scan(&r.ID, &r.RenterID, &r.Model, &r.PreviousID, &input, &response, &created, &expires); err != nil {
+	var created, expires, held sql.NullInt64
+	if err := s.Scan(&r.ID, &r.RenterID, &r.Model, &r.PreviousID, &input, &response, &created, &expires, &held); err != nil {
 		return nil, err
 	}
 	r.Input, r.Response = json.RawMessage(input), json.RawMessage(response)
-	r.CreatedAt, r.ExpiresAt = timeOf(created), timeOf(expires)
+	r.CreatedAt, r.ExpiresAt, r.HeldUntil = timeOf(created), timeOf(expires), timeOf(held)
 	return r, nil
 }

@@ -87,10 +87,12 @@ func testKeptResponses(t *testing.T, db *sqlstore.DB) {
 	created := at(time.Second).Add(789 * time.Nanosecond) // kept to the microsecond
 	r := keptResponse("acct_ada", "resp_1", "resp_0", created, created.Add(30*24*time.Hour))
 	r.Input = json.RawMessage(`[ {"role":"user",  "content": "héllo \u00e9"} ]`) // spelled as the client did
+	r.HeldUntil = created.Add(30 * time.Second)
 	mustOK(t, db.KeepResponse(ctx, r))
 
 	want := *r
 	want.CreatedAt, want.ExpiresAt = created.Truncate(time.Microsecond), r.ExpiresAt.Truncate(time.Microsecond)
+	want.HeldUntil = r.HeldUntil.Truncate(time.Microsecond)
 	got, err := db.FindResponse(ctx, "acct_ada", "resp_1", at(time.Hour))
 	mustOK(t, err)
 	if diff := cmp.Diff(&want, got, equateJSON); diff != "" {
@@ -109,6 +111,7 @@ func testKeptResponses(t *testing.T, db *sqlstore.DB) {
 		"response.response":    func(r *idlegrid.KeptResponse) { r.Response = json.RawMessage(`[]`) },
 		"response.created_at":  func(r *idlegrid.KeptResponse) { r.CreatedAt = time.Time{} },
 		"response.expires_at":  func(r *idlegrid.KeptResponse) { r.ExpiresAt = r.CreatedAt },
+		"response.held_until":  func(r *idlegrid.KeptResponse) { r.HeldUntil = r.CreatedAt },
 	} {
 		bad := keptResponse("acct_ada", "resp_bad", "", t0, at(time.Hour))
 		spoil(bad)
@@ -285,6 +288,49 @@ func testKeptResponsesUpdate(t *testing.T, db *sqlstore.DB) {
 		t.Errorf("a refused update changed the response: %s", got.Response)
 	}
 	mustOK(t, db.UpdateResponse(ctx, "acct_ada", r.ID, got.Response, cancelled, at(time.Hour)))
+}
+
+// testKeptResponsesHold: a background run renews its response's hold
+// while the object is as it last stored it; once another write changed
+// the object (a cancel), or the response is gone, the hold is refused and
+// left as it was. The object's own updates leave the hold as it is.
+func testKeptResponsesHold(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	r := keptResponse("acct_ada", id("resp"), "", t0, at(24*time.Hour))
+	r.HeldUntil = at(30 * time.Second)
+	mustOK(t, db.KeepResponse(ctx, r))
+	held := func(want time.Time) {
+		t.Helper()
+		got, err := db.FindResponse(ctx, "acct_ada", r.ID, at(time.Minute))
+		mustOK(t, err)
+		if !got.HeldUntil.Equal(want) {
+			t.Errorf("held until %s, want %s", got.HeldUntil, want)
+		}
+	}
+	mustOK(t, db.HoldResponse(ctx, "acct_ada", r.ID, r.Response, at(time.Minute), at(30*time.Second)))
+	held(at(time.Minute))
+	running := json.RawMessage(`{"id": "x", "status": "in_progress", "output": []}`)
+	mustOK(t, db.UpdateResponse(ctx, "acct_ada", r.ID, r.Response, running, at(40*time.Second)))
+	held(at(time.Minute))
+	for _, tc := range []struct {
+		renter string
+		now    time.Time
+		was    json.RawMessage
+		until  time.Time
+		code   string
+	}{
+		{"acct_ada", at(time.Minute), r.Response, at(2 * time.Minute), idlegrid.ECONFLICT}, // moved on since
+		{"acct_bob", at(time.Minute), running, at(2 * time.Minute), idlegrid.ENOTFOUND},    // another renter's
+		{"acct_ada", at(25 * time.Hour), running, at(26 * time.Hour), idlegrid.ENOTFOUND},  // expired
+		{"acct_ada", at(time.Minute), running, time.Time{}, idlegrid.EINVALID},
+	} {
+		if err := db.HoldResponse(ctx, tc.renter, r.ID, tc.was, tc.until, tc.now); idlegrid.ErrorCode(err) != tc.code {
+			t.Errorf("HoldResponse(%s, %s, from %s until %s) = %v, want %s", tc.renter, tc.now, tc.was, tc.until, err, tc.code)
+		}
+	}
+	held(at(time.Minute))
+	mustOK(t, db.HoldResponse(ctx, "acct_ada", r.ID, running, at(90*time.Second), at(time.Minute)))
+	held(at(90 * time.Second))
 }
 
 func equateJSONBytes(a, b json.RawMessage) bool { return cmp.Equal(a, b, equateJSON) }

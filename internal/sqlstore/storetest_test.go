@@ -89,6 +89,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"KeptResponses_Chain", testKeptResponsesChain},
 		{"KeptResponses_Expiry", testKeptResponsesExpiry},
 		{"KeptResponses_Update", testKeptResponsesUpdate},
+		{"KeptResponses_Hold", testKeptResponsesHold},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
