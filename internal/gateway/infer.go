@@ -36,7 +36,7 @@ type exchange struct {
 	held   *candidate // counted in at its provider already (waitForRoom)
 	sole   bool       // the model has one provider: nothing tells its errors from the request's (judgeErrors)
 	kept   *keeping   // a Responses API request's: the response it keeps (kept.go); nil for other endpoints
-	failed bool       // the response came back failed, for the model server's own error (openai.ServerFailed)
+	failed bool       // the response came back failed, for the model server's own error, not the request's (openai.ServerFailed)
 }
 
 // infer serves one of the inference endpoints.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -89,10 +90,16 @@ func OutputItems(response []byte) ([]json.RawMessage, error) {
 }
 
 // ServerFailed reports whether obj, a response object, failed for the
-// model server's own error (status failed, error code server_error), not
-// the request's (invalid_prompt, say).
+// model server's own error: status failed, with an error code that is
+// not the request's (invalid_prompt, an image the request gave that
+// cannot be read), or with none, since a model server that fails without
+// saying why gives no reason to blame the request.
 func ServerFailed(obj []byte) bool {
-	return gjson.GetBytes(obj, "status").Str == "failed" && gjson.GetBytes(obj, "error.code").Str == "server_error"
+	if gjson.GetBytes(obj, "status").Str != "failed" {
+		return false
+	}
+	code := gjson.GetBytes(obj, "error.code").Str
+	return !strings.HasPrefix(code, "invalid_") && !strings.Contains(code, "image")
 }
 
 // Echo returns obj, a response object as a provider answered it, with the

@@ -168,3 +168,26 @@ func FuzzResponseEvents(f *testing.F) {
 		}
 	})
 }
+
+// TestServerFailed: a response failed for its model server's error when
+// it says so, names a code that is not the request's, or names none; not
+// when the request was at fault, nor when it did not fail.
+func TestServerFailed(t *testing.T) {
+	for obj, want := range map[string]bool{
+		`{"status":"failed","error":{"code":"server_error","message":"the engine died"}}`: true,
+		`{"status":"failed","error":{"code":"vector_store_timeout","message":"slow"}}`:    true,
+		`{"status":"failed","error":{"code":"rate_limit_exceeded","message":"busy"}}`:     true,
+		`{"status":"failed","error":null}`:                                                true,
+		`{"status":"failed"}`:                                                             true,
+		`{"status":"failed","error":{"code":"invalid_prompt","message":"too long"}}`:      false,
+		`{"status":"failed","error":{"code":"invalid_base64_image","message":"bad"}}`:     false,
+		`{"status":"failed","error":{"code":"image_too_large","message":"big"}}`:          false,
+		`{"status":"failed","error":{"code":"failed_to_download_image","message":"404"}}`: false,
+		`{"status":"completed","error":null}`:                                             false,
+		`{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}`:     false,
+	} {
+		if got := openai.ServerFailed([]byte(obj)); got != want {
+			t.Errorf("ServerFailed(%s) = %v, want %v", obj, got, want)
+		}
+	}
+}
