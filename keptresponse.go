@@ -79,12 +79,15 @@ type ResponseStore interface {
 	// ResponseChain returns the renter's response id and the responses it
 	// continued, each the PreviousID of the next, the first of the
 	// conversation first: at most limit of them, the latest limit when
-	// there are more. The first returned has a PreviousID when the
-	// conversation is longer than limit, or when the response it
+	// there are more, and no more once those read come to over maxChars
+	// characters of Input and Response (the one that crossed it
+	// included), so that a conversation too long to continue is not read
+	// whole to be refused. The first returned has a PreviousID when the
+	// conversation is longer than either bound, or when the response it
 	// continued is gone (deleted, expired, or never kept); the caller
-	// tells the two apart by the length. ENOTFOUND when id itself is not
-	// the renter's response, or expired at now.
-	ResponseChain(ctx context.Context, renterID, id string, now time.Time, limit int) ([]*KeptResponse, error)
+	// tells them apart by the length and the size. ENOTFOUND when id
+	// itself is not the renter's response, or expired at now.
+	ResponseChain(ctx context.Context, renterID, id string, now time.Time, limit int, maxChars int64) ([]*KeptResponse, error)
 	// UpdateResponse sets the response object of the renter's response
 	// id to response if it is still was, the object the caller last read
 	// or wrote, as a background response's moves on (queued, in progress,

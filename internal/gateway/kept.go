@@ -103,11 +103,15 @@ func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *op
 // the renter's kept response id: each response's input items, then its
 // output items, the first response first.
 func (g *Gateway) conversation(ctx context.Context, renterID, id string) ([]json.RawMessage, error) {
-	chain, err := g.cfg.Store.ResponseChain(ctx, renterID, id, g.cfg.Clock.Now(), MaxConversation)
+	bound := g.conversationChars()
+	chain, err := g.cfg.Store.ResponseChain(ctx, renterID, id, g.cfg.Clock.Now(), MaxConversation, bound)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
 		return nil, idlegrid.Invalid("previous_response_id", "no response %q is kept for this account: %s", id, g.whyGone())
 	} else if err != nil {
 		return nil, err
+	}
+	if keptSize(chain) > bound {
+		return nil, idlegrid.Errorf(idlegrid.ETOOLARGE, "previous_response_id: the conversation so far comes to over %d characters kept (its responses as answered, with their input), more than a request may carry; start a new conversation, sending what matters of this one in input", bound)
 	}
 	if first := chain[0]; first.PreviousID != "" {
 		if len(chain) >= MaxConversation {
@@ -131,6 +135,22 @@ func (g *Gateway) conversation(ctx context.Context, renterID, id string) ([]json
 		items = append(append(items, in...), out...)
 	}
 	return items, nil
+}
+
+// conversationChars bounds what a continuation reads of its conversation:
+// the characters of its kept responses and their input, four times the
+// body a request may be, so that a conversation far too long to send is
+// refused without being read whole into memory. Bodies over MaxBodyBytes
+// are refused all the same once built (continued).
+func (g *Gateway) conversationChars() int64 { return 4 * g.cfg.MaxBodyBytes }
+
+// keptSize is the bytes of chain's responses and their input, at least
+// their characters.
+func keptSize(chain []*idlegrid.KeptResponse) (n int64) {
+	for _, r := range chain {
+		n += int64(len(r.Input) + len(r.Response))
+	}
+	return n
 }
 
 // keep keeps the response obj (as echoed to the renter) when its request

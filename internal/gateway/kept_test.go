@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,50 @@ func TestGateway_responsesNotKept(t *testing.T) {
 	clock.advance(2 * time.Minute)
 	if _, err := sdk.Responses.Get(ctx, kept.ID, responses.ResponseGetParams{}); apiError(t, err).StatusCode != 404 {
 		t.Errorf("GET a response past its retention: %s; want 404", describe(err))
+	}
+}
+
+// TestGateway_responsesContinueTooLong: a continuation whose
+// conversation and input come to over the body a request may be is
+// refused (413) before any provider is asked; one whose kept responses
+// come to over four times that is refused without the conversation being
+// read whole.
+func TestGateway_responsesContinueTooLong(t *testing.T) {
+	const maxBody = 4 << 10
+	f, up := mustSolo(t, func(c *gateway.Config) { c.MaxBodyBytes = maxBody })
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+	// keepTurns keeps n turns of the renter's, each of about 3 KiB, as a
+	// conversation, and returns the last one's ID.
+	keepTurns := func(name string, n int) string {
+		prev, now := "", time.Now()
+		for i := range n {
+			id := "resp_" + name + strconv.Itoa(i)
+			in, _ := json.Marshal([]map[string]string{{"role": "user", "content": strings.Repeat("a", 3<<10)}})
+			r := &idlegrid.KeptResponse{ID: id, RenterID: f.RenterID, Model: testModel, PreviousID: prev, Input: in,
+				Response:  []byte(`{"id":"` + id + `","object":"response","status":"completed","output":[]}`),
+				CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+			if err := f.Store.KeepResponse(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			prev = id
+		}
+		return prev
+	}
+	for _, tc := range []struct {
+		turns int
+		says  string
+	}{
+		{2, "come to"},         // about 6 KiB: over the body, read whole
+		{6, "characters kept"}, // about 18 KiB: over four times it, read in part
+	} {
+		_, err := sdk.Responses.New(ctx, continuing("And then?", keepTurns(strconv.Itoa(tc.turns)+"_", tc.turns)))
+		if e := apiError(t, err); e.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(e.Message, tc.says) {
+			t.Errorf("continuing %d turns of 3 KiB with %d bytes a request: %s; want 413 saying %q", tc.turns, maxBody, describe(err), tc.says)
+		}
+	}
+	if body := up.lastBody(); body != nil {
+		t.Errorf("the model server was sent %.100s…; want nothing", body)
 	}
 }
 

@@ -63,31 +63,41 @@ func (db *DB) FindResponse(ctx context.Context, renterID, id string, now time.Ti
 }
 
 // responseChain follows previous_id from the response $1, only through
-// the renter's ($2) responses unexpired at $3, to at most $4 of them: the
-// depth bound is what stops a chain whose previous_ids loop.
+// the renter's ($2) responses unexpired at $3, to at most $4 of them, and
+// none past the one that brings the characters read (input and response)
+// over $5: the depth bound is also what stops a chain whose previous_ids
+// loop.
 const responseChain = `WITH RECURSIVE chain AS (
-		SELECT ` + keptResponseColumns + `, 1 AS depth FROM kept_responses
+		SELECT ` + keptResponseColumns + `, 1 AS depth,
+			CAST(length(input) + length(response) AS BIGINT) AS chars
+		FROM kept_responses
 		WHERE id = $1 AND renter_id = $2 AND expires_at > $3
 	UNION ALL
-		SELECT k.id, k.renter_id, k.model, k.previous_id, k.input, k.response, k.created_at, k.expires_at, k.held_until, c.depth + 1
+		SELECT k.id, k.renter_id, k.model, k.previous_id, k.input, k.response, k.created_at, k.expires_at, k.held_until,
+			c.depth + 1, c.chars + length(k.input) + length(k.response)
 		FROM chain c JOIN kept_responses k ON k.id = c.previous_id
-		WHERE c.depth < $4 AND k.renter_id = $2 AND k.expires_at > $3
+		WHERE c.depth < $4 AND c.chars <= $5 AND k.renter_id = $2 AND k.expires_at > $3
 	)
 	SELECT ` + keptResponseColumns + ` FROM chain ORDER BY depth`
 
 // ResponseChain returns the renter's response id and, before it, the
 // responses it continued, the first of the conversation first: at most
-// limit of them, the latest limit when there are more. The first returned
-// has a PreviousID when there are more, or when the one it continued is
-// gone. ENOTFOUND when id is not the renter's response unexpired at now.
-func (db *DB) ResponseChain(ctx context.Context, renterID, id string, now time.Time, limit int) ([]*idlegrid.KeptResponse, error) {
+// limit of them, the latest limit when there are more, and none past the
+// one that brings their input and response objects over maxChars
+// characters. The first returned has a PreviousID when there are more,
+// or when the one it continued is gone. ENOTFOUND when id is not the
+// renter's response unexpired at now.
+func (db *DB) ResponseChain(ctx context.Context, renterID, id string, now time.Time, limit int, maxChars int64) ([]*idlegrid.KeptResponse, error) {
 	if limit < 1 || limit > MaxResponseChain {
 		return nil, idlegrid.Invalid("limit", "must be between 1 and %d, got %d", MaxResponseChain, limit)
+	}
+	if maxChars < 1 {
+		return nil, idlegrid.Invalid("max_chars", "must be at least 1, got %d", maxChars)
 	}
 	var chain []*idlegrid.KeptResponse
 	err := db.view(ctx, func(tx *sql.Tx) error {
 		var err error
-		chain, err = queryAll(ctx, tx, scanKeptResponse, responseChain, id, renterID, timeArg(now), limit)
+		chain, err = queryAll(ctx, tx, scanKeptResponse, responseChain, id, renterID, timeArg(now), limit, maxChars)
 		return err
 	})
 	if err != nil {

@@ -65,11 +65,14 @@ func responseIDs(rs []*idlegrid.KeptResponse) []string {
 	return ids
 }
 
+// anyChars bounds a chain's characters beyond any a test keeps.
+const anyChars = 1 << 40
+
 // wantChain fails t unless the renter's chain from respID, at now and
 // limit, is want, the first having PreviousID firstPrev.
 func wantChain(t *testing.T, db *sqlstore.DB, renterID, respID string, now time.Time, limit int, firstPrev string, want ...string) {
 	t.Helper()
-	got, err := db.ResponseChain(context.Background(), renterID, respID, now, limit)
+	got, err := db.ResponseChain(context.Background(), renterID, respID, now, limit, anyChars)
 	mustOK(t, err)
 	if diff := cmp.Diff(want, responseIDs(got)); diff != "" {
 		t.Fatalf("ResponseChain(%s, limit %d) (-want +got):\n%s", respID, limit, diff)
@@ -123,7 +126,7 @@ func testKeptResponses(t *testing.T, db *sqlstore.DB) {
 	// Another renter's: not found, and left as it is.
 	_, err = db.FindResponse(ctx, "acct_bob", "resp_1", at(time.Hour))
 	wantCode(t, err, idlegrid.ENOTFOUND)
-	_, err = db.ResponseChain(ctx, "acct_bob", "resp_1", at(time.Hour), 10)
+	_, err = db.ResponseChain(ctx, "acct_bob", "resp_1", at(time.Hour), 10, anyChars)
 	wantCode(t, err, idlegrid.ENOTFOUND)
 	wantCode(t, db.DeleteResponse(ctx, "acct_bob", "resp_1", at(time.Hour)), idlegrid.ENOTFOUND)
 	if _, err := db.FindResponse(ctx, "acct_ada", "resp_1", at(time.Hour)); err != nil {
@@ -139,7 +142,8 @@ func testKeptResponses(t *testing.T, db *sqlstore.DB) {
 }
 
 // testKeptResponsesChain: a conversation reads back the first first, the
-// latest limit of it when it is longer, and stops where a response it
+// latest limit of it when it is longer, none past the response that
+// brings it over its bound of characters, and stops where a response it
 // continued is gone or is another renter's; a loop of responses ends.
 func testKeptResponsesChain(t *testing.T, db *sqlstore.DB) {
 	ctx := context.Background()
@@ -152,14 +156,34 @@ func testKeptResponsesChain(t *testing.T, db *sqlstore.DB) {
 	wantChain(t, db, "acct_ada", ids[4], now, 3, ids[1], ids[2:]...)
 	wantChain(t, db, "acct_ada", ids[4], now, 1, ids[3], ids[4])
 	wantChain(t, db, "acct_ada", ids[2], now, 10, "", ids[:3]...)
-	got, err := db.ResponseChain(ctx, "acct_ada", ids[4], now, 10)
+	got, err := db.ResponseChain(ctx, "acct_ada", ids[4], now, 10, anyChars)
 	mustOK(t, err)
 	if diff := cmp.Diff(conv, got, equateJSON); diff != "" {
 		t.Errorf("ResponseChain reads back (-kept +got):\n%s", diff)
 	}
 	for _, limit := range []int{0, -1, sqlstore.MaxResponseChain + 1} {
-		_, err := db.ResponseChain(ctx, "acct_ada", ids[4], now, limit)
+		_, err := db.ResponseChain(ctx, "acct_ada", ids[4], now, limit, anyChars)
 		wantField(t, err, "limit")
+	}
+	// Bounded by characters: no response read past the one that crossed
+	// the bound.
+	chars := func(r *idlegrid.KeptResponse) int64 {
+		return int64(len([]rune(string(r.Input))) + len([]rune(string(r.Response))))
+	}
+	last, lastTwo := chars(conv[4]), chars(conv[4])+chars(conv[3])
+	for _, tc := range []struct {
+		max  int64
+		want []string
+	}{{1, ids[4:]}, {last, ids[3:]}, {lastTwo - 1, ids[3:]}, {lastTwo, ids[2:]}, {anyChars, ids}} {
+		got, err := db.ResponseChain(ctx, "acct_ada", ids[4], now, 10, tc.max)
+		mustOK(t, err)
+		if diff := cmp.Diff(tc.want, responseIDs(got)); diff != "" {
+			t.Errorf("ResponseChain(%d characters) (-want +got):\n%s", tc.max, diff)
+		}
+	}
+	for _, max := range []int64{0, -1} {
+		_, err := db.ResponseChain(ctx, "acct_ada", ids[4], now, 10, max)
+		wantField(t, err, "max_chars")
 	}
 
 	// Another renter continuing the renter's response follows none of it.
@@ -170,7 +194,7 @@ func testKeptResponsesChain(t *testing.T, db *sqlstore.DB) {
 	mustOK(t, db.DeleteResponse(ctx, "acct_ada", ids[2], now))
 	wantChain(t, db, "acct_ada", ids[4], now, 10, ids[2], ids[3:]...)
 	wantChain(t, db, "acct_ada", ids[1], now, 10, "", ids[:2]...)
-	_, err = db.ResponseChain(ctx, "acct_ada", ids[2], now, 10)
+	_, err = db.ResponseChain(ctx, "acct_ada", ids[2], now, 10, anyChars)
 	wantCode(t, err, idlegrid.ENOTFOUND)
 
 	// Two responses that continue each other, each kept before the other.
@@ -203,7 +227,7 @@ func testKeptResponsesExpiry(t *testing.T, db *sqlstore.DB) {
 	wantChain(t, db, "acct_ada", second.ID, justBefore, 10, "", first.ID, second.ID)
 	_, err := db.FindResponse(ctx, "acct_ada", first.ID, at(time.Hour))
 	wantCode(t, err, idlegrid.ENOTFOUND)
-	_, err = db.ResponseChain(ctx, "acct_ada", first.ID, at(time.Hour), 10)
+	_, err = db.ResponseChain(ctx, "acct_ada", first.ID, at(time.Hour), 10, anyChars)
 	wantCode(t, err, idlegrid.ENOTFOUND)
 	wantCode(t, db.DeleteResponse(ctx, "acct_ada", first.ID, at(time.Hour)), idlegrid.ENOTFOUND)
 	wantChain(t, db, "acct_ada", second.ID, at(time.Hour), 10, first.ID, second.ID)
