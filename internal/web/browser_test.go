@@ -667,17 +667,52 @@ func TestDashboard(t *testing.T) {
 		if head := b.text("#panel-inference thead"); !strings.Contains(head, "Latency p50 / p95") || !strings.Contains(head, "Tokens/s p50") {
 			t.Errorf("the inference panel's columns are %q, want latency p50 / p95 and tokens/s", head)
 		}
-		b.waitText("#panel-keys", "default")
-		// A key's routing defaults for the inference gateway show beside it.
+		b.waitText("#panel-routing", "defaults")
+		// A key's routing defaults for the inference gateway: as set, in
+		// the form once the key is chosen; set by the form, a region
+		// written wrong said and marked; then removed.
 		rc := client.New(m.URL, m.RenterKey)
 		keys, err := rc.ListAPIKeys(ctx, "")
 		if err != nil || len(keys) == 0 {
 			t.Fatalf("the renter's keys: %v, %v", keys, err)
 		}
-		if _, err := rc.SetKeyRouting(ctx, keys[0].ID, idlegrid.Routing{Sort: idlegrid.RoutingSortLatency, Region: []string{"eu-west"}}); err != nil {
+		key := keys[0].ID
+		if _, err := rc.SetKeyRouting(ctx, key, idlegrid.Routing{Sort: idlegrid.RoutingSortLatency, Region: []string{"eu-west"}}); err != nil {
 			t.Fatal(err)
 		}
-		b.waitText("#panel-keys", "sort by latency · region eu-west")
+		b.waitText("#panel-routing", "sort by latency · region eu-west")
+		b.poll("the key to be offered", fmt.Sprintf(`!!document.querySelector('#rt-key option[value=%s]')`, jsString(key)))
+		b.run("choose the key", chromedp.SetValue(chromedp.ID("rt-key"), key),
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('#rt-key').dispatchEvent(new Event('change'))`))
+		if got := eval[string](b, "read the form", `document.querySelector('#rt-sort').value + ' ' + document.querySelector('#rt-region').value`); got != "latency eu-west" {
+			t.Errorf("the form shows the key's routing as %q, want latency eu-west", got)
+		}
+		b.run("save a region written wrong",
+			chromedp.SetValue(chromedp.ID("rt-region"), "eu-west, EU West"),
+			chromedp.Click(chromedp.CSS(`#routing-form button[type=submit]`)))
+		b.waitText("#routing-error", `"EU West" is not a region`)
+		if got := eval[string](b, "read the inputs marked", `[...document.querySelectorAll('#routing-form [aria-invalid=true]')].map((e) => e.id).join(',')`); got != "rt-region" {
+			t.Errorf("inputs marked invalid = %q, want rt-region", got)
+		}
+		b.run("save two regions, a price cap and no failover",
+			chromedp.SetValue(chromedp.ID("rt-region"), "eu-west, us-east"),
+			chromedp.SetValue(chromedp.ID("rt-in"), "$1.50"),
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('#rt-fallbacks').checked = false`),
+			chromedp.Click(chromedp.CSS(`#routing-form button[type=submit]`)))
+		b.waitText("#toast", "Routing saved")
+		b.waitText("#panel-routing", "sort by latency · region eu-west, us-east · max $1.500000 in / $— out per 1M tokens · no failover")
+		got, err := rc.KeyRouting(ctx, key)
+		if r := got.Routing; err != nil || r.Sort != idlegrid.RoutingSortLatency || strings.Join(r.Region, ",") != "eu-west,us-east" ||
+			r.MaxPrice == nil || r.MaxPrice.Prompt == nil || *r.MaxPrice.Prompt != 1_500_000 || r.MaxPrice.Completion != nil ||
+			r.AllowFallbacks == nil || *r.AllowFallbacks || r.Sticky != nil {
+			t.Errorf("the key's routing after the form: %+v, %v", got, err)
+		}
+		b.run("remove the routing", chromedp.Click(chromedp.ID("rt-remove")))
+		b.waitText("#toast", "Routing removed")
+		b.poll("the key to route by the defaults", fmt.Sprintf(`(() => {
+			const t = document.querySelector('#panel-routing table');
+			return !!t && [...t.querySelectorAll('tbody tr')].some((r) => r.innerText.includes(%s) && r.innerText.includes('defaults'));
+		})()`, jsString(keys[0].Prefix)))
 		// A registry login: a registry written wrong is said and marked; a
 		// good one is listed, its password never shown again, and removed
 		// from its row after a confirmation.

@@ -25,6 +25,7 @@
     earned: {},             // the provider's earnings in each month that has ended, by month (see earnedAllTime)
     watch: null,            // the loop following the chosen job's changes (see follow), or null
     explained: {},          // queued jobs' explanations, by ID: {at, x} (see renterJobs)
+    routings: {},           // the renter's keys' inference routing, by key ID (see keyRoutingPanel)
     again: false,           // a refresh was asked for while one ran: run another once it ends
   };
   const $ = (sel, root = document) => root.querySelector(sel);
@@ -339,6 +340,8 @@
       { id: 'spend', title: 'Spend', body: renterSpend },
       { id: 'inference', title: 'Inference usage', body: inferenceUsage },
       { id: 'keys', title: 'Keys and budgets', body: keysAndBudgets, form: budgetForm, bind: bindBudget, need: 'all', act: 'set budgets' },
+      { id: 'routing', title: 'Inference routing', body: keyRoutingPanel, form: routingForm, bind: bindRouting, need: 'all',
+        act: 'set the routing of keys' },
       { id: 'registries', title: 'Registry logins', body: registryLogins, form: registryForm, bind: bindRegistry, result: true,
         need: 'all', act: 'add or remove registry logins' },
       { id: 'verifications', title: 'Verifications of your results', wide: true, body: verifications },
@@ -874,13 +877,12 @@
   }
 
   async function keysAndBudgets() {
-    const [keys, limits] = await Promise.all([get('/v1/keys'), get('/v1/spend-limits')]);
+    const [keys, limits] = await Promise.all([shared('/v1/keys'), get('/v1/spend-limits')]);
     const byKey = {};
     let account = null;
     for (const l of limits.limits) { if (l.key_id) byKey[l.key_id] = l; else account = l; }
     const active = keys.api_keys.filter((k) => !k.revoked_at);
-    fillBudgetKeys(active);
-    const routing = await keyRoutings(active);
+    fillKeys('#b-key', active);
     return kpis([
       ['This month', esc(limits.month)], ['Used', money((limits.spend.charged_micros || 0) + (limits.spend.held_micros || 0))],
       ['Account budget', account ? money(account.limit_micros) : 'none'],
@@ -890,28 +892,35 @@
       { h: 'Created', f: (k) => when(k.created_at) },
       { h: 'Budget', num: true, f: (k) => byKey[k.id] ? money(byKey[k.id].limit_micros) : 'none' },
       { h: 'Used', num: true, f: (k) => byKey[k.id] ? money(byKey[k.id].spend.charged_micros + byKey[k.id].spend.held_micros) : '—' },
-      { h: 'Inference routing', f: (k) => k.revoked_at ? '—' : esc(routingSummary(routing[k.id])) },
       { h: 'State', f: (k) => k.revoked_at ? 'revoked' : 'active' },
     ], keys.api_keys);
   }
 
-  // keyRoutings reads the default routing of each key for the inference
-  // gateway (docs/gateway.md, "Routing"), by key ID; a key without one,
-  // like a server without the endpoint, answers 404 and has none.
-  async function keyRoutings(keys) {
+  // keyRoutingPanel lists each active key's default routing for the
+  // inference gateway (docs/gateway.md, "Routing"), which a request's own
+  // provider object overrides field by field. A key without one, like a
+  // server without the endpoint, answers 404 and has the defaults.
+  async function keyRoutingPanel() {
+    const active = (await shared('/v1/keys')).api_keys.filter((k) => !k.revoked_at);
     const out = {};
-    await Promise.all(keys.map(async (k) => {
-      try { out[k.id] = (await get('/v1/keys/' + encodeURIComponent(k.id) + '/routing')).routing; } catch (e) {
+    await Promise.all(active.map(async (k) => {
+      try { out[k.id] = await get('/v1/keys/' + encodeURIComponent(k.id) + '/routing'); } catch (e) {
         if (!(e instanceof APIError) || e.status !== 404) throw e;
       }
     }));
-    return out;
+    st.routings = out;
+    if (fillKeys('#rt-key', active)) showRouting();
+    return table([
+      { h: 'Key', f: (k) => esc(k.name) + ' ' + id(k.prefix + '…') },
+      { h: 'Routing', f: (k) => esc(routingSummary(out[k.id] && out[k.id].routing)) },
+      { h: 'Set', f: (k) => out[k.id] && out[k.id].updated_at ? when(out[k.id].updated_at) : '—' },
+    ], active, 'No active keys.');
   }
 
   // routingSummary says in a line what a key's routing defaults do; set
-  // them with "idlegrid key routing" or PUT /v1/keys/{id}/routing.
+  // them here, with "idlegrid key routing" or PUT /v1/keys/{id}/routing.
   function routingSummary(r) {
-    if (!r) return 'defaults';
+    if (!r || !Object.keys(r).length) return 'defaults';
     const list = (xs) => (xs || []).join(', ');
     const parts = [];
     if (r.sort) parts.push('sort by ' + r.sort);
@@ -937,15 +946,16 @@
         <button type="button" class="quiet" id="b-remove">Remove budget</button></div></form>`;
   }
 
-  // fillBudgetKeys offers the active keys, redrawn only when they change
-  // (one revoked and another made is a change, though they number the
-  // same), keeping the key chosen.
-  function fillBudgetKeys(keys) {
-    const sel = $('#b-key'), html = keys.map((k) => `<option value="${esc(k.id)}">${esc(k.name)} (${esc(k.prefix)}…)</option>`).join('');
-    if (!sel || sel.dataset.html === html) return;
-    const chosen = sel.value;
-    sel.innerHTML = sel.dataset.html = html;
-    if (keys.some((k) => k.id === chosen)) sel.value = chosen;
+  // fillKeys offers the active keys in the select sel, redrawn only when
+  // they change (one revoked and another made is a change, though they
+  // number the same), keeping the key chosen; true when it redrew them.
+  function fillKeys(sel, keys) {
+    const el = $(sel), html = keys.map((k) => `<option value="${esc(k.id)}">${esc(k.name)} (${esc(k.prefix)}…)</option>`).join('');
+    if (!el || el.dataset.html === html) return false;
+    const chosen = el.value;
+    el.innerHTML = el.dataset.html = html;
+    if (keys.some((k) => k.id === chosen)) el.value = chosen;
+    return true;
   }
 
   function bindBudget() {
@@ -962,6 +972,97 @@
     $('#b-remove').addEventListener('click', async () => {
       out.textContent = '';
       try { await api('DELETE', '/v1/keys/' + encodeURIComponent($('#b-key').value) + '/spend-limit'); toast('Budget removed'); refresh(); } catch (e) { out.textContent = e.message; }
+    });
+  }
+
+  // The routing form's inputs, by the field of the routing object each
+  // sets: a list is written comma-separated, a price in dollars per
+  // million tokens.
+  const ROUTING_LISTS = { region: 'rt-region', data_residency: 'rt-residency', only: 'rt-only', ignore: 'rt-ignore', order: 'rt-order' };
+
+  function routingForm() {
+    const text = (key, label, hint, placeholder) => `<div><label for="${key}">${label}</label>
+      <input id="${key}" type="text" spellcheck="false" placeholder="${placeholder}" title="${hint}"></div>`;
+    return `<form id="routing-form" class="stack" novalidate autocomplete="off">
+      <div><label for="rt-key">Key</label><select id="rt-key"></select></div>
+      <div><label for="rt-sort">Sort providers by</label><select id="rt-sort">
+        <option value="">price, load and reliability (default)</option><option value="price">price</option>
+        <option value="latency">latency</option><option value="throughput">throughput</option></select></div>
+      ${text('rt-region', 'Regions (optional)', 'Only providers in these regions, comma-separated: eu-west, us-east', 'any')}
+      ${text('rt-residency', 'Data residency (optional)', 'Only providers whose data stays in these jurisdictions, comma-separated: EU, US', 'any')}
+      ${text('rt-only', 'Only these providers (optional)', 'Node IDs or names, comma-separated', 'any')}
+      ${text('rt-ignore', 'Never these providers (optional)', 'Node IDs or names, comma-separated', 'none')}
+      ${text('rt-order', 'Try these first (optional)', 'Node IDs or names, comma-separated, in order', 'none')}
+      <div><label for="rt-in">Max $ per 1M input tokens (optional)</label>
+        <input id="rt-in" type="text" inputmode="decimal" placeholder="no cap"></div>
+      <div><label for="rt-out">Max $ per 1M output tokens (optional)</label>
+        <input id="rt-out" type="text" inputmode="decimal" placeholder="no cap"></div>
+      <label class="check"><input id="rt-fallbacks" type="checkbox" checked> Fail over to another provider</label>
+      <label class="check"><input id="rt-sticky" type="checkbox" checked> Route by prompt prefix (KV-cache reuse)</label>
+      <p id="routing-error" class="error full" role="alert"></p>
+      <div class="row full"><button type="submit">Save routing</button>
+        <button type="button" class="quiet" id="rt-remove">Remove routing</button></div></form>`;
+  }
+
+  // showRouting fills the form with the chosen key's routing, so that a
+  // change starts from what the key has.
+  function showRouting() {
+    const kr = st.routings[$('#rt-key').value], r = (kr && kr.routing) || {};
+    $('#rt-sort').value = r.sort || '';
+    for (const [field, key] of Object.entries(ROUTING_LISTS)) $('#' + key).value = (r[field] || []).join(', ');
+    $('#rt-in').value = (r.max_price && r.max_price.prompt) || '';
+    $('#rt-out').value = (r.max_price && r.max_price.completion) || '';
+    $('#rt-fallbacks').checked = r.allow_fallbacks !== false;
+    $('#rt-sticky').checked = r.sticky !== false;
+  }
+
+  // routingOf is the routing object the form says: only what it sets.
+  function routingOf() {
+    const r = {}, list = (v) => v.split(',').map((x) => x.trim()).filter(Boolean);
+    if ($('#rt-sort').value) r.sort = $('#rt-sort').value;
+    for (const [field, key] of Object.entries(ROUTING_LISTS)) {
+      const xs = list($('#' + key).value);
+      if (xs.length) r[field] = xs;
+    }
+    const price = (key) => $(key).value.trim().replace(/^\$\s*/, '');
+    if (price('#rt-in') || price('#rt-out')) {
+      r.max_price = {};
+      if (price('#rt-in')) r.max_price.prompt = price('#rt-in');
+      if (price('#rt-out')) r.max_price.completion = price('#rt-out');
+    }
+    if (!$('#rt-fallbacks').checked) r.allow_fallbacks = false;
+    if (!$('#rt-sticky').checked) r.sticky = false;
+    return r;
+  }
+
+  // routingInput maps an error's field (routing.region[1], say) to the
+  // form input it names.
+  function routingInput(field) {
+    const f = field.replace(/^routing\./, '').replace(/\[\d+\]$/, '');
+    const key = ROUTING_LISTS[f] || { sort: 'rt-sort', 'max_price.prompt': 'rt-in', 'max_price.completion': 'rt-out', max_price: 'rt-in' }[f];
+    return key ? document.getElementById(key) : null;
+  }
+
+  function bindRouting() {
+    const out = $('#routing-error'), form = $('#routing-form');
+    const path = () => '/v1/keys/' + encodeURIComponent($('#rt-key').value) + '/routing';
+    const clear = () => { out.textContent = ''; for (const el of form.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid'); };
+    $('#rt-key').addEventListener('change', () => { clear(); showRouting(); });
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault(); clear();
+      try {
+        await api('PUT', path(), routingOf());
+        toast('Routing saved: requests with this key go by it unless they say otherwise'); refresh();
+      } catch (e) {
+        out.textContent = problemLines(e);
+        const bad = (e.problems || []).map((p) => routingInput(p.field)).filter(Boolean);
+        for (const el of bad) el.setAttribute('aria-invalid', 'true');
+        if (bad.length) bad[0].focus();
+      }
+    });
+    $('#rt-remove').addEventListener('click', async () => {
+      clear();
+      try { await api('DELETE', path()); toast('Routing removed: the key routes by the defaults'); refresh(); } catch (e) { out.textContent = e.message; }
     });
   }
 
