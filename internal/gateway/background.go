@@ -152,8 +152,7 @@ func (g *Gateway) startBackground(w http.ResponseWriter, r *http.Request, x *exc
 	k.queued = x.queuedResponse(now)
 	k.stored = k.queued
 	kr := &idlegrid.KeptResponse{ID: k.id, RenterID: x.caller.AccountID, Model: x.req.Model, PreviousID: k.previous,
-		Input: k.input, Response: k.queued, CreatedAt: now, ExpiresAt: now.Add(g.cfg.ResponseRetention)}
-	kr.HeldUntil = now.Add(g.holdFor())
+		Input: k.input, Response: k.queued, CreatedAt: now, ExpiresAt: now.Add(g.cfg.ResponseRetention), HeldUntil: now.Add(g.holdFor())}
 	err := g.cfg.Store.KeepResponse(r.Context(), kr)
 	own := r.Clone(context.Background()) // the run's, which outlives the handler
 	if err == nil && !g.background.start(k.id, g.backgroundDeadline(), func(ctx context.Context) {

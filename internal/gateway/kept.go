@@ -168,6 +168,8 @@ func (x *exchange) keep(obj []byte) {
 	}
 }
 
+// keepWhole keeps obj, the answer of a request answered whole (not in
+// the background), as a new kept response.
 func (x *exchange) keepWhole(obj []byte) {
 	k, g := x.kept, x.g
 	now := g.cfg.Clock.Now()

@@ -181,8 +181,8 @@ func testKeptResponsesChain(t *testing.T, db *sqlstore.DB) {
 			t.Errorf("ResponseChain(%d characters) (-want +got):\n%s", tc.max, diff)
 		}
 	}
-	for _, max := range []int64{0, -1} {
-		_, err := db.ResponseChain(ctx, "acct_ada", ids[4], now, 10, max)
+	for _, bound := range []int64{0, -1} {
+		_, err := db.ResponseChain(ctx, "acct_ada", ids[4], now, 10, bound)
 		wantField(t, err, "max_chars")
 	}
 
