@@ -135,12 +135,7 @@ func (db *DB) UpdateResponse(ctx context.Context, renterID, id string, was, resp
 	if len(response) == 0 || response[0] != '{' || !json.Valid(response) {
 		return idlegrid.Invalid("response.response", "must be a JSON object")
 	}
-	return db.writes().submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE kept_responses SET response = $1
-			WHERE id = $2 AND renter_id = $3 AND expires_at > $4 AND response = $5`,
-			string(response), id, renterID, timeArg(now), string(was))
-		return expectOne(res, err, func() error { return whyNotUpdated(ctx, tx, renterID, id, now) })
-	})
+	return db.swapResponse(ctx, "response", string(response), renterID, id, was, now)
 }
 
 // HoldResponse sets the held_until of the renter's response id to until
@@ -152,10 +147,17 @@ func (db *DB) HoldResponse(ctx context.Context, renterID, id string, was json.Ra
 	if until.IsZero() {
 		return idlegrid.Invalid("response.held_until", "required")
 	}
+	return db.swapResponse(ctx, "held_until", timeArg(until), renterID, id, was, now)
+}
+
+// swapResponse sets column (response or held_until) of the renter's
+// response id to v if its object is still was: ECONFLICT when it is not,
+// ENOTFOUND when the renter has none such unexpired at now.
+func (db *DB) swapResponse(ctx context.Context, column string, v any, renterID, id string, was json.RawMessage, now time.Time) error {
 	return db.writes().submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE kept_responses SET held_until = $1
+		res, err := tx.ExecContext(ctx, `UPDATE kept_responses SET `+column+` = $1
 			WHERE id = $2 AND renter_id = $3 AND expires_at > $4 AND response = $5`,
-			timeArg(until), id, renterID, timeArg(now), string(was))
+			v, id, renterID, timeArg(now), string(was))
 		return expectOne(res, err, func() error { return whyNotUpdated(ctx, tx, renterID, id, now) })
 	})
 }

@@ -913,7 +913,7 @@
     return table([
       { h: 'Key', f: (k) => esc(k.name) + ' ' + id(k.prefix + '…') },
       { h: 'Routing', f: (k) => esc(routingSummary(out[k.id] && out[k.id].routing)) },
-      { h: 'Set', f: (k) => out[k.id] && out[k.id].updated_at ? when(out[k.id].updated_at) : '—' },
+      { h: 'Updated', f: (k) => out[k.id] && out[k.id].updated_at ? when(out[k.id].updated_at) : '—' },
     ], active, 'No active keys.');
   }
 
