@@ -124,6 +124,13 @@ func (b *backgroundRuns) stop(id string, cause error) {
 	}
 }
 
+// n is how many runs there are.
+func (b *backgroundRuns) n() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.running)
+}
+
 // runs reports whether response id runs here.
 func (b *backgroundRuns) runs(id string) bool {
 	b.mu.Lock()
@@ -306,6 +313,7 @@ func (x *exchange) wrote(err error, obj json.RawMessage, what string) {
 // run keeps nothing more; the response stays as that write left it.
 func (x *exchange) lose() {
 	x.kept.lost = true
+	x.g.metrics.runsLost.Inc()
 	x.g.log.Info("gateway: a background response was changed or deleted elsewhere while it ran; its run stops", "request", x.id, "response", x.kept.id)
 	x.g.background.stop(x.kept.id, errCancelled)
 }
@@ -391,8 +399,12 @@ func (g *Gateway) settle(ctx context.Context, c *apiKey, kr *idlegrid.KeptRespon
 	if !g.orphaned(kr) {
 		return kr, nil
 	}
-	g.log.Warn("gateway: a background response lost its run (its server stopped); recorded failed", "response", kr.ID)
-	return g.rewrite(ctx, c, kr, g.presented(kr))
+	kr, won, err := g.rewrite(ctx, c, kr, g.presented(kr))
+	if won {
+		g.log.Warn("gateway: a background response lost its run (its server stopped); recorded failed", "response", kr.ID)
+		g.metrics.orphans.Inc()
+	}
+	return kr, err
 }
 
 // unfinished reports whether a response object is queued or in progress.

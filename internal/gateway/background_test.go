@@ -9,9 +9,11 @@ import (
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/gateway"
+	"github.com/idlegrid/idlegrid/internal/metricstest"
 )
 
 // backgroundParams asks the mock's model for a response to text, run in
@@ -146,7 +148,8 @@ func TestGateway_responsesBackgroundCancel(t *testing.T) {
 // completed; one within its hold reads as kept, however old. One kept
 // before holds is held as long as a run may take.
 func TestGateway_responsesBackgroundOrphaned(t *testing.T) {
-	f, _ := mustSolo(t, nil)
+	reg := prometheus.NewPedanticRegistry()
+	f, _ := mustSolo(t, func(c *gateway.Config) { c.Metrics = reg })
 	ctx := context.Background()
 	sdk := f.sdk(f.RenterKey)
 	for _, tc := range []struct {
@@ -179,6 +182,12 @@ func TestGateway_responsesBackgroundOrphaned(t *testing.T) {
 			t.Errorf("%s: stored %s (%v); want it recorded %s", tc.name, kr.Response, err, tc.want)
 		}
 	}
+	if _, err := sdk.Responses.Get(ctx, "resp_orphan_old_unheld", responses.ResponseGetParams{}); err != nil {
+		t.Fatal(describe(err)) // read again: recorded once
+	}
+	if got := metricstest.Value(t, reg, "idlegrid_inference_background_orphans_total", nil); got != 2 {
+		t.Errorf("orphans recorded = %v, want 2", got)
+	}
 }
 
 // TestGateway_responsesBackgroundHeld: a run renews its response's hold
@@ -186,7 +195,8 @@ func TestGateway_responsesBackgroundOrphaned(t *testing.T) {
 // still reads so, then completed.
 func TestGateway_responsesBackgroundHeld(t *testing.T) {
 	clock := &manualClock{now: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)}
-	f, up := mustSolo(t, func(c *gateway.Config) { c.Clock, c.BackgroundHeartbeat = clock, 10*time.Millisecond })
+	reg := prometheus.NewPedanticRegistry()
+	f, up := mustSolo(t, func(c *gateway.Config) { c.Clock, c.BackgroundHeartbeat, c.Metrics = clock, 10*time.Millisecond, reg })
 	ctx := context.Background()
 	sdk := f.sdk(f.RenterKey)
 	up.set(faultHold)
@@ -203,9 +213,16 @@ func TestGateway_responsesBackgroundHeld(t *testing.T) {
 	if got, err := sdk.Responses.Get(ctx, running.ID, responses.ResponseGetParams{}); err != nil || got.Status != responses.ResponseStatusInProgress {
 		t.Fatalf("an hour on, its run holding it: %v, %s; want in_progress", got.RawJSON(), describe(err))
 	}
+	if got := metricstest.Value(t, reg, "idlegrid_inference_background_running", nil); got != 1 {
+		t.Errorf("background responses running = %v, want 1", got)
+	}
 	up.free()
 	if got := pollUntil(t, sdk, running.ID, responses.ResponseStatusInProgress); got.Status != responses.ResponseStatusCompleted {
 		t.Errorf("freed: %s; want completed", got.RawJSON())
+	}
+	mustSync(t, f)
+	if got := metricstest.Value(t, reg, "idlegrid_inference_background_running", nil); got != 0 {
+		t.Errorf("background responses running once done = %v, want 0", got)
 	}
 }
 
@@ -216,7 +233,8 @@ func TestGateway_responsesBackgroundHeld(t *testing.T) {
 // which finds its response changed at its next heartbeat and stops, its
 // provider's answer unawaited: it keeps nothing more.
 func TestGateway_responsesBackgroundCancelElsewhere(t *testing.T) {
-	f, up := mustSolo(t, func(c *gateway.Config) { c.BackgroundHeartbeat = 10 * time.Millisecond })
+	reg := prometheus.NewPedanticRegistry()
+	f, up := mustSolo(t, func(c *gateway.Config) { c.BackgroundHeartbeat, c.Metrics = 10*time.Millisecond, reg })
 	ctx := context.Background()
 	sdk := f.sdk(f.RenterKey)
 
@@ -256,7 +274,10 @@ func TestGateway_responsesBackgroundCancelElsewhere(t *testing.T) {
 		t.Fatalf("the run of a response cancelled elsewhere did not stop: %v", err)
 	}
 	if got := pollUntil(t, sdk, queued.ID); got.Status != responses.ResponseStatusCancelled || len(got.Output) != 0 {
-		t.Errorf("a run that finished after another server's cancel: %s; want it cancelled, no output", got.RawJSON())
+		t.Errorf("a run whose response another server cancelled: %s; want it cancelled, no output", got.RawJSON())
+	}
+	if got := metricstest.Value(t, reg, "idlegrid_inference_background_runs_lost_total", nil); got != 1 {
+		t.Errorf("runs lost = %v, want 1", got)
 	}
 }
 

@@ -296,21 +296,24 @@ func (g *Gateway) cancelElsewhere(ctx context.Context, c *apiKey, kr *idlegrid.K
 	if err != nil {
 		return nil, fmt.Errorf("kept response %s: %w", kr.ID, err)
 	}
-	return g.rewrite(ctx, c, kr, obj)
+	kr, _, err = g.rewrite(ctx, c, kr, obj)
+	return kr, err
 }
 
 // rewrite sets kr's response object to obj if it is still as read, and
-// returns the response as it is now: obj, or as another write left it.
-func (g *Gateway) rewrite(ctx context.Context, c *apiKey, kr *idlegrid.KeptResponse, obj json.RawMessage) (*idlegrid.KeptResponse, error) {
+// returns the response as it is now: obj (won), or as another write left
+// it.
+func (g *Gateway) rewrite(ctx context.Context, c *apiKey, kr *idlegrid.KeptResponse, obj json.RawMessage) (now *idlegrid.KeptResponse, won bool, err error) {
 	switch err := g.cfg.Store.UpdateResponse(ctx, c.AccountID, kr.ID, kr.Response, obj, g.cfg.Clock.Now()); {
 	case idlegrid.ErrorCode(err) == idlegrid.ECONFLICT:
-		return g.findResponse(ctx, c, kr.ID)
+		now, err = g.findResponse(ctx, c, kr.ID)
+		return now, false, err
 	case err != nil:
-		return nil, err
+		return nil, false, err
 	}
-	now := *kr
-	now.Response = obj
-	return &now, nil
+	moved := *kr
+	moved.Response = obj
+	return &moved, true, nil
 }
 
 // responsesPath answers a path under /v1/responses/ that no route above

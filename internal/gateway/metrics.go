@@ -24,6 +24,8 @@ type metrics struct {
 	meterWrites   prometheus.Histogram
 	chargesLost   prometheus.Counter
 	notKept       prometheus.Counter
+	orphans       prometheus.Counter // background responses recorded failed for want of their run
+	runsLost      prometheus.Counter // background runs stopped by another server's write
 
 	mu      sync.Mutex
 	byModel map[string]*modelMetrics
@@ -73,6 +75,12 @@ func newMetrics() *metrics {
 		}),
 		notKept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "idlegrid_inference_responses_not_kept_total", Help: "Responses of the Responses API asked to be kept that the store could not keep, or whose state as they ran in the background it could not record (each is logged with its request): the renter cannot continue or read back what the store lacks.",
+		}),
+		orphans: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idlegrid_inference_background_orphans_total", Help: "Background responses found still queued or in progress after their run's hold ran out (the server running them stopped, or could not renew it), and recorded failed.",
+		}),
+		runsLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idlegrid_inference_background_runs_lost_total", Help: "Background runs of this server that stopped, keeping nothing more, because their response was changed (cancelled through another server, or recorded failed by one that found their hold run out) or deleted meanwhile.",
 		}),
 		byModel: map[string]*modelMetrics{},
 	}
@@ -132,6 +140,10 @@ func (m *metrics) chargeCapped(reason string) { m.chargesCapped.WithLabelValues(
 // read from g when scraped.
 func (m *metrics) register(reg prometheus.Registerer, g *Gateway) error {
 	cs := []prometheus.Collector{m.latency, m.ttft, m.tokens, m.charged, m.usageCapped, m.chargesCapped, m.failures, m.meterWrites, m.chargesLost, m.notKept,
+		m.orphans, m.runsLost,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "idlegrid_inference_background_running", Help: "Background responses this server runs now (queued for a provider or in progress).",
+		}, func() float64 { return float64(g.background.n()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "idlegrid_inference_in_flight", Help: "Inference requests running now.",
 		}, func() float64 { return float64(g.active.N()) }),
