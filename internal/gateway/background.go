@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -152,7 +154,9 @@ func (b *backgroundRuns) close() {
 
 // startBackground keeps x's response queued, answers it, and runs x in
 // the background. It owns x's reservation and its count among the active
-// requests from here on, and ends both when the run ends.
+// requests from here on, and ends both when the run ends. A streamed one
+// is answered a stream instead: its queued response at once, then its
+// run's events while the renter follows it (follow).
 func (g *Gateway) startBackground(w http.ResponseWriter, r *http.Request, x *exchange, rt route) error {
 	k := x.kept
 	now := g.cfg.Clock.Now()
@@ -160,32 +164,80 @@ func (g *Gateway) startBackground(w http.ResponseWriter, r *http.Request, x *exc
 	k.stored = k.queued
 	kr := &idlegrid.KeptResponse{ID: k.id, RenterID: x.caller.AccountID, Model: x.req.Model, PreviousID: k.previous,
 		Input: k.input, Response: k.queued, CreatedAt: now, ExpiresAt: now.Add(g.cfg.ResponseRetention), HeldUntil: now.Add(g.holdFor())}
-	err := g.cfg.Store.KeepResponse(r.Context(), kr)
+	if err := g.cfg.Store.KeepResponse(r.Context(), kr); err != nil {
+		x.endBackground()
+		return err
+	}
+	out, ended := &relay{stall: g.cfg.StallTimeout}, make(chan struct{})
+	if x.req.Stream {
+		out.open(w, k.queued)
+	}
 	own := r.Clone(context.Background()) // the run's, which outlives the handler
-	if err == nil && !g.background.start(k.id, g.backgroundDeadline(), func(ctx context.Context) {
+	if !g.background.start(k.id, g.backgroundDeadline(), func(ctx context.Context) {
+		defer close(ended)
 		defer g.active.Leave()
 		defer x.res.done()
 		defer x.holdWhileRunning(ctx)()
-		x.runBackground(ctx, own.WithContext(ctx), rt)
+		x.runBackground(ctx, own.WithContext(ctx), rt, out)
 	}) {
-		err = idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is stopping; send the request again to another")
 		x.setBackground("failed", serverFailure(errGatewayClosed))
+		x.endBackground()
+		if !x.req.Stream {
+			return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is stopping; send the request again to another")
+		}
+		close(ended)
 	}
-	if err != nil {
-		x.res.release(0)
-		x.res.done()
-		g.active.Leave()
-		return err
+	if x.req.Stream {
+		x.follow(w, r, out, ended)
+		return nil
 	}
 	writeRaw(w, http.StatusOK, k.queued)
 	return nil
 }
 
-// runBackground runs x, its answer recorded, and keeps how it ended: the
-// answer itself when there is one (keep), else failed or cancelled.
-func (x *exchange) runBackground(ctx context.Context, r *http.Request, rt route) {
-	var rec answerRecorder
-	err := x.send(&rec, r, rt, func() { x.setBackground("in_progress", nil) })
+// endBackground ends what startBackground owns, for a run that never
+// started.
+func (x *exchange) endBackground() {
+	x.res.release(0)
+	x.res.done()
+	x.g.active.Leave()
+}
+
+// follow passes a streamed background run's events on to the renter who
+// asked for it, as they come, until the run ends or the renter goes; the
+// run goes on without them, and they poll the response for the rest. A
+// run that ended with none of its answer passed on (no provider had room,
+// the model server refused it, it was cancelled while it waited) is
+// answered how it ended, in one last event.
+func (x *exchange) follow(w http.ResponseWriter, r *http.Request, out *relay, ended <-chan struct{}) {
+	select {
+	case <-ended:
+	case <-r.Context().Done():
+	}
+	if out.letGo() || r.Context().Err() != nil {
+		return
+	}
+	x.kept.mu.Lock()
+	obj := x.kept.stored
+	x.kept.mu.Unlock()
+	writeEvent(w, "response."+gjson.GetBytes(obj, "status").Str, 1, obj)
+}
+
+// writeEvent writes one event of a Responses API stream carrying the
+// response object obj, and flushes it.
+func writeEvent(w http.ResponseWriter, event string, seq int, obj []byte) {
+	data, _ := openai.SetField([]byte(`{"type":"","sequence_number":0}`), "type", []byte(strconv.Quote(event)))
+	data, _ = openai.SetField(data, "sequence_number", strconv.AppendInt(nil, int64(seq), 10))
+	data, _ = openai.SetField(data, "response", obj)
+	fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data)
+	http.NewResponseController(w).Flush()
+}
+
+// runBackground runs x, its answer recorded by out, and keeps how it
+// ended: the answer itself when there is one (keep), else failed or
+// cancelled.
+func (x *exchange) runBackground(ctx context.Context, r *http.Request, rt route, out *relay) {
+	err := x.send(out, r, rt, func() { x.setBackground("in_progress", nil) })
 	switch cause := context.Cause(ctx); {
 	case x.kept.settled():
 	case errors.Is(cause, errCancelled):
@@ -197,7 +249,7 @@ func (x *exchange) runBackground(ctx context.Context, r *http.Request, rt route)
 	case err != nil:
 		x.setBackground("failed", failureOf(err))
 	default: // the model server refused it (its error passed on), or answered what is no response
-		x.setBackground("failed", upstreamFailure(rec.status, rec.body.Bytes()))
+		x.setBackground("failed", upstreamFailure(out.status, out.body.Bytes()))
 	}
 }
 
@@ -438,4 +490,67 @@ func (a *answerRecorder) Write(p []byte) (int, error) {
 	a.WriteHeader(http.StatusOK)
 	a.body.Write(p[:min(len(p), max(64<<10-a.body.Len(), 0))])
 	return len(p), nil
+}
+
+// relay is a background run's writer: it records the answer
+// (answerRecorder) and, for a streamed response, passes its events on as
+// they come to the renter who asked for it (live), while they stay: a
+// write they do not take lets them go, and the run goes on alone. It
+// never fails the run's writes.
+type relay struct {
+	answerRecorder
+	stall time.Duration // bounds each write to the renter, as renterWrites does
+
+	mu     sync.Mutex
+	live   http.ResponseWriter // nil: nobody follows
+	passed bool                // some of the answer went to live
+}
+
+// open answers the renter who follows a streamed background response
+// its stream's first event, the response queued, and follows it from
+// then on. The provider's own response.created does not follow it
+// (openai.ResponseEvents drops it), so this one is the stream's only.
+func (l *relay) open(w http.ResponseWriter, queued []byte) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	writeEvent(w, "response.created", 0, queued)
+	l.live = w
+}
+
+// Write records p and passes it on while the renter follows, when the
+// answer is a stream's (a model server's error is recorded only: follow
+// says how the run ended instead).
+func (l *relay) Write(p []byte) (int, error) {
+	l.answerRecorder.Write(p)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.live != nil && l.status == http.StatusOK {
+		http.NewResponseController(l.live).SetWriteDeadline(time.Now().Add(l.stall))
+		if _, err := l.live.Write(p); err != nil {
+			l.live = nil
+		}
+		l.passed = true
+	}
+	return len(p), nil
+}
+
+func (l *relay) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.live != nil && http.NewResponseController(l.live).Flush() != nil {
+		l.live = nil
+	}
+}
+
+// letGo stops passing the answer on, so that the handler that follows it
+// may return, and reports whether any of it went.
+func (l *relay) letGo() (passed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.live != nil {
+		http.NewResponseController(l.live).SetWriteDeadline(time.Time{}) // the connection's next request starts without it
+	}
+	l.live = nil
+	return l.passed
 }

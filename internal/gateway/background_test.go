@@ -281,10 +281,99 @@ func TestGateway_responsesBackgroundCancelElsewhere(t *testing.T) {
 	}
 }
 
+// streamEvents reads a background response streamed to text until the
+// stream ends, and returns its events.
+func streamEvents(t *testing.T, sdk oai.Client, text string) []responses.ResponseStreamEventUnion {
+	t.Helper()
+	stream := sdk.Responses.NewStreaming(context.Background(), backgroundParams(text))
+	var events []responses.ResponseStreamEventUnion
+	for stream.Next() {
+		events = append(events, stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("streaming a background response: %s", describe(err))
+	}
+	return events
+}
+
+// TestGateway_responsesBackgroundStream: a streamed background response
+// is answered its response queued at once, then its run's events as they
+// come, each response object saying background; it is kept as any
+// background response is, and charged once.
+func TestGateway_responsesBackgroundStream(t *testing.T) {
+	f, _ := mustSolo(t, nil)
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+	events := streamEvents(t, sdk, "Write a report.")
+	if len(events) < 3 {
+		t.Fatalf("%d events; want created, the text, completed", len(events))
+	}
+	first, last := events[0], events[len(events)-1]
+	if first.Type != "response.created" || first.Response.Status != responses.ResponseStatusQueued || !first.Response.Background ||
+		!strings.HasPrefix(first.Response.ID, "resp_") {
+		t.Errorf("first event %s; want response.created, the response queued, background", first.RawJSON())
+	}
+	if last.Type != "response.completed" || last.Response.ID != first.Response.ID || !last.Response.Background ||
+		last.Response.OutputText() != "Hello from alpha." {
+		t.Errorf("last event %s; want response.completed, background, alpha's answer", last.RawJSON())
+	}
+	var text strings.Builder
+	for _, ev := range events[1 : len(events)-1] {
+		if ev.Type == "response.created" {
+			t.Errorf("a second response.created: %s", ev.RawJSON())
+		}
+		if ev.Type == "response.output_text.delta" {
+			text.WriteString(ev.Delta)
+		}
+	}
+	if text.String() != "Hello from alpha." {
+		t.Errorf("the deltas said %q; want alpha's answer", text.String())
+	}
+	if got := pollUntil(t, sdk, first.Response.ID); got.Status != responses.ResponseStatusCompleted || got.OutputText() != "Hello from alpha." || !got.Background {
+		t.Errorf("kept: %s; want it completed, background, with alpha's answer", got.RawJSON())
+	}
+	mustSync(t, f)
+	us, err := f.Store.ListInferenceUsage(ctx, idlegrid.UsageFilter{AccountID: f.RenterID})
+	if err != nil || len(us) != 1 || us[0].OutputTokens != mockCompletionTokens {
+		t.Errorf("usage %+v, %v; want the response charged once", us, err)
+	}
+}
+
+// TestGateway_responsesBackgroundStreamLeft: a renter who stops following
+// a streamed background response leaves its run going: it ends, is kept
+// and charged, and the renter polls it.
+func TestGateway_responsesBackgroundStreamLeft(t *testing.T) {
+	f, up := mustSolo(t, nil)
+	up.set(faultHold)
+	defer up.free()
+	sdk := f.sdk(f.RenterKey)
+	ctx, leave := context.WithCancel(context.Background())
+	defer leave()
+	stream := sdk.Responses.NewStreaming(ctx, backgroundParams("Write a report."))
+	if !stream.Next() {
+		t.Fatalf("no first event: %s", describe(stream.Err()))
+	}
+	id := stream.Current().Response.ID
+	if got := pollUntil(t, sdk, id, responses.ResponseStatusQueued); got.Status != responses.ResponseStatusInProgress {
+		t.Fatalf("with the model server holding it: %s; want in_progress", got.RawJSON())
+	}
+	leave()
+	stream.Close()
+	up.free()
+	if got := pollUntil(t, sdk, id, responses.ResponseStatusInProgress); got.Status != responses.ResponseStatusCompleted || got.OutputText() != "Hello from alpha." {
+		t.Errorf("after its renter left: %s; want it completed, with alpha's answer", got.RawJSON())
+	}
+	mustSync(t, f)
+	if us, err := f.Store.ListInferenceUsage(context.Background(), idlegrid.UsageFilter{AccountID: f.RenterID}); err != nil || len(us) != 1 {
+		t.Errorf("usage %+v, %v; want the response charged", us, err)
+	}
+}
+
 // TestGateway_responsesBackgroundFails: a background response no provider
 // answers, or its model server refuses, reads as failed, whose error says
 // whose the failure is: the providers' (server_error), the request's
 // (invalid_prompt) or a limit's (rate_limit_exceeded); it costs nothing.
+// Streamed, it ends in a response.failed event saying so.
 func TestGateway_responsesBackgroundFails(t *testing.T) {
 	for _, tc := range []struct {
 		fault, code, says string
@@ -306,6 +395,10 @@ func TestGateway_responsesBackgroundFails(t *testing.T) {
 			if got.Status != responses.ResponseStatusFailed || string(got.Error.Code) != tc.code || !strings.Contains(got.Error.Message, tc.says) {
 				t.Errorf("with its model server answering %s: %s; want failed, %s, saying %q", tc.fault, got.RawJSON(), tc.code, tc.says)
 			}
+			events := streamEvents(t, sdk, "Write a report.") // streamed, it ends in the failure
+			if last := events[len(events)-1]; len(events) != 2 || last.Type != "response.failed" || string(last.Response.Error.Code) != tc.code {
+				t.Errorf("streamed, with its model server answering %s: %d events, the last %s; want created then response.failed, %s", tc.fault, len(events), last.RawJSON(), tc.code)
+			}
 			mustSync(t, f)
 			if bal, err := f.Admin.Balance(ctx, f.RenterID); err != nil || bal.Available != 100*idlegrid.MicrosPerUnit {
 				t.Errorf("balance %+v (%v): a failed response must cost nothing", bal, err)
@@ -316,7 +409,8 @@ func TestGateway_responsesBackgroundFails(t *testing.T) {
 
 // TestGateway_responsesBackgroundClosed: a gateway that closes cancels its
 // background runs and records each failed, saying the server stopped,
-// before Close returns; a background request after that is refused.
+// before Close returns; a background request after that is refused, or,
+// streamed, ends failed.
 func TestGateway_responsesBackgroundClosed(t *testing.T) {
 	f, up := mustSolo(t, nil)
 	up.set(faultHold)
@@ -339,5 +433,9 @@ func TestGateway_responsesBackgroundClosed(t *testing.T) {
 	_, err = sdk.Responses.New(ctx, backgroundParams("Write another."))
 	if e := apiError(t, err); e.StatusCode != 503 || !strings.Contains(e.Message, "stopping") {
 		t.Fatalf("a background request after Close: %s; want 503, the server stopping", describe(err))
+	}
+	events := streamEvents(t, sdk, "Write another.")
+	if last := events[len(events)-1]; len(events) != 2 || last.Type != "response.failed" || !strings.Contains(last.Response.Error.Message, "server stopped") {
+		t.Errorf("a streamed background request after Close: %d events, the last %s; want created then response.failed, the server stopped", len(events), last.RawJSON())
 	}
 }

@@ -213,7 +213,7 @@ func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, c *apiKey)
 		return err
 	}
 	if q.Get("stream") == "true" {
-		return idlegrid.Invalid("stream", "not supported: a kept response is read back whole; leave stream out")
+		return idlegrid.Invalid("stream", "not supported: a kept response is read back whole, and a streamed background response's events go only to the request that started it; leave stream out")
 	}
 	kr, err := g.findResponse(r.Context(), c, r.PathValue("id"))
 	if err == nil {

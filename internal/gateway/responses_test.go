@@ -73,8 +73,8 @@ func TestGateway_responses(t *testing.T) {
 
 // TestGateway_responsesRefused: what else the Responses API keeps at
 // OpenAI (conversations, items by ID), and a background response that
-// could not be read back (store false) or would stream, are refused
-// before any provider is asked, saying what to send instead.
+// could not be read back (store false), are refused before any provider
+// is asked, saying what to send instead.
 func TestGateway_responsesRefused(t *testing.T) {
 	f, up := mustSolo(t, nil)
 	ctx := context.Background()
@@ -82,7 +82,6 @@ func TestGateway_responsesRefused(t *testing.T) {
 	for field, opt := range map[string]option.RequestOption{
 		"conversation": option.WithJSONSet("conversation", "conv_1"),
 		"background":   option.WithJSONSet("store", false),
-		"stream":       option.WithJSONSet("stream", true),
 		"input[0]":     option.WithJSONSet("input", []any{map[string]any{"type": "item_reference", "id": "msg_1"}}),
 	} {
 		_, err := sdk.Responses.New(ctx, backgroundParams("And then?"), opt)

@@ -213,7 +213,8 @@ func (x *exchange) responseEvents() *openai.ResponseEvents {
 	if x.kept == nil {
 		return nil
 	}
-	return &openai.ResponseEvents{ID: x.kept.id, Previous: x.kept.previous, Store: x.kept.store, MaxEvent: int(x.g.cfg.MaxAnswerBytes)}
+	k := x.kept
+	return &openai.ResponseEvents{ID: k.id, Previous: k.previous, Store: k.store, Background: k.background, MaxEvent: int(x.g.cfg.MaxAnswerBytes)}
 }
 
 // passEvents returns out, what the filter passed of the stream, followed

@@ -102,6 +102,19 @@ func TestResponseEvents(t *testing.T) {
 	}
 }
 
+// TestResponseEvents_background: a background response's stream drops
+// the provider's response.created (the gateway's own began it), and its
+// last response object says background true.
+func TestResponseEvents_background(t *testing.T) {
+	f := &openai.ResponseEvents{ID: "resp_gw", Store: true, Background: true}
+	out := string(f.Pass([]byte(responseStream))) + string(f.Rest())
+	final, response := f.TakeFinal()
+	if strings.Contains(out, "response.created") || !strings.Contains(out, `"delta":"Hi"`) ||
+		!strings.Contains(string(final), `"background":true`) || !gjson.GetBytes(response, "background").Bool() {
+		t.Errorf("a background stream passed %q, then %q; want no response.created, the delta, the last response background", out, final)
+	}
+}
+
 // TestResponseEvents_unended: a last event the stream never ends is held
 // back all the same; one past MaxEvent passes unechoed, and so does the
 // rest, with nothing to keep.

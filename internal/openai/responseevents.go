@@ -18,7 +18,11 @@ import (
 type ResponseEvents struct {
 	ID, Previous string // as Echo takes them
 	Store        bool
-	MaxEvent     int // 0: 64 MiB
+	// Background: the response runs in the background. Its objects say
+	// so, and the provider's response.created is dropped: the gateway's
+	// own, with the response queued, began the stream.
+	Background bool
+	MaxEvent   int // 0: 64 MiB
 
 	held     []byte // the event begun and not yet ended
 	passing  bool   // an event outgrew MaxEvent: the rest passes as it comes
@@ -108,7 +112,13 @@ func (f *ResponseEvents) event(out, ev []byte) []byte {
 	if f.ended || !ok || !obj.IsObject() {
 		return append(out, ev...)
 	}
+	if f.Background && gjson.GetBytes(payload, "type").Str == "response.created" {
+		return out // the gateway's own, the response queued, came first
+	}
 	echoed, err := Echo([]byte(obj.Raw), f.ID, f.Store, f.Previous)
+	if err == nil && f.Background {
+		echoed, err = SetField(echoed, "background", []byte("true"))
+	}
 	if err == nil {
 		payload, err = SetField(payload, "response", echoed)
 	}

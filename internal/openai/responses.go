@@ -37,8 +37,6 @@ func (r *Request) parseResponse(p *promptText) error {
 		return err
 	} else if r.Background && !r.Store {
 		return idlegrid.Invalid("background", "needs store true: a background response is read back from where it is kept (GET /v1/responses/{id})")
-	} else if r.Background && r.Stream {
-		return idlegrid.Invalid("stream", "not supported with background: poll the response with GET /v1/responses/{id}, or stream it without background")
 	}
 	var instructions string
 	if err := decodeField(r.fields, "instructions", &instructions); err != nil {
