@@ -248,7 +248,7 @@ func (x *exchange) runBackground(ctx context.Context, r *http.Request, rt route,
 		x.setBackground("failed", serverFailure(errors.New("the response took longer than a background response may run")))
 	case err != nil:
 		x.setBackground("failed", failureOf(err))
-	default: // the model server refused it (its error passed on), or answered what is no response
+	default: // the model server refused it (its error passed on), its stream broke off, or it answered what is no response
 		x.setBackground("failed", upstreamFailure(out.status, out.body.Bytes()))
 	}
 }
@@ -277,10 +277,14 @@ func failureOf(err error) *failure {
 // upstreamFailure is the failure of a run whose model server answered
 // status, with body: a 4xx is the request's (a 429 never comes here: it
 // sends the request to the next provider, retryable), else the model
-// server's.
+// server's; a 200 that gave no response (a stream that broke off) says
+// so rather than quote the stream.
 func upstreamFailure(status int, body []byte) *failure {
-	if status >= 400 && status < 500 {
+	switch {
+	case status >= 400 && status < 500:
 		return &failure{"invalid_prompt", upstreamMessage(body)}
+	case status == http.StatusOK: // what came was no whole response
+		return &failure{"server_error", "the provider's answer broke off, or was no response, before the response was done"}
 	}
 	return &failure{"server_error", upstreamMessage(body)}
 }

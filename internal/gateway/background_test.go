@@ -369,6 +369,29 @@ func TestGateway_responsesBackgroundStreamLeft(t *testing.T) {
 	}
 }
 
+// TestGateway_responsesBackgroundStreamBreaks: a streamed background
+// response whose provider's stream breaks off mid-way is recorded failed,
+// saying so.
+func TestGateway_responsesBackgroundStreamBreaks(t *testing.T) {
+	f, up := mustSolo(t, nil)
+	up.set(faultDrop)
+	sdk := f.sdk(f.RenterKey)
+	stream := sdk.Responses.NewStreaming(context.Background(), backgroundParams("Write a report."))
+	var id string
+	for stream.Next() {
+		if ev := stream.Current(); ev.Type == "response.created" {
+			id = ev.Response.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("no response.created: %s", describe(stream.Err()))
+	}
+	got := pollUntil(t, sdk, id, responses.ResponseStatusQueued, responses.ResponseStatusInProgress)
+	if got.Status != responses.ResponseStatusFailed || got.Error.Code != "server_error" || !strings.Contains(got.Error.Message, "broke off") {
+		t.Errorf("a background stream that broke off: %s; want failed, server_error, saying it broke off", got.RawJSON())
+	}
+}
+
 // TestGateway_responsesBackgroundFails: a background response no provider
 // answers, or its model server refuses, reads as failed, whose error says
 // whose the failure is: the providers' (server_error), the request's
