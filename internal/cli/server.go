@@ -143,7 +143,7 @@ func (c *serveConfig) define(fs *flagSet) *serverFlags {
 	fs.StringVar(&c.auditKeyFile, "audit-key", "", "the audit log's signing key, created on first start; the database remembers it and refuses another (default: audit.key next to a SQLite --db, else in the working directory)")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve HTTPS with the certificate (and its chain) in this PEM file; read again when it changes, e.g. after a renewal")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "the private key of --tls-cert, a PEM file")
-	fs.StringVar(&c.meterJournal, "meter-journal", "", "directory where the inference gateway journals each charge until the database has it, so that a crash loses none; a start writes what it finds there first (default: meter-journal next to a SQLite --db, else in the working directory)")
+	fs.StringVar(&c.meterJournal, "meter-journal", "", "directory where the inference gateway journals each charge as its answer ends, until the database has it, so that a crash loses none once an answer is done; a start writes what it finds there first (default: meter-journal next to a SQLite --db, else in the working directory)")
 	f.trustPolicy = fs.String("trust-policy", "", "the trust policy file: reputation formula, levels, the level gold jobs need (docs/trust.md); default: the built-in policy")
 	f.logs.define(fs)
 	f.gcFloor = gcFloorFlag(fs)
