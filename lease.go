@@ -1,7 +1,6 @@
 package idlegrid
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -103,17 +102,6 @@ type Lease struct {
 // LeasePreempted, which the requeue rules key on; people are told "taken
 // back" (StateWord), since a gold job is never preempted while it runs.
 func (l *Lease) TakenBack() bool { return l.State == LeasePreempted && l.StartedAt == nil }
-
-// MarshalJSON writes the lease with taken_back true when it is
-// TakenBack, so that the API's readers (the dashboard, scripts) are told
-// the rule rather than left to repeat it.
-func (l Lease) MarshalJSON() ([]byte, error) {
-	type fields Lease // the lease's fields, without this method
-	return json.Marshal(struct {
-		fields
-		TakenBack bool `json:"taken_back,omitempty"`
-	}{fields(l), l.TakenBack()})
-}
 
 // StateWord is the lease's state as people read it: "taken back" for one
 // TakenBack, its State otherwise.

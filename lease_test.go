@@ -1,8 +1,6 @@
 package idlegrid_test
 
 import (
-	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -170,32 +168,5 @@ func TestLease_GPUSeconds(t *testing.T) {
 	notStarted := &idlegrid.Lease{GPUUUIDs: []string{"a"}, LimitSeconds: 3600}
 	if got := notStarted.GPUSeconds(start); got != 0 {
 		t.Errorf("never started: GPUSeconds = %d, want 0", got)
-	}
-}
-
-// TestLease_MarshalJSON: a lease taken back before it started says so in
-// JSON (taken_back); one preempted while it ran, or running, does not;
-// each reads back as it was.
-func TestLease_MarshalJSON(t *testing.T) {
-	started := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		l    *idlegrid.Lease
-		want bool
-	}{
-		{&idlegrid.Lease{ID: "lease_1", State: idlegrid.LeasePreempted, Reason: "not started by its start-by"}, true},
-		{&idlegrid.Lease{ID: "lease_2", State: idlegrid.LeasePreempted, StartedAt: &started}, false},
-		{&idlegrid.Lease{ID: "lease_3", State: idlegrid.LeaseRunning, StartedAt: &started}, false},
-	} {
-		b, err := json.Marshal(tc.l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := strings.Contains(string(b), `"taken_back":true`); got != tc.want {
-			t.Errorf("%s in JSON: %s; want taken_back %v", tc.l.ID, b, tc.want)
-		}
-		var back idlegrid.Lease
-		if err := json.Unmarshal(b, &back); err != nil || back.ID != tc.l.ID || back.State != tc.l.State || back.Reason != tc.l.Reason {
-			t.Errorf("%s read back as %+v (%v)", tc.l.ID, back, err)
-		}
 	}
 }

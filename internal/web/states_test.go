@@ -169,7 +169,7 @@ func TestDashboard_statesAndForms(t *testing.T) {
 					"pull": map[string]any{"pulled_bytes": 3 << 30, "image_bytes": 8 << 30, "at": ago(time.Second)}},
 				{"id": "lease_backfill", "job_id": "job_run", "node_id": "node_h100", "state": "assigned", "created_at": ago(20 * time.Second),
 					"hold_micros": 250_000, "charged_micros": 0, "price_micros_per_gpu_hour": 400_000, "start_by": ago(-30 * time.Minute)},
-				{"id": "lease_slow", "job_id": "job_run", "node_id": "node_t4", "state": "preempted", "taken_back": true, "created_at": ago(50 * time.Minute),
+				{"id": "lease_slow", "job_id": "job_run", "node_id": "node_t4", "state": "preempted", "created_at": ago(50 * time.Minute),
 					"hold_micros": 250_000, "charged_micros": 0, "price_micros_per_gpu_hour": 400_000,
 					"reason": "the node had not started the lease by its start-by"},
 			}

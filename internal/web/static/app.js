@@ -190,11 +190,10 @@
   const when = (ts) => ts ? `<time datetime="${esc(ts)}" title="${esc(ts)}">${esc(ago(ts))}</time>` : '—';
   const pct = (x) => (Math.round((Number(x) || 0) * 1000) / 10) + '%';
   const stateTag = (s) => `<span class="state ${esc(s)}">${esc(s)}</span>`;
-  // leaseStateTag is a lease's state; one the server says was taken back
-  // before it started (taken_back: not started by its start-by, or its
-  // gang stopped) is not called preempted: it never ran, and a gold job is
-  // never preempted while it runs.
-  const leaseStateTag = (l) => l.taken_back
+  // leaseStateTag is a lease's state; one taken back before it started (not
+  // started by its start-by, or its gang stopped) is not called preempted:
+  // it never ran, and a gold job is never preempted while it runs.
+  const leaseStateTag = (l) => l.state === 'preempted' && !l.started_at
     ? `<span class="state preempted" title="taken back before it started">taken back</span>` : stateTag(l.state);
   const id = (v) => `<code>${esc(v)}</code>`;
 
