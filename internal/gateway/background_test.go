@@ -369,6 +369,33 @@ func TestGateway_responsesBackgroundStreamLeft(t *testing.T) {
 	}
 }
 
+// TestGateway_responsesBackgroundStreamCancelled: a streamed background
+// response cancelled before any of its answer came ends in one
+// response.cancelled event.
+func TestGateway_responsesBackgroundStreamCancelled(t *testing.T) {
+	f, up := mustSolo(t, nil)
+	up.set(faultHold)
+	defer up.free()
+	sdk := f.sdk(f.RenterKey)
+	stream := sdk.Responses.NewStreaming(context.Background(), backgroundParams("Write a report."))
+	if !stream.Next() {
+		t.Fatalf("no first event: %s", describe(stream.Err()))
+	}
+	id := stream.Current().Response.ID
+	pollUntil(t, sdk, id, responses.ResponseStatusQueued)
+	if _, err := sdk.Responses.Cancel(context.Background(), id); err != nil {
+		t.Fatal(describe(err))
+	}
+	var rest []string
+	for stream.Next() {
+		ev := stream.Current()
+		rest = append(rest, ev.Type+" "+string(ev.Response.Status))
+	}
+	if strings.Join(rest, ",") != "response.cancelled cancelled" {
+		t.Errorf("after the cancel the stream said %q (%v); want one response.cancelled, the response cancelled", rest, stream.Err())
+	}
+}
+
 // TestGateway_responsesBackgroundStreamBreaks: a streamed background
 // response whose provider's stream breaks off mid-way is recorded failed,
 // saying so.
