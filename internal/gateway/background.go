@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -156,7 +157,7 @@ func (b *backgroundRuns) close() {
 // the background. It owns x's reservation and its count among the active
 // requests from here on, and ends both when the run ends. A streamed one
 // is answered a stream instead: its queued response at once, then its
-// run's events while the renter follows it (follow).
+// run's events, which it logs to be resumed (streamlog.go), as they come.
 func (g *Gateway) startBackground(w http.ResponseWriter, r *http.Request, x *exchange, rt route) error {
 	k := x.kept
 	now := g.cfg.Clock.Now()
@@ -168,30 +169,33 @@ func (g *Gateway) startBackground(w http.ResponseWriter, r *http.Request, x *exc
 		x.endBackground()
 		return err
 	}
-	out, ended := &relay{stall: g.cfg.StallTimeout}, make(chan struct{})
+	out := &relay{}
 	if x.req.Stream {
-		out.open(w, k.queued)
+		out.log = newStreamLog(int(g.cfg.MaxAnswerBytes))
+		out.log.append(responseEvent("response.created", 0, k.queued))
+		g.streams.add(k.id, out.log)
 	}
 	own := r.Clone(context.Background()) // the run's, which outlives the handler
 	if !g.background.start(k.id, g.backgroundDeadline(), func(ctx context.Context) {
-		defer close(ended)
 		defer g.active.Leave()
 		defer x.res.done()
+		defer x.endStream(out.log)
 		defer x.holdWhileRunning(ctx)()
 		x.runBackground(ctx, own.WithContext(ctx), rt, out)
 	}) {
 		x.setBackground("failed", serverFailure(errGatewayClosed))
+		x.endStream(out.log)
 		x.endBackground()
 		if !x.req.Stream {
 			return idlegrid.Errorf(idlegrid.EUNAVAILABLE, "the server is stopping; send the request again to another")
 		}
-		close(ended)
 	}
-	if x.req.Stream {
-		x.follow(w, r, out, ended)
+	if !x.req.Stream {
+		writeRaw(w, http.StatusOK, k.queued)
 		return nil
 	}
-	writeRaw(w, http.StatusOK, k.queued)
+	openStream(w)
+	out.log.follow(r.Context(), w, -1, g.cfg.StallTimeout)
 	return nil
 }
 
@@ -203,34 +207,66 @@ func (x *exchange) endBackground() {
 	x.g.active.Leave()
 }
 
-// follow passes a streamed background run's events on to the renter who
-// asked for it, as they come, until the run ends or the renter goes; the
-// run goes on without them, and they poll the response for the rest. A
-// run that ended with none of its answer passed on (no provider had room,
-// the model server refused it, it was cancelled while it waited) is
-// answered how it ended, in one last event.
-func (x *exchange) follow(w http.ResponseWriter, r *http.Request, out *relay, ended <-chan struct{}) {
-	select {
-	case <-ended:
-	case <-r.Context().Done():
-	}
-	if out.letGo() || r.Context().Err() != nil {
+// endStream ends log, a streamed background response's (nil: not
+// streamed), once its run has ended. A run none of whose answer came (no
+// provider had room, the model server refused it, it was cancelled while
+// it waited) ends it with one event saying how it ended.
+func (x *exchange) endStream(log *streamLog) {
+	if log == nil {
 		return
 	}
-	x.kept.mu.Lock()
-	obj := x.kept.stored
-	x.kept.mu.Unlock()
-	writeEvent(w, "response."+gjson.GetBytes(obj, "status").Str, 1, obj)
+	if !log.answered() {
+		x.kept.mu.Lock()
+		obj := x.kept.stored
+		x.kept.mu.Unlock()
+		log.append(responseEvent("response."+gjson.GetBytes(obj, "status").Str, 1, obj))
+	}
+	log.end(x.g.cfg.Clock.Now())
+	x.g.streams.ended(x.kept.id)
 }
 
-// writeEvent writes one event of a Responses API stream carrying the
-// response object obj, and flushes it.
-func writeEvent(w http.ResponseWriter, event string, seq int, obj []byte) {
+// openStream answers a stream of events, its header sent at once: the
+// renter's client returns its stream before any event comes.
+func openStream(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	http.NewResponseController(w).Flush()
+}
+
+// responseEvent is one event of a Responses API stream carrying the
+// response object obj.
+func responseEvent(event string, seq int, obj []byte) []byte {
 	data, _ := openai.SetField([]byte(`{"type":"","sequence_number":0}`), "type", []byte(strconv.Quote(event)))
 	data, _ = openai.SetField(data, "sequence_number", strconv.AppendInt(nil, int64(seq), 10))
 	data, _ = openai.SetField(data, "response", obj)
-	fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data)
-	http.NewResponseController(w).Flush()
+	return fmt.Appendf(nil, "event: %s\ndata: %s\n\n", event, data)
+}
+
+// resume answers GET /v1/responses/{id}?stream=true: the events of the
+// caller's streamed background response numbered above starting_after
+// (all of them without it), then the rest as they come, from this
+// server's log of them.
+func (g *Gateway) resume(w http.ResponseWriter, r *http.Request, c *apiKey, q url.Values) error {
+	after := int64(-1)
+	if s := q.Get("starting_after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return idlegrid.Invalid("starting_after", "must be a whole number: the sequence_number of the last event you read")
+		}
+		after = n
+	}
+	kr, err := g.findResponse(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	log := g.streams.find(kr.ID, g.cfg.Clock.Now())
+	if log == nil {
+		return idlegrid.Invalid("stream", "the events of response %s are not held here: only a background response created with stream true has them, on the server that runs it, until %s after it ends; GET it without stream", kr.ID, streamRetention)
+	}
+	openStream(w)
+	log.follow(r.Context(), w, after, g.cfg.StallTimeout)
+	return nil
 }
 
 // runBackground runs x, its answer recorded by out, and keeps how it
@@ -497,64 +533,23 @@ func (a *answerRecorder) Write(p []byte) (int, error) {
 }
 
 // relay is a background run's writer: it records the answer
-// (answerRecorder) and, for a streamed response, passes its events on as
-// they come to the renter who asked for it (live), while they stay: a
-// write they do not take lets them go, and the run goes on alone. It
-// never fails the run's writes.
+// (answerRecorder) and, for a streamed response, logs its events to be
+// followed (log). It never fails the run's writes, and never waits on a
+// renter.
 type relay struct {
 	answerRecorder
-	stall time.Duration // bounds each write to the renter, as renterWrites does
-
-	mu     sync.Mutex
-	live   http.ResponseWriter // nil: nobody follows
-	passed bool                // some of the answer went to live
+	log *streamLog // nil: the response is not streamed
 }
 
-// open answers the renter who follows a streamed background response
-// its stream's first event, the response queued, and follows it from
-// then on. The provider's own response.created does not follow it
-// (openai.ResponseEvents drops it), so this one is the stream's only.
-func (l *relay) open(w http.ResponseWriter, queued []byte) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	writeEvent(w, "response.created", 0, queued)
-	l.live = w
-}
-
-// Write records p and passes it on while the renter follows, when the
-// answer is a stream's (a model server's error is recorded only: follow
-// says how the run ended instead).
+// Write records p, and logs it when the answer is a stream's (a model
+// server's error is recorded only: endStream says how the run ended).
 func (l *relay) Write(p []byte) (int, error) {
 	l.answerRecorder.Write(p)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.live != nil && l.status == http.StatusOK {
-		http.NewResponseController(l.live).SetWriteDeadline(time.Now().Add(l.stall))
-		if _, err := l.live.Write(p); err != nil {
-			l.live = nil
-		}
-		l.passed = true
+	if l.log != nil && l.status == http.StatusOK {
+		l.log.append(p)
 	}
 	return len(p), nil
 }
 
-func (l *relay) Flush() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.live != nil && http.NewResponseController(l.live).Flush() != nil {
-		l.live = nil
-	}
-}
-
-// letGo stops passing the answer on, so that the handler that follows it
-// may return, and reports whether any of it went.
-func (l *relay) letGo() (passed bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.live != nil {
-		http.NewResponseController(l.live).SetWriteDeadline(time.Time{}) // the connection's next request starts without it
-	}
-	l.live = nil
-	return l.passed
-}
+// Flush does nothing: the log's followers flush what they write.
+func (l *relay) Flush() {}

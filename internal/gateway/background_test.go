@@ -3,11 +3,13 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -366,6 +368,63 @@ func TestGateway_responsesBackgroundStreamLeft(t *testing.T) {
 	mustSync(t, f)
 	if us, err := f.Store.ListInferenceUsage(context.Background(), idlegrid.UsageFilter{AccountID: f.RenterID}); err != nil || len(us) != 1 {
 		t.Errorf("usage %+v, %v; want the response charged", us, err)
+	}
+}
+
+// TestGateway_responsesBackgroundStreamResume: a streamed background
+// response's events are resumed from an event on, by any request of the
+// renter's, while it runs and once it ended: each gets those numbered
+// after the one it names, then the rest as they come, to the end; a
+// renter who stopped following loses nothing. A response not streamed in
+// the background, or a bad starting_after, is a 400 naming the field.
+func TestGateway_responsesBackgroundStreamResume(t *testing.T) {
+	f, up := mustSolo(t, nil)
+	up.set(faultHold)
+	defer up.free()
+	sdk := f.sdk(f.RenterKey)
+	ctx := context.Background()
+	first, leave := context.WithCancel(ctx)
+	defer leave()
+	stream := sdk.Responses.NewStreaming(first, backgroundParams("Write a report."))
+	if !stream.Next() {
+		t.Fatalf("no first event: %s", describe(stream.Err()))
+	}
+	id := stream.Current().Response.ID
+	pollUntil(t, sdk, id, responses.ResponseStatusQueued)
+	leave() // the renter stops following; another request resumes it
+	stream.Close()
+	resumed := sdk.Responses.GetStreaming(ctx, id, responses.ResponseGetParams{StartingAfter: oai.Int(0)})
+	up.free()
+	var seqs []int64
+	var text strings.Builder
+	last := ""
+	for resumed.Next() {
+		ev := resumed.Current()
+		seqs, last = append(seqs, ev.SequenceNumber), ev.Type
+		text.WriteString(ev.Delta)
+	}
+	if resumed.Err() != nil || len(seqs) == 0 || seqs[0] != 1 || last != "response.completed" || text.String() != "Hello from alpha." {
+		t.Fatalf("resumed after event 0: events %v, the last %s, text %q (%v); want from 1 to response.completed, alpha's answer", seqs, last, text.String(), resumed.Err())
+	}
+	for _, after := range []int64{3, int64(len(seqs))} { // once it ended: the events after, or none
+		again := sdk.Responses.GetStreaming(ctx, id, responses.ResponseGetParams{StartingAfter: oai.Int(after)})
+		var got []int64
+		for again.Next() {
+			got = append(got, again.Current().SequenceNumber)
+		}
+		if want := seqs[min(after, int64(len(seqs))):]; again.Err() != nil || !slices.Equal(got, want) {
+			t.Errorf("resumed after event %d once ended: %v (%v), want %v", after, got, again.Err(), want)
+		}
+	}
+	whole, err := sdk.Responses.New(ctx, responseParams("Hi"))
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	for _, tc := range []struct{ id, after, field string }{{whole.ID, "0", "stream"}, {id, "-1", "starting_after"}, {id, "x", "starting_after"}} {
+		_, err := sdk.Responses.Get(ctx, tc.id, responses.ResponseGetParams{}, option.WithQuery("stream", "true"), option.WithQuery("starting_after", tc.after))
+		if e := apiError(t, err); e.StatusCode != 400 || e.Param != tc.field {
+			t.Errorf("resuming %s after %s: %s; want 400 naming %s", tc.id, tc.after, describe(err), tc.field)
+		}
 	}
 }
 

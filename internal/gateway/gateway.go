@@ -235,6 +235,7 @@ type Gateway struct {
 	active     inflight.Count // inference requests running
 	waiting    waitingRoom    // requests waiting for a provider with room
 	background backgroundRuns // background responses running (background.go)
+	streams    streamLogs     // streamed background responses' events (streamlog.go)
 	metrics    *metrics
 }
 
@@ -346,11 +347,13 @@ func (g *Gateway) openJournal() (*journal, error) {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
 
 // Close cancels the background responses still running, waiting for each
-// to record how it ended, stops taking charges, writes those waiting and
+// to record how it ended, forgets their streams' events, stops taking
+// charges, writes those waiting and
 // stops the meter. Requests still running are metered by nobody: close
 // the HTTP server first.
 func (g *Gateway) Close() error {
 	g.background.close()
+	g.streams.close()
 	g.meter.close()
 	return nil
 }

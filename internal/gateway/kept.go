@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -212,8 +215,10 @@ func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, c *apiKey)
 	if err != nil {
 		return err
 	}
-	if q.Get("stream") == "true" {
-		return idlegrid.Invalid("stream", "not supported: a kept response is read back whole, and a streamed background response's events go only to the request that started it; leave stream out")
+	if stream, err := streamAsked(r, q); err != nil {
+		return err
+	} else if stream {
+		return g.resume(w, r, c, q)
 	}
 	kr, err := g.findResponse(r.Context(), c, r.PathValue("id"))
 	if err == nil {
@@ -224,6 +229,26 @@ func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, c *apiKey)
 	}
 	writeRaw(w, http.StatusOK, g.presented(kr))
 	return nil
+}
+
+// streamAsked reports whether GET /v1/responses/{id} asks for the
+// response's events: stream=true in its query, or, as OpenAI's SDKs send
+// it, {"stream": true} in its body.
+func streamAsked(r *http.Request, q url.Values) (bool, error) {
+	if q.Get("stream") == "true" {
+		return true, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<10))
+	if err != nil || len(bytes.TrimSpace(body)) == 0 {
+		return false, nil
+	}
+	var b struct {
+		Stream bool `json:"stream"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil {
+		return false, idlegrid.Invalid("body", "a GET of a response takes no body but a JSON object such as {\"stream\": true}")
+	}
+	return b.Stream, nil
 }
 
 // findResponse returns the caller's kept response id: ENOTFOUND, naming

@@ -1,0 +1,236 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// A streamed background response's events are kept in a streamLog while
+// its run goes on, and for streamRetention after it ends, on the server
+// that runs it. The renter who started it follows the log from its first
+// event; any request may resume it from an event on (GET
+// /v1/responses/{id}?stream=true&starting_after=N). Followers read the
+// log each in its own handler, so a renter who reads slowly, or not at
+// all, never holds the run up.
+
+// streamRetention is how long a streamed background response's events
+// stay to be resumed after its run ends.
+const streamRetention = 5 * time.Minute
+
+// streamLog is one streamed background response's events, in order.
+type streamLog struct {
+	max int // bytes it keeps at most: past them it lets its followers go
+
+	mu      sync.Mutex
+	events  []loggedEvent
+	size    int
+	part    []byte        // an event begun and not yet ended
+	over    bool          // it grew past max and keeps nothing more
+	ended   bool          // the run ended: no event comes after
+	endedAt time.Time     // when, by the gateway's clock (for streamRetention)
+	changed chan struct{} // closed, and replaced, at each change
+}
+
+// loggedEvent is one event, whole, with its sequence number (that of the
+// event before, for one without).
+type loggedEvent struct {
+	seq int64
+	b   []byte
+}
+
+func newStreamLog(max int) *streamLog {
+	return &streamLog{max: max, changed: make(chan struct{})}
+}
+
+// append adds the events of p, the next bytes of the stream; an event
+// that p leaves unended waits for the rest.
+func (l *streamLog) append(p []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.over || l.ended {
+		return
+	}
+	l.part = append(l.part, p...)
+	for {
+		end := eventEnd(l.part)
+		if end < 0 {
+			break
+		}
+		ev := bytes.Clone(l.part[:end])
+		l.part = l.part[end:]
+		l.events = append(l.events, loggedEvent{seq: l.seqOf(ev), b: ev})
+		l.size += len(ev)
+	}
+	if l.size+len(l.part) > l.max {
+		l.over, l.events, l.part = true, nil, nil
+	}
+	l.wake()
+}
+
+// seqOf is ev's sequence number, or the last event's when it has none.
+func (l *streamLog) seqOf(ev []byte) int64 {
+	for line := range bytes.Lines(ev) {
+		if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			if n := gjson.GetBytes(data, "sequence_number"); n.Exists() {
+				return n.Int()
+			}
+		}
+	}
+	if len(l.events) == 0 {
+		return 0
+	}
+	return l.events[len(l.events)-1].seq
+}
+
+// eventEnd is where the first event of b ends, after its blank line; -1
+// when none ends in b. Lines end in \n or \r\n.
+func eventEnd(b []byte) int {
+	if i := bytes.Index(b, []byte("\n\n")); i >= 0 {
+		if j := bytes.Index(b, []byte("\r\n\r\n")); j >= 0 && j < i {
+			return j + 4
+		}
+		return i + 2
+	}
+	if j := bytes.Index(b, []byte("\r\n\r\n")); j >= 0 {
+		return j + 4
+	}
+	return -1
+}
+
+// end marks the run ended, now; followers write what is left and stop.
+func (l *streamLog) end(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended, l.endedAt = true, now
+	l.wake()
+}
+
+// wake tells the followers of a change, with l.mu held.
+func (l *streamLog) wake() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// answered reports whether any event came after the first (the gateway's
+// own, the response queued).
+func (l *streamLog) answered() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.events) > 1 || l.over
+}
+
+// from returns the events from index i on, and whether the log ended
+// (or grew too long) after them, or else a channel closed at its next
+// change.
+func (l *streamLog) from(i int) (events []loggedEvent, done bool, changed <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.over {
+		return nil, true, nil
+	}
+	if i < len(l.events) {
+		events = l.events[i:]
+	}
+	return events, l.ended, l.changed
+}
+
+// follow writes to w the events numbered above after, as they come,
+// until the log ends, the renter goes (ctx), or a write of theirs does
+// not go within stall.
+func (l *streamLog) follow(ctx context.Context, w http.ResponseWriter, after int64, stall time.Duration) {
+	rc := http.NewResponseController(w)
+	defer rc.SetWriteDeadline(time.Time{}) // the connection's next request starts without it
+	for i := 0; ; {
+		events, done, changed := l.from(i)
+		i += len(events)
+		wrote := false
+		for _, ev := range events {
+			if ev.seq <= after {
+				continue
+			}
+			rc.SetWriteDeadline(time.Now().Add(stall))
+			if _, err := w.Write(ev.b); err != nil {
+				return
+			}
+			wrote = true
+		}
+		if wrote && rc.Flush() != nil {
+			return
+		}
+		if done {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// streamLogs are the logs of the streamed background responses of this
+// server, by response ID: those running, and those that ended within
+// streamRetention, each forgotten by a timer of its own then.
+type streamLogs struct {
+	mu     sync.Mutex
+	logs   map[string]*streamLog
+	timers map[string]*time.Timer
+	closed bool
+}
+
+// add keeps log as response id's.
+func (s *streamLogs) add(id string, log *streamLog) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.logs == nil {
+		s.logs, s.timers = map[string]*streamLog{}, map[string]*time.Timer{}
+	}
+	s.logs[id] = log
+}
+
+// ended forgets response id's log streamRetention from now.
+func (s *streamLogs) ended(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.logs[id] == nil {
+		return
+	}
+	s.timers[id] = time.AfterFunc(streamRetention, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.logs, id)
+		delete(s.timers, id)
+	})
+}
+
+// find returns response id's log, unless there is none, or it ended over
+// streamRetention ago by now, or grew too long to keep.
+func (s *streamLogs) find(id string, now time.Time) *streamLog {
+	s.mu.Lock()
+	l := s.logs[id]
+	s.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.over || (l.ended && now.Sub(l.endedAt) > streamRetention) {
+		return nil
+	}
+	return l
+}
+
+// close stops the timers and forgets every log.
+func (s *streamLogs) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.timers {
+		t.Stop()
+	}
+	s.logs, s.timers, s.closed = nil, nil, true
+}
