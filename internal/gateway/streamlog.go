@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/idlegrid/idlegrid/internal/openai"
 )
 
 // A streamed background response's events are kept in a streamLog while
@@ -56,30 +58,34 @@ func (l *streamLog) append(p []byte) {
 		return
 	}
 	l.part = append(l.part, p...)
-	for {
-		end := eventEnd(l.part)
-		if end < 0 {
-			break
-		}
-		ev := bytes.Clone(l.part[:end])
-		l.part = l.part[end:]
-		l.events = append(l.events, loggedEvent{seq: l.seqOf(ev), b: ev})
-		l.size += len(ev)
-	}
+	l.take(false)
 	if l.size+len(l.part) > l.max {
 		l.over, l.events, l.part = true, nil, nil
 	}
 	l.wake()
 }
 
+// take moves the whole events at the start of l.part into l.events; when
+// final, the stream has ended, and what is left of it is its last event.
+func (l *streamLog) take(final bool) {
+	for len(l.part) > 0 {
+		end := openai.EventEnd(l.part, final)
+		if end < 0 && !final {
+			return
+		} else if end < 0 {
+			end = len(l.part)
+		}
+		ev := bytes.Clone(l.part[:end])
+		l.part = l.part[end:]
+		l.events = append(l.events, loggedEvent{seq: l.seqOf(ev), b: ev})
+		l.size += len(ev)
+	}
+}
+
 // seqOf is ev's sequence number, or the last event's when it has none.
 func (l *streamLog) seqOf(ev []byte) int64 {
-	for line := range bytes.Lines(ev) {
-		if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-			if n := gjson.GetBytes(data, "sequence_number"); n.Exists() {
-				return n.Int()
-			}
-		}
+	if n := gjson.GetBytes(dataOf(ev), "sequence_number"); n.Exists() {
+		return n.Int()
 	}
 	if len(l.events) == 0 {
 		return 0
@@ -87,25 +93,30 @@ func (l *streamLog) seqOf(ev []byte) int64 {
 	return l.events[len(l.events)-1].seq
 }
 
-// eventEnd is where the first event of b ends, after its blank line; -1
-// when none ends in b. Lines end in \n or \r\n.
-func eventEnd(b []byte) int {
-	if i := bytes.Index(b, []byte("\n\n")); i >= 0 {
-		if j := bytes.Index(b, []byte("\r\n\r\n")); j >= 0 && j < i {
-			return j + 4
+// dataOf is the value of ev's first data line.
+func dataOf(ev []byte) []byte {
+	for len(ev) > 0 {
+		line := ev
+		if i := bytes.IndexAny(ev, "\r\n"); i >= 0 {
+			line, ev = ev[:i], ev[i+1:]
+		} else {
+			ev = nil
 		}
-		return i + 2
+		if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			return data
+		}
 	}
-	if j := bytes.Index(b, []byte("\r\n\r\n")); j >= 0 {
-		return j + 4
-	}
-	return -1
+	return nil
 }
 
-// end marks the run ended, now; followers write what is left and stop.
+// end marks the run ended, now, what is left of the stream its last
+// event; followers write what is left and stop.
 func (l *streamLog) end(now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.over {
+		l.take(true)
+	}
 	l.ended, l.endedAt = true, now
 	l.wake()
 }

@@ -86,6 +86,12 @@ func endsEvents(p []byte) bool {
 	return true
 }
 
+// EventEnd returns the index just past the blank line that ends the first
+// event of b, a stream's bytes, or -1 when none ends in b; lines end in
+// \n, \r\n or \r, as server-sent events allow. A \r that ends b ends a
+// line only when final (the stream has ended).
+func EventEnd(b []byte, final bool) int { return eventEnd(b, 0, final) }
+
 // eventEnd returns the index just past the blank line that ends the first
 // event in b, looking for its line ends from from on, or -1 when b holds
 // no such line. A \r that ends b ends a line only when final (the stream
