@@ -216,13 +216,35 @@ func (x *exchange) endStream(log *streamLog) {
 		return
 	}
 	if !log.answered() {
-		x.kept.mu.Lock()
-		obj := x.kept.stored
-		x.kept.mu.Unlock()
-		log.append(responseEvent("response."+gjson.GetBytes(obj, "status").Str, 1, obj))
+		if obj := x.endedAs(); obj != nil {
+			log.append(responseEvent("response."+gjson.GetBytes(obj, "status").Str, 1, obj))
+		}
 	}
 	log.end(x.g.cfg.Clock.Now())
 	x.g.streams.ended(x.kept.id)
+}
+
+// endedAs is x's background response as its run ended: as the run stored
+// it last, or, for a run that lost it, as the store has it now; nil when
+// that is not known to be done.
+func (x *exchange) endedAs() json.RawMessage {
+	k := x.kept
+	k.mu.Lock()
+	obj, lost := k.stored, k.lost
+	k.mu.Unlock()
+	if lost {
+		ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
+		defer cancel()
+		kr, err := x.g.cfg.Store.FindResponse(ctx, x.caller.AccountID, k.id, x.g.cfg.Clock.Now())
+		if err != nil {
+			return nil
+		}
+		obj = kr.Response
+	}
+	if unfinished(obj) {
+		return nil
+	}
+	return obj
 }
 
 // openStream answers a stream of events, its header sent at once: the

@@ -429,29 +429,46 @@ func TestGateway_responsesBackgroundStreamResume(t *testing.T) {
 }
 
 // TestGateway_responsesBackgroundStreamCancelled: a streamed background
-// response cancelled before any of its answer came ends in one
+// response cancelled before any of its answer came, here or through
+// another server (here, the store's write), ends in one
 // response.cancelled event.
 func TestGateway_responsesBackgroundStreamCancelled(t *testing.T) {
-	f, up := mustSolo(t, nil)
-	up.set(faultHold)
-	defer up.free()
-	sdk := f.sdk(f.RenterKey)
-	stream := sdk.Responses.NewStreaming(context.Background(), backgroundParams("Write a report."))
-	if !stream.Next() {
-		t.Fatalf("no first event: %s", describe(stream.Err()))
-	}
-	id := stream.Current().Response.ID
-	pollUntil(t, sdk, id, responses.ResponseStatusQueued)
-	if _, err := sdk.Responses.Cancel(context.Background(), id); err != nil {
-		t.Fatal(describe(err))
-	}
-	var rest []string
-	for stream.Next() {
-		ev := stream.Current()
-		rest = append(rest, ev.Type+" "+string(ev.Response.Status))
-	}
-	if strings.Join(rest, ",") != "response.cancelled cancelled" {
-		t.Errorf("after the cancel the stream said %q (%v); want one response.cancelled, the response cancelled", rest, stream.Err())
+	for _, where := range []string{"here", "elsewhere"} {
+		t.Run(where, func(t *testing.T) {
+			f, up := mustSolo(t, func(c *gateway.Config) { c.BackgroundHeartbeat = 10 * time.Millisecond })
+			up.set(faultHold)
+			defer up.free()
+			sdk := f.sdk(f.RenterKey)
+			ctx := context.Background()
+			stream := sdk.Responses.NewStreaming(ctx, backgroundParams("Write a report."))
+			if !stream.Next() {
+				t.Fatalf("no first event: %s", describe(stream.Err()))
+			}
+			id := stream.Current().Response.ID
+			pollUntil(t, sdk, id, responses.ResponseStatusQueued)
+			if where == "here" {
+				if _, err := sdk.Responses.Cancel(ctx, id); err != nil {
+					t.Fatal(describe(err))
+				}
+			} else {
+				kr, err := f.Store.FindResponse(ctx, f.RenterID, id, time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				cancelled := []byte(strings.Replace(string(kr.Response), `"in_progress"`, `"cancelled"`, 1))
+				if err := f.Store.UpdateResponse(ctx, f.RenterID, id, kr.Response, cancelled, time.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var rest []string
+			for stream.Next() {
+				ev := stream.Current()
+				rest = append(rest, ev.Type+" "+string(ev.Response.Status))
+			}
+			if strings.Join(rest, ",") != "response.cancelled cancelled" {
+				t.Errorf("after the cancel the stream said %q (%v); want one response.cancelled, the response cancelled", rest, stream.Err())
+			}
+		})
 	}
 }
 

@@ -194,10 +194,14 @@ type streamLogs struct {
 	closed bool
 }
 
-// add keeps log as response id's.
+// add keeps log as response id's, until it ends and then
+// streamRetention; none once closed.
 func (s *streamLogs) add(id string, log *streamLog) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
 	if s.logs == nil {
 		s.logs, s.timers = map[string]*streamLog{}, map[string]*time.Timer{}
 	}
