@@ -378,7 +378,8 @@ func TestGateway_responsesBackgroundStreamLeft(t *testing.T) {
 // renter who stopped following loses nothing. A response not streamed in
 // the background, or a bad starting_after, is a 400 naming the field.
 func TestGateway_responsesBackgroundStreamResume(t *testing.T) {
-	f, up := mustSolo(t, nil)
+	reg := prometheus.NewPedanticRegistry()
+	f, up := mustSolo(t, func(c *gateway.Config) { c.Metrics = reg })
 	up.set(faultHold)
 	defer up.free()
 	sdk := f.sdk(f.RenterKey)
@@ -415,6 +416,9 @@ func TestGateway_responsesBackgroundStreamResume(t *testing.T) {
 		if want := seqs[min(after, int64(len(seqs))):]; again.Err() != nil || !slices.Equal(got, want) {
 			t.Errorf("resumed after event %d once ended: %v (%v), want %v", after, got, again.Err(), want)
 		}
+	}
+	if n, b := metricstest.Value(t, reg, "idlegrid_inference_background_stream_logs", nil), metricstest.Value(t, reg, "idlegrid_inference_background_stream_log_bytes", nil); n != 1 || b < 100 {
+		t.Errorf("stream logs held: %v, of %v bytes; want the one, its events", n, b)
 	}
 	whole, err := sdk.Responses.New(ctx, responseParams("Hi"))
 	if err != nil {

@@ -145,6 +145,12 @@ func (m *metrics) register(reg prometheus.Registerer, g *Gateway) error {
 			Name: "idlegrid_inference_background_running", Help: "Background responses this server runs now (queued for a provider or in progress).",
 		}, func() float64 { return float64(g.background.n()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "idlegrid_inference_background_stream_logs", Help: "Streamed background responses whose events this server holds to be resumed: running, or ended within 5 minutes.",
+		}, func() float64 { n, _ := g.streams.held(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "idlegrid_inference_background_stream_log_bytes", Help: "The bytes of the events of idlegrid_inference_background_stream_logs.",
+		}, func() float64 { _, b := g.streams.held(); return float64(b) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "idlegrid_inference_in_flight", Help: "Inference requests running now.",
 		}, func() float64 { return float64(g.active.N()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

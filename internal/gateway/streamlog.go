@@ -240,6 +240,18 @@ func (s *streamLogs) find(id string, now time.Time) *streamLog {
 	return l
 }
 
+// held is how many logs there are, and the bytes of their events.
+func (s *streamLogs) held() (logs, size int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.logs {
+		l.mu.Lock()
+		size += l.size + len(l.part)
+		l.mu.Unlock()
+	}
+	return len(s.logs), size
+}
+
 // close stops the timers and forgets every log.
 func (s *streamLogs) close() {
 	s.mu.Lock()
