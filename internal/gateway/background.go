@@ -5,10 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"net/url"
-	"strconv"
 	"sync"
 	"time"
 
@@ -34,7 +31,8 @@ import (
 // so a run that finds its response changed by another server (cancelled,
 // recorded failed, deleted) stops within a heartbeat and keeps nothing
 // more (lose): of two writers, one wins, whichever server each runs on.
-// A run also ends within backgroundDeadline.
+// A run also ends within backgroundDeadline. A streamed one logs its
+// events for the renter to follow and resume (streamlog.go).
 //
 // Goroutines: each run is the gateway's (backgroundRuns), and each run's
 // heartbeat its run's (holdWhileRunning); Close cancels the runs still
@@ -205,90 +203,6 @@ func (x *exchange) endBackground() {
 	x.res.release(0)
 	x.res.done()
 	x.g.active.Leave()
-}
-
-// endStream ends log, a streamed background response's (nil: not
-// streamed), once its run has ended. A run none of whose answer came (no
-// provider had room, the model server refused it, it was cancelled while
-// it waited) ends it with one event saying how it ended.
-func (x *exchange) endStream(log *streamLog) {
-	if log == nil {
-		return
-	}
-	if !log.answered() {
-		if obj := x.endedAs(); obj != nil {
-			log.append(responseEvent("response."+gjson.GetBytes(obj, "status").Str, 1, obj))
-		}
-	}
-	log.end(x.g.cfg.Clock.Now())
-	x.g.streams.ended(x.kept.id)
-}
-
-// endedAs is x's background response as its run ended: as the run stored
-// it last, or, for a run that lost it, as the store has it now; nil when
-// that is not known to be done.
-func (x *exchange) endedAs() json.RawMessage {
-	k := x.kept
-	k.mu.Lock()
-	obj, lost := k.stored, k.lost
-	k.mu.Unlock()
-	if lost {
-		ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
-		defer cancel()
-		kr, err := x.g.cfg.Store.FindResponse(ctx, x.caller.AccountID, k.id, x.g.cfg.Clock.Now())
-		if err != nil {
-			return nil
-		}
-		obj = kr.Response
-	}
-	if unfinished(obj) {
-		return nil
-	}
-	return obj
-}
-
-// openStream answers a stream of events, its header sent at once: the
-// renter's client returns its stream before any event comes.
-func openStream(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	http.NewResponseController(w).Flush()
-}
-
-// responseEvent is one event of a Responses API stream carrying the
-// response object obj.
-func responseEvent(event string, seq int, obj []byte) []byte {
-	data, _ := openai.SetField([]byte(`{"type":"","sequence_number":0}`), "type", []byte(strconv.Quote(event)))
-	data, _ = openai.SetField(data, "sequence_number", strconv.AppendInt(nil, int64(seq), 10))
-	data, _ = openai.SetField(data, "response", obj)
-	return fmt.Appendf(nil, "event: %s\ndata: %s\n\n", event, data)
-}
-
-// resume answers GET /v1/responses/{id}?stream=true: the events of the
-// caller's streamed background response numbered above starting_after
-// (all of them without it), then the rest as they come, from this
-// server's log of them.
-func (g *Gateway) resume(w http.ResponseWriter, r *http.Request, c *apiKey, q url.Values) error {
-	after := int64(-1)
-	if s := q.Get("starting_after"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 {
-			return idlegrid.Invalid("starting_after", "must be a whole number: the sequence_number of the last event you read")
-		}
-		after = n
-	}
-	kr, err := g.findResponse(r.Context(), c, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	log := g.streams.find(kr.ID, g.cfg.Clock.Now())
-	if log == nil {
-		return idlegrid.Invalid("stream", "the events of response %s are not held here: only a background response created with stream true has them, on the server that runs it, until %s after it ends; GET it without stream", kr.ID, streamRetention)
-	}
-	openStream(w)
-	log.follow(r.Context(), w, after, g.cfg.StallTimeout)
-	return nil
 }
 
 // runBackground runs x, its answer recorded by out, and keeps how it
