@@ -430,6 +430,10 @@ func TestGateway_responsesBackgroundStreamResume(t *testing.T) {
 			t.Errorf("resuming %s after %s: %s; want 400 naming %s", tc.id, tc.after, describe(err), tc.field)
 		}
 	}
+	_, err = sdk.Responses.Get(ctx, id, responses.ResponseGetParams{}, option.WithRequestBody("application/json", []byte("stream please")))
+	if e := apiError(t, err); e.StatusCode != 400 || e.Param != "body" {
+		t.Errorf("a GET with a body that is no JSON: %s; want 400 naming body", describe(err))
+	}
 }
 
 // TestGateway_responsesBackgroundStreamCancelled: a streamed background
