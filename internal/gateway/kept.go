@@ -57,7 +57,7 @@ type keeping struct {
 	// and its heartbeat's (background.go).
 	mu     sync.Mutex
 	stored json.RawMessage // a background response's object as its run last stored it
-	done   bool            // the answer is kept
+	done   bool            // a background run's answer is kept
 	lost   bool            // another write came first (a cancel), or it is gone: the run stops and keeps nothing more
 }
 
@@ -185,9 +185,7 @@ func (x *exchange) keepWhole(obj []byte) {
 	if err := g.cfg.Store.KeepResponse(ctx, r); err != nil {
 		g.log.Error("gateway: could not keep a response; it cannot be continued or read back", "request", x.id, "response", k.id, "err", err)
 		g.metrics.notKept.Inc()
-		return
 	}
-	k.done = true
 }
 
 // echo is a whole answer of the Responses API as the renter gets it
