@@ -21,11 +21,12 @@ type Store interface {
 	DisputeStore      // dispute.go
 	VerificationStore // verification.go
 
-	AttestationStore // attest.go
-	HeartbeatStore   // heartbeat.go
-	KeyRoutingStore  // routing.go
-	InferenceStore   // inference.go
-	ResponseStore    // keptresponse.go
+	AttestationStore  // attest.go
+	HeartbeatStore    // heartbeat.go
+	KeyRoutingStore   // routing.go
+	InferenceStore    // inference.go
+	ResponseStore     // keptresponse.go
+	ConversationStore // conversation.go
 
 	RegistryLoginStore // registry.go
 

@@ -265,15 +265,11 @@ func upstreamFailure(status int, body []byte) *failure {
 // it waits for a provider.
 func (x *exchange) queuedResponse(now time.Time) json.RawMessage {
 	k := x.kept
-	var previous *string
-	if k.previous != "" {
-		previous = &k.previous
-	}
 	b, _ := json.Marshal(map[string]any{
-		"id": k.id, "object": "response", "created_at": now.Unix(), "status": "queued", "background": true,
+		"object": "response", "created_at": now.Unix(), "status": "queued",
 		"model": x.req.Model, "output": []any{}, "error": nil, "incomplete_details": nil, "usage": nil,
-		"store": true, "previous_response_id": previous,
 	})
+	b, _ = openai.Echo(b, k.echoed()) // its ID, store, previous_response_id, conversation, background
 	return b
 }
 

@@ -11,8 +11,9 @@ import (
 )
 
 // fuzzPaths are the endpoints FuzzGateway calls, by the fuzzer's index;
-// the last, a kept response's input items, with the body as its query.
-var fuzzPaths = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/v1/responses", "/v1/responses/resp_none/input_items?"}
+// the one ending in "?", a kept response's input items, with the body as
+// its query.
+var fuzzPaths = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/v1/responses", "/v1/responses/resp_none/input_items?", "/v1/conversations"}
 
 // notInQuery are the characters a URL's query never holds as sent.
 func notInQuery(r rune) bool { return r <= ' ' || r >= 0x7f || r == '#' }
@@ -47,6 +48,10 @@ func FuzzGateway(f *testing.F) {
 		{4, `{"model":"llama-test","input":"Write a report.","background":true,"max_output_tokens":5}`},
 		{5, `limit=2&order=asc&after=msg_1&include[]=x&include[]=y`},
 		{5, `limit=0&order=sideways&%zz`},
+		{6, `{"items":[{"role":"user","content":"Hi"},{"type":"function_call_output","call_id":"c","output":"ok"}],"metadata":{"topic":"tea"}}`},
+		{6, `{"items":[{"type":"item_reference","id":"x"}],"metadata":{"":1}}`},
+		{4, `{"model":"llama-test","input":"Hi","conversation":{"id":"conv_none"}}`},
+		{4, `{"model":"llama-test","input":"Hi","conversation":7,"previous_response_id":"resp_none"}`},
 		{0, `{"model":`},
 		{0, `[]`},
 	} {

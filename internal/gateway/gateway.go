@@ -250,6 +250,8 @@ var Patterns = append([]string{
 	"POST /v1/embeddings",
 	"POST /v1/responses",
 	"/v1/responses/{id...}",
+	"POST /v1/conversations",
+	"/v1/conversations/{id...}",
 	"GET /v1/inference/stats",
 	"GET /v1/inference/usage",
 }, slices.Sorted(maps.Keys(openAIPaths))...)
@@ -263,6 +265,7 @@ var openAIPaths = map[string]string{
 	"/v1/completions":       http.MethodPost,
 	"/v1/embeddings":        http.MethodPost,
 	"/v1/responses":         http.MethodPost,
+	"/v1/conversations":     http.MethodPost,
 }
 
 // New checks cfg and starts the gateway's meter.
@@ -311,6 +314,15 @@ func New(cfg Config) (*Gateway, error) {
 	g.mux.HandleFunc("GET /v1/responses/{id}/input_items", g.withKey(g.listInputItems))
 	g.mux.HandleFunc("POST /v1/responses/{id}/cancel", g.withKey(g.cancelResponse))
 	g.mux.HandleFunc("/v1/responses/{id...}", g.responsesPath)
+	g.mux.HandleFunc("POST /v1/conversations", g.withKey(g.createConversation))
+	g.mux.HandleFunc("GET /v1/conversations/{id}", g.withKey(g.getConversation))
+	g.mux.HandleFunc("POST /v1/conversations/{id}", g.withKey(g.updateConversation))
+	g.mux.HandleFunc("DELETE /v1/conversations/{id}", g.withKey(g.deleteConversation))
+	g.mux.HandleFunc("POST /v1/conversations/{id}/items", g.withKey(g.addItems))
+	g.mux.HandleFunc("GET /v1/conversations/{id}/items", g.withKey(g.listItems))
+	g.mux.HandleFunc("GET /v1/conversations/{id}/items/{item_id}", g.withKey(g.getItem))
+	g.mux.HandleFunc("DELETE /v1/conversations/{id}/items/{item_id}", g.withKey(g.deleteItem))
+	g.mux.HandleFunc("/v1/conversations/{id...}", g.conversationsPath)
 	g.mux.HandleFunc("GET /v1/inference/stats", g.withKey(g.serveStats))
 	g.mux.HandleFunc("GET /v1/inference/usage", g.withKey(g.serveUsage))
 	return g, nil

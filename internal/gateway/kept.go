@@ -46,12 +46,14 @@ const (
 // response it will keep: its ID, and its request's own input, store,
 // previous_response_id and background.
 type keeping struct {
-	id         string
-	previous   string
-	store      bool
-	input      json.RawMessage
-	background bool            // run in the background (background.go)
-	queued     json.RawMessage // a background response's object as it waits
+	id           string
+	previous     string
+	conversation string          // the conversation it continues and adds to (conversations.go)
+	taken        map[string]bool // the IDs of the conversation's items as it began
+	store        bool
+	input        json.RawMessage
+	background   bool            // run in the background (background.go)
+	queued       json.RawMessage // a background response's object as it waits
 
 	// mu makes a background response's writes one at a time: its run's
 	// and its heartbeat's (background.go).
@@ -59,6 +61,18 @@ type keeping struct {
 	stored json.RawMessage // a background response's object as its run last stored it
 	done   bool            // a background run's answer is kept
 	lost   bool            // another write came first (a cancel), or it is gone: the run stops and keeps nothing more
+}
+
+// echoed is what k's response object says of its request (openai.Echo).
+func (k *keeping) echoed() openai.Echoed {
+	return openai.Echoed{ID: k.id, Store: k.store, Previous: k.previous, Conversation: k.conversation, Background: k.background}
+}
+
+// answered reports whether k's background run has kept its answer.
+func (k *keeping) answered() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.done
 }
 
 // settled reports whether k's run has kept its answer or lost its
@@ -77,18 +91,29 @@ func responseID(reqID string) string {
 }
 
 // continued returns req as it goes upstream: for a response that
-// continues a kept one, the conversation whole (openai.Request.Continue);
-// and what the exchange keeps of it.
+// continues a kept one or a kept conversation, the conversation whole
+// (openai.Request.Continue); and what the exchange keeps of it.
 func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *openai.Request) (*openai.Request, *keeping, error) {
 	own, err := req.InputItems()
 	if err != nil {
 		return nil, nil, err
 	}
-	k := &keeping{id: responseID(reqID), previous: req.PreviousResponseID, store: req.Store, input: own, background: req.Background}
-	if req.PreviousResponseID == "" {
+	k := &keeping{id: responseID(reqID), previous: req.PreviousResponseID, conversation: req.Conversation, store: req.Store, input: own, background: req.Background}
+	var history []json.RawMessage
+	field := "previous_response_id"
+	switch {
+	case req.PreviousResponseID != "":
+		history, err = g.conversation(ctx, renterID, req.PreviousResponseID)
+	case req.Conversation != "":
+		field = "conversation"
+		history, err = g.conversationHistory(ctx, renterID, req.Conversation)
+		if err == nil {
+			k.taken = itemIDs(history)
+			err = clashingItem(k.taken, own)
+		}
+	default:
 		return req, k, nil
 	}
-	history, err := g.conversation(ctx, renterID, req.PreviousResponseID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -97,7 +122,7 @@ func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *op
 		return nil, nil, err
 	}
 	if n := int64(len(whole.Body())); n > g.cfg.MaxBodyBytes {
-		return nil, nil, idlegrid.Errorf(idlegrid.ETOOLARGE, "previous_response_id: the conversation so far and this input come to %d bytes, over the %d a request may be; start a new conversation, sending what matters of this one in input", n, g.cfg.MaxBodyBytes)
+		return nil, nil, idlegrid.Errorf(idlegrid.ETOOLARGE, "%s: the conversation so far and this input come to %d bytes, over the %d a request may be; start a new conversation, sending what matters of this one in input", field, n, g.cfg.MaxBodyBytes)
 	}
 	return whole, k, nil
 }
@@ -162,12 +187,20 @@ func keptSize(chain []*idlegrid.KeptResponse) (n int64) {
 // on: it is the renter's all the same, though it cannot be continued.
 func (x *exchange) keep(obj []byte) {
 	x.failed = openai.ServerFailed(obj)
-	switch k := x.kept; {
-	case k == nil || !k.store:
+	k := x.kept
+	switch {
+	case k == nil:
+		return
+	case !k.store:
 	case k.background: // kept since it was queued
-		x.keepAnswer(obj)
+		if x.keepAnswer(obj); !k.answered() {
+			return // another write came first: the run keeps nothing more
+		}
 	default:
 		x.keepWhole(obj)
+	}
+	if k.conversation != "" {
+		x.addToConversation(obj)
 	}
 }
 
@@ -195,10 +228,7 @@ func (x *exchange) echo(answer []byte) []byte {
 	if k == nil {
 		return answer
 	}
-	out, err := openai.Echo(answer, k.id, k.store, k.previous)
-	if err == nil && k.background {
-		out, err = openai.SetField(out, "background", []byte("true"))
-	}
+	out, err := openai.Echo(answer, k.echoed())
 	if err != nil {
 		return answer // not a response object: nothing to keep
 	}

@@ -33,8 +33,8 @@ func continuing(text, previous string) responses.ResponseNewParams {
 func sentInput(t *testing.T, up *mock) []string {
 	t.Helper()
 	body := up.lastBody()
-	if gjson.GetBytes(body, "previous_response_id").Exists() || gjson.GetBytes(body, "store").Raw != "false" {
-		t.Errorf("the model server was sent %s; want no previous_response_id, store false", body)
+	if gjson.GetBytes(body, "previous_response_id").Exists() || gjson.GetBytes(body, "conversation").Exists() || gjson.GetBytes(body, "store").Raw != "false" {
+		t.Errorf("the model server was sent %s; want no previous_response_id or conversation, store false", body)
 	}
 	var got []string
 	for _, it := range gjson.GetBytes(body, "input").Array() {

@@ -214,7 +214,7 @@ func (x *exchange) responseEvents() *openai.ResponseEvents {
 		return nil
 	}
 	k := x.kept
-	return &openai.ResponseEvents{ID: k.id, Previous: k.previous, Store: k.store, Background: k.background, MaxEvent: int(x.g.cfg.MaxAnswerBytes)}
+	return &openai.ResponseEvents{Echoed: k.echoed(), MaxEvent: int(x.g.cfg.MaxAnswerBytes)}
 }
 
 // passEvents returns out, what the filter passed of the stream, followed

@@ -65,14 +65,16 @@ func (r *Request) Continue(history []json.RawMessage) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if body, err = DeleteField(body, "previous_response_id"); err != nil {
-		return nil, err
+	for _, own := range []string{"previous_response_id", "conversation"} {
+		if body, err = DeleteField(body, own); err != nil {
+			return nil, err
+		}
 	}
 	c, err := ParseRequest(r.Endpoint, body)
 	if err != nil {
 		return nil, err
 	}
-	c.PreviousResponseID, c.Store, c.Background = r.PreviousResponseID, r.Store, r.Background
+	c.PreviousResponseID, c.Conversation, c.Store, c.Background = r.PreviousResponseID, r.Conversation, r.Store, r.Background
 	return c, nil
 }
 
@@ -102,21 +104,42 @@ func ServerFailed(obj []byte) bool {
 	return !strings.HasPrefix(code, "invalid_") && !strings.Contains(code, "image")
 }
 
+// Echoed is what a response object, as a provider answered it, says of
+// the renter's request once echoed (Echo): what the provider never saw.
+type Echoed struct {
+	ID       string // the gateway's, "resp_…"
+	Store    bool
+	Previous string // previous_response_id; "" for none: null
+	// Conversation is the conversation it continued; "" for none: null.
+	Conversation string
+	// Background: the response runs in the background, and says so.
+	Background bool
+}
+
 // Echo returns obj, a response object as a provider answered it, with the
-// gateway's ID, and the store and previous_response_id of the renter's
-// request, which the provider never saw ("" for none: null).
-func Echo(obj []byte, id string, store bool, previous string) ([]byte, error) {
-	prev := []byte("null")
-	if previous != "" {
-		prev, _ = json.Marshal(previous)
+// gateway's ID, and the store, previous_response_id, conversation and
+// background of the renter's request, which the provider never saw.
+func Echo(obj []byte, e Echoed) ([]byte, error) {
+	prev, conv := []byte("null"), []byte("null")
+	if e.Previous != "" {
+		prev, _ = json.Marshal(e.Previous)
 	}
-	quoted, _ := json.Marshal(id)
+	if e.Conversation != "" {
+		conv, _ = json.Marshal(map[string]string{"id": e.Conversation})
+	}
+	quoted, _ := json.Marshal(e.ID)
 	out, err := SetField(obj, "id", quoted)
 	if err == nil {
-		out, err = SetField(out, "store", strconv.AppendBool(nil, store))
+		out, err = SetField(out, "store", strconv.AppendBool(nil, e.Store))
 	}
 	if err == nil {
 		out, err = SetField(out, "previous_response_id", prev)
+	}
+	if err == nil {
+		out, err = SetField(out, "conversation", conv)
+	}
+	if err == nil && e.Background {
+		out, err = SetField(out, "background", []byte("true"))
 	}
 	return out, err
 }

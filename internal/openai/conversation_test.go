@@ -50,16 +50,18 @@ func TestRequest_Continue(t *testing.T) {
 
 func TestEcho(t *testing.T) {
 	obj := []byte(`{"id":"resp_up","object":"response","store":false,"previous_response_id":null,"output":[]}`)
-	got, err := openai.Echo(obj, "resp_gw", true, "resp_prev")
+	got, err := openai.Echo(obj, openai.Echoed{ID: "resp_gw", Store: true, Previous: "resp_prev", Background: true})
 	if err != nil || gjson.GetBytes(got, "id").Str != "resp_gw" || !gjson.GetBytes(got, "store").Bool() ||
-		gjson.GetBytes(got, "previous_response_id").Str != "resp_prev" || !json.Valid(got) {
+		gjson.GetBytes(got, "previous_response_id").Str != "resp_prev" || gjson.GetBytes(got, "conversation").Type != gjson.Null ||
+		!gjson.GetBytes(got, "background").Bool() || !json.Valid(got) {
 		t.Errorf("Echo = %s, %v", got, err)
 	}
-	got, err = openai.Echo([]byte(`{"object":"response"}`), "resp_gw", false, "")
-	if err != nil || gjson.GetBytes(got, "previous_response_id").Type != gjson.Null || gjson.GetBytes(got, "store").Raw != "false" {
-		t.Errorf("Echo without the fields = %s, %v; want them added", got, err)
+	got, err = openai.Echo([]byte(`{"object":"response"}`), openai.Echoed{ID: "resp_gw", Conversation: "conv_1"})
+	if err != nil || gjson.GetBytes(got, "previous_response_id").Type != gjson.Null || gjson.GetBytes(got, "store").Raw != "false" ||
+		gjson.GetBytes(got, "conversation.id").Str != "conv_1" || gjson.GetBytes(got, "background").Exists() {
+		t.Errorf("Echo without the fields = %s, %v; want them added, the conversation named", got, err)
 	}
-	if _, err := openai.Echo([]byte(`[1]`), "resp_gw", true, ""); err == nil {
+	if _, err := openai.Echo([]byte(`[1]`), openai.Echoed{ID: "resp_gw", Store: true}); err == nil {
 		t.Error("Echo of a list: no error")
 	}
 }
@@ -74,7 +76,7 @@ const responseStream = "event: response.created\ndata: {\"type\":\"response.crea
 // last one is held back until taken, the response with it.
 func TestResponseEvents(t *testing.T) {
 	for cut := range len(responseStream) {
-		f := &openai.ResponseEvents{ID: "resp_gw", Previous: "resp_prev", Store: true}
+		f := &openai.ResponseEvents{Echoed: openai.Echoed{ID: "resp_gw", Previous: "resp_prev", Store: true}}
 		var out strings.Builder
 		var final, response []byte
 		for _, piece := range []string{responseStream[:cut], responseStream[cut:]} {
@@ -106,7 +108,7 @@ func TestResponseEvents(t *testing.T) {
 // the provider's response.created (the gateway's own began it), and its
 // last response object says background true.
 func TestResponseEvents_background(t *testing.T) {
-	f := &openai.ResponseEvents{ID: "resp_gw", Store: true, Background: true}
+	f := &openai.ResponseEvents{Echoed: openai.Echoed{ID: "resp_gw", Store: true, Background: true}}
 	out := string(f.Pass([]byte(responseStream))) + string(f.Rest())
 	final, response := f.TakeFinal()
 	if strings.Contains(out, "response.created") || !strings.Contains(out, `"delta":"Hi"`) ||
@@ -119,13 +121,13 @@ func TestResponseEvents_background(t *testing.T) {
 // back all the same; one past MaxEvent passes unechoed, and so does the
 // rest, with nothing to keep.
 func TestResponseEvents_unended(t *testing.T) {
-	f := &openai.ResponseEvents{ID: "resp_gw", Store: true}
+	f := &openai.ResponseEvents{Echoed: openai.Echoed{ID: "resp_gw", Store: true}}
 	unended := strings.TrimSuffix(responseStream, "\r\n\r\n")
 	out := string(f.Pass([]byte(unended))) + string(f.Rest())
 	if final, r := f.TakeFinal(); final == nil || gjson.GetBytes(r, "id").Str != "resp_gw" || strings.Contains(out, "completed") {
 		t.Errorf("unended last event: passed %q, held %q", out, final)
 	}
-	f = &openai.ResponseEvents{ID: "resp_gw", Store: true, MaxEvent: 40}
+	f = &openai.ResponseEvents{Echoed: openai.Echoed{ID: "resp_gw", Store: true}, MaxEvent: 40}
 	out = string(f.Pass([]byte(responseStream))) + string(f.Rest())
 	if final, _ := f.TakeFinal(); final != nil || out != responseStream {
 		t.Errorf("events past MaxEvent: passed %q, held %q; want all as they came", out, final)
@@ -137,7 +139,7 @@ func TestResponseEvents_unended(t *testing.T) {
 // once it can be taken. It returns what went on, the response, and
 // whether the last event was taken more than once.
 func filterEvents(stream string, size, maxEvent int) (out, response string, twice bool) {
-	f := &openai.ResponseEvents{ID: "resp_gw", Previous: "resp_prev", Store: true, MaxEvent: maxEvent}
+	f := &openai.ResponseEvents{Echoed: openai.Echoed{ID: "resp_gw", Previous: "resp_prev", Store: true}, MaxEvent: maxEvent}
 	var b strings.Builder
 	pass := func(p []byte) {
 		b.Write(p)

@@ -29,6 +29,7 @@ type parsed struct {
 	Provider     *idlegrid.Routing `json:"provider,omitempty"`
 	MaxPrice     []idlegrid.Micros `json:"max_price_micros,omitempty"` // -1: not set
 	Previous     string            `json:"previous_response_id,omitempty"`
+	Conversation string            `json:"conversation,omitempty"`
 	Kept         bool              `json:"kept,omitempty"` // a response's store
 	Background   bool              `json:"background,omitempty"`
 	Upstream     json.RawMessage   `json:"upstream,omitempty"`
@@ -95,7 +96,7 @@ func mustSummarise(tb testing.TB, e openai.Endpoint, body []byte) []byte {
 	} else {
 		p.Model, p.Stream, p.IncludeUsage, p.MaxTokens = r.Model, r.Stream, r.IncludeUsage, r.MaxTokens
 		p.PromptTokens, p.Sticky, p.Provider = r.PromptTokens, r.PrefixHash != 0, r.Provider
-		p.Previous, p.Kept, p.Background = r.PreviousResponseID, r.Store, r.Background
+		p.Previous, p.Conversation, p.Kept, p.Background = r.PreviousResponseID, r.Conversation, r.Store, r.Background
 		if r.Choices > 1 {
 			p.Choices = r.Choices
 		}

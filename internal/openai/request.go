@@ -50,6 +50,10 @@ type Request struct {
 	// PreviousResponseID is the kept response a Responses API request
 	// continues (previous_response_id); "" for none (conversation.go).
 	PreviousResponseID string
+	// Conversation is the kept conversation a Responses API request
+	// continues and adds to (its conversation field, an ID or an object
+	// with one); "" for none.
+	Conversation string
 	// Store is whether a Responses API request's response is to be kept
 	// (store: true unless false).
 	Store bool
@@ -258,9 +262,9 @@ func decodeField(fields map[string]json.RawMessage, name string, v any) error {
 // usage in its last chunk, which metering needs, and a response's store
 // false (the provider keeps no copy of the renter's conversation, which
 // no later request could reach: each may go to another provider), and
-// neither previous_response_id nor background (the gateway's: it sends the
-// conversation whole, Continue, and runs a background response itself,
-// waiting for the whole answer). A
+// neither previous_response_id, conversation nor background (the
+// gateway's: it sends the conversation whole, Continue, and runs a
+// background response itself, waiting for the whole answer). A
 // request that needs none of these is sent byte for byte as it came; the
 // changes are spliced into the body (SetField, DeleteField), so its other
 // fields keep their bytes and order.
@@ -268,16 +272,18 @@ func (r *Request) Upstream() ([]byte, error) {
 	_, hasProvider := r.fields["provider"]
 	_, hasPrevious := r.fields["previous_response_id"]
 	_, hasBackground := r.fields["background"]
+	_, hasConversation := r.fields["conversation"]
 	hasPrevious = hasPrevious && r.Endpoint == Responses
 	hasBackground = hasBackground && r.Endpoint == Responses
+	hasConversation = hasConversation && r.Endpoint == Responses
 	addUsage := r.Stream && !r.IncludeUsage
 	unstore := r.Endpoint == Responses && string(r.fields["store"]) != "false"
-	if !hasProvider && !hasPrevious && !hasBackground && !addUsage && !unstore {
+	if !hasProvider && !hasPrevious && !hasBackground && !hasConversation && !addUsage && !unstore {
 		return r.body, nil
 	}
 	body := r.body
 	var err error
-	for own, has := range map[string]bool{"provider": hasProvider, "previous_response_id": hasPrevious, "background": hasBackground} {
+	for own, has := range map[string]bool{"provider": hasProvider, "previous_response_id": hasPrevious, "background": hasBackground, "conversation": hasConversation} {
 		if !has {
 			continue
 		}

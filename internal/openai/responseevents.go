@@ -16,13 +16,11 @@ import (
 // comes, unechoed, and so does the rest of the stream: what cannot be
 // read cannot be kept.
 type ResponseEvents struct {
-	ID, Previous string // as Echo takes them
-	Store        bool
-	// Background: the response runs in the background. Its objects say
-	// so, and the provider's response.created is dropped: the gateway's
-	// own, with the response queued, began the stream.
-	Background bool
-	MaxEvent   int // 0: 64 MiB
+	// Echoed is what each response object is echoed with (Echo). When
+	// Background, the provider's response.created is dropped besides:
+	// the gateway's own, with the response queued, began the stream.
+	Echoed
+	MaxEvent int // 0: 64 MiB
 
 	held     []byte // the event begun and not yet ended
 	passing  bool   // an event outgrew MaxEvent: the rest passes as it comes
@@ -115,10 +113,7 @@ func (f *ResponseEvents) event(out, ev []byte) []byte {
 	if f.Background && gjson.GetBytes(payload, "type").Str == "response.created" {
 		return out // the gateway's own, the response queued, came first
 	}
-	echoed, err := Echo([]byte(obj.Raw), f.ID, f.Store, f.Previous)
-	if err == nil && f.Background {
-		echoed, err = SetField(echoed, "background", []byte("true"))
-	}
+	echoed, err := Echo([]byte(obj.Raw), f.Echoed)
 	if err == nil {
 		payload, err = SetField(payload, "response", echoed)
 	}

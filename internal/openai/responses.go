@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -10,10 +11,10 @@ import (
 
 // The Responses API (POST /v1/responses), as the gateway serves it. The
 // gateway keeps responses itself and continues a conversation from one
-// (conversation.go), and runs a background response itself, to be polled
-// (background.go in internal/gateway). What else OpenAI keeps it does not:
-// conversations, items to refer to by ID (item_reference), prompt
-// templates. It refuses those, saying how to send the same request whole,
+// (conversation.go) or from a kept conversation (its conversation field),
+// and runs a background response itself, to be polled (background.go in
+// internal/gateway). What else OpenAI keeps it does not: items to refer
+// to by ID (item_reference), prompt templates. It refuses those, saying how to send the same request whole,
 // and asks the provider to keep nothing (Request.Upstream sends store
 // false).
 
@@ -27,6 +28,9 @@ func (r *Request) parseResponse(p *promptText) error {
 		return err
 	} else if len(r.PreviousResponseID) > 256 {
 		return idlegrid.Invalid("previous_response_id", "at most 256 characters: the ID of a response POST /v1/responses answered")
+	}
+	if err := r.parseConversation(); err != nil {
+		return err
 	}
 	store := true
 	if err := decodeField(r.fields, "store", &store); err != nil {
@@ -50,12 +54,38 @@ func (r *Request) parseResponse(p *promptText) error {
 	return p.responseInput(r.fields["input"])
 }
 
+// parseConversation reads a response request's conversation: its ID, or
+// an object with one.
+func (r *Request) parseConversation() error {
+	raw := bytes.TrimSpace(r.fields["conversation"])
+	if !present(r.fields, "conversation") {
+		return nil
+	}
+	if raw[0] == '{' {
+		var c struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return idlegrid.Invalid("conversation.id", "has the wrong type: %s", typeProblem(err))
+		} else if c.ID == "" {
+			return idlegrid.Invalid("conversation.id", "required: the ID of a conversation POST /v1/conversations answered")
+		}
+		r.Conversation = c.ID
+	} else if err := json.Unmarshal(raw, &r.Conversation); err != nil {
+		return idlegrid.Invalid("conversation", "must be a conversation's ID, or an object with its id")
+	}
+	switch {
+	case r.Conversation == "" || len(r.Conversation) > 256:
+		return idlegrid.Invalid("conversation", "must be the ID of a conversation POST /v1/conversations answered (1 to 256 characters)")
+	case r.PreviousResponseID != "":
+		return idlegrid.Invalid("conversation", "cannot be given with previous_response_id: a response continues either a conversation or an earlier response")
+	}
+	return nil
+}
+
 // unkept refuses the fields of a response request that need what the
 // gateway does not keep.
 func (r *Request) unkept() error {
-	if present(r.fields, "conversation") {
-		return idlegrid.Invalid("conversation", "not supported: conversations are not kept; continue from the last response with previous_response_id, or send the conversation so far in input")
-	}
 	if present(r.fields, "prompt") {
 		return idlegrid.Invalid("prompt", "not supported: prompt templates are not kept; send the template's text in instructions and input")
 	}
@@ -195,4 +225,12 @@ func (m *Metered) responseUsage(u *responseUsage) {
 	if u != nil {
 		m.Usage = &Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
 	}
+}
+
+// CheckItem checks raw, one item of a conversation's items
+// (/v1/conversations), as a response's input item is checked; field names
+// it in the error.
+func CheckItem(field string, raw json.RawMessage) error {
+	var p promptText
+	return p.responseItem(field, raw)
 }

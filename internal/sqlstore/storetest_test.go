@@ -90,6 +90,12 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"KeptResponses_Expiry", testKeptResponsesExpiry},
 		{"KeptResponses_Update", testKeptResponsesUpdate},
 		{"KeptResponses_Hold", testKeptResponsesHold},
+		{"Conversations", testConversations},
+		{"Conversations_Items", testConversationItems},
+		{"Conversations_OtherRenter", testConversationsOtherRenter},
+		{"Conversations_Delete", testConversationsDelete},
+		{"Conversations_History", testConversationHistory},
+		{"Conversations_Concurrent", testConversationsConcurrent},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,305 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/conversations"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
+	"github.com/tidwall/gjson"
+)
+
+// userItem is a user message, as a conversation's item.
+func userItem(text string) responses.ResponseInputItemUnionParam {
+	return responses.ResponseInputItemParamOfMessage(text, responses.EasyInputMessageRoleUser)
+}
+
+// inConversation is responseParams continuing conversation conv.
+func inConversation(text, conv string) responses.ResponseNewParams {
+	p := responseParams(text)
+	p.Conversation = responses.ResponseNewParamsConversationUnion{OfString: oai.String(conv)}
+	return p
+}
+
+// conversationText is the items of conversation conv, the first first,
+// by role (or type) and text.
+func conversationText(t *testing.T, sdk oai.Client, conv string) []string {
+	t.Helper()
+	page, err := sdk.Conversations.Items.List(context.Background(), conv, conversations.ItemListParams{Order: "asc", Limit: oai.Int(100)})
+	if err != nil {
+		t.Fatalf("listing the items of %s: %s", conv, describe(err))
+	}
+	var got []string
+	for _, it := range page.Data {
+		item := gjson.Parse(it.RawJSON())
+		if item.Get("id").Str == "" || item.Get("type").Str == "" {
+			t.Errorf("item %s: want an id and a type", it.RawJSON())
+		}
+		got = append(got, item.Get("role").Str+": "+item.Get("content.0.text").Str)
+	}
+	return got
+}
+
+// TestGateway_conversations: a renter makes a conversation with its first
+// items; a response that names it sends the model server its items before
+// the new input, and adds that input and its output to it, so the next
+// sees both turns. Items are read, deleted (the next response no longer
+// sees them), its metadata set, and the conversation deleted, after which
+// no response can name it. Another renter sees none of it.
+func TestGateway_conversations(t *testing.T) {
+	f, up := mustSolo(t, nil)
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+
+	conv, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{
+		Items: []responses.ResponseInputItemUnionParam{userItem("Hi")}, Metadata: shared.Metadata{"topic": "tea"},
+	})
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	if !strings.HasPrefix(conv.ID, "conv_") || gjson.Get(conv.RawJSON(), "metadata.topic").Str != "tea" || conv.CreatedAt == 0 {
+		t.Errorf("conversation %s: want a conv_ ID, its metadata, when it was made", conv.RawJSON())
+	}
+
+	first, err := sdk.Responses.New(ctx, inConversation("And then?", conv.ID))
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	if got, want := sentInput(t, up), []string{"user: Hi", "user: And then?"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("in the conversation, the model server was sent %q; want %q", got, want)
+	}
+	if gjson.Get(first.RawJSON(), "conversation.id").Str != conv.ID || first.PreviousResponseID != "" {
+		t.Errorf("response %s: want it to name its conversation", first.RawJSON())
+	}
+	want := []string{"user: Hi", "user: And then?", "assistant: Hello from alpha."}
+	if got := conversationText(t, sdk, conv.ID); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("after the response, the conversation holds %q; want %q", got, want)
+	}
+
+	stream := sdk.Responses.NewStreaming(ctx, inConversation("Why?", conv.ID))
+	for stream.Next() {
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(describe(err))
+	}
+	if got := sentInput(t, up); len(got) != 4 || got[2] != "assistant: Hello from alpha." || got[3] != "user: Why?" {
+		t.Errorf("streamed in the conversation, the model server was sent %q; want its three items, then the new input", got)
+	}
+	if got := conversationText(t, sdk, conv.ID); len(got) != 5 {
+		t.Errorf("after the streamed response, the conversation holds %q; want 5 items", got)
+	}
+
+	page, err := sdk.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{Limit: oai.Int(1)})
+	if err != nil || len(page.Data) != 1 || !page.HasMore || gjson.Get(page.Data[0].RawJSON(), "role").Str != "assistant" {
+		t.Fatalf("the newest item: %s, %s; want the last answer, more after it", page.RawJSON(), describe(err))
+	}
+	last := page.Data[0].ID
+	got, err := sdk.Conversations.Items.Get(ctx, conv.ID, last, conversations.ItemGetParams{})
+	if err != nil || got.ID != last || got.Role != "assistant" {
+		t.Errorf("GET item %s: %+v, %s", last, got, describe(err))
+	}
+	oldest, err := sdk.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{Order: "asc", Limit: oai.Int(1)})
+	if err != nil || len(oldest.Data) != 1 {
+		t.Fatalf("the oldest item: %s, %s", oldest.RawJSON(), describe(err))
+	}
+	if c, err := sdk.Conversations.Items.Delete(ctx, conv.ID, oldest.Data[0].ID); err != nil || c.ID != conv.ID {
+		t.Errorf("deleting the first item: %+v, %s; want the conversation", c, describe(err))
+	}
+	if _, err := sdk.Responses.New(ctx, inConversation("Again?", conv.ID)); err != nil {
+		t.Fatal(describe(err))
+	}
+	if got := sentInput(t, up); len(got) != 5 || got[0] != "user: And then?" {
+		t.Errorf("after its first item was deleted, the model server was sent %q; want the rest, then the new input", got)
+	}
+
+	updated, err := sdk.Conversations.Update(ctx, conv.ID, conversations.ConversationUpdateParams{Metadata: shared.Metadata{"topic": "coffee"}})
+	if err != nil || gjson.Get(updated.RawJSON(), "metadata.topic").Str != "coffee" {
+		t.Errorf("update: %+v, %s", updated, describe(err))
+	}
+	if read, err := sdk.Conversations.Get(ctx, conv.ID); err != nil || gjson.Get(read.RawJSON(), "metadata.topic").Str != "coffee" || read.CreatedAt != conv.CreatedAt {
+		t.Errorf("read back: %+v, %s; want the new metadata", read, describe(err))
+	}
+
+	other := f.sdk(f.mustRenter(t, "other"))
+	if _, err := other.Conversations.Get(ctx, conv.ID); apiError(t, err).StatusCode != 404 {
+		t.Errorf("another renter reading the conversation: %s; want 404", describe(err))
+	}
+	if _, err := other.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{}); apiError(t, err).StatusCode != 404 {
+		t.Errorf("another renter listing its items: %s; want 404", describe(err))
+	}
+	if _, err := other.Conversations.Delete(ctx, conv.ID); apiError(t, err).StatusCode != 404 {
+		t.Errorf("another renter deleting it: %s; want 404", describe(err))
+	}
+	if _, err := other.Responses.New(ctx, inConversation("Mine now", conv.ID)); apiError(t, err).Param != "conversation" {
+		t.Errorf("another renter naming it in a response: %s; want 400 naming conversation", describe(err))
+	}
+
+	if gone, err := sdk.Conversations.Delete(ctx, conv.ID); err != nil || !gone.Deleted || gone.ID != conv.ID {
+		t.Errorf("delete: %+v, %s", gone, describe(err))
+	}
+	if _, err := sdk.Conversations.Get(ctx, conv.ID); apiError(t, err).StatusCode != 404 {
+		t.Errorf("reading a deleted conversation: %s; want 404", describe(err))
+	}
+	calls := up.Calls.Load()
+	if _, err := sdk.Responses.New(ctx, inConversation("Still there?", conv.ID)); apiError(t, err).Param != "conversation" {
+		t.Errorf("naming a deleted conversation: %s; want 400 naming conversation", describe(err))
+	}
+	if n := up.Calls.Load() - calls; n != 0 {
+		t.Errorf("the model server got %d requests for a deleted conversation, want none", n)
+	}
+}
+
+// TestGateway_conversationsRefused: what a conversation cannot take is a
+// 400 (or 409 for an item already in it) naming the field, before
+// anything is kept or any provider asked.
+func TestGateway_conversationsRefused(t *testing.T) {
+	f, up := mustSolo(t, nil)
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+	conv, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{
+		Items: []responses.ResponseInputItemUnionParam{userItem("Hi")},
+	}, option.WithJSONSet("items.0.id", "msg_mine"))
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	many := shared.Metadata{}
+	for i := range 17 {
+		many[fmt.Sprint("k", i)] = "v"
+	}
+	items21 := make([]responses.ResponseInputItemUnionParam, 21)
+	for i := range items21 {
+		items21[i] = userItem("x")
+	}
+	for _, c := range []struct {
+		name   string
+		call   func() error
+		status int
+		param  string
+	}{
+		{"too much metadata", func() error {
+			_, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{Metadata: many})
+			return err
+		}, 400, "metadata"},
+		{"a metadata value too long", func() error {
+			_, err := sdk.Conversations.Update(ctx, conv.ID, conversations.ConversationUpdateParams{Metadata: shared.Metadata{"k": strings.Repeat("v", 513)}})
+			return err
+		}, 400, "metadata.k"},
+		{"no metadata to update", func() error {
+			_, err := sdk.Conversations.Update(ctx, conv.ID, conversations.ConversationUpdateParams{}, option.WithJSONDel("metadata"))
+			return err
+		}, 400, "metadata"},
+		{"21 items", func() error {
+			_, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{Items: items21})
+			return err
+		}, 400, "items"},
+		{"an item with no type", func() error {
+			_, err := sdk.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{Items: []responses.ResponseInputItemUnionParam{userItem("x")}},
+				option.WithJSONSet("items", []any{map[string]any{"content": "x"}}))
+			return err
+		}, 400, "items[0].type"},
+		{"no items to add", func() error {
+			_, err := sdk.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{}, option.WithJSONSet("items", []any{}))
+			return err
+		}, 400, "items"},
+		{"an unknown field", func() error {
+			_, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{}, option.WithJSONSet("title", "x"))
+			return err
+		}, 400, "title"},
+		{"an item already in it", func() error {
+			_, err := sdk.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{Items: []responses.ResponseInputItemUnionParam{userItem("x")}},
+				option.WithJSONSet("items.0.id", "msg_mine"))
+			return err
+		}, 409, "items[0].id"},
+		{"a response's input already in it", func() error {
+			_, err := sdk.Responses.New(ctx, inConversation("x", conv.ID), option.WithJSONSet("input", []any{map[string]any{"id": "msg_mine", "role": "user", "content": "x"}}))
+			return err
+		}, 400, "input[0].id"},
+		{"a conversation with previous_response_id", func() error {
+			_, err := sdk.Responses.New(ctx, inConversation("x", conv.ID), option.WithJSONSet("previous_response_id", "resp_1"))
+			return err
+		}, 400, "conversation"},
+		{"a conversation object without its id", func() error {
+			_, err := sdk.Responses.New(ctx, responseParams("x"), option.WithJSONSet("conversation", map[string]any{}))
+			return err
+		}, 400, "conversation.id"},
+		{"an unknown page start", func() error {
+			_, err := sdk.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{After: oai.String("msg_none")})
+			return err
+		}, 400, "after"},
+		{"an unknown item", func() error {
+			_, err := sdk.Conversations.Items.Get(ctx, conv.ID, "msg_none", conversations.ItemGetParams{})
+			return err
+		}, 404, ""},
+	} {
+		e := apiError(t, c.call())
+		if e.StatusCode != c.status || e.Param != c.param {
+			t.Errorf("%s: %d %s (param %q); want %d naming %q", c.name, e.StatusCode, e.Message, e.Param, c.status, c.param)
+		}
+	}
+	if got := conversationText(t, sdk, conv.ID); len(got) != 1 {
+		t.Errorf("the conversation holds %q after the refusals; want its one item", got)
+	}
+	if n := up.Calls.Load(); n != 0 {
+		t.Errorf("the model server got %d requests, want none", n)
+	}
+	for _, c := range []struct{ method, path, allow string }{
+		{http.MethodPut, "/v1/conversations/" + conv.ID, "GET, POST, DELETE"},
+		{http.MethodDelete, "/v1/conversations/" + conv.ID + "/items", "GET, POST"},
+		{http.MethodPost, "/v1/conversations/" + conv.ID + "/items/msg_mine", "GET, DELETE"},
+		{http.MethodGet, "/v1/conversations", "POST"},
+	} {
+		req, _ := http.NewRequest(c.method, f.URL+c.path, nil)
+		req.Header.Set("Authorization", "Bearer "+f.RenterKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != c.allow {
+			t.Errorf("%s %s: %d (Allow %q), want 405 (Allow %q)", c.method, c.path, resp.StatusCode, resp.Header.Get("Allow"), c.allow)
+		}
+	}
+}
+
+// TestGateway_conversationsBackground: a background response in a
+// conversation adds its items once its run has kept its answer; one that
+// fails adds none.
+func TestGateway_conversationsBackground(t *testing.T) {
+	f, up := mustSolo(t, nil)
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+	conv, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{})
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	p := inConversation("Hi", conv.ID)
+	p.Background = oai.Bool(true)
+	queued, err := sdk.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	if gjson.Get(queued.RawJSON(), "conversation.id").Str != conv.ID {
+		t.Errorf("queued response %s: want it to name its conversation", queued.RawJSON())
+	}
+	done := pollUntil(t, sdk, queued.ID, "queued", "in_progress")
+	if done.Status != "completed" {
+		t.Fatalf("background response: %s", done.RawJSON())
+	}
+	if got := conversationText(t, sdk, conv.ID); strings.Join(got, "|") != "user: Hi|assistant: Hello from alpha." {
+		t.Errorf("after the background response, the conversation holds %q", got)
+	}
+
+	up.set(faultFailed)
+	if failed, err := sdk.Responses.New(ctx, inConversation("Fail", conv.ID)); err != nil || failed.Status != "failed" {
+		t.Fatalf("the failing response: %+v, %s; want it failed", failed, describe(err))
+	}
+	if got := conversationText(t, sdk, conv.ID); len(got) != 2 {
+		t.Errorf("after a failed response, the conversation holds %q; want it unchanged", got)
+	}
+}
