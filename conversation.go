@@ -150,6 +150,11 @@ type ConversationStore interface {
 	// FindConversationItem returns the item itemID of the renter's
 	// conversation id: ENOTFOUND naming the conversation or the item.
 	FindConversationItem(ctx context.Context, renterID, id, itemID string) (*ConversationItem, error)
+	// FindItem returns the item itemID of any of the renter's
+	// conversations, the one added last when several have it: an
+	// item_reference in a response's input names it. ENOTFOUND when none
+	// of them has it.
+	FindItem(ctx context.Context, renterID, itemID string) (*ConversationItem, error)
 	// DeleteConversationItem deletes the item itemID of the renter's
 	// conversation id: ENOTFOUND naming the conversation or the item.
 	DeleteConversationItem(ctx context.Context, renterID, id, itemID string) error

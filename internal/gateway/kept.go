@@ -91,33 +91,32 @@ func responseID(reqID string) string {
 }
 
 // continued returns req as it goes upstream: for a response that
-// continues a kept one or a kept conversation, the conversation whole
+// continues a kept one or a kept conversation, the conversation whole, and
+// its item_reference items replaced by the items they name
 // (openai.Request.Continue); and what the exchange keeps of it.
 func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *openai.Request) (*openai.Request, *keeping, error) {
-	own, err := req.InputItems()
+	list, err := req.InputItems()
 	if err != nil {
 		return nil, nil, err
 	}
-	k := &keeping{id: responseID(reqID), previous: req.PreviousResponseID, conversation: req.Conversation, store: req.Store, input: own, background: req.Background}
-	var history []json.RawMessage
-	field := "previous_response_id"
-	switch {
-	case req.PreviousResponseID != "":
-		history, err = g.conversation(ctx, renterID, req.PreviousResponseID)
-	case req.Conversation != "":
-		field = "conversation"
-		history, err = g.conversationHistory(ctx, renterID, req.Conversation)
-		if err == nil {
-			k.taken = itemIDs(history)
-			err = clashingItem(k.taken, own)
-		}
-	default:
+	k := &keeping{id: responseID(reqID), previous: req.PreviousResponseID, conversation: req.Conversation, store: req.Store, input: list, background: req.Background}
+	if req.PreviousResponseID == "" && req.Conversation == "" && req.References == 0 {
 		return req, k, nil
 	}
+	history, field, err := g.history(ctx, renterID, req, k)
 	if err != nil {
 		return nil, nil, err
 	}
-	whole, err := req.Continue(history)
+	own, err := openai.ItemList(list)
+	if err == nil && req.References > 0 {
+		if own, err = g.resolve(ctx, renterID, own, history); err == nil {
+			k.input, err = json.Marshal(own) // kept as sent: a continuation sends it again
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	whole, err := req.Continue(history, own)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -125,6 +124,26 @@ func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *op
 		return nil, nil, idlegrid.Errorf(idlegrid.ETOOLARGE, "%s: the conversation so far and this input come to %d bytes, over the %d a request may be; start a new conversation, sending what matters of this one in input", field, n, g.cfg.MaxBodyBytes)
 	}
 	return whole, k, nil
+}
+
+// history returns the items req continues, the first first: those of the
+// kept response it names and the ones before it, or of the kept
+// conversation it names (noting their IDs in k), or none; and the field
+// that named them.
+func (g *Gateway) history(ctx context.Context, renterID string, req *openai.Request, k *keeping) ([]json.RawMessage, string, error) {
+	switch {
+	case req.PreviousResponseID != "":
+		history, err := g.conversation(ctx, renterID, req.PreviousResponseID)
+		return history, "previous_response_id", err
+	case req.Conversation != "":
+		history, err := g.conversationHistory(ctx, renterID, req.Conversation)
+		if err == nil {
+			k.taken = itemIDs(history)
+			err = clashingItem(k.taken, k.input)
+		}
+		return history, "conversation", err
+	}
+	return nil, "input", nil
 }
 
 // conversation returns the items of the conversation up to and including

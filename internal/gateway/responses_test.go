@@ -72,7 +72,7 @@ func TestGateway_responses(t *testing.T) {
 }
 
 // TestGateway_responsesRefused: what else the Responses API keeps at
-// OpenAI (items by ID), and a background response that
+// OpenAI (prompt templates), and a background response that
 // could not be read back (store false), are refused before any provider
 // is asked, saying what to send instead.
 func TestGateway_responsesRefused(t *testing.T) {
@@ -81,7 +81,7 @@ func TestGateway_responsesRefused(t *testing.T) {
 	sdk := f.sdk(f.RenterKey)
 	for field, opt := range map[string]option.RequestOption{
 		"background": option.WithJSONSet("store", false),
-		"input[0]":   option.WithJSONSet("input", []any{map[string]any{"type": "item_reference", "id": "msg_1"}}),
+		"prompt":     option.WithJSONSet("prompt", map[string]any{"id": "pmpt_1"}),
 	} {
 		_, err := sdk.Responses.New(ctx, backgroundParams("And then?"), opt)
 		if e := apiError(t, err); e.StatusCode != 400 || e.Param != field || !strings.Contains(e.Message, "not supported") && !strings.Contains(e.Message, "store true") {

@@ -45,19 +45,13 @@ type userMessage struct {
 
 // Continue returns the request r continues: the same, but for its input,
 // which is history (the items of the conversation so far, the first
-// first) followed by r's own, and without previous_response_id. r's
-// PreviousResponseID and Store carry over; its estimates are the whole
-// conversation's.
-func (r *Request) Continue(history []json.RawMessage) (*Request, error) {
-	own, err := r.InputItems()
-	if err != nil {
-		return nil, err
-	}
-	var ownItems []json.RawMessage
-	if err := json.Unmarshal(own, &ownItems); err != nil {
-		return nil, idlegrid.Invalid("input", "must be a string or a list of input items")
-	}
-	input, err := json.Marshal(append(history[:len(history):len(history)], ownItems...))
+// first) followed by own, r's own input items (ItemList of InputItems,
+// each item_reference replaced by the item it names), and without
+// previous_response_id or conversation. r's PreviousResponseID,
+// Conversation, Store and Background carry over; its estimates are the
+// whole conversation's.
+func (r *Request) Continue(history, own []json.RawMessage) (*Request, error) {
+	input, err := json.Marshal(append(history[:len(history):len(history)], own...))
 	if err != nil {
 		return nil, idlegrid.Invalid("input", "an item of the conversation is not JSON: %v", err)
 	}
@@ -65,8 +59,8 @@ func (r *Request) Continue(history []json.RawMessage) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, own := range []string{"previous_response_id", "conversation"} {
-		if body, err = DeleteField(body, own); err != nil {
+	for _, field := range []string{"previous_response_id", "conversation"} {
+		if body, err = DeleteField(body, field); err != nil {
 			return nil, err
 		}
 	}
@@ -76,6 +70,16 @@ func (r *Request) Continue(history []json.RawMessage) (*Request, error) {
 	}
 	c.PreviousResponseID, c.Conversation, c.Store, c.Background = r.PreviousResponseID, r.Conversation, r.Store, r.Background
 	return c, nil
+}
+
+// ItemList returns the items of list, a JSON list of input items
+// (InputItems).
+func ItemList(list json.RawMessage) ([]json.RawMessage, error) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(list, &items); err != nil {
+		return nil, idlegrid.Invalid("input", "must be a string or a list of input items")
+	}
+	return items, nil
 }
 
 // OutputItems returns the output items of a response object.

@@ -31,7 +31,15 @@ func TestRequest_Continue(t *testing.T) {
 		json.RawMessage(`{"role":"user","content":"` + strings.Repeat("long story ", 100) + `"}`),
 		json.RawMessage(`{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"output_text","text":"Once."}]}`),
 	}
-	c, err := r.Continue(history)
+	own, err := r.InputItems()
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := openai.ItemList(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Continue(history, items)
 	if err != nil {
 		t.Fatal(err)
 	}

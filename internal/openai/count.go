@@ -34,13 +34,14 @@ func EstimateTokens(n int) int64 {
 // promptText gathers what a prompt says: its length in bytes of text, the
 // tokens it gives as numbers, its messages, and its first MaxPrefixBytes.
 type promptText struct {
-	textBytes int
-	ids       int64 // prompts given as token IDs
-	batch     int   // the prompts of a completions batch: each string or list of token IDs
-	nMessages int
-	media     int // a chat's image, audio and video parts
-	besides   int // a chat's tool calls, in JSON bytes
-	prefix    []byte
+	textBytes  int
+	ids        int64 // prompts given as token IDs
+	batch      int   // the prompts of a completions batch: each string or list of token IDs
+	nMessages  int
+	media      int // a chat's image, audio and video parts
+	besides    int // a chat's tool calls, in JSON bytes
+	references int // a response's item_reference items
+	prefix     []byte
 }
 
 func (p *promptText) tokens() int64 {

@@ -30,7 +30,8 @@ type parsed struct {
 	MaxPrice     []idlegrid.Micros `json:"max_price_micros,omitempty"` // -1: not set
 	Previous     string            `json:"previous_response_id,omitempty"`
 	Conversation string            `json:"conversation,omitempty"`
-	Kept         bool              `json:"kept,omitempty"` // a response's store
+	References   int               `json:"references,omitempty"` // item_reference items
+	Kept         bool              `json:"kept,omitempty"`       // a response's store
 	Background   bool              `json:"background,omitempty"`
 	Upstream     json.RawMessage   `json:"upstream,omitempty"`
 	Error        string            `json:"error,omitempty"`
@@ -97,6 +98,7 @@ func mustSummarise(tb testing.TB, e openai.Endpoint, body []byte) []byte {
 		p.Model, p.Stream, p.IncludeUsage, p.MaxTokens = r.Model, r.Stream, r.IncludeUsage, r.MaxTokens
 		p.PromptTokens, p.Sticky, p.Provider = r.PromptTokens, r.PrefixHash != 0, r.Provider
 		p.Previous, p.Conversation, p.Kept, p.Background = r.PreviousResponseID, r.Conversation, r.Store, r.Background
+		p.References = r.References
 		if r.Choices > 1 {
 			p.Choices = r.Choices
 		}

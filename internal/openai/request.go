@@ -60,6 +60,10 @@ type Request struct {
 	// Background is whether a Responses API request is to run in the
 	// background, its response polled (background: true).
 	Background bool
+	// References is how many item_reference items a Responses API
+	// request's input holds, which the gateway resolves to the items they
+	// name (Continue) before any provider is sent it.
+	References int
 
 	body     []byte
 	fields   map[string]json.RawMessage
@@ -109,7 +113,7 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 		r.Choices *= int64(max(prompt.batch, 1))
 	}
 	r.PromptTokens = prompt.tokens()
-	r.messages, r.media = prompt.nMessages, prompt.media
+	r.messages, r.media, r.References = prompt.nMessages, prompt.media, prompt.references
 	r.besides = prompt.besides + besidesBytes(r.fields, field)
 	if len(prompt.prefix) > 0 {
 		h := fnv.New64a()

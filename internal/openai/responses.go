@@ -13,8 +13,9 @@ import (
 // gateway keeps responses itself and continues a conversation from one
 // (conversation.go) or from a kept conversation (its conversation field),
 // and runs a background response itself, to be polled (background.go in
-// internal/gateway). What else OpenAI keeps it does not: items to refer
-// to by ID (item_reference), prompt templates. It refuses those, saying how to send the same request whole,
+// internal/gateway); an item_reference names an item it keeps (the
+// gateway resolves it). What else OpenAI keeps it does not: prompt
+// templates. It refuses those, saying how to send the same request whole,
 // and asks the provider to keep nothing (Request.Upstream sends store
 // false).
 
@@ -136,7 +137,13 @@ func (p *promptText) responseItem(field string, raw json.RawMessage) error {
 	}
 	switch {
 	case it.Type == "item_reference":
-		return idlegrid.Invalid(field, "not supported: items are not referred to by ID; send the item itself, or continue from the response that holds it with previous_response_id")
+		var ref struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(raw, &ref) != nil || ref.ID == "" || len(ref.ID) > 256 {
+			return idlegrid.Invalid(field+".id", "required: the ID of the item referred to (1 to 256 characters)")
+		}
+		p.references++
 	case it.Role != "":
 		p.nMessages++
 		p.mark(it.Role)
@@ -229,8 +236,14 @@ func (m *Metered) responseUsage(u *responseUsage) {
 
 // CheckItem checks raw, one item of a conversation's items
 // (/v1/conversations), as a response's input item is checked; field names
-// it in the error.
+// it in the error. A conversation keeps items whole: an item_reference is
+// refused.
 func CheckItem(field string, raw json.RawMessage) error {
 	var p promptText
-	return p.responseItem(field, raw)
+	if err := p.responseItem(field, raw); err != nil {
+		return err
+	} else if p.references > 0 {
+		return idlegrid.Invalid(field+".type", "a conversation keeps items whole: send the item an item_reference names, not the reference")
+	}
+	return nil
 }

@@ -376,6 +376,29 @@ func (db *DB) FindConversationItem(ctx context.Context, renterID, id, itemID str
 	return it, nil
 }
 
+// FindItem returns the item itemID of any of the renter's
+// conversations, the one added last when several have it (by the time it
+// was added, then its conversation's ID and its Seq); ENOTFOUND when
+// none has it.
+func (db *DB) FindItem(ctx context.Context, renterID, itemID string) (*idlegrid.ConversationItem, error) {
+	var it *idlegrid.ConversationItem
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		var err error
+		it, err = scanConversationItem(tx.QueryRowContext(ctx, `SELECT i.conversation_id, i.seq, i.item_id, i.item, i.response_id, i.created_at
+			FROM conversation_items i JOIN conversations c ON c.id = i.conversation_id
+			WHERE i.item_id = $1 AND c.renter_id = $2
+			ORDER BY i.created_at DESC, i.conversation_id DESC, i.seq DESC LIMIT 1`, itemID, renterID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("item", itemID)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
 // DeleteConversationItem deletes the item itemID of the renter's
 // conversation id, leaving a gap in the Seqs: ENOTFOUND naming the
 // conversation when the renter has no such conversation, else naming the

@@ -536,3 +536,30 @@ func TestDB_race_conversationItems(t *testing.T) {
 		t.Errorf("%d items, want %d", n, want)
 	}
 }
+
+// testConversationsFindItem: an item is found by its ID alone among the
+// renter's conversations, the one added last when two have it; another
+// renter's, or one deleted, is not found.
+func testConversationsFindItem(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	first, items := mustConversationOf(t, db, "acct_ada", 2)
+	got, err := db.FindItem(ctx, "acct_ada", items[1].ID)
+	mustOK(t, err)
+	if diff := cmp.Diff(items[1], got, equateJSON); diff != "" {
+		t.Errorf("FindItem (-added +got):\n%s", diff)
+	}
+
+	second, _ := mustConversationOf(t, db, "acct_ada", 0)
+	again := convItem(items[1].ID, "said again")
+	again.CreatedAt = at(time.Minute)
+	mustOK(t, db.AddConversationItems(ctx, "acct_ada", second.ID, []*idlegrid.ConversationItem{again}))
+	if got, err := db.FindItem(ctx, "acct_ada", items[1].ID); err != nil || got.ConversationID != second.ID {
+		t.Errorf("FindItem of an ID in two conversations = %+v, %v; want the one in %s, added last", got, err, second.ID)
+	}
+
+	_, err = db.FindItem(ctx, "acct_bob", items[0].ID)
+	wantNotFound(t, err, "item", items[0].ID)
+	mustOK(t, db.DeleteConversation(ctx, "acct_ada", first.ID))
+	_, err = db.FindItem(ctx, "acct_ada", items[0].ID)
+	wantNotFound(t, err, "item", items[0].ID)
+}

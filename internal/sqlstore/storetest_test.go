@@ -96,6 +96,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"Conversations_Delete", testConversationsDelete},
 		{"Conversations_History", testConversationHistory},
 		{"Conversations_Concurrent", testConversationsConcurrent},
+		{"Conversations_FindItem", testConversationsFindItem},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
