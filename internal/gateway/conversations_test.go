@@ -269,7 +269,7 @@ func TestGateway_conversationsRefused(t *testing.T) {
 
 // TestGateway_conversationsBackground: a background response in a
 // conversation adds its items once its run has kept its answer; one that
-// fails adds none.
+// fails adds none; one with store false adds them, though it is not kept.
 func TestGateway_conversationsBackground(t *testing.T) {
 	f, up := mustSolo(t, nil)
 	ctx := context.Background()
@@ -301,5 +301,17 @@ func TestGateway_conversationsBackground(t *testing.T) {
 	}
 	if got := conversationText(t, sdk, conv.ID); len(got) != 2 {
 		t.Errorf("after a failed response, the conversation holds %q; want it unchanged", got)
+	}
+
+	up.set(faultNone)
+	unkept, err := sdk.Responses.New(ctx, inConversation("Quietly", conv.ID), option.WithJSONSet("store", false))
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	if got := conversationText(t, sdk, conv.ID); len(got) != 4 || got[2] != "user: Quietly" {
+		t.Errorf("after a response with store false, the conversation holds %q; want its items added all the same", got)
+	}
+	if _, err := sdk.Responses.Get(ctx, unkept.ID, responses.ResponseGetParams{}); apiError(t, err).StatusCode != 404 {
+		t.Errorf("reading the response with store false: %s; want 404", describe(err))
 	}
 }

@@ -43,8 +43,9 @@ const (
 )
 
 // keeping is what a Responses API request's exchange knows of the
-// response it will keep: its ID, and its request's own input, store,
-// previous_response_id and background.
+// response it will keep: its ID, and its request's own input (each
+// item_reference replaced by its item), store, previous_response_id,
+// conversation and background.
 type keeping struct {
 	id           string
 	previous     string
@@ -103,7 +104,7 @@ func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *op
 	if req.PreviousResponseID == "" && req.Conversation == "" && req.References == 0 {
 		return req, k, nil
 	}
-	history, field, err := g.history(ctx, renterID, req, k)
+	history, field, err := g.history(ctx, renterID, req, k) // before k.input is resolved: a reference to an item of its conversation is refused
 	if err != nil {
 		return nil, nil, err
 	}
