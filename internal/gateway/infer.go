@@ -250,7 +250,8 @@ func (x *exchange) run(w http.ResponseWriter, r *http.Request, plan []*candidate
 //     endpoint skip the provider for a while, or a renter's requests for
 //     it would cut every provider of the model off for everyone (a 404 to
 //     an endpoint every provider serves, or says it serves, is its
-//     failure: the model gone);
+//     failure: the model gone; so is one whose message speaks of the
+//     model, "The model `x` does not exist", whatever the endpoint);
 //   - a timeout of a prompt over LargePromptTokens is the prompt's
 //     slowness, not the provider's, and is released, as is one of a
 //     whole answer asked to be long (max_tokens of LargeAnswerTokens or
@@ -263,7 +264,7 @@ func (x *exchange) noteFailure(c *candidate, fail *attemptError) (noted bool) {
 	case fail.status == http.StatusTooManyRequests:
 		g.health.busy(c.up)
 		g.metrics.failures.WithLabelValues("busy").Inc()
-	case fail.status == http.StatusNotFound && (x.req.Endpoint == openai.Completions || x.req.Endpoint == openai.Responses):
+	case fail.status == http.StatusNotFound && (x.req.Endpoint == openai.Completions || x.req.Endpoint == openai.Responses) && !fail.namesModel():
 		g.health.release(c.up)
 		g.health.notServing(c.up, x.req.Endpoint)
 		g.metrics.failures.WithLabelValues("not_served").Inc()
@@ -503,6 +504,14 @@ func (a *answer) close() {
 		bufPool.Put(a.buf)
 		a.buf = nil
 	}
+}
+
+// namesModel reports whether e's message speaks of the model: a 404 that
+// does is the model not served (vLLM's "The model `x` does not exist",
+// the agent's "this node does not serve model"), not the endpoint (Go's
+// and FastAPI's "Not Found", the agent's "no such inference endpoint").
+func (e *attemptError) namesModel() bool {
+	return strings.Contains(strings.ToLower(e.msg), "model")
 }
 
 // retryable reports whether a provider's error status means another

@@ -132,6 +132,29 @@ func TestGateway_responsesSkipServersWithout(t *testing.T) {
 	}
 }
 
+// TestGateway_responsesModelGone: a 404 to a response whose message speaks
+// of the model ("The model `x` does not exist") is the model not served
+// there, the provider's failure as for a chat, not the endpoint: the next
+// provider answers, the provider is not skipped for responses, and its
+// breaker counts it.
+func TestGateway_responsesModelGone(t *testing.T) {
+	p := mustPair(t, func(c *gateway.Config) { c.BreakerFailures = 1 })
+	p.A.set(faultGone)
+	sdk := p.sdk(p.RenterKey)
+	got, err := sdk.Responses.New(context.Background(), responseParams("Hi"), cheapestFirst)
+	if err != nil || got.OutputText() != "Hello from beta." {
+		t.Fatalf("response with alpha's model gone: %v, %s; want beta's", got, describe(err))
+	}
+	for _, pl := range mustStats(t, p.fixture).Providers {
+		if pl.NodeID == p.NodeA.NodeID && pl.ResponsesSkippedUntil != nil {
+			t.Errorf("alpha is skipped for responses until %v; want its model gone counted, not the endpoint", pl.ResponsesSkippedUntil)
+		}
+	}
+	if got := mustBreakers(t, p.fixture); len(got) != 1 || got[0].NodeID != p.NodeA.NodeID {
+		t.Errorf("breakers = %+v, want alpha's open", got)
+	}
+}
+
 // TestGateway_responsesStreamBreaks: a response's stream that breaks off
 // after its first byte ends with the gateway's error event, which OpenAI's
 // SDK raises, and what was delivered is charged, counted from its deltas.
