@@ -74,7 +74,7 @@ func newMetrics() *metrics {
 			Name: "idlegrid_inference_charges_failed_total", Help: "Charges the store refused, or could not take by the time the gateway closed (each is logged with its request); the renter was not charged, unless the meter journal kept the charge for the next start.",
 		}),
 		notKept: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "idlegrid_inference_responses_not_kept_total", Help: "Responses of the Responses API asked to be kept that the store could not keep, or whose state as they ran in the background it could not record (each is logged with its request): the renter cannot continue or read back what the store lacks.",
+			Name: "idlegrid_inference_responses_not_kept_total", Help: "Responses of the Responses API asked to be kept that the store could not keep, whose state as they ran in the background it could not record, or whose items it could not add to their conversation (each is logged with its request): the renter cannot continue or read back what the store lacks.",
 		}),
 		orphans: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "idlegrid_inference_background_orphans_total", Help: "Background responses found still queued or in progress after their run's hold ran out (the server running them stopped, or could not renew it), and recorded failed.",
