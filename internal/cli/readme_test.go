@@ -187,18 +187,25 @@ func queuedJob(t *testing.T, env map[string]string) (string, error) {
 	return jobs[0].ID, nil
 }
 
+// tourIDs are the placeholders of the tour's curl calls, each for the
+// last ID it got with that prefix.
+var tourIDs = map[string]string{"RESPONSE_ID": "resp_", "CONVERSATION_ID": "conv_"}
+
 // curlTour makes the tour's curl call: a POST of -d's body with its
 // headers, which must answer 200. RESPONSE_ID is the last response's ID
-// the tour got.
+// the tour got, CONVERSATION_ID the last conversation's.
 func curlTour(line string, env map[string]string) error {
 	for k, v := range env {
 		line = strings.ReplaceAll(line, "$"+k, v)
 	}
-	if strings.Contains(line, "RESPONSE_ID") {
-		if env["RESPONSE_ID"] == "" {
-			return fmt.Errorf("%q continues a response, but the tour made none before it", line)
+	for placeholder := range tourIDs {
+		if !strings.Contains(line, placeholder) {
+			continue
 		}
-		line = strings.ReplaceAll(line, "RESPONSE_ID", env["RESPONSE_ID"])
+		if env[placeholder] == "" {
+			return fmt.Errorf("%q names %s, but the tour made none before it", line, placeholder)
+		}
+		line = strings.ReplaceAll(line, placeholder, env[placeholder])
 	}
 	m := regexp.MustCompile(`^curl (\S+) -H "([^:]+): ([^"]+)" -d '([^']*)'$`).FindStringSubmatch(line)
 	if m == nil {
@@ -219,8 +226,12 @@ func curlTour(line string, env map[string]string) error {
 		return fmt.Errorf("%s: %s", resp.Status, body)
 	}
 	var answer struct{ ID string }
-	if json.Unmarshal(body, &answer) == nil && strings.HasPrefix(answer.ID, "resp_") {
-		env["RESPONSE_ID"] = answer.ID // a response, which the tour's next call continues
+	if json.Unmarshal(body, &answer) == nil {
+		for placeholder, prefix := range tourIDs {
+			if strings.HasPrefix(answer.ID, prefix) {
+				env[placeholder] = answer.ID // which the tour's next calls name
+			}
+		}
 	}
 	return nil
 }
