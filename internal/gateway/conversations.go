@@ -365,10 +365,11 @@ func clashingItem(ids map[string]bool, own json.RawMessage) error {
 // addToConversation adds a response's input items and output items to the
 // conversation its request continued, once it is answered: obj is the
 // response object as the renter got it. A response that failed or was
-// cancelled adds nothing. An item whose ID the conversation has already
-// (a model server's that repeats its IDs) is given the gateway's; should
-// another response have added one of the same ID meanwhile, each is. A
-// failure to add is logged: the answer is the renter's all the same.
+// cancelled adds nothing, as does one whose conversation was deleted
+// meanwhile. An item whose ID the conversation has already (a model
+// server's that repeats its IDs) is given the gateway's; should another
+// response have added one of the same ID meanwhile, each is. A failure to
+// add is logged and counted: the answer is the renter's all the same.
 func (x *exchange) addToConversation(obj []byte) {
 	k, g := x.kept, x.g
 	if status := gjson.GetBytes(obj, "status").Str; status != "completed" && status != "incomplete" {
@@ -385,7 +386,10 @@ func (x *exchange) addToConversation(obj []byte) {
 			err = g.cfg.Store.AddConversationItems(ctx, x.caller.AccountID, k.conversation, items)
 		}
 	}
-	if err != nil {
+	switch {
+	case idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND:
+		g.log.Info("gateway: a response's conversation was deleted before it was answered; its items are not added", "request", x.id, "response", k.id, "conversation", k.conversation)
+	case err != nil:
 		g.log.Error("gateway: could not add a response's items to its conversation", "request", x.id, "response", k.id, "conversation", k.conversation, "err", err)
 		g.metrics.notKept.Inc()
 	}

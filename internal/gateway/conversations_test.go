@@ -12,7 +12,11 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
+
+	"github.com/idlegrid/idlegrid/internal/gateway"
+	"github.com/idlegrid/idlegrid/internal/metricstest"
 )
 
 // userItem is a user message, as a conversation's item.
@@ -313,5 +317,41 @@ func TestGateway_conversationsBackground(t *testing.T) {
 	}
 	if _, err := sdk.Responses.Get(ctx, unkept.ID, responses.ResponseGetParams{}); apiError(t, err).StatusCode != 404 {
 		t.Errorf("reading the response with store false: %s; want 404", describe(err))
+	}
+}
+
+// TestGateway_conversationDeletedWhileAnswering: a conversation deleted
+// while a response in it runs is not brought back by that response, whose
+// answer is the renter's all the same, and is no failure to keep.
+func TestGateway_conversationDeletedWhileAnswering(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	f, up := mustSolo(t, func(c *gateway.Config) { c.Metrics = reg })
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+	conv, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{})
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	up.set(faultHold)
+	defer up.free()
+	p := inConversation("Hi", conv.ID)
+	p.Background = oai.Bool(true)
+	queued, err := sdk.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	pollUntil(t, sdk, queued.ID, responses.ResponseStatusQueued)
+	if _, err := sdk.Conversations.Delete(ctx, conv.ID); err != nil {
+		t.Fatal(describe(err))
+	}
+	up.free()
+	if done := pollUntil(t, sdk, queued.ID, responses.ResponseStatusInProgress); done.Status != responses.ResponseStatusCompleted {
+		t.Fatalf("the response: %s; want it completed", done.RawJSON())
+	}
+	if _, err := sdk.Conversations.Get(ctx, conv.ID); apiError(t, err).StatusCode != 404 {
+		t.Errorf("the deleted conversation after the response: %s; want 404", describe(err))
+	}
+	if got := metricstest.Value(t, reg, "idlegrid_inference_responses_not_kept_total", nil); got != 0 {
+		t.Errorf("responses not kept = %v, want 0: a deleted conversation is no failure to keep", got)
 	}
 }
