@@ -302,8 +302,8 @@ func streamAsked(r *http.Request, q url.Values) (bool, error) {
 // findResponse returns the caller's kept response id: ENOTFOUND, naming
 // it, for none (another renter's included).
 func (g *Gateway) findResponse(ctx context.Context, c *apiKey, id string) (*idlegrid.KeptResponse, error) {
-	if c.Role != idlegrid.RoleRenter || c.NodeID != "" {
-		return nil, idlegrid.Errorf(idlegrid.EFORBIDDEN, "only renter accounts have responses")
+	if err := renterOnly(c, "responses"); err != nil {
+		return nil, err
 	}
 	kr, err := g.cfg.Store.FindResponse(ctx, c.AccountID, id, g.cfg.Clock.Now())
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {

@@ -17,8 +17,8 @@ import (
 // read cannot be kept.
 type ResponseEvents struct {
 	// Echoed is what each response object is echoed with (Echo). When
-	// Background, the provider's response.created is dropped besides:
-	// the gateway's own, with the response queued, began the stream.
+	// it says Background, the provider's response.created is dropped
+	// too: the gateway's own, with the response queued, began the stream.
 	Echoed
 	MaxEvent int // 0: 64 MiB
 

@@ -58,11 +58,10 @@ func (r *Request) parseResponse(p *promptText) error {
 // parseConversation reads a response request's conversation: its ID, or
 // an object with one.
 func (r *Request) parseConversation() error {
-	raw := bytes.TrimSpace(r.fields["conversation"])
 	if !present(r.fields, "conversation") {
 		return nil
 	}
-	if raw[0] == '{' {
+	if raw := bytes.TrimSpace(r.fields["conversation"]); raw[0] == '{' {
 		var c struct {
 			ID string `json:"id"`
 		}

@@ -70,11 +70,8 @@ func (db *DB) FindConversation(ctx context.Context, renterID, id string) (*idleg
 	var c *idlegrid.Conversation
 	err := db.view(ctx, func(tx *sql.Tx) error {
 		var err error
-		c, err = scanConversation(tx.QueryRowContext(ctx, `SELECT `+conversationColumns+` FROM conversations
-			WHERE id = $1 AND renter_id = $2`, id, renterID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return notFound("conversation", id)
-		}
+		c, err = findRow(ctx, tx, scanConversation, "conversation", id, `SELECT `+conversationColumns+` FROM conversations
+			WHERE id = $1 AND renter_id = $2`, id, renterID)
 		return err
 	})
 	if err != nil {
@@ -97,11 +94,8 @@ func (db *DB) UpdateConversation(ctx context.Context, renterID, id string, metad
 	var c *idlegrid.Conversation
 	err = db.writes().submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		c, err = scanConversation(tx.QueryRowContext(ctx, `UPDATE conversations SET metadata = $1
-			WHERE id = $2 AND renter_id = $3 RETURNING `+conversationColumns, m, id, renterID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return notFound("conversation", id)
-		}
+		c, err = findRow(ctx, tx, scanConversation, "conversation", id, `UPDATE conversations SET metadata = $1
+			WHERE id = $2 AND renter_id = $3 RETURNING `+conversationColumns, m, id, renterID)
 		return err
 	})
 	if err != nil {
@@ -363,11 +357,8 @@ func (db *DB) FindConversationItem(ctx context.Context, renterID, id, itemID str
 			return err
 		}
 		var err error
-		it, err = scanConversationItem(tx.QueryRowContext(ctx, `SELECT `+conversationItemColumns+` FROM conversation_items
-			WHERE conversation_id = $1 AND item_id = $2`, id, itemID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return notFound("item", itemID)
-		}
+		it, err = findRow(ctx, tx, scanConversationItem, "item", itemID, `SELECT `+conversationItemColumns+` FROM conversation_items
+			WHERE conversation_id = $1 AND item_id = $2`, id, itemID)
 		return err
 	})
 	if err != nil {
@@ -384,13 +375,10 @@ func (db *DB) FindItem(ctx context.Context, renterID, itemID string) (*idlegrid.
 	var it *idlegrid.ConversationItem
 	err := db.view(ctx, func(tx *sql.Tx) error {
 		var err error
-		it, err = scanConversationItem(tx.QueryRowContext(ctx, `SELECT i.conversation_id, i.seq, i.item_id, i.item, i.response_id, i.created_at
+		it, err = findRow(ctx, tx, scanConversationItem, "item", itemID, `SELECT i.conversation_id, i.seq, i.item_id, i.item, i.response_id, i.created_at
 			FROM conversation_items i JOIN conversations c ON c.id = i.conversation_id
 			WHERE i.item_id = $1 AND c.renter_id = $2
-			ORDER BY i.created_at DESC, i.conversation_id DESC, i.seq DESC LIMIT 1`, itemID, renterID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return notFound("item", itemID)
-		}
+			ORDER BY i.created_at DESC, i.conversation_id DESC, i.seq DESC LIMIT 1`, itemID, renterID)
 		return err
 	})
 	if err != nil {
@@ -459,4 +447,14 @@ func scanConversationItem(s scanner) (*idlegrid.ConversationItem, error) {
 	}
 	it.Item, it.CreatedAt = json.RawMessage(item), timeOf(created)
 	return it, nil
+}
+
+// findRow returns what scan makes of the one row q selects in tx, or
+// ENOTFOUND naming kind's id when it selects none.
+func findRow[T any](ctx context.Context, tx *sql.Tx, scan func(scanner) (*T, error), kind, id, q string, args ...any) (*T, error) {
+	v, err := scan(tx.QueryRowContext(ctx, q, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound(kind, id)
+	}
+	return v, err
 }
