@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -97,6 +98,23 @@ func TestGateway_conversations(t *testing.T) {
 	}
 	if got := conversationText(t, sdk, conv.ID); len(got) != 5 {
 		t.Errorf("after the streamed response, the conversation holds %q; want 5 items", got)
+	}
+
+	var paged []string
+	pager := sdk.Conversations.Items.ListAutoPaging(ctx, conv.ID, conversations.ItemListParams{Limit: oai.Int(2)})
+	for pager.Next() {
+		paged = append(paged, pager.Current().ID)
+	}
+	all, err := sdk.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{Order: "asc", Limit: oai.Int(100)})
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	var newestFirst []string
+	for _, it := range slices.Backward(all.Data) {
+		newestFirst = append(newestFirst, it.ID)
+	}
+	if err := pager.Err(); err != nil || len(newestFirst) != 5 || !slices.Equal(paged, newestFirst) {
+		t.Errorf("paging two at a time, the newest first: %q, %s; want %q", paged, describe(err), newestFirst)
 	}
 
 	page, err := sdk.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{Limit: oai.Int(1)})
