@@ -321,8 +321,9 @@ func (g *Gateway) conversationsPath(w http.ResponseWriter, r *http.Request) {
 }
 
 // conversationHistory returns the items of the renter's conversation id
-// for a response that continues it, the first first.
-func (g *Gateway) conversationHistory(ctx context.Context, renterID, id string) ([]json.RawMessage, error) {
+// for a response that continues it, the first first. One too long to send
+// whole is refused unless truncate, which leaves its oldest items out.
+func (g *Gateway) conversationHistory(ctx context.Context, renterID, id string, truncate bool) ([]json.RawMessage, error) {
 	bound := g.conversationChars()
 	items, whole, err := g.cfg.Store.ConversationHistory(ctx, renterID, id, MaxConversation, bound)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
@@ -330,8 +331,8 @@ func (g *Gateway) conversationHistory(ctx context.Context, renterID, id string) 
 	} else if err != nil {
 		return nil, err
 	}
-	if !whole {
-		return nil, idlegrid.Errorf(idlegrid.ETOOLARGE, "conversation: conversation %s is over %d items or %d characters long, more than a request may carry; start a new one, adding what matters of this one", id, MaxConversation, bound)
+	if !whole && !truncate {
+		return nil, idlegrid.Errorf(idlegrid.ETOOLARGE, "conversation: conversation %s is over %d items or %d characters long, more than a request may carry; start a new one, adding what matters of this one, or send truncation auto to leave its oldest items out", id, MaxConversation, bound)
 	}
 	history := make([]json.RawMessage, len(items))
 	for i, it := range items {

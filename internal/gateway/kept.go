@@ -117,14 +117,36 @@ func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *op
 	if err != nil {
 		return nil, nil, err
 	}
-	whole, err := req.Continue(history, own)
+	whole, err := g.fit(req, history, own, field)
 	if err != nil {
 		return nil, nil, err
 	}
-	if n := int64(len(whole.Body())); n > g.cfg.MaxBodyBytes {
-		return nil, nil, idlegrid.Errorf(idlegrid.ETOOLARGE, "%s: the conversation so far and this input come to %d bytes, over the %d a request may be; start a new conversation, sending what matters of this one in input", field, n, g.cfg.MaxBodyBytes)
-	}
 	return whole, k, nil
+}
+
+// fit returns req continued with history and own (openai.Request.Continue)
+// if it comes to no more than a request may be, or, when req says
+// truncation auto, with as few of history's oldest items left out as make
+// it fit; else ETOOLARGE naming field.
+func (g *Gateway) fit(req *openai.Request, history, own []json.RawMessage, field string) (*openai.Request, error) {
+	for {
+		whole, err := req.Continue(history, own)
+		if err != nil {
+			return nil, err
+		}
+		n := int64(len(whole.Body()))
+		if n <= g.cfg.MaxBodyBytes {
+			return whole, nil
+		}
+		if !req.Truncate || len(history) == 0 {
+			return nil, idlegrid.Errorf(idlegrid.ETOOLARGE, "%s: the conversation so far and this input come to %d bytes, over the %d a request may be; start a new conversation, sending what matters of this one in input, or send truncation auto to leave its oldest items out", field, n, g.cfg.MaxBodyBytes)
+		}
+		over := n - g.cfg.MaxBodyBytes
+		for len(history) > 0 && over > 0 {
+			over -= int64(len(history[0]) + 1) // the item and its comma
+			history = history[1:]
+		}
+	}
 }
 
 // history returns the items req continues, the first first: those of the
@@ -134,10 +156,10 @@ func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *op
 func (g *Gateway) history(ctx context.Context, renterID string, req *openai.Request, k *keeping) ([]json.RawMessage, string, error) {
 	switch {
 	case req.PreviousResponseID != "":
-		history, err := g.conversation(ctx, renterID, req.PreviousResponseID)
+		history, err := g.conversation(ctx, renterID, req.PreviousResponseID, req.Truncate)
 		return history, "previous_response_id", err
 	case req.Conversation != "":
-		history, err := g.conversationHistory(ctx, renterID, req.Conversation)
+		history, err := g.conversationHistory(ctx, renterID, req.Conversation, req.Truncate)
 		if err == nil {
 			k.taken = itemIDs(history)
 			err = clashingItem(k.taken, k.input)
@@ -149,8 +171,9 @@ func (g *Gateway) history(ctx context.Context, renterID string, req *openai.Requ
 
 // conversation returns the items of the conversation up to and including
 // the renter's kept response id: each response's input items, then its
-// output items, the first response first.
-func (g *Gateway) conversation(ctx context.Context, renterID, id string) ([]json.RawMessage, error) {
+// output items, the first response first. One too long to send whole is
+// refused unless truncate, which leaves its oldest responses out.
+func (g *Gateway) conversation(ctx context.Context, renterID, id string, truncate bool) ([]json.RawMessage, error) {
 	bound := g.conversationChars()
 	chain, err := g.cfg.Store.ResponseChain(ctx, renterID, id, g.cfg.Clock.Now(), MaxConversation, bound)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
@@ -158,14 +181,8 @@ func (g *Gateway) conversation(ctx context.Context, renterID, id string) ([]json
 	} else if err != nil {
 		return nil, err
 	}
-	if keptSize(chain) > bound {
-		return nil, idlegrid.Errorf(idlegrid.ETOOLARGE, "previous_response_id: the conversation so far comes to over %d characters kept (its responses as answered, with their input), more than a request may carry; start a new conversation, sending what matters of this one in input", bound)
-	}
-	if first := chain[0]; first.PreviousID != "" {
-		if len(chain) >= MaxConversation {
-			return nil, idlegrid.Invalid("previous_response_id", "the conversation is over %d responses long; start a new one, sending what matters of this one in input", MaxConversation)
-		}
-		return nil, idlegrid.Invalid("previous_response_id", "the conversation cannot be continued: response %s, an earlier one of it, was deleted or expired", first.PreviousID)
+	if chain, err = wholeChain(chain, bound, truncate); err != nil {
+		return nil, err
 	}
 	var items []json.RawMessage
 	for _, r := range chain {
@@ -183,6 +200,29 @@ func (g *Gateway) conversation(ctx context.Context, renterID, id string) ([]json
 		items = append(append(items, in...), out...)
 	}
 	return items, nil
+}
+
+// wholeChain returns chain, as ResponseChain read it within bound
+// characters, if it is the conversation whole: one cut off by the bound or
+// by MaxConversation is refused, or, when truncate, returned without the
+// oldest responses that the bound leaves out; one whose earlier response
+// is gone is refused either way.
+func wholeChain(chain []*idlegrid.KeptResponse, bound int64, truncate bool) ([]*idlegrid.KeptResponse, error) {
+	switch first := chain[0]; {
+	case keptSize(chain) > bound && truncate:
+		for len(chain) > 0 && keptSize(chain) > bound {
+			chain = chain[1:]
+		}
+	case keptSize(chain) > bound:
+		return nil, idlegrid.Errorf(idlegrid.ETOOLARGE, "previous_response_id: the conversation so far comes to over %d characters kept (its responses as answered, with their input), more than a request may carry; start a new conversation, sending what matters of this one in input, or send truncation auto to leave its oldest items out", bound)
+	case first.PreviousID == "":
+	case len(chain) >= MaxConversation && truncate:
+	case len(chain) >= MaxConversation:
+		return nil, idlegrid.Invalid("previous_response_id", "the conversation is over %d responses long; start a new one, sending what matters of this one in input, or send truncation auto to leave its oldest items out", MaxConversation)
+	default:
+		return nil, idlegrid.Invalid("previous_response_id", "the conversation cannot be continued: response %s, an earlier one of it, was deleted or expired", first.PreviousID)
+	}
+	return chain, nil
 }
 
 // conversationChars bounds what a continuation reads of its conversation:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
@@ -217,6 +218,70 @@ func TestGateway_responsesContinueTooLong(t *testing.T) {
 	}
 	if body := up.lastBody(); body != nil {
 		t.Errorf("the model server was sent %.100s…; want nothing", body)
+	}
+}
+
+// TestGateway_responsesTruncation: with truncation auto, a conversation
+// too long to send whole, chained or kept, is sent its latest items that
+// fit, the oldest left out, instead of a 413; the model server is sent
+// truncation auto too, to fit its context window.
+func TestGateway_responsesTruncation(t *testing.T) {
+	const maxBody = 4 << 10
+	f, up := mustSolo(t, func(c *gateway.Config) { c.MaxBodyBytes = maxBody })
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+	turn := func(i int) json.RawMessage {
+		b, _ := json.Marshal(map[string]string{"role": "user", "content": strconv.Itoa(i) + strings.Repeat("a", 3<<10)})
+		return b
+	}
+	prev, now := "", time.Now()
+	for i := range 6 { // about 18 KiB: over four times the body
+		id := "resp_t" + strconv.Itoa(i)
+		r := &idlegrid.KeptResponse{ID: id, RenterID: f.RenterID, Model: testModel, PreviousID: prev, Input: json.RawMessage("[" + string(turn(i)) + "]"),
+			Response:  []byte(`{"id":"` + id + `","object":"response","status":"completed","output":[]}`),
+			CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+		if err := f.Store.KeepResponse(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		prev = id
+	}
+	conv := &idlegrid.Conversation{ID: "conv_t", RenterID: f.RenterID, CreatedAt: now}
+	var items []*idlegrid.ConversationItem
+	for i := range 8 { // about 25 KiB: so far over four times the body that it is read in part
+		it, _ := json.Marshal(map[string]string{"id": "msg_t" + strconv.Itoa(i), "type": "message", "role": "user", "content": strconv.Itoa(i) + strings.Repeat("a", 3<<10)})
+		items = append(items, &idlegrid.ConversationItem{ID: "msg_t" + strconv.Itoa(i), Item: it, CreatedAt: now})
+	}
+	if err := f.Store.CreateConversation(ctx, conv, items); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, latest string
+		p            responses.ResponseNewParams
+	}{
+		{"previous_response_id", "user: 5a", continuing("And then?", prev)},
+		{"conversation", "user: 7a", inConversation("And then?", conv.ID)},
+	} {
+		name, p := c.name, c.p
+		if _, err := sdk.Responses.New(ctx, p); apiError(t, err).StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s, too long, without truncation: %s; want 413", name, describe(err))
+		}
+		if _, err := sdk.Responses.New(ctx, p, option.WithJSONSet("truncation", "auto")); err != nil {
+			t.Fatalf("%s, too long, with truncation auto: %s", name, describe(err))
+		}
+		body := up.lastBody()
+		var got []string
+		for _, it := range gjson.GetBytes(body, "input").Array() {
+			got = append(got, it.Get("role").Str+": "+it.Get("content").Str)
+		}
+		if len(got) != 2 || !strings.HasPrefix(got[0], c.latest) || got[1] != "user: And then?" {
+			t.Errorf("%s with truncation auto: the model server was sent %.60q; want the latest turn, then the new input", name, got)
+		}
+		if len(body) > maxBody || gjson.GetBytes(body, "truncation").Str != "auto" {
+			t.Errorf("%s with truncation auto: the model server was sent %d bytes, truncation %q; want at most %d, auto", name, len(body), gjson.GetBytes(body, "truncation").Str, maxBody)
+		}
+	}
+	if _, err := sdk.Responses.New(ctx, responseParams("x"), option.WithJSONSet("truncation", "sometimes")); apiError(t, err).Param != "truncation" {
+		t.Errorf("truncation sometimes: %s; want 400 naming truncation", describe(err))
 	}
 }
 

@@ -31,6 +31,7 @@ type parsed struct {
 	Previous     string            `json:"previous_response_id,omitempty"`
 	Conversation string            `json:"conversation,omitempty"`
 	References   int               `json:"references,omitempty"` // item_reference items
+	Truncate     bool              `json:"truncate,omitempty"`   // truncation auto
 	Kept         bool              `json:"kept,omitempty"`       // a response's store
 	Background   bool              `json:"background,omitempty"`
 	Upstream     json.RawMessage   `json:"upstream,omitempty"`
@@ -98,7 +99,7 @@ func mustSummarise(tb testing.TB, e openai.Endpoint, body []byte) []byte {
 		p.Model, p.Stream, p.IncludeUsage, p.MaxTokens = r.Model, r.Stream, r.IncludeUsage, r.MaxTokens
 		p.PromptTokens, p.Sticky, p.Provider = r.PromptTokens, r.PrefixHash != 0, r.Provider
 		p.Previous, p.Conversation, p.Kept, p.Background = r.PreviousResponseID, r.Conversation, r.Store, r.Background
-		p.References = r.References
+		p.References, p.Truncate = r.References, r.Truncate
 		if r.Choices > 1 {
 			p.Choices = r.Choices
 		}

@@ -60,6 +60,11 @@ type Request struct {
 	// Background is whether a Responses API request is to run in the
 	// background, its response polled (background: true).
 	Background bool
+	// Truncate is whether a Responses API request says truncation auto:
+	// a conversation too long to send whole is sent its latest items
+	// (the gateway leaves out the oldest), and the model server may
+	// truncate it further to its context window.
+	Truncate bool
 	// References is how many item_reference items a Responses API
 	// request's input holds, which the gateway resolves to the items they
 	// name (Continue) before any provider is sent it.

@@ -33,6 +33,9 @@ func (r *Request) parseResponse(p *promptText) error {
 	if err := r.parseConversation(); err != nil {
 		return err
 	}
+	if err := r.parseTruncation(); err != nil {
+		return err
+	}
 	store := true
 	if err := decodeField(r.fields, "store", &store); err != nil {
 		return err
@@ -79,6 +82,23 @@ func (r *Request) parseConversation() error {
 		return idlegrid.Invalid("conversation", "must be the ID of a conversation POST /v1/conversations answered (1 to 256 characters)")
 	case r.PreviousResponseID != "":
 		return idlegrid.Invalid("conversation", "cannot be given with previous_response_id: a response continues either a conversation or an earlier response")
+	}
+	return nil
+}
+
+// parseTruncation reads a response request's truncation: auto, or
+// disabled (as when absent).
+func (r *Request) parseTruncation() error {
+	var truncation string
+	if err := decodeField(r.fields, "truncation", &truncation); err != nil {
+		return err
+	}
+	switch truncation {
+	case "", "disabled":
+	case "auto":
+		r.Truncate = true
+	default:
+		return idlegrid.Invalid("truncation", "must be auto or disabled, got %q", truncation)
 	}
 	return nil
 }
