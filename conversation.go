@@ -144,8 +144,11 @@ type ConversationStore interface {
 	// they are all of them: at most limit, the latest limit when there
 	// are more, and none before the one that brings their Item's
 	// characters, counted from the last, over maxChars, so that a
-	// conversation too long to send is not read whole to be refused.
-	// ENOTFOUND when the renter has no such conversation.
+	// conversation too long to send is not read whole to be refused (or
+	// cut). The one that crosses maxChars is returned, so all of them may
+	// come to more: the caller bounds what it sends. ENOTFOUND when the
+	// renter has no such conversation; EINVALID naming limit or max_chars
+	// when either is under 1 (or limit over the store's most).
 	ConversationHistory(ctx context.Context, renterID, id string, limit int, maxChars int64) (items []*ConversationItem, whole bool, err error)
 	// FindConversationItem returns the item itemID of the renter's
 	// conversation id: ENOTFOUND naming the conversation or the item.
