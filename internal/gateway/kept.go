@@ -208,12 +208,12 @@ func (g *Gateway) conversation(ctx context.Context, renterID, id string, truncat
 // oldest responses that the bound leaves out; one whose earlier response
 // is gone is refused either way.
 func wholeChain(chain []*idlegrid.KeptResponse, bound int64, truncate bool) ([]*idlegrid.KeptResponse, error) {
-	switch first := chain[0]; {
-	case keptSize(chain) > bound && truncate:
-		for len(chain) > 0 && keptSize(chain) > bound {
-			chain = chain[1:]
+	switch size, first := keptSize(chain), chain[0]; {
+	case size > bound && truncate:
+		for ; len(chain) > 0 && size > bound; chain = chain[1:] {
+			size -= keptSize(chain[:1])
 		}
-	case keptSize(chain) > bound:
+	case size > bound:
 		return nil, idlegrid.Errorf(idlegrid.ETOOLARGE, "previous_response_id: the conversation so far comes to over %d characters kept (its responses as answered, with their input), more than a request may carry; start a new conversation, sending what matters of this one in input, or send truncation auto to leave its oldest items out", bound)
 	case first.PreviousID == "":
 	case len(chain) >= MaxConversation && truncate:
