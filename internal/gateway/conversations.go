@@ -147,9 +147,14 @@ func (g *Gateway) findConversation(ctx context.Context, c *apiKey, id string) (*
 	}
 	conv, err := g.cfg.Store.FindConversation(ctx, c.AccountID, id)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		return nil, idlegrid.Errorf(idlegrid.ENOTFOUND, "no conversation %q is kept for this account: it was never made (POST /v1/conversations), or was deleted", id)
+		return nil, idlegrid.Errorf(idlegrid.ENOTFOUND, "%s", noConversation(id))
 	}
 	return conv, err
+}
+
+// noConversation says why the renter has no conversation id.
+func noConversation(id string) string {
+	return fmt.Sprintf("no conversation %q is kept for this account: it was never made (POST /v1/conversations), or was deleted", id)
 }
 
 // getConversation answers GET /v1/conversations/{id}.
@@ -198,11 +203,7 @@ func (g *Gateway) deleteConversation(w http.ResponseWriter, r *http.Request, c *
 	if err := g.cfg.Store.DeleteConversation(r.Context(), c.AccountID, id); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Deleted bool   `json:"deleted"`
-	}{id, "conversation.deleted", true})
+	writeDeleted(w, id, "conversation.deleted")
 	return nil
 }
 
@@ -327,7 +328,7 @@ func (g *Gateway) conversationHistory(ctx context.Context, renterID, id string, 
 	bound := g.conversationChars()
 	items, whole, err := g.cfg.Store.ConversationHistory(ctx, renterID, id, MaxConversation, bound)
 	if idlegrid.ErrorCode(err) == idlegrid.ENOTFOUND {
-		return nil, idlegrid.Invalid("conversation", "no conversation %q is kept for this account: it was never made (POST /v1/conversations), or was deleted", id)
+		return nil, idlegrid.Invalid("conversation", "%s", noConversation(id))
 	} else if err != nil {
 		return nil, err
 	}

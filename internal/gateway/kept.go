@@ -366,12 +366,18 @@ func (g *Gateway) deleteResponse(w http.ResponseWriter, r *http.Request, c *apiK
 	if err := g.cfg.Store.DeleteResponse(r.Context(), c.AccountID, id, g.cfg.Clock.Now()); err != nil {
 		return err
 	}
+	writeDeleted(w, id, "response")
+	return nil
+}
+
+// writeDeleted answers that the object id was deleted, as OpenAI does:
+// {"id": …, "object": object, "deleted": true}.
+func writeDeleted(w http.ResponseWriter, id, object string) {
 	writeJSON(w, http.StatusOK, struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
 		Deleted bool   `json:"deleted"`
-	}{id, "response", true})
-	return nil
+	}{id, object, true})
 }
 
 // cancelResponse answers POST /v1/responses/{id}/cancel, as OpenAI does:
