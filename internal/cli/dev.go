@@ -367,7 +367,7 @@ func serveDevModels(n devNode) ([]agent.ModelConfig, func(), error) {
 	if n.serves == nil {
 		return nil, func() {}, nil
 	}
-	ms, err := infersim.StartModelServer(n.serves.gpu, []string{devModelName})
+	ms, err := infersim.StartModelServer(n.serves.gpu, []string{devModelName}, idlegrid.SystemClock{})
 	if err != nil {
 		return nil, nil, err
 	}

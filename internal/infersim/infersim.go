@@ -344,7 +344,7 @@ func (m *market) populate(ctx context.Context) error {
 
 func (m *market) addProvider(ctx context.Context, spec ProviderSpec, models []string) error {
 	spec.Faults = spec.Faults.scaled(m.cfg.FaultScale)
-	p, err := startProvider(spec, models, m.cfg.Seed, m.cfg.ServiceSpeedup)
+	p, err := startProvider(spec, models, m.cfg.Seed, m.cfg.ServiceSpeedup, idlegrid.SystemClock{})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package infersim
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/backoff"
 )
 
@@ -167,15 +169,17 @@ type provider struct {
 	stats   ProviderReport
 	running map[string]int // requests being answered now, by model
 	answers atomic.Int64   // answers numbered, for the IDs of those with no request ID
+	run     string         // drawn at start, in those IDs, so that no two runs repeat one
+	clock   idlegrid.Clock // stamps the answers' created
 }
 
-func startProvider(spec ProviderSpec, models []string, seed uint64, scale float64) (*provider, error) {
+func startProvider(spec ProviderSpec, models []string, seed uint64, scale float64, clock idlegrid.Clock) (*provider, error) {
 	g, ok := GPUs[spec.GPU]
 	if !ok {
 		return nil, fmt.Errorf("provider %s: unknown GPU %q", spec.Name, spec.GPU)
 	}
 	p := &provider{spec: spec, gpu: g, faults: spec.Faults, seed: seed, scale: scale, models: map[string]bool{},
-		done: make(chan struct{}), running: map[string]int{}}
+		done: make(chan struct{}), running: map[string]int{}, run: strings.ToLower(rand.Text()[:8]), clock: clock}
 	for _, m := range models {
 		p.models[m] = true
 	}
@@ -271,8 +275,9 @@ type chatRequest struct {
 	Input           responseInput `json:"input"`
 	MaxOutputTokens int           `json:"max_output_tokens"`
 
-	text      bool // a text completion (POST /v1/completions), not a chat
-	responses bool // a response (POST /v1/responses)
+	text      bool  // a text completion (POST /v1/completions), not a chat
+	responses bool  // a response (POST /v1/responses)
+	created   int64 // when it arrived, in unix seconds: the answer's created (a response's created_at)
 }
 
 func (p *provider) chat(w http.ResponseWriter, r *http.Request) { p.answer(w, r, chatRequest{}) }
@@ -293,6 +298,7 @@ func (p *provider) response(w http.ResponseWriter, r *http.Request) {
 // says otherwise.
 func (p *provider) answer(w http.ResponseWriter, r *http.Request, kind chatRequest) {
 	req := kind
+	req.created = p.clock.Now().Unix()
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "bad JSON: "+err.Error())
 		return
@@ -457,8 +463,8 @@ func (p *provider) whole(w http.ResponseWriter, r *http.Request, req *chatReques
 		choices[k] = fmt.Sprintf(format, k, words(completion), req.finishReason())
 	}
 	out := completion * len(choices)
-	fmt.Fprintf(w, `{"id":%q,"object":%q,"created":1,"model":%q,"choices":[%s],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
-		p.answerID(req), object, req.Model, strings.Join(choices, ","), prompt, out, prompt+out)
+	fmt.Fprintf(w, `{"id":%q,"object":%q,"created":%d,"model":%q,"choices":[%s],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
+		p.answerID(req), object, req.created, req.Model, strings.Join(choices, ","), prompt, out, prompt+out)
 	return true
 }
 
@@ -474,8 +480,8 @@ func (r *chatRequest) finishReason() string {
 }
 
 // answerID is the ID of the answer to req: chatcmpl- (cmpl- for a text
-// completion, resp_ for a response) and the replay's request ID, or a
-// number of the provider's own when it sent none.
+// completion, resp_ for a response) and the replay's request ID, or when
+// it sent none the provider's name, its run's tag and a number.
 func (p *provider) answerID(req *chatRequest) string {
 	prefix := "chatcmpl-"
 	switch {
@@ -487,7 +493,7 @@ func (p *provider) answerID(req *chatRequest) string {
 	if req.User != "" {
 		return prefix + req.User
 	}
-	return fmt.Sprintf("%s%s-%d", prefix, p.spec.Name, p.answers.Add(1))
+	return fmt.Sprintf("%s%s-%s-%d", prefix, p.spec.Name, p.run, p.answers.Add(1))
 }
 
 // stream answers a streamed request: its first events at ttft, the rest
@@ -530,8 +536,8 @@ func (p *provider) stream(w http.ResponseWriter, r *http.Request, req *chatReque
 	}
 	if req.StreamOptions.IncludeUsage { // as real servers, only when asked (the gateway always asks)
 		out := completion * req.choices()
-		fmt.Fprintf(w, "data: {\"id\":%q,\"object\":%q,\"created\":1,\"model\":%q,\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\n",
-			id, req.chunkObject(), req.Model, prompt, out, prompt+out)
+		fmt.Fprintf(w, "data: {\"id\":%q,\"object\":%q,\"created\":%d,\"model\":%q,\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\n",
+			id, req.chunkObject(), req.created, req.Model, prompt, out, prompt+out)
 	}
 	io.WriteString(w, "data: [DONE]\n\n")
 	return true
@@ -550,14 +556,14 @@ func (r *chatRequest) chunkObject() string {
 // or a text completion's text.
 func (r *chatRequest) writeChunk(w io.Writer, id string, index int, first bool, text, finish string) {
 	if r.text {
-		fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"text_completion\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":%d,\"text\":%q,\"logprobs\":null,\"finish_reason\":%s}]}\n\n", id, r.Model, index, text, finish)
+		fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"text_completion\",\"created\":%d,\"model\":%q,\"choices\":[{\"index\":%d,\"text\":%q,\"logprobs\":null,\"finish_reason\":%s}]}\n\n", id, r.created, r.Model, index, text, finish)
 		return
 	}
 	role := ""
 	if first {
 		role = `"role":"assistant",`
 	}
-	fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":%d,\"delta\":{%s\"content\":%q},\"finish_reason\":%s}]}\n\n", id, r.Model, index, role, text, finish)
+	fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":%d,\"model\":%q,\"choices\":[{\"index\":%d,\"delta\":{%s\"content\":%q},\"finish_reason\":%s}]}\n\n", id, r.created, r.Model, index, role, text, finish)
 }
 
 // begin and end count a request as it arrives and as it ends.
@@ -656,9 +662,9 @@ func unitHash(seed uint64, parts ...string) float64 {
 type ModelServer struct{ p *provider }
 
 // StartModelServer starts a simulated model server of gpu (a key of GPUs)
-// on loopback that serves models.
-func StartModelServer(gpu string, models []string) (*ModelServer, error) {
-	p, err := startProvider(ProviderSpec{Name: "sim-" + gpu, GPU: gpu}, models, 1, 1)
+// on loopback that serves models, stamping its answers by clock.
+func StartModelServer(gpu string, models []string, clock idlegrid.Clock) (*ModelServer, error) {
+	p, err := startProvider(ProviderSpec{Name: "sim-" + gpu, GPU: gpu}, models, 1, 1, clock)
 	if err != nil {
 		return nil, err
 	}

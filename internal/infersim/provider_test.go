@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/agent"
 )
 
@@ -121,7 +122,7 @@ func TestChatRequest_answerTokens(t *testing.T) {
 
 // A request with no limit gets a whole short answer, not one token.
 func TestModelServer_noLimit(t *testing.T) {
-	s, err := StartModelServer("H100-80GB", []string{"m"})
+	s, err := StartModelServer("H100-80GB", []string{"m"}, idlegrid.SystemClock{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestModelServer_noLimit(t *testing.T) {
 // The simulated model server's /metrics page counts the requests being
 // answered and says none wait, in vLLM's gauges, which the agent reads.
 func TestModelServer_metrics(t *testing.T) {
-	s, err := StartModelServer("RTX4090", []string{"m"})
+	s, err := StartModelServer("RTX4090", []string{"m"}, idlegrid.SystemClock{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,11 +195,20 @@ func TestModelServer_metrics(t *testing.T) {
 	}
 }
 
+// testNow is the time the model servers of modelServerSDK stamp their
+// answers with.
+var testNow = time.Date(2026, 12, 7, 23, 30, 0, 0, time.UTC)
+
+type stoppedClock struct{}
+
+func (stoppedClock) Now() time.Time { return testNow }
+
 // modelServerSDK starts a simulated model server of model "m" on an H100
-// for the test, and returns OpenAI's Go SDK pointed at it.
+// for the test, its clock stopped at testNow, and returns OpenAI's Go SDK
+// pointed at it.
 func modelServerSDK(t *testing.T) oai.Client {
 	t.Helper()
-	s, err := StartModelServer("H100-80GB", []string{"m"})
+	s, err := StartModelServer("H100-80GB", []string{"m"}, stoppedClock{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +227,7 @@ func TestModelServer_answersAsARealServer(t *testing.T) {
 	ctx := context.Background()
 	params := oai.ChatCompletionNewParams{Model: "m", MaxTokens: oai.Int(5),
 		Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("Hello")}}
-	var ids []string
+	var ids, all []string // the last stream's chunks' IDs; every answer's
 	for _, usage := range []bool{false, true} {
 		if usage {
 			params.StreamOptions = oai.ChatCompletionStreamOptionsParam{IncludeUsage: oai.Bool(true)}
@@ -230,6 +240,9 @@ func TestModelServer_answersAsARealServer(t *testing.T) {
 			c := stream.Current()
 			acc.AddChunk(c)
 			ids = append(ids, c.ID)
+			if c.Created != testNow.Unix() {
+				t.Errorf("chunk created %d, want the clock's %d", c.Created, testNow.Unix())
+			}
 			if len(c.Choices) == 0 {
 				usageChunks++
 			}
@@ -247,6 +260,7 @@ func TestModelServer_answersAsARealServer(t *testing.T) {
 		if len(ids) == 0 || ids[0] == "" || slices.ContainsFunc(ids, func(id string) bool { return id != ids[0] }) {
 			t.Errorf("chunk IDs %q, want one ID, not empty", ids)
 		}
+		all = append(all, ids[0])
 	}
 	params.StreamOptions = oai.ChatCompletionStreamOptionsParam{}
 
@@ -260,6 +274,19 @@ func TestModelServer_answersAsARealServer(t *testing.T) {
 	}
 	if whole.ID == "" || whole.ID == ids[0] {
 		t.Errorf("answer IDs %q and %q, want two", ids[0], whole.ID)
+	}
+	if whole.Created != testNow.Unix() {
+		t.Errorf("answer created %d, want the clock's %d", whole.Created, testNow.Unix())
+	}
+	// Another run (a restart of idlegrid dev) numbers its answers afresh,
+	// but repeats none of the first's IDs.
+	other := modelServerSDK(t)
+	again, err := other.Chat.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all = append(all, whole.ID); slices.Contains(all, again.ID) {
+		t.Errorf("another server's first answer has ID %q, as one of the first server's answers %q", again.ID, all)
 	}
 }
 
@@ -279,6 +306,9 @@ func TestModelServer_textCompletions(t *testing.T) {
 		!strings.HasPrefix(whole.ID, "cmpl-") || whole.Usage.PromptTokens != 4 || whole.Usage.CompletionTokens != DefaultTextTokens {
 		t.Errorf("completion without a limit: %+v; want %d words of text, finished for length, a cmpl- ID, 4 prompt tokens", whole, DefaultTextTokens)
 	}
+	if whole.Created != testNow.Unix() {
+		t.Errorf("completion created %d, want the clock's %d", whole.Created, testNow.Unix())
+	}
 	params.MaxTokens = oai.Int(5)
 	params.StreamOptions = oai.ChatCompletionStreamOptionsParam{IncludeUsage: oai.Bool(true)}
 	stream := sdk.Completions.NewStreaming(ctx, params)
@@ -288,6 +318,9 @@ func TestModelServer_textCompletions(t *testing.T) {
 		c := stream.Current()
 		for _, ch := range c.Choices {
 			text.WriteString(ch.Text)
+		}
+		if c.Created != testNow.Unix() {
+			t.Errorf("streamed completion's chunk created %d, want the clock's %d", c.Created, testNow.Unix())
 		}
 		if c.Usage.TotalTokens > 0 {
 			usage = c.Usage
@@ -381,6 +414,9 @@ func TestModelServer_responses(t *testing.T) {
 		!strings.HasPrefix(whole.ID, "resp_") || whole.Usage.InputTokens != 2+5 || whole.Usage.OutputTokens != 6 {
 		t.Errorf("response: %q, %s, %+v; want 6 words, incomplete at max_output_tokens, a resp_ ID, 7 input tokens", whole.OutputText(), whole.Status, whole.Usage)
 	}
+	if int64(whole.CreatedAt) != testNow.Unix() {
+		t.Errorf("response created_at %v, want the clock's %d", whole.CreatedAt, testNow.Unix())
+	}
 	stream := sdk.Responses.NewStreaming(ctx, params)
 	var text strings.Builder
 	var last responses.ResponseStreamEventUnion
@@ -395,9 +431,9 @@ func TestModelServer_responses(t *testing.T) {
 		t.Fatal(err)
 	}
 	if countWords(text.String()) != 6 || last.Type != "response.incomplete" || last.Response.Usage.OutputTokens != 6 ||
-		last.Response.OutputText() != text.String() {
-		t.Errorf("streamed: %q, last event %s with %q, usage %+v; want 6 words, then response.incomplete with them and the usage",
-			text.String(), last.Type, last.Response.OutputText(), last.Response.Usage)
+		last.Response.OutputText() != text.String() || int64(last.Response.CreatedAt) != testNow.Unix() {
+		t.Errorf("streamed: %q, last event %s with %q, usage %+v, created_at %v; want 6 words, then response.incomplete with them, the usage and the clock's time",
+			text.String(), last.Type, last.Response.OutputText(), last.Response.Usage, last.Response.CreatedAt)
 	}
 	_, err = sdk.Responses.New(ctx, params, option.WithJSONSet("n", 2))
 	var e *oai.Error

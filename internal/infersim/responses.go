@@ -122,8 +122,8 @@ func (r *chatRequest) responseJSON(id, text string, prompt, completion int) stri
 	if completion >= 0 && r.finishReason() == "length" {
 		status, incomplete = "incomplete", `{"reason":"max_output_tokens"}`
 	}
-	return fmt.Sprintf(`{"id":%q,"object":"response","created_at":1,"model":%q,"status":%q,"incomplete_details":%s,"output":%s,"usage":%s,"store":false}`,
-		id, r.Model, status, incomplete, output, usage)
+	return fmt.Sprintf(`{"id":%q,"object":"response","created_at":%d,"model":%q,"status":%q,"incomplete_details":%s,"output":%s,"usage":%s,"store":false}`,
+		id, r.created, r.Model, status, incomplete, output, usage)
 }
 
 // messageItem is the assistant's message of text, as an output item of the

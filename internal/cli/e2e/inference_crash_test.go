@@ -54,7 +54,7 @@ func TestInferenceCrash_Postgres(t *testing.T) {
 func testInferenceCrash(t *testing.T, dsn string) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	models, err := infersim.StartModelServer("H100-80GB", []string{inferenceCrashModel})
+	models, err := infersim.StartModelServer("H100-80GB", []string{inferenceCrashModel}, idlegrid.SystemClock{})
 	if err != nil {
 		t.Fatal(err)
 	}
