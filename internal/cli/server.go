@@ -24,6 +24,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/gateway"
 	"github.com/idlegrid/idlegrid/internal/httpapi"
 	"github.com/idlegrid/idlegrid/internal/inflight"
+	"github.com/idlegrid/idlegrid/internal/ratelimit"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/session"
 	"github.com/idlegrid/idlegrid/internal/sqlstore"
@@ -148,7 +149,7 @@ func (c *serveConfig) define(fs *flagSet) *serverFlags {
 	f.logs.define(fs)
 	f.gcFloor = gcFloorFlag(fs)
 	c.inference = inferenceFlags(fs) // serverinference.go
-	fs.Float64Var(&c.accountRPS, "api-account-rps", defaultAccountRPS, "API requests a second each account but admins may send (a token bucket; agents and inference are limited apart); 0: no limit")
+	fs.Float64Var(&c.accountRPS, "api-account-rps", defaultAccountRPS, "API requests a second each account but admins may send, the gateway's that run no model (kept responses, conversations) among them (a token bucket; agents and model requests are limited apart); 0: no limit")
 	fs.IntVar(&c.accountBurst, "api-account-burst", defaultAccountBurst, "how many requests an account may send at once before --api-account-rps paces it; 0: a second's worth")
 	fs.Float64Var(&c.authFailuresPerMinute, "auth-failures-per-minute", httpapi.DefaultAuthFailuresPerMinute, "failed authentications (401s) an address may make a minute once --auth-failure-burst is spent; past them it gets 429 on every request until one refills; 0: no limit")
 	fs.IntVar(&c.authFailureBurst, "auth-failure-burst", httpapi.DefaultAuthFailureBurst, "failed authentications an address may make at once before --auth-failures-per-minute paces it")
@@ -370,15 +371,17 @@ func startServer(ctx context.Context, cfg serveConfig) (_ *runningServer, err er
 	defer closeIfFailed(&err, rs.sessions.Close)
 	// The gateway first writes the charges its journal holds: before the
 	// server serves, and before a bad flag has created an admin.
-	if rs.gateway, err = openGateway(store, srv, rs.sessions, metrics, cfg); err != nil {
+	// An account's API requests and its gateway requests that run no model
+	// spend from one bucket.
+	limits := ratelimit.New(cfg.accountRPS, cfg.accountBurst)
+	if rs.gateway, err = openGateway(store, srv, rs.sessions, metrics, limits, cfg); err != nil {
 		return nil, err
 	}
 	defer closeIfFailed(&err, rs.gateway.Close)
 	if rs.adminKey, err = bootstrapAdmin(ctx, store, srv, cfg.adminKeyFile, cfg.announceKey, cfg.logger); err != nil {
 		return nil, err
 	}
-	api := httpapi.New(srv, httpapi.Options{Logger: cfg.logger, Sessions: rs.sessions, Gateway: rs.gateway, Metrics: metrics,
-		AccountRequestsPerSecond: cfg.accountRPS, AccountBurst: cfg.accountBurst,
+	api := httpapi.New(srv, httpapi.Options{Logger: cfg.logger, Sessions: rs.sessions, Gateway: rs.gateway, Metrics: metrics, AccountLimits: limits,
 		AuthFailuresPerMinute: authFailureRate(cfg.authFailuresPerMinute, cfg.authFailureBurst), AuthFailureBurst: cfg.authFailureBurst,
 		TrustedProxies: cfg.trustedProxies})
 	var h http.Handler = web.Handler(api)
@@ -533,9 +536,9 @@ func (rs *runningServer) drain() bool {
 
 // openGateway starts the inference gateway over the store, the
 // coordinator's API keys and the agents' sessions.
-func openGateway(store *sqlstore.DB, srv *server.Server, sessions *session.Registry, metrics prometheus.Registerer, cfg serveConfig) (*gateway.Gateway, error) {
+func openGateway(store *sqlstore.DB, srv *server.Server, sessions *session.Registry, metrics prometheus.Registerer, limits *ratelimit.Buckets, cfg serveConfig) (*gateway.Gateway, error) {
 	gc := gateway.Config{
-		Store: store, Nodes: gateway.Sessions{Registry: sessions},
+		Store: store, Nodes: gateway.Sessions{Registry: sessions}, AccountLimits: limits,
 		Authenticate: srv.AuthenticateKey, StatusCode: httpapi.StatusCode,
 		FeeBasisPoints: cfg.feeBPS, Logger: cfg.logger, Metrics: metrics, Journal: cfg.meterJournal,
 	}

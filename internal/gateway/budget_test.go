@@ -8,11 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3/conversations"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/gateway"
+	"github.com/idlegrid/idlegrid/internal/ratelimit"
 )
 
 // withMaxTokens caps the completion, which bounds what a request reserves:
@@ -129,6 +132,61 @@ func TestGateway_keyLimits(t *testing.T) {
 		}
 		release()
 	})
+}
+
+// TestGateway_accountLimits: the gateway's requests that run no model
+// (here conversations, kept responses and the model list) spend from the
+// account's bucket of API requests, which the API's own requests share;
+// over it they get a 429 in OpenAI's format, naming the account, with
+// Retry-After. Model requests are limited per key instead, and another
+// account has its own bucket.
+func TestGateway_accountLimits(t *testing.T) {
+	f, up := mustSolo(t, func(c *gateway.Config) { c.AccountLimits = ratelimit.New(0.01, 5) }) // a token every 100 s
+	ctx := context.Background()
+	key := f.mustRenter(t, "scripted") // a full bucket: the fixture's renter spent its own waiting for the provider
+	sdk, api := f.sdk(key), client.New(f.URL, key)
+	conv, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{})
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	if _, err := api.ListJobs(ctx, idlegrid.JobFilter{}); err != nil { // the API's: the same bucket
+		t.Fatal(err)
+	}
+	if _, err := sdk.Conversations.Get(ctx, conv.ID); err != nil {
+		t.Fatal(describe(err))
+	}
+	if _, err := sdk.Models.List(ctx); err != nil {
+		t.Fatal(describe(err))
+	}
+	p := &pair{fixture: f, A: up}
+	for i := range 3 { // model requests spend none of it
+		if _, _, err := p.chat(t, option.WithAPIKey(key)); err != nil {
+			t.Fatalf("chat %d: %v", i, err)
+		}
+	}
+	if _, err := sdk.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{}); err != nil {
+		t.Fatalf("the fifth request of a burst of 5: %v", describe(err))
+	}
+	_, err = sdk.Conversations.Get(ctx, conv.ID)
+	if e := apiError(t, err); e.StatusCode != 429 || e.Type != "rate_limit_error" || e.Response.Header.Get("Retry-After") == "" ||
+		!strings.Contains(e.Message, "account acct_") {
+		t.Errorf("the sixth: %d %s (%s), Retry-After %q; want 429 rate_limit_error naming the account, with Retry-After",
+			e.StatusCode, e.Type, e.Message, e.Response.Header.Get("Retry-After"))
+	}
+	_, err = sdk.Responses.Get(ctx, "resp_none", responses.ResponseGetParams{})
+	if e := apiError(t, err); e.StatusCode != 429 {
+		t.Errorf("a kept response over the limit: %d, want 429", e.StatusCode)
+	}
+	if _, err := api.ListJobs(ctx, idlegrid.JobFilter{}); idlegrid.ErrorCode(err) != idlegrid.ETOOMANY {
+		t.Errorf("the API's request over the shared limit: %v, want too_many", err)
+	}
+	if _, _, err := p.chat(t, option.WithAPIKey(key)); err != nil {
+		t.Errorf("a chat with the account's bucket empty: %v", err)
+	}
+	other := f.sdk(f.mustRenter(t, "other"))
+	if _, err := other.Conversations.New(ctx, conversations.ConversationNewParams{}); err != nil {
+		t.Errorf("another renter: %v", describe(err))
+	}
 }
 
 // TestGateway_reserveChoices: a request for n completions reserves each

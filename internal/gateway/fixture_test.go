@@ -122,7 +122,7 @@ func mustFixture(tb testing.TB, tune func(*gateway.Config)) *fixture {
 	}
 	tb.Cleanup(func() { gw.Close() })
 	srv.ReportQueuesTo(gw)
-	ts := httptest.NewServer(httpapi.New(srv, httpapi.Options{Logger: log, Sessions: reg, Gateway: gw}))
+	ts := httptest.NewServer(httpapi.New(srv, httpapi.Options{Logger: log, Sessions: reg, Gateway: gw, AccountLimits: cfg.AccountLimits}))
 	tb.Cleanup(ts.Close)
 	tb.Cleanup(func() { reg.Close() }) // before the HTTP server closes
 

@@ -43,6 +43,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/inflight"
 	"github.com/idlegrid/idlegrid/internal/ledger"
 	"github.com/idlegrid/idlegrid/internal/openai"
+	"github.com/idlegrid/idlegrid/internal/ratelimit"
 	"github.com/idlegrid/idlegrid/internal/session"
 )
 
@@ -149,6 +150,11 @@ type Config struct {
 	KeyRequestsPerSecond float64
 	KeyBurst             int
 	KeyConcurrency       int
+	// AccountLimits, the API's buckets of each account's requests, are
+	// spent from by the gateway's requests that run no model (models,
+	// kept responses, conversations, stats): those cost the renter
+	// nothing, so that money does not bound them. Nil: no limit.
+	AccountLimits *ratelimit.Buckets
 	// Journal is the directory where the meter journals each charge
 	// before its request's handler returns, until the store has it
 	// (journal.go); New first writes what a crash left there. "": no
@@ -300,8 +306,8 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
 	}
-	g.mux.HandleFunc("GET /v1/models", g.withKey(g.listModels))
-	g.mux.HandleFunc("GET /v1/models/{model...}", g.withKey(g.getModel))
+	g.mux.HandleFunc("GET /v1/models", g.withKey(g.paced(g.listModels)))
+	g.mux.HandleFunc("GET /v1/models/{model...}", g.withKey(g.paced(g.getModel)))
 	for path, method := range openAIPaths {
 		g.mux.HandleFunc(path, g.wrongMethod(method))
 	}
@@ -309,22 +315,22 @@ func New(cfg Config) (*Gateway, error) {
 	g.mux.HandleFunc("POST /v1/completions", g.withKey(g.infer("completions")))
 	g.mux.HandleFunc("POST /v1/embeddings", g.withKey(g.infer("embeddings")))
 	g.mux.HandleFunc("POST /v1/responses", g.withKey(g.infer("responses")))
-	g.mux.HandleFunc("GET /v1/responses/{id}", g.withKey(g.getResponse))
-	g.mux.HandleFunc("DELETE /v1/responses/{id}", g.withKey(g.deleteResponse))
-	g.mux.HandleFunc("GET /v1/responses/{id}/input_items", g.withKey(g.listInputItems))
-	g.mux.HandleFunc("POST /v1/responses/{id}/cancel", g.withKey(g.cancelResponse))
+	g.mux.HandleFunc("GET /v1/responses/{id}", g.withKey(g.paced(g.getResponse)))
+	g.mux.HandleFunc("DELETE /v1/responses/{id}", g.withKey(g.paced(g.deleteResponse)))
+	g.mux.HandleFunc("GET /v1/responses/{id}/input_items", g.withKey(g.paced(g.listInputItems)))
+	g.mux.HandleFunc("POST /v1/responses/{id}/cancel", g.withKey(g.paced(g.cancelResponse)))
 	g.mux.HandleFunc("/v1/responses/{id...}", g.responsesPath)
-	g.mux.HandleFunc("POST /v1/conversations", g.withKey(g.createConversation))
-	g.mux.HandleFunc("GET /v1/conversations/{id}", g.withKey(g.getConversation))
-	g.mux.HandleFunc("POST /v1/conversations/{id}", g.withKey(g.updateConversation))
-	g.mux.HandleFunc("DELETE /v1/conversations/{id}", g.withKey(g.deleteConversation))
-	g.mux.HandleFunc("POST /v1/conversations/{id}/items", g.withKey(g.addItems))
-	g.mux.HandleFunc("GET /v1/conversations/{id}/items", g.withKey(g.listItems))
-	g.mux.HandleFunc("GET /v1/conversations/{id}/items/{item_id}", g.withKey(g.getItem))
-	g.mux.HandleFunc("DELETE /v1/conversations/{id}/items/{item_id}", g.withKey(g.deleteItem))
+	g.mux.HandleFunc("POST /v1/conversations", g.withKey(g.paced(g.createConversation)))
+	g.mux.HandleFunc("GET /v1/conversations/{id}", g.withKey(g.paced(g.getConversation)))
+	g.mux.HandleFunc("POST /v1/conversations/{id}", g.withKey(g.paced(g.updateConversation)))
+	g.mux.HandleFunc("DELETE /v1/conversations/{id}", g.withKey(g.paced(g.deleteConversation)))
+	g.mux.HandleFunc("POST /v1/conversations/{id}/items", g.withKey(g.paced(g.addItems)))
+	g.mux.HandleFunc("GET /v1/conversations/{id}/items", g.withKey(g.paced(g.listItems)))
+	g.mux.HandleFunc("GET /v1/conversations/{id}/items/{item_id}", g.withKey(g.paced(g.getItem)))
+	g.mux.HandleFunc("DELETE /v1/conversations/{id}/items/{item_id}", g.withKey(g.paced(g.deleteItem)))
 	g.mux.HandleFunc("/v1/conversations/{id...}", g.conversationsPath)
-	g.mux.HandleFunc("GET /v1/inference/stats", g.withKey(g.serveStats))
-	g.mux.HandleFunc("GET /v1/inference/usage", g.withKey(g.serveUsage))
+	g.mux.HandleFunc("GET /v1/inference/stats", g.withKey(g.paced(g.serveStats)))
+	g.mux.HandleFunc("GET /v1/inference/usage", g.withKey(g.paced(g.serveUsage)))
 	return g, nil
 }
 
@@ -403,6 +409,18 @@ func (k *apiKey) routingOf(p *idlegrid.Routing) (*idlegrid.Routing, error) {
 		return openai.WithDefaults(p, k.routing), nil
 	}
 	return openai.Binding(p, k.routing)
+}
+
+// paced is next once the caller's account has spent a token of its
+// bucket (Config.AccountLimits): a request that runs no model is limited
+// as the API's are.
+func (g *Gateway) paced(next handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c *apiKey) error {
+		if err := g.cfg.AccountLimits.Admit(c.Caller, g.cfg.Clock.Now()); err != nil {
+			return err
+		}
+		return next(w, r, c)
+	}
 }
 
 // withKey names the request (X-Request-Id, on every answer, errors too),

@@ -36,7 +36,7 @@ func (a *api) withKey(next handlerFunc) handlerFunc {
 		} else if err != nil {
 			return err
 		}
-		if err := a.limit(caller); err != nil { // ratelimit.go
+		if err := a.opts.AccountLimits.Admit(caller, a.srv.Now()); err != nil {
 			return err
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

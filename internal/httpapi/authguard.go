@@ -10,6 +10,7 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/gateway"
+	"github.com/idlegrid/idlegrid/internal/ratelimit"
 )
 
 // Defaults of Options.AuthFailuresPerMinute and AuthFailureBurst: an
@@ -36,7 +37,7 @@ const (
 // Options.TrustedProxies) it is the last address before the proxies in
 // X-Forwarded-For.
 type authGuard struct {
-	failures *accountLimits // by address
+	failures *ratelimit.Buckets // by address
 	trusted  []netip.Prefix
 }
 
@@ -45,7 +46,7 @@ type authGuard struct {
 var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 
 func newAuthGuard(perMinute float64, burst int, trusted []netip.Prefix) *authGuard {
-	return &authGuard{failures: newAccountLimits(perMinute/60, burst), trusted: append(append([]netip.Prefix(nil), loopback...), trusted...)}
+	return &authGuard{failures: ratelimit.New(perMinute/60, burst), trusted: append(append([]netip.Prefix(nil), loopback...), trusted...)}
 }
 
 // guarded reports whether r carries a secret the guard counts failures of.
@@ -113,7 +114,7 @@ func (g *authGuard) admit(r *http.Request, now time.Time) error {
 		return nil
 	}
 	addr := g.clientAddr(r)
-	wait, ok := g.failures.wait(addr, now)
+	wait, ok := g.failures.Wait(addr, now)
 	if ok {
 		return nil
 	}
@@ -126,7 +127,7 @@ func (g *authGuard) admit(r *http.Request, now time.Time) error {
 // note spends a token of r's address when r was answered 401.
 func (g *authGuard) note(r *http.Request, status int, now time.Time) {
 	if status == http.StatusUnauthorized && guarded(r) {
-		g.failures.take(g.clientAddr(r), now)
+		g.failures.Take(g.clientAddr(r), now)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/gateway"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
+	"github.com/idlegrid/idlegrid/internal/ratelimit"
 	"github.com/idlegrid/idlegrid/internal/server"
 	"github.com/idlegrid/idlegrid/internal/session"
 )
@@ -59,12 +60,13 @@ type Options struct {
 	// serves (metrics.go); give it the registry the coordinator registers
 	// on too. Nil: a registry of the API's own.
 	Metrics *prometheus.Registry
-	// AccountRequestsPerSecond and AccountBurst rate-limit each account's
-	// requests but admins' (ratelimit.go): a token bucket of AccountBurst
-	// (default: a second's worth) refilled at AccountRequestsPerSecond.
-	// Zero: no limit.
-	AccountRequestsPerSecond float64
-	AccountBurst             int
+	// AccountLimits rate-limit each account's requests but admins': one
+	// renter's or provider's script cannot starve the others or the
+	// scheduler it asks. Agents are not limited (they sign as their
+	// nodes), nor the gateway's model requests, which it limits per key;
+	// give the gateway the same buckets for its other requests. Nil: no
+	// limit.
+	AccountLimits *ratelimit.Buckets
 	// AuthFailuresPerMinute and AuthFailureBurst slow down an address that
 	// keeps failing to authenticate (authguard.go): a token bucket of
 	// AuthFailureBurst failures refilled at AuthFailuresPerMinute; an
@@ -105,14 +107,13 @@ func (o Options) withDefaults() Options {
 
 // api serves the routes of one server.
 type api struct {
-	srv    *server.Server
-	opts   Options
-	log    *slog.Logger
-	mux    *http.ServeMux
-	http   *httpMetrics
-	limits *accountLimits
-	guard  *authGuard // addresses that fail to authenticate
-	seen   *replays   // signed agent requests taken
+	srv   *server.Server
+	opts  Options
+	log   *slog.Logger
+	mux   *http.ServeMux
+	http  *httpMetrics
+	guard *authGuard // addresses that fail to authenticate
+	seen  *replays   // signed agent requests taken
 	// native are the first segments under /v1 of the API's own routes
 	// (jobs, agent, ...): a path under /v1 that no route serves is the
 	// API's to answer when its first segment is one of these, and the
@@ -127,7 +128,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 func New(srv *server.Server, opts Options) http.Handler {
 	opts = opts.withDefaults()
 	a := &api{srv: srv, opts: opts, log: opts.Logger, mux: http.NewServeMux(), http: newHTTPMetrics(opts.Metrics),
-		limits: newAccountLimits(opts.AccountRequestsPerSecond, opts.AccountBurst), seen: newReplays(), native: map[string]bool{},
+		seen: newReplays(), native: map[string]bool{},
 		guard: newAuthGuard(opts.AuthFailuresPerMinute, opts.AuthFailureBurst, opts.TrustedProxies)}
 	a.routes()
 	return hardened(a.unclean(a.mux))

@@ -9,13 +9,14 @@ import (
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi"
+	"github.com/idlegrid/idlegrid/internal/ratelimit"
 )
 
 // Each account has its own bucket, whichever of its keys it uses; an
 // account over it gets 429 with Retry-After until the bucket refills, and
 // nobody else notices. Admins are not limited.
 func TestAPI_accountRateLimit(t *testing.T) {
-	f := mustOpen(t, httpapi.Options{AccountRequestsPerSecond: 0.5, AccountBurst: 3})
+	f := mustOpen(t, httpapi.Options{AccountLimits: ratelimit.New(0.5, 3)})
 	renter, acct, secret := f.mustAccount(t, "ren", idlegrid.RoleRenter)
 	_, _, other := f.mustAccount(t, "ren2", idlegrid.RoleRenter)
 	get := func(secret string) answer { return mustDo(t, request(t, http.MethodGet, f.URL+"/v1/jobs", secret, "")) }

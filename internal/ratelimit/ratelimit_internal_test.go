@@ -1,4 +1,4 @@
-package httpapi
+package ratelimit
 
 import (
 	"fmt"
@@ -6,33 +6,33 @@ import (
 	"time"
 )
 
-// The buckets of accounts that went quiet are dropped once the map has
-// grown, and an account still over its limit keeps its empty bucket.
-func TestAccountLimits_forgetIdle(t *testing.T) {
-	l := newAccountLimits(1, 2)
+// The buckets of keys that went quiet are dropped once the map has
+// grown, and a key still over its limit keeps its empty bucket.
+func TestBuckets_forgetIdle(t *testing.T) {
+	l := New(1, 2)
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	for range 2 {
-		l.take("busy", t0)
+		l.Take("busy", t0)
 	}
-	if _, ok := l.take("busy", t0); ok {
+	if _, ok := l.Take("busy", t0); ok {
 		t.Fatal("a third request in a burst of 2 was allowed")
 	}
 	for i := range minSweep - 1 {
-		l.take(fmt.Sprint("quiet", i), t0)
+		l.Take(fmt.Sprint("quiet", i), t0)
 	}
 	if len(l.m) != minSweep {
 		t.Fatalf("%d buckets, want %d", len(l.m), minSweep)
 	}
 	// A second on: the quiet accounts' buckets are full again, busy's holds
 	// one token of two.
-	l.take("newcomer", t0.Add(time.Second))
+	l.Take("newcomer", t0.Add(time.Second))
 	if len(l.m) != 2 {
 		t.Errorf("%d buckets after the sweep, want busy's and the newcomer's", len(l.m))
 	}
-	if _, ok := l.take("busy", t0.Add(time.Second)); !ok {
+	if _, ok := l.Take("busy", t0.Add(time.Second)); !ok {
 		t.Error("busy's refilled token was refused")
 	}
-	if wait, ok := l.take("busy", t0.Add(time.Second)); ok || wait != time.Second {
+	if wait, ok := l.Take("busy", t0.Add(time.Second)); ok || wait != time.Second {
 		t.Errorf("busy over its limit again: allowed %v, wait %s; want refused for 1s", ok, wait)
 	}
 	if l.sweep != minSweep {
@@ -41,10 +41,10 @@ func TestAccountLimits_forgetIdle(t *testing.T) {
 }
 
 // No rate, no limit.
-func TestAccountLimits_none(t *testing.T) {
-	l := newAccountLimits(0, 0)
+func TestBuckets_none(t *testing.T) {
+	l := New(0, 0)
 	for range 1000 {
-		if _, ok := l.take("a", time.Time{}); !ok {
+		if _, ok := l.Take("a", time.Time{}); !ok {
 			t.Fatal("refused without a limit")
 		}
 	}
