@@ -34,6 +34,7 @@ type catalog struct {
 	byModel    map[string][]*provider
 	keys       map[string]bool      // every provider's key
 	served     map[string]time.Time // when each model was last listed, for recentlyServed
+	since      map[string]time.Time // when each of those began to be listed, without a gap of recentlyServed: its created
 	fetched    time.Time            // zero: never
 	refreshing bool
 }
@@ -113,16 +114,28 @@ func (c *catalog) fresh(ctx context.Context) error {
 // and forgets those not served for longer than recentlyServed.
 func (c *catalog) noteServed(now time.Time) {
 	if c.served == nil {
-		c.served = map[string]time.Time{}
+		c.served, c.since = map[string]time.Time{}, map[string]time.Time{}
 	}
 	for m := range c.byModel {
+		if _, ok := c.served[m]; !ok {
+			c.since[m] = now
+		}
 		c.served[m] = now
 	}
 	for m, at := range c.served {
 		if now.Sub(at) > recentlyServed {
 			delete(c.served, m)
+			delete(c.since, m)
 		}
 	}
+}
+
+// listedSince is when the catalog began to list model, as GET /v1/models
+// gives it (created): the zero time when it does not.
+func (c *catalog) listedSince(model string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.since[model]
 }
 
 // lastServed reports how long ago the catalog last listed model, and

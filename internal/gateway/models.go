@@ -81,8 +81,13 @@ func (g *Gateway) keysModels(r *http.Request, c *apiKey) (*idlegrid.Routing, map
 
 // model is the model name as the key whose routing is rt sees it, served
 // by ps: how many of them it may use, and the lowest prices among those.
+// It was created, as far as renters can tell, when this gateway began to
+// list it.
 func (g *Gateway) model(rt *idlegrid.Routing, name string, ps []*provider) openai.Model {
 	m := openai.Model{ID: name, Object: "model", OwnedBy: "idlegrid"}
+	if since := g.catalog.listedSince(name); !since.IsZero() {
+		m.Created = since.Unix()
+	}
 	for _, p := range ps {
 		if !g.listable(rt, p) {
 			continue

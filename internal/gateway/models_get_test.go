@@ -6,12 +6,15 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // GET /v1/models/{model} answers one model as the list does, as OpenAI's
-// SDKs retrieve it, and 404 for one nobody serves; a wrong method on an
-// OpenAI path is a 405 in OpenAI's format, with Allow.
+// SDKs retrieve it, created when the gateway began to list it, and 404 for
+// one nobody serves; a wrong method on an OpenAI path is a 405 in OpenAI's
+// format, with Allow.
 func TestGateway_modelAndMethods(t *testing.T) {
+	before := time.Now().Unix()
 	f := mustFixture(t, nil)
 	up := mustMock(t, "alpha")
 	f.startAgent(t, "alpha", "eu-west", "EU", up.model(testModel, "10", "20", 4))
@@ -21,6 +24,13 @@ func TestGateway_modelAndMethods(t *testing.T) {
 	m, err := sdk.Models.Get(ctx, testModel)
 	if err != nil || m.ID != testModel {
 		t.Fatalf("Models.Get(%s) = %+v, %v", testModel, m, err)
+	}
+	if m.Created < before || m.Created > time.Now().Unix() {
+		t.Errorf("created %d, want when the gateway began to list it, from %d to now", m.Created, before)
+	}
+	time.Sleep(time.Second + f.catalogTTL) // the catalog refreshed, a second on: created stays
+	if again, err := sdk.Models.Get(ctx, testModel); err != nil || again.Created != m.Created {
+		t.Errorf("a second later, created %d, %v; want %d still", again.Created, err, m.Created)
 	}
 	// A name with a slash, as Hugging Face names models: the SDK sends it
 	// as it is, not escaped.
