@@ -175,6 +175,7 @@ func (g *Gateway) startBackground(w http.ResponseWriter, r *http.Request, x *exc
 	}
 	own := r.Clone(context.Background()) // the run's, which outlives the handler
 	if !g.background.start(k.id, g.backgroundDeadline(), func(ctx context.Context) {
+		defer k.end()
 		defer g.active.Leave()
 		defer x.res.done()
 		defer x.endStream(out.log)
@@ -200,6 +201,7 @@ func (g *Gateway) startBackground(w http.ResponseWriter, r *http.Request, x *exc
 // endBackground ends what startBackground owns, for a run that never
 // started.
 func (x *exchange) endBackground() {
+	x.kept.end()
 	x.res.release(0)
 	x.res.done()
 	x.g.active.Leave()

@@ -227,6 +227,9 @@ func (g *Gateway) addItems(w http.ResponseWriter, r *http.Request, c *apiKey) er
 	if err != nil {
 		return err
 	}
+	if err := g.convLocks.check(c.AccountID, id); err != nil {
+		return err
+	}
 	if err := g.cfg.Store.AddConversationItems(r.Context(), c.AccountID, id, items); err != nil {
 		return err
 	}
@@ -293,6 +296,9 @@ func (g *Gateway) deleteItem(w http.ResponseWriter, r *http.Request, c *apiKey) 
 	id := r.PathValue("id")
 	conv, err := g.findConversation(r.Context(), c, id)
 	if err != nil {
+		return err
+	}
+	if err := g.convLocks.check(c.AccountID, id); err != nil {
 		return err
 	}
 	if err := g.cfg.Store.DeleteConversationItem(r.Context(), c.AccountID, id, r.PathValue("item_id")); err != nil {

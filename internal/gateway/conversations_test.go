@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/conversations"
@@ -371,5 +372,75 @@ func TestGateway_conversationDeletedWhileAnswering(t *testing.T) {
 	}
 	if got := metricstest.Value(t, reg, "idlegrid_inference_responses_not_kept_total", nil); got != 0 {
 		t.Errorf("responses not kept = %v, want 0: a deleted conversation is no failure to keep", got)
+	}
+}
+
+// TestGateway_conversationLocked: a conversation runs one response at a
+// time, as OpenAI's do. While a response runs in it, another response
+// request naming it waits a moment, then is refused 400
+// conversation_locked (param conversation, Retry-After), naming the one
+// running; adding or deleting its items is refused at once; another
+// renter naming its ID is told there is none, not that it is locked. A
+// request that waits while the running response ends runs next, and sees
+// that response's items.
+func TestGateway_conversationLocked(t *testing.T) {
+	f, up := mustSolo(t, nil)
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+	conv, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{})
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	up.set(faultHold)
+	calls := up.Calls.Load()
+	p := inConversation("First", conv.ID)
+	p.Background = oai.Bool(true)
+	first, err := sdk.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	eventually(t, "the first response to reach the model server", func() string {
+		if up.Calls.Load() == calls {
+			return "not yet"
+		}
+		return ""
+	})
+
+	_, err = sdk.Responses.New(ctx, inConversation("Second", conv.ID))
+	if e := apiError(t, err); e.StatusCode != 400 || e.Code != "conversation_locked" || e.Param != "conversation" ||
+		e.Response.Header.Get("Retry-After") == "" || !strings.Contains(e.Message, first.ID) {
+		t.Errorf("a second response while the first runs: %d %s param %q (%s), Retry-After %q; want 400 conversation_locked naming the conversation and the first response, with Retry-After",
+			e.StatusCode, e.Code, e.Param, e.Message, e.Response.Header.Get("Retry-After"))
+	}
+	_, err = sdk.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{Items: []responses.ResponseInputItemUnionParam{userItem("Aside")}})
+	if e := apiError(t, err); e.StatusCode != 400 || e.Code != "conversation_locked" {
+		t.Errorf("adding items while a response runs: %d %s (%s); want 400 conversation_locked", e.StatusCode, e.Code, e.Message)
+	}
+	_, err = sdk.Conversations.Items.Delete(ctx, conv.ID, "msg_any")
+	if e := apiError(t, err); e.StatusCode != 400 || e.Code != "conversation_locked" {
+		t.Errorf("deleting an item while a response runs: %d %s (%s); want 400 conversation_locked", e.StatusCode, e.Code, e.Message)
+	}
+	other := f.sdk(f.mustRenter(t, "other"))
+	_, err = other.Responses.New(ctx, inConversation("Mine?", conv.ID))
+	if e := apiError(t, err); e.Code == "conversation_locked" || !strings.Contains(e.Message, "no conversation") {
+		t.Errorf("another renter naming the conversation: %s; want it told there is no such conversation", describe(err))
+	}
+
+	second := make(chan error, 1)
+	go func() {
+		_, err := sdk.Responses.New(ctx, inConversation("Second", conv.ID))
+		second <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the second waits for the first to end
+	up.free()
+	if done := pollUntil(t, sdk, first.ID, responses.ResponseStatusQueued, responses.ResponseStatusInProgress); done.Status != responses.ResponseStatusCompleted {
+		t.Fatalf("the first response: %s; want it completed", done.RawJSON())
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("the second response, sent while the first ran: %s; want it run once the first ended", describe(err))
+	}
+	want := []string{"user: First", "assistant: Hello from alpha.", "user: Second", "assistant: Hello from alpha."}
+	if got := conversationText(t, sdk, conv.ID); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("the conversation holds %q; want %q: the second ran after the first", got, want)
 	}
 }

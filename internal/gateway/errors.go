@@ -38,8 +38,8 @@ func retryAfter(err error, d time.Duration) error { return idlegrid.WithRetryAft
 // ErrorBody is err in OpenAI's format. Internal errors say no more than
 // "internal error".
 func ErrorBody(err error) openai.ErrorBody {
-	code := idlegrid.ErrorCode(err)
-	d := openai.ErrorDetail{Message: idlegrid.ErrorMessage(err), Type: errorTypes[code], Code: &code}
+	code := openAICode(err)
+	d := openai.ErrorDetail{Message: idlegrid.ErrorMessage(err), Type: errorTypes[idlegrid.ErrorCode(err)], Code: &code}
 	var e *idlegrid.Error
 	if errors.As(err, &e) && e.Field != "" {
 		d.Param = &e.Field

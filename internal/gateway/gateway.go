@@ -238,10 +238,11 @@ type Gateway struct {
 	stats      statsBook
 	meter      *meter
 	auth       authCache
-	active     inflight.Count // inference requests running
-	waiting    waitingRoom    // requests waiting for a provider with room
-	background backgroundRuns // background responses running (background.go)
-	streams    streamLogs     // streamed background responses' events (streamlog.go)
+	active     inflight.Count    // inference requests running
+	waiting    waitingRoom       // requests waiting for a provider with room
+	background backgroundRuns    // background responses running (background.go)
+	streams    streamLogs        // streamed background responses' events (streamlog.go)
+	convLocks  conversationLocks // the conversations a response runs in (convlock.go)
 	metrics    *metrics
 }
 

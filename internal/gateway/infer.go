@@ -53,6 +53,7 @@ func (g *Gateway) infer(e openai.Endpoint) handlerFunc {
 		}
 		defer g.active.Leave()
 		defer x.res.done()
+		defer x.kept.end()
 		return x.send(w, r, rt, nil)
 	}
 }
@@ -67,7 +68,7 @@ type route struct {
 // prepare reads a request, parses it (continuing a kept conversation),
 // plans its route and admits it by its key's rate, concurrency and money:
 // an exchange ready to send, holding its reservation.
-func (g *Gateway) prepare(w http.ResponseWriter, r *http.Request, c *apiKey, e openai.Endpoint) (*exchange, route, error) {
+func (g *Gateway) prepare(w http.ResponseWriter, r *http.Request, c *apiKey, e openai.Endpoint) (_ *exchange, _ route, err error) {
 	start := time.Now()
 	if c.Role != idlegrid.RoleRenter || c.NodeID != "" {
 		return nil, route{}, idlegrid.Errorf(idlegrid.EFORBIDDEN, "only renter accounts may run inference: it is charged to the renter's balance")
@@ -85,6 +86,11 @@ func (g *Gateway) prepare(w http.ResponseWriter, r *http.Request, c *apiKey, e o
 		if req, kept, err = g.continued(r.Context(), c.AccountID, requestID(w), req); err != nil {
 			return nil, route{}, err
 		}
+		defer func() {
+			if err != nil {
+				kept.end()
+			}
+		}()
 	}
 	if req.Provider, err = c.routingOf(req.Provider); err != nil { // the key's owner set where its requests may go
 		return nil, route{}, err

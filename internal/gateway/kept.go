@@ -51,6 +51,7 @@ type keeping struct {
 	previous     string
 	conversation string          // the conversation it continues and adds to (conversations.go)
 	taken        map[string]bool // the IDs of the conversation's items as it began
+	unlock       func()          // lets the conversation go, once (convlock.go); nil: nothing to let go
 	store        bool
 	input        json.RawMessage
 	background   bool            // run in the background (background.go)
@@ -84,6 +85,14 @@ func (k *keeping) settled() bool {
 	return k.done || k.lost
 }
 
+// end lets k's conversation go, once k's response has ended and its items
+// are added; its exchange may end it more than once.
+func (k *keeping) end() {
+	if k != nil && k.unlock != nil {
+		k.unlock()
+	}
+}
+
 // responseID is the ID of the response to request reqID: its digits,
 // "resp_…".
 func responseID(reqID string) string {
@@ -95,7 +104,7 @@ func responseID(reqID string) string {
 // continues a kept one or a kept conversation, the conversation whole, and
 // its item_reference items replaced by the items they name
 // (openai.Request.Continue); and what the exchange keeps of it.
-func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *openai.Request) (*openai.Request, *keeping, error) {
+func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *openai.Request) (_ *openai.Request, _ *keeping, err error) {
 	list, err := req.InputItems()
 	if err != nil {
 		return nil, nil, err
@@ -103,6 +112,17 @@ func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *op
 	k := &keeping{id: responseID(reqID), previous: req.PreviousResponseID, conversation: req.Conversation, store: req.Store, input: list, background: req.Background}
 	if req.PreviousResponseID == "" && req.Conversation == "" && req.References == 0 {
 		return req, k, nil
+	}
+	if req.Conversation != "" { // before its items are read: a response running in it adds more
+		if err := g.convLocks.lock(ctx, renterID, req.Conversation, k.id); err != nil {
+			return nil, nil, err
+		}
+		k.unlock = sync.OnceFunc(func() { g.convLocks.unlock(renterID, req.Conversation, k.id) })
+		defer func() {
+			if err != nil {
+				k.end()
+			}
+		}()
 	}
 	history, field, err := g.history(ctx, renterID, req, k) // before k.input is resolved: a reference to an item of its conversation is refused
 	if err != nil {
@@ -261,6 +281,7 @@ func (x *exchange) keep(obj []byte) {
 	}
 	if k.conversation != "" {
 		x.addToConversation(obj)
+		k.end() // before the renter has the answer: its next response finds the conversation free
 	}
 }
 
