@@ -13,9 +13,10 @@ import (
 // request naming a conversation in which another response runs waits a
 // moment for it to end, then is refused (400, conversation_locked), and a
 // request adding or deleting its items meanwhile is refused at once, until
-// that response has ended and its items are added. So each response sees the items of the one before, and the items
-// go in in the order the responses ran. The locks are one coordinator's,
-// as its budgets are (docs/gateway.md).
+// that response has ended and its items are added. So each response sees
+// the items of the one before, and the items go in in the order the
+// responses ran. The locks are one coordinator's, as its budgets are
+// (docs/gateway.md).
 
 // lockWait is how long a request waits for the response running in its
 // conversation to end before it is refused: a client that sends its next

@@ -150,10 +150,11 @@ type Config struct {
 	KeyRequestsPerSecond float64
 	KeyBurst             int
 	KeyConcurrency       int
-	// AccountLimits, the API's buckets of each account's requests, are
-	// spent from by the gateway's requests that run no model (models,
-	// kept responses, conversations, stats): those cost the renter
-	// nothing, so that money does not bound them. Nil: no limit.
+	// AccountLimits are the API's buckets of each account's requests
+	// (give httpapi.Options the same): the gateway's requests that run
+	// no model (models, kept responses, conversations, stats) spend from
+	// them, since they cost the renter nothing, so money does not bound
+	// them. Nil: no limit.
 	AccountLimits *ratelimit.Buckets
 	// Journal is the directory where the meter journals each charge
 	// before its request's handler returns, until the store has it
