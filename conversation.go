@@ -111,6 +111,13 @@ type ConversationItemFilter struct {
 // MaxConversationPage is the most items one page of a conversation holds.
 const MaxConversationPage = 1000
 
+// ConversationUsage is what a renter's conversations hold, all together:
+// their items, and the items' length in characters.
+type ConversationUsage struct {
+	Items int64
+	Chars int64
+}
+
 // ConversationStore keeps the gateway's conversations. internal/sqlstore
 // implements it beside Store. Each method reads or writes only the
 // renter's own: another renter's conversation is ENOTFOUND.
@@ -161,4 +168,8 @@ type ConversationStore interface {
 	// DeleteConversationItem deletes the item itemID of the renter's
 	// conversation id: ENOTFOUND naming the conversation or the item.
 	DeleteConversationItem(ctx context.Context, renterID, id, itemID string) error
+	// ConversationUsage returns what the renter's conversations hold, as
+	// the writes that added and deleted their items left it: none for a
+	// renter with none.
+	ConversationUsage(ctx context.Context, renterID string) (ConversationUsage, error)
 }

@@ -56,7 +56,7 @@ func (db *DB) CreateConversation(ctx context.Context, c *idlegrid.Conversation, 
 		}); err != nil {
 			return err
 		}
-		return insertItems(ctx, tx, c.ID, 1, items)
+		return insertItems(ctx, tx, c.RenterID, c.ID, 1, items)
 	})
 	if err == nil {
 		numberItems(c.ID, 1, items)
@@ -113,8 +113,15 @@ func (db *DB) DeleteConversation(ctx context.Context, renterID, id string) error
 		if err := expectOne(res, err, func() error { return notFound("conversation", id) }); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM conversation_items WHERE conversation_id = $1`, id)
-		return err
+		var gone idlegrid.ConversationUsage
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(chars), 0) FROM conversation_items WHERE conversation_id = $1`,
+			id).Scan(&gone.Items, &gone.Chars); err != nil {
+			return err
+		}
+		if _, err = tx.ExecContext(ctx, `DELETE FROM conversation_items WHERE conversation_id = $1`, id); err != nil {
+			return err
+		}
+		return addUsage(ctx, tx, renterID, idlegrid.ConversationUsage{Items: -gone.Items, Chars: -gone.Chars})
 	})
 }
 
@@ -141,7 +148,7 @@ func (db *DB) AddConversationItems(ctx context.Context, renterID, id string, ite
 			first+int64(len(items)), id); err != nil {
 			return err
 		}
-		return insertItems(ctx, tx, id, first, items)
+		return insertItems(ctx, tx, renterID, id, first, items)
 	})
 	if err == nil {
 		numberItems(id, first, items)
@@ -216,15 +223,50 @@ func itemConflict(i int, format string, args ...any) error {
 	return &idlegrid.Error{Code: idlegrid.ECONFLICT, Field: fmt.Sprintf("items[%d].id", i), Message: fmt.Sprintf(format, args...)}
 }
 
-// insertItems inserts items into the conversation id, the first as Seq
-// first and each after it the next.
-func insertItems(ctx context.Context, tx *sql.Tx, id string, first int64, items []*idlegrid.ConversationItem) error {
-	rows := make([][]any, len(items))
-	for i, it := range items {
-		rows[i] = []any{id, first + int64(i), it.ID, string(it.Item), utf8.RuneCount(it.Item), it.ResponseID, timeArg(it.CreatedAt)}
+// insertItems inserts items into the renter's conversation id, the first
+// as Seq first and each after it the next, and counts them in the
+// renter's usage.
+func insertItems(ctx context.Context, tx *sql.Tx, renterID, id string, first int64, items []*idlegrid.ConversationItem) error {
+	if len(items) == 0 {
+		return nil
 	}
-	return insertRows(ctx, tx, `INSERT INTO conversation_items
-		(conversation_id, seq, item_id, item, chars, response_id, created_at)`, rows)
+	rows := make([][]any, len(items))
+	var chars int64
+	for i, it := range items {
+		n := utf8.RuneCount(it.Item)
+		chars += int64(n)
+		rows[i] = []any{id, first + int64(i), it.ID, string(it.Item), n, it.ResponseID, timeArg(it.CreatedAt)}
+	}
+	if err := insertRows(ctx, tx, `INSERT INTO conversation_items
+		(conversation_id, seq, item_id, item, chars, response_id, created_at)`, rows); err != nil {
+		return err
+	}
+	return addUsage(ctx, tx, renterID, idlegrid.ConversationUsage{Items: int64(len(items)), Chars: chars})
+}
+
+// addUsage adds d (negative: items deleted) to what the renter's
+// conversations hold.
+func addUsage(ctx context.Context, tx *sql.Tx, renterID string, d idlegrid.ConversationUsage) error {
+	if d.Items == 0 {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO conversation_usage (renter_id, items, chars) VALUES ($1, $2, $3)
+		ON CONFLICT (renter_id) DO UPDATE SET items = conversation_usage.items + excluded.items,
+		chars = conversation_usage.chars + excluded.chars`, renterID, d.Items, d.Chars)
+	return err
+}
+
+// ConversationUsage returns what the renter's conversations hold.
+func (db *DB) ConversationUsage(ctx context.Context, renterID string) (idlegrid.ConversationUsage, error) {
+	var u idlegrid.ConversationUsage
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `SELECT items, chars FROM conversation_usage WHERE renter_id = $1`, renterID).Scan(&u.Items, &u.Chars)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // none kept
+		}
+		return err
+	})
+	return u, err
 }
 
 // numberItems sets the ConversationID and Seq of items added to the
@@ -396,8 +438,18 @@ func (db *DB) DeleteConversationItem(ctx context.Context, renterID, id, itemID s
 		if err := ownConversation(ctx, tx, renterID, id); err != nil {
 			return err
 		}
+		var chars int64
+		err := tx.QueryRowContext(ctx, `SELECT chars FROM conversation_items WHERE conversation_id = $1 AND item_id = $2`, id, itemID).Scan(&chars)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("item", itemID)
+		} else if err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM conversation_items WHERE conversation_id = $1 AND item_id = $2`, id, itemID)
-		return expectOne(res, err, func() error { return notFound("item", itemID) })
+		if err := expectOne(res, err, func() error { return notFound("item", itemID) }); err != nil {
+			return err
+		}
+		return addUsage(ctx, tx, renterID, idlegrid.ConversationUsage{Items: -1, Chars: -chars})
 	})
 }
 

@@ -454,6 +454,9 @@ func testConversationsConcurrent(t *testing.T, db *sqlstore.DB) {
 		})
 	}
 	wg.Wait()
+	if u, err := db.ConversationUsage(ctx, "acct_ada"); err != nil || u.Items != 1+adders*adds*each {
+		t.Errorf("after the adds, the renter holds %+v, %v; want %d items", u, err, 1+adders*adds*each)
+	}
 	bySeq := map[int64]string{1: "first"}
 	for a, items := range added {
 		mustOK(t, errs[a])
@@ -562,4 +565,62 @@ func testConversationsFindItem(t *testing.T, db *sqlstore.DB) {
 	mustOK(t, db.DeleteConversation(ctx, "acct_ada", first.ID))
 	_, err = db.FindItem(ctx, "acct_ada", items[0].ID)
 	wantNotFound(t, err, "item", items[0].ID)
+}
+
+// testConversationsUsage: what a renter's conversations hold counts every
+// item added and deleted, with its characters (not bytes), whichever way:
+// a conversation's first items, items added, an item deleted, a
+// conversation deleted; a refused write counts nothing, and each renter
+// counts its own.
+func testConversationsUsage(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	usage := func(renterID string) idlegrid.ConversationUsage {
+		t.Helper()
+		u, err := db.ConversationUsage(ctx, renterID)
+		mustOK(t, err)
+		return u
+	}
+	chars := func(items ...*idlegrid.ConversationItem) (n int64) {
+		for _, it := range items {
+			n += int64(utf8.RuneCount(it.Item))
+		}
+		return n
+	}
+	if u := usage("acct_ada"); u != (idlegrid.ConversationUsage{}) {
+		t.Fatalf("a renter with no conversations holds %+v, want nothing", u)
+	}
+	c := newConversation("acct_ada")
+	first := []*idlegrid.ConversationItem{convItem(id("msg"), "héllo"), convItem(id("msg"), "wörld")}
+	mustOK(t, db.CreateConversation(ctx, c, first))
+	more := convItems(3, "ça va")
+	mustOK(t, db.AddConversationItems(ctx, "acct_ada", c.ID, more))
+	want := idlegrid.ConversationUsage{Items: 5, Chars: chars(append(first, more...)...)}
+	if u := usage("acct_ada"); u != want {
+		t.Fatalf("after 2 items and 3 more: %+v, want %+v", u, want)
+	}
+	wantConflict(t, db.AddConversationItems(ctx, "acct_ada", c.ID, []*idlegrid.ConversationItem{convItem(id("msg"), "new"), convItem(first[0].ID, "again")}), "items[1].id")
+	wantNotFound(t, db.DeleteConversationItem(ctx, "acct_ada", c.ID, "msg_none"), "item", "msg_none")
+	wantNotFound(t, db.DeleteConversationItem(ctx, "acct_bob", c.ID, first[0].ID), "conversation", c.ID)
+	if u := usage("acct_ada"); u != want {
+		t.Fatalf("after refused writes: %+v, want %+v still", u, want)
+	}
+	_, otherItems := mustConversationOf(t, db, "acct_bob", 2)
+	if u := usage("acct_bob"); u != (idlegrid.ConversationUsage{Items: 2, Chars: chars(otherItems...)}) {
+		t.Errorf("another renter holds %+v, want its own 2 items", u)
+	}
+	mustOK(t, db.DeleteConversationItem(ctx, "acct_ada", c.ID, more[1].ID))
+	want = idlegrid.ConversationUsage{Items: 4, Chars: want.Chars - chars(more[1])}
+	if u := usage("acct_ada"); u != want {
+		t.Fatalf("after an item deleted: %+v, want %+v", u, want)
+	}
+	empty := newConversation("acct_ada")
+	mustOK(t, db.CreateConversation(ctx, empty, nil))
+	mustOK(t, db.DeleteConversation(ctx, "acct_ada", empty.ID))
+	mustOK(t, db.DeleteConversation(ctx, "acct_ada", c.ID))
+	if u := usage("acct_ada"); u != (idlegrid.ConversationUsage{}) {
+		t.Errorf("after its conversations were deleted: %+v, want nothing", u)
+	}
+	if u := usage("acct_bob"); u.Items != 2 {
+		t.Errorf("the other renter after the first's deletes: %+v, want its 2 items", u)
+	}
 }

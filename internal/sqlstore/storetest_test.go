@@ -97,6 +97,7 @@ func runStoreTests(t *testing.T, newDSN func(t *testing.T) string) {
 		{"Conversations_History", testConversationHistory},
 		{"Conversations_Concurrent", testConversationsConcurrent},
 		{"Conversations_FindItem", testConversationsFindItem},
+		{"Conversations_Usage", testConversationsUsage},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
