@@ -16,6 +16,8 @@ type inferenceLimits struct {
 	keyBurst       int
 	keyConcurrency int
 	retention      time.Duration
+	convItems      int64 // what a renter's conversations may hold; 0: no bound
+	convChars      int64
 }
 
 // inferenceFlags adds the gateway's flags to fs.
@@ -29,6 +31,10 @@ func inferenceFlags(fs *flagSet) *inferenceLimits {
 	fs.IntVar(&l.keyConcurrency, "inference-key-concurrency", 0, "inference requests each API key may have in flight; 0: no limit")
 	fs.DurationVar(&l.retention, "response-retention", gateway.DefaultResponseRetention,
 		"how long a response of POST /v1/responses is kept to be continued (previous_response_id) and read back, unless its request says store false")
+	fs.Int64Var(&l.convItems, "inference-conversation-items", gateway.DefaultConversationItems,
+		"the most items a renter's conversations (POST /v1/conversations) may hold, all together; past it, adding is refused until the renter deletes some; 0: no bound")
+	fs.Int64Var(&l.convChars, "inference-conversation-chars", gateway.DefaultConversationChars,
+		"the most characters the items of a renter's conversations may come to, all together; 0: no bound")
 	return l
 }
 
@@ -47,6 +53,10 @@ func (l *inferenceLimits) check() error {
 		return usagef("--inference-key-concurrency must be between 0 and 1000000, got %d", l.keyConcurrency)
 	case l.retention < time.Minute || l.retention > 10*365*24*time.Hour:
 		return usagef("--response-retention must be between 1m and 87600h (ten years), got %s", l.retention)
+	case l.convItems < 0 || l.convItems > 1e12:
+		return usagef("--inference-conversation-items must be between 0 and 1000000000000, got %d", l.convItems)
+	case l.convChars < 0 || l.convChars > 1e15:
+		return usagef("--inference-conversation-chars must be between 0 and 1000000000000000, got %d", l.convChars)
 	}
 	return nil
 }
@@ -62,7 +72,18 @@ func (l *inferenceLimits) apply(c *gateway.Config) {
 	}
 	c.KeyRequestsPerSecond, c.KeyBurst, c.KeyConcurrency = l.keyRPS, l.keyBurst, l.keyConcurrency
 	c.ResponseRetention = l.retention
+	c.ConversationItems, c.ConversationChars = noBoundAtZero(l.convItems), noBoundAtZero(l.convChars)
 	if l.keyRPS > 0 && l.keyBurst == 0 {
 		c.KeyBurst = max(1, int(math.Ceil(l.keyRPS)))
 	}
+}
+
+// noBoundAtZero is a flag's bound as the gateway reads it: the flag's 0
+// (no bound) is the gateway's negative, since the gateway reads 0 as its
+// default.
+func noBoundAtZero(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

@@ -69,3 +69,39 @@ func TestInferenceLimits_responseRetention(t *testing.T) {
 		}
 	}
 }
+
+// The bounds on what a renter's conversations hold: the gateway's
+// defaults unless set, 0 for none (the gateway's negative), and a
+// negative flag refused naming it.
+func TestInferenceLimits_conversationQuota(t *testing.T) {
+	for _, tc := range []struct {
+		args         string
+		items, chars int64 // as the gateway reads them; 0: refused
+		flag         string
+	}{
+		{"", gateway.DefaultConversationItems, gateway.DefaultConversationChars, ""},
+		{"--inference-conversation-items=500 --inference-conversation-chars=9000", 500, 9000, ""},
+		{"--inference-conversation-items=0 --inference-conversation-chars=0", -1, -1, ""},
+		{"--inference-conversation-items=-1", 0, 0, "--inference-conversation-items"},
+		{"--inference-conversation-chars=-5", 0, 0, "--inference-conversation-chars"},
+	} {
+		fs := &flagSet{FlagSet: flag.NewFlagSet("server", flag.ContinueOnError)}
+		fs.SetOutput(io.Discard)
+		l := inferenceFlags(fs)
+		if err := fs.FlagSet.Parse(strings.Fields(tc.args)); err != nil {
+			t.Fatal(err)
+		}
+		err := l.check()
+		if tc.flag != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.flag) {
+				t.Errorf("%s: %v; want an error naming %s", tc.args, err, tc.flag)
+			}
+			continue
+		}
+		var c gateway.Config
+		l.apply(&c)
+		if err != nil || c.ConversationItems != tc.items || c.ConversationChars != tc.chars {
+			t.Errorf("%s: %v, %d items and %d characters; want %d and %d", tc.args, err, c.ConversationItems, c.ConversationChars, tc.items, tc.chars)
+		}
+	}
+}

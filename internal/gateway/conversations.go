@@ -131,6 +131,9 @@ func (g *Gateway) createConversation(w http.ResponseWriter, r *http.Request, c *
 	if err != nil {
 		return err
 	}
+	if err := g.roomFor(r.Context(), c.AccountID, items); err != nil {
+		return err
+	}
 	conv := &idlegrid.Conversation{ID: idlegrid.NewID("conv"), RenterID: c.AccountID, Metadata: body.Metadata, CreatedAt: g.cfg.Clock.Now()}
 	if err := g.cfg.Store.CreateConversation(r.Context(), conv, items); err != nil {
 		return err
@@ -228,6 +231,9 @@ func (g *Gateway) addItems(w http.ResponseWriter, r *http.Request, c *apiKey) er
 		return err
 	}
 	if err := g.convLocks.check(c.AccountID, id); err != nil {
+		return err
+	}
+	if err := g.roomFor(r.Context(), c.AccountID, items); err != nil {
 		return err
 	}
 	if err := g.cfg.Store.AddConversationItems(r.Context(), c.AccountID, id, items); err != nil {

@@ -444,3 +444,68 @@ func TestGateway_conversationLocked(t *testing.T) {
 		t.Errorf("the conversation holds %q; want %q: the second ran after the first", got, want)
 	}
 }
+
+// TestGateway_conversationQuota: a renter's conversations hold at most
+// ConversationItems items and ConversationChars characters, all together:
+// a conversation made with items, items added, or a response whose input
+// would take them over is refused 403 conversation_quota_exceeded, the
+// response before it runs, saying what to delete; deleting makes room.
+func TestGateway_conversationQuota(t *testing.T) {
+	f, up := mustSolo(t, func(c *gateway.Config) { c.ConversationItems, c.ConversationChars = 5, 4000 })
+	ctx := context.Background()
+	sdk := f.sdk(f.RenterKey)
+	items := func(texts ...string) []responses.ResponseInputItemUnionParam {
+		var its []responses.ResponseInputItemUnionParam
+		for _, s := range texts {
+			its = append(its, userItem(s))
+		}
+		return its
+	}
+	wantQuota := func(what string, err error, held string) {
+		t.Helper()
+		e := apiError(t, err)
+		if e.StatusCode != 403 || e.Code != "conversation_quota_exceeded" || !strings.Contains(e.Message, held) || !strings.Contains(e.Message, "DELETE /v1/conversations") {
+			t.Errorf("%s: %d %s (%s); want 403 conversation_quota_exceeded saying they hold %s and what to delete", what, e.StatusCode, e.Code, e.Message, held)
+		}
+	}
+	conv, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{Items: items("a", "b", "c")})
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	added, err := sdk.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{Items: items("d", "e")})
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	_, err = sdk.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{Items: items("f")})
+	wantQuota("a sixth item", err, "5 items")
+	_, err = sdk.Conversations.New(ctx, conversations.ConversationNewParams{Items: items("g")})
+	wantQuota("another conversation with an item", err, "5 items")
+	calls := up.Calls.Load()
+	_, err = sdk.Responses.New(ctx, inConversation("And?", conv.ID))
+	wantQuota("a response in the full conversation", err, "5 items")
+	if up.Calls.Load() != calls {
+		t.Errorf("the refused response reached the model server")
+	}
+	if _, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{}); err != nil {
+		t.Errorf("an empty conversation: %s; want it made, holding nothing", describe(err))
+	}
+
+	if _, err := sdk.Conversations.Items.Delete(ctx, conv.ID, gjson.Get(added.RawJSON(), "data.0.id").Str); err != nil {
+		t.Fatal(describe(err))
+	}
+	_, err = sdk.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{Items: items(strings.Repeat("long ", 800))})
+	wantQuota("an item of 4,000 characters and more", err, "characters")
+	if _, err := sdk.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{Items: items("f")}); err != nil {
+		t.Errorf("an item once one was deleted: %s; want it added", describe(err))
+	}
+	if _, err := sdk.Conversations.Delete(ctx, conv.ID); err != nil {
+		t.Fatal(describe(err))
+	}
+	fresh, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{})
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	if _, err := sdk.Responses.New(ctx, inConversation("Hi", fresh.ID)); err != nil {
+		t.Errorf("a response once the full conversation was deleted: %s", describe(err))
+	}
+}

@@ -178,6 +178,12 @@ type Config struct {
 	// ResponseRetention is how long a response of the Responses API is
 	// kept (kept.go). Default 30 days, as OpenAI keeps them.
 	ResponseRetention time.Duration
+	// ConversationItems and ConversationChars bound what each renter's
+	// conversations hold, all together: their items, and the items'
+	// characters (convquota.go). Defaults DefaultConversationItems and
+	// DefaultConversationChars; negative: no bound.
+	ConversationItems int64
+	ConversationChars int64
 	// BackgroundHeartbeat is how often a background response's run
 	// renews its hold on the response, three heartbeats ahead, and so how
 	// soon one whose server stopped reads as failed, and a run learns of
@@ -217,6 +223,12 @@ func (c *Config) setDefaults() {
 	}
 	setDefault(&c.MaxQueue, DefaultMaxQueue)
 	setDefault(&c.ResponseRetention, DefaultResponseRetention)
+	if c.ConversationItems == 0 {
+		c.ConversationItems = DefaultConversationItems
+	}
+	if c.ConversationChars == 0 {
+		c.ConversationChars = DefaultConversationChars
+	}
 	setDefault(&c.BackgroundHeartbeat, DefaultBackgroundHeartbeat)
 }
 

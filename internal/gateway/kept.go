@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
@@ -123,6 +124,10 @@ func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *op
 				k.end()
 			}
 		}()
+		inputs := int64(len(gjson.ParseBytes(list).Array()))
+		if err := g.roomForCount(ctx, renterID, inputs, int64(utf8.RuneCount(list))); err != nil { // its input, at least, must fit
+			return nil, nil, err
+		}
 	}
 	history, field, err := g.history(ctx, renterID, req, k) // before k.input is resolved: a reference to an item of its conversation is refused
 	if err != nil {
