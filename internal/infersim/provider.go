@@ -269,6 +269,11 @@ type chatRequest struct {
 	} `json:"messages"`
 	Prompt json.RawMessage `json:"prompt"` // a text completion's: a string, or a list of strings or of token IDs
 	N      int             `json:"n"`      // completions to generate; 0 means 1
+	// Logprobs asks for the answer's log probabilities: a chat's true or
+	// false, with TopLogprobs alternatives per token; a text completion's
+	// number of alternatives (logprobs.go).
+	Logprobs    json.RawMessage `json:"logprobs"`
+	TopLogprobs *int            `json:"top_logprobs"`
 	// A response's (POST /v1/responses): its instructions, its input (a
 	// string or a list of items) and its limit.
 	Instructions    string        `json:"instructions"`
@@ -278,6 +283,7 @@ type chatRequest struct {
 	text      bool  // a text completion (POST /v1/completions), not a chat
 	responses bool  // a response (POST /v1/responses)
 	created   int64 // when it arrived, in unix seconds: the answer's created (a response's created_at)
+	logprobs  logprobsAsked
 }
 
 func (p *provider) chat(w http.ResponseWriter, r *http.Request) { p.answer(w, r, chatRequest{}) }
@@ -314,6 +320,12 @@ func (p *provider) answer(w http.ResponseWriter, r *http.Request, kind chatReque
 	case req.N != 0 && req.responses:
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "n is not a field of the Responses API")
 		return
+	}
+	if !req.responses { // a response's logprobs are asked otherwise (include), and not simulated
+		if err := req.readLogprobs(); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+			return
+		}
 	}
 	prompt := req.promptTokens()
 	completion := req.answerTokens()
@@ -454,13 +466,13 @@ func (p *provider) whole(w http.ResponseWriter, r *http.Request, req *chatReques
 		panic(http.ErrAbortHandler)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	format, object := `{"index":%d,"message":{"role":"assistant","content":%q},"finish_reason":%q}`, "chat.completion"
+	format, object := `{"index":%d,"message":{"role":"assistant","content":%q},"logprobs":%s,"finish_reason":%q}`, "chat.completion"
 	if req.text {
-		format, object = `{"index":%d,"text":%q,"logprobs":null,"finish_reason":%q}`, "text_completion"
+		format, object = `{"index":%d,"text":%q,"logprobs":%s,"finish_reason":%q}`, "text_completion"
 	}
 	choices := make([]string, req.choices())
 	for k := range choices {
-		choices[k] = fmt.Sprintf(format, k, words(completion), req.finishReason())
+		choices[k] = fmt.Sprintf(format, k, words(completion), req.logprobsJSON(completion, 0), req.finishReason())
 	}
 	out := completion * len(choices)
 	fmt.Fprintf(w, `{"id":%q,"object":%q,"created":%d,"model":%q,"choices":[%s],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
@@ -511,6 +523,7 @@ func (p *provider) stream(w http.ResponseWriter, r *http.Request, req *chatReque
 	rc := http.NewResponseController(w)
 	chunks := min(completion, maxStreamChunks)
 	id := p.answerID(req)
+	sent := 0 // tokens of each completion in the chunks before
 	for i := range chunks {
 		if i > 0 && !backoff.Sleep(r.Context(), decode/time.Duration(chunks-1)) {
 			return false
@@ -521,8 +534,9 @@ func (p *provider) stream(w http.ResponseWriter, r *http.Request, req *chatReque
 			finish = strconv.Quote(req.finishReason())
 		}
 		for k := range req.choices() {
-			req.writeChunk(w, id, k, i == 0, words(n), finish)
+			req.writeChunk(w, id, k, i == 0, n, sent, finish)
 		}
+		sent += n
 		if rc.Flush() != nil {
 			return false
 		}
@@ -553,17 +567,19 @@ func (r *chatRequest) chunkObject() string {
 
 // writeChunk writes one event of a streamed answer with text for its
 // completion index: a chat's delta, the assistant's role on the first,
-// or a text completion's text.
-func (r *chatRequest) writeChunk(w io.Writer, id string, index int, first bool, text, finish string) {
+// or a text completion's text: n tokens, after the sent before, with
+// their log probabilities when the request asked.
+func (r *chatRequest) writeChunk(w io.Writer, id string, index int, first bool, n, sent int, finish string) {
+	text, logprobs := words(n), r.logprobsJSON(n, sent)
 	if r.text {
-		fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"text_completion\",\"created\":%d,\"model\":%q,\"choices\":[{\"index\":%d,\"text\":%q,\"logprobs\":null,\"finish_reason\":%s}]}\n\n", id, r.created, r.Model, index, text, finish)
+		fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"text_completion\",\"created\":%d,\"model\":%q,\"choices\":[{\"index\":%d,\"text\":%q,\"logprobs\":%s,\"finish_reason\":%s}]}\n\n", id, r.created, r.Model, index, text, logprobs, finish)
 		return
 	}
 	role := ""
 	if first {
 		role = `"role":"assistant",`
 	}
-	fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":%d,\"model\":%q,\"choices\":[{\"index\":%d,\"delta\":{%s\"content\":%q},\"finish_reason\":%s}]}\n\n", id, r.created, r.Model, index, role, text, finish)
+	fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":%d,\"model\":%q,\"choices\":[{\"index\":%d,\"delta\":{%s\"content\":%q},\"logprobs\":%s,\"finish_reason\":%s}]}\n\n", id, r.created, r.Model, index, role, text, logprobs, finish)
 }
 
 // begin and end count a request as it arrives and as it ends.

@@ -441,3 +441,83 @@ func TestModelServer_responses(t *testing.T) {
 		t.Errorf("a response with n: %v; want a 400, as the Responses API has no n", err)
 	}
 }
+
+// TestModelServer_logprobs: asked, the simulated server gives each token
+// of its answer its log probability, with as many alternatives as asked
+// (the token itself the likeliest), whole and streamed, a chat's in its
+// content list and a text completion's in the legacy lists; not asked,
+// none. A bad ask is a 400.
+func TestModelServer_logprobs(t *testing.T) {
+	sdk := modelServerSDK(t)
+	ctx := context.Background()
+	params := oai.ChatCompletionNewParams{Model: "m", MaxTokens: oai.Int(3), Logprobs: oai.Bool(true), TopLogprobs: oai.Int(2),
+		Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("Hello")}}
+	checkChat := func(what string, content []oai.ChatCompletionTokenLogprob) {
+		t.Helper()
+		if len(content) != 3 {
+			t.Fatalf("%s: %d tokens' logprobs, want 3", what, len(content))
+		}
+		for _, lp := range content {
+			if lp.Token != tokenWord || lp.Logprob != tokenLogprob || string(rune(lp.Bytes[0])) != "t" || len(lp.TopLogprobs) != 2 ||
+				lp.TopLogprobs[0].Token != tokenWord || lp.TopLogprobs[1].Logprob >= lp.Logprob {
+				t.Errorf("%s: %+v; want %q at %g, its 2 alternatives it first", what, lp, tokenWord, tokenLogprob)
+			}
+		}
+	}
+	whole, err := sdk.Chat.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkChat("whole", whole.Choices[0].Logprobs.Content)
+	stream := sdk.Chat.Completions.NewStreaming(ctx, params)
+	var streamed []oai.ChatCompletionTokenLogprob
+	for stream.Next() {
+		for _, ch := range stream.Current().Choices {
+			streamed = append(streamed, ch.Logprobs.Content...)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	checkChat("streamed", streamed)
+	plain, err := sdk.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{Model: "m", MaxTokens: oai.Int(3),
+		Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("Hello")}})
+	if err != nil || len(plain.Choices[0].Logprobs.Content) != 0 {
+		t.Errorf("not asked: %v, logprobs %+v; want none", err, plain.Choices[0].Logprobs)
+	}
+
+	text := oai.CompletionNewParams{Model: "m", MaxTokens: oai.Int(4), Logprobs: oai.Int(1),
+		Prompt: oai.CompletionNewParamsPromptUnion{OfString: oai.String("Once")}}
+	done, err := sdk.Completions.New(ctx, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lp := done.Choices[0].Logprobs; len(lp.Tokens) != 4 || len(lp.TokenLogprobs) != 4 || lp.TokenLogprobs[3] != tokenLogprob ||
+		len(lp.TopLogprobs) != 4 || lp.TopLogprobs[0][tokenWord] != tokenLogprob || len(lp.TopLogprobs[0]) != 1 || lp.TextOffset[2] != int64(2*len(tokenWord)) {
+		t.Errorf("a text completion's logprobs %+v; want 4 tokens, each with its one alternative, at their offsets", lp)
+	}
+	textStream := sdk.Completions.NewStreaming(ctx, text)
+	var offsets []int64
+	for textStream.Next() {
+		for _, ch := range textStream.Current().Choices {
+			offsets = append(offsets, ch.Logprobs.TextOffset...)
+		}
+	}
+	if err := textStream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(offsets) != 4 || offsets[3] != int64(3*len(tokenWord)) {
+		t.Errorf("a streamed text completion's offsets %v; want 4, counted from the answer's start", offsets)
+	}
+
+	for name, opt := range map[string]option.RequestOption{
+		"top_logprobs over 20":      option.WithJSONSet("top_logprobs", 21),
+		"top_logprobs without them": option.WithJSONSet("logprobs", false),
+		"logprobs not a boolean":    option.WithJSONSet("logprobs", "yes"),
+	} {
+		_, err := sdk.Chat.Completions.New(ctx, params, opt)
+		if e := new(oai.Error); !errors.As(err, &e) || e.StatusCode != 400 {
+			t.Errorf("%s: %v; want a 400", name, err)
+		}
+	}
+}
