@@ -98,16 +98,16 @@ func (r *chatRequest) logprobsJSON(n, from int) string {
 // textLogprobs is a text completion's logprobs, in the legacy format:
 // text_offset counts from the answer's start.
 func (r *chatRequest) textLogprobs(n, from int) string {
+	alts := make(map[string]float64, r.logprobs.top)
+	for k := range r.logprobs.top {
+		tok, lp := alternative(k)
+		alts[tok] = lp
+	}
+	top, _ := json.Marshal(alts) // the same at every token
 	tokens, lps, tops, offsets := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	for i := range n {
 		tokens[i], lps[i] = fmt.Sprintf("%q", tokenWord), fmt.Sprintf("%g", tokenLogprob)
-		alts := make(map[string]float64, r.logprobs.top)
-		for k := range r.logprobs.top {
-			tok, lp := alternative(k)
-			alts[tok] = lp
-		}
-		b, _ := json.Marshal(alts)
-		tops[i], offsets[i] = string(b), fmt.Sprint((from+i)*len(tokenWord))
+		tops[i], offsets[i] = string(top), fmt.Sprint((from+i)*len(tokenWord))
 	}
 	return fmt.Sprintf(`{"tokens":[%s],"token_logprobs":[%s],"top_logprobs":[%s],"text_offset":[%s]}`,
 		strings.Join(tokens, ","), strings.Join(lps, ","), strings.Join(tops, ","), strings.Join(offsets, ","))
