@@ -45,3 +45,11 @@ func (c *Client) InferenceUsage(ctx context.Context, f idlegrid.UsageFilter) ([]
 	err := c.do(ctx, call{method: http.MethodGet, path: path("inference", "usage"), query: q, out: &out})
 	return out.Data, err
 }
+
+// ConversationUsage returns what the caller's conversations (the
+// gateway's Conversations API) hold, all together, and the most they may.
+func (c *Client) ConversationUsage(ctx context.Context) (*wire.ConversationUsage, error) {
+	var out wire.ConversationUsage
+	err := c.do(ctx, call{method: http.MethodGet, path: path("inference", "conversations"), out: &out})
+	return &out, err
+}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
@@ -20,6 +22,7 @@ OpenAI client at this server's /v1/ with your API key (docs/gateway.md).`, []sub
 		{"models", "the models served now, with the cheapest prices and how many providers serve each", func(a []string) error { return c.models(ctx, a) }},
 		{"stats", "per model: latency, time to first token, tokens/s, $ per million tokens, requests waiting", func(a []string) error { return c.stats(ctx, a) }},
 		{"usage", "your metered requests, newest first: tokens, latency, charge", func(a []string) error { return c.usage(ctx, a) }},
+		{"conversations", "what your kept conversations hold, and the most they may", func(a []string) error { return c.conversations(ctx, a) }},
 	}, args)
 }
 
@@ -235,6 +238,44 @@ request's ID asks for.`,
 		return err
 	}
 	return nextPage(c.env.Out, "idlegrid inference usage", len(us), *limit, us[len(us)-1].ID)
+}
+
+func (c *inferenceCommand) conversations(ctx context.Context, args []string) error {
+	fs := c.env.flags("inference conversations", help{
+		usage: "idlegrid inference conversations [--json]",
+		about: `Show what your conversations (POST /v1/conversations) hold, all
+together: their items and the items' characters, and the most this
+server keeps for an account. Past either, adding to them is refused until
+you delete conversations or items you no longer need.`,
+		examples: "idlegrid inference conversations\n idlegrid inference conversations --json",
+	})
+	r := c.env.remoteFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := fs.parseArgs(args, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	u, err := cl.ConversationUsage(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(c.env.Out, u)
+	}
+	_, err = fmt.Fprintf(c.env.Out, "your conversations hold %s items%s and %s characters%s\n",
+		humanize.Comma(u.Items), ofBound(u.MaxItems), humanize.Comma(u.Chars), ofBound(u.MaxChars))
+	return err
+}
+
+// ofBound is " of N" for a bound, "" for none.
+func ofBound(n *int64) string {
+	if n == nil {
+		return " (no bound)"
+	}
+	return " of " + humanize.Comma(*n)
 }
 
 // micros shows a duration in microseconds as milliseconds, e.g. "12.3ms".

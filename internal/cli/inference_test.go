@@ -100,3 +100,28 @@ func TestInferenceUsage_fieldIsFlag(t *testing.T) {
 		t.Errorf("inference usage --before nope: %s\nwant exit 2 and %q", r, want)
 	}
 }
+
+// TestInferenceConversations: the command says what the renter's
+// conversations hold against the server's bounds, or that there are
+// none, and --json gives the server's answer.
+func TestInferenceConversations(t *testing.T) {
+	answer := `{"object":"conversation.usage","items":1234,"chars":5678901,"max_items":1000000,"max_chars":null}`
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/inference/conversations" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, answer)
+	}))
+	defer ts.Close()
+	env := map[string]string{"IDLEGRID_ADDR": ts.URL, "IDLEGRID_KEY": "k"}
+	if out, want := must(t, env, "inference", "conversations"), "your conversations hold 1,234 items of 1,000,000 and 5,678,901 characters (no bound)\n"; out != want {
+		t.Errorf("inference conversations printed %q, want %q", out, want)
+	}
+	var got map[string]any
+	mustJSON(t, env, &got, "inference", "conversations", "--json")
+	if got["items"] != float64(1234) || got["max_chars"] != nil || got["max_items"] != float64(1_000_000) {
+		t.Errorf("--json: %v, want the server's answer", got)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 
+	"github.com/idlegrid/idlegrid/client"
 	"github.com/idlegrid/idlegrid/internal/gateway"
 	"github.com/idlegrid/idlegrid/internal/metricstest"
 )
@@ -450,6 +451,7 @@ func TestGateway_conversationLocked(t *testing.T) {
 // a conversation made with items, items added, or a response whose input
 // would take them over is refused 403 conversation_quota_exceeded, the
 // response before it runs, saying what to delete; deleting makes room.
+// GET /v1/inference/conversations says what they hold, and the bounds.
 func TestGateway_conversationQuota(t *testing.T) {
 	f, up := mustSolo(t, func(c *gateway.Config) { c.ConversationItems, c.ConversationChars = 5, 4000 })
 	ctx := context.Background()
@@ -475,6 +477,10 @@ func TestGateway_conversationQuota(t *testing.T) {
 	added, err := sdk.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{Items: items("d", "e")})
 	if err != nil {
 		t.Fatal(describe(err))
+	}
+	u, err := client.New(f.URL, f.RenterKey).ConversationUsage(ctx)
+	if err != nil || u.Items != 5 || u.Chars == 0 || u.MaxItems == nil || *u.MaxItems != 5 || u.MaxChars == nil || *u.MaxChars != 4000 {
+		t.Errorf("GET /v1/inference/conversations: %+v, %v; want 5 items, their characters, and the bounds 5 and 4000", u, err)
 	}
 	_, err = sdk.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{Items: items("f")})
 	wantQuota("a sixth item", err, "5 items")

@@ -3,9 +3,11 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"unicode/utf8"
 
 	"github.com/idlegrid/idlegrid"
+	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
 )
 
 // What a renter's conversations may hold, all together
@@ -58,4 +60,30 @@ func quotaExceeded(held, more, most string) error {
 	err := idlegrid.Errorf(idlegrid.EFORBIDDEN, "your account's conversations hold %s; %s would take them over the %s this server keeps for an account: delete conversations (DELETE /v1/conversations/{id}) or items you no longer need, or ask the operator for more",
 		held, more, most)
 	return &codedError{err: err, code: "conversation_quota_exceeded"}
+}
+
+// serveConversationUsage answers GET /v1/inference/conversations: what the
+// renter's conversations hold, and the most they may.
+func (g *Gateway) serveConversationUsage(w http.ResponseWriter, r *http.Request, c *apiKey) error {
+	if _, err := checkQuery(r); err != nil {
+		return err
+	}
+	if err := renterOnly(c, "conversations"); err != nil {
+		return err
+	}
+	u, err := g.cfg.Store.ConversationUsage(r.Context(), c.AccountID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, wire.ConversationUsage{Object: "conversation.usage", Items: u.Items, Chars: u.Chars,
+		MaxItems: bound(g.cfg.ConversationItems), MaxChars: bound(g.cfg.ConversationChars)})
+	return nil
+}
+
+// bound is a bound as the API gives it: nil for none.
+func bound(n int64) *int64 {
+	if n < 0 {
+		return nil
+	}
+	return &n
 }

@@ -274,6 +274,7 @@ var Patterns = append([]string{
 	"/v1/conversations/{id...}",
 	"GET /v1/inference/stats",
 	"GET /v1/inference/usage",
+	"GET /v1/inference/conversations",
 }, slices.Sorted(maps.Keys(openAIPaths))...)
 
 // openAIPaths are the gateway's OpenAI paths, each with the one method it
@@ -344,6 +345,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.mux.HandleFunc("DELETE /v1/conversations/{id}/items/{item_id}", g.withKey(g.paced(g.deleteItem)))
 	g.mux.HandleFunc("/v1/conversations/{id...}", g.conversationsPath)
 	g.mux.HandleFunc("GET /v1/inference/stats", g.withKey(g.paced(g.serveStats)))
+	g.mux.HandleFunc("GET /v1/inference/conversations", g.withKey(g.paced(g.serveConversationUsage)))
 	g.mux.HandleFunc("GET /v1/inference/usage", g.withKey(g.paced(g.serveUsage)))
 	return g, nil
 }

@@ -85,3 +85,14 @@ type BreakerStats struct {
 type InferenceUsageList struct {
 	Data []*idlegrid.InferenceUsage `json:"data"`
 }
+
+// ConversationUsage is the answer of GET /v1/inference/conversations: what
+// the caller's conversations hold, all together, and the most they may
+// (null: no bound).
+type ConversationUsage struct {
+	Object   string `json:"object"` // "conversation.usage"
+	Items    int64  `json:"items"`
+	Chars    int64  `json:"chars"`
+	MaxItems *int64 `json:"max_items"`
+	MaxChars *int64 `json:"max_chars"`
+}
