@@ -2,9 +2,10 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"unicode/utf8"
+
+	"github.com/dustin/go-humanize"
 
 	"github.com/idlegrid/idlegrid"
 	"github.com/idlegrid/idlegrid/internal/httpapi/wire"
@@ -47,18 +48,19 @@ func (g *Gateway) roomForCount(ctx context.Context, renterID string, n, chars in
 	case err != nil:
 		return err
 	case maxItems >= 0 && u.Items+n > maxItems:
-		return quotaExceeded(fmt.Sprintf("%d items", u.Items), fmt.Sprintf("%d more", n), fmt.Sprintf("%d items", maxItems))
+		return quotaExceeded(u.Items, n, maxItems, "items")
 	case maxChars >= 0 && u.Chars+chars > maxChars:
-		return quotaExceeded(fmt.Sprintf("%d characters", u.Chars), fmt.Sprintf("%d more", chars), fmt.Sprintf("%d characters", maxChars))
+		return quotaExceeded(u.Chars, chars, maxChars, "characters")
 	}
 	return nil
 }
 
 // quotaExceeded is the refusal of a write that would take a renter's
-// conversations from held, by more, over most.
-func quotaExceeded(held, more, most string) error {
-	err := idlegrid.Errorf(idlegrid.EFORBIDDEN, "your account's conversations hold %s; %s would take them over the %s this server keeps for an account: delete conversations (DELETE /v1/conversations/{id}) or items you no longer need, or ask the operator for more",
-		held, more, most)
+// conversations from held of what (items, characters), by more, over
+// most.
+func quotaExceeded(held, more, most int64, what string) error {
+	err := idlegrid.Errorf(idlegrid.EFORBIDDEN, "your account's conversations hold %s %s; %s more would take them over the %s this server keeps for an account: delete conversations (DELETE /v1/conversations/{id}) or items you no longer need, or ask the operator for more",
+		humanize.Comma(held), what, humanize.Comma(more), humanize.Comma(most))
 	return &codedError{err: err, code: "conversation_quota_exceeded"}
 }
 
