@@ -270,7 +270,7 @@ you delete conversations or items you no longer need.`,
 	return err
 }
 
-// ofBound is " of N" for a bound, "" for none.
+// ofBound is " of N" for a bound of N, " (no bound)" for none.
 func ofBound(n *int64) string {
 	if n == nil {
 		return " (no bound)"

@@ -31,7 +31,7 @@ type logprobsAsked struct {
 // text completion's number or null) and top_logprobs (a chat's).
 func (r *chatRequest) readLogprobs() error {
 	if len(r.Logprobs) == 0 || string(r.Logprobs) == "null" {
-		if r.TopLogprobs != nil && !r.text {
+		if r.TopLogprobs != nil && *r.TopLogprobs > 0 && !r.text {
 			return errors.New("top_logprobs needs logprobs true")
 		}
 		return nil
