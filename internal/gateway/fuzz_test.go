@@ -11,9 +11,9 @@ import (
 )
 
 // fuzzPaths are the endpoints FuzzGateway calls, by the fuzzer's index;
-// the one ending in "?", a kept response's input items, with the body as
-// its query.
-var fuzzPaths = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/v1/responses", "/v1/responses/resp_none/input_items?", "/v1/conversations"}
+// those ending in "?" (a kept response's input items, a renter's
+// conversation usage) with the body as their query.
+var fuzzPaths = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/v1/responses", "/v1/responses/resp_none/input_items?", "/v1/conversations", "/v1/inference/conversations?"}
 
 // notInQuery are the characters a URL's query never holds as sent.
 func notInQuery(r rune) bool { return r <= ' ' || r >= 0x7f || r == '#' }
@@ -50,6 +50,8 @@ func FuzzGateway(f *testing.F) {
 		{5, `limit=0&order=sideways&%zz`},
 		{6, `{"items":[{"role":"user","content":"Hi"},{"type":"function_call_output","call_id":"c","output":"ok"}],"metadata":{"topic":"tea"}}`},
 		{6, `{"items":[{"type":"item_reference","id":"x"}],"metadata":{"":1}}`},
+		{7, ``},
+		{7, `limit=5`},
 		{4, `{"model":"llama-test","input":"Hi","conversation":{"id":"conv_none"}}`},
 		{4, `{"model":"llama-test","input":"Hi","conversation":7,"previous_response_id":"resp_none"}`},
 		{0, `{"model":`},
