@@ -667,6 +667,11 @@ func TestDashboard(t *testing.T) {
 		if head := b.text("#panel-inference thead"); !strings.Contains(head, "Latency p50 / p95") || !strings.Contains(head, "Tokens/s p50") {
 			t.Errorf("the inference panel's columns are %q, want latency p50 / p95 and tokens/s", head)
 		}
+		// idlegrid dev keeps the gateway's default bounds on what a
+		// renter's conversations hold.
+		if held := b.text("#panel-inference"); !strings.Contains(held, "items of 1,000,000 and") || !strings.Contains(held, "characters of 1,073,741,824;") {
+			t.Errorf("the inference panel says %q, want what the renter's conversations hold of 1,000,000 items", held)
+		}
 		b.waitText("#panel-routing", "defaults")
 		// A key's routing defaults for the inference gateway: as set, in
 		// the form once the key is chosen; set by the form, a region

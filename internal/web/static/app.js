@@ -839,9 +839,11 @@
     ]) + lineChart('Spend per hour, last 24 hours', [{ name: 'spend', points: hourly(spend, 24) }], (v) => rough(v, 4));
   }
 
-  // inferenceUsage sums the caller's metered gateway requests per model.
+  // inferenceUsage sums the caller's metered gateway requests per model,
+  // and says what the renter's conversations hold against the server's
+  // bounds.
   async function inferenceUsage() {
-    const p = await probe(['/v1/inference/usage?limit=1000']);
+    const [p, conv] = await Promise.all([probe(['/v1/inference/usage?limit=1000']), probe(['/v1/inference/conversations'])]);
     if (p.missing) return unavailable('Inference usage (p95 latency, time to first token, $/token)');
     const byModel = {};
     for (const u of p.data.data || []) {
@@ -866,7 +868,18 @@
       { h: 'Tokens', num: true, f: (m) => esc(m.tokens.toLocaleString('en-US')) },
       { h: '$ per 1M tokens', num: true, f: (m) => m.tokens ? rough(Math.floor(m.charge * 1e6 / m.tokens), 4) : '—' },
       { h: 'Spent', num: true, f: (m) => money(m.charge) },
-    ], rows, 'No inference requests yet. Send OpenAI-compatible requests to this server with your key.') + over;
+    ], rows, 'No inference requests yet. Send OpenAI-compatible requests to this server with your key.') + over + conversationsHeld(conv);
+  }
+
+  // conversationsHeld is a line saying what the renter's conversations
+  // hold (GET /v1/inference/conversations), of the most they may; none
+  // from a server without it.
+  function conversationsHeld(conv) {
+    if (conv.missing) return '';
+    const u = conv.data;
+    const of = (n, what, max) => esc(n.toLocaleString('en-US')) + ' ' + what + (max == null ? '' : ' of ' + esc(max.toLocaleString('en-US')));
+    return '<p class="hint">Your conversations hold ' + of(u.items, 'items', u.max_items) + ' and ' +
+      of(u.chars, 'characters', u.max_chars) + '; past either, adding to them is refused until you delete some.</p>';
   }
 
   // quantile is the nearest-rank percentile q (0.5, 0.95), as the gateway computes it.
