@@ -175,7 +175,7 @@ var everyCommand = [][]string{
 	{"node", "schedule"}, {"node", "drain"}, {"node", "retire"},
 	{"market"}, {"status"}, {"estimate"}, {"backup"},
 	{"sim"}, {"sim", "cheaters"}, {"sim", "inference"},
-	{"inference", "models"}, {"inference", "stats"}, {"inference", "usage"},
+	{"inference", "models"}, {"inference", "stats"}, {"inference", "usage"}, {"inference", "conversations"},
 	{"token", "create"}, {"token", "ls"}, {"token", "revoke"},
 	{"key", "create"}, {"key", "ls"}, {"key", "revoke"}, {"key", "limit"}, {"key", "routing"},
 	{"registry", "login"}, {"registry", "ls"}, {"registry", "logout"},

@@ -207,6 +207,9 @@ func TestGateway_modelBetweenProviders(t *testing.T) {
 	sdk := f.sdk(f.RenterKey)
 	eventually(t, "a GET of the model while its provider is listed without a session", func() string {
 		_, err := sdk.Models.Get(context.Background(), testModel)
+		if err == nil {
+			return "listed as served: the server has not yet seen the session end"
+		}
 		if e := apiError(t, err); e.StatusCode != http.StatusServiceUnavailable || e.Response.Header.Get("Retry-After") != "5" ||
 			!strings.Contains(e.Message, "out of reach for now") {
 			return fmt.Sprintf("%d %s, Retry-After %q", e.StatusCode, e.Message, e.Response.Header.Get("Retry-After"))
