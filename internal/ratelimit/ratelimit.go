@@ -5,7 +5,7 @@
 // The API limits each account's requests with one (internal/httpapi), and
 // the inference gateway spends from the same account's bucket for its
 // requests that run no model (internal/gateway): one renter's script
-// cannot starve the others, or write without bound, on either side.
+// cannot starve the others on either side.
 package ratelimit
 
 import (
