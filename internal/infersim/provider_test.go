@@ -199,6 +199,7 @@ func TestModelServer_metrics(t *testing.T) {
 // answers with.
 var testNow = time.Date(2026, 12, 7, 23, 30, 0, 0, time.UTC)
 
+// stoppedClock tells testNow, always.
 type stoppedClock struct{}
 
 func (stoppedClock) Now() time.Time { return testNow }
@@ -221,7 +222,8 @@ func modelServerSDK(t *testing.T) oai.Client {
 // content chunk the finish reason ("length" at the request's limit, "stop"
 // when it set none), a chunk of usage follows only when the request asked
 // (stream_options.include_usage), all of an answer's chunks share one ID,
-// and two answers have two.
+// and two answers have two, as do two servers' (two runs of idlegrid dev);
+// every chunk and answer is created when the server's clock says.
 func TestModelServer_answersAsARealServer(t *testing.T) {
 	sdk := modelServerSDK(t)
 	ctx := context.Background()
