@@ -274,6 +274,9 @@ type chatRequest struct {
 	// number of alternatives (logprobs.go).
 	Logprobs    json.RawMessage `json:"logprobs"`
 	TopLogprobs *int            `json:"top_logprobs"`
+	// Stop is where the answer ends early: a string, or a list of up to
+	// four (stop.go).
+	Stop json.RawMessage `json:"stop"`
 	// A response's (POST /v1/responses): its instructions, its input (a
 	// string or a list of items) and its limit.
 	Instructions    string        `json:"instructions"`
@@ -284,6 +287,9 @@ type chatRequest struct {
 	responses bool  // a response (POST /v1/responses)
 	created   int64 // when it arrived, in unix seconds: the answer's created (a response's created_at)
 	logprobs  logprobsAsked
+	stops     []string
+	answer    string // a chat's or text completion's text, cut at a stop sequence (stopped)
+	stopped   bool
 }
 
 func (p *provider) chat(w http.ResponseWriter, r *http.Request) { p.answer(w, r, chatRequest{}) }
@@ -321,14 +327,17 @@ func (p *provider) answer(w http.ResponseWriter, r *http.Request, kind chatReque
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "n is not a field of the Responses API")
 		return
 	}
-	if !req.responses { // a response's logprobs are asked otherwise (include), and not simulated
-		if err := req.readLogprobs(); err != nil {
+	if !req.responses { // a response's logprobs are asked otherwise (include), and not simulated; it has no stop
+		if err := errors.Join(req.readLogprobs(), req.readStop()); err != nil {
 			writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 			return
 		}
 	}
 	prompt := req.promptTokens()
 	completion := req.answerTokens()
+	if !req.responses {
+		completion = req.cut(completion)
+	}
 	fault := p.faults.draw(unitHash(p.seed, p.spec.Name, req.User))
 	p.begin(req.Model, fault)
 	ttft, decode := p.gpu.Timing(prompt, completion)
@@ -472,7 +481,7 @@ func (p *provider) whole(w http.ResponseWriter, r *http.Request, req *chatReques
 	}
 	choices := make([]string, req.choices())
 	for k := range choices {
-		choices[k] = fmt.Sprintf(format, k, words(completion), req.logprobsJSON(completion, 0), req.finishReason())
+		choices[k] = fmt.Sprintf(format, k, req.answer, req.logprobsJSON(completion, 0), req.finishReason())
 	}
 	out := completion * len(choices)
 	fmt.Fprintf(w, `{"id":%q,"object":%q,"created":%d,"model":%q,"choices":[%s],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
@@ -480,11 +489,14 @@ func (p *provider) whole(w http.ResponseWriter, r *http.Request, req *chatReques
 	return true
 }
 
-// finishReason is why the answer ended, as a real model server says: its
-// length reached the request's limit (a text completion's default one
-// too), or, with none set, the model stopped of itself (after
-// DefaultAnswerTokens).
+// finishReason is why the answer ended, as a real model server says: a
+// stop sequence, its length reached the request's limit (a text
+// completion's default one too), or, with none set, the model stopped of
+// itself (after DefaultAnswerTokens).
 func (r *chatRequest) finishReason() string {
+	if r.stopped {
+		return "stop"
+	}
 	if r.MaxOutputTokens > 0 || r.MaxCompletionTokens > 0 || r.MaxTokens > 0 || r.text {
 		return "length"
 	}
@@ -570,7 +582,7 @@ func (r *chatRequest) chunkObject() string {
 // or a text completion's text: n tokens, after the sent before, with
 // their log probabilities when the request asked.
 func (r *chatRequest) writeChunk(w io.Writer, id string, index int, first bool, n, sent int, finish string) {
-	text, logprobs := words(n), r.logprobsJSON(n, sent)
+	text, logprobs := r.part(sent, n), r.logprobsJSON(n, sent)
 	if r.text {
 		fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"text_completion\",\"created\":%d,\"model\":%q,\"choices\":[{\"index\":%d,\"text\":%q,\"logprobs\":%s,\"finish_reason\":%s}]}\n\n", id, r.created, r.Model, index, text, logprobs, finish)
 		return

@@ -523,3 +523,60 @@ func TestModelServer_logprobs(t *testing.T) {
 		}
 	}
 }
+
+// TestModelServer_stop: an answer ends where its first stop sequence
+// would begin, leaving it out, finished "stop", whole or streamed, chat or
+// text; the token the stop began in counts. A stop the answer never holds
+// changes nothing; more than four, or one not a string, is a 400.
+func TestModelServer_stop(t *testing.T) {
+	sdk := modelServerSDK(t)
+	ctx := context.Background()
+	chat := func(stop ...string) oai.ChatCompletionNewParams {
+		return oai.ChatCompletionNewParams{Model: "m", MaxTokens: oai.Int(10), Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("Hello")},
+			Stop: oai.ChatCompletionNewParamsStopUnion{OfStringArray: stop}}
+	}
+	whole, err := sdk.Chat.Completions.New(ctx, chat("\n", " tok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := whole.Choices[0]; c.Message.Content != "tok" || c.FinishReason != "stop" || whole.Usage.CompletionTokens != 1 {
+		t.Errorf("stopped at %q: %q, %s, %d tokens; want %q, stop, 1 token", " tok", c.Message.Content, c.FinishReason, whole.Usage.CompletionTokens, "tok")
+	}
+	if never, err := sdk.Chat.Completions.New(ctx, chat("\n")); err != nil || never.Choices[0].FinishReason != "length" || countWords(never.Choices[0].Message.Content) != 10 {
+		t.Errorf("a stop it never says: %v, %+v; want all 10 words, for length", err, never)
+	}
+	stream := sdk.Completions.NewStreaming(ctx, oai.CompletionNewParams{Model: "m", MaxTokens: oai.Int(40),
+		Prompt: oai.CompletionNewParamsPromptUnion{OfString: oai.String("Once")}, Stop: oai.CompletionNewParamsStopUnion{OfString: oai.String("k t")},
+		StreamOptions: oai.ChatCompletionStreamOptionsParam{IncludeUsage: oai.Bool(true)}})
+	var text strings.Builder
+	var finish string
+	var usage oai.CompletionUsage
+	for stream.Next() {
+		c := stream.Current()
+		for _, ch := range c.Choices {
+			text.WriteString(ch.Text)
+			if ch.FinishReason != "" {
+				finish = string(ch.FinishReason)
+			}
+		}
+		if c.Usage.TotalTokens > 0 {
+			usage = c.Usage
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if text.String() != "to" || finish != "stop" || usage.CompletionTokens != 1 {
+		t.Errorf("a streamed text completion stopped at %q: %q, %s, usage %+v; want %q, stop, 1 token", "k t", text.String(), finish, usage, "to")
+	}
+	for name, opt := range map[string]option.RequestOption{
+		"five stops":   option.WithJSONSet("stop", []string{"a", "b", "c", "d", "e"}),
+		"a stop of 7":  option.WithJSONSet("stop", 7),
+		"stops of 1,2": option.WithJSONSet("stop", []int{1, 2}),
+	} {
+		_, err := sdk.Chat.Completions.New(ctx, chat(), opt)
+		if e := new(oai.Error); !errors.As(err, &e) || e.StatusCode != 400 {
+			t.Errorf("%s: %v; want a 400", name, err)
+		}
+	}
+}
