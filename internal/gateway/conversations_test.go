@@ -380,12 +380,14 @@ func TestGateway_conversationDeletedWhileAnswering(t *testing.T) {
 // time, as OpenAI's do. While a response runs in it, another response
 // request naming it waits a moment, then is refused 400
 // conversation_locked (param conversation, Retry-After), naming the one
-// running; adding or deleting its items is refused at once; another
+// running; adding or deleting its items is refused at once (each refusal
+// counted in idlegrid_inference_conversation_refusals_total); another
 // renter naming its ID is told there is none, not that it is locked. A
 // request that waits while the running response ends runs next, and sees
 // that response's items.
 func TestGateway_conversationLocked(t *testing.T) {
-	f, up := mustSolo(t, nil)
+	reg := prometheus.NewPedanticRegistry()
+	f, up := mustSolo(t, func(c *gateway.Config) { c.Metrics = reg })
 	ctx := context.Background()
 	sdk := f.sdk(f.RenterKey)
 	conv, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{})
@@ -421,6 +423,9 @@ func TestGateway_conversationLocked(t *testing.T) {
 	if e := apiError(t, err); e.StatusCode != 400 || e.Code != "conversation_locked" {
 		t.Errorf("deleting an item while a response runs: %d %s (%s); want 400 conversation_locked", e.StatusCode, e.Code, e.Message)
 	}
+	if got := metricstest.Value(t, reg, "idlegrid_inference_conversation_refusals_total", map[string]string{"reason": "locked"}); got != 3 {
+		t.Errorf("conversation refusals for a lock = %v, want 3", got)
+	}
 	other := f.sdk(f.mustRenter(t, "other"))
 	_, err = other.Responses.New(ctx, inConversation("Mine?", conv.ID))
 	if e := apiError(t, err); e.Code == "conversation_locked" || !strings.Contains(e.Message, "no conversation") {
@@ -450,10 +455,12 @@ func TestGateway_conversationLocked(t *testing.T) {
 // ConversationItems items and ConversationChars characters, all together:
 // a conversation made with items, items added, or a response whose input
 // would take them over is refused 403 conversation_quota_exceeded, the
-// response before it runs, saying what to delete; deleting makes room.
-// GET /v1/inference/conversations says what they hold, and the bounds.
+// response before it runs, saying what to delete (each counted);
+// deleting makes room. GET /v1/inference/conversations says what they
+// hold, and the bounds.
 func TestGateway_conversationQuota(t *testing.T) {
-	f, up := mustSolo(t, func(c *gateway.Config) { c.ConversationItems, c.ConversationChars = 5, 4000 })
+	reg := prometheus.NewPedanticRegistry()
+	f, up := mustSolo(t, func(c *gateway.Config) { c.ConversationItems, c.ConversationChars, c.Metrics = 5, 4000, reg })
 	ctx := context.Background()
 	sdk := f.sdk(f.RenterKey)
 	items := func(texts ...string) []responses.ResponseInputItemUnionParam {
@@ -503,6 +510,9 @@ func TestGateway_conversationQuota(t *testing.T) {
 	wantQuota("an item of 4,000 characters and more", err, "characters")
 	if _, err := sdk.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{Items: items("f")}); err != nil {
 		t.Errorf("an item once one was deleted: %s; want it added", describe(err))
+	}
+	if got := metricstest.Value(t, reg, "idlegrid_inference_conversation_refusals_total", map[string]string{"reason": "quota"}); got != 4 {
+		t.Errorf("conversation refusals for the bound = %v, want 4", got)
 	}
 	if _, err := sdk.Conversations.Delete(ctx, conv.ID); err != nil {
 		t.Fatal(describe(err))

@@ -121,3 +121,14 @@ func conversationLocked(field, response string) error {
 	err := idlegrid.Invalid(field, "another response (%s) is running in this conversation; retry in a few seconds, once it has ended", response)
 	return &codedError{err: retryAfter(err, lockedRetry), code: "conversation_locked"}
 }
+
+// countRefusal counts a refusal for a request's conversation by its
+// reason (metrics.convRefusals).
+func (g *Gateway) countRefusal(err error) {
+	switch openAICode(err) {
+	case "conversation_locked":
+		g.metrics.convRefusals.WithLabelValues("locked").Inc()
+	case "conversation_quota_exceeded":
+		g.metrics.convRefusals.WithLabelValues("quota").Inc()
+	}
+}

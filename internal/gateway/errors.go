@@ -116,6 +116,7 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if ra := idlegrid.RetryAfterSeconds(err); ra != "" {
 		w.Header().Set("Retry-After", ra)
 	}
+	g.countRefusal(err)
 	writeJSON(w, g.cfg.StatusCode(idlegrid.ErrorCode(err)), ErrorBody(err))
 }
 

@@ -24,8 +24,9 @@ type metrics struct {
 	meterWrites   prometheus.Histogram
 	chargesLost   prometheus.Counter
 	notKept       prometheus.Counter
-	orphans       prometheus.Counter // background responses recorded failed for want of their run
-	runsLost      prometheus.Counter // background runs stopped by another server's write
+	orphans       prometheus.Counter     // background responses recorded failed for want of their run
+	runsLost      prometheus.Counter     // background runs stopped by another server's write
+	convRefusals  *prometheus.CounterVec // by reason (locked, quota)
 
 	mu      sync.Mutex
 	byModel map[string]*modelMetrics
@@ -82,6 +83,9 @@ func newMetrics() *metrics {
 		runsLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "idlegrid_inference_background_runs_lost_total", Help: "Background runs of this server that stopped, keeping nothing more, because their response was changed (cancelled through another server, or recorded failed by one that found their hold run out) or deleted meanwhile.",
 		}),
+		convRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idlegrid_inference_conversation_refusals_total", Help: "Requests refused for their conversation, by reason: locked (another response ran in it, past the wait) or quota (the renter's conversations held all they may).",
+		}, []string{"reason"}),
 		byModel: map[string]*modelMetrics{},
 	}
 }
@@ -140,7 +144,7 @@ func (m *metrics) chargeCapped(reason string) { m.chargesCapped.WithLabelValues(
 // read from g when scraped.
 func (m *metrics) register(reg prometheus.Registerer, g *Gateway) error {
 	cs := []prometheus.Collector{m.latency, m.ttft, m.tokens, m.charged, m.usageCapped, m.chargesCapped, m.failures, m.meterWrites, m.chargesLost, m.notKept,
-		m.orphans, m.runsLost,
+		m.orphans, m.runsLost, m.convRefusals,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "idlegrid_inference_background_running", Help: "Background responses this server runs now (queued for a provider or in progress).",
 		}, func() float64 { return float64(g.background.n()) }),
