@@ -42,6 +42,10 @@ type ConversationItem struct {
 	CreatedAt  time.Time `json:"created_at"`
 }
 
+// Chars is the item's length in characters, as a conversation's history
+// and a renter's bound count it.
+func (it *ConversationItem) Chars() int64 { return int64(utf8.RuneCount(it.Item)) }
+
 // Bounds of a conversation's metadata, as OpenAI's.
 const (
 	MaxMetadataPairs    = 16

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"net/http"
-	"unicode/utf8"
 
 	"github.com/dustin/go-humanize"
 
@@ -32,7 +31,7 @@ const (
 func (g *Gateway) roomFor(ctx context.Context, renterID string, items []*idlegrid.ConversationItem) error {
 	var chars int64
 	for _, it := range items {
-		chars += int64(utf8.RuneCount(it.Item))
+		chars += it.Chars()
 	}
 	return g.roomForCount(ctx, renterID, int64(len(items)), chars)
 }

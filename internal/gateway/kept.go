@@ -124,10 +124,6 @@ func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *op
 				k.end()
 			}
 		}()
-		inputs := int64(len(gjson.ParseBytes(list).Array()))
-		if err := g.roomForCount(ctx, renterID, inputs, int64(utf8.RuneCount(list))); err != nil { // its input, at least, must fit
-			return nil, nil, err
-		}
 	}
 	history, field, err := g.history(ctx, renterID, req, k) // before k.input is resolved: a reference to an item of its conversation is refused
 	if err != nil {
@@ -141,6 +137,11 @@ func (g *Gateway) continued(ctx context.Context, renterID, reqID string, req *op
 	}
 	if err != nil {
 		return nil, nil, err
+	}
+	if req.Conversation != "" { // its input, as it will be added, must fit at least
+		if err := g.roomForCount(ctx, renterID, int64(len(own)), int64(utf8.RuneCount(k.input))); err != nil {
+			return nil, nil, err
+		}
 	}
 	whole, err := g.fit(req, history, own, field)
 	if err != nil {

@@ -480,8 +480,9 @@ func (p *provider) whole(w http.ResponseWriter, r *http.Request, req *chatReques
 		format, object = `{"index":%d,"text":%q,"logprobs":%s,"finish_reason":%q}`, "text_completion"
 	}
 	choices := make([]string, req.choices())
+	logprobs, finish := req.logprobsJSON(completion, 0), req.finishReason() // every choice's the same
 	for k := range choices {
-		choices[k] = fmt.Sprintf(format, k, req.answer, req.logprobsJSON(completion, 0), req.finishReason())
+		choices[k] = fmt.Sprintf(format, k, req.answer, logprobs, finish)
 	}
 	out := completion * len(choices)
 	fmt.Fprintf(w, `{"id":%q,"object":%q,"created":%d,"model":%q,"choices":[%s],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,

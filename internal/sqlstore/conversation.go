@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"unicode/utf8"
 
 	"github.com/idlegrid/idlegrid"
 )
@@ -233,8 +232,8 @@ func insertItems(ctx context.Context, tx *sql.Tx, renterID, id string, first int
 	rows := make([][]any, len(items))
 	var chars int64
 	for i, it := range items {
-		n := utf8.RuneCount(it.Item)
-		chars += int64(n)
+		n := it.Chars()
+		chars += n
 		rows[i] = []any{id, first + int64(i), it.ID, string(it.Item), n, it.ResponseID, timeArg(it.CreatedAt)}
 	}
 	if err := insertRows(ctx, tx, `INSERT INTO conversation_items
