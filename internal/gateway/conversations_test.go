@@ -340,6 +340,33 @@ func TestGateway_conversationsBackground(t *testing.T) {
 	}
 }
 
+// heldInConversation makes a conversation and runs in it a background
+// response saying text, which the model server holds until up.free(): it
+// returns them once the model server has the response.
+func heldInConversation(t *testing.T, sdk oai.Client, up *mock, text string) (*conversations.Conversation, *responses.Response) {
+	t.Helper()
+	ctx := context.Background()
+	conv, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{})
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	up.set(faultHold)
+	calls := up.Calls.Load()
+	p := inConversation(text, conv.ID)
+	p.Background = oai.Bool(true)
+	queued, err := sdk.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(describe(err))
+	}
+	eventually(t, "the response to reach the model server", func() string {
+		if up.Calls.Load() == calls {
+			return "not yet"
+		}
+		return ""
+	})
+	return conv, queued
+}
+
 // TestGateway_conversationDeletedWhileAnswering: a conversation deleted
 // while a response in it runs is not brought back by that response, whose
 // answer is the renter's all the same, and is no failure to keep.
@@ -348,19 +375,7 @@ func TestGateway_conversationDeletedWhileAnswering(t *testing.T) {
 	f, up := mustSolo(t, func(c *gateway.Config) { c.Metrics = reg })
 	ctx := context.Background()
 	sdk := f.sdk(f.RenterKey)
-	conv, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{})
-	if err != nil {
-		t.Fatal(describe(err))
-	}
-	up.set(faultHold)
-	defer up.free()
-	p := inConversation("Hi", conv.ID)
-	p.Background = oai.Bool(true)
-	queued, err := sdk.Responses.New(ctx, p)
-	if err != nil {
-		t.Fatal(describe(err))
-	}
-	pollUntil(t, sdk, queued.ID, responses.ResponseStatusQueued)
+	conv, queued := heldInConversation(t, sdk, up, "Hi")
 	if _, err := sdk.Conversations.Delete(ctx, conv.ID); err != nil {
 		t.Fatal(describe(err))
 	}
@@ -390,26 +405,9 @@ func TestGateway_conversationLocked(t *testing.T) {
 	f, up := mustSolo(t, func(c *gateway.Config) { c.Metrics = reg })
 	ctx := context.Background()
 	sdk := f.sdk(f.RenterKey)
-	conv, err := sdk.Conversations.New(ctx, conversations.ConversationNewParams{})
-	if err != nil {
-		t.Fatal(describe(err))
-	}
-	up.set(faultHold)
-	calls := up.Calls.Load()
-	p := inConversation("First", conv.ID)
-	p.Background = oai.Bool(true)
-	first, err := sdk.Responses.New(ctx, p)
-	if err != nil {
-		t.Fatal(describe(err))
-	}
-	eventually(t, "the first response to reach the model server", func() string {
-		if up.Calls.Load() == calls {
-			return "not yet"
-		}
-		return ""
-	})
+	conv, first := heldInConversation(t, sdk, up, "First")
 
-	_, err = sdk.Responses.New(ctx, inConversation("Second", conv.ID))
+	_, err := sdk.Responses.New(ctx, inConversation("Second", conv.ID))
 	if e := apiError(t, err); e.StatusCode != 400 || e.Code != "conversation_locked" || e.Param != "conversation" ||
 		e.Response.Header.Get("Retry-After") == "" || !strings.Contains(e.Message, first.ID) {
 		t.Errorf("a second response while the first runs: %d %s param %q (%s), Retry-After %q; want 400 conversation_locked naming the conversation and the first response, with Retry-After",
